@@ -1,0 +1,46 @@
+#include "frontends/load_model.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "frontends/onnx/onnx_importer.h"
+#include "src/ir/text.h"
+#include "src/ir/verifier.h"
+
+namespace tcc {
+
+namespace {
+// Textual IR starts (after blank lines and comments) with the keyword "graph".
+bool looks_like_text_ir(const std::string& bytes) {
+  size_t i = 0;
+  while (i < bytes.size()) {
+    char c = bytes[i];
+    if (c == ' ' || c == '\t' || c == '\r' || c == '\n') {
+      ++i;
+    } else if (bytes.compare(i, 2, "//") == 0) {
+      i = bytes.find('\n', i);
+      if (i == std::string::npos) return false;
+    } else {
+      return bytes.compare(i, 5, "graph") == 0 || bytes.compare(i, 5, "model") == 0;
+    }
+  }
+  return false;
+}
+}  // namespace
+
+std::unique_ptr<Model> load_model(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw InputError(path + ": cannot open model file");
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  std::string bytes = ss.str();
+  if (bytes.empty()) throw InputError(path + ": model file is empty");
+  std::unique_ptr<Model> m =
+      looks_like_text_ir(bytes) ? parse_model(bytes, path) : import_onnx_bytes(bytes, path);
+  m->path = path;
+  m->graph->set_file(path);
+  verify_or_throw(*m->graph);
+  return m;
+}
+
+}  // namespace tcc

@@ -1,0 +1,100 @@
+#include "src/interp/interpreter.h"
+
+#include "src/ops/op_registry.h"
+
+namespace tcc {
+
+std::string mismatch_with_type(const Tensor& t, const Type& type) {
+  if (!type.is_tensor()) return "";
+  if (type.dtype() != DType::Undefined && t.dtype() != type.dtype())
+    return "dtype " + std::string(dtype_name(t.dtype())) + " where " + std::string(dtype_name(type.dtype())) +
+           " was expected";
+  if (!type.has_rank()) return "";
+  if (t.rank() != type.rank())
+    return "rank " + std::to_string(t.rank()) + " (shape " + shape_str(t.shape()) + ") where " + type.str() +
+           " was expected";
+  for (size_t i = 0; i < t.rank(); ++i) {
+    const Dim& d = type.shape()[i];
+    if (d.is_static() && d.value() != t.shape()[i])
+      return "size " + std::to_string(t.shape()[i]) + " at dim " + std::to_string(i) + " where " + type.str() +
+             " was expected";
+  }
+  return "";
+}
+
+const Tensor* Interpreter::lookup(const Value* v) const {
+  for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
+    auto f = (*it)->find(v);
+    if (f != (*it)->end()) return &f->second;
+  }
+  return nullptr;
+}
+
+std::vector<Tensor> Interpreter::eval_node(const Node& n, const std::vector<const Tensor*>& inputs) {
+  const OpDef* def = OpRegistry::get().lookup(n);
+  if (!def || !def->eval) n.fail(OpRegistry::get().why_unsupported(n) + "; the reference interpreter cannot run it");
+  EvalContext ctx(n, inputs, *this);
+  std::vector<Tensor> outs = def->eval(ctx);
+  TCC_CHECK(outs.size() <= n.num_outputs())
+      << n.op_type() << " kernel returned " << outs.size() << " outputs for " << n.num_outputs();
+  return outs;
+}
+
+std::vector<Tensor> Interpreter::run_scope(const Graph& g, Scope& scope) {
+  scopes_.push_back(&scope);
+  struct Pop {
+    std::vector<Scope*>& s;
+    ~Pop() { s.pop_back(); }
+  } pop{scopes_};
+  for (Value* v : g.initializers()) scope.emplace(v, v->initializer());
+  for (const auto& n : g.nodes()) {
+    std::vector<const Tensor*> ins;
+    for (Value* v : n->inputs()) {
+      if (!v) {
+        ins.push_back(nullptr);
+        continue;
+      }
+      const Tensor* t = lookup(v);
+      TCC_CHECK(t) << "value '" << v->name() << "' read before it is computed (node '" << n->name() << "')";
+      ins.push_back(t);
+    }
+    std::vector<Tensor> outs = eval_node(*n, ins);
+    for (size_t i = 0; i < outs.size(); ++i) scope[n->output(i)] = std::move(outs[i]);
+  }
+  std::vector<Tensor> results;
+  for (Value* v : g.outputs()) {
+    const Tensor* t = lookup(v);
+    if (!t) throw InputError(DiagLocation{g.file()}, "graph output '" + v->name() + "' is never computed");
+    results.push_back(*t);
+  }
+  return results;
+}
+
+std::vector<Tensor> Interpreter::run(const Graph& g, const std::map<std::string, Tensor>& inputs) {
+  Scope scope;
+  for (Value* in : g.inputs()) {
+    auto it = inputs.find(in->name());
+    if (it == inputs.end()) {
+      if (in->is_initializer()) continue;  // an input with a default value
+      throw InputError(DiagLocation{g.file()}, "no value given for graph input '" + in->name() + "' (" +
+                                                   in->type().str() + ")");
+    }
+    std::string why = mismatch_with_type(it->second, in->type());
+    if (!why.empty()) throw InputError(DiagLocation{g.file()}, "input '" + in->name() + "' has " + why);
+    scope[in] = it->second;
+  }
+  for (const auto& [name, t] : inputs)
+    if (!g.find_local(name) || !g.find_local(name)->is_graph_input())
+      throw InputError(DiagLocation{g.file()}, "'" + name + "' is not an input of the graph");
+  return run_scope(g, scope);
+}
+
+std::vector<Tensor> Interpreter::run_region(const Graph& g, const std::vector<Tensor>& inputs) {
+  TCC_CHECK(inputs.size() == g.inputs().size())
+      << "region '" << g.name() << "' takes " << g.inputs().size() << " inputs, got " << inputs.size();
+  Scope scope;
+  for (size_t i = 0; i < inputs.size(); ++i) scope[g.inputs()[i]] = inputs[i];
+  return run_scope(g, scope);
+}
+
+}  // namespace tcc

@@ -1,0 +1,41 @@
+// The reference interpreter: runs a graph on the CPU, one op at a time, with
+// the kernels registered in src/ops/. It is the oracle every generated kernel
+// is checked against, so its kernels favour clarity and exactness (float math
+// in double, rounded once to the output dtype) over speed.
+#pragma once
+
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "src/ir/graph.h"
+
+namespace tcc {
+
+class Interpreter {
+ public:
+  // Runs g with inputs given by name; returns the graph outputs in order.
+  // A missing input, or one whose dtype or rank disagrees with the graph, is an
+  // InputError naming it.
+  std::vector<Tensor> run(const Graph& g, const std::map<std::string, Tensor>& inputs);
+
+  // Runs a region with positional inputs; the region may read values of the
+  // scopes that are running (the enclosing graph's values).
+  std::vector<Tensor> run_region(const Graph& g, const std::vector<Tensor>& inputs);
+
+  // Runs one node's reference kernel on the given inputs (null = absent).
+  std::vector<Tensor> eval_node(const Node& n, const std::vector<const Tensor*>& inputs);
+
+ private:
+  using Scope = std::unordered_map<const Value*, Tensor>;
+  std::vector<Tensor> run_scope(const Graph& g, Scope& scope);
+  const Tensor* lookup(const Value* v) const;
+  std::vector<Scope*> scopes_;  // innermost last
+};
+
+// Checks that a tensor fits a declared type: dtype, rank and every static dim.
+// Returns an empty string when it fits, otherwise what differs.
+std::string mismatch_with_type(const Tensor& t, const Type& type);
+
+}  // namespace tcc

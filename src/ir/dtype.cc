@@ -1,0 +1,126 @@
+#include "src/ir/dtype.h"
+
+#include <array>
+#include <bit>
+#include <cmath>
+#include <cstring>
+
+namespace tcc {
+
+namespace {
+struct DTypeInfo {
+  DType type;
+  std::string_view name;
+  size_t size;
+};
+constexpr std::array<DTypeInfo, 14> kInfos = {{
+    {DType::F32, "f32", 4},
+    {DType::F16, "f16", 2},
+    {DType::BF16, "bf16", 2},
+    {DType::F64, "f64", 8},
+    {DType::I64, "i64", 8},
+    {DType::I32, "i32", 4},
+    {DType::I16, "i16", 2},
+    {DType::I8, "i8", 1},
+    {DType::U8, "u8", 1},
+    {DType::U16, "u16", 2},
+    {DType::U32, "u32", 4},
+    {DType::U64, "u64", 8},
+    {DType::Bool, "bool", 1},
+    {DType::String, "str", 0},
+}};
+}  // namespace
+
+std::string_view dtype_name(DType t) {
+  for (const auto& i : kInfos)
+    if (i.type == t) return i.name;
+  return "undef";
+}
+
+std::optional<DType> parse_dtype(std::string_view name) {
+  for (const auto& i : kInfos)
+    if (i.name == name) return i.type;
+  return std::nullopt;
+}
+
+std::optional<DType> dtype_from_onnx(int32_t onnx_type) {
+  for (const auto& i : kInfos)
+    if (static_cast<int32_t>(i.type) == onnx_type) return i.type;
+  return std::nullopt;
+}
+
+size_t dtype_size(DType t) {
+  for (const auto& i : kInfos)
+    if (i.type == t) return i.size;
+  return 0;
+}
+
+bool is_float(DType t) {
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::F64;
+}
+
+bool is_integer(DType t) {
+  switch (t) {
+    case DType::I64: case DType::I32: case DType::I16: case DType::I8:
+    case DType::U64: case DType::U32: case DType::U16: case DType::U8:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool is_signed(DType t) {
+  return is_float(t) || t == DType::I64 || t == DType::I32 || t == DType::I16 || t == DType::I8;
+}
+
+float half_to_float(uint16_t h) {
+  uint32_t sign = (h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1f;
+  uint32_t mant = h & 0x3ffu;
+  uint32_t bits;
+  if (exp == 0) {
+    if (mant == 0) {
+      bits = sign;
+    } else {  // subnormal: value = mant * 2^-24
+      float v = std::ldexp(static_cast<float>(mant), -24);
+      bits = std::bit_cast<uint32_t>(v) | sign;
+    }
+  } else if (exp == 31) {
+    bits = sign | 0x7f800000u | (mant << 13);
+  } else {
+    bits = sign | ((exp + 112) << 23) | (mant << 13);
+  }
+  return std::bit_cast<float>(bits);
+}
+
+uint16_t float_to_half(float f) {
+  uint32_t x = std::bit_cast<uint32_t>(f);
+  uint32_t sign = (x >> 16) & 0x8000u;
+  uint32_t absx = x & 0x7fffffffu;
+  if (absx >= 0x7f800000u)  // inf or nan
+    return static_cast<uint16_t>(sign | 0x7c00u | (absx > 0x7f800000u ? 0x200u : 0));
+  if (absx >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow to inf
+  if (absx < 0x38800000u) {  // result is subnormal or zero: round abs/2^-24 to an integer
+    float a = std::bit_cast<float>(absx);
+    float scaled = a * 16777216.0f;  // exact: power of two
+    uint32_t m = static_cast<uint32_t>(std::nearbyint(scaled));
+    return static_cast<uint16_t>(sign | m);
+  }
+  uint32_t mant = absx & 0x7fffffu;
+  uint32_t exp = (absx >> 23) - 112;
+  uint32_t h = (exp << 10) | (mant >> 13);
+  uint32_t rest = mant & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;  // nearest even; may carry into exp
+  return static_cast<uint16_t>(sign | h);
+}
+
+float bf16_to_float(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
+
+uint16_t float_to_bf16(float f) {
+  uint32_t x = std::bit_cast<uint32_t>(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // quiet nan
+  uint32_t rounding = 0x7fffu + ((x >> 16) & 1u);
+  return static_cast<uint16_t>((x + rounding) >> 16);
+}
+
+}  // namespace tcc

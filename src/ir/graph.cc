@@ -1,0 +1,276 @@
+#include "src/ir/graph.h"
+
+#include <algorithm>
+#include <functional>
+#include <unordered_set>
+
+namespace tcc {
+
+// ---- Attribute -------------------------------------------------------------
+
+Attribute Attribute::of_int(int64_t v) { Attribute a; a.kind = Kind::Int; a.i = v; return a; }
+Attribute Attribute::of_float(float v) { Attribute a; a.kind = Kind::Float; a.f = v; return a; }
+Attribute Attribute::of_string(std::string v) { Attribute a; a.kind = Kind::String; a.s = std::move(v); return a; }
+Attribute Attribute::of_ints(std::vector<int64_t> v) { Attribute a; a.kind = Kind::Ints; a.ints = std::move(v); return a; }
+Attribute Attribute::of_floats(std::vector<float> v) { Attribute a; a.kind = Kind::Floats; a.floats = std::move(v); return a; }
+Attribute Attribute::of_strings(std::vector<std::string> v) { Attribute a; a.kind = Kind::Strings; a.strings = std::move(v); return a; }
+Attribute Attribute::of_tensor(Tensor v) { Attribute a; a.kind = Kind::Tensor; a.t = std::move(v); return a; }
+Attribute Attribute::of_graph(std::shared_ptr<Graph> v) { Attribute a; a.kind = Kind::Graph; a.g = std::move(v); return a; }
+
+// ---- Node ------------------------------------------------------------------
+
+int64_t Node::opset() const {
+  const auto& ops = graph_->opsets();
+  auto it = ops.find(domain_ == "ai.onnx" ? "" : domain_);
+  return it == ops.end() ? 0 : it->second;
+}
+
+void Node::set_input(size_t i, Value* v) {
+  if (i >= inputs_.size()) inputs_.resize(i + 1, nullptr);
+  inputs_[i] = v;
+}
+
+const Attribute* Node::attr(const std::string& n) const {
+  auto it = attrs_.find(n);
+  return it == attrs_.end() ? nullptr : &it->second;
+}
+
+namespace {
+const char* kind_name(Attribute::Kind k) {
+  switch (k) {
+    case Attribute::Kind::Int: return "int";
+    case Attribute::Kind::Float: return "float";
+    case Attribute::Kind::String: return "string";
+    case Attribute::Kind::Ints: return "ints";
+    case Attribute::Kind::Floats: return "floats";
+    case Attribute::Kind::Strings: return "strings";
+    case Attribute::Kind::Tensor: return "tensor";
+    case Attribute::Kind::Graph: return "graph";
+  }
+  return "?";
+}
+}  // namespace
+
+#define TCC_ATTR_READ(KIND, FIELD)                                                          \
+  const Attribute* a = attr(n);                                                           \
+  if (!a) return def;                                                                     \
+  if (a->kind != Attribute::Kind::KIND)                                                   \
+    fail("attribute '" + n + "' should be " + kind_name(Attribute::Kind::KIND) + ", got " + \
+         kind_name(a->kind));                                                             \
+  return a->FIELD;
+
+int64_t Node::get_int(const std::string& n, int64_t def) const { TCC_ATTR_READ(Int, i) }
+std::string Node::get_string(const std::string& n, const std::string& def) const { TCC_ATTR_READ(String, s) }
+std::vector<int64_t> Node::get_ints(const std::string& n, std::vector<int64_t> def) const { TCC_ATTR_READ(Ints, ints) }
+std::vector<float> Node::get_floats(const std::string& n, std::vector<float> def) const { TCC_ATTR_READ(Floats, floats) }
+#undef TCC_ATTR_READ
+
+float Node::get_float(const std::string& n, float def) const {
+  const Attribute* a = attr(n);
+  if (!a) return def;
+  if (a->kind == Attribute::Kind::Int) return static_cast<float>(a->i);  // exporters sometimes write 1 for 1.0
+  if (a->kind != Attribute::Kind::Float)
+    fail("attribute '" + n + "' should be float, got " + kind_name(a->kind));
+  return a->f;
+}
+
+const Tensor* Node::get_tensor(const std::string& n) const {
+  const Attribute* a = attr(n);
+  if (!a) return nullptr;
+  if (a->kind != Attribute::Kind::Tensor) fail("attribute '" + n + "' should be tensor, got " + kind_name(a->kind));
+  return &a->t;
+}
+
+Graph* Node::get_graph(const std::string& n) const {
+  const Attribute* a = attr(n);
+  if (!a) return nullptr;
+  if (a->kind != Attribute::Kind::Graph) fail("attribute '" + n + "' should be graph, got " + kind_name(a->kind));
+  return a->g.get();
+}
+
+std::vector<Graph*> Node::regions() const {
+  std::vector<Graph*> r;
+  for (const auto& [k, a] : attrs_)
+    if (a.kind == Attribute::Kind::Graph) r.push_back(a.g.get());
+  return r;
+}
+
+DiagLocation Node::loc() const {
+  return DiagLocation{graph_ ? graph_->file() : "", name_, op_type_, source_};
+}
+
+void Node::fail(const std::string& msg) const { throw InputError(loc(), msg); }
+
+// ---- Graph -----------------------------------------------------------------
+
+const Graph& Graph::root() const {
+  const Graph* g = this;
+  while (g->parent_) g = g->parent_;
+  return *g;
+}
+
+Value* Graph::new_value(const std::string& name) {
+  if (find(name))
+    throw InputError(DiagLocation{file()}, "value name '" + name + "' is defined more than once");
+  auto v = std::make_unique<Value>();
+  v->name_ = name;
+  v->graph_ = this;
+  Value* raw = v.get();
+  values_.emplace(raw, std::move(v));
+  by_name_.emplace(name, raw);
+  return raw;
+}
+
+void Graph::forget_value(Value* v) {
+  by_name_.erase(v->name_);
+  values_.erase(v);
+}
+
+Value* Graph::add_input(const std::string& name, Type type) {
+  Value* v = new_value(name);
+  v->type_ = std::move(type);
+  v->is_input_ = true;
+  inputs_.push_back(v);
+  return v;
+}
+
+Value* Graph::add_initializer(const std::string& name, Tensor data) {
+  Value* v = new_value(name);
+  v->type_ = Type::tensor(data.dtype(), Dims(data.shape().begin(), data.shape().end()));
+  v->init_ = std::move(data);
+  initializers_.push_back(v);
+  return v;
+}
+
+std::unique_ptr<Node> Graph::make_node(const std::string& op_type, const std::vector<Value*>& inputs,
+                                       const std::vector<std::string>& output_names,
+                                       const std::string& domain, const std::string& name) {
+  auto n = std::make_unique<Node>();
+  n->op_type_ = op_type;
+  n->domain_ = domain == "ai.onnx" ? "" : domain;
+  n->name_ = name;
+  n->graph_ = this;
+  n->inputs_ = inputs;
+  for (size_t i = 0; i < output_names.size(); ++i) {
+    Value* v = new_value(output_names[i]);
+    v->producer_ = n.get();
+    v->producer_index_ = static_cast<int>(i);
+    n->outputs_.push_back(v);
+  }
+  return n;
+}
+
+Node* Graph::add_node(const std::string& op_type, const std::vector<Value*>& inputs,
+                      const std::vector<std::string>& output_names, const std::string& domain,
+                      const std::string& name) {
+  nodes_.push_back(make_node(op_type, inputs, output_names, domain, name));
+  return nodes_.back().get();
+}
+
+Node* Graph::insert_node(Node* before, const std::string& op_type, const std::vector<Value*>& inputs,
+                         const std::vector<std::string>& output_names, const std::string& domain,
+                         const std::string& name) {
+  auto n = make_node(op_type, inputs, output_names, domain, name);
+  auto it = std::find_if(nodes_.begin(), nodes_.end(), [&](const auto& p) { return p.get() == before; });
+  return nodes_.insert(it, std::move(n))->get();
+}
+
+std::string Graph::fresh_name(const std::string& hint) {
+  for (;;) {
+    std::string n = hint + "." + std::to_string(fresh_counter_++);
+    if (!find(n)) return n;
+  }
+}
+
+Value* Graph::find_local(const std::string& name) const {
+  auto it = by_name_.find(name);
+  return it == by_name_.end() ? nullptr : it->second;
+}
+
+Value* Graph::find(const std::string& name) const {
+  for (const Graph* g = this; g; g = g->parent_)
+    if (Value* v = g->find_local(name)) return v;
+  return nullptr;
+}
+
+void Graph::replace_all_uses(Value* from, Value* to) {
+  for (auto& n : nodes_) {
+    for (auto& in : n->inputs_)
+      if (in == from) in = to;
+    for (Graph* r : n->regions()) r->replace_all_uses(from, to);
+  }
+  for (auto& o : outputs_)
+    if (o == from) o = to;
+}
+
+void Graph::remove_unused_initializers() {
+  std::unordered_set<const Value*> used(outputs_.begin(), outputs_.end());
+  std::function<void(const Graph&)> mark = [&](const Graph& g) {
+    for (const auto& n : g.nodes_) {
+      used.insert(n->inputs_.begin(), n->inputs_.end());
+      for (Graph* r : n->regions()) mark(*r);
+    }
+    used.insert(g.outputs_.begin(), g.outputs_.end());
+  };
+  mark(*this);
+  std::vector<Value*> kept;
+  for (Value* v : initializers_) {
+    if (used.count(v)) kept.push_back(v);
+    else forget_value(v);
+  }
+  initializers_ = std::move(kept);
+}
+
+bool Graph::topo_sort() {
+  // Kahn's algorithm, taking ready nodes in their current order so a sorted
+  // graph stays as it is.
+  std::unordered_map<const Node*, size_t> index, pending;
+  std::unordered_map<const Node*, std::vector<Node*>> consumers;
+  for (size_t i = 0; i < nodes_.size(); ++i) index[nodes_[i].get()] = i;
+  for (auto& up : nodes_) {
+    Node* n = up.get();
+    std::unordered_set<const Node*> deps;
+    std::function<void(const Node&)> collect = [&](const Node& m) {
+      for (Value* v : m.inputs_)
+        if (v && v->producer_ && v->producer_->graph_ == this) deps.insert(v->producer_);
+      for (Graph* r : m.regions())
+        for (const auto& rn : r->nodes_) collect(*rn);
+    };
+    collect(*n);
+    deps.erase(n);
+    pending[n] = deps.size();
+    for (const Node* d : deps) consumers[d].push_back(n);
+  }
+  auto cmp = [&](const Node* a, const Node* b) { return index[a] > index[b]; };
+  std::vector<Node*> heap;
+  for (auto& up : nodes_)
+    if (pending[up.get()] == 0) heap.push_back(up.get());
+  std::make_heap(heap.begin(), heap.end(), cmp);
+  std::vector<Node*> order;
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end(), cmp);
+    Node* n = heap.back();
+    heap.pop_back();
+    order.push_back(n);
+    for (Node* c : consumers[n])
+      if (--pending[c] == 0) {
+        heap.push_back(c);
+        std::push_heap(heap.begin(), heap.end(), cmp);
+      }
+  }
+  if (order.size() != nodes_.size()) return false;
+  std::unordered_map<const Node*, std::unique_ptr<Node>> owned;
+  for (auto& up : nodes_) owned[up.get()] = std::move(up);
+  for (size_t i = 0; i < order.size(); ++i) nodes_[i] = std::move(owned[order[i]]);
+  return true;
+}
+
+std::unordered_map<const Value*, std::vector<std::pair<Node*, size_t>>> Graph::compute_users() const {
+  std::unordered_map<const Value*, std::vector<std::pair<Node*, size_t>>> users;
+  for (const auto& n : nodes_)
+    for (size_t i = 0; i < n->inputs_.size(); ++i)
+      if (n->inputs_[i]) users[n->inputs_[i]].emplace_back(n.get(), i);
+  return users;
+}
+
+}  // namespace tcc

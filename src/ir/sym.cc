@@ -1,0 +1,301 @@
+#include "src/ir/sym.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "src/diag/diagnostics.h"
+
+namespace tcc {
+
+namespace {
+bool is_opaque_atom(const std::string& a) { return !a.empty() && a[0] == '('; }
+
+// Floor division that rounds toward negative infinity.
+int64_t floor_div(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+  return q;
+}
+}  // namespace
+
+bool is_symbol_name(const std::string& s) {
+  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+}
+
+void SymExpr::add_term(const Monomial& m, int64_t c) {
+  if (c == 0) return;
+  auto [it, inserted] = terms_.emplace(m, c);
+  if (!inserted) {
+    it->second += c;
+    if (it->second == 0) terms_.erase(it);
+  }
+}
+
+SymExpr SymExpr::constant(int64_t v) {
+  SymExpr e;
+  e.add_term({}, v);
+  return e;
+}
+
+SymExpr SymExpr::symbol(const std::string& name) {
+  SymExpr e;
+  e.add_term({name}, 1);
+  return e;
+}
+
+bool SymExpr::is_constant() const {
+  return terms_.empty() || (terms_.size() == 1 && terms_.begin()->first.empty());
+}
+
+int64_t SymExpr::constant_value() const {
+  TCC_CHECK(is_constant()) << str();
+  return terms_.empty() ? 0 : terms_.begin()->second;
+}
+
+bool SymExpr::is_symbol() const {
+  return terms_.size() == 1 && terms_.begin()->first.size() == 1 &&
+         terms_.begin()->second == 1 && !is_opaque_atom(terms_.begin()->first[0]);
+}
+
+const std::string& SymExpr::symbol_name() const {
+  TCC_CHECK(is_symbol()) << str();
+  return terms_.begin()->first[0];
+}
+
+SymExpr SymExpr::operator+(const SymExpr& o) const {
+  SymExpr r = *this;
+  for (const auto& [m, c] : o.terms_) r.add_term(m, c);
+  return r;
+}
+
+SymExpr SymExpr::operator-() const {
+  SymExpr r;
+  for (const auto& [m, c] : terms_) r.add_term(m, -c);
+  return r;
+}
+
+SymExpr SymExpr::operator-(const SymExpr& o) const { return *this + (-o); }
+
+SymExpr SymExpr::operator*(const SymExpr& o) const {
+  SymExpr r;
+  for (const auto& [m1, c1] : terms_)
+    for (const auto& [m2, c2] : o.terms_) {
+      Monomial m = m1;
+      m.insert(m.end(), m2.begin(), m2.end());
+      std::sort(m.begin(), m.end());
+      r.add_term(m, c1 * c2);
+    }
+  return r;
+}
+
+std::optional<SymExpr> SymExpr::exact_div(const SymExpr& d) const {
+  if (d.terms_.size() != 1) {
+    if (*this == d) return constant(1);
+    return std::nullopt;
+  }
+  const auto& [dm, dc] = *d.terms_.begin();
+  if (dc == 0) return std::nullopt;
+  SymExpr r;
+  for (const auto& [m, c] : terms_) {
+    if (c % dc != 0) return std::nullopt;
+    Monomial rest = m;
+    for (const auto& atom : dm) {
+      auto it = std::find(rest.begin(), rest.end(), atom);
+      if (it == rest.end()) return std::nullopt;
+      rest.erase(it);
+    }
+    r.add_term(rest, c / dc);
+  }
+  return r;
+}
+
+SymExpr SymExpr::floordiv(const SymExpr& d) const {
+  TCC_CHECK(!(d.is_constant() && d.constant_value() == 0)) << "division by zero";
+  if (auto q = exact_div(d)) return *q;
+  if (is_constant() && d.is_constant()) return constant(floor_div(constant_value(), d.constant_value()));
+  return symbol("(" + str() + ")//(" + d.str() + ")");
+}
+
+SymExpr SymExpr::substitute(const std::map<std::string, SymExpr>& env) const {
+  SymExpr r;
+  for (const auto& [m, c] : terms_) {
+    SymExpr term = constant(c);
+    for (const auto& atom : m) {
+      if (is_opaque_atom(atom)) {
+        // Re-derive the opaque division from its parts so substitution can simplify it.
+        auto parsed = parse(atom);
+        TCC_CHECK(parsed) << "unparsable atom " << atom;
+        SymExpr inner;
+        inner.add_term({atom}, 1);
+        if (*parsed == inner) {
+          size_t split = atom.find(")//(");
+          auto num = parse(atom.substr(1, split - 1));
+          auto den = parse(atom.substr(split + 4, atom.size() - split - 5));
+          TCC_CHECK(num && den) << atom;
+          term = term * num->substitute(env).floordiv(den->substitute(env));
+        } else {
+          term = term * parsed->substitute(env);
+        }
+        continue;
+      }
+      auto it = env.find(atom);
+      term = term * (it == env.end() ? symbol(atom) : it->second);
+    }
+    r = r + term;
+  }
+  return r;
+}
+
+std::optional<int64_t> SymExpr::evaluate(const std::map<std::string, int64_t>& env) const {
+  std::map<std::string, SymExpr> subst;
+  for (const auto& [k, v] : env) subst.emplace(k, constant(v));
+  SymExpr r = substitute(subst);
+  if (!r.is_constant()) return std::nullopt;
+  return r.constant_value();
+}
+
+std::set<std::string> SymExpr::symbols() const {
+  std::set<std::string> out;
+  for (const auto& [m, c] : terms_)
+    for (const auto& atom : m) {
+      if (!is_opaque_atom(atom)) {
+        out.insert(atom);
+        continue;
+      }
+      for (size_t i = 0; i < atom.size();) {
+        if (std::isalpha(static_cast<unsigned char>(atom[i])) || atom[i] == '_') {
+          size_t j = i;
+          while (j < atom.size() && (std::isalnum(static_cast<unsigned char>(atom[j])) || atom[j] == '_')) ++j;
+          out.insert(atom.substr(i, j - i));
+          i = j;
+        } else {
+          ++i;
+        }
+      }
+    }
+  return out;
+}
+
+std::string SymExpr::str() const {
+  if (terms_.empty()) return "0";
+  // Highest degree first, then by atom names; the constant last.
+  std::vector<std::pair<Monomial, int64_t>> order(terms_.begin(), terms_.end());
+  std::stable_sort(order.begin(), order.end(),
+                   [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+  std::string s;
+  for (size_t i = 0; i < order.size(); ++i) {
+    const auto& [m, c] = order[i];
+    int64_t mag = c < 0 ? -c : c;
+    if (c < 0) s += "-";
+    else if (i > 0) s += "+";
+    std::string body;
+    for (const auto& atom : m) body += (body.empty() ? "" : "*") + atom;
+    if (body.empty()) body = std::to_string(mag);
+    else if (mag != 1) body += "*" + std::to_string(mag);
+    s += body;
+  }
+  return s;
+}
+
+namespace {
+// Recursive-descent parser for: expr := term (('+'|'-') term)*
+// term := unary (('*'|'//') unary)* ; unary := '-' unary | atom ; atom := int | name | '(' expr ')'
+class ExprParser {
+ public:
+  explicit ExprParser(const std::string& t) : t_(t) {}
+  std::optional<SymExpr> run() {
+    auto e = expr();
+    skip();
+    if (!e || p_ != t_.size()) return std::nullopt;
+    return e;
+  }
+
+ private:
+  const std::string& t_;
+  size_t p_ = 0;
+  void skip() {
+    while (p_ < t_.size() && t_[p_] == ' ') ++p_;
+  }
+  bool eat(const char* tok) {
+    skip();
+    size_t n = std::char_traits<char>::length(tok);
+    if (t_.compare(p_, n, tok) == 0) {
+      p_ += n;
+      return true;
+    }
+    return false;
+  }
+  std::optional<SymExpr> expr() {
+    auto l = term();
+    if (!l) return l;
+    for (;;) {
+      if (eat("+")) {
+        auto r = term();
+        if (!r) return r;
+        *l = *l + *r;
+      } else if (eat("-")) {
+        auto r = term();
+        if (!r) return r;
+        *l = *l - *r;
+      } else {
+        return l;
+      }
+    }
+  }
+  std::optional<SymExpr> term() {
+    auto l = unary();
+    if (!l) return l;
+    for (;;) {
+      if (eat("//")) {
+        auto r = unary();
+        if (!r || (r->is_constant() && r->constant_value() == 0)) return std::nullopt;
+        *l = l->floordiv(*r);
+      } else if (eat("*")) {
+        auto r = unary();
+        if (!r) return r;
+        *l = *l * *r;
+      } else {
+        return l;
+      }
+    }
+  }
+  std::optional<SymExpr> unary() {
+    if (eat("-")) {
+      auto e = unary();
+      if (!e) return e;
+      return -*e;
+    }
+    return atom();
+  }
+  std::optional<SymExpr> atom() {
+    skip();
+    if (p_ >= t_.size()) return std::nullopt;
+    if (eat("(")) {
+      auto e = expr();
+      if (!e || !eat(")")) return std::nullopt;
+      return e;
+    }
+    char c = t_[p_];
+    if (std::isdigit(static_cast<unsigned char>(c))) {
+      int64_t v = 0;
+      while (p_ < t_.size() && std::isdigit(static_cast<unsigned char>(t_[p_]))) {
+        if (v > (INT64_MAX - 9) / 10) return std::nullopt;
+        v = v * 10 + (t_[p_++] - '0');
+      }
+      return SymExpr::constant(v);
+    }
+    if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
+      size_t s = p_;
+      while (p_ < t_.size() && (std::isalnum(static_cast<unsigned char>(t_[p_])) || t_[p_] == '_')) ++p_;
+      return SymExpr::symbol(t_.substr(s, p_ - s));
+    }
+    return std::nullopt;
+  }
+};
+}  // namespace
+
+std::optional<SymExpr> SymExpr::parse(const std::string& text) { return ExprParser(text).run(); }
+
+}  // namespace tcc

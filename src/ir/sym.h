@@ -1,0 +1,71 @@
+// Symbolic integer expressions for tensor dimensions.
+//
+// A SymExpr is a polynomial with integer coefficients over atoms. An atom is a
+// named symbol (an ONNX dim_param such as "batch", or a fresh "s3") or an opaque
+// floor division that could not be simplified, named by its canonical text
+// ("(seq+1)//2"). Polynomials are kept in canonical form, so two expressions are
+// equal exactly when their canonical text is equal; this is what lets shape
+// inference learn `seq*4 == 4*seq` and resolve exporters' reshape chains.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace tcc {
+
+class SymExpr {
+ public:
+  SymExpr() = default;  // zero
+  static SymExpr constant(int64_t v);
+  static SymExpr symbol(const std::string& name);
+
+  bool is_constant() const;
+  // Constant value; only valid when is_constant().
+  int64_t constant_value() const;
+  // True when the expression is exactly one symbol with coefficient 1.
+  bool is_symbol() const;
+  const std::string& symbol_name() const;  // only valid when is_symbol()
+
+  SymExpr operator+(const SymExpr& o) const;
+  SymExpr operator-(const SymExpr& o) const;
+  SymExpr operator*(const SymExpr& o) const;
+  SymExpr operator-() const;
+  // this / d when the division is exact term by term (e.g. (batch*seq*4)/4 ->
+  // batch*seq, (batch*seq)/seq -> batch); nullopt otherwise.
+  std::optional<SymExpr> exact_div(const SymExpr& d) const;
+  // Floor division: exact when possible, integer division for constants,
+  // otherwise an opaque atom. d must not be the constant 0.
+  SymExpr floordiv(const SymExpr& d) const;
+
+  // Substitutes symbols by expressions (symbols not in the map stay).
+  SymExpr substitute(const std::map<std::string, SymExpr>& env) const;
+  // Value under a full assignment of the symbols; nullopt if a symbol is missing
+  // or an opaque atom cannot be evaluated.
+  std::optional<int64_t> evaluate(const std::map<std::string, int64_t>& env) const;
+  // Named symbols this expression mentions (including inside opaque atoms).
+  std::set<std::string> symbols() const;
+
+  // Canonical text: "batch*seq*4+1", "-seq+8", "(seq+1)//2".
+  std::string str() const;
+  // Parses the text form; nullopt on a syntax error.
+  static std::optional<SymExpr> parse(const std::string& text);
+
+  bool operator==(const SymExpr& o) const { return terms_ == o.terms_; }
+  bool operator!=(const SymExpr& o) const { return !(*this == o); }
+  bool operator<(const SymExpr& o) const { return terms_ < o.terms_; }
+
+ private:
+  // A monomial: sorted atom names (repeats mean powers) -> coefficient.
+  using Monomial = std::vector<std::string>;
+  std::map<Monomial, int64_t> terms_;
+  void add_term(const Monomial& m, int64_t c);
+};
+
+// True when the text is a valid symbol name ([A-Za-z_][A-Za-z0-9_]*).
+bool is_symbol_name(const std::string& s);
+
+}  // namespace tcc

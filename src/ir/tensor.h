@@ -1,0 +1,83 @@
+// A dense host tensor: dtype, static shape and row-major bytes.
+//
+// Used for initializers, constant attributes, constant folding and the
+// reference interpreter. Storage is shared on copy (copy-on-write is not needed:
+// code that writes makes a fresh tensor), so passing tensors by value is cheap.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "src/ir/dtype.h"
+
+namespace tcc {
+
+class Tensor {
+ public:
+  Tensor() = default;
+  // Zero-filled tensor (empty strings for String).
+  Tensor(DType dtype, std::vector<int64_t> shape);
+
+  // Builders for small constants.
+  static Tensor scalar_f32(float v);
+  static Tensor scalar_i64(int64_t v);
+  static Tensor from_i64(const std::vector<int64_t>& v, std::vector<int64_t> shape = {});
+  static Tensor from_f32(const std::vector<float>& v, std::vector<int64_t> shape = {});
+  // Wraps existing bytes; their size must be numel * dtype_size.
+  static Tensor from_bytes(DType dtype, std::vector<int64_t> shape, std::vector<std::byte> bytes);
+
+  DType dtype() const { return dtype_; }
+  const std::vector<int64_t>& shape() const { return shape_; }
+  size_t rank() const { return shape_.size(); }
+  int64_t numel() const { return numel_; }
+  size_t nbytes() const { return bytes_ ? bytes_->size() : 0; }
+  bool defined() const { return dtype_ != DType::Undefined; }
+
+  const std::byte* raw() const { return bytes_->data(); }
+  std::byte* raw_mut() { return bytes_->data(); }
+  template <typename T>
+  const T* data() const { return reinterpret_cast<const T*>(bytes_->data()); }
+  template <typename T>
+  T* data_mut() { return reinterpret_cast<T*>(bytes_->data()); }
+  const std::vector<std::string>& strings() const { return *strings_; }
+  std::vector<std::string>& strings_mut() { return *strings_; }
+
+  // Element i (flat index) converted to double / int64, whatever the dtype.
+  // Bool reads as 0 or 1. Not for String.
+  double get_f64(int64_t i) const;
+  int64_t get_i64(int64_t i) const;
+  // Stores v converted to the tensor's dtype (rounding to nearest for f16/bf16,
+  // truncation toward zero for integers, v != 0 for bool).
+  void set_f64(int64_t i, double v);
+  void set_i64(int64_t i, int64_t v);
+
+  // All elements as int64 (for shape-like tensors).
+  std::vector<int64_t> to_i64_vector() const;
+  // A copy with a new shape of the same element count.
+  Tensor reshaped(std::vector<int64_t> shape) const;
+  // A copy converted to another dtype.
+  Tensor cast(DType to) const;
+  // Deep copy (fresh storage).
+  Tensor clone() const;
+
+  // Exact equality of dtype, shape and bytes.
+  bool identical(const Tensor& o) const;
+
+ private:
+  DType dtype_ = DType::Undefined;
+  std::vector<int64_t> shape_;
+  int64_t numel_ = 0;
+  std::shared_ptr<std::vector<std::byte>> bytes_;
+  std::shared_ptr<std::vector<std::string>> strings_;
+};
+
+// Element count of a shape, or -1 if it overflows int64 or has a negative dim.
+int64_t checked_numel(const std::vector<int64_t>& shape);
+// Row-major strides (in elements) of a shape.
+std::vector<int64_t> row_major_strides(const std::vector<int64_t>& shape);
+std::string shape_str(const std::vector<int64_t>& shape);  // "[2, 3]"
+
+}  // namespace tcc

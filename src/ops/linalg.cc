@@ -1,0 +1,8 @@
+#include "src/ops/families.h"
+#include "src/ops/op_registry.h"
+
+namespace tcc {
+
+void register_linalg_ops(OpRegistry& r) {}
+
+}  // namespace tcc

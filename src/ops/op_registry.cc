@@ -1,0 +1,128 @@
+#include "src/ops/op_registry.h"
+
+#include "src/interp/interpreter.h"
+#include "src/ops/families.h"
+
+namespace tcc {
+
+InferContext::InferContext(const Node& node, ShapeEnv& env, std::vector<Type> input_types,
+                           std::vector<const Tensor*> input_consts, std::vector<const Dims*> input_values,
+                           std::function<std::vector<Type>(const Graph&, const std::vector<Type>&)> infer_region)
+    : out_types(node.num_outputs()),
+      out_values(node.num_outputs()),
+      out_consts(node.num_outputs()),
+      node_(node),
+      env_(env),
+      input_types_(std::move(input_types)),
+      input_consts_(std::move(input_consts)),
+      input_values_(std::move(input_values)),
+      derived_values_(input_types_.size()),
+      infer_region_(std::move(infer_region)) {}
+
+const Type& InferContext::input_type(size_t i) const {
+  static const Type kUnknown;
+  return i < input_types_.size() ? input_types_[i] : kUnknown;
+}
+
+const Type& InferContext::ranked_input(size_t i) const {
+  const Type& t = input_type(i);
+  if (!has_input(i)) fail("input " + std::to_string(i) + " is required");
+  if (!t.is_tensor() || !t.has_rank())
+    fail("input " + std::to_string(i) + " ('" + node_.input(i)->name() +
+         "') needs a tensor type of known rank, got " + t.str());
+  return t;
+}
+
+const Tensor* InferContext::input_const(size_t i) const {
+  return i < input_consts_.size() ? input_consts_[i] : nullptr;
+}
+
+const Dims* InferContext::input_values(size_t i) const {
+  if (i >= input_values_.size()) return nullptr;
+  if (input_values_[i]) return input_values_[i];
+  if (derived_values_[i]) return derived_values_[i].get();
+  const Tensor* c = input_const(i);
+  // Only small integer tensors carry shape-like values.
+  if (!c || !is_integer(c->dtype()) || c->rank() > 1 || c->numel() > 64) return nullptr;
+  auto d = std::make_unique<Dims>();
+  for (int64_t k = 0; k < c->numel(); ++k) d->push_back(Dim(c->get_i64(k)));
+  derived_values_[i] = std::move(d);
+  return derived_values_[i].get();
+}
+
+void InferContext::set_output_type(size_t i, Type t) {
+  TCC_CHECK(i < out_types.size()) << node_.op_type() << " has no output " << i;
+  out_types[i] = std::move(t);
+}
+
+void InferContext::set_output_values(size_t i, Dims v) {
+  TCC_CHECK(i < out_values.size()) << node_.op_type() << " has no output " << i;
+  out_values[i] = std::make_unique<Dims>(std::move(v));
+}
+
+void InferContext::set_output_const(size_t i, Tensor t) {
+  TCC_CHECK(i < out_consts.size()) << node_.op_type() << " has no output " << i;
+  out_consts[i] = std::make_unique<Tensor>(std::move(t));
+}
+
+const Tensor& EvalContext::input(size_t i) const {
+  if (!has_input(i)) fail("input " + std::to_string(i) + " is required");
+  return *inputs_[i];
+}
+
+std::vector<Tensor> EvalContext::run_region(const Graph& g, const std::vector<Tensor>& inputs) {
+  return interp_.run_region(g, inputs);
+}
+
+const OpRegistry& OpRegistry::get() {
+  static const OpRegistry registry = [] {
+    OpRegistry r;
+    register_elementwise_ops(r);
+    register_reduction_ops(r);
+    register_linalg_ops(r);
+    register_shape_ops(r);
+    register_movement_ops(r);
+    register_nn_ops(r);
+    register_data_dependent_ops(r);
+    register_control_flow_ops(r);
+    return r;
+  }();
+  return registry;
+}
+
+void OpRegistry::add(OpDef def) {
+  std::string key = def.domain + "::" + def.op_type;
+  TCC_CHECK(!defs_.count(key)) << "op registered twice: " << key;
+  defs_.emplace(std::move(key), std::move(def));
+}
+
+const OpDef* OpRegistry::lookup(const std::string& domain, const std::string& op_type, int64_t opset) const {
+  auto it = defs_.find((domain == "ai.onnx" ? "" : domain) + "::" + op_type);
+  if (it == defs_.end() || opset < it->second.since_version) return nullptr;
+  return &it->second;
+}
+
+std::string OpRegistry::why_unsupported(const Node& n) const {
+  auto it = defs_.find(n.domain() + "::" + n.op_type());
+  std::string dom = n.domain().empty() ? "ai.onnx" : n.domain();
+  if (it == defs_.end()) {
+    for (const auto& [k, d] : defs_)
+      if (d.op_type == n.op_type())
+        return "op '" + n.op_type() + "' is not supported in domain '" + dom + "' (tcc knows it in '" +
+               (d.domain.empty() ? "ai.onnx" : d.domain) + "')";
+    return "op '" + n.op_type() + "' (domain '" + dom + "') is not supported by tcc";
+  }
+  return "op '" + n.op_type() + "' at opset " + std::to_string(n.opset()) + " is older than tcc supports (" +
+         std::to_string(it->second.since_version) + ")";
+}
+
+std::vector<const OpDef*> OpRegistry::all() const {
+  std::vector<const OpDef*> v;
+  for (const auto& [k, d] : defs_) v.push_back(&d);
+  std::sort(v.begin(), v.end(), [](auto* a, auto* b) {
+    return std::tie(a->domain, a->op_type) < std::tie(b->domain, b->op_type);
+  });
+  return v;
+}
+
+}  // namespace tcc

@@ -1,0 +1,147 @@
+// The op registry: for each supported op, its shape rule, its reference
+// (CPU interpreter) kernel and its traits.
+//
+// One OpDef per (domain, op_type). Behaviour that changed across opsets
+// (Reduce* axes as an input from 18, Split's num_outputs, ...) is handled
+// inside the rule and kernel by reading node.opset(). Ops are registered by
+// family, one file per family under src/ops/, from register_all_ops().
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "src/ir/graph.h"
+#include "src/shape/shape_env.h"
+
+namespace tcc {
+
+class Interpreter;
+
+// What passes and explain need to know about an op without running it.
+enum OpTrait : uint32_t {
+  kPointwise = 1u << 0,           // output[i] depends only on inputs[i] (after broadcasting)
+  kReduction = 1u << 1,           // reduces along axes (sums, softmax, layernorm, argmax, ...)
+  kContraction = 1u << 2,         // MatMul, Gemm, Conv, Einsum: library or template kernels
+  kMovement = 1u << 3,            // reshapes, transposes, slices, gathers: moves data only
+  kShapeOnly = 1u << 4,           // output depends on input shapes only (Shape, Size)
+  kDataDependentShape = 1u << 5,  // output shape depends on input values (NonZero, Unique, ...)
+  kControlFlow = 1u << 6,         // If, Loop, Scan
+  kRandom = 1u << 7,              // Dropout in training mode, random generators
+  kConstant = 1u << 8,            // Constant, ConstantOfShape: no tensor inputs read
+};
+
+// What a shape rule sees of one node: input types, constant inputs, symbolic
+// contents of small integer tensors (the values flowing through exporters'
+// Shape -> Gather -> Concat -> Reshape chains), and the ShapeEnv.
+class InferContext {
+ public:
+  InferContext(const Node& node, ShapeEnv& env, std::vector<Type> input_types,
+               std::vector<const Tensor*> input_consts, std::vector<const Dims*> input_values,
+               std::function<std::vector<Type>(const Graph&, const std::vector<Type>&)> infer_region);
+
+  const Node& node() const { return node_; }
+  int64_t opset() const { return node_.opset(); }
+  ShapeEnv& env() { return env_; }
+  size_t num_inputs() const { return input_types_.size(); }
+  bool has_input(size_t i) const { return node_.has_input(i); }
+  // Type of input i (an unknown Type when the input is absent).
+  const Type& input_type(size_t i) const;
+  // Input i as a tensor type whose rank is known; fails with a message naming the node otherwise.
+  const Type& ranked_input(size_t i) const;
+  // Constant data of input i when it is known at compile time (initializer, Constant, folded).
+  const Tensor* input_const(size_t i) const;
+  // Symbolic contents of a rank-0 or rank-1 integer input: one Dim per element.
+  // Derived from a constant when there is one. Null when unknown.
+  const Dims* input_values(size_t i) const;
+
+  size_t num_outputs() const { return node_.num_outputs(); }
+  void set_output_type(size_t i, Type t);
+  // Records the symbolic contents of a rank-0/1 integer output.
+  void set_output_values(size_t i, Dims v);
+  // Records that output i is a compile-time constant.
+  void set_output_const(size_t i, Tensor t);
+
+  // Infers the output types of a region called with the given input types.
+  std::vector<Type> infer_region(const Graph& g, const std::vector<Type>& inputs) const {
+    return infer_region_(g, inputs);
+  }
+
+  [[noreturn]] void fail(const std::string& msg) const { node_.fail(msg); }
+
+  // Filled by the setters; read by the shape engine.
+  std::vector<Type> out_types;
+  std::vector<std::unique_ptr<Dims>> out_values;
+  std::vector<std::unique_ptr<Tensor>> out_consts;
+
+ private:
+  const Node& node_;
+  ShapeEnv& env_;
+  std::vector<Type> input_types_;
+  std::vector<const Tensor*> input_consts_;
+  std::vector<const Dims*> input_values_;
+  mutable std::vector<std::unique_ptr<Dims>> derived_values_;
+  std::function<std::vector<Type>(const Graph&, const std::vector<Type>&)> infer_region_;
+};
+
+// What a reference kernel sees: the node and its input tensors.
+class EvalContext {
+ public:
+  EvalContext(const Node& node, std::vector<const Tensor*> inputs, Interpreter& interp)
+      : node_(node), inputs_(std::move(inputs)), interp_(interp) {}
+  const Node& node() const { return node_; }
+  int64_t opset() const { return node_.opset(); }
+  size_t num_inputs() const { return inputs_.size(); }
+  bool has_input(size_t i) const { return i < inputs_.size() && inputs_[i] != nullptr; }
+  // Input i; fails naming the node when it is absent.
+  const Tensor& input(size_t i) const;
+  size_t num_outputs() const { return node_.num_outputs(); }
+  // Runs a region (If/Loop/Scan body) with the given inputs; it may read the
+  // values visible at this node.
+  std::vector<Tensor> run_region(const Graph& g, const std::vector<Tensor>& inputs);
+  [[noreturn]] void fail(const std::string& msg) const { node_.fail(msg); }
+
+ private:
+  const Node& node_;
+  std::vector<const Tensor*> inputs_;
+  Interpreter& interp_;
+};
+
+using InferFn = std::function<void(InferContext&)>;
+using EvalFn = std::function<std::vector<Tensor>(EvalContext&)>;
+
+struct OpDef {
+  std::string domain;  // "" for the ONNX default domain
+  std::string op_type;
+  int64_t since_version = 1;  // oldest opset this definition handles
+  uint32_t traits = 0;
+  InferFn infer;
+  EvalFn eval;
+  // Element types the op supports; empty means any.
+  std::vector<DType> dtypes;
+
+  bool has(OpTrait t) const { return (traits & t) != 0; }
+};
+
+class OpRegistry {
+ public:
+  // The registry with every family registered (built once, thread-safe).
+  static const OpRegistry& get();
+
+  void add(OpDef def);
+  // The definition for a node's op, or null when tcc does not know the op, its
+  // domain, or its opset version is older than since_version.
+  const OpDef* lookup(const std::string& domain, const std::string& op_type, int64_t opset) const;
+  const OpDef* lookup(const Node& n) const { return lookup(n.domain(), n.op_type(), n.opset()); }
+  // Why lookup(n) failed, as a sentence ("unknown op 'Foo' in domain ''", ...).
+  std::string why_unsupported(const Node& n) const;
+  std::vector<const OpDef*> all() const;
+
+ private:
+  std::unordered_map<std::string, OpDef> defs_;  // key: domain + "::" + op_type
+};
+
+}  // namespace tcc

@@ -1,0 +1,131 @@
+#include "src/shape/shape_inference.h"
+
+#include "src/interp/interpreter.h"
+#include "src/ops/op_registry.h"
+
+namespace tcc {
+
+namespace {
+
+// Constant folding runs the reference kernel; beyond this many output elements
+// folding would only bloat the model, so the value stays a runtime value.
+constexpr int64_t kMaxFoldElements = 1 << 16;
+
+// The declared type fills what inference left unknown.
+Type merge_declared(const Type& inferred, const Type& declared) {
+  if (inferred.is_unknown()) return declared;
+  if (!inferred.is_tensor() || !declared.is_tensor()) return inferred;
+  if (!inferred.has_rank()) {
+    if (declared.has_rank() && declared.dtype() == inferred.dtype()) return declared;
+    return inferred;
+  }
+  if (!declared.has_rank() || declared.rank() != inferred.rank()) return inferred;
+  Dims d = inferred.shape();
+  for (size_t i = 0; i < d.size(); ++i)
+    if (d[i].is_unknown()) d[i] = declared.shape()[i];
+  return Type::tensor(inferred.dtype(), d);
+}
+
+class Engine {
+ public:
+  explicit Engine(ShapeInfo& info) : info_(info) {}
+
+  void run_graph(Graph& g) {
+    for (Value* v : g.initializers()) info_.consts.emplace(v, v->initializer());
+    for (const auto& n : g.nodes()) infer_node(*n);
+  }
+
+  std::vector<Type> run_region(const Graph& cg, const std::vector<Type>& input_types) {
+    Graph& g = const_cast<Graph&>(cg);  // inference annotates the region it walks
+    for (size_t i = 0; i < g.inputs().size() && i < input_types.size(); ++i)
+      g.inputs()[i]->set_type(merge_declared(input_types[i], g.inputs()[i]->type()));
+    run_graph(g);
+    std::vector<Type> outs;
+    for (Value* v : g.outputs()) outs.push_back(v->type());
+    return outs;
+  }
+
+ private:
+  void infer_node(Node& n) {
+    const OpDef* def = OpRegistry::get().lookup(n);
+    if (!def || !def->infer) {
+      info_.unsupported.push_back(&n);
+      return;
+    }
+    std::vector<Type> types;
+    std::vector<const Tensor*> consts;
+    std::vector<const Dims*> values;
+    for (Value* in : n.inputs()) {
+      types.push_back(in ? info_.env.canonical(in->type()) : Type());
+      auto c = in ? info_.consts.find(in) : info_.consts.end();
+      consts.push_back(c == info_.consts.end() ? nullptr : &c->second);
+      auto v = in ? info_.values.find(in) : info_.values.end();
+      values.push_back(v == info_.values.end() ? nullptr : &v->second);
+    }
+    InferContext ctx(n, info_.env, types, consts, values,
+                     [this](const Graph& g, const std::vector<Type>& ts) { return run_region(g, ts); });
+    def->infer(ctx);
+    for (size_t i = 0; i < n.num_outputs(); ++i) {
+      Value* out = n.output(i);
+      out->set_type(info_.env.canonical(merge_declared(ctx.out_types[i], out->type())));
+      if (ctx.out_values[i]) info_.values[out] = std::move(*ctx.out_values[i]);
+      if (ctx.out_consts[i]) info_.consts[out] = std::move(*ctx.out_consts[i]);
+    }
+    try_fold(n, *def, consts);
+  }
+
+  // Folds a node whose inputs are all constants by running its reference kernel.
+  void try_fold(const Node& n, const OpDef& def, const std::vector<const Tensor*>& consts) {
+    if (!def.eval || def.has(kRandom) || def.has(kControlFlow) || !n.regions().empty()) return;
+    for (size_t i = 0; i < n.num_inputs(); ++i)
+      if (n.has_input(i) && !consts[i]) return;
+    for (Value* out : n.outputs()) {
+      if (info_.consts.count(out)) return;
+      const Type& t = out->type();
+      if (!t.fully_static()) return;
+      int64_t numel = 1;
+      for (const auto& d : t.shape()) numel *= d.value();
+      if (numel > kMaxFoldElements) return;
+    }
+    Interpreter interp;
+    std::vector<Tensor> outs = interp.eval_node(n, consts);
+    for (size_t i = 0; i < outs.size() && i < n.num_outputs(); ++i)
+      info_.consts[n.output(i)] = std::move(outs[i]);
+  }
+
+  ShapeInfo& info_;
+};
+
+}  // namespace
+
+ShapeInfo infer_shapes(Graph& g) {
+  ShapeInfo info;
+  // Named dims first, so they win over fresh symbols when unified.
+  for (Value* in : g.inputs())
+    if (in->type().is_tensor() && in->type().has_rank())
+      for (const auto& d : in->type().shape())
+        if (d.is_symbolic())
+          for (const auto& s : d.expr().symbols()) info.env.declare(s);
+  for (Value* in : g.inputs()) {
+    const Type& t = in->type();
+    if (!t.is_tensor() || !t.has_rank() || t.fully_shaped()) continue;
+    Dims d = t.shape();
+    for (auto& dim : d)
+      if (dim.is_unknown()) dim = info.env.fresh("unk");
+    in->set_type(Type::tensor(t.dtype(), d));
+  }
+  Engine(info).run_graph(g);
+  // Facts learned late (a broadcast near the output) apply to every value.
+  std::function<void(Graph&)> canon = [&](Graph& gr) {
+    for (Value* v : gr.inputs()) v->set_type(info.env.canonical(v->type()));
+    for (const auto& n : gr.nodes()) {
+      for (Value* v : n->outputs()) v->set_type(info.env.canonical(v->type()));
+      for (Graph* r : n->regions()) canon(*r);
+    }
+  };
+  canon(g);
+  for (auto& [v, dims] : info.values) dims = info.env.canonical(dims);
+  return info;
+}
+
+}  // namespace tcc

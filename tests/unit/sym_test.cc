@@ -1,0 +1,68 @@
+#include "src/ir/sym.h"
+
+#include <gtest/gtest.h>
+
+#include "src/shape/shape_env.h"
+
+namespace tcc {
+namespace {
+
+SymExpr S(const char* n) { return SymExpr::symbol(n); }
+SymExpr C(int64_t v) { return SymExpr::constant(v); }
+
+TEST(SymExpr, CanonicalFormIsOrderIndependent) {
+  EXPECT_EQ((S("seq") * C(4)).str(), "seq*4");
+  EXPECT_EQ((C(4) * S("seq")), (S("seq") * C(4)));
+  EXPECT_EQ((S("batch") * S("seq")).str(), "batch*seq");
+  EXPECT_EQ((S("seq") * S("batch")), (S("batch") * S("seq")));
+  EXPECT_EQ((S("seq") - C(1)).str(), "seq-1");
+  EXPECT_EQ((C(8) - S("seq") * C(2)).str(), "-seq*2+8");
+  EXPECT_EQ((S("a") - S("a")).str(), "0");
+}
+
+TEST(SymExpr, ExactDivision) {
+  SymExpr e = S("batch") * S("seq") * C(4);
+  ASSERT_TRUE(e.exact_div(C(4)));
+  EXPECT_EQ(e.exact_div(C(4))->str(), "batch*seq");
+  EXPECT_EQ(e.exact_div(S("seq"))->str(), "batch*4");
+  EXPECT_FALSE(e.exact_div(C(3)));
+  EXPECT_FALSE(S("seq").exact_div(S("batch")));
+  EXPECT_EQ((S("s") * C(12) + C(24)).floordiv(C(12)).str(), "s+2");
+}
+
+TEST(SymExpr, OpaqueFloorDivisionRoundTripsAndSubstitutes) {
+  SymExpr e = (S("seq") + C(1)).floordiv(C(2));
+  EXPECT_EQ(e.str(), "(seq+1)//(2)");
+  auto parsed = SymExpr::parse(e.str());
+  ASSERT_TRUE(parsed);
+  EXPECT_EQ(*parsed, e);
+  EXPECT_EQ(e.evaluate({{"seq", 7}}), 4);
+  EXPECT_EQ(C(-7).floordiv(C(2)).constant_value(), -4);
+}
+
+TEST(SymExpr, ParseRoundTrip) {
+  for (const char* t : {"batch*seq*4+1", "-seq*2+8", "seq", "0", "768", "a*b-c"}) {
+    auto e = SymExpr::parse(t);
+    ASSERT_TRUE(e) << t;
+    EXPECT_EQ(e->str(), t);
+  }
+  EXPECT_FALSE(SymExpr::parse("a+"));
+  EXPECT_FALSE(SymExpr::parse("a//0"));
+  EXPECT_FALSE(SymExpr::parse("99999999999999999999"));
+}
+
+TEST(ShapeEnv, UnifyPrefersOlderSymbols) {
+  ShapeEnv env;
+  env.declare("batch");
+  Dim s = env.fresh();
+  EXPECT_TRUE(env.unify(s, Dim::symbol("batch")));
+  EXPECT_EQ(env.canonical(s).str(), "batch");
+  Dim t = env.fresh();
+  EXPECT_TRUE(env.unify(t, Dim(768)));
+  EXPECT_EQ(env.canonical(Dim(t.expr() * SymExpr::symbol("batch"))).str(), "batch*768");
+  EXPECT_FALSE(env.unify(Dim(3), Dim(4)));
+  EXPECT_FALSE(env.unify(t, Dim(767)));
+}
+
+}  // namespace
+}  // namespace tcc
