@@ -1,0 +1,95 @@
+#include "src/ops/op_helpers.h"
+
+#include <algorithm>
+
+namespace tcc {
+
+int64_t normalize_axis(const Node& n, int64_t axis, int64_t rank) {
+  int64_t a = axis < 0 ? axis + rank : axis;
+  if (a < 0 || a >= std::max<int64_t>(rank, 1))
+    n.fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+  return a;
+}
+
+Dims broadcast_dims(InferContext& ctx, const std::vector<Dims>& shapes) {
+  size_t rank = 0;
+  for (const auto& s : shapes) rank = std::max(rank, s.size());
+  Dims out(rank, Dim(1));
+  for (size_t k = 0; k < rank; ++k) {
+    Dim acc(1);
+    for (const auto& s : shapes) {
+      if (k + s.size() < rank) continue;  // this input has no dim here: implicitly 1
+      const Dim& d = s[k + s.size() - rank];
+      if (d.is_static() && d.value() == 1) continue;
+      if (acc.is_static() && acc.value() == 1) {
+        acc = d;
+        continue;
+      }
+      if (d.is_unknown() || acc == d) continue;
+      if (acc.is_unknown()) {
+        acc = d;
+        continue;
+      }
+      if (!ctx.env().unify(acc, d, &ctx.node()))
+        ctx.fail("cannot broadcast dimension " + acc.str() + " with " + d.str() + " (axis " +
+                 std::to_string(k) + " of the broadcast result)");
+      acc = ctx.env().canonical(acc);
+    }
+    out[k] = acc;
+  }
+  return out;
+}
+
+std::vector<int64_t> broadcast_shapes(const Node& n, const std::vector<std::vector<int64_t>>& shapes) {
+  size_t rank = 0;
+  for (const auto& s : shapes) rank = std::max(rank, s.size());
+  std::vector<int64_t> out(rank, 1);
+  for (const auto& s : shapes)
+    for (size_t i = 0; i < s.size(); ++i) {
+      int64_t& o = out[rank - s.size() + i];
+      if (s[i] == 1) continue;
+      if (o != 1 && o != s[i])
+        n.fail("cannot broadcast shapes: size " + std::to_string(o) + " against " + std::to_string(s[i]));
+      o = s[i];
+    }
+  return out;
+}
+
+BroadcastIndexer::BroadcastIndexer(const std::vector<int64_t>& out_shape, const std::vector<int64_t>& in_shape)
+    : out_shape_(out_shape), in_strides_(out_shape.size(), 0) {
+  identity_ = out_shape == in_shape;
+  std::vector<int64_t> st = row_major_strides(in_shape);
+  size_t off = out_shape.size() - in_shape.size();
+  for (size_t i = 0; i < in_shape.size(); ++i) in_strides_[off + i] = in_shape[i] == 1 ? 0 : st[i];
+}
+
+int64_t BroadcastIndexer::operator()(int64_t out_index) const {
+  if (identity_) return out_index;
+  int64_t in = 0;
+  for (size_t k = out_shape_.size(); k-- > 0;) {
+    int64_t d = out_shape_[k];
+    in += (out_index % d) * in_strides_[k];
+    out_index /= d;
+  }
+  return in;
+}
+
+Dims dims_of(const std::vector<int64_t>& shape) { return Dims(shape.begin(), shape.end()); }
+
+Tensor map_float(const Node& n, const std::vector<const Tensor*>& ins, DType out_dtype,
+                 double (*fn)(const std::vector<double>&)) {
+  std::vector<std::vector<int64_t>> shapes;
+  for (const Tensor* t : ins) shapes.push_back(t->shape());
+  std::vector<int64_t> out_shape = broadcast_shapes(n, shapes);
+  Tensor out(out_dtype, out_shape);
+  std::vector<BroadcastIndexer> idx;
+  for (const Tensor* t : ins) idx.emplace_back(out_shape, t->shape());
+  std::vector<double> args(ins.size());
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    for (size_t k = 0; k < ins.size(); ++k) args[k] = ins[k]->get_f64(idx[k](i));
+    out.set_f64(i, fn(args));
+  }
+  return out;
+}
+
+}  // namespace tcc

@@ -1,0 +1,42 @@
+// Helpers shared by the op families' shape rules and reference kernels.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "src/ops/op_registry.h"
+
+namespace tcc {
+
+// Maps a possibly negative axis into [0, rank); fails naming the node when out of range.
+int64_t normalize_axis(const Node& n, int64_t axis, int64_t rank);
+
+// Multidirectional (NumPy) broadcast of symbolic shapes. Dims that are neither
+// equal nor 1 are unified in the ShapeEnv (they must be equal at run time);
+// two different static sizes are an error naming the node.
+Dims broadcast_dims(InferContext& ctx, const std::vector<Dims>& shapes);
+
+// The same on concrete shapes, for kernels.
+std::vector<int64_t> broadcast_shapes(const Node& n, const std::vector<std::vector<int64_t>>& shapes);
+
+// Maps a flat index of a broadcast output to the flat index of one input.
+class BroadcastIndexer {
+ public:
+  BroadcastIndexer(const std::vector<int64_t>& out_shape, const std::vector<int64_t>& in_shape);
+  int64_t operator()(int64_t out_index) const;
+
+ private:
+  std::vector<int64_t> out_shape_;
+  std::vector<int64_t> in_strides_;  // 0 along broadcast dims, aligned to out_shape_
+  bool identity_ = false;
+};
+
+// Static dims of a concrete shape.
+Dims dims_of(const std::vector<int64_t>& shape);
+
+// Applies a float function elementwise over broadcast inputs, computing in
+// double and rounding once to `out_dtype`. For pointwise kernels.
+Tensor map_float(const Node& n, const std::vector<const Tensor*>& ins, DType out_dtype,
+                 double (*fn)(const std::vector<double>&));
+
+}  // namespace tcc
