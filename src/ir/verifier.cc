@@ -9,9 +9,15 @@ namespace {
 void check_type(const Value& v, std::vector<std::string>& problems) {
   const Type& t = v.type();
   if (!t.is_tensor() || !t.has_rank()) return;
-  for (const auto& d : t.shape())
-    if (d.is_static() && d.value() < 0)
-      problems.push_back("value '" + v.name() + "' has a negative dimension in " + t.str());
+  std::vector<int64_t> static_dims;
+  for (const auto& d : t.shape()) {
+    if (!d.is_static()) continue;
+    if (d.value() < 0) problems.push_back("value '" + v.name() + "' has a negative dimension in " + t.str());
+    static_dims.push_back(d.value());
+  }
+  if (checked_numel(static_dims) < 0 && problems.empty())
+    problems.push_back("value '" + v.name() + "' has type " + t.str() +
+                       " whose element count overflows a 64-bit integer");
 }
 
 // `visible` holds the values defined so far in this graph and its enclosing graphs.
