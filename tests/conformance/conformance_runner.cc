@@ -1,0 +1,526 @@
+// tcc_conformance: runs the ONNX node conformance tests against tcc's
+// reference interpreter.
+//
+// Usage: tcc_conformance [--dir DIR] [--exclusions FILE] [--filter SUBSTRING] [--verbose]
+//   e.g. build-x/tests/conformance/tcc_conformance --filter test_conv --verbose
+//
+// DIR holds one folder per test (model.onnx, test_data_set_N/input_K.pb and
+// output_K.pb), as the onnx wheel ships them; CMake finds or generates it
+// (node_tests.py) and compiles it in as the default.
+//
+// A test is supported when the model's default-domain opset is 13..23 and every
+// node, regions included, has an OpDef whose dtypes allow the dtypes of the
+// node's tensors; other tests are skipped and their reasons counted. Supported
+// tests are loaded with load_model, shaped with infer_shapes and run by the
+// Interpreter on every data set; outputs are compared with the ONNX backend
+// tolerances (|actual - expected| <= atol + rtol * |expected|, rtol 1e-3,
+// atol 1e-7; exact for integers, bools and strings; NaN equals NaN).
+// Tests named in the exclusions file (`test_name  reason` per line) are reported,
+// not run.
+//
+// Exit code: 0 when no supported, non-excluded test failed; 1 when one did;
+// 2 for bad usage or a bad exclusions file; 77 when DIR does not exist (ctest
+// reports the test as skipped: onnx is not installed).
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "frontends/load_model.h"
+#include "frontends/onnx/tensor_io.h"
+#include "src/interp/interpreter.h"
+#include "src/ops/op_registry.h"
+#include "src/shape/shape_inference.h"
+
+namespace fs = std::filesystem;
+
+namespace tcc {
+namespace {
+
+constexpr int64_t kMinOpset = 13;
+constexpr int64_t kMaxOpset = 23;
+constexpr double kRtol = 1e-3;
+constexpr double kAtol = 1e-7;
+constexpr int kExitSkipped = 77;
+
+struct Options {
+  std::string dir = TCC_ONNX_NODE_DIR;
+  std::string exclusions = TCC_CONFORMANCE_EXCLUSIONS;
+  std::string filter;
+  bool verbose = false;
+};
+
+enum class Outcome { Passed, Failed, Skipped, Excluded };
+
+struct Result {
+  std::string test;
+  std::string op;  // the op the test is about, for the per-op table
+  Outcome outcome = Outcome::Passed;
+  std::string detail;  // failure message, skip reason or exclusion reason
+};
+
+std::string onnx_dtype_name(int32_t onnx_type) {
+  if (auto d = dtype_from_onnx(onnx_type)) return std::string(dtype_name(*d));
+  return onnx::TensorProto_DataType_Name(static_cast<onnx::TensorProto_DataType>(onnx_type));
+}
+
+std::string op_label(const std::string& domain, const std::string& op) {
+  return (domain.empty() || domain == "ai.onnx") ? op : domain + "." + op;
+}
+
+// Why a model cannot be run by tcc, judged from the protobuf alone so that the
+// verdict does not depend on the importer. Empty when it looks supported; the
+// dtypes of values the file leaves untyped are checked after shape inference.
+class SupportCheck {
+ public:
+  explicit SupportCheck(const onnx::ModelProto& m) {
+    for (const auto& o : m.opset_import()) opsets_[o.domain() == "ai.onnx" ? "" : o.domain()] = o.version();
+  }
+
+  std::string why_unsupported(const onnx::ModelProto& m) {
+    auto it = opsets_.find("");
+    if (it == opsets_.end()) return "no default-domain opset";
+    if (it->second < kMinOpset || it->second > kMaxOpset)
+      return "opset " + std::to_string(it->second) + " outside " + std::to_string(kMinOpset) + ".." +
+             std::to_string(kMaxOpset);
+    for (const auto& v : m.graph().input())
+      if (!v.type().has_tensor_type()) return "non-tensor graph input '" + v.name() + "'";
+    for (const auto& v : m.graph().output())
+      if (!v.type().has_tensor_type()) return "non-tensor graph output '" + v.name() + "'";
+    std::vector<std::unordered_map<std::string, int32_t>> scopes;
+    return check_graph(m.graph(), scopes);
+  }
+
+ private:
+  std::string check_graph(const onnx::GraphProto& g, std::vector<std::unordered_map<std::string, int32_t>>& scopes) {
+    scopes.emplace_back();
+    auto& types = scopes.back();
+    auto note = [&](const onnx::ValueInfoProto& v) {
+      if (v.type().has_tensor_type() && v.type().tensor_type().elem_type() != 0)
+        types[v.name()] = v.type().tensor_type().elem_type();
+    };
+    for (const auto& v : g.input()) note(v);
+    for (const auto& v : g.output()) note(v);
+    for (const auto& v : g.value_info()) note(v);
+    for (const auto& t : g.initializer()) types[t.name()] = t.data_type();
+    std::string why;
+    for (const auto& n : g.node()) {
+      why = check_node(n, scopes);
+      if (!why.empty()) break;
+    }
+    scopes.pop_back();
+    return why;
+  }
+
+  std::optional<int32_t> type_of(const std::string& name,
+                                 const std::vector<std::unordered_map<std::string, int32_t>>& scopes) const {
+    for (auto it = scopes.rbegin(); it != scopes.rend(); ++it) {
+      auto f = it->find(name);
+      if (f != it->end()) return f->second;
+    }
+    return std::nullopt;
+  }
+
+  std::string check_node(const onnx::NodeProto& n, std::vector<std::unordered_map<std::string, int32_t>>& scopes) {
+    std::string domain = n.domain() == "ai.onnx" ? "" : n.domain();
+    auto op = opsets_.find(domain);
+    std::string label = op_label(domain, n.op_type());
+    if (op == opsets_.end()) return "op " + label + ": no opset imported for its domain";
+    const OpDef* def = OpRegistry::get().lookup(domain, n.op_type(), op->second);
+    if (!def) return "op " + label + " not supported";
+    // A tensor attribute (Constant's or ConstantOfShape's value) gives the output its dtype.
+    for (const auto& a : n.attribute())
+      if (a.type() == onnx::AttributeProto::TENSOR && n.output_size() > 0)
+        scopes.back()[n.output(0)] = a.t().data_type();
+    std::vector<std::string> names(n.input().begin(), n.input().end());
+    names.insert(names.end(), n.output().begin(), n.output().end());
+    for (const std::string& name : names) {
+      if (name.empty()) continue;
+      auto t = type_of(name, scopes);
+      if (!t) continue;
+      std::string why = dtype_allowed(*def, label, *t);
+      if (!why.empty()) return why;
+    }
+    for (const auto& a : n.attribute()) {
+      std::string why;
+      if (a.type() == onnx::AttributeProto::GRAPH) why = check_graph(a.g(), scopes);
+      for (const auto& g : a.graphs())
+        if (why.empty()) why = check_graph(g, scopes);
+      if (!why.empty()) return why;
+    }
+    return "";
+  }
+
+ public:
+  static std::string dtype_allowed(const OpDef& def, const std::string& label, int32_t onnx_type) {
+    std::optional<DType> d = dtype_from_onnx(onnx_type);
+    if (!d) return "op " + label + ": dtype " + onnx_dtype_name(onnx_type) + " not modeled by tcc";
+    if (!def.dtypes.empty() && std::find(def.dtypes.begin(), def.dtypes.end(), *d) == def.dtypes.end())
+      return "op " + label + ": dtype " + std::string(dtype_name(*d)) + " not supported";
+    return "";
+  }
+
+ private:
+  std::map<std::string, int64_t> opsets_;
+};
+
+// The dtypes of every node's tensors once shapes are inferred: catches
+// intermediate values the file did not type.
+std::string check_inferred_dtypes(const Graph& g) {
+  for (const auto& n : g.nodes()) {
+    const OpDef* def = OpRegistry::get().lookup(*n);
+    if (!def) return "op " + op_label(n->domain(), n->op_type()) + " not supported";
+    std::vector<Value*> vals = n->inputs();
+    vals.insert(vals.end(), n->outputs().begin(), n->outputs().end());
+    for (const Value* v : vals) {
+      if (!v || !v->type().is_tensor() || v->type().dtype() == DType::Undefined) continue;
+      std::string why = SupportCheck::dtype_allowed(*def, op_label(n->domain(), n->op_type()),
+                                                    static_cast<int32_t>(v->type().dtype()));
+      if (!why.empty()) return why;
+    }
+    for (const Graph* r : n->regions()) {
+      std::string why = check_inferred_dtypes(*r);
+      if (!why.empty()) return why;
+    }
+  }
+  return "";
+}
+
+std::string lowercase_alnum(const std::string& s) {
+  std::string out;
+  for (char c : s)
+    if (std::isalnum(static_cast<unsigned char>(c))) out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// The op a test is about. A one-node model is about its node; a multi-node
+// one (the "_expanded" function bodies, sequences of ops) about the longest op
+// name that prefixes its test name, since ONNX names tests after the op.
+std::string op_of_test(const std::string& test, const onnx::ModelProto& m) {
+  const auto& nodes = m.graph().node();
+  if (nodes.size() == 1) return op_label(nodes[0].domain(), nodes[0].op_type());
+  std::string key = lowercase_alnum(test.substr(std::strlen("test_")));
+  std::string best;
+  auto consider = [&](const std::string& domain, const std::string& op) {
+    std::string l = lowercase_alnum(op);
+    if (key.rfind(l, 0) == 0 && l.size() > lowercase_alnum(best).size()) best = op_label(domain, op);
+  };
+  for (const OpDef* d : OpRegistry::get().all()) consider(d->domain, d->op_type);
+  for (const auto& n : nodes) consider(n.domain(), n.op_type());
+  if (best.empty() && !nodes.empty()) best = op_label(nodes[0].domain(), nodes[0].op_type());
+  return best.empty() ? "(no nodes)" : best;
+}
+
+std::string multi_index(int64_t flat, const std::vector<int64_t>& shape) {
+  std::vector<int64_t> idx(shape.size());
+  for (size_t i = shape.size(); i-- > 0;) {
+    if (shape[i] > 0) {
+      idx[i] = flat % shape[i];
+      flat /= shape[i];
+    }
+  }
+  return shape_str(idx);
+}
+
+std::string format_number(double v) {
+  std::ostringstream os;
+  os.precision(9);
+  os << v;
+  return os.str();
+}
+
+// Empty when `actual` matches `expected`; otherwise the first mismatch.
+std::string compare(const Tensor& expected, const Tensor& actual) {
+  if (expected.dtype() != actual.dtype())
+    return "dtype " + std::string(dtype_name(actual.dtype())) + ", expected " + std::string(dtype_name(expected.dtype()));
+  if (expected.shape() != actual.shape())
+    return "shape " + shape_str(actual.shape()) + ", expected " + shape_str(expected.shape());
+  if (expected.dtype() == DType::String) {
+    for (int64_t i = 0; i < expected.numel(); ++i)
+      if (expected.strings()[i] != actual.strings()[i])
+        return "index " + multi_index(i, expected.shape()) + ": expected \"" + expected.strings()[i] +
+               "\", actual \"" + actual.strings()[i] + "\"";
+    return "";
+  }
+  bool exact = !is_float(expected.dtype());
+  for (int64_t i = 0; i < expected.numel(); ++i) {
+    bool ok;
+    std::string e, a;
+    if (exact) {
+      int64_t x = expected.get_i64(i), y = actual.get_i64(i);
+      ok = x == y;
+      e = std::to_string(x), a = std::to_string(y);
+    } else {
+      double x = expected.get_f64(i), y = actual.get_f64(i);
+      if (std::isnan(x) || std::isnan(y))
+        ok = std::isnan(x) && std::isnan(y);
+      else if (std::isinf(x) || std::isinf(y))
+        ok = x == y;
+      else
+        ok = std::fabs(y - x) <= kAtol + kRtol * std::fabs(x);
+      e = format_number(x), a = format_number(y);
+    }
+    if (!ok) return "index " + multi_index(i, expected.shape()) + ": expected " + e + ", actual " + a;
+  }
+  return "";
+}
+
+std::vector<fs::path> data_sets(const fs::path& test_dir) {
+  std::vector<fs::path> sets;
+  for (const auto& e : fs::directory_iterator(test_dir))
+    if (e.is_directory() && e.path().filename().string().rfind("test_data_set_", 0) == 0) sets.push_back(e.path());
+  std::sort(sets.begin(), sets.end());
+  return sets;
+}
+
+std::vector<fs::path> numbered_files(const fs::path& dir, const std::string& prefix) {
+  std::vector<fs::path> files;
+  for (int k = 0;; ++k) {
+    fs::path p = dir / (prefix + std::to_string(k) + ".pb");
+    if (!fs::exists(p)) break;
+    files.push_back(p);
+  }
+  return files;
+}
+
+// Loads, shapes and runs one supported test; fills outcome and detail.
+void run_supported(const fs::path& test_dir, Result& r) {
+  std::unique_ptr<Model> model = load_model((test_dir / "model.onnx").string());
+  infer_shapes(*model->graph);
+  std::string why = check_inferred_dtypes(*model->graph);
+  if (!why.empty()) {
+    r.outcome = Outcome::Skipped;
+    r.detail = why;
+    return;
+  }
+  const Graph& g = *model->graph;
+  std::vector<const Value*> inputs;
+  for (const Value* v : g.inputs())
+    if (!v->is_initializer()) inputs.push_back(v);
+  for (const fs::path& set : data_sets(test_dir)) {
+    std::string where = set.filename().string() + ": ";
+    std::vector<fs::path> in_files = numbered_files(set, "input_");
+    std::vector<fs::path> out_files = numbered_files(set, "output_");
+    if (in_files.size() != inputs.size()) {
+      r.outcome = Outcome::Failed;
+      r.detail = where + std::to_string(in_files.size()) + " input files for " + std::to_string(inputs.size()) +
+                 " graph inputs";
+      return;
+    }
+    std::map<std::string, Tensor> feeds;
+    for (size_t k = 0; k < in_files.size(); ++k) feeds[inputs[k]->name()] = read_tensor_pb(in_files[k].string());
+    Interpreter interp;
+    std::vector<Tensor> outs = interp.run(g, feeds);
+    if (outs.size() != out_files.size()) {
+      r.outcome = Outcome::Failed;
+      r.detail = where + std::to_string(outs.size()) + " outputs, expected " + std::to_string(out_files.size());
+      return;
+    }
+    for (size_t k = 0; k < outs.size(); ++k) {
+      std::string mismatch = compare(read_tensor_pb(out_files[k].string()), outs[k]);
+      if (!mismatch.empty()) {
+        r.outcome = Outcome::Failed;
+        r.detail = where + "output " + std::to_string(k) + " ('" + g.outputs()[k]->name() + "') " + mismatch;
+        return;
+      }
+    }
+  }
+  r.outcome = Outcome::Passed;
+}
+
+Result run_test(const fs::path& test_dir, const std::map<std::string, std::string>& exclusions) {
+  Result r;
+  r.test = test_dir.filename().string();
+  onnx::ModelProto proto;
+  {
+    std::ifstream f(test_dir / "model.onnx", std::ios::binary);
+    if (!f || !proto.ParseFromIstream(&f)) {
+      r.op = "(unreadable)";
+      r.outcome = Outcome::Skipped;
+      r.detail = "model.onnx is not a readable ModelProto";
+      return r;
+    }
+  }
+  r.op = op_of_test(r.test, proto);
+  auto ex = exclusions.find(r.test);
+  if (ex != exclusions.end()) {
+    r.outcome = Outcome::Excluded;
+    r.detail = ex->second;
+    return r;
+  }
+  std::string why = SupportCheck(proto).why_unsupported(proto);
+  if (!why.empty()) {
+    r.outcome = Outcome::Skipped;
+    r.detail = why;
+    return r;
+  }
+  try {
+    run_supported(test_dir, r);
+  } catch (const std::exception& e) {
+    r.outcome = Outcome::Failed;
+    r.detail = e.what();
+  }
+  return r;
+}
+
+// `test_name  reason` per line; '#' starts a comment. An entry without a
+// reason is an error: every exclusion must say why.
+std::map<std::string, std::string> read_exclusions(const std::string& path) {
+  std::map<std::string, std::string> out;
+  if (path.empty()) return out;
+  std::ifstream f(path);
+  if (!f) throw InputError(path + ": cannot open the exclusions file");
+  std::string line;
+  for (int lineno = 1; std::getline(f, line); ++lineno) {
+    line = line.substr(0, line.find('#'));
+    std::istringstream is(line);
+    std::string name;
+    if (!(is >> name)) continue;
+    std::string reason;
+    std::getline(is >> std::ws, reason);
+    while (!reason.empty() && std::isspace(static_cast<unsigned char>(reason.back()))) reason.pop_back();
+    if (reason.empty())
+      throw InputError(path + ":" + std::to_string(lineno) + ": exclusion of '" + name + "' gives no reason");
+    if (!out.emplace(name, reason).second)
+      throw InputError(path + ":" + std::to_string(lineno) + ": '" + name + "' is excluded twice");
+  }
+  return out;
+}
+
+void print_op_table(const std::vector<Result>& results) {
+  struct Counts {
+    int pass = 0, fail = 0, skip = 0, excluded = 0;
+  };
+  std::map<std::string, Counts> by_op;
+  for (const Result& r : results) {
+    Counts& c = by_op[r.op];
+    switch (r.outcome) {
+      case Outcome::Passed: ++c.pass; break;
+      case Outcome::Failed: ++c.fail; break;
+      case Outcome::Skipped: ++c.skip; break;
+      case Outcome::Excluded: ++c.excluded; break;
+    }
+  }
+  std::printf("\nPer-op summary\n%-34s %6s %6s %6s %9s\n", "op", "pass", "fail", "skip", "excluded");
+  for (const auto& [op, c] : by_op)
+    std::printf("%-34s %6d %6d %6d %9d\n", op.c_str(), c.pass, c.fail, c.skip, c.excluded);
+}
+
+void print_skip_reasons(const std::vector<Result>& results) {
+  std::map<std::string, int> reasons;
+  for (const Result& r : results)
+    if (r.outcome == Outcome::Skipped) {
+      // Group opsets by the bound they miss, not by each version.
+      std::string key = r.detail.rfind("opset ", 0) == 0 ? "opset outside 13..23" : r.detail;
+      ++reasons[key];
+    }
+  if (reasons.empty()) return;
+  std::vector<std::pair<int, std::string>> sorted;
+  for (const auto& [k, n] : reasons) sorted.emplace_back(-n, k);
+  std::sort(sorted.begin(), sorted.end());
+  std::printf("\nSkipped, by reason\n");
+  for (const auto& [n, k] : sorted) std::printf("%6d  %s\n", -n, k.c_str());
+}
+
+int usage(const char* argv0) {
+  std::fprintf(stderr, "usage: %s [--dir DIR] [--exclusions FILE] [--filter SUBSTRING] [--verbose]\n", argv0);
+  return 2;
+}
+
+int run(int argc, char** argv) {
+  Options opt;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> std::optional<std::string> {
+      if (i + 1 >= argc) return std::nullopt;
+      return std::string(argv[++i]);
+    };
+    std::optional<std::string> v;
+    if (a == "--verbose" || a == "-v") {
+      opt.verbose = true;
+    } else if (a == "--dir" && (v = value())) {
+      opt.dir = *v;
+    } else if (a == "--exclusions" && (v = value())) {
+      opt.exclusions = *v;
+    } else if (a == "--filter" && (v = value())) {
+      opt.filter = *v;
+    } else {
+      return usage(argv[0]);
+    }
+  }
+  if (opt.dir.empty() || !fs::is_directory(opt.dir)) {
+    std::printf("SKIPPED: ONNX node tests not found%s%s (install the onnx Python package and reconfigure)\n",
+                opt.dir.empty() ? "" : " at ", opt.dir.c_str());
+    return kExitSkipped;
+  }
+  std::map<std::string, std::string> exclusions = read_exclusions(opt.exclusions);
+
+  std::vector<fs::path> tests;
+  for (const auto& e : fs::directory_iterator(opt.dir)) {
+    std::string name = e.path().filename().string();
+    if (e.is_directory() && name.rfind("test_", 0) == 0 && name.find(opt.filter) != std::string::npos)
+      tests.push_back(e.path());
+  }
+  std::sort(tests.begin(), tests.end());
+  std::set<std::string> present;
+  for (const auto& t : tests) present.insert(t.filename().string());
+  if (opt.filter.empty())
+    for (const auto& [name, reason] : exclusions)
+      if (!present.count(name)) std::printf("warning: excluded test '%s' does not exist\n", name.c_str());
+
+  std::printf("ONNX node conformance: %zu tests in %s\n", tests.size(), opt.dir.c_str());
+  std::vector<Result> results;
+  int passed = 0, failed = 0, skipped = 0, excluded = 0;
+  for (const fs::path& t : tests) {
+    Result r = run_test(t, exclusions);
+    switch (r.outcome) {
+      case Outcome::Passed:
+        ++passed;
+        if (opt.verbose) std::printf("PASS %s\n", r.test.c_str());
+        break;
+      case Outcome::Failed:
+        ++failed;
+        std::printf("FAIL %s: %s\n", r.test.c_str(), r.detail.c_str());
+        break;
+      case Outcome::Skipped:
+        ++skipped;
+        if (opt.verbose) std::printf("SKIP %s: %s\n", r.test.c_str(), r.detail.c_str());
+        break;
+      case Outcome::Excluded:
+        ++excluded;
+        if (opt.verbose) std::printf("EXCLUDED %s: %s\n", r.test.c_str(), r.detail.c_str());
+        break;
+    }
+    std::fflush(stdout);
+    results.push_back(std::move(r));
+  }
+  print_op_table(results);
+  print_skip_reasons(results);
+  std::printf("\npassed %d, failed %d, skipped %d, excluded %d (of %zu)\n", passed, failed, skipped, excluded,
+              tests.size());
+  return failed == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace tcc
+
+int main(int argc, char** argv) {
+  try {
+    return tcc::run(argc, argv);
+  } catch (const tcc::InputError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  }
+}
