@@ -1,0 +1,191 @@
+#include "src/analysis/guards.h"
+
+#include <map>
+
+namespace tcc {
+
+bool GuardSet::check(const CallRecord& call, const std::vector<int64_t>& values) const {
+  for (int i : inputs_) {
+    if (dtypes_[i] != DType::Undefined && call.dtypes[i] != dtypes_[i]) return false;
+    if (float_guarded_[i] && call.floats[i] != float_values_[i]) return false;
+  }
+  for (size_t c = 0; c < classes_.size(); ++c) {
+    const ClassGuard& g = classes_[c];
+    if (g.kind == ClassGuard::Static && values[c] != g.value) return false;
+    if (g.kind == ClassGuard::Symbolic && values[c] < 2) return false;
+  }
+  for (const Relation& r : relations_)
+    if (values[r.a] != values[r.b]) return false;
+  return true;
+}
+
+std::vector<std::string> GuardSet::failures(const CallRecord& call, const std::vector<int64_t>& values) const {
+  std::vector<std::string> out;
+  const std::string prefix = compile_id_ + ": ";
+  for (int i : inputs_) {
+    const InputSignature& in = sig_->inputs[i];
+    if (dtypes_[i] != DType::Undefined && call.dtypes[i] != dtypes_[i])
+      out.push_back(prefix + "tensor '" + in.name + "' dtype mismatch. expected " + torch_dtype_name(dtypes_[i]) +
+                    ", actual " + torch_dtype_name(call.dtypes[i]));
+    if (float_guarded_[i] && call.floats[i] != float_values_[i])
+      out.push_back(prefix + "'" + in.name + "' == " + format_float(float_values_[i]) + " (now " +
+                    format_float(call.floats[i]) + ")");
+    if (in.scalar_class >= 0) {
+      const ClassGuard& g = classes_[in.scalar_class];
+      int64_t v = values[in.scalar_class];
+      if (g.kind == ClassGuard::Static && v != g.value)
+        out.push_back(prefix + "'" + in.name + "' == " + std::to_string(g.value) + " (now " + std::to_string(v) + ")");
+      if (g.kind == ClassGuard::Symbolic && v < 2)
+        out.push_back(prefix + "2 <= " + in.name + " (now " + std::to_string(v) + ")");
+    }
+    for (size_t d = 0; d < in.dim_class.size(); ++d) {
+      int c = in.dim_class[d];
+      if (c < 0) continue;
+      const ClassGuard& g = classes_[c];
+      int64_t v = values[c];
+      // A class shared by several inputs is reported once, at its first source.
+      if (sig_->class_sources[c].front() != std::pair<int, int>{i, static_cast<int>(d)} &&
+          std::find(inputs_.begin(), inputs_.end(), sig_->class_sources[c].front().first) != inputs_.end())
+        continue;
+      if (g.kind == ClassGuard::Static && v != g.value)
+        out.push_back(prefix + "tensor '" + in.name + "' size mismatch at index " + std::to_string(d) +
+                      ". expected " + std::to_string(g.value) + ", actual " + std::to_string(v));
+      if (g.kind == ClassGuard::Symbolic && v < 2)
+        out.push_back(prefix + "2 <= " + sig_->source_str(i, static_cast<int>(d)) + " (actual " + std::to_string(v) +
+                      ")");
+    }
+  }
+  for (const Relation& r : relations_)
+    if (values[r.a] != values[r.b]) {
+      auto [ia, da] = sig_->class_sources[r.a].front();
+      auto [ib, db] = sig_->class_sources[r.b].front();
+      out.push_back(prefix + sig_->source_str(ib, db) + " == " + sig_->source_str(ia, da) + " (" +
+                    std::to_string(values[r.b]) + " vs " + std::to_string(values[r.a]) + ")");
+    }
+  return out;
+}
+
+std::string GuardSet::symbol_name(int cls) const { return "s" + std::to_string(classes_[cls].symbol); }
+
+std::vector<std::optional<int64_t>> GuardSet::sizes(int input) const {
+  const InputSignature& in = sig_->inputs[input];
+  std::vector<std::optional<int64_t>> out;
+  for (size_t d = 0; d < in.fixed.size(); ++d) {
+    if (in.fixed[d]) out.push_back(in.fixed[d]);
+    else if (classes_[in.dim_class[d]].kind == ClassGuard::Static) out.push_back(classes_[in.dim_class[d]].value);
+    else out.push_back(std::nullopt);
+  }
+  return out;
+}
+
+// Row-major strides; a stride that depends on a symbolic size is unknown.
+std::vector<std::optional<int64_t>> GuardSet::strides(int input) const {
+  std::vector<std::optional<int64_t>> sz = sizes(input), out(sz.size());
+  std::optional<int64_t> acc = 1;
+  for (size_t k = sz.size(); k-- > 0;) {
+    out[k] = acc;
+    acc = acc && sz[k] ? std::optional<int64_t>(*acc * *sz[k]) : std::nullopt;
+  }
+  return out;
+}
+
+namespace {
+std::string list_text(const std::vector<std::optional<int64_t>>& v) {
+  std::string s = "[";
+  for (size_t k = 0; k < v.size(); ++k) s += (k ? ", " : "") + (v[k] ? std::to_string(*v[k]) : "None");
+  return s + "]";
+}
+nlohmann::json list_json(const std::vector<std::optional<int64_t>>& v) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto& x : v) j.push_back(x ? nlohmann::json(*x) : nlohmann::json(nullptr));
+  return j;
+}
+}  // namespace
+
+std::vector<std::string> GuardSet::tree_lines() const {
+  std::vector<std::string> lines;
+  for (const nlohmann::json& g : to_json()) {
+    std::string kind = g["kind"];
+    std::string line = kind + ": ";
+    if (kind == "TENSOR_MATCH") {
+      int input = sig_->find_input(g["input"].get<std::string>());
+      line += "check_tensor(" + g["input"].get<std::string>() + ", " + g["dtype"].get<std::string>() +
+              ", size=" + list_text(sizes(input)) + ", stride=" + list_text(strides(input)) + ", contiguous)";
+    } else {
+      line += g["expr"].get<std::string>();
+      if (g.contains("sources")) {
+        std::string src;
+        for (const auto& s : g["sources"]) src += (src.empty() ? "" : ", ") + s.get<std::string>();
+        line += "  # " + src;
+      }
+    }
+    lines.push_back(line);
+  }
+  return lines;
+}
+
+nlohmann::json GuardSet::to_json() const {
+  using nlohmann::json;
+  json guards = json::array();
+  for (int i : inputs_) {
+    const InputSignature& in = sig_->inputs[i];
+    if (float_guarded_[i]) {
+      guards.push_back({{"kind", "EQUALS_MATCH"}, {"input", in.name},
+                        {"expr", in.name + " == " + format_float(float_values_[i])},
+                        {"value", float_values_[i]}});
+      continue;
+    }
+    if (in.scalar_class >= 0 && dtypes_[i] == DType::Undefined) {
+      const ClassGuard& g = classes_[in.scalar_class];
+      if (g.kind == ClassGuard::Static)
+        guards.push_back({{"kind", "EQUALS_MATCH"}, {"input", in.name},
+                          {"expr", in.name + " == " + std::to_string(g.value)}, {"value", g.value}});
+      continue;
+    }
+    json entry = {{"kind", "TENSOR_MATCH"}, {"input", in.name},
+                  {"dtype", torch_dtype_name(dtypes_[i] == DType::Undefined ? in.dtype : dtypes_[i])},
+                  {"size", list_json(sizes(i))}, {"stride", list_json(strides(i))}, {"contiguous", true}};
+    guards.push_back(entry);
+  }
+  // Shape-env relations, in symbol order.
+  std::map<int, int> class_of_symbol;
+  for (size_t c = 0; c < classes_.size(); ++c)
+    if (classes_[c].kind == ClassGuard::Symbolic) class_of_symbol[classes_[c].symbol] = static_cast<int>(c);
+  for (auto [sym, c] : class_of_symbol) {
+    json sources = json::array();
+    for (auto [i, d] : sig_->class_sources[c])
+      if (std::find(inputs_.begin(), inputs_.end(), i) != inputs_.end()) sources.push_back(sig_->source_str(i, d));
+    guards.push_back({{"kind", "SHAPE_ENV"}, {"expr", "2 <= " + symbol_name(c)}, {"sources", sources}});
+    for (size_t k = 1; k < sources.size(); ++k)
+      guards.push_back({{"kind", "SHAPE_ENV"},
+                        {"expr", sources[k].get<std::string>() + " == " + sources[0].get<std::string>()},
+                        {"sources", json::array({sources[k], sources[0]})}});
+  }
+  for (const Relation& r : relations_) {
+    auto [ia, da] = sig_->class_sources[r.a].front();
+    auto [ib, db] = sig_->class_sources[r.b].front();
+    guards.push_back({{"kind", "SHAPE_ENV"},
+                      {"expr", symbol_name(r.b) + " == " + symbol_name(r.a)},
+                      {"sources", json::array({sig_->source_str(ib, db), sig_->source_str(ia, da)})}});
+  }
+  for (const DivisibilityFact& f : sig_->facts) {
+    std::map<std::string, SymExpr> rename;
+    bool symbolic = false;
+    for (int c = 0; c < static_cast<int>(classes_.size()); ++c) {
+      if (!f.expr.symbols().count(sig_->class_symbol[c])) continue;
+      if (classes_[c].kind == ClassGuard::Symbolic) {
+        symbolic = true;
+        rename[sig_->class_symbol[c]] = SymExpr::symbol(symbol_name(c));
+      } else if (classes_[c].kind == ClassGuard::Static) {
+        rename[sig_->class_symbol[c]] = SymExpr::constant(classes_[c].value);
+      }
+    }
+    if (!symbolic) continue;
+    guards.push_back({{"kind", "SHAPE_ENV"},
+                      {"expr", "(" + f.expr.substitute(rename).str() + ") % " + std::to_string(f.modulus) + " == 0"},
+                      {"sources", json::array({f.node})}});
+  }
+  return guards;
+}
+
+}  // namespace tcc

@@ -1,0 +1,72 @@
+// GuardSet: what one compiled variant of a graph assumes about its inputs,
+// in torch.compile's terms:
+//  - TENSOR_MATCH per tensor input: dtype, every static size, contiguity;
+//  - EQUALS_MATCH per scalar input guarded by value (float scalars always,
+//    int scalars while static);
+//  - SHAPE_ENV relations over the variant's symbols s0, s1, ...: `2 <= s0`
+//    (0 and 1 are always specialized), `s1 == s0` (sizes that were equal
+//    when the variant was compiled share a guard, as torch's duck sizing),
+//    dims the model names alike, and divisibility an op relies on.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "src/analysis/trace.h"
+
+namespace tcc {
+
+class GuardSet {
+ public:
+  // Per class: its guarded value, a symbol, or not read by this graph.
+  struct ClassGuard {
+    enum Kind : uint8_t { Unguarded, Static, Symbolic } kind = Unguarded;
+    int64_t value = 0;  // Static
+    int symbol = -1;    // Symbolic: index n of sN
+  };
+  struct Relation {  // class a == class b (both symbolic)
+    int a = 0, b = 0;
+  };
+
+  GuardSet(const ModelSignature& sig, std::string compile_id) : sig_(&sig), compile_id_(std::move(compile_id)) {}
+
+  const std::string& compile_id() const { return compile_id_; }
+  std::vector<int>& inputs() { return inputs_; }  // model inputs this graph reads
+  std::vector<ClassGuard>& classes() { return classes_; }
+  std::vector<DType>& dtypes() { return dtypes_; }      // per input; Undefined: not guarded
+  std::vector<bool>& float_guarded() { return float_guarded_; }
+  std::vector<double>& float_values() { return float_values_; }
+  std::vector<Relation>& relations() { return relations_; }
+  const std::vector<ClassGuard>& classes() const { return classes_; }
+  const std::vector<bool>& float_guarded() const { return float_guarded_; }
+  const std::vector<double>& float_values() const { return float_values_; }
+
+  // `values` are the call's class values after any padding the simulation applies.
+  bool check(const CallRecord& call, const std::vector<int64_t>& values) const;
+  // Each guard the call fails, in torch's words.
+  std::vector<std::string> failures(const CallRecord& call, const std::vector<int64_t>& values) const;
+
+  // The tree TORCH_LOGS=guards prints, one guard per line.
+  std::vector<std::string> tree_lines() const;
+  nlohmann::json to_json() const;
+
+ private:
+  std::string symbol_name(int cls) const;
+  std::vector<std::optional<int64_t>> sizes(int input) const;    // nullopt: symbolic
+  std::vector<std::optional<int64_t>> strides(int input) const;
+
+  const ModelSignature* sig_;
+  std::string compile_id_;
+  std::vector<int> inputs_;
+  std::vector<ClassGuard> classes_;
+  std::vector<DType> dtypes_;
+  std::vector<bool> float_guarded_;
+  std::vector<double> float_values_;
+  std::vector<Relation> relations_;
+};
+
+}  // namespace tcc

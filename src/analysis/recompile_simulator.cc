@@ -1,0 +1,192 @@
+#include "src/analysis/recompile_simulator.h"
+
+namespace tcc {
+
+namespace {
+
+constexpr int64_t kUnset = -2;
+
+class GraphSimulator {
+ public:
+  GraphSimulator(const ModelSignature& sig, std::vector<int> inputs, int graph, const SimOptions& opts,
+                 size_t distinct)
+      : sig_(sig), inputs_(std::move(inputs)), graph_(graph), opts_(opts),
+        first_value_(sig.num_classes(), kUnset), dynamic_(sig.num_classes(), false), memo_(distinct, kUnknown) {
+    for (int i : inputs_) {
+      for (int c : sig.inputs[i].dim_class)
+        if (c >= 0) class_order_.push_back(c);
+      if (sig.inputs[i].scalar_class >= 0) class_order_.push_back(sig.inputs[i].scalar_class);
+    }
+  }
+
+  // Returns false when this call ran eagerly for this graph.
+  bool call(size_t index, uint32_t id, const CallRecord& rec, const std::vector<int64_t>& values, SimResult& out) {
+    uint8_t& m = memo_[id];
+    if (m == kServed) return true;
+    if (m == kEager) {
+      ++sim_.eager_calls;
+      return false;
+    }
+    for (size_t v = sim_.variants.size(); v-- > 0;)
+      if (sim_.variants[v].check(rec, values)) {
+        m = kServed;
+        return true;
+      }
+    RecompileEvent ev;
+    ev.call = index;
+    for (size_t v = sim_.variants.size(); v-- > 0;) {
+      for (std::string& r : sim_.variants[v].failures(rec, values)) ev.reasons.push_back(std::move(r));
+      note_causes(sim_.variants[v], rec, values, out.causes);
+    }
+    if (static_cast<int>(sim_.variants.size()) >= opts_.recompile_limit) {
+      m = kEager;
+      ++sim_.eager_calls;
+      if (!sim_.first_eager) sim_.first_eager = std::move(ev);
+      return false;
+    }
+    sim_.variants.push_back(compile(rec, values));
+    TCC_CHECK(sim_.variants.back().check(rec, values)) << "variant " << sim_.variants.back().compile_id()
+                                                       << " rejects the call it was compiled for";
+    ++out.compiles;
+    m = kServed;
+    if (sim_.variants.size() > 1) {
+      ev.compile_id = sim_.variants.back().compile_id();
+      out.recompiles.push_back(std::move(ev));
+      ++out.recompile_count;
+    }
+    return true;
+  }
+
+  GraphSimulation take() { return std::move(sim_); }
+
+ private:
+  static constexpr uint8_t kUnknown = 0, kServed = 1, kEager = 2;
+
+  void note_causes(const GuardSet& g, const CallRecord& rec, const std::vector<int64_t>& values,
+                   std::set<RecompileCause>& causes) const {
+    const GuardSet& gs = g;
+    for (int i : inputs_)
+      if (gs.float_guarded()[i] && rec.floats[i] != gs.float_values()[i])
+        causes.insert({RecompileCause::FloatScalar, i, -1});
+    for (int c : class_order_) {
+      const auto& cg = gs.classes()[c];
+      if ((cg.kind == GuardSet::ClassGuard::Static && values[c] != cg.value) ||
+          (cg.kind == GuardSet::ClassGuard::Symbolic && values[c] < 2))
+        causes.insert({RecompileCause::Size, -1, c});
+    }
+  }
+
+  GuardSet compile(const CallRecord& rec, const std::vector<int64_t>& values) {
+    GuardSet g(sig_, std::to_string(graph_) + "/" + std::to_string(sim_.variants.size()));
+    size_t n = sig_.inputs.size();
+    g.inputs() = inputs_;
+    g.classes().resize(sig_.num_classes());
+    g.dtypes().assign(n, DType::Undefined);
+    g.float_guarded().assign(n, false);
+    g.float_values().assign(n, 0.0);
+    for (int i : inputs_) {
+      EntryKind k = rec.kinds[i];
+      if (k == EntryKind::Tensor) g.dtypes()[i] = rec.dtypes[i];
+      if ((k == EntryKind::FloatScalar || k == EntryKind::BoolScalar) && !opts_.scalar_as_tensor.count(i)) {
+        g.float_guarded()[i] = true;
+        g.float_values()[i] = rec.floats[i];
+      }
+    }
+    int next_symbol = 0;
+    std::map<int64_t, int> symbolic_by_value;  // for duck sizing
+    for (int c : class_order_) {
+      auto& cg = g.classes()[c];
+      if (cg.kind != GuardSet::ClassGuard::Unguarded || values[c] < 0) continue;
+      if (first_value_[c] == kUnset) first_value_[c] = values[c];
+      else if (opts_.dynamic == DynamicMode::Auto && values[c] != first_value_[c]) dynamic_[c] = true;
+      bool symbolic = opts_.mark_dynamic.count(c) || opts_.dynamic == DynamicMode::True || dynamic_[c];
+      if (symbolic && values[c] >= 2) {
+        cg.kind = GuardSet::ClassGuard::Symbolic;
+        cg.symbol = next_symbol++;
+        auto [it, fresh] = symbolic_by_value.emplace(values[c], c);
+        if (!fresh) g.relations().push_back({it->second, c});
+      } else {
+        cg.kind = GuardSet::ClassGuard::Static;
+        cg.value = values[c];
+      }
+    }
+    return g;
+  }
+
+  const ModelSignature& sig_;
+  std::vector<int> inputs_;
+  int graph_;
+  const SimOptions& opts_;
+  std::vector<int> class_order_;
+  std::vector<int64_t> first_value_;
+  std::vector<bool> dynamic_;
+  std::vector<uint8_t> memo_;
+  GraphSimulation sim_;
+};
+
+}  // namespace
+
+std::vector<int> region_input_indices(const ModelSignature& sig, const CompiledRegion& r) {
+  std::vector<int> out;
+  for (const Value* v : r.graph_inputs) {
+    int i = sig.find_input(v->name());
+    TCC_CHECK(i >= 0) << "region input '" << v->name() << "' is not in the signature";
+    out.push_back(i);
+  }
+  return out;
+}
+
+SimResult simulate(const ModelSignature& sig, const std::vector<CompiledRegion>& regions, const Trace& trace,
+                   const SimOptions& opts) {
+  SimResult out;
+  out.calls = trace.calls.size();
+  std::vector<GraphSimulator> graphs;
+  for (const CompiledRegion& r : regions)
+    graphs.emplace_back(sig, region_input_indices(sig, r), r.id, opts, trace.distinct.size());
+  // Padding is applied once per distinct call.
+  std::vector<std::vector<int64_t>> padded;
+  if (!opts.pad_multiple.empty()) {
+    padded.reserve(trace.distinct.size());
+    for (const CallRecord& rec : trace.distinct) {
+      std::vector<int64_t> v = rec.class_values;
+      for (auto [c, m] : opts.pad_multiple)
+        if (v[c] > 0) v[c] = (v[c] + m - 1) / m * m;
+      padded.push_back(std::move(v));
+    }
+  }
+  for (size_t i = 0; i < trace.calls.size(); ++i) {
+    uint32_t id = trace.calls[i];
+    const CallRecord& rec = trace.distinct[id];
+    const std::vector<int64_t>& values = padded.empty() ? rec.class_values : padded[id];
+    bool eager = false;
+    for (GraphSimulator& g : graphs) eager |= !g.call(i, id, rec, values, out);
+    if (eager) ++out.eager_fallback_calls;
+  }
+  for (GraphSimulator& g : graphs) out.graphs.push_back(g.take());
+  return out;
+}
+
+GuardSet declared_guards(const ModelSignature& sig, const std::vector<int>& inputs, int graph) {
+  GuardSet g(sig, std::to_string(graph) + "/0");
+  size_t n = sig.inputs.size();
+  g.inputs() = inputs;
+  g.classes().resize(sig.num_classes());
+  g.dtypes().assign(n, DType::Undefined);
+  g.float_guarded().assign(n, false);
+  g.float_values().assign(n, 0.0);
+  int next_symbol = 0;
+  for (int i : inputs) {
+    const InputSignature& in = sig.inputs[i];
+    if (in.scalar_class < 0) g.dtypes()[i] = in.dtype;
+    std::vector<int> cls = in.dim_class;
+    cls.push_back(in.scalar_class);
+    for (int c : cls)
+      if (c >= 0 && g.classes()[c].kind == GuardSet::ClassGuard::Unguarded) {
+        g.classes()[c].kind = GuardSet::ClassGuard::Symbolic;
+        g.classes()[c].symbol = next_symbol++;
+      }
+  }
+  return g;
+}
+
+}  // namespace tcc

@@ -1,0 +1,89 @@
+// RecompileSimulator: replays a call trace against torch.compile's caching
+// rules, per compiled graph, and reports every compile, recompile and eager
+// fallback.
+//
+// Rules (docs/EXPLAIN.md has the user-facing version):
+//  1. The first call compiles variant 0 with every size static, except
+//     classes made symbolic by --dynamic true or --mark-dynamic.
+//  2. A call that passes some variant's guards reuses it. Otherwise, under
+//     --dynamic auto every class whose value differs from what earlier
+//     compiles saw becomes symbolic (and stays so); under false the new
+//     variant is static.
+//  3. Values 0 and 1 are specialized: a symbolic class guards `2 <= s`.
+//  4. Float scalars are guarded by value; int scalars behave like sizes.
+//  5. At most recompile_limit variants per graph; a call needing another
+//     runs eagerly and is counted.
+// Checks are memoized per distinct call: once a call passes a variant it
+// always will, and once the limit is hit a failing call always fails.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "src/analysis/guards.h"
+#include "src/analysis/partition.h"
+#include "src/analysis/trace.h"
+
+namespace tcc {
+
+enum class DynamicMode { Auto, True, False };
+
+struct SimOptions {
+  DynamicMode dynamic = DynamicMode::Auto;
+  int recompile_limit = 8;
+  std::set<int> mark_dynamic;           // classes symbolic from the first compile
+  std::set<int> scalar_as_tensor;       // float scalar inputs passed as 0-d tensors instead
+  std::map<int, int64_t> pad_multiple;  // class -> sizes rounded up to a multiple
+};
+
+// What caused a recompile or fallback, for advice.
+struct RecompileCause {
+  enum Kind { FloatScalar, Size, Other } kind = Other;
+  int input = -1;  // FloatScalar
+  int cls = -1;    // Size
+  bool operator<(const RecompileCause& o) const {
+    return std::tie(kind, input, cls) < std::tie(o.kind, o.input, o.cls);
+  }
+};
+
+struct RecompileEvent {
+  size_t call = 0;
+  std::string compile_id;            // the new variant, "graph/variant"
+  std::vector<std::string> reasons;  // failed guards of every earlier variant, newest first
+};
+
+struct GraphSimulation {
+  std::vector<GuardSet> variants;
+  size_t eager_calls = 0;
+  // First call that ran eagerly and why (empty when none did).
+  std::optional<RecompileEvent> first_eager;
+};
+
+struct SimResult {
+  size_t calls = 0;
+  size_t compiles = 0;
+  size_t recompile_count = 0;
+  size_t eager_fallback_calls = 0;  // calls in which at least one graph ran eagerly
+  std::vector<GraphSimulation> graphs;
+  std::vector<RecompileEvent> recompiles;  // in call order
+  std::set<RecompileCause> causes;
+};
+
+// Simulates the trace for each region's inputs. With no region (an empty
+// model) nothing compiles.
+SimResult simulate(const ModelSignature& sig, const std::vector<CompiledRegion>& regions, const Trace& trace,
+                   const SimOptions& opts);
+
+// The guard set a graph compiled from the model's declared signature would
+// carry (for reports without a trace): declared-symbolic dims are symbolic.
+GuardSet declared_guards(const ModelSignature& sig, const std::vector<int>& inputs, int graph);
+
+// Model input indices (in the signature) a region reads.
+std::vector<int> region_input_indices(const ModelSignature& sig, const CompiledRegion& r);
+
+}  // namespace tcc
