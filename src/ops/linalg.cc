@@ -1,8 +1,416 @@
+// Contractions: MatMul (NumPy semantics), MatMulInteger, Gemm and Einsum.
+//
+// Shape rules unify the contracted dims symbolically, so a model whose K dims
+// are `hidden` and `768` teaches hidden == 768. Kernels are plain index loops
+// accumulating in double (floats) or int64 (integers).
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <optional>
+#include <set>
+
 #include "src/ops/families.h"
+#include "src/ops/op_helpers.h"
 #include "src/ops/op_registry.h"
 
 namespace tcc {
 
-void register_linalg_ops(OpRegistry& r) {}
+namespace {
+
+const std::vector<DType> kNumeric = {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I64, DType::I32,
+                                     DType::I16, DType::I8,  DType::U64,  DType::U32, DType::U16, DType::U8};
+
+// True when input i is a tensor of known rank (absent optional inputs count).
+// Inputs of unknown rank (an If whose branches disagree, say) make the result
+// unranked rather than an error.
+bool ranked(const InferContext& ctx, size_t i) {
+  const Type& t = ctx.input_type(i);
+  return !ctx.has_input(i) || (t.is_tensor() && t.has_rank());
+}
+
+DType dtype_or_undefined(const InferContext& ctx, size_t i) {
+  const Type& t = ctx.input_type(i);
+  return t.is_tensor() ? t.dtype() : DType::Undefined;
+}
+
+// Requires a == b for a contracted dimension; `what` names it in the error.
+void unify_or_fail(InferContext& ctx, const Dim& a, const Dim& b, const std::string& what) {
+  if (!ctx.env().unify(a, b, &ctx.node()))
+    ctx.fail("expected equal " + what + ", got " + a.str() + " and " + b.str());
+}
+
+// ---------------------------------------------------------------------------
+// MatMul: 1-D operands are promoted (a vector A as [1, K], a vector B as
+// [K, 1]) and the promoted dim is dropped from the result; batch dims broadcast.
+
+Dims matmul_dims(InferContext& ctx, size_t ia, size_t ib) {
+  Dims a = ctx.ranked_input(ia).shape();
+  Dims b = ctx.ranked_input(ib).shape();
+  if (a.empty() || b.empty()) ctx.fail("MatMul operands must have rank >= 1, got a scalar");
+  bool a_vec = a.size() == 1, b_vec = b.size() == 1;
+  if (a_vec) a.insert(a.begin(), Dim(1));
+  if (b_vec) b.push_back(Dim(1));
+  unify_or_fail(ctx, a[a.size() - 1], b[b.size() - 2], "contraction dims (A's last, B's second to last)");
+  Dims out = broadcast_dims(ctx, {Dims(a.begin(), a.end() - 2), Dims(b.begin(), b.end() - 2)});
+  if (!a_vec) out.push_back(a[a.size() - 2]);
+  if (!b_vec) out.push_back(b[b.size() - 1]);
+  return ctx.env().canonical(out);
+}
+
+// Batched matrix product of concrete tensors (already zero-point adjusted for
+// MatMulInteger), written to a tensor of out_dtype.
+Tensor matmul_compute(const Node& n, const Tensor& at, const Tensor& bt, DType out_dtype) {
+  std::vector<int64_t> a = at.shape(), b = bt.shape();
+  if (a.empty() || b.empty()) n.fail("MatMul operands must have rank >= 1, got a scalar");
+  bool a_vec = a.size() == 1, b_vec = b.size() == 1;
+  if (a_vec) a.insert(a.begin(), 1);
+  if (b_vec) b.push_back(1);
+  int64_t m = a[a.size() - 2], k = a[a.size() - 1], k2 = b[b.size() - 2], nn = b[b.size() - 1];
+  if (k != k2)
+    n.fail("expected equal contraction dims, got A " + shape_str(at.shape()) + " and B " + shape_str(bt.shape()));
+  std::vector<int64_t> a_batch(a.begin(), a.end() - 2), b_batch(b.begin(), b.end() - 2);
+  std::vector<int64_t> batch = broadcast_shapes(n, {a_batch, b_batch});
+  BroadcastIndexer a_at(batch, a_batch), b_at(batch, b_batch);
+  std::vector<int64_t> out_shape = batch;
+  if (!a_vec) out_shape.push_back(m);
+  if (!b_vec) out_shape.push_back(nn);
+  Tensor out(out_dtype, out_shape);
+  int64_t batches = checked_numel(batch);
+  bool exact_int = !is_float(at.dtype()) && !is_float(bt.dtype());
+  for (int64_t p = 0; p < batches; ++p) {
+    int64_t a0 = a_at(p) * m * k, b0 = b_at(p) * k * nn, o0 = p * m * nn;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < nn; ++j) {
+        if (exact_int) {
+          int64_t acc = 0;
+          for (int64_t q = 0; q < k; ++q) acc += at.get_i64(a0 + i * k + q) * bt.get_i64(b0 + q * nn + j);
+          out.set_i64(o0 + i * nn + j, acc);
+        } else {
+          double acc = 0;
+          for (int64_t q = 0; q < k; ++q) acc += at.get_f64(a0 + i * k + q) * bt.get_f64(b0 + q * nn + j);
+          out.set_f64(o0 + i * nn + j, acc);
+        }
+      }
+  }
+  return out;
+}
+
+// x - zero_point as int64, where the zero point is a scalar or one value per
+// row (A, axis -2) or per column (B, axis -1).
+Tensor subtract_zero_point(const EvalContext& ctx, size_t xi, size_t zi, bool per_row) {
+  const Tensor& x = ctx.input(xi);
+  Tensor out(DType::I64, x.shape());
+  const Tensor* zp = ctx.has_input(zi) ? &ctx.input(zi) : nullptr;
+  int64_t cols = x.rank() ? x.shape().back() : 1;
+  int64_t rows = x.rank() >= 2 ? x.shape()[x.rank() - 2] : 1;
+  int64_t expected = per_row ? rows : cols;
+  if (zp && zp->numel() != 1 && zp->numel() != expected)
+    ctx.fail("zero point " + std::to_string(zi) + " must be a scalar or have " + std::to_string(expected) +
+             " elements, got shape " + shape_str(zp->shape()));
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    int64_t z = 0;
+    if (zp) z = zp->numel() == 1 ? zp->get_i64(0) : zp->get_i64(per_row ? (i / cols) % rows : i % cols);
+    out.set_i64(i, x.get_i64(i) - z);
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// Gemm: Y = alpha * A' * B' + beta * C, A' and B' optionally transposed, C
+// broadcast to [M, N].
+
+void infer_gemm(InferContext& ctx) {
+  if (!ranked(ctx, 0) || !ranked(ctx, 1)) {
+    ctx.set_output_type(0, Type::tensor(dtype_or_undefined(ctx, 0), Dims(2)));
+    return;
+  }
+  const Type& a = ctx.ranked_input(0);
+  const Type& b = ctx.ranked_input(1);
+  if (a.rank() != 2 || b.rank() != 2)
+    ctx.fail("A and B must be 2-D, got " + a.str() + " and " + b.str());
+  bool ta = ctx.node().get_int("transA", 0) != 0, tb = ctx.node().get_int("transB", 0) != 0;
+  Dim m = a.shape()[ta ? 1 : 0], ka = a.shape()[ta ? 0 : 1];
+  Dim kb = b.shape()[tb ? 1 : 0], n = b.shape()[tb ? 0 : 1];
+  unify_or_fail(ctx, ka, kb, "contraction dims of A and B");
+  Dims out = ctx.env().canonical(Dims{m, n});
+  if (ctx.has_input(2)) {
+    const Type& c = ctx.input_type(2);
+    if (c.is_tensor() && c.has_rank()) {
+      if (c.rank() > 2) ctx.fail("C must have rank <= 2, got " + c.str());
+      Dims bc = broadcast_dims(ctx, {out, c.shape()});
+      out = bc;
+    }
+  }
+  ctx.set_output_type(0, Type::tensor(a.dtype(), ctx.env().canonical(out)));
+}
+
+Tensor gemm_kernel(const EvalContext& ctx) {
+  const Tensor& a = ctx.input(0);
+  const Tensor& b = ctx.input(1);
+  const Node& n = ctx.node();
+  if (a.rank() != 2 || b.rank() != 2)
+    ctx.fail("A and B must be 2-D, got " + shape_str(a.shape()) + " and " + shape_str(b.shape()));
+  bool ta = n.get_int("transA", 0) != 0, tb = n.get_int("transB", 0) != 0;
+  double alpha = n.get_float("alpha", 1.0f), beta = n.get_float("beta", 1.0f);
+  int64_t m = a.shape()[ta ? 1 : 0], k = a.shape()[ta ? 0 : 1];
+  int64_t k2 = b.shape()[tb ? 1 : 0], nn = b.shape()[tb ? 0 : 1];
+  if (k != k2) ctx.fail("expected equal contraction dims, got A " + shape_str(a.shape()) + " and B " +
+                        shape_str(b.shape()) + " (transA=" + std::to_string(ta) + ", transB=" + std::to_string(tb) + ")");
+  std::vector<int64_t> out_shape{m, nn};
+  std::optional<BroadcastIndexer> c_at;
+  if (ctx.has_input(2)) {
+    const Tensor& c = ctx.input(2);
+    if (broadcast_shapes(n, {out_shape, c.shape()}) != out_shape)
+      ctx.fail("C of shape " + shape_str(c.shape()) + " does not broadcast to " + shape_str(out_shape));
+    c_at.emplace(out_shape, c.shape());
+  }
+  Tensor out(a.dtype(), out_shape);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < nn; ++j) {
+      double acc = 0;
+      for (int64_t q = 0; q < k; ++q)
+        acc += a.get_f64(ta ? q * m + i : i * k + q) * b.get_f64(tb ? j * k + q : q * nn + j);
+      double v = alpha * acc;
+      if (c_at) v += beta * ctx.input(2).get_f64((*c_at)(i * nn + j));
+      out.set_f64(i * nn + j, v);
+    }
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// Einsum
+
+// Label ids: a letter is its ASCII code (so sorting ids sorts labels as ONNX's
+// implicit output does); dims covered by "..." get ids from kEllipsisBase up,
+// aligned to the right across operands as in broadcasting.
+constexpr int kEllipsisMark = -1;
+constexpr int kEllipsisBase = 256;
+
+struct Einsum {
+  std::vector<std::vector<int>> inputs;  // per operand, one label id per dim
+  std::vector<int> output;
+  int64_t ellipsis_rank = 0;
+};
+
+std::vector<int> parse_term(const Node& n, const std::string& t) {
+  std::vector<int> labels;
+  bool seen_ellipsis = false;
+  for (size_t i = 0; i < t.size(); ++i) {
+    char c = t[i];
+    if (c == ' ') continue;
+    if (c == '.') {
+      if (t.compare(i, 3, "...") != 0 || seen_ellipsis)
+        n.fail("invalid einsum term '" + t + "': expected at most one '...'");
+      seen_ellipsis = true;
+      labels.push_back(kEllipsisMark);
+      i += 2;
+      continue;
+    }
+    if (!std::isalpha(static_cast<unsigned char>(c)))
+      n.fail("invalid einsum term '" + t + "': unexpected character '" + std::string(1, c) + "'");
+    labels.push_back(c);
+  }
+  return labels;
+}
+
+// Parses the equation against the operand ranks and resolves ellipses and the
+// implicit output.
+Einsum parse_einsum(const Node& n, const std::vector<int64_t>& ranks) {
+  if (!n.has_attr("equation")) n.fail("attribute 'equation' is required");
+  std::string eq = n.get_string("equation", "");
+  size_t arrow = eq.find("->");
+  std::string lhs = eq.substr(0, arrow);
+  std::vector<std::vector<int>> terms;
+  size_t start = 0;
+  for (;;) {
+    size_t comma = lhs.find(',', start);
+    terms.push_back(parse_term(n, lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start)));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (terms.size() != ranks.size())
+    n.fail("equation '" + eq + "' names " + std::to_string(terms.size()) + " operands but the node has " +
+           std::to_string(ranks.size()) + " inputs");
+  Einsum e;
+  std::vector<int64_t> term_ellipsis(terms.size(), 0);
+  for (size_t i = 0; i < terms.size(); ++i) {
+    int64_t letters = std::count_if(terms[i].begin(), terms[i].end(), [](int l) { return l != kEllipsisMark; });
+    bool has = letters != static_cast<int64_t>(terms[i].size());
+    if ((!has && letters != ranks[i]) || (has && letters > ranks[i]))
+      n.fail("einsum term " + std::to_string(i) + " of '" + eq + "' has " + std::to_string(letters) +
+             " labels but input " + std::to_string(i) + " has rank " + std::to_string(ranks[i]));
+    term_ellipsis[i] = has ? ranks[i] - letters : 0;
+    e.ellipsis_rank = std::max(e.ellipsis_rank, term_ellipsis[i]);
+  }
+  auto expand = [&](const std::vector<int>& term, int64_t erank) {
+    std::vector<int> out;
+    for (int l : term) {
+      if (l != kEllipsisMark) {
+        out.push_back(l);
+        continue;
+      }
+      for (int64_t k = 0; k < erank; ++k) out.push_back(static_cast<int>(kEllipsisBase + e.ellipsis_rank - erank + k));
+    }
+    return out;
+  };
+  std::map<int, int> count;
+  for (size_t i = 0; i < terms.size(); ++i) {
+    e.inputs.push_back(expand(terms[i], term_ellipsis[i]));
+    for (int l : terms[i])
+      if (l != kEllipsisMark) ++count[l];
+  }
+  if (arrow == std::string::npos) {
+    for (int64_t k = 0; k < e.ellipsis_rank; ++k) e.output.push_back(static_cast<int>(kEllipsisBase + k));
+    for (auto [l, c] : count)
+      if (c == 1) e.output.push_back(l);
+  } else {
+    std::vector<int> out_term = parse_term(n, eq.substr(arrow + 2));
+    std::set<int> seen;
+    for (int l : out_term) {
+      if (l == kEllipsisMark) continue;
+      if (!count.count(l)) n.fail("output label '" + std::string(1, char(l)) + "' of '" + eq + "' is not in any input");
+      if (!seen.insert(l).second) n.fail("output label '" + std::string(1, char(l)) + "' of '" + eq + "' is repeated");
+    }
+    e.output = expand(out_term, e.ellipsis_rank);
+  }
+  return e;
+}
+
+void infer_einsum(InferContext& ctx) {
+  for (size_t i = 0; i < ctx.num_inputs(); ++i)
+    if (!ranked(ctx, i)) {
+      ctx.set_output_type(0, Type::tensor_unranked(dtype_or_undefined(ctx, 0)));
+      return;
+    }
+  std::vector<int64_t> ranks;
+  for (size_t i = 0; i < ctx.num_inputs(); ++i) ranks.push_back(static_cast<int64_t>(ctx.ranked_input(i).rank()));
+  Einsum e = parse_einsum(ctx.node(), ranks);
+  std::map<int, Dim> size;
+  std::vector<Dims> ellipsis_shapes;
+  for (size_t i = 0; i < e.inputs.size(); ++i) {
+    const Dims& shape = ctx.input_type(i).shape();
+    Dims ell;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      int l = e.inputs[i][d];
+      if (l >= kEllipsisBase) {
+        ell.push_back(shape[d]);
+        continue;
+      }
+      auto [it, fresh] = size.emplace(l, shape[d]);
+      if (!fresh) unify_or_fail(ctx, it->second, shape[d], "sizes for einsum label '" + std::string(1, char(l)) + "'");
+    }
+    ellipsis_shapes.push_back(ell);
+  }
+  Dims ell = broadcast_dims(ctx, ellipsis_shapes);
+  Dims out;
+  for (int l : e.output) out.push_back(l >= kEllipsisBase ? ell[l - kEllipsisBase] : size.at(l));
+  ctx.set_output_type(0, Type::tensor(ctx.input_type(0).dtype(), ctx.env().canonical(out)));
+}
+
+Tensor einsum_kernel(const EvalContext& ctx) {
+  std::vector<int64_t> ranks;
+  for (size_t i = 0; i < ctx.num_inputs(); ++i) ranks.push_back(static_cast<int64_t>(ctx.input(i).rank()));
+  const Node& n = ctx.node();
+  Einsum e = parse_einsum(n, ranks);
+  // Every label's size; ellipsis dims broadcast, letters must agree.
+  std::map<int, int64_t> size;
+  for (size_t i = 0; i < e.inputs.size(); ++i)
+    for (size_t d = 0; d < e.inputs[i].size(); ++d) {
+      int l = e.inputs[i][d];
+      int64_t s = ctx.input(i).shape()[d];
+      auto [it, fresh] = size.emplace(l, s);
+      if (fresh || it->second == s) continue;
+      if (l >= kEllipsisBase && (s == 1 || it->second == 1)) {
+        it->second = std::max(it->second, s);
+        continue;
+      }
+      n.fail("einsum label sizes disagree: " + std::to_string(it->second) + " and " + std::to_string(s) +
+             " (input " + std::to_string(i) + ", dim " + std::to_string(d) + ")");
+    }
+  // Loop order: output labels, then the summed ones.
+  std::vector<int> loop = e.output;
+  for (auto [l, s] : size)
+    if (std::find(e.output.begin(), e.output.end(), l) == e.output.end()) loop.push_back(l);
+  std::vector<int64_t> extent;
+  for (int l : loop) extent.push_back(size.at(l));
+  // Per operand, the element stride of each loop label (repeated labels add
+  // up: that is a diagonal; a broadcast ellipsis dim of size 1 has stride 0).
+  std::vector<std::vector<int64_t>> stride(e.inputs.size(), std::vector<int64_t>(loop.size(), 0));
+  for (size_t i = 0; i < e.inputs.size(); ++i) {
+    std::vector<int64_t> st = row_major_strides(ctx.input(i).shape());
+    for (size_t d = 0; d < e.inputs[i].size(); ++d) {
+      if (ctx.input(i).shape()[d] == 1 && size.at(e.inputs[i][d]) != 1) continue;
+      size_t pos = std::find(loop.begin(), loop.end(), e.inputs[i][d]) - loop.begin();
+      stride[i][pos] += st[d];
+    }
+  }
+  std::vector<int64_t> out_shape(extent.begin(), extent.begin() + e.output.size());
+  Tensor out(ctx.input(0).dtype(), out_shape);
+  int64_t out_numel = out.numel();
+  int64_t inner = checked_numel(std::vector<int64_t>(extent.begin() + e.output.size(), extent.end()));
+  bool exact_int = !is_float(out.dtype());
+  std::vector<int64_t> coord(loop.size(), 0);
+  for (int64_t o = 0; o < out_numel; ++o) {
+    double facc = 0;
+    int64_t iacc = 0;
+    for (int64_t s = 0; s < inner; ++s) {
+      // Decode the combined index (o, s) into per-label coordinates.
+      int64_t flat = s;
+      for (size_t k = loop.size(); k-- > e.output.size();) {
+        coord[k] = flat % extent[k];
+        flat /= extent[k];
+      }
+      flat = o;
+      for (size_t k = e.output.size(); k-- > 0;) {
+        coord[k] = flat % extent[k];
+        flat /= extent[k];
+      }
+      double fp = 1;
+      int64_t ip = 1;
+      for (size_t i = 0; i < e.inputs.size(); ++i) {
+        int64_t off = 0;
+        for (size_t k = 0; k < loop.size(); ++k) off += coord[k] * stride[i][k];
+        if (exact_int) ip *= ctx.input(i).get_i64(off);
+        else fp *= ctx.input(i).get_f64(off);
+      }
+      facc += fp;
+      iacc += ip;
+    }
+    if (exact_int) out.set_i64(o, iacc);
+    else out.set_f64(o, facc);
+  }
+  return out;
+}
+
+}  // namespace
+
+void register_linalg_ops(OpRegistry& r) {
+  r.add(OpDef{"", "MatMul", 1, kContraction,
+              [](InferContext& ctx) {
+                DType dt = dtype_or_undefined(ctx, 0);
+                if (!ranked(ctx, 0) || !ranked(ctx, 1)) ctx.set_output_type(0, Type::tensor_unranked(dt));
+                else ctx.set_output_type(0, Type::tensor(dt, matmul_dims(ctx, 0, 1)));
+              },
+              [](EvalContext& ctx) {
+                return std::vector<Tensor>{
+                    matmul_compute(ctx.node(), ctx.input(0), ctx.input(1), ctx.input(0).dtype())};
+              },
+              kNumeric});
+  r.add(OpDef{"", "MatMulInteger", 10, kContraction,
+              [](InferContext& ctx) {
+                if (!ranked(ctx, 0) || !ranked(ctx, 1)) ctx.set_output_type(0, Type::tensor_unranked(DType::I32));
+                else ctx.set_output_type(0, Type::tensor(DType::I32, matmul_dims(ctx, 0, 1)));
+              },
+              [](EvalContext& ctx) {
+                Tensor a = subtract_zero_point(ctx, 0, 2, true);
+                Tensor b = subtract_zero_point(ctx, 1, 3, false);
+                return std::vector<Tensor>{matmul_compute(ctx.node(), a, b, DType::I32)};
+              },
+              {DType::U8, DType::I8, DType::I32}});
+  r.add(OpDef{"", "Gemm", 11, kContraction, infer_gemm,
+              [](EvalContext& ctx) { return std::vector<Tensor>{gemm_kernel(ctx)}; }, kNumeric});
+  r.add(OpDef{"", "Einsum", 12, kContraction, infer_einsum,
+              [](EvalContext& ctx) { return std::vector<Tensor>{einsum_kernel(ctx)}; }, kNumeric});
+}
 
 }  // namespace tcc

@@ -1,8 +1,485 @@
+// Ops that reduce along axes: Reduce*, ArgMax/ArgMin, Softmax/LogSoftmax,
+// LayerNormalization and CumSum (a scan, kept here because it walks an axis
+// the same way).
+//
+// Kernels accumulate floats in double and integers in int64, so sums and
+// products are exact for every integer dtype that fits, and round once to the
+// output dtype.
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <set>
+
 #include "src/ops/families.h"
+#include "src/ops/op_helpers.h"
 #include "src/ops/op_registry.h"
 
 namespace tcc {
 
-void register_reduction_ops(OpRegistry& r) {}
+namespace {
+
+const std::vector<DType> kFloat = {DType::F32, DType::F16, DType::BF16, DType::F64};
+const std::vector<DType> kNumeric = {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I64, DType::I32,
+                                     DType::I16, DType::I8,  DType::U64,  DType::U32, DType::U16, DType::U8};
+
+// Input 0 when its rank is known. Otherwise output 0 becomes an unranked tensor
+// (an If whose branches disagree, say, is not an error) and the rule stops.
+const Type* ranked_or_unranked_output(InferContext& ctx, DType out_dtype = DType::Undefined) {
+  const Type& t = ctx.input_type(0);
+  if (t.is_tensor() && t.has_rank()) return &t;
+  if (out_dtype == DType::Undefined && t.is_tensor()) out_dtype = t.dtype();
+  ctx.set_output_type(0, Type::tensor_unranked(out_dtype));
+  return nullptr;
+}
+
+// ---------------------------------------------------------------------------
+// Axis walking
+
+// A shape split around one axis: outer x axis x inner, row-major.
+struct AxisSplit {
+  int64_t outer = 1, len = 1, inner = 1;
+};
+
+AxisSplit split_at(const std::vector<int64_t>& shape, int64_t axis) {
+  AxisSplit s;
+  for (int64_t k = 0; k < static_cast<int64_t>(shape.size()); ++k) {
+    if (k < axis) s.outer *= shape[k];
+    else if (k == axis) s.len = shape[k];
+    else s.inner *= shape[k];
+  }
+  return s;
+}
+
+// The contents of a shape-like input as integers, when every element is static.
+std::optional<std::vector<int64_t>> static_ints(const Dims* values) {
+  if (!values) return std::nullopt;
+  std::vector<int64_t> out;
+  for (const Dim& d : *values) {
+    if (!d.is_static()) return std::nullopt;
+    out.push_back(d.value());
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// Reduce*
+
+enum class ReduceKind { Sum, Mean, Max, Min, Prod, L1, L2, SumSquare, LogSum, LogSumExp };
+
+// Which axes a Reduce* node reduces. `known` is false when the axes are a
+// runtime input whose value shape inference cannot see.
+struct ReduceAxes {
+  bool known = true;
+  bool noop = false;           // empty axes with noop_with_empty_axes: identity
+  std::vector<int64_t> axes;   // empty (and !noop) means every axis
+};
+
+// ReduceSum took axes as an input at opset 13, the other Reduce* ops at 18.
+bool axes_are_input(const Node& n) { return n.opset() >= (n.op_type() == "ReduceSum" ? 13 : 18); }
+
+ReduceAxes reduce_axes_from(const Node& n, const std::optional<std::vector<int64_t>>& input_axes, bool input_present) {
+  ReduceAxes r;
+  if (!axes_are_input(n)) {
+    r.axes = n.get_ints("axes");
+    return r;
+  }
+  if (input_present && !input_axes) {
+    r.known = false;
+    return r;
+  }
+  if (input_present) r.axes = *input_axes;
+  r.noop = r.axes.empty() && n.get_int("noop_with_empty_axes", 0) != 0;
+  return r;
+}
+
+// The reduced axes as a sorted set of normalized indices.
+std::set<int64_t> normalized_axes(const Node& n, const ReduceAxes& ra, int64_t rank) {
+  std::set<int64_t> s;
+  if (ra.noop) return s;
+  if (ra.axes.empty()) {
+    for (int64_t k = 0; k < rank; ++k) s.insert(k);
+    return s;
+  }
+  for (int64_t a : ra.axes)
+    if (!s.insert(normalize_axis(n, a, rank)).second) n.fail("axis " + std::to_string(a) + " is repeated in axes");
+  return s;
+}
+
+void infer_reduce(InferContext& ctx) {
+  const Type* xp = ranked_or_unranked_output(ctx);
+  if (!xp) return;
+  const Type& x = *xp;
+  const Node& n = ctx.node();
+  bool keepdims = n.get_int("keepdims", 1) != 0;
+  bool present = axes_are_input(n) && ctx.has_input(1);
+  std::optional<std::vector<int64_t>> in_axes;
+  if (present) in_axes = static_ints(ctx.input_values(1));
+  if (present && !in_axes) {
+    if (const Tensor* c = ctx.input_const(1); c && c->numel() == 0) in_axes = std::vector<int64_t>{};
+  }
+  ReduceAxes ra = reduce_axes_from(n, in_axes, present);
+  int64_t rank = static_cast<int64_t>(x.rank());
+  if (!ra.known) {
+    // The axes are data: with keepdims the rank survives but no dim is certain.
+    if (keepdims) ctx.set_output_type(0, Type::tensor(x.dtype(), Dims(x.rank())));
+    else ctx.set_output_type(0, Type::tensor_unranked(x.dtype()));
+    return;
+  }
+  std::set<int64_t> axes = normalized_axes(n, ra, rank);
+  Dims out;
+  for (int64_t k = 0; k < rank; ++k) {
+    if (!axes.count(k)) out.push_back(x.shape()[k]);
+    else if (keepdims) out.push_back(Dim(1));
+  }
+  ctx.set_output_type(0, Type::tensor(x.dtype(), out));
+}
+
+std::pair<int64_t, int64_t> int_range(DType t) {
+  if (t == DType::Bool) return {0, 1};
+  int bits = static_cast<int>(dtype_size(t) * 8);
+  if (is_signed(t)) {
+    if (bits == 64) return {std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()};
+    return {-(int64_t{1} << (bits - 1)), (int64_t{1} << (bits - 1)) - 1};
+  }
+  if (bits == 64) return {0, std::numeric_limits<int64_t>::max()};
+  return {0, (int64_t{1} << bits) - 1};
+}
+
+Tensor reduce_kernel(const EvalContext& ctx, ReduceKind kind) {
+  const Tensor& x = ctx.input(0);
+  const Node& n = ctx.node();
+  bool present = axes_are_input(n) && ctx.has_input(1);
+  std::optional<std::vector<int64_t>> in_axes;
+  if (present) in_axes = ctx.input(1).to_i64_vector();
+  ReduceAxes ra = reduce_axes_from(n, in_axes, present);
+  if (ra.noop) return x;
+  int64_t rank = static_cast<int64_t>(x.rank());
+  std::set<int64_t> axes = normalized_axes(n, ra, rank);
+  bool keepdims = n.get_int("keepdims", 1) != 0;
+
+  std::vector<int64_t> kept_shape = x.shape();  // output shape with reduced dims as 1
+  std::vector<int64_t> out_shape;
+  for (int64_t k = 0; k < rank; ++k) {
+    if (axes.count(k)) kept_shape[k] = 1;
+    if (!axes.count(k)) out_shape.push_back(x.shape()[k]);
+    else if (keepdims) out_shape.push_back(1);
+  }
+  int64_t out_numel = checked_numel(kept_shape);
+  bool exact_int = !is_float(x.dtype()) &&
+                   (kind == ReduceKind::Sum || kind == ReduceKind::Prod || kind == ReduceKind::Max ||
+                    kind == ReduceKind::Min || kind == ReduceKind::L1 || kind == ReduceKind::SumSquare);
+
+  double inf = std::numeric_limits<double>::infinity();
+  auto [imin, imax] = exact_int ? int_range(x.dtype()) : std::pair<int64_t, int64_t>{0, 0};
+  std::vector<double> facc(out_numel);
+  std::vector<int64_t> iacc(out_numel);
+  std::vector<int64_t> count(out_numel, 0);
+  for (int64_t o = 0; o < out_numel; ++o) {
+    switch (kind) {
+      case ReduceKind::Prod: facc[o] = 1; iacc[o] = 1; break;
+      case ReduceKind::Max: facc[o] = -inf; iacc[o] = imin; break;
+      case ReduceKind::Min: facc[o] = inf; iacc[o] = imax; break;
+      default: break;
+    }
+  }
+  // LogSumExp subtracts the per-output maximum first so exp() cannot overflow.
+  std::vector<double> shift(out_numel, 0);
+  std::vector<int64_t> in_strides = row_major_strides(x.shape());
+  std::vector<int64_t> out_strides = row_major_strides(kept_shape);
+  auto out_index = [&](int64_t i) {
+    int64_t o = 0;
+    for (int64_t k = 0; k < rank; ++k) {
+      int64_t c = (i / in_strides[k]) % x.shape()[k];
+      if (!axes.count(k)) o += c * out_strides[k];
+    }
+    return o;
+  };
+  if (kind == ReduceKind::LogSumExp) {
+    std::fill(shift.begin(), shift.end(), -inf);
+    for (int64_t i = 0; i < x.numel(); ++i) shift[out_index(i)] = std::max(shift[out_index(i)], x.get_f64(i));
+    for (double& s : shift)
+      if (!std::isfinite(s)) s = 0;
+  }
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    int64_t o = out_index(i);
+    ++count[o];
+    if (exact_int) {
+      int64_t v = x.get_i64(i);
+      switch (kind) {
+        case ReduceKind::Sum: iacc[o] += v; break;
+        case ReduceKind::Prod: iacc[o] *= v; break;
+        case ReduceKind::Max: iacc[o] = std::max(iacc[o], v); break;
+        case ReduceKind::Min: iacc[o] = std::min(iacc[o], v); break;
+        case ReduceKind::L1: iacc[o] += v < 0 ? -v : v; break;
+        case ReduceKind::SumSquare: iacc[o] += v * v; break;
+        default: TCC_CHECK(false) << "reduction kind without an integer path";
+      }
+      continue;
+    }
+    double v = x.get_f64(i);
+    switch (kind) {
+      case ReduceKind::Sum: case ReduceKind::Mean: case ReduceKind::LogSum: facc[o] += v; break;
+      case ReduceKind::Prod: facc[o] *= v; break;
+      case ReduceKind::Max: facc[o] = std::isnan(v) || std::isnan(facc[o]) ? NAN : std::max(facc[o], v); break;
+      case ReduceKind::Min: facc[o] = std::isnan(v) || std::isnan(facc[o]) ? NAN : std::min(facc[o], v); break;
+      case ReduceKind::L1: facc[o] += std::fabs(v); break;
+      case ReduceKind::L2: case ReduceKind::SumSquare: facc[o] += v * v; break;
+      case ReduceKind::LogSumExp: facc[o] += std::exp(v - shift[o]); break;
+    }
+  }
+  Tensor out(x.dtype(), out_shape);
+  for (int64_t o = 0; o < out_numel; ++o) {
+    if (exact_int) {
+      out.set_i64(o, iacc[o]);
+      continue;
+    }
+    double v = facc[o];
+    switch (kind) {
+      case ReduceKind::Mean: v = v / static_cast<double>(count[o]); break;
+      case ReduceKind::L2: v = std::sqrt(v); break;
+      case ReduceKind::LogSum: v = std::log(v); break;
+      case ReduceKind::LogSumExp: v = std::log(v) + shift[o]; break;
+      default: break;
+    }
+    out.set_f64(o, v);
+  }
+  return out;
+}
+
+void add_reduce(OpRegistry& r, const std::string& name, ReduceKind kind, std::vector<DType> dtypes) {
+  r.add(OpDef{"", name, 1, kReduction, infer_reduce,
+              [kind](EvalContext& ctx) { return std::vector<Tensor>{reduce_kernel(ctx, kind)}; }, std::move(dtypes)});
+}
+
+// ---------------------------------------------------------------------------
+// ArgMax / ArgMin
+
+void infer_arg(InferContext& ctx) {
+  const Type* xp = ranked_or_unranked_output(ctx, DType::I64);
+  if (!xp) return;
+  const Type& x = *xp;
+  int64_t rank = static_cast<int64_t>(x.rank());
+  int64_t axis = normalize_axis(ctx.node(), ctx.node().get_int("axis", 0), rank);
+  bool keepdims = ctx.node().get_int("keepdims", 1) != 0;
+  Dims out;
+  for (int64_t k = 0; k < rank; ++k) {
+    if (k != axis) out.push_back(x.shape()[k]);
+    else if (keepdims) out.push_back(Dim(1));
+  }
+  ctx.set_output_type(0, Type::tensor(DType::I64, out));
+}
+
+Tensor arg_kernel(const EvalContext& ctx, bool is_max) {
+  const Tensor& x = ctx.input(0);
+  const Node& n = ctx.node();
+  int64_t rank = static_cast<int64_t>(x.rank());
+  int64_t axis = normalize_axis(n, n.get_int("axis", 0), rank);
+  bool keepdims = n.get_int("keepdims", 1) != 0;
+  bool last = n.get_int("select_last_index", 0) != 0;
+  AxisSplit s = split_at(x.shape(), axis);
+  if (s.len == 0) n.fail("cannot take " + n.op_type() + " along axis " + std::to_string(axis) + " of size 0");
+  std::vector<int64_t> out_shape;
+  for (int64_t k = 0; k < rank; ++k) {
+    if (k != axis) out_shape.push_back(x.shape()[k]);
+    else if (keepdims) out_shape.push_back(1);
+  }
+  Tensor out(DType::I64, out_shape);
+  bool exact_int = !is_float(x.dtype());
+  for (int64_t o = 0; o < s.outer; ++o)
+    for (int64_t in = 0; in < s.inner; ++in) {
+      int64_t best = 0;
+      auto at = [&](int64_t j) { return (o * s.len + j) * s.inner + in; };
+      for (int64_t j = 1; j < s.len; ++j) {
+        // Ties go to the first index unless select_last_index asks for the last.
+        bool better, tie;
+        if (exact_int) {
+          int64_t v = x.get_i64(at(j)), b = x.get_i64(at(best));
+          better = is_max ? v > b : v < b;
+          tie = v == b;
+        } else {
+          double v = x.get_f64(at(j)), b = x.get_f64(at(best));
+          better = is_max ? v > b : v < b;
+          tie = v == b;
+        }
+        if (better || (tie && last)) best = j;
+      }
+      out.set_i64(o * s.inner + in, best);
+    }
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// Softmax / LogSoftmax (opset 13: normalizes along one axis)
+
+void infer_same(InferContext& ctx) {
+  if (const Type* x = ranked_or_unranked_output(ctx)) ctx.set_output_type(0, *x);
+}
+
+Tensor softmax_kernel(const EvalContext& ctx, bool log) {
+  const Tensor& x = ctx.input(0);
+  int64_t axis = normalize_axis(ctx.node(), ctx.node().get_int("axis", -1), static_cast<int64_t>(x.rank()));
+  AxisSplit s = split_at(x.shape(), axis);
+  Tensor out(x.dtype(), x.shape());
+  for (int64_t o = 0; o < s.outer; ++o)
+    for (int64_t in = 0; in < s.inner; ++in) {
+      auto at = [&](int64_t j) { return (o * s.len + j) * s.inner + in; };
+      double mx = -std::numeric_limits<double>::infinity();
+      for (int64_t j = 0; j < s.len; ++j) mx = std::max(mx, x.get_f64(at(j)));
+      double sum = 0;
+      for (int64_t j = 0; j < s.len; ++j) sum += std::exp(x.get_f64(at(j)) - mx);
+      for (int64_t j = 0; j < s.len; ++j) {
+        double d = x.get_f64(at(j)) - mx;
+        out.set_f64(at(j), log ? d - std::log(sum) : std::exp(d) / sum);
+      }
+    }
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// LayerNormalization: normalizes over axes [axis, rank).
+
+DType stash_dtype(const Node& n) {
+  int64_t st = n.get_int("stash_type", 1);
+  std::optional<DType> t = dtype_from_onnx(static_cast<int32_t>(st));
+  if (!t || !is_float(*t)) n.fail("stash_type must be a float element type, got " + std::to_string(st));
+  return *t;
+}
+
+void infer_layer_norm(InferContext& ctx) {
+  const Type* xp = ranked_or_unranked_output(ctx);
+  if (!xp) return;
+  const Type& x = *xp;
+  int64_t rank = static_cast<int64_t>(x.rank());
+  int64_t axis = normalize_axis(ctx.node(), ctx.node().get_int("axis", -1), rank);
+  // Scale and B broadcast onto the normalized dims; learn their equalities.
+  for (size_t i = 1; i < 3; ++i) {
+    if (!ctx.has_input(i)) continue;
+    const Type& t = ctx.input_type(i);
+    if (!t.is_tensor() || !t.has_rank()) continue;
+    broadcast_dims(ctx, {x.shape(), t.shape()});
+  }
+  ctx.set_output_type(0, Type::tensor(x.dtype(), ctx.env().canonical(x.shape())));
+  Dims stats;
+  for (int64_t k = 0; k < rank; ++k) stats.push_back(k < axis ? ctx.env().canonical(x.shape()[k]) : Dim(1));
+  DType st = stash_dtype(ctx.node());
+  for (size_t i = 1; i < ctx.num_outputs() && i < 3; ++i) ctx.set_output_type(i, Type::tensor(st, stats));
+}
+
+std::vector<Tensor> layer_norm_kernel(const EvalContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& scale = ctx.input(1);
+  const Node& n = ctx.node();
+  int64_t rank = static_cast<int64_t>(x.rank());
+  int64_t axis = normalize_axis(n, n.get_int("axis", -1), rank);
+  double eps = n.get_float("epsilon", 1e-5f);
+  std::vector<int64_t> stats_shape = x.shape();
+  int64_t rows = 1, cols = 1;
+  for (int64_t k = 0; k < rank; ++k) {
+    if (k < axis) rows *= x.shape()[k];
+    else {
+      cols *= x.shape()[k];
+      stats_shape[k] = 1;
+    }
+  }
+  broadcast_shapes(n, {x.shape(), scale.shape()});
+  BroadcastIndexer scale_at(x.shape(), scale.shape());
+  std::optional<BroadcastIndexer> bias_at;
+  if (ctx.has_input(2)) {
+    broadcast_shapes(n, {x.shape(), ctx.input(2).shape()});
+    bias_at.emplace(x.shape(), ctx.input(2).shape());
+  }
+  DType st = stash_dtype(n);
+  Tensor y(x.dtype(), x.shape());
+  Tensor mean_t(st, stats_shape);
+  Tensor inv_t(st, stats_shape);
+  for (int64_t r = 0; r < rows; ++r) {
+    double mean = 0;
+    for (int64_t c = 0; c < cols; ++c) mean += x.get_f64(r * cols + c);
+    mean /= static_cast<double>(cols);
+    double var = 0;
+    for (int64_t c = 0; c < cols; ++c) {
+      double d = x.get_f64(r * cols + c) - mean;
+      var += d * d;
+    }
+    var /= static_cast<double>(cols);
+    double inv = 1.0 / std::sqrt(var + eps);
+    for (int64_t c = 0; c < cols; ++c) {
+      int64_t i = r * cols + c;
+      double v = (x.get_f64(i) - mean) * inv * scale.get_f64(scale_at(i));
+      if (bias_at) v += ctx.input(2).get_f64((*bias_at)(i));
+      y.set_f64(i, v);
+    }
+    mean_t.set_f64(r, mean);
+    inv_t.set_f64(r, inv);
+  }
+  std::vector<Tensor> outs{y, mean_t, inv_t};
+  outs.resize(std::min<size_t>(outs.size(), ctx.num_outputs()));
+  return outs;
+}
+
+// ---------------------------------------------------------------------------
+// CumSum(x, axis): running sums along one axis, optionally exclusive/reversed.
+
+Tensor cumsum_kernel(const EvalContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& axis_t = ctx.input(1);
+  if (axis_t.numel() != 1) ctx.fail("axis must be a scalar, got shape " + shape_str(axis_t.shape()));
+  int64_t axis = normalize_axis(ctx.node(), axis_t.get_i64(0), static_cast<int64_t>(x.rank()));
+  bool exclusive = ctx.node().get_int("exclusive", 0) != 0;
+  bool reverse = ctx.node().get_int("reverse", 0) != 0;
+  AxisSplit s = split_at(x.shape(), axis);
+  Tensor out(x.dtype(), x.shape());
+  bool exact_int = !is_float(x.dtype());
+  for (int64_t o = 0; o < s.outer; ++o)
+    for (int64_t in = 0; in < s.inner; ++in) {
+      double fsum = 0;
+      int64_t isum = 0;
+      for (int64_t step = 0; step < s.len; ++step) {
+        int64_t j = reverse ? s.len - 1 - step : step;
+        int64_t i = (o * s.len + j) * s.inner + in;
+        if (exact_int) {
+          int64_t v = x.get_i64(i);
+          if (!exclusive) isum += v;
+          out.set_i64(i, isum);
+          if (exclusive) isum += v;
+        } else {
+          double v = x.get_f64(i);
+          if (!exclusive) fsum += v;
+          out.set_f64(i, fsum);
+          if (exclusive) fsum += v;
+        }
+      }
+    }
+  return out;
+}
+
+}  // namespace
+
+void register_reduction_ops(OpRegistry& r) {
+  add_reduce(r, "ReduceSum", ReduceKind::Sum, kNumeric);
+  add_reduce(r, "ReduceMean", ReduceKind::Mean, kNumeric);
+  std::vector<DType> with_bool = kNumeric;
+  with_bool.push_back(DType::Bool);
+  add_reduce(r, "ReduceMax", ReduceKind::Max, with_bool);
+  add_reduce(r, "ReduceMin", ReduceKind::Min, with_bool);
+  add_reduce(r, "ReduceProd", ReduceKind::Prod, kNumeric);
+  add_reduce(r, "ReduceL1", ReduceKind::L1, kNumeric);
+  add_reduce(r, "ReduceL2", ReduceKind::L2, kNumeric);
+  add_reduce(r, "ReduceSumSquare", ReduceKind::SumSquare, kNumeric);
+  add_reduce(r, "ReduceLogSum", ReduceKind::LogSum, kNumeric);
+  add_reduce(r, "ReduceLogSumExp", ReduceKind::LogSumExp, kNumeric);
+
+  r.add(OpDef{"", "ArgMax", 12, kReduction, infer_arg,
+              [](EvalContext& ctx) { return std::vector<Tensor>{arg_kernel(ctx, true)}; }, kNumeric});
+  r.add(OpDef{"", "ArgMin", 12, kReduction, infer_arg,
+              [](EvalContext& ctx) { return std::vector<Tensor>{arg_kernel(ctx, false)}; }, kNumeric});
+  r.add(OpDef{"", "Softmax", 13, kReduction, infer_same,
+              [](EvalContext& ctx) { return std::vector<Tensor>{softmax_kernel(ctx, false)}; }, kFloat});
+  r.add(OpDef{"", "LogSoftmax", 13, kReduction, infer_same,
+              [](EvalContext& ctx) { return std::vector<Tensor>{softmax_kernel(ctx, true)}; }, kFloat});
+  r.add(OpDef{"", "LayerNormalization", 17, kReduction, infer_layer_norm, layer_norm_kernel, kFloat});
+  r.add(OpDef{"", "CumSum", 11, kReduction, infer_same,
+              [](EvalContext& ctx) { return std::vector<Tensor>{cumsum_kernel(ctx)}; }, kNumeric});
+}
 
 }  // namespace tcc
