@@ -1,0 +1,214 @@
+// tcc explain: graph-break reasons, partition, guard sets, recompile rules 1-6
+// and computed advice, on graphs built with the Graph API and a registry that
+// knows only the ops each test names.
+#include <gtest/gtest.h>
+
+#include "src/analysis/advice.h"
+#include "src/analysis/explain_report.h"
+
+namespace tcc {
+namespace {
+
+OpRegistry registry_of(std::initializer_list<const char*> ops) {
+  OpRegistry r;
+  for (const char* op : ops) {
+    OpDef d;
+    d.op_type = op;
+    if (std::string(op) == "Relu") d.dtypes = {DType::F32, DType::F16};
+    r.add(std::move(d));
+  }
+  return r;
+}
+
+Type f32(Dims d) { return Type::tensor(DType::F32, std::move(d)); }
+
+struct Fixture {
+  std::unique_ptr<Model> m = std::make_unique<Model>();
+  Graph& g = *m->graph;
+  Fixture() { g.set_opset("", 17); }
+};
+
+TEST(ExplainPartition, BoolMaskSelectionBreaksOnce) {
+  Fixture f;
+  Value* x = f.g.add_input("x", f32({Dim::symbol("batch"), 16}));
+  Node* relu = f.g.add_node("Relu", {x}, {"r"}, "", "relu0");
+  Node* mask = f.g.add_node("Greater", {relu->output(0), x}, {"m"}, "", "gt");
+  Node* nz = f.g.add_node("NonZero", {mask->output(0)}, {"idx"}, "", "nonzero0");
+  nz->set_source("model.py:12");
+  Node* gather = f.g.add_node("GatherND", {x, nz->output(0)}, {"sel"}, "", "gather");
+  f.g.add_output(gather->output(0));
+  ShapeInfo info;
+  Partition p = partition_graph(f.g, info, registry_of({"Relu", "Greater", "GatherND"}));
+  ASSERT_EQ(p.breaks.size(), 1u);
+  EXPECT_EQ(p.breaks[0].node->name(), "nonzero0");
+  EXPECT_EQ(p.breaks[0].reason, "data_dependent_shape");
+  ASSERT_EQ(p.regions.size(), 2u);
+  EXPECT_EQ(p.regions[0].nodes.size(), 2u);
+  EXPECT_EQ(p.regions[1].nodes.size(), 1u);
+  EXPECT_EQ(p.regions[1].nodes[0]->name(), "gather");
+}
+
+TEST(ExplainPartition, ShapeChainDoesNotBreakButDataShapeDoes) {
+  Fixture f;
+  Value* x = f.g.add_input("x", f32({Dim::symbol("b"), Dim::symbol("s"), 64}));
+  Value* idx = f.g.add_initializer("i0", Tensor::from_i64({0}, {1}));
+  Value* tail = f.g.add_initializer("tail", Tensor::from_i64({-1, 8}, {2}));
+  Node* shape = f.g.add_node("Shape", {x}, {"sh"});
+  Node* gather = f.g.add_node("Gather", {shape->output(0), idx}, {"b0"});
+  Node* concat = f.g.add_node("Concat", {gather->output(0), tail}, {"target"});
+  Node* reshape = f.g.add_node("Reshape", {x, concat->output(0)}, {"y"}, "", "exporter_reshape");
+  // A reshape whose target is read from tensor data.
+  Node* cast = f.g.add_node("Cast", {reshape->output(0)}, {"yi"});
+  Node* bad = f.g.add_node("Reshape", {x, cast->output(0)}, {"z"}, "", "data_reshape");
+  f.g.add_output(bad->output(0));
+  ShapeInfo info;
+  Partition p = partition_graph(f.g, info, registry_of({"Shape", "Gather", "Concat", "Reshape", "Cast"}));
+  ASSERT_EQ(p.breaks.size(), 1u);
+  EXPECT_EQ(p.breaks[0].node->name(), "data_reshape");
+  EXPECT_EQ(p.breaks[0].reason, "data_dependent_shape");
+  EXPECT_NE(p.breaks[0].message.find("'%yi'"), std::string::npos);
+}
+
+TEST(ExplainPartition, EachReasonCode) {
+  Fixture f;
+  Value* x = f.g.add_input("x", f32({4}));
+  Value* c = f.g.add_input("c", Type::tensor(DType::Bool, {}));
+  Value* d = f.g.add_input("d", Type::tensor(DType::F64, {4}));
+  Node* unk = f.g.add_node("FancyOp", {x}, {"u"}, "com.vendor", "fancy");
+  Node* relu64 = f.g.add_node("Relu", {d}, {"r64"}, "", "relu64");
+  auto then_g = std::make_shared<Graph>();
+  Node* iff = f.g.add_node("If", {c}, {"o"}, "", "branch");
+  then_g->set_parent(&f.g, iff);
+  iff->set_attr("then_branch", Attribute::of_graph(then_g));
+  Node* seq = f.g.add_node("SequenceConstruct", {x}, {"sq"}, "", "seq");
+  f.g.set_outputs({unk->output(0), relu64->output(0), iff->output(0), seq->output(0)});
+  ShapeInfo info;
+  Partition p = partition_graph(f.g, info, registry_of({"Relu", "If"}));
+  ASSERT_EQ(p.breaks.size(), 4u);
+  EXPECT_EQ(p.breaks[0].reason, "unsupported_op");
+  EXPECT_NE(p.breaks[0].message.find("com.vendor"), std::string::npos);
+  EXPECT_EQ(p.breaks[1].reason, "unsupported_op");
+  EXPECT_NE(p.breaks[1].message.find("dtype f64"), std::string::npos);
+  EXPECT_EQ(p.breaks[2].reason, "data_dependent_control_flow");
+  EXPECT_NE(p.breaks[2].message.find("does not compile device-side control flow"), std::string::npos);
+  EXPECT_EQ(p.breaks[3].reason, "non_tensor_value");
+  EXPECT_TRUE(p.regions.empty());
+}
+
+// A one-node model over x[batch, seq] and optionally a float scalar lr.
+struct SimCase {
+  Fixture f;
+  ShapeInfo info;
+  Partition p;
+  ModelSignature sig;
+  explicit SimCase(bool with_lr) {
+    Value* x = f.g.add_input("x", f32({Dim::symbol("batch"), Dim::symbol("seq")}));
+    std::vector<Value*> ins = {x};
+    if (with_lr) ins.push_back(f.g.add_input("lr", f32({})));
+    Node* n = f.g.add_node("Mul", ins.size() == 2 ? ins : std::vector<Value*>{x, x}, {"y"}, "", "mul");
+    f.g.add_output(n->output(0));
+    p = partition_graph(f.g, info, registry_of({"Mul"}));
+    sig = build_signature(f.g, info);
+  }
+  SimResult run(const std::string& jsonl, SimOptions o = {}) {
+    Trace t = parse_trace(jsonl, "t.jsonl", sig);
+    return simulate(sig, p.regions, t, o);
+  }
+};
+
+std::string call(int b, int s) {
+  return "{\"x\": {\"shape\": [" + std::to_string(b) + ", " + std::to_string(s) + "], \"dtype\": \"float32\"}}\n";
+}
+
+TEST(ExplainSimulate, AutomaticDynamicAfterFirstSizeChange) {
+  SimCase sc(false);
+  SimResult r = sc.run(call(8, 16) + call(8, 24) + call(8, 32) + call(8, 16));
+  EXPECT_EQ(r.compiles, 2u);
+  ASSERT_EQ(r.recompiles.size(), 1u);
+  EXPECT_EQ(r.recompiles[0].call, 1u);
+  EXPECT_EQ(r.recompiles[0].compile_id, "0/1");
+  ASSERT_EQ(r.recompiles[0].reasons.size(), 1u);
+  EXPECT_EQ(r.recompiles[0].reasons[0], "0/0: tensor 'x' size mismatch at index 1. expected 16, actual 24");
+  std::vector<std::string> tree = r.graphs[0].variants[1].tree_lines();
+  ASSERT_EQ(tree.size(), 2u);
+  EXPECT_EQ(tree[0], "TENSOR_MATCH: check_tensor(x, float32, size=[8, None], stride=[None, 1], contiguous)");
+  EXPECT_EQ(tree[1], "SHAPE_ENV: 2 <= s0  # x.size()[1]");
+}
+
+TEST(ExplainSimulate, SizeOneIsSpecialized) {
+  SimCase sc(false);
+  SimResult r = sc.run(call(8, 16) + call(8, 24) + call(8, 1) + call(8, 5));
+  EXPECT_EQ(r.compiles, 3u);
+  ASSERT_EQ(r.recompiles.size(), 2u);
+  EXPECT_EQ(r.recompiles[1].reasons[0], "0/1: 2 <= x.size()[1] (actual 1)");
+}
+
+TEST(ExplainSimulate, StaticModeAndLimitFallBackToEager) {
+  SimCase sc(false);
+  std::string t;
+  for (int i = 0; i < 12; ++i) t += call(8, 10 + i);
+  t += call(8, 10);
+  SimOptions o;
+  o.dynamic = DynamicMode::False;
+  o.recompile_limit = 8;
+  SimResult r = sc.run(t, o);
+  EXPECT_EQ(r.compiles, 8u);
+  EXPECT_EQ(r.recompile_count, 7u);
+  EXPECT_EQ(r.eager_fallback_calls, 4u);
+  std::vector<Advice> a = compute_advice(sc.sig, sc.p.regions, parse_trace(t, "t", sc.sig), o, r);
+  ASSERT_FALSE(a.empty());
+  EXPECT_EQ(a[0].text, "mark x:1 dynamic: 1 compile, no eager calls instead of 8 compiles and 4 eager calls");
+  EXPECT_EQ(a[1].text, "pad x:1 to a multiple of 32: 1 compile, no eager calls instead of 8 compiles and 4 eager calls");
+}
+
+TEST(ExplainSimulate, FloatScalarRecompilesEveryNewValue) {
+  SimCase sc(true);
+  std::string t;
+  const char* lrs[] = {"0.01", "0.008", "0.006", "0.004", "0.002", "0.002"};
+  for (const char* lr : lrs)
+    t += std::string("{\"x\": {\"shape\": [4, 4], \"dtype\": \"float32\"}, \"lr\": {\"scalar\": ") + lr + "}}\n";
+  SimResult r = sc.run(t);
+  EXPECT_EQ(r.compiles, 5u);
+  EXPECT_EQ(r.recompiles[0].reasons[0], "0/0: 'lr' == 0.01 (now 0.008)");
+  std::vector<Advice> a = compute_advice(sc.sig, sc.p.regions, parse_trace(t, "t", sc.sig), {}, r);
+  ASSERT_GE(a.size(), 1u);
+  EXPECT_EQ(a[0].text, "hold 'lr' in a tensor input: 1 compile instead of 5 compiles");
+}
+
+TEST(ExplainSimulate, MarkDynamicAndDynamicTrueStartSymbolic) {
+  SimCase sc(false);
+  SimOptions o;
+  o.mark_dynamic.insert(sc.sig.inputs[0].dim_class[1]);
+  EXPECT_EQ(sc.run(call(8, 16) + call(8, 24), o).compiles, 1u);
+  SimOptions all;
+  all.dynamic = DynamicMode::True;
+  SimResult r = sc.run(call(8, 16) + call(4, 24), all);
+  EXPECT_EQ(r.compiles, 1u);
+  // Duck sizing: equal symbolic sizes share a relation guard.
+  SimResult duck = sc.run(call(8, 8) + call(8, 9), all);
+  EXPECT_EQ(duck.compiles, 2u);
+  EXPECT_EQ(duck.recompiles[0].reasons[0], "0/0: x.size()[1] == x.size()[0] (9 vs 8)");
+}
+
+TEST(ExplainTrace, ContradictionsAreInputErrors) {
+  SimCase sc(false);
+  auto err = [&](const std::string& line) {
+    try {
+      sc.run(call(2, 2) + line);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(err("{\"x\": {\"shape\": [2, 2], \"dtype\": \"float16\"}}"),
+            "t.jsonl:2: input 'x': expected dtype float32, actual float16");
+  EXPECT_EQ(err("{\"x\": {\"shape\": [2], \"dtype\": \"float32\"}}"),
+            "t.jsonl:2: input 'x': expected rank 2, actual rank 1 [2]");
+  EXPECT_EQ(err("{\"y\": {\"shape\": [2, 2], \"dtype\": \"float32\"}}"),
+            "t.jsonl:2: unknown input 'y' (the model's inputs: x)");
+  EXPECT_EQ(err("{}"), "t.jsonl:2: input 'x' is missing");
+  EXPECT_EQ(err("{\"x\": {\"scalar\": 1.0}}"), "t.jsonl:2: input 'x': expected a tensor of rank 2, actual a scalar");
+}
+
+}  // namespace
+}  // namespace tcc
