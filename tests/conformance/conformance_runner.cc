@@ -205,12 +205,27 @@ std::string lowercase_alnum(const std::string& s) {
   return out;
 }
 
-// The op a test is about. A one-node model is about its node; a multi-node
-// one (the "_expanded" function bodies, sequences of ops) about the longest op
-// name that prefixes its test name, since ONNX names tests after the op.
-std::string op_of_test(const std::string& test, const onnx::ModelProto& m) {
+std::optional<onnx::ModelProto> read_model_proto(const fs::path& path) {
+  std::ifstream f(path, std::ios::binary);
+  onnx::ModelProto proto;
+  if (!f || !proto.ParseFromIstream(&f)) return std::nullopt;
+  return proto;
+}
+
+// The op a test is about. A one-node model is about its node. An "_expanded"
+// test (the op's function body) is about the op of its one-node twin, the
+// same name without the suffix. Other multi-node tests are about the longest
+// op name that prefixes the test name, since ONNX names tests after the op.
+std::string op_of_test(const fs::path& test_dir, const onnx::ModelProto& m) {
   const auto& nodes = m.graph().node();
   if (nodes.size() == 1) return op_label(nodes[0].domain(), nodes[0].op_type());
+  std::string test = test_dir.filename().string();
+  size_t expanded = test.find("_expanded");
+  if (expanded != std::string::npos) {
+    auto twin = read_model_proto(test_dir.parent_path() / test.substr(0, expanded) / "model.onnx");
+    if (twin && twin->graph().node_size() == 1)
+      return op_label(twin->graph().node(0).domain(), twin->graph().node(0).op_type());
+  }
   std::string key = lowercase_alnum(test.substr(std::strlen("test_")));
   std::string best;
   auto consider = [&](const std::string& domain, const std::string& op) {
@@ -343,17 +358,15 @@ void run_supported(const fs::path& test_dir, Result& r) {
 Result run_test(const fs::path& test_dir, const std::map<std::string, std::string>& exclusions) {
   Result r;
   r.test = test_dir.filename().string();
-  onnx::ModelProto proto;
-  {
-    std::ifstream f(test_dir / "model.onnx", std::ios::binary);
-    if (!f || !proto.ParseFromIstream(&f)) {
-      r.op = "(unreadable)";
-      r.outcome = Outcome::Skipped;
-      r.detail = "model.onnx is not a readable ModelProto";
-      return r;
-    }
+  std::optional<onnx::ModelProto> read = read_model_proto(test_dir / "model.onnx");
+  if (!read) {
+    r.op = "(unreadable)";
+    r.outcome = Outcome::Skipped;
+    r.detail = "model.onnx is not a readable ModelProto";
+    return r;
   }
-  r.op = op_of_test(r.test, proto);
+  const onnx::ModelProto& proto = *read;
+  r.op = op_of_test(test_dir, proto);
   auto ex = exclusions.find(r.test);
   if (ex != exclusions.end()) {
     r.outcome = Outcome::Excluded;
@@ -488,19 +501,19 @@ int run(int argc, char** argv) {
     switch (r.outcome) {
       case Outcome::Passed:
         ++passed;
-        if (opt.verbose) std::printf("PASS %s\n", r.test.c_str());
+        if (opt.verbose) std::printf("PASS %s (%s)\n", r.test.c_str(), r.op.c_str());
         break;
       case Outcome::Failed:
         ++failed;
-        std::printf("FAIL %s: %s\n", r.test.c_str(), r.detail.c_str());
+        std::printf("FAIL %s (%s): %s\n", r.test.c_str(), r.op.c_str(), r.detail.c_str());
         break;
       case Outcome::Skipped:
         ++skipped;
-        if (opt.verbose) std::printf("SKIP %s: %s\n", r.test.c_str(), r.detail.c_str());
+        if (opt.verbose) std::printf("SKIP %s (%s): %s\n", r.test.c_str(), r.op.c_str(), r.detail.c_str());
         break;
       case Outcome::Excluded:
         ++excluded;
-        if (opt.verbose) std::printf("EXCLUDED %s: %s\n", r.test.c_str(), r.detail.c_str());
+        if (opt.verbose) std::printf("EXCLUDED %s (%s): %s\n", r.test.c_str(), r.op.c_str(), r.detail.c_str());
         break;
     }
     std::fflush(stdout);
