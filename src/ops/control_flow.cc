@@ -117,6 +117,7 @@ std::vector<Tensor> eval_if(EvalContext& ctx) {
 // the incoming condition through, or is a true constant), so only M ends the loop.
 bool body_keeps_going(const Graph& body) {
   const Value* out = body.outputs().empty() ? nullptr : body.outputs()[0];
+  while (out && out->producer() && out->producer()->op_type() == "Identity") out = out->producer()->input(0);
   if (!out) return false;
   if (body.inputs().size() > 1 && out == body.inputs()[1]) return true;
   const Tensor* c = nullptr;
@@ -146,8 +147,8 @@ void infer_loop(InferContext& ctx) {
     ins[2 + i] = merged;
   }
   if (changed) outs = ctx.infer_region(body, ins);
-  for (size_t i = 0; i < n_carried; ++i)
-    ctx.set_output_type(i, merge_types(ctx, ins[2 + i], outs[1 + i], "loop-carried value " + std::to_string(i)));
+  // The (merged) carried types describe every iteration, the last included.
+  for (size_t i = 0; i < n_carried; ++i) ctx.set_output_type(i, ins[2 + i]);
   Dim trips = ctx.env().fresh("u");
   const Dims* m = ctx.has_input(0) ? ctx.input_values(0) : nullptr;
   const Tensor* cond = ctx.has_input(1) ? ctx.input_const(1) : nullptr;
@@ -272,8 +273,7 @@ void infer_scan(InferContext& ctx) {
     ins[i] = merged;
   }
   if (changed) outs = ctx.infer_region(body, ins);
-  for (size_t i = 0; i < a.n_state; ++i)
-    ctx.set_output_type(i, merge_types(ctx, ins[i], outs[i], "scan state " + std::to_string(i)));
+  for (size_t i = 0; i < a.n_state; ++i) ctx.set_output_type(i, ins[i]);
   for (size_t k = 0; k < a.n_out; ++k) {
     const Type& t = outs[a.n_state + k];
     if (!t.is_tensor() || !t.has_rank()) {
