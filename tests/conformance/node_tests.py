@@ -1,10 +1,18 @@
-"""Prints the folder of the ONNX node conformance tests for CMake.
+"""Prepares the folder of ONNX node conformance tests for CMake and prints it.
 
-Older onnx wheels ship the tests as files under onnx/backend/test/data/node;
-newer wheels ship only the test definitions (onnx.backend.test.case.node), so
-for those the files are written once into the folder given as argv[1], in the
-same layout (model.onnx, test_data_set_N/input_K.pb, output_K.pb). A stamp with
-the onnx version makes later configures reuse them.
+Older onnx wheels ship the tests as files under onnx/backend/test/data/node
+(linked into the folder); newer wheels ship only the test definitions
+(onnx.backend.test.case.node), so their files are written here in the same
+layout (model.onnx, test_data_set_N/input_K.pb, output_K.pb).
+
+Many ops' tests exist only at the newest opset (24 and later, where the ops
+gained new element types), beyond the 13..23 tcc reads. For each such test
+that ONNX's own version converter can take down to opset 23 (and the checker
+then accepts), a variant <test>_opset23 is added with the converted model and
+the original data sets: ONNX's expectations, ONNX's conversion.
+
+The folder is argv[1]; a stamp with the onnx version makes later configures
+reuse it.
 """
 
 import os
@@ -14,6 +22,8 @@ import warnings
 
 import onnx
 from onnx import numpy_helper
+
+OPSET = 23  # the newest opset tcc reads
 
 
 def proto_of(value, value_info):
@@ -43,27 +53,56 @@ def write_case(case, folder):
                     f.write(proto_of(value, infos[k]).SerializeToString())
 
 
+def add_opset23_variants(out):
+    from onnx import version_converter
+
+    for name in sorted(os.listdir(out)):
+        folder = os.path.join(out, name)
+        path = os.path.join(folder, "model.onnx")
+        if not os.path.isfile(path):
+            continue
+        model = onnx.load(path)
+        opset = [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")]
+        if not opset or opset[0] <= OPSET:
+            continue
+        try:
+            converted = version_converter.convert_version(model, OPSET)
+            onnx.checker.check_model(converted, full_check=True)
+        except Exception:  # no adapter, or a type the older opset does not allow
+            continue
+        variant = os.path.join(out, f"{name}_opset{OPSET}")
+        os.makedirs(variant)
+        onnx.save(converted, os.path.join(variant, "model.onnx"))
+        for data in os.listdir(folder):
+            if data.startswith("test_data_set_"):
+                os.symlink(os.path.join(folder, data), os.path.join(variant, data))
+
+
 def main():
-    shipped = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "node")
-    if os.path.isdir(shipped) and os.listdir(shipped):
-        print(shipped)
-        return
     out = os.path.abspath(sys.argv[1])
     stamp = os.path.join(out, ".onnx_version")
-    if os.path.exists(stamp) and open(stamp).read() == onnx.__version__:
+    version = f"onnx {onnx.__version__}, variants at opset {OPSET}"
+    if os.path.exists(stamp) and open(stamp).read() == version:
         print(out)
         return
     shutil.rmtree(out, ignore_errors=True)
-    from onnx.backend.test.case import node
+    os.makedirs(out)
+    shipped = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "node")
+    if os.path.isdir(shipped) and os.listdir(shipped):
+        for name in os.listdir(shipped):
+            os.symlink(os.path.join(shipped, name), os.path.join(out, name))
+    else:
+        from onnx.backend.test.case import node
 
-    with warnings.catch_warnings():
-        # Some cases compute expected infinities on purpose (1/0).
-        warnings.simplefilter("ignore")
-        cases = node.collect_testcases(None)
-    for case in cases:
-        write_case(case, os.path.join(out, case.name))
+        with warnings.catch_warnings():
+            # Some cases compute expected infinities on purpose (1/0).
+            warnings.simplefilter("ignore")
+            cases = node.collect_testcases(None)
+        for case in cases:
+            write_case(case, os.path.join(out, case.name))
+    add_opset23_variants(out)
     with open(stamp, "w") as f:
-        f.write(onnx.__version__)
+        f.write(version)
     print(out)
 
 
