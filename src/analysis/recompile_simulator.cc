@@ -32,13 +32,18 @@ class GraphSimulator {
         m = kServed;
         return true;
       }
+    bool at_limit = static_cast<int>(sim_.variants.size()) >= opts_.recompile_limit;
+    // Reasons are worded only for recompiles and the first eager call: a
+    // trace of a million new float values must not build a million messages.
     RecompileEvent ev;
     ev.call = index;
-    for (size_t v = sim_.variants.size(); v-- > 0;) {
-      for (std::string& r : sim_.variants[v].failures(rec, values)) ev.reasons.push_back(std::move(r));
-      note_causes(sim_.variants[v], rec, values, out.causes);
+    if (!at_limit || !sim_.first_eager) {
+      for (size_t v = sim_.variants.size(); v-- > 0;) {
+        for (std::string& r : sim_.variants[v].failures(rec, values)) ev.reasons.push_back(std::move(r));
+        note_causes(sim_.variants[v], rec, values, out.causes);
+      }
     }
-    if (static_cast<int>(sim_.variants.size()) >= opts_.recompile_limit) {
+    if (at_limit) {
       m = kEager;
       ++sim_.eager_calls;
       if (!sim_.first_eager) sim_.first_eager = std::move(ev);

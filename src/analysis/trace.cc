@@ -1,5 +1,6 @@
 #include "src/analysis/trace.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <fstream>
@@ -395,6 +396,9 @@ Trace parse_trace(std::string_view text, const std::string& file, const ModelSig
   Trace trace;
   trace.file = file;
   std::unordered_map<std::string_view, uint32_t> seen;
+  size_t lines = static_cast<size_t>(std::count(text.begin(), text.end(), '\n')) + 1;
+  seen.reserve(lines);
+  trace.calls.reserve(lines);
   size_t line_no = 0;
   size_t pos = 0;
   while (pos < text.size()) {
@@ -418,7 +422,10 @@ Trace parse_trace(std::string_view text, const std::string& file, const ModelSig
   for (size_t i = 0; i < sig.inputs.size(); ++i) {
     if (trace.distinct.empty()) break;
     EntryKind first = trace.distinct[trace.calls[0]].kinds[i];
-    for (size_t c = 0; c < trace.calls.size(); ++c) {
+    bool consistent = true;
+    for (const CallRecord& rec : trace.distinct)
+      consistent &= (rec.kinds[i] == EntryKind::Tensor) == (first == EntryKind::Tensor);
+    for (size_t c = 0; !consistent && c < trace.calls.size(); ++c) {
       EntryKind k = trace.distinct[trace.calls[c]].kinds[i];
       if ((k == EntryKind::Tensor) != (first == EntryKind::Tensor))
         throw InputError(file + ": call " + std::to_string(c) + ": input '" + sig.inputs[i].name + "' is a " +
