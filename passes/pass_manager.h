@@ -1,0 +1,62 @@
+// Runs a pipeline of passes over a model, with the instrumentation every pass
+// gets for free: the verifier after each pass, IR printing after each pass or
+// after each change, per-pass timing and counters, and the `passes` log topic.
+#pragma once
+
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "passes/pass.h"
+
+namespace tcc {
+
+struct PassManagerOptions {
+#ifdef NDEBUG
+  bool verify = false;  // tests and `tcc opt --verify-each` turn it on
+#else
+  bool verify = true;
+#endif
+  bool print_ir_after_all = false;
+  bool print_ir_after_change = false;
+  bool time_passes = false;
+};
+
+// What one pass did, for --time-passes.
+struct PassRecord {
+  std::string name;
+  double wall_ms = 0;
+  bool changed = false;
+  PassStats stats;
+};
+
+// The pass list for `--passes=a,b` (or, when `spec` is empty, every pass),
+// without the passes of phases after `stop_after`. An unknown pass or phase
+// is an InputError listing the known ones.
+std::vector<const PassInfo*> build_pipeline(const std::string& spec, std::optional<Phase> stop_after = {});
+// Parses a --stop-after= value; an unknown phase is an InputError.
+Phase parse_phase_or_throw(const std::string& name);
+
+class PassManager {
+ public:
+  // IR dumps and the timing table go to `report` (stderr in `tcc opt`, so the
+  // final IR on stdout stays parseable).
+  PassManager(std::vector<const PassInfo*> passes, PassManagerOptions options, std::ostream& report);
+
+  // Runs every pass in order on m.graph; returns whether any changed it. A
+  // pass that leaves the IR malformed is an InternalError naming the pass.
+  bool run(Model& m);
+
+  const std::vector<PassRecord>& records() const { return records_; }
+  // The --time-passes table: pass, wall ms, changed, counters.
+  std::string timing_table() const;
+
+ private:
+  std::vector<const PassInfo*> passes_;
+  PassManagerOptions options_;
+  std::ostream& report_;
+  std::vector<PassRecord> records_;
+};
+
+}  // namespace tcc

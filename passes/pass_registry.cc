@@ -1,0 +1,49 @@
+// The list of passes. Adding a pass: write passes/<name>.cc, declare its
+// function in pass.h and add one line here, in the phase where it runs.
+// Within a phase, passes run in the order listed.
+#include <array>
+
+#include "passes/pass.h"
+
+namespace tcc {
+
+namespace {
+constexpr std::array<std::string_view, 4> kPhaseNames = {"import", "optimize", "fuse", "codegen"};
+}  // namespace
+
+std::string_view phase_name(Phase p) { return kPhaseNames[static_cast<size_t>(p)]; }
+
+std::optional<Phase> parse_phase(std::string_view name) {
+  for (size_t i = 0; i < kPhaseNames.size(); ++i)
+    if (kPhaseNames[i] == name) return static_cast<Phase>(i);
+  return std::nullopt;
+}
+
+const std::vector<PassInfo>& all_passes() {
+  static const std::vector<PassInfo> passes = {
+      // Canonical spellings first, so the passes after match one form.
+      {"canonicalize", "Constants of commutative ops to the right; drop Identity, inference Dropout, no-op "
+                       "Cast; merge Reshape, Squeeze/Unsqueeze and Transpose pairs", Phase::Optimize, canonicalize},
+      {"constant_fold", "Replace values shape inference proves constant (static shape chains included) by "
+                        "initializers", Phase::Optimize, constant_fold},
+      {"simplify_algebra", "Remove exact no-op arithmetic: x*1, x+(-0.0), x-0, x/1, x**1, Neg(Neg(x))",
+       Phase::Optimize, simplify_algebra},
+      // After folding and simplification, more nodes have identical inputs.
+      {"cse", "Merge nodes with the same op, inputs and attributes", Phase::Optimize, cse},
+      {"fold_transpose_matmul", "2-D MatMul of a Transpose, or scaled by a constant, becomes Gemm (transA/transB/alpha)",
+       Phase::Optimize, fold_transpose_matmul},
+      {"fold_batchnorm_conv", "Fold inference BatchNormalization into the Conv before it", Phase::Optimize,
+       fold_batchnorm_conv},
+      // Last: sweeps what the passes above left unused.
+      {"dce", "Remove nodes and initializers that no graph output depends on", Phase::Optimize, dce},
+  };
+  return passes;
+}
+
+const PassInfo* find_pass(std::string_view name) {
+  for (const PassInfo& p : all_passes())
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+}  // namespace tcc
