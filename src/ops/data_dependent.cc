@@ -1,8 +1,207 @@
+// Ops whose output sizes depend on input values: NonZero, Unique, TopK.
+//
+// A size that depends on tensor data gets a fresh symbol ("u0", "u1", ...),
+// like torch's unbacked symbols, so later shapes stay symbolic in it. TopK is
+// data-dependent only when its k is not known at compile time; its rule uses
+// k's symbolic value when there is one (k = Gather(Shape(x), 1) gives `seq`).
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
 #include "src/ops/families.h"
+#include "src/ops/op_helpers.h"
 #include "src/ops/op_registry.h"
 
 namespace tcc {
 
-void register_data_dependent_ops(OpRegistry& r) {}
+namespace {
+
+const std::vector<DType> kNumeric = {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I64, DType::I32,
+                                     DType::I16, DType::I8,  DType::U8,   DType::U16, DType::U32, DType::U64};
+
+// Three-way comparison of elements a and b of t: strings by text, floats by
+// value (NaN above everything, equal to NaN), integers exactly.
+int compare_elements(const Tensor& t, int64_t a, int64_t b) {
+  if (t.dtype() == DType::String) {
+    int c = t.strings()[a].compare(t.strings()[b]);
+    return (c > 0) - (c < 0);
+  }
+  if (is_float(t.dtype())) {
+    double x = t.get_f64(a), y = t.get_f64(b);
+    bool xn = std::isnan(x), yn = std::isnan(y);
+    if (xn || yn) return static_cast<int>(xn) - static_cast<int>(yn);
+    return (x > y) - (x < y);
+  }
+  if (t.dtype() == DType::U64) {
+    uint64_t x = static_cast<uint64_t>(t.get_i64(a)), y = static_cast<uint64_t>(t.get_i64(b));
+    return (x > y) - (x < y);
+  }
+  int64_t x = t.get_i64(a), y = t.get_i64(b);
+  return (x > y) - (x < y);
+}
+
+// ---- NonZero ----------------------------------------------------------------
+
+std::vector<int64_t> nonzero_positions(const Tensor& t) {
+  std::vector<int64_t> pos;
+  for (int64_t i = 0; i < t.numel(); ++i)
+    if (t.get_f64(i) != 0) pos.push_back(i);
+  return pos;
+}
+
+void infer_nonzero(InferContext& ctx) {
+  const Type& in = ctx.input_type(0);
+  const Tensor* c = ctx.input_const(0);
+  Dim count = c ? Dim(static_cast<int64_t>(nonzero_positions(*c).size())) : ctx.env().fresh("u");
+  Dim rank = in.has_rank() ? Dim(static_cast<int64_t>(in.rank())) : Dim::unknown();
+  ctx.set_output_type(0, Type::tensor(DType::I64, {rank, count}));
+}
+
+std::vector<Tensor> eval_nonzero(EvalContext& ctx) {
+  const Tensor& in = ctx.input(0);
+  std::vector<int64_t> pos = nonzero_positions(in);
+  int64_t n = static_cast<int64_t>(pos.size()), r = static_cast<int64_t>(in.rank());
+  Tensor out(DType::I64, {r, n});
+  for (int64_t j = 0; j < n; ++j) {
+    std::vector<int64_t> idx = unravel_index(pos[j], in.shape());
+    for (int64_t k = 0; k < r; ++k) out.set_i64(k * n + j, idx[k]);
+  }
+  return {out};
+}
+
+// ---- Unique -----------------------------------------------------------------
+
+void infer_unique(InferContext& ctx) {
+  const Type& x = ctx.input_type(0);
+  Dim u = ctx.env().fresh("u");
+  Dims y, inverse;
+  if (ctx.node().has_attr("axis")) {
+    if (!inputs_ranked(ctx, {0})) return;
+    const Type& t = ctx.input_type(0);
+    int64_t axis = normalize_axis(ctx.node(), ctx.node().get_int("axis", 0), static_cast<int64_t>(t.rank()));
+    y = t.shape();
+    y[axis] = u;
+    inverse = {t.shape()[axis]};
+  } else {
+    y = {u};
+    inverse = {x.has_rank() ? dims_product(x.shape()) : Dim::unknown()};
+  }
+  ctx.set_output_type(0, Type::tensor(x.dtype(), y));
+  if (ctx.num_outputs() > 1) ctx.set_output_type(1, Type::tensor(DType::I64, {u}));
+  if (ctx.num_outputs() > 2) ctx.set_output_type(2, Type::tensor(DType::I64, inverse));
+  if (ctx.num_outputs() > 3) ctx.set_output_type(3, Type::tensor(DType::I64, {u}));
+}
+
+// Unique over the slices of x along `axis` (or over all elements): groups
+// equal slices, in ascending order when sorted, else by first occurrence.
+std::vector<Tensor> eval_unique(EvalContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  bool has_axis = ctx.node().has_attr("axis");
+  std::vector<int64_t> shape = has_axis ? x.shape() : std::vector<int64_t>{x.numel()};
+  int64_t axis = has_axis ? normalize_axis(ctx.node(), ctx.node().get_int("axis", 0), static_cast<int64_t>(x.rank())) : 0;
+  int64_t outer = 1, inner = 1, n = shape[axis];
+  for (int64_t k = 0; k < axis; ++k) outer *= shape[k];
+  for (size_t k = axis + 1; k < shape.size(); ++k) inner *= shape[k];
+  auto at = [&](int64_t slice, int64_t o, int64_t i) { return (o * n + slice) * inner + i; };
+  auto cmp_slices = [&](int64_t a, int64_t b) {
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i)
+        if (int c = compare_elements(x, at(a, o, i), at(b, o, i))) return c;
+    return 0;
+  };
+  std::vector<int64_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return cmp_slices(a, b) < 0; });
+  // Groups of equal slices; stability puts each group's first occurrence first.
+  std::vector<std::vector<int64_t>> groups;
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (i == 0 || cmp_slices(order[i - 1], order[i]) != 0) groups.emplace_back();
+    groups.back().push_back(order[i]);
+  }
+  if (ctx.node().get_int("sorted", 1) == 0)
+    std::sort(groups.begin(), groups.end(), [](const auto& a, const auto& b) { return a[0] < b[0]; });
+  int64_t u = static_cast<int64_t>(groups.size());
+  std::vector<int64_t> y_shape = shape;
+  y_shape[axis] = u;
+  Tensor y(x.dtype(), y_shape), indices(DType::I64, {u}), inverse(DType::I64, {n}), counts(DType::I64, {u});
+  for (int64_t g = 0; g < u; ++g) {
+    int64_t first = groups[g][0];
+    indices.set_i64(g, first);
+    counts.set_i64(g, static_cast<int64_t>(groups[g].size()));
+    for (int64_t member : groups[g]) inverse.set_i64(member, g);
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i) copy_element(y, (o * u + g) * inner + i, x, at(first, o, i));
+  }
+  std::vector<Tensor> outs = {y, indices, inverse, counts};
+  outs.resize(ctx.num_outputs());
+  return outs;
+}
+
+// ---- TopK -------------------------------------------------------------------
+
+void infer_topk(InferContext& ctx) {
+  if (!inputs_ranked(ctx, {0})) return;
+  const Type& x = ctx.input_type(0);
+  int64_t axis = normalize_axis(ctx.node(), ctx.node().get_int("axis", -1), static_cast<int64_t>(x.rank()));
+  const Dims* kv = ctx.input_values(1);
+  Dim k = kv && kv->size() == 1 && !(*kv)[0].is_unknown() ? ctx.env().canonical((*kv)[0]) : ctx.env().fresh("u");
+  const Dim& d = x.shape()[axis];
+  if (k.is_static() && (k.value() < 0 || (d.is_static() && k.value() > d.value())))
+    ctx.fail("k = " + k.str() + " is out of range for axis " + std::to_string(axis) + " of " + x.str());
+  Dims out = x.shape();
+  out[axis] = k;
+  ctx.set_output_type(0, Type::tensor(x.dtype(), out));
+  if (ctx.num_outputs() > 1) ctx.set_output_type(1, Type::tensor(DType::I64, out));
+}
+
+// Per slice along the axis: the k largest (or smallest) elements, ties broken
+// by the lower index as ONNX specifies; returned in that sorted order also when
+// sorted = 0, which leaves the order to the implementation.
+std::vector<Tensor> eval_topk(EvalContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& kt = ctx.input(1);
+  if (kt.numel() != 1) ctx.fail("K must hold exactly one element, got shape " + shape_str(kt.shape()));
+  int64_t r = static_cast<int64_t>(x.rank());
+  int64_t axis = normalize_axis(ctx.node(), ctx.node().get_int("axis", -1), r);
+  int64_t d = x.shape()[axis], k = kt.get_i64(0);
+  if (k < 0 || k > d)
+    ctx.fail("k = " + std::to_string(k) + " is out of range for axis " + std::to_string(axis) + " of size " +
+             std::to_string(d));
+  bool largest = ctx.node().get_int("largest", 1) != 0;
+  int64_t outer = 1, inner = 1;
+  for (int64_t j = 0; j < axis; ++j) outer *= x.shape()[j];
+  for (int64_t j = axis + 1; j < r; ++j) inner *= x.shape()[j];
+  std::vector<int64_t> shape = x.shape();
+  shape[axis] = k;
+  Tensor values(x.dtype(), shape), indices(DType::I64, shape);
+  std::vector<int64_t> order(d);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      auto flat = [&](int64_t j) { return (o * d + j) * inner + i; };
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+        int c = compare_elements(x, flat(a), flat(b));
+        return largest ? c > 0 : c < 0;
+      });
+      for (int64_t j = 0; j < k; ++j) {
+        int64_t dst = (o * k + j) * inner + i;
+        copy_element(values, dst, x, flat(order[j]));
+        indices.set_i64(dst, order[j]);
+      }
+    }
+  return {values, indices};
+}
+
+}  // namespace
+
+void register_data_dependent_ops(OpRegistry& r) {
+  std::vector<DType> nonzero_types = kNumeric;
+  nonzero_types.push_back(DType::Bool);
+  r.add(OpDef{"", "NonZero", 9, kDataDependentShape, infer_nonzero, eval_nonzero, nonzero_types});
+  r.add(OpDef{"", "Unique", 11, kDataDependentShape, infer_unique, eval_unique, {}});
+  // Not marked data-dependent: with k known (static or symbolic) its shape is
+  // not; the rule gives a fresh symbol when k is unknown, which explain reports.
+  r.add(OpDef{"", "TopK", 11, kReduction, infer_topk, eval_topk, kNumeric});
+}
 
 }  // namespace tcc

@@ -1,8 +1,939 @@
+// Movement ops: ops that only move elements (Transpose, Gather*, Scatter*,
+// Slice, Split, Concat, Expand, Tile, Pad, Trilu, DepthToSpace, SpaceToDepth,
+// Compress).
+//
+// Shape rules stay symbolic and also carry the contents of 1-D shape tensors
+// through Gather, Slice, Split and Concat, so Gather(Shape(x), 1) is `seq` and
+// Concat(b, s, [-1]) is [batch, seq, -1].
+//
+// Slice bounds follow one assumption where the answer would hinge on comparing
+// a bound with a symbolic size: a bound the exporter wrote as a plain index (not
+// the INT_MAX / INT_MIN sentinels that mean "to the end") lies within the dim.
+// The exporter traced the model with such sizes, so x[:, :seq] of a [1024, ...]
+// buffer has seq rows and x[1:] of [seq] has seq-1.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
 #include "src/ops/families.h"
+#include "src/ops/op_helpers.h"
 #include "src/ops/op_registry.h"
 
 namespace tcc {
 
-void register_movement_ops(OpRegistry& r) {}
+namespace {
+
+// Slice bounds at or beyond this magnitude are the "to the end" sentinels
+// (exporters write INT64_MAX, INT32_MAX, or their negatives).
+constexpr int64_t kSliceSentinel = std::numeric_limits<int32_t>::max();
+
+std::optional<Dims> input_values(InferContext& ctx, size_t i) {
+  const Dims* v = ctx.has_input(i) ? ctx.input_values(i) : nullptr;
+  if (!v) return std::nullopt;
+  return ctx.env().canonical(*v);
+}
+
+// Steps a row-major multi-index; for walking every element of an output.
+void advance(std::vector<int64_t>& idx, const std::vector<int64_t>& shape) {
+  for (size_t k = shape.size(); k-- > 0;) {
+    if (++idx[k] < shape[k]) return;
+    idx[k] = 0;
+  }
+}
+
+int64_t flat_index(const std::vector<int64_t>& idx, const std::vector<int64_t>& strides) {
+  int64_t f = 0;
+  for (size_t k = 0; k < idx.size(); ++k) f += idx[k] * strides[k];
+  return f;
+}
+
+// A tensor of out_shape whose element at multi-index idx is src's element at
+// flat index from(idx); a negative index takes element 0 of `fill` instead.
+template <typename F>
+Tensor remap(const Tensor& src, const std::vector<int64_t>& out_shape, F from, const Tensor* fill = nullptr) {
+  Tensor out(src.dtype(), out_shape);
+  std::vector<int64_t> idx(out_shape.size(), 0);
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    int64_t s = from(idx);
+    if (s >= 0) copy_element(out, i, src, s);
+    else if (fill) copy_element(out, i, *fill, 0);
+    advance(idx, out_shape);
+  }
+  return out;
+}
+
+// An index into a dim of size `size`, negative counting from the end.
+int64_t wrap_index(const Node& n, int64_t i, int64_t size) {
+  if (i < -size || i >= size)
+    n.fail("index " + std::to_string(i) + " is out of bounds for a dim of size " + std::to_string(size));
+  return i < 0 ? i + size : i;
+}
+
+Tensor with_type(const Tensor& t, DType dt) { return t.dtype() == dt ? t : t.cast(dt); }
+
+// ---- Transpose --------------------------------------------------------------
+
+std::vector<int64_t> transpose_perm(const Node& n, size_t rank) {
+  std::vector<int64_t> perm = n.get_ints("perm");
+  if (perm.empty())
+    for (size_t i = rank; i-- > 0;) perm.push_back(static_cast<int64_t>(i));
+  if (perm.size() != rank)
+    n.fail("perm has " + std::to_string(perm.size()) + " entries for an input of rank " + std::to_string(rank));
+  std::vector<bool> seen(rank, false);
+  for (int64_t p : perm) {
+    if (p < 0 || p >= static_cast<int64_t>(rank) || seen[p])
+      n.fail("perm is not a permutation of 0.." + std::to_string(rank - 1));
+    seen[p] = true;
+  }
+  return perm;
+}
+
+void infer_transpose(InferContext& ctx) {
+  const Type& in = ctx.input_type(0);
+  if (!in.has_rank()) {
+    size_t rank = ctx.node().get_ints("perm").size();
+    ctx.set_output_type(0, rank ? Type::tensor(in.dtype(), Dims(rank, Dim::unknown())) : Type::tensor_unranked(in.dtype()));
+    return;
+  }
+  std::vector<int64_t> perm = transpose_perm(ctx.node(), in.rank());
+  Dims out;
+  for (int64_t p : perm) out.push_back(in.shape()[p]);
+  ctx.set_output_type(0, Type::tensor(in.dtype(), out));
+  if (in.rank() <= 1)
+    if (auto v = input_values(ctx, 0)) ctx.set_output_values(0, *v);
+}
+
+std::vector<Tensor> eval_transpose(EvalContext& ctx) {
+  const Tensor& in = ctx.input(0);
+  std::vector<int64_t> perm = transpose_perm(ctx.node(), in.rank());
+  std::vector<int64_t> st = row_major_strides(in.shape()), out_shape, out_strides;
+  for (int64_t p : perm) {
+    out_shape.push_back(in.shape()[p]);
+    out_strides.push_back(st[p]);
+  }
+  return {remap(in, out_shape, [&](const std::vector<int64_t>& idx) { return flat_index(idx, out_strides); })};
+}
+
+// ---- Gather, GatherElements, GatherND ------------------------------------------
+
+void infer_gather(InferContext& ctx) {
+  const Type& data = ctx.input_type(0);
+  const Type& ind = ctx.input_type(1);
+  if (!data.has_rank() || !ind.has_rank()) {
+    ctx.set_output_type(0, Type::tensor_unranked(data.dtype()));
+    return;
+  }
+  if (data.rank() == 0) ctx.fail("data must have rank >= 1");
+  int64_t axis = normalize_axis(ctx.node(), ctx.node().get_int("axis", 0), static_cast<int64_t>(data.rank()));
+  Dims out(data.shape().begin(), data.shape().begin() + axis);
+  out.insert(out.end(), ind.shape().begin(), ind.shape().end());
+  out.insert(out.end(), data.shape().begin() + axis + 1, data.shape().end());
+  ctx.set_output_type(0, Type::tensor(data.dtype(), out));
+  // Gather(Shape(x), 1) -> seq: picks from the symbolic contents.
+  auto vals = input_values(ctx, 0);
+  auto idx = static_values(ctx.input_values(1));
+  if (!vals || !idx || data.rank() != 1 || ind.rank() > 1) return;
+  Dims picked;
+  for (int64_t i : *idx) picked.push_back((*vals)[wrap_index(ctx.node(), i, static_cast<int64_t>(vals->size()))]);
+  ctx.set_output_values(0, picked);
+}
+
+std::vector<Tensor> eval_gather(EvalContext& ctx) {
+  const Tensor& data = ctx.input(0);
+  const Tensor& ind = ctx.input(1);
+  int64_t r = static_cast<int64_t>(data.rank());
+  if (r == 0) ctx.fail("data must have rank >= 1");
+  int64_t axis = normalize_axis(ctx.node(), ctx.node().get_int("axis", 0), r);
+  int64_t q = static_cast<int64_t>(ind.rank());
+  std::vector<int64_t> out_shape(data.shape().begin(), data.shape().begin() + axis);
+  out_shape.insert(out_shape.end(), ind.shape().begin(), ind.shape().end());
+  out_shape.insert(out_shape.end(), data.shape().begin() + axis + 1, data.shape().end());
+  std::vector<int64_t> ist = row_major_strides(ind.shape()), dst = row_major_strides(data.shape());
+  return {remap(data, out_shape, [&](const std::vector<int64_t>& idx) {
+    int64_t f = 0;
+    for (int64_t k = 0; k < axis; ++k) f += idx[k] * dst[k];
+    int64_t at = 0;
+    for (int64_t k = 0; k < q; ++k) at += idx[axis + k] * ist[k];
+    f += wrap_index(ctx.node(), ind.get_i64(at), data.shape()[axis]) * dst[axis];
+    for (int64_t k = axis + 1; k < r; ++k) f += idx[k + q - 1] * dst[k];
+    return f;
+  })};
+}
+
+void infer_gather_elements(InferContext& ctx) {
+  const Type& data = ctx.input_type(0);
+  const Type& ind = ctx.input_type(1);
+  if (!data.has_rank() || !ind.has_rank()) {
+    ctx.set_output_type(0, ind.has_rank() ? Type::tensor(data.dtype(), ind.shape()) : Type::tensor_unranked(data.dtype()));
+    return;
+  }
+  if (data.rank() != ind.rank())
+    ctx.fail("data " + data.str() + " and indices " + ind.str() + " must have the same rank");
+  normalize_axis(ctx.node(), ctx.node().get_int("axis", 0), static_cast<int64_t>(data.rank()));
+  ctx.set_output_type(0, Type::tensor(data.dtype(), ind.shape()));
+}
+
+std::vector<Tensor> eval_gather_elements(EvalContext& ctx) {
+  const Tensor& data = ctx.input(0);
+  const Tensor& ind = ctx.input(1);
+  if (data.rank() != ind.rank()) ctx.fail("data and indices must have the same rank");
+  int64_t axis = normalize_axis(ctx.node(), ctx.node().get_int("axis", 0), static_cast<int64_t>(data.rank()));
+  std::vector<int64_t> dst = row_major_strides(data.shape());
+  int64_t i = 0;
+  return {remap(data, ind.shape(), [&](std::vector<int64_t> idx) {
+    idx[axis] = wrap_index(ctx.node(), ind.get_i64(i++), data.shape()[axis]);
+    return flat_index(idx, dst);
+  })};
+}
+
+struct GatherNdDims {
+  int64_t batch, depth;  // batch_dims, and how many leading data dims an index tuple names
+};
+
+GatherNdDims gather_nd_dims(const Node& n, size_t data_rank, size_t ind_rank, const Dim& last) {
+  int64_t b = n.get_int("batch_dims", 0);
+  if (ind_rank < 1 || b < 0 || b >= static_cast<int64_t>(std::min(data_rank, ind_rank)))
+    n.fail("batch_dims " + std::to_string(b) + " must be below the ranks of data and indices");
+  if (!last.is_static()) n.fail("the last dim of indices must be static, got " + last.str());
+  int64_t m = last.value();
+  if (m < 1 || b + m > static_cast<int64_t>(data_rank))
+    n.fail("index tuples of length " + std::to_string(m) + " do not fit data of rank " + std::to_string(data_rank));
+  return {b, m};
+}
+
+void infer_gather_nd(InferContext& ctx) {
+  if (!inputs_ranked(ctx, {0, 1})) return;
+  const Type& data = ctx.input_type(0);
+  const Type& ind = ctx.input_type(1);
+  if (ind.rank() == 0) ctx.fail("indices must have rank >= 1");
+  auto [b, m] = gather_nd_dims(ctx.node(), data.rank(), ind.rank(), ind.shape().back());
+  for (int64_t k = 0; k < b; ++k)
+    if (!ctx.env().unify(data.shape()[k], ind.shape()[k], &ctx.node()))
+      ctx.fail("batch dim " + std::to_string(k) + " differs: data " + data.str() + ", indices " + ind.str());
+  Dims out(ind.shape().begin(), ind.shape().end() - 1);
+  out.insert(out.end(), data.shape().begin() + b + m, data.shape().end());
+  ctx.set_output_type(0, Type::tensor(data.dtype(), ctx.env().canonical(out)));
+}
+
+std::vector<Tensor> eval_gather_nd(EvalContext& ctx) {
+  const Tensor& data = ctx.input(0);
+  const Tensor& ind = ctx.input(1);
+  if (ind.rank() == 0) ctx.fail("indices must have rank >= 1");
+  auto [b, m] = gather_nd_dims(ctx.node(), data.rank(), ind.rank(), Dim(ind.shape().back()));
+  int64_t q = static_cast<int64_t>(ind.rank());
+  std::vector<int64_t> out_shape(ind.shape().begin(), ind.shape().end() - 1);
+  out_shape.insert(out_shape.end(), data.shape().begin() + b + m, data.shape().end());
+  std::vector<int64_t> dst = row_major_strides(data.shape()), ist = row_major_strides(ind.shape());
+  return {remap(data, out_shape, [&](const std::vector<int64_t>& idx) {
+    int64_t tuple = 0;  // flat index of the tuple's first element in indices
+    for (int64_t k = 0; k < q - 1; ++k) tuple += idx[k] * ist[k];
+    int64_t f = 0;
+    for (int64_t k = 0; k < b; ++k) f += idx[k] * dst[k];
+    for (int64_t j = 0; j < m; ++j) f += wrap_index(ctx.node(), ind.get_i64(tuple + j), data.shape()[b + j]) * dst[b + j];
+    for (size_t k = b + m; k < data.rank(); ++k) f += idx[q - 1 + (k - b - m)] * dst[k];
+    return f;
+  })};
+}
+
+// ---- ScatterElements, ScatterND ---------------------------------------------------
+
+// Writes update element ui into out[oi] under Scatter's `reduction` attribute.
+void scatter_into(Tensor& out, int64_t oi, const Tensor& upd, int64_t ui, const std::string& red) {
+  if (red == "none") {
+    copy_element(out, oi, upd, ui);
+    return;
+  }
+  if (is_float(out.dtype())) {
+    double a = out.get_f64(oi), b = upd.get_f64(ui);
+    double r = red == "add" ? a + b : red == "mul" ? a * b : red == "max" ? std::max(a, b) : std::min(a, b);
+    out.set_f64(oi, r);
+  } else {
+    int64_t a = out.get_i64(oi), b = upd.get_i64(ui);
+    int64_t r = red == "add" ? a + b : red == "mul" ? a * b : red == "max" ? std::max(a, b) : std::min(a, b);
+    out.set_i64(oi, r);
+  }
+}
+
+std::string scatter_reduction(const Node& n) {
+  std::string red = n.get_string("reduction", "none");
+  if (red != "none" && red != "add" && red != "mul" && red != "max" && red != "min")
+    n.fail("reduction must be none, add, mul, max or min, got '" + red + "'");
+  return red;
+}
+
+void infer_same_as_data(InferContext& ctx) {
+  ctx.set_output_type(0, ctx.input_type(0));
+  scatter_reduction(ctx.node());
+}
+
+std::vector<Tensor> eval_scatter_elements(EvalContext& ctx) {
+  const Tensor& data = ctx.input(0);
+  const Tensor& ind = ctx.input(1);
+  const Tensor& upd = ctx.input(2);
+  if (ind.rank() != data.rank() || ind.shape() != upd.shape())
+    ctx.fail("indices " + shape_str(ind.shape()) + " and updates " + shape_str(upd.shape()) +
+             " must have one shape, of the rank of data " + shape_str(data.shape()));
+  std::string red = scatter_reduction(ctx.node());
+  int64_t axis = normalize_axis(ctx.node(), ctx.node().get_int("axis", 0), static_cast<int64_t>(data.rank()));
+  Tensor out = data.clone();
+  std::vector<int64_t> dst = row_major_strides(data.shape());
+  std::vector<int64_t> idx(ind.rank(), 0);
+  for (int64_t i = 0; i < ind.numel(); ++i) {
+    std::vector<int64_t> at = idx;
+    at[axis] = wrap_index(ctx.node(), ind.get_i64(i), data.shape()[axis]);
+    scatter_into(out, flat_index(at, dst), upd, i, red);
+    advance(idx, ind.shape());
+  }
+  return {out};
+}
+
+std::vector<Tensor> eval_scatter_nd(EvalContext& ctx) {
+  const Tensor& data = ctx.input(0);
+  const Tensor& ind = ctx.input(1);
+  const Tensor& upd = ctx.input(2);
+  std::string red = scatter_reduction(ctx.node());
+  if (ind.rank() == 0) ctx.fail("indices must have rank >= 1");
+  int64_t m = ind.shape().back();
+  if (m < 1 || m > static_cast<int64_t>(data.rank()))
+    ctx.fail("index tuples of length " + std::to_string(m) + " do not fit data of rank " + std::to_string(data.rank()));
+  std::vector<int64_t> want(ind.shape().begin(), ind.shape().end() - 1);
+  want.insert(want.end(), data.shape().begin() + m, data.shape().end());
+  if (upd.shape() != want) ctx.fail("updates must have shape " + shape_str(want) + ", got " + shape_str(upd.shape()));
+  Tensor out = data.clone();
+  std::vector<int64_t> dst = row_major_strides(data.shape());
+  int64_t slice = checked_numel(std::vector<int64_t>(data.shape().begin() + m, data.shape().end()));
+  int64_t tuples = ind.numel() / m;
+  for (int64_t t = 0; t < tuples; ++t) {
+    int64_t base = 0;
+    for (int64_t j = 0; j < m; ++j) base += wrap_index(ctx.node(), ind.get_i64(t * m + j), data.shape()[j]) * dst[j];
+    for (int64_t e = 0; e < slice; ++e) scatter_into(out, base + e, upd, t * slice + e, red);
+  }
+  return {out};
+}
+
+// ---- Slice ------------------------------------------------------------------
+
+struct SliceRange {
+  int64_t start, len;
+};
+
+// ONNX Slice on one axis of static size d: negative bounds count from the end,
+// then clamp, and the length is ceil(span / |step|).
+SliceRange slice_static(int64_t d, int64_t s, int64_t e, int64_t k) {
+  if (s < 0) s += d;
+  if (e < 0) e += d;
+  if (k > 0) {
+    s = std::clamp<int64_t>(s, 0, d);
+    e = std::clamp<int64_t>(e, 0, d);
+    return {s, e > s ? (e - s + k - 1) / k : 0};
+  }
+  s = std::clamp<int64_t>(s, 0, d - 1);
+  e = std::clamp<int64_t>(e, -1, d - 1);
+  return {s, s > e ? (s - e - k - 1) / -k : 0};
+}
+
+// The same on symbolic sizes and bounds, under the in-range assumption of the
+// file comment; the sentinels still clamp to the ends.
+std::optional<Dim> slice_len(const Dim& d, const Dim& s, const Dim& e, int64_t k) {
+  if (d.is_unknown() || s.is_unknown() || e.is_unknown()) return std::nullopt;
+  if (d.is_static() && s.is_static() && e.is_static()) return Dim(slice_static(d.value(), s.value(), e.value(), k).len);
+  const SymExpr D = d.expr();
+  auto c = [](int64_t v) { return SymExpr::constant(v); };
+  auto bound = [&](const Dim& x, bool is_start) {
+    if (!x.is_static()) return x.expr();
+    int64_t v = x.value();
+    if (v >= kSliceSentinel) return k > 0 ? D : D - c(1);
+    if (v <= -kSliceSentinel) return k > 0 || is_start ? c(0) : c(-1);
+    return v < 0 ? D + c(v) : c(v);
+  };
+  SymExpr sb = bound(s, true), eb = bound(e, false);
+  int64_t step = k > 0 ? k : -k;
+  SymExpr span = k > 0 ? eb - sb : sb - eb;
+  SymExpr len = (span + c(step - 1)).floordiv(c(step));
+  if (len.is_constant()) return Dim(std::max<int64_t>(len.constant_value(), 0));
+  return Dim(len);
+}
+
+struct SliceSpec {
+  std::vector<int64_t> axes, steps;
+  Dims starts, ends;
+};
+
+// Reads starts/ends/axes/steps (inputs 1..4). Fills `known` = false when axes or
+// steps are not compile-time constants (the starts and ends may be symbolic).
+std::optional<SliceSpec> slice_spec(InferContext& ctx, int64_t rank) {
+  auto starts = input_values(ctx, 1), ends = input_values(ctx, 2);
+  if (!starts || !ends) return std::nullopt;
+  if (starts->size() != ends->size())
+    ctx.fail("starts " + dims_str(*starts) + " and ends " + dims_str(*ends) + " differ in length");
+  SliceSpec sp{{}, {}, *starts, *ends};
+  size_t n = starts->size();
+  if (ctx.has_input(3)) {
+    auto a = static_values(ctx.input_values(3));
+    if (!a) return std::nullopt;
+    sp.axes = *a;
+  } else {
+    for (size_t i = 0; i < n; ++i) sp.axes.push_back(static_cast<int64_t>(i));
+  }
+  if (ctx.has_input(4)) {
+    auto st = static_values(ctx.input_values(4));
+    if (!st) return std::nullopt;
+    sp.steps = *st;
+  } else {
+    sp.steps.assign(n, 1);
+  }
+  if (sp.axes.size() != n || sp.steps.size() != n)
+    ctx.fail("starts, ends, axes and steps must have one length, got " + std::to_string(n) + ", " +
+             std::to_string(ends->size()) + ", " + std::to_string(sp.axes.size()) + ", " + std::to_string(sp.steps.size()));
+  std::vector<bool> seen(rank, false);
+  for (int64_t& a : sp.axes) {
+    a = normalize_axis(ctx.node(), a, rank);
+    if (seen[a]) ctx.fail("axis " + std::to_string(a) + " is sliced twice");
+    seen[a] = true;
+  }
+  for (int64_t k : sp.steps)
+    if (k == 0) ctx.fail("steps must not be 0");
+  return sp;
+}
+
+void infer_slice(InferContext& ctx) {
+  if (!inputs_ranked(ctx, {0})) return;
+  const Type& data = ctx.input_type(0);
+  int64_t rank = static_cast<int64_t>(data.rank());
+  auto sp = slice_spec(ctx, rank);
+  if (!sp) {
+    ctx.set_output_type(0, Type::tensor(data.dtype(), Dims(rank, Dim::unknown())));
+    return;
+  }
+  Dims out = data.shape();
+  for (size_t i = 0; i < sp->axes.size(); ++i) {
+    int64_t a = sp->axes[i];
+    auto len = slice_len(data.shape()[a], sp->starts[i], sp->ends[i], sp->steps[i]);
+    out[a] = len ? *len : Dim::unknown();
+  }
+  ctx.set_output_type(0, Type::tensor(data.dtype(), out));
+  // Slicing a shape tensor: Shape(x)[1:3] -> [seq, 768].
+  auto vals = input_values(ctx, 0);
+  if (!vals || rank != 1 || sp->axes.empty() || !sp->starts[0].is_static() || !sp->ends[0].is_static()) return;
+  SliceRange r = slice_static(static_cast<int64_t>(vals->size()), sp->starts[0].value(), sp->ends[0].value(),
+                              sp->steps[0]);
+  Dims picked;
+  for (int64_t j = 0; j < r.len; ++j) picked.push_back((*vals)[r.start + j * sp->steps[0]]);
+  ctx.set_output_values(0, picked);
+}
+
+std::vector<Tensor> eval_slice(EvalContext& ctx) {
+  const Tensor& data = ctx.input(0);
+  int64_t rank = static_cast<int64_t>(data.rank());
+  std::vector<int64_t> starts = ctx.input(1).to_i64_vector(), ends = ctx.input(2).to_i64_vector();
+  size_t n = starts.size();
+  std::vector<int64_t> axes, steps(n, 1);
+  if (ctx.has_input(3)) axes = ctx.input(3).to_i64_vector();
+  else
+    for (size_t i = 0; i < n; ++i) axes.push_back(static_cast<int64_t>(i));
+  if (ctx.has_input(4)) steps = ctx.input(4).to_i64_vector();
+  if (ends.size() != n || axes.size() != n || steps.size() != n)
+    ctx.fail("starts, ends, axes and steps must have one length");
+  std::vector<int64_t> begin(rank, 0), step(rank, 1), out_shape = data.shape();
+  for (size_t i = 0; i < n; ++i) {
+    int64_t a = normalize_axis(ctx.node(), axes[i], rank);
+    if (steps[i] == 0) ctx.fail("steps must not be 0");
+    SliceRange r = slice_static(data.shape()[a], starts[i], ends[i], steps[i]);
+    begin[a] = r.start;
+    step[a] = steps[i];
+    out_shape[a] = r.len;
+  }
+  std::vector<int64_t> st = row_major_strides(data.shape());
+  return {remap(data, out_shape, [&](const std::vector<int64_t>& idx) {
+    int64_t f = 0;
+    for (int64_t k = 0; k < rank; ++k) f += (begin[k] + idx[k] * step[k]) * st[k];
+    return f;
+  })};
+}
+
+// ---- Split ------------------------------------------------------------------
+
+// Sizes of Split's outputs along the axis of size d. Explicit sizes come from the
+// `split` input (attribute before 13); otherwise num_outputs (attribute from 18)
+// or the output count give chunks of ceil(d / n), the last one smaller.
+std::optional<Dims> split_sizes(InferContext& ctx, const Dim& d) {
+  size_t n = ctx.num_outputs();
+  if (ctx.opset() < 13 && ctx.node().has_attr("split")) return dims_of(ctx.node().get_ints("split"));
+  if (ctx.opset() >= 13 && ctx.has_input(1)) return input_values(ctx, 1);
+  if (ctx.node().has_attr("num_outputs") && ctx.node().get_int("num_outputs", 0) != static_cast<int64_t>(n))
+    ctx.fail("num_outputs is " + std::to_string(ctx.node().get_int("num_outputs", 0)) + " but the node has " +
+             std::to_string(n) + " outputs");
+  if (d.is_unknown()) return std::nullopt;
+  SymExpr N = SymExpr::constant(static_cast<int64_t>(n));
+  if (auto q = d.expr().exact_div(N)) return Dims(n, Dim(*q));
+  if (d.is_static() && ctx.opset() < 18)
+    ctx.fail("cannot split a dim of size " + d.str() + " into " + std::to_string(n) + " equal parts");
+  SymExpr chunk = (d.expr() + SymExpr::constant(static_cast<int64_t>(n) - 1)).floordiv(N);
+  Dims sizes(n - 1, Dim(chunk));
+  sizes.push_back(Dim(d.expr() - chunk * SymExpr::constant(static_cast<int64_t>(n) - 1)));
+  return sizes;
+}
+
+void infer_split(InferContext& ctx) {
+  if (!inputs_ranked(ctx, {0})) return;
+  const Type& data = ctx.input_type(0);
+  int64_t axis = normalize_axis(ctx.node(), ctx.node().get_int("axis", 0), static_cast<int64_t>(data.rank()));
+  const Dim& d = data.shape()[axis];
+  auto sizes = split_sizes(ctx, d);
+  if (sizes && sizes->size() != ctx.num_outputs())
+    ctx.fail("split has " + std::to_string(sizes->size()) + " sizes for " + std::to_string(ctx.num_outputs()) +
+             " outputs");
+  if (sizes) {
+    Dim total(0);
+    for (const Dim& s : *sizes) total = total.is_unknown() || s.is_unknown() ? Dim::unknown() : Dim(total.expr() + s.expr());
+    if (!ctx.env().unify(total, d, &ctx.node()))
+      ctx.fail("split sizes " + dims_str(*sizes) + " do not add up to the dim " + d.str());
+  }
+  auto vals = input_values(ctx, 0);
+  auto static_sizes = static_values(sizes ? &*sizes : nullptr);
+  int64_t offset = 0;
+  for (size_t i = 0; i < ctx.num_outputs(); ++i) {
+    Dims out = data.shape();
+    out[axis] = sizes ? ctx.env().canonical((*sizes)[i]) : Dim::unknown();
+    ctx.set_output_type(i, Type::tensor(data.dtype(), out));
+    if (vals && static_sizes && data.rank() == 1 && offset + (*static_sizes)[i] <= static_cast<int64_t>(vals->size())) {
+      ctx.set_output_values(i, Dims(vals->begin() + offset, vals->begin() + offset + (*static_sizes)[i]));
+      offset += (*static_sizes)[i];
+    }
+  }
+}
+
+std::vector<Tensor> eval_split(EvalContext& ctx) {
+  const Tensor& data = ctx.input(0);
+  int64_t rank = static_cast<int64_t>(data.rank());
+  int64_t axis = normalize_axis(ctx.node(), ctx.node().get_int("axis", 0), rank);
+  int64_t d = data.shape()[axis];
+  int64_t n = static_cast<int64_t>(ctx.num_outputs());
+  std::vector<int64_t> sizes;
+  if (ctx.opset() < 13 && ctx.node().has_attr("split")) sizes = ctx.node().get_ints("split");
+  else if (ctx.opset() >= 13 && ctx.has_input(1)) sizes = ctx.input(1).to_i64_vector();
+  else {
+    int64_t chunk = (d + n - 1) / n;
+    if (ctx.opset() < 18 && d % n != 0)
+      ctx.fail("cannot split a dim of size " + std::to_string(d) + " into " + std::to_string(n) + " equal parts");
+    for (int64_t i = 0; i < n; ++i) sizes.push_back(std::clamp<int64_t>(d - chunk * i, 0, chunk));
+  }
+  int64_t total = 0;
+  for (int64_t s : sizes) {
+    if (s < 0) ctx.fail("split sizes must not be negative");
+    total += s;
+  }
+  if (static_cast<int64_t>(sizes.size()) != n || total != d)
+    ctx.fail("split sizes " + shape_str(sizes) + " do not split a dim of size " + std::to_string(d) + " into " +
+             std::to_string(n) + " outputs");
+  std::vector<int64_t> st = row_major_strides(data.shape());
+  std::vector<Tensor> outs;
+  int64_t offset = 0;
+  for (int64_t s : sizes) {
+    std::vector<int64_t> shape = data.shape();
+    shape[axis] = s;
+    outs.push_back(remap(data, shape, [&](const std::vector<int64_t>& idx) {
+      return flat_index(idx, st) + offset * st[axis];
+    }));
+    offset += s;
+  }
+  return outs;
+}
+
+// ---- Concat -----------------------------------------------------------------
+
+void infer_concat(InferContext& ctx) {
+  if (ctx.num_inputs() == 0) ctx.fail("needs at least one input");
+  for (size_t i = 0; i < ctx.num_inputs(); ++i)
+    if (!inputs_ranked(ctx, {i})) return;
+  const Type& first = ctx.input_type(0);
+  int64_t rank = static_cast<int64_t>(first.rank());
+  int64_t axis = normalize_axis(ctx.node(), ctx.node().get_int("axis", 0), rank);
+  Dims out = first.shape();
+  for (size_t i = 1; i < ctx.num_inputs(); ++i) {
+    const Type& t = ctx.input_type(i);
+    if (static_cast<int64_t>(t.rank()) != rank)
+      ctx.fail("input " + std::to_string(i) + " " + t.str() + " has rank " + std::to_string(t.rank()) +
+               " where input 0 " + first.str() + " has rank " + std::to_string(rank));
+    for (int64_t k = 0; k < rank; ++k) {
+      const Dim& d = t.shape()[k];
+      if (k == axis) {
+        out[k] = out[k].is_unknown() || d.is_unknown() ? Dim::unknown() : Dim(out[k].expr() + d.expr());
+      } else if (out[k].is_unknown()) {
+        out[k] = d;
+      } else if (!ctx.env().unify(out[k], d, &ctx.node())) {
+        ctx.fail("input " + std::to_string(i) + " " + t.str() + " has size " + d.str() + " at dim " +
+                 std::to_string(k) + " where input 0 has " + out[k].str());
+      }
+    }
+  }
+  ctx.set_output_type(0, Type::tensor(first.dtype(), ctx.env().canonical(out)));
+  if (rank != 1) return;
+  Dims vals;
+  for (size_t i = 0; i < ctx.num_inputs(); ++i) {
+    auto v = input_values(ctx, i);
+    if (!v) return;
+    vals.insert(vals.end(), v->begin(), v->end());
+  }
+  ctx.set_output_values(0, vals);
+}
+
+std::vector<Tensor> eval_concat(EvalContext& ctx) {
+  const Tensor& first = ctx.input(0);
+  int64_t rank = static_cast<int64_t>(first.rank());
+  int64_t axis = normalize_axis(ctx.node(), ctx.node().get_int("axis", 0), rank);
+  std::vector<int64_t> shape = first.shape();
+  shape[axis] = 0;
+  for (size_t i = 0; i < ctx.num_inputs(); ++i) {
+    const Tensor& t = ctx.input(i);
+    if (t.dtype() != first.dtype() || static_cast<int64_t>(t.rank()) != rank)
+      ctx.fail("input " + std::to_string(i) + " does not match input 0's dtype and rank");
+    for (int64_t k = 0; k < rank; ++k)
+      if (k != axis && t.shape()[k] != first.shape()[k])
+        ctx.fail("input " + std::to_string(i) + " has shape " + shape_str(t.shape()) + ", input 0 has " +
+                 shape_str(first.shape()) + " (they may differ only at axis " + std::to_string(axis) + ")");
+    shape[axis] += t.shape()[axis];
+  }
+  Tensor out(first.dtype(), shape);
+  // Each input fills a contiguous run of `outer` blocks.
+  int64_t outer = 1, inner = 1;
+  for (int64_t k = 0; k < axis; ++k) outer *= shape[k];
+  for (int64_t k = axis + 1; k < rank; ++k) inner *= shape[k];
+  int64_t offset = 0;
+  for (size_t i = 0; i < ctx.num_inputs(); ++i) {
+    const Tensor& t = ctx.input(i);
+    int64_t block = t.shape()[axis] * inner;
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t j = 0; j < block; ++j) copy_element(out, o * shape[axis] * inner + offset + j, t, o * block + j);
+    offset += block;
+  }
+  return {out};
+}
+
+// ---- Expand, Tile -----------------------------------------------------------
+
+void infer_expand(InferContext& ctx) {
+  if (!inputs_ranked(ctx, {0})) return;
+  const Type& in = ctx.input_type(0);
+  auto shape = input_values(ctx, 1);
+  if (!shape) {
+    ctx.set_output_type(0, Type::tensor_unranked(in.dtype()));
+    return;
+  }
+  ctx.set_output_type(0, Type::tensor(in.dtype(), broadcast_dims(ctx, {in.shape(), *shape})));
+}
+
+std::vector<Tensor> eval_expand(EvalContext& ctx) {
+  const Tensor& in = ctx.input(0);
+  std::vector<int64_t> out_shape = broadcast_shapes(ctx.node(), {in.shape(), ctx.input(1).to_i64_vector()});
+  BroadcastIndexer at(out_shape, in.shape());
+  Tensor out(in.dtype(), out_shape);
+  for (int64_t i = 0; i < out.numel(); ++i) copy_element(out, i, in, at(i));
+  return {out};
+}
+
+void infer_tile(InferContext& ctx) {
+  if (!inputs_ranked(ctx, {0})) return;
+  const Type& in = ctx.input_type(0);
+  auto reps = input_values(ctx, 1);
+  if (!reps) {
+    ctx.set_output_type(0, Type::tensor(in.dtype(), Dims(in.rank(), Dim::unknown())));
+    return;
+  }
+  if (reps->size() != in.rank())
+    ctx.fail("repeats has " + std::to_string(reps->size()) + " entries for an input of rank " +
+             std::to_string(in.rank()));
+  Dims out;
+  for (size_t k = 0; k < in.rank(); ++k) {
+    const Dim& d = in.shape()[k];
+    const Dim& r = (*reps)[k];
+    out.push_back(d.is_unknown() || r.is_unknown() ? Dim::unknown() : Dim(d.expr() * r.expr()));
+  }
+  ctx.set_output_type(0, Type::tensor(in.dtype(), out));
+}
+
+std::vector<Tensor> eval_tile(EvalContext& ctx) {
+  const Tensor& in = ctx.input(0);
+  std::vector<int64_t> reps = ctx.input(1).to_i64_vector();
+  if (reps.size() != in.rank()) ctx.fail("repeats must have one entry per input dim");
+  std::vector<int64_t> out_shape;
+  for (size_t k = 0; k < in.rank(); ++k) {
+    if (reps[k] < 0) ctx.fail("repeats must not be negative");
+    out_shape.push_back(in.shape()[k] * reps[k]);
+  }
+  std::vector<int64_t> st = row_major_strides(in.shape());
+  return {remap(in, out_shape, [&](const std::vector<int64_t>& idx) {
+    int64_t f = 0;
+    for (size_t k = 0; k < idx.size(); ++k) f += (idx[k] % in.shape()[k]) * st[k];
+    return f;
+  })};
+}
+
+// ---- Pad --------------------------------------------------------------------
+
+// Pads per axis as (begin, end); `pads` lists all begins then all ends, over the
+// `axes` input (opset 18) or every axis.
+template <typename T>
+std::vector<std::pair<T, T>> pads_per_axis(const Node& n, const std::vector<T>& pads,
+                                           const std::vector<int64_t>& axes, int64_t rank, T zero) {
+  std::vector<std::pair<T, T>> out(rank, {zero, zero});
+  if (pads.size() != 2 * axes.size())
+    n.fail("pads has " + std::to_string(pads.size()) + " entries, expected " + std::to_string(2 * axes.size()) +
+           " (begin and end for each of " + std::to_string(axes.size()) + " axes)");
+  for (size_t i = 0; i < axes.size(); ++i) out[normalize_axis(n, axes[i], rank)] = {pads[i], pads[i + axes.size()]};
+  return out;
+}
+
+std::vector<int64_t> all_axes(int64_t rank) {
+  std::vector<int64_t> a;
+  for (int64_t i = 0; i < rank; ++i) a.push_back(i);
+  return a;
+}
+
+std::string pad_mode(const Node& n) {
+  std::string mode = n.get_string("mode", "constant");
+  if (mode != "constant" && mode != "reflect" && mode != "edge" && mode != "wrap")
+    n.fail("mode must be constant, reflect, edge or wrap, got '" + mode + "'");
+  return mode;
+}
+
+void infer_pad(InferContext& ctx) {
+  if (!inputs_ranked(ctx, {0})) return;
+  const Type& in = ctx.input_type(0);
+  int64_t rank = static_cast<int64_t>(in.rank());
+  pad_mode(ctx.node());
+  auto pads = input_values(ctx, 1);
+  std::optional<std::vector<int64_t>> axes = all_axes(rank);
+  if (ctx.has_input(3)) axes = static_values(ctx.input_values(3));
+  if (!pads || !axes) {
+    ctx.set_output_type(0, Type::tensor(in.dtype(), Dims(rank, Dim::unknown())));
+    return;
+  }
+  auto per_axis = pads_per_axis<Dim>(ctx.node(), *pads, *axes, rank, Dim(0));
+  Dims out;
+  for (int64_t k = 0; k < rank; ++k) {
+    const Dim& d = in.shape()[k];
+    auto [b, e] = per_axis[k];
+    out.push_back(d.is_unknown() || b.is_unknown() || e.is_unknown() ? Dim::unknown()
+                                                                     : Dim(d.expr() + b.expr() + e.expr()));
+  }
+  ctx.set_output_type(0, Type::tensor(in.dtype(), out));
+}
+
+// Source coordinate of padded coordinate c on an axis of size d, or -1 for the
+// constant fill.
+int64_t pad_source(int64_t c, int64_t d, const std::string& mode) {
+  if (c >= 0 && c < d) return c;
+  if (mode == "constant") return -1;
+  if (mode == "edge") return std::clamp<int64_t>(c, 0, d - 1);
+  if (mode == "wrap") return ((c % d) + d) % d;
+  if (d == 1) return 0;
+  int64_t period = 2 * (d - 1);  // reflect without repeating the edge
+  int64_t m = ((c % period) + period) % period;
+  return m < d ? m : period - m;
+}
+
+std::vector<Tensor> eval_pad(EvalContext& ctx) {
+  const Tensor& in = ctx.input(0);
+  int64_t rank = static_cast<int64_t>(in.rank());
+  std::string mode = pad_mode(ctx.node());
+  std::vector<int64_t> axes = ctx.has_input(3) ? ctx.input(3).to_i64_vector() : all_axes(rank);
+  auto per_axis = pads_per_axis<int64_t>(ctx.node(), ctx.input(1).to_i64_vector(), axes, rank, 0);
+  std::vector<int64_t> out_shape;
+  for (int64_t k = 0; k < rank; ++k) {
+    int64_t d = in.shape()[k] + per_axis[k].first + per_axis[k].second;
+    if (d < 0) ctx.fail("pads shrink dim " + std::to_string(k) + " below zero");
+    if (mode != "constant" && in.shape()[k] == 0 && d > 0)
+      ctx.fail("cannot " + mode + "-pad the empty dim " + std::to_string(k));
+    out_shape.push_back(d);
+  }
+  Tensor fill(in.dtype(), {});
+  if (ctx.has_input(2) && ctx.input(2).numel() > 0) fill = with_type(ctx.input(2), in.dtype()).reshaped({});
+  std::vector<int64_t> st = row_major_strides(in.shape());
+  return {remap(
+      in, out_shape,
+      [&](const std::vector<int64_t>& idx) {
+        int64_t f = 0;
+        for (int64_t k = 0; k < rank; ++k) {
+          int64_t s = pad_source(idx[k] - per_axis[k].first, in.shape()[k], mode);
+          if (s < 0) return int64_t{-1};
+          f += s * st[k];
+        }
+        return f;
+      },
+      &fill)};
+}
+
+// ---- Trilu ------------------------------------------------------------------
+
+void infer_trilu(InferContext& ctx) {
+  if (!inputs_ranked(ctx, {0})) return;
+  const Type& in = ctx.input_type(0);
+  if (in.rank() < 2) ctx.fail("input must have rank >= 2, got " + in.str());
+  ctx.set_output_type(0, in);
+}
+
+std::vector<Tensor> eval_trilu(EvalContext& ctx) {
+  const Tensor& in = ctx.input(0);
+  if (in.rank() < 2) ctx.fail("input must have rank >= 2");
+  int64_t k = ctx.has_input(1) ? ctx.input(1).get_i64(0) : 0;
+  bool upper = ctx.node().get_int("upper", 1) != 0;
+  Tensor zero(in.dtype(), {});
+  size_t r = in.rank();
+  std::vector<int64_t> st = row_major_strides(in.shape());
+  return {remap(
+      in, in.shape(),
+      [&](const std::vector<int64_t>& idx) {
+        int64_t diag = idx[r - 1] - idx[r - 2];  // column minus row
+        bool keep = upper ? diag >= k : diag <= k;
+        return keep ? flat_index(idx, st) : int64_t{-1};
+      },
+      &zero)};
+}
+
+// ---- DepthToSpace, SpaceToDepth -----------------------------------------------
+
+int64_t blocksize(const Node& n) {
+  int64_t b = n.get_int("blocksize", 0);
+  if (b < 1) n.fail("blocksize must be positive, got " + std::to_string(b));
+  return b;
+}
+
+void infer_depth_to_space(InferContext& ctx) {
+  if (!inputs_ranked(ctx, {0})) return;
+  const Type& in = ctx.input_type(0);
+  if (in.rank() != 4) ctx.fail("input must be 4-D [N, C, H, W], got " + in.str());
+  int64_t b = blocksize(ctx.node());
+  const Dims& s = in.shape();
+  Dim c = Dim::unknown();
+  if (!s[1].is_unknown()) {
+    auto q = s[1].expr().exact_div(SymExpr::constant(b * b));
+    if (!q && s[1].is_static())
+      ctx.fail("channels " + s[1].str() + " are not divisible by blocksize^2 = " + std::to_string(b * b));
+    c = q ? Dim(*q) : Dim(s[1].expr().floordiv(SymExpr::constant(b * b)));
+  }
+  auto times = [b](const Dim& d) { return d.is_unknown() ? d : Dim(d.expr() * SymExpr::constant(b)); };
+  ctx.set_output_type(0, Type::tensor(in.dtype(), {s[0], c, times(s[2]), times(s[3])}));
+}
+
+std::vector<Tensor> eval_depth_to_space(EvalContext& ctx) {
+  const Tensor& in = ctx.input(0);
+  if (in.rank() != 4) ctx.fail("input must be 4-D");
+  int64_t b = blocksize(ctx.node());
+  bool crd = ctx.node().get_string("mode", "DCR") == "CRD";
+  const auto& s = in.shape();
+  if (s[1] % (b * b) != 0) ctx.fail("channels are not divisible by blocksize^2");
+  int64_t c_out = s[1] / (b * b);
+  std::vector<int64_t> st = row_major_strides(s);
+  return {remap(in, {s[0], c_out, s[2] * b, s[3] * b}, [&](const std::vector<int64_t>& idx) {
+    int64_t bi = idx[2] % b, bj = idx[3] % b;
+    int64_t ch = crd ? idx[1] * b * b + bi * b + bj : (bi * b + bj) * c_out + idx[1];
+    return idx[0] * st[0] + ch * st[1] + (idx[2] / b) * st[2] + (idx[3] / b) * st[3];
+  })};
+}
+
+void infer_space_to_depth(InferContext& ctx) {
+  if (!inputs_ranked(ctx, {0})) return;
+  const Type& in = ctx.input_type(0);
+  if (in.rank() != 4) ctx.fail("input must be 4-D [N, C, H, W], got " + in.str());
+  int64_t b = blocksize(ctx.node());
+  const Dims& s = in.shape();
+  auto div = [&](const Dim& d) {
+    if (d.is_unknown()) return d;
+    auto q = d.expr().exact_div(SymExpr::constant(b));
+    if (!q && d.is_static()) ctx.fail("spatial size " + d.str() + " is not divisible by blocksize " + std::to_string(b));
+    return q ? Dim(*q) : Dim(d.expr().floordiv(SymExpr::constant(b)));
+  };
+  Dim c = s[1].is_unknown() ? s[1] : Dim(s[1].expr() * SymExpr::constant(b * b));
+  ctx.set_output_type(0, Type::tensor(in.dtype(), {s[0], c, div(s[2]), div(s[3])}));
+}
+
+std::vector<Tensor> eval_space_to_depth(EvalContext& ctx) {
+  const Tensor& in = ctx.input(0);
+  if (in.rank() != 4) ctx.fail("input must be 4-D");
+  int64_t b = blocksize(ctx.node());
+  const auto& s = in.shape();
+  if (s[2] % b != 0 || s[3] % b != 0) ctx.fail("spatial sizes are not divisible by blocksize");
+  std::vector<int64_t> st = row_major_strides(s);
+  return {remap(in, {s[0], s[1] * b * b, s[2] / b, s[3] / b}, [&](const std::vector<int64_t>& idx) {
+    int64_t c = idx[1] % s[1], blk = idx[1] / s[1];
+    int64_t bi = blk / b, bj = blk % b;
+    return idx[0] * st[0] + c * st[1] + (idx[2] * b + bi) * st[2] + (idx[3] * b + bj) * st[3];
+  })};
+}
+
+// ---- Compress ---------------------------------------------------------------
+
+// Kept positions of Compress: condition[i] true, and i within the dim (a
+// shorter condition leaves the rest out).
+std::vector<int64_t> kept_positions(const Tensor& cond, int64_t d) {
+  std::vector<int64_t> kept;
+  for (int64_t i = 0; i < std::min(cond.numel(), d); ++i)
+    if (cond.get_i64(i) != 0) kept.push_back(i);
+  return kept;
+}
+
+void infer_compress(InferContext& ctx) {
+  const Type& data = ctx.input_type(0);
+  bool has_axis = ctx.node().has_attr("axis");
+  Dim count = Dim::unknown();
+  Dims out;
+  if (has_axis) {
+    if (!inputs_ranked(ctx, {0})) return;
+    const Type& t = ctx.input_type(0);
+    int64_t axis = normalize_axis(ctx.node(), ctx.node().get_int("axis", 0), static_cast<int64_t>(t.rank()));
+    out = t.shape();
+    const Dim& d = t.shape()[axis];
+    if (ctx.input_const(1) && d.is_static()) count = Dim(static_cast<int64_t>(kept_positions(*ctx.input_const(1), d.value()).size()));
+    out[axis] = count.is_unknown() ? ctx.env().fresh("u") : count;
+  } else {
+    Dim n = data.has_rank() ? dims_product(data.shape()) : Dim::unknown();
+    if (ctx.input_const(1) && n.is_static()) count = Dim(static_cast<int64_t>(kept_positions(*ctx.input_const(1), n.value()).size()));
+    out = {count.is_unknown() ? ctx.env().fresh("u") : count};
+  }
+  ctx.set_output_type(0, Type::tensor(data.dtype(), out));
+}
+
+std::vector<Tensor> eval_compress(EvalContext& ctx) {
+  const Tensor& data = ctx.input(0);
+  const Tensor& cond = ctx.input(1);
+  if (cond.rank() != 1) ctx.fail("condition must be 1-D, got shape " + shape_str(cond.shape()));
+  if (!ctx.node().has_attr("axis")) {
+    std::vector<int64_t> kept = kept_positions(cond, data.numel());
+    Tensor out(data.dtype(), {static_cast<int64_t>(kept.size())});
+    for (size_t i = 0; i < kept.size(); ++i) copy_element(out, static_cast<int64_t>(i), data, kept[i]);
+    return {out};
+  }
+  int64_t axis = normalize_axis(ctx.node(), ctx.node().get_int("axis", 0), static_cast<int64_t>(data.rank()));
+  std::vector<int64_t> kept = kept_positions(cond, data.shape()[axis]);
+  std::vector<int64_t> shape = data.shape();
+  shape[axis] = static_cast<int64_t>(kept.size());
+  std::vector<int64_t> st = row_major_strides(data.shape());
+  return {remap(data, shape, [&](std::vector<int64_t> idx) {
+    idx[axis] = kept[idx[axis]];
+    return flat_index(idx, st);
+  })};
+}
+
+}  // namespace
+
+void register_movement_ops(OpRegistry& r) {
+  r.add(OpDef{"", "Transpose", 1, kMovement, infer_transpose, eval_transpose, {}});
+  r.add(OpDef{"", "Gather", 1, kMovement, infer_gather, eval_gather, {}});
+  r.add(OpDef{"", "GatherElements", 11, kMovement, infer_gather_elements, eval_gather_elements, {}});
+  r.add(OpDef{"", "GatherND", 12, kMovement, infer_gather_nd, eval_gather_nd, {}});
+  r.add(OpDef{"", "ScatterElements", 11, kMovement, infer_same_as_data, eval_scatter_elements, {}});
+  r.add(OpDef{"", "ScatterND", 11, kMovement, infer_same_as_data, eval_scatter_nd, {}});
+  r.add(OpDef{"", "Slice", 10, kMovement, infer_slice, eval_slice, {}});
+  r.add(OpDef{"", "Split", 1, kMovement, infer_split, eval_split, {}});
+  r.add(OpDef{"", "Concat", 4, kMovement, infer_concat, eval_concat, {}});
+  r.add(OpDef{"", "Expand", 8, kMovement, infer_expand, eval_expand, {}});
+  r.add(OpDef{"", "Tile", 6, kMovement, infer_tile, eval_tile, {}});
+  r.add(OpDef{"", "Pad", 11, kMovement, infer_pad, eval_pad, {}});
+  r.add(OpDef{"", "Trilu", 14, kMovement, infer_trilu, eval_trilu, {}});
+  r.add(OpDef{"", "DepthToSpace", 11, kMovement, infer_depth_to_space, eval_depth_to_space, {}});
+  r.add(OpDef{"", "SpaceToDepth", 1, kMovement, infer_space_to_depth, eval_space_to_depth, {}});
+  r.add(OpDef{"", "Compress", 11, kMovement | kDataDependentShape, infer_compress, eval_compress, {}});
+}
 
 }  // namespace tcc

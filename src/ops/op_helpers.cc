@@ -1,6 +1,7 @@
 #include "src/ops/op_helpers.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace tcc {
 
@@ -88,6 +89,48 @@ Tensor map_float(const Node& n, const std::vector<const Tensor*>& ins, DType out
   for (int64_t i = 0; i < out.numel(); ++i) {
     for (size_t k = 0; k < ins.size(); ++k) args[k] = ins[k]->get_f64(idx[k](i));
     out.set_f64(i, fn(args));
+  }
+  return out;
+}
+
+void copy_element(Tensor& dst, int64_t di, const Tensor& src, int64_t si) {
+  TCC_CHECK(dst.dtype() == src.dtype()) << dtype_name(dst.dtype()) << " vs " << dtype_name(src.dtype());
+  if (src.dtype() == DType::String) {
+    dst.strings_mut()[di] = src.strings()[si];
+    return;
+  }
+  size_t w = dtype_size(src.dtype());
+  std::memcpy(dst.raw_mut() + di * w, src.raw() + si * w, w);
+}
+
+std::vector<int64_t> unravel_index(int64_t flat, const std::vector<int64_t>& shape) {
+  std::vector<int64_t> idx(shape.size(), 0);
+  for (size_t k = shape.size(); k-- > 0;) {
+    idx[k] = flat % shape[k];
+    flat /= shape[k];
+  }
+  return idx;
+}
+
+bool inputs_ranked(InferContext& ctx, std::initializer_list<size_t> inputs) {
+  for (size_t i : inputs) {
+    if (!ctx.has_input(i)) ctx.fail("input " + std::to_string(i) + " is required");
+    const Type& t = ctx.input_type(i);
+    if (t.is_tensor() && t.has_rank()) continue;
+    if (!t.is_tensor() && !t.is_unknown())
+      ctx.fail("input " + std::to_string(i) + " must be a tensor, got " + t.str());
+    ctx.set_output_type(0, Type::tensor_unranked(ctx.input_type(0).dtype()));
+    return false;
+  }
+  return true;
+}
+
+std::optional<std::vector<int64_t>> static_values(const Dims* values) {
+  if (!values) return std::nullopt;
+  std::vector<int64_t> out;
+  for (const Dim& d : *values) {
+    if (!d.is_static()) return std::nullopt;
+    out.push_back(d.value());
   }
   return out;
 }

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
+#include <optional>
 #include <vector>
 
 #include "src/ops/op_registry.h"
@@ -38,5 +40,21 @@ Dims dims_of(const std::vector<int64_t>& shape);
 // double and rounding once to `out_dtype`. For pointwise kernels.
 Tensor map_float(const Node& n, const std::vector<const Tensor*>& ins, DType out_dtype,
                  double (*fn)(const std::vector<double>&));
+
+// Copies element si of src into element di of dst (same dtype, strings included).
+// For kernels that only move data and must not round through double.
+void copy_element(Tensor& dst, int64_t di, const Tensor& src, int64_t si);
+
+// The multi-index of a row-major flat index.
+std::vector<int64_t> unravel_index(int64_t flat, const std::vector<int64_t>& shape);
+
+// True when the listed inputs have a known rank. Otherwise output 0 becomes a
+// tensor of input 0's dtype and unknown rank (other outputs stay unknown), so a
+// rule degrades instead of failing on a model whose earlier shapes tcc could not
+// infer. An input that is not a tensor at all is an error naming the node.
+bool inputs_ranked(InferContext& ctx, std::initializer_list<size_t> inputs);
+
+// The contents of a shape-like input as integers, when every element is static.
+std::optional<std::vector<int64_t>> static_values(const Dims* values);
 
 }  // namespace tcc

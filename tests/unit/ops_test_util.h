@@ -1,0 +1,76 @@
+// Small graphs for op unit tests: build with the Graph API, infer shapes, run
+// the reference interpreter, and print types and symbolic values as text.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "src/interp/interpreter.h"
+#include "src/ir/graph.h"
+#include "src/shape/shape_inference.h"
+
+namespace tcc::testing {
+
+// A tensor type from dim texts: f32t({"batch", "seq", "768"}) is f32[batch, seq, 768].
+inline Type tensor_type(DType dt, const std::vector<std::string>& dims) {
+  Dims d;
+  for (const auto& s : dims) d.push_back(Dim(*SymExpr::parse(s)));
+  return Type::tensor(dt, d);
+}
+
+class OpGraph {
+ public:
+  explicit OpGraph(int64_t opset = 17) { g.set_opset("", opset); }
+
+  Value* input(const std::string& name, Type t) { return g.add_input(name, std::move(t)); }
+  Value* scalar(int64_t v) { return g.add_initializer(g.fresh_name("c"), Tensor::from_i64({v}, {})); }
+  Value* ints1(const std::vector<int64_t>& v) {
+    return g.add_initializer(g.fresh_name("c"), Tensor::from_i64(v, {static_cast<int64_t>(v.size())}));
+  }
+  // A node with `outputs` outputs; attributes set by name.
+  Node* node(const std::string& op, const std::vector<Value*>& ins, size_t outputs = 1,
+             const std::map<std::string, Attribute>& attrs = {}) {
+    std::vector<std::string> names;
+    for (size_t i = 0; i < outputs; ++i) names.push_back(g.fresh_name(op));
+    Node* n = g.add_node(op, ins, names, "", g.fresh_name(op + "_node"));
+    for (const auto& [k, a] : attrs) n->set_attr(k, a);
+    return n;
+  }
+  Value* op(const std::string& op, const std::vector<Value*>& ins, const std::map<std::string, Attribute>& attrs = {}) {
+    return node(op, ins, 1, attrs)->output(0);
+  }
+
+  ShapeInfo& infer() {
+    info = infer_shapes(g);
+    return info;
+  }
+  // "[batch, seq]" or "none".
+  std::string values(const Value* v) const {
+    auto it = info.values.find(v);
+    return it == info.values.end() ? "none" : dims_str(it->second);
+  }
+  std::vector<Tensor> run(const std::vector<Value*>& outs, const std::map<std::string, Tensor>& inputs) {
+    g.set_outputs(outs);
+    return Interpreter().run(g, inputs);
+  }
+
+  Graph g;
+  ShapeInfo info;
+};
+
+inline Tensor f32(const std::vector<float>& v, std::vector<int64_t> shape) { return Tensor::from_f32(v, shape); }
+inline Tensor i64(const std::vector<int64_t>& v, std::vector<int64_t> shape) { return Tensor::from_i64(v, shape); }
+// Sequential values 0, 1, 2, ... of a shape.
+inline Tensor iota_f32(std::vector<int64_t> shape) {
+  Tensor t(DType::F32, shape);
+  for (int64_t i = 0; i < t.numel(); ++i) t.set_f64(i, static_cast<double>(i));
+  return t;
+}
+inline std::vector<double> floats(const Tensor& t) {
+  std::vector<double> v;
+  for (int64_t i = 0; i < t.numel(); ++i) v.push_back(t.get_f64(i));
+  return v;
+}
+
+}  // namespace tcc::testing
