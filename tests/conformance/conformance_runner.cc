@@ -73,7 +73,11 @@ struct Result {
 
 std::string onnx_dtype_name(int32_t onnx_type) {
   if (auto d = dtype_from_onnx(onnx_type)) return std::string(dtype_name(*d));
-  return onnx::TensorProto_DataType_Name(static_cast<onnx::TensorProto_DataType>(onnx_type));
+  // The ONNX 1.12 protobuf tcc links predates float8, int4 and float4: name those by number.
+  std::string name = onnx::TensorProto_DataType_IsValid(onnx_type)
+                         ? onnx::TensorProto_DataType_Name(static_cast<onnx::TensorProto_DataType>(onnx_type))
+                         : "";
+  return name.empty() ? "ONNX type " + std::to_string(onnx_type) : name;
 }
 
 std::string op_label(const std::string& domain, const std::string& op) {
