@@ -516,9 +516,14 @@ void register_arithmetic(OpRegistry& r) {
     return [is_max](const std::vector<Dim>& a) -> std::optional<Dim> {
       Dim acc = a[0];
       for (size_t k = 1; k < a.size(); ++k) {
-        std::optional<bool> le = less_equal_values(acc, a[k]);
-        if (!le) return std::nullopt;
-        if (*le == is_max) acc = a[k];
+        // Either order proven settles it (max(seq, 0) is seq because seq >= 0).
+        if (less_equal_values(acc, a[k]) == std::optional<bool>(true)) {
+          if (is_max) acc = a[k];
+        } else if (less_equal_values(a[k], acc) == std::optional<bool>(true)) {
+          if (!is_max) acc = a[k];
+        } else {
+          return std::nullopt;
+        }
       }
       return acc;
     };

@@ -79,6 +79,9 @@ bool axes_are_input(const Node& n) { return n.opset() >= (n.op_type() == "Reduce
 
 ReduceAxes reduce_axes_from(const Node& n, const std::optional<std::vector<int64_t>>& input_axes, bool input_present) {
   ReduceAxes r;
+  if (axes_are_input(n) && n.has_attr("axes"))
+    n.fail("axes is an input of " + n.op_type() + " from opset " + (n.op_type() == "ReduceSum" ? "13" : "18") +
+           ", not an attribute (this model imports opset " + std::to_string(n.opset()) + ")");
   if (!axes_are_input(n)) {
     r.axes = n.get_ints("axes");
     return r;

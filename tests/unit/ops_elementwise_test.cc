@@ -1,0 +1,273 @@
+// Elementwise ops: symbolic broadcasting, shape-value propagation and exact
+// reference-kernel results.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "src/interp/interpreter.h"
+#include "src/ops/op_registry.h"
+#include "src/shape/shape_inference.h"
+
+namespace tcc {
+namespace {
+
+Type ty(DType dt, const std::vector<std::string>& dims) {
+  Dims d;
+  for (const auto& s : dims) d.push_back(Dim(*SymExpr::parse(s)));
+  return Type::tensor(dt, d);
+}
+
+Tensor tensor_of(DType dt, const std::vector<double>& v, std::vector<int64_t> shape) {
+  Tensor t(dt, std::move(shape));
+  for (size_t i = 0; i < v.size(); ++i) t.set_f64(static_cast<int64_t>(i), v[i]);
+  return t;
+}
+
+std::vector<double> values(const Tensor& t) {
+  std::vector<double> v;
+  for (int64_t i = 0; i < t.numel(); ++i) v.push_back(t.get_f64(i));
+  return v;
+}
+
+// One node over fresh graph inputs; returns its first output's inferred type.
+struct OneOp {
+  explicit OneOp(const std::string& op, const std::vector<Type>& ins,
+                 const std::map<std::string, Attribute>& attrs = {}, int64_t opset = 17) {
+    g.set_opset("", opset);
+    std::vector<Value*> vs;
+    for (size_t i = 0; i < ins.size(); ++i) vs.push_back(g.add_input("in" + std::to_string(i), ins[i]));
+    node = g.add_node(op, vs, {"out"}, "", op + "_0");
+    for (const auto& [k, a] : attrs) node->set_attr(k, a);
+    g.add_output(node->output(0));
+  }
+  std::string type() {
+    infer_shapes(g);
+    return node->output(0)->type().str();
+  }
+  Tensor run(const std::vector<Tensor>& ins) {
+    std::map<std::string, Tensor> m;
+    for (size_t i = 0; i < ins.size(); ++i) m["in" + std::to_string(i)] = ins[i];
+    return Interpreter().run(g, m).at(0);
+  }
+  Graph g;
+  Node* node = nullptr;
+};
+
+// Runs only the shape rule of `op`, with symbolic contents for its rank-0/1
+// integer inputs, and prints the contents it records for output 0.
+std::string value_rule(const std::string& op, const std::vector<Type>& types, const std::vector<Dims>& vals,
+                       const std::map<std::string, Attribute>& attrs = {}) {
+  Graph g;
+  g.set_opset("", 17);
+  std::vector<Value*> vs;
+  for (size_t i = 0; i < types.size(); ++i) vs.push_back(g.add_input("in" + std::to_string(i), types[i]));
+  Node* n = g.add_node(op, vs, {"out"}, "", op + "_0");
+  for (const auto& [k, a] : attrs) n->set_attr(k, a);
+  ShapeEnv env;
+  for (const char* s : {"batch", "seq"}) env.declare(s);
+  std::vector<const Dims*> vp;
+  for (const Dims& d : vals) vp.push_back(&d);
+  InferContext ctx(*n, env, types, std::vector<const Tensor*>(types.size(), nullptr), vp, nullptr);
+  OpRegistry::get().lookup(*n)->infer(ctx);
+  return ctx.out_values[0] ? dims_str(*ctx.out_values[0]) : "none";
+}
+
+Dim sym(const char* text) { return Dim(*SymExpr::parse(text)); }
+
+TEST(ElementwiseShapes, BroadcastKeepsSymbolicDims) {
+  OneOp add("Add", {ty(DType::F32, {"batch", "seq", "768"}), ty(DType::F32, {"768"})});
+  EXPECT_EQ(add.type(), "f32[batch, seq, 768]");
+  OneOp mul("Mul", {ty(DType::F32, {"batch", "1", "seq"}), ty(DType::F32, {"4", "1"})});
+  EXPECT_EQ(mul.type(), "f32[batch, 4, seq]");
+}
+
+TEST(ElementwiseShapes, BroadcastUnifiesDistinctSymbols) {
+  // n must equal seq at run time; the first-declared name survives.
+  OneOp add("Add", {ty(DType::F32, {"batch", "seq"}), ty(DType::F32, {"n"})});
+  EXPECT_EQ(add.type(), "f32[batch, seq]");
+  EXPECT_EQ(add.g.inputs()[1]->type().str(), "f32[seq]");
+}
+
+TEST(ElementwiseShapes, IncompatibleStaticDimsNameTheNode) {
+  OneOp add("Add", {ty(DType::F32, {"2", "3"}), ty(DType::F32, {"4"})});
+  try {
+    add.type();
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("Add_0"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("cannot broadcast dimension 3 with 4"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ElementwiseShapes, ComparisonsAndPredicatesAreBool) {
+  OneOp less("Less", {ty(DType::F32, {"batch", "1"}), ty(DType::F32, {"seq"})});
+  EXPECT_EQ(less.type(), "bool[batch, seq]");
+  OneOp isnan("IsNaN", {ty(DType::F16, {"batch", "seq"})});
+  EXPECT_EQ(isnan.type(), "bool[batch, seq]");
+  OneOp where("Where", {ty(DType::Bool, {"seq", "1"}), ty(DType::I64, {"batch", "1", "1"}), ty(DType::I64, {"seq"})});
+  EXPECT_EQ(where.type(), "i64[batch, seq, seq]");
+}
+
+TEST(ElementwiseShapes, CastAndCastLikeChangeOnlyTheDtype) {
+  OneOp cast("Cast", {ty(DType::F32, {"batch", "seq"})}, {{"to", Attribute::of_int(7)}});
+  EXPECT_EQ(cast.type(), "i64[batch, seq]");
+  OneOp like("CastLike", {ty(DType::F32, {"batch"}), ty(DType::F16, {})});
+  EXPECT_EQ(like.type(), "f16[batch]");
+  OneOp bad("Cast", {ty(DType::F32, {"batch"})}, {{"to", Attribute::of_int(17)}});  // float8e4m3fn
+  EXPECT_THROW(bad.type(), InputError);
+}
+
+TEST(ElementwiseValues, ShapeArithmeticStaysSymbolic) {
+  Type i64v = ty(DType::I64, {"1"});
+  Type i64s = ty(DType::I64, {});
+  EXPECT_EQ(value_rule("Div", {i64v, i64s}, {{sym("seq*768")}, {Dim(12)}}), "[seq*64]");
+  EXPECT_EQ(value_rule("Mul", {i64s, i64s}, {{sym("batch")}, {sym("seq")}}), "[batch*seq]");
+  EXPECT_EQ(value_rule("Add", {i64v, i64s}, {{sym("seq")}, {Dim(1)}}), "[seq+1]");
+  EXPECT_EQ(value_rule("Sub", {i64v, i64v}, {{sym("seq")}, {sym("seq")}}), "[0]");
+  // seq*3 / 2 is not exact: a floor division of a size stays symbolic.
+  EXPECT_EQ(value_rule("Div", {i64s, i64s}, {{sym("seq*3")}, {Dim(2)}}), "[(seq*3)//(2)]");
+  // Division by a symbol that does not divide: unknown.
+  EXPECT_EQ(value_rule("Div", {i64s, i64s}, {{sym("seq")}, {sym("batch")}}), "none");
+  // Integer Div truncates toward zero.
+  EXPECT_EQ(value_rule("Div", {i64s, i64s}, {{Dim(-7)}, {Dim(2)}}), "[-3]");
+}
+
+TEST(ElementwiseValues, ExportersExpandChainResolves) {
+  // torch exports expand(x, [-1, seq]) as Where(Equal(shape, -1), ones, shape).
+  Type i64v = ty(DType::I64, {"2"});
+  Type boolv = ty(DType::Bool, {"2"});
+  EXPECT_EQ(value_rule("Equal", {i64v, i64v}, {{sym("batch"), sym("seq")}, {Dim(-1), sym("seq")}}), "[0, 1]");
+  EXPECT_EQ(value_rule("Equal", {i64v, i64v}, {{sym("batch"), Dim(3)}, {sym("seq"), Dim(3)}}), "none");
+  EXPECT_EQ(value_rule("Where", {boolv, i64v, i64v}, {{Dim(0), Dim(1)}, {Dim(1), Dim(1)}, {sym("batch"), sym("seq")}}),
+            "[batch, 1]");
+  EXPECT_EQ(value_rule("Cast", {i64v}, {{sym("batch"), Dim(4)}}, {{"to", Attribute::of_int(6)}}), "[batch, 4]");
+}
+
+TEST(ElementwiseValues, MaxAndMinWhenDecidable) {
+  Type i64s = ty(DType::I64, {});
+  EXPECT_EQ(value_rule("Max", {i64s, i64s}, {{sym("seq")}, {Dim(0)}}), "[seq]");
+  EXPECT_EQ(value_rule("Min", {i64s, i64s}, {{Dim(0)}, {sym("seq")}}), "[0]");
+  EXPECT_EQ(value_rule("Max", {i64s, i64s}, {{Dim(3)}, {Dim(7)}}), "[7]");
+  EXPECT_EQ(value_rule("Max", {i64s, i64s}, {{sym("seq")}, {Dim(8)}}), "none");
+  EXPECT_EQ(value_rule("Max", {i64s, i64s}, {{sym("seq")}, {Dim(-1)}}), "[seq]");
+}
+
+TEST(ElementwiseKernels, IntegerDivTruncatesAndModFollowsFmod) {
+  Tensor x = tensor_of(DType::I32, {-7, 7, -7, 7}, {4});
+  Tensor y = tensor_of(DType::I32, {2, -2, 3, 3}, {4});
+  OneOp div("Div", {ty(DType::I32, {"4"}), ty(DType::I32, {"4"})});
+  EXPECT_EQ(values(div.run({x, y})), (std::vector<double>{-3, -3, -2, 2}));
+  OneOp mod("Mod", {ty(DType::I32, {"4"}), ty(DType::I32, {"4"})});
+  EXPECT_EQ(values(mod.run({x, y})), (std::vector<double>{1, -1, 2, 1}));  // sign of the divisor
+  OneOp fmod("Mod", {ty(DType::I32, {"4"}), ty(DType::I32, {"4"})}, {{"fmod", Attribute::of_int(1)}});
+  EXPECT_EQ(values(fmod.run({x, y})), (std::vector<double>{-1, 1, -1, 1}));  // sign of the dividend
+}
+
+TEST(ElementwiseKernels, UnsignedArithmeticIsExactAt64Bits) {
+  Tensor big(DType::U64, {1});
+  big.set_i64(0, -2);  // 2^64 - 2
+  Tensor two(DType::U64, {1});
+  two.set_i64(0, 2);
+  OneOp div("Div", {ty(DType::U64, {"1"}), ty(DType::U64, {"1"})});
+  Tensor q = div.run({big, two});
+  EXPECT_EQ(static_cast<uint64_t>(q.get_i64(0)), (~uint64_t{0} - 1) / 2);
+  OneOp greater("Greater", {ty(DType::U64, {"1"}), ty(DType::U64, {"1"})});
+  EXPECT_EQ(greater.run({big, two}).get_i64(0), 1);
+}
+
+TEST(ElementwiseKernels, PowWithIntegerAndFloatExponents) {
+  OneOp ipow("Pow", {ty(DType::I64, {"3"}), ty(DType::I64, {"3"})});
+  EXPECT_EQ(values(ipow.run({tensor_of(DType::I64, {2, 3, -2}, {3}), tensor_of(DType::I64, {10, 2, 3}, {3})})),
+            (std::vector<double>{1024, 9, -8}));
+  OneOp fpow("Pow", {ty(DType::F32, {"2"}), ty(DType::I32, {})});
+  EXPECT_EQ(values(fpow.run({tensor_of(DType::F32, {1.5, -2}, {2}), tensor_of(DType::I32, {2}, {})})),
+            (std::vector<double>{2.25, 4}));
+}
+
+TEST(ElementwiseKernels, BroadcastingComparisonsAndWhere) {
+  OneOp less("Less", {ty(DType::F32, {"2", "1"}), ty(DType::F32, {"3"})});
+  Tensor m = less.run({tensor_of(DType::F32, {1, 2}, {2, 1}), tensor_of(DType::F32, {0, 1.5, 3}, {3})});
+  EXPECT_EQ(m.dtype(), DType::Bool);
+  EXPECT_EQ(m.shape(), (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(values(m), (std::vector<double>{0, 1, 1, 0, 0, 1}));
+  OneOp where("Where", {ty(DType::Bool, {"3"}), ty(DType::I64, {"3"}), ty(DType::I64, {})});
+  Tensor w = where.run({tensor_of(DType::Bool, {1, 0, 1}, {3}), tensor_of(DType::I64, {7, 8, 9}, {3}),
+                        tensor_of(DType::I64, {-1}, {})});
+  EXPECT_EQ(values(w), (std::vector<double>{7, -1, 9}));
+}
+
+TEST(ElementwiseKernels, VariadicMaxSumMean) {
+  std::vector<Type> ts{ty(DType::F32, {"2"}), ty(DType::F32, {"1"}), ty(DType::F32, {"2"})};
+  std::vector<Tensor> ins{tensor_of(DType::F32, {1, 5}, {2}), tensor_of(DType::F32, {3}, {1}),
+                          tensor_of(DType::F32, {2, 1}, {2})};
+  EXPECT_EQ(values(OneOp("Max", ts).run(ins)), (std::vector<double>{3, 5}));
+  EXPECT_EQ(values(OneOp("Min", ts).run(ins)), (std::vector<double>{1, 1}));
+  EXPECT_EQ(values(OneOp("Sum", ts).run(ins)), (std::vector<double>{6, 9}));
+  EXPECT_EQ(values(OneOp("Mean", ts).run(ins)), (std::vector<double>{2, 3}));
+}
+
+TEST(ElementwiseKernels, ActivationsMatchTheirFormulas) {
+  Tensor x = tensor_of(DType::F64, {-1.5, 0, 2}, {3});
+  Type t = ty(DType::F64, {"3"});
+  auto run = [&](const std::string& op, const std::map<std::string, Attribute>& attrs = {}, int64_t opset = 17) {
+    return values(OneOp(op, {t}, attrs, opset).run({x}));
+  };
+  EXPECT_EQ(run("Relu"), (std::vector<double>{0, 0, 2}));
+  EXPECT_EQ(run("LeakyRelu", {{"alpha", Attribute::of_float(0.5f)}}), (std::vector<double>{-0.75, 0, 2}));
+  std::vector<double> hs = run("HardSigmoid");  // alpha 0.2 and beta 0.5, as float attributes
+  EXPECT_DOUBLE_EQ(hs[0], 0.2f * -1.5 + 0.5);
+  EXPECT_DOUBLE_EQ(hs[2], 0.2f * 2 + 0.5);
+  EXPECT_DOUBLE_EQ(run("Elu")[0], std::expm1(-1.5));
+  EXPECT_DOUBLE_EQ(run("Sigmoid")[2], 1 / (1 + std::exp(-2.0)));
+  EXPECT_DOUBLE_EQ(run("Softplus")[2], std::log1p(std::exp(2.0)));
+  EXPECT_DOUBLE_EQ(run("Gelu", {}, 20)[0], 0.5 * -1.5 * (1 + std::erf(-1.5 / std::sqrt(2.0))));
+  double tanh_gelu = 0.5 * 2 * (1 + std::tanh(std::sqrt(2 / M_PI) * (2 + 0.044715 * 8)));
+  EXPECT_DOUBLE_EQ(run("Gelu", {{"approximate", Attribute::of_string("tanh")}}, 20)[2], tanh_gelu);
+  EXPECT_THROW(run("Gelu", {{"approximate", Attribute::of_string("fast")}}, 20), InputError);
+}
+
+TEST(ElementwiseKernels, RoundHalfToEvenAndSign) {
+  Tensor x = tensor_of(DType::F32, {0.5, 1.5, 2.5, -2.5, -0.2}, {5});
+  Type t = ty(DType::F32, {"5"});
+  EXPECT_EQ(values(OneOp("Round", {t}).run({x})), (std::vector<double>{0, 2, 2, -2, -0.0}));
+  EXPECT_EQ(values(OneOp("Sign", {t}).run({x})), (std::vector<double>{1, 1, 1, -1, -1}));
+}
+
+TEST(ElementwiseKernels, ClipWithOptionalBoundsAndCastTruncates) {
+  Graph g;
+  g.set_opset("", 17);
+  Value* x = g.add_input("x", ty(DType::F32, {"4"}));
+  Value* hi = g.add_initializer("hi", Tensor::scalar_f32(1.5f));
+  Node* clip = g.add_node("Clip", {x, nullptr, hi}, {"y"});
+  Node* cast = g.add_node("Cast", {clip->output(0)}, {"z"});
+  cast->set_attr("to", Attribute::of_int(6));  // int32
+  g.set_outputs({clip->output(0), cast->output(0)});
+  infer_shapes(g);
+  EXPECT_EQ(cast->output(0)->type().str(), "i32[4]");
+  std::vector<Tensor> out = Interpreter().run(g, {{"x", tensor_of(DType::F32, {-3.7, 0.5, 1.2, 9}, {4})}});
+  EXPECT_EQ(values(out[0]), (std::vector<double>{-3.7f, 0.5, 1.2f, 1.5}));
+  EXPECT_EQ(values(out[1]), (std::vector<double>{-3, 0, 1, 1}));
+}
+
+TEST(ElementwiseKernels, LogicOps) {
+  Tensor a = tensor_of(DType::Bool, {0, 0, 1, 1}, {4});
+  Tensor b = tensor_of(DType::Bool, {0, 1, 0, 1}, {4});
+  Type t = ty(DType::Bool, {"4"});
+  EXPECT_EQ(values(OneOp("And", {t, t}).run({a, b})), (std::vector<double>{0, 0, 0, 1}));
+  EXPECT_EQ(values(OneOp("Or", {t, t}).run({a, b})), (std::vector<double>{0, 1, 1, 1}));
+  EXPECT_EQ(values(OneOp("Xor", {t, t}).run({a, b})), (std::vector<double>{0, 1, 1, 0}));
+  EXPECT_EQ(values(OneOp("Not", {t}).run({a})), (std::vector<double>{1, 1, 0, 0}));
+}
+
+TEST(ElementwiseKernels, BitShiftSaturatesLikeNumPy) {
+  Type t = ty(DType::I8, {"3"});
+  Tensor x = tensor_of(DType::I8, {-8, 4, 64}, {3});
+  Tensor s = tensor_of(DType::I8, {1, 9, 1}, {3});
+  EXPECT_EQ(values(OneOp("BitShift", {t, t}, {{"direction", Attribute::of_string("RIGHT")}}).run({x, s})),
+            (std::vector<double>{-4, 0, 32}));
+  EXPECT_EQ(values(OneOp("BitShift", {t, t}, {{"direction", Attribute::of_string("LEFT")}}).run({x, s})),
+            (std::vector<double>{-16, 0, -128}));
+}
+
+}  // namespace
+}  // namespace tcc
