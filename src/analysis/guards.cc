@@ -4,7 +4,7 @@
 
 namespace tcc {
 
-bool GuardSet::check(const CallRecord& call, const std::vector<int64_t>& values) const {
+bool GuardSet::check(const CallRecord& call, const int64_t* values) const {
   for (int i : inputs_) {
     if (dtypes_[i] != DType::Undefined && call.dtypes[i] != dtypes_[i]) return false;
     if (float_guarded_[i] && call.floats[i] != float_values_[i]) return false;
@@ -19,7 +19,7 @@ bool GuardSet::check(const CallRecord& call, const std::vector<int64_t>& values)
   return true;
 }
 
-std::vector<std::string> GuardSet::failures(const CallRecord& call, const std::vector<int64_t>& values) const {
+std::vector<std::string> GuardSet::failures(const CallRecord& call, const int64_t* values) const {
   std::vector<std::string> out;
   const std::string prefix = compile_id_ + ": ";
   for (int i : inputs_) {

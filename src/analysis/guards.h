@@ -46,9 +46,9 @@ class GuardSet {
   const std::vector<double>& float_values() const { return float_values_; }
 
   // `values` are the call's class values after any padding the simulation applies.
-  bool check(const CallRecord& call, const std::vector<int64_t>& values) const;
+  bool check(const CallRecord& call, const int64_t* values) const;
   // Each guard the call fails, in torch's words.
-  std::vector<std::string> failures(const CallRecord& call, const std::vector<int64_t>& values) const;
+  std::vector<std::string> failures(const CallRecord& call, const int64_t* values) const;
 
   // The tree TORCH_LOGS=guards prints, one guard per line.
   std::vector<std::string> tree_lines() const;

@@ -20,7 +20,7 @@ class GraphSimulator {
   }
 
   // Returns false when this call ran eagerly for this graph.
-  bool call(size_t index, uint32_t id, const CallRecord& rec, const std::vector<int64_t>& values, SimResult& out) {
+  bool call(size_t index, uint32_t id, const CallRecord& rec, const int64_t* values, SimResult& out) {
     uint8_t& m = memo_[id];
     if (m == kServed) return true;
     if (m == kEager) {
@@ -67,7 +67,7 @@ class GraphSimulator {
  private:
   static constexpr uint8_t kUnknown = 0, kServed = 1, kEager = 2;
 
-  void note_causes(const GuardSet& g, const CallRecord& rec, const std::vector<int64_t>& values,
+  void note_causes(const GuardSet& g, const CallRecord& rec, const int64_t* values,
                    std::set<RecompileCause>& causes) const {
     const GuardSet& gs = g;
     for (int i : inputs_)
@@ -81,7 +81,7 @@ class GraphSimulator {
     }
   }
 
-  GuardSet compile(const CallRecord& rec, const std::vector<int64_t>& values) {
+  GuardSet compile(const CallRecord& rec, const int64_t* values) {
     GuardSet g(sig_, std::to_string(graph_) + "/" + std::to_string(sim_.variants.size()));
     size_t n = sig_.inputs.size();
     g.inputs() = inputs_;
@@ -147,22 +147,21 @@ SimResult simulate(const ModelSignature& sig, const std::vector<CompiledRegion>&
   out.calls = trace.calls.size();
   std::vector<GraphSimulator> graphs;
   for (const CompiledRegion& r : regions)
-    graphs.emplace_back(sig, region_input_indices(sig, r), r.id, opts, trace.distinct.size());
-  // Padding is applied once per distinct call.
-  std::vector<std::vector<int64_t>> padded;
+    graphs.emplace_back(sig, region_input_indices(sig, r), r.id, opts, trace.distinct_count);
+  // Padding is applied once per distinct call, in a copy of the class values.
+  std::vector<int64_t> padded;
   if (!opts.pad_multiple.empty()) {
-    padded.reserve(trace.distinct.size());
-    for (const CallRecord& rec : trace.distinct) {
-      std::vector<int64_t> v = rec.class_values;
-      for (auto [c, m] : opts.pad_multiple)
-        if (v[c] > 0) v[c] = (v[c] + m - 1) / m * m;
-      padded.push_back(std::move(v));
-    }
+    padded = trace.class_values;
+    for (size_t row = 0; row < trace.distinct_count; ++row)
+      for (auto [c, m] : opts.pad_multiple) {
+        int64_t& v = padded[row * trace.num_classes + c];
+        if (v > 0) v = (v + m - 1) / m * m;
+      }
   }
   for (size_t i = 0; i < trace.calls.size(); ++i) {
     uint32_t id = trace.calls[i];
-    const CallRecord& rec = trace.distinct[id];
-    const std::vector<int64_t>& values = padded.empty() ? rec.class_values : padded[id];
+    CallRecord rec = trace.distinct(id);
+    const int64_t* values = padded.empty() ? rec.class_values : padded.data() + id * trace.num_classes;
     bool eager = false;
     for (GraphSimulator& g : graphs) eager |= !g.call(i, id, rec, values, out);
     if (eager) ++out.eager_fallback_calls;

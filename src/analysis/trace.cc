@@ -1,11 +1,12 @@
 #include "src/analysis/trace.h"
 
 #include <algorithm>
+#include <bit>
 #include <charconv>
-#include <cmath>
-#include <fstream>
+#include <cstdio>
+#include <cstring>
 #include <map>
-#include <sstream>
+#include <memory>
 #include <unordered_map>
 
 namespace tcc {
@@ -32,7 +33,9 @@ std::optional<DType> trace_dtype(std::string_view s) {
 }
 
 // A JSON reader for the one shape of object a trace line has. Hand-written
-// because a general JSON DOM costs more per line than the whole simulation.
+// because a general JSON DOM costs more per line than the whole simulation;
+// strings without escapes come back as views into the line, so a common line
+// allocates nothing.
 class LineParser {
  public:
   LineParser(std::string_view text, const std::string& file, size_t line) : s_(text), file_(file), line_(line) {}
@@ -51,8 +54,12 @@ class LineParser {
     }
     return false;
   }
-  void expect(char c, const std::string& context) {
-    if (!eat(c)) fail(std::string("expected '") + c + "' " + context + ", got " + got());
+  // After a failed eat(c): the error, with `context` saying where c belongs.
+  [[noreturn]] void missing(char c, std::string_view context) const {
+    fail(std::string("expected '") + c + "' " + std::string(context) + ", got " + got());
+  }
+  void expect(char c, std::string_view context) {
+    if (!eat(c)) missing(c, context);
   }
   std::string got() const {
     if (pos_ >= s_.size()) return "end of line";
@@ -63,29 +70,32 @@ class LineParser {
     return pos_ >= s_.size();
   }
 
-  std::string string() {
+  // A string's text: a view into the line, or into `scratch` when it has escapes.
+  std::string_view string(std::string& scratch) {
     ws();
     if (pos_ >= s_.size() || s_[pos_] != '"') fail("expected a string, got " + got());
-    ++pos_;
-    std::string out;
+    size_t start = ++pos_;
+    while (pos_ < s_.size() && s_[pos_] != '"' && s_[pos_] != '\\') ++pos_;
+    if (pos_ < s_.size() && s_[pos_] == '"') return s_.substr(start, pos_++ - start);
+    scratch.assign(s_.substr(start, pos_ - start));
     while (pos_ < s_.size() && s_[pos_] != '"') {
       char c = s_[pos_++];
       if (c != '\\') {
-        out += c;
+        scratch += c;
         continue;
       }
       if (pos_ >= s_.size()) break;
       char e = s_[pos_++];
       switch (e) {
-        case '"': case '\\': case '/': out += e; break;
-        case 'n': out += '\n'; break;
-        case 't': out += '\t'; break;
+        case '"': case '\\': case '/': scratch += e; break;
+        case 'n': scratch += '\n'; break;
+        case 't': scratch += '\t'; break;
         default: fail(std::string("unsupported escape '\\") + e + "' in a string");
       }
     }
     if (pos_ >= s_.size()) fail("unterminated string");
     ++pos_;
-    return out;
+    return scratch;
   }
 
   // A number; `is_int` tells whether it was written without fraction or exponent.
@@ -106,7 +116,7 @@ class LineParser {
         break;
       }
     }
-    const char* b = s_.data() + start + (s_[start] == '+' ? 1 : 0);
+    const char* b = s_.data() + start + (start < s_.size() && s_[start] == '+' ? 1 : 0);
     const char* e = s_.data() + pos_;
     if (b == e) fail("expected a number, got " + got());
     double d = 0;
@@ -135,62 +145,140 @@ class LineParser {
   size_t pos_ = 0;
 };
 
-class CallBuilder {
+// Open-addressing set of a trace's distinct rows, keyed by a hash of the
+// row's fields, so that equal calls share one row however they are written.
+class RowSet {
  public:
-  CallBuilder(const ModelSignature& sig, const std::string& file, size_t line) : sig_(sig), file_(file), line_(line) {
-    size_t n = sig.inputs.size();
-    rec_.kinds.assign(n, EntryKind::Absent);
-    rec_.dtypes.assign(n, DType::Undefined);
-    rec_.floats.assign(n, 0.0);
-    rec_.class_values.assign(sig.num_classes(), -1);
+  // The row equal to the candidate (hash h, compared by `same(row)`), or -1.
+  template <class Same>
+  int64_t find(uint64_t h, Same&& same) const {
+    if (slots_.empty()) return -1;
+    for (size_t i = h & mask(); slots_[i]; i = (i + 1) & mask()) {
+      uint32_t row = slots_[i] - 1;
+      if (hashes_[row] == h && same(row)) return row;
+    }
+    return -1;
+  }
+  void insert(uint64_t h) {
+    hashes_.push_back(h);
+    if (hashes_.size() * 2 > slots_.size()) {
+      slots_.assign(std::max<size_t>(64, slots_.size() * 2), 0);
+      for (size_t r = 0; r < hashes_.size(); ++r) place(hashes_[r], static_cast<uint32_t>(r));
+    } else {
+      place(h, static_cast<uint32_t>(hashes_.size() - 1));
+    }
   }
 
-  [[noreturn]] void fail(const std::string& input, const std::string& expected, const std::string& actual) const {
-    throw InputError(file_ + ":" + std::to_string(line_) + ": input '" + input + "': expected " + expected +
-                     ", actual " + actual);
+ private:
+  size_t mask() const { return slots_.size() - 1; }
+  void place(uint64_t h, uint32_t row) {
+    size_t i = h & mask();
+    while (slots_[i]) i = (i + 1) & mask();
+    slots_[i] = row + 1;
   }
+  std::vector<uint32_t> slots_;  // row + 1; 0 is empty
+  std::vector<uint64_t> hashes_;  // per row
+};
+
+// Parses a trace line by line into a Trace: each line into a scratch row,
+// which is then either found among the distinct rows or appended to them.
+class TraceBuilder {
+ public:
+  TraceBuilder(const std::string& file, const ModelSignature& sig) : sig_(sig) {
+    trace_.file = file;
+    trace_.num_inputs = sig.inputs.size();
+    trace_.num_classes = static_cast<size_t>(sig.num_classes());
+    kinds_.resize(trace_.num_inputs);
+    dtypes_.resize(trace_.num_inputs);
+    floats_.resize(trace_.num_inputs);
+    values_.resize(trace_.num_classes);
+    for (size_t i = 0; i < sig.inputs.size(); ++i) input_index_.emplace(sig.inputs[i].name, static_cast<int>(i));
+  }
+
+  void line(std::string_view text) {
+    ++line_;
+    if (text.find_first_not_of(" \t\r") == std::string_view::npos) return;
+    std::fill(kinds_.begin(), kinds_.end(), EntryKind::Absent);
+    std::fill(dtypes_.begin(), dtypes_.end(), DType::Undefined);
+    std::fill(floats_.begin(), floats_.end(), 0.0);
+    std::fill(values_.begin(), values_.end(), -1);
+    LineParser p(text, trace_.file, line_);
+    parse(p);
+    trace_.calls.push_back(intern());
+  }
+
+  Trace finish() {
+    // A rank-0 input keeps one kind for the whole trace, as a Python program
+    // passes either a float or a tensor there.
+    const size_t n = trace_.num_inputs;
+    for (size_t i = 0; i < n && !trace_.calls.empty(); ++i) {
+      auto is_tensor = [&](uint32_t row) { return trace_.kinds[row * n + i] == EntryKind::Tensor; };
+      bool first = is_tensor(trace_.calls[0]);
+      bool consistent = true;
+      for (uint32_t r = 0; r < trace_.distinct_count; ++r) consistent &= is_tensor(r) == first;
+      for (size_t c = 0; !consistent && c < trace_.calls.size(); ++c)
+        if (is_tensor(trace_.calls[c]) != first)
+          throw InputError(trace_.file + ": call " + std::to_string(c) + ": input '" + sig_.inputs[i].name +
+                           "' is a " + (first ? "scalar" : "tensor") + " here but a " +
+                           (first ? "tensor" : "scalar") + " on the first call");
+    }
+    return std::move(trace_);
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& input, const std::string& expected, const std::string& actual) const {
+    throw InputError(where() + ": input '" + input + "': expected " + expected + ", actual " + actual);
+  }
+  std::string where() const { return trace_.file + ":" + std::to_string(line_); }
 
   void parse(LineParser& p) {
     p.expect('{', "at the start of a call");
     if (!p.eat('}')) {
+      int previous = -1;
       do {
-        std::string name = p.string();
+        std::string_view name = p.string(name_scratch_);
         p.expect(':', "after an input name");
-        int idx = sig_.find_input(name);
+        int idx = find_input(name, previous);
         if (idx < 0) {
           std::string known;
           for (const auto& in : sig_.inputs) known += (known.empty() ? "" : ", ") + in.name;
-          throw InputError(file_ + ":" + std::to_string(line_) + ": unknown input '" + name +
-                           "' (the model's inputs: " + known + ")");
+          throw InputError(where() + ": unknown input '" + std::string(name) + "' (the model's inputs: " + known +
+                           ")");
         }
-        if (rec_.kinds[idx] != EntryKind::Absent)
-          throw InputError(file_ + ":" + std::to_string(line_) + ": input '" + name + "' given twice");
+        if (kinds_[idx] != EntryKind::Absent)
+          throw InputError(where() + ": input '" + std::string(name) + "' given twice");
         entry(p, idx);
+        previous = idx;
       } while (p.eat(','));
       p.expect('}', "after the last input");
     }
     if (!p.at_end()) p.fail("unexpected text after the call: " + p.got());
     for (size_t i = 0; i < sig_.inputs.size(); ++i)
-      if (rec_.kinds[i] == EntryKind::Absent)
-        throw InputError(file_ + ":" + std::to_string(line_) + ": input '" + sig_.inputs[i].name +
-                         "' is missing");
-    check_facts();
+      if (kinds_[i] == EntryKind::Absent)
+        throw InputError(where() + ": input '" + sig_.inputs[i].name + "' is missing");
   }
 
-  CallRecord take() { return std::move(rec_); }
+  // Lines usually list the inputs in the model's order: try the one after the
+  // previous entry's before hashing the name.
+  int find_input(std::string_view name, int previous) const {
+    size_t next = static_cast<size_t>(previous + 1);
+    if (next < sig_.inputs.size() && sig_.inputs[next].name == name) return static_cast<int>(next);
+    auto it = input_index_.find(name);
+    return it == input_index_.end() ? -1 : it->second;
+  }
 
- private:
   void entry(LineParser& p, int idx) {
     const InputSignature& in = sig_.inputs[idx];
-    p.expect('{', "to open the entry of input '" + in.name + "'");
-    std::optional<std::vector<int64_t>> shape;
-    std::optional<std::string> dtype;
+    if (!p.eat('{')) p.missing('{', "to open the entry of input '" + in.name + "'");
+    bool has_shape = false;
+    std::optional<std::string_view> dtype;
     bool has_scalar = false;
     do {
-      std::string key = p.string();
-      p.expect(':', "after \"" + key + "\"");
+      std::string_view key = p.string(key_scratch_);
+      if (!p.eat(':')) p.missing(':', "after \"" + std::string(key) + "\"");
       if (key == "shape") {
-        shape.emplace();
+        has_shape = true;
+        shape_.clear();
         p.expect('[', "to open \"shape\"");
         if (!p.eat(']')) {
           do {
@@ -198,26 +286,26 @@ class CallBuilder {
             int64_t v = 0;
             p.number(is_int, v);
             if (!is_int || v < 0) p.fail("a size in \"shape\" must be a non-negative integer");
-            shape->push_back(v);
+            shape_.push_back(v);
           } while (p.eat(','));
           p.expect(']', "to close \"shape\"");
         }
       } else if (key == "dtype") {
-        dtype = p.string();
+        dtype = p.string(dtype_scratch_);
       } else if (key == "scalar") {
         has_scalar = true;
         scalar(p, idx);
       } else {
-        p.fail("unknown key \"" + key + "\" (expected \"shape\", \"dtype\" or \"scalar\")");
+        p.fail("unknown key \"" + std::string(key) + "\" (expected \"shape\", \"dtype\" or \"scalar\")");
       }
     } while (p.eat(','));
-    p.expect('}', "to close the entry of input '" + in.name + "'");
+    if (!p.eat('}')) p.missing('}', "to close the entry of input '" + in.name + "'");
     if (has_scalar) {
-      if (shape || dtype) fail(in.name, "either {\"scalar\": v} or {\"shape\", \"dtype\"}", "both");
+      if (has_shape || dtype) fail(in.name, "either {\"scalar\": v} or {\"shape\", \"dtype\"}", "both");
       return;
     }
-    if (!shape || !dtype) fail(in.name, "{\"shape\": [...], \"dtype\": ...}", shape ? "no dtype" : "no shape");
-    tensor(idx, *shape, *dtype);
+    if (!has_shape || !dtype) fail(in.name, "{\"shape\": [...], \"dtype\": ...}", has_shape ? "no dtype" : "no shape");
+    tensor(idx, *dtype);
   }
 
   void scalar(LineParser& p, int idx) {
@@ -226,8 +314,8 @@ class CallBuilder {
       fail(in.name, "a tensor of rank " + std::to_string(in.fixed.size()), "a scalar");
     bool is_true = p.literal("true");
     if (is_true || p.literal("false")) {
-      rec_.kinds[idx] = EntryKind::BoolScalar;
-      rec_.floats[idx] = is_true ? 1.0 : 0.0;
+      kinds_[idx] = EntryKind::BoolScalar;
+      floats_[idx] = is_true ? 1.0 : 0.0;
       return;
     }
     bool is_int;
@@ -236,46 +324,45 @@ class CallBuilder {
     bool int_input = is_integer(in.dtype);
     if (int_input && !is_int) fail(in.name, "an int scalar (" + torch_dtype_name(in.dtype) + ")", format_float(v));
     if (int_input) {
-      rec_.kinds[idx] = EntryKind::IntScalar;
-      rec_.class_values[in.scalar_class] = iv;
+      kinds_[idx] = EntryKind::IntScalar;
+      values_[in.scalar_class] = iv;
     } else {
-      rec_.kinds[idx] = EntryKind::FloatScalar;
-      rec_.floats[idx] = v;
+      kinds_[idx] = EntryKind::FloatScalar;
+      floats_[idx] = v;
     }
   }
 
-  void tensor(int idx, const std::vector<int64_t>& shape, const std::string& dtype_text) {
+  void tensor(int idx, std::string_view dtype_text) {
     const InputSignature& in = sig_.inputs[idx];
     auto dt = trace_dtype(dtype_text);
-    if (!dt) throw InputError(file_ + ":" + std::to_string(line_) + ": input '" + in.name + "': unknown dtype '" +
-                              dtype_text + "'");
+    if (!dt) throw InputError(where() + ": input '" + in.name + "': unknown dtype '" + std::string(dtype_text) + "'");
     if (in.dtype != DType::Undefined && *dt != in.dtype)
       fail(in.name, "dtype " + torch_dtype_name(in.dtype), torch_dtype_name(*dt));
-    if (shape.size() != in.fixed.size())
-      fail(in.name, "rank " + std::to_string(in.fixed.size()), "rank " + std::to_string(shape.size()) + " " +
-                                                                     shape_text(shape));
-    rec_.kinds[idx] = EntryKind::Tensor;
-    rec_.dtypes[idx] = *dt;
-    for (size_t d = 0; d < shape.size(); ++d) {
-      if (in.fixed[d] && *in.fixed[d] != shape[d])
+    if (shape_.size() != in.fixed.size())
+      fail(in.name, "rank " + std::to_string(in.fixed.size()), "rank " + std::to_string(shape_.size()) + " " +
+                                                                     shape_text(shape_));
+    kinds_[idx] = EntryKind::Tensor;
+    dtypes_[idx] = *dt;
+    for (size_t d = 0; d < shape_.size(); ++d) {
+      if (in.fixed[d] && *in.fixed[d] != shape_[d])
         fail(in.name, "size " + std::to_string(*in.fixed[d]) + " at dim " + std::to_string(d) + " (fixed by the model)",
-             std::to_string(shape[d]));
+             std::to_string(shape_[d]));
       int c = in.dim_class[d];
       if (c < 0) continue;
-      int64_t& slot = rec_.class_values[c];
-      if (slot >= 0 && slot != shape[d]) {
+      int64_t& slot = values_[c];
+      if (slot >= 0 && slot != shape_[d]) {
         auto [oi, od] = first_source(c);
         fail(in.name, "size " + std::to_string(slot) + " at dim " + std::to_string(d) + " (the model names it '" +
                           sig_.class_symbol[c] + "', like " + sig_.source_str(oi, od) + ")",
-             std::to_string(shape[d]));
+             std::to_string(shape_[d]));
       }
-      slot = shape[d];
+      slot = shape_[d];
     }
   }
 
   std::pair<int, int> first_source(int c) const {
     for (auto [i, d] : sig_.class_sources[c])
-      if (rec_.kinds[i] != EntryKind::Absent) return {i, d};
+      if (kinds_[i] != EntryKind::Absent) return {i, d};
     return sig_.class_sources[c].front();
   }
 
@@ -285,22 +372,61 @@ class CallBuilder {
     return t + "]";
   }
 
+  // Facts are checked once per distinct call: a call that fails one is never stored.
   void check_facts() const {
     if (sig_.facts.empty()) return;
     std::map<std::string, int64_t> env;
-    for (int c = 0; c < sig_.num_classes(); ++c) env[sig_.class_symbol[c]] = rec_.class_values[c];
+    for (int c = 0; c < sig_.num_classes(); ++c) env[sig_.class_symbol[c]] = values_[c];
     for (const auto& f : sig_.facts) {
       auto v = f.expr.evaluate(env);
       if (v && *v % f.modulus != 0)
-        throw InputError(file_ + ":" + std::to_string(line_) + ": " + f.node + " needs (" + f.expr.str() + ") % " +
-                         std::to_string(f.modulus) + " == 0, actual " + f.expr.str() + " = " + std::to_string(*v));
+        throw InputError(where() + ": " + f.node + " needs (" + f.expr.str() + ") % " + std::to_string(f.modulus) +
+                         " == 0, actual " + f.expr.str() + " = " + std::to_string(*v));
     }
   }
 
+  // The row of the scratch call, appended when it is new. Floats compare
+  // bitwise, so the row set never merges calls the guards could tell apart.
+  uint32_t intern() {
+    uint64_t h = 0x243F6A8885A308D3ull;
+    auto mix = [&h](uint64_t x) {
+      h = (h ^ x) * 0x9E3779B97F4A7C15ull;
+      h ^= h >> 29;
+    };
+    for (size_t i = 0; i < kinds_.size(); ++i) {
+      mix(static_cast<uint64_t>(kinds_[i]) | static_cast<uint64_t>(static_cast<uint32_t>(dtypes_[i])) << 8);
+      mix(std::bit_cast<uint64_t>(floats_[i]));
+    }
+    for (int64_t v : values_) mix(static_cast<uint64_t>(v));
+    const size_t n = trace_.num_inputs, k = trace_.num_classes;
+    int64_t found = rows_.find(h, [&](uint32_t row) {
+      return std::equal(kinds_.begin(), kinds_.end(), trace_.kinds.begin() + row * n) &&
+             std::equal(dtypes_.begin(), dtypes_.end(), trace_.dtypes.begin() + row * n) &&
+             (n == 0 || std::memcmp(floats_.data(), trace_.floats.data() + row * n, n * sizeof(double)) == 0) &&
+             std::equal(values_.begin(), values_.end(), trace_.class_values.begin() + row * k);
+    });
+    if (found >= 0) return static_cast<uint32_t>(found);
+    check_facts();
+    trace_.kinds.insert(trace_.kinds.end(), kinds_.begin(), kinds_.end());
+    trace_.dtypes.insert(trace_.dtypes.end(), dtypes_.begin(), dtypes_.end());
+    trace_.floats.insert(trace_.floats.end(), floats_.begin(), floats_.end());
+    trace_.class_values.insert(trace_.class_values.end(), values_.begin(), values_.end());
+    rows_.insert(h);
+    return static_cast<uint32_t>(trace_.distinct_count++);
+  }
+
   const ModelSignature& sig_;
-  const std::string& file_;
-  size_t line_;
-  CallRecord rec_;
+  Trace trace_;
+  size_t line_ = 0;
+  std::unordered_map<std::string_view, int> input_index_;
+  RowSet rows_;
+  // The line being parsed: its row and the strings that needed unescaping.
+  std::vector<EntryKind> kinds_;
+  std::vector<DType> dtypes_;
+  std::vector<double> floats_;
+  std::vector<int64_t> values_;
+  std::vector<int64_t> shape_;
+  std::string name_scratch_, key_scratch_, dtype_scratch_;
 };
 
 // Divisibility a Reshape with an inferred (-1) dim needs from its input's size.
@@ -393,54 +519,38 @@ ModelSignature build_signature(const Graph& g, const ShapeInfo& info) {
 }
 
 Trace parse_trace(std::string_view text, const std::string& file, const ModelSignature& sig) {
-  Trace trace;
-  trace.file = file;
-  std::unordered_map<std::string_view, uint32_t> seen;
-  size_t lines = static_cast<size_t>(std::count(text.begin(), text.end(), '\n')) + 1;
-  seen.reserve(lines);
-  trace.calls.reserve(lines);
-  size_t line_no = 0;
+  TraceBuilder builder(file, sig);
   size_t pos = 0;
   while (pos < text.size()) {
     size_t end = text.find('\n', pos);
     if (end == std::string_view::npos) end = text.size();
-    std::string_view line = text.substr(pos, end - pos);
+    builder.line(text.substr(pos, end - pos));
     pos = end + 1;
-    ++line_no;
-    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
-    auto [it, fresh] = seen.emplace(line, static_cast<uint32_t>(trace.distinct.size()));
-    if (fresh) {
-      LineParser p(line, file, line_no);
-      CallBuilder b(sig, file, line_no);
-      b.parse(p);
-      trace.distinct.push_back(b.take());
-    }
-    trace.calls.push_back(it->second);
   }
-  // A rank-0 input keeps one kind for the whole trace, as a Python program
-  // passes either a float or a tensor there.
-  for (size_t i = 0; i < sig.inputs.size(); ++i) {
-    if (trace.distinct.empty()) break;
-    EntryKind first = trace.distinct[trace.calls[0]].kinds[i];
-    bool consistent = true;
-    for (const CallRecord& rec : trace.distinct)
-      consistent &= (rec.kinds[i] == EntryKind::Tensor) == (first == EntryKind::Tensor);
-    for (size_t c = 0; !consistent && c < trace.calls.size(); ++c) {
-      EntryKind k = trace.distinct[trace.calls[c]].kinds[i];
-      if ((k == EntryKind::Tensor) != (first == EntryKind::Tensor))
-        throw InputError(file + ": call " + std::to_string(c) + ": input '" + sig.inputs[i].name + "' is a " +
-                         (k == EntryKind::Tensor ? "tensor" : "scalar") + " here but a " +
-                         (first == EntryKind::Tensor ? "tensor" : "scalar") + " on the first call");
-    }
-  }
-  return trace;
+  return builder.finish();
 }
 
 Trace read_trace(const std::string& path, const ModelSignature& sig) {
-  std::ifstream f(path, std::ios::binary);
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
   if (!f) throw InputError(path + ": cannot open trace file");
-  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  return parse_trace(text, path, sig);
+  TraceBuilder builder(path, sig);
+  // Read in blocks, so a trace of any length takes one block of memory, not its size.
+  std::vector<char> buf(size_t{1} << 20);
+  size_t held = 0;  // bytes of an unfinished line at the front of buf
+  while (true) {
+    if (held == buf.size()) buf.resize(buf.size() * 2);
+    size_t got = std::fread(buf.data() + held, 1, buf.size() - held, f.get());
+    if (got == 0) break;
+    std::string_view text(buf.data(), held + got);
+    size_t pos = 0;
+    for (size_t end; (end = text.find('\n', pos)) != std::string_view::npos; pos = end + 1)
+      builder.line(text.substr(pos, end - pos));
+    held = text.size() - pos;
+    std::memmove(buf.data(), buf.data() + pos, held);
+  }
+  if (std::ferror(f.get())) throw InputError(path + ": cannot read trace file");
+  if (held) builder.line(std::string_view(buf.data(), held));
+  return builder.finish();
 }
 
 std::string torch_dtype_name(DType t) {

@@ -3,9 +3,10 @@
 //
 // A trace is JSON Lines, one call per line, mapping each model input to a
 // tensor {"shape": [8, 24], "dtype": "float32"} or a scalar {"scalar": 0.0033}
-// (a JSON integer is an int scalar, true/false a bool scalar). Identical lines
-// are parsed once; a million-line trace of a training loop has few distinct
-// calls (except for float scalars that change every step).
+// (a JSON integer is an int scalar, true/false a bool scalar). Equal calls are
+// stored once: a million-line trace of a training loop has few distinct calls
+// (except for float scalars that change every step), and the distinct ones
+// live in flat arrays rather than a million small vectors.
 //
 // Sizes are tracked per dim class: the dims of the model's inputs that the
 // model says are equal (the same dim_param) form one class, each int scalar
@@ -15,6 +16,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "src/ir/graph.h"
@@ -55,18 +57,32 @@ ModelSignature build_signature(const Graph& g, const ShapeInfo& info);
 
 enum class EntryKind : uint8_t { Absent, Tensor, FloatScalar, IntScalar, BoolScalar };
 
-// One distinct call: per input its kind, dtype, float value; per class its value.
+// One distinct call, viewed in its trace's arrays: per input its kind, dtype
+// and float value; per class its value.
 struct CallRecord {
-  std::vector<EntryKind> kinds;
-  std::vector<DType> dtypes;
-  std::vector<double> floats;     // float and bool scalars' values
-  std::vector<int64_t> class_values;  // size or int scalar value per class
+  const EntryKind* kinds;
+  const DType* dtypes;
+  const double* floats;         // float and bool scalars' values
+  const int64_t* class_values;  // size or int scalar value per class (-1: no input gives it)
 };
 
+// The distinct calls as rows of struct-of-arrays storage: row r holds
+// kinds/dtypes/floats[r * num_inputs ...] and class_values[r * num_classes ...].
 struct Trace {
   std::string file;
-  std::vector<CallRecord> distinct;
-  std::vector<uint32_t> calls;  // per call (trace order): index into distinct
+  size_t num_inputs = 0;
+  size_t num_classes = 0;
+  size_t distinct_count = 0;
+  std::vector<EntryKind> kinds;
+  std::vector<DType> dtypes;
+  std::vector<double> floats;
+  std::vector<int64_t> class_values;
+  std::vector<uint32_t> calls;  // per call (trace order): its row
+
+  CallRecord distinct(uint32_t row) const {
+    return {kinds.data() + row * num_inputs, dtypes.data() + row * num_inputs, floats.data() + row * num_inputs,
+            class_values.data() + row * num_classes};
+  }
 };
 
 // Reads and validates a trace. A malformed line or an entry that contradicts
