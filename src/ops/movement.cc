@@ -359,8 +359,9 @@ struct SliceSpec {
   Dims starts, ends;
 };
 
-// Reads starts/ends/axes/steps (inputs 1..4). Fills `known` = false when axes or
-// steps are not compile-time constants (the starts and ends may be symbolic).
+// Reads starts/ends/axes/steps (inputs 1..4); nullopt when starts or ends have
+// no known contents or axes or steps are not compile-time constants (starts
+// and ends may be symbolic).
 std::optional<SliceSpec> slice_spec(InferContext& ctx, int64_t rank) {
   auto starts = input_values(ctx, 1), ends = input_values(ctx, 2);
   if (!starts || !ends) return std::nullopt;
@@ -617,7 +618,13 @@ void infer_expand(InferContext& ctx) {
   const Type& in = ctx.input_type(0);
   auto shape = input_values(ctx, 1);
   if (!shape) {
-    ctx.set_output_type(0, Type::tensor_unranked(in.dtype()));
+    // A shape of known length still fixes the rank.
+    const Type& st = ctx.input_type(1);
+    if (st.has_rank() && st.rank() == 1 && st.shape()[0].is_static())
+      ctx.set_output_type(0, Type::tensor(in.dtype(), Dims(std::max<size_t>(in.rank(), st.shape()[0].value()),
+                                                           Dim::unknown())));
+    else
+      ctx.set_output_type(0, Type::tensor_unranked(in.dtype()));
     return;
   }
   ctx.set_output_type(0, Type::tensor(in.dtype(), broadcast_dims(ctx, {in.shape(), *shape})));

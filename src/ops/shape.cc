@@ -492,26 +492,18 @@ void infer_range(InferContext& ctx) {
 
 std::vector<Tensor> eval_range(EvalContext& ctx) {
   const Node& n = ctx.node();
-  const Tensor& ts = ctx.input(0);
-  DType dt = ts.dtype();
-  Tensor out;
-  if (is_float(dt)) {
-    double s = range_scalar(n, ts, "start"), l = range_scalar(n, ctx.input(1), "limit");
-    double d = range_scalar(n, ctx.input(2), "delta");
-    if (d == 0) ctx.fail("delta must not be 0");
-    int64_t len = std::max<int64_t>(static_cast<int64_t>(std::ceil((l - s) / d)), 0);
-    out = Tensor(dt, {len});
-    for (int64_t i = 0; i < len; ++i) out.set_f64(i, s + static_cast<double>(i) * d);
-  } else {
-    range_scalar(n, ts, "start");
-    range_scalar(n, ctx.input(1), "limit");
-    range_scalar(n, ctx.input(2), "delta");
-    int64_t s = ts.get_i64(0), l = ctx.input(1).get_i64(0), d = ctx.input(2).get_i64(0);
-    if (d == 0) ctx.fail("delta must not be 0");
-    Dim len = *range_length(Dim(s), Dim(l), Dim(d));
-    out = Tensor(dt, {len.value()});
-    for (int64_t i = 0; i < len.value(); ++i) out.set_i64(i, s + i * d);
+  const Tensor &ts = ctx.input(0), &tl = ctx.input(1), &td = ctx.input(2);
+  double s = range_scalar(n, ts, "start"), l = range_scalar(n, tl, "limit"), d = range_scalar(n, td, "delta");
+  if (d == 0) ctx.fail("delta must not be 0");
+  if (is_float(ts.dtype())) {
+    Tensor out(ts.dtype(), {std::max<int64_t>(static_cast<int64_t>(std::ceil((l - s) / d)), 0)});
+    for (int64_t i = 0; i < out.numel(); ++i) out.set_f64(i, s + static_cast<double>(i) * d);
+    return {out};
   }
+  // Integers exactly, without the detour through double.
+  int64_t is = ts.get_i64(0), id = td.get_i64(0);
+  Tensor out(ts.dtype(), {range_length(Dim(is), Dim(tl.get_i64(0)), Dim(id))->value()});
+  for (int64_t i = 0; i < out.numel(); ++i) out.set_i64(i, is + i * id);
   return {out};
 }
 

@@ -75,6 +75,19 @@ TEST(MovementOps, GatherElementsAndGatherND) {
   EXPECT_EQ(floats(out[1]), (std::vector<double>{5, 1}));
 }
 
+TEST(MovementOps, UnrankedInputsGiveUnrankedOutputs) {
+  OpGraph t;
+  Value* d = t.input("d", Type::tensor_unranked(DType::F32));
+  Value* i = t.input("i", tensor_type(DType::I64, {"2"}));
+  Value* g = t.op("Gather", {d, i});
+  Value* s = t.op("Slice", {d, t.ints1({0}), t.ints1({1})});
+  Value* c = t.op("Concat", {d, d}, {{"axis", Attribute::of_int(0)}});
+  t.infer();
+  EXPECT_EQ(g->type().str(), "f32[*]");
+  EXPECT_EQ(s->type().str(), "f32[*]");
+  EXPECT_EQ(c->type().str(), "f32[*]");
+}
+
 TEST(MovementOps, ScatterElementsAndScatterNDWithReductions) {
   OpGraph t(18);
   Value* d = t.input("d", tensor_type(DType::F32, {"2", "3"}));
@@ -194,11 +207,13 @@ TEST(MovementOps, ExpandAndTileFromShapeValues) {
   Value* e = t.op("Expand", {row, t.op("Shape", {x})});
   Value* up = t.op("Expand", {row, t.ints1({3, 1, 1})});
   Value* tl = t.op("Tile", {x, t.ints1({2, 3})});
+  Value* runtime = t.op("Expand", {row, t.input("shape", tensor_type(DType::I64, {"3"}))});
   t.infer();
+  EXPECT_EQ(runtime->type().str(), "f32[?, ?, ?]");
   EXPECT_EQ(e->type().str(), "f32[batch, seq]");
   EXPECT_EQ(up->type().str(), "f32[3, 1, seq]");
   EXPECT_EQ(tl->type().str(), "f32[batch*2, seq*3]");
-  auto out = t.run({e, tl}, {{"x", iota_f32({2, 2})}, {"row", iota_f32({1, 2})}});
+  auto out = t.run({e, tl}, {{"x", iota_f32({2, 2})}, {"row", iota_f32({1, 2})}, {"shape", testing::i64({1, 1, 2}, {3})}});
   EXPECT_EQ(floats(out[0]), (std::vector<double>{0, 1, 0, 1}));
   EXPECT_EQ(out[1].shape(), (std::vector<int64_t>{4, 6}));
   EXPECT_EQ(out[1].get_f64(5), 1);

@@ -238,10 +238,9 @@ TEST(ShapeOps, DropoutAtInferenceIsIdentityWithTrueMask) {
 TEST(ShapeOps, DropoutInTrainingScalesKeptElements) {
   OpGraph t;
   Value* x = t.input("x", tensor_type(DType::F32, {"1000"}));
-  Value* train = t.g.add_initializer("train", Tensor(DType::Bool, {}));
   Tensor on(DType::Bool, {});
   on.set_i64(0, 1);
-  train->set_initializer(on);
+  Value* train = t.g.add_initializer("train", on);
   Node* d = t.node("Dropout", {x, t.g.add_initializer("ratio", Tensor::from_f32({0.5f}, {})), train}, 2,
                    {{"seed", Attribute::of_int(3)}});
   Tensor ones(DType::F32, {1000});
