@@ -28,6 +28,8 @@ constexpr int kMaxDepth = 64;
 constexpr int64_t kMaxListElements = 64;
 // Dims longer than this are refused: SymExpr's parser recurses per character.
 constexpr size_t kMaxDimText = 256;
+// Symbol mentions allowed in one dim (see symbol_mentions).
+constexpr int kMaxDimSymbols = 24;
 
 // ---- Spelling shared by printer and parser -----------------------------------
 
@@ -623,6 +625,7 @@ class Parser {
     };
     if (text.size() > kMaxDimText) bad(" (too long)");
     if (!dim_fits_int64(text)) bad(" (too large)");
+    if (symbol_mentions(text) > kMaxDimSymbols) bad(" (too complex)");
     auto expr = SymExpr::parse(text);
     if (!expr) bad("");
     if (expr->is_constant() && expr->constant_value() < 0) bad(" (negative)");
@@ -650,6 +653,16 @@ class Parser {
       }
     }
     return log2_bound < 62;
+  }
+
+  // Products of sums expand into up to 3^(mentions/3) terms; the cap keeps a
+  // crafted dim from taking seconds to canonicalize.
+  static int symbol_mentions(const std::string& text) {
+    int n = 0;
+    for (size_t i = 0; i < text.size(); ++i)
+      if (is_ident_start(text[i]) && (i == 0 || !(std::isalnum(static_cast<unsigned char>(text[i - 1])) || text[i - 1] == '_')))
+        ++n;
+    return n;
   }
 
   // A tensor type whose dims are all static, for consts and tensor attributes.

@@ -278,7 +278,7 @@ TEST(TextIr, Errors) {
   for (const auto& [text, msg] : cases) EXPECT_EQ(parse_error(text), msg) << text;
 }
 
-TEST(TextIr, NestingIsCapped) {
+TEST(TextIr, NestingAndDimComplexityAreCapped) {
   std::string regions = "graph g {\n  input %c: bool[]\n";
   for (int i = 0; i < 70; ++i) regions += "%r" + std::to_string(i) + " = If(%c) {b = graph b {\n";
   EXPECT_NE(parse_error(regions).find("regions nested deeper than 64"), std::string::npos);
@@ -288,6 +288,14 @@ TEST(TextIr, NestingIsCapped) {
   std::string parens = "graph g {\n  input %x: f32[";
   for (int i = 0; i < 100000; ++i) parens += "(";
   EXPECT_NE(parse_error(parens + "]\n}").find("(too long)"), std::string::npos);
+  // 24 symbols in products of sums: 3^8 terms, still quick; 27 symbols are refused.
+  std::string product, names = "abcdefghijklmnopqrstuvwxyzABCDEFG";
+  for (int f = 0; f < 8; ++f)
+    product += std::string(f ? "*" : "") + "(" + names[3 * f] + "+" + names[3 * f + 1] + "+" + names[3 * f + 2] + ")";
+  auto big = parse_model("graph g {\n  input %x: f32[" + product + "]\n}");
+  EXPECT_EQ(big->graph->inputs()[0]->type().shape()[0].expr().symbols().size(), 24u);
+  EXPECT_NE(parse_error("graph g {\n  input %x: f32[" + product + "*(y+z+A)]\n}").find("(too complex)"),
+            std::string::npos);
   std::string minus = "graph g {\n  input %x: f32[";
   for (int i = 0; i < 100000; ++i) minus += "-";
   EXPECT_NE(parse_error(minus + "1]\n}").find("(too long)"), std::string::npos);
