@@ -9,7 +9,7 @@ TCC_BUILD=${TCC_BUILD:-$TCC_ROOT/build}
 TCC_APT_PACKAGES=(cmake ninja-build g++ pkg-config ccache
   libcli11-dev libspdlog-dev libfmt-dev libprotobuf-dev protobuf-compiler libonnx-dev
   nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev)
-TCC_PY_PACKAGES=(onnx numpy onnxruntime)
+TCC_PY_PACKAGES=(onnx numpy onnxruntime jsonschema)
 
 tcc_log() { printf '\033[1m[tcc]\033[0m %s\n' "$*"; }
 
@@ -31,7 +31,7 @@ tcc_install_python() {
     tcc_log "creating Python environment in $TCC_VENV"
     python3 -m venv "$TCC_VENV"
   fi
-  if ! "$TCC_VENV/bin/python" -c "import onnx, numpy, onnxruntime" 2>/dev/null; then
+  if ! "$TCC_VENV/bin/python" -c "import onnx, numpy, onnxruntime, jsonschema" 2>/dev/null; then
     tcc_log "installing Python packages: ${TCC_PY_PACKAGES[*]}"
     "$TCC_VENV/bin/pip" install -q --disable-pip-version-check "${TCC_PY_PACKAGES[@]}"
   fi
