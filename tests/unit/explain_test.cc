@@ -3,6 +3,10 @@
 // knows only the ops each test names.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
 #include "src/analysis/advice.h"
 #include "src/analysis/explain_report.h"
 
@@ -208,6 +212,50 @@ TEST(ExplainTrace, ContradictionsAreInputErrors) {
             "t.jsonl:2: unknown input 'y' (the model's inputs: x)");
   EXPECT_EQ(err("{}"), "t.jsonl:2: input 'x' is missing");
   EXPECT_EQ(err("{\"x\": {\"scalar\": 1.0}}"), "t.jsonl:2: input 'x': expected a tensor of rank 2, actual a scalar");
+}
+
+TEST(ExplainTrace, EqualCallsShareOneRowHoweverWritten) {
+  SimCase sc(true);
+  std::string t = "{\"x\": {\"shape\": [4, 4], \"dtype\": \"float32\"}, \"lr\": {\"scalar\": 0.01}}\n"
+                  "{\"lr\":{\"scalar\":0.010},\"x\":{\"dtype\":\"float32\",\"shape\":[4,4]}}\n"
+                  "\n"
+                  "{\"x\": {\"shape\": [4, 4], \"dtype\": \"float32\"}, \"lr\": {\"scalar\": 0.02}}\n"
+                  "{\"x\": {\"shape\": [4, 8], \"dtype\": \"float32\"}, \"lr\": {\"scalar\": 0.01}}";
+  Trace trace = parse_trace(t, "t.jsonl", sc.sig);
+  EXPECT_EQ(trace.calls, (std::vector<uint32_t>{0, 0, 1, 2}));
+  ASSERT_EQ(trace.distinct_count, 3u);
+  CallRecord third = trace.distinct(2);
+  EXPECT_EQ(third.kinds[0], EntryKind::Tensor);
+  EXPECT_EQ(third.kinds[1], EntryKind::FloatScalar);
+  EXPECT_EQ(third.floats[1], 0.01);
+  EXPECT_EQ(third.class_values[sc.sig.inputs[0].dim_class[1]], 8);
+}
+
+// A trace file is read in 1 MiB blocks: lines that cross a block boundary, a
+// blank line and a last line without a newline read as parse_trace reads the text.
+TEST(ExplainTrace, FileReadInBlocksMatchesText) {
+  SimCase sc(false);
+  std::string t;
+  for (int i = 0; t.size() < 3u << 20; ++i) t += i == 5000 ? "\n" : call(8, 2 + i % 700);
+  std::string bad = "{\"x\": {\"shape\": [8], \"dtype\": \"float32\"}}";
+  size_t lines = static_cast<size_t>(std::count(t.begin(), t.end(), '\n'));
+  std::string path = (std::filesystem::temp_directory_path() / "tcc_explain_blocks.jsonl").string();
+  std::ofstream(path, std::ios::binary) << t << call(8, 3).substr(0, call(8, 3).size() - 1);
+  Trace file = read_trace(path, sc.sig);
+  Trace text = parse_trace(t + call(8, 3), path, sc.sig);
+  EXPECT_EQ(file.calls.size(), lines);
+  EXPECT_EQ(file.calls, text.calls);
+  EXPECT_EQ(file.class_values, text.class_values);
+  EXPECT_EQ(file.distinct_count, 700u);
+  std::ofstream(path, std::ios::binary) << t << bad;
+  try {
+    read_trace(path, sc.sig);
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              path + ":" + std::to_string(lines + 1) + ": input 'x': expected rank 2, actual rank 1 [8]");
+  }
+  std::filesystem::remove(path);
 }
 
 }  // namespace
