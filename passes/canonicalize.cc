@@ -1,0 +1,176 @@
+// canonicalize: puts the graph in the one spelling later passes match on, and
+// drops ops that do nothing.
+//
+// Rewrites (a rule table, applied to a fixed point):
+//   Add(c, x) -> Add(x, c)            constants of commutative ops go right
+//   Identity(x) -> x
+//   Dropout(x) -> x                   inference mode, mask unused
+//   Cast(x, to=dtype(x)) -> x
+//   Reshape(Reshape(x, s1), s2) -> Reshape(x, s2)
+//   Squeeze(Unsqueeze(x, a), a) -> x, Unsqueeze(Squeeze(x, a), a) -> x
+//   Transpose(Transpose(x, p), q) -> Transpose(x, p[q]); Transpose(x, identity) -> x
+//
+// Expects: a verified graph; types make more rules fire (Cast needs x's
+// dtype, axes and default perms need ranks) but none is required.
+// Leaves alone: main-graph outputs (an Identity that names an output stays),
+// rewrites that would change a value's type, Dropout in training mode or
+// with its mask read, Reshape chains whose outer shape has a 0 entry (it
+// copies a dim of the inner result), and ops in non-default domains.
+#include <algorithm>
+#include <set>
+
+#include "passes/rewrite.h"
+
+namespace tcc {
+
+namespace {
+
+bool is_const(const Value* v) { return constant_value(v).has_value(); }
+
+// Add(c, x) -> Add(x, c). Only ops whose result is bitwise the same either way
+// round (Max/Min are not: their NaN handling depends on the operand order).
+bool constant_to_right(Node& n, Rewriter& rw) {
+  if (n.num_inputs() != 2 || !is_const(n.input(0)) || is_const(n.input(1))) return false;
+  Value* c = n.input(0);
+  rw.set_input(n, 0, n.input(1));
+  rw.set_input(n, 1, c);
+  return true;
+}
+
+// Identity(x) -> x
+bool remove_identity(Node& n, Rewriter& rw) { return rw.replace(n.output(0), n.input(0)); }
+
+// Dropout(x) -> x when it cannot be training: training_mode (opset 12+, the
+// only Dropout tcc registers) absent or a constant false, and no mask read.
+bool remove_inference_dropout(Node& n, Rewriter& rw) {
+  if (n.opset() < 12) return false;
+  if (n.has_input(2)) {
+    std::optional<double> training = scalar_constant(n.input(2));
+    if (!training || *training != 0) return false;
+  }
+  if (n.num_outputs() > 1 && rw.num_uses(n.output(1)) != 0) return false;
+  return rw.replace(n.output(0), n.input(0));
+}
+
+// Cast(x, to=dtype(x)) -> x
+bool remove_noop_cast(Node& n, Rewriter& rw) {
+  const Type& t = n.input(0)->type();
+  if (!t.is_tensor() || !n.has_attr("to")) return false;
+  std::optional<DType> to = dtype_from_onnx(static_cast<int32_t>(n.get_int("to", 0)));
+  return to && *to == t.dtype() && rw.replace(n.output(0), n.input(0));
+}
+
+// Reshape(Reshape(x, s1), s2) -> Reshape(x, s2): the result's shape depends on
+// s2 and the element count only, unless s2 has a 0 (copy the inner dim) and
+// allowzero is off.
+bool fold_reshape_chain(Node& n, Rewriter& rw) {
+  const Node* inner = n.input(0)->producer();
+  if (!inner || inner->op_type() != "Reshape" || !inner->domain().empty()) return false;
+  if (n.get_int("allowzero", 0) == 0) {
+    std::optional<Tensor> shape = constant_value(n.input(1));
+    if (!shape) return false;
+    std::vector<int64_t> s = shape->to_i64_vector();
+    if (std::find(s.begin(), s.end(), 0) != s.end()) return false;
+  }
+  rw.set_input(n, 0, inner->input(0));
+  return true;
+}
+
+// Squeeze/Unsqueeze axes (an attribute before opset 13, input 1 since),
+// normalized against `rank`; nullopt when absent or not constant, or when a
+// negative axis meets an unknown rank.
+std::optional<std::set<int64_t>> axes_of(const Node& n, std::optional<int64_t> rank) {
+  std::vector<int64_t> axes;
+  if (n.opset() < 13) {
+    if (!n.has_attr("axes")) return std::nullopt;
+    axes = n.get_ints("axes");
+  } else {
+    std::optional<Tensor> t = n.has_input(1) ? constant_value(n.input(1)) : std::nullopt;
+    if (!t) return std::nullopt;
+    axes = t->to_i64_vector();
+  }
+  std::set<int64_t> out;
+  for (int64_t a : axes) {
+    if (a < 0 && !rank) return std::nullopt;
+    out.insert(a < 0 ? a + *rank : a);
+  }
+  return out;
+}
+
+std::optional<int64_t> rank_of(const Value* v) {
+  if (!v->type().is_tensor() || !v->type().has_rank()) return std::nullopt;
+  return static_cast<int64_t>(v->type().rank());
+}
+
+// Squeeze(Unsqueeze(x, a), a) -> x and Unsqueeze(Squeeze(x, a), a) -> x: both
+// axis lists index the tensor between the two ops.
+bool cancel_squeeze_pair(Node& n, Rewriter& rw) {
+  const std::string other = n.op_type() == "Squeeze" ? "Unsqueeze" : "Squeeze";
+  const Node* inner = n.input(0)->producer();
+  if (!inner || inner->op_type() != other || !inner->domain().empty()) return false;
+  std::optional<int64_t> mid_rank = rank_of(n.input(0));
+  auto a = axes_of(*inner, mid_rank), b = axes_of(n, mid_rank);
+  return a && b && *a == *b && rw.replace(n.output(0), inner->input(0));
+}
+
+// The perm a Transpose applies; its default reverses the dims.
+std::optional<std::vector<int64_t>> perm_of(const Node& n) {
+  if (n.has_attr("perm")) return n.get_ints("perm");
+  std::optional<int64_t> rank = rank_of(n.input(0));
+  if (!rank) return std::nullopt;
+  std::vector<int64_t> p(*rank);
+  for (int64_t i = 0; i < *rank; ++i) p[i] = *rank - 1 - i;
+  return p;
+}
+
+bool is_identity_perm(const std::vector<int64_t>& p) {
+  for (size_t i = 0; i < p.size(); ++i)
+    if (p[i] != static_cast<int64_t>(i)) return false;
+  return true;
+}
+
+// Transpose(Transpose(x, p), q) -> Transpose(x, p[q]); Transpose(x, identity) -> x.
+// Output dim i of the pair is dim q[i] of the inner result, which is dim p[q[i]] of x.
+bool simplify_transpose(Node& n, Rewriter& rw) {
+  std::optional<std::vector<int64_t>> q = perm_of(n);
+  if (!q) return false;
+  if (is_identity_perm(*q)) return rw.replace(n.output(0), n.input(0));
+  const Node* inner = n.input(0)->producer();
+  if (!inner || inner->op_type() != "Transpose" || !inner->domain().empty()) return false;
+  std::optional<std::vector<int64_t>> p = perm_of(*inner);
+  if (!p || p->size() != q->size()) return false;
+  std::vector<int64_t> composed;
+  for (int64_t i : *q) {
+    if (i < 0 || i >= static_cast<int64_t>(p->size())) return false;
+    composed.push_back((*p)[i]);
+  }
+  if (is_identity_perm(composed)) return rw.replace(n.output(0), inner->input(0));
+  rw.set_input(n, 0, inner->input(0));
+  n.set_attr("perm", Attribute::of_ints(composed));
+  return true;
+}
+
+const std::vector<RewriteRule> kRules = {
+    {"Add", "constants_moved_right", constant_to_right},        // Add(c, x) -> Add(x, c)
+    {"Mul", "constants_moved_right", constant_to_right},        // Mul(c, x) -> Mul(x, c)
+    {"And", "constants_moved_right", constant_to_right},        // And(c, x) -> And(x, c)
+    {"Or", "constants_moved_right", constant_to_right},         // Or(c, x) -> Or(x, c)
+    {"Xor", "constants_moved_right", constant_to_right},        // Xor(c, x) -> Xor(x, c)
+    {"Equal", "constants_moved_right", constant_to_right},      // Equal(c, x) -> Equal(x, c)
+    {"BitwiseAnd", "constants_moved_right", constant_to_right}, // BitwiseAnd(c, x) -> BitwiseAnd(x, c)
+    {"BitwiseOr", "constants_moved_right", constant_to_right},  // BitwiseOr(c, x) -> BitwiseOr(x, c)
+    {"BitwiseXor", "constants_moved_right", constant_to_right}, // BitwiseXor(c, x) -> BitwiseXor(x, c)
+    {"Identity", "identities_removed", remove_identity},        // Identity(x) -> x
+    {"Dropout", "dropouts_removed", remove_inference_dropout},  // Dropout(x) -> x (inference)
+    {"Cast", "casts_removed", remove_noop_cast},                // Cast(x: T, to=T) -> x
+    {"Reshape", "reshapes_folded", fold_reshape_chain},         // Reshape(Reshape(x, s1), s2) -> Reshape(x, s2)
+    {"Squeeze", "squeeze_pairs_removed", cancel_squeeze_pair},  // Squeeze(Unsqueeze(x, a), a) -> x
+    {"Unsqueeze", "squeeze_pairs_removed", cancel_squeeze_pair},// Unsqueeze(Squeeze(x, a), a) -> x
+    {"Transpose", "transposes_simplified", simplify_transpose}, // Transpose(Transpose(x, p), q) -> Transpose(x, p[q])
+};
+
+}  // namespace
+
+bool canonicalize(Graph& g, PassContext& ctx) { return apply_rewrites(g, kRules, ctx.stats); }
+
+}  // namespace tcc

@@ -1,0 +1,69 @@
+// What the rewrite-table passes share (canonicalize, simplify_algebra,
+// fold_transpose_matmul, fold_batchnorm_conv): a table of local rules keyed by
+// op type, a driver that applies them until nothing fires, and a Rewriter
+// through which rules change the graph, so that the two guarantees every
+// rewrite needs live in one place:
+//   - a main-graph output is never replaced (its name is the model's
+//     signature), and a value is only replaced by one of the same type;
+//   - nodes a rewrite left without users are erased, and only those (dead
+//     code that was there before is dce's business).
+#pragma once
+
+#include <optional>
+#include <string_view>
+#include <unordered_set>
+#include <vector>
+
+#include "passes/pass.h"
+
+namespace tcc {
+
+// The data of v when the model fixes it without running anything: an
+// initializer that is not also a graph input (an input's initializer is only a
+// default the caller may override), or the output of a Constant node.
+std::optional<Tensor> constant_value(const Value* v);
+
+// The one element of a constant with a single element, as double.
+std::optional<double> scalar_constant(const Value* v);
+
+// True when v is an output of the main graph.
+bool is_model_output(const Value* v);
+
+class Rewriter {
+ public:
+  explicit Rewriter(PassStats& stats) : stats_(stats) {}
+
+  // Redirects every read of `from` (node inputs, region reads, region
+  // outputs) to `to`. Refuses, changing nothing, when `from` is a main-graph
+  // output or the two types differ.
+  bool replace(Value* from, Value* to);
+  // n's input i becomes v; the old input's producer may become dead.
+  void set_input(Node& n, size_t i, Value* v);
+  // Reads of v: node inputs in v's graph and the regions under it, and graph
+  // outputs. Recounted on each call (rules ask rarely, graphs are small).
+  size_t num_uses(const Value* v) const;
+  // The rule fired: bumps its counter.
+  void count(std::string_view counter) { stats_.add(std::string(counter)); }
+
+  // Driver bookkeeping: nodes that may have lost their last user, and values
+  // already replaced (their producer is dead and no rule should match it).
+  std::unordered_set<Node*> maybe_dead;
+  std::unordered_set<const Value*> replaced;
+
+ private:
+  PassStats& stats_;
+};
+
+struct RewriteRule {
+  std::string_view op_type;
+  std::string_view counter;  // bumped each time the rule fires
+  // Rewrites the graph around n and returns true when its pattern matches.
+  bool (*apply)(Node& n, Rewriter& rw);
+};
+
+// Applies the rules to every node of g and its regions, in order, sweep after
+// sweep until none fires (at most kMaxSweeps), erasing after each sweep the
+// nodes the rewrites left unused. Returns whether anything changed.
+bool apply_rewrites(Graph& g, const std::vector<RewriteRule>& rules, PassStats& stats);
+
+}  // namespace tcc
