@@ -2,10 +2,11 @@
 // initializers.
 //
 // Shape inference (run here afresh, so the pass sees the graph as it is now)
-// records in ShapeInfo.consts every value it can compute at compile time:
-// nodes whose inputs are all constant, and values fixed by static shapes
+// records in ShapeInfo.consts every value it can compute at compile time
+// (nodes whose inputs are all constant, and values fixed by static shapes
 // alone, such as an exporter's Shape -> Gather -> Concat chain over an input
-// whose dims are static. A node is folded when all its outputs are such
+// whose dims are static), and in ShapeInfo.values the symbolic contents of
+// small integer tensors, which are constants too when every element is static. A node is folded when all its outputs are such
 // constants; each output some unfolded node (or a region, or a region output)
 // still reads becomes an initializer, and the folded nodes are erased. When a
 // dim is symbolic, Shape's result is not constant and the chain stays a
@@ -17,7 +18,7 @@
 // nodes (already constants; dce drops them once unused), nodes with an
 // output of the main graph (an initializer cannot keep the output's name)
 // and values over kMaxFoldElements elements (folding would bloat the model).
-#include <unordered_set>
+#include <unordered_map>
 
 #include "passes/rewrite.h"
 #include "src/shape/shape_inference.h"
@@ -28,23 +29,49 @@ namespace {
 
 constexpr int64_t kMaxFoldElements = 1 << 20;
 
-bool foldable(const Node& n, const ShapeInfo& info) {
-  if (n.op_type() == "Constant" || n.num_outputs() == 0 || !n.regions().empty()) return false;
-  for (const Value* out : n.outputs()) {
-    auto c = info.consts.find(out);
-    if (c == info.consts.end() || c->second.numel() > kMaxFoldElements || is_model_output(out)) return false;
+// Nodes to fold, with the values of their outputs.
+using Folded = std::unordered_map<const Node*, std::vector<Tensor>>;
+
+// v's compile-time value: a constant shape inference folded, or the symbolic
+// contents of a small integer tensor when every element is static (Gather of
+// a static dim from the Shape of a tensor whose other dims are symbolic).
+std::optional<Tensor> known_value(const Value* v, const ShapeInfo& info) {
+  if (auto c = info.consts.find(v); c != info.consts.end()) return c->second;
+  auto vals = info.values.find(v);
+  const Type& t = v->type();
+  if (vals == info.values.end() || !t.is_tensor() || !t.fully_static() || t.rank() > 1 || !is_integer(t.dtype()))
+    return std::nullopt;
+  std::vector<int64_t> shape;
+  for (const Dim& d : t.shape()) shape.push_back(d.value());
+  Tensor out(t.dtype(), shape);
+  if (static_cast<size_t>(out.numel()) != vals->second.size()) return std::nullopt;
+  for (size_t i = 0; i < vals->second.size(); ++i) {
+    if (!vals->second[i].is_static()) return std::nullopt;
+    out.set_i64(static_cast<int64_t>(i), vals->second[i].value());
   }
-  return true;
+  return out;
+}
+
+// The values of n's outputs when n can be folded.
+std::optional<std::vector<Tensor>> fold_node(const Node& n, const ShapeInfo& info) {
+  if (n.op_type() == "Constant" || n.num_outputs() == 0 || !n.regions().empty()) return std::nullopt;
+  std::vector<Tensor> outs;
+  for (const Value* out : n.outputs()) {
+    std::optional<Tensor> t = known_value(out, info);
+    if (!t || t->numel() > kMaxFoldElements || is_model_output(out)) return std::nullopt;
+    outs.push_back(*t);
+  }
+  return outs;
 }
 
 // Whether a node outside `folded` (or a region, or a graph output) reads v.
-bool read_outside(const Graph& g, const Value* v, const std::unordered_set<const Node*>& folded) {
+bool read_outside(const Graph& g, const Value* v, const Folded& folded) {
   for (const auto& n : g.nodes()) {
     if (!folded.count(n.get()))
       for (const Value* in : n->inputs())
         if (in == v) return true;
     for (const Graph* r : n->regions())
-      if (read_outside(*r, v, {})) return true;
+      if (read_outside(*r, v, Folded{})) return true;
   }
   for (const Value* out : g.outputs())
     if (out == v) return true;
@@ -55,15 +82,17 @@ bool read_outside(const Graph& g, const Value* v, const std::unordered_set<const
 
 bool constant_fold(Graph& g, PassContext& ctx) {
   ShapeInfo info = infer_shapes(g);
-  std::unordered_set<const Node*> folded;
+  Folded folded;
   for (const auto& n : g.nodes())
-    if (foldable(*n, info)) folded.insert(n.get());
+    if (auto outs = fold_node(*n, info)) folded.emplace(n.get(), std::move(*outs));
   if (folded.empty()) return false;
   for (const auto& n : g.nodes()) {
-    if (!folded.count(n.get())) continue;
-    for (Value* out : n->outputs()) {
+    auto f = folded.find(n.get());
+    if (f == folded.end()) continue;
+    for (size_t i = 0; i < n->num_outputs(); ++i) {
+      Value* out = n->output(i);
       if (!read_outside(g, out, folded)) continue;
-      Value* init = g.add_initializer(g.fresh_name(out->name()), info.consts.at(out));
+      Value* init = g.add_initializer(g.fresh_name(out->name()), f->second[i]);
       g.replace_all_uses(out, init);
       ctx.stats.add("initializers_created");
     }
