@@ -558,7 +558,11 @@ void register_unary(OpRegistry& r) {
   add_op(r, "Neg", 6, kSignedNumeric,
          infer_same_dtype([](const std::vector<Dim>& a) { return Dim(-a[0].expr()); }),
          [](EvalContext& ctx) {
-           return std::vector<Tensor>{unary_numeric(ctx, [](auto a) { return wrap_sub(decltype(a){0}, a); })};
+           // -a, not 0 - a: IEEE negation flips the sign of zero (Neg(+0.0) is -0.0).
+           return std::vector<Tensor>{unary_numeric(ctx, [](auto a) {
+             if constexpr (std::is_floating_point_v<decltype(a)>) return -a;
+             else return wrap_sub(decltype(a){0}, a);
+           })};
          });
   add_op(r, "Abs", 6, kNumeric, infer_same_dtype(), [](EvalContext& ctx) {
     return std::vector<Tensor>{unary_numeric(ctx, [](auto a) {

@@ -233,6 +233,14 @@ TEST(ElementwiseKernels, RoundHalfToEvenAndSign) {
   EXPECT_EQ(values(OneOp("Sign", {t}).run({x})), (std::vector<double>{1, 1, 1, -1, -1}));
 }
 
+TEST(ElementwiseKernels, NegFlipsTheSignOfZero) {
+  Tensor x = tensor_of(DType::F32, {0.0, -0.0, 2.0}, {3});
+  Tensor y = OneOp("Neg", {ty(DType::F32, {"3"})}).run({x});
+  EXPECT_TRUE(std::signbit(y.get_f64(0)));
+  EXPECT_FALSE(std::signbit(y.get_f64(1)));
+  EXPECT_EQ(y.get_f64(2), -2.0);
+}
+
 TEST(ElementwiseKernels, ClipWithOptionalBoundsAndCastTruncates) {
   Graph g;
   g.set_opset("", 17);
