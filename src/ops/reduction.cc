@@ -50,17 +50,6 @@ AxisSplit split_at(const std::vector<int64_t>& shape, int64_t axis) {
   return s;
 }
 
-// The contents of a shape-like input as integers, when every element is static.
-std::optional<std::vector<int64_t>> static_ints(const Dims* values) {
-  if (!values) return std::nullopt;
-  std::vector<int64_t> out;
-  for (const Dim& d : *values) {
-    if (!d.is_static()) return std::nullopt;
-    out.push_back(d.value());
-  }
-  return out;
-}
-
 // ---------------------------------------------------------------------------
 // Reduce*
 
@@ -116,7 +105,7 @@ void infer_reduce(InferContext& ctx) {
   bool keepdims = n.get_int("keepdims", 1) != 0;
   bool present = axes_are_input(n) && ctx.has_input(1);
   std::optional<std::vector<int64_t>> in_axes;
-  if (present) in_axes = static_ints(ctx.input_values(1));
+  if (present) in_axes = static_values(ctx.input_values(1));
   if (present && !in_axes) {
     if (const Tensor* c = ctx.input_const(1); c && c->numel() == 0) in_axes = std::vector<int64_t>{};
   }
