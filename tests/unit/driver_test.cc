@@ -3,27 +3,14 @@
 // each command lives.
 #include <gtest/gtest.h>
 
-#include <array>
-#include <cstdio>
 #include <string>
+
+#include "tests/unit/cli_util.h"
 
 namespace {
 
-struct Result {
-  int code;
-  std::string output;  // stdout and stderr together
-};
-
-Result run_tcc(const std::string& args, const std::string& env = "") {
-  std::string cmd = env + " " + TCC_BINARY + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  int status = pclose(p);
-  return {WEXITSTATUS(status), out};
-}
+using tcc::run_tcc;
+using Result = tcc::CliResult;
 
 TEST(Driver, VersionAndHelp) {
   Result v = run_tcc("--version");

@@ -1,0 +1,284 @@
+// Bad input given to the whole `tcc` tool (issue #2, "Bad input"): each case
+// must end in one clear message and exit code 2 from `tcc opt`, `tcc run
+// --reference` and `tcc explain` alike, never a crash, a hang or a read
+// outside the model's folder. The importer's own checks are tested at the API
+// level in onnx_import_test.cc; these tests prove the driver reports them.
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/unit/cli_util.h"
+
+namespace tcc {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string read_file(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+void write_file(const fs::path& p, const std::string& bytes) {
+  std::ofstream f(p, std::ios::binary);
+  f << bytes;
+  ASSERT_TRUE(f.good()) << p;
+}
+
+const fs::path kMlp = fs::path(TCC_SOURCE_DIR) / "tests" / "fixtures" / "mlp.onnx";
+
+// tests/fixtures/mlp.onnx: input[batch, 32] -> Gemm '/fc1/Gemm' -> Relu
+// '/relu/Relu' -> Gemm '/fc2/Gemm' -> output, weights as raw_data initializers.
+onnx::ModelProto mlp_model() {
+  onnx::ModelProto mp;
+  EXPECT_TRUE(mp.ParseFromString(read_file(kMlp)));
+  return mp;
+}
+
+onnx::NodeProto* node_named(onnx::ModelProto& mp, const std::string& name) {
+  for (auto& n : *mp.mutable_graph()->mutable_node())
+    if (n.name() == name) return &n;
+  ADD_FAILURE() << "mlp.onnx has no node " << name;
+  return mp.mutable_graph()->mutable_node(0);
+}
+
+onnx::TensorProto* initializer_named(onnx::ModelProto& mp, const std::string& name) {
+  for (auto& t : *mp.mutable_graph()->mutable_initializer())
+    if (t.name() == name) return &t;
+  ADD_FAILURE() << "mlp.onnx has no initializer " << name;
+  return mp.mutable_graph()->mutable_initializer(0);
+}
+
+class BadInput : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() / ("tcc-badinput-" + std::to_string(getpid()) + "-" +
+                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(root_);
+    fs::create_directories(root_ / "model");
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  std::string model_path(const std::string& file = "model.onnx") const { return (root_ / "model" / file).string(); }
+
+  std::string write_model(const onnx::ModelProto& mp) {
+    std::string bytes;
+    EXPECT_TRUE(mp.SerializeToString(&bytes));
+    write_file(model_path(), bytes);
+    return model_path();
+  }
+
+  // The three commands that read a model; `run` writes into the temporary
+  // directory so a test that wrongly succeeds leaves nothing behind.
+  std::vector<std::string> commands_on(const std::string& model) const {
+    std::string m = shell_quote(model);
+    return {"opt " + m, "run " + m + " --reference -o " + shell_quote((root_ / "out").string()), "explain " + m};
+  }
+
+  // Runs `args`, expecting exit 2 and one message that starts by naming
+  // `file` and contains every fragment.
+  void expect_input_error(const std::string& args, const std::string& file,
+                          const std::vector<std::string>& fragments) const {
+    SCOPED_TRACE("tcc " + args);
+    CliResult r = run_tcc(args);
+    EXPECT_EQ(r.code, 2) << r.output;
+    std::string head = "tcc: error: " + file;
+    EXPECT_EQ(r.output.compare(0, head.size(), head), 0) << "expected a message starting with '" << head << "', got:\n"
+                                                         << r.output;
+    for (const auto& f : fragments) EXPECT_NE(r.output.find(f), std::string::npos) << f << "\n" << r.output;
+  }
+
+  void expect_input_error_everywhere(const std::string& model, const std::vector<std::string>& fragments) const {
+    for (const auto& args : commands_on(model)) expect_input_error(args, model, fragments);
+  }
+
+  fs::path root_;
+};
+
+TEST_F(BadInput, EmptyFile) {
+  write_file(model_path(), "");
+  expect_input_error_everywhere(model_path(), {"model file is empty"});
+}
+
+TEST_F(BadInput, TruncatedOnnx) {
+  std::string full = read_file(kMlp);
+  ASSERT_GT(full.size(), 1000u);
+  for (int eighth = 1; eighth < 8; ++eighth) {
+    SCOPED_TRACE(std::to_string(eighth) + "/8 of mlp.onnx");
+    write_file(model_path(), full.substr(0, full.size() * eighth / 8));
+    expect_input_error_everywhere(model_path(), {"not a valid ONNX model (protobuf parse failed)"});
+  }
+}
+
+TEST_F(BadInput, RandomBytes) {
+  std::mt19937 rng(2024);
+  for (size_t size : {1, 7, 256, 4096}) {
+    SCOPED_TRACE(std::to_string(size) + " random bytes");
+    std::string bytes(size, '\0');
+    for (char& c : bytes) c = static_cast<char>(rng());
+    write_file(model_path(), bytes);
+    expect_input_error_everywhere(model_path(), {"not a valid ONNX model"});
+  }
+}
+
+TEST_F(BadInput, Cycle) {
+  // Relu reads the output of the Gemm that reads Relu.
+  onnx::ModelProto mp = mlp_model();
+  node_named(mp, "/relu/Relu")->set_input(0, "output");
+  std::string model = write_model(mp);
+  for (const auto& args : commands_on(model)) {
+    SCOPED_TRACE("tcc " + args);
+    CliResult r = run_tcc(args);
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_TRUE(r.output == "tcc: error: " + model + ": the graph has a cycle through node '/relu/Relu' (Relu)\n" ||
+                r.output == "tcc: error: " + model + ": the graph has a cycle through node '/fc2/Gemm' (Gemm)\n")
+        << r.output;
+  }
+}
+
+TEST_F(BadInput, UndefinedValue) {
+  onnx::ModelProto mp = mlp_model();
+  node_named(mp, "/relu/Relu")->set_input(0, "ghost");
+  expect_input_error_everywhere(write_model(mp),
+                                {"node '/relu/Relu' (Relu) at mlp.py:9: input 'ghost' is never defined"});
+}
+
+TEST_F(BadInput, FutureOpset) {
+  onnx::ModelProto mp = mlp_model();
+  mp.mutable_opset_import(0)->set_version(24);
+  expect_input_error_everywhere(write_model(mp), {"default-domain opset 24, which is from the future"});
+}
+
+TEST_F(BadInput, DuplicateValueNames) {
+  onnx::ModelProto mp = mlp_model();
+  auto* dup = mp.mutable_graph()->add_node();
+  dup->set_name("dup");
+  dup->set_op_type("Neg");
+  dup->add_input("input");
+  dup->add_output("/relu/Relu_output_0");
+  expect_input_error_everywhere(write_model(mp),
+                                {"node 'dup' (Neg) output '/relu/Relu_output_0' is already defined by node "
+                                 "'/relu/Relu'"});
+}
+
+TEST_F(BadInput, InitializerDimsOverflowInt64) {
+  onnx::ModelProto mp = mlp_model();
+  auto* bias = initializer_named(mp, "fc1.bias");
+  bias->clear_dims();
+  bias->add_dims(int64_t{1} << 40);
+  bias->add_dims(int64_t{1} << 40);
+  expect_input_error_everywhere(write_model(mp),
+                                {"tensor 'fc1.bias' has shape [1099511627776, 1099511627776], whose element "
+                                 "count overflows int64"});
+}
+
+TEST_F(BadInput, GraphInputDimsOverflowInt64) {
+  onnx::ModelProto mp = mlp_model();
+  auto* shape = mp.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape();
+  shape->mutable_dim(0)->set_dim_value(int64_t{1} << 62);
+  expect_input_error_everywhere(write_model(mp),
+                                {"value 'input' has type f32[4611686018427387904, 32] whose element count "
+                                 "overflows a 64-bit integer"});
+}
+
+// fc1.weight (64x32 f32) moved to an external file named by `location`.
+class BadInputExternalData : public BadInput {
+ protected:
+  std::string model_with_external_weight(const std::string& location) {
+    onnx::ModelProto mp = mlp_model();
+    auto* w = initializer_named(mp, "fc1.weight");
+    // The refused file holds exactly the bytes the tensor needs, so only the
+    // folder check can stop the read.
+    write_file(outside(), w->raw_data());
+    w->clear_raw_data();
+    w->set_data_location(onnx::TensorProto::EXTERNAL);
+    auto* e = w->add_external_data();
+    e->set_key("location");
+    e->set_value(location);
+    return write_model(mp);
+  }
+  fs::path outside() const { return root_ / "outside.bin"; }
+};
+
+TEST_F(BadInputExternalData, AbsolutePathIsRefused) {
+  std::string abs = outside().string();
+  expect_input_error_everywhere(model_with_external_weight(abs),
+                                {"tensor 'fc1.weight' has external data path '" + abs + "', which is absolute"});
+}
+
+TEST_F(BadInputExternalData, DotDotPathIsRefused) {
+  expect_input_error_everywhere(model_with_external_weight("../outside.bin"),
+                                {"tensor 'fc1.weight' has external data path '../outside.bin', which contains '..'"});
+}
+
+TEST_F(BadInputExternalData, SymlinkOutOfTheFolderIsRefused) {
+  fs::create_symlink(outside(), root_ / "model" / "link.bin");
+  expect_input_error_everywhere(model_with_external_weight("link.bin"),
+                                {"tensor 'fc1.weight' has external data path 'link.bin', which resolves to '" +
+                                 fs::weakly_canonical(outside()).string() + "', outside the model's folder"});
+}
+
+TEST_F(BadInput, UnsupportedOpInReferenceRunNamesTheNode) {
+  // An op tcc does not know loads as an opaque node; only running it fails.
+  onnx::ModelProto mp = mlp_model();
+  auto* relu = node_named(mp, "/relu/Relu");
+  relu->set_op_type("Frobnicate");
+  relu->set_domain("com.example");
+  auto* opset = mp.add_opset_import();
+  opset->set_domain("com.example");
+  opset->set_version(1);
+  std::string model = write_model(mp);
+  std::string inputs = (fs::path(TCC_SOURCE_DIR) / "tests" / "fixtures" / "mlp").string();
+  expect_input_error(
+      "run " + shell_quote(model) + " --reference --inputs " + shell_quote(inputs) + " -o " +
+          shell_quote((root_ / "out").string()),
+      model,
+      {"node '/relu/Relu' (Frobnicate) at mlp.py:9: op 'Frobnicate' (domain 'com.example') is not supported by "
+       "tcc; the reference interpreter cannot run it"});
+  EXPECT_FALSE(fs::exists(root_ / "out"));
+}
+
+TEST_F(BadInput, TextIrSyntaxError) {
+  std::string model = model_path("model.tir");
+  write_file(model,
+             "graph g opset(ai.onnx: 17) {\n"
+             "  input %x: f32[2]\n"
+             "  %y: f32[2] = Relu(%x\n"
+             "  output %y\n"
+             "}\n");
+  expect_input_error_everywhere(model, {model + ":4:3: expected ')', got 'output'"});
+}
+
+TEST_F(BadInput, TextIrUseBeforeDefinition) {
+  std::string model = model_path("model.tir");
+  write_file(model,
+             "graph g opset(ai.onnx: 17) {\n"
+             "  input %x: f32[2]\n"
+             "  %y: f32[2] = Relu(%z)\n"
+             "  %z: f32[2] = Neg(%x)\n"
+             "  output %y\n"
+             "}\n");
+  expect_input_error_everywhere(model,
+                                {model + ":3:21: undefined value '%z' (values must be defined before they are used)"});
+}
+
+TEST_F(BadInput, MalformedTraceLineNamesTheLine) {
+  std::string trace = (root_ / "calls.jsonl").string();
+  write_file(trace,
+             "{\"input\": {\"shape\": [8, 32], \"dtype\": \"float32\"}}\n"
+             "{\"input\": {\"shape\": [8, 32], \"dtype\": \"float32\"}\n");
+  expect_input_error("explain " + shell_quote(kMlp.string()) + " --trace " + shell_quote(trace), trace,
+                     {trace + ":2:49: expected '}' after the last input"});
+}
+
+}  // namespace
+}  // namespace tcc
