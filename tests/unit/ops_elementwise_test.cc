@@ -7,51 +7,15 @@
 #include "src/interp/interpreter.h"
 #include "src/ops/op_registry.h"
 #include "src/shape/shape_inference.h"
+#include "tests/unit/ops_test_util.h"
 
 namespace tcc {
 namespace {
 
-Type ty(DType dt, const std::vector<std::string>& dims) {
-  Dims d;
-  for (const auto& s : dims) d.push_back(Dim(*SymExpr::parse(s)));
-  return Type::tensor(dt, d);
-}
-
-Tensor tensor_of(DType dt, const std::vector<double>& v, std::vector<int64_t> shape) {
-  Tensor t(dt, std::move(shape));
-  for (size_t i = 0; i < v.size(); ++i) t.set_f64(static_cast<int64_t>(i), v[i]);
-  return t;
-}
-
-std::vector<double> values(const Tensor& t) {
-  std::vector<double> v;
-  for (int64_t i = 0; i < t.numel(); ++i) v.push_back(t.get_f64(i));
-  return v;
-}
-
-// One node over fresh graph inputs; returns its first output's inferred type.
-struct OneOp {
-  explicit OneOp(const std::string& op, const std::vector<Type>& ins,
-                 const std::map<std::string, Attribute>& attrs = {}, int64_t opset = 17) {
-    g.set_opset("", opset);
-    std::vector<Value*> vs;
-    for (size_t i = 0; i < ins.size(); ++i) vs.push_back(g.add_input("in" + std::to_string(i), ins[i]));
-    node = g.add_node(op, vs, {"out"}, "", op + "_0");
-    for (const auto& [k, a] : attrs) node->set_attr(k, a);
-    g.add_output(node->output(0));
-  }
-  std::string type() {
-    infer_shapes(g);
-    return node->output(0)->type().str();
-  }
-  Tensor run(const std::vector<Tensor>& ins) {
-    std::map<std::string, Tensor> m;
-    for (size_t i = 0; i < ins.size(); ++i) m["in" + std::to_string(i)] = ins[i];
-    return Interpreter().run(g, m).at(0);
-  }
-  Graph g;
-  Node* node = nullptr;
-};
+using testing::floats;
+using testing::OneOp;
+using testing::tensor_of;
+using testing::tensor_type;
 
 // Runs only the shape rule of `op`, with symbolic contents for its rank-0/1
 // integer inputs, and prints the contents it records for output 0.
@@ -75,21 +39,21 @@ std::string value_rule(const std::string& op, const std::vector<Type>& types, co
 Dim sym(const char* text) { return Dim(*SymExpr::parse(text)); }
 
 TEST(ElementwiseShapes, BroadcastKeepsSymbolicDims) {
-  OneOp add("Add", {ty(DType::F32, {"batch", "seq", "768"}), ty(DType::F32, {"768"})});
+  OneOp add("Add", {tensor_type(DType::F32, {"batch", "seq", "768"}), tensor_type(DType::F32, {"768"})});
   EXPECT_EQ(add.type(), "f32[batch, seq, 768]");
-  OneOp mul("Mul", {ty(DType::F32, {"batch", "1", "seq"}), ty(DType::F32, {"4", "1"})});
+  OneOp mul("Mul", {tensor_type(DType::F32, {"batch", "1", "seq"}), tensor_type(DType::F32, {"4", "1"})});
   EXPECT_EQ(mul.type(), "f32[batch, 4, seq]");
 }
 
 TEST(ElementwiseShapes, BroadcastUnifiesDistinctSymbols) {
   // n must equal seq at run time; the first-declared name survives.
-  OneOp add("Add", {ty(DType::F32, {"batch", "seq"}), ty(DType::F32, {"n"})});
+  OneOp add("Add", {tensor_type(DType::F32, {"batch", "seq"}), tensor_type(DType::F32, {"n"})});
   EXPECT_EQ(add.type(), "f32[batch, seq]");
   EXPECT_EQ(add.g.inputs()[1]->type().str(), "f32[seq]");
 }
 
 TEST(ElementwiseShapes, IncompatibleStaticDimsNameTheNode) {
-  OneOp add("Add", {ty(DType::F32, {"2", "3"}), ty(DType::F32, {"4"})});
+  OneOp add("Add", {tensor_type(DType::F32, {"2", "3"}), tensor_type(DType::F32, {"4"})});
   try {
     add.type();
     FAIL() << "expected an InputError";
@@ -100,26 +64,27 @@ TEST(ElementwiseShapes, IncompatibleStaticDimsNameTheNode) {
 }
 
 TEST(ElementwiseShapes, ComparisonsAndPredicatesAreBool) {
-  OneOp less("Less", {ty(DType::F32, {"batch", "1"}), ty(DType::F32, {"seq"})});
+  OneOp less("Less", {tensor_type(DType::F32, {"batch", "1"}), tensor_type(DType::F32, {"seq"})});
   EXPECT_EQ(less.type(), "bool[batch, seq]");
-  OneOp isnan("IsNaN", {ty(DType::F16, {"batch", "seq"})});
+  OneOp isnan("IsNaN", {tensor_type(DType::F16, {"batch", "seq"})});
   EXPECT_EQ(isnan.type(), "bool[batch, seq]");
-  OneOp where("Where", {ty(DType::Bool, {"seq", "1"}), ty(DType::I64, {"batch", "1", "1"}), ty(DType::I64, {"seq"})});
+  OneOp where("Where", {tensor_type(DType::Bool, {"seq", "1"}), tensor_type(DType::I64, {"batch", "1", "1"}),
+                        tensor_type(DType::I64, {"seq"})});
   EXPECT_EQ(where.type(), "i64[batch, seq, seq]");
 }
 
 TEST(ElementwiseShapes, CastAndCastLikeChangeOnlyTheDtype) {
-  OneOp cast("Cast", {ty(DType::F32, {"batch", "seq"})}, {{"to", Attribute::of_int(7)}});
+  OneOp cast("Cast", {tensor_type(DType::F32, {"batch", "seq"})}, {{"to", Attribute::of_int(7)}});
   EXPECT_EQ(cast.type(), "i64[batch, seq]");
-  OneOp like("CastLike", {ty(DType::F32, {"batch"}), ty(DType::F16, {})});
+  OneOp like("CastLike", {tensor_type(DType::F32, {"batch"}), tensor_type(DType::F16, {})});
   EXPECT_EQ(like.type(), "f16[batch]");
-  OneOp bad("Cast", {ty(DType::F32, {"batch"})}, {{"to", Attribute::of_int(17)}});  // float8e4m3fn
+  OneOp bad("Cast", {tensor_type(DType::F32, {"batch"})}, {{"to", Attribute::of_int(17)}});  // float8e4m3fn
   EXPECT_THROW(bad.type(), InputError);
 }
 
 TEST(ElementwiseValues, ShapeArithmeticStaysSymbolic) {
-  Type i64v = ty(DType::I64, {"1"});
-  Type i64s = ty(DType::I64, {});
+  Type i64v = tensor_type(DType::I64, {"1"});
+  Type i64s = tensor_type(DType::I64, {});
   EXPECT_EQ(value_rule("Div", {i64v, i64s}, {{sym("seq*768")}, {Dim(12)}}), "[seq*64]");
   EXPECT_EQ(value_rule("Mul", {i64s, i64s}, {{sym("batch")}, {sym("seq")}}), "[batch*seq]");
   EXPECT_EQ(value_rule("Add", {i64v, i64s}, {{sym("seq")}, {Dim(1)}}), "[seq+1]");
@@ -134,8 +99,8 @@ TEST(ElementwiseValues, ShapeArithmeticStaysSymbolic) {
 
 TEST(ElementwiseValues, ExportersExpandChainResolves) {
   // torch exports expand(x, [-1, seq]) as Where(Equal(shape, -1), ones, shape).
-  Type i64v = ty(DType::I64, {"2"});
-  Type boolv = ty(DType::Bool, {"2"});
+  Type i64v = tensor_type(DType::I64, {"2"});
+  Type boolv = tensor_type(DType::Bool, {"2"});
   EXPECT_EQ(value_rule("Equal", {i64v, i64v}, {{sym("batch"), sym("seq")}, {Dim(-1), sym("seq")}}), "[0, 1]");
   EXPECT_EQ(value_rule("Equal", {i64v, i64v}, {{sym("batch"), Dim(3)}, {sym("seq"), Dim(3)}}), "none");
   EXPECT_EQ(value_rule("Where", {boolv, i64v, i64v}, {{Dim(0), Dim(1)}, {Dim(1), Dim(1)}, {sym("batch"), sym("seq")}}),
@@ -144,7 +109,7 @@ TEST(ElementwiseValues, ExportersExpandChainResolves) {
 }
 
 TEST(ElementwiseValues, MaxAndMinWhenDecidable) {
-  Type i64s = ty(DType::I64, {});
+  Type i64s = tensor_type(DType::I64, {});
   EXPECT_EQ(value_rule("Max", {i64s, i64s}, {{sym("seq")}, {Dim(0)}}), "[seq]");
   EXPECT_EQ(value_rule("Min", {i64s, i64s}, {{Dim(0)}, {sym("seq")}}), "[0]");
   EXPECT_EQ(value_rule("Max", {i64s, i64s}, {{Dim(3)}, {Dim(7)}}), "[7]");
@@ -155,12 +120,12 @@ TEST(ElementwiseValues, MaxAndMinWhenDecidable) {
 TEST(ElementwiseKernels, IntegerDivTruncatesAndModFollowsFmod) {
   Tensor x = tensor_of(DType::I32, {-7, 7, -7, 7}, {4});
   Tensor y = tensor_of(DType::I32, {2, -2, 3, 3}, {4});
-  OneOp div("Div", {ty(DType::I32, {"4"}), ty(DType::I32, {"4"})});
-  EXPECT_EQ(values(div.run({x, y})), (std::vector<double>{-3, -3, -2, 2}));
-  OneOp mod("Mod", {ty(DType::I32, {"4"}), ty(DType::I32, {"4"})});
-  EXPECT_EQ(values(mod.run({x, y})), (std::vector<double>{1, -1, 2, 1}));  // sign of the divisor
-  OneOp fmod("Mod", {ty(DType::I32, {"4"}), ty(DType::I32, {"4"})}, {{"fmod", Attribute::of_int(1)}});
-  EXPECT_EQ(values(fmod.run({x, y})), (std::vector<double>{-1, 1, -1, 1}));  // sign of the dividend
+  OneOp div("Div", {tensor_type(DType::I32, {"4"}), tensor_type(DType::I32, {"4"})});
+  EXPECT_EQ(floats(div.run({x, y})), (std::vector<double>{-3, -3, -2, 2}));
+  OneOp mod("Mod", {tensor_type(DType::I32, {"4"}), tensor_type(DType::I32, {"4"})});
+  EXPECT_EQ(floats(mod.run({x, y})), (std::vector<double>{1, -1, 2, 1}));  // sign of the divisor
+  OneOp fmod("Mod", {tensor_type(DType::I32, {"4"}), tensor_type(DType::I32, {"4"})}, {{"fmod", Attribute::of_int(1)}});
+  EXPECT_EQ(floats(fmod.run({x, y})), (std::vector<double>{-1, 1, -1, 1}));  // sign of the dividend
 }
 
 TEST(ElementwiseKernels, UnsignedArithmeticIsExactAt64Bits) {
@@ -168,49 +133,49 @@ TEST(ElementwiseKernels, UnsignedArithmeticIsExactAt64Bits) {
   big.set_i64(0, -2);  // 2^64 - 2
   Tensor two(DType::U64, {1});
   two.set_i64(0, 2);
-  OneOp div("Div", {ty(DType::U64, {"1"}), ty(DType::U64, {"1"})});
+  OneOp div("Div", {tensor_type(DType::U64, {"1"}), tensor_type(DType::U64, {"1"})});
   Tensor q = div.run({big, two});
   EXPECT_EQ(static_cast<uint64_t>(q.get_i64(0)), (~uint64_t{0} - 1) / 2);
-  OneOp greater("Greater", {ty(DType::U64, {"1"}), ty(DType::U64, {"1"})});
+  OneOp greater("Greater", {tensor_type(DType::U64, {"1"}), tensor_type(DType::U64, {"1"})});
   EXPECT_EQ(greater.run({big, two}).get_i64(0), 1);
 }
 
 TEST(ElementwiseKernels, PowWithIntegerAndFloatExponents) {
-  OneOp ipow("Pow", {ty(DType::I64, {"3"}), ty(DType::I64, {"3"})});
-  EXPECT_EQ(values(ipow.run({tensor_of(DType::I64, {2, 3, -2}, {3}), tensor_of(DType::I64, {10, 2, 3}, {3})})),
+  OneOp ipow("Pow", {tensor_type(DType::I64, {"3"}), tensor_type(DType::I64, {"3"})});
+  EXPECT_EQ(floats(ipow.run({tensor_of(DType::I64, {2, 3, -2}, {3}), tensor_of(DType::I64, {10, 2, 3}, {3})})),
             (std::vector<double>{1024, 9, -8}));
-  OneOp fpow("Pow", {ty(DType::F32, {"2"}), ty(DType::I32, {})});
-  EXPECT_EQ(values(fpow.run({tensor_of(DType::F32, {1.5, -2}, {2}), tensor_of(DType::I32, {2}, {})})),
+  OneOp fpow("Pow", {tensor_type(DType::F32, {"2"}), tensor_type(DType::I32, {})});
+  EXPECT_EQ(floats(fpow.run({tensor_of(DType::F32, {1.5, -2}, {2}), tensor_of(DType::I32, {2}, {})})),
             (std::vector<double>{2.25, 4}));
 }
 
 TEST(ElementwiseKernels, BroadcastingComparisonsAndWhere) {
-  OneOp less("Less", {ty(DType::F32, {"2", "1"}), ty(DType::F32, {"3"})});
+  OneOp less("Less", {tensor_type(DType::F32, {"2", "1"}), tensor_type(DType::F32, {"3"})});
   Tensor m = less.run({tensor_of(DType::F32, {1, 2}, {2, 1}), tensor_of(DType::F32, {0, 1.5, 3}, {3})});
   EXPECT_EQ(m.dtype(), DType::Bool);
   EXPECT_EQ(m.shape(), (std::vector<int64_t>{2, 3}));
-  EXPECT_EQ(values(m), (std::vector<double>{0, 1, 1, 0, 0, 1}));
-  OneOp where("Where", {ty(DType::Bool, {"3"}), ty(DType::I64, {"3"}), ty(DType::I64, {})});
+  EXPECT_EQ(floats(m), (std::vector<double>{0, 1, 1, 0, 0, 1}));
+  OneOp where("Where", {tensor_type(DType::Bool, {"3"}), tensor_type(DType::I64, {"3"}), tensor_type(DType::I64, {})});
   Tensor w = where.run({tensor_of(DType::Bool, {1, 0, 1}, {3}), tensor_of(DType::I64, {7, 8, 9}, {3}),
                         tensor_of(DType::I64, {-1}, {})});
-  EXPECT_EQ(values(w), (std::vector<double>{7, -1, 9}));
+  EXPECT_EQ(floats(w), (std::vector<double>{7, -1, 9}));
 }
 
 TEST(ElementwiseKernels, VariadicMaxSumMean) {
-  std::vector<Type> ts{ty(DType::F32, {"2"}), ty(DType::F32, {"1"}), ty(DType::F32, {"2"})};
+  std::vector<Type> ts{tensor_type(DType::F32, {"2"}), tensor_type(DType::F32, {"1"}), tensor_type(DType::F32, {"2"})};
   std::vector<Tensor> ins{tensor_of(DType::F32, {1, 5}, {2}), tensor_of(DType::F32, {3}, {1}),
                           tensor_of(DType::F32, {2, 1}, {2})};
-  EXPECT_EQ(values(OneOp("Max", ts).run(ins)), (std::vector<double>{3, 5}));
-  EXPECT_EQ(values(OneOp("Min", ts).run(ins)), (std::vector<double>{1, 1}));
-  EXPECT_EQ(values(OneOp("Sum", ts).run(ins)), (std::vector<double>{6, 9}));
-  EXPECT_EQ(values(OneOp("Mean", ts).run(ins)), (std::vector<double>{2, 3}));
+  EXPECT_EQ(floats(OneOp("Max", ts).run(ins)), (std::vector<double>{3, 5}));
+  EXPECT_EQ(floats(OneOp("Min", ts).run(ins)), (std::vector<double>{1, 1}));
+  EXPECT_EQ(floats(OneOp("Sum", ts).run(ins)), (std::vector<double>{6, 9}));
+  EXPECT_EQ(floats(OneOp("Mean", ts).run(ins)), (std::vector<double>{2, 3}));
 }
 
 TEST(ElementwiseKernels, ActivationsMatchTheirFormulas) {
   Tensor x = tensor_of(DType::F64, {-1.5, 0, 2}, {3});
-  Type t = ty(DType::F64, {"3"});
+  Type t = tensor_type(DType::F64, {"3"});
   auto run = [&](const std::string& op, const std::map<std::string, Attribute>& attrs = {}, int64_t opset = 17) {
-    return values(OneOp(op, {t}, attrs, opset).run({x}));
+    return floats(OneOp(op, {t}, attrs, opset).run({x}));
   };
   EXPECT_EQ(run("Relu"), (std::vector<double>{0, 0, 2}));
   EXPECT_EQ(run("LeakyRelu", {{"alpha", Attribute::of_float(0.5f)}}), (std::vector<double>{-0.75, 0, 2}));
@@ -228,14 +193,14 @@ TEST(ElementwiseKernels, ActivationsMatchTheirFormulas) {
 
 TEST(ElementwiseKernels, RoundHalfToEvenAndSign) {
   Tensor x = tensor_of(DType::F32, {0.5, 1.5, 2.5, -2.5, -0.2}, {5});
-  Type t = ty(DType::F32, {"5"});
-  EXPECT_EQ(values(OneOp("Round", {t}).run({x})), (std::vector<double>{0, 2, 2, -2, -0.0}));
-  EXPECT_EQ(values(OneOp("Sign", {t}).run({x})), (std::vector<double>{1, 1, 1, -1, -1}));
+  Type t = tensor_type(DType::F32, {"5"});
+  EXPECT_EQ(floats(OneOp("Round", {t}).run({x})), (std::vector<double>{0, 2, 2, -2, -0.0}));
+  EXPECT_EQ(floats(OneOp("Sign", {t}).run({x})), (std::vector<double>{1, 1, 1, -1, -1}));
 }
 
 TEST(ElementwiseKernels, NegFlipsTheSignOfZero) {
   Tensor x = tensor_of(DType::F32, {0.0, -0.0, 2.0}, {3});
-  Tensor y = OneOp("Neg", {ty(DType::F32, {"3"})}).run({x});
+  Tensor y = OneOp("Neg", {tensor_type(DType::F32, {"3"})}).run({x});
   EXPECT_TRUE(std::signbit(y.get_f64(0)));
   EXPECT_FALSE(std::signbit(y.get_f64(1)));
   EXPECT_EQ(y.get_f64(2), -2.0);
@@ -244,7 +209,7 @@ TEST(ElementwiseKernels, NegFlipsTheSignOfZero) {
 TEST(ElementwiseKernels, ClipWithOptionalBoundsAndCastTruncates) {
   Graph g;
   g.set_opset("", 17);
-  Value* x = g.add_input("x", ty(DType::F32, {"4"}));
+  Value* x = g.add_input("x", tensor_type(DType::F32, {"4"}));
   Value* hi = g.add_initializer("hi", Tensor::scalar_f32(1.5f));
   Node* clip = g.add_node("Clip", {x, nullptr, hi}, {"y"});
   Node* cast = g.add_node("Cast", {clip->output(0)}, {"z"});
@@ -253,27 +218,27 @@ TEST(ElementwiseKernels, ClipWithOptionalBoundsAndCastTruncates) {
   infer_shapes(g);
   EXPECT_EQ(cast->output(0)->type().str(), "i32[4]");
   std::vector<Tensor> out = Interpreter().run(g, {{"x", tensor_of(DType::F32, {-3.7, 0.5, 1.2, 9}, {4})}});
-  EXPECT_EQ(values(out[0]), (std::vector<double>{-3.7f, 0.5, 1.2f, 1.5}));
-  EXPECT_EQ(values(out[1]), (std::vector<double>{-3, 0, 1, 1}));
+  EXPECT_EQ(floats(out[0]), (std::vector<double>{-3.7f, 0.5, 1.2f, 1.5}));
+  EXPECT_EQ(floats(out[1]), (std::vector<double>{-3, 0, 1, 1}));
 }
 
 TEST(ElementwiseKernels, LogicOps) {
   Tensor a = tensor_of(DType::Bool, {0, 0, 1, 1}, {4});
   Tensor b = tensor_of(DType::Bool, {0, 1, 0, 1}, {4});
-  Type t = ty(DType::Bool, {"4"});
-  EXPECT_EQ(values(OneOp("And", {t, t}).run({a, b})), (std::vector<double>{0, 0, 0, 1}));
-  EXPECT_EQ(values(OneOp("Or", {t, t}).run({a, b})), (std::vector<double>{0, 1, 1, 1}));
-  EXPECT_EQ(values(OneOp("Xor", {t, t}).run({a, b})), (std::vector<double>{0, 1, 1, 0}));
-  EXPECT_EQ(values(OneOp("Not", {t}).run({a})), (std::vector<double>{1, 1, 0, 0}));
+  Type t = tensor_type(DType::Bool, {"4"});
+  EXPECT_EQ(floats(OneOp("And", {t, t}).run({a, b})), (std::vector<double>{0, 0, 0, 1}));
+  EXPECT_EQ(floats(OneOp("Or", {t, t}).run({a, b})), (std::vector<double>{0, 1, 1, 1}));
+  EXPECT_EQ(floats(OneOp("Xor", {t, t}).run({a, b})), (std::vector<double>{0, 1, 1, 0}));
+  EXPECT_EQ(floats(OneOp("Not", {t}).run({a})), (std::vector<double>{1, 1, 0, 0}));
 }
 
 TEST(ElementwiseKernels, BitShiftSaturatesLikeNumPy) {
-  Type t = ty(DType::I8, {"3"});
+  Type t = tensor_type(DType::I8, {"3"});
   Tensor x = tensor_of(DType::I8, {-8, 4, 64}, {3});
   Tensor s = tensor_of(DType::I8, {1, 9, 1}, {3});
-  EXPECT_EQ(values(OneOp("BitShift", {t, t}, {{"direction", Attribute::of_string("RIGHT")}}).run({x, s})),
+  EXPECT_EQ(floats(OneOp("BitShift", {t, t}, {{"direction", Attribute::of_string("RIGHT")}}).run({x, s})),
             (std::vector<double>{-4, 0, 32}));
-  EXPECT_EQ(values(OneOp("BitShift", {t, t}, {{"direction", Attribute::of_string("LEFT")}}).run({x, s})),
+  EXPECT_EQ(floats(OneOp("BitShift", {t, t}, {{"direction", Attribute::of_string("LEFT")}}).run({x, s})),
             (std::vector<double>{-16, 0, -128}));
 }
 

@@ -8,32 +8,20 @@
 #include "src/interp/interpreter.h"
 #include "src/ops/op_registry.h"
 #include "src/shape/shape_inference.h"
+#include "tests/unit/ops_test_util.h"
 
 namespace tcc {
 namespace {
 
-Type ty(DType dt, const std::vector<std::string>& dims) {
-  Dims d;
-  for (const auto& s : dims) d.push_back(Dim(*SymExpr::parse(s)));
-  return Type::tensor(dt, d);
-}
-
-Tensor tensor_of(DType dt, const std::vector<double>& v, std::vector<int64_t> shape) {
-  Tensor t(dt, std::move(shape));
-  for (size_t i = 0; i < v.size(); ++i) t.set_f64(static_cast<int64_t>(i), v[i]);
-  return t;
-}
-
-std::vector<double> values(const Tensor& t) {
-  std::vector<double> v;
-  for (int64_t i = 0; i < t.numel(); ++i) v.push_back(t.get_f64(i));
-  return v;
-}
+using testing::floats;
+using testing::tensor_of;
+using testing::tensor_type;
 
 // One node whose input 0 is the graph input "x" and whose other inputs are
-// initializers (null = absent).
-struct OneOp {
-  OneOp(const std::string& op, Type x, const std::vector<const Tensor*>& consts,
+// initializers (null = absent), unlike testing::OneOp whose inputs are all graph
+// inputs: reductions take axes, scale and bias as constants.
+struct OpOnX {
+  OpOnX(const std::string& op, Type x, const std::vector<const Tensor*>& consts,
         const std::map<std::string, Attribute>& attrs = {}, int64_t opset = 17, size_t outputs = 1) {
     g.set_opset("", opset);
     std::vector<Value*> vs{g.add_input("x", std::move(x))};
@@ -57,32 +45,32 @@ struct OneOp {
 Attribute ints(std::vector<int64_t> v) { return Attribute::of_ints(std::move(v)); }
 
 TEST(ReductionShapes, AxesAttributeBeforeOpset18) {
-  Type x = ty(DType::F32, {"batch", "seq", "768"});
-  EXPECT_EQ(OneOp("ReduceMean", x, {}, {{"axes", ints({-1})}}, 17).type(), "f32[batch, seq, 1]");
-  EXPECT_EQ(OneOp("ReduceMax", x, {}, {{"axes", ints({0, 2})}, {"keepdims", Attribute::of_int(0)}}, 13).type(),
+  Type x = tensor_type(DType::F32, {"batch", "seq", "768"});
+  EXPECT_EQ(OpOnX("ReduceMean", x, {}, {{"axes", ints({-1})}}, 17).type(), "f32[batch, seq, 1]");
+  EXPECT_EQ(OpOnX("ReduceMax", x, {}, {{"axes", ints({0, 2})}, {"keepdims", Attribute::of_int(0)}}, 13).type(),
             "f32[seq]");
-  EXPECT_EQ(OneOp("ReduceProd", x, {}, {}, 13).type(), "f32[1, 1, 1]");
+  EXPECT_EQ(OpOnX("ReduceProd", x, {}, {}, 13).type(), "f32[1, 1, 1]");
 }
 
 TEST(ReductionShapes, AxesInputFromOpset18AndReduceSumFrom13) {
-  Type x = ty(DType::F32, {"batch", "seq", "768"});
+  Type x = tensor_type(DType::F32, {"batch", "seq", "768"});
   Tensor axes = Tensor::from_i64({1}, {1});
-  EXPECT_EQ(OneOp("ReduceSum", x, {&axes}, {{"keepdims", Attribute::of_int(0)}}, 13).type(), "f32[batch, 768]");
-  EXPECT_EQ(OneOp("ReduceMean", x, {&axes}, {}, 18).type(), "f32[batch, 1, 768]");
+  EXPECT_EQ(OpOnX("ReduceSum", x, {&axes}, {{"keepdims", Attribute::of_int(0)}}, 13).type(), "f32[batch, 768]");
+  EXPECT_EQ(OpOnX("ReduceMean", x, {&axes}, {}, 18).type(), "f32[batch, 1, 768]");
   // No axes and noop_with_empty_axes: the identity.
-  EXPECT_EQ(OneOp("ReduceL2", x, {}, {{"noop_with_empty_axes", Attribute::of_int(1)}}, 18).type(),
+  EXPECT_EQ(OpOnX("ReduceL2", x, {}, {{"noop_with_empty_axes", Attribute::of_int(1)}}, 18).type(),
             "f32[batch, seq, 768]");
-  EXPECT_EQ(OneOp("ReduceL2", x, {}, {{"keepdims", Attribute::of_int(0)}}, 18).type(), "f32[]");
+  EXPECT_EQ(OpOnX("ReduceL2", x, {}, {{"keepdims", Attribute::of_int(0)}}, 18).type(), "f32[]");
 }
 
 TEST(ReductionShapes, AxesAttributeWhereAnInputIsExpectedIsAnError) {
-  OneOp op("ReduceSum", ty(DType::F32, {"batch"}), {}, {{"axes", ints({0})}}, 13);
+  OpOnX op("ReduceSum", tensor_type(DType::F32, {"batch"}), {}, {{"axes", ints({0})}}, 13);
   EXPECT_THROW(op.type(), InputError);
 }
 
 TEST(ReductionShapes, BadAxesNameTheNode) {
-  Type x = ty(DType::F32, {"batch", "seq"});
-  OneOp op("ReduceMean", x, {}, {{"axes", ints({2})}}, 17);
+  Type x = tensor_type(DType::F32, {"batch", "seq"});
+  OpOnX op("ReduceMean", x, {}, {{"axes", ints({2})}}, 17);
   try {
     op.type();
     FAIL() << "expected an InputError";
@@ -93,14 +81,14 @@ TEST(ReductionShapes, BadAxesNameTheNode) {
 }
 
 TEST(ReductionShapes, ArgSoftmaxLayerNormCumSum) {
-  Type x = ty(DType::F16, {"batch", "seq", "768"});
-  EXPECT_EQ(OneOp("ArgMax", x, {}, {{"axis", Attribute::of_int(1)}}).type(), "i64[batch, 1, 768]");
-  EXPECT_EQ(OneOp("ArgMin", x, {}, {{"keepdims", Attribute::of_int(0)}}).type(), "i64[seq, 768]");
-  EXPECT_EQ(OneOp("Softmax", x, {}, {}).type(), "f16[batch, seq, 768]");
+  Type x = tensor_type(DType::F16, {"batch", "seq", "768"});
+  EXPECT_EQ(OpOnX("ArgMax", x, {}, {{"axis", Attribute::of_int(1)}}).type(), "i64[batch, 1, 768]");
+  EXPECT_EQ(OpOnX("ArgMin", x, {}, {{"keepdims", Attribute::of_int(0)}}).type(), "i64[seq, 768]");
+  EXPECT_EQ(OpOnX("Softmax", x, {}, {}).type(), "f16[batch, seq, 768]");
   Tensor axis = Tensor::scalar_i64(1);
-  EXPECT_EQ(OneOp("CumSum", x, {&axis}).type(), "f16[batch, seq, 768]");
+  EXPECT_EQ(OpOnX("CumSum", x, {&axis}).type(), "f16[batch, seq, 768]");
   Tensor scale = tensor_of(DType::F16, std::vector<double>(768, 1), {768});
-  OneOp ln("LayerNormalization", x, {&scale}, {}, 17, 3);
+  OpOnX ln("LayerNormalization", x, {&scale}, {}, 17, 3);
   EXPECT_EQ(ln.type(0), "f16[batch, seq, 768]");
   EXPECT_EQ(ln.type(1), "f32[batch, seq, 1]");
   EXPECT_EQ(ln.type(2), "f32[batch, seq, 1]");
@@ -109,8 +97,8 @@ TEST(ReductionShapes, ArgSoftmaxLayerNormCumSum) {
 TEST(ReductionShapes, LayerNormScaleUnifiesWithNormalizedDim) {
   Graph g;
   g.set_opset("", 17);
-  Value* x = g.add_input("x", ty(DType::F32, {"batch", "hidden"}));
-  Value* s = g.add_input("scale", ty(DType::F32, {"768"}));
+  Value* x = g.add_input("x", tensor_type(DType::F32, {"batch", "hidden"}));
+  Value* s = g.add_input("scale", tensor_type(DType::F32, {"768"}));
   Node* ln = g.add_node("LayerNormalization", {x, s}, {"y"});
   g.set_outputs({ln->output(0)});
   infer_shapes(g);
@@ -120,10 +108,10 @@ TEST(ReductionShapes, LayerNormScaleUnifiesWithNormalizedDim) {
 
 TEST(ReductionKernels, ReduceFamilyOnOneMatrix) {
   Tensor x = tensor_of(DType::F32, {1, -2, 3, 4, 5, -6}, {2, 3});
-  Type t = ty(DType::F32, {"2", "3"});
+  Type t = tensor_type(DType::F32, {"2", "3"});
   auto reduce = [&](const std::string& op, std::vector<int64_t> axes) {
     Tensor a = Tensor::from_i64(axes, {static_cast<int64_t>(axes.size())});
-    return values(OneOp(op, t, {axes.empty() ? nullptr : &a}, {{"keepdims", Attribute::of_int(0)}}, 18).run(x)[0]);
+    return floats(OpOnX(op, t, {axes.empty() ? nullptr : &a}, {{"keepdims", Attribute::of_int(0)}}, 18).run(x)[0]);
   };
   EXPECT_EQ(reduce("ReduceSum", {1}), (std::vector<double>{2, 3}));
   EXPECT_EQ(reduce("ReduceMean", {0}), (std::vector<double>{2.5, 1.5, -1.5}));
@@ -142,14 +130,12 @@ TEST(ReductionKernels, IntegerSumsAreExactAndEmptySetsGiveIdentities) {
   big.set_i64(0, (int64_t{1} << 60) + 1);
   big.set_i64(1, 1);
   Tensor axes = Tensor::from_i64({0}, {1});
-  OneOp sum("ReduceSum", ty(DType::I64, {"2"}), {&axes}, {}, 13);
+  OpOnX sum("ReduceSum", tensor_type(DType::I64, {"2"}), {&axes}, {}, 13);
   EXPECT_EQ(sum.run(big)[0].get_i64(0), (int64_t{1} << 60) + 2);
 
   Tensor empty(DType::F32, {0, 2});
-  Type te = ty(DType::F32, {"0", "2"});
-  auto over_rows = [&](const std::string& op) {
-    return values(OneOp(op, te, {&axes}, {}, 18).run(empty)[0]);
-  };
+  Type te = tensor_type(DType::F32, {"0", "2"});
+  auto over_rows = [&](const std::string& op) { return floats(OpOnX(op, te, {&axes}, {}, 18).run(empty)[0]); };
   EXPECT_EQ(over_rows("ReduceSum"), (std::vector<double>{0, 0}));
   EXPECT_EQ(over_rows("ReduceProd"), (std::vector<double>{1, 1}));
   EXPECT_EQ(over_rows("ReduceMax")[0], -std::numeric_limits<double>::infinity());
@@ -158,25 +144,25 @@ TEST(ReductionKernels, IntegerSumsAreExactAndEmptySetsGiveIdentities) {
 
 TEST(ReductionKernels, ArgMaxTiesAndSelectLastIndex) {
   Tensor x = tensor_of(DType::I32, {2, 7, 7, 1, 1, 0}, {2, 3});
-  Type t = ty(DType::I32, {"2", "3"});
-  EXPECT_EQ(values(OneOp("ArgMax", t, {}, {{"axis", Attribute::of_int(1)}}).run(x)[0]), (std::vector<double>{1, 0}));
-  EXPECT_EQ(values(OneOp("ArgMax", t, {}, {{"axis", Attribute::of_int(1)}, {"select_last_index", Attribute::of_int(1)}})
+  Type t = tensor_type(DType::I32, {"2", "3"});
+  EXPECT_EQ(floats(OpOnX("ArgMax", t, {}, {{"axis", Attribute::of_int(1)}}).run(x)[0]), (std::vector<double>{1, 0}));
+  EXPECT_EQ(floats(OpOnX("ArgMax", t, {}, {{"axis", Attribute::of_int(1)}, {"select_last_index", Attribute::of_int(1)}})
                        .run(x)[0]),
             (std::vector<double>{2, 1}));
-  EXPECT_EQ(values(OneOp("ArgMin", t, {}, {{"keepdims", Attribute::of_int(0)}}).run(x)[0]),
+  EXPECT_EQ(floats(OpOnX("ArgMin", t, {}, {{"keepdims", Attribute::of_int(0)}}).run(x)[0]),
             (std::vector<double>{1, 1, 1}));
 }
 
 TEST(ReductionKernels, SoftmaxAndLogSoftmaxAlongAnAxis) {
   Tensor x = tensor_of(DType::F64, {1, 2, 3, 1000, 1000, 1000}, {2, 3});
-  Type t = ty(DType::F64, {"2", "3"});
-  std::vector<double> sm = values(OneOp("Softmax", t, {}).run(x)[0]);
+  Type t = tensor_type(DType::F64, {"2", "3"});
+  std::vector<double> sm = floats(OpOnX("Softmax", t, {}).run(x)[0]);
   double z = std::exp(1.0) + std::exp(2.0) + std::exp(3.0);
   EXPECT_DOUBLE_EQ(sm[0], std::exp(1.0) / z);
   EXPECT_DOUBLE_EQ(sm[4], 1.0 / 3);  // large inputs do not overflow
-  std::vector<double> col = values(OneOp("Softmax", t, {}, {{"axis", Attribute::of_int(0)}}).run(x)[0]);
+  std::vector<double> col = floats(OpOnX("Softmax", t, {}, {{"axis", Attribute::of_int(0)}}).run(x)[0]);
   EXPECT_DOUBLE_EQ(col[0] + col[3], 1.0);
-  std::vector<double> lsm = values(OneOp("LogSoftmax", t, {}).run(x)[0]);
+  std::vector<double> lsm = floats(OpOnX("LogSoftmax", t, {}).run(x)[0]);
   EXPECT_NEAR(lsm[2], 3 - std::log(z), 1e-12);
 }
 
@@ -184,25 +170,26 @@ TEST(ReductionKernels, LayerNormalizationWithBiasAndStatistics) {
   Tensor x = tensor_of(DType::F64, {1, 2, 3, 4}, {2, 2});
   Tensor scale = tensor_of(DType::F64, {2, 3}, {2});
   Tensor bias = tensor_of(DType::F64, {10, 20}, {2});
-  OneOp ln("LayerNormalization", ty(DType::F64, {"2", "2"}), {&scale, &bias}, {{"epsilon", Attribute::of_float(0)}},
-           17, 3);
+  OpOnX ln("LayerNormalization", tensor_type(DType::F64, {"2", "2"}), {&scale, &bias},
+           {{"epsilon", Attribute::of_float(0)}}, 17, 3);
   std::vector<Tensor> out = ln.run(x);
-  EXPECT_EQ(values(out[0]), (std::vector<double>{8, 23, 8, 23}));  // normalized rows are [-1, 1]
+  EXPECT_EQ(floats(out[0]), (std::vector<double>{8, 23, 8, 23}));  // normalized rows are [-1, 1]
   EXPECT_EQ(out[1].shape(), (std::vector<int64_t>{2, 1}));
-  EXPECT_EQ(values(out[1]), (std::vector<double>{1.5, 3.5}));
-  EXPECT_EQ(values(out[2]), (std::vector<double>{2, 2}));  // 1 / sqrt(0.25)
+  EXPECT_EQ(floats(out[1]), (std::vector<double>{1.5, 3.5}));
+  EXPECT_EQ(floats(out[2]), (std::vector<double>{2, 2}));  // 1 / sqrt(0.25)
 }
 
 TEST(ReductionKernels, CumSumExclusiveAndReverse) {
   Tensor x = tensor_of(DType::I32, {1, 2, 3, 4, 5, 6}, {2, 3});
-  Type t = ty(DType::I32, {"2", "3"});
+  Type t = tensor_type(DType::I32, {"2", "3"});
   Tensor axis1 = Tensor::scalar_i64(1);
   Tensor axis0 = Tensor::scalar_i64(-2);
-  EXPECT_EQ(values(OneOp("CumSum", t, {&axis1}).run(x)[0]), (std::vector<double>{1, 3, 6, 4, 9, 15}));
-  EXPECT_EQ(values(OneOp("CumSum", t, {&axis0}).run(x)[0]), (std::vector<double>{1, 2, 3, 5, 7, 9}));
-  EXPECT_EQ(values(OneOp("CumSum", t, {&axis1}, {{"exclusive", Attribute::of_int(1)}, {"reverse", Attribute::of_int(1)}})
-                       .run(x)[0]),
-            (std::vector<double>{5, 3, 0, 11, 6, 0}));
+  EXPECT_EQ(floats(OpOnX("CumSum", t, {&axis1}).run(x)[0]), (std::vector<double>{1, 3, 6, 4, 9, 15}));
+  EXPECT_EQ(floats(OpOnX("CumSum", t, {&axis0}).run(x)[0]), (std::vector<double>{1, 2, 3, 5, 7, 9}));
+  EXPECT_EQ(
+      floats(OpOnX("CumSum", t, {&axis1}, {{"exclusive", Attribute::of_int(1)}, {"reverse", Attribute::of_int(1)}})
+                 .run(x)[0]),
+      (std::vector<double>{5, 3, 0, 11, 6, 0}));
 }
 
 }  // namespace

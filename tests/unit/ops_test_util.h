@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "src/diag/diagnostics.h"
 #include "src/interp/interpreter.h"
 #include "src/ir/graph.h"
 #include "src/shape/shape_inference.h"
@@ -72,5 +73,47 @@ inline std::vector<double> floats(const Tensor& t) {
   for (int64_t i = 0; i < t.numel(); ++i) v.push_back(t.get_f64(i));
   return v;
 }
+// A tensor of any dtype from values in row-major order.
+inline Tensor tensor_of(DType dt, const std::vector<double>& v, std::vector<int64_t> shape) {
+  Tensor t(dt, std::move(shape));
+  for (size_t i = 0; i < v.size(); ++i) t.set_f64(static_cast<int64_t>(i), v[i]);
+  return t;
+}
+
+// One node over graph inputs in0, in1, ...; its output is the graph output.
+struct OneOp {
+  explicit OneOp(const std::string& op, const std::vector<Type>& ins,
+                 const std::map<std::string, Attribute>& attrs = {}, int64_t opset = 17) {
+    g.set_opset("", opset);
+    std::vector<Value*> vs;
+    for (size_t i = 0; i < ins.size(); ++i) vs.push_back(g.add_input("in" + std::to_string(i), ins[i]));
+    node = g.add_node(op, vs, {"out"}, "", op + "_0");
+    for (const auto& [k, a] : attrs) node->set_attr(k, a);
+    g.add_output(node->output(0));
+  }
+  // The output's inferred type.
+  std::string type() {
+    infer_shapes(g);
+    return node->output(0)->type().str();
+  }
+  // Input i's type, after inference has unified it with the other inputs.
+  std::string input_type(size_t i) const { return g.inputs()[i]->type().str(); }
+  Tensor run(const std::vector<Tensor>& ins) {
+    std::map<std::string, Tensor> m;
+    for (size_t i = 0; i < ins.size(); ++i) m["in" + std::to_string(i)] = ins[i];
+    return Interpreter().run(g, m).at(0);
+  }
+  // The message shape inference rejects the node with.
+  std::string error() {
+    try {
+      infer_shapes(g);
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "(no error)";
+  }
+  Graph g;
+  Node* node = nullptr;
+};
 
 }  // namespace tcc::testing
