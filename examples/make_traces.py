@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Writes the examples' call traces (deterministic: fixed seeds, no torch needed).
 
-adam_lr_schedule: 20 optimizer steps, lr from LinearLR(start_factor=1/3, total_iters=5)
-  on a base lr of 0.01, passed as a Python float (scalar.jsonl) or as a 0-d tensor (tensor.jsonl).
+adam_lr_schedule: 20 Adam steps, lr from LinearLR(start_factor=1/3, total_iters=5) on a base
+  lr of 0.01, passed as a Python float (scalar.jsonl) or as a 0-d tensor (tensor.jsonl); the step
+  count is a 0-d tensor in both, as in torch's compiled optimizer.
 caption_padding: 1000 batches of 64 captions, lengths 90% short (5-31), 9% medium (33-63),
   1% long (65-255), plus an end token; padded to the longest caption (longest.jsonl) or to
   the next multiple of 32 (multiple32.jsonl).
@@ -28,10 +29,10 @@ def vec(n, dtype="float32"):
 def adam():
     base, start, total = 0.01, 1.0 / 3.0, 5
     lrs = [base * (start + (1.0 - start) * min(i, total) / total) for i in range(20)]
-    write("adam_lr_schedule/scalar.jsonl",
-          [{"param": vec(1024), "grad": vec(1024), "lr": {"scalar": lr}} for lr in lrs])
-    write("adam_lr_schedule/tensor.jsonl",
-          [{"param": vec(1024), "grad": vec(1024), "lr": {"shape": [], "dtype": "float32"}} for _ in lrs])
+    state = {name: vec(1024) for name in ("param", "grad", "exp_avg", "exp_avg_sq")}
+    state["step"] = {"shape": [], "dtype": "float32"}
+    write("adam_lr_schedule/scalar.jsonl", [{**state, "lr": {"scalar": lr}} for lr in lrs])
+    write("adam_lr_schedule/tensor.jsonl", [{**state, "lr": {"shape": [], "dtype": "float32"}} for _ in lrs])
 
 
 def captions():
