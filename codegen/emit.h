@@ -1,0 +1,35 @@
+// Emitters: kernel IR to source text. Both take every kernel of a module and
+// return one translation unit, deterministic for the same kernels.
+#pragma once
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "codegen/kernel_ir.h"
+
+namespace tcc {
+
+// How the runtime launches a generated CUDA kernel. Grid extents are
+// expressions over the kernel's size parameters, evaluated at run time.
+struct LaunchConfig {
+  std::array<SymExpr, 3> grid = {SymExpr::constant(1), SymExpr::constant(1), SymExpr::constant(1)};
+  std::array<int, 3> block = {1, 1, 1};
+  int shared_bytes = 0;
+};
+
+// CUDA C++ for NVRTC, self-contained (no #include), one `extern "C" __global__`
+// function per Pointwise/Reduction kernel, named Kernel::name, with parameters
+// (buffer pointers in Kernel::buffers order, then one int64_t per size
+// parameter). Gemm kernels run through cuBLASLt and emit nothing here.
+std::string emit_cuda(const std::vector<kir::Kernel>& kernels);
+LaunchConfig launch_config(const kir::Kernel& k);
+
+// Host C++: one `extern "C" void NAME(void* const* buffers, const int64_t* sizes)`
+// per kernel of every kind (Gemm as loops), buffers and sizes in the kernel's
+// parameter order. Compiled with the system compiler into host.so.
+std::string emit_host(const std::vector<kir::Kernel>& kernels);
+
+using HostKernelFn = void (*)(void* const* buffers, const int64_t* sizes);
+
+}  // namespace tcc

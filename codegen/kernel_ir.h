@@ -1,0 +1,133 @@
+// The loop-level kernel IR: what one generated kernel computes, independent of
+// the language it is emitted in.
+//
+// codegen/lower.cc builds one Kernel per fusion node; codegen/emit_cuda.cc and
+// codegen/emit_host.cc print the same Kernel as CUDA C++ (NVRTC) and as host
+// C++ (the system compiler), so the host build checks the numerics of exactly
+// the computation the GPU runs.
+//
+// A kernel iterates a domain: a list of axis extents (static or symbolic). Every
+// value in the body is computed at one point of the domain; loads and stores
+// address their buffers with affine indices over the domain coordinates, which
+// is how broadcasting (stride 0), transposes (permuted strides) and slices
+// (offset and strides) fuse into a kernel without copies.
+//
+// Reduction kernels split the domain into outer axes (one "row" per point) and
+// the trailing `reduce_axes` axes, which are reduced. Body values are either
+// per element (computed at every point) or per row (`row` set: computed once per
+// row, after the reductions they depend on). Emitters evaluate a reduction body
+// in passes over the row: pass k accumulates reduction k from the element values
+// it needs (recomputing them, never storing them), and a last pass stores the
+// element outputs. Softmax is three passes (max, sum, store), layer norm three
+// (mean, variance, store).
+//
+// Gemm kernels compute a MatMul at every point of the output domain
+// [batch..., M, N] (Op::MatMulAcc), followed by an epilogue of ordinary body
+// instructions. On the GPU the runtime runs them through cuBLASLt as described by
+// GemmDesc; the host emitter writes the dot product as a loop.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "src/ir/dtype.h"
+#include "src/ir/sym.h"
+
+namespace tcc::kir {
+
+// offset + sum over domain axes d of coord[d] * strides[d], in elements.
+struct Index {
+  std::vector<SymExpr> strides;  // one per domain axis; 0 where the buffer is broadcast
+  SymExpr offset;
+};
+
+enum class Op {
+  // Memory and constants.
+  Load,   // buffer[index]; converts the stored dtype to the compute type
+  Store,  // buffer[index] = args[0]; converts to the stored dtype
+  Const,  // `value` in `dtype`
+  // Unary (args[0]).
+  Neg, Abs, Exp, Log, Sqrt, Reciprocal, Tanh, Sigmoid, Erf, Relu, Sin, Cos, Floor, Ceil, Round, Sign, Not,
+  IsNaN, Cast,  // Cast converts args[0] to `dtype` (rounding through f16/bf16 when `dtype` is one)
+  // Binary (args[0], args[1]).
+  Add, Sub, Mul, Div, Pow, Max, Min, Mod, And, Or, Xor,
+  Equal, Less, LessOrEqual, Greater, GreaterOrEqual,
+  // Ternary: args[0] ? args[1] : args[2].
+  Where,
+  // Reductions over the kernel's reduced axes of an element value args[0]; the
+  // result is a row value.
+  ReduceSum, ReduceMax, ReduceMin, ReduceProd,
+  // Gemm kernels only: the dot product of row `coord[M]` of A and column
+  // `coord[N]` of B for the batch coordinates (see GemmDesc).
+  MatMulAcc,
+};
+
+const char* op_name(Op op);
+
+struct Instr {
+  Op op = Op::Const;
+  DType dtype = DType::F32;  // the value's logical dtype (what the interpreter would produce)
+  std::vector<int> args;     // indices of earlier instructions
+  int buffer = -1;           // Load / Store: index into Kernel::buffers
+  Index index;               // Load / Store
+  double value = 0;          // Const
+  bool row = false;          // reduction kernels: one value per row
+};
+
+struct Buffer {
+  std::string name;            // the graph value it holds
+  DType dtype = DType::F32;
+  std::vector<SymExpr> shape;  // row-major, contiguous
+  bool output = false;         // written by this kernel
+};
+
+enum class Kind { Pointwise, Reduction, Gemm };
+
+// How the runtime calls cuBLASLt for a Gemm kernel: D = act(alpha * op(A) op(B) + beta * C + bias).
+// All strides in elements; batch strides 0 broadcast an operand over the batch.
+struct GemmDesc {
+  int a = -1, b = -1;          // buffers
+  bool trans_a = false, trans_b = false;
+  SymExpr batch = SymExpr::constant(1), m, n, k;
+  SymExpr lda, ldb, ldd, stride_a, stride_b, stride_d;
+  double alpha = 1, beta = 0;
+  int bias = -1;               // a buffer of N elements, or -1
+  int residual = -1;           // C (same layout as D), or -1
+  std::string activation = "none";  // none | relu | gelu_tanh
+};
+
+struct Kernel {
+  std::string name;                     // the symbol in the cubin and in host.so
+  Kind kind = Kind::Pointwise;
+  std::vector<Buffer> buffers;          // parameters: inputs first, then outputs
+  std::vector<std::string> size_params; // symbols the kernel reads, passed as int64 arguments, sorted
+  std::vector<SymExpr> domain;          // iteration space (reduction: outer axes, then reduced axes)
+  int reduce_axes = 0;                  // trailing domain axes that are reduced
+  std::vector<Instr> body;              // SSA: args refer to earlier instructions
+  std::optional<GemmDesc> gemm;         // Kind::Gemm
+  std::vector<std::string> nodes;       // names of the source nodes fused into it
+};
+
+// Readable dump of a kernel, for tests and `TCC_LOG=codegen`:
+//   kernel tcc_k0 pointwise domain [b, 768] sizes(b)
+//     buffers: %0 x f32[b, 768] in, %1 y f32[b, 768] out
+//     %0 = load x [768, 1] + 0
+//     ...
+std::string print_kernel(const Kernel& k);
+
+// Number of elements in the domain, and in its outer (row) part.
+SymExpr domain_size(const Kernel& k);
+SymExpr row_count(const Kernel& k);
+SymExpr row_length(const Kernel& k);
+
+// Bytes read and written (each buffer once) and floating-point operations, for the report.
+SymExpr bytes_moved(const Kernel& k);
+SymExpr flop_count(const Kernel& k);
+
+// Structural key: equal for kernels that differ only in name and buffer names,
+// so identical layers compile one kernel (regional reuse).
+std::string structural_key(const Kernel& k);
+
+}  // namespace tcc::kir

@@ -1,0 +1,35 @@
+// Memory planning: liveness-based reuse of device buffers for the values that
+// flow between schedule steps.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "codegen/schedule.h"
+
+namespace tcc {
+
+struct PlannedBuffer {
+  std::string value;            // the graph value
+  DType dtype = DType::F32;
+  std::vector<SymExpr> shape;
+  SymExpr nbytes;               // 256-byte aligned
+  SymExpr offset;               // in the arena
+  int first_step = 0, last_step = 0;  // live range over Schedule::steps
+};
+
+struct MemoryPlan {
+  std::vector<PlannedBuffer> buffers;  // intermediates only: inputs, outputs and weights have their own memory
+  SymExpr arena_bytes;                 // what the plan allocates
+  SymExpr unplanned_bytes;             // one buffer per value, for comparison
+};
+
+// Plans intermediates of `s` over graph g. A freed slot is reused when its size
+// is provably at least the new value's (equal expressions, or both static).
+MemoryPlan plan_memory(const Graph& g, const Schedule& s);
+
+// Peak bytes of the plan when its symbols take the given sizes (for the report).
+int64_t evaluate_bytes(const SymExpr& e, const std::map<std::string, int64_t>& sizes);
+
+}  // namespace tcc

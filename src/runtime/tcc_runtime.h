@@ -1,0 +1,83 @@
+/* tcc's runtime: load a compiled module (docs/MODULE.md) and run it.
+ *
+ * A C API so that C and C++ programs (and other languages' FFIs) can use it:
+ *
+ *   tcc_module* m;
+ *   if (tcc_module_load("out/model", &m) != TCC_OK) { puts(tcc_last_error()); return 1; }
+ *   tcc_tensor in = {x_data, TCC_F32, 2, shape};
+ *   tcc_tensor out = {y_data, TCC_F32, 2, out_shape};
+ *   tcc_module_run_host(m, &in, 1, &out, 1);
+ *   tcc_module_free(m);
+ *
+ * The CUDA driver, cuBLASLt and cuDNN are loaded with dlopen the first time a
+ * module runs on the device, so a program linked with this library starts on a
+ * machine without a GPU and runs modules on the host.
+ */
+#ifndef TCC_RUNTIME_H_
+#define TCC_RUNTIME_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+  TCC_OK = 0,
+  TCC_ERROR_INVALID_ARGUMENT = 1, /* inputs that fail the module's guards, wrong counts or dtypes */
+  TCC_ERROR_BAD_MODULE = 2,       /* a missing, truncated or inconsistent module directory */
+  TCC_ERROR_NO_DEVICE = 3,        /* no CUDA driver or no GPU */
+  TCC_ERROR_CUDA = 4,             /* a CUDA, cuBLASLt or cuDNN call failed */
+  TCC_ERROR_INTERNAL = 5
+} tcc_status;
+
+/* Values match tcc's DType (and ONNX's TensorProto.DataType). */
+typedef enum {
+  TCC_F32 = 1, TCC_U8 = 2, TCC_I8 = 3, TCC_U16 = 4, TCC_I16 = 5, TCC_I32 = 6, TCC_I64 = 7,
+  TCC_BOOL = 9, TCC_F16 = 10, TCC_F64 = 11, TCC_U32 = 12, TCC_U64 = 13, TCC_BF16 = 16
+} tcc_dtype;
+
+/* A dense row-major tensor the caller owns: host memory for run_host, device memory for run_cuda. */
+typedef struct {
+  void* data;
+  tcc_dtype dtype;
+  int32_t rank;
+  const int64_t* shape;
+} tcc_tensor;
+
+typedef struct tcc_module tcc_module;
+
+/* The message of the last failing call on this thread ("" when none). */
+const char* tcc_last_error(void);
+
+tcc_status tcc_module_load(const char* module_dir, tcc_module** out);
+void tcc_module_free(tcc_module* m);
+
+size_t tcc_module_num_inputs(const tcc_module* m);
+size_t tcc_module_num_outputs(const tcc_module* m);
+const char* tcc_module_input_name(const tcc_module* m, size_t i);
+const char* tcc_module_output_name(const tcc_module* m, size_t i);
+
+/* Output shapes for the given inputs: fills rank and writes up to max_rank dims into shape_out.
+ * Lets a caller size its output buffers before running. */
+tcc_status tcc_module_output_shape(const tcc_module* m, const tcc_tensor* inputs, size_t num_inputs, size_t output,
+                                   int64_t* shape_out, int32_t max_rank, int32_t* rank_out);
+
+/* Runs the module on the host (host.so and the reference implementation for fallbacks). */
+tcc_status tcc_module_run_host(tcc_module* m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor* outputs,
+                               size_t num_outputs);
+
+/* Runs the module on the current CUDA device on `stream` (a CUstream; NULL for the default stream).
+ * Tensors are device pointers. Returns TCC_ERROR_NO_DEVICE where there is no GPU. */
+tcc_status tcc_module_run_cuda(tcc_module* m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor* outputs,
+                               size_t num_outputs, void* stream);
+
+/* Whether a CUDA device is usable from this process (loads the driver on first call). */
+int tcc_cuda_available(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TCC_RUNTIME_H_ */
