@@ -21,10 +21,13 @@
 // element outputs. Softmax is three passes (max, sum, store), layer norm three
 // (mean, variance, store).
 //
-// Gemm kernels compute a MatMul at every point of the output domain
-// [batch..., M, N] (Op::MatMulAcc), followed by an epilogue of ordinary body
-// instructions. On the GPU the runtime runs them through cuBLASLt as described by
-// GemmDesc; the host emitter writes the dot product as a loop.
+// Gemm kernels compute a MatMul at every point of the domain [batch..., M, N]
+// (Op::MatMulAcc), followed by an epilogue of ordinary body instructions. The
+// domain is the output shape, except that a 1-D operand's missing M or N is an
+// axis of extent 1, and batch dims that only A has (B broadcast over them) fold
+// into M, so GemmDesc's batch is the product of the leading axes, its m and n
+// the last two. On the GPU the runtime runs them through cuBLASLt as described
+// by GemmDesc; the host emitter writes the dot product as a loop.
 #pragma once
 
 #include <cstdint>
@@ -48,11 +51,14 @@ enum class Op {
   Load,   // buffer[index]; converts the stored dtype to the compute type
   Store,  // buffer[index] = args[0]; converts to the stored dtype
   Const,  // `value` in `dtype`
+  SizeValue,  // `size` (a SymExpr over the size parameters) converted to `dtype`
   // Unary (args[0]).
   Neg, Abs, Exp, Log, Sqrt, Reciprocal, Tanh, Sigmoid, Erf, Relu, Sin, Cos, Floor, Ceil, Round, Sign, Not,
   IsNaN, Cast,  // Cast converts args[0] to `dtype` (rounding through f16/bf16 when `dtype` is one)
   // Binary (args[0], args[1]).
-  Add, Sub, Mul, Div, Pow, Max, Min, Mod, And, Or, Xor,
+  // Div truncates for integers, as ONNX Div. Mod takes the divisor's sign (ONNX fmod=0, Python %),
+  // Fmod the dividend's (ONNX fmod=1, C fmod). Max/Min propagate NaN.
+  Add, Sub, Mul, Div, Pow, Max, Min, Mod, Fmod, And, Or, Xor,
   Equal, Less, LessOrEqual, Greater, GreaterOrEqual,
   // Ternary: args[0] ? args[1] : args[2].
   Where,
@@ -73,6 +79,7 @@ struct Instr {
   int buffer = -1;           // Load / Store: index into Kernel::buffers
   Index index;               // Load / Store
   double value = 0;          // Const
+  SymExpr size;              // SizeValue
   bool row = false;          // reduction kernels: one value per row
 };
 
@@ -110,11 +117,20 @@ struct Kernel {
   std::vector<std::string> nodes;       // names of the source nodes fused into it
 };
 
-// Readable dump of a kernel, for tests and `TCC_LOG=codegen`:
-//   kernel tcc_k0 pointwise domain [b, 768] sizes(b)
-//     buffers: %0 x f32[b, 768] in, %1 y f32[b, 768] out
-//     %0 = load x [768, 1] + 0
-//     ...
+// Readable dump of a kernel, for tests and `TCC_LOG=codegen`. One line per
+// buffer and per instruction (numbered by position); indices print their
+// strides per domain axis and a nonzero offset; `|` splits a reduction domain
+// into outer and reduced axes; `row` marks row values:
+//   kernel tcc_k0_pointwise pointwise domain [b, 768] sizes(b)
+//     nodes layer0/Add, layer0/Relu
+//     buffer x: f32[b, 768] in
+//     buffer bias: f32[768] in
+//     buffer y: f32[b, 768] out
+//     %0: f32 = load x [768, 1]
+//     %1: f32 = load bias [0, 1]
+//     %2: f32 = add %0, %1
+//     %3: f32 = relu %2
+//     %4 = store y [768, 1], %3
 std::string print_kernel(const Kernel& k);
 
 // Number of elements in the domain, and in its outer (row) part.

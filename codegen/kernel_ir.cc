@@ -1,0 +1,247 @@
+#include "codegen/kernel_ir.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string_view>
+
+#include "src/diag/diagnostics.h"
+
+namespace tcc::kir {
+
+namespace {
+
+// The shortest text that reads back to the same double.
+std::string format_double(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char buf[32];
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::snprintf(buf, sizeof buf, "%.*g", precision, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
+  return buf;
+}
+
+std::string join_exprs(const std::vector<SymExpr>& es, size_t begin, size_t end) {
+  std::string out;
+  for (size_t i = begin; i < end; ++i) out += (i == begin ? "" : ", ") + es[i].str();
+  return out;
+}
+
+SymExpr product(const std::vector<SymExpr>& es, size_t begin, size_t end) {
+  SymExpr p = SymExpr::constant(1);
+  for (size_t i = begin; i < end; ++i) p = p * es[i];
+  return p;
+}
+
+// Prints a kernel; with `anonymous` set, the kernel name, node names and buffer
+// names are left out or replaced by positions, which is what structural_key needs.
+class Printer {
+ public:
+  Printer(const Kernel& k, bool anonymous) : k_(k), anonymous_(anonymous) {}
+
+  std::string print() {
+    header();
+    if (!anonymous_ && !k_.nodes.empty()) {
+      out_ += "  nodes ";
+      for (size_t i = 0; i < k_.nodes.size(); ++i) out_ += (i ? ", " : "") + k_.nodes[i];
+      out_ += "\n";
+    }
+    for (size_t i = 0; i < k_.buffers.size(); ++i) {
+      const Buffer& b = k_.buffers[i];
+      out_ += "  buffer " + buffer_ref(static_cast<int>(i)) + ": " + std::string(dtype_name(b.dtype)) + "[" +
+              join_exprs(b.shape, 0, b.shape.size()) + "] " + (b.output ? "out" : "in") + "\n";
+    }
+    if (k_.gemm) gemm(*k_.gemm);
+    for (size_t i = 0; i < k_.body.size(); ++i) instr(static_cast<int>(i), k_.body[i]);
+    return out_;
+  }
+
+ private:
+  void header() {
+    out_ += "kernel ";
+    if (!anonymous_) out_ += k_.name + " ";
+    out_ += kind_name(k_.kind);
+    size_t outer = k_.domain.size() - static_cast<size_t>(k_.reduce_axes);
+    out_ += " domain [" + join_exprs(k_.domain, 0, outer);
+    if (k_.kind == Kind::Reduction) out_ += std::string(outer ? " " : "") + "| ";
+    out_ += join_exprs(k_.domain, outer, k_.domain.size()) + "]";
+    if (!k_.size_params.empty()) {
+      out_ += " sizes(";
+      for (size_t i = 0; i < k_.size_params.size(); ++i) out_ += (i ? ", " : "") + k_.size_params[i];
+      out_ += ")";
+    }
+    out_ += "\n";
+  }
+
+  static const char* kind_name(Kind kind) {
+    switch (kind) {
+      case Kind::Pointwise: return "pointwise";
+      case Kind::Reduction: return "reduction";
+      case Kind::Gemm: return "gemm";
+    }
+    return "?";
+  }
+
+  std::string buffer_ref(int b) const {
+    if (b < 0) return "-1";
+    TCC_CHECK(b < static_cast<int>(k_.buffers.size())) << "buffer " << b << " of kernel " << k_.name;
+    return anonymous_ ? "#" + std::to_string(b) : k_.buffers[b].name;
+  }
+
+  static std::string index(const Index& ix) {
+    std::string s = "[" + join_exprs(ix.strides, 0, ix.strides.size()) + "]";
+    if (ix.offset != SymExpr()) s += " + " + ix.offset.str();
+    return s;
+  }
+
+  void gemm(const GemmDesc& g) {
+    out_ += "  gemm a=" + buffer_ref(g.a) + " b=" + buffer_ref(g.b) + " trans_a=" + std::to_string(g.trans_a) +
+            " trans_b=" + std::to_string(g.trans_b) + " batch=" + g.batch.str() + " m=" + g.m.str() +
+            " n=" + g.n.str() + " k=" + g.k.str() + " lda=" + g.lda.str() + " ldb=" + g.ldb.str() +
+            " ldd=" + g.ldd.str() + " stride_a=" + g.stride_a.str() + " stride_b=" + g.stride_b.str() +
+            " stride_d=" + g.stride_d.str() + " alpha=" + format_double(g.alpha) +
+            " beta=" + format_double(g.beta) + " bias=" + buffer_ref(g.bias) +
+            " residual=" + buffer_ref(g.residual) + " activation=" + g.activation + "\n";
+  }
+
+  void instr(int i, const Instr& in) {
+    out_ += "  %" + std::to_string(i);
+    if (in.op != Op::Store) out_ += ": " + std::string(dtype_name(in.dtype));
+    if (in.row) out_ += " row";
+    out_ += " = " + std::string(op_name(in.op));
+    std::string sep = " ";
+    if (in.op == Op::Load || in.op == Op::Store) {
+      out_ += " " + buffer_ref(in.buffer) + " " + index(in.index);
+      sep = ", ";
+    } else if (in.op == Op::Const) {
+      out_ += " " + format_double(in.value);
+    } else if (in.op == Op::SizeValue) {
+      out_ += " " + in.size.str();
+    }
+    for (size_t a = 0; a < in.args.size(); ++a) {
+      TCC_CHECK(in.args[a] >= 0 && in.args[a] < i) << "instruction %" << i << " of kernel " << k_.name
+                                                   << " reads %" << in.args[a];
+      out_ += (a ? ", " : sep) + "%" + std::to_string(in.args[a]);
+    }
+    out_ += "\n";
+  }
+
+  const Kernel& k_;
+  bool anonymous_;
+  std::string out_;
+};
+
+bool counts_as_flop(Op op) {
+  switch (op) {
+    case Op::Load:
+    case Op::Store:
+    case Op::Const:
+    case Op::SizeValue:
+    case Op::Cast:
+      return false;
+    default:
+      return true;
+  }
+}
+
+}  // namespace
+
+const char* op_name(Op op) {
+  switch (op) {
+    case Op::Load: return "load";
+    case Op::Store: return "store";
+    case Op::Const: return "const";
+    case Op::SizeValue: return "size";
+    case Op::Neg: return "neg";
+    case Op::Abs: return "abs";
+    case Op::Exp: return "exp";
+    case Op::Log: return "log";
+    case Op::Sqrt: return "sqrt";
+    case Op::Reciprocal: return "reciprocal";
+    case Op::Tanh: return "tanh";
+    case Op::Sigmoid: return "sigmoid";
+    case Op::Erf: return "erf";
+    case Op::Relu: return "relu";
+    case Op::Sin: return "sin";
+    case Op::Cos: return "cos";
+    case Op::Floor: return "floor";
+    case Op::Ceil: return "ceil";
+    case Op::Round: return "round";
+    case Op::Sign: return "sign";
+    case Op::Not: return "not";
+    case Op::IsNaN: return "is_nan";
+    case Op::Cast: return "cast";
+    case Op::Add: return "add";
+    case Op::Sub: return "sub";
+    case Op::Mul: return "mul";
+    case Op::Div: return "div";
+    case Op::Pow: return "pow";
+    case Op::Max: return "max";
+    case Op::Min: return "min";
+    case Op::Mod: return "mod";
+    case Op::Fmod: return "fmod";
+    case Op::And: return "and";
+    case Op::Or: return "or";
+    case Op::Xor: return "xor";
+    case Op::Equal: return "equal";
+    case Op::Less: return "less";
+    case Op::LessOrEqual: return "less_or_equal";
+    case Op::Greater: return "greater";
+    case Op::GreaterOrEqual: return "greater_or_equal";
+    case Op::Where: return "where";
+    case Op::ReduceSum: return "reduce_sum";
+    case Op::ReduceMax: return "reduce_max";
+    case Op::ReduceMin: return "reduce_min";
+    case Op::ReduceProd: return "reduce_prod";
+    case Op::MatMulAcc: return "matmul_acc";
+  }
+  TCC_CHECK(false) << "unnamed kernel op " << static_cast<int>(op);
+  return "";
+}
+
+std::string print_kernel(const Kernel& k) { return Printer(k, false).print(); }
+
+SymExpr domain_size(const Kernel& k) { return product(k.domain, 0, k.domain.size()); }
+
+SymExpr row_count(const Kernel& k) {
+  TCC_CHECK(k.reduce_axes >= 0 && static_cast<size_t>(k.reduce_axes) <= k.domain.size())
+      << "kernel " << k.name << " reduces " << k.reduce_axes << " of " << k.domain.size() << " axes";
+  return product(k.domain, 0, k.domain.size() - static_cast<size_t>(k.reduce_axes));
+}
+
+SymExpr row_length(const Kernel& k) {
+  TCC_CHECK(k.reduce_axes >= 0 && static_cast<size_t>(k.reduce_axes) <= k.domain.size())
+      << "kernel " << k.name << " reduces " << k.reduce_axes << " of " << k.domain.size() << " axes";
+  return product(k.domain, k.domain.size() - static_cast<size_t>(k.reduce_axes), k.domain.size());
+}
+
+SymExpr bytes_moved(const Kernel& k) {
+  SymExpr total;
+  for (const Buffer& b : k.buffers)
+    total = total + product(b.shape, 0, b.shape.size()) * SymExpr::constant(static_cast<int64_t>(dtype_size(b.dtype)));
+  return total;
+}
+
+SymExpr flop_count(const Kernel& k) {
+  SymExpr per_point, per_row;
+  for (const Instr& in : k.body) {
+    if (!counts_as_flop(in.op)) continue;
+    if (in.op == Op::MatMulAcc) {
+      TCC_CHECK(k.gemm.has_value()) << "kernel " << k.name << " has a matmul_acc but no gemm description";
+      per_point = per_point + SymExpr::constant(2) * k.gemm->k;
+    } else if (in.row && in.op != Op::ReduceSum && in.op != Op::ReduceMax && in.op != Op::ReduceMin &&
+               in.op != Op::ReduceProd) {
+      per_row = per_row + SymExpr::constant(1);
+    } else {
+      // A reduction accumulates once per element of the row.
+      per_point = per_point + SymExpr::constant(1);
+    }
+  }
+  return per_point * domain_size(k) + per_row * row_count(k);
+}
+
+std::string structural_key(const Kernel& k) { return Printer(k, true).print(); }
+
+}  // namespace tcc::kir
