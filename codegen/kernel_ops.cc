@@ -77,7 +77,8 @@ KernelRole kernel_role(const Node& n) {
     if (v != nullptr && (!fully_known_tensor(v) || !kernel_dtype(v->type().dtype()))) return KernelRole::None;
   }
   if (n.domain().empty()) return default_domain_role(n);
-  if (n.domain() == kTccDomain && (n.op_type() == "Reshape" || n.op_type() == "Expand")) return KernelRole::Movement;
+  if (n.domain() == kTccDomain && (n.op_type() == "Reshape" || n.op_type() == "Expand" || n.op_type() == "Slice"))
+    return KernelRole::Movement;
   return KernelRole::None;
 }
 

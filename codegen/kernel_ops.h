@@ -12,7 +12,7 @@ enum class KernelRole {
   Reduction,    // ReduceSum/Mean/Max/Min/Prod over constant axes, Softmax/LogSoftmax/LayerNorm
                 // (decomposed before fusion), ArgMax excluded
   Movement,     // Reshape / tcc::Reshape, Transpose, Unsqueeze, Squeeze, Expand / tcc::Expand,
-                // Slice with constant arguments, Identity: an affine view of its data input
+                // Slice with constant arguments / tcc::Slice, Identity: an affine view of its data input
   Contraction,  // MatMul, Gemm: cuBLASLt on the GPU, a loop on the host
 };
 

@@ -56,5 +56,8 @@ bool simplify_algebra(Graph& g, PassContext& ctx);
 bool cse(Graph& g, PassContext& ctx);
 bool fold_transpose_matmul(Graph& g, PassContext& ctx);
 bool fold_batchnorm_conv(Graph& g, PassContext& ctx);
+bool resolve_shapes(Graph& g, PassContext& ctx);
+bool decompose(Graph& g, PassContext& ctx);
+bool fuse(Graph& g, PassContext& ctx);
 
 }  // namespace tcc

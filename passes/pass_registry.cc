@@ -26,6 +26,10 @@ const std::vector<PassInfo>& all_passes() {
                        "Cast; merge Reshape, Squeeze/Unsqueeze and Transpose pairs", Phase::Optimize, canonicalize},
       {"constant_fold", "Replace values shape inference proves constant (static shape chains included) by "
                         "initializers", Phase::Optimize, constant_fold},
+      // After folding: what is still a runtime shape chain is either data-dependent or symbolic.
+      {"resolve_shapes", "Reshape/Expand/Slice whose runtime shape argument resolves to dims over input symbols "
+                         "become tcc::Reshape/Expand/Slice, leaving the shape chain dead", Phase::Optimize,
+       resolve_shapes},
       {"simplify_algebra", "Remove exact no-op arithmetic: x*1, x+(-0.0), x-0, x/1, x**1, Neg(Neg(x))",
        Phase::Optimize, simplify_algebra},
       // After folding and simplification, more nodes have identical inputs.
@@ -36,6 +40,11 @@ const std::vector<PassInfo>& all_passes() {
        fold_batchnorm_conv},
       // Last: sweeps what the passes above left unused.
       {"dce", "Remove nodes and initializers that no graph output depends on", Phase::Optimize, dce},
+      // Composite ops become primitives first, so fuse can group them with their neighbours.
+      {"decompose", "Softmax, LogSoftmax, LayerNormalization and inference BatchNormalization into reductions and "
+                    "pointwise ops", Phase::Fuse, decompose},
+      {"fuse", "Group nodes into tcc::Fusion kernels: pointwise chains, reductions with prologues and epilogues, "
+               "MatMul/Gemm with cuBLASLt epilogues, lone movement ops", Phase::Fuse, fuse},
   };
   return passes;
 }

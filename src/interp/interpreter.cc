@@ -70,17 +70,42 @@ std::vector<Tensor> Interpreter::run_scope(const Graph& g, Scope& scope) {
   return results;
 }
 
+void Interpreter::bind_symbols(const Graph& g, const Value& in, const Tensor& t) {
+  const Type& type = in.type();
+  if (!type.is_tensor() || !type.has_rank() || type.rank() != t.rank()) return;
+  for (size_t k = 0; k < t.rank(); ++k) {
+    const Dim& d = type.shape()[k];
+    if (d.is_unknown() || !d.expr().is_symbol()) continue;
+    const std::string& sym = d.expr().symbol_name();
+    std::string source = "input '" + in.name() + "' dim " + std::to_string(k);
+    auto [it, fresh] = symbols_.emplace(sym, t.shape()[k]);
+    if (fresh) {
+      symbol_sources_[sym] = source;
+    } else if (it->second != t.shape()[k]) {
+      throw InputError(DiagLocation{g.file()}, "symbol '" + sym + "' is " + std::to_string(it->second) + " by " +
+                                                   symbol_sources_[sym] + " but " + std::to_string(t.shape()[k]) +
+                                                   " by " + source);
+    }
+  }
+}
+
 std::vector<Tensor> Interpreter::run(const Graph& g, const std::map<std::string, Tensor>& inputs) {
   Scope scope;
+  symbols_.clear();
+  symbol_sources_.clear();
   for (Value* in : g.inputs()) {
     auto it = inputs.find(in->name());
     if (it == inputs.end()) {
-      if (in->is_initializer()) continue;  // an input with a default value
+      if (in->is_initializer()) {  // an input with a default value
+        bind_symbols(g, *in, in->initializer());
+        continue;
+      }
       throw InputError(DiagLocation{g.file()}, "no value given for graph input '" + in->name() + "' (" +
                                                    in->type().str() + ")");
     }
     std::string why = mismatch_with_type(it->second, in->type());
     if (!why.empty()) throw InputError(DiagLocation{g.file()}, "input '" + in->name() + "' has " + why);
+    bind_symbols(g, *in, it->second);
     scope[in] = it->second;
   }
   for (const auto& [name, t] : inputs)

@@ -17,8 +17,13 @@ class Interpreter {
  public:
   // Runs g with inputs given by name; returns the graph outputs in order.
   // A missing input, or one whose dtype or rank disagrees with the graph, is an
-  // InputError naming it.
+  // InputError naming it. Each input dim that is exactly one symbol binds that
+  // symbol to the given size (two inputs disagreeing is an InputError naming both).
   std::vector<Tensor> run(const Graph& g, const std::map<std::string, Tensor>& inputs);
+
+  // The symbols bound by the last run(): what tcc::Reshape / tcc::Expand
+  // evaluate their symbolic target dims with.
+  const std::map<std::string, int64_t>& symbols() const { return symbols_; }
 
   // Runs a region with positional inputs; the region may read values of the
   // scopes that are running (the enclosing graph's values).
@@ -29,9 +34,12 @@ class Interpreter {
 
  private:
   using Scope = std::unordered_map<const Value*, Tensor>;
+  void bind_symbols(const Graph& g, const Value& in, const Tensor& t);
   std::vector<Tensor> run_scope(const Graph& g, Scope& scope);
   const Tensor* lookup(const Value* v) const;
   std::vector<Scope*> scopes_;  // innermost last
+  std::map<std::string, int64_t> symbols_;
+  std::map<std::string, std::string> symbol_sources_;  // symbol -> "input 'x' dim 1", for conflicts
 };
 
 // Checks that a tensor fits a declared type: dtype, rank and every static dim.

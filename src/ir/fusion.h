@@ -31,6 +31,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "src/ir/graph.h"
 
@@ -55,6 +56,11 @@ inline bool is_fusion(const Node& n) { return n.domain() == kTccDomain && n.op_t
 FusionKind fusion_kind(const Node& n);
 // The body region of a fusion node; fails naming the node when absent.
 Graph& fusion_body(const Node& n);
+
+// The axes a Reduce* node reduces, normalized and sorted (every axis when it
+// lists none, none for noop_with_empty_axes); nullopt when they are not
+// compile-time constants or the input rank is unknown.
+std::optional<std::vector<int64_t>> reduction_axes(const Node& n);
 
 // Checks the contract above; returns an empty string when it holds, otherwise
 // what is wrong (naming the fusion node and the offending body node).

@@ -12,5 +12,6 @@ void register_movement_ops(OpRegistry& r);        // Transpose, Gather*, Slice, 
 void register_nn_ops(OpRegistry& r);              // Conv*, pools, BatchNorm, Resize, Dropout, losses
 void register_data_dependent_ops(OpRegistry& r);  // NonZero, Unique, TopK
 void register_control_flow_ops(OpRegistry& r);    // If, Loop, Scan
+void register_tcc_ops(OpRegistry& r);             // tcc::Fusion, tcc::Reshape, tcc::Expand, tcc::Slice
 
 }  // namespace tcc

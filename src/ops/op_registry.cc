@@ -74,6 +74,8 @@ std::vector<Tensor> EvalContext::run_region(const Graph& g, const std::vector<Te
   return interp_.run_region(g, inputs);
 }
 
+const std::map<std::string, int64_t>& EvalContext::symbols() const { return interp_.symbols(); }
+
 const OpRegistry& OpRegistry::get() {
   static const OpRegistry registry = [] {
     OpRegistry r;
@@ -85,6 +87,7 @@ const OpRegistry& OpRegistry::get() {
     register_nn_ops(r);
     register_data_dependent_ops(r);
     register_control_flow_ops(r);
+    register_tcc_ops(r);
     return r;
   }();
   return registry;

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -102,6 +103,8 @@ class EvalContext {
   // Runs a region (If/Loop/Scan body) with the given inputs; it may read the
   // values visible at this node.
   std::vector<Tensor> run_region(const Graph& g, const std::vector<Tensor>& inputs);
+  // Symbol values bound from the graph inputs' shapes when the run started.
+  const std::map<std::string, int64_t>& symbols() const;
   [[noreturn]] void fail(const std::string& msg) const { node_.fail(msg); }
 
  private:

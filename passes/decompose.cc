@@ -1,0 +1,242 @@
+// decompose: composite normalization ops become the reductions and pointwise
+// ops they are made of, so fuse can put each into one reduction kernel with
+// its neighbours (the pointwise op before a softmax, the residual add before a
+// layernorm):
+//
+//   Softmax(x)            -> m = ReduceMax(x); e = Exp(x - m); e / ReduceSum(e)
+//   LogSoftmax(x)         -> d = x - ReduceMax(x); d - Log(ReduceSum(Exp(d)))
+//   LayerNormalization    -> d = x - ReduceMean(x); d / Sqrt(ReduceMean(d*d) + eps) * scale + B
+//   BatchNormalization    -> (x - mean) * s + B with s = scale / Sqrt(var + eps), folded to a
+//     (inference)            constant when scale and var are constants
+//
+// Each piece is named "<original name>/<piece>" ("/h.0/ln_1/LayerNormalization/ReduceMean")
+// and keeps the original's source location, so kernels trace back to the model;
+// the last piece takes over the original output value (and its name).
+// Reductions follow the opset the model imports: axes are an attribute before
+// opset 18 (ReduceSum: 13) and a constant input from then on. The pieces get
+// their types here, as shape inference would give them.
+//
+// Expects: a verified graph with shapes inferred.
+// Leaves alone: Softmax/LogSoftmax before opset 13 (they flatten to 2-D),
+// LayerNormalization whose mean / inverse-std outputs are used or whose
+// stash_type differs from its input's dtype (the decomposition would compute
+// in a narrower type), BatchNormalization in training mode or with its
+// running-statistics outputs, inputs whose rank is unknown, and nodes inside
+// regions.
+#include <cmath>
+#include <numeric>
+
+#include "passes/pass.h"
+#include "passes/replace_nodes.h"
+#include "passes/rewrite.h"
+
+namespace tcc {
+
+namespace {
+
+bool used(const Graph& g, const Value* v) {
+  for (const auto& n : g.nodes()) {
+    for (const Value* in : n->inputs())
+      if (in == v) return true;
+    for (const Graph* r : n->regions())
+      if (used(*r, v)) return true;
+  }
+  for (const Value* out : g.outputs())
+    if (out == v) return true;
+  return false;
+}
+
+// Only output 0 is read.
+bool only_first_output_used(const Graph& g, const Node& n) {
+  for (size_t i = 1; i < n.num_outputs(); ++i)
+    if (used(g, n.output(i))) return false;
+  return true;
+}
+
+const Type* ranked_float_input(const Node& n, size_t i) {
+  const Value* v = n.input(i);
+  if (v == nullptr || !v->type().is_tensor() || !v->type().has_rank() || !v->type().fully_shaped()) return nullptr;
+  if (!is_float(v->type().dtype())) return nullptr;
+  return &v->type();
+}
+
+// Builds the pieces that replace one node: each inserted before it, named
+// "<node>/<piece>", with its type given; finish() makes the last piece take
+// over the node's output 0.
+class Expansion {
+ public:
+  Expansion(Graph& g, Node& n)
+      : g_(g), n_(n), prefix_(n.name().empty() ? n.op_type() : n.name()), source_(n.source()) {}
+
+  Value* add(const std::string& piece, const std::string& op, const std::vector<Value*>& ins, const Type& type,
+             std::map<std::string, Attribute> attrs = {}) {
+    Node* p = g_.insert_node(&n_, op, ins, {g_.fresh_name(prefix_ + "/" + piece)}, "", prefix_ + "/" + piece);
+    setup(*p, type, std::move(attrs));
+    return p->output(0);
+  }
+
+  Value* constant(const std::string& hint, Tensor t) { return g_.add_initializer(g_.fresh_name(prefix_ + "/" + hint), std::move(t)); }
+
+  Value* scalar(const std::string& hint, double v, DType dtype) {
+    Tensor t(dtype, {});
+    t.set_f64(0, v);
+    return constant(hint, std::move(t));
+  }
+
+  // A Reduce* op over `axes`, keeping dims, as the imported opset spells it.
+  Value* reduce(const std::string& piece, const std::string& op, Value* x, const std::vector<int64_t>& axes,
+                const Type& type) {
+    if (n_.opset() >= (op == "ReduceSum" ? 13 : 18)) {
+      if (!axes_)
+        axes_ = constant("axes", Tensor::from_i64(axes, {static_cast<int64_t>(axes.size())}));
+      return add(piece, op, {x, axes_}, type, {{"keepdims", Attribute::of_int(1)}});
+    }
+    return add(piece, op, {x}, type, {{"keepdims", Attribute::of_int(1)}, {"axes", Attribute::of_ints(axes)}});
+  }
+
+  void finish(const std::string& piece, const std::string& op, const std::vector<Value*>& ins) {
+    Type type = n_.output(0)->type();
+    std::string name = prefix_ + "/" + piece;
+    replace_nodes(g_, {&n_}, {n_.output(0)}, [&](Node* before, const std::vector<std::string>& names) {
+      Node* p = g_.insert_node(before, op, ins, names, "", name);
+      setup(*p, type, {});
+      return p;
+    });
+  }
+
+ private:
+  void setup(Node& p, const Type& type, std::map<std::string, Attribute> attrs) {
+    p.set_source(source_);
+    p.output(0)->set_type(type);
+    for (auto& [k, a] : attrs) p.set_attr(k, std::move(a));
+  }
+
+  Graph& g_;
+  Node& n_;
+  std::string prefix_, source_;  // kept: finish() erases n_ before building the last piece
+  Value* axes_ = nullptr;
+};
+
+// x's type with the listed axes kept as size 1.
+Type kept_type(const Type& x, const std::vector<int64_t>& axes) {
+  Dims d = x.shape();
+  for (int64_t a : axes) d[a] = Dim(1);
+  return Type::tensor(x.dtype(), d);
+}
+
+bool decompose_softmax(Graph& g, Node& n) {
+  const Type* x = ranked_float_input(n, 0);
+  if (n.opset() < 13 || x == nullptr || x->rank() == 0) return false;
+  auto rank = static_cast<int64_t>(x->rank());
+  int64_t axis = n.get_int("axis", -1);
+  if (axis < -rank || axis >= rank) return false;
+  std::vector<int64_t> axes = {axis < 0 ? axis + rank : axis};
+  Type kept = kept_type(*x, axes);
+  bool log = n.op_type() == "LogSoftmax";
+  Expansion e(g, n);
+  Value* m = e.reduce("ReduceMax", "ReduceMax", n.input(0), axes, kept);
+  Value* d = e.add("Sub", "Sub", {n.input(0), m}, *x);
+  Value* ex = e.add("Exp", "Exp", {d}, *x);
+  Value* s = e.reduce("ReduceSum", "ReduceSum", ex, axes, kept);
+  if (log) e.finish("Sub_1", "Sub", {d, e.add("Log", "Log", {s}, kept)});
+  else e.finish("Div", "Div", {ex, s});
+  return true;
+}
+
+bool decompose_layer_norm(Graph& g, Node& n) {
+  const Type* x = ranked_float_input(n, 0);
+  if (x == nullptr || !n.has_input(1) || !only_first_output_used(g, n)) return false;
+  std::optional<DType> stash = dtype_from_onnx(static_cast<int32_t>(n.get_int("stash_type", 1)));
+  if (!stash || *stash != x->dtype()) return false;
+  auto rank = static_cast<int64_t>(x->rank());
+  int64_t axis = n.get_int("axis", -1);
+  if (axis < -rank || axis >= rank) return false;
+  std::vector<int64_t> axes(rank - (axis < 0 ? axis + rank : axis));
+  std::iota(axes.begin(), axes.end(), axis < 0 ? axis + rank : axis);
+  Type kept = kept_type(*x, axes);
+  Expansion e(g, n);
+  Value* mean = e.reduce("ReduceMean", "ReduceMean", n.input(0), axes, kept);
+  Value* d = e.add("Sub", "Sub", {n.input(0), mean}, *x);
+  Value* sq = e.add("Mul", "Mul", {d, d}, *x);
+  Value* var = e.reduce("ReduceMean_1", "ReduceMean", sq, axes, kept);
+  Value* eps = e.scalar("epsilon", n.get_float("epsilon", 1e-5f), x->dtype());
+  Value* sd = e.add("Sqrt", "Sqrt", {e.add("Add", "Add", {var, eps}, kept)}, kept);
+  Value* normed = e.add("Div", "Div", {d, sd}, *x);
+  if (!n.has_input(2)) {
+    e.finish("Mul_1", "Mul", {normed, n.input(1)});
+    return true;
+  }
+  Value* scaled = e.add("Mul_1", "Mul", {normed, n.input(1)}, *x);
+  e.finish("Add_1", "Add", {scaled, n.input(2)});
+  return true;
+}
+
+bool decompose_batchnorm(Graph& g, Node& n) {
+  const Type* x = ranked_float_input(n, 0);
+  if (x == nullptr || x->rank() < 2 || n.num_inputs() != 5 || !only_first_output_used(g, n)) return false;
+  if (n.opset() >= 14 ? n.get_int("training_mode", 0) != 0 : n.num_outputs() > 1) return false;
+  for (size_t i = 1; i < 5; ++i) {
+    const Value* p = n.input(i);
+    if (p == nullptr || !p->type().is_tensor() || !p->type().has_rank() || p->type().rank() != 1 ||
+        p->type().shape()[0] != x->shape()[1] || p->type().dtype() != x->dtype())
+      return false;
+  }
+  // Per-channel [C] vectors broadcast against [N, C, ...] as [C, 1, ..., 1].
+  Dims channel_dims(x->rank() - 1, Dim(1));
+  channel_dims[0] = x->shape()[1];
+  Type channel_type = Type::tensor(x->dtype(), channel_dims);
+  auto channel_shaped = [&](const Tensor& t) {
+    std::vector<int64_t> shape(x->rank() - 1, 1);
+    shape[0] = t.numel();
+    return t.reshaped(shape);
+  };
+  double eps = n.get_float("epsilon", 1e-5f);
+  Expansion e(g, n);
+  Value* target = nullptr;
+  auto per_channel = [&](size_t i, const std::string& piece) -> Value* {
+    if (auto c = constant_value(n.input(i))) return e.constant(piece, channel_shaped(*c));
+    if (!target) {
+      std::vector<int64_t> shape(x->rank() - 1, 1);
+      shape[0] = -1;
+      target = e.constant("channel_shape", Tensor::from_i64(shape, {static_cast<int64_t>(shape.size())}));
+    }
+    return e.add("Reshape_" + piece, "Reshape", {n.input(i), target}, channel_type);
+  };
+  Value* scale;
+  auto scale_c = constant_value(n.input(1));
+  auto var_c = constant_value(n.input(4));
+  if (scale_c && var_c) {
+    Tensor s(x->dtype(), {scale_c->numel()});
+    for (int64_t c = 0; c < s.numel(); ++c) s.set_f64(c, scale_c->get_f64(c) / std::sqrt(var_c->get_f64(c) + eps));
+    scale = e.constant("scale", channel_shaped(s));
+  } else {
+    Value* var_eps = e.add("Add", "Add", {per_channel(4, "var"), e.scalar("epsilon", eps, x->dtype())}, channel_type);
+    Value* sd = e.add("Sqrt", "Sqrt", {var_eps}, channel_type);
+    scale = e.add("Div", "Div", {per_channel(1, "scale"), sd}, channel_type);
+  }
+  Value* centered = e.add("Sub", "Sub", {n.input(0), per_channel(3, "mean")}, *x);
+  Value* scaled = e.add("Mul", "Mul", {centered, scale}, *x);
+  e.finish("Add_1", "Add", {scaled, per_channel(2, "bias")});
+  return true;
+}
+
+}  // namespace
+
+bool decompose(Graph& g, PassContext& ctx) {
+  std::vector<Node*> candidates;
+  for (const auto& n : g.nodes())
+    if (n->domain().empty()) candidates.push_back(n.get());
+  bool changed = false;
+  for (Node* n : candidates) {
+    const std::string op = n->op_type();
+    bool done = false;
+    if (op == "Softmax" || op == "LogSoftmax") done = decompose_softmax(g, *n);
+    else if (op == "LayerNormalization") done = decompose_layer_norm(g, *n);
+    else if (op == "BatchNormalization") done = decompose_batchnorm(g, *n);
+    if (done) ctx.stats.add("decomposed_" + op);
+    changed |= done;
+  }
+  return changed;
+}
+
+}  // namespace tcc

@@ -1,0 +1,437 @@
+// fuse: groups nodes into kernels, each group replaced by one tcc::Fusion node
+// whose body holds the original nodes unchanged (src/ir/fusion.h).
+//
+// Greedy, in the spirit of Inductor's scheduler: what may join a kernel is
+// codegen/kernel_ops.h's kernel_role; groups form in this order, each step
+// taking only nodes no earlier step took:
+//   1. gemm: each MatMul/Gemm with the epilogue chain cuBLASLt applies, every
+//      link the only reader of the previous one: at most one Add of a bias
+//      along the last axis ([N] or [1, .., N]), at most one Add of a residual of
+//      the output's shape, then optionally Relu or tanh-Gelu, which ends it;
+//   2. reduction: each reduction grows over its neighbours: pointwise nodes
+//      computing over the reduced tensor's shape or the kept shape (prologue
+//      and epilogue) and reductions of the same shape over the same axes
+//      (softmax's max then sum, layernorm's two means);
+//   3. pointwise: each remaining pointwise node grows over connected pointwise
+//      nodes computing over the same output shape (inputs may broadcast);
+//   4. movement leaves: a movement node whose every reader is in one pointwise
+//      or reduction group joins it (its data comes from outside, so its loads
+//      stay affine; a movement op on an intermediate never joins);
+//   5. single: every other movement node is a copy kernel of its own.
+// A merge that would put an outside node (or group) on a path between two
+// members is refused, so the graph of groups stays acyclic. Nodes of role None
+// stay as they are.
+//
+// A member's output read outside its group (or a graph output) becomes an
+// output of the fusion node, which takes over the value's name, so graph
+// outputs keep theirs; values inside bodies get fresh names. Small constant
+// arguments (scalars, axes, shapes: anything a kernel needs as a literal) are
+// copied into the body; other outside values, weights included, are body
+// inputs. Constant nodes and initializers left without readers by that copy
+// are removed. Fusion nodes are named fused_<N> in graph order.
+//
+// Expects: a verified graph with types inferred (nodes without fully known
+// tensor types have role None and are left alone).
+// Leaves alone: nodes inside regions.
+#include <algorithm>
+#include <queue>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "codegen/kernel_ops.h"
+#include "passes/pass.h"
+#include "passes/replace_nodes.h"
+#include "passes/rewrite.h"
+#include "src/ir/fusion.h"
+
+namespace tcc {
+
+namespace {
+
+// Constant arguments a kernel reads as literals rather than from a buffer.
+constexpr int64_t kMaxLiteralElements = 64;
+
+std::optional<Tensor> literal_argument(const Value* v) {
+  std::optional<Tensor> t = constant_value(v);
+  if (!t) return std::nullopt;
+  if (t->numel() == 1 || (is_integer(t->dtype()) && t->rank() <= 1 && t->numel() <= kMaxLiteralElements)) return t;
+  return std::nullopt;
+}
+
+const Dims& shape_of(const Value* v) { return v->type().shape(); }
+
+struct Group {
+  FusionKind kind = FusionKind::Single;
+  bool fused = false;               // false: a lone node not (yet) in any kernel
+  std::vector<Node*> members;       // kept in graph order when materialized
+  size_t first = 0, last = 0;       // graph positions of the earliest and latest member
+  // Reduction groups: the reduced shape, axes and kept shape; pointwise groups: the output shape in `full`.
+  Dims full, kept;
+  std::vector<int64_t> axes;
+};
+
+class Fuser {
+ public:
+  explicit Fuser(Graph& g) : g_(g) {
+    for (const auto& n : g.nodes()) {
+      size_t i = order_.size();
+      order_.push_back(n.get());
+      index_[n.get()] = i;
+      role_[n.get()] = kernel_role(*n);
+      Group lone;
+      lone.members = {n.get()};
+      lone.first = lone.last = i;
+      groups_.push_back(std::move(lone));
+      group_of_[n.get()] = i;
+      collect_reads(*n, *n);
+    }
+    for (const Value* out : g.outputs()) graph_outputs_.insert(out);
+  }
+
+  // Forms the groups (steps 1-5) and returns the fused ones, each with at least one member.
+  std::vector<Group*> partition() {
+    for (Node* n : order_)
+      if (role(n) == KernelRole::Contraction) grow_gemm(*n);
+    for (Node* n : order_)
+      if (role(n) == KernelRole::Reduction && !taken(n)) grow_reduction(*n);
+    for (Node* n : order_)
+      if (role(n) == KernelRole::Pointwise && !taken(n)) grow_pointwise(*n);
+    for (Node* n : order_)
+      if (role(n) == KernelRole::Movement && !taken(n)) attach_leaf(*n);
+    for (Node* n : order_)
+      if (role(n) == KernelRole::Movement && !taken(n)) start(*n, FusionKind::Single);
+    std::vector<Group*> fused;
+    for (Group& gr : groups_) {
+      if (!gr.fused || gr.members.empty()) continue;
+      std::sort(gr.members.begin(), gr.members.end(),
+                [&](const Node* a, const Node* b) { return index_.at(a) < index_.at(b); });
+      fused.push_back(&gr);
+    }
+    return fused;
+  }
+
+  // Outputs of gr's members read outside gr, or graph outputs, in member order.
+  std::vector<Value*> exported(const Group& gr) const {
+    std::vector<Value*> out;
+    for (const Node* m : gr.members)
+      for (Value* v : m->outputs()) {
+        bool outside = is_graph_output(v);
+        for (const Node* r : readers(v)) outside |= &groups_[group_of_.at(r)] != &gr;
+        if (outside) out.push_back(v);
+      }
+    return out;
+  }
+
+  // Nodes of the main graph that read v (directly or in their regions).
+  const std::vector<Node*>& readers(const Value* v) const {
+    static const std::vector<Node*> kNone;
+    auto it = readers_.find(v);
+    return it == readers_.end() ? kNone : it->second;
+  }
+  bool is_graph_output(const Value* v) const { return graph_outputs_.count(v) != 0; }
+
+ private:
+  void collect_reads(const Node& in, Node& reader) {
+    for (const Value* v : in.inputs())
+      if (v != nullptr) {
+        auto& rs = readers_[v];
+        if (rs.empty() || rs.back() != &reader) rs.push_back(&reader);
+      }
+    for (const Graph* r : in.regions())
+      for (const auto& inner : r->nodes()) collect_reads(*inner, reader);
+    for (const Graph* r : in.regions())
+      for (const Value* out : r->outputs()) readers_[out].push_back(&reader);
+  }
+
+  KernelRole role(const Node* n) const { return role_.at(n); }
+  Group& group(const Node* n) { return groups_[group_of_.at(n)]; }
+  const Group& group(const Node* n) const { return groups_[group_of_.at(n)]; }
+  bool taken(const Node* n) { return group(n).fused; }
+
+  Group& start(Node& n, FusionKind kind) {
+    Group& gr = group(&n);
+    gr.fused = true;
+    gr.kind = kind;
+    return gr;
+  }
+
+  // Units (groups or lone nodes) that read an output of some member of gr.
+  std::vector<size_t> successors(const Group& gr) const {
+    std::vector<size_t> out;
+    for (const Node* m : gr.members)
+      for (const Value* v : m->outputs())
+        for (const Node* r : readers(v)) out.push_back(group_of_.at(r));
+    return out;
+  }
+
+  // Whether merging units a and b would put another unit on a path between
+  // them. Units after the later of the two in graph order cannot lead back.
+  bool creates_cycle(size_t a, size_t b) const {
+    size_t limit = std::max(groups_[a].last, groups_[b].last);
+    std::vector<char> seen(groups_.size(), 0);
+    std::vector<size_t> work;
+    for (size_t u : {a, b})
+      for (size_t s : successors(groups_[u]))
+        if (s != a && s != b && !seen[s]) {
+          seen[s] = 1;
+          work.push_back(s);
+        }
+    while (!work.empty()) {
+      size_t u = work.back();
+      work.pop_back();
+      if (groups_[u].first > limit) continue;
+      for (size_t s : successors(groups_[u])) {
+        if (s == a || s == b) return true;
+        if (!seen[s]) {
+          seen[s] = 1;
+          work.push_back(s);
+        }
+      }
+    }
+    return false;
+  }
+
+  // Moves the lone node n into gr when that keeps the groups acyclic.
+  bool try_merge(Group& gr, Node& n) {
+    size_t a = static_cast<size_t>(&gr - groups_.data()), b = group_of_.at(&n);
+    if (a == b || groups_[b].fused || creates_cycle(a, b)) return false;
+    gr.members.push_back(&n);
+    gr.first = std::min(gr.first, index_.at(&n));
+    gr.last = std::max(gr.last, index_.at(&n));
+    groups_[b].members.clear();
+    group_of_[&n] = a;
+    return true;
+  }
+
+  // The one node reading v, when there is exactly one and v is not a graph output.
+  Node* only_reader(const Value* v) const {
+    const auto& rs = readers(v);
+    if (rs.size() != 1 || is_graph_output(v)) return nullptr;
+    size_t uses = 0;
+    for (const Value* in : rs[0]->inputs()) uses += in == v;
+    return uses == 1 ? rs[0] : nullptr;
+  }
+
+  // ---- 1. gemm --------------------------------------------------------------
+
+  // A bias broadcast along the last axis of out: [N] or [1, .., 1, N].
+  static bool is_bias_shape(const Dims& bias, const Dims& out) {
+    if (bias.empty() || out.empty() || bias.size() > out.size() || bias.back() != out.back()) return false;
+    return std::all_of(bias.begin(), bias.end() - 1, [](const Dim& d) { return d == Dim(1); });
+  }
+
+  void grow_gemm(Node& mm) {
+    Group& gr = start(mm, FusionKind::Gemm);
+    const Dims& out = shape_of(mm.output(0));
+    bool bias = false, residual = false;
+    if (mm.op_type() == "Gemm" && mm.has_input(2)) {
+      // Gemm's own C takes the slot its shape fits; any other broadcast takes both.
+      const Dims& c = shape_of(mm.input(2));
+      residual = c == out;
+      bias = !residual && is_bias_shape(c, out);
+      if (!bias && !residual) bias = residual = true;
+    }
+    Node* tail = &mm;
+    for (;;) {
+      Node* r = only_reader(tail->output(0));
+      if (r == nullptr || role(r) != KernelRole::Pointwise || taken(r) || !r->domain().empty()) return;
+      if (r->output(0)->type().dtype() != mm.output(0)->type().dtype()) return;
+      bool activation = r->op_type() == "Relu" || (r->op_type() == "Gelu" && r->get_string("approximate", "none") == "tanh");
+      if (r->op_type() == "Add" && r->num_inputs() == 2) {
+        const Value* other = r->input(0) == tail->output(0) ? r->input(1) : r->input(0);
+        if (other->type().dtype() != mm.output(0)->type().dtype()) return;
+        if (!residual && shape_of(other) == out) residual = true;
+        else if (!bias && is_bias_shape(shape_of(other), out)) bias = true;
+        else return;
+      } else if (!activation) {
+        return;
+      }
+      if (!try_merge(gr, *r)) return;
+      if (activation) return;
+      tail = r;
+    }
+  }
+
+  // ---- 2. reduction ---------------------------------------------------------
+
+  // Whether n computes over the group's shapes: a pointwise node producing the
+  // full or the kept shape, or a reduction like the group's.
+  bool fits_reduction(const Group& gr, const Node& n) const {
+    if (role(&n) == KernelRole::Pointwise) {
+      const Dims& s = shape_of(n.output(0));
+      return s == gr.full || s == gr.kept;
+    }
+    if (role(&n) != KernelRole::Reduction) return false;
+    std::optional<std::vector<int64_t>> axes = reduction_axes(n);
+    return axes && *axes == gr.axes && shape_of(n.input(0)) == gr.full && shape_of(n.output(0)) == gr.kept;
+  }
+
+  // Grows gr from its members to neighbours that `fits` accepts, breadth first.
+  template <typename Fits>
+  void grow(Group& gr, Fits fits) {
+    std::queue<Node*> work;
+    for (Node* m : gr.members) work.push(m);
+    while (!work.empty()) {
+      Node* m = work.front();
+      work.pop();
+      std::vector<Node*> next;
+      for (const Value* in : m->inputs())
+        if (in != nullptr && in->producer() != nullptr && in->producer()->graph() == &g_) next.push_back(in->producer());
+      for (const Value* out : m->outputs())
+        for (Node* r : readers(out)) next.push_back(r);
+      for (Node* c : next)
+        if (!taken(c) && fits(*c) && try_merge(gr, *c)) work.push(c);
+    }
+  }
+
+  void grow_reduction(Node& rd) {
+    std::optional<std::vector<int64_t>> axes = reduction_axes(rd);
+    if (!axes) return;
+    Group& gr = start(rd, FusionKind::Reduction);
+    gr.full = shape_of(rd.input(0));
+    gr.kept = shape_of(rd.output(0));
+    gr.axes = *axes;
+    grow(gr, [&](const Node& n) { return fits_reduction(gr, n); });
+  }
+
+  // ---- 3. pointwise ---------------------------------------------------------
+
+  void grow_pointwise(Node& p) {
+    Group& gr = start(p, FusionKind::Pointwise);
+    gr.full = shape_of(p.output(0));
+    grow(gr, [&](const Node& n) { return role(&n) == KernelRole::Pointwise && shape_of(n.output(0)) == gr.full; });
+  }
+
+  // ---- 4. movement leaves ---------------------------------------------------
+
+  void attach_leaf(Node& m) {
+    const Value* out = m.output(0);
+    const auto& rs = readers(out);
+    if (rs.empty() || is_graph_output(out)) return;
+    Group& gr = group(rs[0]);
+    if (!gr.fused || (gr.kind != FusionKind::Pointwise && gr.kind != FusionKind::Reduction)) return;
+    for (const Node* r : rs)
+      if (&group(r) != &gr) return;
+    for (const Value* in : m.inputs())
+      if (in != nullptr && in->producer() != nullptr && in->producer()->graph() == &g_ && &group(in->producer()) == &gr)
+        return;
+    try_merge(gr, m);
+  }
+
+  Graph& g_;
+  std::vector<Node*> order_;
+  std::unordered_map<const Node*, size_t> index_;
+  std::unordered_map<const Node*, KernelRole> role_;
+  std::vector<Group> groups_;
+  std::unordered_map<const Node*, size_t> group_of_;
+  std::unordered_map<const Value*, std::vector<Node*>> readers_;
+  std::unordered_set<const Value*> graph_outputs_;
+};
+
+// Replaces the members of one group (in graph order) by a tcc::Fusion node
+// whose outputs take over `exported`; returns it. `copied` collects the outside
+// constants copied into the body.
+Node* materialize(Graph& g, const Group& gr, const std::vector<Value*>& exported,
+                  std::unordered_set<const Value*>& copied) {
+  std::unordered_set<const Node*> members(gr.members.begin(), gr.members.end());
+  auto inside = [&](const Value* v) { return v->producer() != nullptr && members.count(v->producer()); };
+
+  auto body = std::make_shared<Graph>();
+  body->set_parent(&g, nullptr);
+  std::unordered_map<const Value*, Value*> in_body;
+  std::vector<Value*> node_inputs;
+  for (const Node* m : gr.members)
+    for (Value* v : m->inputs()) {
+      if (v == nullptr || inside(v) || in_body.count(v)) continue;
+      if (std::optional<Tensor> lit = literal_argument(v)) {
+        in_body[v] = body->add_initializer(g.fresh_name(v->name()), *lit);
+        copied.insert(v);
+      } else {
+        in_body[v] = body->add_input(g.fresh_name(v->name()), v->type());
+        node_inputs.push_back(v);
+      }
+    }
+  for (const Node* m : gr.members) {
+    std::vector<Value*> ins;
+    for (Value* v : m->inputs()) ins.push_back(v == nullptr ? nullptr : in_body.at(v));
+    std::vector<std::string> names;
+    for (const Value* out : m->outputs()) names.push_back(g.fresh_name(out->name()));
+    Node* copy = body->add_node(m->op_type(), ins, names, m->domain(), m->name());
+    copy->set_source(m->source());
+    for (const auto& [k, a] : m->attrs()) copy->set_attr(k, a);
+    for (size_t i = 0; i < m->num_outputs(); ++i) {
+      Value* out = m->output(i);
+      copy->output(i)->set_type(out->type());
+      in_body[out] = copy->output(i);
+    }
+  }
+  std::vector<Value*> body_outputs;
+  std::vector<Type> types;
+  for (Value* v : exported) {
+    body_outputs.push_back(in_body.at(v));
+    types.push_back(v->type());
+  }
+  body->set_outputs(body_outputs);
+
+  return replace_nodes(g, members, exported, [&](Node* before, const std::vector<std::string>& names) {
+    Node* f = g.insert_node(before, std::string(kFusionOp), node_inputs, names, std::string(kTccDomain));
+    for (size_t i = 0; i < types.size(); ++i) f->output(i)->set_type(types[i]);
+    f->set_attr("kind", Attribute::of_string(std::string(fusion_kind_name(gr.kind))));
+    body->set_parent(&g, f);
+    f->set_attr("body", Attribute::of_graph(body));
+    return f;
+  });
+}
+
+bool used_anywhere(const Graph& g, const Value* v) {
+  for (const auto& n : g.nodes()) {
+    for (const Value* in : n->inputs())
+      if (in == v) return true;
+    for (const Graph* r : n->regions())
+      if (used_anywhere(*r, v)) return true;
+  }
+  return std::find(g.outputs().begin(), g.outputs().end(), v) != g.outputs().end();
+}
+
+}  // namespace
+
+bool fuse(Graph& g, PassContext& ctx) {
+  Fuser fuser(g);
+  std::vector<Group*> groups = fuser.partition();
+  // Decided on the graph as it was, before any group is replaced.
+  std::vector<std::vector<Value*>> exported;
+  for (const Group* gr : groups) exported.push_back(fuser.exported(*gr));
+  std::unordered_set<const Value*> copied;
+  std::unordered_set<const Node*> fusions;
+  for (size_t i = 0; i < groups.size(); ++i) {
+    if (exported[i].empty()) continue;  // dead code, dce's business
+    ctx.stats.add("groups_" + std::string(fusion_kind_name(groups[i]->kind)));
+    ctx.stats.add("nodes_fused", static_cast<int64_t>(groups[i]->members.size()));
+    fusions.insert(materialize(g, *groups[i], exported[i], copied));
+  }
+  if (fusions.empty()) return false;
+  // Outside readers of an early member may sit before the fusion node.
+  TCC_CHECK(g.topo_sort()) << "fuse created a cycle";
+
+  bool copied_initializer = false;
+  std::unordered_set<const Node*> dead_constants;
+  for (const Value* v : copied) {
+    if (used_anywhere(g, v)) continue;
+    if (v->is_initializer()) copied_initializer = true;
+    else dead_constants.insert(v->producer());
+  }
+  g.erase_nodes_if([&](const Node& n) { return dead_constants.count(&n) != 0; });
+  if (copied_initializer) g.remove_unused_initializers();
+
+  size_t next = 0;
+  for (const auto& n : g.nodes()) {
+    if (!fusions.count(n.get())) continue;
+    std::string name = "fused_" + std::to_string(next++);
+    n->set_name(name);
+    fusion_body(*n).set_name(name);
+  }
+  g.set_opset(std::string(kTccDomain), 1);
+  return true;
+}
+
+}  // namespace tcc

@@ -1,0 +1,159 @@
+// resolve_shapes: movement ops whose target shape is computed at run time
+// from other tensors' shapes get that shape written into the op.
+//
+// Exporters compute a Reshape's target (or an Expand's, or a Slice's bounds)
+// with Shape -> Gather -> Unsqueeze -> Concat chains. Shape inference already
+// knows the result symbolically ([batch, seq, 4, 16]); when every symbol in it
+// is bound by a graph input (it is a whole dim of some input, so the runtime
+// reads it from that input's shape), the op becomes tcc::Reshape /
+// tcc::Expand / tcc::Slice carrying the dims as SymExpr texts, and the chain
+// that fed it is left without users for dce:
+//
+//   %s = Concat(...Gather(Shape(%x))...)          %y = tcc::Reshape(%x) {shape = ["batch", "seq", "4", "16"]}
+//   %y = Reshape(%x, %s)                     ->
+//
+// A Slice is resolved when its starts, axes and steps are known integers
+// (steps positive, starts normalizable at compile time) and only its ends
+// depend on symbols; its output shape says where each axis ends.
+//
+// Expects: a verified graph; types are re-inferred here. Sets the model's
+// "tcc" opset import to 1 when it rewrites anything.
+// Leaves alone: ops whose shape argument is already constant (nothing to
+// gain), ops whose resolved dims mention a symbol no input binds (e.g. a
+// data-dependent size), and nodes inside regions.
+#include <set>
+
+#include "passes/pass.h"
+#include "passes/replace_nodes.h"
+#include "passes/rewrite.h"
+#include "src/ir/fusion.h"
+#include "src/ops/op_helpers.h"
+#include "src/shape/shape_inference.h"
+
+namespace tcc {
+
+namespace {
+
+// Symbols the runtime can read off an input's shape: those that are a whole dim of a graph input.
+std::set<std::string> bound_symbols(const Graph& g) {
+  std::set<std::string> bound;
+  for (const Value* in : g.inputs()) {
+    const Type& t = in->type();
+    if (!t.is_tensor() || !t.has_rank()) continue;
+    for (const Dim& d : t.shape())
+      if (d.is_symbolic() && d.expr().is_symbol()) bound.insert(d.expr().symbol_name());
+  }
+  return bound;
+}
+
+// The output dims as texts when each is known and mentions only bound symbols.
+std::optional<std::vector<std::string>> resolved_dims(const Value* v, const std::set<std::string>& bound) {
+  const Type& t = v->type();
+  if (!t.is_tensor() || !t.fully_shaped()) return std::nullopt;
+  std::vector<std::string> dims;
+  for (const Dim& d : t.shape()) {
+    for (const std::string& s : d.expr().symbols())
+      if (!bound.count(s)) return std::nullopt;
+    dims.push_back(d.str());
+  }
+  return dims;
+}
+
+bool is_constant_input(const Node& n, size_t i) { return !n.has_input(i) || constant_value(n.input(i)); }
+
+// The integer contents of input i, whether constant or only known to shape inference.
+std::optional<std::vector<int64_t>> known_ints(const Node& n, size_t i, const ShapeInfo& info) {
+  if (auto c = constant_value(n.input(i))) return c->to_i64_vector();
+  auto it = info.values.find(n.input(i));
+  if (it == info.values.end()) return std::nullopt;
+  return static_values(&it->second);
+}
+
+// tcc::Slice attributes for a Slice whose bounds resolve, or nullopt.
+std::optional<std::map<std::string, Attribute>> slice_attrs(const Node& n, const ShapeInfo& info) {
+  const Type& x = n.input(0)->type();
+  if (!x.is_tensor() || !x.fully_shaped()) return std::nullopt;
+  auto rank = static_cast<int64_t>(x.rank());
+  std::optional<std::vector<int64_t>> starts = known_ints(n, 1, info);
+  if (!starts) return std::nullopt;
+  std::vector<int64_t> axes, steps(starts->size(), 1);
+  for (size_t k = 0; k < starts->size(); ++k) axes.push_back(static_cast<int64_t>(k));
+  if (n.has_input(3)) {
+    auto a = known_ints(n, 3, info);
+    if (!a) return std::nullopt;
+    axes = *a;
+  }
+  if (n.has_input(4)) {
+    auto s = known_ints(n, 4, info);
+    if (!s) return std::nullopt;
+    steps = *s;
+  }
+  if (axes.size() != starts->size() || steps.size() != starts->size()) return std::nullopt;
+  for (size_t k = 0; k < axes.size(); ++k) {
+    if (axes[k] < -rank || axes[k] >= rank || steps[k] <= 0) return std::nullopt;
+    if (axes[k] < 0) axes[k] += rank;
+    const Dim& d = x.shape()[axes[k]];
+    int64_t& s = (*starts)[k];
+    if (s < 0) {
+      if (!d.is_static()) return std::nullopt;
+      s = std::max<int64_t>(0, s + d.value());
+    } else if (d.is_static()) {
+      s = std::min(s, d.value());
+    } else if (s != 0) {
+      // A positive start past a symbolic end would need clamping at run time.
+      return std::nullopt;
+    }
+  }
+  return std::map<std::string, Attribute>{
+      {"axes", Attribute::of_ints(axes)}, {"starts", Attribute::of_ints(*starts)}, {"steps", Attribute::of_ints(steps)}};
+}
+
+}  // namespace
+
+bool resolve_shapes(Graph& g, PassContext& ctx) {
+  ShapeInfo info = infer_shapes(g);
+  std::set<std::string> bound = bound_symbols(g);
+  struct Rewrite {
+    Node* node;
+    std::map<std::string, Attribute> attrs;
+  };
+  std::vector<Rewrite> rewrites;
+  for (const auto& up : g.nodes()) {
+    Node& n = *up;
+    if (!n.domain().empty() || n.num_outputs() != 1 || !n.has_input(0)) continue;
+    bool reshape_like = n.op_type() == "Reshape" || n.op_type() == "Expand";
+    if (!reshape_like && n.op_type() != "Slice") continue;
+    bool runtime_argument = false;
+    for (size_t i = 1; i < n.num_inputs(); ++i) runtime_argument |= !is_constant_input(n, i);
+    if (!runtime_argument) continue;
+    std::optional<std::vector<std::string>> dims = resolved_dims(n.output(0), bound);
+    if (!dims) continue;
+    std::map<std::string, Attribute> attrs;
+    if (!reshape_like) {
+      auto s = slice_attrs(n, info);
+      if (!s) continue;
+      attrs = std::move(*s);
+    }
+    attrs["shape"] = Attribute::of_strings(*dims);
+    rewrites.push_back({&n, std::move(attrs)});
+  }
+  if (rewrites.empty()) return false;
+  for (Rewrite& r : rewrites) {
+    Node& old = *r.node;
+    std::string op = old.op_type(), name = old.name(), source = old.source();
+    Value* data = old.input(0);
+    Type type = old.output(0)->type();
+    replace_nodes(g, {&old}, {old.output(0)}, [&](Node* before, const std::vector<std::string>& names) {
+      Node* n = g.insert_node(before, op, {data}, names, std::string(kTccDomain), name);
+      n->set_source(source);
+      n->output(0)->set_type(type);
+      for (auto& [k, a] : r.attrs) n->set_attr(k, std::move(a));
+      return n;
+    });
+    ctx.stats.add(op == "Slice" ? "slices_resolved" : op == "Reshape" ? "reshapes_resolved" : "expands_resolved");
+  }
+  g.set_opset(std::string(kTccDomain), 1);
+  return true;
+}
+
+}  // namespace tcc

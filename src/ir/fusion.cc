@@ -1,0 +1,191 @@
+#include "src/ir/fusion.h"
+
+#include <algorithm>
+#include <array>
+
+#include "codegen/kernel_ops.h"
+
+namespace tcc {
+
+namespace {
+
+constexpr std::array<std::pair<FusionKind, std::string_view>, 5> kKindNames = {{
+    {FusionKind::Pointwise, "pointwise"},
+    {FusionKind::Reduction, "reduction"},
+    {FusionKind::Gemm, "gemm"},
+    {FusionKind::Conv, "conv"},
+    {FusionKind::Single, "single"},
+}};
+
+// The constant data of a body value, when it has one (a body initializer or a Constant node's output).
+const Tensor* constant_of(const Value* v) {
+  if (v == nullptr) return nullptr;
+  if (v->is_initializer() && !v->is_graph_input()) return &v->initializer();
+  const Node* p = v->producer();
+  if (p != nullptr && p->op_type() == "Constant" && p->domain().empty()) return p->get_tensor("value");
+  return nullptr;
+}
+
+std::string who(const Node& n) { return "node '" + n.name() + "' (" + n.op_type() + ")"; }
+
+std::string check_reduction_body(const Graph& body) {
+  const Node* first = nullptr;
+  std::optional<std::vector<int64_t>> first_axes;
+  for (const auto& n : body.nodes()) {
+    if (kernel_role(*n) != KernelRole::Reduction) continue;
+    std::optional<std::vector<int64_t>> axes = reduction_axes(*n);
+    if (!axes) return who(*n) + " reduces over axes that are not constant";
+    if (first == nullptr) {
+      first = n.get();
+      first_axes = axes;
+      continue;
+    }
+    if (n->input(0)->type().shape() != first->input(0)->type().shape() || *axes != *first_axes)
+      return who(*n) + " reduces " + n->input(0)->type().str() + " over other axes or another shape than " +
+             who(*first) + " (" + first->input(0)->type().str() + ")";
+  }
+  if (first == nullptr) return "the body has no reduction";
+  return "";
+}
+
+std::string check_gemm_body(const Graph& body) {
+  static const std::array<std::string_view, 3> kEpilogue = {"Add", "Relu", "Gelu"};
+  size_t contractions = 0;
+  for (const auto& n : body.nodes()) {
+    if (kernel_role(*n) == KernelRole::Contraction) {
+      ++contractions;
+      continue;
+    }
+    if (std::find(kEpilogue.begin(), kEpilogue.end(), n->op_type()) == kEpilogue.end())
+      return who(*n) + " is not an epilogue cuBLASLt applies (bias or residual Add, Relu, tanh Gelu)";
+    if (n->op_type() == "Gelu" && n->get_string("approximate", "none") != "tanh")
+      return who(*n) + " is an erf Gelu; cuBLASLt's Gelu epilogue is the tanh approximation";
+  }
+  if (contractions != 1) return "the body has " + std::to_string(contractions) + " MatMul/Gemm nodes, not one";
+  return "";
+}
+
+std::string check_kind(FusionKind kind, const Graph& body) {
+  size_t counts[5] = {};
+  for (const auto& n : body.nodes()) ++counts[static_cast<size_t>(kernel_role(*n))];
+  size_t reductions = counts[static_cast<size_t>(KernelRole::Reduction)];
+  size_t contractions = counts[static_cast<size_t>(KernelRole::Contraction)];
+  switch (kind) {
+    case FusionKind::Pointwise:
+      if (reductions + contractions != 0) return "a pointwise body holds a reduction or a contraction";
+      return "";
+    case FusionKind::Reduction:
+      if (contractions != 0) return "a reduction body holds a contraction";
+      return check_reduction_body(body);
+    case FusionKind::Gemm:
+      return check_gemm_body(body);
+    case FusionKind::Conv: {
+      size_t convs = 0;
+      for (const auto& n : body.nodes()) convs += n->op_type() == "Conv";
+      if (convs != 1) return "a conv body holds " + std::to_string(convs) + " Conv nodes, not one";
+      return "";
+    }
+    case FusionKind::Single:
+      if (body.nodes().size() != 1 || kernel_role(*body.nodes().front()) != KernelRole::Movement)
+        return "a single body is one movement node";
+      return "";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string_view fusion_kind_name(FusionKind k) {
+  for (const auto& [kind, name] : kKindNames)
+    if (kind == k) return name;
+  TCC_CHECK(false) << "unnamed fusion kind " << static_cast<int>(k);
+  return "";
+}
+
+std::optional<FusionKind> parse_fusion_kind(std::string_view name) {
+  for (const auto& [kind, n] : kKindNames)
+    if (n == name) return kind;
+  return std::nullopt;
+}
+
+FusionKind fusion_kind(const Node& n) {
+  if (!n.has_attr("kind")) n.fail("a fusion node needs a kind attribute");
+  std::string name = n.get_string("kind", "");
+  if (auto k = parse_fusion_kind(name)) return *k;
+  n.fail("unknown fusion kind '" + name + "' (expected pointwise, reduction, gemm, conv or single)");
+}
+
+Graph& fusion_body(const Node& n) {
+  Graph* body = n.get_graph("body");
+  if (body == nullptr) n.fail("a fusion node needs a body region");
+  return *body;
+}
+
+std::optional<std::vector<int64_t>> reduction_axes(const Node& n) {
+  const Type& in = n.input(0)->type();
+  if (!in.is_tensor() || !in.has_rank()) return std::nullopt;
+  auto rank = static_cast<int64_t>(in.rank());
+  std::vector<int64_t> axes;
+  if (n.opset() >= (n.op_type() == "ReduceSum" ? 13 : 18)) {
+    if (n.has_input(1)) {
+      const Tensor* c = constant_of(n.input(1));
+      if (c == nullptr) return std::nullopt;
+      axes = c->to_i64_vector();
+    }
+    if (axes.empty() && n.get_int("noop_with_empty_axes", 0) != 0) return std::vector<int64_t>{};
+  } else {
+    axes = n.get_ints("axes");
+  }
+  if (axes.empty())
+    for (int64_t k = 0; k < rank; ++k) axes.push_back(k);
+  for (int64_t& a : axes) {
+    if (a < -rank || a >= rank) return std::nullopt;
+    if (a < 0) a += rank;
+  }
+  std::sort(axes.begin(), axes.end());
+  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+  return axes;
+}
+
+std::string verify_fusion(const Node& n) {
+  std::string prefix = "fusion " + who(n) + ": ";
+  if (!is_fusion(n)) return prefix + "is not a tcc::Fusion node";
+  std::string kind_name = n.get_string("kind", "");
+  std::optional<FusionKind> kind = parse_fusion_kind(kind_name);
+  if (!kind) return prefix + "unknown kind '" + kind_name + "'";
+  const Graph* body = n.get_graph("body");
+  if (body == nullptr) return prefix + "has no body";
+  if (body->inputs().size() != n.num_inputs())
+    return prefix + "has " + std::to_string(n.num_inputs()) + " inputs but its body " +
+           std::to_string(body->inputs().size());
+  if (body->outputs().size() != n.num_outputs())
+    return prefix + "has " + std::to_string(n.num_outputs()) + " outputs but its body " +
+           std::to_string(body->outputs().size());
+  for (size_t i = 0; i < n.num_inputs(); ++i) {
+    if (n.input(i) == nullptr) return prefix + "input " + std::to_string(i) + " is absent";
+    if (n.input(i)->type() != body->inputs()[i]->type())
+      return prefix + "input " + std::to_string(i) + " has type " + n.input(i)->type().str() + " but body input '" +
+             body->inputs()[i]->name() + "' " + body->inputs()[i]->type().str();
+  }
+  for (size_t i = 0; i < n.num_outputs(); ++i)
+    if (n.output(i)->type() != body->outputs()[i]->type())
+      return prefix + "output '" + n.output(i)->name() + "' has type " + n.output(i)->type().str() +
+             " but body output '" + body->outputs()[i]->name() + "' " + body->outputs()[i]->type().str();
+  if (body->nodes().empty()) return prefix + "has an empty body";
+  for (const auto& b : body->nodes()) {
+    for (const Value* in : b->inputs())
+      if (in != nullptr && in->graph() != body)
+        return prefix + "body " + who(*b) + " reads '" + in->name() + "' from outside the body";
+    KernelRole role = kernel_role(*b);
+    if (role == KernelRole::None) return prefix + "body " + who(*b) + " is not an op generated kernels compute";
+    if (role == KernelRole::Movement && !b->input(0)->is_graph_input())
+      return prefix + "body " + who(*b) + " moves '" + b->input(0)->name() +
+             "', which is computed in the body; movement ops may only read body inputs";
+  }
+  for (const Value* out : body->outputs())
+    if (out->graph() != body) return prefix + "body output '" + out->name() + "' is not a body value";
+  std::string why = check_kind(*kind, *body);
+  return why.empty() ? "" : prefix + why;
+}
+
+}  // namespace tcc

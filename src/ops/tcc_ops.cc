@@ -1,0 +1,177 @@
+// tcc's own ops (domain "tcc", opset 1), introduced by passes:
+//   - tcc::Fusion: a group of nodes that becomes one kernel (src/ir/fusion.h);
+//     its shape rule and kernel are those of its body, so a fused graph still
+//     infers, runs in the interpreter and round-trips as text.
+//   - tcc::Reshape, tcc::Expand, tcc::Slice: the movement ops whose target
+//     shape an exporter computed at run time (Shape -> Gather -> Concat), with
+//     that shape written as SymExpr texts over the symbols the graph inputs
+//     bind ("batch", "seq*12"), so no host work computes it
+//     (passes/resolve_shapes.cc).
+#include "src/ir/fusion.h"
+#include "src/ops/families.h"
+#include "src/ops/op_helpers.h"
+#include "src/ops/op_registry.h"
+
+namespace tcc {
+
+namespace {
+
+// ---- tcc::Fusion ------------------------------------------------------------
+
+void infer_fusion(InferContext& ctx) {
+  std::vector<Type> inputs;
+  for (size_t i = 0; i < ctx.num_inputs(); ++i) inputs.push_back(ctx.input_type(i));
+  std::vector<Type> outs = ctx.infer_region(fusion_body(ctx.node()), inputs);
+  if (outs.size() != ctx.num_outputs())
+    ctx.fail("the body has " + std::to_string(outs.size()) + " outputs for " + std::to_string(ctx.num_outputs()) +
+             " node outputs");
+  for (size_t i = 0; i < outs.size(); ++i) ctx.set_output_type(i, outs[i]);
+}
+
+std::vector<Tensor> eval_fusion(EvalContext& ctx) {
+  const Graph& body = fusion_body(ctx.node());
+  if (body.inputs().size() != ctx.num_inputs())
+    ctx.fail("the body takes " + std::to_string(body.inputs().size()) + " inputs, the node has " +
+             std::to_string(ctx.num_inputs()));
+  std::vector<Tensor> inputs;
+  for (size_t i = 0; i < ctx.num_inputs(); ++i) inputs.push_back(ctx.input(i));
+  return ctx.run_region(body, inputs);
+}
+
+// ---- symbolic target shapes -------------------------------------------------
+
+Dims parse_shape_attr(const Node& n, const std::string& attr) {
+  const Attribute* a = n.attr(attr);
+  if (a == nullptr || a->kind != Attribute::Kind::Strings)
+    n.fail("needs a '" + attr + "' attribute listing dims as symbolic expressions, e.g. [\"batch\", \"seq*12\"]");
+  Dims dims;
+  for (const std::string& text : a->strings) {
+    std::optional<SymExpr> e = SymExpr::parse(text);
+    if (!e) n.fail("'" + text + "' in " + attr + " is not a symbolic expression");
+    if (e->is_constant() && e->constant_value() < 0) n.fail("'" + text + "' in " + attr + " is negative");
+    dims.push_back(Dim(*e));
+  }
+  return dims;
+}
+
+// The concrete target shape under the symbols this run bound.
+std::vector<int64_t> eval_shape_attr(const EvalContext& ctx, const std::string& attr) {
+  std::vector<int64_t> shape;
+  for (const Dim& d : parse_shape_attr(ctx.node(), attr)) {
+    std::optional<int64_t> v = d.expr().evaluate(ctx.symbols());
+    if (!v) {
+      std::string missing;
+      for (const std::string& s : d.expr().symbols())
+        if (!ctx.symbols().count(s)) missing += (missing.empty() ? "'" : ", '") + s + "'";
+      ctx.fail("cannot evaluate the dim '" + d.str() + "': no graph input binds " +
+               (missing.empty() ? "its symbols" : missing));
+    }
+    if (*v < 0) ctx.fail("the dim '" + d.str() + "' evaluates to " + std::to_string(*v));
+    shape.push_back(*v);
+  }
+  return shape;
+}
+
+void infer_tcc_reshape(InferContext& ctx) {
+  Dims out = parse_shape_attr(ctx.node(), "shape");
+  const Type& in = ctx.input_type(0);
+  if (in.is_tensor() && in.has_rank()) {
+    Dim total = dims_product(in.shape()), got = dims_product(out);
+    if (!ctx.env().unify(total, got, &ctx.node()))
+      ctx.fail("cannot reshape " + in.str() + " (" + total.str() + " elements) into " + dims_str(out));
+  }
+  ctx.set_output_type(0, Type::tensor(in.dtype(), ctx.env().canonical(out)));
+}
+
+std::vector<Tensor> eval_tcc_reshape(EvalContext& ctx) {
+  const Tensor& data = ctx.input(0);
+  std::vector<int64_t> shape = eval_shape_attr(ctx, "shape");
+  if (checked_numel(shape) != data.numel())
+    ctx.fail("cannot reshape " + shape_str(data.shape()) + " into " + shape_str(shape));
+  return {data.reshaped(shape)};
+}
+
+void infer_tcc_expand(InferContext& ctx) {
+  if (!inputs_ranked(ctx, {0})) return;
+  const Type& in = ctx.input_type(0);
+  ctx.set_output_type(0, Type::tensor(in.dtype(), broadcast_dims(ctx, {in.shape(), parse_shape_attr(ctx.node(), "shape")})));
+}
+
+std::vector<Tensor> eval_tcc_expand(EvalContext& ctx) {
+  const Tensor& in = ctx.input(0);
+  std::vector<int64_t> out_shape = broadcast_shapes(ctx.node(), {in.shape(), eval_shape_attr(ctx, "shape")});
+  BroadcastIndexer at(out_shape, in.shape());
+  Tensor out(in.dtype(), out_shape);
+  for (int64_t i = 0; i < out.numel(); ++i) copy_element(out, i, in, at(i));
+  return {out};
+}
+
+// tcc::Slice(x) {axes, starts, steps, shape}: along each listed axis, output
+// index i reads input index starts[k] + i * steps[k] (starts already
+// normalized, non-negative); `shape` is the whole output shape.
+struct SliceAttrs {
+  std::vector<int64_t> axes, starts, steps;
+};
+
+SliceAttrs slice_attrs(const Node& n, size_t rank) {
+  SliceAttrs s{n.get_ints("axes"), n.get_ints("starts"), n.get_ints("steps")};
+  if (s.starts.size() != s.axes.size() || s.steps.size() != s.axes.size())
+    n.fail("axes, starts and steps must have the same length");
+  for (size_t k = 0; k < s.axes.size(); ++k) {
+    if (s.axes[k] < 0 || s.axes[k] >= static_cast<int64_t>(rank))
+      n.fail("axis " + std::to_string(s.axes[k]) + " is out of range for rank " + std::to_string(rank));
+    if (s.starts[k] < 0) n.fail("starts must be normalized (non-negative)");
+    if (s.steps[k] == 0) n.fail("steps must not be 0");
+  }
+  return s;
+}
+
+void infer_tcc_slice(InferContext& ctx) {
+  const Type& in = ctx.ranked_input(0);
+  Dims out = parse_shape_attr(ctx.node(), "shape");
+  if (out.size() != in.rank())
+    ctx.fail("shape has " + std::to_string(out.size()) + " dims for an input of rank " + std::to_string(in.rank()));
+  slice_attrs(ctx.node(), in.rank());
+  ctx.set_output_type(0, Type::tensor(in.dtype(), ctx.env().canonical(out)));
+}
+
+std::vector<Tensor> eval_tcc_slice(EvalContext& ctx) {
+  const Tensor& in = ctx.input(0);
+  std::vector<int64_t> out_shape = eval_shape_attr(ctx, "shape");
+  if (out_shape.size() != in.rank()) ctx.fail("shape does not have the input's rank");
+  SliceAttrs s = slice_attrs(ctx.node(), in.rank());
+  std::vector<int64_t> start(in.rank(), 0), step(in.rank(), 1);
+  for (size_t k = 0; k < s.axes.size(); ++k) {
+    start[s.axes[k]] = s.starts[k];
+    step[s.axes[k]] = s.steps[k];
+  }
+  for (size_t k = 0; k < in.rank(); ++k) {
+    if (out_shape[k] == 0) continue;
+    int64_t last = start[k] + (out_shape[k] - 1) * step[k];
+    if (start[k] >= in.shape()[k] || last < 0 || last >= in.shape()[k])
+      ctx.fail("slicing " + std::to_string(out_shape[k]) + " elements from " + std::to_string(start[k]) +
+               " by " + std::to_string(step[k]) + " leaves dim " + std::to_string(k) + " of " +
+               shape_str(in.shape()));
+  }
+  std::vector<int64_t> in_strides = row_major_strides(in.shape());
+  Tensor out(in.dtype(), out_shape);
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    std::vector<int64_t> idx = unravel_index(i, out_shape);
+    int64_t src = 0;
+    for (size_t k = 0; k < idx.size(); ++k) src += (start[k] + idx[k] * step[k]) * in_strides[k];
+    copy_element(out, i, in, src);
+  }
+  return {out};
+}
+
+}  // namespace
+
+void register_tcc_ops(OpRegistry& r) {
+  const std::string d(kTccDomain);
+  r.add(OpDef{d, std::string(kFusionOp), 1, 0, infer_fusion, eval_fusion, {}});
+  r.add(OpDef{d, "Reshape", 1, kMovement, infer_tcc_reshape, eval_tcc_reshape, {}});
+  r.add(OpDef{d, "Expand", 1, kMovement, infer_tcc_expand, eval_tcc_expand, {}});
+  r.add(OpDef{d, "Slice", 1, kMovement, infer_tcc_slice, eval_tcc_slice, {}});
+}
+
+}  // namespace tcc

@@ -1,0 +1,282 @@
+// The fusion pipeline on the exported fixtures: the default pipeline through
+// the fuse phase leaves a graph that verifies, whose every tcc::Fusion node
+// keeps src/ir/fusion.h's contract, and that the reference interpreter runs
+// to the same outputs as the unfused graph. Also the interpreter's symbol
+// binding that tcc::Reshape / tcc::Expand / tcc::Slice evaluate their
+// shapes with, and verify_fusion's diagnostics.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "frontends/load_model.h"
+#include "frontends/onnx/tensor_io.h"
+#include "passes/pass_manager.h"
+#include "src/interp/interpreter.h"
+#include "src/ir/fusion.h"
+#include "src/ir/text.h"
+#include "src/ir/verifier.h"
+#include "src/shape/shape_inference.h"
+
+namespace tcc {
+namespace {
+
+using Inputs = std::map<std::string, Tensor>;
+
+std::string fixture_path(const std::string& rel) { return std::string(TCC_SOURCE_DIR) + "/tests/fixtures/" + rel; }
+
+std::unique_ptr<Model> load_fixture(const std::string& name) {
+  auto m = load_model(fixture_path(name + ".onnx"));
+  infer_shapes(*m->graph);
+  return m;
+}
+
+// Runs `spec` (every pass when empty) up to and including `stop_after`, verifying after each pass.
+void run_passes(Model& m, const std::string& spec, Phase stop_after) {
+  PassManagerOptions options;
+  options.verify = true;
+  std::ostringstream report;
+  PassManager(build_pipeline(spec, stop_after), options, report).run(m);
+}
+
+// The default pipeline without fuse: the same graph fuse starts from.
+std::string all_passes_but_fuse() {
+  std::string spec;
+  for (const PassInfo* p : build_pipeline("", Phase::Fuse))
+    if (p->name != "fuse") spec += (spec.empty() ? "" : ",") + std::string(p->name);
+  return spec;
+}
+
+// Random float data in [-2, 2] for every input, each symbolic dim given its size from `sizes`.
+Inputs random_inputs(const Graph& g, const std::map<std::string, int64_t>& sizes, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> real(-2.0, 2.0);
+  Inputs in;
+  for (const Value* v : g.inputs()) {
+    std::vector<int64_t> shape;
+    for (const Dim& d : v->type().shape()) {
+      std::optional<int64_t> size = d.expr().evaluate(sizes);
+      EXPECT_TRUE(size) << v->name() << " dim " << d.str();
+      shape.push_back(size.value_or(1));
+    }
+    Tensor x(v->type().dtype(), shape);
+    for (int64_t i = 0; i < x.numel(); ++i) x.set_f64(i, real(rng));
+    in.emplace(v->name(), x);
+  }
+  return in;
+}
+
+std::vector<const Node*> fusion_nodes(const Graph& g) {
+  std::vector<const Node*> out;
+  for (const auto& n : g.nodes())
+    if (is_fusion(*n)) out.push_back(n.get());
+  return out;
+}
+
+std::map<std::string, size_t> kind_counts(const Graph& g) {
+  std::map<std::string, size_t> counts;
+  for (const Node* n : fusion_nodes(g)) ++counts[std::string(fusion_kind_name(fusion_kind(*n)))];
+  return counts;
+}
+
+struct FixtureCase {
+  const char* name;
+  std::map<std::string, size_t> kinds;  // fusion groups by kind
+  std::map<std::string, int64_t> sizes;  // symbol sizes for the random inputs
+};
+
+class FusedFixture : public testing::TestWithParam<FixtureCase> {};
+
+TEST_P(FusedFixture, FusionNodesKeepTheContract) {
+  const FixtureCase& c = GetParam();
+  auto m = load_fixture(c.name);
+  run_passes(*m, "", Phase::Fuse);
+  EXPECT_TRUE(verify(*m->graph).empty());
+  for (const Node* n : fusion_nodes(*m->graph)) EXPECT_EQ(verify_fusion(*n), "") << print_model(*m);
+  EXPECT_EQ(kind_counts(*m->graph), c.kinds);
+  // The fused graph is still a model: it prints and parses back to the same text.
+  std::string text = print_model(*m);
+  EXPECT_EQ(print_model(*parse_model(text, "fused.tir")), text);
+}
+
+// Fusion moves nodes into bodies and changes nothing they compute, so the
+// interpreter runs the same kernels on the same values: bitwise equal.
+TEST_P(FusedFixture, FusedGraphComputesTheSameBits) {
+  const FixtureCase& c = GetParam();
+  auto unfused = load_fixture(c.name);
+  run_passes(*unfused, all_passes_but_fuse(), Phase::Fuse);
+  auto fused = load_fixture(c.name);
+  run_passes(*fused, "", Phase::Fuse);
+  for (uint32_t seed : {1u, 2u}) {
+    Inputs in = random_inputs(*unfused->graph, c.sizes, seed);
+    std::vector<Tensor> want = Interpreter().run(*unfused->graph, in);
+    std::vector<Tensor> got = Interpreter().run(*fused->graph, in);
+    ASSERT_EQ(want.size(), got.size());
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_TRUE(want[i].identical(got[i])) << c.name << " output " << i;
+  }
+}
+
+// Decomposition does change the arithmetic (composite kernels compute in
+// double and round once; the pieces round after each op), so against the
+// original model and ONNX Runtime's stored output the fixtures' 1e-4 holds.
+TEST_P(FusedFixture, FusedGraphMatchesTheStoredOutput) {
+  const FixtureCase& c = GetParam();
+  auto fused = load_fixture(c.name);
+  run_passes(*fused, "", Phase::Fuse);
+  Inputs in = {{"input", read_tensor_pb(fixture_path(std::string(c.name) + "/input_0.pb"))}};
+  Tensor got = Interpreter().run(*fused->graph, in).at(0);
+  Tensor ort = read_tensor_pb(fixture_path(std::string(c.name) + "/output_0.pb"));
+  ASSERT_EQ(got.shape(), ort.shape());
+  for (int64_t i = 0; i < got.numel(); ++i)
+    ASSERT_NEAR(got.get_f64(i), ort.get_f64(i), 1e-4 * std::max(1.0, std::fabs(ort.get_f64(i)))) << c.name << " element " << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Fixtures, FusedFixture,
+    testing::Values(FixtureCase{"mlp", {{"gemm", 2}}, {{"batch", 3}}},
+                    FixtureCase{"resnet_small", {{"gemm", 1}, {"pointwise", 3}}, {{"batch", 2}}},
+                    // LN1, c_attn, q/k/v reshape+transpose, QK^T, mask slice, softmax, AV,
+                    // transpose+reshape back, c_proj+residual, LN2, c_fc, erf-gelu, c_proj+residual.
+                    FixtureCase{"gpt2_block",
+                                {{"gemm", 6}, {"pointwise", 1}, {"reduction", 3}, {"single", 9}},
+                                {{"batch", 2}, {"seq", 7}}}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+TEST(FusedGpt2Block, NoShapeChainIsLeft) {
+  auto m = load_fixture("gpt2_block");
+  run_passes(*m, "", Phase::Fuse);
+  std::map<std::string, size_t> ops;
+  for (const auto& n : m->graph->nodes()) ++ops[n->domain() + "::" + n->op_type()];
+  for (const char* op : {"::Shape", "::Gather", "::Concat", "::Unsqueeze", "::Reshape", "::Slice"})
+    EXPECT_EQ(ops.count(op), 0u) << op << " left in\n" << print_model(*m);
+  // What stays outside kernels: the Split (role None) and its constant sizes.
+  EXPECT_EQ(ops, (std::map<std::string, size_t>{{"::Constant", 1}, {"::Split", 1}, {"tcc::Fusion", 19}}));
+}
+
+// ---- symbols bound at run time ------------------------------------------------
+
+constexpr const char* kSymbolic = R"(graph main opset(ai.onnx: 17, tcc: 1) {
+  input %x: f32[batch, seq, 4]
+  input %m: f32[seq, 2]
+  %y: f32[batch, seq*2, 2] = tcc::Reshape(%x) {shape = ["batch", "seq*2", "2"]} name("r")
+  %e: f32[3, seq, 2] = tcc::Expand(%m) {shape = ["3", "seq", "2"]} name("e")
+  %s: f32[batch, 1, 4] = tcc::Slice(%x) {axes = [1], starts = [1], steps = [2], shape = ["batch", "1", "4"]} name("s")
+  output %y
+  output %e
+  output %s
+}
+)";
+
+TEST(SymbolBinding, TccShapesEvaluateWithInputSizes) {
+  auto m = parse_model(kSymbolic, "s.tir");
+  Tensor x(DType::F32, {2, 3, 4});
+  for (int64_t i = 0; i < x.numel(); ++i) x.set_f64(i, static_cast<double>(i));
+  Tensor mm(DType::F32, {3, 2});
+  for (int64_t i = 0; i < mm.numel(); ++i) mm.set_f64(i, static_cast<double>(-i));
+  Interpreter interp;
+  std::vector<Tensor> out = interp.run(*m->graph, {{"x", x}, {"m", mm}});
+  EXPECT_EQ(interp.symbols(), (std::map<std::string, int64_t>{{"batch", 2}, {"seq", 3}}));
+  EXPECT_EQ(out[0].shape(), (std::vector<int64_t>{2, 6, 2}));
+  EXPECT_TRUE(out[0].reshaped({2, 3, 4}).identical(x));
+  ASSERT_EQ(out[1].shape(), (std::vector<int64_t>{3, 3, 2}));
+  EXPECT_EQ(out[1].get_f64(2 * 6 + 5), -5.0);
+  // Rows 1 (of 3) of each batch: elements 4..7 and 16..19.
+  ASSERT_EQ(out[2].shape(), (std::vector<int64_t>{2, 1, 4}));
+  EXPECT_EQ(out[2].get_f64(0), 4.0);
+  EXPECT_EQ(out[2].get_f64(7), 19.0);
+}
+
+TEST(SymbolBinding, InputsDisagreeingOnASymbolAreNamed) {
+  auto m = parse_model(kSymbolic, "s.tir");
+  try {
+    Interpreter().run(*m->graph, {{"x", Tensor(DType::F32, {2, 3, 4})}, {"m", Tensor(DType::F32, {5, 2})}});
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("symbol 'seq' is 3 by input 'x' dim 1 but 5 by input 'm' dim 0"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(SymbolBinding, UnboundSymbolNamesTheNode) {
+  auto m = parse_model(R"(graph main opset(ai.onnx: 17, tcc: 1) {
+  input %x: f32[n*2]
+  %y: f32[n, 2] = tcc::Reshape(%x) {shape = ["n", "2"]} name("r")
+  output %y
+}
+)",
+                       "u.tir");
+  try {
+    Interpreter().run(*m->graph, {{"x", Tensor(DType::F32, {6})}});
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("'r'"), std::string::npos) << what;
+    EXPECT_NE(what.find("no graph input binds 'n'"), std::string::npos) << what;
+  }
+}
+
+// ---- verify_fusion --------------------------------------------------------------
+
+std::string first_fusion_problem(const std::string& text) {
+  auto m = parse_model(text, "f.tir");
+  for (const Node* n : fusion_nodes(*m->graph)) return verify_fusion(*n);
+  return "no fusion node";
+}
+
+TEST(VerifyFusion, MovementOnAnIntermediateIsRefused) {
+  std::string why = first_fusion_problem(R"(graph main opset(ai.onnx: 17, tcc: 1) {
+  input %x: f32[2, 3]
+  %y: f32[3, 2] = tcc::Fusion(%x) {kind = "pointwise", body = graph b {
+      input %xi: f32[2, 3]
+      %e: f32[2, 3] = Exp(%xi) name("exp")
+      %t: f32[3, 2] = Transpose(%e) {perm = [1, 0]} name("t")
+      output %t
+    }} name("fused_0")
+  output %y
+}
+)");
+  EXPECT_NE(why.find("node 't' (Transpose) moves 'e'"), std::string::npos) << why;
+}
+
+TEST(VerifyFusion, ReductionsOverDifferentAxesAreRefused) {
+  std::string why = first_fusion_problem(R"(graph main opset(ai.onnx: 17, tcc: 1) {
+  input %x: f32[2, 3]
+  %y: f32[1, 1] = tcc::Fusion(%x) {kind = "reduction", body = graph b {
+      input %xi: f32[2, 3]
+      const %ax: i64[1] = [1]
+      %r: f32[2, 1] = ReduceSum(%xi, %ax) {keepdims = 1} name("rows")
+      %c: f32[1, 1] = ReduceMax(%r) {axes = [0]} name("cols")
+      output %c
+    }} name("fused_0")
+  output %y
+}
+)");
+  EXPECT_NE(why.find("node 'cols' (ReduceMax) reduces"), std::string::npos) << why;
+}
+
+TEST(VerifyFusion, GemmEpilogueOfErfGeluIsRefused) {
+  std::string why = first_fusion_problem(R"(graph main opset(ai.onnx: 17, tcc: 1) {
+  input %x: f32[2, 3]
+  input %w: f32[3, 3]
+  %y: f32[2, 3] = tcc::Fusion(%x, %w) {kind = "gemm", body = graph b {
+      input %xi: f32[2, 3]
+      input %wi: f32[3, 3]
+      %p: f32[2, 3] = MatMul(%xi, %wi) name("mm")
+      %g: f32[2, 3] = Gelu(%p) name("gelu")
+      output %g
+    }} name("fused_0")
+  output %y
+}
+)");
+  EXPECT_NE(why.find("node 'gelu' (Gelu) is an erf Gelu"), std::string::npos) << why;
+}
+
+TEST(VerifyFusion, FusionKindNamesRoundTrip) {
+  for (FusionKind k : {FusionKind::Pointwise, FusionKind::Reduction, FusionKind::Gemm, FusionKind::Conv,
+                       FusionKind::Single})
+    EXPECT_EQ(parse_fusion_kind(fusion_kind_name(k)), k);
+  EXPECT_EQ(parse_fusion_kind("loop"), std::nullopt);
+}
+
+}  // namespace
+}  // namespace tcc
