@@ -234,7 +234,7 @@ class Fuser {
     Node* tail = &mm;
     for (;;) {
       Node* r = only_reader(tail->output(0));
-      if (r == nullptr || role(r) != KernelRole::Pointwise || taken(r) || !r->domain().empty()) return;
+      if (r == nullptr || role(r) != KernelRole::Pointwise || taken(r)) return;
       if (r->output(0)->type().dtype() != mm.output(0)->type().dtype()) return;
       bool activation = r->op_type() == "Relu" || (r->op_type() == "Gelu" && r->get_string("approximate", "none") == "tanh");
       if (r->op_type() == "Add" && r->num_inputs() == 2) {

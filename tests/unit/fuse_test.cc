@@ -46,10 +46,10 @@ std::string all_passes_but_fuse() {
   return spec;
 }
 
-// Random float data in [-2, 2] for every input, each symbolic dim given its size from `sizes`.
-Inputs random_inputs(const Graph& g, const std::map<std::string, int64_t>& sizes, uint32_t seed) {
+// Random float data in [lo, 2] for every input, each symbolic dim given its size from `sizes`.
+Inputs random_inputs(const Graph& g, const std::map<std::string, int64_t>& sizes, uint32_t seed, double lo = -2.0) {
   std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> real(-2.0, 2.0);
+  std::uniform_real_distribution<double> real(lo, 2.0);
   Inputs in;
   for (const Value* v : g.inputs()) {
     std::vector<int64_t> shape;
@@ -150,6 +150,66 @@ TEST(FusedGpt2Block, NoShapeChainIsLeft) {
     EXPECT_EQ(ops.count(op), 0u) << op << " left in\n" << print_model(*m);
   // What stays outside kernels: the Split (role None) and its constant sizes.
   EXPECT_EQ(ops, (std::map<std::string, size_t>{{"::Constant", 1}, {"::Split", 1}, {"tcc::Fusion", 19}}));
+}
+
+// ---- decompose keeps the meaning ------------------------------------------------
+
+// The pieces round after each op where the composite kernel rounds once, so
+// outputs agree to float32 accuracy relative to the output's largest magnitude.
+TEST(DecomposeNumerics, PiecesComputeTheCompositeOp) {
+  const char* graphs[] = {
+      R"(graph main opset(ai.onnx: 17) {
+  input %x: f32[2, 3, 5]
+  %y: f32[2, 3, 5] = Softmax(%x) {axis = 1}
+  output %y
+})",
+      R"(graph main opset(ai.onnx: 18) {
+  input %x: f32[n, 5]
+  %y: f32[n, 5] = LogSoftmax(%x)
+  output %y
+})",
+      R"(graph main opset(ai.onnx: 17) {
+  input %x: f32[n, 4, 6]
+  input %g: f32[4, 6]
+  input %b: f32[6]
+  %y: f32[n, 4, 6] = LayerNormalization(%x, %g, %b) {axis = -2, epsilon = 0.001}
+  output %y
+})",
+      R"(graph main opset(ai.onnx: 17) {
+  input %x: f32[n, 2, 3, 3]
+  const %s: f32[2] = [1.0, 2.0]
+  const %b: f32[2] = [0.5, -0.5]
+  const %m: f32[2] = [0.25, 1.0]
+  const %v: f32[2] = [4.0, 0.25]
+  %y: f32[n, 2, 3, 3] = BatchNormalization(%x, %s, %b, %m, %v)
+  output %y
+})",
+      R"(graph main opset(ai.onnx: 17) {
+  input %x: f32[n, 3, 5]
+  input %s: f32[3]
+  input %b: f32[3]
+  input %m: f32[3]
+  input %v: f32[3]
+  %y: f32[n, 3, 5] = BatchNormalization(%x, %s, %b, %m, %v)
+  output %y
+})"};
+  for (const char* text : graphs) {
+    auto original = parse_model(text, "d.tir");
+    infer_shapes(*original->graph);
+    auto decomposed = parse_model(text, "d.tir");
+    infer_shapes(*decomposed->graph);
+    run_passes(*decomposed, "decompose", Phase::Fuse);
+    ASSERT_NE(print_model(*decomposed), print_model(*original)) << "decompose did not fire on\n" << text;
+    // Positive data keeps BatchNormalization's variance input valid.
+    Inputs in = random_inputs(*original->graph, {{"n", 3}}, 7, 0.25);
+    Tensor want = Interpreter().run(*original->graph, in).at(0);
+    Tensor got = Interpreter().run(*decomposed->graph, in).at(0);
+    ASSERT_EQ(want.shape(), got.shape());
+    double scale = 0;
+    for (int64_t i = 0; i < want.numel(); ++i) scale = std::max(scale, std::fabs(want.get_f64(i)));
+    for (int64_t i = 0; i < want.numel(); ++i)
+      ASSERT_NEAR(got.get_f64(i), want.get_f64(i), 1e-5 * scale) << text << "\nelement " << i;
+  }
 }
 
 // ---- symbols bound at run time ------------------------------------------------
