@@ -329,9 +329,9 @@ class Fuser {
 };
 
 // Replaces the members of one group (in graph order) by a tcc::Fusion node
-// whose outputs take over `exported`; returns it. `copied` collects the outside
+// whose outputs take over `exported`. `copied` collects the outside
 // constants copied into the body.
-Node* materialize(Graph& g, const Group& gr, const std::vector<Value*>& exported,
+void materialize(Graph& g, const Group& gr, const std::vector<Value*>& exported,
                   std::unordered_set<const Value*>& copied) {
   std::unordered_set<const Node*> members(gr.members.begin(), gr.members.end());
   auto inside = [&](const Value* v) { return v->producer() != nullptr && members.count(v->producer()); };
@@ -373,7 +373,7 @@ Node* materialize(Graph& g, const Group& gr, const std::vector<Value*>& exported
   }
   body->set_outputs(body_outputs);
 
-  return replace_nodes(g, members, exported, [&](Node* before, const std::vector<std::string>& names) {
+  replace_nodes(g, members, exported, [&](Node* before, const std::vector<std::string>& names) {
     Node* f = g.insert_node(before, std::string(kFusionOp), node_inputs, names, std::string(kTccDomain));
     for (size_t i = 0; i < types.size(); ++i) f->output(i)->set_type(types[i]);
     f->set_attr("kind", Attribute::of_string(std::string(fusion_kind_name(gr.kind))));
@@ -402,14 +402,15 @@ bool fuse(Graph& g, PassContext& ctx) {
   std::vector<std::vector<Value*>> exported;
   for (const Group* gr : groups) exported.push_back(fuser.exported(*gr));
   std::unordered_set<const Value*> copied;
-  std::unordered_set<const Node*> fusions;
+  size_t fused_groups = 0;
   for (size_t i = 0; i < groups.size(); ++i) {
     if (exported[i].empty()) continue;  // dead code, dce's business
     ctx.stats.add("groups_" + std::string(fusion_kind_name(groups[i]->kind)));
     ctx.stats.add("nodes_fused", static_cast<int64_t>(groups[i]->members.size()));
-    fusions.insert(materialize(g, *groups[i], exported[i], copied));
+    materialize(g, *groups[i], exported[i], copied);
+    ++fused_groups;
   }
-  if (fusions.empty()) return false;
+  if (fused_groups == 0) return false;
   // Outside readers of an early member may sit before the fusion node.
   TCC_CHECK(g.topo_sort()) << "fuse created a cycle";
 
@@ -423,9 +424,10 @@ bool fuse(Graph& g, PassContext& ctx) {
   g.erase_nodes_if([&](const Node& n) { return dead_constants.count(&n) != 0; });
   if (copied_initializer) g.remove_unused_initializers();
 
+  // Numbered over every fusion node, so a second run (fusing what a first left) keeps names unique.
   size_t next = 0;
   for (const auto& n : g.nodes()) {
-    if (!fusions.count(n.get())) continue;
+    if (!is_fusion(*n)) continue;
     std::string name = "fused_" + std::to_string(next++);
     n->set_name(name);
     fusion_body(*n).set_name(name);
