@@ -59,6 +59,11 @@ size_t tcc_module_num_outputs(const tcc_module* m);
 const char* tcc_module_input_name(const tcc_module* m, size_t i);
 const char* tcc_module_output_name(const tcc_module* m, size_t i);
 
+/* The declared dtype, rank and dims of input i (of output i when `output` is nonzero), writing up to
+ * max_rank dims into shape_out; a symbolic dim reads -1. Lets a caller build inputs it knows nothing of. */
+tcc_status tcc_module_tensor_info(const tcc_module* m, int output, size_t i, tcc_dtype* dtype, int32_t* rank,
+                                  int64_t* shape_out, int32_t max_rank);
+
 /* Output shapes for the given inputs: fills rank and writes up to max_rank dims into shape_out.
  * Lets a caller size its output buffers before running. */
 tcc_status tcc_module_output_shape(const tcc_module* m, const tcc_tensor* inputs, size_t num_inputs, size_t output,

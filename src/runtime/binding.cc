@@ -1,0 +1,174 @@
+// Binding a call's inputs to a module: symbols from input dims, the input
+// signature and guard set checked, every value's shape and the arena layout
+// evaluated. Shared by the host and CUDA runs.
+#include <algorithm>
+
+#include "module.h"
+
+namespace tcc::runtime {
+
+namespace {
+
+std::string dims_text(const tcc_tensor& t) {
+  std::string s = "[";
+  for (int32_t d = 0; d < t.rank; ++d) s += (d ? ", " : "") + std::to_string(t.shape[d]);
+  return s + "]";
+}
+
+std::string sig_text(const TensorSig& s) {
+  std::string text = std::string(dtype_name(s.dtype)) + "[";
+  for (size_t d = 0; d < s.shape.size(); ++d) text += (d ? ", " : "") + s.shape[d].str();
+  return text + "]";
+}
+
+void check_tensor_arg(const tcc_tensor& t, const TensorSig& sig, const char* role) {
+  std::string what = std::string(role) + " '" + sig.name + "'";
+  if (t.rank < 0 || (t.rank > 0 && !t.shape)) throw InvalidArgument(what + ": rank " + std::to_string(t.rank) + " with no shape");
+  if (static_cast<DType>(t.dtype) != sig.dtype || static_cast<size_t>(t.rank) != sig.shape.size()) {
+    std::string given = t.rank > 0 ? dims_text(t) : "[]";
+    throw InvalidArgument(what + ": expected " + sig_text(sig) + ", got dtype " + std::to_string(t.dtype) + " rank " +
+                          std::to_string(t.rank) + " " + given);
+  }
+  for (int32_t d = 0; d < t.rank; ++d)
+    if (t.shape[d] < 0) throw InvalidArgument(what + ": negative dim " + std::to_string(t.shape[d]));
+}
+
+bool compare(int64_t a, Guard::Cmp cmp, int64_t b) {
+  switch (cmp) {
+    case Guard::Cmp::Eq: return a == b;
+    case Guard::Cmp::Ne: return a != b;
+    case Guard::Cmp::Le: return a <= b;
+    case Guard::Cmp::Lt: return a < b;
+    case Guard::Cmp::Ge: return a >= b;
+    case Guard::Cmp::Gt: return a > b;
+  }
+  return false;
+}
+
+void check_guards(const Module& m, const Binding& b, const tcc_tensor* inputs, ScalarReader read_scalar, void* ctx) {
+  for (const Guard& g : m.guards) {
+    const tcc_tensor* t = g.input >= 0 ? &inputs[g.input] : nullptr;
+    bool ok = true;
+    switch (g.kind) {
+      case Guard::Kind::Dtype: ok = static_cast<DType>(t->dtype) == g.dtype; break;
+      case Guard::Kind::Size: ok = t->shape[g.axis] == g.size; break;
+      case Guard::Kind::ScalarEquals: {
+        int64_t numel = 1;
+        for (int32_t d = 0; d < t->rank; ++d) numel *= t->shape[d];
+        ok = numel == 1 && (!read_scalar || read_scalar(*t, ctx) == g.value);
+        break;
+      }
+      case Guard::Kind::Shape: {
+        int64_t lhs = evaluate(g.lhs, b, "guard '" + g.text + "'");
+        int64_t rhs = evaluate(g.rhs, b, "guard '" + g.text + "'");
+        if (g.modulus > 0) lhs = ((lhs % g.modulus) + g.modulus) % g.modulus;
+        ok = compare(lhs, g.cmp, rhs);
+        break;
+      }
+    }
+    if (!ok) throw InvalidArgument("inputs fail the module's guard '" + g.text + "'");
+  }
+}
+
+}  // namespace
+
+int64_t evaluate(const SymExpr& e, const Binding& b, const std::string& what) {
+  std::optional<int64_t> v = e.evaluate(b.symbols);
+  if (!v) throw BadModule("manifest.json: " + what + ": '" + e.str() + "' does not evaluate");
+  return *v;
+}
+
+Binding bind(const Module& m, const tcc_tensor* inputs, size_t num_inputs, ScalarReader read_scalar, void* ctx) {
+  if (num_inputs != m.inputs.size())
+    throw InvalidArgument("expected " + std::to_string(m.inputs.size()) + " inputs, got " + std::to_string(num_inputs));
+  if (num_inputs > 0 && !inputs) throw InvalidArgument("inputs is null");
+  for (size_t i = 0; i < num_inputs; ++i) check_tensor_arg(inputs[i], m.inputs[i], "input");
+
+  Binding b;
+  for (const auto& [name, source] : m.symbols) b.symbols[name] = inputs[source.first].shape[source.second];
+  for (size_t i = 0; i < num_inputs; ++i) {
+    const TensorSig& sig = m.inputs[i];
+    for (size_t d = 0; d < sig.shape.size(); ++d) {
+      int64_t want = evaluate(sig.shape[d], b, "inputs[" + std::to_string(i) + "].shape");
+      if (want != inputs[i].shape[d])
+        throw InvalidArgument("input '" + sig.name + "': dim " + std::to_string(d) + " is " +
+                              std::to_string(inputs[i].shape[d]) + ", expected " + sig.shape[d].str() +
+                              (sig.shape[d].is_constant() ? "" : " = " + std::to_string(want)) + " (" +
+                              sig_text(sig) + ")");
+    }
+  }
+  check_guards(m, b, inputs, read_scalar, ctx);
+
+  b.shapes.resize(m.values.size());
+  b.nbytes.resize(m.values.size());
+  for (size_t v = 0; v < m.values.size(); ++v) {
+    const ValueInfo& info = m.values[v];
+    std::vector<int64_t>& shape = b.shapes[v];
+    if (info.where == ValueInfo::Where::Input) {
+      const tcc_tensor& t = inputs[info.index];
+      shape.assign(t.shape, t.shape + t.rank);
+    } else {
+      for (const SymExpr& d : info.sig.shape) {
+        shape.push_back(evaluate(d, b, "shape of '" + info.sig.name + "'"));
+        if (shape.back() < 0)
+          throw InvalidArgument("these inputs give '" + info.sig.name + "' a negative dim (" + d.str() + " = " +
+                                std::to_string(shape.back()) + ")");
+      }
+    }
+    int64_t numel = checked_numel(shape);
+    int64_t size = static_cast<int64_t>(dtype_size(info.sig.dtype));
+    if (numel < 0 || numel > INT64_MAX / size)
+      throw InvalidArgument("these inputs make '" + info.sig.name + "' too large (" + shape_str(shape) + ")");
+    b.nbytes[v] = numel * size;
+    if (info.where == ValueInfo::Where::Input && b.nbytes[v] > 0 && !inputs[info.index].data)
+      throw InvalidArgument("input '" + info.sig.name + "': data is null");
+  }
+
+  b.arena_bytes = evaluate(m.arena_bytes, b, "memory.arena_bytes");
+  for (size_t i = 0; i < m.buffers.size(); ++i) {
+    const std::string where = "memory.buffers[" + std::to_string(i) + "]";
+    int64_t offset = evaluate(m.buffer_ranges[i].offset, b, where + ".offset");
+    int64_t nbytes = evaluate(m.buffer_ranges[i].nbytes, b, where + ".nbytes");
+    int64_t need = b.nbytes[m.value_ids.at(m.buffers[i].name)];
+    if (offset < 0 || offset % AlignedBytes::kAlignment != 0 || nbytes < need || offset > b.arena_bytes ||
+        nbytes > b.arena_bytes - offset)
+      throw BadModule("manifest.json: " + where + " ('" + m.buffers[i].name + "'): " + std::to_string(nbytes) +
+                      " bytes at offset " + std::to_string(offset) + " do not hold its " + std::to_string(need) +
+                      " bytes inside the " + std::to_string(b.arena_bytes) + "-byte arena");
+    b.buffer_offsets.push_back(offset);
+  }
+  return b;
+}
+
+void check_outputs(const Module& m, const Binding& b, const tcc_tensor* outputs, size_t num_outputs) {
+  if (num_outputs != m.outputs.size())
+    throw InvalidArgument("expected " + std::to_string(m.outputs.size()) + " outputs, got " +
+                          std::to_string(num_outputs));
+  if (num_outputs > 0 && !outputs) throw InvalidArgument("outputs is null");
+  for (size_t i = 0; i < num_outputs; ++i) {
+    const tcc_tensor& t = outputs[i];
+    check_tensor_arg(t, m.outputs[i], "output");
+    const std::vector<int64_t>& want = b.shapes[m.output_values[i]];
+    if (!std::equal(want.begin(), want.end(), t.shape, t.shape + t.rank))
+      throw InvalidArgument("output '" + m.outputs[i].name + "': shape " + dims_text(t) + ", expected " +
+                            shape_str(want));
+    if (!t.data && b.nbytes[m.output_values[i]] > 0)
+      throw InvalidArgument("output '" + m.outputs[i].name + "': data is null");
+  }
+}
+
+void check_kernel_buffers(const Module& m, const StepInfo& step, const Binding& b) {
+  const KernelInfo& k = m.kernels[step.kernel];
+  for (size_t i = 0; i < k.buffers.size(); ++i) {
+    int id = i < step.reads.size() ? step.reads[i] : step.writes[i - step.reads.size()];
+    std::vector<int64_t> shape;
+    for (const SymExpr& d : k.buffers[i].shape) shape.push_back(evaluate(d, b, "kernel '" + k.name + "' buffers"));
+    int64_t numel = checked_numel(shape);
+    if (numel < 0 || numel > b.nbytes[id] / static_cast<int64_t>(dtype_size(k.buffers[i].dtype)))
+      throw BadModule("manifest.json: kernel '" + k.name + "' buffer " + std::to_string(i) + " needs more than the " +
+                      std::to_string(b.nbytes[id]) + " bytes of '" + m.values[id].sig.name + "' (step '" + step.node +
+                      "')");
+  }
+}
+
+}  // namespace tcc::runtime

@@ -1,0 +1,439 @@
+// Running a module on a CUDA device.
+//
+// The driver (libcuda.so.1) and cuBLASLt (libcublasLt.so.13) are opened with
+// dlopen on first use; cuda.h and cublasLt.h are included for their types
+// only, so a program linked with the runtime starts where there is no GPU.
+//
+// Per module, the first run in a context loads the cubin that fits the device
+// (PTX when none does), uploads the weights and keeps them; the arena grows to
+// the largest binding seen. Kernel steps launch with the manifest's launch
+// configuration; Gemm steps are one cuBLASLt matmul; fallback steps copy
+// their values to the host, run the reference interpreter and copy back.
+// A run returns after the stream has finished it, since its arena is reused
+// by the next run.
+#include <dlfcn.h>
+
+#include <cuda.h>
+#include <cublasLt.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+
+#include "module.h"
+
+namespace tcc::runtime {
+
+namespace {
+
+template <typename F>
+bool resolve(void* lib, const char* name, F*& fn) {
+  fn = reinterpret_cast<F*>(dlsym(lib, name));
+  return fn != nullptr;
+}
+
+// The driver entry points the runtime uses. The names are the ABI symbols,
+// which cuda.h spells through macros (cuMemAlloc is cuMemAlloc_v2).
+struct Driver {
+  decltype(&::cuInit) init;
+  decltype(&::cuDeviceGetCount) device_count;
+  decltype(&::cuDeviceGet) device_get;
+  decltype(&::cuDeviceGetAttribute) device_attribute;
+  decltype(&::cuDevicePrimaryCtxRetain) primary_ctx_retain;
+  decltype(&::cuCtxGetCurrent) ctx_get_current;
+  decltype(&::cuCtxSetCurrent) ctx_set_current;
+  decltype(&::cuCtxGetDevice) ctx_get_device;
+  decltype(&::cuCtxPushCurrent) ctx_push;
+  decltype(&::cuCtxPopCurrent) ctx_pop;
+  decltype(&::cuModuleLoadData) module_load;
+  decltype(&::cuModuleUnload) module_unload;
+  decltype(&::cuModuleGetFunction) module_function;
+  decltype(&::cuLaunchKernel) launch;
+  decltype(&::cuMemAlloc) mem_alloc;
+  decltype(&::cuMemFree) mem_free;
+  decltype(&::cuMemcpyHtoD) copy_htod;
+  decltype(&::cuMemcpyDtoH) copy_dtoh;
+  decltype(&::cuMemcpyHtoDAsync) copy_htod_async;
+  decltype(&::cuMemcpyDtoHAsync) copy_dtoh_async;
+  decltype(&::cuMemcpyDtoDAsync) copy_dtod_async;
+  decltype(&::cuStreamSynchronize) stream_sync;
+  decltype(&::cuGetErrorString) error_string;
+  std::string unavailable;  // why there is no usable device, or empty
+
+  static const Driver& get() {
+    static const Driver d = open();
+    return d;
+  }
+
+  void check(CUresult r, const char* what) const {
+    if (r == CUDA_SUCCESS) return;
+    const char* text = nullptr;
+    error_string(r, &text);
+    throw CudaError(std::string(what) + " failed: " + (text ? text : "error " + std::to_string(r)));
+  }
+
+ private:
+  static Driver open() {
+    Driver d{};
+    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+      d.unavailable = "no CUDA driver (libcuda.so.1 cannot be loaded)";
+      return d;
+    }
+    bool ok = resolve(lib, "cuInit", d.init) && resolve(lib, "cuDeviceGetCount", d.device_count) &&
+              resolve(lib, "cuDeviceGet", d.device_get) &&
+              resolve(lib, "cuDeviceGetAttribute", d.device_attribute) &&
+              resolve(lib, "cuDevicePrimaryCtxRetain", d.primary_ctx_retain) &&
+              resolve(lib, "cuCtxGetCurrent", d.ctx_get_current) && resolve(lib, "cuCtxSetCurrent", d.ctx_set_current) &&
+              resolve(lib, "cuCtxGetDevice", d.ctx_get_device) && resolve(lib, "cuCtxPushCurrent_v2", d.ctx_push) &&
+              resolve(lib, "cuCtxPopCurrent_v2", d.ctx_pop) && resolve(lib, "cuModuleLoadData", d.module_load) &&
+              resolve(lib, "cuModuleUnload", d.module_unload) &&
+              resolve(lib, "cuModuleGetFunction", d.module_function) && resolve(lib, "cuLaunchKernel", d.launch) &&
+              resolve(lib, "cuMemAlloc_v2", d.mem_alloc) && resolve(lib, "cuMemFree_v2", d.mem_free) &&
+              resolve(lib, "cuMemcpyHtoD_v2", d.copy_htod) && resolve(lib, "cuMemcpyDtoH_v2", d.copy_dtoh) &&
+              resolve(lib, "cuMemcpyHtoDAsync_v2", d.copy_htod_async) &&
+              resolve(lib, "cuMemcpyDtoHAsync_v2", d.copy_dtoh_async) &&
+              resolve(lib, "cuMemcpyDtoDAsync_v2", d.copy_dtod_async) &&
+              resolve(lib, "cuStreamSynchronize", d.stream_sync) && resolve(lib, "cuGetErrorString", d.error_string);
+    int count = 0;
+    if (!ok) d.unavailable = "the CUDA driver lacks entry points the runtime needs (too old)";
+    else if (d.init(0) != CUDA_SUCCESS) d.unavailable = "the CUDA driver failed to initialize (cuInit)";
+    else if (d.device_count(&count) != CUDA_SUCCESS || count == 0) d.unavailable = "no CUDA device";
+    return d;
+  }
+};
+
+struct CublasLt {
+  decltype(&::cublasLtCreate) create;
+  decltype(&::cublasLtMatmul) matmul;
+  decltype(&::cublasLtMatmulDescCreate) desc_create;
+  decltype(&::cublasLtMatmulDescDestroy) desc_destroy;
+  decltype(&::cublasLtMatmulDescSetAttribute) desc_set;
+  decltype(&::cublasLtMatrixLayoutCreate) layout_create;
+  decltype(&::cublasLtMatrixLayoutDestroy) layout_destroy;
+  decltype(&::cublasLtMatrixLayoutSetAttribute) layout_set;
+  std::string unavailable;
+
+  static const CublasLt& get() {
+    static const CublasLt lt = open();
+    if (!lt.unavailable.empty()) throw CudaError(lt.unavailable);
+    return lt;
+  }
+
+  static void check(cublasStatus_t s, const char* what) {
+    if (s != CUBLAS_STATUS_SUCCESS) throw CudaError(std::string(what) + " failed: cuBLAS status " + std::to_string(s));
+  }
+
+ private:
+  static CublasLt open() {
+    CublasLt lt{};
+    void* lib = dlopen("libcublasLt.so.13", RTLD_NOW | RTLD_LOCAL);
+    bool ok = lib && resolve(lib, "cublasLtCreate", lt.create) && resolve(lib, "cublasLtMatmul", lt.matmul) &&
+              resolve(lib, "cublasLtMatmulDescCreate", lt.desc_create) &&
+              resolve(lib, "cublasLtMatmulDescDestroy", lt.desc_destroy) &&
+              resolve(lib, "cublasLtMatmulDescSetAttribute", lt.desc_set) &&
+              resolve(lib, "cublasLtMatrixLayoutCreate", lt.layout_create) &&
+              resolve(lib, "cublasLtMatrixLayoutDestroy", lt.layout_destroy) &&
+              resolve(lib, "cublasLtMatrixLayoutSetAttribute", lt.layout_set);
+    if (!ok) lt.unavailable = "cuBLASLt (libcublasLt.so.13) cannot be loaded; Gemm kernels need it";
+    return lt;
+  }
+};
+
+const Driver& driver() {
+  const Driver& d = Driver::get();
+  if (!d.unavailable.empty()) throw NoDevice(d.unavailable);
+  return d;
+}
+
+// "sm_86" -> 86, "compute_90" -> 90; -1 for arch-specific targets (sm_90a) and anything else.
+int arch_number(const std::string& arch) {
+  size_t at = arch.find('_');
+  std::string digits = arch.substr(at + 1);
+  if (digits.empty() || digits.size() > 4 || !std::all_of(digits.begin(), digits.end(), ::isdigit)) return -1;
+  return std::stoi(digits);
+}
+
+// A cubin runs on devices of its major version and at least its minor; PTX
+// is compiled by the driver for any newer device. The newest that fits wins.
+const CudaBinaryFile& pick_binary(const Module& m, int major, int minor) {
+  int cc = major * 10 + minor;
+  const CudaBinaryFile* best = nullptr;
+  int best_number = -1;
+  for (bool ptx : {false, true}) {
+    for (const CudaBinaryFile& bin : m.cuda_binaries) {
+      if ((bin.arch.rfind("compute_", 0) == 0) != ptx) continue;
+      int n = arch_number(bin.arch);
+      bool fits = ptx ? (n >= 0 && n <= cc) : (n >= 0 && n / 10 == major && n <= cc);
+      if (fits && n > best_number) best = &bin, best_number = n;
+    }
+    if (best) return *best;
+  }
+  std::string have;
+  for (const CudaBinaryFile& bin : m.cuda_binaries) have += (have.empty() ? "" : ", ") + bin.arch;
+  throw CudaError("the module has no binary for sm_" + std::to_string(cc) + " (it has: " +
+                  (have.empty() ? "none" : have) + ")");
+}
+
+cudaDataType_t cuda_type(DType t) {
+  switch (t) {
+    case DType::F32: return CUDA_R_32F;
+    case DType::F16: return CUDA_R_16F;
+    case DType::BF16: return CUDA_R_16BF;
+    case DType::F64: return CUDA_R_64F;
+    default: throw CudaError("cuBLASLt matmul of " + std::string(dtype_name(t)) + " is not supported");
+  }
+}
+
+}  // namespace
+
+struct CudaState {
+  CUcontext ctx = nullptr;
+  CUmodule module = nullptr;
+  std::vector<CUfunction> functions;  // per kernel; null for Gemm kernels
+  CUdeviceptr weights = 0;
+  CUdeviceptr arena = 0;
+  size_t arena_bytes = 0;
+  cublasLtHandle_t lt = nullptr;
+  CUdeviceptr workspace = 0;
+  static constexpr size_t kWorkspaceBytes = 32 << 20;
+
+  ~CudaState() {
+    const Driver& d = Driver::get();
+    if (d.ctx_push(ctx) != CUDA_SUCCESS) return;
+    for (CUdeviceptr p : {weights, arena, workspace})
+      if (p) d.mem_free(p);
+    if (module) d.module_unload(module);
+    CUcontext popped;
+    d.ctx_pop(&popped);
+  }
+};
+
+void CudaStateDeleter::operator()(CudaState* s) const { delete s; }
+
+namespace {
+
+std::vector<char> read_binary(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw BadModule(path + ": cannot read");
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), {});
+  bytes.push_back('\0');  // PTX is loaded as a NUL-terminated string; cubins ignore the extra byte
+  return bytes;
+}
+
+CudaState& device_state(Module& m, const Driver& d, CUcontext ctx) {
+  if (m.cuda) {
+    if (m.cuda->ctx != ctx) throw CudaError("the module was first run in another CUDA context");
+    return *m.cuda;
+  }
+  auto s = std::unique_ptr<CudaState, CudaStateDeleter>(new CudaState);
+  s->ctx = ctx;
+  CUdevice dev;
+  d.check(d.ctx_get_device(&dev), "cuCtxGetDevice");
+  int major = 0, minor = 0;
+  d.check(d.device_attribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "cuDeviceGetAttribute");
+  d.check(d.device_attribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "cuDeviceGetAttribute");
+  bool any_generated = std::any_of(m.kernels.begin(), m.kernels.end(),
+                                   [](const KernelInfo& k) { return k.kind != kir::Kind::Gemm; });
+  if (any_generated) {
+    std::vector<char> image = read_binary(pick_binary(m, major, minor).path);
+    d.check(d.module_load(&s->module, image.data()), "cuModuleLoadData");
+  }
+  for (const KernelInfo& k : m.kernels) {
+    CUfunction f = nullptr;
+    if (k.kind != kir::Kind::Gemm) d.check(d.module_function(&f, s->module, k.name.c_str()), k.name.c_str());
+    s->functions.push_back(f);
+  }
+  if (m.weight_data.size() > 0) {
+    d.check(d.mem_alloc(&s->weights, m.weight_data.size()), "cuMemAlloc (weights)");
+    d.check(d.copy_htod(s->weights, m.weight_data.data(), m.weight_data.size()), "cuMemcpyHtoD (weights)");
+  }
+  m.cuda = std::move(s);
+  return *m.cuda;
+}
+
+double read_device_scalar(const tcc_tensor& t, void*) {
+  DType dtype = static_cast<DType>(t.dtype);
+  std::vector<std::byte> bytes(dtype_size(dtype));
+  const Driver& d = Driver::get();
+  d.check(d.copy_dtoh(bytes.data(), reinterpret_cast<CUdeviceptr>(t.data), bytes.size()), "cuMemcpyDtoH (scalar input)");
+  return Tensor::from_bytes(dtype, {}, std::move(bytes)).get_f64(0);
+}
+
+// D = act(alpha * op(A) op(B) + beta * C + bias), row-major. cuBLASLt is
+// column-major, and a row-major matrix is its column-major transpose, so the
+// call computes D^T = op(B)^T op(A)^T: B is passed first.
+void run_gemm(CudaState& s, const KernelInfo& k, const std::vector<CUdeviceptr>& buf, const Binding& b,
+              CUstream stream) {
+  const GemmInfo& g = *k.gemm;
+  const std::string what = "kernel '" + k.name + "' gemm";
+  auto ev = [&](const SymExpr& e) { return evaluate(e, b, what); };
+  int64_t batch = ev(g.batch), m = ev(g.m), n = ev(g.n), kk = ev(g.k);
+  if (batch <= 0 || m <= 0 || n <= 0) return;
+  const CublasLt& lt = CublasLt::get();
+  const Driver& d = Driver::get();
+  if (!s.lt) {
+    CublasLt::check(lt.create(&s.lt), "cublasLtCreate");
+    d.check(d.mem_alloc(&s.workspace, CudaState::kWorkspaceBytes), "cuMemAlloc (cuBLASLt workspace)");
+  }
+  const int d_index = k.num_reads;
+  DType in_type = k.buffers[g.a].dtype, out_type = k.buffers[d_index].dtype;
+  bool f64 = in_type == DType::F64;
+  cublasComputeType_t compute = f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
+  cudaDataType_t scale_type = f64 ? CUDA_R_64F : CUDA_R_32F;
+
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t first = nullptr, second = nullptr, out = nullptr;
+  struct Release {
+    const CublasLt& lt;
+    cublasLtMatmulDesc_t& desc;
+    cublasLtMatrixLayout_t *a, *b, *c;
+    ~Release() {
+      for (cublasLtMatrixLayout_t* l : {a, b, c})
+        if (*l) lt.layout_destroy(*l);
+      if (desc) lt.desc_destroy(desc);
+    }
+  } release{lt, desc, &first, &second, &out};
+
+  CublasLt::check(lt.desc_create(&desc, compute, scale_type), "cublasLtMatmulDescCreate");
+  cublasOperation_t op_first = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t op_second = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  CublasLt::check(lt.desc_set(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof(op_first)), "TRANSA");
+  CublasLt::check(lt.desc_set(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof(op_second)), "TRANSB");
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  if (g.activation == "relu") epilogue = g.bias >= 0 ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
+  else if (g.activation == "gelu_tanh") epilogue = g.bias >= 0 ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+  else if (g.bias >= 0) epilogue = CUBLASLT_EPILOGUE_BIAS;
+  CublasLt::check(lt.desc_set(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)), "EPILOGUE");
+  if (g.bias >= 0) {
+    void* bias = reinterpret_cast<void*>(buf[g.bias]);
+    int32_t bias_type = cuda_type(k.buffers[g.bias].dtype);
+    CublasLt::check(lt.desc_set(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)), "BIAS_POINTER");
+    CublasLt::check(lt.desc_set(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)),
+                    "BIAS_DATA_TYPE");
+  }
+
+  auto layout = [&](cublasLtMatrixLayout_t& l, DType t, int64_t rows, int64_t cols, int64_t ld, int64_t stride) {
+    CublasLt::check(lt.layout_create(&l, cuda_type(t), rows, cols, ld), "cublasLtMatrixLayoutCreate");
+    int32_t count = static_cast<int32_t>(batch);
+    CublasLt::check(lt.layout_set(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)), "BATCH_COUNT");
+    CublasLt::check(lt.layout_set(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)),
+                    "STRIDED_BATCH_OFFSET");
+  };
+  // Row-major B is [k, n] (or [n, k] transposed): column-major n x k (k x n).
+  layout(first, k.buffers[g.b].dtype, g.trans_b ? kk : n, g.trans_b ? n : kk, ev(g.ldb), ev(g.stride_b));
+  layout(second, in_type, g.trans_a ? m : kk, g.trans_a ? kk : m, ev(g.lda), ev(g.stride_a));
+  layout(out, out_type, n, m, ev(g.ldd), ev(g.stride_d));
+
+  CUdeviceptr c = g.residual >= 0 ? buf[g.residual] : buf[d_index];
+  double alpha64 = g.alpha, beta64 = g.residual >= 0 ? g.beta : 0.0;
+  float alpha32 = static_cast<float>(alpha64), beta32 = static_cast<float>(beta64);
+  const void* alpha = f64 ? static_cast<const void*>(&alpha64) : &alpha32;
+  const void* beta = f64 ? static_cast<const void*>(&beta64) : &beta32;
+  CublasLt::check(lt.matmul(s.lt, desc, alpha, reinterpret_cast<void*>(buf[g.b]), first,
+                            reinterpret_cast<void*>(buf[g.a]), second, beta, reinterpret_cast<void*>(c), out,
+                            reinterpret_cast<void*>(buf[d_index]), out, nullptr, reinterpret_cast<void*>(s.workspace),
+                            CudaState::kWorkspaceBytes, reinterpret_cast<cudaStream_t>(stream)),
+                  ("cublasLtMatmul (" + what + ")").c_str());
+}
+
+void launch(const Driver& d, CUfunction f, const KernelInfo& k, const std::vector<CUdeviceptr>& buf,
+            const Binding& b, CUstream stream) {
+  std::vector<int64_t> sizes;
+  for (const SymExpr& s : k.sizes) sizes.push_back(evaluate(s, b, "kernel '" + k.name + "' sizes"));
+  std::vector<void*> params;
+  for (const CUdeviceptr& p : buf) params.push_back(const_cast<CUdeviceptr*>(&p));
+  for (int64_t& s : sizes) params.push_back(&s);
+  static constexpr int64_t kGridLimit[3] = {INT32_MAX, 65535, 65535};
+  unsigned grid[3];
+  for (int i = 0; i < 3; ++i) {
+    int64_t g = std::max<int64_t>(1, evaluate(k.grid[i], b, "kernel '" + k.name + "' launch.grid"));
+    if (g > kGridLimit[i])
+      throw CudaError("kernel '" + k.name + "': grid extent " + std::to_string(g) + " exceeds the device limit");
+    grid[i] = static_cast<unsigned>(g);
+  }
+  d.check(d.launch(f, grid[0], grid[1], grid[2], k.block[0], k.block[1], k.block[2], k.shared_bytes, stream,
+                   params.data(), nullptr),
+          ("cuLaunchKernel " + k.name).c_str());
+}
+
+}  // namespace
+
+bool cuda_available() { return Driver::get().unavailable.empty(); }
+
+void run_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor* outputs, size_t num_outputs,
+              void* stream_handle) {
+  const Driver& d = driver();
+  auto stream = static_cast<CUstream>(stream_handle);
+  CUcontext ctx = nullptr;
+  d.check(d.ctx_get_current(&ctx), "cuCtxGetCurrent");
+  if (!ctx) {
+    CUdevice dev;
+    d.check(d.device_get(&dev, 0), "cuDeviceGet");
+    d.check(d.primary_ctx_retain(&ctx, dev), "cuDevicePrimaryCtxRetain");
+    d.check(d.ctx_set_current(ctx), "cuCtxSetCurrent");
+  }
+  CudaState& s = device_state(m, d, ctx);
+
+  Binding b = bind(m, inputs, num_inputs, read_device_scalar, nullptr);
+  check_outputs(m, b, outputs, num_outputs);
+  if (s.arena_bytes < static_cast<size_t>(b.arena_bytes)) {
+    if (s.arena) {
+      d.check(d.stream_sync(stream), "cuStreamSynchronize");
+      d.check(d.mem_free(s.arena), "cuMemFree (arena)");
+      s.arena = 0;
+      s.arena_bytes = 0;
+    }
+    d.check(d.mem_alloc(&s.arena, static_cast<size_t>(b.arena_bytes)), "cuMemAlloc (arena)");
+    s.arena_bytes = static_cast<size_t>(b.arena_bytes);
+  }
+
+  std::vector<CUdeviceptr> ptr(m.values.size());
+  for (size_t v = 0; v < m.values.size(); ++v) {
+    const ValueInfo& info = m.values[v];
+    switch (info.where) {
+      case ValueInfo::Where::Input: ptr[v] = reinterpret_cast<CUdeviceptr>(inputs[info.index].data); break;
+      case ValueInfo::Where::Output: ptr[v] = reinterpret_cast<CUdeviceptr>(outputs[info.index].data); break;
+      case ValueInfo::Where::Weight: ptr[v] = s.weights + m.weight_ranges[info.index].offset; break;
+      case ValueInfo::Where::Buffer: ptr[v] = s.arena + b.buffer_offsets[info.index]; break;
+    }
+  }
+
+  std::vector<CUdeviceptr> buf;
+  for (const StepInfo& step : m.steps) {
+    if (step.fallback) {
+      std::map<int, std::vector<std::byte>> staged;
+      for (int id : step.reads) {
+        std::vector<std::byte>& host = staged[id];
+        host.resize(b.nbytes[id]);
+        if (!host.empty()) d.check(d.copy_dtoh_async(host.data(), ptr[id], host.size(), stream), "cuMemcpyDtoHAsync");
+      }
+      for (int id : step.writes) staged[id].resize(b.nbytes[id]);
+      d.check(d.stream_sync(stream), "cuStreamSynchronize");
+      run_fallback(m, step, b, [&](int id) { return HostSpan{staged[id].data(), b.nbytes[id]}; });
+      for (int id : step.writes)
+        if (b.nbytes[id] > 0)
+          d.check(d.copy_htod_async(ptr[id], staged[id].data(), b.nbytes[id], stream), "cuMemcpyHtoDAsync");
+      d.check(d.stream_sync(stream), "cuStreamSynchronize");
+      continue;
+    }
+    check_kernel_buffers(m, step, b);
+    buf.clear();
+    for (int id : step.reads) buf.push_back(ptr[id]);
+    for (int id : step.writes) buf.push_back(ptr[id]);
+    const KernelInfo& k = m.kernels[step.kernel];
+    if (k.kind == kir::Kind::Gemm) run_gemm(s, k, buf, b, stream);
+    else launch(d, s.functions[step.kernel], k, buf, b, stream);
+  }
+
+  for (size_t i = 0; i < num_outputs; ++i) {
+    int id = m.output_values[i];
+    if (m.values[id].where != ValueInfo::Where::Output && b.nbytes[id] > 0)
+      d.check(d.copy_dtod_async(reinterpret_cast<CUdeviceptr>(outputs[i].data), ptr[id], b.nbytes[id], stream),
+              "cuMemcpyDtoDAsync");
+  }
+  d.check(d.stream_sync(stream), "cuStreamSynchronize");
+}
+
+}  // namespace tcc::runtime

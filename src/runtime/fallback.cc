@@ -1,0 +1,48 @@
+// Fallback steps: one node of fallback.tir run by the reference interpreter on
+// host copies of the values it reads, its results copied into the values it
+// writes.
+#include <algorithm>
+#include <cstring>
+
+#include "module.h"
+#include "src/interp/interpreter.h"
+
+namespace tcc::runtime {
+
+void run_fallback(const Module& m, const StepInfo& step, const Binding& b,
+                  const std::function<HostSpan(int)>& host) {
+  const Node& n = *step.fallback;
+  std::vector<Tensor> read(n.num_inputs());
+  std::vector<const Tensor*> args(n.num_inputs(), nullptr);
+  for (size_t i = 0; i < n.num_inputs(); ++i) {
+    const Value* v = n.input(i);
+    if (!v) continue;
+    if (v->is_initializer()) {
+      args[i] = &v->initializer();
+      continue;
+    }
+    int id = m.value_ids.at(v->name());
+    HostSpan span = host(id);
+    read[i] = Tensor::from_bytes(m.values[id].sig.dtype, b.shapes[id],
+                                 std::vector<std::byte>(span.data, span.data + span.nbytes));
+    args[i] = &read[i];
+  }
+  std::vector<Tensor> results = Interpreter().eval_node(n, args);
+  for (int id : step.writes) {
+    const ValueInfo& info = m.values[id];
+    auto out = std::find_if(n.outputs().begin(), n.outputs().end(),
+                            [&](const Value* v) { return v->name() == info.sig.name; });
+    size_t j = static_cast<size_t>(out - n.outputs().begin());
+    if (j >= results.size() || !results[j].defined())
+      throw BadModule("fallback.tir: node '" + n.name() + "' did not produce '" + info.sig.name + "'");
+    const Tensor& t = results[j];
+    if (t.dtype() != info.sig.dtype || t.shape() != b.shapes[id])
+      throw BadModule("fallback.tir: node '" + n.name() + "' produced " + std::string(dtype_name(t.dtype())) +
+                      shape_str(t.shape()) + " for '" + info.sig.name + "', the module planned " +
+                      std::string(dtype_name(info.sig.dtype)) + shape_str(b.shapes[id]));
+    HostSpan span = host(id);
+    if (t.nbytes() > 0) std::memcpy(span.data, t.raw(), t.nbytes());
+  }
+}
+
+}  // namespace tcc::runtime

@@ -1,0 +1,61 @@
+// Running a module on the host: kernels from host.so, fallbacks through the
+// reference interpreter, all on buffers placed in one arena as the memory plan
+// says — the same layout the device run uses, so a wrong plan shows up here.
+#include <cstring>
+
+#include "module.h"
+
+namespace tcc::runtime {
+
+namespace {
+
+double read_host_scalar(const tcc_tensor& t, void*) {
+  DType dtype = static_cast<DType>(t.dtype);
+  const auto* p = static_cast<const std::byte*>(t.data);
+  return Tensor::from_bytes(dtype, {}, std::vector<std::byte>(p, p + dtype_size(dtype))).get_f64(0);
+}
+
+}  // namespace
+
+void run_host(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor* outputs, size_t num_outputs) {
+  Binding b = bind(m, inputs, num_inputs, read_host_scalar, nullptr);
+  check_outputs(m, b, outputs, num_outputs);
+
+  AlignedBytes arena(static_cast<size_t>(b.arena_bytes));
+  std::vector<std::byte*> ptr(m.values.size());
+  for (size_t v = 0; v < m.values.size(); ++v) {
+    const ValueInfo& info = m.values[v];
+    switch (info.where) {
+      case ValueInfo::Where::Input: ptr[v] = static_cast<std::byte*>(inputs[info.index].data); break;
+      case ValueInfo::Where::Output: ptr[v] = static_cast<std::byte*>(outputs[info.index].data); break;
+      case ValueInfo::Where::Weight: ptr[v] = m.weight_data.data() + m.weight_ranges[info.index].offset; break;
+      case ValueInfo::Where::Buffer: ptr[v] = arena.data() + b.buffer_offsets[info.index]; break;
+    }
+  }
+
+  std::vector<void*> args;
+  std::vector<int64_t> sizes;
+  for (const StepInfo& step : m.steps) {
+    if (step.fallback) {
+      run_fallback(m, step, b, [&](int id) { return HostSpan{ptr[id], b.nbytes[id]}; });
+      continue;
+    }
+    const KernelInfo& k = m.kernels[step.kernel];
+    args.clear();
+    for (int id : step.reads) args.push_back(ptr[id]);
+    for (int id : step.writes) args.push_back(ptr[id]);
+    sizes.clear();
+    for (const SymExpr& s : k.sizes) sizes.push_back(evaluate(s, b, "kernel '" + k.name + "' sizes"));
+    check_kernel_buffers(m, step, b);
+    k.host(args.data(), sizes.data());
+  }
+
+  // Outputs that are inputs or weights were not written by any step.
+  for (size_t i = 0; i < num_outputs; ++i) {
+    int id = m.output_values[i];
+    if (m.values[id].where != ValueInfo::Where::Output)
+      std::memmove(outputs[i].data, ptr[id], static_cast<size_t>(b.nbytes[id]));
+  }
+}
+
+}  // namespace tcc::runtime

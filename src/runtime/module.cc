@@ -1,0 +1,612 @@
+#include "module.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <new>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "src/analysis/trace.h"
+#include "src/ir/text.h"
+
+namespace tcc::runtime {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+AlignedBytes::AlignedBytes(size_t n)
+    : data_(static_cast<std::byte*>(::operator new(std::max<size_t>(n, 1), std::align_val_t(kAlignment)))),
+      size_(n) {}
+
+void AlignedBytes::Free::operator()(std::byte* p) const { ::operator delete(p, std::align_val_t(kAlignment)); }
+
+namespace {
+
+constexpr int kFormatVersion = 1;
+
+// A JSON value with its path in the manifest, so that every complaint names
+// the field: "manifest.json: kernels[2].launch.grid[0]: expected ...".
+class Field {
+ public:
+  Field(const json& j, std::string path) : j_(j), path_(std::move(path)) {}
+
+  [[noreturn]] void fail(const std::string& what) const {
+    throw BadModule("manifest.json: " + (path_.empty() ? std::string("top level") : path_) + ": " + what);
+  }
+  const std::string& path() const { return path_; }
+  const json& raw() const { return j_; }
+
+  bool has(const char* key) const { return j_.is_object() && j_.contains(key); }
+  Field operator[](const char* key) const {
+    if (!j_.is_object()) fail("expected an object");
+    auto it = j_.find(key);
+    if (it == j_.end()) Field(j_, join(key)).fail("missing");
+    return Field(*it, join(key));
+  }
+  size_t size() const {
+    if (!j_.is_array()) fail("expected an array");
+    return j_.size();
+  }
+  Field operator[](size_t i) const { return Field(j_.at(i), path_ + "[" + std::to_string(i) + "]"); }
+
+  std::string str() const {
+    if (!j_.is_string()) fail("expected a string");
+    return j_.get<std::string>();
+  }
+  int64_t integer() const {
+    if (j_.is_number_unsigned() && j_.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) fail("out of range");
+    if (!j_.is_number_integer()) fail("expected an integer");
+    return j_.get<int64_t>();
+  }
+  int64_t integer(int64_t lo, int64_t hi) const {
+    int64_t v = integer();
+    if (v < lo || v > hi) fail("expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
+                               std::to_string(v));
+    return v;
+  }
+  double number() const {
+    if (!j_.is_number()) fail("expected a number");
+    return j_.get<double>();
+  }
+  bool boolean() const {
+    if (!j_.is_boolean()) fail("expected true or false");
+    return j_.get<bool>();
+  }
+  // A size: an integer when static, otherwise SymExpr text.
+  SymExpr expr() const {
+    if (j_.is_number_integer()) return SymExpr::constant(integer());
+    if (!j_.is_string()) fail("expected an integer or a size expression");
+    std::optional<SymExpr> e = SymExpr::parse(j_.get<std::string>());
+    if (!e) fail("'" + j_.get<std::string>() + "' is not a size expression");
+    return *e;
+  }
+  DType dtype() const {
+    std::optional<DType> t = parse_dtype(str());
+    if (!t || *t == DType::String || *t == DType::Undefined) fail("unknown dtype '" + str() + "'");
+    return *t;
+  }
+  std::vector<SymExpr> shape() const {
+    std::vector<SymExpr> dims;
+    for (size_t i = 0; i < size(); ++i) dims.push_back((*this)[i].expr());
+    return dims;
+  }
+
+ private:
+  std::string join(const char* key) const { return path_.empty() ? key : path_ + "." + key; }
+  const json& j_;
+  std::string path_;
+};
+
+TensorSig tensor_sig(const Field& f) { return {f["name"].str(), f["dtype"].dtype(), f["shape"].shape()}; }
+
+// A file the manifest names, which must stay inside the module directory.
+std::string module_file(const std::string& dir, const std::string& name, const Field& f) {
+  fs::path p(name);
+  if (name.empty() || p.is_absolute()) f.fail("'" + name + "' is not a path relative to the module directory");
+  for (const fs::path& part : p)
+    if (part == "..") f.fail("'" + name + "' leaves the module directory");
+  std::error_code ec;
+  fs::path full = fs::path(dir) / p;
+  fs::path real = fs::canonical(full, ec);
+  if (ec) f.fail("'" + name + "' does not exist in " + dir);
+  fs::path root = fs::canonical(dir);
+  auto [end, _] = std::mismatch(root.begin(), root.end(), real.begin(), real.end());
+  if (end != root.end()) f.fail("'" + name + "' leads outside the module directory");
+  if (!fs::is_regular_file(real)) f.fail("'" + name + "' is not a regular file");
+  return real.string();
+}
+
+std::string read_file(const std::string& path, const std::string& what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw BadModule(what + ": cannot read " + path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+std::optional<DType> dtype_from_torch(const std::string& name) {
+  for (int v = 1; v <= static_cast<int>(DType::BF16); ++v) {
+    auto t = static_cast<DType>(v);
+    if (dtype_size(t) != 0 && torch_dtype_name(t) == name) return t;
+  }
+  return std::nullopt;
+}
+
+class Loader {
+ public:
+  Loader(Module& m, const json& manifest) : m_(m), root_(manifest, "") {}
+
+  void load() {
+    check_format();
+    signature();
+    weights();
+    memory();
+    host_library();
+    kernels();
+    fallbacks();
+    schedule();
+    guards();
+    cuda();
+  }
+
+ private:
+  void check_format() {
+    if (!root_.raw().is_object()) root_.fail("expected a JSON object");
+    if (root_["format"].str() != "tcc-module") root_["format"].fail("not a tcc module ('" + root_["format"].str() + "')");
+    int64_t version = root_["format_version"].integer();
+    if (version != kFormatVersion)
+      root_["format_version"].fail("version " + std::to_string(version) + " is not supported (this runtime reads " +
+                                   std::to_string(kFormatVersion) + ")");
+  }
+
+  int add_value(const Field& where, ValueInfo::Where kind, int index, const TensorSig& sig) {
+    int id = static_cast<int>(m_.values.size());
+    if (!m_.value_ids.emplace(sig.name, id).second) where.fail("value '" + sig.name + "' is declared twice");
+    m_.values.push_back({kind, index, sig});
+    return id;
+  }
+
+  // Symbols a size expression may mention: those the inputs bind.
+  void check_bound(const SymExpr& e, const Field& where) {
+    for (const std::string& s : e.symbols())
+      if (!m_.symbols.count(s)) where.fail("mentions symbol '" + s + "', which no input binds (see \"symbols\")");
+  }
+  void check_bound(const std::vector<SymExpr>& shape, const Field& where) {
+    for (const SymExpr& d : shape) check_bound(d, where);
+  }
+
+  void signature() {
+    Field ins = root_["inputs"];
+    for (size_t i = 0; i < ins.size(); ++i) {
+      TensorSig sig = tensor_sig(ins[i]);
+      m_.inputs.push_back(sig);
+      m_.input_names.push_back(sig.name);
+      add_value(ins[i], ValueInfo::Where::Input, static_cast<int>(i), sig);
+    }
+    Field syms = root_["symbols"];
+    if (!syms.raw().is_object()) syms.fail("expected an object");
+    for (const auto& [name, _] : syms.raw().items()) {
+      Field s = syms[name.c_str()];
+      std::string input = s["input"].str();
+      auto it = std::find_if(m_.inputs.begin(), m_.inputs.end(), [&](const TensorSig& t) { return t.name == input; });
+      if (it == m_.inputs.end()) s["input"].fail("'" + input + "' is not an input");
+      int64_t axis = s["axis"].integer(0, static_cast<int64_t>(it->shape.size()) - 1);
+      m_.symbols[name] = {static_cast<int>(it - m_.inputs.begin()), static_cast<int>(axis)};
+    }
+    for (size_t i = 0; i < m_.inputs.size(); ++i) check_bound(m_.inputs[i].shape, ins[i]["shape"]);
+    // Outputs are registered after the steps that write them are known; here only their signature.
+    Field outs = root_["outputs"];
+    for (size_t i = 0; i < outs.size(); ++i) {
+      TensorSig sig = tensor_sig(outs[i]);
+      check_bound(sig.shape, outs[i]["shape"]);
+      m_.outputs.push_back(sig);
+      m_.output_names.push_back(sig.name);
+    }
+  }
+
+  void weights() {
+    Field w = root_["weights"];
+    Field tensors = w["tensors"];
+    std::string path = tensors.size() ? module_file(m_.dir, w["file"].str(), w["file"]) : std::string();
+    std::string bytes = path.empty() ? std::string() : read_file(path, "weights");
+    m_.weight_data = AlignedBytes(bytes.size());
+    std::copy(bytes.begin(), bytes.end(), reinterpret_cast<char*>(m_.weight_data.data()));
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      Field t = tensors[i];
+      TensorSig sig = tensor_sig(t);
+      std::vector<int64_t> dims;
+      for (size_t d = 0; d < sig.shape.size(); ++d) {
+        if (!sig.shape[d].is_constant()) t["shape"][d].fail("a weight's dims must be static");
+        dims.push_back(sig.shape[d].constant_value());
+      }
+      int64_t numel = checked_numel(dims);
+      int64_t offset = t["offset"].integer(0, INT64_MAX);
+      int64_t nbytes = t["nbytes"].integer(0, INT64_MAX);
+      if (numel < 0 || nbytes / static_cast<int64_t>(dtype_size(sig.dtype)) != numel ||
+          nbytes % static_cast<int64_t>(dtype_size(sig.dtype)) != 0)
+        t["nbytes"].fail(std::to_string(nbytes) + " bytes do not hold " + std::string(dtype_name(sig.dtype)) +
+                         shape_str(dims));
+      if (offset % AlignedBytes::kAlignment != 0) t["offset"].fail("not 256-byte aligned");
+      if (offset > static_cast<int64_t>(bytes.size()) || nbytes > static_cast<int64_t>(bytes.size()) - offset)
+        t.fail("weight '" + sig.name + "' (bytes " + std::to_string(offset) + ".." + std::to_string(offset + nbytes) +
+               ") lies past the end of weights.bin (" + std::to_string(bytes.size()) + " bytes)");
+      m_.weights.push_back(sig);
+      m_.weight_ranges.push_back({offset, nbytes});
+      add_value(t, ValueInfo::Where::Weight, static_cast<int>(i), sig);
+    }
+  }
+
+  void memory() {
+    Field mem = root_["memory"];
+    m_.arena_bytes = mem["arena_bytes"].expr();
+    check_bound(m_.arena_bytes, mem["arena_bytes"]);
+    Field bufs = mem["buffers"];
+    for (size_t i = 0; i < bufs.size(); ++i) {
+      Field b = bufs[i];
+      TensorSig sig = tensor_sig(b);
+      BufferInfo range{b["offset"].expr(), b["nbytes"].expr()};
+      check_bound(sig.shape, b["shape"]);
+      check_bound(range.offset, b["offset"]);
+      check_bound(range.nbytes, b["nbytes"]);
+      m_.buffers.push_back(sig);
+      m_.buffer_ranges.push_back(range);
+      add_value(b, ValueInfo::Where::Buffer, static_cast<int>(i), sig);
+    }
+  }
+
+  void host_library() {
+    Field host = root_["host"];
+    std::string path = module_file(m_.dir, host["library"].str(), host["library"]);
+    try {
+      m_.host_library = std::make_unique<SharedLibrary>(path);
+    } catch (const Error& e) {
+      host["library"].fail(e.what());
+    }
+  }
+
+  void kernels() {
+    Field ks = root_["kernels"];
+    for (size_t i = 0; i < ks.size(); ++i) {
+      Field k = ks[i];
+      KernelInfo info;
+      info.name = k["name"].str();
+      std::string kind = k["kind"].str();
+      if (kind == "pointwise") info.kind = kir::Kind::Pointwise;
+      else if (kind == "reduction") info.kind = kir::Kind::Reduction;
+      else if (kind == "gemm") info.kind = kir::Kind::Gemm;
+      else k["kind"].fail("unknown kernel kind '" + kind + "'");
+      Field bufs = k["buffers"];
+      bool seen_output = false;
+      for (size_t b = 0; b < bufs.size(); ++b) {
+        bool output = bufs[b]["output"].boolean();
+        if (seen_output && !output) bufs[b]["output"].fail("inputs must come before outputs");
+        seen_output |= output;
+        info.num_reads += output ? 0 : 1;
+        info.buffers.push_back({"", bufs[b]["dtype"].dtype(), bufs[b]["shape"].shape()});
+        check_bound(info.buffers.back().shape, bufs[b]["shape"]);
+      }
+      Field sizes = k["sizes"];
+      for (size_t s = 0; s < sizes.size(); ++s) {
+        // Each is a symbol the kernel reads (kir::Kernel::size_params), which
+        // keeps a kernel's sizes consistent with the buffer shapes checked at run time.
+        SymExpr size = sizes[s].expr();
+        if (!size.is_symbol()) sizes[s].fail("expected a symbol the kernel reads, got '" + size.str() + "'");
+        check_bound(size, sizes[s]);
+        info.sizes.push_back(size);
+      }
+      if (info.num_reads == static_cast<int>(info.buffers.size())) bufs.fail("the kernel writes no buffer");
+      if (info.kind == kir::Kind::Gemm) {
+        info.gemm = gemm(k["gemm"], info.buffers.size());
+      } else {
+        Field launch = k["launch"];
+        for (size_t d = 0; d < 3; ++d) {
+          if (launch["grid"].size() != 3) launch["grid"].fail("expected 3 extents");
+          if (launch["block"].size() != 3) launch["block"].fail("expected 3 extents");
+          info.grid[d] = launch["grid"][d].expr();
+          check_bound(info.grid[d], launch["grid"][d]);
+          info.block[d] = static_cast<int>(launch["block"][d].integer(1, 1024));
+        }
+        info.shared_bytes = static_cast<int>(launch["shared_bytes"].integer(0, 1 << 30));
+      }
+      info.host = reinterpret_cast<HostKernelFn>(m_.host_library->symbol(info.name));
+      if (!info.host) k["name"].fail("'" + info.name + "' is not defined in host.so");
+      m_.kernels.push_back(std::move(info));
+    }
+  }
+
+  GemmInfo gemm(const Field& g, size_t num_buffers) {
+    GemmInfo info;
+    int n = static_cast<int>(num_buffers);
+    info.a = static_cast<int>(g["a"].integer(0, n - 1));
+    info.b = static_cast<int>(g["b"].integer(0, n - 1));
+    info.bias = static_cast<int>(g["bias"].integer(-1, n - 1));
+    info.residual = static_cast<int>(g["residual"].integer(-1, n - 1));
+    info.trans_a = g["trans_a"].boolean();
+    info.trans_b = g["trans_b"].boolean();
+    auto sym = [&](const char* key) {
+      SymExpr e = g[key].expr();
+      check_bound(e, g[key]);
+      return e;
+    };
+    info.batch = sym("batch");
+    info.m = sym("m");
+    info.n = sym("n");
+    info.k = sym("k");
+    info.lda = sym("lda");
+    info.ldb = sym("ldb");
+    info.ldd = sym("ldd");
+    info.stride_a = sym("stride_a");
+    info.stride_b = sym("stride_b");
+    info.stride_d = sym("stride_d");
+    info.alpha = g["alpha"].number();
+    info.beta = g["beta"].number();
+    info.activation = g["activation"].str();
+    if (info.activation != "none" && info.activation != "relu" && info.activation != "gelu_tanh")
+      g["activation"].fail("unknown activation '" + info.activation + "'");
+    return info;
+  }
+
+  void fallbacks() {
+    bool any = false;
+    Field steps = root_["schedule"];
+    for (size_t i = 0; i < steps.size(); ++i) any |= steps[i].has("fallback");
+    if (!any) return;
+    std::string path = module_file(m_.dir, "fallback.tir", steps);
+    try {
+      m_.fallback_model = parse_model(read_file(path, "fallback.tir"), path);
+    } catch (const Error& e) {
+      throw BadModule(std::string("fallback.tir: ") + e.what());
+    }
+  }
+
+  const Node* fallback_node(const Field& f) {
+    std::string name = f.str();
+    for (const auto& n : m_.fallback_model->graph->nodes())
+      if (n->name() == name) return n.get();
+    f.fail("no node '" + name + "' in fallback.tir");
+  }
+
+  std::vector<int> value_list(const Field& f) {
+    std::vector<int> ids;
+    for (size_t i = 0; i < f.size(); ++i) {
+      std::string name = f[i].str();
+      auto it = m_.value_ids.find(name);
+      if (it == m_.value_ids.end()) f[i].fail("'" + name + "' is not an input, weight, planned buffer or output");
+      ids.push_back(it->second);
+    }
+    return ids;
+  }
+
+  void schedule() {
+    // Outputs join the value table unless they name an input or a weight.
+    Field outs = root_["outputs"];
+    for (size_t i = 0; i < m_.outputs.size(); ++i) {
+      auto it = m_.value_ids.find(m_.outputs[i].name);
+      if (it != m_.value_ids.end()) {
+        const ValueInfo& v = m_.values[it->second];
+        if (v.where == ValueInfo::Where::Buffer || v.where == ValueInfo::Where::Output)
+          outs[i]["name"].fail("output '" + m_.outputs[i].name + "' is also a planned buffer or another output");
+        m_.output_values.push_back(it->second);
+      } else {
+        m_.output_values.push_back(add_value(outs[i], ValueInfo::Where::Output, static_cast<int>(i), m_.outputs[i]));
+      }
+    }
+    Field steps = root_["schedule"];
+    for (size_t i = 0; i < steps.size(); ++i) {
+      Field s = steps[i];
+      StepInfo step;
+      step.reads = value_list(s["reads"]);
+      step.writes = value_list(s["writes"]);
+      for (size_t w = 0; w < step.writes.size(); ++w) {
+        ValueInfo::Where where = m_.values[step.writes[w]].where;
+        if (where == ValueInfo::Where::Input || where == ValueInfo::Where::Weight)
+          s["writes"][w].fail("a step may not write an input or a weight");
+      }
+      if (s.has("kernel")) {
+        step.kernel = static_cast<int>(s["kernel"].integer(0, static_cast<int64_t>(m_.kernels.size()) - 1));
+        step.node = s["node"].str();
+        const KernelInfo& k = m_.kernels[step.kernel];
+        if (step.reads.size() != static_cast<size_t>(k.num_reads) ||
+            step.reads.size() + step.writes.size() != k.buffers.size())
+          s.fail("binds " + std::to_string(step.reads.size()) + " reads and " + std::to_string(step.writes.size()) +
+                 " writes to kernel '" + k.name + "', which reads " + std::to_string(k.num_reads) + " and writes " +
+                 std::to_string(k.buffers.size() - k.num_reads) + " buffers");
+        for (size_t b = 0; b < k.buffers.size(); ++b) {
+          int id = b < step.reads.size() ? step.reads[b] : step.writes[b - step.reads.size()];
+          if (m_.values[id].sig.dtype != k.buffers[b].dtype)
+            s.fail("value '" + m_.values[id].sig.name + "' is " + std::string(dtype_name(m_.values[id].sig.dtype)) +
+                   " but buffer " + std::to_string(b) + " of kernel '" + k.name + "' is " +
+                   std::string(dtype_name(k.buffers[b].dtype)));
+        }
+      } else if (s.has("fallback")) {
+        step.fallback = fallback_node(s["fallback"]);
+        step.node = step.fallback->name();
+        check_fallback(*step.fallback, step, s);
+      } else {
+        s.fail("neither a kernel nor a fallback step");
+      }
+      m_.steps.push_back(std::move(step));
+    }
+  }
+
+  // A fallback node reads values of the schedule (by name) or constants of
+  // fallback.tir, and writes values of the schedule.
+  void check_fallback(const Node& n, const StepInfo& step, const Field& s) {
+    for (const Value* v : n.inputs()) {
+      if (!v || v->is_initializer()) continue;
+      auto it = m_.value_ids.find(v->name());
+      if (it == m_.value_ids.end() || std::find(step.reads.begin(), step.reads.end(), it->second) == step.reads.end())
+        s["reads"].fail("fallback node '" + n.name() + "' reads '" + v->name() + "', which the step does not list");
+    }
+    for (int id : step.writes) {
+      const std::string& name = m_.values[id].sig.name;
+      auto produced = std::find_if(n.outputs().begin(), n.outputs().end(),
+                                   [&](const Value* v) { return v->name() == name; });
+      if (produced == n.outputs().end())
+        s["writes"].fail("fallback node '" + n.name() + "' has no output '" + name + "'");
+    }
+  }
+
+  int input_index(const std::string& name) const {
+    for (size_t i = 0; i < m_.inputs.size(); ++i)
+      if (m_.inputs[i].name == name) return static_cast<int>(i);
+    return -1;
+  }
+
+  // The guard set as explain prints it: TENSOR_MATCH (dtype, sizes),
+  // EQUALS_MATCH (a scalar input's value) and SHAPE_ENV relations whose
+  // operands are sizes spelled `x.size()[1]`, symbols sN introduced by
+  // `2 <= sN` with their sources, and the manifest's own symbols.
+  void guards() {
+    if (!root_.has("guards")) return;
+    Field gs = root_["guards"];
+    std::map<std::string, SymExpr> shape_symbols;  // sN and source spellings -> placeholder symbols
+    for (size_t i = 0; i < gs.size(); ++i) {
+      Field g = gs[i];
+      std::string kind = g["kind"].str();
+      if (kind == "TENSOR_MATCH") {
+        int input = input_index(g["input"].str());
+        if (input < 0) g["input"].fail("'" + g["input"].str() + "' is not an input");
+        std::optional<DType> t = dtype_from_torch(g["dtype"].str());
+        if (!t) g["dtype"].fail("unknown dtype '" + g["dtype"].str() + "'");
+        Guard dtype_guard;
+        dtype_guard.kind = Guard::Kind::Dtype;
+        dtype_guard.input = input;
+        dtype_guard.dtype = *t;
+        dtype_guard.text = m_.inputs[input].name + " is " + g["dtype"].str();
+        m_.guards.push_back(dtype_guard);
+        Field sizes = g["size"];
+        if (sizes.size() != m_.inputs[input].shape.size())
+          sizes.fail("rank " + std::to_string(sizes.size()) + " disagrees with input '" + m_.inputs[input].name + "'");
+        for (size_t d = 0; d < sizes.size(); ++d) {
+          if (sizes[d].raw().is_null()) continue;
+          Guard size_guard;
+          size_guard.kind = Guard::Kind::Size;
+          size_guard.input = input;
+          size_guard.axis = static_cast<int>(d);
+          size_guard.size = sizes[d].integer();
+          size_guard.text = m_.inputs[input].name + ".size()[" + std::to_string(d) + "] == " +
+                            std::to_string(size_guard.size);
+          m_.guards.push_back(size_guard);
+        }
+      } else if (kind == "EQUALS_MATCH") {
+        int input = input_index(g["input"].str());
+        if (input < 0) g["input"].fail("'" + g["input"].str() + "' is not an input");
+        Guard eq;
+        eq.kind = Guard::Kind::ScalarEquals;
+        eq.input = input;
+        eq.value = g["value"].number();
+        eq.text = g["expr"].str();
+        m_.guards.push_back(eq);
+      } else if (kind == "SHAPE_ENV") {
+        m_.guards.push_back(shape_guard(g));
+      } else {
+        g["kind"].fail("unknown guard kind '" + kind + "'");
+      }
+    }
+  }
+
+  // Rewrites the sources a SHAPE_ENV guard mentions into placeholder symbols
+  // (`x.size()[1]` -> `__x_1`) bound from the input shapes at run time.
+  Guard shape_guard(const Field& g) {
+    Guard guard;
+    guard.text = g["expr"].str();
+    std::string text = guard.text;
+    if (g.has("sources")) {
+      Field sources = g["sources"];
+      std::vector<std::string> spellings;
+      for (size_t s = 0; s < sources.size(); ++s) spellings.push_back(sources[s].str());
+      // Longest first, so `x.size()[1]` is not cut short by a shorter spelling inside it.
+      std::sort(spellings.begin(), spellings.end(), [](const auto& a, const auto& b) { return a.size() > b.size(); });
+      for (const std::string& src : spellings) {
+        std::optional<std::string> placeholder = source_symbol(src);
+        if (!placeholder) continue;  // a node name (divisibility guards cite the node that needs them)
+        for (size_t at = text.find(src); at != std::string::npos; at = text.find(src, at + placeholder->size()))
+          text.replace(at, src.size(), *placeholder);
+      }
+      // `2 <= sN`: sN is the size of the first source.
+      if (text.rfind("2 <= ", 0) == 0 && sources.size() > 0) {
+        std::string sym = text.substr(5);
+        std::optional<std::string> placeholder = source_symbol(sources[size_t{0}].str());
+        if (is_symbol_name(sym) && placeholder) shape_aliases_[sym] = SymExpr::symbol(*placeholder);
+      }
+    }
+    auto side = [&](const std::string& s) {
+      std::optional<SymExpr> e = SymExpr::parse(s);
+      if (!e) g["expr"].fail("cannot read '" + guard.text + "'");
+      return e->substitute(shape_aliases_);
+    };
+    static const std::pair<const char*, Guard::Cmp> kCmps[] = {
+        {" == ", Guard::Cmp::Eq}, {" != ", Guard::Cmp::Ne}, {" <= ", Guard::Cmp::Le},
+        {" >= ", Guard::Cmp::Ge}, {" < ", Guard::Cmp::Lt},  {" > ", Guard::Cmp::Gt}};
+    for (auto [spelling, cmp] : kCmps) {
+      size_t at = text.find(spelling);
+      if (at == std::string::npos) continue;
+      std::string lhs = text.substr(0, at);
+      size_t mod = lhs.rfind(" % ");
+      if (mod != std::string::npos) {
+        std::optional<SymExpr> m = SymExpr::parse(lhs.substr(mod + 3));
+        if (!m || !m->is_constant() || m->constant_value() <= 0) g["expr"].fail("cannot read '" + guard.text + "'");
+        guard.modulus = m->constant_value();
+        lhs = lhs.substr(0, mod);
+      }
+      guard.lhs = side(lhs);
+      guard.rhs = side(text.substr(at + std::string(spelling).size()));
+      guard.cmp = cmp;
+      for (const SymExpr* e : {&guard.lhs, &guard.rhs})
+        for (const std::string& s : e->symbols())
+          if (!m_.symbols.count(s) && !placeholders_.count(s))
+            g["expr"].fail("'" + guard.text + "' mentions '" + s + "', which no input gives");
+      return guard;
+    }
+    g["expr"].fail("cannot read '" + guard.text + "'");
+  }
+
+  // `x.size()[1]` -> a placeholder symbol for dim 1 of input x (registered in
+  // m_.symbols so that binding evaluates it); nullopt when it is not a size.
+  std::optional<std::string> source_symbol(const std::string& src) {
+    size_t at = src.rfind(".size()[");
+    if (at == std::string::npos || src.back() != ']') return std::nullopt;
+    int input = input_index(src.substr(0, at));
+    if (input < 0) return std::nullopt;
+    std::string digits = src.substr(at + 8, src.size() - at - 9);
+    if (digits.empty() || digits.size() > 3 || !std::all_of(digits.begin(), digits.end(), ::isdigit))
+      return std::nullopt;
+    int axis = std::stoi(digits);
+    if (axis >= static_cast<int>(m_.inputs[input].shape.size())) return std::nullopt;
+    std::string name = "__in" + std::to_string(input) + "_" + std::to_string(axis);
+    m_.symbols.emplace(name, std::pair{input, axis});
+    placeholders_.insert(name);
+    return name;
+  }
+
+  void cuda() {
+    if (!root_.has("cuda")) return;
+    Field bins = root_["cuda"]["binaries"];
+    for (size_t i = 0; i < bins.size(); ++i) {
+      std::string arch = bins[i]["arch"].str();
+      if (arch.rfind("sm_", 0) != 0 && arch.rfind("compute_", 0) != 0) bins[i]["arch"].fail("unknown arch '" + arch + "'");
+      m_.cuda_binaries.push_back({arch, module_file(m_.dir, bins[i]["file"].str(), bins[i]["file"])});
+    }
+  }
+
+  Module& m_;
+  Field root_;
+  std::map<std::string, SymExpr> shape_aliases_;
+  std::set<std::string> placeholders_;
+};
+
+}  // namespace
+
+std::unique_ptr<Module> load_module(const std::string& dir) {
+  auto m = std::make_unique<Module>();
+  m->dir = dir;
+  if (!fs::is_directory(dir)) throw BadModule(dir + ": not a directory");
+  std::string text = read_file((fs::path(dir) / "manifest.json").string(), "manifest.json");
+  json manifest = json::parse(text, nullptr, false);
+  if (manifest.is_discarded()) throw BadModule("manifest.json: not valid JSON");
+  Loader(*m, manifest).load();
+  return m;
+}
+
+}  // namespace tcc::runtime

@@ -1,0 +1,212 @@
+// The runtime's in-memory form of a compiled module (docs/MODULE.md).
+//
+// load_module reads and checks the whole directory up front — manifest fields,
+// file paths, weights, host kernel symbols, the fallback nodes — and resolves
+// every name in the schedule to a value id, so that a run only evaluates size
+// expressions and walks indices. Everything a hostile or truncated module can
+// get wrong is a BadModule naming the file and the field.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "codegen/emit.h"
+#include "codegen/kernel_ir.h"
+#include "codegen/toolchain.h"
+#include "src/ir/graph.h"
+#include "tcc_runtime.h"
+
+namespace tcc::runtime {
+
+// A module directory that is missing, truncated or inconsistent (TCC_ERROR_BAD_MODULE).
+class BadModule : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+// Arguments that do not fit the module (TCC_ERROR_INVALID_ARGUMENT).
+class InvalidArgument : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+// No CUDA driver or no device (TCC_ERROR_NO_DEVICE).
+class NoDevice : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+// A failing CUDA, cuBLASLt or cuDNN call (TCC_ERROR_CUDA).
+class CudaError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Host memory aligned like the module's weights and arena offsets.
+class AlignedBytes {
+ public:
+  static constexpr size_t kAlignment = 256;
+  AlignedBytes() = default;
+  explicit AlignedBytes(size_t n);
+  std::byte* data() const { return data_.get(); }
+  size_t size() const { return size_; }
+
+ private:
+  struct Free {
+    void operator()(std::byte* p) const;
+  };
+  std::unique_ptr<std::byte[], Free> data_;
+  size_t size_ = 0;
+};
+
+struct TensorSig {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<SymExpr> shape;
+};
+
+// Every tensor a schedule step can name, and where it lives.
+struct ValueInfo {
+  enum class Where { Input, Output, Weight, Buffer };
+  Where where = Where::Input;
+  int index = 0;  // into Module::inputs / outputs / weights / buffers
+  TensorSig sig;
+};
+
+struct WeightInfo {
+  int64_t offset = 0, nbytes = 0;  // in weights.bin
+};
+
+struct BufferInfo {
+  SymExpr offset, nbytes;  // in the arena
+};
+
+// One check of the manifest's guard set. Shape guards compare two size
+// expressions over the input dims; a `modulus` guard is `lhs % modulus == rhs`.
+struct Guard {
+  enum class Cmp { Eq, Ne, Le, Lt, Ge, Gt };
+  enum class Kind { Dtype, Size, Shape, ScalarEquals };
+  Kind kind = Kind::Shape;
+  std::string text;  // as the manifest spells it, for messages
+  int input = -1;    // Dtype, Size, ScalarEquals
+  int axis = -1;     // Size
+  DType dtype = DType::Undefined;
+  int64_t size = 0;
+  double value = 0;  // ScalarEquals
+  SymExpr lhs, rhs;  // Shape
+  Cmp cmp = Cmp::Eq;
+  int64_t modulus = 0;
+};
+
+struct GemmInfo {
+  int a = -1, b = -1, bias = -1, residual = -1;
+  bool trans_a = false, trans_b = false;
+  SymExpr batch, m, n, k, lda, ldb, ldd, stride_a, stride_b, stride_d;
+  double alpha = 1, beta = 0;
+  std::string activation;
+};
+
+struct KernelInfo {
+  std::string name;
+  kir::Kind kind = kir::Kind::Pointwise;
+  std::vector<TensorSig> buffers;  // parameters, reads then writes
+  int num_reads = 0;               // buffers[num_reads] is the first output (D of a Gemm)
+  std::vector<SymExpr> sizes;
+  std::array<SymExpr, 3> grid;
+  std::array<int, 3> block = {1, 1, 1};
+  int shared_bytes = 0;
+  std::optional<GemmInfo> gemm;
+  HostKernelFn host = nullptr;
+};
+
+struct StepInfo {
+  int kernel = -1;                // a kernel step, or
+  const Node* fallback = nullptr; // a node of fallback.tir run by the reference interpreter
+  std::string node;
+  std::vector<int> reads, writes; // value ids
+};
+
+struct CudaBinaryFile {
+  std::string arch;  // "sm_90", "compute_90"
+  std::string path;
+};
+
+struct CudaState;  // device resources, created by the first CUDA run (cuda_run.cc)
+struct CudaStateDeleter {
+  void operator()(CudaState* s) const;
+};
+
+struct Module {
+  std::string dir;
+  std::vector<TensorSig> inputs, outputs;
+  std::map<std::string, std::pair<int, int>> symbols;  // symbol -> (input, axis)
+  std::vector<Guard> guards;
+  std::vector<TensorSig> weights;
+  std::vector<WeightInfo> weight_ranges;
+  AlignedBytes weight_data;  // weights.bin
+  std::vector<TensorSig> buffers;
+  std::vector<BufferInfo> buffer_ranges;
+  SymExpr arena_bytes;
+  std::vector<KernelInfo> kernels;
+  std::vector<StepInfo> steps;
+  std::vector<ValueInfo> values;
+  std::unordered_map<std::string, int> value_ids;
+  std::vector<int> output_values;  // value id of each output (it may be an input or a weight)
+  std::unique_ptr<Model> fallback_model;
+  std::unique_ptr<SharedLibrary> host_library;
+  std::vector<CudaBinaryFile> cuda_binaries;
+  std::unique_ptr<CudaState, CudaStateDeleter> cuda;
+  // Kept for the C API's name accessors.
+  std::vector<std::string> input_names, output_names;
+};
+
+std::unique_ptr<Module> load_module(const std::string& dir);
+
+// What one call's input shapes make of the module's symbolic sizes.
+struct Binding {
+  std::map<std::string, int64_t> symbols;
+  std::vector<std::vector<int64_t>> shapes;  // per value id
+  std::vector<int64_t> nbytes;               // per value id
+  std::vector<int64_t> buffer_offsets;       // per planned buffer
+  int64_t arena_bytes = 0;
+};
+
+// Reads element 0 of an input as a double, for guards on scalar inputs (null: skip those guards).
+using ScalarReader = double (*)(const tcc_tensor& t, void* ctx);
+
+// Checks the inputs against the signature and guards and evaluates every size.
+// InvalidArgument names the input and what was expected; BadModule when the
+// module's own expressions do not evaluate or disagree with each other.
+Binding bind(const Module& m, const tcc_tensor* inputs, size_t num_inputs, ScalarReader read_scalar, void* ctx);
+
+// Checks the caller's output tensors against the bound output shapes.
+void check_outputs(const Module& m, const Binding& b, const tcc_tensor* outputs, size_t num_outputs);
+
+// Evaluates e under the binding's symbols; BadModule naming `what` if it does not evaluate.
+int64_t evaluate(const SymExpr& e, const Binding& b, const std::string& what);
+
+// Checks that the values a kernel step binds hold the bytes its buffers need at these sizes.
+void check_kernel_buffers(const Module& m, const StepInfo& step, const Binding& b);
+
+// Host memory of one value during a fallback step.
+struct HostSpan {
+  std::byte* data = nullptr;
+  int64_t nbytes = 0;
+};
+
+// Runs a fallback step's node with the reference interpreter, reading and
+// writing the values through `host` (which maps a value id to host memory).
+void run_fallback(const Module& m, const StepInfo& step, const Binding& b,
+                  const std::function<HostSpan(int)>& host);
+
+void run_host(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor* outputs, size_t num_outputs);
+void run_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor* outputs, size_t num_outputs,
+              void* stream);
+bool cuda_available();
+
+}  // namespace tcc::runtime
