@@ -21,13 +21,11 @@
 // element outputs. Softmax is three passes (max, sum, store), layer norm three
 // (mean, variance, store).
 //
-// Gemm kernels compute a MatMul at every point of the domain [batch..., M, N]
-// (Op::MatMulAcc), followed by an epilogue of ordinary body instructions. The
-// domain is the output shape, except that a 1-D operand's missing M or N is an
-// axis of extent 1, and batch dims that only A has (B broadcast over them) fold
-// into M, so GemmDesc's batch is the product of the leading axes, its m and n
-// the last two. On the GPU the runtime runs them through cuBLASLt as described
-// by GemmDesc; the host emitter writes the dot product as a loop.
+// Gemm kernels compute a MatMul at every point of the output domain
+// [batch..., M, N] (Op::MatMulAcc), followed by an epilogue of ordinary body
+// instructions; a 1-D operand's missing M or N is a domain axis of extent 1. On
+// the GPU the runtime runs them through cuBLASLt as described by GemmDesc; the
+// host emitter writes the dot product as a loop.
 #pragma once
 
 #include <cstdint>
@@ -66,7 +64,9 @@ enum class Op {
   // result is a row value.
   ReduceSum, ReduceMax, ReduceMin, ReduceProd,
   // Gemm kernels only: the dot product of row `coord[M]` of A and column
-  // `coord[N]` of B for the batch coordinates (see GemmDesc).
+  // `coord[N]` of B for the batch coordinates (see GemmDesc). The row-major flat
+  // index of coord[0..M] is GemmDesc's batch index * m + row: batch dims that
+  // only A has fold into m (B is broadcast over them).
   MatMulAcc,
 };
 
@@ -93,6 +93,8 @@ struct Buffer {
 enum class Kind { Pointwise, Reduction, Gemm };
 
 // How the runtime calls cuBLASLt for a Gemm kernel: D = act(alpha * op(A) op(B) + beta * C + bias).
+// Row-major: A is stored m x k with row stride lda (k x m when trans_a), B k x n
+// with row stride ldb (n x k when trans_b), D m x n with row stride ldd.
 // All strides in elements; batch strides 0 broadcast an operand over the batch.
 struct GemmDesc {
   int a = -1, b = -1;          // buffers

@@ -1,0 +1,786 @@
+// Lowering a fusion node to a kernel.
+//
+// Every body value is computed at one point of the kernel domain. How a value's
+// axes line up with the domain follows NumPy broadcasting: the value's shape is
+// right-aligned against a frame (the domain for pointwise kernels; the reduced
+// input's shape, or its kept axes after a keepdims=0 reduction, for reduction
+// kernels; the MatMul output for gemm kernels), and a frame axis is one domain
+// axis. Loads of body inputs compose the movement ops on them into one affine
+// index, so transposes, slices and broadcasts never copy.
+#include "codegen/lower.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <set>
+#include <string_view>
+#include <unordered_map>
+
+#include "codegen/kernel_ops.h"
+#include "src/ir/fusion.h"
+
+namespace tcc {
+
+namespace {
+
+using kir::Instr;
+using kir::Op;
+
+constexpr double kSqrt2 = 1.41421356237309504880;
+constexpr double kPi = 3.14159265358979323846;
+// ONNX exporters write "to the end" as INT32_MAX / INT64_MAX and "from the start" as their negatives.
+constexpr int64_t kSliceSentinel = std::numeric_limits<int32_t>::max();
+
+SymExpr c(int64_t v) { return SymExpr::constant(v); }
+bool is_one(const SymExpr& d) { return d.is_constant() && d.constant_value() == 1; }
+
+SymExpr product(const std::vector<SymExpr>& es, size_t begin, size_t end) {
+  SymExpr p = c(1);
+  for (size_t i = begin; i < end; ++i) p = p * es[i];
+  return p;
+}
+
+std::vector<SymExpr> row_major(const std::vector<SymExpr>& shape) {
+  std::vector<SymExpr> strides(shape.size());
+  SymExpr s = c(1);
+  for (size_t i = shape.size(); i-- > 0;) {
+    strides[i] = s;
+    s = s * shape[i];
+  }
+  return strides;
+}
+
+std::string who(const Node& n) { return "'" + n.name() + "' (" + n.op_type() + ")"; }
+
+// An affine view of a buffer: element (i_0, ..., i_r-1) of a value of `shape`
+// lies at offset + sum_k i_k * strides[k] in buffer `buffer`.
+struct View {
+  int buffer = -1;
+  std::vector<SymExpr> shape, strides;
+  SymExpr offset;
+};
+
+// A value of rank r lines up with the last r axes of the frame's shape; frame
+// axis a is domain axis to_domain[a] (-1: an axis of extent 1 the domain lacks).
+struct Frame {
+  std::vector<SymExpr> shape;
+  std::vector<int> to_domain;
+};
+
+const Tensor* constant_of(const Value* v) {
+  if (v->is_initializer() && !v->is_graph_input()) return &v->initializer();
+  const Node* p = v->producer();
+  if (p != nullptr && p->op_type() == "Constant" && p->domain().empty()) return p->get_tensor("value");
+  return nullptr;
+}
+
+bool is_reduction(const Node& n) { return kernel_role(n) == KernelRole::Reduction; }
+bool is_movement(const Node& n) { return kernel_role(n) == KernelRole::Movement; }
+
+class Lowering {
+ public:
+  Lowering(const Node& fusion, const std::string& name) : fusion_(fusion), body_(fusion_body(fusion)) {
+    k_.name = name;
+  }
+
+  kir::Kernel run() {
+    if (std::string why = verify_fusion(fusion_); !why.empty()) throw InternalError(why);
+    for (const auto& n : body_.nodes()) k_.nodes.push_back(n->name().empty() ? n->op_type() : n->name());
+    for (size_t i = 0; i < fusion_.num_inputs(); ++i) add_buffer(fusion_.input(i), false);
+    for (size_t i = 0; i < fusion_.num_outputs(); ++i) add_buffer(fusion_.output(i), true);
+    switch (fusion_kind(fusion_)) {
+      case FusionKind::Pointwise:
+      case FusionKind::Single:
+        setup_pointwise();
+        break;
+      case FusionKind::Reduction:
+        setup_reduction();
+        break;
+      case FusionKind::Gemm:
+        setup_gemm();
+        break;
+      case FusionKind::Conv:
+        fail(nullptr, "conv fusions have no kernel lowering (they run through the reference implementation)");
+    }
+    for (size_t j = 0; j < body_.outputs().size(); ++j) store_output(body_.outputs()[j], static_cast<int>(fusion_.num_inputs() + j));
+    collect_size_params();
+    return std::move(k_);
+  }
+
+ private:
+  [[noreturn]] void fail(const Node* body_node, const std::string& msg) const {
+    std::string where = "lowering fusion " + who(fusion_) + ": ";
+    if (body_node != nullptr) where += "body node " + who(*body_node) + ": ";
+    throw InternalError(where + msg);
+  }
+
+  std::vector<SymExpr> shape_of(const Value* v) const {
+    const Type& t = v->type();
+    if (!t.is_tensor() || !t.fully_shaped()) fail(v->producer(), "value '" + v->name() + "' has type " + t.str() + ", not a fully shaped tensor");
+    std::vector<SymExpr> shape;
+    for (const Dim& d : t.shape()) shape.push_back(d.expr());
+    return shape;
+  }
+
+  void add_buffer(const Value* v, bool output) {
+    k_.buffers.push_back(kir::Buffer{v->name(), v->type().dtype(), shape_of(v), output});
+  }
+
+  int input_buffer(const Value* v) const {
+    const auto& ins = body_.inputs();
+    auto it = std::find(ins.begin(), ins.end(), v);
+    TCC_CHECK(it != ins.end()) << "'" << v->name() << "' is not an input of the body of " << fusion_.name();
+    return static_cast<int>(it - ins.begin());
+  }
+
+  bool is_body_input(const Value* v) const { return v->is_graph_input() && v->graph() == &body_; }
+
+  // ---- domains ----------------------------------------------------------------
+
+  static std::vector<int> iota(size_t n) {
+    std::vector<int> v(n);
+    std::iota(v.begin(), v.end(), 0);
+    return v;
+  }
+
+  // Whether `small` broadcasts to `big` (right-aligned, each dim equal or 1).
+  static bool broadcasts_to(const std::vector<SymExpr>& small, const std::vector<SymExpr>& big) {
+    if (small.size() > big.size()) return false;
+    size_t lead = big.size() - small.size();
+    for (size_t k = 0; k < small.size(); ++k)
+      if (!is_one(small[k]) && small[k] != big[lead + k]) return false;
+    return true;
+  }
+
+  // The domain is the output every other output broadcasts to; smaller outputs
+  // store the same element from several points, which is harmless.
+  void setup_pointwise() {
+    k_.kind = kir::Kind::Pointwise;
+    for (const Value* candidate : body_.outputs()) {
+      std::vector<SymExpr> shape = shape_of(candidate);
+      bool covers = std::all_of(body_.outputs().begin(), body_.outputs().end(),
+                                [&](const Value* o) { return broadcasts_to(shape_of(o), shape); });
+      if (!covers) continue;
+      k_.domain = shape;
+      frames_.push_back(Frame{shape, iota(shape.size())});
+      return;
+    }
+    fail(nullptr, "no output's shape covers the others");
+  }
+
+  void setup_reduction() {
+    k_.kind = kir::Kind::Reduction;
+    const Node* first = nullptr;
+    for (const auto& n : body_.nodes())
+      if (is_reduction(*n)) {
+        first = n.get();
+        break;
+      }
+    TCC_CHECK(first != nullptr) << "verify_fusion passed a reduction body without reductions";
+    std::optional<std::vector<int64_t>> axes = reduction_axes(*first);
+    if (!axes) fail(first, "the reduced axes are not constant");
+    axes_ = *axes;
+    std::vector<SymExpr> x = shape_of(first->input(0));
+    std::vector<int> to_domain(x.size());
+    std::vector<SymExpr> kept;
+    for (size_t a = 0; a < x.size(); ++a) {
+      if (std::binary_search(axes_.begin(), axes_.end(), static_cast<int64_t>(a))) continue;
+      to_domain[a] = static_cast<int>(k_.domain.size());
+      k_.domain.push_back(x[a]);
+      kept.push_back(x[a]);
+    }
+    for (int64_t a : axes_) {
+      to_domain[a] = static_cast<int>(k_.domain.size());
+      k_.domain.push_back(x[a]);
+    }
+    k_.reduce_axes = static_cast<int>(axes_.size());
+    frames_.push_back(Frame{x, to_domain});
+    frames_.push_back(Frame{kept, iota(kept.size())});
+  }
+
+  // ---- axis maps and indices --------------------------------------------------
+
+  // For each axis of v: the domain axis it runs along in `frame`, or -1 for an
+  // axis of extent 1 (its coordinate is always 0).
+  std::vector<int> axis_map(const Value* v, int frame) const {
+    const Frame& f = frames_.at(frame);
+    std::vector<SymExpr> shape = shape_of(v);
+    if (shape.size() > f.shape.size())
+      fail(v->producer(), "'" + v->name() + "' has more axes than the kernel domain it is computed over");
+    size_t lead = f.shape.size() - shape.size();
+    std::vector<int> map(shape.size(), -1);
+    for (size_t k = 0; k < shape.size(); ++k) {
+      if (is_one(shape[k])) continue;
+      if (shape[k] != f.shape[lead + k])
+        fail(v->producer(), "'" + v->name() + "' of shape " + v->type().str() +
+                                " does not line up with the kernel domain");
+      map[k] = f.to_domain[lead + k];
+    }
+    return map;
+  }
+
+  kir::Index index_of(const View& view, const std::vector<int>& map) const {
+    kir::Index ix{std::vector<SymExpr>(k_.domain.size()), view.offset};
+    for (size_t k = 0; k < map.size(); ++k)
+      if (map[k] >= 0) ix.strides[map[k]] = ix.strides[map[k]] + view.strides[k];
+    return ix;
+  }
+
+  // ---- views of body inputs ---------------------------------------------------
+
+  View contiguous(int buffer, std::vector<SymExpr> shape) const {
+    std::vector<SymExpr> strides = row_major(shape);
+    return View{buffer, std::move(shape), std::move(strides), SymExpr()};
+  }
+
+  // Strides with every axis of extent 1 zeroed: such an axis is never stepped,
+  // so views that differ only there address the same elements.
+  static std::vector<SymExpr> stepped_strides(const View& v) {
+    std::vector<SymExpr> s = v.strides;
+    for (size_t k = 0; k < s.size(); ++k)
+      if (is_one(v.shape[k])) s[k] = SymExpr();
+    return s;
+  }
+
+  View view_of(const Value* v) {
+    if (is_body_input(v)) return contiguous(input_buffer(v), shape_of(v));
+    const Node* p = v->producer();
+    if (p == nullptr || !is_movement(*p)) fail(p, "'" + v->name() + "' is not a view of a body input");
+    View in = view_of(p->input(0));
+    std::vector<SymExpr> out_shape = shape_of(v);
+    const std::string& op = p->op_type();
+    if (op == "Identity") return in;
+    if (op == "Transpose") return transpose(*p, in, out_shape);
+    if (op == "Expand") return expand(*p, in, out_shape);
+    if (op == "Slice") return slice(*p, in, out_shape);
+    if (op == "Reshape" || op == "Squeeze" || op == "Unsqueeze") return reshape(*p, in, out_shape);
+    fail(p, "is not a movement op the lowering composes into a load");
+  }
+
+  View transpose(const Node& p, const View& in, std::vector<SymExpr> out_shape) const {
+    std::vector<int64_t> perm = p.get_ints("perm");
+    if (perm.empty())
+      for (size_t i = in.shape.size(); i-- > 0;) perm.push_back(static_cast<int64_t>(i));
+    if (perm.size() != in.shape.size()) fail(&p, "perm does not match the input rank");
+    View out{in.buffer, std::move(out_shape), {}, in.offset};
+    for (int64_t a : perm) out.strides.push_back(in.strides.at(static_cast<size_t>(a)));
+    return out;
+  }
+
+  View expand(const Node& p, const View& in, std::vector<SymExpr> out_shape) const {
+    if (!broadcasts_to(in.shape, out_shape)) fail(&p, "the input does not broadcast to the output");
+    View out{in.buffer, std::move(out_shape), {}, in.offset};
+    size_t lead = out.shape.size() - in.shape.size();
+    out.strides.assign(lead, SymExpr());
+    for (size_t k = 0; k < in.shape.size(); ++k)
+      out.strides.push_back(is_one(in.shape[k]) ? SymExpr() : in.strides[k]);
+    return out;
+  }
+
+  // Reshape, Squeeze and Unsqueeze. A contiguous view takes the row-major
+  // strides of its new shape; any view may gain or lose axes of extent 1.
+  View reshape(const Node& p, const View& in, std::vector<SymExpr> out_shape) const {
+    View out{in.buffer, std::move(out_shape), {}, in.offset};
+    if (stepped_strides(in) == stepped_strides(View{-1, in.shape, row_major(in.shape), SymExpr()})) {
+      out.strides = row_major(out.shape);
+      return out;
+    }
+    std::vector<size_t> in_axes;
+    for (size_t k = 0; k < in.shape.size(); ++k)
+      if (!is_one(in.shape[k])) in_axes.push_back(k);
+    size_t next = 0;
+    for (const SymExpr& d : out.shape) {
+      if (is_one(d)) {
+        out.strides.push_back(SymExpr());
+        continue;
+      }
+      if (next == in_axes.size() || in.shape[in_axes[next]] != d)
+        fail(&p, "reshapes a strided view (the input is not contiguous)");
+      out.strides.push_back(in.strides[in_axes[next++]]);
+    }
+    if (next != in_axes.size()) fail(&p, "reshapes a strided view (the input is not contiguous)");
+    return out;
+  }
+
+  // Where a slice starts along an axis of extent d, clamped as ONNX does.
+  static SymExpr slice_start(const SymExpr& d, int64_t start, int64_t step) {
+    if (d.is_constant()) {
+      int64_t n = d.constant_value();
+      int64_t s = start < 0 ? start + n : start;
+      return c(step > 0 ? std::clamp<int64_t>(s, 0, n) : std::clamp<int64_t>(s, 0, n - 1));
+    }
+    // A symbolic extent: bounds are taken to be in range, except the sentinels.
+    if (start >= kSliceSentinel) return step > 0 ? d : d - c(1);
+    if (start <= -kSliceSentinel) return c(0);
+    return start < 0 ? d + c(start) : c(start);
+  }
+
+  std::vector<int64_t> constant_ints(const Node& p, size_t input) {
+    const Value* v = p.input(input);
+    const Tensor* t = v == nullptr ? nullptr : constant_of(v);
+    if (t == nullptr) fail(&p, "input " + std::to_string(input) + " is not a constant");
+    return t->to_i64_vector();
+  }
+
+  View slice(const Node& p, const View& in, std::vector<SymExpr> out_shape) {
+    size_t rank = in.shape.size();
+    std::vector<int64_t> axes, starts, steps;
+    if (p.domain() == kTccDomain) {
+      axes = p.get_ints("axes");
+      starts = p.get_ints("starts");
+      steps = p.get_ints("steps");
+    } else if (p.opset() < 10) {
+      axes = p.get_ints("axes");
+      starts = p.get_ints("starts");
+    } else {
+      starts = constant_ints(p, 1);
+      if (p.has_input(3)) axes = constant_ints(p, 3);
+      if (p.has_input(4)) steps = constant_ints(p, 4);
+    }
+    if (axes.empty())
+      for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+    if (steps.empty()) steps.assign(starts.size(), 1);
+    if (axes.size() != starts.size() || steps.size() != starts.size()) fail(&p, "starts, axes and steps differ in length");
+    View out{in.buffer, std::move(out_shape), in.strides, in.offset};
+    for (size_t i = 0; i < axes.size(); ++i) {
+      int64_t a = axes[i] < 0 ? axes[i] + static_cast<int64_t>(rank) : axes[i];
+      if (a < 0 || a >= static_cast<int64_t>(rank)) fail(&p, "axis " + std::to_string(axes[i]) + " is out of range");
+      SymExpr start = p.domain() == kTccDomain ? c(starts[i]) : slice_start(in.shape[a], starts[i], steps[i]);
+      out.offset = out.offset + start * in.strides[a];
+      out.strides[a] = in.strides[a] * c(steps[i]);
+    }
+    return out;
+  }
+
+  // ---- instructions -----------------------------------------------------------
+
+  bool reads_reduced_axes(const kir::Index& ix) const {
+    size_t outer = k_.domain.size() - static_cast<size_t>(k_.reduce_axes);
+    for (size_t d = outer; d < ix.strides.size(); ++d)
+      if (ix.strides[d] != SymExpr()) return true;
+    return false;
+  }
+
+  int emit(Instr in) {
+    if (k_.kind == kir::Kind::Reduction) {
+      switch (in.op) {
+        case Op::Load: in.row = !reads_reduced_axes(in.index); break;
+        case Op::Const:
+        case Op::SizeValue:
+        case Op::ReduceSum:
+        case Op::ReduceMax:
+        case Op::ReduceMin:
+        case Op::ReduceProd: in.row = true; break;
+        default:
+          in.row = std::all_of(in.args.begin(), in.args.end(), [&](int a) { return k_.body[a].row; });
+      }
+    }
+    // Loads and constants are pure: one instruction per distinct one.
+    std::string key;
+    if (in.op == Op::Load || in.op == Op::Const || in.op == Op::SizeValue) {
+      key = std::to_string(static_cast<int>(in.op)) + " " + std::string(dtype_name(in.dtype)) + " " +
+            std::to_string(in.buffer) + " " + in.index.offset.str() + " " + in.size.str() + " ";
+      for (const SymExpr& s : in.index.strides) key += s.str() + ",";
+      char bits[sizeof(double)];
+      std::memcpy(bits, &in.value, sizeof bits);
+      key.append(bits, sizeof bits);
+      if (auto it = leaves_.find(key); it != leaves_.end()) return it->second;
+    }
+    k_.body.push_back(std::move(in));
+    int id = static_cast<int>(k_.body.size()) - 1;
+    if (!key.empty()) leaves_.emplace(key, id);
+    return id;
+  }
+
+  int emit(Op op, DType dtype, std::vector<int> args) {
+    Instr in;
+    in.op = op;
+    in.dtype = dtype;
+    in.args = std::move(args);
+    return emit(std::move(in));
+  }
+
+  int constant(DType dtype, double value) {
+    Instr in;
+    in.op = Op::Const;
+    in.dtype = dtype;
+    in.value = value;
+    return emit(std::move(in));
+  }
+
+  int size_value(DType dtype, const SymExpr& size) {
+    if (size.is_constant()) return constant(dtype, static_cast<double>(size.constant_value()));
+    Instr in;
+    in.op = Op::SizeValue;
+    in.dtype = dtype;
+    in.size = size;
+    return emit(std::move(in));
+  }
+
+  // ---- values -----------------------------------------------------------------
+
+  // The frame a value naturally lines up with: a keepdims=0 reduction's result
+  // and what is computed from it alone use the kept axes (frame 1), everything
+  // else the main frame (0); -1 for values that take their consumer's frame.
+  int natural_frame(const Value* v) {
+    if (auto it = natural_.find(v); it != natural_.end()) return it->second;
+    int frame = -1;
+    const Node* p = v->producer();
+    if (p != nullptr && !is_body_input(v) && constant_of(v) == nullptr && !is_movement(*p)) {
+      if (is_reduction(*p) && !axes_.empty()) {
+        frame = p->get_int("keepdims", 1) != 0 ? 0 : 1;
+      } else if (kernel_role(*p) == KernelRole::Contraction) {
+        frame = 0;
+      } else {
+        for (const Value* in : p->inputs()) {
+          int f = in == nullptr ? -1 : natural_frame(in);
+          if (f == 0 || frame < 0) frame = f == 0 ? 0 : std::max(frame, f);
+        }
+      }
+    }
+    natural_.emplace(v, frame);
+    return frame;
+  }
+
+  int lower(const Value* v, int frame) {
+    auto key = std::make_pair(v, frame);
+    if (auto it = values_.find(key); it != values_.end()) return it->second;
+    int id = lower_uncached(v, frame);
+    values_.emplace(key, id);
+    return id;
+  }
+
+  int lower_uncached(const Value* v, int frame) {
+    const Node* p = v->producer();
+    if (is_body_input(v) || (p != nullptr && is_movement(*p))) {
+      Instr in;
+      in.op = Op::Load;
+      in.dtype = v->type().dtype();
+      View view = view_of(v);
+      in.buffer = view.buffer;
+      in.index = index_of(view, axis_map(v, frame));
+      return emit(std::move(in));
+    }
+    if (const Tensor* t = constant_of(v)) {
+      if (t->numel() == 0) fail(p, "constant '" + v->name() + "' is empty");
+      double first = t->get_f64(0);
+      for (int64_t i = 1; i < t->numel(); ++i)
+        if (t->get_f64(i) != first)
+          fail(p, "constant '" + v->name() + "' is not one repeated value; kernels take tensors only as buffers");
+      return constant(v->type().dtype(), first);
+    }
+    TCC_CHECK(p != nullptr) << "body value '" << v->name() << "' of " << fusion_.name() << " has no definition";
+    if (is_reduction(*p)) return lower_reduction(*p, frame);
+    if (kernel_role(*p) == KernelRole::Pointwise) return lower_pointwise(*p, frame);
+    fail(p, "is not an op this fusion kind computes");
+  }
+
+  int lower_reduction(const Node& p, int frame) {
+    if (axes_.empty()) return lower(p.input(0), frame);  // noop_with_empty_axes: the identity
+    if (reduction_axes(p) != axes_) fail(&p, "reduces other axes than the kernel");
+    int natural = natural_frame(p.output(0));
+    if (frame != natural && axis_map(p.output(0), frame) != axis_map(p.output(0), natural))
+      fail(&p, "its result is used along other axes than the ones it keeps");
+    if (auto it = reductions_.find(&p); it != reductions_.end()) return it->second;
+    DType dtype = p.output(0)->type().dtype();
+    int x = lower(p.input(0), 0);
+    static const std::map<std::string_view, Op> kOps = {{"ReduceSum", Op::ReduceSum}, {"ReduceMean", Op::ReduceSum},
+                                                        {"ReduceMax", Op::ReduceMax}, {"ReduceMin", Op::ReduceMin},
+                                                        {"ReduceProd", Op::ReduceProd}};
+    auto op = kOps.find(p.op_type());
+    if (op == kOps.end()) fail(&p, "is not a reduction the lowering knows");
+    int r = emit(op->second, dtype, {x});
+    if (p.op_type() == "ReduceMean") r = emit(Op::Div, dtype, {r, size_value(dtype, row_length(k_))});
+    reductions_.emplace(&p, r);
+    return r;
+  }
+
+  int lower_pointwise(const Node& p, int frame) {
+    static const std::map<std::string_view, Op> kUnary = {
+        {"Neg", Op::Neg},       {"Abs", Op::Abs},         {"Exp", Op::Exp},   {"Log", Op::Log},
+        {"Sqrt", Op::Sqrt},     {"Reciprocal", Op::Reciprocal}, {"Tanh", Op::Tanh}, {"Sigmoid", Op::Sigmoid},
+        {"Erf", Op::Erf},       {"Relu", Op::Relu},       {"Sin", Op::Sin},   {"Cos", Op::Cos},
+        {"Floor", Op::Floor},   {"Ceil", Op::Ceil},       {"Round", Op::Round}, {"Sign", Op::Sign},
+        {"Not", Op::Not},       {"IsNaN", Op::IsNaN},     {"Cast", Op::Cast}};
+    static const std::map<std::string_view, Op> kBinary = {
+        {"Add", Op::Add},         {"Sub", Op::Sub},     {"Mul", Op::Mul},   {"Div", Op::Div},
+        {"Pow", Op::Pow},         {"Max", Op::Max},     {"Min", Op::Min},   {"And", Op::And},
+        {"Or", Op::Or},           {"Xor", Op::Xor},     {"Equal", Op::Equal}, {"Less", Op::Less},
+        {"LessOrEqual", Op::LessOrEqual}, {"Greater", Op::Greater}, {"GreaterOrEqual", Op::GreaterOrEqual}};
+    const std::string& op = p.op_type();
+    DType dt = p.output(0)->type().dtype();
+    // Inputs in order, then one instruction per statement: the body's order
+    // must not depend on the order C++ evaluates function arguments in.
+    std::vector<int> in;
+    for (const Value* v : p.inputs()) in.push_back(v == nullptr ? -1 : lower(v, frame));
+    auto k = [&](double v) { return constant(dt, v); };
+    auto un = [&](Op o, int a) { return emit(o, dt, {a}); };
+    auto bin = [&](Op o, int a, int b) { return emit(o, dt, {a, b}); };
+    auto attr = [&](const char* name, float def) { return static_cast<double>(p.get_float(name, def)); };
+
+    if (auto it = kUnary.find(op); it != kUnary.end()) return un(it->second, in[0]);
+    if (auto it = kBinary.find(op); it != kBinary.end()) return bin(it->second, in[0], in[1]);
+    if (op == "Mod") return bin(p.get_int("fmod", 0) != 0 ? Op::Fmod : Op::Mod, in[0], in[1]);
+    if (op == "Where") return emit(Op::Where, dt, {in[0], in[1], in[2]});
+    if (op == "Clip") {
+      int x = in[0];
+      if (p.opset() < 11) {
+        if (p.has_attr("min")) x = bin(Op::Max, x, k(attr("min", 0)));
+        if (p.has_attr("max")) x = bin(Op::Min, x, k(attr("max", 0)));
+        return x;
+      }
+      if (in.size() > 1 && in[1] >= 0) x = bin(Op::Max, x, in[1]);
+      if (in.size() > 2 && in[2] >= 0) x = bin(Op::Min, x, in[2]);
+      return x;
+    }
+    if (op == "Gelu") {
+      // 0.5 x (1 + erf(x / sqrt 2)), or with tanh(sqrt(2/pi) (x + 0.044715 x^3)) for the erf.
+      int x = in[0], inner;
+      if (p.get_string("approximate", "none") == "tanh") {
+        int x2 = bin(Op::Mul, x, x);
+        int x3 = bin(Op::Mul, x2, x);
+        int cubic = bin(Op::Mul, k(0.044715), x3);
+        int sum = bin(Op::Add, x, cubic);
+        inner = un(Op::Tanh, bin(Op::Mul, k(std::sqrt(2.0 / kPi)), sum));
+      } else {
+        inner = un(Op::Erf, bin(Op::Div, x, k(kSqrt2)));
+      }
+      int half_x = bin(Op::Mul, k(0.5), x);
+      int one_plus = bin(Op::Add, k(1), inner);
+      return bin(Op::Mul, half_x, one_plus);
+    }
+    if (op == "Softplus") {
+      // max(x, 0) + log(1 + exp(-|x|)): exp never overflows.
+      int x = in[0];
+      int e = un(Op::Exp, un(Op::Neg, un(Op::Abs, x)));
+      int tail = un(Op::Log, bin(Op::Add, k(1), e));
+      int pos = bin(Op::Max, x, k(0));
+      return bin(Op::Add, pos, tail);
+    }
+    if (op == "HardSigmoid") {
+      int scaled = bin(Op::Mul, k(attr("alpha", 0.2f)), in[0]);
+      int y = bin(Op::Add, scaled, k(attr("beta", 0.5f)));
+      int low = bin(Op::Max, y, k(0));
+      return bin(Op::Min, low, k(1));
+    }
+    if (op == "LeakyRelu" || op == "Elu") {
+      int x = in[0];
+      int negative = emit(Op::Less, DType::Bool, {x, k(0)});
+      int scaled;
+      if (op == "LeakyRelu") {
+        scaled = bin(Op::Mul, k(attr("alpha", 0.01f)), x);
+      } else {
+        int ex = un(Op::Exp, x);
+        int em1 = bin(Op::Sub, ex, k(1));
+        scaled = bin(Op::Mul, k(attr("alpha", 1.0f)), em1);
+      }
+      return emit(Op::Where, dt, {negative, scaled, x});
+    }
+    fail(&p, "has no kernel lowering");
+  }
+
+  // ---- gemm -------------------------------------------------------------------
+
+  // Batch dims of an operand against the domain's: every one (full), none
+  // (broadcast over the whole batch), or some, which one strided call cannot do.
+  enum class Batch { Full, None };
+
+  Batch batch_kind(const Node& p, const std::vector<SymExpr>& dims, const std::vector<SymExpr>& domain_batch) const {
+    if (std::all_of(dims.begin(), dims.end(), is_one)) return Batch::None;
+    size_t lead = domain_batch.size() - dims.size();
+    for (size_t d = 0; d < domain_batch.size(); ++d) {
+      const SymExpr one = c(1);
+      const SymExpr& mine = d < lead ? one : dims[d - lead];
+      if (mine != domain_batch[d] && !is_one(domain_batch[d]))
+        fail(&p, "broadcasts only some batch dims of an operand, which one strided cuBLASLt call cannot do");
+    }
+    return Batch::Full;
+  }
+
+  void setup_gemm() {
+    k_.kind = kir::Kind::Gemm;
+    const Node* mm = nullptr;
+    for (const auto& n : body_.nodes())
+      if (kernel_role(*n) == KernelRole::Contraction) mm = n.get();
+    TCC_CHECK(mm != nullptr) << "verify_fusion passed a gemm body without a contraction";
+    const Value* a = mm->input(0);
+    const Value* b = mm->input(1);
+    if (!is_body_input(a) || !is_body_input(b)) fail(mm, "its operands are not body inputs");
+    std::vector<SymExpr> as = shape_of(a), bs = shape_of(b), out = shape_of(mm->output(0));
+    kir::GemmDesc g;
+    g.a = input_buffer(a);
+    g.b = input_buffer(b);
+    SymExpr m, n, kk;
+    std::vector<int> out_to_domain;
+    if (mm->op_type() == "Gemm") {
+      if (as.size() != 2 || bs.size() != 2) fail(mm, "Gemm operands are not matrices");
+      g.trans_a = mm->get_int("transA", 0) != 0;
+      g.trans_b = mm->get_int("transB", 0) != 0;
+      g.alpha = mm->get_float("alpha", 1.0f);
+      m = as[g.trans_a ? 1 : 0];
+      kk = as[g.trans_a ? 0 : 1];
+      n = bs[g.trans_b ? 0 : 1];
+      k_.domain = {m, n};
+      out_to_domain = {0, 1};
+    } else {
+      // A 1-D operand is a matrix with one row (A) or one column (B) whose axis the output drops.
+      std::vector<SymExpr> a_batch, b_batch;
+      if (as.size() >= 2) a_batch.assign(as.begin(), as.end() - 2);
+      if (bs.size() >= 2) b_batch.assign(bs.begin(), bs.end() - 2);
+      m = as.size() >= 2 ? as[as.size() - 2] : c(1);
+      kk = as.back();
+      n = bs.size() >= 2 ? bs.back() : c(1);
+      size_t batch_rank = out.size() - (as.size() >= 2 ? 1 : 0) - (bs.size() >= 2 ? 1 : 0);
+      k_.domain.assign(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(batch_rank));
+      out_to_domain = iota(batch_rank);
+      if (as.size() >= 2) out_to_domain.push_back(static_cast<int>(batch_rank));
+      if (bs.size() >= 2) out_to_domain.push_back(static_cast<int>(batch_rank) + 1);
+      k_.domain.push_back(m);
+      k_.domain.push_back(n);
+      std::vector<SymExpr> domain_batch(k_.domain.begin(), k_.domain.end() - 2);
+      Batch ab = batch_kind(*mm, a_batch, domain_batch), bb = batch_kind(*mm, b_batch, domain_batch);
+      SymExpr batch = product(domain_batch, 0, domain_batch.size());
+      if (bb == Batch::None && ab == Batch::Full) {
+        // B is shared by the whole batch: one gemm over every row of A.
+        m = batch * m;
+      } else {
+        g.batch = batch;
+        if (!is_one(batch)) {
+          g.stride_a = ab == Batch::Full ? m * kk : SymExpr();
+          g.stride_b = bb == Batch::Full ? kk * n : SymExpr();
+          g.stride_d = m * n;
+        }
+      }
+    }
+    g.m = m;
+    g.n = n;
+    g.k = kk;
+    g.lda = g.trans_a ? m : kk;
+    g.ldb = g.trans_b ? kk : n;
+    g.ldd = n;
+    frames_.push_back(Frame{out, out_to_domain});
+    int acc = emit(Op::MatMulAcc, mm->output(0)->type().dtype(), {});
+    values_.emplace(std::make_pair(mm->output(0), 0), gemm_result(*mm, acc, g));
+    describe_epilogue(*mm, g);
+    k_.gemm = g;
+  }
+
+  // The contraction's own result: Gemm scales by alpha and adds beta * C.
+  int gemm_result(const Node& mm, int acc, kir::GemmDesc& g) {
+    if (mm.op_type() != "Gemm") return acc;
+    DType dt = mm.output(0)->type().dtype();
+    int r = acc;
+    if (g.alpha != 1) r = emit(Op::Mul, dt, {r, constant(dt, g.alpha)});
+    if (!mm.has_input(2)) return r;
+    double beta = mm.get_float("beta", 1.0f);
+    const Value* cv = mm.input(2);
+    if (!is_body_input(cv)) fail(&mm, "C is not a body input");
+    int cl = lower(cv, 0);
+    if (add_to_gemm(mm, cv, g) == Addend::Bias) {
+      if (beta != 1) fail(&mm, "scales a bias C by beta, which cuBLASLt's bias epilogue cannot");
+    } else {
+      g.beta = beta;
+    }
+    if (beta != 1) cl = emit(Op::Mul, dt, {cl, constant(dt, beta)});
+    return emit(Op::Add, dt, {r, cl});
+  }
+
+  enum class Addend { Bias, Residual };
+
+  // Records an addend of the product in g: a residual (C, the output's shape)
+  // or a bias along N.
+  Addend add_to_gemm(const Node& at, const Value* v, kir::GemmDesc& g) {
+    if (!is_body_input(v)) fail(&at, "adds '" + v->name() + "', which is not a body input");
+    if (shape_of(v) == frames_[0].shape) {
+      if (g.residual >= 0) fail(&at, "adds a second residual");
+      g.residual = input_buffer(v);
+      g.beta = 1;
+      return Addend::Residual;
+    }
+    std::vector<int> map = axis_map(v, 0);
+    int n_axis = static_cast<int>(k_.domain.size()) - 1;
+    if (!std::all_of(map.begin(), map.end(), [&](int d) { return d < 0 || d == n_axis; }))
+      fail(&at, "adds '" + v->name() + "', which is neither a bias along N nor the output's shape");
+    if (g.bias >= 0) fail(&at, "adds a second bias");
+    g.bias = input_buffer(v);
+    return Addend::Bias;
+  }
+
+  // Checks that the epilogue is what cuBLASLt applies, D = act(AB + C + bias),
+  // and fills in bias, residual and activation.
+  void describe_epilogue(const Node& mm, kir::GemmDesc& g) {
+    if (body_.outputs().size() != 1) fail(&mm, "a gemm body has one output");
+    auto users = body_.compute_users();
+    const Value* cur = mm.output(0);
+    while (cur != body_.outputs()[0]) {
+      const auto& us = users[cur];
+      if (us.size() != 1) fail(cur->producer(), "its result does not feed exactly one epilogue step");
+      const Node& u = *us[0].first;
+      if (u.op_type() == "Add") {
+        if (g.activation != "none") fail(&u, "adds after the activation; cuBLASLt adds before it");
+        if (shape_of(u.output(0)) != frames_[0].shape) fail(&u, "broadcasts the product to a larger shape");
+        add_to_gemm(u, u.input(us[0].second == 0 ? 1 : 0), g);
+      } else if (u.op_type() == "Relu" || u.op_type() == "Gelu") {
+        if (g.activation != "none") fail(&u, "is a second activation");
+        bool tanh = u.get_string("approximate", "none") == "tanh";
+        if (u.op_type() == "Gelu" && !tanh) fail(&u, "is an erf Gelu; cuBLASLt's Gelu is the tanh approximation");
+        g.activation = u.op_type() == "Relu" ? "relu" : "gelu_tanh";
+      } else {
+        fail(&u, "is not an epilogue cuBLASLt applies");
+      }
+      cur = u.output(0);
+    }
+  }
+
+  // ---- outputs and sizes ------------------------------------------------------
+
+  void store_output(const Value* v, int buffer) {
+    int frame = std::max(natural_frame(v), 0);
+    Instr st;
+    st.op = Op::Store;
+    st.dtype = v->type().dtype();
+    st.args = {lower(v, frame)};
+    st.buffer = buffer;
+    st.index = index_of(contiguous(buffer, k_.buffers[buffer].shape), axis_map(v, frame));
+    emit(std::move(st));
+  }
+
+  void collect_size_params() {
+    std::set<std::string> names;
+    auto add = [&](const SymExpr& e) {
+      for (const std::string& s : e.symbols()) names.insert(s);
+    };
+    for (const SymExpr& d : k_.domain) add(d);
+    for (const Instr& in : k_.body) {
+      for (const SymExpr& s : in.index.strides) add(s);
+      add(in.index.offset);
+      add(in.size);
+    }
+    if (k_.gemm)
+      for (const SymExpr* e : {&k_.gemm->batch, &k_.gemm->m, &k_.gemm->n, &k_.gemm->k, &k_.gemm->lda, &k_.gemm->ldb,
+                               &k_.gemm->ldd, &k_.gemm->stride_a, &k_.gemm->stride_b, &k_.gemm->stride_d})
+        add(*e);
+    k_.size_params.assign(names.begin(), names.end());
+  }
+
+  const Node& fusion_;
+  const Graph& body_;
+  kir::Kernel k_;
+  std::vector<Frame> frames_;
+  std::vector<int64_t> axes_;  // reduction kernels: the reduced axes of the frame-0 shape
+  std::map<std::pair<const Value*, int>, int> values_;
+  std::unordered_map<const Value*, int> natural_;
+  std::unordered_map<const Node*, int> reductions_;
+  std::unordered_map<std::string, int> leaves_;
+};
+
+}  // namespace
+
+kir::Kernel lower_fusion(const Node& fusion, const std::string& kernel_name) {
+  return Lowering(fusion, kernel_name).run();
+}
+
+}  // namespace tcc

@@ -1,0 +1,450 @@
+// Lowering fusion nodes to kernels: the kernel each fusion pattern becomes,
+// checked as the exact text of print_kernel. Fusion nodes are written by hand in
+// the text IR, with types on every value, so no pass or shape inference runs.
+#include <gtest/gtest.h>
+
+#include "codegen/lower.h"
+#include "src/ir/fusion.h"
+#include "src/ir/text.h"
+
+namespace tcc {
+namespace {
+
+// A model whose main graph holds one fusion node over `inputs`, producing `outputs`.
+std::string model(const std::string& opset, const std::string& inputs, const std::string& fusion,
+                  const std::string& outputs) {
+  return "graph main opset(ai.onnx: " + opset + ", tcc: 1) {\n" + inputs + fusion + outputs + "}\n";
+}
+
+kir::Kernel lower_text(const std::string& text) {
+  std::unique_ptr<Model> m = parse_model(text);
+  for (const auto& n : m->graph->nodes())
+    if (is_fusion(*n)) return lower_fusion(*n, "tcc_k0");
+  ADD_FAILURE() << "no fusion node";
+  return {};
+}
+
+std::string lowered(const std::string& text) { return print_kernel(lower_text(text)); }
+
+TEST(Lower, PointwiseBroadcastsBiasAndScalar) {
+  EXPECT_EQ(lowered(model("17", R"(  input %x: f32[b, 768]
+  input %bias: f32[768]
+  input %s: f32[]
+)",
+                          R"(  %y: f32[b, 768] = tcc::Fusion(%x, %bias, %s) {kind = "pointwise", body = graph fused_0 {
+      input %x_in: f32[b, 768]
+      input %bias_in: f32[768]
+      input %s_in: f32[]
+      const %two: f32[] = [2.0]
+      %t: f32[b, 768] = Add(%x_in, %bias_in) name("layer0/Add")
+      %u: f32[b, 768] = Mul(%t, %two) name("layer0/Mul")
+      %v: f32[b, 768] = Sub(%u, %s_in) name("layer0/Sub")
+      %y_out: f32[b, 768] = Relu(%v) name("layer0/Relu")
+      output %y_out
+    }} name("fused_0")
+)",
+                          "  output %y\n")),
+            R"(kernel tcc_k0 pointwise domain [b, 768] sizes(b)
+  nodes layer0/Add, layer0/Mul, layer0/Sub, layer0/Relu
+  buffer x: f32[b, 768] in
+  buffer bias: f32[768] in
+  buffer s: f32[] in
+  buffer y: f32[b, 768] out
+  %0: f32 = load x [768, 1]
+  %1: f32 = load bias [0, 1]
+  %2: f32 = add %0, %1
+  %3: f32 = const 2
+  %4: f32 = mul %2, %3
+  %5: f32 = load s [0, 0]
+  %6: f32 = sub %4, %5
+  %7: f32 = relu %6
+  %8 = store y [768, 1], %7
+)");
+}
+
+TEST(Lower, TransposedInputLoadsWithPermutedStrides) {
+  EXPECT_EQ(lowered(model("17", "  input %x: f32[b, 64, 32]\n  input %y: f32[b, 32, 64]\n",
+                          R"(  %z: f32[b, 32, 64] = tcc::Fusion(%x, %y) {kind = "pointwise", body = graph fused_0 {
+      input %x_in: f32[b, 64, 32]
+      input %y_in: f32[b, 32, 64]
+      %xt: f32[b, 32, 64] = Transpose(%x_in) {perm = [0, 2, 1]} name("t")
+      %z_out: f32[b, 32, 64] = Add(%xt, %y_in) name("add")
+      output %z_out
+    }} name("fused_0")
+)",
+                          "  output %z\n")),
+            R"(kernel tcc_k0 pointwise domain [b, 32, 64] sizes(b)
+  nodes t, add
+  buffer x: f32[b, 64, 32] in
+  buffer y: f32[b, 32, 64] in
+  buffer z: f32[b, 32, 64] out
+  %0: f32 = load x [2048, 1, 32]
+  %1: f32 = load y [2048, 64, 1]
+  %2: f32 = add %0, %1
+  %3 = store z [2048, 64, 1], %2
+)");
+}
+
+TEST(Lower, ReshapedInputLoadsRowMajor) {
+  EXPECT_EQ(lowered(model("17", "  input %x: f32[b, 12, 64]\n  input %y: f32[b, 768]\n",
+                          R"(  %z: f32[b, 768] = tcc::Fusion(%x, %y) {kind = "pointwise", body = graph fused_0 {
+      input %x_in: f32[b, 12, 64]
+      input %y_in: f32[b, 768]
+      const %shape: i64[2] = [0, 768]
+      %xr: f32[b, 768] = Reshape(%x_in, %shape) name("r")
+      %z_out: f32[b, 768] = Mul(%xr, %y_in) name("mul")
+      output %z_out
+    }} name("fused_0")
+)",
+                          "  output %z\n")),
+            R"(kernel tcc_k0 pointwise domain [b, 768] sizes(b)
+  nodes r, mul
+  buffer x: f32[b, 12, 64] in
+  buffer y: f32[b, 768] in
+  buffer z: f32[b, 768] out
+  %0: f32 = load x [768, 1]
+  %1: f32 = load y [768, 1]
+  %2: f32 = mul %0, %1
+  %3 = store z [768, 1], %2
+)");
+}
+
+TEST(Lower, SlicedInputLoadsWithOffsetAndStep) {
+  // Rows 1.. of a symbolic axis (an INT32_MAX end), every other column from 2 to the last.
+  EXPECT_EQ(lowered(model("17", "  input %x: f32[s, 10]\n",
+                          R"(  %y: f32[s-1, 4] = tcc::Fusion(%x) {kind = "single", body = graph fused_0 {
+      input %x_in: f32[s, 10]
+      const %starts: i64[2] = [1, 2]
+      const %ends: i64[2] = [2147483647, -1]
+      const %axes: i64[2] = [0, -1]
+      const %steps: i64[2] = [1, 2]
+      %y_out: f32[s-1, 4] = Slice(%x_in, %starts, %ends, %axes, %steps) name("slice")
+      output %y_out
+    }} name("fused_0")
+)",
+                          "  output %y\n")),
+            R"(kernel tcc_k0 pointwise domain [s-1, 4] sizes(s)
+  nodes slice
+  buffer x: f32[s, 10] in
+  buffer y: f32[s-1, 4] out
+  %0: f32 = load x [10, 2] + 12
+  %1 = store y [4, 1], %0
+)");
+}
+
+TEST(Lower, SoftmaxIsMaxSumAndStorePasses) {
+  EXPECT_EQ(lowered(model("17", "  input %x: f32[b, s, 64]\n",
+                          R"(  %y: f32[b, s, 64] = tcc::Fusion(%x) {kind = "reduction", body = graph fused_0 {
+      input %x_in: f32[b, s, 64]
+      const %axes: i64[1] = [-1]
+      %m: f32[b, s, 1] = ReduceMax(%x_in) {axes = [-1]} name("max")
+      %d: f32[b, s, 64] = Sub(%x_in, %m) name("sub")
+      %e: f32[b, s, 64] = Exp(%d) name("exp")
+      %sum: f32[b, s, 1] = ReduceSum(%e, %axes) name("sum")
+      %y_out: f32[b, s, 64] = Div(%e, %sum) name("div")
+      output %y_out
+    }} name("fused_0")
+)",
+                          "  output %y\n")),
+            R"(kernel tcc_k0 reduction domain [b, s | 64] sizes(b, s)
+  nodes max, sub, exp, sum, div
+  buffer x: f32[b, s, 64] in
+  buffer y: f32[b, s, 64] out
+  %0: f32 = load x [s*64, 64, 1]
+  %1: f32 row = reduce_max %0
+  %2: f32 = sub %0, %1
+  %3: f32 = exp %2
+  %4: f32 row = reduce_sum %3
+  %5: f32 = div %3, %4
+  %6 = store y [s*64, 64, 1], %5
+)");
+}
+
+TEST(Lower, LayerNorm) {
+  EXPECT_EQ(lowered(model("17", "  input %x: f32[b, s, 768]\n  input %g: f32[768]\n  input %h: f32[768]\n",
+                          R"(  %y: f32[b, s, 768] = tcc::Fusion(%x, %g, %h) {kind = "reduction", body = graph fused_0 {
+      input %x_in: f32[b, s, 768]
+      input %g_in: f32[768]
+      input %h_in: f32[768]
+      const %eps: f32[] = [1e-05]
+      %mean: f32[b, s, 1] = ReduceMean(%x_in) {axes = [2]} name("mean")
+      %d: f32[b, s, 768] = Sub(%x_in, %mean) name("center")
+      %sq: f32[b, s, 768] = Mul(%d, %d) name("square")
+      %var: f32[b, s, 1] = ReduceMean(%sq) {axes = [-1]} name("var")
+      %ve: f32[b, s, 1] = Add(%var, %eps) name("add_eps")
+      %sd: f32[b, s, 1] = Sqrt(%ve) name("sqrt")
+      %n: f32[b, s, 768] = Div(%d, %sd) name("normalize")
+      %gn: f32[b, s, 768] = Mul(%n, %g_in) name("scale")
+      %y_out: f32[b, s, 768] = Add(%gn, %h_in) name("shift")
+      output %y_out
+    }} name("fused_0")
+)",
+                          "  output %y\n")),
+            R"(kernel tcc_k0 reduction domain [b, s | 768] sizes(b, s)
+  nodes mean, center, square, var, add_eps, sqrt, normalize, scale, shift
+  buffer x: f32[b, s, 768] in
+  buffer g: f32[768] in
+  buffer h: f32[768] in
+  buffer y: f32[b, s, 768] out
+  %0: f32 = load x [s*768, 768, 1]
+  %1: f32 row = reduce_sum %0
+  %2: f32 row = const 768
+  %3: f32 row = div %1, %2
+  %4: f32 = sub %0, %3
+  %5: f32 = mul %4, %4
+  %6: f32 row = reduce_sum %5
+  %7: f32 row = div %6, %2
+  %8: f32 row = const 9.999999747378752e-06
+  %9: f32 row = add %7, %8
+  %10: f32 row = sqrt %9
+  %11: f32 = div %4, %10
+  %12: f32 = load g [0, 0, 1]
+  %13: f32 = mul %11, %12
+  %14: f32 = load h [0, 0, 1]
+  %15: f32 = add %13, %14
+  %16 = store y [s*768, 768, 1], %15
+)");
+}
+
+TEST(Lower, ReduceMeanOverSymbolicAxisDividesBySize) {
+  // Opset 18 takes axes as an input; the keepdims=0 max stores over the kept axes only.
+  EXPECT_EQ(lowered(model("18", "  input %x: f32[b, s, 16]\n",
+                          R"(  %y: f32[b, 1, 16], %z: f32[b, 16] = tcc::Fusion(%x) {kind = "reduction", body = graph fused_0 {
+      input %x_in: f32[b, s, 16]
+      const %axes: i64[1] = [1]
+      %y_out: f32[b, 1, 16] = ReduceMean(%x_in, %axes) {keepdims = 1} name("mean")
+      %z_out: f32[b, 16] = ReduceMax(%x_in, %axes) {keepdims = 0} name("max")
+      output %y_out
+      output %z_out
+    }} name("fused_0")
+)",
+                          "  output %y\n  output %z\n")),
+            R"(kernel tcc_k0 reduction domain [b, 16 | s] sizes(b, s)
+  nodes mean, max
+  buffer x: f32[b, s, 16] in
+  buffer y: f32[b, 1, 16] out
+  buffer z: f32[b, 16] out
+  %0: f32 = load x [s*16, 1, 16]
+  %1: f32 row = reduce_sum %0
+  %2: f32 row = size s
+  %3: f32 row = div %1, %2
+  %4 row = store y [16, 1, 0], %3
+  %5: f32 row = reduce_max %0
+  %6 row = store z [16, 1, 0], %5
+)");
+}
+
+TEST(Lower, GemmWithBiasAndReluFoldsBatchIntoM) {
+  kir::Kernel k = lower_text(model("17", "  input %x: f32[b, s, 768]\n  input %w: f32[768, 3072]\n  input %bias: f32[3072]\n",
+                                   R"(  %y: f32[b, s, 3072] = tcc::Fusion(%x, %w, %bias) {kind = "gemm", body = graph fused_0 {
+      input %x_in: f32[b, s, 768]
+      input %w_in: f32[768, 3072]
+      input %bias_in: f32[3072]
+      %mm: f32[b, s, 3072] = MatMul(%x_in, %w_in) name("fc")
+      %t: f32[b, s, 3072] = Add(%mm, %bias_in) name("fc_bias")
+      %y_out: f32[b, s, 3072] = Relu(%t) name("act")
+      output %y_out
+    }} name("fused_0")
+)",
+                                   "  output %y\n"));
+  EXPECT_EQ(print_kernel(k), R"(kernel tcc_k0 gemm domain [b, s, 3072] sizes(b, s)
+  nodes fc, fc_bias, act
+  buffer x: f32[b, s, 768] in
+  buffer w: f32[768, 3072] in
+  buffer bias: f32[3072] in
+  buffer y: f32[b, s, 3072] out
+  gemm a=x b=w trans_a=0 trans_b=0 batch=1 m=b*s n=3072 k=768 lda=768 ldb=3072 ldd=3072 stride_a=0 stride_b=0 stride_d=0 alpha=1 beta=0 bias=bias residual=-1 activation=relu
+  %0: f32 = matmul_acc
+  %1: f32 = load bias [0, 0, 1]
+  %2: f32 = add %0, %1
+  %3: f32 = relu %2
+  %4 = store y [s*3072, 3072, 1], %3
+)");
+  ASSERT_TRUE(k.gemm.has_value());
+  const kir::GemmDesc& g = *k.gemm;
+  EXPECT_EQ(g.a, 0);
+  EXPECT_EQ(g.b, 1);
+  EXPECT_EQ(g.bias, 2);
+  EXPECT_EQ(g.residual, -1);
+  EXPECT_EQ(g.activation, "relu");
+  EXPECT_EQ(g.batch.str(), "1");
+  EXPECT_EQ(g.m.str(), "b*s");
+  EXPECT_EQ(g.n.str(), "3072");
+  EXPECT_EQ(g.k.str(), "768");
+  EXPECT_EQ(g.lda.str(), "768");
+  EXPECT_EQ(g.ldb.str(), "3072");
+  EXPECT_EQ(g.ldd.str(), "3072");
+  EXPECT_FALSE(g.trans_a);
+  EXPECT_FALSE(g.trans_b);
+  EXPECT_EQ(g.alpha, 1.0);
+  EXPECT_EQ(g.beta, 0.0);
+}
+
+TEST(Lower, BatchedMatMulBroadcastsTheSharedOperand) {
+  // A has no batch dims: it is shared by every batch of B (stride 0); the residual is C.
+  EXPECT_EQ(lowered(model("17", "  input %a: f32[s, 64]\n  input %w: f32[b, 64, 32]\n  input %r: f32[b, s, 32]\n",
+                          R"(  %y: f32[b, s, 32] = tcc::Fusion(%a, %w, %r) {kind = "gemm", body = graph fused_0 {
+      input %a_in: f32[s, 64]
+      input %w_in: f32[b, 64, 32]
+      input %r_in: f32[b, s, 32]
+      %mm: f32[b, s, 32] = MatMul(%a_in, %w_in) name("mm")
+      %y_out: f32[b, s, 32] = Add(%r_in, %mm) name("residual")
+      output %y_out
+    }} name("fused_0")
+)",
+                          "  output %y\n")),
+            R"(kernel tcc_k0 gemm domain [b, s, 32] sizes(b, s)
+  nodes mm, residual
+  buffer a: f32[s, 64] in
+  buffer w: f32[b, 64, 32] in
+  buffer r: f32[b, s, 32] in
+  buffer y: f32[b, s, 32] out
+  gemm a=a b=w trans_a=0 trans_b=0 batch=b m=s n=32 k=64 lda=64 ldb=32 ldd=32 stride_a=0 stride_b=2048 stride_d=s*32 alpha=1 beta=1 bias=-1 residual=r activation=none
+  %0: f32 = matmul_acc
+  %1: f32 = load r [s*32, 32, 1]
+  %2: f32 = add %1, %0
+  %3 = store y [s*32, 32, 1], %2
+)");
+}
+
+TEST(Lower, GemmTransposedWithScaledResidual) {
+  EXPECT_EQ(lowered(model("17", "  input %a: f32[64, m]\n  input %w: f32[32, 64]\n  input %c: f32[m, 32]\n",
+                          R"(  %y: f32[m, 32] = tcc::Fusion(%a, %w, %c) {kind = "gemm", body = graph fused_0 {
+      input %a_in: f32[64, m]
+      input %w_in: f32[32, 64]
+      input %c_in: f32[m, 32]
+      %y_out: f32[m, 32] = Gemm(%a_in, %w_in, %c_in) {alpha = 0.5, beta = 2.0, transA = 1, transB = 1} name("gemm")
+      output %y_out
+    }} name("fused_0")
+)",
+                          "  output %y\n")),
+            R"(kernel tcc_k0 gemm domain [m, 32] sizes(m)
+  nodes gemm
+  buffer a: f32[64, m] in
+  buffer w: f32[32, 64] in
+  buffer c: f32[m, 32] in
+  buffer y: f32[m, 32] out
+  gemm a=a b=w trans_a=1 trans_b=1 batch=1 m=m n=32 k=64 lda=m ldb=64 ldd=32 stride_a=0 stride_b=0 stride_d=0 alpha=0.5 beta=2 bias=-1 residual=c activation=none
+  %0: f32 = matmul_acc
+  %1: f32 = const 0.5
+  %2: f32 = mul %0, %1
+  %3: f32 = load c [32, 1]
+  %4: f32 = const 2
+  %5: f32 = mul %3, %4
+  %6: f32 = add %2, %5
+  %7 = store y [32, 1], %6
+)");
+}
+
+TEST(Lower, HalfCastsAndErfGelu) {
+  EXPECT_EQ(lowered(model("20", "  input %x: f16[n]\n",
+                          R"(  %y: f16[n] = tcc::Fusion(%x) {kind = "pointwise", body = graph fused_0 {
+      input %x_in: f16[n]
+      %xf: f32[n] = Cast(%x_in) {to = 1} name("up")
+      %g: f32[n] = Gelu(%xf) name("gelu")
+      %y_out: f16[n] = Cast(%g) {to = 10} name("down")
+      output %y_out
+    }} name("fused_0")
+)",
+                          "  output %y\n")),
+            R"(kernel tcc_k0 pointwise domain [n] sizes(n)
+  nodes up, gelu, down
+  buffer x: f16[n] in
+  buffer y: f16[n] out
+  %0: f16 = load x [1]
+  %1: f32 = cast %0
+  %2: f32 = const 1.4142135623730951
+  %3: f32 = div %1, %2
+  %4: f32 = erf %3
+  %5: f32 = const 0.5
+  %6: f32 = mul %5, %1
+  %7: f32 = const 1
+  %8: f32 = add %7, %4
+  %9: f32 = mul %6, %8
+  %10: f16 = cast %9
+  %11 = store y [1], %10
+)");
+}
+
+TEST(Lower, StructuralKeyIgnoresNames) {
+  auto text = [](const std::string& x, const std::string& node) {
+    return model("17", "  input %" + x + ": f32[b, 8]\n",
+                 "  %" + x + "_y: f32[b, 8] = tcc::Fusion(%" + x + ") {kind = \"pointwise\", body = graph f {\n"
+                 "      input %" + x + "_in: f32[b, 8]\n"
+                 "      %" + x + "_out: f32[b, 8] = Exp(%" + x + "_in) name(\"" + node + "\")\n"
+                 "      output %" + x + "_out\n"
+                 "    }} name(\"" + node + "_fusion\")\n",
+                 "  output %" + x + "_y\n");
+  };
+  kir::Kernel a = lower_text(text("p", "layer0")), b = lower_text(text("q", "layer1"));
+  b.name = "other";
+  EXPECT_NE(print_kernel(a), print_kernel(b));
+  EXPECT_EQ(structural_key(a), structural_key(b));
+}
+
+TEST(Lower, SizesAndCosts) {
+  kir::Kernel k = lower_text(model("17", "  input %x: f32[b, s, 64]\n",
+                                   R"(  %y: f32[b, s, 1] = tcc::Fusion(%x) {kind = "reduction", body = graph fused_0 {
+      input %x_in: f32[b, s, 64]
+      %e: f32[b, s, 64] = Exp(%x_in) name("exp")
+      %y_out: f32[b, s, 1] = ReduceMean(%e) {axes = [-1]} name("mean")
+      output %y_out
+    }} name("fused_0")
+)",
+                                   "  output %y\n"));
+  EXPECT_EQ(kir::domain_size(k).str(), "b*s*64");
+  EXPECT_EQ(kir::row_count(k).str(), "b*s");
+  EXPECT_EQ(kir::row_length(k).str(), "64");
+  EXPECT_EQ(kir::bytes_moved(k).str(), "b*s*260");
+  // exp and the sum per element, the division per row.
+  EXPECT_EQ(kir::flop_count(k).str(), "b*s*129");
+}
+
+// Bodies the fusion pass must not form: the lowering says which node is wrong.
+void expect_rejected(const std::string& text, const std::string& why) {
+  try {
+    lower_text(text);
+    ADD_FAILURE() << "lowered a body it should reject (" << why << ")";
+  } catch (const InternalError& e) {
+    EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+  }
+}
+
+TEST(Lower, RejectsWhatKernelsCannotExpress) {
+  expect_rejected(model("17", "  input %x: f32[4]\n",
+                        R"(  %y: f32[4] = tcc::Fusion(%x) {kind = "pointwise", body = graph fused_0 {
+      input %x_in: f32[4]
+      const %w: f32[4] = [1.0, 2.0, 3.0, 4.0]
+      %y_out: f32[4] = Mul(%x_in, %w) name("mul")
+      output %y_out
+    }} name("fused_0")
+)",
+                        "  output %y\n"),
+                  "constant 'w' is not one repeated value");
+  expect_rejected(model("17", "  input %x: f32[8, 16]\n  input %w: f32[16, 4]\n  input %r: f32[8, 4]\n",
+                        R"(  %y: f32[8, 4] = tcc::Fusion(%x, %w, %r) {kind = "gemm", body = graph fused_0 {
+      input %x_in: f32[8, 16]
+      input %w_in: f32[16, 4]
+      input %r_in: f32[8, 4]
+      %mm: f32[8, 4] = MatMul(%x_in, %w_in) name("mm")
+      %a: f32[8, 4] = Relu(%mm) name("relu")
+      %y_out: f32[8, 4] = Add(%a, %r_in) name("residual")
+      output %y_out
+    }} name("fused_0")
+)",
+                        "  output %y\n"),
+                  "body node 'residual' (Add): adds after the activation");
+  expect_rejected(model("17", "  input %x: f32[b, h, 8, 16]\n  input %w: f32[h, 16, 4]\n",
+                        R"(  %y: f32[b, h, 8, 4] = tcc::Fusion(%x, %w) {kind = "gemm", body = graph fused_0 {
+      input %x_in: f32[b, h, 8, 16]
+      input %w_in: f32[h, 16, 4]
+      %y_out: f32[b, h, 8, 4] = MatMul(%x_in, %w_in) name("mm")
+      output %y_out
+    }} name("fused_0")
+)",
+                        "  output %y\n"),
+                  "broadcasts only some batch dims");
+}
+
+}  // namespace
+}  // namespace tcc
