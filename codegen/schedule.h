@@ -32,7 +32,9 @@ struct Schedule {
 
 // Lowers every fusion node of g (codegen/lower.h), reusing one kernel for
 // structurally identical fusions, and makes every other node with tensor data a
-// Fallback step. Kernel names are tcc_k<N>_<kind>, numbered in schedule order.
+// Fallback step (conv fusions too, until convolutions are generated). Constant
+// nodes and nodes computing only from constants get no step: the module carries
+// their values. Kernel names are tcc_k<N>_<kind>, numbered in schedule order.
 Schedule build_schedule(const Graph& g);
 
 }  // namespace tcc

@@ -1,0 +1,135 @@
+#include "codegen/schedule.h"
+
+#include <algorithm>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "codegen/lower.h"
+#include "src/ir/fusion.h"
+
+namespace tcc {
+
+namespace {
+
+const char* kind_name(kir::Kind k) {
+  switch (k) {
+    case kir::Kind::Pointwise: return "pointwise";
+    case kir::Kind::Reduction: return "reduction";
+    case kir::Kind::Gemm: return "gemm";
+  }
+  return "?";
+}
+
+// Ops that read only their input's shape, which the host knows without a copy.
+bool reads_shape_only(const Node& n) { return n.domain().empty() && (n.op_type() == "Shape" || n.op_type() == "Size"); }
+
+class Scheduler {
+ public:
+  explicit Scheduler(const Graph& g) : g_(g), users_(g.compute_users()) {
+    for (const Value* v : g.outputs()) graph_outputs_.insert(v);
+  }
+
+  Schedule run() {
+    for (const auto& n : g_.nodes()) {
+      if (is_constant_node(*n)) {
+        for (const Value* v : n->outputs()) constants_.insert(v);
+      } else if (is_fusion(*n) && fusion_kind(*n) != FusionKind::Conv) {
+        kernel_step(*n);
+      } else {
+        // Conv fusions run their body on the host until convolutions are generated.
+        fallback_step(*n);
+      }
+    }
+    return std::move(s_);
+  }
+
+ private:
+  bool is_constant(const Value* v) const {
+    return v == nullptr || (v->is_initializer() && !v->is_graph_input()) || constants_.count(v) != 0;
+  }
+
+  // Constant nodes, and nodes that compute only from constants (left by
+  // constant folding because their results are large): their outputs are data
+  // the module carries, not work for the schedule.
+  bool is_constant_node(const Node& n) const {
+    if (is_fusion(n) || !n.regions().empty()) return false;
+    if (n.op_type() == "Constant" && n.domain().empty()) return true;
+    if (n.num_inputs() == 0) return false;
+    for (const Value* v : n.inputs())
+      if (!is_constant(v)) return false;
+    return true;
+  }
+
+  void kernel_step(const Node& n) {
+    kir::Kernel k = lower_fusion(n, n.name());
+    std::string key = structural_key(k);
+    auto [it, fresh] = kernel_of_key_.emplace(key, static_cast<int>(s_.kernels.size()));
+    if (fresh) {
+      k.name = "tcc_k" + std::to_string(s_.kernels.size()) + "_" + kind_name(k.kind);
+      s_.kernels.push_back(std::move(k));
+    }
+    Step step;
+    step.kind = Step::Kind::Kernel;
+    step.kernel = it->second;
+    step.node = n.name();
+    for (const Value* v : n.inputs()) step.reads.push_back(v->name());
+    for (const Value* v : n.outputs()) step.writes.push_back(v->name());
+    s_.steps.push_back(std::move(step));
+  }
+
+  // A value a fallback computed must go back to the device when a kernel reads
+  // it or the caller receives it; fallbacks that read it use the host copy.
+  bool needed_on_device(const Value* v) const {
+    if (graph_outputs_.count(v)) return true;
+    auto it = users_.find(v);
+    if (it == users_.end()) return false;
+    for (const auto& [user, index] : it->second)
+      if (is_fusion(*user) && fusion_kind(*user) != FusionKind::Conv) return true;
+    return false;
+  }
+
+  // Values of the scheduled graph that n's regions read.
+  void collect_captures(const Graph& region, std::vector<const Value*>& out) const {
+    for (const auto& inner : region.nodes()) {
+      for (const Value* v : inner->inputs())
+        if (v != nullptr && v->graph() == &g_ && std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
+      for (const Graph* r : inner->regions()) collect_captures(*r, out);
+    }
+    for (const Value* v : region.outputs())
+      if (v->graph() == &g_ && std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
+  }
+
+  void fallback_step(const Node& n) {
+    Step step;
+    step.kind = Step::Kind::Fallback;
+    step.node = n.name();
+    std::vector<const Value*> reads(n.inputs().begin(), n.inputs().end());
+    for (const Graph* r : n.regions()) collect_captures(*r, reads);
+    for (const Value* v : reads) {
+      if (v == nullptr) continue;
+      step.reads.push_back(v->name());
+      if (is_constant(v) || reads_shape_only(n) || on_host_.count(v)) continue;
+      ++s_.fallback_copies;
+      on_host_.insert(v);
+    }
+    for (const Value* v : n.outputs()) {
+      step.writes.push_back(v->name());
+      on_host_.insert(v);
+      if (needed_on_device(v)) ++s_.fallback_copies;
+    }
+    s_.steps.push_back(std::move(step));
+  }
+
+  const Graph& g_;
+  std::unordered_map<const Value*, std::vector<std::pair<Node*, size_t>>> users_;
+  std::unordered_set<const Value*> graph_outputs_, constants_, on_host_;
+  std::unordered_map<std::string, int> kernel_of_key_;
+  Schedule s_;
+};
+
+}  // namespace
+
+Schedule build_schedule(const Graph& g) { return Scheduler(g).run(); }
+
+}  // namespace tcc

@@ -1,0 +1,108 @@
+// The schedule of a fused graph: kernels shared by identical layers, host
+// fallbacks for the nodes no kernel computes, and the copies they need.
+#include <gtest/gtest.h>
+
+#include "codegen/schedule.h"
+#include "src/ir/text.h"
+
+namespace tcc {
+namespace {
+
+// Layer i: an Exp then Add fusion reading `in`, writing `out`.
+std::string layer(const std::string& i, const std::string& in, const std::string& out) {
+  return "  %" + out + ": f32[b, 8] = tcc::Fusion(%" + in + ", %bias" + i +
+         ") {kind = \"pointwise\", body = graph f" + i + " {\n" +
+         "      input %in" + i + ": f32[b, 8]\n" +
+         "      input %bias_in" + i + ": f32[8]\n" +
+         "      %e" + i + ": f32[b, 8] = Exp(%in" + i + ") name(\"layer" + i + "/Exp\")\n" +
+         "      %out" + i + ": f32[b, 8] = Add(%e" + i + ", %bias_in" + i + ") name(\"layer" + i + "/Add\")\n" +
+         "      output %out" + i + "\n" +
+         "    }} name(\"fused_" + i + "\")\n";
+}
+
+std::string describe(const Schedule& s) {
+  std::string out;
+  for (const Step& st : s.steps) {
+    out += st.kind == Step::Kind::Kernel ? s.kernels.at(st.kernel).name : "fallback";
+    out += " " + st.node + " (";
+    for (size_t i = 0; i < st.reads.size(); ++i) out += (i ? ", " : "") + st.reads[i];
+    out += ") -> (";
+    for (size_t i = 0; i < st.writes.size(); ++i) out += (i ? ", " : "") + st.writes[i];
+    out += ")\n";
+  }
+  return out;
+}
+
+TEST(Schedule, IdenticalLayersShareOneKernel) {
+  std::unique_ptr<Model> m = parse_model(
+      "graph main opset(ai.onnx: 17, tcc: 1) {\n"
+      "  input %x: f32[b, 8]\n"
+      "  const %bias0: f32[8] = [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]\n"
+      "  const %bias1: f32[8] = [7.0, 6.0, 5.0, 4.0, 3.0, 2.0, 1.0, 0.0]\n" +
+      layer("0", "x", "h") + layer("1", "h", "y") + "  output %y\n}\n");
+  Schedule s = build_schedule(*m->graph);
+  ASSERT_EQ(s.kernels.size(), 1u);
+  EXPECT_EQ(s.kernels[0].name, "tcc_k0_pointwise");
+  EXPECT_EQ(s.kernels[0].nodes, (std::vector<std::string>{"layer0/Exp", "layer0/Add"}));
+  EXPECT_EQ(describe(s),
+            "tcc_k0_pointwise fused_0 (x, bias0) -> (h)\n"
+            "tcc_k0_pointwise fused_1 (h, bias1) -> (y)\n");
+  EXPECT_EQ(s.fallback_copies, 0);
+}
+
+TEST(Schedule, DifferentKernelsAreNumberedInOrder) {
+  std::unique_ptr<Model> m = parse_model(
+      "graph main opset(ai.onnx: 17, tcc: 1) {\n"
+      "  input %x: f32[b, 8]\n"
+      "  input %bias0: f32[8]\n" +
+      layer("0", "x", "h") +
+      "  %y: f32[b, 1] = tcc::Fusion(%h) {kind = \"reduction\", body = graph r {\n"
+      "      input %h_in: f32[b, 8]\n"
+      "      %y_out: f32[b, 1] = ReduceSum(%h_in) {keepdims = 1} name(\"sum\")\n"
+      "      output %y_out\n"
+      "    }} name(\"fused_1\")\n"
+      "  output %y\n}\n");
+  Schedule s = build_schedule(*m->graph);
+  ASSERT_EQ(s.kernels.size(), 2u);
+  EXPECT_EQ(s.kernels[0].name, "tcc_k0_pointwise");
+  EXPECT_EQ(s.kernels[1].name, "tcc_k1_reduction");
+}
+
+// NonZero has no kernel: its input goes to the host, and its result comes back
+// for the kernel that reads it; the Shape after it reads the host copy, and
+// constants need no copies at all.
+TEST(Schedule, FallbacksCountHostCopies) {
+  std::unique_ptr<Model> m = parse_model(
+      "graph main opset(ai.onnx: 17, tcc: 1) {\n"
+      "  input %x: f32[b, 8]\n"
+      "  const %bias0: f32[8] = [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]\n"
+      "  const %k: i64[1] = [1]\n" +
+      layer("0", "x", "h") +
+      "  %nz: i64[2, n] = NonZero(%h) name(\"nz\")\n"
+      "  %nzf: f32[2, n] = Cast(%nz) {to = 1} name(\"cast\")\n"
+      "  %sh: i64[2] = Shape(%nz) name(\"shape\")\n"
+      "  %c: i64[1] = Constant() {value = tensor<i64[1]> [3]} name(\"three\")\n"
+      "  %kc: i64[1] = Add(%k, %c) name(\"folded\")\n"
+      "  %top: f32[2, 1], %idx: i64[2, 1] = TopK(%nzf, %kc) name(\"topk\")\n"
+      "  %e: f32[2, n] = tcc::Fusion(%nzf) {kind = \"pointwise\", body = graph g {\n"
+      "      input %nzf_in: f32[2, n]\n"
+      "      %e_out: f32[2, n] = Exp(%nzf_in) name(\"exp\")\n"
+      "      output %e_out\n"
+      "    }} name(\"fused_1\")\n"
+      "  output %e\n"
+      "  output %sh\n"
+      "  output %top\n}\n");
+  Schedule s = build_schedule(*m->graph);
+  EXPECT_EQ(describe(s),
+            "tcc_k0_pointwise fused_0 (x, bias0) -> (h)\n"
+            "fallback nz (h) -> (nz)\n"
+            "fallback cast (nz) -> (nzf)\n"
+            "fallback shape (nz) -> (sh)\n"
+            "fallback topk (nzf, kc) -> (top, idx)\n"
+            "tcc_k1_pointwise fused_1 (nzf) -> (e)\n");
+  // h to the host; nzf back for fused_1; sh and top back as graph outputs.
+  EXPECT_EQ(s.fallback_copies, 4);
+}
+
+}  // namespace
+}  // namespace tcc
