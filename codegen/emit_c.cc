@@ -1,0 +1,542 @@
+#include "codegen/emit_c.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string_view>
+
+#include "src/diag/diagnostics.h"
+
+namespace tcc::emitc {
+
+namespace {
+
+using kir::Instr;
+using kir::Op;
+
+// Helpers both targets share; TCC_FN is `static inline` on the host and
+// `__device__ __forceinline__` on CUDA. The f16 and bf16 conversions round to
+// nearest even, as src/ir/dtype.cc does.
+constexpr std::string_view kCommonPrelude = R"(TCC_FN float tcc_bf2f(uint16_t b) { return tcc_bits_float((uint32_t)b << 16); }
+TCC_FN uint16_t tcc_f2bf(float f) {
+  uint32_t x = tcc_float_bits(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);
+  return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+TCC_FN int64_t tcc_fdiv(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  return a % b != 0 && ((a < 0) != (b < 0)) ? q - 1 : q;
+}
+TCC_FN int64_t tcc_sdiv(int64_t a, int64_t b) { return b == 0 ? 0 : b == -1 ? (int64_t)(0 - (uint64_t)a) : a / b; }
+TCC_FN uint64_t tcc_udiv(uint64_t a, uint64_t b) { return b == 0 ? 0 : a / b; }
+TCC_FN int64_t tcc_smod(int64_t a, int64_t b) {
+  if (b == 0 || b == -1) return 0;
+  int64_t r = a % b;
+  return r != 0 && ((r < 0) != (b < 0)) ? r + b : r;
+}
+TCC_FN int64_t tcc_sfmod(int64_t a, int64_t b) { return b == 0 || b == -1 ? 0 : a % b; }
+TCC_FN uint64_t tcc_umod(uint64_t a, uint64_t b) { return b == 0 ? 0 : a % b; }
+TCC_FN float tcc_mod(float a, float b) {
+  float r = fmodf(a, b);
+  if (r != r) return r;
+  if (r == 0) return copysignf(0.0f, b);
+  return (r < 0) != (b < 0) ? r + b : r;
+}
+TCC_FN double tcc_mod(double a, double b) {
+  double r = fmod(a, b);
+  if (r != r) return r;
+  if (r == 0) return copysign(0.0, b);
+  return (r < 0) != (b < 0) ? r + b : r;
+}
+TCC_FN int64_t tcc_ipow(int64_t b, int64_t e) {
+  if (e < 0) return b == 1 ? 1 : b == -1 ? (e % 2 ? -1 : 1) : 0;
+  uint64_t r = 1, x = (uint64_t)b;
+  for (; e > 0; e >>= 1) {
+    if (e & 1) r *= x;
+    x *= x;
+  }
+  return (int64_t)r;
+}
+template <class T> TCC_FN T tcc_max(T a, T b) { return a != a || b != b ? a + b : a < b ? b : a; }
+template <class T> TCC_FN T tcc_min(T a, T b) { return a != a || b != b ? a + b : b < a ? b : a; }
+template <class T> TCC_FN T tcc_f2i(double v, T lo, T hi) {
+  return v != v ? (T)0 : v <= (double)lo ? lo : v >= (double)hi ? hi : (T)v;
+}
+)";
+
+constexpr std::string_view kHostPrelude = R"(#include <cmath>
+#include <cstdint>
+#include <cstring>
+#define TCC_FN static inline
+TCC_FN float tcc_bits_float(uint32_t b) { float f; std::memcpy(&f, &b, 4); return f; }
+TCC_FN uint32_t tcc_float_bits(float f) { uint32_t b; std::memcpy(&b, &f, 4); return b; }
+TCC_FN double tcc_bits_double(uint64_t b) { double d; std::memcpy(&d, &b, 8); return d; }
+TCC_FN float tcc_h2f(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+  if (exp == 0) return tcc_bits_float(tcc_float_bits((float)mant * 5.9604644775390625e-08f) | sign);
+  if (exp == 31) return tcc_bits_float(sign | 0x7f800000u | (mant << 13));
+  return tcc_bits_float(sign | ((exp + 112) << 23) | (mant << 13));
+}
+TCC_FN uint16_t tcc_f2h(float f) {
+  uint32_t x = tcc_float_bits(f), sign = (x >> 16) & 0x8000u, a = x & 0x7fffffffu;
+  if (a >= 0x7f800000u) return (uint16_t)(sign | 0x7c00u | (a > 0x7f800000u ? 0x200u : 0u));
+  if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);
+  if (a < 0x38800000u) return (uint16_t)(sign | (uint32_t)rintf(tcc_bits_float(a) * 16777216.0f));
+  uint32_t h = (((a >> 23) - 112) << 10) | ((a & 0x7fffffu) >> 13), rest = a & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;
+  return (uint16_t)(sign | h);
+}
+)";
+
+// NVRTC compiles without the C library headers: fixed-width types are defined
+// here, f16 conversions are single PTX instructions.
+constexpr std::string_view kCudaPrelude = R"(typedef signed char int8_t;
+typedef short int16_t;
+typedef int int32_t;
+typedef long long int64_t;
+typedef unsigned char uint8_t;
+typedef unsigned short uint16_t;
+typedef unsigned int uint32_t;
+typedef unsigned long long uint64_t;
+#define TCC_FN __device__ __forceinline__
+TCC_FN float tcc_bits_float(uint32_t b) { return __uint_as_float(b); }
+TCC_FN uint32_t tcc_float_bits(float f) { return __float_as_uint(f); }
+TCC_FN double tcc_bits_double(uint64_t b) { return __longlong_as_double((long long)b); }
+TCC_FN float tcc_h2f(uint16_t h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
+TCC_FN uint16_t tcc_f2h(float f) { uint16_t h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
+)";
+
+// Block-wide reduction for blocks of whole warps: each warp combines its lanes
+// with shuffles, warp results meet in shared memory, and every warp combines
+// those, so all threads return the block's result without another barrier.
+constexpr std::string_view kCudaReduce = R"(struct tcc_sum { template <class T> TCC_FN T operator()(T a, T b) const { return a + b; } };
+struct tcc_prod { template <class T> TCC_FN T operator()(T a, T b) const { return a * b; } };
+struct tcc_maxop { template <class T> TCC_FN T operator()(T a, T b) const { return tcc_max(a, b); } };
+struct tcc_minop { template <class T> TCC_FN T operator()(T a, T b) const { return tcc_min(a, b); } };
+template <class T, class Op> TCC_FN T tcc_block_reduce(T v, Op op, T identity) {
+  __shared__ T partial[32];
+  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+  __syncthreads();
+  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = v;
+  __syncthreads();
+  v = (threadIdx.x & 31) < (blockDim.x >> 5) ? partial[threadIdx.x & 31] : identity;
+  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+)";
+
+// Translates SymExpr's canonical text (+, -, *, //, parentheses, integers and
+// symbol names) to C++, which needs floor division spelled as a call.
+class SizeExprPrinter {
+ public:
+  explicit SizeExprPrinter(const std::string& text) : t_(text) {}
+  std::string run() {
+    std::string e = expr();
+    TCC_CHECK(p_ == t_.size()) << "unexpected text in size expression '" << t_ << "' at " << p_;
+    return e;
+  }
+
+ private:
+  bool eat(std::string_view tok) {
+    if (t_.compare(p_, tok.size(), tok) != 0) return false;
+    p_ += tok.size();
+    return true;
+  }
+  std::string expr() {
+    std::string e = term();
+    for (;;) {
+      if (eat("+")) e += " + " + term();
+      else if (eat("-")) e += " - " + term();
+      else return e;
+    }
+  }
+  std::string term() {
+    std::string e = unary();
+    for (;;) {
+      if (eat("//")) e = "tcc_fdiv(" + e + ", " + unary() + ")";
+      else if (eat("*")) e += "*" + unary();
+      else return e;
+    }
+  }
+  std::string unary() { return eat("-") ? "-" + unary() : atom(); }
+  std::string atom() {
+    TCC_CHECK(p_ < t_.size()) << "truncated size expression '" << t_ << "'";
+    if (eat("(")) {
+      std::string e = expr();
+      TCC_CHECK(eat(")")) << "unbalanced size expression '" << t_ << "'";
+      return "(" + e + ")";
+    }
+    size_t s = p_;
+    if (std::isdigit(static_cast<unsigned char>(t_[p_]))) {
+      while (p_ < t_.size() && std::isdigit(static_cast<unsigned char>(t_[p_]))) ++p_;
+      return t_.substr(s, p_ - s);
+    }
+    while (p_ < t_.size() && (std::isalnum(static_cast<unsigned char>(t_[p_])) || t_[p_] == '_')) ++p_;
+    TCC_CHECK(p_ > s) << "unexpected character in size expression '" << t_ << "'";
+    return size_var(t_.substr(s, p_ - s));
+  }
+
+  const std::string& t_;
+  size_t p_ = 0;
+};
+
+bool is_small_float(DType t) { return t == DType::F16 || t == DType::BF16; }
+bool computes_in_float(DType t) { return t == DType::F32 || is_small_float(t); }
+bool is_unsigned(DType t) { return is_integer(t) && !is_signed(t); }
+
+std::string v(int i) { return "v" + std::to_string(i); }
+
+// "(x)" unless x is already one token.
+std::string paren(const std::string& x) {
+  bool token = std::all_of(x.begin(), x.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+  return token ? x : "(" + x + ")";
+}
+
+std::string print_double(double d, int digits) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.*g", digits, d);
+  std::string s = buf;
+  if (s.find_first_of(".en") == std::string::npos) s += ".0";
+  return s;
+}
+
+// The bounds tcc_f2i saturates to, as C++ integer literals.
+std::pair<std::string, std::string> int_bounds(DType t) {
+  switch (t) {
+    case DType::I8: return {"-128", "127"};
+    case DType::I16: return {"-32768", "32767"};
+    case DType::I32: return {"(-2147483647 - 1)", "2147483647"};
+    case DType::I64: return {"(-9223372036854775807LL - 1)", "9223372036854775807LL"};
+    case DType::U8: return {"0", "255"};
+    case DType::U16: return {"0", "65535"};
+    case DType::U32: return {"0", "4294967295u"};
+    case DType::U64: return {"0", "18446744073709551615ull"};
+    default: TCC_CHECK(false) << "no integer bounds for " << dtype_name(t); return {};
+  }
+}
+
+// A C math function for the compute type: expf for float, exp for double.
+std::string math(const char* name, DType t, const std::string& args) {
+  TCC_CHECK(is_float(t)) << name << " on " << dtype_name(t);
+  return std::string(name) + (computes_in_float(t) ? "f" : "") + "(" + args + ")";
+}
+
+// Integer arithmetic wraps around in 64 bits, as the interpreter's does, without
+// signed overflow: operands go through uint64_t and the result back to T.
+std::string wrapping(const char* op, DType t, const std::string& a, const std::string& b) {
+  return "(" + std::string(compute_type(t)) + ")((uint64_t)" + a + " " + op + " (uint64_t)" + b + ")";
+}
+
+const Instr& arg(const kir::Kernel& k, const Instr& in, size_t a) {
+  TCC_CHECK(a < in.args.size()) << op_name(in.op) << " in kernel " << k.name << " lacks argument " << a;
+  return k.body.at(static_cast<size_t>(in.args[a]));
+}
+
+}  // namespace
+
+std::string prelude(Target t) {
+  std::string s(t == Target::Host ? kHostPrelude : kCudaPrelude);
+  s += kCommonPrelude;
+  if (t == Target::Cuda) s += kCudaReduce;
+  return s;
+}
+
+std::string size_var(const std::string& symbol) { return "s_" + symbol; }
+
+std::string size_expr(const SymExpr& e) { return SizeExprPrinter(e.str()).run(); }
+
+const char* compute_type(DType t) {
+  switch (t) {
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16: return "float";
+    case DType::F64: return "double";
+    case DType::I8: return "int8_t";
+    case DType::I16: return "int16_t";
+    case DType::I32: return "int32_t";
+    case DType::I64: return "int64_t";
+    case DType::U8: return "uint8_t";
+    case DType::U16: return "uint16_t";
+    case DType::U32: return "uint32_t";
+    case DType::U64: return "uint64_t";
+    case DType::Bool: return "bool";
+    default: TCC_CHECK(false) << "kernels do not compute " << dtype_name(t); return "";
+  }
+}
+
+const char* storage_type(DType t) {
+  if (is_small_float(t)) return "uint16_t";
+  if (t == DType::Bool) return "uint8_t";
+  return compute_type(t);
+}
+
+const char* accumulator_type(DType t) {
+  if (is_float(t)) return compute_type(t);
+  TCC_CHECK(is_integer(t)) << "reductions of " << dtype_name(t) << " are not generated";
+  return is_signed(t) ? "int64_t" : "uint64_t";
+}
+
+std::string convert(const std::string& x, DType from, DType to) {
+  if (from == to) return x;
+  std::string as_float = computes_in_float(from) ? x
+                         : is_integer(from)      ? "(float)(double)" + paren(x)
+                                                 : "(float)" + paren(x);
+  switch (to) {
+    case DType::F16: return "tcc_h2f(tcc_f2h(" + as_float + "))";
+    case DType::BF16: return "tcc_bf2f(tcc_f2bf(" + as_float + "))";
+    case DType::F32: return as_float;
+    case DType::F64: return "(double)" + paren(x);
+    case DType::Bool: return "(" + paren(x) + " != 0)";
+    default: break;
+  }
+  TCC_CHECK(is_integer(to)) << "cast to " << dtype_name(to);
+  if (is_float(from)) {
+    auto [lo, hi] = int_bounds(to);
+    return "tcc_f2i<" + std::string(compute_type(to)) + ">((double)" + paren(x) + ", " + lo + ", " + hi + ")";
+  }
+  return "(" + std::string(compute_type(to)) + ")" + paren(x);
+}
+
+std::string decode(const std::string& element, DType stored) {
+  if (stored == DType::F16) return "tcc_h2f(" + element + ")";
+  if (stored == DType::BF16) return "tcc_bf2f(" + element + ")";
+  if (stored == DType::Bool) return "(" + element + " != 0)";
+  return element;
+}
+
+std::string encode(const std::string& value, DType stored) {
+  if (stored == DType::F16) return "tcc_f2h(" + value + ")";
+  if (stored == DType::BF16) return "tcc_f2bf(" + value + ")";
+  if (stored == DType::Bool) return "(uint8_t)" + paren(value);
+  return value;
+}
+
+std::string literal(double d, DType t) {
+  if (is_float(t)) {
+    bool single = computes_in_float(t);
+    if (std::isnan(d)) return single ? "tcc_bits_float(0x7fc00000u)" : "tcc_bits_double(0x7ff8000000000000ull)";
+    if (std::isinf(d))
+      return std::string(d < 0 ? "-" : "") + (single ? "tcc_bits_float(0x7f800000u)" : "tcc_bits_double(0x7ff0000000000000ull)");
+    return single ? print_double(static_cast<float>(d), 9) + "f" : print_double(d, 17);
+  }
+  if (t == DType::Bool) return d != 0 ? "true" : "false";
+  TCC_CHECK(is_integer(t)) << "constant of " << dtype_name(t);
+  if (t == DType::U64) return std::to_string(d >= 18446744073709551615.0 ? UINT64_MAX : static_cast<uint64_t>(d)) + "ull";
+  if (d <= -9223372036854775808.0) return "(int64_t)(-9223372036854775807LL - 1)";
+  int64_t i = d >= 9223372036854775807.0 ? INT64_MAX : static_cast<int64_t>(d);
+  return "(" + std::string(compute_type(t)) + ")" + paren(std::to_string(i) + (t == DType::I64 ? "LL" : ""));
+}
+
+std::string index_expr(const kir::Index& ix) {
+  std::string s;
+  for (size_t d = 0; d < ix.strides.size(); ++d) {
+    const SymExpr& st = ix.strides[d];
+    if (st == SymExpr()) continue;
+    if (!s.empty()) s += " + ";
+    s += "c" + std::to_string(d);
+    if (st != SymExpr::constant(1)) s += "*" + paren(size_expr(st));
+  }
+  if (ix.offset != SymExpr()) s += (s.empty() ? "" : " + ") + paren(size_expr(ix.offset));
+  return s.empty() ? "0" : s;
+}
+
+bool is_reduce(Op op) {
+  return op == Op::ReduceSum || op == Op::ReduceMax || op == Op::ReduceMin || op == Op::ReduceProd;
+}
+
+std::string instr_expr(const kir::Kernel& k, int i) {
+  const Instr& in = k.body.at(static_cast<size_t>(i));
+  DType t = in.dtype;
+  std::string T = compute_type(t);
+  auto a = [&](size_t n) { return v(in.args.at(n)); };
+  auto lit = [&](double d) { return literal(d, t); };
+  bool flt = is_float(t);
+  switch (in.op) {
+    case Op::Const: return lit(in.value);
+    case Op::SizeValue: return convert(paren(size_expr(in.size)), DType::I64, t);
+    case Op::Cast: return convert(a(0), arg(k, in, 0).dtype, t);
+    case Op::Neg: return flt ? "-" + a(0) : wrapping("-", t, "0", a(0));
+    case Op::Abs:
+      if (flt) return math("fabs", t, a(0));
+      return is_unsigned(t) ? a(0) : "(" + a(0) + " < 0 ? " + wrapping("-", t, "0", a(0)) + " : " + a(0) + ")";
+    case Op::Exp: return math("exp", t, a(0));
+    case Op::Log: return math("log", t, a(0));
+    case Op::Sqrt: return math("sqrt", t, a(0));
+    case Op::Tanh: return math("tanh", t, a(0));
+    case Op::Erf: return math("erf", t, a(0));
+    case Op::Sin: return math("sin", t, a(0));
+    case Op::Cos: return math("cos", t, a(0));
+    case Op::Floor: return math("floor", t, a(0));
+    case Op::Ceil: return math("ceil", t, a(0));
+    case Op::Round: return math("rint", t, a(0));  // halves to even in the default rounding mode
+    case Op::Reciprocal: return lit(1) + " / " + a(0);
+    case Op::Sigmoid: return lit(1) + " / (" + lit(1) + " + " + math("exp", t, "-" + a(0)) + ")";
+    case Op::Relu: return "(" + a(0) + " < " + lit(0) + " ? " + lit(0) + " : " + a(0) + ")";
+    case Op::Sign:
+      if (flt) return "(" + a(0) + " > 0 ? " + lit(1) + " : " + a(0) + " < 0 ? " + lit(-1) + " : " + a(0) + " == " + a(0) + " ? " + lit(0) + " : " + a(0) + ")";
+      return "(" + T + ")(" + a(0) + " > 0 ? 1 : " + a(0) + " < 0 ? -1 : 0)";
+    case Op::Not: return "!" + a(0);
+    case Op::IsNaN: return "(" + a(0) + " != " + a(0) + ")";
+    case Op::Add: return flt ? a(0) + " + " + a(1) : wrapping("+", t, a(0), a(1));
+    case Op::Sub: return flt ? a(0) + " - " + a(1) : wrapping("-", t, a(0), a(1));
+    case Op::Mul: return flt ? a(0) + " * " + a(1) : wrapping("*", t, a(0), a(1));
+    case Op::Div:
+      if (flt) return a(0) + " / " + a(1);
+      return "(" + T + ")" + (is_signed(t) ? "tcc_sdiv(" : "tcc_udiv(") + a(0) + ", " + a(1) + ")";
+    case Op::Mod:
+      if (flt) return "tcc_mod(" + a(0) + ", " + a(1) + ")";
+      return "(" + T + ")" + (is_signed(t) ? "tcc_smod(" : "tcc_umod(") + a(0) + ", " + a(1) + ")";
+    case Op::Fmod:
+      if (flt) return math("fmod", t, a(0) + ", " + a(1));
+      return "(" + T + ")" + (is_signed(t) ? "tcc_sfmod(" : "tcc_umod(") + a(0) + ", " + a(1) + ")";
+    case Op::Pow: {
+      DType et = arg(k, in, 1).dtype;
+      if (flt) {
+        std::string e = compute_type(et) == T ? a(1) : "(" + T + ")" + a(1);
+        return math("pow", t, a(0) + ", " + e);
+      }
+      if (is_float(et)) {
+        auto [lo, hi] = int_bounds(t);
+        return "tcc_f2i<" + T + ">(pow((double)" + a(0) + ", (double)" + a(1) + "), " + lo + ", " + hi + ")";
+      }
+      return "(" + T + ")tcc_ipow((int64_t)" + a(0) + ", (int64_t)" + a(1) + ")";
+    }
+    case Op::Max: return "tcc_max(" + a(0) + ", " + a(1) + ")";
+    case Op::Min: return "tcc_min(" + a(0) + ", " + a(1) + ")";
+    case Op::And: return "(" + a(0) + " && " + a(1) + ")";
+    case Op::Or: return "(" + a(0) + " || " + a(1) + ")";
+    case Op::Xor: return "(" + a(0) + " != " + a(1) + ")";
+    case Op::Equal: return "(" + a(0) + " == " + a(1) + ")";
+    case Op::Less: return "(" + a(0) + " < " + a(1) + ")";
+    case Op::LessOrEqual: return "(" + a(0) + " <= " + a(1) + ")";
+    case Op::Greater: return "(" + a(0) + " > " + a(1) + ")";
+    case Op::GreaterOrEqual: return "(" + a(0) + " >= " + a(1) + ")";
+    case Op::Where: return "(" + a(0) + " ? " + a(1) + " : " + a(2) + ")";
+    default: break;
+  }
+  TCC_CHECK(false) << "kernel " << k.name << ": %" << i << " (" << op_name(in.op) << ") is not an expression";
+  return "";
+}
+
+std::string define(const kir::Kernel& k, int i) {
+  const Instr& in = k.body.at(static_cast<size_t>(i));
+  std::string rhs;
+  if (in.op == Op::Load) {
+    const kir::Buffer& b = k.buffers.at(static_cast<size_t>(in.buffer));
+    rhs = convert(decode("p" + std::to_string(in.buffer) + "[" + index_expr(in.index) + "]", b.dtype), b.dtype, in.dtype);
+  } else {
+    rhs = instr_expr(k, i);
+  }
+  return "const " + std::string(compute_type(in.dtype)) + " " + v(i) + " = " + rhs + ";\n";
+}
+
+std::string store(const kir::Kernel& k, int i) {
+  const Instr& in = k.body.at(static_cast<size_t>(i));
+  const kir::Buffer& b = k.buffers.at(static_cast<size_t>(in.buffer));
+  TCC_CHECK(b.output) << "kernel " << k.name << " stores to input '" << b.name << "'";
+  return "p" + std::to_string(in.buffer) + "[" + index_expr(in.index) + "] = " +
+         encode(convert(v(in.args.at(0)), arg(k, in, 0).dtype, b.dtype), b.dtype) + ";\n";
+}
+
+std::string reduce_identity(const Instr& r) {
+  DType t = r.dtype;
+  bool flt = is_float(t);
+  DType acc = flt ? t : is_signed(t) ? DType::I64 : DType::U64;
+  switch (r.op) {
+    case Op::ReduceSum: return literal(0, acc);
+    case Op::ReduceProd: return literal(1, acc);
+    case Op::ReduceMax:
+      if (flt) return literal(-INFINITY, acc);
+      return is_signed(t) ? literal(-9223372036854775808.0, acc) : "0ull";
+    case Op::ReduceMin:
+      if (flt) return literal(INFINITY, acc);
+      return is_signed(t) ? literal(9223372036854775807.0, acc) : "18446744073709551615ull";
+    default: break;
+  }
+  TCC_CHECK(false) << op_name(r.op) << " is not a reduction";
+  return "";
+}
+
+std::string reduce_step(const Instr& r, const std::string& acc, const std::string& x) {
+  DType t = r.dtype;
+  std::string A = accumulator_type(t);
+  std::string xa = A == compute_type(t) ? x : "(" + A + ")" + x;
+  switch (r.op) {
+    case Op::ReduceSum:
+      return acc + " = " + (is_float(t) ? acc + " + " + xa : wrapping("+", is_signed(t) ? DType::I64 : DType::U64, acc, xa)) + ";";
+    case Op::ReduceProd:
+      return acc + " = " + (is_float(t) ? acc + " * " + xa : wrapping("*", is_signed(t) ? DType::I64 : DType::U64, acc, xa)) + ";";
+    case Op::ReduceMax: return acc + " = tcc_max(" + acc + ", " + xa + ");";
+    case Op::ReduceMin: return acc + " = tcc_min(" + acc + ", " + xa + ");";
+    default: break;
+  }
+  TCC_CHECK(false) << op_name(r.op) << " is not a reduction";
+  return "";
+}
+
+std::vector<bool> closure(const kir::Kernel& k, const std::vector<int>& roots, const std::vector<bool>& stop) {
+  std::vector<bool> in(k.body.size(), false);
+  std::vector<int> work(roots.begin(), roots.end());
+  while (!work.empty()) {
+    int i = work.back();
+    work.pop_back();
+    if (in[i]) continue;
+    in[i] = true;
+    if (stop[i]) continue;
+    for (int a : k.body[i].args) work.push_back(a);
+  }
+  return in;
+}
+
+ReductionPlan plan_reduction(const kir::Kernel& k) {
+  TCC_CHECK(k.kind == kir::Kind::Reduction) << k.name << " is not a reduction kernel";
+  ReductionPlan p;
+  size_t n = k.body.size();
+  std::vector<int> stores;
+  std::vector<bool> row(n), none(n, false);
+  for (size_t i = 0; i < n; ++i) {
+    row[i] = k.body[i].row;
+    if (k.body[i].op == Op::Store) stores.push_back(static_cast<int>(i));
+  }
+  std::vector<bool> live = closure(k, stores, none);
+  std::vector<int> level(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const Instr& in = k.body[i];
+    if (!live[i]) continue;
+    if (is_reduce(in.op)) {
+      level[i] = static_cast<int>(p.reductions.size()) + 1;
+      p.reductions.push_back(static_cast<int>(i));
+      continue;
+    }
+    if (!in.row) continue;
+    for (int a : in.args) {
+      TCC_CHECK(k.body[a].row) << "kernel " << k.name << ": row value %" << i << " reads element value %" << a;
+      level[i] = std::max(level[i], level[a]);
+    }
+    if (in.op == Op::Store) p.row_stores.push_back(static_cast<int>(i));
+  }
+  p.row_values.resize(p.reductions.size() + 1);
+  for (size_t i = 0; i < n; ++i)
+    if (live[i] && row[i] && !is_reduce(k.body[i].op) && k.body[i].op != Op::Store)
+      p.row_values[level[i]].push_back(static_cast<int>(i));
+  auto elements = [&](const std::vector<int>& roots) {
+    std::vector<bool> c = closure(k, roots, row);
+    std::vector<int> out;
+    for (size_t i = 0; i < n; ++i)
+      if (c[i] && !row[i]) out.push_back(static_cast<int>(i));
+    return out;
+  };
+  for (int r : p.reductions) {
+    TCC_CHECK(k.body[r].args.size() == 1) << "kernel " << k.name << ": reduction %" << r << " takes one value";
+    p.passes.push_back(elements({k.body[r].args[0]}));
+  }
+  std::vector<int> element_stores;
+  for (int s : stores)
+    if (!row[s]) element_stores.push_back(s);
+  p.passes.push_back(elements(element_stores));
+  return p;
+}
+
+}  // namespace tcc::emitc

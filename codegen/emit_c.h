@@ -1,0 +1,79 @@
+// The C++ that emit_host.cc and emit_cuda.cc print alike: size expressions,
+// types, conversions and the expression of every body instruction. Sharing it
+// is what makes the host library check the numerics of the CUDA kernels: both
+// compute each value with the same expression in the same types.
+//
+// Names in emitted code: buffer b is `p<b>`, size parameter `batch` is
+// `s_batch`, domain coordinate d is `c<d>`, instruction i defines `v<i>`.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "codegen/kernel_ir.h"
+
+namespace tcc::emitc {
+
+enum class Target { Host, Cuda };
+
+// The helper functions emitted code calls (conversions, integer division and
+// modulo, NaN-propagating max/min, ...), and on CUDA the block reduction.
+std::string prelude(Target t);
+
+// An int64 C++ expression for a size expression; floor divisions go through
+// tcc_fdiv, which rounds toward negative infinity as SymExpr does.
+std::string size_expr(const SymExpr& e);
+std::string size_var(const std::string& symbol);
+
+// The type a value is computed in (f16/bf16: float; bool: bool) and the type a
+// buffer element is stored as (f16/bf16: uint16_t; bool: uint8_t).
+const char* compute_type(DType t);
+const char* storage_type(DType t);
+// The type a reduction accumulates in: integers in 64 bits, floats in their compute type.
+const char* accumulator_type(DType t);
+
+// `x` (computed as `from`) converted to `to` with the interpreter's Cast
+// semantics: rounding through f16/bf16, saturating float -> integer, x != 0 -> bool.
+std::string convert(const std::string& x, DType from, DType to);
+// A stored element read into its compute type, and a computed value encoded for storage.
+std::string decode(const std::string& element, DType stored);
+std::string encode(const std::string& value, DType stored);
+
+std::string literal(double v, DType t);
+
+// sum of coord * stride + offset over the domain coordinates c<d>.
+std::string index_expr(const kir::Index& ix);
+
+// The expression computing instruction i from its arguments (v<arg>): every op
+// except Load, Store, the reductions and MatMulAcc.
+std::string instr_expr(const kir::Kernel& k, int i);
+
+// `const T v<i> = ...;` for Load and the ops instr_expr covers.
+std::string define(const kir::Kernel& k, int i);
+// `p<b>[index] = ...;` for a Store.
+std::string store(const kir::Kernel& k, int i);
+
+// A reduction's identity and one accumulation step `acc = acc op v`, in the accumulator type.
+std::string reduce_identity(const kir::Instr& r);
+std::string reduce_step(const kir::Instr& r, const std::string& acc, const std::string& v);
+
+// Instructions `roots` depend on (including themselves), not looking through
+// instructions for which `stop` holds (they are still included).
+std::vector<bool> closure(const kir::Kernel& k, const std::vector<int>& roots, const std::vector<bool>& stop);
+
+bool is_reduce(kir::Op op);
+
+// How a reduction kernel computes a row: pass k (one per reduction, in body
+// order) accumulates reduction k from the element values it needs, recomputing
+// them; a last pass computes the element values the element stores need, and
+// stores. Row values are computed once per row, as soon as the reductions they
+// depend on are done.
+struct ReductionPlan {
+  std::vector<int> reductions;
+  std::vector<std::vector<int>> passes;      // element instructions of each pass; the last one includes its stores
+  std::vector<std::vector<int>> row_values;  // [k]: computed after pass k-1 ([0]: before the first pass)
+  std::vector<int> row_stores;               // stores of row values, after the last pass
+};
+ReductionPlan plan_reduction(const kir::Kernel& k);
+
+}  // namespace tcc::emitc

@@ -1,0 +1,150 @@
+// Host C++ for every kernel: plain loops over the domain, computing each value
+// with the same expressions the CUDA kernels use (codegen/emit_c.h).
+#include "codegen/emit.h"
+
+#include "codegen/emit_c.h"
+#include "src/diag/diagnostics.h"
+
+namespace tcc {
+
+namespace {
+
+using emitc::define;
+using emitc::size_expr;
+using kir::Op;
+
+class HostKernel {
+ public:
+  explicit HostKernel(const kir::Kernel& k) : k_(k) {}
+
+  std::string print() {
+    out_ += "extern \"C\" void " + k_.name + "(void* const* buffers, const int64_t* sizes) {\n";
+    for (size_t b = 0; b < k_.buffers.size(); ++b) {
+      const kir::Buffer& buf = k_.buffers[b];
+      std::string type = std::string(buf.output ? "" : "const ") + emitc::storage_type(buf.dtype) + "*";
+      line(type + " p" + std::to_string(b) + " = (" + type + ")buffers[" + std::to_string(b) + "];");
+    }
+    for (size_t s = 0; s < k_.size_params.size(); ++s)
+      line("const int64_t " + emitc::size_var(k_.size_params[s]) + " = sizes[" + std::to_string(s) + "];");
+    line("(void)buffers;");
+    line("(void)sizes;");
+    size_t outer = k_.domain.size() - static_cast<size_t>(k_.reduce_axes);
+    open_loops(0, outer);
+    if (k_.kind == kir::Kind::Reduction) reduction();
+    else elementwise();
+    close_loops(outer);
+    out_ += "}\n";
+    return out_;
+  }
+
+ private:
+  void line(const std::string& s) { out_ += std::string(depth_ * 2, ' ') + s + "\n"; }
+
+  void open_loops(size_t begin, size_t end) {
+    for (size_t d = begin; d < end; ++d) {
+      std::string c = "c" + std::to_string(d);
+      line("for (int64_t " + c + " = 0, " + c + "_end = " + size_expr(k_.domain[d]) + "; " + c + " < " + c +
+           "_end; ++" + c + ") {");
+      ++depth_;
+    }
+  }
+
+  void close_loops(size_t n) {
+    for (size_t d = 0; d < n; ++d) {
+      --depth_;
+      line("}");
+    }
+  }
+
+  void emit(int i) {
+    const kir::Instr& in = k_.body[i];
+    if (in.op == Op::Store) out_ += std::string(depth_ * 2, ' ') + emitc::store(k_, i);
+    else if (in.op == Op::MatMulAcc) matmul(i);
+    else out_ += std::string(depth_ * 2, ' ') + define(k_, i);
+  }
+
+  void elementwise() {
+    for (size_t i = 0; i < k_.body.size(); ++i) emit(static_cast<int>(i));
+  }
+
+  // Row by row: the passes of emitc::plan_reduction, each a loop over the
+  // reduced axes. Reductions accumulate sequentially in the accumulator type.
+  void reduction() {
+    emitc::ReductionPlan p = emitc::plan_reduction(k_);
+    size_t outer = k_.domain.size() - static_cast<size_t>(k_.reduce_axes);
+    for (size_t pass = 0; pass < p.passes.size(); ++pass) {
+      for (int i : p.row_values[pass]) emit(i);
+      bool final = pass == p.reductions.size();
+      std::string acc;
+      if (!final) {
+        const kir::Instr& r = k_.body[p.reductions[pass]];
+        acc = "acc" + std::to_string(pass);
+        line(std::string(emitc::accumulator_type(r.dtype)) + " " + acc + " = " + emitc::reduce_identity(r) + ";");
+      }
+      open_loops(outer, k_.domain.size());
+      for (int i : p.passes[pass]) emit(i);
+      if (!final) {
+        const kir::Instr& r = k_.body[p.reductions[pass]];
+        line(emitc::reduce_step(r, acc, "v" + std::to_string(r.args[0])));
+      }
+      close_loops(static_cast<size_t>(k_.reduce_axes));
+      if (!final) {
+        const kir::Instr& r = k_.body[p.reductions[pass]];
+        line("const " + std::string(emitc::compute_type(r.dtype)) + " v" + std::to_string(p.reductions[pass]) + " = (" +
+             emitc::compute_type(r.dtype) + ")" + acc + ";");
+      }
+    }
+    for (int i : p.row_stores) emit(i);
+  }
+
+  // The dot product of GemmDesc's row and column for this point: coordinates
+  // before N flatten to batch * m + row, as kernel_ir.h describes.
+  void matmul(int i) {
+    TCC_CHECK(k_.gemm.has_value()) << "kernel " << k_.name << " has a matmul_acc but no gemm description";
+    const kir::GemmDesc& g = *k_.gemm;
+    size_t n_axis = k_.domain.size() - 1;
+    std::string flat = "0";
+    for (size_t d = 0; d < n_axis; ++d)
+      flat = d == 0 ? "c0" : "(" + flat + ")*(" + size_expr(k_.domain[d]) + ") + c" + std::to_string(d);
+    const kir::Instr& in = k_.body[i];
+    const kir::Buffer& a = k_.buffers.at(static_cast<size_t>(g.a));
+    const kir::Buffer& b = k_.buffers.at(static_cast<size_t>(g.b));
+    // Floats accumulate in double, as the interpreter does; cuBLASLt's order differs anyway.
+    DType acc_dtype = is_float(in.dtype) ? DType::F64 : is_signed(in.dtype) ? DType::I64 : DType::U64;
+    std::string acc_type = emitc::compute_type(acc_dtype);
+    std::string vi = "v" + std::to_string(i);
+    line(acc_type + " " + vi + "_acc = 0;");
+    line("{");
+    ++depth_;
+    line("const int64_t flat = " + flat + ", gm = " + size_expr(g.m) + ";");
+    line("const int64_t bi = flat / gm, row = flat % gm, col = c" + std::to_string(n_axis) + ";");
+    std::string lda = size_expr(g.lda), ldb = size_expr(g.ldb);
+    std::string ai = "bi*(" + size_expr(g.stride_a) + ") + " + (g.trans_a ? "q*(" + lda + ") + row" : "row*(" + lda + ") + q");
+    std::string bidx = "bi*(" + size_expr(g.stride_b) + ") + " + (g.trans_b ? "col*(" + ldb + ") + q" : "q*(" + ldb + ") + col");
+    std::string av = emitc::convert(emitc::decode("p" + std::to_string(g.a) + "[" + ai + "]", a.dtype), a.dtype, acc_dtype);
+    std::string bv = emitc::convert(emitc::decode("p" + std::to_string(g.b) + "[" + bidx + "]", b.dtype), b.dtype, acc_dtype);
+    std::string step = is_float(in.dtype) ? vi + "_acc += " + av + " * " + bv + ";"
+                                          : vi + "_acc = (" + acc_type + ")((uint64_t)" + vi + "_acc + (uint64_t)" + av +
+                                                " * (uint64_t)" + bv + ");";
+    line("for (int64_t q = 0, q_end = " + size_expr(g.k) + "; q < q_end; ++q) " + step);
+    --depth_;
+    line("}");
+    line("const " + std::string(emitc::compute_type(in.dtype)) + " " + vi + " = " +
+         emitc::convert(vi + "_acc", acc_dtype, in.dtype) + ";");
+  }
+
+  const kir::Kernel& k_;
+  std::string out_;
+  int depth_ = 1;
+};
+
+}  // namespace
+
+std::string emit_host(const std::vector<kir::Kernel>& kernels) {
+  std::string out = "// Generated by tcc: host kernels.\n";
+  out += emitc::prelude(emitc::Target::Host);
+  for (const kir::Kernel& k : kernels) out += "\n" + HostKernel(k).print();
+  return out;
+}
+
+}  // namespace tcc

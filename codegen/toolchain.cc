@@ -1,0 +1,219 @@
+#include "codegen/toolchain.h"
+
+#include <dlfcn.h>
+#include <nvrtc.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <sstream>
+#include <thread>
+
+#include "src/diag/diagnostics.h"
+
+extern char** environ;
+
+namespace tcc {
+
+namespace {
+
+struct NvrtcJob {
+  std::string arch;  // sm_XX (a cubin) or compute_XX (PTX)
+  CudaBinary result;
+  std::exception_ptr error;
+};
+
+void check_nvrtc(nvrtcResult r, const char* what) {
+  if (r != NVRTC_SUCCESS) throw InternalError(std::string(what) + ": " + nvrtcGetErrorString(r));
+}
+
+// One NVRTC program per arch: programs are independent, so several compile at once.
+CudaBinary compile_one(const std::string& source, const std::string& arch) {
+  bool cubin = arch.rfind("sm_", 0) == 0;
+  nvrtcProgram prog;
+  check_nvrtc(nvrtcCreateProgram(&prog, source.c_str(), "kernels.cu", 0, nullptr, nullptr), "nvrtcCreateProgram");
+  struct Destroy {
+    nvrtcProgram* p;
+    ~Destroy() { nvrtcDestroyProgram(p); }
+  } destroy{&prog};
+  // No --use_fast_math: the kernels must compute what the host library and the interpreter compute.
+  std::string gpu = "--gpu-architecture=" + arch;
+  const char* options[] = {gpu.c_str(), "-std=c++17"};
+  nvrtcResult r = nvrtcCompileProgram(prog, 2, options);
+  if (r != NVRTC_SUCCESS) {
+    size_t n = 0;
+    nvrtcGetProgramLogSize(prog, &n);
+    std::string log(n, '\0');
+    if (n > 0) nvrtcGetProgramLog(prog, log.data());
+    while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
+    throw InternalError("NVRTC failed to compile the kernels for " + arch + " (" + nvrtcGetErrorString(r) + "):\n" + log);
+  }
+  CudaBinary b;
+  b.arch = arch;
+  b.file = "kernels." + arch + (cubin ? ".cubin" : ".ptx");
+  size_t n = 0;
+  if (cubin) {
+    check_nvrtc(nvrtcGetCUBINSize(prog, &n), "nvrtcGetCUBINSize");
+    b.bytes.resize(n);
+    check_nvrtc(nvrtcGetCUBIN(prog, b.bytes.data()), "nvrtcGetCUBIN");
+  } else {
+    check_nvrtc(nvrtcGetPTXSize(prog, &n), "nvrtcGetPTXSize");
+    b.bytes.resize(n);
+    // The terminating NUL stays: cuModuleLoadData reads PTX as a C string.
+    check_nvrtc(nvrtcGetPTX(prog, b.bytes.data()), "nvrtcGetPTX");
+  }
+  return b;
+}
+
+int arch_number(const std::string& arch) {
+  size_t u = arch.find('_');
+  TCC_CHECK(u != std::string::npos && u + 1 < arch.size()) << "malformed arch '" << arch << "'";
+  return std::atoi(arch.c_str() + u + 1);
+}
+
+// Little-endian reads from an ELF image, bounds-checked.
+class ElfReader {
+ public:
+  explicit ElfReader(const std::vector<char>& b) : b_(b) {}
+  template <typename T>
+  T get(uint64_t at) const {
+    TCC_CHECK(at <= b_.size() && sizeof(T) <= b_.size() - at) << "cubin truncated at byte " << at;
+    T v;
+    std::memcpy(&v, b_.data() + at, sizeof(T));
+    return v;
+  }
+  std::string str(uint64_t at) const {
+    TCC_CHECK(at < b_.size()) << "cubin string at byte " << at << " is out of range";
+    const char* p = b_.data() + at;
+    return std::string(p, strnlen(p, b_.size() - at));
+  }
+
+ private:
+  const std::vector<char>& b_;
+};
+
+}  // namespace
+
+std::vector<CudaBinary> compile_cuda(const std::string& source, const std::vector<std::string>& archs, bool ptx,
+                                     int jobs) {
+  std::vector<NvrtcJob> work;
+  for (const std::string& a : archs) work.push_back(NvrtcJob{a, {}, nullptr});
+  if (ptx && !archs.empty()) {
+    auto newest = std::max_element(archs.begin(), archs.end(),
+                                   [](const std::string& x, const std::string& y) { return arch_number(x) < arch_number(y); });
+    work.push_back(NvrtcJob{"compute_" + std::to_string(arch_number(*newest)), {}, nullptr});
+  }
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < work.size();) {
+      try {
+        work[i].result = compile_one(source, work[i].arch);
+      } catch (...) {
+        work[i].error = std::current_exception();
+      }
+    }
+  };
+  size_t threads = std::min(work.size(), static_cast<size_t>(std::max(jobs, 1)));
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
+  std::vector<CudaBinary> out;
+  for (NvrtcJob& j : work) {
+    if (j.error) std::rethrow_exception(j.error);
+    out.push_back(std::move(j.result));
+  }
+  return out;
+}
+
+std::vector<std::string> cubin_symbols(const std::vector<char>& cubin) {
+  ElfReader elf(cubin);
+  TCC_CHECK(cubin.size() >= 64 && std::memcmp(cubin.data(), "\x7f" "ELF", 4) == 0) << "not an ELF file";
+  TCC_CHECK(elf.get<uint8_t>(4) == 2 && elf.get<uint8_t>(5) == 1) << "not a little-endian ELF64 file";
+  uint64_t shoff = elf.get<uint64_t>(0x28);
+  uint16_t shentsize = elf.get<uint16_t>(0x3a), shnum = elf.get<uint16_t>(0x3c);
+  TCC_CHECK(shentsize >= 64) << "ELF section headers of " << shentsize << " bytes";
+  constexpr uint32_t kSymtab = 2;
+  constexpr uint8_t kFunc = 2;
+  std::vector<std::string> names;
+  for (uint64_t s = 0; s < shnum; ++s) {
+    uint64_t sh = shoff + s * shentsize;
+    if (elf.get<uint32_t>(sh + 4) != kSymtab) continue;
+    uint64_t offset = elf.get<uint64_t>(sh + 0x18), size = elf.get<uint64_t>(sh + 0x20);
+    uint32_t link = elf.get<uint32_t>(sh + 0x28);
+    uint64_t entsize = elf.get<uint64_t>(sh + 0x38);
+    TCC_CHECK(entsize >= 24 && link < shnum) << "malformed ELF symbol table";
+    uint64_t strtab = elf.get<uint64_t>(shoff + link * shentsize + 0x18);
+    for (uint64_t e = offset; e + entsize <= offset + size; e += entsize) {
+      if ((elf.get<uint8_t>(e + 4) & 0xf) != kFunc) continue;
+      std::string name = elf.str(strtab + elf.get<uint32_t>(e));
+      if (!name.empty()) names.push_back(std::move(name));
+    }
+  }
+  return names;
+}
+
+void compile_host_library(const std::string& source_file, const std::string& library_file) {
+  // $CXX may name a launcher and a compiler ("ccache g++"): split on spaces, no shell.
+  const char* env = std::getenv("CXX");
+  std::vector<std::string> args;
+  std::istringstream words(env != nullptr && *env != '\0' ? env : "c++");
+  for (std::string w; words >> w;) args.push_back(w);
+  for (const char* a : {"-O2", "-fPIC", "-shared", "-o"}) args.emplace_back(a);
+  args.push_back(library_file);
+  args.push_back(source_file);
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  int fds[2];
+  if (pipe(fds) != 0) throw InternalError(std::string("pipe: ") + std::strerror(errno));
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], STDERR_FILENO);
+  posix_spawn_file_actions_addclose(&actions, fds[0]);
+  posix_spawn_file_actions_addclose(&actions, fds[1]);
+  pid_t pid;
+  int rc = posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(fds[1]);
+  std::string output;
+  if (rc == 0) {
+    char buf[4096];
+    for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) != 0;) {
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) break;
+      output.append(buf, static_cast<size_t>(n));
+    }
+  }
+  close(fds[0]);
+  if (rc != 0) throw InternalError("cannot run the host compiler '" + args[0] + "': " + std::strerror(rc));
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    throw InternalError("the host compiler '" + args[0] + "' failed on " + source_file + ":\n" + output);
+}
+
+SharedLibrary::SharedLibrary(const std::string& path) {
+  handle_ = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle_ == nullptr) {
+    const char* why = dlerror();
+    throw InputError("cannot load '" + path + "': " + (why != nullptr ? why : "unknown error"));
+  }
+}
+
+SharedLibrary::~SharedLibrary() {
+  if (handle_ != nullptr) dlclose(handle_);
+}
+
+void* SharedLibrary::symbol(const std::string& name) const { return dlsym(handle_, name.c_str()); }
+
+}  // namespace tcc

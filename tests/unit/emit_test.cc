@@ -1,0 +1,464 @@
+// Emitters and toolchain on hand-built kernels: the host C++ compiled by the
+// system compiler and called on concrete data agrees with values computed
+// here; the CUDA C++ compiles with NVRTC and its cubin defines every kernel.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include "codegen/emit.h"
+#include "codegen/emit_c.h"
+#include "codegen/toolchain.h"
+#include "src/diag/diagnostics.h"
+
+namespace tcc {
+namespace {
+
+namespace fs = std::filesystem;
+using kir::Op;
+
+SymExpr S(int64_t v) { return SymExpr::constant(v); }
+SymExpr sym(const std::string& n) { return SymExpr::symbol(n); }
+
+// Builds a kernel instruction by instruction.
+class KernelBuilder {
+ public:
+  KernelBuilder(std::string name, kir::Kind kind, std::vector<SymExpr> domain, int reduce_axes = 0) {
+    k_.name = std::move(name);
+    k_.kind = kind;
+    k_.domain = std::move(domain);
+    k_.reduce_axes = reduce_axes;
+  }
+  int buffer(const std::string& name, DType t, std::vector<SymExpr> shape, bool output = false) {
+    k_.buffers.push_back(kir::Buffer{name, t, std::move(shape), output});
+    return static_cast<int>(k_.buffers.size()) - 1;
+  }
+  int load(int b, DType t, std::vector<SymExpr> strides, SymExpr offset = {}, bool row = false) {
+    kir::Instr in;
+    in.op = Op::Load;
+    in.dtype = t;
+    in.buffer = b;
+    in.index = kir::Index{std::move(strides), std::move(offset)};
+    in.row = row;
+    return push(in);
+  }
+  int op(Op o, DType t, std::vector<int> args, bool row = false) {
+    kir::Instr in;
+    in.op = o;
+    in.dtype = t;
+    in.args = std::move(args);
+    in.row = row;
+    return push(in);
+  }
+  int constant(DType t, double v, bool row = true) {
+    kir::Instr in;
+    in.op = Op::Const;
+    in.dtype = t;
+    in.value = v;
+    in.row = row;
+    return push(in);
+  }
+  int size(DType t, SymExpr e) {
+    kir::Instr in;
+    in.op = Op::SizeValue;
+    in.dtype = t;
+    in.size = std::move(e);
+    in.row = true;
+    return push(in);
+  }
+  void store(int b, std::vector<SymExpr> strides, int arg, bool row = false) {
+    kir::Instr in;
+    in.op = Op::Store;
+    in.dtype = k_.buffers[b].dtype;
+    in.buffer = b;
+    in.index = kir::Index{std::move(strides), SymExpr()};
+    in.args = {arg};
+    in.row = row;
+    push(in);
+  }
+  kir::Kernel done(std::vector<std::string> sizes = {}) {
+    k_.size_params = std::move(sizes);
+    return k_;
+  }
+  kir::Kernel& kernel() { return k_; }
+
+ private:
+  int push(const kir::Instr& in) {
+    k_.body.push_back(in);
+    return static_cast<int>(k_.body.size()) - 1;
+  }
+  kir::Kernel k_;
+};
+
+// y = relu(x + bias) over [b, 8]: bias broadcasts along rows.
+kir::Kernel add_relu() {
+  KernelBuilder kb("k_add_relu", kir::Kind::Pointwise, {sym("b"), S(8)});
+  int x = kb.buffer("x", DType::F32, {sym("b"), S(8)});
+  int bias = kb.buffer("bias", DType::F32, {S(8)});
+  int y = kb.buffer("y", DType::F32, {sym("b"), S(8)}, true);
+  int s = kb.op(Op::Add, DType::F32, {kb.load(x, DType::F32, {S(8), S(1)}), kb.load(bias, DType::F32, {S(0), S(1)})});
+  kb.store(y, {S(8), S(1)}, kb.op(Op::Relu, DType::F32, {s}));
+  return kb.done({"b"});
+}
+
+// y[6, 4] = transpose(x[4, 6]) through a permuted load.
+kir::Kernel transpose() {
+  KernelBuilder kb("k_transpose", kir::Kind::Pointwise, {S(6), S(4)});
+  int x = kb.buffer("x", DType::F32, {S(4), S(6)});
+  int y = kb.buffer("y", DType::F32, {S(6), S(4)}, true);
+  kb.store(y, {S(4), S(1)}, kb.load(x, DType::F32, {S(1), S(6)}));
+  return kb.done();
+}
+
+// Softmax over rows of symbolic length n: max, sum, store.
+kir::Kernel softmax() {
+  KernelBuilder kb("k_softmax", kir::Kind::Reduction, {sym("r"), sym("n")}, 1);
+  int x = kb.buffer("x", DType::F32, {sym("r"), sym("n")});
+  int y = kb.buffer("y", DType::F32, {sym("r"), sym("n")}, true);
+  int v = kb.load(x, DType::F32, {sym("n"), S(1)});
+  int mx = kb.op(Op::ReduceMax, DType::F32, {v}, true);
+  int e = kb.op(Op::Exp, DType::F32, {kb.op(Op::Sub, DType::F32, {v, mx})});
+  int sum = kb.op(Op::ReduceSum, DType::F32, {e}, true);
+  kb.store(y, {sym("n"), S(1)}, kb.op(Op::Div, DType::F32, {e, sum}));
+  return kb.done({"n", "r"});
+}
+
+// Mean over rows, kept as a [r, 1] output: a row value stored once per row.
+kir::Kernel row_mean() {
+  KernelBuilder kb("k_row_mean", kir::Kind::Reduction, {S(3), sym("n")}, 1);
+  int x = kb.buffer("x", DType::F32, {S(3), sym("n")});
+  int y = kb.buffer("y", DType::F32, {S(3), S(1)}, true);
+  int sum = kb.op(Op::ReduceSum, DType::F32, {kb.load(x, DType::F32, {sym("n"), S(1)})}, true);
+  kb.store(y, {S(1), S(0)}, kb.op(Op::Div, DType::F32, {sum, kb.size(DType::F32, sym("n"))}, true), true);
+  return kb.done({"n"});
+}
+
+// D[3, 4] = relu(A[3, 5] B[5, 4] + bias[4]).
+kir::Kernel gemm_bias_relu() {
+  KernelBuilder kb("k_gemm", kir::Kind::Gemm, {S(3), S(4)});
+  int a = kb.buffer("a", DType::F32, {S(3), S(5)});
+  int b = kb.buffer("b", DType::F32, {S(5), S(4)});
+  int bias = kb.buffer("bias", DType::F32, {S(4)});
+  int d = kb.buffer("d", DType::F32, {S(3), S(4)}, true);
+  kir::GemmDesc g;
+  g.a = a;
+  g.b = b;
+  g.m = S(3);
+  g.n = S(4);
+  g.k = S(5);
+  g.lda = S(5);
+  g.ldb = S(4);
+  g.ldd = S(4);
+  g.bias = bias;
+  g.activation = "relu";
+  kb.kernel().gemm = g;
+  int acc = kb.op(Op::MatMulAcc, DType::F32, {});
+  int sum = kb.op(Op::Add, DType::F32, {acc, kb.load(bias, DType::F32, {S(0), S(1)})});
+  kb.store(d, {S(4), S(1)}, kb.op(Op::Relu, DType::F32, {sum}));
+  return kb.done();
+}
+
+// D[2, 3, 4] = A[2, 3, 5] B[2, 4, 5]^T per batch.
+kir::Kernel batched_gemm_trans_b() {
+  KernelBuilder kb("k_bgemm", kir::Kind::Gemm, {S(2), S(3), S(4)});
+  int a = kb.buffer("a", DType::F32, {S(2), S(3), S(5)});
+  int b = kb.buffer("b", DType::F32, {S(2), S(4), S(5)});
+  int d = kb.buffer("d", DType::F32, {S(2), S(3), S(4)}, true);
+  kir::GemmDesc g;
+  g.a = a;
+  g.b = b;
+  g.trans_b = true;
+  g.batch = S(2);
+  g.m = S(3);
+  g.n = S(4);
+  g.k = S(5);
+  g.lda = S(5);
+  g.ldb = S(5);
+  g.ldd = S(4);
+  g.stride_a = S(15);
+  g.stride_b = S(20);
+  g.stride_d = S(12);
+  kb.kernel().gemm = g;
+  kb.store(d, {S(12), S(4), S(1)}, kb.op(Op::MatMulAcc, DType::F32, {}));
+  return kb.done();
+}
+
+// h = f16(x * 3) and y = f32(h) + 1 over [n]: the cast rounds through f16.
+kir::Kernel f16_cast() {
+  KernelBuilder kb("k_f16_cast", kir::Kind::Pointwise, {sym("n")});
+  int x = kb.buffer("x", DType::F32, {sym("n")});
+  int h = kb.buffer("h", DType::F16, {sym("n")}, true);
+  int y = kb.buffer("y", DType::F32, {sym("n")}, true);
+  int m = kb.op(Op::Mul, DType::F32, {kb.load(x, DType::F32, {S(1)}), kb.constant(DType::F32, 3)});
+  int c = kb.op(Op::Cast, DType::F16, {m});
+  kb.store(h, {S(1)}, c);
+  kb.store(y, {S(1)}, kb.op(Op::Add, DType::F32, {kb.op(Op::Cast, DType::F32, {c}), kb.constant(DType::F32, 1)}));
+  return kb.done({"n"});
+}
+
+// Integer division and both modulo conventions on i64, and a float -> i32 cast
+// that saturates; the last output reads (1-n)//2, a negative floor division.
+kir::Kernel int_ops() {
+  KernelBuilder kb("k_int_ops", kir::Kind::Pointwise, {S(6)});
+  int a = kb.buffer("a", DType::I64, {S(6)});
+  int b = kb.buffer("b", DType::I64, {S(6)});
+  int f = kb.buffer("f", DType::F32, {S(6)});
+  int div = kb.buffer("div", DType::I64, {S(6)}, true);
+  int mod = kb.buffer("mod", DType::I64, {S(6)}, true);
+  int fmod = kb.buffer("fmod", DType::I64, {S(6)}, true);
+  int sat = kb.buffer("sat", DType::I32, {S(6)}, true);
+  int half = kb.buffer("half", DType::I64, {S(6)}, true);
+  int la = kb.load(a, DType::I64, {S(1)}), lb = kb.load(b, DType::I64, {S(1)});
+  kb.store(div, {S(1)}, kb.op(Op::Div, DType::I64, {la, lb}));
+  kb.store(mod, {S(1)}, kb.op(Op::Mod, DType::I64, {la, lb}));
+  kb.store(fmod, {S(1)}, kb.op(Op::Fmod, DType::I64, {la, lb}));
+  kb.store(sat, {S(1)}, kb.op(Op::Cast, DType::I32, {kb.load(f, DType::F32, {S(1)})}));
+  kb.store(half, {S(1)}, kb.size(DType::I64, (S(1) - sym("n")).floordiv(S(2))));
+  return kb.done({"n"});
+}
+
+std::vector<kir::Kernel> all_kernels() {
+  return {add_relu(), transpose(), softmax(), row_mean(), gemm_bias_relu(), batched_gemm_trans_b(), f16_cast(),
+          int_ops()};
+}
+
+class EmitTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    std::string tmpl = (fs::temp_directory_path() / "tcc_emit_test_XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir_ = new fs::path(tmpl);
+    std::ofstream(*dir_ / "host.cc") << emit_host(all_kernels());
+    compile_host_library((*dir_ / "host.cc").string(), (*dir_ / "host.so").string());
+    lib_ = new SharedLibrary((*dir_ / "host.so").string());
+  }
+  static void TearDownTestSuite() {
+    delete lib_;
+    fs::remove_all(*dir_);
+    delete dir_;
+  }
+
+  static void call(const std::string& name, std::vector<void*> buffers, std::vector<int64_t> sizes) {
+    auto fn = reinterpret_cast<HostKernelFn>(lib_->symbol(name));
+    ASSERT_NE(fn, nullptr) << name;
+    fn(buffers.data(), sizes.data());
+  }
+
+  static fs::path* dir_;
+  static SharedLibrary* lib_;
+};
+
+fs::path* EmitTest::dir_ = nullptr;
+SharedLibrary* EmitTest::lib_ = nullptr;
+
+std::vector<float> ramp(size_t n, float scale, float shift) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = std::sin(static_cast<float>(i) * 1.7f + 0.3f) * scale + shift;
+  return v;
+}
+
+TEST_F(EmitTest, PointwiseBroadcastAddRelu) {
+  const int64_t b = 3;
+  std::vector<float> x = ramp(b * 8, 2, 0), bias = ramp(8, 1, 0.1f), y(b * 8, -7);
+  call("k_add_relu", {x.data(), bias.data(), y.data()}, {b});
+  for (int64_t i = 0; i < b * 8; ++i) EXPECT_EQ(y[i], std::max(x[i] + bias[i % 8], 0.0f)) << i;
+}
+
+TEST_F(EmitTest, TransposedLoad) {
+  std::vector<float> x = ramp(24, 1, 0), y(24);
+  call("k_transpose", {x.data(), y.data()}, {});
+  for (int i = 0; i < 6; ++i)
+    for (int j = 0; j < 4; ++j) EXPECT_EQ(y[i * 4 + j], x[j * 6 + i]);
+}
+
+TEST_F(EmitTest, SoftmaxOverSymbolicRows) {
+  const int64_t r = 4, n = 37;
+  std::vector<float> x = ramp(r * n, 5, 1), y(r * n);
+  call("k_softmax", {x.data(), y.data()}, {n, r});
+  for (int64_t i = 0; i < r; ++i) {
+    double mx = -INFINITY, sum = 0;
+    for (int64_t j = 0; j < n; ++j) mx = std::max(mx, static_cast<double>(x[i * n + j]));
+    for (int64_t j = 0; j < n; ++j) sum += std::exp(x[i * n + j] - mx);
+    for (int64_t j = 0; j < n; ++j) EXPECT_NEAR(y[i * n + j], std::exp(x[i * n + j] - mx) / sum, 1e-6) << i << "," << j;
+  }
+}
+
+TEST_F(EmitTest, RowValueStoredOncePerRow) {
+  const int64_t n = 10;
+  std::vector<float> x = ramp(3 * n, 1, 2), y(3);
+  call("k_row_mean", {x.data(), y.data()}, {n});
+  for (int64_t i = 0; i < 3; ++i) {
+    double sum = 0;
+    for (int64_t j = 0; j < n; ++j) sum += x[i * n + j];
+    EXPECT_NEAR(y[i], sum / n, 1e-6);
+  }
+}
+
+TEST_F(EmitTest, GemmWithBiasAndRelu) {
+  std::vector<float> a = ramp(15, 1, 0), b = ramp(20, 1, 0.2f), bias = ramp(4, 0.5f, 0), d(12);
+  call("k_gemm", {a.data(), b.data(), bias.data(), d.data()}, {});
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 4; ++j) {
+      double acc = 0;
+      for (int q = 0; q < 5; ++q) acc += static_cast<double>(a[i * 5 + q]) * b[q * 4 + j];
+      EXPECT_NEAR(d[i * 4 + j], std::max(static_cast<float>(acc) + bias[j], 0.0f), 1e-6);
+    }
+}
+
+TEST_F(EmitTest, BatchedGemmTransposedB) {
+  std::vector<float> a = ramp(30, 1, 0), b = ramp(40, 1, -0.1f), d(24);
+  call("k_bgemm", {a.data(), b.data(), d.data()}, {});
+  for (int p = 0; p < 2; ++p)
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 4; ++j) {
+        double acc = 0;
+        for (int q = 0; q < 5; ++q) acc += static_cast<double>(a[p * 15 + i * 5 + q]) * b[p * 20 + j * 5 + q];
+        EXPECT_NEAR(d[p * 12 + i * 4 + j], acc, 1e-6);
+      }
+}
+
+TEST_F(EmitTest, F16CastRoundsToNearestEven) {
+  // 1 + 2^-11 is halfway between two halves; 65520 overflows to inf; the
+  // rest covers subnormals, signs and NaN.
+  std::vector<float> x = {(1 + 0x1p-11f) / 3, 65520.0f / 3, 1e-7f, -2.5f, NAN, 0x1p-24f / 3 * 2};
+  int64_t n = static_cast<int64_t>(x.size());
+  std::vector<uint16_t> h(x.size());
+  std::vector<float> y(x.size());
+  call("k_f16_cast", {x.data(), h.data(), y.data()}, {n});
+  for (size_t i = 0; i < x.size(); ++i) {
+    uint16_t want = float_to_half(x[i] * 3);
+    if (std::isnan(x[i])) {
+      EXPECT_TRUE(std::isnan(half_to_float(h[i])));
+      EXPECT_TRUE(std::isnan(y[i]));
+      continue;
+    }
+    EXPECT_EQ(h[i], want) << i;
+    EXPECT_EQ(y[i], half_to_float(want) + 1) << i;
+  }
+}
+
+TEST_F(EmitTest, IntegerDivisionModuloAndSaturation) {
+  std::vector<int64_t> a = {7, -7, 7, -7, INT64_MIN, 5}, b = {2, 2, -2, -2, -1, 0};
+  std::vector<float> f = {1.9f, -1.9f, 3e9f, -3e9f, NAN, 2147483520.0f};
+  std::vector<int64_t> div(6), mod(6), fmod(6), half(6);
+  std::vector<int32_t> sat(6);
+  call("k_int_ops", {a.data(), b.data(), f.data(), div.data(), mod.data(), fmod.data(), sat.data(), half.data()}, {4});
+  EXPECT_EQ(div, (std::vector<int64_t>{3, -3, -3, 3, INT64_MIN, 0}));
+  EXPECT_EQ(mod, (std::vector<int64_t>{1, 1, -1, -1, 0, 0}));
+  EXPECT_EQ(fmod, (std::vector<int64_t>{1, -1, 1, -1, 0, 0}));
+  EXPECT_EQ(sat, (std::vector<int32_t>{1, -1, INT32_MAX, INT32_MIN, 0, 2147483520}));
+  EXPECT_EQ(half, std::vector<int64_t>(6, -2));  // (1 - 4) // 2
+}
+
+TEST(EmitC, SizeExpressionsFloorDivide) {
+  EXPECT_EQ(emitc::size_expr(sym("batch") * sym("seq") * S(768)), "s_batch*s_seq*768");
+  EXPECT_EQ(emitc::size_expr((sym("n") + S(1)).floordiv(S(2)) - S(3)), "tcc_fdiv((s_n + 1), (2)) - 3");
+  EXPECT_EQ(emitc::size_expr(S(-5)), "-5");
+}
+
+TEST(EmitC, LaunchConfigsMatchTheKernels) {
+  LaunchConfig add = launch_config(add_relu());  // vectorized: 4 elements per thread
+  EXPECT_EQ(add.grid[0].str(), ((sym("b") * S(8) + S(1023)).floordiv(S(1024))).str());
+  EXPECT_EQ(add.block[0], 256);
+  LaunchConfig tr = launch_config(transpose());
+  EXPECT_EQ(tr.grid[0], S(1));
+  LaunchConfig sm = launch_config(softmax());
+  EXPECT_EQ(sm.grid[0], sym("r"));
+  EXPECT_EQ(sm.block[0], 256);
+  LaunchConfig mean = launch_config(row_mean());
+  EXPECT_EQ(mean.grid[0], S(3));
+  EXPECT_EQ(mean.block[0] % 32, 0);
+  EXPECT_EQ(mean.shared_bytes, 0);
+}
+
+TEST(EmitC, OnlyContiguousF32KernelsVectorize) {
+  std::string cu = emit_cuda({add_relu(), transpose()});
+  size_t transpose_at = cu.find("void k_transpose(");
+  ASSERT_NE(transpose_at, std::string::npos);
+  EXPECT_NE(cu.substr(0, transpose_at).find("float4"), std::string::npos);
+  EXPECT_EQ(cu.substr(transpose_at).find("float4"), std::string::npos);
+  EXPECT_EQ(emit_cuda({gemm_bias_relu()}).find("k_gemm"), std::string::npos);
+}
+
+TEST(EmitC, EmittersAreDeterministic) {
+  EXPECT_EQ(emit_cuda(all_kernels()), emit_cuda(all_kernels()));
+  EXPECT_EQ(emit_host(all_kernels()), emit_host(all_kernels()));
+}
+
+// The names readelf lists as FUNC symbols, when readelf is installed.
+std::optional<std::set<std::string>> readelf_functions(const fs::path& file) {
+  if (std::system("readelf --version > /dev/null 2>&1") != 0) return std::nullopt;
+  std::string cmd = "readelf -sW '" + file.string() + "'";
+  std::unique_ptr<FILE, int (*)(FILE*)> p(popen(cmd.c_str(), "r"), pclose);
+  if (!p) return std::nullopt;
+  std::set<std::string> names;
+  char line[4096];
+  // "Num: Value Size Type Bind Vis [<other>: N] Ndx Name": the type is the fourth word, the name the last.
+  while (fgets(line, sizeof line, p.get())) {
+    std::istringstream words(line);
+    std::vector<std::string> w;
+    for (std::string s; words >> s;) w.push_back(s);
+    if (w.size() >= 8 && w[3] == "FUNC") names.insert(w.back());
+  }
+  return names;
+}
+
+TEST(Toolchain, NvrtcCompilesEveryGeneratedKernel) {
+  std::vector<kir::Kernel> ks = all_kernels();
+  std::vector<CudaBinary> bins = compile_cuda(emit_cuda(ks), {"sm_90"}, true, 2);
+  ASSERT_EQ(bins.size(), 2u);
+  EXPECT_EQ(bins[0].arch, "sm_90");
+  EXPECT_EQ(bins[0].file, "kernels.sm_90.cubin");
+  EXPECT_EQ(bins[1].arch, "compute_90");
+  EXPECT_EQ(bins[1].file, "kernels.compute_90.ptx");
+  std::string ptx(bins[1].bytes.begin(), bins[1].bytes.end());
+  std::vector<std::string> syms = cubin_symbols(bins[0].bytes);
+  std::set<std::string> got(syms.begin(), syms.end());
+  for (const kir::Kernel& k : ks) {
+    bool generated = k.kind != kir::Kind::Gemm;
+    EXPECT_EQ(got.count(k.name), generated ? 1u : 0u) << k.name;
+    EXPECT_EQ(ptx.find(".entry " + k.name + "(") != std::string::npos, generated) << k.name;
+  }
+  std::string tmpl = (fs::temp_directory_path() / "tcc_cubin_XXXXXX").string();
+  ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+  fs::path cubin = fs::path(tmpl) / "k.cubin";
+  std::ofstream(cubin, std::ios::binary).write(bins[0].bytes.data(), static_cast<std::streamsize>(bins[0].bytes.size()));
+  if (auto elf = readelf_functions(cubin)) EXPECT_EQ(*elf, got);
+  fs::remove_all(tmpl);
+}
+
+TEST(Toolchain, NvrtcErrorsCarryTheLog) {
+  try {
+    compile_cuda("extern \"C\" __global__ void broken() { undefined_thing(); }", {"sm_90"}, false, 1);
+    FAIL() << "expected an InternalError";
+  } catch (const InternalError& e) {
+    EXPECT_NE(std::string(e.what()).find("undefined_thing"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Toolchain, HostCompilerErrorsCarryItsOutput) {
+  std::string tmpl = (fs::temp_directory_path() / "tcc_host_cc_XXXXXX").string();
+  ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+  fs::path src = fs::path(tmpl) / "bad.cc";
+  std::ofstream(src) << "int f() { return not_declared_here; }\n";
+  try {
+    compile_host_library(src.string(), (fs::path(tmpl) / "bad.so").string());
+    ADD_FAILURE() << "expected an InternalError";
+  } catch (const InternalError& e) {
+    EXPECT_NE(std::string(e.what()).find("not_declared_here"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(SharedLibrary((fs::path(tmpl) / "missing.so").string()), InputError);
+  fs::remove_all(tmpl);
+}
+
+}  // namespace
+}  // namespace tcc
