@@ -1,9 +1,17 @@
 // Lowering fusion nodes to kernels: the kernel each fusion pattern becomes,
-// checked as the exact text of print_kernel. Fusion nodes are written by hand in
-// the text IR, with types on every value, so no pass or shape inference runs.
+// checked as the exact text of print_kernel, and checked by meaning: every
+// kernel a test lowers is run by a small evaluator of the kernel IR (in double,
+// as kernel_ir.h documents each op) and must agree with the reference
+// interpreter running the fusion body on random inputs. Fusion nodes are written
+// by hand in the text IR, with types on every value, so no pass or shape
+// inference runs.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <random>
+
 #include "codegen/lower.h"
+#include "src/interp/interpreter.h"
 #include "src/ir/fusion.h"
 #include "src/ir/text.h"
 
@@ -16,10 +24,189 @@ std::string model(const std::string& opset, const std::string& inputs, const std
   return "graph main opset(ai.onnx: " + opset + ", tcc: 1) {\n" + inputs + fusion + outputs + "}\n";
 }
 
+// The sizes symbolic dims take when kernels run.
+const std::map<std::string, int64_t> kSizes = {{"b", 2}, {"s", 3}, {"m", 5}, {"n", 7}, {"h", 2}};
+
+int64_t eval(const SymExpr& e) {
+  std::optional<int64_t> v = e.evaluate(kSizes);
+  EXPECT_TRUE(v.has_value()) << e.str();
+  return v.value_or(0);
+}
+
+double round_to(DType t, double v) {
+  switch (t) {
+    case DType::F32: return static_cast<float>(v);
+    case DType::F16: return half_to_float(float_to_half(static_cast<float>(v)));
+    case DType::BF16: return bf16_to_float(float_to_bf16(static_cast<float>(v)));
+    case DType::F64: return v;
+    case DType::Bool: return v != 0;
+    default: return std::trunc(v);
+  }
+}
+
+double apply(kir::Op op, DType t, const std::vector<double>& a) {
+  using kir::Op;
+  auto nan_or = [&](double v) { return std::isnan(a[0]) || std::isnan(a[1]) ? NAN : v; };
+  switch (op) {
+    case Op::Neg: return -a[0];
+    case Op::Abs: return std::fabs(a[0]);
+    case Op::Exp: return std::exp(a[0]);
+    case Op::Log: return std::log(a[0]);
+    case Op::Sqrt: return std::sqrt(a[0]);
+    case Op::Reciprocal: return 1 / a[0];
+    case Op::Tanh: return std::tanh(a[0]);
+    case Op::Sigmoid: return 1 / (1 + std::exp(-a[0]));
+    case Op::Erf: return std::erf(a[0]);
+    case Op::Relu: return a[0] < 0 ? 0 : a[0];
+    case Op::Sin: return std::sin(a[0]);
+    case Op::Cos: return std::cos(a[0]);
+    case Op::Floor: return std::floor(a[0]);
+    case Op::Ceil: return std::ceil(a[0]);
+    case Op::Round: return std::nearbyint(a[0]);
+    case Op::Sign: return a[0] > 0 ? 1 : a[0] < 0 ? -1 : 0;
+    case Op::Not: return a[0] == 0;
+    case Op::IsNaN: return std::isnan(a[0]);
+    case Op::Cast: return round_to(t, a[0]);
+    case Op::Add: return a[0] + a[1];
+    case Op::Sub: return a[0] - a[1];
+    case Op::Mul: return a[0] * a[1];
+    case Op::Div: return is_float(t) ? a[0] / a[1] : std::trunc(a[0] / a[1]);
+    case Op::Pow: return std::pow(a[0], a[1]);
+    case Op::Max: return nan_or(std::max(a[0], a[1]));
+    case Op::Min: return nan_or(std::min(a[0], a[1]));
+    case Op::Mod: {
+      double r = std::fmod(a[0], a[1]);
+      return r != 0 && (r < 0) != (a[1] < 0) ? r + a[1] : r;
+    }
+    case Op::Fmod: return std::fmod(a[0], a[1]);
+    case Op::And: return a[0] != 0 && a[1] != 0;
+    case Op::Or: return a[0] != 0 || a[1] != 0;
+    case Op::Xor: return (a[0] != 0) != (a[1] != 0);
+    case Op::Equal: return a[0] == a[1];
+    case Op::Less: return a[0] < a[1];
+    case Op::LessOrEqual: return a[0] <= a[1];
+    case Op::Greater: return a[0] > a[1];
+    case Op::GreaterOrEqual: return a[0] >= a[1];
+    case Op::Where: return a[0] != 0 ? a[1] : a[2];
+    default: ADD_FAILURE() << "no evaluation for " << kir::op_name(op); return 0;
+  }
+}
+
+// Runs a kernel row by row: a row value is one number per row, an element value
+// one per point of the row (pointwise and gemm kernels have rows of one point).
+void run_kernel(const kir::Kernel& k, std::vector<Tensor>& buffers) {
+  std::vector<int64_t> domain;
+  for (const SymExpr& d : k.domain) domain.push_back(eval(d));
+  size_t outer = domain.size() - static_cast<size_t>(k.reduce_axes);
+  int64_t rows = 1, length = 1;
+  for (size_t d = 0; d < domain.size(); ++d) (d < outer ? rows : length) *= domain[d];
+  // Indices evaluated once: offset then one stride per domain axis.
+  std::vector<std::vector<int64_t>> index(k.body.size());
+  for (size_t i = 0; i < k.body.size(); ++i) {
+    index[i].push_back(eval(k.body[i].index.offset));
+    for (const SymExpr& e : k.body[i].index.strides) index[i].push_back(eval(e));
+  }
+  auto at = [&](size_t i, const std::vector<int64_t>& coord) {
+    int64_t flat = index[i][0];
+    for (size_t d = 0; d < coord.size(); ++d) flat += coord[d] * index[i][d + 1];
+    return flat;
+  };
+  struct {
+    int64_t m = 1, k = 0, lda = 0, ldb = 0, stride_a = 0, stride_b = 0;
+  } g;
+  if (k.gemm)
+    g = {eval(k.gemm->m), eval(k.gemm->k), eval(k.gemm->lda), eval(k.gemm->ldb), eval(k.gemm->stride_a),
+         eval(k.gemm->stride_b)};
+  for (int64_t row = 0; row < rows; ++row) {
+    std::vector<std::vector<double>> vals(k.body.size());
+    for (size_t i = 0; i < k.body.size(); ++i) {
+      const kir::Instr& in = k.body[i];
+      int64_t points = in.row ? 1 : length;
+      if (in.op == kir::Op::ReduceSum || in.op == kir::Op::ReduceMax || in.op == kir::Op::ReduceMin ||
+          in.op == kir::Op::ReduceProd) {
+        const std::vector<double>& x = vals[in.args[0]];
+        double acc = in.op == kir::Op::ReduceSum ? 0 : in.op == kir::Op::ReduceProd ? 1 : x[0];
+        for (double v : x) {
+          if (in.op == kir::Op::ReduceSum) acc += v;
+          else if (in.op == kir::Op::ReduceProd) acc *= v;
+          else if (in.op == kir::Op::ReduceMax) acc = std::max(acc, v);
+          else acc = std::min(acc, v);
+        }
+        vals[i] = {acc};
+        continue;
+      }
+      for (int64_t p = 0; p < points; ++p) {
+        std::vector<int64_t> coord(domain.size());
+        int64_t r = row, q = p;
+        for (size_t d = domain.size(); d-- > 0;) {
+          int64_t& rest = d < outer ? r : q;
+          coord[d] = rest % domain[d];
+          rest /= domain[d];
+        }
+        std::vector<double> args;
+        for (int a : in.args) args.push_back(vals[a].size() == 1 ? vals[a][0] : vals[a][p]);
+        double v = 0;
+        switch (in.op) {
+          case kir::Op::Load: v = buffers[in.buffer].get_f64(at(i, coord)); break;
+          case kir::Op::Store: buffers[in.buffer].set_f64(at(i, coord), args[0]); break;
+          case kir::Op::Const: v = in.value; break;
+          case kir::Op::SizeValue: v = static_cast<double>(eval(in.size)); break;
+          case kir::Op::MatMulAcc: {
+            bool ta = k.gemm->trans_a, tb = k.gemm->trans_b;
+            int64_t flat = 0;
+            for (size_t d = 0; d + 1 < coord.size(); ++d) flat = flat * domain[d] + coord[d];
+            int64_t batch = flat / g.m, mi = flat % g.m, ni = coord.back();
+            for (int64_t kk = 0; kk < g.k; ++kk) {
+              int64_t ai = batch * g.stride_a + (ta ? kk * g.lda + mi : mi * g.lda + kk);
+              int64_t bi = batch * g.stride_b + (tb ? ni * g.ldb + kk : kk * g.ldb + ni);
+              v += buffers[k.gemm->a].get_f64(ai) * buffers[k.gemm->b].get_f64(bi);
+            }
+            break;
+          }
+          default: v = apply(in.op, in.dtype, args);
+        }
+        vals[i].push_back(v);
+      }
+    }
+  }
+}
+
+// Lowers the fusion node of `text`, runs the kernel and the interpreter on the
+// same random inputs and expects the same outputs.
+void expect_computes_body(const Model& m, const Node& fusion, const kir::Kernel& k) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> real(-2.0, 2.0);
+  std::map<std::string, Tensor> inputs;
+  std::vector<Tensor> buffers;
+  for (const kir::Buffer& b : k.buffers) {
+    std::vector<int64_t> shape;
+    for (const SymExpr& d : b.shape) shape.push_back(eval(d));
+    Tensor t(b.dtype, shape);
+    if (!b.output)
+      for (int64_t i = 0; i < t.numel(); ++i) t.set_f64(i, real(rng));
+    buffers.push_back(t);
+    if (!b.output) inputs.emplace(b.name, t);
+  }
+  std::vector<Tensor> want = Interpreter().run(*m.graph, inputs);
+  run_kernel(k, buffers);
+  for (size_t o = 0; o < fusion.num_outputs(); ++o) {
+    const Tensor& got = buffers[fusion.num_inputs() + o];
+    ASSERT_EQ(want[o].shape(), got.shape());
+    double scale = 1, tol = got.dtype() == DType::F16 ? 2e-3 : 1e-5;
+    for (int64_t i = 0; i < got.numel(); ++i) scale = std::max(scale, std::fabs(want[o].get_f64(i)));
+    for (int64_t i = 0; i < got.numel(); ++i)
+      ASSERT_NEAR(want[o].get_f64(i), got.get_f64(i), tol * scale) << k.name << " output " << o << " element " << i;
+  }
+}
+
 kir::Kernel lower_text(const std::string& text) {
   std::unique_ptr<Model> m = parse_model(text);
-  for (const auto& n : m->graph->nodes())
-    if (is_fusion(*n)) return lower_fusion(*n, "tcc_k0");
+  for (const auto& n : m->graph->nodes()) {
+    if (!is_fusion(*n)) continue;
+    kir::Kernel k = lower_fusion(*n, "tcc_k0");
+    expect_computes_body(*m, *n, k);
+    return k;
+  }
   ADD_FAILURE() << "no fusion node";
   return {};
 }
@@ -364,6 +551,41 @@ TEST(Lower, HalfCastsAndErfGelu) {
   %10: f16 = cast %9
   %11 = store y [1], %10
 )");
+}
+
+TEST(Lower, CompositeOpsAndViewsComputeWhatTheInterpreterDoes) {
+  kir::Kernel k = lower_text(model("20", "  input %x: f32[n, 4]\n  input %v: f32[4]\n  input %w: f32[n, 1]\n",
+                                   R"(  %y: f32[n, 4], %z: f32[n, 4] = tcc::Fusion(%x, %v, %w) {kind = "pointwise", body = graph fused_0 {
+      input %x_in: f32[n, 4]
+      input %v_in: f32[4]
+      input %w_in: f32[n, 1]
+      const %lo: f32[] = [-0.5]
+      const %hi: f32[] = [0.8]
+      const %zero: f32[] = [0.0]
+      const %ax: i64[1] = [0]
+      const %shape: i64[2] = [1, 4]
+      %vu: f32[1, 4] = Unsqueeze(%v_in, %ax) name("unsqueeze")
+      %we: f32[n, 4] = Expand(%w_in, %shape) name("expand")
+      %a: f32[n, 4] = Softplus(%x_in) name("softplus")
+      %b: f32[n, 4] = HardSigmoid(%x_in) {alpha = 0.3, beta = 0.4} name("hardsigmoid")
+      %c: f32[n, 4] = LeakyRelu(%x_in) {alpha = 0.1} name("leakyrelu")
+      %d: f32[n, 4] = Elu(%x_in) {alpha = 0.7} name("elu")
+      %e: f32[n, 4] = Clip(%x_in, %lo, %hi) name("clip")
+      %f: f32[n, 4] = Gelu(%x_in) {approximate = "tanh"} name("gelu")
+      %g: f32[n, 4] = Mod(%x_in, %vu) {fmod = 1} name("fmod")
+      %p: bool[n, 4] = Greater(%we, %zero) name("positive")
+      %q: f32[n, 4] = Where(%p, %a, %b) name("where")
+      %r: f32[n, 4] = Add(%c, %d) name("add0")
+      %t: f32[n, 4] = Sub(%e, %f) name("sub")
+      %u: f32[n, 4] = Mul(%r, %t) name("mul")
+      %y_out: f32[n, 4] = Sigmoid(%q) name("sigmoid")
+      %z_out: f32[n, 4] = Add(%u, %g) name("add1")
+      output %y_out
+      output %z_out
+    }} name("fused_0")
+)",
+                                   "  output %y\n  output %z\n"));
+  EXPECT_EQ(k.buffers.size(), 5u);
 }
 
 TEST(Lower, StructuralKeyIgnoresNames) {
