@@ -75,6 +75,7 @@ class HostKernel {
     for (size_t pass = 0; pass < p.passes.size(); ++pass) {
       for (int i : p.row_values[pass]) emit(i);
       bool final = pass == p.reductions.size();
+      if (final && p.passes[pass].empty()) break;  // only row values are stored
       std::string acc;
       if (!final) {
         const kir::Instr& r = k_.body[p.reductions[pass]];
