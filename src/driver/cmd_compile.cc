@@ -1,9 +1,263 @@
+// `tcc compile MODEL -o OUT`: the whole compiler, from a model file to the
+// module directory of docs/MODULE.md, on a machine with or without a GPU.
+//
+//   load, infer shapes          the model as the user wrote it
+//   partition, guards           explain's analysis: why nodes break the graph,
+//                               and what the module assumes about its inputs
+//   passes through Fuse         optimization, then fusion into tcc::Fusion nodes
+//   build_schedule              one kernel per fusion (shared by identical
+//                               layers), host fallbacks for the rest
+//   plan_memory                 one arena for the values between steps
+//   emit, NVRTC || host build   the two compilers run at the same time
+//   write_module                manifest, binaries, weights, report
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <future>
+#include <iostream>
+#include <thread>
+#include <unordered_map>
+
+#include "codegen/emit.h"
+#include "codegen/memory_plan.h"
+#include "codegen/module_writer.h"
+#include "codegen/profiles.h"
+#include "codegen/schedule.h"
+#include "codegen/toolchain.h"
+#include "frontends/load_model.h"
+#include "passes/pass_manager.h"
+#include "src/analysis/partition.h"
+#include "src/analysis/recompile_simulator.h"
 #include "src/driver/commands.h"
+#include "src/shape/shape_inference.h"
 
 namespace tcc {
 
+namespace {
+
+// The architectures tcc generates code for: NVRTC targets with the tensor-core
+// generations the GEMM and reduction code paths are written for.
+const std::vector<std::string> kArchs = {"sm_80", "sm_86", "sm_89", "sm_90"};
+
+struct CompileCli {
+  std::string model;
+  std::string output;
+  std::string archs = "sm_80,sm_90";
+  std::string shape_hints;
+  bool no_ptx = false;
+  bool time_passes = false;
+  bool list_modes = false;
+  int jobs = 0;
+  CompileOptions options;
+};
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t end = s.find(sep, start);
+    if (end == std::string::npos) end = s.size();
+    parts.push_back(s.substr(start, end - start));
+    start = end + 1;
+  }
+  return parts;
+}
+
+std::vector<std::string> parse_archs(const std::string& spec) {
+  std::vector<std::string> archs;
+  for (const std::string& a : split(spec, ',')) {
+    if (std::find(kArchs.begin(), kArchs.end(), a) == kArchs.end()) {
+      std::string valid;
+      for (const std::string& k : kArchs) valid += (valid.empty() ? "" : ", ") + k;
+      throw InputError("--arch: unknown architecture '" + a + "' (valid: " + valid + ")");
+    }
+    if (std::find(archs.begin(), archs.end(), a) == archs.end()) archs.push_back(a);
+  }
+  // Ascending, so the PTX (for the newest) and the file list do not depend on how the flag was spelled.
+  std::sort(archs.begin(), archs.end());
+  return archs;
+}
+
+std::map<std::string, int64_t> parse_shape_hints(const std::string& spec) {
+  std::map<std::string, int64_t> hints;
+  if (spec.empty()) return hints;
+  for (const std::string& part : split(spec, ',')) {
+    size_t eq = part.find('=');
+    std::string name = part.substr(0, eq);
+    int64_t value = 0;
+    bool ok = eq != std::string::npos && is_symbol_name(name);
+    if (ok) {
+      try {
+        size_t used = 0;
+        value = std::stoll(part.substr(eq + 1), &used);
+        ok = used == part.size() - eq - 1 && value >= 0;
+      } catch (const std::exception&) {
+        ok = false;
+      }
+    }
+    if (!ok) throw InputError("--shape-hint: expected SYMBOL=SIZE[,SYMBOL=SIZE...], got '" + part + "'");
+    hints[name] = value;
+  }
+  return hints;
+}
+
+double ms_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+}
+
+std::string mib(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f MiB", bytes / (1024.0 * 1024.0));
+  return buf;
+}
+
+ExitCode run_compile(CompileCli& c) {
+  if (c.list_modes) {
+    std::cout << modes_table();
+    return ExitCode::Ok;
+  }
+  if (c.model.empty()) throw InputError("tcc compile: a MODEL is required (or --list-modes)");
+  if (c.output.empty()) throw InputError("tcc compile: -o OUT is required (the module directory to write)");
+  // Flags are checked before the model is read so a typo fails fast.
+  CompileOptions& o = c.options;
+  const CompileMode& mode = find_mode(o.mode);
+  const DeviceProfile& device = find_device(o.device);
+  o.archs = parse_archs(c.archs);
+  o.ptx = !c.no_ptx;
+  o.shape_hints = parse_shape_hints(c.shape_hints);
+  int jobs = c.jobs > 0 ? c.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+
+  ModuleContents m;
+  CompileTimings& t = m.timings;
+  auto start = std::chrono::steady_clock::now();
+  auto stage = start;
+  auto model = load_model(c.model);
+  t.load = ms_since(stage);
+  hinted_sizes(*model->graph, o.shape_hints);  // a hint for a symbol the model lacks fails before any work
+
+  stage = std::chrono::steady_clock::now();
+  ShapeInfo info = infer_shapes(*model->graph);
+  // Explain's view of the model as written: why nodes break the graph, and the
+  // guards of the whole graph compiled as one variant from its declared types.
+  Partition partition = partition_graph(*model->graph, info, OpRegistry::get());
+  std::unordered_map<std::string, GraphBreak> breaks;
+  for (const GraphBreak& b : partition.breaks) breaks.emplace(b.node->name(), b);
+  ModelSignature signature = build_signature(*model->graph, info);
+  std::vector<int> all_inputs(signature.inputs.size());
+  for (size_t i = 0; i < all_inputs.size(); ++i) all_inputs[i] = static_cast<int>(i);
+  GuardSet guards = declared_guards(signature, all_inputs, 0);
+  t.shapes = ms_since(stage);
+
+  stage = std::chrono::steady_clock::now();
+  PassManagerOptions pm_options;
+  pm_options.time_passes = c.time_passes;
+  PassManager pm(build_pipeline("", Phase::Fuse), pm_options, std::cerr);
+  pm.run(*model);
+  t.passes = ms_since(stage);
+  const Graph& g = *model->graph;
+
+  stage = std::chrono::steady_clock::now();
+  Schedule schedule = build_schedule(g);
+  t.schedule = ms_since(stage);
+  stage = std::chrono::steady_clock::now();
+  MemoryPlan plan = plan_memory(g, schedule);
+  t.memory = ms_since(stage);
+
+  stage = std::chrono::steady_clock::now();
+  m.cuda_source = emit_cuda(schedule.kernels);
+  std::string host_source = emit_host(schedule.kernels);
+  t.emit = ms_since(stage);
+
+  // NVRTC and the host compiler are independent processes' worth of work: run them together.
+  prepare_module_dir(c.output);
+  write_module_file(c.output, kHostSourceFile, host_source);
+  auto nvrtc = std::async(std::launch::async, [&] {
+    auto begin = std::chrono::steady_clock::now();
+    auto binaries = compile_cuda(m.cuda_source, o.archs, o.ptx, jobs);
+    t.nvrtc = ms_since(begin);
+    return binaries;
+  });
+  stage = std::chrono::steady_clock::now();
+  try {
+    compile_host_library(c.output + "/" + kHostSourceFile, c.output + "/" + kHostLibraryFile);
+  } catch (...) {
+    nvrtc.wait();
+    throw;
+  }
+  t.host = ms_since(stage);
+  m.binaries = nvrtc.get();
+
+  int graph_breaks = 0;
+  std::unordered_map<std::string, const Node*> nodes;
+  for (const auto& n : g.nodes()) nodes.emplace(n->name(), n.get());
+  for (const Step& s : schedule.steps) {
+    if (s.kind != Step::Kind::Fallback) continue;
+    const Node* n = nodes.at(s.node);
+    auto it = breaks.find(s.node);
+    if (it != breaks.end()) {
+      ++graph_breaks;
+      m.fallbacks.push_back({s.node, n->op_type(), it->second.reason, it->second.message});
+    } else {
+      m.fallbacks.push_back({s.node, n->op_type(), "no_kernel", "no generated kernel computes " + n->op_type()});
+    }
+  }
+
+  m.model = c.model;
+  m.options = o;
+  m.mode = &mode;
+  m.device = &device;
+  m.graph = &g;
+  m.guards = &guards;
+  m.schedule = &schedule;
+  m.memory = &plan;
+  m.passes = pm.records();
+  t.total = ms_since(start);
+  write_module(c.output, m);
+
+  size_t kernel_steps = schedule.steps.size() - m.fallbacks.size();
+  std::map<std::string, int64_t> sizes = hinted_sizes(g, o.shape_hints);
+  std::string at;
+  for (const auto& [s, v] : sizes) at += (at.empty() ? " at " : ", ") + s + "=" + std::to_string(v);
+  std::cout << "tcc compile: " << c.model << " -> " << c.output << " (mode " << mode.name << ")\n"
+            << "  kernels:   " << schedule.kernels.size() << " compiled for " << kernel_steps << " kernel steps ("
+            << kernel_steps - std::min(kernel_steps, schedule.kernels.size()) << " reused)\n"
+            << "  fallbacks: " << m.fallbacks.size() << " nodes on the host (" << graph_breaks << " from graph breaks, "
+            << m.fallbacks.size() - graph_breaks << " with no kernel), " << schedule.fallback_copies
+            << " host<->device copies\n"
+            << "  arena:     " << mib(evaluate_bytes(plan.arena_bytes, sizes)) << at << " ("
+            << mib(evaluate_bytes(plan.unplanned_bytes, sizes)) << " unplanned)\n";
+  char line[200];
+  std::snprintf(line, sizeof line,
+                "  time:      %.2f s (load %.2f, passes %.2f, lowering %.2f, NVRTC %.2f || host compiler %.2f, "
+                "write %.2f)\n",
+                ms_since(start) / 1e3, t.load / 1e3, t.passes / 1e3, (t.schedule + t.memory + t.emit) / 1e3,
+                t.nvrtc / 1e3, t.host / 1e3, (ms_since(start) - t.total) / 1e3);
+  std::cout << line;
+  for (const FallbackReason& r : m.fallbacks)
+    std::cout << "  fallback " << r.node << " (" << r.op_type << ") [" << r.reason << "] " << r.message << "\n";
+  return ExitCode::Ok;
+}
+
+}  // namespace
+
 CommandRunner setup_compile(CLI::App& cmd) {
-  return not_built_yet(cmd, "code generation and module emission have not landed");
+  auto c = std::make_shared<CompileCli>();
+  std::string modes, devices;
+  for (const CompileMode& m : all_modes()) modes += (modes.empty() ? "" : ", ") + m.name;
+  for (const DeviceProfile& d : all_devices()) devices += (devices.empty() ? "" : ", ") + d.name;
+  cmd.add_option("model", c->model, "ONNX model or tcc text IR");
+  cmd.add_option("-o,--output", c->output, "Module directory to write (created; a previous module there is replaced)");
+  cmd.add_option("--mode", c->options.mode, "Compile mode: " + modes)->capture_default_str();
+  cmd.add_option("--arch", c->archs, "Comma-separated cubin architectures")->capture_default_str();
+  cmd.add_flag("--no-ptx", c->no_ptx, "Do not add PTX for the newest architecture");
+  cmd.add_option("--jobs", c->jobs, "Parallel NVRTC compilations (default: hardware threads)");
+  cmd.add_option("--shape-hint", c->shape_hints, "Sizes of symbolic dims for the report, e.g. batch=8,seq=128 "
+                                                 "(default 1)");
+  cmd.add_option("--device", c->options.device, "Device profile for the report's estimates: " + devices)
+      ->capture_default_str();
+  cmd.add_flag("--time-passes", c->time_passes, "Print a table of pass times and counters to stderr");
+  cmd.add_flag("--list-modes", c->list_modes, "List the compile modes and what each turns on, and exit");
+  return [c]() { return run_compile(*c); };
 }
 
 }  // namespace tcc

@@ -1,0 +1,88 @@
+// Writes the compiled module directory of docs/MODULE.md: the manifest the
+// runtime loads, the sources and binaries, the weights, the fallback nodes,
+// and the compile report.
+//
+// Everything except the timing fields (report.json "timings" and the last
+// table of report.md) is a function of the model and the options, so the same
+// inputs give byte-identical files: lists follow schedule or graph order, JSON
+// objects keep a fixed key order, and no path or clock leaks into them.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "codegen/memory_plan.h"
+#include "codegen/profiles.h"
+#include "codegen/schedule.h"
+#include "codegen/toolchain.h"
+#include "passes/pass_manager.h"
+#include "src/analysis/guards.h"
+
+namespace tcc {
+
+// The options of `tcc compile` that shape the module.
+struct CompileOptions {
+  std::string mode = "default";
+  std::vector<std::string> archs = {"sm_80", "sm_90"};
+  bool ptx = true;
+  std::string device = "h100";                // roofline estimates in the report
+  std::map<std::string, int64_t> shape_hints;  // report sizes for symbols; unhinted ones are 1
+};
+
+// Why a node runs on the host instead of in a kernel.
+struct FallbackReason {
+  std::string node, op_type;
+  std::string reason;  // a partition reason (src/analysis/partition.h) or "no_kernel"
+  std::string message;
+};
+
+// Wall time of each compile stage, in milliseconds. NVRTC and the host
+// compiler run at the same time, so the stages add up to more than `total`.
+// write_module measures `write` and adds it to `total` in the report.
+struct CompileTimings {
+  double load = 0, shapes = 0, passes = 0, schedule = 0, memory = 0, emit = 0, nvrtc = 0, host = 0, write = 0,
+         total = 0;
+};
+
+struct ModuleContents {
+  std::string model;  // the model file as named on the command line
+  CompileOptions options;
+  const CompileMode* mode = nullptr;
+  const DeviceProfile* device = nullptr;
+  const Graph* graph = nullptr;  // the fused graph the schedule was built from
+  const GuardSet* guards = nullptr;
+  const Schedule* schedule = nullptr;
+  const MemoryPlan* memory = nullptr;
+  std::vector<PassRecord> passes;
+  std::vector<FallbackReason> fallbacks;  // one per fallback step, in schedule order
+  std::string cuda_source;
+  std::vector<CudaBinary> binaries;
+  CompileTimings timings;
+};
+
+// File names inside the module directory.
+inline constexpr const char* kManifestFile = "manifest.json";
+inline constexpr const char* kCudaSourceFile = "kernels.cu";
+inline constexpr const char* kHostSourceFile = "host.cc";
+inline constexpr const char* kHostLibraryFile = "host.so";
+
+// Makes `dir` an empty module directory: creates it, or clears a previous
+// module there. A non-empty directory that holds no manifest.json is an
+// InputError (tcc does not delete what it did not write).
+void prepare_module_dir(const std::string& dir);
+
+// Writes `text` to dir/name; failures are InputErrors naming the file.
+void write_module_file(const std::string& dir, const std::string& name, const std::string& text);
+
+// Writes manifest.json, kernels.cu, the CUDA binaries, weights.bin,
+// fallback.tir (when there are fallbacks), report.json and report.md. host.cc
+// is written first, with write_module_file, because the host compiler builds
+// host.so from it while NVRTC runs.
+void write_module(const std::string& dir, const ModuleContents& m);
+
+// The report's size of every symbol: the hint, or 1.
+std::map<std::string, int64_t> hinted_sizes(const Graph& g, const std::map<std::string, int64_t>& hints);
+
+}  // namespace tcc

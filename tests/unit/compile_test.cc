@@ -1,0 +1,236 @@
+// `tcc compile` end to end: the module directory of docs/MODULE.md for the
+// bundled fixtures, its determinism, the cubins' symbols, and the flags.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "codegen/profiles.h"
+#include "codegen/toolchain.h"
+#include "tests/unit/cli_util.h"
+
+namespace tcc {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string fixture(const std::string& name) { return std::string(TCC_SOURCE_DIR) + "/tests/fixtures/" + name; }
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+class CompileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "tcc_compile_test_XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Compiles a fixture into dir_/name and returns the tool's result.
+  CliResult compile(const std::string& model, const std::string& name, const std::string& flags = "") {
+    return run_tcc("compile " + shell_quote(fixture(model)) + " -o " + shell_quote((dir_ / name).string()) + " " +
+                   flags);
+  }
+  json manifest(const std::string& name) { return json::parse(read_file(dir_ / name / "manifest.json")); }
+
+  fs::path dir_;
+};
+
+TEST_F(CompileTest, ManifestHasTheDocumentedKeys) {
+  for (const char* model : {"gpt2_block.onnx", "mlp.onnx"}) {
+    CliResult r = compile(model, model, "--arch sm_90");
+    ASSERT_EQ(r.code, 0) << r.output;
+    EXPECT_NE(r.output.find("kernels:"), std::string::npos) << r.output;
+    // The manifest keeps docs/MODULE.md's key order (fallback.tir only with fallbacks).
+    std::string text = read_file(dir_ / model / "manifest.json");
+    json m = json::parse(text);
+    std::vector<std::string> keys = {"format", "format_version", "tcc_version", "model",   "mode",
+                                     "options", "features", "inputs", "outputs", "symbols",
+                                     "guards", "weights", "memory", "cuda", "host",
+                                     "kernels", "schedule", "fallback_copies"};
+    size_t at = 0;
+    for (const std::string& k : keys) {
+      ASSERT_TRUE(m.contains(k)) << model << ": " << k;
+      size_t pos = text.find("\n  \"" + k + "\":");
+      EXPECT_GT(pos, at) << model << ": " << k << " out of order";
+      at = pos;
+    }
+    EXPECT_EQ(m["format"], "tcc-module");
+    EXPECT_EQ(m["format_version"], 1);
+    EXPECT_EQ(m["model"], model);
+    EXPECT_EQ(m["mode"], "default");
+    EXPECT_EQ(m["options"]["arch"], json::array({"sm_90"}));
+    EXPECT_EQ(m["inputs"].size(), 1u);
+    ASSERT_FALSE(m["kernels"].empty()) << model;
+    for (const json& k : m["kernels"]) {
+      EXPECT_TRUE(k.contains("name") && k.contains("kind") && k.contains("nodes") && k.contains("buffers") &&
+                  k.contains("sizes") && k.contains("bytes_moved") && k.contains("flop"))
+          << k.dump();
+      EXPECT_FALSE(k["nodes"].empty()) << k.dump();
+      EXPECT_TRUE(k["kind"] == "gemm" ? k.contains("gemm") : k.contains("launch")) << k.dump();
+    }
+    for (const json& s : m["schedule"]) EXPECT_TRUE(s.contains("kernel") || s.contains("fallback")) << s.dump();
+    for (const char* f : {"kernels.cu", "kernels.sm_90.cubin", "kernels.compute_90.ptx", "host.cc", "host.so",
+                          "weights.bin", "report.json", "report.md"})
+      EXPECT_TRUE(fs::exists(dir_ / model / f)) << model << ": " << f;
+    std::string report = read_file(dir_ / model / "report.md");
+    for (const char* section : {"## Kernels", "## Nodes -> kernels", "## Memory plan", "## Compile time"})
+      EXPECT_NE(report.find(section), std::string::npos) << section;
+  }
+}
+
+TEST_F(CompileTest, SymbolicDimsStaySymbolic) {
+  ASSERT_EQ(compile("gpt2_block.onnx", "m", "--arch sm_90 --no-ptx").code, 0);
+  json m = manifest("m");
+  ASSERT_TRUE(m["symbols"].is_object());
+  EXPECT_FALSE(m["symbols"].empty());
+  for (const auto& [name, where] : m["symbols"].items()) {
+    EXPECT_EQ(where["input"], m["inputs"][0]["name"]) << name;
+    EXPECT_EQ(m["inputs"][0]["shape"][where["axis"].get<int>()], name);
+  }
+  EXPECT_TRUE(m["memory"]["arena_bytes"].is_string()) << m["memory"].dump();
+  EXPECT_FALSE(fs::exists(dir_ / "m" / "kernels.compute_90.ptx"));
+}
+
+TEST_F(CompileTest, EveryGeneratedKernelIsInTheCubin) {
+  for (const char* model : {"gpt2_block.onnx", "mlp.onnx"}) {
+    ASSERT_EQ(compile(model, model, "--arch sm_80,sm_90").code, 0);
+    json m = manifest(model);
+    std::string cubin = read_file(dir_ / model / "kernels.sm_90.cubin");
+    ASSERT_FALSE(cubin.empty());
+    std::vector<std::string> syms = cubin_symbols(std::vector<char>(cubin.begin(), cubin.end()));
+    std::set<std::string> defined(syms.begin(), syms.end());
+    // readelf is the independent check where binutils are installed.
+    std::string readelf;
+    if (std::system("command -v readelf >/dev/null 2>&1") == 0) {
+      std::string cmd = "readelf -sW " + shell_quote((dir_ / model / "kernels.sm_90.cubin").string());
+      FILE* p = popen(cmd.c_str(), "r");
+      ASSERT_NE(p, nullptr);
+      char buf[4096];
+      size_t n;
+      while ((n = fread(buf, 1, sizeof buf, p)) > 0) readelf.append(buf, n);
+      pclose(p);
+    }
+    int generated = 0;
+    for (const json& k : m["kernels"]) {
+      if (k["kind"] == "gemm") continue;
+      ++generated;
+      std::string name = k["name"];
+      EXPECT_TRUE(defined.count(name)) << model << ": " << name << " is not in the sm_90 cubin";
+      if (!readelf.empty()) EXPECT_NE(readelf.find(" " + name + "\n"), std::string::npos) << name;
+    }
+    // mlp fuses into cuBLASLt GEMMs with epilogues: its cubin holds no kernel of tcc's.
+    if (std::string(model) == "gpt2_block.onnx") EXPECT_GT(generated, 0);
+    EXPECT_TRUE(fs::exists(dir_ / model / "kernels.sm_80.cubin"));
+  }
+}
+
+TEST_F(CompileTest, SameInputsGiveIdenticalModulesButTimings) {
+  ASSERT_EQ(compile("gpt2_block.onnx", "a", "--arch sm_90").code, 0);
+  ASSERT_EQ(compile("gpt2_block.onnx", "b", "--arch sm_90").code, 0);
+  std::set<std::string> files;
+  for (const auto& e : fs::directory_iterator(dir_ / "a")) files.insert(e.path().filename().string());
+  std::set<std::string> other;
+  for (const auto& e : fs::directory_iterator(dir_ / "b")) other.insert(e.path().filename().string());
+  EXPECT_EQ(files, other);
+  for (const std::string& f : files) {
+    std::string a = read_file(dir_ / "a" / f), b = read_file(dir_ / "b" / f);
+    if (f == "report.json") {
+      json ja = json::parse(a), jb = json::parse(b);
+      ASSERT_TRUE(ja.contains("timings"));
+      ja.erase("timings");
+      jb.erase("timings");
+      EXPECT_EQ(ja, jb);
+    } else if (f == "report.md") {
+      size_t cut = a.find("## Compile time");
+      ASSERT_NE(cut, std::string::npos);
+      EXPECT_EQ(a.substr(0, cut), b.substr(0, cut));
+    } else {
+      EXPECT_TRUE(a == b) << f << " differs between two compiles";
+    }
+  }
+}
+
+TEST_F(CompileTest, ModeFeaturesAreReportedNotFaked) {
+  ASSERT_EQ(compile("mlp.onnx", "m", "--arch sm_90 --no-ptx --mode reduce-overhead").code, 0);
+  json m = manifest("m");
+  EXPECT_EQ(m["mode"], "reduce-overhead");
+  bool graphs = false;
+  for (const json& f : m["features"])
+    if (f["name"] == "cuda_graphs") {
+      graphs = true;
+      EXPECT_EQ(f["status"], "unbuilt");
+      EXPECT_EQ(f["why"], "arrives with the GPU runtime issue");
+    } else {
+      EXPECT_EQ(f["status"], "built") << f.dump();
+    }
+  EXPECT_TRUE(graphs);
+}
+
+TEST_F(CompileTest, ListModesPrintsTheProfiles) {
+  CliResult r = run_tcc("compile --list-modes");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.output, modes_table());
+  EXPECT_EQ(r.output.find("default\n  Fuse and plan memory"), 0u) << r.output;
+  for (const char* line : {"\nmax-autotune\n", "\nmax-autotune-no-cudagraphs\n", "\nreduce-overhead\n",
+                           "  + cuda_graphs (unbuilt: arrives with the GPU runtime issue)\n",
+                           "  + autotune_gemm (unbuilt: arrives with the autotune issue)\n", "  + fusion\n"})
+    EXPECT_NE(r.output.find(line), std::string::npos) << line;
+}
+
+TEST_F(CompileTest, UnknownModeArchOrDeviceExitsTwoListingTheValidOnes) {
+  CliResult r = compile("mlp.onnx", "m", "--mode fastest");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("unknown mode 'fastest' (valid: default, max-autotune, max-autotune-no-cudagraphs, "
+                          "reduce-overhead)"),
+            std::string::npos)
+      << r.output;
+  r = compile("mlp.onnx", "m", "--arch sm_90,sm_75");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("unknown architecture 'sm_75' (valid: sm_80, sm_86, sm_89, sm_90)"), std::string::npos)
+      << r.output;
+  r = compile("mlp.onnx", "m", "--device v100");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("unknown device 'v100' (valid: a100, h100, h200)"), std::string::npos) << r.output;
+  r = compile("mlp.onnx", "m", "--shape-hint batch");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("--shape-hint: expected SYMBOL=SIZE"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir_ / "m")) << "flags are checked before anything is written";
+}
+
+TEST_F(CompileTest, BadModelsExitTwo) {
+  std::string bytes = read_file(fixture("mlp.onnx"));
+  fs::path truncated = dir_ / "truncated.onnx";
+  std::ofstream(truncated, std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  CliResult r = run_tcc("compile " + shell_quote(truncated.string()) + " -o " + shell_quote((dir_ / "m").string()));
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("truncated.onnx"), std::string::npos) << r.output;
+  EXPECT_EQ(run_tcc("compile " + shell_quote((dir_ / "missing.onnx").string()) + " -o x").code, 2);
+  EXPECT_EQ(run_tcc("compile " + shell_quote(fixture("mlp.onnx"))).code, 2);  // no -o
+}
+
+TEST_F(CompileTest, RefusesToOverwriteWhatIsNotAModule) {
+  fs::create_directories(dir_ / "precious");
+  std::ofstream(dir_ / "precious" / "notes.txt") << "keep me";
+  CliResult r = compile("mlp.onnx", "precious", "--arch sm_90 --no-ptx");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("not a tcc module; refusing to overwrite it"), std::string::npos) << r.output;
+  EXPECT_TRUE(fs::exists(dir_ / "precious" / "notes.txt"));
+  // A previous module is replaced, stale files included.
+  ASSERT_EQ(compile("mlp.onnx", "m", "--arch sm_80,sm_90").code, 0);
+  ASSERT_EQ(compile("mlp.onnx", "m", "--arch sm_90 --no-ptx").code, 0);
+  EXPECT_FALSE(fs::exists(dir_ / "m" / "kernels.sm_80.cubin"));
+}
+
+}  // namespace
+}  // namespace tcc
