@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <future>
 #include <iostream>
+#include <map>
 #include <thread>
 #include <unordered_map>
 
@@ -105,9 +106,12 @@ double ms_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
 }
 
-std::string mib(int64_t bytes) {
+std::string human_bytes(int64_t bytes) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f MiB", bytes / (1024.0 * 1024.0));
+  if (bytes < 1024 * 1024)
+    std::snprintf(buf, sizeof buf, "%.1f KiB", bytes / 1024.0);
+  else
+    std::snprintf(buf, sizeof buf, "%.2f MiB", bytes / (1024.0 * 1024.0));
   return buf;
 }
 
@@ -224,8 +228,8 @@ ExitCode run_compile(CompileCli& c) {
             << "  fallbacks: " << m.fallbacks.size() << " nodes on the host (" << graph_breaks << " from graph breaks, "
             << m.fallbacks.size() - graph_breaks << " with no kernel), " << schedule.fallback_copies
             << " host<->device copies\n"
-            << "  arena:     " << mib(evaluate_bytes(plan.arena_bytes, sizes)) << at << " ("
-            << mib(evaluate_bytes(plan.unplanned_bytes, sizes)) << " unplanned)\n";
+            << "  arena:     " << human_bytes(evaluate_bytes(plan.arena_bytes, sizes)) << at << " ("
+            << human_bytes(evaluate_bytes(plan.unplanned_bytes, sizes)) << " unplanned)\n";
   char line[200];
   std::snprintf(line, sizeof line,
                 "  time:      %.2f s (load %.2f, passes %.2f, lowering %.2f, NVRTC %.2f || host compiler %.2f, "
@@ -233,8 +237,16 @@ ExitCode run_compile(CompileCli& c) {
                 ms_since(start) / 1e3, t.load / 1e3, t.passes / 1e3, (t.schedule + t.memory + t.emit) / 1e3,
                 t.nvrtc / 1e3, t.host / 1e3, (ms_since(start) - t.total) / 1e3);
   std::cout << line;
-  for (const FallbackReason& r : m.fallbacks)
-    std::cout << "  fallback " << r.node << " (" << r.op_type << ") [" << r.reason << "] " << r.message << "\n";
+  // Grouped by op and reason, so twelve identical layers make one line; report.md lists every node.
+  std::map<std::pair<std::string, std::string>, std::vector<const FallbackReason*>> groups;
+  for (const FallbackReason& r : m.fallbacks) groups[{r.reason, r.op_type}].push_back(&r);
+  for (const auto& [key, rs] : groups) {
+    std::cout << "  fallback [" << key.first << "] " << key.second << " x" << rs.size() << ": " << rs[0]->message
+              << " (";
+    for (size_t i = 0; i < rs.size() && i < 3; ++i) std::cout << (i ? ", " : "") << rs[i]->node;
+    if (rs.size() > 3) std::cout << ", +" << rs.size() - 3 << " more";
+    std::cout << ")\n";
+  }
   return ExitCode::Ok;
 }
 
