@@ -98,6 +98,7 @@ std::vector<Tensor> Interpreter::run(const Graph& g, const std::map<std::string,
     if (it == inputs.end()) {
       if (in->is_initializer()) {  // an input with a default value
         bind_symbols(g, *in, in->initializer());
+        scope[in] = in->initializer();
         continue;
       }
       throw InputError(DiagLocation{g.file()}, "no value given for graph input '" + in->name() + "' (" +

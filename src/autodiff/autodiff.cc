@@ -1,0 +1,382 @@
+#include "src/autodiff/autodiff.h"
+
+#include <algorithm>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "src/autodiff/builder.h"
+#include "src/autodiff/grad_rules.h"
+#include "src/autodiff/loss.h"
+#include "src/shape/shape_inference.h"
+
+namespace tcc {
+
+// ---------------------------------------------------------------- Emitter
+
+void model_error(const Graph& g, const std::string& msg) {
+  DiagLocation loc;
+  loc.file = g.file();
+  throw InputError(loc, msg);
+}
+
+Emitter::Emitter(Graph& g, std::string prefix) : g_(g), prefix_(std::move(prefix)) {
+  auto it = g.opsets().find("");
+  opset_ = it == g.opsets().end() ? 0 : it->second;
+}
+
+std::string Emitter::fresh(const std::string& op_type) { return g_.fresh_name(prefix_ + "/" + op_type); }
+
+std::vector<Value*> Emitter::op_n(const std::string& op_type, const std::vector<Value*>& inputs, size_t num_outputs,
+                                  std::map<std::string, Attribute> attrs) {
+  std::string name = fresh(op_type);
+  std::vector<std::string> outs;
+  for (size_t i = 0; i < num_outputs; ++i) outs.push_back(num_outputs == 1 ? name : name + ":" + std::to_string(i));
+  Node* n = g_.add_node(op_type, inputs, outs, "", name);
+  for (auto& [k, a] : attrs) n->set_attr(k, std::move(a));
+  return n->outputs();
+}
+
+Value* Emitter::op(const std::string& op_type, const std::vector<Value*>& inputs,
+                   std::map<std::string, Attribute> attrs) {
+  return op_n(op_type, inputs, 1, std::move(attrs)).front();
+}
+
+Value* Emitter::named(const std::string& name, const std::string& op_type, const std::vector<Value*>& inputs) {
+  return g_.add_node(op_type, inputs, {name}, "", fresh(op_type))->output(0);
+}
+
+Value* Emitter::scalar(double v, DType dtype) {
+  Tensor t(dtype, {});
+  t.set_f64(0, v);
+  return g_.add_initializer(fresh("const"), std::move(t));
+}
+
+Value* Emitter::ints(const std::vector<int64_t>& v) {
+  return g_.add_initializer(fresh("const"), Tensor::from_i64(v, {static_cast<int64_t>(v.size())}));
+}
+
+Value* Emitter::zeros_like(Value* x, DType dtype) {
+  return op("ConstantOfShape", {shape_of(x)}, {{"value", Attribute::of_tensor(Tensor(dtype, {1}))}});
+}
+
+Value* Emitter::reduce(const std::string& op_type, Value* x, const std::vector<int64_t>& axes, bool keepdims) {
+  std::map<std::string, Attribute> attrs{{"keepdims", Attribute::of_int(keepdims ? 1 : 0)}};
+  bool axes_input = opset_ >= (op_type == "ReduceSum" ? 13 : 18);
+  if (axes.empty()) return op(op_type, {x}, std::move(attrs));
+  if (axes_input) return op(op_type, {x, ints(axes)}, std::move(attrs));
+  attrs["axes"] = Attribute::of_ints(axes);
+  return op(op_type, {x}, std::move(attrs));
+}
+
+Value* Emitter::squeeze(Value* x, const std::vector<int64_t>& axes) {
+  if (opset_ >= 13) return op("Squeeze", {x, ints(axes)});
+  return op("Squeeze", {x}, {{"axes", Attribute::of_ints(axes)}});
+}
+
+Value* Emitter::unsqueeze(Value* x, const std::vector<int64_t>& axes) {
+  if (opset_ >= 13) return op("Unsqueeze", {x, ints(axes)});
+  return op("Unsqueeze", {x}, {{"axes", Attribute::of_ints(axes)}});
+}
+
+Value* Emitter::sum_to(Value* grad, const Dims& from, const Dims& to) {
+  TCC_CHECK(from.size() >= to.size()) << "sum_to from rank " << from.size() << " to rank " << to.size();
+  size_t lead = from.size() - to.size();
+  std::vector<int64_t> axes;
+  for (size_t i = 0; i < lead; ++i) axes.push_back(static_cast<int64_t>(i));
+  bool kept_axes = false;
+  for (size_t i = 0; i < to.size(); ++i) {
+    const Dim& f = from[lead + i];
+    if (to[i].is_static() && to[i].value() == 1 && !(f.is_static() && f.value() == 1)) {
+      axes.push_back(static_cast<int64_t>(lead + i));
+      kept_axes = true;
+    }
+  }
+  if (axes.empty()) return grad;
+  if (!kept_axes) return reduce("ReduceSum", grad, axes, false);
+  Value* summed = reduce("ReduceSum", grad, axes, true);
+  if (lead == 0) return summed;
+  std::vector<int64_t> leading(axes.begin(), axes.begin() + static_cast<std::ptrdiff_t>(lead));
+  return squeeze(summed, leading);
+}
+
+// ---------------------------------------------------------------- GradContext
+
+const Dims& GradContext::dims(const Value* v) const {
+  if (!v->type().is_tensor() || !v->type().has_rank())
+    fail("the gradient needs the rank of '" + v->name() + "', which shape inference could not find");
+  return v->type().shape();
+}
+
+const Tensor* GradContext::constant(size_t i) const {
+  const Value* v = in(i);
+  if (!v) return nullptr;
+  auto it = info_.consts.find(v);
+  return it == info_.consts.end() ? nullptr : &it->second;
+}
+
+std::vector<int64_t> GradContext::const_ints(size_t i, const std::string& what) const {
+  const Tensor* t = constant(i);
+  if (!t) fail("the gradient needs " + what + " (input " + std::to_string(i) + ") to be a constant");
+  return t->to_i64_vector();
+}
+
+int64_t GradContext::axis(int64_t a, size_t rank) const {
+  int64_t r = static_cast<int64_t>(rank);
+  if (a < -r || a >= r) fail("axis " + std::to_string(a) + " is out of range for rank " + std::to_string(rank));
+  return a < 0 ? a + r : a;
+}
+
+// ---------------------------------------------------------------- training graph
+
+bool glob_match(const std::string& pattern, const std::string& name) {
+  // Iterative matcher with one backtrack point for the last `*`.
+  size_t p = 0, n = 0, star = std::string::npos, mark = 0;
+  while (n < name.size()) {
+    if (p < pattern.size() && (pattern[p] == '?' || pattern[p] == name[n])) {
+      ++p;
+      ++n;
+    } else if (p < pattern.size() && pattern[p] == '*') {
+      star = p++;
+      mark = n;
+    } else if (star != std::string::npos) {
+      p = star + 1;
+      n = ++mark;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
+}
+
+LossKind parse_loss_kind(const std::string& name) {
+  if (name == "cross_entropy") return LossKind::CrossEntropy;
+  if (name == "mse") return LossKind::Mse;
+  throw InputError("unknown loss function '" + name + "' (expected cross_entropy or mse)");
+}
+
+namespace {
+
+bool is_float_value(const Value* v) { return v && v->type().is_tensor() && is_float(v->type().dtype()); }
+
+// Float initializers matching the patterns, in initializer order. A pattern
+// that matches nothing is an error: it is almost certainly a typo.
+std::vector<Value*> select_params(Graph& g, const std::vector<std::string>& patterns) {
+  std::vector<Value*> params;
+  std::vector<bool> pattern_used(patterns.size(), false);
+  for (Value* v : g.initializers()) {
+    if (!is_float(v->initializer().dtype())) continue;
+    bool match = patterns.empty();
+    for (size_t i = 0; i < patterns.size(); ++i)
+      if (glob_match(patterns[i], v->name())) match = pattern_used[i] = true;
+    if (match) params.push_back(v);
+  }
+  for (size_t i = 0; i < patterns.size(); ++i)
+    if (!pattern_used[i])
+      model_error(g, "--params '" + patterns[i] + "' matches no float initializer");
+  if (params.empty()) model_error(g, "the model has no float initializer to train");
+  return params;
+}
+
+// Turns an initializer into a graph input of the same name whose default value
+// is its data. The Graph API has no rename, so uses move to a stand-in while
+// the name is released.
+Value* promote_to_input(Graph& g, Value* init) {
+  std::string name = init->name();
+  Tensor data = init->initializer();
+  Value* stand_in = g.add_initializer(g.fresh_name(name), data);
+  g.replace_all_uses(init, stand_in);
+  g.remove_unused_initializers();
+  Value* input = g.add_input(name, Type::tensor(data.dtype(), Dims(data.shape().begin(), data.shape().end())));
+  input->set_initializer(data);
+  g.replace_all_uses(stand_in, input);
+  g.remove_unused_initializers();
+  return input;
+}
+
+Value* find_output(Graph& g, const std::string& name, const std::string& flag) {
+  for (Value* v : g.outputs())
+    if (v->name() == name) return v;
+  std::string known;
+  for (Value* v : g.outputs()) known += (known.empty() ? "" : ", ") + v->name();
+  model_error(g, flag + " '" + name + "' is not an output of the model (outputs: " + known + ")");
+}
+
+// Backward pass over the forward nodes (those present when it starts).
+class Backward {
+ public:
+  Backward(Graph& g, const ShapeInfo& info) : g_(g), info_(info) {}
+
+  // Gradient of `loss` with respect to each param (null where there is no path).
+  std::vector<Value*> run(Value* loss, const std::vector<Value*>& params) {
+    std::vector<Node*> forward;
+    for (const auto& n : g_.nodes()) forward.push_back(n.get());
+
+    // Values that depend on a parameter through float values.
+    for (Value* p : params) depends_.insert(p);
+    for (Node* n : forward) {
+      bool any = false;
+      for (Value* v : n->inputs()) any |= v && depends_.count(v) && is_float_value(v);
+      if (!any) continue;
+      for (Value* o : n->outputs())
+        if (is_float_value(o)) depends_.insert(o);
+    }
+    // Of those, the ones the loss depends on.
+    std::unordered_set<const Value*> needed{loss};
+    for (auto it = forward.rbegin(); it != forward.rend(); ++it) {
+      Node* n = *it;
+      bool out_needed = false;
+      for (Value* o : n->outputs()) out_needed |= needed.count(o) != 0;
+      if (!out_needed) continue;
+      for (Value* v : n->inputs())
+        if (v && depends_.count(v) && is_float_value(v)) needed.insert(v);
+    }
+    if (!depends_.count(loss))
+      model_error(g_, "the loss '" + loss->name() + "' does not depend on any parameter");
+
+    Emitter seed_e(g_, "grad/seed");
+    add_contribution(loss, seed_e.op("ConstantOfShape", {seed_e.shape_of(loss)},
+                                     {{"value", Attribute::of_tensor(one(loss->type().dtype()))}}));
+    for (auto it = forward.rbegin(); it != forward.rend(); ++it) {
+      Node* n = *it;
+      std::vector<Value*> dys;
+      bool any_dy = false;
+      for (Value* o : n->outputs()) {
+        dys.push_back(needed.count(o) ? take_grad(o, n) : nullptr);
+        any_dy |= dys.back() != nullptr;
+      }
+      if (!any_dy) continue;
+      std::vector<bool> wants;
+      for (Value* v : n->inputs()) wants.push_back(v && needed.count(v) && depends_.count(v));
+      differentiate(*n, std::move(dys), std::move(wants));
+    }
+    std::vector<Value*> grads;
+    for (Value* p : params) grads.push_back(needed.count(p) ? take_grad(p, nullptr) : nullptr);
+    return grads;
+  }
+
+ private:
+  static Tensor one(DType dt) {
+    Tensor t(dt, {1});
+    t.set_f64(0, 1.0);
+    return t;
+  }
+
+  void differentiate(const Node& n, std::vector<Value*> dys, std::vector<bool> wants) {
+    const GradRule* rule = n.domain().empty() ? find_grad_rule(n) : nullptr;
+    if (!rule) {
+      std::string why = no_grad_rule_reason(n);
+      n.fail("tcc has no gradient rule for " + (n.domain().empty() ? "" : n.domain() + "::") + n.op_type() +
+             ", which lies between a parameter and the loss" + (why.empty() ? "" : " (" + why + ")"));
+    }
+    std::string label = n.name().empty() ? n.op_type() : n.name();
+    if (!label.empty() && label.front() == '/') label.erase(0, 1);
+    Emitter e(g_, "grad/" + label);
+    GradContext ctx(n, e, info_, std::move(dys), wants);
+    (*rule)(ctx);
+    for (size_t i = 0; i < wants.size(); ++i) {
+      if (!wants[i]) continue;
+      Value* dx = ctx.results()[i];
+      // A rule may leave an input without gradient only when it has none
+      // (Where's condition); anything else is a bug in the rule.
+      TCC_CHECK(dx) << "gradient rule for " << n.op_type() << " gave no gradient for input " << i;
+      add_contribution(n.input(i), dx);
+    }
+  }
+
+  void add_contribution(Value* v, Value* g) { pending_[v].push_back(g); }
+
+  // The summed gradient of v, once all of its users have contributed.
+  Value* take_grad(Value* v, const Node* user) {
+    auto it = pending_.find(v);
+    if (it == pending_.end()) return nullptr;
+    std::vector<Value*> parts = std::move(it->second);
+    pending_.erase(it);
+    if (parts.size() == 1) return parts.front();
+    std::string label = user && !user->name().empty() ? user->name() : v->name();
+    if (!label.empty() && label.front() == '/') label.erase(0, 1);
+    Emitter e(g_, "grad/" + label + "/accumulate");
+    Value* sum = parts.front();
+    for (size_t i = 1; i < parts.size(); ++i) sum = e.op("Add", {sum, parts[i]});
+    return sum;
+  }
+
+  Graph& g_;
+  const ShapeInfo& info_;
+  std::unordered_set<const Value*> depends_;
+  std::unordered_map<const Value*, std::vector<Value*>> pending_;
+};
+
+// Drops nodes and initializers that no output needs (the forward model's
+// other outputs, and what only they used).
+void remove_dead_nodes(Graph& g) {
+  std::unordered_set<const Value*> live(g.outputs().begin(), g.outputs().end());
+  std::unordered_set<const Node*> keep;
+  for (auto it = g.nodes().rbegin(); it != g.nodes().rend(); ++it) {
+    const Node* n = it->get();
+    bool used = false;
+    for (Value* o : n->outputs()) used |= live.count(o) != 0;
+    if (!used) continue;
+    keep.insert(n);
+    live.insert(n->inputs().begin(), n->inputs().end());
+    for (Graph* r : n->regions())
+      for (const auto& rn : r->nodes()) live.insert(rn->inputs().begin(), rn->inputs().end());
+  }
+  g.erase_nodes_if([&](const Node& n) { return !keep.count(&n); });
+  g.remove_unused_initializers();
+}
+
+}  // namespace
+
+TrainingGraph build_training_graph(Model& model, const TrainOptions& opts) {
+  Graph& g = *model.graph;
+  if (opts.loss_output.empty() == !opts.builtin_loss)
+    throw InputError("--train needs a loss: either --loss OUTPUT, or --loss-fn, --loss-on and --label");
+  auto opset = g.opsets().find("");
+  if (opset == g.opsets().end() || opset->second < 13)
+    model_error(g, "training graphs need a model at ONNX opset 13 or newer");
+
+  std::vector<Value*> params;
+  for (Value* p : select_params(g, opts.param_patterns)) params.push_back(promote_to_input(g, p));
+
+  Value* loss = opts.builtin_loss ? build_builtin_loss(g, *opts.builtin_loss)
+                                  : find_output(g, opts.loss_output, "--loss");
+  ShapeInfo info = infer_shapes(g);
+  const Type& lt = loss->type();
+  bool scalar = lt.is_tensor() && lt.has_rank() &&
+                std::all_of(lt.shape().begin(), lt.shape().end(),
+                            [](const Dim& d) { return d.is_static() && d.value() == 1; });
+  if (!scalar || !is_float(lt.dtype()))
+    model_error(g, "the loss '" + loss->name() + "' must be a float scalar, got " + lt.str());
+
+  std::vector<Value*> grads = Backward(g, info).run(loss, params);
+
+  TrainingGraph out;
+  out.loss = loss->name();
+  std::vector<Value*> trained, trained_grads;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (grads[i]) {
+      trained.push_back(params[i]);
+      trained_grads.push_back(grads[i]);
+      out.params.push_back(params[i]->name());
+    } else {
+      out.frozen.push_back(params[i]->name());
+    }
+  }
+  g.set_outputs({loss});
+  if (opts.optimizer.kind == OptimizerKind::None) {
+    for (size_t i = 0; i < trained.size(); ++i) {
+      Emitter e(g, "grad/" + trained[i]->name());
+      g.add_output(e.named("grad_" + trained[i]->name(), "Identity", {trained_grads[i]}));
+    }
+  } else {
+    OptimizerIO io = append_optimizer_step(g, trained, trained_grads, opts.optimizer);
+    out.lr = io.lr ? io.lr->name() : "";
+    out.step = io.step ? io.step->name() : "";
+  }
+  remove_dead_nodes(g);
+  infer_shapes(g);
+  return out;
+}
+
+}  // namespace tcc

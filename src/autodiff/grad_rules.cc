@@ -1,0 +1,457 @@
+// Gradient rules. Each comment states the derivative the rule emits, with
+// g the incoming gradient and y the forward output.
+#include <cmath>
+#include <numeric>
+#include <unordered_map>
+
+#include "src/autodiff/grad_rules.h"
+
+namespace tcc {
+
+namespace {
+
+using Attrs = std::map<std::string, Attribute>;
+
+Attrs int_attr(const std::string& k, int64_t v) { return {{k, Attribute::of_int(v)}}; }
+
+Value* mul(GradContext& c, Value* a, Value* b) { return c.e().op("Mul", {a, b}); }
+Value* scalar(GradContext& c, double v) { return c.e().scalar(v, c.dtype()); }
+
+// Transpose of the last two axes of a value of the given rank.
+Value* transpose_last2(GradContext& c, Value* x, size_t rank) {
+  std::vector<int64_t> perm(rank);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::swap(perm[rank - 1], perm[rank - 2]);
+  return c.e().op("Transpose", {x}, {{"perm", Attribute::of_ints(perm)}});
+}
+
+// ---- elementwise arithmetic (operands broadcast to the output)
+
+// d(a+b) = g, g
+void add_rule(GradContext& c) {
+  for (size_t i = 0; i < 2; ++i)
+    if (c.wants(i)) c.set(i, c.unbroadcast(c.dy(), i));
+}
+
+// d(a-b) = g, -g
+void sub_rule(GradContext& c) {
+  if (c.wants(0)) c.set(0, c.unbroadcast(c.dy(), 0));
+  if (c.wants(1)) c.set(1, c.unbroadcast(c.e().op("Neg", {c.dy()}), 1));
+}
+
+// d(a*b) = g*b, g*a
+void mul_rule(GradContext& c) {
+  if (c.wants(0)) c.set(0, c.unbroadcast(mul(c, c.dy(), c.in(1)), 0));
+  if (c.wants(1)) c.set(1, c.unbroadcast(mul(c, c.dy(), c.in(0)), 1));
+}
+
+// d(a/b) = g/b, -g*y/b
+void div_rule(GradContext& c) {
+  if (c.wants(0)) c.set(0, c.unbroadcast(c.e().op("Div", {c.dy(), c.in(1)}), 0));
+  if (c.wants(1)) {
+    Value* t = c.e().op("Div", {mul(c, c.dy(), c.out()), c.in(1)});
+    c.set(1, c.unbroadcast(c.e().op("Neg", {t}), 1));
+  }
+}
+
+// d(-x) = -g
+void neg_rule(GradContext& c) { c.set(0, c.e().op("Neg", {c.dy()})); }
+
+// d(x^p) = g * p * x^(p-1). The exponent gets no gradient: it is a constant
+// or a value that does not depend on a parameter.
+void pow_rule(GradContext& c) {
+  if (c.wants(1)) c.fail("tcc differentiates Pow only in its base; the exponent depends on a parameter");
+  Value* p = c.in(1);
+  if (p->type().dtype() != c.dtype())
+    p = c.e().op("Cast", {p}, int_attr("to", static_cast<int64_t>(c.dtype())));
+  Value* pm1 = c.e().op("Sub", {p, scalar(c, 1.0)});
+  Value* d = mul(c, p, c.e().op("Pow", {c.in(0), pm1}));
+  c.set(0, c.unbroadcast(mul(c, c.dy(), d), 0));
+}
+
+// ---- unary
+
+// d relu(x) = g where x > 0, else 0
+void relu_rule(GradContext& c) {
+  Value* zero = scalar(c, 0.0);
+  c.set(0, c.e().op("Where", {c.e().op("Greater", {c.in(0), zero}), c.dy(), zero}));
+}
+
+// d sigmoid = g * y * (1 - y)
+void sigmoid_rule(GradContext& c) {
+  Value* one_minus = c.e().op("Sub", {scalar(c, 1.0), c.out()});
+  c.set(0, mul(c, c.dy(), mul(c, c.out(), one_minus)));
+}
+
+// d tanh = g * (1 - y^2)
+void tanh_rule(GradContext& c) {
+  Value* d = c.e().op("Sub", {scalar(c, 1.0), mul(c, c.out(), c.out())});
+  c.set(0, mul(c, c.dy(), d));
+}
+
+// d exp = g * y
+void exp_rule(GradContext& c) { c.set(0, mul(c, c.dy(), c.out())); }
+
+// d log = g / x
+void log_rule(GradContext& c) { c.set(0, c.e().op("Div", {c.dy(), c.in(0)})); }
+
+// d sqrt = g / (2y)
+void sqrt_rule(GradContext& c) { c.set(0, c.e().op("Div", {c.dy(), mul(c, c.out(), scalar(c, 2.0))})); }
+
+// d erf = g * 2/sqrt(pi) * exp(-x^2)
+void erf_rule(GradContext& c) {
+  Value* x2 = mul(c, c.in(0), c.in(0));
+  Value* e = c.e().op("Exp", {c.e().op("Neg", {x2})});
+  c.set(0, mul(c, c.dy(), mul(c, e, scalar(c, 2.0 / std::sqrt(M_PI)))));
+}
+
+// Gelu, exact: d = Phi(x) + x * phi(x), Phi(x) = (1 + erf(x/sqrt 2)) / 2,
+// phi(x) = exp(-x^2/2) / sqrt(2 pi).
+// Gelu, tanh: with u = sqrt(2/pi) (x + 0.044715 x^3), t = tanh(u):
+// d = (1 + t)/2 + x/2 (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2).
+void gelu_rule(GradContext& c) {
+  Emitter& e = c.e();
+  Value* x = c.in(0);
+  Value* x2 = mul(c, x, x);
+  Value* d;
+  if (c.node().get_string("approximate", "none") == "tanh") {
+    const double k = std::sqrt(2.0 / M_PI), a = 0.044715;
+    Value* inner = e.op("Add", {scalar(c, 1.0), mul(c, x2, scalar(c, a))});
+    Value* t = e.op("Tanh", {mul(c, mul(c, x, inner), scalar(c, k))});
+    Value* half_one_plus_t = mul(c, e.op("Add", {scalar(c, 1.0), t}), scalar(c, 0.5));
+    Value* sech2 = e.op("Sub", {scalar(c, 1.0), mul(c, t, t)});
+    Value* du = e.op("Add", {scalar(c, k), mul(c, x2, scalar(c, 3.0 * a * k))});
+    d = e.op("Add", {half_one_plus_t, mul(c, mul(c, x, scalar(c, 0.5)), mul(c, sech2, du))});
+  } else {
+    Value* cdf = mul(c, e.op("Add", {scalar(c, 1.0), e.op("Erf", {mul(c, x, scalar(c, M_SQRT1_2))})}), scalar(c, 0.5));
+    Value* pdf = mul(c, e.op("Exp", {mul(c, x2, scalar(c, -0.5))}), scalar(c, 1.0 / std::sqrt(2.0 * M_PI)));
+    d = e.op("Add", {cdf, mul(c, x, pdf)});
+  }
+  c.set(0, mul(c, c.dy(), d));
+}
+
+// Identity, and Dropout in inference mode: g
+void identity_rule(GradContext& c) { c.set(0, c.dy()); }
+
+// d cast = g cast back to the input's type
+void cast_rule(GradContext& c) {
+  c.set(0, c.e().op("Cast", {c.dy()}, int_attr("to", static_cast<int64_t>(c.in(0)->type().dtype()))));
+}
+
+// d where(cond, a, b) = where(cond, g, 0), where(cond, 0, g); cond has none.
+void where_rule(GradContext& c) {
+  Value* zero = scalar(c, 0.0);
+  if (c.wants(1)) c.set(1, c.unbroadcast(c.e().op("Where", {c.in(0), c.dy(), zero}), 1));
+  if (c.wants(2)) c.set(2, c.unbroadcast(c.e().op("Where", {c.in(0), zero, c.dy()}), 2));
+}
+
+// d expand(x) = g summed back to x's shape
+void expand_rule(GradContext& c) { c.set(0, c.unbroadcast(c.dy(), 0)); }
+
+// ---- contractions
+
+// MatMul with numpy semantics: rank-1 operands are promoted ([k] -> [1, k] on
+// the left, [k, 1] on the right) and batch axes broadcast. dA = g @ B^T,
+// dB = A^T @ g, each summed back over the batch axes it was broadcast along.
+void matmul_rule(GradContext& c) {
+  Emitter& e = c.e();
+  Value *a = c.in(0), *b = c.in(1), *g = c.dy();
+  Dims ad = c.dims(a), bd = c.dims(b), yd = c.dims(c.out());
+  bool a_vec = ad.size() == 1, b_vec = bd.size() == 1;
+  if (a_vec) {
+    a = e.unsqueeze(a, {0});
+    ad.insert(ad.begin(), Dim(1));
+    g = e.unsqueeze(g, {static_cast<int64_t>(yd.size()) - (b_vec ? 0 : 1)});
+    yd.insert(yd.end() - (b_vec ? 0 : 1), Dim(1));
+  }
+  if (b_vec) {
+    b = e.unsqueeze(b, {1});
+    bd.push_back(Dim(1));
+    g = e.unsqueeze(g, {-1});
+    yd.push_back(Dim(1));
+  }
+  Dims batch(yd.begin(), yd.end() - 2);
+  if (c.wants(0)) {
+    Value* da = e.op("MatMul", {g, transpose_last2(c, b, bd.size())});
+    Dims from = batch;
+    from.insert(from.end(), ad.end() - 2, ad.end());
+    da = e.sum_to(da, from, ad);
+    c.set(0, a_vec ? e.squeeze(da, {0}) : da);
+  }
+  if (c.wants(1)) {
+    Value* db = e.op("MatMul", {transpose_last2(c, a, ad.size()), g});
+    Dims from = batch;
+    from.insert(from.end(), bd.end() - 2, bd.end());
+    db = e.sum_to(db, from, bd);
+    c.set(1, b_vec ? e.squeeze(db, {1}) : db);
+  }
+}
+
+// Y = alpha op(A) op(B) + beta C. With dOpA = alpha g op(B)^T and
+// dOpB = alpha op(A)^T g, each written as one Gemm:
+//   dA = transA ? alpha op(B) g^T : alpha g op(B)^T
+//   dB = transB ? alpha g^T op(A) : alpha op(A)^T g
+//   dC = beta g summed back to C's shape
+void gemm_rule(GradContext& c) {
+  const Node& n = c.node();
+  int64_t ta = n.get_int("transA", 0), tb = n.get_int("transB", 0);
+  float alpha = n.get_float("alpha", 1.0f), beta = n.get_float("beta", 1.0f);
+  auto gemm = [&](Value* x, Value* y, int64_t tx, int64_t ty) {
+    return c.e().op("Gemm", {x, y}, {{"alpha", Attribute::of_float(alpha)}, {"transA", Attribute::of_int(tx)},
+                                     {"transB", Attribute::of_int(ty)}});
+  };
+  if (c.wants(0)) c.set(0, ta ? gemm(c.in(1), c.dy(), tb, 1) : gemm(c.dy(), c.in(1), 0, 1 - tb));
+  if (c.wants(1)) c.set(1, tb ? gemm(c.dy(), c.in(0), 1, ta) : gemm(c.in(0), c.dy(), 1 - ta, 0));
+  if (c.wants(2)) {
+    Value* g = beta == 1.0f ? c.dy() : mul(c, c.dy(), scalar(c, beta));
+    c.set(2, c.unbroadcast(g, 2));
+  }
+}
+
+// ---- normalizations and reductions
+
+// d softmax = y * (g - sum(g * y, axis))
+void softmax_rule(GradContext& c) {
+  int64_t axis = c.node().get_int("axis", -1);
+  Value* s = c.e().reduce("ReduceSum", mul(c, c.dy(), c.out()), {axis}, true);
+  c.set(0, mul(c, c.out(), c.e().op("Sub", {c.dy(), s})));
+}
+
+// d log_softmax = g - exp(y) * sum(g, axis)
+void log_softmax_rule(GradContext& c) {
+  int64_t axis = c.node().get_int("axis", -1);
+  Value* s = c.e().reduce("ReduceSum", c.dy(), {axis}, true);
+  c.set(0, c.e().op("Sub", {c.dy(), mul(c, c.e().op("Exp", {c.out()}), s)}));
+}
+
+// LayerNormalization over axes [axis, rank). With xhat = (x - mean) * r,
+// r = 1/sqrt(var + eps), h = g * scale and means over the normalized axes:
+//   dx = r * (h - mean(h) - xhat * mean(h * xhat))
+//   dscale = sum over leading axes of g * xhat;  dbias = sum of g.
+// Mean and InvStdDev are recomputed rather than read from the optional
+// outputs, so the rule works whether or not the model asked for them.
+void layer_norm_rule(GradContext& c) {
+  if (c.dy(1) || c.dy(2)) c.fail("tcc differentiates LayerNormalization only through its first output");
+  Emitter& e = c.e();
+  Value* x = c.in(0);
+  size_t rank = c.dims(x).size();
+  int64_t axis = c.axis(c.node().get_int("axis", -1), rank);
+  double eps = c.node().get_float("epsilon", 1e-5f);
+  std::vector<int64_t> norm_axes, lead_axes;
+  for (int64_t i = 0; i < static_cast<int64_t>(rank); ++i) (i < axis ? lead_axes : norm_axes).push_back(i);
+  Value* mean = e.reduce("ReduceMean", x, norm_axes, true);
+  Value* xc = e.op("Sub", {x, mean});
+  Value* var = e.reduce("ReduceMean", mul(c, xc, xc), norm_axes, true);
+  Value* r = e.op("Reciprocal", {e.op("Sqrt", {e.op("Add", {var, scalar(c, eps)})})});
+  Value* xhat = mul(c, xc, r);
+  Value* g = c.dy();
+  Dims norm_dims(c.dims(x).begin() + axis, c.dims(x).end());
+  // Sums g-shaped terms over the leading axes, then down to the operand's shape.
+  auto sum_leading = [&](Value* v, size_t input) {
+    Value* s = lead_axes.empty() ? v : e.reduce("ReduceSum", v, lead_axes, false);
+    return e.sum_to(s, norm_dims, c.dims(c.in(input)));
+  };
+  if (c.wants(0)) {
+    Value* h = mul(c, g, c.in(1));
+    Value* mh = e.reduce("ReduceMean", h, norm_axes, true);
+    Value* mhx = e.reduce("ReduceMean", mul(c, h, xhat), norm_axes, true);
+    Value* inner = e.op("Sub", {e.op("Sub", {h, mh}), mul(c, xhat, mhx)});
+    c.set(0, mul(c, r, inner));
+  }
+  if (c.wants(1)) c.set(1, sum_leading(mul(c, g, xhat), 1));
+  if (c.wants(2)) c.set(2, sum_leading(g, 2));
+}
+
+// The axes a Reduce* node reduces, normalized; empty when it is a no-op.
+std::vector<int64_t> reduced_axes(GradContext& c, size_t rank, bool& noop) {
+  const Node& n = c.node();
+  bool axes_input = n.opset() >= (n.op_type() == "ReduceSum" ? 13 : 18);
+  std::vector<int64_t> axes = axes_input ? (c.in(1) ? c.const_ints(1, "the reduced axes") : std::vector<int64_t>{})
+                                         : n.get_ints("axes");
+  noop = axes.empty() && n.get_int("noop_with_empty_axes", 0) != 0;
+  if (axes.empty() && !noop)
+    for (size_t i = 0; i < rank; ++i) axes.push_back(static_cast<int64_t>(i));
+  for (int64_t& a : axes) a = c.axis(a, rank);
+  std::sort(axes.begin(), axes.end());
+  return axes;
+}
+
+// g with the reduced axes restored (as size 1) and expanded to x's shape.
+Value* expand_reduced(GradContext& c, Value* g) {
+  bool noop = false;
+  std::vector<int64_t> axes = reduced_axes(c, c.dims(c.in(0)).size(), noop);
+  if (noop) return g;
+  if (!c.node().get_int("keepdims", 1) && !axes.empty()) g = c.e().unsqueeze(g, axes);
+  return c.e().op("Expand", {g, c.e().shape_of(c.in(0))});
+}
+
+// d reduce_sum = g broadcast back over the reduced axes
+void reduce_sum_rule(GradContext& c) { c.set(0, expand_reduced(c, c.dy())); }
+
+// d reduce_mean = g / (elements per output) broadcast back
+void reduce_mean_rule(GradContext& c) {
+  Emitter& e = c.e();
+  auto count = [&](Value* v) {
+    return e.op("Cast", {e.op("Size", {v})}, int_attr("to", static_cast<int64_t>(c.dtype())));
+  };
+  Value* n = e.op("Div", {count(c.in(0)), count(c.out())});
+  c.set(0, expand_reduced(c, e.op("Div", {c.dy(), n})));
+}
+
+// ---- movement
+
+// Reshape, Flatten, Squeeze, Unsqueeze: g reshaped to x's shape
+void reshape_rule(GradContext& c) { c.set(0, c.e().op("Reshape", {c.dy(), c.e().shape_of(c.in(0))})); }
+
+// d transpose(x, perm) = transpose(g, perm^-1)
+void transpose_rule(GradContext& c) {
+  size_t rank = c.dims(c.in(0)).size();
+  std::vector<int64_t> perm = c.node().get_ints("perm");
+  if (perm.empty())
+    for (size_t i = 0; i < rank; ++i) perm.push_back(static_cast<int64_t>(rank - 1 - i));
+  std::vector<int64_t> inv(rank);
+  for (size_t i = 0; i < rank; ++i) inv[static_cast<size_t>(perm[i])] = static_cast<int64_t>(i);
+  c.set(0, c.e().op("Transpose", {c.dy()}, {{"perm", Attribute::of_ints(inv)}}));
+}
+
+// d concat = g split along the axis at the inputs' sizes (read at run time,
+// so symbolic sizes work)
+void concat_rule(GradContext& c) {
+  Emitter& e = c.e();
+  size_t rank = c.dims(c.out()).size();
+  int64_t axis = c.axis(c.node().get_int("axis", 0), rank);
+  std::vector<Value*> sizes;
+  for (Value* x : c.node().inputs()) {
+    Value* s = e.shape_of(x);
+    sizes.push_back(e.op("Slice", {s, e.ints({axis}), e.ints({axis + 1})}));
+  }
+  Value* split = sizes.size() == 1 ? sizes.front() : e.op("Concat", sizes, int_attr("axis", 0));
+  std::vector<Value*> parts = e.op_n("Split", {c.dy(), split}, c.node().num_inputs(), int_attr("axis", axis));
+  for (size_t i = 0; i < parts.size(); ++i)
+    if (c.wants(i)) c.set(i, parts[i]);
+}
+
+// d split = concat of the outputs' gradients (zeros for an unused output)
+void split_rule(GradContext& c) {
+  Emitter& e = c.e();
+  int64_t axis = c.node().get_int("axis", 0);
+  std::vector<Value*> parts;
+  for (size_t i = 0; i < c.node().num_outputs(); ++i)
+    parts.push_back(c.dy(i) ? c.dy(i) : e.zeros_like(c.out(i), c.dtype()));
+  c.set(0, e.op("Concat", parts, int_attr("axis", axis)));
+}
+
+// d slice = g padded with zeros back to x's shape. Needs constant starts,
+// ends and axes, unit steps, and static sizes on the sliced axes (the padding
+// is computed here).
+void slice_rule(GradContext& c) {
+  const Node& n = c.node();
+  const Dims& xd = c.dims(c.in(0));
+  std::vector<int64_t> starts = c.const_ints(1, "Slice's starts"), ends = c.const_ints(2, "Slice's ends");
+  std::vector<int64_t> axes;
+  if (n.has_input(3)) {
+    axes = c.const_ints(3, "Slice's axes");
+  } else {
+    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+  }
+  if (n.has_input(4))
+    for (int64_t s : c.const_ints(4, "Slice's steps"))
+      if (s != 1) c.fail("tcc differentiates Slice only with unit steps, got step " + std::to_string(s));
+  size_t rank = xd.size();
+  std::vector<int64_t> pads(2 * rank, 0);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    int64_t a = c.axis(axes[i], rank);
+    const Dim& d = xd[static_cast<size_t>(a)];
+    if (!d.is_static())
+      c.fail("the gradient of Slice needs a static size on sliced axis " + std::to_string(a) + ", got " + d.str());
+    int64_t size = d.value();
+    auto clamp = [&](int64_t v) { return std::clamp(v < 0 ? v + size : v, int64_t{0}, size); };
+    int64_t s = clamp(starts[i]), t = std::max(clamp(ends[i]), s);
+    pads[static_cast<size_t>(a)] = s;
+    pads[rank + static_cast<size_t>(a)] = size - t;
+  }
+  c.set(0, c.e().op("Pad", {c.dy(), c.e().ints(pads)}));
+}
+
+// d gather(x, idx, axis) = ScatterElements(zeros, idx', g', axis, add), with
+// the index axes of g flattened into one (g' has x's rank) and idx' the
+// flattened indices broadcast along g'. Adding, rather than assigning, makes
+// repeated indices accumulate. Needs opset 16 (Scatter's reduction).
+void gather_rule(GradContext& c) {
+  if (c.node().opset() < 16) c.fail("the gradient of Gather uses ScatterElements' reduction, which needs opset 16");
+  Emitter& e = c.e();
+  Value* x = c.in(0);
+  size_t rank = c.dims(x).size();
+  int64_t axis = c.axis(c.node().get_int("axis", 0), rank);
+  Value* xs = e.shape_of(x);
+  Value* before = e.op("Slice", {xs, e.ints({0}), e.ints({axis})});
+  Value* after = e.op("Slice", {xs, e.ints({axis + 1}), e.ints({static_cast<int64_t>(rank)})});
+  Value* g_shape = e.op("Concat", {before, e.ints({-1}), after}, int_attr("axis", 0));
+  Value* g = e.op("Reshape", {c.dy(), g_shape});
+  Value* idx = e.op("Reshape", {c.in(1), e.ints({-1})});
+  std::vector<int64_t> other_axes;
+  for (int64_t i = 0; i < static_cast<int64_t>(rank); ++i)
+    if (i != axis) other_axes.push_back(i);
+  if (!other_axes.empty()) idx = e.unsqueeze(idx, other_axes);
+  idx = e.op("Expand", {idx, e.shape_of(g)});
+  Attrs attrs{{"axis", Attribute::of_int(axis)}, {"reduction", Attribute::of_string("add")}};
+  c.set(0, e.op("ScatterElements", {e.zeros_like(x, c.dtype()), idx, g}, std::move(attrs)));
+}
+
+const std::unordered_map<std::string, GradRule>& rules() {
+  static const std::unordered_map<std::string, GradRule> table = {
+      {"Add", add_rule},
+      {"Sub", sub_rule},
+      {"Mul", mul_rule},
+      {"Div", div_rule},
+      {"Neg", neg_rule},
+      {"Pow", pow_rule},
+      {"Relu", relu_rule},
+      {"Sigmoid", sigmoid_rule},
+      {"Tanh", tanh_rule},
+      {"Exp", exp_rule},
+      {"Log", log_rule},
+      {"Sqrt", sqrt_rule},
+      {"Erf", erf_rule},
+      {"Gelu", gelu_rule},
+      {"Identity", identity_rule},
+      {"Cast", cast_rule},
+      {"Where", where_rule},
+      {"Expand", expand_rule},
+      {"MatMul", matmul_rule},
+      {"Gemm", gemm_rule},
+      {"Softmax", softmax_rule},
+      {"LogSoftmax", log_softmax_rule},
+      {"LayerNormalization", layer_norm_rule},
+      {"ReduceSum", reduce_sum_rule},
+      {"ReduceMean", reduce_mean_rule},
+      {"Reshape", reshape_rule},
+      {"Flatten", reshape_rule},
+      {"Squeeze", reshape_rule},
+      {"Unsqueeze", reshape_rule},
+      {"Transpose", transpose_rule},
+      {"Concat", concat_rule},
+      {"Split", split_rule},
+      {"Slice", slice_rule},
+      {"Gather", gather_rule},
+  };
+  return table;
+}
+
+}  // namespace
+
+const GradRule* find_grad_rule(const Node& n) {
+  auto it = rules().find(n.op_type());
+  return it == rules().end() ? nullptr : &it->second;
+}
+
+std::string no_grad_rule_reason(const Node& n) {
+  if (n.op_type() == "Conv" || n.op_type() == "ConvTranspose")
+    return "its backward needs a transposed convolution with output padding and a weight-gradient convolution, "
+           "which tcc does not build yet";
+  if (n.op_type() == "If" || n.op_type() == "Loop" || n.op_type() == "Scan")
+    return "tcc does not differentiate through control flow";
+  return "";
+}
+
+}  // namespace tcc

@@ -1,0 +1,514 @@
+// tcc's autodiff checked by results: every gradient rule against central
+// finite differences through the reference interpreter (float64), whole-model
+// gradients of the MLP and GPT-2 block fixtures (float32), optimizer steps,
+// and `tcc explain --train` on the ten-layer Linear example.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <random>
+#include <sstream>
+
+#include "frontends/load_model.h"
+#include "src/autodiff/autodiff.h"
+#include "src/interp/interpreter.h"
+#include "src/ir/text.h"
+#include "tests/unit/cli_util.h"
+
+namespace tcc {
+namespace {
+
+// Replaces each `$R` with a list of random values in [-1, 1], as many as the
+// type just before it on the line declares (`const %w: f64[2, 3] = $R`).
+std::string fill_random(std::string text, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  for (size_t at = text.find("$R"); at != std::string::npos; at = text.find("$R")) {
+    size_t close = text.rfind(']', at), open = text.rfind('[', close);
+    std::stringstream dims(text.substr(open + 1, close - open - 1));
+    int64_t count = 1;
+    for (std::string d; std::getline(dims, d, ',');) count *= std::stoll(d);
+    std::string lit = "[";
+    for (int64_t i = 0; i < count; ++i) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.17g", dist(rng));
+      std::string v = buf;
+      if (v.find_first_of(".e") == std::string::npos) v += ".0";
+      lit += (i ? ", " : "") + v;
+    }
+    text.replace(at, 2, lit + "]");
+  }
+  return text;
+}
+
+// A forward graph around `body`, which computes %y of type `ytype` from
+// parameters named w*: the loss is sum(y * r) for a random r, so every
+// element of the incoming gradient differs.
+std::string wrap(const std::string& decls, const std::string& body, const std::string& ytype, int opset = 17) {
+  return "graph main opset(ai.onnx: " + std::to_string(opset) + ") {\n" + decls + "  const %r: " + ytype +
+         " = $R\n" + body + "  %p: " + ytype + " = Mul(%y, %r)\n  %loss: f64[] = ReduceSum(%p) {keepdims = 0}\n" +
+         "  output %loss\n}\n";
+}
+
+double loss_of(const Graph& g, const std::map<std::string, Tensor>& inputs) {
+  Interpreter interp;
+  std::vector<Tensor> outs = interp.run(g, inputs);
+  for (size_t i = 0; i < g.outputs().size(); ++i)
+    if (g.outputs()[i]->name() == "loss") return outs[i].get_f64(0);
+  ADD_FAILURE() << "no loss output";
+  return 0;
+}
+
+struct FdOptions {
+  double h = 1e-6;
+  double tol = 1e-6;    // |autodiff - fd| <= tol * (1 + |fd|)
+  int max_elements = 64;  // checked per parameter (spread over the tensor)
+};
+
+// Builds the training graph of `text` (loss output `loss`), then checks each
+// parameter's gradient against central differences of the forward model.
+void check_gradients(const std::string& text, const std::map<std::string, Tensor>& inputs = {},
+                     TrainOptions opts = {}, FdOptions fd = {}) {
+  std::unique_ptr<Model> fwd = parse_model(text);
+  std::unique_ptr<Model> train = parse_model(text);
+  if (!opts.builtin_loss) opts.loss_output = "loss";
+  if (opts.param_patterns.empty()) opts.param_patterns = {"w*"};
+  TrainingGraph tg = build_training_graph(*train, opts);
+  ASSERT_FALSE(tg.params.empty());
+  Interpreter interp;
+  std::vector<Tensor> outs = interp.run(*train->graph, inputs);
+  ASSERT_EQ(outs.size(), 1 + tg.params.size());
+  EXPECT_NEAR(outs[0].get_f64(0), loss_of(*fwd->graph, inputs), 1e-9 * (1 + std::abs(outs[0].get_f64(0))));
+  for (size_t p = 0; p < tg.params.size(); ++p) {
+    const std::string& name = tg.params[p];
+    EXPECT_EQ(train->graph->outputs()[1 + p]->name(), "grad_" + name);
+    const Tensor& grad = outs[1 + p];
+    Value* w = fwd->graph->find_local(name);
+    ASSERT_TRUE(w && w->is_initializer()) << name;
+    Tensor orig = w->initializer();
+    ASSERT_EQ(grad.shape(), orig.shape()) << name;
+    int64_t stride = std::max<int64_t>(1, orig.numel() / fd.max_elements);
+    for (int64_t i = 0; i < orig.numel(); i += stride) {
+      auto loss_at = [&](double delta) {
+        Tensor t = orig.clone();
+        t.set_f64(i, orig.get_f64(i) + delta);
+        w->set_initializer(t);
+        return loss_of(*fwd->graph, inputs);
+      };
+      double numeric = (loss_at(fd.h) - loss_at(-fd.h)) / (2 * fd.h);
+      EXPECT_NEAR(grad.get_f64(i), numeric, fd.tol * (1 + std::abs(numeric)))
+          << "d loss / d " << name << "[" << i << "]";
+    }
+    w->set_initializer(orig);
+  }
+}
+
+struct RuleCase {
+  std::string name;
+  std::string decls;
+  std::string body;
+  std::string ytype;
+  int opset = 17;
+  FdOptions fd = {};
+};
+
+std::ostream& operator<<(std::ostream& os, const RuleCase& c) { return os << c.name; }
+
+class GradRule : public ::testing::TestWithParam<RuleCase> {};
+
+TEST_P(GradRule, MatchesFiniteDifferences) {
+  const RuleCase& c = GetParam();
+  check_gradients(fill_random(wrap(c.decls, c.body, c.ytype, c.opset), 7), {}, {}, c.fd);
+}
+
+// Positive operands for Log, Sqrt, Pow and divisors: w*w + 0.5.
+const char* kPositive = "  const %half: f64[] = [0.5]\n  %w2: f64[2, 3] = Mul(%w, %w)\n"
+                        "  %pos: f64[2, 3] = Add(%w2, %half)\n";
+
+const RuleCase kRuleCases[] = {
+    {"Add_broadcast", "  const %w0: f64[2, 1, 3] = $R\n  const %w1: f64[4, 1] = $R\n",
+     "  %y: f64[2, 4, 3] = Add(%w0, %w1)\n", "f64[2, 4, 3]"},
+    {"Add_same_value", "  const %w: f64[2, 3] = $R\n", "  %y: f64[2, 3] = Add(%w, %w)\n", "f64[2, 3]"},
+    {"Sub", "  const %w0: f64[2, 3] = $R\n  const %w1: f64[1, 3] = $R\n", "  %y: f64[2, 3] = Sub(%w0, %w1)\n",
+     "f64[2, 3]"},
+    {"Mul", "  const %w0: f64[2, 3] = $R\n  const %w1: f64[2, 1] = $R\n", "  %y: f64[2, 3] = Mul(%w0, %w1)\n",
+     "f64[2, 3]"},
+    {"Div", "  const %w0: f64[2, 3] = $R\n  const %w: f64[2, 3] = $R\n",
+     std::string(kPositive) + "  %y: f64[2, 3] = Div(%w0, %pos)\n", "f64[2, 3]"},
+    {"Neg", "  const %w: f64[2, 3] = $R\n", "  %y: f64[2, 3] = Neg(%w)\n", "f64[2, 3]"},
+    {"Pow_integer", "  const %w: f64[2, 3] = $R\n  const %e: f64[] = [3.0]\n", "  %y: f64[2, 3] = Pow(%w, %e)\n",
+     "f64[2, 3]"},
+    {"Pow_fractional", "  const %w: f64[2, 3] = $R\n  const %e: f64[] = [1.5]\n",
+     std::string(kPositive) + "  %y: f64[2, 3] = Pow(%pos, %e)\n", "f64[2, 3]"},
+    {"Relu", "  const %w: f64[2, 3] = $R\n", "  %y: f64[2, 3] = Relu(%w)\n", "f64[2, 3]"},
+    {"Sigmoid", "  const %w: f64[2, 3] = $R\n", "  %y: f64[2, 3] = Sigmoid(%w)\n", "f64[2, 3]"},
+    {"Tanh", "  const %w: f64[2, 3] = $R\n", "  %y: f64[2, 3] = Tanh(%w)\n", "f64[2, 3]"},
+    {"Exp", "  const %w: f64[2, 3] = $R\n", "  %y: f64[2, 3] = Exp(%w)\n", "f64[2, 3]"},
+    {"Log", "  const %w: f64[2, 3] = $R\n", std::string(kPositive) + "  %y: f64[2, 3] = Log(%pos)\n", "f64[2, 3]"},
+    {"Sqrt", "  const %w: f64[2, 3] = $R\n", std::string(kPositive) + "  %y: f64[2, 3] = Sqrt(%pos)\n", "f64[2, 3]"},
+    {"Erf", "  const %w: f64[2, 3] = $R\n", "  %y: f64[2, 3] = Erf(%w)\n", "f64[2, 3]"},
+    {"Gelu_erf", "  const %w: f64[2, 3] = $R\n", "  %y: f64[2, 3] = Gelu(%w)\n", "f64[2, 3]", 20},
+    {"Gelu_tanh", "  const %w: f64[2, 3] = $R\n", "  %y: f64[2, 3] = Gelu(%w) {approximate = \"tanh\"}\n",
+     "f64[2, 3]", 20},
+    {"Softmax", "  const %w: f64[2, 3, 4] = $R\n", "  %y: f64[2, 3, 4] = Softmax(%w) {axis = 1}\n", "f64[2, 3, 4]"},
+    {"LogSoftmax", "  const %w: f64[2, 3, 4] = $R\n", "  %y: f64[2, 3, 4] = LogSoftmax(%w) {axis = -1}\n",
+     "f64[2, 3, 4]"},
+    {"LayerNormalization_last_axis", "  const %w: f64[2, 3, 4] = $R\n  const %ws: f64[4] = $R\n  const %wb: f64[4] = $R\n",
+     "  %y: f64[2, 3, 4] = LayerNormalization(%w, %ws, %wb) {axis = -1, epsilon = 1e-05}\n", "f64[2, 3, 4]"},
+    {"LayerNormalization_two_axes", "  const %w: f64[2, 3, 4] = $R\n  const %ws: f64[3, 4] = $R\n",
+     "  %y: f64[2, 3, 4] = LayerNormalization(%w, %ws) {axis = 1, epsilon = 1e-05}\n", "f64[2, 3, 4]"},
+    {"ReduceSum", "  const %w: f64[2, 3, 4] = $R\n  const %ax: i64[1] = [1]\n",
+     "  %y: f64[2, 4] = ReduceSum(%w, %ax) {keepdims = 0}\n", "f64[2, 4]"},
+    {"ReduceMean_attr_axes", "  const %w: f64[2, 3, 4] = $R\n",
+     "  %y: f64[1, 3, 1] = ReduceMean(%w) {axes = [0, 2], keepdims = 1}\n", "f64[1, 3, 1]"},
+    {"ReduceMean_input_axes", "  const %w: f64[2, 3, 4] = $R\n  const %ax: i64[1] = [-1]\n",
+     "  %y: f64[2, 3] = ReduceMean(%w, %ax) {keepdims = 0}\n", "f64[2, 3]", 18},
+    {"Reshape", "  const %w: f64[2, 3, 4] = $R\n  const %s: i64[2] = [6, -1]\n",
+     "  %y: f64[6, 4] = Reshape(%w, %s)\n", "f64[6, 4]"},
+    {"Transpose", "  const %w: f64[2, 3, 4] = $R\n", "  %y: f64[4, 2, 3] = Transpose(%w) {perm = [2, 0, 1]}\n",
+     "f64[4, 2, 3]"},
+    {"Unsqueeze_Squeeze", "  const %w: f64[2, 3] = $R\n  const %a: i64[1] = [1]\n",
+     "  %u: f64[2, 1, 3] = Unsqueeze(%w, %a)\n  %t: f64[2, 1, 3] = Tanh(%u)\n  %y: f64[2, 3] = Squeeze(%t, %a)\n",
+     "f64[2, 3]"},
+    {"Concat", "  const %w0: f64[2, 3] = $R\n  const %c: f64[2, 2] = $R\n  const %w1: f64[2, 1] = $R\n",
+     "  %y: f64[2, 6] = Concat(%w0, %c, %w1) {axis = 1}\n", "f64[2, 6]"},
+    {"Split_with_unused_output", "  const %w: f64[2, 6] = $R\n  const %s: i64[3] = [2, 1, 3]\n",
+     "  %a: f64[2, 2], %b: f64[2, 1], %c: f64[2, 3] = Split(%w, %s) {axis = 1}\n"
+     "  %y: f64[2, 2] = Mul(%a, %b)\n",
+     "f64[2, 2]"},
+    {"Slice", "  const %w: f64[4, 5] = $R\n  const %st: i64[2] = [1, -4]\n  const %en: i64[2] = [3, 100]\n",
+     "  %y: f64[2, 4] = Slice(%w, %st, %en)\n", "f64[2, 4]"},
+    {"Gather_repeated_indices", "  const %w: f64[3, 4] = $R\n  const %i: i64[2, 2] = [3, 0, -1, 1]\n",
+     "  %y: f64[3, 2, 2] = Gather(%w, %i) {axis = 1}\n", "f64[3, 2, 2]"},
+    {"Gather_scalar_index", "  const %w: f64[3, 4] = $R\n  const %i: i64[] = [2]\n",
+     "  %y: f64[4] = Gather(%w, %i) {axis = 0}\n", "f64[4]"},
+    // An f32 parameter: a step of 1e-6 would vanish in its rounding; y is linear in it.
+    {"Cast", "  const %w: f32[2, 3] = $R\n", "  %y: f64[2, 3] = Cast(%w) {to = 11}\n", "f64[2, 3]", 17, {1e-2, 1e-5}},
+    {"Identity", "  const %w: f64[2, 3] = $R\n", "  %y: f64[2, 3] = Identity(%w)\n", "f64[2, 3]"},
+    {"Where", "  const %w0: f64[2, 3] = $R\n  const %w1: f64[3] = $R\n"
+              "  const %cond: bool[2, 3] = [true, false, true, false, false, true]\n",
+     "  %y: f64[2, 3] = Where(%cond, %w0, %w1)\n", "f64[2, 3]"},
+    {"Expand", "  const %w: f64[3, 1] = $R\n  const %s: i64[3] = [2, 3, 4]\n", "  %y: f64[2, 3, 4] = Expand(%w, %s)\n",
+     "f64[2, 3, 4]"},
+    {"MatMul_2d", "  const %w0: f64[2, 3] = $R\n  const %w1: f64[3, 4] = $R\n", "  %y: f64[2, 4] = MatMul(%w0, %w1)\n",
+     "f64[2, 4]"},
+    {"MatMul_batched_broadcast", "  const %w0: f64[2, 1, 2, 3] = $R\n  const %w1: f64[3, 3, 4] = $R\n",
+     "  %y: f64[2, 3, 2, 4] = MatMul(%w0, %w1)\n", "f64[2, 3, 2, 4]"},
+    {"MatMul_vector_left", "  const %w0: f64[3] = $R\n  const %w1: f64[2, 3, 4] = $R\n",
+     "  %y: f64[2, 4] = MatMul(%w0, %w1)\n", "f64[2, 4]"},
+    {"MatMul_vector_right", "  const %w0: f64[2, 3, 4] = $R\n  const %w1: f64[4] = $R\n",
+     "  %y: f64[2, 3] = MatMul(%w0, %w1)\n", "f64[2, 3]"},
+    {"Gemm_plain", "  const %w0: f64[2, 3] = $R\n  const %w1: f64[3, 4] = $R\n  const %w2: f64[4] = $R\n",
+     "  %y: f64[2, 4] = Gemm(%w0, %w1, %w2)\n", "f64[2, 4]"},
+    {"Gemm_transposed_scaled", "  const %w0: f64[3, 2] = $R\n  const %w1: f64[4, 3] = $R\n  const %w2: f64[2, 1] = $R\n",
+     "  %y: f64[2, 4] = Gemm(%w0, %w1, %w2) {alpha = 0.5, beta = 2.0, transA = 1, transB = 1}\n", "f64[2, 4]"},
+    {"Gemm_transA_no_C", "  const %w0: f64[3, 2] = $R\n  const %w1: f64[3, 4] = $R\n",
+     "  %y: f64[2, 4] = Gemm(%w0, %w1) {alpha = 1.5, transA = 1}\n", "f64[2, 4]"},
+};
+
+INSTANTIATE_TEST_SUITE_P(Autodiff, GradRule, ::testing::ValuesIn(kRuleCases),
+                         [](const auto& info) { return info.param.name; });
+
+// Symbolic batch: gradients of broadcast operands reduce over `batch`
+// without knowing it, and the graph runs at any batch size.
+TEST(Autodiff, SymbolicBatchBroadcast) {
+  std::string text = fill_random(R"(graph main opset(ai.onnx: 17) {
+  input %x: f64[batch, 3]
+  const %w: f64[3, 4] = $R
+  const %wb: f64[4] = $R
+  %m: f64[batch, 4] = MatMul(%x, %w)
+  %y: f64[batch, 4] = Add(%m, %wb)
+  %t: f64[batch, 4] = Tanh(%y)
+  %loss: f64[] = ReduceMean(%t) {keepdims = 0}
+  output %loss
+}
+)", 3);
+  for (int64_t batch : {1, 5}) {
+    Tensor x(DType::F64, {batch, 3});
+    for (int64_t i = 0; i < x.numel(); ++i) x.set_f64(i, std::sin(static_cast<double>(i)));
+    check_gradients(text, {{"x", x}});
+  }
+}
+
+TEST(Autodiff, BuiltinLossesOnSymbolicBatch) {
+  std::string text = fill_random(R"(graph main opset(ai.onnx: 17) {
+  input %x: f64[batch, 3]
+  const %w: f64[3, 4] = $R
+  %y: f64[batch, 4] = MatMul(%x, %w)
+  output %y
+}
+)", 5);
+  Tensor x(DType::F64, {3, 3});
+  for (int64_t i = 0; i < x.numel(); ++i) x.set_f64(i, std::cos(static_cast<double>(i)));
+  Tensor target(DType::F64, {3, 4});
+  for (int64_t i = 0; i < target.numel(); ++i) target.set_f64(i, 0.1 * static_cast<double>(i));
+  Tensor classes = Tensor::from_i64({3, 0, 2}, {3});
+
+  // The loss is the builtin one; FD perturbs the forward graph with the same loss appended.
+  for (LossKind kind : {LossKind::Mse, LossKind::CrossEntropy}) {
+    TrainOptions opts;
+    opts.builtin_loss = BuiltinLoss{kind, "y", "target"};
+    std::unique_ptr<Model> fwd = parse_model(text);
+    opts.param_patterns = {"nothing-matches-so-only-the-loss-is-built*"};
+    EXPECT_THROW(build_training_graph(*fwd, opts), InputError);
+    opts.param_patterns.clear();
+    std::map<std::string, Tensor> inputs{{"x", x}, {"target", kind == LossKind::Mse ? target : classes}};
+    std::unique_ptr<Model> train = parse_model(text);
+    TrainingGraph tg = build_training_graph(*train, opts);
+    ASSERT_EQ(tg.params, std::vector<std::string>{"w"});
+    Interpreter interp;
+    std::vector<Tensor> outs = interp.run(*train->graph, inputs);
+    // Reference loss computed here from the forward output.
+    auto loss_with = [&](const Tensor& w) {
+      std::unique_ptr<Model> m = parse_model(text);
+      m->graph->find_local("w")->set_initializer(w);
+      Tensor y = Interpreter().run(*m->graph, {{"x", x}})[0];
+      double total = 0;
+      for (int64_t b = 0; b < 3; ++b) {
+        if (kind == LossKind::Mse) {
+          for (int64_t j = 0; j < 4; ++j) total += std::pow(y.get_f64(b * 4 + j) - target.get_f64(b * 4 + j), 2);
+        } else {
+          double mx = -1e300, s = 0;
+          for (int64_t j = 0; j < 4; ++j) mx = std::max(mx, y.get_f64(b * 4 + j));
+          for (int64_t j = 0; j < 4; ++j) s += std::exp(y.get_f64(b * 4 + j) - mx);
+          total -= y.get_f64(b * 4 + classes.get_i64(b)) - mx - std::log(s);
+        }
+      }
+      return total / (kind == LossKind::Mse ? 12.0 : 3.0);
+    };
+    Tensor w = parse_model(text)->graph->find_local("w")->initializer();
+    EXPECT_NEAR(outs[0].get_f64(0), loss_with(w), 1e-12);
+    for (int64_t i = 0; i < w.numel(); ++i) {
+      Tensor plus = w.clone(), minus = w.clone();
+      plus.set_f64(i, w.get_f64(i) + 1e-6);
+      minus.set_f64(i, w.get_f64(i) - 1e-6);
+      double numeric = (loss_with(plus) - loss_with(minus)) / 2e-6;
+      EXPECT_NEAR(outs[1].get_f64(i), numeric, 1e-6 * (1 + std::abs(numeric))) << i;
+    }
+  }
+}
+
+// Whole models in float32: the interpreter rounds every op to f32, so central
+// differences use h = 1e-2 and a relative tolerance of 2% (plus 2e-3 of the
+// largest gradient of that parameter, for elements whose gradient is near 0).
+void check_fixture(const std::string& name, const std::vector<int64_t>& input_shape, uint32_t seed) {
+  std::string path = std::string(TCC_SOURCE_DIR) + "/tests/fixtures/" + name + ".onnx";
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> dist(0.0, 1.0);
+  std::unique_ptr<Model> fwd = load_model(path);
+  Tensor x(DType::F32, input_shape);
+  for (int64_t i = 0; i < x.numel(); ++i) x.set_f64(i, dist(rng));
+  Tensor y = Interpreter().run(*fwd->graph, {{"input", x}})[0];
+  Tensor target(DType::F32, y.shape());
+  for (int64_t i = 0; i < target.numel(); ++i) target.set_f64(i, dist(rng));
+  std::string out_name = fwd->graph->outputs()[0]->name();
+  std::map<std::string, Tensor> inputs{{"input", x}, {"target", target}};
+
+  TrainOptions opts;
+  opts.builtin_loss = BuiltinLoss{LossKind::Mse, out_name, "target"};
+  std::unique_ptr<Model> train = load_model(path);
+  TrainingGraph tg = build_training_graph(*train, opts);
+  std::vector<Tensor> outs = Interpreter().run(*train->graph, inputs);
+  ASSERT_EQ(outs.size(), 1 + tg.params.size());
+
+  // Parameters are inputs of the training graph, so its loss output evaluated
+  // at perturbed parameters gives the differences.
+  std::mt19937 pick(seed + 1);
+  int checked = 0;
+  for (size_t p = 0; p < tg.params.size(); ++p) {
+    const Tensor& grad = outs[1 + p];
+    Value* w = train->graph->find_local(tg.params[p]);
+    Tensor orig = w->initializer();
+    double scale = 0;
+    for (int64_t i = 0; i < grad.numel(); ++i) scale = std::max(scale, std::abs(grad.get_f64(i)));
+    for (int k = 0; k < 3; ++k) {
+      int64_t i = std::uniform_int_distribution<int64_t>(0, orig.numel() - 1)(pick);
+      auto loss_at = [&](double delta) {
+        Tensor t = orig.clone();
+        t.set_f64(i, orig.get_f64(i) + delta);
+        std::map<std::string, Tensor> in = inputs;
+        in[tg.params[p]] = t;
+        return Interpreter().run(*train->graph, in)[0].get_f64(0);
+      };
+      const double h = 1e-2;
+      double numeric = (loss_at(h) - loss_at(-h)) / (2 * h);
+      EXPECT_NEAR(grad.get_f64(i), numeric, 2e-2 * std::abs(numeric) + 2e-3 * scale)
+          << name << ": d loss / d " << tg.params[p] << "[" << i << "]";
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 0);
+}
+
+TEST(Autodiff, MlpFixtureGradients) { check_fixture("mlp", {4, 32}, 11); }
+TEST(Autodiff, Gpt2BlockFixtureGradients) { check_fixture("gpt2_block", {2, 5, 64}, 13); }
+
+TEST(Autodiff, SgdStepLowersMlpLoss) {
+  std::string path = std::string(TCC_SOURCE_DIR) + "/tests/fixtures/mlp.onnx";
+  std::unique_ptr<Model> m = load_model(path);
+  TrainOptions opts;
+  opts.builtin_loss = BuiltinLoss{LossKind::Mse, "output", "target"};
+  opts.optimizer.kind = OptimizerKind::Sgd;
+  TrainingGraph tg = build_training_graph(*m, opts);
+  EXPECT_EQ(tg.lr, "lr");
+  EXPECT_EQ(tg.step, "");
+  std::mt19937 rng(5);
+  std::normal_distribution<double> dist(0.0, 1.0);
+  Tensor x(DType::F32, {8, 32}), target(DType::F32, {8, 10});
+  for (int64_t i = 0; i < x.numel(); ++i) x.set_f64(i, dist(rng));
+  for (int64_t i = 0; i < target.numel(); ++i) target.set_f64(i, dist(rng));
+  std::map<std::string, Tensor> inputs{{"input", x}, {"target", target}, {"lr", Tensor::scalar_f32(0.05f)}};
+  const Graph& g = *m->graph;
+  std::vector<Tensor> first = Interpreter().run(g, inputs);
+  ASSERT_EQ(g.outputs().size(), 1 + tg.params.size());
+  for (size_t p = 0; p < tg.params.size(); ++p) {
+    EXPECT_EQ(g.outputs()[1 + p]->name(), tg.params[p] + ".updated");
+    inputs[tg.params[p]] = first[1 + p];
+  }
+  std::vector<Tensor> second = Interpreter().run(g, inputs);
+  EXPECT_LT(second[0].get_f64(0), first[0].get_f64(0) - 1e-3);
+}
+
+// One update of w = [0.5, -1] under loss = sum(w * [2, -3]) (gradient [2, -3])
+// from a given state, against the formulas of torch.optim written out here.
+TEST(Autodiff, OptimizerUpdatesMatchHandComputed) {
+  const char* text = R"(graph main opset(ai.onnx: 17) {
+  const %w: f32[2] = [0.5, -1.0]
+  const %c: f32[2] = [2.0, -3.0]
+  %p: f32[2] = Mul(%w, %c)
+  %loss: f32[] = ReduceSum(%p) {keepdims = 0}
+  output %loss
+}
+)";
+  const double w[2] = {0.5, -1.0}, g[2] = {2.0, -3.0}, m[2] = {0.1, 0.2}, v[2] = {0.3, 0.05};
+  const double lr = 0.01, t = 3, b1 = 0.9, b2 = 0.999, eps = 1e-8, wd = 0.01;
+  for (OptimizerKind kind : {OptimizerKind::Momentum, OptimizerKind::Adam, OptimizerKind::AdamW}) {
+    std::unique_ptr<Model> model = parse_model(text);
+    TrainOptions opts;
+    opts.loss_output = "loss";
+    opts.optimizer.kind = kind;
+    TrainingGraph tg = build_training_graph(*model, opts);
+    std::map<std::string, Tensor> inputs{{"lr", Tensor::scalar_f32(static_cast<float>(lr))},
+                                         {"w.m", Tensor::from_f32({0.1f, 0.2f}, {2})}};
+    if (kind != OptimizerKind::Momentum) {
+      inputs["step"] = Tensor::scalar_f32(static_cast<float>(t));
+      inputs["w.v"] = Tensor::from_f32({0.3f, 0.05f}, {2});
+    }
+    std::vector<Tensor> outs = Interpreter().run(*model->graph, inputs);
+    std::vector<std::string> names;
+    for (const Value* o : model->graph->outputs()) names.push_back(o->name());
+    for (int i = 0; i < 2; ++i) {
+      double expect_w, expect_m, expect_v = 0;
+      if (kind == OptimizerKind::Momentum) {
+        expect_m = 0.9 * m[i] + g[i];
+        expect_w = w[i] - lr * expect_m;
+      } else {
+        double base = kind == OptimizerKind::AdamW ? w[i] * (1 - lr * wd) : w[i];
+        expect_m = b1 * m[i] + (1 - b1) * g[i];
+        expect_v = b2 * v[i] + (1 - b2) * g[i] * g[i];
+        double mhat = expect_m / (1 - std::pow(b1, t)), vhat = expect_v / (1 - std::pow(b2, t));
+        expect_w = base - lr * mhat / (std::sqrt(vhat) + eps);
+      }
+      SCOPED_TRACE(optimizer_name(kind));
+      ASSERT_EQ(names[1], "w.updated");
+      ASSERT_EQ(names[2], "w.m.updated");
+      EXPECT_NEAR(outs[1].get_f64(i), expect_w, 1e-6);
+      EXPECT_NEAR(outs[2].get_f64(i), expect_m, 1e-6);
+      if (kind != OptimizerKind::Momentum) {
+        ASSERT_EQ(names[3], "w.v.updated");
+        EXPECT_NEAR(outs[3].get_f64(i), expect_v, 1e-6);
+      }
+    }
+  }
+}
+
+std::string error_of(const std::string& text, TrainOptions opts) {
+  std::unique_ptr<Model> m = parse_model(text, "m.tir");
+  try {
+    build_training_graph(*m, opts);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(Autodiff, InputErrors) {
+  const char* sin = R"(graph main opset(ai.onnx: 17) {
+  const %w: f32[2] = [0.5, -1.0]
+  %s: f32[2] = Sin(%w) name("/act/Sin")
+  %loss: f32[] = ReduceSum(%s) {keepdims = 0}
+  output %loss
+}
+)";
+  TrainOptions opts;
+  opts.loss_output = "loss";
+  std::string e = error_of(sin, opts);
+  EXPECT_NE(e.find("/act/Sin"), std::string::npos) << e;
+  EXPECT_NE(e.find("tcc has no gradient rule for Sin, which lies between a parameter and the loss"),
+            std::string::npos) << e;
+  const char* conv = R"(graph main opset(ai.onnx: 17) {
+  input %x: f32[1, 1, 4, 4]
+  const %w: f32[1, 1, 1, 1] = [2.0]
+  %c: f32[1, 1, 4, 4] = Conv(%x, %w) name("conv")
+  %loss: f32[] = ReduceSum(%c) {keepdims = 0}
+  output %loss
+}
+)";
+  e = error_of(conv, opts);
+  EXPECT_NE(e.find("no gradient rule for Conv"), std::string::npos) << e;
+  EXPECT_NE(e.find("weight-gradient convolution"), std::string::npos) << e;
+  opts.loss_output = "nope";
+  EXPECT_NE(error_of(sin, opts).find("--loss 'nope' is not an output of the model (outputs: loss)"),
+            std::string::npos);
+  opts.loss_output = "loss";
+  opts.param_patterns = {"v*"};
+  EXPECT_NE(error_of(sin, opts).find("--params 'v*' matches no float initializer"), std::string::npos);
+  const char* vector_loss = R"(graph main opset(ai.onnx: 17) {
+  const %w: f32[2] = [0.5, -1.0]
+  %loss: f32[2] = Neg(%w)
+  output %loss
+}
+)";
+  opts.param_patterns.clear();
+  EXPECT_NE(error_of(vector_loss, opts).find("the loss 'loss' must be a float scalar, got f32[2]"),
+            std::string::npos);
+}
+
+TEST(Autodiff, GlobMatch) {
+  EXPECT_TRUE(glob_match("*", "fc1.weight"));
+  EXPECT_TRUE(glob_match("fc?.weight", "fc1.weight"));
+  EXPECT_TRUE(glob_match("*.bias", "h.0.attn.c_attn.bias"));
+  EXPECT_FALSE(glob_match("*.bias", "h.0.attn.c_attn.bias.x"));
+  EXPECT_TRUE(glob_match("h.*.ln_*", "h.0.ln_1.weight"));
+  EXPECT_FALSE(glob_match("fc1", "fc1.weight"));
+}
+
+// The compiled-optimizer documents' run: Adam over ten Linear layers with a
+// LinearLR schedule. A tensor lr compiles once; an lr passed as a Python
+// float recompiles for each of its 6 distinct values.
+TEST(Autodiff, ExplainTrainLrSchedule) {
+  std::string dir = std::string(TCC_SOURCE_DIR) + "/examples/train_linear10/";
+  std::string base = "explain " + shell_quote(dir + "model.tir") + " --trace " + shell_quote(dir + "trace.jsonl") +
+                     " --train --loss-fn mse --loss-on y --label target --optimizer adam --format json";
+  CliResult tensor = run_tcc(base);
+  ASSERT_EQ(tensor.code, 0) << tensor.output;
+  auto j = nlohmann::json::parse(tensor.output);
+  EXPECT_EQ(j["compiles"], 1);
+  EXPECT_EQ(j["recompile_count"], 0);
+  EXPECT_EQ(j["graph_break_count"], 0);
+  CliResult scalar = run_tcc(base + " --lr-as-scalar");
+  ASSERT_EQ(scalar.code, 0) << scalar.output;
+  j = nlohmann::json::parse(scalar.output);
+  EXPECT_EQ(j["compiles"], 6);
+  EXPECT_EQ(j["recompile_count"], 5);
+  CliResult text = run_tcc("explain " + shell_quote(dir + "model.tir") + " --trace " + shell_quote(dir + "trace.jsonl") +
+                           " --train --loss-fn mse --loss-on y --label target --optimizer adam --lr-as-scalar");
+  EXPECT_NE(text.output.find("hold 'lr' in a tensor input: 1 compile instead of 6 compiles"), std::string::npos)
+      << text.output;
+  CliResult no_train = run_tcc("explain " + shell_quote(dir + "model.tir") + " --optimizer adam");
+  EXPECT_EQ(no_train.code, 2);
+  EXPECT_NE(no_train.output.find("need --train"), std::string::npos) << no_train.output;
+}
+
+}  // namespace
+}  // namespace tcc
