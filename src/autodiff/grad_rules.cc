@@ -298,6 +298,16 @@ void reduce_mean_rule(GradContext& c) {
   c.set(0, expand_reduced(c, e.op("Div", {c.dy(), n})));
 }
 
+// d global_average_pool = g / (spatial elements) broadcast over the spatial axes
+void global_average_pool_rule(GradContext& c) {
+  Emitter& e = c.e();
+  auto count = [&](Value* v) {
+    return e.op("Cast", {e.op("Size", {v})}, int_attr("to", static_cast<int64_t>(c.dtype())));
+  };
+  Value* n = e.op("Div", {count(c.in(0)), count(c.out())});
+  c.set(0, e.op("Expand", {e.op("Div", {c.dy(), n}), e.shape_of(c.in(0))}));
+}
+
 // ---- movement
 
 // Reshape, Flatten, Squeeze, Unsqueeze: g reshaped to x's shape
@@ -425,6 +435,7 @@ const std::unordered_map<std::string, GradRule>& rules() {
       {"LayerNormalization", layer_norm_rule},
       {"ReduceSum", reduce_sum_rule},
       {"ReduceMean", reduce_mean_rule},
+      {"GlobalAveragePool", global_average_pool_rule},
       {"Reshape", reshape_rule},
       {"Flatten", reshape_rule},
       {"Squeeze", reshape_rule},

@@ -163,6 +163,8 @@ const RuleCase kRuleCases[] = {
      "  %y: f64[1, 3, 1] = ReduceMean(%w) {axes = [0, 2], keepdims = 1}\n", "f64[1, 3, 1]"},
     {"ReduceMean_input_axes", "  const %w: f64[2, 3, 4] = $R\n  const %ax: i64[1] = [-1]\n",
      "  %y: f64[2, 3] = ReduceMean(%w, %ax) {keepdims = 0}\n", "f64[2, 3]", 18},
+    {"GlobalAveragePool", "  const %w: f64[2, 3, 2, 4] = $R\n", "  %y: f64[2, 3, 1, 1] = GlobalAveragePool(%w)\n",
+     "f64[2, 3, 1, 1]"},
     {"Reshape", "  const %w: f64[2, 3, 4] = $R\n  const %s: i64[2] = [6, -1]\n",
      "  %y: f64[6, 4] = Reshape(%w, %s)\n", "f64[6, 4]"},
     {"Transpose", "  const %w: f64[2, 3, 4] = $R\n", "  %y: f64[4, 2, 3] = Transpose(%w) {perm = [2, 0, 1]}\n",
