@@ -41,8 +41,11 @@ Value* Emitter::op(const std::string& op_type, const std::vector<Value*>& inputs
   return op_n(op_type, inputs, 1, std::move(attrs)).front();
 }
 
-Value* Emitter::named(const std::string& name, const std::string& op_type, const std::vector<Value*>& inputs) {
-  return g_.add_node(op_type, inputs, {name}, "", fresh(op_type))->output(0);
+Value* Emitter::named(const std::string& name, const std::string& op_type, const std::vector<Value*>& inputs,
+                      std::map<std::string, Attribute> attrs) {
+  Node* n = g_.add_node(op_type, inputs, {name}, "", fresh(op_type));
+  for (auto& [k, a] : attrs) n->set_attr(k, std::move(a));
+  return n->output(0);
 }
 
 Value* Emitter::scalar(double v, DType dtype) {
@@ -59,13 +62,14 @@ Value* Emitter::zeros_like(Value* x, DType dtype) {
   return op("ConstantOfShape", {shape_of(x)}, {{"value", Attribute::of_tensor(Tensor(dtype, {1}))}});
 }
 
-Value* Emitter::reduce(const std::string& op_type, Value* x, const std::vector<int64_t>& axes, bool keepdims) {
+Value* Emitter::reduce(const std::string& op_type, Value* x, const std::vector<int64_t>& axes, bool keepdims,
+                      const std::string& result_name) {
   std::map<std::string, Attribute> attrs{{"keepdims", Attribute::of_int(keepdims ? 1 : 0)}};
-  bool axes_input = opset_ >= (op_type == "ReduceSum" ? 13 : 18);
-  if (axes.empty()) return op(op_type, {x}, std::move(attrs));
-  if (axes_input) return op(op_type, {x, ints(axes)}, std::move(attrs));
-  attrs["axes"] = Attribute::of_ints(axes);
-  return op(op_type, {x}, std::move(attrs));
+  std::vector<Value*> inputs{x};
+  if (!axes.empty() && opset_ >= (op_type == "ReduceSum" ? 13 : 18)) inputs.push_back(ints(axes));
+  else if (!axes.empty()) attrs["axes"] = Attribute::of_ints(axes);
+  if (!result_name.empty()) return named(result_name, op_type, inputs, std::move(attrs));
+  return op(op_type, inputs, std::move(attrs));
 }
 
 Value* Emitter::squeeze(Value* x, const std::vector<int64_t>& axes) {

@@ -27,7 +27,8 @@ class Emitter {
   std::vector<Value*> op_n(const std::string& op_type, const std::vector<Value*>& inputs, size_t num_outputs,
                            std::map<std::string, Attribute> attrs = {});
   // A value with a chosen name (graph outputs of the training step).
-  Value* named(const std::string& name, const std::string& op_type, const std::vector<Value*>& inputs);
+  Value* named(const std::string& name, const std::string& op_type, const std::vector<Value*>& inputs,
+              std::map<std::string, Attribute> attrs = {});
 
   Value* scalar(double v, DType dtype);         // 0-d constant
   Value* ints(const std::vector<int64_t>& v);  // 1-D i64 constant
@@ -36,7 +37,8 @@ class Emitter {
 
   // Reduce* over constant axes (an input from opset 13 for ReduceSum and 18 for
   // the others, an attribute before). Empty axes reduce every axis.
-  Value* reduce(const std::string& op_type, Value* x, const std::vector<int64_t>& axes, bool keepdims);
+  Value* reduce(const std::string& op_type, Value* x, const std::vector<int64_t>& axes, bool keepdims,
+               const std::string& result_name = "");
   Value* squeeze(Value* x, const std::vector<int64_t>& axes);
   Value* unsqueeze(Value* x, const std::vector<int64_t>& axes);
   // Sums a gradient of shape `from` down to `to`, the shape of an operand that

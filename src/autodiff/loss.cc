@@ -30,10 +30,11 @@ Value* build_builtin_loss(Graph& g, const BuiltinLoss& spec) {
     model_error(g, "--loss-on '" + spec.output + "' must be a float tensor of known rank, got " +
                                                  t.str());
   Emitter e(g, "loss");
+  std::string loss_name = g.find("loss") ? g.fresh_name("loss") : "loss";
   if (spec.kind == LossKind::Mse) {
     Value* label = label_input(g, spec.label, t);
     Value* diff = e.op("Sub", {out, label});
-    return e.reduce("ReduceMean", e.op("Mul", {diff, diff}), {}, false);
+    return e.reduce("ReduceMean", e.op("Mul", {diff, diff}), {}, false, loss_name);
   }
   // Cross-entropy over the last axis: -mean(sum(log_softmax(logits) * one_hot(label))).
   // The one-hot mask comes from comparing the label with Range(0, classes),
@@ -47,7 +48,7 @@ Value* build_builtin_loss(Graph& g, const BuiltinLoss& spec) {
   Value* hit = e.op("Equal", {e.unsqueeze(label, {-1}), range});
   Value* one_hot = e.op("Cast", {hit}, {{"to", Attribute::of_int(static_cast<int64_t>(t.dtype()))}});
   Value* picked = e.reduce("ReduceSum", e.op("Mul", {logp, one_hot}), {-1}, false);
-  return e.op("Neg", {e.reduce("ReduceMean", picked, {}, false)});
+  return e.named(loss_name, "Neg", {e.reduce("ReduceMean", picked, {}, false)});
 }
 
 }  // namespace tcc

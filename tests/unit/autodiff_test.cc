@@ -13,6 +13,7 @@
 #include "src/autodiff/autodiff.h"
 #include "src/interp/interpreter.h"
 #include "src/ir/text.h"
+#include "src/ir/verifier.h"
 #include "tests/unit/cli_util.h"
 
 namespace tcc {
@@ -75,6 +76,7 @@ void check_gradients(const std::string& text, const std::map<std::string, Tensor
   if (opts.param_patterns.empty()) opts.param_patterns = {"w*"};
   TrainingGraph tg = build_training_graph(*train, opts);
   ASSERT_FALSE(tg.params.empty());
+  EXPECT_EQ(verify(*train->graph), std::vector<std::string>{});
   Interpreter interp;
   std::vector<Tensor> outs = interp.run(*train->graph, inputs);
   ASSERT_EQ(outs.size(), 1 + tg.params.size());
@@ -310,6 +312,8 @@ void check_fixture(const std::string& name, const std::vector<int64_t>& input_sh
   opts.builtin_loss = BuiltinLoss{LossKind::Mse, out_name, "target"};
   std::unique_ptr<Model> train = load_model(path);
   TrainingGraph tg = build_training_graph(*train, opts);
+  EXPECT_EQ(verify(*train->graph), std::vector<std::string>{});
+  EXPECT_EQ(tg.loss, "loss");
   std::vector<Tensor> outs = Interpreter().run(*train->graph, inputs);
   ASSERT_EQ(outs.size(), 1 + tg.params.size());
 
@@ -361,6 +365,10 @@ TEST(Autodiff, SgdStepLowersMlpLoss) {
   for (int64_t i = 0; i < target.numel(); ++i) target.set_f64(i, dist(rng));
   std::map<std::string, Tensor> inputs{{"input", x}, {"target", target}, {"lr", Tensor::scalar_f32(0.05f)}};
   const Graph& g = *m->graph;
+  // Backward nodes name the forward node they differentiate.
+  int fc2_grads = 0;
+  for (const auto& n : g.nodes()) fc2_grads += n->name().rfind("grad/fc2/Gemm/", 0) == 0;
+  EXPECT_GE(fc2_grads, 3);  // dA, dB and dC
   std::vector<Tensor> first = Interpreter().run(g, inputs);
   ASSERT_EQ(g.outputs().size(), 1 + tg.params.size());
   for (size_t p = 0; p < tg.params.size(); ++p) {
