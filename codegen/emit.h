@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/kernel_config.h"
 #include "codegen/kernel_ir.h"
 
 namespace tcc {
@@ -22,8 +23,19 @@ struct LaunchConfig {
 // function per Pointwise/Reduction kernel, named Kernel::name, with parameters
 // (buffer pointers in Kernel::buffers order, then one int64_t per size
 // parameter). Gemm kernels run through cuBLASLt and emit nothing here.
-std::string emit_cuda(const std::vector<kir::Kernel>& kernels);
-LaunchConfig launch_config(const kir::Kernel& k);
+// `configs` holds one KernelConfig per kernel (ignored for Gemm kernels), or
+// is empty for every kernel's default_config.
+std::string emit_cuda(const std::vector<kir::Kernel>& kernels, const std::vector<KernelConfig>& configs = {});
+LaunchConfig launch_config(const kir::Kernel& k, const KernelConfig& config);
+LaunchConfig launch_config(const kir::Kernel& k);  // with default_config(k)
+
+// The emitter's own choices: 256-thread pointwise blocks moving four f32
+// elements per access where vectorizes(k); reductions one row per block of a
+// power of two from 32 to 1024 threads giving each thread about four elements.
+KernelConfig default_config(const kir::Kernel& k);
+
+// Whether a pointwise kernel can move four f32 elements per access (float4).
+bool vectorizes(const kir::Kernel& k);
 
 // Host C++: one `extern "C" void NAME(void* const* buffers, const int64_t* sizes)`
 // per kernel of every kind (Gemm as loops), buffers and sizes in the kernel's

@@ -203,7 +203,9 @@ const char* kind_name(kir::Kind k) {
   return "?";
 }
 
-ojson kernel_json(const kir::Kernel& k) {
+ojson kernel_json(const ModuleContents& m, size_t index) {
+  const kir::Kernel& k = m.schedule->kernels[index];
+  KernelConfig config = m.configs.empty() ? default_config(k) : m.configs[index];
   ojson j = {{"name", k.name}, {"kind", kind_name(k.kind)}};
   if (k.kind == kir::Kind::Gemm) j["library"] = "cublasLt";
   j["nodes"] = k.nodes;
@@ -215,10 +217,18 @@ ojson kernel_json(const kir::Kernel& k) {
   if (k.kind == kir::Kind::Gemm) {
     j["gemm"] = gemm_json(*k.gemm);
   } else {
-    LaunchConfig l = launch_config(k);
+    LaunchConfig l = launch_config(k, config);
     j["launch"] = {{"grid", {l.grid[0].str(), l.grid[1].str(), l.grid[2].str()}},
                    {"block", {l.block[0], l.block[1], l.block[2]}},
                    {"shared_bytes", l.shared_bytes}};
+  }
+  if (m.autotune) {
+    ojson t = {{"source", m.autotune->sources.at(index)}};
+    if (k.kind != kir::Kind::Gemm)
+      t["config"] = {{"block", config.block},
+                     {"vector_width", config.vector_width},
+                     {"rows_per_block", config.rows_per_block}};
+    j["autotune"] = t;
   }
   j["bytes_moved"] = size_json(kir::bytes_moved(k));
   j["flop"] = size_json(kir::flop_count(k));
@@ -238,6 +248,11 @@ ojson manifest_json(const ModuleContents& m, const Facts& f) {
   for (const Feature* feat : m.mode->features) {
     ojson e = {{"name", feat->name}, {"status", feat->built ? "built" : "unbuilt"}};
     if (!feat->built) e["why"] = feat->why;
+    if (feat->built && m.autotune && feat->name == kAutotuneFeature) {
+      const AutotuneSummary& a = *m.autotune;
+      e["kernels"] = {{"measured", a.measured}, {"cache", a.from_cache}, {"heuristic", a.heuristic}};
+      e["note"] = a.note;
+    }
     features.push_back(e);
   }
   j["features"] = features;
@@ -282,7 +297,7 @@ ojson manifest_json(const ModuleContents& m, const Facts& f) {
   j["host"] = {{"source", kHostSourceFile}, {"library", kHostLibraryFile}};
 
   ojson kernels = ojson::array();
-  for (const kir::Kernel& k : m.schedule->kernels) kernels.push_back(kernel_json(k));
+  for (size_t k = 0; k < m.schedule->kernels.size(); ++k) kernels.push_back(kernel_json(m, k));
   j["kernels"] = kernels;
   ojson steps = ojson::array();
   for (const Step& s : m.schedule->steps) {
@@ -526,6 +541,20 @@ std::string report_md(const ModuleContents& m, const Facts& f, const CompileTimi
   for (const Feature* feat : m.mode->features)
     os << "| " << feat->name << " | " << (feat->built ? "built" : "unbuilt") << " | "
        << (feat->built ? feat->description : feat->why) << " |\n";
+  if (m.autotune) {
+    const AutotuneSummary& a = *m.autotune;
+    os << "\n## Autotuning\n\n" << a.measured << " kernels measured, " << a.from_cache << " from the tuning cache, "
+       << a.heuristic << " by heuristics, " << a.library << " cuBLASLt gemms: " << md_escape(a.note)
+       << ".\n\n| kernel | config | source |\n|---|---|---|\n";
+    for (size_t i = 0; i < m.schedule->kernels.size(); ++i) {
+      const kir::Kernel& k = m.schedule->kernels[i];
+      KernelConfig c = m.configs.empty() ? default_config(k) : m.configs[i];
+      std::string config = k.kind == kir::Kind::Gemm ? "cuBLASLt" : "block " + std::to_string(c.block);
+      if (k.kind == kir::Kind::Pointwise) config += ", vector " + std::to_string(c.vector_width);
+      if (k.kind == kir::Kind::Reduction) config += ", rows " + std::to_string(c.rows_per_block);
+      os << "| " << k.name << " | " << config << " | " << a.sources.at(i) << " |\n";
+    }
+  }
 
   // Timings last: the only part of the module that differs between two compiles.
   os << "\n## Compile time\n\n| stage | ms |\n|---|---:|\n";

@@ -49,20 +49,10 @@ struct CompileCli {
   bool time_passes = false;
   bool list_modes = false;
   int jobs = 0;
+  std::string cache;        // tuning cache (modes that autotune)
+  std::string device_name;  // whose cache entries to use without a GPU
   CompileOptions options;
 };
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> parts;
-  size_t start = 0;
-  while (start <= s.size()) {
-    size_t end = s.find(sep, start);
-    if (end == std::string::npos) end = s.size();
-    parts.push_back(s.substr(start, end - start));
-    start = end + 1;
-  }
-  return parts;
-}
 
 std::vector<std::string> parse_archs(const std::string& spec) {
   std::vector<std::string> archs;
@@ -77,29 +67,6 @@ std::vector<std::string> parse_archs(const std::string& spec) {
   // Ascending, so the PTX (for the newest) and the file list do not depend on how the flag was spelled.
   std::sort(archs.begin(), archs.end());
   return archs;
-}
-
-std::map<std::string, int64_t> parse_shape_hints(const std::string& spec) {
-  std::map<std::string, int64_t> hints;
-  if (spec.empty()) return hints;
-  for (const std::string& part : split(spec, ',')) {
-    size_t eq = part.find('=');
-    std::string name = part.substr(0, eq);
-    int64_t value = 0;
-    bool ok = eq != std::string::npos && is_symbol_name(name);
-    if (ok) {
-      try {
-        size_t used = 0;
-        value = std::stoll(part.substr(eq + 1), &used);
-        ok = used == part.size() - eq - 1 && value >= 0;
-      } catch (const std::exception&) {
-        ok = false;
-      }
-    }
-    if (!ok) throw InputError("--shape-hint: expected SYMBOL=SIZE[,SYMBOL=SIZE...], got '" + part + "'");
-    hints[name] = value;
-  }
-  return hints;
 }
 
 double ms_since(std::chrono::steady_clock::time_point t) {
@@ -126,6 +93,11 @@ ExitCode run_compile(CompileCli& c) {
   CompileOptions& o = c.options;
   const CompileMode& mode = find_mode(o.mode);
   const DeviceProfile& device = find_device(o.device);
+  bool autotunes = std::any_of(mode.features.begin(), mode.features.end(),
+                               [](const Feature* f) { return f->name == kAutotuneFeature; });
+  if (!autotunes && (!c.cache.empty() || !c.device_name.empty()))
+    throw InputError("tcc compile: --cache and --device-name apply to modes that autotune (max-autotune, "
+                     "max-autotune-no-cudagraphs), not to --mode " + mode.name);
   o.archs = parse_archs(c.archs);
   o.ptx = !c.no_ptx;
   o.shape_hints = parse_shape_hints(c.shape_hints);
@@ -167,8 +139,14 @@ ExitCode run_compile(CompileCli& c) {
   MemoryPlan plan = plan_memory(g, schedule);
   t.memory = ms_since(stage);
 
+  if (autotunes) {
+    m.autotune.emplace();
+    m.configs = compile_autotune(schedule.kernels, hinted_sizes(g, o.shape_hints), c.cache, c.device_name,
+                                 *m.autotune);
+  }
+
   stage = std::chrono::steady_clock::now();
-  m.cuda_source = emit_cuda(schedule.kernels);
+  m.cuda_source = emit_cuda(schedule.kernels, m.configs);
   std::string host_source = emit_host(schedule.kernels);
   t.emit = ms_since(stage);
 
@@ -240,6 +218,9 @@ ExitCode run_compile(CompileCli& c) {
   // Grouped by op and reason, so twelve identical layers make one line; report.md lists every node.
   std::map<std::pair<std::string, std::string>, std::vector<const FallbackReason*>> groups;
   for (const FallbackReason& r : m.fallbacks) groups[{r.reason, r.op_type}].push_back(&r);
+  if (m.autotune)
+    std::cout << "  autotune:  " << m.autotune->measured << " kernels measured, " << m.autotune->from_cache
+              << " from the cache, " << m.autotune->heuristic << " by heuristics (" << m.autotune->note << ")\n";
   for (const auto& [key, rs] : groups) {
     std::cout << "  fallback [" << key.first << "] " << key.second << " x" << rs.size() << ": " << rs[0]->message
               << " (";
@@ -268,6 +249,10 @@ CommandRunner setup_compile(CLI::App& cmd) {
   cmd.add_option("--device", c->options.device, "Device profile for the report's estimates: " + devices)
       ->capture_default_str();
   cmd.add_flag("--time-passes", c->time_passes, "Print a table of pass times and counters to stderr");
+  cmd.add_option("--cache", c->cache, "Tuning cache to take kernel configurations from (modes that autotune; "
+                                     "see tcc autotune)");
+  cmd.add_option("--device-name", c->device_name,
+                 "Without a GPU: use the tuning cache entries of this device (as the driver names it)");
   cmd.add_flag("--list-modes", c->list_modes, "List the compile modes and what each turns on, and exit");
   return [c]() { return run_compile(*c); };
 }

@@ -1,6 +1,6 @@
 // GPU measurement commands. They need the CUDA runtime and CUPTI profiler,
 // which are tracked by the issue "GPU runtime, CUPTI profiler and performance
-// report" and "max-autotune and tcc autotune".
+// report".
 #include "src/driver/commands.h"
 
 namespace tcc {
@@ -11,10 +11,6 @@ CommandRunner setup_bench(CLI::App& cmd) {
 
 CommandRunner setup_profile(CLI::App& cmd) {
   return not_built_yet(cmd, "the GPU runtime and CUPTI profiler have not landed");
-}
-
-CommandRunner setup_autotune(CLI::App& cmd) {
-  return not_built_yet(cmd, "autotuning needs the GPU runtime, which has not landed");
 }
 
 }  // namespace tcc

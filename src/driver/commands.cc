@@ -2,6 +2,8 @@
 
 #include <iostream>
 
+#include "src/ir/sym.h"
+
 namespace tcc {
 
 const std::vector<CommandSpec>& all_commands() {
@@ -24,6 +26,41 @@ CommandRunner not_built_yet(CLI::App& cmd, const std::string& what) {
     std::cerr << "tcc " << name << ": not built yet: " << what << "\n";
     return ExitCode::InputError;
   };
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t end = s.find(sep, start);
+    if (end == std::string::npos) end = s.size();
+    parts.push_back(s.substr(start, end - start));
+    start = end + 1;
+  }
+  return parts;
+}
+
+std::map<std::string, int64_t> parse_shape_hints(const std::string& spec) {
+  std::map<std::string, int64_t> hints;
+  if (spec.empty()) return hints;
+  for (const std::string& part : split(spec, ',')) {
+    size_t eq = part.find('=');
+    std::string name = part.substr(0, eq);
+    int64_t value = 0;
+    bool ok = eq != std::string::npos && is_symbol_name(name);
+    if (ok) {
+      try {
+        size_t used = 0;
+        value = std::stoll(part.substr(eq + 1), &used);
+        ok = used == part.size() - eq - 1 && value >= 0;
+      } catch (const std::exception&) {
+        ok = false;
+      }
+    }
+    if (!ok) throw InputError("--shape-hint: expected SYMBOL=SIZE[,SYMBOL=SIZE...], got '" + part + "'");
+    hints[name] = value;
+  }
+  return hints;
 }
 
 }  // namespace tcc

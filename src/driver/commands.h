@@ -4,13 +4,19 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "codegen/kernel_config.h"
+#include "codegen/kernel_ir.h"
 #include "src/diag/diagnostics.h"
 
 namespace tcc {
+
+struct AutotuneSummary;
 
 using CommandRunner = std::function<ExitCode()>;
 
@@ -31,6 +37,20 @@ CommandRunner setup_compile(CLI::App& cmd);
 CommandRunner setup_bench(CLI::App& cmd);
 CommandRunner setup_profile(CLI::App& cmd);
 CommandRunner setup_autotune(CLI::App& cmd);
+
+// "a,b,,c" -> {"a", "b", "", "c"}.
+std::vector<std::string> split(const std::string& s, char sep);
+
+// --shape-hint: "SYMBOL=SIZE[,SYMBOL=SIZE...]" (empty: none); InputError otherwise.
+std::map<std::string, int64_t> parse_shape_hints(const std::string& spec);
+
+// The tuning step of `tcc compile` in a mode that autotunes (cmd_autotune.cc):
+// one config per kernel, measured on the GPU when there is one (new
+// measurements go to the cache at `cache_path` when given), else from the
+// cache, else default_config; `summary` says which and why.
+std::vector<KernelConfig> compile_autotune(const std::vector<kir::Kernel>& kernels,
+                                           const std::map<std::string, int64_t>& sizes, const std::string& cache_path,
+                                           const std::string& device_name, AutotuneSummary& summary);
 
 // For commands whose implementation has not landed: accepts any arguments,
 // says so plainly and exits 2.

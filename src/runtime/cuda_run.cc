@@ -13,7 +13,6 @@
 // by the next run.
 #include <dlfcn.h>
 
-#include <cuda.h>
 #include <cublasLt.h>
 
 #include <algorithm>
@@ -21,88 +20,12 @@
 #include <fstream>
 #include <mutex>
 
+#include "cuda_driver.h"
 #include "module.h"
 
 namespace tcc::runtime {
 
 namespace {
-
-template <typename F>
-bool resolve(void* lib, const char* name, F*& fn) {
-  fn = reinterpret_cast<F*>(dlsym(lib, name));
-  return fn != nullptr;
-}
-
-// The driver entry points the runtime uses. The names are the ABI symbols,
-// which cuda.h spells through macros (cuMemAlloc is cuMemAlloc_v2).
-struct Driver {
-  decltype(&::cuInit) init;
-  decltype(&::cuDeviceGetCount) device_count;
-  decltype(&::cuDeviceGet) device_get;
-  decltype(&::cuDeviceGetAttribute) device_attribute;
-  decltype(&::cuDevicePrimaryCtxRetain) primary_ctx_retain;
-  decltype(&::cuCtxGetCurrent) ctx_get_current;
-  decltype(&::cuCtxSetCurrent) ctx_set_current;
-  decltype(&::cuCtxGetDevice) ctx_get_device;
-  decltype(&::cuCtxPushCurrent) ctx_push;
-  decltype(&::cuCtxPopCurrent) ctx_pop;
-  decltype(&::cuModuleLoadData) module_load;
-  decltype(&::cuModuleUnload) module_unload;
-  decltype(&::cuModuleGetFunction) module_function;
-  decltype(&::cuLaunchKernel) launch;
-  decltype(&::cuMemAlloc) mem_alloc;
-  decltype(&::cuMemFree) mem_free;
-  decltype(&::cuMemcpyHtoD) copy_htod;
-  decltype(&::cuMemcpyDtoH) copy_dtoh;
-  decltype(&::cuMemcpyHtoDAsync) copy_htod_async;
-  decltype(&::cuMemcpyDtoHAsync) copy_dtoh_async;
-  decltype(&::cuMemcpyDtoDAsync) copy_dtod_async;
-  decltype(&::cuStreamSynchronize) stream_sync;
-  decltype(&::cuGetErrorString) error_string;
-  std::string unavailable;  // why there is no usable device, or empty
-
-  static const Driver& get() {
-    static const Driver d = open();
-    return d;
-  }
-
-  void check(CUresult r, const char* what) const {
-    if (r == CUDA_SUCCESS) return;
-    const char* text = nullptr;
-    error_string(r, &text);
-    throw CudaError(std::string(what) + " failed: " + (text ? text : "error " + std::to_string(r)));
-  }
-
- private:
-  static Driver open() {
-    Driver d{};
-    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-      d.unavailable = "no CUDA driver (libcuda.so.1 cannot be loaded)";
-      return d;
-    }
-    bool ok = resolve(lib, "cuInit", d.init) && resolve(lib, "cuDeviceGetCount", d.device_count) &&
-              resolve(lib, "cuDeviceGet", d.device_get) &&
-              resolve(lib, "cuDeviceGetAttribute", d.device_attribute) &&
-              resolve(lib, "cuDevicePrimaryCtxRetain", d.primary_ctx_retain) &&
-              resolve(lib, "cuCtxGetCurrent", d.ctx_get_current) && resolve(lib, "cuCtxSetCurrent", d.ctx_set_current) &&
-              resolve(lib, "cuCtxGetDevice", d.ctx_get_device) && resolve(lib, "cuCtxPushCurrent_v2", d.ctx_push) &&
-              resolve(lib, "cuCtxPopCurrent_v2", d.ctx_pop) && resolve(lib, "cuModuleLoadData", d.module_load) &&
-              resolve(lib, "cuModuleUnload", d.module_unload) &&
-              resolve(lib, "cuModuleGetFunction", d.module_function) && resolve(lib, "cuLaunchKernel", d.launch) &&
-              resolve(lib, "cuMemAlloc_v2", d.mem_alloc) && resolve(lib, "cuMemFree_v2", d.mem_free) &&
-              resolve(lib, "cuMemcpyHtoD_v2", d.copy_htod) && resolve(lib, "cuMemcpyDtoH_v2", d.copy_dtoh) &&
-              resolve(lib, "cuMemcpyHtoDAsync_v2", d.copy_htod_async) &&
-              resolve(lib, "cuMemcpyDtoHAsync_v2", d.copy_dtoh_async) &&
-              resolve(lib, "cuMemcpyDtoDAsync_v2", d.copy_dtod_async) &&
-              resolve(lib, "cuStreamSynchronize", d.stream_sync) && resolve(lib, "cuGetErrorString", d.error_string);
-    int count = 0;
-    if (!ok) d.unavailable = "the CUDA driver lacks entry points the runtime needs (too old)";
-    else if (d.init(0) != CUDA_SUCCESS) d.unavailable = "the CUDA driver failed to initialize (cuInit)";
-    else if (d.device_count(&count) != CUDA_SUCCESS || count == 0) d.unavailable = "no CUDA device";
-    return d;
-  }
-};
 
 struct CublasLt {
   decltype(&::cublasLtCreate) create;
@@ -140,12 +63,6 @@ struct CublasLt {
     return lt;
   }
 };
-
-const Driver& driver() {
-  const Driver& d = Driver::get();
-  if (!d.unavailable.empty()) throw NoDevice(d.unavailable);
-  return d;
-}
 
 // "sm_86" -> 86, "compute_90" -> 90; -1 for arch-specific targets (sm_90a) and anything else.
 int arch_number(const std::string& arch) {
@@ -366,15 +283,7 @@ void run_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor
               void* stream_handle) {
   const Driver& d = driver();
   auto stream = static_cast<CUstream>(stream_handle);
-  CUcontext ctx = nullptr;
-  d.check(d.ctx_get_current(&ctx), "cuCtxGetCurrent");
-  if (!ctx) {
-    CUdevice dev;
-    d.check(d.device_get(&dev, 0), "cuDeviceGet");
-    d.check(d.primary_ctx_retain(&ctx, dev), "cuDevicePrimaryCtxRetain");
-    d.check(d.ctx_set_current(ctx), "cuCtxSetCurrent");
-  }
-  CudaState& s = device_state(m, d, ctx);
+  CudaState& s = device_state(m, d, current_context(d));
 
   Binding b = bind(m, inputs, num_inputs, read_device_scalar, nullptr);
   check_outputs(m, b, outputs, num_outputs);

@@ -184,7 +184,8 @@ TEST_F(CompileTest, ListModesPrintsTheProfiles) {
   EXPECT_EQ(r.output.find("default\n  Fuse and plan memory"), 0u) << r.output;
   for (const char* line : {"\nmax-autotune\n", "\nmax-autotune-no-cudagraphs\n", "\nreduce-overhead\n",
                            "  + cuda_graphs (unbuilt: arrives with the GPU runtime issue)\n",
-                           "  + autotune_gemm (unbuilt: arrives with the autotune issue)\n", "  + fusion\n"})
+                           "  + autotune_pointwise\n", "  + autotune_gemm (unbuilt: GEMMs keep cuBLASLt's own heuristic "
+                           "choice until the runtime can run a chosen algorithm (autotune issue))\n", "  + fusion\n"})
     EXPECT_NE(r.output.find(line), std::string::npos) << line;
 }
 
