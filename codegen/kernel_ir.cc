@@ -75,15 +75,6 @@ class Printer {
     out_ += "\n";
   }
 
-  static const char* kind_name(Kind kind) {
-    switch (kind) {
-      case Kind::Pointwise: return "pointwise";
-      case Kind::Reduction: return "reduction";
-      case Kind::Gemm: return "gemm";
-    }
-    return "?";
-  }
-
   std::string buffer_ref(int b) const {
     if (b < 0) return "-1";
     TCC_CHECK(b < static_cast<int>(k_.buffers.size())) << "buffer " << b << " of kernel " << k_.name;
@@ -147,6 +138,15 @@ bool counts_as_flop(Op op) {
 }
 
 }  // namespace
+
+const char* kind_name(Kind kind) {
+  switch (kind) {
+    case Kind::Pointwise: return "pointwise";
+    case Kind::Reduction: return "reduction";
+    case Kind::Gemm: return "gemm";
+  }
+  return "?";
+}
 
 const char* op_name(Op op) {
   switch (op) {

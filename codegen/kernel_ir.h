@@ -92,6 +92,8 @@ struct Buffer {
 
 enum class Kind { Pointwise, Reduction, Gemm };
 
+const char* kind_name(Kind kind);  // "pointwise", "reduction", "gemm"
+
 // How the runtime calls cuBLASLt for a Gemm kernel: D = act(alpha * op(A) op(B) + beta * C + bias).
 // Row-major: A is stored m x k with row stride lda (k x m when trans_a), B k x n
 // with row stride ldb (n x k when trans_b), D m x n with row stride ldd.

@@ -194,15 +194,6 @@ ojson gemm_json(const kir::GemmDesc& g) {
           {"activation", g.activation}};
 }
 
-const char* kind_name(kir::Kind k) {
-  switch (k) {
-    case kir::Kind::Pointwise: return "pointwise";
-    case kir::Kind::Reduction: return "reduction";
-    case kir::Kind::Gemm: return "gemm";
-  }
-  return "?";
-}
-
 ojson kernel_json(const ModuleContents& m, size_t index) {
   const kir::Kernel& k = m.schedule->kernels[index];
   KernelConfig config = m.configs.empty() ? default_config(k) : m.configs[index];

@@ -12,15 +12,6 @@ namespace tcc {
 
 namespace {
 
-const char* kind_name(kir::Kind k) {
-  switch (k) {
-    case kir::Kind::Pointwise: return "pointwise";
-    case kir::Kind::Reduction: return "reduction";
-    case kir::Kind::Gemm: return "gemm";
-  }
-  return "?";
-}
-
 // Ops that read only their input's shape, which the host knows without a copy.
 bool reads_shape_only(const Node& n) { return n.domain().empty() && (n.op_type() == "Shape" || n.op_type() == "Size"); }
 

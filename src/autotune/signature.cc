@@ -13,15 +13,6 @@ std::map<std::string, int64_t> kernel_sizes(const kir::Kernel& k, const std::map
   return out;
 }
 
-const char* kind_text(kir::Kind k) {
-  switch (k) {
-    case kir::Kind::Pointwise: return "pointwise";
-    case kir::Kind::Reduction: return "reduction";
-    case kir::Kind::Gemm: return "gemm";
-  }
-  return "?";
-}
-
 std::string buffer_text(const kir::Buffer& b, const std::map<std::string, int64_t>& sizes) {
   std::string s = std::string(dtype_name(b.dtype)) + "[";
   for (size_t d = 0; d < b.shape.size(); ++d) {
@@ -47,7 +38,7 @@ std::string op_summary(const kir::Kernel& k, const std::map<std::string, int64_t
     std::string& list = b.output ? outs : ins;
     list += (list.empty() ? "" : ", ") + buffer_text(b, at);
   }
-  std::string s = std::string(kind_text(k.kind)) + "(" + ins + ") -> " + outs;
+  std::string s = std::string(kir::kind_name(k.kind)) + "(" + ins + ") -> " + outs;
   if (k.gemm && k.gemm->activation != "none") s += " +" + k.gemm->activation;
   return s;
 }

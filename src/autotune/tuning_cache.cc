@@ -189,7 +189,7 @@ LoadedCache load_cache(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) return {};
   std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  if (!fs::is_regular_file(path, ec) || !in) {
     LoadedCache c;
     c.status = LoadedCache::Status::NotACache;
     c.warnings.push_back(path + ": cannot read the tuning cache; ignored");
@@ -237,9 +237,11 @@ std::vector<std::string> add_to_cache(const std::string& path, const std::vector
   LoadedCache old = load_cache(path);
   if (old.status == LoadedCache::Status::OtherVersion)
     throw InputError(old.warnings.front() + "; not overwriting it (use another --cache file)");
+  std::error_code ec;
+  if (fs::exists(path, ec) && !fs::is_regular_file(path, ec))
+    throw InputError(path + ": not a file; the tuning cache must be one");
   if (old.status == LoadedCache::Status::NotACache) {
     std::string aside = path + ".corrupt";
-    std::error_code ec;
     fs::rename(path, aside, ec);
     if (ec) throw InputError(path + ": not a tuning cache and cannot be moved aside: " + ec.message());
     old.warnings.push_back(path + ": moved aside to " + aside + "; starting a new cache");

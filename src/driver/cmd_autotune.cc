@@ -35,12 +35,6 @@ struct AutotuneCli {
   bool no_refine = false;
 };
 
-bool mode_autotunes(const CompileMode& m) {
-  for (const Feature* f : m.features)
-    if (f->name == kAutotuneFeature) return true;
-  return false;
-}
-
 // The current GPU's measurer, or nullopt with `why` there is none.
 std::optional<autotune::Measurer> gpu_measurer(std::string& why) {
   try {
@@ -135,6 +129,12 @@ ExitCode run_autotune(AutotuneCli& c) {
 }
 
 }  // namespace
+
+bool mode_autotunes(const CompileMode& m) {
+  for (const Feature* f : m.features)
+    if (f->name == kAutotuneFeature) return true;
+  return false;
+}
 
 std::vector<KernelConfig> compile_autotune(const std::vector<kir::Kernel>& kernels,
                                            const std::map<std::string, int64_t>& sizes, const std::string& cache_path,

@@ -93,8 +93,7 @@ ExitCode run_compile(CompileCli& c) {
   CompileOptions& o = c.options;
   const CompileMode& mode = find_mode(o.mode);
   const DeviceProfile& device = find_device(o.device);
-  bool autotunes = std::any_of(mode.features.begin(), mode.features.end(),
-                               [](const Feature* f) { return f->name == kAutotuneFeature; });
+  bool autotunes = mode_autotunes(mode);
   if (!autotunes && (!c.cache.empty() || !c.device_name.empty()))
     throw InputError("tcc compile: --cache and --device-name apply to modes that autotune (max-autotune, "
                      "max-autotune-no-cudagraphs), not to --mode " + mode.name);

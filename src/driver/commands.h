@@ -17,6 +17,7 @@
 namespace tcc {
 
 struct AutotuneSummary;
+struct CompileMode;
 
 using CommandRunner = std::function<ExitCode()>;
 
@@ -43,6 +44,9 @@ std::vector<std::string> split(const std::string& s, char sep);
 
 // --shape-hint: "SYMBOL=SIZE[,SYMBOL=SIZE...]" (empty: none); InputError otherwise.
 std::map<std::string, int64_t> parse_shape_hints(const std::string& spec);
+
+// Whether the mode turns on kernel autotuning (max-autotune and its variants).
+bool mode_autotunes(const CompileMode& m);
 
 // The tuning step of `tcc compile` in a mode that autotunes (cmd_autotune.cc):
 // one config per kernel, measured on the GPU when there is one (new

@@ -137,6 +137,7 @@ TEST_F(AutotuneCli, BadFlagsAndFilesExitTwoWithAClearMessage) {
   };
   std::ofstream(dir_ / "garbage.json") << "not json {";
   std::ofstream(dir_ / "v9.json") << R"({"format": "tcc-tuning-cache", "version": 9, "entries": []})";
+  autotune::write_cache((dir_ / "h100.json").string(), measured_entries());
   const Case cases[] = {
       {"autotune " + model, "--cache FILE is required"},
       {"autotune --cache " + at("t.json"), "a MODEL is required (or --import FILE / --export FILE)"},
@@ -152,6 +153,7 @@ TEST_F(AutotuneCli, BadFlagsAndFilesExitTwoWithAClearMessage) {
       {"autotune --cache " + at("garbage.json") + " --export " + at("out.json"), "not a tuning cache"},
       {"autotune --cache " + at("v9.json") + " --import " + at("v9.json"), "version 9, this tcc reads version 1"},
       {"autotune " + model + " --cache " + at("t.json") + " --shape-hint batch", "--shape-hint: expected"},
+      {"autotune --cache " + at("") + " --import " + at("h100.json"), "not a file; the tuning cache must be one"},
       {"autotune " + model + " --cache " + at("t.json") + " --bogus", "bogus"},
       {"compile " + model + " -o " + at("m") + " --cache " + at("t.json"),
        "--cache and --device-name apply to modes that autotune"},
