@@ -81,7 +81,7 @@ class CudaKernelBench : public autotune::KernelBench {
     std::uniform_real_distribution<double> uniform(-1, 1);
     for (const kir::Buffer& b : k.buffers) {
       std::vector<int64_t> shape;
-      for (const SymExpr& e : b.shape) shape.push_back(*e.evaluate(sizes_));
+      for (const SymExpr& e : b.shape) shape.push_back(at_sizes(e));
       Tensor t(b.dtype, shape);
       bool floating = is_float(b.dtype);
       for (int64_t i = 0; i < t.numel(); ++i) t.set_f64(i, floating ? uniform(rng) : std::floor(uniform(rng) * 4 + 4));
@@ -149,13 +149,20 @@ class CudaKernelBench : public autotune::KernelBench {
   }
 
  private:
+  // A kernel's shapes and grid are expressions over its size parameters, all bound.
+  int64_t at_sizes(const SymExpr& e) const {
+    std::optional<int64_t> v = e.evaluate(sizes_);
+    TCC_CHECK(v.has_value()) << "kernel " << k_.name << ": '" << e.str() << "' does not evaluate at its sizes";
+    return *v;
+  }
+
   void launch(CUfunction f, const KernelConfig& c) {
     LaunchConfig l = launch_config(k_, c);
     std::vector<void*> params;
     for (const auto& b : buffers_) params.push_back(&b->ptr);
     for (int64_t& s : size_args_) params.push_back(&s);
     unsigned grid[3];
-    for (int i = 0; i < 3; ++i) grid[i] = static_cast<unsigned>(std::max<int64_t>(1, *l.grid[i].evaluate(sizes_)));
+    for (int i = 0; i < 3; ++i) grid[i] = static_cast<unsigned>(std::max<int64_t>(1, at_sizes(l.grid[i])));
     d_.check(d_.launch(f, grid[0], grid[1], grid[2], l.block[0], l.block[1], l.block[2], l.shared_bytes, nullptr,
                        params.data(), nullptr),
              "cuLaunchKernel");
