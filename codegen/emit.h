@@ -21,12 +21,12 @@ struct LaunchConfig {
 // CUDA C++ for NVRTC, self-contained (no #include), one `extern "C" __global__`
 // function per Pointwise/Reduction kernel, named Kernel::name, with parameters
 // (buffer pointers in Kernel::buffers order, then one int64_t per size
-// parameter). Gemm kernels run through cuBLASLt and emit nothing here.
+// parameter). Gemm and Conv kernels run through cuBLASLt and cuDNN and emit nothing here.
 std::string emit_cuda(const std::vector<kir::Kernel>& kernels);
 LaunchConfig launch_config(const kir::Kernel& k);
 
 // Host C++: one `extern "C" void NAME(void* const* buffers, const int64_t* sizes)`
-// per kernel of every kind (Gemm as loops), buffers and sizes in the kernel's
+// per kernel of every kind (Gemm and Conv as loops), buffers and sizes in the kernel's
 // parameter order. Compiled with the system compiler into host.so.
 std::string emit_host(const std::vector<kir::Kernel>& kernels);
 

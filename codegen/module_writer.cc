@@ -77,7 +77,7 @@ struct KernelEstimate {
 };
 
 bool on_tensor_cores(const kir::Kernel& k) {
-  if (k.kind != kir::Kind::Gemm || k.buffers.empty()) return false;
+  if ((k.kind != kir::Kind::Gemm && k.kind != kir::Kind::Conv) || k.buffers.empty()) return false;
   DType t = k.buffers.front().dtype;
   return t == DType::F16 || t == DType::BF16;
 }
@@ -194,18 +194,28 @@ ojson gemm_json(const kir::GemmDesc& g) {
           {"activation", g.activation}};
 }
 
-const char* kind_name(kir::Kind k) {
-  switch (k) {
-    case kir::Kind::Pointwise: return "pointwise";
-    case kir::Kind::Reduction: return "reduction";
-    case kir::Kind::Gemm: return "gemm";
-  }
-  return "?";
+ojson conv_json(const kir::ConvDesc& c) {
+  return {{"x", c.x},
+          {"w", c.w},
+          {"n", size_json(c.n)},
+          {"c", size_json(c.c)},
+          {"k", size_json(c.k)},
+          {"in", shape_json(c.in)},
+          {"out", shape_json(c.out)},
+          {"kernel", c.kernel},
+          {"strides", c.strides},
+          {"dilations", c.dilations},
+          {"pads", c.pads},
+          {"groups", c.groups},
+          {"bias", c.bias},
+          {"residual", c.residual},
+          {"activation", c.activation}};
 }
 
 ojson kernel_json(const kir::Kernel& k) {
-  ojson j = {{"name", k.name}, {"kind", kind_name(k.kind)}};
+  ojson j = {{"name", k.name}, {"kind", kir::kind_name(k.kind)}};
   if (k.kind == kir::Kind::Gemm) j["library"] = "cublasLt";
+  if (k.kind == kir::Kind::Conv) j["library"] = "cudnn";
   j["nodes"] = k.nodes;
   ojson bufs = ojson::array();
   for (const kir::Buffer& b : k.buffers)
@@ -214,6 +224,8 @@ ojson kernel_json(const kir::Kernel& k) {
   j["sizes"] = k.size_params;
   if (k.kind == kir::Kind::Gemm) {
     j["gemm"] = gemm_json(*k.gemm);
+  } else if (k.kind == kir::Kind::Conv) {
+    j["conv"] = conv_json(*k.conv);
   } else {
     LaunchConfig l = launch_config(k);
     j["launch"] = {{"grid", {l.grid[0].str(), l.grid[1].str(), l.grid[2].str()}},
@@ -411,7 +423,7 @@ ojson report_json(const ModuleContents& m, const Facts& f, const CompileTimings&
     const kir::Kernel& k = m.schedule->kernels[i];
     const KernelEstimate& e = f.kernels[i];
     kernels.push_back({{"name", k.name},
-                       {"kind", kind_name(k.kind)},
+                       {"kind", kir::kind_name(k.kind)},
                        {"steps", e.steps},
                        {"nodes", k.nodes},
                        {"bytes_moved", size_json(kir::bytes_moved(k))},
@@ -498,7 +510,7 @@ std::string report_md(const ModuleContents& m, const Facts& f, const CompileTimi
   for (size_t i = 0; i < m.schedule->kernels.size(); ++i) {
     const kir::Kernel& k = m.schedule->kernels[i];
     const KernelEstimate& e = f.kernels[i];
-    os << "| " << k.name << " | " << kind_name(k.kind) << " | " << e.steps << " | " << bytes_text(e.bytes) << " | "
+    os << "| " << k.name << " | " << kir::kind_name(k.kind) << " | " << e.steps << " | " << bytes_text(e.bytes) << " | "
        << (e.flop ? std::to_string(*e.flop) : "?") << " | " << fmt("%.2f", e.seconds * 1e6) << " | "
        << (e.compute_bound ? "compute" : "memory") << " | " << md_escape(join(k.nodes, ", ")) << " |\n";
   }

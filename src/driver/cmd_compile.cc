@@ -20,6 +20,7 @@
 #include <unordered_map>
 
 #include "codegen/emit.h"
+#include "codegen/kernel_ops.h"
 #include "codegen/memory_plan.h"
 #include "codegen/module_writer.h"
 #include "codegen/profiles.h"
@@ -202,7 +203,10 @@ ExitCode run_compile(CompileCli& c) {
       ++graph_breaks;
       m.fallbacks.push_back({s.node, n->op_type(), it->second.reason, it->second.message});
     } else {
-      m.fallbacks.push_back({s.node, n->op_type(), "no_kernel", "no generated kernel computes " + n->op_type()});
+      std::string message = "no generated kernel computes " + n->op_type();
+      if (n->op_type() == "Conv" && n->domain().empty())
+        if (std::string why = conv_window(*n, nullptr); !why.empty()) message += ": " + why;
+      m.fallbacks.push_back({s.node, n->op_type(), "no_kernel", message});
     }
   }
 

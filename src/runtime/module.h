@@ -111,6 +111,17 @@ struct GemmInfo {
   std::string activation;
 };
 
+// A Conv kernel's cuDNN call (kir::ConvDesc): buffers by position, sizes as
+// expressions, the window per spatial dim.
+struct ConvInfo {
+  int x = -1, w = -1, bias = -1, residual = -1;
+  SymExpr n, c, k;
+  std::vector<SymExpr> in, out;
+  std::vector<int64_t> kernel, strides, dilations, pads;
+  int64_t groups = 1;
+  std::string activation;
+};
+
 struct KernelInfo {
   std::string name;
   kir::Kind kind = kir::Kind::Pointwise;
@@ -121,6 +132,7 @@ struct KernelInfo {
   std::array<int, 3> block = {1, 1, 1};
   int shared_bytes = 0;
   std::optional<GemmInfo> gemm;
+  std::optional<ConvInfo> conv;
   HostKernelFn host = nullptr;
 };
 

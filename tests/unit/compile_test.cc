@@ -89,6 +89,37 @@ TEST_F(CompileTest, ManifestHasTheDocumentedKeys) {
   }
 }
 
+// Every Conv of the ResNet fixture is a conv kernel (cuDNN on the device,
+// host.so on the CPU) with its bias / residual / Relu epilogue: none is left to
+// the reference interpreter, and no conv kernel is in the cubin.
+TEST_F(CompileTest, ResNetConvsBecomeConvKernels) {
+  CliResult r = compile("resnet_small.onnx", "r", "--arch sm_90 --no-ptx");
+  ASSERT_EQ(r.code, 0) << r.output;
+  json m = manifest("r");
+  std::set<std::string> conv_kernels, fused_nodes;
+  for (const json& k : m["kernels"]) {
+    if (k["kind"] != "conv") continue;
+    conv_kernels.insert(k["name"].get<std::string>());
+    EXPECT_EQ(k["library"], "cudnn") << k.dump();
+    EXPECT_TRUE(k.contains("conv") && !k.contains("launch")) << k.dump();
+    for (const json& n : k["nodes"]) fused_nodes.insert(n.get<std::string>());
+  }
+  EXPECT_EQ(fused_nodes.count("/conv1/Conv") + fused_nodes.count("/layer1/conv1/Conv") +
+                fused_nodes.count("/layer1/conv2/Conv"),
+            3u);
+  EXPECT_TRUE(fused_nodes.count("/layer1/Add")) << "the residual Add joins the second conv of the block";
+  size_t conv_steps = 0;
+  for (const json& s : m["schedule"])
+    if (s.contains("kernel")) conv_steps += m["kernels"][s["kernel"].get<size_t>()]["kind"] == "conv";
+  EXPECT_EQ(conv_steps, 3u);
+  json report = json::parse(read_file(dir_ / "r" / "report.json"));
+  for (const json& f : report["fallbacks"]) EXPECT_NE(f["op_type"], "Conv") << f.dump();
+  EXPECT_EQ(r.output.find("] Conv x"), std::string::npos) << r.output;
+  std::string cubin = read_file(dir_ / "r" / "kernels.sm_90.cubin");
+  for (const std::string& sym : cubin_symbols(std::vector<char>(cubin.begin(), cubin.end())))
+    EXPECT_FALSE(conv_kernels.count(sym)) << sym;
+}
+
 TEST_F(CompileTest, SymbolicDimsStaySymbolic) {
   ASSERT_EQ(compile("gpt2_block.onnx", "m", "--arch sm_90 --no-ptx").code, 0);
   json m = manifest("m");

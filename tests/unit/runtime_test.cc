@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -290,8 +291,9 @@ TEST_F(HandModule, RefusesBadManifestsNamingTheField) {
                     "manifest.json: weights.tensors[0].nbytes: 12 bytes do not hold f32[4]");
   expect_bad_module([](json& j) { j["kernels"][0]["name"] = "tcc_k9_pointwise"; },
                     "manifest.json: kernels[0].name: 'tcc_k9_pointwise' is not defined in host.so");
-  expect_bad_module([](json& j) { j["kernels"][0]["kind"] = "conv"; },
-                    "manifest.json: kernels[0].kind: unknown kernel kind 'conv'");
+  expect_bad_module([](json& j) { j["kernels"][0]["kind"] = "winograd"; },
+                    "manifest.json: kernels[0].kind: unknown kernel kind 'winograd'");
+  expect_bad_module([](json& j) { j["kernels"][0]["kind"] = "conv"; }, "manifest.json: kernels[0].conv: missing");
   expect_bad_module([](json& j) { j["schedule"][0]["kernel"] = 1; },
                     "manifest.json: schedule[0].kernel: expected an integer in [0, 0], got 1");
   expect_bad_module([](json& j) { j["schedule"][0]["reads"][1] = "v"; },
@@ -582,9 +584,52 @@ TEST_P(CompiledModule, CudaRunMatchesHostRun) {
   for (void* p : device) cudaFree(p);
 }
 
+// The conv kernels of the compiled ResNet fixture describe their cuDNN call;
+// the loader refuses a description that disagrees with the kernel's buffers.
+TEST_P(CompiledModule, RefusesBadConvDescriptions) {
+  if (std::string(GetParam().name) != "resnet_small") GTEST_SKIP() << "no conv kernels";
+  std::ifstream in(dir_ / "module" / "manifest.json");
+  const json original = json::parse(in);
+  size_t conv = 0;
+  while (conv < original["kernels"].size() && original["kernels"][conv]["kind"] != "conv") ++conv;
+  ASSERT_LT(conv, original["kernels"].size());
+  EXPECT_EQ(original["kernels"][conv]["library"], "cudnn");
+  std::string at = "manifest.json: kernels[" + std::to_string(conv) + "].conv.";
+  struct Case {
+    std::function<void(json&)> edit;
+    std::string message;
+  };
+  std::vector<Case> cases = {
+      {[](json& c) { c["x"] = 9; }, at + "x: expected an integer in [0, "},
+      {[](json& c) { c["bias"] = "none"; }, at + "bias: expected an integer"},
+      {[](json& c) { c["kernel"] = json::array({3, 3, 3, 3}); }, at + "kernel: expected 1 to 3 spatial dims, got 4"},
+      {[](json& c) { c["strides"] = json::array({1}); }, at + "strides: expected 2 values, one per spatial dim"},
+      {[](json& c) { c["strides"][0] = 0; }, at + "strides[0]: expected an integer in [1, "},
+      {[](json& c) { c["pads"][1] = -1; }, at + "pads[1]: expected an integer in [0, "},
+      {[](json& c) { c["kernel"][0] = 5; }, at + "w: buffer "},
+      {[](json& c) { c["out"][0] = 31; }, at + "out: buffer "},
+      {[](json& c) { c["n"] = "q"; }, at + "n: mentions symbol 'q', which no input binds"},
+      {[](json& c) { c["groups"] = 5; }, at + "groups: does not divide c and k"},
+      {[](json& c) { c["activation"] = "gelu"; }, at + "activation: unknown activation 'gelu'"},
+      {[](json& c) { c.erase("dilations"); }, at + "dilations: missing"},
+  };
+  for (const Case& c : cases) {
+    json m = original;
+    c.edit(m["kernels"][conv]["conv"]);
+    std::ofstream(dir_ / "module" / "manifest.json") << m.dump();
+    tcc_module* loaded = nullptr;
+    EXPECT_EQ(tcc_module_load((dir_ / "module").c_str(), &loaded), TCC_ERROR_BAD_MODULE) << c.message;
+    EXPECT_EQ(loaded, nullptr);
+    std::string error = tcc_last_error();
+    EXPECT_NE(error.find(c.message), std::string::npos) << "message: " << error;
+  }
+  std::ofstream(dir_ / "module" / "manifest.json") << original.dump();
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, CompiledModule,
                          ::testing::Values(CompiledFixture{"mlp", {{"batch", 3}}},
-                                           CompiledFixture{"gpt2_block", {{"batch", 2}, {"seq", 5}}}),
+                                           CompiledFixture{"gpt2_block", {{"batch", 2}, {"seq", 5}}},
+                                           CompiledFixture{"resnet_small", {{"batch", 2}}}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
