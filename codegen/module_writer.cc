@@ -231,6 +231,7 @@ ojson kernel_json(const kir::Kernel& k) {
     j["launch"] = {{"grid", {l.grid[0].str(), l.grid[1].str(), l.grid[2].str()}},
                    {"block", {l.block[0], l.block[1], l.block[2]}},
                    {"shared_bytes", l.shared_bytes}};
+    if (l.workspace_bytes != SymExpr()) j["launch"]["workspace_bytes"] = size_json(l.workspace_bytes);
   }
   j["bytes_moved"] = size_json(kir::bytes_moved(k));
   j["flop"] = size_json(kir::flop_count(k));

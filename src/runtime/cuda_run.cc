@@ -8,7 +8,8 @@
 // Per module, the first run in a context loads the cubin that fits the device
 // (PTX when none does), uploads the weights and keeps them; the arena grows to
 // the largest binding seen. Kernel steps launch with the manifest's launch
-// configuration; Gemm steps are one cuBLASLt matmul; Conv steps are cuDNN
+// configuration (split reductions with their own zeroed workspace, kept with
+// the module like the arena); Gemm steps are one cuBLASLt matmul; Conv steps are cuDNN
 // calls (one fused convolution + bias + residual + Relu where cuDNN has it); fallback steps copy
 // their values to the host, run the reference interpreter and copy back.
 // A run returns after the stream has finished it, since its arena is reused
@@ -60,6 +61,7 @@ struct Driver {
   decltype(&::cuMemcpyHtoDAsync) copy_htod_async;
   decltype(&::cuMemcpyDtoHAsync) copy_dtoh_async;
   decltype(&::cuMemcpyDtoDAsync) copy_dtod_async;
+  decltype(&::cuMemsetD8Async) memset_d8_async;
   decltype(&::cuStreamSynchronize) stream_sync;
   decltype(&::cuGetErrorString) error_string;
   std::string unavailable;  // why there is no usable device, or empty
@@ -98,6 +100,7 @@ struct Driver {
               resolve(lib, "cuMemcpyHtoDAsync_v2", d.copy_htod_async) &&
               resolve(lib, "cuMemcpyDtoHAsync_v2", d.copy_dtoh_async) &&
               resolve(lib, "cuMemcpyDtoDAsync_v2", d.copy_dtod_async) &&
+              resolve(lib, "cuMemsetD8Async", d.memset_d8_async) &&
               resolve(lib, "cuStreamSynchronize", d.stream_sync) && resolve(lib, "cuGetErrorString", d.error_string);
     int count = 0;
     if (!ok) d.unavailable = "the CUDA driver lacks entry points the runtime needs (too old)";
@@ -270,12 +273,20 @@ struct CudaState {
   cudnnHandle_t dnn = nullptr;
   CUdeviceptr workspace = 0;  // shared by cuBLASLt and cuDNN, which run in stream order
   static constexpr size_t kWorkspaceBytes = 32 << 20;
+  // Per kernel, the zeroed workspace of a split reduction (launch.workspace_bytes).
+  struct KernelWorkspace {
+    CUdeviceptr ptr = 0;
+    size_t bytes = 0;
+  };
+  std::vector<KernelWorkspace> kernel_workspaces;
 
   ~CudaState() {
     const Driver& d = Driver::get();
     if (d.ctx_push(ctx) != CUDA_SUCCESS) return;
     for (CUdeviceptr p : {weights, arena, workspace})
       if (p) d.mem_free(p);
+    for (const KernelWorkspace& w : kernel_workspaces)
+      if (w.ptr) d.mem_free(w.ptr);
     if (dnn) Cudnn::get().destroy(dnn);
     if (module) d.module_unload(module);
     CUcontext popped;
@@ -320,6 +331,7 @@ CudaState& device_state(Module& m, const Driver& d, CUcontext ctx) {
     std::vector<char> image = read_binary(pick_binary(m, major, minor).path);
     d.check(d.module_load(&s->module, image.data()), "cuModuleLoadData");
   }
+  s->kernel_workspaces.resize(m.kernels.size());
   for (const KernelInfo& k : m.kernels) {
     CUfunction f = nullptr;
     if (!library_kernel(k)) d.check(d.module_function(&f, s->module, k.name.c_str()), k.name.c_str());
@@ -555,13 +567,38 @@ void run_conv(CudaState& s, const KernelInfo& k, const std::vector<CUdeviceptr>&
               what + ": cudnnActivationForward");
 }
 
+// A split reduction's workspace (docs/MODULE.md), grown to this binding's size.
+// Its arrival counters must start at zero, and the kernel leaves them at zero,
+// so the memory is cleared only when allocated: on the launch's stream, which
+// orders the clearing before the kernel whatever kind of stream it is.
+CUdeviceptr kernel_workspace(CudaState& s, const Driver& d, int kernel, const KernelInfo& k, const Binding& b,
+                             CUstream stream) {
+  int64_t want = evaluate(k.workspace_bytes, b, "kernel '" + k.name + "' launch.workspace_bytes");
+  if (want <= 0)
+    throw BadModule("manifest.json: kernel '" + k.name + "' launch.workspace_bytes: evaluates to " +
+                    std::to_string(want) + " bytes");
+  CudaState::KernelWorkspace& w = s.kernel_workspaces[kernel];
+  if (w.bytes < static_cast<size_t>(want)) {
+    if (w.ptr) {
+      d.check(d.stream_sync(stream), "cuStreamSynchronize");
+      d.check(d.mem_free(w.ptr), "cuMemFree (kernel workspace)");
+      w = {};
+    }
+    d.check(d.mem_alloc(&w.ptr, static_cast<size_t>(want)), "cuMemAlloc (kernel workspace)");
+    w.bytes = static_cast<size_t>(want);
+    d.check(d.memset_d8_async(w.ptr, 0, w.bytes, stream), "cuMemsetD8Async (kernel workspace)");
+  }
+  return w.ptr;
+}
+
 void launch(const Driver& d, CUfunction f, const KernelInfo& k, const std::vector<CUdeviceptr>& buf,
-            const Binding& b, CUstream stream) {
+            CUdeviceptr workspace, const Binding& b, CUstream stream) {
   std::vector<int64_t> sizes;
   for (const SymExpr& s : k.sizes) sizes.push_back(evaluate(s, b, "kernel '" + k.name + "' sizes"));
   std::vector<void*> params;
   for (const CUdeviceptr& p : buf) params.push_back(const_cast<CUdeviceptr*>(&p));
   for (int64_t& s : sizes) params.push_back(&s);
+  if (workspace) params.push_back(&workspace);
   static constexpr int64_t kGridLimit[3] = {INT32_MAX, 65535, 65535};
   unsigned grid[3];
   for (int i = 0; i < 3; ++i) {
@@ -642,7 +679,8 @@ void run_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor
     const KernelInfo& k = m.kernels[step.kernel];
     if (k.kind == kir::Kind::Gemm) run_gemm(s, k, buf, b, stream);
     else if (k.kind == kir::Kind::Conv) run_conv(s, k, buf, b, stream);
-    else launch(d, s.functions[step.kernel], k, buf, b, stream);
+    else if (k.workspace_bytes == SymExpr()) launch(d, s.functions[step.kernel], k, buf, 0, b, stream);
+    else launch(d, s.functions[step.kernel], k, buf, kernel_workspace(s, d, step.kernel, k, b, stream), b, stream);
   }
 
   for (size_t i = 0; i < num_outputs; ++i) {

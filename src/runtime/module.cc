@@ -310,6 +310,14 @@ class Loader {
           info.block[d] = static_cast<int>(launch["block"][d].integer(1, 1024));
         }
         info.shared_bytes = static_cast<int>(launch["shared_bytes"].integer(0, 1 << 30));
+        if (launch.has("workspace_bytes")) {
+          Field ws = launch["workspace_bytes"];
+          info.workspace_bytes = ws.expr();
+          check_bound(info.workspace_bytes, ws);
+          if (info.kind != kir::Kind::Reduction) ws.fail("only reduction kernels take a workspace");
+          if (info.workspace_bytes.is_constant() && info.workspace_bytes.constant_value() <= 0)
+            ws.fail("expected a positive byte count, got " + info.workspace_bytes.str());
+        }
       }
       info.host = reinterpret_cast<HostKernelFn>(m_.host_library->symbol(info.name));
       if (!info.host) k["name"].fail("'" + info.name + "' is not defined in host.so");

@@ -131,6 +131,7 @@ struct KernelInfo {
   std::array<SymExpr, 3> grid;
   std::array<int, 3> block = {1, 1, 1};
   int shared_bytes = 0;
+  SymExpr workspace_bytes;  // zeroed device memory passed after the sizes; 0: none (docs/MODULE.md)
   std::optional<GemmInfo> gemm;
   std::optional<ConvInfo> conv;
   HostKernelFn host = nullptr;
