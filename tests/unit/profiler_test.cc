@@ -3,9 +3,11 @@
 // tests/profiler (kernels from tcc compile, timings from a model; see
 // make_recorded.py), through `tcc bench --from-recorded` as users run it.
 // Also `tcc run --host --check`, the eager mode, and what bench/profile/run
-// say without a GPU.
+// say without a GPU. The GpuProfile tests run where a GPU is (scripts/gpu-check).
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -337,6 +339,102 @@ TEST_F(ProfilerTest, EagerModeIsOneKernelPerNode) {
                           shell_quote(fixture(model)) + " --host --check");
     EXPECT_EQ(r.code, 0) << r.output;
   }
+}
+
+// ---- On a GPU (skipped elsewhere; scripts/gpu-check runs every test named *Gpu*) ----
+
+class GpuProfile : public ProfilerTest {
+ protected:
+  void SetUp() override {
+    if (!tcc_cuda_available()) GTEST_SKIP() << "no CUDA device";
+    ProfilerTest::SetUp();
+  }
+};
+
+TEST_F(GpuProfile, RunCheckOnEveryFixture) {
+  for (const char* model : {"mlp", "gpt2_block", "resnet_small"}) {
+    CliResult r = run_tcc("run " + shell_quote(fixture(std::string(model) + ".onnx")) + " --inputs " +
+                          shell_quote(fixture(model)) + " --check");
+    EXPECT_EQ(r.code, 0) << model << "\n" << r.output;
+    EXPECT_NE(r.output.find("outputs match the reference interpreter"), std::string::npos) << r.output;
+  }
+}
+
+TEST_F(GpuProfile, CudaGraphReplayMatchesHostRun) {
+  fs::path module = dir_ / "m";
+  ASSERT_EQ(run_tcc("compile " + shell_quote(fixture("mlp.onnx")) + " -o " + shell_quote(module.string())).code, 0);
+  tcc_module* m = nullptr;
+  ASSERT_EQ(tcc_module_load(module.c_str(), &m), TCC_OK) << tcc_last_error();
+  int64_t in_shape[2] = {5, 0}, out_shape[2] = {5, 0};
+  tcc_dtype dtype;
+  int32_t rank = 0;
+  ASSERT_EQ(tcc_module_tensor_info(m, 0, 0, &dtype, &rank, in_shape, 2), TCC_OK) << tcc_last_error();
+  in_shape[0] = 5;
+  std::vector<float> x(static_cast<size_t>(in_shape[0] * in_shape[1]));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37 * static_cast<double>(i));
+  tcc_tensor in = {x.data(), TCC_F32, 2, in_shape};
+  ASSERT_EQ(tcc_module_output_shape(m, &in, 1, 0, out_shape, 2, &rank), TCC_OK) << tcc_last_error();
+  std::vector<float> host(static_cast<size_t>(out_shape[0] * out_shape[1])), device(host.size());
+  tcc_tensor out = {host.data(), TCC_F32, 2, out_shape};
+  ASSERT_EQ(tcc_module_run_host(m, &in, 1, &out, 1), TCC_OK) << tcc_last_error();
+
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  void *d_in = nullptr, *d_out = nullptr;
+  ASSERT_EQ(cudaMalloc(&d_in, x.size() * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&d_out, host.size() * 4), cudaSuccess);
+  std::vector<float> zeros(x.size(), 0.f);
+  ASSERT_EQ(cudaMemcpy(d_in, zeros.data(), x.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  tcc_tensor d_in_t = {d_in, TCC_F32, 2, in_shape}, d_out_t = {d_out, TCC_F32, 2, out_shape};
+  tcc_cuda_graph* graph = nullptr;
+  ASSERT_EQ(tcc_module_capture_cuda(m, &d_in_t, 1, &d_out_t, 1, stream, &graph), TCC_OK) << tcc_last_error();
+  // New inputs go into the captured (static) input buffer; the replay computes with them.
+  ASSERT_EQ(cudaMemcpyAsync(d_in, x.data(), x.size() * 4, cudaMemcpyHostToDevice, stream), cudaSuccess);
+  ASSERT_EQ(tcc_cuda_graph_launch(graph, stream), TCC_OK) << tcc_last_error();
+  ASSERT_EQ(cudaMemcpyAsync(device.data(), d_out, device.size() * 4, cudaMemcpyDeviceToHost, stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  for (size_t i = 0; i < host.size(); ++i) ASSERT_NEAR(device[i], host[i], 1e-4 + 1e-4 * std::fabs(host[i])) << i;
+  tcc_cuda_graph_free(graph);
+  cudaFree(d_in);
+  cudaFree(d_out);
+  cudaStreamDestroy(stream);
+  tcc_module_free(m);
+}
+
+TEST_F(GpuProfile, ProfileTracesEveryKernelAndSaysWhyGraphsAreSkipped) {
+  CliResult r = run_tcc("profile " + shell_quote(fixture("gpt2_block.onnx")) +
+                        " --modes eager,default,reduce-overhead --iterations 20 --check --report " +
+                        shell_quote((dir_ / "p").string()));
+  ASSERT_EQ(r.code, 0) << r.output;
+  json j = json::parse(read_file(dir_ / "p" / "report.json"));
+  ASSERT_EQ(j["modes"].size(), 3u);
+  for (const json& m : j["modes"]) {
+    EXPECT_EQ(m["iterations"], 20);
+    EXPECT_GT(m["latency_ms"]["median"].get<double>(), 0);
+    EXPECT_GT(m["gpu_ms"]["median"].get<double>(), 0);
+    EXPECT_FALSE(m["kernels"].empty()) << m["mode"];
+  }
+  // gpt2_block has a host fallback (Split): the graph mode says so and runs default.
+  EXPECT_EQ(j["modes"][2]["note"].get<std::string>().rfind("skipping cudagraphs due to host fallback node", 0), 0u);
+  // Every kernel of the default module ran in each traced step.
+  json manifest = json::parse(read_file(dir_ / "p" / "measurement.json"));
+  EXPECT_EQ(j["modes"][1]["kernels"].size(), manifest["modes"][1]["kernels"].size());
+  json trace = json::parse(read_file(dir_ / "p" / "trace.json"));
+  size_t slices = 0;
+  for (const json& e : trace["traceEvents"]) slices += e["ph"] == "X";
+  EXPECT_GT(slices, 0u);
+}
+
+TEST_F(GpuProfile, BenchReplaysCudaGraphs) {
+  CliResult r = run_tcc("bench " + shell_quote(fixture("mlp.onnx")) +
+                        " --modes default,reduce-overhead --iterations 50 --check --report " +
+                        shell_quote((dir_ / "b").string()));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.output.find("skipping cudagraphs"), std::string::npos) << r.output;
+  json j = json::parse(read_file(dir_ / "b" / "report.json"));
+  EXPECT_EQ(j["modes"][1]["note"], "");
+  // One graph launch: the host enqueues a step faster than launching each kernel.
+  EXPECT_LT(j["modes"][1]["enqueue_ms"]["median"].get<double>(), j["modes"][0]["enqueue_ms"]["median"].get<double>());
 }
 
 }  // namespace
