@@ -93,7 +93,8 @@ ExitCode report(const BenchOptions& o, const profiler::Measurement& m) {
   std::cout << profiler::mode_table_text(profiler::summarize(m));
   if (!o.report.empty()) {
     profiler::write_reports(o.report, m);
-    std::cout << "reports: " << (fs::path(o.report) / "report.md").string() << ", report.html, report.json, trace.json\n";
+    std::cout << "reports: " << (fs::path(o.report) / "report.md").string()
+              << ", report.html, report.json, trace.json\n";
   }
   return ExitCode::Ok;
 }
@@ -103,7 +104,8 @@ ExitCode run_bench(const BenchOptions& o) {
   if (o.profile && o.report.empty()) throw InputError(std::string(cmd) + ": --report DIR is required");
   if (!o.recorded.empty()) return report(o, profiler::read_measurement(o.recorded));
   if (o.model.empty()) throw InputError(std::string(cmd) + ": a MODEL is required (or a recorded measurement)");
-  if (o.iterations > 0 && o.duration > 0) throw InputError(std::string(cmd) + ": give --iterations or --duration, not both");
+  if (o.iterations > 0 && o.duration > 0)
+    throw InputError(std::string(cmd) + ": give --iterations or --duration, not both");
   if (o.warmup < 0 || o.iterations < 0 || o.duration < 0)
     throw InputError(std::string(cmd) + ": --warmup, --iterations and --duration must not be negative");
   std::vector<const CompileMode*> modes = parse_modes(o.modes);
@@ -181,8 +183,9 @@ CommandRunner setup(CLI::App& cmd, bool profile) {
   cmd.add_option("--modes", o->modes, "Comma-separated modes to compare: " + modes)->capture_default_str();
   cmd.add_option("--inputs", o->inputs, "Directory of inputs: input_N.pb or <name>.npy");
   cmd.add_option("--shapes", o->shapes, "Without --inputs: random inputs with these symbolic sizes, e.g. batch=8");
-  cmd.add_option("--report", o->report, std::string("Write report.md, report.html, report.json and trace.json here") +
-                                            (profile ? " (required)" : ""));
+  cmd.add_option(
+      "--report", o->report,
+      std::string("Write report.md, report.html, report.json and trace.json here") + (profile ? " (required)" : ""));
   cmd.add_option("--warmup", o->warmup, "Untimed steps first")->capture_default_str();
   cmd.add_option("--iterations", o->iterations, "Timed steps (default: until the median is stable)");
   cmd.add_option("--duration", o->duration, "Time steps for this many seconds instead");

@@ -14,7 +14,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-
 #include <nlohmann/json.hpp>
 
 #include "frontends/load_model.h"
@@ -51,7 +50,8 @@ std::string reference_model(const RunOptions& o) {
   if (!o.model.empty()) return o.model;
   std::ifstream in(fs::path(o.target) / "manifest.json");
   nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
-  std::string named = !j.is_discarded() && j.contains("model") && j["model"].is_string() ? j["model"].get<std::string>() : "";
+  std::string named =
+      !j.is_discarded() && j.contains("model") && j["model"].is_string() ? j["model"].get<std::string>() : "";
   for (const fs::path& p : {fs::path(named), fs::path(o.target) / named})
     if (!named.empty() && fs::is_regular_file(p)) return p.string();
   throw InputError(o.target + "/manifest.json: the model it was compiled from ('" + named +
@@ -65,8 +65,10 @@ void write_outputs(const RunOptions& o, const Graph& g, const std::vector<Tensor
   for (size_t i = 0; i < outs.size(); ++i) {
     const std::string& name = outputs[i]->name();
     fs::path path = fs::path(dir) / (o.format == "npy" ? npy_file_name(name) : "output_" + std::to_string(i) + ".pb");
-    if (o.format == "npy") write_npy(path.string(), outs[i]);
-    else write_tensor_pb(path.string(), outs[i], name);
+    if (o.format == "npy")
+      write_npy(path.string(), outs[i]);
+    else
+      write_tensor_pb(path.string(), outs[i], name);
     std::cout << name << ": " << dtype_name(outs[i].dtype()) << shape_str(outs[i].shape()) << " -> " << path.string()
               << "\n";
   }
@@ -127,9 +129,9 @@ ExitCode run(const RunOptions& o) {
       std::cout << c.name << ": MISMATCH " << c.problem << "\n";
     else
       std::cout << c.name << ": " << (c.ok() ? "ok" : "MISMATCH") << "  max abs err "
-                << fmt::format("{:.3g}", c.max_abs) << ", max rel err " << fmt::format("{:.3g}", c.max_rel)
-                << "  (" << dtype_name(expected[i].dtype()) << " tolerance " << fmt::format("{:g}", tol.abs)
-                << " + " << fmt::format("{:g}", tol.rel) << "*|ref|"
+                << fmt::format("{:.3g}", c.max_abs) << ", max rel err " << fmt::format("{:.3g}", c.max_rel) << "  ("
+                << dtype_name(expected[i].dtype()) << " tolerance " << fmt::format("{:g}", tol.abs) << " + "
+                << fmt::format("{:g}", tol.rel) << "*|ref|"
                 << (c.ok() ? "" : "; " + std::to_string(c.mismatches) + " elements outside") << ")\n";
     ok &= c.ok();
   }

@@ -81,8 +81,7 @@ std::map<std::string, Tensor> read_inputs(const Graph& g, const std::string& dir
     Tensor t = read_tensor_pb(entry.path().string(), &name);
     if (name.empty() || !g.find_local(name)) {
       if (index >= needed.size())
-        throw InputError(entry.path().string() + ": the model has only " + std::to_string(needed.size()) +
-                         " inputs");
+        throw InputError(entry.path().string() + ": the model has only " + std::to_string(needed.size()) + " inputs");
       name = needed[index]->name();
     }
     inputs[name] = std::move(t);

@@ -3,9 +3,8 @@
 // one active trace are collected in a process-wide store.
 #include "src/profiler/cupti_trace.h"
 
-#include <dlfcn.h>
-
 #include <cupti.h>
+#include <dlfcn.h>
 
 #include <cstdlib>
 #include <mutex>
@@ -146,8 +145,10 @@ CuptiTrace::CuptiTrace(runtime::Module& module) : impl_(new Impl{module}) {
   impl_->active = true;
   module.step_observer = [&c](const runtime::StepInfo& step, bool begin) {
     uint64_t last = 0;
-    if (begin) c.push_id(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, static_cast<uint64_t>(step.kernel + 1));
-    else c.pop_id(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last);
+    if (begin)
+      c.push_id(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, static_cast<uint64_t>(step.kernel + 1));
+    else
+      c.pop_id(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last);
   };
 }
 

@@ -105,29 +105,31 @@ std::string gpu_name() {
 
 std::vector<Tensor> run_on_host(const std::string& module_dir, const std::map<std::string, Tensor>& inputs) {
   return tool_errors([&] {
-  std::unique_ptr<runtime::Module> m = runtime::load_module(module_dir);
-  std::vector<tcc_tensor> ins;
-  for (const Tensor* t : ordered_inputs(*m, inputs))
-    ins.push_back({const_cast<std::byte*>(t->raw()), static_cast<tcc_dtype>(t->dtype()),
-                   static_cast<int32_t>(t->rank()), t->shape().data()});
-  runtime::Binding b = runtime::bind(*m, ins.data(), ins.size(), nullptr, nullptr);
-  std::vector<Tensor> outs;
-  for (size_t i = 0; i < m->outputs.size(); ++i) outs.emplace_back(m->outputs[i].dtype, b.shapes[m->output_values[i]]);
-  std::vector<tcc_tensor> c_outs;
-  for (Tensor& t : outs)
-    c_outs.push_back({t.raw_mut(), static_cast<tcc_dtype>(t.dtype()), static_cast<int32_t>(t.rank()), t.shape().data()});
-  runtime::run_host(*m, ins.data(), ins.size(), c_outs.data(), c_outs.size());
-  return outs;
+    std::unique_ptr<runtime::Module> m = runtime::load_module(module_dir);
+    std::vector<tcc_tensor> ins;
+    for (const Tensor* t : ordered_inputs(*m, inputs))
+      ins.push_back({const_cast<std::byte*>(t->raw()), static_cast<tcc_dtype>(t->dtype()),
+                     static_cast<int32_t>(t->rank()), t->shape().data()});
+    runtime::Binding b = runtime::bind(*m, ins.data(), ins.size(), nullptr, nullptr);
+    std::vector<Tensor> outs;
+    for (size_t i = 0; i < m->outputs.size(); ++i)
+      outs.emplace_back(m->outputs[i].dtype, b.shapes[m->output_values[i]]);
+    std::vector<tcc_tensor> c_outs;
+    for (Tensor& t : outs)
+      c_outs.push_back(
+          {t.raw_mut(), static_cast<tcc_dtype>(t.dtype()), static_cast<int32_t>(t.rank()), t.shape().data()});
+    runtime::run_host(*m, ins.data(), ins.size(), c_outs.data(), c_outs.size());
+    return outs;
   });
 }
 
 std::vector<Tensor> run_on_gpu(const std::string& module_dir, const std::map<std::string, Tensor>& inputs) {
   return tool_errors([&] {
-  Loaded l(module_dir, inputs);
-  Stream stream;
-  runtime::run_cuda(*l.module, l.inputs.tensors.data(), l.inputs.tensors.size(), l.outputs.tensors.data(),
-                    l.outputs.tensors.size(), stream.handle);
-  return l.download();
+    Loaded l(module_dir, inputs);
+    Stream stream;
+    runtime::run_cuda(*l.module, l.inputs.tensors.data(), l.inputs.tensors.size(), l.outputs.tensors.data(),
+                      l.outputs.tensors.size(), stream.handle);
+    return l.download();
   });
 }
 
@@ -135,87 +137,88 @@ ModeMeasurement bench_on_gpu(const std::string& module_dir, const std::string& m
                              const std::map<std::string, Tensor>& inputs, const BenchSettings& settings,
                              std::vector<Tensor>* outputs) {
   return tool_errors([&] {
-  Loaded l(module_dir, inputs);
-  runtime::Module& m = *l.module;
-  Stream stream;
-  ModeMeasurement result;
-  result.mode = mode;
-  result.warmup = settings.warmup;
-  result.kernels = module_kernel_specs(module_dir, l.binding.symbols);
+    Loaded l(module_dir, inputs);
+    runtime::Module& m = *l.module;
+    Stream stream;
+    ModeMeasurement result;
+    result.mode = mode;
+    result.warmup = settings.warmup;
+    result.kernels = module_kernel_specs(module_dir, l.binding.symbols);
 
-  std::unique_ptr<runtime::CudaGraph> graph;
-  DeviceTensors fresh;  // graph mode: where each step's "new" inputs come from
-  if (settings.cuda_graph) {
-    std::string blocker = runtime::capture_blocker(m);
-    if (blocker.empty()) {
-      for (size_t i = 0; i < l.inputs.tensors.size(); ++i) {
-        fresh.add(static_cast<DType>(l.inputs.tensors[i].dtype), l.inputs.shapes[i], l.inputs.nbytes[i]);
-        runtime::device::copy_async(fresh.tensors[i].data, l.inputs.tensors[i].data, l.inputs.nbytes[i], stream.handle);
+    std::unique_ptr<runtime::CudaGraph> graph;
+    DeviceTensors fresh;  // graph mode: where each step's "new" inputs come from
+    if (settings.cuda_graph) {
+      std::string blocker = runtime::capture_blocker(m);
+      if (blocker.empty()) {
+        for (size_t i = 0; i < l.inputs.tensors.size(); ++i) {
+          fresh.add(static_cast<DType>(l.inputs.tensors[i].dtype), l.inputs.shapes[i], l.inputs.nbytes[i]);
+          runtime::device::copy_async(fresh.tensors[i].data, l.inputs.tensors[i].data, l.inputs.nbytes[i],
+                                      stream.handle);
+        }
+        graph = runtime::capture_cuda(m, l.inputs.tensors.data(), l.inputs.tensors.size(), l.outputs.tensors.data(),
+                                      l.outputs.tensors.size(), stream.handle);
+      } else {
+        result.note = "skipping cudagraphs due to " + blocker;
+        std::cerr << "tcc bench: " << mode << ": " << result.note << "\n";
       }
-      graph = runtime::capture_cuda(m, l.inputs.tensors.data(), l.inputs.tensors.size(), l.outputs.tensors.data(),
-                                    l.outputs.tensors.size(), stream.handle);
-    } else {
-      result.note = "skipping cudagraphs due to " + blocker;
-      std::cerr << "tcc bench: " << mode << ": " << result.note << "\n";
     }
-  }
 
-  auto enqueue_step = [&] {
-    if (graph) {
-      for (size_t i = 0; i < fresh.tensors.size(); ++i)
-        runtime::device::copy_async(l.inputs.tensors[i].data, fresh.tensors[i].data, l.inputs.nbytes[i],
-                                    stream.handle);
-      graph->launch(stream.handle);
-    } else {
-      runtime::enqueue_cuda(m, l.inputs.tensors.data(), l.inputs.tensors.size(), l.outputs.tensors.data(),
-                            l.outputs.tensors.size(), stream.handle);
-    }
-  };
-
-  for (int i = 0; i < settings.warmup; ++i) enqueue_step();
-  runtime::device::sync(stream.handle);
-
-  runtime::device::Timer timer;
-  auto timed_step = [&] {
-    Clock::time_point begin = Clock::now();
-    timer.start(stream.handle);
-    enqueue_step();
-    timer.stop(stream.handle);
-    Clock::time_point enqueued = Clock::now();
-    double gpu = timer.elapsed_ms();
-    result.latencies_ms.push_back(ms_between(begin, Clock::now()));
-    result.enqueue_ms.push_back(ms_between(begin, enqueued));
-    result.gpu_ms.push_back(gpu);
-  };
-  Clock::time_point start = Clock::now();
-  if (settings.iterations > 0) {
-    for (int i = 0; i < settings.iterations; ++i) timed_step();
-  } else if (settings.duration_s > 0) {
-    while (ms_between(start, Clock::now()) < settings.duration_s * 1e3 || result.latencies_ms.size() < 10)
-      timed_step();
-  } else {
-    double previous = -1;
-    while (static_cast<int>(result.latencies_ms.size()) < kMaxSteps) {
-      std::vector<double> batch;
-      for (int i = 0; i < kStableBatch; ++i) {
-        timed_step();
-        batch.push_back(result.latencies_ms.back());
+    auto enqueue_step = [&] {
+      if (graph) {
+        for (size_t i = 0; i < fresh.tensors.size(); ++i)
+          runtime::device::copy_async(l.inputs.tensors[i].data, fresh.tensors[i].data, l.inputs.nbytes[i],
+                                      stream.handle);
+        graph->launch(stream.handle);
+      } else {
+        runtime::enqueue_cuda(m, l.inputs.tensors.data(), l.inputs.tensors.size(), l.outputs.tensors.data(),
+                              l.outputs.tensors.size(), stream.handle);
       }
-      double median = stats_of(batch).median;
-      if (previous > 0 && std::abs(median - previous) <= kStableTolerance * previous) break;
-      previous = median;
-    }
-  }
+    };
 
-  if (settings.traced_steps > 0 && !graph) {
-    CuptiTrace trace(m);
-    for (int i = 0; i < settings.traced_steps; ++i) enqueue_step();
+    for (int i = 0; i < settings.warmup; ++i) enqueue_step();
     runtime::device::sync(stream.handle);
-    result.activities = trace.finish();
-    result.traced_steps = settings.traced_steps;
-  }
-  if (outputs) *outputs = l.download();
-  return result;
+
+    runtime::device::Timer timer;
+    auto timed_step = [&] {
+      Clock::time_point begin = Clock::now();
+      timer.start(stream.handle);
+      enqueue_step();
+      timer.stop(stream.handle);
+      Clock::time_point enqueued = Clock::now();
+      double gpu = timer.elapsed_ms();
+      result.latencies_ms.push_back(ms_between(begin, Clock::now()));
+      result.enqueue_ms.push_back(ms_between(begin, enqueued));
+      result.gpu_ms.push_back(gpu);
+    };
+    Clock::time_point start = Clock::now();
+    if (settings.iterations > 0) {
+      for (int i = 0; i < settings.iterations; ++i) timed_step();
+    } else if (settings.duration_s > 0) {
+      while (ms_between(start, Clock::now()) < settings.duration_s * 1e3 || result.latencies_ms.size() < 10)
+        timed_step();
+    } else {
+      double previous = -1;
+      while (static_cast<int>(result.latencies_ms.size()) < kMaxSteps) {
+        std::vector<double> batch;
+        for (int i = 0; i < kStableBatch; ++i) {
+          timed_step();
+          batch.push_back(result.latencies_ms.back());
+        }
+        double median = stats_of(batch).median;
+        if (previous > 0 && std::abs(median - previous) <= kStableTolerance * previous) break;
+        previous = median;
+      }
+    }
+
+    if (settings.traced_steps > 0 && !graph) {
+      CuptiTrace trace(m);
+      for (int i = 0; i < settings.traced_steps; ++i) enqueue_step();
+      runtime::device::sync(stream.handle);
+      result.activities = trace.finish();
+      result.traced_steps = settings.traced_steps;
+    }
+    if (outputs) *outputs = l.download();
+    return result;
   });
 }
 

@@ -21,7 +21,8 @@ int64_t count_at(const nlohmann::json& v, const std::map<std::string, int64_t>& 
 
 }  // namespace
 
-std::vector<KernelSpec> module_kernel_specs(const std::string& module_dir, const std::map<std::string, int64_t>& sizes) {
+std::vector<KernelSpec> module_kernel_specs(const std::string& module_dir,
+                                            const std::map<std::string, int64_t>& sizes) {
   const std::string file = module_dir + "/manifest.json";
   std::ifstream in(file);
   if (!in) throw InputError(file + ": cannot read");

@@ -34,8 +34,7 @@ KernelSummary summarize_kernel(const KernelSpec& spec, const std::vector<double>
   }
   k.intensity = spec.bytes > 0 ? static_cast<double>(spec.flop) / static_cast<double>(spec.bytes) : 0;
   double memory_s = static_cast<double>(spec.bytes) / d.bytes_per_s;
-  double compute_s =
-      static_cast<double>(spec.flop) / (spec.tensor_cores ? d.tensor_flop_per_s : d.fp32_flop_per_s);
+  double compute_s = static_cast<double>(spec.flop) / (spec.tensor_cores ? d.tensor_flop_per_s : d.fp32_flop_per_s);
   k.compute_bound = compute_s > memory_s;
   k.roofline_fraction = seconds > 0 ? std::max(memory_s, compute_s) / seconds : 0;
   return k;
@@ -63,8 +62,9 @@ ModeSummary summarize_mode(const ModeMeasurement& m, const DeviceProfile& d, con
     total += s.kernels.back().time_per_step_us;
   }
   for (KernelSummary& k : s.kernels) k.share = total > 0 ? k.time_per_step_us / total : 0;
-  std::stable_sort(s.kernels.begin(), s.kernels.end(),
-                   [](const KernelSummary& a, const KernelSummary& b) { return a.time_per_step_us > b.time_per_step_us; });
+  std::stable_sort(s.kernels.begin(), s.kernels.end(), [](const KernelSummary& a, const KernelSummary& b) {
+    return a.time_per_step_us > b.time_per_step_us;
+  });
   return s;
 }
 
@@ -73,12 +73,14 @@ void add_warnings(Summary& s) {
     const std::string& name = m.mode->mode;
     if (!m.mode->enqueue_ms.empty() && !m.mode->gpu_ms.empty() && m.enqueue_ms.median >= m.gpu_ms.median)
       s.warnings.push_back(name + ": throughput is bound by host enqueue time (enqueue " +
-                           fmt::format("{:.3f}", m.enqueue_ms.median) + " ms >= GPU " + fmt::format("{:.3f}", m.gpu_ms.median) +
+                           fmt::format("{:.3f}", m.enqueue_ms.median) + " ms >= GPU " +
+                           fmt::format("{:.3f}", m.gpu_ms.median) +
                            " ms per step); the GPU is not fully used, CUDA graphs (reduce-overhead) may help");
     double ratio = m.latency_ms.median > 0 ? m.latency_ms.p99 / m.latency_ms.median : 0;
     if (m.latency_ms.cv() > kUnstableCv || ratio > kUnstableP99Ratio)
       s.warnings.push_back(name + ": timings are unstable (coefficient of variation " +
-                           fmt::format("{:.1f}", 100 * m.latency_ms.cv()) + "%, p99/median " + fmt::format("{:.2f}", ratio) +
+                           fmt::format("{:.1f}", 100 * m.latency_ms.cv()) + "%, p99/median " +
+                           fmt::format("{:.2f}", ratio) +
                            "); other work on the machine, clock changes or too few iterations");
   }
 }
@@ -122,7 +124,8 @@ Summary summarize(const Measurement& m) {
   s.measurement = &m;
   s.device = &find_device(m.device);
   for (const ModeMeasurement& mode : m.modes) s.modes.push_back(summarize_mode(mode, *s.device, m.model));
-  auto eager = std::find_if(s.modes.begin(), s.modes.end(), [](const ModeSummary& x) { return x.mode->mode == "eager"; });
+  auto eager =
+      std::find_if(s.modes.begin(), s.modes.end(), [](const ModeSummary& x) { return x.mode->mode == "eager"; });
   if (eager != s.modes.end())
     for (ModeSummary& x : s.modes) x.speedup_over_eager = eager->latency_ms.median / x.latency_ms.median;
   add_warnings(s);
@@ -134,17 +137,36 @@ nlohmann::json to_json(const Measurement& m) {
   for (const ModeMeasurement& x : m.modes) {
     nlohmann::json kernels = nlohmann::json::array(), activities = nlohmann::json::array();
     for (const KernelSpec& k : x.kernels)
-      kernels.push_back({{"name", k.name}, {"kind", k.kind}, {"nodes", k.nodes}, {"bytes", k.bytes},
-                         {"flop", k.flop}, {"tensor_cores", k.tensor_cores}});
+      kernels.push_back({{"name", k.name},
+                         {"kind", k.kind},
+                         {"nodes", k.nodes},
+                         {"bytes", k.bytes},
+                         {"flop", k.flop},
+                         {"tensor_cores", k.tensor_cores}});
     for (const KernelActivity& a : x.activities)
-      activities.push_back({{"kernel", a.kernel}, {"stream", a.stream}, {"start_ns", a.start_ns}, {"end_ns", a.end_ns}});
-    modes.push_back({{"mode", x.mode}, {"note", x.note}, {"compile_s", x.compile_s}, {"warmup", x.warmup},
-                     {"latencies_ms", x.latencies_ms}, {"enqueue_ms", x.enqueue_ms}, {"gpu_ms", x.gpu_ms},
-                     {"kernels", kernels}, {"traced_steps", x.traced_steps}, {"activities", activities}});
+      activities.push_back(
+          {{"kernel", a.kernel}, {"stream", a.stream}, {"start_ns", a.start_ns}, {"end_ns", a.end_ns}});
+    modes.push_back({{"mode", x.mode},
+                     {"note", x.note},
+                     {"compile_s", x.compile_s},
+                     {"warmup", x.warmup},
+                     {"latencies_ms", x.latencies_ms},
+                     {"enqueue_ms", x.enqueue_ms},
+                     {"gpu_ms", x.gpu_ms},
+                     {"kernels", kernels},
+                     {"traced_steps", x.traced_steps},
+                     {"activities", activities}});
   }
-  return {{"format", "tcc-measurement"}, {"format_version", 1}, {"source", m.source}, {"model", m.model},
-          {"device", m.device}, {"device_name", m.device_name}, {"date", m.date}, {"commit", m.commit},
-          {"sizes", m.sizes}, {"modes", modes}};
+  return {{"format", "tcc-measurement"},
+          {"format_version", 1},
+          {"source", m.source},
+          {"model", m.model},
+          {"device", m.device},
+          {"device_name", m.device_name},
+          {"date", m.date},
+          {"commit", m.commit},
+          {"sizes", m.sizes},
+          {"modes", modes}};
 }
 
 Measurement measurement_from_json(const nlohmann::json& j, const std::string& file) {
@@ -191,8 +213,7 @@ Measurement measurement_from_json(const nlohmann::json& j, const std::string& fi
       if (!known) throw InputError(aat + ": kernel '" + act.kernel + "' is not in this mode's kernels");
       mode.activities.push_back(std::move(act));
     }
-    if (!mode.activities.empty() && mode.traced_steps <= 0)
-      throw InputError(at + ": activities without traced_steps");
+    if (!mode.activities.empty() && mode.traced_steps <= 0) throw InputError(at + ": activities without traced_steps");
     m.modes.push_back(std::move(mode));
   }
   return m;

@@ -15,10 +15,9 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "codegen/profiles.h"
 
@@ -36,21 +35,22 @@ struct KernelSpec {
 
 // One kernel execution from CUPTI's concurrent-kernel activity records.
 struct KernelActivity {
-  std::string kernel;  // the manifest name; library kernels (cuBLASLt's) are mapped to the tcc kernel that launched them
+  std::string
+      kernel;  // the manifest name; library kernels (cuBLASLt's) are mapped to the tcc kernel that launched them
   int stream = 0;
   int64_t start_ns = 0, end_ns = 0;
 };
 
 struct ModeMeasurement {
-  std::string mode;        // eager, default, reduce-overhead, max-autotune
-  std::string note;        // e.g. "skipping cudagraphs due to ..."; empty when the mode ran as asked
-  double compile_s = 0;    // wall time of `tcc compile` for this mode
+  std::string mode;      // eager, default, reduce-overhead, max-autotune
+  std::string note;      // e.g. "skipping cudagraphs due to ..."; empty when the mode ran as asked
+  double compile_s = 0;  // wall time of `tcc compile` for this mode
   int warmup = 0;
   std::vector<double> latencies_ms;  // host wall time of each timed step, inputs ready to outputs ready
   std::vector<double> enqueue_ms;    // host time to enqueue each timed step
   std::vector<double> gpu_ms;        // GPU time of each timed step (events around it)
   std::vector<KernelSpec> kernels;
-  int traced_steps = 0;              // steps the activities cover (0: not traced)
+  int traced_steps = 0;  // steps the activities cover (0: not traced)
   std::vector<KernelActivity> activities;
 };
 
@@ -60,7 +60,7 @@ struct Measurement {
   std::string device_name;  // as the driver reports it
   std::string date;         // ISO 8601
   std::string commit;
-  std::string source;       // how it was obtained: "tcc bench on ...", or why the data is synthetic
+  std::string source;                    // how it was obtained: "tcc bench on ...", or why the data is synthetic
   std::map<std::string, int64_t> sizes;  // the symbols' values
   std::vector<ModeMeasurement> modes;
 };
@@ -75,9 +75,9 @@ Stats stats_of(std::vector<double> xs);
 struct KernelSummary {
   const KernelSpec* spec = nullptr;
   double launches_per_step = 0;
-  double time_per_step_us = 0;   // GPU time of all its launches in one step
-  double median_us = 0;          // one launch
-  double share = 0;              // of the mode's traced kernel time
+  double time_per_step_us = 0;  // GPU time of all its launches in one step
+  double median_us = 0;         // one launch
+  double share = 0;             // of the mode's traced kernel time
   double achieved_bytes_per_s = 0, achieved_flop_per_s = 0;
   double intensity = 0;          // FLOP per byte
   double roofline_fraction = 0;  // roofline time / measured time: 1 is the device's peak
@@ -88,8 +88,8 @@ struct ModeSummary {
   const ModeMeasurement* mode = nullptr;
   Stats latency_ms, enqueue_ms, gpu_ms;
   double steps_per_s = 0;
-  double speedup_over_eager = 0;  // 0 when eager was not measured
-  double gpu_busy = 0;            // GPU time over wall time per step
+  double speedup_over_eager = 0;       // 0 when eager was not measured
+  double gpu_busy = 0;                 // GPU time over wall time per step
   std::vector<KernelSummary> kernels;  // by time per step, largest first
 };
 

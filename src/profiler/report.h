@@ -6,9 +6,8 @@
 //   trace.json   Chrome trace events of the traced kernels, for Perfetto
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "src/profiler/measurement.h"
 

@@ -97,8 +97,8 @@ std::string roofline_chart(const ModeSummary& m, const DeviceProfile& d) {
     os << "<polyline fill=\"none\" stroke=\"#c0392b\" stroke-width=\"1.5\" points=\"" << num(px(x0), 1) << ","
        << num(py(x0 * d.bytes_per_s), 1) << " " << num(px(knee), 1) << "," << num(py(ceiling), 1) << " "
        << num(px(x_hi), 1) << "," << num(py(ceiling), 1) << "\"/><text x=\"" << num(px(x_hi) - 4, 1) << "\" y=\""
-       << num(py(ceiling) - 4, 1) << "\" text-anchor=\"end\" class=\"ax\">"
-       << fmt::format("{:g}", ceiling / 1e12) << " TFLOP/s</text>";
+       << num(py(ceiling) - 4, 1) << "\" text-anchor=\"end\" class=\"ax\">" << fmt::format("{:g}", ceiling / 1e12)
+       << " TFLOP/s</text>";
   }
   for (size_t i = 0; i < points.size(); ++i) {
     const KernelSummary& k = *points[i];
@@ -108,7 +108,8 @@ std::string roofline_chart(const ModeSummary& m, const DeviceProfile& d) {
   }
   os << "</svg>\n";
   size_t hidden = m.kernels.size() - points.size();
-  if (hidden > 0) os << "<p class=\"small\">" << hidden << " kernels with no arithmetic (copies) are not plotted.</p>\n";
+  if (hidden > 0)
+    os << "<p class=\"small\">" << hidden << " kernels with no arithmetic (copies) are not plotted.</p>\n";
   return os.str();
 }
 
@@ -164,7 +165,8 @@ std::string report_html(const Summary& s) {
   }
   os << "</table>\n";
   for (const ModeSummary& x : s.modes)
-    if (!x.mode->note.empty()) os << "<p class=\"small\">" << esc(x.mode->mode) << ": " << esc(x.mode->note) << "</p>\n";
+    if (!x.mode->note.empty())
+      os << "<p class=\"small\">" << esc(x.mode->mode) << ": " << esc(x.mode->note) << "</p>\n";
   os << bar_chart("Steps per second by mode", steps, "steps/s", 0);
   for (const std::string& w : s.warnings) os << "<p class=\"warn\">" << esc(w) << "</p>\n";
 

@@ -13,7 +13,7 @@ namespace tcc::profiler {
 namespace {
 
 nlohmann::json stats_json(const Stats& s) {
-  return {{"median", s.median}, {"p90", s.p90}, {"p99", s.p99}, {"mean", s.mean},
+  return {{"median", s.median}, {"p90", s.p90}, {"p99", s.p99},       {"mean", s.mean},
           {"min", s.min},       {"max", s.max}, {"stddev", s.stddev}, {"cv", s.cv()}};
 }
 
@@ -69,9 +69,13 @@ nlohmann::json report_json(const Summary& s) {
           {"date", m.date},
           {"commit", m.commit},
           {"sizes", m.sizes},
-          {"device", {{"profile", d.name}, {"name", m.device_name}, {"description", d.description},
-                      {"bytes_per_s", d.bytes_per_s}, {"tensor_flop_per_s", d.tensor_flop_per_s},
-                      {"fp32_flop_per_s", d.fp32_flop_per_s}}},
+          {"device",
+           {{"profile", d.name},
+            {"name", m.device_name},
+            {"description", d.description},
+            {"bytes_per_s", d.bytes_per_s},
+            {"tensor_flop_per_s", d.tensor_flop_per_s},
+            {"fp32_flop_per_s", d.fp32_flop_per_s}}},
           {"modes", modes},
           {"warnings", s.warnings}};
 }

@@ -26,7 +26,9 @@ std::string sizes_text(const std::map<std::string, int64_t>& sizes) {
   return s.empty() ? "static shapes" : s;
 }
 
-std::string speedup(const ModeSummary& m) { return m.speedup_over_eager > 0 ? num(m.speedup_over_eager, 2) + "x" : "-"; }
+std::string speedup(const ModeSummary& m) {
+  return m.speedup_over_eager > 0 ? num(m.speedup_over_eager, 2) + "x" : "-";
+}
 
 double launches_per_step(const ModeSummary& m) {
   double n = 0;
@@ -41,10 +43,10 @@ std::string report_md(const Summary& s) {
   const DeviceProfile& d = *s.device;
   std::ostringstream os;
   os << "# tcc performance report: " << m.model << "\n\n";
-  os << "Device: " << (m.device_name.empty() ? d.description : m.device_name) << " (profile `" << d.name << "`: "
-     << fmt::format("{:g}", d.bytes_per_s / 1e12) << " TB/s, " << fmt::format("{:g}", d.tensor_flop_per_s / 1e12)
-     << " TFLOP/s tensor core, " << fmt::format("{:g}", d.fp32_flop_per_s / 1e12) << " TFLOP/s fp32). Sizes: "
-     << sizes_text(m.sizes) << ".";
+  os << "Device: " << (m.device_name.empty() ? d.description : m.device_name) << " (profile `" << d.name
+     << "`: " << fmt::format("{:g}", d.bytes_per_s / 1e12) << " TB/s, "
+     << fmt::format("{:g}", d.tensor_flop_per_s / 1e12) << " TFLOP/s tensor core, "
+     << fmt::format("{:g}", d.fp32_flop_per_s / 1e12) << " TFLOP/s fp32). Sizes: " << sizes_text(m.sizes) << ".";
   if (!m.commit.empty()) os << " Commit `" << m.commit << "`.";
   if (!m.date.empty()) os << " Date " << m.date << ".";
   os << "\n";
@@ -56,10 +58,10 @@ std::string report_md(const Summary& s) {
      << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const ModeSummary& x : s.modes) {
     os << "| " << x.mode->mode << " | " << num(x.steps_per_s, 0) << " | " << speedup(x) << " | "
-       << num(x.latency_ms.median, 3) << " | " << num(x.latency_ms.p90, 3) << " | " << num(x.latency_ms.p99, 3)
-       << " | " << num(x.enqueue_ms.median, 3) << " | " << num(x.gpu_ms.median, 3) << " | "
-       << num(100 * x.gpu_busy, 0) << "% | " << num(x.mode->compile_s, 2) << " | "
-       << (x.mode->traced_steps > 0 ? num(launches_per_step(x), 0) : "-") << " |\n";
+       << num(x.latency_ms.median, 3) << " | " << num(x.latency_ms.p90, 3) << " | " << num(x.latency_ms.p99, 3) << " | "
+       << num(x.enqueue_ms.median, 3) << " | " << num(x.gpu_ms.median, 3) << " | " << num(100 * x.gpu_busy, 0) << "% | "
+       << num(x.mode->compile_s, 2) << " | " << (x.mode->traced_steps > 0 ? num(launches_per_step(x), 0) : "-")
+       << " |\n";
   }
   bool any_note = false;
   for (const ModeSummary& x : s.modes) {

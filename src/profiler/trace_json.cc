@@ -7,6 +7,7 @@
 #include <limits>
 #include <set>
 
+#include "src/diag/diagnostics.h"
 #include "src/profiler/report.h"
 
 namespace tcc::profiler {
@@ -21,15 +22,21 @@ nlohmann::json trace_json(const Measurement& m) {
     const ModeMeasurement& x = m.modes[i];
     if (x.activities.empty()) continue;
     int pid = static_cast<int>(i) + 1;
-    events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", pid}, {"tid", 0},
-                      {"args", {{"name", "tcc " + x.mode}}}});
+    events.push_back(
+        {{"name", "process_name"}, {"ph", "M"}, {"pid", pid}, {"tid", 0}, {"args", {{"name", "tcc " + x.mode}}}});
     std::set<int> streams;
     for (const KernelActivity& a : x.activities) streams.insert(a.stream);
     for (int stream : streams)
-      events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", stream},
+      events.push_back({{"name", "thread_name"},
+                        {"ph", "M"},
+                        {"pid", pid},
+                        {"tid", stream},
                         {"args", {{"name", "stream " + std::to_string(stream)}}}});
     for (const KernelActivity& a : x.activities) {
-      auto spec = std::find_if(x.kernels.begin(), x.kernels.end(), [&](const KernelSpec& k) { return k.name == a.kernel; });
+      auto spec =
+          std::find_if(x.kernels.begin(), x.kernels.end(), [&](const KernelSpec& k) { return k.name == a.kernel; });
+      TCC_CHECK(spec != x.kernels.end()) << "an activity of kernel '" << a.kernel << "', which mode " << x.mode
+                                         << " does not list";
       events.push_back({{"name", a.kernel},
                         {"cat", spec->kind},
                         {"ph", "X"},
@@ -40,7 +47,8 @@ nlohmann::json trace_json(const Measurement& m) {
                         {"args", {{"nodes", spec->nodes}, {"bytes", spec->bytes}, {"flop", spec->flop}}}});
     }
   }
-  return {{"traceEvents", events}, {"displayTimeUnit", "ns"},
+  return {{"traceEvents", events},
+          {"displayTimeUnit", "ns"},
           {"otherData", {{"model", m.model}, {"device", m.device_name.empty() ? m.device : m.device_name}}}};
 }
 

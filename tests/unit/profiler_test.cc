@@ -183,9 +183,9 @@ TEST_F(ProfilerTest, ReportJsonHasEveryField) {
       EXPECT_TRUE(m["latency_ms"][k].is_number()) << k;
     EXPECT_EQ(m["iterations"], 200);
     for (const json& k : m["kernels"]) {
-      for (const char* f : {"name", "kind", "nodes", "launches_per_step", "time_per_step_us", "median_us", "share",
-                            "bytes", "flop", "achieved_bytes_per_s", "achieved_flop_per_s", "intensity",
-                            "roofline_fraction", "bound"})
+      for (const char* f :
+           {"name", "kind", "nodes", "launches_per_step", "time_per_step_us", "median_us", "share", "bytes", "flop",
+            "achieved_bytes_per_s", "achieved_flop_per_s", "intensity", "roofline_fraction", "bound"})
         EXPECT_TRUE(k.contains(f)) << f;
       EXPECT_FALSE(k["nodes"].empty());
     }
@@ -258,11 +258,13 @@ TEST_F(ProfilerTest, BenchAndProfileNeedAGpuOrARecording) {
   if (tcc_cuda_available()) GTEST_SKIP() << "a CUDA device is present";
   CliResult r = run_tcc("bench " + shell_quote(fixture("mlp.onnx")));
   EXPECT_EQ(r.code, 2);
-  EXPECT_EQ(r.output, "tcc bench: no usable GPU here; --from-recorded FILE writes the reports from a recorded "
-                      "measurement\n");
+  EXPECT_EQ(r.output,
+            "tcc bench: no usable GPU here; --from-recorded FILE writes the reports from a recorded "
+            "measurement\n");
   r = run_tcc("profile " + shell_quote(fixture("mlp.onnx")) + " --report " + shell_quote((dir_ / "p").string()));
   EXPECT_EQ(r.code, 2);
-  EXPECT_EQ(r.output, "tcc profile: no usable GPU here; --replay FILE writes the reports from a recorded measurement\n");
+  EXPECT_EQ(r.output,
+            "tcc profile: no usable GPU here; --replay FILE writes the reports from a recorded measurement\n");
   r = run_tcc("run " + shell_quote(fixture("mlp.onnx")) + " --check");
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.output.find("tcc run: no usable GPU here"), 0u) << r.output;
@@ -270,8 +272,8 @@ TEST_F(ProfilerTest, BenchAndProfileNeedAGpuOrARecording) {
 }
 
 TEST_F(ProfilerTest, ProfileReplaysARecording) {
-  CliResult r = run_tcc("profile --replay " + shell_quote(recorded("mlp")) + " --report " +
-                        shell_quote((dir_ / "p").string()));
+  CliResult r =
+      run_tcc("profile --replay " + shell_quote(recorded("mlp")) + " --report " + shell_quote((dir_ / "p").string()));
   ASSERT_EQ(r.code, 0) << r.output;
   for (const char* f : {"report.md", "report.html", "report.json", "trace.json", "measurement.json"})
     EXPECT_TRUE(fs::is_regular_file(dir_ / "p" / f)) << f;
