@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "src/profiler/measurement.h"
 
@@ -24,6 +25,10 @@ nlohmann::json trace_json(const Measurement& m);
 // Writes the four reports and the measurement itself (measurement.json) into
 // dir, creating it. InputError when dir cannot be written.
 void write_reports(const std::string& dir, const Measurement& m);
+
+// Formatting the writers share: v with `digits` decimals; names joined by ", ".
+std::string fixed(double v, int digits);
+std::string joined(const std::vector<std::string>& items);
 
 // The mode table and warnings as the terminal shows them after a run.
 std::string mode_table_text(const Summary& s);

@@ -29,8 +29,6 @@ std::string esc(const std::string& s) {
   return out;
 }
 
-std::string num(double v, int digits) { return fmt::format("{:.{}f}", v, digits); }
-
 const char* kPalette[] = {"#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7"};
 
 // Horizontal bars: one row per label, bar length proportional to the value.
@@ -48,9 +46,9 @@ std::string bar_chart(const std::string& title, const std::vector<std::pair<std:
     int y = top + static_cast<int>(i) * row_h;
     double w = max > 0 ? bar_w * rows[i].second / max : 0;
     os << "<text x=\"" << label_w - 8 << "\" y=\"" << y + 17 << "\" text-anchor=\"end\">" << esc(rows[i].first)
-       << "</text><rect x=\"" << label_w << "\" y=\"" << y + 4 << "\" width=\"" << num(std::max(w, 1.0), 1)
+       << "</text><rect x=\"" << label_w << "\" y=\"" << y + 4 << "\" width=\"" << fixed(std::max(w, 1.0), 1)
        << "\" height=\"" << row_h - 8 << "\" fill=\"" << kPalette[i % std::size(kPalette)] << "\"/><text x=\""
-       << num(label_w + w + 6, 1) << "\" y=\"" << y + 17 << "\">" << num(rows[i].second, digits) << " " << unit
+       << fixed(label_w + w + 6, 1) << "\" y=\"" << y + 17 << "\">" << fixed(rows[i].second, digits) << " " << unit
        << "</text>";
   }
   os << "</svg>\n";
@@ -82,10 +80,10 @@ std::string roofline_chart(const ModeSummary& m, const DeviceProfile& d) {
      << "<rect x=\"" << left << "\" y=\"" << top << "\" width=\"" << w - left - right << "\" height=\""
      << h - top - bottom << "\" fill=\"#fafafa\" stroke=\"#999\"/>";
   for (int e = static_cast<int>(std::ceil(lx0)); e <= static_cast<int>(std::floor(lx1)); ++e)
-    os << "<text x=\"" << num(px(std::pow(10.0, e)), 1) << "\" y=\"" << h - bottom + 16
+    os << "<text x=\"" << fixed(px(std::pow(10.0, e)), 1) << "\" y=\"" << h - bottom + 16
        << "\" text-anchor=\"middle\" class=\"ax\">1e" << e << "</text>";
   for (int e = static_cast<int>(std::ceil(ly0)); e <= static_cast<int>(std::floor(ly1)); ++e)
-    os << "<text x=\"" << left - 6 << "\" y=\"" << num(py(std::pow(10.0, e)) + 4, 1)
+    os << "<text x=\"" << left - 6 << "\" y=\"" << fixed(py(std::pow(10.0, e)) + 4, 1)
        << "\" text-anchor=\"end\" class=\"ax\">1e" << e << "</text>";
   os << "<text x=\"" << (w + left) / 2 << "\" y=\"" << h - 12 << "\" text-anchor=\"middle\">FLOP per byte</text>"
      << "<text x=\"14\" y=\"" << (h - bottom + top) / 2 << "\" transform=\"rotate(-90 14 " << (h - bottom + top) / 2
@@ -94,17 +92,17 @@ std::string roofline_chart(const ModeSummary& m, const DeviceProfile& d) {
   for (double ceiling : {d.fp32_flop_per_s, d.tensor_flop_per_s}) {
     double knee = ceiling / d.bytes_per_s;
     double x0 = std::max(x_lo, y_lo / d.bytes_per_s);
-    os << "<polyline fill=\"none\" stroke=\"#c0392b\" stroke-width=\"1.5\" points=\"" << num(px(x0), 1) << ","
-       << num(py(x0 * d.bytes_per_s), 1) << " " << num(px(knee), 1) << "," << num(py(ceiling), 1) << " "
-       << num(px(x_hi), 1) << "," << num(py(ceiling), 1) << "\"/><text x=\"" << num(px(x_hi) - 4, 1) << "\" y=\""
-       << num(py(ceiling) - 4, 1) << "\" text-anchor=\"end\" class=\"ax\">" << fmt::format("{:g}", ceiling / 1e12)
+    os << "<polyline fill=\"none\" stroke=\"#c0392b\" stroke-width=\"1.5\" points=\"" << fixed(px(x0), 1) << ","
+       << fixed(py(x0 * d.bytes_per_s), 1) << " " << fixed(px(knee), 1) << "," << fixed(py(ceiling), 1) << " "
+       << fixed(px(x_hi), 1) << "," << fixed(py(ceiling), 1) << "\"/><text x=\"" << fixed(px(x_hi) - 4, 1) << "\" y=\""
+       << fixed(py(ceiling) - 4, 1) << "\" text-anchor=\"end\" class=\"ax\">" << fmt::format("{:g}", ceiling / 1e12)
        << " TFLOP/s</text>";
   }
   for (size_t i = 0; i < points.size(); ++i) {
     const KernelSummary& k = *points[i];
-    os << "<circle cx=\"" << num(px(k.intensity), 1) << "\" cy=\"" << num(py(k.achieved_flop_per_s), 1)
+    os << "<circle cx=\"" << fixed(px(k.intensity), 1) << "\" cy=\"" << fixed(py(k.achieved_flop_per_s), 1)
        << "\" r=\"5\" fill=\"" << kPalette[i % std::size(kPalette)] << "\"><title>" << esc(k.spec->name) << ": "
-       << num(100 * k.roofline_fraction, 1) << "% of roofline</title></circle>";
+       << fixed(100 * k.roofline_fraction, 1) << "% of roofline</title></circle>";
   }
   os << "</svg>\n";
   size_t hidden = m.kernels.size() - points.size();
@@ -119,12 +117,10 @@ std::string kernel_table(const ModeSummary& m) {
         "<th>GB/s</th><th>TFLOP/s</th><th>% of roofline</th><th>bound</th></tr>\n";
   for (size_t i = 0; i < m.kernels.size() && i < kTopKernels; ++i) {
     const KernelSummary& k = m.kernels[i];
-    std::string nodes;
-    for (const std::string& n : k.spec->nodes) nodes += (nodes.empty() ? "" : ", ") + n;
-    os << "<tr><td><code>" << esc(k.spec->name) << "</code></td><td>" << esc(nodes) << "</td><td>"
-       << num(k.launches_per_step, 0) << "</td><td>" << num(k.time_per_step_us, 2) << "</td><td>"
-       << num(100 * k.share, 1) << "</td><td>" << num(k.achieved_bytes_per_s / 1e9, 0) << "</td><td>"
-       << num(k.achieved_flop_per_s / 1e12, 2) << "</td><td>" << num(100 * k.roofline_fraction, 1) << "</td><td>"
+    os << "<tr><td><code>" << esc(k.spec->name) << "</code></td><td>" << esc(joined(k.spec->nodes)) << "</td><td>"
+       << fixed(k.launches_per_step, 0) << "</td><td>" << fixed(k.time_per_step_us, 2) << "</td><td>"
+       << fixed(100 * k.share, 1) << "</td><td>" << fixed(k.achieved_bytes_per_s / 1e9, 0) << "</td><td>"
+       << fixed(k.achieved_flop_per_s / 1e12, 2) << "</td><td>" << fixed(100 * k.roofline_fraction, 1) << "</td><td>"
        << (k.compute_bound ? "compute" : "memory") << "</td></tr>\n";
   }
   os << "</table>\n";
@@ -156,11 +152,11 @@ std::string report_html(const Summary& s) {
         "<th>p99 ms</th><th>enqueue ms</th><th>GPU ms</th><th>GPU busy</th><th>compile s</th></tr>\n";
   std::vector<std::pair<std::string, double>> steps;
   for (const ModeSummary& x : s.modes) {
-    os << "<tr><td>" << esc(x.mode->mode) << "</td><td>" << num(x.steps_per_s, 0) << "</td><td>"
-       << (x.speedup_over_eager > 0 ? num(x.speedup_over_eager, 2) + "x" : "-") << "</td><td>"
-       << num(x.latency_ms.median, 3) << "</td><td>" << num(x.latency_ms.p99, 3) << "</td><td>"
-       << num(x.enqueue_ms.median, 3) << "</td><td>" << num(x.gpu_ms.median, 3) << "</td><td>"
-       << num(100 * x.gpu_busy, 0) << "%</td><td>" << num(x.mode->compile_s, 2) << "</td></tr>\n";
+    os << "<tr><td>" << esc(x.mode->mode) << "</td><td>" << fixed(x.steps_per_s, 0) << "</td><td>"
+       << (x.speedup_over_eager > 0 ? fixed(x.speedup_over_eager, 2) + "x" : "-") << "</td><td>"
+       << fixed(x.latency_ms.median, 3) << "</td><td>" << fixed(x.latency_ms.p99, 3) << "</td><td>"
+       << fixed(x.enqueue_ms.median, 3) << "</td><td>" << fixed(x.gpu_ms.median, 3) << "</td><td>"
+       << fixed(100 * x.gpu_busy, 0) << "%</td><td>" << fixed(x.mode->compile_s, 2) << "</td></tr>\n";
     steps.emplace_back(x.mode->mode, x.steps_per_s);
   }
   os << "</table>\n";

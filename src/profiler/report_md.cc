@@ -12,14 +12,6 @@ namespace tcc::profiler {
 
 namespace {
 
-std::string num(double v, int digits) { return fmt::format("{:.{}f}", v, digits); }
-
-std::string joined(const std::vector<std::string>& items) {
-  std::string s;
-  for (const std::string& x : items) s += (s.empty() ? "" : ", ") + x;
-  return s;
-}
-
 std::string sizes_text(const std::map<std::string, int64_t>& sizes) {
   std::string s;
   for (const auto& [name, v] : sizes) s += (s.empty() ? "" : ", ") + name + "=" + std::to_string(v);
@@ -27,7 +19,7 @@ std::string sizes_text(const std::map<std::string, int64_t>& sizes) {
 }
 
 std::string speedup(const ModeSummary& m) {
-  return m.speedup_over_eager > 0 ? num(m.speedup_over_eager, 2) + "x" : "-";
+  return m.speedup_over_eager > 0 ? fixed(m.speedup_over_eager, 2) + "x" : "-";
 }
 
 double launches_per_step(const ModeSummary& m) {
@@ -57,11 +49,11 @@ std::string report_md(const Summary& s) {
         "compile s | kernels/step |\n"
      << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const ModeSummary& x : s.modes) {
-    os << "| " << x.mode->mode << " | " << num(x.steps_per_s, 0) << " | " << speedup(x) << " | "
-       << num(x.latency_ms.median, 3) << " | " << num(x.latency_ms.p90, 3) << " | " << num(x.latency_ms.p99, 3) << " | "
-       << num(x.enqueue_ms.median, 3) << " | " << num(x.gpu_ms.median, 3) << " | " << num(100 * x.gpu_busy, 0) << "% | "
-       << num(x.mode->compile_s, 2) << " | " << (x.mode->traced_steps > 0 ? num(launches_per_step(x), 0) : "-")
-       << " |\n";
+    os << "| " << x.mode->mode << " | " << fixed(x.steps_per_s, 0) << " | " << speedup(x) << " | "
+       << fixed(x.latency_ms.median, 3) << " | " << fixed(x.latency_ms.p90, 3) << " | " << fixed(x.latency_ms.p99, 3)
+       << " | " << fixed(x.enqueue_ms.median, 3) << " | " << fixed(x.gpu_ms.median, 3) << " | "
+       << fixed(100 * x.gpu_busy, 0) << "% | " << fixed(x.mode->compile_s, 2) << " | "
+       << (x.mode->traced_steps > 0 ? fixed(launches_per_step(x), 0) : "-") << " |\n";
   }
   bool any_note = false;
   for (const ModeSummary& x : s.modes) {
@@ -85,15 +77,23 @@ std::string report_md(const Summary& s) {
        << "|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n";
     for (size_t i = 0; i < x.kernels.size() && i < kTopKernels; ++i) {
       const KernelSummary& k = x.kernels[i];
-      os << "| `" << k.spec->name << "` | " << joined(k.spec->nodes) << " | " << num(k.launches_per_step, 0) << " | "
-         << num(k.time_per_step_us, 2) << " | " << num(100 * k.share, 1) << " | " << num(k.median_us, 2) << " | "
-         << num(k.achieved_bytes_per_s / 1e9, 0) << " | " << num(k.achieved_flop_per_s / 1e12, 2) << " | "
-         << num(100 * k.roofline_fraction, 1) << " | " << (k.compute_bound ? "compute" : "memory") << " |\n";
+      os << "| `" << k.spec->name << "` | " << joined(k.spec->nodes) << " | " << fixed(k.launches_per_step, 0) << " | "
+         << fixed(k.time_per_step_us, 2) << " | " << fixed(100 * k.share, 1) << " | " << fixed(k.median_us, 2) << " | "
+         << fixed(k.achieved_bytes_per_s / 1e9, 0) << " | " << fixed(k.achieved_flop_per_s / 1e12, 2) << " | "
+         << fixed(100 * k.roofline_fraction, 1) << " | " << (k.compute_bound ? "compute" : "memory") << " |\n";
     }
     if (x.kernels.size() > kTopKernels)
       os << "\n" << x.kernels.size() - kTopKernels << " more kernels in report.json.\n";
   }
   return os.str();
+}
+
+std::string fixed(double v, int digits) { return fmt::format("{:.{}f}", v, digits); }
+
+std::string joined(const std::vector<std::string>& items) {
+  std::string s;
+  for (const std::string& x : items) s += (s.empty() ? "" : ", ") + x;
+  return s;
 }
 
 std::string mode_table_text(const Summary& s) {
