@@ -32,6 +32,9 @@
 // inputs. Constant nodes and initializers left without readers by that copy
 // are removed. Fusion nodes are named fused_<N> in graph order.
 //
+// Without fusion (PassContext::fusion false, the eager mode) no merge is
+// accepted: every node with a kernel role becomes a kernel of its own.
+//
 // Expects: a verified graph with types inferred (nodes without fully known
 // tensor types have role None and are left alone).
 // Leaves alone: nodes inside regions.
@@ -74,7 +77,7 @@ struct Group {
 
 class Fuser {
  public:
-  explicit Fuser(Graph& g) : g_(g) {
+  Fuser(Graph& g, bool merge) : g_(g), merge_(merge) {
     for (const auto& n : g.nodes()) {
       size_t i = order_.size();
       order_.push_back(n.get());
@@ -197,7 +200,7 @@ class Fuser {
   // Moves the lone node n into gr when that keeps the groups acyclic.
   bool try_merge(Group& gr, Node& n) {
     size_t a = static_cast<size_t>(&gr - groups_.data()), b = group_of_.at(&n);
-    if (a == b || groups_[b].fused || creates_cycle(a, b)) return false;
+    if (!merge_ || a == b || groups_[b].fused || creates_cycle(a, b)) return false;
     gr.members.push_back(&n);
     gr.first = std::min(gr.first, index_.at(&n));
     gr.last = std::max(gr.last, index_.at(&n));
@@ -351,6 +354,7 @@ class Fuser {
   }
 
   Graph& g_;
+  bool merge_;
   std::vector<Node*> order_;
   std::unordered_map<const Node*, size_t> index_;
   std::unordered_map<const Node*, KernelRole> role_;
@@ -428,7 +432,7 @@ bool used_anywhere(const Graph& g, const Value* v) {
 }  // namespace
 
 bool fuse(Graph& g, PassContext& ctx) {
-  Fuser fuser(g);
+  Fuser fuser(g, ctx.fusion);
   std::vector<Group*> groups = fuser.partition();
   // Decided on the graph as it was, before any group is replaced.
   std::vector<std::vector<Value*>> exported;

@@ -31,6 +31,7 @@
 #include "src/analysis/partition.h"
 #include "src/analysis/recompile_simulator.h"
 #include "src/driver/commands.h"
+#include "src/driver/run_support.h"
 #include "src/shape/shape_inference.h"
 
 namespace tcc {
@@ -53,18 +54,6 @@ struct CompileCli {
   CompileOptions options;
 };
 
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> parts;
-  size_t start = 0;
-  while (start <= s.size()) {
-    size_t end = s.find(sep, start);
-    if (end == std::string::npos) end = s.size();
-    parts.push_back(s.substr(start, end - start));
-    start = end + 1;
-  }
-  return parts;
-}
-
 std::vector<std::string> parse_archs(const std::string& spec) {
   std::vector<std::string> archs;
   for (const std::string& a : split(spec, ',')) {
@@ -78,29 +67,6 @@ std::vector<std::string> parse_archs(const std::string& spec) {
   // Ascending, so the PTX (for the newest) and the file list do not depend on how the flag was spelled.
   std::sort(archs.begin(), archs.end());
   return archs;
-}
-
-std::map<std::string, int64_t> parse_shape_hints(const std::string& spec) {
-  std::map<std::string, int64_t> hints;
-  if (spec.empty()) return hints;
-  for (const std::string& part : split(spec, ',')) {
-    size_t eq = part.find('=');
-    std::string name = part.substr(0, eq);
-    int64_t value = 0;
-    bool ok = eq != std::string::npos && is_symbol_name(name);
-    if (ok) {
-      try {
-        size_t used = 0;
-        value = std::stoll(part.substr(eq + 1), &used);
-        ok = used == part.size() - eq - 1 && value >= 0;
-      } catch (const std::exception&) {
-        ok = false;
-      }
-    }
-    if (!ok) throw InputError("--shape-hint: expected SYMBOL=SIZE[,SYMBOL=SIZE...], got '" + part + "'");
-    hints[name] = value;
-  }
-  return hints;
 }
 
 double ms_since(std::chrono::steady_clock::time_point t) {
@@ -129,7 +95,7 @@ ExitCode run_compile(CompileCli& c) {
   const DeviceProfile& device = find_device(o.device);
   o.archs = parse_archs(c.archs);
   o.ptx = !c.no_ptx;
-  o.shape_hints = parse_shape_hints(c.shape_hints);
+  o.shape_hints = parse_sizes(c.shape_hints, "--shape-hint");
   int jobs = c.jobs > 0 ? c.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 
   ModuleContents m;
@@ -156,6 +122,8 @@ ExitCode run_compile(CompileCli& c) {
   stage = std::chrono::steady_clock::now();
   PassManagerOptions pm_options;
   pm_options.time_passes = c.time_passes;
+  pm_options.fusion = std::any_of(mode.features.begin(), mode.features.end(),
+                                  [](const Feature* f) { return f->name == "fusion"; });
   PassManager pm(build_pipeline("", Phase::Fuse), pm_options, std::cerr);
   pm.run(*model);
   t.passes = ms_since(stage);

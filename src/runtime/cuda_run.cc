@@ -13,7 +13,8 @@
 // calls (one fused convolution + bias + residual + Relu where cuDNN has it); fallback steps copy
 // their values to the host, run the reference interpreter and copy back.
 // A run returns after the stream has finished it, since its arena is reused
-// by the next run.
+// by the next run; enqueue_cuda leaves that wait to tools that order their
+// runs on one stream. capture_cuda records one run as a CUDA graph.
 #include <dlfcn.h>
 
 #include <cuda.h>
@@ -64,6 +65,21 @@ struct Driver {
   decltype(&::cuMemsetD8Async) memset_d8_async;
   decltype(&::cuStreamSynchronize) stream_sync;
   decltype(&::cuGetErrorString) error_string;
+  // Streams, events and graphs, for tools that time runs or replay them (tcc bench).
+  decltype(&::cuDeviceGetName) device_name;
+  decltype(&::cuStreamCreate) stream_create;
+  decltype(&::cuStreamDestroy) stream_destroy;
+  decltype(&::cuEventCreate) event_create;
+  decltype(&::cuEventRecord) event_record;
+  decltype(&::cuEventSynchronize) event_sync;
+  decltype(&::cuEventElapsedTime) event_elapsed;
+  decltype(&::cuEventDestroy) event_destroy;
+  decltype(&::cuStreamBeginCapture) begin_capture;
+  decltype(&::cuStreamEndCapture) end_capture;
+  decltype(&::cuGraphInstantiate) graph_instantiate;
+  decltype(&::cuGraphLaunch) graph_launch;
+  decltype(&::cuGraphExecDestroy) graph_exec_destroy;
+  decltype(&::cuGraphDestroy) graph_destroy;
   std::string unavailable;  // why there is no usable device, or empty
 
   static const Driver& get() {
@@ -101,7 +117,17 @@ struct Driver {
               resolve(lib, "cuMemcpyDtoHAsync_v2", d.copy_dtoh_async) &&
               resolve(lib, "cuMemcpyDtoDAsync_v2", d.copy_dtod_async) &&
               resolve(lib, "cuMemsetD8Async", d.memset_d8_async) &&
-              resolve(lib, "cuStreamSynchronize", d.stream_sync) && resolve(lib, "cuGetErrorString", d.error_string);
+              resolve(lib, "cuStreamSynchronize", d.stream_sync) && resolve(lib, "cuGetErrorString", d.error_string) &&
+              resolve(lib, "cuDeviceGetName", d.device_name) && resolve(lib, "cuStreamCreate", d.stream_create) &&
+              resolve(lib, "cuStreamDestroy_v2", d.stream_destroy) && resolve(lib, "cuEventCreate", d.event_create) &&
+              resolve(lib, "cuEventRecord", d.event_record) && resolve(lib, "cuEventSynchronize", d.event_sync) &&
+              resolve(lib, "cuEventElapsedTime_v2", d.event_elapsed) &&
+              resolve(lib, "cuEventDestroy_v2", d.event_destroy) &&
+              resolve(lib, "cuStreamBeginCapture_v2", d.begin_capture) &&
+              resolve(lib, "cuStreamEndCapture", d.end_capture) &&
+              resolve(lib, "cuGraphInstantiateWithFlags", d.graph_instantiate) &&
+              resolve(lib, "cuGraphLaunch", d.graph_launch) && resolve(lib, "cuGraphExecDestroy", d.graph_exec_destroy) &&
+              resolve(lib, "cuGraphDestroy", d.graph_destroy);
     int count = 0;
     if (!ok) d.unavailable = "the CUDA driver lacks entry points the runtime needs (too old)";
     else if (d.init(0) != CUDA_SUCCESS) d.unavailable = "the CUDA driver failed to initialize (cuInit)";
@@ -612,14 +638,8 @@ void launch(const Driver& d, CUfunction f, const KernelInfo& k, const std::vecto
           ("cuLaunchKernel " + k.name).c_str());
 }
 
-}  // namespace
-
-bool cuda_available() { return Driver::get().unavailable.empty(); }
-
-void run_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor* outputs, size_t num_outputs,
-              void* stream_handle) {
-  const Driver& d = driver();
-  auto stream = static_cast<CUstream>(stream_handle);
+// The calling thread's context, or device 0's primary context made current.
+CUcontext current_context(const Driver& d) {
   CUcontext ctx = nullptr;
   d.check(d.ctx_get_current(&ctx), "cuCtxGetCurrent");
   if (!ctx) {
@@ -628,7 +648,18 @@ void run_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor
     d.check(d.primary_ctx_retain(&ctx, dev), "cuDevicePrimaryCtxRetain");
     d.check(d.ctx_set_current(ctx), "cuCtxSetCurrent");
   }
-  CudaState& s = device_state(m, d, ctx);
+  return ctx;
+}
+
+}  // namespace
+
+bool cuda_available() { return Driver::get().unavailable.empty(); }
+
+void enqueue_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor* outputs, size_t num_outputs,
+                  void* stream_handle) {
+  const Driver& d = driver();
+  auto stream = static_cast<CUstream>(stream_handle);
+  CudaState& s = device_state(m, d, current_context(d));
 
   Binding b = bind(m, inputs, num_inputs, read_device_scalar, nullptr);
   check_outputs(m, b, outputs, num_outputs);
@@ -656,6 +687,7 @@ void run_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor
 
   std::vector<CUdeviceptr> buf;
   for (const StepInfo& step : m.steps) {
+    if (m.step_observer) m.step_observer(step, true);
     if (step.fallback) {
       std::map<int, std::vector<std::byte>> staged;
       for (int id : step.reads) {
@@ -670,6 +702,7 @@ void run_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor
         if (b.nbytes[id] > 0)
           d.check(d.copy_htod_async(ptr[id], staged[id].data(), b.nbytes[id], stream), "cuMemcpyHtoDAsync");
       d.check(d.stream_sync(stream), "cuStreamSynchronize");
+      if (m.step_observer) m.step_observer(step, false);
       continue;
     }
     check_kernel_buffers(m, step, b);
@@ -681,6 +714,7 @@ void run_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor
     else if (k.kind == kir::Kind::Conv) run_conv(s, k, buf, b, stream);
     else if (k.workspace_bytes == SymExpr()) launch(d, s.functions[step.kernel], k, buf, 0, b, stream);
     else launch(d, s.functions[step.kernel], k, buf, kernel_workspace(s, d, step.kernel, k, b, stream), b, stream);
+    if (m.step_observer) m.step_observer(step, false);
   }
 
   for (size_t i = 0; i < num_outputs; ++i) {
@@ -689,7 +723,154 @@ void run_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor
       d.check(d.copy_dtod_async(reinterpret_cast<CUdeviceptr>(outputs[i].data), ptr[id], b.nbytes[id], stream),
               "cuMemcpyDtoDAsync");
   }
-  d.check(d.stream_sync(stream), "cuStreamSynchronize");
 }
+
+void run_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor* outputs, size_t num_outputs,
+              void* stream) {
+  enqueue_cuda(m, inputs, num_inputs, outputs, num_outputs, stream);
+  const Driver& d = driver();
+  d.check(d.stream_sync(static_cast<CUstream>(stream)), "cuStreamSynchronize");
+}
+
+std::string capture_blocker(const Module& m) {
+  for (const StepInfo& step : m.steps)
+    if (step.fallback) return "host fallback node '" + step.node + "' (it synchronizes with the host)";
+  for (const Guard& g : m.guards)
+    if (g.kind == Guard::Kind::ScalarEquals) return "guard '" + g.text + "' reads an input's value on the host";
+  return "";
+}
+
+CudaGraph::~CudaGraph() {
+  const Driver& d = Driver::get();
+  if (exec_) d.graph_exec_destroy(static_cast<CUgraphExec>(exec_));
+}
+
+void CudaGraph::launch(void* stream) {
+  const Driver& d = driver();
+  d.check(d.graph_launch(static_cast<CUgraphExec>(exec_), static_cast<CUstream>(stream)), "cuGraphLaunch");
+}
+
+std::unique_ptr<CudaGraph> capture_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor* outputs,
+                                        size_t num_outputs, void* stream_handle) {
+  std::string blocker = capture_blocker(m);
+  if (!blocker.empty()) throw InvalidArgument("cannot capture a CUDA graph: " + blocker);
+  if (!stream_handle) throw InvalidArgument("cannot capture a CUDA graph on the legacy default stream");
+  const Driver& d = driver();
+  auto stream = static_cast<CUstream>(stream_handle);
+  // One plain run first: loading the module, the arena, cuBLASLt's handle and
+  // workspace allocate, which a capture does not allow.
+  run_cuda(m, inputs, num_inputs, outputs, num_outputs, stream_handle);
+  d.check(d.begin_capture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture");
+  CUgraph graph = nullptr;
+  try {
+    enqueue_cuda(m, inputs, num_inputs, outputs, num_outputs, stream_handle);
+  } catch (...) {
+    if (d.end_capture(stream, &graph) == CUDA_SUCCESS && graph) d.graph_destroy(graph);
+    throw;
+  }
+  d.check(d.end_capture(stream, &graph), "cuStreamEndCapture");
+  CUgraphExec exec = nullptr;
+  CUresult r = d.graph_instantiate(&exec, graph, 0);
+  d.graph_destroy(graph);
+  d.check(r, "cuGraphInstantiate");
+  auto g = std::make_unique<CudaGraph>();
+  g->exec_ = exec;
+  return g;
+}
+
+namespace device {
+
+std::string name() {
+  const Driver& d = driver();
+  current_context(d);
+  CUdevice dev;
+  d.check(d.ctx_get_device(&dev), "cuCtxGetDevice");
+  char text[256] = {};
+  d.check(d.device_name(text, sizeof text - 1, dev), "cuDeviceGetName");
+  return text;
+}
+
+void* alloc(size_t nbytes) {
+  const Driver& d = driver();
+  current_context(d);
+  CUdeviceptr p = 0;
+  d.check(d.mem_alloc(&p, std::max<size_t>(nbytes, 1)), "cuMemAlloc");
+  return reinterpret_cast<void*>(p);
+}
+
+void release(void* p) {
+  if (p) Driver::get().mem_free(reinterpret_cast<CUdeviceptr>(p));
+}
+
+void upload(void* dst, const void* src, size_t nbytes) {
+  const Driver& d = driver();
+  if (nbytes) d.check(d.copy_htod(reinterpret_cast<CUdeviceptr>(dst), src, nbytes), "cuMemcpyHtoD");
+}
+
+void download(void* dst, const void* src, size_t nbytes) {
+  const Driver& d = driver();
+  if (nbytes) d.check(d.copy_dtoh(dst, reinterpret_cast<CUdeviceptr>(src), nbytes), "cuMemcpyDtoH");
+}
+
+void copy_async(void* dst, const void* src, size_t nbytes, void* stream) {
+  const Driver& d = driver();
+  if (nbytes)
+    d.check(d.copy_dtod_async(reinterpret_cast<CUdeviceptr>(dst), reinterpret_cast<CUdeviceptr>(src), nbytes,
+                              static_cast<CUstream>(stream)),
+            "cuMemcpyDtoDAsync");
+}
+
+void* create_stream() {
+  const Driver& d = driver();
+  current_context(d);
+  CUstream s = nullptr;
+  d.check(d.stream_create(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  return s;
+}
+
+void destroy_stream(void* stream) {
+  if (stream) Driver::get().stream_destroy(static_cast<CUstream>(stream));
+}
+
+void sync(void* stream) {
+  const Driver& d = driver();
+  d.check(d.stream_sync(static_cast<CUstream>(stream)), "cuStreamSynchronize");
+}
+
+Timer::Timer() {
+  const Driver& d = driver();
+  current_context(d);
+  CUevent a = nullptr, b = nullptr;
+  d.check(d.event_create(&a, CU_EVENT_DEFAULT), "cuEventCreate");
+  begin_ = a;
+  d.check(d.event_create(&b, CU_EVENT_DEFAULT), "cuEventCreate");
+  end_ = b;
+}
+
+Timer::~Timer() {
+  const Driver& d = Driver::get();
+  for (void* e : {begin_, end_})
+    if (e) d.event_destroy(static_cast<CUevent>(e));
+}
+
+void Timer::start(void* stream) {
+  const Driver& d = driver();
+  d.check(d.event_record(static_cast<CUevent>(begin_), static_cast<CUstream>(stream)), "cuEventRecord");
+}
+
+void Timer::stop(void* stream) {
+  const Driver& d = driver();
+  d.check(d.event_record(static_cast<CUevent>(end_), static_cast<CUstream>(stream)), "cuEventRecord");
+}
+
+double Timer::elapsed_ms() {
+  const Driver& d = driver();
+  d.check(d.event_sync(static_cast<CUevent>(end_)), "cuEventSynchronize");
+  float ms = 0;
+  d.check(d.event_elapsed(&ms, static_cast<CUevent>(begin_), static_cast<CUevent>(end_)), "cuEventElapsedTime");
+  return ms;
+}
+
+}  // namespace device
 
 }  // namespace tcc::runtime

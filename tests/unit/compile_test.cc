@@ -259,7 +259,7 @@ TEST_F(CompileTest, ListModesPrintsTheProfiles) {
 TEST_F(CompileTest, UnknownModeArchOrDeviceExitsTwoListingTheValidOnes) {
   CliResult r = compile("mlp.onnx", "m", "--mode fastest");
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.output.find("unknown mode 'fastest' (valid: default, max-autotune, max-autotune-no-cudagraphs, "
+  EXPECT_NE(r.output.find("unknown mode 'fastest' (valid: default, eager, max-autotune, max-autotune-no-cudagraphs, "
                           "reduce-overhead)"),
             std::string::npos)
       << r.output;
