@@ -77,7 +77,7 @@ struct KernelEstimate {
 };
 
 bool on_tensor_cores(const kir::Kernel& k) {
-  if (k.kind != kir::Kind::Gemm || k.buffers.empty()) return false;
+  if ((k.kind != kir::Kind::Gemm && k.kind != kir::Kind::Conv) || k.buffers.empty()) return false;
   DType t = k.buffers.front().dtype;
   return t == DType::F16 || t == DType::BF16;
 }
@@ -194,11 +194,30 @@ ojson gemm_json(const kir::GemmDesc& g) {
           {"activation", g.activation}};
 }
 
+ojson conv_json(const kir::ConvDesc& c) {
+  return {{"x", c.x},
+          {"w", c.w},
+          {"n", size_json(c.n)},
+          {"c", size_json(c.c)},
+          {"k", size_json(c.k)},
+          {"in", shape_json(c.in)},
+          {"out", shape_json(c.out)},
+          {"kernel", c.kernel},
+          {"strides", c.strides},
+          {"dilations", c.dilations},
+          {"pads", c.pads},
+          {"groups", c.groups},
+          {"bias", c.bias},
+          {"residual", c.residual},
+          {"activation", c.activation}};
+}
+
 ojson kernel_json(const ModuleContents& m, size_t index) {
   const kir::Kernel& k = m.schedule->kernels[index];
   KernelConfig config = m.configs.empty() ? default_config(k) : m.configs[index];
-  ojson j = {{"name", k.name}, {"kind", kind_name(k.kind)}};
+  ojson j = {{"name", k.name}, {"kind", kir::kind_name(k.kind)}};
   if (k.kind == kir::Kind::Gemm) j["library"] = "cublasLt";
+  if (k.kind == kir::Kind::Conv) j["library"] = "cudnn";
   j["nodes"] = k.nodes;
   ojson bufs = ojson::array();
   for (const kir::Buffer& b : k.buffers)
@@ -207,15 +226,18 @@ ojson kernel_json(const ModuleContents& m, size_t index) {
   j["sizes"] = k.size_params;
   if (k.kind == kir::Kind::Gemm) {
     j["gemm"] = gemm_json(*k.gemm);
+  } else if (k.kind == kir::Kind::Conv) {
+    j["conv"] = conv_json(*k.conv);
   } else {
     LaunchConfig l = launch_config(k, config);
     j["launch"] = {{"grid", {l.grid[0].str(), l.grid[1].str(), l.grid[2].str()}},
                    {"block", {l.block[0], l.block[1], l.block[2]}},
                    {"shared_bytes", l.shared_bytes}};
+    if (l.workspace_bytes != SymExpr()) j["launch"]["workspace_bytes"] = size_json(l.workspace_bytes);
   }
   if (m.autotune) {
     ojson t = {{"source", m.autotune->sources.at(index)}};
-    if (k.kind != kir::Kind::Gemm)
+    if (!kir::is_library_call(k.kind))
       t["config"] = {{"block", config.block},
                      {"vector_width", config.vector_width},
                      {"rows_per_block", config.rows_per_block}};
@@ -417,7 +439,7 @@ ojson report_json(const ModuleContents& m, const Facts& f, const CompileTimings&
     const kir::Kernel& k = m.schedule->kernels[i];
     const KernelEstimate& e = f.kernels[i];
     kernels.push_back({{"name", k.name},
-                       {"kind", kind_name(k.kind)},
+                       {"kind", kir::kind_name(k.kind)},
                        {"steps", e.steps},
                        {"nodes", k.nodes},
                        {"bytes_moved", size_json(kir::bytes_moved(k))},
@@ -504,7 +526,7 @@ std::string report_md(const ModuleContents& m, const Facts& f, const CompileTimi
   for (size_t i = 0; i < m.schedule->kernels.size(); ++i) {
     const kir::Kernel& k = m.schedule->kernels[i];
     const KernelEstimate& e = f.kernels[i];
-    os << "| " << k.name << " | " << kind_name(k.kind) << " | " << e.steps << " | " << bytes_text(e.bytes) << " | "
+    os << "| " << k.name << " | " << kir::kind_name(k.kind) << " | " << e.steps << " | " << bytes_text(e.bytes) << " | "
        << (e.flop ? std::to_string(*e.flop) : "?") << " | " << fmt("%.2f", e.seconds * 1e6) << " | "
        << (e.compute_bound ? "compute" : "memory") << " | " << md_escape(join(k.nodes, ", ")) << " |\n";
   }
@@ -535,12 +557,14 @@ std::string report_md(const ModuleContents& m, const Facts& f, const CompileTimi
   if (m.autotune) {
     const AutotuneSummary& a = *m.autotune;
     os << "\n## Autotuning\n\n" << a.measured << " kernels measured, " << a.from_cache << " from the tuning cache, "
-       << a.heuristic << " by heuristics, " << a.library << " cuBLASLt gemms: " << md_escape(a.note)
+       << a.heuristic << " by heuristics, " << a.library << " library calls (cuBLASLt, cuDNN): " << md_escape(a.note)
        << ".\n\n| kernel | config | source |\n|---|---|---|\n";
     for (size_t i = 0; i < m.schedule->kernels.size(); ++i) {
       const kir::Kernel& k = m.schedule->kernels[i];
       KernelConfig c = m.configs.empty() ? default_config(k) : m.configs[i];
-      std::string config = k.kind == kir::Kind::Gemm ? "cuBLASLt" : "block " + std::to_string(c.block);
+      std::string config = k.kind == kir::Kind::Gemm   ? "cuBLASLt"
+                           : k.kind == kir::Kind::Conv ? "cuDNN"
+                                                       : "block " + std::to_string(c.block);
       if (k.kind == kir::Kind::Pointwise) config += ", vector " + std::to_string(c.vector_width);
       if (k.kind == kir::Kind::Reduction) config += ", rows " + std::to_string(c.rows_per_block);
       os << "| " << k.name << " | " << config << " | " << a.sources.at(i) << " |\n";

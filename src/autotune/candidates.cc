@@ -47,7 +47,7 @@ std::vector<KernelConfig> neighbours(const kir::Kernel& k, const KernelConfig& c
 }  // namespace
 
 std::string invalid_reason(const kir::Kernel& k, const KernelConfig& c) {
-  if (k.kind == kir::Kind::Gemm) return "gemm kernels run through cuBLASLt and take no kernel config";
+  if (kir::is_library_call(k.kind)) return "gemm and conv kernels run through cuBLASLt and cuDNN and take no kernel config";
   if (c.block < kMinBlock || c.block > kMaxBlock || c.block % 32 != 0)
     return "block " + std::to_string(c.block) + " is not a multiple of 32 from 32 to 1024";
   if (c.vector_width != 1 && c.vector_width != 4)
@@ -57,11 +57,12 @@ std::string invalid_reason(const kir::Kernel& k, const KernelConfig& c) {
   if (c.rows_per_block < 1 || c.rows_per_block > kMaxRowsPerBlock || !power_of_two(c.rows_per_block))
     return "rows per block " + std::to_string(c.rows_per_block) + " is not a power of two from 1 to 8";
   if (c.rows_per_block != 1 && k.kind != kir::Kind::Reduction) return "rows per block applies to reductions only";
+  if (c.rows_per_block != 1 && reduction_split(k) > 1) return "a split reduction takes one block per slice of a row";
   return "";
 }
 
 std::vector<KernelConfig> candidates(const kir::Kernel& k) {
-  if (k.kind == kir::Kind::Gemm) return {};
+  if (kir::is_library_call(k.kind)) return {};
   std::vector<KernelConfig> out = {default_config(k)};
   auto add = [&](const KernelConfig& c) {
     if (invalid_reason(k, c).empty() && std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);

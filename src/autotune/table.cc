@@ -68,7 +68,7 @@ std::string tuning_table(const std::vector<kir::Kernel>& kernels, const TuneResu
   }
   out += "Summary: " + std::to_string(kernels.size()) + " kernels: " + std::to_string(r.by_measurement) +
          " measured, " + std::to_string(r.from_cache) + " from the cache, " + std::to_string(r.by_heuristic) +
-         " by heuristics, " + std::to_string(r.library) + " cuBLASLt gemms; " + std::to_string(changed) +
+         " by heuristics, " + std::to_string(r.library) + " library calls; " + std::to_string(changed) +
          " differ from the default configuration\n";
   if (default_us > 0)
     out += "Expected gain: " + fmt("%.2f", default_us) + " us -> " + fmt("%.2f", chosen_us) + " us per run (" +

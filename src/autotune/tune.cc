@@ -110,7 +110,7 @@ TuneResult tune_kernels(const std::vector<kir::Kernel>& kernels, const std::map<
     choice.op = op_summary(k, sizes);
     choice.signature = kernel_signature(k, sizes);
     choice.config = default_config(k);
-    if (k.kind == kir::Kind::Gemm) {
+    if (kir::is_library_call(k.kind)) {
       choice.source = KernelChoice::Source::Library;
       ++result.library;
     } else {

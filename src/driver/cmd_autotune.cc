@@ -88,7 +88,7 @@ ExitCode run_autotune(AutotuneCli& c) {
   if (!mode_autotunes(mode))
     throw InputError("tcc autotune: --mode " + c.mode + " does not autotune (use max-autotune or "
                      "max-autotune-no-cudagraphs)");
-  std::map<std::string, int64_t> hints = parse_shape_hints(c.shape_hints);
+  std::map<std::string, int64_t> hints = parse_sizes(c.shape_hints, "--shape-hint");
 
   auto model = load_model(c.model);
   std::map<std::string, int64_t> sizes = hinted_sizes(*model->graph, hints);

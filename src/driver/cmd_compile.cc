@@ -20,6 +20,7 @@
 #include <unordered_map>
 
 #include "codegen/emit.h"
+#include "codegen/kernel_ops.h"
 #include "codegen/memory_plan.h"
 #include "codegen/module_writer.h"
 #include "codegen/profiles.h"
@@ -30,6 +31,7 @@
 #include "src/analysis/partition.h"
 #include "src/analysis/recompile_simulator.h"
 #include "src/driver/commands.h"
+#include "src/driver/run_support.h"
 #include "src/shape/shape_inference.h"
 
 namespace tcc {
@@ -99,7 +101,7 @@ ExitCode run_compile(CompileCli& c) {
                      "max-autotune-no-cudagraphs), not to --mode " + mode.name);
   o.archs = parse_archs(c.archs);
   o.ptx = !c.no_ptx;
-  o.shape_hints = parse_shape_hints(c.shape_hints);
+  o.shape_hints = parse_sizes(c.shape_hints, "--shape-hint");
   int jobs = c.jobs > 0 ? c.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 
   ModuleContents m;
@@ -126,6 +128,8 @@ ExitCode run_compile(CompileCli& c) {
   stage = std::chrono::steady_clock::now();
   PassManagerOptions pm_options;
   pm_options.time_passes = c.time_passes;
+  pm_options.fusion = std::any_of(mode.features.begin(), mode.features.end(),
+                                  [](const Feature* f) { return f->name == "fusion"; });
   PassManager pm(build_pipeline("", Phase::Fuse), pm_options, std::cerr);
   pm.run(*model);
   t.passes = ms_since(stage);
@@ -179,7 +183,10 @@ ExitCode run_compile(CompileCli& c) {
       ++graph_breaks;
       m.fallbacks.push_back({s.node, n->op_type(), it->second.reason, it->second.message});
     } else {
-      m.fallbacks.push_back({s.node, n->op_type(), "no_kernel", "no generated kernel computes " + n->op_type()});
+      std::string message = "no generated kernel computes " + n->op_type();
+      if (n->op_type() == "Conv" && n->domain().empty())
+        if (std::string why = conv_window(*n, nullptr); !why.empty()) message += ": " + why;
+      m.fallbacks.push_back({s.node, n->op_type(), "no_kernel", message});
     }
   }
 

@@ -11,21 +11,12 @@ const std::vector<CommandSpec>& all_commands() {
       {"explain", "Report graph breaks, guard sets and recompilations (CI gates)", setup_explain},
       {"compile", "Compile a model into a loadable CUDA module", setup_compile},
       {"opt", "Run optimization passes and print the IR between them", setup_opt},
-      {"run", "Execute a model (--reference: on the CPU reference interpreter)", setup_run},
+      {"run", "Execute a model on the GPU (--host: the module on the CPU; --reference: the interpreter)", setup_run},
       {"bench", "Benchmark a model on the GPU across modes", setup_bench},
       {"profile", "Profile a model on the GPU with CUPTI and write a report", setup_profile},
       {"autotune", "Benchmark candidate kernels on the GPU and fill the tuning cache", setup_autotune},
   };
   return commands;
-}
-
-CommandRunner not_built_yet(CLI::App& cmd, const std::string& what) {
-  cmd.allow_extras();
-  std::string name = cmd.get_name();
-  return [name, what]() {
-    std::cerr << "tcc " << name << ": not built yet: " << what << "\n";
-    return ExitCode::InputError;
-  };
 }
 
 std::vector<std::string> split(const std::string& s, char sep) {
@@ -40,9 +31,9 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return parts;
 }
 
-std::map<std::string, int64_t> parse_shape_hints(const std::string& spec) {
-  std::map<std::string, int64_t> hints;
-  if (spec.empty()) return hints;
+std::map<std::string, int64_t> parse_sizes(const std::string& spec, const std::string& flag) {
+  std::map<std::string, int64_t> sizes;
+  if (spec.empty()) return sizes;
   for (const std::string& part : split(spec, ',')) {
     size_t eq = part.find('=');
     std::string name = part.substr(0, eq);
@@ -57,10 +48,10 @@ std::map<std::string, int64_t> parse_shape_hints(const std::string& spec) {
         ok = false;
       }
     }
-    if (!ok) throw InputError("--shape-hint: expected SYMBOL=SIZE[,SYMBOL=SIZE...], got '" + part + "'");
-    hints[name] = value;
+    if (!ok) throw InputError(flag + ": expected SYMBOL=SIZE[,SYMBOL=SIZE...], got '" + part + "'");
+    sizes[name] = value;
   }
-  return hints;
+  return sizes;
 }
 
 }  // namespace tcc

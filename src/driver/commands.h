@@ -42,8 +42,9 @@ CommandRunner setup_autotune(CLI::App& cmd);
 // "a,b,,c" -> {"a", "b", "", "c"}.
 std::vector<std::string> split(const std::string& s, char sep);
 
-// --shape-hint: "SYMBOL=SIZE[,SYMBOL=SIZE...]" (empty: none); InputError otherwise.
-std::map<std::string, int64_t> parse_shape_hints(const std::string& spec);
+// Sizes of symbolic dims as flags give them (--shape-hint, --shapes):
+// "SYMBOL=SIZE[,SYMBOL=SIZE...]" (empty: none); InputError naming `flag` otherwise.
+std::map<std::string, int64_t> parse_sizes(const std::string& spec, const std::string& flag);
 
 // Whether the mode turns on kernel autotuning (max-autotune and its variants).
 bool mode_autotunes(const CompileMode& m);
@@ -56,8 +57,5 @@ std::vector<KernelConfig> compile_autotune(const std::vector<kir::Kernel>& kerne
                                            const std::map<std::string, int64_t>& sizes, const std::string& cache_path,
                                            const std::string& device_name, AutotuneSummary& summary);
 
-// For commands whose implementation has not landed: accepts any arguments,
-// says so plainly and exits 2.
-CommandRunner not_built_yet(CLI::App& cmd, const std::string& what);
 
 }  // namespace tcc

@@ -1,6 +1,6 @@
 // The CUDA driver API, opened with dlopen on first use (cuda.h is included for
-// its types only), shared by the module runtime (cuda_run.cc) and the kernel
-// timer of autotuning (kernel_timer.cc).
+// its types only), shared by the module runtime (cuda_run.cc), its device
+// helpers for measurement, and the kernel timer of autotuning (kernel_timer.cc).
 #pragma once
 
 #include <dlfcn.h>
@@ -45,15 +45,23 @@ struct Driver {
   decltype(&::cuMemcpyDtoDAsync) copy_dtod_async;
   decltype(&::cuStreamSynchronize) stream_sync;
   decltype(&::cuGetErrorString) error_string;
-  // For timing kernels (kernel_timer.cc).
+  decltype(&::cuMemsetD8Async) memset_d8_async;  // zeroing split-reduction workspaces, flushing L2
   decltype(&::cuDriverGetVersion) driver_version;
   decltype(&::cuDeviceGetName) device_name;
-  decltype(&::cuMemsetD8Async) memset_async;
+  // Streams, events and CUDA graphs: measurement (src/profiler, kernel_timer.cc) and reduce-overhead.
+  decltype(&::cuStreamCreate) stream_create;
+  decltype(&::cuStreamDestroy) stream_destroy;
   decltype(&::cuEventCreate) event_create;
   decltype(&::cuEventDestroy) event_destroy;
   decltype(&::cuEventRecord) event_record;
   decltype(&::cuEventSynchronize) event_sync;
   decltype(&::cuEventElapsedTime) event_elapsed;
+  decltype(&::cuStreamBeginCapture) begin_capture;
+  decltype(&::cuStreamEndCapture) end_capture;
+  decltype(&::cuGraphInstantiateWithFlags) graph_instantiate;
+  decltype(&::cuGraphLaunch) graph_launch;
+  decltype(&::cuGraphExecDestroy) graph_exec_destroy;
+  decltype(&::cuGraphDestroy) graph_destroy;
   std::string unavailable;  // why there is no usable device, or empty
 
   static const Driver& get() {
@@ -91,11 +99,17 @@ struct Driver {
               resolve(lib, "cuMemcpyDtoHAsync_v2", d.copy_dtoh_async) &&
               resolve(lib, "cuMemcpyDtoDAsync_v2", d.copy_dtod_async) &&
               resolve(lib, "cuStreamSynchronize", d.stream_sync) && resolve(lib, "cuGetErrorString", d.error_string) &&
-              resolve(lib, "cuDriverGetVersion", d.driver_version) &&
-              resolve(lib, "cuDeviceGetName", d.device_name) && resolve(lib, "cuMemsetD8Async", d.memset_async) &&
+              resolve(lib, "cuMemsetD8Async", d.memset_d8_async) &&
+              resolve(lib, "cuDriverGetVersion", d.driver_version) && resolve(lib, "cuDeviceGetName", d.device_name) &&
+              resolve(lib, "cuStreamCreate", d.stream_create) && resolve(lib, "cuStreamDestroy_v2", d.stream_destroy) &&
               resolve(lib, "cuEventCreate", d.event_create) && resolve(lib, "cuEventDestroy_v2", d.event_destroy) &&
               resolve(lib, "cuEventRecord", d.event_record) && resolve(lib, "cuEventSynchronize", d.event_sync) &&
-              resolve(lib, "cuEventElapsedTime_v2", d.event_elapsed);
+              resolve(lib, "cuEventElapsedTime_v2", d.event_elapsed) &&
+              resolve(lib, "cuStreamBeginCapture_v2", d.begin_capture) &&
+              resolve(lib, "cuStreamEndCapture", d.end_capture) &&
+              resolve(lib, "cuGraphInstantiateWithFlags", d.graph_instantiate) &&
+              resolve(lib, "cuGraphLaunch", d.graph_launch) && resolve(lib, "cuGraphExecDestroy", d.graph_exec_destroy) &&
+              resolve(lib, "cuGraphDestroy", d.graph_destroy);
     int count = 0;
     if (!ok) d.unavailable = "the CUDA driver lacks entry points the runtime needs (too old)";
     else if (d.init(0) != CUDA_SUCCESS) d.unavailable = "the CUDA driver failed to initialize (cuInit)";

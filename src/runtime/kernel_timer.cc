@@ -210,7 +210,7 @@ class CudaKernelBench : public autotune::KernelBench {
            static_cast<int>(times.size()) < kMaxReps && total < kMaxTotalMs) {
       // Writing a buffer twice the L2 size evicts the kernel's inputs, so every
       // repetition reads from memory as the first run in a model would.
-      d_.check(d_.memset_async(flush_.ptr, 0, flush_.bytes, nullptr), "cuMemsetD8Async (L2 flush)");
+      d_.check(d_.memset_d8_async(flush_.ptr, 0, flush_.bytes, nullptr), "cuMemsetD8Async (L2 flush)");
       d_.check(d_.event_record(start_, nullptr), "cuEventRecord");
       launch(f, c);
       d_.check(d_.event_record(end_, nullptr), "cuEventRecord");
