@@ -1,7 +1,7 @@
 // The GPU measuring path of autotuning (src/runtime/kernel_timer.h): every
 // candidate of real kernels is compiled, checked against the default's output
 // and timed. Skips where there is no GPU (CI); run on a GPU machine with
-// scripts/autotune-gpu.
+// scripts/gpu-check.
 #include <gtest/gtest.h>
 
 #include "codegen/emit.h"
