@@ -16,6 +16,7 @@
 #include <future>
 #include <iostream>
 #include <map>
+#include <sstream>
 #include <thread>
 #include <unordered_map>
 
@@ -28,8 +29,11 @@
 #include "frontends/load_model.h"
 #include "passes/pass_manager.h"
 #include "src/analysis/partition.h"
+#include "src/autodiff/saved_activations.h"
 #include "src/analysis/recompile_simulator.h"
 #include "src/driver/commands.h"
+#include "src/driver/train_flags.h"
+#include "src/ir/fusion.h"
 #include "src/shape/shape_inference.h"
 
 namespace tcc {
@@ -50,6 +54,7 @@ struct CompileCli {
   bool list_modes = false;
   int jobs = 0;
   CompileOptions options;
+  TrainFlags train;
 };
 
 std::vector<std::string> split(const std::string& s, char sep) {
@@ -77,29 +82,6 @@ std::vector<std::string> parse_archs(const std::string& spec) {
   // Ascending, so the PTX (for the newest) and the file list do not depend on how the flag was spelled.
   std::sort(archs.begin(), archs.end());
   return archs;
-}
-
-std::map<std::string, int64_t> parse_shape_hints(const std::string& spec) {
-  std::map<std::string, int64_t> hints;
-  if (spec.empty()) return hints;
-  for (const std::string& part : split(spec, ',')) {
-    size_t eq = part.find('=');
-    std::string name = part.substr(0, eq);
-    int64_t value = 0;
-    bool ok = eq != std::string::npos && is_symbol_name(name);
-    if (ok) {
-      try {
-        size_t used = 0;
-        value = std::stoll(part.substr(eq + 1), &used);
-        ok = used == part.size() - eq - 1 && value >= 0;
-      } catch (const std::exception&) {
-        ok = false;
-      }
-    }
-    if (!ok) throw InputError("--shape-hint: expected SYMBOL=SIZE[,SYMBOL=SIZE...], got '" + part + "'");
-    hints[name] = value;
-  }
-  return hints;
 }
 
 double ms_since(std::chrono::steady_clock::time_point t) {
@@ -136,8 +118,14 @@ ExitCode run_compile(CompileCli& c) {
   auto start = std::chrono::steady_clock::now();
   auto stage = start;
   auto model = load_model(c.model);
+  // With --train the module is the training step: inputs gain the label, lr,
+  // step and optimizer state, outputs are the loss and the updated parameters.
+  std::optional<TrainingGraph> training = apply_train_flags(c.train, *model);
   t.load = ms_since(stage);
   hinted_sizes(*model->graph, o.shape_hints);  // a hint for a symbol the model lacks fails before any work
+  // The pipeline below makes the min-cut choice; the comparison plans both choices on copies.
+  std::optional<SavedActivations> activations;
+  if (training) activations = compare_saved_activations(*model, o.shape_hints);
 
   stage = std::chrono::steady_clock::now();
   ShapeInfo info = infer_shapes(*model->graph);
@@ -230,6 +218,28 @@ ExitCode run_compile(CompileCli& c) {
             << " host<->device copies\n"
             << "  arena:     " << human_bytes(evaluate_bytes(plan.arena_bytes, sizes)) << at << " ("
             << human_bytes(evaluate_bytes(plan.unplanned_bytes, sizes)) << " unplanned)\n";
+  if (training) {
+    std::cout << "  training:  loss '" << training->loss << "', " << training->params.size() << " parameters, optimizer "
+              << c.train.optimizer
+              << (training->lr.empty()     ? ""
+                  : training->step.empty() ? " (lr is an input)"
+                                           : " (lr and step are inputs)")
+              << "\n";
+    if (!training->lr.empty()) {
+      // The update's kernels: those that run only optimizer nodes (fuse_multi_tensor merges them by shape).
+      size_t update_kernels = 0;
+      for (const Step& s : schedule.steps) {
+        if (s.kind != Step::Kind::Kernel) continue;
+        const auto& body = fusion_body(*nodes.at(s.node)).nodes();
+        update_kernels += std::all_of(body.begin(), body.end(),
+                                      [](const auto& n) { return step_part(*n) == StepPart::Optimizer; });
+      }
+      std::cout << "  optimizer: " << update_kernels << " kernel steps update " << training->params.size()
+                << " parameters (multi-tensor: one per parameter shape)\n";
+    }
+    std::istringstream lines(describe_saved_activations(*activations));
+    for (std::string line; std::getline(lines, line);) std::cout << "  " << line << "\n";
+  }
   char line[200];
   std::snprintf(line, sizeof line,
                 "  time:      %.2f s (load %.2f, passes %.2f, lowering %.2f, NVRTC %.2f || host compiler %.2f, "
@@ -269,6 +279,7 @@ CommandRunner setup_compile(CLI::App& cmd) {
       ->capture_default_str();
   cmd.add_flag("--time-passes", c->time_passes, "Print a table of pass times and counters to stderr");
   cmd.add_flag("--list-modes", c->list_modes, "List the compile modes and what each turns on, and exit");
+  add_train_flags(cmd, c->train);
   return [c]() { return run_compile(*c); };
 }
 

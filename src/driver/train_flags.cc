@@ -1,0 +1,70 @@
+// Shared training flags of explain and compile (see train_flags.h).
+#include "src/driver/train_flags.h"
+
+#include "frontends/onnx/onnx_exporter.h"
+
+namespace tcc {
+
+std::map<std::string, int64_t> parse_shape_hints(const std::string& spec) {
+  std::map<std::string, int64_t> hints;
+  if (spec.empty()) return hints;
+  for (size_t start = 0;;) {
+    size_t end = spec.find(',', start);
+    std::string part = spec.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    size_t eq = part.find('=');
+    std::string name = part.substr(0, eq);
+    int64_t value = 0;
+    bool ok = eq != std::string::npos && is_symbol_name(name);
+    if (ok) {
+      try {
+        size_t used = 0;
+        value = std::stoll(part.substr(eq + 1), &used);
+        ok = used == part.size() - eq - 1 && value >= 0;
+      } catch (const std::exception&) {
+        ok = false;
+      }
+    }
+    if (!ok) throw InputError("--shape-hint: expected SYMBOL=SIZE[,SYMBOL=SIZE...], got '" + part + "'");
+    hints[name] = value;
+    if (end == std::string::npos) return hints;
+    start = end + 1;
+  }
+}
+
+void add_train_flags(CLI::App& cmd, TrainFlags& f) {
+  cmd.add_flag("--train", f.train, "Build the training step (forward, loss, backward, optimizer update)");
+  cmd.add_option("--loss", f.opts.loss_output, "Model output that is the loss (with --train)");
+  cmd.add_option("--loss-fn", f.loss_fn, "Built-in loss on --loss-on against --label")
+      ->check(CLI::IsMember({"cross_entropy", "mse"}));
+  cmd.add_option("--loss-on", f.loss_on, "Model output the built-in loss reads");
+  cmd.add_option("--label", f.label, "Input holding the targets of the built-in loss");
+  cmd.add_option("--params", f.opts.param_patterns,
+                 "Glob over initializer names to train (repeatable; default: every float initializer)");
+  cmd.add_option("--optimizer", f.optimizer, "Update appended to the step")
+      ->check(CLI::IsMember({"none", "sgd", "momentum", "adam", "adamw"}))
+      ->capture_default_str();
+  cmd.add_flag("--lr-as-scalar", f.opts.lr_as_scalar,
+               "Pass the learning rate as a Python float (value-guarded) instead of a 0-d tensor");
+  cmd.add_option("--emit-onnx", f.emit_onnx, "Write the graph (the training step with --train) as ONNX to FILE");
+}
+
+std::optional<TrainingGraph> apply_train_flags(const TrainFlags& f, Model& model) {
+  std::optional<TrainingGraph> built;
+  if (f.train) {
+    TrainOptions t = f.opts;
+    if (!f.loss_fn.empty() || !f.loss_on.empty() || !f.label.empty()) {
+      if (f.loss_fn.empty() || f.loss_on.empty() || f.label.empty())
+        throw InputError("--loss-fn, --loss-on and --label go together");
+      t.builtin_loss = BuiltinLoss{parse_loss_kind(f.loss_fn), f.loss_on, f.label};
+    }
+    t.optimizer.kind = *parse_optimizer(f.optimizer);
+    built = build_training_graph(model, t);
+  } else if (!f.opts.loss_output.empty() || !f.loss_fn.empty() || !f.loss_on.empty() || !f.label.empty() ||
+             !f.opts.param_patterns.empty() || f.optimizer != "none" || f.opts.lr_as_scalar) {
+    throw InputError("--loss, --loss-fn, --loss-on, --label, --params, --optimizer and --lr-as-scalar need --train");
+  }
+  if (!f.emit_onnx.empty()) export_onnx_file(model, f.emit_onnx);
+  return built;
+}
+
+}  // namespace tcc

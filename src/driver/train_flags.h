@@ -1,0 +1,41 @@
+// The training flags that `tcc explain` and `tcc compile` share (--train,
+// --loss, --loss-fn/--loss-on/--label, --params, --optimizer, --lr-as-scalar,
+// --emit-onnx), declared once and applied to a loaded model in one place, and the parser of
+// the --shape-hint sizes both commands report memory at.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "src/autodiff/autodiff.h"
+
+namespace tcc {
+
+struct TrainFlags {
+  bool train = false;
+  std::string loss_fn;
+  std::string loss_on;
+  std::string label;
+  std::string optimizer = "none";
+  std::string emit_onnx;  // write the graph (the training step with --train) as ONNX here
+  TrainOptions opts;
+};
+
+// `--shape-hint batch=8,seq=128`: the sizes that compile's report and the
+// training step's memory comparison evaluate symbolic dims at. An empty spec
+// is no hints; anything else malformed is an InputError quoting the part.
+std::map<std::string, int64_t> parse_shape_hints(const std::string& spec);
+
+// Declares the flags on `cmd`; `f` must outlive the parse.
+void add_train_flags(CLI::App& cmd, TrainFlags& f);
+
+// With --train, rewrites `model` into its training step and returns what was
+// built; without it, refuses the training-only flags and returns nullopt.
+// Either way --emit-onnx then writes the graph as it now is.
+std::optional<TrainingGraph> apply_train_flags(const TrainFlags& f, Model& model);
+
+}  // namespace tcc
