@@ -16,6 +16,7 @@
 #include <future>
 #include <iostream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <thread>
 #include <unordered_map>
@@ -226,16 +227,35 @@ ExitCode run_compile(CompileCli& c) {
                                            : " (lr and step are inputs)")
               << "\n";
     if (!training->lr.empty()) {
-      // The update's kernels: those that run only optimizer nodes (fuse_multi_tensor merges them by shape).
-      size_t update_kernels = 0;
-      for (const Step& s : schedule.steps) {
-        if (s.kind != Step::Kind::Kernel) continue;
+      // Where each parameter's update runs: a kernel of update nodes only (fuse_multi_tensor merges
+      // those of one shape), or the kernel that computes its gradient (a reduction over the batch
+      // takes the update as its epilogue). Update-only steps that write no parameter compute
+      // shared scalars (bias corrections, decay).
+      auto update_only = [&](const Step& s) {
+        if (s.kind != Step::Kind::Kernel) return false;
         const auto& body = fusion_body(*nodes.at(s.node)).nodes();
-        update_kernels += std::all_of(body.begin(), body.end(),
-                                      [](const auto& n) { return step_part(*n) == StepPart::Optimizer; });
+        return std::all_of(body.begin(), body.end(), [](const auto& n) { return step_part(*n) == StepPart::Optimizer; });
+      };
+      std::map<std::string, const Step*> writer;
+      for (const Step& s : schedule.steps)
+        for (const std::string& w : s.writes) writer[w] = &s;
+      std::set<const Step*> own, shared, scalar;
+      size_t own_params = 0, shared_params = 0;
+      for (const std::string& p : training->params) {
+        const Step* s = writer.at(p + ".updated");
+        if (update_only(*s)) {
+          own.insert(s);
+          ++own_params;
+        } else {
+          shared.insert(s);
+          ++shared_params;
+        }
       }
-      std::cout << "  optimizer: " << update_kernels << " kernel steps update " << training->params.size()
-                << " parameters (multi-tensor: one per parameter shape)\n";
+      for (const Step& s : schedule.steps)
+        if (update_only(s) && !own.count(&s)) scalar.insert(&s);
+      std::cout << "  optimizer: " << training->params.size() << " updates: " << own_params << " in " << own.size()
+                << " multi-tensor kernel steps, " << shared_params << " fused into " << shared.size()
+                << " gradient steps, " << scalar.size() << " scalar steps\n";
     }
     std::istringstream lines(describe_saved_activations(*activations));
     for (std::string line; std::getline(lines, line);) std::cout << "  " << line << "\n";
