@@ -7,7 +7,6 @@
 #include "codegen/module_writer.h"
 #include "codegen/schedule.h"
 #include "passes/pass_manager.h"
-#include "src/ir/text.h"
 #include "src/shape/shape_inference.h"
 
 namespace tcc {
@@ -21,8 +20,7 @@ struct Planned {
   PassStats recompute;  // what recompute_activations counted (empty when it did not run)
 };
 
-Planned plan(const Model& step, bool min_cut, const std::map<std::string, int64_t>& hints) {
-  std::unique_ptr<Model> m = parse_model(print_model(step), step.graph->file());
+Planned plan(std::unique_ptr<Model> m, bool min_cut, const std::map<std::string, int64_t>& hints) {
   infer_shapes(*m->graph);
   std::vector<const PassInfo*> pipeline;
   for (const PassInfo* p : build_pipeline("", Phase::Fuse))
@@ -51,10 +49,13 @@ std::string mib(int64_t bytes) {
 
 }  // namespace
 
-SavedActivations compare_saved_activations(const Model& step, const std::map<std::string, int64_t>& hints) {
+SavedActivations compare_saved_activations(const std::function<std::unique_ptr<Model>()>& make_step,
+                                           const std::map<std::string, int64_t>& hints) {
   SavedActivations s;
-  Planned all = plan(step, false, hints);
-  Planned cut = plan(step, true, hints);
+  std::unique_ptr<Model> step = make_step();
+  s.sizes = hinted_sizes(*step->graph, hints);
+  Planned all = plan(std::move(step), false, hints);
+  Planned cut = plan(make_step(), true, hints);
   auto counter = [&](const char* name) {
     auto it = cut.recompute.counters.find(name);
     return it == cut.recompute.counters.end() ? int64_t{0} : it->second;
@@ -64,7 +65,6 @@ SavedActivations compare_saved_activations(const Model& step, const std::map<std
   s.recomputed_nodes = counter("recomputed_nodes");
   s.save_all_peak = all.peak;
   s.min_cut_peak = cut.peak;
-  s.sizes = hinted_sizes(*step.graph, hints);
   return s;
 }
 

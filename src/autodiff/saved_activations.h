@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <memory>
 #include <string>
 
 #include "src/ir/graph.h"
@@ -21,10 +23,12 @@ struct SavedActivations {
   std::map<std::string, int64_t> sizes;  // what the symbols were evaluated at
 };
 
-// `step` is a training graph (src/autodiff) as built, before any pass; it is
-// not modified. Each choice goes through the compile pipeline up to fusion,
-// the schedule and the memory planner; `hints` sizes the symbols (1 when absent).
-SavedActivations compare_saved_activations(const Model& step, const std::map<std::string, int64_t>& hints);
+// `make_step` builds the training graph (src/autodiff) afresh, before any
+// pass; each choice takes its own copy through the compile pipeline up to
+// fusion, the schedule and the memory planner. `hints` sizes the symbols (1
+// when absent).
+SavedActivations compare_saved_activations(const std::function<std::unique_ptr<Model>()>& make_step,
+                                           const std::map<std::string, int64_t>& hints);
 
 // Two lines for explain's and compile's reports.
 std::string describe_saved_activations(const SavedActivations& s);

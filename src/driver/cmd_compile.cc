@@ -126,7 +126,8 @@ ExitCode run_compile(CompileCli& c) {
   hinted_sizes(*model->graph, o.shape_hints);  // a hint for a symbol the model lacks fails before any work
   // The pipeline below makes the min-cut choice; the comparison plans both choices on copies.
   std::optional<SavedActivations> activations;
-  if (training) activations = compare_saved_activations(*model, o.shape_hints);
+  if (training)
+    activations = compare_saved_activations([&] { return load_training_step(c.train, c.model); }, o.shape_hints);
 
   stage = std::chrono::steady_clock::now();
   ShapeInfo info = infer_shapes(*model->graph);

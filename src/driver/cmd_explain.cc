@@ -134,7 +134,7 @@ ExitCode run_explain(ExplainCli& c) {
   std::optional<SavedActivations> saved;
   if (tg) {
     simulate_training_inputs(c, *tg, *model);
-    saved = compare_saved_activations(*model, hints);
+    saved = compare_saved_activations([&] { return load_training_step(c.train, c.model); }, hints);
   } else if (!hints.empty()) {
     throw InputError("--shape-hint needs --train (it sizes the training step's memory comparison)");
   }

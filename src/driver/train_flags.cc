@@ -1,6 +1,7 @@
 // Shared training flags of explain and compile (see train_flags.h).
 #include "src/driver/train_flags.h"
 
+#include "frontends/load_model.h"
 #include "frontends/onnx/onnx_exporter.h"
 
 namespace tcc {
@@ -48,23 +49,37 @@ void add_train_flags(CLI::App& cmd, TrainFlags& f) {
   cmd.add_option("--emit-onnx", f.emit_onnx, "Write the graph (the training step with --train) as ONNX to FILE");
 }
 
+namespace {
+
+TrainOptions train_options(const TrainFlags& f) {
+  TrainOptions t = f.opts;
+  if (!f.loss_fn.empty() || !f.loss_on.empty() || !f.label.empty()) {
+    if (f.loss_fn.empty() || f.loss_on.empty() || f.label.empty())
+      throw InputError("--loss-fn, --loss-on and --label go together");
+    t.builtin_loss = BuiltinLoss{parse_loss_kind(f.loss_fn), f.loss_on, f.label};
+  }
+  t.optimizer.kind = *parse_optimizer(f.optimizer);
+  return t;
+}
+
+}  // namespace
+
 std::optional<TrainingGraph> apply_train_flags(const TrainFlags& f, Model& model) {
   std::optional<TrainingGraph> built;
   if (f.train) {
-    TrainOptions t = f.opts;
-    if (!f.loss_fn.empty() || !f.loss_on.empty() || !f.label.empty()) {
-      if (f.loss_fn.empty() || f.loss_on.empty() || f.label.empty())
-        throw InputError("--loss-fn, --loss-on and --label go together");
-      t.builtin_loss = BuiltinLoss{parse_loss_kind(f.loss_fn), f.loss_on, f.label};
-    }
-    t.optimizer.kind = *parse_optimizer(f.optimizer);
-    built = build_training_graph(model, t);
+    built = build_training_graph(model, train_options(f));
   } else if (!f.opts.loss_output.empty() || !f.loss_fn.empty() || !f.loss_on.empty() || !f.label.empty() ||
              !f.opts.param_patterns.empty() || f.optimizer != "none" || f.opts.lr_as_scalar) {
     throw InputError("--loss, --loss-fn, --loss-on, --label, --params, --optimizer and --lr-as-scalar need --train");
   }
   if (!f.emit_onnx.empty()) export_onnx_file(model, f.emit_onnx);
   return built;
+}
+
+std::unique_ptr<Model> load_training_step(const TrainFlags& f, const std::string& path) {
+  std::unique_ptr<Model> m = load_model(path);
+  build_training_graph(*m, train_options(f));
+  return m;
 }
 
 }  // namespace tcc

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -37,5 +38,10 @@ void add_train_flags(CLI::App& cmd, TrainFlags& f);
 // built; without it, refuses the training-only flags and returns nullopt.
 // Either way --emit-onnx then writes the graph as it now is.
 std::optional<TrainingGraph> apply_train_flags(const TrainFlags& f, Model& model);
+
+// The training step of the model file at `path` as --train's flags describe
+// it, built afresh (nothing emitted): the copies the memory comparison plans,
+// cheaper than copying a graph with its weights.
+std::unique_ptr<Model> load_training_step(const TrainFlags& f, const std::string& path);
 
 }  // namespace tcc
