@@ -32,7 +32,9 @@
 // graphs with no backward nodes, graphs with regions (whose reads of outer
 // values the rewrite would have to follow).
 #include <algorithm>
+#include <functional>
 #include <limits>
+#include <map>
 #include <queue>
 #include <unordered_map>
 #include <unordered_set>
