@@ -4,7 +4,11 @@
 // one step and over ten steps of training fed back into themselves.
 #include <gtest/gtest.h>
 
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <filesystem>
 #include <map>
 #include <random>
@@ -53,6 +57,46 @@ std::vector<Tensor> run_module_on_host(tcc_module* m, std::map<std::string, Tens
   for (Tensor& t : outs)
     c_outs.push_back({t.raw_mut(), static_cast<tcc_dtype>(t.dtype()), static_cast<int32_t>(t.rank()), t.shape().data()});
   EXPECT_EQ(tcc_module_run_host(m, ins.data(), ins.size(), c_outs.data(), c_outs.size()), TCC_OK) << tcc_last_error();
+  return outs;
+}
+
+// The same on the device: inputs copied to device memory, the module run
+// through tcc_module_run_cuda, outputs copied back.
+std::vector<Tensor> run_module_on_device(tcc_module* m, std::map<std::string, Tensor>& inputs) {
+  std::vector<void*> device;
+  auto alloc = [&](size_t nbytes) {
+    void* p = nullptr;
+    EXPECT_EQ(cudaMalloc(&p, std::max<size_t>(nbytes, 1)), cudaSuccess);
+    device.push_back(p);
+    return p;
+  };
+  std::vector<tcc_tensor> host_ins, ins;
+  for (size_t i = 0; i < tcc_module_num_inputs(m); ++i) {
+    Tensor& t = inputs.at(tcc_module_input_name(m, i));
+    tcc_tensor h{t.raw_mut(), static_cast<tcc_dtype>(t.dtype()), static_cast<int32_t>(t.rank()), t.shape().data()};
+    host_ins.push_back(h);
+    h.data = alloc(t.nbytes());
+    EXPECT_EQ(cudaMemcpy(h.data, t.raw(), t.nbytes(), cudaMemcpyHostToDevice), cudaSuccess);
+    ins.push_back(h);
+  }
+  std::vector<Tensor> outs;
+  for (size_t i = 0; i < tcc_module_num_outputs(m); ++i) {
+    tcc_dtype dtype;
+    int32_t rank = 0;
+    int64_t dims[8];
+    EXPECT_EQ(tcc_module_tensor_info(m, 1, i, &dtype, &rank, dims, 8), TCC_OK) << tcc_last_error();
+    EXPECT_EQ(tcc_module_output_shape(m, host_ins.data(), host_ins.size(), i, dims, 8, &rank), TCC_OK);
+    outs.emplace_back(static_cast<DType>(dtype), std::vector<int64_t>(dims, dims + rank));
+  }
+  std::vector<tcc_tensor> d_outs;
+  for (Tensor& t : outs)
+    d_outs.push_back({alloc(t.nbytes()), static_cast<tcc_dtype>(t.dtype()), static_cast<int32_t>(t.rank()),
+                      t.shape().data()});
+  EXPECT_EQ(tcc_module_run_cuda(m, ins.data(), ins.size(), d_outs.data(), d_outs.size(), nullptr), TCC_OK)
+      << tcc_last_error();
+  for (size_t i = 0; i < outs.size(); ++i)
+    EXPECT_EQ(cudaMemcpy(outs[i].raw_mut(), d_outs[i].data, outs[i].nbytes(), cudaMemcpyDeviceToHost), cudaSuccess);
+  for (void* p : device) cudaFree(p);
   return outs;
 }
 
@@ -107,6 +151,8 @@ class TrainCompile : public ::testing::TestWithParam<TrainCase> {
     }
   }
 
+  void ten_steps(const std::function<std::vector<Tensor>(std::map<std::string, Tensor>&)>& run);
+
   fs::path dir_;
   std::string summary_;
   tcc_module* module_ = nullptr;
@@ -129,6 +175,11 @@ TEST_P(TrainCompile, OneStepMatchesTheReferenceInterpreter) {
   ASSERT_EQ(tcc_module_num_outputs(module_), g.outputs().size());
   for (size_t i = 0; i < g.outputs().size(); ++i) EXPECT_EQ(tcc_module_output_name(module_, i), g.outputs()[i]->name());
   EXPECT_STREQ(tcc_module_output_name(module_, 0), "loss");
+  EXPECT_NE(summary_.find("  training:  loss 'loss'"), std::string::npos) << summary_;
+  EXPECT_NE(summary_.find("  peak memory at batch=1: save-all "), std::string::npos) << summary_;
+  if (std::string(GetParam().name) == "linear10_mse_adam") {
+    EXPECT_NE(summary_.find("optimizer: 10 updates: 10 in 1 multi-tensor kernel steps"), std::string::npos) << summary_;
+  }
   std::vector<Tensor> expected = Interpreter().run(g, inputs_);
   std::vector<Tensor> actual = run_module_on_host(module_, inputs_);
   ASSERT_EQ(actual.size(), expected.size());
@@ -137,8 +188,8 @@ TEST_P(TrainCompile, OneStepMatchesTheReferenceInterpreter) {
 
 // Adam under a LinearLR schedule (start factor 1/3 over 5 steps), as in the
 // compiled-optimizer documents: the lr and step change every call, the module
-// does not.
-TEST_P(TrainCompile, TenStepsLowerTheLossAsTheReferenceDoes) {
+// does not. `run` is the host or the device path.
+void TrainCompile::ten_steps(const std::function<std::vector<Tensor>(std::map<std::string, Tensor>&)>& run) {
   std::map<std::string, Tensor> host = inputs_, ref = inputs_;
   std::vector<double> host_loss, ref_loss;
   for (int step = 0; step < 10; ++step) {
@@ -147,7 +198,7 @@ TEST_P(TrainCompile, TenStepsLowerTheLossAsTheReferenceDoes) {
       (*in)[tg_.lr] = Tensor::scalar_f32(lr);
       (*in)[tg_.step] = Tensor::scalar_f32(static_cast<float>(step + 1));
     }
-    std::vector<Tensor> h = run_module_on_host(module_, host);
+    std::vector<Tensor> h = run(host);
     std::vector<Tensor> r = Interpreter().run(*reference_->graph, ref);
     host_loss.push_back(h[0].get_f64(0));
     ref_loss.push_back(r[0].get_f64(0));
@@ -158,6 +209,16 @@ TEST_P(TrainCompile, TenStepsLowerTheLossAsTheReferenceDoes) {
     EXPECT_NEAR(host_loss[step], ref_loss[step], 1e-4 * (1 + std::fabs(ref_loss[step]))) << "step " << step;
   EXPECT_LT(host_loss.back(), 0.9 * host_loss.front());
   for (const std::string& p : tg_.params) expect_close(ref.at(p), host.at(p), 1e-3, p + " after ten steps");
+}
+
+TEST_P(TrainCompile, TenStepsLowerTheLossAsTheReferenceDoes) {
+  ten_steps([&](std::map<std::string, Tensor>& in) { return run_module_on_host(module_, in); });
+}
+
+// The GPU check: skipped where there is no device (CI), run on the GPU machine.
+TEST_P(TrainCompile, TenStepsOnTheDeviceLowerTheLossAsTheReferenceDoes) {
+  if (!tcc_cuda_available()) GTEST_SKIP() << "no CUDA device";
+  ten_steps([&](std::map<std::string, Tensor>& in) { return run_module_on_device(module_, in); });
 }
 
 INSTANTIATE_TEST_SUITE_P(
