@@ -145,7 +145,13 @@ ExitCode run_compile(CompileCli& c) {
   stage = std::chrono::steady_clock::now();
   PassManagerOptions pm_options;
   pm_options.time_passes = c.time_passes;
-  PassManager pm(build_pipeline("", Phase::Fuse), pm_options, std::cerr);
+  std::vector<const PassInfo*> pipeline = build_pipeline("", Phase::Fuse);
+  // The min-cut minimizes saved bytes, a proxy: where the memory planner finds
+  // saving everything peaks lower, the module keeps the save-all graph.
+  bool save_all = activations && activations->save_all_peak < activations->min_cut_peak;
+  if (save_all)
+    std::erase_if(pipeline, [](const PassInfo* p) { return p->name == "recompute_activations"; });
+  PassManager pm(pipeline, pm_options, std::cerr);
   pm.run(*model);
   t.passes = ms_since(stage);
   const Graph& g = *model->graph;
@@ -260,6 +266,7 @@ ExitCode run_compile(CompileCli& c) {
     }
     std::istringstream lines(describe_saved_activations(*activations));
     for (std::string line; std::getline(lines, line);) std::cout << "  " << line << "\n";
+    std::cout << "  compiled:  the " << (save_all ? "save-all" : "min-cut") << " choice\n";
   }
   char line[200];
   std::snprintf(line, sizeof line,

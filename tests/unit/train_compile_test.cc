@@ -177,6 +177,7 @@ TEST_P(TrainCompile, OneStepMatchesTheReferenceInterpreter) {
   EXPECT_STREQ(tcc_module_output_name(module_, 0), "loss");
   EXPECT_NE(summary_.find("  training:  loss 'loss'"), std::string::npos) << summary_;
   EXPECT_NE(summary_.find("  peak memory at batch=1: save-all "), std::string::npos) << summary_;
+  EXPECT_NE(summary_.find("  compiled:  the "), std::string::npos) << summary_;
   if (std::string(GetParam().name) == "linear10_mse_adam") {
     EXPECT_NE(summary_.find("optimizer: 10 updates: 10 in 1 multi-tensor kernel steps"), std::string::npos) << summary_;
   }
