@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/kernel_config.h"
 #include "codegen/kernel_ir.h"
 
 namespace tcc {
@@ -16,17 +17,38 @@ struct LaunchConfig {
   std::array<SymExpr, 3> grid = {SymExpr::constant(1), SymExpr::constant(1), SymExpr::constant(1)};
   std::array<int, 3> block = {1, 1, 1};
   int shared_bytes = 0;
+  // Bytes of device memory, zeroed when allocated, that the kernel takes as one
+  // more trailing `void*` argument (split reductions); 0: no workspace argument.
+  SymExpr workspace_bytes;
 };
 
 // CUDA C++ for NVRTC, self-contained (no #include), one `extern "C" __global__`
 // function per Pointwise/Reduction kernel, named Kernel::name, with parameters
 // (buffer pointers in Kernel::buffers order, then one int64_t per size
-// parameter). Gemm kernels run through cuBLASLt and emit nothing here.
-std::string emit_cuda(const std::vector<kir::Kernel>& kernels);
-LaunchConfig launch_config(const kir::Kernel& k);
+// parameter, then the workspace pointer when launch_config gives one). Gemm
+// and Conv kernels run through cuBLASLt and cuDNN and emit nothing here.
+// `configs` holds one KernelConfig per kernel (ignored for Gemm and Conv
+// kernels), or is empty for every kernel's default_config.
+std::string emit_cuda(const std::vector<kir::Kernel>& kernels, const std::vector<KernelConfig>& configs = {});
+LaunchConfig launch_config(const kir::Kernel& k, const KernelConfig& config);
+LaunchConfig launch_config(const kir::Kernel& k);  // with default_config(k)
+
+// The emitter's own choices: 256-thread pointwise blocks moving four f32
+// elements per access where vectorizes(k); reductions one row per block of a
+// power of two from 32 to 1024 threads giving each thread about four elements.
+KernelConfig default_config(const kir::Kernel& k);
+
+// Whether a pointwise kernel can move four f32 elements per access (float4).
+bool vectorizes(const kir::Kernel& k);
+
+// How many blocks share each row of a reduction kernel on the GPU: 1 (one block
+// per row) unless the rows are few and long and the body allows a split
+// (emit_cuda.cc says when). Split kernels launch a grid of [rows, split, 1] and
+// take a workspace.
+int reduction_split(const kir::Kernel& k);
 
 // Host C++: one `extern "C" void NAME(void* const* buffers, const int64_t* sizes)`
-// per kernel of every kind (Gemm as loops), buffers and sizes in the kernel's
+// per kernel of every kind (Gemm and Conv as loops), buffers and sizes in the kernel's
 // parameter order. Compiled with the system compiler into host.so.
 std::string emit_host(const std::vector<kir::Kernel>& kernels);
 

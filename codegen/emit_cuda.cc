@@ -2,8 +2,11 @@
 // (four f32 elements per thread, as float4, when every access is contiguous
 // along a static last axis divisible by four); reduction kernels give each row
 // one block, whose threads accumulate strided parts of the row and combine them
-// with warp shuffles and shared memory. Gemm kernels run through cuBLASLt.
+// with warp shuffles and shared memory, or, when rows are few and long, several
+// blocks per row (split reductions, below). Gemm kernels run through cuBLASLt
+// and conv kernels through cuDNN: they emit nothing here.
 #include <algorithm>
+#include <string_view>
 
 #include "codegen/emit.h"
 #include "codegen/emit_c.h"
@@ -22,14 +25,70 @@ constexpr int kSymbolicRowBlock = 256;
 constexpr int kVectorWidth = 4;
 constexpr int64_t kInt32Limit = int64_t{1} << 31;
 
+// Split reductions. One block per row leaves most of the GPU idle when rows are
+// few (a global sum is one row), so the rows of such kernels are cut into
+// slices of one block each: a block writes its slice's partial to the kernel's
+// workspace, and the last block of the row to arrive (an atomic counter per
+// row) combines the partials in slice order, so the result does not depend on
+// which block arrives last, runs the row's epilogue and resets the counter for
+// the next launch. Only single-pass bodies split: one reduction whose result is
+// a row value, row values and row stores after it. Bodies with a later pass
+// over the row's elements (softmax, layer norm: the pass reads the reduction's
+// row value) keep one block per row, since every slice would need the whole
+// row's result before its next pass. The host target has no split: it runs a
+// row in one loop. The thresholds, in one place:
+// - kSplitMaxRows: from an H100's SM count of rows on, one block per row
+//   already gives every SM a block.
+// - kSplitMinRowLength: a static row shorter than this is at most 64 KB of
+//   f32, which one block reduces in a few microseconds; partials and atomics
+//   would cost about what they save.
+// - kSplitBlocks: the blocks wanted in all, two per SM of that GPU.
+// - kSplitMinSlice: the elements each block still reduces, so that a block's
+//   start-up and its partial's round trip stay small beside its work.
+// Rows of symbolic length (with a static row count under kSplitMaxRows) split
+// too, since they may be long; such a kernel uses only the slices the length
+// needs at run time (one slice: no workspace traffic at all).
+constexpr int64_t kSplitMaxRows = 132;
+constexpr int64_t kSplitMinRowLength = 16384;
+constexpr int64_t kSplitBlocks = 2 * 132;
+constexpr int64_t kSplitMinSlice = 4096;
+// The workspace: rows x split partials of 8 bytes (every accumulator type
+// fits), then one uint32 arrival counter per row.
+constexpr int64_t kPartialBytes = 8;
+constexpr int64_t kCounterBytes = 4;
+
+// The split kernels' device functions (after emitc's prelude, which defines
+// tcc_block_reduce; their 8 is kPartialBytes); a module without split kernels
+// does not include them.
+constexpr std::string_view kCudaSplit = R"(template <class T> __device__ bool tcc_split_arrive(void* ws, int64_t rows, int64_t row, int64_t split, T partial) {
+  __shared__ bool last;
+  if (threadIdx.x == 0) {
+    *(volatile T*)((char*)ws + 8 * (row * gridDim.y + blockIdx.y)) = partial;
+    __threadfence();
+    unsigned int* count = (unsigned int*)((char*)ws + 8 * rows * gridDim.y) + row;
+    last = atomicAdd(count, 1u) == split - 1;
+    if (last) *count = 0;
+  }
+  __syncthreads();
+  return last;
+}
+template <class T, class Op> __device__ T tcc_split_combine(const void* ws, int64_t row, int64_t split, Op op, T identity) {
+  T v = identity;
+  for (int64_t i = threadIdx.x; i < split; i += blockDim.x)
+    v = op(v, *(const volatile T*)((const char*)ws + 8 * (row * gridDim.y + i)));
+  return tcc_block_reduce<T>(v, op, identity);
+}
+)";
+
 bool fits_int32(const SymExpr& e) { return e.is_constant() && e.constant_value() < kInt32Limit; }
 
 bool divisible_by(const SymExpr& e, int64_t d) { return e.exact_div(SymExpr::constant(d)).has_value(); }
 
-// Whether a pointwise kernel can move four f32 elements per access: every
-// buffer is f32, every access steps by 1 (stores) or 0 or 1 (loads) along a
-// static last axis divisible by four, and every other stride and offset keeps
-// the 16-byte alignment of a float4.
+}  // namespace
+
+// Every buffer is f32, every access steps by 1 (stores) or 0 or 1 (loads)
+// along a static last axis divisible by four, and every other stride and
+// offset keeps the 16-byte alignment of a float4.
 bool vectorizes(const kir::Kernel& k) {
   if (k.kind != kir::Kind::Pointwise || k.domain.empty()) return false;
   const SymExpr& last = k.domain.back();
@@ -50,12 +109,16 @@ bool vectorizes(const kir::Kernel& k) {
   return any_contiguous;
 }
 
+namespace {
+
 // A power of two from 32 to 1024 giving each thread about four elements of a
-// static row; rows of symbolic length get a fixed middle size.
+// static row (of a slice, when the row is split); rows of symbolic length get
+// a fixed middle size.
 int reduction_block(const kir::Kernel& k) {
   SymExpr len = row_length(k);
   if (!len.is_constant()) return kSymbolicRowBlock;
-  int64_t want = (len.constant_value() + 3) / 4;
+  int64_t split = reduction_split(k);
+  int64_t want = ((len.constant_value() + split - 1) / split + 3) / 4;
   int b = 32;
   while (b < 1024 && b < want) b *= 2;
   return b;
@@ -63,7 +126,11 @@ int reduction_block(const kir::Kernel& k) {
 
 class CudaKernel {
  public:
-  explicit CudaKernel(const kir::Kernel& k) : k_(k) {}
+  CudaKernel(const kir::Kernel& k, const KernelConfig& c) : k_(k), c_(c), split_(reduction_split(k) > 1) {
+    TCC_CHECK(c.vector_width == 1 || (c.vector_width == kVectorWidth && vectorizes(k)))
+        << "kernel " << k.name << ": vector width " << c.vector_width << " is not valid for it";
+    TCC_CHECK(!split_ || c.rows_per_block == 1) << "kernel " << k.name << ": a split row takes a block per slice";
+  }
 
   std::string print() {
     out_ += "extern \"C\" __global__ void " + k_.name + "(";
@@ -77,9 +144,10 @@ class CudaKernel {
       out_ += sep + "int64_t " + emitc::size_var(s);
       sep = ", ";
     }
+    if (split_) out_ += sep + "void* __restrict__ ws";
     out_ += ") {\n";
     if (k_.kind == kir::Kind::Reduction) reduction();
-    else if (vectorizes(k_)) vector_pointwise();
+    else if (c_.vector_width == kVectorWidth) vector_pointwise();
     else pointwise();
     out_ += "}\n";
     return out_;
@@ -98,7 +166,8 @@ class CudaKernel {
 
   void emit(int i) {
     const kir::Instr& in = k_.body[i];
-    TCC_CHECK(in.op != Op::MatMulAcc) << "kernel " << k_.name << ": matmul_acc outside a gemm kernel";
+    TCC_CHECK(in.op != Op::MatMulAcc && in.op != Op::ConvAcc)
+        << "kernel " << k_.name << ": " << op_name(in.op) << " outside a library kernel";
     out_ += std::string(depth_ * 2, ' ') + (in.op == Op::Store ? emitc::store(k_, i) : define(k_, i));
   }
 
@@ -184,7 +253,8 @@ class CudaKernel {
     SymExpr rows = row_count(k_), len = row_length(k_);
     bool narrow_len = fits_int32(len);
     line("const int64_t rows = " + size_expr(rows) + ", len = " + size_expr(len) + ";");
-    open("for (int64_t r = blockIdx.x; r < rows; r += gridDim.x)");
+    if (split_) split_row();
+    else open("for (int64_t r = blockIdx.x; r < rows; r += gridDim.x)");
     coordinates("r", 0, outer);
     for (size_t pass = 0; pass < p.passes.size(); ++pass) {
       for (int i : p.row_values[pass]) emit(i);
@@ -195,7 +265,9 @@ class CudaKernel {
         const kir::Instr& r = k_.body[p.reductions[pass]];
         line(std::string(emitc::accumulator_type(r.dtype)) + " " + acc + " = " + emitc::reduce_identity(r) + ";");
       }
-      open(std::string("for (") + (narrow_len ? "int" : "int64_t") + " j = threadIdx.x; j < len; j += blockDim.x)");
+      open(std::string("for (") + (narrow_len ? "int" : "int64_t") + " j = " +
+           (split_ ? "blockIdx.y * blockDim.x + threadIdx.x; j < len; j += split * blockDim.x)"
+                   : "threadIdx.x; j < len; j += blockDim.x)"));
       coordinates("j", outer, k_.domain.size());
       for (int i : p.passes[pass]) emit(i);
       if (!final) {
@@ -206,9 +278,11 @@ class CudaKernel {
       if (!final) {
         const kir::Instr& r = k_.body[p.reductions[pass]];
         std::string A = emitc::accumulator_type(r.dtype);
+        std::string reduced = "tcc_block_reduce<" + A + ">(" + acc + ", " + combiner(r.op) + "(), " +
+                              emitc::reduce_identity(r) + ")";
+        if (split_) reduced = combine_slices(r, acc, reduced);
         line("const " + std::string(emitc::compute_type(r.dtype)) + " v" + std::to_string(p.reductions[pass]) + " = (" +
-             emitc::compute_type(r.dtype) + ")tcc_block_reduce<" + A + ">(" + acc + ", " + combiner(r.op) + "(), " +
-             emitc::reduce_identity(r) + ");");
+             emitc::compute_type(r.dtype) + ")" + reduced + ";");
       }
     }
     if (!p.row_stores.empty()) {
@@ -216,7 +290,36 @@ class CudaKernel {
       for (int i : p.row_stores) emit(i);
       close();
     }
+    if (!split_) close();
+  }
+
+  // A split kernel's block works on slice blockIdx.y of row blockIdx.x. A row
+  // of symbolic length uses only the slices of kSplitMinSlice elements it
+  // fills; the blocks past them return at once.
+  void split_row() {
+    if (row_length(k_).is_constant()) {
+      line("const int64_t split = gridDim.y;");
+    } else {
+      line("const int64_t slices = (len + " + std::to_string(kSplitMinSlice - 1) + ") / " +
+           std::to_string(kSplitMinSlice) + ";");
+      line("const int64_t split = slices < 1 ? 1 : slices < (int64_t)gridDim.y ? slices : (int64_t)gridDim.y;");
+      line("if (blockIdx.y >= split) return;");
+    }
+    line("const int64_t r = blockIdx.x;");
+  }
+
+  // The block's partial `reduced` (an expression) goes to the workspace; the
+  // last block of the row combines all partials and goes on, the others return.
+  // Returns the variable that holds the row's result.
+  std::string combine_slices(const kir::Instr& r, const std::string& acc, const std::string& reduced) {
+    std::string A = emitc::accumulator_type(r.dtype);
+    line(acc + " = " + reduced + ";");
+    open("if (split > 1)");
+    line("if (!tcc_split_arrive<" + A + ">(ws, rows, r, split, " + acc + ")) return;");
+    line(acc + " = tcc_split_combine<" + A + ">(ws, r, split, " + combiner(r.op) + "(), " + emitc::reduce_identity(r) +
+         ");");
     close();
+    return acc;
   }
 
   static const char* combiner(Op op) {
@@ -230,36 +333,82 @@ class CudaKernel {
   }
 
   const kir::Kernel& k_;
+  const KernelConfig& c_;
+  const bool split_;
   std::string out_;
   int depth_ = 1;
 };
 
 }  // namespace
 
-std::string emit_cuda(const std::vector<kir::Kernel>& kernels) {
-  std::string out = "// Generated by tcc: CUDA kernels for NVRTC.\n";
-  out += emitc::prelude(emitc::Target::Cuda);
-  for (const kir::Kernel& k : kernels)
-    if (k.kind != kir::Kind::Gemm) out += "\n" + CudaKernel(k).print();
-  return out;
-}
-
-LaunchConfig launch_config(const kir::Kernel& k) {
-  LaunchConfig c;
-  switch (k.kind) {
-    case kir::Kind::Pointwise: {
-      int per_block = kPointwiseBlock * (vectorizes(k) ? kVectorWidth : 1);
-      c.grid[0] = (domain_size(k) + SymExpr::constant(per_block - 1)).floordiv(SymExpr::constant(per_block));
-      c.block[0] = kPointwiseBlock;
-      break;
-    }
-    case kir::Kind::Reduction:
-      c.grid[0] = row_count(k);
-      c.block[0] = reduction_block(k);
-      break;
-    case kir::Kind::Gemm: break;  // cuBLASLt
+KernelConfig default_config(const kir::Kernel& k) {
+  KernelConfig c;
+  if (k.kind == kir::Kind::Pointwise) {
+    c.block = kPointwiseBlock;
+    c.vector_width = vectorizes(k) ? kVectorWidth : 1;
+  } else if (k.kind == kir::Kind::Reduction) {
+    c.block = reduction_block(k);
   }
   return c;
 }
+
+std::string emit_cuda(const std::vector<kir::Kernel>& kernels, const std::vector<KernelConfig>& configs) {
+  TCC_CHECK(configs.empty() || configs.size() == kernels.size()) << "one config per kernel, or none";
+  std::string out = "// Generated by tcc: CUDA kernels for NVRTC.\n";
+  out += emitc::prelude(emitc::Target::Cuda);
+  if (std::any_of(kernels.begin(), kernels.end(), [](const kir::Kernel& k) { return reduction_split(k) > 1; }))
+    out += kCudaSplit;
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    const kir::Kernel& k = kernels[i];
+    if (!kir::is_library_call(k.kind))
+      out += "\n" + CudaKernel(k, configs.empty() ? default_config(k) : configs[i]).print();
+  }
+  return out;
+}
+
+int reduction_split(const kir::Kernel& k) {
+  if (k.kind != kir::Kind::Reduction) return 1;
+  SymExpr rows = row_count(k), len = row_length(k);
+  if (!rows.is_constant() || rows.constant_value() < 1 || rows.constant_value() >= kSplitMaxRows) return 1;
+  if (len.is_constant() && len.constant_value() < kSplitMinRowLength) return 1;
+  emitc::ReductionPlan p = emitc::plan_reduction(k);
+  if (p.reductions.size() != 1 || !p.passes.back().empty()) return 1;
+  int64_t split = (kSplitBlocks + rows.constant_value() - 1) / rows.constant_value();
+  if (len.is_constant()) split = std::min(split, len.constant_value() / kSplitMinSlice);
+  return split > 1 ? static_cast<int>(split) : 1;
+}
+
+LaunchConfig launch_config(const kir::Kernel& k, const KernelConfig& config) {
+  LaunchConfig c;
+  switch (k.kind) {
+    case kir::Kind::Pointwise: {
+      int per_block = config.block * config.vector_width;
+      c.grid[0] = (domain_size(k) + SymExpr::constant(per_block - 1)).floordiv(SymExpr::constant(per_block));
+      c.block[0] = config.block;
+      break;
+    }
+    case kir::Kind::Reduction: {
+      c.block[0] = config.block;
+      int split = reduction_split(k);
+      if (split > 1) {
+        c.grid[0] = row_count(k);
+        c.grid[1] = SymExpr::constant(split);
+        c.workspace_bytes = row_count(k) * SymExpr::constant(split * kPartialBytes + kCounterBytes);
+        break;
+      }
+      // Blocks loop over rows with a grid stride, so fewer blocks take several rows each.
+      SymExpr per_block = SymExpr::constant(config.rows_per_block);
+      c.grid[0] = config.rows_per_block == 1 ? row_count(k)
+                                              : (row_count(k) + per_block - SymExpr::constant(1)).floordiv(per_block);
+      break;
+    }
+    case kir::Kind::Gemm:  // cuBLASLt
+    case kir::Kind::Conv:  // cuDNN
+      break;
+  }
+  return c;
+}
+
+LaunchConfig launch_config(const kir::Kernel& k) { return launch_config(k, default_config(k)); }
 
 }  // namespace tcc

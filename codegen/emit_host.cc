@@ -60,6 +60,7 @@ class HostKernel {
     const kir::Instr& in = k_.body[i];
     if (in.op == Op::Store) out_ += std::string(depth_ * 2, ' ') + emitc::store(k_, i);
     else if (in.op == Op::MatMulAcc) matmul(i);
+    else if (in.op == Op::ConvAcc) conv(i);
     else out_ += std::string(depth_ * 2, ' ') + define(k_, i);
   }
 
@@ -132,6 +133,49 @@ class HostKernel {
     line("}");
     line("const " + std::string(emitc::compute_type(in.dtype)) + " " + vi + " = " +
          emitc::convert(vi + "_acc", acc_dtype, in.dtype) + ";");
+  }
+
+  // The direct convolution of ConvDesc at this point (c0 = n, c1 = output
+  // channel, c2.. = output position): a loop over the group's input channels and
+  // every tap, skipping taps that fall into the padding.
+  void conv(int i) {
+    TCC_CHECK(k_.conv.has_value()) << "kernel " << k_.name << " has a conv_acc but no conv description";
+    const kir::ConvDesc& d = *k_.conv;
+    const kir::Instr& in = k_.body[i];
+    const kir::Buffer& x = k_.buffers.at(static_cast<size_t>(d.x));
+    const kir::Buffer& w = k_.buffers.at(static_cast<size_t>(d.w));
+    // Accumulated in double, as the interpreter does; cuDNN's order differs anyway.
+    std::string vi = "v" + std::to_string(i);
+    std::string groups = std::to_string(d.groups);
+    line("double " + vi + "_acc = 0;");
+    line("{");
+    ++depth_;
+    line("const int64_t cg = (" + size_expr(d.c) + ") / " + groups + ", kg = (" + size_expr(d.k) + ") / " + groups + ";");
+    line("const int64_t c_begin = c1 / kg * cg;");
+    open_loop("ci", "cg");
+    std::string xi = "c0*(" + size_expr(d.c) + ") + c_begin + ci", wi = "c1*cg + ci";
+    for (size_t s = 0; s < d.kernel.size(); ++s) {
+      std::string r = "r" + std::to_string(s), at = "x" + std::to_string(s);
+      open_loop(r, std::to_string(d.kernel[s]));
+      line("const int64_t " + at + " = c" + std::to_string(s + 2) + "*" + std::to_string(d.strides[s]) + " - " +
+           std::to_string(d.pads[s]) + " + " + r + "*" + std::to_string(d.dilations[s]) + ";");
+      line("if (" + at + " < 0 || " + at + " >= " + size_expr(d.in[s]) + ") continue;");
+      xi = "(" + xi + ")*(" + size_expr(d.in[s]) + ") + " + at;
+      wi = "(" + wi + ")*" + std::to_string(d.kernel[s]) + " + " + r;
+    }
+    std::string xv = emitc::convert(emitc::decode("p" + std::to_string(d.x) + "[" + xi + "]", x.dtype), x.dtype, DType::F64);
+    std::string wv = emitc::convert(emitc::decode("p" + std::to_string(d.w) + "[" + wi + "]", w.dtype), w.dtype, DType::F64);
+    line(vi + "_acc += " + xv + " * " + wv + ";");
+    close_loops(d.kernel.size() + 1);
+    --depth_;
+    line("}");
+    line("const " + std::string(emitc::compute_type(in.dtype)) + " " + vi + " = " +
+         emitc::convert(vi + "_acc", DType::F64, in.dtype) + ";");
+  }
+
+  void open_loop(const std::string& var, const std::string& end) {
+    line("for (int64_t " + var + " = 0; " + var + " < " + end + "; ++" + var + ") {");
+    ++depth_;
   }
 
   const kir::Kernel& k_;

@@ -54,6 +54,7 @@ class Printer {
               join_exprs(b.shape, 0, b.shape.size()) + "] " + (b.output ? "out" : "in") + "\n";
     }
     if (k_.gemm) gemm(*k_.gemm);
+    if (k_.conv) conv(*k_.conv);
     for (size_t i = 0; i < k_.body.size(); ++i) instr(static_cast<int>(i), k_.body[i]);
     return out_;
   }
@@ -73,15 +74,6 @@ class Printer {
       out_ += ")";
     }
     out_ += "\n";
-  }
-
-  static const char* kind_name(Kind kind) {
-    switch (kind) {
-      case Kind::Pointwise: return "pointwise";
-      case Kind::Reduction: return "reduction";
-      case Kind::Gemm: return "gemm";
-    }
-    return "?";
   }
 
   std::string buffer_ref(int b) const {
@@ -104,6 +96,21 @@ class Printer {
             " stride_d=" + g.stride_d.str() + " alpha=" + format_double(g.alpha) +
             " beta=" + format_double(g.beta) + " bias=" + buffer_ref(g.bias) +
             " residual=" + buffer_ref(g.residual) + " activation=" + g.activation + "\n";
+  }
+
+  static std::string ints(const std::vector<int64_t>& v) {
+    std::string s = "[";
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+    return s + "]";
+  }
+
+  void conv(const ConvDesc& c) {
+    out_ += "  conv x=" + buffer_ref(c.x) + " w=" + buffer_ref(c.w) + " n=" + c.n.str() + " c=" + c.c.str() +
+            " k=" + c.k.str() + " in=[" + join_exprs(c.in, 0, c.in.size()) + "] out=[" +
+            join_exprs(c.out, 0, c.out.size()) + "] kernel=" + ints(c.kernel) + " strides=" + ints(c.strides) +
+            " dilations=" + ints(c.dilations) + " pads=" + ints(c.pads) + " groups=" + std::to_string(c.groups) +
+            " bias=" + buffer_ref(c.bias) + " residual=" + buffer_ref(c.residual) + " activation=" + c.activation +
+            "\n";
   }
 
   void instr(int i, const Instr& in) {
@@ -196,8 +203,20 @@ const char* op_name(Op op) {
     case Op::ReduceMin: return "reduce_min";
     case Op::ReduceProd: return "reduce_prod";
     case Op::MatMulAcc: return "matmul_acc";
+    case Op::ConvAcc: return "conv_acc";
   }
   TCC_CHECK(false) << "unnamed kernel op " << static_cast<int>(op);
+  return "";
+}
+
+const char* kind_name(Kind kind) {
+  switch (kind) {
+    case Kind::Pointwise: return "pointwise";
+    case Kind::Reduction: return "reduction";
+    case Kind::Gemm: return "gemm";
+    case Kind::Conv: return "conv";
+  }
+  TCC_CHECK(false) << "unnamed kernel kind " << static_cast<int>(kind);
   return "";
 }
 
@@ -231,6 +250,11 @@ SymExpr flop_count(const Kernel& k) {
     if (in.op == Op::MatMulAcc) {
       TCC_CHECK(k.gemm.has_value()) << "kernel " << k.name << " has a matmul_acc but no gemm description";
       per_point = per_point + SymExpr::constant(2) * k.gemm->k;
+    } else if (in.op == Op::ConvAcc) {
+      TCC_CHECK(k.conv.has_value()) << "kernel " << k.name << " has a conv_acc but no conv description";
+      int64_t taps = 1;
+      for (int64_t r : k.conv->kernel) taps *= r;
+      per_point = per_point + SymExpr::constant(2 * taps) * k.conv->c.floordiv(SymExpr::constant(k.conv->groups));
     } else if (in.row && in.op != Op::ReduceSum && in.op != Op::ReduceMax && in.op != Op::ReduceMin &&
                in.op != Op::ReduceProd) {
       per_row = per_row + SymExpr::constant(1);

@@ -26,6 +26,11 @@
 // instructions; a 1-D operand's missing M or N is a domain axis of extent 1. On
 // the GPU the runtime runs them through cuBLASLt as described by GemmDesc; the
 // host emitter writes the dot product as a loop.
+//
+// Conv kernels are the same shape for a convolution: Op::ConvAcc at every point
+// [n, k, spatial...] of the output, then the epilogue (bias per channel,
+// residual, Relu) as body instructions. ConvDesc is how the runtime calls cuDNN
+// for them; the host emitter writes the direct convolution as loops.
 #pragma once
 
 #include <cstdint>
@@ -68,6 +73,9 @@ enum class Op {
   // index of coord[0..M] is GemmDesc's batch index * m + row: batch dims that
   // only A has fold into m (B is broadcast over them).
   MatMulAcc,
+  // Conv kernels only: the convolution ConvDesc describes at output point
+  // (coord[0] = n, coord[1] = k, coord[2..] = spatial), without bias.
+  ConvAcc,
 };
 
 const char* op_name(Op op);
@@ -90,7 +98,10 @@ struct Buffer {
   bool output = false;         // written by this kernel
 };
 
-enum class Kind { Pointwise, Reduction, Gemm };
+enum class Kind { Pointwise, Reduction, Gemm, Conv };
+const char* kind_name(Kind kind);  // "pointwise", "reduction", "gemm", "conv"
+// Gemm and Conv kernels are library calls (cuBLASLt, cuDNN): no generated CUDA, no launch config.
+inline bool is_library_call(Kind kind) { return kind == Kind::Gemm || kind == Kind::Conv; }
 
 // How the runtime calls cuBLASLt for a Gemm kernel: D = act(alpha * op(A) op(B) + beta * C + bias).
 // Row-major: A is stored m x k with row stride lda (k x m when trans_a), B k x n
@@ -107,6 +118,22 @@ struct GemmDesc {
   std::string activation = "none";  // none | relu | gelu_tanh
 };
 
+// How the runtime calls cuDNN for a Conv kernel: y = act(conv(x, w) + bias + residual),
+// channels first, row-major and contiguous: x [n, c, in...], w [k, c / groups,
+// kernel...], y [n, k, out...]. Output channel q reads input channels of group
+// q / (k / groups); the input position of output o and tap r along a spatial dim
+// is o * stride - pad + r * dilation, and taps outside the input read zero.
+struct ConvDesc {
+  int x = -1, w = -1;          // buffers
+  int bias = -1;               // a buffer of k elements, or -1
+  int residual = -1;           // y's shape, or -1
+  std::string activation = "none";  // none | relu
+  SymExpr n, c, k;
+  std::vector<SymExpr> in, out;                                  // spatial dims of x and y
+  std::vector<int64_t> kernel, strides, dilations, pads;         // per spatial dim; pads at both ends
+  int64_t groups = 1;
+};
+
 struct Kernel {
   std::string name;                     // the symbol in the cubin and in host.so
   Kind kind = Kind::Pointwise;
@@ -116,6 +143,7 @@ struct Kernel {
   int reduce_axes = 0;                  // trailing domain axes that are reduced
   std::vector<Instr> body;              // SSA: args refer to earlier instructions
   std::optional<GemmDesc> gemm;         // Kind::Gemm
+  std::optional<ConvDesc> conv;         // Kind::Conv
   std::vector<std::string> nodes;       // names of the source nodes fused into it
 };
 

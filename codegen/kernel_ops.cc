@@ -1,5 +1,6 @@
 #include "codegen/kernel_ops.h"
 
+#include <algorithm>
 #include <string_view>
 #include <unordered_set>
 
@@ -62,12 +63,69 @@ KernelRole default_domain_role(const Node& n) {
       if (!constant_input(n, i)) return KernelRole::None;
     return KernelRole::Movement;
   }
+  if (op == "Conv") return conv_window(n, nullptr).empty() ? KernelRole::Convolution : KernelRole::None;
   if (op == "MatMul") return KernelRole::Contraction;
   if (op == "Gemm") return KernelRole::Contraction;
   return KernelRole::None;
 }
 
+std::vector<int64_t> static_dims(const Value* v) {
+  std::vector<int64_t> dims;
+  for (const Dim& d : v->type().shape()) dims.push_back(d.is_static() ? d.value() : -1);
+  return dims;
+}
+
 }  // namespace
+
+std::string conv_window(const Node& n, ConvWindow* out) {
+  if (n.num_inputs() < 2 || n.input(0) == nullptr || n.input(1) == nullptr) return "Conv needs X and W";
+  const Value* x = n.input(0);
+  const Value* w = n.input(1);
+  for (const Value* v : {x, w})
+    if (!v->type().is_tensor() || !v->type().has_rank()) return "X or W is not a tensor of known rank";
+  DType dt = x->type().dtype();
+  if (!is_float(dt)) return "convolution kernels compute float dtypes, not " + std::string(dtype_name(dt));
+  for (const Value* v : n.inputs())
+    if (v != nullptr && v->type().dtype() != dt) return "X, W and B differ in dtype";
+  size_t rank = x->type().shape().size();
+  if (rank < 3 || rank > 5) return "cuDNN convolves 1 to 3 spatial dims, not " + std::to_string(rank - 2);
+  std::vector<int64_t> ws = static_dims(w), xs = static_dims(x);
+  if (ws.size() != rank || std::find(ws.begin(), ws.end(), -1) != ws.end()) return "W's shape is not static";
+  size_t ns = rank - 2;
+  ConvWindow cw;
+  cw.kernel.assign(ws.begin() + 2, ws.end());
+  if (n.has_attr("kernel_shape") && n.get_ints("kernel_shape") != cw.kernel) return "kernel_shape disagrees with W";
+  cw.strides = n.get_ints("strides", std::vector<int64_t>(ns, 1));
+  cw.dilations = n.get_ints("dilations", std::vector<int64_t>(ns, 1));
+  std::vector<int64_t> pads = n.get_ints("pads", std::vector<int64_t>(2 * ns, 0));
+  cw.groups = n.get_int("group", 1);
+  if (cw.strides.size() != ns || cw.dilations.size() != ns || pads.size() != 2 * ns || cw.groups < 1 ||
+      std::any_of(cw.strides.begin(), cw.strides.end(), [](int64_t s) { return s < 1; }) ||
+      std::any_of(cw.dilations.begin(), cw.dilations.end(), [](int64_t d) { return d < 1; }))
+    return "malformed strides, dilations, pads or group";
+  std::string auto_pad = n.get_string("auto_pad", "NOTSET");
+  if (auto_pad == "VALID") {
+    pads.assign(2 * ns, 0);
+  } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    for (size_t i = 0; i < ns; ++i) {
+      if (xs[2 + i] < 0) return "SAME padding of a symbolic spatial dim";
+      int64_t out = (xs[2 + i] + cw.strides[i] - 1) / cw.strides[i];
+      int64_t total = std::max<int64_t>(0, (out - 1) * cw.strides[i] + cw.dilations[i] * (cw.kernel[i] - 1) + 1 - xs[2 + i]);
+      pads[i] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      pads[ns + i] = total - pads[i];
+    }
+  } else if (auto_pad != "NOTSET") {
+    return "unknown auto_pad '" + auto_pad + "'";
+  }
+  for (size_t i = 0; i < ns; ++i) {
+    if (pads[i] != pads[ns + i]) return "asymmetric padding, which cuDNN's convolution descriptor cannot express";
+    cw.pads.push_back(pads[i]);
+  }
+  if (ws[0] % cw.groups != 0 || (xs[1] >= 0 && xs[1] != ws[1] * cw.groups)) return "channels do not match group";
+  if (n.has_input(2) && static_dims(n.input(2)) != std::vector<int64_t>{ws[0]}) return "B is not one value per filter";
+  if (out != nullptr) *out = std::move(cw);
+  return "";
+}
 
 KernelRole kernel_role(const Node& n) {
   for (const Value* v : n.outputs())

@@ -2,6 +2,10 @@
 // pass (what may join a group) and the lowering (what it must handle) share.
 #pragma once
 
+#include <cstdint>
+#include <string>
+#include <vector>
+
 #include "src/ir/graph.h"
 
 namespace tcc {
@@ -14,10 +18,24 @@ enum class KernelRole {
   Movement,     // Reshape / tcc::Reshape, Transpose, Unsqueeze, Squeeze, Expand / tcc::Expand,
                 // Slice with constant arguments / tcc::Slice, Identity: an affine view of its data input
   Contraction,  // MatMul, Gemm: cuBLASLt on the GPU, a loop on the host
+  Convolution,  // Conv (1-D, 2-D, 3-D) that conv_kernel_problem accepts: cuDNN on the GPU, a loop on the host
 };
 
 // The role of n, given its op, attributes, dtypes and constant arguments. A node
 // whose input or output types are not fully known tensors is None.
 KernelRole kernel_role(const Node& n);
+
+// The sliding window of a Conv node, resolved: one entry per spatial dim, the
+// padding applied at both ends (cuDNN's convolution descriptor has one pad per dim).
+struct ConvWindow {
+  std::vector<int64_t> kernel, strides, dilations, pads;
+  int64_t groups = 1;
+};
+
+// Resolves the window of a Conv node into *w and returns "", or returns why the
+// node gets no conv kernel: what cuDNN's convolution descriptor cannot express
+// (asymmetric padding, more than 3 spatial dims, non-float dtypes) or what the
+// kernel needs static (W's shape; the input's spatial dims under SAME padding).
+std::string conv_window(const Node& n, ConvWindow* w);
 
 }  // namespace tcc

@@ -4,7 +4,7 @@
 // axes line up with the domain follows NumPy broadcasting: the value's shape is
 // right-aligned against a frame (the domain for pointwise kernels; the reduced
 // input's shape, or its kept axes after a keepdims=0 reduction, for reduction
-// kernels; the MatMul output for gemm kernels), and a frame axis is one domain
+// kernels; the MatMul or Conv output for gemm and conv kernels), and a frame axis is one domain
 // axis. Loads of body inputs compose the movement ops on them into one affine
 // index, so transposes, slices and broadcasts never copy.
 #include "codegen/lower.h"
@@ -103,7 +103,8 @@ class Lowering {
         setup_gemm();
         break;
       case FusionKind::Conv:
-        fail(nullptr, "conv fusions have no kernel lowering (they run through the reference implementation)");
+        setup_conv();
+        break;
     }
     for (size_t j = 0; j < body_.outputs().size(); ++j) store_output(body_.outputs()[j], static_cast<int>(fusion_.num_inputs() + j));
     collect_size_params();
@@ -432,7 +433,7 @@ class Lowering {
     if (p != nullptr && !is_body_input(v) && constant_of(v) == nullptr && !is_movement(*p)) {
       if (is_reduction(*p) && !axes_.empty()) {
         frame = p->get_int("keepdims", 1) != 0 ? 0 : 1;
-      } else if (kernel_role(*p) == KernelRole::Contraction) {
+      } else if (kernel_role(*p) == KernelRole::Contraction || kernel_role(*p) == KernelRole::Convolution) {
         frame = 0;
       } else {
         for (const Value* in : p->inputs()) {
@@ -712,27 +713,112 @@ class Lowering {
   // Checks that the epilogue is what cuBLASLt applies, D = act(AB + C + bias),
   // and fills in bias, residual and activation.
   void describe_epilogue(const Node& mm, kir::GemmDesc& g) {
-    if (body_.outputs().size() != 1) fail(&mm, "a gemm body has one output");
+    walk_epilogue(mm, "cuBLASLt", [&](const Node& u, const Value* v) { add_to_gemm(u, v, g); },
+                  [&](const Node& u) {
+                    bool tanh = u.get_string("approximate", "none") == "tanh";
+                    if (u.op_type() == "Gelu" && !tanh)
+                      fail(&u, "is an erf Gelu; cuBLASLt's Gelu is the tanh approximation");
+                    if (u.op_type() != "Relu" && u.op_type() != "Gelu") fail(&u, "is not an epilogue cuBLASLt applies");
+                    g.activation = u.op_type() == "Relu" ? "relu" : "gelu_tanh";
+                  });
+  }
+
+  // Walks the epilogue chain from op's result to the body's one output: each
+  // step is an Add of the running value and another value (`add`) or an
+  // activation (`activate`, which fails for what the library does not apply).
+  // The libraries add before they activate, so an Add after the activation is refused.
+  template <typename Add, typename Activate>
+  void walk_epilogue(const Node& op, const std::string& library, Add add, Activate activate) {
+    if (body_.outputs().size() != 1) fail(&op, "a " + library + " body has one output");
     auto users = body_.compute_users();
-    const Value* cur = mm.output(0);
+    const Value* cur = op.output(0);
+    bool activated = false;
     while (cur != body_.outputs()[0]) {
       const auto& us = users[cur];
       if (us.size() != 1) fail(cur->producer(), "its result does not feed exactly one epilogue step");
       const Node& u = *us[0].first;
       if (u.op_type() == "Add") {
-        if (g.activation != "none") fail(&u, "adds after the activation; cuBLASLt adds before it");
-        if (shape_of(u.output(0)) != frames_[0].shape) fail(&u, "broadcasts the product to a larger shape");
-        add_to_gemm(u, u.input(us[0].second == 0 ? 1 : 0), g);
-      } else if (u.op_type() == "Relu" || u.op_type() == "Gelu") {
-        if (g.activation != "none") fail(&u, "is a second activation");
-        bool tanh = u.get_string("approximate", "none") == "tanh";
-        if (u.op_type() == "Gelu" && !tanh) fail(&u, "is an erf Gelu; cuBLASLt's Gelu is the tanh approximation");
-        g.activation = u.op_type() == "Relu" ? "relu" : "gelu_tanh";
+        if (activated) fail(&u, "adds after the activation; " + library + " adds before it");
+        if (shape_of(u.output(0)) != frames_[0].shape) fail(&u, "broadcasts the result to a larger shape");
+        add(u, u.input(us[0].second == 0 ? 1 : 0));
       } else {
-        fail(&u, "is not an epilogue cuBLASLt applies");
+        if (activated) fail(&u, "is a second activation");
+        activate(u);
+        activated = true;
       }
       cur = u.output(0);
     }
+  }
+
+  // ---- conv -------------------------------------------------------------------
+
+  void setup_conv() {
+    k_.kind = kir::Kind::Conv;
+    const Node* cv = nullptr;
+    for (const auto& n : body_.nodes())
+      if (kernel_role(*n) == KernelRole::Convolution) cv = n.get();
+    TCC_CHECK(cv != nullptr) << "verify_fusion passed a conv body without a convolution";
+    ConvWindow win;
+    if (std::string why = conv_window(*cv, &win); !why.empty()) fail(cv, why);
+    const Value* x = cv->input(0);
+    const Value* w = cv->input(1);
+    if (!is_body_input(x) || !is_body_input(w)) fail(cv, "X or W is not a body input");
+    std::vector<SymExpr> xs = shape_of(x), out = shape_of(cv->output(0));
+    kir::ConvDesc d;
+    d.x = input_buffer(x);
+    d.w = input_buffer(w);
+    d.n = xs[0];
+    d.c = xs[1];
+    d.k = out[1];
+    d.in.assign(xs.begin() + 2, xs.end());
+    d.out.assign(out.begin() + 2, out.end());
+    d.kernel = win.kernel;
+    d.strides = win.strides;
+    d.dilations = win.dilations;
+    d.pads = win.pads;
+    d.groups = win.groups;
+    k_.domain = out;
+    frames_.push_back(Frame{out, iota(out.size())});
+    DType dt = cv->output(0)->type().dtype();
+    int result = emit(Op::ConvAcc, dt, {});
+    if (cv->has_input(2)) {
+      // B has one value per output channel: a load along domain axis 1.
+      const Value* b = cv->input(2);
+      if (!is_body_input(b)) fail(cv, "B is not a body input");
+      d.bias = input_buffer(b);
+      Instr in;
+      in.op = Op::Load;
+      in.dtype = dt;
+      in.buffer = d.bias;
+      in.index.strides.assign(out.size(), SymExpr());
+      in.index.strides[1] = c(1);
+      result = emit(Op::Add, dt, {result, emit(std::move(in))});
+    }
+    values_.emplace(std::make_pair(cv->output(0), 0), result);
+    walk_epilogue(*cv, "cuDNN", [&](const Node& u, const Value* v) { add_to_conv(u, v, d); },
+                  [&](const Node& u) {
+                    if (u.op_type() != "Relu") fail(&u, "is not an epilogue cuDNN applies");
+                    d.activation = "relu";
+                  });
+    k_.conv = d;
+  }
+
+  // Records an addend of the convolution in d: a residual of the output's
+  // shape, or a bias with one value per output channel.
+  void add_to_conv(const Node& at, const Value* v, kir::ConvDesc& d) {
+    if (!is_body_input(v)) fail(&at, "adds '" + v->name() + "', which is not a body input");
+    std::vector<SymExpr> shape = shape_of(v);
+    if (shape == frames_[0].shape) {
+      if (d.residual >= 0) fail(&at, "adds a second residual");
+      d.residual = input_buffer(v);
+      return;
+    }
+    std::vector<int> map = axis_map(v, 0);
+    if (!std::all_of(map.begin(), map.end(), [](int a) { return a < 0 || a == 1; }) ||
+        product(shape, 0, shape.size()) != d.k)
+      fail(&at, "adds '" + v->name() + "', which is neither a bias per channel nor the output's shape");
+    if (d.bias >= 0) fail(&at, "adds a second bias");
+    d.bias = input_buffer(v);
   }
 
   // ---- outputs and sizes ------------------------------------------------------
@@ -763,6 +849,11 @@ class Lowering {
       for (const SymExpr* e : {&k_.gemm->batch, &k_.gemm->m, &k_.gemm->n, &k_.gemm->k, &k_.gemm->lda, &k_.gemm->ldb,
                                &k_.gemm->ldd, &k_.gemm->stride_a, &k_.gemm->stride_b, &k_.gemm->stride_d})
         add(*e);
+    if (k_.conv) {
+      for (const SymExpr* e : {&k_.conv->n, &k_.conv->c, &k_.conv->k}) add(*e);
+      for (const SymExpr& e : k_.conv->in) add(e);
+      for (const SymExpr& e : k_.conv->out) add(e);
+    }
     k_.size_params.assign(names.begin(), names.end());
   }
 

@@ -77,7 +77,7 @@ struct KernelEstimate {
 };
 
 bool on_tensor_cores(const kir::Kernel& k) {
-  if (k.kind != kir::Kind::Gemm || k.buffers.empty()) return false;
+  if ((k.kind != kir::Kind::Gemm && k.kind != kir::Kind::Conv) || k.buffers.empty()) return false;
   DType t = k.buffers.front().dtype;
   return t == DType::F16 || t == DType::BF16;
 }
@@ -194,18 +194,30 @@ ojson gemm_json(const kir::GemmDesc& g) {
           {"activation", g.activation}};
 }
 
-const char* kind_name(kir::Kind k) {
-  switch (k) {
-    case kir::Kind::Pointwise: return "pointwise";
-    case kir::Kind::Reduction: return "reduction";
-    case kir::Kind::Gemm: return "gemm";
-  }
-  return "?";
+ojson conv_json(const kir::ConvDesc& c) {
+  return {{"x", c.x},
+          {"w", c.w},
+          {"n", size_json(c.n)},
+          {"c", size_json(c.c)},
+          {"k", size_json(c.k)},
+          {"in", shape_json(c.in)},
+          {"out", shape_json(c.out)},
+          {"kernel", c.kernel},
+          {"strides", c.strides},
+          {"dilations", c.dilations},
+          {"pads", c.pads},
+          {"groups", c.groups},
+          {"bias", c.bias},
+          {"residual", c.residual},
+          {"activation", c.activation}};
 }
 
-ojson kernel_json(const kir::Kernel& k) {
-  ojson j = {{"name", k.name}, {"kind", kind_name(k.kind)}};
+ojson kernel_json(const ModuleContents& m, size_t index) {
+  const kir::Kernel& k = m.schedule->kernels[index];
+  KernelConfig config = m.configs.empty() ? default_config(k) : m.configs[index];
+  ojson j = {{"name", k.name}, {"kind", kir::kind_name(k.kind)}};
   if (k.kind == kir::Kind::Gemm) j["library"] = "cublasLt";
+  if (k.kind == kir::Kind::Conv) j["library"] = "cudnn";
   j["nodes"] = k.nodes;
   ojson bufs = ojson::array();
   for (const kir::Buffer& b : k.buffers)
@@ -214,11 +226,22 @@ ojson kernel_json(const kir::Kernel& k) {
   j["sizes"] = k.size_params;
   if (k.kind == kir::Kind::Gemm) {
     j["gemm"] = gemm_json(*k.gemm);
+  } else if (k.kind == kir::Kind::Conv) {
+    j["conv"] = conv_json(*k.conv);
   } else {
-    LaunchConfig l = launch_config(k);
+    LaunchConfig l = launch_config(k, config);
     j["launch"] = {{"grid", {l.grid[0].str(), l.grid[1].str(), l.grid[2].str()}},
                    {"block", {l.block[0], l.block[1], l.block[2]}},
                    {"shared_bytes", l.shared_bytes}};
+    if (l.workspace_bytes != SymExpr()) j["launch"]["workspace_bytes"] = size_json(l.workspace_bytes);
+  }
+  if (m.autotune) {
+    ojson t = {{"source", m.autotune->sources.at(index)}};
+    if (!kir::is_library_call(k.kind))
+      t["config"] = {{"block", config.block},
+                     {"vector_width", config.vector_width},
+                     {"rows_per_block", config.rows_per_block}};
+    j["autotune"] = t;
   }
   j["bytes_moved"] = size_json(kir::bytes_moved(k));
   j["flop"] = size_json(kir::flop_count(k));
@@ -238,6 +261,11 @@ ojson manifest_json(const ModuleContents& m, const Facts& f) {
   for (const Feature* feat : m.mode->features) {
     ojson e = {{"name", feat->name}, {"status", feat->built ? "built" : "unbuilt"}};
     if (!feat->built) e["why"] = feat->why;
+    if (feat->built && m.autotune && feat->name == kAutotuneFeature) {
+      const AutotuneSummary& a = *m.autotune;
+      e["kernels"] = {{"measured", a.measured}, {"cache", a.from_cache}, {"heuristic", a.heuristic}};
+      e["note"] = a.note;
+    }
     features.push_back(e);
   }
   j["features"] = features;
@@ -282,7 +310,7 @@ ojson manifest_json(const ModuleContents& m, const Facts& f) {
   j["host"] = {{"source", kHostSourceFile}, {"library", kHostLibraryFile}};
 
   ojson kernels = ojson::array();
-  for (const kir::Kernel& k : m.schedule->kernels) kernels.push_back(kernel_json(k));
+  for (size_t k = 0; k < m.schedule->kernels.size(); ++k) kernels.push_back(kernel_json(m, k));
   j["kernels"] = kernels;
   ojson steps = ojson::array();
   for (const Step& s : m.schedule->steps) {
@@ -411,7 +439,7 @@ ojson report_json(const ModuleContents& m, const Facts& f, const CompileTimings&
     const kir::Kernel& k = m.schedule->kernels[i];
     const KernelEstimate& e = f.kernels[i];
     kernels.push_back({{"name", k.name},
-                       {"kind", kind_name(k.kind)},
+                       {"kind", kir::kind_name(k.kind)},
                        {"steps", e.steps},
                        {"nodes", k.nodes},
                        {"bytes_moved", size_json(kir::bytes_moved(k))},
@@ -498,7 +526,7 @@ std::string report_md(const ModuleContents& m, const Facts& f, const CompileTimi
   for (size_t i = 0; i < m.schedule->kernels.size(); ++i) {
     const kir::Kernel& k = m.schedule->kernels[i];
     const KernelEstimate& e = f.kernels[i];
-    os << "| " << k.name << " | " << kind_name(k.kind) << " | " << e.steps << " | " << bytes_text(e.bytes) << " | "
+    os << "| " << k.name << " | " << kir::kind_name(k.kind) << " | " << e.steps << " | " << bytes_text(e.bytes) << " | "
        << (e.flop ? std::to_string(*e.flop) : "?") << " | " << fmt("%.2f", e.seconds * 1e6) << " | "
        << (e.compute_bound ? "compute" : "memory") << " | " << md_escape(join(k.nodes, ", ")) << " |\n";
   }
@@ -526,6 +554,22 @@ std::string report_md(const ModuleContents& m, const Facts& f, const CompileTimi
   for (const Feature* feat : m.mode->features)
     os << "| " << feat->name << " | " << (feat->built ? "built" : "unbuilt") << " | "
        << (feat->built ? feat->description : feat->why) << " |\n";
+  if (m.autotune) {
+    const AutotuneSummary& a = *m.autotune;
+    os << "\n## Autotuning\n\n" << a.measured << " kernels measured, " << a.from_cache << " from the tuning cache, "
+       << a.heuristic << " by heuristics, " << a.library << " library calls (cuBLASLt, cuDNN): " << md_escape(a.note)
+       << ".\n\n| kernel | config | source |\n|---|---|---|\n";
+    for (size_t i = 0; i < m.schedule->kernels.size(); ++i) {
+      const kir::Kernel& k = m.schedule->kernels[i];
+      KernelConfig c = m.configs.empty() ? default_config(k) : m.configs[i];
+      std::string config = k.kind == kir::Kind::Gemm   ? "cuBLASLt"
+                           : k.kind == kir::Kind::Conv ? "cuDNN"
+                                                       : "block " + std::to_string(c.block);
+      if (k.kind == kir::Kind::Pointwise) config += ", vector " + std::to_string(c.vector_width);
+      if (k.kind == kir::Kind::Reduction) config += ", rows " + std::to_string(c.rows_per_block);
+      os << "| " << k.name << " | " << config << " | " << a.sources.at(i) << " |\n";
+    }
+  }
 
   // Timings last: the only part of the module that differs between two compiles.
   os << "\n## Compile time\n\n| stage | ms |\n|---|---:|\n";

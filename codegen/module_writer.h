@@ -10,9 +10,11 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "codegen/kernel_config.h"
 #include "codegen/memory_plan.h"
 #include "codegen/profiles.h"
 #include "codegen/schedule.h"
@@ -46,6 +48,13 @@ struct CompileTimings {
          total = 0;
 };
 
+// What max-autotune chose, for the manifest's features and the report.
+struct AutotuneSummary {
+  std::vector<std::string> sources;  // per kernel: measured | cache | heuristic | library (gemm)
+  int measured = 0, from_cache = 0, heuristic = 0, library = 0;
+  std::string note;  // one line: whose measurements were used, or why none were
+};
+
 struct ModuleContents {
   std::string model;  // the model file as named on the command line
   CompileOptions options;
@@ -57,10 +66,15 @@ struct ModuleContents {
   const MemoryPlan* memory = nullptr;
   std::vector<PassRecord> passes;
   std::vector<FallbackReason> fallbacks;  // one per fallback step, in schedule order
+  std::vector<KernelConfig> configs;      // per kernel, as emitted; empty: default_config
+  std::optional<AutotuneSummary> autotune;  // set when the mode autotunes
   std::string cuda_source;
   std::vector<CudaBinary> binaries;
   CompileTimings timings;
 };
+
+// The feature whose manifest entry carries the AutotuneSummary.
+inline constexpr const char* kAutotuneFeature = "autotune_pointwise";
 
 // File names inside the module directory.
 inline constexpr const char* kManifestFile = "manifest.json";

@@ -12,15 +12,6 @@ namespace tcc {
 
 namespace {
 
-const char* kind_name(kir::Kind k) {
-  switch (k) {
-    case kir::Kind::Pointwise: return "pointwise";
-    case kir::Kind::Reduction: return "reduction";
-    case kir::Kind::Gemm: return "gemm";
-  }
-  return "?";
-}
-
 // Ops that read only their input's shape, which the host knows without a copy.
 bool reads_shape_only(const Node& n) { return n.domain().empty() && (n.op_type() == "Shape" || n.op_type() == "Size"); }
 
@@ -34,10 +25,9 @@ class Scheduler {
     for (const auto& n : g_.nodes()) {
       if (is_constant_node(*n)) {
         for (const Value* v : n->outputs()) constants_.insert(v);
-      } else if (is_fusion(*n) && fusion_kind(*n) != FusionKind::Conv) {
+      } else if (is_fusion(*n)) {
         kernel_step(*n);
       } else {
-        // Conv fusions run their body on the host until convolutions are generated.
         fallback_step(*n);
       }
     }
@@ -66,7 +56,7 @@ class Scheduler {
     std::string key = structural_key(k);
     auto [it, fresh] = kernel_of_key_.emplace(key, static_cast<int>(s_.kernels.size()));
     if (fresh) {
-      k.name = "tcc_k" + std::to_string(s_.kernels.size()) + "_" + kind_name(k.kind);
+      k.name = "tcc_k" + std::to_string(s_.kernels.size()) + "_" + kir::kind_name(k.kind);
       s_.kernels.push_back(std::move(k));
     }
     Step step;
@@ -85,7 +75,7 @@ class Scheduler {
     auto it = users_.find(v);
     if (it == users_.end()) return false;
     for (const auto& [user, index] : it->second)
-      if (is_fusion(*user) && fusion_kind(*user) != FusionKind::Conv) return true;
+      if (is_fusion(*user)) return true;
     return false;
   }
 

@@ -13,7 +13,7 @@ namespace tcc {
 
 struct Step {
   enum class Kind {
-    Kernel,    // a generated kernel (or a cuBLASLt call for a Gemm kernel) on the device
+    Kernel,    // a generated kernel (or a cuBLASLt / cuDNN call for a Gemm / Conv kernel) on the device
     Fallback,  // one node run by the reference implementation on the host (graph breaks,
                // ops with no kernel), with device->host copies of its inputs and back
   };
@@ -32,7 +32,7 @@ struct Schedule {
 
 // Lowers every fusion node of g (codegen/lower.h), reusing one kernel for
 // structurally identical fusions, and makes every other node with tensor data a
-// Fallback step (conv fusions too, until convolutions are generated). Constant
+// Fallback step. Constant
 // nodes and nodes computing only from constants get no step: the module carries
 // their values. Kernel names are tcc_k<N>_<kind>, numbered in schedule order.
 Schedule build_schedule(const Graph& g);

@@ -4,10 +4,12 @@
 // Greedy, in the spirit of Inductor's scheduler: what may join a kernel is
 // codegen/kernel_ops.h's kernel_role; groups form in this order, each step
 // taking only nodes no earlier step took:
-//   1. gemm: each MatMul/Gemm with the epilogue chain cuBLASLt applies, every
+//   1. gemm and conv: each MatMul/Gemm with the epilogue chain cuBLASLt applies, every
 //      link the only reader of the previous one: at most one Add of a bias
 //      along the last axis ([N] or [1, .., N]), at most one Add of a residual of
 //      the output's shape, then optionally Relu or tanh-Gelu, which ends it;
+//      conv: each Conv the same way with what cuDNN applies: a bias along the
+//      channel axis (Conv's own B, or an Add of [K, 1, 1]), a residual, Relu;
 //   2. reduction: each reduction grows over its neighbours: pointwise nodes
 //      computing over the reduced tensor's shape or the kept shape (prologue
 //      and epilogue) and reductions of the same shape over the same axes
@@ -29,6 +31,9 @@
 // copied into the body; other outside values, weights included, are body
 // inputs. Constant nodes and initializers left without readers by that copy
 // are removed. Fusion nodes are named fused_<N> in graph order.
+//
+// Without fusion (PassContext::fusion false, the eager mode) no merge is
+// accepted: every node with a kernel role becomes a kernel of its own.
 //
 // Expects: a verified graph with types inferred (nodes without fully known
 // tensor types have role None and are left alone).
@@ -71,7 +76,7 @@ struct Group {
 
 class Fuser {
  public:
-  explicit Fuser(Graph& g) : g_(g) {
+  Fuser(Graph& g, bool merge) : g_(g), merge_(merge) {
     for (const auto& n : g.nodes()) {
       size_t i = order_.size();
       order_.push_back(n.get());
@@ -90,6 +95,7 @@ class Fuser {
   std::vector<Group*> partition() {
     for (Node* n : order_)
       if (role(n) == KernelRole::Contraction) grow_gemm(*n);
+      else if (role(n) == KernelRole::Convolution) grow_conv(*n);
     for (Node* n : order_)
       if (role(n) == KernelRole::Reduction && !taken(n)) grow_reduction(*n);
     for (Node* n : order_)
@@ -193,7 +199,7 @@ class Fuser {
   // Moves the lone node n into gr when that keeps the groups acyclic.
   bool try_merge(Group& gr, Node& n) {
     size_t a = static_cast<size_t>(&gr - groups_.data()), b = group_of_.at(&n);
-    if (a == b || groups_[b].fused || creates_cycle(a, b)) return false;
+    if (!merge_ || a == b || groups_[b].fused || creates_cycle(a, b)) return false;
     gr.members.push_back(&n);
     groups_[b].members.clear();
     group_of_[&n] = a;
@@ -209,12 +215,21 @@ class Fuser {
     return uses == 1 ? rs[0] : nullptr;
   }
 
-  // ---- 1. gemm --------------------------------------------------------------
+  // ---- 1. gemm and conv ------------------------------------------------------
 
   // A bias broadcast along the last axis of out: [N] or [1, .., 1, N].
   static bool is_bias_shape(const Dims& bias, const Dims& out) {
     if (bias.empty() || out.empty() || bias.size() > out.size() || bias.back() != out.back()) return false;
     return std::all_of(bias.begin(), bias.end() - 1, [](const Dim& d) { return d == Dim(1); });
+  }
+
+  // A bias broadcast along the channel axis (1) of a convolution's out: [K, 1, .., 1] or [1, K, 1, .., 1].
+  static bool is_channel_bias_shape(const Dims& bias, const Dims& out) {
+    if (out.size() < 2 || bias.size() + 1 < out.size() || bias.size() > out.size()) return false;
+    size_t lead = out.size() - bias.size();
+    for (size_t k = 0; k < bias.size(); ++k)
+      if (bias[k] != (lead + k == 1 ? out[1] : Dim(1))) return false;
+    return true;
   }
 
   void grow_gemm(Node& mm) {
@@ -228,17 +243,37 @@ class Fuser {
       bias = !residual && is_bias_shape(c, out);
       if (!bias && !residual) bias = residual = true;
     }
-    Node* tail = &mm;
+    grow_epilogue(gr, mm, bias, residual, is_bias_shape, [](const Node& r) {
+      return r.op_type() == "Relu" || (r.op_type() == "Gelu" && r.get_string("approximate", "none") == "tanh");
+    });
+  }
+
+  // Conv's own B is the bias; cuDNN adds a residual and applies Relu.
+  void grow_conv(Node& conv) {
+    Group& gr = start(conv, FusionKind::Conv);
+    grow_epilogue(gr, conv, conv.has_input(2), false, is_channel_bias_shape,
+                  [](const Node& r) { return r.op_type() == "Relu"; });
+  }
+
+  // Grows a library call's group along its only-reader chain: at most one bias
+  // Add (shape per `is_bias`), at most one residual Add of the output's shape,
+  // then optionally an activation, which ends it. `bias` / `residual` say which
+  // slots the call itself already fills.
+  template <typename IsBias, typename IsActivation>
+  void grow_epilogue(Group& gr, const Node& op, bool bias, bool residual, IsBias is_bias, IsActivation is_activation) {
+    const Dims& out = shape_of(op.output(0));
+    DType dtype = op.output(0)->type().dtype();
+    const Node* tail = &op;
     for (;;) {
       Node* r = only_reader(tail->output(0));
       if (r == nullptr || role(r) != KernelRole::Pointwise || taken(r)) return;
-      if (r->output(0)->type().dtype() != mm.output(0)->type().dtype()) return;
-      bool activation = r->op_type() == "Relu" || (r->op_type() == "Gelu" && r->get_string("approximate", "none") == "tanh");
+      if (r->output(0)->type().dtype() != dtype) return;
+      bool activation = is_activation(*r);
       if (r->op_type() == "Add" && r->num_inputs() == 2) {
         const Value* other = r->input(0) == tail->output(0) ? r->input(1) : r->input(0);
-        if (other->type().dtype() != mm.output(0)->type().dtype()) return;
+        if (other->type().dtype() != dtype) return;
         if (!residual && shape_of(other) == out) residual = true;
-        else if (!bias && is_bias_shape(shape_of(other), out)) bias = true;
+        else if (!bias && is_bias(shape_of(other), out)) bias = true;
         else return;
       } else if (!activation) {
         return;
@@ -316,6 +351,7 @@ class Fuser {
   }
 
   Graph& g_;
+  bool merge_;
   std::vector<Node*> order_;
   std::unordered_map<const Node*, size_t> index_;
   std::unordered_map<const Node*, KernelRole> role_;
@@ -393,7 +429,7 @@ bool used_anywhere(const Graph& g, const Value* v) {
 }  // namespace
 
 bool fuse(Graph& g, PassContext& ctx) {
-  Fuser fuser(g);
+  Fuser fuser(g, ctx.fusion);
   std::vector<Group*> groups = fuser.partition();
   // Decided on the graph as it was, before any group is replaced.
   std::vector<std::vector<Value*>> exported;

@@ -25,6 +25,7 @@ struct PassStats {
 // `stats` before each pass.
 struct PassContext {
   PassStats stats;
+  bool fusion = true;  // false: fuse gives every node a kernel of its own (the eager mode's baseline)
 };
 
 using PassFn = bool (*)(Graph&, PassContext&);

@@ -58,6 +58,7 @@ bool PassManager::run(Model& m) {
   bool any_changed = false;
   for (const PassInfo* p : passes_) {
     PassContext ctx;
+    ctx.fusion = options_.fusion;
     // Comparing printed text (not the pass's own flag) decides "changed" for
     // printing, so a pass that under-reports still shows its effect; only paid
     // for when printing is asked for.

@@ -21,6 +21,7 @@ struct PassManagerOptions {
   bool print_ir_after_all = false;
   bool print_ir_after_change = false;
   bool time_passes = false;
+  bool fusion = true;  // PassContext::fusion of every pass
 };
 
 // What one pass did, for --time-passes.

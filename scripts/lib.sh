@@ -6,7 +6,7 @@ TCC_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 TCC_VENV=${TCC_VENV:-$TCC_ROOT/.venv}
 TCC_BUILD=${TCC_BUILD:-$TCC_ROOT/build}
 
-TCC_APT_PACKAGES=(cmake ninja-build g++ pkg-config ccache
+TCC_APT_PACKAGES=(cmake ninja-build g++ pkg-config ccache chromium
   libcli11-dev libspdlog-dev libfmt-dev libprotobuf-dev protobuf-compiler libonnx-dev
   nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev)
 TCC_PY_PACKAGES=(onnx numpy onnxruntime jsonschema)

@@ -22,6 +22,7 @@
 #include <unordered_map>
 
 #include "codegen/emit.h"
+#include "codegen/kernel_ops.h"
 #include "codegen/memory_plan.h"
 #include "codegen/module_writer.h"
 #include "codegen/profiles.h"
@@ -33,6 +34,7 @@
 #include "src/autodiff/saved_activations.h"
 #include "src/analysis/recompile_simulator.h"
 #include "src/driver/commands.h"
+#include "src/driver/run_support.h"
 #include "src/driver/train_flags.h"
 #include "src/ir/fusion.h"
 #include "src/shape/shape_inference.h"
@@ -54,21 +56,11 @@ struct CompileCli {
   bool time_passes = false;
   bool list_modes = false;
   int jobs = 0;
+  std::string cache;        // tuning cache (modes that autotune)
+  std::string device_name;  // whose cache entries to use without a GPU
   CompileOptions options;
   TrainFlags train;
 };
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> parts;
-  size_t start = 0;
-  while (start <= s.size()) {
-    size_t end = s.find(sep, start);
-    if (end == std::string::npos) end = s.size();
-    parts.push_back(s.substr(start, end - start));
-    start = end + 1;
-  }
-  return parts;
-}
 
 std::vector<std::string> parse_archs(const std::string& spec) {
   std::vector<std::string> archs;
@@ -109,9 +101,13 @@ ExitCode run_compile(CompileCli& c) {
   CompileOptions& o = c.options;
   const CompileMode& mode = find_mode(o.mode);
   const DeviceProfile& device = find_device(o.device);
+  bool autotunes = mode_autotunes(mode);
+  if (!autotunes && (!c.cache.empty() || !c.device_name.empty()))
+    throw InputError("tcc compile: --cache and --device-name apply to modes that autotune (max-autotune, "
+                     "max-autotune-no-cudagraphs), not to --mode " + mode.name);
   o.archs = parse_archs(c.archs);
   o.ptx = !c.no_ptx;
-  o.shape_hints = parse_shape_hints(c.shape_hints);
+  o.shape_hints = parse_sizes(c.shape_hints, "--shape-hint");
   int jobs = c.jobs > 0 ? c.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 
   ModuleContents m;
@@ -145,6 +141,8 @@ ExitCode run_compile(CompileCli& c) {
   stage = std::chrono::steady_clock::now();
   PassManagerOptions pm_options;
   pm_options.time_passes = c.time_passes;
+  pm_options.fusion = std::any_of(mode.features.begin(), mode.features.end(),
+                                  [](const Feature* f) { return f->name == "fusion"; });
   std::vector<const PassInfo*> pipeline = build_pipeline("", Phase::Fuse);
   // The min-cut minimizes saved bytes, a proxy: where the memory planner finds
   // saving everything peaks lower, the module keeps the save-all graph.
@@ -163,8 +161,14 @@ ExitCode run_compile(CompileCli& c) {
   MemoryPlan plan = plan_memory(g, schedule);
   t.memory = ms_since(stage);
 
+  if (autotunes) {
+    m.autotune.emplace();
+    m.configs = compile_autotune(schedule.kernels, hinted_sizes(g, o.shape_hints), c.cache, c.device_name,
+                                 *m.autotune);
+  }
+
   stage = std::chrono::steady_clock::now();
-  m.cuda_source = emit_cuda(schedule.kernels);
+  m.cuda_source = emit_cuda(schedule.kernels, m.configs);
   std::string host_source = emit_host(schedule.kernels);
   t.emit = ms_since(stage);
 
@@ -198,7 +202,10 @@ ExitCode run_compile(CompileCli& c) {
       ++graph_breaks;
       m.fallbacks.push_back({s.node, n->op_type(), it->second.reason, it->second.message});
     } else {
-      m.fallbacks.push_back({s.node, n->op_type(), "no_kernel", "no generated kernel computes " + n->op_type()});
+      std::string message = "no generated kernel computes " + n->op_type();
+      if (n->op_type() == "Conv" && n->domain().empty())
+        if (std::string why = conv_window(*n, nullptr); !why.empty()) message += ": " + why;
+      m.fallbacks.push_back({s.node, n->op_type(), "no_kernel", message});
     }
   }
 
@@ -278,6 +285,9 @@ ExitCode run_compile(CompileCli& c) {
   // Grouped by op and reason, so twelve identical layers make one line; report.md lists every node.
   std::map<std::pair<std::string, std::string>, std::vector<const FallbackReason*>> groups;
   for (const FallbackReason& r : m.fallbacks) groups[{r.reason, r.op_type}].push_back(&r);
+  if (m.autotune)
+    std::cout << "  autotune:  " << m.autotune->measured << " kernels measured, " << m.autotune->from_cache
+              << " from the cache, " << m.autotune->heuristic << " by heuristics (" << m.autotune->note << ")\n";
   for (const auto& [key, rs] : groups) {
     std::cout << "  fallback [" << key.first << "] " << key.second << " x" << rs.size() << ": " << rs[0]->message
               << " (";
@@ -306,6 +316,10 @@ CommandRunner setup_compile(CLI::App& cmd) {
   cmd.add_option("--device", c->options.device, "Device profile for the report's estimates: " + devices)
       ->capture_default_str();
   cmd.add_flag("--time-passes", c->time_passes, "Print a table of pass times and counters to stderr");
+  cmd.add_option("--cache", c->cache, "Tuning cache to take kernel configurations from (modes that autotune; "
+                                     "see tcc autotune)");
+  cmd.add_option("--device-name", c->device_name,
+                 "Without a GPU: use the tuning cache entries of this device (as the driver names it)");
   cmd.add_flag("--list-modes", c->list_modes, "List the compile modes and what each turns on, and exit");
   add_train_flags(cmd, c->train);
   return [c]() { return run_compile(*c); };

@@ -128,7 +128,7 @@ ExitCode run_explain(ExplainCli& c) {
   c.opts.sim.dynamic = c.dynamic == "true" ? DynamicMode::True
                        : c.dynamic == "false" ? DynamicMode::False
                                               : DynamicMode::Auto;
-  std::map<std::string, int64_t> hints = parse_shape_hints(c.shape_hints);
+  std::map<std::string, int64_t> hints = parse_sizes(c.shape_hints, "--shape-hint");
   auto model = load_model(c.model);
   std::optional<TrainingGraph> tg = apply_train_flags(c.train, *model);
   std::optional<SavedActivations> saved;

@@ -2,6 +2,8 @@
 
 #include <iostream>
 
+#include "src/ir/sym.h"
+
 namespace tcc {
 
 const std::vector<CommandSpec>& all_commands() {
@@ -9,7 +11,7 @@ const std::vector<CommandSpec>& all_commands() {
       {"explain", "Report graph breaks, guard sets and recompilations (CI gates)", setup_explain},
       {"compile", "Compile a model into a loadable CUDA module", setup_compile},
       {"opt", "Run optimization passes and print the IR between them", setup_opt},
-      {"run", "Execute a model (--reference: on the CPU reference interpreter)", setup_run},
+      {"run", "Execute a model on the GPU (--host: the module on the CPU; --reference: the interpreter)", setup_run},
       {"bench", "Benchmark a model on the GPU across modes", setup_bench},
       {"profile", "Profile a model on the GPU with CUPTI and write a report", setup_profile},
       {"autotune", "Benchmark candidate kernels on the GPU and fill the tuning cache", setup_autotune},
@@ -17,13 +19,39 @@ const std::vector<CommandSpec>& all_commands() {
   return commands;
 }
 
-CommandRunner not_built_yet(CLI::App& cmd, const std::string& what) {
-  cmd.allow_extras();
-  std::string name = cmd.get_name();
-  return [name, what]() {
-    std::cerr << "tcc " << name << ": not built yet: " << what << "\n";
-    return ExitCode::InputError;
-  };
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t end = s.find(sep, start);
+    if (end == std::string::npos) end = s.size();
+    parts.push_back(s.substr(start, end - start));
+    start = end + 1;
+  }
+  return parts;
+}
+
+std::map<std::string, int64_t> parse_sizes(const std::string& spec, const std::string& flag) {
+  std::map<std::string, int64_t> sizes;
+  if (spec.empty()) return sizes;
+  for (const std::string& part : split(spec, ',')) {
+    size_t eq = part.find('=');
+    std::string name = part.substr(0, eq);
+    int64_t value = 0;
+    bool ok = eq != std::string::npos && is_symbol_name(name);
+    if (ok) {
+      try {
+        size_t used = 0;
+        value = std::stoll(part.substr(eq + 1), &used);
+        ok = used == part.size() - eq - 1 && value >= 0;
+      } catch (const std::exception&) {
+        ok = false;
+      }
+    }
+    if (!ok) throw InputError(flag + ": expected SYMBOL=SIZE[,SYMBOL=SIZE...], got '" + part + "'");
+    sizes[name] = value;
+  }
+  return sizes;
 }
 
 }  // namespace tcc

@@ -6,32 +6,6 @@
 
 namespace tcc {
 
-std::map<std::string, int64_t> parse_shape_hints(const std::string& spec) {
-  std::map<std::string, int64_t> hints;
-  if (spec.empty()) return hints;
-  for (size_t start = 0;;) {
-    size_t end = spec.find(',', start);
-    std::string part = spec.substr(start, end == std::string::npos ? std::string::npos : end - start);
-    size_t eq = part.find('=');
-    std::string name = part.substr(0, eq);
-    int64_t value = 0;
-    bool ok = eq != std::string::npos && is_symbol_name(name);
-    if (ok) {
-      try {
-        size_t used = 0;
-        value = std::stoll(part.substr(eq + 1), &used);
-        ok = used == part.size() - eq - 1 && value >= 0;
-      } catch (const std::exception&) {
-        ok = false;
-      }
-    }
-    if (!ok) throw InputError("--shape-hint: expected SYMBOL=SIZE[,SYMBOL=SIZE...], got '" + part + "'");
-    hints[name] = value;
-    if (end == std::string::npos) return hints;
-    start = end + 1;
-  }
-}
-
 void add_train_flags(CLI::App& cmd, TrainFlags& f) {
   cmd.add_flag("--train", f.train, "Build the training step (forward, loss, backward, optimizer update)");
   cmd.add_option("--loss", f.opts.loss_output, "Model output that is the loss (with --train)");

@@ -26,11 +26,6 @@ struct TrainFlags {
   TrainOptions opts;
 };
 
-// `--shape-hint batch=8,seq=128`: the sizes that compile's report and the
-// training step's memory comparison evaluate symbolic dims at. An empty spec
-// is no hints; anything else malformed is an InputError quoting the part.
-std::map<std::string, int64_t> parse_shape_hints(const std::string& spec);
-
 // Declares the flags on `cmd`; `f` must outlive the parse.
 void add_train_flags(CLI::App& cmd, TrainFlags& f);
 

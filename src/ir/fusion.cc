@@ -66,23 +66,27 @@ std::string check_gemm_body(const Graph& body) {
 }
 
 std::string check_kind(FusionKind kind, const Graph& body) {
-  size_t counts[5] = {};
+  size_t counts[6] = {};
   for (const auto& n : body.nodes()) ++counts[static_cast<size_t>(kernel_role(*n))];
   size_t reductions = counts[static_cast<size_t>(KernelRole::Reduction)];
   size_t contractions = counts[static_cast<size_t>(KernelRole::Contraction)];
   switch (kind) {
     case FusionKind::Pointwise:
-      if (reductions + contractions != 0) return "a pointwise body holds a reduction or a contraction";
+      if (reductions + contractions + counts[static_cast<size_t>(KernelRole::Convolution)] != 0)
+        return "a pointwise body holds a reduction, a contraction or a convolution";
       return "";
     case FusionKind::Reduction:
-      if (contractions != 0) return "a reduction body holds a contraction";
+      if (contractions + counts[static_cast<size_t>(KernelRole::Convolution)] != 0)
+        return "a reduction body holds a contraction or a convolution";
       return check_reduction_body(body);
     case FusionKind::Gemm:
       return check_gemm_body(body);
     case FusionKind::Conv: {
-      size_t convs = 0;
-      for (const auto& n : body.nodes()) convs += n->op_type() == "Conv";
+      size_t convs = counts[static_cast<size_t>(KernelRole::Convolution)];
       if (convs != 1) return "a conv body holds " + std::to_string(convs) + " Conv nodes, not one";
+      for (const auto& n : body.nodes())
+        if (kernel_role(*n) != KernelRole::Convolution && n->op_type() != "Add" && n->op_type() != "Relu")
+          return who(*n) + " is not an epilogue cuDNN applies (bias or residual Add, Relu)";
       return "";
     }
     case FusionKind::Single:

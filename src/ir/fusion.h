@@ -23,7 +23,8 @@
 // - A reduction body reduces one tensor shape over one set of axes (every
 //   reduction in it has the same input shape and axes); a gemm body starts at one
 //   MatMul/Gemm whose epilogue is what cuBLASLt can apply (bias along N, Relu,
-//   tanh-Gelu, a residual added as C).
+//   tanh-Gelu, a residual added as C); a conv body starts at one Conv whose
+//   epilogue is what cuDNN applies (a bias per channel, a residual, Relu).
 // The interpreter runs a Fusion node by running its body, so a fused graph is
 // still an executable model and the oracle for its own kernels.
 #pragma once

@@ -1,108 +1,36 @@
 // Running a module on a CUDA device.
 //
-// The driver (libcuda.so.1) and cuBLASLt (libcublasLt.so.13) are opened with
-// dlopen on first use; cuda.h and cublasLt.h are included for their types
-// only, so a program linked with the runtime starts where there is no GPU.
+// The driver (libcuda.so.1), cuBLASLt (libcublasLt.so.13) and cuDNN
+// (libcudnn.so.9) are opened with dlopen on first use; cuda.h, cublasLt.h and
+// cudnn.h are included for their types only, so a program linked with the
+// runtime starts where there is no GPU.
 //
 // Per module, the first run in a context loads the cubin that fits the device
 // (PTX when none does), uploads the weights and keeps them; the arena grows to
 // the largest binding seen. Kernel steps launch with the manifest's launch
-// configuration; Gemm steps are one cuBLASLt matmul; fallback steps copy
+// configuration (split reductions with their own zeroed workspace, kept with
+// the module like the arena); Gemm steps are one cuBLASLt matmul; Conv steps are cuDNN
+// calls (one fused convolution + bias + residual + Relu where cuDNN has it); fallback steps copy
 // their values to the host, run the reference interpreter and copy back.
 // A run returns after the stream has finished it, since its arena is reused
-// by the next run.
+// by the next run; enqueue_cuda leaves that wait to tools that order their
+// runs on one stream. capture_cuda records one run as a CUDA graph.
 #include <dlfcn.h>
 
-#include <cuda.h>
 #include <cublasLt.h>
+#include <cudnn.h>
 
 #include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <mutex>
 
+#include "cuda_driver.h"
 #include "module.h"
 
 namespace tcc::runtime {
 
 namespace {
-
-template <typename F>
-bool resolve(void* lib, const char* name, F*& fn) {
-  fn = reinterpret_cast<F*>(dlsym(lib, name));
-  return fn != nullptr;
-}
-
-// The driver entry points the runtime uses. The names are the ABI symbols,
-// which cuda.h spells through macros (cuMemAlloc is cuMemAlloc_v2).
-struct Driver {
-  decltype(&::cuInit) init;
-  decltype(&::cuDeviceGetCount) device_count;
-  decltype(&::cuDeviceGet) device_get;
-  decltype(&::cuDeviceGetAttribute) device_attribute;
-  decltype(&::cuDevicePrimaryCtxRetain) primary_ctx_retain;
-  decltype(&::cuCtxGetCurrent) ctx_get_current;
-  decltype(&::cuCtxSetCurrent) ctx_set_current;
-  decltype(&::cuCtxGetDevice) ctx_get_device;
-  decltype(&::cuCtxPushCurrent) ctx_push;
-  decltype(&::cuCtxPopCurrent) ctx_pop;
-  decltype(&::cuModuleLoadData) module_load;
-  decltype(&::cuModuleUnload) module_unload;
-  decltype(&::cuModuleGetFunction) module_function;
-  decltype(&::cuLaunchKernel) launch;
-  decltype(&::cuMemAlloc) mem_alloc;
-  decltype(&::cuMemFree) mem_free;
-  decltype(&::cuMemcpyHtoD) copy_htod;
-  decltype(&::cuMemcpyDtoH) copy_dtoh;
-  decltype(&::cuMemcpyHtoDAsync) copy_htod_async;
-  decltype(&::cuMemcpyDtoHAsync) copy_dtoh_async;
-  decltype(&::cuMemcpyDtoDAsync) copy_dtod_async;
-  decltype(&::cuStreamSynchronize) stream_sync;
-  decltype(&::cuGetErrorString) error_string;
-  std::string unavailable;  // why there is no usable device, or empty
-
-  static const Driver& get() {
-    static const Driver d = open();
-    return d;
-  }
-
-  void check(CUresult r, const char* what) const {
-    if (r == CUDA_SUCCESS) return;
-    const char* text = nullptr;
-    error_string(r, &text);
-    throw CudaError(std::string(what) + " failed: " + (text ? text : "error " + std::to_string(r)));
-  }
-
- private:
-  static Driver open() {
-    Driver d{};
-    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-      d.unavailable = "no CUDA driver (libcuda.so.1 cannot be loaded)";
-      return d;
-    }
-    bool ok = resolve(lib, "cuInit", d.init) && resolve(lib, "cuDeviceGetCount", d.device_count) &&
-              resolve(lib, "cuDeviceGet", d.device_get) &&
-              resolve(lib, "cuDeviceGetAttribute", d.device_attribute) &&
-              resolve(lib, "cuDevicePrimaryCtxRetain", d.primary_ctx_retain) &&
-              resolve(lib, "cuCtxGetCurrent", d.ctx_get_current) && resolve(lib, "cuCtxSetCurrent", d.ctx_set_current) &&
-              resolve(lib, "cuCtxGetDevice", d.ctx_get_device) && resolve(lib, "cuCtxPushCurrent_v2", d.ctx_push) &&
-              resolve(lib, "cuCtxPopCurrent_v2", d.ctx_pop) && resolve(lib, "cuModuleLoadData", d.module_load) &&
-              resolve(lib, "cuModuleUnload", d.module_unload) &&
-              resolve(lib, "cuModuleGetFunction", d.module_function) && resolve(lib, "cuLaunchKernel", d.launch) &&
-              resolve(lib, "cuMemAlloc_v2", d.mem_alloc) && resolve(lib, "cuMemFree_v2", d.mem_free) &&
-              resolve(lib, "cuMemcpyHtoD_v2", d.copy_htod) && resolve(lib, "cuMemcpyDtoH_v2", d.copy_dtoh) &&
-              resolve(lib, "cuMemcpyHtoDAsync_v2", d.copy_htod_async) &&
-              resolve(lib, "cuMemcpyDtoHAsync_v2", d.copy_dtoh_async) &&
-              resolve(lib, "cuMemcpyDtoDAsync_v2", d.copy_dtod_async) &&
-              resolve(lib, "cuStreamSynchronize", d.stream_sync) && resolve(lib, "cuGetErrorString", d.error_string);
-    int count = 0;
-    if (!ok) d.unavailable = "the CUDA driver lacks entry points the runtime needs (too old)";
-    else if (d.init(0) != CUDA_SUCCESS) d.unavailable = "the CUDA driver failed to initialize (cuInit)";
-    else if (d.device_count(&count) != CUDA_SUCCESS || count == 0) d.unavailable = "no CUDA device";
-    return d;
-  }
-};
 
 struct CublasLt {
   decltype(&::cublasLtCreate) create;
@@ -141,11 +69,73 @@ struct CublasLt {
   }
 };
 
-const Driver& driver() {
-  const Driver& d = Driver::get();
-  if (!d.unavailable.empty()) throw NoDevice(d.unavailable);
-  return d;
-}
+// cuDNN's convolution entry points. cuDNN 9 marks this descriptor API as
+// legacy in favour of its graph API, but still ships it in libcudnn.so.9; it is
+// the smallest correct way to run one convolution with its epilogue.
+struct Cudnn {
+  decltype(&::cudnnCreate) create;
+  decltype(&::cudnnDestroy) destroy;
+  decltype(&::cudnnSetStream) set_stream;
+  decltype(&::cudnnGetErrorString) error_string;
+  decltype(&::cudnnCreateTensorDescriptor) tensor_create;
+  decltype(&::cudnnSetTensorNdDescriptor) tensor_set;
+  decltype(&::cudnnDestroyTensorDescriptor) tensor_destroy;
+  decltype(&::cudnnCreateFilterDescriptor) filter_create;
+  decltype(&::cudnnSetFilterNdDescriptor) filter_set;
+  decltype(&::cudnnDestroyFilterDescriptor) filter_destroy;
+  decltype(&::cudnnCreateConvolutionDescriptor) conv_create;
+  decltype(&::cudnnSetConvolutionNdDescriptor) conv_set;
+  decltype(&::cudnnSetConvolutionGroupCount) conv_set_groups;
+  decltype(&::cudnnSetConvolutionMathType) conv_set_math;
+  decltype(&::cudnnDestroyConvolutionDescriptor) conv_destroy;
+  decltype(&::cudnnCreateActivationDescriptor) act_create;
+  decltype(&::cudnnSetActivationDescriptor) act_set;
+  decltype(&::cudnnDestroyActivationDescriptor) act_destroy;
+  decltype(&::cudnnGetConvolutionForwardAlgorithm_v7) forward_algorithms;
+  decltype(&::cudnnConvolutionForward) forward;
+  decltype(&::cudnnConvolutionBiasActivationForward) forward_bias_activation;
+  decltype(&::cudnnAddTensor) add_tensor;
+  decltype(&::cudnnActivationForward) activation_forward;
+  std::string unavailable;
+
+  static const Cudnn& get() {
+    static const Cudnn dnn = open();
+    if (!dnn.unavailable.empty()) throw CudaError(dnn.unavailable);
+    return dnn;
+  }
+
+  void check(cudnnStatus_t st, const std::string& what) const {
+    if (st != CUDNN_STATUS_SUCCESS) throw CudaError(what + " failed: " + error_string(st));
+  }
+
+ private:
+  static Cudnn open() {
+    Cudnn c{};
+    void* lib = dlopen("libcudnn.so.9", RTLD_NOW | RTLD_LOCAL);
+    bool ok = lib && resolve(lib, "cudnnCreate", c.create) && resolve(lib, "cudnnDestroy", c.destroy) &&
+              resolve(lib, "cudnnSetStream", c.set_stream) && resolve(lib, "cudnnGetErrorString", c.error_string) &&
+              resolve(lib, "cudnnCreateTensorDescriptor", c.tensor_create) &&
+              resolve(lib, "cudnnSetTensorNdDescriptor", c.tensor_set) &&
+              resolve(lib, "cudnnDestroyTensorDescriptor", c.tensor_destroy) &&
+              resolve(lib, "cudnnCreateFilterDescriptor", c.filter_create) &&
+              resolve(lib, "cudnnSetFilterNdDescriptor", c.filter_set) &&
+              resolve(lib, "cudnnDestroyFilterDescriptor", c.filter_destroy) &&
+              resolve(lib, "cudnnCreateConvolutionDescriptor", c.conv_create) &&
+              resolve(lib, "cudnnSetConvolutionNdDescriptor", c.conv_set) &&
+              resolve(lib, "cudnnSetConvolutionGroupCount", c.conv_set_groups) &&
+              resolve(lib, "cudnnSetConvolutionMathType", c.conv_set_math) &&
+              resolve(lib, "cudnnDestroyConvolutionDescriptor", c.conv_destroy) &&
+              resolve(lib, "cudnnCreateActivationDescriptor", c.act_create) &&
+              resolve(lib, "cudnnSetActivationDescriptor", c.act_set) &&
+              resolve(lib, "cudnnDestroyActivationDescriptor", c.act_destroy) &&
+              resolve(lib, "cudnnGetConvolutionForwardAlgorithm_v7", c.forward_algorithms) &&
+              resolve(lib, "cudnnConvolutionForward", c.forward) &&
+              resolve(lib, "cudnnConvolutionBiasActivationForward", c.forward_bias_activation) &&
+              resolve(lib, "cudnnAddTensor", c.add_tensor) && resolve(lib, "cudnnActivationForward", c.activation_forward);
+    if (!ok) c.unavailable = "cuDNN (libcudnn.so.9) cannot be loaded or lacks its convolution API; Conv kernels need it";
+    return c;
+  }
+};
 
 // "sm_86" -> 86, "compute_90" -> 90; -1 for arch-specific targets (sm_90a) and anything else.
 int arch_number(const std::string& arch) {
@@ -191,19 +181,29 @@ cudaDataType_t cuda_type(DType t) {
 struct CudaState {
   CUcontext ctx = nullptr;
   CUmodule module = nullptr;
-  std::vector<CUfunction> functions;  // per kernel; null for Gemm kernels
+  std::vector<CUfunction> functions;  // per kernel; null for Gemm and Conv kernels
   CUdeviceptr weights = 0;
   CUdeviceptr arena = 0;
   size_t arena_bytes = 0;
   cublasLtHandle_t lt = nullptr;
-  CUdeviceptr workspace = 0;
+  cudnnHandle_t dnn = nullptr;
+  CUdeviceptr workspace = 0;  // shared by cuBLASLt and cuDNN, which run in stream order
   static constexpr size_t kWorkspaceBytes = 32 << 20;
+  // Per kernel, the zeroed workspace of a split reduction (launch.workspace_bytes).
+  struct KernelWorkspace {
+    CUdeviceptr ptr = 0;
+    size_t bytes = 0;
+  };
+  std::vector<KernelWorkspace> kernel_workspaces;
 
   ~CudaState() {
     const Driver& d = Driver::get();
     if (d.ctx_push(ctx) != CUDA_SUCCESS) return;
     for (CUdeviceptr p : {weights, arena, workspace})
       if (p) d.mem_free(p);
+    for (const KernelWorkspace& w : kernel_workspaces)
+      if (w.ptr) d.mem_free(w.ptr);
+    if (dnn) Cudnn::get().destroy(dnn);
     if (module) d.module_unload(module);
     CUcontext popped;
     d.ctx_pop(&popped);
@@ -213,6 +213,13 @@ struct CudaState {
 void CudaStateDeleter::operator()(CudaState* s) const { delete s; }
 
 namespace {
+
+// Gemm and Conv kernels are library calls with no function in the cubin.
+bool library_kernel(const KernelInfo& k) { return k.kind == kir::Kind::Gemm || k.kind == kir::Kind::Conv; }
+
+void ensure_workspace(CudaState& s, const Driver& d) {
+  if (!s.workspace) d.check(d.mem_alloc(&s.workspace, CudaState::kWorkspaceBytes), "cuMemAlloc (library workspace)");
+}
 
 std::vector<char> read_binary(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -235,14 +242,15 @@ CudaState& device_state(Module& m, const Driver& d, CUcontext ctx) {
   d.check(d.device_attribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "cuDeviceGetAttribute");
   d.check(d.device_attribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "cuDeviceGetAttribute");
   bool any_generated = std::any_of(m.kernels.begin(), m.kernels.end(),
-                                   [](const KernelInfo& k) { return k.kind != kir::Kind::Gemm; });
+                                   [](const KernelInfo& k) { return !library_kernel(k); });
   if (any_generated) {
     std::vector<char> image = read_binary(pick_binary(m, major, minor).path);
     d.check(d.module_load(&s->module, image.data()), "cuModuleLoadData");
   }
+  s->kernel_workspaces.resize(m.kernels.size());
   for (const KernelInfo& k : m.kernels) {
     CUfunction f = nullptr;
-    if (k.kind != kir::Kind::Gemm) d.check(d.module_function(&f, s->module, k.name.c_str()), k.name.c_str());
+    if (!library_kernel(k)) d.check(d.module_function(&f, s->module, k.name.c_str()), k.name.c_str());
     s->functions.push_back(f);
   }
   if (m.weight_data.size() > 0) {
@@ -273,10 +281,8 @@ void run_gemm(CudaState& s, const KernelInfo& k, const std::vector<CUdeviceptr>&
   if (batch <= 0 || m <= 0 || n <= 0) return;
   const CublasLt& lt = CublasLt::get();
   const Driver& d = Driver::get();
-  if (!s.lt) {
-    CublasLt::check(lt.create(&s.lt), "cublasLtCreate");
-    d.check(d.mem_alloc(&s.workspace, CudaState::kWorkspaceBytes), "cuMemAlloc (cuBLASLt workspace)");
-  }
+  if (!s.lt) CublasLt::check(lt.create(&s.lt), "cublasLtCreate");
+  ensure_workspace(s, d);
   const int d_index = k.num_reads;
   DType in_type = k.buffers[g.a].dtype, out_type = k.buffers[d_index].dtype;
   bool f64 = in_type == DType::F64;
@@ -338,13 +344,177 @@ void run_gemm(CudaState& s, const KernelInfo& k, const std::vector<CUdeviceptr>&
                   ("cublasLtMatmul (" + what + ")").c_str());
 }
 
+cudnnDataType_t cudnn_type(DType t) {
+  switch (t) {
+    case DType::F32: return CUDNN_DATA_FLOAT;
+    case DType::F16: return CUDNN_DATA_HALF;
+    case DType::BF16: return CUDNN_DATA_BFLOAT16;
+    case DType::F64: return CUDNN_DATA_DOUBLE;
+    default: throw CudaError("cuDNN convolution of " + std::string(dtype_name(t)) + " is not supported");
+  }
+}
+
+// A cuDNN descriptor destroyed when it goes out of scope.
+template <typename T, typename Destroy>
+struct Descriptor {
+  T handle = nullptr;
+  Destroy destroy;
+  explicit Descriptor(Destroy d) : destroy(d) {}
+  Descriptor(const Descriptor&) = delete;
+  Descriptor& operator=(const Descriptor&) = delete;
+  ~Descriptor() {
+    if (handle) destroy(handle);
+  }
+};
+
+// y = act(conv(x, w) + bias + residual), NCHW. cuDNN tensors have at least
+// four dims, so a 1-D convolution runs as 2-D with a trailing spatial dim of 1.
+// With Relu and a bias, one fused cudnnConvolutionBiasActivationForward (z is
+// the residual, or y itself with alpha2 = 0); otherwise the convolution, then
+// cudnnAddTensor for the bias and the residual and cudnnActivationForward in place.
+void run_conv(CudaState& s, const KernelInfo& k, const std::vector<CUdeviceptr>& buf, const Binding& b,
+              CUstream stream) {
+  const ConvInfo& c = *k.conv;
+  const std::string what = "kernel '" + k.name + "' conv";
+  auto ev = [&](const SymExpr& e) {
+    int64_t v = evaluate(e, b, what);
+    if (v > INT32_MAX) throw CudaError(what + ": extent " + std::to_string(v) + " exceeds cuDNN's int dims");
+    return static_cast<int>(v);
+  };
+  std::vector<int> xdims = {ev(c.n), ev(c.c)}, ydims = {ev(c.n), ev(c.k)};
+  std::vector<int> wdims = {ev(c.k), ev(c.c) / static_cast<int>(c.groups)};
+  std::vector<int> pads, strides, dilations;
+  for (size_t i = 0; i < c.kernel.size(); ++i) {
+    xdims.push_back(ev(c.in[i]));
+    ydims.push_back(ev(c.out[i]));
+    wdims.push_back(static_cast<int>(c.kernel[i]));
+    pads.push_back(static_cast<int>(c.pads[i]));
+    strides.push_back(static_cast<int>(c.strides[i]));
+    dilations.push_back(static_cast<int>(c.dilations[i]));
+  }
+  if (c.kernel.size() == 1) {
+    for (std::vector<int>* v : {&xdims, &ydims, &wdims}) v->push_back(1);
+    pads.push_back(0);
+    strides.push_back(1);
+    dilations.push_back(1);
+  }
+  if (std::find(ydims.begin(), ydims.end(), 0) != ydims.end()) return;
+
+  const Cudnn& dnn = Cudnn::get();
+  const Driver& d = Driver::get();
+  if (!s.dnn) dnn.check(dnn.create(&s.dnn), "cudnnCreate");
+  ensure_workspace(s, d);
+  dnn.check(dnn.set_stream(s.dnn, reinterpret_cast<cudaStream_t>(stream)), "cudnnSetStream");
+  DType dtype = k.buffers[k.num_reads].dtype;
+  cudnnDataType_t type = cudnn_type(dtype);
+  bool f64 = dtype == DType::F64;
+
+  auto tensor = [&](Descriptor<cudnnTensorDescriptor_t, decltype(dnn.tensor_destroy)>& t, const std::vector<int>& dims) {
+    std::vector<int> strides_of(dims.size(), 1);
+    for (size_t i = dims.size() - 1; i-- > 0;) strides_of[i] = strides_of[i + 1] * dims[i + 1];
+    dnn.check(dnn.tensor_create(&t.handle), what + ": cudnnCreateTensorDescriptor");
+    dnn.check(dnn.tensor_set(t.handle, type, static_cast<int>(dims.size()), dims.data(), strides_of.data()),
+              what + ": cudnnSetTensorNdDescriptor");
+  };
+  Descriptor<cudnnTensorDescriptor_t, decltype(dnn.tensor_destroy)> xd(dnn.tensor_destroy), yd(dnn.tensor_destroy),
+      bd(dnn.tensor_destroy);
+  tensor(xd, xdims);
+  tensor(yd, ydims);
+  std::vector<int> bdims(ydims.size(), 1);
+  bdims[1] = ydims[1];
+  tensor(bd, bdims);
+  Descriptor<cudnnFilterDescriptor_t, decltype(dnn.filter_destroy)> wd(dnn.filter_destroy);
+  dnn.check(dnn.filter_create(&wd.handle), what + ": cudnnCreateFilterDescriptor");
+  dnn.check(dnn.filter_set(wd.handle, type, CUDNN_TENSOR_NCHW, static_cast<int>(wdims.size()), wdims.data()),
+            what + ": cudnnSetFilterNdDescriptor");
+  Descriptor<cudnnConvolutionDescriptor_t, decltype(dnn.conv_destroy)> cd(dnn.conv_destroy);
+  dnn.check(dnn.conv_create(&cd.handle), what + ": cudnnCreateConvolutionDescriptor");
+  // ONNX Conv is a cross-correlation (the filter is not flipped).
+  dnn.check(dnn.conv_set(cd.handle, static_cast<int>(pads.size()), pads.data(), strides.data(), dilations.data(),
+                         CUDNN_CROSS_CORRELATION, f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT),
+            what + ": cudnnSetConvolutionNdDescriptor");
+  dnn.check(dnn.conv_set_groups(cd.handle, static_cast<int>(c.groups)), what + ": cudnnSetConvolutionGroupCount");
+  dnn.check(dnn.conv_set_math(cd.handle, f64 || dtype == DType::F32 ? CUDNN_DEFAULT_MATH : CUDNN_TENSOR_OP_MATH),
+            what + ": cudnnSetConvolutionMathType");
+
+  // cuDNN's heuristics rank the algorithms; the first that fits the workspace runs.
+  cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+  int returned = 0;
+  dnn.check(dnn.forward_algorithms(s.dnn, xd.handle, wd.handle, cd.handle, yd.handle, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+                                   &returned, perf),
+            what + ": cudnnGetConvolutionForwardAlgorithm_v7");
+  const cudnnConvolutionFwdAlgoPerf_t* algo = nullptr;
+  for (int i = 0; i < returned && !algo; ++i)
+    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= CudaState::kWorkspaceBytes) algo = &perf[i];
+  if (!algo) throw CudaError(what + ": cuDNN has no forward algorithm within the workspace");
+
+  double one64 = 1, zero64 = 0;
+  float one32 = 1, zero32 = 0;
+  const void* one = f64 ? static_cast<const void*>(&one64) : &one32;
+  const void* zero = f64 ? static_cast<const void*>(&zero64) : &zero32;
+  auto ptr = [&](int index) { return reinterpret_cast<void*>(buf[static_cast<size_t>(index)]); };
+  void* x = ptr(c.x);
+  void* w = ptr(c.w);
+  void* y = ptr(k.num_reads);
+  void* ws = reinterpret_cast<void*>(s.workspace);
+  Descriptor<cudnnActivationDescriptor_t, decltype(dnn.act_destroy)> ad(dnn.act_destroy);
+  if (c.activation == "relu") {
+    dnn.check(dnn.act_create(&ad.handle), what + ": cudnnCreateActivationDescriptor");
+    dnn.check(dnn.act_set(ad.handle, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0), what + ": cudnnSetActivationDescriptor");
+  }
+  if (c.activation == "relu" && c.bias >= 0) {
+    void* z = c.residual >= 0 ? ptr(c.residual) : y;
+    dnn.check(dnn.forward_bias_activation(s.dnn, one, xd.handle, x, wd.handle, w, cd.handle, algo->algo, ws,
+                                          CudaState::kWorkspaceBytes, c.residual >= 0 ? one : zero, yd.handle, z,
+                                          bd.handle, ptr(c.bias), ad.handle, yd.handle, y),
+              what + ": cudnnConvolutionBiasActivationForward");
+    return;
+  }
+  dnn.check(dnn.forward(s.dnn, one, xd.handle, x, wd.handle, w, cd.handle, algo->algo, ws, CudaState::kWorkspaceBytes,
+                        zero, yd.handle, y),
+            what + ": cudnnConvolutionForward");
+  if (c.bias >= 0)
+    dnn.check(dnn.add_tensor(s.dnn, one, bd.handle, ptr(c.bias), one, yd.handle, y), what + ": cudnnAddTensor (bias)");
+  if (c.residual >= 0)
+    dnn.check(dnn.add_tensor(s.dnn, one, yd.handle, ptr(c.residual), one, yd.handle, y),
+              what + ": cudnnAddTensor (residual)");
+  if (c.activation == "relu")
+    dnn.check(dnn.activation_forward(s.dnn, ad.handle, one, yd.handle, y, zero, yd.handle, y),
+              what + ": cudnnActivationForward");
+}
+
+// A split reduction's workspace (docs/MODULE.md), grown to this binding's size.
+// Its arrival counters must start at zero, and the kernel leaves them at zero,
+// so the memory is cleared only when allocated: on the launch's stream, which
+// orders the clearing before the kernel whatever kind of stream it is.
+CUdeviceptr kernel_workspace(CudaState& s, const Driver& d, int kernel, const KernelInfo& k, const Binding& b,
+                             CUstream stream) {
+  int64_t want = evaluate(k.workspace_bytes, b, "kernel '" + k.name + "' launch.workspace_bytes");
+  if (want <= 0)
+    throw BadModule("manifest.json: kernel '" + k.name + "' launch.workspace_bytes: evaluates to " +
+                    std::to_string(want) + " bytes");
+  CudaState::KernelWorkspace& w = s.kernel_workspaces[kernel];
+  if (w.bytes < static_cast<size_t>(want)) {
+    if (w.ptr) {
+      d.check(d.stream_sync(stream), "cuStreamSynchronize");
+      d.check(d.mem_free(w.ptr), "cuMemFree (kernel workspace)");
+      w = {};
+    }
+    d.check(d.mem_alloc(&w.ptr, static_cast<size_t>(want)), "cuMemAlloc (kernel workspace)");
+    w.bytes = static_cast<size_t>(want);
+    d.check(d.memset_d8_async(w.ptr, 0, w.bytes, stream), "cuMemsetD8Async (kernel workspace)");
+  }
+  return w.ptr;
+}
+
 void launch(const Driver& d, CUfunction f, const KernelInfo& k, const std::vector<CUdeviceptr>& buf,
-            const Binding& b, CUstream stream) {
+            CUdeviceptr workspace, const Binding& b, CUstream stream) {
   std::vector<int64_t> sizes;
   for (const SymExpr& s : k.sizes) sizes.push_back(evaluate(s, b, "kernel '" + k.name + "' sizes"));
   std::vector<void*> params;
   for (const CUdeviceptr& p : buf) params.push_back(const_cast<CUdeviceptr*>(&p));
   for (int64_t& s : sizes) params.push_back(&s);
+  if (workspace) params.push_back(&workspace);
   static constexpr int64_t kGridLimit[3] = {INT32_MAX, 65535, 65535};
   unsigned grid[3];
   for (int i = 0; i < 3; ++i) {
@@ -362,19 +532,11 @@ void launch(const Driver& d, CUfunction f, const KernelInfo& k, const std::vecto
 
 bool cuda_available() { return Driver::get().unavailable.empty(); }
 
-void run_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor* outputs, size_t num_outputs,
-              void* stream_handle) {
+void enqueue_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor* outputs, size_t num_outputs,
+                  void* stream_handle) {
   const Driver& d = driver();
   auto stream = static_cast<CUstream>(stream_handle);
-  CUcontext ctx = nullptr;
-  d.check(d.ctx_get_current(&ctx), "cuCtxGetCurrent");
-  if (!ctx) {
-    CUdevice dev;
-    d.check(d.device_get(&dev, 0), "cuDeviceGet");
-    d.check(d.primary_ctx_retain(&ctx, dev), "cuDevicePrimaryCtxRetain");
-    d.check(d.ctx_set_current(ctx), "cuCtxSetCurrent");
-  }
-  CudaState& s = device_state(m, d, ctx);
+  CudaState& s = device_state(m, d, current_context(d));
 
   Binding b = bind(m, inputs, num_inputs, read_device_scalar, nullptr);
   check_outputs(m, b, outputs, num_outputs);
@@ -402,6 +564,7 @@ void run_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor
 
   std::vector<CUdeviceptr> buf;
   for (const StepInfo& step : m.steps) {
+    if (m.step_observer) m.step_observer(step, true);
     if (step.fallback) {
       std::map<int, std::vector<std::byte>> staged;
       for (int id : step.reads) {
@@ -416,6 +579,7 @@ void run_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor
         if (b.nbytes[id] > 0)
           d.check(d.copy_htod_async(ptr[id], staged[id].data(), b.nbytes[id], stream), "cuMemcpyHtoDAsync");
       d.check(d.stream_sync(stream), "cuStreamSynchronize");
+      if (m.step_observer) m.step_observer(step, false);
       continue;
     }
     check_kernel_buffers(m, step, b);
@@ -424,7 +588,10 @@ void run_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor
     for (int id : step.writes) buf.push_back(ptr[id]);
     const KernelInfo& k = m.kernels[step.kernel];
     if (k.kind == kir::Kind::Gemm) run_gemm(s, k, buf, b, stream);
-    else launch(d, s.functions[step.kernel], k, buf, b, stream);
+    else if (k.kind == kir::Kind::Conv) run_conv(s, k, buf, b, stream);
+    else if (k.workspace_bytes == SymExpr()) launch(d, s.functions[step.kernel], k, buf, 0, b, stream);
+    else launch(d, s.functions[step.kernel], k, buf, kernel_workspace(s, d, step.kernel, k, b, stream), b, stream);
+    if (m.step_observer) m.step_observer(step, false);
   }
 
   for (size_t i = 0; i < num_outputs; ++i) {
@@ -433,7 +600,154 @@ void run_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor
       d.check(d.copy_dtod_async(reinterpret_cast<CUdeviceptr>(outputs[i].data), ptr[id], b.nbytes[id], stream),
               "cuMemcpyDtoDAsync");
   }
-  d.check(d.stream_sync(stream), "cuStreamSynchronize");
 }
+
+void run_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor* outputs, size_t num_outputs,
+              void* stream) {
+  enqueue_cuda(m, inputs, num_inputs, outputs, num_outputs, stream);
+  const Driver& d = driver();
+  d.check(d.stream_sync(static_cast<CUstream>(stream)), "cuStreamSynchronize");
+}
+
+std::string capture_blocker(const Module& m) {
+  for (const StepInfo& step : m.steps)
+    if (step.fallback) return "host fallback node '" + step.node + "' (it synchronizes with the host)";
+  for (const Guard& g : m.guards)
+    if (g.kind == Guard::Kind::ScalarEquals) return "guard '" + g.text + "' reads an input's value on the host";
+  return "";
+}
+
+CudaGraph::~CudaGraph() {
+  const Driver& d = Driver::get();
+  if (exec_) d.graph_exec_destroy(static_cast<CUgraphExec>(exec_));
+}
+
+void CudaGraph::launch(void* stream) {
+  const Driver& d = driver();
+  d.check(d.graph_launch(static_cast<CUgraphExec>(exec_), static_cast<CUstream>(stream)), "cuGraphLaunch");
+}
+
+std::unique_ptr<CudaGraph> capture_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor* outputs,
+                                        size_t num_outputs, void* stream_handle) {
+  std::string blocker = capture_blocker(m);
+  if (!blocker.empty()) throw InvalidArgument("cannot capture a CUDA graph: " + blocker);
+  if (!stream_handle) throw InvalidArgument("cannot capture a CUDA graph on the legacy default stream");
+  const Driver& d = driver();
+  auto stream = static_cast<CUstream>(stream_handle);
+  // One plain run first: loading the module, the arena, cuBLASLt's handle and
+  // workspace allocate, which a capture does not allow.
+  run_cuda(m, inputs, num_inputs, outputs, num_outputs, stream_handle);
+  d.check(d.begin_capture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture");
+  CUgraph graph = nullptr;
+  try {
+    enqueue_cuda(m, inputs, num_inputs, outputs, num_outputs, stream_handle);
+  } catch (...) {
+    if (d.end_capture(stream, &graph) == CUDA_SUCCESS && graph) d.graph_destroy(graph);
+    throw;
+  }
+  d.check(d.end_capture(stream, &graph), "cuStreamEndCapture");
+  CUgraphExec exec = nullptr;
+  CUresult r = d.graph_instantiate(&exec, graph, 0);
+  d.graph_destroy(graph);
+  d.check(r, "cuGraphInstantiate");
+  auto g = std::make_unique<CudaGraph>();
+  g->exec_ = exec;
+  return g;
+}
+
+namespace device {
+
+std::string name() {
+  const Driver& d = driver();
+  current_context(d);
+  CUdevice dev;
+  d.check(d.ctx_get_device(&dev), "cuCtxGetDevice");
+  char text[256] = {};
+  d.check(d.device_name(text, sizeof text - 1, dev), "cuDeviceGetName");
+  return text;
+}
+
+void* alloc(size_t nbytes) {
+  const Driver& d = driver();
+  current_context(d);
+  CUdeviceptr p = 0;
+  d.check(d.mem_alloc(&p, std::max<size_t>(nbytes, 1)), "cuMemAlloc");
+  return reinterpret_cast<void*>(p);
+}
+
+void release(void* p) {
+  if (p) Driver::get().mem_free(reinterpret_cast<CUdeviceptr>(p));
+}
+
+void upload(void* dst, const void* src, size_t nbytes) {
+  const Driver& d = driver();
+  if (nbytes) d.check(d.copy_htod(reinterpret_cast<CUdeviceptr>(dst), src, nbytes), "cuMemcpyHtoD");
+}
+
+void download(void* dst, const void* src, size_t nbytes) {
+  const Driver& d = driver();
+  if (nbytes) d.check(d.copy_dtoh(dst, reinterpret_cast<CUdeviceptr>(src), nbytes), "cuMemcpyDtoH");
+}
+
+void copy_async(void* dst, const void* src, size_t nbytes, void* stream) {
+  const Driver& d = driver();
+  if (nbytes)
+    d.check(d.copy_dtod_async(reinterpret_cast<CUdeviceptr>(dst), reinterpret_cast<CUdeviceptr>(src), nbytes,
+                              static_cast<CUstream>(stream)),
+            "cuMemcpyDtoDAsync");
+}
+
+void* create_stream() {
+  const Driver& d = driver();
+  current_context(d);
+  CUstream s = nullptr;
+  d.check(d.stream_create(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  return s;
+}
+
+void destroy_stream(void* stream) {
+  if (stream) Driver::get().stream_destroy(static_cast<CUstream>(stream));
+}
+
+void sync(void* stream) {
+  const Driver& d = driver();
+  d.check(d.stream_sync(static_cast<CUstream>(stream)), "cuStreamSynchronize");
+}
+
+Timer::Timer() {
+  const Driver& d = driver();
+  current_context(d);
+  CUevent a = nullptr, b = nullptr;
+  d.check(d.event_create(&a, CU_EVENT_DEFAULT), "cuEventCreate");
+  begin_ = a;
+  d.check(d.event_create(&b, CU_EVENT_DEFAULT), "cuEventCreate");
+  end_ = b;
+}
+
+Timer::~Timer() {
+  const Driver& d = Driver::get();
+  for (void* e : {begin_, end_})
+    if (e) d.event_destroy(static_cast<CUevent>(e));
+}
+
+void Timer::start(void* stream) {
+  const Driver& d = driver();
+  d.check(d.event_record(static_cast<CUevent>(begin_), static_cast<CUstream>(stream)), "cuEventRecord");
+}
+
+void Timer::stop(void* stream) {
+  const Driver& d = driver();
+  d.check(d.event_record(static_cast<CUevent>(end_), static_cast<CUstream>(stream)), "cuEventRecord");
+}
+
+double Timer::elapsed_ms() {
+  const Driver& d = driver();
+  d.check(d.event_sync(static_cast<CUevent>(end_)), "cuEventSynchronize");
+  float ms = 0;
+  d.check(d.event_elapsed(&ms, static_cast<CUevent>(begin_), static_cast<CUevent>(end_)), "cuEventElapsedTime");
+  return ms;
+}
+
+}  // namespace device
 
 }  // namespace tcc::runtime

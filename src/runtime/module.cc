@@ -274,6 +274,7 @@ class Loader {
       if (kind == "pointwise") info.kind = kir::Kind::Pointwise;
       else if (kind == "reduction") info.kind = kir::Kind::Reduction;
       else if (kind == "gemm") info.kind = kir::Kind::Gemm;
+      else if (kind == "conv") info.kind = kir::Kind::Conv;
       else k["kind"].fail("unknown kernel kind '" + kind + "'");
       Field bufs = k["buffers"];
       bool seen_output = false;
@@ -297,6 +298,8 @@ class Loader {
       if (info.num_reads == static_cast<int>(info.buffers.size())) bufs.fail("the kernel writes no buffer");
       if (info.kind == kir::Kind::Gemm) {
         info.gemm = gemm(k["gemm"], info.buffers.size());
+      } else if (info.kind == kir::Kind::Conv) {
+        info.conv = conv(k["conv"], info);
       } else {
         Field launch = k["launch"];
         for (size_t d = 0; d < 3; ++d) {
@@ -307,6 +310,14 @@ class Loader {
           info.block[d] = static_cast<int>(launch["block"][d].integer(1, 1024));
         }
         info.shared_bytes = static_cast<int>(launch["shared_bytes"].integer(0, 1 << 30));
+        if (launch.has("workspace_bytes")) {
+          Field ws = launch["workspace_bytes"];
+          info.workspace_bytes = ws.expr();
+          check_bound(info.workspace_bytes, ws);
+          if (info.kind != kir::Kind::Reduction) ws.fail("only reduction kernels take a workspace");
+          if (info.workspace_bytes.is_constant() && info.workspace_bytes.constant_value() <= 0)
+            ws.fail("expected a positive byte count, got " + info.workspace_bytes.str());
+        }
       }
       info.host = reinterpret_cast<HostKernelFn>(m_.host_library->symbol(info.name));
       if (!info.host) k["name"].fail("'" + info.name + "' is not defined in host.so");
@@ -343,6 +354,80 @@ class Loader {
     info.activation = g["activation"].str();
     if (info.activation != "none" && info.activation != "relu" && info.activation != "gelu_tanh")
       g["activation"].fail("unknown activation '" + info.activation + "'");
+    return info;
+  }
+
+  // Checks a conv description against the kernel's buffers: x [n, c, in...],
+  // w [k, c / groups, kernel...], the first output y [n, k, out...], a bias of k
+  // elements, a residual shaped like y, all of one float dtype.
+  ConvInfo conv(const Field& f, const KernelInfo& kernel) {
+    ConvInfo info;
+    int reads = kernel.num_reads;
+    auto buffer = [&](const char* key, int64_t lo) { return static_cast<int>(f[key].integer(lo, reads - 1)); };
+    info.x = buffer("x", 0);
+    info.w = buffer("w", 0);
+    info.bias = buffer("bias", -1);
+    info.residual = buffer("residual", -1);
+    auto sym = [&](const Field& e) {
+      SymExpr v = e.expr();
+      check_bound(v, e);
+      return v;
+    };
+    info.n = sym(f["n"]);
+    info.c = sym(f["c"]);
+    info.k = sym(f["k"]);
+    auto ints = [&](const char* key, int64_t lo) {
+      Field a = f[key];
+      std::vector<int64_t> v;
+      for (size_t i = 0; i < a.size(); ++i) v.push_back(a[i].integer(lo, INT32_MAX));
+      return v;
+    };
+    info.kernel = ints("kernel", 1);
+    info.strides = ints("strides", 1);
+    info.dilations = ints("dilations", 1);
+    info.pads = ints("pads", 0);
+    size_t ns = info.kernel.size();
+    if (ns < 1 || ns > 3) f["kernel"].fail("expected 1 to 3 spatial dims, got " + std::to_string(ns));
+    for (const char* key : {"strides", "dilations", "pads", "in", "out"})
+      if (f[key].size() != ns) f[key].fail("expected " + std::to_string(ns) + " values, one per spatial dim");
+    for (size_t i = 0; i < ns; ++i) {
+      info.in.push_back(sym(f["in"][i]));
+      info.out.push_back(sym(f["out"][i]));
+    }
+    info.groups = f["groups"].integer(1, INT32_MAX);
+    info.activation = f["activation"].str();
+    if (info.activation != "none" && info.activation != "relu")
+      f["activation"].fail("unknown activation '" + info.activation + "'");
+
+    const TensorSig& y = kernel.buffers[reads];
+    if (!is_float(y.dtype)) f.fail("convolves " + std::string(dtype_name(y.dtype)) + "; expected a float dtype");
+    auto expect_shape = [&](const char* key, int index, const std::vector<SymExpr>& want) {
+      const TensorSig& b = kernel.buffers[index];
+      if (b.dtype != y.dtype) f[key].fail("buffer " + std::to_string(index) + " is not " + std::string(dtype_name(y.dtype)));
+      if (b.shape != want) {
+        std::string text;
+        for (const SymExpr& d : want) text += (text.empty() ? "" : ", ") + d.str();
+        f[key].fail("buffer " + std::to_string(index) + " does not have the shape [" + text + "]");
+      }
+    };
+    std::optional<SymExpr> per_group = info.c.exact_div(SymExpr::constant(info.groups));
+    if (!per_group || !info.k.exact_div(SymExpr::constant(info.groups))) f["groups"].fail("does not divide c and k");
+    std::vector<SymExpr> xs = {info.n, info.c}, ws = {info.k, *per_group}, ys = {info.n, info.k};
+    xs.insert(xs.end(), info.in.begin(), info.in.end());
+    for (int64_t r : info.kernel) ws.push_back(SymExpr::constant(r));
+    ys.insert(ys.end(), info.out.begin(), info.out.end());
+    expect_shape("x", info.x, xs);
+    expect_shape("w", info.w, ws);
+    expect_shape("out", reads, ys);
+    if (info.residual >= 0) expect_shape("residual", info.residual, ys);
+    if (info.bias >= 0) {
+      const TensorSig& b = kernel.buffers[info.bias];
+      SymExpr numel = SymExpr::constant(1);
+      for (const SymExpr& d : b.shape) numel = numel * d;
+      if (b.dtype != y.dtype || numel != info.k)
+        f["bias"].fail("buffer " + std::to_string(info.bias) + " is not " + std::string(dtype_name(y.dtype)) +
+                       " with k elements");
+    }
     return info;
   }
 

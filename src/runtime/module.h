@@ -111,6 +111,17 @@ struct GemmInfo {
   std::string activation;
 };
 
+// A Conv kernel's cuDNN call (kir::ConvDesc): buffers by position, sizes as
+// expressions, the window per spatial dim.
+struct ConvInfo {
+  int x = -1, w = -1, bias = -1, residual = -1;
+  SymExpr n, c, k;
+  std::vector<SymExpr> in, out;
+  std::vector<int64_t> kernel, strides, dilations, pads;
+  int64_t groups = 1;
+  std::string activation;
+};
+
 struct KernelInfo {
   std::string name;
   kir::Kind kind = kir::Kind::Pointwise;
@@ -120,7 +131,9 @@ struct KernelInfo {
   std::array<SymExpr, 3> grid;
   std::array<int, 3> block = {1, 1, 1};
   int shared_bytes = 0;
+  SymExpr workspace_bytes;  // zeroed device memory passed after the sizes; 0: none (docs/MODULE.md)
   std::optional<GemmInfo> gemm;
+  std::optional<ConvInfo> conv;
   HostKernelFn host = nullptr;
 };
 
@@ -161,6 +174,9 @@ struct Module {
   std::unique_ptr<SharedLibrary> host_library;
   std::vector<CudaBinaryFile> cuda_binaries;
   std::unique_ptr<CudaState, CudaStateDeleter> cuda;
+  // Called before (begin) and after each step a CUDA run enqueues, so a
+  // profiler can attribute device activity to the step that caused it.
+  std::function<void(const StepInfo& step, bool begin)> step_observer;
   // Kept for the C API's name accessors.
   std::vector<std::string> input_names, output_names;
 };
@@ -207,6 +223,61 @@ void run_fallback(const Module& m, const StepInfo& step, const Binding& b,
 void run_host(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor* outputs, size_t num_outputs);
 void run_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor* outputs, size_t num_outputs,
               void* stream);
+// run_cuda without waiting for the stream: the next run on the same stream may
+// reuse the arena, since the stream orders them; the caller synchronizes.
+void enqueue_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor* outputs, size_t num_outputs,
+                  void* stream);
 bool cuda_available();
+
+// One run recorded as a CUDA graph: each launch replays it on the memory the
+// capture saw, so callers copy new inputs into the captured input buffers.
+class CudaGraph {
+ public:
+  ~CudaGraph();
+  void launch(void* stream);
+
+ private:
+  friend std::unique_ptr<CudaGraph> capture_cuda(Module&, const tcc_tensor*, size_t, tcc_tensor*, size_t, void*);
+  void* exec_ = nullptr;  // CUgraphExec
+};
+
+// Why the module's runs cannot be captured as a CUDA graph, or "" when they can.
+std::string capture_blocker(const Module& m);
+
+// Runs once (to allocate what the run needs), then captures one run on
+// `stream` (not the legacy default stream) and instantiates it.
+// InvalidArgument carrying capture_blocker's reason when capture is impossible.
+std::unique_ptr<CudaGraph> capture_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor* outputs,
+                                        size_t num_outputs, void* stream);
+
+// Device memory, streams and event timing for tools that drive runs (tcc run,
+// tcc bench), on the context run_cuda uses. NoDevice where there is no GPU.
+namespace device {
+std::string name();
+void* alloc(size_t nbytes);
+void release(void* p);
+void upload(void* dst, const void* src, size_t nbytes);
+void download(void* dst, const void* src, size_t nbytes);
+void copy_async(void* dst, const void* src, size_t nbytes, void* stream);  // device to device
+void* create_stream();
+void destroy_stream(void* stream);
+void sync(void* stream);
+
+// GPU time between two points of a stream (a pair of CUDA events).
+class Timer {
+ public:
+  Timer();
+  ~Timer();
+  Timer(const Timer&) = delete;
+  Timer& operator=(const Timer&) = delete;
+  void start(void* stream);
+  void stop(void* stream);
+  double elapsed_ms();  // waits for stop
+
+ private:
+  void* begin_ = nullptr;
+  void* end_ = nullptr;
+};
+}  // namespace device
 
 }  // namespace tcc::runtime

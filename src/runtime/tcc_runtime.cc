@@ -13,6 +13,10 @@ struct tcc_module {
   std::unique_ptr<Module> impl;
 };
 
+struct tcc_cuda_graph {
+  std::unique_ptr<tcc::runtime::CudaGraph> impl;
+};
+
 namespace {
 
 thread_local std::string last_error;
@@ -130,6 +134,23 @@ tcc_status tcc_module_run_cuda(tcc_module* m, const tcc_tensor* inputs, size_t n
   if (!m) return null_argument("module");
   return guarded([&] { tcc::runtime::run_cuda(*m->impl, inputs, num_inputs, outputs, num_outputs, stream); });
 }
+
+tcc_status tcc_module_capture_cuda(tcc_module* m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor* outputs,
+                                   size_t num_outputs, void* stream, tcc_cuda_graph** out) {
+  if (!m) return null_argument("module");
+  if (!out) return null_argument("out");
+  *out = nullptr;
+  return guarded([&] {
+    *out = new tcc_cuda_graph{tcc::runtime::capture_cuda(*m->impl, inputs, num_inputs, outputs, num_outputs, stream)};
+  });
+}
+
+tcc_status tcc_cuda_graph_launch(tcc_cuda_graph* g, void* stream) {
+  if (!g) return null_argument("graph");
+  return guarded([&] { g->impl->launch(stream); });
+}
+
+void tcc_cuda_graph_free(tcc_cuda_graph* g) { delete g; }
 
 int tcc_cuda_available(void) {
   int available = 0;

@@ -78,6 +78,18 @@ tcc_status tcc_module_run_host(tcc_module* m, const tcc_tensor* inputs, size_t n
 tcc_status tcc_module_run_cuda(tcc_module* m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor* outputs,
                                size_t num_outputs, void* stream);
 
+/* One run captured as a CUDA graph (reduce-overhead): each launch replays it on the tensors given at capture,
+ * so the caller copies new inputs into those (static) buffers before a launch and reads the outputs after. */
+typedef struct tcc_cuda_graph tcc_cuda_graph;
+
+/* Runs the module once on `stream`, then captures one run as a CUDA graph. `stream` must be a created stream,
+ * not NULL. TCC_ERROR_INVALID_ARGUMENT, with the reason in tcc_last_error(), when the module cannot be captured
+ * (host fallback steps, guards on input values). */
+tcc_status tcc_module_capture_cuda(tcc_module* m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor* outputs,
+                                   size_t num_outputs, void* stream, tcc_cuda_graph** out);
+tcc_status tcc_cuda_graph_launch(tcc_cuda_graph* g, void* stream);
+void tcc_cuda_graph_free(tcc_cuda_graph* g);
+
 /* Whether a CUDA device is usable from this process (loads the driver on first call). */
 int tcc_cuda_available(void);
 

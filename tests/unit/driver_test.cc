@@ -29,14 +29,6 @@ TEST(Driver, UsageErrorsExitTwo) {
   EXPECT_EQ(run_tcc("run").code, 2);  // MODEL is required
 }
 
-TEST(Driver, UnbuiltCommandsSaySoAndExitTwo) {
-  for (const char* cmd : {"bench", "profile", "autotune"}) {
-    Result r = run_tcc(std::string(cmd) + " model.onnx --modes default");
-    EXPECT_EQ(r.code, 2) << cmd;
-    EXPECT_NE(r.output.find("not built yet"), std::string::npos) << r.output;
-  }
-}
-
 TEST(Driver, MissingModelFileIsAnInputError) {
   Result r = run_tcc("run /nonexistent/model.onnx --reference");
   EXPECT_EQ(r.code, 2);

@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -226,9 +227,38 @@ kir::Kernel int_ops() {
   return kb.done({"n"});
 }
 
+// y[r] = 0.5 * sum of row r of x[3, 40]: short static rows, one block per row.
+kir::Kernel short_row_sum() {
+  KernelBuilder kb("k_short_sum", kir::Kind::Reduction, {S(3), S(40)}, 1);
+  int x = kb.buffer("x", DType::F32, {S(3), S(40)});
+  int y = kb.buffer("y", DType::F32, {S(3)}, true);
+  int sum = kb.op(Op::ReduceSum, DType::F32, {kb.load(x, DType::F32, {S(40), S(1)})}, true);
+  kb.store(y, {S(1), S(0)}, kb.op(Op::Mul, DType::F32, {sum, kb.constant(DType::F32, 0.5)}, true), true);
+  return kb.done();
+}
+
+// y[r] = 0.5 * sum of row r of x[4, 65536]: few long rows, a split reduction on the GPU.
+kir::Kernel long_row_sum() {
+  KernelBuilder kb("k_long_sum", kir::Kind::Reduction, {S(4), S(65536)}, 1);
+  int x = kb.buffer("x", DType::F32, {S(4), S(65536)});
+  int y = kb.buffer("y", DType::F32, {S(4)}, true);
+  int sum = kb.op(Op::ReduceSum, DType::F32, {kb.load(x, DType::F32, {S(65536), S(1)})}, true);
+  kb.store(y, {S(1), S(0)}, kb.op(Op::Mul, DType::F32, {sum, kb.constant(DType::F32, 0.5)}, true), true);
+  return kb.done();
+}
+
+// y[r] = max of row r of x[2, n] as i64: rows of symbolic length split too.
+kir::Kernel symbolic_row_max() {
+  KernelBuilder kb("k_row_max", kir::Kind::Reduction, {S(2), sym("n")}, 1);
+  int x = kb.buffer("x", DType::I64, {S(2), sym("n")});
+  int y = kb.buffer("y", DType::I64, {S(2)}, true);
+  kb.store(y, {S(1), S(0)}, kb.op(Op::ReduceMax, DType::I64, {kb.load(x, DType::I64, {sym("n"), S(1)})}, true), true);
+  return kb.done({"n"});
+}
+
 std::vector<kir::Kernel> all_kernels() {
   return {add_relu(), transpose(), softmax(), row_mean(), gemm_bias_relu(), batched_gemm_trans_b(), f16_cast(),
-          int_ops()};
+          int_ops(), short_row_sum(), long_row_sum(), symbolic_row_max()};
 }
 
 class EmitTest : public ::testing::Test {
@@ -301,6 +331,23 @@ TEST_F(EmitTest, RowValueStoredOncePerRow) {
     for (int64_t j = 0; j < n; ++j) sum += x[i * n + j];
     EXPECT_NEAR(y[i], sum / n, 1e-6);
   }
+}
+
+// The host target runs a split kernel's rows in one loop each.
+TEST_F(EmitTest, LongRowsOnTheHost) {
+  std::vector<float> x = ramp(4 * 65536, 1, 0.25f), y(4);
+  call("k_long_sum", {x.data(), y.data()}, {});
+  for (int64_t i = 0; i < 4; ++i) {
+    double sum = 0;
+    for (int64_t j = 0; j < 65536; ++j) sum += x[i * 65536 + j];
+    EXPECT_NEAR(y[i], 0.5 * sum, 1e-5 * std::fabs(sum)) << i;
+  }
+  const int64_t n = 5000;
+  std::vector<int64_t> v(2 * n), mx(2);
+  for (int64_t i = 0; i < 2 * n; ++i) v[i] = (i * 7919) % 10007 - 5000;
+  call("k_row_max", {v.data(), mx.data()}, {n});
+  EXPECT_EQ(mx[0], *std::max_element(v.begin(), v.begin() + n));
+  EXPECT_EQ(mx[1], *std::max_element(v.begin() + n, v.end()));
 }
 
 TEST_F(EmitTest, GemmWithBiasAndRelu) {
@@ -378,6 +425,126 @@ TEST(EmitC, LaunchConfigsMatchTheKernels) {
   EXPECT_EQ(mean.grid[0], S(3));
   EXPECT_EQ(mean.block[0] % 32, 0);
   EXPECT_EQ(mean.shared_bytes, 0);
+}
+
+// The CUDA text of one kernel of emit_cuda's output, from its signature to its closing brace.
+std::string kernel_text(const std::string& cu, const std::string& name) {
+  size_t at = cu.find("extern \"C\" __global__ void " + name + "(");
+  if (at == std::string::npos) return "";
+  return cu.substr(at, cu.find("\n}\n", at) + 3 - at);
+}
+
+// Four rows of 65536: 16 slices of 4096 elements per row (kSplitMinSlice caps
+// the 66 that would fill the GPU), each block reducing its slice with 1024
+// threads; the last block of a row combines the 16 partials and stores.
+TEST(EmitC, LongRowsSplitAcrossBlocks) {
+  std::string cu = emit_cuda({long_row_sum()});
+  EXPECT_EQ(kernel_text(cu, "k_long_sum"), R"(extern "C" __global__ void k_long_sum(const float* __restrict__ p0, float* __restrict__ p1, void* __restrict__ ws) {
+  const int64_t rows = 4, len = 65536;
+  const int64_t split = gridDim.y;
+  const int64_t r = blockIdx.x;
+  uint32_t t0 = (uint32_t)(r);
+  const int64_t c0 = t0;
+  const float v2 = 0.5f;
+  float acc0 = 0.0f;
+  for (int j = blockIdx.y * blockDim.x + threadIdx.x; j < len; j += split * blockDim.x) {
+    uint32_t t1 = (uint32_t)(j);
+    const int64_t c1 = t1;
+    const float v0 = p0[c0*65536 + c1];
+    acc0 = acc0 + v0;
+  }
+  acc0 = tcc_block_reduce<float>(acc0, tcc_sum(), 0.0f);
+  if (split > 1) {
+    if (!tcc_split_arrive<float>(ws, rows, r, split, acc0)) return;
+    acc0 = tcc_split_combine<float>(ws, r, split, tcc_sum(), 0.0f);
+  }
+  const float v1 = (float)acc0;
+  const float v3 = v1 * v2;
+  if (threadIdx.x == 0) {
+    p1[c0] = v3;
+  }
+}
+)");
+  EXPECT_NE(cu.find("__device__ bool tcc_split_arrive("), std::string::npos);
+  EXPECT_EQ(emit_cuda({short_row_sum()}).find("tcc_split_arrive"), std::string::npos);
+  EXPECT_EQ(reduction_split(long_row_sum()), 16);
+  LaunchConfig c = launch_config(long_row_sum());
+  EXPECT_EQ(c.grid[0], S(4));
+  EXPECT_EQ(c.grid[1], S(16));
+  EXPECT_EQ(c.grid[2], S(1));
+  EXPECT_EQ(c.block[0], 1024);
+  EXPECT_EQ(c.workspace_bytes, S(4 * 16 * 8 + 4 * 4));  // partials, then one counter per row
+}
+
+// A symbolic row length splits into as many blocks as fill the GPU (132 per
+// row for two rows); the kernel uses only the slices the length needs.
+TEST(EmitC, SymbolicLongRowsSplitAtRunTime) {
+  EXPECT_EQ(reduction_split(symbolic_row_max()), 132);
+  std::string text = kernel_text(emit_cuda({symbolic_row_max()}), "k_row_max");
+  EXPECT_NE(text.find("int64_t s_n, void* __restrict__ ws)"), std::string::npos) << text;
+  EXPECT_NE(text.find("const int64_t slices = (len + 4095) / 4096;"), std::string::npos) << text;
+  EXPECT_NE(text.find("if (blockIdx.y >= split) return;"), std::string::npos) << text;
+  EXPECT_NE(text.find("tcc_split_combine<int64_t>(ws, r, split, tcc_maxop(), "), std::string::npos) << text;
+  LaunchConfig c = launch_config(symbolic_row_max());
+  EXPECT_EQ(c.grid[1], S(132));
+  EXPECT_EQ(c.block[0], 256);
+  EXPECT_EQ(c.workspace_bytes, S(2 * 132 * 8 + 2 * 4));
+}
+
+// Which reductions split: few long rows of a single-pass body only.
+TEST(EmitC, SplitNeedsFewLongRowsAndOnePass) {
+  auto sum_rows = [](int64_t rows, int64_t len) {
+    KernelBuilder kb("k", kir::Kind::Reduction, {S(rows), S(len)}, 1);
+    int x = kb.buffer("x", DType::F32, {S(rows), S(len)});
+    int y = kb.buffer("y", DType::F32, {S(rows)}, true);
+    kb.store(y, {S(1), S(0)}, kb.op(Op::ReduceSum, DType::F32, {kb.load(x, DType::F32, {S(len), S(1)})}, true), true);
+    return kb.done();
+  };
+  EXPECT_EQ(reduction_split(sum_rows(1, 1 << 24)), 264);  // a global sum: two blocks per SM of an H100
+  EXPECT_EQ(reduction_split(sum_rows(4, 16384)), 4);      // 4096 elements per slice at least
+  EXPECT_EQ(reduction_split(sum_rows(4, 16383)), 1);      // short rows
+  EXPECT_EQ(reduction_split(sum_rows(132, 1 << 20)), 1);  // enough rows to fill the GPU
+  EXPECT_EQ(reduction_split(short_row_sum()), 1);
+  EXPECT_EQ(reduction_split(row_mean()), 88);             // symbolic length, three rows
+  EXPECT_EQ(reduction_split(softmax()), 1);               // symbolic rows
+  // Softmax over two long rows: its later passes read the row's max and sum.
+  KernelBuilder kb("k_long_softmax", kir::Kind::Reduction, {S(2), S(1 << 20)}, 1);
+  int x = kb.buffer("x", DType::F32, {S(2), S(1 << 20)});
+  int y = kb.buffer("y", DType::F32, {S(2), S(1 << 20)}, true);
+  int v = kb.load(x, DType::F32, {S(1 << 20), S(1)});
+  int e = kb.op(Op::Exp, DType::F32, {kb.op(Op::Sub, DType::F32, {v, kb.op(Op::ReduceMax, DType::F32, {v}, true)})});
+  kb.store(y, {S(1 << 20), S(1)}, kb.op(Op::Div, DType::F32, {e, kb.op(Op::ReduceSum, DType::F32, {e}, true)}));
+  EXPECT_EQ(reduction_split(kb.done()), 1);
+  EXPECT_EQ(launch_config(gemm_bias_relu()).workspace_bytes, S(0));
+}
+
+// Short rows keep one block per row and no workspace (this text predates split reductions).
+TEST(EmitC, ShortRowsReduceInOneBlockPerRow) {
+  EXPECT_EQ(kernel_text(emit_cuda({short_row_sum()}), "k_short_sum"), R"(extern "C" __global__ void k_short_sum(const float* __restrict__ p0, float* __restrict__ p1) {
+  const int64_t rows = 3, len = 40;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    uint32_t t0 = (uint32_t)(r);
+    const int64_t c0 = t0;
+    const float v2 = 0.5f;
+    float acc0 = 0.0f;
+    for (int j = threadIdx.x; j < len; j += blockDim.x) {
+      uint32_t t1 = (uint32_t)(j);
+      const int64_t c1 = t1;
+      const float v0 = p0[c0*40 + c1];
+      acc0 = acc0 + v0;
+    }
+    const float v1 = (float)tcc_block_reduce<float>(acc0, tcc_sum(), 0.0f);
+    const float v3 = v1 * v2;
+    if (threadIdx.x == 0) {
+      p1[c0] = v3;
+    }
+  }
+}
+)");
+  LaunchConfig c = launch_config(short_row_sum());
+  EXPECT_EQ(c.grid[0], S(3));
+  EXPECT_EQ(c.grid[1], S(1));
+  EXPECT_EQ(c.workspace_bytes, S(0));
 }
 
 TEST(EmitC, OnlyContiguousF32KernelsVectorize) {

@@ -92,6 +92,31 @@ double apply(kir::Op op, DType t, const std::vector<double>& a) {
   }
 }
 
+// The convolution of ConvDesc at output point coord, straight from its definition in kernel_ir.h.
+double conv_at(const kir::Kernel& k, const std::vector<Tensor>& buffers, const std::vector<int64_t>& coord) {
+  const kir::ConvDesc& d = *k.conv;
+  int64_t c = eval(d.c), cg = c / d.groups, kg = eval(d.k) / d.groups;
+  int64_t taps = 1;
+  for (int64_t r : d.kernel) taps *= r;
+  double v = 0;
+  for (int64_t ci = 0; ci < cg; ++ci)
+    for (int64_t t = 0; t < taps; ++t) {
+      std::vector<int64_t> r(d.kernel.size());
+      int64_t rest = t;
+      for (size_t s = r.size(); s-- > 0; rest /= d.kernel[s]) r[s] = rest % d.kernel[s];
+      int64_t xi = coord[0] * c + coord[1] / kg * cg + ci, wi = coord[1] * cg + ci;
+      bool inside = true;
+      for (size_t s = 0; s < r.size(); ++s) {
+        int64_t at = coord[2 + s] * d.strides[s] - d.pads[s] + r[s] * d.dilations[s], extent = eval(d.in[s]);
+        inside = inside && at >= 0 && at < extent;
+        xi = xi * extent + at;
+        wi = wi * d.kernel[s] + r[s];
+      }
+      if (inside) v += buffers[d.x].get_f64(xi) * buffers[d.w].get_f64(wi);
+    }
+  return v;
+}
+
 // Runs a kernel row by row: a row value is one number per row, an element value
 // one per point of the row (pointwise and gemm kernels have rows of one point).
 void run_kernel(const kir::Kernel& k, std::vector<Tensor>& buffers) {
@@ -163,6 +188,7 @@ void run_kernel(const kir::Kernel& k, std::vector<Tensor>& buffers) {
             }
             break;
           }
+          case kir::Op::ConvAcc: v = conv_at(k, buffers, coord); break;
           default: v = apply(in.op, in.dtype, args);
         }
         vals[i].push_back(v);
@@ -465,6 +491,62 @@ TEST(Lower, GemmWithBiasAndReluFoldsBatchIntoM) {
   EXPECT_FALSE(g.trans_b);
   EXPECT_EQ(g.alpha, 1.0);
   EXPECT_EQ(g.beta, 0.0);
+}
+
+TEST(Lower, ConvWithBiasResidualAndRelu) {
+  kir::Kernel k = lower_text(model("17", "  input %x: f32[b, 6, 7, 6]\n  input %w: f32[4, 3, 3, 3]\n  input %bias: f32[4]\n"
+                                   "  input %r: f32[b, 4, 4, 2]\n",
+                                   R"(  %y: f32[b, 4, 4, 2] = tcc::Fusion(%x, %w, %bias, %r) {kind = "conv", body = graph fused_0 {
+      input %x_in: f32[b, 6, 7, 6]
+      input %w_in: f32[4, 3, 3, 3]
+      input %bias_in: f32[4]
+      input %r_in: f32[b, 4, 4, 2]
+      %c: f32[b, 4, 4, 2] = Conv(%x_in, %w_in, %bias_in) {group = 2, strides = [2, 3], dilations = [1, 2], pads = [1, 1, 1, 1]} name("conv")
+      %s: f32[b, 4, 4, 2] = Add(%r_in, %c) name("residual")
+      %y_out: f32[b, 4, 4, 2] = Relu(%s) name("relu")
+      output %y_out
+    }} name("fused_0")
+)",
+                                   "  output %y\n"));
+  EXPECT_EQ(print_kernel(k), R"(kernel tcc_k0 conv domain [b, 4, 4, 2] sizes(b)
+  nodes conv, residual, relu
+  buffer x: f32[b, 6, 7, 6] in
+  buffer w: f32[4, 3, 3, 3] in
+  buffer bias: f32[4] in
+  buffer r: f32[b, 4, 4, 2] in
+  buffer y: f32[b, 4, 4, 2] out
+  conv x=x w=w n=b c=6 k=4 in=[7, 6] out=[4, 2] kernel=[3, 3] strides=[2, 3] dilations=[1, 2] pads=[1, 1] groups=2 bias=bias residual=r activation=relu
+  %0: f32 = conv_acc
+  %1: f32 = load bias [0, 1, 0, 0]
+  %2: f32 = add %0, %1
+  %3: f32 = load r [32, 8, 2, 1]
+  %4: f32 = add %3, %2
+  %5: f32 = relu %4
+  %6 = store y [32, 8, 2, 1], %5
+)");
+  // Identical layers share a kernel: names do not enter the key, the window does.
+  kir::Kernel renamed = k;
+  renamed.buffers[0].name = "other";
+  EXPECT_EQ(structural_key(k), structural_key(renamed));
+  kir::Kernel strided = k;
+  strided.conv->strides[0] = 1;
+  EXPECT_NE(structural_key(k), structural_key(strided));
+  // 2 flop per tap and input channel of the group (2*9*3), and 3 epilogue ops, at each of b*32 output points.
+  EXPECT_EQ(flop_count(k).str(), "b*1824");
+}
+
+TEST(Lower, Conv1dTakesABiasAddPerChannel) {
+  lower_text(model("17", "  input %x: f32[2, 3, 9]\n  input %w: f32[5, 3, 2]\n  input %cb: f32[1, 5, 1]\n",
+                   R"(  %y: f32[2, 5, 8] = tcc::Fusion(%x, %w, %cb) {kind = "conv", body = graph fused_0 {
+      input %x_in: f32[2, 3, 9]
+      input %w_in: f32[5, 3, 2]
+      input %cb_in: f32[1, 5, 1]
+      %c: f32[2, 5, 8] = Conv(%x_in, %w_in) name("conv")
+      %y_out: f32[2, 5, 8] = Add(%c, %cb_in) name("bias")
+      output %y_out
+    }} name("fused_0")
+)",
+                   "  output %y\n"));
 }
 
 TEST(Lower, BatchedMatMulBroadcastsTheSharedOperand) {

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -290,8 +291,9 @@ TEST_F(HandModule, RefusesBadManifestsNamingTheField) {
                     "manifest.json: weights.tensors[0].nbytes: 12 bytes do not hold f32[4]");
   expect_bad_module([](json& j) { j["kernels"][0]["name"] = "tcc_k9_pointwise"; },
                     "manifest.json: kernels[0].name: 'tcc_k9_pointwise' is not defined in host.so");
-  expect_bad_module([](json& j) { j["kernels"][0]["kind"] = "conv"; },
-                    "manifest.json: kernels[0].kind: unknown kernel kind 'conv'");
+  expect_bad_module([](json& j) { j["kernels"][0]["kind"] = "winograd"; },
+                    "manifest.json: kernels[0].kind: unknown kernel kind 'winograd'");
+  expect_bad_module([](json& j) { j["kernels"][0]["kind"] = "conv"; }, "manifest.json: kernels[0].conv: missing");
   expect_bad_module([](json& j) { j["schedule"][0]["kernel"] = 1; },
                     "manifest.json: schedule[0].kernel: expected an integer in [0, 0], got 1");
   expect_bad_module([](json& j) { j["schedule"][0]["reads"][1] = "v"; },
@@ -314,6 +316,32 @@ TEST_F(HandModule, RefusesBadManifestsNamingTheField) {
         j["kernels"][0]["gemm"] = 1;
       },
                     "manifest.json: kernels[0].gemm: expected an object");
+  expect_bad_module([](json& j) { j["kernels"][0]["launch"]["workspace_bytes"] = 64; },
+                    "manifest.json: kernels[0].launch.workspace_bytes: only reduction kernels take a workspace");
+  auto reduction_with_workspace = [](json bytes) {
+    return [bytes](json& j) {
+      j["kernels"][0]["kind"] = "reduction";
+      j["kernels"][0]["launch"]["workspace_bytes"] = bytes;
+    };
+  };
+  expect_bad_module(reduction_with_workspace(0),
+                    "manifest.json: kernels[0].launch.workspace_bytes: expected a positive byte count, got 0");
+  expect_bad_module(reduction_with_workspace("q*8"),
+                    "manifest.json: kernels[0].launch.workspace_bytes: mentions symbol 'q', which no input binds");
+  expect_bad_module(reduction_with_workspace("b*"),
+                    "manifest.json: kernels[0].launch.workspace_bytes: 'b*' is not a size expression");
+  expect_bad_module(reduction_with_workspace(true),
+                    "manifest.json: kernels[0].launch.workspace_bytes: expected an integer or a size expression");
+}
+
+// A reduction kernel may declare a workspace; the host target does not use it.
+TEST_F(HandModule, LoadsAKernelWorkspace) {
+  json manifest = hand_manifest();
+  manifest["kernels"][0]["kind"] = "reduction";
+  manifest["kernels"][0]["launch"]["workspace_bytes"] = "b*8+4";
+  write_file(dir_ / "manifest.json", manifest.dump());
+  Loaded l(dir_);
+  EXPECT_EQ(l.status, TCC_OK) << l.error;
 }
 
 TEST_F(HandModule, RefusesTruncatedFiles) {
@@ -434,6 +462,7 @@ TEST_F(HandModule, ExampleProgramRunsIt) {
 // running the original model on the same random inputs.
 struct CompiledFixture {
   const char* name;
+  const char* file;                      // the model, relative to the source tree
   std::map<std::string, int64_t> sizes;  // values for the model's symbolic dims
 };
 
@@ -441,7 +470,7 @@ class CompiledModule : public ::testing::TestWithParam<CompiledFixture> {
  protected:
   void SetUp() override {
     const CompiledFixture& f = GetParam();
-    model_path_ = std::string(TCC_SOURCE_DIR) + "/tests/fixtures/" + f.name + ".onnx";
+    model_path_ = std::string(TCC_SOURCE_DIR) + "/" + f.file;
     dir_ = fresh_dir(std::string("compiled_") + f.name);
     CliResult r = run_tcc("compile " + shell_quote(model_path_) + " -o " + shell_quote((dir_ / "module").string()));
     ASSERT_EQ(r.code, 0) << r.output;
@@ -572,19 +601,70 @@ TEST_P(CompiledModule, CudaRunMatchesHostRun) {
   }
   std::vector<tcc_tensor> c_device = c_outputs(device_outs);
   for (size_t i = 0; i < c_device.size(); ++i) d_outs.push_back(to_device(c_device[i], device_outs[i].nbytes(), false));
-  ASSERT_EQ(tcc_module_run_cuda(module_, d_ins.data(), d_ins.size(), d_outs.data(), d_outs.size(), nullptr), TCC_OK)
-      << tcc_last_error();
-  for (size_t i = 0; i < d_outs.size(); ++i) {
-    ASSERT_EQ(cudaMemcpy(device_outs[i].raw_mut(), d_outs[i].data, device_outs[i].nbytes(), cudaMemcpyDeviceToHost),
-              cudaSuccess);
-    expect_close(host_outs[i], device_outs[i], std::string(tcc_module_output_name(module_, i)) + " on the device");
+  // Twice: split reductions must leave their workspace's counters at zero for the next run.
+  for (int run = 0; run < 2; ++run) {
+    ASSERT_EQ(tcc_module_run_cuda(module_, d_ins.data(), d_ins.size(), d_outs.data(), d_outs.size(), nullptr), TCC_OK)
+        << tcc_last_error();
+    for (size_t i = 0; i < d_outs.size(); ++i) {
+      ASSERT_EQ(cudaMemcpy(device_outs[i].raw_mut(), d_outs[i].data, device_outs[i].nbytes(), cudaMemcpyDeviceToHost),
+                cudaSuccess);
+      expect_close(host_outs[i], device_outs[i],
+                   std::string(tcc_module_output_name(module_, i)) + " on the device, run " + std::to_string(run));
+    }
   }
   for (void* p : device) cudaFree(p);
 }
 
+// The conv kernels of the compiled ResNet fixture describe their cuDNN call;
+// the loader refuses a description that disagrees with the kernel's buffers.
+TEST_P(CompiledModule, RefusesBadConvDescriptions) {
+  if (std::string(GetParam().name) != "resnet_small") GTEST_SKIP() << "no conv kernels";
+  std::ifstream in(dir_ / "module" / "manifest.json");
+  const json original = json::parse(in);
+  size_t conv = 0;
+  while (conv < original["kernels"].size() && original["kernels"][conv]["kind"] != "conv") ++conv;
+  ASSERT_LT(conv, original["kernels"].size());
+  EXPECT_EQ(original["kernels"][conv]["library"], "cudnn");
+  std::string at = "manifest.json: kernels[" + std::to_string(conv) + "].conv.";
+  struct Case {
+    std::function<void(json&)> edit;
+    std::string message;
+  };
+  std::vector<Case> cases = {
+      {[](json& c) { c["x"] = 9; }, at + "x: expected an integer in [0, "},
+      {[](json& c) { c["bias"] = "none"; }, at + "bias: expected an integer"},
+      {[](json& c) { c["kernel"] = json::array({3, 3, 3, 3}); }, at + "kernel: expected 1 to 3 spatial dims, got 4"},
+      {[](json& c) { c["strides"] = json::array({1}); }, at + "strides: expected 2 values, one per spatial dim"},
+      {[](json& c) { c["strides"][0] = 0; }, at + "strides[0]: expected an integer in [1, "},
+      {[](json& c) { c["pads"][1] = -1; }, at + "pads[1]: expected an integer in [0, "},
+      {[](json& c) { c["kernel"][0] = 5; }, at + "w: buffer "},
+      {[](json& c) { c["out"][0] = 31; }, at + "out: buffer "},
+      {[](json& c) { c["n"] = "q"; }, at + "n: mentions symbol 'q', which no input binds"},
+      {[](json& c) { c["groups"] = 5; }, at + "groups: does not divide c and k"},
+      {[](json& c) { c["activation"] = "gelu"; }, at + "activation: unknown activation 'gelu'"},
+      {[](json& c) { c.erase("dilations"); }, at + "dilations: missing"},
+  };
+  for (const Case& c : cases) {
+    json m = original;
+    c.edit(m["kernels"][conv]["conv"]);
+    std::ofstream(dir_ / "module" / "manifest.json") << m.dump();
+    tcc_module* loaded = nullptr;
+    EXPECT_EQ(tcc_module_load((dir_ / "module").c_str(), &loaded), TCC_ERROR_BAD_MODULE) << c.message;
+    EXPECT_EQ(loaded, nullptr);
+    std::string error = tcc_last_error();
+    EXPECT_NE(error.find(c.message), std::string::npos) << "message: " << error;
+  }
+  std::ofstream(dir_ / "module" / "manifest.json") << original.dump();
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, CompiledModule,
-                         ::testing::Values(CompiledFixture{"mlp", {{"batch", 3}}},
-                                           CompiledFixture{"gpt2_block", {{"batch", 2}, {"seq", 5}}}),
+                         ::testing::Values(CompiledFixture{"mlp", "tests/fixtures/mlp.onnx", {{"batch", 3}}},
+                                           CompiledFixture{"gpt2_block", "tests/fixtures/gpt2_block.onnx",
+                                                           {{"batch", 2}, {"seq", 5}}},
+                                           CompiledFixture{"resnet_small", "tests/fixtures/resnet_small.onnx",
+                                                           {{"batch", 2}}},
+                                           // Split reductions: their GPU numerics are checked against the host run.
+                                           CompiledFixture{"long_rows", "tests/kernels/long_rows.tir", {{"n", 70000}}}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

@@ -2,8 +2,13 @@
 // fallbacks for the nodes no kernel computes, and the copies they need.
 #include <gtest/gtest.h>
 
+#include <sstream>
+
+#include "codegen/kernel_ops.h"
 #include "codegen/schedule.h"
+#include "passes/pass_manager.h"
 #include "src/ir/text.h"
+#include "src/shape/shape_inference.h"
 
 namespace tcc {
 namespace {
@@ -48,6 +53,37 @@ TEST(Schedule, IdenticalLayersShareOneKernel) {
             "tcc_k0_pointwise fused_0 (x, bias0) -> (h)\n"
             "tcc_k0_pointwise fused_1 (h, bias1) -> (y)\n");
   EXPECT_EQ(s.fallback_copies, 0);
+}
+
+TEST(Schedule, ConvsBecomeConvKernelsUnlessCudnnCannotExpressThem) {
+  std::unique_ptr<Model> m = parse_model(R"(graph main opset(ai.onnx: 17) {
+  input %x: f32[b, 4, 8, 8]
+  input %w0: f32[4, 4, 3, 3]
+  input %w1: f32[4, 4, 3, 3]
+  input %w2: f32[4, 4, 2, 2]
+  %a: f32[b, 4, 8, 8] = Conv(%x, %w0) {pads = [1, 1, 1, 1]} name("conv0")
+  %ra: f32[b, 4, 8, 8] = Relu(%a) name("relu0")
+  %c: f32[b, 4, 8, 8] = Conv(%ra, %w1) {pads = [1, 1, 1, 1]} name("conv1")
+  %rc: f32[b, 4, 8, 8] = Relu(%c) name("relu1")
+  %y: f32[b, 4, 8, 8] = Conv(%rc, %w2) {pads = [0, 0, 1, 1]} name("conv_asym")
+  output %y
+}
+)");
+  infer_shapes(*m->graph);
+  std::ostringstream log;
+  PassManager(build_pipeline("", Phase::Fuse), PassManagerOptions(), log).run(*m);
+  Schedule s = build_schedule(*m->graph);
+  ASSERT_EQ(s.kernels.size(), 1u);
+  EXPECT_EQ(s.kernels[0].kind, kir::Kind::Conv);
+  EXPECT_EQ(describe(s),
+            "tcc_k0_conv fused_0 (x, w0) -> (ra)\n"
+            "tcc_k0_conv fused_1 (ra, w1) -> (rc)\n"
+            "fallback conv_asym (rc, w2) -> (y)\n");
+  // The fallback copies its inputs (rc, w2) from the device and its output back.
+  EXPECT_EQ(s.fallback_copies, 3);
+  const Node* asym = m->graph->nodes().back().get();
+  ASSERT_EQ(asym->name(), "conv_asym");
+  EXPECT_EQ(conv_window(*asym, nullptr), "asymmetric padding, which cuDNN's convolution descriptor cannot express");
 }
 
 TEST(Schedule, DifferentKernelsAreNumberedInOrder) {

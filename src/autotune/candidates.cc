@@ -1,0 +1,117 @@
+#include "src/autotune/candidates.h"
+
+#include <algorithm>
+
+#include "codegen/emit.h"
+
+namespace tcc::autotune {
+
+namespace {
+
+constexpr int kMinBlock = 32, kMaxBlock = 1024, kMaxRowsPerBlock = 8;
+
+bool power_of_two(int v) { return v > 0 && (v & (v - 1)) == 0; }
+
+// Several rows per block only pays when there are many rows: with few, it
+// leaves SMs idle. Static row counts below this keep one row per block.
+constexpr int64_t kManyRows = 1024;
+
+bool many_rows(const kir::Kernel& k) {
+  SymExpr rows = row_count(k);
+  return !rows.is_constant() || rows.constant_value() >= kManyRows;
+}
+
+std::vector<KernelConfig> neighbours(const kir::Kernel& k, const KernelConfig& c) {
+  std::vector<KernelConfig> out;
+  auto add = [&](KernelConfig n) {
+    if (n != c && invalid_reason(k, n).empty()) out.push_back(n);
+  };
+  KernelConfig n = c;
+  n.block = c.block * 2;
+  add(n);
+  n.block = c.block / 2;
+  add(n);
+  n = c;
+  if (k.kind == kir::Kind::Pointwise) {
+    n.vector_width = c.vector_width == 1 ? 4 : 1;
+    add(n);
+  } else {
+    n.rows_per_block = c.rows_per_block * 2;
+    add(n);
+    n.rows_per_block = c.rows_per_block / 2;
+    add(n);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string invalid_reason(const kir::Kernel& k, const KernelConfig& c) {
+  if (kir::is_library_call(k.kind)) return "gemm and conv kernels run through cuBLASLt and cuDNN and take no kernel config";
+  if (c.block < kMinBlock || c.block > kMaxBlock || c.block % 32 != 0)
+    return "block " + std::to_string(c.block) + " is not a multiple of 32 from 32 to 1024";
+  if (c.vector_width != 1 && c.vector_width != 4)
+    return "vector width " + std::to_string(c.vector_width) + " is not 1 or 4";
+  if (c.vector_width == 4 && !vectorizes(k))
+    return "vector width 4 needs an f32 pointwise kernel with float4-aligned accesses";
+  if (c.rows_per_block < 1 || c.rows_per_block > kMaxRowsPerBlock || !power_of_two(c.rows_per_block))
+    return "rows per block " + std::to_string(c.rows_per_block) + " is not a power of two from 1 to 8";
+  if (c.rows_per_block != 1 && k.kind != kir::Kind::Reduction) return "rows per block applies to reductions only";
+  if (c.rows_per_block != 1 && reduction_split(k) > 1) return "a split reduction takes one block per slice of a row";
+  return "";
+}
+
+std::vector<KernelConfig> candidates(const kir::Kernel& k) {
+  if (kir::is_library_call(k.kind)) return {};
+  std::vector<KernelConfig> out = {default_config(k)};
+  auto add = [&](const KernelConfig& c) {
+    if (invalid_reason(k, c).empty() && std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
+  };
+  if (k.kind == kir::Kind::Pointwise) {
+    for (int vec : {4, 1})
+      for (int block = 64; block <= kMaxBlock; block *= 2) add({block, vec, 1});
+  } else {
+    std::vector<int> rows = {1};
+    if (many_rows(k)) rows = {1, 2, 4};
+    for (int r : rows)
+      for (int block = kMinBlock; block <= kMaxBlock; block *= 2) add({block, 1, r});
+  }
+  return out;
+}
+
+std::string config_text(const kir::Kernel& k, const KernelConfig& c) {
+  std::string s = "block=" + std::to_string(c.block);
+  if (k.kind == kir::Kind::Reduction) return s + " rows=" + std::to_string(c.rows_per_block);
+  return s + " vec=" + std::to_string(c.vector_width);
+}
+
+std::optional<DescentResult> coordinate_descent(const kir::Kernel& k, const KernelConfig& start, const CostFn& cost,
+                                                double threshold, int max_rounds) {
+  DescentResult r;
+  std::vector<std::pair<KernelConfig, std::optional<double>>>& tried = r.tried;
+  auto cost_of = [&](const KernelConfig& c) {
+    for (const auto& [done, t] : tried)
+      if (done == c) return t;
+    tried.emplace_back(c, cost(c));
+    return tried.back().second;
+  };
+  std::optional<double> first = cost_of(start);
+  if (!first) return std::nullopt;
+  r.best = start;
+  r.cost = *first;
+  for (int round = 0; round < max_rounds; ++round) {
+    bool moved = false;
+    for (const KernelConfig& n : neighbours(k, r.best)) {
+      std::optional<double> t = cost_of(n);
+      if (t && *t < r.cost * (1 - threshold)) {
+        r.best = n;
+        r.cost = *t;
+        moved = true;
+      }
+    }
+    if (!moved) break;
+  }
+  return r;
+}
+
+}  // namespace tcc::autotune

@@ -1,0 +1,48 @@
+// The configurations autotuning tries for one kernel, and the coordinate-descent
+// refinement around the best of them (Inductor's coordinate_descent_tuning):
+// both are pure functions of the kernel, so the GPU only supplies the costs.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "codegen/kernel_config.h"
+#include "codegen/kernel_ir.h"
+
+namespace tcc::autotune {
+
+// Empty when the config is valid for the kernel, else why not ("vector width 4
+// needs a float4-aligned f32 kernel"). Gemm kernels take no KernelConfig.
+std::string invalid_reason(const kir::Kernel& k, const KernelConfig& c);
+
+// The grid to benchmark for a Pointwise or Reduction kernel, default_config(k)
+// first, the rest in a fixed order without duplicates, all valid for k:
+//   pointwise: block 64..1024 x vector width 1 (and 4 where the kernel vectorizes);
+//   reduction: block 32..1024 x rows per block 1, 2, 4 (more rows only for many rows).
+// Gemm kernels have none here: their candidates are cuBLASLt's heuristic list.
+std::vector<KernelConfig> candidates(const kir::Kernel& k);
+
+// "block=256 vec=4" (pointwise), "block=128 rows=2" (reduction).
+std::string config_text(const kir::Kernel& k, const KernelConfig& c);
+
+// Cost of one config in microseconds; nullopt when it cannot run (failed to
+// compile, wrong output), which is never chosen.
+using CostFn = std::function<std::optional<double>(const KernelConfig&)>;
+
+struct DescentResult {
+  KernelConfig best;
+  double cost = 0;
+  std::vector<std::pair<KernelConfig, std::optional<double>>> tried;  // every config costed, in order
+};
+
+// Starting at `start` (costed first), repeatedly tries each knob one step up
+// and down (block x2 and /2, the other vector width, rows x2 and /2), moving
+// to a neighbour only when it is cheaper by more than `threshold` (relative),
+// until no neighbour improves or `max_rounds` rounds ran. Each config is costed
+// at most once. Returns nullopt when `start` itself cannot run.
+std::optional<DescentResult> coordinate_descent(const kir::Kernel& k, const KernelConfig& start, const CostFn& cost,
+                                                double threshold = 0.001, int max_rounds = 16);
+
+}  // namespace tcc::autotune

@@ -1,0 +1,145 @@
+// Shared by the commands that run models (run_support.h).
+#include "src/driver/run_support.h"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <regex>
+
+#include "frontends/onnx/tensor_io.h"
+#include "src/diag/diagnostics.h"
+#include "src/ir/sym.h"
+
+namespace fs = std::filesystem;
+
+extern char** environ;
+
+namespace tcc {
+
+std::string npy_file_name(const std::string& value_name) {
+  std::string s = value_name;
+  for (char& c : s)
+    if (c == '/' || c == '\\' || c == ':') c = '_';
+  return s + ".npy";
+}
+
+std::map<std::string, Tensor> read_inputs(const Graph& g, const std::string& dir) {
+  std::map<std::string, Tensor> inputs;
+  if (!fs::is_directory(dir)) throw InputError(dir + ": --inputs must be a directory");
+  std::vector<const Value*> needed;
+  for (const Value* v : g.inputs())
+    if (!v->is_initializer()) needed.push_back(v);
+  static const std::regex pb_name(R"(input_(\d+)\.pb)");
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    std::smatch m;
+    std::string file = entry.path().filename().string();
+    if (!std::regex_match(file, m, pb_name)) continue;
+    size_t index = std::stoul(m[1]);
+    std::string name;
+    Tensor t = read_tensor_pb(entry.path().string(), &name);
+    if (name.empty() || !g.find_local(name)) {
+      if (index >= needed.size())
+        throw InputError(entry.path().string() + ": the model has only " + std::to_string(needed.size()) + " inputs");
+      name = needed[index]->name();
+    }
+    inputs[name] = std::move(t);
+  }
+  for (const Value* v : needed) {
+    fs::path npy = fs::path(dir) / npy_file_name(v->name());
+    if (!inputs.count(v->name()) && fs::exists(npy)) inputs[v->name()] = read_npy(npy.string());
+  }
+  return inputs;
+}
+
+std::map<std::string, Tensor> random_inputs(const Graph& g, const std::map<std::string, int64_t>& sizes,
+                                            unsigned seed) {
+  std::map<std::string, Tensor> inputs;
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> real(-1, 1);
+  std::uniform_int_distribution<int> small(0, 3);
+  for (const Value* in : g.inputs()) {
+    if (in->is_initializer()) continue;
+    if (!in->type().is_tensor())
+      throw InputError(g.file() + ": input '" + in->name() + "' is not a tensor; give --inputs DIR");
+    std::vector<int64_t> shape;
+    for (const Dim& d : in->type().shape()) {
+      std::map<std::string, int64_t> env;
+      for (const std::string& s : d.expr().symbols()) env[s] = sizes.count(s) ? sizes.at(s) : 1;
+      std::optional<int64_t> n = d.expr().evaluate(env);
+      if (!n) throw InputError(g.file() + ": input '" + in->name() + "' has a dim tcc cannot size; give --inputs DIR");
+      shape.push_back(*n);
+    }
+    Tensor t(in->type().dtype(), shape);
+    for (int64_t i = 0; i < t.numel(); ++i) t.set_f64(i, is_float(t.dtype()) ? real(rng) : small(rng));
+    inputs.emplace(in->name(), std::move(t));
+  }
+  return inputs;
+}
+
+bool is_module_dir(const std::string& path) { return fs::is_regular_file(fs::path(path) / "manifest.json"); }
+
+double compile_module(const std::string& model, const std::string& dir, const std::string& mode,
+                      const std::string& shape_hints) {
+  std::vector<std::string> args = {"tcc", "compile", model, "-o", dir, "--mode", mode};
+  if (!shape_hints.empty()) args.insert(args.end(), {"--shape-hint", shape_hints});
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+  auto start = std::chrono::steady_clock::now();
+  pid_t pid = 0;
+  int err = posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (err != 0) throw InternalError("cannot start `tcc compile` (" + std::string(std::strerror(err)) + ")");
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    throw InputError(model + ": tcc compile --mode " + mode + " failed (see above)");
+  return seconds;
+}
+
+Tolerance tolerance_for(DType dtype) {
+  switch (dtype) {
+    case DType::F64: return {1e-9, 1e-9};
+    case DType::F32: return {1e-4, 1e-4};
+    case DType::F16: return {1e-2, 1e-2};
+    case DType::BF16: return {2e-2, 2e-2};
+    default: return {0, 0};  // integers and bool: exact
+  }
+}
+
+OutputCheck check_output(const std::string& name, const Tensor& expected, const Tensor& actual) {
+  OutputCheck c;
+  c.name = name;
+  if (expected.dtype() != actual.dtype() || expected.shape() != actual.shape()) {
+    c.problem = "expected " + std::string(dtype_name(expected.dtype())) + shape_str(expected.shape()) + ", got " +
+                std::string(dtype_name(actual.dtype())) + shape_str(actual.shape());
+    return c;
+  }
+  Tolerance tol = tolerance_for(expected.dtype());
+  for (int64_t i = 0; i < expected.numel(); ++i) {
+    double e = expected.get_f64(i), a = actual.get_f64(i);
+    if (std::isnan(e) || std::isnan(a)) {
+      c.mismatches += std::isnan(e) != std::isnan(a);
+      continue;
+    }
+    double diff = std::fabs(a - e);
+    c.max_abs = std::max(c.max_abs, diff);
+    if (e != 0) c.max_rel = std::max(c.max_rel, diff / std::fabs(e));
+    c.mismatches += diff > tol.abs + tol.rel * std::fabs(e);
+  }
+  return c;
+}
+
+}  // namespace tcc

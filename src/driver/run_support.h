@@ -1,0 +1,52 @@
+// What the commands that run models share (run, bench, profile): reading or
+// making inputs, compiling a model into a module with `tcc compile`, and
+// comparing outputs with the reference interpreter's.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "src/ir/graph.h"
+#include "src/ir/tensor.h"
+
+namespace tcc {
+
+// The graph's inputs from DIR: ONNX test-case files (input_N.pb, matched by
+// the tensor name they carry, else by position) or <name>.npy.
+std::map<std::string, Tensor> read_inputs(const Graph& g, const std::string& dir);
+
+// Random inputs of the graph's input types, symbolic dims at `sizes` (1 when
+// not given); floats uniform in [-1, 1], integers in [0, 4).
+std::map<std::string, Tensor> random_inputs(const Graph& g, const std::map<std::string, int64_t>& sizes, unsigned seed);
+
+// The file name a value's .npy is written to and read from.
+std::string npy_file_name(const std::string& value_name);
+
+// Runs `tcc compile MODEL -o DIR --mode MODE` (this binary, so the compile is
+// exactly the command users run and its time is what they would see) with
+// its summary suppressed. Returns the wall time in seconds; InputError when
+// the compile fails (its own message is on stderr).
+double compile_module(const std::string& model, const std::string& dir, const std::string& mode,
+                      const std::string& shape_hints);
+
+// A directory that is a compiled module (holds manifest.json).
+bool is_module_dir(const std::string& path);
+
+// Elementwise agreement with the reference: |actual - expected| <= abs + rel * |expected|.
+// The one place tolerances are stated, per dtype.
+struct Tolerance {
+  double abs = 0, rel = 0;
+};
+Tolerance tolerance_for(DType dtype);
+
+struct OutputCheck {
+  std::string name;
+  double max_abs = 0, max_rel = 0;
+  int64_t mismatches = 0;
+  std::string problem;  // a dtype or shape disagreement
+  bool ok() const { return mismatches == 0 && problem.empty(); }
+};
+OutputCheck check_output(const std::string& name, const Tensor& expected, const Tensor& actual);
+
+}  // namespace tcc

@@ -1,0 +1,177 @@
+// CUPTI Activity API tracing (cupti_trace.h). CUPTI hands records over in
+// buffers through C callbacks without a user pointer, so the records of the
+// one active trace are collected in a process-wide store.
+#include "src/profiler/cupti_trace.h"
+
+#include <cupti.h>
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <unordered_map>
+
+#include "src/diag/diagnostics.h"
+#include "src/runtime/module.h"
+
+namespace tcc::profiler {
+
+namespace {
+
+template <typename F>
+bool resolve(void* lib, const char* name, F*& fn) {
+  fn = reinterpret_cast<F*>(dlsym(lib, name));
+  return fn != nullptr;
+}
+
+struct Cupti {
+  decltype(&::cuptiActivityEnable) enable;
+  decltype(&::cuptiActivityDisable) disable;
+  decltype(&::cuptiActivityRegisterCallbacks) register_callbacks;
+  decltype(&::cuptiActivityFlushAll) flush_all;
+  decltype(&::cuptiActivityGetNextRecord) next_record;
+  decltype(&::cuptiActivityPushExternalCorrelationId) push_id;
+  decltype(&::cuptiActivityPopExternalCorrelationId) pop_id;
+  decltype(&::cuptiGetResultString) result_string;
+  std::string unavailable;
+
+  static const Cupti& get() {
+    static const Cupti c = open();
+    return c;
+  }
+
+  void check(CUptiResult r, const char* what) const {
+    if (r == CUPTI_SUCCESS) return;
+    const char* text = nullptr;
+    result_string(r, &text);
+    throw InputError(std::string("CUPTI: ") + what + " failed: " + (text ? text : std::to_string(r)));
+  }
+
+ private:
+  static Cupti open() {
+    Cupti c{};
+    void* lib = nullptr;
+    for (const char* name : {"libcupti.so.13", "libcupti.so", "/usr/local/cuda/lib64/libcupti.so.13",
+                             "/usr/local/cuda/lib/libcupti.so.13"})
+      if ((lib = dlopen(name, RTLD_NOW | RTLD_LOCAL))) break;
+    if (!lib) {
+      c.unavailable = "CUPTI (libcupti.so.13) cannot be loaded from the library path or /usr/local/cuda/lib64";
+      return c;
+    }
+    bool ok = resolve(lib, "cuptiActivityEnable", c.enable) && resolve(lib, "cuptiActivityDisable", c.disable) &&
+              resolve(lib, "cuptiActivityRegisterCallbacks", c.register_callbacks) &&
+              resolve(lib, "cuptiActivityFlushAll", c.flush_all) &&
+              resolve(lib, "cuptiActivityGetNextRecord", c.next_record) &&
+              resolve(lib, "cuptiActivityPushExternalCorrelationId", c.push_id) &&
+              resolve(lib, "cuptiActivityPopExternalCorrelationId", c.pop_id) &&
+              resolve(lib, "cuptiGetResultString", c.result_string);
+    if (!ok) c.unavailable = "libcupti lacks Activity API entry points tcc needs (too old)";
+    return c;
+  }
+};
+
+struct KernelRecord {
+  std::string name;
+  uint32_t stream = 0, correlation = 0;
+  uint64_t start = 0, end = 0;
+};
+
+struct Store {
+  std::mutex mu;
+  std::vector<KernelRecord> kernels;
+  std::unordered_map<uint32_t, uint64_t> external;  // correlation id -> external id (step kernel + 1)
+};
+
+Store& store() {
+  static Store s;
+  return s;
+}
+
+constexpr size_t kBufferBytes = 8 << 20;
+
+void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, kBufferBytes));
+  *size = *buffer ? kBufferBytes : 0;
+  *max_records = 0;
+}
+
+void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
+  const Cupti& c = Cupti::get();
+  Store& s = store();
+  std::lock_guard<std::mutex> lock(s.mu);
+  CUpti_Activity* record = nullptr;
+  while (c.next_record(buffer, valid, &record) == CUPTI_SUCCESS) {
+    if (record->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
+      const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
+      s.kernels.push_back({k->name ? k->name : "", k->streamId, k->correlationId, k->start, k->end});
+    } else if (record->kind == CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) {
+      const auto* e = reinterpret_cast<const CUpti_ActivityExternalCorrelation*>(record);
+      s.external[e->correlationId] = e->externalId;
+    }
+  }
+  std::free(buffer);
+}
+
+}  // namespace
+
+std::string cupti_unavailable() { return Cupti::get().unavailable; }
+
+struct CuptiTrace::Impl {
+  runtime::Module& module;
+  bool active = false;
+
+  void stop() {
+    if (!active) return;
+    const Cupti& c = Cupti::get();
+    c.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    c.disable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    c.disable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION);
+    module.step_observer = nullptr;
+    active = false;
+  }
+};
+
+CuptiTrace::CuptiTrace(runtime::Module& module) : impl_(new Impl{module}) {
+  const Cupti& c = Cupti::get();
+  if (!c.unavailable.empty()) throw InputError("tcc profile: " + c.unavailable);
+  static std::once_flag registered;
+  std::call_once(registered, [&] { c.check(c.register_callbacks(buffer_requested, buffer_completed), "register"); });
+  {
+    std::lock_guard<std::mutex> lock(store().mu);
+    store().kernels.clear();
+    store().external.clear();
+  }
+  c.check(c.enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "enabling CONCURRENT_KERNEL");
+  c.check(c.enable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION), "enabling EXTERNAL_CORRELATION");
+  impl_->active = true;
+  module.step_observer = [&c](const runtime::StepInfo& step, bool begin) {
+    uint64_t last = 0;
+    if (begin)
+      c.push_id(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, static_cast<uint64_t>(step.kernel + 1));
+    else
+      c.pop_id(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last);
+  };
+}
+
+CuptiTrace::~CuptiTrace() { impl_->stop(); }
+
+std::vector<KernelActivity> CuptiTrace::finish() {
+  impl_->stop();
+  const runtime::Module& m = impl_->module;
+  Store& s = store();
+  std::lock_guard<std::mutex> lock(s.mu);
+  std::vector<KernelActivity> out;
+  for (const KernelRecord& k : s.kernels) {
+    auto ext = s.external.find(k.correlation);
+    std::string name;
+    if (ext != s.external.end() && ext->second >= 1 && ext->second <= m.kernels.size())
+      name = m.kernels[ext->second - 1].name;
+    else
+      for (const runtime::KernelInfo& info : m.kernels)
+        if (info.name == k.name) name = k.name;
+    if (name.empty()) continue;  // not launched by the module (another library's work on the device)
+    out.push_back({name, static_cast<int>(k.stream), static_cast<int64_t>(k.start), static_cast<int64_t>(k.end)});
+  }
+  return out;
+}
+
+}  // namespace tcc::profiler

@@ -1,0 +1,225 @@
+// The GPU measuring loop (gpu_bench.h), on the runtime's device helpers.
+#include "src/profiler/gpu_bench.h"
+
+#include <chrono>
+#include <iostream>
+
+#include "src/diag/diagnostics.h"
+#include "src/profiler/cupti_trace.h"
+#include "src/runtime/module.h"
+
+namespace tcc::profiler {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// Device copies of a module's inputs and outputs, freed with it.
+struct DeviceTensors {
+  std::vector<tcc_tensor> tensors;
+  std::vector<std::vector<int64_t>> shapes;
+  std::vector<size_t> nbytes;
+  ~DeviceTensors() {
+    for (const tcc_tensor& t : tensors) runtime::device::release(t.data);
+  }
+  void add(DType dtype, std::vector<int64_t> shape, size_t bytes) {
+    shapes.push_back(std::move(shape));
+    nbytes.push_back(bytes);
+    tensors.push_back({runtime::device::alloc(bytes), static_cast<tcc_dtype>(dtype),
+                       static_cast<int32_t>(shapes.back().size()), nullptr});
+    for (size_t i = 0; i < tensors.size(); ++i) tensors[i].shape = shapes[i].data();
+  }
+};
+
+std::vector<const Tensor*> ordered_inputs(const runtime::Module& m, const std::map<std::string, Tensor>& inputs) {
+  std::vector<const Tensor*> out;
+  for (const runtime::TensorSig& sig : m.inputs) {
+    auto it = inputs.find(sig.name);
+    if (it == inputs.end()) throw InputError("no value given for the module's input '" + sig.name + "'");
+    out.push_back(&it->second);
+  }
+  return out;
+}
+
+// A module with its inputs and outputs on the device.
+struct Loaded {
+  std::unique_ptr<runtime::Module> module;
+  DeviceTensors inputs, outputs;
+  runtime::Binding binding;
+
+  Loaded(const std::string& dir, const std::map<std::string, Tensor>& host_inputs) {
+    module = runtime::load_module(dir);
+    std::vector<tcc_tensor> host;
+    for (const Tensor* t : ordered_inputs(*module, host_inputs)) {
+      inputs.add(t->dtype(), t->shape(), t->nbytes());
+      runtime::device::upload(inputs.tensors.back().data, t->raw(), t->nbytes());
+    }
+    binding = runtime::bind(*module, inputs.tensors.data(), inputs.tensors.size(), nullptr, nullptr);
+    for (size_t i = 0; i < module->outputs.size(); ++i) {
+      int id = module->output_values[i];
+      outputs.add(module->outputs[i].dtype, binding.shapes[id], static_cast<size_t>(binding.nbytes[id]));
+    }
+  }
+
+  std::vector<Tensor> download() const {
+    std::vector<Tensor> out;
+    for (size_t i = 0; i < outputs.tensors.size(); ++i) {
+      out.emplace_back(static_cast<DType>(outputs.tensors[i].dtype), outputs.shapes[i]);
+      runtime::device::download(out.back().raw_mut(), outputs.tensors[i].data, outputs.nbytes[i]);
+    }
+    return out;
+  }
+};
+
+// The runtime's errors as the driver's: a module or inputs that do not fit and
+// a missing device are the user's to fix (exit 2); a failing CUDA call is not.
+template <typename F>
+auto tool_errors(F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const runtime::BadModule& e) {
+    throw InputError(e.what());
+  } catch (const runtime::InvalidArgument& e) {
+    throw InputError(e.what());
+  } catch (const runtime::NoDevice& e) {
+    throw InputError(std::string("no GPU: ") + e.what());
+  } catch (const runtime::CudaError& e) {
+    throw Error(ExitCode::InternalError, std::string("CUDA: ") + e.what());
+  }
+}
+
+struct Stream {
+  void* handle = runtime::device::create_stream();
+  ~Stream() { runtime::device::destroy_stream(handle); }
+};
+
+}  // namespace
+
+std::string gpu_name() {
+  return tool_errors([] { return runtime::device::name(); });
+}
+
+std::vector<Tensor> run_on_host(const std::string& module_dir, const std::map<std::string, Tensor>& inputs) {
+  return tool_errors([&] {
+    std::unique_ptr<runtime::Module> m = runtime::load_module(module_dir);
+    std::vector<tcc_tensor> ins;
+    for (const Tensor* t : ordered_inputs(*m, inputs))
+      ins.push_back({const_cast<std::byte*>(t->raw()), static_cast<tcc_dtype>(t->dtype()),
+                     static_cast<int32_t>(t->rank()), t->shape().data()});
+    runtime::Binding b = runtime::bind(*m, ins.data(), ins.size(), nullptr, nullptr);
+    std::vector<Tensor> outs;
+    for (size_t i = 0; i < m->outputs.size(); ++i)
+      outs.emplace_back(m->outputs[i].dtype, b.shapes[m->output_values[i]]);
+    std::vector<tcc_tensor> c_outs;
+    for (Tensor& t : outs)
+      c_outs.push_back(
+          {t.raw_mut(), static_cast<tcc_dtype>(t.dtype()), static_cast<int32_t>(t.rank()), t.shape().data()});
+    runtime::run_host(*m, ins.data(), ins.size(), c_outs.data(), c_outs.size());
+    return outs;
+  });
+}
+
+std::vector<Tensor> run_on_gpu(const std::string& module_dir, const std::map<std::string, Tensor>& inputs) {
+  return tool_errors([&] {
+    Loaded l(module_dir, inputs);
+    Stream stream;
+    runtime::run_cuda(*l.module, l.inputs.tensors.data(), l.inputs.tensors.size(), l.outputs.tensors.data(),
+                      l.outputs.tensors.size(), stream.handle);
+    return l.download();
+  });
+}
+
+ModeMeasurement bench_on_gpu(const std::string& module_dir, const std::string& mode,
+                             const std::map<std::string, Tensor>& inputs, const BenchSettings& settings,
+                             std::vector<Tensor>* outputs) {
+  return tool_errors([&] {
+    Loaded l(module_dir, inputs);
+    runtime::Module& m = *l.module;
+    Stream stream;
+    ModeMeasurement result;
+    result.mode = mode;
+    result.warmup = settings.warmup;
+    result.kernels = module_kernel_specs(module_dir, l.binding.symbols);
+
+    std::unique_ptr<runtime::CudaGraph> graph;
+    DeviceTensors fresh;  // graph mode: where each step's "new" inputs come from
+    if (settings.cuda_graph) {
+      std::string blocker = runtime::capture_blocker(m);
+      if (blocker.empty()) {
+        for (size_t i = 0; i < l.inputs.tensors.size(); ++i) {
+          fresh.add(static_cast<DType>(l.inputs.tensors[i].dtype), l.inputs.shapes[i], l.inputs.nbytes[i]);
+          runtime::device::copy_async(fresh.tensors[i].data, l.inputs.tensors[i].data, l.inputs.nbytes[i],
+                                      stream.handle);
+        }
+        graph = runtime::capture_cuda(m, l.inputs.tensors.data(), l.inputs.tensors.size(), l.outputs.tensors.data(),
+                                      l.outputs.tensors.size(), stream.handle);
+      } else {
+        result.note = "skipping cudagraphs due to " + blocker;
+        std::cerr << "tcc bench: " << mode << ": " << result.note << "\n";
+      }
+    }
+
+    auto enqueue_step = [&] {
+      if (graph) {
+        for (size_t i = 0; i < fresh.tensors.size(); ++i)
+          runtime::device::copy_async(l.inputs.tensors[i].data, fresh.tensors[i].data, l.inputs.nbytes[i],
+                                      stream.handle);
+        graph->launch(stream.handle);
+      } else {
+        runtime::enqueue_cuda(m, l.inputs.tensors.data(), l.inputs.tensors.size(), l.outputs.tensors.data(),
+                              l.outputs.tensors.size(), stream.handle);
+      }
+    };
+
+    for (int i = 0; i < settings.warmup; ++i) enqueue_step();
+    runtime::device::sync(stream.handle);
+
+    runtime::device::Timer timer;
+    auto timed_step = [&] {
+      Clock::time_point begin = Clock::now();
+      timer.start(stream.handle);
+      enqueue_step();
+      timer.stop(stream.handle);
+      Clock::time_point enqueued = Clock::now();
+      double gpu = timer.elapsed_ms();
+      result.latencies_ms.push_back(ms_between(begin, Clock::now()));
+      result.enqueue_ms.push_back(ms_between(begin, enqueued));
+      result.gpu_ms.push_back(gpu);
+    };
+    Clock::time_point start = Clock::now();
+    if (settings.iterations > 0) {
+      for (int i = 0; i < settings.iterations; ++i) timed_step();
+    } else if (settings.duration_s > 0) {
+      while (ms_between(start, Clock::now()) < settings.duration_s * 1e3 || result.latencies_ms.size() < 10)
+        timed_step();
+    } else {
+      double previous = -1;
+      while (static_cast<int>(result.latencies_ms.size()) < kMaxSteps) {
+        std::vector<double> batch;
+        for (int i = 0; i < kStableBatch; ++i) {
+          timed_step();
+          batch.push_back(result.latencies_ms.back());
+        }
+        double median = stats_of(batch).median;
+        if (previous > 0 && std::abs(median - previous) <= kStableTolerance * previous) break;
+        previous = median;
+      }
+    }
+
+    if (settings.traced_steps > 0 && !graph) {
+      CuptiTrace trace(m);
+      for (int i = 0; i < settings.traced_steps; ++i) enqueue_step();
+      runtime::device::sync(stream.handle);
+      result.activities = trace.finish();
+      result.traced_steps = settings.traced_steps;
+    }
+    if (outputs) *outputs = l.download();
+    return result;
+  });
+}
+
+}  // namespace tcc::profiler

@@ -1,0 +1,48 @@
+// Running a compiled module from a tool: the measuring loop of `tcc bench` and
+// `tcc profile` on the GPU, and the single runs of `tcc run` (GPU or host).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "src/ir/tensor.h"
+#include "src/profiler/measurement.h"
+
+namespace tcc::profiler {
+
+struct BenchSettings {
+  int warmup = 10;
+  int iterations = 0;       // 0: until the median is stable (or duration_s, when set)
+  double duration_s = 0;    // time steps for this long instead of a fixed count
+  bool cuda_graph = false;  // reduce-overhead: capture one step as a CUDA graph and replay it
+  int traced_steps = 0;     // steps traced with CUPTI after timing (0: no trace)
+};
+
+// "until stable": batches of this many steps until the median of a batch is
+// within kStableTolerance of the previous batch's, at most kMaxSteps steps.
+constexpr int kStableBatch = 50;
+constexpr double kStableTolerance = 0.02;
+constexpr int kMaxSteps = 5000;
+
+// Runs the module on the GPU on a stream of its own: warm-up, timed steps
+// (host wall time, host enqueue time and GPU time of each), then the traced
+// steps. Inputs are uploaded once; with cuda_graph, each step copies them into
+// the captured (static) input buffers before replaying, as a caller with new
+// inputs would. When the module cannot be captured, the mode's note says
+// "skipping cudagraphs due to <reason>" and it runs as default.
+// `outputs` receives the outputs of the last step. NoDevice without a GPU.
+ModeMeasurement bench_on_gpu(const std::string& module_dir, const std::string& mode,
+                             const std::map<std::string, Tensor>& inputs, const BenchSettings& settings,
+                             std::vector<Tensor>* outputs);
+
+// One run of the module on the host (host.so and the reference implementation for fallbacks).
+std::vector<Tensor> run_on_host(const std::string& module_dir, const std::map<std::string, Tensor>& inputs);
+
+// One run of the module on the GPU, inputs uploaded and outputs downloaded.
+std::vector<Tensor> run_on_gpu(const std::string& module_dir, const std::map<std::string, Tensor>& inputs);
+
+// The device's name as the driver reports it ("NVIDIA H100 80GB HBM3").
+std::string gpu_name();
+
+}  // namespace tcc::profiler

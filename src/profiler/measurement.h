@@ -1,0 +1,121 @@
+// What `tcc bench` and `tcc profile` measure, and what the reports derive from it.
+//
+// A Measurement is the raw record of one benchmark session: per mode, the
+// latency of every timed step, the host enqueue time, the GPU time, the
+// kernels of the module that ran (name, source nodes, bytes and FLOP at the
+// benchmark's sizes, from the manifest) and, when traced, the CUPTI kernel
+// activity of a few steps. It is written as JSON (`measurement.json` next to
+// the reports) and read back by `tcc bench --from-recorded`, so every report
+// can be regenerated from a recording without a GPU.
+//
+// summarize() turns it into what the reports print: latency percentiles,
+// steps/s and speedup over eager per mode, per-kernel GPU time and its share
+// of the device's roofline, and trtexec-style warnings.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "codegen/profiles.h"
+
+namespace tcc::profiler {
+
+// One kernel of a mode's module, as the manifest describes it.
+struct KernelSpec {
+  std::string name;                // tcc_k3_gemm
+  std::string kind;                // pointwise, reduction, gemm, copy, ...
+  std::vector<std::string> nodes;  // the source nodes it computes
+  int64_t bytes = 0;               // bytes moved per launch at the benchmark's sizes
+  int64_t flop = 0;                // per launch
+  bool tensor_cores = false;       // f16/bf16 GEMM: compared with the tensor-core peak, else fp32
+};
+
+// One kernel execution from CUPTI's concurrent-kernel activity records.
+struct KernelActivity {
+  std::string
+      kernel;  // the manifest name; library kernels (cuBLASLt's) are mapped to the tcc kernel that launched them
+  int stream = 0;
+  int64_t start_ns = 0, end_ns = 0;
+};
+
+struct ModeMeasurement {
+  std::string mode;      // eager, default, reduce-overhead, max-autotune
+  std::string note;      // e.g. "skipping cudagraphs due to ..."; empty when the mode ran as asked
+  double compile_s = 0;  // wall time of `tcc compile` for this mode
+  int warmup = 0;
+  std::vector<double> latencies_ms;  // host wall time of each timed step, inputs ready to outputs ready
+  std::vector<double> enqueue_ms;    // host time to enqueue each timed step
+  std::vector<double> gpu_ms;        // GPU time of each timed step (events around it)
+  std::vector<KernelSpec> kernels;
+  int traced_steps = 0;  // steps the activities cover (0: not traced)
+  std::vector<KernelActivity> activities;
+};
+
+struct Measurement {
+  std::string model;
+  std::string device;       // a device profile name (profiles/devices): h100
+  std::string device_name;  // as the driver reports it
+  std::string date;         // ISO 8601
+  std::string commit;
+  std::string source;                    // how it was obtained: "tcc bench on ...", or why the data is synthetic
+  std::map<std::string, int64_t> sizes;  // the symbols' values
+  std::vector<ModeMeasurement> modes;
+};
+
+// Percentiles and spread of a series, in its unit.
+struct Stats {
+  double mean = 0, median = 0, p90 = 0, p99 = 0, min = 0, max = 0, stddev = 0;
+  double cv() const { return mean > 0 ? stddev / mean : 0; }
+};
+Stats stats_of(std::vector<double> xs);
+
+struct KernelSummary {
+  const KernelSpec* spec = nullptr;
+  double launches_per_step = 0;
+  double time_per_step_us = 0;  // GPU time of all its launches in one step
+  double median_us = 0;         // one launch
+  double share = 0;             // of the mode's traced kernel time
+  double achieved_bytes_per_s = 0, achieved_flop_per_s = 0;
+  double intensity = 0;          // FLOP per byte
+  double roofline_fraction = 0;  // roofline time / measured time: 1 is the device's peak
+  bool compute_bound = false;    // by the roofline, at its intensity
+};
+
+struct ModeSummary {
+  const ModeMeasurement* mode = nullptr;
+  Stats latency_ms, enqueue_ms, gpu_ms;
+  double steps_per_s = 0;
+  double speedup_over_eager = 0;       // 0 when eager was not measured
+  double gpu_busy = 0;                 // GPU time over wall time per step
+  std::vector<KernelSummary> kernels;  // by time per step, largest first
+};
+
+// trtexec's warnings: a mode whose throughput is bound by host enqueue time
+// (enqueue >= GPU time per step), or whose timings are unstable.
+constexpr double kUnstableCv = 0.10;       // coefficient of variation of the latency
+constexpr double kUnstableP99Ratio = 1.5;  // p99 over median latency
+
+struct Summary {
+  const Measurement* measurement = nullptr;
+  const DeviceProfile* device = nullptr;
+  std::vector<ModeSummary> modes;
+  std::vector<std::string> warnings;
+};
+
+// InputError when the device is unknown or a mode has no timed step.
+Summary summarize(const Measurement& m);
+
+// The kernels of a compiled module (its manifest.json) with bytes and FLOP per
+// launch evaluated at `sizes`. InputError naming the file and field.
+std::vector<KernelSpec> module_kernel_specs(const std::string& module_dir, const std::map<std::string, int64_t>& sizes);
+
+// JSON in the layout docs/PROFILING.md describes; from_json names the file and field it finds wrong.
+nlohmann::json to_json(const Measurement& m);
+Measurement measurement_from_json(const nlohmann::json& j, const std::string& file);
+Measurement read_measurement(const std::string& path);
+void write_measurement(const std::string& path, const Measurement& m);
+
+}  // namespace tcc::profiler

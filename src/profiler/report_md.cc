@@ -1,0 +1,113 @@
+// report.md: the mode comparison table (the layout of torch.compile's mode
+// tables: steps/s, speedup over eager, compile time), the warnings, and per
+// traced mode the kernels taking the most GPU time with the nodes they fused
+// and their position against the device's roofline. Also the terminal table.
+#include <fmt/format.h>
+
+#include <sstream>
+
+#include "src/profiler/report.h"
+
+namespace tcc::profiler {
+
+namespace {
+
+std::string sizes_text(const std::map<std::string, int64_t>& sizes) {
+  std::string s;
+  for (const auto& [name, v] : sizes) s += (s.empty() ? "" : ", ") + name + "=" + std::to_string(v);
+  return s.empty() ? "static shapes" : s;
+}
+
+std::string speedup(const ModeSummary& m) {
+  return m.speedup_over_eager > 0 ? fixed(m.speedup_over_eager, 2) + "x" : "-";
+}
+
+double launches_per_step(const ModeSummary& m) {
+  double n = 0;
+  for (const KernelSummary& k : m.kernels) n += k.launches_per_step;
+  return n;
+}
+
+}  // namespace
+
+std::string report_md(const Summary& s) {
+  const Measurement& m = *s.measurement;
+  const DeviceProfile& d = *s.device;
+  std::ostringstream os;
+  os << "# tcc performance report: " << m.model << "\n\n";
+  os << "Device: " << (m.device_name.empty() ? d.description : m.device_name) << " (profile `" << d.name
+     << "`: " << fmt::format("{:g}", d.bytes_per_s / 1e12) << " TB/s, "
+     << fmt::format("{:g}", d.tensor_flop_per_s / 1e12) << " TFLOP/s tensor core, "
+     << fmt::format("{:g}", d.fp32_flop_per_s / 1e12) << " TFLOP/s fp32). Sizes: " << sizes_text(m.sizes) << ".";
+  if (!m.commit.empty()) os << " Commit `" << m.commit << "`.";
+  if (!m.date.empty()) os << " Date " << m.date << ".";
+  os << "\n";
+  if (!m.source.empty()) os << "\nSource: " << m.source << "\n";
+
+  os << "\n## Modes\n\n"
+     << "| mode | steps/s | speedup over eager | median ms | p90 ms | p99 ms | enqueue ms | GPU ms | GPU busy | "
+        "compile s | kernels/step |\n"
+     << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  for (const ModeSummary& x : s.modes) {
+    os << "| " << x.mode->mode << " | " << fixed(x.steps_per_s, 0) << " | " << speedup(x) << " | "
+       << fixed(x.latency_ms.median, 3) << " | " << fixed(x.latency_ms.p90, 3) << " | " << fixed(x.latency_ms.p99, 3)
+       << " | " << fixed(x.enqueue_ms.median, 3) << " | " << fixed(x.gpu_ms.median, 3) << " | "
+       << fixed(100 * x.gpu_busy, 0) << "% | " << fixed(x.mode->compile_s, 2) << " | "
+       << (x.mode->traced_steps > 0 ? fixed(launches_per_step(x), 0) : "-") << " |\n";
+  }
+  bool any_note = false;
+  for (const ModeSummary& x : s.modes) {
+    if (x.mode->note.empty()) continue;
+    os << (any_note ? "" : "\n") << "- " << x.mode->mode << ": " << x.mode->note << "\n";
+    any_note = true;
+  }
+
+  os << "\n## Warnings\n\n";
+  if (s.warnings.empty()) os << "None.\n";
+  for (const std::string& w : s.warnings) os << "- " << w << "\n";
+
+  for (const ModeSummary& x : s.modes) {
+    if (x.kernels.empty()) continue;
+    os << "\n## Top kernels: " << x.mode->mode << "\n\n"
+       << "GPU time per step from " << x.mode->traced_steps << " traced steps; roofline: the kernel's bytes at "
+       << fmt::format("{:g}", d.bytes_per_s / 1e12) << " TB/s or its FLOP at the compute peak, whichever is slower, "
+       << "over its measured time.\n\n"
+       << "| kernel | source nodes | launches/step | us/step | % of total | median us | GB/s | TFLOP/s | "
+          "% of roofline | bound |\n"
+       << "|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n";
+    for (size_t i = 0; i < x.kernels.size() && i < kTopKernels; ++i) {
+      const KernelSummary& k = x.kernels[i];
+      os << "| `" << k.spec->name << "` | " << joined(k.spec->nodes) << " | " << fixed(k.launches_per_step, 0) << " | "
+         << fixed(k.time_per_step_us, 2) << " | " << fixed(100 * k.share, 1) << " | " << fixed(k.median_us, 2) << " | "
+         << fixed(k.achieved_bytes_per_s / 1e9, 0) << " | " << fixed(k.achieved_flop_per_s / 1e12, 2) << " | "
+         << fixed(100 * k.roofline_fraction, 1) << " | " << (k.compute_bound ? "compute" : "memory") << " |\n";
+    }
+    if (x.kernels.size() > kTopKernels)
+      os << "\n" << x.kernels.size() - kTopKernels << " more kernels in report.json.\n";
+  }
+  return os.str();
+}
+
+std::string fixed(double v, int digits) { return fmt::format("{:.{}f}", v, digits); }
+
+std::string joined(const std::vector<std::string>& items) {
+  std::string s;
+  for (const std::string& x : items) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+std::string mode_table_text(const Summary& s) {
+  std::ostringstream os;
+  os << fmt::format("{:<16} {:>10} {:>8} {:>10} {:>10} {:>10} {:>11} {:>9} {:>9}\n", "mode", "steps/s", "speedup",
+                    "median ms", "p99 ms", "GPU ms", "enqueue ms", "GPU busy", "compile s");
+  for (const ModeSummary& x : s.modes)
+    os << fmt::format("{:<16} {:>10.0f} {:>8} {:>10.3f} {:>10.3f} {:>10.3f} {:>11.3f} {:>8.0f}% {:>9.2f}\n",
+                      x.mode->mode, x.steps_per_s, speedup(x), x.latency_ms.median, x.latency_ms.p99, x.gpu_ms.median,
+                      x.enqueue_ms.median, 100 * x.gpu_busy, x.mode->compile_s);
+  for (const ModeSummary& x : s.modes)
+    if (!x.mode->note.empty()) os << x.mode->mode << ": " << x.mode->note << "\n";
+  for (const std::string& w : s.warnings) os << "warning: " << w << "\n";
+  return os.str();
+}
+
+}  // namespace tcc::profiler

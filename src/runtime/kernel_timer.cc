@@ -1,0 +1,261 @@
+#include "kernel_timer.h"
+
+#include <nvrtc.h>
+
+#include <algorithm>
+#include <cmath>
+#include <future>
+#include <random>
+#include <thread>
+#include <tuple>
+
+#include "codegen/emit.h"
+#include "codegen/toolchain.h"
+#include "cuda_driver.h"
+#include "src/autotune/candidates.h"
+#include "src/ir/tensor.h"
+
+namespace tcc::runtime {
+
+namespace {
+
+constexpr int kWarmup = 3;
+constexpr int kMinReps = 25;
+constexpr double kMinTotalMs = 20;
+constexpr int kMaxReps = 10000;  // bounds a candidate's time when one launch takes microseconds
+constexpr double kMaxTotalMs = 2000;
+constexpr double kRelTol = 1e-3, kAbsTol = 1e-5;  // reduction order differs between block sizes
+
+struct DeviceInfo {
+  autotune::DeviceKey key;
+  int l2_bytes = 0;
+};
+
+DeviceInfo device_info(const Driver& d) {
+  current_context(d);
+  CUdevice dev;
+  d.check(d.ctx_get_device(&dev), "cuCtxGetDevice");
+  char name[256] = {};
+  d.check(d.device_name(name, sizeof name, dev), "cuDeviceGetName");
+  int major = 0, minor = 0, version = 0, l2 = 0;
+  d.check(d.device_attribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "cuDeviceGetAttribute");
+  d.check(d.device_attribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "cuDeviceGetAttribute");
+  d.check(d.device_attribute(&l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, dev), "cuDeviceGetAttribute");
+  d.check(d.driver_version(&version), "cuDriverGetVersion");
+  int nvrtc_major = 0, nvrtc_minor = 0;
+  nvrtcVersion(&nvrtc_major, &nvrtc_minor);
+  DeviceInfo info;
+  info.key = {name, "sm_" + std::to_string(major * 10 + minor),
+              std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10),
+              std::to_string(nvrtc_major) + "." + std::to_string(nvrtc_minor)};
+  info.l2_bytes = l2;
+  return info;
+}
+
+// Device memory freed on destruction.
+struct DeviceBuffer {
+  const Driver* d = nullptr;
+  CUdeviceptr ptr = 0;
+  size_t bytes = 0;
+  DeviceBuffer(const Driver& drv, size_t n) : d(&drv), bytes(n) {
+    if (n) d->check(d->mem_alloc(&ptr, n), "cuMemAlloc (autotune)");
+  }
+  ~DeviceBuffer() {
+    if (ptr) d->mem_free(ptr);
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+};
+
+class CudaKernelBench : public autotune::KernelBench {
+ public:
+  CudaKernelBench(const Driver& d, const DeviceInfo& info, const kir::Kernel& k,
+                  const std::map<std::string, int64_t>& sizes)
+      : d_(d), arch_(info.key.arch), k_(k), flush_(d, static_cast<size_t>(std::max(info.l2_bytes, 1 << 20)) * 2) {
+    for (const std::string& s : k.size_params) {
+      auto it = sizes.find(s);
+      sizes_[s] = it == sizes.end() ? 1 : it->second;
+      size_args_.push_back(sizes_[s]);
+    }
+    std::mt19937 rng(1234);
+    std::uniform_real_distribution<double> uniform(-1, 1);
+    for (const kir::Buffer& b : k.buffers) {
+      std::vector<int64_t> shape;
+      for (const SymExpr& e : b.shape) shape.push_back(at_sizes(e));
+      Tensor t(b.dtype, shape);
+      bool floating = is_float(b.dtype);
+      for (int64_t i = 0; i < t.numel(); ++i) t.set_f64(i, floating ? uniform(rng) : std::floor(uniform(rng) * 4 + 4));
+      buffers_.push_back(std::make_unique<DeviceBuffer>(d, t.nbytes()));
+      if (!b.output && t.nbytes()) d.check(d.copy_htod(buffers_.back()->ptr, t.raw(), t.nbytes()), "cuMemcpyHtoD");
+      shapes_.push_back(shape);
+    }
+    d.check(d.event_create(&start_, CU_EVENT_DEFAULT), "cuEventCreate");
+    d.check(d.event_create(&end_, CU_EVENT_DEFAULT), "cuEventCreate");
+  }
+
+  ~CudaKernelBench() override {
+    d_.event_destroy(start_);
+    d_.event_destroy(end_);
+  }
+
+  // NVRTC takes far longer than timing a candidate: compile the ones not yet
+  // compiled on all cores at once.
+  void precompile(const std::vector<KernelConfig>& configs) override {
+    std::vector<KernelConfig> todo;
+    for (const KernelConfig& c : configs)
+      if (!compiled_.count(key(c)) && autotune::invalid_reason(k_, c).empty()) todo.push_back(c);
+    size_t jobs = std::max(1u, std::thread::hardware_concurrency());
+    for (size_t at = 0; at < todo.size(); at += jobs) {
+      std::vector<std::future<Compiled>> running;
+      for (size_t i = at; i < std::min(todo.size(), at + jobs); ++i)
+        running.push_back(std::async(std::launch::async, [this, c = todo[i]] {
+          Compiled out;
+          try {
+            out.image = compile_cuda(emit_cuda({k_}, {c}), {arch_}, false, 1).front().bytes;
+          } catch (const Error& e) {
+            out.error = e.what();
+          }
+          return out;
+        }));
+      for (size_t i = at; i < std::min(todo.size(), at + jobs); ++i) compiled_[key(todo[i])] = running[i - at].get();
+    }
+  }
+
+  std::optional<double> time_us(const KernelConfig& c, std::string& note) override {
+    std::string invalid = autotune::invalid_reason(k_, c);
+    if (!invalid.empty()) {
+      note = "invalid: " + invalid;
+      return std::nullopt;
+    }
+    precompile({c});
+    const Compiled& bin = compiled_.at(key(c));
+    if (bin.image.empty()) {
+      note = "failed to compile: " + bin.error;
+      return std::nullopt;
+    }
+    CUmodule module = nullptr;
+    try {
+      d_.check(d_.module_load(&module, bin.image.data()), "cuModuleLoadData");
+      CUfunction f = nullptr;
+      d_.check(d_.module_function(&f, module, k_.name.c_str()), "cuModuleGetFunction");
+      std::optional<double> t = run(f, c, note);
+      d_.module_unload(module);
+      return t;
+    } catch (const CudaError& e) {
+      if (module) d_.module_unload(module);
+      note = std::string("failed to run: ") + e.what();
+      return std::nullopt;
+    }
+  }
+
+ private:
+  // A kernel's shapes and grid are expressions over its size parameters, all bound.
+  int64_t at_sizes(const SymExpr& e) const {
+    std::optional<int64_t> v = e.evaluate(sizes_);
+    TCC_CHECK(v.has_value()) << "kernel " << k_.name << ": '" << e.str() << "' does not evaluate at its sizes";
+    return *v;
+  }
+
+  void launch(CUfunction f, const KernelConfig& c) {
+    LaunchConfig l = launch_config(k_, c);
+    std::vector<void*> params;
+    for (const auto& b : buffers_) params.push_back(&b->ptr);
+    for (int64_t& s : size_args_) params.push_back(&s);
+    unsigned grid[3];
+    for (int i = 0; i < 3; ++i) grid[i] = static_cast<unsigned>(std::max<int64_t>(1, at_sizes(l.grid[i])));
+    d_.check(d_.launch(f, grid[0], grid[1], grid[2], l.block[0], l.block[1], l.block[2], l.shared_bytes, nullptr,
+                       params.data(), nullptr),
+             "cuLaunchKernel");
+  }
+
+  std::vector<Tensor> outputs() {
+    std::vector<Tensor> out;
+    for (size_t b = 0; b < buffers_.size(); ++b) {
+      if (!k_.buffers[b].output) continue;
+      Tensor t(k_.buffers[b].dtype, shapes_[b]);
+      if (t.nbytes()) d_.check(d_.copy_dtoh(t.raw_mut(), buffers_[b]->ptr, t.nbytes()), "cuMemcpyDtoH");
+      out.push_back(std::move(t));
+    }
+    return out;
+  }
+
+  // The first config run (the default) gives the reference output.
+  bool matches_reference(std::string& note) {
+    std::vector<Tensor> out = outputs();
+    if (reference_.empty()) {
+      reference_ = std::move(out);
+      return true;
+    }
+    for (size_t o = 0; o < out.size(); ++o)
+      for (int64_t i = 0; i < out[o].numel(); ++i) {
+        double a = out[o].get_f64(i), b = reference_[o].get_f64(i);
+        bool same = (std::isnan(a) && std::isnan(b)) || std::abs(a - b) <= kAbsTol + kRelTol * std::abs(b);
+        if (!same) {
+          note = "wrong output: element " + std::to_string(i) + " is " + std::to_string(a) + ", the default gives " +
+                 std::to_string(b);
+          return false;
+        }
+      }
+    return true;
+  }
+
+  std::optional<double> run(CUfunction f, const KernelConfig& c, std::string& note) {
+    launch(f, c);
+    d_.check(d_.stream_sync(nullptr), "cuStreamSynchronize");
+    if (!matches_reference(note)) return std::nullopt;
+    for (int i = 0; i < kWarmup; ++i) launch(f, c);
+    std::vector<double> times;
+    double total = 0;
+    while ((static_cast<int>(times.size()) < kMinReps || total < kMinTotalMs) &&
+           static_cast<int>(times.size()) < kMaxReps && total < kMaxTotalMs) {
+      // Writing a buffer twice the L2 size evicts the kernel's inputs, so every
+      // repetition reads from memory as the first run in a model would.
+      d_.check(d_.memset_d8_async(flush_.ptr, 0, flush_.bytes, nullptr), "cuMemsetD8Async (L2 flush)");
+      d_.check(d_.event_record(start_, nullptr), "cuEventRecord");
+      launch(f, c);
+      d_.check(d_.event_record(end_, nullptr), "cuEventRecord");
+      d_.check(d_.event_sync(end_), "cuEventSynchronize");
+      float ms = 0;
+      d_.check(d_.event_elapsed(&ms, start_, end_), "cuEventElapsedTime");
+      times.push_back(ms);
+      total += ms;
+    }
+    std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
+    return times[times.size() / 2] * 1000.0;
+  }
+
+  struct Compiled {
+    std::vector<char> image;  // the cubin; empty when NVRTC failed
+    std::string error;
+  };
+  static std::tuple<int, int, int> key(const KernelConfig& c) { return {c.block, c.vector_width, c.rows_per_block}; }
+
+  const Driver& d_;
+  std::string arch_;
+  std::map<std::tuple<int, int, int>, Compiled> compiled_;
+  kir::Kernel k_;
+  DeviceBuffer flush_;
+  std::map<std::string, int64_t> sizes_;
+  std::vector<int64_t> size_args_;
+  std::vector<std::unique_ptr<DeviceBuffer>> buffers_;
+  std::vector<std::vector<int64_t>> shapes_;
+  std::vector<Tensor> reference_;
+  CUevent start_ = nullptr, end_ = nullptr;
+};
+
+}  // namespace
+
+autotune::DeviceKey current_device_key() { return device_info(driver()).key; }
+
+autotune::Measurer cuda_measurer() {
+  const Driver& d = driver();
+  DeviceInfo info = device_info(d);
+  autotune::Measurer m;
+  m.device = info.key;
+  m.bench = [&d, info](const kir::Kernel& k, const std::map<std::string, int64_t>& sizes) {
+    return std::unique_ptr<autotune::KernelBench>(new CudaKernelBench(d, info, k, sizes));
+  };
+  return m;
+}
+
+}  // namespace tcc::runtime

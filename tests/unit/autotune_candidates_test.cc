@@ -1,0 +1,179 @@
+// Candidate configurations, coordinate descent over a synthetic cost, and the
+// emitter honouring a KernelConfig while its defaults keep today's output.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "codegen/emit.h"
+#include "codegen/toolchain.h"
+#include "src/autotune/candidates.h"
+#include "src/autotune/progress.h"
+#include "src/autotune/signature.h"
+#include "tests/unit/autotune_util.h"
+
+namespace tcc::autotune {
+namespace {
+
+class AutotuneCandidates : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    gpt2_ = new ScheduledModel(schedule_model("tests/fixtures/gpt2_block.onnx"));
+    pointwise_ = new ScheduledModel(schedule_model("tests/kernels/pointwise_chain.tir"));
+  }
+  static void TearDownTestSuite() {
+    delete gpt2_;
+    delete pointwise_;
+  }
+  static const kir::Kernel& vectorizable() {
+    for (const ScheduledModel* m : {pointwise_, gpt2_})
+      for (const kir::Kernel& k : m->schedule.kernels)
+        if (k.kind == kir::Kind::Pointwise && vectorizes(k)) return k;
+    throw std::runtime_error("no vectorizable pointwise kernel in the fixtures");
+  }
+  static const kir::Kernel& reduction() { return *first_kernel(gpt2_->schedule, kir::Kind::Reduction); }
+
+  static ScheduledModel* gpt2_;
+  static ScheduledModel* pointwise_;
+};
+ScheduledModel* AutotuneCandidates::gpt2_ = nullptr;
+ScheduledModel* AutotuneCandidates::pointwise_ = nullptr;
+
+TEST_F(AutotuneCandidates, GridStartsAtTheDefaultAndHoldsOnlyValidDistinctConfigs) {
+  for (const ScheduledModel* m : {gpt2_, pointwise_})
+    for (const kir::Kernel& k : m->schedule.kernels) {
+      std::vector<KernelConfig> grid = candidates(k);
+      if (k.kind == kir::Kind::Gemm) {
+        EXPECT_TRUE(grid.empty());
+        continue;
+      }
+      ASSERT_FALSE(grid.empty());
+      EXPECT_EQ(grid.front(), default_config(k)) << k.name;
+      for (size_t i = 0; i < grid.size(); ++i) {
+        EXPECT_EQ(invalid_reason(k, grid[i]), "") << k.name << " " << config_text(k, grid[i]);
+        for (size_t j = 0; j < i; ++j) EXPECT_NE(grid[i], grid[j]) << k.name;
+      }
+      bool any_vec4 = std::any_of(grid.begin(), grid.end(), [](const KernelConfig& c) { return c.vector_width == 4; });
+      EXPECT_EQ(any_vec4, k.kind == kir::Kind::Pointwise && vectorizes(k)) << k.name;
+    }
+}
+
+TEST_F(AutotuneCandidates, PointwiseGridCoversBlocksAndBothVectorWidths) {
+  std::vector<KernelConfig> grid = candidates(vectorizable());
+  EXPECT_EQ(grid.size(), 10u);  // blocks 64..1024 x vector widths 4 and 1
+  EXPECT_NE(std::find(grid.begin(), grid.end(), KernelConfig{1024, 1, 1}), grid.end());
+  EXPECT_NE(std::find(grid.begin(), grid.end(), KernelConfig{64, 4, 1}), grid.end());
+}
+
+TEST_F(AutotuneCandidates, InvalidConfigsSayWhy) {
+  const kir::Kernel& red = reduction();
+  EXPECT_NE(invalid_reason(red, {48, 1, 1}).find("multiple of 32"), std::string::npos);
+  EXPECT_NE(invalid_reason(red, {2048, 1, 1}).find("multiple of 32 from 32 to 1024"), std::string::npos);
+  EXPECT_NE(invalid_reason(red, {256, 4, 1}).find("vector width 4 needs"), std::string::npos);
+  EXPECT_NE(invalid_reason(red, {256, 1, 3}).find("rows per block 3"), std::string::npos);
+  EXPECT_NE(invalid_reason(vectorizable(), {256, 4, 2}).find("reductions only"), std::string::npos);
+  EXPECT_NE(invalid_reason(vectorizable(), {256, 2, 1}).find("vector width 2"), std::string::npos);
+  EXPECT_EQ(config_text(red, {128, 1, 2}), "block=128 rows=2");
+  EXPECT_EQ(config_text(vectorizable(), {512, 4, 1}), "block=512 vec=4");
+}
+
+TEST_F(AutotuneCandidates, CoordinateDescentFindsTheMinimumOfABowlCostingEachConfigOnce) {
+  const kir::Kernel& k = vectorizable();
+  // Cheapest at block 128 with scalar accesses; each step away costs more.
+  std::map<std::tuple<int, int, int>, int> calls;
+  CostFn cost = [&](const KernelConfig& c) -> std::optional<double> {
+    ++calls[{c.block, c.vector_width, c.rows_per_block}];
+    return 10 + std::abs(std::log2(c.block) - 7) + (c.vector_width == 4 ? 3 : 0);
+  };
+  std::optional<DescentResult> r = coordinate_descent(k, KernelConfig{1024, 4, 1}, cost);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->best, (KernelConfig{128, 1, 1}));
+  EXPECT_DOUBLE_EQ(r->cost, 10);
+  for (const auto& [c, n] : calls) EXPECT_EQ(n, 1);
+  EXPECT_EQ(r->tried.size(), calls.size());
+  EXPECT_EQ(r->tried.front().first, (KernelConfig{1024, 4, 1}));
+}
+
+TEST_F(AutotuneCandidates, CoordinateDescentSkipsFailingConfigsAndNeedsARunnableStart) {
+  const kir::Kernel& red = reduction();
+  // Blocks above 64 fail (as a candidate that does not compile would); rows help.
+  CostFn cost = [](const KernelConfig& c) -> std::optional<double> {
+    if (c.block > 64) return std::nullopt;
+    return 100.0 / c.rows_per_block + c.block;
+  };
+  std::optional<DescentResult> r = coordinate_descent(red, KernelConfig{64, 1, 1}, cost);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->best, (KernelConfig{32, 1, 8}));
+  EXPECT_FALSE(coordinate_descent(red, KernelConfig{256, 1, 1}, cost));
+}
+
+TEST_F(AutotuneCandidates, DefaultConfigsEmitTodaysCode) {
+  const std::vector<kir::Kernel>& ks = gpt2_->schedule.kernels;
+  std::vector<KernelConfig> defaults;
+  for (const kir::Kernel& k : ks) defaults.push_back(default_config(k));
+  EXPECT_EQ(emit_cuda(ks, defaults), emit_cuda(ks));
+  for (const kir::Kernel& k : ks) {
+    LaunchConfig a = launch_config(k), b = launch_config(k, default_config(k));
+    EXPECT_EQ(a.grid[0], b.grid[0]);
+    EXPECT_EQ(a.block, b.block);
+  }
+}
+
+TEST_F(AutotuneCandidates, EmitterHonoursTheConfig) {
+  const kir::Kernel& pw = vectorizable();
+  EXPECT_NE(emit_cuda({pw}, {{256, 4, 1}}).find("float4"), std::string::npos);
+  EXPECT_EQ(emit_cuda({pw}, {{256, 1, 1}}).find("float4"), std::string::npos);
+  LaunchConfig l = launch_config(pw, {128, 4, 1});
+  EXPECT_EQ(l.block[0], 128);
+  EXPECT_EQ(l.grid[0], (domain_size(pw) + SymExpr::constant(511)).floordiv(SymExpr::constant(512)));
+
+  const kir::Kernel& red = reduction();
+  LaunchConfig r = launch_config(red, {64, 1, 4});
+  EXPECT_EQ(r.block[0], 64);
+  EXPECT_EQ(r.grid[0], (row_count(red) + SymExpr::constant(3)).floordiv(SymExpr::constant(4)));
+  // A tuned module still compiles: every candidate of every kernel goes through NVRTC.
+  std::vector<kir::Kernel> ks;
+  std::vector<KernelConfig> configs;
+  for (const kir::Kernel& k : {pw, red})
+    for (const KernelConfig& c : candidates(k)) {
+      kir::Kernel copy = k;
+      copy.name += "_" + std::to_string(ks.size());
+      ks.push_back(copy);
+      configs.push_back(c);
+    }
+  std::vector<CudaBinary> bins = compile_cuda(emit_cuda(ks, configs), {"sm_90"}, false, 1);
+  ASSERT_EQ(bins.size(), 1u);
+  std::vector<std::string> symbols = cubin_symbols(bins[0].bytes);
+  for (const kir::Kernel& k : ks)
+    EXPECT_NE(std::find(symbols.begin(), symbols.end(), k.name), symbols.end()) << k.name;
+}
+
+TEST_F(AutotuneCandidates, SignatureHoldsStructureAndSizes) {
+  ScheduledModel sym = schedule_model("tests/kernels/symbolic_dims.tir");
+  const kir::Kernel& k = sym.schedule.kernels.front();
+  ASSERT_FALSE(k.size_params.empty());
+  std::string at8 = kernel_signature(k, {{k.size_params[0], 8}});
+  EXPECT_NE(at8, kernel_signature(k, {{k.size_params[0], 16}}));
+  EXPECT_EQ(at8.find(k.name), std::string::npos);  // names do not matter, structure does
+  EXPECT_NE(at8.find("at " + k.size_params[0] + "=8"), std::string::npos) << at8;
+  EXPECT_EQ(kernel_signature(k, {}), kernel_signature(k, {{k.size_params[0], 1}}));
+  EXPECT_NE(op_summary(k, {{k.size_params[0], 8}}).find("8"), std::string::npos);
+}
+
+TEST(AutotuneProgress, FrameShowsCountAndEta) {
+  EXPECT_EQ(ProgressBar::frame(5, 10, 10.0, "kernels"),
+            "[###############...............] 5/10 kernels  ETA 10 s");
+  EXPECT_EQ(ProgressBar::frame(10, 10, 3.0, "kernels"), "[##############################] 10/10 kernels");
+  std::ostringstream out;
+  ProgressBar off(out, false, "kernels");
+  off.update(1, 2);
+  off.finish();
+  EXPECT_EQ(out.str(), "");
+  ProgressBar on(out, true, "kernels");
+  on.update(1, 2);
+  on.finish();
+  EXPECT_NE(out.str().find("\r[###############...............] 1/2 kernels"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tcc::autotune

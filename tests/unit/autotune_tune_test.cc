@@ -1,0 +1,158 @@
+// The tuning loop of src/autotune/tune.h with a synthetic KernelBench in place
+// of the GPU: what is measured, what wins, what reaches the cache, and the
+// table `tcc autotune` prints from it.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+
+#include "codegen/emit.h"
+#include "src/autotune/candidates.h"
+#include "src/autotune/signature.h"
+#include "src/autotune/table.h"
+#include "src/autotune/tune.h"
+#include "tests/unit/autotune_util.h"
+
+namespace tcc::autotune {
+namespace {
+
+// Fastest at 128 threads, one row per block and float4 where legal (10 us);
+// 1024-thread configs "fail to compile"; records what it was asked.
+class FakeBench : public KernelBench {
+ public:
+  FakeBench(std::set<std::string>& timed, const kir::Kernel& k, bool default_fails)
+      : timed_(timed), k_(k), default_fails_(default_fails) {}
+  void precompile(const std::vector<KernelConfig>& configs) override { precompiled_ += configs.size(); }
+  std::optional<double> time_us(const KernelConfig& c, std::string& note) override {
+    timed_.insert(k_.name + " " + config_text(k_, c));
+    if (c.block == 1024 || (default_fails_ && c == default_config(k_))) {
+      note = "failed to compile: synthetic";
+      return std::nullopt;
+    }
+    return 10 + std::abs(std::log2(c.block) - 7) + (c.rows_per_block - 1) * 0.5 + (vectorizes(k_) && c.vector_width == 1 ? 1 : 0);
+  }
+  size_t precompiled_ = 0;
+
+ private:
+  std::set<std::string>& timed_;
+  const kir::Kernel& k_;
+  bool default_fails_;
+};
+
+class AutotuneTune : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    model_ = schedule_model("tests/fixtures/gpt2_block.onnx");
+    measurer_.device = {"Fake GPU", "sm_90", "13.0", "13.0"};
+    measurer_.bench = [this](const kir::Kernel& k, const std::map<std::string, int64_t>&) {
+      return std::make_unique<FakeBench>(timed_, k, k.name == failing_default_);
+    };
+  }
+  const std::vector<kir::Kernel>& kernels() const { return model_.schedule.kernels; }
+  int tunable() const {
+    int n = 0;
+    for (const kir::Kernel& k : kernels()) n += k.kind != kir::Kind::Gemm;
+    return n;
+  }
+
+  ScheduledModel model_;
+  Measurer measurer_;
+  std::set<std::string> timed_;
+  std::string failing_default_;
+};
+
+TEST_F(AutotuneTune, MeasuresEveryKernelAndRecordsTheFastest) {
+  TuneOptions o;
+  o.measurer = &measurer_;
+  TuneResult r = tune_kernels(kernels(), {}, o);
+  EXPECT_EQ(r.by_measurement, tunable());
+  EXPECT_EQ(r.by_heuristic, 0);
+  ASSERT_EQ(r.measured.size(), static_cast<size_t>(tunable()));
+  size_t e = 0;
+  for (size_t i = 0; i < kernels().size(); ++i) {
+    const kir::Kernel& k = kernels()[i];
+    if (k.kind == kir::Kind::Gemm) {
+      EXPECT_EQ(r.kernels[i].source, KernelChoice::Source::Library);
+      continue;
+    }
+    KernelConfig want{128, vectorizes(k) ? 4 : 1, 1};
+    EXPECT_EQ(r.configs[i], want) << k.name;
+    const CacheEntry& entry = r.measured[e++];
+    EXPECT_EQ(entry.config, want);
+    EXPECT_EQ(entry.device, measurer_.device);
+    EXPECT_EQ(entry.signature, kernel_signature(k, {}));
+    EXPECT_DOUBLE_EQ(entry.time_us, 10);
+    EXPECT_GE(entry.default_time_us, entry.time_us);
+    // Every grid candidate was timed (1024 included, failing) and counted only when it ran.
+    for (const KernelConfig& c : candidates(k)) EXPECT_TRUE(timed_.count(k.name + " " + config_text(k, c)));
+    EXPECT_LT(entry.candidates, static_cast<int>(r.kernels[i].rows.size()));
+  }
+}
+
+TEST_F(AutotuneTune, CachedKernelsAreNotMeasuredAgainUnlessAsked) {
+  TuneOptions o;
+  o.measurer = &measurer_;
+  std::vector<CacheEntry> cache = tune_kernels(kernels(), {}, o).measured;
+  timed_.clear();
+  o.cache = &cache;
+  TuneResult again = tune_kernels(kernels(), {}, o);
+  EXPECT_EQ(again.from_cache, tunable());
+  EXPECT_TRUE(again.measured.empty());
+  EXPECT_TRUE(timed_.empty());
+  o.measure_cached = true;
+  EXPECT_EQ(tune_kernels(kernels(), {}, o).by_measurement, tunable());
+  // Entries of another device are not used with a GPU.
+  for (CacheEntry& c : cache) c.device.driver = "12.0";
+  o.measure_cached = false;
+  EXPECT_EQ(tune_kernels(kernels(), {}, o).from_cache, 0);
+}
+
+TEST_F(AutotuneTune, AFailingDefaultKeepsTheDefaultAndIsNotCached) {
+  const kir::Kernel* k = first_kernel(model_.schedule, kir::Kind::Reduction);
+  failing_default_ = k->name;
+  TuneOptions o;
+  o.measurer = &measurer_;
+  TuneResult r = tune_kernels(kernels(), {}, o);
+  size_t i = static_cast<size_t>(k - kernels().data());
+  EXPECT_EQ(r.configs[i], default_config(*k));
+  EXPECT_EQ(r.kernels[i].source, KernelChoice::Source::Heuristic);
+  EXPECT_NE(r.kernels[i].note.find("the default configuration failed (failed to compile: synthetic)"),
+            std::string::npos);
+  EXPECT_EQ(r.measured.size(), static_cast<size_t>(tunable() - 1));
+}
+
+TEST_F(AutotuneTune, TableListsCandidatesFastestFirstWithPercentages) {
+  TuneOptions o;
+  o.measurer = &measurer_;
+  o.refine = false;
+  TuneResult r = tune_kernels(kernels(), {}, o);
+  std::vector<int> steps(kernels().size(), 1);
+  std::string table = tuning_table(kernels(), r, steps);
+  const kir::Kernel* red = first_kernel(model_.schedule, kir::Kind::Reduction);
+  std::string head = "AUTOTUNE " + red->name + " " + op_summary(*red, {}) + "\n";
+  size_t at = table.find(head);
+  ASSERT_NE(at, std::string::npos) << table;
+  std::string block = table.substr(at + head.size());
+  EXPECT_EQ(block.find("  block=128 rows=1      10.00 us  100.0%  <- chosen (measured)"), 0u) << block;
+  EXPECT_NE(block.find("  block=64 rows=1       11.00 us   90.9%"), std::string::npos) << block;
+  EXPECT_NE(block.find("  block=1024 rows=1   failed to compile: synthetic"), std::string::npos) << block;
+  EXPECT_NE(table.find("Summary: " + std::to_string(kernels().size()) + " kernels: " + std::to_string(tunable()) +
+                       " measured, 0 from the cache, 0 by heuristics"),
+            std::string::npos)
+      << table;
+  EXPECT_NE(table.find("Expected gain: "), std::string::npos) << table;
+}
+
+TEST_F(AutotuneTune, WithoutAGpuNothingIsMeasuredOrRecorded) {
+  TuneResult r = tune_kernels(kernels(), {}, TuneOptions{});
+  EXPECT_EQ(r.by_heuristic, tunable());
+  EXPECT_TRUE(r.measured.empty());
+  EXPECT_EQ(r.device_note, "no tuning cache entries");
+  for (size_t i = 0; i < kernels().size(); ++i) {
+    EXPECT_EQ(r.configs[i], default_config(kernels()[i]));
+    for (const CandidateRow& row : r.kernels[i].rows) EXPECT_FALSE(row.time_us);
+  }
+}
+
+}  // namespace
+}  // namespace tcc::autotune

@@ -1,0 +1,443 @@
+// The profiler without a GPU: the measurement model, summaries and warnings,
+// and every report writer, on the synthetic recorded measurements of
+// tests/profiler (kernels from tcc compile, timings from a model; see
+// make_recorded.py), through `tcc bench --from-recorded` as users run it.
+// Also `tcc run --host --check`, the eager mode, and what bench/profile/run
+// say without a GPU. The GpuProfile tests run where a GPU is (scripts/gpu-check).
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+
+#include "src/diag/diagnostics.h"
+#include "src/profiler/measurement.h"
+#include "src/profiler/report.h"
+#include "tcc_runtime.h"
+#include "tests/unit/cli_util.h"
+
+namespace tcc {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using profiler::Measurement;
+using profiler::Summary;
+
+const std::string kSource = TCC_SOURCE_DIR;
+
+std::string recorded(const std::string& model) { return kSource + "/tests/profiler/" + model + ".measurement.json"; }
+std::string fixture(const std::string& name) { return kSource + "/tests/fixtures/" + name; }
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+class ProfilerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "tcc_profiler_test_XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // `tcc bench --from-recorded` into dir_/name.
+  CliResult replay(const std::string& model, const std::string& name) {
+    return run_tcc("bench --from-recorded " + shell_quote(recorded(model)) + " --report " +
+                   shell_quote((dir_ / name).string()));
+  }
+
+  fs::path dir_;
+};
+
+const profiler::ModeSummary& mode(const Summary& s, const std::string& name) {
+  for (const auto& m : s.modes)
+    if (m.mode->mode == name) return m;
+  throw std::runtime_error("no mode " + name);
+}
+
+bool has_warning(const Summary& s, const std::string& prefix) {
+  for (const std::string& w : s.warnings)
+    if (w.rfind(prefix, 0) == 0) return true;
+  return false;
+}
+
+TEST(ProfilerStats, PercentilesAndSpread) {
+  std::vector<double> xs;
+  for (int i = 100; i >= 1; --i) xs.push_back(i);
+  profiler::Stats s = profiler::stats_of(xs);
+  EXPECT_DOUBLE_EQ(s.median, 50.5);
+  EXPECT_DOUBLE_EQ(s.p90, 90);
+  EXPECT_DOUBLE_EQ(s.p99, 99);
+  EXPECT_DOUBLE_EQ(s.min, 1);
+  EXPECT_DOUBLE_EQ(s.max, 100);
+  EXPECT_NEAR(s.stddev, 28.866, 1e-3);
+  EXPECT_NEAR(s.cv(), 28.866 / 50.5, 1e-4);
+}
+
+TEST(ProfilerSummary, RecordedMeasurementRoundTripsThroughJson) {
+  for (const char* model : {"mlp", "gpt2_block"}) {
+    Measurement m = profiler::read_measurement(recorded(model));
+    json once = profiler::to_json(m);
+    json twice = profiler::to_json(profiler::measurement_from_json(once, "again"));
+    EXPECT_EQ(once, twice) << model;
+    EXPECT_NE(m.source.find("SYNTHETIC"), std::string::npos);
+  }
+}
+
+TEST(ProfilerSummary, ModesKernelsAndRoofline) {
+  Measurement m = profiler::read_measurement(recorded("gpt2_block"));
+  Summary s = profiler::summarize(m);
+  const auto& eager = mode(s, "eager");
+  const auto& fused = mode(s, "default");
+  EXPECT_DOUBLE_EQ(eager.speedup_over_eager, 1.0);
+  EXPECT_NEAR(fused.speedup_over_eager, eager.latency_ms.median / fused.latency_ms.median, 1e-12);
+  EXPECT_NEAR(fused.steps_per_s, 1e3 / fused.latency_ms.median, 1e-9);
+  // Eager launches one kernel per node: more launches per step than the fused module.
+  double eager_launches = 0, fused_launches = 0, share = 0;
+  for (const auto& k : eager.kernels) eager_launches += k.launches_per_step;
+  for (const auto& k : fused.kernels) fused_launches += k.launches_per_step, share += k.share;
+  EXPECT_GT(eager_launches, 2 * fused_launches);
+  EXPECT_NEAR(share, 1.0, 1e-9);
+  for (size_t i = 1; i < fused.kernels.size(); ++i)
+    EXPECT_GE(fused.kernels[i - 1].time_per_step_us, fused.kernels[i].time_per_step_us);
+  // Roofline: the slower of bytes at peak bandwidth and FLOP at peak compute, over the measured median.
+  const DeviceProfile& h100 = find_device("h100");
+  for (const auto& k : fused.kernels) {
+    double ideal = std::max(k.spec->bytes / h100.bytes_per_s,
+                            k.spec->flop / (k.spec->tensor_cores ? h100.tensor_flop_per_s : h100.fp32_flop_per_s));
+    EXPECT_NEAR(k.roofline_fraction, ideal / (k.median_us * 1e-6), 1e-9) << k.spec->name;
+    EXPECT_GT(k.roofline_fraction, 0);
+    EXPECT_LE(k.roofline_fraction, 1);
+    EXPECT_FALSE(k.spec->nodes.empty());
+  }
+  // The graph mode ran without a trace, and says why it did not use graphs.
+  EXPECT_TRUE(mode(s, "reduce-overhead").mode->note.rfind("skipping cudagraphs due to host fallback node", 0) == 0);
+}
+
+TEST(ProfilerSummary, WarnsLikeTrtexec) {
+  Summary mlp = profiler::summarize(profiler::read_measurement(recorded("mlp")));
+  // The recorded mlp eager run has slow outliers; the others are steady.
+  EXPECT_TRUE(has_warning(mlp, "eager: timings are unstable"));
+  EXPECT_FALSE(has_warning(mlp, "default: timings are unstable"));
+  EXPECT_FALSE(has_warning(mlp, "reduce-overhead: timings are unstable"));
+  // A tiny MLP on an H100: launching costs more host time than the GPU spends.
+  EXPECT_TRUE(has_warning(mlp, "default: throughput is bound by host enqueue time"));
+
+  Measurement m = profiler::read_measurement(recorded("mlp"));
+  for (auto& x : m.modes) {
+    x.enqueue_ms.assign(x.gpu_ms.size(), 0.001);
+    for (size_t i = 0; i < x.latencies_ms.size(); ++i) x.latencies_ms[i] = 1.0;
+  }
+  Summary calm = profiler::summarize(m);
+  EXPECT_TRUE(calm.warnings.empty()) << calm.warnings.front();
+}
+
+TEST(ProfilerSummary, BadRecordingsNameTheField) {
+  json j = profiler::to_json(profiler::read_measurement(recorded("mlp")));
+  j["modes"][1]["activities"][0]["kernel"] = "tcc_k99_nothing";
+  try {
+    profiler::measurement_from_json(j, "rec.json");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("rec.json: modes[1].activities[0]: kernel 'tcc_k99_nothing'"),
+              std::string::npos)
+        << e.what();
+  }
+  j = profiler::to_json(profiler::read_measurement(recorded("mlp")));
+  j["modes"][0].erase("latencies_ms");
+  EXPECT_THROW(profiler::measurement_from_json(j, "rec.json"), InputError);
+  j = profiler::to_json(profiler::read_measurement(recorded("mlp")));
+  j["device"] = "v100";
+  EXPECT_THROW(profiler::summarize(profiler::measurement_from_json(j, "rec.json")), InputError);
+}
+
+TEST_F(ProfilerTest, ReportMarkdownMatchesGolden) {
+  for (const char* model : {"mlp", "gpt2_block"}) {
+    CliResult r = replay(model, model);
+    ASSERT_EQ(r.code, 0) << r.output;
+    EXPECT_NE(r.output.find("reduce-overhead"), std::string::npos) << r.output;
+    EXPECT_EQ(read_file(dir_ / model / "report.md"), read_file(kSource + "/tests/profiler/" + model + ".report.md"))
+        << model << ": regenerate with tests/profiler/update-goldens if the change is intended";
+  }
+}
+
+TEST_F(ProfilerTest, ReportJsonHasEveryField) {
+  ASSERT_EQ(replay("gpt2_block", "r").code, 0);
+  json j = json::parse(read_file(dir_ / "r" / "report.json"));
+  EXPECT_EQ(j["format"], "tcc-report");
+  EXPECT_EQ(j["device"]["profile"], "h100");
+  EXPECT_DOUBLE_EQ(j["device"]["bytes_per_s"].get<double>(), 3.35e12);
+  ASSERT_EQ(j["modes"].size(), 3u);
+  for (const json& m : j["modes"]) {
+    for (const char* k : {"mode", "note", "compile_s", "warmup", "iterations", "latency_ms", "enqueue_ms", "gpu_ms",
+                          "steps_per_s", "speedup_over_eager", "gpu_busy", "traced_steps", "kernels"})
+      EXPECT_TRUE(m.contains(k)) << k;
+    for (const char* k : {"median", "p90", "p99", "mean", "min", "max", "stddev", "cv"})
+      EXPECT_TRUE(m["latency_ms"][k].is_number()) << k;
+    EXPECT_EQ(m["iterations"], 200);
+    for (const json& k : m["kernels"]) {
+      for (const char* f :
+           {"name", "kind", "nodes", "launches_per_step", "time_per_step_us", "median_us", "share", "bytes", "flop",
+            "achieved_bytes_per_s", "achieved_flop_per_s", "intensity", "roofline_fraction", "bound"})
+        EXPECT_TRUE(k.contains(f)) << f;
+      EXPECT_FALSE(k["nodes"].empty());
+    }
+  }
+  EXPECT_EQ(j["modes"][0]["mode"], "eager");
+  EXPECT_EQ(j["modes"][0]["speedup_over_eager"], 1.0);
+  EXPECT_TRUE(j["warnings"].is_array());
+  // The recording itself is written next to the reports and replays to the same report.
+  CliResult again = run_tcc("bench --from-recorded " + shell_quote((dir_ / "r" / "measurement.json").string()) +
+                            " --report " + shell_quote((dir_ / "r2").string()));
+  ASSERT_EQ(again.code, 0) << again.output;
+  EXPECT_EQ(read_file(dir_ / "r2" / "report.json"), read_file(dir_ / "r" / "report.json"));
+}
+
+TEST_F(ProfilerTest, TraceIsChromeTraceEvents) {
+  ASSERT_EQ(replay("gpt2_block", "r").code, 0);
+  Measurement m = profiler::read_measurement(recorded("gpt2_block"));
+  json t = json::parse(read_file(dir_ / "r" / "trace.json"));
+  ASSERT_TRUE(t["traceEvents"].is_array());
+  std::map<int, std::string> processes;
+  std::set<std::pair<int, int>> named_tracks, used_tracks;
+  size_t slices = 0;
+  for (const json& e : t["traceEvents"]) {
+    if (e["ph"] == "M") {
+      if (e["name"] == "process_name") processes[e["pid"]] = e["args"]["name"];
+      if (e["name"] == "thread_name") named_tracks.insert({e["pid"].get<int>(), e["tid"].get<int>()});
+      continue;
+    }
+    ASSERT_EQ(e["ph"], "X") << e.dump();
+    ++slices;
+    EXPECT_GE(e["ts"].get<double>(), 0);
+    EXPECT_GT(e["dur"].get<double>(), 0);
+    EXPECT_EQ(e["name"].get<std::string>().rfind("tcc_k", 0), 0u);
+    EXPECT_FALSE(e["args"]["nodes"].empty());
+    used_tracks.insert({e["pid"].get<int>(), e["tid"].get<int>()});
+  }
+  size_t activities = 0;
+  for (const auto& x : m.modes) activities += x.activities.size();
+  EXPECT_EQ(slices, activities);
+  EXPECT_EQ(used_tracks, named_tracks);  // every stream is a named track
+  // Every mode was traced: reduce-overhead could not capture a graph (a host fallback) and ran as default.
+  EXPECT_EQ(processes.size(), 3u);
+  EXPECT_EQ(processes.begin()->second, "tcc eager");
+}
+
+TEST_F(ProfilerTest, HtmlIsSelfContainedWithAChartEach) {
+  ASSERT_EQ(replay("gpt2_block", "r").code, 0);
+  std::string html = read_file(dir_ / "r" / "report.html");
+  auto count = [&](const std::string& what) {
+    size_t n = 0;
+    for (size_t at = html.find(what); at != std::string::npos; at = html.find(what, at + 1)) ++n;
+    return n;
+  };
+  // Mode bars, then per traced mode (all three here) kernel time bars and the roofline.
+  EXPECT_EQ(count("<svg"), 7u);
+  EXPECT_EQ(count("</svg>"), 7u);
+  EXPECT_EQ(count("<title>Roofline"), 3u);
+  EXPECT_EQ(count("<title>Steps per second by mode"), 1u);
+  EXPECT_EQ(count("<title>GPU time per step by kernel"), 3u);
+  EXPECT_NE(html.find("/h.0/mlp/c_fc/MatMul, /h.0/mlp/c_fc/Add"), std::string::npos);  // kernels name their nodes
+  // The mlp's reduce-overhead replayed a graph: not traced, so no kernel charts for it.
+  ASSERT_EQ(replay("mlp", "m").code, 0);
+  html = read_file(dir_ / "m" / "report.html");
+  EXPECT_EQ(count("<title>Roofline"), 2u);
+  for (const char* banned : {"http://", "https://", "<script", "<link", "@import", "src="})
+    EXPECT_EQ(count(banned), 0u) << banned;
+}
+
+TEST_F(ProfilerTest, BenchAndProfileNeedAGpuOrARecording) {
+  if (tcc_cuda_available()) GTEST_SKIP() << "a CUDA device is present";
+  CliResult r = run_tcc("bench " + shell_quote(fixture("mlp.onnx")));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.output,
+            "tcc bench: no usable GPU here; --from-recorded FILE writes the reports from a recorded "
+            "measurement\n");
+  r = run_tcc("profile " + shell_quote(fixture("mlp.onnx")) + " --report " + shell_quote((dir_ / "p").string()));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.output,
+            "tcc profile: no usable GPU here; --replay FILE writes the reports from a recorded measurement\n");
+  r = run_tcc("run " + shell_quote(fixture("mlp.onnx")) + " --check");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.output.find("tcc run: no usable GPU here"), 0u) << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1);
+}
+
+TEST_F(ProfilerTest, ProfileReplaysARecording) {
+  CliResult r =
+      run_tcc("profile --replay " + shell_quote(recorded("mlp")) + " --report " + shell_quote((dir_ / "p").string()));
+  ASSERT_EQ(r.code, 0) << r.output;
+  for (const char* f : {"report.md", "report.html", "report.json", "trace.json", "measurement.json"})
+    EXPECT_TRUE(fs::is_regular_file(dir_ / "p" / f)) << f;
+}
+
+TEST_F(ProfilerTest, BadFlagsAndRecordingsExitTwo) {
+  EXPECT_EQ(run_tcc("profile --replay " + shell_quote(recorded("mlp"))).code, 2);  // no --report
+  EXPECT_EQ(run_tcc("bench " + shell_quote(fixture("mlp.onnx")) + " --modes default,fastest").code, 2);
+  EXPECT_EQ(run_tcc("bench " + shell_quote(fixture("mlp.onnx")) + " --iterations 5 --duration 2").code, 2);
+  EXPECT_EQ(run_tcc("bench " + shell_quote(fixture("mlp.onnx")) + " --shapes batch").code, 2);
+  std::ofstream(dir_ / "broken.json") << "{\"format\": \"tcc-measurement\", ";
+  CliResult r = run_tcc("bench --from-recorded " + shell_quote((dir_ / "broken.json").string()));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("broken.json: not valid JSON"), std::string::npos) << r.output;
+  r = run_tcc("bench --from-recorded " + shell_quote((dir_ / "missing.json").string()));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("missing.json: cannot read"), std::string::npos) << r.output;
+}
+
+// `tcc run --host --check`: the compiled module on the CPU against the reference interpreter.
+TEST_F(ProfilerTest, RunHostCheckAgreesWithTheReference) {
+  for (const char* model : {"mlp", "gpt2_block", "resnet_small"}) {
+    CliResult r = run_tcc("run " + shell_quote(fixture(std::string(model) + ".onnx")) + " --inputs " +
+                          shell_quote(fixture(model)) + " --host --check");
+    EXPECT_EQ(r.code, 0) << r.output;
+    EXPECT_NE(r.output.find("output: ok  max abs err "), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("outputs match the reference interpreter"), std::string::npos) << r.output;
+  }
+  // Random inputs at other sizes.
+  CliResult r = run_tcc("run " + shell_quote(fixture("gpt2_block.onnx")) + " --shapes batch=3,seq=7 --host --check");
+  EXPECT_EQ(r.code, 0) << r.output;
+}
+
+TEST_F(ProfilerTest, RunCheckCatchesAWrongModule) {
+  fs::path module = dir_ / "m";
+  ASSERT_EQ(run_tcc("compile " + shell_quote(fixture("mlp.onnx")) + " -o " + shell_quote(module.string())).code, 0);
+  {
+    std::fstream w(module / "weights.bin", std::ios::in | std::ios::out | std::ios::binary);
+    std::vector<char> bytes(256, 0x3f);  // overwrite the start of the first weight
+    w.write(bytes.data(), bytes.size());
+  }
+  CliResult r = run_tcc("run " + shell_quote(module.string()) + " --model " + shell_quote(fixture("mlp.onnx")) +
+                        " --inputs " + shell_quote(fixture("mlp")) + " --host --check");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("output: MISMATCH"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("outputs DIFFER"), std::string::npos) << r.output;
+  // A module whose manifest names a model that is not here needs --model.
+  r = run_tcc("run " + shell_quote(module.string()) + " --host --check");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("give it with --model FILE"), std::string::npos) << r.output;
+}
+
+// The eager mode: one kernel per node, and still the reference's results.
+TEST_F(ProfilerTest, EagerModeIsOneKernelPerNode) {
+  for (const char* model : {"mlp", "gpt2_block"}) {
+    fs::path eager = dir_ / (std::string(model) + "_eager"), fused = dir_ / (std::string(model) + "_default");
+    std::string m = shell_quote(fixture(std::string(model) + ".onnx"));
+    ASSERT_EQ(run_tcc("compile " + m + " -o " + shell_quote(eager.string()) + " --mode eager").code, 0);
+    ASSERT_EQ(run_tcc("compile " + m + " -o " + shell_quote(fused.string())).code, 0);
+    json e = json::parse(read_file(eager / "manifest.json")), f = json::parse(read_file(fused / "manifest.json"));
+    EXPECT_EQ(e["mode"], "eager");
+    for (const json& k : e["kernels"]) EXPECT_EQ(k["nodes"].size(), 1u) << k.dump();
+    EXPECT_GT(e["schedule"].size(), f["schedule"].size()) << model;
+    CliResult r = run_tcc("run " + shell_quote(eager.string()) + " --model " + m + " --inputs " +
+                          shell_quote(fixture(model)) + " --host --check");
+    EXPECT_EQ(r.code, 0) << r.output;
+  }
+}
+
+// ---- On a GPU (skipped elsewhere; scripts/gpu-check runs every test named *Gpu*) ----
+
+class GpuProfile : public ProfilerTest {
+ protected:
+  void SetUp() override {
+    if (!tcc_cuda_available()) GTEST_SKIP() << "no CUDA device";
+    ProfilerTest::SetUp();
+  }
+};
+
+TEST_F(GpuProfile, RunCheckOnEveryFixture) {
+  for (const char* model : {"mlp", "gpt2_block", "resnet_small"}) {
+    CliResult r = run_tcc("run " + shell_quote(fixture(std::string(model) + ".onnx")) + " --inputs " +
+                          shell_quote(fixture(model)) + " --check");
+    EXPECT_EQ(r.code, 0) << model << "\n" << r.output;
+    EXPECT_NE(r.output.find("outputs match the reference interpreter"), std::string::npos) << r.output;
+  }
+}
+
+TEST_F(GpuProfile, CudaGraphReplayMatchesHostRun) {
+  fs::path module = dir_ / "m";
+  ASSERT_EQ(run_tcc("compile " + shell_quote(fixture("mlp.onnx")) + " -o " + shell_quote(module.string())).code, 0);
+  tcc_module* m = nullptr;
+  ASSERT_EQ(tcc_module_load(module.c_str(), &m), TCC_OK) << tcc_last_error();
+  int64_t in_shape[2] = {5, 0}, out_shape[2] = {5, 0};
+  tcc_dtype dtype;
+  int32_t rank = 0;
+  ASSERT_EQ(tcc_module_tensor_info(m, 0, 0, &dtype, &rank, in_shape, 2), TCC_OK) << tcc_last_error();
+  in_shape[0] = 5;
+  std::vector<float> x(static_cast<size_t>(in_shape[0] * in_shape[1]));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37 * static_cast<double>(i));
+  tcc_tensor in = {x.data(), TCC_F32, 2, in_shape};
+  ASSERT_EQ(tcc_module_output_shape(m, &in, 1, 0, out_shape, 2, &rank), TCC_OK) << tcc_last_error();
+  std::vector<float> host(static_cast<size_t>(out_shape[0] * out_shape[1])), device(host.size());
+  tcc_tensor out = {host.data(), TCC_F32, 2, out_shape};
+  ASSERT_EQ(tcc_module_run_host(m, &in, 1, &out, 1), TCC_OK) << tcc_last_error();
+
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  void *d_in = nullptr, *d_out = nullptr;
+  ASSERT_EQ(cudaMalloc(&d_in, x.size() * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&d_out, host.size() * 4), cudaSuccess);
+  std::vector<float> zeros(x.size(), 0.f);
+  ASSERT_EQ(cudaMemcpy(d_in, zeros.data(), x.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  tcc_tensor d_in_t = {d_in, TCC_F32, 2, in_shape}, d_out_t = {d_out, TCC_F32, 2, out_shape};
+  tcc_cuda_graph* graph = nullptr;
+  ASSERT_EQ(tcc_module_capture_cuda(m, &d_in_t, 1, &d_out_t, 1, stream, &graph), TCC_OK) << tcc_last_error();
+  // New inputs go into the captured (static) input buffer; the replay computes with them.
+  ASSERT_EQ(cudaMemcpyAsync(d_in, x.data(), x.size() * 4, cudaMemcpyHostToDevice, stream), cudaSuccess);
+  ASSERT_EQ(tcc_cuda_graph_launch(graph, stream), TCC_OK) << tcc_last_error();
+  ASSERT_EQ(cudaMemcpyAsync(device.data(), d_out, device.size() * 4, cudaMemcpyDeviceToHost, stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  for (size_t i = 0; i < host.size(); ++i) ASSERT_NEAR(device[i], host[i], 1e-4 + 1e-4 * std::fabs(host[i])) << i;
+  tcc_cuda_graph_free(graph);
+  cudaFree(d_in);
+  cudaFree(d_out);
+  cudaStreamDestroy(stream);
+  tcc_module_free(m);
+}
+
+TEST_F(GpuProfile, ProfileTracesEveryKernelAndSaysWhyGraphsAreSkipped) {
+  CliResult r = run_tcc("profile " + shell_quote(fixture("gpt2_block.onnx")) +
+                        " --modes eager,default,reduce-overhead --iterations 20 --check --report " +
+                        shell_quote((dir_ / "p").string()));
+  ASSERT_EQ(r.code, 0) << r.output;
+  json j = json::parse(read_file(dir_ / "p" / "report.json"));
+  ASSERT_EQ(j["modes"].size(), 3u);
+  for (const json& m : j["modes"]) {
+    EXPECT_EQ(m["iterations"], 20);
+    EXPECT_GT(m["latency_ms"]["median"].get<double>(), 0);
+    EXPECT_GT(m["gpu_ms"]["median"].get<double>(), 0);
+    EXPECT_FALSE(m["kernels"].empty()) << m["mode"];
+  }
+  // gpt2_block has a host fallback (Split): the graph mode says so and runs default.
+  EXPECT_EQ(j["modes"][2]["note"].get<std::string>().rfind("skipping cudagraphs due to host fallback node", 0), 0u);
+  // Every kernel of the default module ran in each traced step.
+  json manifest = json::parse(read_file(dir_ / "p" / "measurement.json"));
+  EXPECT_EQ(j["modes"][1]["kernels"].size(), manifest["modes"][1]["kernels"].size());
+  json trace = json::parse(read_file(dir_ / "p" / "trace.json"));
+  size_t slices = 0;
+  for (const json& e : trace["traceEvents"]) slices += e["ph"] == "X";
+  EXPECT_GT(slices, 0u);
+}
+
+TEST_F(GpuProfile, BenchReplaysCudaGraphs) {
+  CliResult r = run_tcc("bench " + shell_quote(fixture("mlp.onnx")) +
+                        " --modes default,reduce-overhead --iterations 50 --check --report " +
+                        shell_quote((dir_ / "b").string()));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.output.find("skipping cudagraphs"), std::string::npos) << r.output;
+  json j = json::parse(read_file(dir_ / "b" / "report.json"));
+  EXPECT_EQ(j["modes"][1]["note"], "");
+  // One graph launch: the host enqueues a step faster than launching each kernel.
+  EXPECT_LT(j["modes"][1]["enqueue_ms"]["median"].get<double>(), j["modes"][0]["enqueue_ms"]["median"].get<double>());
+}
+
+}  // namespace
+}  // namespace tcc
