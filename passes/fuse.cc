@@ -69,7 +69,6 @@ struct Group {
   FusionKind kind = FusionKind::Single;
   bool fused = false;               // false: a lone node not (yet) in any kernel
   std::vector<Node*> members;       // kept in graph order when materialized
-  size_t first = 0, last = 0;       // graph positions of the earliest and latest member
   // Reduction groups: the reduced shape, axes and kept shape; pointwise groups: the output shape in `full`.
   Dims full, kept;
   std::vector<int64_t> axes;
@@ -85,7 +84,6 @@ class Fuser {
       role_[n.get()] = kernel_role(*n);
       Group lone;
       lone.members = {n.get()};
-      lone.first = lone.last = i;
       groups_.push_back(std::move(lone));
       group_of_[n.get()] = i;
       collect_reads(*n, *n);
@@ -171,9 +169,11 @@ class Fuser {
   }
 
   // Whether merging units a and b would put another unit on a path between
-  // them. Units after the later of the two in graph order cannot lead back.
+  // them. The walk visits every unit downstream of a and b: one whose members
+  // all come after both in graph order may still lead back through a group that
+  // holds earlier and later nodes (training graphs join a forward reduction with
+  // its backward epilogue), so graph order cannot cut it short.
   bool creates_cycle(size_t a, size_t b) const {
-    size_t limit = std::max(groups_[a].last, groups_[b].last);
     std::vector<char> seen(groups_.size(), 0);
     std::vector<size_t> work;
     for (size_t u : {a, b})
@@ -185,7 +185,6 @@ class Fuser {
     while (!work.empty()) {
       size_t u = work.back();
       work.pop_back();
-      if (groups_[u].first > limit) continue;
       for (size_t s : successors(groups_[u])) {
         if (s == a || s == b) return true;
         if (!seen[s]) {
@@ -202,8 +201,6 @@ class Fuser {
     size_t a = static_cast<size_t>(&gr - groups_.data()), b = group_of_.at(&n);
     if (!merge_ || a == b || groups_[b].fused || creates_cycle(a, b)) return false;
     gr.members.push_back(&n);
-    gr.first = std::min(gr.first, index_.at(&n));
-    gr.last = std::max(gr.last, index_.at(&n));
     groups_[b].members.clear();
     group_of_[&n] = a;
     return true;

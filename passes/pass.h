@@ -58,7 +58,9 @@ bool cse(Graph& g, PassContext& ctx);
 bool fold_transpose_matmul(Graph& g, PassContext& ctx);
 bool fold_batchnorm_conv(Graph& g, PassContext& ctx);
 bool resolve_shapes(Graph& g, PassContext& ctx);
+bool recompute_activations(Graph& g, PassContext& ctx);
 bool decompose(Graph& g, PassContext& ctx);
 bool fuse(Graph& g, PassContext& ctx);
+bool fuse_multi_tensor(Graph& g, PassContext& ctx);
 
 }  // namespace tcc

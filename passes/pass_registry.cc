@@ -40,11 +40,19 @@ const std::vector<PassInfo>& all_passes() {
        fold_batchnorm_conv},
       // Last: sweeps what the passes above left unused.
       {"dce", "Remove nodes and initializers that no graph output depends on", Phase::Optimize, dce},
+      // First in its phase: after cse, which would merge recomputed copies back into their originals, and
+      // before decompose, so a LayerNorm or Softmax counts as one node that is not recomputed.
+      {"recompute_activations", "Training graphs: a min-cut choice of the forward values the backward saves; the "
+                                "rest are recomputed before their backward readers", Phase::Fuse,
+       recompute_activations},
       // Composite ops become primitives first, so fuse can group them with their neighbours.
       {"decompose", "Softmax, LogSoftmax, LayerNormalization and inference BatchNormalization into reductions and "
                     "pointwise ops", Phase::Fuse, decompose},
       {"fuse", "Group nodes into tcc::Fusion kernels: pointwise chains, reductions with prologues and epilogues, "
                "MatMul/Gemm with cuBLASLt epilogues, lone movement ops", Phase::Fuse, fuse},
+      // After fuse: it merges the pointwise fusions fuse made of each parameter's update.
+      {"fuse_multi_tensor", "Merge the optimizer update fusions of same-shaped parameters into one multi-tensor "
+                            "kernel", Phase::Fuse, fuse_multi_tensor},
   };
   return passes;
 }

@@ -383,4 +383,20 @@ TrainingGraph build_training_graph(Model& model, const TrainOptions& opts) {
   return out;
 }
 
+StepPart step_part(const Node& n) {
+  const std::string& name = n.name();
+  if (name.rfind("grad/", 0) == 0 || name.rfind("recompute/", 0) == 0) return StepPart::Backward;
+  if (name.rfind("optimizer/", 0) == 0) return StepPart::Optimizer;
+  return StepPart::Forward;
+}
+
+const char* step_part_name(StepPart p) {
+  switch (p) {
+    case StepPart::Forward: return "forward";
+    case StepPart::Backward: return "backward";
+    case StepPart::Optimizer: return "optimizer";
+  }
+  return "forward";
+}
+
 }  // namespace tcc

@@ -72,6 +72,14 @@ struct TrainingGraph {
 // the autodiff cannot handle are InputErrors.
 TrainingGraph build_training_graph(Model& model, const TrainOptions& opts);
 
+// Which part of a training step a node belongs to, from the names above:
+// `grad/...` and `recompute/...` (forward values computed again for the
+// backward, passes/recompute_activations) are Backward, `optimizer/...` is
+// Optimizer, everything else (the model and `loss/...`) is Forward.
+enum class StepPart { Forward, Backward, Optimizer };
+StepPart step_part(const Node& n);
+const char* step_part_name(StepPart p);  // "forward", "backward", "optimizer"
+
 // Shell-style glob: `*` any run of characters, `?` any one character.
 bool glob_match(const std::string& pattern, const std::string& name);
 

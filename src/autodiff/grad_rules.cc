@@ -178,7 +178,16 @@ void matmul_rule(GradContext& c) {
     da = e.sum_to(da, from, ad);
     c.set(0, a_vec ? e.squeeze(da, {0}) : da);
   }
-  if (c.wants(1)) {
+  if (c.wants(1) && !a_vec && !b_vec && bd.size() == 2 && ad.size() > 2 && ad.back().is_static() &&
+      bd.back().is_static()) {
+    // A weight shared across batch axes (x @ W over [batch, seq, K]): one 2-D
+    // product over the flattened rows, A^T [K, batch*seq] @ g [batch*seq, N],
+    // rather than a batched product summed over the batch afterwards (a
+    // [batch, K, N] temporary, and a reduction kernel instead of a GEMM).
+    Value* rows_a = e.op("Reshape", {a, e.ints({-1, ad.back().value()})});
+    Value* rows_g = e.op("Reshape", {g, e.ints({-1, bd.back().value()})});
+    c.set(1, e.op("MatMul", {e.op("Transpose", {rows_a}, {{"perm", Attribute::of_ints({1, 0})}}), rows_g}));
+  } else if (c.wants(1)) {
     Value* db = e.op("MatMul", {transpose_last2(c, a, ad.size()), g});
     Dims from = batch;
     from.insert(from.end(), bd.end() - 2, bd.end());

@@ -49,7 +49,8 @@ Value* state_input(Graph& g, Value* param, const std::string& suffix) {
 //             p -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
 //   adamw:    p *= 1 - lr * weight_decay, then adam
 // where the L2 weight decay of sgd/momentum/adam is g += weight_decay * p.
-// lr and t are f32; for a parameter of another float type they are cast once.
+// lr, t, the bias corrections and adamw's decay factor are f32; for a parameter of another
+// float type they are cast once per parameter.
 OptimizerIO append_optimizer_step(Graph& g, const std::vector<Value*>& params, const std::vector<Value*>& grads,
                                   const OptimizerOptions& opts) {
   OptimizerIO io;
@@ -57,6 +58,21 @@ OptimizerIO append_optimizer_step(Graph& g, const std::vector<Value*>& params, c
   io.lr = scalar_input(g, "lr");
   if (adam) io.step = scalar_input(g, "step");
   double wd = opts.weight_decay >= 0 ? opts.weight_decay : opts.kind == OptimizerKind::AdamW ? 0.01 : 0.0;
+  // Adam's bias corrections depend on the step alone: computed once for every
+  // parameter, so the update of same-shaped parameters is one kernel
+  // (passes/fuse_multi_tensor) and not one small scalar kernel per parameter.
+  Value* bias_correction1 = nullptr;
+  Value* bias_correction2 = nullptr;
+  Value* decay = nullptr;  // adamw: 1 - lr * weight_decay, likewise shared
+  if (opts.kind == OptimizerKind::AdamW && wd != 0) {
+    Emitter e(g, "optimizer/decay");
+    decay = e.op("Sub", {e.scalar(1.0, DType::F32), e.op("Mul", {io.lr, e.scalar(wd, DType::F32)})});
+  }
+  if (adam) {
+    Emitter e(g, "optimizer/bias_correction");
+    bias_correction1 = e.op("Sub", {e.scalar(1.0, DType::F32), e.op("Pow", {e.scalar(opts.beta1, DType::F32), io.step})});
+    bias_correction2 = e.op("Sub", {e.scalar(1.0, DType::F32), e.op("Pow", {e.scalar(opts.beta2, DType::F32), io.step})});
+  }
 
   for (size_t i = 0; i < params.size(); ++i) {
     Value* p = params[i];
@@ -74,7 +90,7 @@ OptimizerIO append_optimizer_step(Graph& g, const std::vector<Value*>& params, c
     Value* base = p;
     std::vector<Value*> outputs;
     switch (opts.kind) {
-      case OptimizerKind::None: TCC_CHECK(false) << "append_optimizer_step without an optimizer";
+      case OptimizerKind::None: TCC_CHECK(false) << "append_optimizer_step without an optimizer"; break;
       case OptimizerKind::Sgd: update = e.op("Mul", {grad, lr}); break;
       case OptimizerKind::Momentum: {
         Value* buf = state_input(g, p, ".m");
@@ -86,8 +102,7 @@ OptimizerIO append_optimizer_step(Graph& g, const std::vector<Value*>& params, c
       }
       case OptimizerKind::Adam:
       case OptimizerKind::AdamW: {
-        if (opts.kind == OptimizerKind::AdamW && wd != 0)
-          base = e.op("Mul", {p, e.op("Sub", {c(1.0), e.op("Mul", {lr, c(wd)})})});
+        if (decay) base = e.op("Mul", {p, as_dtype(decay)});
         Value* m = state_input(g, p, ".m");
         Value* v = state_input(g, p, ".v");
         io.state_inputs.push_back(m->name());
@@ -99,9 +114,8 @@ OptimizerIO append_optimizer_step(Graph& g, const std::vector<Value*>& params, c
                                 {e.op("Mul", {v, c(opts.beta2)}), e.op("Mul", {g2, c(1 - opts.beta2)})});
         outputs.push_back(m_next);
         outputs.push_back(v_next);
-        Value* t = as_dtype(io.step);
-        Value* bc1 = e.op("Sub", {c(1.0), e.op("Pow", {c(opts.beta1), t})});
-        Value* bc2 = e.op("Sub", {c(1.0), e.op("Pow", {c(opts.beta2), t})});
+        Value* bc1 = as_dtype(bias_correction1);
+        Value* bc2 = as_dtype(bias_correction2);
         Value* denom = e.op("Add", {e.op("Sqrt", {e.op("Div", {v_next, bc2})}), c(opts.eps)});
         Value* direction = e.op("Div", {e.op("Div", {m_next, bc1}), denom});
         update = e.op("Mul", {direction, lr});

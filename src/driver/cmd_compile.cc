@@ -16,6 +16,8 @@
 #include <future>
 #include <iostream>
 #include <map>
+#include <set>
+#include <sstream>
 #include <thread>
 #include <unordered_map>
 
@@ -29,9 +31,12 @@
 #include "frontends/load_model.h"
 #include "passes/pass_manager.h"
 #include "src/analysis/partition.h"
+#include "src/autodiff/saved_activations.h"
 #include "src/analysis/recompile_simulator.h"
 #include "src/driver/commands.h"
 #include "src/driver/run_support.h"
+#include "src/driver/train_flags.h"
+#include "src/ir/fusion.h"
 #include "src/shape/shape_inference.h"
 
 namespace tcc {
@@ -54,6 +59,7 @@ struct CompileCli {
   std::string cache;        // tuning cache (modes that autotune)
   std::string device_name;  // whose cache entries to use without a GPU
   CompileOptions options;
+  TrainFlags train;
 };
 
 std::vector<std::string> parse_archs(const std::string& spec) {
@@ -109,8 +115,15 @@ ExitCode run_compile(CompileCli& c) {
   auto start = std::chrono::steady_clock::now();
   auto stage = start;
   auto model = load_model(c.model);
+  // With --train the module is the training step: inputs gain the label, lr,
+  // step and optimizer state, outputs are the loss and the updated parameters.
+  std::optional<TrainingGraph> training = apply_train_flags(c.train, *model);
   t.load = ms_since(stage);
   hinted_sizes(*model->graph, o.shape_hints);  // a hint for a symbol the model lacks fails before any work
+  // The pipeline below makes the min-cut choice; the comparison plans both choices on copies.
+  std::optional<SavedActivations> activations;
+  if (training)
+    activations = compare_saved_activations([&] { return load_training_step(c.train, c.model); }, o.shape_hints);
 
   stage = std::chrono::steady_clock::now();
   ShapeInfo info = infer_shapes(*model->graph);
@@ -130,7 +143,13 @@ ExitCode run_compile(CompileCli& c) {
   pm_options.time_passes = c.time_passes;
   pm_options.fusion = std::any_of(mode.features.begin(), mode.features.end(),
                                   [](const Feature* f) { return f->name == "fusion"; });
-  PassManager pm(build_pipeline("", Phase::Fuse), pm_options, std::cerr);
+  std::vector<const PassInfo*> pipeline = build_pipeline("", Phase::Fuse);
+  // The min-cut minimizes saved bytes, a proxy: where the memory planner finds
+  // saving everything peaks lower, the module keeps the save-all graph.
+  bool save_all = activations && activations->save_all_peak < activations->min_cut_peak;
+  if (save_all)
+    std::erase_if(pipeline, [](const PassInfo* p) { return p->name == "recompute_activations"; });
+  PassManager pm(pipeline, pm_options, std::cerr);
   pm.run(*model);
   t.passes = ms_since(stage);
   const Graph& g = *model->graph;
@@ -214,6 +233,48 @@ ExitCode run_compile(CompileCli& c) {
             << " host<->device copies\n"
             << "  arena:     " << human_bytes(evaluate_bytes(plan.arena_bytes, sizes)) << at << " ("
             << human_bytes(evaluate_bytes(plan.unplanned_bytes, sizes)) << " unplanned)\n";
+  if (training) {
+    std::cout << "  training:  loss '" << training->loss << "', " << training->params.size() << " parameters, optimizer "
+              << c.train.optimizer
+              << (training->lr.empty()     ? ""
+                  : training->step.empty() ? " (lr is an input)"
+                                           : " (lr and step are inputs)")
+              << "\n";
+    if (!training->lr.empty()) {
+      // Where each parameter's update runs: a kernel of update nodes only (fuse_multi_tensor merges
+      // those of one shape), or the kernel that computes its gradient (a reduction over the batch
+      // takes the update as its epilogue). Update-only steps that write no parameter compute
+      // shared scalars (bias corrections, decay).
+      auto update_only = [&](const Step& s) {
+        if (s.kind != Step::Kind::Kernel) return false;
+        const auto& body = fusion_body(*nodes.at(s.node)).nodes();
+        return std::all_of(body.begin(), body.end(), [](const auto& n) { return step_part(*n) == StepPart::Optimizer; });
+      };
+      std::map<std::string, const Step*> writer;
+      for (const Step& s : schedule.steps)
+        for (const std::string& w : s.writes) writer[w] = &s;
+      std::set<const Step*> own, shared, scalar;
+      size_t own_params = 0, shared_params = 0;
+      for (const std::string& p : training->params) {
+        const Step* s = writer.at(p + ".updated");
+        if (update_only(*s)) {
+          own.insert(s);
+          ++own_params;
+        } else {
+          shared.insert(s);
+          ++shared_params;
+        }
+      }
+      for (const Step& s : schedule.steps)
+        if (update_only(s) && !own.count(&s)) scalar.insert(&s);
+      std::cout << "  optimizer: " << training->params.size() << " updates: " << own_params << " in " << own.size()
+                << " multi-tensor kernel steps, " << shared_params << " fused into " << shared.size()
+                << " gradient steps, " << scalar.size() << " scalar steps\n";
+    }
+    std::istringstream lines(describe_saved_activations(*activations));
+    for (std::string line; std::getline(lines, line);) std::cout << "  " << line << "\n";
+    std::cout << "  compiled:  the " << (save_all ? "save-all" : "min-cut") << " choice\n";
+  }
   char line[200];
   std::snprintf(line, sizeof line,
                 "  time:      %.2f s (load %.2f, passes %.2f, lowering %.2f, NVRTC %.2f || host compiler %.2f, "
@@ -260,6 +321,7 @@ CommandRunner setup_compile(CLI::App& cmd) {
   cmd.add_option("--device-name", c->device_name,
                  "Without a GPU: use the tuning cache entries of this device (as the driver names it)");
   cmd.add_flag("--list-modes", c->list_modes, "List the compile modes and what each turns on, and exit");
+  add_train_flags(cmd, c->train);
   return [c]() { return run_compile(*c); };
 }
 

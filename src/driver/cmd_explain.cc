@@ -4,11 +4,14 @@
 // --train it explains the training step built from the model (src/autodiff).
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <sstream>
 
 #include "frontends/load_model.h"
 #include "src/analysis/explain_report.h"
-#include "src/autodiff/autodiff.h"
+#include "src/autodiff/saved_activations.h"
 #include "src/driver/commands.h"
+#include "src/driver/train_flags.h"
 
 namespace tcc {
 
@@ -23,12 +26,8 @@ struct ExplainCli {
   bool fail_on_recompile = false;
   int max_recompiles = -1;
   int max_graph_breaks = -1;
-  bool train = false;
-  std::string loss_fn;
-  std::string loss_on;
-  std::string label;
-  std::string optimizer = "none";
-  TrainOptions train_opts;
+  std::string shape_hints;
+  TrainFlags train;
 };
 
 // The training step's lr and step are 0-d tensors that a caller fills from
@@ -36,21 +35,68 @@ struct ExplainCli {
 // tensors; --lr-as-scalar keeps the lr a value-guarded scalar, as torch does
 // with a float lr. The simulator numbers inputs in signature order: the graph
 // inputs without a default value.
-void apply_training(ExplainCli& c, Model& model) {
-  TrainOptions& t = c.train_opts;
-  if (!c.loss_fn.empty() || !c.loss_on.empty() || !c.label.empty()) {
-    if (c.loss_fn.empty() || c.loss_on.empty() || c.label.empty())
-      throw InputError("--loss-fn, --loss-on and --label go together");
-    t.builtin_loss = BuiltinLoss{parse_loss_kind(c.loss_fn), c.loss_on, c.label};
-  }
-  t.optimizer.kind = *parse_optimizer(c.optimizer);
-  TrainingGraph tg = build_training_graph(model, t);
+void simulate_training_inputs(ExplainCli& c, const TrainingGraph& tg, const Model& model) {
   int index = 0;
   for (const Value* v : model.graph->inputs()) {
     if (v->is_initializer()) continue;
-    if (v->name() == tg.step || (v->name() == tg.lr && !t.lr_as_scalar)) c.opts.sim.scalar_as_tensor.insert(index);
+    if (v->name() == tg.step || (v->name() == tg.lr && !c.train.opts.lr_as_scalar))
+      c.opts.sim.scalar_as_tensor.insert(index);
     ++index;
   }
+}
+
+// The training step's side of the report: how the graph breaks split the
+// forward, the backward and the update into compiled graphs (each graph's
+// nodes by part; a break in the forward splits the backward too, because the
+// backward of the nodes after the break depends on it), and what the backward
+// saves at the --shape-hint sizes.
+nlohmann::json training_json(const TrainingGraph& tg, const TrainFlags& f, const ExplainReport& r,
+                             const SavedActivations& saved) {
+  nlohmann::json graphs = nlohmann::json::array();
+  for (const CompiledRegion& region : r.partition.regions) {
+    std::map<StepPart, int> count;
+    for (const Node* n : region.nodes) ++count[step_part(*n)];
+    graphs.push_back({{"graph", region.id}, {"forward", count[StepPart::Forward]},
+                      {"backward", count[StepPart::Backward]}, {"optimizer", count[StepPart::Optimizer]}});
+  }
+  nlohmann::json breaks = nlohmann::json::array();
+  for (const GraphBreak& b : r.partition.breaks)
+    breaks.push_back({{"node", b.node->name()}, {"part", step_part_name(step_part(*b.node))}});
+  nlohmann::json sizes = nlohmann::json::object();
+  for (const auto& [name, v] : saved.sizes) sizes[name] = v;
+  return {{"loss", tg.loss},
+          {"params", tg.params},
+          {"optimizer", f.optimizer},
+          {"graphs", graphs},
+          {"breaks", breaks},
+          {"saved_activations",
+           {{"backward_reads", saved.backward_reads},
+            {"saved_values", saved.saved_values},
+            {"recomputed_nodes", saved.recomputed_nodes},
+            {"save_all_peak_bytes", saved.save_all_peak},
+            {"min_cut_peak_bytes", saved.min_cut_peak},
+            {"sizes", sizes}}}};
+}
+
+std::string training_text(const nlohmann::json& t, const SavedActivations& saved) {
+  std::ostringstream out;
+  out << "\nTraining step: loss '" << t["loss"].get<std::string>() << "', " << t["params"].size()
+      << " parameters, optimizer " << t["optimizer"].get<std::string>() << "\n";
+  int backward_graphs = 0;
+  for (const auto& g : t["graphs"]) {
+    out << "  graph " << g["graph"].get<int>() << ": " << g["forward"].get<int>() << " forward, "
+        << g["backward"].get<int>() << " backward, " << g["optimizer"].get<int>() << " optimizer nodes\n";
+    backward_graphs += g["backward"].get<int>() > 0;
+  }
+  for (const auto& b : t["breaks"])
+    out << "  break " << b["node"].get<std::string>() << " is in the " << b["part"].get<std::string>() << "\n";
+  if (!t["breaks"].empty())
+    out << "  the backward runs as " << backward_graphs << " compiled graph" << (backward_graphs == 1 ? "" : "s")
+        << ": tcc differentiates the whole model, so backward nodes split only where they depend on a break's "
+           "result, not once per forward graph\n";
+  std::istringstream lines(describe_saved_activations(saved));
+  for (std::string line; std::getline(lines, line);) out << "  " << line << "\n";
+  return out.str();
 }
 
 // The first gate that trips, as a one-line reason; empty when none does.
@@ -82,15 +128,26 @@ ExitCode run_explain(ExplainCli& c) {
   c.opts.sim.dynamic = c.dynamic == "true" ? DynamicMode::True
                        : c.dynamic == "false" ? DynamicMode::False
                                               : DynamicMode::Auto;
+  std::map<std::string, int64_t> hints = parse_sizes(c.shape_hints, "--shape-hint");
   auto model = load_model(c.model);
-  if (c.train) {
-    apply_training(c, *model);
-  } else if (!c.train_opts.loss_output.empty() || !c.loss_fn.empty() || !c.loss_on.empty() || !c.label.empty() ||
-             !c.train_opts.param_patterns.empty() || c.optimizer != "none" || c.train_opts.lr_as_scalar) {
-    throw InputError("--loss, --loss-fn, --loss-on, --label, --params, --optimizer and --lr-as-scalar need --train");
+  std::optional<TrainingGraph> tg = apply_train_flags(c.train, *model);
+  std::optional<SavedActivations> saved;
+  if (tg) {
+    simulate_training_inputs(c, *tg, *model);
+    saved = compare_saved_activations([&] { return load_training_step(c.train, c.model); }, hints);
+  } else if (!hints.empty()) {
+    throw InputError("--shape-hint needs --train (it sizes the training step's memory comparison)");
   }
   ExplainReport report = explain_model(*model, c.opts, OpRegistry::get());
-  std::string text = c.format == "json" ? render_json(report).dump(2) + "\n" : render_text(report);
+  std::string text;
+  if (c.format == "json") {
+    nlohmann::json j = render_json(report);
+    if (tg) j["training"] = training_json(*tg, c.train, report, *saved);
+    text = j.dump(2) + "\n";
+  } else {
+    text = render_text(report);
+    if (tg) text += training_text(training_json(*tg, c.train, report, *saved), *saved);
+  }
   if (c.output.empty()) {
     std::cout << text;
   } else {
@@ -121,19 +178,9 @@ CommandRunner setup_explain(CLI::App& cmd) {
   cmd.add_flag("--fail-on-recompile", c->fail_on_recompile, "Exit 1 if any call recompiles");
   cmd.add_option("--max-recompiles", c->max_recompiles, "Exit 1 if there are more than N recompiles");
   cmd.add_option("--max-graph-breaks", c->max_graph_breaks, "Exit 1 if there are more than N graph breaks");
-  cmd.add_flag("--train", c->train, "Explain the training step (forward, loss, backward, optimizer update)");
-  cmd.add_option("--loss", c->train_opts.loss_output, "Model output that is the loss (with --train)");
-  cmd.add_option("--loss-fn", c->loss_fn, "Built-in loss on --loss-on against --label")
-      ->check(CLI::IsMember({"cross_entropy", "mse"}));
-  cmd.add_option("--loss-on", c->loss_on, "Model output the built-in loss reads");
-  cmd.add_option("--label", c->label, "Input holding the targets of the built-in loss");
-  cmd.add_option("--params", c->train_opts.param_patterns,
-                 "Glob over initializer names to train (repeatable; default: every float initializer)");
-  cmd.add_option("--optimizer", c->optimizer, "Update appended to the step")
-      ->check(CLI::IsMember({"none", "sgd", "momentum", "adam", "adamw"}))
-      ->capture_default_str();
-  cmd.add_flag("--lr-as-scalar", c->train_opts.lr_as_scalar,
-               "Pass the learning rate as a Python float (value-guarded) instead of a 0-d tensor");
+  add_train_flags(cmd, c->train);
+  cmd.add_option("--shape-hint", c->shape_hints,
+                 "With --train: sizes of symbolic dims for the memory comparison, e.g. batch=8,seq=128 (default 1)");
   return [c]() { return run_explain(*c); };
 }
 

@@ -200,6 +200,8 @@ const RuleCase kRuleCases[] = {
      "  %y: f64[2, 3, 2, 4] = MatMul(%w0, %w1)\n", "f64[2, 3, 2, 4]"},
     {"MatMul_vector_left", "  const %w0: f64[3] = $R\n  const %w1: f64[2, 3, 4] = $R\n",
      "  %y: f64[2, 4] = MatMul(%w0, %w1)\n", "f64[2, 4]"},
+    {"MatMul_weight_shared_over_batch", "  const %w0: f64[2, 3, 4] = $R\n  const %w1: f64[4, 5] = $R\n",
+     "  %y: f64[2, 3, 5] = MatMul(%w0, %w1)\n", "f64[2, 3, 5]"},
     {"MatMul_vector_right", "  const %w0: f64[2, 3, 4] = $R\n  const %w1: f64[4] = $R\n",
      "  %y: f64[2, 3] = MatMul(%w0, %w1)\n", "f64[2, 3]"},
     {"Gemm_plain", "  const %w0: f64[2, 3] = $R\n  const %w1: f64[3, 4] = $R\n  const %w2: f64[4] = $R\n",

@@ -51,7 +51,7 @@ TEST(ExplainExamples, CountsMatchExpected) {
       EXPECT_TRUE(j.contains(key)) << key;
     ++cases;
   }
-  EXPECT_EQ(cases, 6);
+  EXPECT_EQ(cases, 12);
 }
 
 TEST(ExplainExamples, AdviceAndGates) {
@@ -74,6 +74,35 @@ TEST(ExplainExamples, AdviceAndGates) {
   CliRun bad = tcc("explain examples/caption_padding/model.tir --trace examples/adam_lr_schedule/tensor.jsonl");
   EXPECT_EQ(bad.rc, 2);
   EXPECT_NE(bad.out.find("tensor.jsonl:1: unknown input 'param'"), std::string::npos) << bad.out;
+}
+
+// The training examples' reports: where the backward lands around a forward
+// graph break, the saved-activation comparison, and the captioning model's
+// padding advice for its training step.
+TEST(ExplainExamples, TrainingSteps) {
+  CliRun brk = tcc("explain examples/train_graph_break/model.tir --train --loss-fn mse --loss-on out --label target "
+                   "--optimizer adam");
+  ASSERT_EQ(brk.rc, 0) << brk.out;
+  for (const char* line : {"graph 0: 4 forward, 4 backward, 8 optimizer nodes",
+                           "graph 1: 7 forward, 19 backward, 24 optimizer nodes", "break /NonZero is in the forward",
+                           "the backward runs as 2 compiled graphs"})
+    EXPECT_NE(brk.out.find(line), std::string::npos) << line << "\n" << brk.out;
+
+  CliRun cap = tcc("explain examples/train_captioning/model.onnx --train --loss loss --optimizer adamw --trace "
+                   "examples/train_captioning/longest.jsonl --dynamic false --shape-hint batch=8,seq=64 --format json");
+  ASSERT_EQ(cap.rc, 0) << cap.out;
+  auto j = nlohmann::json::parse(cap.out);
+  const auto& saved = j["training"]["saved_activations"];
+  EXPECT_GT(saved["save_all_peak_bytes"].get<int64_t>(), 0);
+  EXPECT_LT(saved["min_cut_peak_bytes"].get<int64_t>(), saved["save_all_peak_bytes"].get<int64_t>());
+  EXPECT_EQ(saved["sizes"]["seq"], 64);
+  bool pad = false;
+  for (const auto& a : j["advice"]) pad |= a["text"].get<std::string>().rfind("pad decoder_input_ids:1 to a multiple of 32", 0) == 0;
+  EXPECT_TRUE(pad) << j["advice"].dump();
+
+  CliRun hint = tcc("explain examples/train_graph_break/model.tir --shape-hint batch=8");
+  EXPECT_EQ(hint.rc, 2);
+  EXPECT_NE(hint.out.find("--shape-hint needs --train"), std::string::npos) << hint.out;
 }
 
 }  // namespace

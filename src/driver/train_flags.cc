@@ -1,0 +1,59 @@
+// Shared training flags of explain and compile (see train_flags.h).
+#include "src/driver/train_flags.h"
+
+#include "frontends/load_model.h"
+#include "frontends/onnx/onnx_exporter.h"
+
+namespace tcc {
+
+void add_train_flags(CLI::App& cmd, TrainFlags& f) {
+  cmd.add_flag("--train", f.train, "Build the training step (forward, loss, backward, optimizer update)");
+  cmd.add_option("--loss", f.opts.loss_output, "Model output that is the loss (with --train)");
+  cmd.add_option("--loss-fn", f.loss_fn, "Built-in loss on --loss-on against --label")
+      ->check(CLI::IsMember({"cross_entropy", "mse"}));
+  cmd.add_option("--loss-on", f.loss_on, "Model output the built-in loss reads");
+  cmd.add_option("--label", f.label, "Input holding the targets of the built-in loss");
+  cmd.add_option("--params", f.opts.param_patterns,
+                 "Glob over initializer names to train (repeatable; default: every float initializer)");
+  cmd.add_option("--optimizer", f.optimizer, "Update appended to the step")
+      ->check(CLI::IsMember({"none", "sgd", "momentum", "adam", "adamw"}))
+      ->capture_default_str();
+  cmd.add_flag("--lr-as-scalar", f.opts.lr_as_scalar,
+               "Pass the learning rate as a Python float (value-guarded) instead of a 0-d tensor");
+  cmd.add_option("--emit-onnx", f.emit_onnx, "Write the graph (the training step with --train) as ONNX to FILE");
+}
+
+namespace {
+
+TrainOptions train_options(const TrainFlags& f) {
+  TrainOptions t = f.opts;
+  if (!f.loss_fn.empty() || !f.loss_on.empty() || !f.label.empty()) {
+    if (f.loss_fn.empty() || f.loss_on.empty() || f.label.empty())
+      throw InputError("--loss-fn, --loss-on and --label go together");
+    t.builtin_loss = BuiltinLoss{parse_loss_kind(f.loss_fn), f.loss_on, f.label};
+  }
+  t.optimizer.kind = *parse_optimizer(f.optimizer);
+  return t;
+}
+
+}  // namespace
+
+std::optional<TrainingGraph> apply_train_flags(const TrainFlags& f, Model& model) {
+  std::optional<TrainingGraph> built;
+  if (f.train) {
+    built = build_training_graph(model, train_options(f));
+  } else if (!f.opts.loss_output.empty() || !f.loss_fn.empty() || !f.loss_on.empty() || !f.label.empty() ||
+             !f.opts.param_patterns.empty() || f.optimizer != "none" || f.opts.lr_as_scalar) {
+    throw InputError("--loss, --loss-fn, --loss-on, --label, --params, --optimizer and --lr-as-scalar need --train");
+  }
+  if (!f.emit_onnx.empty()) export_onnx_file(model, f.emit_onnx);
+  return built;
+}
+
+std::unique_ptr<Model> load_training_step(const TrainFlags& f, const std::string& path) {
+  std::unique_ptr<Model> m = load_model(path);
+  build_training_graph(*m, train_options(f));
+  return m;
+}
+
+}  // namespace tcc

@@ -1,0 +1,42 @@
+// The training flags that `tcc explain` and `tcc compile` share (--train,
+// --loss, --loss-fn/--loss-on/--label, --params, --optimizer, --lr-as-scalar,
+// --emit-onnx), declared once and applied to a loaded model in one place, and the parser of
+// the --shape-hint sizes both commands report memory at.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "src/autodiff/autodiff.h"
+
+namespace tcc {
+
+struct TrainFlags {
+  bool train = false;
+  std::string loss_fn;
+  std::string loss_on;
+  std::string label;
+  std::string optimizer = "none";
+  std::string emit_onnx;  // write the graph (the training step with --train) as ONNX here
+  TrainOptions opts;
+};
+
+// Declares the flags on `cmd`; `f` must outlive the parse.
+void add_train_flags(CLI::App& cmd, TrainFlags& f);
+
+// With --train, rewrites `model` into its training step and returns what was
+// built; without it, refuses the training-only flags and returns nullopt.
+// Either way --emit-onnx then writes the graph as it now is.
+std::optional<TrainingGraph> apply_train_flags(const TrainFlags& f, Model& model);
+
+// The training step of the model file at `path` as --train's flags describe
+// it, built afresh (nothing emitted): the copies the memory comparison plans,
+// cheaper than copying a graph with its weights.
+std::unique_ptr<Model> load_training_step(const TrainFlags& f, const std::string& path);
+
+}  // namespace tcc
