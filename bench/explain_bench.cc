@@ -30,6 +30,7 @@
 #include <string>
 
 #include "bench/transformer_graph.h"
+#include "frontends/onnx/onnx_exporter.h"
 #include "frontends/load_model.h"
 #include "src/analysis/explain_report.h"
 
@@ -68,7 +69,7 @@ TempFiles& temp_files() {
 const std::string& stack_onnx() {
   static const std::string path = [] {
     std::string p = temp_files().add(temp_path("stack.onnx"));
-    write_onnx(*build_transformer_stack(stack_shape()), p);
+    export_onnx_file(*build_transformer_stack(stack_shape()), p);
     return p;
   }();
   return path;
@@ -136,6 +137,8 @@ TraceCase new_lr_case() {
   for (size_t i = 0; i < kCalls; ++i)
     std::fprintf(f,
                  "{\"param\": {\"shape\": [1024], \"dtype\": \"float32\"}, \"grad\": {\"shape\": [1024], "
+                 "\"dtype\": \"float32\"}, \"exp_avg\": {\"shape\": [1024], \"dtype\": \"float32\"}, "
+                 "\"exp_avg_sq\": {\"shape\": [1024], \"dtype\": \"float32\"}, \"step\": {\"shape\": [], "
                  "\"dtype\": \"float32\"}, \"lr\": {\"scalar\": %.17g}}\n",
                  0.01 + static_cast<double>(i) * 1e-9);
   std::fclose(f);

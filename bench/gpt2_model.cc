@@ -8,6 +8,7 @@
 #include <string>
 
 #include "bench/transformer_graph.h"
+#include "frontends/onnx/onnx_exporter.h"
 
 int main(int argc, char** argv) {
   if (argc < 2 || argc > 3) {
@@ -26,7 +27,7 @@ int main(int argc, char** argv) {
     int64_t per_layer = static_cast<int64_t>(tcc::bench::build_transformer_stack(probe)->graph->nodes().size()) - 1;
     tcc::bench::StackShape gpt2{.min_nodes = (layers - 1) * per_layer + 1, .hidden = 768, .heads = 12, .context = 1024};
     auto model = tcc::bench::build_transformer_stack(gpt2);
-    tcc::bench::write_onnx(*model, argv[1]);
+    tcc::export_onnx_file(*model, argv[1]);
     std::cout << argv[1] << ": " << layers << " layers, " << model->graph->nodes().size() << " nodes, "
               << model->graph->initializers().size() << " initializers\n";
   } catch (const std::exception& e) {

@@ -21,6 +21,7 @@
 #include <string>
 
 #include "bench/transformer_graph.h"
+#include "frontends/onnx/onnx_exporter.h"
 #include "frontends/load_model.h"
 #include "frontends/onnx/onnx_importer.h"
 #include "src/ir/verifier.h"
@@ -43,7 +44,7 @@ const std::string& onnx_path() {
     if (const char* given = std::getenv("TCC_BENCH_MODEL")) return std::string(given);
     std::string p = (std::filesystem::temp_directory_path() /
                      ("tcc_bench_" + std::to_string(getpid()) + ".onnx")).string();
-    write_onnx(*build_transformer_stack(stack_shape()), p);
+    export_onnx_file(*build_transformer_stack(stack_shape()), p);
     std::atexit([] { std::filesystem::remove(onnx_path()); });
     return p;
   }();
@@ -119,7 +120,7 @@ BENCHMARK(BM_Total)->Unit(benchmark::kMillisecond)->Iterations(3);
 int main(int argc, char** argv) {
   if (argc == 3 && std::string(argv[1]) == "--write-model") {
     auto m = tcc::bench::build_transformer_stack(tcc::bench::stack_shape());
-    tcc::bench::write_onnx(*m, argv[2]);
+    tcc::export_onnx_file(*m, argv[2]);
     std::printf("%s: %zu nodes\n", argv[2], m->graph->nodes().size());
     return 0;
   }

@@ -1,9 +1,6 @@
 #include "bench/transformer_graph.h"
 
-#include <onnx/onnx_pb.h>
-
 #include <cmath>
-#include <fstream>
 #include <map>
 #include <random>
 
@@ -149,49 +146,6 @@ Value* block(Builder& b, Value* x, int layer, Value* mask_buffer, const StackSha
   return b.op1("Add", {x, y});
 }
 
-void dims_to_proto(const Type& t, onnx::TypeProto* p) {
-  auto* tt = p->mutable_tensor_type();
-  tt->set_elem_type(static_cast<int32_t>(t.dtype()));
-  auto* shape = tt->mutable_shape();
-  for (const Dim& d : t.shape()) {
-    if (d.is_static())
-      shape->add_dim()->set_dim_value(d.value());
-    else
-      shape->add_dim()->set_dim_param(d.str());
-  }
-}
-
-void tensor_to_proto(const Tensor& t, const std::string& name, onnx::TensorProto* p) {
-  p->set_name(name);
-  p->set_data_type(static_cast<int32_t>(t.dtype()));
-  for (int64_t d : t.shape()) p->add_dims(d);
-  p->set_raw_data(reinterpret_cast<const char*>(t.raw()), t.nbytes());
-}
-
-void attr_to_proto(const std::string& name, const Attribute& a, onnx::AttributeProto* p) {
-  p->set_name(name);
-  switch (a.kind) {
-    case Attribute::Kind::Int:
-      p->set_type(onnx::AttributeProto::INT);
-      p->set_i(a.i);
-      break;
-    case Attribute::Kind::Float:
-      p->set_type(onnx::AttributeProto::FLOAT);
-      p->set_f(a.f);
-      break;
-    case Attribute::Kind::Ints:
-      p->set_type(onnx::AttributeProto::INTS);
-      for (int64_t v : a.ints) p->add_ints(v);
-      break;
-    case Attribute::Kind::Tensor:
-      p->set_type(onnx::AttributeProto::TENSOR);
-      tensor_to_proto(a.t, "", p->mutable_t());
-      break;
-    default:
-      TCC_CHECK(false) << "the benchmark graph has no attribute of kind " << static_cast<int>(a.kind);
-  }
-}
-
 }  // namespace
 
 std::unique_ptr<Model> build_transformer_stack(const StackShape& s) {
@@ -214,41 +168,6 @@ std::unique_ptr<Model> build_transformer_stack(const StackShape& s) {
   Value* out = b.op1("Identity", {x});
   g.add_output(out);
   return m;
-}
-
-void write_onnx(const Model& m, const std::string& path) {
-  const Graph& g = *m.graph;
-  onnx::ModelProto mp;
-  mp.set_ir_version(m.ir_version);
-  mp.set_producer_name(m.producer);
-  for (const auto& [domain, version] : g.opsets()) {
-    auto* o = mp.add_opset_import();
-    o->set_domain(domain);
-    o->set_version(version);
-  }
-  onnx::GraphProto* gp = mp.mutable_graph();
-  gp->set_name(g.name());
-  for (const Value* v : g.inputs()) {
-    auto* vi = gp->add_input();
-    vi->set_name(v->name());
-    dims_to_proto(v->type(), vi->mutable_type());
-  }
-  for (const Value* v : g.initializers()) tensor_to_proto(v->initializer(), v->name(), gp->add_initializer());
-  for (const auto& n : g.nodes()) {
-    auto* np = gp->add_node();
-    np->set_name(n->name());
-    np->set_op_type(n->op_type());
-    for (const Value* v : n->inputs()) np->add_input(v ? v->name() : "");
-    for (const Value* v : n->outputs()) np->add_output(v->name());
-    for (const auto& [name, a] : n->attrs()) attr_to_proto(name, a, np->add_attribute());
-  }
-  for (const Value* v : g.outputs()) {
-    auto* vi = gp->add_output();
-    vi->set_name(v->name());
-    vi->mutable_type()->mutable_tensor_type()->set_elem_type(static_cast<int32_t>(DType::F32));
-  }
-  std::ofstream f(path, std::ios::binary);
-  if (!f || !mp.SerializeToOstream(&f)) throw InputError(path + ": cannot write the benchmark model");
 }
 
 }  // namespace tcc::bench

@@ -27,8 +27,4 @@ struct StackShape {
 // Builds the stack directly with the Graph API (opset 17).
 std::unique_ptr<Model> build_transformer_stack(const StackShape& s);
 
-// Writes a model to an ONNX file (initializers as raw_data), so the importer
-// can be measured on the same graph.
-void write_onnx(const Model& m, const std::string& path);
-
 }  // namespace tcc::bench
