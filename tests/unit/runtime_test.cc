@@ -26,6 +26,7 @@
 #include "src/shape/shape_inference.h"
 #include "tcc_runtime.h"
 #include "tests/unit/cli_util.h"
+#include "tests/unit/module_test_util.h"
 
 namespace tcc {
 namespace {
@@ -502,37 +503,6 @@ class CompiledModule : public ::testing::TestWithParam<CompiledFixture> {
     return inputs;
   }
 
-  std::vector<tcc_tensor> c_inputs(std::map<std::string, Tensor>& inputs) {
-    std::vector<tcc_tensor> out;
-    for (size_t i = 0; i < tcc_module_num_inputs(module_); ++i) {
-      Tensor& t = inputs.at(tcc_module_input_name(module_, i));
-      out.push_back({t.raw_mut(), static_cast<tcc_dtype>(t.dtype()), static_cast<int32_t>(t.rank()), t.shape().data()});
-    }
-    return out;
-  }
-
-  // Output tensors sized by tcc_module_output_shape.
-  std::vector<Tensor> output_tensors(const std::vector<tcc_tensor>& ins) {
-    std::vector<Tensor> outs;
-    for (size_t i = 0; i < tcc_module_num_outputs(module_); ++i) {
-      tcc_dtype dtype;
-      int32_t rank = 0;
-      int64_t dims[8];
-      EXPECT_EQ(tcc_module_tensor_info(module_, 1, i, &dtype, &rank, dims, 8), TCC_OK) << tcc_last_error();
-      EXPECT_EQ(tcc_module_output_shape(module_, ins.data(), ins.size(), i, dims, 8, &rank), TCC_OK)
-          << tcc_last_error();
-      outs.emplace_back(static_cast<DType>(dtype), std::vector<int64_t>(dims, dims + rank));
-    }
-    return outs;
-  }
-
-  static std::vector<tcc_tensor> c_outputs(std::vector<Tensor>& outs) {
-    std::vector<tcc_tensor> c;
-    for (Tensor& t : outs)
-      c.push_back({t.raw_mut(), static_cast<tcc_dtype>(t.dtype()), static_cast<int32_t>(t.rank()), t.shape().data()});
-    return c;
-  }
-
   static void expect_close(const Tensor& expected, const Tensor& actual, const std::string& what) {
     ASSERT_EQ(actual.dtype(), expected.dtype()) << what;
     ASSERT_EQ(actual.shape(), expected.shape()) << what;
@@ -552,9 +522,9 @@ TEST_P(CompiledModule, HostRunMatchesTheReferenceInterpreter) {
   for (int64_t scale : {1, 2}) {
     std::map<std::string, Tensor> inputs = random_inputs(scale, static_cast<unsigned>(scale));
     std::vector<Tensor> expected = Interpreter().run(*model_->graph, inputs);
-    std::vector<tcc_tensor> ins = c_inputs(inputs);
-    std::vector<Tensor> outs = output_tensors(ins);
-    std::vector<tcc_tensor> c_outs = c_outputs(outs);
+    std::vector<tcc_tensor> ins = module_inputs(module_, inputs);
+    std::vector<Tensor> outs = module_output_tensors(module_, ins);
+    std::vector<tcc_tensor> c_outs = c_tensors(outs);
     ASSERT_EQ(tcc_module_run_host(module_, ins.data(), ins.size(), c_outs.data(), c_outs.size()), TCC_OK)
         << tcc_last_error();
     ASSERT_EQ(outs.size(), expected.size());
@@ -577,9 +547,9 @@ TEST_P(CompiledModule, ExampleProgramRunsIt) {
 TEST_P(CompiledModule, CudaRunMatchesHostRun) {
   if (!tcc_cuda_available()) GTEST_SKIP() << "no CUDA device";
   std::map<std::string, Tensor> inputs = random_inputs(1, 7);
-  std::vector<tcc_tensor> ins = c_inputs(inputs);
-  std::vector<Tensor> host_outs = output_tensors(ins), device_outs = output_tensors(ins);
-  std::vector<tcc_tensor> c_host = c_outputs(host_outs);
+  std::vector<tcc_tensor> ins = module_inputs(module_, inputs);
+  std::vector<Tensor> host_outs = module_output_tensors(module_, ins), device_outs = module_output_tensors(module_, ins);
+  std::vector<tcc_tensor> c_host = c_tensors(host_outs);
   ASSERT_EQ(tcc_module_run_host(module_, ins.data(), ins.size(), c_host.data(), c_host.size()), TCC_OK)
       << tcc_last_error();
   // Device copies of the inputs and outputs.
@@ -599,7 +569,7 @@ TEST_P(CompiledModule, CudaRunMatchesHostRun) {
     const Tensor& t = inputs.at(tcc_module_input_name(module_, i));
     d_ins.push_back(to_device(ins[i], t.nbytes(), true));
   }
-  std::vector<tcc_tensor> c_device = c_outputs(device_outs);
+  std::vector<tcc_tensor> c_device = c_tensors(device_outs);
   for (size_t i = 0; i < c_device.size(); ++i) d_outs.push_back(to_device(c_device[i], device_outs[i].nbytes(), false));
   // Twice: split reductions must leave their workspace's counters at zero for the next run.
   for (int run = 0; run < 2; ++run) {

@@ -20,6 +20,7 @@
 #include "src/interp/interpreter.h"
 #include "tcc_runtime.h"
 #include "tests/unit/cli_util.h"
+#include "tests/unit/module_test_util.h"
 
 namespace tcc {
 namespace {
@@ -39,23 +40,9 @@ void PrintTo(const TrainCase& c, std::ostream* os) { *os << c.name; }
 
 // The module's outputs for `inputs` (by name), sized by tcc_module_output_shape.
 std::vector<Tensor> run_module_on_host(tcc_module* m, std::map<std::string, Tensor>& inputs) {
-  std::vector<tcc_tensor> ins;
-  for (size_t i = 0; i < tcc_module_num_inputs(m); ++i) {
-    Tensor& t = inputs.at(tcc_module_input_name(m, i));
-    ins.push_back({t.raw_mut(), static_cast<tcc_dtype>(t.dtype()), static_cast<int32_t>(t.rank()), t.shape().data()});
-  }
-  std::vector<Tensor> outs;
-  for (size_t i = 0; i < tcc_module_num_outputs(m); ++i) {
-    tcc_dtype dtype;
-    int32_t rank = 0;
-    int64_t dims[8];
-    EXPECT_EQ(tcc_module_tensor_info(m, 1, i, &dtype, &rank, dims, 8), TCC_OK) << tcc_last_error();
-    EXPECT_EQ(tcc_module_output_shape(m, ins.data(), ins.size(), i, dims, 8, &rank), TCC_OK) << tcc_last_error();
-    outs.emplace_back(static_cast<DType>(dtype), std::vector<int64_t>(dims, dims + rank));
-  }
-  std::vector<tcc_tensor> c_outs;
-  for (Tensor& t : outs)
-    c_outs.push_back({t.raw_mut(), static_cast<tcc_dtype>(t.dtype()), static_cast<int32_t>(t.rank()), t.shape().data()});
+  std::vector<tcc_tensor> ins = module_inputs(m, inputs);
+  std::vector<Tensor> outs = module_output_tensors(m, ins);
+  std::vector<tcc_tensor> c_outs = c_tensors(outs);
   EXPECT_EQ(tcc_module_run_host(m, ins.data(), ins.size(), c_outs.data(), c_outs.size()), TCC_OK) << tcc_last_error();
   return outs;
 }
@@ -73,21 +60,13 @@ std::vector<Tensor> run_module_on_device(tcc_module* m, std::map<std::string, Te
   std::vector<tcc_tensor> host_ins, ins;
   for (size_t i = 0; i < tcc_module_num_inputs(m); ++i) {
     Tensor& t = inputs.at(tcc_module_input_name(m, i));
-    tcc_tensor h{t.raw_mut(), static_cast<tcc_dtype>(t.dtype()), static_cast<int32_t>(t.rank()), t.shape().data()};
+    tcc_tensor h = c_tensor(t);
     host_ins.push_back(h);
     h.data = alloc(t.nbytes());
     EXPECT_EQ(cudaMemcpy(h.data, t.raw(), t.nbytes(), cudaMemcpyHostToDevice), cudaSuccess);
     ins.push_back(h);
   }
-  std::vector<Tensor> outs;
-  for (size_t i = 0; i < tcc_module_num_outputs(m); ++i) {
-    tcc_dtype dtype;
-    int32_t rank = 0;
-    int64_t dims[8];
-    EXPECT_EQ(tcc_module_tensor_info(m, 1, i, &dtype, &rank, dims, 8), TCC_OK) << tcc_last_error();
-    EXPECT_EQ(tcc_module_output_shape(m, host_ins.data(), host_ins.size(), i, dims, 8, &rank), TCC_OK);
-    outs.emplace_back(static_cast<DType>(dtype), std::vector<int64_t>(dims, dims + rank));
-  }
+  std::vector<Tensor> outs = module_output_tensors(m, host_ins);
   std::vector<tcc_tensor> d_outs;
   for (Tensor& t : outs)
     d_outs.push_back({alloc(t.nbytes()), static_cast<tcc_dtype>(t.dtype()), static_cast<int32_t>(t.rank()),

@@ -19,6 +19,7 @@
 #include "src/ir/text.h"
 #include "src/shape/shape_inference.h"
 #include "tests/unit/cli_util.h"
+#include "tests/unit/module_test_util.h"
 
 namespace tcc {
 namespace {
@@ -26,25 +27,6 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string fixture(const std::string& name) { return std::string(TCC_SOURCE_DIR) + "/tests/fixtures/" + name + ".onnx"; }
-
-std::map<std::string, Tensor> random_inputs(const Graph& g, int64_t size, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<double> dist(0.0, 1.0);
-  std::map<std::string, Tensor> inputs;
-  for (const Value* in : g.inputs()) {
-    if (in->is_initializer()) continue;
-    std::vector<int64_t> shape;
-    for (const Dim& d : in->type().shape()) shape.push_back(d.is_static() ? d.value() : size);
-    Tensor t(in->type().dtype(), shape);
-    for (int64_t i = 0; i < t.numel(); ++i)
-      t.set_f64(i, in->type().dtype() == DType::I64 ? static_cast<double>(i % 3) : dist(rng));
-    inputs[in->name()] = t;
-  }
-  // A training step's lr and step: Adam's bias correction needs step >= 1.
-  if (inputs.count("lr")) inputs["lr"] = Tensor::scalar_f32(0.01f);
-  if (inputs.count("step")) inputs["step"] = Tensor::scalar_f32(2.0f);
-  return inputs;
-}
 
 // Writes m, reads it back, and checks structure and outputs.
 void expect_round_trip(const Model& m, int64_t size) {

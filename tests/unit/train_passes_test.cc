@@ -18,6 +18,7 @@
 #include "src/interp/interpreter.h"
 #include "src/ir/fusion.h"
 #include "src/shape/shape_inference.h"
+#include "tests/unit/module_test_util.h"
 
 namespace tcc {
 namespace {
@@ -38,24 +39,6 @@ void run_passes(Model& m, const std::string& spec) {
   options.verify = true;
   std::ostringstream report;
   PassManager(build_pipeline(spec), options, report).run(m);
-}
-
-// Inputs for every graph input without a default, random floats; batch-like symbols take `batch`.
-std::map<std::string, Tensor> random_inputs(const Graph& g, int64_t batch, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<double> dist(0.0, 1.0);
-  std::map<std::string, Tensor> inputs;
-  for (const Value* in : g.inputs()) {
-    if (in->is_initializer()) continue;
-    std::vector<int64_t> shape;
-    for (const Dim& d : in->type().shape()) shape.push_back(d.is_static() ? d.value() : batch);
-    Tensor t(in->type().dtype(), shape);
-    for (int64_t i = 0; i < t.numel(); ++i) t.set_f64(i, dist(rng));
-    inputs[in->name()] = t;
-  }
-  if (inputs.count("lr")) inputs["lr"] = Tensor::scalar_f32(0.01f);
-  if (inputs.count("step")) inputs["step"] = Tensor::scalar_f32(3.0f);
-  return inputs;
 }
 
 void expect_same_outputs(const Graph& expected_graph, const Graph& actual_graph,
