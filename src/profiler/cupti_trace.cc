@@ -11,17 +11,14 @@
 #include <unordered_map>
 
 #include "src/diag/diagnostics.h"
+#include "src/runtime/cuda_driver.h"
 #include "src/runtime/module.h"
 
 namespace tcc::profiler {
 
 namespace {
 
-template <typename F>
-bool resolve(void* lib, const char* name, F*& fn) {
-  fn = reinterpret_cast<F*>(dlsym(lib, name));
-  return fn != nullptr;
-}
+using runtime::resolve;
 
 struct Cupti {
   decltype(&::cuptiActivityEnable) enable;
