@@ -131,7 +131,14 @@ ExitCode run_compile(CompileCli& c) {
   // guards of the whole graph compiled as one variant from its declared types.
   Partition partition = partition_graph(*model->graph, info, OpRegistry::get());
   std::unordered_map<std::string, GraphBreak> breaks;
-  for (const GraphBreak& b : partition.breaks) breaks.emplace(b.node->name(), b);
+  for (const GraphBreak& b : partition.breaks) {
+    // Other breaks run on the host through the reference implementation; an op
+    // tcc does not know has none, so no module could run it end to end.
+    if (b.reason == "unsupported_op")
+      b.node->fail(b.message + "; tcc has no implementation of it, on the GPU or the host, so a compiled module "
+                               "could not run (tcc explain reports it as a graph break)");
+    breaks.emplace(b.node->name(), b);
+  }
   ModelSignature signature = build_signature(*model->graph, info);
   std::vector<int> all_inputs(signature.inputs.size());
   for (size_t i = 0; i < all_inputs.size(); ++i) all_inputs[i] = static_cast<int>(i);

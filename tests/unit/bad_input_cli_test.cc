@@ -247,6 +247,28 @@ TEST_F(BadInput, UnsupportedOpInReferenceRunNamesTheNode) {
   EXPECT_FALSE(fs::exists(root_ / "out"));
 }
 
+TEST_F(BadInput, UnsupportedOpInCompileNamesTheNode) {
+  // An op of another domain (a training graph another exporter wrote, say) is
+  // a named graph break in explain, and compile refuses it by name: no module
+  // could run it.
+  onnx::ModelProto mp = mlp_model();
+  auto* relu = node_named(mp, "/relu/Relu");
+  relu->set_op_type("ReluGrad");
+  relu->set_domain("com.microsoft");
+  auto* opset = mp.add_opset_import();
+  opset->set_domain("com.microsoft");
+  opset->set_version(1);
+  std::string model = write_model(mp);
+  expect_input_error("compile " + shell_quote(model) + " -o " + shell_quote((root_ / "module").string()), model,
+                     {"node '/relu/Relu' (ReluGrad) at mlp.py:9: op 'ReluGrad' (domain 'com.microsoft') is not "
+                      "supported by tcc; tcc has no implementation of it, on the GPU or the host, so a compiled "
+                      "module could not run"});
+  EXPECT_FALSE(fs::exists(root_ / "module"));
+  CliResult r = run_tcc("explain " + shell_quote(model));
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("[unsupported_op] /relu/Relu (ReluGrad)"), std::string::npos) << r.output;
+}
+
 TEST_F(BadInput, TextIrSyntaxError) {
   std::string model = model_path("model.tir");
   write_file(model,
