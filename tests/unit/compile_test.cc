@@ -160,10 +160,14 @@ TEST_F(CompileTest, EveryGeneratedKernelIsInTheCubin) {
       ++generated;
       std::string name = k["name"];
       EXPECT_TRUE(defined.count(name)) << model << ": " << name << " is not in the sm_90 cubin";
-      if (!readelf.empty()) EXPECT_NE(readelf.find(" " + name + "\n"), std::string::npos) << name;
+      if (!readelf.empty()) {
+        EXPECT_NE(readelf.find(" " + name + "\n"), std::string::npos) << name;
+      }
     }
     // mlp fuses into cuBLASLt GEMMs with epilogues: its cubin holds no kernel of tcc's.
-    if (std::string(model) == "gpt2_block.onnx") EXPECT_GT(generated, 0);
+    if (std::string(model) == "gpt2_block.onnx") {
+      EXPECT_GT(generated, 0);
+    }
     EXPECT_TRUE(fs::exists(dir_ / model / "kernels.sm_80.cubin"));
   }
 }
@@ -200,7 +204,9 @@ TEST_F(CompileTest, LongRowReductionsDeclareAWorkspace) {
 
   ASSERT_EQ(compile("gpt2_block.onnx", "g", "--arch sm_90 --no-ptx").code, 0);
   for (const json& k : manifest("g")["kernels"])
-    if (k.contains("launch")) EXPECT_FALSE(k["launch"].contains("workspace_bytes")) << k.dump();
+    if (k.contains("launch")) {
+      EXPECT_FALSE(k["launch"].contains("workspace_bytes")) << k.dump();
+    }
 }
 
 TEST_F(CompileTest, SameInputsGiveIdenticalModulesButTimings) {

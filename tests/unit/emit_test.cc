@@ -599,7 +599,9 @@ TEST(Toolchain, NvrtcCompilesEveryGeneratedKernel) {
   ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
   fs::path cubin = fs::path(tmpl) / "k.cubin";
   std::ofstream(cubin, std::ios::binary).write(bins[0].bytes.data(), static_cast<std::streamsize>(bins[0].bytes.size()));
-  if (auto elf = readelf_functions(cubin)) EXPECT_EQ(*elf, got);
+  if (auto elf = readelf_functions(cubin)) {
+    EXPECT_EQ(*elf, got);
+  }
   fs::remove_all(tmpl);
 }
 

@@ -38,7 +38,9 @@ TEST(PassRegistry, NamesAreUniqueAndPhasesInOrder) {
     EXPECT_TRUE(names.insert(p.name).second) << p.name;
     EXPECT_FALSE(p.summary.empty()) << p.name;
     EXPECT_NE(p.fn, nullptr) << p.name;
-    if (i) EXPECT_LE(all_passes()[i - 1].phase, p.phase) << p.name << " is listed out of phase order";
+    if (i) {
+      EXPECT_LE(all_passes()[i - 1].phase, p.phase) << p.name << " is listed out of phase order";
+    }
   }
   ASSERT_NE(find_pass("dce"), nullptr);
   EXPECT_EQ(find_pass("dce")->fn, &dce);
