@@ -244,7 +244,7 @@ TEST_F(CompileTest, ModeFeaturesAreReportedNotFaked) {
     if (f["name"] == "cuda_graphs") {
       graphs = true;
       EXPECT_EQ(f["status"], "unbuilt");
-      EXPECT_EQ(f["why"], "arrives with the GPU runtime issue");
+      EXPECT_EQ(f["why"], "written (tcc bench, tcc_module_capture_cuda) but not yet run on a GPU: scripts/gpu-check runs it");
     } else {
       EXPECT_EQ(f["status"], "built") << f.dump();
     }
@@ -257,7 +257,7 @@ TEST_F(CompileTest, ListModesPrintsTheProfiles) {
   EXPECT_EQ(r.output, modes_table());
   EXPECT_EQ(r.output.find("default\n  Fuse and plan memory"), 0u) << r.output;
   for (const char* line : {"\nmax-autotune\n", "\nmax-autotune-no-cudagraphs\n", "\nreduce-overhead\n",
-                           "  + cuda_graphs (unbuilt: arrives with the GPU runtime issue)\n",
+                           "  + cuda_graphs (unbuilt: written (tcc bench, tcc_module_capture_cuda) but not yet run on a GPU: scripts/gpu-check runs it)\n",
                            "  + autotune_pointwise\n", "  + autotune_gemm (unbuilt: GEMMs keep cuBLASLt's own heuristic "
                            "choice until the runtime can run a chosen algorithm (autotune issue))\n", "  + fusion\n"})
     EXPECT_NE(r.output.find(line), std::string::npos) << line;
