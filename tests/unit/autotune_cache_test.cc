@@ -14,6 +14,7 @@
 
 #include "src/autotune/tuning_cache.h"
 #include "src/diag/diagnostics.h"
+#include "tests/unit/temp_dir.h"
 
 namespace tcc::autotune {
 namespace {
@@ -48,9 +49,7 @@ void write(const fs::path& p, const std::string& text) { std::ofstream(p, std::i
 class AutotuneCache : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "tcc_autotune_cache_XXXXXX").string();
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
+    dir_ = make_temp_dir("tcc_autotune_cache");
     path_ = (dir_ / "tune.json").string();
   }
   void TearDown() override { fs::remove_all(dir_); }

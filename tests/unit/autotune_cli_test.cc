@@ -13,6 +13,7 @@
 #include "src/autotune/tuning_cache.h"
 #include "tests/unit/autotune_util.h"
 #include "tests/unit/cli_util.h"
+#include "tests/unit/temp_dir.h"
 
 namespace tcc {
 namespace {
@@ -32,9 +33,7 @@ bool contains(const std::string& s, const std::string& part) { return s.find(par
 class AutotuneCli : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "tcc_autotune_cli_XXXXXX").string();
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
+    dir_ = make_temp_dir("tcc_autotune_cli");
   }
   void TearDown() override { fs::remove_all(dir_); }
   std::string at(const std::string& name) const { return shell_quote((dir_ / name).string()); }

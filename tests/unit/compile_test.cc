@@ -15,6 +15,7 @@
 #include "codegen/profiles.h"
 #include "codegen/toolchain.h"
 #include "tests/unit/cli_util.h"
+#include "tests/unit/temp_dir.h"
 
 namespace tcc {
 namespace {
@@ -32,9 +33,7 @@ std::string read_file(const fs::path& p) {
 class CompileTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "tcc_compile_test_XXXXXX").string();
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
+    dir_ = make_temp_dir("tcc_compile_test");
   }
   void TearDown() override { fs::remove_all(dir_); }
 

@@ -3,7 +3,6 @@
 // here; the CUDA C++ compiles with NVRTC and its cubin defines every kernel.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -20,6 +19,7 @@
 #include "codegen/emit_c.h"
 #include "codegen/toolchain.h"
 #include "src/diag/diagnostics.h"
+#include "tests/unit/temp_dir.h"
 
 namespace tcc {
 namespace {
@@ -264,9 +264,7 @@ std::vector<kir::Kernel> all_kernels() {
 class EmitTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    std::string tmpl = (fs::temp_directory_path() / "tcc_emit_test_XXXXXX").string();
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    dir_ = new fs::path(tmpl);
+    dir_ = new fs::path(make_temp_dir("tcc_emit_test"));
     std::ofstream(*dir_ / "host.cc") << emit_host(all_kernels());
     compile_host_library((*dir_ / "host.cc").string(), (*dir_ / "host.so").string());
     lib_ = new SharedLibrary((*dir_ / "host.so").string());
@@ -595,14 +593,13 @@ TEST(Toolchain, NvrtcCompilesEveryGeneratedKernel) {
     EXPECT_EQ(got.count(k.name), generated ? 1u : 0u) << k.name;
     EXPECT_EQ(ptx.find(".entry " + k.name + "(") != std::string::npos, generated) << k.name;
   }
-  std::string tmpl = (fs::temp_directory_path() / "tcc_cubin_XXXXXX").string();
-  ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-  fs::path cubin = fs::path(tmpl) / "k.cubin";
+  const fs::path dir = make_temp_dir("tcc_cubin");
+  fs::path cubin = dir / "k.cubin";
   std::ofstream(cubin, std::ios::binary).write(bins[0].bytes.data(), static_cast<std::streamsize>(bins[0].bytes.size()));
   if (auto elf = readelf_functions(cubin)) {
     EXPECT_EQ(*elf, got);
   }
-  fs::remove_all(tmpl);
+  fs::remove_all(dir);
 }
 
 TEST(Toolchain, NvrtcErrorsCarryTheLog) {
@@ -615,18 +612,17 @@ TEST(Toolchain, NvrtcErrorsCarryTheLog) {
 }
 
 TEST(Toolchain, HostCompilerErrorsCarryItsOutput) {
-  std::string tmpl = (fs::temp_directory_path() / "tcc_host_cc_XXXXXX").string();
-  ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-  fs::path src = fs::path(tmpl) / "bad.cc";
+  const fs::path dir = make_temp_dir("tcc_host_cc");
+  fs::path src = dir / "bad.cc";
   std::ofstream(src) << "int f() { return not_declared_here; }\n";
   try {
-    compile_host_library(src.string(), (fs::path(tmpl) / "bad.so").string());
+    compile_host_library(src.string(), (dir / "bad.so").string());
     ADD_FAILURE() << "expected an InternalError";
   } catch (const InternalError& e) {
     EXPECT_NE(std::string(e.what()).find("not_declared_here"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(SharedLibrary((fs::path(tmpl) / "missing.so").string()), InputError);
-  fs::remove_all(tmpl);
+  EXPECT_THROW(SharedLibrary((dir / "missing.so").string()), InputError);
+  fs::remove_all(dir);
 }
 
 }  // namespace

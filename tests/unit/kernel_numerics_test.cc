@@ -10,7 +10,6 @@
 // each op); f64 1e-12 + 1e-12; integers and bools exactly.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -28,6 +27,7 @@
 #include "passes/pass_manager.h"
 #include "src/interp/interpreter.h"
 #include "src/shape/shape_inference.h"
+#include "tests/unit/temp_dir.h"
 
 namespace tcc {
 namespace {
@@ -136,9 +136,7 @@ class KernelNumerics : public ::testing::Test {
         k.name = prefix(m) + k.name;
         all.push_back(std::move(k));
       }
-    std::string tmpl = (fs::temp_directory_path() / "tcc_kernel_numerics_XXXXXX").string();
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    dir_ = new fs::path(tmpl);
+    dir_ = new fs::path(make_temp_dir("tcc_kernel_numerics"));
     std::ofstream(*dir_ / "host.cc") << emit_host(all);
     compile_host_library((*dir_ / "host.cc").string(), (*dir_ / "host.so").string());
     lib_ = new SharedLibrary((*dir_ / "host.so").string());

@@ -19,6 +19,7 @@
 #include "src/profiler/report.h"
 #include "tcc_runtime.h"
 #include "tests/unit/cli_util.h"
+#include "tests/unit/temp_dir.h"
 
 namespace tcc {
 namespace {
@@ -41,9 +42,7 @@ std::string read_file(const fs::path& p) {
 class ProfilerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "tcc_profiler_test_XXXXXX").string();
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
+    dir_ = make_temp_dir("tcc_profiler_test");
   }
   void TearDown() override { fs::remove_all(dir_); }
 
