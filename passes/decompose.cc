@@ -8,6 +8,9 @@
 //   LayerNormalization    -> d = x - ReduceMean(x); d / Sqrt(ReduceMean(d*d) + eps) * scale + B
 //   BatchNormalization    -> (x - mean) * s + B with s = scale / Sqrt(var + eps), folded to a
 //     (inference)            constant when scale and var are constants
+//   Split(x) -> y0, y1    -> y0 = Slice(x, 0, n0), y1 = Slice(x, n0, n0 + n1), ...: a Slice with
+//                            constant arguments is an affine load, so each part fuses into its
+//                            consumers' kernels instead of running as a host fallback
 //
 // Each piece is named "<original name>/<piece>" ("/h.0/ln_1/LayerNormalization/ReduceMean")
 // and keeps the original's source location, so kernels trace back to the model;
@@ -17,7 +20,9 @@
 // their types here, as shape inference would give them.
 //
 // Expects: a verified graph with shapes inferred.
-// Leaves alone: Softmax/LogSoftmax before opset 13 (they flatten to 2-D),
+// Leaves alone: Split whose part sizes are not all static or whose parts are
+// graph outputs (their names are the model's signature), Softmax/LogSoftmax
+// before opset 13 (they flatten to 2-D),
 // LayerNormalization whose mean / inverse-std outputs are used or whose
 // stash_type differs from its input's dtype (the decomposition would compute
 // in a narrower type), BatchNormalization in training mode or with its
@@ -25,6 +30,7 @@
 // regions.
 #include <cmath>
 #include <numeric>
+#include <unordered_set>
 
 #include "passes/pass.h"
 #include "passes/replace_nodes.h"
@@ -220,6 +226,41 @@ bool decompose_batchnorm(Graph& g, Node& n) {
   return true;
 }
 
+// The parts' sizes come from the output types shape inference gave them, so
+// every way of spelling the split (a `split` input or attribute, num_outputs,
+// equal parts) is covered by one rule. The Split itself, left unused, joins
+// `unused` to be erased in one sweep.
+bool decompose_split(Graph& g, Node& n, std::unordered_set<const Node*>& unused) {
+  const Value* x = n.input(0);
+  if (!x->type().is_tensor() || !x->type().has_rank() || x->type().rank() == 0) return false;
+  auto rank = static_cast<int64_t>(x->type().rank());
+  int64_t axis = n.get_int("axis", 0);
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank) return false;
+  std::vector<int64_t> sizes;
+  for (size_t i = 0; i < n.num_outputs(); ++i) {
+    const Type& t = n.output(i)->type();
+    if (!t.is_tensor() || !t.has_rank() || t.rank() != x->type().rank() || !t.shape()[axis].is_static()) return false;
+    for (const Value* out : g.outputs())
+      if (out == n.output(i)) return false;
+    sizes.push_back(t.shape()[axis].value());
+  }
+  Expansion e(g, n);
+  auto i64 = [&](const std::string& hint, int64_t v) { return e.constant(hint, Tensor::from_i64({v}, {1})); };
+  Value* axes = i64("axes", axis);
+  int64_t start = 0;
+  for (size_t i = 0; i < n.num_outputs(); ++i) {
+    std::string part = std::to_string(i);
+    Value* y = e.add("Slice_" + part, "Slice",
+                     {n.input(0), i64("starts_" + part, start), i64("ends_" + part, start + sizes[i]), axes},
+                     n.output(i)->type());
+    g.replace_all_uses(n.output(i), y);
+    start += sizes[i];
+  }
+  unused.insert(&n);
+  return true;
+}
+
 }  // namespace
 
 bool decompose(Graph& g, PassContext& ctx) {
@@ -227,15 +268,18 @@ bool decompose(Graph& g, PassContext& ctx) {
   for (const auto& n : g.nodes())
     if (n->domain().empty()) candidates.push_back(n.get());
   bool changed = false;
+  std::unordered_set<const Node*> unused;
   for (Node* n : candidates) {
     const std::string op = n->op_type();
     bool done = false;
     if (op == "Softmax" || op == "LogSoftmax") done = decompose_softmax(g, *n);
     else if (op == "LayerNormalization") done = decompose_layer_norm(g, *n);
     else if (op == "BatchNormalization") done = decompose_batchnorm(g, *n);
+    else if (op == "Split") done = decompose_split(g, *n, unused);
     if (done) ctx.stats.add("decomposed_" + op);
     changed |= done;
   }
+  if (!unused.empty()) g.erase_nodes_if([&](const Node& n) { return unused.count(&n) > 0; });
   return changed;
 }
 
