@@ -227,16 +227,21 @@ TEST_F(BadInputExternalData, SymlinkOutOfTheFolderIsRefused) {
                                  fs::weakly_canonical(outside()).string() + "', outside the model's folder"});
 }
 
-TEST_F(BadInput, UnsupportedOpInReferenceRunNamesTheNode) {
-  // An op tcc does not know loads as an opaque node; only running it fails.
+// The MLP fixture with its Relu replaced by `op` of another domain, which tcc does not know.
+onnx::ModelProto mlp_with_foreign_relu(const std::string& op, const std::string& domain) {
   onnx::ModelProto mp = mlp_model();
   auto* relu = node_named(mp, "/relu/Relu");
-  relu->set_op_type("Frobnicate");
-  relu->set_domain("com.example");
+  relu->set_op_type(op);
+  relu->set_domain(domain);
   auto* opset = mp.add_opset_import();
-  opset->set_domain("com.example");
+  opset->set_domain(domain);
   opset->set_version(1);
-  std::string model = write_model(mp);
+  return mp;
+}
+
+TEST_F(BadInput, UnsupportedOpInReferenceRunNamesTheNode) {
+  // An op tcc does not know loads as an opaque node; only running it fails.
+  std::string model = write_model(mlp_with_foreign_relu("Frobnicate", "com.example"));
   std::string inputs = (fs::path(TCC_SOURCE_DIR) / "tests" / "fixtures" / "mlp").string();
   expect_input_error(
       "run " + shell_quote(model) + " --reference --inputs " + shell_quote(inputs) + " -o " +
@@ -251,14 +256,7 @@ TEST_F(BadInput, UnsupportedOpInCompileNamesTheNode) {
   // An op of another domain (a training graph another exporter wrote, say) is
   // a named graph break in explain, and compile refuses it by name: no module
   // could run it.
-  onnx::ModelProto mp = mlp_model();
-  auto* relu = node_named(mp, "/relu/Relu");
-  relu->set_op_type("ReluGrad");
-  relu->set_domain("com.microsoft");
-  auto* opset = mp.add_opset_import();
-  opset->set_domain("com.microsoft");
-  opset->set_version(1);
-  std::string model = write_model(mp);
+  std::string model = write_model(mlp_with_foreign_relu("ReluGrad", "com.microsoft"));
   expect_input_error("compile " + shell_quote(model) + " -o " + shell_quote((root_ / "module").string()), model,
                      {"node '/relu/Relu' (ReluGrad) at mlp.py:9: op 'ReluGrad' (domain 'com.microsoft') is not "
                       "supported by tcc; tcc has no implementation of it, on the GPU or the host, so a compiled "
