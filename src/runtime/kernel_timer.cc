@@ -89,13 +89,6 @@ class CudaKernelBench : public autotune::KernelBench {
       if (!b.output && t.nbytes()) d.check(d.copy_htod(buffers_.back()->ptr, t.raw(), t.nbytes()), "cuMemcpyHtoD");
       shapes_.push_back(shape);
     }
-    d.check(d.event_create(&start_, CU_EVENT_DEFAULT), "cuEventCreate");
-    d.check(d.event_create(&end_, CU_EVENT_DEFAULT), "cuEventCreate");
-  }
-
-  ~CudaKernelBench() override {
-    d_.event_destroy(start_);
-    d_.event_destroy(end_);
   }
 
   // NVRTC takes far longer than timing a candidate: compile the ones not yet
@@ -211,12 +204,10 @@ class CudaKernelBench : public autotune::KernelBench {
       // Writing a buffer twice the L2 size evicts the kernel's inputs, so every
       // repetition reads from memory as the first run in a model would.
       d_.check(d_.memset_d8_async(flush_.ptr, 0, flush_.bytes, nullptr), "cuMemsetD8Async (L2 flush)");
-      d_.check(d_.event_record(start_, nullptr), "cuEventRecord");
+      timer_.start(nullptr);
       launch(f, c);
-      d_.check(d_.event_record(end_, nullptr), "cuEventRecord");
-      d_.check(d_.event_sync(end_), "cuEventSynchronize");
-      float ms = 0;
-      d_.check(d_.event_elapsed(&ms, start_, end_), "cuEventElapsedTime");
+      timer_.stop(nullptr);
+      double ms = timer_.elapsed_ms();
       times.push_back(ms);
       total += ms;
     }
@@ -240,7 +231,7 @@ class CudaKernelBench : public autotune::KernelBench {
   std::vector<std::unique_ptr<DeviceBuffer>> buffers_;
   std::vector<std::vector<int64_t>> shapes_;
   std::vector<Tensor> reference_;
-  CUevent start_ = nullptr, end_ = nullptr;
+  device::Timer timer_;
 };
 
 }  // namespace
