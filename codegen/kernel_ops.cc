@@ -137,6 +137,7 @@ KernelRole kernel_role(const Node& n) {
   if (n.domain().empty()) return default_domain_role(n);
   if (n.domain() == kTccDomain && (n.op_type() == "Reshape" || n.op_type() == "Expand" || n.op_type() == "Slice"))
     return KernelRole::Movement;
+  if (n.domain() == kTccDomain && n.op_type() == "Size") return KernelRole::Pointwise;
   return KernelRole::None;
 }
 

@@ -513,6 +513,17 @@ class Lowering {
         {"LessOrEqual", Op::LessOrEqual}, {"Greater", Op::Greater}, {"GreaterOrEqual", Op::GreaterOrEqual}};
     const std::string& op = p.op_type();
     DType dt = p.output(0)->type().dtype();
+    if (op == "Size") {  // tcc::Size: the product of its dims attribute
+      SymExpr numel = c(1);
+      const Attribute* dims = p.attr("dims");
+      if (dims == nullptr || dims->kind != Attribute::Kind::Strings) fail(&p, "has no 'dims' attribute");
+      for (const std::string& text : dims->strings) {
+        std::optional<SymExpr> d = SymExpr::parse(text);
+        if (!d) fail(&p, "has a dim '" + text + "' that is not a symbolic expression");
+        numel = numel * *d;
+      }
+      return size_value(dt, numel);
+    }
     // Inputs in order, then one instruction per statement: the body's order
     // must not depend on the order C++ evaluates function arguments in.
     std::vector<int> in;

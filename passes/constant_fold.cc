@@ -10,7 +10,10 @@
 // constants; each output some unfolded node (or a region, or a region output)
 // still reads becomes an initializer, and the folded nodes are erased. When a
 // dim is symbolic, Shape's result is not constant and the chain stays a
-// runtime shape computation.
+// runtime shape computation. Folding repeats until nothing more folds: a
+// value known only by its symbolic contents (Squeeze of a static dim of such a
+// Shape) is an initializer after one round, and what reads it (a Cast, a Range)
+// folds in the next.
 //
 // Expects: a verified graph. Types are re-inferred, as `tcc opt` does first.
 // Leaves alone: nodes inside regions (a region may be inferred more than once
@@ -78,9 +81,7 @@ bool read_outside(const Graph& g, const Value* v, const Folded& folded) {
   return false;
 }
 
-}  // namespace
-
-bool constant_fold(Graph& g, PassContext& ctx) {
+bool fold_once(Graph& g, PassContext& ctx) {
   ShapeInfo info = infer_shapes(g);
   Folded folded;
   for (const auto& n : g.nodes())
@@ -100,6 +101,14 @@ bool constant_fold(Graph& g, PassContext& ctx) {
   g.erase_nodes_if([&](const Node& n) { return folded.count(&n) != 0; });
   ctx.stats.add("nodes_folded", static_cast<int64_t>(folded.size()));
   return true;
+}
+
+}  // namespace
+
+bool constant_fold(Graph& g, PassContext& ctx) {
+  bool changed = false;
+  while (fold_once(g, ctx)) changed = true;  // each round erases at least one node
+  return changed;
 }
 
 }  // namespace tcc

@@ -12,6 +12,10 @@
 //   %s = Concat(...Gather(Shape(%x))...)          %y = tcc::Reshape(%x) {shape = ["batch", "seq", "4", "16"]}
 //   %y = Reshape(%x, %s)                     ->
 //
+// Size(x) of an x whose dims are known and bound becomes tcc::Size() {dims},
+// reading no tensor: x's data no longer has to outlive the node, and the
+// count is a size parameter of whatever kernel uses it.
+//
 // A Slice is resolved when its starts, axes and steps are known integers
 // (steps positive, starts normalizable at compile time) and only its ends
 // depend on symbols; its output shape says where each axis ends.
@@ -121,6 +125,11 @@ bool resolve_shapes(Graph& g, PassContext& ctx) {
   for (const auto& up : g.nodes()) {
     Node& n = *up;
     if (!n.domain().empty() || n.num_outputs() != 1 || !n.has_input(0)) continue;
+    if (n.op_type() == "Size") {
+      if (auto dims = resolved_dims(n.input(0), bound); dims && !n.input(0)->type().fully_static())
+        rewrites.push_back({&n, {{"dims", Attribute::of_strings(*dims)}}});
+      continue;
+    }
     bool reshape_like = n.op_type() == "Reshape" || n.op_type() == "Expand";
     if (!reshape_like && n.op_type() != "Slice") continue;
     bool runtime_argument = false;
@@ -141,16 +150,20 @@ bool resolve_shapes(Graph& g, PassContext& ctx) {
   for (Rewrite& r : rewrites) {
     Node& old = *r.node;
     std::string op = old.op_type(), name = old.name(), source = old.source();
-    Value* data = old.input(0);
+    std::vector<Value*> data;
+    if (op != "Size") data.push_back(old.input(0));
     Type type = old.output(0)->type();
     replace_nodes(g, {&old}, {old.output(0)}, [&](Node* before, const std::vector<std::string>& names) {
-      Node* n = g.insert_node(before, op, {data}, names, std::string(kTccDomain), name);
+      Node* n = g.insert_node(before, op, data, names, std::string(kTccDomain), name);
       n->set_source(source);
       n->output(0)->set_type(type);
       for (auto& [k, a] : r.attrs) n->set_attr(k, std::move(a));
       return n;
     });
-    ctx.stats.add(op == "Slice" ? "slices_resolved" : op == "Reshape" ? "reshapes_resolved" : "expands_resolved");
+    ctx.stats.add(op == "Slice"     ? "slices_resolved"
+                  : op == "Reshape" ? "reshapes_resolved"
+                  : op == "Size"    ? "sizes_resolved"
+                                    : "expands_resolved");
   }
   g.set_opset(std::string(kTccDomain), 1);
   return true;

@@ -7,6 +7,10 @@
 //     that shape written as SymExpr texts over the symbols the graph inputs
 //     bind ("batch", "seq*12"), so no host work computes it
 //     (passes/resolve_shapes.cc).
+//   - tcc::Size() {dims}: the element count of a tensor of shape `dims` (SymExpr
+//     texts), an i64 scalar. Resolved from Size(x) the same way, it reads no
+//     tensor, so the value it replaces (a mean's divisor in a gradient) costs
+//     neither a host step nor a read of x's data.
 #include "src/ir/fusion.h"
 #include "src/ops/families.h"
 #include "src/ops/op_helpers.h"
@@ -164,6 +168,17 @@ std::vector<Tensor> eval_tcc_slice(EvalContext& ctx) {
   return {out};
 }
 
+void infer_tcc_size(InferContext& ctx) {
+  Dim n = dims_product(parse_shape_attr(ctx.node(), "dims"));
+  ctx.set_output_type(0, Type::tensor(DType::I64, {}));
+  if (n.is_static()) ctx.set_output_const(0, Tensor::scalar_i64(n.value()));
+  ctx.set_output_values(0, {n});
+}
+
+std::vector<Tensor> eval_tcc_size(EvalContext& ctx) {
+  return {Tensor::scalar_i64(checked_numel(eval_shape_attr(ctx, "dims")))};
+}
+
 }  // namespace
 
 void register_tcc_ops(OpRegistry& r) {
@@ -172,6 +187,7 @@ void register_tcc_ops(OpRegistry& r) {
   r.add(OpDef{d, "Reshape", 1, kMovement, infer_tcc_reshape, eval_tcc_reshape, {}});
   r.add(OpDef{d, "Expand", 1, kMovement, infer_tcc_expand, eval_tcc_expand, {}});
   r.add(OpDef{d, "Slice", 1, kMovement, infer_tcc_slice, eval_tcc_slice, {}});
+  r.add(OpDef{d, "Size", 1, kShapeOnly, infer_tcc_size, eval_tcc_size, {}});
 }
 
 }  // namespace tcc

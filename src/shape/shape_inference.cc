@@ -75,8 +75,11 @@ class Engine {
   }
 
   // Folds a node whose inputs are all constants by running its reference kernel.
+  // A shape-only op without inputs (tcc::Size) reads the run's symbols instead:
+  // its shape rule already recorded what is known of it.
   void try_fold(const Node& n, const OpDef& def, const std::vector<const Tensor*>& consts) {
     if (!def.eval || def.has(kRandom) || def.has(kControlFlow) || !n.regions().empty()) return;
+    if (def.has(kShapeOnly) && n.num_inputs() == 0) return;
     for (size_t i = 0; i < n.num_inputs(); ++i)
       if (n.has_input(i) && !consts[i]) return;
     for (Value* out : n.outputs()) {
