@@ -226,8 +226,10 @@ ojson kernel_json(const ModuleContents& m, size_t index) {
   j["sizes"] = k.size_params;
   if (k.kind == kir::Kind::Gemm) {
     j["gemm"] = gemm_json(*k.gemm);
+    j["gemm"]["algo"] = config.algo;
   } else if (k.kind == kir::Kind::Conv) {
     j["conv"] = conv_json(*k.conv);
+    j["conv"]["algo"] = config.algo;
   } else {
     LaunchConfig l = launch_config(k, config);
     j["launch"] = {{"grid", {l.grid[0].str(), l.grid[1].str(), l.grid[2].str()}},
@@ -237,7 +239,9 @@ ojson kernel_json(const ModuleContents& m, size_t index) {
   }
   if (m.autotune) {
     ojson t = {{"source", m.autotune->sources.at(index)}};
-    if (!kir::is_library_call(k.kind))
+    if (kir::is_library_call(k.kind))
+      t["config"] = {{"algo", config.algo}};
+    else
       t["config"] = {{"block", config.block},
                      {"vector_width", config.vector_width},
                      {"rows_per_block", config.rows_per_block}};
@@ -557,13 +561,13 @@ std::string report_md(const ModuleContents& m, const Facts& f, const CompileTimi
   if (m.autotune) {
     const AutotuneSummary& a = *m.autotune;
     os << "\n## Autotuning\n\n" << a.measured << " kernels measured, " << a.from_cache << " from the tuning cache, "
-       << a.heuristic << " by heuristics, " << a.library << " library calls (cuBLASLt, cuDNN): " << md_escape(a.note)
+       << a.heuristic << " by heuristics: " << md_escape(a.note)
        << ".\n\n| kernel | config | source |\n|---|---|---|\n";
     for (size_t i = 0; i < m.schedule->kernels.size(); ++i) {
       const kir::Kernel& k = m.schedule->kernels[i];
       KernelConfig c = m.configs.empty() ? default_config(k) : m.configs[i];
-      std::string config = k.kind == kir::Kind::Gemm   ? "cuBLASLt"
-                           : k.kind == kir::Kind::Conv ? "cuDNN"
+      std::string config = k.kind == kir::Kind::Gemm   ? "cuBLASLt algorithm #" + std::to_string(c.algo)
+                           : k.kind == kir::Kind::Conv ? "cuDNN algorithm #" + std::to_string(c.algo)
                                                        : "block " + std::to_string(c.block);
       if (k.kind == kir::Kind::Pointwise) config += ", vector " + std::to_string(c.vector_width);
       if (k.kind == kir::Kind::Reduction) config += ", rows " + std::to_string(c.rows_per_block);

@@ -50,8 +50,8 @@ struct CompileTimings {
 
 // What max-autotune chose, for the manifest's features and the report.
 struct AutotuneSummary {
-  std::vector<std::string> sources;  // per kernel: measured | cache | heuristic | library (gemm)
-  int measured = 0, from_cache = 0, heuristic = 0, library = 0;
+  std::vector<std::string> sources;  // per kernel: measured | cache | heuristic
+  int measured = 0, from_cache = 0, heuristic = 0;
   std::string note;  // one line: whose measurements were used, or why none were
 };
 
@@ -74,7 +74,7 @@ struct ModuleContents {
 };
 
 // The feature whose manifest entry carries the AutotuneSummary.
-inline constexpr const char* kAutotuneFeature = "autotune_pointwise";
+inline constexpr const char* kAutotuneFeature = "autotune_kernels";
 
 // File names inside the module directory.
 inline constexpr const char* kManifestFile = "manifest.json";

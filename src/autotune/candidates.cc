@@ -23,6 +23,7 @@ bool many_rows(const kir::Kernel& k) {
 
 std::vector<KernelConfig> neighbours(const kir::Kernel& k, const KernelConfig& c) {
   std::vector<KernelConfig> out;
+  if (kir::is_library_call(k.kind)) return out;
   auto add = [&](KernelConfig n) {
     if (n != c && invalid_reason(k, n).empty()) out.push_back(n);
   };
@@ -47,7 +48,16 @@ std::vector<KernelConfig> neighbours(const kir::Kernel& k, const KernelConfig& c
 }  // namespace
 
 std::string invalid_reason(const kir::Kernel& k, const KernelConfig& c) {
-  if (kir::is_library_call(k.kind)) return "gemm and conv kernels run through cuBLASLt and cuDNN and take no kernel config";
+  if (kir::is_library_call(k.kind)) {
+    KernelConfig launch_knobs = c;
+    launch_knobs.algo = 0;
+    if (launch_knobs != KernelConfig{})
+      return "gemm and conv kernels run through cuBLASLt and cuDNN: only the algorithm can be chosen";
+    if (c.algo < 0 || c.algo >= kLibraryAlgos)
+      return "algorithm rank " + std::to_string(c.algo) + " is not from 0 to " + std::to_string(kLibraryAlgos - 1);
+    return "";
+  }
+  if (c.algo != 0) return "only gemm and conv kernels choose a library algorithm";
   if (c.block < kMinBlock || c.block > kMaxBlock || c.block % 32 != 0)
     return "block " + std::to_string(c.block) + " is not a multiple of 32 from 32 to 1024";
   if (c.vector_width != 1 && c.vector_width != 4)
@@ -62,12 +72,17 @@ std::string invalid_reason(const kir::Kernel& k, const KernelConfig& c) {
 }
 
 std::vector<KernelConfig> candidates(const kir::Kernel& k) {
-  if (kir::is_library_call(k.kind)) return {};
   std::vector<KernelConfig> out = {default_config(k)};
   auto add = [&](const KernelConfig& c) {
     if (invalid_reason(k, c).empty() && std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
   };
-  if (k.kind == kir::Kind::Pointwise) {
+  if (kir::is_library_call(k.kind)) {
+    for (int algo = 1; algo < kLibraryAlgos; ++algo) {
+      KernelConfig c;
+      c.algo = algo;
+      add(c);
+    }
+  } else if (k.kind == kir::Kind::Pointwise) {
     for (int vec : {4, 1})
       for (int block = 64; block <= kMaxBlock; block *= 2) add({block, vec, 1});
   } else {
@@ -80,6 +95,8 @@ std::vector<KernelConfig> candidates(const kir::Kernel& k) {
 }
 
 std::string config_text(const kir::Kernel& k, const KernelConfig& c) {
+  if (k.kind == kir::Kind::Gemm) return "cublaslt #" + std::to_string(c.algo);
+  if (k.kind == kir::Kind::Conv) return "cudnn #" + std::to_string(c.algo);
   std::string s = "block=" + std::to_string(c.block);
   if (k.kind == kir::Kind::Reduction) return s + " rows=" + std::to_string(c.rows_per_block);
   return s + " vec=" + std::to_string(c.vector_width);

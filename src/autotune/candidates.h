@@ -14,17 +14,19 @@
 namespace tcc::autotune {
 
 // Empty when the config is valid for the kernel, else why not ("vector width 4
-// needs a float4-aligned f32 kernel"). Gemm kernels take no KernelConfig.
+// needs a float4-aligned f32 kernel"). Gemm and conv kernels take only `algo`.
 std::string invalid_reason(const kir::Kernel& k, const KernelConfig& c);
 
 // The grid to benchmark for a Pointwise or Reduction kernel, default_config(k)
 // first, the rest in a fixed order without duplicates, all valid for k:
 //   pointwise: block 64..1024 x vector width 1 (and 4 where the kernel vectorizes);
-//   reduction: block 32..1024 x rows per block 1, 2, 4 (more rows only for many rows).
-// Gemm kernels have none here: their candidates are cuBLASLt's heuristic list.
+//   reduction: block 32..1024 x rows per block 1, 2, 4 (more rows only for many rows);
+//   gemm and conv: the library's algorithms ranked 0 to kLibraryAlgos - 1 (a rank
+//   the library does not offer for the problem fails to run and is dropped).
 std::vector<KernelConfig> candidates(const kir::Kernel& k);
 
-// "block=256 vec=4" (pointwise), "block=128 rows=2" (reduction).
+// "block=256 vec=4" (pointwise), "block=128 rows=2" (reduction), "cublaslt #2"
+// (gemm: cuBLASLt's third-ranked algorithm), "cudnn #0" (conv).
 std::string config_text(const kir::Kernel& k, const KernelConfig& c);
 
 // Cost of one config in microseconds; nullopt when it cannot run (failed to
@@ -38,7 +40,8 @@ struct DescentResult {
 };
 
 // Starting at `start` (costed first), repeatedly tries each knob one step up
-// and down (block x2 and /2, the other vector width, rows x2 and /2), moving
+// and down (block x2 and /2, the other vector width, rows x2 and /2; library
+// kernels have no neighbours: their grid is every choice), moving
 // to a neighbour only when it is cheaper by more than `threshold` (relative),
 // until no neighbour improves or `max_rounds` rounds ran. Each config is costed
 // at most once. Returns nullopt when `start` itself cannot run.

@@ -32,10 +32,6 @@ std::string tuning_table(const std::vector<kir::Kernel>& kernels, const TuneResu
     out += "AUTOTUNE " + k.name + " " + c.op;
     if (steps[i] > 1) out += " (x" + std::to_string(steps[i]) + " steps)";
     out += "\n";
-    if (c.source == KernelChoice::Source::Library) {
-      out += "  cuBLASLt heuristic algorithm (gemm algorithm tuning is not built)\n";
-      continue;
-    }
     std::optional<double> best;
     for (const CandidateRow& row : c.rows)
       if (row.time_us && (!best || *row.time_us < *best)) best = row.time_us;
@@ -68,7 +64,7 @@ std::string tuning_table(const std::vector<kir::Kernel>& kernels, const TuneResu
   }
   out += "Summary: " + std::to_string(kernels.size()) + " kernels: " + std::to_string(r.by_measurement) +
          " measured, " + std::to_string(r.from_cache) + " from the cache, " + std::to_string(r.by_heuristic) +
-         " by heuristics, " + std::to_string(r.library) + " library calls; " + std::to_string(changed) +
+         " by heuristics; " + std::to_string(changed) +
          " differ from the default configuration\n";
   if (default_us > 0)
     out += "Expected gain: " + fmt("%.2f", default_us) + " us -> " + fmt("%.2f", chosen_us) + " us per run (" +

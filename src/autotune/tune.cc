@@ -89,7 +89,6 @@ const char* source_name(KernelChoice::Source s) {
     case KernelChoice::Source::Measured: return "measured";
     case KernelChoice::Source::Cache: return "cache";
     case KernelChoice::Source::Heuristic: return "heuristic";
-    case KernelChoice::Source::Library: return "library";
   }
   return "?";
 }
@@ -110,39 +109,34 @@ TuneResult tune_kernels(const std::vector<kir::Kernel>& kernels, const std::map<
     choice.op = op_summary(k, sizes);
     choice.signature = kernel_signature(k, sizes);
     choice.config = default_config(k);
-    if (kir::is_library_call(k.kind)) {
-      choice.source = KernelChoice::Source::Library;
-      ++result.library;
-    } else {
-      const CacheEntry* entry = nullptr;
-      if (o.cache && o.measurer) entry = find_entry(*o.cache, o.measurer->device, choice.signature);
-      else if (o.cache && !name.empty()) entry = find_entry_by_name(*o.cache, name, choice.signature);
-      std::string why_not;
-      if (entry) why_not = invalid_reason(k, entry->config);
-      if (entry && !why_not.empty()) {
-        choice.note = "cache entry ignored: " + why_not;
-        entry = nullptr;
-      }
-      if (o.measurer && (!entry || o.measure_cached)) {
-        measure(k, sizes, o, choice, result);
-      } else if (entry) {
-        choice.source = KernelChoice::Source::Cache;
-        choice.config = entry->config;
-        choice.default_time_us = entry->default_time_us;
-        ++result.from_cache;
-      } else {
-        ++result.by_heuristic;
-      }
-      if (choice.rows.empty())
-        for (const KernelConfig& c : candidates(k)) {
-          CandidateRow row{c, std::nullopt, "not measured"};
-          if (entry && c == entry->config) row = {c, entry->time_us, ""};
-          choice.rows.push_back(row);
-        }
-      if (entry && std::none_of(choice.rows.begin(), choice.rows.end(),
-                                [&](const CandidateRow& r) { return r.config == entry->config; }))
-        choice.rows.push_back({entry->config, entry->time_us, ""});
+    const CacheEntry* entry = nullptr;
+    if (o.cache && o.measurer) entry = find_entry(*o.cache, o.measurer->device, choice.signature);
+    else if (o.cache && !name.empty()) entry = find_entry_by_name(*o.cache, name, choice.signature);
+    std::string why_not;
+    if (entry) why_not = invalid_reason(k, entry->config);
+    if (entry && !why_not.empty()) {
+      choice.note = "cache entry ignored: " + why_not;
+      entry = nullptr;
     }
+    if (o.measurer && (!entry || o.measure_cached)) {
+      measure(k, sizes, o, choice, result);
+    } else if (entry) {
+      choice.source = KernelChoice::Source::Cache;
+      choice.config = entry->config;
+      choice.default_time_us = entry->default_time_us;
+      ++result.from_cache;
+    } else {
+      ++result.by_heuristic;
+    }
+    if (choice.rows.empty())
+      for (const KernelConfig& c : candidates(k)) {
+        CandidateRow row{c, std::nullopt, "not measured"};
+        if (entry && c == entry->config) row = {c, entry->time_us, ""};
+        choice.rows.push_back(row);
+      }
+    if (entry && std::none_of(choice.rows.begin(), choice.rows.end(),
+                              [&](const CandidateRow& r) { return r.config == entry->config; }))
+      choice.rows.push_back({entry->config, entry->time_us, ""});
     result.configs.push_back(choice.config);
     result.kernels.push_back(std::move(choice));
     if (o.progress) o.progress(i + 1, kernels.size());

@@ -45,8 +45,7 @@ struct KernelChoice {
   enum class Source {
     Measured,   // benchmarked now
     Cache,      // a cache entry for this device and signature
-    Heuristic,  // default_config: no GPU and no usable entry
-    Library,    // gemm: cuBLASLt picks its algorithm
+    Heuristic,  // default_config (a library's first choice): no GPU and no usable entry
   };
   Source source = Source::Heuristic;
   KernelConfig config;
@@ -67,11 +66,11 @@ struct TuneOptions {
 };
 
 struct TuneResult {
-  std::vector<KernelConfig> configs;  // one per kernel (default_config for gemm)
+  std::vector<KernelConfig> configs;  // one per kernel
   std::vector<KernelChoice> kernels;  // one per kernel
   std::vector<CacheEntry> measured;   // new cache entries (only measured ones)
   std::string device_note;            // one line: whose entries were used, or why none
-  int from_cache = 0, by_measurement = 0, by_heuristic = 0, library = 0;
+  int from_cache = 0, by_measurement = 0, by_heuristic = 0;
 };
 
 TuneResult tune_kernels(const std::vector<kir::Kernel>& kernels, const std::map<std::string, int64_t>& sizes,

@@ -160,7 +160,6 @@ std::vector<KernelConfig> compile_autotune(const std::vector<kir::Kernel>& kerne
   summary.measured = r.by_measurement;
   summary.from_cache = r.from_cache;
   summary.heuristic = r.by_heuristic;
-  summary.library = r.library;
   if (gpu)
     summary.note = r.device_note;
   else if (cache_path.empty())

@@ -7,7 +7,9 @@
 
 #include <cuda.h>
 
+#include <map>
 #include <string>
+#include <vector>
 
 #include "module.h"
 
@@ -137,5 +139,19 @@ inline CUcontext current_context(const Driver& d) {
   }
   return ctx;
 }
+
+// Runs Gemm and Conv kernels (the library calls) outside a module, on the
+// current context, exactly as a module runs them: what autotuning times. The
+// library handles and workspace live as long as the runner. Returns the rank
+// of the algorithm that ran (KernelConfig::algo, or the last the library offers).
+class LibraryRunner {
+ public:
+  LibraryRunner();
+  int run(const KernelInfo& k, const std::vector<CUdeviceptr>& buffers, const std::map<std::string, int64_t>& sizes,
+           CUstream stream);
+
+ private:
+  std::unique_ptr<CudaState, CudaStateDeleter> state_;
+};
 
 }  // namespace tcc::runtime

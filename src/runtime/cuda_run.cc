@@ -41,6 +41,10 @@ struct CublasLt {
   decltype(&::cublasLtMatrixLayoutCreate) layout_create;
   decltype(&::cublasLtMatrixLayoutDestroy) layout_destroy;
   decltype(&::cublasLtMatrixLayoutSetAttribute) layout_set;
+  decltype(&::cublasLtMatmulPreferenceCreate) pref_create;
+  decltype(&::cublasLtMatmulPreferenceDestroy) pref_destroy;
+  decltype(&::cublasLtMatmulPreferenceSetAttribute) pref_set;
+  decltype(&::cublasLtMatmulAlgoGetHeuristic) heuristic;
   std::string unavailable;
 
   static const CublasLt& get() {
@@ -63,7 +67,11 @@ struct CublasLt {
               resolve(lib, "cublasLtMatmulDescSetAttribute", lt.desc_set) &&
               resolve(lib, "cublasLtMatrixLayoutCreate", lt.layout_create) &&
               resolve(lib, "cublasLtMatrixLayoutDestroy", lt.layout_destroy) &&
-              resolve(lib, "cublasLtMatrixLayoutSetAttribute", lt.layout_set);
+              resolve(lib, "cublasLtMatrixLayoutSetAttribute", lt.layout_set) &&
+              resolve(lib, "cublasLtMatmulPreferenceCreate", lt.pref_create) &&
+              resolve(lib, "cublasLtMatmulPreferenceDestroy", lt.pref_destroy) &&
+              resolve(lib, "cublasLtMatmulPreferenceSetAttribute", lt.pref_set) &&
+              resolve(lib, "cublasLtMatmulAlgoGetHeuristic", lt.heuristic);
     if (!ok) lt.unavailable = "cuBLASLt (libcublasLt.so.13) cannot be loaded; Gemm kernels need it";
     return lt;
   }
@@ -269,16 +277,24 @@ double read_device_scalar(const tcc_tensor& t, void*) {
   return Tensor::from_bytes(dtype, {}, std::move(bytes)).get_f64(0);
 }
 
+// The largest power of two, up to 256 bytes, that a device address is a multiple of.
+uint32_t pointer_alignment(CUdeviceptr p) {
+  uint32_t align = 256;
+  while (align > 1 && p % align != 0) align /= 2;
+  return align;
+}
+
 // D = act(alpha * op(A) op(B) + beta * C + bias), row-major. cuBLASLt is
 // column-major, and a row-major matrix is its column-major transpose, so the
-// call computes D^T = op(B)^T op(A)^T: B is passed first.
-void run_gemm(CudaState& s, const KernelInfo& k, const std::vector<CUdeviceptr>& buf, const Binding& b,
-              CUstream stream) {
+// call computes D^T = op(B)^T op(A)^T: B is passed first. Returns the rank of
+// the algorithm that ran.
+int run_gemm(CudaState& s, const KernelInfo& k, const std::vector<CUdeviceptr>& buf, const Binding& b,
+             CUstream stream) {
   const GemmInfo& g = *k.gemm;
   const std::string what = "kernel '" + k.name + "' gemm";
   auto ev = [&](const SymExpr& e) { return evaluate(e, b, what); };
   int64_t batch = ev(g.batch), m = ev(g.m), n = ev(g.n), kk = ev(g.k);
-  if (batch <= 0 || m <= 0 || n <= 0) return;
+  if (batch <= 0 || m <= 0 || n <= 0) return g.algo;
   const CublasLt& lt = CublasLt::get();
   const Driver& d = Driver::get();
   if (!s.lt) CublasLt::check(lt.create(&s.lt), "cublasLtCreate");
@@ -291,16 +307,19 @@ void run_gemm(CudaState& s, const KernelInfo& k, const std::vector<CUdeviceptr>&
 
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t first = nullptr, second = nullptr, out = nullptr;
+  cublasLtMatmulPreference_t pref = nullptr;
   struct Release {
     const CublasLt& lt;
     cublasLtMatmulDesc_t& desc;
     cublasLtMatrixLayout_t *a, *b, *c;
+    cublasLtMatmulPreference_t& pref;
     ~Release() {
       for (cublasLtMatrixLayout_t* l : {a, b, c})
         if (*l) lt.layout_destroy(*l);
       if (desc) lt.desc_destroy(desc);
+      if (pref) lt.pref_destroy(pref);
     }
-  } release{lt, desc, &first, &second, &out};
+  } release{lt, desc, &first, &second, &out, pref};
 
   CublasLt::check(lt.desc_create(&desc, compute, scale_type), "cublasLtMatmulDescCreate");
   cublasOperation_t op_first = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -333,15 +352,42 @@ void run_gemm(CudaState& s, const KernelInfo& k, const std::vector<CUdeviceptr>&
   layout(out, out_type, n, m, ev(g.ldd), ev(g.stride_d));
 
   CUdeviceptr c = g.residual >= 0 ? buf[g.residual] : buf[d_index];
+
+  // cuBLASLt ranks the algorithms that fit the workspace and the operands'
+  // alignment; the kernel's config names one by rank (0: the first choice). A
+  // rank past the list's end (sizes other than the ones tuned at) runs the last.
+  CublasLt::check(lt.pref_create(&pref), "cublasLtMatmulPreferenceCreate");
+  uint64_t workspace_bytes = CudaState::kWorkspaceBytes;
+  CublasLt::check(lt.pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes, sizeof workspace_bytes),
+                  "MAX_WORKSPACE_BYTES");
+  const std::pair<cublasLtMatmulPreferenceAttributes_t, CUdeviceptr> alignments[] = {
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, buf[g.b]},  // cuBLASLt's A is the row-major B
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, buf[g.a]},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, c},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, buf[d_index]}};
+  for (const auto& [attr, ptr] : alignments) {
+    uint32_t align = pointer_alignment(ptr);
+    CublasLt::check(lt.pref_set(pref, attr, &align, sizeof align), "MIN_ALIGNMENT");
+  }
+  cublasLtMatmulHeuristicResult_t ranked[kLibraryAlgos] = {};
+  int offered = 0;
+  CublasLt::check(lt.heuristic(s.lt, desc, first, second, out, out, pref, std::min(g.algo + 1, kLibraryAlgos), ranked,
+                               &offered),
+                  ("cublasLtMatmulAlgoGetHeuristic (" + what + ")").c_str());
+  if (offered == 0) throw CudaError(what + ": cuBLASLt offers no algorithm for this problem");
+  int rank = std::min(g.algo, offered - 1);
+  const cublasLtMatmulAlgo_t& algo = ranked[rank].algo;
+
   double alpha64 = g.alpha, beta64 = g.residual >= 0 ? g.beta : 0.0;
   float alpha32 = static_cast<float>(alpha64), beta32 = static_cast<float>(beta64);
   const void* alpha = f64 ? static_cast<const void*>(&alpha64) : &alpha32;
   const void* beta = f64 ? static_cast<const void*>(&beta64) : &beta32;
   CublasLt::check(lt.matmul(s.lt, desc, alpha, reinterpret_cast<void*>(buf[g.b]), first,
                             reinterpret_cast<void*>(buf[g.a]), second, beta, reinterpret_cast<void*>(c), out,
-                            reinterpret_cast<void*>(buf[d_index]), out, nullptr, reinterpret_cast<void*>(s.workspace),
+                            reinterpret_cast<void*>(buf[d_index]), out, &algo, reinterpret_cast<void*>(s.workspace),
                             CudaState::kWorkspaceBytes, reinterpret_cast<cudaStream_t>(stream)),
                   ("cublasLtMatmul (" + what + ")").c_str());
+  return rank;
 }
 
 cudnnDataType_t cudnn_type(DType t) {
@@ -372,8 +418,8 @@ struct Descriptor {
 // With Relu and a bias, one fused cudnnConvolutionBiasActivationForward (z is
 // the residual, or y itself with alpha2 = 0); otherwise the convolution, then
 // cudnnAddTensor for the bias and the residual and cudnnActivationForward in place.
-void run_conv(CudaState& s, const KernelInfo& k, const std::vector<CUdeviceptr>& buf, const Binding& b,
-              CUstream stream) {
+int run_conv(CudaState& s, const KernelInfo& k, const std::vector<CUdeviceptr>& buf, const Binding& b,
+             CUstream stream) {
   const ConvInfo& c = *k.conv;
   const std::string what = "kernel '" + k.name + "' conv";
   auto ev = [&](const SymExpr& e) {
@@ -398,7 +444,7 @@ void run_conv(CudaState& s, const KernelInfo& k, const std::vector<CUdeviceptr>&
     strides.push_back(1);
     dilations.push_back(1);
   }
-  if (std::find(ydims.begin(), ydims.end(), 0) != ydims.end()) return;
+  if (std::find(ydims.begin(), ydims.end(), 0) != ydims.end()) return c.algo;
 
   const Cudnn& dnn = Cudnn::get();
   const Driver& d = Driver::get();
@@ -437,15 +483,20 @@ void run_conv(CudaState& s, const KernelInfo& k, const std::vector<CUdeviceptr>&
   dnn.check(dnn.conv_set_math(cd.handle, f64 || dtype == DType::F32 ? CUDNN_DEFAULT_MATH : CUDNN_TENSOR_OP_MATH),
             what + ": cudnnSetConvolutionMathType");
 
-  // cuDNN's heuristics rank the algorithms; the first that fits the workspace runs.
+  // cuDNN's heuristics rank the algorithms; of those that fit the workspace,
+  // the kernel's config names one by rank (0: the first; past the end: the last).
   cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
   int returned = 0;
   dnn.check(dnn.forward_algorithms(s.dnn, xd.handle, wd.handle, cd.handle, yd.handle, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
                                    &returned, perf),
             what + ": cudnnGetConvolutionForwardAlgorithm_v7");
   const cudnnConvolutionFwdAlgoPerf_t* algo = nullptr;
-  for (int i = 0; i < returned && !algo; ++i)
-    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= CudaState::kWorkspaceBytes) algo = &perf[i];
+  int rank = -1;
+  for (int i = 0; i < returned && rank < c.algo; ++i)
+    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= CudaState::kWorkspaceBytes) {
+      algo = &perf[i];
+      ++rank;
+    }
   if (!algo) throw CudaError(what + ": cuDNN has no forward algorithm within the workspace");
 
   double one64 = 1, zero64 = 0;
@@ -468,7 +519,7 @@ void run_conv(CudaState& s, const KernelInfo& k, const std::vector<CUdeviceptr>&
                                           CudaState::kWorkspaceBytes, c.residual >= 0 ? one : zero, yd.handle, z,
                                           bd.handle, ptr(c.bias), ad.handle, yd.handle, y),
               what + ": cudnnConvolutionBiasActivationForward");
-    return;
+    return rank;
   }
   dnn.check(dnn.forward(s.dnn, one, xd.handle, x, wd.handle, w, cd.handle, algo->algo, ws, CudaState::kWorkspaceBytes,
                         zero, yd.handle, y),
@@ -481,6 +532,7 @@ void run_conv(CudaState& s, const KernelInfo& k, const std::vector<CUdeviceptr>&
   if (c.activation == "relu")
     dnn.check(dnn.activation_forward(s.dnn, ad.handle, one, yd.handle, y, zero, yd.handle, y),
               what + ": cudnnActivationForward");
+  return rank;
 }
 
 // A split reduction's workspace (docs/MODULE.md), grown to this binding's size.
@@ -607,6 +659,17 @@ void run_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor
   enqueue_cuda(m, inputs, num_inputs, outputs, num_outputs, stream);
   const Driver& d = driver();
   d.check(d.stream_sync(static_cast<CUstream>(stream)), "cuStreamSynchronize");
+}
+
+LibraryRunner::LibraryRunner() : state_(new CudaState) { state_->ctx = current_context(driver()); }
+
+int LibraryRunner::run(const KernelInfo& k, const std::vector<CUdeviceptr>& buffers,
+                       const std::map<std::string, int64_t>& sizes, CUstream stream) {
+  Binding b;
+  b.symbols = sizes;
+  if (k.kind == kir::Kind::Gemm) return run_gemm(*state_, k, buffers, b, stream);
+  if (k.kind == kir::Kind::Conv) return run_conv(*state_, k, buffers, b, stream);
+  throw CudaError("kernel '" + k.name + "' is generated code, not a library call");
 }
 
 std::string capture_blocker(const Module& m) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <future>
 #include <random>
 #include <thread>
@@ -92,8 +93,9 @@ class CudaKernelBench : public autotune::KernelBench {
   }
 
   // NVRTC takes far longer than timing a candidate: compile the ones not yet
-  // compiled on all cores at once.
+  // compiled on all cores at once. Library kernels have nothing to compile.
   void precompile(const std::vector<KernelConfig>& configs) override {
+    if (kir::is_library_call(k_.kind)) return;
     std::vector<KernelConfig> todo;
     for (const KernelConfig& c : configs)
       if (!compiled_.count(key(c)) && autotune::invalid_reason(k_, c).empty()) todo.push_back(c);
@@ -120,6 +122,7 @@ class CudaKernelBench : public autotune::KernelBench {
       note = "invalid: " + invalid;
       return std::nullopt;
     }
+    if (kir::is_library_call(k_.kind)) return time_library_call(c, note);
     precompile({c});
     const Compiled& bin = compiled_.at(key(c));
     if (bin.image.empty()) {
@@ -131,7 +134,7 @@ class CudaKernelBench : public autotune::KernelBench {
       d_.check(d_.module_load(&module, bin.image.data()), "cuModuleLoadData");
       CUfunction f = nullptr;
       d_.check(d_.module_function(&f, module, k_.name.c_str()), "cuModuleGetFunction");
-      std::optional<double> t = run(f, c, note);
+      std::optional<double> t = run([&] { launch(f, c); }, note);
       d_.module_unload(module);
       return t;
     } catch (const CudaError& e) {
@@ -192,11 +195,39 @@ class CudaKernelBench : public autotune::KernelBench {
     return true;
   }
 
-  std::optional<double> run(CUfunction f, const KernelConfig& c, std::string& note) {
-    launch(f, c);
+  // A gemm or conv with the library algorithm of rank c.algo, called as a
+  // module calls it. A rank the library does not offer for this problem would
+  // run its last one, already timed under that rank: it is dropped.
+  std::optional<double> time_library_call(const KernelConfig& c, std::string& note) {
+    runtime::KernelInfo info;
+    info.name = k_.name;
+    info.kind = k_.kind;
+    for (const kir::Buffer& b : k_.buffers) {
+      info.buffers.push_back({b.name, b.dtype, b.shape});
+      info.num_reads += b.output ? 0 : 1;
+    }
+    if (k_.gemm) info.gemm = runtime::GemmInfo{*k_.gemm, c.algo};
+    if (k_.conv) info.conv = runtime::ConvInfo{*k_.conv, c.algo};
+    std::vector<CUdeviceptr> ptrs;
+    for (const auto& b : buffers_) ptrs.push_back(b->ptr);
+    try {
+      int ran = library_.run(info, ptrs, sizes_, nullptr);
+      if (ran != c.algo) {
+        note = "the library offers " + std::to_string(ran + 1) + " algorithms for this problem";
+        return std::nullopt;
+      }
+      return run([&] { library_.run(info, ptrs, sizes_, nullptr); }, note);
+    } catch (const CudaError& e) {
+      note = std::string("failed to run: ") + e.what();
+      return std::nullopt;
+    }
+  }
+
+  std::optional<double> run(const std::function<void()>& launch, std::string& note) {
+    launch();
     d_.check(d_.stream_sync(nullptr), "cuStreamSynchronize");
     if (!matches_reference(note)) return std::nullopt;
-    for (int i = 0; i < kWarmup; ++i) launch(f, c);
+    for (int i = 0; i < kWarmup; ++i) launch();
     std::vector<double> times;
     double total = 0;
     while ((static_cast<int>(times.size()) < kMinReps || total < kMinTotalMs) &&
@@ -205,7 +236,7 @@ class CudaKernelBench : public autotune::KernelBench {
       // repetition reads from memory as the first run in a model would.
       d_.check(d_.memset_d8_async(flush_.ptr, 0, flush_.bytes, nullptr), "cuMemsetD8Async (L2 flush)");
       timer_.start(nullptr);
-      launch(f, c);
+      launch();
       timer_.stop(nullptr);
       double ms = timer_.elapsed_ms();
       times.push_back(ms);
@@ -232,6 +263,7 @@ class CudaKernelBench : public autotune::KernelBench {
   std::vector<std::vector<int64_t>> shapes_;
   std::vector<Tensor> reference_;
   device::Timer timer_;
+  LibraryRunner library_;
 };
 
 }  // namespace

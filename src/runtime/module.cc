@@ -325,6 +325,11 @@ class Loader {
     }
   }
 
+  // The library algorithm's rank; modules written before autotuning chose one have none: 0.
+  static int algo(const Field& f) {
+    return f.has("algo") ? static_cast<int>(f["algo"].integer(0, kLibraryAlgos - 1)) : 0;
+  }
+
   GemmInfo gemm(const Field& g, size_t num_buffers) {
     GemmInfo info;
     int n = static_cast<int>(num_buffers);
@@ -354,6 +359,7 @@ class Loader {
     info.activation = g["activation"].str();
     if (info.activation != "none" && info.activation != "relu" && info.activation != "gelu_tanh")
       g["activation"].fail("unknown activation '" + info.activation + "'");
+    info.algo = algo(g);
     return info;
   }
 
@@ -398,6 +404,7 @@ class Loader {
     info.activation = f["activation"].str();
     if (info.activation != "none" && info.activation != "relu")
       f["activation"].fail("unknown activation '" + info.activation + "'");
+    info.algo = algo(f);
 
     const TensorSig& y = kernel.buffers[reads];
     if (!is_float(y.dtype)) f.fail("convolves " + std::string(dtype_name(y.dtype)) + "; expected a float dtype");

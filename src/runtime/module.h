@@ -103,23 +103,15 @@ struct Guard {
   int64_t modulus = 0;
 };
 
-struct GemmInfo {
-  int a = -1, b = -1, bias = -1, residual = -1;
-  bool trans_a = false, trans_b = false;
-  SymExpr batch, m, n, k, lda, ldb, ldd, stride_a, stride_b, stride_d;
-  double alpha = 1, beta = 0;
-  std::string activation;
+// A Gemm kernel's cuBLASLt call and a Conv kernel's cuDNN call, as codegen
+// describes them (buffers by position, sizes as expressions), with the rank of
+// the library algorithm that runs (KernelConfig::algo).
+struct GemmInfo : kir::GemmDesc {
+  int algo = 0;
 };
 
-// A Conv kernel's cuDNN call (kir::ConvDesc): buffers by position, sizes as
-// expressions, the window per spatial dim.
-struct ConvInfo {
-  int x = -1, w = -1, bias = -1, residual = -1;
-  SymExpr n, c, k;
-  std::vector<SymExpr> in, out;
-  std::vector<int64_t> kernel, strides, dilations, pads;
-  int64_t groups = 1;
-  std::string activation;
+struct ConvInfo : kir::ConvDesc {
+  int algo = 0;
 };
 
 struct KernelInfo {

@@ -43,10 +43,6 @@ TEST_F(AutotuneCandidates, GridStartsAtTheDefaultAndHoldsOnlyValidDistinctConfig
   for (const ScheduledModel* m : {gpt2_, pointwise_})
     for (const kir::Kernel& k : m->schedule.kernels) {
       std::vector<KernelConfig> grid = candidates(k);
-      if (k.kind == kir::Kind::Gemm) {
-        EXPECT_TRUE(grid.empty());
-        continue;
-      }
       ASSERT_FALSE(grid.empty());
       EXPECT_EQ(grid.front(), default_config(k)) << k.name;
       for (size_t i = 0; i < grid.size(); ++i) {
@@ -63,6 +59,34 @@ TEST_F(AutotuneCandidates, PointwiseGridCoversBlocksAndBothVectorWidths) {
   EXPECT_EQ(grid.size(), 10u);  // blocks 64..1024 x vector widths 4 and 1
   EXPECT_NE(std::find(grid.begin(), grid.end(), KernelConfig{1024, 1, 1}), grid.end());
   EXPECT_NE(std::find(grid.begin(), grid.end(), KernelConfig{64, 4, 1}), grid.end());
+}
+
+TEST_F(AutotuneCandidates, LibraryKernelsChooseAmongTheLibrarysRankedAlgorithms) {
+  const kir::Kernel& gemm = *first_kernel(gpt2_->schedule, kir::Kind::Gemm);
+  std::vector<KernelConfig> grid = candidates(gemm);
+  ASSERT_EQ(grid.size(), static_cast<size_t>(kLibraryAlgos));
+  for (int rank = 0; rank < kLibraryAlgos; ++rank) {
+    EXPECT_EQ(grid[rank].algo, rank);
+    EXPECT_EQ(config_text(gemm, grid[rank]), "cublaslt #" + std::to_string(rank));
+  }
+  KernelConfig launch_knob;
+  launch_knob.block = 128;
+  EXPECT_NE(invalid_reason(gemm, launch_knob).find("only the algorithm can be chosen"), std::string::npos);
+  KernelConfig past_the_end;
+  past_the_end.algo = kLibraryAlgos;
+  EXPECT_NE(invalid_reason(gemm, past_the_end).find("is not from 0 to 7"), std::string::npos);
+  KernelConfig on_generated;
+  on_generated.algo = 1;
+  EXPECT_NE(invalid_reason(reduction(), on_generated).find("only gemm and conv kernels"), std::string::npos);
+  // The grid is every choice: descent has nowhere to go.
+  int costed = 0;
+  std::optional<DescentResult> d = coordinate_descent(gemm, grid[3], [&](const KernelConfig&) -> std::optional<double> {
+    ++costed;
+    return 1.0;
+  });
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->best, grid[3]);
+  EXPECT_EQ(costed, 1);
 }
 
 TEST_F(AutotuneCandidates, InvalidConfigsSayWhy) {

@@ -38,14 +38,13 @@ class AutotuneCli : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
   std::string at(const std::string& name) const { return shell_quote((dir_ / name).string()); }
 
-  // A cache with one entry per non-gemm kernel of gpt2_block, each a valid
-  // config other than the kernel's default (the last candidate), as an H100
-  // would have measured them.
+  // A cache with one entry per kernel of gpt2_block, each a valid config other
+  // than the kernel's default (the last candidate: for a gemm, cuBLASLt's
+  // eighth-ranked algorithm), as an H100 would have measured them.
   std::vector<autotune::CacheEntry> measured_entries(const std::string& device = "NVIDIA H100 80GB HBM3") {
     ScheduledModel s = schedule_model("tests/fixtures/gpt2_block.onnx");
     std::vector<autotune::CacheEntry> out;
     for (const kir::Kernel& k : s.schedule.kernels) {
-      if (k.kind == kir::Kind::Gemm) continue;
       autotune::CacheEntry e;
       e.device = {device, "sm_90", "13.0", "13.0"};
       e.signature = autotune::kernel_signature(k, {});
@@ -71,7 +70,8 @@ TEST_F(AutotuneCli, WithoutAGpuSaysSoPrintsTheTableAndWritesNothing) {
       << r.output;
   EXPECT_TRUE(contains(r.output, "AUTOTUNE tcc_k")) << r.output;
   EXPECT_TRUE(contains(r.output, "not measured  <- chosen (heuristic)  [default]")) << r.output;
-  EXPECT_TRUE(contains(r.output, "cuBLASLt heuristic algorithm")) << r.output;
+  EXPECT_TRUE(contains(r.output, "  cublaslt #0         not measured  <- chosen (heuristic)  [default]")) << r.output;
+  EXPECT_TRUE(contains(r.output, "  cublaslt #7         not measured\n")) << r.output;
   EXPECT_TRUE(contains(r.output, " measured, 0 from the cache, ")) << r.output;
   EXPECT_FALSE(fs::exists(dir_ / "tune.json"));
 }
@@ -187,16 +187,17 @@ TEST_F(AutotuneCompile, WithoutGpuOrCacheFallsBackToTheDefaultKernelsAndSaysSo) 
   EXPECT_TRUE(contains(r.output, "and no --cache: heuristic configurations")) << r.output;
   EXPECT_EQ(read(dir_ / "tuned" / "kernels.cu"), read(dir_ / "default" / "kernels.cu"));
   json m = manifest("tuned");
-  const json& f = feature(m, "autotune_pointwise");
+  const json& f = feature(m, "autotune_kernels");
   EXPECT_EQ(f["status"], "built");
-  int tunable = 0;
   for (const json& k : m["kernels"]) {
     ASSERT_TRUE(k.contains("autotune")) << k.dump();
-    tunable += k["kind"] != "gemm";
-    EXPECT_EQ(k["autotune"]["source"], k["kind"] == "gemm" ? "library" : "heuristic");
+    EXPECT_EQ(k["autotune"]["source"], "heuristic");
+    if (k["kind"] == "gemm") {
+      EXPECT_EQ(k["gemm"]["algo"], 0);  // cuBLASLt's first choice
+    }
   }
-  EXPECT_EQ(f["kernels"], (json{{"measured", 0}, {"cache", 0}, {"heuristic", tunable}}));
-  EXPECT_EQ(feature(m, "autotune_gemm")["status"], "unbuilt");
+  EXPECT_EQ(f["kernels"], (json{{"measured", 0}, {"cache", 0}, {"heuristic", m["kernels"].size()}}));
+  EXPECT_EQ(feature(m, "autotune_gemm_templates")["status"], "unbuilt");
   EXPECT_FALSE(manifest("default")["kernels"][0].contains("autotune"));
   EXPECT_TRUE(contains(read(dir_ / "tuned" / "report.md"), "## Autotuning"));
 }
@@ -211,7 +212,7 @@ TEST_F(AutotuneCompile, CachedConfigsAreAppliedReportedAndDeterministic) {
                                      " from the cache, 1 by heuristics"))
       << r.output;
   json m = manifest("a");
-  EXPECT_EQ(feature(m, "autotune_pointwise")["kernels"]["cache"], entries.size());
+  EXPECT_EQ(feature(m, "autotune_kernels")["kernels"]["cache"], entries.size());
   ScheduledModel s = schedule_model("tests/fixtures/gpt2_block.onnx");
   int from_cache = 0;
   for (size_t i = 0; i < s.schedule.kernels.size(); ++i) {
@@ -220,6 +221,11 @@ TEST_F(AutotuneCompile, CachedConfigsAreAppliedReportedAndDeterministic) {
     if (mk["autotune"]["source"] != "cache") continue;
     ++from_cache;
     KernelConfig want = autotune::candidates(k).back();
+    if (k.kind == kir::Kind::Gemm) {
+      EXPECT_EQ(mk["autotune"]["config"]["algo"], want.algo);
+      EXPECT_EQ(mk["gemm"]["algo"], want.algo);
+      continue;
+    }
     EXPECT_EQ(mk["autotune"]["config"]["block"], want.block);
     EXPECT_EQ(mk["autotune"]["config"]["vector_width"], want.vector_width);
     EXPECT_EQ(mk["launch"]["block"][0], want.block);

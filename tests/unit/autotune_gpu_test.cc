@@ -1,6 +1,6 @@
 // The GPU measuring path of autotuning (src/runtime/kernel_timer.h): every
-// candidate of real kernels is compiled, checked against the default's output
-// and timed. Skips where there is no GPU (CI); run on a GPU machine with
+// candidate of real kernels is compiled (or, for GEMMs, called with that
+// cuBLASLt algorithm), checked against the default's output and timed. Skips where there is no GPU (CI); run on a GPU machine with
 // scripts/gpu-check.
 #include <gtest/gtest.h>
 
@@ -33,13 +33,14 @@ TEST_F(AutotuneGpu, EveryCandidateRunsAndMatchesTheDefault) {
   ScheduledModel s = schedule_model("tests/fixtures/gpt2_block.onnx");
   Measurer m = runtime::cuda_measurer();
   for (const kir::Kernel& k : s.schedule.kernels) {
-    if (k.kind == kir::Kind::Gemm) continue;
     std::unique_ptr<KernelBench> bench = m.bench(k, {});
     std::vector<KernelConfig> grid = candidates(k);
     bench->precompile(grid);
     for (const KernelConfig& c : grid) {
       std::string note;
       std::optional<double> t = bench->time_us(c, note);
+      // cuBLASLt may offer fewer algorithms than there are ranks; its first always runs.
+      if (!t && c.algo > 0 && note.find("the library offers ") == 0) continue;
       ASSERT_TRUE(t) << k.name << " " << config_text(k, c) << ": " << note;
       EXPECT_GT(*t, 0);
     }
@@ -55,8 +56,7 @@ TEST_F(AutotuneGpu, TuningMeasuresAndRecordsEveryKernel) {
   TuneOptions o;
   o.measurer = &m;
   TuneResult r = tune_kernels(s.schedule.kernels, {}, o);
-  int tunable = 0;
-  for (const kir::Kernel& k : s.schedule.kernels) tunable += k.kind != kir::Kind::Gemm;
+  int tunable = static_cast<int>(s.schedule.kernels.size());
   EXPECT_EQ(r.by_measurement, tunable);
   ASSERT_EQ(r.measured.size(), static_cast<size_t>(tunable));
   for (const CacheEntry& e : r.measured) {

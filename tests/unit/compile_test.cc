@@ -257,8 +257,8 @@ TEST_F(CompileTest, ListModesPrintsTheProfiles) {
   EXPECT_EQ(r.output.find("default\n  Fuse and plan memory"), 0u) << r.output;
   for (const char* line : {"\nmax-autotune\n", "\nmax-autotune-no-cudagraphs\n", "\nreduce-overhead\n",
                            "  + cuda_graphs (unbuilt: written (tcc bench, tcc_module_capture_cuda) but not yet run on a GPU: scripts/gpu-check runs it)\n",
-                           "  + autotune_pointwise\n", "  + autotune_gemm (unbuilt: GEMMs keep cuBLASLt's own heuristic "
-                           "choice until the runtime can run a chosen algorithm (autotune issue))\n", "  + fusion\n"})
+                           "  + autotune_kernels\n", "  + autotune_gemm_templates (unbuilt: not written: GEMMs choose among "
+                           "cuBLASLt's ranked algorithms only)\n", "  + fusion\n"})
     EXPECT_NE(r.output.find(line), std::string::npos) << line;
 }
 
