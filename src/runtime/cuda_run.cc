@@ -511,10 +511,7 @@ void launch(const Driver& d, CUfunction f, const KernelInfo& k, const std::vecto
             CUdeviceptr workspace, const Binding& b, CUstream stream) {
   std::vector<int64_t> sizes;
   for (const SymExpr& s : k.sizes) sizes.push_back(evaluate(s, b, "kernel '" + k.name + "' sizes"));
-  std::vector<void*> params;
-  for (const CUdeviceptr& p : buf) params.push_back(const_cast<CUdeviceptr*>(&p));
-  for (int64_t& s : sizes) params.push_back(&s);
-  if (workspace) params.push_back(&workspace);
+  std::vector<void*> params = kernel_params(buf, sizes, workspace);
   static constexpr int64_t kGridLimit[3] = {INT32_MAX, 65535, 65535};
   unsigned grid[3];
   for (int i = 0; i < 3; ++i) {
