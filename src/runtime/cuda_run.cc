@@ -434,8 +434,10 @@ void run_conv(CudaState& s, const KernelInfo& k, const std::vector<CUdeviceptr>&
                          CUDNN_CROSS_CORRELATION, f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT),
             what + ": cudnnSetConvolutionNdDescriptor");
   dnn.check(dnn.conv_set_groups(cd.handle, static_cast<int>(c.groups)), what + ": cudnnSetConvolutionGroupCount");
-  dnn.check(dnn.conv_set_math(cd.handle, f64 || dtype == DType::F32 ? CUDNN_DEFAULT_MATH : CUDNN_TENSOR_OP_MATH),
-            what + ": cudnnSetConvolutionMathType");
+  // CUDNN_DEFAULT_MATH lets f32 convolutions run as TF32 on Ampere and later;
+  // FMA keeps them f32, as the host run and cuBLASLt's CUBLAS_COMPUTE_32F are.
+  cudnnMathType_t math = dtype == DType::F32 ? CUDNN_FMA_MATH : f64 ? CUDNN_DEFAULT_MATH : CUDNN_TENSOR_OP_MATH;
+  dnn.check(dnn.conv_set_math(cd.handle, math), what + ": cudnnSetConvolutionMathType");
 
   // cuDNN's heuristics rank the algorithms; the first that fits the workspace runs.
   cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
