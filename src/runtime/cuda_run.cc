@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <mutex>
 
 #include "cuda_driver.h"
@@ -462,7 +463,9 @@ void run_conv(CudaState& s, const KernelInfo& k, const std::vector<CUdeviceptr>&
   Descriptor<cudnnActivationDescriptor_t, decltype(dnn.act_destroy)> ad(dnn.act_destroy);
   if (c.activation == "relu") {
     dnn.check(dnn.act_create(&ad.handle), what + ": cudnnCreateActivationDescriptor");
-    dnn.check(dnn.act_set(ad.handle, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0), what + ": cudnnSetActivationDescriptor");
+    // For Relu, cuDNN documents coef as an upper bound on the output: the largest double leaves it unbounded.
+    dnn.check(dnn.act_set(ad.handle, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, std::numeric_limits<double>::max()),
+              what + ": cudnnSetActivationDescriptor");
   }
   if (c.activation == "relu" && c.bias >= 0) {
     void* z = c.residual >= 0 ? ptr(c.residual) : y;
