@@ -230,7 +230,7 @@ std::vector<char> read_binary(const std::string& path) {
   return bytes;
 }
 
-CudaState& device_state(Module& m, const Driver& d, CUcontext ctx) {
+CudaState& device_state(Module& m, const Driver& d, CUcontext ctx, CUstream stream) {
   if (m.cuda) {
     if (m.cuda->ctx != ctx) throw CudaError("the module was first run in another CUDA context");
     return *m.cuda;
@@ -255,8 +255,12 @@ CudaState& device_state(Module& m, const Driver& d, CUcontext ctx) {
     s->functions.push_back(f);
   }
   if (m.weight_data.size() > 0) {
+    // A cuMemcpyHtoD from pageable memory may return before its DMA lands and
+    // is not ordered with non-blocking streams: copy on the run's stream and wait.
     d.check(d.mem_alloc(&s->weights, m.weight_data.size()), "cuMemAlloc (weights)");
-    d.check(d.copy_htod(s->weights, m.weight_data.data(), m.weight_data.size()), "cuMemcpyHtoD (weights)");
+    d.check(d.copy_htod_async(s->weights, m.weight_data.data(), m.weight_data.size(), stream),
+            "cuMemcpyHtoDAsync (weights)");
+    d.check(d.stream_sync(stream), "cuStreamSynchronize");
   }
   m.cuda = std::move(s);
   return *m.cuda;
@@ -538,7 +542,7 @@ void enqueue_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_te
                   void* stream_handle) {
   const Driver& d = driver();
   auto stream = static_cast<CUstream>(stream_handle);
-  CudaState& s = device_state(m, d, current_context(d));
+  CudaState& s = device_state(m, d, current_context(d), stream);
 
   Binding b = bind(m, inputs, num_inputs, read_device_scalar, nullptr);
   check_outputs(m, b, outputs, num_outputs);
@@ -681,9 +685,14 @@ void release(void* p) {
   if (p) Driver::get().mem_free(reinterpret_cast<CUdeviceptr>(p));
 }
 
+// Complete on return, so that work on any stream sees the data: a cuMemcpyHtoD
+// from pageable memory may return before its DMA lands, and non-blocking
+// streams do not wait for the legacy stream it runs on.
 void upload(void* dst, const void* src, size_t nbytes) {
   const Driver& d = driver();
-  if (nbytes) d.check(d.copy_htod(reinterpret_cast<CUdeviceptr>(dst), src, nbytes), "cuMemcpyHtoD");
+  if (!nbytes) return;
+  d.check(d.copy_htod_async(reinterpret_cast<CUdeviceptr>(dst), src, nbytes, nullptr), "cuMemcpyHtoDAsync");
+  d.check(d.stream_sync(nullptr), "cuStreamSynchronize");
 }
 
 void download(void* dst, const void* src, size_t nbytes) {
