@@ -266,11 +266,16 @@ CudaState& device_state(Module& m, const Driver& d, CUcontext ctx, CUstream stre
   return *m.cuda;
 }
 
-double read_device_scalar(const tcc_tensor& t, void*) {
+// `stream` is the run's: the caller may still be writing the input on it, and
+// a copy on the legacy stream would not wait for a non-blocking stream's work.
+double read_device_scalar(const tcc_tensor& t, void* stream) {
   DType dtype = static_cast<DType>(t.dtype);
   std::vector<std::byte> bytes(dtype_size(dtype));
   const Driver& d = Driver::get();
-  d.check(d.copy_dtoh(bytes.data(), reinterpret_cast<CUdeviceptr>(t.data), bytes.size()), "cuMemcpyDtoH (scalar input)");
+  d.check(d.copy_dtoh_async(bytes.data(), reinterpret_cast<CUdeviceptr>(t.data), bytes.size(),
+                            static_cast<CUstream>(stream)),
+          "cuMemcpyDtoHAsync (scalar input)");
+  d.check(d.stream_sync(static_cast<CUstream>(stream)), "cuStreamSynchronize");
   return Tensor::from_bytes(dtype, {}, std::move(bytes)).get_f64(0);
 }
 
@@ -544,7 +549,7 @@ void enqueue_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_te
   auto stream = static_cast<CUstream>(stream_handle);
   CudaState& s = device_state(m, d, current_context(d), stream);
 
-  Binding b = bind(m, inputs, num_inputs, read_device_scalar, nullptr);
+  Binding b = bind(m, inputs, num_inputs, read_device_scalar, stream);
   check_outputs(m, b, outputs, num_outputs);
   if (s.arena_bytes < static_cast<size_t>(b.arena_bytes)) {
     if (s.arena) {
