@@ -35,6 +35,7 @@ namespace {
 
 struct CublasLt {
   decltype(&::cublasLtCreate) create;
+  decltype(&::cublasLtDestroy) destroy;
   decltype(&::cublasLtMatmul) matmul;
   decltype(&::cublasLtMatmulDescCreate) desc_create;
   decltype(&::cublasLtMatmulDescDestroy) desc_destroy;
@@ -58,7 +59,8 @@ struct CublasLt {
   static CublasLt open() {
     CublasLt lt{};
     void* lib = dlopen("libcublasLt.so.13", RTLD_NOW | RTLD_LOCAL);
-    bool ok = lib && resolve(lib, "cublasLtCreate", lt.create) && resolve(lib, "cublasLtMatmul", lt.matmul) &&
+    bool ok = lib && resolve(lib, "cublasLtCreate", lt.create) && resolve(lib, "cublasLtDestroy", lt.destroy) &&
+              resolve(lib, "cublasLtMatmul", lt.matmul) &&
               resolve(lib, "cublasLtMatmulDescCreate", lt.desc_create) &&
               resolve(lib, "cublasLtMatmulDescDestroy", lt.desc_destroy) &&
               resolve(lib, "cublasLtMatmulDescSetAttribute", lt.desc_set) &&
@@ -205,6 +207,7 @@ struct CudaState {
     for (const KernelWorkspace& w : kernel_workspaces)
       if (w.ptr) d.mem_free(w.ptr);
     if (dnn) Cudnn::get().destroy(dnn);
+    if (lt) CublasLt::get().destroy(lt);
     if (module) d.module_unload(module);
     CUcontext popped;
     d.ctx_pop(&popped);
