@@ -47,11 +47,14 @@ struct Cupti {
   static Cupti open() {
     Cupti c{};
     void* lib = nullptr;
+    // The toolkit installs CUPTI under extras/CUPTI/lib64, outside the library path.
     for (const char* name : {"libcupti.so.13", "libcupti.so", "/usr/local/cuda/lib64/libcupti.so.13",
-                             "/usr/local/cuda/lib/libcupti.so.13"})
+                             "/usr/local/cuda/lib/libcupti.so.13", "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13"})
       if ((lib = dlopen(name, RTLD_NOW | RTLD_LOCAL))) break;
     if (!lib) {
-      c.unavailable = "CUPTI (libcupti.so.13) cannot be loaded from the library path or /usr/local/cuda/lib64";
+      c.unavailable =
+          "CUPTI (libcupti.so.13) cannot be loaded from the library path, /usr/local/cuda/lib64 or "
+          "/usr/local/cuda/extras/CUPTI/lib64";
       return c;
     }
     bool ok = resolve(lib, "cuptiActivityEnable", c.enable) && resolve(lib, "cuptiActivityDisable", c.disable) &&
