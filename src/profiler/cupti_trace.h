@@ -5,7 +5,8 @@
 // CONCURRENT_KERNEL records collect every kernel execution with its stream and
 // GPU timestamps; the runtime's step observer pushes each step's index as an
 // external correlation id, which maps a record back to the manifest kernel
-// whose step launched it — cuBLASLt's own kernels included.
+// whose step launched it — cuBLASLt's own kernels included (CUPTI writes those
+// ids only next to driver and runtime API records, so those kinds are on too).
 #pragma once
 
 #include <memory>
