@@ -716,6 +716,9 @@ class Lowering {
     int n_axis = static_cast<int>(k_.domain.size()) - 1;
     if (!std::all_of(map.begin(), map.end(), [&](int d) { return d < 0 || d == n_axis; }))
       fail(&at, "adds '" + v->name() + "', which is neither a bias along N nor the output's shape");
+    // cuBLASLt reads N bias values: one broadcast along N (a scalar C) would be read past its end.
+    if (!is_one(g.n) && std::find(map.begin(), map.end(), n_axis) == map.end())
+      fail(&at, "adds '" + v->name() + "', which is broadcast along N; cuBLASLt's bias holds one value per column");
     if (g.bias >= 0) fail(&at, "adds a second bias");
     g.bias = input_buffer(v);
     return Addend::Bias;

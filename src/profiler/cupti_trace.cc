@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
 
 #include "src/diag/diagnostics.h"
 #include "src/runtime/cuda_driver.h"
@@ -47,11 +48,14 @@ struct Cupti {
   static Cupti open() {
     Cupti c{};
     void* lib = nullptr;
+    // The toolkit installs CUPTI under extras/CUPTI/lib64, outside the library path.
     for (const char* name : {"libcupti.so.13", "libcupti.so", "/usr/local/cuda/lib64/libcupti.so.13",
-                             "/usr/local/cuda/lib/libcupti.so.13"})
+                             "/usr/local/cuda/lib/libcupti.so.13", "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13"})
       if ((lib = dlopen(name, RTLD_NOW | RTLD_LOCAL))) break;
     if (!lib) {
-      c.unavailable = "CUPTI (libcupti.so.13) cannot be loaded from the library path or /usr/local/cuda/lib64";
+      c.unavailable =
+          "CUPTI (libcupti.so.13) cannot be loaded from the library path, /usr/local/cuda/lib64 or "
+          "/usr/local/cuda/extras/CUPTI/lib64";
       return c;
     }
     bool ok = resolve(lib, "cuptiActivityEnable", c.enable) && resolve(lib, "cuptiActivityDisable", c.disable) &&
@@ -84,6 +88,16 @@ Store& store() {
 }
 
 constexpr size_t kBufferBytes = 8 << 20;
+
+// CUPTI writes an external correlation record only ahead of an API record, so
+// the driver and runtime API kinds are on too, though their records are
+// dropped: without them the kernels cuBLASLt and cuDNN launch, named unlike
+// any manifest kernel, could not be traced back to their steps.
+constexpr std::pair<CUpti_ActivityKind, const char*> kTracedKinds[] = {
+    {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "enabling CONCURRENT_KERNEL"},
+    {CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, "enabling EXTERNAL_CORRELATION"},
+    {CUPTI_ACTIVITY_KIND_DRIVER, "enabling DRIVER"},
+    {CUPTI_ACTIVITY_KIND_RUNTIME, "enabling RUNTIME"}};
 
 void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
   *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, kBufferBytes));
@@ -120,8 +134,7 @@ struct CuptiTrace::Impl {
     if (!active) return;
     const Cupti& c = Cupti::get();
     c.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-    c.disable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
-    c.disable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION);
+    for (const auto& [kind, what] : kTracedKinds) c.disable(kind);
     module.step_observer = nullptr;
     active = false;
   }
@@ -137,8 +150,7 @@ CuptiTrace::CuptiTrace(runtime::Module& module) : impl_(new Impl{module}) {
     store().kernels.clear();
     store().external.clear();
   }
-  c.check(c.enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "enabling CONCURRENT_KERNEL");
-  c.check(c.enable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION), "enabling EXTERNAL_CORRELATION");
+  for (const auto& [kind, what] : kTracedKinds) c.check(c.enable(kind), what);
   impl_->active = true;
   module.step_observer = [&c](const runtime::StepInfo& step, bool begin) {
     uint64_t last = 0;

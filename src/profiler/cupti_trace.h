@@ -1,11 +1,12 @@
 // Kernel tracing with CUPTI's Activity API, for `tcc profile`.
 //
-// libcupti is opened with dlopen (the library path, then /usr/local/cuda/lib64
-// and /usr/local/cuda/lib), so tcc starts without it. While a trace is active,
+// libcupti is opened with dlopen (the library path, then /usr/local/cuda/lib64,
+// /usr/local/cuda/lib and /usr/local/cuda/extras/CUPTI/lib64), so tcc starts without it. While a trace is active,
 // CONCURRENT_KERNEL records collect every kernel execution with its stream and
 // GPU timestamps; the runtime's step observer pushes each step's index as an
 // external correlation id, which maps a record back to the manifest kernel
-// whose step launched it — cuBLASLt's own kernels included.
+// whose step launched it — cuBLASLt's own kernels included (CUPTI writes those
+// ids only next to driver and runtime API records, so those kinds are on too).
 #pragma once
 
 #include <memory>

@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <mutex>
 
 #include "cuda_driver.h"
@@ -34,6 +35,7 @@ namespace {
 
 struct CublasLt {
   decltype(&::cublasLtCreate) create;
+  decltype(&::cublasLtDestroy) destroy;
   decltype(&::cublasLtMatmul) matmul;
   decltype(&::cublasLtMatmulDescCreate) desc_create;
   decltype(&::cublasLtMatmulDescDestroy) desc_destroy;
@@ -61,7 +63,8 @@ struct CublasLt {
   static CublasLt open() {
     CublasLt lt{};
     void* lib = dlopen("libcublasLt.so.13", RTLD_NOW | RTLD_LOCAL);
-    bool ok = lib && resolve(lib, "cublasLtCreate", lt.create) && resolve(lib, "cublasLtMatmul", lt.matmul) &&
+    bool ok = lib && resolve(lib, "cublasLtCreate", lt.create) && resolve(lib, "cublasLtDestroy", lt.destroy) &&
+              resolve(lib, "cublasLtMatmul", lt.matmul) &&
               resolve(lib, "cublasLtMatmulDescCreate", lt.desc_create) &&
               resolve(lib, "cublasLtMatmulDescDestroy", lt.desc_destroy) &&
               resolve(lib, "cublasLtMatmulDescSetAttribute", lt.desc_set) &&
@@ -212,6 +215,7 @@ struct CudaState {
     for (const KernelWorkspace& w : kernel_workspaces)
       if (w.ptr) d.mem_free(w.ptr);
     if (dnn) Cudnn::get().destroy(dnn);
+    if (lt) CublasLt::get().destroy(lt);
     if (module) d.module_unload(module);
     CUcontext popped;
     d.ctx_pop(&popped);
@@ -237,7 +241,7 @@ std::vector<char> read_binary(const std::string& path) {
   return bytes;
 }
 
-CudaState& device_state(Module& m, const Driver& d, CUcontext ctx) {
+CudaState& device_state(Module& m, const Driver& d, CUcontext ctx, CUstream stream) {
   if (m.cuda) {
     if (m.cuda->ctx != ctx) throw CudaError("the module was first run in another CUDA context");
     return *m.cuda;
@@ -262,18 +266,27 @@ CudaState& device_state(Module& m, const Driver& d, CUcontext ctx) {
     s->functions.push_back(f);
   }
   if (m.weight_data.size() > 0) {
+    // A cuMemcpyHtoD from pageable memory may return before its DMA lands and
+    // is not ordered with non-blocking streams: copy on the run's stream and wait.
     d.check(d.mem_alloc(&s->weights, m.weight_data.size()), "cuMemAlloc (weights)");
-    d.check(d.copy_htod(s->weights, m.weight_data.data(), m.weight_data.size()), "cuMemcpyHtoD (weights)");
+    d.check(d.copy_htod_async(s->weights, m.weight_data.data(), m.weight_data.size(), stream),
+            "cuMemcpyHtoDAsync (weights)");
+    d.check(d.stream_sync(stream), "cuStreamSynchronize");
   }
   m.cuda = std::move(s);
   return *m.cuda;
 }
 
-double read_device_scalar(const tcc_tensor& t, void*) {
+// `stream` is the run's: the caller may still be writing the input on it, and
+// a copy on the legacy stream would not wait for a non-blocking stream's work.
+double read_device_scalar(const tcc_tensor& t, void* stream) {
   DType dtype = static_cast<DType>(t.dtype);
   std::vector<std::byte> bytes(dtype_size(dtype));
   const Driver& d = Driver::get();
-  d.check(d.copy_dtoh(bytes.data(), reinterpret_cast<CUdeviceptr>(t.data), bytes.size()), "cuMemcpyDtoH (scalar input)");
+  d.check(d.copy_dtoh_async(bytes.data(), reinterpret_cast<CUdeviceptr>(t.data), bytes.size(),
+                            static_cast<CUstream>(stream)),
+          "cuMemcpyDtoHAsync (scalar input)");
+  d.check(d.stream_sync(static_cast<CUstream>(stream)), "cuStreamSynchronize");
   return Tensor::from_bytes(dtype, {}, std::move(bytes)).get_f64(0);
 }
 
@@ -480,8 +493,10 @@ int run_conv(CudaState& s, const KernelInfo& k, const std::vector<CUdeviceptr>& 
                          CUDNN_CROSS_CORRELATION, f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT),
             what + ": cudnnSetConvolutionNdDescriptor");
   dnn.check(dnn.conv_set_groups(cd.handle, static_cast<int>(c.groups)), what + ": cudnnSetConvolutionGroupCount");
-  dnn.check(dnn.conv_set_math(cd.handle, f64 || dtype == DType::F32 ? CUDNN_DEFAULT_MATH : CUDNN_TENSOR_OP_MATH),
-            what + ": cudnnSetConvolutionMathType");
+  // CUDNN_DEFAULT_MATH lets f32 convolutions run as TF32 on Ampere and later;
+  // FMA keeps them f32, as the host run and cuBLASLt's CUBLAS_COMPUTE_32F are.
+  cudnnMathType_t math = dtype == DType::F32 ? CUDNN_FMA_MATH : f64 ? CUDNN_DEFAULT_MATH : CUDNN_TENSOR_OP_MATH;
+  dnn.check(dnn.conv_set_math(cd.handle, math), what + ": cudnnSetConvolutionMathType");
 
   // cuDNN's heuristics rank the algorithms; of those that fit the workspace,
   // the kernel's config names one by rank (0: the first; past the end: the last).
@@ -511,7 +526,9 @@ int run_conv(CudaState& s, const KernelInfo& k, const std::vector<CUdeviceptr>& 
   Descriptor<cudnnActivationDescriptor_t, decltype(dnn.act_destroy)> ad(dnn.act_destroy);
   if (c.activation == "relu") {
     dnn.check(dnn.act_create(&ad.handle), what + ": cudnnCreateActivationDescriptor");
-    dnn.check(dnn.act_set(ad.handle, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0), what + ": cudnnSetActivationDescriptor");
+    // For Relu, cuDNN documents coef as an upper bound on the output: the largest double leaves it unbounded.
+    dnn.check(dnn.act_set(ad.handle, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, std::numeric_limits<double>::max()),
+              what + ": cudnnSetActivationDescriptor");
   }
   if (c.activation == "relu" && c.bias >= 0) {
     void* z = c.residual >= 0 ? ptr(c.residual) : y;
@@ -563,10 +580,7 @@ void launch(const Driver& d, CUfunction f, const KernelInfo& k, const std::vecto
             CUdeviceptr workspace, const Binding& b, CUstream stream) {
   std::vector<int64_t> sizes;
   for (const SymExpr& s : k.sizes) sizes.push_back(evaluate(s, b, "kernel '" + k.name + "' sizes"));
-  std::vector<void*> params;
-  for (const CUdeviceptr& p : buf) params.push_back(const_cast<CUdeviceptr*>(&p));
-  for (int64_t& s : sizes) params.push_back(&s);
-  if (workspace) params.push_back(&workspace);
+  std::vector<void*> params = kernel_params(buf, sizes, workspace);
   static constexpr int64_t kGridLimit[3] = {INT32_MAX, 65535, 65535};
   unsigned grid[3];
   for (int i = 0; i < 3; ++i) {
@@ -588,9 +602,9 @@ void enqueue_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_te
                   void* stream_handle) {
   const Driver& d = driver();
   auto stream = static_cast<CUstream>(stream_handle);
-  CudaState& s = device_state(m, d, current_context(d));
+  CudaState& s = device_state(m, d, current_context(d), stream);
 
-  Binding b = bind(m, inputs, num_inputs, read_device_scalar, nullptr);
+  Binding b = bind(m, inputs, num_inputs, read_device_scalar, stream);
   check_outputs(m, b, outputs, num_outputs);
   if (s.arena_bytes < static_cast<size_t>(b.arena_bytes)) {
     if (s.arena) {
@@ -742,9 +756,14 @@ void release(void* p) {
   if (p) Driver::get().mem_free(reinterpret_cast<CUdeviceptr>(p));
 }
 
+// Complete on return, so that work on any stream sees the data: a cuMemcpyHtoD
+// from pageable memory may return before its DMA lands, and non-blocking
+// streams do not wait for the legacy stream it runs on.
 void upload(void* dst, const void* src, size_t nbytes) {
   const Driver& d = driver();
-  if (nbytes) d.check(d.copy_htod(reinterpret_cast<CUdeviceptr>(dst), src, nbytes), "cuMemcpyHtoD");
+  if (!nbytes) return;
+  d.check(d.copy_htod_async(reinterpret_cast<CUdeviceptr>(dst), src, nbytes, nullptr), "cuMemcpyHtoDAsync");
+  d.check(d.stream_sync(nullptr), "cuStreamSynchronize");
 }
 
 void download(void* dst, const void* src, size_t nbytes) {

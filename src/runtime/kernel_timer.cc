@@ -154,14 +154,25 @@ class CudaKernelBench : public autotune::KernelBench {
 
   void launch(CUfunction f, const KernelConfig& c) {
     LaunchConfig l = launch_config(k_, c);
-    std::vector<void*> params;
-    for (const auto& b : buffers_) params.push_back(&b->ptr);
-    for (int64_t& s : size_args_) params.push_back(&s);
+    std::vector<CUdeviceptr> buffers;
+    for (const auto& b : buffers_) buffers.push_back(b->ptr);
+    CUdeviceptr ws = l.workspace_bytes == SymExpr() ? 0 : workspace(static_cast<size_t>(at_sizes(l.workspace_bytes)));
+    std::vector<void*> params = kernel_params(buffers, size_args_, ws);
     unsigned grid[3];
     for (int i = 0; i < 3; ++i) grid[i] = static_cast<unsigned>(std::max<int64_t>(1, at_sizes(l.grid[i])));
     d_.check(d_.launch(f, grid[0], grid[1], grid[2], l.block[0], l.block[1], l.block[2], l.shared_bytes, nullptr,
                        params.data(), nullptr),
              "cuLaunchKernel");
+  }
+
+  // A split reduction's workspace (codegen/emit.h's LaunchConfig), zeroed when
+  // allocated: its arrival counters start at zero and every launch leaves them so.
+  CUdeviceptr workspace(size_t bytes) {
+    if (!workspace_ || workspace_->bytes < bytes) {
+      workspace_ = std::make_unique<DeviceBuffer>(d_, bytes);
+      d_.check(d_.memset_d8_async(workspace_->ptr, 0, bytes, nullptr), "cuMemsetD8Async (split workspace)");
+    }
+    return workspace_->ptr;
   }
 
   std::vector<Tensor> outputs() {
@@ -260,6 +271,7 @@ class CudaKernelBench : public autotune::KernelBench {
   std::map<std::string, int64_t> sizes_;
   std::vector<int64_t> size_args_;
   std::vector<std::unique_ptr<DeviceBuffer>> buffers_;
+  std::unique_ptr<DeviceBuffer> workspace_;
   std::vector<std::vector<int64_t>> shapes_;
   std::vector<Tensor> reference_;
   device::Timer timer_;

@@ -19,6 +19,7 @@
 #include "codegen/emit_c.h"
 #include "codegen/toolchain.h"
 #include "src/diag/diagnostics.h"
+#include "src/runtime/cuda_driver.h"
 #include "tests/unit/temp_dir.h"
 
 namespace tcc {
@@ -487,6 +488,22 @@ TEST(EmitC, SymbolicLongRowsSplitAtRunTime) {
   EXPECT_EQ(c.grid[1], S(132));
   EXPECT_EQ(c.block[0], 256);
   EXPECT_EQ(c.workspace_bytes, S(2 * 132 * 8 + 2 * 4));
+}
+
+// The runtime and the autotuning timer launch every generated kernel with
+// kernel_params: as many parameters as its signature declares, the workspace
+// of a split reduction included (cuLaunchKernel cannot check the count).
+TEST(EmitC, LaunchParamsMatchTheSignature) {
+  for (const kir::Kernel& k : all_kernels()) {
+    if (kir::is_library_call(k.kind)) continue;
+    std::string text = kernel_text(emit_cuda({k}), k.name);
+    std::string signature = text.substr(0, text.find(") {"));
+    size_t declared = static_cast<size_t>(std::count(signature.begin(), signature.end(), ',')) + 1;
+    std::vector<CUdeviceptr> buffers(k.buffers.size(), 0x1000);
+    std::vector<int64_t> sizes(k.size_params.size(), 1);
+    CUdeviceptr workspace = launch_config(k).workspace_bytes == SymExpr() ? 0 : 0x2000;
+    EXPECT_EQ(runtime::kernel_params(buffers, sizes, workspace).size(), declared) << signature;
+  }
 }
 
 // Which reductions split: few long rows of a single-pass body only.

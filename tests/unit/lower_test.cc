@@ -748,6 +748,17 @@ TEST(Lower, RejectsWhatKernelsCannotExpress) {
 )",
                         "  output %y\n"),
                   "broadcasts only some batch dims");
+  expect_rejected(model("17", "  input %x: f32[8, 16]\n  input %w: f32[16, 4]\n  input %c: f32[1]\n",
+                        R"(  %y: f32[8, 4] = tcc::Fusion(%x, %w, %c) {kind = "gemm", body = graph fused_0 {
+      input %x_in: f32[8, 16]
+      input %w_in: f32[16, 4]
+      input %c_in: f32[1]
+      %y_out: f32[8, 4] = Gemm(%x_in, %w_in, %c_in) name("gemm")
+      output %y_out
+    }} name("fused_0")
+)",
+                        "  output %y\n"),
+                  "body node 'gemm' (Gemm): adds 'c_in', which is broadcast along N");
 }
 
 }  // namespace

@@ -403,7 +403,7 @@ TEST_F(GpuProfile, CudaGraphReplayMatchesHostRun) {
 }
 
 TEST_F(GpuProfile, ProfileTracesEveryKernelAndSaysWhyGraphsAreSkipped) {
-  CliResult r = run_tcc("profile " + shell_quote(fixture("gpt2_block.onnx")) +
+  CliResult r = run_tcc("profile " + shell_quote(fixture("resnet_small.onnx")) +
                         " --modes eager,default,reduce-overhead --iterations 20 --check --report " +
                         shell_quote((dir_ / "p").string()));
   ASSERT_EQ(r.code, 0) << r.output;
@@ -415,11 +415,17 @@ TEST_F(GpuProfile, ProfileTracesEveryKernelAndSaysWhyGraphsAreSkipped) {
     EXPECT_GT(m["gpu_ms"]["median"].get<double>(), 0);
     EXPECT_FALSE(m["kernels"].empty()) << m["mode"];
   }
-  // gpt2_block has a host fallback (Split): the graph mode says so and runs default.
+  // resnet_small has host fallbacks (MaxPool, GlobalAveragePool, Flatten): the
+  // graph mode says so and runs default. Its conv kernels are cuDNN's, traced to
+  // their steps through CUPTI's external correlation records.
   EXPECT_EQ(j["modes"][2]["note"].get<std::string>().rfind("skipping cudagraphs due to host fallback node", 0), 0u);
   // Every kernel of the default module ran in each traced step.
   json manifest = json::parse(read_file(dir_ / "p" / "measurement.json"));
   EXPECT_EQ(j["modes"][1]["kernels"].size(), manifest["modes"][1]["kernels"].size());
+  std::set<std::string> traced;
+  for (const json& a : manifest["modes"][1]["activities"]) traced.insert(a["kernel"].get<std::string>());
+  for (const json& k : manifest["modes"][1]["kernels"])
+    EXPECT_EQ(traced.count(k["name"].get<std::string>()), 1u) << k["name"] << " has no activity record";
   json trace = json::parse(read_file(dir_ / "p" / "trace.json"));
   size_t slices = 0;
   for (const json& e : trace["traceEvents"]) slices += e["ph"] == "X";

@@ -198,8 +198,9 @@ TEST_P(TrainCompile, TenStepsLowerTheLossAsTheReferenceDoes) {
   ten_steps([&](std::map<std::string, Tensor>& in) { return run_module_on_host(module_, in); });
 }
 
-// The GPU check: skipped where there is no device (CI), run on the GPU machine.
-TEST_P(TrainCompile, TenStepsOnTheDeviceLowerTheLossAsTheReferenceDoes) {
+// The GPU check: skipped where there is no device (CI); scripts/gpu-check runs
+// it on the GPU machine, as every test with Gpu or Cuda in its name.
+TEST_P(TrainCompile, TenStepsOnTheGpuLowerTheLossAsTheReferenceDoes) {
   if (!tcc_cuda_available()) GTEST_SKIP() << "no CUDA device";
   ten_steps([&](std::map<std::string, Tensor>& in) { return run_module_on_device(module_, in); });
 }
