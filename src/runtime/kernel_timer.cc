@@ -235,6 +235,11 @@ class CudaKernelBench : public autotune::KernelBench {
   }
 
   std::optional<double> run(const std::function<void()>& launch, std::string& note) {
+    // Outputs start as NaN (all bits set), so a candidate that leaves an
+    // element unwritten cannot pass on the previous candidate's value.
+    for (size_t b = 0; b < buffers_.size(); ++b)
+      if (k_.buffers[b].output && buffers_[b]->bytes)
+        d_.check(d_.memset_d8_async(buffers_[b]->ptr, 0xFF, buffers_[b]->bytes, nullptr), "cuMemsetD8Async (outputs)");
     launch();
     d_.check(d_.stream_sync(nullptr), "cuStreamSynchronize");
     if (!matches_reference(note)) return std::nullopt;
