@@ -11,6 +11,9 @@
 //   Split(x) -> y0, y1    -> y0 = Slice(x, 0, n0), y1 = Slice(x, n0, n0 + n1), ...: a Slice with
 //                            constant arguments is an affine load, so each part fuses into its
 //                            consumers' kernels instead of running as a host fallback
+//   Gemm(A, B, C)         -> Gemm(A, B) + C * beta, when C is neither the output's shape (cuBLASLt's
+//                            C) nor one value per column with beta 1 (its bias epilogue): a C of
+//                            [M, 1] or a scalar is an ordinary broadcast Add
 //
 // Each piece is named "<original name>/<piece>" ("/h.0/ln_1/LayerNormalization/ReduceMean")
 // and keeps the original's source location, so kernels trace back to the model;
@@ -226,6 +229,33 @@ bool decompose_batchnorm(Graph& g, Node& n) {
   return true;
 }
 
+// Whether cuBLASLt takes Gemm's C as it is: the output's shape, or (beta 1) a
+// bias of one value per column, [N] or [1, N] with N > 1.
+bool gemm_takes_c(const Node& n) {
+  const Type& c = n.input(2)->type();
+  const Type& y = n.output(0)->type();
+  if (!c.is_tensor() || !c.has_rank() || !y.is_tensor() || !y.has_rank() || y.rank() != 2) return true;
+  if (c.shape() == y.shape()) return true;
+  if (n.get_float("beta", 1.0f) != 1.0f || c.rank() == 0 || c.shape().back() != y.shape()[1]) return false;
+  if (y.shape()[1].is_static() && y.shape()[1].value() == 1) return false;
+  return c.rank() == 1 || c.shape()[0] == Dim(1);
+}
+
+bool decompose_gemm(Graph& g, Node& n) {
+  if (!n.has_input(2) || gemm_takes_c(n)) return false;
+  Expansion e(g, n);
+  std::map<std::string, Attribute> attrs;
+  for (const char* a : {"alpha", "transA", "transB"})
+    if (const Attribute* v = n.attr(a)) attrs[a] = *v;
+  Type y = n.output(0)->type();
+  Value* product = e.add("Gemm", "Gemm", {n.input(0), n.input(1)}, y, std::move(attrs));
+  Value* c = n.input(2);
+  double beta = n.get_float("beta", 1.0f);
+  if (beta != 1) c = e.add("Mul", "Mul", {c, e.scalar("beta", beta, c->type().dtype())}, c->type());
+  e.finish("Add", "Add", {product, c});
+  return true;
+}
+
 // The parts' sizes come from the output types shape inference gave them, so
 // every way of spelling the split (a `split` input or attribute, num_outputs,
 // equal parts) is covered by one rule. The Split itself, left unused, joins
@@ -276,6 +306,7 @@ bool decompose(Graph& g, PassContext& ctx) {
     else if (op == "LayerNormalization") done = decompose_layer_norm(g, *n);
     else if (op == "BatchNormalization") done = decompose_batchnorm(g, *n);
     else if (op == "Split") done = decompose_split(g, *n, unused);
+    else if (op == "Gemm") done = decompose_gemm(g, *n);
     if (done) ctx.stats.add("decomposed_" + op);
     changed |= done;
   }
