@@ -356,6 +356,7 @@ std::string instr_expr(const kir::Kernel& k, int i) {
   switch (in.op) {
     case Op::Const: return lit(in.value);
     case Op::SizeValue: return convert(paren(size_expr(in.size)), DType::I64, t);
+    case Op::Coord: return convert("c" + std::to_string(in.axis), DType::I64, t);
     case Op::Cast: return convert(a(0), arg(k, in, 0).dtype, t);
     case Op::Neg: return flt ? "-" + a(0) : wrapping("-", t, "0", a(0));
     case Op::Abs:
@@ -426,6 +427,7 @@ std::string define(const kir::Kernel& k, int i) {
   if (in.op == Op::Load) {
     const kir::Buffer& b = k.buffers.at(static_cast<size_t>(in.buffer));
     rhs = convert(decode("p" + std::to_string(in.buffer) + "[" + index_expr(in.index) + "]", b.dtype), b.dtype, in.dtype);
+    if (!in.args.empty()) rhs = "(" + v(in.args[0]) + " ? " + rhs + " : " + literal(0, in.dtype) + ")";
   } else {
     rhs = instr_expr(k, i);
   }

@@ -87,8 +87,9 @@ bool divisible_by(const SymExpr& e, int64_t d) { return e.exact_div(SymExpr::con
 }  // namespace
 
 // Every buffer is f32, every access steps by 1 (stores) or 0 or 1 (loads)
-// along a static last axis divisible by four, and every other stride and
-// offset keeps the 16-byte alignment of a float4.
+// along a static last axis divisible by four, every other stride and offset
+// keeps the 16-byte alignment of a float4, and nothing depends on the
+// coordinate itself (Concat's guarded loads).
 bool vectorizes(const kir::Kernel& k) {
   if (k.kind != kir::Kind::Pointwise || k.domain.empty()) return false;
   const SymExpr& last = k.domain.back();
@@ -97,6 +98,7 @@ bool vectorizes(const kir::Kernel& k) {
     if (b.dtype != DType::F32) return false;
   bool any_contiguous = false;
   for (const kir::Instr& in : k.body) {
+    if (in.op == Op::Coord || (in.op == Op::Load && !in.args.empty())) return false;  // per-element, not per float4
     if (in.op != Op::Load && in.op != Op::Store) continue;
     const SymExpr& s = in.index.strides.back();
     bool contiguous = s == SymExpr::constant(1);

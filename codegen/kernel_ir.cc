@@ -126,6 +126,8 @@ class Printer {
       out_ += " " + format_double(in.value);
     } else if (in.op == Op::SizeValue) {
       out_ += " " + in.size.str();
+    } else if (in.op == Op::Coord) {
+      out_ += " " + std::to_string(in.axis);
     }
     for (size_t a = 0; a < in.args.size(); ++a) {
       TCC_CHECK(in.args[a] >= 0 && in.args[a] < i) << "instruction %" << i << " of kernel " << k_.name
@@ -146,6 +148,7 @@ bool counts_as_flop(Op op) {
     case Op::Store:
     case Op::Const:
     case Op::SizeValue:
+    case Op::Coord:
     case Op::Cast:
       return false;
     default:
@@ -161,6 +164,7 @@ const char* op_name(Op op) {
     case Op::Store: return "store";
     case Op::Const: return "const";
     case Op::SizeValue: return "size";
+    case Op::Coord: return "coord";
     case Op::Neg: return "neg";
     case Op::Abs: return "abs";
     case Op::Exp: return "exp";

@@ -51,10 +51,12 @@ struct Index {
 
 enum class Op {
   // Memory and constants.
-  Load,   // buffer[index]; converts the stored dtype to the compute type
+  Load,   // buffer[index]; converts the stored dtype to the compute type. With an argument (a bool):
+          // only where it is true, 0 elsewhere, where the address is not read (Concat's inputs)
   Store,  // buffer[index] = args[0]; converts to the stored dtype
   Const,  // `value` in `dtype`
   SizeValue,  // `size` (a SymExpr over the size parameters) converted to `dtype`
+  Coord,      // the point's coordinate along domain axis `axis`, converted to `dtype`
   // Unary (args[0]).
   Neg, Abs, Exp, Log, Sqrt, Reciprocal, Tanh, Sigmoid, Erf, Relu, Sin, Cos, Floor, Ceil, Round, Sign, Not,
   IsNaN, Cast,  // Cast converts args[0] to `dtype` (rounding through f16/bf16 when `dtype` is one)
@@ -88,6 +90,7 @@ struct Instr {
   Index index;               // Load / Store
   double value = 0;          // Const
   SymExpr size;              // SizeValue
+  int axis = -1;             // Coord
   bool row = false;          // reduction kernels: one value per row
 };
 

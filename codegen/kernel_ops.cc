@@ -27,6 +27,10 @@ bool constant_input(const Node& n, size_t i) {
   return v->producer() != nullptr && v->producer()->op_type() == "Constant" && v->producer()->domain().empty();
 }
 
+bool single_element(const Type& t) {
+  return std::all_of(t.shape().begin(), t.shape().end(), [](const Dim& d) { return d.is_static() && d.value() == 1; });
+}
+
 KernelRole default_domain_role(const Node& n) {
   static const std::unordered_set<std::string_view> pointwise = {
       "Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Mod", "Neg", "Abs", "Sign", "Relu", "Sqrt",
@@ -64,6 +68,14 @@ KernelRole default_domain_role(const Node& n) {
     return KernelRole::Movement;
   }
   if (op == "Conv") return conv_window(n, nullptr).empty() ? KernelRole::Convolution : KernelRole::None;
+  if (op == "Concat") {
+    // Integer Concats build shapes the host reads; a one-element constant
+    // input would be copied into the body as a literal, not a buffer.
+    if (!is_float(n.output(0)->type().dtype()) || !n.has_attr("axis")) return KernelRole::None;
+    for (size_t i = 0; i < n.num_inputs(); ++i)
+      if (!n.has_input(i) || (constant_input(n, i) && single_element(n.input(i)->type()))) return KernelRole::None;
+    return KernelRole::Concat;
+  }
   if (op == "MatMul") return KernelRole::Contraction;
   if (op == "Gemm") return KernelRole::Contraction;
   return KernelRole::None;

@@ -381,10 +381,12 @@ class Lowering {
     }
     // Loads and constants are pure: one instruction per distinct one.
     std::string key;
-    if (in.op == Op::Load || in.op == Op::Const || in.op == Op::SizeValue) {
+    if (in.op == Op::Load || in.op == Op::Const || in.op == Op::SizeValue || in.op == Op::Coord) {
       key = std::to_string(static_cast<int>(in.op)) + " " + std::string(dtype_name(in.dtype)) + " " +
-            std::to_string(in.buffer) + " " + in.index.offset.str() + " " + in.size.str() + " ";
+            std::to_string(in.buffer) + " " + in.index.offset.str() + " " + in.size.str() + " " +
+            std::to_string(in.axis) + " ";
       for (const SymExpr& s : in.index.strides) key += s.str() + ",";
+      for (int a : in.args) key += "%" + std::to_string(a);
       char bits[sizeof(double)];
       std::memcpy(bits, &in.value, sizeof bits);
       key.append(bits, sizeof bits);
@@ -475,6 +477,7 @@ class Lowering {
     }
     TCC_CHECK(p != nullptr) << "body value '" << v->name() << "' of " << fusion_.name() << " has no definition";
     if (is_reduction(*p)) return lower_reduction(*p, frame);
+    if (kernel_role(*p) == KernelRole::Concat) return lower_concat(*p, frame);
     if (kernel_role(*p) == KernelRole::Pointwise) return lower_pointwise(*p, frame);
     fail(p, "is not an op this fusion kind computes");
   }
@@ -497,6 +500,43 @@ class Lowering {
     if (p.op_type() == "ReduceMean") r = emit(Op::Div, dtype, {r, size_value(dtype, row_length(k_))});
     reductions_.emplace(&p, r);
     return r;
+  }
+
+  // Concat along `axis`: at each point, input i where the coordinate falls in
+  // its range [start_i, start_i + size_i), read at coordinate - start_i. Each
+  // input's load is guarded by its range, so no address outside it is read;
+  // a chain of Wheres picks the one that holds.
+  int lower_concat(const Node& p, int frame) {
+    if (frame != 0 || k_.kind != kir::Kind::Pointwise) fail(&p, "is lowered only as a copy kernel of its own");
+    auto rank = static_cast<int64_t>(shape_of(p.output(0)).size());
+    int64_t axis = p.get_int("axis", 0);
+    if (axis < 0) axis += rank;
+    DType dt = p.output(0)->type().dtype();
+    Instr coord;
+    coord.op = Op::Coord;
+    coord.dtype = DType::I64;
+    coord.axis = frames_[0].to_domain.at(static_cast<size_t>(axis));
+    int at = emit(std::move(coord));
+    int result = -1;
+    SymExpr start = c(0);
+    for (const Value* x : p.inputs()) {
+      View view = view_of(x);
+      SymExpr size = view.shape.at(static_cast<size_t>(axis));
+      int from = emit(Op::GreaterOrEqual, DType::Bool, {at, size_value(DType::I64, start)});
+      int below = emit(Op::Less, DType::Bool, {at, size_value(DType::I64, start + size)});
+      int inside = emit(Op::And, DType::Bool, {from, below});
+      Instr load;
+      load.op = Op::Load;
+      load.dtype = dt;
+      load.buffer = view.buffer;
+      load.index = kir::Index{std::vector<SymExpr>(k_.domain.size()), view.offset - start * view.strides[axis]};
+      for (size_t d = 0; d < view.strides.size(); ++d) load.index.strides[frames_[0].to_domain[d]] = view.strides[d];
+      load.args = {inside};
+      int value = emit(std::move(load));
+      result = result < 0 ? value : emit(Op::Where, dt, {inside, value, result});
+      start = start + size;
+    }
+    return result;
   }
 
   int lower_pointwise(const Node& p, int frame) {

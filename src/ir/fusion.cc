@@ -90,8 +90,9 @@ std::string check_kind(FusionKind kind, const Graph& body) {
       return "";
     }
     case FusionKind::Single:
-      if (body.nodes().size() != 1 || kernel_role(*body.nodes().front()) != KernelRole::Movement)
-        return "a single body is one movement node";
+      if (body.nodes().size() != 1 || (kernel_role(*body.nodes().front()) != KernelRole::Movement &&
+                                       kernel_role(*body.nodes().front()) != KernelRole::Concat))
+        return "a single body is one movement node or one Concat";
       return "";
   }
   return "";
