@@ -34,6 +34,10 @@ struct TrainCase {
   LossKind loss;
   const char* loss_on;
   int64_t batch, classes;  // classes: the width of the output the loss reads
+  // What `flags` names. Adam divides by sqrt(v), so on the transformer block it
+  // magnifies the rounding in gradients that are zero but for it (the key
+  // biases, under softmax): that case trains with momentum SGD.
+  OptimizerKind optimizer = OptimizerKind::Adam;
 };
 
 void PrintTo(const TrainCase& c, std::ostream* os) { *os << c.name; }
@@ -95,7 +99,7 @@ class TrainCompile : public ::testing::TestWithParam<TrainCase> {
     reference_ = load_model(model);
     TrainOptions opts;
     opts.builtin_loss = BuiltinLoss{c.loss, c.loss_on, "target"};
-    opts.optimizer.kind = OptimizerKind::Adam;
+    opts.optimizer.kind = c.optimizer;
     tg_ = build_training_graph(*reference_, opts);
 
     std::mt19937 rng(17);
@@ -113,7 +117,7 @@ class TrainCompile : public ::testing::TestWithParam<TrainCase> {
       inputs_[in->name()] = t;
     }
     inputs_[tg_.lr] = Tensor::scalar_f32(0.01f);
-    inputs_[tg_.step] = Tensor::scalar_f32(1.0f);
+    if (!tg_.step.empty()) inputs_[tg_.step] = Tensor::scalar_f32(1.0f);  // Adam's bias correction
   }
   void TearDown() override {
     tcc_module_free(module_);
@@ -155,7 +159,7 @@ TEST_P(TrainCompile, OneStepMatchesTheReferenceInterpreter) {
   for (size_t i = 0; i < g.outputs().size(); ++i) EXPECT_EQ(tcc_module_output_name(module_, i), g.outputs()[i]->name());
   EXPECT_STREQ(tcc_module_output_name(module_, 0), "loss");
   EXPECT_NE(summary_.find("  training:  loss 'loss'"), std::string::npos) << summary_;
-  EXPECT_NE(summary_.find("  peak memory at batch=1: save-all "), std::string::npos) << summary_;
+  EXPECT_NE(summary_.find("  peak memory at batch=1"), std::string::npos) << summary_;
   EXPECT_NE(summary_.find("  compiled:  the "), std::string::npos) << summary_;
   // The mean loss's gradient divides by the batch's element count: a size
   // parameter of a kernel, not a host fallback that would block a CUDA graph.
@@ -179,7 +183,7 @@ void TrainCompile::ten_steps(const std::function<std::vector<Tensor>(std::map<st
     float lr = static_cast<float>(0.01 * (1.0 / 3 + (2.0 / 3) * std::min(step, 5) / 5.0));
     for (auto* in : {&host, &ref}) {
       (*in)[tg_.lr] = Tensor::scalar_f32(lr);
-      (*in)[tg_.step] = Tensor::scalar_f32(static_cast<float>(step + 1));
+      if (!tg_.step.empty()) (*in)[tg_.step] = Tensor::scalar_f32(static_cast<float>(step + 1));
     }
     std::vector<Tensor> h = run(host);
     std::vector<Tensor> r = Interpreter().run(*reference_->graph, ref);
@@ -214,7 +218,10 @@ INSTANTIATE_TEST_SUITE_P(
                   "--loss-fn mse --loss-on output --label target --optimizer adam", LossKind::Mse, "output", 4, 10},
         TrainCase{"mlp_cross_entropy_adam", "tests/fixtures/mlp.onnx",
                   "--loss-fn cross_entropy --loss-on output --label target --optimizer adam", LossKind::CrossEntropy,
-                  "output", 4, 10}),
+                  "output", 4, 10},
+        TrainCase{"gpt2_block_mse_momentum", "tests/fixtures/gpt2_block.onnx",
+                  "--loss-fn mse --loss-on output --label target --optimizer momentum", LossKind::Mse, "output", 2,
+                  10, OptimizerKind::Momentum}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(TrainCompileCli, TrainingFlagsNeedTrain) {

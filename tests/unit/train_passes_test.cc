@@ -196,7 +196,9 @@ TEST_P(Recompute, MinCutComputesTheSameStepSavingLess) {
       compare_saved_activations([&] { return training_step(c.path, c.loss_on, OptimizerKind::Adam); }, c.sizes);
   EXPECT_GT(s.save_all_peak, 0);
   EXPECT_GT(s.min_cut_peak, 0);
-  if (c.lower_peak) EXPECT_LE(s.min_cut_peak, s.save_all_peak);
+  if (c.lower_peak) {
+    EXPECT_LE(s.min_cut_peak, s.save_all_peak);
+  }
   EXPECT_LT(s.saved_values, s.backward_reads);
   EXPECT_GT(s.recomputed_nodes, 0);
 }
