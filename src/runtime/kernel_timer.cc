@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <future>
 #include <random>
@@ -26,6 +27,9 @@ constexpr double kMinTotalMs = 20;
 constexpr int kMaxReps = 10000;  // bounds a candidate's time when one launch takes microseconds
 constexpr double kMaxTotalMs = 2000;
 constexpr double kRelTol = 1e-3, kAbsTol = 1e-5;  // reduction order differs between block sizes
+// A candidate whose first timed launch takes this many times the default's
+// median cannot win; it is dropped rather than timed for up to kMaxTotalMs.
+constexpr double kTimeBound = 10;
 
 struct DeviceInfo {
   autotune::DeviceKey key;
@@ -255,11 +259,20 @@ class CudaKernelBench : public autotune::KernelBench {
       launch();
       timer_.stop(nullptr);
       double ms = timer_.elapsed_ms();
+      if (times.empty() && default_us_ && ms * 1000.0 > kTimeBound * *default_us_) {
+        char text[160];
+        std::snprintf(text, sizeof text, "over the time bound: one launch took %.1f us, %gx the default's %.1f us",
+                      ms * 1000.0, kTimeBound, *default_us_);
+        note = text;
+        return std::nullopt;
+      }
       times.push_back(ms);
       total += ms;
     }
     std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
-    return times[times.size() / 2] * 1000.0;
+    double median_us = times[times.size() / 2] * 1000.0;
+    if (!default_us_) default_us_ = median_us;  // the first config timed is the default
+    return median_us;
   }
 
   struct Compiled {
@@ -279,6 +292,7 @@ class CudaKernelBench : public autotune::KernelBench {
   std::unique_ptr<DeviceBuffer> workspace_;
   std::vector<std::vector<int64_t>> shapes_;
   std::vector<Tensor> reference_;
+  std::optional<double> default_us_;
   device::Timer timer_;
   LibraryRunner library_;
 };
