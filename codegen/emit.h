@@ -41,10 +41,13 @@ KernelConfig default_config(const kir::Kernel& k);
 // Whether a pointwise kernel can move four f32 elements per access (float4).
 bool vectorizes(const kir::Kernel& k);
 
-// How many blocks share each row of a reduction kernel on the GPU: 1 (one block
-// per row) unless the rows are few and long and the body allows a split
-// (emit_cuda.cc says when). Split kernels launch a grid of [rows, split, 1] and
-// take a workspace.
+// Whether several blocks may share a row of reduction kernel k: its body
+// reduces once and stores only row values (the last block of a row finishes it).
+bool splits_rows(const kir::Kernel& k);
+
+// The emitter's choice of KernelConfig::split: 1 (one block per row) unless
+// the rows are few and long and splits_rows(k) (emit_cuda.cc says when). Split
+// kernels launch a grid of [rows, split, 1] and take a workspace.
 int reduction_split(const kir::Kernel& k);
 
 // Host C++: one `extern "C" void NAME(void* const* buffers, const int64_t* sizes)`

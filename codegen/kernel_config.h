@@ -8,11 +8,17 @@ namespace tcc {
 
 // How many of a library's ranked algorithms a gemm or conv kernel may choose from.
 inline constexpr int kLibraryAlgos = 8;
+// The most blocks that may share one reduction row.
+inline constexpr int kMaxSplit = 1024;
 
 struct KernelConfig {
   int block = 256;          // threads per block (a multiple of 32, at most 1024)
   int vector_width = 1;     // pointwise: f32 elements per access, 1 or 4 (4 only where the kernel vectorizes)
   int rows_per_block = 1;   // reduction: rows each block takes in turn (the grid has rows / this blocks)
+  // Reduction: blocks sharing each row (grid [rows, split]), each reducing a
+  // slice; the last to finish combines the partials. More than 1 only where
+  // splits_rows(k) and with one row per block.
+  int split = 1;
   // Gemm and conv (library calls): which algorithm of the library's ranked list
   // for the problem runs, 0 being its first choice: cuBLASLt's heuristic
   // results, cuDNN's forward algorithms that fit the workspace.

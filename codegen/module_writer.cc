@@ -244,7 +244,8 @@ ojson kernel_json(const ModuleContents& m, size_t index) {
     else
       t["config"] = {{"block", config.block},
                      {"vector_width", config.vector_width},
-                     {"rows_per_block", config.rows_per_block}};
+                     {"rows_per_block", config.rows_per_block},
+                     {"split", config.split}};
     j["autotune"] = t;
   }
   j["bytes_moved"] = size_json(kir::bytes_moved(k));
@@ -571,6 +572,7 @@ std::string report_md(const ModuleContents& m, const Facts& f, const CompileTimi
                                                        : "block " + std::to_string(c.block);
       if (k.kind == kir::Kind::Pointwise) config += ", vector " + std::to_string(c.vector_width);
       if (k.kind == kir::Kind::Reduction) config += ", rows " + std::to_string(c.rows_per_block);
+      if (c.split > 1) config += ", split " + std::to_string(c.split);
       os << "| " << k.name << " | " << config << " | " << a.sources.at(i) << " |\n";
     }
   }

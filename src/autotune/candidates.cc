@@ -41,6 +41,11 @@ std::vector<KernelConfig> neighbours(const kir::Kernel& k, const KernelConfig& c
     add(n);
     n.rows_per_block = c.rows_per_block / 2;
     add(n);
+    n = c;
+    n.split = c.split * 2;
+    add(n);
+    n.split = c.split / 2;
+    add(n);
   }
   return out;
 }
@@ -67,7 +72,10 @@ std::string invalid_reason(const kir::Kernel& k, const KernelConfig& c) {
   if (c.rows_per_block < 1 || c.rows_per_block > kMaxRowsPerBlock || !power_of_two(c.rows_per_block))
     return "rows per block " + std::to_string(c.rows_per_block) + " is not a power of two from 1 to 8";
   if (c.rows_per_block != 1 && k.kind != kir::Kind::Reduction) return "rows per block applies to reductions only";
-  if (c.rows_per_block != 1 && reduction_split(k) > 1) return "a split reduction takes one block per slice of a row";
+  if (c.split < 1 || c.split > kMaxSplit) return "split " + std::to_string(c.split) + " is not from 1 to " + std::to_string(kMaxSplit);
+  if (c.split != 1 && !splits_rows(k))
+    return "only a reduction that reduces once and stores row values alone splits its rows";
+  if (c.split != 1 && c.rows_per_block != 1) return "a split reduction takes one block per slice of a row";
   return "";
 }
 
@@ -88,8 +96,20 @@ std::vector<KernelConfig> candidates(const kir::Kernel& k) {
   } else {
     std::vector<int> rows = {1};
     if (many_rows(k)) rows = {1, 2, 4};
+    KernelConfig c;
     for (int r : rows)
-      for (int block = kMinBlock; block <= kMaxBlock; block *= 2) add({block, 1, r});
+      for (int block = kMinBlock; block <= kMaxBlock; block *= 2) {
+        c = {block, 1, r};
+        c.split = r == 1 ? out.front().split : 1;
+        add(c);
+      }
+    // Split factors at the default block size: every power of two up to twice
+    // the heuristic's choice (or 64 where it splits nothing).
+    if (splits_rows(k)) {
+      c = out.front();
+      int most = std::min(kMaxSplit, std::max(64, 2 * c.split));
+      for (c.split = 1; c.split <= most; c.split *= 2) add(c);
+    }
   }
   return out;
 }
@@ -98,7 +118,8 @@ std::string config_text(const kir::Kernel& k, const KernelConfig& c) {
   if (k.kind == kir::Kind::Gemm) return "cublaslt #" + std::to_string(c.algo);
   if (k.kind == kir::Kind::Conv) return "cudnn #" + std::to_string(c.algo);
   std::string s = "block=" + std::to_string(c.block);
-  if (k.kind == kir::Kind::Reduction) return s + " rows=" + std::to_string(c.rows_per_block);
+  if (k.kind == kir::Kind::Reduction)
+    return s + " rows=" + std::to_string(c.rows_per_block) + (c.split > 1 ? " split=" + std::to_string(c.split) : "");
   return s + " vec=" + std::to_string(c.vector_width);
 }
 

@@ -20,12 +20,14 @@ std::string invalid_reason(const kir::Kernel& k, const KernelConfig& c);
 // The grid to benchmark for a Pointwise or Reduction kernel, default_config(k)
 // first, the rest in a fixed order without duplicates, all valid for k:
 //   pointwise: block 64..1024 x vector width 1 (and 4 where the kernel vectorizes);
-//   reduction: block 32..1024 x rows per block 1, 2, 4 (more rows only for many rows);
+//   reduction: block 32..1024 x rows per block 1, 2, 4 (more rows only for many rows),
+//     and where rows can split, split factors 1..2x the heuristic's (at least 64) at its block;
 //   gemm and conv: the library's algorithms ranked 0 to kLibraryAlgos - 1 (a rank
 //   the library does not offer for the problem fails to run and is dropped).
 std::vector<KernelConfig> candidates(const kir::Kernel& k);
 
-// "block=256 vec=4" (pointwise), "block=128 rows=2" (reduction), "cublaslt #2"
+// "block=256 vec=4" (pointwise), "block=128 rows=2" or "block=256 rows=1 split=16"
+// (reduction), "cublaslt #2"
 // (gemm: cuBLASLt's third-ranked algorithm), "cudnn #0" (conv).
 std::string config_text(const kir::Kernel& k, const KernelConfig& c);
 
@@ -40,7 +42,8 @@ struct DescentResult {
 };
 
 // Starting at `start` (costed first), repeatedly tries each knob one step up
-// and down (block x2 and /2, the other vector width, rows x2 and /2; library
+// and down (block x2 and /2, the other vector width, rows x2 and /2, split x2
+// and /2; library
 // kernels have no neighbours: their grid is every choice), moving
 // to a neighbour only when it is cheaper by more than `threshold` (relative),
 // until no neighbour improves or `max_rounds` rounds ran. Each config is costed

@@ -72,6 +72,7 @@ CacheEntry read_entry(const json& j) {
   e.config.block = int_field(c, "block", 32, 1024, "config.");
   e.config.vector_width = int_field(c, "vector_width", 1, 4, "config.");
   e.config.rows_per_block = int_field(c, "rows_per_block", 1, 8, "config.");
+  e.config.split = int_field(c, "split", 1, kMaxSplit, "config.");
   e.config.algo = int_field(c, "algo", 0, kLibraryAlgos - 1, "config.");
   e.time_us = time_field(j, "time_us");
   e.default_time_us = time_field(j, "default_time_us");
@@ -88,6 +89,7 @@ ojson entry_json(const CacheEntry& e) {
   j["config"] = {{"block", e.config.block},
                  {"vector_width", e.config.vector_width},
                  {"rows_per_block", e.config.rows_per_block},
+                 {"split", e.config.split},
                  {"algo", e.config.algo}};
   j["time_us"] = e.time_us;
   j["default_time_us"] = e.default_time_us;

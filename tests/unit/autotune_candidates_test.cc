@@ -89,6 +89,29 @@ TEST_F(AutotuneCandidates, LibraryKernelsChooseAmongTheLibrarysRankedAlgorithms)
   EXPECT_EQ(costed, 1);
 }
 
+TEST_F(AutotuneCandidates, SplittableReductionsAlsoTrySplitFactors) {
+  int splittable = 0;
+  ScheduledModel long_rows = schedule_model("tests/kernels/long_rows.tir");
+  for (const ScheduledModel* m : {gpt2_, pointwise_, &long_rows})
+    for (const kir::Kernel& k : m->schedule.kernels) {
+      std::vector<KernelConfig> grid = candidates(k);
+      bool any_split = std::any_of(grid.begin(), grid.end(), [](const KernelConfig& c) { return c.split > 1; });
+      EXPECT_EQ(any_split, splits_rows(k)) << k.name;
+      if (!splits_rows(k)) continue;
+      ++splittable;
+      KernelConfig c = default_config(k);
+      c.split = 64;
+      EXPECT_NE(std::find(grid.begin(), grid.end(), c), grid.end()) << k.name;
+      c.rows_per_block = 2;
+      EXPECT_NE(invalid_reason(k, c).find("one block per slice"), std::string::npos);
+    }
+  EXPECT_GT(splittable, 0);
+  const kir::Kernel& red = reduction();
+  KernelConfig c = default_config(red);
+  c.split = 2 * kMaxSplit;
+  EXPECT_NE(invalid_reason(red, c).find("is not from 1 to 1024"), std::string::npos);
+}
+
 TEST_F(AutotuneCandidates, InvalidConfigsSayWhy) {
   const kir::Kernel& red = reduction();
   EXPECT_NE(invalid_reason(red, {48, 1, 1}).find("multiple of 32"), std::string::npos);

@@ -533,6 +533,28 @@ TEST(EmitC, SplitNeedsFewLongRowsAndOnePass) {
   EXPECT_EQ(launch_config(gemm_bias_relu()).workspace_bytes, S(0));
 }
 
+// The split is a config knob: autotuning may split rows the heuristic keeps
+// whole, or keep whole rows it would split; the launch and the workspace follow.
+TEST(EmitC, SplitFollowsTheConfig) {
+  KernelConfig c = default_config(short_row_sum());
+  EXPECT_EQ(c.split, 1);
+  EXPECT_TRUE(splits_rows(short_row_sum()));
+  c.split = 8;
+  std::string text = kernel_text(emit_cuda({short_row_sum()}, {c}), "k_short_sum");
+  EXPECT_NE(text.find("void* __restrict__ ws)"), std::string::npos) << text;
+  EXPECT_NE(emit_cuda({short_row_sum()}, {c}).find("__device__ bool tcc_split_arrive("), std::string::npos);
+  LaunchConfig l = launch_config(short_row_sum(), c);
+  EXPECT_EQ(l.grid[0], S(3));
+  EXPECT_EQ(l.grid[1], S(8));
+  EXPECT_EQ(l.workspace_bytes, S(3 * 8 * 8 + 3 * 4));
+  KernelConfig whole = default_config(long_row_sum());
+  EXPECT_EQ(whole.split, 16);
+  whole.split = 1;
+  EXPECT_EQ(emit_cuda({long_row_sum()}, {whole}).find("tcc_split_arrive"), std::string::npos);
+  EXPECT_EQ(launch_config(long_row_sum(), whole).workspace_bytes, SymExpr());
+  EXPECT_FALSE(splits_rows(softmax()));  // its last pass stores elements after the row's sum
+}
+
 // Short rows keep one block per row and no workspace (this text predates split reductions).
 TEST(EmitC, ShortRowsReduceInOneBlockPerRow) {
   EXPECT_EQ(kernel_text(emit_cuda({short_row_sum()}), "k_short_sum"), R"(extern "C" __global__ void k_short_sum(const float* __restrict__ p0, float* __restrict__ p1) {
