@@ -426,7 +426,9 @@ std::string define(const kir::Kernel& k, int i) {
   std::string rhs;
   if (in.op == Op::Load) {
     const kir::Buffer& b = k.buffers.at(static_cast<size_t>(in.buffer));
-    rhs = convert(decode("p" + std::to_string(in.buffer) + "[" + index_expr(in.index) + "]", b.dtype), b.dtype, in.dtype);
+    std::string at = index_expr(in.index);
+    if (in.dynamic >= 0) at += " + " + v(in.dynamic) + "*" + paren(size_expr(in.dynamic_stride));
+    rhs = convert(decode("p" + std::to_string(in.buffer) + "[" + at + "]", b.dtype), b.dtype, in.dtype);
     if (!in.args.empty()) rhs = "(" + v(in.args[0]) + " ? " + rhs + " : " + literal(0, in.dtype) + ")";
   } else {
     rhs = instr_expr(k, i);

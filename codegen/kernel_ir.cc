@@ -121,6 +121,7 @@ class Printer {
     std::string sep = " ";
     if (in.op == Op::Load || in.op == Op::Store) {
       out_ += " " + buffer_ref(in.buffer) + " " + index(in.index);
+      if (in.dynamic >= 0) out_ += " + %" + std::to_string(in.dynamic) + "*" + in.dynamic_stride.str();
       sep = ", ";
     } else if (in.op == Op::Const) {
       out_ += " " + format_double(in.value);

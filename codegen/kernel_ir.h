@@ -51,8 +51,9 @@ struct Index {
 
 enum class Op {
   // Memory and constants.
-  Load,   // buffer[index]; converts the stored dtype to the compute type. With an argument (a bool):
-          // only where it is true, 0 elsewhere, where the address is not read (Concat's inputs)
+  Load,   // buffer[index + value(dynamic) * dynamic_stride] (the term only where `dynamic` names an
+          // integer instruction: Gather's rows); converts the stored dtype to the compute type. With an
+          // argument (a bool): only where it is true, 0 elsewhere, where the address is not read
   Store,  // buffer[index] = args[0]; converts to the stored dtype
   Const,  // `value` in `dtype`
   SizeValue,  // `size` (a SymExpr over the size parameters) converted to `dtype`
@@ -91,6 +92,8 @@ struct Instr {
   double value = 0;          // Const
   SymExpr size;              // SizeValue
   int axis = -1;             // Coord
+  int dynamic = -1;          // Load: an earlier i64 instruction whose value scales dynamic_stride
+  SymExpr dynamic_stride;
   bool row = false;          // reduction kernels: one value per row
 };
 

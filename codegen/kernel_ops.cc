@@ -74,7 +74,17 @@ KernelRole default_domain_role(const Node& n) {
     if (!is_float(n.output(0)->type().dtype()) || !n.has_attr("axis")) return KernelRole::None;
     for (size_t i = 0; i < n.num_inputs(); ++i)
       if (!n.has_input(i) || (constant_input(n, i) && single_element(n.input(i)->type()))) return KernelRole::None;
-    return KernelRole::Concat;
+    return KernelRole::Indexed;
+  }
+  if (op == "Gather") {
+    // Integer Gathers pick shape values the host reads; constant indices (a
+    // few integers) or a one-element table would be copied into the body as
+    // literals, not buffers.
+    if (!is_float(n.output(0)->type().dtype()) || constant_input(n, 1) ||
+        (constant_input(n, 0) && single_element(n.input(0)->type())))
+      return KernelRole::None;
+    DType index = n.input(1)->type().dtype();
+    return index == DType::I64 || index == DType::I32 ? KernelRole::Indexed : KernelRole::None;
   }
   if (op == "MatMul") return KernelRole::Contraction;
   if (op == "Gemm") return KernelRole::Contraction;

@@ -20,8 +20,9 @@ enum class KernelRole {
                 // Slice with constant arguments / tcc::Slice, Identity: an affine view of its data input
   Contraction,  // MatMul, Gemm: cuBLASLt on the GPU, a loop on the host
   Convolution,  // Conv (1-D, 2-D, 3-D) that conv_kernel_problem accepts: cuDNN on the GPU, a loop on the host
-  Concat,       // Concat of float tensors: a copy kernel of its own, each input loaded where the coordinate
-                // along the axis falls in its range
+  Indexed,      // Concat and Gather of float tensors: a copy kernel of its own whose loads are guarded by
+                // the coordinate (Concat: the input whose range holds it) or indexed by another tensor's
+                // values (Gather: the rows an index selects)
 };
 
 // The role of n, given its op, attributes, dtypes and constant arguments. A node

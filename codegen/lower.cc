@@ -384,7 +384,7 @@ class Lowering {
     if (in.op == Op::Load || in.op == Op::Const || in.op == Op::SizeValue || in.op == Op::Coord) {
       key = std::to_string(static_cast<int>(in.op)) + " " + std::string(dtype_name(in.dtype)) + " " +
             std::to_string(in.buffer) + " " + in.index.offset.str() + " " + in.size.str() + " " +
-            std::to_string(in.axis) + " ";
+            std::to_string(in.axis) + " " + std::to_string(in.dynamic) + " " + in.dynamic_stride.str() + " ";
       for (const SymExpr& s : in.index.strides) key += s.str() + ",";
       for (int a : in.args) key += "%" + std::to_string(a);
       char bits[sizeof(double)];
@@ -477,7 +477,8 @@ class Lowering {
     }
     TCC_CHECK(p != nullptr) << "body value '" << v->name() << "' of " << fusion_.name() << " has no definition";
     if (is_reduction(*p)) return lower_reduction(*p, frame);
-    if (kernel_role(*p) == KernelRole::Concat) return lower_concat(*p, frame);
+    if (kernel_role(*p) == KernelRole::Indexed)
+      return p->op_type() == "Concat" ? lower_concat(*p, frame) : lower_gather(*p, frame);
     if (kernel_role(*p) == KernelRole::Pointwise) return lower_pointwise(*p, frame);
     fail(p, "is not an op this fusion kind computes");
   }
@@ -537,6 +538,47 @@ class Lowering {
       start = start + size;
     }
     return result;
+  }
+
+  // Gather along `axis`: output point (outer..., i..., inner...) reads data at
+  // (outer..., indices[i...], inner...). A negative index counts from the end;
+  // one outside the axis reads nothing and gives 0 (the interpreter rejects it).
+  int lower_gather(const Node& p, int frame) {
+    if (frame != 0 || k_.kind != kir::Kind::Pointwise) fail(&p, "is lowered only as a copy kernel of its own");
+    View data = view_of(p.input(0)), indices = view_of(p.input(1));
+    auto rank = static_cast<int64_t>(data.shape.size());
+    int64_t axis = p.get_int("axis", 0);
+    if (axis < 0) axis += rank;
+    size_t q = indices.shape.size();
+    const std::vector<int>& to_domain = frames_[0].to_domain;
+    Instr at;
+    at.op = Op::Load;
+    at.dtype = p.input(1)->type().dtype();
+    at.buffer = indices.buffer;
+    at.index = kir::Index{std::vector<SymExpr>(k_.domain.size()), indices.offset};
+    for (size_t d = 0; d < q; ++d) at.index.strides[to_domain[axis + d]] = indices.strides[d];
+    int index = emit(std::move(at));
+    if (p.input(1)->type().dtype() != DType::I64) index = emit(Op::Cast, DType::I64, {index});
+    SymExpr extent = data.shape.at(static_cast<size_t>(axis));
+    int zero = constant(DType::I64, 0), end = size_value(DType::I64, extent);
+    int wrapped = emit(Op::Where, DType::I64,
+                       {emit(Op::Less, DType::Bool, {index, zero}), emit(Op::Add, DType::I64, {index, end}), index});
+    int inside = emit(Op::And, DType::Bool, {emit(Op::GreaterOrEqual, DType::Bool, {wrapped, zero}),
+                                             emit(Op::Less, DType::Bool, {wrapped, end})});
+    Instr load;
+    load.op = Op::Load;
+    load.dtype = p.output(0)->type().dtype();
+    load.buffer = data.buffer;
+    load.index = kir::Index{std::vector<SymExpr>(k_.domain.size()), data.offset};
+    for (int64_t d = 0; d < rank; ++d) {
+      if (d == axis) continue;
+      size_t out_axis = static_cast<size_t>(d < axis ? d : d + static_cast<int64_t>(q) - 1);
+      load.index.strides[to_domain[out_axis]] = data.strides[d];
+    }
+    load.dynamic = wrapped;
+    load.dynamic_stride = data.strides[axis];
+    load.args = {inside};
+    return emit(std::move(load));
   }
 
   int lower_pointwise(const Node& p, int frame) {

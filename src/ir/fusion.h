@@ -46,7 +46,7 @@ enum class FusionKind {
   Reduction,  // pointwise prologue, reductions over one set of axes, pointwise epilogue
   Gemm,       // one MatMul / Gemm with a library-supported epilogue
   Conv,       // one Conv with bias / activation epilogue
-  Single,     // one node codegen handles alone (a movement op that needs its own copy kernel, a Concat)
+  Single,     // one node codegen handles alone (a movement op that needs its own copy kernel, a Concat, a Gather)
 };
 
 std::string_view fusion_kind_name(FusionKind k);
