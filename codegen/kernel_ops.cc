@@ -159,7 +159,7 @@ KernelRole kernel_role(const Node& n) {
   if (n.domain().empty()) return default_domain_role(n);
   if (n.domain() == kTccDomain && (n.op_type() == "Reshape" || n.op_type() == "Expand" || n.op_type() == "Slice"))
     return KernelRole::Movement;
-  if (n.domain() == kTccDomain && n.op_type() == "Size") return KernelRole::Pointwise;
+  if (n.domain() == kTccDomain && (n.op_type() == "Size" || n.op_type() == "Range")) return KernelRole::Pointwise;
   return KernelRole::None;
 }
 

@@ -595,6 +595,20 @@ class Lowering {
         {"LessOrEqual", Op::LessOrEqual}, {"Greater", Op::Greater}, {"GreaterOrEqual", Op::GreaterOrEqual}};
     const std::string& op = p.op_type();
     DType dt = p.output(0)->type().dtype();
+    if (op == "Range") {  // tcc::Range: start + coordinate * delta along its one axis
+      int axis = axis_map(p.output(0), frame).at(0);
+      int at = constant(DType::I64, 0);
+      if (axis >= 0) {
+        Instr coord;
+        coord.op = Op::Coord;
+        coord.dtype = DType::I64;
+        coord.axis = axis;
+        at = emit(std::move(coord));
+      }
+      int scaled = emit(Op::Mul, DType::I64, {at, constant(DType::I64, static_cast<double>(p.get_int("delta", 1)))});
+      int value = emit(Op::Add, DType::I64, {scaled, constant(DType::I64, static_cast<double>(p.get_int("start", 0)))});
+      return dt == DType::I64 ? value : emit(Op::Cast, dt, {value});
+    }
     if (op == "Size") {  // tcc::Size: the product of its dims attribute
       SymExpr numel = c(1);
       const Attribute* dims = p.attr("dims");

@@ -12,6 +12,11 @@
 //   %s = Concat(...Gather(Shape(%x))...)          %y = tcc::Reshape(%x) {shape = ["batch", "seq", "4", "16"]}
 //   %y = Reshape(%x, %s)                     ->
 //
+// An integer Range(start, limit, delta) with constant start and delta whose
+// length resolved to bound symbols becomes tcc::Range() {start, delta, shape,
+// to}: the Shape chain that computed the limit dies, and a kernel computes the
+// values from the coordinate (position ids).
+//
 // Size(x) of an x whose dims are known and bound becomes tcc::Size() {dims},
 // reading no tensor: x's data no longer has to outlive the node, and the
 // count is a size parameter of whatever kernel uses it.
@@ -64,6 +69,23 @@ std::optional<std::vector<std::string>> resolved_dims(const Value* v, const std:
 }
 
 bool is_constant_input(const Node& n, size_t i) { return !n.has_input(i) || constant_value(n.input(i)); }
+
+// tcc::Range's attributes for an integer Range whose start and delta are
+// constants and whose length is symbolic over bound symbols (a static length
+// is constant_fold's).
+std::optional<std::map<std::string, Attribute>> range_attrs(const Node& n, const std::set<std::string>& bound) {
+  const Type& t = n.output(0)->type();
+  if (n.num_inputs() != 3 || !t.is_tensor() || t.fully_static() || (t.dtype() != DType::I64 && t.dtype() != DType::I32))
+    return std::nullopt;
+  std::optional<Tensor> start = constant_value(n.input(0)), delta = constant_value(n.input(2));
+  if (!start || !delta || start->numel() != 1 || delta->numel() != 1) return std::nullopt;
+  std::optional<std::vector<std::string>> dims = resolved_dims(n.output(0), bound);
+  if (!dims) return std::nullopt;
+  return std::map<std::string, Attribute>{{"start", Attribute::of_int(start->get_i64(0))},
+                                          {"delta", Attribute::of_int(delta->get_i64(0))},
+                                          {"shape", Attribute::of_strings(*dims)},
+                                          {"to", Attribute::of_int(static_cast<int64_t>(t.dtype()))}};
+}
 
 // The integer contents of input i, whether constant or only known to shape inference.
 std::optional<std::vector<int64_t>> known_ints(const Node& n, size_t i, const ShapeInfo& info) {
@@ -130,6 +152,10 @@ bool resolve_shapes(Graph& g, PassContext& ctx) {
         rewrites.push_back({&n, {{"dims", Attribute::of_strings(*dims)}}});
       continue;
     }
+    if (n.op_type() == "Range") {
+      if (auto attrs = range_attrs(n, bound)) rewrites.push_back({&n, std::move(*attrs)});
+      continue;
+    }
     bool reshape_like = n.op_type() == "Reshape" || n.op_type() == "Expand";
     if (!reshape_like && n.op_type() != "Slice") continue;
     bool runtime_argument = false;
@@ -151,7 +177,7 @@ bool resolve_shapes(Graph& g, PassContext& ctx) {
     Node& old = *r.node;
     std::string op = old.op_type(), name = old.name(), source = old.source();
     std::vector<Value*> data;
-    if (op != "Size") data.push_back(old.input(0));
+    if (op != "Size" && op != "Range") data.push_back(old.input(0));
     Type type = old.output(0)->type();
     replace_nodes(g, {&old}, {old.output(0)}, [&](Node* before, const std::vector<std::string>& names) {
       Node* n = g.insert_node(before, op, data, names, std::string(kTccDomain), name);
@@ -163,6 +189,7 @@ bool resolve_shapes(Graph& g, PassContext& ctx) {
     ctx.stats.add(op == "Slice"     ? "slices_resolved"
                   : op == "Reshape" ? "reshapes_resolved"
                   : op == "Size"    ? "sizes_resolved"
+                  : op == "Range"   ? "ranges_resolved"
                                     : "expands_resolved");
   }
   g.set_opset(std::string(kTccDomain), 1);

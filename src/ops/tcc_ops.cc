@@ -7,6 +7,10 @@
 //     that shape written as SymExpr texts over the symbols the graph inputs
 //     bind ("batch", "seq*12"), so no host work computes it
 //     (passes/resolve_shapes.cc).
+//   - tcc::Range() {start, delta, shape, to}: the integers start, start + delta,
+//     ... of the one-dim `shape` (a SymExpr text), in dtype `to`: an integer
+//     Range whose length resolved to bound symbols (position ids), reading no
+//     tensor, so the limit's Shape chain dies and a kernel computes it.
 //   - tcc::Size() {dims}: the element count of a tensor of shape `dims` (SymExpr
 //     texts), an i64 scalar. Resolved from Size(x) the same way, it reads no
 //     tensor, so the value it replaces (a mean's divisor in a gradient) costs
@@ -179,6 +183,28 @@ std::vector<Tensor> eval_tcc_size(EvalContext& ctx) {
   return {Tensor::scalar_i64(checked_numel(eval_shape_attr(ctx, "dims")))};
 }
 
+DType range_dtype(const Node& n) {
+  int64_t to = n.get_int("to", static_cast<int64_t>(DType::I64));
+  auto t = static_cast<DType>(to);
+  if (t != DType::I64 && t != DType::I32) n.fail("'to' must be int64 or int32");
+  return t;
+}
+
+void infer_tcc_range(InferContext& ctx) {
+  Dims shape = parse_shape_attr(ctx.node(), "shape");
+  if (shape.size() != 1) ctx.fail("shape must have one dim, got " + std::to_string(shape.size()));
+  ctx.set_output_type(0, Type::tensor(range_dtype(ctx.node()), shape));
+}
+
+std::vector<Tensor> eval_tcc_range(EvalContext& ctx) {
+  std::vector<int64_t> shape = eval_shape_attr(ctx, "shape");
+  if (shape.size() != 1) ctx.fail("shape must have one dim");
+  int64_t start = ctx.node().get_int("start", 0), delta = ctx.node().get_int("delta", 1);
+  Tensor out(range_dtype(ctx.node()), shape);
+  for (int64_t i = 0; i < out.numel(); ++i) out.set_i64(i, start + i * delta);
+  return {out};
+}
+
 }  // namespace
 
 void register_tcc_ops(OpRegistry& r) {
@@ -188,6 +214,7 @@ void register_tcc_ops(OpRegistry& r) {
   r.add(OpDef{d, "Expand", 1, kMovement, infer_tcc_expand, eval_tcc_expand, {}});
   r.add(OpDef{d, "Slice", 1, kMovement, infer_tcc_slice, eval_tcc_slice, {}});
   r.add(OpDef{d, "Size", 1, kShapeOnly, infer_tcc_size, eval_tcc_size, {}});
+  r.add(OpDef{d, "Range", 1, kShapeOnly, infer_tcc_range, eval_tcc_range, {}});
 }
 
 }  // namespace tcc
