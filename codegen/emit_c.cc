@@ -436,12 +436,18 @@ std::string define(const kir::Kernel& k, int i) {
   return "const " + std::string(compute_type(in.dtype)) + " " + v(i) + " = " + rhs + ";\n";
 }
 
-std::string store(const kir::Kernel& k, int i) {
+std::string store(const kir::Kernel& k, int i, Target target) {
   const Instr& in = k.body.at(static_cast<size_t>(i));
   const kir::Buffer& b = k.buffers.at(static_cast<size_t>(in.buffer));
   TCC_CHECK(b.output) << "kernel " << k.name << " stores to input '" << b.name << "'";
-  return "p" + std::to_string(in.buffer) + "[" + index_expr(in.index) + "] = " +
-         encode(convert(v(in.args.at(0)), arg(k, in, 0).dtype, b.dtype), b.dtype) + ";\n";
+  std::string at = index_expr(in.index);
+  if (in.dynamic >= 0) at += " + " + v(in.dynamic) + "*" + paren(size_expr(in.dynamic_stride));
+  std::string element = "p" + std::to_string(in.buffer) + "[" + at + "]";
+  std::string value = encode(convert(v(in.args.at(0)), arg(k, in, 0).dtype, b.dtype), b.dtype);
+  std::string guard = in.args.size() > 1 ? "if (" + v(in.args[1]) + ") " : "";
+  if (!in.accumulate) return guard + element + " = " + value + ";\n";
+  TCC_CHECK(b.dtype == DType::F32 || b.dtype == DType::F64) << "kernel " << k.name << " accumulates into " << dtype_name(b.dtype);
+  return guard + (target == Target::Cuda ? "atomicAdd(&" + element + ", " + value + ");\n" : element + " += " + value + ";\n");
 }
 
 std::string reduce_identity(const Instr& r) {

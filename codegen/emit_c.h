@@ -50,8 +50,8 @@ std::string instr_expr(const kir::Kernel& k, int i);
 
 // `const T v<i> = ...;` for Load and the ops instr_expr covers.
 std::string define(const kir::Kernel& k, int i);
-// `p<b>[index] = ...;` for a Store.
-std::string store(const kir::Kernel& k, int i);
+// `p<b>[index] = ...;` for a Store; an accumulating one adds (atomicAdd on CUDA).
+std::string store(const kir::Kernel& k, int i, Target target);
 
 // A reduction's identity and one accumulation step `acc = acc op v`, in the accumulator type.
 std::string reduce_identity(const kir::Instr& r);

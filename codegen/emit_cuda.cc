@@ -98,7 +98,8 @@ bool vectorizes(const kir::Kernel& k) {
     if (b.dtype != DType::F32) return false;
   bool any_contiguous = false;
   for (const kir::Instr& in : k.body) {
-    if (in.op == Op::Coord || (in.op == Op::Load && !in.args.empty())) return false;  // per-element, not per float4
+    if (in.op == Op::Coord || (in.op == Op::Load && !in.args.empty()) || in.dynamic >= 0)
+      return false;  // per-element, not per float4
     if (in.op != Op::Load && in.op != Op::Store) continue;
     const SymExpr& s = in.index.strides.back();
     bool contiguous = s == SymExpr::constant(1);
@@ -171,7 +172,7 @@ class CudaKernel {
     const kir::Instr& in = k_.body[i];
     TCC_CHECK(in.op != Op::MatMulAcc && in.op != Op::ConvAcc)
         << "kernel " << k_.name << ": " << op_name(in.op) << " outside a library kernel";
-    out_ += std::string(depth_ * 2, ' ') + (in.op == Op::Store ? emitc::store(k_, i) : define(k_, i));
+    out_ += std::string(depth_ * 2, ' ') + (in.op == Op::Store ? emitc::store(k_, i, emitc::Target::Cuda) : define(k_, i));
   }
 
   // Coordinates c<begin>..c<end-1> of the flat position `flat` (an int64

@@ -28,6 +28,14 @@ class HostKernel {
       line("const int64_t " + emitc::size_var(k_.size_params[s]) + " = sizes[" + std::to_string(s) + "];");
     line("(void)buffers;");
     line("(void)sizes;");
+    // On the GPU the runtime zeroes these outputs before the launch; here the kernel does.
+    if (k_.zero_outputs)
+      for (size_t b = 0; b < k_.buffers.size(); ++b)
+        if (k_.buffers[b].output) {
+          SymExpr numel = SymExpr::constant(1);
+          for (const SymExpr& d : k_.buffers[b].shape) numel = numel * d;
+          line("for (int64_t z = 0, z_end = " + size_expr(numel) + "; z < z_end; ++z) p" + std::to_string(b) + "[z] = 0;");
+        }
     size_t outer = k_.domain.size() - static_cast<size_t>(k_.reduce_axes);
     open_loops(0, outer);
     if (k_.kind == kir::Kind::Reduction) reduction();
@@ -58,7 +66,7 @@ class HostKernel {
 
   void emit(int i) {
     const kir::Instr& in = k_.body[i];
-    if (in.op == Op::Store) out_ += std::string(depth_ * 2, ' ') + emitc::store(k_, i);
+    if (in.op == Op::Store) out_ += std::string(depth_ * 2, ' ') + emitc::store(k_, i, emitc::Target::Host);
     else if (in.op == Op::MatMulAcc) matmul(i);
     else if (in.op == Op::ConvAcc) conv(i);
     else out_ += std::string(depth_ * 2, ' ') + define(k_, i);

@@ -53,6 +53,7 @@ class Printer {
       out_ += "  buffer " + buffer_ref(static_cast<int>(i)) + ": " + std::string(dtype_name(b.dtype)) + "[" +
               join_exprs(b.shape, 0, b.shape.size()) + "] " + (b.output ? "out" : "in") + "\n";
     }
+    if (k_.zero_outputs) out_ += "  outputs zeroed first\n";
     if (k_.gemm) gemm(*k_.gemm);
     if (k_.conv) conv(*k_.conv);
     for (size_t i = 0; i < k_.body.size(); ++i) instr(static_cast<int>(i), k_.body[i]);
@@ -122,6 +123,7 @@ class Printer {
     if (in.op == Op::Load || in.op == Op::Store) {
       out_ += " " + buffer_ref(in.buffer) + " " + index(in.index);
       if (in.dynamic >= 0) out_ += " + %" + std::to_string(in.dynamic) + "*" + in.dynamic_stride.str();
+      if (in.accumulate) out_ += " add";
       sep = ", ";
     } else if (in.op == Op::Const) {
       out_ += " " + format_double(in.value);

@@ -54,7 +54,9 @@ enum class Op {
   Load,   // buffer[index + value(dynamic) * dynamic_stride] (the term only where `dynamic` names an
           // integer instruction: Gather's rows); converts the stored dtype to the compute type. With an
           // argument (a bool): only where it is true, 0 elsewhere, where the address is not read
-  Store,  // buffer[index] = args[0]; converts to the stored dtype
+  Store,  // buffer[index (+ the dynamic term, as Load)] = args[0]; converts to the stored dtype. With
+          // `accumulate`: adds args[0] to the element, atomically on the GPU; with args[1] (a bool):
+          // only where it is true
   Const,  // `value` in `dtype`
   SizeValue,  // `size` (a SymExpr over the size parameters) converted to `dtype`
   Coord,      // the point's coordinate along domain axis `axis`, converted to `dtype`
@@ -92,8 +94,9 @@ struct Instr {
   double value = 0;          // Const
   SymExpr size;              // SizeValue
   int axis = -1;             // Coord
-  int dynamic = -1;          // Load: an earlier i64 instruction whose value scales dynamic_stride
+  int dynamic = -1;          // Load, Store: an earlier i64 instruction whose value scales dynamic_stride
   SymExpr dynamic_stride;
+  bool accumulate = false;   // Store
   bool row = false;          // reduction kernels: one value per row
 };
 
@@ -151,6 +154,7 @@ struct Kernel {
   std::optional<GemmDesc> gemm;         // Kind::Gemm
   std::optional<ConvDesc> conv;         // Kind::Conv
   std::vector<std::string> nodes;       // names of the source nodes fused into it
+  bool zero_outputs = false;            // outputs are zeroed before each launch (accumulating stores)
 };
 
 // Readable dump of a kernel, for tests and `TCC_LOG=codegen`. One line per

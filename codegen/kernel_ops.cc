@@ -160,6 +160,11 @@ KernelRole kernel_role(const Node& n) {
   if (n.domain() == kTccDomain && (n.op_type() == "Reshape" || n.op_type() == "Expand" || n.op_type() == "Slice"))
     return KernelRole::Movement;
   if (n.domain() == kTccDomain && (n.op_type() == "Size" || n.op_type() == "Range")) return KernelRole::Pointwise;
+  if (n.domain() == kTccDomain && n.op_type() == "ScatterAdd") {
+    // Atomic adds of f32 and f64; indices a buffer, not a literal.
+    DType t = n.output(0)->type().dtype();
+    return (t == DType::F32 || t == DType::F64) && !constant_input(n, 0) ? KernelRole::Indexed : KernelRole::None;
+  }
   return KernelRole::None;
 }
 

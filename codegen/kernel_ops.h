@@ -20,9 +20,10 @@ enum class KernelRole {
                 // Slice with constant arguments / tcc::Slice, Identity: an affine view of its data input
   Contraction,  // MatMul, Gemm: cuBLASLt on the GPU, a loop on the host
   Convolution,  // Conv (1-D, 2-D, 3-D) that conv_kernel_problem accepts: cuDNN on the GPU, a loop on the host
-  Indexed,      // Concat and Gather of float tensors: a copy kernel of its own whose loads are guarded by
-                // the coordinate (Concat: the input whose range holds it) or indexed by another tensor's
-                // values (Gather: the rows an index selects)
+  Indexed,      // Concat and Gather of float tensors, tcc::ScatterAdd of f32/f64: a kernel of its own whose
+                // loads are guarded by the coordinate (Concat: the input whose range holds it) or indexed by
+                // another tensor's values (Gather: the rows an index selects), or whose stores add
+                // atomically where an index says (ScatterAdd, into an output zeroed first)
 };
 
 // The role of n, given its op, attributes, dtypes and constant arguments. A node

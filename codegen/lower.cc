@@ -91,10 +91,14 @@ class Lowering {
     for (const auto& n : body_.nodes()) k_.nodes.push_back(n->name().empty() ? n->op_type() : n->name());
     for (size_t i = 0; i < fusion_.num_inputs(); ++i) add_buffer(fusion_.input(i), false);
     for (size_t i = 0; i < fusion_.num_outputs(); ++i) add_buffer(fusion_.output(i), true);
+    const Node* scatter = nullptr;  // tcc::ScatterAdd: iterates its updates, stores by index
+    for (const auto& n : body_.nodes())
+      if (n->domain() == kTccDomain && n->op_type() == "ScatterAdd") scatter = n.get();
     switch (fusion_kind(fusion_)) {
       case FusionKind::Pointwise:
       case FusionKind::Single:
-        setup_pointwise();
+        if (scatter) setup_scatter_add(*scatter);
+        else setup_pointwise();
         break;
       case FusionKind::Reduction:
         setup_reduction();
@@ -106,7 +110,10 @@ class Lowering {
         setup_conv();
         break;
     }
-    for (size_t j = 0; j < body_.outputs().size(); ++j) store_output(body_.outputs()[j], static_cast<int>(fusion_.num_inputs() + j));
+    if (scatter) lower_scatter_add(*scatter);
+    else
+      for (size_t j = 0; j < body_.outputs().size(); ++j)
+        store_output(body_.outputs()[j], static_cast<int>(fusion_.num_inputs() + j));
     collect_size_params();
     return std::move(k_);
   }
@@ -170,6 +177,46 @@ class Lowering {
       return;
     }
     fail(nullptr, "no output's shape covers the others");
+  }
+
+  // The domain is the updates' shape; the output starts as zeros.
+  void setup_scatter_add(const Node& p) {
+    if (fusion_.num_outputs() != 1 || body_.outputs().front() != p.output(0))
+      fail(&p, "is lowered only as a kernel of its own");
+    k_.kind = kir::Kind::Pointwise;
+    k_.domain = shape_of(p.input(1));
+    frames_.push_back(Frame{k_.domain, iota(k_.domain.size())});
+    k_.zero_outputs = true;
+  }
+
+  // Each update adds into the output at its own coordinates, the axis's
+  // replaced by its index (negative: from the end). An index outside the axis
+  // adds nothing (the interpreter rejects it).
+  void lower_scatter_add(const Node& p) {
+    std::vector<SymExpr> out_shape = shape_of(p.output(0));
+    std::vector<SymExpr> strides = row_major(out_shape);
+    auto rank = static_cast<int64_t>(out_shape.size());
+    int64_t axis = p.get_int("axis", 0);
+    if (axis < 0) axis += rank;
+    int index = lower(p.input(0), 0);
+    if (p.input(0)->type().dtype() != DType::I64) index = emit(Op::Cast, DType::I64, {index});
+    int value = lower(p.input(1), 0);
+    int zero = constant(DType::I64, 0), end = size_value(DType::I64, out_shape.at(static_cast<size_t>(axis)));
+    int wrapped = emit(Op::Where, DType::I64,
+                       {emit(Op::Less, DType::Bool, {index, zero}), emit(Op::Add, DType::I64, {index, end}), index});
+    int inside = emit(Op::And, DType::Bool, {emit(Op::GreaterOrEqual, DType::Bool, {wrapped, zero}),
+                                             emit(Op::Less, DType::Bool, {wrapped, end})});
+    Instr st;
+    st.op = Op::Store;
+    st.buffer = static_cast<int>(fusion_.num_inputs());
+    st.index = kir::Index{std::vector<SymExpr>(k_.domain.size()), SymExpr()};
+    for (int64_t d = 0; d < rank; ++d)
+      if (d != axis) st.index.strides[static_cast<size_t>(d)] = strides[static_cast<size_t>(d)];
+    st.dynamic = wrapped;
+    st.dynamic_stride = strides[static_cast<size_t>(axis)];
+    st.accumulate = true;
+    st.args = {value, inside};
+    emit(std::move(st));
   }
 
   void setup_reduction() {

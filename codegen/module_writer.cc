@@ -236,6 +236,7 @@ ojson kernel_json(const ModuleContents& m, size_t index) {
                    {"block", {l.block[0], l.block[1], l.block[2]}},
                    {"shared_bytes", l.shared_bytes}};
     if (l.workspace_bytes != SymExpr()) j["launch"]["workspace_bytes"] = size_json(l.workspace_bytes);
+    if (k.zero_outputs) j["launch"]["zero_outputs"] = true;
   }
   if (m.autotune) {
     ojson t = {{"source", m.autotune->sources.at(index)}};

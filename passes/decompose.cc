@@ -11,6 +11,8 @@
 //   Split(x) -> y0, y1    -> y0 = Slice(x, 0, n0), y1 = Slice(x, n0, n0 + n1), ...: a Slice with
 //                            constant arguments is an affine load, so each part fuses into its
 //                            consumers' kernels instead of running as a host fallback
+//   ScatterElements(zeros, idx, upd, reduction=add) -> tcc::ScatterAdd(idx, upd) {axis, shape}: an
+//                            embedding lookup's gradient, without a table of zeros to read
 //   Gemm(A, B, C)         -> Gemm(A, B) + C * beta, when C is neither the output's shape (cuBLASLt's
 //                            C) nor one value per column with beta 1 (its bias epilogue): a C of
 //                            [M, 1] or a scalar is an ordinary broadcast Add
@@ -38,6 +40,7 @@
 #include "passes/pass.h"
 #include "passes/replace_nodes.h"
 #include "passes/rewrite.h"
+#include "src/ir/fusion.h"
 
 namespace tcc {
 
@@ -256,6 +259,37 @@ bool decompose_gemm(Graph& g, Node& n) {
   return true;
 }
 
+bool all_zero(const Value* v) {
+  std::optional<Tensor> t = constant_value(v);
+  if (!t) return false;
+  for (int64_t i = 0; i < t->numel(); ++i)
+    if (t->get_f64(i) != 0) return false;
+  return true;
+}
+
+bool decompose_scatter_add(Graph& g, Node& n) {
+  Type y = n.output(0)->type();  // a copy: replace_nodes erases n
+  if (n.num_inputs() != 3 || n.get_string("reduction", "none") != "add" || !all_zero(n.input(0)) ||
+      !y.is_tensor() || !y.fully_shaped())
+    return false;
+  std::vector<std::string> shape;
+  for (const Dim& d : y.shape()) shape.push_back(d.str());
+  Value* idx = n.input(1);
+  Value* upd = n.input(2);
+  std::string name = n.name(), source = n.source();
+  int64_t axis = n.get_int("axis", 0);
+  replace_nodes(g, {&n}, {n.output(0)}, [&](Node* before, const std::vector<std::string>& names) {
+    Node* s = g.insert_node(before, "ScatterAdd", {idx, upd}, names, std::string(kTccDomain), name);
+    s->set_source(source);
+    s->output(0)->set_type(y);
+    s->set_attr("axis", Attribute::of_int(axis));
+    s->set_attr("shape", Attribute::of_strings(shape));
+    return s;
+  });
+  g.set_opset(std::string(kTccDomain), 1);
+  return true;
+}
+
 // The parts' sizes come from the output types shape inference gave them, so
 // every way of spelling the split (a `split` input or attribute, num_outputs,
 // equal parts) is covered by one rule. The Split itself, left unused, joins
@@ -307,6 +341,7 @@ bool decompose(Graph& g, PassContext& ctx) {
     else if (op == "BatchNormalization") done = decompose_batchnorm(g, *n);
     else if (op == "Split") done = decompose_split(g, *n, unused);
     else if (op == "Gemm") done = decompose_gemm(g, *n);
+    else if (op == "ScatterElements") done = decompose_scatter_add(g, *n);
     if (done) ctx.stats.add("decomposed_" + op);
     changed |= done;
   }

@@ -11,6 +11,10 @@
 //     ... of the one-dim `shape` (a SymExpr text), in dtype `to`: an integer
 //     Range whose length resolved to bound symbols (position ids), reading no
 //     tensor, so the limit's Shape chain dies and a kernel computes it.
+//   - tcc::ScatterAdd(indices, updates) {axis, shape}: a zero tensor of `shape`
+//     (SymExpr texts) with each update added where ScatterElements would put
+//     it: ScatterElements(zeros, indices, updates, reduction=add), an embedding
+//     lookup's gradient, without a table of zeros to read (passes/decompose.cc).
 //   - tcc::Size() {dims}: the element count of a tensor of shape `dims` (SymExpr
 //     texts), an i64 scalar. Resolved from Size(x) the same way, it reads no
 //     tensor, so the value it replaces (a mean's divisor in a gradient) costs
@@ -205,6 +209,45 @@ std::vector<Tensor> eval_tcc_range(EvalContext& ctx) {
   return {out};
 }
 
+void infer_tcc_scatter_add(InferContext& ctx) {
+  const Type& idx = ctx.ranked_input(0);
+  const Type& upd = ctx.ranked_input(1);
+  Dims shape = parse_shape_attr(ctx.node(), "shape");
+  if (idx.rank() != upd.rank() || shape.size() != upd.rank())
+    ctx.fail("indices, updates and shape must have one rank, got " + idx.str() + ", " + upd.str() + " and " +
+             dims_str(shape));
+  if (idx.dtype() != DType::I64 && idx.dtype() != DType::I32) ctx.fail("indices must be int64 or int32");
+  ctx.set_output_type(0, Type::tensor(upd.dtype(), shape));
+}
+
+std::vector<Tensor> eval_tcc_scatter_add(EvalContext& ctx) {
+  const Tensor& idx = ctx.input(0);
+  const Tensor& upd = ctx.input(1);
+  std::vector<int64_t> shape = eval_shape_attr(ctx, "shape");
+  if (idx.shape() != upd.shape() || shape.size() != upd.rank()) ctx.fail("indices and updates differ in shape");
+  auto rank = static_cast<int64_t>(shape.size());
+  int64_t axis = ctx.node().get_int("axis", 0);
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank) ctx.fail("axis is out of range");
+  Tensor out(upd.dtype(), shape);
+  std::vector<int64_t> strides = row_major_strides(shape);
+  for (int64_t i = 0; i < upd.numel(); ++i) {
+    std::vector<int64_t> at = unravel_index(i, upd.shape());
+    int64_t row = idx.get_i64(i);
+    if (row < 0) row += shape[axis];
+    if (row < 0 || row >= shape[axis])
+      ctx.fail("index " + std::to_string(idx.get_i64(i)) + " is out of range for " + std::to_string(shape[axis]));
+    at[axis] = row;
+    int64_t o = 0;
+    for (int64_t d = 0; d < rank; ++d) {
+      if (d != axis && at[d] >= shape[d]) ctx.fail("updates are larger than the output along axis " + std::to_string(d));
+      o += at[d] * strides[d];
+    }
+    out.set_f64(o, out.get_f64(o) + upd.get_f64(i));
+  }
+  return {out};
+}
+
 }  // namespace
 
 void register_tcc_ops(OpRegistry& r) {
@@ -215,6 +258,7 @@ void register_tcc_ops(OpRegistry& r) {
   r.add(OpDef{d, "Slice", 1, kMovement, infer_tcc_slice, eval_tcc_slice, {}});
   r.add(OpDef{d, "Size", 1, kShapeOnly, infer_tcc_size, eval_tcc_size, {}});
   r.add(OpDef{d, "Range", 1, kShapeOnly, infer_tcc_range, eval_tcc_range, {}});
+  r.add(OpDef{d, "ScatterAdd", 1, kMovement, infer_tcc_scatter_add, eval_tcc_scatter_add, {}});
 }
 
 }  // namespace tcc

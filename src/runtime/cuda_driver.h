@@ -47,7 +47,7 @@ struct Driver {
   decltype(&::cuMemcpyDtoDAsync) copy_dtod_async;
   decltype(&::cuStreamSynchronize) stream_sync;
   decltype(&::cuGetErrorString) error_string;
-  decltype(&::cuMemsetD8Async) memset_d8_async;  // zeroing split-reduction workspaces, flushing L2
+  decltype(&::cuMemsetD8Async) memset_d8_async;  // zeroing split-reduction workspaces and accumulated outputs, flushing L2
   decltype(&::cuDriverGetVersion) driver_version;
   decltype(&::cuDeviceGetName) device_name;
   // Streams, events and CUDA graphs: measurement (src/profiler, kernel_timer.cc) and reduce-overhead.

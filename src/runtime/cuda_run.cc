@@ -653,6 +653,9 @@ void enqueue_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_te
     for (int id : step.reads) buf.push_back(ptr[id]);
     for (int id : step.writes) buf.push_back(ptr[id]);
     const KernelInfo& k = m.kernels[step.kernel];
+    if (k.zero_outputs)
+      for (int id : step.writes)
+        if (b.nbytes[id] > 0) d.check(d.memset_d8_async(ptr[id], 0, b.nbytes[id], stream), "cuMemsetD8Async (outputs)");
     if (k.kind == kir::Kind::Gemm) run_gemm(s, k, buf, b, stream);
     else if (k.kind == kir::Kind::Conv) run_conv(s, k, buf, b, stream);
     else if (k.workspace_bytes == SymExpr()) launch(d, s.functions[step.kernel], k, buf, 0, b, stream);

@@ -318,6 +318,7 @@ class Loader {
           if (info.workspace_bytes.is_constant() && info.workspace_bytes.constant_value() <= 0)
             ws.fail("expected a positive byte count, got " + info.workspace_bytes.str());
         }
+        info.zero_outputs = launch.has("zero_outputs") && launch["zero_outputs"].boolean();
       }
       info.host = reinterpret_cast<HostKernelFn>(m_.host_library->symbol(info.name));
       if (!info.host) k["name"].fail("'" + info.name + "' is not defined in host.so");

@@ -124,6 +124,7 @@ struct KernelInfo {
   std::array<int, 3> block = {1, 1, 1};
   int shared_bytes = 0;
   SymExpr workspace_bytes;  // zeroed device memory passed after the sizes; 0: none (docs/MODULE.md)
+  bool zero_outputs = false;  // the outputs are zeroed before each launch (accumulating stores)
   std::optional<GemmInfo> gemm;
   std::optional<ConvInfo> conv;
   HostKernelFn host = nullptr;

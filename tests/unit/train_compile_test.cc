@@ -38,6 +38,7 @@ struct TrainCase {
   // magnifies the rounding in gradients that are zero but for it (the key
   // biases, under softmax): that case trains with momentum SGD.
   OptimizerKind optimizer = OptimizerKind::Adam;
+  const char* model_loss = "";  // a model output that is the loss (`--loss`), in place of `loss`
 };
 
 void PrintTo(const TrainCase& c, std::ostream* os) { *os << c.name; }
@@ -98,7 +99,8 @@ class TrainCompile : public ::testing::TestWithParam<TrainCase> {
     // The reference: the same training graph, built in-process from the same options.
     reference_ = load_model(model);
     TrainOptions opts;
-    opts.builtin_loss = BuiltinLoss{c.loss, c.loss_on, "target"};
+    if (*c.model_loss) opts.loss_output = c.model_loss;
+    else opts.builtin_loss = BuiltinLoss{c.loss, c.loss_on, "target"};
     opts.optimizer.kind = c.optimizer;
     tg_ = build_training_graph(*reference_, opts);
 
@@ -221,7 +223,10 @@ INSTANTIATE_TEST_SUITE_P(
                   "output", 4, 10},
         TrainCase{"gpt2_block_mse_momentum", "tests/fixtures/gpt2_block.onnx",
                   "--loss-fn mse --loss-on output --label target --optimizer momentum", LossKind::Mse, "output", 2,
-                  10, OptimizerKind::Momentum}),
+                  10, OptimizerKind::Momentum},
+        // Token ids below the 64-word vocabulary; its embeddings' gradients are atomic scatter-adds.
+        TrainCase{"captioning_momentum", "examples/train_captioning/model.onnx", "--loss loss --optimizer momentum",
+                  LossKind::Mse, "", 2, 64, OptimizerKind::Momentum, "loss"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(TrainCompileCli, TrainingFlagsNeedTrain) {
