@@ -446,8 +446,10 @@ std::string store(const kir::Kernel& k, int i, Target target) {
   std::string value = encode(convert(v(in.args.at(0)), arg(k, in, 0).dtype, b.dtype), b.dtype);
   std::string guard = in.args.size() > 1 ? "if (" + v(in.args[1]) + ") " : "";
   if (!in.accumulate) return guard + element + " = " + value + ";\n";
-  TCC_CHECK(b.dtype == DType::F32 || b.dtype == DType::F64) << "kernel " << k.name << " accumulates into " << dtype_name(b.dtype);
-  return guard + (target == Target::Cuda ? "atomicAdd(&" + element + ", " + value + ");\n" : element + " += " + value + ";\n");
+  TCC_CHECK(b.dtype == DType::F32 || b.dtype == DType::F64)
+      << "kernel " << k.name << " accumulates into " << dtype_name(b.dtype);
+  if (target == Target::Cuda) return guard + "atomicAdd(&" + element + ", " + value + ");\n";
+  return guard + element + " += " + value + ";\n";
 }
 
 std::string reduce_identity(const Instr& r) {

@@ -198,14 +198,9 @@ class Lowering {
     auto rank = static_cast<int64_t>(out_shape.size());
     int64_t axis = p.get_int("axis", 0);
     if (axis < 0) axis += rank;
-    int index = lower(p.input(0), 0);
-    if (p.input(0)->type().dtype() != DType::I64) index = emit(Op::Cast, DType::I64, {index});
+    auto [wrapped, inside] =
+        axis_index(lower(p.input(0), 0), p.input(0)->type().dtype(), out_shape.at(static_cast<size_t>(axis)));
     int value = lower(p.input(1), 0);
-    int zero = constant(DType::I64, 0), end = size_value(DType::I64, out_shape.at(static_cast<size_t>(axis)));
-    int wrapped = emit(Op::Where, DType::I64,
-                       {emit(Op::Less, DType::Bool, {index, zero}), emit(Op::Add, DType::I64, {index, end}), index});
-    int inside = emit(Op::And, DType::Bool, {emit(Op::GreaterOrEqual, DType::Bool, {wrapped, zero}),
-                                             emit(Op::Less, DType::Bool, {wrapped, end})});
     Instr st;
     st.op = Op::Store;
     st.buffer = static_cast<int>(fusion_.num_inputs());
@@ -587,6 +582,19 @@ class Lowering {
     return result;
   }
 
+  // An index `index` (an instruction of integer `dtype`) into an axis of
+  // `extent`, a negative one counted from the end: {the i64 position, whether
+  // it falls inside the axis}.
+  std::pair<int, int> axis_index(int index, DType dtype, const SymExpr& extent) {
+    if (dtype != DType::I64) index = emit(Op::Cast, DType::I64, {index});
+    int zero = constant(DType::I64, 0), end = size_value(DType::I64, extent);
+    int wrapped = emit(Op::Where, DType::I64,
+                       {emit(Op::Less, DType::Bool, {index, zero}), emit(Op::Add, DType::I64, {index, end}), index});
+    int inside = emit(Op::And, DType::Bool, {emit(Op::GreaterOrEqual, DType::Bool, {wrapped, zero}),
+                                             emit(Op::Less, DType::Bool, {wrapped, end})});
+    return {wrapped, inside};
+  }
+
   // Gather along `axis`: output point (outer..., i..., inner...) reads data at
   // (outer..., indices[i...], inner...). A negative index counts from the end;
   // one outside the axis reads nothing and gives 0 (the interpreter rejects it).
@@ -604,14 +612,8 @@ class Lowering {
     at.buffer = indices.buffer;
     at.index = kir::Index{std::vector<SymExpr>(k_.domain.size()), indices.offset};
     for (size_t d = 0; d < q; ++d) at.index.strides[to_domain[axis + d]] = indices.strides[d];
-    int index = emit(std::move(at));
-    if (p.input(1)->type().dtype() != DType::I64) index = emit(Op::Cast, DType::I64, {index});
-    SymExpr extent = data.shape.at(static_cast<size_t>(axis));
-    int zero = constant(DType::I64, 0), end = size_value(DType::I64, extent);
-    int wrapped = emit(Op::Where, DType::I64,
-                       {emit(Op::Less, DType::Bool, {index, zero}), emit(Op::Add, DType::I64, {index, end}), index});
-    int inside = emit(Op::And, DType::Bool, {emit(Op::GreaterOrEqual, DType::Bool, {wrapped, zero}),
-                                             emit(Op::Less, DType::Bool, {wrapped, end})});
+    auto [wrapped, inside] =
+        axis_index(emit(std::move(at)), p.input(1)->type().dtype(), data.shape.at(static_cast<size_t>(axis)));
     Instr load;
     load.op = Op::Load;
     load.dtype = p.output(0)->type().dtype();
