@@ -15,9 +15,11 @@ struct CliResult {
 };
 
 // Every child runs under `timeout` so a hang fails the test instead of
-// blocking the suite.
-inline CliResult run_tcc(const std::string& args, const std::string& env = "") {
-  std::string cmd = env + " timeout 20 " + TCC_BINARY + " " + args + " 2>&1";
+// blocking the suite; the bound is far above any run's time on an idle
+// machine, and a compile of a large model (hundreds of kernels through NVRTC
+// and the host compiler, beside other tests) asks for a longer one.
+inline CliResult run_tcc(const std::string& args, const std::string& env = "", int timeout_s = 20) {
+  std::string cmd = env + " timeout " + std::to_string(timeout_s) + " " + TCC_BINARY + " " + args + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return {-1, "popen failed for: " + cmd};
   std::string out;
