@@ -456,6 +456,15 @@ class Lowering {
     return emit(std::move(in));
   }
 
+  // The point's coordinate along domain axis `axis`, as an i64.
+  int coordinate(int axis) {
+    Instr in;
+    in.op = Op::Coord;
+    in.dtype = DType::I64;
+    in.axis = axis;
+    return emit(std::move(in));
+  }
+
   int size_value(DType dtype, const SymExpr& size) {
     if (size.is_constant()) return constant(dtype, static_cast<double>(size.constant_value()));
     Instr in;
@@ -555,11 +564,7 @@ class Lowering {
     int64_t axis = p.get_int("axis", 0);
     if (axis < 0) axis += rank;
     DType dt = p.output(0)->type().dtype();
-    Instr coord;
-    coord.op = Op::Coord;
-    coord.dtype = DType::I64;
-    coord.axis = frames_[0].to_domain.at(static_cast<size_t>(axis));
-    int at = emit(std::move(coord));
+    int at = coordinate(frames_[0].to_domain.at(static_cast<size_t>(axis)));
     int result = -1;
     SymExpr start = c(0);
     for (const Value* x : p.inputs()) {
@@ -646,14 +651,7 @@ class Lowering {
     DType dt = p.output(0)->type().dtype();
     if (op == "Range") {  // tcc::Range: start + coordinate * delta along its one axis
       int axis = axis_map(p.output(0), frame).at(0);
-      int at = constant(DType::I64, 0);
-      if (axis >= 0) {
-        Instr coord;
-        coord.op = Op::Coord;
-        coord.dtype = DType::I64;
-        coord.axis = axis;
-        at = emit(std::move(coord));
-      }
+      int at = axis >= 0 ? coordinate(axis) : constant(DType::I64, 0);
       int scaled = emit(Op::Mul, DType::I64, {at, constant(DType::I64, static_cast<double>(p.get_int("delta", 1)))});
       int value = emit(Op::Add, DType::I64, {scaled, constant(DType::I64, static_cast<double>(p.get_int("start", 0)))});
       return dt == DType::I64 ? value : emit(Op::Cast, dt, {value});

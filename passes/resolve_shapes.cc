@@ -30,6 +30,7 @@
 // Leaves alone: ops whose shape argument is already constant (nothing to
 // gain), ops whose resolved dims mention a symbol no input binds (e.g. a
 // data-dependent size), and nodes inside regions.
+#include <cctype>
 #include <set>
 
 #include "passes/pass.h"
@@ -142,6 +143,7 @@ bool resolve_shapes(Graph& g, PassContext& ctx) {
   struct Rewrite {
     Node* node;
     std::map<std::string, Attribute> attrs;
+    std::vector<Value*> inputs;  // the tcc op's: the data a movement op reads; none for Size and Range
   };
   std::vector<Rewrite> rewrites;
   for (const auto& up : g.nodes()) {
@@ -149,11 +151,11 @@ bool resolve_shapes(Graph& g, PassContext& ctx) {
     if (!n.domain().empty() || n.num_outputs() != 1 || !n.has_input(0)) continue;
     if (n.op_type() == "Size") {
       if (auto dims = resolved_dims(n.input(0), bound); dims && !n.input(0)->type().fully_static())
-        rewrites.push_back({&n, {{"dims", Attribute::of_strings(*dims)}}});
+        rewrites.push_back({&n, {{"dims", Attribute::of_strings(*dims)}}, {}});
       continue;
     }
     if (n.op_type() == "Range") {
-      if (auto attrs = range_attrs(n, bound)) rewrites.push_back({&n, std::move(*attrs)});
+      if (auto attrs = range_attrs(n, bound)) rewrites.push_back({&n, std::move(*attrs), {}});
       continue;
     }
     bool reshape_like = n.op_type() == "Reshape" || n.op_type() == "Expand";
@@ -170,27 +172,23 @@ bool resolve_shapes(Graph& g, PassContext& ctx) {
       attrs = std::move(*s);
     }
     attrs["shape"] = Attribute::of_strings(*dims);
-    rewrites.push_back({&n, std::move(attrs)});
+    rewrites.push_back({&n, std::move(attrs), {n.input(0)}});
   }
   if (rewrites.empty()) return false;
   for (Rewrite& r : rewrites) {
     Node& old = *r.node;
     std::string op = old.op_type(), name = old.name(), source = old.source();
-    std::vector<Value*> data;
-    if (op != "Size" && op != "Range") data.push_back(old.input(0));
     Type type = old.output(0)->type();
     replace_nodes(g, {&old}, {old.output(0)}, [&](Node* before, const std::vector<std::string>& names) {
-      Node* n = g.insert_node(before, op, data, names, std::string(kTccDomain), name);
+      Node* n = g.insert_node(before, op, r.inputs, names, std::string(kTccDomain), name);
       n->set_source(source);
       n->output(0)->set_type(type);
       for (auto& [k, a] : r.attrs) n->set_attr(k, std::move(a));
       return n;
     });
-    ctx.stats.add(op == "Slice"     ? "slices_resolved"
-                  : op == "Reshape" ? "reshapes_resolved"
-                  : op == "Size"    ? "sizes_resolved"
-                  : op == "Range"   ? "ranges_resolved"
-                                    : "expands_resolved");
+    std::string counter = op + "s_resolved";  // "slices_resolved", "sizes_resolved", ...
+    counter[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(counter[0])));
+    ctx.stats.add(counter);
   }
   g.set_opset(std::string(kTccDomain), 1);
   return true;

@@ -267,24 +267,7 @@ void infer_same_as_data(InferContext& ctx) {
 }
 
 std::vector<Tensor> eval_scatter_elements(EvalContext& ctx) {
-  const Tensor& data = ctx.input(0);
-  const Tensor& ind = ctx.input(1);
-  const Tensor& upd = ctx.input(2);
-  if (ind.rank() != data.rank() || ind.shape() != upd.shape())
-    ctx.fail("indices " + shape_str(ind.shape()) + " and updates " + shape_str(upd.shape()) +
-             " must have one shape, of the rank of data " + shape_str(data.shape()));
-  std::string red = scatter_reduction(ctx.node());
-  int64_t axis = normalize_axis(ctx.node(), ctx.node().get_int("axis", 0), static_cast<int64_t>(data.rank()));
-  Tensor out = data.clone();
-  std::vector<int64_t> dst = row_major_strides(data.shape());
-  std::vector<int64_t> idx(ind.rank(), 0);
-  for (int64_t i = 0; i < ind.numel(); ++i) {
-    std::vector<int64_t> at = idx;
-    at[axis] = wrap_index(ctx.node(), ind.get_i64(i), data.shape()[axis]);
-    scatter_into(out, flat_index(at, dst), upd, i, red);
-    advance(idx, ind.shape());
-  }
-  return {out};
+  return {scatter_elements(ctx.node(), ctx.input(0).clone(), ctx.input(1), ctx.input(2), scatter_reduction(ctx.node()))};
 }
 
 std::vector<Tensor> eval_scatter_nd(EvalContext& ctx) {
@@ -923,6 +906,22 @@ std::vector<Tensor> eval_compress(EvalContext& ctx) {
 }
 
 }  // namespace
+
+Tensor scatter_elements(const Node& n, Tensor out, const Tensor& ind, const Tensor& upd, const std::string& reduction) {
+  if (ind.rank() != out.rank() || ind.shape() != upd.shape())
+    n.fail("indices " + shape_str(ind.shape()) + " and updates " + shape_str(upd.shape()) +
+           " must have one shape, of the rank of data " + shape_str(out.shape()));
+  int64_t axis = normalize_axis(n, n.get_int("axis", 0), static_cast<int64_t>(out.rank()));
+  std::vector<int64_t> dst = row_major_strides(out.shape());
+  std::vector<int64_t> idx(ind.rank(), 0);
+  for (int64_t i = 0; i < ind.numel(); ++i) {
+    std::vector<int64_t> at = idx;
+    at[axis] = wrap_index(n, ind.get_i64(i), out.shape()[axis]);
+    scatter_into(out, flat_index(at, dst), upd, i, reduction);
+    advance(idx, ind.shape());
+  }
+  return out;
+}
 
 void register_movement_ops(OpRegistry& r) {
   r.add(OpDef{"", "Transpose", 1, kMovement, infer_transpose, eval_transpose, {}});

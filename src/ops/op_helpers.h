@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "src/ops/op_registry.h"
@@ -12,6 +13,12 @@ namespace tcc {
 
 // Maps a possibly negative axis into [0, rank); fails naming the node when out of range.
 int64_t normalize_axis(const Node& n, int64_t axis, int64_t rank);
+
+// ScatterElements along n's `axis` attribute (src/ops/movement.cc): `out`, the
+// data, with each update written (`reduction` none) or combined (add, mul,
+// max, min) where its index says; negative indices count from the end. Fails
+// naming n on mismatched shapes or an index out of bounds.
+Tensor scatter_elements(const Node& n, Tensor out, const Tensor& ind, const Tensor& upd, const std::string& reduction);
 
 // Multidirectional (NumPy) broadcast of symbolic shapes. Dims that are neither
 // equal nor 1 are unified in the ShapeEnv (they must be equal at run time);

@@ -221,31 +221,13 @@ void infer_tcc_scatter_add(InferContext& ctx) {
 }
 
 std::vector<Tensor> eval_tcc_scatter_add(EvalContext& ctx) {
-  const Tensor& idx = ctx.input(0);
   const Tensor& upd = ctx.input(1);
   std::vector<int64_t> shape = eval_shape_attr(ctx, "shape");
-  if (idx.shape() != upd.shape() || shape.size() != upd.rank()) ctx.fail("indices and updates differ in shape");
-  auto rank = static_cast<int64_t>(shape.size());
-  int64_t axis = ctx.node().get_int("axis", 0);
-  if (axis < 0) axis += rank;
-  if (axis < 0 || axis >= rank) ctx.fail("axis is out of range");
-  Tensor out(upd.dtype(), shape);
-  std::vector<int64_t> strides = row_major_strides(shape);
-  for (int64_t i = 0; i < upd.numel(); ++i) {
-    std::vector<int64_t> at = unravel_index(i, upd.shape());
-    int64_t row = idx.get_i64(i);
-    if (row < 0) row += shape[axis];
-    if (row < 0 || row >= shape[axis])
-      ctx.fail("index " + std::to_string(idx.get_i64(i)) + " is out of range for " + std::to_string(shape[axis]));
-    at[axis] = row;
-    int64_t o = 0;
-    for (int64_t d = 0; d < rank; ++d) {
-      if (d != axis && at[d] >= shape[d]) ctx.fail("updates are larger than the output along axis " + std::to_string(d));
-      o += at[d] * strides[d];
-    }
-    out.set_f64(o, out.get_f64(o) + upd.get_f64(i));
-  }
-  return {out};
+  int64_t axis = normalize_axis(ctx.node(), ctx.node().get_int("axis", 0), static_cast<int64_t>(shape.size()));
+  for (size_t d = 0; d < shape.size() && d < upd.rank(); ++d)
+    if (static_cast<int64_t>(d) != axis && upd.shape()[d] > shape[d])
+      ctx.fail("updates are larger than the output along axis " + std::to_string(d));
+  return {scatter_elements(ctx.node(), Tensor(upd.dtype(), shape), ctx.input(0), upd, "add")};
 }
 
 }  // namespace

@@ -140,7 +140,7 @@ class CudaKernelBench : public autotune::KernelBench {
       d_.check(d_.module_function(&f, module, k_.name.c_str()), "cuModuleGetFunction");
       std::optional<double> t = run(
           [&] {
-            if (k_.zero_outputs) zero_outputs();
+            if (k_.zero_outputs) fill_outputs(0);  // accumulating kernels add into zeros, as the runtime gives them
             launch(f, c);
           },
           note);
@@ -243,19 +243,17 @@ class CudaKernelBench : public autotune::KernelBench {
     }
   }
 
-  // Accumulating kernels add into outputs the runtime zeroes before each launch.
-  void zero_outputs() {
+  // Sets every byte of the kernel's outputs.
+  void fill_outputs(unsigned char byte) {
     for (size_t b = 0; b < buffers_.size(); ++b)
       if (k_.buffers[b].output && buffers_[b]->bytes)
-        d_.check(d_.memset_d8_async(buffers_[b]->ptr, 0, buffers_[b]->bytes, nullptr), "cuMemsetD8Async (zero outputs)");
+        d_.check(d_.memset_d8_async(buffers_[b]->ptr, byte, buffers_[b]->bytes, nullptr), "cuMemsetD8Async (outputs)");
   }
 
   std::optional<double> run(const std::function<void()>& launch, std::string& note) {
     // Outputs start as NaN (all bits set), so a candidate that leaves an
     // element unwritten cannot pass on the previous candidate's value.
-    for (size_t b = 0; b < buffers_.size(); ++b)
-      if (k_.buffers[b].output && buffers_[b]->bytes)
-        d_.check(d_.memset_d8_async(buffers_[b]->ptr, 0xFF, buffers_[b]->bytes, nullptr), "cuMemsetD8Async (outputs)");
+    fill_outputs(0xFF);
     launch();
     d_.check(d_.stream_sync(nullptr), "cuStreamSynchronize");
     if (!matches_reference(note)) return std::nullopt;
