@@ -182,7 +182,7 @@ CommandRunner setup(CLI::App& cmd, bool profile) {
   cmd.add_option("model", o->model, "ONNX model or tcc text IR");
   cmd.add_option("--modes", o->modes, "Comma-separated modes to compare: " + modes)->capture_default_str();
   cmd.add_option("--inputs", o->inputs, "Directory of inputs: input_N.pb or <name>.npy");
-  cmd.add_option("--shapes", o->shapes, "Without --inputs: random inputs with these symbolic sizes, e.g. batch=8");
+  cmd.add_option("--shapes", o->shapes, "Without --inputs: random inputs with these symbolic sizes, e.g. batch=8 (others: 8)");
   cmd.add_option(
       "--report", o->report,
       std::string("Write report.md, report.html, report.json and trace.json here") + (profile ? " (required)" : ""));

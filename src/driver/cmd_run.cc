@@ -145,7 +145,7 @@ CommandRunner setup_run(CLI::App& cmd) {
   auto o = std::make_shared<RunOptions>();
   cmd.add_option("model", o->target, "ONNX model, tcc text IR, or a module directory from tcc compile")->required();
   cmd.add_option("--inputs", o->inputs, "Directory of inputs: input_N.pb (ONNX test layout) or <name>.npy");
-  cmd.add_option("--shapes", o->shapes, "Without --inputs: random inputs with these symbolic sizes, e.g. batch=8");
+  cmd.add_option("--shapes", o->shapes, "Without --inputs: random inputs with these symbolic sizes, e.g. batch=8 (others: 8)");
   cmd.add_option("--model", o->model, "The reference model of a module directory (default: the one it names)");
   cmd.add_flag("--reference", o->reference, "Run the model on the CPU reference interpreter");
   cmd.add_flag("--host", o->host, "Run the compiled module on the CPU (host.so) instead of the GPU");

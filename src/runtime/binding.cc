@@ -78,6 +78,11 @@ int64_t evaluate(const SymExpr& e, const Binding& b, const std::string& what) {
   return *v;
 }
 
+int64_t evaluate(const SymExpr& e, const Binding& b, const KernelInfo& k, const char* field) {
+  if (std::optional<int64_t> v = e.evaluate(b.symbols)) return *v;
+  return evaluate(e, b, "kernel '" + k.name + "' " + field);
+}
+
 Binding bind(const Module& m, const tcc_tensor* inputs, size_t num_inputs, ScalarReader read_scalar, void* ctx) {
   if (num_inputs != m.inputs.size())
     throw InvalidArgument("expected " + std::to_string(m.inputs.size()) + " inputs, got " + std::to_string(num_inputs));
@@ -162,7 +167,7 @@ void check_kernel_buffers(const Module& m, const StepInfo& step, const Binding& 
   for (size_t i = 0; i < k.buffers.size(); ++i) {
     int id = i < step.reads.size() ? step.reads[i] : step.writes[i - step.reads.size()];
     std::vector<int64_t> shape;
-    for (const SymExpr& d : k.buffers[i].shape) shape.push_back(evaluate(d, b, "kernel '" + k.name + "' buffers"));
+    for (const SymExpr& d : k.buffers[i].shape) shape.push_back(evaluate(d, b, k, "buffers"));
     int64_t numel = checked_numel(shape);
     if (numel < 0 || numel > b.nbytes[id] / static_cast<int64_t>(dtype_size(k.buffers[i].dtype)))
       throw BadModule("manifest.json: kernel '" + k.name + "' buffer " + std::to_string(i) + " needs more than the " +

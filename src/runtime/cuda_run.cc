@@ -203,9 +203,27 @@ struct CudaState {
   // Per kernel, the zeroed workspace of a split reduction (launch.workspace_bytes).
   struct KernelWorkspace {
     CUdeviceptr ptr = 0;
-    size_t bytes = 0;
+    size_t bytes = 0;  // allocated
+    size_t used = 0;   // the layout of the last launch
   };
   std::vector<KernelWorkspace> kernel_workspaces;
+  // Per Gemm kernel, its cuBLASLt descriptors and algorithm, kept while the
+  // problem stays the same: the heuristic query costs more than a small
+  // matmul's launch, and a step enqueues the same problems every time.
+  struct GemmPlan {
+    std::vector<int64_t> key;  // sizes, strides, alignments, epilogue, rank asked for
+    cublasLtMatmulDesc_t desc = nullptr;
+    cublasLtMatrixLayout_t first = nullptr, second = nullptr, out = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+    int rank = 0;
+    void release(const CublasLt& lt) {
+      for (cublasLtMatrixLayout_t l : {first, second, out})
+        if (l) lt.layout_destroy(l);
+      if (desc) lt.desc_destroy(desc);
+      *this = {};
+    }
+  };
+  std::map<const KernelInfo*, GemmPlan> gemm_plans;
 
   ~CudaState() {
     const Driver& d = Driver::get();
@@ -215,6 +233,7 @@ struct CudaState {
     for (const KernelWorkspace& w : kernel_workspaces)
       if (w.ptr) d.mem_free(w.ptr);
     if (dnn) Cudnn::get().destroy(dnn);
+    for (auto& [kernel, plan] : gemm_plans) plan.release(CublasLt::get());
     if (lt) CublasLt::get().destroy(lt);
     if (module) d.module_unload(module);
     CUcontext popped;
@@ -304,8 +323,7 @@ uint32_t pointer_alignment(CUdeviceptr p) {
 int run_gemm(CudaState& s, const KernelInfo& k, const std::vector<CUdeviceptr>& buf, const Binding& b,
              CUstream stream) {
   const GemmInfo& g = *k.gemm;
-  const std::string what = "kernel '" + k.name + "' gemm";
-  auto ev = [&](const SymExpr& e) { return evaluate(e, b, what); };
+  auto ev = [&](const SymExpr& e) { return evaluate(e, b, k, "gemm"); };
   int64_t batch = ev(g.batch), m = ev(g.m), n = ev(g.n), kk = ev(g.k);
   if (batch <= 0 || m <= 0 || n <= 0) return g.algo;
   const CublasLt& lt = CublasLt::get();
@@ -315,92 +333,91 @@ int run_gemm(CudaState& s, const KernelInfo& k, const std::vector<CUdeviceptr>& 
   const int d_index = k.num_reads;
   DType in_type = k.buffers[g.a].dtype, out_type = k.buffers[d_index].dtype;
   bool f64 = in_type == DType::F64;
-  cublasComputeType_t compute = f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
-  cudaDataType_t scale_type = f64 ? CUDA_R_64F : CUDA_R_32F;
-
-  cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t first = nullptr, second = nullptr, out = nullptr;
-  cublasLtMatmulPreference_t pref = nullptr;
-  struct Release {
-    const CublasLt& lt;
-    cublasLtMatmulDesc_t& desc;
-    cublasLtMatrixLayout_t *a, *b, *c;
-    cublasLtMatmulPreference_t& pref;
-    ~Release() {
-      for (cublasLtMatrixLayout_t* l : {a, b, c})
-        if (*l) lt.layout_destroy(*l);
-      if (desc) lt.desc_destroy(desc);
-      if (pref) lt.pref_destroy(pref);
-    }
-  } release{lt, desc, &first, &second, &out, pref};
-
-  CublasLt::check(lt.desc_create(&desc, compute, scale_type), "cublasLtMatmulDescCreate");
-  cublasOperation_t op_first = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasOperation_t op_second = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  CublasLt::check(lt.desc_set(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof(op_first)), "TRANSA");
-  CublasLt::check(lt.desc_set(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof(op_second)), "TRANSB");
+  CUdeviceptr c = g.residual >= 0 ? buf[g.residual] : buf[d_index];
   cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   if (g.activation == "relu") epilogue = g.bias >= 0 ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
   else if (g.activation == "gelu_tanh") epilogue = g.bias >= 0 ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
   else if (g.bias >= 0) epilogue = CUBLASLT_EPILOGUE_BIAS;
-  CublasLt::check(lt.desc_set(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)), "EPILOGUE");
-  if (g.bias >= 0) {
-    void* bias = reinterpret_cast<void*>(buf[g.bias]);
-    int32_t bias_type = cuda_type(k.buffers[g.bias].dtype);
-    CublasLt::check(lt.desc_set(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)), "BIAS_POINTER");
-    CublasLt::check(lt.desc_set(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)),
-                    "BIAS_DATA_TYPE");
-  }
-
-  auto layout = [&](cublasLtMatrixLayout_t& l, DType t, int64_t rows, int64_t cols, int64_t ld, int64_t stride) {
-    CublasLt::check(lt.layout_create(&l, cuda_type(t), rows, cols, ld), "cublasLtMatrixLayoutCreate");
-    int32_t count = static_cast<int32_t>(batch);
-    CublasLt::check(lt.layout_set(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)), "BATCH_COUNT");
-    CublasLt::check(lt.layout_set(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)),
-                    "STRIDED_BATCH_OFFSET");
-  };
-  // Row-major B is [k, n] (or [n, k] transposed): column-major n x k (k x n).
-  layout(first, k.buffers[g.b].dtype, g.trans_b ? kk : n, g.trans_b ? n : kk, ev(g.ldb), ev(g.stride_b));
-  layout(second, in_type, g.trans_a ? m : kk, g.trans_a ? kk : m, ev(g.lda), ev(g.stride_a));
-  layout(out, out_type, n, m, ev(g.ldd), ev(g.stride_d));
-
-  CUdeviceptr c = g.residual >= 0 ? buf[g.residual] : buf[d_index];
-
-  // cuBLASLt ranks the algorithms that fit the workspace and the operands'
-  // alignment; the kernel's config names one by rank (0: the first choice). A
-  // rank past the list's end (sizes other than the ones tuned at) runs the last.
-  CublasLt::check(lt.pref_create(&pref), "cublasLtMatmulPreferenceCreate");
-  uint64_t workspace_bytes = CudaState::kWorkspaceBytes;
-  CublasLt::check(lt.pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes, sizeof workspace_bytes),
-                  "MAX_WORKSPACE_BYTES");
+  // cuBLASLt's A is the row-major B, its B the row-major A.
   const std::pair<cublasLtMatmulPreferenceAttributes_t, CUdeviceptr> alignments[] = {
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, buf[g.b]},  // cuBLASLt's A is the row-major B
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, buf[g.b]},
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, buf[g.a]},
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, c},
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, buf[d_index]}};
-  for (const auto& [attr, ptr] : alignments) {
-    uint32_t align = pointer_alignment(ptr);
-    CublasLt::check(lt.pref_set(pref, attr, &align, sizeof align), "MIN_ALIGNMENT");
+  std::vector<int64_t> key = {batch,       m,         n,           kk,        ev(g.lda), ev(g.ldb), ev(g.ldd),
+                              ev(g.stride_a), ev(g.stride_b), ev(g.stride_d), epilogue, g.algo,
+                              g.trans_a,      g.trans_b,      static_cast<int64_t>(in_type), static_cast<int64_t>(out_type)};
+  for (const auto& [attr, ptr] : alignments) key.push_back(pointer_alignment(ptr));
+
+  CudaState::GemmPlan& plan = s.gemm_plans[&k];
+  if (plan.key != key) {
+    plan.release(lt);
+    cublasComputeType_t compute = f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
+    cudaDataType_t scale_type = f64 ? CUDA_R_64F : CUDA_R_32F;
+    CublasLt::check(lt.desc_create(&plan.desc, compute, scale_type), "cublasLtMatmulDescCreate");
+    cublasOperation_t op_first = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t op_second = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    CublasLt::check(lt.desc_set(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof(op_first)), "TRANSA");
+    CublasLt::check(lt.desc_set(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof(op_second)), "TRANSB");
+    CublasLt::check(lt.desc_set(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)), "EPILOGUE");
+    if (g.bias >= 0) {
+      int32_t bias_type = cuda_type(k.buffers[g.bias].dtype);
+      CublasLt::check(lt.desc_set(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)),
+                      "BIAS_DATA_TYPE");
+    }
+    auto layout = [&](cublasLtMatrixLayout_t& l, DType t, int64_t rows, int64_t cols, int64_t ld, int64_t stride) {
+      CublasLt::check(lt.layout_create(&l, cuda_type(t), rows, cols, ld), "cublasLtMatrixLayoutCreate");
+      int32_t count = static_cast<int32_t>(batch);
+      CublasLt::check(lt.layout_set(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)), "BATCH_COUNT");
+      CublasLt::check(lt.layout_set(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)),
+                      "STRIDED_BATCH_OFFSET");
+    };
+    // Row-major B is [k, n] (or [n, k] transposed): column-major n x k (k x n).
+    layout(plan.first, k.buffers[g.b].dtype, g.trans_b ? kk : n, g.trans_b ? n : kk, ev(g.ldb), ev(g.stride_b));
+    layout(plan.second, in_type, g.trans_a ? m : kk, g.trans_a ? kk : m, ev(g.lda), ev(g.stride_a));
+    layout(plan.out, out_type, n, m, ev(g.ldd), ev(g.stride_d));
+
+    // cuBLASLt ranks the algorithms that fit the workspace and the operands'
+    // alignment; the kernel's config names one by rank (0: the first choice). A
+    // rank past the list's end (sizes other than the ones tuned at) runs the last.
+    cublasLtMatmulPreference_t pref = nullptr;
+    CublasLt::check(lt.pref_create(&pref), "cublasLtMatmulPreferenceCreate");
+    std::unique_ptr<std::remove_pointer_t<cublasLtMatmulPreference_t>, cublasStatus_t (*)(cublasLtMatmulPreference_t)>
+        pref_owner(pref, lt.pref_destroy);
+    uint64_t workspace_bytes = CudaState::kWorkspaceBytes;
+    CublasLt::check(
+        lt.pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes, sizeof workspace_bytes),
+        "MAX_WORKSPACE_BYTES");
+    for (const auto& [attr, ptr] : alignments) {
+      uint32_t align = pointer_alignment(ptr);
+      CublasLt::check(lt.pref_set(pref, attr, &align, sizeof align), "MIN_ALIGNMENT");
+    }
+    cublasLtMatmulHeuristicResult_t ranked[kLibraryAlgos] = {};
+    int offered = 0;
+    CublasLt::check(lt.heuristic(s.lt, plan.desc, plan.first, plan.second, plan.out, plan.out, pref,
+                                 std::min(g.algo + 1, kLibraryAlgos), ranked, &offered),
+                    ("cublasLtMatmulAlgoGetHeuristic (kernel '" + k.name + "')").c_str());
+    if (offered == 0) throw CudaError("kernel '" + k.name + "': cuBLASLt offers no algorithm for this problem");
+    plan.rank = std::min(g.algo, offered - 1);
+    plan.algo = ranked[plan.rank].algo;
+    plan.key = std::move(key);
   }
-  cublasLtMatmulHeuristicResult_t ranked[kLibraryAlgos] = {};
-  int offered = 0;
-  CublasLt::check(lt.heuristic(s.lt, desc, first, second, out, out, pref, std::min(g.algo + 1, kLibraryAlgos), ranked,
-                               &offered),
-                  ("cublasLtMatmulAlgoGetHeuristic (" + what + ")").c_str());
-  if (offered == 0) throw CudaError(what + ": cuBLASLt offers no algorithm for this problem");
-  int rank = std::min(g.algo, offered - 1);
-  const cublasLtMatmulAlgo_t& algo = ranked[rank].algo;
+  if (g.bias >= 0) {
+    void* bias = reinterpret_cast<void*>(buf[g.bias]);
+    CublasLt::check(lt.desc_set(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)), "BIAS_POINTER");
+  }
 
   double alpha64 = g.alpha, beta64 = g.residual >= 0 ? g.beta : 0.0;
   float alpha32 = static_cast<float>(alpha64), beta32 = static_cast<float>(beta64);
   const void* alpha = f64 ? static_cast<const void*>(&alpha64) : &alpha32;
   const void* beta = f64 ? static_cast<const void*>(&beta64) : &beta32;
-  CublasLt::check(lt.matmul(s.lt, desc, alpha, reinterpret_cast<void*>(buf[g.b]), first,
-                            reinterpret_cast<void*>(buf[g.a]), second, beta, reinterpret_cast<void*>(c), out,
-                            reinterpret_cast<void*>(buf[d_index]), out, &algo, reinterpret_cast<void*>(s.workspace),
-                            CudaState::kWorkspaceBytes, reinterpret_cast<cudaStream_t>(stream)),
-                  ("cublasLtMatmul (" + what + ")").c_str());
-  return rank;
+  cublasStatus_t status =
+      lt.matmul(s.lt, plan.desc, alpha, reinterpret_cast<void*>(buf[g.b]), plan.first,
+                reinterpret_cast<void*>(buf[g.a]), plan.second, beta, reinterpret_cast<void*>(c), plan.out,
+                reinterpret_cast<void*>(buf[d_index]), plan.out, &plan.algo, reinterpret_cast<void*>(s.workspace),
+                CudaState::kWorkspaceBytes, reinterpret_cast<cudaStream_t>(stream));
+  if (status != CUBLAS_STATUS_SUCCESS) CublasLt::check(status, ("cublasLtMatmul (kernel '" + k.name + "')").c_str());
+  return plan.rank;
 }
 
 cudnnDataType_t cudnn_type(DType t) {
@@ -554,11 +571,13 @@ int run_conv(CudaState& s, const KernelInfo& k, const std::vector<CUdeviceptr>& 
 
 // A split reduction's workspace (docs/MODULE.md), grown to this binding's size.
 // Its arrival counters must start at zero, and the kernel leaves them at zero,
-// so the memory is cleared only when allocated: on the launch's stream, which
-// orders the clearing before the kernel whatever kind of stream it is.
+// so the memory is cleared only when its layout changes: where the counters lie
+// depends on the row count, and a binding with fewer rows would find them in
+// the partials of a larger one. The clearing goes on the launch's stream, which
+// orders it before the kernel whatever kind of stream it is.
 CUdeviceptr kernel_workspace(CudaState& s, const Driver& d, int kernel, const KernelInfo& k, const Binding& b,
                              CUstream stream) {
-  int64_t want = evaluate(k.workspace_bytes, b, "kernel '" + k.name + "' launch.workspace_bytes");
+  int64_t want = evaluate(k.workspace_bytes, b, k, "launch.workspace_bytes");
   if (want <= 0)
     throw BadModule("manifest.json: kernel '" + k.name + "' launch.workspace_bytes: evaluates to " +
                     std::to_string(want) + " bytes");
@@ -571,7 +590,10 @@ CUdeviceptr kernel_workspace(CudaState& s, const Driver& d, int kernel, const Ke
     }
     d.check(d.mem_alloc(&w.ptr, static_cast<size_t>(want)), "cuMemAlloc (kernel workspace)");
     w.bytes = static_cast<size_t>(want);
-    d.check(d.memset_d8_async(w.ptr, 0, w.bytes, stream), "cuMemsetD8Async (kernel workspace)");
+  }
+  if (w.used != static_cast<size_t>(want)) {
+    d.check(d.memset_d8_async(w.ptr, 0, static_cast<size_t>(want), stream), "cuMemsetD8Async (kernel workspace)");
+    w.used = static_cast<size_t>(want);
   }
   return w.ptr;
 }
@@ -579,19 +601,19 @@ CUdeviceptr kernel_workspace(CudaState& s, const Driver& d, int kernel, const Ke
 void launch(const Driver& d, CUfunction f, const KernelInfo& k, const std::vector<CUdeviceptr>& buf,
             CUdeviceptr workspace, const Binding& b, CUstream stream) {
   std::vector<int64_t> sizes;
-  for (const SymExpr& s : k.sizes) sizes.push_back(evaluate(s, b, "kernel '" + k.name + "' sizes"));
+  for (const SymExpr& s : k.sizes) sizes.push_back(evaluate(s, b, k, "sizes"));
   std::vector<void*> params = kernel_params(buf, sizes, workspace);
   static constexpr int64_t kGridLimit[3] = {INT32_MAX, 65535, 65535};
   unsigned grid[3];
   for (int i = 0; i < 3; ++i) {
-    int64_t g = std::max<int64_t>(1, evaluate(k.grid[i], b, "kernel '" + k.name + "' launch.grid"));
+    int64_t g = std::max<int64_t>(1, evaluate(k.grid[i], b, k, "launch.grid"));
     if (g > kGridLimit[i])
       throw CudaError("kernel '" + k.name + "': grid extent " + std::to_string(g) + " exceeds the device limit");
     grid[i] = static_cast<unsigned>(g);
   }
-  d.check(d.launch(f, grid[0], grid[1], grid[2], k.block[0], k.block[1], k.block[2], k.shared_bytes, stream,
-                   params.data(), nullptr),
-          ("cuLaunchKernel " + k.name).c_str());
+  CUresult r = d.launch(f, grid[0], grid[1], grid[2], k.block[0], k.block[1], k.block[2], k.shared_bytes, stream,
+                        params.data(), nullptr);
+  if (r != CUDA_SUCCESS) d.check(r, ("cuLaunchKernel " + k.name).c_str());
 }
 
 }  // namespace

@@ -45,7 +45,7 @@ void run_host(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor
     for (int id : step.reads) args.push_back(ptr[id]);
     for (int id : step.writes) args.push_back(ptr[id]);
     sizes.clear();
-    for (const SymExpr& s : k.sizes) sizes.push_back(evaluate(s, b, "kernel '" + k.name + "' sizes"));
+    for (const SymExpr& s : k.sizes) sizes.push_back(evaluate(s, b, k, "sizes"));
     check_kernel_buffers(m, step, b);
     k.host(args.data(), sizes.data());
   }

@@ -174,12 +174,15 @@ class CudaKernelBench : public autotune::KernelBench {
              "cuLaunchKernel");
   }
 
-  // A split reduction's workspace (codegen/emit.h's LaunchConfig), zeroed when
-  // allocated: its arrival counters start at zero and every launch leaves them so.
+  // A split reduction's workspace (codegen/emit.h's LaunchConfig). Its arrival
+  // counters start at zero and every launch leaves them so, but where they lie
+  // depends on the candidate's split: the memory is cleared whenever the size
+  // asked for changes, so no candidate finds another's partials as counters.
   CUdeviceptr workspace(size_t bytes) {
-    if (!workspace_ || workspace_->bytes < bytes) {
-      workspace_ = std::make_unique<DeviceBuffer>(d_, bytes);
+    if (!workspace_ || workspace_->bytes < bytes) workspace_ = std::make_unique<DeviceBuffer>(d_, bytes);
+    if (workspace_used_ != bytes) {
       d_.check(d_.memset_d8_async(workspace_->ptr, 0, bytes, nullptr), "cuMemsetD8Async (split workspace)");
+      workspace_used_ = bytes;
     }
     return workspace_->ptr;
   }
@@ -302,6 +305,7 @@ class CudaKernelBench : public autotune::KernelBench {
   std::vector<int64_t> size_args_;
   std::vector<std::unique_ptr<DeviceBuffer>> buffers_;
   std::unique_ptr<DeviceBuffer> workspace_;
+  size_t workspace_used_ = 0;
   std::vector<std::vector<int64_t>> shapes_;
   std::vector<Tensor> reference_;
   std::optional<double> default_us_;

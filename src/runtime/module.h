@@ -198,6 +198,9 @@ void check_outputs(const Module& m, const Binding& b, const tcc_tensor* outputs,
 
 // Evaluates e under the binding's symbols; BadModule naming `what` if it does not evaluate.
 int64_t evaluate(const SymExpr& e, const Binding& b, const std::string& what);
+// The same for a field of a kernel's manifest entry ("sizes", "launch.grid"):
+// the launch path's form, which builds the kernel's name into a message only on failure.
+int64_t evaluate(const SymExpr& e, const Binding& b, const KernelInfo& k, const char* field);
 
 // Checks that the values a kernel step binds hold the bytes its buffers need at these sizes.
 void check_kernel_buffers(const Module& m, const StepInfo& step, const Binding& b);

@@ -62,7 +62,8 @@ class AutotuneCli : public ::testing::Test {
 };
 
 TEST_F(AutotuneCli, WithoutAGpuSaysSoPrintsTheTableAndWritesNothing) {
-  CliResult r = run_tcc("autotune " + shell_quote(fixture("gpt2_block.onnx")) + " --cache " + at("tune.json"));
+  CliResult r =
+      run_tcc("autotune " + shell_quote(fixture("gpt2_block.onnx")) + " --cache " + at("tune.json"), kNoGpuEnv);
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "tcc autotune: no GPU present (")) << r.output;
   EXPECT_TRUE(contains(r.output, "configurations chosen by heuristics and from the cache (no tuning cache entries); "
@@ -81,7 +82,8 @@ TEST_F(AutotuneCli, ImportedEntriesAreChosenWithoutAGpuAndNeverRewritten) {
   CliResult imp = run_tcc("autotune --cache " + at("tune.json") + " --import " + at("h100.json"));
   ASSERT_EQ(imp.code, 0) << imp.output;
   std::string before = read(dir_ / "tune.json");
-  CliResult r = run_tcc("autotune " + shell_quote(fixture("gpt2_block.onnx")) + " --cache " + at("tune.json"));
+  CliResult r =
+      run_tcc("autotune " + shell_quote(fixture("gpt2_block.onnx")) + " --cache " + at("tune.json"), kNoGpuEnv);
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "cache entries of NVIDIA H100 80GB HBM3, the only device in the cache")) << r.output;
   EXPECT_TRUE(contains(r.output, "2.00 us  100.0%  <- chosen (cache)")) << r.output;
@@ -165,11 +167,13 @@ TEST_F(AutotuneCli, BadFlagsAndFilesExitTwoWithAClearMessage) {
   EXPECT_FALSE(fs::exists(dir_ / "out.json"));
 }
 
+// Compiles as a machine without a GPU does (a GPU would tune what the cache lacks).
 class AutotuneCompile : public AutotuneCli {
  protected:
   CliResult compile(const std::string& out, const std::string& flags) {
     return run_tcc("compile " + shell_quote(fixture("gpt2_block.onnx")) + " -o " + at(out) +
-                   " --arch sm_90 --no-ptx " + flags);
+                       " --arch sm_90 --no-ptx " + flags,
+                   kNoGpuEnv);
   }
   json manifest(const std::string& out) { return json::parse(read(dir_ / out / "manifest.json")); }
   static const json& feature(const json& m, const std::string& name) {

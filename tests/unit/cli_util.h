@@ -32,6 +32,11 @@ inline CliResult run_tcc(const std::string& args, const std::string& env = "", i
   return {WEXITSTATUS(status), out};
 }
 
+// The environment that hides every GPU from a child (the CUDA driver then
+// finds no device), for tests of what tcc does without one that must hold on
+// a GPU machine too.
+inline const std::string kNoGpuEnv = "CUDA_VISIBLE_DEVICES=";
+
 // Quotes a path for the shell command line run_tcc builds.
 inline std::string shell_quote(const std::string& s) {
   std::string q = "'";
