@@ -16,10 +16,17 @@ mode:
   max_diff_loss          |loss - eager loss| after one step from the same weights
   max_diff_grad          max |grad - eager grad| over the parameters (torch modes)
 
-tcc's columns: its cold and warm compile times always (tcc compile needs no
-GPU); step timings through `tcc bench` when that subcommand is built, otherwise
-the row says why they are missing. Results go to
-bench/results/<date>-<device>-peer.json.
+tcc's rows: `tcc compile --train --emit-onnx` builds the training step from the
+exported forward (its wall time is train_build_s, autodiff and a default compile
+included); `tcc run` runs that step once on the GPU from the same weights and
+inputs as PyTorch, and max_diff_loss / max_diff_param compare its loss and
+updated parameters with PyTorch eager's first step (parameters matched by name;
+an exporter's renamed weights are left out); `tcc bench` times the step in each
+mode, compile_s being that mode's compile of the training graph (tuning
+included in max-autotune). peak_mem_bytes is PyTorch's only: tcc's memory is
+its planned arena, shown by `tcc compile`. Every subprocess runs under a
+timeout, and the JSON is rewritten after every row, so a run cut short keeps
+what it measured. Results go to bench/results/<date>-<device>-peer.json.
 
 Models (--models):
   mlp     Linear(1024, 4096) ReLU Linear(4096, 4096) ReLU Linear(4096, 1024), batch 256, Adam
@@ -42,6 +49,7 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TORCH_MODES = ["eager", "default", "reduce-overhead", "max-autotune"]
 TCC_MODES = ["eager", "default", "reduce-overhead", "max-autotune"]  # the issue's columns; see tcc_modes()
+LR = 1e-3
 TRAIN_FLAGS = ["--train", "--loss-fn", "mse", "--loss-on", "output", "--label", "target", "--optimizer", "adam"]
 
 
@@ -53,6 +61,7 @@ def parse_args(argv):
     ap.add_argument("--warmup", type=int, default=5, help="steps before measuring")
     ap.add_argument("--out-dir", default=str(ROOT / "bench" / "results"), help="where the JSON goes")
     ap.add_argument("--device-name", default=None, help="name for the file (default: torch's device name)")
+    ap.add_argument("--timeout", type=int, default=300, help="seconds for each tcc subprocess")
     return ap.parse_args(argv)
 
 
@@ -99,6 +108,19 @@ def build_models(torch):
     }
 
 
+def export(torch, spec, path):
+    """The forward as ONNX (opset 17) with the same weights as the PyTorch rows' model."""
+    torch.manual_seed(0)
+    model, x = spec["module"]().eval(), (torch.randn(*spec["input"]),)
+    try:  # the TorchScript exporter, while this torch still has it
+        torch.onnx.export(model, x, path, input_names=["input"], output_names=["output"],
+                          dynamic_axes=spec["dynamic"], opset_version=17, dynamo=False)
+    except Exception as e:  # newer torch: the dynamo exporter
+        print(f"note: TorchScript export failed ({type(e).__name__}: {e}); using dynamo=True", file=sys.stderr)
+        torch.onnx.export(model, x, path, input_names=["input"], output_names=["output"],
+                          dynamic_axes=spec["dynamic"], opset_version=17, dynamo=True)
+
+
 def make_step(torch, model, opt):
     def step(x, target):
         opt.zero_grad(set_to_none=True)
@@ -119,7 +141,7 @@ def torch_row(torch, spec, mode, args, reference):
         def fresh():
             torch.manual_seed(0)
             model = spec["module"]().cuda()
-            step = make_step(torch, model, torch.optim.Adam(model.parameters(), lr=1e-3))
+            step = make_step(torch, model, torch.optim.Adam(model.parameters(), lr=LR))
             if mode != "eager":
                 torch._dynamo.reset()
                 step = torch.compile(step, mode=mode)
@@ -136,8 +158,9 @@ def torch_row(torch, spec, mode, args, reference):
         torch.cuda.synchronize()
         row["first_step_s"] = time.perf_counter() - t0
         grads = {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
-        if reference is None:
-            reference = {"loss": float(loss), "grads": grads}
+        if reference is None:  # eager's first step: tcc's rows compare with it too
+            params = {n: p.detach().clone() for n, p in model.named_parameters()}
+            reference = {"loss": float(loss), "grads": grads, "params": params, "x": x, "target": target}
         else:
             row["max_diff_loss"] = abs(float(loss) - reference["loss"])
             row["max_diff_grad"] = max(float((grads[n] - g).abs().max()) for n, g in reference["grads"].items())
@@ -169,58 +192,70 @@ def torch_row(torch, spec, mode, args, reference):
 
 # ----------------------------------------------------------------------------- tcc
 
-def tcc_bench_available(tcc):
-    """(available, why): the tcc binary exists and its bench subcommand is built."""
-    if not os.path.exists(tcc):
-        return False, f"{tcc} does not exist (build it first: scripts/test, or cmake --build build)"
-    # --help succeeds either way; a bare `tcc bench` says "not built yet" until the subcommand lands.
-    r = subprocess.run([tcc, "bench"], capture_output=True, text=True)
-    text = (r.stdout + r.stderr).strip()
-    if "not built" in text:
-        return False, text.splitlines()[-1]
-    return True, ""
-
-
 def tcc_modes(tcc):
     """The modes this tcc build has: the unindented lines of `tcc compile --list-modes`."""
     r = subprocess.run([tcc, "compile", "--list-modes"], capture_output=True, text=True)
     return {line.strip() for line in r.stdout.splitlines() if line and not line[0].isspace()}
 
 
-def tcc_rows(args, name, spec, onnx_path, bench_ok, bench_why):
-    rows = []
-    known = tcc_modes(args.tcc) if os.path.exists(args.tcc) else set()
-    for mode in TCC_MODES:
-        row = {"framework": "tcc", "mode": mode}
-        if mode not in known:
-            row.update(steps_per_s=None, why=f"tcc has no '{mode}' mode (tcc compile --list-modes: {sorted(known)})")
-            rows.append(row)
-            continue
-        out = tempfile.mkdtemp(prefix=f"tcc-{name}-{mode}-")
-        cmd = [args.tcc, "compile", onnx_path, "-o", out, "--mode", mode, "--shape-hint", spec["hints"], *TRAIN_FLAGS]
-        times = []
-        for _ in range(2):  # cold, then warm (whatever cache the mode keeps)
-            t0 = time.perf_counter()
-            r = subprocess.run(cmd, capture_output=True, text=True)
-            times.append(time.perf_counter() - t0)
-            if r.returncode != 0:
-                row["error"] = f"tcc compile exited {r.returncode}: {(r.stdout + r.stderr).strip()[-400:]}"
-                break
-        if "error" not in row:
-            row["cold_compile_s"], row["warm_compile_s"] = times
-            row["compile_summary"] = r.stdout
-            if bench_ok:
-                b = subprocess.run([args.tcc, "bench", out, "--steps", str(args.steps), "--warmup", str(args.warmup),
-                                    "--format", "json"], capture_output=True, text=True)
-                if b.returncode == 0:
-                    row.update(json.loads(b.stdout))
-                else:
-                    row["error"] = f"tcc bench exited {b.returncode}: {(b.stdout + b.stderr).strip()[-400:]}"
-            else:
-                row["steps_per_s"] = None
-                row["why"] = bench_why
-        shutil.rmtree(out, ignore_errors=True)
-        rows.append(row)
+def run_tcc(args, cmd):
+    """(ok, output, seconds) of one tcc command under --timeout."""
+    t0 = time.perf_counter()
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+    except subprocess.TimeoutExpired:
+        return False, f"{' '.join(cmd[:2])} timed out after {args.timeout} s", time.perf_counter() - t0
+    out = (r.stdout + r.stderr).strip()
+    if r.returncode != 0:
+        return False, f"{' '.join(cmd[:2])} exited {r.returncode}: {out[-400:]}", time.perf_counter() - t0
+    return True, out, time.perf_counter() - t0
+
+
+def tcc_check(args, train, work, x, target, reference):
+    """One training step through `tcc run` on the GPU, against PyTorch eager's first step."""
+    import numpy as np
+    inputs, outputs = os.path.join(work, "inputs"), os.path.join(work, "outputs")
+    os.makedirs(inputs, exist_ok=True)
+    np.save(os.path.join(inputs, "input.npy"), x.cpu().numpy())
+    np.save(os.path.join(inputs, "target.npy"), target.cpu().numpy())
+    np.save(os.path.join(inputs, "lr.npy"), np.array(LR, dtype=np.float32))
+    np.save(os.path.join(inputs, "step.npy"), np.array(1, dtype=np.float32))
+    ok, out, _ = run_tcc(args, [args.tcc, "run", train, "--inputs", inputs, "-o", outputs, "--format", "npy"])
+    if not ok:
+        return {"check_error": out}
+    check = {"max_diff_loss": abs(float(np.load(os.path.join(outputs, "loss.npy"))) - reference["loss"])}
+    diffs = [float(np.abs(np.load(path) - p.cpu().numpy()).max())
+             for n, p in reference["params"].items()
+             if os.path.exists(path := os.path.join(outputs, f"{n}.updated.npy"))]
+    check["params_compared"] = len(diffs)
+    if diffs:
+        check["max_diff_param"] = max(diffs)
+    return check
+
+
+def tcc_rows(args, name, spec, onnx_path, x, target, reference, work):
+    known = tcc_modes(args.tcc)
+    modes = [m for m in TCC_MODES if m in known]
+    rows = [{"framework": "tcc", "mode": m, "steps_per_s": None, "why": f"tcc has no '{m}' mode"}
+            for m in TCC_MODES if m not in known]
+    train = os.path.join(work, f"{name}-train.onnx")
+    module = os.path.join(work, f"{name}-module")
+    ok, out, build_s = run_tcc(args, [args.tcc, "compile", onnx_path, "-o", module, "--shape-hint", spec["hints"],
+                                      *TRAIN_FLAGS, "--emit-onnx", train])
+    if not ok:
+        return rows + [{"framework": "tcc", "mode": m, "error": out} for m in modes]
+    common = {"train_build_s": build_s, "compile_summary": out, **tcc_check(args, train, work, x, target, reference)}
+    report = os.path.join(work, f"{name}-report")
+    ok, out, _ = run_tcc(args, [args.tcc, "bench", train, "--modes", ",".join(modes), "--shapes", spec["hints"],
+                                "--warmup", str(args.warmup), "--iterations", str(args.steps), "--report", report])
+    if not ok:
+        return rows + [{"framework": "tcc", "mode": m, "error": out, **common} for m in modes]
+    with open(os.path.join(report, "report.json")) as f:
+        measured = {m["mode"]: m for m in json.load(f)["modes"]}
+    for m in modes:
+        r = measured[m]
+        rows.append({"framework": "tcc", "mode": m, "steps_per_s": r["steps_per_s"], "compile_s": r["compile_s"],
+                     "note": r["note"], **common})
     return rows
 
 
@@ -236,42 +271,46 @@ def main(argv):
         sys.exit("peer_train.py needs a CUDA device")
     device_name = args.device_name or torch.cuda.get_device_name(0).replace(" ", "-")
     specs = build_models(torch)
-    bench_ok, bench_why = tcc_bench_available(args.tcc)
-    if not bench_ok:
-        print(f"note: tcc step timings are missing: {bench_why}", file=sys.stderr)
 
     results = {"date": datetime.date.today().isoformat(), "device": device_name, "torch": torch.__version__,
                "python": platform.python_version(), "steps": args.steps, "warmup": args.warmup, "models": {}}
+    out_dir = pathlib.Path(args.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{results['date']}-{device_name}-peer.json"
+
+    def save():  # after every row, so a run cut short keeps what it measured
+        path.write_text(json.dumps(results, indent=2, default=str) + "\n")
+
     work = tempfile.mkdtemp(prefix="peer-train-")
     for name in args.models.split(","):
         if name not in specs:
             sys.exit(f"--models: unknown model '{name}' (known: {', '.join(specs)})")
         spec = specs[name]
         rows, reference = [], None
+        results["models"][name] = rows
         for mode in TORCH_MODES:
             row, reference = torch_row(torch, spec, mode, args, reference)
             rows.append(row)
-            print(f"{name} pytorch {mode}: {row}", file=sys.stderr)
+            save()
+            print(f"{name} pytorch {mode}: {row}", file=sys.stderr, flush=True)
 
-        torch.manual_seed(0)
         onnx_path = os.path.join(work, f"{name}.onnx")
-        torch.onnx.export(spec["module"]().eval(), (torch.randn(*spec["input"]),), onnx_path, input_names=["input"],
-                          output_names=["output"], dynamic_axes=spec["dynamic"], opset_version=17, dynamo=False)
-        for row in tcc_rows(args, name, spec, onnx_path, bench_ok, bench_why):
-            rows.append(row)
-            shown = {k: v for k, v in row.items() if k != "compile_summary"}
-            print(f"{name} tcc {row['mode']}: {shown}", file=sys.stderr)
+        export(torch, spec, onnx_path)
+        if reference is None or "x" not in reference:
+            rows.append({"framework": "tcc", "error": "PyTorch eager failed: nothing to compare tcc with"})
+        else:
+            for row in tcc_rows(args, name, spec, onnx_path, reference["x"], reference["target"], reference, work):
+                rows.append(row)
+                shown = {k: v for k, v in row.items() if k != "compile_summary"}
+                print(f"{name} tcc {row['mode']}: {shown}", file=sys.stderr, flush=True)
         eager = rows[0].get("steps_per_s")
         for row in rows:
             if eager and row.get("steps_per_s"):
                 row["speedup_vs_eager"] = row["steps_per_s"] / eager
-        results["models"][name] = rows
+        summaries = {row.pop("compile_summary", None) for row in rows} - {None}
+        results.setdefault("tcc_compile_summary", {})[name] = "".join(summaries)
+        save()
     shutil.rmtree(work, ignore_errors=True)
-
-    out_dir = pathlib.Path(args.out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"{results['date']}-{device_name}-peer.json"
-    path.write_text(json.dumps(results, indent=2) + "\n")
     print(path)
 
 

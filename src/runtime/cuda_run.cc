@@ -224,6 +224,25 @@ struct CudaState {
     }
   };
   std::map<const KernelInfo*, GemmPlan> gemm_plans;
+  // Per Conv kernel, its cuDNN descriptors and algorithm, kept likewise.
+  struct ConvPlan {
+    std::vector<int> key;  // dims, pads, strides, dilations, groups, activation, dtype, the rank asked for
+    cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
+    cudnnFilterDescriptor_t w = nullptr;
+    cudnnConvolutionDescriptor_t conv = nullptr;
+    cudnnActivationDescriptor_t act = nullptr;
+    cudnnConvolutionFwdAlgo_t algo{};
+    int rank = 0;
+    void release(const Cudnn& dnn) {
+      for (cudnnTensorDescriptor_t t : {x, y, bias})
+        if (t) dnn.tensor_destroy(t);
+      if (w) dnn.filter_destroy(w);
+      if (conv) dnn.conv_destroy(conv);
+      if (act) dnn.act_destroy(act);
+      *this = {};
+    }
+  };
+  std::map<const KernelInfo*, ConvPlan> conv_plans;
 
   ~CudaState() {
     const Driver& d = Driver::get();
@@ -232,6 +251,7 @@ struct CudaState {
       if (p) d.mem_free(p);
     for (const KernelWorkspace& w : kernel_workspaces)
       if (w.ptr) d.mem_free(w.ptr);
+    for (auto& [kernel, plan] : conv_plans) plan.release(Cudnn::get());
     if (dnn) Cudnn::get().destroy(dnn);
     for (auto& [kernel, plan] : gemm_plans) plan.release(CublasLt::get());
     if (lt) CublasLt::get().destroy(lt);
@@ -430,19 +450,6 @@ cudnnDataType_t cudnn_type(DType t) {
   }
 }
 
-// A cuDNN descriptor destroyed when it goes out of scope.
-template <typename T, typename Destroy>
-struct Descriptor {
-  T handle = nullptr;
-  Destroy destroy;
-  explicit Descriptor(Destroy d) : destroy(d) {}
-  Descriptor(const Descriptor&) = delete;
-  Descriptor& operator=(const Descriptor&) = delete;
-  ~Descriptor() {
-    if (handle) destroy(handle);
-  }
-};
-
 // y = act(conv(x, w) + bias + residual), NCHW. cuDNN tensors have at least
 // four dims, so a 1-D convolution runs as 2-D with a trailing spatial dim of 1.
 // With Relu and a bias, one fused cudnnConvolutionBiasActivationForward (z is
@@ -451,10 +458,10 @@ struct Descriptor {
 int run_conv(CudaState& s, const KernelInfo& k, const std::vector<CUdeviceptr>& buf, const Binding& b,
              CUstream stream) {
   const ConvInfo& c = *k.conv;
-  const std::string what = "kernel '" + k.name + "' conv";
   auto ev = [&](const SymExpr& e) {
-    int64_t v = evaluate(e, b, what);
-    if (v > INT32_MAX) throw CudaError(what + ": extent " + std::to_string(v) + " exceeds cuDNN's int dims");
+    int64_t v = evaluate(e, b, k, "conv");
+    if (v > INT32_MAX)
+      throw CudaError("kernel '" + k.name + "' conv: extent " + std::to_string(v) + " exceeds cuDNN's int dims");
     return static_cast<int>(v);
   };
   std::vector<int> xdims = {ev(c.n), ev(c.c)}, ydims = {ev(c.n), ev(c.k)};
@@ -482,54 +489,67 @@ int run_conv(CudaState& s, const KernelInfo& k, const std::vector<CUdeviceptr>& 
   ensure_workspace(s, d);
   dnn.check(dnn.set_stream(s.dnn, reinterpret_cast<cudaStream_t>(stream)), "cudnnSetStream");
   DType dtype = k.buffers[k.num_reads].dtype;
-  cudnnDataType_t type = cudnn_type(dtype);
   bool f64 = dtype == DType::F64;
 
-  auto tensor = [&](Descriptor<cudnnTensorDescriptor_t, decltype(dnn.tensor_destroy)>& t, const std::vector<int>& dims) {
-    std::vector<int> strides_of(dims.size(), 1);
-    for (size_t i = dims.size() - 1; i-- > 0;) strides_of[i] = strides_of[i + 1] * dims[i + 1];
-    dnn.check(dnn.tensor_create(&t.handle), what + ": cudnnCreateTensorDescriptor");
-    dnn.check(dnn.tensor_set(t.handle, type, static_cast<int>(dims.size()), dims.data(), strides_of.data()),
-              what + ": cudnnSetTensorNdDescriptor");
-  };
-  Descriptor<cudnnTensorDescriptor_t, decltype(dnn.tensor_destroy)> xd(dnn.tensor_destroy), yd(dnn.tensor_destroy),
-      bd(dnn.tensor_destroy);
-  tensor(xd, xdims);
-  tensor(yd, ydims);
-  std::vector<int> bdims(ydims.size(), 1);
-  bdims[1] = ydims[1];
-  tensor(bd, bdims);
-  Descriptor<cudnnFilterDescriptor_t, decltype(dnn.filter_destroy)> wd(dnn.filter_destroy);
-  dnn.check(dnn.filter_create(&wd.handle), what + ": cudnnCreateFilterDescriptor");
-  dnn.check(dnn.filter_set(wd.handle, type, CUDNN_TENSOR_NCHW, static_cast<int>(wdims.size()), wdims.data()),
-            what + ": cudnnSetFilterNdDescriptor");
-  Descriptor<cudnnConvolutionDescriptor_t, decltype(dnn.conv_destroy)> cd(dnn.conv_destroy);
-  dnn.check(dnn.conv_create(&cd.handle), what + ": cudnnCreateConvolutionDescriptor");
-  // ONNX Conv is a cross-correlation (the filter is not flipped).
-  dnn.check(dnn.conv_set(cd.handle, static_cast<int>(pads.size()), pads.data(), strides.data(), dilations.data(),
-                         CUDNN_CROSS_CORRELATION, f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT),
-            what + ": cudnnSetConvolutionNdDescriptor");
-  dnn.check(dnn.conv_set_groups(cd.handle, static_cast<int>(c.groups)), what + ": cudnnSetConvolutionGroupCount");
-  // CUDNN_DEFAULT_MATH lets f32 convolutions run as TF32 on Ampere and later;
-  // FMA keeps them f32, as the host run and cuBLASLt's CUBLAS_COMPUTE_32F are.
-  cudnnMathType_t math = dtype == DType::F32 ? CUDNN_FMA_MATH : f64 ? CUDNN_DEFAULT_MATH : CUDNN_TENSOR_OP_MATH;
-  dnn.check(dnn.conv_set_math(cd.handle, math), what + ": cudnnSetConvolutionMathType");
-
-  // cuDNN's heuristics rank the algorithms; of those that fit the workspace,
-  // the kernel's config names one by rank (0: the first; past the end: the last).
-  cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-  int returned = 0;
-  dnn.check(dnn.forward_algorithms(s.dnn, xd.handle, wd.handle, cd.handle, yd.handle, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
-                                   &returned, perf),
-            what + ": cudnnGetConvolutionForwardAlgorithm_v7");
-  const cudnnConvolutionFwdAlgoPerf_t* algo = nullptr;
-  int rank = -1;
-  for (int i = 0; i < returned && rank < c.algo; ++i)
-    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= CudaState::kWorkspaceBytes) {
-      algo = &perf[i];
-      ++rank;
+  std::vector<int> key = xdims;
+  key.insert(key.end(), ydims.begin(), ydims.end());
+  key.insert(key.end(), wdims.begin(), wdims.end());
+  for (const std::vector<int>* v : {&pads, &strides, &dilations}) key.insert(key.end(), v->begin(), v->end());
+  key.insert(key.end(), {static_cast<int>(c.groups), c.activation == "relu", static_cast<int>(dtype), c.algo});
+  CudaState::ConvPlan& plan = s.conv_plans[&k];
+  if (plan.key != key) {
+    plan.release(dnn);
+    const std::string what = "kernel '" + k.name + "' conv";
+    cudnnDataType_t type = cudnn_type(dtype);
+    auto tensor = [&](cudnnTensorDescriptor_t& t, const std::vector<int>& dims) {
+      std::vector<int> strides_of(dims.size(), 1);
+      for (size_t i = dims.size() - 1; i-- > 0;) strides_of[i] = strides_of[i + 1] * dims[i + 1];
+      dnn.check(dnn.tensor_create(&t), what + ": cudnnCreateTensorDescriptor");
+      dnn.check(dnn.tensor_set(t, type, static_cast<int>(dims.size()), dims.data(), strides_of.data()),
+                what + ": cudnnSetTensorNdDescriptor");
+    };
+    tensor(plan.x, xdims);
+    tensor(plan.y, ydims);
+    std::vector<int> bdims(ydims.size(), 1);
+    bdims[1] = ydims[1];
+    tensor(plan.bias, bdims);
+    dnn.check(dnn.filter_create(&plan.w), what + ": cudnnCreateFilterDescriptor");
+    dnn.check(dnn.filter_set(plan.w, type, CUDNN_TENSOR_NCHW, static_cast<int>(wdims.size()), wdims.data()),
+              what + ": cudnnSetFilterNdDescriptor");
+    dnn.check(dnn.conv_create(&plan.conv), what + ": cudnnCreateConvolutionDescriptor");
+    // ONNX Conv is a cross-correlation (the filter is not flipped).
+    dnn.check(dnn.conv_set(plan.conv, static_cast<int>(pads.size()), pads.data(), strides.data(), dilations.data(),
+                           CUDNN_CROSS_CORRELATION, f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT),
+              what + ": cudnnSetConvolutionNdDescriptor");
+    dnn.check(dnn.conv_set_groups(plan.conv, static_cast<int>(c.groups)), what + ": cudnnSetConvolutionGroupCount");
+    // CUDNN_DEFAULT_MATH lets f32 convolutions run as TF32 on Ampere and later;
+    // FMA keeps them f32, as the host run and cuBLASLt's CUBLAS_COMPUTE_32F are.
+    cudnnMathType_t math = dtype == DType::F32 ? CUDNN_FMA_MATH : f64 ? CUDNN_DEFAULT_MATH : CUDNN_TENSOR_OP_MATH;
+    dnn.check(dnn.conv_set_math(plan.conv, math), what + ": cudnnSetConvolutionMathType");
+    if (c.activation == "relu") {
+      dnn.check(dnn.act_create(&plan.act), what + ": cudnnCreateActivationDescriptor");
+      // For Relu, cuDNN documents coef as an upper bound on the output: the largest double leaves it unbounded.
+      dnn.check(
+          dnn.act_set(plan.act, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, std::numeric_limits<double>::max()),
+          what + ": cudnnSetActivationDescriptor");
     }
-  if (!algo) throw CudaError(what + ": cuDNN has no forward algorithm within the workspace");
+    // cuDNN's heuristics rank the algorithms; of those that fit the workspace,
+    // the kernel's config names one by rank (0: the first; past the end: the last).
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    int returned = 0;
+    dnn.check(dnn.forward_algorithms(s.dnn, plan.x, plan.w, plan.conv, plan.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+                                     &returned, perf),
+              what + ": cudnnGetConvolutionForwardAlgorithm_v7");
+    int rank = -1;
+    for (int i = 0; i < returned && rank < c.algo; ++i)
+      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= CudaState::kWorkspaceBytes) {
+        plan.algo = perf[i].algo;
+        ++rank;
+      }
+    if (rank < 0) throw CudaError(what + ": cuDNN has no forward algorithm within the workspace");
+    plan.rank = rank;
+    plan.key = std::move(key);
+  }
 
   double one64 = 1, zero64 = 0;
   float one32 = 1, zero32 = 0;
@@ -540,33 +560,27 @@ int run_conv(CudaState& s, const KernelInfo& k, const std::vector<CUdeviceptr>& 
   void* w = ptr(c.w);
   void* y = ptr(k.num_reads);
   void* ws = reinterpret_cast<void*>(s.workspace);
-  Descriptor<cudnnActivationDescriptor_t, decltype(dnn.act_destroy)> ad(dnn.act_destroy);
-  if (c.activation == "relu") {
-    dnn.check(dnn.act_create(&ad.handle), what + ": cudnnCreateActivationDescriptor");
-    // For Relu, cuDNN documents coef as an upper bound on the output: the largest double leaves it unbounded.
-    dnn.check(dnn.act_set(ad.handle, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, std::numeric_limits<double>::max()),
-              what + ": cudnnSetActivationDescriptor");
-  }
+  // The launch path names the kernel in a message only on failure.
+  auto call = [&](cudnnStatus_t st, const char* api) {
+    if (st != CUDNN_STATUS_SUCCESS) dnn.check(st, "kernel '" + k.name + "' conv: " + api);
+  };
   if (c.activation == "relu" && c.bias >= 0) {
     void* z = c.residual >= 0 ? ptr(c.residual) : y;
-    dnn.check(dnn.forward_bias_activation(s.dnn, one, xd.handle, x, wd.handle, w, cd.handle, algo->algo, ws,
-                                          CudaState::kWorkspaceBytes, c.residual >= 0 ? one : zero, yd.handle, z,
-                                          bd.handle, ptr(c.bias), ad.handle, yd.handle, y),
-              what + ": cudnnConvolutionBiasActivationForward");
-    return rank;
+    call(dnn.forward_bias_activation(s.dnn, one, plan.x, x, plan.w, w, plan.conv, plan.algo, ws,
+                                     CudaState::kWorkspaceBytes, c.residual >= 0 ? one : zero, plan.y, z, plan.bias,
+                                     ptr(c.bias), plan.act, plan.y, y),
+         "cudnnConvolutionBiasActivationForward");
+    return plan.rank;
   }
-  dnn.check(dnn.forward(s.dnn, one, xd.handle, x, wd.handle, w, cd.handle, algo->algo, ws, CudaState::kWorkspaceBytes,
-                        zero, yd.handle, y),
-            what + ": cudnnConvolutionForward");
-  if (c.bias >= 0)
-    dnn.check(dnn.add_tensor(s.dnn, one, bd.handle, ptr(c.bias), one, yd.handle, y), what + ": cudnnAddTensor (bias)");
+  call(dnn.forward(s.dnn, one, plan.x, x, plan.w, w, plan.conv, plan.algo, ws, CudaState::kWorkspaceBytes, zero,
+                   plan.y, y),
+       "cudnnConvolutionForward");
+  if (c.bias >= 0) call(dnn.add_tensor(s.dnn, one, plan.bias, ptr(c.bias), one, plan.y, y), "cudnnAddTensor (bias)");
   if (c.residual >= 0)
-    dnn.check(dnn.add_tensor(s.dnn, one, yd.handle, ptr(c.residual), one, yd.handle, y),
-              what + ": cudnnAddTensor (residual)");
+    call(dnn.add_tensor(s.dnn, one, plan.y, ptr(c.residual), one, plan.y, y), "cudnnAddTensor (residual)");
   if (c.activation == "relu")
-    dnn.check(dnn.activation_forward(s.dnn, ad.handle, one, yd.handle, y, zero, yd.handle, y),
-              what + ": cudnnActivationForward");
-  return rank;
+    call(dnn.activation_forward(s.dnn, plan.act, one, plan.y, y, zero, plan.y, y), "cudnnActivationForward");
+  return plan.rank;
 }
 
 // A split reduction's workspace (docs/MODULE.md), grown to this binding's size.
