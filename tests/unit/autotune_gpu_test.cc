@@ -44,6 +44,10 @@ TEST_F(AutotuneGpu, EveryCandidateRunsAndMatchesTheDefault) {
       std::optional<double> t = bench->time_us(c, note);
       // cuBLASLt may offer fewer algorithms than there are ranks; its first always runs.
       if (!t && c.algo > 0 && note.find("the library offers ") == 0) continue;
+      // A candidate far slower than the default is dropped, but only after its
+      // output matched: it ran correctly (on the H100, block=256 rows=4 of the
+      // block's first reduction took 63.5 us against the default's 5.3 us).
+      if (!t && note.find("over the time bound: ") == 0) continue;
       ASSERT_TRUE(t) << k.name << " " << config_text(k, c) << ": " << note;
       EXPECT_GT(*t, 0);
     }
