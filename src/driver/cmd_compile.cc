@@ -114,16 +114,22 @@ ExitCode run_compile(CompileCli& c) {
   CompileTimings& t = m.timings;
   auto start = std::chrono::steady_clock::now();
   auto stage = start;
+  // The pipeline below makes the min-cut choice; the comparison plans both
+  // choices on copies of the training step it loads itself, on other threads
+  // while this one loads and builds the step it compiles.
+  std::future<SavedActivations> comparison;
+  if (c.train.train)
+    comparison = std::async(std::launch::async, [&] {
+      return compare_saved_activations([&] { return load_training_step(c.train, c.model); }, o.shape_hints);
+    });
   auto model = load_model(c.model);
   // With --train the module is the training step: inputs gain the label, lr,
   // step and optimizer state, outputs are the loss and the updated parameters.
   std::optional<TrainingGraph> training = apply_train_flags(c.train, *model);
   t.load = ms_since(stage);
   hinted_sizes(*model->graph, o.shape_hints);  // a hint for a symbol the model lacks fails before any work
-  // The pipeline below makes the min-cut choice; the comparison plans both choices on copies.
   std::optional<SavedActivations> activations;
-  if (training)
-    activations = compare_saved_activations([&] { return load_training_step(c.train, c.model); }, o.shape_hints);
+  if (training) activations = comparison.get();
 
   stage = std::chrono::steady_clock::now();
   ShapeInfo info = infer_shapes(*model->graph);
