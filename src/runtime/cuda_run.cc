@@ -211,7 +211,7 @@ struct CudaState {
   // problem stays the same: the heuristic query costs more than a small
   // matmul's launch, and a step enqueues the same problems every time.
   struct GemmPlan {
-    std::vector<int64_t> key;  // sizes, strides, alignments, epilogue, rank asked for
+    std::vector<int64_t> key;  // sizes, strides, epilogue, rank asked for, dtypes, alignments
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t first = nullptr, second = nullptr, out = nullptr;
     cublasLtMatmulAlgo_t algo{};
@@ -358,16 +358,19 @@ int run_gemm(CudaState& s, const KernelInfo& k, const std::vector<CUdeviceptr>& 
   if (g.activation == "relu") epilogue = g.bias >= 0 ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
   else if (g.activation == "gelu_tanh") epilogue = g.bias >= 0 ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
   else if (g.bias >= 0) epilogue = CUBLASLT_EPILOGUE_BIAS;
+  int64_t lda = ev(g.lda), ldb = ev(g.ldb), ldd = ev(g.ldd);
+  int64_t stride_a = ev(g.stride_a), stride_b = ev(g.stride_b), stride_d = ev(g.stride_d);
   // cuBLASLt's A is the row-major B, its B the row-major A.
-  const std::pair<cublasLtMatmulPreferenceAttributes_t, CUdeviceptr> alignments[] = {
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, buf[g.b]},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, buf[g.a]},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, c},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, buf[d_index]}};
-  std::vector<int64_t> key = {batch,       m,         n,           kk,        ev(g.lda), ev(g.ldb), ev(g.ldd),
-                              ev(g.stride_a), ev(g.stride_b), ev(g.stride_d), epilogue, g.algo,
-                              g.trans_a,      g.trans_b,      static_cast<int64_t>(in_type), static_cast<int64_t>(out_type)};
-  for (const auto& [attr, ptr] : alignments) key.push_back(pointer_alignment(ptr));
+  const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> alignments[] = {
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, pointer_alignment(buf[g.b])},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, pointer_alignment(buf[g.a])},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, pointer_alignment(c)},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, pointer_alignment(buf[d_index])}};
+  int64_t bias_dtype = g.bias >= 0 ? static_cast<int64_t>(k.buffers[g.bias].dtype) : -1;
+  std::vector<int64_t> key = {batch,    m,        n,         kk,        lda,       ldb,      ldd,
+                              stride_a, stride_b, stride_d,  epilogue,  g.algo,    g.trans_a, g.trans_b,
+                              static_cast<int64_t>(in_type), static_cast<int64_t>(out_type), bias_dtype};
+  for (const auto& [attr, align] : alignments) key.push_back(align);
 
   CudaState::GemmPlan& plan = s.gemm_plans[&k];
   if (plan.key != key) {
@@ -393,9 +396,9 @@ int run_gemm(CudaState& s, const KernelInfo& k, const std::vector<CUdeviceptr>& 
                       "STRIDED_BATCH_OFFSET");
     };
     // Row-major B is [k, n] (or [n, k] transposed): column-major n x k (k x n).
-    layout(plan.first, k.buffers[g.b].dtype, g.trans_b ? kk : n, g.trans_b ? n : kk, ev(g.ldb), ev(g.stride_b));
-    layout(plan.second, in_type, g.trans_a ? m : kk, g.trans_a ? kk : m, ev(g.lda), ev(g.stride_a));
-    layout(plan.out, out_type, n, m, ev(g.ldd), ev(g.stride_d));
+    layout(plan.first, k.buffers[g.b].dtype, g.trans_b ? kk : n, g.trans_b ? n : kk, ldb, stride_b);
+    layout(plan.second, in_type, g.trans_a ? m : kk, g.trans_a ? kk : m, lda, stride_a);
+    layout(plan.out, out_type, n, m, ldd, stride_d);
 
     // cuBLASLt ranks the algorithms that fit the workspace and the operands'
     // alignment; the kernel's config names one by rank (0: the first choice). A
@@ -408,10 +411,8 @@ int run_gemm(CudaState& s, const KernelInfo& k, const std::vector<CUdeviceptr>& 
     CublasLt::check(
         lt.pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes, sizeof workspace_bytes),
         "MAX_WORKSPACE_BYTES");
-    for (const auto& [attr, ptr] : alignments) {
-      uint32_t align = pointer_alignment(ptr);
+    for (const auto& [attr, align] : alignments)
       CublasLt::check(lt.pref_set(pref, attr, &align, sizeof align), "MIN_ALIGNMENT");
-    }
     cublasLtMatmulHeuristicResult_t ranked[kLibraryAlgos] = {};
     int offered = 0;
     CublasLt::check(lt.heuristic(s.lt, plan.desc, plan.first, plan.second, plan.out, plan.out, pref,
