@@ -149,31 +149,28 @@ SymExpr SymExpr::substitute(const std::map<std::string, SymExpr>& env) const {
 }
 
 std::optional<int64_t> SymExpr::evaluate(const std::map<std::string, int64_t>& env) const {
+  // An opaque division is re-derived from its parts by substitution.
+  auto substituted = [&]() -> std::optional<int64_t> {
+    std::map<std::string, SymExpr> subst;
+    for (const auto& [k, v] : env) subst.emplace(k, constant(v));
+    SymExpr r = substitute(subst);
+    if (!r.is_constant()) return std::nullopt;
+    return r.constant_value();
+  };
   // A polynomial over named symbols evaluates term by term without building
-  // expressions: the runtime evaluates launch sizes for every kernel it
-  // enqueues. An opaque division takes the substituting path below.
+  // expressions: the runtime evaluates launch sizes for every kernel it enqueues.
   int64_t total = 0;
-  bool opaque = false;
   for (const auto& [m, c] : terms_) {
     int64_t term = c;
     for (const auto& atom : m) {
-      if (is_opaque_atom(atom)) {
-        opaque = true;
-        break;
-      }
+      if (is_opaque_atom(atom)) return substituted();
       auto it = env.find(atom);
       if (it == env.end()) return std::nullopt;
       term *= it->second;
     }
-    if (opaque) break;
     total += term;
   }
-  if (!opaque) return total;
-  std::map<std::string, SymExpr> subst;
-  for (const auto& [k, v] : env) subst.emplace(k, constant(v));
-  SymExpr r = substitute(subst);
-  if (!r.is_constant()) return std::nullopt;
-  return r.constant_value();
+  return total;
 }
 
 std::set<std::string> SymExpr::symbols() const {
