@@ -1,9 +1,7 @@
 #include "frontends/load_model.h"
 
-#include <fstream>
-#include <sstream>
-
 #include "frontends/onnx/onnx_importer.h"
+#include "frontends/read_file.h"
 #include "src/ir/text.h"
 #include "src/ir/verifier.h"
 
@@ -29,11 +27,7 @@ bool looks_like_text_ir(const std::string& bytes) {
 }  // namespace
 
 std::unique_ptr<Model> load_model(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw InputError(path + ": cannot open model file");
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  std::string bytes = ss.str();
+  std::string bytes = read_file_bytes(path, "model file");
   if (bytes.empty()) throw InputError(path + ": model file is empty");
   std::unique_ptr<Model> m =
       looks_like_text_ir(bytes) ? parse_model(bytes, path) : import_onnx_bytes(bytes, path);

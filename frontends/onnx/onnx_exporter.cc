@@ -3,7 +3,14 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/wire_format_lite.h>
+
+#include <cstdint>
 #include <fstream>
+#include <limits>
+#include <sstream>
+#include <vector>
 
 #include "frontends/onnx/tensor_proto.h"
 
@@ -40,7 +47,9 @@ void value_info(const Value& v, onnx::ValueInfoProto* p) {
   type_to_proto(v.type(), p->mutable_type());
 }
 
-void graph_to_proto(const Graph& g, onnx::GraphProto* gp);
+// With `weights`, the graph's initializers are listed there (in the order they
+// would take in gp) instead of being encoded: the writer streams their bytes.
+void graph_to_proto(const Graph& g, onnx::GraphProto* gp, std::vector<const Value*>* weights = nullptr);
 
 void attribute_to_proto(const std::string& name, const Attribute& a, onnx::AttributeProto* p) {
   p->set_name(name);
@@ -80,14 +89,18 @@ void attribute_to_proto(const std::string& name, const Attribute& a, onnx::Attri
   }
 }
 
-void graph_to_proto(const Graph& g, onnx::GraphProto* gp) {
+void graph_to_proto(const Graph& g, onnx::GraphProto* gp, std::vector<const Value*>* weights) {
   gp->set_name(g.name().empty() ? "main" : g.name());
+  auto add_initializer = [&](const Value* v) {
+    if (weights) weights->push_back(v);
+    else tensor_to_proto(v->initializer(), v->name(), gp->add_initializer());
+  };
   for (const Value* v : g.inputs()) {
     value_info(*v, gp->add_input());
-    if (v->is_initializer()) tensor_to_proto(v->initializer(), v->name(), gp->add_initializer());
+    if (v->is_initializer()) add_initializer(v);
   }
   for (const Value* v : g.initializers())
-    if (!v->is_graph_input()) tensor_to_proto(v->initializer(), v->name(), gp->add_initializer());
+    if (!v->is_graph_input()) add_initializer(v);
   for (const auto& n : g.nodes()) {
     onnx::NodeProto* np = gp->add_node();
     np->set_name(n->name());
@@ -105,9 +118,48 @@ void graph_to_proto(const Graph& g, onnx::GraphProto* gp) {
   for (const Value* v : g.outputs()) value_info(*v, gp->add_output());
 }
 
-}  // namespace
+namespace pb = google::protobuf;
 
-std::string export_onnx_bytes(const Model& model) {
+// The key and length that start a length-delimited field.
+std::string field_prefix(int field, uint64_t length) {
+  uint8_t buf[20];  // two varints of at most 10 bytes each
+  uint8_t* end = pb::io::CodedOutputStream::WriteVarint32ToArray(
+      pb::internal::WireFormatLite::MakeTag(field, pb::internal::WireFormatLite::WIRETYPE_LENGTH_DELIMITED), buf);
+  end = pb::io::CodedOutputStream::WriteVarint64ToArray(length, end);
+  return std::string(reinterpret_cast<const char*>(buf), end - buf);
+}
+
+// One main-graph initializer as GraphProto.initializer bytes: the TensorProto
+// without its data, then raw_data written straight from the tensor.
+struct Weight {
+  std::string head;            // the initializer field's prefix and the TensorProto's other fields
+  std::string data_prefix;     // raw_data's key and length (empty for strings, encoded in head)
+  const Tensor* data = nullptr;
+  uint64_t size() const { return head.size() + data_prefix.size() + (data ? data->nbytes() : 0); }
+};
+
+Weight encode_weight(const Value& v) {
+  onnx::TensorProto p;
+  Weight w;
+  const Tensor& t = v.initializer();
+  if (t.dtype() == DType::String) {
+    tensor_to_proto(t, v.name(), &p);
+  } else {
+    tensor_header_to_proto(t, v.name(), &p);
+    w.data_prefix = field_prefix(onnx::TensorProto::kRawDataFieldNumber, t.nbytes());
+    w.data = &t;
+  }
+  std::string fields = p.SerializeAsString();
+  w.head = field_prefix(onnx::GraphProto::kInitializerFieldNumber,
+                        fields.size() + w.data_prefix.size() + (w.data ? t.nbytes() : 0)) +
+           fields;
+  return w;
+}
+
+// Writes the ModelProto to `out` without building it whole in memory: the
+// model's fields, then the graph field whose initializers' bytes come straight
+// from the tensors, so a model's weights are copied once, into the stream.
+void write_model(const Model& model, std::ostream& out, const std::string& path) {
   onnx::ModelProto mp;
   mp.set_ir_version(kIrVersion);
   mp.set_producer_name("tcc");
@@ -121,17 +173,43 @@ std::string export_onnx_bytes(const Model& model) {
     e->set_key(key);
     e->set_value(value);
   }
-  graph_to_proto(*model.graph, mp.mutable_graph());
-  std::string bytes;
-  TCC_CHECK(mp.SerializeToString(&bytes)) << "serializing the ModelProto failed";
-  return bytes;
+  onnx::GraphProto graph;
+  std::vector<const Value*> initializers;
+  graph_to_proto(*model.graph, &graph, &initializers);
+  std::vector<Weight> weights;
+  std::string graph_fields = graph.SerializeAsString();
+  uint64_t graph_size = graph_fields.size();
+  for (const Value* v : initializers) {
+    weights.push_back(encode_weight(*v));
+    graph_size += weights.back().size();
+  }
+  std::string model_fields = mp.SerializeAsString();
+  std::string graph_prefix = field_prefix(onnx::ModelProto::kGraphFieldNumber, graph_size);
+  // protobuf reads no message of 2 GiB or more, so neither would any ONNX reader.
+  uint64_t total = model_fields.size() + graph_prefix.size() + graph_size;
+  if (total > static_cast<uint64_t>(std::numeric_limits<int32_t>::max()))
+    throw InputError(path + ": the ONNX model would take " + std::to_string(total) +
+                     " bytes, over protobuf's 2 GiB limit on one message");
+  out << model_fields << graph_prefix << graph_fields;
+  for (const Weight& w : weights) {
+    out << w.head << w.data_prefix;
+    if (w.data) out.write(reinterpret_cast<const char*>(w.data->raw()), static_cast<std::streamsize>(w.data->nbytes()));
+  }
+}
+
+}  // namespace
+
+std::string export_onnx_bytes(const Model& model) {
+  std::ostringstream out;
+  write_model(model, out, "<memory>");
+  return std::move(out).str();
 }
 
 void export_onnx_file(const Model& model, const std::string& path) {
-  std::string bytes = export_onnx_bytes(model);
   std::ofstream f(path, std::ios::binary);
   if (!f) throw InputError(path + ": cannot open for writing (--emit-onnx)");
-  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  write_model(model, f, path);
+  f.close();
   if (!f) throw InputError(path + ": writing the ONNX model failed");
 }
 

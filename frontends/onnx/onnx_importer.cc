@@ -3,11 +3,10 @@
 #include <onnx/onnx_pb.h>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <unordered_set>
 
 #include "frontends/onnx/tensor_proto.h"
+#include "frontends/read_file.h"
 
 namespace tcc {
 
@@ -104,7 +103,8 @@ class Importer {
  public:
   Importer(std::string file, std::string data_dir) : file_(std::move(file)), data_dir_(std::move(data_dir)) {}
 
-  std::unique_ptr<Model> run(const onnx::ModelProto& mp) {
+  // Consumes mp: initializer and tensor-attribute bytes move into the IR.
+  std::unique_ptr<Model> run(onnx::ModelProto& mp) {
     auto m = std::make_unique<Model>();
     m->graph->set_file(file_);
     m->producer = mp.producer_name();
@@ -123,7 +123,7 @@ class Importer {
     }
     if (!mp.has_graph()) fail("the model has no graph");
     reserve_names(mp.graph());
-    import_graph(mp.graph(), *m->graph);
+    import_graph(*mp.mutable_graph(), *m->graph);
     return m;
   }
 
@@ -195,15 +195,16 @@ class Importer {
     }
   }
 
-  void import_graph(const onnx::GraphProto& gp, Graph& g) {
+  void import_graph(onnx::GraphProto& gp, Graph& g) {
     g.set_name(gp.name());
     if (gp.sparse_initializer_size() > 0)
       fail("graph '" + gp.name() + "' has sparse initializers, which tcc does not read");
     std::unordered_set<std::string> initializer_names;
-    for (const auto& tp : gp.initializer()) {
+    for (auto& tp : *gp.mutable_initializer()) {
       if (tp.name().empty()) fail("graph '" + gp.name() + "' has an initializer without a name");
-      g.add_initializer(tp.name(), tensor_from_proto(tp, {file_, data_dir_, ""}));
-      initializer_names.insert(tp.name());
+      std::string name = tp.name();
+      g.add_initializer(name, tensor_from_proto(std::move(tp), {file_, data_dir_, ""}));
+      initializer_names.insert(std::move(name));
     }
     // Old IR versions list weights as graph inputs too; they are initializers.
     for (const auto& vi : gp.input()) {
@@ -214,7 +215,7 @@ class Importer {
     // Outputs first, inputs second, so nodes listed out of order still link.
     std::vector<Node*> nodes;
     for (int i = 0; i < gp.node_size(); ++i) nodes.push_back(add_node(gp.node(i), i, g));
-    for (int i = 0; i < gp.node_size(); ++i) link_node(gp.node(i), *nodes[i], g);
+    for (int i = 0; i < gp.node_size(); ++i) link_node(*gp.mutable_node(i), *nodes[i], g);
 
     for (const auto& vi : gp.output()) {
       Value* v = g.find(vi.name());
@@ -258,7 +259,7 @@ class Importer {
     return g.add_node(np.op_type(), {}, outs, domain, name);
   }
 
-  void link_node(const onnx::NodeProto& np, Node& n, Graph& g) {
+  void link_node(onnx::NodeProto& np, Node& n, Graph& g) {
     n.set_source(node_source(np));
     for (int i = 0; i < np.input_size(); ++i) {
       const std::string& in = np.input(i);
@@ -270,14 +271,14 @@ class Importer {
       if (!v) n.fail("input '" + in + "' is never defined (no graph input, initializer or node output has that name)");
       n.set_input(i, v);
     }
-    for (const auto& a : np.attribute()) {
+    for (auto& a : *np.mutable_attribute()) {
       if (a.name().empty()) n.fail("has an attribute without a name");
       if (n.has_attr(a.name())) n.fail("has attribute '" + a.name() + "' twice");
       n.set_attr(a.name(), attribute_from_proto(a, n, g));
     }
   }
 
-  Attribute attribute_from_proto(const onnx::AttributeProto& a, Node& n, Graph& g) {
+  Attribute attribute_from_proto(onnx::AttributeProto& a, Node& n, Graph& g) {
     if (!a.ref_attr_name().empty())
       n.fail("attribute '" + a.name() + "' refers to function attribute '" + a.ref_attr_name() +
              "'; tcc does not import ONNX functions");
@@ -290,12 +291,12 @@ class Importer {
       case onnx::AttributeProto::STRINGS: return Attribute::of_strings({a.strings().begin(), a.strings().end()});
       case onnx::AttributeProto::TENSOR: {
         std::string context = "node '" + n.name() + "' (" + n.op_type() + ") attribute '" + a.name() + "': ";
-        return Attribute::of_tensor(tensor_from_proto(a.t(), {file_, data_dir_, context}));
+        return Attribute::of_tensor(tensor_from_proto(std::move(*a.mutable_t()), {file_, data_dir_, context}));
       }
       case onnx::AttributeProto::GRAPH: {
         auto region = std::make_shared<Graph>();
         region->set_parent(&g, &n);
-        import_graph(a.g(), *region);
+        import_graph(*a.mutable_g(), *region);
         return Attribute::of_graph(std::move(region));
       }
       default:
@@ -397,11 +398,7 @@ std::unique_ptr<Model> import_onnx_bytes(const std::string& bytes, const std::st
 }
 
 std::unique_ptr<Model> import_onnx_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw InputError(path + ": cannot open model file");
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return import_onnx_bytes(ss.str(), path);
+  return import_onnx_bytes(read_file_bytes(path, "model file"), path);
 }
 
 }  // namespace tcc

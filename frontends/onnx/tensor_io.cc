@@ -11,19 +11,12 @@
 #include <sstream>
 
 #include "frontends/onnx/tensor_proto.h"
+#include "frontends/read_file.h"
 #include "src/diag/diagnostics.h"
 
 namespace tcc {
 
 namespace {
-
-std::string read_file(const std::string& path, const char* what) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw InputError(path + ": cannot open " + what);
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 void write_file(const std::string& path, const std::string& bytes) {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
@@ -186,7 +179,7 @@ uint32_t read_le(const std::string& s, size_t at, size_t n) {
 }  // namespace
 
 Tensor read_tensor_pb(const std::string& path, std::string* name) {
-  std::string bytes = read_file(path, "tensor file");
+  std::string bytes = read_file_bytes(path, "tensor file");
   if (bytes.empty()) throw InputError(path + ": not a valid TensorProto file (the file is empty)");
   onnx::TensorProto p;
   if (!p.ParseFromString(bytes)) throw InputError(path + ": not a valid TensorProto file (protobuf parse failed)");
@@ -204,7 +197,7 @@ void write_tensor_pb(const std::string& path, const Tensor& t, const std::string
 }
 
 Tensor read_npy(const std::string& path) {
-  std::string bytes = read_file(path, ".npy file");
+  std::string bytes = read_file_bytes(path, ".npy file");
   auto bad = [&](const std::string& msg) { return InputError(path + ": not a valid .npy file: " + msg); };
   if (bytes.size() < kNpyMagicSize + 4 || bytes.compare(0, kNpyMagicSize, kNpyMagic) != 0)
     throw bad("it does not start with the NumPy magic string");

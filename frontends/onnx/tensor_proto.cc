@@ -22,7 +22,9 @@ namespace {
 
 class Decoder {
  public:
-  Decoder(const onnx::TensorProto& p, const TensorOrigin& o) : p_(p), o_(o) {}
+  // With `movable`, a raw_data payload moves out of it rather than being copied.
+  Decoder(const onnx::TensorProto& p, const TensorOrigin& o, onnx::TensorProto* movable = nullptr)
+      : p_(p), o_(o), movable_(movable) {}
 
   Tensor decode() {
     std::optional<DType> dt = dtype_from_onnx(p_.data_type());
@@ -41,7 +43,7 @@ class Decoder {
     if (p_.has_segment()) fail("is segmented (TensorProto.segment), which tcc does not read");
 
     if (p_.data_location() == onnx::TensorProto_DataLocation_EXTERNAL) return from_external();
-    if (p_.has_raw_data()) return from_raw(p_.raw_data());
+    if (p_.has_raw_data()) return from_raw();
     return from_typed_fields();
   }
 
@@ -64,10 +66,12 @@ class Decoder {
            std::to_string(expected_bytes()) + " bytes";
   }
 
-  Tensor from_raw(const std::string& raw) const {
+  Tensor from_raw() const {
+    const std::string& raw = p_.raw_data();
     if (dtype_ == DType::String) fail("is a string tensor with raw_data; strings must be in string_data");
     if (raw.size() != expected_bytes())
       fail("has " + std::to_string(raw.size()) + " bytes of raw_data but " + need_text());
+    if (movable_) return Tensor::from_string_bytes(dtype_, shape_, std::move(*movable_->mutable_raw_data()));
     std::vector<std::byte> bytes(raw.size());
     std::memcpy(bytes.data(), raw.data(), raw.size());
     return Tensor::from_bytes(dtype_, shape_, std::move(bytes));
@@ -194,6 +198,7 @@ class Decoder {
 
   const onnx::TensorProto& p_;
   const TensorOrigin& o_;
+  onnx::TensorProto* movable_;
   DType dtype_ = DType::Undefined;
   std::vector<int64_t> shape_;
   int64_t numel_ = 0;
@@ -205,12 +210,20 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const TensorOrigin& origin)
   return Decoder(p, origin).decode();
 }
 
-void tensor_to_proto(const Tensor& t, const std::string& name, onnx::TensorProto* p) {
+Tensor tensor_from_proto(onnx::TensorProto&& p, const TensorOrigin& origin) {
+  return Decoder(p, origin, &p).decode();
+}
+
+void tensor_header_to_proto(const Tensor& t, const std::string& name, onnx::TensorProto* p) {
   TCC_CHECK(t.defined()) << "encoding an undefined tensor";
   p->Clear();
   p->set_name(name);
   p->set_data_type(static_cast<int32_t>(t.dtype()));
   for (int64_t d : t.shape()) p->add_dims(d);
+}
+
+void tensor_to_proto(const Tensor& t, const std::string& name, onnx::TensorProto* p) {
+  tensor_header_to_proto(t, name, p);
   if (t.dtype() == DType::String) {
     for (const auto& s : t.strings()) p->add_string_data(s);
   } else {

@@ -27,8 +27,13 @@ struct TensorOrigin {
 // data_dir is an InputError naming the file and the tensor; nothing is
 // allocated before the sizes are known to match the bytes present.
 Tensor tensor_from_proto(const onnx::TensorProto& p, const TensorOrigin& origin);
+// Same, but raw_data moves into the tensor instead of being copied (p loses it).
+Tensor tensor_from_proto(onnx::TensorProto&& p, const TensorOrigin& origin);
 
 // Encodes a tensor as raw_data (string_data for strings).
 void tensor_to_proto(const Tensor& t, const std::string& name, onnx::TensorProto* p);
+// Encodes all but the data: name, data type and dims (the exporter streams
+// raw_data after them).
+void tensor_header_to_proto(const Tensor& t, const std::string& name, onnx::TensorProto* p);
 
 }  // namespace tcc

@@ -50,14 +50,13 @@ std::string mib(int64_t bytes) {
 
 }  // namespace
 
-SavedActivations compare_saved_activations(const std::function<std::unique_ptr<Model>()>& make_step,
-                                           const std::map<std::string, int64_t>& hints) {
+SavedActivations compare_saved_activations(const Model& step, const std::map<std::string, int64_t>& hints) {
   SavedActivations s;
-  // Each choice is planned on its own copy of the step: the min-cut one on another thread.
-  std::future<Planned> min_cut = std::async(std::launch::async, [&] { return plan(make_step(), true, hints); });
-  std::unique_ptr<Model> step = make_step();
-  s.sizes = hinted_sizes(*step->graph, hints);
-  Planned all = plan(std::move(step), false, hints);
+  s.sizes = hinted_sizes(*step.graph, hints);
+  // Both copies are made here, before either thread changes its own.
+  std::future<Planned> min_cut =
+      std::async(std::launch::async, [&, copy = clone_model(step)]() mutable { return plan(std::move(copy), true, hints); });
+  Planned all = plan(clone_model(step), false, hints);
   Planned cut = min_cut.get();
   auto counter = [&](const char* name) {
     auto it = cut.recompute.counters.find(name);

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -23,12 +22,11 @@ struct SavedActivations {
   std::map<std::string, int64_t> sizes;  // what the symbols were evaluated at
 };
 
-// `make_step` builds the training graph (src/autodiff) afresh, before any
-// pass; each choice takes its own copy through the compile pipeline up to
-// fusion, the schedule and the memory planner. `hints` sizes the symbols (1
-// when absent).
-SavedActivations compare_saved_activations(const std::function<std::unique_ptr<Model>()>& make_step,
-                                           const std::map<std::string, int64_t>& hints);
+// `step` is the training graph as src/autodiff built it, before any pass;
+// each choice takes its own copy of it (clone_model) through the compile
+// pipeline up to fusion, the schedule and the memory planner, on a thread of
+// its own. `step` is only read. `hints` sizes the symbols (1 when absent).
+SavedActivations compare_saved_activations(const Model& step, const std::map<std::string, int64_t>& hints);
 
 // Two lines for explain's and compile's reports.
 std::string describe_saved_activations(const SavedActivations& s);

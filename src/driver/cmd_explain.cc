@@ -3,6 +3,7 @@
 // whose effect is computed, and CI gates (exit 1 when one trips). With
 // --train it explains the training step built from the model (src/autodiff).
 #include <fstream>
+#include <future>
 #include <iostream>
 #include <map>
 #include <sstream>
@@ -131,14 +132,16 @@ ExitCode run_explain(ExplainCli& c) {
   std::map<std::string, int64_t> hints = parse_sizes(c.shape_hints, "--shape-hint");
   auto model = load_model(c.model);
   std::optional<TrainingGraph> tg = apply_train_flags(c.train, *model);
+  std::future<void> emitted = emit_onnx(c.train, *model);
   std::optional<SavedActivations> saved;
   if (tg) {
     simulate_training_inputs(c, *tg, *model);
-    saved = compare_saved_activations([&] { return load_training_step(c.train, c.model); }, hints);
+    saved = compare_saved_activations(*model, hints);
   } else if (!hints.empty()) {
     throw InputError("--shape-hint needs --train (it sizes the training step's memory comparison)");
   }
   ExplainReport report = explain_model(*model, c.opts, OpRegistry::get());
+  emitted.get();
   std::string text;
   if (c.format == "json") {
     nlohmann::json j = render_json(report);

@@ -1,7 +1,6 @@
 // Shared training flags of explain and compile (see train_flags.h).
 #include "src/driver/train_flags.h"
 
-#include "frontends/load_model.h"
 #include "frontends/onnx/onnx_exporter.h"
 
 namespace tcc {
@@ -46,14 +45,17 @@ std::optional<TrainingGraph> apply_train_flags(const TrainFlags& f, Model& model
              !f.opts.param_patterns.empty() || f.optimizer != "none" || f.opts.lr_as_scalar) {
     throw InputError("--loss, --loss-fn, --loss-on, --label, --params, --optimizer and --lr-as-scalar need --train");
   }
-  if (!f.emit_onnx.empty()) export_onnx_file(model, f.emit_onnx);
   return built;
 }
 
-std::unique_ptr<Model> load_training_step(const TrainFlags& f, const std::string& path) {
-  std::unique_ptr<Model> m = load_model(path);
-  build_training_graph(*m, train_options(f));
-  return m;
+std::future<void> emit_onnx(const TrainFlags& f, const Model& model) {
+  if (f.emit_onnx.empty()) {
+    std::promise<void> nothing;
+    nothing.set_value();
+    return nothing.get_future();
+  }
+  return std::async(std::launch::async,
+                    [path = f.emit_onnx, copy = clone_model(model)] { export_onnx_file(*copy, path); });
 }
 
 }  // namespace tcc

@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <future>
 #include <map>
 #include <memory>
 #include <optional>
@@ -31,12 +32,12 @@ void add_train_flags(CLI::App& cmd, TrainFlags& f);
 
 // With --train, rewrites `model` into its training step and returns what was
 // built; without it, refuses the training-only flags and returns nullopt.
-// Either way --emit-onnx then writes the graph as it now is.
 std::optional<TrainingGraph> apply_train_flags(const TrainFlags& f, Model& model);
 
-// The training step of the model file at `path` as --train's flags describe
-// it, built afresh (nothing emitted): the copies the memory comparison plans,
-// cheaper than copying a graph with its weights.
-std::unique_ptr<Model> load_training_step(const TrainFlags& f, const std::string& path);
+// --emit-onnx: writes `model` as it is now, on a thread of its own, from a copy
+// that shares the weights, so the caller may go on changing `model` (a large
+// model's write then overlaps the compile). Without the flag the future is
+// ready at once; get() rethrows a failed write.
+std::future<void> emit_onnx(const TrainFlags& f, const Model& model);
 
 }  // namespace tcc

@@ -273,4 +273,65 @@ std::unordered_map<const Value*, std::vector<std::pair<Node*, size_t>>> Graph::c
   return users;
 }
 
+std::unique_ptr<Graph> Graph::clone() const {
+  TCC_CHECK(!parent_) << "clone() copies a main graph; regions are copied with the node that holds them";
+  auto dst = std::make_unique<Graph>();
+  std::unordered_map<const Value*, Value*> map;
+  clone_into(*dst, map);
+  return dst;
+}
+
+void Graph::clone_into(Graph& dst, std::unordered_map<const Value*, Value*>& map) const {
+  dst.name_ = name_;
+  dst.opsets_ = opsets_;
+  dst.file_ = file_;
+  dst.fresh_counter_ = fresh_counter_;
+  auto copy_value = [&](const Value* from, Value* to) {
+    to->type_ = from->type_;
+    to->init_ = from->init_;
+    map[from] = to;
+  };
+  for (const Value* v : inputs_) copy_value(v, dst.add_input(v->name_, v->type_));
+  for (const Value* v : initializers_) copy_value(v, dst.add_initializer(v->name_, *v->init_));
+  // Every node and its outputs first, so regions find all of this graph's values.
+  for (const auto& n : nodes_) {
+    std::vector<std::string> outs;
+    for (const Value* v : n->outputs_) outs.push_back(v->name_);
+    Node* copy = dst.add_node(n->op_type_, {}, outs, n->domain_, n->name_);
+    copy->source_ = n->source_;
+    for (size_t i = 0; i < outs.size(); ++i) copy_value(n->outputs_[i], copy->outputs_[i]);
+  }
+  auto mapped = [&](const Value* v) -> Value* {
+    if (!v) return nullptr;
+    auto it = map.find(v);
+    TCC_CHECK(it != map.end()) << "value '" << v->name_ << "' is read but defined nowhere the copy can see";
+    return it->second;
+  };
+  for (size_t k = 0; k < nodes_.size(); ++k) {
+    const Node& n = *nodes_[k];
+    Node& copy = *dst.nodes_[k];
+    for (const Value* in : n.inputs_) copy.inputs_.push_back(mapped(in));
+    for (const auto& [key, a] : n.attrs_) {
+      Attribute attr = a;
+      if (a.kind == Attribute::Kind::Graph) {
+        attr.g = std::make_shared<Graph>();
+        attr.g->set_parent(&dst, &copy);
+        a.g->clone_into(*attr.g, map);
+      }
+      copy.attrs_.emplace(key, std::move(attr));
+    }
+  }
+  for (const Value* v : outputs_) dst.outputs_.push_back(mapped(v));
+}
+
+std::unique_ptr<Model> clone_model(const Model& m) {
+  auto copy = std::make_unique<Model>();
+  copy->graph = m.graph->clone();
+  copy->path = m.path;
+  copy->producer = m.producer;
+  copy->ir_version = m.ir_version;
+  copy->metadata = m.metadata;
+  return copy;
+}
+
 }  // namespace tcc

@@ -187,7 +187,15 @@ class Graph {
   // Users of every value: (node, input index). Graph outputs are not listed.
   std::unordered_map<const Value*, std::vector<std::pair<Node*, size_t>>> compute_users() const;
 
+  // A copy of this main graph (regions included) that can be changed apart
+  // from it. Tensors share their storage, which nothing writes in place, so
+  // the copy costs the nodes and values, never the weights.
+  std::unique_ptr<Graph> clone() const;
+
  private:
+  // Fills the empty `dst` with this graph; `map` takes every value of this
+  // graph to its copy and already holds those of the enclosing graphs.
+  void clone_into(Graph& dst, std::unordered_map<const Value*, Value*>& map) const;
   Value* new_value(const std::string& name);
   std::unique_ptr<Node> make_node(const std::string& op_type, const std::vector<Value*>& inputs,
                                   const std::vector<std::string>& output_names,
@@ -214,6 +222,9 @@ struct Model {
   int64_t ir_version = 0;
   std::map<std::string, std::string> metadata;
 };
+
+// A copy of the model whose graph can be changed apart from the original's.
+std::unique_ptr<Model> clone_model(const Model& m);
 
 template <typename Pred>
 void Graph::erase_nodes_if(Pred pred) {

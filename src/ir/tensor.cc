@@ -1,8 +1,11 @@
 #include "src/ir/tensor.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <new>
 
 #include "src/diag/diagnostics.h"
 
@@ -30,14 +33,28 @@ std::string shape_str(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
+template <typename Owner>
+void Tensor::own(std::shared_ptr<Owner> owner) {
+  nbytes_ = owner->size();
+  auto* data = reinterpret_cast<std::byte*>(owner->data());
+  bytes_ = std::shared_ptr<std::byte>(std::move(owner), data);
+}
+
 Tensor::Tensor(DType dtype, std::vector<int64_t> shape) : dtype_(dtype), shape_(std::move(shape)) {
   numel_ = checked_numel(shape_);
   TCC_CHECK(numel_ >= 0) << "invalid tensor shape " << shape_str(shape_);
   if (dtype_ == DType::String) {
     strings_ = std::make_shared<std::vector<std::string>>(numel_);
-    bytes_ = std::make_shared<std::vector<std::byte>>();
+    own(std::make_shared<std::vector<std::byte>>());
   } else {
-    bytes_ = std::make_shared<std::vector<std::byte>>(numel_ * dtype_size(dtype_));
+    // calloc hands large sizes fresh zero pages from the kernel: a big zero
+    // tensor (an optimizer's initial state) costs nothing until written.
+    if (static_cast<uint64_t>(numel_) > std::numeric_limits<size_t>::max() / dtype_size(dtype_))
+      throw std::bad_alloc();
+    nbytes_ = static_cast<size_t>(numel_) * dtype_size(dtype_);
+    auto* zeros = static_cast<std::byte*>(std::calloc(std::max<size_t>(nbytes_, 1), 1));
+    if (!zeros) throw std::bad_alloc();
+    bytes_ = std::shared_ptr<std::byte>(zeros, std::free);
   }
 }
 
@@ -60,14 +77,28 @@ Tensor Tensor::from_f32(const std::vector<float>& v, std::vector<int64_t> shape)
   return t;
 }
 
+void Tensor::check_size(size_t nbytes) const {
+  TCC_CHECK(numel_ >= 0 && nbytes == static_cast<size_t>(numel_) * dtype_size(dtype_))
+      << "byte size " << nbytes << " does not match " << shape_str(shape_);
+}
+
 Tensor Tensor::from_bytes(DType dtype, std::vector<int64_t> shape, std::vector<std::byte> bytes) {
   Tensor t;
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
   t.numel_ = checked_numel(t.shape_);
-  TCC_CHECK(t.numel_ >= 0 && bytes.size() == static_cast<size_t>(t.numel_) * dtype_size(dtype))
-      << "byte size " << bytes.size() << " does not match " << shape_str(t.shape_);
-  t.bytes_ = std::make_shared<std::vector<std::byte>>(std::move(bytes));
+  t.check_size(bytes.size());
+  t.own(std::make_shared<std::vector<std::byte>>(std::move(bytes)));
+  return t;
+}
+
+Tensor Tensor::from_string_bytes(DType dtype, std::vector<int64_t> shape, std::string bytes) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.numel_ = checked_numel(t.shape_);
+  t.check_size(bytes.size());
+  t.own(std::make_shared<std::string>(std::move(bytes)));
   return t;
 }
 
@@ -187,7 +218,7 @@ Tensor Tensor::cast(DType to) const {
 
 Tensor Tensor::clone() const {
   Tensor t = *this;
-  t.bytes_ = std::make_shared<std::vector<std::byte>>(*bytes_);
+  t.own(std::make_shared<std::vector<std::byte>>(raw(), raw() + nbytes_));
   if (strings_) t.strings_ = std::make_shared<std::vector<std::string>>(*strings_);
   return t;
 }

@@ -3,6 +3,8 @@
 // Used for initializers, constant attributes, constant folding and the
 // reference interpreter. Storage is shared on copy (copy-on-write is not needed:
 // code that writes makes a fresh tensor), so passing tensors by value is cheap.
+// The storage may be a buffer another reader filled (a protobuf's raw_data
+// string): a large initializer is then never copied on its way into the IR.
 #pragma once
 
 #include <cstddef>
@@ -28,20 +30,22 @@ class Tensor {
   static Tensor from_f32(const std::vector<float>& v, std::vector<int64_t> shape = {});
   // Wraps existing bytes; their size must be numel * dtype_size.
   static Tensor from_bytes(DType dtype, std::vector<int64_t> shape, std::vector<std::byte> bytes);
+  // Takes over a string's bytes (same size rule) without copying them.
+  static Tensor from_string_bytes(DType dtype, std::vector<int64_t> shape, std::string bytes);
 
   DType dtype() const { return dtype_; }
   const std::vector<int64_t>& shape() const { return shape_; }
   size_t rank() const { return shape_.size(); }
   int64_t numel() const { return numel_; }
-  size_t nbytes() const { return bytes_ ? bytes_->size() : 0; }
+  size_t nbytes() const { return nbytes_; }
   bool defined() const { return dtype_ != DType::Undefined; }
 
-  const std::byte* raw() const { return bytes_->data(); }
-  std::byte* raw_mut() { return bytes_->data(); }
+  const std::byte* raw() const { return bytes_.get(); }
+  std::byte* raw_mut() { return bytes_.get(); }
   template <typename T>
-  const T* data() const { return reinterpret_cast<const T*>(bytes_->data()); }
+  const T* data() const { return reinterpret_cast<const T*>(bytes_.get()); }
   template <typename T>
-  T* data_mut() { return reinterpret_cast<T*>(bytes_->data()); }
+  T* data_mut() { return reinterpret_cast<T*>(bytes_.get()); }
   const std::vector<std::string>& strings() const { return *strings_; }
   std::vector<std::string>& strings_mut() { return *strings_; }
 
@@ -70,7 +74,14 @@ class Tensor {
   DType dtype_ = DType::Undefined;
   std::vector<int64_t> shape_;
   int64_t numel_ = 0;
-  std::shared_ptr<std::vector<std::byte>> bytes_;
+  // Points into a shared owner (a vector or a string) through shared_ptr's
+  // aliasing constructor, so any container's bytes can back a tensor.
+  template <typename Owner>
+  void own(std::shared_ptr<Owner> owner);
+  void check_size(size_t nbytes) const;
+
+  std::shared_ptr<std::byte> bytes_;
+  size_t nbytes_ = 0;
   std::shared_ptr<std::vector<std::string>> strings_;
 };
 

@@ -4,12 +4,16 @@
 
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
+#include "frontends/onnx/tensor_proto.h"
+#include "frontends/read_file.h"
 #include "src/diag/diagnostics.h"
 
 namespace tcc {
@@ -192,6 +196,30 @@ TEST_F(TensorIo, NpyBadFiles) {
             prefix + "it holds 0 data bytes but shape [4611686018427387904] of f32 needs more than that");
   EXPECT_EQ(error_for(with_header("{'descr': '<f4', 'fortran_order': False, 'shape': (-1,), }")),
             prefix + "expected a non-negative integer in 'shape'");
+}
+
+// A proto given up with std::move hands its raw_data to the tensor instead of copying it.
+TEST_F(TensorIo, MovedProtoHandsOverItsBytes) {
+  Tensor t = iota(DType::F32, {3, 5});
+  onnx::TensorProto p;
+  tensor_to_proto(t, "w", &p);
+  Tensor copied = tensor_from_proto(p, {"w.pb", "", ""});
+  Tensor moved = tensor_from_proto(std::move(p), {"w.pb", "", ""});
+  EXPECT_TRUE(copied.identical(t));
+  EXPECT_TRUE(moved.identical(t));
+  EXPECT_TRUE(p.raw_data().empty());  // NOLINT(bugprone-use-after-move): the documented state
+}
+
+TEST_F(TensorIo, ReadFileBytesKeepsEveryByteAndReadsPipes) {
+  std::string bytes("a\0b\xff\0", 5);
+  write_bytes(path("f.bin"), bytes);
+  EXPECT_EQ(read_file_bytes(path("f.bin"), "test file"), bytes);
+  ASSERT_EQ(mkfifo(path("pipe").c_str(), 0600), 0);
+  std::thread writer([&] { write_bytes(path("pipe"), bytes + bytes); });
+  EXPECT_EQ(read_file_bytes(path("pipe"), "test file"), bytes + bytes);
+  writer.join();
+  EXPECT_EQ(error_of([&] { read_file_bytes(path("missing.bin"), "test file"); }),
+            path("missing.bin") + ": cannot open test file");
 }
 
 }  // namespace
