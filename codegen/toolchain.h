@@ -15,8 +15,10 @@ struct CudaBinary {
 };
 
 // Compiles one translation unit for every arch in `archs` ("sm_80", "sm_90",
-// ...), plus PTX for the newest arch when `ptx` is set, running up to `jobs`
-// NVRTC compilations at once. NVRTC errors are an InternalError carrying its log.
+// ...), plus PTX for the newest arch when `ptx` is set, with up to `jobs`
+// threads: one per program while there are more programs than that, the rest
+// shared out to each program's split compilation. NVRTC errors are an
+// InternalError carrying its log.
 std::vector<CudaBinary> compile_cuda(const std::string& source, const std::vector<std::string>& archs, bool ptx,
                                      int jobs);
 
