@@ -39,7 +39,7 @@ KernelRole default_domain_role(const Node& n) {
       "Greater", "GreaterOrEqual", "Not", "And", "Or", "Xor", "Where", "Cast", "Clip"};
   static const std::unordered_set<std::string_view> reductions = {"ReduceSum", "ReduceMean", "ReduceMax",
                                                                   "ReduceMin", "ReduceProd"};
-  static const std::unordered_set<std::string_view> movement = {"Reshape", "Transpose", "Unsqueeze",
+  static const std::unordered_set<std::string_view> movement = {"Reshape", "Flatten", "Transpose", "Unsqueeze",
                                                                 "Squeeze", "Expand", "Identity"};
   const std::string& op = n.op_type();
   if (pointwise.count(op)) {
@@ -57,7 +57,7 @@ KernelRole default_domain_role(const Node& n) {
     return KernelRole::Reduction;
   }
   if (movement.count(op)) {
-    // Reshape and Expand take their target shape from the output type; their
+    // Reshape, Flatten and Expand take their target shape from the output type; their
     // shape argument is not read by the kernel. Squeeze/Unsqueeze axes must be known.
     if ((op == "Squeeze" || op == "Unsqueeze") && n.has_input(1) && !constant_input(n, 1)) return KernelRole::None;
     return KernelRole::Movement;

@@ -299,7 +299,7 @@ class Lowering {
     if (op == "Transpose") return transpose(*p, in, out_shape);
     if (op == "Expand") return expand(*p, in, out_shape);
     if (op == "Slice") return slice(*p, in, out_shape);
-    if (op == "Reshape" || op == "Squeeze" || op == "Unsqueeze") return reshape(*p, in, out_shape);
+    if (op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze") return reshape(*p, in, out_shape);
     fail(p, "is not a movement op the lowering composes into a load");
   }
 
@@ -323,7 +323,7 @@ class Lowering {
     return out;
   }
 
-  // Reshape, Squeeze and Unsqueeze. A contiguous view takes the row-major
+  // Reshape, Flatten, Squeeze and Unsqueeze. A contiguous view takes the row-major
   // strides of its new shape; any view may gain or lose axes of extent 1.
   View reshape(const Node& p, const View& in, std::vector<SymExpr> out_shape) const {
     View out{in.buffer, std::move(out_shape), {}, in.offset};

@@ -13,6 +13,7 @@
 //                            consumers' kernels instead of running as a host fallback
 //   ScatterElements(zeros, idx, upd, reduction=add) -> tcc::ScatterAdd(idx, upd) {axis, shape}: an
 //                            embedding lookup's gradient, without a table of zeros to read
+//   GlobalAveragePool(x)  -> ReduceMean(x) over the spatial axes, keeping them (GlobalMaxPool: ReduceMax)
 //   Gemm(A, B, C)         -> Gemm(A, B) + C * beta, when C is neither the output's shape (cuBLASLt's
 //                            C) nor one value per column with beta 1 (its bias epilogue): a C of
 //                            [M, 1] or a scalar is an ordinary broadcast Add
@@ -98,25 +99,38 @@ class Expansion {
   // A Reduce* op over `axes`, keeping dims, as the imported opset spells it.
   Value* reduce(const std::string& piece, const std::string& op, Value* x, const std::vector<int64_t>& axes,
                 const Type& type) {
-    if (n_.opset() >= (op == "ReduceSum" ? 13 : 18)) {
-      if (!axes_)
-        axes_ = constant("axes", Tensor::from_i64(axes, {static_cast<int64_t>(axes.size())}));
-      return add(piece, op, {x, axes_}, type, {{"keepdims", Attribute::of_int(1)}});
-    }
-    return add(piece, op, {x}, type, {{"keepdims", Attribute::of_int(1)}, {"axes", Attribute::of_ints(axes)}});
+    auto [ins, attrs] = reduce_spelling(op, x, axes);
+    return add(piece, op, ins, type, std::move(attrs));
   }
 
-  void finish(const std::string& piece, const std::string& op, const std::vector<Value*>& ins) {
+  void finish(const std::string& piece, const std::string& op, const std::vector<Value*>& ins,
+              std::map<std::string, Attribute> attrs = {}) {
     Type type = n_.output(0)->type();
     std::string name = prefix_ + "/" + piece;
     replace_nodes(g_, {&n_}, {n_.output(0)}, [&](Node* before, const std::vector<std::string>& names) {
       Node* p = g_.insert_node(before, op, ins, names, "", name);
-      setup(*p, type, {});
+      setup(*p, type, std::move(attrs));
       return p;
     });
   }
 
+  // finish() with a reduction as the last piece.
+  void finish_reduce(const std::string& piece, const std::string& op, Value* x, const std::vector<int64_t>& axes) {
+    auto [ins, attrs] = reduce_spelling(op, x, axes);
+    finish(piece, op, ins, std::move(attrs));
+  }
+
  private:
+  // Axes are an attribute before opset 18 (ReduceSum: 13), a constant input from then on.
+  std::pair<std::vector<Value*>, std::map<std::string, Attribute>> reduce_spelling(
+      const std::string& op, Value* x, const std::vector<int64_t>& axes) {
+    if (n_.opset() >= (op == "ReduceSum" ? 13 : 18)) {
+      if (!axes_) axes_ = constant("axes", Tensor::from_i64(axes, {static_cast<int64_t>(axes.size())}));
+      return {{x, axes_}, {{"keepdims", Attribute::of_int(1)}}};
+    }
+    return {{x}, {{"keepdims", Attribute::of_int(1)}, {"axes", Attribute::of_ints(axes)}}};
+  }
+
   void setup(Node& p, const Type& type, std::map<std::string, Attribute> attrs) {
     p.set_source(source_);
     p.output(0)->set_type(type);
@@ -180,6 +194,17 @@ bool decompose_layer_norm(Graph& g, Node& n) {
   }
   Value* scaled = e.add("Mul_1", "Mul", {normed, n.input(1)}, *x);
   e.finish("Add_1", "Add", {scaled, n.input(2)});
+  return true;
+}
+
+bool decompose_global_pool(Graph& g, Node& n) {
+  const Type* x = ranked_float_input(n, 0);
+  if (x == nullptr || x->rank() < 3) return false;
+  std::vector<int64_t> axes(x->rank() - 2);
+  std::iota(axes.begin(), axes.end(), 2);
+  const char* op = n.op_type() == "GlobalAveragePool" ? "ReduceMean" : "ReduceMax";
+  Expansion e(g, n);
+  e.finish_reduce(op, op, n.input(0), axes);
   return true;
 }
 
@@ -339,6 +364,7 @@ bool decompose(Graph& g, PassContext& ctx) {
     if (op == "Softmax" || op == "LogSoftmax") done = decompose_softmax(g, *n);
     else if (op == "LayerNormalization") done = decompose_layer_norm(g, *n);
     else if (op == "BatchNormalization") done = decompose_batchnorm(g, *n);
+    else if (op == "GlobalAveragePool" || op == "GlobalMaxPool") done = decompose_global_pool(g, *n);
     else if (op == "Split") done = decompose_split(g, *n, unused);
     else if (op == "Gemm") done = decompose_gemm(g, *n);
     else if (op == "ScatterElements") done = decompose_scatter_add(g, *n);

@@ -48,7 +48,7 @@ const std::vector<PassInfo>& all_passes() {
        recompute_activations},
       // Composite ops become primitives first, so fuse can group them with their neighbours.
       {"decompose", "Softmax, LogSoftmax, LayerNormalization and inference BatchNormalization into reductions and "
-                    "pointwise ops; Split into Slices", Phase::Fuse, decompose},
+                    "pointwise ops; global pools into reductions; Split into Slices", Phase::Fuse, decompose},
       {"fuse", "Group nodes into tcc::Fusion kernels: pointwise chains, reductions with prologues and epilogues, "
                "MatMul/Gemm with cuBLASLt epilogues, lone movement ops", Phase::Fuse, fuse},
       // After fuse: it merges the pointwise fusions fuse made of each parameter's update.

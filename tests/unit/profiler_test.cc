@@ -415,7 +415,7 @@ TEST_F(GpuProfile, ProfileTracesEveryKernelAndSaysWhyGraphsAreSkipped) {
     EXPECT_GT(m["gpu_ms"]["median"].get<double>(), 0);
     EXPECT_FALSE(m["kernels"].empty()) << m["mode"];
   }
-  // resnet_small has host fallbacks (MaxPool, GlobalAveragePool, Flatten): the
+  // resnet_small has a host fallback (MaxPool): the
   // graph mode says so and runs default. Its conv kernels are cuDNN's, traced to
   // their steps through CUPTI's external correlation records.
   EXPECT_EQ(j["modes"][2]["note"].get<std::string>().rfind("skipping cudagraphs due to host fallback node", 0), 0u);
