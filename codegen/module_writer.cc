@@ -593,13 +593,14 @@ std::string report_md(const ModuleContents& m, const Facts& f, const CompileTimi
 
 }  // namespace
 
-std::map<std::string, int64_t> hinted_sizes(const Graph& g, const std::map<std::string, int64_t>& hints) {
+std::map<std::string, int64_t> hinted_sizes(const Graph& g, const std::map<std::string, int64_t>& hints,
+                                            int64_t unhinted) {
   std::map<std::string, int64_t> sizes;
   for (const Value* in : g.inputs()) {
     if (!in->type().has_rank()) continue;
     for (const Dim& d : in->type().shape())
       if (d.is_symbolic())
-        for (const std::string& s : d.expr().symbols()) sizes.emplace(s, 1);
+        for (const std::string& s : d.expr().symbols()) sizes.emplace(s, unhinted);
   }
   for (const auto& [name, v] : hints) {
     if (!sizes.count(name)) {

@@ -96,7 +96,13 @@ void write_module_file(const std::string& dir, const std::string& name, const st
 // host.so from it while NVRTC runs.
 void write_module(const std::string& dir, const ModuleContents& m);
 
-// The report's size of every symbol: the hint, or 1.
-std::map<std::string, int64_t> hinted_sizes(const Graph& g, const std::map<std::string, int64_t>& hints);
+// The size a symbol without a hint takes where kernels run: the random inputs
+// of `tcc run` / `tcc bench` and the shapes autotuning measures at, so a tuned
+// choice is made for the sizes a benchmark then runs (a batch of 1 would not be).
+constexpr int64_t kUnhintedRunSize = 8;
+
+// The size of every symbol: the hint, or `unhinted` (the report's 1 by default).
+std::map<std::string, int64_t> hinted_sizes(const Graph& g, const std::map<std::string, int64_t>& hints,
+                                            int64_t unhinted = 1);
 
 }  // namespace tcc

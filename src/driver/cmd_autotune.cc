@@ -91,7 +91,7 @@ ExitCode run_autotune(AutotuneCli& c) {
   std::map<std::string, int64_t> hints = parse_sizes(c.shape_hints, "--shape-hint");
 
   auto model = load_model(c.model);
-  std::map<std::string, int64_t> sizes = hinted_sizes(*model->graph, hints);
+  std::map<std::string, int64_t> sizes = hinted_sizes(*model->graph, hints, kUnhintedRunSize);
   infer_shapes(*model->graph);
   PassManager pm(build_pipeline("", Phase::Fuse), PassManagerOptions{}, std::cerr);
   pm.run(*model);
@@ -179,7 +179,7 @@ CommandRunner setup_autotune(CLI::App& cmd) {
   cmd.add_option("--mode", c->mode, "Autotuning mode: " + modes)->capture_default_str();
   cmd.add_option("--device-name", c->device_name,
                  "Without a GPU: use the cache entries of this device (as the driver names it)");
-  cmd.add_option("--shape-hint", c->shape_hints, "Sizes of symbolic dims to tune at, e.g. batch=8,seq=128 (default 1)");
+  cmd.add_option("--shape-hint", c->shape_hints, "Sizes of symbolic dims to tune at, e.g. batch=8,seq=128 (default 8)");
   cmd.add_flag("--no-refine", c->no_refine, "Skip the coordinate-descent refinement around the best candidate");
   cmd.add_option("--import", c->import_file, "Add the valid entries of this cache file to --cache");
   cmd.add_option("--export", c->export_file, "Write the valid entries of --cache to this file");

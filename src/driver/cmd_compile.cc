@@ -171,8 +171,8 @@ ExitCode run_compile(CompileCli& c) {
 
   if (autotunes) {
     m.autotune.emplace();
-    m.configs = compile_autotune(schedule.kernels, hinted_sizes(g, o.shape_hints), c.cache, c.device_name,
-                                 *m.autotune);
+    m.configs = compile_autotune(schedule.kernels, hinted_sizes(g, o.shape_hints, kUnhintedRunSize), c.cache,
+                                 c.device_name, *m.autotune);
   }
 
   stage = std::chrono::steady_clock::now();
@@ -328,8 +328,8 @@ CommandRunner setup_compile(CLI::App& cmd) {
   cmd.add_option("--arch", c->archs, "Comma-separated cubin architectures")->capture_default_str();
   cmd.add_flag("--no-ptx", c->no_ptx, "Do not add PTX for the newest architecture");
   cmd.add_option("--jobs", c->jobs, "Parallel NVRTC compilations (default: hardware threads)");
-  cmd.add_option("--shape-hint", c->shape_hints, "Sizes of symbolic dims for the report, e.g. batch=8,seq=128 "
-                                                 "(default 1)");
+  cmd.add_option("--shape-hint", c->shape_hints, "Sizes of symbolic dims for the report (default 1) and for "
+                                                 "max-autotune's measurements (default 8), e.g. batch=8,seq=128");
   cmd.add_option("--device", c->options.device, "Device profile for the report's estimates: " + devices)
       ->capture_default_str();
   cmd.add_flag("--time-passes", c->time_passes, "Print a table of pass times and counters to stderr");

@@ -13,6 +13,7 @@
 #include <random>
 #include <regex>
 
+#include "codegen/module_writer.h"
 #include "frontends/onnx/tensor_io.h"
 #include "src/diag/diagnostics.h"
 #include "src/ir/sym.h"
@@ -60,7 +61,6 @@ std::map<std::string, Tensor> read_inputs(const Graph& g, const std::string& dir
 
 std::map<std::string, Tensor> random_inputs(const Graph& g, const std::map<std::string, int64_t>& sizes,
                                             unsigned seed) {
-  constexpr int64_t kUnnamedSymbolSize = 8;
   std::map<std::string, Tensor> inputs;
   std::mt19937 rng(seed);
   std::uniform_real_distribution<double> real(-1, 1);
@@ -72,7 +72,7 @@ std::map<std::string, Tensor> random_inputs(const Graph& g, const std::map<std::
     std::vector<int64_t> shape;
     for (const Dim& d : in->type().shape()) {
       std::map<std::string, int64_t> env;
-      for (const std::string& s : d.expr().symbols()) env[s] = sizes.count(s) ? sizes.at(s) : kUnnamedSymbolSize;
+      for (const std::string& s : d.expr().symbols()) env[s] = sizes.count(s) ? sizes.at(s) : kUnhintedRunSize;
       std::optional<int64_t> n = d.expr().evaluate(env);
       if (!n) throw InputError(g.file() + ": input '" + in->name() + "' has a dim tcc cannot size; give --inputs DIR");
       shape.push_back(*n);

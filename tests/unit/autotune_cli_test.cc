@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "codegen/emit.h"
+#include "codegen/module_writer.h"
 #include "src/autotune/candidates.h"
 #include "src/autotune/signature.h"
 #include "src/autotune/tuning_cache.h"
@@ -43,12 +44,14 @@ class AutotuneCli : public ::testing::Test {
   // eighth-ranked algorithm), as an H100 would have measured them.
   std::vector<autotune::CacheEntry> measured_entries(const std::string& device = "NVIDIA H100 80GB HBM3") {
     ScheduledModel s = schedule_model("tests/fixtures/gpt2_block.onnx");
+    // The sizes tuning uses when no --shape-hint is given.
+    std::map<std::string, int64_t> sizes = {{"batch", kUnhintedRunSize}, {"seq", kUnhintedRunSize}};
     std::vector<autotune::CacheEntry> out;
     for (const kir::Kernel& k : s.schedule.kernels) {
       autotune::CacheEntry e;
       e.device = {device, "sm_90", "13.0", "13.0"};
-      e.signature = autotune::kernel_signature(k, {});
-      e.op = autotune::op_summary(k, {});
+      e.signature = autotune::kernel_signature(k, sizes);
+      e.op = autotune::op_summary(k, sizes);
       e.config = autotune::candidates(k).back();
       e.time_us = 2;
       e.default_time_us = 3;
