@@ -114,9 +114,10 @@ std::vector<CudaBinary> compile_cuda(const std::string& source, const std::vecto
                                    [](const std::string& x, const std::string& y) { return arch_number(x) < arch_number(y); });
     work.push_back(NvrtcJob{"compute_" + std::to_string(arch_number(*newest)), {}, nullptr});
   }
-  size_t threads = std::min(work.size(), static_cast<size_t>(std::max(jobs, 1)));
-  // The jobs' threads are shared among the programs that run at once.
-  int split = static_cast<int>(std::max<size_t>(1, static_cast<size_t>(std::max(jobs, 1)) / std::max<size_t>(threads, 1)));
+  // One thread per program while they last; each program splits its work over its share of the rest.
+  int budget = std::max(jobs, 1);
+  size_t threads = std::min(work.size(), static_cast<size_t>(budget));
+  int split = std::max(1, budget / static_cast<int>(std::max<size_t>(threads, 1)));
   std::atomic<size_t> next{0};
   auto worker = [&] {
     for (size_t i; (i = next.fetch_add(1)) < work.size();) {

@@ -8,7 +8,6 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
-#include <sstream>
 
 #include "frontends/onnx/tensor_proto.h"
 #include "frontends/read_file.h"

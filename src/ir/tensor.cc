@@ -77,29 +77,24 @@ Tensor Tensor::from_f32(const std::vector<float>& v, std::vector<int64_t> shape)
   return t;
 }
 
-void Tensor::check_size(size_t nbytes) const {
-  TCC_CHECK(numel_ >= 0 && nbytes == static_cast<size_t>(numel_) * dtype_size(dtype_))
-      << "byte size " << nbytes << " does not match " << shape_str(shape_);
+template <typename Owner>
+Tensor Tensor::adopt(DType dtype, std::vector<int64_t> shape, Owner bytes) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.numel_ = checked_numel(t.shape_);
+  TCC_CHECK(t.numel_ >= 0 && bytes.size() == static_cast<size_t>(t.numel_) * dtype_size(dtype))
+      << "byte size " << bytes.size() << " does not match " << shape_str(t.shape_);
+  t.own(std::make_shared<Owner>(std::move(bytes)));
+  return t;
 }
 
 Tensor Tensor::from_bytes(DType dtype, std::vector<int64_t> shape, std::vector<std::byte> bytes) {
-  Tensor t;
-  t.dtype_ = dtype;
-  t.shape_ = std::move(shape);
-  t.numel_ = checked_numel(t.shape_);
-  t.check_size(bytes.size());
-  t.own(std::make_shared<std::vector<std::byte>>(std::move(bytes)));
-  return t;
+  return adopt(dtype, std::move(shape), std::move(bytes));
 }
 
 Tensor Tensor::from_string_bytes(DType dtype, std::vector<int64_t> shape, std::string bytes) {
-  Tensor t;
-  t.dtype_ = dtype;
-  t.shape_ = std::move(shape);
-  t.numel_ = checked_numel(t.shape_);
-  t.check_size(bytes.size());
-  t.own(std::make_shared<std::string>(std::move(bytes)));
-  return t;
+  return adopt(dtype, std::move(shape), std::move(bytes));
 }
 
 double Tensor::get_f64(int64_t i) const {

@@ -78,7 +78,9 @@ class Tensor {
   // aliasing constructor, so any container's bytes can back a tensor.
   template <typename Owner>
   void own(std::shared_ptr<Owner> owner);
-  void check_size(size_t nbytes) const;
+  // A tensor whose storage is `bytes` (a vector or a string of numel * dtype_size bytes).
+  template <typename Owner>
+  static Tensor adopt(DType dtype, std::vector<int64_t> shape, Owner bytes);
 
   std::shared_ptr<std::byte> bytes_;
   size_t nbytes_ = 0;
