@@ -68,6 +68,8 @@ KernelRole default_domain_role(const Node& n) {
     return KernelRole::Movement;
   }
   if (op == "Conv") return conv_window(n, nullptr).empty() ? KernelRole::Convolution : KernelRole::None;
+  if (op == "MaxPool" || op == "AveragePool")
+    return pool_window(n, nullptr).empty() ? KernelRole::Indexed : KernelRole::None;
   if (op == "Concat") {
     // Integer Concats build shapes the host reads; a one-element constant
     // input would be copied into the body as a literal, not a buffer.
@@ -97,6 +99,41 @@ std::vector<int64_t> static_dims(const Value* v) {
   return dims;
 }
 
+// The strides, dilations and begin / end pads of n's sliding window of `kernel`
+// over the spatial dims `xs` (-1 where symbolic), auto_pad resolved.
+struct SlidingWindow {
+  std::vector<int64_t> strides, dilations, begin, end;
+};
+
+std::string sliding_window(const Node& n, const std::vector<int64_t>& kernel, const std::vector<int64_t>& xs,
+                           SlidingWindow* w) {
+  size_t ns = kernel.size();
+  w->strides = n.get_ints("strides", std::vector<int64_t>(ns, 1));
+  w->dilations = n.get_ints("dilations", std::vector<int64_t>(ns, 1));
+  std::vector<int64_t> pads = n.get_ints("pads", std::vector<int64_t>(2 * ns, 0));
+  if (w->strides.size() != ns || w->dilations.size() != ns || pads.size() != 2 * ns ||
+      std::any_of(w->strides.begin(), w->strides.end(), [](int64_t s) { return s < 1; }) ||
+      std::any_of(w->dilations.begin(), w->dilations.end(), [](int64_t d) { return d < 1; }))
+    return "malformed strides, dilations or pads";
+  std::string auto_pad = n.get_string("auto_pad", "NOTSET");
+  if (auto_pad == "VALID") {
+    pads.assign(2 * ns, 0);
+  } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    for (size_t i = 0; i < ns; ++i) {
+      if (xs[i] < 0) return "SAME padding of a symbolic spatial dim";
+      int64_t out = (xs[i] + w->strides[i] - 1) / w->strides[i];
+      int64_t total = std::max<int64_t>(0, (out - 1) * w->strides[i] + w->dilations[i] * (kernel[i] - 1) + 1 - xs[i]);
+      pads[i] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      pads[ns + i] = total - pads[i];
+    }
+  } else if (auto_pad != "NOTSET") {
+    return "unknown auto_pad '" + auto_pad + "'";
+  }
+  w->begin.assign(pads.begin(), pads.begin() + static_cast<std::ptrdiff_t>(ns));
+  w->end.assign(pads.begin() + static_cast<std::ptrdiff_t>(ns), pads.end());
+  return "";
+}
+
 }  // namespace
 
 std::string conv_window(const Node& n, ConvWindow* out) {
@@ -112,40 +149,67 @@ std::string conv_window(const Node& n, ConvWindow* out) {
   size_t rank = x->type().shape().size();
   if (rank < 3 || rank > 5) return "cuDNN convolves 1 to 3 spatial dims, not " + std::to_string(rank - 2);
   std::vector<int64_t> ws = static_dims(w), xs = static_dims(x);
-  if (ws.size() != rank || std::find(ws.begin(), ws.end(), -1) != ws.end()) return "W's shape is not static";
-  size_t ns = rank - 2;
+  if (ws.size() != rank) return "W's rank is not X's";
+  for (size_t i = 0; i < rank; ++i)
+    if (i != 1 && ws[i] < 0) return "W's shape is not static (but for its input channels, when they are X's)";
   ConvWindow cw;
   cw.kernel.assign(ws.begin() + 2, ws.end());
   if (n.has_attr("kernel_shape") && n.get_ints("kernel_shape") != cw.kernel) return "kernel_shape disagrees with W";
-  cw.strides = n.get_ints("strides", std::vector<int64_t>(ns, 1));
-  cw.dilations = n.get_ints("dilations", std::vector<int64_t>(ns, 1));
-  std::vector<int64_t> pads = n.get_ints("pads", std::vector<int64_t>(2 * ns, 0));
+  SlidingWindow sw;
+  if (std::string why = sliding_window(n, cw.kernel, {xs.begin() + 2, xs.end()}, &sw); !why.empty()) return why;
   cw.groups = n.get_int("group", 1);
-  if (cw.strides.size() != ns || cw.dilations.size() != ns || pads.size() != 2 * ns || cw.groups < 1 ||
-      std::any_of(cw.strides.begin(), cw.strides.end(), [](int64_t s) { return s < 1; }) ||
-      std::any_of(cw.dilations.begin(), cw.dilations.end(), [](int64_t d) { return d < 1; }))
-    return "malformed strides, dilations, pads or group";
-  std::string auto_pad = n.get_string("auto_pad", "NOTSET");
-  if (auto_pad == "VALID") {
-    pads.assign(2 * ns, 0);
-  } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-    for (size_t i = 0; i < ns; ++i) {
-      if (xs[2 + i] < 0) return "SAME padding of a symbolic spatial dim";
-      int64_t out = (xs[2 + i] + cw.strides[i] - 1) / cw.strides[i];
-      int64_t total = std::max<int64_t>(0, (out - 1) * cw.strides[i] + cw.dilations[i] * (cw.kernel[i] - 1) + 1 - xs[2 + i]);
-      pads[i] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
-      pads[ns + i] = total - pads[i];
-    }
-  } else if (auto_pad != "NOTSET") {
-    return "unknown auto_pad '" + auto_pad + "'";
+  if (cw.groups < 1) return "malformed group";
+  if (sw.begin != sw.end) return "asymmetric padding, which cuDNN's convolution descriptor cannot express";
+  cw.strides = std::move(sw.strides);
+  cw.dilations = std::move(sw.dilations);
+  cw.pads = std::move(sw.begin);
+  if (ws[1] < 0) {
+    // A weight gradient's convolution: X's batch is its symbolic channel axis.
+    const Dim &xc = x->type().shape()[1], &wc = w->type().shape()[1];
+    if (cw.groups != 1 || xc.is_unknown() || wc.is_unknown() || xc.expr() != wc.expr())
+      return "W's input channels are symbolic and not X's";
+  } else if (ws[0] % cw.groups != 0 || (xs[1] >= 0 && xs[1] != ws[1] * cw.groups)) {
+    return "channels do not match group";
   }
-  for (size_t i = 0; i < ns; ++i) {
-    if (pads[i] != pads[ns + i]) return "asymmetric padding, which cuDNN's convolution descriptor cannot express";
-    cw.pads.push_back(pads[i]);
-  }
-  if (ws[0] % cw.groups != 0 || (xs[1] >= 0 && xs[1] != ws[1] * cw.groups)) return "channels do not match group";
   if (n.has_input(2) && static_dims(n.input(2)) != std::vector<int64_t>{ws[0]}) return "B is not one value per filter";
   if (out != nullptr) *out = std::move(cw);
+  return "";
+}
+
+std::string pool_window(const Node& n, PoolWindow* out) {
+  if (n.num_inputs() != 1 || n.input(0) == nullptr) return "a pool takes one input";
+  if (n.num_outputs() > 1 && n.output(1) != nullptr && n.get_int("storage_order", 0) != 0)
+    return "MaxPool's column-major Indices (storage_order 1) are computed on the host";
+  const Value* x = n.input(0);
+  if (!x->type().is_tensor() || !x->type().has_rank()) return "X is not a tensor of known rank";
+  DType dt = x->type().dtype();
+  if (!is_float(dt)) return "pool kernels compute float dtypes, not " + std::string(dtype_name(dt));
+  std::vector<int64_t> xs = static_dims(x);
+  if (xs.size() < 3) return "X has no spatial dims";
+  PoolWindow pw;
+  pw.kernel = n.get_ints("kernel_shape");
+  if (pw.kernel.size() != xs.size() - 2 || std::any_of(pw.kernel.begin(), pw.kernel.end(), [](int64_t k) { return k < 1; }))
+    return "kernel_shape does not give one positive size per spatial dim";
+  int64_t taps = 1;
+  for (size_t i = 0; i < pw.kernel.size() && taps <= kMaxPoolTaps; ++i)
+    taps *= std::min(pw.kernel[i], kMaxPoolTaps + 1);
+  if (taps > kMaxPoolTaps)
+    return "a window of more than " + std::to_string(kMaxPoolTaps) + " taps (the kernel unrolls its window)";
+  SlidingWindow sw;
+  if (std::string why = sliding_window(n, pw.kernel, {xs.begin() + 2, xs.end()}, &sw); !why.empty()) return why;
+  pw.strides = std::move(sw.strides);
+  pw.dilations = std::move(sw.dilations);
+  pw.pads_begin = std::move(sw.begin);
+  pw.pads_end = std::move(sw.end);
+  pw.count_include_pad = n.op_type() == "AveragePool" && n.get_int("count_include_pad", 0) != 0;
+  if (out != nullptr) *out = std::move(pw);
+  return "";
+}
+
+std::string kernel_refusal(const Node& n) {
+  if (!n.domain().empty()) return "";
+  if (n.op_type() == "Conv") return conv_window(n, nullptr);
+  if (n.op_type() == "MaxPool" || n.op_type() == "AveragePool") return pool_window(n, nullptr);
   return "";
 }
 

@@ -20,10 +20,11 @@ enum class KernelRole {
                 // Slice with constant arguments / tcc::Slice, Identity: an affine view of its data input
   Contraction,  // MatMul, Gemm: cuBLASLt on the GPU, a loop on the host
   Convolution,  // Conv (1-D, 2-D, 3-D) that conv_kernel_problem accepts: cuDNN on the GPU, a loop on the host
-  Indexed,      // Concat and Gather of float tensors, tcc::ScatterAdd of f32/f64: a kernel of its own whose
-                // loads are guarded by the coordinate (Concat: the input whose range holds it) or indexed by
-                // another tensor's values (Gather: the rows an index selects), or whose stores add
-                // atomically where an index says (ScatterAdd, into an output zeroed first)
+  Indexed,      // Concat and Gather of float tensors, tcc::ScatterAdd of f32/f64, MaxPool and AveragePool
+                // that pool_window accepts: a kernel of its own whose loads are guarded by the coordinate
+                // (Concat: the input whose range holds it; pools: the window taps inside the input) or
+                // indexed by another tensor's values (Gather: the rows an index selects), or whose stores
+                // add atomically where an index says (ScatterAdd, into an output zeroed first)
 };
 
 // The role of n, given its op, attributes, dtypes and constant arguments. A node
@@ -42,5 +43,24 @@ struct ConvWindow {
 // (asymmetric padding, more than 3 spatial dims, non-float dtypes) or what the
 // kernel needs static (W's shape; the input's spatial dims under SAME padding).
 std::string conv_window(const Node& n, ConvWindow* w);
+
+// The window of a MaxPool or AveragePool node, resolved: one entry per spatial
+// dim; the padding at the begin and at the end may differ.
+struct PoolWindow {
+  std::vector<int64_t> kernel, strides, dilations, pads_begin, pads_end;
+  bool count_include_pad = false;  // AveragePool: padding taps count in the divisor
+};
+
+// A pool kernel unrolls its window: one guarded load per tap.
+constexpr int64_t kMaxPoolTaps = 64;
+
+// Resolves the window of a MaxPool or AveragePool node into *w and returns "",
+// or returns why the node gets no pool kernel: MaxPool's column-major Indices, non-float
+// dtypes, a window of more than kMaxPoolTaps taps, SAME padding of a symbolic dim.
+std::string pool_window(const Node& n, PoolWindow* w);
+
+// Why a node whose op a generated kernel can compute got none ("" when there is
+// no more to say than that it is not supported): conv_window's and pool_window's answers.
+std::string kernel_refusal(const Node& n);
 
 }  // namespace tcc

@@ -528,8 +528,12 @@ class Lowering {
     }
     TCC_CHECK(p != nullptr) << "body value '" << v->name() << "' of " << fusion_.name() << " has no definition";
     if (is_reduction(*p)) return lower_reduction(*p, frame);
-    if (kernel_role(*p) == KernelRole::Indexed)
-      return p->op_type() == "Concat" ? lower_concat(*p, frame) : lower_gather(*p, frame);
+    if (kernel_role(*p) == KernelRole::Indexed) {
+      if (p->op_type() == "Concat") return lower_concat(*p, frame);
+      if (p->op_type() == "Gather") return lower_gather(*p, frame);
+      lower_pool(*p, frame);
+      return values_.at({v, frame});
+    }
     if (kernel_role(*p) == KernelRole::Pointwise) return lower_pointwise(*p, frame);
     fail(p, "is not an op this fusion kind computes");
   }
@@ -633,6 +637,123 @@ class Lowering {
     load.dynamic_stride = data.strides[axis];
     load.args = {inside};
     return emit(std::move(load));
+  }
+
+  // MaxPool and AveragePool, the window unrolled: at output point (n, c, o...),
+  // tap r... reads X at o * stride - pad_begin + r * dilation along each
+  // spatial dim. Where that position can fall outside the input (known from
+  // the static extents, else assumed), the tap's load is guarded by it, so no
+  // address outside X is read: MaxPool takes -inf there, AveragePool 0, and
+  // AveragePool's divisor counts the taps inside the input (or, with
+  // count_include_pad, those before the end padding: ceil_mode windows reach past it).
+  // MaxPool's Indices output is the flat position in X of the tap each point took:
+  // the first inside tap, then any that is greater or NaN, as the interpreter
+  // scans. Records the value of each output in values_.
+  void lower_pool(const Node& p, int frame) {
+    if (frame != 0 || k_.kind != kir::Kind::Pointwise) fail(&p, "is lowered only as a kernel of its own");
+    PoolWindow w;
+    if (std::string why = pool_window(p, &w); !why.empty()) fail(&p, why);
+    View x = view_of(p.input(0));
+    std::vector<SymExpr> out = shape_of(p.output(0));
+    const std::vector<int>& to_domain = frames_[0].to_domain;
+    size_t ns = w.kernel.size();
+    DType dt = p.output(0)->type().dtype();
+    bool max = p.op_type() == "MaxPool";
+    bool indices = max && p.num_outputs() > 1 && p.output(1) != nullptr;
+    std::vector<SymExpr> x_strides = row_major(x.shape);
+    int plane = -1;  // the flat position of (n, c, 0...) in X
+    if (indices)
+      plane = emit(Op::Add, DType::I64,
+                   {emit(Op::Mul, DType::I64, {coordinate(to_domain[0]), size_value(DType::I64, x_strides[0])}),
+                    emit(Op::Mul, DType::I64, {coordinate(to_domain[1]), size_value(DType::I64, x_strides[1])})});
+    constexpr int kNever = -2;  // for `have`: no tap inside yet at any point (-1: at every point)
+    int have = kNever, best = -1;
+    // Spatial dim d's position at tap offset `shift`, the bool that it is below
+    // `bound`, and that it is not negative; -1 where that holds at every point.
+    std::map<std::pair<size_t, int64_t>, int> positions;
+    auto position = [&](size_t d, int64_t shift) {
+      auto [it, fresh] = positions.try_emplace({d, shift}, -1);
+      if (fresh) {
+        int o = emit(Op::Mul, DType::I64,
+                     {coordinate(to_domain[2 + d]), constant(DType::I64, static_cast<double>(w.strides[d]))});
+        it->second = emit(Op::Add, DType::I64, {o, constant(DType::I64, static_cast<double>(shift))});
+      }
+      return it->second;
+    };
+    auto below = [&](size_t d, int64_t shift, const SymExpr& bound) {
+      const SymExpr& extent = out[2 + d];
+      if (extent.is_constant() && bound.is_constant() &&
+          (extent.constant_value() - 1) * w.strides[d] + shift < bound.constant_value())
+        return -1;
+      return emit(Op::Less, DType::Bool, {position(d, shift), size_value(DType::I64, bound)});
+    };
+    auto all = [&](int a, int b) { return a < 0 ? b : b < 0 ? a : emit(Op::And, DType::Bool, {a, b}); };
+    int result = -1, counted = -1;
+    int64_t always_counted = 0;
+    std::vector<int64_t> tap(ns, 0);
+    for (bool more = true; more;) {
+      Instr load;
+      load.op = Op::Load;
+      load.dtype = dt;
+      load.buffer = x.buffer;
+      load.index = kir::Index{std::vector<SymExpr>(k_.domain.size()), x.offset};
+      load.index.strides[to_domain[0]] = x.strides[0];
+      load.index.strides[to_domain[1]] = x.strides[1];
+      int inside = -1, in_padding = -1;
+      for (size_t d = 0; d < ns; ++d) {
+        int64_t shift = tap[d] * w.dilations[d] - w.pads_begin[d];
+        load.index.strides[to_domain[2 + d]] = x.strides[2 + d] * c(w.strides[d]);
+        load.index.offset = load.index.offset + x.strides[2 + d] * c(shift);
+        if (shift < 0)
+          inside = all(inside, emit(Op::GreaterOrEqual, DType::Bool, {position(d, shift), constant(DType::I64, 0)}));
+        inside = all(inside, below(d, shift, x.shape[2 + d]));
+        if (w.count_include_pad) in_padding = all(in_padding, below(d, shift, x.shape[2 + d] + c(w.pads_end[d])));
+      }
+      if (inside >= 0) load.args = {inside};
+      int loaded = emit(std::move(load)), value = loaded;
+      if (max && inside >= 0)
+        value = emit(Op::Where, dt, {inside, value, constant(dt, -std::numeric_limits<double>::infinity())});
+      if (indices) {
+        int at = plane;
+        for (size_t d = 0; d < ns; ++d)
+          at = emit(Op::Add, DType::I64,
+                    {at, emit(Op::Mul, DType::I64,
+                              {position(d, tap[d] * w.dilations[d] - w.pads_begin[d]),
+                               size_value(DType::I64, x_strides[2 + d])})});
+        int took = inside;
+        if (have != kNever) {
+          int better = emit(Op::Or, DType::Bool, {emit(Op::Greater, DType::Bool, {loaded, result}),
+                                                  emit(Op::IsNaN, DType::Bool, {loaded})});
+          if (have >= 0) better = emit(Op::Or, DType::Bool, {better, emit(Op::Not, DType::Bool, {have})});
+          took = all(took, better);
+        }
+        best = took < 0 ? at : emit(Op::Where, DType::I64, {took, at, best < 0 ? constant(DType::I64, -1) : best});
+        have = have == -1 || inside < 0 ? -1 : have == kNever ? inside : emit(Op::Or, DType::Bool, {have, inside});
+      }
+      result = result < 0 ? value : emit(max ? Op::Max : Op::Add, dt, {result, value});
+      int counts = w.count_include_pad ? in_padding : inside;
+      if (!max && counts < 0) {
+        ++always_counted;
+      } else if (!max) {
+        int one = emit(Op::Cast, dt, {counts});
+        counted = counted < 0 ? one : emit(Op::Add, dt, {counted, one});
+      }
+      more = false;
+      for (size_t d = ns; d-- > 0;) {
+        if (++tap[d] < w.kernel[d]) {
+          more = true;
+          break;
+        }
+        tap[d] = 0;
+      }
+    }
+    if (indices) values_.emplace(std::make_pair(p.output(1), frame), best);
+    if (!max) {
+      int divisor = constant(dt, static_cast<double>(always_counted));
+      if (counted >= 0) divisor = always_counted == 0 ? counted : emit(Op::Add, dt, {counted, divisor});
+      result = emit(Op::Div, dt, {result, divisor});
+    }
+    values_.emplace(std::make_pair(p.output(0), frame), result);
   }
 
   int lower_pointwise(const Node& p, int frame) {

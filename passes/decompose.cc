@@ -12,7 +12,9 @@
 //                            constant arguments is an affine load, so each part fuses into its
 //                            consumers' kernels instead of running as a host fallback
 //   ScatterElements(zeros, idx, upd, reduction=add) -> tcc::ScatterAdd(idx, upd) {axis, shape}: an
-//                            embedding lookup's gradient, without a table of zeros to read
+//                            embedding lookup's or a MaxPool's gradient, without zeros to read (a
+//                            constant or ConstantOfShape, of any shape; what only sized the zeros
+//                            is swept with dce)
 //   GlobalAveragePool(x)  -> ReduceMean(x) over the spatial axes, keeping them (GlobalMaxPool: ReduceMax)
 //   Gemm(A, B, C)         -> Gemm(A, B) + C * beta, when C is neither the output's shape (cuBLASLt's
 //                            C) nor one value per column with beta 1 (its bias epilogue): a C of
@@ -284,7 +286,16 @@ bool decompose_gemm(Graph& g, Node& n) {
   return true;
 }
 
+// A constant of zeros, or ConstantOfShape of zero (of any shape, symbolic too), reshaped or not.
 bool all_zero(const Value* v) {
+  const Node* p = v->producer();
+  if (p != nullptr && (p->domain().empty() || p->domain() == kTccDomain) && p->op_type() == "Reshape")
+    return all_zero(p->input(0));
+  if (p != nullptr && p->domain().empty() && p->op_type() == "ConstantOfShape") {
+    const Attribute* value = p->attr("value");
+    return value == nullptr ||
+           (value->kind == Attribute::Kind::Tensor && value->t.numel() == 1 && value->t.get_f64(0) == 0);
+  }
   std::optional<Tensor> t = constant_value(v);
   if (!t) return false;
   for (int64_t i = 0; i < t->numel(); ++i)
@@ -356,7 +367,7 @@ bool decompose(Graph& g, PassContext& ctx) {
   std::vector<Node*> candidates;
   for (const auto& n : g.nodes())
     if (n->domain().empty()) candidates.push_back(n.get());
-  bool changed = false;
+  bool changed = false, scattered = false;
   std::unordered_set<const Node*> unused;
   for (Node* n : candidates) {
     const std::string op = n->op_type();
@@ -367,11 +378,13 @@ bool decompose(Graph& g, PassContext& ctx) {
     else if (op == "GlobalAveragePool" || op == "GlobalMaxPool") done = decompose_global_pool(g, *n);
     else if (op == "Split") done = decompose_split(g, *n, unused);
     else if (op == "Gemm") done = decompose_gemm(g, *n);
-    else if (op == "ScatterElements") done = decompose_scatter_add(g, *n);
+    else if (op == "ScatterElements") scattered |= done = decompose_scatter_add(g, *n);
     if (done) ctx.stats.add("decomposed_" + op);
     changed |= done;
   }
   if (!unused.empty()) g.erase_nodes_if([&](const Node& n) { return unused.count(&n) > 0; });
+  // The zeros a scatter no longer reads, and the shape chain that sized them.
+  if (scattered) dce(g, ctx);
   return changed;
 }
 

@@ -19,7 +19,7 @@
 //   4. movement leaves: a movement node whose every reader is in one pointwise
 //      or reduction group joins it (its data comes from outside, so its loads
 //      stay affine; a movement op on an intermediate never joins);
-//   5. single: every other movement node, and every Concat and Gather, is a copy kernel of its own.
+//   5. single: every other movement node, and every Concat, Gather, ScatterAdd and pool, is a kernel of its own.
 // A merge that would put an outside node (or group) on a path between two
 // members is refused, so the graph of groups stays acyclic. Nodes of role None
 // stay as they are.

@@ -163,13 +163,29 @@ namespace {
 
 bool is_float_value(const Value* v) { return v && v->type().is_tensor() && is_float(v->type().dtype()); }
 
-// Float initializers matching the patterns, in initializer order. A pattern
-// that matches nothing is an error: it is almost certainly a typo.
+// The running means and variances of BatchNormalizations: statistics the
+// forward reads, not parameters (buffers, in PyTorch's terms). A value that
+// any other node reads is not one.
+std::unordered_set<const Value*> running_statistics(const Graph& g) {
+  std::unordered_set<const Value*> stats, other;
+  for (const auto& n : g.nodes())
+    for (size_t i = 0; i < n->num_inputs(); ++i) {
+      bool stat = n->domain().empty() && n->op_type() == "BatchNormalization" && i >= 3;
+      (stat ? stats : other).insert(n->input(i));
+    }
+  for (const Value* v : other) stats.erase(v);
+  return stats;
+}
+
+// Float initializers matching the patterns, in initializer order, but for
+// running statistics. A pattern that matches nothing is an error: it is almost
+// certainly a typo.
 std::vector<Value*> select_params(Graph& g, const std::vector<std::string>& patterns) {
   std::vector<Value*> params;
   std::vector<bool> pattern_used(patterns.size(), false);
+  std::unordered_set<const Value*> statistics = running_statistics(g);
   for (Value* v : g.initializers()) {
-    if (!is_float(v->initializer().dtype())) continue;
+    if (!is_float(v->initializer().dtype()) || statistics.count(v)) continue;
     bool match = patterns.empty();
     for (size_t i = 0; i < patterns.size(); ++i)
       if (glob_match(patterns[i], v->name())) match = pattern_used[i] = true;

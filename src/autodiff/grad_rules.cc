@@ -1,6 +1,7 @@
 // Gradient rules. Each comment states the derivative the rule emits, with
 // g the incoming gradient and y the forward output.
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <unordered_map>
 
@@ -317,6 +318,181 @@ void global_average_pool_rule(GradContext& c) {
   c.set(0, e.op("Expand", {e.op("Div", {c.dy(), n}), e.shape_of(c.in(0))}));
 }
 
+// ---- convolution, pooling, normalization
+
+// A sliding window's attributes with explicit pads, one entry per spatial dim;
+// fails naming the node for auto_pad SAME (its pads depend on the input's size)
+// and, where `need_static`, for symbolic spatial dims of x.
+struct Window {
+  std::vector<int64_t> kernel, strides, dilations, begin, end, in, out;  // in / out: x's and y's spatial dims
+  int64_t extent(size_t i) const { return dilations[i] * (kernel[i] - 1) + 1; }
+};
+
+Window window_of(GradContext& c, const std::vector<int64_t>& kernel) {
+  const Node& n = c.node();
+  size_t ns = kernel.size();
+  Window w;
+  w.kernel = kernel;
+  w.strides = n.get_ints("strides", std::vector<int64_t>(ns, 1));
+  w.dilations = n.get_ints("dilations", std::vector<int64_t>(ns, 1));
+  std::vector<int64_t> pads = n.get_ints("pads", std::vector<int64_t>(2 * ns, 0));
+  std::string auto_pad = n.get_string("auto_pad", "NOTSET");
+  if (auto_pad == "VALID") pads.assign(2 * ns, 0);
+  else if (auto_pad != "NOTSET") c.fail("tcc differentiates windows with explicit pads, not auto_pad " + auto_pad);
+  if (w.strides.size() != ns || w.dilations.size() != ns || pads.size() != 2 * ns) c.fail("malformed window attributes");
+  w.begin.assign(pads.begin(), pads.begin() + static_cast<std::ptrdiff_t>(ns));
+  w.end.assign(pads.begin() + static_cast<std::ptrdiff_t>(ns), pads.end());
+  const Dims& xd = c.dims(c.in(0));
+  const Dims& yd = c.dims(c.out());
+  for (size_t i = 0; i < ns; ++i) {
+    if (!xd[2 + i].is_static() || !yd[2 + i].is_static())
+      c.fail("the gradient of a sliding window needs static spatial dims, not " + c.in(0)->type().str());
+    w.in.push_back(xd[2 + i].value());
+    w.out.push_back(yd[2 + i].value());
+  }
+  return w;
+}
+
+Attrs window_attrs(const std::vector<int64_t>& strides, const std::vector<int64_t>& dilations,
+                   const std::vector<int64_t>& begin, const std::vector<int64_t>& end) {
+  std::vector<int64_t> pads = begin;
+  pads.insert(pads.end(), end.begin(), end.end());
+  return {{"strides", Attribute::of_ints(strides)},
+          {"dilations", Attribute::of_ints(dilations)},
+          {"pads", Attribute::of_ints(pads)}};
+}
+
+// Swaps axes 0 and 1 of a value of the given rank.
+Value* swap01(GradContext& c, Value* x, size_t rank) {
+  std::vector<int64_t> perm(rank);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::swap(perm[0], perm[1]);
+  return c.e().op("Transpose", {x}, {{"perm", Attribute::of_ints(perm)}});
+}
+
+// y = conv(x, w) + b, stride s, dilation d, pads p (begin) and q (end) per spatial dim:
+//   db = g summed over every axis but the channel;
+//   dx = the transposed convolution of g with w. With stride 1 and pads no larger
+//        than the window (d (k-1) >= p, q) that is a convolution of g with w's
+//        taps reversed and its two channel axes swapped, pads d (k-1) - p and
+//        d (k-1) - q; otherwise ConvTranspose, output_padding filling x's size;
+//   dw = a convolution of x with g, batch and channel axes swapped (groups: 1):
+//        dw[k, c, r] = sum over n, o of x[n, c, o s - p + r d] g[n, k, o], a
+//        convolution of stride d and dilation s, cut to the window's k taps.
+void conv_rule(GradContext& c) {
+  Emitter& e = c.e();
+  const Dims& wd = c.dims(c.in(1));
+  std::vector<int64_t> kernel;
+  for (size_t i = 2; i < wd.size(); ++i) {
+    if (!wd[i].is_static()) c.fail("the gradient of Conv needs W's shape static");
+    kernel.push_back(wd[i].value());
+  }
+  Window w = window_of(c, kernel);
+  size_t ns = kernel.size(), rank = ns + 2;
+  int64_t group = c.node().get_int("group", 1);
+  Value* g = c.dy();
+  if (c.wants(2)) {
+    std::vector<int64_t> axes = {0};
+    for (size_t i = 2; i < rank; ++i) axes.push_back(static_cast<int64_t>(i));
+    c.set(2, e.reduce("ReduceSum", g, axes, false));
+  }
+  if (c.wants(0)) {
+    bool as_conv = true;
+    std::vector<int64_t> begin, end, reversed_starts, reversed_ends, reversed_steps, spatial;
+    for (size_t i = 0; i < ns; ++i) {
+      int64_t reach = w.extent(i) - 1;
+      as_conv = as_conv && w.strides[i] == 1 && w.begin[i] <= reach && w.end[i] <= reach;
+      begin.push_back(reach - w.begin[i]);
+      end.push_back(reach - w.end[i]);
+      reversed_starts.push_back(-1);
+      reversed_ends.push_back(std::numeric_limits<int64_t>::min());
+      reversed_steps.push_back(-1);
+      spatial.push_back(static_cast<int64_t>(2 + i));
+    }
+    if (as_conv) {
+      // w [K, C/G, taps] -> per group [C/G, K/G, taps reversed] -> [C, K/G, taps].
+      int64_t k = wd[0].value(), cg = wd[1].value();
+      Value* wt = e.op("Slice", {c.in(1), e.ints(reversed_starts), e.ints(reversed_ends), e.ints(spatial),
+                                 e.ints(reversed_steps)});
+      std::vector<int64_t> grouped = {group, k / group, cg};
+      grouped.insert(grouped.end(), kernel.begin(), kernel.end());
+      std::vector<int64_t> perm(rank + 1);
+      std::iota(perm.begin(), perm.end(), 0);
+      std::swap(perm[1], perm[2]);
+      std::vector<int64_t> merged = {group * cg, k / group};
+      merged.insert(merged.end(), kernel.begin(), kernel.end());
+      wt = e.op("Reshape", {e.op("Transpose", {e.op("Reshape", {wt, e.ints(grouped)})},
+                                 {{"perm", Attribute::of_ints(perm)}}),
+                            e.ints(merged)});
+      Attrs attrs = window_attrs(std::vector<int64_t>(ns, 1), w.dilations, begin, end);
+      attrs["group"] = Attribute::of_int(group);
+      c.set(0, e.op("Conv", {g, wt}, std::move(attrs)));
+    } else {
+      std::vector<int64_t> output_padding;
+      for (size_t i = 0; i < ns; ++i)
+        output_padding.push_back(w.in[i] - ((w.out[i] - 1) * w.strides[i] + w.extent(i) - w.begin[i] - w.end[i]));
+      Attrs attrs = window_attrs(w.strides, w.dilations, w.begin, w.end);
+      attrs["group"] = Attribute::of_int(group);
+      attrs["output_padding"] = Attribute::of_ints(output_padding);
+      c.set(0, e.op("ConvTranspose", {g, c.in(1)}, std::move(attrs)));
+    }
+  }
+  if (c.wants(1)) {
+    if (group != 1) c.fail("tcc differentiates the weights of ungrouped Convs only (group is " + std::to_string(group) + ")");
+    std::vector<int64_t> starts(ns, 0), spatial;
+    for (size_t i = 0; i < ns; ++i) spatial.push_back(static_cast<int64_t>(2 + i));
+    Value* dw = e.op("Conv", {swap01(c, c.in(0), rank), swap01(c, g, rank)},
+                     window_attrs(w.dilations, w.strides, w.begin, w.end));
+    dw = e.op("Slice", {dw, e.ints(starts), e.ints(kernel), e.ints(spatial)});
+    c.set(1, swap01(c, dw, rank));
+  }
+}
+
+// MaxPool: g goes to the element each window took. The pool runs again with its
+// Indices output (flat positions in x) and g is added there, so windows that
+// overlap add up where they took the same element.
+void max_pool_rule(GradContext& c) {
+  if (c.node().opset() < 16) c.fail("the gradient of MaxPool uses ScatterElements' reduction, which needs opset 16");
+  Emitter& e = c.e();
+  Attrs attrs = c.node().attrs();
+  attrs.erase("storage_order");
+  std::vector<Value*> yi = e.op_n("MaxPool", {c.in(0)}, 2, std::move(attrs));
+  Value* flat = e.ints({-1});
+  Value* zeros = e.op("Reshape", {e.zeros_like(c.in(0), c.dtype()), flat});
+  Attrs scatter{{"axis", Attribute::of_int(0)}, {"reduction", Attribute::of_string("add")}};
+  Value* dx = e.op("ScatterElements", {zeros, e.op("Reshape", {yi[1], flat}), e.op("Reshape", {c.dy(), flat})},
+                   std::move(scatter));
+  c.set(0, e.op("Reshape", {dx, e.shape_of(c.in(0))}));
+}
+
+// BatchNormalization in inference form, y = (x - mean) / sqrt(var + eps) * scale + b
+// along axis 1: dx = g * scale / sqrt(var + eps), dscale = sum of g (x - mean) /
+// sqrt(var + eps), db = sum of g over every axis but 1. The running mean and
+// variance are statistics, never selected as parameters (src/autodiff/autodiff.cc).
+void batch_norm_rule(GradContext& c) {
+  if (c.node().get_int("training_mode", 0) != 0 || c.node().num_outputs() > 1)
+    c.fail("tcc differentiates BatchNormalization in inference form (training_mode 0, one output)");
+  if (c.wants(3) || c.wants(4)) c.fail("tcc does not differentiate BatchNormalization's running statistics");
+  Emitter& e = c.e();
+  size_t rank = c.dims(c.in(0)).size();
+  std::vector<int64_t> others = {0}, trailing;
+  for (size_t i = 2; i < rank; ++i) {
+    others.push_back(static_cast<int64_t>(i));
+    trailing.push_back(static_cast<int64_t>(i - 1));
+  }
+  // A per-channel [C] value shaped [C, 1, ...] to broadcast along axis 1.
+  auto per_channel = [&](Value* v) { return trailing.empty() ? v : e.unsqueeze(v, trailing); };
+  Value* eps = scalar(c, c.node().get_float("epsilon", 1e-5f));
+  Value* inv_std = e.op("Reciprocal", {e.op("Sqrt", {e.op("Add", {c.in(4), eps})})});
+  Value* g = c.dy();
+  if (c.wants(0)) c.set(0, mul(c, g, per_channel(mul(c, c.in(1), inv_std))));
+  if (c.wants(1)) {
+    Value* normed = mul(c, e.op("Sub", {c.in(0), per_channel(c.in(3))}), per_channel(inv_std));
+    c.set(1, e.reduce("ReduceSum", mul(c, g, normed), others, false));
+  }
+  if (c.wants(2)) c.set(2, e.reduce("ReduceSum", g, others, false));
+}
+
 // ---- movement
 
 // Reshape, Flatten, Squeeze, Unsqueeze: g reshaped to x's shape
@@ -445,6 +621,9 @@ const std::unordered_map<std::string, GradRule>& rules() {
       {"ReduceSum", reduce_sum_rule},
       {"ReduceMean", reduce_mean_rule},
       {"GlobalAveragePool", global_average_pool_rule},
+      {"Conv", conv_rule},
+      {"MaxPool", max_pool_rule},
+      {"BatchNormalization", batch_norm_rule},
       {"Reshape", reshape_rule},
       {"Flatten", reshape_rule},
       {"Squeeze", reshape_rule},
@@ -466,9 +645,9 @@ const GradRule* find_grad_rule(const Node& n) {
 }
 
 std::string no_grad_rule_reason(const Node& n) {
-  if (n.op_type() == "Conv" || n.op_type() == "ConvTranspose")
-    return "its backward needs a transposed convolution with output padding and a weight-gradient convolution, "
-           "which tcc does not build yet";
+  if (n.op_type() == "ConvTranspose")
+    return "its backward needs a convolution of the gradient and a weight-gradient convolution, which tcc does "
+           "not build yet";
   if (n.op_type() == "If" || n.op_type() == "Loop" || n.op_type() == "Scan")
     return "tcc does not differentiate through control flow";
   return "";

@@ -211,8 +211,7 @@ ExitCode run_compile(CompileCli& c) {
       m.fallbacks.push_back({s.node, n->op_type(), it->second.reason, it->second.message});
     } else {
       std::string message = "no generated kernel computes " + n->op_type();
-      if (n->op_type() == "Conv" && n->domain().empty())
-        if (std::string why = conv_window(*n, nullptr); !why.empty()) message += ": " + why;
+      if (std::string why = kernel_refusal(*n); !why.empty()) message += ": " + why;
       m.fallbacks.push_back({s.node, n->op_type(), "no_kernel", message});
     }
   }

@@ -92,7 +92,7 @@ std::string check_kind(FusionKind kind, const Graph& body) {
     case FusionKind::Single:
       if (body.nodes().size() != 1 || (kernel_role(*body.nodes().front()) != KernelRole::Movement &&
                                        kernel_role(*body.nodes().front()) != KernelRole::Indexed))
-        return "a single body is one movement node or one Concat or Gather";
+        return "a single body is one movement node or one Concat, Gather, ScatterAdd or pool";
       return "";
   }
   return "";

@@ -134,8 +134,9 @@ INSTANTIATE_TEST_SUITE_P(
     Fixtures, FusedFixture,
     testing::Values(FixtureCase{"mlp", {{"gemm", 2}}, {{"batch", 3}}},
                     // Each conv takes its Relu or the block's residual Add; the BatchNorm + Relu after the block
-                    // is the prologue of the global average pool's reduction; the Flatten is a lone movement op.
-                    FixtureCase{"resnet_small", {{"conv", 3}, {"gemm", 1}, {"reduction", 1}, {"single", 1}},
+                    // is the prologue of the global average pool's reduction; the MaxPool is a pool kernel of
+                    // its own and the Flatten a lone movement op.
+                    FixtureCase{"resnet_small", {{"conv", 3}, {"gemm", 1}, {"reduction", 1}, {"single", 2}},
                                 {{"batch", 2}}},
                     // LN1, c_attn, q/k/v reshape+transpose, QK^T, mask slice, softmax, AV,
                     // transpose+reshape back, c_proj+residual, LN2, c_fc, erf-gelu, c_proj+residual.

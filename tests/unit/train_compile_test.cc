@@ -224,6 +224,9 @@ INSTANTIATE_TEST_SUITE_P(
         TrainCase{"mlp_cross_entropy_adam", "tests/fixtures/mlp.onnx",
                   "--loss-fn cross_entropy --loss-on output --label target --optimizer adam", LossKind::CrossEntropy,
                   "output", 4, 10},
+        // Conv weight gradients are convolutions over the batch, MaxPool's a scatter-add at its Indices.
+        TrainCase{"resnet_mse_adam", "tests/fixtures/resnet_small.onnx",
+                  "--loss-fn mse --loss-on output --label target --optimizer adam", LossKind::Mse, "output", 2, 10},
         TrainCase{"gpt2_block_mse_momentum", "tests/fixtures/gpt2_block.onnx",
                   "--loss-fn mse --loss-on output --label target --optimizer momentum", LossKind::Mse, "output", 2,
                   10, OptimizerKind::Momentum},
