@@ -30,6 +30,11 @@ struct LaunchConfig {
 // `configs` holds one KernelConfig per kernel (ignored for Gemm and Conv
 // kernels), or is empty for every kernel's default_config.
 std::string emit_cuda(const std::vector<kir::Kernel>& kernels, const std::vector<KernelConfig>& configs = {});
+// Kernel indices dealt into at most `units` groups of about equal size (by
+// body length, longest first, each to the lightest group), for translation
+// units compiled in parallel (codegen/toolchain.h); `cuda` leaves out library
+// kernels, which have no CUDA source. Empty when fewer than two groups would be made.
+std::vector<std::vector<size_t>> shard_kernels(const std::vector<kir::Kernel>& kernels, int units, bool cuda);
 LaunchConfig launch_config(const kir::Kernel& k, const KernelConfig& config);
 LaunchConfig launch_config(const kir::Kernel& k);  // with default_config(k)
 

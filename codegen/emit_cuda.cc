@@ -373,6 +373,25 @@ std::string emit_cuda(const std::vector<kir::Kernel>& kernels, const std::vector
   return out;
 }
 
+std::vector<std::vector<size_t>> shard_kernels(const std::vector<kir::Kernel>& kernels, int units, bool cuda) {
+  std::vector<size_t> order;
+  for (size_t i = 0; i < kernels.size(); ++i)
+    if (!cuda || !kir::is_library_call(kernels[i].kind)) order.push_back(i);
+  size_t groups = std::min(order.size(), static_cast<size_t>(std::max(units, 1)));
+  if (groups < 2) return {};
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return kernels[a].body.size() > kernels[b].body.size(); });
+  std::vector<std::vector<size_t>> out(groups);
+  std::vector<size_t> load(groups, 0);
+  for (size_t i : order) {
+    size_t g = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+    load[g] += kernels[i].body.size() + 1;
+    out[g].push_back(i);
+  }
+  for (std::vector<size_t>& g : out) std::sort(g.begin(), g.end());
+  return out;
+}
+
 bool splits_rows(const kir::Kernel& k) {
   if (k.kind != kir::Kind::Reduction) return false;
   emitc::ReductionPlan p = emitc::plan_reduction(k);

@@ -1,6 +1,8 @@
 #include "codegen/toolchain.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <nvJitLink.h>
 #include <nvrtc.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -12,6 +14,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <fstream>
+#include <filesystem>
 #include <sstream>
 #include <thread>
 
@@ -25,6 +29,8 @@ namespace {
 
 struct NvrtcJob {
   std::string arch;  // sm_XX (a cubin) or compute_XX (PTX)
+  const std::string* source;
+  bool relocatable;  // a shard's cubin, to be linked with the other shards'
   CudaBinary result;
   std::exception_ptr error;
 };
@@ -38,7 +44,7 @@ void check_nvrtc(nvrtcResult r, const char* what) {
 // threads. (Split compilation changes no kernel's machine code: on the GPT-2
 // block's training step every kernel's .text section came out byte-identical;
 // only the cubin's layout moves.)
-CudaBinary compile_one(const std::string& source, const std::string& arch, int threads) {
+CudaBinary compile_one(const std::string& source, const std::string& arch, int threads, bool relocatable) {
   bool cubin = arch.rfind("sm_", 0) == 0;
   nvrtcProgram prog;
   check_nvrtc(nvrtcCreateProgram(&prog, source.c_str(), "kernels.cu", 0, nullptr, nullptr), "nvrtcCreateProgram");
@@ -49,8 +55,9 @@ CudaBinary compile_one(const std::string& source, const std::string& arch, int t
   // No --use_fast_math: the kernels must compute what the host library and the interpreter compute.
   std::string gpu = "--gpu-architecture=" + arch;
   std::string split = "--split-compile=" + std::to_string(threads);
-  const char* options[] = {gpu.c_str(), "-std=c++17", split.c_str()};
-  nvrtcResult r = nvrtcCompileProgram(prog, 3, options);
+  std::vector<const char*> options = {gpu.c_str(), "-std=c++17", split.c_str()};
+  if (relocatable) options.push_back("--relocatable-device-code=true");
+  nvrtcResult r = nvrtcCompileProgram(prog, static_cast<int>(options.size()), options.data());
   if (r != NVRTC_SUCCESS) {
     size_t n = 0;
     nvrtcGetProgramLogSize(prog, &n);
@@ -103,16 +110,57 @@ class ElfReader {
   const std::vector<char>& b_;
 };
 
+// One cubin of the shards' relocatable cubins for `arch`.
+CudaBinary link_cubins(const std::string& arch, const std::vector<CudaBinary*>& parts) {
+  std::string option = "-arch=" + arch;
+  const char* options[] = {option.c_str()};
+  nvJitLinkHandle link = nullptr;
+  if (nvJitLinkCreate(&link, 1, options) != NVJITLINK_SUCCESS)
+    throw InternalError("nvJitLinkCreate failed for " + arch);
+  struct Destroy {
+    nvJitLinkHandle* h;
+    ~Destroy() { nvJitLinkDestroy(h); }
+  } destroy{&link};
+  auto fail = [&](const char* what) {
+    size_t n = 0;
+    nvJitLinkGetErrorLogSize(link, &n);
+    std::string log(n, '\0');
+    if (n > 0) nvJitLinkGetErrorLog(link, log.data());
+    throw InternalError(std::string(what) + " failed linking the kernels' shards for " + arch + ":\n" + log);
+  };
+  for (size_t i = 0; i < parts.size(); ++i) {
+    std::string name = "shard" + std::to_string(i);
+    if (nvJitLinkAddData(link, NVJITLINK_INPUT_CUBIN, parts[i]->bytes.data(), parts[i]->bytes.size(), name.c_str()) !=
+        NVJITLINK_SUCCESS)
+      fail("nvJitLinkAddData");
+  }
+  if (nvJitLinkComplete(link) != NVJITLINK_SUCCESS) fail("nvJitLinkComplete");
+  CudaBinary b;
+  b.arch = arch;
+  b.file = "kernels." + arch + ".cubin";
+  size_t n = 0;
+  if (nvJitLinkGetLinkedCubinSize(link, &n) != NVJITLINK_SUCCESS) fail("nvJitLinkGetLinkedCubinSize");
+  b.bytes.resize(n);
+  if (nvJitLinkGetLinkedCubin(link, b.bytes.data()) != NVJITLINK_SUCCESS) fail("nvJitLinkGetLinkedCubin");
+  return b;
+}
+
 }  // namespace
 
-std::vector<CudaBinary> compile_cuda(const std::string& source, const std::vector<std::string>& archs, bool ptx,
+std::vector<CudaBinary> compile_cuda(const CudaSources& sources, const std::vector<std::string>& archs, bool ptx,
                                      int jobs) {
+  bool sharded = sources.shards.size() > 1;
   std::vector<NvrtcJob> work;
-  for (const std::string& a : archs) work.push_back(NvrtcJob{a, {}, nullptr});
+  // The PTX program, of the whole source, is the longest: it goes first.
   if (ptx && !archs.empty()) {
     auto newest = std::max_element(archs.begin(), archs.end(),
                                    [](const std::string& x, const std::string& y) { return arch_number(x) < arch_number(y); });
-    work.push_back(NvrtcJob{"compute_" + std::to_string(arch_number(*newest)), {}, nullptr});
+    work.push_back(NvrtcJob{"compute_" + std::to_string(arch_number(*newest)), &sources.whole, false, {}, nullptr});
+  }
+  for (const std::string& a : archs) {
+    if (!sharded) work.push_back(NvrtcJob{a, &sources.whole, false, {}, nullptr});
+    for (size_t i = 0; sharded && i < sources.shards.size(); ++i)
+      work.push_back(NvrtcJob{a, &sources.shards[i], true, {}, nullptr});
   }
   // One thread per program while they last; each program splits its work over its share of the rest.
   int budget = std::max(jobs, 1);
@@ -122,7 +170,7 @@ std::vector<CudaBinary> compile_cuda(const std::string& source, const std::vecto
   auto worker = [&] {
     for (size_t i; (i = next.fetch_add(1)) < work.size();) {
       try {
-        work[i].result = compile_one(source, work[i].arch, split);
+        work[i].result = compile_one(*work[i].source, work[i].arch, split, work[i].relocatable);
       } catch (...) {
         work[i].error = std::current_exception();
       }
@@ -132,12 +180,23 @@ std::vector<CudaBinary> compile_cuda(const std::string& source, const std::vecto
   for (size_t t = 1; t < threads; ++t) pool.emplace_back(worker);
   worker();
   for (std::thread& t : pool) t.join();
-  std::vector<CudaBinary> out;
-  for (NvrtcJob& j : work) {
+  for (NvrtcJob& j : work)
     if (j.error) std::rethrow_exception(j.error);
-    out.push_back(std::move(j.result));
+  std::vector<CudaBinary> out;
+  for (const std::string& a : archs) {
+    std::vector<CudaBinary*> parts;
+    for (NvrtcJob& j : work)
+      if (j.arch == a) parts.push_back(&j.result);
+    out.push_back(sharded ? link_cubins(a, parts) : std::move(*parts.front()));
   }
+  if (ptx && !archs.empty()) out.push_back(std::move(work.front().result));
   return out;
+}
+
+int cuda_shard_count(size_t kernels, size_t cubin_archs, int jobs) {
+  if (cubin_archs == 0) return 1;
+  size_t per_arch = static_cast<size_t>(std::max(jobs, 1)) / cubin_archs;
+  return static_cast<int>(std::max<size_t>(1, std::min(per_arch, kernels / 2)));
 }
 
 std::vector<std::string> cubin_symbols(const std::vector<char>& cubin) {
@@ -167,21 +226,23 @@ std::vector<std::string> cubin_symbols(const std::vector<char>& cubin) {
   return names;
 }
 
-void compile_host_library(const std::string& source_file, const std::string& library_file) {
-  // $CXX may name a launcher and a compiler ("ccache g++"): split on spaces, no shell.
+namespace {
+
+// Runs $CXX (which may name a launcher and a compiler, "ccache g++": split on
+// spaces, no shell) with `args`; a failure is an InternalError naming `what`.
+void run_host_compiler(const std::vector<std::string>& flags, const std::string& what) {
   const char* env = std::getenv("CXX");
   std::vector<std::string> args;
   std::istringstream words(env != nullptr && *env != '\0' ? env : "c++");
   for (std::string w; words >> w;) args.push_back(w);
-  for (const char* a : {"-O2", "-fPIC", "-shared", "-o"}) args.emplace_back(a);
-  args.push_back(library_file);
-  args.push_back(source_file);
+  args.insert(args.end(), flags.begin(), flags.end());
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
 
+  // Close-on-exec: a compiler that a shard's thread starts must not hold another's pipe open.
   int fds[2];
-  if (pipe(fds) != 0) throw InternalError(std::string("pipe: ") + std::strerror(errno));
+  if (pipe2(fds, O_CLOEXEC) != 0) throw InternalError(std::string("pipe: ") + std::strerror(errno));
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
@@ -207,7 +268,54 @@ void compile_host_library(const std::string& source_file, const std::string& lib
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    throw InternalError("the host compiler '" + args[0] + "' failed on " + source_file + ":\n" + output);
+    throw InternalError("the host compiler '" + args[0] + "' failed on " + what + ":\n" + output);
+}
+
+}  // namespace
+
+void compile_host_library(const std::string& source_file, const std::string& library_file,
+                          const std::vector<std::string>& shards, int jobs) {
+  if (shards.size() < 2) {
+    run_host_compiler({"-O2", "-fPIC", "-shared", "-o", library_file, source_file}, source_file);
+    return;
+  }
+  // The shards' sources and objects live beside the library until it is linked.
+  const std::string dir = library_file + ".shards";
+  std::filesystem::create_directories(dir);
+  struct Remove {
+    const std::string& d;
+    ~Remove() {
+      std::error_code ec;
+      std::filesystem::remove_all(d, ec);
+    }
+  } remove{dir};
+  std::vector<std::string> objects;
+  for (size_t i = 0; i < shards.size(); ++i) {
+    std::string base = dir + "/shard" + std::to_string(i);
+    std::ofstream(base + ".cc") << shards[i];
+    objects.push_back(base + ".o");
+  }
+  std::vector<std::exception_ptr> errors(shards.size());
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < shards.size();) {
+      try {
+        run_host_compiler({"-O2", "-fPIC", "-c", "-o", objects[i], dir + "/shard" + std::to_string(i) + ".cc"},
+                          source_file + " (shard " + std::to_string(i) + ")");
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < std::min(shards.size(), static_cast<size_t>(std::max(jobs, 1))); ++t) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+  std::vector<std::string> link = {"-shared", "-o", library_file};
+  link.insert(link.end(), objects.begin(), objects.end());
+  run_host_compiler(link, library_file);
 }
 
 SharedLibrary::SharedLibrary(const std::string& path) {

@@ -183,15 +183,39 @@ ExitCode run_compile(CompileCli& c) {
   // NVRTC and the host compiler are independent processes' worth of work: run them together.
   prepare_module_dir(c.output);
   write_module_file(c.output, kHostSourceFile, host_source);
+  // The host compiler's share of the threads is a quarter (about its part of the
+  // work on the bundled models), in shards once that is two or more; NVRTC's
+  // programs, in shards of their own, take the rest.
+  int host_jobs = std::max(1, jobs / 4);
+  int nvrtc_jobs = host_jobs > 1 ? jobs - host_jobs : jobs;
   auto nvrtc = std::async(std::launch::async, [&] {
     auto begin = std::chrono::steady_clock::now();
-    auto binaries = compile_cuda(m.cuda_source, o.archs, o.ptx, jobs);
+    CudaSources sources(m.cuda_source);
+    size_t generated = std::count_if(schedule.kernels.begin(), schedule.kernels.end(),
+                                     [](const kir::Kernel& k) { return !kir::is_library_call(k.kind); });
+    for (const std::vector<size_t>& group :
+         shard_kernels(schedule.kernels, cuda_shard_count(generated, o.archs.size(), nvrtc_jobs), true)) {
+      std::vector<kir::Kernel> kernels;
+      std::vector<KernelConfig> configs;
+      for (size_t i : group) {
+        kernels.push_back(schedule.kernels[i]);
+        if (!m.configs.empty()) configs.push_back(m.configs[i]);
+      }
+      sources.shards.push_back(emit_cuda(kernels, configs));
+    }
+    auto binaries = compile_cuda(sources, o.archs, o.ptx, nvrtc_jobs);
     t.nvrtc = ms_since(begin);
     return binaries;
   });
   stage = std::chrono::steady_clock::now();
   try {
-    compile_host_library(c.output + "/" + kHostSourceFile, c.output + "/" + kHostLibraryFile);
+    std::vector<std::string> host_shards;
+    for (const std::vector<size_t>& group : shard_kernels(schedule.kernels, host_jobs, false)) {
+      std::vector<kir::Kernel> kernels;
+      for (size_t i : group) kernels.push_back(schedule.kernels[i]);
+      host_shards.push_back(emit_host(kernels));
+    }
+    compile_host_library(c.output + "/" + kHostSourceFile, c.output + "/" + kHostLibraryFile, host_shards, host_jobs);
   } catch (...) {
     nvrtc.wait();
     throw;

@@ -13,7 +13,7 @@ done
 for lib in libonnx_proto libprotobuf libspdlog libfmt; do
   ls "$tmp/pkg/lib/$lib".so* >/dev/null || { echo "missing $lib"; exit 1; }
 done
-if ls "$tmp/pkg/lib" | grep -E '^lib(c|cuda|nvrtc)\.so'; then echo "packaged a library the device has"; exit 1; fi
+if ls "$tmp/pkg/lib" | grep -E '^lib(c|cuda|nvrtc|nvJitLink)\.so'; then echo "packaged a library the device has"; exit 1; fi
 [ "$(du -sb "$tmp/pkg" | cut -f1)" -lt $((64 * 1024 * 1024)) ] || { echo "package over 64 MiB"; exit 1; }
 grep -q '^TCC_PKG_COMMIT=[0-9a-f]' "$tmp/pkg/package.env" || { echo "no commit in package.env"; exit 1; }
 version=$(LD_LIBRARY_PATH="$tmp/pkg/lib" "$tmp/pkg/bin/tcc" --version)

@@ -266,8 +266,19 @@ class EmitTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new fs::path(make_temp_dir("tcc_emit_test"));
-    std::ofstream(*dir_ / "host.cc") << emit_host(all_kernels());
-    compile_host_library((*dir_ / "host.cc").string(), (*dir_ / "host.so").string());
+    // The library is built as tcc compile builds it on many threads: shards of
+    // the kernels compiled at once and linked (every test below calls into it).
+    std::vector<kir::Kernel> ks = all_kernels();
+    std::ofstream(*dir_ / "host.cc") << emit_host(ks);
+    std::vector<std::string> shards;
+    for (const std::vector<size_t>& group : shard_kernels(ks, 3, false)) {
+      std::vector<kir::Kernel> shard;
+      for (size_t i : group) shard.push_back(ks[i]);
+      shards.push_back(emit_host(shard));
+    }
+    ASSERT_EQ(shards.size(), 3u);
+    compile_host_library((*dir_ / "host.cc").string(), (*dir_ / "host.so").string(), shards, 2);
+    ASSERT_FALSE(fs::exists(*dir_ / "host.so.shards"));
     lib_ = new SharedLibrary((*dir_ / "host.so").string());
   }
   static void TearDownTestSuite() {
@@ -641,9 +652,57 @@ TEST(Toolchain, NvrtcCompilesEveryGeneratedKernel) {
   fs::remove_all(dir);
 }
 
+// Shards compile as relocatable code and nvJitLink makes one cubin per arch of
+// them: it defines every generated kernel once, as the whole program's does;
+// the PTX comes from the whole program.
+TEST(Toolchain, ShardsLinkIntoOneCubinPerArch) {
+  std::vector<kir::Kernel> ks = all_kernels();
+  CudaSources sources(emit_cuda(ks));
+  for (const std::vector<size_t>& group : shard_kernels(ks, 3, true)) {
+    std::vector<kir::Kernel> shard;
+    for (size_t i : group) shard.push_back(ks[i]);
+    sources.shards.push_back(emit_cuda(shard));
+  }
+  ASSERT_EQ(sources.shards.size(), 3u);
+  std::vector<CudaBinary> bins = compile_cuda(sources, {"sm_80", "sm_90"}, true, 2);
+  ASSERT_EQ(bins.size(), 3u);
+  std::vector<CudaBinary> whole = compile_cuda(sources.whole, {"sm_90"}, false, 2);
+  std::vector<std::string> whole_syms = cubin_symbols(whole[0].bytes);
+  std::multiset<std::string> expected;
+  for (const std::string& s : whole_syms)
+    if (s.rfind("k_", 0) == 0) expected.insert(s);  // the kernels, not NVRTC's internal helpers
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(bins[i].file, "kernels." + bins[i].arch + ".cubin");
+    std::multiset<std::string> got;
+    for (const std::string& s : cubin_symbols(bins[i].bytes))
+      if (s.rfind("k_", 0) == 0) got.insert(s);
+    EXPECT_EQ(got, expected) << bins[i].arch;
+  }
+  EXPECT_EQ(bins[2].arch, "compute_90");
+  // Each shard is a translation unit of its own, and together they hold each generated kernel once.
+  std::multiset<std::string> dealt;
+  for (const std::string& shard : sources.shards)
+    for (const kir::Kernel& k : ks)
+      if (shard.find(" void " + k.name + "(") != std::string::npos) dealt.insert(k.name);
+  std::multiset<std::string> generated;
+  for (const kir::Kernel& k : ks)
+    if (!kir::is_library_call(k.kind)) generated.insert(k.name);
+  EXPECT_EQ(dealt, generated);
+  EXPECT_TRUE(shard_kernels(ks, 1, true).empty());
+}
+
+TEST(Toolchain, ShardCountLeavesEachArchItsThreads) {
+  EXPECT_EQ(cuda_shard_count(40, 2, 2), 1);    // the build machine: one program per arch
+  EXPECT_EQ(cuda_shard_count(40, 1, 2), 2);
+  EXPECT_EQ(cuda_shard_count(40, 2, 16), 8);
+  EXPECT_EQ(cuda_shard_count(5, 2, 16), 2);    // at least two kernels a shard
+  EXPECT_EQ(cuda_shard_count(1, 1, 16), 1);
+  EXPECT_EQ(cuda_shard_count(40, 0, 16), 1);   // PTX only
+}
+
 TEST(Toolchain, NvrtcErrorsCarryTheLog) {
   try {
-    compile_cuda("extern \"C\" __global__ void broken() { undefined_thing(); }", {"sm_90"}, false, 1);
+    compile_cuda(std::string("extern \"C\" __global__ void broken() { undefined_thing(); }"), {"sm_90"}, false, 1);
     FAIL() << "expected an InternalError";
   } catch (const InternalError& e) {
     EXPECT_NE(std::string(e.what()).find("undefined_thing"), std::string::npos) << e.what();
