@@ -121,6 +121,22 @@ TEST_F(CompileTest, ResNetConvsBecomeConvKernels) {
     EXPECT_FALSE(conv_kernels.count(sym)) << sym;
 }
 
+// bench/models/pointwise_bandwidth.tir means what scripts/gpu-check reads
+// from it: one fused kernel moving 16 bytes an element and one copy moving 8,
+// both float4 loops (a grid of a quarter of the elements over 256 threads).
+TEST_F(CompileTest, BandwidthBenchmarkIsOneFusedKernelAndOneCopy) {
+  CliResult r = run_tcc("compile " + shell_quote(std::string(TCC_SOURCE_DIR) + "/bench/models/pointwise_bandwidth.tir") +
+                        " -o " + shell_quote((dir_ / "bw").string()) + " --arch sm_90 --no-ptx");
+  ASSERT_EQ(r.code, 0) << r.output;
+  json m = manifest("bw");
+  ASSERT_EQ(m["kernels"].size(), 2u);
+  EXPECT_EQ(m["kernels"][0]["nodes"], json({"fused/Mul", "fused/Add", "fused/Relu"}));
+  EXPECT_EQ(m["kernels"][0]["bytes_moved"], "n*16384");
+  EXPECT_EQ(m["kernels"][1]["nodes"], json({"copy/Neg"}));
+  EXPECT_EQ(m["kernels"][1]["bytes_moved"], "n*8192");
+  for (const json& k : m["kernels"]) EXPECT_EQ(k["launch"]["grid"][0], "(n*1024+1023)//(1024)") << k["name"];
+}
+
 TEST_F(CompileTest, SymbolicDimsStaySymbolic) {
   ASSERT_EQ(compile("gpt2_block.onnx", "m", "--arch sm_90 --no-ptx").code, 0);
   json m = manifest("m");
