@@ -134,6 +134,114 @@ void gelu_rule(GradContext& c) {
 // Identity, and Dropout in inference mode: g
 void identity_rule(GradContext& c) { c.set(0, c.dy()); }
 
+// d |x| = g * sign(x)
+void abs_rule(GradContext& c) { c.set(0, mul(c, c.dy(), c.e().op("Sign", {c.in(0)}))); }
+
+// d sin = g cos(x);  d cos = -g sin(x)
+void sin_rule(GradContext& c) { c.set(0, mul(c, c.dy(), c.e().op("Cos", {c.in(0)}))); }
+void cos_rule(GradContext& c) { c.set(0, c.e().op("Neg", {mul(c, c.dy(), c.e().op("Sin", {c.in(0)}))})); }
+
+// d (1/x) = -g y^2
+void reciprocal_rule(GradContext& c) { c.set(0, c.e().op("Neg", {mul(c, c.dy(), mul(c, c.out(), c.out()))})); }
+
+// d softplus = g * sigmoid(x)
+void softplus_rule(GradContext& c) { c.set(0, mul(c, c.dy(), c.e().op("Sigmoid", {c.in(0)}))); }
+
+// g where x > 0, else `negative` (as torch: the slope at 0 is the negative side's)
+void piecewise(GradContext& c, Value* positive, Value* negative) {
+  Value* pos = c.e().op("Greater", {c.in(0), scalar(c, 0.0)});
+  c.set(0, c.e().op("Where", {pos, positive, negative}));
+}
+
+// LeakyRelu: g, or alpha g below 0
+void leaky_relu_rule(GradContext& c) {
+  piecewise(c, c.dy(), mul(c, c.dy(), scalar(c, c.node().get_float("alpha", 0.01f))));
+}
+
+// Elu: g, or g (y + alpha) below 0
+void elu_rule(GradContext& c) {
+  Value* slope = c.e().op("Add", {c.out(), scalar(c, c.node().get_float("alpha", 1.0f))});
+  piecewise(c, c.dy(), mul(c, c.dy(), slope));
+}
+
+// Selu: gamma g, or g (y + alpha gamma) below 0
+void selu_rule(GradContext& c) {
+  double alpha = c.node().get_float("alpha", 1.67326319217681884765625f);
+  double gamma = c.node().get_float("gamma", 1.05070102214813232421875f);
+  Value* slope = c.e().op("Add", {c.out(), scalar(c, alpha * gamma)});
+  piecewise(c, mul(c, c.dy(), scalar(c, gamma)), mul(c, c.dy(), slope));
+}
+
+// g where lo < x < hi (lo <= x <= hi with `closed`), else 0
+Value* inside(GradContext& c, Value* x, Value* lo, Value* hi, bool closed) {
+  Emitter& e = c.e();
+  Value* above = lo ? e.op(closed ? "GreaterOrEqual" : "Greater", {x, lo}) : nullptr;
+  Value* below = hi ? e.op(closed ? "LessOrEqual" : "Less", {x, hi}) : nullptr;
+  Value* both = above && below ? e.op("And", {above, below}) : above ? above : below;
+  return both ? e.op("Where", {both, c.dy(), scalar(c, 0.0)}) : c.dy();
+}
+
+// HardSigmoid: alpha g where 0 < alpha x + beta < 1, else 0
+void hard_sigmoid_rule(GradContext& c) {
+  double alpha = c.node().get_float("alpha", 0.2f), beta = c.node().get_float("beta", 0.5f);
+  Value* z = c.e().op("Add", {mul(c, c.in(0), scalar(c, alpha)), scalar(c, beta)});
+  c.set(0, mul(c, inside(c, z, scalar(c, 0.0), scalar(c, 1.0), false), scalar(c, alpha)));
+}
+
+// Clip: g where min <= x <= max (as torch.clamp), else 0. The bounds get no gradient.
+void clip_rule(GradContext& c) {
+  if (c.wants(1) || c.wants(2)) c.fail("tcc differentiates Clip in its input only; a bound depends on a parameter");
+  const Node& n = c.node();
+  Value *lo = nullptr, *hi = nullptr;
+  if (n.opset() < 11) {
+    if (n.has_attr("min")) lo = scalar(c, n.get_float("min", 0));
+    if (n.has_attr("max")) hi = scalar(c, n.get_float("max", 0));
+  } else {
+    lo = n.has_input(1) ? c.in(1) : nullptr;
+    hi = n.has_input(2) ? c.in(2) : nullptr;
+  }
+  c.set(0, inside(c, c.in(0), lo, hi, true));
+}
+
+// Floor, Ceil, Round, Sign: piecewise constant, so 0 (as torch)
+void zero_rule(GradContext& c) { c.set(0, c.e().zeros_like(c.in(0), c.in(0)->type().dtype())); }
+
+// Dropout at inference (no training_mode, or a constant false one): the identity
+void dropout_rule(GradContext& c) {
+  const Tensor* training = c.node().num_inputs() > 2 && c.in(2) ? c.constant(2) : nullptr;
+  if ((c.node().num_inputs() > 2 && c.in(2) && (!training || training->get_f64(0) != 0)) ||
+      c.node().get_int("is_test", 1) == 0)
+    c.fail("tcc differentiates Dropout at inference only (training_mode absent or false)");
+  c.set(0, c.dy());
+}
+
+// ---- variadic
+
+// Sum: g to every operand; Mean: g / n
+void sum_rule(GradContext& c) {
+  bool mean = c.node().op_type() == "Mean";
+  Value* g = mean ? c.e().op("Div", {c.dy(), scalar(c, static_cast<double>(c.node().num_inputs()))}) : c.dy();
+  for (size_t i = 0; i < c.node().num_inputs(); ++i)
+    if (c.wants(i)) c.set(i, c.unbroadcast(g, i));
+}
+
+// Max, Min: g to the operands equal to y, split evenly where several are (as torch.maximum)
+void extremum_rule(GradContext& c) {
+  Emitter& e = c.e();
+  size_t n = c.node().num_inputs();
+  std::vector<Value*> hit(n);
+  Value* count = nullptr;
+  for (size_t i = 0; i < n; ++i) {
+    hit[i] = e.op("Equal", {c.in(i), c.out()});
+    Value* one = e.op("Cast", {hit[i]}, int_attr("to", static_cast<int64_t>(c.dtype())));
+    count = count ? e.op("Add", {count, one}) : one;
+  }
+  Value* share = e.op("Div", {c.dy(), count});
+  for (size_t i = 0; i < n; ++i)
+    if (c.wants(i)) c.set(i, c.unbroadcast(e.op("Where", {hit[i], share, scalar(c, 0.0)}), i));
+}
+
+
 // d cast = g cast back to the input's type
 void cast_rule(GradContext& c) {
   c.set(0, c.e().op("Cast", {c.dy()}, int_attr("to", static_cast<int64_t>(c.in(0)->type().dtype()))));
@@ -318,6 +426,43 @@ void global_average_pool_rule(GradContext& c) {
   c.set(0, e.op("Expand", {e.op("Div", {c.dy(), n}), e.shape_of(c.in(0))}));
 }
 
+// d reduce_sum_square = 2 x g (g broadcast back)
+void reduce_sum_square_rule(GradContext& c) {
+  c.set(0, mul(c, expand_reduced(c, c.dy()), mul(c, c.in(0), scalar(c, 2.0))));
+}
+
+// d reduce_log_sum_exp = g exp(x - y);  d reduce_log_sum = g exp(-y) (y, g broadcast back)
+void reduce_log_sum_rule(GradContext& c) {
+  Emitter& e = c.e();
+  Value* y = expand_reduced(c, c.out());
+  Value* exponent = c.node().op_type() == "ReduceLogSumExp" ? e.op("Sub", {c.in(0), y}) : e.op("Neg", {y});
+  c.set(0, mul(c, expand_reduced(c, c.dy()), e.op("Exp", {exponent})));
+}
+
+// g to the elements equal to y, split evenly among ties (as torch.amax);
+// `reduce` counts the ties with the reduction's axes kept.
+void to_extrema(GradContext& c, Value* g, Value* y, const std::function<Value*(Value*)>& reduce) {
+  Emitter& e = c.e();
+  Value* hit = e.op("Cast", {e.op("Equal", {c.in(0), y})}, int_attr("to", static_cast<int64_t>(c.dtype())));
+  c.set(0, e.op("Div", {mul(c, g, hit), reduce(hit)}));
+}
+
+// ReduceMax, ReduceMin
+void reduce_extremum_rule(GradContext& c) {
+  bool noop = false;
+  std::vector<int64_t> axes = reduced_axes(c, c.dims(c.in(0)).size(), noop);
+  if (noop) return c.set(0, c.dy());
+  to_extrema(c, expand_reduced(c, c.dy()), expand_reduced(c, c.out()),
+             [&](Value* hit) { return c.e().reduce("ReduceSum", hit, axes, true); });
+}
+
+// GlobalMaxPool: ReduceMax over the spatial axes, kept
+void global_max_pool_rule(GradContext& c) {
+  std::vector<int64_t> spatial;
+  for (size_t i = 2; i < c.dims(c.in(0)).size(); ++i) spatial.push_back(static_cast<int64_t>(i));
+  to_extrema(c, c.dy(), c.out(), [&](Value* hit) { return c.e().reduce("ReduceSum", hit, spatial, true); });
+}
+
 // ---- convolution, pooling, normalization
 
 // A sliding window's attributes with explicit pads, one entry per spatial dim;
@@ -465,6 +610,41 @@ void max_pool_rule(GradContext& c) {
   c.set(0, e.op("Reshape", {dx, e.shape_of(c.in(0))}));
 }
 
+// AveragePool: g / divisor spread back over each window, a transposed
+// convolution of it with a kernel of ones per channel (group = C). The divisor
+// is the window's size with count_include_pad, else the number of its taps
+// inside x: a convolution of ones over x's extent.
+void average_pool_rule(GradContext& c) {
+  const Node& n = c.node();
+  if (n.get_int("ceil_mode", 0) != 0) c.fail("tcc differentiates AveragePool without ceil_mode only");
+  std::vector<int64_t> kernel = n.get_ints("kernel_shape");
+  Window w = window_of(c, kernel);
+  const Dim& channels = c.dims(c.in(0))[1];
+  if (!channels.is_static()) c.fail("the gradient of AveragePool needs static channels, not " + channels.str());
+  size_t ns = kernel.size();
+  Emitter& e = c.e();
+  auto ones = [&](std::vector<int64_t> shape) { return e.op("Expand", {scalar(c, 1.0), e.ints(shape)}); };
+  std::vector<int64_t> plane = {1, 1}, taps = {1, 1};
+  plane.insert(plane.end(), w.in.begin(), w.in.end());
+  taps.insert(taps.end(), kernel.begin(), kernel.end());
+  Value* divisor;
+  if (n.get_int("count_include_pad", 0) != 0) {
+    int64_t size = 1;
+    for (int64_t k : kernel) size *= k;
+    divisor = scalar(c, static_cast<double>(size));
+  } else {
+    divisor = e.op("Conv", {ones(plane), ones(taps)}, window_attrs(w.strides, w.dilations, w.begin, w.end));
+  }
+  std::vector<int64_t> output_padding, weights = {channels.value(), 1};
+  weights.insert(weights.end(), kernel.begin(), kernel.end());
+  for (size_t i = 0; i < ns; ++i)
+    output_padding.push_back(w.in[i] - ((w.out[i] - 1) * w.strides[i] + w.extent(i) - w.begin[i] - w.end[i]));
+  Attrs attrs = window_attrs(w.strides, w.dilations, w.begin, w.end);
+  attrs["group"] = Attribute::of_int(channels.value());
+  attrs["output_padding"] = Attribute::of_ints(output_padding);
+  c.set(0, e.op("ConvTranspose", {e.op("Div", {c.dy(), divisor}), ones(weights)}, std::move(attrs)));
+}
+
 // BatchNormalization in inference form, y = (x - mean) / sqrt(var + eps) * scale + b
 // along axis 1: dx = g * scale / sqrt(var + eps), dscale = sum of g (x - mean) /
 // sqrt(var + eps), db = sum of g over every axis but 1. The running mean and
@@ -593,6 +773,70 @@ void gather_rule(GradContext& c) {
   c.set(0, e.op("ScatterElements", {e.zeros_like(x, c.dtype()), idx, g}, std::move(attrs)));
 }
 
+// Pad with a constant: g cut back to x, dropping what the pads added.
+void pad_rule(GradContext& c) {
+  const Node& n = c.node();
+  if (n.get_string("mode", "constant") != "constant")
+    c.fail("tcc differentiates constant Pad only, not mode " + n.get_string("mode", ""));
+  if (c.wants(2)) c.fail("tcc differentiates Pad in its input only; the pad value depends on a parameter");
+  size_t rank = c.dims(c.in(0)).size();
+  std::vector<int64_t> pads = n.opset() < 11 ? n.get_ints("pads") : c.const_ints(1, "Pad's pads");
+  std::vector<int64_t> axes;
+  if (n.opset() >= 18 && n.has_input(3)) {
+    for (int64_t a : c.const_ints(3, "Pad's axes")) axes.push_back(c.axis(a, rank));
+  } else {
+    for (size_t i = 0; i < rank; ++i) axes.push_back(static_cast<int64_t>(i));
+  }
+  if (pads.size() != 2 * axes.size()) c.fail("Pad's pads do not give a begin and an end per axis");
+  std::vector<int64_t> starts, ends;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    int64_t begin = pads[i], end = pads[axes.size() + i];
+    if (begin < 0 || end < 0) c.fail("tcc differentiates Pad with non-negative pads only");
+    starts.push_back(begin);
+    ends.push_back(end > 0 ? -end : std::numeric_limits<int64_t>::max());
+  }
+  c.set(0, c.e().op("Slice", {c.dy(), c.e().ints(starts), c.e().ints(ends), c.e().ints(axes)}));
+}
+
+// Tile: the copies of g summed, with g seen as [r0, d0, r1, d1, ...]
+void tile_rule(GradContext& c) {
+  if (c.wants(1)) c.fail("Tile's repeats have no gradient");
+  const Dims& xd = c.dims(c.in(0));
+  std::vector<int64_t> repeats = c.const_ints(1, "Tile's repeats"), split, copies;
+  for (size_t i = 0; i < xd.size(); ++i) {
+    if (!xd[i].is_static()) c.fail("the gradient of Tile needs static input dims, got " + c.in(0)->type().str());
+    split.push_back(repeats.at(i));
+    split.push_back(xd[i].value());
+    copies.push_back(static_cast<int64_t>(2 * i));
+  }
+  Value* parts = c.e().op("Reshape", {c.dy(), c.e().ints(split)});
+  c.set(0, c.e().reduce("ReduceSum", parts, copies, false));
+}
+
+// CumSum: the cumulative sum of g the other way
+void cum_sum_rule(GradContext& c) {
+  Attrs attrs{{"reverse", Attribute::of_int(1 - c.node().get_int("reverse", 0))},
+              {"exclusive", Attribute::of_int(c.node().get_int("exclusive", 0))}};
+  c.set(0, c.e().op("CumSum", {c.dy(), c.in(1)}, std::move(attrs)));
+}
+
+// Trilu: g with the same triangle kept
+void trilu_rule(GradContext& c) {
+  std::vector<Value*> ins = {c.dy()};
+  if (c.node().num_inputs() > 1 && c.in(1)) ins.push_back(c.in(1));
+  c.set(0, c.e().op("Trilu", ins, int_attr("upper", c.node().get_int("upper", 1))));
+}
+
+// DepthToSpace (DCR) and SpaceToDepth undo each other.
+void depth_to_space_rule(GradContext& c) {
+  if (c.node().get_string("mode", "DCR") != "DCR") c.fail("tcc differentiates DepthToSpace in DCR mode only");
+  c.set(0, c.e().op("SpaceToDepth", {c.dy()}, int_attr("blocksize", c.node().get_int("blocksize", 1))));
+}
+void space_to_depth_rule(GradContext& c) {
+  Attrs attrs{{"blocksize", Attribute::of_int(c.node().get_int("blocksize", 1))}, {"mode", Attribute::of_string("DCR")}};
+  c.set(0, c.e().op("DepthToSpace", {c.dy()}, std::move(attrs)));
+}
+
 const std::unordered_map<std::string, GradRule>& rules() {
   static const std::unordered_map<std::string, GradRule> table = {
       {"Add", add_rule},
@@ -623,6 +867,7 @@ const std::unordered_map<std::string, GradRule>& rules() {
       {"GlobalAveragePool", global_average_pool_rule},
       {"Conv", conv_rule},
       {"MaxPool", max_pool_rule},
+      {"AveragePool", average_pool_rule},
       {"BatchNormalization", batch_norm_rule},
       {"Reshape", reshape_rule},
       {"Flatten", reshape_rule},
@@ -633,6 +878,37 @@ const std::unordered_map<std::string, GradRule>& rules() {
       {"Split", split_rule},
       {"Slice", slice_rule},
       {"Gather", gather_rule},
+      {"Abs", abs_rule},
+      {"Sin", sin_rule},
+      {"Cos", cos_rule},
+      {"Reciprocal", reciprocal_rule},
+      {"Softplus", softplus_rule},
+      {"LeakyRelu", leaky_relu_rule},
+      {"Elu", elu_rule},
+      {"Selu", selu_rule},
+      {"HardSigmoid", hard_sigmoid_rule},
+      {"Clip", clip_rule},
+      {"Floor", zero_rule},
+      {"Ceil", zero_rule},
+      {"Round", zero_rule},
+      {"Sign", zero_rule},
+      {"Dropout", dropout_rule},
+      {"Sum", sum_rule},
+      {"Mean", sum_rule},
+      {"Max", extremum_rule},
+      {"Min", extremum_rule},
+      {"ReduceSumSquare", reduce_sum_square_rule},
+      {"ReduceLogSum", reduce_log_sum_rule},
+      {"ReduceLogSumExp", reduce_log_sum_rule},
+      {"ReduceMax", reduce_extremum_rule},
+      {"ReduceMin", reduce_extremum_rule},
+      {"GlobalMaxPool", global_max_pool_rule},
+      {"Pad", pad_rule},
+      {"Tile", tile_rule},
+      {"CumSum", cum_sum_rule},
+      {"Trilu", trilu_rule},
+      {"DepthToSpace", depth_to_space_rule},
+      {"SpaceToDepth", space_to_depth_rule},
   };
   return table;
 }
