@@ -515,15 +515,62 @@ Value* swap01(GradContext& c, Value* x, size_t rank) {
   return c.e().op("Transpose", {x}, {{"perm", Attribute::of_ints(perm)}});
 }
 
+// A grouped Conv's weight gradient, tap by tap: for window tap r, x_r is x
+// (zero-padded) read at o s + r d for every output position o, and
+//   dw[g, kg, cg, r] = sum over n, o of g[n, g, kg, o] x_r[n, g, cg, o],
+// one batched product over the groups, [G, K/G, N*O] @ [G, N*O, C/G], per tap.
+Value* grouped_weight_gradient(GradContext& c, const Window& w, int64_t group) {
+  Emitter& e = c.e();
+  const Dims& wd = c.dims(c.in(1));
+  size_t ns = w.kernel.size();
+  int64_t k = wd[0].value(), cg = wd[1].value(), kg = k / group;
+  // Pads of every axis, begins then ends; the batch and channel axes get none.
+  std::vector<int64_t> pads = {0, 0};
+  pads.insert(pads.end(), w.begin.begin(), w.begin.end());
+  pads.insert(pads.end(), {0, 0});
+  pads.insert(pads.end(), w.end.begin(), w.end.end());
+  Value* x = e.op("Pad", {c.in(0), e.ints(pads)});
+  Value* g = e.op("Reshape", {c.dy(), e.ints({0, group, kg, -1})});
+  g = e.op("Reshape", {e.op("Transpose", {g}, {{"perm", Attribute::of_ints({1, 2, 0, 3})}}), e.ints({group, kg, -1})});
+  std::vector<int64_t> spatial;
+  for (size_t i = 0; i < ns; ++i) spatial.push_back(static_cast<int64_t>(2 + i));
+  std::vector<Value*> taps;
+  std::vector<int64_t> tap(ns, 0);
+  for (bool more = true; more;) {
+    std::vector<int64_t> starts, stops;
+    for (size_t i = 0; i < ns; ++i) {
+      starts.push_back(tap[i] * w.dilations[i]);
+      stops.push_back(starts.back() + (w.out[i] - 1) * w.strides[i] + 1);
+    }
+    Value* xr = e.op("Slice", {x, e.ints(starts), e.ints(stops), e.ints(spatial), e.ints(w.strides)});
+    xr = e.op("Reshape", {xr, e.ints({0, group, cg, -1})});
+    xr = e.op("Reshape", {e.op("Transpose", {xr}, {{"perm", Attribute::of_ints({1, 0, 3, 2})}}), e.ints({group, -1, cg})});
+    taps.push_back(e.unsqueeze(e.op("MatMul", {g, xr}), {3}));
+    more = false;
+    for (size_t i = ns; i-- > 0;) {
+      if (++tap[i] < w.kernel[i]) {
+        more = true;
+        break;
+      }
+      tap[i] = 0;
+    }
+  }
+  Value* all = taps.size() == 1 ? taps.front() : e.op("Concat", taps, int_attr("axis", 3));
+  std::vector<int64_t> shape = {k, cg};
+  shape.insert(shape.end(), w.kernel.begin(), w.kernel.end());
+  return e.op("Reshape", {all, e.ints(shape)});
+}
+
 // y = conv(x, w) + b, stride s, dilation d, pads p (begin) and q (end) per spatial dim:
 //   db = g summed over every axis but the channel;
 //   dx = the transposed convolution of g with w. With stride 1 and pads no larger
 //        than the window (d (k-1) >= p, q) that is a convolution of g with w's
 //        taps reversed and its two channel axes swapped, pads d (k-1) - p and
 //        d (k-1) - q; otherwise ConvTranspose, output_padding filling x's size;
-//   dw = a convolution of x with g, batch and channel axes swapped (groups: 1):
+//   dw = a convolution of x with g, batch and channel axes swapped:
 //        dw[k, c, r] = sum over n, o of x[n, c, o s - p + r d] g[n, k, o], a
-//        convolution of stride d and dilation s, cut to the window's k taps.
+//        convolution of stride d and dilation s, cut to the window's k taps
+//        (grouped Convs: grouped_weight_gradient).
 void conv_rule(GradContext& c) {
   Emitter& e = c.e();
   const Dims& wd = c.dims(c.in(1));
@@ -582,8 +629,9 @@ void conv_rule(GradContext& c) {
       c.set(0, e.op("ConvTranspose", {g, c.in(1)}, std::move(attrs)));
     }
   }
-  if (c.wants(1)) {
-    if (group != 1) c.fail("tcc differentiates the weights of ungrouped Convs only (group is " + std::to_string(group) + ")");
+  if (c.wants(1) && group != 1) {
+    c.set(1, grouped_weight_gradient(c, w, group));
+  } else if (c.wants(1)) {
     std::vector<int64_t> starts(ns, 0), spatial;
     for (size_t i = 0; i < ns; ++i) spatial.push_back(static_cast<int64_t>(2 + i));
     Value* dw = e.op("Conv", {swap01(c, c.in(0), rank), swap01(c, g, rank)},

@@ -173,6 +173,13 @@ const RuleCase kRuleCases[] = {
     // Uneven pads, dilation, groups: dx as a grouped convolution of g.
     {"Conv_grouped_dilated_dx", "  const %w: f64[1, 4, 6, 5] = $R\n  const %k: f64[6, 2, 2, 3] = $R\n",
      "  %y: f64[1, 6, 6, 3] = Conv(%w, %k) {group = 2, dilations = [2, 1], pads = [1, 0, 1, 0]}\n", "f64[1, 6, 6, 3]"},
+    // Grouped weights: one batched product over the groups per tap.
+    {"Conv_grouped_weights", "  const %w0: f64[2, 4, 5, 6] = $R\n  const %w1: f64[6, 2, 2, 3] = $R\n",
+     "  %y: f64[2, 6, 3, 2] = Conv(%w0, %w1) {group = 2, strides = [2, 2], dilations = [1, 2], pads = [1, 1, 0, 1]}\n",
+     "f64[2, 6, 3, 2]"},
+    // Depthwise with a channel multiplier of 2, 1-D.
+    {"Conv_depthwise_1d", "  const %w0: f64[2, 3, 7] = $R\n  const %w1: f64[6, 1, 3] = $R\n",
+     "  %y: f64[2, 6, 7] = Conv(%w0, %w1) {group = 3, pads = [1, 1]}\n", "f64[2, 6, 7]"},
     // Stride 2 (dx through ConvTranspose with output padding), 1-D.
     {"Conv_strided_1d", "  const %w0: f64[2, 2, 8] = $R\n  const %w1: f64[3, 2, 3] = $R\n",
      "  %y: f64[2, 3, 4] = Conv(%w0, %w1) {strides = [2], pads = [1, 1]}\n", "f64[2, 3, 4]"},
@@ -539,17 +546,17 @@ TEST(Autodiff, InputErrors) {
   EXPECT_NE(e.find("/act/Einsum"), std::string::npos) << e;
   EXPECT_NE(e.find("tcc has no gradient rule for Einsum, which lies between a parameter and the loss"),
             std::string::npos) << e;
-  const char* grouped = R"(graph main opset(ai.onnx: 17) {
+  const char* same_pads = R"(graph main opset(ai.onnx: 17) {
   input %x: f32[1, 2, 4, 4]
   const %w: f32[2, 1, 1, 1] = [2.0, 3.0]
-  %c: f32[1, 2, 4, 4] = Conv(%x, %w) {group = 2} name("conv")
+  %c: f32[1, 2, 4, 4] = Conv(%x, %w) {group = 2, auto_pad = "SAME_UPPER"} name("conv")
   %loss: f32[] = ReduceSum(%c) {keepdims = 0}
   output %loss
 }
 )";
-  e = error_of(grouped, opts);
+  e = error_of(same_pads, opts);
   EXPECT_NE(e.find("'conv'"), std::string::npos) << e;
-  EXPECT_NE(e.find("the weights of ungrouped Convs only (group is 2)"), std::string::npos) << e;
+  EXPECT_NE(e.find("tcc differentiates windows with explicit pads, not auto_pad SAME_UPPER"), std::string::npos) << e;
   opts.loss_output = "nope";
   EXPECT_NE(error_of(sin, opts).find("--loss 'nope' is not an output of the model (outputs: loss)"),
             std::string::npos);
