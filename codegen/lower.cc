@@ -690,8 +690,7 @@ class Lowering {
     auto all = [&](int a, int b) { return a < 0 ? b : b < 0 ? a : emit(Op::And, DType::Bool, {a, b}); };
     int result = -1, counted = -1;
     int64_t always_counted = 0;
-    std::vector<int64_t> tap(ns, 0);
-    for (bool more = true; more;) {
+    for (const std::vector<int64_t>& tap : all_indices(w.kernel)) {
       Instr load;
       load.op = Op::Load;
       load.dtype = dt;
@@ -737,14 +736,6 @@ class Lowering {
       } else if (!max) {
         int one = emit(Op::Cast, dt, {counts});
         counted = counted < 0 ? one : emit(Op::Add, dt, {counted, one});
-      }
-      more = false;
-      for (size_t d = ns; d-- > 0;) {
-        if (++tap[d] < w.kernel[d]) {
-          more = true;
-          break;
-        }
-        tap[d] = 0;
       }
     }
     if (indices) values_.emplace(std::make_pair(p.output(1), frame), best);

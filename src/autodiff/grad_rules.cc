@@ -535,8 +535,7 @@ Value* grouped_weight_gradient(GradContext& c, const Window& w, int64_t group) {
   std::vector<int64_t> spatial;
   for (size_t i = 0; i < ns; ++i) spatial.push_back(static_cast<int64_t>(2 + i));
   std::vector<Value*> taps;
-  std::vector<int64_t> tap(ns, 0);
-  for (bool more = true; more;) {
+  for (const std::vector<int64_t>& tap : all_indices(w.kernel)) {
     std::vector<int64_t> starts, stops;
     for (size_t i = 0; i < ns; ++i) {
       starts.push_back(tap[i] * w.dilations[i]);
@@ -546,14 +545,6 @@ Value* grouped_weight_gradient(GradContext& c, const Window& w, int64_t group) {
     xr = e.op("Reshape", {xr, e.ints({0, group, cg, -1})});
     xr = e.op("Reshape", {e.op("Transpose", {xr}, {{"perm", Attribute::of_ints({1, 0, 3, 2})}}), e.ints({group, -1, cg})});
     taps.push_back(e.unsqueeze(e.op("MatMul", {g, xr}), {3}));
-    more = false;
-    for (size_t i = ns; i-- > 0;) {
-      if (++tap[i] < w.kernel[i]) {
-        more = true;
-        break;
-      }
-      tap[i] = 0;
-    }
   }
   Value* all = taps.size() == 1 ? taps.front() : e.op("Concat", taps, int_attr("axis", 3));
   std::vector<int64_t> shape = {k, cg};

@@ -224,4 +224,15 @@ bool Tensor::identical(const Tensor& o) const {
   return nbytes() == o.nbytes() && std::memcmp(raw(), o.raw(), nbytes()) == 0;
 }
 
+std::vector<std::vector<int64_t>> all_indices(const std::vector<int64_t>& shape) {
+  std::vector<std::vector<int64_t>> out;
+  if (std::any_of(shape.begin(), shape.end(), [](int64_t d) { return d <= 0; })) return out;
+  for (std::vector<int64_t> index(shape.size(), 0);;) {
+    out.push_back(index);
+    size_t d = shape.size();
+    while (d > 0 && ++index[d - 1] == shape[d - 1]) index[--d] = 0;
+    if (d == 0) return out;
+  }
+}
+
 }  // namespace tcc

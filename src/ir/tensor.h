@@ -92,5 +92,8 @@ int64_t checked_numel(const std::vector<int64_t>& shape);
 // Row-major strides (in elements) of a shape.
 std::vector<int64_t> row_major_strides(const std::vector<int64_t>& shape);
 std::string shape_str(const std::vector<int64_t>& shape);  // "[2, 3]"
+// Every multi-index of a shape of non-negative dims, in row-major order (a
+// sliding window's taps, an output's positions).
+std::vector<std::vector<int64_t>> all_indices(const std::vector<int64_t>& shape);
 
 }  // namespace tcc

@@ -113,24 +113,6 @@ void resolve_pads(const Window& w, const std::vector<int64_t>& in, const std::ve
   }
 }
 
-std::vector<int64_t> unravel(int64_t flat, const std::vector<int64_t>& shape) {
-  std::vector<int64_t> idx(shape.size());
-  for (size_t k = shape.size(); k-- > 0;) {
-    idx[k] = flat % shape[k];
-    flat /= shape[k];
-  }
-  return idx;
-}
-
-// Every multi-index of a shape, row-major.
-std::vector<std::vector<int64_t>> all_indices(const std::vector<int64_t>& shape) {
-  std::vector<std::vector<int64_t>> v;
-  int64_t n = product(shape);
-  v.reserve(n);
-  for (int64_t f = 0; f < n; ++f) v.push_back(unravel(f, shape));
-  return v;
-}
-
 std::vector<int64_t> spatial_of(const std::vector<int64_t>& shape) {
   return std::vector<int64_t>(shape.begin() + 2, shape.end());
 }
