@@ -380,6 +380,37 @@ void layer_norm_rule(GradContext& c) {
   if (c.wants(2)) c.set(2, sum_leading(g, 2));
 }
 
+// InstanceNormalization: LayerNormalization's rule over the spatial axes of
+// each (n, c), with scale and bias per channel:
+//   dx = r * (h - mean(h) - xhat * mean(h * xhat)), h = g * scale;
+//   dscale = sum over n and the spatial axes of g * xhat;  dbias = sum of g.
+void instance_norm_rule(GradContext& c) {
+  Emitter& e = c.e();
+  Value* x = c.in(0);
+  size_t rank = c.dims(x).size();
+  std::vector<int64_t> spatial, others = {0}, channel_axes;
+  for (size_t i = 2; i < rank; ++i) {
+    spatial.push_back(static_cast<int64_t>(i));
+    others.push_back(static_cast<int64_t>(i));
+    channel_axes.push_back(static_cast<int64_t>(i - 1));
+  }
+  Value* mean = e.reduce("ReduceMean", x, spatial, true);
+  Value* xc = e.op("Sub", {x, mean});
+  Value* var = e.reduce("ReduceMean", mul(c, xc, xc), spatial, true);
+  Value* eps = scalar(c, c.node().get_float("epsilon", 1e-5f));
+  Value* r = e.op("Reciprocal", {e.op("Sqrt", {e.op("Add", {var, eps})})});
+  Value* xhat = mul(c, xc, r);
+  Value* g = c.dy();
+  if (c.wants(0)) {
+    Value* h = mul(c, g, e.unsqueeze(c.in(1), channel_axes));
+    Value* mh = e.reduce("ReduceMean", h, spatial, true);
+    Value* mhx = e.reduce("ReduceMean", mul(c, h, xhat), spatial, true);
+    c.set(0, mul(c, r, e.op("Sub", {e.op("Sub", {h, mh}), mul(c, xhat, mhx)})));
+  }
+  if (c.wants(1)) c.set(1, e.reduce("ReduceSum", mul(c, g, xhat), others, false));
+  if (c.wants(2)) c.set(2, e.reduce("ReduceSum", g, others, false));
+}
+
 // The axes a Reduce* node reduces, normalized; empty when it is a no-op.
 std::vector<int64_t> reduced_axes(GradContext& c, size_t rank, bool& noop) {
   const Node& n = c.node();
@@ -515,41 +546,69 @@ Value* swap01(GradContext& c, Value* x, size_t rank) {
   return c.e().op("Transpose", {x}, {{"perm", Attribute::of_ints(perm)}});
 }
 
-// A grouped Conv's weight gradient, tap by tap: for window tap r, x_r is x
-// (zero-padded) read at o s + r d for every output position o, and
-//   dw[g, kg, cg, r] = sum over n, o of g[n, g, kg, o] x_r[n, g, cg, o],
-// one batched product over the groups, [G, K/G, N*O] @ [G, N*O, C/G], per tap.
-Value* grouped_weight_gradient(GradContext& c, const Window& w, int64_t group) {
+// The gradient of a convolution's weights W [K, C/G, kernel...] from its
+// input `x` [N, C, in...] and the gradient `g` [N, K, out...] of its output
+// (`out` the spatial dims of g), with w's strides, dilations and pads:
+//   dw[k, c, r] = sum over n, o of x[n, c, o s - p + r d] g[n, k, o].
+// Ungrouped: a convolution of x with g, batch and channel axes swapped
+// (batch is its symbolic channel axis), stride d and dilation s, cut to the
+// window's taps. Grouped, tap by tap: x_r is x (zero-padded) read at o s + r d,
+// and dw[g, kg, cg, r] = sum over n, o of g[n, g, kg, o] x_r[n, g, cg, o], one
+// batched product over the groups, [G, K/G, N*O] @ [G, N*O, C/G], per tap.
+Value* weight_gradient(GradContext& c, Value* x, Value* g, const Window& w, const std::vector<int64_t>& out,
+                       int64_t group, int64_t k, int64_t cg) {
   Emitter& e = c.e();
-  const Dims& wd = c.dims(c.in(1));
-  size_t ns = w.kernel.size();
-  int64_t k = wd[0].value(), cg = wd[1].value(), kg = k / group;
+  size_t ns = w.kernel.size(), rank = ns + 2;
+  std::vector<int64_t> spatial;
+  for (size_t i = 0; i < ns; ++i) spatial.push_back(static_cast<int64_t>(2 + i));
+  if (group == 1) {
+    Value* dw = e.op("Conv", {swap01(c, x, rank), swap01(c, g, rank)}, window_attrs(w.dilations, w.strides, w.begin, w.end));
+    dw = e.op("Slice", {dw, e.ints(std::vector<int64_t>(ns, 0)), e.ints(w.kernel), e.ints(spatial)});
+    return swap01(c, dw, rank);
+  }
+  int64_t kg = k / group;
   // Pads of every axis, begins then ends; the batch and channel axes get none.
   std::vector<int64_t> pads = {0, 0};
   pads.insert(pads.end(), w.begin.begin(), w.begin.end());
   pads.insert(pads.end(), {0, 0});
   pads.insert(pads.end(), w.end.begin(), w.end.end());
-  Value* x = e.op("Pad", {c.in(0), e.ints(pads)});
-  Value* g = e.op("Reshape", {c.dy(), e.ints({0, group, kg, -1})});
-  g = e.op("Reshape", {e.op("Transpose", {g}, {{"perm", Attribute::of_ints({1, 2, 0, 3})}}), e.ints({group, kg, -1})});
-  std::vector<int64_t> spatial;
-  for (size_t i = 0; i < ns; ++i) spatial.push_back(static_cast<int64_t>(2 + i));
+  Value* padded = e.op("Pad", {x, e.ints(pads)});
+  Value* rows = e.op("Reshape", {g, e.ints({0, group, kg, -1})});
+  rows = e.op("Reshape", {e.op("Transpose", {rows}, {{"perm", Attribute::of_ints({1, 2, 0, 3})}}), e.ints({group, kg, -1})});
   std::vector<Value*> taps;
   for (const std::vector<int64_t>& tap : all_indices(w.kernel)) {
     std::vector<int64_t> starts, stops;
     for (size_t i = 0; i < ns; ++i) {
       starts.push_back(tap[i] * w.dilations[i]);
-      stops.push_back(starts.back() + (w.out[i] - 1) * w.strides[i] + 1);
+      stops.push_back(starts.back() + (out[i] - 1) * w.strides[i] + 1);
     }
-    Value* xr = e.op("Slice", {x, e.ints(starts), e.ints(stops), e.ints(spatial), e.ints(w.strides)});
+    Value* xr = e.op("Slice", {padded, e.ints(starts), e.ints(stops), e.ints(spatial), e.ints(w.strides)});
     xr = e.op("Reshape", {xr, e.ints({0, group, cg, -1})});
     xr = e.op("Reshape", {e.op("Transpose", {xr}, {{"perm", Attribute::of_ints({1, 0, 3, 2})}}), e.ints({group, -1, cg})});
-    taps.push_back(e.unsqueeze(e.op("MatMul", {g, xr}), {3}));
+    taps.push_back(e.unsqueeze(e.op("MatMul", {rows, xr}), {3}));
   }
   Value* all = taps.size() == 1 ? taps.front() : e.op("Concat", taps, int_attr("axis", 3));
   std::vector<int64_t> shape = {k, cg};
   shape.insert(shape.end(), w.kernel.begin(), w.kernel.end());
   return e.op("Reshape", {all, e.ints(shape)});
+}
+
+// The static kernel dims of a convolution's W (dims 2...), failing naming the node otherwise.
+std::vector<int64_t> kernel_of(GradContext& c, const char* op) {
+  const Dims& wd = c.dims(c.in(1));
+  std::vector<int64_t> kernel;
+  for (size_t i = 0; i < wd.size(); ++i) {
+    if (!wd[i].is_static()) c.fail(std::string("the gradient of ") + op + " needs W's shape static");
+    if (i >= 2) kernel.push_back(wd[i].value());
+  }
+  return kernel;
+}
+
+// The bias gradient of a convolution: g summed over every axis but the channel.
+Value* bias_gradient(GradContext& c, size_t rank) {
+  std::vector<int64_t> axes = {0};
+  for (size_t i = 2; i < rank; ++i) axes.push_back(static_cast<int64_t>(i));
+  return c.e().reduce("ReduceSum", c.dy(), axes, false);
 }
 
 // y = conv(x, w) + b, stride s, dilation d, pads p (begin) and q (end) per spatial dim:
@@ -558,27 +617,16 @@ Value* grouped_weight_gradient(GradContext& c, const Window& w, int64_t group) {
 //        than the window (d (k-1) >= p, q) that is a convolution of g with w's
 //        taps reversed and its two channel axes swapped, pads d (k-1) - p and
 //        d (k-1) - q; otherwise ConvTranspose, output_padding filling x's size;
-//   dw = a convolution of x with g, batch and channel axes swapped:
-//        dw[k, c, r] = sum over n, o of x[n, c, o s - p + r d] g[n, k, o], a
-//        convolution of stride d and dilation s, cut to the window's k taps
-//        (grouped Convs: grouped_weight_gradient).
+//   dw = weight_gradient(x, g).
 void conv_rule(GradContext& c) {
   Emitter& e = c.e();
   const Dims& wd = c.dims(c.in(1));
-  std::vector<int64_t> kernel;
-  for (size_t i = 2; i < wd.size(); ++i) {
-    if (!wd[i].is_static()) c.fail("the gradient of Conv needs W's shape static");
-    kernel.push_back(wd[i].value());
-  }
+  std::vector<int64_t> kernel = kernel_of(c, "Conv");
   Window w = window_of(c, kernel);
   size_t ns = kernel.size(), rank = ns + 2;
   int64_t group = c.node().get_int("group", 1);
   Value* g = c.dy();
-  if (c.wants(2)) {
-    std::vector<int64_t> axes = {0};
-    for (size_t i = 2; i < rank; ++i) axes.push_back(static_cast<int64_t>(i));
-    c.set(2, e.reduce("ReduceSum", g, axes, false));
-  }
+  if (c.wants(2)) c.set(2, bias_gradient(c, rank));
   if (c.wants(0)) {
     bool as_conv = true;
     std::vector<int64_t> begin, end, reversed_starts, reversed_ends, reversed_steps, spatial;
@@ -620,16 +668,29 @@ void conv_rule(GradContext& c) {
       c.set(0, e.op("ConvTranspose", {g, c.in(1)}, std::move(attrs)));
     }
   }
-  if (c.wants(1) && group != 1) {
-    c.set(1, grouped_weight_gradient(c, w, group));
-  } else if (c.wants(1)) {
-    std::vector<int64_t> starts(ns, 0), spatial;
-    for (size_t i = 0; i < ns; ++i) spatial.push_back(static_cast<int64_t>(2 + i));
-    Value* dw = e.op("Conv", {swap01(c, c.in(0), rank), swap01(c, g, rank)},
-                     window_attrs(w.dilations, w.strides, w.begin, w.end));
-    dw = e.op("Slice", {dw, e.ints(starts), e.ints(kernel), e.ints(spatial)});
-    c.set(1, swap01(c, dw, rank));
+  if (c.wants(1)) c.set(1, weight_gradient(c, c.in(0), g, w, w.out, group, wd[0].value(), wd[1].value()));
+}
+
+// y = conv_transpose(x, w) + b, w [C, K/G, kernel...], explicit pads:
+//   dx = the convolution of g with w, same strides, dilations, pads and groups
+//        (y's size was chosen so that it comes back to x's);
+//   dw = weight_gradient with the roles swapped: g is the input, x the gradient;
+//   db = g summed over every axis but the channel.
+void conv_transpose_rule(GradContext& c) {
+  const Node& n = c.node();
+  if (n.has_attr("output_shape")) c.fail("tcc differentiates ConvTranspose with explicit pads, not output_shape");
+  const Dims& wd = c.dims(c.in(1));
+  std::vector<int64_t> kernel = kernel_of(c, "ConvTranspose");
+  Window w = window_of(c, kernel);
+  size_t rank = kernel.size() + 2;
+  int64_t group = n.get_int("group", 1);
+  if (c.wants(2)) c.set(2, bias_gradient(c, rank));
+  if (c.wants(0)) {
+    Attrs attrs = window_attrs(w.strides, w.dilations, w.begin, w.end);
+    attrs["group"] = Attribute::of_int(group);
+    c.set(0, c.e().op("Conv", {c.dy(), c.in(1)}, std::move(attrs)));
   }
+  if (c.wants(1)) c.set(1, weight_gradient(c, c.dy(), c.in(0), w, w.in, group, wd[0].value(), wd[1].value()));
 }
 
 // MaxPool: g goes to the element each window took. The pool runs again with its
@@ -876,6 +937,19 @@ void space_to_depth_rule(GradContext& c) {
   c.set(0, c.e().op("DepthToSpace", {c.dy()}, std::move(attrs)));
 }
 
+// GatherElements: g added into zeros where each element came from
+// (ScatterElements, reduction add); GatherND (batch_dims 0): the same with ScatterND.
+void gather_elements_rule(GradContext& c) {
+  if (c.node().opset() < 16)
+    c.fail("the gradient of " + c.node().op_type() + " uses a scatter's reduction, which needs opset 16");
+  bool nd = c.node().op_type() == "GatherND";
+  if (nd && c.node().get_int("batch_dims", 0) != 0) c.fail("tcc differentiates GatherND with batch_dims 0 only");
+  Attrs attrs{{"reduction", Attribute::of_string("add")}};
+  if (!nd) attrs["axis"] = Attribute::of_int(c.node().get_int("axis", 0));
+  Value* zeros = c.e().zeros_like(c.in(0), c.dtype());
+  c.set(0, c.e().op(nd ? "ScatterND" : "ScatterElements", {zeros, c.in(1), c.dy()}, std::move(attrs)));
+}
+
 const std::unordered_map<std::string, GradRule>& rules() {
   static const std::unordered_map<std::string, GradRule> table = {
       {"Add", add_rule},
@@ -905,6 +979,10 @@ const std::unordered_map<std::string, GradRule>& rules() {
       {"ReduceMean", reduce_mean_rule},
       {"GlobalAveragePool", global_average_pool_rule},
       {"Conv", conv_rule},
+      {"ConvTranspose", conv_transpose_rule},
+      {"InstanceNormalization", instance_norm_rule},
+      {"GatherElements", gather_elements_rule},
+      {"GatherND", gather_elements_rule},
       {"MaxPool", max_pool_rule},
       {"AveragePool", average_pool_rule},
       {"BatchNormalization", batch_norm_rule},
@@ -960,9 +1038,6 @@ const GradRule* find_grad_rule(const Node& n) {
 }
 
 std::string no_grad_rule_reason(const Node& n) {
-  if (n.op_type() == "ConvTranspose")
-    return "its backward needs a convolution of the gradient and a weight-gradient convolution, which tcc does "
-           "not build yet";
   if (n.op_type() == "If" || n.op_type() == "Loop" || n.op_type() == "Scan")
     return "tcc does not differentiate through control flow";
   return "";

@@ -180,6 +180,13 @@ const RuleCase kRuleCases[] = {
     // Depthwise with a channel multiplier of 2, 1-D.
     {"Conv_depthwise_1d", "  const %w0: f64[2, 3, 7] = $R\n  const %w1: f64[6, 1, 3] = $R\n",
      "  %y: f64[2, 6, 7] = Conv(%w0, %w1) {group = 3, pads = [1, 1]}\n", "f64[2, 6, 7]"},
+    {"ConvTranspose_strided", "  const %w0: f64[1, 2, 3, 3] = $R\n  const %w1: f64[2, 3, 3, 3] = $R\n"
+                              "  const %w2: f64[3] = $R\n",
+     "  %y: f64[1, 3, 6, 5] = ConvTranspose(%w0, %w1, %w2) {strides = [2, 2], pads = [1, 1, 1, 1], "
+     "output_padding = [1, 0]}\n",
+     "f64[1, 3, 6, 5]"},
+    {"ConvTranspose_grouped_dilated_1d", "  const %w0: f64[2, 4, 5] = $R\n  const %w1: f64[4, 1, 3] = $R\n",
+     "  %y: f64[2, 2, 8] = ConvTranspose(%w0, %w1) {group = 2, dilations = [2], pads = [1, 0]}\n", "f64[2, 2, 8]"},
     // Stride 2 (dx through ConvTranspose with output padding), 1-D.
     {"Conv_strided_1d", "  const %w0: f64[2, 2, 8] = $R\n  const %w1: f64[3, 2, 3] = $R\n",
      "  %y: f64[2, 3, 4] = Conv(%w0, %w1) {strides = [2], pads = [1, 1]}\n", "f64[2, 3, 4]"},
@@ -188,6 +195,12 @@ const RuleCase kRuleCases[] = {
      "  %y: f64[2, 2, 4, 5] = MaxPool(%w) {kernel_shape = [2, 3], pads = [1, 1, 0, 1]}\n", "f64[2, 2, 4, 5]"},
     {"MaxPool_strided", "  const %w: f64[1, 3, 6, 6] = $R\n",
      "  %y: f64[1, 3, 3, 3] = MaxPool(%w) {kernel_shape = [2, 2], strides = [2, 2]}\n", "f64[1, 3, 3, 3]"},
+    {"InstanceNormalization", "  const %w: f64[2, 3, 4] = $R\n  const %ws: f64[3] = $R\n  const %wb: f64[3] = $R\n",
+     "  %y: f64[2, 3, 4] = InstanceNormalization(%w, %ws, %wb) {epsilon = 1e-05}\n", "f64[2, 3, 4]"},
+    {"GatherElements_repeated", "  const %w: f64[3, 4] = $R\n  const %i: i64[2, 4] = [0, 2, 1, 2, 2, 2, 0, 1]\n",
+     "  %y: f64[2, 4] = GatherElements(%w, %i) {axis = 0}\n", "f64[2, 4]"},
+    {"GatherND_repeated_rows", "  const %w: f64[3, 4] = $R\n  const %i: i64[2, 1] = [2, 2]\n",
+     "  %y: f64[2, 4] = GatherND(%w, %i)\n", "f64[2, 4]"},
     {"AveragePool_exclude_pad", "  const %w: f64[2, 2, 5, 4] = $R\n",
      "  %y: f64[2, 2, 3, 4] = AveragePool(%w) {kernel_shape = [3, 2], strides = [2, 1], pads = [1, 1, 1, 0]}\n",
      "f64[2, 2, 3, 4]"},
