@@ -1,6 +1,8 @@
 // Gradient rules. Each comment states the derivative the rule emits, with
 // g the incoming gradient and y the forward output.
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <limits>
 #include <numeric>
 #include <unordered_map>
@@ -950,6 +952,61 @@ void gather_elements_rule(GradContext& c) {
   c.set(0, c.e().op(nd ? "ScatterND" : "ScatterElements", {zeros, c.in(1), c.dy()}, std::move(attrs)));
 }
 
+// Einsum without ellipses: operand i's gradient is the einsum of g with the
+// other operands into operand i's labels ("ab,bc->ac": dA = "ac,bc->ab"). Labels
+// only operand i has were summed away: the einsum leaves them out and g is
+// broadcast back along them. A label repeated within an operand (a diagonal)
+// is not differentiated.
+void einsum_rule(GradContext& c) {
+  std::string eq;
+  for (char ch : c.node().get_string("equation", ""))
+    if (ch != ' ') eq += ch;
+  if (eq.find('.') != std::string::npos) c.fail("tcc differentiates Einsum without ellipses only");
+  size_t arrow = eq.find("->");
+  std::vector<std::string> terms;
+  std::string lhs = eq.substr(0, arrow);
+  for (size_t start = 0;;) {
+    size_t comma = lhs.find(',', start);
+    terms.push_back(lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  std::string out;
+  if (arrow != std::string::npos) {
+    out = eq.substr(arrow + 2);
+  } else {
+    std::map<char, int> count;
+    for (const std::string& t : terms)
+      for (char l : t) ++count[l];
+    for (auto [l, n] : count)
+      if (n == 1) out += l;
+  }
+  for (size_t i = 0; i < terms.size(); ++i) {
+    if (!c.wants(i)) continue;
+    std::string others = out, kept;
+    for (size_t j = 0; j < terms.size(); ++j)
+      if (j != i) others += terms[j];
+    std::vector<int64_t> summed;
+    for (size_t a = 0; a < terms[i].size(); ++a) {
+      char l = terms[i][a];
+      if (std::count(terms[i].begin(), terms[i].end(), l) > 1)
+        c.fail("tcc does not differentiate an Einsum label repeated within an operand ('" + terms[i] + "')");
+      if (others.find(l) == std::string::npos) summed.push_back(static_cast<int64_t>(a));
+      else kept += l;
+    }
+    std::vector<Value*> ins = {c.dy()};
+    std::string sub = out;
+    for (size_t j = 0; j < terms.size(); ++j)
+      if (j != i) {
+        ins.push_back(c.in(j));
+        sub += "," + terms[j];
+      }
+    Value* d = c.e().op("Einsum", ins, {{"equation", Attribute::of_string(sub + "->" + kept)}});
+    if (!summed.empty()) d = c.e().op("Expand", {c.e().unsqueeze(d, summed), c.e().shape_of(c.in(i))});
+    c.set(i, d);
+  }
+}
+
 const std::unordered_map<std::string, GradRule>& rules() {
   static const std::unordered_map<std::string, GradRule> table = {
       {"Add", add_rule},
@@ -983,6 +1040,7 @@ const std::unordered_map<std::string, GradRule>& rules() {
       {"InstanceNormalization", instance_norm_rule},
       {"GatherElements", gather_elements_rule},
       {"GatherND", gather_elements_rule},
+      {"Einsum", einsum_rule},
       {"MaxPool", max_pool_rule},
       {"AveragePool", average_pool_rule},
       {"BatchNormalization", batch_norm_rule},
