@@ -1007,6 +1007,40 @@ void einsum_rule(GradContext& c) {
   }
 }
 
+// Resize, nearest, by whole factors: each input element was copied to a block
+// of s_0 x s_1 x ... outputs (asymmetric coordinates with floor, or half-pixel
+// with round_prefer_floor, the defaults: both read floor(o / s)), so its
+// gradient is g summed over its block, g seen as [.., x_i, s_i, ..].
+void resize_rule(GradContext& c) {
+  const Node& n = c.node();
+  std::string ctm = n.get_string("coordinate_transformation_mode", "half_pixel");
+  std::string nearest = n.get_string("nearest_mode", "round_prefer_floor");
+  bool blocks = (ctm == "asymmetric" && nearest == "floor") ||
+                ((ctm == "half_pixel" || ctm == "pytorch_half_pixel") && nearest == "round_prefer_floor");
+  if (n.get_string("mode", "nearest") != "nearest" || !blocks || n.has_attr("axes"))
+    c.fail("tcc differentiates Resize only in nearest mode by whole factors (asymmetric with floor, or half_pixel "
+           "with round_prefer_floor), got mode " + n.get_string("mode", "nearest") + ", " + ctm + ", " + nearest);
+  const Dims &xd = c.dims(c.in(0)), &yd = c.dims(c.out());
+  std::vector<int64_t> split, summed;
+  bool copied = true;  // Reshape's 0 copies g's dim while no axis before it was split
+  for (size_t i = 0; i < xd.size(); ++i) {
+    if (!xd[i].is_unknown() && !yd[i].is_unknown() && xd[i].expr() == yd[i].expr()) {
+      if (!copied && !xd[i].is_static()) c.fail("the gradient of Resize needs static dims after a resized axis");
+      split.push_back(copied ? 0 : xd[i].value());
+      continue;
+    }
+    if (!xd[i].is_static() || !yd[i].is_static() || xd[i].value() < 1 || yd[i].value() % xd[i].value() != 0)
+      c.fail("tcc differentiates Resize by whole factors of static dims, not " + xd[i].str() + " to " + yd[i].str());
+    copied = false;
+    split.push_back(xd[i].value());
+    split.push_back(yd[i].value() / xd[i].value());
+    summed.push_back(static_cast<int64_t>(split.size()) - 1);
+  }
+  if (summed.empty()) return c.set(0, c.dy());
+  Value* blocks_of = c.e().op("Reshape", {c.dy(), c.e().ints(split)});
+  c.set(0, c.e().reduce("ReduceSum", blocks_of, summed, false));
+}
+
 const std::unordered_map<std::string, GradRule>& rules() {
   static const std::unordered_map<std::string, GradRule> table = {
       {"Add", add_rule},
@@ -1041,6 +1075,7 @@ const std::unordered_map<std::string, GradRule>& rules() {
       {"GatherElements", gather_elements_rule},
       {"GatherND", gather_elements_rule},
       {"Einsum", einsum_rule},
+      {"Resize", resize_rule},
       {"MaxPool", max_pool_rule},
       {"AveragePool", average_pool_rule},
       {"BatchNormalization", batch_norm_rule},

@@ -206,6 +206,12 @@ const RuleCase kRuleCases[] = {
     // j appears in the first operand only: its gradient is broadcast back along it.
     {"Einsum_summed_label", "  const %w0: f64[2, 3] = $R\n  const %w1: f64[2] = $R\n",
      "  %y: f64[2] = Einsum(%w0, %w1) {equation = \"ij,i->i\"}\n", "f64[2]"},
+    {"Resize_nearest_asymmetric", "  const %w: f64[1, 2, 3, 4] = $R\n  const %sc: f32[4] = [1.0, 1.0, 2.0, 2.0]\n",
+     "  %y: f64[1, 2, 6, 8] = Resize(%w, none, %sc) {mode = \"nearest\", coordinate_transformation_mode = "
+     "\"asymmetric\", nearest_mode = \"floor\"}\n",
+     "f64[1, 2, 6, 8]", 13},
+    {"Resize_nearest_half_pixel_by_3", "  const %w: f64[1, 1, 2, 3] = $R\n  const %sc: f32[4] = [1.0, 1.0, 1.0, 3.0]\n",
+     "  %y: f64[1, 1, 2, 9] = Resize(%w, none, %sc) {mode = \"nearest\"}\n", "f64[1, 1, 2, 9]", 13},
     {"InstanceNormalization", "  const %w: f64[2, 3, 4] = $R\n  const %ws: f64[3] = $R\n  const %wb: f64[3] = $R\n",
      "  %y: f64[2, 3, 4] = InstanceNormalization(%w, %ws, %wb) {epsilon = 1e-05}\n", "f64[2, 3, 4]"},
     {"GatherElements_repeated", "  const %w: f64[3, 4] = $R\n  const %i: i64[2, 4] = [0, 2, 1, 2, 2, 2, 0, 1]\n",
