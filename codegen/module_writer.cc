@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <functional>
 #include <optional>
 #include <set>
@@ -94,8 +95,10 @@ KernelEstimate estimate(const kir::Kernel& k, const DeviceProfile& d, const std:
   return e;
 }
 
+}  // namespace
+
 // Everything derived from the contents that more than one file needs.
-struct Facts {
+struct ModuleFacts {
   std::map<std::string, std::pair<std::string, int>> symbols;  // symbol -> (input, axis), first occurrence
   std::map<std::string, int64_t> sizes;                        // report sizes per symbol
   std::vector<std::pair<const Value*, Tensor>> weights;       // in first-read order
@@ -105,9 +108,12 @@ struct Facts {
   std::vector<std::vector<std::string>> step_nodes;  // per step: the source nodes it runs
 };
 
-Facts gather(const ModuleContents& m) {
+namespace {
+
+
+ModuleFacts gather(const ModuleContents& m) {
   const Graph& g = *m.graph;
-  Facts f;
+  ModuleFacts f;
   for (const Value* in : g.inputs()) {
     if (!in->type().has_rank()) continue;
     const Dims& dims = in->type().shape();
@@ -254,7 +260,7 @@ ojson kernel_json(const ModuleContents& m, size_t index) {
   return j;
 }
 
-ojson manifest_json(const ModuleContents& m, const Facts& f) {
+ojson manifest_json(const ModuleContents& m, const ModuleFacts& f) {
   const Graph& g = *m.graph;
   ojson j;
   j["format"] = "tcc-module";
@@ -337,7 +343,7 @@ ojson manifest_json(const ModuleContents& m, const Facts& f) {
 }
 
 // Streamed tensor by tensor: a GPT-2-sized model has hundreds of MB of weights.
-void write_weights(const std::string& dir, const Facts& f) {
+void write_weights(const std::string& dir, const ModuleFacts& f) {
   std::string path = (fs::path(dir) / "weights.bin").string();
   std::ofstream out(path, std::ios::binary);
   static const char zeros[kWeightAlignment] = {};
@@ -416,13 +422,13 @@ std::string sizes_text(const std::map<std::string, int64_t>& sizes) {
   return parts.empty() ? "static shapes" : join(parts, ", ");
 }
 
-double total_estimate_us(const ModuleContents& m, const Facts& f) {
+double total_estimate_us(const ModuleContents& m, const ModuleFacts& f) {
   double us = 0;
   for (const KernelEstimate& e : f.kernels) us += e.seconds * 1e6 * e.steps;
   return us;
 }
 
-ojson report_json(const ModuleContents& m, const Facts& f, const CompileTimings& t) {
+ojson report_json(const ModuleContents& m, const ModuleFacts& f, const CompileTimings& t) {
   const DeviceProfile& d = *m.device;
   ojson j;
   j["model"] = fs::path(m.model).filename().string();
@@ -505,7 +511,7 @@ std::string md_escape(const std::string& s) {
   return out;
 }
 
-std::string report_md(const ModuleContents& m, const Facts& f, const CompileTimings& t) {
+std::string report_md(const ModuleContents& m, const ModuleFacts& f, const CompileTimings& t) {
   const DeviceProfile& d = *m.device;
   std::ostringstream os;
   os << "# tcc compile report: " << fs::path(m.model).filename().string() << "\n\n";
@@ -636,20 +642,28 @@ void write_module_file(const std::string& dir, const std::string& name, const st
     throw InputError(path + ": cannot write");
 }
 
-void write_module(const std::string& dir, const ModuleContents& m) {
+ModuleWriter::ModuleWriter(std::string dir, const ModuleContents& m)
+    : dir_(std::move(dir)), m_(m), facts_(std::make_unique<ModuleFacts>(gather(m))) {
+  weights_ = std::async(std::launch::async, [this] { write_weights(dir_, *facts_); });
+}
+
+ModuleWriter::~ModuleWriter() {
+  if (weights_.valid()) weights_.wait();
+}
+
+void ModuleWriter::finish() {
   auto start = std::chrono::steady_clock::now();
-  Facts f = gather(m);
-  write_module_file(dir, kManifestFile, manifest_json(m, f).dump(2) + "\n");
-  write_module_file(dir, kCudaSourceFile, m.cuda_source);
-  for (const CudaBinary& b : m.binaries) write_module_file(dir, b.file, std::string(b.bytes.begin(), b.bytes.end()));
-  write_weights(dir, f);
-  if (!m.fallbacks.empty()) write_module_file(dir, "fallback.tir", fallback_tir(m));
+  write_module_file(dir_, kManifestFile, manifest_json(m_, *facts_).dump(2) + "\n");
+  write_module_file(dir_, kCudaSourceFile, m_.cuda_source);
+  for (const CudaBinary& b : m_.binaries) write_module_file(dir_, b.file, std::string(b.bytes.begin(), b.bytes.end()));
+  if (!m_.fallbacks.empty()) write_module_file(dir_, "fallback.tir", fallback_tir(m_));
+  weights_.get();
   // The reports come last so that their timings include writing everything else.
-  CompileTimings t = m.timings;
+  CompileTimings t = m_.timings;
   t.write = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   t.total += t.write;
-  write_module_file(dir, "report.json", report_json(m, f, t).dump(2) + "\n");
-  write_module_file(dir, "report.md", report_md(m, f, t));
+  write_module_file(dir_, "report.json", report_json(m_, *facts_, t).dump(2) + "\n");
+  write_module_file(dir_, "report.md", report_md(m_, *facts_, t));
 }
 
 }  // namespace tcc

@@ -9,7 +9,9 @@
 #pragma once
 
 #include <cstdint>
+#include <future>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -90,11 +92,30 @@ void prepare_module_dir(const std::string& dir);
 // Writes `text` to dir/name; failures are InputErrors naming the file.
 void write_module_file(const std::string& dir, const std::string& name, const std::string& text);
 
-// Writes manifest.json, kernels.cu, the CUDA binaries, weights.bin,
-// fallback.tir (when there are fallbacks), report.json and report.md. host.cc
-// is written first, with write_module_file, because the host compiler builds
-// host.so from it while NVRTC runs.
-void write_module(const std::string& dir, const ModuleContents& m);
+struct ModuleFacts;  // what several of a module's files are made from (module_writer.cc)
+
+// Writes a module directory in two parts. The constructor gathers what the
+// files share from `m`'s graph, schedule, device and options, and starts
+// writing weights.bin on its own thread, beside NVRTC and the host compiler;
+// finish(), once `m`'s binaries, fallbacks and timings are in, writes
+// manifest.json, kernels.cu, the CUDA binaries, fallback.tir (when there are
+// fallbacks), report.json and report.md, and waits for the weights (their
+// errors are finish()'s). host.cc is written before either, with
+// write_module_file, because the host compiler builds host.so from it.
+class ModuleWriter {
+ public:
+  ModuleWriter(std::string dir, const ModuleContents& m);
+  ~ModuleWriter();  // waits for the weights' thread
+  ModuleWriter(const ModuleWriter&) = delete;
+  ModuleWriter& operator=(const ModuleWriter&) = delete;
+  void finish();
+
+ private:
+  std::string dir_;
+  const ModuleContents& m_;
+  std::unique_ptr<ModuleFacts> facts_;
+  std::future<void> weights_;
+};
 
 // The size a symbol without a hint takes where kernels run: the random inputs
 // of `tcc run` / `tcc bench` and the shapes autotuning measures at, so a tuned

@@ -180,9 +180,18 @@ ExitCode run_compile(CompileCli& c) {
   std::string host_source = emit_host(schedule.kernels);
   t.emit = ms_since(stage);
 
-  // NVRTC and the host compiler are independent processes' worth of work: run them together.
+  m.model = c.model;
+  m.options = o;
+  m.mode = &mode;
+  m.device = &device;
+  m.graph = &g;
+  m.guards = &guards;
+  m.schedule = &schedule;
+  m.memory = &plan;
+  // NVRTC, the host compiler and the weights' write are independent: run them together.
   prepare_module_dir(c.output);
   write_module_file(c.output, kHostSourceFile, host_source);
+  ModuleWriter writer(c.output, m);
   // The host compiler's share of the threads is a quarter (about its part of the
   // work on the bundled models), in shards once that is two or more; NVRTC's
   // programs, in shards of their own, take the rest.
@@ -240,17 +249,9 @@ ExitCode run_compile(CompileCli& c) {
     }
   }
 
-  m.model = c.model;
-  m.options = o;
-  m.mode = &mode;
-  m.device = &device;
-  m.graph = &g;
-  m.guards = &guards;
-  m.schedule = &schedule;
-  m.memory = &plan;
   m.passes = pm.records();
   t.total = ms_since(start);
-  write_module(c.output, m);
+  writer.finish();
   // The ONNX write ran beside everything since the load; what is left of it is waited for here.
   auto written = std::chrono::steady_clock::now();
   emitted.get();
