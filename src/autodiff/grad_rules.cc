@@ -1041,6 +1041,53 @@ void resize_rule(GradContext& c) {
   c.set(0, c.e().reduce("ReduceSum", blocks_of, summed, false));
 }
 
+// NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss over [N, C, D...]: with
+// a = g * weight[label] (0 at ignore_index; divided by the weights' sum for
+// reduction mean), the log-probabilities' gradient is -onehot(label) * a, and
+// (SoftmaxCrossEntropyLoss) the scores' is that minus softmax * its sum over
+// the classes, with log_prob's own gradient added first when it has one.
+void class_loss_rule(GradContext& c) {
+  const Node& n = c.node();
+  if (c.wants(2)) c.fail("tcc does not differentiate a loss's class weights");
+  Emitter& e = c.e();
+  const Dims& sd = c.dims(c.in(0));
+  if (!sd[1].is_static()) c.fail("the gradient of " + n.op_type() + " needs a static class count, not " + sd[1].str());
+  size_t rank = sd.size();
+  Value* labels = c.in(1);
+  Value* weight = n.num_inputs() > 2 && c.in(2) ? c.in(2) : nullptr;
+  Value* a = nullptr;  // per [N, D...] element: its weight, 0 where ignored
+  if (n.has_attr("ignore_index")) {
+    Value* ignore = e.op("Equal", {labels, e.scalar(static_cast<double>(n.get_int("ignore_index", 0)), DType::I64)});
+    labels = e.op("Where", {ignore, e.scalar(0, DType::I64), labels});
+    a = e.op("Where", {ignore, scalar(c, 0.0), scalar(c, 1.0)});
+  }
+  if (weight) {
+    Value* w = e.op("Gather", {weight, labels}, int_attr("axis", 0));
+    a = a ? mul(c, a, w) : w;
+  }
+  std::string reduction = n.get_string("reduction", "mean");
+  Value* g = c.dy();
+  if (reduction == "mean") {
+    Value* total = a ? e.reduce("ReduceSum", a, {}, false)
+                     : e.op("Cast", {e.op("Size", {labels})}, int_attr("to", static_cast<int64_t>(c.dtype())));
+    g = e.op("Div", {g, total});
+  }
+  bool per_element = a != nullptr || reduction == "none";  // else a is a scalar
+  a = a ? mul(c, a, g) : g;  // broadcasts a scalar g (sum, mean) over the elements
+  std::vector<int64_t> class_shape(rank, 1);
+  class_shape[1] = sd[1].value();
+  Value* classes = e.op("Reshape", {e.op("Range", {e.scalar(0, DType::I64), e.scalar(static_cast<double>(sd[1].value()), DType::I64),
+                                                  e.scalar(1, DType::I64)}),
+                                    e.ints(class_shape)});
+  Value* onehot = e.op("Cast", {e.op("Equal", {e.unsqueeze(labels, {1}), classes})},
+                       int_attr("to", static_cast<int64_t>(c.dtype())));
+  Value* dlogp = e.op("Neg", {mul(c, onehot, per_element ? e.unsqueeze(a, {1}) : a)});
+  if (n.op_type() == "NegativeLogLikelihoodLoss") return c.set(0, dlogp);
+  if (c.dy(1)) dlogp = e.op("Add", {dlogp, c.dy(1)});
+  Value* softmax = e.op("Softmax", {c.in(0)}, int_attr("axis", 1));
+  c.set(0, e.op("Sub", {dlogp, mul(c, softmax, e.reduce("ReduceSum", dlogp, {1}, true))}));
+}
+
 const std::unordered_map<std::string, GradRule>& rules() {
   static const std::unordered_map<std::string, GradRule> table = {
       {"Add", add_rule},
@@ -1076,6 +1123,8 @@ const std::unordered_map<std::string, GradRule>& rules() {
       {"GatherND", gather_elements_rule},
       {"Einsum", einsum_rule},
       {"Resize", resize_rule},
+      {"NegativeLogLikelihoodLoss", class_loss_rule},
+      {"SoftmaxCrossEntropyLoss", class_loss_rule},
       {"MaxPool", max_pool_rule},
       {"AveragePool", average_pool_rule},
       {"BatchNormalization", batch_norm_rule},

@@ -212,6 +212,18 @@ const RuleCase kRuleCases[] = {
      "f64[1, 2, 6, 8]", 13},
     {"Resize_nearest_half_pixel_by_3", "  const %w: f64[1, 1, 2, 3] = $R\n  const %sc: f32[4] = [1.0, 1.0, 1.0, 3.0]\n",
      "  %y: f64[1, 1, 2, 9] = Resize(%w, none, %sc) {mode = \"nearest\"}\n", "f64[1, 1, 2, 9]", 13},
+    {"SoftmaxCrossEntropyLoss_mean", "  const %w: f64[3, 4] = $R\n  const %lab: i64[3] = [1, 3, 0]\n",
+     "  %y: f64[] = SoftmaxCrossEntropyLoss(%w, %lab)\n", "f64[]"},
+    // [N, C, D] scores, class weights, an ignored label, one loss per element.
+    {"SoftmaxCrossEntropyLoss_none_weighted_ignore", "  const %w: f64[2, 3, 2] = $R\n"
+     "  const %lab: i64[2, 2] = [0, 2, -1, 1]\n  const %cw: f64[3] = [0.5, 2.0, 1.0]\n",
+     "  %y: f64[2, 2] = SoftmaxCrossEntropyLoss(%w, %lab, %cw) {reduction = \"none\", ignore_index = -1}\n",
+     "f64[2, 2]"},
+    {"SoftmaxCrossEntropyLoss_mean_weighted", "  const %w: f64[3, 4] = $R\n  const %lab: i64[3] = [1, 3, 1]\n"
+     "  const %cw: f64[4] = [0.5, 2.0, 1.0, 3.0]\n",
+     "  %y: f64[] = SoftmaxCrossEntropyLoss(%w, %lab, %cw)\n", "f64[]"},
+    {"NegativeLogLikelihoodLoss_sum", "  const %w: f64[3, 4] = $R\n  const %lab: i64[3] = [2, 0, 3]\n",
+     "  %y: f64[] = NegativeLogLikelihoodLoss(%w, %lab) {reduction = \"sum\"}\n", "f64[]"},
     {"InstanceNormalization", "  const %w: f64[2, 3, 4] = $R\n  const %ws: f64[3] = $R\n  const %wb: f64[3] = $R\n",
      "  %y: f64[2, 3, 4] = InstanceNormalization(%w, %ws, %wb) {epsilon = 1e-05}\n", "f64[2, 3, 4]"},
     {"GatherElements_repeated", "  const %w: f64[3, 4] = $R\n  const %i: i64[2, 4] = [0, 2, 1, 2, 2, 2, 0, 1]\n",
