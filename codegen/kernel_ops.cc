@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "src/ir/fusion.h"
+#include "src/ops/op_helpers.h"
 
 namespace tcc {
 
@@ -97,41 +98,6 @@ std::vector<int64_t> static_dims(const Value* v) {
   std::vector<int64_t> dims;
   for (const Dim& d : v->type().shape()) dims.push_back(d.is_static() ? d.value() : -1);
   return dims;
-}
-
-// The strides, dilations and begin / end pads of n's sliding window of `kernel`
-// over the spatial dims `xs` (-1 where symbolic), auto_pad resolved.
-struct SlidingWindow {
-  std::vector<int64_t> strides, dilations, begin, end;
-};
-
-std::string sliding_window(const Node& n, const std::vector<int64_t>& kernel, const std::vector<int64_t>& xs,
-                           SlidingWindow* w) {
-  size_t ns = kernel.size();
-  w->strides = n.get_ints("strides", std::vector<int64_t>(ns, 1));
-  w->dilations = n.get_ints("dilations", std::vector<int64_t>(ns, 1));
-  std::vector<int64_t> pads = n.get_ints("pads", std::vector<int64_t>(2 * ns, 0));
-  if (w->strides.size() != ns || w->dilations.size() != ns || pads.size() != 2 * ns ||
-      std::any_of(w->strides.begin(), w->strides.end(), [](int64_t s) { return s < 1; }) ||
-      std::any_of(w->dilations.begin(), w->dilations.end(), [](int64_t d) { return d < 1; }))
-    return "malformed strides, dilations or pads";
-  std::string auto_pad = n.get_string("auto_pad", "NOTSET");
-  if (auto_pad == "VALID") {
-    pads.assign(2 * ns, 0);
-  } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-    for (size_t i = 0; i < ns; ++i) {
-      if (xs[i] < 0) return "SAME padding of a symbolic spatial dim";
-      int64_t out = (xs[i] + w->strides[i] - 1) / w->strides[i];
-      int64_t total = std::max<int64_t>(0, (out - 1) * w->strides[i] + w->dilations[i] * (kernel[i] - 1) + 1 - xs[i]);
-      pads[i] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
-      pads[ns + i] = total - pads[i];
-    }
-  } else if (auto_pad != "NOTSET") {
-    return "unknown auto_pad '" + auto_pad + "'";
-  }
-  w->begin.assign(pads.begin(), pads.begin() + static_cast<std::ptrdiff_t>(ns));
-  w->end.assign(pads.begin() + static_cast<std::ptrdiff_t>(ns), pads.end());
-  return "";
 }
 
 }  // namespace

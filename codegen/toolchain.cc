@@ -14,8 +14,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
-#include <fstream>
 #include <filesystem>
+#include <fstream>
+#include <functional>
 #include <sstream>
 #include <thread>
 
@@ -32,7 +33,6 @@ struct NvrtcJob {
   const std::string* source;
   bool relocatable;  // a shard's cubin, to be linked with the other shards'
   CudaBinary result;
-  std::exception_ptr error;
 };
 
 void check_nvrtc(nvrtcResult r, const char* what) {
@@ -110,6 +110,29 @@ class ElfReader {
   const std::vector<char>& b_;
 };
 
+// Runs task(0) .. task(count - 1) on up to `threads` threads (the caller's
+// among them), each index once; rethrows the first failure, by index, once all
+// have run.
+void run_parallel(size_t count, size_t threads, const std::function<void(size_t)>& task) {
+  std::vector<std::exception_ptr> errors(count);
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < count;) {
+      try {
+        task(i);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < std::min(count, threads); ++t) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
 // One cubin of the shards' relocatable cubins for `arch`.
 CudaBinary link_cubins(const std::string& arch, const std::vector<CudaBinary*>& parts) {
   std::string option = "-arch=" + arch;
@@ -155,33 +178,20 @@ std::vector<CudaBinary> compile_cuda(const CudaSources& sources, const std::vect
   if (ptx && !archs.empty()) {
     auto newest = std::max_element(archs.begin(), archs.end(),
                                    [](const std::string& x, const std::string& y) { return arch_number(x) < arch_number(y); });
-    work.push_back(NvrtcJob{"compute_" + std::to_string(arch_number(*newest)), &sources.whole, false, {}, nullptr});
+    work.push_back(NvrtcJob{"compute_" + std::to_string(arch_number(*newest)), &sources.whole, false, {}});
   }
   for (const std::string& a : archs) {
-    if (!sharded) work.push_back(NvrtcJob{a, &sources.whole, false, {}, nullptr});
+    if (!sharded) work.push_back(NvrtcJob{a, &sources.whole, false, {}});
     for (size_t i = 0; sharded && i < sources.shards.size(); ++i)
-      work.push_back(NvrtcJob{a, &sources.shards[i], true, {}, nullptr});
+      work.push_back(NvrtcJob{a, &sources.shards[i], true, {}});
   }
   // One thread per program while they last; each program splits its work over its share of the rest.
   int budget = std::max(jobs, 1);
   size_t threads = std::min(work.size(), static_cast<size_t>(budget));
   int split = std::max(1, budget / static_cast<int>(std::max<size_t>(threads, 1)));
-  std::atomic<size_t> next{0};
-  auto worker = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < work.size();) {
-      try {
-        work[i].result = compile_one(*work[i].source, work[i].arch, split, work[i].relocatable);
-      } catch (...) {
-        work[i].error = std::current_exception();
-      }
-    }
-  };
-  std::vector<std::thread> pool;
-  for (size_t t = 1; t < threads; ++t) pool.emplace_back(worker);
-  worker();
-  for (std::thread& t : pool) t.join();
-  for (NvrtcJob& j : work)
-    if (j.error) std::rethrow_exception(j.error);
+  run_parallel(work.size(), threads, [&](size_t i) {
+    work[i].result = compile_one(*work[i].source, work[i].arch, split, work[i].relocatable);
+  });
   std::vector<CudaBinary> out;
   for (const std::string& a : archs) {
     std::vector<CudaBinary*> parts;
@@ -289,30 +299,17 @@ void compile_host_library(const std::string& source_file, const std::string& lib
       std::filesystem::remove_all(d, ec);
     }
   } remove{dir};
-  std::vector<std::string> objects;
+  std::vector<std::string> sources, objects;
   for (size_t i = 0; i < shards.size(); ++i) {
     std::string base = dir + "/shard" + std::to_string(i);
-    std::ofstream(base + ".cc") << shards[i];
+    sources.push_back(base + ".cc");
     objects.push_back(base + ".o");
+    std::ofstream(sources.back()) << shards[i];
   }
-  std::vector<std::exception_ptr> errors(shards.size());
-  std::atomic<size_t> next{0};
-  auto worker = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < shards.size();) {
-      try {
-        run_host_compiler({"-O2", "-fPIC", "-c", "-o", objects[i], dir + "/shard" + std::to_string(i) + ".cc"},
-                          source_file + " (shard " + std::to_string(i) + ")");
-      } catch (...) {
-        errors[i] = std::current_exception();
-      }
-    }
-  };
-  std::vector<std::thread> pool;
-  for (size_t t = 1; t < std::min(shards.size(), static_cast<size_t>(std::max(jobs, 1))); ++t) pool.emplace_back(worker);
-  worker();
-  for (std::thread& t : pool) t.join();
-  for (const std::exception_ptr& e : errors)
-    if (e) std::rethrow_exception(e);
+  run_parallel(shards.size(), static_cast<size_t>(std::max(jobs, 1)), [&](size_t i) {
+    run_host_compiler({"-O2", "-fPIC", "-c", "-o", objects[i], sources[i]},
+                      source_file + " (shard " + std::to_string(i) + ")");
+  });
   std::vector<std::string> link = {"-shared", "-o", library_file};
   link.insert(link.end(), objects.begin(), objects.end());
   run_host_compiler(link, library_file);

@@ -2,12 +2,13 @@
 // g the incoming gradient and y the forward output.
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <limits>
+#include <map>
 #include <numeric>
 #include <unordered_map>
 
 #include "src/autodiff/grad_rules.h"
+#include "src/ops/op_helpers.h"
 
 namespace tcc {
 
@@ -20,13 +21,16 @@ Attrs int_attr(const std::string& k, int64_t v) { return {{k, Attribute::of_int(
 Value* mul(GradContext& c, Value* a, Value* b) { return c.e().op("Mul", {a, b}); }
 Value* scalar(GradContext& c, double v) { return c.e().scalar(v, c.dtype()); }
 
-// Transpose of the last two axes of a value of the given rank.
-Value* transpose_last2(GradContext& c, Value* x, size_t rank) {
+// x, of the given rank, with axes a and b swapped.
+Value* swap_axes(GradContext& c, Value* x, size_t rank, size_t a, size_t b) {
   std::vector<int64_t> perm(rank);
   std::iota(perm.begin(), perm.end(), 0);
-  std::swap(perm[rank - 1], perm[rank - 2]);
+  std::swap(perm[a], perm[b]);
   return c.e().op("Transpose", {x}, {{"perm", Attribute::of_ints(perm)}});
 }
+
+// Transpose of the last two axes of a value of the given rank.
+Value* transpose_last2(GradContext& c, Value* x, size_t rank) { return swap_axes(c, x, rank, rank - 1, rank - 2); }
 
 // ---- elementwise arithmetic (operands broadcast to the output)
 
@@ -507,19 +511,18 @@ struct Window {
 };
 
 Window window_of(GradContext& c, const std::vector<int64_t>& kernel) {
-  const Node& n = c.node();
+  std::string auto_pad = c.node().get_string("auto_pad", "NOTSET");
+  if (auto_pad != "NOTSET" && auto_pad != "VALID")
+    c.fail("tcc differentiates windows with explicit pads, not auto_pad " + auto_pad);
   size_t ns = kernel.size();
   Window w;
   w.kernel = kernel;
-  w.strides = n.get_ints("strides", std::vector<int64_t>(ns, 1));
-  w.dilations = n.get_ints("dilations", std::vector<int64_t>(ns, 1));
-  std::vector<int64_t> pads = n.get_ints("pads", std::vector<int64_t>(2 * ns, 0));
-  std::string auto_pad = n.get_string("auto_pad", "NOTSET");
-  if (auto_pad == "VALID") pads.assign(2 * ns, 0);
-  else if (auto_pad != "NOTSET") c.fail("tcc differentiates windows with explicit pads, not auto_pad " + auto_pad);
-  if (w.strides.size() != ns || w.dilations.size() != ns || pads.size() != 2 * ns) c.fail("malformed window attributes");
-  w.begin.assign(pads.begin(), pads.begin() + static_cast<std::ptrdiff_t>(ns));
-  w.end.assign(pads.begin() + static_cast<std::ptrdiff_t>(ns), pads.end());
+  SlidingWindow sw;
+  if (std::string why = sliding_window(c.node(), kernel, std::vector<int64_t>(ns, -1), &sw); !why.empty()) c.fail(why);
+  w.strides = std::move(sw.strides);
+  w.dilations = std::move(sw.dilations);
+  w.begin = std::move(sw.begin);
+  w.end = std::move(sw.end);
   const Dims& xd = c.dims(c.in(0));
   const Dims& yd = c.dims(c.out());
   for (size_t i = 0; i < ns; ++i) {
@@ -540,13 +543,8 @@ Attrs window_attrs(const std::vector<int64_t>& strides, const std::vector<int64_
           {"pads", Attribute::of_ints(pads)}};
 }
 
-// Swaps axes 0 and 1 of a value of the given rank.
-Value* swap01(GradContext& c, Value* x, size_t rank) {
-  std::vector<int64_t> perm(rank);
-  std::iota(perm.begin(), perm.end(), 0);
-  std::swap(perm[0], perm[1]);
-  return c.e().op("Transpose", {x}, {{"perm", Attribute::of_ints(perm)}});
-}
+// Swaps the batch and channel axes of a value of the given rank.
+Value* swap01(GradContext& c, Value* x, size_t rank) { return swap_axes(c, x, rank, 0, 1); }
 
 // The gradient of a convolution's weights W [K, C/G, kernel...] from its
 // input `x` [N, C, in...] and the gradient `g` [N, K, out...] of its output

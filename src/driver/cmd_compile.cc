@@ -197,6 +197,11 @@ ExitCode run_compile(CompileCli& c) {
   // programs, in shards of their own, take the rest.
   int host_jobs = std::max(1, jobs / 4);
   int nvrtc_jobs = host_jobs > 1 ? jobs - host_jobs : jobs;
+  auto kernels_of = [&](const std::vector<size_t>& group) {
+    std::vector<kir::Kernel> kernels;
+    for (size_t i : group) kernels.push_back(schedule.kernels[i]);
+    return kernels;
+  };
   auto nvrtc = std::async(std::launch::async, [&] {
     auto begin = std::chrono::steady_clock::now();
     CudaSources sources(m.cuda_source);
@@ -204,13 +209,10 @@ ExitCode run_compile(CompileCli& c) {
                                      [](const kir::Kernel& k) { return !kir::is_library_call(k.kind); });
     for (const std::vector<size_t>& group :
          shard_kernels(schedule.kernels, cuda_shard_count(generated, o.archs.size(), nvrtc_jobs), true)) {
-      std::vector<kir::Kernel> kernels;
       std::vector<KernelConfig> configs;
-      for (size_t i : group) {
-        kernels.push_back(schedule.kernels[i]);
+      for (size_t i : group)
         if (!m.configs.empty()) configs.push_back(m.configs[i]);
-      }
-      sources.shards.push_back(emit_cuda(kernels, configs));
+      sources.shards.push_back(emit_cuda(kernels_of(group), configs));
     }
     auto binaries = compile_cuda(sources, o.archs, o.ptx, nvrtc_jobs);
     t.nvrtc = ms_since(begin);
@@ -219,11 +221,8 @@ ExitCode run_compile(CompileCli& c) {
   stage = std::chrono::steady_clock::now();
   try {
     std::vector<std::string> host_shards;
-    for (const std::vector<size_t>& group : shard_kernels(schedule.kernels, host_jobs, false)) {
-      std::vector<kir::Kernel> kernels;
-      for (size_t i : group) kernels.push_back(schedule.kernels[i]);
-      host_shards.push_back(emit_host(kernels));
-    }
+    for (const std::vector<size_t>& group : shard_kernels(schedule.kernels, host_jobs, false))
+      host_shards.push_back(emit_host(kernels_of(group)));
     compile_host_library(c.output + "/" + kHostSourceFile, c.output + "/" + kHostLibraryFile, host_shards, host_jobs);
   } catch (...) {
     nvrtc.wait();

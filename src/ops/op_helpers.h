@@ -64,4 +64,15 @@ bool inputs_ranked(InferContext& ctx, std::initializer_list<size_t> inputs);
 // The contents of a shape-like input as integers, when every element is static.
 std::optional<std::vector<int64_t>> static_values(const Dims* values);
 
+// The strides, dilations and begin / end pads of n's sliding window (Conv,
+// ConvTranspose, the pools) of `kernel` over the spatial dims `in` (-1 where
+// symbolic), auto_pad resolved.
+struct SlidingWindow {
+  std::vector<int64_t> strides, dilations, begin, end;
+};
+// Resolves them into *w and returns "", or returns what is wrong: malformed
+// strides, dilations or pads, SAME padding of a symbolic dim, an unknown auto_pad.
+std::string sliding_window(const Node& n, const std::vector<int64_t>& kernel, const std::vector<int64_t>& in,
+                           SlidingWindow* w);
+
 }  // namespace tcc
