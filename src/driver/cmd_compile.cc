@@ -350,7 +350,9 @@ CommandRunner setup_compile(CLI::App& cmd) {
   cmd.add_option("--mode", c->options.mode, "Compile mode: " + modes)->capture_default_str();
   cmd.add_option("--arch", c->archs, "Comma-separated cubin architectures")->capture_default_str();
   cmd.add_flag("--no-ptx", c->no_ptx, "Do not add PTX for the newest architecture");
-  cmd.add_option("--jobs", c->jobs, "Parallel NVRTC compilations (default: hardware threads)");
+  cmd.add_option("--jobs", c->jobs,
+                 "Threads for NVRTC and the host compiler, which compile the kernels in shards when there are "
+                 "threads to spare (default: hardware threads)");
   cmd.add_option("--shape-hint", c->shape_hints, "Sizes of symbolic dims for the report (default 1) and for "
                                                  "max-autotune's measurements (default 8), e.g. batch=8,seq=128");
   cmd.add_option("--device", c->options.device, "Device profile for the report's estimates: " + devices)
