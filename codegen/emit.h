@@ -23,18 +23,21 @@ struct LaunchConfig {
 };
 
 // CUDA C++ for NVRTC, self-contained (no #include), one `extern "C" __global__`
-// function per Pointwise/Reduction kernel, named Kernel::name, with parameters
-// (buffer pointers in Kernel::buffers order, then one int64_t per size
-// parameter, then the workspace pointer when launch_config gives one). Gemm
-// and Conv kernels run through cuBLASLt and cuDNN and emit nothing here.
-// `configs` holds one KernelConfig per kernel (ignored for Gemm and Conv
-// kernels), or is empty for every kernel's default_config.
+// function per kernel that does not run_library, named Kernel::name, with
+// parameters (buffer pointers in Kernel::buffers order, then one int64_t per
+// size parameter, then the workspace pointer when launch_config gives one).
+// `configs` holds one KernelConfig per kernel, or is empty for every kernel's
+// default_config.
 std::string emit_cuda(const std::vector<kir::Kernel>& kernels, const std::vector<KernelConfig>& configs = {});
-// Kernel indices dealt into at most `units` groups of about equal size (by
-// body length, longest first, each to the lightest group), for translation
-// units compiled in parallel (codegen/toolchain.h); `cuda` leaves out library
-// kernels, which have no CUDA source. Empty when fewer than two groups would be made.
-std::vector<std::vector<size_t>> shard_kernels(const std::vector<kir::Kernel>& kernels, int units, bool cuda);
+// Whether kernel k with `config` is a library call with no CUDA source: every
+// Conv kernel (cuDNN) and a Gemm kernel unless config.tile picks tcc's template.
+bool runs_library(const kir::Kernel& k, const KernelConfig& config);
+// The kernels of `order` (indices into `kernels`) dealt into at most `units`
+// groups of about equal size (by body length, longest first, each to the
+// lightest group), for translation units compiled in parallel
+// (codegen/toolchain.h). Empty when fewer than two groups would be made.
+std::vector<std::vector<size_t>> shard_kernels(const std::vector<kir::Kernel>& kernels, std::vector<size_t> order,
+                                               int units);
 LaunchConfig launch_config(const kir::Kernel& k, const KernelConfig& config);
 LaunchConfig launch_config(const kir::Kernel& k);  // with default_config(k)
 

@@ -16,6 +16,24 @@ namespace tcc::emitc {
 
 enum class Target { Host, Cuda };
 
+// Indented lines of emitted code: what the emitters' kernel printers derive from.
+class CodeWriter {
+ protected:
+  void line(const std::string& s) { out_ += indent() + s + "\n"; }
+  void open(const std::string& s) {
+    line(s + " {");
+    ++depth_;
+  }
+  void close() {
+    --depth_;
+    line("}");
+  }
+  std::string indent() const { return std::string(static_cast<size_t>(depth_) * 2, ' '); }
+
+  std::string out_;
+  int depth_ = 1;
+};
+
 // The helper functions emitted code calls (conversions, integer division and
 // modulo, NaN-propagating max/min, ...), and on CUDA the block reduction.
 std::string prelude(Target t);

@@ -13,7 +13,7 @@ using emitc::define;
 using emitc::size_expr;
 using kir::Op;
 
-class HostKernel {
+class HostKernel : emitc::CodeWriter {
  public:
   explicit HostKernel(const kir::Kernel& k) : k_(k) {}
 
@@ -46,7 +46,6 @@ class HostKernel {
   }
 
  private:
-  void line(const std::string& s) { out_ += std::string(depth_ * 2, ' ') + s + "\n"; }
 
   void open_loops(size_t begin, size_t end) {
     for (size_t d = begin; d < end; ++d) {
@@ -66,10 +65,10 @@ class HostKernel {
 
   void emit(int i) {
     const kir::Instr& in = k_.body[i];
-    if (in.op == Op::Store) out_ += std::string(depth_ * 2, ' ') + emitc::store(k_, i, emitc::Target::Host);
+    if (in.op == Op::Store) out_ += indent() + emitc::store(k_, i, emitc::Target::Host);
     else if (in.op == Op::MatMulAcc) matmul(i);
     else if (in.op == Op::ConvAcc) conv(i);
-    else out_ += std::string(depth_ * 2, ' ') + define(k_, i);
+    else out_ += indent() + define(k_, i);
   }
 
   void elementwise() {
@@ -187,8 +186,6 @@ class HostKernel {
   }
 
   const kir::Kernel& k_;
-  std::string out_;
-  int depth_ = 1;
 };
 
 }  // namespace

@@ -23,6 +23,9 @@ struct KernelConfig {
   // for the problem runs, 0 being its first choice: cuBLASLt's heuristic
   // results, cuDNN's forward algorithms that fit the workspace.
   int algo = 0;
+  // Gemm: 0 runs the cuBLASLt call (algorithm `algo`); t >= 1 runs tcc's own
+  // tensor-core kernel with tile shape kGemmTiles[t - 1] (codegen/gemm_template.h).
+  int tile = 0;
 
   bool operator==(const KernelConfig&) const = default;
 };

@@ -24,8 +24,9 @@
 // Gemm kernels compute a MatMul at every point of the output domain
 // [batch..., M, N] (Op::MatMulAcc), followed by an epilogue of ordinary body
 // instructions; a 1-D operand's missing M or N is a domain axis of extent 1. On
-// the GPU the runtime runs them through cuBLASLt as described by GemmDesc; the
-// host emitter writes the dot product as a loop.
+// the GPU the runtime runs them through cuBLASLt as described by GemmDesc, or,
+// where autotuning chose it, as tcc's own tensor-core kernel for the same
+// GemmDesc (codegen/gemm_template.h); the host emitter writes the dot product as a loop.
 //
 // Conv kernels are the same shape for a convolution: Op::ConvAcc at every point
 // [n, k, spatial...] of the output, then the epilogue (bias per channel,
@@ -109,8 +110,6 @@ struct Buffer {
 
 enum class Kind { Pointwise, Reduction, Gemm, Conv };
 const char* kind_name(Kind kind);  // "pointwise", "reduction", "gemm", "conv"
-// Gemm and Conv kernels are library calls (cuBLASLt, cuDNN): no generated CUDA, no launch config.
-inline bool is_library_call(Kind kind) { return kind == Kind::Gemm || kind == Kind::Conv; }
 
 // How the runtime calls cuBLASLt for a Gemm kernel: D = act(alpha * op(A) op(B) + beta * C + bias).
 // Row-major: A is stored m x k with row stride lda (k x m when trans_a), B k x n

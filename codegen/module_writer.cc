@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "codegen/emit.h"
+#include "codegen/gemm_template.h"
 #include "src/interp/interpreter.h"
 #include "src/ir/fusion.h"
 #include "src/ir/text.h"
@@ -222,7 +223,10 @@ ojson kernel_json(const ModuleContents& m, size_t index) {
   const kir::Kernel& k = m.schedule->kernels[index];
   KernelConfig config = m.configs.empty() ? default_config(k) : m.configs[index];
   ojson j = {{"name", k.name}, {"kind", kir::kind_name(k.kind)}};
-  if (k.kind == kir::Kind::Gemm) j["library"] = "cublasLt";
+  if (k.kind == kir::Kind::Gemm) {
+    if (runs_library(k, config)) j["library"] = "cublasLt";
+    else j["template"] = gemm_tile_text(config.tile);
+  }
   if (k.kind == kir::Kind::Conv) j["library"] = "cudnn";
   j["nodes"] = k.nodes;
   ojson bufs = ojson::array();
@@ -236,7 +240,8 @@ ojson kernel_json(const ModuleContents& m, size_t index) {
   } else if (k.kind == kir::Kind::Conv) {
     j["conv"] = conv_json(*k.conv);
     j["conv"]["algo"] = config.algo;
-  } else {
+  }
+  if (!runs_library(k, config)) {
     LaunchConfig l = launch_config(k, config);
     j["launch"] = {{"grid", {l.grid[0].str(), l.grid[1].str(), l.grid[2].str()}},
                    {"block", {l.block[0], l.block[1], l.block[2]}},
@@ -246,7 +251,9 @@ ojson kernel_json(const ModuleContents& m, size_t index) {
   }
   if (m.autotune) {
     ojson t = {{"source", m.autotune->sources.at(index)}};
-    if (kir::is_library_call(k.kind))
+    if (k.kind == kir::Kind::Gemm)
+      t["config"] = {{"algo", config.algo}, {"tile", config.tile}};
+    else if (k.kind == kir::Kind::Conv)
       t["config"] = {{"algo", config.algo}};
     else
       t["config"] = {{"block", config.block},
@@ -574,7 +581,8 @@ std::string report_md(const ModuleContents& m, const ModuleFacts& f, const Compi
     for (size_t i = 0; i < m.schedule->kernels.size(); ++i) {
       const kir::Kernel& k = m.schedule->kernels[i];
       KernelConfig c = m.configs.empty() ? default_config(k) : m.configs[i];
-      std::string config = k.kind == kir::Kind::Gemm   ? "cuBLASLt algorithm #" + std::to_string(c.algo)
+      std::string config = c.tile > 0                  ? "tcc template " + gemm_tile_text(c.tile)
+                           : k.kind == kir::Kind::Gemm ? "cuBLASLt algorithm #" + std::to_string(c.algo)
                            : k.kind == kir::Kind::Conv ? "cuDNN algorithm #" + std::to_string(c.algo)
                                                        : "block " + std::to_string(c.block);
       if (k.kind == kir::Kind::Pointwise) config += ", vector " + std::to_string(c.vector_width);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "codegen/emit.h"
+#include "codegen/gemm_template.h"
 
 namespace tcc::autotune {
 
@@ -23,7 +24,7 @@ bool many_rows(const kir::Kernel& k) {
 
 std::vector<KernelConfig> neighbours(const kir::Kernel& k, const KernelConfig& c) {
   std::vector<KernelConfig> out;
-  if (kir::is_library_call(k.kind)) return out;
+  if (k.kind == kir::Kind::Gemm || k.kind == kir::Kind::Conv) return out;
   auto add = [&](KernelConfig n) {
     if (n != c && invalid_reason(k, n).empty()) out.push_back(n);
   };
@@ -53,16 +54,23 @@ std::vector<KernelConfig> neighbours(const kir::Kernel& k, const KernelConfig& c
 }  // namespace
 
 std::string invalid_reason(const kir::Kernel& k, const KernelConfig& c) {
-  if (kir::is_library_call(k.kind)) {
+  if (k.kind == kir::Kind::Gemm || k.kind == kir::Kind::Conv) {
     KernelConfig launch_knobs = c;
     launch_knobs.algo = 0;
+    launch_knobs.tile = 0;
     if (launch_knobs != KernelConfig{})
-      return "gemm and conv kernels run through cuBLASLt and cuDNN: only the algorithm can be chosen";
+      return "gemm and conv kernels choose a library algorithm (and gemm kernels a template tile), nothing else";
     if (c.algo < 0 || c.algo >= kLibraryAlgos)
       return "algorithm rank " + std::to_string(c.algo) + " is not from 0 to " + std::to_string(kLibraryAlgos - 1);
-    return "";
+    if (c.tile == 0) return "";
+    if (k.kind == kir::Kind::Conv) return "conv kernels have no template";
+    if (c.tile < 0 || c.tile > static_cast<int>(kGemmTiles.size()))
+      return "template tile " + std::to_string(c.tile) + " is not from 1 to " + std::to_string(kGemmTiles.size());
+    if (c.algo != 0) return "the template runs no library algorithm";
+    return gemm_template_refusal(k);
   }
   if (c.algo != 0) return "only gemm and conv kernels choose a library algorithm";
+  if (c.tile != 0) return "only gemm kernels choose a template tile";
   if (c.block < kMinBlock || c.block > kMaxBlock || c.block % 32 != 0)
     return "block " + std::to_string(c.block) + " is not a multiple of 32 from 32 to 1024";
   if (c.vector_width != 1 && c.vector_width != 4)
@@ -84,10 +92,15 @@ std::vector<KernelConfig> candidates(const kir::Kernel& k) {
   auto add = [&](const KernelConfig& c) {
     if (invalid_reason(k, c).empty() && std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
   };
-  if (kir::is_library_call(k.kind)) {
+  if (k.kind == kir::Kind::Gemm || k.kind == kir::Kind::Conv) {
     for (int algo = 1; algo < kLibraryAlgos; ++algo) {
       KernelConfig c;
       c.algo = algo;
+      add(c);
+    }
+    for (int tile = 1; tile <= static_cast<int>(kGemmTiles.size()); ++tile) {
+      KernelConfig c;
+      c.tile = tile;
       add(c);
     }
   } else if (k.kind == kir::Kind::Pointwise) {
@@ -115,7 +128,7 @@ std::vector<KernelConfig> candidates(const kir::Kernel& k) {
 }
 
 std::string config_text(const kir::Kernel& k, const KernelConfig& c) {
-  if (k.kind == kir::Kind::Gemm) return "cublaslt #" + std::to_string(c.algo);
+  if (k.kind == kir::Kind::Gemm) return c.tile > 0 ? gemm_tile_text(c.tile) : "cublaslt #" + std::to_string(c.algo);
   if (k.kind == kir::Kind::Conv) return "cudnn #" + std::to_string(c.algo);
   std::string s = "block=" + std::to_string(c.block);
   if (k.kind == kir::Kind::Reduction)

@@ -14,7 +14,8 @@
 namespace tcc::autotune {
 
 // Empty when the config is valid for the kernel, else why not ("vector width 4
-// needs a float4-aligned f32 kernel"). Gemm and conv kernels take only `algo`.
+// needs a float4-aligned f32 kernel"). Gemm and conv kernels take only `algo`,
+// or for an all-f32 gemm `tile` (tcc's template) instead.
 std::string invalid_reason(const kir::Kernel& k, const KernelConfig& c);
 
 // The grid to benchmark for a Pointwise or Reduction kernel, default_config(k)
@@ -23,12 +24,13 @@ std::string invalid_reason(const kir::Kernel& k, const KernelConfig& c);
 //   reduction: block 32..1024 x rows per block 1, 2, 4 (more rows only for many rows),
 //     and where rows can split, split factors 1..2x the heuristic's (at least 64) at its block;
 //   gemm and conv: the library's algorithms ranked 0 to kLibraryAlgos - 1 (a rank
-//   the library does not offer for the problem fails to run and is dropped).
+//   the library does not offer for the problem fails to run and is dropped);
+//   gemm with f32 operands: also tcc's tensor-core template at each of kGemmTiles.
 std::vector<KernelConfig> candidates(const kir::Kernel& k);
 
 // "block=256 vec=4" (pointwise), "block=128 rows=2" or "block=256 rows=1 split=16"
-// (reduction), "cublaslt #2"
-// (gemm: cuBLASLt's third-ranked algorithm), "cudnn #0" (conv).
+// (reduction), "cublaslt #2" (gemm: cuBLASLt's third-ranked algorithm),
+// "tf32x3 128x64x32 2x2" (gemm: the template, its tile and warps), "cudnn #0" (conv).
 std::string config_text(const kir::Kernel& k, const KernelConfig& c);
 
 // Cost of one config in microseconds; nullopt when it cannot run (failed to

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "codegen/gemm_template.h"
 #include "src/diag/diagnostics.h"
 
 namespace tcc::autotune {
@@ -74,6 +75,8 @@ CacheEntry read_entry(const json& j) {
   e.config.rows_per_block = int_field(c, "rows_per_block", 1, 8, "config.");
   e.config.split = int_field(c, "split", 1, kMaxSplit, "config.");
   e.config.algo = int_field(c, "algo", 0, kLibraryAlgos - 1, "config.");
+  // Caches written before the GEMM template have no tile: the library call.
+  e.config.tile = c.contains("tile") ? int_field(c, "tile", 0, static_cast<int>(kGemmTiles.size()), "config.") : 0;
   e.time_us = time_field(j, "time_us");
   e.default_time_us = time_field(j, "default_time_us");
   e.candidates = int_field(j, "candidates", 1, 1 << 20);
@@ -90,7 +93,8 @@ ojson entry_json(const CacheEntry& e) {
                  {"vector_width", e.config.vector_width},
                  {"rows_per_block", e.config.rows_per_block},
                  {"split", e.config.split},
-                 {"algo", e.config.algo}};
+                 {"algo", e.config.algo},
+                 {"tile", e.config.tile}};
   j["time_us"] = e.time_us;
   j["default_time_us"] = e.default_time_us;
   j["candidates"] = e.candidates;

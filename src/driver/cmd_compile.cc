@@ -16,6 +16,7 @@
 #include <future>
 #include <iostream>
 #include <map>
+#include <numeric>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -205,10 +206,12 @@ ExitCode run_compile(CompileCli& c) {
   auto nvrtc = std::async(std::launch::async, [&] {
     auto begin = std::chrono::steady_clock::now();
     CudaSources sources(m.cuda_source);
-    size_t generated = std::count_if(schedule.kernels.begin(), schedule.kernels.end(),
-                                     [](const kir::Kernel& k) { return !kir::is_library_call(k.kind); });
-    for (const std::vector<size_t>& group :
-         shard_kernels(schedule.kernels, cuda_shard_count(generated, o.archs.size(), nvrtc_jobs), true)) {
+    std::vector<size_t> generated;
+    for (size_t i = 0; i < schedule.kernels.size(); ++i)
+      if (!runs_library(schedule.kernels[i], m.configs.empty() ? default_config(schedule.kernels[i]) : m.configs[i]))
+        generated.push_back(i);
+    int units = cuda_shard_count(generated.size(), o.archs.size(), nvrtc_jobs);
+    for (const std::vector<size_t>& group : shard_kernels(schedule.kernels, generated, units)) {
       std::vector<KernelConfig> configs;
       for (size_t i : group)
         if (!m.configs.empty()) configs.push_back(m.configs[i]);
@@ -221,7 +224,9 @@ ExitCode run_compile(CompileCli& c) {
   stage = std::chrono::steady_clock::now();
   try {
     std::vector<std::string> host_shards;
-    for (const std::vector<size_t>& group : shard_kernels(schedule.kernels, host_jobs, false))
+    std::vector<size_t> every(schedule.kernels.size());
+    std::iota(every.begin(), every.end(), size_t{0});
+    for (const std::vector<size_t>& group : shard_kernels(schedule.kernels, every, host_jobs))
       host_shards.push_back(emit_host(kernels_of(group)));
     compile_host_library(c.output + "/" + kHostSourceFile, c.output + "/" + kHostLibraryFile, host_shards, host_jobs);
   } catch (...) {

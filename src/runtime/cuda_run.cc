@@ -265,9 +265,6 @@ void CudaStateDeleter::operator()(CudaState* s) const { delete s; }
 
 namespace {
 
-// Gemm and Conv kernels are library calls with no function in the cubin.
-bool library_kernel(const KernelInfo& k) { return k.kind == kir::Kind::Gemm || k.kind == kir::Kind::Conv; }
-
 void ensure_workspace(CudaState& s, const Driver& d) {
   if (!s.workspace) d.check(d.mem_alloc(&s.workspace, CudaState::kWorkspaceBytes), "cuMemAlloc (library workspace)");
 }
@@ -293,7 +290,7 @@ CudaState& device_state(Module& m, const Driver& d, CUcontext ctx, CUstream stre
   d.check(d.device_attribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "cuDeviceGetAttribute");
   d.check(d.device_attribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "cuDeviceGetAttribute");
   bool any_generated = std::any_of(m.kernels.begin(), m.kernels.end(),
-                                   [](const KernelInfo& k) { return !library_kernel(k); });
+                                   [](const KernelInfo& k) { return !k.library_call; });
   if (any_generated) {
     std::vector<char> image = read_binary(pick_binary(m, major, minor).path);
     d.check(d.module_load(&s->module, image.data()), "cuModuleLoadData");
@@ -301,7 +298,7 @@ CudaState& device_state(Module& m, const Driver& d, CUcontext ctx, CUstream stre
   s->kernel_workspaces.resize(m.kernels.size());
   for (const KernelInfo& k : m.kernels) {
     CUfunction f = nullptr;
-    if (!library_kernel(k)) d.check(d.module_function(&f, s->module, k.name.c_str()), k.name.c_str());
+    if (!k.library_call) d.check(d.module_function(&f, s->module, k.name.c_str()), k.name.c_str());
     s->functions.push_back(f);
   }
   if (m.weight_data.size() > 0) {
@@ -693,8 +690,8 @@ void enqueue_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_te
     if (k.zero_outputs)
       for (int id : step.writes)
         if (b.nbytes[id] > 0) d.check(d.memset_d8_async(ptr[id], 0, b.nbytes[id], stream), "cuMemsetD8Async (outputs)");
-    if (k.kind == kir::Kind::Gemm) run_gemm(s, k, buf, b, stream);
-    else if (k.kind == kir::Kind::Conv) run_conv(s, k, buf, b, stream);
+    if (k.library_call && k.kind == kir::Kind::Gemm) run_gemm(s, k, buf, b, stream);
+    else if (k.library_call) run_conv(s, k, buf, b, stream);
     else if (k.workspace_bytes == SymExpr()) launch(d, s.functions[step.kernel], k, buf, 0, b, stream);
     else launch(d, s.functions[step.kernel], k, buf, kernel_workspace(s, d, step.kernel, k, b, stream), b, stream);
     if (m.step_observer) m.step_observer(step, false);
@@ -721,8 +718,8 @@ int LibraryRunner::run(const KernelInfo& k, const std::vector<CUdeviceptr>& buff
                        const std::map<std::string, int64_t>& sizes, CUstream stream) {
   Binding b;
   b.symbols = sizes;
-  if (k.kind == kir::Kind::Gemm) return run_gemm(*state_, k, buffers, b, stream);
-  if (k.kind == kir::Kind::Conv) return run_conv(*state_, k, buffers, b, stream);
+  if (k.library_call && k.kind == kir::Kind::Gemm) return run_gemm(*state_, k, buffers, b, stream);
+  if (k.library_call) return run_conv(*state_, k, buffers, b, stream);
   throw CudaError("kernel '" + k.name + "' is generated code, not a library call");
 }
 

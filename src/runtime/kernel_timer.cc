@@ -26,7 +26,10 @@ constexpr int kMinReps = 25;
 constexpr double kMinTotalMs = 20;
 constexpr int kMaxReps = 10000;  // bounds a candidate's time when one launch takes microseconds
 constexpr double kMaxTotalMs = 2000;
-constexpr double kRelTol = 1e-3, kAbsTol = 1e-5;  // reduction order differs between block sizes
+// Reduction order differs between block sizes and GEMM algorithms; the
+// absolute part is scaled by the output's largest magnitude (at least 1), since
+// a dot product's rounding grows with its terms, not with its (maybe cancelled) result.
+constexpr double kRelTol = 1e-3, kAbsTol = 1e-5;
 // A candidate whose fastest of its first kBoundReps timed launches takes this
 // many times the default's median cannot win; it is dropped rather than timed
 // for up to kMaxTotalMs. One launch alone is not enough to judge: on the GPU
@@ -101,12 +104,12 @@ class CudaKernelBench : public autotune::KernelBench {
   }
 
   // NVRTC takes far longer than timing a candidate: compile the ones not yet
-  // compiled on all cores at once. Library kernels have nothing to compile.
+  // compiled on all cores at once. Library calls have nothing to compile.
   void precompile(const std::vector<KernelConfig>& configs) override {
-    if (kir::is_library_call(k_.kind)) return;
     std::vector<KernelConfig> todo;
     for (const KernelConfig& c : configs)
-      if (!compiled_.count(key(c)) && autotune::invalid_reason(k_, c).empty()) todo.push_back(c);
+      if (!runs_library(k_, c) && !compiled_.count(key(c)) && autotune::invalid_reason(k_, c).empty())
+        todo.push_back(c);
     size_t jobs = std::max(1u, std::thread::hardware_concurrency());
     for (size_t at = 0; at < todo.size(); at += jobs) {
       std::vector<std::future<Compiled>> running;
@@ -130,7 +133,7 @@ class CudaKernelBench : public autotune::KernelBench {
       note = "invalid: " + invalid;
       return std::nullopt;
     }
-    if (kir::is_library_call(k_.kind)) return time_library_call(c, note);
+    if (runs_library(k_, c)) return time_library_call(c, note);
     precompile({c});
     const Compiled& bin = compiled_.at(key(c));
     if (bin.image.empty()) {
@@ -207,12 +210,19 @@ class CudaKernelBench : public autotune::KernelBench {
     std::vector<Tensor> out = outputs();
     if (reference_.empty()) {
       reference_ = std::move(out);
+      for (const Tensor& t : reference_) {
+        double largest = 1;
+        for (int64_t i = 0; i < t.numel(); ++i)
+          if (std::isfinite(t.get_f64(i))) largest = std::max(largest, std::abs(t.get_f64(i)));
+        reference_scale_.push_back(largest);
+      }
       return true;
     }
     for (size_t o = 0; o < out.size(); ++o)
       for (int64_t i = 0; i < out[o].numel(); ++i) {
         double a = out[o].get_f64(i), b = reference_[o].get_f64(i);
-        bool same = (std::isnan(a) && std::isnan(b)) || std::abs(a - b) <= kAbsTol + kRelTol * std::abs(b);
+        bool same = (std::isnan(a) && std::isnan(b)) ||
+                    std::abs(a - b) <= kAbsTol * reference_scale_[o] + kRelTol * std::abs(b);
         if (!same) {
           note = "wrong output: element " + std::to_string(i) + " is " + std::to_string(a) + ", the default gives " +
                  std::to_string(b);
@@ -229,6 +239,7 @@ class CudaKernelBench : public autotune::KernelBench {
     runtime::KernelInfo info;
     info.name = k_.name;
     info.kind = k_.kind;
+    info.library_call = true;
     for (const kir::Buffer& b : k_.buffers) {
       info.buffers.push_back({b.name, b.dtype, b.shape});
       info.num_reads += b.output ? 0 : 1;
@@ -300,13 +311,13 @@ class CudaKernelBench : public autotune::KernelBench {
     std::vector<char> image;  // the cubin; empty when NVRTC failed
     std::string error;
   };
-  static std::tuple<int, int, int, int> key(const KernelConfig& c) {
-    return {c.block, c.vector_width, c.rows_per_block, c.split};
+  static std::tuple<int, int, int, int, int> key(const KernelConfig& c) {
+    return {c.block, c.vector_width, c.rows_per_block, c.split, c.tile};
   }
 
   const Driver& d_;
   std::string arch_;
-  std::map<std::tuple<int, int, int, int>, Compiled> compiled_;
+  std::map<std::tuple<int, int, int, int, int>, Compiled> compiled_;
   kir::Kernel k_;
   DeviceBuffer flush_;
   std::map<std::string, int64_t> sizes_;
@@ -316,6 +327,7 @@ class CudaKernelBench : public autotune::KernelBench {
   size_t workspace_used_ = 0;
   std::vector<std::vector<int64_t>> shapes_;
   std::vector<Tensor> reference_;
+  std::vector<double> reference_scale_;  // per output: its largest finite magnitude, at least 1
   std::optional<double> default_us_;
   device::Timer timer_;
   LibraryRunner library_;

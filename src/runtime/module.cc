@@ -296,11 +296,11 @@ class Loader {
         info.sizes.push_back(size);
       }
       if (info.num_reads == static_cast<int>(info.buffers.size())) bufs.fail("the kernel writes no buffer");
-      if (info.kind == kir::Kind::Gemm) {
-        info.gemm = gemm(k["gemm"], info.buffers.size());
-      } else if (info.kind == kir::Kind::Conv) {
-        info.conv = conv(k["conv"], info);
-      } else {
+      if (info.kind == kir::Kind::Gemm) info.gemm = gemm(k["gemm"], info.buffers.size());
+      if (info.kind == kir::Kind::Conv) info.conv = conv(k["conv"], info);
+      // A gemm kernel with a launch is tcc's template, in the cubin; without, a cuBLASLt call.
+      info.library_call = info.kind == kir::Kind::Conv || (info.kind == kir::Kind::Gemm && !k.has("launch"));
+      if (!info.library_call) {
         Field launch = k["launch"];
         for (size_t d = 0; d < 3; ++d) {
           if (launch["grid"].size() != 3) launch["grid"].fail("expected 3 extents");

@@ -127,6 +127,9 @@ struct KernelInfo {
   bool zero_outputs = false;  // the outputs are zeroed before each launch (accumulating stores)
   std::optional<GemmInfo> gemm;
   std::optional<ConvInfo> conv;
+  // Run through cuBLASLt or cuDNN, with no function in the cubin: conv kernels,
+  // and gemm kernels unless autotuning chose tcc's template (then `gemm` only describes it).
+  bool library_call = false;
   HostKernelFn host = nullptr;
 };
 

@@ -71,6 +71,26 @@ TEST_F(AutotuneCache, RoundTripsEntriesSortedAndDeterministic) {
   EXPECT_EQ(cache_text(c.entries), text);
 }
 
+// A gemm entry's template tile round-trips; entries written before the
+// template existed have no tile and mean the library call; a tile past the
+// table is a bad entry.
+TEST_F(AutotuneCache, GemmTileRoundTripsAndDefaultsToTheLibraryCall) {
+  CacheEntry tiled = entry("gemm a");
+  tiled.config = KernelConfig{};
+  tiled.config.tile = 3;
+  LoadedCache c = parse_cache(cache_text({tiled}), "t.json");
+  ASSERT_EQ(c.entries.size(), 1u);
+  EXPECT_EQ(c.entries[0].config.tile, 3);
+  nlohmann::json j = nlohmann::json::parse(cache_text({tiled, entry("gemm b")}));
+  j["entries"][0]["config"].erase("tile");
+  j["entries"][1]["config"]["tile"] = 6;
+  c = parse_cache(j.dump(), "t.json");
+  ASSERT_EQ(c.entries.size(), 1u);
+  EXPECT_EQ(c.entries[0].config.tile, 0);
+  ASSERT_EQ(c.warnings.size(), 1u);
+  EXPECT_NE(c.warnings[0].find("'config.tile' must be an integer from 0 to 5"), std::string::npos) << c.warnings[0];
+}
+
 TEST_F(AutotuneCache, MissingFileIsAnEmptyCache) {
   LoadedCache c = load_cache(path_);
   EXPECT_EQ(c.status, LoadedCache::Status::Missing);

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "codegen/emit.h"
+#include "codegen/gemm_template.h"
 #include "codegen/toolchain.h"
 #include "src/autotune/candidates.h"
 #include "src/autotune/progress.h"
@@ -61,23 +62,46 @@ TEST_F(AutotuneCandidates, PointwiseGridCoversBlocksAndBothVectorWidths) {
   EXPECT_NE(std::find(grid.begin(), grid.end(), KernelConfig{64, 4, 1}), grid.end());
 }
 
-TEST_F(AutotuneCandidates, LibraryKernelsChooseAmongTheLibrarysRankedAlgorithms) {
+TEST_F(AutotuneCandidates, GemmsChooseALibraryAlgorithmOrATemplateTile) {
   const kir::Kernel& gemm = *first_kernel(gpt2_->schedule, kir::Kind::Gemm);
   std::vector<KernelConfig> grid = candidates(gemm);
-  ASSERT_EQ(grid.size(), static_cast<size_t>(kLibraryAlgos));
+  ASSERT_EQ(grid.size(), static_cast<size_t>(kLibraryAlgos) + kGemmTiles.size());
   for (int rank = 0; rank < kLibraryAlgos; ++rank) {
     EXPECT_EQ(grid[rank].algo, rank);
+    EXPECT_EQ(grid[rank].tile, 0);
     EXPECT_EQ(config_text(gemm, grid[rank]), "cublaslt #" + std::to_string(rank));
   }
+  for (size_t t = 0; t < kGemmTiles.size(); ++t) {
+    const KernelConfig& c = grid[kLibraryAlgos + t];
+    EXPECT_EQ(c.tile, static_cast<int>(t) + 1);
+    EXPECT_EQ(c.algo, 0);
+  }
+  EXPECT_EQ(config_text(gemm, grid[kLibraryAlgos]), "tf32x3 128x128x16 2x4");
   KernelConfig launch_knob;
   launch_knob.block = 128;
-  EXPECT_NE(invalid_reason(gemm, launch_knob).find("only the algorithm can be chosen"), std::string::npos);
+  EXPECT_NE(invalid_reason(gemm, launch_knob).find("choose a library algorithm"), std::string::npos);
   KernelConfig past_the_end;
   past_the_end.algo = kLibraryAlgos;
   EXPECT_NE(invalid_reason(gemm, past_the_end).find("is not from 0 to 7"), std::string::npos);
+  KernelConfig both;
+  both.algo = 1;
+  both.tile = 1;
+  EXPECT_EQ(invalid_reason(gemm, both), "the template runs no library algorithm");
+  KernelConfig no_such_tile;
+  no_such_tile.tile = static_cast<int>(kGemmTiles.size()) + 1;
+  EXPECT_EQ(invalid_reason(gemm, no_such_tile), "template tile 6 is not from 1 to 5");
   KernelConfig on_generated;
   on_generated.algo = 1;
   EXPECT_NE(invalid_reason(reduction(), on_generated).find("only gemm and conv kernels"), std::string::npos);
+  KernelConfig tile_on_generated;
+  tile_on_generated = default_config(reduction());
+  tile_on_generated.tile = 1;
+  EXPECT_EQ(invalid_reason(reduction(), tile_on_generated), "only gemm kernels choose a template tile");
+  // The template computes f32 only: an f16 gemm keeps the library's algorithms.
+  kir::Kernel half = gemm;
+  for (kir::Buffer& b : half.buffers) b.dtype = DType::F16;
+  EXPECT_EQ(candidates(half).size(), static_cast<size_t>(kLibraryAlgos));
+  EXPECT_NE(invalid_reason(half, grid.back()).find("the template computes f32 operands only"), std::string::npos);
   // The grid is every choice: descent has nowhere to go.
   int costed = 0;
   std::optional<DescentResult> d = coordinate_descent(gemm, grid[3], [&](const KernelConfig&) -> std::optional<double> {
@@ -87,6 +111,17 @@ TEST_F(AutotuneCandidates, LibraryKernelsChooseAmongTheLibrarysRankedAlgorithms)
   ASSERT_TRUE(d);
   EXPECT_EQ(d->best, grid[3]);
   EXPECT_EQ(costed, 1);
+}
+
+TEST_F(AutotuneCandidates, ConvsChooseAmongCudnnAlgorithmsOnly) {
+  ScheduledModel conv = schedule_model("tests/kernels/conv_bias_relu.tir");
+  const kir::Kernel& k = *first_kernel(conv.schedule, kir::Kind::Conv);
+  std::vector<KernelConfig> grid = candidates(k);
+  ASSERT_EQ(grid.size(), static_cast<size_t>(kLibraryAlgos));
+  EXPECT_EQ(config_text(k, grid.back()), "cudnn #7");
+  KernelConfig tile;
+  tile.tile = 1;
+  EXPECT_EQ(invalid_reason(k, tile), "conv kernels have no template");
 }
 
 TEST_F(AutotuneCandidates, SplittableReductionsAlsoTrySplitFactors) {

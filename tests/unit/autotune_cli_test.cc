@@ -3,12 +3,15 @@
 // reported, nothing unmeasured reaches the cache, bad flags and files exit 2.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "codegen/emit.h"
+#include "codegen/gemm_template.h"
 #include "codegen/module_writer.h"
+#include "codegen/toolchain.h"
 #include "src/autotune/candidates.h"
 #include "src/autotune/signature.h"
 #include "src/autotune/tuning_cache.h"
@@ -204,7 +207,7 @@ TEST_F(AutotuneCompile, WithoutGpuOrCacheFallsBackToTheDefaultKernelsAndSaysSo) 
     }
   }
   EXPECT_EQ(f["kernels"], (json{{"measured", 0}, {"cache", 0}, {"heuristic", m["kernels"].size()}}));
-  EXPECT_EQ(feature(m, "autotune_gemm_templates")["status"], "unbuilt");
+  EXPECT_EQ(feature(m, "autotune_gemm_templates")["status"], "built");
   EXPECT_FALSE(manifest("default")["kernels"][0].contains("autotune"));
   EXPECT_TRUE(contains(read(dir_ / "tuned" / "report.md"), "## Autotuning"));
 }
@@ -229,8 +232,16 @@ TEST_F(AutotuneCompile, CachedConfigsAreAppliedReportedAndDeterministic) {
     ++from_cache;
     KernelConfig want = autotune::candidates(k).back();
     if (k.kind == kir::Kind::Gemm) {
-      EXPECT_EQ(mk["autotune"]["config"]["algo"], want.algo);
-      EXPECT_EQ(mk["gemm"]["algo"], want.algo);
+      // The last gemm candidate is tcc's template at the last tile: a generated kernel in the cubin.
+      ASSERT_GT(want.tile, 0);
+      EXPECT_EQ(mk["autotune"]["config"]["tile"], want.tile);
+      EXPECT_EQ(mk["template"], gemm_tile_text(want.tile));
+      EXPECT_FALSE(mk.contains("library"));
+      EXPECT_EQ(mk["launch"]["block"][0], kGemmTiles[static_cast<size_t>(want.tile - 1)].threads());
+      EXPECT_EQ(mk["launch"]["grid"][2], k.gemm->batch.str());
+      std::string cubin = read(dir_ / "a" / "kernels.sm_90.cubin");
+      std::vector<std::string> syms = cubin_symbols(std::vector<char>(cubin.begin(), cubin.end()));
+      EXPECT_NE(std::find(syms.begin(), syms.end(), k.name), syms.end()) << k.name << " is not in the cubin";
       continue;
     }
     EXPECT_EQ(mk["autotune"]["config"]["block"], want.block);
@@ -239,6 +250,9 @@ TEST_F(AutotuneCompile, CachedConfigsAreAppliedReportedAndDeterministic) {
     EXPECT_EQ(mk["launch"]["grid"][0], launch_config(k, want).grid[0].str());
   }
   EXPECT_EQ(from_cache, static_cast<int>(entries.size()));
+  // The runtime reads a template gemm's manifest entry (a launch, no library) and runs the module.
+  CliResult run = run_tcc("run " + at("a") + " --host --check --model " + shell_quote(fixture("gpt2_block.onnx")));
+  EXPECT_EQ(run.code, 0) << run.output;
   ASSERT_EQ(compile("b", "--mode max-autotune --cache " + at("tune.json")).code, 0);
   for (const char* f : {"manifest.json", "kernels.cu", "kernels.sm_90.cubin"})
     EXPECT_TRUE(read(dir_ / "a" / f) == read(dir_ / "b" / f)) << f << " differs between two compiles";

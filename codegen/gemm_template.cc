@@ -1,0 +1,232 @@
+#include "codegen/gemm_template.h"
+
+#include "codegen/emit_c.h"
+#include "src/diag/diagnostics.h"
+
+namespace tcc {
+
+namespace {
+
+// Row padding of the shared tiles, in floats. A fragment load of A reads rows
+// g = lane / 4 at columns t = lane % 4: with a row pitch of BK + 4 (36, 4 mod
+// 32 banks) the 32 lanes hit 32 banks. B's loads read rows t at columns g:
+// a pitch of BN + 8 (8 mod 32) does the same.
+constexpr int kPadA = 4, kPadB = 8;
+
+const GemmTile& tile_of(int tile) {
+  TCC_CHECK(tile >= 1 && tile <= static_cast<int>(kGemmTiles.size())) << "gemm tile " << tile << " does not exist";
+  return kGemmTiles[static_cast<size_t>(tile - 1)];
+}
+
+class TemplateEmitter : emitc::CodeWriter {
+ public:
+  TemplateEmitter(const kir::Kernel& k, const GemmTile& t) : k_(k), g_(*k.gemm), t_(t) {}
+
+  std::string print() {
+    const int threads = t_.threads();
+    const int tm = t_.bm / t_.warps_m, tn = t_.bn / t_.warps_n;
+    const int fm = tm / 16, fn = tn / 8;
+    TCC_CHECK(tm % 16 == 0 && tn % 8 == 0 && t_.bk % 8 == 0 && (t_.bm * t_.bk) % threads == 0 &&
+              (t_.bk * t_.bn) % threads == 0)
+        << "gemm tile " << t_.bm << "x" << t_.bn << "x" << t_.bk << " does not divide among its warps";
+    int d = 0;
+    while (d < static_cast<int>(k_.buffers.size()) && !k_.buffers[static_cast<size_t>(d)].output) ++d;
+    out_ += "extern \"C\" __global__ __launch_bounds__(" + std::to_string(threads) + ") void " + k_.name + "(";
+    std::string sep;
+    for (size_t b = 0; b < k_.buffers.size(); ++b) {
+      out_ += sep + (k_.buffers[b].output ? "float* __restrict__ p" : "const float* __restrict__ p") + std::to_string(b);
+      sep = ", ";
+    }
+    for (const std::string& s : k_.size_params) out_ += sep + "int64_t " + emitc::size_var(s);
+    out_ += ") {\n";
+    line("const int64_t M = " + emitc::size_expr(g_.m) + ", N = " + emitc::size_expr(g_.n) +
+         ", K = " + emitc::size_expr(g_.k) + ";");
+    line("const int64_t lda = " + emitc::size_expr(g_.lda) + ", ldb = " + emitc::size_expr(g_.ldb) +
+         ", ldd = " + emitc::size_expr(g_.ldd) + ";");
+    line("const int64_t z = blockIdx.z;");
+    line("const float* __restrict__ A = p" + std::to_string(g_.a) + " + z * (" + emitc::size_expr(g_.stride_a) + ");");
+    line("const float* __restrict__ B = p" + std::to_string(g_.b) + " + z * (" + emitc::size_expr(g_.stride_b) + ");");
+    line("float* __restrict__ D = p" + std::to_string(d) + " + z * (" + emitc::size_expr(g_.stride_d) + ");");
+    if (g_.residual >= 0)
+      line("const float* __restrict__ C = p" + std::to_string(g_.residual) + " + z * (" +
+           emitc::size_expr(g_.stride_d) + ");");
+    line("__shared__ __align__(16) float As[2][" + std::to_string(t_.bm) + "][" + std::to_string(t_.bk + kPadA) + "];");
+    line("__shared__ __align__(16) float Bs[2][" + std::to_string(t_.bk) + "][" + std::to_string(t_.bn + kPadB) + "];");
+    line("const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;");
+    line("const int wm = (warp / " + std::to_string(t_.warps_n) + ") * " + std::to_string(tm) + ", wn = (warp % " +
+         std::to_string(t_.warps_n) + ") * " + std::to_string(tn) + ";");
+    line("const int64_t row0 = (int64_t)blockIdx.x * " + std::to_string(t_.bm) + ", col0 = (int64_t)blockIdx.y * " +
+         std::to_string(t_.bn) + ";");
+    line("float acc[" + std::to_string(fm) + "][" + std::to_string(fn) + "][4] = {};");
+    line("const int64_t tiles = (K + " + std::to_string(t_.bk - 1) + ") / " + std::to_string(t_.bk) + ";");
+    open("if (tiles > 0)");
+    copy_tile("0", "0");
+    close();
+    line("tcc_cp_async_commit();");
+    open("for (int64_t kt = 0; kt < tiles; ++kt)");
+    line("const int stage = (int)(kt & 1);");
+    open("if (kt + 1 < tiles)");
+    copy_tile("stage ^ 1", "(kt + 1) * " + std::to_string(t_.bk));
+    close();
+    line("tcc_cp_async_commit();");
+    line("tcc_cp_async_wait_prior();");
+    line("__syncthreads();");
+    mma_steps(fm, fn);
+    line("__syncthreads();");
+    close();
+    epilogue(fm, fn);
+    out_ += "}\n";
+    return out_;
+  }
+
+ private:
+  // Copies the A and B tiles at k0 into shared stage `stage` with cp.async,
+  // which needs no registers to hold them; an element outside the matrix
+  // copies no bytes and is zero-filled.
+  void copy_tile(const std::string& stage, const std::string& k0) {
+    copy_operand("As[" + stage + "]", "A", g_.trans_a, t_.bm, t_.bk, "row0", "M", k0, "K", "lda");
+    copy_operand("Bs[" + stage + "]", "B", g_.trans_b, t_.bk, t_.bn, k0, "K", "col0", "N", "ldb");
+  }
+
+  // One operand's rows x cols tile, whose element (r, c) is the matrix's
+  // (row_base + r, col_base + c), stored row-major with row stride `ld`, or
+  // transposed. Element e = tid + i * threads of the tile is read along the
+  // matrix's contiguous axis: consecutive threads, consecutive addresses. The
+  // loop stays rolled: unrolled, the compiler keeps every element's address
+  // live across the K loop and spills.
+  void copy_operand(const std::string& tile, const std::string& matrix, bool transposed, int rows, int cols,
+                    const std::string& row_base, const std::string& row_end, const std::string& col_base,
+                    const std::string& col_end, const std::string& ld) {
+    const int threads = t_.threads();
+    line("#pragma unroll 1");
+    open("for (int i = 0; i < " + std::to_string(rows * cols / threads) + "; ++i)");
+    line("const int e = tid + i * " + std::to_string(threads) + ";");
+    line(transposed ? "const int r = e % " + std::to_string(rows) + ", c = e / " + std::to_string(rows) + ";"
+                    : "const int r = e / " + std::to_string(cols) + ", c = e % " + std::to_string(cols) + ";");
+    line("const int64_t gr = " + row_base + " + r, gc = " + col_base + " + c;");
+    line("const bool in = gr < " + row_end + " && gc < " + col_end + ";");
+    line("tcc_cp_async4(&" + tile + "[r][c], in ? " + matrix + " + " +
+         (transposed ? "gc * " + ld + " + gr" : "gr * " + ld + " + gc") + " : " + matrix + ", in);");
+    close();
+  }
+
+  // Per k step of 8: the warp's A fragments (rows g and g + 8, columns t and
+  // t + 4 of each 16-row slice) and B fragments (rows t and t + 4, column g of
+  // each 8-column slice), split into big and small TF32 parts; three mma per
+  // output fragment, the small products first.
+  void mma_steps(int fm, int fn) {
+    line("#pragma unroll");
+    open("for (int kk = 0; kk < " + std::to_string(t_.bk) + "; kk += 8)");
+    line("uint32_t ab[" + std::to_string(fm) + "][4], as[" + std::to_string(fm) + "][4], bb[" + std::to_string(fn) +
+         "][2], bs[" + std::to_string(fn) + "][2];");
+    line("#pragma unroll");
+    open("for (int i = 0; i < " + std::to_string(fm) + "; ++i)");
+    line("const int r = wm + i * 16 + g;");
+    line("tcc_tf32_split(As[stage][r][kk + t], ab[i][0], as[i][0]);");
+    line("tcc_tf32_split(As[stage][r + 8][kk + t], ab[i][1], as[i][1]);");
+    line("tcc_tf32_split(As[stage][r][kk + t + 4], ab[i][2], as[i][2]);");
+    line("tcc_tf32_split(As[stage][r + 8][kk + t + 4], ab[i][3], as[i][3]);");
+    close();
+    line("#pragma unroll");
+    open("for (int j = 0; j < " + std::to_string(fn) + "; ++j)");
+    line("const int c = wn + j * 8 + g;");
+    line("tcc_tf32_split(Bs[stage][kk + t][c], bb[j][0], bs[j][0]);");
+    line("tcc_tf32_split(Bs[stage][kk + t + 4][c], bb[j][1], bs[j][1]);");
+    close();
+    line("#pragma unroll");
+    open("for (int i = 0; i < " + std::to_string(fm) + "; ++i)");
+    line("#pragma unroll");
+    open("for (int j = 0; j < " + std::to_string(fn) + "; ++j)");
+    line("tcc_mma_tf32(acc[i][j], as[i], bb[j]);");
+    line("tcc_mma_tf32(acc[i][j], ab[i], bs[j]);");
+    line("tcc_mma_tf32(acc[i][j], ab[i], bb[j]);");
+    close();
+    close();
+    close();
+  }
+
+  // Accumulator register q of fragment (i, j) holds row g + 8 * (q / 2),
+  // column 2 * t + q % 2 of the fragment.
+  void epilogue(int fm, int fn) {
+    line("#pragma unroll");
+    open("for (int i = 0; i < " + std::to_string(fm) + "; ++i)");
+    line("#pragma unroll");
+    open("for (int j = 0; j < " + std::to_string(fn) + "; ++j)");
+    line("#pragma unroll");
+    open("for (int q = 0; q < 4; ++q)");
+    line("const int64_t r = row0 + wm + i * 16 + g + 8 * (q >> 1), c = col0 + wn + j * 8 + 2 * t + (q & 1);");
+    line("if (r >= M || c >= N) continue;");
+    line("float v = " + (g_.alpha == 1 ? std::string() : emitc::literal(g_.alpha, DType::F32) + " * ") + "acc[i][j][q];");
+    if (g_.residual >= 0)
+      line("v += " + (g_.beta == 1 ? std::string() : emitc::literal(g_.beta, DType::F32) + " * ") + "C[r * ldd + c];");
+    if (g_.bias >= 0) line("v += p" + std::to_string(g_.bias) + "[c];");
+    if (g_.activation == "relu") line("v = fmaxf(v, 0.f);");
+    else if (g_.activation == "gelu_tanh")
+      line("v = 0.5f * v * (1.f + tanhf(0.7978845608f * (v + 0.044715f * v * v * v)));");
+    else TCC_CHECK(g_.activation == "none") << "kernel " << k_.name << ": unknown activation " << g_.activation;
+    line("D[r * ldd + c] = v;");
+    close();
+    close();
+    close();
+  }
+
+  const kir::Kernel& k_;
+  const kir::GemmDesc& g_;
+  const GemmTile& t_;
+};
+
+}  // namespace
+
+// static: every translation unit that holds a template kernel has its own
+// copy, so relocatable shards linked into one cubin do not collide.
+const char* const kGemmTemplateHelpers = R"(static __device__ __forceinline__ void tcc_tf32_split(float x, uint32_t& big, uint32_t& small) {
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(big) : "f"(x));
+  const float rest = x - __uint_as_float(big);
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(small) : "f"(rest));
+}
+static __device__ __forceinline__ void tcc_cp_async4(float* shared, const float* global, bool copy) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;"
+               :: "r"((uint32_t)__cvta_generic_to_shared(shared)), "l"(global), "r"(copy ? 4 : 0) : "memory");
+}
+static __device__ __forceinline__ void tcc_cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+// Waits for every group but the latest committed.
+static __device__ __forceinline__ void tcc_cp_async_wait_prior() { asm volatile("cp.async.wait_group 1;" ::: "memory"); }
+static __device__ __forceinline__ void tcc_mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+)";
+
+std::string gemm_template_refusal(const kir::Kernel& k) {
+  if (k.kind != kir::Kind::Gemm || !k.gemm) return "only gemm kernels have a template";
+  for (const kir::Buffer& b : k.buffers)
+    if (b.dtype != DType::F32)
+      return std::string("the template computes f32 operands only; '") + b.name + "' is " + std::string(dtype_name(b.dtype));
+  return "";
+}
+
+std::string gemm_tile_text(int tile) {
+  const GemmTile& t = tile_of(tile);
+  return "tf32x3 " + std::to_string(t.bm) + "x" + std::to_string(t.bn) + "x" + std::to_string(t.bk) + " " +
+         std::to_string(t.warps_m) + "x" + std::to_string(t.warps_n);
+}
+
+std::string emit_gemm_template(const kir::Kernel& k, int tile) {
+  std::string refusal = gemm_template_refusal(k);
+  TCC_CHECK(refusal.empty()) << "kernel " << k.name << ": " << refusal;
+  return TemplateEmitter(k, tile_of(tile)).print();
+}
+
+LaunchConfig gemm_template_launch(const kir::Kernel& k, int tile) {
+  const GemmTile& t = tile_of(tile);
+  const kir::GemmDesc& g = *k.gemm;
+  LaunchConfig c;
+  c.grid[0] = (g.m + SymExpr::constant(t.bm - 1)).floordiv(SymExpr::constant(t.bm));
+  c.grid[1] = (g.n + SymExpr::constant(t.bn - 1)).floordiv(SymExpr::constant(t.bn));
+  c.grid[2] = g.batch;
+  c.block[0] = t.threads();
+  return c;
+}
+
+}  // namespace tcc

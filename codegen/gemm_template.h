@@ -1,0 +1,62 @@
+// tcc's own tensor-core GEMM: a CUDA kernel for a Gemm kernel's GemmDesc, the
+// alternative to the cuBLASLt call that autotuning measures beside the
+// library's algorithms (KernelConfig::tile names its tile shape).
+//
+// The operands are f32 and the result must stay f32-accurate, as cuBLASLt's
+// CUBLAS_COMPUTE_32F is: the kernel runs on the tensor cores in TF32 with
+// three products per step (3xTF32: each operand split into a TF32 "big" part
+// and the TF32 rounding of its remainder; big*big + big*small + small*big),
+// which keeps about the error of an f32 dot product while using mma.sync
+// (sm_80 and later, which every architecture tcc compiles for is).
+//
+// Shape of the kernel: one block per BM x BN tile of D (grid [ceil(m / BM),
+// ceil(n / BN), batch]); its warps (WM x WN) each own a (BM/WM) x (BN/WN) part
+// made of 16x8 mma.sync.m16n8k8 fragments. K advances BK at a time through
+// two shared-memory stages: cp.async copies the next A and B tiles into one
+// while the warps multiply the other (static shared memory: both stages stay
+// under 48 KB, which is why the large tiles take BK = 16).
+// Loads are guarded, so every m, n and k is valid (out-of-range elements read
+// zero); the epilogue applies alpha, beta * C, the bias along N and the
+// activation, as GemmDesc describes cuBLASLt's, and stores only D's elements.
+// Not built: split-K, wgmma with TMA on sm_90, f16/bf16 operands.
+#pragma once
+
+#include <array>
+#include <string>
+
+#include "codegen/emit.h"
+#include "codegen/kernel_ir.h"
+
+namespace tcc {
+
+struct GemmTile {
+  int bm, bn, bk;        // block tile
+  int warps_m, warps_n;  // warps along M and N
+  int threads() const { return 32 * warps_m * warps_n; }
+};
+
+// KernelConfig::tile t >= 1 selects kGemmTiles[t - 1].
+inline constexpr std::array<GemmTile, 5> kGemmTiles = {{
+    {128, 128, 16, 2, 4},
+    {128, 64, 16, 2, 2},
+    {64, 128, 16, 2, 2},
+    {64, 64, 32, 2, 2},
+    {32, 64, 32, 1, 2},
+}};
+
+// Why kernel k cannot run as the template ("" when it can): it must be a Gemm
+// kernel whose buffers are all f32.
+std::string gemm_template_refusal(const kir::Kernel& k);
+
+// "tf32x3 128x128x32 2x4": the tile of config `tile` (>= 1), as tables print it.
+std::string gemm_tile_text(int tile);
+
+// The kernel's CUDA (an `extern "C" __global__` function named k.name with
+// emit_cuda's parameter convention), and the helpers every such kernel calls,
+// which a translation unit includes once.
+std::string emit_gemm_template(const kir::Kernel& k, int tile);
+extern const char* const kGemmTemplateHelpers;
+
+LaunchConfig gemm_template_launch(const kir::Kernel& k, int tile);
+
+}  // namespace tcc

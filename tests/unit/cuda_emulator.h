@@ -1,0 +1,138 @@
+// Runs the CUDA text of tcc's GEMM template (codegen/gemm_template.cc) on the
+// host, so CI checks the kernel's tiling, guards, double buffering and
+// epilogue against the reference interpreter without a GPU. Test code only:
+// gemm_template_test.cc compiles this header together with the emitted
+// kernel into a shared library with the host compiler.
+//
+// Each block runs as one std::thread per CUDA thread; __syncthreads is a
+// barrier of the block's threads, `__shared__` arrays are function statics
+// (blocks run one after another). The template's device helpers are replaced:
+// cp.async copies at once (its waits are then no-ops), cvt.rna.tf32 rounds the
+// low 13 mantissa bits to nearest with ties away from zero, and
+// mma.sync.m16n8k8 gathers the warp's fragments and gives each lane its part
+// of D by the PTX ISA's fragment layout for .tf32:
+//   A (16x8, row): register q of lane l holds row l/4 + 8*(q%2), column l%4 + 4*(q/2);
+//   B (8x8, col):  register q of lane l holds row l%4 + 4*q, column l/4;
+//   C, D (16x8):   register q of lane l holds row l/4 + 8*(q/2), column 2*(l%4) + q%2.
+#pragma once
+
+#include <math.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace tcc_emu {
+
+struct Dim3 {
+  unsigned x = 0, y = 0, z = 0;
+};
+inline thread_local Dim3 thread_index, block_index;
+
+class Barrier {
+ public:
+  explicit Barrier(unsigned count) : count_(count) {}
+  void arrive_and_wait() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    unsigned generation = generation_;
+    if (++arrived_ == count_) {
+      arrived_ = 0;
+      ++generation_;
+      cv_.notify_all();
+      return;
+    }
+    cv_.wait(lock, [&] { return generation != generation_; });
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  unsigned count_, arrived_ = 0, generation_ = 0;
+};
+
+struct Warp {
+  Barrier barrier{32};
+  uint32_t a[32][4];
+  uint32_t b[32][2];
+};
+
+struct Block {
+  std::unique_ptr<Barrier> barrier;
+  std::vector<std::unique_ptr<Warp>> warps;
+};
+inline Block block;
+
+inline float as_float(uint32_t bits) {
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+inline uint32_t as_bits(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  return bits;
+}
+
+// The grid, block after block; `kernel` is called by every thread of a block.
+inline void launch(unsigned gx, unsigned gy, unsigned gz, unsigned threads, const std::function<void()>& kernel) {
+  for (unsigned z = 0; z < gz; ++z)
+    for (unsigned y = 0; y < gy; ++y)
+      for (unsigned x = 0; x < gx; ++x) {
+        block.barrier = std::make_unique<Barrier>(threads);
+        block.warps.clear();
+        for (unsigned w = 0; w < threads / 32; ++w) block.warps.push_back(std::make_unique<Warp>());
+        std::vector<std::thread> running;
+        for (unsigned t = 0; t < threads; ++t)
+          running.emplace_back([&, t] {
+            thread_index = {t, 0, 0};
+            block_index = {x, y, z};
+            kernel();
+          });
+        for (std::thread& th : running) th.join();
+      }
+}
+
+}  // namespace tcc_emu
+
+#define threadIdx tcc_emu::thread_index
+#define blockIdx tcc_emu::block_index
+#define __global__
+#define __launch_bounds__(n)
+#define __shared__ static
+#define __align__(n) __attribute__((aligned(n)))
+#define __restrict__ __restrict
+
+inline void __syncthreads() { tcc_emu::block.barrier->arrive_and_wait(); }
+
+inline void tcc_tf32_split(float x, uint32_t& big, uint32_t& small) {
+  auto round = [](float v) { return (tcc_emu::as_bits(v) + 0x1000u) & 0xFFFFE000u; };
+  big = round(x);
+  small = round(x - tcc_emu::as_float(big));
+}
+
+inline void tcc_cp_async4(float* shared, const float* global, bool copy) { *shared = copy ? *global : 0.f; }
+inline void tcc_cp_async_commit() {}
+inline void tcc_cp_async_wait_prior() {}
+
+inline void tcc_mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  const unsigned lane = tcc_emu::thread_index.x % 32;
+  tcc_emu::Warp& w = *tcc_emu::block.warps[tcc_emu::thread_index.x / 32];
+  std::memcpy(w.a[lane], a, sizeof a);
+  std::memcpy(w.b[lane], b, sizeof b);
+  w.barrier.arrive_and_wait();
+  auto A = [&](unsigned r, unsigned k) { return tcc_emu::as_float(w.a[(r % 8) * 4 + k % 4][r / 8 + 2 * (k / 4)]); };
+  auto B = [&](unsigned k, unsigned n) { return tcc_emu::as_float(w.b[n * 4 + k % 4][k / 4]); };
+  for (unsigned q = 0; q < 4; ++q) {
+    unsigned row = lane / 4 + 8 * (q / 2), col = 2 * (lane % 4) + q % 2;
+    double sum = 0;
+    for (unsigned k = 0; k < 8; ++k) sum += static_cast<double>(A(row, k)) * B(k, col);
+    d[q] += static_cast<float>(sum);
+  }
+  w.barrier.arrive_and_wait();
+}

@@ -1,0 +1,308 @@
+// tcc's tensor-core GEMM template (codegen/gemm_template.h). Without a GPU:
+// every tile of every gemm kernel of the test models compiles with NVRTC for
+// sm_80 and sm_90, the kernel reads the operands and applies the epilogue its
+// GemmDesc names, and its grid covers D. With one (scripts/gpu-check): every
+// tile matches cuBLASLt's output at sizes that leave partial tiles on every
+// edge, and a module whose gemms all run as templates passes `tcc run --check`.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "codegen/emit.h"
+#include "codegen/emit_c.h"
+#include "codegen/gemm_template.h"
+#include "codegen/module_writer.h"
+#include "codegen/toolchain.h"
+#include "src/autotune/candidates.h"
+#include "src/autotune/signature.h"
+#include "src/autotune/tuning_cache.h"
+#include "src/interp/interpreter.h"
+#include "src/runtime/kernel_timer.h"
+#include "tcc_runtime.h"
+#include "tests/unit/autotune_util.h"
+#include "tests/unit/cli_util.h"
+#include "tests/unit/temp_dir.h"
+
+namespace tcc {
+namespace {
+
+namespace fs = std::filesystem;
+
+const char* const kGemmModels[] = {"tests/kernels/gemm_bias_relu.tir", "tests/kernels/gemm_bias_residual.tir",
+                                   "tests/kernels/gemm_bias_gelu.tir", "tests/kernels/gemm_transposed.tir",
+                                   "tests/kernels/batched_matmul.tir",  "tests/fixtures/gpt2_block.onnx"};
+
+std::vector<kir::Kernel> gemm_kernels() {
+  std::vector<kir::Kernel> out;
+  for (const char* path : kGemmModels) {
+    ScheduledModel s = schedule_model(path);
+    for (const kir::Kernel& k : s.schedule.kernels)
+      if (k.kind == kir::Kind::Gemm) out.push_back(k);
+  }
+  return out;
+}
+
+const kir::Kernel& only_gemm(const ScheduledModel& s) {
+  const kir::Kernel* k = first_kernel(s.schedule, kir::Kind::Gemm);
+  TCC_CHECK(k != nullptr) << "no gemm kernel";
+  return *k;
+}
+
+size_t count(const std::string& s, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = s.find(part); at != std::string::npos; at = s.find(part, at + 1)) ++n;
+  return n;
+}
+
+// Every tile for sm_90; for sm_80 each kernel at one tile, in turn (NVRTC
+// takes about a second per template kernel on the build machine).
+TEST(GemmTemplate, EveryTileCompilesForEveryGemmOfTheTestModels) {
+  std::vector<kir::Kernel> ks, rotation;
+  std::vector<KernelConfig> configs, rotation_configs;
+  for (const kir::Kernel& k : gemm_kernels())
+    for (int tile = 1; tile <= static_cast<int>(kGemmTiles.size()); ++tile) {
+      kir::Kernel copy = k;
+      copy.name += "_t" + std::to_string(tile) + "_" + std::to_string(ks.size());
+      KernelConfig c;
+      c.tile = tile;
+      if (static_cast<size_t>(tile) == rotation.size() % kGemmTiles.size() + 1) {
+        rotation.push_back(copy);
+        rotation_configs.push_back(c);
+      }
+      ks.push_back(copy);
+      configs.push_back(c);
+    }
+  ASSERT_GE(rotation.size(), 8u);
+  std::string cu = emit_cuda(ks, configs);
+  EXPECT_EQ(count(cu, "void tcc_mma_tf32("), 1u) << "the helpers are emitted once";
+  EXPECT_EQ(count(cu, "__global__ __launch_bounds__("), ks.size());
+  std::vector<CudaBinary> bins = compile_cuda(cu, {"sm_90"}, false, 1);
+  std::vector<CudaBinary> sm80 = compile_cuda(emit_cuda(rotation, rotation_configs), {"sm_80"}, false, 1);
+  ASSERT_EQ(bins.size(), 1u);
+  ASSERT_EQ(sm80.size(), 1u);
+  for (const auto& [bin, kernels] : {std::pair{bins[0], ks}, std::pair{sm80[0], rotation}}) {
+    std::vector<std::string> symbols = cubin_symbols(bin.bytes);
+    for (const kir::Kernel& k : kernels)
+      EXPECT_NE(std::find(symbols.begin(), symbols.end(), k.name), symbols.end()) << k.name << " on " << bin.arch;
+  }
+}
+
+TEST(GemmTemplate, ReadsTheOperandsAndAppliesTheEpilogueOfItsGemmDesc) {
+  KernelConfig c;
+  c.tile = 2;
+  ScheduledModel transposed = schedule_model("tests/kernels/gemm_transposed.tir");
+  std::string t = emit_cuda({only_gemm(transposed)}, {c});
+  EXPECT_NE(t.find("__launch_bounds__(128) void tcc_k0_gemm("), std::string::npos) << t;
+  EXPECT_NE(t.find("A + gc * lda + gr"), std::string::npos) << "A is stored k x m";
+  EXPECT_NE(t.find("B + gc * ldb + gr"), std::string::npos) << "B is stored n x k";
+  EXPECT_NE(t.find("float v = 0.5f * acc[i][j][q];"), std::string::npos) << t;
+  EXPECT_NE(t.find("v += 2.0f * C[r * ldd + c];"), std::string::npos) << t;
+  EXPECT_EQ(t.find("tanhf"), std::string::npos);
+
+  ScheduledModel gelu = schedule_model("tests/kernels/gemm_bias_gelu.tir");
+  std::string g = emit_cuda({only_gemm(gelu)}, {c});
+  EXPECT_NE(g.find("A + gr * lda + gc"), std::string::npos);
+  EXPECT_NE(g.find("B + gr * ldb + gc"), std::string::npos);
+  EXPECT_NE(g.find("float v = acc[i][j][q];"), std::string::npos) << g;
+  EXPECT_NE(g.find("v += p2[c];"), std::string::npos) << g;
+  EXPECT_NE(g.find("tanhf(0.7978845608f * (v + 0.044715f * v * v * v))"), std::string::npos) << g;
+  EXPECT_EQ(g.find("C["), std::string::npos);
+
+  ScheduledModel batched = schedule_model("tests/kernels/batched_matmul.tir");
+  const kir::Kernel& bk = only_gemm(batched);
+  std::string b = emit_cuda({bk}, {c});
+  EXPECT_NE(b.find("const float* __restrict__ A = p0 + z * (" + emitc::size_expr(bk.gemm->stride_a) + ");"),
+            std::string::npos)
+      << b;
+  // The library call emits nothing.
+  EXPECT_EQ(emit_cuda({bk}).find("tcc_k"), std::string::npos);
+}
+
+TEST(GemmTemplate, GridCoversTheOutputAndEveryBatch) {
+  ScheduledModel batched = schedule_model("tests/kernels/batched_matmul.tir");
+  const kir::Kernel& k = only_gemm(batched);
+  for (int tile = 1; tile <= static_cast<int>(kGemmTiles.size()); ++tile) {
+    const GemmTile& t = kGemmTiles[static_cast<size_t>(tile - 1)];
+    KernelConfig c;
+    c.tile = tile;
+    LaunchConfig l = launch_config(k, c);
+    std::map<std::string, int64_t> sizes = {{"b", 3}, {"s", 200}};
+    EXPECT_EQ(*l.grid[0].evaluate(sizes), (200 + t.bm - 1) / t.bm) << gemm_tile_text(tile);
+    EXPECT_EQ(*l.grid[1].evaluate(sizes), (200 + t.bn - 1) / t.bn) << gemm_tile_text(tile);
+    EXPECT_EQ(*l.grid[2].evaluate(sizes), 3 * 4) << "one block row per batch matrix";
+    EXPECT_EQ(l.block[0], t.threads());
+    EXPECT_EQ(l.workspace_bytes, SymExpr());
+  }
+}
+
+TEST(GemmTemplate, ComputesF32GemmsOnly) {
+  ScheduledModel s = schedule_model("tests/kernels/gemm_bias_relu.tir");
+  kir::Kernel k = only_gemm(s);
+  EXPECT_EQ(gemm_template_refusal(k), "");
+  k.buffers[1].dtype = DType::BF16;
+  EXPECT_EQ(gemm_template_refusal(k), "the template computes f32 operands only; 'w' is bf16");
+  ScheduledModel softmax = schedule_model("tests/kernels/softmax.tir");
+  EXPECT_EQ(gemm_template_refusal(softmax.schedule.kernels.front()), "only gemm kernels have a template");
+}
+
+// The template's CUDA text, run on the host by tests/unit/cuda_emulator.h
+// (threads, barriers, cp.async and mma.sync emulated), against the reference
+// interpreter on random inputs: every tile of every gemm test model, at sizes
+// that give several blocks along M or N, partial tiles and several K steps.
+TEST(GemmTemplate, EmulatedOnTheHostEveryTileMatchesTheInterpreter) {
+  struct Case {
+    const char* model;
+    std::map<std::string, int64_t> sizes;
+  };
+  const Case cases[] = {{"tests/kernels/gemm_bias_relu.tir", {{"b", 70}}},
+                        {"tests/kernels/gemm_bias_residual.tir", {{"b", 5}, {"s", 29}}},
+                        {"tests/kernels/gemm_bias_gelu.tir", {{"b", 3}, {"s", 11}}},
+                        {"tests/kernels/gemm_transposed.tir", {{"m", 131}}},
+                        {"tests/kernels/batched_matmul.tir", {{"b", 2}, {"s", 5}}}};
+  fs::path dir = make_temp_dir("tcc_gemm_emulated");
+  std::vector<ScheduledModel> models;
+  std::string source = "#include \"" + std::string(TCC_SOURCE_DIR) + "/tests/unit/cuda_emulator.h\"\n";
+  for (const Case& c : cases) {
+    models.push_back(schedule_model(c.model));
+    ASSERT_EQ(models.back().schedule.kernels.size(), 1u) << c.model;
+    for (int tile = 1; tile <= static_cast<int>(kGemmTiles.size()); ++tile) {
+      kir::Kernel k = models.back().schedule.kernels[0];
+      k.name = "m" + std::to_string(models.size() - 1) + "_t" + std::to_string(tile);
+      source += emit_gemm_template(k, tile);
+      std::string args;
+      for (size_t b = 0; b < k.buffers.size(); ++b)
+        args += std::string(args.empty() ? "" : ", ") + (k.buffers[b].output ? "(float*)" : "(const float*)") + "b[" +
+                std::to_string(b) + "]";
+      for (size_t i = 0; i < k.size_params.size(); ++i) args += ", s[" + std::to_string(i) + "]";
+      source += "extern \"C\" void launch_" + k.name +
+                "(void* const* b, const int64_t* s, unsigned gx, unsigned gy, unsigned gz, unsigned threads) {\n"
+                "  tcc_emu::launch(gx, gy, gz, threads, [&] { " + k.name + "(" + args + "); });\n}\n";
+    }
+  }
+  std::ofstream(dir / "emulated.cc") << source;
+  compile_host_library((dir / "emulated.cc").string(), (dir / "emulated.so").string());
+  SharedLibrary lib((dir / "emulated.so").string());
+  using Launch = void (*)(void* const*, const int64_t*, unsigned, unsigned, unsigned, unsigned);
+
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> uniform(-1, 1);
+  for (size_t m = 0; m < models.size(); ++m) {
+    SCOPED_TRACE(cases[m].model);
+    const Graph& g = *models[m].model->graph;
+    std::map<std::string, Tensor> inputs;
+    for (const Value* v : g.inputs()) {
+      std::vector<int64_t> shape;
+      for (const Dim& d : v->type().shape()) shape.push_back(*d.expr().evaluate(cases[m].sizes));
+      Tensor t(DType::F32, shape);
+      for (int64_t i = 0; i < t.numel(); ++i) t.set_f64(i, uniform(rng));
+      inputs.emplace(v->name(), std::move(t));
+    }
+    Interpreter interp;
+    std::vector<Tensor> want = interp.run(g, inputs);
+    ASSERT_EQ(want.size(), 1u);
+    const kir::Kernel& k = models[m].schedule.kernels[0];
+    for (int tile = 1; tile <= static_cast<int>(kGemmTiles.size()); ++tile) {
+      SCOPED_TRACE(gemm_tile_text(tile));
+      std::vector<Tensor> buffers;
+      for (const kir::Buffer& b : k.buffers) {
+        if (!b.output) {
+          buffers.push_back(inputs.at(b.name));
+          continue;
+        }
+        buffers.emplace_back(DType::F32, want[0].shape());
+        for (int64_t i = 0; i < buffers.back().numel(); ++i) buffers.back().set_f64(i, std::nan(""));
+      }
+      std::vector<void*> ptrs;
+      for (Tensor& t : buffers) ptrs.push_back(t.raw_mut());
+      std::vector<int64_t> sizes;
+      for (const std::string& s : k.size_params) sizes.push_back(cases[m].sizes.at(s));
+      KernelConfig c;
+      c.tile = tile;
+      LaunchConfig l = launch_config(k, c);
+      unsigned grid[3];
+      for (int d = 0; d < 3; ++d) grid[d] = static_cast<unsigned>(*l.grid[d].evaluate(cases[m].sizes));
+      auto launch = reinterpret_cast<Launch>(lib.symbol("launch_m" + std::to_string(m) + "_t" + std::to_string(tile)));
+      ASSERT_NE(launch, nullptr);
+      launch(ptrs.data(), sizes.data(), grid[0], grid[1], grid[2], static_cast<unsigned>(l.block[0]));
+      const Tensor& got = buffers.back();
+      int64_t bad = 0;
+      for (int64_t i = 0; i < got.numel(); ++i) {
+        double a = got.get_f64(i), b = want[0].get_f64(i);
+        if (!(std::fabs(a - b) <= 1e-5 + 1e-5 * std::fabs(b)) && bad++ < 5)
+          ADD_FAILURE() << "element " << i << ": template " << a << ", interpreter " << b;
+      }
+      EXPECT_EQ(bad, 0) << bad << " of " << got.numel() << " elements differ";
+    }
+  }
+  fs::remove_all(dir);
+}
+
+class GemmTemplateGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!tcc_cuda_available()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+// Sizes that are no multiple of any tile (nor of 8 or 4), so every edge of D
+// and of K has a partial tile; the first config timed (cuBLASLt's first
+// choice) is the reference each tile must match (src/runtime/kernel_timer.cc).
+TEST_F(GemmTemplateGpu, EveryTileMatchesTheLibraryAtOddSizes) {
+  autotune::Measurer m = runtime::cuda_measurer();
+  for (const kir::Kernel& k : gemm_kernels()) {
+    std::unique_ptr<autotune::KernelBench> bench =
+        m.bench(k, {{"b", 3}, {"s", 53}, {"m", 131}, {"batch", 3}, {"seq", 77}});
+    std::vector<KernelConfig> grid = {KernelConfig{}};
+    for (int tile = 1; tile <= static_cast<int>(kGemmTiles.size()); ++tile) {
+      grid.emplace_back();
+      grid.back().tile = tile;
+    }
+    bench->precompile(grid);
+    for (const KernelConfig& c : grid) {
+      std::string note;
+      std::optional<double> t = bench->time_us(c, note);
+      ASSERT_TRUE(t) << k.name << " " << autotune::config_text(k, c) << ": " << note;
+    }
+  }
+}
+
+// A module whose every gemm runs as the template (a tuning cache that chose
+// it, as a GPU would have) agrees with the reference interpreter end to end.
+TEST_F(GemmTemplateGpu, ModuleOfTemplatesPassesRunCheck) {
+  fs::path dir = make_temp_dir("tcc_gemm_template");
+  ScheduledModel s = schedule_model("tests/fixtures/gpt2_block.onnx");
+  std::map<std::string, int64_t> sizes = {{"batch", kUnhintedRunSize}, {"seq", kUnhintedRunSize}};
+  autotune::DeviceKey device = runtime::current_device_key();
+  std::vector<autotune::CacheEntry> entries;
+  int tile = 0;
+  for (const kir::Kernel& k : s.schedule.kernels) {
+    if (k.kind != kir::Kind::Gemm) continue;
+    autotune::CacheEntry e;
+    e.device = device;
+    e.signature = autotune::kernel_signature(k, sizes);
+    e.op = autotune::op_summary(k, sizes);
+    e.config.tile = tile++ % static_cast<int>(kGemmTiles.size()) + 1;
+    e.time_us = 1;
+    e.default_time_us = 2;
+    e.candidates = 13;
+    entries.push_back(e);
+  }
+  ASSERT_GT(tile, 0);
+  autotune::write_cache((dir / "tune.json").string(), entries);
+  std::string model = std::string(TCC_SOURCE_DIR) + "/tests/fixtures/gpt2_block.onnx";
+  CliResult r = run_tcc("compile " + shell_quote(model) + " -o " + shell_quote((dir / "m").string()) +
+                        " --mode max-autotune-no-cudagraphs --cache " +
+                        shell_quote((dir / "tune.json").string()));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find(std::to_string(entries.size()) + " from the cache"), std::string::npos) << r.output;
+  r = run_tcc("run " + shell_quote((dir / "m").string()) + " --check");
+  EXPECT_EQ(r.code, 0) << r.output;
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace tcc
