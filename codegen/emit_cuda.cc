@@ -354,7 +354,7 @@ std::string emit_cuda(const std::vector<kir::Kernel>& kernels, const std::vector
   auto config = [&](size_t i) { return configs.empty() ? default_config(kernels[i]) : configs[i]; };
   bool any_split = false, any_template = false;
   for (size_t i = 0; i < kernels.size(); ++i) {
-    any_split |= config(i).split > 1;
+    any_split |= kernels[i].kind == kir::Kind::Reduction && config(i).split > 1;
     any_template |= config(i).tile > 0;
   }
   if (any_split) out += kCudaSplit;
@@ -362,7 +362,7 @@ std::string emit_cuda(const std::vector<kir::Kernel>& kernels, const std::vector
   for (size_t i = 0; i < kernels.size(); ++i) {
     const kir::Kernel& k = kernels[i];
     KernelConfig c = config(i);
-    if (c.tile > 0) out += "\n" + emit_gemm_template(k, c.tile);
+    if (c.tile > 0) out += "\n" + emit_gemm_template(k, c);
     else if (!runs_library(k, c)) out += "\n" + CudaKernel(k, c).print();
   }
   return out;
@@ -430,7 +430,7 @@ LaunchConfig launch_config(const kir::Kernel& k, const KernelConfig& config) {
       break;
     }
     case kir::Kind::Gemm:  // cuBLASLt, or the template
-      if (config.tile > 0) c = gemm_template_launch(k, config.tile);
+      if (config.tile > 0) c = gemm_template_launch(k, config);
       break;
     case kir::Kind::Conv:  // cuDNN
       break;

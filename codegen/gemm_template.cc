@@ -20,7 +20,7 @@ const GemmTile& tile_of(int tile) {
 
 class TemplateEmitter : emitc::CodeWriter {
  public:
-  TemplateEmitter(const kir::Kernel& k, const GemmTile& t) : k_(k), g_(*k.gemm), t_(t) {}
+  TemplateEmitter(const kir::Kernel& k, const GemmTile& t, int split) : k_(k), g_(*k.gemm), t_(t), split_(split) {}
 
   std::string print() {
     const int threads = t_.threads();
@@ -38,12 +38,14 @@ class TemplateEmitter : emitc::CodeWriter {
       sep = ", ";
     }
     for (const std::string& s : k_.size_params) out_ += sep + "int64_t " + emitc::size_var(s);
+    if (split_ > 1) out_ += sep + "void* __restrict__ ws";
     out_ += ") {\n";
     line("const int64_t M = " + emitc::size_expr(g_.m) + ", N = " + emitc::size_expr(g_.n) +
          ", K = " + emitc::size_expr(g_.k) + ";");
     line("const int64_t lda = " + emitc::size_expr(g_.lda) + ", ldb = " + emitc::size_expr(g_.ldb) +
          ", ldd = " + emitc::size_expr(g_.ldd) + ";");
-    line("const int64_t z = blockIdx.z;");
+    if (split_ > 1) line("const int64_t z = blockIdx.z / " + std::to_string(split_) + ";");
+    else line("const int64_t z = blockIdx.z;");
     line("const float* __restrict__ A = p" + std::to_string(g_.a) + " + z * (" + emitc::size_expr(g_.stride_a) + ");");
     line("const float* __restrict__ B = p" + std::to_string(g_.b) + " + z * (" + emitc::size_expr(g_.stride_b) + ");");
     line("float* __restrict__ D = p" + std::to_string(d) + " + z * (" + emitc::size_expr(g_.stride_d) + ");");
@@ -58,15 +60,24 @@ class TemplateEmitter : emitc::CodeWriter {
     line("const int64_t row0 = (int64_t)blockIdx.x * " + std::to_string(t_.bm) + ", col0 = (int64_t)blockIdx.y * " +
          std::to_string(t_.bn) + ";");
     line("float acc[" + std::to_string(fm) + "][" + std::to_string(fn) + "][4] = {};");
-    line("const int64_t tiles = (K + " + std::to_string(t_.bk - 1) + ") / " + std::to_string(t_.bk) + ";");
+    line("int64_t tiles = (K + " + std::to_string(t_.bk - 1) + ") / " + std::to_string(t_.bk) + ", k_first = 0;");
+    if (split_ > 1) {
+      // Slice blockIdx.z % split takes its share of the K tiles (the last ones may have none).
+      const std::string split = std::to_string(split_);
+      line("const int slice = (int)(blockIdx.z % " + split + ");");
+      line("const int64_t per_slice = (tiles + " + std::to_string(split_ - 1) + ") / " + split + ";");
+      line("k_first = slice * per_slice * " + std::to_string(t_.bk) + ";");
+      line("tiles = tiles - slice * per_slice < per_slice ? tiles - slice * per_slice : per_slice;");
+      line("if (tiles < 0) tiles = 0;");
+    }
     open("if (tiles > 0)");
-    copy_tile("0", "0");
+    copy_tile("0", "k_first");
     close();
     line("tcc_cp_async_commit();");
     open("for (int64_t kt = 0; kt < tiles; ++kt)");
     line("const int stage = (int)(kt & 1);");
     open("if (kt + 1 < tiles)");
-    copy_tile("stage ^ 1", "(kt + 1) * " + std::to_string(t_.bk));
+    copy_tile("stage ^ 1", "k_first + (kt + 1) * " + std::to_string(t_.bk));
     close();
     line("tcc_cp_async_commit();");
     line("tcc_cp_async_wait_prior();");
@@ -74,6 +85,7 @@ class TemplateEmitter : emitc::CodeWriter {
     mma_steps(fm, fn);
     line("__syncthreads();");
     close();
+    if (split_ > 1) combine_slices(fm, fn);
     epilogue(fm, fn);
     out_ += "}\n";
     return out_;
@@ -145,34 +157,61 @@ class TemplateEmitter : emitc::CodeWriter {
     close();
   }
 
-  // Accumulator register q of fragment (i, j) holds row g + 8 * (q / 2),
-  // column 2 * t + q % 2 of the fragment.
-  void epilogue(int fm, int fn) {
+  // Split-K: each slice's block writes its raw accumulators to its part of
+  // the output tile's workspace (every position, zeros past D's edges); the
+  // last slice of the tile to arrive (an atomic counter, reset for the next
+  // launch) sums the slices in slice order, so the result does not depend on
+  // arrival order, and runs the epilogue. Workspace: per output tile, split
+  // partial tiles of BM x BN floats, then one uint32 counter per output tile.
+  void combine_slices(int fm, int fn) {
+    const std::string tile_floats = std::to_string(t_.bm * t_.bn), bn = std::to_string(t_.bn);
+    line("const int64_t tile_id = (z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;");
+    line("const int64_t tiles_out = (int64_t)gridDim.x * gridDim.y * (gridDim.z / " + std::to_string(split_) + ");");
+    line("float* part = (float*)ws + tile_id * " + std::to_string(split_) + " * " + tile_floats + ";");
+    each_accumulator(fm, fn, "part[slice * " + tile_floats + " + r * " + bn + " + c] = acc[i][j][q];");
+    line("if (!tcc_gemm_arrive((unsigned int*)((float*)ws + tiles_out * " + std::to_string(split_) + " * " +
+         tile_floats + ") + tile_id, " + std::to_string(split_) + ")) return;");
+    each_accumulator(fm, fn,
+                     "float sum = 0.f; for (int s = 0; s < " + std::to_string(split_) +
+                         "; ++s) sum += ((volatile const float*)part)[s * " + tile_floats + " + r * " + bn +
+                         " + c]; acc[i][j][q] = sum;");
+  }
+
+  // `body` for every accumulator register, with r and c its row and column within the block's tile.
+  void each_accumulator(int fm, int fn, const std::string& body) {
     line("#pragma unroll");
     open("for (int i = 0; i < " + std::to_string(fm) + "; ++i)");
     line("#pragma unroll");
     open("for (int j = 0; j < " + std::to_string(fn) + "; ++j)");
     line("#pragma unroll");
     open("for (int q = 0; q < 4; ++q)");
-    line("const int64_t r = row0 + wm + i * 16 + g + 8 * (q >> 1), c = col0 + wn + j * 8 + 2 * t + (q & 1);");
-    line("if (r >= M || c >= N) continue;");
-    line("float v = " + (g_.alpha == 1 ? std::string() : emitc::literal(g_.alpha, DType::F32) + " * ") + "acc[i][j][q];");
-    if (g_.residual >= 0)
-      line("v += " + (g_.beta == 1 ? std::string() : emitc::literal(g_.beta, DType::F32) + " * ") + "C[r * ldd + c];");
-    if (g_.bias >= 0) line("v += p" + std::to_string(g_.bias) + "[c];");
-    if (g_.activation == "relu") line("v = fmaxf(v, 0.f);");
-    else if (g_.activation == "gelu_tanh")
-      line("v = 0.5f * v * (1.f + tanhf(0.7978845608f * (v + 0.044715f * v * v * v)));");
-    else TCC_CHECK(g_.activation == "none") << "kernel " << k_.name << ": unknown activation " << g_.activation;
-    line("D[r * ldd + c] = v;");
+    line("const int r = wm + i * 16 + g + 8 * (q >> 1), c = wn + j * 8 + 2 * t + (q & 1);");
+    line(body);
     close();
     close();
     close();
   }
 
+  // Accumulator register q of fragment (i, j) holds row g + 8 * (q / 2),
+  // column 2 * t + q % 2 of the fragment: D's element (row0 + r, col0 + c).
+  void epilogue(int fm, int fn) {
+    std::string body = "const int64_t gr = row0 + r, gc = col0 + c; if (gr >= M || gc >= N) continue; float v = " +
+                       (g_.alpha == 1 ? std::string() : emitc::literal(g_.alpha, DType::F32) + " * ") + "acc[i][j][q];";
+    if (g_.residual >= 0)
+      body += " v += " + (g_.beta == 1 ? std::string() : emitc::literal(g_.beta, DType::F32) + " * ") +
+              "C[gr * ldd + gc];";
+    if (g_.bias >= 0) body += " v += p" + std::to_string(g_.bias) + "[gc];";
+    if (g_.activation == "relu") body += " v = fmaxf(v, 0.f);";
+    else if (g_.activation == "gelu_tanh")
+      body += " v = 0.5f * v * (1.f + tanhf(0.7978845608f * (v + 0.044715f * v * v * v)));";
+    else TCC_CHECK(g_.activation == "none") << "kernel " << k_.name << ": unknown activation " << g_.activation;
+    each_accumulator(fm, fn, body + " D[gr * ldd + gc] = v;");
+  }
+
   const kir::Kernel& k_;
   const kir::GemmDesc& g_;
   const GemmTile& t_;
+  const int split_;
 };
 
 }  // namespace
@@ -191,6 +230,19 @@ static __device__ __forceinline__ void tcc_cp_async4(float* shared, const float*
 static __device__ __forceinline__ void tcc_cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 // Waits for every group but the latest committed.
 static __device__ __forceinline__ void tcc_cp_async_wait_prior() { asm volatile("cp.async.wait_group 1;" ::: "memory"); }
+// Split-K: whether this block is the last of its output tile's slices to
+// arrive; its partial (written before the call) is then visible to it.
+static __device__ bool tcc_gemm_arrive(unsigned int* count, unsigned int split) {
+  __shared__ bool last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    last = atomicAdd(count, 1u) == split - 1;
+    if (last) *count = 0;
+  }
+  __syncthreads();
+  return last;
+}
 static __device__ __forceinline__ void tcc_mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
   asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
@@ -206,26 +258,31 @@ std::string gemm_template_refusal(const kir::Kernel& k) {
   return "";
 }
 
-std::string gemm_tile_text(int tile) {
-  const GemmTile& t = tile_of(tile);
+std::string gemm_template_text(const KernelConfig& config) {
+  const GemmTile& t = tile_of(config.tile);
   return "tf32x3 " + std::to_string(t.bm) + "x" + std::to_string(t.bn) + "x" + std::to_string(t.bk) + " " +
-         std::to_string(t.warps_m) + "x" + std::to_string(t.warps_n);
+         std::to_string(t.warps_m) + "x" + std::to_string(t.warps_n) +
+         (config.split > 1 ? " split=" + std::to_string(config.split) : "");
 }
 
-std::string emit_gemm_template(const kir::Kernel& k, int tile) {
+std::string emit_gemm_template(const kir::Kernel& k, const KernelConfig& config) {
   std::string refusal = gemm_template_refusal(k);
   TCC_CHECK(refusal.empty()) << "kernel " << k.name << ": " << refusal;
-  return TemplateEmitter(k, tile_of(tile)).print();
+  TCC_CHECK(config.split >= 1 && config.split <= kMaxGemmSplit) << "kernel " << k.name << ": split " << config.split;
+  return TemplateEmitter(k, tile_of(config.tile), config.split).print();
 }
 
-LaunchConfig gemm_template_launch(const kir::Kernel& k, int tile) {
-  const GemmTile& t = tile_of(tile);
+LaunchConfig gemm_template_launch(const kir::Kernel& k, const KernelConfig& config) {
+  const GemmTile& t = tile_of(config.tile);
   const kir::GemmDesc& g = *k.gemm;
   LaunchConfig c;
   c.grid[0] = (g.m + SymExpr::constant(t.bm - 1)).floordiv(SymExpr::constant(t.bm));
   c.grid[1] = (g.n + SymExpr::constant(t.bn - 1)).floordiv(SymExpr::constant(t.bn));
-  c.grid[2] = g.batch;
+  c.grid[2] = g.batch * SymExpr::constant(config.split);
   c.block[0] = t.threads();
+  if (config.split > 1)
+    c.workspace_bytes = c.grid[0] * c.grid[1] * g.batch *
+                        SymExpr::constant(int64_t{config.split} * t.bm * t.bn * 4 + 4);
   return c;
 }
 

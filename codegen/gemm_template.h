@@ -18,7 +18,11 @@
 // Loads are guarded, so every m, n and k is valid (out-of-range elements read
 // zero); the epilogue applies alpha, beta * C, the bias along N and the
 // activation, as GemmDesc describes cuBLASLt's, and stores only D's elements.
-// Not built: split-K, wgmma with TMA on sm_90, f16/bf16 operands.
+// Split-K (KernelConfig::split > 1, for few output tiles and a long K): the
+// grid's z holds batch x split slices of K; each slice's partial goes to the
+// kernel's workspace and the last slice of a tile sums them in slice order
+// (deterministic) and runs the epilogue.
+// Not built: wgmma with TMA on sm_90, 16-byte cp.async, f16/bf16 operands.
 #pragma once
 
 #include <array>
@@ -35,7 +39,9 @@ struct GemmTile {
   int threads() const { return 32 * warps_m * warps_n; }
 };
 
-// KernelConfig::tile t >= 1 selects kGemmTiles[t - 1].
+// KernelConfig::tile t >= 1 selects kGemmTiles[t - 1]; KernelConfig::split
+// from 1 to kMaxGemmSplit cuts K into that many slices.
+inline constexpr int kMaxGemmSplit = 16;
 inline constexpr std::array<GemmTile, 5> kGemmTiles = {{
     {128, 128, 16, 2, 4},
     {128, 64, 16, 2, 2},
@@ -48,15 +54,19 @@ inline constexpr std::array<GemmTile, 5> kGemmTiles = {{
 // kernel whose buffers are all f32.
 std::string gemm_template_refusal(const kir::Kernel& k);
 
-// "tf32x3 128x128x32 2x4": the tile of config `tile` (>= 1), as tables print it.
-std::string gemm_tile_text(int tile);
+// "tf32x3 128x128x16 2x4", "tf32x3 64x64x32 2x2 split=4": config's tile (>= 1)
+// and split, as the manifest and the tables print them.
+std::string gemm_template_text(const KernelConfig& config);
 
-// The kernel's CUDA (an `extern "C" __global__` function named k.name with
-// emit_cuda's parameter convention), and the helpers every such kernel calls,
+// The kernel's CUDA for config.tile and config.split (an `extern "C"
+// __global__` function named k.name with emit_cuda's parameter convention,
+// the workspace last when split), and the helpers every such kernel calls,
 // which a translation unit includes once.
-std::string emit_gemm_template(const kir::Kernel& k, int tile);
+std::string emit_gemm_template(const kir::Kernel& k, const KernelConfig& config);
 extern const char* const kGemmTemplateHelpers;
 
-LaunchConfig gemm_template_launch(const kir::Kernel& k, int tile);
+// Grid [ceil(m / BM), ceil(n / BN), batch * split]; with split, a workspace of
+// tiles x (split x BM x BN floats + a uint32 counter), zeroed when allocated.
+LaunchConfig gemm_template_launch(const kir::Kernel& k, const KernelConfig& config);
 
 }  // namespace tcc

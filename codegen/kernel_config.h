@@ -17,7 +17,8 @@ struct KernelConfig {
   int rows_per_block = 1;   // reduction: rows each block takes in turn (the grid has rows / this blocks)
   // Reduction: blocks sharing each row (grid [rows, split]), each reducing a
   // slice; the last to finish combines the partials. More than 1 only where
-  // splits_rows(k) and with one row per block.
+  // splits_rows(k) and with one row per block. Gemm template (tile >= 1): the
+  // number of slices K is cut into (split-K), combined the same way.
   int split = 1;
   // Gemm and conv (library calls): which algorithm of the library's ranked list
   // for the problem runs, 0 being its first choice: cuBLASLt's heuristic

@@ -225,7 +225,7 @@ ojson kernel_json(const ModuleContents& m, size_t index) {
   ojson j = {{"name", k.name}, {"kind", kir::kind_name(k.kind)}};
   if (k.kind == kir::Kind::Gemm) {
     if (runs_library(k, config)) j["library"] = "cublasLt";
-    else j["template"] = gemm_tile_text(config.tile);
+    else j["template"] = gemm_template_text(config);
   }
   if (k.kind == kir::Kind::Conv) j["library"] = "cudnn";
   j["nodes"] = k.nodes;
@@ -252,7 +252,7 @@ ojson kernel_json(const ModuleContents& m, size_t index) {
   if (m.autotune) {
     ojson t = {{"source", m.autotune->sources.at(index)}};
     if (k.kind == kir::Kind::Gemm)
-      t["config"] = {{"algo", config.algo}, {"tile", config.tile}};
+      t["config"] = {{"algo", config.algo}, {"tile", config.tile}, {"split", config.split}};
     else if (k.kind == kir::Kind::Conv)
       t["config"] = {{"algo", config.algo}};
     else
@@ -581,13 +581,13 @@ std::string report_md(const ModuleContents& m, const ModuleFacts& f, const Compi
     for (size_t i = 0; i < m.schedule->kernels.size(); ++i) {
       const kir::Kernel& k = m.schedule->kernels[i];
       KernelConfig c = m.configs.empty() ? default_config(k) : m.configs[i];
-      std::string config = c.tile > 0                  ? "tcc template " + gemm_tile_text(c.tile)
+      std::string config = c.tile > 0                  ? "tcc template " + gemm_template_text(c)
                            : k.kind == kir::Kind::Gemm ? "cuBLASLt algorithm #" + std::to_string(c.algo)
                            : k.kind == kir::Kind::Conv ? "cuDNN algorithm #" + std::to_string(c.algo)
                                                        : "block " + std::to_string(c.block);
       if (k.kind == kir::Kind::Pointwise) config += ", vector " + std::to_string(c.vector_width);
       if (k.kind == kir::Kind::Reduction) config += ", rows " + std::to_string(c.rows_per_block);
-      if (c.split > 1) config += ", split " + std::to_string(c.split);
+      if (c.split > 1 && k.kind == kir::Kind::Reduction) config += ", split " + std::to_string(c.split);
       os << "| " << k.name << " | " << config << " | " << a.sources.at(i) << " |\n";
     }
   }

@@ -10,6 +10,7 @@ namespace tcc::autotune {
 namespace {
 
 constexpr int kMinBlock = 32, kMaxBlock = 1024, kMaxRowsPerBlock = 8;
+constexpr int kGemmSplits[] = {2, 4, 8};
 
 bool power_of_two(int v) { return v > 0 && (v & (v - 1)) == 0; }
 
@@ -58,15 +59,19 @@ std::string invalid_reason(const kir::Kernel& k, const KernelConfig& c) {
     KernelConfig launch_knobs = c;
     launch_knobs.algo = 0;
     launch_knobs.tile = 0;
+    launch_knobs.split = 1;
     if (launch_knobs != KernelConfig{})
-      return "gemm and conv kernels choose a library algorithm (and gemm kernels a template tile), nothing else";
+      return "gemm and conv kernels choose a library algorithm (and gemm kernels a template tile and split), "
+             "nothing else";
     if (c.algo < 0 || c.algo >= kLibraryAlgos)
       return "algorithm rank " + std::to_string(c.algo) + " is not from 0 to " + std::to_string(kLibraryAlgos - 1);
-    if (c.tile == 0) return "";
+    if (c.tile == 0) return c.split == 1 ? "" : "only the template splits K";
     if (k.kind == kir::Kind::Conv) return "conv kernels have no template";
     if (c.tile < 0 || c.tile > static_cast<int>(kGemmTiles.size()))
       return "template tile " + std::to_string(c.tile) + " is not from 1 to " + std::to_string(kGemmTiles.size());
     if (c.algo != 0) return "the template runs no library algorithm";
+    if (c.split < 1 || c.split > kMaxGemmSplit)
+      return "split " + std::to_string(c.split) + " is not from 1 to " + std::to_string(kMaxGemmSplit);
     return gemm_template_refusal(k);
   }
   if (c.algo != 0) return "only gemm and conv kernels choose a library algorithm";
@@ -103,6 +108,14 @@ std::vector<KernelConfig> candidates(const kir::Kernel& k) {
       c.tile = tile;
       add(c);
     }
+    // Split-K on the two smallest tiles, for GEMMs with few output tiles and a long K.
+    for (int tile = static_cast<int>(kGemmTiles.size()) - 1; tile <= static_cast<int>(kGemmTiles.size()); ++tile)
+      for (int split : kGemmSplits) {
+        KernelConfig c;
+        c.tile = tile;
+        c.split = split;
+        add(c);
+      }
   } else if (k.kind == kir::Kind::Pointwise) {
     for (int vec : {4, 1})
       for (int block = 64; block <= kMaxBlock; block *= 2) add({block, vec, 1});
@@ -128,7 +141,9 @@ std::vector<KernelConfig> candidates(const kir::Kernel& k) {
 }
 
 std::string config_text(const kir::Kernel& k, const KernelConfig& c) {
-  if (k.kind == kir::Kind::Gemm) return c.tile > 0 ? gemm_tile_text(c.tile) : "cublaslt #" + std::to_string(c.algo);
+  if (k.kind == kir::Kind::Gemm && c.tile > 0)
+    return gemm_template_text(c);
+  if (k.kind == kir::Kind::Gemm) return "cublaslt #" + std::to_string(c.algo);
   if (k.kind == kir::Kind::Conv) return "cudnn #" + std::to_string(c.algo);
   std::string s = "block=" + std::to_string(c.block);
   if (k.kind == kir::Kind::Reduction)

@@ -25,12 +25,13 @@ std::string invalid_reason(const kir::Kernel& k, const KernelConfig& c);
 //     and where rows can split, split factors 1..2x the heuristic's (at least 64) at its block;
 //   gemm and conv: the library's algorithms ranked 0 to kLibraryAlgos - 1 (a rank
 //   the library does not offer for the problem fails to run and is dropped);
-//   gemm with f32 operands: also tcc's tensor-core template at each of kGemmTiles.
+//   gemm with f32 operands: also tcc's tensor-core template at each of kGemmTiles,
+//   and at the two smallest tiles split-K by 2, 4 and 8.
 std::vector<KernelConfig> candidates(const kir::Kernel& k);
 
 // "block=256 vec=4" (pointwise), "block=128 rows=2" or "block=256 rows=1 split=16"
 // (reduction), "cublaslt #2" (gemm: cuBLASLt's third-ranked algorithm),
-// "tf32x3 128x64x32 2x2" (gemm: the template, its tile and warps), "cudnn #0" (conv).
+// "tf32x3 64x64x32 2x2 split=4" (gemm: the template, its tile, warps and K slices), "cudnn #0" (conv).
 std::string config_text(const kir::Kernel& k, const KernelConfig& c);
 
 // Cost of one config in microseconds; nullopt when it cannot run (failed to

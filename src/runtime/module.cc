@@ -314,7 +314,8 @@ class Loader {
           Field ws = launch["workspace_bytes"];
           info.workspace_bytes = ws.expr();
           check_bound(info.workspace_bytes, ws);
-          if (info.kind != kir::Kind::Reduction) ws.fail("only reduction kernels take a workspace");
+          if (info.kind != kir::Kind::Reduction && info.kind != kir::Kind::Gemm)
+            ws.fail("only split reductions and split-K gemm templates take a workspace");
           if (info.workspace_bytes.is_constant() && info.workspace_bytes.constant_value() <= 0)
             ws.fail("expected a positive byte count, got " + info.workspace_bytes.str());
         }

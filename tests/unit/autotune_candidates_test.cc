@@ -65,7 +65,7 @@ TEST_F(AutotuneCandidates, PointwiseGridCoversBlocksAndBothVectorWidths) {
 TEST_F(AutotuneCandidates, GemmsChooseALibraryAlgorithmOrATemplateTile) {
   const kir::Kernel& gemm = *first_kernel(gpt2_->schedule, kir::Kind::Gemm);
   std::vector<KernelConfig> grid = candidates(gemm);
-  ASSERT_EQ(grid.size(), static_cast<size_t>(kLibraryAlgos) + kGemmTiles.size());
+  ASSERT_EQ(grid.size(), static_cast<size_t>(kLibraryAlgos) + kGemmTiles.size() + 6);
   for (int rank = 0; rank < kLibraryAlgos; ++rank) {
     EXPECT_EQ(grid[rank].algo, rank);
     EXPECT_EQ(grid[rank].tile, 0);
@@ -75,7 +75,14 @@ TEST_F(AutotuneCandidates, GemmsChooseALibraryAlgorithmOrATemplateTile) {
     const KernelConfig& c = grid[kLibraryAlgos + t];
     EXPECT_EQ(c.tile, static_cast<int>(t) + 1);
     EXPECT_EQ(c.algo, 0);
+    EXPECT_EQ(c.split, 1);
   }
+  // Then split-K by 2, 4 and 8 on the two smallest tiles.
+  for (size_t i = kLibraryAlgos + kGemmTiles.size(); i < grid.size(); ++i) {
+    EXPECT_GE(grid[i].tile, static_cast<int>(kGemmTiles.size()) - 1);
+    EXPECT_GT(grid[i].split, 1);
+  }
+  EXPECT_EQ(config_text(gemm, grid.back()), "tf32x3 32x64x32 1x2 split=8");
   EXPECT_EQ(config_text(gemm, grid[kLibraryAlgos]), "tf32x3 128x128x16 2x4");
   KernelConfig launch_knob;
   launch_knob.block = 128;
@@ -90,6 +97,13 @@ TEST_F(AutotuneCandidates, GemmsChooseALibraryAlgorithmOrATemplateTile) {
   KernelConfig no_such_tile;
   no_such_tile.tile = static_cast<int>(kGemmTiles.size()) + 1;
   EXPECT_EQ(invalid_reason(gemm, no_such_tile), "template tile 6 is not from 1 to 5");
+  KernelConfig library_split;
+  library_split.split = 2;
+  EXPECT_EQ(invalid_reason(gemm, library_split), "only the template splits K");
+  KernelConfig too_many_slices;
+  too_many_slices.tile = 1;
+  too_many_slices.split = kMaxGemmSplit + 1;
+  EXPECT_EQ(invalid_reason(gemm, too_many_slices), "split 17 is not from 1 to 16");
   KernelConfig on_generated;
   on_generated.algo = 1;
   EXPECT_NE(invalid_reason(reduction(), on_generated).find("only gemm and conv kernels"), std::string::npos);
@@ -131,7 +145,7 @@ TEST_F(AutotuneCandidates, SplittableReductionsAlsoTrySplitFactors) {
     for (const kir::Kernel& k : m->schedule.kernels) {
       std::vector<KernelConfig> grid = candidates(k);
       bool any_split = std::any_of(grid.begin(), grid.end(), [](const KernelConfig& c) { return c.split > 1; });
-      EXPECT_EQ(any_split, splits_rows(k)) << k.name;
+      EXPECT_EQ(any_split, splits_rows(k) || k.kind == kir::Kind::Gemm) << k.name << " (gemm: split-K)";
       if (!splits_rows(k)) continue;
       ++splittable;
       KernelConfig c = default_config(k);

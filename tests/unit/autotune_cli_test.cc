@@ -232,13 +232,18 @@ TEST_F(AutotuneCompile, CachedConfigsAreAppliedReportedAndDeterministic) {
     ++from_cache;
     KernelConfig want = autotune::candidates(k).back();
     if (k.kind == kir::Kind::Gemm) {
-      // The last gemm candidate is tcc's template at the last tile: a generated kernel in the cubin.
+      // The last gemm candidate is tcc's template at the last tile, split along K: a
+      // generated kernel in the cubin, with a workspace for its slices' partials.
       ASSERT_GT(want.tile, 0);
+      ASSERT_GT(want.split, 1);
       EXPECT_EQ(mk["autotune"]["config"]["tile"], want.tile);
-      EXPECT_EQ(mk["template"], gemm_tile_text(want.tile));
+      EXPECT_EQ(mk["autotune"]["config"]["split"], want.split);
+      EXPECT_EQ(mk["template"], gemm_template_text(want));
       EXPECT_FALSE(mk.contains("library"));
       EXPECT_EQ(mk["launch"]["block"][0], kGemmTiles[static_cast<size_t>(want.tile - 1)].threads());
-      EXPECT_EQ(mk["launch"]["grid"][2], k.gemm->batch.str());
+      LaunchConfig l = launch_config(k, want);
+      EXPECT_EQ(mk["launch"]["grid"][2], l.grid[2].str());
+      EXPECT_TRUE(mk["launch"].contains("workspace_bytes")) << mk.dump();
       std::string cubin = read(dir_ / "a" / "kernels.sm_90.cubin");
       std::vector<std::string> syms = cubin_symbols(std::vector<char>(cubin.begin(), cubin.end()));
       EXPECT_NE(std::find(syms.begin(), syms.end(), k.name), syms.end()) << k.name << " is not in the cubin";

@@ -6,7 +6,7 @@
 //
 // Each block runs as one std::thread per CUDA thread; __syncthreads is a
 // barrier of the block's threads, `__shared__` arrays are function statics
-// (blocks run one after another). The template's device helpers are replaced:
+// (blocks run one after another, so split-K's arrival counter sees the grid's order). The template's device helpers are replaced:
 // cp.async copies at once (its waits are then no-ops), cvt.rna.tf32 rounds the
 // low 13 mantissa bits to nearest with ties away from zero, and
 // mma.sync.m16n8k8 gathers the warp's fragments and gives each lane its part
@@ -33,6 +33,7 @@ struct Dim3 {
   unsigned x = 0, y = 0, z = 0;
 };
 inline thread_local Dim3 thread_index, block_index;
+inline Dim3 grid_dim;
 
 class Barrier {
  public:
@@ -81,6 +82,7 @@ inline uint32_t as_bits(float f) {
 
 // The grid, block after block; `kernel` is called by every thread of a block.
 inline void launch(unsigned gx, unsigned gy, unsigned gz, unsigned threads, const std::function<void()>& kernel) {
+  grid_dim = {gx, gy, gz};
   for (unsigned z = 0; z < gz; ++z)
     for (unsigned y = 0; y < gy; ++y)
       for (unsigned x = 0; x < gx; ++x) {
@@ -102,6 +104,7 @@ inline void launch(unsigned gx, unsigned gy, unsigned gz, unsigned threads, cons
 
 #define threadIdx tcc_emu::thread_index
 #define blockIdx tcc_emu::block_index
+#define gridDim tcc_emu::grid_dim
 #define __global__
 #define __launch_bounds__(n)
 #define __shared__ static
@@ -114,6 +117,19 @@ inline void tcc_tf32_split(float x, uint32_t& big, uint32_t& small) {
   auto round = [](float v) { return (tcc_emu::as_bits(v) + 0x1000u) & 0xFFFFE000u; };
   big = round(x);
   small = round(x - tcc_emu::as_float(big));
+}
+
+// Blocks run one at a time, so arrival order is the grid's; every slice but
+// the last of a tile returns, the last sums them.
+inline bool tcc_gemm_arrive(unsigned int* count, unsigned int split) {
+  static bool last;  // the block's shared flag
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    last = ++*count == split;
+    if (last) *count = 0;
+  }
+  __syncthreads();
+  return last;
 }
 
 inline void tcc_cp_async4(float* shared, const float* global, bool copy) { *shared = copy ? *global : 0.f; }

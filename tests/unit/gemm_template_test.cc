@@ -1,6 +1,7 @@
 // tcc's tensor-core GEMM template (codegen/gemm_template.h). Without a GPU:
-// every tile of every gemm kernel of the test models compiles with NVRTC for
-// sm_80 and sm_90, the kernel reads the operands and applies the epilogue its
+// every configuration (tile, split-K) of every gemm kernel of the test models
+// compiles with NVRTC for sm_80 and sm_90, and runs on the host under a CUDA
+// emulator against the reference interpreter; the kernel reads the operands and applies the epilogue its
 // GemmDesc names, and its grid covers D. With one (scripts/gpu-check): every
 // tile matches cuBLASLt's output at sizes that leave partial tiles on every
 // edge, and a module whose gemms all run as templates passes `tcc run --check`.
@@ -36,6 +37,11 @@ const char* const kGemmModels[] = {"tests/kernels/gemm_bias_relu.tir", "tests/ke
                                    "tests/kernels/gemm_bias_gelu.tir", "tests/kernels/gemm_transposed.tir",
                                    "tests/kernels/batched_matmul.tir",  "tests/fixtures/gpt2_block.onnx"};
 
+// The GPT-2 block's kernels are the only ones over its symbols batch and seq.
+bool from_fixture(const kir::Kernel& k) {
+  return std::find(k.size_params.begin(), k.size_params.end(), "batch") != k.size_params.end();
+}
+
 std::vector<kir::Kernel> gemm_kernels() {
   std::vector<kir::Kernel> out;
   for (const char* path : kGemmModels) {
@@ -43,6 +49,15 @@ std::vector<kir::Kernel> gemm_kernels() {
     for (const kir::Kernel& k : s.schedule.kernels)
       if (k.kind == kir::Kind::Gemm) out.push_back(k);
   }
+  return out;
+}
+
+// The template's configurations among autotuning's candidates for k: every
+// tile, and the split-K ones.
+std::vector<KernelConfig> template_configs(const kir::Kernel& k) {
+  std::vector<KernelConfig> out;
+  for (const KernelConfig& c : autotune::candidates(k))
+    if (c.tile > 0) out.push_back(c);
   return out;
 }
 
@@ -58,33 +73,39 @@ size_t count(const std::string& s, const std::string& part) {
   return n;
 }
 
-// Every tile for sm_90; for sm_80 each kernel at one tile, in turn (NVRTC
-// takes about a second per template kernel on the build machine).
-TEST(GemmTemplate, EveryTileCompilesForEveryGemmOfTheTestModels) {
+// Every configuration of the test models' gemms for sm_90; for sm_80, and for
+// the GPT-2 block's gemms, each kernel at one configuration, in turn (NVRTC
+// takes about half a second per template kernel on the build machine).
+TEST(GemmTemplate, EveryConfigCompilesForEveryGemmOfTheTestModels) {
   std::vector<kir::Kernel> ks, rotation;
   std::vector<KernelConfig> configs, rotation_configs;
-  for (const kir::Kernel& k : gemm_kernels())
-    for (int tile = 1; tile <= static_cast<int>(kGemmTiles.size()); ++tile) {
+  for (const kir::Kernel& k : gemm_kernels()) {
+    std::vector<KernelConfig> all = template_configs(k);
+    ASSERT_EQ(all.size(), kGemmTiles.size() + 6) << "every tile, and three splits on two tiles";
+    bool test_model = !from_fixture(k);
+    size_t turn = rotation.size() % all.size();
+    for (size_t i = 0; i < all.size(); ++i) {
       kir::Kernel copy = k;
-      copy.name += "_t" + std::to_string(tile) + "_" + std::to_string(ks.size());
-      KernelConfig c;
-      c.tile = tile;
-      if (static_cast<size_t>(tile) == rotation.size() % kGemmTiles.size() + 1) {
+      copy.name += "_c" + std::to_string(i) + "_" + std::to_string(ks.size() + rotation.size());
+      if (i == turn) {
         rotation.push_back(copy);
-        rotation_configs.push_back(c);
+        rotation_configs.push_back(all[i]);
+      } else if (test_model) {
+        ks.push_back(copy);
+        configs.push_back(all[i]);
       }
-      ks.push_back(copy);
-      configs.push_back(c);
     }
+  }
   ASSERT_GE(rotation.size(), 8u);
   std::string cu = emit_cuda(ks, configs);
   EXPECT_EQ(count(cu, "void tcc_mma_tf32("), 1u) << "the helpers are emitted once";
   EXPECT_EQ(count(cu, "__global__ __launch_bounds__("), ks.size());
+  EXPECT_EQ(count(cu, "tcc_split_arrive"), 0u) << "a split gemm needs no split reduction's helpers";
   std::vector<CudaBinary> bins = compile_cuda(cu, {"sm_90"}, false, 1);
-  std::vector<CudaBinary> sm80 = compile_cuda(emit_cuda(rotation, rotation_configs), {"sm_80"}, false, 1);
+  std::vector<CudaBinary> turns = compile_cuda(emit_cuda(rotation, rotation_configs), {"sm_80", "sm_90"}, false, 2);
   ASSERT_EQ(bins.size(), 1u);
-  ASSERT_EQ(sm80.size(), 1u);
-  for (const auto& [bin, kernels] : {std::pair{bins[0], ks}, std::pair{sm80[0], rotation}}) {
+  ASSERT_EQ(turns.size(), 2u);
+  for (const auto& [bin, kernels] : {std::pair{bins[0], ks}, std::pair{turns[0], rotation}, std::pair{turns[1], rotation}}) {
     std::vector<std::string> symbols = cubin_symbols(bin.bytes);
     for (const kir::Kernel& k : kernels)
       EXPECT_NE(std::find(symbols.begin(), symbols.end(), k.name), symbols.end()) << k.name << " on " << bin.arch;
@@ -99,16 +120,16 @@ TEST(GemmTemplate, ReadsTheOperandsAndAppliesTheEpilogueOfItsGemmDesc) {
   EXPECT_NE(t.find("__launch_bounds__(128) void tcc_k0_gemm("), std::string::npos) << t;
   EXPECT_NE(t.find("A + gc * lda + gr"), std::string::npos) << "A is stored k x m";
   EXPECT_NE(t.find("B + gc * ldb + gr"), std::string::npos) << "B is stored n x k";
-  EXPECT_NE(t.find("float v = 0.5f * acc[i][j][q];"), std::string::npos) << t;
-  EXPECT_NE(t.find("v += 2.0f * C[r * ldd + c];"), std::string::npos) << t;
+  EXPECT_NE(t.find("float v = 0.5f * acc[i][j][q]; v += 2.0f * C[gr * ldd + gc]; D[gr * ldd + gc] = v;"),
+            std::string::npos)
+      << t;
   EXPECT_EQ(t.find("tanhf"), std::string::npos);
 
   ScheduledModel gelu = schedule_model("tests/kernels/gemm_bias_gelu.tir");
   std::string g = emit_cuda({only_gemm(gelu)}, {c});
   EXPECT_NE(g.find("A + gr * lda + gc"), std::string::npos);
   EXPECT_NE(g.find("B + gr * ldb + gc"), std::string::npos);
-  EXPECT_NE(g.find("float v = acc[i][j][q];"), std::string::npos) << g;
-  EXPECT_NE(g.find("v += p2[c];"), std::string::npos) << g;
+  EXPECT_NE(g.find("float v = acc[i][j][q]; v += p2[gc];"), std::string::npos) << g;
   EXPECT_NE(g.find("tanhf(0.7978845608f * (v + 0.044715f * v * v * v))"), std::string::npos) << g;
   EXPECT_EQ(g.find("C["), std::string::npos);
 
@@ -122,20 +143,21 @@ TEST(GemmTemplate, ReadsTheOperandsAndAppliesTheEpilogueOfItsGemmDesc) {
   EXPECT_EQ(emit_cuda({bk}).find("tcc_k"), std::string::npos);
 }
 
-TEST(GemmTemplate, GridCoversTheOutputAndEveryBatch) {
+TEST(GemmTemplate, GridCoversTheOutputEveryBatchAndSlice) {
   ScheduledModel batched = schedule_model("tests/kernels/batched_matmul.tir");
   const kir::Kernel& k = only_gemm(batched);
-  for (int tile = 1; tile <= static_cast<int>(kGemmTiles.size()); ++tile) {
-    const GemmTile& t = kGemmTiles[static_cast<size_t>(tile - 1)];
-    KernelConfig c;
-    c.tile = tile;
+  std::map<std::string, int64_t> sizes = {{"b", 3}, {"s", 200}};
+  for (const KernelConfig& c : template_configs(k)) {
+    SCOPED_TRACE(gemm_template_text(c));
+    const GemmTile& t = kGemmTiles[static_cast<size_t>(c.tile - 1)];
     LaunchConfig l = launch_config(k, c);
-    std::map<std::string, int64_t> sizes = {{"b", 3}, {"s", 200}};
-    EXPECT_EQ(*l.grid[0].evaluate(sizes), (200 + t.bm - 1) / t.bm) << gemm_tile_text(tile);
-    EXPECT_EQ(*l.grid[1].evaluate(sizes), (200 + t.bn - 1) / t.bn) << gemm_tile_text(tile);
-    EXPECT_EQ(*l.grid[2].evaluate(sizes), 3 * 4) << "one block row per batch matrix";
+    int64_t tiles_m = (200 + t.bm - 1) / t.bm, tiles_n = (200 + t.bn - 1) / t.bn;
+    EXPECT_EQ(*l.grid[0].evaluate(sizes), tiles_m);
+    EXPECT_EQ(*l.grid[1].evaluate(sizes), tiles_n);
+    EXPECT_EQ(*l.grid[2].evaluate(sizes), 3 * 4 * c.split) << "a block row per batch matrix and K slice";
     EXPECT_EQ(l.block[0], t.threads());
-    EXPECT_EQ(l.workspace_bytes, SymExpr());
+    if (c.split == 1) EXPECT_EQ(l.workspace_bytes, SymExpr());
+    else EXPECT_EQ(*l.workspace_bytes.evaluate(sizes), tiles_m * tiles_n * 12 * (c.split * t.bm * t.bn * 4 + 4));
   }
 }
 
@@ -151,42 +173,53 @@ TEST(GemmTemplate, ComputesF32GemmsOnly) {
 
 // The template's CUDA text, run on the host by tests/unit/cuda_emulator.h
 // (threads, barriers, cp.async and mma.sync emulated), against the reference
-// interpreter on random inputs: every tile of every gemm test model, at sizes
-// that give several blocks along M or N, partial tiles and several K steps.
-TEST(GemmTemplate, EmulatedOnTheHostEveryTileMatchesTheInterpreter) {
+// interpreter on random inputs: every configuration of every gemm test model,
+// at sizes that give several blocks along M or N, partial tiles and several K
+// steps (and slices with none, where K has fewer tiles than the split).
+TEST(GemmTemplate, EmulatedOnTheHostEveryConfigMatchesTheInterpreter) {
   struct Case {
     const char* model;
     std::map<std::string, int64_t> sizes;
+    bool splits;  // also the split-K configurations (the emulator takes seconds per model for them)
   };
-  const Case cases[] = {{"tests/kernels/gemm_bias_relu.tir", {{"b", 70}}},
-                        {"tests/kernels/gemm_bias_residual.tir", {{"b", 5}, {"s", 29}}},
-                        {"tests/kernels/gemm_bias_gelu.tir", {{"b", 3}, {"s", 11}}},
-                        {"tests/kernels/gemm_transposed.tir", {{"m", 131}}},
-                        {"tests/kernels/batched_matmul.tir", {{"b", 2}, {"s", 5}}}};
+  const Case cases[] = {{"tests/kernels/gemm_bias_relu.tir", {{"b", 70}}, false},
+                        {"tests/kernels/gemm_bias_residual.tir", {{"b", 3}, {"s", 23}}, false},
+                        {"tests/kernels/gemm_bias_gelu.tir", {{"b", 3}, {"s", 11}}, true},
+                        {"tests/kernels/gemm_transposed.tir", {{"m", 75}}, true},
+                        {"tests/kernels/batched_matmul.tir", {{"b", 2}, {"s", 5}}, true}};
+  auto configs_of = [&](size_t m, const kir::Kernel& k) {
+    std::vector<KernelConfig> out;
+    for (const KernelConfig& c : template_configs(k))
+      if (cases[m].splits || c.split == 1) out.push_back(c);
+    return out;
+  };
   fs::path dir = make_temp_dir("tcc_gemm_emulated");
   std::vector<ScheduledModel> models;
   std::string source = "#include \"" + std::string(TCC_SOURCE_DIR) + "/tests/unit/cuda_emulator.h\"\n";
   for (const Case& c : cases) {
     models.push_back(schedule_model(c.model));
     ASSERT_EQ(models.back().schedule.kernels.size(), 1u) << c.model;
-    for (int tile = 1; tile <= static_cast<int>(kGemmTiles.size()); ++tile) {
-      kir::Kernel k = models.back().schedule.kernels[0];
-      k.name = "m" + std::to_string(models.size() - 1) + "_t" + std::to_string(tile);
-      source += emit_gemm_template(k, tile);
+    const kir::Kernel& base = models.back().schedule.kernels[0];
+    std::vector<KernelConfig> configs = configs_of(models.size() - 1, base);
+    for (size_t i = 0; i < configs.size(); ++i) {
+      kir::Kernel k = base;
+      k.name = "m" + std::to_string(models.size() - 1) + "_c" + std::to_string(i);
+      source += emit_gemm_template(k, configs[i]);
       std::string args;
       for (size_t b = 0; b < k.buffers.size(); ++b)
         args += std::string(args.empty() ? "" : ", ") + (k.buffers[b].output ? "(float*)" : "(const float*)") + "b[" +
                 std::to_string(b) + "]";
       for (size_t i = 0; i < k.size_params.size(); ++i) args += ", s[" + std::to_string(i) + "]";
+      if (configs[i].split > 1) args += ", ws";
       source += "extern \"C\" void launch_" + k.name +
-                "(void* const* b, const int64_t* s, unsigned gx, unsigned gy, unsigned gz, unsigned threads) {\n"
+                "(void* const* b, const int64_t* s, void* ws, unsigned gx, unsigned gy, unsigned gz, unsigned threads) {\n"
                 "  tcc_emu::launch(gx, gy, gz, threads, [&] { " + k.name + "(" + args + "); });\n}\n";
     }
   }
   std::ofstream(dir / "emulated.cc") << source;
   compile_host_library((dir / "emulated.cc").string(), (dir / "emulated.so").string());
   SharedLibrary lib((dir / "emulated.so").string());
-  using Launch = void (*)(void* const*, const int64_t*, unsigned, unsigned, unsigned, unsigned);
+  using Launch = void (*)(void* const*, const int64_t*, void*, unsigned, unsigned, unsigned, unsigned);
 
   std::mt19937 rng(7);
   std::uniform_real_distribution<double> uniform(-1, 1);
@@ -205,8 +238,10 @@ TEST(GemmTemplate, EmulatedOnTheHostEveryTileMatchesTheInterpreter) {
     std::vector<Tensor> want = interp.run(g, inputs);
     ASSERT_EQ(want.size(), 1u);
     const kir::Kernel& k = models[m].schedule.kernels[0];
-    for (int tile = 1; tile <= static_cast<int>(kGemmTiles.size()); ++tile) {
-      SCOPED_TRACE(gemm_tile_text(tile));
+    std::vector<KernelConfig> configs = configs_of(m, k);
+    for (size_t ci = 0; ci < configs.size(); ++ci) {
+      const KernelConfig& c = configs[ci];
+      SCOPED_TRACE(gemm_template_text(c));
       std::vector<Tensor> buffers;
       for (const kir::Buffer& b : k.buffers) {
         if (!b.output) {
@@ -220,14 +255,15 @@ TEST(GemmTemplate, EmulatedOnTheHostEveryTileMatchesTheInterpreter) {
       for (Tensor& t : buffers) ptrs.push_back(t.raw_mut());
       std::vector<int64_t> sizes;
       for (const std::string& s : k.size_params) sizes.push_back(cases[m].sizes.at(s));
-      KernelConfig c;
-      c.tile = tile;
       LaunchConfig l = launch_config(k, c);
       unsigned grid[3];
       for (int d = 0; d < 3; ++d) grid[d] = static_cast<unsigned>(*l.grid[d].evaluate(cases[m].sizes));
-      auto launch = reinterpret_cast<Launch>(lib.symbol("launch_m" + std::to_string(m) + "_t" + std::to_string(tile)));
+      // Zeroed, as the runtime allocates it; launched twice, since each launch must leave the counters at 0.
+      std::vector<char> workspace(l.workspace_bytes == SymExpr() ? 0 : *l.workspace_bytes.evaluate(cases[m].sizes));
+      auto launch = reinterpret_cast<Launch>(lib.symbol("launch_m" + std::to_string(m) + "_c" + std::to_string(ci)));
       ASSERT_NE(launch, nullptr);
-      launch(ptrs.data(), sizes.data(), grid[0], grid[1], grid[2], static_cast<unsigned>(l.block[0]));
+      for (int run = 0; run < (c.split > 1 ? 2 : 1); ++run)
+        launch(ptrs.data(), sizes.data(), workspace.data(), grid[0], grid[1], grid[2], static_cast<unsigned>(l.block[0]));
       const Tensor& got = buffers.back();
       int64_t bad = 0;
       for (int64_t i = 0; i < got.numel(); ++i) {
@@ -250,17 +286,14 @@ class GemmTemplateGpu : public ::testing::Test {
 
 // Sizes that are no multiple of any tile (nor of 8 or 4), so every edge of D
 // and of K has a partial tile; the first config timed (cuBLASLt's first
-// choice) is the reference each tile must match (src/runtime/kernel_timer.cc).
-TEST_F(GemmTemplateGpu, EveryTileMatchesTheLibraryAtOddSizes) {
+// choice) is the reference each configuration must match (src/runtime/kernel_timer.cc).
+TEST_F(GemmTemplateGpu, EveryConfigMatchesTheLibraryAtOddSizes) {
   autotune::Measurer m = runtime::cuda_measurer();
   for (const kir::Kernel& k : gemm_kernels()) {
     std::unique_ptr<autotune::KernelBench> bench =
         m.bench(k, {{"b", 3}, {"s", 53}, {"m", 131}, {"batch", 3}, {"seq", 77}});
     std::vector<KernelConfig> grid = {KernelConfig{}};
-    for (int tile = 1; tile <= static_cast<int>(kGemmTiles.size()); ++tile) {
-      grid.emplace_back();
-      grid.back().tile = tile;
-    }
+    for (const KernelConfig& c : template_configs(k)) grid.push_back(c);
     bench->precompile(grid);
     for (const KernelConfig& c : grid) {
       std::string note;
@@ -278,20 +311,21 @@ TEST_F(GemmTemplateGpu, ModuleOfTemplatesPassesRunCheck) {
   std::map<std::string, int64_t> sizes = {{"batch", kUnhintedRunSize}, {"seq", kUnhintedRunSize}};
   autotune::DeviceKey device = runtime::current_device_key();
   std::vector<autotune::CacheEntry> entries;
-  int tile = 0;
+  size_t chosen = 0;
   for (const kir::Kernel& k : s.schedule.kernels) {
     if (k.kind != kir::Kind::Gemm) continue;
+    std::vector<KernelConfig> configs = template_configs(k);
     autotune::CacheEntry e;
     e.device = device;
     e.signature = autotune::kernel_signature(k, sizes);
     e.op = autotune::op_summary(k, sizes);
-    e.config.tile = tile++ % static_cast<int>(kGemmTiles.size()) + 1;
+    e.config = configs[chosen++ % configs.size()];
     e.time_us = 1;
     e.default_time_us = 2;
     e.candidates = 13;
     entries.push_back(e);
   }
-  ASSERT_GT(tile, 0);
+  ASSERT_GT(chosen, 0u);
   autotune::write_cache((dir / "tune.json").string(), entries);
   std::string model = std::string(TCC_SOURCE_DIR) + "/tests/fixtures/gpt2_block.onnx";
   CliResult r = run_tcc("compile " + shell_quote(model) + " -o " + shell_quote((dir / "m").string()) +
