@@ -476,6 +476,38 @@ void reduce_log_sum_rule(GradContext& c) {
   c.set(0, mul(c, expand_reduced(c, c.dy()), e.op("Exp", {exponent})));
 }
 
+// d reduce_prod / dx_i = the product of the other elements of x_i's group:
+// p / x_i where the group has no zero (p its product), p' (the product of its
+// nonzeros) at its only zero, and 0 everywhere in a group with two or more.
+void reduce_prod_rule(GradContext& c) {
+  bool noop = false;
+  std::vector<int64_t> axes = reduced_axes(c, c.dims(c.in(0)).size(), noop);
+  if (noop) return c.set(0, c.dy());
+  Emitter& e = c.e();
+  Value* zero = scalar(c, 0.0);
+  Value* is_zero = e.op("Equal", {c.in(0), zero});
+  Value* safe = e.op("Where", {is_zero, scalar(c, 1.0), c.in(0)});
+  auto back = [&](Value* kept) { return e.op("Expand", {kept, e.shape_of(c.in(0))}); };
+  Value* nonzero_product = back(e.reduce("ReduceProd", safe, axes, true));
+  Value* zeros = back(e.reduce("ReduceSum", e.op("Cast", {is_zero}, int_attr("to", static_cast<int64_t>(c.dtype()))),
+                               axes, true));
+  Value* at_only_zero = e.op("Where", {e.op("And", {is_zero, e.op("Equal", {zeros, scalar(c, 1.0)})}),
+                                       nonzero_product, zero});
+  Value* others = e.op("Where", {e.op("Equal", {zeros, zero}), e.op("Div", {nonzero_product, safe}), at_only_zero});
+  c.set(0, mul(c, expand_reduced(c, c.dy()), others));
+}
+
+// TopK: the values' gradient put back where they came from (the indices are
+// distinct along the axis); every other element gets 0.
+void top_k_rule(GradContext& c) {
+  Emitter& e = c.e();
+  int64_t axis = c.axis(c.node().get_int("axis", -1), c.dims(c.in(0)).size());
+  Attrs scatter{{"axis", Attribute::of_int(axis)}};
+  // With opset 16's reduction add, a scatter into zeros is a generated kernel (tcc::ScatterAdd).
+  if (c.node().opset() >= 16) scatter["reduction"] = Attribute::of_string("add");
+  c.set(0, e.op("ScatterElements", {e.zeros_like(c.in(0), c.dtype()), c.out(1), c.dy()}, std::move(scatter)));
+}
+
 // g to the elements equal to y, split evenly among ties (as torch.amax);
 // `reduce` counts the ties with the reduction's axes kept.
 void to_extrema(GradContext& c, Value* g, Value* y, const std::function<Value*(Value*)>& reduce) {
@@ -710,8 +742,25 @@ void max_pool_rule(GradContext& c) {
   c.set(0, e.op("Reshape", {dx, e.shape_of(c.in(0))}));
 }
 
-// AveragePool: g / divisor spread back over each window, a transposed
-// convolution of it with a kernel of ones per channel (group = C). The divisor
+// Each window's value of v (shaped like the pool's output) added back to every
+// tap of the window: a transposed convolution with a kernel of ones per
+// channel (group = C).
+Value* spread_over_windows(GradContext& c, const Window& w, Value* v) {
+  const Dim& channels = c.dims(c.in(0))[1];
+  if (!channels.is_static())
+    c.fail("the gradient of " + c.node().op_type() + " needs static channels, not " + channels.str());
+  Emitter& e = c.e();
+  std::vector<int64_t> output_padding, weights = {channels.value(), 1};
+  weights.insert(weights.end(), w.kernel.begin(), w.kernel.end());
+  for (size_t i = 0; i < w.kernel.size(); ++i)
+    output_padding.push_back(w.in[i] - ((w.out[i] - 1) * w.strides[i] + w.extent(i) - w.begin[i] - w.end[i]));
+  Attrs attrs = window_attrs(w.strides, w.dilations, w.begin, w.end);
+  attrs["group"] = Attribute::of_int(channels.value());
+  attrs["output_padding"] = Attribute::of_ints(output_padding);
+  return e.op("ConvTranspose", {v, e.op("Expand", {scalar(c, 1.0), e.ints(weights)})}, std::move(attrs));
+}
+
+// AveragePool: g / divisor spread back over each window. The divisor
 // is the window's size with count_include_pad, else the number of its taps
 // inside x: a convolution of ones over x's extent.
 void average_pool_rule(GradContext& c) {
@@ -719,9 +768,6 @@ void average_pool_rule(GradContext& c) {
   if (n.get_int("ceil_mode", 0) != 0) c.fail("tcc differentiates AveragePool without ceil_mode only");
   std::vector<int64_t> kernel = n.get_ints("kernel_shape");
   Window w = window_of(c, kernel);
-  const Dim& channels = c.dims(c.in(0))[1];
-  if (!channels.is_static()) c.fail("the gradient of AveragePool needs static channels, not " + channels.str());
-  size_t ns = kernel.size();
   Emitter& e = c.e();
   auto ones = [&](std::vector<int64_t> shape) { return e.op("Expand", {scalar(c, 1.0), e.ints(shape)}); };
   std::vector<int64_t> plane = {1, 1}, taps = {1, 1};
@@ -735,14 +781,23 @@ void average_pool_rule(GradContext& c) {
   } else {
     divisor = e.op("Conv", {ones(plane), ones(taps)}, window_attrs(w.strides, w.dilations, w.begin, w.end));
   }
-  std::vector<int64_t> output_padding, weights = {channels.value(), 1};
-  weights.insert(weights.end(), kernel.begin(), kernel.end());
-  for (size_t i = 0; i < ns; ++i)
-    output_padding.push_back(w.in[i] - ((w.out[i] - 1) * w.strides[i] + w.extent(i) - w.begin[i] - w.end[i]));
-  Attrs attrs = window_attrs(w.strides, w.dilations, w.begin, w.end);
-  attrs["group"] = Attribute::of_int(channels.value());
-  attrs["output_padding"] = Attribute::of_ints(output_padding);
-  c.set(0, e.op("ConvTranspose", {e.op("Div", {c.dy(), divisor}), ones(weights)}, std::move(attrs)));
+  c.set(0, spread_over_windows(c, w, e.op("Div", {c.dy(), divisor})));
+}
+
+// LpPool, y = (sum over the window of |x|^p)^(1/p): dx = |x|^(p-1) sign(x)
+// times the windows' g y^(1-p) spread back over them (0 where y is 0).
+void lp_pool_rule(GradContext& c) {
+  const Node& n = c.node();
+  if (n.get_int("ceil_mode", 0) != 0) c.fail("tcc differentiates LpPool without ceil_mode only");
+  Window w = window_of(c, n.get_ints("kernel_shape"));
+  double p = static_cast<double>(n.get_int("p", 2));
+  Emitter& e = c.e();
+  Value* zero = scalar(c, 0.0);
+  Value* per_window = e.op("Where", {e.op("Equal", {c.out(), zero}), zero,
+                                     mul(c, c.dy(), e.op("Pow", {c.out(), scalar(c, 1.0 - p)}))});
+  Value* slope = p == 2 ? c.in(0)
+                        : mul(c, e.op("Pow", {e.op("Abs", {c.in(0)}), scalar(c, p - 1.0)}), e.op("Sign", {c.in(0)}));
+  c.set(0, mul(c, slope, spread_over_windows(c, w, per_window)));
 }
 
 // BatchNormalization in inference form, y = (x - mean) / sqrt(var + eps) * scale + b
@@ -1155,6 +1210,9 @@ const std::unordered_map<std::string, GradRule>& rules() {
       {"Max", extremum_rule},
       {"Min", extremum_rule},
       {"ReduceSumSquare", reduce_sum_square_rule},
+      {"ReduceProd", reduce_prod_rule},
+      {"TopK", top_k_rule},
+      {"LpPool", lp_pool_rule},
       {"ReduceLogSum", reduce_log_sum_rule},
       {"ReduceLogSumExp", reduce_log_sum_rule},
       {"ReduceMax", reduce_extremum_rule},
