@@ -13,6 +13,12 @@ namespace {
 // a pitch of BN + 8 (8 mod 32) does the same.
 constexpr int kPadA = 4, kPadB = 8;
 
+// Rows of stride `ld` elements and batch matrices `stride` apart keep a
+// 16-byte aligned base's alignment at every row start.
+bool aligned_rows(const SymExpr& ld, const SymExpr& stride) {
+  return ld.exact_div(SymExpr::constant(4)).has_value() && stride.exact_div(SymExpr::constant(4)).has_value();
+}
+
 const GemmTile& tile_of(int tile) {
   TCC_CHECK(tile >= 1 && tile <= static_cast<int>(kGemmTiles.size())) << "gemm tile " << tile << " does not exist";
   return kGemmTiles[static_cast<size_t>(tile - 1)];
@@ -20,7 +26,13 @@ const GemmTile& tile_of(int tile) {
 
 class TemplateEmitter : emitc::CodeWriter {
  public:
-  TemplateEmitter(const kir::Kernel& k, const GemmTile& t, int split) : k_(k), g_(*k.gemm), t_(t), split_(split) {}
+  TemplateEmitter(const kir::Kernel& k, const GemmTile& t, int split)
+      : k_(k),
+        g_(*k.gemm),
+        t_(t),
+        split_(split),
+        vector_a_(!g_.trans_a && aligned_rows(g_.lda, g_.stride_a)),
+        vector_b_(!g_.trans_b && aligned_rows(g_.ldb, g_.stride_b)) {}
 
   std::string print() {
     const int threads = t_.threads();
@@ -49,6 +61,8 @@ class TemplateEmitter : emitc::CodeWriter {
     line("const float* __restrict__ A = p" + std::to_string(g_.a) + " + z * (" + emitc::size_expr(g_.stride_a) + ");");
     line("const float* __restrict__ B = p" + std::to_string(g_.b) + " + z * (" + emitc::size_expr(g_.stride_b) + ");");
     line("float* __restrict__ D = p" + std::to_string(d) + " + z * (" + emitc::size_expr(g_.stride_d) + ");");
+    if (vector_a_) line("const bool A_aligned = ((unsigned long long)A & 15) == 0;");
+    if (vector_b_) line("const bool B_aligned = ((unsigned long long)B & 15) == 0;");
     if (g_.residual >= 0)
       line("const float* __restrict__ C = p" + std::to_string(g_.residual) + " + z * (" +
            emitc::size_expr(g_.stride_d) + ");");
@@ -96,20 +110,43 @@ class TemplateEmitter : emitc::CodeWriter {
   // which needs no registers to hold them; an element outside the matrix
   // copies no bytes and is zero-filled.
   void copy_tile(const std::string& stage, const std::string& k0) {
-    copy_operand("As[" + stage + "]", "A", g_.trans_a, t_.bm, t_.bk, "row0", "M", k0, "K", "lda");
-    copy_operand("Bs[" + stage + "]", "B", g_.trans_b, t_.bk, t_.bn, k0, "K", "col0", "N", "ldb");
+    copy_operand("As[" + stage + "]", "A", g_.trans_a, vector_a_, t_.bm, t_.bk, "row0", "M", k0, "K", "lda");
+    copy_operand("Bs[" + stage + "]", "B", g_.trans_b, vector_b_, t_.bk, t_.bn, k0, "K", "col0", "N", "ldb");
   }
 
   // One operand's rows x cols tile, whose element (r, c) is the matrix's
   // (row_base + r, col_base + c), stored row-major with row stride `ld`, or
   // transposed. Element e = tid + i * threads of the tile is read along the
-  // matrix's contiguous axis: consecutive threads, consecutive addresses. The
-  // loop stays rolled: unrolled, the compiler keeps every element's address
-  // live across the K loop and spills.
-  void copy_operand(const std::string& tile, const std::string& matrix, bool transposed, int rows, int cols,
-                    const std::string& row_base, const std::string& row_end, const std::string& col_base,
+  // matrix's contiguous axis: consecutive threads, consecutive addresses.
+  // Where `vector` (a row-major operand whose rows and batch strides keep
+  // 16-byte alignment), a thread copies four consecutive elements at once when
+  // the operand's address is 16-byte aligned (checked at run time: a caller
+  // may bind any pointer); at the matrix's last column the copy takes only the
+  // elements inside it. The loops stay rolled: unrolled, the compiler keeps
+  // every element's address live across the K loop and spills.
+  void copy_operand(const std::string& tile, const std::string& matrix, bool transposed, bool vector, int rows,
+                    int cols, const std::string& row_base, const std::string& row_end, const std::string& col_base,
                     const std::string& col_end, const std::string& ld) {
     const int threads = t_.threads();
+    if (vector) {
+      TCC_CHECK(!transposed && cols % 4 == 0 && (rows * cols / 4) % threads == 0)
+          << "gemm tile " << rows << "x" << cols << " does not divide into float4 copies";
+      const std::string quads = std::to_string(cols / 4);
+      open("if (" + matrix + "_aligned)");
+      line("#pragma unroll 1");
+      open("for (int i = 0; i < " + std::to_string(rows * cols / 4 / threads) + "; ++i)");
+      line("const int e = tid + i * " + std::to_string(threads) + ";");
+      line("const int r = e / " + quads + ", c = e % " + quads + " * 4;");
+      line("const int64_t gr = " + row_base + " + r, gc = " + col_base + " + c;");
+      line("const int64_t left = " + col_end + " - gc;");
+      line("const int bytes = gr >= " + row_end + " || left <= 0 ? 0 : left >= 4 ? 16 : (int)left * 4;");
+      line("tcc_cp_async16(&" + tile + "[r][c], bytes ? " + matrix + " + gr * " + ld + " + gc : " + matrix +
+           ", bytes);");
+      close();
+      --depth_;
+      line("} else {");
+      ++depth_;
+    }
     line("#pragma unroll 1");
     open("for (int i = 0; i < " + std::to_string(rows * cols / threads) + "; ++i)");
     line("const int e = tid + i * " + std::to_string(threads) + ";");
@@ -120,6 +157,7 @@ class TemplateEmitter : emitc::CodeWriter {
     line("tcc_cp_async4(&" + tile + "[r][c], in ? " + matrix + " + " +
          (transposed ? "gc * " + ld + " + gr" : "gr * " + ld + " + gc") + " : " + matrix + ", in);");
     close();
+    if (vector) close();
   }
 
   // Per k step of 8: the warp's A fragments (rows g and g + 8, columns t and
@@ -212,6 +250,7 @@ class TemplateEmitter : emitc::CodeWriter {
   const kir::GemmDesc& g_;
   const GemmTile& t_;
   const int split_;
+  const bool vector_a_, vector_b_;  // float4 copies where the operand's address allows them
 };
 
 }  // namespace
@@ -226,6 +265,11 @@ const char* const kGemmTemplateHelpers = R"(static __device__ __forceinline__ vo
 static __device__ __forceinline__ void tcc_cp_async4(float* shared, const float* global, bool copy) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;"
                :: "r"((uint32_t)__cvta_generic_to_shared(shared)), "l"(global), "r"(copy ? 4 : 0) : "memory");
+}
+// Copies `bytes` (0, 4, 8, 12 or 16) and zero-fills the rest of the 16.
+static __device__ __forceinline__ void tcc_cp_async16(float* shared, const float* global, int bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
+               :: "r"((uint32_t)__cvta_generic_to_shared(shared)), "l"(global), "r"(bytes) : "memory");
 }
 static __device__ __forceinline__ void tcc_cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 // Waits for every group but the latest committed.

@@ -22,7 +22,9 @@
 // grid's z holds batch x split slices of K; each slice's partial goes to the
 // kernel's workspace and the last slice of a tile sums them in slice order
 // (deterministic) and runs the epilogue.
-// Not built: wgmma with TMA on sm_90, 16-byte cp.async, f16/bf16 operands.
+// Copies are 16 bytes where a row-major operand's rows and batch strides keep
+// 16-byte alignment and its address is aligned (checked at run time), else 4.
+// Not built: wgmma with TMA on sm_90, more stages, ldmatrix, f16/bf16 operands.
 #pragma once
 
 #include <array>

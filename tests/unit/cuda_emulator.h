@@ -133,6 +133,9 @@ inline bool tcc_gemm_arrive(unsigned int* count, unsigned int split) {
 }
 
 inline void tcc_cp_async4(float* shared, const float* global, bool copy) { *shared = copy ? *global : 0.f; }
+inline void tcc_cp_async16(float* shared, const float* global, int bytes) {
+  for (int i = 0; i < 4; ++i) shared[i] = i * 4 < bytes ? global[i] : 0.f;
+}
 inline void tcc_cp_async_commit() {}
 inline void tcc_cp_async_wait_prior() {}
 
