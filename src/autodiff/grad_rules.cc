@@ -1005,6 +1005,25 @@ void gather_elements_rule(GradContext& c) {
   c.set(0, c.e().op(nd ? "ScatterND" : "ScatterElements", {zeros, c.in(1), c.dy()}, std::move(attrs)));
 }
 
+// ScatterElements, ScatterND: the updates' gradient is g gathered at the
+// indices; data's is g where no update landed (reduction none: a scatter of
+// zeros into g) or g itself (reduction add). Other reductions are not
+// differentiated; with repeated indices ONNX leaves reduction none undefined.
+void scatter_rule(GradContext& c) {
+  std::string reduction = c.node().get_string("reduction", "none");
+  if (reduction != "none" && reduction != "add")
+    c.fail("tcc differentiates " + c.node().op_type() + " with reduction none or add, not " + reduction);
+  bool nd = c.node().op_type() == "ScatterND";
+  Emitter& e = c.e();
+  Attrs axis;
+  if (!nd) axis["axis"] = Attribute::of_int(c.node().get_int("axis", 0));
+  if (c.wants(0))
+    c.set(0, reduction == "add" ? c.dy()
+                                : e.op(nd ? "ScatterND" : "ScatterElements",
+                                       {c.dy(), c.in(1), e.zeros_like(c.in(2), c.dtype())}, axis));
+  if (c.wants(2)) c.set(2, e.op(nd ? "GatherND" : "GatherElements", {c.dy(), c.in(1)}, axis));
+}
+
 // Einsum without ellipses: operand i's gradient is the einsum of g with the
 // other operands into operand i's labels ("ab,bc->ac": dA = "ac,bc->ab"). Labels
 // only operand i has were summed away: the einsum leaves them out and g is
@@ -1212,6 +1231,8 @@ const std::unordered_map<std::string, GradRule>& rules() {
       {"ReduceSumSquare", reduce_sum_square_rule},
       {"ReduceProd", reduce_prod_rule},
       {"TopK", top_k_rule},
+      {"ScatterElements", scatter_rule},
+      {"ScatterND", scatter_rule},
       {"LpPool", lp_pool_rule},
       {"ReduceLogSum", reduce_log_sum_rule},
       {"ReduceLogSumExp", reduce_log_sum_rule},
