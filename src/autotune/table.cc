@@ -42,8 +42,11 @@ std::string tuning_table(const std::vector<kir::Kernel>& kernels, const TuneResu
       if (a->time_us.has_value() != b->time_us.has_value()) return a->time_us.has_value();
       return a->time_us && *a->time_us < *b->time_us;
     });
+    // The config column as wide as this kernel's longest (at least 18, a reduction's "block=1024 rows=4").
+    size_t width = 18;
+    for (const CandidateRow* row : rows) width = std::max(width, config_text(k, row->config).size());
     for (const CandidateRow* row : rows) {
-      std::string line = "  " + pad(config_text(k, row->config), 18);
+      std::string line = "  " + pad(config_text(k, row->config), width);
       if (row->time_us)
         line += fmt("%9.2f us", *row->time_us) + fmt(" %6.1f%%", 100.0 * *best / *row->time_us);
       else
