@@ -14,6 +14,8 @@
 
 #include "codegen/profiles.h"
 #include "codegen/toolchain.h"
+#include "src/autotune/candidates.h"
+#include "tests/unit/autotune_util.h"
 #include "tests/unit/cli_util.h"
 #include "tests/unit/temp_dir.h"
 
@@ -135,6 +137,20 @@ TEST_F(CompileTest, BandwidthBenchmarkIsOneFusedKernelAndOneCopy) {
   EXPECT_EQ(m["kernels"][1]["nodes"], json({"copy/Neg"}));
   EXPECT_EQ(m["kernels"][1]["bytes_moved"], "n*8192");
   for (const json& k : m["kernels"]) EXPECT_EQ(k["launch"]["grid"][0], "(n*1024+1023)//(1024)") << k["name"];
+}
+
+// bench/models/gemm_shapes.tir, which scripts/gpu-check tunes to set tcc's
+// GEMM template against cuBLASLt: four gemm kernels, each with every template
+// candidate (a Linear's Gemm with transB included).
+TEST_F(CompileTest, GemmShapesBenchmarkIsFourTunableGemms) {
+  ScheduledModel s = schedule_model("bench/models/gemm_shapes.tir");
+  ASSERT_EQ(s.schedule.kernels.size(), 4u);
+  for (const kir::Kernel& k : s.schedule.kernels) {
+    EXPECT_EQ(k.kind, kir::Kind::Gemm) << k.name;
+    std::vector<KernelConfig> grid = autotune::candidates(k);
+    EXPECT_EQ(std::count_if(grid.begin(), grid.end(), [](const KernelConfig& c) { return c.tile > 0; }), 11) << k.name;
+  }
+  EXPECT_TRUE(s.schedule.kernels[2].gemm->trans_b);
 }
 
 TEST_F(CompileTest, SymbolicDimsStaySymbolic) {
