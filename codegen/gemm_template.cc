@@ -46,7 +46,8 @@ class TemplateEmitter : emitc::CodeWriter {
     out_ += "extern \"C\" __global__ __launch_bounds__(" + std::to_string(threads) + ") void " + k_.name + "(";
     std::string sep;
     for (size_t b = 0; b < k_.buffers.size(); ++b) {
-      out_ += sep + (k_.buffers[b].output ? "float* __restrict__ p" : "const float* __restrict__ p") + std::to_string(b);
+      out_ += sep + (k_.buffers[b].output ? "float* __restrict__ p" : "const float* __restrict__ p") +
+              std::to_string(b);
       sep = ", ";
     }
     for (const std::string& s : k_.size_params) out_ += sep + "int64_t " + emitc::size_var(s);
@@ -273,7 +274,9 @@ static __device__ __forceinline__ void tcc_cp_async16(float* shared, const float
 }
 static __device__ __forceinline__ void tcc_cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 // Waits for every group but the latest committed.
-static __device__ __forceinline__ void tcc_cp_async_wait_prior() { asm volatile("cp.async.wait_group 1;" ::: "memory"); }
+static __device__ __forceinline__ void tcc_cp_async_wait_prior() {
+  asm volatile("cp.async.wait_group 1;" ::: "memory");
+}
 // Split-K: whether this block is the last of its output tile's slices to
 // arrive; its partial (written before the call) is then visible to it.
 static __device__ bool tcc_gemm_arrive(unsigned int* count, unsigned int split) {
@@ -298,7 +301,7 @@ std::string gemm_template_refusal(const kir::Kernel& k) {
   if (k.kind != kir::Kind::Gemm || !k.gemm) return "only gemm kernels have a template";
   for (const kir::Buffer& b : k.buffers)
     if (b.dtype != DType::F32)
-      return std::string("the template computes f32 operands only; '") + b.name + "' is " + std::string(dtype_name(b.dtype));
+      return "the template computes f32 operands only; '" + b.name + "' is " + std::string(dtype_name(b.dtype));
   return "";
 }
 

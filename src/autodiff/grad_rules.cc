@@ -1024,6 +1024,32 @@ void scatter_rule(GradContext& c) {
   if (c.wants(2)) c.set(2, e.op(nd ? "GatherND" : "GatherElements", {c.dy(), c.in(1)}, axis));
 }
 
+// Compress: g scattered back to the kept positions, the indices of the
+// condition's true entries within x's extent (a longer condition's tail keeps
+// nothing); every other element gets 0. Without an axis, over x flattened.
+void compress_rule(GradContext& c) {
+  Emitter& e = c.e();
+  Value* x = c.in(0);
+  bool along_axis = c.node().has_attr("axis");
+  size_t rank = c.dims(x).size();
+  int64_t axis = along_axis ? c.axis(c.node().get_int("axis", 0), rank) : 0;
+  Value* extent = along_axis ? e.op("Gather", {e.shape_of(x), e.ints({axis})})
+                             : e.op("Reshape", {e.op("Size", {x}), e.ints({1})});
+  Value* kept = e.op("Slice", {c.in(1), e.ints({0}), extent});
+  Value* positions = e.op("Reshape", {e.op("NonZero", {kept}), e.ints({-1})});
+  Attrs scatter{{"axis", Attribute::of_int(axis)}};
+  if (c.node().opset() >= 16) scatter["reduction"] = Attribute::of_string("add");
+  if (!along_axis) {
+    Value* flat = e.op("Reshape", {e.zeros_like(x, c.dtype()), e.ints({-1})});
+    Value* dx = e.op("ScatterElements", {flat, positions, c.dy()}, std::move(scatter));
+    return c.set(0, e.op("Reshape", {dx, e.shape_of(x)}));
+  }
+  std::vector<int64_t> along(rank, 1);
+  along[static_cast<size_t>(axis)] = -1;
+  Value* index = e.op("Expand", {e.op("Reshape", {positions, e.ints(along)}), e.shape_of(c.dy())});
+  c.set(0, e.op("ScatterElements", {e.zeros_like(x, c.dtype()), index, c.dy()}, std::move(scatter)));
+}
+
 // Einsum without ellipses: operand i's gradient is the einsum of g with the
 // other operands into operand i's labels ("ab,bc->ac": dA = "ac,bc->ab"). Labels
 // only operand i has were summed away: the einsum leaves them out and g is
@@ -1233,6 +1259,7 @@ const std::unordered_map<std::string, GradRule>& rules() {
       {"TopK", top_k_rule},
       {"ScatterElements", scatter_rule},
       {"ScatterND", scatter_rule},
+      {"Compress", compress_rule},
       {"LpPool", lp_pool_rule},
       {"ReduceLogSum", reduce_log_sum_rule},
       {"ReduceLogSumExp", reduce_log_sum_rule},
