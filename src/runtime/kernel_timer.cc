@@ -172,7 +172,8 @@ class CudaKernelBench : public autotune::KernelBench {
     LaunchConfig l = launch_config(k_, c);
     std::vector<CUdeviceptr> buffers;
     for (const auto& b : buffers_) buffers.push_back(b->ptr);
-    CUdeviceptr ws = l.workspace_bytes == SymExpr() ? 0 : workspace(static_cast<size_t>(at_sizes(l.workspace_bytes)));
+    CUdeviceptr ws =
+        l.workspace_bytes == SymExpr() ? 0 : workspace(static_cast<size_t>(at_sizes(l.workspace_bytes)), c);
     std::vector<void*> params = kernel_params(buffers, size_args_, ws);
     unsigned grid[3];
     for (int i = 0; i < 3; ++i) grid[i] = static_cast<unsigned>(std::max<int64_t>(1, at_sizes(l.grid[i])));
@@ -181,15 +182,17 @@ class CudaKernelBench : public autotune::KernelBench {
              "cuLaunchKernel");
   }
 
-  // A split reduction's workspace (codegen/emit.h's LaunchConfig). Its arrival
-  // counters start at zero and every launch leaves them so, but where they lie
-  // depends on the candidate's split: the memory is cleared whenever the size
-  // asked for changes, so no candidate finds another's partials as counters.
-  CUdeviceptr workspace(size_t bytes) {
+  // A split reduction's or split-K gemm's workspace (codegen/emit.h's
+  // LaunchConfig). Its arrival counters start at zero and every launch leaves
+  // them so, but where they lie depends on the candidate (its split, its tile):
+  // the memory is cleared whenever another candidate takes it, since two
+  // candidates may ask for the same size with their counters in different
+  // places, and none may find another's partials as counters.
+  CUdeviceptr workspace(size_t bytes, const KernelConfig& c) {
     if (!workspace_ || workspace_->bytes < bytes) workspace_ = std::make_unique<DeviceBuffer>(d_, bytes);
-    if (workspace_used_ != bytes) {
+    if (workspace_user_ != c) {
       d_.check(d_.memset_d8_async(workspace_->ptr, 0, bytes, nullptr), "cuMemsetD8Async (split workspace)");
-      workspace_used_ = bytes;
+      workspace_user_ = c;
     }
     return workspace_->ptr;
   }
@@ -324,7 +327,7 @@ class CudaKernelBench : public autotune::KernelBench {
   std::vector<int64_t> size_args_;
   std::vector<std::unique_ptr<DeviceBuffer>> buffers_;
   std::unique_ptr<DeviceBuffer> workspace_;
-  size_t workspace_used_ = 0;
+  std::optional<KernelConfig> workspace_user_;  // the candidate whose counters the workspace holds
   std::vector<std::vector<int64_t>> shapes_;
   std::vector<Tensor> reference_;
   std::vector<double> reference_scale_;  // per output: its largest finite magnitude, at least 1
