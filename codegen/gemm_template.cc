@@ -19,6 +19,13 @@ bool aligned_rows(const SymExpr& ld, const SymExpr& stride) {
   return ld.exact_div(SymExpr::constant(4)).has_value() && stride.exact_div(SymExpr::constant(4)).has_value();
 }
 
+constexpr bool tiles_fit_static_shared_memory() {
+  for (const GemmTile& t : kGemmTiles)
+    if (t.shared_floats() * 4 > 48 * 1024) return false;
+  return true;
+}
+static_assert(tiles_fit_static_shared_memory(), "a gemm tile's stages exceed 48 KB of static shared memory");
+
 const GemmTile& tile_of(int tile) {
   TCC_CHECK(tile >= 1 && tile <= static_cast<int>(kGemmTiles.size())) << "gemm tile " << tile << " does not exist";
   return kGemmTiles[static_cast<size_t>(tile - 1)];
@@ -67,8 +74,11 @@ class TemplateEmitter : emitc::CodeWriter {
     if (g_.residual >= 0)
       line("const float* __restrict__ C = p" + std::to_string(g_.residual) + " + z * (" +
            emitc::size_expr(g_.stride_d) + ");");
-    line("__shared__ __align__(16) float As[2][" + std::to_string(t_.bm) + "][" + std::to_string(t_.bk + kPadA) + "];");
-    line("__shared__ __align__(16) float Bs[2][" + std::to_string(t_.bk) + "][" + std::to_string(t_.bn + kPadB) + "];");
+    const std::string stages = std::to_string(t_.stages);
+    line("__shared__ __align__(16) float As[" + stages + "][" + std::to_string(t_.bm) + "][" +
+         std::to_string(t_.bk + kPadA) + "];");
+    line("__shared__ __align__(16) float Bs[" + stages + "][" + std::to_string(t_.bk) + "][" +
+         std::to_string(t_.bn + kPadB) + "];");
     line("const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;");
     line("const int wm = (warp / " + std::to_string(t_.warps_n) + ") * " + std::to_string(tm) + ", wn = (warp % " +
          std::to_string(t_.warps_n) + ") * " + std::to_string(tn) + ";");
@@ -85,20 +95,28 @@ class TemplateEmitter : emitc::CodeWriter {
       line("tiles = tiles - slice * per_slice < per_slice ? tiles - slice * per_slice : per_slice;");
       line("if (tiles < 0) tiles = 0;");
     }
-    open("if (tiles > 0)");
-    copy_tile("0", "k_first");
-    close();
-    line("tcc_cp_async_commit();");
+    // The pipeline: stages - 1 tiles in flight before the first step; step kt
+    // waits for its own tile, passes a barrier (so every warp is done with the
+    // stage the previous step read), refills that stage with tile kt + stages - 1
+    // and multiplies tile kt while the copies land. One commit group per tile
+    // (empty past the end), so "all but the latest stages - 2 groups" is tile kt.
+    const int ahead = t_.stages - 1;
+    for (int s = 0; s < ahead; ++s) {
+      open("if (" + std::to_string(s) + " < tiles)");
+      copy_tile(std::to_string(s), "k_first + " + std::to_string(s * t_.bk));
+      close();
+      line("tcc_cp_async_commit();");
+    }
     open("for (int64_t kt = 0; kt < tiles; ++kt)");
-    line("const int stage = (int)(kt & 1);");
-    open("if (kt + 1 < tiles)");
-    copy_tile("stage ^ 1", "k_first + (kt + 1) * " + std::to_string(t_.bk));
+    line("tcc_cp_async_wait<" + std::to_string(t_.stages - 2) + ">();");
+    line("__syncthreads();");
+    open("if (kt + " + std::to_string(ahead) + " < tiles)");
+    copy_tile("(int)((kt + " + std::to_string(ahead) + ") % " + stages + ")",
+              "k_first + (kt + " + std::to_string(ahead) + ") * " + std::to_string(t_.bk));
     close();
     line("tcc_cp_async_commit();");
-    line("tcc_cp_async_wait_prior();");
-    line("__syncthreads();");
+    line("const int stage = (int)(kt % " + stages + ");");
     mma_steps(fm, fn);
-    line("__syncthreads();");
     close();
     if (split_ > 1) combine_slices(fm, fn);
     epilogue(fm, fn);
@@ -273,9 +291,9 @@ static __device__ __forceinline__ void tcc_cp_async16(float* shared, const float
                :: "r"((uint32_t)__cvta_generic_to_shared(shared)), "l"(global), "r"(bytes) : "memory");
 }
 static __device__ __forceinline__ void tcc_cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-// Waits for every group but the latest committed.
-static __device__ __forceinline__ void tcc_cp_async_wait_prior() {
-  asm volatile("cp.async.wait_group 1;" ::: "memory");
+// Waits until at most the latest `pending` committed groups are in flight.
+template <int pending> static __device__ __forceinline__ void tcc_cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" :: "n"(pending) : "memory");
 }
 // Split-K: whether this block is the last of its output tile's slices to
 // arrive; its partial (written before the call) is then visible to it.
@@ -309,6 +327,7 @@ std::string gemm_template_text(const KernelConfig& config) {
   const GemmTile& t = tile_of(config.tile);
   return "tf32x3 " + std::to_string(t.bm) + "x" + std::to_string(t.bn) + "x" + std::to_string(t.bk) + " " +
          std::to_string(t.warps_m) + "x" + std::to_string(t.warps_n) +
+         (t.stages != 2 ? " stages=" + std::to_string(t.stages) : "") +
          (config.split > 1 ? " split=" + std::to_string(config.split) : "");
 }
 

@@ -11,10 +11,11 @@
 //
 // Shape of the kernel: one block per BM x BN tile of D (grid [ceil(m / BM),
 // ceil(n / BN), batch]); its warps (WM x WN) each own a (BM/WM) x (BN/WN) part
-// made of 16x8 mma.sync.m16n8k8 fragments. K advances BK at a time through
-// two shared-memory stages: cp.async copies the next A and B tiles into one
-// while the warps multiply the other (static shared memory: both stages stay
-// under 48 KB, which is why the large tiles take BK = 16).
+// made of 16x8 mma.sync.m16n8k8 fragments. K advances BK at a time through a
+// pipeline of two or three shared-memory stages: cp.async copies the next A
+// and B tiles into one while the warps multiply another (static shared
+// memory: every stage stays under 48 KB, which is why the large tiles take
+// BK = 16 and only the smaller ones three stages).
 // Loads are guarded, so every m, n and k is valid (out-of-range elements read
 // zero); the epilogue applies alpha, beta * C, the bias along N and the
 // activation, as GemmDesc describes cuBLASLt's, and stores only D's elements.
@@ -24,7 +25,8 @@
 // (deterministic) and runs the epilogue.
 // Copies are 16 bytes where a row-major operand's rows and batch strides keep
 // 16-byte alignment and its address is aligned (checked at run time), else 4.
-// Not built: wgmma with TMA on sm_90, more stages, ldmatrix, f16/bf16 operands.
+// Not built: wgmma with TMA on sm_90, deeper pipelines in dynamic shared
+// memory, ldmatrix, f16/bf16 operands.
 #pragma once
 
 #include <array>
@@ -38,18 +40,25 @@ namespace tcc {
 struct GemmTile {
   int bm, bn, bk;        // block tile
   int warps_m, warps_n;  // warps along M and N
-  int threads() const { return 32 * warps_m * warps_n; }
+  int stages;            // shared-memory buffers of the K pipeline (2 or 3)
+  constexpr int threads() const { return 32 * warps_m * warps_n; }
+  // Floats of static shared memory: every stage's padded A and B tiles (at most 48 KB).
+  constexpr int shared_floats() const { return stages * (bm * (bk + 4) + bk * (bn + 8)); }
 };
 
 // KernelConfig::tile t >= 1 selects kGemmTiles[t - 1]; KernelConfig::split
-// from 1 to kMaxGemmSplit cuts K into that many slices.
+// from 1 to kMaxGemmSplit cuts K into that many slices. Three stages where
+// they fit in static shared memory.
 inline constexpr int kMaxGemmSplit = 16;
-inline constexpr std::array<GemmTile, 5> kGemmTiles = {{
-    {128, 128, 16, 2, 4},
-    {128, 64, 16, 2, 2},
-    {64, 128, 16, 2, 2},
-    {64, 64, 32, 2, 2},
-    {32, 64, 32, 1, 2},
+inline constexpr std::array<GemmTile, 8> kGemmTiles = {{
+    {128, 128, 16, 2, 4, 2},
+    {128, 64, 16, 2, 2, 2},
+    {64, 128, 16, 2, 2, 2},
+    {64, 64, 32, 2, 2, 2},
+    {32, 64, 32, 1, 2, 2},
+    {128, 64, 16, 2, 2, 3},
+    {64, 128, 16, 2, 2, 3},
+    {32, 64, 32, 1, 2, 3},
 }};
 
 // Why kernel k cannot run as the template ("" when it can): it must be a Gemm

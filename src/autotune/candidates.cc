@@ -108,14 +108,17 @@ std::vector<KernelConfig> candidates(const kir::Kernel& k) {
       c.tile = tile;
       add(c);
     }
-    // Split-K on the two smallest tiles, for GEMMs with few output tiles and a long K.
-    for (int tile = static_cast<int>(kGemmTiles.size()) - 1; tile <= static_cast<int>(kGemmTiles.size()); ++tile)
+    // Split-K on the small two-stage tiles (64 x 64 and less), for GEMMs with few output tiles and a long K.
+    for (int tile = 1; tile <= static_cast<int>(kGemmTiles.size()); ++tile) {
+      const GemmTile& t = kGemmTiles[static_cast<size_t>(tile - 1)];
+      if (t.stages != 2 || t.bm * t.bn > 64 * 64) continue;
       for (int split : kGemmSplits) {
         KernelConfig c;
         c.tile = tile;
         c.split = split;
         add(c);
       }
+    }
   } else if (k.kind == kir::Kind::Pointwise) {
     for (int vec : {4, 1})
       for (int block = 64; block <= kMaxBlock; block *= 2) add({block, vec, 1});

@@ -26,7 +26,7 @@ std::string invalid_reason(const kir::Kernel& k, const KernelConfig& c);
 //   gemm and conv: the library's algorithms ranked 0 to kLibraryAlgos - 1 (a rank
 //   the library does not offer for the problem fails to run and is dropped);
 //   gemm with f32 operands: also tcc's tensor-core template at each of kGemmTiles,
-//   and at the two smallest tiles split-K by 2, 4 and 8.
+//   and at its two-stage tiles of 64 x 64 or less split-K by 2, 4 and 8.
 std::vector<KernelConfig> candidates(const kir::Kernel& k);
 
 // "block=256 vec=4" (pointwise), "block=128 rows=2" or "block=256 rows=1 split=16"

@@ -83,12 +83,12 @@ TEST_F(AutotuneCache, GemmTileRoundTripsAndDefaultsToTheLibraryCall) {
   EXPECT_EQ(c.entries[0].config.tile, 3);
   nlohmann::json j = nlohmann::json::parse(cache_text({tiled, entry("gemm b")}));
   j["entries"][0]["config"].erase("tile");
-  j["entries"][1]["config"]["tile"] = 6;
+  j["entries"][1]["config"]["tile"] = 9;
   c = parse_cache(j.dump(), "t.json");
   ASSERT_EQ(c.entries.size(), 1u);
   EXPECT_EQ(c.entries[0].config.tile, 0);
   ASSERT_EQ(c.warnings.size(), 1u);
-  EXPECT_NE(c.warnings[0].find("'config.tile' must be an integer from 0 to 5"), std::string::npos) << c.warnings[0];
+  EXPECT_NE(c.warnings[0].find("'config.tile' must be an integer from 0 to 8"), std::string::npos) << c.warnings[0];
 }
 
 TEST_F(AutotuneCache, MissingFileIsAnEmptyCache) {

@@ -77,11 +77,14 @@ TEST_F(AutotuneCandidates, GemmsChooseALibraryAlgorithmOrATemplateTile) {
     EXPECT_EQ(c.algo, 0);
     EXPECT_EQ(c.split, 1);
   }
-  // Then split-K by 2, 4 and 8 on the two smallest tiles.
+  // Then split-K by 2, 4 and 8 on the two-stage tiles of 64 x 64 and less.
   for (size_t i = kLibraryAlgos + kGemmTiles.size(); i < grid.size(); ++i) {
-    EXPECT_GE(grid[i].tile, static_cast<int>(kGemmTiles.size()) - 1);
+    const GemmTile& t = kGemmTiles[static_cast<size_t>(grid[i].tile - 1)];
+    EXPECT_EQ(t.stages, 2);
+    EXPECT_LE(t.bm * t.bn, 64 * 64);
     EXPECT_GT(grid[i].split, 1);
   }
+  EXPECT_EQ(config_text(gemm, grid[kLibraryAlgos + 5]), "tf32x3 128x64x16 2x2 stages=3");
   EXPECT_EQ(config_text(gemm, grid.back()), "tf32x3 32x64x32 1x2 split=8");
   EXPECT_EQ(config_text(gemm, grid[kLibraryAlgos]), "tf32x3 128x128x16 2x4");
   KernelConfig launch_knob;
@@ -96,7 +99,7 @@ TEST_F(AutotuneCandidates, GemmsChooseALibraryAlgorithmOrATemplateTile) {
   EXPECT_EQ(invalid_reason(gemm, both), "the template runs no library algorithm");
   KernelConfig no_such_tile;
   no_such_tile.tile = static_cast<int>(kGemmTiles.size()) + 1;
-  EXPECT_EQ(invalid_reason(gemm, no_such_tile), "template tile 6 is not from 1 to 5");
+  EXPECT_EQ(invalid_reason(gemm, no_such_tile), "template tile 9 is not from 1 to 8");
   KernelConfig library_split;
   library_split.split = 2;
   EXPECT_EQ(invalid_reason(gemm, library_split), "only the template splits K");

@@ -148,7 +148,7 @@ TEST_F(CompileTest, GemmShapesBenchmarkIsFourTunableGemms) {
   for (const kir::Kernel& k : s.schedule.kernels) {
     EXPECT_EQ(k.kind, kir::Kind::Gemm) << k.name;
     std::vector<KernelConfig> grid = autotune::candidates(k);
-    EXPECT_EQ(std::count_if(grid.begin(), grid.end(), [](const KernelConfig& c) { return c.tile > 0; }), 11) << k.name;
+    EXPECT_EQ(std::count_if(grid.begin(), grid.end(), [](const KernelConfig& c) { return c.tile > 0; }), 14) << k.name;
   }
   EXPECT_TRUE(s.schedule.kernels[2].gemm->trans_b);
 }

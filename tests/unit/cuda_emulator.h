@@ -137,7 +137,7 @@ inline void tcc_cp_async16(float* shared, const float* global, int bytes) {
   for (int i = 0; i < 4; ++i) shared[i] = i * 4 < bytes ? global[i] : 0.f;
 }
 inline void tcc_cp_async_commit() {}
-inline void tcc_cp_async_wait_prior() {}
+template <int pending> void tcc_cp_async_wait() {}
 
 inline void tcc_mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
   const unsigned lane = tcc_emu::thread_index.x % 32;
