@@ -45,6 +45,9 @@ LaunchConfig launch_config(const kir::Kernel& k);  // with default_config(k)
 // elements per access where vectorizes(k); reductions one row per block of a
 // power of two from 32 to 1024 threads giving each thread about four elements.
 KernelConfig default_config(const kir::Kernel& k);
+// Kernel i's config: configs[i], or its default_config when `configs` is empty
+// (a module compiled without tuning).
+KernelConfig config_of(const std::vector<kir::Kernel>& kernels, const std::vector<KernelConfig>& configs, size_t i);
 
 // Whether a pointwise kernel can move four f32 elements per access (float4).
 bool vectorizes(const kir::Kernel& k);

@@ -247,6 +247,26 @@ std::string size_var(const std::string& symbol) { return "s_" + symbol; }
 
 std::string size_expr(const SymExpr& e) { return SizeExprPrinter(e.str()).run(); }
 
+bool divisible_by(const SymExpr& e, int64_t d) { return e.exact_div(SymExpr::constant(d)).has_value(); }
+
+std::string cuda_signature(const kir::Kernel& k, bool workspace, int launch_bound) {
+  std::string out = "extern \"C\" __global__ ";
+  if (launch_bound > 0) out += "__launch_bounds__(" + std::to_string(launch_bound) + ") ";
+  out += "void " + k.name + "(";
+  std::string sep;
+  for (size_t b = 0; b < k.buffers.size(); ++b) {
+    const kir::Buffer& buf = k.buffers[b];
+    out += sep + (buf.output ? "" : "const ") + storage_type(buf.dtype) + "* __restrict__ p" + std::to_string(b);
+    sep = ", ";
+  }
+  for (const std::string& s : k.size_params) {
+    out += sep + "int64_t " + size_var(s);
+    sep = ", ";
+  }
+  if (workspace) out += sep + "void* __restrict__ ws";
+  return out + ") {\n";
+}
+
 const char* compute_type(DType t) {
   switch (t) {
     case DType::F32:

@@ -42,6 +42,13 @@ std::string prelude(Target t);
 // tcc_fdiv, which rounds toward negative infinity as SymExpr does.
 std::string size_expr(const SymExpr& e);
 std::string size_var(const std::string& symbol);
+// Whether e is a multiple of d for every value of its symbols.
+bool divisible_by(const SymExpr& e, int64_t d);
+
+// The opening of a CUDA kernel, `extern "C" __global__ [__launch_bounds__(n)]
+// void NAME(const T0* __restrict__ p0, ..., int64_t s_x, ...[, void* __restrict__ ws]) {`:
+// emit_cuda's parameter convention (codegen/emit.h). A launch bound of 0 leaves it out.
+std::string cuda_signature(const kir::Kernel& k, bool workspace, int launch_bound = 0);
 
 // The type a value is computed in (f16/bf16: float; bool: bool) and the type a
 // buffer element is stored as (f16/bf16: uint16_t; bool: uint8_t).

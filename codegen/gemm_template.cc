@@ -13,10 +13,10 @@ namespace {
 // a pitch of BN + 8 (8 mod 32) does the same.
 constexpr int kPadA = 4, kPadB = 8;
 
-// Rows of stride `ld` elements and batch matrices `stride` apart keep a
+// Rows of stride `ld` floats and batch matrices `stride` apart keep a
 // 16-byte aligned base's alignment at every row start.
 bool aligned_rows(const SymExpr& ld, const SymExpr& stride) {
-  return ld.exact_div(SymExpr::constant(4)).has_value() && stride.exact_div(SymExpr::constant(4)).has_value();
+  return emitc::divisible_by(ld, 4) && emitc::divisible_by(stride, 4);
 }
 
 constexpr bool tiles_fit_static_shared_memory() {
@@ -50,16 +50,7 @@ class TemplateEmitter : emitc::CodeWriter {
         << "gemm tile " << t_.bm << "x" << t_.bn << "x" << t_.bk << " does not divide among its warps";
     int d = 0;
     while (d < static_cast<int>(k_.buffers.size()) && !k_.buffers[static_cast<size_t>(d)].output) ++d;
-    out_ += "extern \"C\" __global__ __launch_bounds__(" + std::to_string(threads) + ") void " + k_.name + "(";
-    std::string sep;
-    for (size_t b = 0; b < k_.buffers.size(); ++b) {
-      out_ += sep + (k_.buffers[b].output ? "float* __restrict__ p" : "const float* __restrict__ p") +
-              std::to_string(b);
-      sep = ", ";
-    }
-    for (const std::string& s : k_.size_params) out_ += sep + "int64_t " + emitc::size_var(s);
-    if (split_ > 1) out_ += sep + "void* __restrict__ ws";
-    out_ += ") {\n";
+    out_ += emitc::cuda_signature(k_, split_ > 1, threads);
     line("const int64_t M = " + emitc::size_expr(g_.m) + ", N = " + emitc::size_expr(g_.n) +
          ", K = " + emitc::size_expr(g_.k) + ";");
     line("const int64_t lda = " + emitc::size_expr(g_.lda) + ", ldb = " + emitc::size_expr(g_.ldb) +

@@ -221,7 +221,7 @@ ojson conv_json(const kir::ConvDesc& c) {
 
 ojson kernel_json(const ModuleContents& m, size_t index) {
   const kir::Kernel& k = m.schedule->kernels[index];
-  KernelConfig config = m.configs.empty() ? default_config(k) : m.configs[index];
+  KernelConfig config = config_of(m.schedule->kernels, m.configs, index);
   ojson j = {{"name", k.name}, {"kind", kir::kind_name(k.kind)}};
   if (k.kind == kir::Kind::Gemm) {
     if (runs_library(k, config)) j["library"] = "cublasLt";
@@ -580,7 +580,7 @@ std::string report_md(const ModuleContents& m, const ModuleFacts& f, const Compi
        << ".\n\n| kernel | config | source |\n|---|---|---|\n";
     for (size_t i = 0; i < m.schedule->kernels.size(); ++i) {
       const kir::Kernel& k = m.schedule->kernels[i];
-      KernelConfig c = m.configs.empty() ? default_config(k) : m.configs[i];
+      KernelConfig c = config_of(m.schedule->kernels, m.configs, i);
       std::string config = c.tile > 0                  ? "tcc template " + gemm_template_text(c)
                            : k.kind == kir::Kind::Gemm ? "cuBLASLt algorithm #" + std::to_string(c.algo)
                            : k.kind == kir::Kind::Conv ? "cuDNN algorithm #" + std::to_string(c.algo)

@@ -20,6 +20,10 @@ Attrs int_attr(const std::string& k, int64_t v) { return {{k, Attribute::of_int(
 
 Value* mul(GradContext& c, Value* a, Value* b) { return c.e().op("Mul", {a, b}); }
 Value* scalar(GradContext& c, double v) { return c.e().scalar(v, c.dtype()); }
+// v (a bool, an integer or another float) cast to the node's float type.
+Value* as_dtype(GradContext& c, Value* v) {
+  return c.e().op("Cast", {v}, int_attr("to", static_cast<int64_t>(c.dtype())));
+}
 
 // x, of the given rank, with axes a and b swapped.
 Value* swap_axes(GradContext& c, Value* x, size_t rank, size_t a, size_t b) {
@@ -70,7 +74,7 @@ void pow_rule(GradContext& c) {
   if (c.wants(1)) c.fail("tcc differentiates Pow only in its base; the exponent depends on a parameter");
   Value* p = c.in(1);
   if (p->type().dtype() != c.dtype())
-    p = c.e().op("Cast", {p}, int_attr("to", static_cast<int64_t>(c.dtype())));
+    p = as_dtype(c, p);
   Value* pm1 = c.e().op("Sub", {p, scalar(c, 1.0)});
   Value* d = mul(c, p, c.e().op("Pow", {c.in(0), pm1}));
   c.set(0, c.unbroadcast(mul(c, c.dy(), d), 0));
@@ -239,7 +243,7 @@ void extremum_rule(GradContext& c) {
   Value* count = nullptr;
   for (size_t i = 0; i < n; ++i) {
     hit[i] = e.op("Equal", {c.in(i), c.out()});
-    Value* one = e.op("Cast", {hit[i]}, int_attr("to", static_cast<int64_t>(c.dtype())));
+    Value* one = as_dtype(c, hit[i]);
     count = count ? e.op("Add", {count, one}) : one;
   }
   Value* share = e.op("Div", {c.dy(), count});
@@ -446,9 +450,7 @@ void reduce_sum_rule(GradContext& c) { c.set(0, expand_reduced(c, c.dy())); }
 // d reduce_mean = g / (elements per output) broadcast back
 void reduce_mean_rule(GradContext& c) {
   Emitter& e = c.e();
-  auto count = [&](Value* v) {
-    return e.op("Cast", {e.op("Size", {v})}, int_attr("to", static_cast<int64_t>(c.dtype())));
-  };
+  auto count = [&](Value* v) { return as_dtype(c, e.op("Size", {v})); };
   Value* n = e.op("Div", {count(c.in(0)), count(c.out())});
   c.set(0, expand_reduced(c, e.op("Div", {c.dy(), n})));
 }
@@ -456,9 +458,7 @@ void reduce_mean_rule(GradContext& c) {
 // d global_average_pool = g / (spatial elements) broadcast over the spatial axes
 void global_average_pool_rule(GradContext& c) {
   Emitter& e = c.e();
-  auto count = [&](Value* v) {
-    return e.op("Cast", {e.op("Size", {v})}, int_attr("to", static_cast<int64_t>(c.dtype())));
-  };
+  auto count = [&](Value* v) { return as_dtype(c, e.op("Size", {v})); };
   Value* n = e.op("Div", {count(c.in(0)), count(c.out())});
   c.set(0, e.op("Expand", {e.op("Div", {c.dy(), n}), e.shape_of(c.in(0))}));
 }
@@ -489,30 +489,34 @@ void reduce_prod_rule(GradContext& c) {
   Value* safe = e.op("Where", {is_zero, scalar(c, 1.0), c.in(0)});
   auto back = [&](Value* kept) { return e.op("Expand", {kept, e.shape_of(c.in(0))}); };
   Value* nonzero_product = back(e.reduce("ReduceProd", safe, axes, true));
-  Value* zeros = back(e.reduce("ReduceSum", e.op("Cast", {is_zero}, int_attr("to", static_cast<int64_t>(c.dtype()))),
-                               axes, true));
+  Value* zeros = back(e.reduce("ReduceSum", as_dtype(c, is_zero), axes, true));
   Value* at_only_zero = e.op("Where", {e.op("And", {is_zero, e.op("Equal", {zeros, scalar(c, 1.0)})}),
                                        nonzero_product, zero});
   Value* others = e.op("Where", {e.op("Equal", {zeros, zero}), e.op("Div", {nonzero_product, safe}), at_only_zero});
   c.set(0, mul(c, expand_reduced(c, c.dy()), others));
 }
 
+// g put into `zeros` at `index` along `axis`, where the index names each
+// position at most once (a selection's gradient). With opset 16's reduction
+// add, such a scatter into zeros is a generated kernel (tcc::ScatterAdd).
+Value* scatter_back(GradContext& c, Value* zeros, Value* index, Value* g, int64_t axis) {
+  Attrs scatter{{"axis", Attribute::of_int(axis)}};
+  if (c.node().opset() >= 16) scatter["reduction"] = Attribute::of_string("add");
+  return c.e().op("ScatterElements", {zeros, index, g}, std::move(scatter));
+}
+
 // TopK: the values' gradient put back where they came from (the indices are
 // distinct along the axis); every other element gets 0.
 void top_k_rule(GradContext& c) {
-  Emitter& e = c.e();
   int64_t axis = c.axis(c.node().get_int("axis", -1), c.dims(c.in(0)).size());
-  Attrs scatter{{"axis", Attribute::of_int(axis)}};
-  // With opset 16's reduction add, a scatter into zeros is a generated kernel (tcc::ScatterAdd).
-  if (c.node().opset() >= 16) scatter["reduction"] = Attribute::of_string("add");
-  c.set(0, e.op("ScatterElements", {e.zeros_like(c.in(0), c.dtype()), c.out(1), c.dy()}, std::move(scatter)));
+  c.set(0, scatter_back(c, c.e().zeros_like(c.in(0), c.dtype()), c.out(1), c.dy(), axis));
 }
 
 // g to the elements equal to y, split evenly among ties (as torch.amax);
 // `reduce` counts the ties with the reduction's axes kept.
 void to_extrema(GradContext& c, Value* g, Value* y, const std::function<Value*(Value*)>& reduce) {
   Emitter& e = c.e();
-  Value* hit = e.op("Cast", {e.op("Equal", {c.in(0), y})}, int_attr("to", static_cast<int64_t>(c.dtype())));
+  Value* hit = as_dtype(c, e.op("Equal", {c.in(0), y}));
   c.set(0, e.op("Div", {mul(c, g, hit), reduce(hit)}));
 }
 
@@ -1037,17 +1041,14 @@ void compress_rule(GradContext& c) {
                              : e.op("Reshape", {e.op("Size", {x}), e.ints({1})});
   Value* kept = e.op("Slice", {c.in(1), e.ints({0}), extent});
   Value* positions = e.op("Reshape", {e.op("NonZero", {kept}), e.ints({-1})});
-  Attrs scatter{{"axis", Attribute::of_int(axis)}};
-  if (c.node().opset() >= 16) scatter["reduction"] = Attribute::of_string("add");
   if (!along_axis) {
     Value* flat = e.op("Reshape", {e.zeros_like(x, c.dtype()), e.ints({-1})});
-    Value* dx = e.op("ScatterElements", {flat, positions, c.dy()}, std::move(scatter));
-    return c.set(0, e.op("Reshape", {dx, e.shape_of(x)}));
+    return c.set(0, e.op("Reshape", {scatter_back(c, flat, positions, c.dy(), 0), e.shape_of(x)}));
   }
   std::vector<int64_t> along(rank, 1);
   along[static_cast<size_t>(axis)] = -1;
   Value* index = e.op("Expand", {e.op("Reshape", {positions, e.ints(along)}), e.shape_of(c.dy())});
-  c.set(0, e.op("ScatterElements", {e.zeros_like(x, c.dtype()), index, c.dy()}, std::move(scatter)));
+  c.set(0, scatter_back(c, e.zeros_like(x, c.dtype()), index, c.dy(), axis));
 }
 
 // Einsum without ellipses: operand i's gradient is the einsum of g with the
@@ -1167,7 +1168,7 @@ void class_loss_rule(GradContext& c) {
   Value* g = c.dy();
   if (reduction == "mean") {
     Value* total = a ? e.reduce("ReduceSum", a, {}, false)
-                     : e.op("Cast", {e.op("Size", {labels})}, int_attr("to", static_cast<int64_t>(c.dtype())));
+                     : as_dtype(c, e.op("Size", {labels}));
     g = e.op("Div", {g, total});
   }
   bool per_element = a != nullptr || reduction == "none";  // else a is a scalar
@@ -1177,8 +1178,7 @@ void class_loss_rule(GradContext& c) {
   Value* classes = e.op("Reshape", {e.op("Range", {e.scalar(0, DType::I64), e.scalar(static_cast<double>(sd[1].value()), DType::I64),
                                                   e.scalar(1, DType::I64)}),
                                     e.ints(class_shape)});
-  Value* onehot = e.op("Cast", {e.op("Equal", {e.unsqueeze(labels, {1}), classes})},
-                       int_attr("to", static_cast<int64_t>(c.dtype())));
+  Value* onehot = as_dtype(c, e.op("Equal", {e.unsqueeze(labels, {1}), classes}));
   Value* dlogp = e.op("Neg", {mul(c, onehot, per_element ? e.unsqueeze(a, {1}) : a)});
   if (n.op_type() == "NegativeLogLikelihoodLoss") return c.set(0, dlogp);
   if (c.dy(1)) dlogp = e.op("Add", {dlogp, c.dy(1)});

@@ -14,6 +14,9 @@ constexpr int kGemmSplits[] = {2, 4, 8};
 
 bool power_of_two(int v) { return v > 0 && (v & (v - 1)) == 0; }
 
+// Gemm and conv kernels pick among a library's algorithms (gemm also tcc's template), not launch knobs.
+bool chooses_library_algorithm(const kir::Kernel& k) { return k.kind == kir::Kind::Gemm || k.kind == kir::Kind::Conv; }
+
 // Several rows per block only pays when there are many rows: with few, it
 // leaves SMs idle. Static row counts below this keep one row per block.
 constexpr int64_t kManyRows = 1024;
@@ -25,7 +28,7 @@ bool many_rows(const kir::Kernel& k) {
 
 std::vector<KernelConfig> neighbours(const kir::Kernel& k, const KernelConfig& c) {
   std::vector<KernelConfig> out;
-  if (k.kind == kir::Kind::Gemm || k.kind == kir::Kind::Conv) return out;
+  if (chooses_library_algorithm(k)) return out;
   auto add = [&](KernelConfig n) {
     if (n != c && invalid_reason(k, n).empty()) out.push_back(n);
   };
@@ -55,7 +58,7 @@ std::vector<KernelConfig> neighbours(const kir::Kernel& k, const KernelConfig& c
 }  // namespace
 
 std::string invalid_reason(const kir::Kernel& k, const KernelConfig& c) {
-  if (k.kind == kir::Kind::Gemm || k.kind == kir::Kind::Conv) {
+  if (chooses_library_algorithm(k)) {
     KernelConfig launch_knobs = c;
     launch_knobs.algo = 0;
     launch_knobs.tile = 0;
@@ -97,7 +100,7 @@ std::vector<KernelConfig> candidates(const kir::Kernel& k) {
   auto add = [&](const KernelConfig& c) {
     if (invalid_reason(k, c).empty() && std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
   };
-  if (k.kind == kir::Kind::Gemm || k.kind == kir::Kind::Conv) {
+  if (chooses_library_algorithm(k)) {
     for (int algo = 1; algo < kLibraryAlgos; ++algo) {
       KernelConfig c;
       c.algo = algo;

@@ -208,7 +208,7 @@ ExitCode run_compile(CompileCli& c) {
     CudaSources sources(m.cuda_source);
     std::vector<size_t> generated;
     for (size_t i = 0; i < schedule.kernels.size(); ++i)
-      if (!runs_library(schedule.kernels[i], m.configs.empty() ? default_config(schedule.kernels[i]) : m.configs[i]))
+      if (!runs_library(schedule.kernels[i], config_of(schedule.kernels, m.configs, i)))
         generated.push_back(i);
     int units = cuda_shard_count(generated.size(), o.archs.size(), nvrtc_jobs);
     for (const std::vector<size_t>& group : shard_kernels(schedule.kernels, generated, units)) {
