@@ -447,20 +447,19 @@ Value* expand_reduced(GradContext& c, Value* g) {
 // d reduce_sum = g broadcast back over the reduced axes
 void reduce_sum_rule(GradContext& c) { c.set(0, expand_reduced(c, c.dy())); }
 
-// d reduce_mean = g / (elements per output) broadcast back
-void reduce_mean_rule(GradContext& c) {
+// g divided by the elements averaged into each output (x's size over y's).
+Value* mean_share(GradContext& c) {
   Emitter& e = c.e();
-  auto count = [&](Value* v) { return as_dtype(c, e.op("Size", {v})); };
-  Value* n = e.op("Div", {count(c.in(0)), count(c.out())});
-  c.set(0, expand_reduced(c, e.op("Div", {c.dy(), n})));
+  Value* n = e.op("Div", {as_dtype(c, e.op("Size", {c.in(0)})), as_dtype(c, e.op("Size", {c.out()}))});
+  return e.op("Div", {c.dy(), n});
 }
+
+// d reduce_mean = g / (elements per output) broadcast back
+void reduce_mean_rule(GradContext& c) { c.set(0, expand_reduced(c, mean_share(c))); }
 
 // d global_average_pool = g / (spatial elements) broadcast over the spatial axes
 void global_average_pool_rule(GradContext& c) {
-  Emitter& e = c.e();
-  auto count = [&](Value* v) { return as_dtype(c, e.op("Size", {v})); };
-  Value* n = e.op("Div", {count(c.in(0)), count(c.out())});
-  c.set(0, e.op("Expand", {e.op("Div", {c.dy(), n}), e.shape_of(c.in(0))}));
+  c.set(0, c.e().op("Expand", {mean_share(c), c.e().shape_of(c.in(0))}));
 }
 
 // d reduce_sum_square = 2 x g (g broadcast back)
