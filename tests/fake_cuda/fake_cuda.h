@@ -1,0 +1,45 @@
+// A stand-in for the CUDA driver (libcuda.so.1) for machines without a GPU.
+//
+// The runtime reaches the driver through dlopen("libcuda.so.1"); a program
+// linked against this library has it loaded under that soname already, so the
+// runtime's dlopen finds it and the whole host path runs: module loading,
+// binding, the memory plan, launches, host fallbacks with their copies, and
+// CUDA Graph capture and replay. A launch is checked against the device's
+// limits and logged; the kernel itself runs only through a binder the program
+// sets (a test runs the module's host kernels). Device memory is host memory, so
+// copies and memsets are real and checked to stay inside live allocations;
+// operations a capture would reject (synchronizing a capturing stream,
+// allocating while a capture is active) fail as the driver fails them.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace tcc::fake_cuda {
+
+struct Launch {
+  std::string kernel;
+  unsigned grid[3];
+  unsigned block[3];
+  unsigned shared_bytes;
+  bool from_graph;  // replayed by cuGraphLaunch rather than launched directly
+};
+
+// Launches since the last clear_log(), in order.
+std::vector<Launch> launches();
+void clear_log();
+
+// Given a launch's kernel name and cuLaunchKernel's parameter list, returns
+// the work the kernel does with its arguments copied out (the list is only
+// valid during the call); the work runs when the launch would run on the
+// device, and again at each replay of a graph that captured it. An empty
+// binder (the default) runs nothing.
+using KernelBinder = std::function<std::function<void()>(const std::string& kernel, void** params)>;
+void set_kernel_binder(KernelBinder binder);
+
+// Device allocations not yet freed.
+size_t live_allocations();
+
+}  // namespace tcc::fake_cuda

@@ -1,0 +1,290 @@
+// The runtime's device path on the fake driver (fake_cuda.h), in CI: every
+// launch the run makes, in schedule order with the manifest's launch shape,
+// host fallbacks between kernels with their copies, the arena as bindings
+// change, and CUDA Graph capture and replay. The fake runs each launch as the
+// module's host kernel, so the device path's outputs must equal the host
+// run's bit for bit: a wrong pointer, offset, size argument, copy or replay
+// shows up as a wrong value.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "codegen/module_writer.h"
+#include "module.h"
+#include "src/autotune/candidates.h"
+#include "src/autotune/signature.h"
+#include "src/autotune/tuning_cache.h"
+#include "tests/fake_cuda/fake_cuda.h"
+#include "tests/unit/autotune_util.h"
+#include "tests/unit/cli_util.h"
+#include "tests/unit/temp_dir.h"
+
+namespace tcc {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A kernel, a host fallback (CumSum has no kernel) and a kernel again: the
+// fallback's input goes to the host and its output comes back.
+constexpr const char* kFallbackModel = R"(graph fallback_between_kernels opset(ai.onnx: 17) {
+  input %x: f32[n, 4]
+  const %axis: i64[] = [1]
+  %r: f32[n, 4] = Relu(%x) name("relu")
+  %c: f32[n, 4] = CumSum(%r, %axis) name("cumsum")
+  %y: f32[n, 4] = Exp(%c) name("exp")
+  output %y
+}
+)";
+
+constexpr const char* kFakeDeviceName = "tcc fake CUDA device";
+
+// A tuning cache, as the fake device would have measured it, that makes each
+// GEMM of `model` tcc's template split along K (a generated kernel with a
+// workspace, which the fake can run; cuBLASLt needs a real device) and leaves
+// every other kernel at its default.
+void write_template_cache(const fs::path& model, const fs::path& cache) {
+  ScheduledModel s = schedule_model(fs::relative(model, TCC_SOURCE_DIR).string());
+  std::map<std::string, int64_t> sizes;  // every symbol at kUnhintedRunSize, as an unhinted compile tunes
+  for (const Value* in : s.model->graph->inputs())
+    for (const Dim& d : in->type().shape())
+      if (!d.is_static()) sizes[d.str()] = kUnhintedRunSize;
+  std::vector<autotune::CacheEntry> entries;
+  for (const kir::Kernel& k : s.schedule.kernels) {
+    autotune::CacheEntry e;
+    e.device = {kFakeDeviceName, "sm_90", "13.0", "13.0"};
+    e.signature = autotune::kernel_signature(k, sizes);
+    e.op = autotune::op_summary(k, sizes);
+    std::vector<KernelConfig> grid = autotune::candidates(k);
+    e.config = k.kind == kir::Kind::Gemm ? grid.back() : grid.front();
+    e.time_us = 1;
+    e.default_time_us = 1;
+    e.candidates = static_cast<int>(grid.size());
+    entries.push_back(e);
+  }
+  autotune::write_cache(cache.string(), entries);
+}
+
+// A module compiled by the tcc binary, loaded by the runtime, with the fake
+// driver running its launches as its host kernels.
+class FakeDevice {
+ public:
+  FakeDevice(const fs::path& model, const fs::path& dir) {
+    fs::path cache = dir.string() + ".tuning.json";
+    write_template_cache(model, cache);
+    CliResult r = run_tcc("compile " + shell_quote(model.string()) + " -o " + shell_quote(dir.string()) +
+                              " --arch sm_90 --no-ptx --mode max-autotune --cache " + shell_quote(cache.string()) +
+                              " --device-name " + shell_quote(kFakeDeviceName),
+                          kNoGpuEnv, 300);
+    EXPECT_EQ(r.code, 0) << r.output;
+    module_ = runtime::load_module(dir.string());
+    for (const runtime::KernelInfo& k : module_->kernels) {
+      EXPECT_FALSE(k.library_call) << k.name << ": the cache should have made every GEMM a template";
+      kernels_[k.name] = &k;
+    }
+    fake_cuda::set_kernel_binder([this](const std::string& name, void** params) { return bind(name, params); });
+    stream_ = runtime::device::create_stream();
+  }
+  ~FakeDevice() {
+    fake_cuda::set_kernel_binder(nullptr);
+    runtime::device::destroy_stream(stream_);
+  }
+
+  runtime::Module& module() { return *module_; }
+  void* stream() const { return stream_; }
+
+  // The outputs of one run on the "device" and one on the host, for inputs of
+  // `size` rows drawn from `seed`.
+  struct Runs {
+    std::vector<std::vector<float>> device, host;
+  };
+  Runs run_both(int64_t size, unsigned seed) {
+    Buffers in = inputs(size, seed);
+    Buffers out = outputs(in);
+    runtime::run_cuda(*module_, in.tensors.data(), in.tensors.size(), out.tensors.data(), out.tensors.size(), stream_);
+    return {out.download(), run_host(in)};
+  }
+
+  // f32 tensors in fake device memory with their host copies.
+  struct Buffers {
+    std::vector<std::vector<int64_t>> shapes;
+    std::vector<std::vector<float>> host;
+    std::vector<tcc_tensor> tensors;
+    Buffers() = default;
+    Buffers(const Buffers&) = delete;
+    Buffers(Buffers&&) = default;
+    ~Buffers() {
+      for (tcc_tensor& t : tensors) runtime::device::release(t.data);
+    }
+    void add(std::vector<int64_t> shape, std::vector<float> values) {
+      shapes.push_back(std::move(shape));
+      host.push_back(std::move(values));
+      void* p = runtime::device::alloc(host.back().size() * sizeof(float));
+      runtime::device::upload(p, host.back().data(), host.back().size() * sizeof(float));
+      tensors.push_back({p, TCC_F32, 0, nullptr});
+      for (size_t i = 0; i < tensors.size(); ++i)
+        tensors[i] = {tensors[i].data, TCC_F32, static_cast<int32_t>(shapes[i].size()), shapes[i].data()};
+    }
+    std::vector<std::vector<float>> download() const {
+      std::vector<std::vector<float>> values;
+      for (size_t i = 0; i < tensors.size(); ++i) {
+        values.emplace_back(host[i].size());
+        runtime::device::download(values.back().data(), tensors[i].data, values.back().size() * sizeof(float));
+      }
+      return values;
+    }
+  };
+
+  Buffers inputs(int64_t size, unsigned seed) const {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    Buffers b;
+    for (const runtime::TensorSig& sig : module_->inputs) {
+      EXPECT_EQ(sig.dtype, DType::F32) << sig.name;
+      std::vector<int64_t> shape;
+      for (const SymExpr& d : sig.shape) shape.push_back(d.is_constant() ? d.constant_value() : size);
+      std::vector<float> values(static_cast<size_t>(checked_numel(shape)));
+      for (float& v : values) v = dist(rng);
+      b.add(shape, values);
+    }
+    return b;
+  }
+
+  Buffers outputs(const Buffers& in) const {
+    runtime::Binding binding = runtime::bind(*module_, in.tensors.data(), in.tensors.size(), nullptr, nullptr);
+    Buffers b;
+    for (int id : module_->output_values) {
+      const std::vector<int64_t>& shape = binding.shapes[id];
+      b.add(shape, std::vector<float>(static_cast<size_t>(checked_numel(shape)), -1.0f));
+    }
+    return b;
+  }
+
+  std::vector<std::vector<float>> run_host(const Buffers& in) {
+    std::vector<tcc_tensor> ins = in.tensors;
+    for (size_t i = 0; i < ins.size(); ++i) ins[i].data = const_cast<float*>(in.host[i].data());
+    Buffers shapes = outputs(in);
+    std::vector<std::vector<float>> values = shapes.host;
+    std::vector<tcc_tensor> outs = shapes.tensors;
+    for (size_t i = 0; i < outs.size(); ++i) outs[i].data = values[i].data();
+    runtime::run_host(*module_, ins.data(), ins.size(), outs.data(), outs.size());
+    return values;
+  }
+
+ private:
+  // cuLaunchKernel's parameters are the buffers' device pointers, then the
+  // sizes (codegen/emit_cuda.cc's order, which host kernels share), then a
+  // split reduction's workspace, which the host kernel does not take.
+  std::function<void()> bind(const std::string& name, void** params) {
+    auto it = kernels_.find(name);
+    if (it == kernels_.end()) {
+      ADD_FAILURE() << "launch of '" << name << "', which the module does not declare";
+      return nullptr;
+    }
+    const runtime::KernelInfo& k = *it->second;
+    std::vector<void*> buffers(k.buffers.size());
+    std::vector<int64_t> sizes(k.sizes.size());
+    for (size_t i = 0; i < buffers.size(); ++i) std::memcpy(&buffers[i], params[i], sizeof(void*));
+    for (size_t i = 0; i < sizes.size(); ++i) std::memcpy(&sizes[i], params[buffers.size() + i], sizeof(int64_t));
+    return [host = k.host, buffers, sizes] { host(buffers.data(), sizes.data()); };
+  }
+
+  std::unique_ptr<runtime::Module> module_;
+  std::map<std::string, const runtime::KernelInfo*> kernels_;
+  void* stream_ = nullptr;
+};
+
+fs::path write_model(const fs::path& dir, const std::string& text) {
+  fs::path p = dir / "model.tir";
+  std::ofstream(p) << text;
+  return p;
+}
+
+class FakeDriver : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(runtime::cuda_available()) << "the fake driver is linked in, so the runtime must find a device";
+    fake_cuda::clear_log();
+    dir_ = make_temp_dir("tcc_fake_driver");
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+};
+
+TEST_F(FakeDriver, LaunchesFollowTheScheduleAndTheManifestsLaunchShapes) {
+  FakeDevice dev(fs::path(TCC_SOURCE_DIR) / "bench/models/chain100.tir", dir_ / "module");
+  FakeDevice::Runs runs = dev.run_both(8, 1);
+  EXPECT_EQ(runs.device, runs.host);
+
+  const runtime::Module& m = dev.module();
+  std::vector<fake_cuda::Launch> log = fake_cuda::launches();
+  std::vector<const runtime::StepInfo*> kernel_steps;
+  for (const runtime::StepInfo& s : m.steps)
+    if (!s.fallback) kernel_steps.push_back(&s);
+  ASSERT_EQ(log.size(), kernel_steps.size());
+  runtime::Binding b;
+  b.symbols = {{"b", 8}};
+  for (size_t i = 0; i < log.size(); ++i) {
+    const runtime::KernelInfo& k = m.kernels[kernel_steps[i]->kernel];
+    EXPECT_EQ(log[i].kernel, k.name) << "launch " << i;
+    EXPECT_FALSE(log[i].from_graph);
+    for (int d = 0; d < 3; ++d) {
+      EXPECT_EQ(log[i].block[d], static_cast<unsigned>(k.block[d])) << k.name;
+      EXPECT_EQ(log[i].grid[d], static_cast<unsigned>(std::max<int64_t>(1, runtime::evaluate(k.grid[d], b, "grid"))))
+          << k.name;
+    }
+  }
+}
+
+TEST_F(FakeDriver, HostFallbackBetweenKernelsCopiesBothWays) {
+  FakeDevice dev(write_model(dir_, kFallbackModel), dir_ / "module");
+  ASSERT_EQ(runtime::capture_blocker(dev.module()), "host fallback node 'cumsum' (it synchronizes with the host)");
+  for (int64_t n : {2, 5, 300}) {
+    FakeDevice::Runs runs = dev.run_both(n, static_cast<unsigned>(n));
+    EXPECT_EQ(runs.device, runs.host) << "n=" << n;
+  }
+}
+
+TEST_F(FakeDriver, ArenaFollowsTheBindingAndIsFreedWithTheModule) {
+  size_t before = fake_cuda::live_allocations();
+  {
+    FakeDevice dev(fs::path(TCC_SOURCE_DIR) / "bench/models/chain100.tir", dir_ / "module");
+    for (int64_t b : {2, 4096, 3}) {
+      FakeDevice::Runs runs = dev.run_both(b, static_cast<unsigned>(b));
+      EXPECT_EQ(runs.device, runs.host) << "b=" << b;
+    }
+  }
+  EXPECT_EQ(fake_cuda::live_allocations(), before);
+}
+
+TEST_F(FakeDriver, GraphReplaysTheCapturedRunOnNewInputs) {
+  FakeDevice dev(fs::path(TCC_SOURCE_DIR) / "bench/models/chain100.tir", dir_ / "module");
+  FakeDevice::Buffers in = dev.inputs(16, 1);
+  FakeDevice::Buffers out = dev.outputs(in);
+  std::unique_ptr<runtime::CudaGraph> graph = runtime::capture_cuda(
+      dev.module(), in.tensors.data(), in.tensors.size(), out.tensors.data(), out.tensors.size(), dev.stream());
+  size_t launches_per_run = fake_cuda::launches().size();
+  ASSERT_GT(launches_per_run, 0u);
+
+  // New values into the captured input buffers, as reduce-overhead copies them.
+  FakeDevice::Buffers fresh = dev.inputs(16, 2);
+  for (size_t i = 0; i < in.tensors.size(); ++i)
+    runtime::device::upload(in.tensors[i].data, fresh.host[i].data(), fresh.host[i].size() * sizeof(float));
+  fake_cuda::clear_log();
+  graph->launch(dev.stream());
+  runtime::device::sync(dev.stream());
+
+  std::vector<fake_cuda::Launch> log = fake_cuda::launches();
+  EXPECT_EQ(log.size(), launches_per_run);
+  for (const fake_cuda::Launch& l : log) EXPECT_TRUE(l.from_graph) << l.kernel;
+  EXPECT_EQ(out.download(), dev.run_host(fresh));
+}
+
+}  // namespace
+}  // namespace tcc
