@@ -10,6 +10,22 @@ namespace tcc {
 namespace {
 bool is_opaque_atom(const std::string& a) { return !a.empty() && a[0] == '('; }
 
+// An opaque atom "(num)//(den)" split into its numerator and denominator
+// texts: the numerator ends where the atom's first parenthesis closes, so
+// divisions nested inside either part stay whole.
+std::pair<std::string, std::string> split_division(const std::string& atom) {
+  int depth = 0;
+  for (size_t i = 0; i < atom.size(); ++i) {
+    if (atom[i] == '(') ++depth;
+    else if (atom[i] == ')' && --depth == 0) {
+      TCC_CHECK(atom.compare(i, 4, ")//(") == 0 && atom.back() == ')') << "not a division: " << atom;
+      return {atom.substr(1, i - 1), atom.substr(i + 4, atom.size() - i - 5)};
+    }
+  }
+  TCC_CHECK(false) << "unbalanced atom " << atom;
+  return {};
+}
+
 // Floor division that rounds toward negative infinity.
 int64_t floor_div(int64_t a, int64_t b) {
   int64_t q = a / b;
@@ -130,9 +146,9 @@ SymExpr SymExpr::substitute(const std::map<std::string, SymExpr>& env) const {
         SymExpr inner;
         inner.add_term({atom}, 1);
         if (*parsed == inner) {
-          size_t split = atom.find(")//(");
-          auto num = parse(atom.substr(1, split - 1));
-          auto den = parse(atom.substr(split + 4, atom.size() - split - 5));
+          auto [num_text, den_text] = split_division(atom);
+          auto num = parse(num_text);
+          auto den = parse(den_text);
           TCC_CHECK(num && den) << atom;
           term = term * num->substitute(env).floordiv(den->substitute(env));
         } else {

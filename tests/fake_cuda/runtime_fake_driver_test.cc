@@ -16,14 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "codegen/module_writer.h"
 #include "module.h"
-#include "src/autotune/candidates.h"
-#include "src/autotune/signature.h"
-#include "src/autotune/tuning_cache.h"
 #include "tests/fake_cuda/fake_cuda.h"
-#include "tests/unit/autotune_util.h"
-#include "tests/unit/cli_util.h"
+#include "tests/fake_cuda/fake_module.h"
 #include "tests/unit/temp_dir.h"
 
 namespace tcc {
@@ -43,45 +38,12 @@ constexpr const char* kFallbackModel = R"(graph fallback_between_kernels opset(a
 }
 )";
 
-constexpr const char* kFakeDeviceName = "tcc fake CUDA device";
-
-// A tuning cache, as the fake device would have measured it, that makes each
-// GEMM of `model` tcc's template split along K (a generated kernel with a
-// workspace, which the fake can run; cuBLASLt needs a real device) and leaves
-// every other kernel at its default.
-void write_template_cache(const fs::path& model, const fs::path& cache) {
-  ScheduledModel s = schedule_model(fs::relative(model, TCC_SOURCE_DIR).string());
-  std::map<std::string, int64_t> sizes;  // every symbol at kUnhintedRunSize, as an unhinted compile tunes
-  for (const Value* in : s.model->graph->inputs())
-    for (const Dim& d : in->type().shape())
-      if (!d.is_static()) sizes[d.str()] = kUnhintedRunSize;
-  std::vector<autotune::CacheEntry> entries;
-  for (const kir::Kernel& k : s.schedule.kernels) {
-    autotune::CacheEntry e;
-    e.device = {kFakeDeviceName, "sm_90", "13.0", "13.0"};
-    e.signature = autotune::kernel_signature(k, sizes);
-    e.op = autotune::op_summary(k, sizes);
-    std::vector<KernelConfig> grid = autotune::candidates(k);
-    e.config = k.kind == kir::Kind::Gemm ? grid.back() : grid.front();
-    e.time_us = 1;
-    e.default_time_us = 1;
-    e.candidates = static_cast<int>(grid.size());
-    entries.push_back(e);
-  }
-  autotune::write_cache(cache.string(), entries);
-}
-
 // A module compiled by the tcc binary, loaded by the runtime, with the fake
 // driver running its launches as its host kernels.
 class FakeDevice {
  public:
   FakeDevice(const fs::path& model, const fs::path& dir) {
-    fs::path cache = dir.string() + ".tuning.json";
-    write_template_cache(model, cache);
-    CliResult r = run_tcc("compile " + shell_quote(model.string()) + " -o " + shell_quote(dir.string()) +
-                              " --arch sm_90 --no-ptx --mode max-autotune --cache " + shell_quote(cache.string()) +
-                              " --device-name " + shell_quote(kFakeDeviceName),
-                          kNoGpuEnv, 300);
+    CliResult r = compile_for_fake_device(model, dir);
     EXPECT_EQ(r.code, 0) << r.output;
     module_ = runtime::load_module(dir.string());
     for (const runtime::KernelInfo& k : module_->kernels) {
@@ -217,30 +179,50 @@ class FakeDriver : public ::testing::Test {
   fs::path dir_;
 };
 
-TEST_F(FakeDriver, LaunchesFollowTheScheduleAndTheManifestsLaunchShapes) {
-  FakeDevice dev(fs::path(TCC_SOURCE_DIR) / "bench/models/chain100.tir", dir_ / "module");
-  FakeDevice::Runs runs = dev.run_both(8, 1);
-  EXPECT_EQ(runs.device, runs.host);
+struct ModelCase {
+  const char* name;
+  const char* path;  // under the source tree
+};
 
+class FakeDriverModel : public FakeDriver, public ::testing::WithParamInterface<ModelCase> {};
+
+TEST_P(FakeDriverModel, LaunchesFollowTheScheduleAndTheManifestsLaunchShapes) {
+  FakeDevice dev(fs::path(TCC_SOURCE_DIR) / GetParam().path, dir_ / "module");
   const runtime::Module& m = dev.module();
-  std::vector<fake_cuda::Launch> log = fake_cuda::launches();
-  std::vector<const runtime::StepInfo*> kernel_steps;
-  for (const runtime::StepInfo& s : m.steps)
-    if (!s.fallback) kernel_steps.push_back(&s);
-  ASSERT_EQ(log.size(), kernel_steps.size());
-  runtime::Binding b;
-  b.symbols = {{"b", 8}};
-  for (size_t i = 0; i < log.size(); ++i) {
-    const runtime::KernelInfo& k = m.kernels[kernel_steps[i]->kernel];
-    EXPECT_EQ(log[i].kernel, k.name) << "launch " << i;
-    EXPECT_FALSE(log[i].from_graph);
-    for (int d = 0; d < 3; ++d) {
-      EXPECT_EQ(log[i].block[d], static_cast<unsigned>(k.block[d])) << k.name;
-      EXPECT_EQ(log[i].grid[d], static_cast<unsigned>(std::max<int64_t>(1, runtime::evaluate(k.grid[d], b, "grid"))))
-          << k.name;
+  for (int64_t size : {8, 37}) {
+    fake_cuda::clear_log();
+    FakeDevice::Runs runs = dev.run_both(size, static_cast<unsigned>(size));
+    EXPECT_EQ(runs.device, runs.host) << "size " << size;
+
+    std::vector<fake_cuda::Launch> log = fake_cuda::launches();
+    std::vector<const runtime::StepInfo*> kernel_steps;
+    for (const runtime::StepInfo& s : m.steps)
+      if (!s.fallback) kernel_steps.push_back(&s);
+    ASSERT_EQ(log.size(), kernel_steps.size());
+    FakeDevice::Buffers in = dev.inputs(size, 0);
+    runtime::Binding b = runtime::bind(m, in.tensors.data(), in.tensors.size(), nullptr, nullptr);
+    for (size_t i = 0; i < log.size(); ++i) {
+      const runtime::KernelInfo& k = m.kernels[kernel_steps[i]->kernel];
+      EXPECT_EQ(log[i].kernel, k.name) << "launch " << i;
+      EXPECT_FALSE(log[i].from_graph);
+      EXPECT_EQ(log[i].shared_bytes, static_cast<unsigned>(k.shared_bytes)) << k.name;
+      for (int d = 0; d < 3; ++d) {
+        EXPECT_EQ(log[i].block[d], static_cast<unsigned>(k.block[d])) << k.name;
+        EXPECT_EQ(log[i].grid[d], static_cast<unsigned>(std::max<int64_t>(1, runtime::evaluate(k.grid[d], b, "grid"))))
+            << k.name << " at size " << size;
+      }
     }
   }
 }
+
+// chain100: 100 launches of a split-K GEMM template and a pointwise kernel;
+// mlp: GEMMs with bias and ReLU epilogues; gpt2_block: two symbolic dims,
+// batched GEMMs, layer norms and a masked softmax.
+INSTANTIATE_TEST_SUITE_P(Models, FakeDriverModel,
+                         ::testing::Values(ModelCase{"chain100", "bench/models/chain100.tir"},
+                                           ModelCase{"mlp", "tests/fixtures/mlp.onnx"},
+                                           ModelCase{"gpt2_block", "tests/fixtures/gpt2_block.onnx"}),
+                         [](const ::testing::TestParamInfo<ModelCase>& i) { return std::string(i.param.name); });
 
 TEST_F(FakeDriver, HostFallbackBetweenKernelsCopiesBothWays) {
   FakeDevice dev(write_model(dir_, kFallbackModel), dir_ / "module");

@@ -40,6 +40,20 @@ TEST(SymExpr, OpaqueFloorDivisionRoundTripsAndSubstitutes) {
   EXPECT_EQ(C(-7).floordiv(C(2)).constant_value(), -4);
 }
 
+// A split-K GEMM's workspace is a division whose numerator holds divisions.
+TEST(SymExpr, NestedFloorDivisionsEvaluate) {
+  SymExpr tiles = (S("seq") + C(31)).floordiv(C(32));
+  SymExpr e = (tiles * S("seq") + tiles * C(63)).floordiv(C(64));
+  EXPECT_EQ(e.str(), "((seq+31)//(32)*seq+(seq+31)//(32)*63)//(64)");
+  EXPECT_EQ(e.evaluate({{"seq", 8}}), (1 * 8 + 1 * 63) / 64);
+  EXPECT_EQ(e.evaluate({{"seq", 100}}), (4 * 100 + 4 * 63) / 64);
+  SymExpr inverted = S("n").floordiv((S("m") + C(1)).floordiv(C(2)));
+  EXPECT_EQ(inverted.evaluate({{"n", 20}, {"m", 7}}), 5);
+  auto parsed = SymExpr::parse(e.str());
+  ASSERT_TRUE(parsed);
+  EXPECT_EQ(parsed->evaluate({{"seq", 100}}), e.evaluate({{"seq", 100}}));
+}
+
 TEST(SymExpr, ParseRoundTrip) {
   for (const char* t : {"batch*seq*4+1", "-seq*2+8", "seq", "0", "768", "a*b-c"}) {
     auto e = SymExpr::parse(t);

@@ -1,0 +1,58 @@
+// Compiling a model for the fake driver (fake_cuda.h): shared by its tests
+// and bench/host_overhead.cc.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "codegen/module_writer.h"
+#include "src/autotune/candidates.h"
+#include "src/autotune/signature.h"
+#include "src/autotune/tuning_cache.h"
+#include "tests/unit/autotune_util.h"
+#include "tests/unit/cli_util.h"
+
+namespace tcc {
+
+constexpr const char* kFakeDeviceName = "tcc fake CUDA device";
+
+// A tuning cache, as the fake device would have measured it, that makes each
+// GEMM of `model` tcc's template split along K (a generated kernel with a
+// workspace, which the fake can run; cuBLASLt needs a real device) and leaves
+// every other kernel at its default.
+inline void write_template_cache(const std::filesystem::path& model, const std::filesystem::path& cache) {
+  ScheduledModel s = schedule_model(std::filesystem::relative(model, TCC_SOURCE_DIR).string());
+  std::map<std::string, int64_t> sizes;  // every symbol at kUnhintedRunSize, as an unhinted compile tunes
+  for (const Value* in : s.model->graph->inputs())
+    for (const Dim& d : in->type().shape())
+      if (!d.is_static()) sizes[d.str()] = kUnhintedRunSize;
+  std::vector<autotune::CacheEntry> entries;
+  for (const kir::Kernel& k : s.schedule.kernels) {
+    autotune::CacheEntry e;
+    e.device = {kFakeDeviceName, "sm_90", "13.0", "13.0"};
+    e.signature = autotune::kernel_signature(k, sizes);
+    e.op = autotune::op_summary(k, sizes);
+    std::vector<KernelConfig> grid = autotune::candidates(k);
+    e.config = k.kind == kir::Kind::Gemm ? grid.back() : grid.front();
+    e.time_us = 1;
+    e.default_time_us = 1;
+    e.candidates = static_cast<int>(grid.size());
+    entries.push_back(e);
+  }
+  autotune::write_cache(cache.string(), entries);
+}
+
+// `tcc compile` of `model` into `dir`, its GEMMs
+// templates through write_template_cache, as a process without a GPU runs it.
+inline CliResult compile_for_fake_device(const std::filesystem::path& model, const std::filesystem::path& dir) {
+  std::filesystem::path cache = dir.string() + ".tuning.json";
+  write_template_cache(model, cache);
+  return run_tcc("compile " + shell_quote(model.string()) + " -o " + shell_quote(dir.string()) +
+                     " --arch sm_90 --no-ptx --mode max-autotune --cache " + shell_quote(cache.string()) +
+                     " --device-name " + shell_quote(kFakeDeviceName),
+                 kNoGpuEnv, 300);
+}
+
+}  // namespace tcc
