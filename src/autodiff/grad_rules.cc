@@ -65,6 +65,17 @@ void div_rule(GradContext& c) {
   }
 }
 
+// Mod, y = a - k b with k = floor(a/b) (fmod 0) or trunc(a/b) (fmod 1), an
+// integer that is constant between the jumps at multiples of b: d = g, -g k,
+// with k read back from the forward values as round((a - y) / b).
+void mod_rule(GradContext& c) {
+  if (c.wants(0)) c.set(0, c.unbroadcast(c.dy(), 0));
+  if (c.wants(1)) {
+    Value* k = c.e().op("Round", {c.e().op("Div", {c.e().op("Sub", {c.in(0), c.out()}), c.in(1)})});
+    c.set(1, c.unbroadcast(c.e().op("Neg", {mul(c, c.dy(), k)}), 1));
+  }
+}
+
 // d(-x) = -g
 void neg_rule(GradContext& c) { c.set(0, c.e().op("Neg", {c.dy()})); }
 
@@ -1191,6 +1202,7 @@ const std::unordered_map<std::string, GradRule>& rules() {
       {"Sub", sub_rule},
       {"Mul", mul_rule},
       {"Div", div_rule},
+      {"Mod", mod_rule},
       {"Neg", neg_rule},
       {"Pow", pow_rule},
       {"Relu", relu_rule},
