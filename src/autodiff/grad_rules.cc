@@ -1061,16 +1061,64 @@ void compress_rule(GradContext& c) {
   c.set(0, scatter_back(c, e.zeros_like(x, c.dtype()), index, c.dy(), axis));
 }
 
-// Einsum without ellipses: operand i's gradient is the einsum of g with the
-// other operands into operand i's labels ("ab,bc->ac": dA = "ac,bc->ab"). Labels
-// only operand i has were summed away: the einsum leaves them out and g is
-// broadcast back along them. A label repeated within an operand (a diagonal)
-// is not differentiated.
+// Writes each "..." of an Einsum's terms and output in letters the equation
+// does not use: the output's covers the operands' broadcast dims, right-aligned
+// as they are. An operand's dim of static size 1 under "..." that is broadcast
+// against a larger one gets a letter of its own, which the einsums of the
+// gradient then sum over (its size is 1) as they do over any label of one operand.
+void spell_out_ellipses(GradContext& c, std::vector<std::string>& terms, std::string& out) {
+  std::string unused;
+  for (char l : std::string("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"))
+    if (out.find(l) == std::string::npos &&
+        std::none_of(terms.begin(), terms.end(), [l](const std::string& t) { return t.find(l) != std::string::npos; }))
+      unused += l;
+  auto take = [&] {
+    if (unused.empty()) c.fail("tcc cannot spell out this Einsum's '...' in letters the equation leaves unused");
+    char l = unused.back();
+    unused.pop_back();
+    return l;
+  };
+  // Where each term's "..." starts and how many dims it covers; the output's covers the most.
+  std::vector<size_t> at(terms.size()), covered(terms.size(), 0);
+  size_t longest = 0;
+  for (size_t i = 0; i < terms.size(); ++i) {
+    at[i] = terms[i].find("...");
+    if (at[i] == std::string::npos) continue;
+    covered[i] = c.dims(c.in(i)).size() - (terms[i].size() - 3);
+    longest = std::max(longest, covered[i]);
+  }
+  auto is_one = [&](size_t i, size_t k) {
+    const Dim& d = c.dims(c.in(i))[at[i] + k];
+    return d.is_static() && d.value() == 1;
+  };
+  // Whether dim j of the output's "..." is broadcast beyond 1 (a symbolic dim is taken as not 1).
+  std::vector<bool> wide(longest, false);
+  for (size_t i = 0; i < terms.size(); ++i)
+    for (size_t k = 0; k < covered[i]; ++k)
+      if (!is_one(i, k)) wide[longest - covered[i] + k] = true;
+  std::string shared;
+  for (size_t j = 0; j < longest; ++j) shared += take();
+  for (size_t i = 0; i < terms.size(); ++i) {
+    if (at[i] == std::string::npos) continue;
+    std::string letters;
+    for (size_t k = 0; k < covered[i]; ++k) {
+      size_t j = longest - covered[i] + k;
+      letters += wide[j] && is_one(i, k) ? take() : shared[j];
+    }
+    terms[i].replace(at[i], 3, letters);
+  }
+  if (size_t at = out.find("..."); at != std::string::npos) out.replace(at, 3, shared);
+}
+
+// Einsum: operand i's gradient is the einsum of g with the other operands
+// into operand i's labels ("ab,bc->ac": dA = "ac,bc->ab"). Labels only operand
+// i has were summed away: the einsum leaves them out and g is broadcast back
+// along them. "..." is first written out in letters (spell_out_ellipses); a
+// label repeated within an operand (a diagonal) is not differentiated.
 void einsum_rule(GradContext& c) {
   std::string eq;
   for (char ch : c.node().get_string("equation", ""))
     if (ch != ' ') eq += ch;
-  if (eq.find('.') != std::string::npos) c.fail("tcc differentiates Einsum without ellipses only");
   size_t arrow = eq.find("->");
   std::vector<std::string> terms;
   std::string lhs = eq.substr(0, arrow);
@@ -1080,16 +1128,21 @@ void einsum_rule(GradContext& c) {
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
+  bool ellipsis = lhs.find("...") != std::string::npos;
   std::string out;
   if (arrow != std::string::npos) {
     out = eq.substr(arrow + 2);
   } else {
+    // Implicit output: "..." first, then the letters that appear once, sorted.
     std::map<char, int> count;
     for (const std::string& t : terms)
-      for (char l : t) ++count[l];
+      for (char l : t)
+        if (l != '.') ++count[l];
+    if (ellipsis) out = "...";
     for (auto [l, n] : count)
       if (n == 1) out += l;
   }
+  if (ellipsis) spell_out_ellipses(c, terms, out);
   for (size_t i = 0; i < terms.size(); ++i) {
     if (!c.wants(i)) continue;
     std::string others = out, kept;

@@ -211,6 +211,14 @@ const RuleCase kRuleCases[] = {
     // j appears in the first operand only: its gradient is broadcast back along it.
     {"Einsum_summed_label", "  const %w0: f64[2, 3] = $R\n  const %w1: f64[2] = $R\n",
      "  %y: f64[2] = Einsum(%w0, %w1) {equation = \"ij,i->i\"}\n", "f64[2]"},
+    // w0's "..." is [2, 1] and w1's [3]: the 1 is broadcast to 3.
+    {"Einsum_ellipsis_broadcast", "  const %w0: f64[2, 1, 3, 4] = $R\n  const %w1: f64[3, 4, 5] = $R\n",
+     "  %y: f64[2, 3, 3, 5] = Einsum(%w0, %w1) {equation = \"...ij,...jk->...ik\"}\n", "f64[2, 3, 3, 5]"},
+    // Implicit output: "..." first, then k.
+    {"Einsum_ellipsis_implicit", "  const %w0: f64[2, 3, 4] = $R\n  const %w1: f64[4, 5] = $R\n",
+     "  %y: f64[2, 3, 5] = Einsum(%w0, %w1) {equation = \"...j,jk\"}\n", "f64[2, 3, 5]"},
+    {"Einsum_ellipsis_inside", "  const %w0: f64[2, 3, 4, 5] = $R\n  const %w1: f64[2, 5] = $R\n",
+     "  %y: f64[2, 3, 4] = Einsum(%w0, %w1) {equation = \"b...j, bj -> b...\"}\n", "f64[2, 3, 4]"},
     {"Resize_nearest_asymmetric", "  const %w: f64[1, 2, 3, 4] = $R\n  const %sc: f32[4] = [1.0, 1.0, 2.0, 2.0]\n",
      "  %y: f64[1, 2, 6, 8] = Resize(%w, none, %sc) {mode = \"nearest\", coordinate_transformation_mode = "
      "\"asymmetric\", nearest_mode = \"floor\"}\n",
