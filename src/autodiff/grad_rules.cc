@@ -1173,15 +1173,15 @@ void einsum_rule(GradContext& c) {
 // of s_0 x s_1 x ... outputs (asymmetric coordinates with floor, or half-pixel
 // with round_prefer_floor, the defaults: both read floor(o / s)), so its
 // gradient is g summed over its block, g seen as [.., x_i, s_i, ..].
-void resize_rule(GradContext& c) {
+void nearest_resize_rule(GradContext& c) {
   const Node& n = c.node();
   std::string ctm = n.get_string("coordinate_transformation_mode", "half_pixel");
   std::string nearest = n.get_string("nearest_mode", "round_prefer_floor");
   bool blocks = (ctm == "asymmetric" && nearest == "floor") ||
                 ((ctm == "half_pixel" || ctm == "pytorch_half_pixel") && nearest == "round_prefer_floor");
-  if (n.get_string("mode", "nearest") != "nearest" || !blocks || n.has_attr("axes"))
-    c.fail("tcc differentiates Resize only in nearest mode by whole factors (asymmetric with floor, or half_pixel "
-           "with round_prefer_floor), got mode " + n.get_string("mode", "nearest") + ", " + ctm + ", " + nearest);
+  if (!blocks || n.has_attr("axes"))
+    c.fail("tcc differentiates nearest Resize only by whole factors (asymmetric with floor, or half_pixel with "
+           "round_prefer_floor), got " + ctm + ", " + nearest);
   const Dims &xd = c.dims(c.in(0)), &yd = c.dims(c.out());
   std::vector<int64_t> split, summed;
   bool copied = true;  // Reshape's 0 copies g's dim while no axis before it was split
@@ -1201,6 +1201,129 @@ void resize_rule(GradContext& c) {
   if (summed.empty()) return c.set(0, c.dy());
   Value* blocks_of = c.e().op("Reshape", {c.dy(), c.e().ints(split)});
   c.set(0, c.e().reduce("ReduceSum", blocks_of, summed, false));
+}
+
+// Where output coordinate y of a resized axis reads the input (src/ops/nn.cc's
+// source coordinate for each coordinate_transformation_mode); `outside` is set
+// where tf_crop_and_resize extrapolates.
+double resize_source(GradContext& c, const std::string& mode, double y, double scale, int64_t in, int64_t out,
+                     double roi_begin, double roi_end, bool& outside) {
+  double in_f = static_cast<double>(in), out_f = scale * in_f;
+  outside = false;
+  if (mode == "half_pixel") return (y + 0.5) / scale - 0.5;
+  if (mode == "asymmetric") return y / scale;
+  if (mode == "align_corners") return out_f == 1 ? 0.0 : y * (in_f - 1) / (out_f - 1);
+  if (mode == "pytorch_half_pixel") return out_f == 1 ? -0.5 : (y + 0.5) / scale - 0.5;
+  if (mode == "half_pixel_symmetric") return in_f / 2 * (1 - static_cast<double>(out) / out_f) + (y + 0.5) / scale - 0.5;
+  if (mode != "tf_crop_and_resize") c.fail("tcc does not differentiate Resize with coordinate_transformation_mode " + mode);
+  double x = out_f == 1 ? (roi_end - roi_begin) * (in_f - 1) / 2 : y * (roi_end - roi_begin) * (in_f - 1) / (out_f - 1);
+  x += roi_begin * (in_f - 1);
+  outside = x < 0 || x > in_f - 1;
+  return x;
+}
+
+// W^T applied to g along `axis` (of `rank`), W [out, in] given row-major, as a
+// constant: g @ W on the last axis, W^T @ g with the axis moved second to last
+// on the others (so the two axes of an [N, C, H, W] image move nothing).
+Value* transpose_apply(GradContext& c, Value* g, size_t rank, size_t axis, const std::vector<double>& w, int64_t out,
+                       int64_t in) {
+  bool last = axis + 1 == rank;
+  Tensor t(c.dtype(), last ? std::vector<int64_t>{out, in} : std::vector<int64_t>{in, out});
+  for (int64_t y = 0; y < out; ++y)
+    for (int64_t i = 0; i < in; ++i) t.set_f64(last ? y * in + i : i * out + y, w[static_cast<size_t>(y * in + i)]);
+  Value* matrix = c.e().op("Constant", {}, {{"value", Attribute::of_tensor(std::move(t))}});
+  if (last) return c.e().op("MatMul", {g, matrix});
+  size_t to = rank - 2;
+  if (axis == to) return c.e().op("MatMul", {matrix, g});
+  return swap_axes(c, c.e().op("MatMul", {matrix, swap_axes(c, g, rank, axis, to)}), rank, axis, to);
+}
+
+// Resize, linear: separable, one axis after another, each output a weighted
+// sum of the inputs along the axis, y = W x with W [out, in] built here as the
+// interpreter weighs (two taps x = base + ratio, more for antialias when
+// downsampling; exclude_outside drops and renormalizes the taps past an edge,
+// the others read the edge; an extrapolated output reads nothing). So dx is
+// W^T applied to g along each resized axis in turn.
+void linear_resize_rule(GradContext& c) {
+  const Node& n = c.node();
+  const Dims &xd = c.dims(c.in(0)), &yd = c.dims(c.out());
+  size_t rank = xd.size();
+  std::string mode = n.get_string("coordinate_transformation_mode", "half_pixel");
+  bool antialias = n.get_int("antialias", 0) != 0, exclude_outside = n.get_int("exclude_outside", 0) != 0;
+  std::vector<int64_t> axes = n.get_ints("axes");
+  if (axes.empty())
+    for (size_t a = 0; a < rank; ++a) axes.push_back(static_cast<int64_t>(a));
+  for (int64_t& a : axes) a = c.axis(a, rank);
+  auto dim = [&](const Dims& d, int64_t a) {
+    if (!d[static_cast<size_t>(a)].is_static())
+      c.fail("the gradient of Resize needs static resized dims, got " + c.in(0)->type().str() + " to " +
+             c.out()->type().str());
+    return d[static_cast<size_t>(a)].value();
+  };
+  // An optional input that is given (not absent nor empty), which must then be a constant.
+  auto given = [&](size_t i, const std::string& what) -> const Tensor* {
+    if (!n.has_input(i)) return nullptr;
+    const Tensor* t = c.constant(i);
+    if (!t) c.fail("the gradient of Resize needs its " + what + " to be a constant");
+    return t->numel() > 0 ? t : nullptr;
+  };
+  std::vector<double> scale(rank, 1.0), roi_begin(rank, 0.0), roi_end(rank, 1.0);
+  if (const Tensor* sizes = given(3, "sizes")) {
+    std::string policy = n.get_string("keep_aspect_ratio_policy", "stretch");
+    for (size_t i = 0; i < axes.size(); ++i)
+      scale[axes[i]] = static_cast<double>(sizes->get_i64(i)) / static_cast<double>(dim(xd, axes[i]));
+    if (policy != "stretch") {
+      double s = scale[axes[0]];
+      for (int64_t a : axes) s = policy == "not_larger" ? std::min(s, scale[a]) : std::max(s, scale[a]);
+      for (int64_t a : axes) scale[a] = s;
+    }
+  } else if (const Tensor* scales = given(2, "scales")) {
+    for (size_t i = 0; i < axes.size(); ++i) scale[axes[i]] = scales->get_f64(i);
+  }
+  bool crop = mode == "tf_crop_and_resize";
+  if (const Tensor* roi = crop ? given(1, "roi") : nullptr)
+    for (size_t i = 0; i < axes.size(); ++i) {
+      roi_begin[axes[i]] = roi->get_f64(i);
+      roi_end[axes[i]] = roi->get_f64(axes.size() + i);
+    }
+  Value* g = c.dy();
+  for (int64_t a : axes) {
+    int64_t in = dim(xd, a), out = dim(yd, a);
+    bool whole_roi = roi_begin[a] == 0 && roi_end[a] == 1;
+    if (std::fabs(scale[a] - 1) < 1e-9 && out == in && whole_roi) continue;  // the interpreter copies such an axis
+    std::vector<double> weights(static_cast<size_t>(out * in), 0.0);  // [out, in]
+    double s = antialias ? std::min(scale[a], 1.0) : 1.0;
+    int64_t first = static_cast<int64_t>(std::floor(-1 / s)) + 1;  // the taps are base + first ... base + 1 - first
+    for (int64_t y = 0; y < out; ++y) {
+      bool outside = false;
+      double x = resize_source(c, mode, static_cast<double>(y), scale[a], in, out, roi_begin[a], roi_end[a], outside);
+      if (outside) continue;
+      double base = std::ceil(x) - 1, ratio = x - base, sum = 0;
+      std::vector<double> tap;
+      for (int64_t i = first; i < 2 - first; ++i) {
+        int64_t at = static_cast<int64_t>(base) + i;
+        bool dropped = exclude_outside && (at < 0 || at >= in);
+        tap.push_back(dropped ? 0.0 : std::clamp(1 - std::fabs((static_cast<double>(i) - ratio) * s), 0.0, 1.0));
+        sum += tap.back();
+      }
+      bool normalized = (antialias || exclude_outside) && sum != 0;
+      for (int64_t i = first; i < 2 - first; ++i) {
+        int64_t at = std::clamp<int64_t>(static_cast<int64_t>(base) + i, 0, in - 1);
+        double v = tap[static_cast<size_t>(i - first)];
+        weights[static_cast<size_t>(y * in + at)] += normalized ? v / sum : v;
+      }
+    }
+    g = transpose_apply(c, g, rank, static_cast<size_t>(a), weights, out, in);
+  }
+  c.set(0, g);
+}
+
+// Resize: linear, or nearest by whole factors.
+void resize_rule(GradContext& c) {
+  std::string mode = c.node().get_string("mode", "nearest");
+  if (mode == "linear") return linear_resize_rule(c);
+  if (mode == "nearest") return nearest_resize_rule(c);
+  c.fail("tcc differentiates Resize in linear mode, and in nearest mode by whole factors, not in mode " + mode);
 }
 
 // NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss over [N, C, D...]: with

@@ -225,6 +225,41 @@ const RuleCase kRuleCases[] = {
      "f64[1, 2, 6, 8]", 13},
     {"Resize_nearest_half_pixel_by_3", "  const %w: f64[1, 1, 2, 3] = $R\n  const %sc: f32[4] = [1.0, 1.0, 1.0, 3.0]\n",
      "  %y: f64[1, 1, 2, 9] = Resize(%w, none, %sc) {mode = \"nearest\"}\n", "f64[1, 1, 2, 9]", 13},
+    // Linear Resize: the edge outputs read the edge twice (half_pixel upsampling).
+    {"Resize_linear_1d_half_pixel", "  const %w: f64[2, 3, 5] = $R\n  const %sc: f32[3] = [1.0, 1.0, 1.5]\n",
+     "  %y: f64[2, 3, 7] = Resize(%w, none, %sc) {mode = \"linear\"}\n", "f64[2, 3, 7]", 13},
+    // Sizes: H upsampled, W downsampled.
+    {"Resize_linear_2d_align_corners_sizes", "  const %w: f64[1, 2, 3, 4] = $R\n  const %sz: i64[4] = [1, 2, 5, 3]\n",
+     "  %y: f64[1, 2, 5, 3] = Resize(%w, none, none, %sz) {mode = \"linear\", coordinate_transformation_mode = "
+     "\"align_corners\"}\n",
+     "f64[1, 2, 5, 3]", 13},
+    // Three axes, one ahead of the last two (moved for the product) and resized to 1: pytorch_half_pixel reads
+    // it at -0.5, which antialias's eight taps tell from the edge.
+    {"Resize_linear_3d_pytorch_half_pixel_axes", "  const %w: f64[4, 3, 2, 2] = $R\n  const %sc: f32[3] = [1.5, 0.25, 2.0]\n",
+     "  %y: f64[1, 3, 3, 4] = Resize(%w, none, %sc) {mode = \"linear\", coordinate_transformation_mode = "
+     "\"pytorch_half_pixel\", axes = [2, 0, -1], antialias = 1}\n",
+     "f64[1, 3, 3, 4]", 18},
+    // Downsampling with antialias widens the taps to four; exclude_outside renormalizes those past the edges.
+    {"Resize_linear_antialias_exclude_outside", "  const %w: f64[1, 1, 8, 6] = $R\n  const %sc: f32[4] = [1.0, 1.0, 0.5, 0.75]\n",
+     "  %y: f64[1, 1, 4, 4] = Resize(%w, none, %sc) {mode = \"linear\", antialias = 1, exclude_outside = 1}\n",
+     "f64[1, 1, 4, 4]", 18},
+    {"Resize_linear_antialias", "  const %w: f64[2, 10] = $R\n  const %sc: f32[2] = [1.0, 0.4]\n",
+     "  %y: f64[2, 4] = Resize(%w, none, %sc) {mode = \"linear\", antialias = 1}\n", "f64[2, 4]", 18},
+    // The first and last outputs fall outside the roi's reach and take extrapolation_value.
+    {"Resize_linear_tf_crop_and_resize", "  const %w: f64[2, 5] = $R\n  const %roi: f32[4] = [0.0, -0.2, 1.0, 1.1]\n"
+     "  const %sz: i64[2] = [2, 7]\n",
+     "  %y: f64[2, 7] = Resize(%w, %roi, none, %sz) {mode = \"linear\", coordinate_transformation_mode = "
+     "\"tf_crop_and_resize\", extrapolation_value = 0.5}\n",
+     "f64[2, 7]", 13},
+    {"Resize_linear_half_pixel_symmetric", "  const %w: f64[3, 3] = $R\n  const %sc: f32[2] = [1.0, 1.5]\n",
+     "  %y: f64[3, 4] = Resize(%w, none, %sc) {mode = \"linear\", coordinate_transformation_mode = "
+     "\"half_pixel_symmetric\"}\n",
+     "f64[3, 4]", 19},
+    // not_larger keeps the aspect ratio: both axes scaled by min(5/4, 5/6).
+    {"Resize_linear_asymmetric_not_larger", "  const %w: f64[1, 4, 6] = $R\n  const %sz: i64[2] = [5, 5]\n",
+     "  %y: f64[1, 3, 5] = Resize(%w, none, none, %sz) {mode = \"linear\", coordinate_transformation_mode = "
+     "\"asymmetric\", axes = [1, 2], keep_aspect_ratio_policy = \"not_larger\"}\n",
+     "f64[1, 3, 5]", 18},
     {"SoftmaxCrossEntropyLoss_mean", "  const %w: f64[3, 4] = $R\n  const %lab: i64[3] = [1, 3, 0]\n",
      "  %y: f64[] = SoftmaxCrossEntropyLoss(%w, %lab)\n", "f64[]"},
     // [N, C, D] scores, class weights, an ignored label, one loss per element.
