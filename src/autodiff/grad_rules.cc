@@ -455,6 +455,14 @@ Value* expand_reduced(GradContext& c, Value* g) {
   return c.e().op("Expand", {g, c.e().shape_of(c.in(0))});
 }
 
+// Whether a Reduce* node reduces nothing (no axes, with noop_with_empty_axes):
+// the interpreter then returns x, so dx = g whatever the reduction.
+bool reduces_nothing(GradContext& c) {
+  bool noop = false;
+  reduced_axes(c, c.dims(c.in(0)).size(), noop);
+  return noop;
+}
+
 // d reduce_sum = g broadcast back over the reduced axes
 void reduce_sum_rule(GradContext& c) { c.set(0, expand_reduced(c, c.dy())); }
 
@@ -475,15 +483,29 @@ void global_average_pool_rule(GradContext& c) {
 
 // d reduce_sum_square = 2 x g (g broadcast back)
 void reduce_sum_square_rule(GradContext& c) {
+  if (reduces_nothing(c)) return c.set(0, c.dy());
   c.set(0, mul(c, expand_reduced(c, c.dy()), mul(c, c.in(0), scalar(c, 2.0))));
 }
 
 // d reduce_log_sum_exp = g exp(x - y);  d reduce_log_sum = g exp(-y) (y, g broadcast back)
 void reduce_log_sum_rule(GradContext& c) {
+  if (reduces_nothing(c)) return c.set(0, c.dy());
   Emitter& e = c.e();
   Value* y = expand_reduced(c, c.out());
   Value* exponent = c.node().op_type() == "ReduceLogSumExp" ? e.op("Sub", {c.in(0), y}) : e.op("Neg", {y});
   c.set(0, mul(c, expand_reduced(c, c.dy()), e.op("Exp", {exponent})));
+}
+
+// d reduce_l1 = g sign(x) (g broadcast back)
+void reduce_l1_rule(GradContext& c) {
+  if (reduces_nothing(c)) return c.set(0, c.dy());
+  c.set(0, mul(c, expand_reduced(c, c.dy()), c.e().op("Sign", {c.in(0)})));
+}
+
+// d reduce_l2 = g x / y (y, g broadcast back)
+void reduce_l2_rule(GradContext& c) {
+  if (reduces_nothing(c)) return c.set(0, c.dy());
+  c.set(0, mul(c, expand_reduced(c, c.dy()), c.e().op("Div", {c.in(0), expand_reduced(c, c.out())})));
 }
 
 // d reduce_prod / dx_i = the product of the other elements of x_i's group:
@@ -1450,6 +1472,8 @@ const std::unordered_map<std::string, GradRule>& rules() {
       {"LpPool", lp_pool_rule},
       {"ReduceLogSum", reduce_log_sum_rule},
       {"ReduceLogSumExp", reduce_log_sum_rule},
+      {"ReduceL1", reduce_l1_rule},
+      {"ReduceL2", reduce_l2_rule},
       {"ReduceMax", reduce_extremum_rule},
       {"ReduceMin", reduce_extremum_rule},
       {"GlobalMaxPool", global_max_pool_rule},
