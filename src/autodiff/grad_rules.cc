@@ -263,9 +263,11 @@ void extremum_rule(GradContext& c) {
 }
 
 
-// d cast = g cast back to the input's type
+// d cast = g cast back to the input's type; CastLike reads only its second
+// input's type, so that input's gradient is 0.
 void cast_rule(GradContext& c) {
   c.set(0, c.e().op("Cast", {c.dy()}, int_attr("to", static_cast<int64_t>(c.in(0)->type().dtype()))));
+  if (c.wants(1)) c.set(1, c.e().zeros_like(c.in(1), c.in(1)->type().dtype()));
 }
 
 // d where(cond, a, b) = where(cond, g, 0), where(cond, 0, g); cond has none.
@@ -1413,6 +1415,7 @@ const std::unordered_map<std::string, GradRule>& rules() {
       {"Gelu", gelu_rule},
       {"Identity", identity_rule},
       {"Cast", cast_rule},
+      {"CastLike", cast_rule},
       {"Where", where_rule},
       {"Expand", expand_rule},
       {"MatMul", matmul_rule},

@@ -309,6 +309,11 @@ const RuleCase kRuleCases[] = {
      "  %y: f64[4] = Gather(%w, %i) {axis = 0}\n", "f64[4]"},
     // An f32 parameter: a step of 1e-6 would vanish in its rounding; y is linear in it.
     {"Cast", "  const %w: f32[2, 3] = $R\n", "  %y: f64[2, 3] = Cast(%w) {to = 11}\n", "f64[2, 3]", 17, {1e-2, 1e-5}},
+    {"CastLike", "  const %w: f32[2, 3] = $R\n  const %like: f64[] = [0.0]\n",
+     "  %y: f64[2, 3] = CastLike(%w, %like)\n", "f64[2, 3]", 17, {1e-2, 1e-5}},
+    // The target's values are not read: its gradient is 0.
+    {"CastLike_trained_target", "  const %w0: f64[2, 3] = $R\n  const %w1: f64[3] = $R\n",
+     "  %t: f64[3] = CastLike(%w0, %w1)\n  %y: f64[2, 3] = Mul(%t, %w1)\n", "f64[2, 3]"},
     {"Identity", "  const %w: f64[2, 3] = $R\n", "  %y: f64[2, 3] = Identity(%w)\n", "f64[2, 3]"},
     {"Where", "  const %w0: f64[2, 3] = $R\n  const %w1: f64[3] = $R\n"
               "  const %cond: bool[2, 3] = [true, false, true, false, false, true]\n",
