@@ -1262,18 +1262,28 @@ Value* transpose_apply(GradContext& c, Value* g, size_t rank, size_t axis, const
   return swap_axes(c, c.e().op("MatMul", {matrix, swap_axes(c, g, rank, axis, to)}), rank, axis, to);
 }
 
-// Resize, linear: separable, one axis after another, each output a weighted
-// sum of the inputs along the axis, y = W x with W [out, in] built here as the
-// interpreter weighs (two taps x = base + ratio, more for antialias when
-// downsampling; exclude_outside drops and renormalizes the taps past an edge,
-// the others read the edge; an extrapolated output reads nothing). So dx is
-// W^T applied to g along each resized axis in turn.
-void linear_resize_rule(GradContext& c) {
+// Resize, linear or cubic: separable, one axis after another, each output a
+// weighted sum of the inputs along the axis, y = W x with W [out, in] built here
+// as the interpreter weighs (around x = base + ratio, the triangle filter's two
+// taps or the cubic's four, with cubic_coeff_a; antialias widens the filter by
+// 1 / scale when downsampling, over more taps, and renormalizes them;
+// exclude_outside drops and renormalizes the taps past an edge, the others read
+// the edge; an extrapolated output reads nothing). So dx is W^T applied to g
+// along each resized axis in turn.
+void interpolating_resize_rule(GradContext& c) {
   const Node& n = c.node();
   const Dims &xd = c.dims(c.in(0)), &yd = c.dims(c.out());
   size_t rank = xd.size();
   std::string mode = n.get_string("coordinate_transformation_mode", "half_pixel");
   bool antialias = n.get_int("antialias", 0) != 0, exclude_outside = n.get_int("exclude_outside", 0) != 0;
+  bool cubic = n.get_string("mode", "nearest") == "cubic";
+  double cubic_a = n.get_float("cubic_coeff_a", -0.75f), reach = cubic ? 2 : 1;  // reach: the filter's half-width
+  auto filter = [&](double d) {
+    d = std::fabs(d);
+    if (!cubic) return std::clamp(1 - d, 0.0, 1.0);
+    if (d <= 1) return ((cubic_a + 2) * d - (cubic_a + 3)) * d * d + 1;
+    return d < 2 ? ((cubic_a * d - 5 * cubic_a) * d + 8 * cubic_a) * d - 4 * cubic_a : 0.0;
+  };
   std::vector<int64_t> axes = n.get_ints("axes");
   if (axes.empty())
     for (size_t a = 0; a < rank; ++a) axes.push_back(static_cast<int64_t>(a));
@@ -1317,7 +1327,7 @@ void linear_resize_rule(GradContext& c) {
     if (std::fabs(scale[a] - 1) < 1e-9 && out == in && whole_roi) continue;  // the interpreter copies such an axis
     std::vector<double> weights(static_cast<size_t>(out * in), 0.0);  // [out, in]
     double s = antialias ? std::min(scale[a], 1.0) : 1.0;
-    int64_t first = static_cast<int64_t>(std::floor(-1 / s)) + 1;  // the taps are base + first ... base + 1 - first
+    int64_t first = static_cast<int64_t>(std::floor(-reach / s)) + 1;  // the taps are base + first ... base + 1 - first
     for (int64_t y = 0; y < out; ++y) {
       bool outside = false;
       double x = resize_source(c, mode, static_cast<double>(y), scale[a], in, out, roi_begin[a], roi_end[a], outside);
@@ -1327,7 +1337,7 @@ void linear_resize_rule(GradContext& c) {
       for (int64_t i = first; i < 2 - first; ++i) {
         int64_t at = static_cast<int64_t>(base) + i;
         bool dropped = exclude_outside && (at < 0 || at >= in);
-        tap.push_back(dropped ? 0.0 : std::clamp(1 - std::fabs((static_cast<double>(i) - ratio) * s), 0.0, 1.0));
+        tap.push_back(dropped ? 0.0 : filter((static_cast<double>(i) - ratio) * s));
         sum += tap.back();
       }
       bool normalized = (antialias || exclude_outside) && sum != 0;
@@ -1342,12 +1352,13 @@ void linear_resize_rule(GradContext& c) {
   c.set(0, g);
 }
 
-// Resize: linear, or nearest by whole factors.
+// Resize: linear or cubic, or nearest by whole factors.
 void resize_rule(GradContext& c) {
   std::string mode = c.node().get_string("mode", "nearest");
-  if (mode == "linear") return linear_resize_rule(c);
+  if (mode == "linear" || mode == "cubic") return interpolating_resize_rule(c);
   if (mode == "nearest") return nearest_resize_rule(c);
-  c.fail("tcc differentiates Resize in linear mode, and in nearest mode by whole factors, not in mode " + mode);
+  c.fail("tcc differentiates Resize in linear and cubic mode, and in nearest mode by whole factors, not in mode " +
+         mode);
 }
 
 // NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss over [N, C, D...]: with

@@ -260,6 +260,17 @@ const RuleCase kRuleCases[] = {
      "  %y: f64[1, 3, 5] = Resize(%w, none, none, %sz) {mode = \"linear\", coordinate_transformation_mode = "
      "\"asymmetric\", axes = [1, 2], keep_aspect_ratio_policy = \"not_larger\"}\n",
      "f64[1, 3, 5]", 18},
+    // Cubic Resize: four taps, the first and last outputs reading past both edges (half_pixel).
+    {"Resize_cubic_2d_half_pixel", "  const %w: f64[1, 1, 3, 4] = $R\n  const %sc: f32[4] = [1.0, 1.0, 1.5, 2.0]\n",
+     "  %y: f64[1, 1, 4, 8] = Resize(%w, none, %sc) {mode = \"cubic\"}\n", "f64[1, 1, 4, 8]", 13},
+    // exclude_outside renormalizes the taps within the input; cubic_coeff_a -0.5 (as TensorFlow).
+    {"Resize_cubic_exclude_outside_sizes", "  const %w: f64[2, 5] = $R\n  const %sz: i64[2] = [2, 7]\n",
+     "  %y: f64[2, 7] = Resize(%w, none, none, %sz) {mode = \"cubic\", coordinate_transformation_mode = "
+     "\"asymmetric\", cubic_coeff_a = -0.5, exclude_outside = 1}\n",
+     "f64[2, 7]", 13},
+    // Downsampling with antialias: the cubic widened to 2 / 0.4 each side, its taps renormalized.
+    {"Resize_cubic_antialias", "  const %w: f64[2, 10] = $R\n  const %sc: f32[2] = [1.0, 0.4]\n",
+     "  %y: f64[2, 4] = Resize(%w, none, %sc) {mode = \"cubic\", antialias = 1}\n", "f64[2, 4]", 18},
     {"SoftmaxCrossEntropyLoss_mean", "  const %w: f64[3, 4] = $R\n  const %lab: i64[3] = [1, 3, 0]\n",
      "  %y: f64[] = SoftmaxCrossEntropyLoss(%w, %lab)\n", "f64[]"},
     // [N, C, D] scores, class weights, an ignored label, one loss per element.
