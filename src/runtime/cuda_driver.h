@@ -127,18 +127,17 @@ inline const Driver& driver() {
   return d;
 }
 
-// cuLaunchKernel's parameter list for a generated kernel, in the order
-// codegen/emit_cuda.cc declares the parameters: each buffer's device pointer,
-// each size parameter as an int64, then the workspace of a split reduction
-// when `workspace` is not 0. The list points into the arguments, which must
-// outlive the launch; the driver only reads through it.
-inline std::vector<void*> kernel_params(const std::vector<CUdeviceptr>& buffers, const std::vector<int64_t>& sizes,
-                                        const CUdeviceptr& workspace) {
-  std::vector<void*> params;
+// cuLaunchKernel's parameter list for a generated kernel, written into
+// `params`, in the order codegen/emit_cuda.cc declares the parameters: each
+// buffer's device pointer, each size parameter as an int64, then the workspace
+// of a split reduction when `workspace` is not 0. The list points into the
+// arguments, which must outlive the launch; the driver only reads through it.
+inline void kernel_params(const std::vector<CUdeviceptr>& buffers, const std::vector<int64_t>& sizes,
+                          const CUdeviceptr& workspace, std::vector<void*>& params) {
+  params.clear();
   for (const CUdeviceptr& p : buffers) params.push_back(const_cast<CUdeviceptr*>(&p));
   for (const int64_t& s : sizes) params.push_back(const_cast<int64_t*>(&s));
   if (workspace) params.push_back(const_cast<CUdeviceptr*>(&workspace));
-  return params;
 }
 
 // The calling thread's context, or device 0's primary context made current.

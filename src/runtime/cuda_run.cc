@@ -12,6 +12,10 @@
 // the module like the arena); Gemm steps are one cuBLASLt matmul; Conv steps are cuDNN
 // calls (one fused convolution + bias + residual + Relu where cuDNN has it); fallback steps copy
 // their values to the host, run the reference interpreter and copy back.
+// What depends only on the input shapes (the binding, every step's size
+// arguments, grid and workspace) is evaluated once per set of shapes and kept
+// for the next runs at those shapes, so a steady run only resolves pointers
+// and launches.
 // A run returns after the stream has finished it, since its arena is reused
 // by the next run; enqueue_cuda leaves that wait to tools that order their
 // runs on one stream. capture_cuda records one run as a CUDA graph.
@@ -189,6 +193,20 @@ cudaDataType_t cuda_type(DType t) {
 
 }  // namespace
 
+// The runs at one set of input shapes share their binding and each kernel
+// step's launch arguments.
+struct BoundRun {
+  std::vector<int64_t> dims;  // every input's dims in order: what a run is matched by
+  bool reusable = false;      // false when guards read input values, which change between runs
+  Binding binding;
+  struct Launch {
+    std::vector<int64_t> sizes;
+    unsigned grid[3] = {1, 1, 1};
+    int64_t workspace_bytes = 0;  // 0: none
+  };
+  std::vector<Launch> launches;  // per schedule step; unused for fallbacks and library calls
+};
+
 struct CudaState {
   CUcontext ctx = nullptr;
   CUmodule module = nullptr;
@@ -243,6 +261,13 @@ struct CudaState {
     }
   };
   std::map<const KernelInfo*, ConvPlan> conv_plans;
+  // The bindings of the latest distinct input shapes, the most recent first.
+  static constexpr size_t kBoundRuns = 8;
+  std::vector<BoundRun> bound;
+  // Per-run scratch, kept to spare the allocations.
+  std::vector<int64_t> dims;
+  std::vector<CUdeviceptr> ptr, buf;
+  std::vector<void*> params;
 
   ~CudaState() {
     const Driver& d = Driver::get();
@@ -587,12 +612,7 @@ int run_conv(CudaState& s, const KernelInfo& k, const std::vector<CUdeviceptr>& 
 // depends on the row count, and a binding with fewer rows would find them in
 // the partials of a larger one. The clearing goes on the launch's stream, which
 // orders it before the kernel whatever kind of stream it is.
-CUdeviceptr kernel_workspace(CudaState& s, const Driver& d, int kernel, const KernelInfo& k, const Binding& b,
-                             CUstream stream) {
-  int64_t want = evaluate(k.workspace_bytes, b, k, "launch.workspace_bytes");
-  if (want <= 0)
-    throw BadModule("manifest.json: kernel '" + k.name + "' launch.workspace_bytes: evaluates to " +
-                    std::to_string(want) + " bytes");
+CUdeviceptr kernel_workspace(CudaState& s, const Driver& d, int kernel, int64_t want, CUstream stream) {
   CudaState::KernelWorkspace& w = s.kernel_workspaces[kernel];
   if (w.bytes < static_cast<size_t>(want)) {
     if (w.ptr) {
@@ -610,22 +630,66 @@ CUdeviceptr kernel_workspace(CudaState& s, const Driver& d, int kernel, const Ke
   return w.ptr;
 }
 
-void launch(const Driver& d, CUfunction f, const KernelInfo& k, const std::vector<CUdeviceptr>& buf,
-            CUdeviceptr workspace, const Binding& b, CUstream stream) {
-  std::vector<int64_t> sizes;
-  for (const SymExpr& s : k.sizes) sizes.push_back(evaluate(s, b, k, "sizes"));
-  std::vector<void*> params = kernel_params(buf, sizes, workspace);
+// A kernel step's launch arguments at binding `b`; BadModule or CudaError
+// naming the kernel when the manifest's expressions do not fit the device.
+BoundRun::Launch launch_arguments(const KernelInfo& k, const Binding& b) {
+  BoundRun::Launch l;
+  for (const SymExpr& e : k.sizes) l.sizes.push_back(evaluate(e, b, k, "sizes"));
   static constexpr int64_t kGridLimit[3] = {INT32_MAX, 65535, 65535};
-  unsigned grid[3];
   for (int i = 0; i < 3; ++i) {
     int64_t g = std::max<int64_t>(1, evaluate(k.grid[i], b, k, "launch.grid"));
     if (g > kGridLimit[i])
       throw CudaError("kernel '" + k.name + "': grid extent " + std::to_string(g) + " exceeds the device limit");
-    grid[i] = static_cast<unsigned>(g);
+    l.grid[i] = static_cast<unsigned>(g);
   }
-  CUresult r = d.launch(f, grid[0], grid[1], grid[2], k.block[0], k.block[1], k.block[2], k.shared_bytes, stream,
-                        params.data(), nullptr);
-  if (r != CUDA_SUCCESS) d.check(r, ("cuLaunchKernel " + k.name).c_str());
+  if (k.workspace_bytes != SymExpr()) {
+    l.workspace_bytes = evaluate(k.workspace_bytes, b, k, "launch.workspace_bytes");
+    if (l.workspace_bytes <= 0)
+      throw BadModule("manifest.json: kernel '" + k.name + "' launch.workspace_bytes: evaluates to " +
+                      std::to_string(l.workspace_bytes) + " bytes");
+  }
+  return l;
+}
+
+// The binding for these inputs, and each kernel step's launch arguments under
+// it: found among the latest runs' when the input dims match one (the checks
+// bind makes held for it then, unless guards read input values), else
+// evaluated now and kept, moved to the front.
+const BoundRun& bound_run(CudaState& s, const Module& m, const tcc_tensor* inputs, size_t num_inputs, CUstream stream) {
+  bool reusable = num_inputs == m.inputs.size() && (num_inputs == 0 || inputs) &&
+                  std::none_of(m.guards.begin(), m.guards.end(),
+                               [](const Guard& g) { return g.kind == Guard::Kind::ScalarEquals; });
+  s.dims.clear();
+  for (size_t i = 0; reusable && i < num_inputs; ++i) {
+    const tcc_tensor& t = inputs[i];
+    const TensorSig& sig = m.inputs[i];
+    reusable = static_cast<DType>(t.dtype) == sig.dtype && t.rank >= 0 &&
+               static_cast<size_t>(t.rank) == sig.shape.size() && (t.rank == 0 || t.shape);
+    if (reusable) s.dims.insert(s.dims.end(), t.shape, t.shape + t.rank);
+  }
+  if (reusable) {
+    auto hit = std::find_if(s.bound.begin(), s.bound.end(),
+                            [&](const BoundRun& r) { return r.reusable && r.dims == s.dims; });
+    if (hit != s.bound.end()) {
+      std::rotate(s.bound.begin(), hit, hit + 1);
+      return s.bound.front();
+    }
+  }
+  BoundRun r;
+  r.binding = bind(m, inputs, num_inputs, read_device_scalar, stream);
+  r.launches.resize(m.steps.size());
+  for (size_t i = 0; i < m.steps.size(); ++i) {
+    const StepInfo& step = m.steps[i];
+    if (step.fallback) continue;
+    check_kernel_buffers(m, step, r.binding);
+    const KernelInfo& k = m.kernels[step.kernel];
+    if (!k.library_call) r.launches[i] = launch_arguments(k, r.binding);
+  }
+  r.dims = s.dims;
+  r.reusable = reusable;
+  if (s.bound.size() == CudaState::kBoundRuns) s.bound.pop_back();
+  s.bound.insert(s.bound.begin(), std::move(r));
+  return s.bound.front();
 }
 
 }  // namespace
@@ -638,7 +702,8 @@ void enqueue_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_te
   auto stream = static_cast<CUstream>(stream_handle);
   CudaState& s = device_state(m, d, current_context(d), stream);
 
-  Binding b = bind(m, inputs, num_inputs, read_device_scalar, stream);
+  const BoundRun& run = bound_run(s, m, inputs, num_inputs, stream);
+  const Binding& b = run.binding;
   check_outputs(m, b, outputs, num_outputs);
   if (s.arena_bytes < static_cast<size_t>(b.arena_bytes)) {
     if (s.arena) {
@@ -651,7 +716,8 @@ void enqueue_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_te
     s.arena_bytes = static_cast<size_t>(b.arena_bytes);
   }
 
-  std::vector<CUdeviceptr> ptr(m.values.size());
+  std::vector<CUdeviceptr>& ptr = s.ptr;
+  ptr.resize(m.values.size());
   for (size_t v = 0; v < m.values.size(); ++v) {
     const ValueInfo& info = m.values[v];
     switch (info.where) {
@@ -662,8 +728,9 @@ void enqueue_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_te
     }
   }
 
-  std::vector<CUdeviceptr> buf;
-  for (const StepInfo& step : m.steps) {
+  std::vector<CUdeviceptr>& buf = s.buf;
+  for (size_t i = 0; i < m.steps.size(); ++i) {
+    const StepInfo& step = m.steps[i];
     if (m.step_observer) m.step_observer(step, true);
     if (step.fallback) {
       std::map<int, std::vector<std::byte>> staged;
@@ -682,7 +749,6 @@ void enqueue_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_te
       if (m.step_observer) m.step_observer(step, false);
       continue;
     }
-    check_kernel_buffers(m, step, b);
     buf.clear();
     for (int id : step.reads) buf.push_back(ptr[id]);
     for (int id : step.writes) buf.push_back(ptr[id]);
@@ -690,10 +756,19 @@ void enqueue_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_te
     if (k.zero_outputs)
       for (int id : step.writes)
         if (b.nbytes[id] > 0) d.check(d.memset_d8_async(ptr[id], 0, b.nbytes[id], stream), "cuMemsetD8Async (outputs)");
-    if (k.library_call && k.kind == kir::Kind::Gemm) run_gemm(s, k, buf, b, stream);
-    else if (k.library_call) run_conv(s, k, buf, b, stream);
-    else if (k.workspace_bytes == SymExpr()) launch(d, s.functions[step.kernel], k, buf, 0, b, stream);
-    else launch(d, s.functions[step.kernel], k, buf, kernel_workspace(s, d, step.kernel, k, b, stream), b, stream);
+    if (k.library_call && k.kind == kir::Kind::Gemm) {
+      run_gemm(s, k, buf, b, stream);
+    } else if (k.library_call) {
+      run_conv(s, k, buf, b, stream);
+    } else {
+      const BoundRun::Launch& l = run.launches[i];
+      CUdeviceptr workspace =
+          l.workspace_bytes > 0 ? kernel_workspace(s, d, step.kernel, l.workspace_bytes, stream) : 0;
+      kernel_params(buf, l.sizes, workspace, s.params);
+      CUresult r = d.launch(s.functions[step.kernel], l.grid[0], l.grid[1], l.grid[2], k.block[0], k.block[1],
+                            k.block[2], k.shared_bytes, stream, s.params.data(), nullptr);
+      if (r != CUDA_SUCCESS) d.check(r, ("cuLaunchKernel " + k.name).c_str());
+    }
     if (m.step_observer) m.step_observer(step, false);
   }
 

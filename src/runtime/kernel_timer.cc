@@ -174,7 +174,8 @@ class CudaKernelBench : public autotune::KernelBench {
     for (const auto& b : buffers_) buffers.push_back(b->ptr);
     CUdeviceptr ws =
         l.workspace_bytes == SymExpr() ? 0 : workspace(static_cast<size_t>(at_sizes(l.workspace_bytes)), c);
-    std::vector<void*> params = kernel_params(buffers, size_args_, ws);
+    std::vector<void*> params;
+    kernel_params(buffers, size_args_, ws, params);
     unsigned grid[3];
     for (int i = 0; i < 3; ++i) grid[i] = static_cast<unsigned>(std::max<int64_t>(1, at_sizes(l.grid[i])));
     d_.check(d_.launch(f, grid[0], grid[1], grid[2], l.block[0], l.block[1], l.block[2], l.shared_bytes, nullptr,

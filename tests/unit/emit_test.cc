@@ -519,7 +519,9 @@ TEST(EmitC, LaunchParamsMatchTheSignature) {
     std::vector<CUdeviceptr> buffers(k.buffers.size(), 0x1000);
     std::vector<int64_t> sizes(k.size_params.size(), 1);
     CUdeviceptr workspace = launch_config(k, config).workspace_bytes == SymExpr() ? 0 : 0x2000;
-    EXPECT_EQ(runtime::kernel_params(buffers, sizes, workspace).size(), declared) << signature;
+    std::vector<void*> params;
+    runtime::kernel_params(buffers, sizes, workspace, params);
+    EXPECT_EQ(params.size(), declared) << signature;
   }
 }
 
