@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <mutex>
+#include <shared_mutex>
+#include <unordered_map>
 
 #include "src/diag/diagnostics.h"
 
@@ -164,22 +167,41 @@ SymExpr SymExpr::substitute(const std::map<std::string, SymExpr>& env) const {
   return r;
 }
 
+namespace {
+
+// An opaque division's numerator and denominator, parsed once per process:
+// the runtime evaluates the same launch expressions at every new binding.
+const std::pair<SymExpr, SymExpr>& division_parts(const std::string& atom) {
+  static std::shared_mutex mu;
+  static std::unordered_map<std::string, std::pair<SymExpr, SymExpr>> parsed;  // nodes stay put
+  {
+    std::shared_lock<std::shared_mutex> lock(mu);
+    auto it = parsed.find(atom);
+    if (it != parsed.end()) return it->second;
+  }
+  auto [num_text, den_text] = split_division(atom);
+  std::optional<SymExpr> num = SymExpr::parse(num_text), den = SymExpr::parse(den_text);
+  TCC_CHECK(num && den) << "unparsable division " << atom;
+  std::unique_lock<std::shared_mutex> lock(mu);
+  return parsed.try_emplace(atom, std::move(*num), std::move(*den)).first->second;
+}
+
+}  // namespace
+
+// Term by term on integers, divisions through their parts, building no
+// expressions: the runtime evaluates every size of a module at each binding.
 std::optional<int64_t> SymExpr::evaluate(const std::map<std::string, int64_t>& env) const {
-  // An opaque division is re-derived from its parts by substitution.
-  auto substituted = [&]() -> std::optional<int64_t> {
-    std::map<std::string, SymExpr> subst;
-    for (const auto& [k, v] : env) subst.emplace(k, constant(v));
-    SymExpr r = substitute(subst);
-    if (!r.is_constant()) return std::nullopt;
-    return r.constant_value();
-  };
-  // A polynomial over named symbols evaluates term by term without building
-  // expressions: the runtime evaluates launch sizes for every kernel it enqueues.
   int64_t total = 0;
   for (const auto& [m, c] : terms_) {
     int64_t term = c;
     for (const auto& atom : m) {
-      if (is_opaque_atom(atom)) return substituted();
+      if (is_opaque_atom(atom)) {
+        const auto& [num, den] = division_parts(atom);
+        std::optional<int64_t> n = num.evaluate(env), d = den.evaluate(env);
+        if (!n || !d || *d == 0) return std::nullopt;
+        term *= floor_div(*n, *d);
+        continue;
+      }
       auto it = env.find(atom);
       if (it == env.end()) return std::nullopt;
       term *= it->second;

@@ -44,7 +44,7 @@ class SymExpr {
   // Substitutes symbols by expressions (symbols not in the map stay).
   SymExpr substitute(const std::map<std::string, SymExpr>& env) const;
   // Value under a full assignment of the symbols; nullopt if a symbol is missing
-  // or an opaque atom cannot be evaluated.
+  // or a division's denominator evaluates to 0.
   std::optional<int64_t> evaluate(const std::map<std::string, int64_t>& env) const;
   // Named symbols this expression mentions (including inside opaque atoms).
   std::set<std::string> symbols() const;

@@ -22,15 +22,16 @@ std::string sig_text(const TensorSig& s) {
 }
 
 void check_tensor_arg(const tcc_tensor& t, const TensorSig& sig, const char* role) {
-  std::string what = std::string(role) + " '" + sig.name + "'";
-  if (t.rank < 0 || (t.rank > 0 && !t.shape)) throw InvalidArgument(what + ": rank " + std::to_string(t.rank) + " with no shape");
+  auto what = [&] { return std::string(role) + " '" + sig.name + "'"; };
+  if (t.rank < 0 || (t.rank > 0 && !t.shape))
+    throw InvalidArgument(what() + ": rank " + std::to_string(t.rank) + " with no shape");
   if (static_cast<DType>(t.dtype) != sig.dtype || static_cast<size_t>(t.rank) != sig.shape.size()) {
     std::string given = t.rank > 0 ? dims_text(t) : "[]";
-    throw InvalidArgument(what + ": expected " + sig_text(sig) + ", got dtype " + std::to_string(t.dtype) + " rank " +
+    throw InvalidArgument(what() + ": expected " + sig_text(sig) + ", got dtype " + std::to_string(t.dtype) + " rank " +
                           std::to_string(t.rank) + " " + given);
   }
   for (int32_t d = 0; d < t.rank; ++d)
-    if (t.shape[d] < 0) throw InvalidArgument(what + ": negative dim " + std::to_string(t.shape[d]));
+    if (t.shape[d] < 0) throw InvalidArgument(what() + ": negative dim " + std::to_string(t.shape[d]));
 }
 
 bool compare(int64_t a, Guard::Cmp cmp, int64_t b) {
@@ -83,6 +84,18 @@ int64_t evaluate(const SymExpr& e, const Binding& b, const KernelInfo& k, const 
   return evaluate(e, b, "kernel '" + k.name + "' " + field);
 }
 
+namespace {
+
+// evaluate() for bind's expressions: `field` names the manifest field, built
+// only for the message.
+template <typename Field>
+int64_t evaluate_field(const SymExpr& e, const Binding& b, const Field& field) {
+  if (std::optional<int64_t> v = e.evaluate(b.symbols)) return *v;
+  return evaluate(e, b, field());
+}
+
+}  // namespace
+
 Binding bind(const Module& m, const tcc_tensor* inputs, size_t num_inputs, ScalarReader read_scalar, void* ctx) {
   if (num_inputs != m.inputs.size())
     throw InvalidArgument("expected " + std::to_string(m.inputs.size()) + " inputs, got " + std::to_string(num_inputs));
@@ -94,7 +107,7 @@ Binding bind(const Module& m, const tcc_tensor* inputs, size_t num_inputs, Scala
   for (size_t i = 0; i < num_inputs; ++i) {
     const TensorSig& sig = m.inputs[i];
     for (size_t d = 0; d < sig.shape.size(); ++d) {
-      int64_t want = evaluate(sig.shape[d], b, "inputs[" + std::to_string(i) + "].shape");
+      int64_t want = evaluate_field(sig.shape[d], b, [&] { return "inputs[" + std::to_string(i) + "].shape"; });
       if (want != inputs[i].shape[d])
         throw InvalidArgument("input '" + sig.name + "': dim " + std::to_string(d) + " is " +
                               std::to_string(inputs[i].shape[d]) + ", expected " + sig.shape[d].str() +
@@ -114,7 +127,7 @@ Binding bind(const Module& m, const tcc_tensor* inputs, size_t num_inputs, Scala
       shape.assign(t.shape, t.shape + t.rank);
     } else {
       for (const SymExpr& d : info.sig.shape) {
-        shape.push_back(evaluate(d, b, "shape of '" + info.sig.name + "'"));
+        shape.push_back(evaluate_field(d, b, [&] { return "shape of '" + info.sig.name + "'"; }));
         if (shape.back() < 0)
           throw InvalidArgument("these inputs give '" + info.sig.name + "' a negative dim (" + d.str() + " = " +
                                 std::to_string(shape.back()) + ")");
@@ -131,13 +144,13 @@ Binding bind(const Module& m, const tcc_tensor* inputs, size_t num_inputs, Scala
 
   b.arena_bytes = evaluate(m.arena_bytes, b, "memory.arena_bytes");
   for (size_t i = 0; i < m.buffers.size(); ++i) {
-    const std::string where = "memory.buffers[" + std::to_string(i) + "]";
-    int64_t offset = evaluate(m.buffer_ranges[i].offset, b, where + ".offset");
-    int64_t nbytes = evaluate(m.buffer_ranges[i].nbytes, b, where + ".nbytes");
+    auto where = [&] { return "memory.buffers[" + std::to_string(i) + "]"; };
+    int64_t offset = evaluate_field(m.buffer_ranges[i].offset, b, [&] { return where() + ".offset"; });
+    int64_t nbytes = evaluate_field(m.buffer_ranges[i].nbytes, b, [&] { return where() + ".nbytes"; });
     int64_t need = b.nbytes[m.value_ids.at(m.buffers[i].name)];
     if (offset < 0 || offset % AlignedBytes::kAlignment != 0 || nbytes < need || offset > b.arena_bytes ||
         nbytes > b.arena_bytes - offset)
-      throw BadModule("manifest.json: " + where + " ('" + m.buffers[i].name + "'): " + std::to_string(nbytes) +
+      throw BadModule("manifest.json: " + where() + " ('" + m.buffers[i].name + "'): " + std::to_string(nbytes) +
                       " bytes at offset " + std::to_string(offset) + " do not hold its " + std::to_string(need) +
                       " bytes inside the " + std::to_string(b.arena_bytes) + "-byte arena");
     b.buffer_offsets.push_back(offset);

@@ -6,6 +6,7 @@
 #include <cuda.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <chrono>
 #include <cstdint>
@@ -44,6 +45,7 @@ State& state() {
   return s;
 }
 
+std::atomic<bool> device_work{true};
 thread_local std::vector<CUcontext> context_stack;
 thread_local int active_captures = 0;
 
@@ -55,6 +57,7 @@ bool inside_allocation(const State& s, uintptr_t p, size_t bytes) {
 }
 
 void run(const Op& op, bool from_graph) {
+  bool work = device_work.load(std::memory_order_relaxed);
   switch (op.kind) {
     case Op::Kind::Launch: {
       State& s = state();
@@ -63,11 +66,15 @@ void run(const Op& op, bool from_graph) {
         s.log.push_back(op.launch);
         s.log.back().from_graph = from_graph;
       }
-      if (op.work) op.work();
+      if (work && op.work) op.work();
       break;
     }
-    case Op::Kind::Copy: std::memmove(op.dst, op.src, op.bytes); break;
-    case Op::Kind::Set: std::memset(op.dst, op.value, op.bytes); break;
+    case Op::Kind::Copy:
+      if (work) std::memmove(op.dst, op.src, op.bytes);
+      break;
+    case Op::Kind::Set:
+      if (work) std::memset(op.dst, op.value, op.bytes);
+      break;
   }
 }
 
@@ -176,6 +183,8 @@ void set_kernel_binder(KernelBinder binder) {
   std::lock_guard<std::mutex> lock(s.mu);
   s.binder = std::move(binder);
 }
+
+void set_device_work(bool on) { device_work = on; }
 
 size_t live_allocations() {
   State& s = state();

@@ -39,6 +39,11 @@ void clear_log();
 using KernelBinder = std::function<std::function<void()>(const std::string& kernel, void** params)>;
 void set_kernel_binder(KernelBinder binder);
 
+// Whether copies, memsets and bound kernels do their work (the default) or
+// are only checked and logged: a benchmark of the host path turns the work
+// off, which a device would do asynchronously.
+void set_device_work(bool on);
+
 // Device allocations not yet freed.
 size_t live_allocations();
 

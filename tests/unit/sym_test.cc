@@ -52,6 +52,8 @@ TEST(SymExpr, NestedFloorDivisionsEvaluate) {
   auto parsed = SymExpr::parse(e.str());
   ASSERT_TRUE(parsed);
   EXPECT_EQ(parsed->evaluate({{"seq", 100}}), e.evaluate({{"seq", 100}}));
+  EXPECT_EQ(S("n").floordiv(S("m")).evaluate({{"n", 5}, {"m", 0}}), std::nullopt);
+  EXPECT_EQ(S("n").floordiv(S("m")).evaluate({{"n", 5}}), std::nullopt);
 }
 
 TEST(SymExpr, ParseRoundTrip) {
