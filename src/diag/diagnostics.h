@@ -24,6 +24,12 @@ struct DiagLocation {
   std::string node_name;  // node name in the graph (may be empty)
   std::string op_type;    // op type of that node (may be empty)
   std::string source;     // source location the exporter recorded (may be empty)
+  // A location naming only the file: an error about the whole graph.
+  static DiagLocation in_file(std::string file) {
+    DiagLocation l;
+    l.file = std::move(file);
+    return l;
+  }
   std::string str() const;
 };
 

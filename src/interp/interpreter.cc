@@ -64,7 +64,7 @@ std::vector<Tensor> Interpreter::run_scope(const Graph& g, Scope& scope) {
   std::vector<Tensor> results;
   for (Value* v : g.outputs()) {
     const Tensor* t = lookup(v);
-    if (!t) throw InputError(DiagLocation{g.file()}, "graph output '" + v->name() + "' is never computed");
+    if (!t) throw InputError(DiagLocation::in_file(g.file()), "graph output '" + v->name() + "' is never computed");
     results.push_back(*t);
   }
   return results;
@@ -82,7 +82,7 @@ void Interpreter::bind_symbols(const Graph& g, const Value& in, const Tensor& t)
     if (fresh) {
       symbol_sources_[sym] = source;
     } else if (it->second != t.shape()[k]) {
-      throw InputError(DiagLocation{g.file()}, "symbol '" + sym + "' is " + std::to_string(it->second) + " by " +
+      throw InputError(DiagLocation::in_file(g.file()), "symbol '" + sym + "' is " + std::to_string(it->second) + " by " +
                                                    symbol_sources_[sym] + " but " + std::to_string(t.shape()[k]) +
                                                    " by " + source);
     }
@@ -101,17 +101,17 @@ std::vector<Tensor> Interpreter::run(const Graph& g, const std::map<std::string,
         scope[in] = in->initializer();
         continue;
       }
-      throw InputError(DiagLocation{g.file()}, "no value given for graph input '" + in->name() + "' (" +
+      throw InputError(DiagLocation::in_file(g.file()), "no value given for graph input '" + in->name() + "' (" +
                                                    in->type().str() + ")");
     }
     std::string why = mismatch_with_type(it->second, in->type());
-    if (!why.empty()) throw InputError(DiagLocation{g.file()}, "input '" + in->name() + "' has " + why);
+    if (!why.empty()) throw InputError(DiagLocation::in_file(g.file()), "input '" + in->name() + "' has " + why);
     bind_symbols(g, *in, it->second);
     scope[in] = it->second;
   }
   for (const auto& [name, t] : inputs)
     if (!g.find_local(name) || !g.find_local(name)->is_graph_input())
-      throw InputError(DiagLocation{g.file()}, "'" + name + "' is not an input of the graph");
+      throw InputError(DiagLocation::in_file(g.file()), "'" + name + "' is not an input of the graph");
   return run_scope(g, scope);
 }
 

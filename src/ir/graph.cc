@@ -111,7 +111,7 @@ const Graph& Graph::root() const {
 
 Value* Graph::new_value(const std::string& name) {
   if (find(name))
-    throw InputError(DiagLocation{file()}, "value name '" + name + "' is defined more than once");
+    throw InputError(DiagLocation::in_file(file()), "value name '" + name + "' is defined more than once");
   auto v = std::make_unique<Value>();
   v->name_ = name;
   v->graph_ = this;

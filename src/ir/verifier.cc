@@ -79,7 +79,7 @@ void verify_or_throw(const Graph& g) {
     }
     msg += "\n  " + p;
   }
-  throw InputError(DiagLocation{g.file()}, msg);
+  throw InputError(DiagLocation::in_file(g.file()), msg);
 }
 
 }  // namespace tcc
