@@ -25,6 +25,7 @@
 #include <cudnn.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -193,6 +194,54 @@ cudaDataType_t cuda_type(DType t) {
 
 }  // namespace
 
+// A Gemm kernel's problem at one binding.
+struct GemmProblem {
+  int64_t batch = 0, m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldd = 0, stride_a = 0, stride_b = 0, stride_d = 0;
+};
+
+GemmProblem gemm_problem(const KernelInfo& k, const Binding& b) {
+  const GemmInfo& g = *k.gemm;
+  auto ev = [&](const SymExpr& e) { return evaluate(e, b, k, "gemm"); };
+  return {ev(g.batch), ev(g.m), ev(g.n), ev(g.k), ev(g.lda), ev(g.ldb), ev(g.ldd), ev(g.stride_a), ev(g.stride_b),
+          ev(g.stride_d)};
+}
+
+// A Conv kernel's problem at one binding in cuDNN's int dims (a 1-D
+// convolution as a 2-D one of height 1).
+struct ConvProblem {
+  std::vector<int> xdims, ydims, wdims, pads, strides, dilations;
+  bool operator==(const ConvProblem&) const = default;
+};
+
+ConvProblem conv_problem(const KernelInfo& k, const Binding& b) {
+  const ConvInfo& c = *k.conv;
+  auto ev = [&](const SymExpr& e) {
+    int64_t v = evaluate(e, b, k, "conv");
+    if (v > INT32_MAX)
+      throw CudaError("kernel '" + k.name + "' conv: extent " + std::to_string(v) + " exceeds cuDNN's int dims");
+    return static_cast<int>(v);
+  };
+  ConvProblem p;
+  p.xdims = {ev(c.n), ev(c.c)};
+  p.ydims = {ev(c.n), ev(c.k)};
+  p.wdims = {ev(c.k), ev(c.c) / static_cast<int>(c.groups)};
+  for (size_t i = 0; i < c.kernel.size(); ++i) {
+    p.xdims.push_back(ev(c.in[i]));
+    p.ydims.push_back(ev(c.out[i]));
+    p.wdims.push_back(static_cast<int>(c.kernel[i]));
+    p.pads.push_back(static_cast<int>(c.pads[i]));
+    p.strides.push_back(static_cast<int>(c.strides[i]));
+    p.dilations.push_back(static_cast<int>(c.dilations[i]));
+  }
+  if (c.kernel.size() == 1) {
+    for (std::vector<int>* v : {&p.xdims, &p.ydims, &p.wdims}) v->push_back(1);
+    p.pads.push_back(0);
+    p.strides.push_back(1);
+    p.dilations.push_back(1);
+  }
+  return p;
+}
+
 // The runs at one set of input shapes share their binding and each kernel
 // step's launch arguments.
 struct BoundRun {
@@ -200,11 +249,15 @@ struct BoundRun {
   bool reusable = false;      // false when guards read input values, which change between runs
   Binding binding;
   struct Launch {
+    // A generated kernel's:
     std::vector<int64_t> sizes;
     unsigned grid[3] = {1, 1, 1};
     int64_t workspace_bytes = 0;  // 0: none
+    // A library call's:
+    GemmProblem gemm;
+    ConvProblem conv;
   };
-  std::vector<Launch> launches;  // per schedule step; unused for fallbacks and library calls
+  std::vector<Launch> launches;  // per schedule step; unused for fallbacks
 };
 
 struct CudaState {
@@ -228,8 +281,10 @@ struct CudaState {
   // Per Gemm kernel, its cuBLASLt descriptors and algorithm, kept while the
   // problem stays the same: the heuristic query costs more than a small
   // matmul's launch, and a step enqueues the same problems every time.
+  static constexpr size_t kGemmKeySize = 21;
   struct GemmPlan {
-    std::vector<int64_t> key;  // sizes, strides, epilogue, rank asked for, dtypes, alignments
+    bool built = false;
+    std::array<int64_t, kGemmKeySize> key{};  // sizes, strides, epilogue, rank asked for, dtypes, alignments
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t first = nullptr, second = nullptr, out = nullptr;
     cublasLtMatmulAlgo_t algo{};
@@ -244,7 +299,9 @@ struct CudaState {
   std::map<const KernelInfo*, GemmPlan> gemm_plans;
   // Per Conv kernel, its cuDNN descriptors and algorithm, kept likewise.
   struct ConvPlan {
-    std::vector<int> key;  // dims, pads, strides, dilations, groups, activation, dtype, the rank asked for
+    bool built = false;
+    ConvProblem problem;
+    std::array<int, 4> config{};  // groups, activation, dtype, the rank asked for
     cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
     cudnnFilterDescriptor_t w = nullptr;
     cudnnConvolutionDescriptor_t conv = nullptr;
@@ -362,11 +419,10 @@ uint32_t pointer_alignment(CUdeviceptr p) {
 // column-major, and a row-major matrix is its column-major transpose, so the
 // call computes D^T = op(B)^T op(A)^T: B is passed first. Returns the rank of
 // the algorithm that ran.
-int run_gemm(CudaState& s, const KernelInfo& k, const std::vector<CUdeviceptr>& buf, const Binding& b,
+int run_gemm(CudaState& s, const KernelInfo& k, const GemmProblem& p, const std::vector<CUdeviceptr>& buf,
              CUstream stream) {
   const GemmInfo& g = *k.gemm;
-  auto ev = [&](const SymExpr& e) { return evaluate(e, b, k, "gemm"); };
-  int64_t batch = ev(g.batch), m = ev(g.m), n = ev(g.n), kk = ev(g.k);
+  const int64_t batch = p.batch, m = p.m, n = p.n, kk = p.k;
   if (batch <= 0 || m <= 0 || n <= 0) return g.algo;
   const CublasLt& lt = CublasLt::get();
   const Driver& d = Driver::get();
@@ -380,8 +436,8 @@ int run_gemm(CudaState& s, const KernelInfo& k, const std::vector<CUdeviceptr>& 
   if (g.activation == "relu") epilogue = g.bias >= 0 ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
   else if (g.activation == "gelu_tanh") epilogue = g.bias >= 0 ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
   else if (g.bias >= 0) epilogue = CUBLASLT_EPILOGUE_BIAS;
-  int64_t lda = ev(g.lda), ldb = ev(g.ldb), ldd = ev(g.ldd);
-  int64_t stride_a = ev(g.stride_a), stride_b = ev(g.stride_b), stride_d = ev(g.stride_d);
+  const int64_t lda = p.lda, ldb = p.ldb, ldd = p.ldd, stride_a = p.stride_a, stride_b = p.stride_b,
+                stride_d = p.stride_d;
   // cuBLASLt's A is the row-major B, its B the row-major A.
   const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> alignments[] = {
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, pointer_alignment(buf[g.b])},
@@ -389,13 +445,14 @@ int run_gemm(CudaState& s, const KernelInfo& k, const std::vector<CUdeviceptr>& 
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, pointer_alignment(c)},
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, pointer_alignment(buf[d_index])}};
   int64_t bias_dtype = g.bias >= 0 ? static_cast<int64_t>(k.buffers[g.bias].dtype) : -1;
-  std::vector<int64_t> key = {batch,    m,        n,         kk,        lda,       ldb,      ldd,
-                              stride_a, stride_b, stride_d,  epilogue,  g.algo,    g.trans_a, g.trans_b,
-                              static_cast<int64_t>(in_type), static_cast<int64_t>(out_type), bias_dtype};
-  for (const auto& [attr, align] : alignments) key.push_back(align);
+  const std::array<int64_t, CudaState::kGemmKeySize> key = {
+      batch,    m,        n,        kk,       lda,       ldb,       ldd,
+      stride_a, stride_b, stride_d, epilogue, g.algo,    g.trans_a, g.trans_b,
+      static_cast<int64_t>(in_type), static_cast<int64_t>(out_type), bias_dtype,
+      alignments[0].second, alignments[1].second, alignments[2].second, alignments[3].second};
 
   CudaState::GemmPlan& plan = s.gemm_plans[&k];
-  if (plan.key != key) {
+  if (!plan.built || plan.key != key) {
     plan.release(lt);
     cublasComputeType_t compute = f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
     cudaDataType_t scale_type = f64 ? CUDA_R_64F : CUDA_R_32F;
@@ -443,7 +500,8 @@ int run_gemm(CudaState& s, const KernelInfo& k, const std::vector<CUdeviceptr>& 
     if (offered == 0) throw CudaError("kernel '" + k.name + "': cuBLASLt offers no algorithm for this problem");
     plan.rank = std::min(g.algo, offered - 1);
     plan.algo = ranked[plan.rank].algo;
-    plan.key = std::move(key);
+    plan.key = key;
+    plan.built = true;
   }
   if (g.bias >= 0) {
     void* bias = reinterpret_cast<void*>(buf[g.bias]);
@@ -478,33 +536,10 @@ cudnnDataType_t cudnn_type(DType t) {
 // With Relu and a bias, one fused cudnnConvolutionBiasActivationForward (z is
 // the residual, or y itself with alpha2 = 0); otherwise the convolution, then
 // cudnnAddTensor for the bias and the residual and cudnnActivationForward in place.
-int run_conv(CudaState& s, const KernelInfo& k, const std::vector<CUdeviceptr>& buf, const Binding& b,
+int run_conv(CudaState& s, const KernelInfo& k, const ConvProblem& p, const std::vector<CUdeviceptr>& buf,
              CUstream stream) {
   const ConvInfo& c = *k.conv;
-  auto ev = [&](const SymExpr& e) {
-    int64_t v = evaluate(e, b, k, "conv");
-    if (v > INT32_MAX)
-      throw CudaError("kernel '" + k.name + "' conv: extent " + std::to_string(v) + " exceeds cuDNN's int dims");
-    return static_cast<int>(v);
-  };
-  std::vector<int> xdims = {ev(c.n), ev(c.c)}, ydims = {ev(c.n), ev(c.k)};
-  std::vector<int> wdims = {ev(c.k), ev(c.c) / static_cast<int>(c.groups)};
-  std::vector<int> pads, strides, dilations;
-  for (size_t i = 0; i < c.kernel.size(); ++i) {
-    xdims.push_back(ev(c.in[i]));
-    ydims.push_back(ev(c.out[i]));
-    wdims.push_back(static_cast<int>(c.kernel[i]));
-    pads.push_back(static_cast<int>(c.pads[i]));
-    strides.push_back(static_cast<int>(c.strides[i]));
-    dilations.push_back(static_cast<int>(c.dilations[i]));
-  }
-  if (c.kernel.size() == 1) {
-    for (std::vector<int>* v : {&xdims, &ydims, &wdims}) v->push_back(1);
-    pads.push_back(0);
-    strides.push_back(1);
-    dilations.push_back(1);
-  }
-  if (std::find(ydims.begin(), ydims.end(), 0) != ydims.end()) return c.algo;
+  if (std::find(p.ydims.begin(), p.ydims.end(), 0) != p.ydims.end()) return c.algo;
 
   const Cudnn& dnn = Cudnn::get();
   const Driver& d = Driver::get();
@@ -514,13 +549,10 @@ int run_conv(CudaState& s, const KernelInfo& k, const std::vector<CUdeviceptr>& 
   DType dtype = k.buffers[k.num_reads].dtype;
   bool f64 = dtype == DType::F64;
 
-  std::vector<int> key = xdims;
-  key.insert(key.end(), ydims.begin(), ydims.end());
-  key.insert(key.end(), wdims.begin(), wdims.end());
-  for (const std::vector<int>* v : {&pads, &strides, &dilations}) key.insert(key.end(), v->begin(), v->end());
-  key.insert(key.end(), {static_cast<int>(c.groups), c.activation == "relu", static_cast<int>(dtype), c.algo});
+  const std::array<int, 4> config = {static_cast<int>(c.groups), c.activation == "relu", static_cast<int>(dtype),
+                                     c.algo};
   CudaState::ConvPlan& plan = s.conv_plans[&k];
-  if (plan.key != key) {
+  if (!plan.built || plan.config != config || !(plan.problem == p)) {
     plan.release(dnn);
     const std::string what = "kernel '" + k.name + "' conv";
     cudnnDataType_t type = cudnn_type(dtype);
@@ -531,18 +563,18 @@ int run_conv(CudaState& s, const KernelInfo& k, const std::vector<CUdeviceptr>& 
       dnn.check(dnn.tensor_set(t, type, static_cast<int>(dims.size()), dims.data(), strides_of.data()),
                 what + ": cudnnSetTensorNdDescriptor");
     };
-    tensor(plan.x, xdims);
-    tensor(plan.y, ydims);
-    std::vector<int> bdims(ydims.size(), 1);
-    bdims[1] = ydims[1];
+    tensor(plan.x, p.xdims);
+    tensor(plan.y, p.ydims);
+    std::vector<int> bdims(p.ydims.size(), 1);
+    bdims[1] = p.ydims[1];
     tensor(plan.bias, bdims);
     dnn.check(dnn.filter_create(&plan.w), what + ": cudnnCreateFilterDescriptor");
-    dnn.check(dnn.filter_set(plan.w, type, CUDNN_TENSOR_NCHW, static_cast<int>(wdims.size()), wdims.data()),
+    dnn.check(dnn.filter_set(plan.w, type, CUDNN_TENSOR_NCHW, static_cast<int>(p.wdims.size()), p.wdims.data()),
               what + ": cudnnSetFilterNdDescriptor");
     dnn.check(dnn.conv_create(&plan.conv), what + ": cudnnCreateConvolutionDescriptor");
     // ONNX Conv is a cross-correlation (the filter is not flipped).
-    dnn.check(dnn.conv_set(plan.conv, static_cast<int>(pads.size()), pads.data(), strides.data(), dilations.data(),
-                           CUDNN_CROSS_CORRELATION, f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT),
+    dnn.check(dnn.conv_set(plan.conv, static_cast<int>(p.pads.size()), p.pads.data(), p.strides.data(),
+                           p.dilations.data(), CUDNN_CROSS_CORRELATION, f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT),
               what + ": cudnnSetConvolutionNdDescriptor");
     dnn.check(dnn.conv_set_groups(plan.conv, static_cast<int>(c.groups)), what + ": cudnnSetConvolutionGroupCount");
     // CUDNN_DEFAULT_MATH lets f32 convolutions run as TF32 on Ampere and later;
@@ -571,7 +603,9 @@ int run_conv(CudaState& s, const KernelInfo& k, const std::vector<CUdeviceptr>& 
       }
     if (rank < 0) throw CudaError(what + ": cuDNN has no forward algorithm within the workspace");
     plan.rank = rank;
-    plan.key = std::move(key);
+    plan.problem = p;
+    plan.config = config;
+    plan.built = true;
   }
 
   double one64 = 1, zero64 = 0;
@@ -684,6 +718,8 @@ const BoundRun& bound_run(CudaState& s, const Module& m, const tcc_tensor* input
     check_kernel_buffers(m, step, r.binding);
     const KernelInfo& k = m.kernels[step.kernel];
     if (!k.library_call) r.launches[i] = launch_arguments(k, r.binding);
+    else if (k.kind == kir::Kind::Gemm) r.launches[i].gemm = gemm_problem(k, r.binding);
+    else r.launches[i].conv = conv_problem(k, r.binding);
   }
   r.dims = s.dims;
   r.reusable = reusable;
@@ -756,12 +792,12 @@ void enqueue_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_te
     if (k.zero_outputs)
       for (int id : step.writes)
         if (b.nbytes[id] > 0) d.check(d.memset_d8_async(ptr[id], 0, b.nbytes[id], stream), "cuMemsetD8Async (outputs)");
+    const BoundRun::Launch& l = run.launches[i];
     if (k.library_call && k.kind == kir::Kind::Gemm) {
-      run_gemm(s, k, buf, b, stream);
+      run_gemm(s, k, l.gemm, buf, stream);
     } else if (k.library_call) {
-      run_conv(s, k, buf, b, stream);
+      run_conv(s, k, l.conv, buf, stream);
     } else {
-      const BoundRun::Launch& l = run.launches[i];
       CUdeviceptr workspace =
           l.workspace_bytes > 0 ? kernel_workspace(s, d, step.kernel, l.workspace_bytes, stream) : 0;
       kernel_params(buf, l.sizes, workspace, s.params);
@@ -793,8 +829,8 @@ int LibraryRunner::run(const KernelInfo& k, const std::vector<CUdeviceptr>& buff
                        const std::map<std::string, int64_t>& sizes, CUstream stream) {
   Binding b;
   b.symbols = sizes;
-  if (k.library_call && k.kind == kir::Kind::Gemm) return run_gemm(*state_, k, buffers, b, stream);
-  if (k.library_call) return run_conv(*state_, k, buffers, b, stream);
+  if (k.library_call && k.kind == kir::Kind::Gemm) return run_gemm(*state_, k, gemm_problem(k, b), buffers, stream);
+  if (k.library_call) return run_conv(*state_, k, conv_problem(k, b), buffers, stream);
   throw CudaError("kernel '" + k.name + "' is generated code, not a library call");
 }
 

@@ -81,7 +81,8 @@ void run(const Op& op, bool from_graph) {
 // The image's length: an ELF cubin ends after its last section or header
 // table; PTX is a NUL-terminated string.
 size_t image_bytes(const unsigned char* image) {
-  if (std::memcmp(image, "\x7f" "ELF", 4) != 0 || image[4] != 2) return std::strlen(reinterpret_cast<const char*>(image));
+  if (std::memcmp(image, "\x7f" "ELF", 4) != 0 || image[4] != 2)
+    return std::strlen(reinterpret_cast<const char*>(image));
   auto u64 = [&](size_t at) {
     uint64_t v;
     std::memcpy(&v, image + at, sizeof v);
@@ -470,7 +471,9 @@ CUresult CUDAAPI cuGetErrorString(CUresult error, const char** text) {
     case CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED:
       *text = "operation not permitted when stream is capturing (fake driver)";
       break;
-    case CUDA_ERROR_STREAM_CAPTURE_INVALIDATED: *text = "operation failed due to a previous error during capture (fake driver)"; break;
+    case CUDA_ERROR_STREAM_CAPTURE_INVALIDATED:
+      *text = "operation failed due to a previous error during capture (fake driver)";
+      break;
     default: *text = "unknown error (fake driver)"; break;
   }
   return CUDA_SUCCESS;
