@@ -52,7 +52,8 @@ struct Prepared {
 constexpr int64_t kSizes[] = {8, 9, 10, 11, 12, 13, 14, 15, 16};
 
 Prepared& prepared(const std::string& model) {
-  static std::map<std::string, Prepared> cache;
+  // Never destroyed: the modules would free device memory after the driver's statics are gone.
+  static auto& cache = *new std::map<std::string, Prepared>;
   static const fs::path dir = make_temp_dir("tcc_host_overhead");
   auto [it, fresh] = cache.try_emplace(model);
   Prepared& p = it->second;

@@ -40,8 +40,9 @@ struct State {
   tcc::fake_cuda::KernelBinder binder;
 };
 
+// Never destroyed, as a driver outlives the statics of the programs it serves.
 State& state() {
-  static State s;
+  static auto& s = *new State;
   return s;
 }
 
