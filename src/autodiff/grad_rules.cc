@@ -504,10 +504,14 @@ void reduce_l1_rule(GradContext& c) {
   c.set(0, mul(c, expand_reduced(c, c.dy()), c.e().op("Sign", {c.in(0)})));
 }
 
-// d reduce_l2 = g x / y (y, g broadcast back)
+// d reduce_l2 = g x / y (y, g broadcast back); 0 where a group is all zeros
+// (y = 0, x = 0: the subgradient PyTorch's norm takes), by dividing by 1 there.
 void reduce_l2_rule(GradContext& c) {
   if (reduces_nothing(c)) return c.set(0, c.dy());
-  c.set(0, mul(c, expand_reduced(c, c.dy()), c.e().op("Div", {c.in(0), expand_reduced(c, c.out())})));
+  Emitter& e = c.e();
+  Value* y = expand_reduced(c, c.out());
+  Value* safe = e.op("Where", {e.op("Equal", {y, scalar(c, 0.0)}), scalar(c, 1.0), y});
+  c.set(0, mul(c, expand_reduced(c, c.dy()), e.op("Div", {c.in(0), safe})));
 }
 
 // d reduce_prod / dx_i = the product of the other elements of x_i's group:

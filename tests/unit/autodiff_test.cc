@@ -404,6 +404,9 @@ const RuleCase kRuleCases[] = {
     {"ReduceL2_input_axes", "  const %w: f64[2, 3, 4] = $R\n  const %ax: i64[2] = [0, 2]\n",
      "  %y: f64[3] = ReduceL2(%w, %ax) {keepdims = 0}\n", "f64[3]", 18},
     {"ReduceL2_all_axes", "  const %w: f64[2, 3] = $R\n", "  %y: f64[] = ReduceL2(%w) {keepdims = 0}\n", "f64[]", 18},
+    // A group of zeros: the subgradient 0 (central differences agree: the norm is |h| either way).
+    {"ReduceL2_zero_group", "  const %w: f64[2, 3] = [0.0, 0.0, 0.0, -0.1, -0.5, 0.9]\n",
+     "  %y: f64[2] = ReduceL2(%w) {axes = [1], keepdims = 0}\n", "f64[2]", 13},
     // The identity, also at a zero element (where x / y would be 0 / 0).
     {"ReduceL2_noop", "  const %w: f64[2, 3] = [0.3, -0.8, 0.0, -0.1, -0.5, 0.9]\n",
      "  %y: f64[2, 3] = ReduceL2(%w) {noop_with_empty_axes = 1}\n", "f64[2, 3]", 18},
