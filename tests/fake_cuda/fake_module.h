@@ -8,9 +8,6 @@
 #include <vector>
 
 #include "codegen/module_writer.h"
-#include "src/autotune/candidates.h"
-#include "src/autotune/signature.h"
-#include "src/autotune/tuning_cache.h"
 #include "tests/unit/autotune_util.h"
 #include "tests/unit/cli_util.h"
 
@@ -28,19 +25,11 @@ inline void write_template_cache(const std::filesystem::path& model, const std::
   for (const Value* in : s.model->graph->inputs())
     for (const Dim& d : in->type().shape())
       if (!d.is_static()) sizes[d.str()] = kUnhintedRunSize;
-  std::vector<autotune::CacheEntry> entries;
-  for (const kir::Kernel& k : s.schedule.kernels) {
-    autotune::CacheEntry e;
-    e.device = {kFakeDeviceName, "sm_90", "13.0", "13.0"};
-    e.signature = autotune::kernel_signature(k, sizes);
-    e.op = autotune::op_summary(k, sizes);
-    std::vector<KernelConfig> grid = autotune::candidates(k);
-    e.config = k.kind == kir::Kind::Gemm ? grid.back() : grid.front();
-    e.time_us = 1;
-    e.default_time_us = 1;
-    e.candidates = static_cast<int>(grid.size());
-    entries.push_back(e);
-  }
+  std::vector<autotune::CacheEntry> entries =
+      cache_entries(s.schedule, sizes, {kFakeDeviceName, "sm_90", "13.0", "13.0"}, [](const kir::Kernel& k) {
+        std::vector<KernelConfig> grid = autotune::candidates(k);
+        return k.kind == kir::Kind::Gemm ? grid.back() : grid.front();
+      });
   autotune::write_cache(cache.string(), entries);
 }
 

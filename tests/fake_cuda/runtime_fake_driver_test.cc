@@ -113,6 +113,9 @@ class FakeDevice {
       for (const SymExpr& d : sig.shape) shape.push_back(d.is_constant() ? d.constant_value() : size);
       std::vector<float> values(static_cast<size_t>(checked_numel(shape)));
       for (float& v : values) v = dist(rng);
+      // A training step's learning rate, and its step count (Adam's bias correction needs 1 or more).
+      if (sig.name == "lr") values.assign(values.size(), 0.01f);
+      if (sig.name == "step") values.assign(values.size(), 2.0f);
       b.add(shape, values);
     }
     return b;
@@ -182,12 +185,25 @@ class FakeDriver : public ::testing::Test {
 struct ModelCase {
   const char* name;
   const char* path;  // under the source tree
+  bool train;        // the model's training step (MSE on its output, Adam) rather than the model
 };
+
+// The training step of `model`, written as ONNX by `tcc compile --train --emit-onnx`.
+fs::path training_step(const fs::path& model, const fs::path& dir) {
+  fs::path out = dir / "train.onnx";
+  CliResult r = run_tcc("compile " + shell_quote(model.string()) + " -o " + shell_quote((dir / "train-module").string()) +
+                            " --arch sm_90 --no-ptx --train --loss-fn mse --loss-on output --label target "
+                            "--optimizer adam --emit-onnx " + shell_quote(out.string()),
+                        kNoGpuEnv, 300);
+  EXPECT_EQ(r.code, 0) << r.output;
+  return out;
+}
 
 class FakeDriverModel : public FakeDriver, public ::testing::WithParamInterface<ModelCase> {};
 
 TEST_P(FakeDriverModel, LaunchesFollowTheScheduleAndTheManifestsLaunchShapes) {
-  FakeDevice dev(fs::path(TCC_SOURCE_DIR) / GetParam().path, dir_ / "module");
+  fs::path model = fs::path(TCC_SOURCE_DIR) / GetParam().path;
+  FakeDevice dev(GetParam().train ? training_step(model, dir_) : model, dir_ / "module");
   const runtime::Module& m = dev.module();
   for (int64_t size : {8, 37}) {
     fake_cuda::clear_log();
@@ -217,11 +233,14 @@ TEST_P(FakeDriverModel, LaunchesFollowTheScheduleAndTheManifestsLaunchShapes) {
 
 // chain100: 100 launches of a split-K GEMM template and a pointwise kernel;
 // mlp: GEMMs with bias and ReLU epilogues; gpt2_block: two symbolic dims,
-// batched GEMMs, layer norms and a masked softmax.
+// batched GEMMs, layer norms and a masked softmax; their training steps:
+// the backward's reductions and transposed GEMMs, Adam's multi-tensor kernels.
 INSTANTIATE_TEST_SUITE_P(Models, FakeDriverModel,
-                         ::testing::Values(ModelCase{"chain100", "bench/models/chain100.tir"},
-                                           ModelCase{"mlp", "tests/fixtures/mlp.onnx"},
-                                           ModelCase{"gpt2_block", "tests/fixtures/gpt2_block.onnx"}),
+                         ::testing::Values(ModelCase{"chain100", "bench/models/chain100.tir", false},
+                                           ModelCase{"mlp", "tests/fixtures/mlp.onnx", false},
+                                           ModelCase{"gpt2_block", "tests/fixtures/gpt2_block.onnx", false},
+                                           ModelCase{"mlp_train", "tests/fixtures/mlp.onnx", true},
+                                           ModelCase{"gpt2_block_train", "tests/fixtures/gpt2_block.onnx", true}),
                          [](const ::testing::TestParamInfo<ModelCase>& i) { return std::string(i.param.name); });
 
 TEST_F(FakeDriver, HostFallbackBetweenKernelsCopiesBothWays) {

@@ -49,19 +49,8 @@ class AutotuneCli : public ::testing::Test {
     ScheduledModel s = schedule_model("tests/fixtures/gpt2_block.onnx");
     // The sizes tuning uses when no --shape-hint is given.
     std::map<std::string, int64_t> sizes = {{"batch", kUnhintedRunSize}, {"seq", kUnhintedRunSize}};
-    std::vector<autotune::CacheEntry> out;
-    for (const kir::Kernel& k : s.schedule.kernels) {
-      autotune::CacheEntry e;
-      e.device = {device, "sm_90", "13.0", "13.0"};
-      e.signature = autotune::kernel_signature(k, sizes);
-      e.op = autotune::op_summary(k, sizes);
-      e.config = autotune::candidates(k).back();
-      e.time_us = 2;
-      e.default_time_us = 3;
-      e.candidates = 10;
-      out.push_back(e);
-    }
-    return out;
+    return cache_entries(s.schedule, sizes, {device, "sm_90", "13.0", "13.0"},
+                         [](const kir::Kernel& k) { return autotune::candidates(k).back(); });
   }
 
   fs::path dir_;

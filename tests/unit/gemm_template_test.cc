@@ -323,24 +323,13 @@ TEST_F(GemmTemplateGpu, ModuleOfTemplatesPassesRunCheck) {
   ScheduledModel s = schedule_model("tests/fixtures/gpt2_block.onnx");
   std::map<std::string, int64_t> sizes = {{"batch", kUnhintedRunSize}, {"seq", kUnhintedRunSize}};
   autotune::DeviceKey device = runtime::current_device_key();
-  std::vector<autotune::CacheEntry> entries;
   size_t chosen = 0;
   // Every kernel has an entry (the others their default), so the compile measures nothing.
-  for (const kir::Kernel& k : s.schedule.kernels) {
-    autotune::CacheEntry e;
-    e.device = device;
-    e.signature = autotune::kernel_signature(k, sizes);
-    e.op = autotune::op_summary(k, sizes);
-    e.config = default_config(k);
-    if (k.kind == kir::Kind::Gemm) {
-      std::vector<KernelConfig> configs = template_configs(k);
-      e.config = configs[chosen++ % configs.size()];
-    }
-    e.time_us = 1;
-    e.default_time_us = 2;
-    e.candidates = 13;
-    entries.push_back(e);
-  }
+  std::vector<autotune::CacheEntry> entries = cache_entries(s.schedule, sizes, device, [&](const kir::Kernel& k) {
+    if (k.kind != kir::Kind::Gemm) return default_config(k);
+    std::vector<KernelConfig> configs = template_configs(k);
+    return configs[chosen++ % configs.size()];
+  });
   ASSERT_GT(chosen, 0u);
   autotune::write_cache((dir / "tune.json").string(), entries);
   std::string model = std::string(TCC_SOURCE_DIR) + "/tests/fixtures/gpt2_block.onnx";
