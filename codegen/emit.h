@@ -56,6 +56,14 @@ bool vectorizes(const kir::Kernel& k);
 // reduces once and stores only row values (the last block of a row finishes it).
 bool splits_rows(const kir::Kernel& k);
 
+// Whether reduction kernel k reduces columns: its rows lie side by side in
+// memory (every per-element access steps by 1, or 0, from one row to the
+// next) while each row's elements lie apart (some access steps by more along
+// the reduced axes), as a bias gradient's [batch*seq, n] summed over its
+// rows. One block per row reads one float from each 32-byte sector there;
+// KernelConfig::columns lets a warp read 32 rows' elements together.
+bool reduces_columns(const kir::Kernel& k);
+
 // The emitter's choice of KernelConfig::split: 1 (one block per row) unless
 // the rows are few and long and splits_rows(k) (emit_cuda.cc says when). Split
 // kernels launch a grid of [rows, split, 1] and take a workspace.

@@ -3,7 +3,9 @@
 // along a static last axis divisible by four); reduction kernels give each row
 // one block, whose threads accumulate strided parts of the row and combine them
 // with warp shuffles and shared memory, or, when rows are few and long, several
-// blocks per row (split reductions, below). Gemm kernels run through cuBLASLt,
+// blocks per row (split reductions, below); where rows lie side by side in
+// memory, a config may give a block 32 neighbouring rows instead (column
+// reductions, KernelConfig::columns). Gemm kernels run through cuBLASLt,
 // unless their config picks tcc's own template (codegen/gemm_template.h), and
 // conv kernels through cuDNN: library calls emit nothing here.
 #include <algorithm>
@@ -37,7 +39,9 @@ constexpr int64_t kInt32Limit = int64_t{1} << 31;
 // a row value, row values and row stores after it. Bodies with a later pass
 // over the row's elements (softmax, layer norm: the pass reads the reduction's
 // row value) keep one block per row, since every slice would need the whole
-// row's result before its next pass. The host target has no split: it runs a
+// row's result before its next pass. Column reductions (reduces_columns) split
+// the same way, a block taking a slice of 32 neighbouring rows, and each of
+// its threads along x arrives for its own row. The host target has no split: it runs a
 // row in one loop. The thresholds, in one place:
 // - kSplitMaxRows: from an H100's SM count of rows on, one block per row
 //   already gives every SM a block.
@@ -61,24 +65,46 @@ constexpr int64_t kCounterBytes = 4;
 
 // The split kernels' device functions (after emitc's prelude, which defines
 // tcc_block_reduce; their 8 is kPartialBytes); a module without split kernels
-// does not include them.
-constexpr std::string_view kCudaSplit = R"(template <class T> __device__ bool tcc_split_arrive(void* ws, int64_t rows, int64_t row, int64_t split, T partial) {
+// does not include them. The _row forms are one thread's, for column
+// reductions, whose threads along x finish different rows.
+constexpr std::string_view kCudaSplit = R"(template <class T> __device__ bool tcc_split_arrive_row(void* ws, int64_t rows, int64_t row, int64_t split, T partial) {
+  *(volatile T*)((char*)ws + 8 * (row * gridDim.y + blockIdx.y)) = partial;
+  __threadfence();
+  unsigned int* count = (unsigned int*)((char*)ws + 8 * rows * gridDim.y) + row;
+  bool last = atomicAdd(count, 1u) == split - 1;
+  if (last) *count = 0;
+  return last;
+}
+template <class T> __device__ bool tcc_split_arrive(void* ws, int64_t rows, int64_t row, int64_t split, T partial) {
   __shared__ bool last;
-  if (threadIdx.x == 0) {
-    *(volatile T*)((char*)ws + 8 * (row * gridDim.y + blockIdx.y)) = partial;
-    __threadfence();
-    unsigned int* count = (unsigned int*)((char*)ws + 8 * rows * gridDim.y) + row;
-    last = atomicAdd(count, 1u) == split - 1;
-    if (last) *count = 0;
-  }
+  if (threadIdx.x == 0) last = tcc_split_arrive_row(ws, rows, row, split, partial);
   __syncthreads();
   return last;
+}
+template <class T, class Op> __device__ T tcc_split_combine_row(const void* ws, int64_t row, int64_t split, Op op, T identity) {
+  T v = identity;
+  for (int64_t i = 0; i < split; ++i) v = op(v, *(const volatile T*)((const char*)ws + 8 * (row * gridDim.y + i)));
+  return v;
 }
 template <class T, class Op> __device__ T tcc_split_combine(const void* ws, int64_t row, int64_t split, Op op, T identity) {
   T v = identity;
   for (int64_t i = threadIdx.x; i < split; i += blockDim.x)
     v = op(v, *(const volatile T*)((const char*)ws + 8 * (row * gridDim.y + i)));
   return tcc_block_reduce<T>(v, op, identity);
+}
+)";
+
+// Column reductions' combine across a block's y threads: every thread gets
+// its column's result. The first barrier keeps a previous call's readers
+// ahead of this call's writers.
+constexpr std::string_view kCudaColumns = R"(template <class T, class Op> __device__ T tcc_column_reduce(T v, Op op) {
+  __shared__ T partial[32][32];
+  __syncthreads();
+  partial[threadIdx.y][threadIdx.x] = v;
+  __syncthreads();
+  T total = partial[0][threadIdx.x];
+  for (unsigned y = 1; y < blockDim.y; ++y) total = op(total, partial[y][threadIdx.x]);
+  return total;
 }
 )";
 
@@ -130,11 +156,14 @@ int reduction_block(const kir::Kernel& k) {
 
 class CudaKernel : emitc::CodeWriter {
  public:
-  CudaKernel(const kir::Kernel& k, const KernelConfig& c) : k_(k), c_(c), split_(c.split > 1) {
+  CudaKernel(const kir::Kernel& k, const KernelConfig& c)
+      : k_(k), c_(c), split_(c.split > 1), columns_(k.kind == kir::Kind::Reduction && c.columns) {
     TCC_CHECK(c.vector_width == 1 || (c.vector_width == kVectorWidth && vectorizes(k)))
         << "kernel " << k.name << ": vector width " << c.vector_width << " is not valid for it";
     TCC_CHECK(!split_ || (c.rows_per_block == 1 && splits_rows(k)))
         << "kernel " << k.name << ": split " << c.split << " is not valid for it";
+    TCC_CHECK(!columns_ || (c.rows_per_block == 1 && c.block % kColumnRows == 0 && reduces_columns(k)))
+        << "kernel " << k.name << ": the column schedule is not valid for it";
   }
 
   std::string print() {
@@ -236,7 +265,9 @@ class CudaKernel : emitc::CodeWriter {
     SymExpr rows = row_count(k_), len = row_length(k_);
     bool narrow_len = fits_int32(len);
     line("const int64_t rows = " + size_expr(rows) + ", len = " + size_expr(len) + ";");
-    if (split_) split_row();
+    if (split_) split_count();
+    if (columns_) column_row();
+    else if (split_) line("const int64_t r = blockIdx.x;");
     else open("for (int64_t r = blockIdx.x; r < rows; r += gridDim.x)");
     coordinates("r", 0, outer);
     for (size_t pass = 0; pass < p.passes.size(); ++pass) {
@@ -249,8 +280,10 @@ class CudaKernel : emitc::CodeWriter {
         line(std::string(emitc::accumulator_type(r.dtype)) + " " + acc + " = " + emitc::reduce_identity(r) + ";");
       }
       open(std::string("for (") + (narrow_len ? "int" : "int64_t") + " j = " +
-           (split_ ? "blockIdx.y * blockDim.x + threadIdx.x; j < len; j += split * blockDim.x)"
-                   : "threadIdx.x; j < len; j += blockDim.x)"));
+           (columns_ && split_ ? "blockIdx.y * blockDim.y + threadIdx.y; live && j < len; j += split * blockDim.y)"
+            : columns_         ? "threadIdx.y; live && j < len; j += blockDim.y)"
+            : split_           ? "blockIdx.y * blockDim.x + threadIdx.x; j < len; j += split * blockDim.x)"
+                               : "threadIdx.x; j < len; j += blockDim.x)"));
       coordinates("j", outer, k_.domain.size());
       for (int i : p.passes[pass]) emit(i);
       if (!final) {
@@ -261,25 +294,37 @@ class CudaKernel : emitc::CodeWriter {
       if (!final) {
         const kir::Instr& r = k_.body[p.reductions[pass]];
         std::string A = emitc::accumulator_type(r.dtype);
-        std::string reduced = "tcc_block_reduce<" + A + ">(" + acc + ", " + combiner(r.op) + "(), " +
-                              emitc::reduce_identity(r) + ")";
+        std::string reduced = columns_ ? "tcc_column_reduce<" + A + ">(" + acc + ", " + combiner(r.op) + "())"
+                                       : "tcc_block_reduce<" + A + ">(" + acc + ", " + combiner(r.op) + "(), " +
+                                             emitc::reduce_identity(r) + ")";
         if (split_) reduced = combine_slices(r, acc, reduced);
         line("const " + std::string(emitc::compute_type(r.dtype)) + " v" + std::to_string(p.reductions[pass]) + " = (" +
              emitc::compute_type(r.dtype) + ")" + reduced + ";");
       }
     }
     if (!p.row_stores.empty()) {
-      open("if (threadIdx.x == 0)");
+      open(columns_ ? "if (threadIdx.y == 0 && live)" : "if (threadIdx.x == 0)");
       for (int i : p.row_stores) emit(i);
       close();
     }
-    if (!split_) close();
+    if (!split_ && !columns_) close();
   }
 
-  // A split kernel's block works on slice blockIdx.y of row blockIdx.x. A row
-  // of symbolic length uses only the slices of kSplitMinSlice elements it
-  // fills; the blocks past them return at once.
-  void split_row() {
+  // A column block's thread works on row blockIdx.x * 32 + threadIdx.x. Past
+  // the last row a thread takes the last row's place, so that its loads stay
+  // in bounds and it joins every barrier, but it reads no element and stores
+  // nothing (`live`). Without rows the grid's one block returns at once.
+  void column_row() {
+    line("if (rows == 0) return;");
+    line("const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;");
+    line("const bool live = first < rows;");
+    line("const int64_t r = live ? first : rows - 1;");
+  }
+
+  // A split kernel's block works on slice blockIdx.y of row blockIdx.x (of
+  // its column of rows). A row of symbolic length uses only the slices of
+  // kSplitMinSlice elements it fills; the blocks past them return at once.
+  void split_count() {
     if (row_length(k_).is_constant()) {
       line("const int64_t split = gridDim.y;");
     } else {
@@ -288,19 +333,23 @@ class CudaKernel : emitc::CodeWriter {
       line("const int64_t split = slices < 1 ? 1 : slices < (int64_t)gridDim.y ? slices : (int64_t)gridDim.y;");
       line("if (blockIdx.y >= split) return;");
     }
-    line("const int64_t r = blockIdx.x;");
   }
 
   // The block's partial `reduced` (an expression) goes to the workspace; the
   // last block of the row combines all partials and goes on, the others return.
   // Returns the variable that holds the row's result.
+  // In a column block, each thread along x finishes its own row: the threads
+  // off y = 0 or past the last row return (no barrier follows in a single-pass
+  // body) and the others arrive one by one.
   std::string combine_slices(const kir::Instr& r, const std::string& acc, const std::string& reduced) {
     std::string A = emitc::accumulator_type(r.dtype);
+    std::string form = columns_ ? "_row<" : "<";
     line(acc + " = " + reduced + ";");
+    if (columns_) line("if (threadIdx.y != 0 || !live) return;");
     open("if (split > 1)");
-    line("if (!tcc_split_arrive<" + A + ">(ws, rows, r, split, " + acc + ")) return;");
-    line(acc + " = tcc_split_combine<" + A + ">(ws, r, split, " + combiner(r.op) + "(), " + emitc::reduce_identity(r) +
-         ");");
+    line("if (!tcc_split_arrive" + form + A + ">(ws, rows, r, split, " + acc + ")) return;");
+    line(acc + " = tcc_split_combine" + form + A + ">(ws, r, split, " + combiner(r.op) + "(), " +
+         emitc::reduce_identity(r) + ");");
     close();
     return acc;
   }
@@ -318,6 +367,7 @@ class CudaKernel : emitc::CodeWriter {
   const kir::Kernel& k_;
   const KernelConfig& c_;
   const bool split_;
+  const bool columns_;
 };
 
 }  // namespace
@@ -338,13 +388,15 @@ std::string emit_cuda(const std::vector<kir::Kernel>& kernels, const std::vector
   TCC_CHECK(configs.empty() || configs.size() == kernels.size()) << "one config per kernel, or none";
   std::string out = "// Generated by tcc: CUDA kernels for NVRTC.\n";
   out += emitc::prelude(emitc::Target::Cuda);
-  bool any_split = false, any_template = false;
+  bool any_split = false, any_columns = false, any_template = false;
   for (size_t i = 0; i < kernels.size(); ++i) {
     KernelConfig c = config_of(kernels, configs, i);
     any_split |= kernels[i].kind == kir::Kind::Reduction && c.split > 1;
+    any_columns |= kernels[i].kind == kir::Kind::Reduction && c.columns;
     any_template |= c.tile > 0;
   }
   if (any_split) out += kCudaSplit;
+  if (any_columns) out += kCudaColumns;
   if (any_template) out += kGemmTemplateHelpers;
   for (size_t i = 0; i < kernels.size(); ++i) {
     const kir::Kernel& k = kernels[i];
@@ -380,6 +432,24 @@ std::vector<std::vector<size_t>> shard_kernels(const std::vector<kir::Kernel>& k
   return out;
 }
 
+bool reduces_columns(const kir::Kernel& k) {
+  if (k.kind != kir::Kind::Reduction || k.reduce_axes < 1) return false;
+  size_t outer = k.domain.size() - static_cast<size_t>(k.reduce_axes);
+  if (outer == 0) return false;
+  const SymExpr one = SymExpr::constant(1), zero;
+  bool strided = false;
+  for (const kir::Instr& in : k.body) {
+    if (in.op != Op::Load && in.op != Op::Store) continue;
+    const std::vector<SymExpr>& s = in.index.strides;
+    bool per_element = std::any_of(s.begin() + static_cast<std::ptrdiff_t>(outer), s.end(),
+                                   [&](const SymExpr& stride) { return stride != zero; });
+    if (!per_element) continue;
+    if (in.dynamic >= 0 || (s[outer - 1] != one && s[outer - 1] != zero)) return false;
+    strided |= s[outer - 1] == one && s.back() != one;
+  }
+  return strided;
+}
+
 bool splits_rows(const kir::Kernel& k) {
   if (k.kind != kir::Kind::Reduction) return false;
   emitc::ReductionPlan p = emitc::plan_reduction(k);
@@ -409,9 +479,17 @@ LaunchConfig launch_config(const kir::Kernel& k, const KernelConfig& config) {
       c.block[0] = config.block;
       int split = config.split;
       if (split > 1) {
-        c.grid[0] = row_count(k);
         c.grid[1] = SymExpr::constant(split);
         c.workspace_bytes = row_count(k) * SymExpr::constant(split * kPartialBytes + kCounterBytes);
+      }
+      if (config.columns) {
+        const SymExpr width = SymExpr::constant(kColumnRows);
+        c.grid[0] = (row_count(k) + width - SymExpr::constant(1)).floordiv(width);
+        c.block = {kColumnRows, config.block / kColumnRows, 1};
+        break;
+      }
+      if (split > 1) {
+        c.grid[0] = row_count(k);
         break;
       }
       // Blocks loop over rows with a grid stride, so fewer blocks take several rows each.

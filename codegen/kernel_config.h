@@ -11,6 +11,9 @@ inline constexpr int kLibraryAlgos = 8;
 // The most blocks that may share one reduction row.
 inline constexpr int kMaxSplit = 1024;
 
+// The rows a column-reduction block takes side by side: a warp's worth.
+constexpr int kColumnRows = 32;
+
 struct KernelConfig {
   int block = 256;          // threads per block (a multiple of 32, at most 1024)
   int vector_width = 1;     // pointwise: f32 elements per access, 1 or 4 (4 only where the kernel vectorizes)
@@ -20,6 +23,10 @@ struct KernelConfig {
   // splits_rows(k) and with one row per block. Gemm template (tile >= 1): the
   // number of slices K is cut into (split-K), combined the same way.
   int split = 1;
+  // Reduction: where reduces_columns(k), a block takes kColumnRows neighbouring
+  // rows side by side (threadIdx.x) and shares each row's elements among
+  // block / kColumnRows threads (threadIdx.y); one row per block otherwise.
+  bool columns = false;
   // Gemm and conv (library calls): which algorithm of the library's ranked list
   // for the problem runs, 0 being its first choice: cuBLASLt's heuristic
   // results, cuDNN's forward algorithms that fit the workspace.

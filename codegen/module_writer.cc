@@ -259,7 +259,8 @@ ojson kernel_json(const ModuleContents& m, size_t index) {
       t["config"] = {{"block", config.block},
                      {"vector_width", config.vector_width},
                      {"rows_per_block", config.rows_per_block},
-                     {"split", config.split}};
+                     {"split", config.split},
+                     {"columns", config.columns}};
     j["autotune"] = t;
   }
   j["bytes_moved"] = size_json(kir::bytes_moved(k));
@@ -586,7 +587,8 @@ std::string report_md(const ModuleContents& m, const ModuleFacts& f, const Compi
                            : k.kind == kir::Kind::Conv ? "cuDNN algorithm #" + std::to_string(c.algo)
                                                        : "block " + std::to_string(c.block);
       if (k.kind == kir::Kind::Pointwise) config += ", vector " + std::to_string(c.vector_width);
-      if (k.kind == kir::Kind::Reduction) config += ", rows " + std::to_string(c.rows_per_block);
+      if (k.kind == kir::Kind::Reduction)
+        config += c.columns ? ", columns" : ", rows " + std::to_string(c.rows_per_block);
       if (c.split > 1 && k.kind == kir::Kind::Reduction) config += ", split " + std::to_string(c.split);
       os << "| " << k.name << " | " << config << " | " << a.sources.at(i) << " |\n";
     }

@@ -51,6 +51,9 @@ std::vector<KernelConfig> neighbours(const kir::Kernel& k, const KernelConfig& c
     add(n);
     n.split = c.split / 2;
     add(n);
+    n = c;
+    n.columns = !c.columns;
+    add(n);
   }
   return out;
 }
@@ -92,6 +95,12 @@ std::string invalid_reason(const kir::Kernel& k, const KernelConfig& c) {
   if (c.split != 1 && !splits_rows(k))
     return "only a reduction that reduces once and stores row values alone splits its rows";
   if (c.split != 1 && c.rows_per_block != 1) return "a split reduction takes one block per slice of a row";
+  if (c.columns) {
+    if (!reduces_columns(k)) return "only a reduction over columns (rows side by side in memory) takes them in columns";
+    if (c.rows_per_block != 1) return "a column reduction's blocks do not loop over rows";
+    if (c.block < 2 * kColumnRows)
+      return "a column reduction's block has " + std::to_string(kColumnRows) + " rows and at least two threads each";
+  }
   return "";
 }
 
@@ -142,6 +151,16 @@ std::vector<KernelConfig> candidates(const kir::Kernel& k) {
       int most = std::min(kMaxSplit, std::max(64, 2 * c.split));
       for (c.split = 1; c.split <= most; c.split *= 2) add(c);
     }
+    // Columns read side by side, each shared by 2 to 32 threads; where the
+    // rows split, 256 threads' columns in 2 to 64 slices.
+    if (reduces_columns(k)) {
+      c = KernelConfig{};
+      c.columns = true;
+      for (c.block = 2 * kColumnRows; c.block <= kMaxBlock; c.block *= 2) add(c);
+      c.block = 256;
+      if (splits_rows(k))
+        for (c.split = 2; c.split <= 64; c.split *= 2) add(c);
+    }
   }
   return out;
 }
@@ -152,6 +171,8 @@ std::string config_text(const kir::Kernel& k, const KernelConfig& c) {
   if (k.kind == kir::Kind::Gemm) return "cublaslt #" + std::to_string(c.algo);
   if (k.kind == kir::Kind::Conv) return "cudnn #" + std::to_string(c.algo);
   std::string s = "block=" + std::to_string(c.block);
+  if (k.kind == kir::Kind::Reduction && c.columns)
+    return s + " columns" + (c.split > 1 ? " split=" + std::to_string(c.split) : "");
   if (k.kind == kir::Kind::Reduction)
     return s + " rows=" + std::to_string(c.rows_per_block) + (c.split > 1 ? " split=" + std::to_string(c.split) : "");
   return s + " vec=" + std::to_string(c.vector_width);

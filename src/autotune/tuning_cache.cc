@@ -77,6 +77,8 @@ CacheEntry read_entry(const json& j) {
   e.config.algo = int_field(c, "algo", 0, kLibraryAlgos - 1, "config.");
   // Caches written before the GEMM template have no tile: the library call.
   e.config.tile = c.contains("tile") ? int_field(c, "tile", 0, static_cast<int>(kGemmTiles.size()), "config.") : 0;
+  // Nor, before the column schedule, columns: rows one per block.
+  e.config.columns = c.contains("columns") && int_field(c, "columns", 0, 1, "config.") == 1;
   e.time_us = time_field(j, "time_us");
   e.default_time_us = time_field(j, "default_time_us");
   e.candidates = int_field(j, "candidates", 1, 1 << 20);
@@ -94,7 +96,8 @@ ojson entry_json(const CacheEntry& e) {
                  {"rows_per_block", e.config.rows_per_block},
                  {"split", e.config.split},
                  {"algo", e.config.algo},
-                 {"tile", e.config.tile}};
+                 {"tile", e.config.tile},
+                 {"columns", e.config.columns ? 1 : 0}};
   j["time_us"] = e.time_us;
   j["default_time_us"] = e.default_time_us;
   j["candidates"] = e.candidates;

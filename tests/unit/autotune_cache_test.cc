@@ -91,6 +91,25 @@ TEST_F(AutotuneCache, GemmTileRoundTripsAndDefaultsToTheLibraryCall) {
   EXPECT_NE(c.warnings[0].find("'config.tile' must be an integer from 0 to 8"), std::string::npos) << c.warnings[0];
 }
 
+TEST_F(AutotuneCache, ColumnsRoundTripAndDefaultToRows) {
+  CacheEntry columns = entry("reduction a");
+  columns.config = KernelConfig{};
+  columns.config.columns = true;
+  columns.config.split = 4;
+  LoadedCache c = parse_cache(cache_text({columns}), "t.json");
+  ASSERT_EQ(c.entries.size(), 1u);
+  EXPECT_TRUE(c.entries[0].config.columns);
+  EXPECT_EQ(c.entries[0].config.split, 4);
+  nlohmann::json j = nlohmann::json::parse(cache_text({columns, entry("reduction b")}));
+  j["entries"][0]["config"].erase("columns");
+  j["entries"][1]["config"]["columns"] = 2;
+  c = parse_cache(j.dump(), "t.json");
+  ASSERT_EQ(c.entries.size(), 1u);
+  EXPECT_FALSE(c.entries[0].config.columns);
+  ASSERT_EQ(c.warnings.size(), 1u);
+  EXPECT_NE(c.warnings[0].find("'config.columns' must be an integer from 0 to 1"), std::string::npos) << c.warnings[0];
+}
+
 TEST_F(AutotuneCache, MissingFileIsAnEmptyCache) {
   LoadedCache c = load_cache(path_);
   EXPECT_EQ(c.status, LoadedCache::Status::Missing);

@@ -1,8 +1,9 @@
-// Runs the CUDA text of tcc's GEMM template (codegen/gemm_template.cc) on the
-// host, so CI checks the kernel's tiling, guards, double buffering and
-// epilogue against the reference interpreter without a GPU. Test code only:
-// gemm_template_test.cc compiles this header together with the emitted
-// kernel into a shared library with the host compiler.
+// Runs CUDA text tcc emits on the host, so CI checks it against the reference
+// interpreter without a GPU: the GEMM template (codegen/gemm_template.cc: its
+// tiling, guards, double buffering and epilogue) and column reductions (their
+// two-dimensional blocks, shared-memory combine and split rows' arrivals). Test code only: the tests
+// compile this header together with the emitted kernels into a shared library
+// with the host compiler.
 //
 // Each block runs as one std::thread per CUDA thread; __syncthreads is a
 // barrier of the block's threads, `__shared__` arrays are function statics
@@ -33,7 +34,7 @@ struct Dim3 {
   unsigned x = 0, y = 0, z = 0;
 };
 inline thread_local Dim3 thread_index, block_index;
-inline Dim3 grid_dim;
+inline Dim3 grid_dim, block_dim;
 
 class Barrier {
  public:
@@ -80,9 +81,13 @@ inline uint32_t as_bits(float f) {
   return bits;
 }
 
-// The grid, block after block; `kernel` is called by every thread of a block.
-inline void launch(unsigned gx, unsigned gy, unsigned gz, unsigned threads, const std::function<void()>& kernel) {
+// The grid, block after block; `kernel` is called by every thread of a block
+// of bx x by threads (x varies fastest, as CUDA numbers a block's threads).
+inline void launch(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                   const std::function<void()>& kernel) {
   grid_dim = {gx, gy, gz};
+  block_dim = {bx, by, 1};
+  const unsigned threads = bx * by;
   for (unsigned z = 0; z < gz; ++z)
     for (unsigned y = 0; y < gy; ++y)
       for (unsigned x = 0; x < gx; ++x) {
@@ -92,7 +97,7 @@ inline void launch(unsigned gx, unsigned gy, unsigned gz, unsigned threads, cons
         std::vector<std::thread> running;
         for (unsigned t = 0; t < threads; ++t)
           running.emplace_back([&, t] {
-            thread_index = {t, 0, 0};
+            thread_index = {t % bx, t / bx, 0};
             block_index = {x, y, z};
             kernel();
           });
@@ -105,13 +110,17 @@ inline void launch(unsigned gx, unsigned gy, unsigned gz, unsigned threads, cons
 #define threadIdx tcc_emu::thread_index
 #define blockIdx tcc_emu::block_index
 #define gridDim tcc_emu::grid_dim
+#define blockDim tcc_emu::block_dim
 #define __global__
+#define __device__
 #define __launch_bounds__(n)
 #define __shared__ static
 #define __align__(n) __attribute__((aligned(n)))
 #define __restrict__ __restrict
 
 inline void __syncthreads() { tcc_emu::block.barrier->arrive_and_wait(); }
+inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+inline unsigned atomicAdd(unsigned* p, unsigned v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
 
 inline void tcc_tf32_split(float x, uint32_t& big, uint32_t& small) {
   auto round = [](float v) { return (tcc_emu::as_bits(v) + 0x1000u) & 0xFFFFE000u; };

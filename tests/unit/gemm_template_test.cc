@@ -214,7 +214,7 @@ TEST(GemmTemplate, EmulatedOnTheHostEveryConfigMatchesTheInterpreter) {
       if (configs[i].split > 1) args += ", ws";
       source += "extern \"C\" void launch_" + k.name +
                 "(void* const* b, const int64_t* s, void* ws, unsigned gx, unsigned gy, unsigned gz, unsigned threads) {\n"
-                "  tcc_emu::launch(gx, gy, gz, threads, [&] { " + k.name + "(" + args + "); });\n}\n";
+                "  tcc_emu::launch(gx, gy, gz, threads, 1, [&] { " + k.name + "(" + args + "); });\n}\n";
     }
   }
   std::ofstream(dir / "emulated.cc") << source;

@@ -1,0 +1,183 @@
+// Column reductions (KernelConfig::columns): which kernels take them, and
+// their CUDA text, compiled by NVRTC and run on the host by
+// tests/unit/cuda_emulator.h against the reference interpreter, at every block
+// size autotuning tries.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "codegen/emit.h"
+#include "codegen/emit_c.h"
+#include "codegen/toolchain.h"
+#include "src/autotune/candidates.h"
+#include "src/interp/interpreter.h"
+#include "tests/unit/autotune_util.h"
+#include "tests/unit/temp_dir.h"
+
+namespace tcc {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<KernelConfig> column_configs(const kir::Kernel& k) {
+  std::vector<KernelConfig> out;
+  for (const KernelConfig& c : autotune::candidates(k))
+    if (c.columns) out.push_back(c);
+  return out;
+}
+
+TEST(ColumnReduction, TakesReductionsWhoseRowsLieSideBySide) {
+  ScheduledModel columns = schedule_model("tests/kernels/column_reductions.tir");
+  ASSERT_EQ(columns.schedule.kernels.size(), 3u);
+  for (const kir::Kernel& k : columns.schedule.kernels) {
+    EXPECT_TRUE(reduces_columns(k)) << k.name;
+    EXPECT_FALSE(default_config(k).columns) << k.name << ": the default stays one row per block";
+    std::vector<KernelConfig> configs = column_configs(k);
+    // Blocks of 64 to 1024 threads; the single-pass sum and max also 2 to 64 slices per row.
+    ASSERT_EQ(configs.size(), splits_rows(k) ? 11u : 5u) << k.name;
+    ASSERT_TRUE(row_count(k).is_constant());
+    const SymExpr blocks = SymExpr::constant((row_count(k).constant_value() + 31) / 32);
+    LaunchConfig l = launch_config(k, configs[4]);
+    EXPECT_EQ(l.block, (std::array<int, 3>{32, 32, 1}));
+    EXPECT_EQ(l.grid[0], blocks) << k.name;
+    EXPECT_EQ(l.workspace_bytes, SymExpr());
+    EXPECT_EQ(autotune::config_text(k, configs[4]), "block=1024 columns");
+    if (!splits_rows(k)) continue;
+    l = launch_config(k, configs.back());
+    EXPECT_EQ(l.block, (std::array<int, 3>{32, 8, 1}));
+    EXPECT_EQ(l.grid[0], blocks) << k.name;
+    EXPECT_EQ(l.grid[1], SymExpr::constant(64));
+    EXPECT_EQ(l.workspace_bytes, row_count(k) * SymExpr::constant(64 * 8 + 4));
+    EXPECT_EQ(autotune::config_text(k, configs.back()), "block=256 columns split=64");
+  }
+  // Rows of contiguous elements (softmax and layer norm over the last axis),
+  // a reduction over a middle axis whose rows are not adjacent, and kernels
+  // that are no reduction take no columns.
+  for (const char* model : {"tests/kernels/softmax.tir", "tests/kernels/layernorm.tir", "tests/kernels/concat.tir"})
+    for (const kir::Kernel& k : schedule_model(model).schedule.kernels) {
+      EXPECT_FALSE(reduces_columns(k)) << model << " " << k.name;
+      KernelConfig c = default_config(k);
+      c.columns = true;
+      EXPECT_FALSE(autotune::invalid_reason(k, c).empty()) << model << " " << k.name;
+    }
+}
+
+TEST(ColumnReduction, EmulatedOnTheHostEveryBlockAndSplitMatchesTheInterpreter) {
+  ScheduledModel s = schedule_model("tests/kernels/column_reductions.tir");
+  // Long enough columns for three slices of kSplitMinSlice elements: split 2
+  // takes two of them, split 4 leaves its last block without one.
+  const std::map<std::string, int64_t> sizes = {{"b", 9000}};
+  fs::path dir = make_temp_dir("tcc_column_reduction");
+
+  // The CUDA text with the host prelude in place of NVRTC's (fixed-width
+  // types, bit casts), keeping the combiners and the column combine, whose
+  // member functions are inline, not static.
+  std::vector<kir::Kernel> kernels;
+  std::vector<KernelConfig> configs;
+  for (const kir::Kernel& base : s.schedule.kernels) {
+    std::vector<KernelConfig> grid;
+    for (const KernelConfig& c : column_configs(base))
+      if (c.split <= 4) grid.push_back(c);  // the emulator runs a thread per CUDA thread: a few slices suffice
+    for (size_t i = 0; i < grid.size(); ++i) {
+      kernels.push_back(base);
+      kernels.back().name = base.name + "_c" + std::to_string(i);
+      configs.push_back(grid[i]);
+    }
+  }
+  std::string cuda = emit_cuda(kernels, configs);
+  // NVRTC takes it as it is.
+  std::vector<CudaBinary> bins = compile_cuda(cuda, {"sm_90"}, false, 1);
+  ASSERT_EQ(bins.size(), 1u);
+  std::vector<std::string> symbols = cubin_symbols(bins[0].bytes);
+  for (const kir::Kernel& k : kernels)
+    EXPECT_NE(std::find(symbols.begin(), symbols.end(), k.name), symbols.end()) << k.name;
+  size_t combiners = cuda.find("struct tcc_sum");
+  ASSERT_NE(combiners, std::string::npos);
+  std::string source = "#include \"" + std::string(TCC_SOURCE_DIR) + "/tests/unit/cuda_emulator.h\"\n" +
+                       emitc::prelude(emitc::Target::Host) + "#undef TCC_FN\n#define TCC_FN inline\n" +
+                       cuda.substr(combiners);
+  for (const kir::Kernel& k : kernels) {
+    std::string args;
+    for (size_t b = 0; b < k.buffers.size(); ++b)
+      args += std::string(args.empty() ? "" : ", ") + (k.buffers[b].output ? "(float*)" : "(const float*)") + "b[" +
+              std::to_string(b) + "]";
+    for (size_t i = 0; i < k.size_params.size(); ++i) args += ", s[" + std::to_string(i) + "]";
+    if (launch_config(k, configs[&k - kernels.data()]).workspace_bytes != SymExpr()) args += ", ws";
+    source += "extern \"C\" void launch_" + k.name +
+              "(void* const* b, const int64_t* s, void* ws, unsigned gx, unsigned gy, unsigned bx, unsigned by) {\n"
+              "  tcc_emu::launch(gx, gy, 1, bx, by, [&] { " + k.name + "(" + args + "); });\n}\n";
+  }
+  std::ofstream(dir / "emulated.cc") << source;
+  compile_host_library((dir / "emulated.cc").string(), (dir / "emulated.so").string());
+  SharedLibrary lib((dir / "emulated.so").string());
+  using Launch = void (*)(void* const*, const int64_t*, void*, unsigned, unsigned, unsigned, unsigned);
+
+  const Graph& g = *s.model->graph;
+  std::mt19937 rng(11);
+  std::normal_distribution<double> normal(0, 1);
+  std::map<std::string, Tensor> inputs;
+  for (const Value* v : g.inputs()) {
+    if (v->is_initializer()) continue;
+    std::vector<int64_t> shape;
+    for (const Dim& d : v->type().shape()) shape.push_back(*d.expr().evaluate(sizes));
+    Tensor t(DType::F32, shape);
+    for (int64_t i = 0; i < t.numel(); ++i) t.set_f64(i, normal(rng));
+    inputs.emplace(v->name(), std::move(t));
+  }
+  Interpreter interp;
+  std::vector<Tensor> outs = interp.run(g, inputs);
+  std::map<std::string, Tensor> want;
+  for (size_t i = 0; i < outs.size(); ++i) want.emplace(g.outputs()[i]->name(), outs[i]);
+
+  for (size_t ki = 0; ki < kernels.size(); ++ki) {
+    const kir::Kernel& k = kernels[ki];
+    SCOPED_TRACE(k.name + " " + autotune::config_text(k, configs[ki]));
+    std::vector<Tensor> buffers;
+    for (const kir::Buffer& b : k.buffers) {
+      ASSERT_TRUE(b.output ? want.count(b.name) : inputs.count(b.name)) << b.name << " is no graph input or output";
+      buffers.push_back(b.output ? Tensor(DType::F32, want.at(b.name).shape()) : inputs.at(b.name));
+      if (b.output)
+        for (int64_t i = 0; i < buffers.back().numel(); ++i) buffers.back().set_f64(i, std::nan(""));
+    }
+    std::vector<void*> ptrs;
+    for (Tensor& t : buffers) ptrs.push_back(t.raw_mut());
+    std::vector<int64_t> args;
+    for (const std::string& p : k.size_params) args.push_back(sizes.at(p));
+    LaunchConfig l = launch_config(k, configs[ki]);
+    auto launch = reinterpret_cast<Launch>(lib.symbol("launch_" + k.name));
+    ASSERT_NE(launch, nullptr);
+    // Zeroed, as the runtime allocates it; launched twice, since each launch must leave the counters at 0.
+    std::vector<char> workspace(l.workspace_bytes == SymExpr() ? 0 : *l.workspace_bytes.evaluate(sizes));
+    for (int run = 0; run < (configs[ki].split > 1 ? 2 : 1); ++run)
+      launch(ptrs.data(), args.data(), workspace.data(), static_cast<unsigned>(*l.grid[0].evaluate(sizes)),
+             static_cast<unsigned>(*l.grid[1].evaluate(sizes)), static_cast<unsigned>(l.block[0]),
+             static_cast<unsigned>(l.block[1]));
+    for (size_t b = 0; b < k.buffers.size(); ++b) {
+      if (!k.buffers[b].output) continue;
+      const Tensor& got = buffers[b];
+      const Tensor& expected = want.at(k.buffers[b].name);
+      // f32 sums of 9000 terms against the interpreter's doubles: within 1e-4 of
+      // the largest result (a wrong element or row is off by its own size).
+      double largest = 0;
+      for (int64_t i = 0; i < expected.numel(); ++i) largest = std::max(largest, std::fabs(expected.get_f64(i)));
+      int64_t bad = 0;
+      for (int64_t i = 0; i < got.numel(); ++i) {
+        double a = got.get_f64(i), e = expected.get_f64(i);
+        if (!(std::fabs(a - e) <= 1e-4 * largest + 1e-4 * std::fabs(e)) && bad++ < 5)
+          ADD_FAILURE() << k.buffers[b].name << " element " << i << ": emulated " << a << ", interpreter " << e;
+      }
+      EXPECT_EQ(bad, 0) << bad << " of " << got.numel() << " elements of " << k.buffers[b].name << " differ";
+    }
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace tcc
