@@ -19,6 +19,7 @@
 #include "src/autotune/candidates.h"
 #include "src/interp/interpreter.h"
 #include "tests/unit/autotune_util.h"
+#include "tests/unit/emulated_launch.h"
 #include "tests/unit/temp_dir.h"
 
 namespace tcc {
@@ -103,21 +104,11 @@ TEST(ColumnReduction, EmulatedOnTheHostEveryBlockAndSplitMatchesTheInterpreter) 
   std::string source = "#include \"" + std::string(TCC_SOURCE_DIR) + "/tests/unit/cuda_emulator.h\"\n" +
                        emitc::prelude(emitc::Target::Host) + "#undef TCC_FN\n#define TCC_FN inline\n" +
                        cuda.substr(combiners);
-  for (const kir::Kernel& k : kernels) {
-    std::string args;
-    for (size_t b = 0; b < k.buffers.size(); ++b)
-      args += std::string(args.empty() ? "" : ", ") + (k.buffers[b].output ? "(float*)" : "(const float*)") + "b[" +
-              std::to_string(b) + "]";
-    for (size_t i = 0; i < k.size_params.size(); ++i) args += ", s[" + std::to_string(i) + "]";
-    if (launch_config(k, configs[&k - kernels.data()]).workspace_bytes != SymExpr()) args += ", ws";
-    source += "extern \"C\" void launch_" + k.name +
-              "(void* const* b, const int64_t* s, void* ws, unsigned gx, unsigned gy, unsigned bx, unsigned by) {\n"
-              "  tcc_emu::launch(gx, gy, 1, bx, by, [&] { " + k.name + "(" + args + "); });\n}\n";
-  }
+  for (size_t i = 0; i < kernels.size(); ++i)
+    source += emulated_launcher(kernels[i], launch_config(kernels[i], configs[i]).workspace_bytes != SymExpr());
   std::ofstream(dir / "emulated.cc") << source;
   compile_host_library((dir / "emulated.cc").string(), (dir / "emulated.so").string());
   SharedLibrary lib((dir / "emulated.so").string());
-  using Launch = void (*)(void* const*, const int64_t*, void*, unsigned, unsigned, unsigned, unsigned);
 
   const Graph& g = *s.model->graph;
   std::mt19937 rng(11);
@@ -151,13 +142,13 @@ TEST(ColumnReduction, EmulatedOnTheHostEveryBlockAndSplitMatchesTheInterpreter) 
     std::vector<int64_t> args;
     for (const std::string& p : k.size_params) args.push_back(sizes.at(p));
     LaunchConfig l = launch_config(k, configs[ki]);
-    auto launch = reinterpret_cast<Launch>(lib.symbol("launch_" + k.name));
+    auto launch = reinterpret_cast<EmulatedLaunch>(lib.symbol("launch_" + k.name));
     ASSERT_NE(launch, nullptr);
     // Zeroed, as the runtime allocates it; launched twice, since each launch must leave the counters at 0.
     std::vector<char> workspace(l.workspace_bytes == SymExpr() ? 0 : *l.workspace_bytes.evaluate(sizes));
     for (int run = 0; run < (configs[ki].split > 1 ? 2 : 1); ++run)
       launch(ptrs.data(), args.data(), workspace.data(), static_cast<unsigned>(*l.grid[0].evaluate(sizes)),
-             static_cast<unsigned>(*l.grid[1].evaluate(sizes)), static_cast<unsigned>(l.block[0]),
+             static_cast<unsigned>(*l.grid[1].evaluate(sizes)), 1, static_cast<unsigned>(l.block[0]),
              static_cast<unsigned>(l.block[1]));
     for (size_t b = 0; b < k.buffers.size(); ++b) {
       if (!k.buffers[b].output) continue;

@@ -27,6 +27,7 @@
 #include "tcc_runtime.h"
 #include "tests/unit/autotune_util.h"
 #include "tests/unit/cli_util.h"
+#include "tests/unit/emulated_launch.h"
 #include "tests/unit/temp_dir.h"
 
 namespace tcc {
@@ -205,22 +206,12 @@ TEST(GemmTemplate, EmulatedOnTheHostEveryConfigMatchesTheInterpreter) {
     for (size_t i = 0; i < configs.size(); ++i) {
       kir::Kernel k = base;
       k.name = "m" + std::to_string(models.size() - 1) + "_c" + std::to_string(i);
-      source += emit_gemm_template(k, configs[i]);
-      std::string args;
-      for (size_t b = 0; b < k.buffers.size(); ++b)
-        args += std::string(args.empty() ? "" : ", ") + (k.buffers[b].output ? "(float*)" : "(const float*)") + "b[" +
-                std::to_string(b) + "]";
-      for (size_t i = 0; i < k.size_params.size(); ++i) args += ", s[" + std::to_string(i) + "]";
-      if (configs[i].split > 1) args += ", ws";
-      source += "extern \"C\" void launch_" + k.name +
-                "(void* const* b, const int64_t* s, void* ws, unsigned gx, unsigned gy, unsigned gz, unsigned threads) {\n"
-                "  tcc_emu::launch(gx, gy, gz, threads, 1, [&] { " + k.name + "(" + args + "); });\n}\n";
+      source += emit_gemm_template(k, configs[i]) + emulated_launcher(k, configs[i].split > 1);
     }
   }
   std::ofstream(dir / "emulated.cc") << source;
   compile_host_library((dir / "emulated.cc").string(), (dir / "emulated.so").string());
   SharedLibrary lib((dir / "emulated.so").string());
-  using Launch = void (*)(void* const*, const int64_t*, void*, unsigned, unsigned, unsigned, unsigned);
 
   std::mt19937 rng(7);
   std::uniform_real_distribution<double> uniform(-1, 1);
@@ -273,10 +264,12 @@ TEST(GemmTemplate, EmulatedOnTheHostEveryConfigMatchesTheInterpreter) {
       for (int d = 0; d < 3; ++d) grid[d] = static_cast<unsigned>(*l.grid[d].evaluate(cases[m].sizes));
       // Zeroed, as the runtime allocates it; launched twice, since each launch must leave the counters at 0.
       std::vector<char> workspace(l.workspace_bytes == SymExpr() ? 0 : *l.workspace_bytes.evaluate(cases[m].sizes));
-      auto launch = reinterpret_cast<Launch>(lib.symbol("launch_m" + std::to_string(m) + "_c" + std::to_string(ci)));
+      auto launch =
+          reinterpret_cast<EmulatedLaunch>(lib.symbol("launch_m" + std::to_string(m) + "_c" + std::to_string(ci)));
       ASSERT_NE(launch, nullptr);
       for (int run = 0; run < (c.split > 1 ? 2 : 1); ++run)
-        launch(ptrs.data(), sizes.data(), workspace.data(), grid[0], grid[1], grid[2], static_cast<unsigned>(l.block[0]));
+        launch(ptrs.data(), sizes.data(), workspace.data(), grid[0], grid[1], grid[2],
+               static_cast<unsigned>(l.block[0]), 1);
       const Tensor& got = buffers.back();
       int64_t bad = 0;
       for (int64_t i = 0; i < got.numel(); ++i) {
