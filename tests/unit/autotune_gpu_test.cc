@@ -32,11 +32,13 @@ TEST_F(AutotuneGpu, DeviceKeyNamesTheDevice) {
 TEST_F(AutotuneGpu, EveryCandidateRunsAndMatchesTheDefault) {
   ScheduledModel s = schedule_model("tests/fixtures/gpt2_block.onnx");
   ScheduledModel long_rows = schedule_model("tests/kernels/long_rows.tir");  // split factors
+  ScheduledModel columns = schedule_model("tests/kernels/column_reductions.tir");  // column layouts and their splits
   std::vector<kir::Kernel> kernels = s.schedule.kernels;
   kernels.insert(kernels.end(), long_rows.schedule.kernels.begin(), long_rows.schedule.kernels.end());
+  kernels.insert(kernels.end(), columns.schedule.kernels.begin(), columns.schedule.kernels.end());
   Measurer m = runtime::cuda_measurer();
   for (const kir::Kernel& k : kernels) {
-    std::unique_ptr<KernelBench> bench = m.bench(k, {{"n", 70000}});
+    std::unique_ptr<KernelBench> bench = m.bench(k, {{"n", 70000}, {"b", 9000}});
     std::vector<KernelConfig> grid = candidates(k);
     bench->precompile(grid);
     for (const KernelConfig& c : grid) {
