@@ -530,6 +530,7 @@ class Lowering {
     if (is_reduction(*p)) return lower_reduction(*p, frame);
     if (kernel_role(*p) == KernelRole::Indexed) {
       if (p->op_type() == "Concat") return lower_concat(*p, frame);
+      if (p->op_type() == "Pad") return lower_pad(*p, frame);
       if (p->op_type() == "Gather") return lower_gather(*p, frame);
       lower_pool(*p, frame);
       return values_.at({v, frame});
@@ -589,6 +590,53 @@ class Lowering {
       start = start + size;
     }
     return result;
+  }
+
+  // Pad in constant mode, (begin, end) per axis: at each point, the input where
+  // every padded axis's coordinate c has begin <= c < begin + size, read at
+  // c - begin, else the fill. The load is guarded by that range, so no address
+  // outside the input is read; negative pads crop.
+  int lower_pad(const Node& p, int frame) {
+    if (frame != 0 || k_.kind != kir::Kind::Pointwise) fail(&p, "is lowered only as a copy kernel of its own");
+    View view = view_of(p.input(0));
+    auto rank = static_cast<int64_t>(view.shape.size());
+    std::vector<int64_t> axes(static_cast<size_t>(rank));
+    std::iota(axes.begin(), axes.end(), int64_t{0});
+    if (p.has_input(3)) axes = constant_of(p.input(3))->to_i64_vector();
+    std::vector<int64_t> pads = constant_of(p.input(1))->to_i64_vector();
+    if (pads.size() != 2 * axes.size()) fail(&p, "has " + std::to_string(pads.size()) + " pads for " +
+                                                 std::to_string(axes.size()) + " axes");
+    std::vector<int64_t> begin(static_cast<size_t>(rank), 0), end(static_cast<size_t>(rank), 0);
+    for (size_t i = 0; i < axes.size(); ++i) {
+      int64_t a = axes[i] < 0 ? axes[i] + rank : axes[i];
+      if (a < 0 || a >= rank) fail(&p, "pads axis " + std::to_string(axes[i]) + " outside its rank");
+      begin[static_cast<size_t>(a)] = pads[i];
+      end[static_cast<size_t>(a)] = pads[i + axes.size()];
+    }
+    DType dt = p.output(0)->type().dtype();
+    const Tensor* fill = p.has_input(2) ? constant_of(p.input(2)) : nullptr;
+    const std::vector<int>& to_domain = frames_[0].to_domain;
+    Instr load;
+    load.op = Op::Load;
+    load.dtype = dt;
+    load.buffer = view.buffer;
+    load.index = kir::Index{std::vector<SymExpr>(k_.domain.size()), view.offset};
+    int inside = -1;
+    for (size_t d = 0; d < begin.size(); ++d) {
+      load.index.strides[to_domain[d]] = view.strides[d];
+      if (begin[d] == 0 && end[d] == 0) continue;
+      load.index.offset = load.index.offset - c(begin[d]) * view.strides[d];
+      int at = coordinate(to_domain[d]);
+      int from = emit(Op::GreaterOrEqual, DType::Bool, {at, constant(DType::I64, static_cast<double>(begin[d]))});
+      int below = emit(Op::Less, DType::Bool, {at, size_value(DType::I64, view.shape[d] + c(begin[d]))});
+      int axis_inside = emit(Op::And, DType::Bool, {from, below});
+      inside = inside < 0 ? axis_inside : emit(Op::And, DType::Bool, {inside, axis_inside});
+    }
+    if (inside < 0) return emit(std::move(load));
+    load.args = {inside};
+    int value = emit(std::move(load));
+    double fill_value = fill != nullptr && fill->numel() > 0 ? fill->get_f64(0) : 0.0;
+    return emit(Op::Where, dt, {inside, value, constant(dt, fill_value)});
   }
 
   // An index `index` (an instruction of integer `dtype`) into an axis of
