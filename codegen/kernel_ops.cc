@@ -91,7 +91,8 @@ KernelRole default_domain_role(const Node& n) {
   }
   if (op == "Pad") {
     // Constant mode with constant pads, fill and axes: a guarded copy.
-    if (!is_float(n.output(0)->type().dtype()) || n.get_string("mode", "constant") != "constant") return KernelRole::None;
+    if (!is_float(n.output(0)->type().dtype()) || n.get_string("mode", "constant") != "constant")
+      return KernelRole::None;
     for (size_t i = 1; i < n.num_inputs(); ++i)
       if (n.has_input(i) && !constant_input(n, i)) return KernelRole::None;
     return n.has_input(1) ? KernelRole::Indexed : KernelRole::None;
