@@ -90,8 +90,10 @@ KernelRole default_domain_role(const Node& n) {
     return index == DType::I64 || index == DType::I32 ? KernelRole::Indexed : KernelRole::None;
   }
   if (op == "Pad") {
-    // Constant mode with constant pads, fill and axes: a guarded copy.
-    if (!is_float(n.output(0)->type().dtype()) || n.get_string("mode", "constant") != "constant")
+    // Constant pads, fill and axes: a guarded copy (constant mode) or a gather
+    // from computed coordinates (edge, reflect, wrap).
+    static const std::unordered_set<std::string_view> modes = {"constant", "edge", "reflect", "wrap"};
+    if (!is_float(n.output(0)->type().dtype()) || !modes.count(n.get_string("mode", "constant")))
       return KernelRole::None;
     for (size_t i = 1; i < n.num_inputs(); ++i)
       if (n.has_input(i) && !constant_input(n, i)) return KernelRole::None;

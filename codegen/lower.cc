@@ -592,10 +592,14 @@ class Lowering {
     return result;
   }
 
-  // Pad in constant mode, (begin, end) per axis: at each point, the input where
-  // every padded axis's coordinate c has begin <= c < begin + size, read at
-  // c - begin, else the fill. The load is guarded by that range, so no address
-  // outside the input is read; negative pads crop.
+  // Pad, (begin, end) per axis; negative pads crop. Constant mode: at each
+  // point, the input where every padded axis's coordinate c has begin <= c <
+  // begin + size, read at c - begin, else the fill; the load is guarded by that
+  // range, so no address outside the input is read. Edge, reflect and wrap
+  // read every point from a source coordinate per padded axis (clamped,
+  // mirrored without repeating the edge, or taken modulo the size, as the
+  // interpreter's pad_source), summed into the load's computed index; an empty
+  // padded axis reads nothing (the interpreter refuses it).
   int lower_pad(const Node& p, int frame) {
     if (frame != 0 || k_.kind != kir::Kind::Pointwise) fail(&p, "is lowered only as a copy kernel of its own");
     View view = view_of(p.input(0));
@@ -613,28 +617,57 @@ class Lowering {
       begin[static_cast<size_t>(a)] = pads[i];
       end[static_cast<size_t>(a)] = pads[i + axes.size()];
     }
+    const std::string mode = p.get_string("mode", "constant");
     DType dt = p.output(0)->type().dtype();
-    const Tensor* fill = p.has_input(2) ? constant_of(p.input(2)) : nullptr;
     const std::vector<int>& to_domain = frames_[0].to_domain;
     Instr load;
     load.op = Op::Load;
     load.dtype = dt;
     load.buffer = view.buffer;
     load.index = kir::Index{std::vector<SymExpr>(k_.domain.size()), view.offset};
-    int inside = -1;
+    int inside = -1, source = -1;
+    auto both = [&](int a, int b) { return a < 0 ? b : emit(Op::And, DType::Bool, {a, b}); };
     for (size_t d = 0; d < begin.size(); ++d) {
-      load.index.strides[to_domain[d]] = view.strides[d];
-      if (begin[d] == 0 && end[d] == 0) continue;
-      load.index.offset = load.index.offset - c(begin[d]) * view.strides[d];
-      int at = coordinate(to_domain[d]);
-      int from = emit(Op::GreaterOrEqual, DType::Bool, {at, constant(DType::I64, static_cast<double>(begin[d]))});
-      int below = emit(Op::Less, DType::Bool, {at, size_value(DType::I64, view.shape[d] + c(begin[d]))});
-      int axis_inside = emit(Op::And, DType::Bool, {from, below});
-      inside = inside < 0 ? axis_inside : emit(Op::And, DType::Bool, {inside, axis_inside});
+      if (begin[d] == 0 && end[d] == 0) {
+        load.index.strides[to_domain[d]] = view.strides[d];
+        continue;
+      }
+      int at = emit(Op::Sub, DType::I64,
+                    {coordinate(to_domain[d]), constant(DType::I64, static_cast<double>(begin[d]))});
+      int size = size_value(DType::I64, view.shape[d]), zero = constant(DType::I64, 0);
+      if (mode == "constant") {
+        load.index.strides[to_domain[d]] = view.strides[d];
+        load.index.offset = load.index.offset - c(begin[d]) * view.strides[d];
+        inside = both(inside, emit(Op::And, DType::Bool, {emit(Op::GreaterOrEqual, DType::Bool, {at, zero}),
+                                                          emit(Op::Less, DType::Bool, {at, size})}));
+        continue;
+      }
+      int from = at;
+      if (mode == "edge") {
+        int last = emit(Op::Sub, DType::I64, {size, constant(DType::I64, 1)});
+        from = emit(Op::Min, DType::I64, {emit(Op::Max, DType::I64, {at, zero}), last});
+      } else if (mode == "wrap") {
+        from = emit(Op::Mod, DType::I64, {at, size});
+      } else {
+        int period = emit(Op::Mul, DType::I64, {emit(Op::Sub, DType::I64, {size, constant(DType::I64, 1)}),
+                                                constant(DType::I64, 2)});
+        int m = emit(Op::Mod, DType::I64, {at, period});
+        from = emit(Op::Where, DType::I64, {emit(Op::Less, DType::Bool, {m, size}), m,
+                                            emit(Op::Sub, DType::I64, {period, m})});
+      }
+      int term = emit(Op::Mul, DType::I64, {from, size_value(DType::I64, view.strides[d])});
+      source = source < 0 ? term : emit(Op::Add, DType::I64, {source, term});
+      inside = both(inside, emit(Op::Greater, DType::Bool, {size, zero}));
+    }
+    if (source >= 0) {
+      load.dynamic = source;
+      load.dynamic_stride = c(1);
     }
     if (inside < 0) return emit(std::move(load));
     load.args = {inside};
     int value = emit(std::move(load));
+    if (mode != "constant") return value;
+    const Tensor* fill = p.has_input(2) ? constant_of(p.input(2)) : nullptr;
     double fill_value = fill != nullptr && fill->numel() > 0 ? fill->get_f64(0) : 0.0;
     return emit(Op::Where, dt, {inside, value, constant(dt, fill_value)});
   }
