@@ -25,23 +25,18 @@ cat "$work/stderr" "$work/stdout"
 mkdir -p "$root/bench/results"
 out="$root/bench/results/$(date +%F)-cpu-compile.json"
 python3 - "$work/module/report.json" "$out" "$root" "$start" "$end" <<'PY'
-import datetime, json, os, platform, subprocess, sys
+import json, os, sys
 
 report_path, out, root, start, end = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), float(sys.argv[5])
-def git(*args):
-    return subprocess.run(["git", "-C", root, *args], capture_output=True, text=True).stdout.strip()
+sys.path.insert(0, os.path.join(root, "bench"))
+from results_meta import run_metadata
 
 report = json.load(open(report_path))
 t, s = report["timings"], report["summary"]
-cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())
 result = {
-    "date": datetime.date.today().isoformat(),
-    "machine": f"2-core CI box: {os.cpu_count()} cores, {cpu}, {platform.system()} {platform.release()}",
-    "git_commit": git("rev-parse", "HEAD") + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else ""),
+    **run_metadata(root),
     "model": "generated GPT-2-small-sized stack: 12 layers, hidden 768, 12 heads, f32[batch, seq, 768]",
     "target": "tcc compile cold under 10 s (issue 4)",
-    # The machine is shared: under load, wall time exceeds what an idle machine would take.
-    "load_average_1m": round(os.getloadavg()[0], 2),
     "wall_s": round(end - start, 2),
     "kernels": s["kernels"],
     "kernel_steps": s["kernel_steps"],

@@ -23,13 +23,12 @@ done
 mkdir -p "$root/bench/results"
 out="$root/bench/results/$(date +%F)-cpu-explain.json"
 python3 - "$work" "$out" "$root" "${benchmarks[@]}" <<'PY'
-import datetime, json, os, platform, subprocess, sys
+import json, os, sys
 
 work, out, root, names = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
-def git(*args):
-    return subprocess.run(["git", "-C", root, *args], capture_output=True, text=True).stdout.strip()
+sys.path.insert(0, os.path.join(root, "bench"))
+from results_meta import run_metadata
 
-cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())
 figures = {}
 for name in names:
     runs = [b for b in json.load(open(os.path.join(work, name.replace("/", "_") + ".json")))["benchmarks"]
@@ -44,13 +43,8 @@ for name in names:
     figures["BM_" + name] = {"real_time_ms": round(b["real_time"], 1), "cpu_time_ms": round(b["cpu_time"], 1),
                              "iterations": b["iterations"], **counters}
 result = {
-    "date": datetime.date.today().isoformat(),
-    "machine": f"2-core CI box: {os.cpu_count()} cores, {cpu}, {platform.system()} {platform.release()}",
-    "git_commit": git("rev-parse", "HEAD") + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else ""),
+    **run_metadata(root),
     "targets": "explain on a 100,000-node graph under 2 s; a 1,000,000-call trace under 2 s (issue 3)",
-    # The machine is shared: under load, wall time exceeds the single-threaded
-    # CPU time, which is what an idle machine's wall time would be.
-    "load_average_1m": round(os.getloadavg()[0], 2),
     "peak_rss_mb": max(f["peak_rss_mb"] for f in figures.values()),
     "benchmarks": figures,
 }

@@ -17,11 +17,11 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$root/bench/results"
 out="$root/bench/results/$(date +%F)-cpu-host-overhead.json"
 python3 - "$work/out.json" "$out" "$root" <<'PY'
-import datetime, json, os, platform, subprocess, sys
+import json, os, sys
 
 data_path, out, root = sys.argv[1:4]
-def git(*args):
-    return subprocess.run(["git", "-C", root, *args], capture_output=True, text=True).stdout.strip()
+sys.path.insert(0, os.path.join(root, "bench"))
+from results_meta import run_metadata
 
 medians = {b["run_name"]: b for b in json.load(open(data_path))["benchmarks"] if b.get("aggregate_name") == "median"}
 if not medians:
@@ -35,14 +35,10 @@ for name, b in medians.items():
         row.update(kernel_steps=int(b["kernel_steps"]), ns_per_kernel_step=round(ns, 1),
                    over_driver_launch=round(ns / driver_ns, 2))
     rows[name] = row
-cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())
 result = {
-    "date": datetime.date.today().isoformat(),
-    "machine": f"{os.cpu_count()}-core CPU build machine: {cpu}, {platform.system()} {platform.release()}",
-    "git_commit": git("rev-parse", "HEAD") + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else ""),
+    **run_metadata(root),
     "what": "runtime host time per kernel step on the fake CUDA driver (tests/fake_cuda), median of 3 repetitions; "
             "over_driver_launch: the ratio to the fake driver's own cuLaunchKernel in the same process",
-    "load_average_1m": round(os.getloadavg()[0], 2),
     "benchmarks": rows,
 }
 with open(out, "w") as f:
