@@ -17,8 +17,10 @@ constexpr const char* kFakeDeviceName = "tcc fake CUDA device";
 
 // A tuning cache, as the fake device would have measured it, that makes each
 // GEMM of `model` tcc's template split along K (a generated kernel with a
-// workspace, which the fake can run; cuBLASLt needs a real device) and leaves
-// every other kernel at its default.
+// workspace, which the fake can run; cuBLASLt needs a real device), each
+// reduction over columns its last column configuration (split into slices
+// where it can: two-dimensional blocks and a workspace) and leaves every other
+// kernel at its default.
 inline void write_template_cache(const std::filesystem::path& model, const std::filesystem::path& cache) {
   ScheduledModel s = schedule_model(std::filesystem::relative(model, TCC_SOURCE_DIR).string());
   std::map<std::string, int64_t> sizes;  // every symbol at kUnhintedRunSize, as an unhinted compile tunes
@@ -28,7 +30,7 @@ inline void write_template_cache(const std::filesystem::path& model, const std::
   std::vector<autotune::CacheEntry> entries =
       cache_entries(s.schedule, sizes, {kFakeDeviceName, "sm_90", "13.0", "13.0"}, [](const kir::Kernel& k) {
         std::vector<KernelConfig> grid = autotune::candidates(k);
-        return k.kind == kir::Kind::Gemm ? grid.back() : grid.front();
+        return k.kind == kir::Kind::Gemm || reduces_columns(k) ? grid.back() : grid.front();
       });
   autotune::write_cache(cache.string(), entries);
 }

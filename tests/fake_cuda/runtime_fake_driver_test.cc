@@ -7,6 +7,7 @@
 // shows up as a wrong value.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -205,6 +206,9 @@ TEST_P(FakeDriverModel, LaunchesFollowTheScheduleAndTheManifestsLaunchShapes) {
   fs::path model = fs::path(TCC_SOURCE_DIR) / GetParam().path;
   FakeDevice dev(GetParam().train ? training_step(model, dir_) : model, dir_ / "module");
   const runtime::Module& m = dev.module();
+  // A training step's bias gradients reduce columns: blocks of two dimensions.
+  EXPECT_EQ(std::any_of(m.kernels.begin(), m.kernels.end(), [](const runtime::KernelInfo& k) { return k.block[1] > 1; }),
+            GetParam().train);
   for (int64_t size : {8, 37}) {
     fake_cuda::clear_log();
     FakeDevice::Runs runs = dev.run_both(size, static_cast<unsigned>(size));
@@ -234,7 +238,8 @@ TEST_P(FakeDriverModel, LaunchesFollowTheScheduleAndTheManifestsLaunchShapes) {
 // chain100: 100 launches of a split-K GEMM template and a pointwise kernel;
 // mlp: GEMMs with bias and ReLU epilogues; gpt2_block: two symbolic dims,
 // batched GEMMs, layer norms and a masked softmax; their training steps:
-// the backward's reductions and transposed GEMMs, Adam's multi-tensor kernels.
+// the backward's reductions (bias gradients over columns) and transposed
+// GEMMs, Adam's multi-tensor kernels.
 INSTANTIATE_TEST_SUITE_P(Models, FakeDriverModel,
                          ::testing::Values(ModelCase{"chain100", "bench/models/chain100.tir", false},
                                            ModelCase{"mlp", "tests/fixtures/mlp.onnx", false},
