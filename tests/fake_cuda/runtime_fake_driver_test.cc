@@ -192,7 +192,8 @@ struct ModelCase {
 // The training step of `model`, written as ONNX by `tcc compile --train --emit-onnx`.
 fs::path training_step(const fs::path& model, const fs::path& dir) {
   fs::path out = dir / "train.onnx";
-  CliResult r = run_tcc("compile " + shell_quote(model.string()) + " -o " + shell_quote((dir / "train-module").string()) +
+  fs::path module = dir / "train-module";
+  CliResult r = run_tcc("compile " + shell_quote(model.string()) + " -o " + shell_quote(module.string()) +
                             " --arch sm_90 --no-ptx --train --loss-fn mse --loss-on output --label target "
                             "--optimizer adam --emit-onnx " + shell_quote(out.string()),
                         kNoGpuEnv, 300);
@@ -207,8 +208,8 @@ TEST_P(FakeDriverModel, LaunchesFollowTheScheduleAndTheManifestsLaunchShapes) {
   FakeDevice dev(GetParam().train ? training_step(model, dir_) : model, dir_ / "module");
   const runtime::Module& m = dev.module();
   // A training step's bias gradients reduce columns: blocks of two dimensions.
-  EXPECT_EQ(std::any_of(m.kernels.begin(), m.kernels.end(), [](const runtime::KernelInfo& k) { return k.block[1] > 1; }),
-            GetParam().train);
+  auto two_dimensional = [](const runtime::KernelInfo& k) { return k.block[1] > 1; };
+  EXPECT_EQ(std::any_of(m.kernels.begin(), m.kernels.end(), two_dimensional), GetParam().train);
   for (int64_t size : {8, 37}) {
     fake_cuda::clear_log();
     FakeDevice::Runs runs = dev.run_both(size, static_cast<unsigned>(size));
