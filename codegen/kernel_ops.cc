@@ -1,6 +1,7 @@
 #include "codegen/kernel_ops.h"
 
 #include <algorithm>
+#include <numeric>
 #include <string_view>
 #include <unordered_set>
 
@@ -180,6 +181,16 @@ std::string pool_window(const Node& n, PoolWindow* out) {
   pw.count_include_pad = n.op_type() == "AveragePool" && n.get_int("count_include_pad", 0) != 0;
   if (out != nullptr) *out = std::move(pw);
   return "";
+}
+
+bool swaps_last_two_axes(const Node& n) {
+  if (n.op_type() != "Transpose" || !n.domain().empty() || n.num_inputs() != 1) return false;
+  const Type& t = n.input(0)->type();
+  if (!t.is_tensor() || !is_float(t.dtype()) || !t.has_rank() || t.rank() < 3) return false;
+  std::vector<int64_t> perm(t.rank());
+  std::iota(perm.begin(), perm.end(), int64_t{0});
+  std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
+  return n.get_ints("perm", {}) == perm;
 }
 
 std::string kernel_refusal(const Node& n) {

@@ -31,6 +31,12 @@ enum class KernelRole {
 // whose input or output types are not fully known tensors is None.
 KernelRole kernel_role(const Node& n);
 
+// A Transpose (default domain) of a float tensor of rank 3 or more that swaps
+// the last two axes and keeps the others: a batched GEMM reads its input as
+// that operand, transposed, instead of a copy (passes/fuse.cc takes it into
+// the GEMM's fusion, codegen/lower.cc sets the operand's trans flag).
+bool swaps_last_two_axes(const Node& n);
+
 // The sliding window of a Conv node, resolved: one entry per spatial dim, the
 // padding applied at both ends (cuDNN's convolution descriptor has one pad per dim).
 struct ConvWindow {

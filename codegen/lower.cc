@@ -956,11 +956,18 @@ class Lowering {
     TCC_CHECK(mm != nullptr) << "verify_fusion passed a gemm body without a contraction";
     const Value* a = mm->input(0);
     const Value* b = mm->input(1);
-    if (!is_body_input(a) || !is_body_input(b)) fail(mm, "its operands are not body inputs");
     std::vector<SymExpr> as = shape_of(a), bs = shape_of(b), out = shape_of(mm->output(0));
     kir::GemmDesc g;
-    g.a = input_buffer(a);
-    g.b = input_buffer(b);
+    // An operand is a body input, or a body input read transposed (swaps_last_two_axes).
+    auto operand = [&](const Value* v, bool& transposed) {
+      const Node* t = v->producer();
+      transposed = !is_body_input(v) && t != nullptr && swaps_last_two_axes(*t) && is_body_input(t->input(0));
+      if (transposed) return input_buffer(t->input(0));
+      if (!is_body_input(v)) fail(mm, "its operands are not body inputs");
+      return input_buffer(v);
+    };
+    g.a = operand(a, g.trans_a);
+    g.b = operand(b, g.trans_b);
     SymExpr m, n, kk;
     std::vector<int> out_to_domain;
     if (mm->op_type() == "Gemm") {
@@ -991,7 +998,7 @@ class Lowering {
       std::vector<SymExpr> domain_batch(k_.domain.begin(), k_.domain.end() - 2);
       Batch ab = batch_kind(*mm, a_batch, domain_batch), bb = batch_kind(*mm, b_batch, domain_batch);
       SymExpr batch = product(domain_batch, 0, domain_batch.size());
-      if (bb == Batch::None && ab == Batch::Full) {
+      if (bb == Batch::None && ab == Batch::Full && !g.trans_a) {
         // B is shared by the whole batch: one gemm over every row of A.
         m = batch * m;
       } else {

@@ -7,7 +7,9 @@
 //   1. gemm and conv: each MatMul/Gemm with the epilogue chain cuBLASLt applies, every
 //      link the only reader of the previous one: at most one Add of a bias
 //      along the last axis ([N] or [1, .., N]), at most one Add of a residual of
-//      the output's shape, then optionally Relu or tanh-Gelu, which ends it;
+//      the output's shape, then optionally Relu or tanh-Gelu, which ends it; a
+//      batched MatMul also takes a Transpose of its last two axes that only it
+//      reads (the operand is read transposed: swaps_last_two_axes);
 //      conv: each Conv the same way with what cuDNN applies: a bias along the
 //      channel axis (Conv's own B, or an Add of [K, 1, 1]), a residual, Relu;
 //   2. reduction: each reduction grows over its neighbours: pointwise nodes
@@ -235,6 +237,14 @@ class Fuser {
 
   void grow_gemm(Node& mm) {
     Group& gr = start(mm, FusionKind::Gemm);
+    // A batched MatMul reads an operand that only it reads transposed, in place.
+    if (mm.op_type() == "MatMul")
+      for (Value* operand : {mm.input(0), mm.input(1)}) {
+        Node* t = operand->producer();
+        if (t != nullptr && t->graph() == &g_ && swaps_last_two_axes(*t) && only_reader(operand) == &mm &&
+            !taken(t) && !operand->type().shape().empty())
+          try_merge(gr, *t);
+      }
     const Dims& out = shape_of(mm.output(0));
     bool bias = false, residual = false;
     if (mm.op_type() == "Gemm" && mm.has_input(2)) {

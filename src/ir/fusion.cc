@@ -56,8 +56,17 @@ std::string check_gemm_body(const Graph& body) {
       ++contractions;
       continue;
     }
+    if (swaps_last_two_axes(*n)) {
+      // A batched operand read transposed: only a MatMul may read it.
+      for (const auto& r : body.nodes())
+        for (const Value* in : r->inputs())
+          if (in == n->output(0) && r->op_type() != "MatMul")
+            return who(*n) + " transposes an operand, but " + who(*r) + " reads it";
+      continue;
+    }
     if (std::find(kEpilogue.begin(), kEpilogue.end(), n->op_type()) == kEpilogue.end())
-      return who(*n) + " is not an epilogue cuBLASLt applies (bias or residual Add, Relu, tanh Gelu)";
+      return who(*n) + " is not an epilogue cuBLASLt applies (bias or residual Add, Relu, tanh Gelu) nor a "
+                       "transposed operand";
     if (n->op_type() == "Gelu" && n->get_string("approximate", "none") != "tanh")
       return who(*n) + " is an erf Gelu; cuBLASLt's Gelu epilogue is the tanh approximation";
   }
