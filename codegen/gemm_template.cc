@@ -179,24 +179,20 @@ class TemplateEmitter : emitc::CodeWriter {
     open("for (int kk = 0; kk < " + std::to_string(t_.bk) + "; kk += 8)");
     line("uint32_t ab[" + std::to_string(fm) + "][4], as[" + std::to_string(fm) + "][4], bb[" + std::to_string(fn) +
          "][2], bs[" + std::to_string(fn) + "][2];");
-    line("#pragma unroll");
-    open("for (int i = 0; i < " + std::to_string(fm) + "; ++i)");
+    unrolled_for("i", fm);
     line("const int r = wm + i * 16 + g;");
     line("tcc_tf32_split(As[stage][r][kk + t], ab[i][0], as[i][0]);");
     line("tcc_tf32_split(As[stage][r + 8][kk + t], ab[i][1], as[i][1]);");
     line("tcc_tf32_split(As[stage][r][kk + t + 4], ab[i][2], as[i][2]);");
     line("tcc_tf32_split(As[stage][r + 8][kk + t + 4], ab[i][3], as[i][3]);");
     close();
-    line("#pragma unroll");
-    open("for (int j = 0; j < " + std::to_string(fn) + "; ++j)");
+    unrolled_for("j", fn);
     line("const int c = wn + j * 8 + g;");
     line("tcc_tf32_split(Bs[stage][kk + t][c], bb[j][0], bs[j][0]);");
     line("tcc_tf32_split(Bs[stage][kk + t + 4][c], bb[j][1], bs[j][1]);");
     close();
-    line("#pragma unroll");
-    open("for (int i = 0; i < " + std::to_string(fm) + "; ++i)");
-    line("#pragma unroll");
-    open("for (int j = 0; j < " + std::to_string(fn) + "; ++j)");
+    unrolled_for("i", fm);
+    unrolled_for("j", fn);
     line("tcc_mma_tf32(acc[i][j], as[i], bb[j]);");
     line("tcc_mma_tf32(acc[i][j], ab[i], bs[j]);");
     line("tcc_mma_tf32(acc[i][j], ab[i], bb[j]);");
@@ -225,14 +221,19 @@ class TemplateEmitter : emitc::CodeWriter {
                          " + c]; acc[i][j][q] = sum;");
   }
 
+  // Opens `for (int var = 0; var < count; ++var)`, fully unrolled: the loops over
+  // a warp's fragments and registers, whose counts the tile fixes.
+  void unrolled_for(const char* var, int count) {
+    const std::string v = var;
+    line("#pragma unroll");
+    open("for (int " + v + " = 0; " + v + " < " + std::to_string(count) + "; ++" + v + ")");
+  }
+
   // `body` for every accumulator register, with r and c its row and column within the block's tile.
   void each_accumulator(int fm, int fn, const std::string& body) {
-    line("#pragma unroll");
-    open("for (int i = 0; i < " + std::to_string(fm) + "; ++i)");
-    line("#pragma unroll");
-    open("for (int j = 0; j < " + std::to_string(fn) + "; ++j)");
-    line("#pragma unroll");
-    open("for (int q = 0; q < 4; ++q)");
+    unrolled_for("i", fm);
+    unrolled_for("j", fn);
+    unrolled_for("q", 4);
     line("const int r = wm + i * 16 + g + 8 * (q >> 1), c = wn + j * 8 + 2 * t + (q & 1);");
     line(body);
     close();
