@@ -29,7 +29,7 @@ import json, os, sys
 
 report_path, out, root, start, end = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), float(sys.argv[5])
 sys.path.insert(0, os.path.join(root, "bench"))
-from results_meta import run_metadata
+from results_meta import run_metadata, write_result
 
 report = json.load(open(report_path))
 t, s = report["timings"], report["summary"]
@@ -44,9 +44,7 @@ result = {
     "stages_ms": {k: round(v, 1) for k, v in t.items() if k.endswith("_ms")},
     "passes_ms": {p["name"]: round(p["ms"], 1) for p in t["passes"]},
 }
-with open(out, "w") as f:
-    json.dump(result, f, indent=2)
-    f.write("\n")
+write_result(out, result)
 print(f"compile: {result['wall_s']} s wall for {s['kernels']} kernels run by {s['kernel_steps']} steps "
       f"({s['kernel_steps'] - s['kernels']} reused), {s['fallback_steps']} fallbacks")
 print(out)

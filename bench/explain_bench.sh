@@ -27,7 +27,7 @@ import json, os, sys
 
 work, out, root, names = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 sys.path.insert(0, os.path.join(root, "bench"))
-from results_meta import run_metadata
+from results_meta import run_metadata, write_result
 
 figures = {}
 for name in names:
@@ -48,9 +48,7 @@ result = {
     "peak_rss_mb": max(f["peak_rss_mb"] for f in figures.values()),
     "benchmarks": figures,
 }
-with open(out, "w") as f:
-    json.dump(result, f, indent=2)
-    f.write("\n")
+write_result(out, result)
 for name, f in figures.items():
     print(f"{name}: {f['real_time_ms']} ms ({f['cpu_time_ms']} ms CPU), peak RSS {f['peak_rss_mb']} MB")
 print(out)

@@ -69,7 +69,7 @@ Prepared& prepared(const std::string& model) {
   for (auto size = std::rbegin(kSizes); size != std::rend(kSizes); ++size) {
     Prepared::Run& run = p.runs[*size];
     run.shapes.reserve(p.module->inputs.size() + p.module->output_values.size());
-    bool largest = run.shapes.empty() && p.memory.empty();
+    bool largest = p.memory.empty();
     size_t next = 0;
     auto tensor = [&](std::vector<int64_t> shape, DType dtype) {
       const std::vector<int64_t>& s = run.shapes.emplace_back(std::move(shape));

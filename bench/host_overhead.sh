@@ -21,7 +21,7 @@ import json, os, sys
 
 data_path, out, root = sys.argv[1:4]
 sys.path.insert(0, os.path.join(root, "bench"))
-from results_meta import run_metadata
+from results_meta import run_metadata, write_result
 
 medians = {b["run_name"]: b for b in json.load(open(data_path))["benchmarks"] if b.get("aggregate_name") == "median"}
 if not medians:
@@ -41,9 +41,7 @@ result = {
             "over_driver_launch: the ratio to the fake driver's own cuLaunchKernel in the same process",
     "benchmarks": rows,
 }
-with open(out, "w") as f:
-    json.dump(result, f, indent=2)
-    f.write("\n")
+write_result(out, result)
 for name, row in rows.items():
     print(f"{name:40} {row}")
 print(out)

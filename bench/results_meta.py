@@ -1,4 +1,5 @@
-"""What every CPU benchmark result in bench/results/ records about its run.
+"""What every CPU benchmark result in bench/results/ records about its run,
+and how it is written.
 
 The benchmark scripts (scripts/bench, bench/*.sh) import this from their
 inline Python: the date, the machine, the commit measured (with -dirty when
@@ -6,6 +7,7 @@ tracked files differ from it) and the load average, since the build machine
 is shared and wall times under load exceed an idle machine's.
 """
 import datetime
+import json
 import os
 import platform
 import subprocess
@@ -26,3 +28,9 @@ def run_metadata(root):
         "git_commit": git("rev-parse", "HEAD") + ("-dirty" if dirty else ""),
         "load_average_1m": round(os.getloadavg()[0], 2),
     }
+
+
+def write_result(out, result):
+    with open(out, "w") as f:
+        json.dump(result, f, indent=2)
+        f.write("\n")
