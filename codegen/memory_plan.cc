@@ -9,7 +9,8 @@
 // `batch*seq*768` are both sizes, but proving one >= the other for every value
 // of the symbols is not worth the risk of an arena that overflows at run time.
 // Equal-sized slots are exactly what repeated transformer layers produce, so
-// the equality rule finds the reuse that matters.
+// the equality rule finds the reuse that matters. A view (Schedule::views) takes
+// its source's offset, and a read of the view keeps the source's buffer live.
 #include "codegen/memory_plan.h"
 
 #include <algorithm>
@@ -51,11 +52,30 @@ struct Slot {
 
 }  // namespace
 
+PlannedBuffer buffer_of(const Value& v, const std::string& step) {
+  const Type& t = v.type();
+  TCC_CHECK(t.is_tensor() && t.fully_shaped())
+      << "schedule step '" << step << "' writes '" << v.name() << "' of type " << t.str()
+      << ", which has no plannable size";
+  PlannedBuffer b;
+  b.value = v.name();
+  b.dtype = t.dtype();
+  SymExpr numel = SymExpr::constant(1);
+  for (const Dim& d : t.shape()) {
+    b.shape.push_back(d.expr());
+    numel = numel * d.expr();
+  }
+  b.nbytes = align_bytes(numel * SymExpr::constant(static_cast<int64_t>(dtype_size(t.dtype()))));
+  return b;
+}
+
 MemoryPlan plan_memory(const Graph& g, const Schedule& s) {
   std::set<std::string> external;  // values with memory of their own
   for (const Value* v : g.inputs()) external.insert(v->name());
   for (const Value* v : g.outputs()) external.insert(v->name());
   for (const Value* v : g.initializers()) external.insert(v->name());
+  std::unordered_map<std::string, std::string> source_of;  // view -> the value whose buffer it shares
+  for (const ViewAlias& v : s.views) source_of.emplace(v.value, v.source);
 
   // Live ranges, in first-write order (which is the order buffers are listed in).
   MemoryPlan plan;
@@ -67,25 +87,14 @@ MemoryPlan plan_memory(const Graph& g, const Schedule& s) {
       TCC_CHECK(!index.count(name)) << "value '" << name << "' is written by two schedule steps";
       const Value* v = g.find(name);
       TCC_CHECK(v != nullptr) << "schedule step '" << step.node << "' writes '" << name << "', not in the graph";
-      const Type& t = v->type();
-      TCC_CHECK(t.is_tensor() && t.fully_shaped())
-          << "schedule step '" << step.node << "' writes '" << name << "' of type " << t.str()
-          << ", which has no plannable size";
-      PlannedBuffer b;
-      b.value = name;
-      b.dtype = t.dtype();
-      SymExpr numel = SymExpr::constant(1);
-      for (const Dim& d : t.shape()) {
-        b.shape.push_back(d.expr());
-        numel = numel * d.expr();
-      }
-      b.nbytes = align_bytes(numel * SymExpr::constant(static_cast<int64_t>(dtype_size(t.dtype()))));
+      PlannedBuffer b = buffer_of(*v, step.node);
       b.first_step = b.last_step = static_cast<int>(i);
       index[name] = plan.buffers.size();
       plan.buffers.push_back(std::move(b));
     }
     for (const std::string& name : step.reads) {
-      auto it = index.find(name);
+      auto view = source_of.find(name);
+      auto it = index.find(view == source_of.end() ? name : view->second);
       if (it != index.end()) plan.buffers[it->second].last_step = static_cast<int>(i);
     }
   }
@@ -121,6 +130,21 @@ MemoryPlan plan_memory(const Graph& g, const Schedule& s) {
       b.offset = slots[*best].offset;
     }
     for (size_t b : ends[i]) slots[slot_of[b]].free = true;
+  }
+  for (const ViewAlias& view : s.views) {
+    const Value* v = g.find(view.value);
+    TCC_CHECK(v != nullptr) << "view '" << view.node << "' writes '" << view.value << "', not in the graph";
+    auto source = index.find(view.source);
+    TCC_CHECK(source != index.end() && !source_of.count(view.source))
+        << "view '" << view.node << "' shares the buffer of '" << view.source << "', which no step writes";
+    PlannedBuffer b = buffer_of(*v, view.node);
+    const PlannedBuffer& from = plan.buffers[source->second];
+    TCC_CHECK(b.nbytes == from.nbytes) << "view '" << view.node << "' has " << b.nbytes.str() << " bytes, its source '"
+                                       << view.source << "' " << from.nbytes.str();
+    b.offset = from.offset;
+    b.first_step = from.first_step;
+    b.last_step = from.last_step;
+    plan.buffers.push_back(std::move(b));
   }
   plan.arena_bytes = arena;
   plan.unplanned_bytes = unplanned;

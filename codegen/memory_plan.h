@@ -16,11 +16,13 @@ struct PlannedBuffer {
   std::vector<SymExpr> shape;
   SymExpr nbytes;               // 256-byte aligned
   SymExpr offset;               // in the arena
-  int first_step = 0, last_step = 0;  // live range over Schedule::steps
+  int first_step = 0, last_step = 0;  // live range over Schedule::steps (a view's: its source's)
 };
 
 struct MemoryPlan {
-  std::vector<PlannedBuffer> buffers;  // intermediates only: inputs, outputs and weights have their own memory
+  // Intermediates only (inputs, outputs and weights have their own memory): the
+  // values steps write, in first-write order, then the views at their sources' offsets.
+  std::vector<PlannedBuffer> buffers;
   SymExpr arena_bytes;                 // what the plan allocates
   SymExpr unplanned_bytes;             // one buffer per value, for comparison
 };

@@ -129,6 +129,7 @@ ModuleFacts gather(const ModuleContents& m) {
   // here by the reference interpreter.
   std::set<std::string> written;
   for (const Step& s : m.schedule->steps) written.insert(s.writes.begin(), s.writes.end());
+  for (const ViewAlias& v : m.schedule->views) written.insert(v.value);
   Interpreter interp;
   std::unordered_map<const Value*, Tensor> constants;
   std::function<Tensor(const Value*)> constant = [&](const Value* v) -> Tensor {
@@ -453,6 +454,7 @@ ojson report_json(const ModuleContents& m, const ModuleFacts& f, const CompileTi
                   {"kernel_steps", kernel_steps},
                   {"fallback_steps", m.fallbacks.size()},
                   {"fallback_copies", m.schedule->fallback_copies},
+                  {"views", m.schedule->views.size()},
                   {"estimated_us", std::round(total_estimate_us(m, f) * 1000) / 1000}};
   ojson kernels = ojson::array();
   for (size_t i = 0; i < m.schedule->kernels.size(); ++i) {
@@ -482,6 +484,10 @@ ojson report_json(const ModuleContents& m, const ModuleFacts& f, const CompileTi
     steps.push_back(e);
   }
   j["steps"] = steps;
+  ojson views = ojson::array();
+  for (const ViewAlias& v : m.schedule->views)
+    views.push_back({{"node", v.node}, {"value", v.value}, {"source", v.source}});
+  j["views"] = views;
   ojson fallbacks = ojson::array();
   for (const FallbackReason& r : m.fallbacks)
     fallbacks.push_back({{"node", r.node}, {"op_type", r.op_type}, {"reason", r.reason}, {"message", r.message}});
@@ -535,6 +541,7 @@ std::string report_md(const ModuleContents& m, const ModuleFacts& f, const Compi
   os << "| kernels | " << m.schedule->kernels.size() << " compiled, run by " << kernel_steps << " steps |\n";
   os << "| fallbacks | " << m.fallbacks.size() << " nodes on the host, " << m.schedule->fallback_copies
      << " tensor copies |\n";
+  os << "| views | " << m.schedule->views.size() << " (reshapes that share their input's buffer: no kernel) |\n";
   os << "| peak memory | " << at_sizes(m.memory->arena_bytes) << " planned (`" << m.memory->arena_bytes.str()
      << "`), " << at_sizes(m.memory->unplanned_bytes) << " unplanned (`" << m.memory->unplanned_bytes.str()
      << "`) |\n";
@@ -556,6 +563,11 @@ std::string report_md(const ModuleContents& m, const ModuleFacts& f, const Compi
     os << "| " << i << " | "
        << (s.kind == Step::Kind::Kernel ? m.schedule->kernels[s.kernel].name : std::string("fallback (host)")) << " | "
        << md_escape(join(f.step_nodes[i], ", ")) << " |\n";
+  }
+  if (!m.schedule->views.empty()) {
+    os << "\n## Views (no kernel)\n\n| node | value | shares the buffer of |\n|---|---|---|\n";
+    for (const ViewAlias& v : m.schedule->views)
+      os << "| " << md_escape(v.node) << " | " << md_escape(v.value) << " | " << md_escape(v.source) << " |\n";
   }
   if (!m.fallbacks.empty()) {
     os << "\n## Fallbacks\n\n| node | op | reason | why |\n|---|---|---|---|\n";

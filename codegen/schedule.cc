@@ -15,6 +15,32 @@ namespace {
 // Ops that read only their input's shape, which the host knows without a copy.
 bool reads_shape_only(const Node& n) { return n.domain().empty() && (n.op_type() == "Shape" || n.op_type() == "Size"); }
 
+// Whether a and b are tensors of one dtype whose element counts are provably equal.
+bool same_bytes(const Type& a, const Type& b) {
+  if (!a.is_tensor() || !b.is_tensor() || !a.fully_shaped() || !b.fully_shaped() || a.dtype() != b.dtype())
+    return false;
+  auto numel = [](const Type& t) {
+    SymExpr n = SymExpr::constant(1);
+    for (const Dim& d : t.shape()) n = n * d.expr();
+    return n;
+  };
+  return numel(a) == numel(b);
+}
+
+// Whether fusion n only gives its first input a new shape: one Reshape, Flatten,
+// Squeeze, Unsqueeze or Identity of body input 0, whose output is the body's. A
+// row-major tensor's bytes are the same under any shape of the same size.
+bool only_reshapes(const Node& n) {
+  const Graph& body = fusion_body(n);
+  if (body.nodes().size() != 1 || body.outputs().size() != 1 || body.inputs().empty()) return false;
+  const Node& v = *body.nodes().front();
+  static const std::unordered_set<std::string_view> kReshapes = {"Reshape", "Flatten", "Squeeze", "Unsqueeze",
+                                                                 "Identity"};
+  bool reshape = v.domain().empty() ? kReshapes.count(v.op_type()) != 0
+                                     : v.domain() == kTccDomain && v.op_type() == "Reshape";  // symbolic shape
+  return reshape && v.input(0) == body.inputs().front() && v.output(0) == body.outputs().front();
+}
+
 class Scheduler {
  public:
   explicit Scheduler(const Graph& g) : g_(g), users_(g.compute_users()) {
@@ -26,7 +52,7 @@ class Scheduler {
       if (is_constant_node(*n)) {
         for (const Value* v : n->outputs()) constants_.insert(v);
       } else if (is_fusion(*n)) {
-        kernel_step(*n);
+        if (!view_alias(*n)) kernel_step(*n);
       } else {
         fallback_step(*n);
       }
@@ -51,6 +77,20 @@ class Scheduler {
     return true;
   }
 
+  // Records n as a view of its input when that input has a buffer of the plan
+  // (a step wrote it, it is no graph output) and n's output is no graph output
+  // (the caller's memory, which a kernel must fill).
+  bool view_alias(const Node& n) {
+    if (!only_reshapes(n) || graph_outputs_.count(n.output(0))) return false;
+    const Value* in = n.input(0);
+    if (graph_outputs_.count(in) || !same_bytes(in->type(), n.output(0)->type())) return false;
+    auto source = planned_.find(in);
+    if (source == planned_.end()) return false;
+    s_.views.push_back({n.output(0)->name(), source->second->name(), fusion_body(n).nodes().front()->name()});
+    planned_.emplace(n.output(0), source->second);
+    return true;
+  }
+
   void kernel_step(const Node& n) {
     kir::Kernel k = lower_fusion(n, n.name());
     std::string key = structural_key(k);
@@ -64,7 +104,10 @@ class Scheduler {
     step.kernel = it->second;
     step.node = n.name();
     for (const Value* v : n.inputs()) step.reads.push_back(v->name());
-    for (const Value* v : n.outputs()) step.writes.push_back(v->name());
+    for (const Value* v : n.outputs()) {
+      step.writes.push_back(v->name());
+      planned_.emplace(v, v);
+    }
     s_.steps.push_back(std::move(step));
   }
 
@@ -105,6 +148,7 @@ class Scheduler {
     }
     for (const Value* v : n.outputs()) {
       step.writes.push_back(v->name());
+      planned_.emplace(v, v);
       on_host_.insert(v);
       if (needed_on_device(v)) ++s_.fallback_copies;
     }
@@ -115,6 +159,8 @@ class Scheduler {
   std::unordered_map<const Value*, std::vector<std::pair<Node*, size_t>>> users_;
   std::unordered_set<const Value*> graph_outputs_, constants_, on_host_;
   std::unordered_map<std::string, int> kernel_of_key_;
+  // Values written by steps or views, each to the step-written value whose buffer holds it.
+  std::unordered_map<const Value*, const Value*> planned_;
   Schedule s_;
 };
 

@@ -24,17 +24,29 @@ struct Step {
   std::vector<std::string> writes;
 };
 
+// A value that is another value's bytes under a new shape: a fusion that only
+// reshapes (Reshape, Flatten, Squeeze, Unsqueeze, Identity) a row-major
+// intermediate runs no kernel. The memory plan gives it the source's buffer and
+// keeps that buffer live while the view is read.
+struct ViewAlias {
+  std::string value;   // the view
+  std::string source;  // the value whose buffer it shares; written by a step, never itself a view
+  std::string node;    // the reshape node (inside its fusion) the view stands for
+};
+
 struct Schedule {
   std::vector<kir::Kernel> kernels;  // unique kernels (regional reuse: identical layers share one)
   std::vector<Step> steps;
+  std::vector<ViewAlias> views;      // in schedule order
   int fallback_copies = 0;           // host<->device tensor copies the fallbacks need
 };
 
 // Lowers every fusion node of g (codegen/lower.h), reusing one kernel for
 // structurally identical fusions, and makes every other node with tensor data a
-// Fallback step. Constant
-// nodes and nodes computing only from constants get no step: the module carries
-// their values. Kernel names are tcc_k<N>_<kind>, numbered in schedule order.
+// Fallback step. Constant nodes and nodes computing only from constants get no
+// step: the module carries their values. A reshape-only fusion of a value a step
+// writes, when the reshape is no graph output, is a ViewAlias instead of a step.
+// Kernel names are tcc_k<N>_<kind>, numbered in schedule order.
 Schedule build_schedule(const Graph& g);
 
 }  // namespace tcc

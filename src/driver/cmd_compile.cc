@@ -268,6 +268,7 @@ ExitCode run_compile(CompileCli& c) {
   std::cout << "tcc compile: " << c.model << " -> " << c.output << " (mode " << mode.name << ")\n"
             << "  kernels:   " << schedule.kernels.size() << " compiled for " << kernel_steps << " kernel steps ("
             << kernel_steps - std::min(kernel_steps, schedule.kernels.size()) << " reused)\n"
+            << "  views:     " << schedule.views.size() << " (reshapes that share their input's buffer: no kernel)\n"
             << "  fallbacks: " << m.fallbacks.size() << " nodes on the host (" << graph_breaks << " from graph breaks, "
             << m.fallbacks.size() - graph_breaks << " with no kernel), " << schedule.fallback_copies
             << " host<->device copies\n"

@@ -138,5 +138,38 @@ TEST(MemoryPlanTest, EvaluateNamesMissingSymbols) {
   }
 }
 
+// v1's slot is not free while v2, a view of it, is still read: v3 (same size)
+// takes a new slot, and the view names v1's offset.
+TEST(MemoryPlanTest, AViewKeepsItsSourceLive) {
+  Type t = f32({Dim::symbol("batch"), 768});
+  Graph g;
+  Value* x = g.add_input("x", t);
+  auto node = [&](const std::string& op, const std::vector<Value*>& in, const std::string& out, const Type& type) {
+    Node* n = g.add_node(op, in, {out}, "", out + "_node");
+    n->output(0)->set_type(type);
+    return n->output(0);
+  };
+  Value* v1 = node("Relu", {x}, "v1", t);
+  Value* v2 = node("Identity", {v1}, "v2", f32({Dim::symbol("batch"), 2, 384}));
+  Value* v3 = node("Relu", {x}, "v3", t);
+  g.add_output(node("Add", {v2, v3}, "y", t));
+  Schedule s;
+  s.steps = {{Step::Kind::Kernel, 0, "a", {"x"}, {"v1"}},
+             {Step::Kind::Kernel, 0, "b", {"x"}, {"v3"}},
+             {Step::Kind::Kernel, 0, "c", {"v2", "v3"}, {"y"}}};
+  s.views = {{"v2", "v1", "v2_node"}};
+  MemoryPlan p = plan_memory(g, s);
+  ASSERT_EQ(p.buffers.size(), 3u);
+  EXPECT_EQ(p.buffers[0].value, "v1");
+  EXPECT_EQ(p.buffers[0].last_step, 2);  // read through the view by step c
+  EXPECT_EQ(p.buffers[1].value, "v3");
+  EXPECT_EQ(p.buffers[1].offset, sym("batch*3072"));
+  EXPECT_EQ(p.buffers[2].value, "v2");
+  EXPECT_EQ(p.buffers[2].offset, SymExpr::constant(0));
+  EXPECT_EQ(p.buffers[2].shape, (std::vector<SymExpr>{sym("batch"), SymExpr::constant(2), SymExpr::constant(384)}));
+  EXPECT_EQ(p.arena_bytes, sym("batch*6144"));
+  EXPECT_EQ(p.unplanned_bytes, sym("batch*6144"));  // the view adds no bytes
+}
+
 }  // namespace
 }  // namespace tcc

@@ -25,6 +25,14 @@ std::string layer(const std::string& i, const std::string& in, const std::string
          "    }} name(\"fused_" + i + "\")\n";
 }
 
+// A fusion whose body is one Reshape of `in` (f32[b, 8]) to f32[b, 2, 4].
+std::string reshape(const std::string& name, const std::string& in, const std::string& out) {
+  return "  %" + out + ": f32[b, 2, 4] = tcc::Fusion(%" + in + ") {kind = \"single\", body = graph " + name + "_body {\n" +
+         "      input %" + name + "_in: f32[b, 8]\n" + "      %" + name + "_out: f32[b, 2, 4] = tcc::Reshape(%" + name +
+         "_in) {shape = [\"b\", \"2\", \"4\"]} name(\"" + name + "/Reshape\")\n" + "      output %" + name +
+         "_out\n" + "    }} name(\"" + name + "\")\n";
+}
+
 std::string describe(const Schedule& s) {
   std::string out;
   for (const Step& st : s.steps) {
@@ -35,6 +43,7 @@ std::string describe(const Schedule& s) {
     for (size_t i = 0; i < st.writes.size(); ++i) out += (i ? ", " : "") + st.writes[i];
     out += ")\n";
   }
+  for (const ViewAlias& v : s.views) out += "view " + v.node + ": " + v.value + " = " + v.source + "\n";
   return out;
 }
 
@@ -138,6 +147,30 @@ TEST(Schedule, FallbacksCountHostCopies) {
             "tcc_k1_pointwise fused_1 (nzf) -> (e)\n");
   // h to the host; nzf back for fused_1; sh and top back as graph outputs.
   EXPECT_EQ(s.fallback_copies, 4);
+}
+
+// A reshape of a value a kernel writes is a view of that value's buffer, even
+// through another reshape; a reshape of a graph input, or one that is a graph
+// output, has memory of the caller's and stays a copy kernel.
+TEST(Schedule, ReshapesOfIntermediatesAreViews) {
+  std::unique_ptr<Model> m = parse_model(
+      "graph main opset(ai.onnx: 17, tcc: 1) {\n"
+      "  input %x: f32[b, 8]\n"
+      "  const %bias0: f32[8] = [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]\n" +
+      layer("0", "x", "h") + reshape("of_h", "h", "v") + reshape("of_x", "x", "w") +
+      "  %back: f32[b, 8] = tcc::Fusion(%v) {kind = \"single\", body = graph back_body {\n"
+      "      input %back_in: f32[b, 2, 4]\n"
+      "      %back_out: f32[b, 8] = tcc::Reshape(%back_in) {shape = [\"b\", \"8\"]} name(\"back/Reshape\")\n"
+      "      output %back_out\n"
+      "    }} name(\"back\")\n" +
+      reshape("to_out", "back", "y") + "  output %w\n  output %y\n}\n");
+  Schedule s = build_schedule(*m->graph);
+  EXPECT_EQ(describe(s),
+            "tcc_k0_pointwise fused_0 (x, bias0) -> (h)\n"
+            "tcc_k1_pointwise of_x (x) -> (w)\n"
+            "tcc_k1_pointwise to_out (back) -> (y)\n"
+            "view of_h/Reshape: v = h\n"
+            "view back/Reshape: back = h\n");
 }
 
 }  // namespace
