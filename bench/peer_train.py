@@ -18,7 +18,9 @@ mode:
 
 tcc's rows: `tcc compile --train --emit-onnx` builds the training step from the
 exported forward (its wall time is train_build_s, autodiff and a default compile
-included); `tcc run` runs that step once on the GPU from the same weights and
+for every arch, PTX and host.so included); cold_compile_s is the same compile
+for this GPU alone (`--arch native --no-ptx --no-host`, no --emit-onnx), the
+figure to set beside torch.compile's first_step_s; `tcc run` runs that step once on the GPU from the same weights and
 inputs as PyTorch, and max_diff_loss / max_diff_param compare its loss and
 updated parameters with PyTorch eager's first step (parameters matched by name;
 an exporter's renamed weights are left out); `tcc bench` times the step in each
@@ -247,7 +249,11 @@ def tcc_rows(args, name, spec, onnx_path, x, target, reference, work):
                                       *TRAIN_FLAGS, "--emit-onnx", train])
     if not ok:
         return rows + [{"framework": "tcc", "mode": m, "error": out} for m in modes]
-    common = {"train_build_s": build_s, "compile_summary": out, **tcc_check(args, train, work, x, target, reference)}
+    common = {"train_build_s": build_s, "compile_summary": out}
+    ok, out, cold_s = run_tcc(args, [args.tcc, "compile", onnx_path, "-o", module + "-native", "--shape-hint",
+                                     spec["hints"], *TRAIN_FLAGS, "--arch", "native", "--no-ptx", "--no-host"])
+    common.update({"cold_compile_s": cold_s} if ok else {"cold_compile_error": out})
+    common.update(tcc_check(args, train, work, x, target, reference))
     for m in modes:  # one bench per mode: a mode that runs out of time costs only its own row
         report = os.path.join(work, f"{name}-{m}-report")
         ok, out, _ = run_tcc(args, [args.tcc, "bench", train, "--modes", m, "--shapes", spec["hints"],

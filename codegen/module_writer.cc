@@ -277,7 +277,7 @@ ojson manifest_json(const ModuleContents& m, const ModuleFacts& f) {
   j["tcc_version"] = TCC_VERSION;
   j["model"] = fs::path(m.model).filename().string();
   j["mode"] = m.mode->name;
-  j["options"] = {{"arch", m.options.archs}, {"ptx", m.options.ptx}};
+  j["options"] = {{"arch", m.options.archs}, {"ptx", m.options.ptx}, {"host", m.options.host}};
   ojson features = ojson::array();
   for (const Feature* feat : m.mode->features) {
     ojson e = {{"name", feat->name}, {"status", feat->built ? "built" : "unbuilt"}};
@@ -328,7 +328,7 @@ ojson manifest_json(const ModuleContents& m, const ModuleFacts& f) {
   ojson binaries = ojson::array();
   for (const CudaBinary& b : m.binaries) binaries.push_back({{"arch", b.arch}, {"file", b.file}});
   j["cuda"] = {{"source", kCudaSourceFile}, {"binaries", binaries}};
-  j["host"] = {{"source", kHostSourceFile}, {"library", kHostLibraryFile}};
+  if (m.options.host) j["host"] = {{"source", kHostSourceFile}, {"library", kHostLibraryFile}};
 
   ojson kernels = ojson::array();
   for (size_t k = 0; k < m.schedule->kernels.size(); ++k) kernels.push_back(kernel_json(m, k));

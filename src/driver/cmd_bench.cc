@@ -124,6 +124,7 @@ ExitCode run_bench(const BenchOptions& o) {
   profiler::Measurement m;
   m.model = o.model;
   m.device_name = profiler::gpu_name();
+  std::string arch = profiler::gpu_arch();
   m.device = o.device.empty() ? profile_for(m.device_name) : o.device;
   m.date = now_iso8601();
   if (const char* commit = std::getenv("TCC_COMMIT")) m.commit = commit;
@@ -145,8 +146,10 @@ ExitCode run_bench(const BenchOptions& o) {
   } cleanup{scratch};
   for (const CompileMode* mode : modes) {
     std::string dir = (scratch / mode->name).string();
-    std::cerr << cmd << ": " << mode->name << ": compiling\n";
-    double compile_s = compile_module(o.model, dir, mode->name, hints);
+    std::cerr << cmd << ": " << mode->name << ": compiling for this GPU (tcc compile";
+    for (const std::string& flag : device_flags(arch)) std::cerr << " " << flag;
+    std::cerr << ")\n";
+    double compile_s = compile_module(o.model, dir, mode->name, hints, arch);
     profiler::BenchSettings s;
     s.warmup = o.warmup;
     s.iterations = o.iterations;

@@ -38,7 +38,9 @@
 #include "src/driver/run_support.h"
 #include "src/driver/train_flags.h"
 #include "src/ir/fusion.h"
+#include "src/profiler/gpu_bench.h"
 #include "src/shape/shape_inference.h"
+#include "tcc_runtime.h"
 
 namespace tcc {
 
@@ -46,14 +48,13 @@ namespace {
 
 // The architectures tcc generates code for: NVRTC targets with the tensor-core
 // generations the GEMM and reduction code paths are written for.
-const std::vector<std::string> kArchs = {"sm_80", "sm_86", "sm_89", "sm_90"};
-
 struct CompileCli {
   std::string model;
   std::string output;
   std::string archs = "sm_80,sm_90";
   std::string shape_hints;
   bool no_ptx = false;
+  bool no_host = false;
   bool time_passes = false;
   bool list_modes = false;
   int jobs = 0;
@@ -63,13 +64,23 @@ struct CompileCli {
   TrainFlags train;
 };
 
+// "native", as nvcc spells it: the architecture of the GPU here.
+std::string native_arch() {
+  if (!tcc_cuda_available()) throw InputError("--arch native: no usable GPU here to take the architecture from");
+  return profiler::gpu_arch();
+}
+
 std::vector<std::string> parse_archs(const std::string& spec) {
   std::vector<std::string> archs;
-  for (const std::string& a : split(spec, ',')) {
-    if (std::find(kArchs.begin(), kArchs.end(), a) == kArchs.end()) {
+  for (std::string a : split(spec, ',')) {
+    bool native = a == "native";
+    if (native) a = native_arch();
+    if (std::find(kCubinArchs.begin(), kCubinArchs.end(), a) == kCubinArchs.end()) {
       std::string valid;
-      for (const std::string& k : kArchs) valid += (valid.empty() ? "" : ", ") + k;
-      throw InputError("--arch: unknown architecture '" + a + "' (valid: " + valid + ")");
+      for (const std::string& k : kCubinArchs) valid += (valid.empty() ? "" : ", ") + k;
+      throw InputError(native ? "--arch native: this GPU is " + a + ", which tcc has no cubin target for (valid: " +
+                                    valid + "); the default archs' PTX runs on newer GPUs"
+                              : "--arch: unknown architecture '" + a + "' (valid: " + valid + ", native)");
     }
     if (std::find(archs.begin(), archs.end(), a) == archs.end()) archs.push_back(a);
   }
@@ -108,6 +119,7 @@ ExitCode run_compile(CompileCli& c) {
                      "max-autotune-no-cudagraphs), not to --mode " + mode.name);
   o.archs = parse_archs(c.archs);
   o.ptx = !c.no_ptx;
+  o.host = !c.no_host;
   o.shape_hints = parse_sizes(c.shape_hints, "--shape-hint");
   int jobs = c.jobs > 0 ? c.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 
@@ -178,7 +190,6 @@ ExitCode run_compile(CompileCli& c) {
 
   stage = std::chrono::steady_clock::now();
   m.cuda_source = emit_cuda(schedule.kernels, m.configs);
-  std::string host_source = emit_host(schedule.kernels);
   t.emit = ms_since(stage);
 
   m.model = c.model;
@@ -191,13 +202,17 @@ ExitCode run_compile(CompileCli& c) {
   m.memory = &plan;
   // NVRTC, the host compiler and the weights' write are independent: run them together.
   prepare_module_dir(c.output);
-  write_module_file(c.output, kHostSourceFile, host_source);
+  if (o.host) {
+    stage = std::chrono::steady_clock::now();
+    write_module_file(c.output, kHostSourceFile, emit_host(schedule.kernels));
+    t.emit += ms_since(stage);
+  }
   ModuleWriter writer(c.output, m);
   // The host compiler's share of the threads is a quarter (about its part of the
   // work on the bundled models), in shards once that is two or more; NVRTC's
-  // programs, in shards of their own, take the rest.
+  // programs, in shards of their own, take the rest (all of them with --no-host).
   int host_jobs = std::max(1, jobs / 4);
-  int nvrtc_jobs = host_jobs > 1 ? jobs - host_jobs : jobs;
+  int nvrtc_jobs = o.host && host_jobs > 1 ? jobs - host_jobs : jobs;
   auto kernels_of = [&](const std::vector<size_t>& group) {
     std::vector<kir::Kernel> kernels;
     for (size_t i : group) kernels.push_back(schedule.kernels[i]);
@@ -222,18 +237,21 @@ ExitCode run_compile(CompileCli& c) {
     return binaries;
   });
   stage = std::chrono::steady_clock::now();
-  try {
-    std::vector<std::string> host_shards;
-    std::vector<size_t> every(schedule.kernels.size());
-    std::iota(every.begin(), every.end(), size_t{0});
-    for (const std::vector<size_t>& group : shard_kernels(schedule.kernels, every, host_jobs))
-      host_shards.push_back(emit_host(kernels_of(group)));
-    compile_host_library(c.output + "/" + kHostSourceFile, c.output + "/" + kHostLibraryFile, host_shards, host_jobs);
-  } catch (...) {
-    nvrtc.wait();
-    throw;
+  if (o.host) {
+    try {
+      std::vector<std::string> host_shards;
+      std::vector<size_t> every(schedule.kernels.size());
+      std::iota(every.begin(), every.end(), size_t{0});
+      for (const std::vector<size_t>& group : shard_kernels(schedule.kernels, every, host_jobs))
+        host_shards.push_back(emit_host(kernels_of(group)));
+      compile_host_library(c.output + "/" + kHostSourceFile, c.output + "/" + kHostLibraryFile, host_shards,
+                           host_jobs);
+    } catch (...) {
+      nvrtc.wait();
+      throw;
+    }
+    t.host = ms_since(stage);
   }
-  t.host = ms_since(stage);
   m.binaries = nvrtc.get();
 
   int graph_breaks = 0;
@@ -317,11 +335,15 @@ ExitCode run_compile(CompileCli& c) {
     std::cout << "  compiled:  the " << (save_all ? "save-all" : "min-cut") << " choice\n";
   }
   char line[240];
-  std::snprintf(line, sizeof line,
-                "  time:      %.2f s (load %.2f, passes %.2f, lowering %.2f, NVRTC %.2f || host compiler %.2f, "
-                "write %.2f",
+  std::snprintf(line, sizeof line, "  time:      %.2f s (load %.2f, passes %.2f, lowering %.2f, NVRTC %.2f",
                 ms_since(start) / 1e3, t.load / 1e3, t.passes / 1e3, (t.schedule + t.memory + t.emit) / 1e3,
-                t.nvrtc / 1e3, t.host / 1e3, (ms_since(start) - t.total - emit_wait) / 1e3);
+                t.nvrtc / 1e3);
+  std::cout << line;
+  if (o.host) {
+    std::snprintf(line, sizeof line, " || host compiler %.2f", t.host / 1e3);
+    std::cout << line;
+  }
+  std::snprintf(line, sizeof line, ", write %.2f", (ms_since(start) - t.total - emit_wait) / 1e3);
   std::cout << line;
   if (!c.train.emit_onnx.empty()) {
     std::snprintf(line, sizeof line, ", then --emit-onnx %.2f", emit_wait / 1e3);
@@ -354,8 +376,11 @@ CommandRunner setup_compile(CLI::App& cmd) {
   cmd.add_option("model", c->model, "ONNX model or tcc text IR");
   cmd.add_option("-o,--output", c->output, "Module directory to write (created; a previous module there is replaced)");
   cmd.add_option("--mode", c->options.mode, "Compile mode: " + modes)->capture_default_str();
-  cmd.add_option("--arch", c->archs, "Comma-separated cubin architectures")->capture_default_str();
+  cmd.add_option("--arch", c->archs, "Comma-separated cubin architectures; native: the GPU here's")
+      ->capture_default_str();
   cmd.add_flag("--no-ptx", c->no_ptx, "Do not add PTX for the newest architecture");
+  cmd.add_flag("--no-host", c->no_host,
+               "Do not build the kernels' CPU versions (host.so): a module that runs on a GPU only, compiled sooner");
   cmd.add_option("--jobs", c->jobs,
                  "Threads for NVRTC and the host compiler, which compile the kernels in shards when there are "
                  "threads to spare (default: hardware threads)");

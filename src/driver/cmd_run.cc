@@ -111,7 +111,7 @@ ExitCode run(const RunOptions& o) {
     if (!is_module_dir(o.target)) {
       scratch = std::make_unique<ScratchDir>();
       module = (scratch->path / "module").string();
-      compile_module(o.target, module, "default", o.shapes);
+      compile_module(o.target, module, "default", o.shapes, o.host ? "" : profiler::gpu_arch());
     }
     outs = o.host ? profiler::run_on_host(module, inputs) : profiler::run_on_gpu(module, inputs);
   }

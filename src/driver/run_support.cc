@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -86,10 +87,19 @@ std::map<std::string, Tensor> random_inputs(const Graph& g, const std::map<std::
 
 bool is_module_dir(const std::string& path) { return fs::is_regular_file(fs::path(path) / "manifest.json"); }
 
+const std::vector<std::string> kCubinArchs = {"sm_80", "sm_86", "sm_89", "sm_90"};
+
+std::vector<std::string> device_flags(const std::string& device_arch) {
+  if (std::find(kCubinArchs.begin(), kCubinArchs.end(), device_arch) == kCubinArchs.end()) return {"--no-host"};
+  return {"--no-host", "--arch", device_arch, "--no-ptx"};
+}
+
 double compile_module(const std::string& model, const std::string& dir, const std::string& mode,
-                      const std::string& shape_hints) {
+                      const std::string& shape_hints, const std::string& device_arch) {
   std::vector<std::string> args = {"tcc", "compile", model, "-o", dir, "--mode", mode};
   if (!shape_hints.empty()) args.insert(args.end(), {"--shape-hint", shape_hints});
+  if (!device_arch.empty())
+    for (const std::string& flag : device_flags(device_arch)) args.push_back(flag);
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

@@ -103,6 +103,13 @@ std::string gpu_name() {
   return tool_errors([] { return runtime::device::name(); });
 }
 
+std::string gpu_arch() {
+  return tool_errors([] {
+    auto [major, minor] = runtime::device::compute_capability();
+    return "sm_" + std::to_string(major * 10 + minor);
+  });
+}
+
 std::vector<Tensor> run_on_host(const std::string& module_dir, const std::map<std::string, Tensor>& inputs) {
   return tool_errors([&] {
     std::unique_ptr<runtime::Module> m = runtime::load_module(module_dir);

@@ -45,4 +45,7 @@ std::vector<Tensor> run_on_gpu(const std::string& module_dir, const std::map<std
 // The device's name as the driver reports it ("NVIDIA H100 80GB HBM3").
 std::string gpu_name();
 
+// The device's cubin architecture, from its compute capability ("sm_90").
+std::string gpu_arch();
+
 }  // namespace tcc::profiler

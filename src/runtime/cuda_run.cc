@@ -892,6 +892,17 @@ std::string name() {
   return text;
 }
 
+std::pair<int, int> compute_capability() {
+  const Driver& d = driver();
+  current_context(d);
+  CUdevice dev;
+  d.check(d.ctx_get_device(&dev), "cuCtxGetDevice");
+  int major = 0, minor = 0;
+  d.check(d.device_attribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "cuDeviceGetAttribute");
+  d.check(d.device_attribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "cuDeviceGetAttribute");
+  return {major, minor};
+}
+
 void* alloc(size_t nbytes) {
   const Driver& d = driver();
   current_context(d);

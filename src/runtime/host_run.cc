@@ -18,6 +18,8 @@ double read_host_scalar(const tcc_tensor& t, void*) {
 }  // namespace
 
 void run_host(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor* outputs, size_t num_outputs) {
+  if (!m.host_library)
+    throw InvalidArgument("the module was compiled with --no-host: it has no host kernels and runs on a GPU only");
   Binding b = bind(m, inputs, num_inputs, read_host_scalar, nullptr);
   check_outputs(m, b, outputs, num_outputs);
 

@@ -254,7 +254,9 @@ class Loader {
     }
   }
 
+  // Absent from a module compiled with --no-host, which runs on a GPU only.
   void host_library() {
+    if (!root_.has("host")) return;
     Field host = root_["host"];
     std::string path = module_file(m_.dir, host["library"].str(), host["library"]);
     try {
@@ -321,8 +323,10 @@ class Loader {
         }
         info.zero_outputs = launch.has("zero_outputs") && launch["zero_outputs"].boolean();
       }
-      info.host = reinterpret_cast<HostKernelFn>(m_.host_library->symbol(info.name));
-      if (!info.host) k["name"].fail("'" + info.name + "' is not defined in host.so");
+      if (m_.host_library) {
+        info.host = reinterpret_cast<HostKernelFn>(m_.host_library->symbol(info.name));
+        if (!info.host) k["name"].fail("'" + info.name + "' is not defined in host.so");
+      }
       m_.kernels.push_back(std::move(info));
     }
   }

@@ -16,6 +16,7 @@
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "codegen/emit.h"
@@ -167,7 +168,7 @@ struct Module {
   std::unordered_map<std::string, int> value_ids;
   std::vector<int> output_values;  // value id of each output (it may be an input or a weight)
   std::unique_ptr<Model> fallback_model;
-  std::unique_ptr<SharedLibrary> host_library;
+  std::unique_ptr<SharedLibrary> host_library;  // null when compiled with --no-host (GPU only)
   std::vector<CudaBinaryFile> cuda_binaries;
   std::unique_ptr<CudaState, CudaStateDeleter> cuda;
   // Called before (begin) and after each step a CUDA run enqueues, so a
@@ -253,6 +254,7 @@ std::unique_ptr<CudaGraph> capture_cuda(Module& m, const tcc_tensor* inputs, siz
 // tcc bench), on the context run_cuda uses. NoDevice where there is no GPU.
 namespace device {
 std::string name();
+std::pair<int, int> compute_capability();  // (major, minor) of the current device
 void* alloc(size_t nbytes);
 void release(void* p);
 void upload(void* dst, const void* src, size_t nbytes);

@@ -92,6 +92,23 @@ TEST_F(CompileTest, ManifestHasTheDocumentedKeys) {
   }
 }
 
+// --no-host leaves out the kernels' CPU versions: no host.cc, host.so or
+// manifest "host"; the module still loads, and a host run says why it cannot.
+TEST_F(CompileTest, NoHostModulesRunOnAGpuOnly) {
+  CliResult r = compile("gpt2_block.onnx", "g", "--no-host --arch sm_90 --no-ptx");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.output.find("host compiler"), std::string::npos) << r.output;
+  EXPECT_FALSE(manifest("g").contains("host"));
+  EXPECT_TRUE(fs::exists(dir_ / "g" / "kernels.sm_90.cubin"));
+  for (const char* f : {"host.cc", "host.so", "kernels.compute_90.ptx"}) EXPECT_FALSE(fs::exists(dir_ / "g" / f)) << f;
+  CliResult run = run_tcc("run " + shell_quote((dir_ / "g").string()) + " --host --model " +
+                          shell_quote(fixture("gpt2_block.onnx")) + " --shapes batch=2,seq=4");
+  EXPECT_EQ(run.code, 2) << run.output;
+  EXPECT_NE(run.output.find("compiled with --no-host: it has no host kernels and runs on a GPU only"),
+            std::string::npos)
+      << run.output;
+}
+
 // Every Conv of the ResNet fixture is a conv kernel (cuDNN on the device,
 // host.so on the CPU) with its bias / residual / Relu epilogue: none is left to
 // the reference interpreter, and no conv kernel is in the cubin.
@@ -313,7 +330,14 @@ TEST_F(CompileTest, UnknownModeArchOrDeviceExitsTwoListingTheValidOnes) {
       << r.output;
   r = compile("mlp.onnx", "m", "--arch sm_90,sm_75");
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.output.find("unknown architecture 'sm_75' (valid: sm_80, sm_86, sm_89, sm_90)"), std::string::npos)
+  EXPECT_NE(r.output.find("unknown architecture 'sm_75' (valid: sm_80, sm_86, sm_89, sm_90, native)"),
+            std::string::npos)
+      << r.output;
+  r = run_tcc("compile " + shell_quote(fixture("mlp.onnx")) + " -o " + shell_quote((dir_ / "m").string()) +
+                  " --arch native",
+              kNoGpuEnv);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("--arch native: no usable GPU here to take the architecture from"), std::string::npos)
       << r.output;
   r = compile("mlp.onnx", "m", "--device v100");
   EXPECT_EQ(r.code, 2);

@@ -361,6 +361,21 @@ TEST_F(GpuProfile, RunCheckOnEveryFixture) {
   }
 }
 
+// A module for the GPU here alone (its cubin, no PTX, no host.so) runs and matches the reference.
+TEST_F(GpuProfile, NativeArchModuleRunsOnThisGpu) {
+  fs::path module = dir_ / "native";
+  CliResult c = run_tcc("compile " + shell_quote(fixture("gpt2_block.onnx")) + " -o " + shell_quote(module.string()) +
+                        " --arch native --no-ptx --no-host");
+  ASSERT_EQ(c.code, 0) << c.output;
+  json m = json::parse(read_file(module / "manifest.json"));
+  ASSERT_EQ(m["cuda"]["binaries"].size(), 1u) << m["cuda"].dump();
+  EXPECT_EQ(m["options"]["arch"], json::array({m["cuda"]["binaries"][0]["arch"]}));
+  CliResult r = run_tcc("run " + shell_quote(module.string()) + " --model " + shell_quote(fixture("gpt2_block.onnx")) +
+                        " --inputs " + shell_quote(fixture("gpt2_block")) + " --check");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("outputs match the reference interpreter"), std::string::npos) << r.output;
+}
+
 TEST_F(GpuProfile, CudaGraphReplayMatchesHostRun) {
   fs::path module = dir_ / "m";
   ASSERT_EQ(run_tcc("compile " + shell_quote(fixture("mlp.onnx")) + " -o " + shell_quote(module.string())).code, 0);
@@ -438,6 +453,8 @@ TEST_F(GpuProfile, BenchReplaysCudaGraphs) {
                         shell_quote((dir_ / "b").string()));
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(r.output.find("skipping cudagraphs"), std::string::npos) << r.output;
+  // Like a JIT, bench compiles for the device it runs on.
+  EXPECT_NE(r.output.find("default: compiling for this GPU (tcc compile --no-host"), std::string::npos) << r.output;
   json j = json::parse(read_file(dir_ / "b" / "report.json"));
   EXPECT_EQ(j["modes"][1]["note"], "");
   // One graph launch: the host enqueues a step faster than launching each kernel.
