@@ -42,9 +42,17 @@ LaunchConfig launch_config(const kir::Kernel& k, const KernelConfig& config);
 LaunchConfig launch_config(const kir::Kernel& k);  // with default_config(k)
 
 // The emitter's own choices: 256-thread pointwise blocks moving four f32
-// elements per access where vectorizes(k); reductions one row per block of a
-// power of two from 32 to 1024 threads giving each thread about four elements.
+// elements per access where vectorizes(k); column reductions whose rows split
+// in columns (column_split); other reductions row_reduction_config.
 KernelConfig default_config(const kir::Kernel& k);
+// One row per block of a power of two from 32 to 1024 threads giving each
+// thread about four elements, split as reduction_split says.
+KernelConfig row_reduction_config(const kir::Kernel& k);
+// The split of a column reduction's default columns config: enough slices of
+// its rows for two blocks per H100 SM; 0 where the default is
+// row_reduction_config (not reduces_columns, rows that do not split, or a
+// symbolic row count).
+int column_split(const kir::Kernel& k);
 // Kernel i's config: configs[i], or its default_config when `configs` is empty
 // (a module compiled without tuning).
 KernelConfig config_of(const std::vector<kir::Kernel>& kernels, const std::vector<KernelConfig>& configs, size_t i);

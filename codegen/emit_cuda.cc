@@ -58,6 +58,16 @@ constexpr int64_t kSplitMaxRows = 132;
 constexpr int64_t kSplitMinRowLength = 16384;
 constexpr int64_t kSplitBlocks = 2 * 132;
 constexpr int64_t kSplitMinSlice = 4096;
+// Column reductions (reduces_columns) read a row's elements in 256-thread
+// blocks of kColumnRows rows by 8 (KernelConfig::columns) by default where
+// their rows split and their row count is static: every warp then reads 128
+// contiguous bytes, where one block per row reads 4 bytes of each 32-byte
+// sector. The rows are cut into as many slices as kSplitBlocks blocks need
+// (at most kColumnMaxSplit), each of at least kColumnMinSlice elements (32
+// per thread along y).
+constexpr int kColumnBlock = 256;
+constexpr int64_t kColumnMaxSplit = 64;
+constexpr int64_t kColumnMinSlice = 256;
 // The workspace: rows x split partials of 8 bytes (every accumulator type
 // fits), then one uint32 arrival counter per row.
 constexpr int64_t kPartialBytes = 8;
@@ -323,13 +333,14 @@ class CudaKernel : emitc::CodeWriter {
 
   // A split kernel's block works on slice blockIdx.y of row blockIdx.x (of
   // its column of rows). A row of symbolic length uses only the slices of
-  // kSplitMinSlice elements it fills; the blocks past them return at once.
+  // kSplitMinSlice elements (kColumnMinSlice in columns) it fills; the blocks
+  // past them return at once.
   void split_count() {
     if (row_length(k_).is_constant()) {
       line("const int64_t split = gridDim.y;");
     } else {
-      line("const int64_t slices = (len + " + std::to_string(kSplitMinSlice - 1) + ") / " +
-           std::to_string(kSplitMinSlice) + ";");
+      int64_t slice = columns_ ? kColumnMinSlice : kSplitMinSlice;
+      line("const int64_t slices = (len + " + std::to_string(slice - 1) + ") / " + std::to_string(slice) + ";");
       line("const int64_t split = slices < 1 ? 1 : slices < (int64_t)gridDim.y ? slices : (int64_t)gridDim.y;");
       line("if (blockIdx.y >= split) return;");
     }
@@ -372,14 +383,36 @@ class CudaKernel : emitc::CodeWriter {
 
 }  // namespace
 
+KernelConfig row_reduction_config(const kir::Kernel& k) {
+  KernelConfig c;
+  c.block = reduction_block(k);
+  c.split = reduction_split(k);
+  return c;
+}
+
+int column_split(const kir::Kernel& k) {
+  if (!reduces_columns(k) || !splits_rows(k)) return 0;
+  SymExpr rows = row_count(k), len = row_length(k);
+  if (!rows.is_constant() || rows.constant_value() < 1) return 0;
+  int64_t groups = (rows.constant_value() + kColumnRows - 1) / kColumnRows;
+  int64_t split = std::min(kColumnMaxSplit, (kSplitBlocks + groups - 1) / groups);
+  if (len.is_constant()) split = std::min(split, len.constant_value() / kColumnMinSlice);
+  return static_cast<int>(std::max<int64_t>(split, 1));
+}
+
 KernelConfig default_config(const kir::Kernel& k) {
   KernelConfig c;
   if (k.kind == kir::Kind::Pointwise) {
     c.block = kPointwiseBlock;
     c.vector_width = vectorizes(k) ? kVectorWidth : 1;
   } else if (k.kind == kir::Kind::Reduction) {
-    c.block = reduction_block(k);
-    c.split = reduction_split(k);
+    if (int split = column_split(k)) {
+      c.block = kColumnBlock;
+      c.columns = true;
+      c.split = split;
+    } else {
+      c = row_reduction_config(k);
+    }
   }
   return c;
 }

@@ -31,10 +31,12 @@ enum class KernelRole {
 // whose input or output types are not fully known tensors is None.
 KernelRole kernel_role(const Node& n);
 
-// A Transpose (default domain) of a float tensor of rank 3 or more that swaps
-// the last two axes and keeps the others: a batched GEMM reads its input as
-// that operand, transposed, instead of a copy (passes/fuse.cc takes it into
-// the GEMM's fusion, codegen/lower.cc sets the operand's trans flag).
+// A Transpose (default domain) of a float tensor of rank 2 or more that swaps
+// the last two axes and keeps the others: a MatMul reads its input as that
+// operand, transposed, instead of a copy (passes/fuse.cc takes it into the
+// GEMM's fusion, codegen/lower.cc sets the operand's trans flag). A weight's
+// transpose read by a batched MatMul (a backward's dY @ W^T) is the common case;
+// 2-D MatMuls have usually become Gemms already (fold_transpose_matmul).
 bool swaps_last_two_axes(const Node& n);
 
 // The sliding window of a Conv node, resolved: one entry per spatial dim, the

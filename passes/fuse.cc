@@ -8,8 +8,8 @@
 //      link the only reader of the previous one: at most one Add of a bias
 //      along the last axis ([N] or [1, .., N]), at most one Add of a residual of
 //      the output's shape, then optionally Relu or tanh-Gelu, which ends it; a
-//      batched MatMul also takes a Transpose of its last two axes that only it
-//      reads (the operand is read transposed: swaps_last_two_axes);
+//      MatMul also takes a Transpose of its last two axes that only it reads
+//      (the operand is read transposed: swaps_last_two_axes);
 //      conv: each Conv the same way with what cuDNN applies: a bias along the
 //      channel axis (Conv's own B, or an Add of [K, 1, 1]), a residual, Relu;
 //   2. reduction: each reduction grows over its neighbours: pointwise nodes
@@ -237,7 +237,7 @@ class Fuser {
 
   void grow_gemm(Node& mm) {
     Group& gr = start(mm, FusionKind::Gemm);
-    // A batched MatMul reads an operand that only it reads transposed, in place.
+    // A MatMul reads an operand that only it reads transposed, in place.
     if (mm.op_type() == "MatMul")
       for (Value* operand : {mm.input(0), mm.input(1)}) {
         Node* t = operand->producer();

@@ -137,17 +137,18 @@ std::vector<KernelConfig> candidates(const kir::Kernel& k) {
   } else {
     std::vector<int> rows = {1};
     if (many_rows(k)) rows = {1, 2, 4};
+    const KernelConfig row_default = row_reduction_config(k);
     KernelConfig c;
     for (int r : rows)
       for (int block = kMinBlock; block <= kMaxBlock; block *= 2) {
         c = {block, 1, r};
-        c.split = r == 1 ? out.front().split : 1;
+        c.split = r == 1 ? row_default.split : 1;
         add(c);
       }
-    // Split factors at the default block size: every power of two up to twice
-    // the heuristic's choice (or 64 where it splits nothing).
+    // Split factors at the row heuristic's block size: every power of two up
+    // to twice its choice (or 64 where it splits nothing).
     if (splits_rows(k)) {
-      c = out.front();
+      c = row_default;
       int most = std::min(kMaxSplit, std::max(64, 2 * c.split));
       for (c.split = 1; c.split <= most; c.split *= 2) add(c);
     }

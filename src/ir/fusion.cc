@@ -57,7 +57,7 @@ std::string check_gemm_body(const Graph& body) {
       continue;
     }
     if (swaps_last_two_axes(*n)) {
-      // A batched operand read transposed: only a MatMul may read it.
+      // An operand read transposed: only a MatMul may read it.
       for (const auto& r : body.nodes())
         for (const Value* in : r->inputs())
           if (in == n->output(0) && r->op_type() != "MatMul")

@@ -34,30 +34,52 @@ std::vector<KernelConfig> column_configs(const kir::Kernel& k) {
   return out;
 }
 
+// The config of `configs` that config_text spells `text`.
+const KernelConfig* find_config(const kir::Kernel& k, const std::vector<KernelConfig>& configs,
+                                const std::string& text) {
+  for (const KernelConfig& c : configs)
+    if (autotune::config_text(k, c) == text) return &c;
+  return nullptr;
+}
+
 TEST(ColumnReduction, TakesReductionsWhoseRowsLieSideBySide) {
   ScheduledModel columns = schedule_model("tests/kernels/column_reductions.tir");
   ASSERT_EQ(columns.schedule.kernels.size(), 3u);
   for (const kir::Kernel& k : columns.schedule.kernels) {
     EXPECT_TRUE(reduces_columns(k)) << k.name;
-    EXPECT_FALSE(default_config(k).columns) << k.name << ": the default stays one row per block";
+    // The default reads in columns where the rows split (the sum and the max):
+    // 2 or 3 column blocks of 32 rows, so the 64 slices the symbolic b may fill.
+    KernelConfig d = default_config(k);
+    EXPECT_EQ(d.columns, splits_rows(k)) << k.name;
+    EXPECT_EQ(column_split(k), splits_rows(k) ? 64 : 0) << k.name;
     std::vector<KernelConfig> configs = column_configs(k);
     // Blocks of 64 to 1024 threads; the single-pass sum and max also 2 to 64 slices per row.
     ASSERT_EQ(configs.size(), splits_rows(k) ? 11u : 5u) << k.name;
     ASSERT_TRUE(row_count(k).is_constant());
     const SymExpr blocks = SymExpr::constant((row_count(k).constant_value() + 31) / 32);
-    LaunchConfig l = launch_config(k, configs[4]);
+    const KernelConfig* widest = find_config(k, configs, "block=1024 columns");
+    ASSERT_NE(widest, nullptr) << k.name;
+    LaunchConfig l = launch_config(k, *widest);
     EXPECT_EQ(l.block, (std::array<int, 3>{32, 32, 1}));
     EXPECT_EQ(l.grid[0], blocks) << k.name;
     EXPECT_EQ(l.workspace_bytes, SymExpr());
-    EXPECT_EQ(autotune::config_text(k, configs[4]), "block=1024 columns");
     if (!splits_rows(k)) continue;
-    l = launch_config(k, configs.back());
+    const KernelConfig* most = find_config(k, configs, "block=256 columns split=64");
+    ASSERT_NE(most, nullptr) << k.name;
+    EXPECT_EQ(*most, d) << k.name;
+    l = launch_config(k, *most);
     EXPECT_EQ(l.block, (std::array<int, 3>{32, 8, 1}));
     EXPECT_EQ(l.grid[0], blocks) << k.name;
     EXPECT_EQ(l.grid[1], SymExpr::constant(64));
     EXPECT_EQ(l.workspace_bytes, row_count(k) * SymExpr::constant(64 * 8 + 4));
-    EXPECT_EQ(autotune::config_text(k, configs.back()), "block=256 columns split=64");
   }
+  // Static extents: slices of at least 256 rows, and none where the column
+  // blocks alone fill the GPU.
+  ScheduledModel fixed = schedule_model("tests/kernels/column_reductions_static.tir");
+  ASSERT_EQ(fixed.schedule.kernels.size(), 2u);
+  EXPECT_EQ(column_split(fixed.schedule.kernels[0]), 4);
+  EXPECT_EQ(column_split(fixed.schedule.kernels[1]), 1);
+  EXPECT_TRUE(default_config(fixed.schedule.kernels[1]).columns);
   // Rows of contiguous elements (softmax and layer norm over the last axis),
   // a reduction over a middle axis whose rows are not adjacent, and kernels
   // that are no reduction take no columns.
@@ -70,46 +92,11 @@ TEST(ColumnReduction, TakesReductionsWhoseRowsLieSideBySide) {
     }
 }
 
-TEST(ColumnReduction, EmulatedOnTheHostEveryBlockAndSplitMatchesTheInterpreter) {
-  ScheduledModel s = schedule_model("tests/kernels/column_reductions.tir");
-  // Long enough columns for three slices of kSplitMinSlice elements: split 2
-  // takes two of them, split 4 leaves its last block without one.
-  const std::map<std::string, int64_t> sizes = {{"b", 9000}};
-  fs::path dir = make_temp_dir("tcc_column_reduction");
-
-  // The CUDA text with the host prelude in place of NVRTC's (fixed-width
-  // types, bit casts), keeping the combiners and the column combine, whose
-  // member functions are inline, not static.
-  std::vector<kir::Kernel> kernels;
-  std::vector<KernelConfig> configs;
-  for (const kir::Kernel& base : s.schedule.kernels) {
-    std::vector<KernelConfig> grid;
-    for (const KernelConfig& c : column_configs(base))
-      if (c.split <= 4) grid.push_back(c);  // the emulator runs a thread per CUDA thread: a few slices suffice
-    for (size_t i = 0; i < grid.size(); ++i) {
-      kernels.push_back(base);
-      kernels.back().name = base.name + "_c" + std::to_string(i);
-      configs.push_back(grid[i]);
-    }
-  }
-  std::string cuda = emit_cuda(kernels, configs);
-  // NVRTC takes it as it is.
-  std::vector<CudaBinary> bins = compile_cuda(cuda, {"sm_90"}, false, 1);
-  ASSERT_EQ(bins.size(), 1u);
-  std::vector<std::string> symbols = cubin_symbols(bins[0].bytes);
-  for (const kir::Kernel& k : kernels)
-    EXPECT_NE(std::find(symbols.begin(), symbols.end(), k.name), symbols.end()) << k.name;
-  size_t combiners = cuda.find("struct tcc_sum");
-  ASSERT_NE(combiners, std::string::npos);
-  std::string source = "#include \"" + std::string(TCC_SOURCE_DIR) + "/tests/unit/cuda_emulator.h\"\n" +
-                       emitc::prelude(emitc::Target::Host) + "#undef TCC_FN\n#define TCC_FN inline\n" +
-                       cuda.substr(combiners);
-  for (size_t i = 0; i < kernels.size(); ++i)
-    source += emulated_launcher(kernels[i], launch_config(kernels[i], configs[i]).workspace_bytes != SymExpr());
-  std::ofstream(dir / "emulated.cc") << source;
-  compile_host_library((dir / "emulated.cc").string(), (dir / "emulated.so").string());
-  SharedLibrary lib((dir / "emulated.so").string());
-
+// Runs every kernel of `kernels` (configs[i] each, from `lib`) on random inputs
+// at `sizes` and compares its outputs with the interpreter's run of s's graph.
+void expect_emulated_runs_match(const ScheduledModel& s, const std::vector<kir::Kernel>& kernels,
+                                const std::vector<KernelConfig>& configs, const SharedLibrary& lib,
+                                const std::map<std::string, int64_t>& sizes) {
   const Graph& g = *s.model->graph;
   std::mt19937 rng(11);
   std::normal_distribution<double> normal(0, 1);
@@ -154,7 +141,7 @@ TEST(ColumnReduction, EmulatedOnTheHostEveryBlockAndSplitMatchesTheInterpreter) 
       if (!k.buffers[b].output) continue;
       const Tensor& got = buffers[b];
       const Tensor& expected = want.at(k.buffers[b].name);
-      // f32 sums of 9000 terms against the interpreter's doubles: within 1e-4 of
+      // f32 sums of up to 9000 terms against the interpreter's doubles: within 1e-4 of
       // the largest result (a wrong element or row is off by its own size).
       double largest = 0;
       for (int64_t i = 0; i < expected.numel(); ++i) largest = std::max(largest, std::fabs(expected.get_f64(i)));
@@ -166,6 +153,53 @@ TEST(ColumnReduction, EmulatedOnTheHostEveryBlockAndSplitMatchesTheInterpreter) 
       }
       EXPECT_EQ(bad, 0) << bad << " of " << got.numel() << " elements of " << k.buffers[b].name << " differ";
     }
+  }
+}
+
+TEST(ColumnReduction, EmulatedOnTheHostEveryBlockAndSplitMatchesTheInterpreter) {
+  ScheduledModel s = schedule_model("tests/kernels/column_reductions.tir");
+  fs::path dir = make_temp_dir("tcc_column_reduction");
+
+  // The CUDA text with the host prelude in place of NVRTC's (fixed-width
+  // types, bit casts), keeping the combiners and the column combine, whose
+  // member functions are inline, not static.
+  std::vector<kir::Kernel> kernels;
+  std::vector<KernelConfig> configs;
+  for (const kir::Kernel& base : s.schedule.kernels) {
+    // The emulator runs a thread per CUDA thread: a few slices suffice, and the
+    // default's 64, most of whose blocks find no slice at these sizes.
+    std::vector<KernelConfig> grid;
+    for (const KernelConfig& c : column_configs(base))
+      if (c.split <= 4 || c == default_config(base)) grid.push_back(c);
+    for (size_t i = 0; i < grid.size(); ++i) {
+      kernels.push_back(base);
+      kernels.back().name = base.name + "_c" + std::to_string(i);
+      configs.push_back(grid[i]);
+    }
+  }
+  std::string cuda = emit_cuda(kernels, configs);
+  // NVRTC takes it as it is.
+  std::vector<CudaBinary> bins = compile_cuda(cuda, {"sm_90"}, false, 1);
+  ASSERT_EQ(bins.size(), 1u);
+  std::vector<std::string> symbols = cubin_symbols(bins[0].bytes);
+  for (const kir::Kernel& k : kernels)
+    EXPECT_NE(std::find(symbols.begin(), symbols.end(), k.name), symbols.end()) << k.name;
+  size_t combiners = cuda.find("struct tcc_sum");
+  ASSERT_NE(combiners, std::string::npos);
+  std::string source = "#include \"" + std::string(TCC_SOURCE_DIR) + "/tests/unit/cuda_emulator.h\"\n" +
+                       emitc::prelude(emitc::Target::Host) + "#undef TCC_FN\n#define TCC_FN inline\n" +
+                       cuda.substr(combiners);
+  for (size_t i = 0; i < kernels.size(); ++i)
+    source += emulated_launcher(kernels[i], launch_config(kernels[i], configs[i]).workspace_bytes != SymExpr());
+  std::ofstream(dir / "emulated.cc") << source;
+  compile_host_library((dir / "emulated.cc").string(), (dir / "emulated.so").string());
+  SharedLibrary lib((dir / "emulated.so").string());
+
+  // Columns of 9000 rows fill 36 slices of 256 (kColumnMinSlice); columns of
+  // 600 fill three, so split 4 leaves its last block without one.
+  for (int64_t b : {9000, 600}) {
+    SCOPED_TRACE("b=" + std::to_string(b));
+    expect_emulated_runs_match(s, kernels, configs, lib, {{"b", b}});
   }
   fs::remove_all(dir);
 }
