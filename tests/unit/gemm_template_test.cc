@@ -38,7 +38,7 @@ namespace fs = std::filesystem;
 const char* const kGemmModels[] = {"tests/kernels/gemm_bias_relu.tir", "tests/kernels/gemm_bias_residual.tir",
                                    "tests/kernels/gemm_bias_gelu.tir", "tests/kernels/gemm_transposed.tir",
                                    "tests/kernels/batched_matmul.tir",  "tests/kernels/batched_matmul_transposed.tir",
-                                   "tests/fixtures/gpt2_block.onnx"};
+                                   "tests/kernels/matmul_weight_transposed.tir", "tests/fixtures/gpt2_block.onnx"};
 
 // The GPT-2 block's kernels are the only ones over its symbols batch and seq.
 bool from_fixture(const kir::Kernel& k) {
@@ -190,7 +190,8 @@ TEST(GemmTemplate, EmulatedOnTheHostEveryConfigMatchesTheInterpreter) {
                         {"tests/kernels/gemm_bias_gelu.tir", {{"b", 3}, {"s", 11}}, true},
                         {"tests/kernels/gemm_transposed.tir", {{"m", 75}}, true},
                         {"tests/kernels/batched_matmul.tir", {{"b", 2}, {"s", 5}}, true},
-                        {"tests/kernels/batched_matmul_transposed.tir", {{"b", 2}, {"s", 21}}, false}};
+                        {"tests/kernels/batched_matmul_transposed.tir", {{"b", 2}, {"s", 21}}, false},
+                        {"tests/kernels/matmul_weight_transposed.tir", {{"b", 3}, {"s", 29}}, false}};
   auto configs_of = [&](size_t m, const kir::Kernel& k) {
     std::vector<KernelConfig> out;
     for (const KernelConfig& c : template_configs(k))
