@@ -183,6 +183,29 @@ std::string pool_window(const Node& n, PoolWindow* out) {
   return "";
 }
 
+std::optional<std::vector<int>> split_axes(const std::vector<SymExpr>& in, const std::vector<SymExpr>& out) {
+  const SymExpr one = SymExpr::constant(1);
+  std::vector<int> from(out.size(), -1);
+  size_t j = 0;
+  for (size_t k = 0; k < in.size(); ++k) {
+    if (in[k] == one) continue;
+    SymExpr product = one;
+    bool took = false;
+    while (j < out.size() && !(took && product == in[k])) {
+      if (out[j] != one) {
+        product = product * out[j];
+        took = true;
+        from[j] = static_cast<int>(k);
+      }
+      ++j;
+    }
+    if (!took || product != in[k]) return std::nullopt;
+  }
+  for (; j < out.size(); ++j)
+    if (out[j] != one) return std::nullopt;
+  return from;
+}
+
 bool swaps_last_two_axes(const Node& n) {
   if (n.op_type() != "Transpose" || !n.domain().empty() || n.num_inputs() != 1) return false;
   const Type& t = n.input(0)->type();

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,15 @@ KernelRole kernel_role(const Node& n);
 // transpose read by a batched MatMul (a backward's dY @ W^T) is the common case;
 // 2-D MatMuls have usually become Gemms already (fold_transpose_matmul).
 bool swaps_last_two_axes(const Node& n);
+
+// Whether a reshape from `in` to `out` only splits axes: every input axis of
+// extent other than 1 becomes a run of output axes whose extents provably
+// multiply to it, and axes of extent 1 come and go. Returns, per output axis,
+// the input axis it was cut from (-1 for an axis of extent 1); nullopt when an
+// output axis would span several input axes (a merge, which needs them
+// contiguous) or the extents do not line up. A split composes with any strides,
+// so a reshape that splits may follow a Slice or Transpose in one kernel.
+std::optional<std::vector<int>> split_axes(const std::vector<SymExpr>& in, const std::vector<SymExpr>& out);
 
 // The sliding window of a Conv node, resolved: one entry per spatial dim, the
 // padding applied at both ends (cuDNN's convolution descriptor has one pad per dim).

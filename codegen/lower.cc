@@ -324,27 +324,31 @@ class Lowering {
   }
 
   // Reshape, Flatten, Squeeze and Unsqueeze. A contiguous view takes the row-major
-  // strides of its new shape; any view may gain or lose axes of extent 1.
+  // strides of its new shape; any view may split its axes (split_axes): the
+  // run of axes cut from one keeps its stride at the innermost and steps by
+  // the extents inside it further out.
   View reshape(const Node& p, const View& in, std::vector<SymExpr> out_shape) const {
     View out{in.buffer, std::move(out_shape), {}, in.offset};
     if (stepped_strides(in) == stepped_strides(View{-1, in.shape, row_major(in.shape), SymExpr()})) {
       out.strides = row_major(out.shape);
       return out;
     }
-    std::vector<size_t> in_axes;
-    for (size_t k = 0; k < in.shape.size(); ++k)
-      if (!is_one(in.shape[k])) in_axes.push_back(k);
-    size_t next = 0;
-    for (const SymExpr& d : out.shape) {
-      if (is_one(d)) {
-        out.strides.push_back(SymExpr());
-        continue;
-      }
-      if (next == in_axes.size() || in.shape[in_axes[next]] != d)
-        fail(&p, "reshapes a strided view (the input is not contiguous)");
-      out.strides.push_back(in.strides[in_axes[next++]]);
+    std::optional<std::vector<int>> from = split_axes(in.shape, out.shape);
+    if (!from) fail(&p, "merges axes of a strided view (the input is not contiguous)");
+    out.strides.assign(out.shape.size(), SymExpr());
+    SymExpr inner;  // the stride of the next axis out within the current run
+    for (size_t j = out.shape.size(); j-- > 0;) {
+      int k = (*from)[j];
+      if (k < 0) continue;
+      bool innermost = true;
+      for (size_t i = j + 1; i < out.shape.size(); ++i)
+        if ((*from)[i] >= 0) {
+          innermost = (*from)[i] != k;
+          break;
+        }
+      out.strides[j] = innermost ? in.strides[static_cast<size_t>(k)] : inner;
+      inner = out.strides[j] * out.shape[j];
     }
-    if (next != in_axes.size()) fail(&p, "reshapes a strided view (the input is not contiguous)");
     return out;
   }
 

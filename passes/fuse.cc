@@ -21,7 +21,11 @@
 //   4. movement leaves: a movement node whose every reader is in one pointwise
 //      or reduction group joins it (its data comes from outside, so its loads
 //      stay affine; a movement op on an intermediate never joins);
-//   5. single: every other movement node, and every Concat, Gather, ScatterAdd and pool, is a kernel of its own.
+//   5. single: every Concat, Gather, ScatterAdd and pool is a kernel of its own,
+//      and so is every other movement node, except that one reading the end of
+//      such a chain, as its only reader, extends it (one copy kernel for a
+//      Slice, a reshape that splits axes and a Transpose: split_axes says which
+//      reshapes compose with strides).
 // A merge that would put an outside node (or group) on a path between two
 // members is refused, so the graph of groups stays acyclic. Nodes of role None
 // stay as they are.
@@ -105,7 +109,7 @@ class Fuser {
     for (Node* n : order_)
       if (role(n) == KernelRole::Movement && !taken(n)) attach_leaf(*n);
     for (Node* n : order_)
-      if ((role(n) == KernelRole::Movement || role(n) == KernelRole::Indexed) && !taken(n))
+      if ((role(n) == KernelRole::Movement || role(n) == KernelRole::Indexed) && !taken(n) && !extend_chain(*n))
         start(*n, FusionKind::Single);
     std::vector<Group*> fused;
     for (Group& gr : groups_) {
@@ -359,6 +363,25 @@ class Fuser {
       if (in != nullptr && in->producer() != nullptr && in->producer()->graph() == &g_ && &group(in->producer()) == &gr)
         return;
     try_merge(gr, m);
+  }
+
+  // ---- 5. single -------------------------------------------------------------
+
+  // Appends movement node m to the movement chain whose last node computes its
+  // data input, when m is that value's only reader and the view composes.
+  bool extend_chain(Node& m) {
+    if (role(&m) != KernelRole::Movement) return false;
+    Value* in = m.input(0);
+    Node* p = in->producer();
+    if (p == nullptr || p->graph() != &g_ || role(p) != KernelRole::Movement || !taken(p)) return false;
+    Group& gr = group(p);
+    if (gr.kind != FusionKind::Single || gr.members.back() != p || only_reader(in) != &m) return false;
+    static const std::unordered_set<std::string_view> kReshapes = {"Reshape", "Flatten", "Squeeze", "Unsqueeze"};
+    std::vector<SymExpr> from, to;
+    for (const Dim& d : shape_of(in)) from.push_back(d.expr());
+    for (const Dim& d : shape_of(m.output(0))) to.push_back(d.expr());
+    if (kReshapes.count(m.op_type()) && !split_axes(from, to)) return false;
+    return try_merge(gr, m);
   }
 
   Graph& g_;

@@ -98,11 +98,17 @@ std::string check_kind(FusionKind kind, const Graph& body) {
           return who(*n) + " is not an epilogue cuDNN applies (bias or residual Add, Relu)";
       return "";
     }
-    case FusionKind::Single:
-      if (body.nodes().size() != 1 || (kernel_role(*body.nodes().front()) != KernelRole::Movement &&
-                                       kernel_role(*body.nodes().front()) != KernelRole::Indexed))
-        return "a single body is one movement node or one Concat, Gather, ScatterAdd or pool";
+    case FusionKind::Single: {
+      const auto& nodes = body.nodes();
+      if (nodes.size() == 1 && kernel_role(*nodes.front()) == KernelRole::Indexed) return "";
+      for (size_t i = 0; i < nodes.size(); ++i)
+        if (kernel_role(*nodes[i]) != KernelRole::Movement || (i > 0 && nodes[i]->input(0) != nodes[i - 1]->output(0)))
+          return "a single body is a chain of movement nodes (each reading the one before) or one Concat, "
+                 "Gather, ScatterAdd or pool";
+      if (body.outputs().size() != 1 || body.outputs().front() != nodes.back()->output(0))
+        return "a movement chain's one output is its last node's";
       return "";
+    }
   }
   return "";
 }
@@ -192,9 +198,12 @@ std::string verify_fusion(const Node& n) {
         return prefix + "body " + who(*b) + " reads '" + in->name() + "' from outside the body";
     KernelRole role = kernel_role(*b);
     if (role == KernelRole::None) return prefix + "body " + who(*b) + " is not an op generated kernels compute";
-    if (role == KernelRole::Movement && !b->input(0)->is_graph_input())
+    const Node* from = b->input(0) == nullptr ? nullptr : b->input(0)->producer();
+    bool chained = *kind == FusionKind::Single && from != nullptr && kernel_role(*from) == KernelRole::Movement;
+    if (role == KernelRole::Movement && !b->input(0)->is_graph_input() && !chained)
       return prefix + "body " + who(*b) + " moves '" + b->input(0)->name() +
-             "', which is computed in the body; movement ops may only read body inputs";
+             "', which is computed in the body; movement ops may only read body inputs (or, in a single "
+             "body, the movement op before them)";
   }
   for (const Value* out : body->outputs())
     if (out->graph() != body) return prefix + "body output '" + out->name() + "' is not a body value";

@@ -19,7 +19,9 @@
 // - `kind` says how the group lowers (FusionKind below).
 // - Movement nodes (Reshape, Transpose, Unsqueeze, Squeeze, Expand, Slice with
 //   constant arguments) appear in a body only directly on a body input, so every
-//   load stays an affine index into a contiguous buffer.
+//   load stays an affine index into a contiguous buffer; in a single body, a
+//   chain of them, each reading the one before (a Slice, a reshape that splits
+//   axes, then a Transpose: still one affine index).
 // - A reduction body reduces one tensor shape over one set of axes (every
 //   reduction in it has the same input shape and axes); a gemm body starts at one
 //   MatMul/Gemm whose epilogue is what cuBLASLt can apply (bias along N, Relu,
@@ -46,7 +48,8 @@ enum class FusionKind {
   Reduction,  // pointwise prologue, reductions over one set of axes, pointwise epilogue
   Gemm,       // one MatMul / Gemm with a library-supported epilogue
   Conv,       // one Conv with bias / activation epilogue
-  Single,     // one node codegen handles alone (a movement op that needs its own copy kernel, a Concat, a Gather)
+  Single,     // a node codegen handles alone (a Concat, a Gather, a pool), or a chain of movement ops that
+              // needs a copy kernel of its own
 };
 
 std::string_view fusion_kind_name(FusionKind k);
