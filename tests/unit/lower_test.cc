@@ -345,6 +345,33 @@ TEST(Lower, SlicedInputLoadsWithOffsetAndStep) {
 )");
 }
 
+// Attention's k: the middle third of [b, s, 36] split into 3 heads of 4 and
+// moved ahead of s. The head split keeps the slice's row stride 36 on s and
+// steps 4 between heads; the transpose permutes them.
+TEST(Lower, MovementChainComposesSliceSplitAndTranspose) {
+  EXPECT_EQ(lowered(model("17", "  input %x: f32[b, s, 36]\n",
+                          R"(  %y: f32[b, 3, s, 4] = tcc::Fusion(%x) {kind = "single", body = graph fused_0 {
+      input %x_in: f32[b, s, 36]
+      const %starts: i64[1] = [12]
+      const %ends: i64[1] = [24]
+      const %axes: i64[1] = [2]
+      const %heads: i64[4] = [0, 0, 3, 4]
+      %k: f32[b, s, 12] = Slice(%x_in, %starts, %ends, %axes) name("slice")
+      %kh: f32[b, s, 3, 4] = Reshape(%k, %heads) name("split")
+      %y_out: f32[b, 3, s, 4] = Transpose(%kh) {perm = [0, 2, 1, 3]} name("transpose")
+      output %y_out
+    }} name("fused_0")
+)",
+                          "  output %y\n")),
+            R"(kernel tcc_k0 pointwise domain [b, 3, s, 4] sizes(b, s)
+  nodes slice, split, transpose
+  buffer x: f32[b, s, 36] in
+  buffer y: f32[b, 3, s, 4] out
+  %0: f32 = load x [s*36, 4, 36, 1] + 12
+  %1 = store y [s*12, s*4, 4, 1], %0
+)");
+}
+
 TEST(Lower, SoftmaxIsMaxSumAndStorePasses) {
   EXPECT_EQ(lowered(model("17", "  input %x: f32[b, s, 64]\n",
                           R"(  %y: f32[b, s, 64] = tcc::Fusion(%x) {kind = "reduction", body = graph fused_0 {
