@@ -514,24 +514,41 @@ void reduce_l2_rule(GradContext& c) {
   c.set(0, mul(c, expand_reduced(c, c.dy()), e.op("Div", {c.in(0), safe})));
 }
 
-// d reduce_prod / dx_i = the product of the other elements of x_i's group:
-// p / x_i where the group has no zero (p its product), p' (the product of its
-// nonzeros) at its only zero, and 0 everywhere in a group with two or more.
+// The factors x of products, each with whether it is 0 and `safe`, x with 1 for 0.
+struct Factors {
+  Value* is_zero;
+  Value* safe;
+};
+
+Factors factors_of(GradContext& c, Value* x) {
+  Value* is_zero = c.e().op("Equal", {x, scalar(c, 0.0)});
+  return {is_zero, c.e().op("Where", {is_zero, scalar(c, 1.0), x})};
+}
+
+// The derivative of a product by each of its factors f, the product of the
+// others: p / x where the product has no zero, p' (the product of its nonzero
+// factors) at its only zero, and 0 at every factor of a product with two or
+// more. `nonzero_product` (p', the product of the safe factors) and `zeros`
+// (how many factors are 0) are those of each factor's product, read at the factor.
+Value* product_of_others(GradContext& c, const Factors& f, Value* nonzero_product, Value* zeros) {
+  Emitter& e = c.e();
+  Value* zero = scalar(c, 0.0);
+  Value* only_zero = e.op("And", {f.is_zero, e.op("Equal", {zeros, scalar(c, 1.0)})});
+  Value* at_only_zero = e.op("Where", {only_zero, nonzero_product, zero});
+  return e.op("Where", {e.op("Equal", {zeros, zero}), e.op("Div", {nonzero_product, f.safe}), at_only_zero});
+}
+
+// d reduce_prod / dx_i = the product of the other elements of x_i's group (product_of_others).
 void reduce_prod_rule(GradContext& c) {
   bool noop = false;
   std::vector<int64_t> axes = reduced_axes(c, c.dims(c.in(0)).size(), noop);
   if (noop) return c.set(0, c.dy());
   Emitter& e = c.e();
-  Value* zero = scalar(c, 0.0);
-  Value* is_zero = e.op("Equal", {c.in(0), zero});
-  Value* safe = e.op("Where", {is_zero, scalar(c, 1.0), c.in(0)});
+  Factors f = factors_of(c, c.in(0));
   auto back = [&](Value* kept) { return e.op("Expand", {kept, e.shape_of(c.in(0))}); };
-  Value* nonzero_product = back(e.reduce("ReduceProd", safe, axes, true));
-  Value* zeros = back(e.reduce("ReduceSum", as_dtype(c, is_zero), axes, true));
-  Value* at_only_zero = e.op("Where", {e.op("And", {is_zero, e.op("Equal", {zeros, scalar(c, 1.0)})}),
-                                       nonzero_product, zero});
-  Value* others = e.op("Where", {e.op("Equal", {zeros, zero}), e.op("Div", {nonzero_product, safe}), at_only_zero});
-  c.set(0, mul(c, expand_reduced(c, c.dy()), others));
+  Value* nonzero_product = back(e.reduce("ReduceProd", f.safe, axes, true));
+  Value* zeros = back(e.reduce("ReduceSum", as_dtype(c, f.is_zero), axes, true));
+  c.set(0, mul(c, expand_reduced(c, c.dy()), product_of_others(c, f, nonzero_product, zeros)));
 }
 
 // g put into `zeros` at `index` along `axis`, where the index names each
@@ -1047,23 +1064,51 @@ void gather_elements_rule(GradContext& c) {
   c.set(0, c.e().op(nd ? "ScatterND" : "ScatterElements", {zeros, c.in(1), c.dy()}, std::move(attrs)));
 }
 
-// ScatterElements, ScatterND: the updates' gradient is g gathered at the
-// indices; data's is g where no update landed (reduction none: a scatter of
-// zeros into g) or g itself (reduction add). Other reductions are not
-// differentiated; with repeated indices ONNX leaves reduction none undefined.
+// ScatterElements, ScatterND: y is data with each update combined, in turn,
+// into the element (or slice) its index names by the reduction. Gathering at
+// the indices reads, per update, the value of y (or g) where it landed.
+//   none: data's gradient is g where no update landed (a scatter of zeros into
+//     g), the updates' g gathered (ONNX leaves repeated indices undefined);
+//   add: g, and g gathered;
+//   mul: each element of y is the product of data's element and the updates
+//     landing there: each factor's gradient is g times the product of the
+//     others (product_of_others, exact at zeros), with the nonzero factors'
+//     product and the zeros' count per element scattered by mul and add;
+//   max, min: g to the factors equal to y, split evenly among those ties (as
+//     torch.scatter_reduce's amax and amin, and Max and Min here), the ties
+//     per element counted by a scatter add.
 void scatter_rule(GradContext& c) {
   std::string reduction = c.node().get_string("reduction", "none");
-  if (reduction != "none" && reduction != "add")
-    c.fail("tcc differentiates " + c.node().op_type() + " with reduction none or add, not " + reduction);
+  if (reduction != "none" && reduction != "add" && reduction != "mul" && reduction != "max" && reduction != "min")
+    c.fail("tcc differentiates " + c.node().op_type() + " with reduction none, add, mul, max or min, not " + reduction);
   bool nd = c.node().op_type() == "ScatterND";
   Emitter& e = c.e();
   Attrs axis;
   if (!nd) axis["axis"] = Attribute::of_int(c.node().get_int("axis", 0));
-  if (c.wants(0))
-    c.set(0, reduction == "add" ? c.dy()
-                                : e.op(nd ? "ScatterND" : "ScatterElements",
-                                       {c.dy(), c.in(1), e.zeros_like(c.in(2), c.dtype())}, axis));
-  if (c.wants(2)) c.set(2, e.op(nd ? "GatherND" : "GatherElements", {c.dy(), c.in(1)}, axis));
+  auto scatter = [&](Value* into, Value* updates, const std::string& how) {
+    Attrs attrs = axis;
+    if (how != "none") attrs["reduction"] = Attribute::of_string(how);
+    return e.op(nd ? "ScatterND" : "ScatterElements", {into, c.in(1), updates}, std::move(attrs));
+  };
+  auto gather = [&](Value* v) { return e.op(nd ? "GatherND" : "GatherElements", {v, c.in(1)}, axis); };
+  Value* g = c.dy();
+  if (reduction == "none" || reduction == "add") {
+    if (c.wants(0)) c.set(0, reduction == "add" ? g : scatter(g, e.zeros_like(c.in(2), c.dtype()), "none"));
+    if (c.wants(2)) c.set(2, gather(g));
+  } else if (reduction == "mul") {
+    Factors data = factors_of(c, c.in(0)), updates = factors_of(c, c.in(2));
+    Value* nonzero_product = scatter(data.safe, updates.safe, "mul");
+    Value* zeros = scatter(as_dtype(c, data.is_zero), as_dtype(c, updates.is_zero), "add");
+    if (c.wants(0)) c.set(0, mul(c, g, product_of_others(c, data, nonzero_product, zeros)));
+    if (c.wants(2))
+      c.set(2, mul(c, gather(g), product_of_others(c, updates, gather(nonzero_product), gather(zeros))));
+  } else {
+    Value* data_hit = as_dtype(c, e.op("Equal", {c.in(0), c.out()}));
+    Value* update_hit = as_dtype(c, e.op("Equal", {c.in(2), gather(c.out())}));
+    Value* share = e.op("Div", {g, scatter(data_hit, update_hit, "add")});
+    if (c.wants(0)) c.set(0, mul(c, share, data_hit));
+    if (c.wants(2)) c.set(2, mul(c, gather(share), update_hit));
+  }
 }
 
 // Compress: g scattered back to the kept positions, the indices of the
@@ -1138,11 +1183,40 @@ void spell_out_ellipses(GradContext& c, std::vector<std::string>& terms, std::st
   if (size_t at = out.find("..."); at != std::string::npos) out.replace(at, 3, shared);
 }
 
+// d, the gradient of x's diagonal along `term`'s repeated labels (x read with
+// each label once, at its first occurrence: "iij" reads x[i, i, j] as d[i, j]),
+// put back on that diagonal: d with axes inserted at the repeated occurrences,
+// where each repeated occurrence's index equals its first's, 0 elsewhere.
+Value* onto_diagonal(GradContext& c, Value* d, const std::string& term, Value* x) {
+  Emitter& e = c.e();
+  int64_t rank = static_cast<int64_t>(term.size());
+  Value* xs = e.shape_of(x);
+  // 0, 1, ... along `axis` (of `rank`), as many as x's dim `first`.
+  auto along = [&](int64_t axis, int64_t first) {
+    Value* count = e.op("Gather", {xs, e.scalar(static_cast<double>(first), DType::I64)});
+    Value* range = e.op("Range", {e.scalar(0, DType::I64), count, e.scalar(1, DType::I64)});
+    std::vector<int64_t> shape(static_cast<size_t>(rank), 1);
+    shape[static_cast<size_t>(axis)] = -1;
+    return e.op("Reshape", {range, e.ints(shape)});
+  };
+  std::vector<int64_t> repeated;
+  Value* on = nullptr;
+  for (int64_t a = 0; a < rank; ++a) {
+    int64_t first = static_cast<int64_t>(term.find(term[static_cast<size_t>(a)]));
+    if (first == a) continue;
+    repeated.push_back(a);
+    Value* same = e.op("Equal", {along(first, first), along(a, first)});
+    on = on ? e.op("And", {on, same}) : same;
+  }
+  return e.op("Where", {on, e.unsqueeze(d, repeated), scalar(c, 0.0)});
+}
+
 // Einsum: operand i's gradient is the einsum of g with the other operands
 // into operand i's labels ("ab,bc->ac": dA = "ac,bc->ab"). Labels only operand
 // i has were summed away: the einsum leaves them out and g is broadcast back
-// along them. "..." is first written out in letters (spell_out_ellipses); a
-// label repeated within an operand (a diagonal) is not differentiated.
+// along them. "..." is first written out in letters (spell_out_ellipses). An
+// operand with a label repeated reads its diagonal ("ii->i"): the gradient is
+// that of the diagonal, each label once, put back on it (onto_diagonal).
 void einsum_rule(GradContext& c) {
   std::string eq;
   for (char ch : c.node().get_string("equation", ""))
@@ -1173,17 +1247,19 @@ void einsum_rule(GradContext& c) {
   if (ellipsis) spell_out_ellipses(c, terms, out);
   for (size_t i = 0; i < terms.size(); ++i) {
     if (!c.wants(i)) continue;
-    std::string others = out, kept;
+    std::string others = out, labels, kept;  // labels: operand i's, each once
     for (size_t j = 0; j < terms.size(); ++j)
       if (j != i) others += terms[j];
-    std::vector<int64_t> summed;
+    std::vector<int64_t> summed, firsts;  // firsts: where each label first occurs
     for (size_t a = 0; a < terms[i].size(); ++a) {
       char l = terms[i][a];
-      if (std::count(terms[i].begin(), terms[i].end(), l) > 1)
-        c.fail("tcc does not differentiate an Einsum label repeated within an operand ('" + terms[i] + "')");
-      if (others.find(l) == std::string::npos) summed.push_back(static_cast<int64_t>(a));
+      if (labels.find(l) != std::string::npos) continue;
+      if (others.find(l) == std::string::npos) summed.push_back(static_cast<int64_t>(labels.size()));
       else kept += l;
+      labels += l;
+      firsts.push_back(static_cast<int64_t>(a));
     }
+    bool diagonal = labels.size() < terms[i].size();
     std::vector<Value*> ins = {c.dy()};
     std::string sub = out;
     for (size_t j = 0; j < terms.size(); ++j)
@@ -1192,43 +1268,13 @@ void einsum_rule(GradContext& c) {
         sub += "," + terms[j];
       }
     Value* d = c.e().op("Einsum", ins, {{"equation", Attribute::of_string(sub + "->" + kept)}});
-    if (!summed.empty()) d = c.e().op("Expand", {c.e().unsqueeze(d, summed), c.e().shape_of(c.in(i))});
-    c.set(i, d);
-  }
-}
-
-// Resize, nearest, by whole factors: each input element was copied to a block
-// of s_0 x s_1 x ... outputs (asymmetric coordinates with floor, or half-pixel
-// with round_prefer_floor, the defaults: both read floor(o / s)), so its
-// gradient is g summed over its block, g seen as [.., x_i, s_i, ..].
-void nearest_resize_rule(GradContext& c) {
-  const Node& n = c.node();
-  std::string ctm = n.get_string("coordinate_transformation_mode", "half_pixel");
-  std::string nearest = n.get_string("nearest_mode", "round_prefer_floor");
-  bool blocks = (ctm == "asymmetric" && nearest == "floor") ||
-                ((ctm == "half_pixel" || ctm == "pytorch_half_pixel") && nearest == "round_prefer_floor");
-  if (!blocks || n.has_attr("axes"))
-    c.fail("tcc differentiates nearest Resize only by whole factors (asymmetric with floor, or half_pixel with "
-           "round_prefer_floor), got " + ctm + ", " + nearest);
-  const Dims &xd = c.dims(c.in(0)), &yd = c.dims(c.out());
-  std::vector<int64_t> split, summed;
-  bool copied = true;  // Reshape's 0 copies g's dim while no axis before it was split
-  for (size_t i = 0; i < xd.size(); ++i) {
-    if (!xd[i].is_unknown() && !yd[i].is_unknown() && xd[i].expr() == yd[i].expr()) {
-      if (!copied && !xd[i].is_static()) c.fail("the gradient of Resize needs static dims after a resized axis");
-      split.push_back(copied ? 0 : xd[i].value());
-      continue;
+    if (!summed.empty()) {
+      Value* shape = c.e().shape_of(c.in(i));
+      if (diagonal) shape = c.e().op("Gather", {shape, c.e().ints(firsts)});
+      d = c.e().op("Expand", {c.e().unsqueeze(d, summed), shape});
     }
-    if (!xd[i].is_static() || !yd[i].is_static() || xd[i].value() < 1 || yd[i].value() % xd[i].value() != 0)
-      c.fail("tcc differentiates Resize by whole factors of static dims, not " + xd[i].str() + " to " + yd[i].str());
-    copied = false;
-    split.push_back(xd[i].value());
-    split.push_back(yd[i].value() / xd[i].value());
-    summed.push_back(static_cast<int64_t>(split.size()) - 1);
+    c.set(i, diagonal ? onto_diagonal(c, d, terms[i], c.in(i)) : d);
   }
-  if (summed.empty()) return c.set(0, c.dy());
-  Value* blocks_of = c.e().op("Reshape", {c.dy(), c.e().ints(split)});
-  c.set(0, c.e().reduce("ReduceSum", blocks_of, summed, false));
 }
 
 // Where output coordinate y of a resized axis reads the input (src/ops/nn.cc's
@@ -1266,24 +1312,53 @@ Value* transpose_apply(GradContext& c, Value* g, size_t rank, size_t axis, const
   return swap_axes(c, c.e().op("MatMul", {matrix, swap_axes(c, g, rank, axis, to)}), rank, axis, to);
 }
 
-// Resize, linear or cubic: separable, one axis after another, each output a
-// weighted sum of the inputs along the axis, y = W x with W [out, in] built here
-// as the interpreter weighs (around x = base + ratio, the triangle filter's two
-// taps or the cubic's four, with cubic_coeff_a; antialias widens the filter by
-// 1 / scale when downsampling, over more taps, and renormalizes them;
-// exclude_outside drops and renormalizes the taps past an edge, the others read
-// the edge; an extrapolated output reads nothing). So dx is W^T applied to g
-// along each resized axis in turn.
-void interpolating_resize_rule(GradContext& c) {
+// Whether W [out, in] copies each input to a block of out / in outputs in
+// turn (nearest by a whole factor, in the modes that round o / s down): its
+// factor then, else 0.
+int64_t block_factor(const std::vector<double>& w, int64_t out, int64_t in) {
+  if (out % in != 0) return 0;
+  int64_t s = out / in;
+  for (int64_t y = 0; y < out; ++y)
+    for (int64_t i = 0; i < in; ++i)
+      if (w[static_cast<size_t>(y * in + i)] != (i == y / s ? 1.0 : 0.0)) return 0;
+  return s;
+}
+
+// Resize: separable, one axis after another, each output a weighted sum of
+// the inputs along the axis, y = W x with W [out, in] built here as the
+// interpreter weighs, around the source coordinate x = base + ratio: nearest
+// puts 1 on the tap nearest_mode rounds x to; linear and cubic weigh the
+// triangle filter's two taps or the cubic's four, with cubic_coeff_a, and
+// antialias widens the filter by 1 / scale when downsampling, over more taps,
+// and renormalizes them; exclude_outside drops (and renormalizes) the taps
+// past an edge, the others read the edge; an extrapolated output reads
+// nothing. So dx is W^T applied to g along each resized axis in turn, a
+// constant in a MatMul. Where W copies each input to a block of s outputs
+// (nearest by whole factors in the default modes), g is rather summed over its
+// blocks, seen as [.., x_i, s_i, ..]: a reduction, not a product with a matrix
+// of mostly zeros; that needs static dims after the first such axis.
+void resize_rule(GradContext& c) {
   const Node& n = c.node();
   const Dims &xd = c.dims(c.in(0)), &yd = c.dims(c.out());
   size_t rank = xd.size();
   std::string mode = n.get_string("coordinate_transformation_mode", "half_pixel");
-  bool antialias = n.get_int("antialias", 0) != 0, exclude_outside = n.get_int("exclude_outside", 0) != 0;
-  bool cubic = n.get_string("mode", "nearest") == "cubic";
-  double cubic_a = n.get_float("cubic_coeff_a", -0.75f), reach = cubic ? 2 : 1;  // reach: the filter's half-width
-  auto filter = [&](double d) {
-    d = std::fabs(d);
+  std::string kind = n.get_string("mode", "nearest"), nearest_mode = n.get_string("nearest_mode", "round_prefer_floor");
+  if (kind != "nearest" && kind != "linear" && kind != "cubic")
+    c.fail("tcc differentiates Resize in nearest, linear and cubic mode, not in mode " + kind);
+  bool nearest = kind == "nearest", cubic = kind == "cubic";
+  if (nearest && nearest_mode != "round_prefer_floor" && nearest_mode != "round_prefer_ceil" &&
+      nearest_mode != "floor" && nearest_mode != "ceil")
+    c.fail("tcc does not differentiate Resize with nearest_mode " + nearest_mode);
+  bool antialias = n.get_int("antialias", 0) != 0 && !nearest, exclude_outside = n.get_int("exclude_outside", 0) != 0;
+  double cubic_a = n.get_float("cubic_coeff_a", -0.75f), reach = nearest ? 0.5 : cubic ? 2 : 1;  // the filter's half-width
+  // Tap i's weight (the taps at base + i) for x = base + ratio, with the filter widened by 1 / s.
+  auto weight = [&](int64_t i, double ratio, double s) {
+    if (nearest) {
+      bool up = ratio == 1 || nearest_mode == "ceil" || (nearest_mode == "round_prefer_floor" && ratio > 0.5) ||
+                (nearest_mode == "round_prefer_ceil" && ratio >= 0.5);
+      return i == (up ? 1 : 0) ? 1.0 : 0.0;
+    }
+    double d = std::fabs((static_cast<double>(i) - ratio) * s);
     if (!cubic) return std::clamp(1 - d, 0.0, 1.0);
     if (d <= 1) return ((cubic_a + 2) * d - (cubic_a + 3)) * d * d + 1;
     return d < 2 ? ((cubic_a * d - 5 * cubic_a) * d + 8 * cubic_a) * d - 4 * cubic_a : 0.0;
@@ -1298,23 +1373,36 @@ void interpolating_resize_rule(GradContext& c) {
              c.out()->type().str());
     return d[static_cast<size_t>(a)].value();
   };
-  // An optional input that is given (not absent nor empty), which must then be a constant.
+  // Whether axis a keeps its dim (a symbolic batch, say), which it then need not know.
+  auto kept = [&](int64_t a) {
+    const Dim &x = xd[static_cast<size_t>(a)], &y = yd[static_cast<size_t>(a)];
+    return !x.is_unknown() && !y.is_unknown() && x.expr() == y.expr();
+  };
+  // Whether optional input i is given: present and not empty (exporters pass empty scales next to sizes).
+  auto present = [&](size_t i) {
+    if (!n.has_input(i)) return false;
+    const Dims& d = c.dims(c.in(i));
+    return !(d.size() == 1 && d[0].is_static() && d[0].value() == 0);
+  };
+  // A given input's value, which must then be a constant.
   auto given = [&](size_t i, const std::string& what) -> const Tensor* {
-    if (!n.has_input(i)) return nullptr;
+    if (!present(i)) return nullptr;
     const Tensor* t = c.constant(i);
     if (!t) c.fail("the gradient of Resize needs its " + what + " to be a constant");
     return t->numel() > 0 ? t : nullptr;
   };
   std::vector<double> scale(rank, 1.0), roi_begin(rank, 0.0), roi_end(rank, 1.0);
-  if (const Tensor* sizes = given(3, "sizes")) {
-    std::string policy = n.get_string("keep_aspect_ratio_policy", "stretch");
+  std::string policy = n.get_string("keep_aspect_ratio_policy", "stretch");
+  if (present(3) && policy == "stretch") {
+    // y's dims are the sizes, which need not be a constant then (a symbolic batch's, say).
+    for (int64_t a : axes)
+      if (!kept(a)) scale[a] = static_cast<double>(dim(yd, a)) / static_cast<double>(dim(xd, a));
+  } else if (const Tensor* sizes = given(3, "sizes")) {
     for (size_t i = 0; i < axes.size(); ++i)
       scale[axes[i]] = static_cast<double>(sizes->get_i64(i)) / static_cast<double>(dim(xd, axes[i]));
-    if (policy != "stretch") {
-      double s = scale[axes[0]];
-      for (int64_t a : axes) s = policy == "not_larger" ? std::min(s, scale[a]) : std::max(s, scale[a]);
-      for (int64_t a : axes) scale[a] = s;
-    }
+    double s = scale[axes[0]];
+    for (int64_t a : axes) s = policy == "not_larger" ? std::min(s, scale[a]) : std::max(s, scale[a]);
+    for (int64_t a : axes) scale[a] = s;
   } else if (const Tensor* scales = given(2, "scales")) {
     for (size_t i = 0; i < axes.size(); ++i) scale[axes[i]] = scales->get_f64(i);
   }
@@ -1324,11 +1412,12 @@ void interpolating_resize_rule(GradContext& c) {
       roi_begin[axes[i]] = roi->get_f64(i);
       roi_end[axes[i]] = roi->get_f64(axes.size() + i);
     }
-  Value* g = c.dy();
+  std::vector<int64_t> factor(rank, 0);  // per axis, its block_factor
+  std::vector<std::pair<int64_t, std::vector<double>>> matrices;  // per resized axis, W
   for (int64_t a : axes) {
-    int64_t in = dim(xd, a), out = dim(yd, a);
     bool whole_roi = roi_begin[a] == 0 && roi_end[a] == 1;
-    if (std::fabs(scale[a] - 1) < 1e-9 && out == in && whole_roi) continue;  // the interpreter copies such an axis
+    if (std::fabs(scale[a] - 1) < 1e-9 && kept(a) && whole_roi) continue;  // the interpreter copies such an axis
+    int64_t in = dim(xd, a), out = dim(yd, a);
     std::vector<double> weights(static_cast<size_t>(out * in), 0.0);  // [out, in]
     double s = antialias ? std::min(scale[a], 1.0) : 1.0;
     int64_t first = static_cast<int64_t>(std::floor(-reach / s)) + 1;  // the taps are base + first ... base + 1 - first
@@ -1341,7 +1430,7 @@ void interpolating_resize_rule(GradContext& c) {
       for (int64_t i = first; i < 2 - first; ++i) {
         int64_t at = static_cast<int64_t>(base) + i;
         bool dropped = exclude_outside && (at < 0 || at >= in);
-        tap.push_back(dropped ? 0.0 : filter((static_cast<double>(i) - ratio) * s));
+        tap.push_back(dropped ? 0.0 : weight(i, ratio, s));
         sum += tap.back();
       }
       bool normalized = (antialias || exclude_outside) && sum != 0;
@@ -1351,18 +1440,28 @@ void interpolating_resize_rule(GradContext& c) {
         weights[static_cast<size_t>(y * in + at)] += normalized ? v / sum : v;
       }
     }
-    g = transpose_apply(c, g, rank, static_cast<size_t>(a), weights, out, in);
+    factor[static_cast<size_t>(a)] = block_factor(weights, out, in);
+    matrices.emplace_back(a, std::move(weights));
   }
+  // Summing over blocks reshapes g to [.., x_i, s_i, ..]: Reshape's 0 copies g's
+  // dims up to the first split, the others must be static.
+  auto block = std::find_if(factor.begin(), factor.end(), [](int64_t f) { return f > 0; });
+  size_t first_block = static_cast<size_t>(block - factor.begin());
+  for (size_t i = first_block + 1; i < rank; ++i)
+    if (!xd[i].is_static()) first_block = rank;
+  std::vector<int64_t> split, summed;
+  for (size_t i = 0; i < rank && first_block < rank; ++i) {
+    split.push_back(i < first_block ? 0 : xd[i].value());
+    if (factor[i] == 0) continue;
+    split.push_back(factor[i]);
+    summed.push_back(static_cast<int64_t>(split.size()) - 1);
+  }
+  Value* g = c.dy();
+  for (const auto& [a, w] : matrices)
+    if (summed.empty() || factor[static_cast<size_t>(a)] == 0)
+      g = transpose_apply(c, g, rank, static_cast<size_t>(a), w, dim(yd, a), dim(xd, a));
+  if (!summed.empty()) g = c.e().reduce("ReduceSum", c.e().op("Reshape", {g, c.e().ints(split)}), summed, false);
   c.set(0, g);
-}
-
-// Resize: linear or cubic, or nearest by whole factors.
-void resize_rule(GradContext& c) {
-  std::string mode = c.node().get_string("mode", "nearest");
-  if (mode == "linear" || mode == "cubic") return interpolating_resize_rule(c);
-  if (mode == "nearest") return nearest_resize_rule(c);
-  c.fail("tcc differentiates Resize in linear and cubic mode, and in nearest mode by whole factors, not in mode " +
-         mode);
 }
 
 // NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss over [N, C, D...]: with

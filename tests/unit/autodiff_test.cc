@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <sstream>
@@ -219,12 +220,65 @@ const RuleCase kRuleCases[] = {
      "  %y: f64[2, 3, 5] = Einsum(%w0, %w1) {equation = \"...j,jk\"}\n", "f64[2, 3, 5]"},
     {"Einsum_ellipsis_inside", "  const %w0: f64[2, 3, 4, 5] = $R\n  const %w1: f64[2, 5] = $R\n",
      "  %y: f64[2, 3, 4] = Einsum(%w0, %w1) {equation = \"b...j, bj -> b...\"}\n", "f64[2, 3, 4]"},
+    // Diagonals: a label repeated within an operand reads x[i, i]; its gradient lies on the diagonal.
+    {"Einsum_diagonal", "  const %w: f64[3, 3] = $R\n", "  %y: f64[3] = Einsum(%w) {equation = \"ii->i\"}\n", "f64[3]"},
+    // Implicit output: i appears twice, so it is summed (the trace).
+    {"Einsum_trace_implicit", "  const %w: f64[3, 3] = $R\n", "  %y: f64[] = Einsum(%w) {equation = \"ii\"}\n", "f64[]"},
+    {"Einsum_diagonal_summed", "  const %w: f64[2, 2, 3] = $R\n", "  %y: f64[3] = Einsum(%w) {equation = \"iij->j\"}\n",
+     "f64[3]"},
+    {"Einsum_batched_diagonal", "  const %w: f64[2, 3, 3] = $R\n",
+     "  %y: f64[2, 3] = Einsum(%w) {equation = \"bii->bi\"}\n", "f64[2, 3]"},
+    {"Einsum_triple_diagonal", "  const %w: f64[2, 2, 2] = $R\n", "  %y: f64[2] = Einsum(%w) {equation = \"iii->i\"}\n",
+     "f64[2]"},
+    // Two labels repeated, apart; the output transposed.
+    {"Einsum_two_diagonals", "  const %w: f64[2, 3, 2, 3] = $R\n",
+     "  %y: f64[3, 2] = Einsum(%w) {equation = \"ijij->ji\"}\n", "f64[3, 2]"},
+    // The other operand's gradient reads w0's diagonal.
+    {"Einsum_diagonal_with_operand", "  const %w0: f64[3, 3] = $R\n  const %w1: f64[3, 4] = $R\n",
+     "  %y: f64[4] = Einsum(%w0, %w1) {equation = \"ii,ij->j\"}\n", "f64[4]"},
+    {"Einsum_ellipsis_diagonal", "  const %w: f64[2, 3, 3] = $R\n",
+     "  %y: f64[2, 3] = Einsum(%w) {equation = \"...ii->...i\"}\n", "f64[2, 3]"},
     {"Resize_nearest_asymmetric", "  const %w: f64[1, 2, 3, 4] = $R\n  const %sc: f32[4] = [1.0, 1.0, 2.0, 2.0]\n",
      "  %y: f64[1, 2, 6, 8] = Resize(%w, none, %sc) {mode = \"nearest\", coordinate_transformation_mode = "
      "\"asymmetric\", nearest_mode = \"floor\"}\n",
      "f64[1, 2, 6, 8]", 13},
     {"Resize_nearest_half_pixel_by_3", "  const %w: f64[1, 1, 2, 3] = $R\n  const %sc: f32[4] = [1.0, 1.0, 1.0, 3.0]\n",
      "  %y: f64[1, 1, 2, 9] = Resize(%w, none, %sc) {mode = \"nearest\"}\n", "f64[1, 1, 2, 9]", 13},
+    // Nearest by 1.5 (half_pixel, round_prefer_floor): inputs copied to two outputs or one, through a 0/1 matrix.
+    {"Resize_nearest_half_pixel_by_1_5", "  const %w: f64[1, 1, 2, 4] = $R\n  const %sc: f32[4] = [1.0, 1.0, 1.0, 1.5]\n",
+     "  %y: f64[1, 1, 2, 6] = Resize(%w, none, %sc) {mode = \"nearest\"}\n", "f64[1, 1, 2, 6]", 13},
+    // H by a whole factor (summed over blocks), W by 1.5 (a matrix), in one gradient.
+    {"Resize_nearest_blocks_and_matrix", "  const %w: f64[1, 2, 3, 4] = $R\n  const %sc: f32[4] = [1.0, 1.0, 2.0, 1.5]\n",
+     "  %y: f64[1, 2, 6, 6] = Resize(%w, none, %sc) {mode = \"nearest\"}\n", "f64[1, 2, 6, 6]", 13},
+    // Downsampling by 0.6: inputs no output reads get 0.
+    {"Resize_nearest_downsample_asymmetric_floor", "  const %w: f64[2, 7] = $R\n  const %sc: f32[2] = [1.0, 0.6]\n",
+     "  %y: f64[2, 4] = Resize(%w, none, %sc) {mode = \"nearest\", coordinate_transformation_mode = \"asymmetric\", "
+     "nearest_mode = \"floor\"}\n",
+     "f64[2, 4]", 13},
+    // Sizes: rows 3 -> 4 (the axis before the last), columns 5 -> 3; ties at .5 round up.
+    {"Resize_nearest_align_corners_round_prefer_ceil_sizes", "  const %w: f64[3, 5] = $R\n  const %sz: i64[2] = [4, 3]\n",
+     "  %y: f64[4, 3] = Resize(%w, none, none, %sz) {mode = \"nearest\", coordinate_transformation_mode = "
+     "\"align_corners\", nearest_mode = \"round_prefer_ceil\"}\n",
+     "f64[4, 3]", 13},
+    // The first output rounds down to -1, past the edge: exclude_outside makes it 0 (it reads nothing).
+    {"Resize_nearest_floor_exclude_outside", "  const %w: f64[2, 3] = $R\n  const %sc: f32[2] = [1.0, 2.0]\n",
+     "  %y: f64[2, 6] = Resize(%w, none, %sc) {mode = \"nearest\", nearest_mode = \"floor\", exclude_outside = 1}\n",
+     "f64[2, 6]", 13},
+    // The last two outputs fall outside the roi's reach and take extrapolation_value.
+    {"Resize_nearest_ceil_tf_crop_and_resize", "  const %w: f64[2, 5] = $R\n"
+     "  const %roi: f32[4] = [0.0, 0.2, 1.0, 1.3]\n  const %sz: i64[2] = [2, 6]\n",
+     "  %y: f64[2, 6] = Resize(%w, %roi, none, %sz) {mode = \"nearest\", coordinate_transformation_mode = "
+     "\"tf_crop_and_resize\", nearest_mode = \"ceil\", extrapolation_value = 0.5}\n",
+     "f64[2, 6]", 13},
+    // Opset 18's axes: the middle axis doubled, asymmetric with round_prefer_ceil (not blocks: 0.5 rounds up).
+    {"Resize_nearest_axes_asymmetric_round_prefer_ceil", "  const %w: f64[2, 3, 2] = $R\n  const %sc: f32[1] = [2.0]\n",
+     "  %y: f64[2, 6, 2] = Resize(%w, none, %sc) {mode = \"nearest\", coordinate_transformation_mode = "
+     "\"asymmetric\", nearest_mode = \"round_prefer_ceil\", axes = [1]}\n",
+     "f64[2, 6, 2]", 18},
+    {"Resize_nearest_half_pixel_symmetric", "  const %w: f64[3, 4] = $R\n  const %sc: f32[2] = [1.0, 1.7]\n",
+     "  %y: f64[3, 6] = Resize(%w, none, %sc) {mode = \"nearest\", coordinate_transformation_mode = "
+     "\"half_pixel_symmetric\"}\n",
+     "f64[3, 6]", 19},
     // Linear Resize: the edge outputs read the edge twice (half_pixel upsampling).
     {"Resize_linear_1d_half_pixel", "  const %w: f64[2, 3, 5] = $R\n  const %sc: f32[3] = [1.0, 1.0, 1.5]\n",
      "  %y: f64[2, 3, 7] = Resize(%w, none, %sc) {mode = \"linear\"}\n", "f64[2, 3, 7]", 13},
@@ -440,6 +494,30 @@ const RuleCase kRuleCases[] = {
      "  %y: f64[2, 4] = ScatterElements(%w, %i, %wu) {axis = 1, reduction = \"add\"}\n", "f64[2, 4]", 16},
     {"ScatterND", "  const %w: f64[4, 3] = $R\n  const %wu: f64[2, 3] = $R\n  const %i: i64[2, 1] = [3, 1]\n",
      "  %y: f64[4, 3] = ScatterND(%w, %i, %wu)\n", "f64[4, 3]"},
+    // mul with repeated indices: each factor's gradient is g times the others' product.
+    {"ScatterElements_mul_repeated", "  const %w: f64[2, 4] = $R\n  const %wu: f64[2, 3] = $R\n"
+     "  const %i: i64[2, 3] = [0, 0, 2, 1, 3, 1]\n",
+     "  %y: f64[2, 4] = ScatterElements(%w, %i, %wu) {axis = 1, reduction = \"mul\"}\n", "f64[2, 4]", 16},
+    // Zeros: data's only zero (row 0, column 0), an update's only zero (column 2), two zeros (row 1, column 1).
+    {"ScatterElements_mul_zeros", "  const %w: f64[2, 4] = [0.0, 1.5, -0.7, 2.0, 0.9, 0.0, 1.2, -0.4]\n"
+     "  const %wu: f64[2, 3] = [0.5, -1.3, 0.0, 0.0, 1.1, 0.8]\n  const %i: i64[2, 3] = [0, 0, 2, 1, 3, 1]\n",
+     "  %y: f64[2, 4] = ScatterElements(%w, %i, %wu) {axis = 1, reduction = \"mul\"}\n", "f64[2, 4]", 16},
+    {"ScatterND_mul_repeated", "  const %w: f64[4, 3] = $R\n  const %wu: f64[3, 3] = $R\n  const %i: i64[3, 1] = [1, 3, 1]\n",
+     "  %y: f64[4, 3] = ScatterND(%w, %i, %wu) {reduction = \"mul\"}\n", "f64[4, 3]", 16},
+    // Ties split g: data and an update (row 0, column 0), two updates (row 1, column 1); an update below data gets 0.
+    {"ScatterElements_max_ties", "  const %w: f64[2, 3] = [0.5, -0.2, 0.8, 0.1, 0.3, -0.6]\n"
+     "  const %wu: f64[2, 2] = [0.5, 0.3, 0.9, 0.9]\n  const %i: i64[2, 2] = [0, 2, 1, 1]\n",
+     "  %y: f64[2, 3] = ScatterElements(%w, %i, %wu) {axis = 1, reduction = \"max\"}\n", "f64[2, 3]", 18},
+    {"ScatterElements_min_repeated", "  const %w: f64[3, 4] = $R\n  const %wu: f64[2, 4] = $R\n"
+     "  const %i: i64[2, 4] = [0, 2, 1, 0, 0, 1, 1, 2]\n",
+     "  %y: f64[3, 4] = ScatterElements(%w, %i, %wu) {axis = 0, reduction = \"min\"}\n", "f64[3, 4]", 18},
+    // Row 0 takes both updates: a tie of data and the first (column 0), of the two updates (column 1).
+    {"ScatterND_min_ties", "  const %w: f64[3, 2] = [0.4, 0.5, 0.1, -0.9, 0.6, 0.2]\n"
+     "  const %wu: f64[2, 2] = [0.4, -0.3, 0.7, -0.3]\n  const %i: i64[2, 1] = [0, 0]\n",
+     "  %y: f64[3, 2] = ScatterND(%w, %i, %wu) {reduction = \"min\"}\n", "f64[3, 2]", 18},
+    {"ScatterND_max_elements", "  const %w: f64[3, 4] = $R\n  const %wu: f64[3] = $R\n"
+     "  const %i: i64[3, 2] = [0, 1, 2, 3, 0, 1]\n",
+     "  %y: f64[3, 4] = ScatterND(%w, %i, %wu) {reduction = \"max\"}\n", "f64[3, 4]", 18},
     {"Compress_axis", "  const %w: f64[2, 4, 3] = $R\n  const %keep: bool[4] = [true, false, true, true]\n",
      "  %y: f64[2, 3, 3] = Compress(%w, %keep) {axis = 1}\n", "f64[2, 3, 3]"},
     // Without an axis, over w flattened; the condition is shorter than w.
@@ -477,6 +555,65 @@ TEST(Autodiff, SymbolicBatchBroadcast) {
     Tensor x(DType::F64, {batch, 3});
     for (int64_t i = 0; i < x.numel(); ++i) x.set_f64(i, std::sin(static_cast<double>(i)));
     check_gradients(text, {{"x", x}});
+  }
+}
+
+// Nearest Resize on a symbolic batch: the batch is kept, so the rule need not
+// know it. H doubles (summed over blocks, the batch copied by Reshape's 0), W
+// by 1.5 or 5/3 (a matrix); with a symbolic dim after a doubled axis, a matrix too.
+TEST(Autodiff, NearestResizeSymbolicBatch) {
+  struct Case {
+    const char* text;
+    std::vector<int64_t> x_shape;  // -1 for the batch
+  };
+  const Case cases[] = {{R"(graph main opset(ai.onnx: 13) {
+  input %x: f64[batch, 1, 2, 3]
+  const %w: f64[1, 2, 3] = $R
+  const %sc: f32[4] = [1.0, 1.0, 2.0, 1.5]
+  %m: f64[batch, 1, 2, 3] = Mul(%x, %w)
+  %y: f64[batch, 1, 4, 4] = Resize(%m, none, %sc) {mode = "nearest"}
+  %t: f64[batch, 1, 4, 4] = Sin(%y)
+  %loss: f64[] = ReduceSum(%t) {keepdims = 0}
+  output %loss
+}
+)", {-1, 1, 2, 3}},
+                        // Sizes computed from x's shape (not a constant): they are y's dims.
+                        {R"(graph main opset(ai.onnx: 13) {
+  input %x: f64[batch, 1, 2, 3]
+  const %w: f64[1, 2, 3] = $R
+  const %hw: i64[2] = [4, 5]
+  const %st: i64[1] = [0]
+  const %en: i64[1] = [2]
+  %m: f64[batch, 1, 2, 3] = Mul(%x, %w)
+  %s: i64[4] = Shape(%m)
+  %nc: i64[2] = Slice(%s, %st, %en)
+  %sz: i64[4] = Concat(%nc, %hw) {axis = 0}
+  %y: f64[batch, 1, 4, 5] = Resize(%m, none, none, %sz) {mode = "nearest"}
+  %t: f64[batch, 1, 4, 5] = Sin(%y)
+  %loss: f64[] = ReduceSum(%t) {keepdims = 0}
+  output %loss
+}
+)", {-1, 1, 2, 3}},
+                        {R"(graph main opset(ai.onnx: 13) {
+  input %x: f64[2, batch]
+  const %w: f64[2, 1] = $R
+  const %sc: f32[2] = [2.0, 1.0]
+  %m: f64[2, batch] = Mul(%x, %w)
+  %y: f64[4, batch] = Resize(%m, none, %sc) {mode = "nearest"}
+  %t: f64[4, batch] = Sin(%y)
+  %loss: f64[] = ReduceSum(%t) {keepdims = 0}
+  output %loss
+}
+)", {2, -1}}};
+  for (const Case& c : cases) {
+    std::string text = fill_random(c.text, 9);
+    for (int64_t batch : {1, 3}) {
+      std::vector<int64_t> shape = c.x_shape;
+      std::replace(shape.begin(), shape.end(), int64_t{-1}, batch);
+      Tensor x(DType::F64, shape);
+      for (int64_t i = 0; i < x.numel(); ++i) x.set_f64(i, std::cos(static_cast<double>(i)));
+      check_gradients(text, {{"x", x}});
+    }
   }
 }
 
