@@ -407,10 +407,15 @@ void materialize(Graph& g, const Group& gr, const std::vector<Value*>& exported,
   body->set_parent(&g, nullptr);
   std::unordered_map<const Value*, Value*> in_body;
   std::vector<Value*> node_inputs;
+  // A movement op's data is a buffer its load indexes, even when small and constant.
+  std::unordered_set<const Value*> moved;
+  for (const Node* m : gr.members)
+    if (kernel_role(*m) == KernelRole::Movement) moved.insert(m->input(0));
   for (const Node* m : gr.members)
     for (Value* v : m->inputs()) {
       if (v == nullptr || inside(v) || in_body.count(v)) continue;
-      if (std::optional<Tensor> lit = literal_argument(v)) {
+      std::optional<Tensor> lit = moved.count(v) ? std::nullopt : literal_argument(v);
+      if (lit) {
         in_body[v] = body->add_initializer(g.fresh_name(v->name()), *lit);
         copied.insert(v);
       } else {

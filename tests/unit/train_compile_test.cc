@@ -232,7 +232,10 @@ INSTANTIATE_TEST_SUITE_P(
                   10, OptimizerKind::Momentum},
         // Token ids below the 64-word vocabulary; its embeddings' gradients are atomic scatter-adds.
         TrainCase{"captioning_momentum", "examples/train_captioning/model.onnx", "--loss loss --optimizer momentum",
-                  LossKind::Mse, "", 2, 64, OptimizerKind::Momentum, "loss"}),
+                  LossKind::Mse, "", 2, 64, OptimizerKind::Momentum, "loss"},
+        // The seed of a summed loss's backward is a small constant the gradient kernel expands.
+        TrainCase{"summed_loss_sgd", "tests/train/summed_loss.tir", "--loss loss --optimizer sgd", LossKind::Mse, "", 3, 4,
+                  OptimizerKind::Sgd, "loss"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(TrainCompileCli, TrainingFlagsNeedTrain) {
