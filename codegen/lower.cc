@@ -21,6 +21,7 @@
 
 #include "codegen/kernel_ops.h"
 #include "src/ir/fusion.h"
+#include "src/ops/op_helpers.h"
 
 namespace tcc {
 
@@ -31,8 +32,6 @@ using kir::Op;
 
 constexpr double kSqrt2 = 1.41421356237309504880;
 constexpr double kPi = 3.14159265358979323846;
-// ONNX exporters write "to the end" as INT32_MAX / INT64_MAX and "from the start" as their negatives.
-constexpr int64_t kSliceSentinel = std::numeric_limits<int32_t>::max();
 
 SymExpr c(int64_t v) { return SymExpr::constant(v); }
 bool is_one(const SymExpr& d) { return d.is_constant() && d.constant_value() == 1; }

@@ -168,7 +168,7 @@ nlohmann::json GuardSet::to_json() const {
                       {"expr", symbol_name(r.b) + " == " + symbol_name(r.a)},
                       {"sources", json::array({sig_->source_str(ib, db), sig_->source_str(ia, da)})}});
   }
-  for (const DivisibilityFact& f : sig_->facts) {
+  for (const ShapeFact& f : sig_->facts) {
     std::map<std::string, SymExpr> rename;
     bool symbolic = false;
     for (int c = 0; c < static_cast<int>(classes_.size()); ++c) {
@@ -182,7 +182,9 @@ nlohmann::json GuardSet::to_json() const {
     }
     if (!symbolic) continue;
     guards.push_back({{"kind", "SHAPE_ENV"},
-                      {"expr", "(" + f.expr.substitute(rename).str() + ") % " + std::to_string(f.modulus) + " == 0"},
+                      {"expr", f.kind == ShapeFact::Kind::Divisible
+                                   ? "(" + f.expr.substitute(rename).str() + ") % " + std::to_string(f.value) + " == 0"
+                                   : f.expr.substitute(rename).str() + " >= " + std::to_string(f.value)},
                       {"sources", json::array({f.node})}});
   }
   return guards;

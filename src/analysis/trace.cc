@@ -9,6 +9,8 @@
 #include <memory>
 #include <unordered_map>
 
+#include "src/ops/op_helpers.h"
+
 namespace tcc {
 
 namespace {
@@ -378,9 +380,10 @@ class TraceBuilder {
     std::map<std::string, int64_t> env;
     for (int c = 0; c < sig_.num_classes(); ++c) env[sig_.class_symbol[c]] = values_[c];
     for (const auto& f : sig_.facts) {
+      if (f.kind != ShapeFact::Kind::Divisible) continue;
       auto v = f.expr.evaluate(env);
-      if (v && *v % f.modulus != 0)
-        throw InputError(where() + ": " + f.node + " needs (" + f.expr.str() + ") % " + std::to_string(f.modulus) +
+      if (v && *v % f.value != 0)
+        throw InputError(where() + ": " + f.node + " needs (" + f.expr.str() + ") % " + std::to_string(f.value) +
                          " == 0, actual " + f.expr.str() + " = " + std::to_string(*v));
     }
   }
@@ -430,7 +433,7 @@ class TraceBuilder {
 };
 
 // Divisibility a Reshape with an inferred (-1) dim needs from its input's size.
-void reshape_facts(const Graph& g, const ShapeInfo& info, std::vector<DivisibilityFact>& out) {
+void reshape_facts(const Graph& g, const ShapeInfo& info, std::vector<ShapeFact>& out) {
   for (const auto& n : g.nodes()) {
     if (n->op_type() != "Reshape" || !n->has_input(1)) continue;
     const Type& t = n->input(0)->type();
@@ -454,7 +457,51 @@ void reshape_facts(const Graph& g, const ShapeInfo& info, std::vector<Divisibili
     if (!inferred || known <= 1) continue;
     SymExpr numel = dims_product(t.shape()).expr();
     if (numel.exact_div(SymExpr::constant(known))) continue;
-    out.push_back({numel, known, "Reshape '" + n->name() + "'"});
+    out.push_back({ShapeFact::Kind::Divisible, numel, known, "Reshape '" + n->name() + "'"});
+  }
+}
+
+// The bounds of a Slice that are plain indices (not the sentinels) on a
+// symbolic dim: shape inference and the kernels that read the slice take each
+// to lie within the dim, a start s >= 0 as dim >= s (dim > s stepping
+// backwards), an end e >= 0 as dim >= e, a negative bound b as dim >= -b.
+// Facts the symbols' own guards imply are left out.
+void slice_facts(const Graph& g, const ShapeInfo& info, std::vector<ShapeFact>& out) {
+  for (const auto& n : g.nodes()) {
+    if (n->op_type() != "Slice" || !n->domain().empty()) continue;
+    const Type& t = n->input(0)->type();
+    if (!t.is_tensor() || !t.has_rank()) continue;
+    auto constant = [&](size_t i) -> std::optional<std::vector<int64_t>> {
+      if (!n->has_input(i)) return std::vector<int64_t>{};
+      auto c = info.consts.find(n->input(i));
+      if (c == info.consts.end()) return std::nullopt;
+      return c->second.to_i64_vector();
+    };
+    std::optional<std::vector<int64_t>> starts, ends, axes, steps;
+    if (n->opset() < 10) {
+      starts = n->get_ints("starts", {});
+      ends = n->get_ints("ends", {});
+      axes = n->get_ints("axes", {});
+      steps = std::vector<int64_t>{};
+    } else {
+      starts = constant(1), ends = constant(2), axes = constant(3), steps = constant(4);
+    }
+    if (!starts || !ends || !axes || !steps || starts->size() != ends->size()) continue;
+    int64_t rank = t.rank();
+    for (size_t i = 0; i < starts->size(); ++i) {
+      int64_t axis = i < axes->size() ? (*axes)[i] : static_cast<int64_t>(i);
+      if (axis < 0) axis += rank;
+      if (axis < 0 || axis >= rank || !t.shape()[axis].is_symbolic()) continue;
+      bool backwards = i < steps->size() && (*steps)[i] < 0;
+      int64_t need = 0;
+      for (int64_t b : {(*starts)[i], (*ends)[i]}) {
+        if (b >= kSliceSentinel || b <= -kSliceSentinel) continue;
+        need = std::max(need, b < 0 ? -b : b + (backwards && b == (*starts)[i] ? 1 : 0));
+      }
+      // A symbol's `2 <= sN` guard (0 and 1 are specialized) already says dim >= 2.
+      const SymExpr& dim = t.shape()[axis].expr();
+      if (need > (dim.is_symbol() ? 2 : 0)) out.push_back({ShapeFact::Kind::AtLeast, dim, need, "Slice '" + n->name() + "'"});
+    }
   }
 }
 
@@ -515,6 +562,7 @@ ModelSignature build_signature(const Graph& g, const ShapeInfo& info) {
     sig.inputs.push_back(std::move(in));
   }
   reshape_facts(g, info, sig.facts);
+  slice_facts(g, info, sig.facts);
   return sig;
 }
 

@@ -33,10 +33,16 @@ struct InputSignature {
   int scalar_class = -1;                      // class of an int scalar's value
 };
 
-// A fact an op's lowering relies on: `expr % modulus == 0` over class values.
-struct DivisibilityFact {
+// A fact an op relies on, over class values. Divisible: `expr % value == 0`
+// (a Reshape's inferred dim), which every valid call meets, so a trace call
+// that breaks it is an error. AtLeast: `expr >= value` (a Slice bound written
+// as a plain index lies within its symbolic dim, as shape inference takes it),
+// which a valid call may break: the compiled graph's guard refuses it.
+struct ShapeFact {
+  enum class Kind { Divisible, AtLeast };
+  Kind kind = Kind::Divisible;
   SymExpr expr;  // over the model's symbol names
-  int64_t modulus = 1;
+  int64_t value = 1;
   std::string node;  // the node that needs it
 };
 
@@ -44,15 +50,15 @@ struct ModelSignature {
   std::vector<InputSignature> inputs;
   std::vector<std::string> class_symbol;                 // per class: the model's name for it
   std::vector<std::vector<std::pair<int, int>>> class_sources;  // per class: (input, dim); dim -1 for a scalar
-  std::vector<DivisibilityFact> facts;
+  std::vector<ShapeFact> facts;
   int num_classes() const { return static_cast<int>(class_symbol.size()); }
   int find_input(std::string_view name) const;
   // "x.size()[1]" or "n" for a class source.
   std::string source_str(int input, int dim) const;
 };
 
-// Builds the signature of g's inputs (types after infer_shapes) and the
-// divisibility facts its Reshapes rely on.
+// Builds the signature of g's inputs (types after infer_shapes) and the facts
+// its Reshapes and Slices rely on.
 ModelSignature build_signature(const Graph& g, const ShapeInfo& info);
 
 enum class EntryKind : uint8_t { Absent, Tensor, FloatScalar, IntScalar, BoolScalar };
@@ -87,7 +93,7 @@ struct Trace {
 
 // Reads and validates a trace. A malformed line or an entry that contradicts
 // the model (unknown or missing input, dtype, rank, a fixed dim, dims the model
-// declares equal, a divisibility fact) is an InputError naming file, line,
+// declares equal, a Divisible fact) is an InputError naming file, line,
 // input, expected and actual.
 Trace read_trace(const std::string& path, const ModelSignature& sig);
 Trace parse_trace(std::string_view text, const std::string& file, const ModelSignature& sig);

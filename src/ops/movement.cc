@@ -10,7 +10,8 @@
 // a bound with a symbolic size: a bound the exporter wrote as a plain index (not
 // the INT_MAX / INT_MIN sentinels that mean "to the end") lies within the dim.
 // The exporter traced the model with such sizes, so x[:, :seq] of a [1024, ...]
-// buffer has seq rows and x[1:] of [seq] has seq-1.
+// buffer has seq rows and x[1:] of [seq] has seq-1. The compiled graph's guards
+// check it (`seq >= 1000` for x[:, :1000]), so inputs that break it are refused.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -22,10 +23,6 @@
 namespace tcc {
 
 namespace {
-
-// Slice bounds at or beyond this magnitude are the "to the end" sentinels
-// (exporters write INT64_MAX, INT32_MAX, or their negatives).
-constexpr int64_t kSliceSentinel = std::numeric_limits<int32_t>::max();
 
 std::optional<Dims> input_values(InferContext& ctx, size_t i) {
   const Dims* v = ctx.has_input(i) ? ctx.input_values(i) : nullptr;

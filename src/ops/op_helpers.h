@@ -11,6 +11,12 @@
 
 namespace tcc {
 
+// Slice bounds at or beyond this magnitude are the "to the end" / "from the
+// start" sentinels (exporters write INT64_MAX, INT32_MAX, or their negatives).
+// A plain bound on a symbolic dim is taken to lie within it (src/ops/movement.cc),
+// which the compiled graph's guards check (src/analysis/trace.cc).
+inline constexpr int64_t kSliceSentinel = 2147483647;
+
 // Maps a possibly negative axis into [0, rank); fails naming the node when out of range.
 int64_t normalize_axis(const Node& n, int64_t axis, int64_t rank);
 

@@ -67,7 +67,9 @@ void check_guards(const Module& m, const Binding& b, const tcc_tensor* inputs, S
         break;
       }
     }
-    if (!ok) throw InvalidArgument("inputs fail the module's guard '" + g.text + "'");
+    if (!ok)
+      throw InvalidArgument("inputs fail the module's guard '" + g.text + "'" +
+                            (g.needed_by.empty() ? "" : ", which " + g.needed_by + " relies on"));
   }
 }
 

@@ -609,7 +609,7 @@ class Loader {
   Guard shape_guard(const Field& g) {
     Guard guard;
     guard.text = g["expr"].str();
-    std::string text = guard.text;
+    std::string text = guard.text, needed_by;
     if (g.has("sources")) {
       Field sources = g["sources"];
       std::vector<std::string> spellings;
@@ -618,7 +618,10 @@ class Loader {
       std::sort(spellings.begin(), spellings.end(), [](const auto& a, const auto& b) { return a.size() > b.size(); });
       for (const std::string& src : spellings) {
         std::optional<std::string> placeholder = source_symbol(src);
-        if (!placeholder) continue;  // a node name (divisibility guards cite the node that needs them)
+        if (!placeholder) {  // a node name: fact guards cite the node that needs them
+          needed_by = src;
+          continue;
+        }
         for (size_t at = text.find(src); at != std::string::npos; at = text.find(src, at + placeholder->size()))
           text.replace(at, src.size(), *placeholder);
       }
@@ -655,6 +658,7 @@ class Loader {
         for (const std::string& s : e->symbols())
           if (!m_.symbols.count(s) && !placeholders_.count(s))
             g["expr"].fail("'" + guard.text + "' mentions '" + s + "', which no input gives");
+      guard.needed_by = needed_by;
       return guard;
     }
     g["expr"].fail("cannot read '" + guard.text + "'");

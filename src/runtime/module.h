@@ -93,7 +93,8 @@ struct Guard {
   enum class Cmp { Eq, Ne, Le, Lt, Ge, Gt };
   enum class Kind { Dtype, Size, Shape, ScalarEquals };
   Kind kind = Kind::Shape;
-  std::string text;  // as the manifest spells it, for messages
+  std::string text;       // as the manifest spells it, for messages
+  std::string needed_by;  // Shape: the node whose fact it checks (a Slice's bound, a Reshape's divisor), if any
   int input = -1;    // Dtype, Size, ScalarEquals
   int axis = -1;     // Size
   DType dtype = DType::Undefined;

@@ -109,6 +109,44 @@ TEST_F(CompileTest, NoHostModulesRunOnAGpuOnly) {
       << run.output;
 }
 
+// x[:, 1:1000] of a symbolic s has 999 rows only where s >= 1000, as shape
+// inference and the kernels take it; x[:, 2:] (a sentinel end) and a slice
+// of a static dim need nothing. The guard is explain's and the module's, which
+// refuses a smaller s instead of reading past x's rows.
+TEST_F(CompileTest, SliceBoundsOnSymbolicDimsAreGuarded) {
+  fs::path model = dir_ / "slices.tir";
+  std::ofstream(model) << R"(graph main opset(ai.onnx: 17) {
+  input %x: f32[b, s, 6]
+  const %one: i64[1] = [1]
+  const %two: i64[1] = [2]
+  const %thousand: i64[1] = [1000]
+  const %end: i64[1] = [9223372036854775807]
+  const %seq: i64[1] = [1]
+  const %last: i64[1] = [2]
+  %a: f32[b, 999, 6] = Slice(%x, %one, %thousand, %seq) name("bounded")
+  %c: f32[b, s - 2, 6] = Slice(%x, %two, %end, %seq) name("to_the_end")
+  %d: f32[b, s - 2, 4] = Slice(%c, %one, %end, %last) name("static_axis")
+  output %a
+  output %d
+}
+)";
+  CliResult e = run_tcc("explain " + shell_quote(model.string()));
+  ASSERT_EQ(e.code, 0) << e.output;
+  EXPECT_NE(e.output.find("SHAPE_ENV: s1 >= 1000  # Slice 'bounded'"), std::string::npos) << e.output;
+  EXPECT_EQ(e.output.find("Slice 'to_the_end'"), std::string::npos) << e.output;
+  EXPECT_EQ(e.output.find("Slice 'static_axis'"), std::string::npos) << e.output;
+  CliResult c = run_tcc("compile " + shell_quote(model.string()) + " -o " + shell_quote((dir_ / "m").string()));
+  ASSERT_EQ(c.code, 0) << c.output;
+  std::string run = "run " + shell_quote((dir_ / "m").string()) + " --host --model " + shell_quote(model.string());
+  CliResult small = run_tcc(run + " --shapes b=2,s=5");
+  EXPECT_EQ(small.code, 2) << small.output;
+  EXPECT_NE(small.output.find("inputs fail the module's guard 's1 >= 1000', which Slice 'bounded' relies on"),
+            std::string::npos)
+      << small.output;
+  CliResult large = run_tcc(run + " --shapes b=2,s=1001 --check");
+  EXPECT_EQ(large.code, 0) << large.output;
+}
+
 // Every Conv of the ResNet fixture is a conv kernel (cuDNN on the device,
 // host.so on the CPU) with its bias / residual / Relu epilogue: none is left to
 // the reference interpreter, and no conv kernel is in the cubin.
