@@ -163,29 +163,35 @@ namespace {
 
 bool is_float_value(const Value* v) { return v && v->type().is_tensor() && is_float(v->type().dtype()); }
 
-// The running means and variances of BatchNormalizations: statistics the
-// forward reads, not parameters (buffers, in PyTorch's terms). A value that
-// any other node reads is not one.
-std::unordered_set<const Value*> running_statistics(const Graph& g) {
-  std::unordered_set<const Value*> stats, other;
+// Whether input i of n configures the op rather than carrying data a gradient
+// flows through: a BatchNormalization's running mean and variance (buffers, in
+// PyTorch's terms), Resize's roi, scales and sizes, Dropout's ratio, Range's bounds.
+bool configures(const Node& n, size_t i) {
+  if (!n.domain().empty()) return false;
+  const std::string& op = n.op_type();
+  return (op == "BatchNormalization" && i >= 3) || (op == "Resize" && i >= 1) || (op == "Dropout" && i == 1) ||
+         op == "Range";
+}
+
+// Float values only configuring slots read: never parameters. A value that
+// any data slot reads is not one.
+std::unordered_set<const Value*> configuration_values(const Graph& g) {
+  std::unordered_set<const Value*> config, data;
   for (const auto& n : g.nodes())
-    for (size_t i = 0; i < n->num_inputs(); ++i) {
-      bool stat = n->domain().empty() && n->op_type() == "BatchNormalization" && i >= 3;
-      (stat ? stats : other).insert(n->input(i));
-    }
-  for (const Value* v : other) stats.erase(v);
-  return stats;
+    for (size_t i = 0; i < n->num_inputs(); ++i) (configures(*n, i) ? config : data).insert(n->input(i));
+  for (const Value* v : data) config.erase(v);
+  return config;
 }
 
 // Float initializers matching the patterns, in initializer order, but for
-// running statistics. A pattern that matches nothing is an error: it is almost
+// configuration values (running statistics, Resize scales, ...). A pattern that matches nothing is an error: it is almost
 // certainly a typo.
 std::vector<Value*> select_params(Graph& g, const std::vector<std::string>& patterns) {
   std::vector<Value*> params;
   std::vector<bool> pattern_used(patterns.size(), false);
-  std::unordered_set<const Value*> statistics = running_statistics(g);
+  std::unordered_set<const Value*> configuration = configuration_values(g);
   for (Value* v : g.initializers()) {
-    if (!is_float(v->initializer().dtype()) || statistics.count(v)) continue;
+    if (!is_float(v->initializer().dtype()) || configuration.count(v)) continue;
     bool match = patterns.empty();
     for (size_t i = 0; i < patterns.size(); ++i)
       if (glob_match(patterns[i], v->name())) match = pattern_used[i] = true;
@@ -266,8 +272,12 @@ class Backward {
         any_dy |= dys.back() != nullptr;
       }
       if (!any_dy) continue;
+      // A configuring slot passes no gradient back, whatever reads its value elsewhere.
       std::vector<bool> wants;
-      for (Value* v : n->inputs()) wants.push_back(v && needed.count(v) && depends_.count(v));
+      for (size_t i = 0; i < n->num_inputs(); ++i) {
+        Value* v = n->input(i);
+        wants.push_back(v && needed.count(v) && depends_.count(v) && !configures(*n, i));
+      }
       differentiate(*n, std::move(dys), std::move(wants));
     }
     std::vector<Value*> grads;

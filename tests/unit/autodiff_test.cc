@@ -828,6 +828,30 @@ std::string error_of(const std::string& text, TrainOptions opts) {
   return "no error";
 }
 
+// Float initializers that only configure an op (Resize's roi and scales,
+// Dropout's ratio) are not parameters; one a data slot also reads is.
+TEST(Autodiff, ConfigurationInitializersAreNotParameters) {
+  const char* text = R"(graph main opset(ai.onnx: 18) {
+  input %x: f32[b, 2, 5]
+  const %w: f32[2, 1] = [0.5, 1.5]
+  const %roi: f32[0] = []
+  const %scales: f32[3] = [1.0, 1.0, 1.5]
+  const %ratio: f32[] = [0.25]
+  %y: f32[b, 2, 5] = Mul(%x, %w) name("scale")
+  %r: f32[b, 2, 7] = Resize(%y, %roi, %scales) {mode = "nearest"} name("resize")
+  %d: f32[b, 2, 7] = Dropout(%r, %ratio) name("dropout")
+  %s: f32[b, 2, 7] = Mul(%d, %ratio) name("times_ratio")
+  %loss: f32[] = ReduceSum(%s) {keepdims = 0} name("sum")
+  output %loss
+}
+)";
+  std::unique_ptr<Model> m = parse_model(text);
+  TrainOptions opts;
+  opts.loss_output = "loss";
+  TrainingGraph tg = build_training_graph(*m, opts);
+  EXPECT_EQ(tg.params, (std::vector<std::string>{"w", "ratio"}));
+}
+
 TEST(Autodiff, InputErrors) {
   const char* no_rule = R"(graph main opset(ai.onnx: 17) {
   const %w: f32[3] = [0.5, -1.0, 2.0]
