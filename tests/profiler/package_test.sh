@@ -7,7 +7,7 @@ gpu_check=$1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 "$gpu_check" --package "$tmp/pkg"
-for f in bin/tcc bin/tests/tcc_tests bin/examples/run_module/run_module package.env; do
+for f in bin/tcc bin/tests/tcc_tests bin/examples/run_module/run_module bin/bench/tcc_gpt2_model package.env; do
   [ -e "$tmp/pkg/$f" ] || { echo "missing $f"; exit 1; }
 done
 for lib in libonnx_proto libprotobuf libspdlog libfmt; do
