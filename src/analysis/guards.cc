@@ -16,7 +16,40 @@ bool GuardSet::check(const CallRecord& call, const int64_t* values) const {
   }
   for (const Relation& r : relations_)
     if (values[r.a] != values[r.b]) return false;
-  return true;
+  return !breaks_fact(values);
+}
+
+std::optional<SymExpr> GuardSet::fact_expr(const ShapeFact& f) const {
+  std::map<std::string, SymExpr> rename;
+  bool symbolic = false;
+  for (int c = 0; c < static_cast<int>(classes_.size()); ++c) {
+    if (!f.expr.symbols().count(sig_->class_symbol[c])) continue;
+    if (classes_[c].kind == ClassGuard::Symbolic) {
+      symbolic = true;
+      rename[sig_->class_symbol[c]] = SymExpr::symbol(symbol_name(c));
+    } else if (classes_[c].kind == ClassGuard::Static) {
+      rename[sig_->class_symbol[c]] = SymExpr::constant(classes_[c].value);
+    }
+  }
+  if (!symbolic) return std::nullopt;
+  return f.expr.substitute(rename);
+}
+
+bool GuardSet::breaks_fact(const int64_t* values, std::string* fact_text) const {
+  std::map<std::string, int64_t> env;
+  for (int c = 0; c < static_cast<int>(classes_.size()); ++c) env[sig_->class_symbol[c]] = values[c];
+  for (const ShapeFact& f : sig_->facts) {
+    if (f.kind != ShapeFact::Kind::AtLeast) continue;
+    std::optional<SymExpr> e = fact_expr(f);
+    if (!e) continue;
+    std::optional<int64_t> v = f.expr.evaluate(env);
+    if (!v || *v >= f.value) continue;
+    if (fact_text)
+      *fact_text = e->str() + " >= " + std::to_string(f.value) + " (actual " + std::to_string(*v) + "), which " +
+                   f.node + " relies on";
+    return true;
+  }
+  return false;
 }
 
 std::vector<std::string> GuardSet::failures(const CallRecord& call, const int64_t* values) const {
@@ -62,6 +95,7 @@ std::vector<std::string> GuardSet::failures(const CallRecord& call, const int64_
       out.push_back(prefix + sig_->source_str(ib, db) + " == " + sig_->source_str(ia, da) + " (" +
                     std::to_string(values[r.b]) + " vs " + std::to_string(values[r.a]) + ")");
     }
+  if (std::string fact; breaks_fact(values, &fact)) out.push_back(prefix + fact);
   return out;
 }
 
@@ -169,22 +203,12 @@ nlohmann::json GuardSet::to_json() const {
                       {"sources", json::array({sig_->source_str(ib, db), sig_->source_str(ia, da)})}});
   }
   for (const ShapeFact& f : sig_->facts) {
-    std::map<std::string, SymExpr> rename;
-    bool symbolic = false;
-    for (int c = 0; c < static_cast<int>(classes_.size()); ++c) {
-      if (!f.expr.symbols().count(sig_->class_symbol[c])) continue;
-      if (classes_[c].kind == ClassGuard::Symbolic) {
-        symbolic = true;
-        rename[sig_->class_symbol[c]] = SymExpr::symbol(symbol_name(c));
-      } else if (classes_[c].kind == ClassGuard::Static) {
-        rename[sig_->class_symbol[c]] = SymExpr::constant(classes_[c].value);
-      }
-    }
-    if (!symbolic) continue;
+    std::optional<SymExpr> e = fact_expr(f);
+    if (!e) continue;
     guards.push_back({{"kind", "SHAPE_ENV"},
                       {"expr", f.kind == ShapeFact::Kind::Divisible
-                                   ? "(" + f.expr.substitute(rename).str() + ") % " + std::to_string(f.value) + " == 0"
-                                   : f.expr.substitute(rename).str() + " >= " + std::to_string(f.value)},
+                                   ? "(" + e->str() + ") % " + std::to_string(f.value) + " == 0"
+                                   : e->str() + " >= " + std::to_string(f.value)},
                       {"sources", json::array({f.node})}});
   }
   return guards;

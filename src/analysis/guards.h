@@ -54,8 +54,15 @@ class GuardSet {
   std::vector<std::string> tree_lines() const;
   nlohmann::json to_json() const;
 
+  // Whether the call's class values break an AtLeast fact (a Slice bound) that
+  // this variant's symbolic classes carry; `fact_text` set to the first.
+  bool breaks_fact(const int64_t* values, std::string* fact_text = nullptr) const;
+
  private:
   std::string symbol_name(int cls) const;
+  // The fact's expression over this variant's symbols (sN) and static values;
+  // nullopt when it mentions no symbolic class, so the variant's sizes decide it.
+  std::optional<SymExpr> fact_expr(const ShapeFact& f) const;
   std::vector<std::optional<int64_t>> sizes(int input) const;    // nullopt: symbolic
   std::vector<std::optional<int64_t>> strides(int input) const;
 

@@ -81,6 +81,23 @@ class GraphSimulator {
     }
   }
 
+  // Classes of the AtLeast facts these values break (a Slice bound past a
+  // shorter dim): the variant keeps them static, where shape inference sees
+  // the real size instead of assuming the bound lies within it.
+  std::set<int> pinned_classes(const int64_t* values) const {
+    std::map<std::string, int64_t> env;
+    for (int c = 0; c < sig_.num_classes(); ++c) env[sig_.class_symbol[c]] = values[c];
+    std::set<int> out;
+    for (const ShapeFact& f : sig_.facts) {
+      if (f.kind != ShapeFact::Kind::AtLeast) continue;
+      std::optional<int64_t> v = f.expr.evaluate(env);
+      if (!v || *v >= f.value) continue;
+      for (int c = 0; c < sig_.num_classes(); ++c)
+        if (f.expr.symbols().count(sig_.class_symbol[c])) out.insert(c);
+    }
+    return out;
+  }
+
   GuardSet compile(const CallRecord& rec, const int64_t* values) {
     GuardSet g(sig_, std::to_string(graph_) + "/" + std::to_string(sim_.variants.size()));
     size_t n = sig_.inputs.size();
@@ -99,12 +116,14 @@ class GraphSimulator {
     }
     int next_symbol = 0;
     std::map<int64_t, int> symbolic_by_value;  // for duck sizing
+    std::set<int> pinned = pinned_classes(values);
     for (int c : class_order_) {
       auto& cg = g.classes()[c];
       if (cg.kind != GuardSet::ClassGuard::Unguarded || values[c] < 0) continue;
       if (first_value_[c] == kUnset) first_value_[c] = values[c];
       else if (opts_.dynamic == DynamicMode::Auto && values[c] != first_value_[c]) dynamic_[c] = true;
-      bool symbolic = opts_.mark_dynamic.count(c) || opts_.dynamic == DynamicMode::True || dynamic_[c];
+      bool symbolic = (opts_.mark_dynamic.count(c) || opts_.dynamic == DynamicMode::True || dynamic_[c]) &&
+                      !pinned.count(c);
       if (symbolic && values[c] >= 2) {
         cg.kind = GuardSet::ClassGuard::Symbolic;
         cg.symbol = next_symbol++;

@@ -135,6 +135,17 @@ TEST_F(CompileTest, SliceBoundsOnSymbolicDimsAreGuarded) {
   EXPECT_NE(e.output.find("SHAPE_ENV: s1 >= 1000  # Slice 'bounded'"), std::string::npos) << e.output;
   EXPECT_EQ(e.output.find("Slice 'to_the_end'"), std::string::npos) << e.output;
   EXPECT_EQ(e.output.find("Slice 'static_axis'"), std::string::npos) << e.output;
+  // In explain's simulation a shorter seq breaks the guard of the dynamic
+  // variant, and the variant compiled for it keeps seq static.
+  std::ofstream calls(dir_ / "calls.jsonl");
+  for (int s : {1200, 1300, 500})
+    calls << "{\"x\": {\"shape\": [2, " << s << ", 6], \"dtype\": \"float32\"}}\n";
+  calls.close();
+  e = run_tcc("explain " + shell_quote(model.string()) + " --trace " + shell_quote((dir_ / "calls.jsonl").string()));
+  ASSERT_EQ(e.code, 0) << e.output;
+  EXPECT_NE(e.output.find("    - 0/1: s0 >= 1000 (actual 500), which Slice 'bounded' relies on"), std::string::npos)
+      << e.output;
+  EXPECT_NE(e.output.find("check_tensor(x, float32, size=[2, 500, 6]"), std::string::npos) << e.output;
   CliResult c = run_tcc("compile " + shell_quote(model.string()) + " -o " + shell_quote((dir_ / "m").string()));
   ASSERT_EQ(c.code, 0) << c.output;
   std::string run = "run " + shell_quote((dir_ / "m").string()) + " --host --model " + shell_quote(model.string());
