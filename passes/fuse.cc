@@ -25,7 +25,9 @@
 //      and so is every other movement node, except that one reading the end of
 //      such a chain, as its only reader, extends it (one copy kernel for a
 //      Slice, a reshape that splits axes and a Transpose: split_axes says which
-//      reshapes compose with strides).
+//      reshapes compose with strides). Before grouping, a movement node read
+//      only by several movement nodes is copied for each (unshare_movement), so
+//      each chain starts from the data.
 // A merge that would put an outside node (or group) on a path between two
 // members is refused, so the graph of groups stays acyclic. Nodes of role None
 // stay as they are.
@@ -70,6 +72,20 @@ std::optional<Tensor> literal_argument(const Value* v) {
 }
 
 const Dims& shape_of(const Value* v) { return v->type().shape(); }
+
+bool is_reshape(const Node& n) {
+  static const std::unordered_set<std::string_view> kReshapes = {"Reshape", "Flatten", "Squeeze", "Unsqueeze"};
+  return kReshapes.count(n.op_type()) != 0;
+}
+
+// Whether reshape n only splits its input's axes, so it composes with the
+// strides of a chain before it (split_axes).
+bool splits_axes(const Node& n) {
+  std::vector<SymExpr> from, to;
+  for (const Dim& d : shape_of(n.input(0))) from.push_back(d.expr());
+  for (const Dim& d : shape_of(n.output(0))) to.push_back(d.expr());
+  return split_axes(from, to).has_value();
+}
 
 struct Group {
   FusionKind kind = FusionKind::Single;
@@ -376,11 +392,7 @@ class Fuser {
     if (p == nullptr || p->graph() != &g_ || role(p) != KernelRole::Movement || !taken(p)) return false;
     Group& gr = group(p);
     if (gr.kind != FusionKind::Single || gr.members.back() != p || only_reader(in) != &m) return false;
-    static const std::unordered_set<std::string_view> kReshapes = {"Reshape", "Flatten", "Squeeze", "Unsqueeze"};
-    std::vector<SymExpr> from, to;
-    for (const Dim& d : shape_of(in)) from.push_back(d.expr());
-    for (const Dim& d : shape_of(m.output(0))) to.push_back(d.expr());
-    if (kReshapes.count(m.op_type()) && !split_axes(from, to)) return false;
+    if (is_reshape(m) && !splits_axes(m)) return false;
     return try_merge(gr, m);
   }
 
@@ -465,9 +477,62 @@ bool used_anywhere(const Graph& g, const Value* v) {
   return std::find(g.outputs().begin(), g.outputs().end(), v) != g.outputs().end();
 }
 
+// A movement node whose value several movement nodes read, and nothing else
+// (attention's q slice, read by the forward's head split and by the one the
+// backward recomputes), gets a copy per reader after the first, so each
+// reader's chain starts from the data and copies it once (step 5) where the
+// shared value would be a copy kernel of its own that each chain copies again.
+// A copy of a movement node is index arithmetic in the chain's one load.
+void unshare_movement(Graph& g) {
+  std::unordered_map<const Value*, std::vector<Node*>> readers;
+  std::unordered_set<const Value*> read_otherwise;  // by a region, a graph output, or not as data
+  for (const Value* v : g.outputs()) read_otherwise.insert(v);
+  for (const auto& n : g.nodes()) {
+    for (size_t i = 0; i < n->num_inputs(); ++i) {
+      const Value* v = n->input(i);
+      if (v == nullptr) continue;
+      if (i == 0 && kernel_role(*n) == KernelRole::Movement) readers[v].push_back(n.get());
+      else read_otherwise.insert(v);
+    }
+    for (const Graph* r : n->regions())
+      for (const auto& inner : r->nodes())
+        for (const Value* v : inner->inputs()) read_otherwise.insert(v);
+  }
+  // A reader whose chain ends in a copy anyway: a Transpose, Slice or Expand,
+  // or a reshape that splits axes whose one reader is one of those. (A lone
+  // reshape is a view of the shared value, no copy: better left reading it.)
+  auto ends_in_copy = [&](const Node& r) {
+    if (!is_reshape(r)) return true;
+    auto it = readers.find(r.output(0));
+    return splits_axes(r) && it != readers.end() && it->second.size() == 1 && !read_otherwise.count(r.output(0)) &&
+           !is_reshape(*it->second.front());
+  };
+  std::vector<Node*> shared;
+  for (const auto& n : g.nodes()) {
+    if (n->num_outputs() != 1 || kernel_role(*n) != KernelRole::Movement || read_otherwise.count(n->output(0)))
+      continue;
+    const std::vector<Node*>& rs = readers[n->output(0)];
+    if (rs.size() > 1 && std::all_of(rs.begin(), rs.end(), [&](const Node* r) { return ends_in_copy(*r); }))
+      shared.push_back(n.get());
+  }
+  for (Node* n : shared) {
+    const std::vector<Node*>& rs = readers[n->output(0)];
+    for (size_t k = 1; k < rs.size(); ++k) {
+      std::vector<Value*> ins(n->inputs().begin(), n->inputs().end());
+      std::string name = n->name() + "/copy" + std::to_string(k);
+      Node* copy = g.insert_node(rs[k], n->op_type(), ins, {g.fresh_name(n->output(0)->name())}, n->domain(), name);
+      copy->set_source(n->source());
+      for (const auto& [key, a] : n->attrs()) copy->set_attr(key, a);
+      copy->output(0)->set_type(n->output(0)->type());
+      rs[k]->set_input(0, copy->output(0));
+    }
+  }
+}
+
 }  // namespace
 
 bool fuse(Graph& g, PassContext& ctx) {
+  if (ctx.fusion) unshare_movement(g);
   Fuser fuser(g, ctx.fusion);
   std::vector<Group*> groups = fuser.partition();
   // Decided on the graph as it was, before any group is replaced.
