@@ -376,7 +376,7 @@ CommandRunner setup_compile(CLI::App& cmd) {
   cmd.add_option("model", c->model, "ONNX model or tcc text IR");
   cmd.add_option("-o,--output", c->output, "Module directory to write (created; a previous module there is replaced)");
   cmd.add_option("--mode", c->options.mode, "Compile mode: " + modes)->capture_default_str();
-  cmd.add_option("--arch", c->archs, "Comma-separated cubin architectures; native: the GPU here's")
+  cmd.add_option("--arch", c->archs, "Comma-separated cubin architectures (native: this machine's GPU)")
       ->capture_default_str();
   cmd.add_flag("--no-ptx", c->no_ptx, "Do not add PTX for the newest architecture");
   cmd.add_flag("--no-host", c->no_host,
