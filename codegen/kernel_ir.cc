@@ -244,9 +244,24 @@ SymExpr row_length(const Kernel& k) {
 }
 
 SymExpr bytes_moved(const Kernel& k) {
+  std::vector<std::vector<const Instr*>> loads(k.buffers.size());
+  for (const Instr& in : k.body)
+    if (in.op == Op::Load) loads[static_cast<size_t>(in.buffer)].push_back(&in);
+  bool indexed = k.kind == Kind::Pointwise || k.kind == Kind::Reduction;
   SymExpr total;
-  for (const Buffer& b : k.buffers)
-    total = total + product(b.shape, 0, b.shape.size()) * SymExpr::constant(static_cast<int64_t>(dtype_size(b.dtype)));
+  for (size_t b = 0; b < k.buffers.size(); ++b) {
+    const Buffer& buf = k.buffers[b];
+    SymExpr elements = product(buf.shape, 0, buf.shape.size());
+    // One plain load (no guard, no dynamic index) reaches the domain's extents
+    // along the axes it steps: a slice or a broadcast reads part of its buffer.
+    const Instr* only = loads[b].size() == 1 ? loads[b].front() : nullptr;
+    if (indexed && !buf.output && only && only->args.empty() && only->dynamic < 0) {
+      elements = SymExpr::constant(1);
+      for (size_t d = 0; d < k.domain.size(); ++d)
+        if (only->index.strides[d] != SymExpr()) elements = elements * k.domain[d];
+    }
+    total = total + elements * SymExpr::constant(static_cast<int64_t>(dtype_size(buf.dtype)));
+  }
   return total;
 }
 

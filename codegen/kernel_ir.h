@@ -177,7 +177,10 @@ SymExpr domain_size(const Kernel& k);
 SymExpr row_count(const Kernel& k);
 SymExpr row_length(const Kernel& k);
 
-// Bytes read and written (each buffer once) and floating-point operations, for the report.
+// Bytes read and written, each element once: a buffer read through one plain
+// load counts the elements that load reaches (a slice reads part of its
+// buffer, a broadcast its own extent), others their whole size; and
+// floating-point operations. For the report and the profiler's roofline.
 SymExpr bytes_moved(const Kernel& k);
 SymExpr flop_count(const Kernel& k);
 

@@ -349,7 +349,7 @@ TEST(Lower, SlicedInputLoadsWithOffsetAndStep) {
 // moved ahead of s. The head split keeps the slice's row stride 36 on s and
 // steps 4 between heads; the transpose permutes them.
 TEST(Lower, MovementChainComposesSliceSplitAndTranspose) {
-  EXPECT_EQ(lowered(model("17", "  input %x: f32[b, s, 36]\n",
+  kir::Kernel k = lower_text(model("17", "  input %x: f32[b, s, 36]\n",
                           R"(  %y: f32[b, 3, s, 4] = tcc::Fusion(%x) {kind = "single", body = graph fused_0 {
       input %x_in: f32[b, s, 36]
       const %starts: i64[1] = [12]
@@ -362,14 +362,16 @@ TEST(Lower, MovementChainComposesSliceSplitAndTranspose) {
       output %y_out
     }} name("fused_0")
 )",
-                          "  output %y\n")),
-            R"(kernel tcc_k0 pointwise domain [b, 3, s, 4] sizes(b, s)
+                          "  output %y\n"));
+  EXPECT_EQ(print_kernel(k), R"(kernel tcc_k0 pointwise domain [b, 3, s, 4] sizes(b, s)
   nodes slice, split, transpose
   buffer x: f32[b, s, 36] in
   buffer y: f32[b, 3, s, 4] out
   %0: f32 = load x [s*36, 4, 36, 1] + 12
   %1 = store y [s*12, s*4, 4, 1], %0
 )");
+  // The load reaches the middle third of x's rows: 12 of 36 floats each, then as many written.
+  EXPECT_EQ(kir::bytes_moved(k), *SymExpr::parse("b*s*96"));
 }
 
 TEST(Lower, SoftmaxIsMaxSumAndStorePasses) {
