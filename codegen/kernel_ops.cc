@@ -183,6 +183,11 @@ std::string pool_window(const Node& n, PoolWindow* out) {
   return "";
 }
 
+bool is_reshape(const Node& n) {
+  static const std::unordered_set<std::string_view> kReshapes = {"Reshape", "Flatten", "Squeeze", "Unsqueeze"};
+  return (n.domain().empty() && kReshapes.count(n.op_type())) || (n.domain() == kTccDomain && n.op_type() == "Reshape");
+}
+
 std::optional<std::vector<int>> split_axes(const std::vector<SymExpr>& in, const std::vector<SymExpr>& out) {
   const SymExpr one = SymExpr::constant(1);
   std::vector<int> from(out.size(), -1);

@@ -40,6 +40,10 @@ KernelRole kernel_role(const Node& n);
 // 2-D MatMuls have usually become Gemms already (fold_transpose_matmul).
 bool swaps_last_two_axes(const Node& n);
 
+// Whether movement node n only gives its data a new shape (Reshape of either
+// domain, Flatten, Squeeze, Unsqueeze): the same row-major elements.
+bool is_reshape(const Node& n);
+
 // Whether a reshape from `in` to `out` only splits axes: every input axis of
 // extent other than 1 becomes a run of output axes whose extents provably
 // multiply to it, and axes of extent 1 come and go. Returns, per output axis,

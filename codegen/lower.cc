@@ -298,7 +298,7 @@ class Lowering {
     if (op == "Transpose") return transpose(*p, in, out_shape);
     if (op == "Expand") return expand(*p, in, out_shape);
     if (op == "Slice") return slice(*p, in, out_shape);
-    if (op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze") return reshape(*p, in, out_shape);
+    if (is_reshape(*p)) return reshape(*p, in, out_shape);
     fail(p, "is not a movement op the lowering composes into a load");
   }
 
@@ -335,18 +335,14 @@ class Lowering {
     std::optional<std::vector<int>> from = split_axes(in.shape, out.shape);
     if (!from) fail(&p, "merges axes of a strided view (the input is not contiguous)");
     out.strides.assign(out.shape.size(), SymExpr());
-    SymExpr inner;  // the stride of the next axis out within the current run
+    int run = -1;    // the input axis the axis after this one was cut from
+    SymExpr inner;   // that axis's stride times its extent
     for (size_t j = out.shape.size(); j-- > 0;) {
       int k = (*from)[j];
       if (k < 0) continue;
-      bool innermost = true;
-      for (size_t i = j + 1; i < out.shape.size(); ++i)
-        if ((*from)[i] >= 0) {
-          innermost = (*from)[i] != k;
-          break;
-        }
-      out.strides[j] = innermost ? in.strides[static_cast<size_t>(k)] : inner;
+      out.strides[j] = k != run ? in.strides[static_cast<size_t>(k)] : inner;
       inner = out.strides[j] * out.shape[j];
+      run = k;
     }
     return out;
   }

@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "codegen/kernel_ops.h"
 #include "codegen/lower.h"
 #include "src/ir/fusion.h"
 
@@ -19,25 +20,17 @@ bool reads_shape_only(const Node& n) { return n.domain().empty() && (n.op_type()
 bool same_bytes(const Type& a, const Type& b) {
   if (!a.is_tensor() || !b.is_tensor() || !a.fully_shaped() || !b.fully_shaped() || a.dtype() != b.dtype())
     return false;
-  auto numel = [](const Type& t) {
-    SymExpr n = SymExpr::constant(1);
-    for (const Dim& d : t.shape()) n = n * d.expr();
-    return n;
-  };
-  return numel(a) == numel(b);
+  return dims_product(a.shape()) == dims_product(b.shape());
 }
 
-// Whether fusion n only gives its first input a new shape: one Reshape, Flatten,
-// Squeeze, Unsqueeze or Identity of body input 0, whose output is the body's. A
+// Whether fusion n only gives its first input a new shape: one reshape
+// (is_reshape) or Identity of body input 0, whose output is the body's. A
 // row-major tensor's bytes are the same under any shape of the same size.
 bool only_reshapes(const Node& n) {
   const Graph& body = fusion_body(n);
   if (body.nodes().size() != 1 || body.outputs().size() != 1 || body.inputs().empty()) return false;
   const Node& v = *body.nodes().front();
-  static const std::unordered_set<std::string_view> kReshapes = {"Reshape", "Flatten", "Squeeze", "Unsqueeze",
-                                                                 "Identity"};
-  bool reshape = v.domain().empty() ? kReshapes.count(v.op_type()) != 0
-                                     : v.domain() == kTccDomain && v.op_type() == "Reshape";  // symbolic shape
+  bool reshape = is_reshape(v) || (v.domain().empty() && v.op_type() == "Identity");
   return reshape && v.input(0) == body.inputs().front() && v.output(0) == body.outputs().front();
 }
 

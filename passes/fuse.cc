@@ -73,11 +73,6 @@ std::optional<Tensor> literal_argument(const Value* v) {
 
 const Dims& shape_of(const Value* v) { return v->type().shape(); }
 
-bool is_reshape(const Node& n) {
-  static const std::unordered_set<std::string_view> kReshapes = {"Reshape", "Flatten", "Squeeze", "Unsqueeze"};
-  return kReshapes.count(n.op_type()) != 0;
-}
-
 // Whether reshape n only splits its input's axes, so it composes with the
 // strides of a chain before it (split_axes).
 bool splits_axes(const Node& n) {

@@ -36,14 +36,14 @@ std::optional<SymExpr> GuardSet::fact_expr(const ShapeFact& f) const {
 }
 
 bool GuardSet::breaks_fact(const int64_t* values, std::string* fact_text) const {
-  std::map<std::string, int64_t> env;
-  for (int c = 0; c < static_cast<int>(classes_.size()); ++c) env[sig_->class_symbol[c]] = values[c];
+  std::optional<std::map<std::string, int64_t>> symbols;  // bound only where a fact applies
   for (const ShapeFact& f : sig_->facts) {
     if (f.kind != ShapeFact::Kind::AtLeast) continue;
     std::optional<SymExpr> e = fact_expr(f);
     if (!e) continue;
-    std::optional<int64_t> v = f.expr.evaluate(env);
-    if (!v || *v >= f.value) continue;
+    if (!symbols) symbols = sig_->symbol_values(values);
+    std::optional<int64_t> v = f.broken_at(*symbols);
+    if (!v) continue;
     if (fact_text)
       *fact_text = e->str() + " >= " + std::to_string(f.value) + " (actual " + std::to_string(*v) + "), which " +
                    f.node + " relies on";

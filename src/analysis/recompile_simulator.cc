@@ -85,13 +85,10 @@ class GraphSimulator {
   // shorter dim): the variant keeps them static, where shape inference sees
   // the real size instead of assuming the bound lies within it.
   std::set<int> pinned_classes(const int64_t* values) const {
-    std::map<std::string, int64_t> env;
-    for (int c = 0; c < sig_.num_classes(); ++c) env[sig_.class_symbol[c]] = values[c];
+    std::map<std::string, int64_t> symbols = sig_.symbol_values(values);
     std::set<int> out;
     for (const ShapeFact& f : sig_.facts) {
-      if (f.kind != ShapeFact::Kind::AtLeast) continue;
-      std::optional<int64_t> v = f.expr.evaluate(env);
-      if (!v || *v >= f.value) continue;
+      if (f.kind != ShapeFact::Kind::AtLeast || !f.broken_at(symbols)) continue;
       for (int c = 0; c < sig_.num_classes(); ++c)
         if (f.expr.symbols().count(sig_.class_symbol[c])) out.insert(c);
     }

@@ -377,12 +377,10 @@ class TraceBuilder {
   // Facts are checked once per distinct call: a call that fails one is never stored.
   void check_facts() const {
     if (sig_.facts.empty()) return;
-    std::map<std::string, int64_t> env;
-    for (int c = 0; c < sig_.num_classes(); ++c) env[sig_.class_symbol[c]] = values_[c];
+    std::map<std::string, int64_t> env = sig_.symbol_values(values_.data());
     for (const auto& f : sig_.facts) {
       if (f.kind != ShapeFact::Kind::Divisible) continue;
-      auto v = f.expr.evaluate(env);
-      if (v && *v % f.value != 0)
+      if (std::optional<int64_t> v = f.broken_at(env))
         throw InputError(where() + ": " + f.node + " needs (" + f.expr.str() + ") % " + std::to_string(f.value) +
                          " == 0, actual " + f.expr.str() + " = " + std::to_string(*v));
     }
@@ -506,6 +504,19 @@ void slice_facts(const Graph& g, const ShapeInfo& info, std::vector<ShapeFact>& 
 }
 
 }  // namespace
+
+std::optional<int64_t> ShapeFact::broken_at(const std::map<std::string, int64_t>& symbols) const {
+  std::optional<int64_t> v = expr.evaluate(symbols);
+  if (!v) return std::nullopt;
+  bool holds = kind == Kind::Divisible ? *v % value == 0 : *v >= value;
+  return holds ? std::nullopt : v;
+}
+
+std::map<std::string, int64_t> ModelSignature::symbol_values(const int64_t* class_values) const {
+  std::map<std::string, int64_t> out;
+  for (int c = 0; c < num_classes(); ++c) out[class_symbol[c]] = class_values[c];
+  return out;
+}
 
 int ModelSignature::find_input(std::string_view name) const {
   for (size_t i = 0; i < inputs.size(); ++i)

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -44,6 +45,10 @@ struct ShapeFact {
   SymExpr expr;  // over the model's symbol names
   int64_t value = 1;
   std::string node;  // the node that needs it
+
+  // expr at these symbol values when they break the fact; nullopt when it holds
+  // (or expr does not evaluate).
+  std::optional<int64_t> broken_at(const std::map<std::string, int64_t>& symbols) const;
 };
 
 struct ModelSignature {
@@ -52,6 +57,8 @@ struct ModelSignature {
   std::vector<std::vector<std::pair<int, int>>> class_sources;  // per class: (input, dim); dim -1 for a scalar
   std::vector<ShapeFact> facts;
   int num_classes() const { return static_cast<int>(class_symbol.size()); }
+  // The class symbols bound to one call's class values.
+  std::map<std::string, int64_t> symbol_values(const int64_t* class_values) const;
   int find_input(std::string_view name) const;
   // "x.size()[1]" or "n" for a class source.
   std::string source_str(int input, int dim) const;

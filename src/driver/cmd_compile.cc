@@ -46,8 +46,6 @@ namespace tcc {
 
 namespace {
 
-// The architectures tcc generates code for: NVRTC targets with the tensor-core
-// generations the GEMM and reduction code paths are written for.
 struct CompileCli {
   std::string model;
   std::string output;

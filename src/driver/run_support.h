@@ -24,7 +24,9 @@ std::map<std::string, Tensor> random_inputs(const Graph& g, const std::map<std::
 // The file name a value's .npy is written to and read from.
 std::string npy_file_name(const std::string& value_name);
 
-// The cubin architectures `tcc compile --arch` accepts; the default compiles them all.
+// The cubin architectures tcc generates code for (`tcc compile --arch`): NVRTC
+// targets of the tensor-core generations the GEMM and reduction code paths are
+// written for. The default compiles sm_80 and sm_90.
 extern const std::vector<std::string> kCubinArchs;
 
 // Runs `tcc compile MODEL -o DIR --mode MODE` (this binary, so the compile is
