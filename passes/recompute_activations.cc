@@ -18,7 +18,10 @@
 //   - every forward value the backward reads drains to the sink.
 // Graph inputs, weights and constants are always available and cost nothing.
 // A minimum cut is the cheapest set of saved values from which every value the
-// backward reads can be recomputed by recomputable nodes. Each value the
+// backward reads can be recomputed by recomputable nodes. Of equally cheap cuts
+// the one nearest the sink is taken: a Relu's output rather than the Gemm
+// output it reads, which would otherwise be written only to be saved and would
+// keep the Relu out of the Gemm's epilogue. Each value the
 // backward reads and the cut does not save is recomputed by copies of its
 // producers (named `recompute/<node>`), placed just before the first backward
 // node that needs it; forward nodes left without readers are removed.
@@ -74,7 +77,9 @@ int64_t size_in_bytes(const Value& v) {
   return n;
 }
 
-// Edmonds-Karp max flow; after run(), reachable() is the source side of a minimum cut.
+// Edmonds-Karp max flow; after run(), feeds_sink() holds for the sink side of
+// the minimum cut nearest the sink: the vertices that still reach the sink
+// through edges with capacity left.
 class FlowNetwork {
  public:
   int add_vertex() {
@@ -105,7 +110,7 @@ class FlowNetwork {
           }
       }
       if (!seen[sink]) {
-        reachable_ = seen;
+        mark_sink_side(sink);
         return;
       }
       int64_t push = kInfinite;
@@ -116,16 +121,34 @@ class FlowNetwork {
       }
     }
   }
-  bool reachable(int v) const { return reachable_[v]; }
+  bool feeds_sink(int v) const { return sink_side_[v]; }
 
  private:
+  // Edge e + (e ^ 1) pairs an edge with its reverse: e in adj_[w] goes from w,
+  // so e ^ 1 comes into w from edges_[e].to.
+  void mark_sink_side(int sink) {
+    sink_side_.assign(adj_.size(), false);
+    sink_side_[sink] = true;
+    std::queue<int> q;
+    q.push(sink);
+    while (!q.empty()) {
+      int w = q.front();
+      q.pop();
+      for (int e : adj_[w])
+        if (edges_[e ^ 1].capacity > 0 && !sink_side_[edges_[e].to]) {
+          sink_side_[edges_[e].to] = true;
+          q.push(edges_[e].to);
+        }
+    }
+  }
+
   struct Edge {
     int to;
     int64_t capacity;
   };
   std::vector<Edge> edges_;
   std::vector<std::vector<int>> adj_;
-  std::vector<bool> reachable_;
+  std::vector<bool> sink_side_;
 };
 
 }  // namespace
@@ -165,7 +188,7 @@ bool recompute_activations(Graph& g, PassContext& ctx) {
 
   auto saved = [&](const Value* v) {
     auto it = ends.find(v);
-    return it == ends.end() || (net.reachable(it->second.first) && !net.reachable(it->second.second));
+    return it == ends.end() || (!net.feeds_sink(it->second.first) && net.feeds_sink(it->second.second));
   };
   ctx.stats.add("backward_reads", static_cast<int64_t>(needed.size()));
   int64_t saved_count = 0;

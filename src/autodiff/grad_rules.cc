@@ -93,10 +93,12 @@ void pow_rule(GradContext& c) {
 
 // ---- unary
 
-// d relu(x) = g where x > 0, else 0
+// d relu(x) = g where y > 0, else 0. y > 0 exactly where x > 0; reading y
+// rather than x lets the backward keep only the output, so the forward's
+// producer and the Relu fuse (a Gemm's epilogue) without saving x.
 void relu_rule(GradContext& c) {
   Value* zero = scalar(c, 0.0);
-  c.set(0, c.e().op("Where", {c.e().op("Greater", {c.in(0), zero}), c.dy(), zero}));
+  c.set(0, c.e().op("Where", {c.e().op("Greater", {c.out(), zero}), c.dy(), zero}));
 }
 
 // d sigmoid = g * y * (1 - y)
