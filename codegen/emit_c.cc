@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <string_view>
 
 #include "src/diag/diagnostics.h"
@@ -567,7 +568,20 @@ ReductionPlan plan_reduction(const kir::Kernel& k) {
   std::vector<int> element_stores;
   for (int s : stores)
     if (!row[s]) element_stores.push_back(s);
-  p.passes.push_back(elements(element_stores));
+  std::vector<int> last = elements(element_stores);
+  // Stores that read no reduction's result (a bias gradient's kernel also
+  // stores the gradient it sums) join the first pass, which reads the same
+  // elements anyway: one read of the inputs, and a single-pass body that splits.
+  std::vector<bool> needs = closure(k, element_stores, row);
+  bool independent = true;
+  for (size_t i = 0; i < n; ++i) independent = independent && !(needs[i] && row[i] && level[i] > 0);
+  if (independent && !p.reductions.empty()) {
+    std::vector<int> merged;
+    std::set_union(p.passes[0].begin(), p.passes[0].end(), last.begin(), last.end(), std::back_inserter(merged));
+    p.passes[0] = std::move(merged);
+    last.clear();
+  }
+  p.passes.push_back(std::move(last));
   return p;
 }
 

@@ -91,11 +91,12 @@ bool is_reduce(kir::Op op);
 // How a reduction kernel computes a row: pass k (one per reduction, in body
 // order) accumulates reduction k from the element values it needs, recomputing
 // them; a last pass computes the element values the element stores need, and
-// stores. Row values are computed once per row, as soon as the reductions they
-// depend on are done.
+// stores. Where those stores read no reduction's result, they are made in the
+// first pass instead and the last pass is empty. Row values are computed once
+// per row, as soon as the reductions they depend on are done.
 struct ReductionPlan {
   std::vector<int> reductions;
-  std::vector<std::vector<int>> passes;      // element instructions of each pass; the last one includes its stores
+  std::vector<std::vector<int>> passes;      // element instructions of each pass, stores included
   std::vector<std::vector<int>> row_values;  // [k]: computed after pass k-1 ([0]: before the first pass)
   std::vector<int> row_stores;               // stores of row values, after the last pass
 };

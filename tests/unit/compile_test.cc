@@ -282,15 +282,16 @@ TEST_F(CompileTest, EveryGeneratedKernelIsInTheCubin) {
 
 // Few long rows become split reductions: a grid of [rows, slices, 1] and a
 // workspace (partials of 8 bytes, then one counter per row) that the manifest
-// declares and the kernel takes after its sizes. The multi-pass reductions of
-// the GPT-2 block (softmax, layer norm) keep one block per row.
+// declares and the kernel takes after its sizes; a sum that also stores its
+// elements splits too. The multi-pass reductions of the GPT-2 block (softmax,
+// layer norm) keep one block per row.
 TEST_F(CompileTest, LongRowReductionsDeclareAWorkspace) {
   std::string model = std::string(TCC_SOURCE_DIR) + "/tests/kernels/long_rows.tir";
   CliResult r = run_tcc("compile " + shell_quote(model) + " -o " + shell_quote((dir_ / "l").string()) +
                         " --arch sm_90 --no-ptx");
   ASSERT_EQ(r.code, 0) << r.output;
   json m = manifest("l");
-  ASSERT_EQ(m["kernels"].size(), 2u) << m["kernels"].dump();
+  ASSERT_EQ(m["kernels"].size(), 3u) << m["kernels"].dump();
   std::map<std::string, json> by_node;
   for (const json& k : m["kernels"]) by_node[k["nodes"][0].get<std::string>()] = k;
   const json& mean = by_node.at("mean")["launch"];
@@ -299,6 +300,9 @@ TEST_F(CompileTest, LongRowReductionsDeclareAWorkspace) {
   const json& max = by_node.at("max")["launch"];
   EXPECT_EQ(max["grid"], json::array({"2", "132", "1"})) << max.dump();
   EXPECT_EQ(max["workspace_bytes"], 2 * 132 * 8 + 2 * 4) << max.dump();
+  const json& squares = by_node.at("halve")["launch"];
+  EXPECT_EQ(squares["grid"], json::array({"3", "88", "1"})) << squares.dump();
+  EXPECT_EQ(squares["workspace_bytes"], 3 * 88 * 8 + 3 * 4) << squares.dump();
   std::string cu = read_file(dir_ / "l" / "kernels.cu");
   std::string cubin = read_file(dir_ / "l" / "kernels.sm_90.cubin");
   std::vector<std::string> syms = cubin_symbols(std::vector<char>(cubin.begin(), cubin.end()));

@@ -1,7 +1,8 @@
 // Runs CUDA text tcc emits on the host, so CI checks it against the reference
 // interpreter without a GPU: the GEMM template (codegen/gemm_template.cc: its
-// tiling, guards, double buffering and epilogue) and column reductions (their
-// two-dimensional blocks, shared-memory combine and split rows' arrivals). Test code only: the tests
+// tiling, guards, double buffering and epilogue) and reductions (column
+// blocks' shared-memory combine, block reductions' warp shuffles, split rows'
+// arrivals). Test code only: the tests
 // compile this header together with the emitted kernels into a shared library
 // with the host compiler.
 //
@@ -61,6 +62,7 @@ struct Warp {
   Barrier barrier{32};
   uint32_t a[32][4];
   uint32_t b[32][2];
+  unsigned char exchange[32][8];  // a shuffle's values, one per lane
 };
 
 struct Block {
@@ -119,6 +121,21 @@ inline void launch(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned 
 #define __restrict__ __restrict
 
 inline void __syncthreads() { tcc_emu::block.barrier->arrive_and_wait(); }
+
+// Every lane of the warp (threads numbered x fastest, 32 to a warp) posts its
+// value, then reads lane ^ mask's; the second barrier keeps a later shuffle's
+// posts behind this one's reads.
+template <class T> T __shfl_xor_sync(unsigned, T v, int mask) {
+  static_assert(sizeof(T) <= 8, "a shuffle moves at most 8 bytes");
+  const unsigned t = tcc_emu::thread_index.x + tcc_emu::thread_index.y * tcc_emu::block_dim.x;
+  tcc_emu::Warp& w = *tcc_emu::block.warps[t / 32];
+  std::memcpy(w.exchange[t % 32], &v, sizeof v);
+  w.barrier.arrive_and_wait();
+  T out;
+  std::memcpy(&out, w.exchange[(t % 32) ^ static_cast<unsigned>(mask)], sizeof out);
+  w.barrier.arrive_and_wait();
+  return out;
+}
 inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline unsigned atomicAdd(unsigned* p, unsigned v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
 

@@ -1,12 +1,13 @@
-// Column reductions (KernelConfig::columns): which kernels take them, and
-// their CUDA text, compiled by NVRTC and run on the host by
-// tests/unit/cuda_emulator.h against the reference interpreter, at every block
-// size autotuning tries.
+// Reductions on the GPU's schedules: which kernels take column blocks
+// (KernelConfig::columns), and the CUDA text of column and split reductions,
+// compiled by NVRTC and run on the host by tests/unit/cuda_emulator.h against
+// the reference interpreter, at the block sizes and splits autotuning tries.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <map>
 #include <random>
@@ -156,50 +157,87 @@ void expect_emulated_runs_match(const ScheduledModel& s, const std::vector<kir::
   }
 }
 
-TEST(ColumnReduction, EmulatedOnTheHostEveryBlockAndSplitMatchesTheInterpreter) {
-  ScheduledModel s = schedule_model("tests/kernels/column_reductions.tir");
-  fs::path dir = make_temp_dir("tcc_column_reduction");
-
-  // The CUDA text with the host prelude in place of NVRTC's (fixed-width
-  // types, bit casts), keeping the combiners and the column combine, whose
-  // member functions are inline, not static.
+// Copies of s's kernels, one per config `pick` keeps of each kernel's
+// autotuning candidates (and its default where `pick` keeps it), named apart.
+struct KernelVariants {
   std::vector<kir::Kernel> kernels;
   std::vector<KernelConfig> configs;
+};
+KernelVariants variants(const ScheduledModel& s, const std::function<bool(const kir::Kernel&, const KernelConfig&)>& pick) {
+  KernelVariants out;
   for (const kir::Kernel& base : s.schedule.kernels) {
-    // The emulator runs a thread per CUDA thread: a few slices suffice, and the
-    // default's 64, most of whose blocks find no slice at these sizes.
     std::vector<KernelConfig> grid;
-    for (const KernelConfig& c : column_configs(base))
-      if (c.split <= 4 || c == default_config(base)) grid.push_back(c);
+    for (const KernelConfig& c : autotune::candidates(base))
+      if (pick(base, c)) grid.push_back(c);
     for (size_t i = 0; i < grid.size(); ++i) {
-      kernels.push_back(base);
-      kernels.back().name = base.name + "_c" + std::to_string(i);
-      configs.push_back(grid[i]);
+      out.kernels.push_back(base);
+      out.kernels.back().name = base.name + "_c" + std::to_string(i);
+      out.configs.push_back(grid[i]);
     }
   }
-  std::string cuda = emit_cuda(kernels, configs);
-  // NVRTC takes it as it is.
+  return out;
+}
+
+// The CUDA text of v, which NVRTC must take as it is, built for the host with
+// the host prelude in place of NVRTC's (fixed-width types, bit casts), keeping
+// the combiners, the block and column combines, whose member functions are
+// inline, not static, and a launcher per kernel.
+SharedLibrary emulated_library(const KernelVariants& v, const fs::path& dir) {
+  std::string cuda = emit_cuda(v.kernels, v.configs);
   std::vector<CudaBinary> bins = compile_cuda(cuda, {"sm_90"}, false, 1);
-  ASSERT_EQ(bins.size(), 1u);
-  std::vector<std::string> symbols = cubin_symbols(bins[0].bytes);
-  for (const kir::Kernel& k : kernels)
+  EXPECT_EQ(bins.size(), 1u);
+  std::vector<std::string> symbols = cubin_symbols(bins.at(0).bytes);
+  for (const kir::Kernel& k : v.kernels)
     EXPECT_NE(std::find(symbols.begin(), symbols.end(), k.name), symbols.end()) << k.name;
   size_t combiners = cuda.find("struct tcc_sum");
-  ASSERT_NE(combiners, std::string::npos);
+  EXPECT_NE(combiners, std::string::npos);
   std::string source = "#include \"" + std::string(TCC_SOURCE_DIR) + "/tests/unit/cuda_emulator.h\"\n" +
                        emitc::prelude(emitc::Target::Host) + "#undef TCC_FN\n#define TCC_FN inline\n" +
                        cuda.substr(combiners);
-  for (size_t i = 0; i < kernels.size(); ++i)
-    source += emulated_launcher(kernels[i], launch_config(kernels[i], configs[i]).workspace_bytes != SymExpr());
+  for (size_t i = 0; i < v.kernels.size(); ++i)
+    source += emulated_launcher(v.kernels[i], launch_config(v.kernels[i], v.configs[i]).workspace_bytes != SymExpr());
   std::ofstream(dir / "emulated.cc") << source;
   compile_host_library((dir / "emulated.cc").string(), (dir / "emulated.so").string());
-  SharedLibrary lib((dir / "emulated.so").string());
+  return SharedLibrary((dir / "emulated.so").string());
+}
 
+TEST(ColumnReduction, EmulatedOnTheHostEveryBlockAndSplitMatchesTheInterpreter) {
+  ScheduledModel s = schedule_model("tests/kernels/column_reductions.tir");
+  fs::path dir = make_temp_dir("tcc_column_reduction");
+  // The emulator runs a thread per CUDA thread: a few slices suffice, and the
+  // default's 64, most of whose blocks find no slice at these sizes.
+  KernelVariants v = variants(s, [](const kir::Kernel& k, const KernelConfig& c) {
+    return c.columns && (c.split <= 4 || c == default_config(k));
+  });
+  SharedLibrary lib = emulated_library(v, dir);
   // Columns of 9000 rows fill 36 slices of 256 (kColumnMinSlice); columns of
   // 600 fill three, so split 4 leaves its last block without one.
   for (int64_t b : {9000, 600}) {
     SCOPED_TRACE("b=" + std::to_string(b));
-    expect_emulated_runs_match(s, kernels, configs, lib, {{"b", b}});
+    expect_emulated_runs_match(s, v.kernels, v.configs, lib, {{"b", b}});
+  }
+  fs::remove_all(dir);
+}
+
+// Rows cut into slices (KernelConfig::split) in blocks of threads along x,
+// combined by warp shuffles: long static rows, rows of symbolic length, and a
+// sum that also stores the elements it sums (in its one pass, so it splits).
+TEST(SplitReduction, EmulatedOnTheHostRowSlicesMatchTheInterpreter) {
+  ScheduledModel s = schedule_model("tests/kernels/long_rows.tir");
+  for (const kir::Kernel& k : s.schedule.kernels) EXPECT_TRUE(splits_rows(k)) << k.name;
+  fs::path dir = make_temp_dir("tcc_split_reduction");
+  KernelVariants v = variants(s, [](const kir::Kernel&, const KernelConfig& c) {
+    return !c.columns && c.rows_per_block == 1 && c.block <= 256 && c.split <= 4;
+  });
+  int split = 0;
+  for (const KernelConfig& c : v.configs) split += c.split > 1;
+  EXPECT_GT(split, 0) << "no candidate splits rows";
+  SharedLibrary lib = emulated_library(v, dir);
+  // 20000 fills five slices of 4096 (kSplitMinSlice), so split 4 takes two
+  // slices' worth per block; 3000 fills one, and the other blocks return.
+  for (int64_t n : {20000, 3000}) {
+    SCOPED_TRACE("n=" + std::to_string(n));
+    expect_emulated_runs_match(s, v.kernels, v.configs, lib, {{"n", n}});
   }
   fs::remove_all(dir);
 }
