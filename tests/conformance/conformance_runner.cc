@@ -1,7 +1,8 @@
 // tcc_conformance: runs the ONNX node conformance tests against tcc's
-// reference interpreter.
+// reference interpreter, or against modules tcc compiles.
 //
 // Usage: tcc_conformance [--dir DIR] [--exclusions FILE] [--filter SUBSTRING] [--verbose]
+//                        [--compiled TCC] [--shard I/N]
 //   e.g. build-x/tests/conformance/tcc_conformance --filter test_conv --verbose
 //
 // DIR holds one folder per test (model.onnx, test_data_set_N/input_K.pb and
@@ -18,6 +19,15 @@
 // Tests named in the exclusions file (`test_name  reason` per line) are reported,
 // not run.
 //
+// With --compiled TCC, each supported test is compiled by that tcc binary
+// (`tcc compile`, one cubin architecture and host kernels, so NVRTC takes every
+// kernel's CUDA too) and the module's host run (tcc_module_run_host: the
+// generated kernels, lowering, fusion and memory plan) is compared instead of
+// the interpreter's, with the same tolerances. A model compile refuses (exit 2)
+// is skipped with its message as the reason; any other compile failure fails.
+// --shard I/N takes every N-th test from the I-th (0-based), so that ctest runs
+// shards side by side.
+//
 // Exit code: 0 when no supported, non-excluded test failed; 1 when one did;
 // 2 for bad usage or a bad exclusions file; 77 when DIR does not exist (ctest
 // reports the test as skipped: onnx is not installed).
@@ -29,20 +39,26 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <optional>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <vector>
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "frontends/load_model.h"
 #include "frontends/onnx/tensor_io.h"
 #include "src/interp/interpreter.h"
 #include "src/ops/op_registry.h"
 #include "src/shape/shape_inference.h"
+#include "tcc_runtime.h"
 
 namespace fs = std::filesystem;
 
@@ -60,6 +76,8 @@ struct Options {
   std::string exclusions = TCC_CONFORMANCE_EXCLUSIONS;
   std::string filter;
   bool verbose = false;
+  std::string compiled;  // a tcc binary: compare its modules' host runs
+  int shard = 0, shards = 1;
 };
 
 enum class Outcome { Passed, Failed, Skipped, Excluded };
@@ -314,8 +332,96 @@ std::vector<fs::path> numbered_files(const fs::path& dir, const std::string& pre
   return files;
 }
 
-// Loads, shapes and runs one supported test; fills outcome and detail.
-void run_supported(const fs::path& test_dir, Result& r) {
+// Runs the graph on one data set's inputs (by name); returns its outputs.
+using Execute = std::function<std::vector<Tensor>(std::map<std::string, Tensor>&)>;
+
+std::string shell_quoted(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// A module `tcc compile` wrote, loaded for host runs, and its folder, both
+// gone with it.
+class CompiledModule {
+ public:
+  // Compiles `model` with `tcc` into a fresh folder under the system's temp
+  // folder. On failure `refused` (exit 2: the model is outside what the
+  // compiler takes) or `failed` holds tcc's first error line.
+  CompiledModule(const std::string& tcc, const fs::path& model) {
+    static int counter = 0;
+    dir_ = fs::temp_directory_path() /
+           ("tcc_conformance_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    std::string command = shell_quoted(tcc) + " compile " + shell_quoted(model.string()) + " -o " +
+                          shell_quoted(dir_.string()) + " --arch sm_90 --no-ptx 2>&1";
+    FILE* p = ::popen(command.c_str(), "r");
+    if (!p) throw std::runtime_error("cannot start " + command);
+    std::string output;
+    char buf[4096];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) output.append(buf, n);
+    int status = ::pclose(p);
+    if (status != 0) {
+      std::string line = output.substr(0, output.find('\n'));
+      size_t error = output.find("error: ");
+      if (error != std::string::npos) line = output.substr(error, output.find('\n', error) - error);
+      bool refused = WIFEXITED(status) && WEXITSTATUS(status) == 2;
+      (refused ? refused_ : failed_) = "tcc compile " +
+                                       (WIFEXITED(status) ? "exit " + std::to_string(WEXITSTATUS(status))
+                                                          : "killed by signal " + std::to_string(WTERMSIG(status))) +
+                                       ": " + line;
+      return;
+    }
+    if (tcc_module_load(dir_.c_str(), &module_) != TCC_OK) failed_ = std::string("tcc_module_load: ") + tcc_last_error();
+  }
+  ~CompiledModule() {
+    tcc_module_free(module_);
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  CompiledModule(const CompiledModule&) = delete;
+  CompiledModule& operator=(const CompiledModule&) = delete;
+
+  const std::string& refused() const { return refused_; }
+  const std::string& failed() const { return failed_; }
+
+  // The module's host run on `feeds`, matched to its inputs by name.
+  std::vector<Tensor> run(std::map<std::string, Tensor>& feeds) {
+    auto check = [](tcc_status s, const char* what) {
+      if (s != TCC_OK) throw std::runtime_error(std::string(what) + ": " + tcc_last_error());
+    };
+    std::vector<tcc_tensor> ins;
+    for (size_t i = 0; i < tcc_module_num_inputs(module_); ++i) {
+      auto it = feeds.find(tcc_module_input_name(module_, i));
+      if (it == feeds.end())
+        throw std::runtime_error(std::string("no data for module input '") + tcc_module_input_name(module_, i) + "'");
+      Tensor& t = it->second;
+      ins.push_back({t.raw_mut(), static_cast<tcc_dtype>(t.dtype()), static_cast<int32_t>(t.rank()), t.shape().data()});
+    }
+    std::vector<Tensor> outs;
+    std::vector<tcc_tensor> c_outs;
+    for (size_t i = 0; i < tcc_module_num_outputs(module_); ++i) {
+      tcc_dtype dtype;
+      int32_t rank = 0;
+      int64_t dims[16];
+      check(tcc_module_tensor_info(module_, 1, i, &dtype, &rank, dims, 16), "tcc_module_tensor_info");
+      check(tcc_module_output_shape(module_, ins.data(), ins.size(), i, dims, 16, &rank), "tcc_module_output_shape");
+      outs.emplace_back(static_cast<DType>(dtype), std::vector<int64_t>(dims, dims + rank));
+    }
+    for (Tensor& t : outs)
+      c_outs.push_back({t.raw_mut(), static_cast<tcc_dtype>(t.dtype()), static_cast<int32_t>(t.rank()), t.shape().data()});
+    check(tcc_module_run_host(module_, ins.data(), ins.size(), c_outs.data(), c_outs.size()), "tcc_module_run_host");
+    return outs;
+  }
+
+ private:
+  fs::path dir_;
+  tcc_module* module_ = nullptr;
+  std::string refused_, failed_;
+};
+
+// Loads, shapes and runs one supported test (with `tcc`, its compiled module);
+// fills outcome and detail.
+void run_supported(const fs::path& test_dir, const std::string& tcc, Result& r) {
   std::unique_ptr<Model> model = load_model((test_dir / "model.onnx").string());
   infer_shapes(*model->graph);
   std::string why = check_inferred_dtypes(*model->graph);
@@ -325,6 +431,17 @@ void run_supported(const fs::path& test_dir, Result& r) {
     return;
   }
   const Graph& g = *model->graph;
+  std::unique_ptr<CompiledModule> compiled;
+  Execute execute = [&](std::map<std::string, Tensor>& feeds) { return Interpreter().run(g, feeds); };
+  if (!tcc.empty()) {
+    compiled = std::make_unique<CompiledModule>(tcc, test_dir / "model.onnx");
+    if (!compiled->refused().empty() || !compiled->failed().empty()) {
+      r.outcome = compiled->refused().empty() ? Outcome::Failed : Outcome::Skipped;
+      r.detail = compiled->refused().empty() ? compiled->failed() : compiled->refused();
+      return;
+    }
+    execute = [&](std::map<std::string, Tensor>& feeds) { return compiled->run(feeds); };
+  }
   std::vector<const Value*> inputs;
   for (const Value* v : g.inputs())
     if (!v->is_initializer()) inputs.push_back(v);
@@ -340,8 +457,7 @@ void run_supported(const fs::path& test_dir, Result& r) {
     }
     std::map<std::string, Tensor> feeds;
     for (size_t k = 0; k < in_files.size(); ++k) feeds[inputs[k]->name()] = read_tensor_pb(in_files[k].string());
-    Interpreter interp;
-    std::vector<Tensor> outs = interp.run(g, feeds);
+    std::vector<Tensor> outs = execute(feeds);
     if (outs.size() != out_files.size()) {
       r.outcome = Outcome::Failed;
       r.detail = where + std::to_string(outs.size()) + " outputs, expected " + std::to_string(out_files.size());
@@ -359,7 +475,8 @@ void run_supported(const fs::path& test_dir, Result& r) {
   r.outcome = Outcome::Passed;
 }
 
-Result run_test(const fs::path& test_dir, const std::map<std::string, std::string>& exclusions) {
+Result run_test(const fs::path& test_dir, const std::map<std::string, std::string>& exclusions,
+                const std::string& tcc) {
   Result r;
   r.test = test_dir.filename().string();
   std::optional<onnx::ModelProto> read = read_model_proto(test_dir / "model.onnx");
@@ -384,7 +501,7 @@ Result run_test(const fs::path& test_dir, const std::map<std::string, std::strin
     return r;
   }
   try {
-    run_supported(test_dir, r);
+    run_supported(test_dir, tcc, r);
   } catch (const std::exception& e) {
     r.outcome = Outcome::Failed;
     r.detail = e.what();
@@ -441,6 +558,7 @@ void print_skip_reasons(const std::vector<Result>& results) {
     if (r.outcome == Outcome::Skipped) {
       // Group opsets by the bound they miss, not by each version.
       std::string key = r.detail.rfind("opset ", 0) == 0 ? "opset outside 13..23" : r.detail;
+      if (key.rfind("tcc compile exit 2: ", 0) == 0) key = "tcc compile refused: " + key.substr(key.find("error: ") + 7);
       ++reasons[key];
     }
   if (reasons.empty()) return;
@@ -452,7 +570,10 @@ void print_skip_reasons(const std::vector<Result>& results) {
 }
 
 int usage(const char* argv0) {
-  std::fprintf(stderr, "usage: %s [--dir DIR] [--exclusions FILE] [--filter SUBSTRING] [--verbose]\n", argv0);
+  std::fprintf(stderr,
+               "usage: %s [--dir DIR] [--exclusions FILE] [--filter SUBSTRING] [--verbose] [--compiled TCC] "
+               "[--shard I/N]\n",
+               argv0);
   return 2;
 }
 
@@ -473,6 +594,12 @@ int run(int argc, char** argv) {
       opt.exclusions = *v;
     } else if (a == "--filter" && (v = value())) {
       opt.filter = *v;
+    } else if (a == "--compiled" && (v = value())) {
+      opt.compiled = *v;
+    } else if (a == "--shard" && (v = value())) {
+      if (std::sscanf(v->c_str(), "%d/%d", &opt.shard, &opt.shards) != 2 || opt.shards < 1 || opt.shard < 0 ||
+          opt.shard >= opt.shards)
+        return usage(argv[0]);
     } else {
       return usage(argv[0]);
     }
@@ -493,15 +620,22 @@ int run(int argc, char** argv) {
   std::sort(tests.begin(), tests.end());
   std::set<std::string> present;
   for (const auto& t : tests) present.insert(t.filename().string());
+  if (opt.shards > 1) {
+    std::vector<fs::path> mine;
+    for (size_t i = static_cast<size_t>(opt.shard); i < tests.size(); i += static_cast<size_t>(opt.shards))
+      mine.push_back(tests[i]);
+    tests = std::move(mine);
+  }
   if (opt.filter.empty())
     for (const auto& [name, reason] : exclusions)
       if (!present.count(name)) std::printf("warning: excluded test '%s' does not exist\n", name.c_str());
 
-  std::printf("ONNX node conformance: %zu tests in %s\n", tests.size(), opt.dir.c_str());
+  std::printf("ONNX node conformance: %zu tests in %s%s\n", tests.size(), opt.dir.c_str(),
+              opt.compiled.empty() ? " (reference interpreter)" : " (modules compiled by tcc, run on the host)");
   std::vector<Result> results;
   int passed = 0, failed = 0, skipped = 0, excluded = 0;
   for (const fs::path& t : tests) {
-    Result r = run_test(t, exclusions);
+    Result r = run_test(t, exclusions, opt.compiled);
     switch (r.outcome) {
       case Outcome::Passed:
         ++passed;
