@@ -12,6 +12,31 @@ namespace tcc {
 
 namespace {
 
+// Whether one strided-batched call computes MatMul n: each operand's batch
+// dims (those before its last two, aligned right, 1 where it has fewer) are
+// all 1, or match the output's wherever the output's is not 1. A
+// [3, 1, m, k] @ [1, 2, k, n] broadcasts each operand along a different axis,
+// which no single batch stride expresses: the host runs it.
+bool strided_batches(const Node& n) {
+  const Type& out = n.output(0)->type();
+  if (!out.is_tensor() || !out.has_rank() || out.rank() < 3) return true;
+  const SymExpr one = SymExpr::constant(1);
+  size_t batch = out.rank() - 2;
+  for (size_t i = 0; i < 2; ++i) {
+    const Type& t = n.input(i)->type();
+    if (!t.is_tensor() || !t.has_rank() || t.rank() < 3) continue;
+    size_t mine = t.rank() - 2, lead = batch - std::min(batch, mine);
+    bool all_one = true, full = true;
+    for (size_t d = 0; d < batch; ++d) {
+      const SymExpr& e = d < lead ? one : t.shape()[d - lead].expr();
+      all_one = all_one && e == one;
+      full = full && (e == out.shape()[d].expr() || out.shape()[d].expr() == one);
+    }
+    if (!all_one && !full) return false;
+  }
+  return true;
+}
+
 bool fully_known_tensor(const Value* v) {
   if (v == nullptr || !v->type().is_tensor() || !v->type().has_rank()) return false;
   for (const Dim& d : v->type().shape())
@@ -100,7 +125,7 @@ KernelRole default_domain_role(const Node& n) {
       if (n.has_input(i) && !constant_input(n, i)) return KernelRole::None;
     return n.has_input(1) ? KernelRole::Indexed : KernelRole::None;
   }
-  if (op == "MatMul") return KernelRole::Contraction;
+  if (op == "MatMul") return strided_batches(n) ? KernelRole::Contraction : KernelRole::None;
   if (op == "Gemm") return KernelRole::Contraction;
   return KernelRole::None;
 }

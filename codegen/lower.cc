@@ -931,8 +931,9 @@ class Lowering {
 
   // ---- gemm -------------------------------------------------------------------
 
-  // Batch dims of an operand against the domain's: every one (full), none
-  // (broadcast over the whole batch), or some, which one strided call cannot do.
+  // Batch dims of an operand against the domain's: every one (full) or none
+  // (broadcast over the whole batch). Some, which one strided call cannot do,
+  // kernel_role leaves to the host (strided_batches).
   enum class Batch { Full, None };
 
   Batch batch_kind(const Node& p, const std::vector<SymExpr>& dims, const std::vector<SymExpr>& domain_batch) const {
@@ -941,8 +942,8 @@ class Lowering {
     for (size_t d = 0; d < domain_batch.size(); ++d) {
       const SymExpr one = c(1);
       const SymExpr& mine = d < lead ? one : dims[d - lead];
-      if (mine != domain_batch[d] && !is_one(domain_batch[d]))
-        fail(&p, "broadcasts only some batch dims of an operand, which one strided cuBLASLt call cannot do");
+      TCC_CHECK(mine == domain_batch[d] || is_one(domain_batch[d]))
+          << "node '" << p.name() << "' broadcasts only some batch dims of an operand, which kernel_role refuses";
     }
     return Batch::Full;
   }

@@ -54,9 +54,16 @@ struct Slot {
 
 PlannedBuffer buffer_of(const Value& v, const std::string& step) {
   const Type& t = v.type();
-  TCC_CHECK(t.is_tensor() && t.fully_shaped())
-      << "schedule step '" << step << "' writes '" << v.name() << "' of type " << t.str()
-      << ", which has no plannable size";
+  // Shape inference leaves a value unshaped only where its rank or dims
+  // depend on input data it cannot see (an If on a computed condition whose
+  // branches differ): a model the compiler cannot plan, not a compiler fault.
+  if (!t.is_tensor() || !t.fully_shaped()) {
+    std::string msg = "writes '" + v.name() + "' of type " + t.str() +
+                      ", whose shape depends on input data in a way tcc cannot express; tcc compile plans a buffer "
+                      "for every value and needs its rank and dims (as expressions of the input dims)";
+    if (const Node* p = v.producer()) p->fail(msg);
+    throw InputError("step '" + step + "' " + msg);
+  }
   PlannedBuffer b;
   b.value = v.name();
   b.dtype = t.dtype();

@@ -367,15 +367,6 @@ void write_weights(const std::string& dir, const ModuleFacts& f) {
   if (!out.flush()) throw InputError(path + ": cannot write");
 }
 
-// Values a region reads from the main graph, found through nested regions.
-void outer_reads(const Graph& region, const Graph& main, std::vector<const Value*>& out) {
-  for (const auto& n : region.nodes()) {
-    for (const Value* v : n->inputs())
-      if (v && v->graph() == &main) out.push_back(v);
-    for (const Graph* r : n->regions()) outer_reads(*r, main, out);
-  }
-}
-
 // The fallback nodes as a model of their own: every value they read that no
 // earlier fallback node defines is a graph input (the runtime binds it from
 // the schedule), and what they write are its outputs.
@@ -401,9 +392,7 @@ std::string fallback_tir(const ModuleContents& m) {
     if (!fallback_nodes.count(n->name())) continue;
     std::vector<Value*> inputs;
     for (const Value* v : n->inputs()) inputs.push_back(value_of(v));
-    std::vector<const Value*> captured;
-    for (const Graph* r : n->regions()) outer_reads(*r, g, captured);
-    for (const Value* v : captured) value_of(v);
+    for (const Value* v : n->captures()) value_of(v);
     std::vector<std::string> names;
     for (const Value* v : n->outputs()) names.push_back(v->name());
     Node* copy = fg.add_node(n->op_type(), inputs, names, n->domain(), n->name());

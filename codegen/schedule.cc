@@ -115,23 +115,13 @@ class Scheduler {
     return false;
   }
 
-  // Values of the scheduled graph that n's regions read.
-  void collect_captures(const Graph& region, std::vector<const Value*>& out) const {
-    for (const auto& inner : region.nodes()) {
-      for (const Value* v : inner->inputs())
-        if (v != nullptr && v->graph() == &g_ && std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
-      for (const Graph* r : inner->regions()) collect_captures(*r, out);
-    }
-    for (const Value* v : region.outputs())
-      if (v->graph() == &g_ && std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
-  }
-
   void fallback_step(const Node& n) {
     Step step;
     step.kind = Step::Kind::Fallback;
     step.node = n.name();
     std::vector<const Value*> reads(n.inputs().begin(), n.inputs().end());
-    for (const Graph* r : n.regions()) collect_captures(*r, reads);
+    for (const Value* v : n.captures())
+      if (std::find(reads.begin(), reads.end(), v) == reads.end()) reads.push_back(v);
     for (const Value* v : reads) {
       if (v == nullptr) continue;
       step.reads.push_back(v->name());

@@ -414,14 +414,27 @@ void materialize(Graph& g, const Group& gr, const std::vector<Value*>& exported,
   body->set_parent(&g, nullptr);
   std::unordered_map<const Value*, Value*> in_body;
   std::vector<Value*> node_inputs;
-  // A movement op's data is a buffer its load indexes, even when small and constant.
-  std::unordered_set<const Value*> moved;
-  for (const Node* m : gr.members)
-    if (kernel_role(*m) == KernelRole::Movement) moved.insert(m->input(0));
+  // Data a kernel loads element by element (every operand of a pointwise op,
+  // the tensor a reduction reduces) is a buffer even when small and constant,
+  // unless it is one value: a folded Range that an Add reads has an element
+  // per coordinate. A movement op's data is always a buffer its load indexes.
+  // Small integer constants elsewhere (shapes, axes, slice bounds, pads) are
+  // literals.
+  std::unordered_set<const Value*> data, moved;
+  for (const Node* m : gr.members) {
+    KernelRole role = kernel_role(*m);
+    if (role == KernelRole::Pointwise)
+      data.insert(m->inputs().begin(), m->inputs().end());
+    else if (role == KernelRole::Reduction)
+      data.insert(m->input(0));
+    else if (role == KernelRole::Movement)
+      moved.insert(m->input(0));
+  }
   for (const Node* m : gr.members)
     for (Value* v : m->inputs()) {
       if (v == nullptr || inside(v) || in_body.count(v)) continue;
       std::optional<Tensor> lit = moved.count(v) ? std::nullopt : literal_argument(v);
+      if (lit && lit->numel() != 1 && data.count(v)) lit.reset();
       if (lit) {
         in_body[v] = body->add_initializer(g.fresh_name(v->name()), *lit);
         copied.insert(v);

@@ -62,6 +62,36 @@ struct CompileCli {
   TrainFlags train;
 };
 
+// What a compiled module's C API cannot carry, refused by name before any
+// work: string tensors (modules hold numeric buffers), and outputs whose size
+// is known only after the run (NonZero's count, a Range over input values),
+// since a caller sizes every output from the input shapes before it runs.
+void refuse_what_modules_cannot_carry(const Graph& g) {
+  std::set<std::string> bound;
+  for (const Value* v : g.inputs())
+    if (v->type().is_tensor() && v->type().has_rank())
+      for (const Dim& d : v->type().shape())
+        if (d.expr().is_symbol()) bound.insert(d.expr().symbol_name());
+  auto fail = [&](const Value* v, const std::string& msg) {
+    if (const Node* p = v->producer()) p->fail(msg);
+    throw InputError(g.file() + ": " + msg);
+  };
+  for (const auto* list : {&g.inputs(), &g.outputs()})
+    for (const Value* v : *list) {
+      bool input = list == &g.inputs();
+      if (v->type().is_tensor() && v->type().dtype() == DType::String)
+        fail(v, std::string(input ? "input" : "output") + " '" + v->name() +
+                    "' is a string tensor; a compiled module takes and returns numeric tensors only");
+      if (input || !v->type().is_tensor() || !v->type().has_rank()) continue;
+      for (const Dim& d : v->type().shape())
+        for (const std::string& sym : d.expr().symbols())
+          if (!bound.count(sym))
+            fail(v, "output '" + v->name() + "' has type " + v->type().str() + ", whose size '" + sym +
+                        "' is known only once the model has run; a compiled module's caller sizes every output "
+                        "from the input shapes before the run");
+    }
+}
+
 // "native", as nvcc spells it: the architecture of the GPU here.
 std::string native_arch() {
   if (!tcc_cuda_available()) throw InputError("--arch native: no usable GPU here to take the architecture from");
@@ -139,6 +169,7 @@ ExitCode run_compile(CompileCli& c) {
 
   stage = std::chrono::steady_clock::now();
   ShapeInfo info = infer_shapes(*model->graph);
+  refuse_what_modules_cannot_carry(*model->graph);
   // Explain's view of the model as written: why nodes break the graph, and the
   // guards of the whole graph compiled as one variant from its declared types.
   Partition partition = partition_graph(*model->graph, info, OpRegistry::get());
@@ -152,6 +183,10 @@ ExitCode run_compile(CompileCli& c) {
     breaks.emplace(b.node->name(), b);
   }
   ModelSignature signature = build_signature(*model->graph, info);
+  // Explain treats an integer scalar input as torch.compile treats a Python
+  // int, a dynamic size it guards (`2 <= s0`). A module reads it as data on
+  // every call (CumSum's axis, a Range bound), for every value: no guard.
+  for (InputSignature& in : signature.inputs) in.scalar_class = -1;
   std::vector<int> all_inputs(signature.inputs.size());
   for (size_t i = 0; i < all_inputs.size(); ++i) all_inputs[i] = static_cast<int>(i);
   GuardSet guards = declared_guards(signature, all_inputs, 0);

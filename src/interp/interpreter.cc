@@ -40,12 +40,14 @@ std::vector<Tensor> Interpreter::eval_node(const Node& n, const std::vector<cons
   return outs;
 }
 
+std::vector<Tensor> Interpreter::eval_node(const Node& n, const std::vector<const Tensor*>& inputs,
+                                           std::unordered_map<const Value*, Tensor> captured) {
+  Entered entered(scopes_, captured);
+  return eval_node(n, inputs);
+}
+
 std::vector<Tensor> Interpreter::run_scope(const Graph& g, Scope& scope) {
-  scopes_.push_back(&scope);
-  struct Pop {
-    std::vector<Scope*>& s;
-    ~Pop() { s.pop_back(); }
-  } pop{scopes_};
+  Entered entered(scopes_, scope);
   for (Value* v : g.initializers()) scope.emplace(v, v->initializer());
   for (const auto& n : g.nodes()) {
     std::vector<const Tensor*> ins;

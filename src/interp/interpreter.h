@@ -31,9 +31,19 @@ class Interpreter {
 
   // Runs one node's reference kernel on the given inputs (null = absent).
   std::vector<Tensor> eval_node(const Node& n, const std::vector<const Tensor*>& inputs);
+  // The same for a node outside a running graph whose regions read values of
+  // its graph (Node::captures): `captured` holds them.
+  std::vector<Tensor> eval_node(const Node& n, const std::vector<const Tensor*>& inputs,
+                                std::unordered_map<const Value*, Tensor> captured);
 
  private:
   using Scope = std::unordered_map<const Value*, Tensor>;
+  // A scope on the stack of running scopes for as long as this lives.
+  struct Entered {
+    Entered(std::vector<Scope*>& scopes, Scope& scope) : scopes(scopes) { scopes.push_back(&scope); }
+    ~Entered() { scopes.pop_back(); }
+    std::vector<Scope*>& scopes;
+  };
   void bind_symbols(const Graph& g, const Value& in, const Tensor& t);
   std::vector<Tensor> run_scope(const Graph& g, Scope& scope);
   const Tensor* lookup(const Value* v) const;

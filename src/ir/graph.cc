@@ -95,6 +95,27 @@ std::vector<Graph*> Node::regions() const {
   return r;
 }
 
+namespace {
+
+void collect_captures(const Graph& region, const Graph& outer, std::vector<const Value*>& out) {
+  auto add = [&](const Value* v) {
+    if (v != nullptr && v->graph() == &outer && std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
+  };
+  for (const auto& n : region.nodes()) {
+    for (const Value* v : n->inputs()) add(v);
+    for (const Graph* r : n->regions()) collect_captures(*r, outer, out);
+  }
+  for (const Value* v : region.outputs()) add(v);
+}
+
+}  // namespace
+
+std::vector<const Value*> Node::captures() const {
+  std::vector<const Value*> out;
+  for (const Graph* r : regions()) collect_captures(*r, *graph_, out);
+  return out;
+}
+
 DiagLocation Node::loc() const {
   return DiagLocation{graph_ ? graph_->file() : "", name_, op_type_, source_};
 }

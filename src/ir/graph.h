@@ -112,6 +112,10 @@ class Node {
   Graph* get_graph(const std::string& n) const;
   // Regions in attribute-name order.
   std::vector<Graph*> regions() const;
+  // Values of this node's graph that its regions read (nested regions
+  // included, a region output that is an outer value too), each once, in the
+  // order the regions first read them.
+  std::vector<const Value*> captures() const;
 
   // Location for diagnostics about this node (file comes from the model).
   DiagLocation loc() const;

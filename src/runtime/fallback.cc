@@ -3,6 +3,7 @@
 // writes.
 #include <algorithm>
 #include <cstring>
+#include <unordered_map>
 
 #include "module.h"
 #include "src/interp/interpreter.h"
@@ -12,22 +13,24 @@ namespace tcc::runtime {
 void run_fallback(const Module& m, const StepInfo& step, const Binding& b,
                   const std::function<HostSpan(int)>& host) {
   const Node& n = *step.fallback;
+  auto value = [&](const Value* v) {
+    if (v->is_initializer()) return v->initializer();
+    int id = m.value_ids.at(v->name());
+    HostSpan span = host(id);
+    return Tensor::from_bytes(m.values[id].sig.dtype, b.shapes[id],
+                              std::vector<std::byte>(span.data, span.data + span.nbytes));
+  };
   std::vector<Tensor> read(n.num_inputs());
   std::vector<const Tensor*> args(n.num_inputs(), nullptr);
   for (size_t i = 0; i < n.num_inputs(); ++i) {
-    const Value* v = n.input(i);
-    if (!v) continue;
-    if (v->is_initializer()) {
-      args[i] = &v->initializer();
-      continue;
-    }
-    int id = m.value_ids.at(v->name());
-    HostSpan span = host(id);
-    read[i] = Tensor::from_bytes(m.values[id].sig.dtype, b.shapes[id],
-                                 std::vector<std::byte>(span.data, span.data + span.nbytes));
+    if (!n.input(i)) continue;
+    read[i] = value(n.input(i));
     args[i] = &read[i];
   }
-  std::vector<Tensor> results = Interpreter().eval_node(n, args);
+  // What the node's regions read of fallback.tir (a Scan body's constants).
+  std::unordered_map<const Value*, Tensor> captured;
+  for (const Value* v : n.captures()) captured.emplace(v, value(v));
+  std::vector<Tensor> results = Interpreter().eval_node(n, args, captured);
   for (int id : step.writes) {
     const ValueInfo& info = m.values[id];
     auto out = std::find_if(n.outputs().begin(), n.outputs().end(),

@@ -267,6 +267,31 @@ TEST_F(BadInput, UnsupportedOpInCompileNamesTheNode) {
   EXPECT_NE(r.output.find("[unsupported_op] /relu/Relu (ReluGrad)"), std::string::npos) << r.output;
 }
 
+TEST_F(BadInput, CompileRefusesAValueWhoseRankDependsOnData) {
+  // The branches of an If on an input's value return different ranks, so the
+  // output's rank is known only at run time: explain and the interpreter take
+  // it, compile (which plans a buffer for every value) names it and refuses.
+  std::string model = model_path("model.tir");
+  write_file(model,
+             "graph g opset(ai.onnx: 17) {\n"
+             "  input %c: bool[]\n"
+             "  input %x: f32[2, 3]\n"
+             "  const %flat: i64[1] = [6]\n"
+             "  %y: f32[*] = If(%c) {else_branch = graph e {\n"
+             "      %f: f32[6] = Reshape(%x, %flat) name(\"flatten\")\n"
+             "      output %f\n"
+             "    }, then_branch = graph t {\n"
+             "      output %x\n"
+             "    }} name(\"pick\")\n"
+             "  %z: f32[*] = Neg(%y) name(\"negate\")\n"
+             "  output %z\n"
+             "}\n");
+  expect_input_error("compile " + shell_quote(model) + " -o " + shell_quote((root_ / "module").string()), model,
+                     {"node 'pick' (If): writes 'y' of type f32[*], whose shape depends on input data"});
+  EXPECT_FALSE(fs::exists(root_ / "module"));
+  EXPECT_EQ(run_tcc("explain " + shell_quote(model)).code, 0);
+}
+
 TEST_F(BadInput, TextIrSyntaxError) {
   std::string model = model_path("model.tir");
   write_file(model,

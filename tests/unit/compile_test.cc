@@ -282,7 +282,7 @@ TEST_F(CompileTest, EveryGeneratedKernelIsInTheCubin) {
 
 // Few long rows become split reductions: a grid of [rows, slices, 1] and a
 // workspace (partials of 8 bytes, then one counter per row) that the manifest
-// declares and the kernel takes after its sizes; a sum that also stores its
+// declares and the kernel takes after its sizes; a max that also stores its
 // elements splits too. The multi-pass reductions of the GPT-2 block (softmax,
 // layer norm) keep one block per row.
 TEST_F(CompileTest, LongRowReductionsDeclareAWorkspace) {
@@ -300,9 +300,9 @@ TEST_F(CompileTest, LongRowReductionsDeclareAWorkspace) {
   const json& max = by_node.at("max")["launch"];
   EXPECT_EQ(max["grid"], json::array({"2", "132", "1"})) << max.dump();
   EXPECT_EQ(max["workspace_bytes"], 2 * 132 * 8 + 2 * 4) << max.dump();
-  const json& squares = by_node.at("halve")["launch"];
-  EXPECT_EQ(squares["grid"], json::array({"3", "88", "1"})) << squares.dump();
-  EXPECT_EQ(squares["workspace_bytes"], 3 * 88 * 8 + 3 * 4) << squares.dump();
+  const json& halves = by_node.at("halve")["launch"];
+  EXPECT_EQ(halves["grid"], json::array({"3", "88", "1"})) << halves.dump();
+  EXPECT_EQ(halves["workspace_bytes"], 3 * 88 * 8 + 3 * 4) << halves.dump();
   std::string cu = read_file(dir_ / "l" / "kernels.cu");
   std::string cubin = read_file(dir_ / "l" / "kernels.sm_90.cubin");
   std::vector<std::string> syms = cubin_symbols(std::vector<char>(cubin.begin(), cubin.end()));

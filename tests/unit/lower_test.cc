@@ -776,7 +776,7 @@ TEST(Lower, RejectsWhatKernelsCannotExpress) {
     }} name("fused_0")
 )",
                         "  output %y\n"),
-                  "broadcasts only some batch dims");
+                  "body node 'mm' (MatMul) is not an op generated kernels compute");  // kernel_role: strided_batches
   expect_rejected(model("17", "  input %x: f32[8, 16]\n  input %w: f32[16, 4]\n  input %c: f32[1]\n",
                         R"(  %y: f32[8, 4] = tcc::Fusion(%x, %w, %c) {kind = "gemm", body = graph fused_0 {
       input %x_in: f32[8, 16]

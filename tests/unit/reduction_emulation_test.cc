@@ -221,7 +221,7 @@ TEST(ColumnReduction, EmulatedOnTheHostEveryBlockAndSplitMatchesTheInterpreter) 
 
 // Rows cut into slices (KernelConfig::split) in blocks of threads along x,
 // combined by warp shuffles: long static rows, rows of symbolic length, and a
-// sum that also stores the elements it sums (in its one pass, so it splits).
+// max that also stores the elements it reduces (in its one pass, so it splits).
 TEST(SplitReduction, EmulatedOnTheHostRowSlicesMatchTheInterpreter) {
   ScheduledModel s = schedule_model("tests/kernels/long_rows.tir");
   for (const kir::Kernel& k : s.schedule.kernels) EXPECT_TRUE(splits_rows(k)) << k.name;

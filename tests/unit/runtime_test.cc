@@ -635,7 +635,10 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, CompiledModule,
                                            CompiledFixture{"resnet_small", "tests/fixtures/resnet_small.onnx",
                                                            {{"batch", 2}}},
                                            // Split reductions: their GPU numerics are checked against the host run.
-                                           CompiledFixture{"long_rows", "tests/kernels/long_rows.tir", {{"n", 70000}}}),
+                                           CompiledFixture{"long_rows", "tests/kernels/long_rows.tir", {{"n", 70000}}},
+                                           // A host fallback whose region reads values of the main graph.
+                                           CompiledFixture{"region_captures", "tests/fixtures/region_captures.tir",
+                                                           {{"b", 3}}}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
