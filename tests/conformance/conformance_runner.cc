@@ -552,13 +552,25 @@ void print_op_table(const std::vector<Result>& results) {
     std::printf("%-34s %6d %6d %6d %9d\n", op.c_str(), c.pass, c.fail, c.skip, c.excluded);
 }
 
+// A compile refusal without what names one model: the op of the node it
+// names ("node 'Resize_0' (Resize): ..."), and the message's closing clause,
+// which says what the compiler needs.
+std::string refusal_kind(const std::string& detail) {
+  std::string op;
+  size_t node = detail.find("node '");
+  size_t open = node == std::string::npos ? node : detail.find("' (", node);
+  if (open != std::string::npos) op = detail.substr(open + 3, detail.find(')', open) - open - 3) + ": ";
+  size_t last = detail.rfind("; ");
+  return "tcc compile refused: " + op + (last == std::string::npos ? detail : detail.substr(last + 2));
+}
+
 void print_skip_reasons(const std::vector<Result>& results) {
   std::map<std::string, int> reasons;
   for (const Result& r : results)
     if (r.outcome == Outcome::Skipped) {
       // Group opsets by the bound they miss, not by each version.
       std::string key = r.detail.rfind("opset ", 0) == 0 ? "opset outside 13..23" : r.detail;
-      if (key.rfind("tcc compile exit 2: ", 0) == 0) key = "tcc compile refused: " + key.substr(key.find("error: ") + 7);
+      if (key.rfind("tcc compile exit 2: ", 0) == 0) key = refusal_kind(key);
       ++reasons[key];
     }
   if (reasons.empty()) return;
