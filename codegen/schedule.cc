@@ -1,7 +1,6 @@
 #include "codegen/schedule.h"
 
 #include <algorithm>
-#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
