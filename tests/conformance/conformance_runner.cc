@@ -2,7 +2,7 @@
 // reference interpreter, or against modules tcc compiles.
 //
 // Usage: tcc_conformance [--dir DIR] [--exclusions FILE] [--filter SUBSTRING] [--verbose]
-//                        [--compiled TCC] [--shard I/N]
+//                        [--compiled TCC [--on-gpu]] [--shard I/N]
 //   e.g. build-x/tests/conformance/tcc_conformance --filter test_conv --verbose
 //
 // DIR holds one folder per test (model.onnx, test_data_set_N/input_K.pb and
@@ -25,6 +25,9 @@
 // generated kernels, lowering, fusion and memory plan) is compared instead of
 // the interpreter's, with the same tolerances. A model compile refuses (exit 2)
 // is skipped with its message as the reason; any other compile failure fails.
+// With --on-gpu the module runs on the GPU instead (tcc_module_run_cuda on
+// device copies of the inputs): the generated CUDA kernels, cuBLASLt and
+// cuDNN against the same expected outputs; without a GPU the run is skipped.
 // --shard I/N takes every N-th test from the I-th (0-based), so that ctest runs
 // shards side by side.
 //
@@ -57,6 +60,7 @@
 #include "frontends/onnx/tensor_io.h"
 #include "src/interp/interpreter.h"
 #include "src/ops/op_registry.h"
+#include "src/runtime/module.h"
 #include "src/shape/shape_inference.h"
 #include "tcc_runtime.h"
 
@@ -77,6 +81,7 @@ struct Options {
   std::string filter;
   bool verbose = false;
   std::string compiled;  // a tcc binary: compare its modules' host runs
+  bool on_gpu = false;   // with `compiled`: their GPU runs
   int shard = 0, shards = 1;
 };
 
@@ -341,19 +346,21 @@ std::string shell_quoted(const std::string& s) {
   return out + "'";
 }
 
-// A module `tcc compile` wrote, loaded for host runs, and its folder, both
-// gone with it.
+// A module `tcc compile` wrote, loaded for host or GPU runs, and its folder,
+// both gone with it.
 class CompiledModule {
  public:
   // Compiles `model` with `tcc` into a fresh folder under the system's temp
-  // folder. On failure `refused` (exit 2: the model is outside what the
-  // compiler takes) or `failed` holds tcc's first error line.
-  CompiledModule(const std::string& tcc, const fs::path& model) {
+  // folder: for the host (and sm_90, so that NVRTC takes every kernel), or
+  // for this GPU alone (`on_gpu`). On failure `refused` (exit 2: the model is
+  // outside what the compiler takes) or `failed` holds tcc's first error line.
+  CompiledModule(const std::string& tcc, const fs::path& model, bool on_gpu) {
     static int counter = 0;
     dir_ = fs::temp_directory_path() /
            ("tcc_conformance_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
     std::string command = shell_quoted(tcc) + " compile " + shell_quoted(model.string()) + " -o " +
-                          shell_quoted(dir_.string()) + " --arch sm_90 --no-ptx 2>&1";
+                          shell_quoted(dir_.string()) +
+                          (on_gpu ? " --arch native --no-ptx --no-host 2>&1" : " --arch sm_90 --no-ptx 2>&1");
     FILE* p = ::popen(command.c_str(), "r");
     if (!p) throw std::runtime_error("cannot start " + command);
     std::string output;
@@ -384,8 +391,8 @@ class CompiledModule {
   const std::string& refused() const { return refused_; }
   const std::string& failed() const { return failed_; }
 
-  // The module's host run on `feeds`, matched to its inputs by name.
-  std::vector<Tensor> run(std::map<std::string, Tensor>& feeds) {
+  // The module's host run (or GPU run) on `feeds`, matched to its inputs by name.
+  std::vector<Tensor> run(std::map<std::string, Tensor>& feeds, bool on_gpu) {
     auto check = [](tcc_status s, const char* what) {
       if (s != TCC_OK) throw std::runtime_error(std::string(what) + ": " + tcc_last_error());
     };
@@ -409,7 +416,33 @@ class CompiledModule {
     }
     for (Tensor& t : outs)
       c_outs.push_back({t.raw_mut(), static_cast<tcc_dtype>(t.dtype()), static_cast<int32_t>(t.rank()), t.shape().data()});
-    check(tcc_module_run_host(module_, ins.data(), ins.size(), c_outs.data(), c_outs.size()), "tcc_module_run_host");
+    if (!on_gpu) {
+      check(tcc_module_run_host(module_, ins.data(), ins.size(), c_outs.data(), c_outs.size()), "tcc_module_run_host");
+      return outs;
+    }
+    // Device copies of every tensor, freed on the way out whatever happens.
+    struct DeviceCopies {
+      std::vector<void*> ptrs;
+      ~DeviceCopies() {
+        for (void* p : ptrs) runtime::device::release(p);
+      }
+      tcc_tensor of(tcc_tensor t, size_t nbytes, bool upload) {
+        ptrs.push_back(runtime::device::alloc(nbytes));
+        if (upload && nbytes > 0) runtime::device::upload(ptrs.back(), t.data, nbytes);
+        t.data = ptrs.back();
+        return t;
+      }
+    } device;
+    std::vector<tcc_tensor> d_ins, d_outs;
+    for (size_t i = 0; i < ins.size(); ++i) {
+      const Tensor& t = feeds.at(tcc_module_input_name(module_, i));
+      d_ins.push_back(device.of(ins[i], t.nbytes(), true));
+    }
+    for (size_t i = 0; i < outs.size(); ++i) d_outs.push_back(device.of(c_outs[i], outs[i].nbytes(), false));
+    check(tcc_module_run_cuda(module_, d_ins.data(), d_ins.size(), d_outs.data(), d_outs.size(), nullptr),
+          "tcc_module_run_cuda");
+    for (size_t i = 0; i < outs.size(); ++i)
+      if (outs[i].nbytes() > 0) runtime::device::download(outs[i].raw_mut(), d_outs[i].data, outs[i].nbytes());
     return outs;
   }
 
@@ -419,9 +452,9 @@ class CompiledModule {
   std::string refused_, failed_;
 };
 
-// Loads, shapes and runs one supported test (with `tcc`, its compiled module);
-// fills outcome and detail.
-void run_supported(const fs::path& test_dir, const std::string& tcc, Result& r) {
+// Loads, shapes and runs one supported test (with `tcc`, its compiled module,
+// on the GPU with `on_gpu`); fills outcome and detail.
+void run_supported(const fs::path& test_dir, const std::string& tcc, bool on_gpu, Result& r) {
   std::unique_ptr<Model> model = load_model((test_dir / "model.onnx").string());
   infer_shapes(*model->graph);
   std::string why = check_inferred_dtypes(*model->graph);
@@ -434,13 +467,13 @@ void run_supported(const fs::path& test_dir, const std::string& tcc, Result& r) 
   std::unique_ptr<CompiledModule> compiled;
   Execute execute = [&](std::map<std::string, Tensor>& feeds) { return Interpreter().run(g, feeds); };
   if (!tcc.empty()) {
-    compiled = std::make_unique<CompiledModule>(tcc, test_dir / "model.onnx");
+    compiled = std::make_unique<CompiledModule>(tcc, test_dir / "model.onnx", on_gpu);
     if (!compiled->refused().empty() || !compiled->failed().empty()) {
       r.outcome = compiled->refused().empty() ? Outcome::Failed : Outcome::Skipped;
       r.detail = compiled->refused().empty() ? compiled->failed() : compiled->refused();
       return;
     }
-    execute = [&](std::map<std::string, Tensor>& feeds) { return compiled->run(feeds); };
+    execute = [&](std::map<std::string, Tensor>& feeds) { return compiled->run(feeds, on_gpu); };
   }
   std::vector<const Value*> inputs;
   for (const Value* v : g.inputs())
@@ -476,7 +509,7 @@ void run_supported(const fs::path& test_dir, const std::string& tcc, Result& r) 
 }
 
 Result run_test(const fs::path& test_dir, const std::map<std::string, std::string>& exclusions,
-                const std::string& tcc) {
+                const Options& opt) {
   Result r;
   r.test = test_dir.filename().string();
   std::optional<onnx::ModelProto> read = read_model_proto(test_dir / "model.onnx");
@@ -501,7 +534,7 @@ Result run_test(const fs::path& test_dir, const std::map<std::string, std::strin
     return r;
   }
   try {
-    run_supported(test_dir, tcc, r);
+    run_supported(test_dir, opt.compiled, opt.on_gpu, r);
   } catch (const std::exception& e) {
     r.outcome = Outcome::Failed;
     r.detail = e.what();
@@ -583,8 +616,8 @@ void print_skip_reasons(const std::vector<Result>& results) {
 
 int usage(const char* argv0) {
   std::fprintf(stderr,
-               "usage: %s [--dir DIR] [--exclusions FILE] [--filter SUBSTRING] [--verbose] [--compiled TCC] "
-               "[--shard I/N]\n",
+               "usage: %s [--dir DIR] [--exclusions FILE] [--filter SUBSTRING] [--verbose] [--compiled TCC "
+               "[--on-gpu]] [--shard I/N]\n",
                argv0);
   return 2;
 }
@@ -608,6 +641,8 @@ int run(int argc, char** argv) {
       opt.filter = *v;
     } else if (a == "--compiled" && (v = value())) {
       opt.compiled = *v;
+    } else if (a == "--on-gpu") {
+      opt.on_gpu = true;
     } else if (a == "--shard" && (v = value())) {
       if (std::sscanf(v->c_str(), "%d/%d", &opt.shard, &opt.shards) != 2 || opt.shards < 1 || opt.shard < 0 ||
           opt.shard >= opt.shards)
@@ -619,6 +654,11 @@ int run(int argc, char** argv) {
   if (opt.dir.empty() || !fs::is_directory(opt.dir)) {
     std::printf("SKIPPED: ONNX node tests not found%s%s (install the onnx Python package and reconfigure)\n",
                 opt.dir.empty() ? "" : " at ", opt.dir.c_str());
+    return kExitSkipped;
+  }
+  if (opt.on_gpu && opt.compiled.empty()) return usage(argv[0]);
+  if (opt.on_gpu && !tcc_cuda_available()) {
+    std::printf("SKIPPED: --on-gpu needs a CUDA device\n");
     return kExitSkipped;
   }
   std::map<std::string, std::string> exclusions = read_exclusions(opt.exclusions);
@@ -643,11 +683,13 @@ int run(int argc, char** argv) {
       if (!present.count(name)) std::printf("warning: excluded test '%s' does not exist\n", name.c_str());
 
   std::printf("ONNX node conformance: %zu tests in %s%s\n", tests.size(), opt.dir.c_str(),
-              opt.compiled.empty() ? " (reference interpreter)" : " (modules compiled by tcc, run on the host)");
+              opt.compiled.empty() ? " (reference interpreter)"
+              : opt.on_gpu         ? " (modules compiled by tcc, run on the GPU)"
+                                   : " (modules compiled by tcc, run on the host)");
   std::vector<Result> results;
   int passed = 0, failed = 0, skipped = 0, excluded = 0;
   for (const fs::path& t : tests) {
-    Result r = run_test(t, exclusions, opt.compiled);
+    Result r = run_test(t, exclusions, opt);
     switch (r.outcome) {
       case Outcome::Passed:
         ++passed;
