@@ -366,6 +366,7 @@ std::optional<SliceSpec> slice_spec(InferContext& ctx, int64_t rank) {
   if (sp.axes.size() != n || sp.steps.size() != n)
     ctx.fail("starts, ends, axes and steps must have one length, got " + std::to_string(n) + ", " +
              std::to_string(ends->size()) + ", " + std::to_string(sp.axes.size()) + ", " + std::to_string(sp.steps.size()));
+  if (rank == 0 && n > 0) ctx.fail("cannot slice a rank-0 tensor: it has no axis");
   std::vector<bool> seen(rank, false);
   for (int64_t& a : sp.axes) {
     a = normalize_axis(ctx.node(), a, rank);
@@ -458,6 +459,7 @@ std::optional<Dims> split_sizes(InferContext& ctx, const Dim& d) {
 void infer_split(InferContext& ctx) {
   if (!inputs_ranked(ctx, {0})) return;
   const Type& data = ctx.input_type(0);
+  if (data.rank() == 0) ctx.fail("cannot split a rank-0 tensor: it has no axis");
   int64_t axis = normalize_axis(ctx.node(), ctx.node().get_int("axis", 0), static_cast<int64_t>(data.rank()));
   const Dim& d = data.shape()[axis];
   auto sizes = split_sizes(ctx, d);

@@ -219,6 +219,7 @@ Dims squeeze_dims(const Node& n, const Dims& in, const std::optional<std::vector
   if (!axes) {
     for (size_t i = 0; i < in.size(); ++i) drop[i] = in[i].is_static() && in[i].value() == 1;
   } else {
+    if (rank == 0 && !axes->empty()) n.fail("cannot squeeze a rank-0 tensor: it has no axis");
     for (int64_t a : *axes) {
       int64_t k = normalize_axis(n, a, rank);
       const Dim& d = in[k];

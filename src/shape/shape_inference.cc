@@ -1,11 +1,53 @@
 #include "src/shape/shape_inference.h"
 
+#include <limits>
+
+#include <onnx/defs/schema.h>
+
 #include "src/interp/interpreter.h"
 #include "src/ops/op_registry.h"
 
 namespace tcc {
 
 namespace {
+
+// The newest opset whose schemas the ONNX library tcc links (1.12) holds.
+constexpr int64_t kSchemaOpset = 17;
+
+// Checks a default-domain node's inputs and outputs against ONNX's schema of
+// its op, so that no shape rule or kernel reads an input a malformed model
+// left out: the required inputs must be present (their names non-empty), and
+// up to kSchemaOpset, where the library's schema is the node's own, the input
+// and output counts must be in range. Newer opsets only add optional inputs
+// to ops the library knows, so for them the required ones are still checked.
+void check_arity(const Node& n) {
+  if (!n.domain().empty() && n.domain() != "ai.onnx") return;
+  const auto* schema = ONNX_NAMESPACE::OpSchemaRegistry::Schema(n.op_type(), static_cast<int>(n.opset()), "");
+  if (schema == nullptr) return;
+  std::string op = "ONNX's " + n.op_type() + "-" + std::to_string(schema->SinceVersion());
+  auto count = [](int lo, int hi) {
+    return lo == hi ? std::to_string(lo) : hi == std::numeric_limits<int>::max() ? "at least " + std::to_string(lo)
+                                                                                 : std::to_string(lo) + " to " + std::to_string(hi);
+  };
+  int inputs = static_cast<int>(n.num_inputs()), outputs = static_cast<int>(n.num_outputs());
+  // Positions before min_input may be optional (Loop's M and cond): only a
+  // formal input of option Single must be there.
+  const auto& formals = schema->inputs();
+  for (int i = 0; i < schema->min_input() && i < static_cast<int>(formals.size()); ++i)
+    if (formals[i].GetOption() == ONNX_NAMESPACE::OpSchema::Single && (i >= inputs || !n.has_input(static_cast<size_t>(i))))
+      n.fail(op + " takes " + count(schema->min_input(), schema->max_input()) + " inputs" +
+             (schema->min_input() == schema->max_input()
+                  ? ""
+                  : ", the first " + std::to_string(schema->min_input()) + " required") +
+             "; input " + std::to_string(i) + " is " + (i >= inputs ? "missing" : "none"));
+  if (n.opset() > kSchemaOpset) return;
+  if (inputs > schema->max_input())
+    n.fail(op + " takes " + count(schema->min_input(), schema->max_input()) + " inputs, the node has " +
+           std::to_string(inputs));
+  if (outputs < schema->min_output() || outputs > schema->max_output())
+    n.fail(op + " has " + count(schema->min_output(), schema->max_output()) + " outputs, the node has " +
+           std::to_string(outputs));
+}
 
 // Constant folding runs the reference kernel; beyond this many output elements
 // folding would only bloat the model, so the value stays a runtime value.
@@ -47,6 +89,7 @@ class Engine {
 
  private:
   void infer_node(Node& n) {
+    check_arity(n);
     const OpDef* def = OpRegistry::get().lookup(n);
     if (!def || !def->infer) {
       info_.unsupported.push_back(&n);

@@ -292,6 +292,41 @@ TEST_F(BadInput, CompileRefusesAValueWhoseRankDependsOnData) {
   EXPECT_EQ(run_tcc("explain " + shell_quote(model)).code, 0);
 }
 
+TEST_F(BadInput, NodeArityIsCheckedAgainstOnnxSchemas) {
+  // A node missing a required input, with none in its place, or with more
+  // inputs or fewer outputs than its op has: named before any rule reads it.
+  struct Case {
+    const char* body;
+    const char* message;
+  } cases[] = {
+      {"  %y: f32[2] = Less() name(\"less\")\n", "node 'less' (Less): ONNX's Less-13 takes 2 inputs; input 0 is missing"},
+      {"  const %s: i64[1] = [2]\n  %y: f32[2] = Reshape(none, %s) name(\"reshape\")\n",
+       "node 'reshape' (Reshape): ONNX's Reshape-14 takes 2 inputs; input 0 is none"},
+      {"  %y: f32[2] = Softmax(%x, %x) name(\"softmax\")\n",
+       "node 'softmax' (Softmax): ONNX's Softmax-13 takes 1 inputs, the node has 2"},
+      {"  const %k: i64[1] = [1]\n  %y: f32[1] = TopK(%x, %k) name(\"topk\")\n",
+       "node 'topk' (TopK): ONNX's TopK-11 has 2 outputs, the node has 1"},
+  };
+  for (const Case& c : cases) {
+    std::string model = model_path("model.tir");
+    write_file(model, std::string("graph g opset(ai.onnx: 17) {\n  input %x: f32[2]\n") + c.body +
+                          "  output %y\n}\n");
+    expect_input_error_everywhere(model, {c.message});
+  }
+}
+
+TEST_F(BadInput, AxisOpsOnRankZeroAreRefused) {
+  const char* ops[][2] = {{"%a, %b = Split(%x) name(\"op\")", "cannot split a rank-0 tensor"},
+                          {"%a = Squeeze(%x, %k) name(\"op\")", "cannot squeeze a rank-0 tensor"},
+                          {"%a = Slice(%x, %k, %k) name(\"op\")", "cannot slice a rank-0 tensor"}};
+  for (const auto& [op, message] : ops) {
+    std::string model = model_path("model.tir");
+    write_file(model, std::string("graph g opset(ai.onnx: 17) {\n  input %x: f32[]\n  const %k: i64[1] = [0]\n  ") +
+                          op + "\n  output %a\n}\n");
+    expect_input_error_everywhere(model, {message});
+  }
+}
+
 TEST_F(BadInput, TextIrSyntaxError) {
   std::string model = model_path("model.tir");
   write_file(model,
