@@ -22,6 +22,8 @@
 #include <thread>
 #include <unordered_map>
 
+#include <nlohmann/json.hpp>
+
 #include "codegen/emit.h"
 #include "codegen/kernel_ops.h"
 #include "codegen/memory_plan.h"
@@ -62,11 +64,40 @@ struct CompileCli {
   TrainFlags train;
 };
 
+// Whether `name` is valid UTF-8, which the manifest's JSON needs (nlohmann's
+// writer refuses anything else).
+bool utf8(const std::string& name) {
+  try {
+    static_cast<void>(nlohmann::json(name).dump());
+    return true;
+  } catch (const nlohmann::json::type_error&) {
+    return false;
+  }
+}
+
+// Node and value names of g and its regions that the manifest cannot spell.
+void refuse_names_json_cannot_hold(const Graph& g) {
+  auto check = [&](const std::string& name, const std::string& what) {
+    if (!utf8(name))
+      throw InputError(g.file() + ": " + what + " name '" + name +
+                       "' is not valid UTF-8; a compiled module's manifest is JSON, which names values in UTF-8");
+  };
+  for (const Value* v : g.inputs()) check(v->name(), "value");
+  for (const Value* v : g.initializers()) check(v->name(), "value");
+  for (const auto& n : g.nodes()) {
+    check(n->name(), "node");
+    for (const Value* v : n->outputs()) check(v->name(), "value");
+    for (const Graph* r : n->regions()) refuse_names_json_cannot_hold(*r);
+  }
+}
+
 // What a compiled module's C API cannot carry, refused by name before any
-// work: string tensors (modules hold numeric buffers), and outputs whose size
-// is known only after the run (NonZero's count, a Range over input values),
-// since a caller sizes every output from the input shapes before it runs.
+// work: names JSON cannot hold, string tensors (modules hold numeric buffers),
+// and outputs whose size is known only after the run (NonZero's count, a
+// Range over input values), since a caller sizes every output from the input
+// shapes before it runs.
 void refuse_what_modules_cannot_carry(const Graph& g) {
+  refuse_names_json_cannot_hold(g);
   std::set<std::string> bound;
   for (const Value* v : g.inputs())
     if (v->type().is_tensor() && v->type().has_rank())

@@ -327,6 +327,17 @@ TEST_F(BadInput, AxisOpsOnRankZeroAreRefused) {
   }
 }
 
+TEST_F(BadInput, CompileRefusesNamesThatAreNotUtf8) {
+  // The text IR (like ONNX's proto2 strings) can spell any bytes; the
+  // manifest is JSON, which holds UTF-8 only.
+  std::string model = model_path("model.tir");
+  write_file(model, "graph g opset(ai.onnx: 17) {\n  input %x: f32[4]\n  %\"y\\xff\" = Neg(%x)\n  output %\"y\\xff\"\n}\n");
+  expect_input_error("compile " + shell_quote(model) + " -o " + shell_quote((root_ / "module").string()), model,
+                     {"' is not valid UTF-8; a compiled module's manifest is JSON"});
+  EXPECT_FALSE(fs::exists(root_ / "module"));
+  EXPECT_EQ(run_tcc("explain " + shell_quote(model)).code, 0);
+}
+
 TEST_F(BadInput, TextIrSyntaxError) {
   std::string model = model_path("model.tir");
   write_file(model,
