@@ -153,9 +153,18 @@ std::optional<bool> less_equal_values(const Dim& a, const Dim& b) {
   return std::nullopt;
 }
 
-InferFn infer_same_dtype(ValueFn values = nullptr) {
-  return [values](InferContext& ctx) {
-    ctx.set_output_type(0, broadcast_type(ctx, input_dtype(ctx, 0)));
+// The output takes input 0's element type; with `operands_agree` (every op
+// but Pow, whose exponent may differ) every input must have it too, as ONNX's
+// one type variable T says, or no kernel could be typed.
+InferFn infer_same_dtype(ValueFn values = nullptr, bool operands_agree = true) {
+  return [values, operands_agree](InferContext& ctx) {
+    DType dt = input_dtype(ctx, 0);
+    for (size_t i = 1; operands_agree && i < ctx.num_inputs(); ++i)
+      if (ctx.has_input(i) && dt != DType::Undefined && input_dtype(ctx, i) != DType::Undefined &&
+          input_dtype(ctx, i) != dt)
+        ctx.fail("inputs must have one element type: input 0 is " + std::string(dtype_name(dt)) + ", input " +
+                 std::to_string(i) + " is " + std::string(dtype_name(input_dtype(ctx, i))));
+    ctx.set_output_type(0, broadcast_type(ctx, dt));
     if (values) propagate_values(ctx, values);
   };
 }
@@ -506,7 +515,7 @@ void register_arithmetic(OpRegistry& r) {
            return std::vector<Tensor>{
                fold_numeric(ctx, ctx.input(0).dtype(), [fmod](auto a, auto b) { return modulo(a, b, fmod); })};
          });
-  add_op(r, "Pow", 7, kNumeric, infer_same_dtype(),
+  add_op(r, "Pow", 7, kNumeric, infer_same_dtype(nullptr, false),
          [](EvalContext& ctx) { return std::vector<Tensor>{pow_kernel(ctx)}; });
   add_op(r, "BitShift", 11, kInteger, infer_same_dtype(),
          [](EvalContext& ctx) { return std::vector<Tensor>{bitshift_kernel(ctx)}; });
@@ -703,6 +712,16 @@ void register_select_and_cast(OpRegistry& r) {
          [](InferContext& ctx) {
            const Type& in = ctx.input_type(0);
            DType dt = input_dtype(ctx, 0);
+           // min and max (opset 11 on) are scalars of the input's type.
+           for (size_t i = 1; i < ctx.num_inputs(); ++i) {
+             const Type& bound = ctx.input_type(i);
+             if (!ctx.has_input(i) || !bound.is_tensor()) continue;
+             if (bound.has_rank() && bound.rank() != 0)
+               ctx.fail(std::string(i == 1 ? "min" : "max") + " must be a scalar, got " + bound.str());
+             if (dt != DType::Undefined && bound.dtype() != DType::Undefined && bound.dtype() != dt)
+               ctx.fail(std::string(i == 1 ? "min" : "max") + " must have the input's element type " +
+                        std::string(dtype_name(dt)) + ", got " + bound.str());
+           }
            ctx.set_output_type(0, in.is_tensor() && in.has_rank() ? Type::tensor(dt, in.shape())
                                                                   : Type::tensor_unranked(dt));
          },

@@ -263,6 +263,21 @@ void infer_same_as_data(InferContext& ctx) {
   scatter_reduction(ctx.node());
 }
 
+// ScatterElements: indices and updates of one shape, with the data's rank, and
+// an axis of it.
+void infer_scatter_elements(InferContext& ctx) {
+  infer_same_as_data(ctx);
+  if (!inputs_ranked(ctx, {0, 1, 2})) return;
+  const Type &data = ctx.input_type(0), &idx = ctx.input_type(1), &upd = ctx.input_type(2);
+  if (idx.rank() != data.rank() || upd.rank() != data.rank())
+    ctx.fail("data, indices and updates must have one rank, got " + data.str() + ", " + idx.str() + ", " + upd.str());
+  for (size_t d = 0; d < idx.rank(); ++d)
+    if (idx.shape()[d].is_static() && upd.shape()[d].is_static() && idx.shape()[d].value() != upd.shape()[d].value())
+      ctx.fail("indices " + idx.str() + " and updates " + upd.str() + " must have one shape");
+  if (data.rank() == 0) ctx.fail("cannot scatter into a rank-0 tensor: it has no axis");
+  normalize_axis(ctx.node(), ctx.node().get_int("axis", 0), static_cast<int64_t>(data.rank()));
+}
+
 std::vector<Tensor> eval_scatter_elements(EvalContext& ctx) {
   return {scatter_elements(ctx.node(), ctx.input(0).clone(), ctx.input(1), ctx.input(2), scatter_reduction(ctx.node()))};
 }
@@ -927,7 +942,7 @@ void register_movement_ops(OpRegistry& r) {
   r.add(OpDef{"", "Gather", 1, kMovement, infer_gather, eval_gather, {}});
   r.add(OpDef{"", "GatherElements", 11, kMovement, infer_gather_elements, eval_gather_elements, {}});
   r.add(OpDef{"", "GatherND", 12, kMovement, infer_gather_nd, eval_gather_nd, {}});
-  r.add(OpDef{"", "ScatterElements", 11, kMovement, infer_same_as_data, eval_scatter_elements, {}});
+  r.add(OpDef{"", "ScatterElements", 11, kMovement, infer_scatter_elements, eval_scatter_elements, {}});
   r.add(OpDef{"", "ScatterND", 11, kMovement, infer_same_as_data, eval_scatter_nd, {}});
   r.add(OpDef{"", "Slice", 10, kMovement, infer_slice, eval_slice, {}});
   r.add(OpDef{"", "Split", 1, kMovement, infer_split, eval_split, {}});

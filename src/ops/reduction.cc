@@ -104,6 +104,9 @@ void infer_reduce(InferContext& ctx) {
   const Node& n = ctx.node();
   bool keepdims = n.get_int("keepdims", 1) != 0;
   bool present = axes_are_input(n) && ctx.has_input(1);
+  const Type& axes_type = ctx.input_type(1);
+  if (present && axes_type.is_tensor() && axes_type.has_rank() && axes_type.rank() != 1)
+    ctx.fail("axes must be a 1-D tensor, got " + axes_type.str());
   std::optional<std::vector<int64_t>> in_axes;
   if (present) in_axes = static_values(ctx.input_values(1));
   if (present && !in_axes) {
@@ -348,6 +351,10 @@ void infer_layer_norm(InferContext& ctx) {
     if (!ctx.has_input(i)) continue;
     const Type& t = ctx.input_type(i);
     if (!t.is_tensor() || !t.has_rank()) continue;
+    if (static_cast<int64_t>(t.rank()) > rank - axis)
+      ctx.fail(std::string(i == 1 ? "Scale" : "B") + " " + t.str() + " has more axes than the " +
+               std::to_string(rank - axis) + " it normalizes over (axis " + std::to_string(axis) + " of " +
+               x.str() + ")");
     broadcast_dims(ctx, {x.shape(), t.shape()});
   }
   ctx.set_output_type(0, Type::tensor(x.dtype(), ctx.env().canonical(x.shape())));

@@ -8,6 +8,7 @@
 // ConstantOfShape and Range read such values back as dims. This is what keeps
 // exporters' Shape -> Gather -> Concat -> Reshape chains symbolic.
 #include <cmath>
+#include <limits>
 #include <random>
 
 #include "src/ops/families.h"
@@ -473,7 +474,11 @@ void infer_range(InferContext& ctx) {
     double l = range_scalar(ctx.node(), *ctx.input_const(1), "limit");
     double d = range_scalar(ctx.node(), *ctx.input_const(2), "delta");
     if (d == 0) ctx.fail("delta must not be 0");
-    len = Dim(std::max<int64_t>(static_cast<int64_t>(std::ceil((l - s) / d)), 0));
+    double count = std::ceil((l - s) / d);
+    if (!std::isfinite(count) || count > static_cast<double>(std::numeric_limits<int64_t>::max() / 8))
+      ctx.fail("start " + std::to_string(s) + ", limit " + std::to_string(l) + " and delta " + std::to_string(d) +
+               " give no countable number of elements");
+    len = Dim(std::max<int64_t>(static_cast<int64_t>(count), 0));
   } else {
     auto s = input_values(ctx, 0), l = input_values(ctx, 1), d = input_values(ctx, 2);
     if (s && l && d && s->size() == 1 && l->size() == 1 && d->size() == 1) {

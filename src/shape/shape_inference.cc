@@ -68,6 +68,17 @@ Type merge_declared(const Type& inferred, const Type& declared) {
   return Type::tensor(inferred.dtype(), d);
 }
 
+// A static shape whose element count overflows int64 (an Expand to
+// [4e6, 4e6, 4e6]): no buffer holds it and every size computed from it wraps.
+void check_element_count(const Node& n, const Value& v) {
+  const Type& t = v.type();
+  if (!t.is_tensor() || !t.has_rank()) return;
+  int64_t count = 1;
+  for (const Dim& d : t.shape())
+    if (d.is_static() && __builtin_mul_overflow(count, d.value(), &count))
+      n.fail("output '" + v.name() + "' has type " + t.str() + ", whose element count overflows a 64-bit integer");
+}
+
 class Engine {
  public:
   explicit Engine(ShapeInfo& info) : info_(info) {}
@@ -111,6 +122,7 @@ class Engine {
     for (size_t i = 0; i < n.num_outputs(); ++i) {
       Value* out = n.output(i);
       out->set_type(info_.env.canonical(merge_declared(ctx.out_types[i], out->type())));
+      check_element_count(n, *out);
       if (ctx.out_values[i]) info_.values[out] = std::move(*ctx.out_values[i]);
       if (ctx.out_consts[i]) info_.consts[out] = std::move(*ctx.out_consts[i]);
     }

@@ -327,6 +327,42 @@ TEST_F(BadInput, AxisOpsOnRankZeroAreRefused) {
   }
 }
 
+TEST_F(BadInput, ShapeRulesRefuseContradictoryOperands) {
+  // Models whose operands contradict their op's contract, each named by the
+  // shape rule before fusion or lowering could meet them.
+  struct Case {
+    const char* body;
+    const char* message;
+  } cases[] = {
+      {"  input %x: f32[3, 2]\n  input %i: i64[2, 2]\n  input %u: f32[2, 2]\n"
+       "  %y: f32[3, 2] = ScatterElements(%x, %i, %u) {axis = 2} name(\"op\")\n",
+       "axis 2 is out of range for rank 2"},
+      {"  input %x: f32[3, 2]\n  input %i: i64[2, 2]\n  input %u: f32[2, 5]\n"
+       "  %y: f32[3, 2] = ScatterElements(%x, %i, %u) name(\"op\")\n",
+       "indices i64[2, 2] and updates f32[2, 5] must have one shape"},
+      {"  input %x: f32[2]\n  input %z: i64[2]\n  %y: f32[2] = Max(%x, %z) name(\"op\")\n",
+       "inputs must have one element type: input 0 is f32, input 1 is i64"},
+      {"  input %x: f32[2]\n  const %hi: f32[2] = [1.0, 2.0]\n  %y: f32[2] = Clip(%x, none, %hi) name(\"op\")\n",
+       "max must be a scalar, got f32[2]"},
+      {"  input %x: f32[2, 4]\n  const %g: f32[2, 4] = [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]\n"
+       "  %y: f32[2, 4] = LayerNormalization(%x, %g) name(\"op\")\n",
+       "Scale f32[2, 4] has more axes than the 1 it normalizes over"},
+      {"  input %x: f32[2, 4]\n  const %a: i64[1, 1] = [1]\n  %y: f32[2, 1] = ReduceSum(%x, %a) name(\"op\")\n",
+       "axes must be a 1-D tensor, got i64[1, 1]"},
+      {"  const %s: f32[] = [0.0]\n  const %l: f32[] = [inf]\n  const %d: f32[] = [1.0]\n"
+       "  %y: f32[3] = Range(%s, %l, %d) name(\"op\")\n",
+       "give no countable number of elements"},
+      {"  input %x: f32[1]\n  const %s: i64[3] = [4000000, 4000000, 4000000]\n"
+       "  %y = Expand(%x, %s) name(\"op\")\n",
+       "whose element count overflows a 64-bit integer"},
+  };
+  for (const Case& c : cases) {
+    std::string model = model_path("model.tir");
+    write_file(model, std::string("graph g opset(ai.onnx: 17) {\n") + c.body + "  output %y\n}\n");
+    expect_input_error_everywhere(model, {"node 'op' (", c.message});
+  }
+}
+
 TEST_F(BadInput, CompileRefusesNamesThatAreNotUtf8) {
   // The text IR (like ONNX's proto2 strings) can spell any bytes; the
   // manifest is JSON, which holds UTF-8 only.
