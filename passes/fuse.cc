@@ -269,7 +269,11 @@ class Fuser {
       bias = !residual && is_bias_shape(c, out);
       if (!bias && !residual) bias = residual = true;
     }
-    grow_epilogue(gr, mm, bias, residual, is_bias_shape, [](const Node& r) {
+    // A MatMul by a vector drops N: its output's last axis is M, so nothing
+    // added along it is cuBLASLt's bias (one value per column).
+    bool drops_n = mm.op_type() == "MatMul" && shape_of(mm.input(1)).size() == 1;
+    auto bias_along_n = [drops_n](const Dims& b, const Dims& o) { return !drops_n && is_bias_shape(b, o); };
+    grow_epilogue(gr, mm, bias, residual, bias_along_n, [](const Node& r) {
       return r.op_type() == "Relu" || (r.op_type() == "Gelu" && r.get_string("approximate", "none") == "tanh");
     });
   }
