@@ -159,13 +159,11 @@ MemoryPlan plan_memory(const Graph& g, const Schedule& s) {
 }
 
 int64_t evaluate_bytes(const SymExpr& e, const std::map<std::string, int64_t>& sizes) {
-  std::optional<int64_t> v = e.evaluate(sizes);
-  if (v) return *v;
-  std::string missing;
-  for (const std::string& sym : e.symbols())
-    if (!sizes.count(sym)) missing += (missing.empty() ? "" : ", ") + sym;
-  throw InputError("cannot evaluate " + e.str() + ": no size given for " +
-                   (missing.empty() ? std::string("its terms") : missing));
+  std::map<std::string, int64_t> all = sizes;
+  for (const std::string& sym : e.symbols()) all.emplace(sym, 1);
+  std::optional<int64_t> v = e.evaluate(all);
+  if (!v) throw InputError("cannot evaluate " + e.str() + " at the given sizes");
+  return *v;
 }
 
 }  // namespace tcc

@@ -31,7 +31,9 @@ struct MemoryPlan {
 // is provably at least the new value's (equal expressions, or both static).
 MemoryPlan plan_memory(const Graph& g, const Schedule& s);
 
-// Peak bytes of the plan when its symbols take the given sizes (for the report).
+// Bytes `e` counts when its symbols take the given sizes (for the report); a
+// symbol `sizes` lacks, a data-dependent size such as NonZero's u0 that no
+// input dim gives, counts as 1, as an unhinted input symbol does.
 int64_t evaluate_bytes(const SymExpr& e, const std::map<std::string, int64_t>& sizes);
 
 }  // namespace tcc

@@ -34,10 +34,7 @@ Planned plan(std::unique_ptr<Model> m, bool min_cut, const std::map<std::string,
     if (r.name == kRecomputePass) out.recompute = r.stats;
   Schedule schedule = build_schedule(*m->graph);
   MemoryPlan memory = plan_memory(*m->graph, schedule);
-  // Data-dependent sizes (NonZero's u0) are not input dims: they take their hint, or 1, like the rest.
-  std::map<std::string, int64_t> sizes = hinted_sizes(*m->graph, hints);
-  for (const std::string& s : memory.arena_bytes.symbols()) sizes.emplace(s, hints.count(s) ? hints.at(s) : 1);
-  out.peak = evaluate_bytes(memory.arena_bytes, sizes);
+  out.peak = evaluate_bytes(memory.arena_bytes, hinted_sizes(*m->graph, hints));
   return out;
 }
 

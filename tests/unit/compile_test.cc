@@ -280,6 +280,27 @@ TEST_F(CompileTest, EveryGeneratedKernelIsInTheCubin) {
   }
 }
 
+// A TopK whose k is an input leaves a size only the run knows (u0) in the
+// arena: the summary counts it as 1, as an unhinted input dim, rather than
+// failing after the module is written.
+TEST_F(CompileTest, DataDependentSizesCountAsOneInTheSummary) {
+  fs::path model = dir_ / "topk.tir";
+  std::ofstream(model) << R"(graph main opset(ai.onnx: 17) {
+  input %x: f32[4, 8]
+  input %k: i64[1]
+  const %ax: i64[1] = [1]
+  %v: f32[4, ?], %i: i64[4, ?] = TopK(%x, %k) name("topk")
+  %y: f32[4, ?] = Relu(%v) name("relu")
+  %s: f32[4] = ReduceSum(%y, %ax) {keepdims = 0} name("sum")
+  output %s
+}
+)";
+  CliResult r = run_tcc("compile " + shell_quote(model.string()) + " -o " + shell_quote((dir_ / "t").string()) +
+                        " --arch sm_90 --no-ptx --no-host");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("  arena:     0.5 KiB (0.5 KiB unplanned)"), std::string::npos) << r.output;
+}
+
 // Few long rows become split reductions: a grid of [rows, slices, 1] and a
 // workspace (partials of 8 bytes, then one counter per row) that the manifest
 // declares and the kernel takes after its sizes; a max that also stores its

@@ -129,13 +129,10 @@ TEST(MemoryPlanTest, UnreadValueLivesForItsOwnStep) {
   EXPECT_EQ(p.arena_bytes, SymExpr::constant(256));
 }
 
-TEST(MemoryPlanTest, EvaluateNamesMissingSymbols) {
-  try {
-    evaluate_bytes(sym("batch*seq*4"), {{"batch", 2}});
-    FAIL() << "expected an InputError";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("no size given for seq"), std::string::npos) << e.what();
-  }
+// A symbol without a size (a data-dependent u0, no input's dim) counts as 1.
+TEST(MemoryPlanTest, EvaluateCountsUnsizedSymbolsAsOne) {
+  EXPECT_EQ(evaluate_bytes(sym("batch*seq*4"), {{"batch", 2}}), 8);
+  EXPECT_EQ(evaluate_bytes(sym("batch*seq*4"), {{"batch", 2}, {"seq", 3}}), 24);
 }
 
 // v1's slot is not free while v2, a view of it, is still read: v3 (same size)
