@@ -554,13 +554,14 @@ ReductionPlan plan_reduction(const kir::Kernel& k) {
   for (size_t i = 0; i < n; ++i)
     if (live[i] && row[i] && !is_reduce(k.body[i].op) && k.body[i].op != Op::Store)
       p.row_values[level[i]].push_back(static_cast<int>(i));
-  auto elements = [&](const std::vector<int>& roots) {
-    std::vector<bool> c = closure(k, roots, row);
+  // The element instructions of a closure (row values excluded).
+  auto elements_of = [&](const std::vector<bool>& c) {
     std::vector<int> out;
     for (size_t i = 0; i < n; ++i)
       if (c[i] && !row[i]) out.push_back(static_cast<int>(i));
     return out;
   };
+  auto elements = [&](const std::vector<int>& roots) { return elements_of(closure(k, roots, row)); };
   for (int r : p.reductions) {
     TCC_CHECK(k.body[r].args.size() == 1) << "kernel " << k.name << ": reduction %" << r << " takes one value";
     p.passes.push_back(elements({k.body[r].args[0]}));
@@ -568,11 +569,11 @@ ReductionPlan plan_reduction(const kir::Kernel& k) {
   std::vector<int> element_stores;
   for (int s : stores)
     if (!row[s]) element_stores.push_back(s);
-  std::vector<int> last = elements(element_stores);
+  std::vector<bool> needs = closure(k, element_stores, row);
+  std::vector<int> last = elements_of(needs);
   // Stores that read no reduction's result (a bias gradient's kernel also
   // stores the gradient it sums) join the first pass, which reads the same
   // elements anyway: one read of the inputs, and a single-pass body that splits.
-  std::vector<bool> needs = closure(k, element_stores, row);
   bool independent = true;
   for (size_t i = 0; i < n; ++i) independent = independent && !(needs[i] && row[i] && level[i] > 0);
   if (independent && !p.reductions.empty()) {

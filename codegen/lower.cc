@@ -932,20 +932,13 @@ class Lowering {
   // ---- gemm -------------------------------------------------------------------
 
   // Batch dims of an operand against the domain's: every one (full) or none
-  // (broadcast over the whole batch). Some, which one strided call cannot do,
-  // kernel_role leaves to the host (strided_batches).
+  // (broadcast over the whole batch). A MatMul broadcasting only some, which
+  // one strided call cannot do, has no kernel role (strided_batches), so
+  // verify_fusion keeps it out of any body lowered here.
   enum class Batch { Full, None };
 
-  Batch batch_kind(const Node& p, const std::vector<SymExpr>& dims, const std::vector<SymExpr>& domain_batch) const {
-    if (std::all_of(dims.begin(), dims.end(), is_one)) return Batch::None;
-    size_t lead = domain_batch.size() - dims.size();
-    for (size_t d = 0; d < domain_batch.size(); ++d) {
-      const SymExpr one = c(1);
-      const SymExpr& mine = d < lead ? one : dims[d - lead];
-      TCC_CHECK(mine == domain_batch[d] || is_one(domain_batch[d]))
-          << "node '" << p.name() << "' broadcasts only some batch dims of an operand, which kernel_role refuses";
-    }
-    return Batch::Full;
+  static Batch batch_kind(const std::vector<SymExpr>& dims) {
+    return std::all_of(dims.begin(), dims.end(), is_one) ? Batch::None : Batch::Full;
   }
 
   void setup_gemm() {
@@ -996,7 +989,7 @@ class Lowering {
       k_.domain.push_back(m);
       k_.domain.push_back(n);
       std::vector<SymExpr> domain_batch(k_.domain.begin(), k_.domain.end() - 2);
-      Batch ab = batch_kind(*mm, a_batch, domain_batch), bb = batch_kind(*mm, b_batch, domain_batch);
+      Batch ab = batch_kind(a_batch), bb = batch_kind(b_batch);
       SymExpr batch = product(domain_batch, 0, domain_batch.size());
       if (bb == Batch::None && ab == Batch::Full && !g.trans_a) {
         // B is shared by the whole batch: one gemm over every row of A.

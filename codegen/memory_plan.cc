@@ -52,18 +52,15 @@ struct Slot {
 
 }  // namespace
 
-PlannedBuffer buffer_of(const Value& v, const std::string& step) {
+PlannedBuffer buffer_of(const Value& v) {
   const Type& t = v.type();
   // Shape inference leaves a value unshaped only where its rank or dims
   // depend on input data it cannot see (an If on a computed condition whose
   // branches differ): a model the compiler cannot plan, not a compiler fault.
-  if (!t.is_tensor() || !t.fully_shaped()) {
-    std::string msg = "writes '" + v.name() + "' of type " + t.str() +
-                      ", whose shape depends on input data in a way tcc cannot express; tcc compile plans a buffer "
-                      "for every value and needs its rank and dims (as expressions of the input dims)";
-    if (const Node* p = v.producer()) p->fail(msg);
-    throw InputError("step '" + step + "' " + msg);
-  }
+  if (!t.is_tensor() || !t.fully_shaped())
+    v.fail("writes '" + v.name() + "' of type " + t.str() +
+           ", whose shape depends on input data in a way tcc cannot express; tcc compile plans a buffer for every "
+           "value and needs its rank and dims (as expressions of the input dims)");
   PlannedBuffer b;
   b.value = v.name();
   b.dtype = t.dtype();
@@ -94,7 +91,7 @@ MemoryPlan plan_memory(const Graph& g, const Schedule& s) {
       TCC_CHECK(!index.count(name)) << "value '" << name << "' is written by two schedule steps";
       const Value* v = g.find(name);
       TCC_CHECK(v != nullptr) << "schedule step '" << step.node << "' writes '" << name << "', not in the graph";
-      PlannedBuffer b = buffer_of(*v, step.node);
+      PlannedBuffer b = buffer_of(*v);
       b.first_step = b.last_step = static_cast<int>(i);
       index[name] = plan.buffers.size();
       plan.buffers.push_back(std::move(b));
@@ -144,7 +141,7 @@ MemoryPlan plan_memory(const Graph& g, const Schedule& s) {
     auto source = index.find(view.source);
     TCC_CHECK(source != index.end() && !source_of.count(view.source))
         << "view '" << view.node << "' shares the buffer of '" << view.source << "', which no step writes";
-    PlannedBuffer b = buffer_of(*v, view.node);
+    PlannedBuffer b = buffer_of(*v);
     const PlannedBuffer& from = plan.buffers[source->second];
     TCC_CHECK(b.nbytes == from.nbytes) << "view '" << view.node << "' has " << b.nbytes.str() << " bytes, its source '"
                                        << view.source << "' " << from.nbytes.str();

@@ -103,24 +103,22 @@ void refuse_what_modules_cannot_carry(const Graph& g) {
     if (v->type().is_tensor() && v->type().has_rank())
       for (const Dim& d : v->type().shape())
         if (d.expr().is_symbol()) bound.insert(d.expr().symbol_name());
-  auto fail = [&](const Value* v, const std::string& msg) {
-    if (const Node* p = v->producer()) p->fail(msg);
-    throw InputError(g.file() + ": " + msg);
+  auto refuse_strings = [](const Value* v, const char* what) {
+    if (v->type().is_tensor() && v->type().dtype() == DType::String)
+      v->fail(std::string(what) + " '" + v->name() +
+              "' is a string tensor; a compiled module takes and returns numeric tensors only");
   };
-  for (const auto* list : {&g.inputs(), &g.outputs()})
-    for (const Value* v : *list) {
-      bool input = list == &g.inputs();
-      if (v->type().is_tensor() && v->type().dtype() == DType::String)
-        fail(v, std::string(input ? "input" : "output") + " '" + v->name() +
-                    "' is a string tensor; a compiled module takes and returns numeric tensors only");
-      if (input || !v->type().is_tensor() || !v->type().has_rank()) continue;
-      for (const Dim& d : v->type().shape())
-        for (const std::string& sym : d.expr().symbols())
-          if (!bound.count(sym))
-            fail(v, "output '" + v->name() + "' has type " + v->type().str() + ", whose size '" + sym +
-                        "' is known only once the model has run; a compiled module's caller sizes every output "
-                        "from the input shapes before the run");
-    }
+  for (const Value* v : g.inputs()) refuse_strings(v, "input");
+  for (const Value* v : g.outputs()) {
+    refuse_strings(v, "output");
+    if (!v->type().is_tensor() || !v->type().has_rank()) continue;
+    for (const Dim& d : v->type().shape())
+      for (const std::string& sym : d.expr().symbols())
+        if (!bound.count(sym))
+          v->fail("output '" + v->name() + "' has type " + v->type().str() + ", whose size '" + sym +
+                  "' is known only once the model has run; a compiled module's caller sizes every output from the "
+                  "input shapes before the run");
+  }
 }
 
 // "native", as nvcc spells it: the architecture of the GPU here.

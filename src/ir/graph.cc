@@ -122,6 +122,11 @@ DiagLocation Node::loc() const {
 
 void Node::fail(const std::string& msg) const { throw InputError(loc(), msg); }
 
+void Value::fail(const std::string& msg) const {
+  if (producer_) producer_->fail(msg);
+  throw InputError(DiagLocation::in_file(graph_ ? graph_->file() : ""), msg);
+}
+
 // ---- Graph -----------------------------------------------------------------
 
 const Graph& Graph::root() const {

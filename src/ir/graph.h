@@ -38,6 +38,9 @@ class Value {
   bool is_initializer() const { return init_.has_value(); }
   const Tensor& initializer() const { return *init_; }
   void set_initializer(Tensor t) { init_ = std::move(t); }
+  // A diagnostic about this value: names the node that computes it (the model
+  // file alone for an input or initializer).
+  [[noreturn]] void fail(const std::string& msg) const;
 
  private:
   friend class Graph;
