@@ -6,7 +6,9 @@
 #include <cupti.h>
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <unordered_map>
 #include <utility>
@@ -73,6 +75,7 @@ struct Cupti {
 struct KernelRecord {
   std::string name;
   uint32_t stream = 0, correlation = 0;
+  uint32_t graph = 0;  // the CUDA graph a replay ran it from (0: launched directly)
   uint64_t start = 0, end = 0;
 };
 
@@ -113,7 +116,7 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
   while (c.next_record(buffer, valid, &record) == CUPTI_SUCCESS) {
     if (record->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
       const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
-      s.kernels.push_back({k->name ? k->name : "", k->streamId, k->correlationId, k->start, k->end});
+      s.kernels.push_back({k->name ? k->name : "", k->streamId, k->correlationId, k->graphId, k->start, k->end});
     } else if (record->kind == CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) {
       const auto* e = reinterpret_cast<const CUpti_ActivityExternalCorrelation*>(record);
       s.external[e->correlationId] = e->externalId;
@@ -166,19 +169,57 @@ CuptiTrace::~CuptiTrace() { impl_->stop(); }
 std::vector<KernelActivity> CuptiTrace::finish() {
   impl_->stop();
   const runtime::Module& m = impl_->module;
+  std::set<std::string> module_kernels;
+  for (const runtime::KernelInfo& info : m.kernels) module_kernels.insert(info.name);
   Store& s = store();
   std::lock_guard<std::mutex> lock(s.mu);
-  std::vector<KernelActivity> out;
+  std::vector<KernelActivity> steps;
+  std::map<uint32_t, std::vector<KernelActivity>> replays;  // by the correlation id of their graph launch
   for (const KernelRecord& k : s.kernels) {
+    KernelActivity a{k.name, static_cast<int>(k.stream), static_cast<int64_t>(k.start), static_cast<int64_t>(k.end)};
+    if (k.graph != 0) {
+      replays[k.correlation].push_back(std::move(a));
+      continue;
+    }
     auto ext = s.external.find(k.correlation);
-    std::string name;
     if (ext != s.external.end() && ext->second >= 1 && ext->second <= m.kernels.size())
-      name = m.kernels[ext->second - 1].name;
-    else
-      for (const runtime::KernelInfo& info : m.kernels)
-        if (info.name == k.name) name = k.name;
-    if (name.empty()) continue;  // not launched by the module (another library's work on the device)
-    out.push_back({name, static_cast<int>(k.stream), static_cast<int64_t>(k.start), static_cast<int64_t>(k.end)});
+      a.kernel = m.kernels[ext->second - 1].name;
+    else if (!module_kernels.count(k.name))
+      continue;  // not launched by the module (another library's work on the device)
+    steps.push_back(std::move(a));
+  }
+  if (replays.empty()) return steps;
+  std::vector<std::vector<KernelActivity>> groups;
+  for (auto& [launch, records] : replays) groups.push_back(std::move(records));
+  return name_graph_replays(steps, std::move(groups), module_kernels);
+}
+
+namespace {
+
+void sort_by_start(std::vector<KernelActivity>& v) {
+  std::stable_sort(v.begin(), v.end(),
+                   [](const KernelActivity& a, const KernelActivity& b) { return a.start_ns < b.start_ns; });
+}
+
+}  // namespace
+
+std::vector<KernelActivity> name_graph_replays(std::vector<KernelActivity> step,
+                                               std::vector<std::vector<KernelActivity>> replays,
+                                               const std::set<std::string>& module_kernels) {
+  sort_by_start(step);
+  std::vector<KernelActivity> out;
+  for (std::vector<KernelActivity>& replay : replays) {
+    sort_by_start(replay);
+    bool aligned = replay.size() == step.size();
+    for (size_t i = 0; aligned && i < replay.size(); ++i)
+      aligned = !module_kernels.count(replay[i].kernel) || replay[i].kernel == step[i].kernel;
+    for (size_t i = 0; i < replay.size(); ++i) {
+      if (aligned)
+        replay[i].kernel = step[i].kernel;
+      else if (!module_kernels.count(replay[i].kernel))
+        continue;  // a library kernel that no position names
+      out.push_back(std::move(replay[i]));
+    }
   }
   return out;
 }

@@ -7,9 +7,12 @@
 // external correlation id, which maps a record back to the manifest kernel
 // whose step launched it — cuBLASLt's own kernels included (CUPTI writes those
 // ids only next to driver and runtime API records, so those kinds are on too).
+// A CUDA graph's replay runs without the observer: its records are named by
+// position after those of one step launched directly inside the same trace.
 #pragma once
 
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -30,13 +33,26 @@ class CuptiTrace {
   CuptiTrace& operator=(const CuptiTrace&) = delete;
 
   // Flushes the records and returns the kernel executions of the traced steps,
-  // each named by the manifest kernel of the step that launched it.
+  // each named by the manifest kernel of the step that launched it. Where the
+  // trace holds graph replays, it returns theirs alone (name_graph_replays),
+  // the directly launched steps serving only to name them.
   std::vector<KernelActivity> finish();
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// The kernel executions of CUDA graph replays, named. `step` holds the named
+// executions of one step launched directly (each library kernel under the step
+// that launched it); each replay holds its raw records (CUPTI's kernel names).
+// A replay captured from one stream runs its kernels in launch order, so where
+// its count matches the step's and every module kernel stands at its place,
+// the i-th execution by start time takes the step's i-th name; otherwise only
+// the module's own kernels, named alike, are kept.
+std::vector<KernelActivity> name_graph_replays(std::vector<KernelActivity> step,
+                                               std::vector<std::vector<KernelActivity>> replays,
+                                               const std::set<std::string>& module_kernels);
 
 // Why CUPTI cannot be used here, or "" when it can.
 std::string cupti_unavailable();

@@ -336,7 +336,7 @@ TEST_F(GemmTemplateGpu, ModuleOfTemplatesPassesRunCheck) {
   EXPECT_NE(r.output.find("0 kernels measured, " + std::to_string(entries.size()) + " from the cache"),
             std::string::npos)
       << r.output;
-  r = run_tcc("run " + shell_quote((dir / "m").string()) + " --check");
+  r = run_tcc("run " + shell_quote((dir / "m").string()) + " --model " + shell_quote(model) + " --check");
   EXPECT_EQ(r.code, 0) << r.output;
   fs::remove_all(dir);
 }

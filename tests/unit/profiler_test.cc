@@ -15,6 +15,7 @@
 #include <set>
 
 #include "src/diag/diagnostics.h"
+#include "src/profiler/cupti_trace.h"
 #include "src/profiler/measurement.h"
 #include "src/profiler/report.h"
 #include "tcc_runtime.h"
@@ -136,6 +137,33 @@ TEST(ProfilerSummary, WarnsLikeTrtexec) {
   }
   Summary calm = profiler::summarize(m);
   EXPECT_TRUE(calm.warnings.empty()) << calm.warnings.front();
+}
+
+// A graph replay's records carry CUPTI's kernel names; they take the names of
+// a directly launched step's records by position, where the two line up.
+TEST(GraphReplayTrace, RecordsAreNamedByPositionAfterADirectStep) {
+  using profiler::KernelActivity;
+  const std::set<std::string> module_kernels = {"k0_add", "k2_relu"};
+  // The direct step: a generated kernel, two library kernels of step 1 (a gemm), a generated kernel.
+  std::vector<KernelActivity> step = {
+      {"k2_relu", 0, 40, 45}, {"k0_add", 0, 10, 12}, {"k1_gemm", 0, 20, 25}, {"k1_gemm", 0, 30, 35}};
+  std::vector<std::vector<KernelActivity>> replays = {
+      {{"sm90_gemm_splitk", 1, 120, 125}, {"k0_add", 1, 100, 101}, {"splitk_reduce", 1, 130, 131},
+       {"k2_relu", 1, 140, 142}},
+      // Another count (a replay the trace caught half of): library kernels cannot be placed.
+      {{"k0_add", 1, 200, 201}, {"sm90_gemm_splitk", 1, 210, 215}}};
+  std::vector<KernelActivity> named = profiler::name_graph_replays(step, replays, module_kernels);
+  std::vector<std::string> names;
+  for (const KernelActivity& a : named) names.push_back(a.kernel);
+  EXPECT_EQ(names, (std::vector<std::string>{"k0_add", "k1_gemm", "k1_gemm", "k2_relu", "k0_add"}));
+  EXPECT_EQ(named[1].start_ns, 120);
+  EXPECT_EQ(named[1].stream, 1);
+  // A module kernel out of its place means the replay is not the step's order: no position is trusted.
+  replays = {{{"k2_relu", 1, 100, 101}, {"lib", 1, 110, 111}, {"lib", 1, 120, 121}, {"k0_add", 1, 130, 131}}};
+  named = profiler::name_graph_replays(step, replays, module_kernels);
+  ASSERT_EQ(named.size(), 2u);
+  EXPECT_EQ(named[0].kernel, "k2_relu");
+  EXPECT_EQ(named[1].kernel, "k0_add");
 }
 
 TEST(ProfilerSummary, BadRecordingsNameTheField) {
@@ -434,13 +462,17 @@ TEST_F(GpuProfile, ProfileTracesEveryKernelAndReplaysConvGraphs) {
   // captures cuDNN's convolutions with the generated kernels. Its conv kernels
   // are traced to their steps through CUPTI's external correlation records.
   EXPECT_EQ(j["modes"][2]["note"], "") << r.output;
-  // Every kernel of the default module ran in each traced step.
+  // Every kernel of the default module ran in each traced step, and in each
+  // traced graph replay (its records named after a step launched directly).
   json manifest = json::parse(read_file(dir_ / "p" / "measurement.json"));
-  EXPECT_EQ(j["modes"][1]["kernels"].size(), manifest["modes"][1]["kernels"].size());
-  std::set<std::string> traced;
-  for (const json& a : manifest["modes"][1]["activities"]) traced.insert(a["kernel"].get<std::string>());
-  for (const json& k : manifest["modes"][1]["kernels"])
-    EXPECT_EQ(traced.count(k["name"].get<std::string>()), 1u) << k["name"] << " has no activity record";
+  for (int mode : {1, 2}) {
+    EXPECT_EQ(j["modes"][mode]["kernels"].size(), manifest["modes"][mode]["kernels"].size());
+    std::set<std::string> traced;
+    for (const json& a : manifest["modes"][mode]["activities"]) traced.insert(a["kernel"].get<std::string>());
+    for (const json& k : manifest["modes"][mode]["kernels"])
+      EXPECT_EQ(traced.count(k["name"].get<std::string>()), 1u)
+          << manifest["modes"][mode]["mode"] << ": " << k["name"] << " has no activity record";
+  }
   json trace = json::parse(read_file(dir_ / "p" / "trace.json"));
   size_t slices = 0;
   for (const json& e : trace["traceEvents"]) slices += e["ph"] == "X";
