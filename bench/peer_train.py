@@ -34,7 +34,7 @@ Models (--models):
   mlp     Linear(1024, 4096) ReLU Linear(4096, 4096) ReLU Linear(4096, 1024), batch 256, Adam
   block   a GPT-2 block (d 768, 12 heads, causal attention, GELU MLP), batch 8 x seq 512, Adam
 
-Usage: bench/peer_train.py [--tcc build/tcc] [--steps 50] [--models mlp,block]
+Usage: bench/peer_train.py [--tcc build/tcc] [--steps 50] [--models mlp,block] [--torch-modes ...] [--tcc-modes ...]
 """
 import argparse
 import datetime
@@ -67,6 +67,7 @@ def parse_args(argv):
     ap.add_argument("--timeout", type=int, default=300, help="seconds for each tcc subprocess")
     ap.add_argument("--torch-modes", default=",".join(TORCH_MODES),
                     help="comma-separated PyTorch modes (eager always runs first: the others compare with it)")
+    ap.add_argument("--tcc-modes", default=",".join(TCC_MODES), help="comma-separated tcc modes")
     return ap.parse_args(argv)
 
 
@@ -239,10 +240,10 @@ def tcc_check(args, train, work, x, target, reference):
 
 
 def tcc_rows(args, name, spec, onnx_path, x, target, reference, work):
-    known = tcc_modes(args.tcc)
-    modes = [m for m in TCC_MODES if m in known]
+    known, wanted = tcc_modes(args.tcc), args.tcc_modes.split(",")
+    modes = [m for m in TCC_MODES if m in known and m in wanted]
     rows = [{"framework": "tcc", "mode": m, "steps_per_s": None, "why": f"tcc has no '{m}' mode"}
-            for m in TCC_MODES if m not in known]
+            for m in TCC_MODES if m in wanted and m not in known]
     train = os.path.join(work, f"{name}-train.onnx")
     module = os.path.join(work, f"{name}-module")
     ok, out, build_s = run_tcc(args, [args.tcc, "compile", onnx_path, "-o", module, "--shape-hint", spec["hints"],
@@ -282,7 +283,7 @@ def main(argv):
     specs = build_models(torch)
 
     results = {"date": datetime.date.today().isoformat(), "device": device_name, "torch": torch.__version__,
-               "torch_modes": args.torch_modes,
+               "torch_modes": args.torch_modes, "tcc_modes": args.tcc_modes,
                "python": platform.python_version(), "steps": args.steps, "warmup": args.warmup, "models": {}}
     out_dir = pathlib.Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -45,11 +45,12 @@ LaunchConfig launch_config(const kir::Kernel& k);  // with default_config(k)
 // elements per access where vectorizes(k); column reductions whose rows split
 // in columns (column_split); other reductions row_reduction_config.
 KernelConfig default_config(const kir::Kernel& k);
-// One row per block of a power of two from 32 to 1024 threads giving each
-// thread about four elements, split as reduction_split says.
+// One row per block of a power of two from 64 to 512 threads giving each
+// thread about eight elements (128 threads for rows of symbolic length),
+// split as reduction_split says.
 KernelConfig row_reduction_config(const kir::Kernel& k);
 // The split of a column reduction's default columns config: enough slices of
-// its rows for two blocks per H100 SM; 0 where the default is
+// its rows for sixteen blocks per H100 SM; 0 where the default is
 // row_reduction_config (not reduces_columns, rows that do not split, or a
 // symbolic row count).
 int column_split(const kir::Kernel& k);

@@ -25,7 +25,16 @@ using emitc::size_expr;
 using kir::Op;
 
 constexpr int kPointwiseBlock = 256;
-constexpr int kSymbolicRowBlock = 256;
+// Row reductions give each thread about kRowElementsPerThread elements of its
+// slice, in a power of two of kMinRowBlock to kMaxRowBlock threads, and rows of
+// symbolic length kSymbolicRowBlock. The H100's tables (bench/results,
+// 2026-11-25, the GPT-2 block's training step) put rows of 512 and 768 at their
+// fastest with 64 or 128 threads (softmax over 512: 152 us at 64, 168 at 128,
+// 207 at 256), and 1024 threads last in every table.
+constexpr int kRowElementsPerThread = 8;
+constexpr int kMinRowBlock = 64;
+constexpr int kMaxRowBlock = 512;
+constexpr int kSymbolicRowBlock = 128;
 constexpr int kVectorWidth = 4;
 constexpr int64_t kInt32Limit = int64_t{1} << 31;
 
@@ -62,10 +71,13 @@ constexpr int64_t kSplitMinSlice = 4096;
 // blocks of kColumnRows rows by 8 (KernelConfig::columns) by default where
 // their rows split and their row count is static: every warp then reads 128
 // contiguous bytes, where one block per row reads 4 bytes of each 32-byte
-// sector. The rows are cut into as many slices as kSplitBlocks blocks need
-// (at most kColumnMaxSplit), each of at least kColumnMinSlice elements (32
-// per thread along y).
+// sector. The rows are cut into as many slices as kColumnSplitBlocks blocks
+// need (at most kColumnMaxSplit), each of at least kColumnMinSlice elements
+// (32 per thread along y). The H100's tables (2026-11-25: bias gradients over
+// 4096 rows of 768 to 3072 columns) were fastest at 16 slices of 256 rows,
+// 1.3x to 1.6x faster than the two blocks per SM that split 3 to 11 ways.
 constexpr int kColumnBlock = 256;
+constexpr int64_t kColumnSplitBlocks = 16 * 132;
 constexpr int64_t kColumnMaxSplit = 64;
 constexpr int64_t kColumnMinSlice = 256;
 // The workspace: rows x split partials of 8 bytes (every accumulator type
@@ -156,11 +168,13 @@ namespace {
 // a fixed middle size.
 int reduction_block(const kir::Kernel& k) {
   SymExpr len = row_length(k);
-  if (!len.is_constant()) return kSymbolicRowBlock;
   int64_t split = reduction_split(k);
-  int64_t want = ((len.constant_value() + split - 1) / split + 3) / 4;
-  int b = 32;
-  while (b < 1024 && b < want) b *= 2;
+  if (!len.is_constant() && split == 1) return kSymbolicRowBlock;
+  // A symbolic row that splits is cut into slices of kSplitMinSlice elements.
+  int64_t slice = len.is_constant() ? (len.constant_value() + split - 1) / split : kSplitMinSlice;
+  int64_t want = (slice + kRowElementsPerThread - 1) / kRowElementsPerThread;
+  int b = kMinRowBlock;
+  while (b < kMaxRowBlock && b < want) b *= 2;
   return b;
 }
 
@@ -395,7 +409,7 @@ int column_split(const kir::Kernel& k) {
   SymExpr rows = row_count(k), len = row_length(k);
   if (!rows.is_constant() || rows.constant_value() < 1) return 0;
   int64_t groups = (rows.constant_value() + kColumnRows - 1) / kColumnRows;
-  int64_t split = std::min(kColumnMaxSplit, (kSplitBlocks + groups - 1) / groups);
+  int64_t split = std::min(kColumnMaxSplit, (kColumnSplitBlocks + groups - 1) / groups);
   if (len.is_constant()) split = std::min(split, len.constant_value() / kColumnMinSlice);
   return static_cast<int>(std::max<int64_t>(split, 1));
 }

@@ -227,7 +227,7 @@ TEST(SplitReduction, EmulatedOnTheHostRowSlicesMatchTheInterpreter) {
   for (const kir::Kernel& k : s.schedule.kernels) EXPECT_TRUE(splits_rows(k)) << k.name;
   fs::path dir = make_temp_dir("tcc_split_reduction");
   KernelVariants v = variants(s, [](const kir::Kernel&, const KernelConfig& c) {
-    return !c.columns && c.rows_per_block == 1 && c.block <= 256 && c.split <= 4;
+    return !c.columns && c.rows_per_block == 1 && c.block <= 512 && c.split <= 4;
   });
   int split = 0;
   for (const KernelConfig& c : v.configs) split += c.split > 1;
