@@ -9,6 +9,7 @@
 
 #include "src/autodiff/grad_rules.h"
 #include "src/ops/op_helpers.h"
+#include "src/ops/op_registry.h"
 
 namespace tcc {
 
@@ -1608,12 +1609,17 @@ const std::unordered_map<std::string, GradRule>& rules() {
 
 }  // namespace
 
+// An op tcc does not support at the node's opset (Gelu before 20) has no
+// shape rule, so its output types are only what the model declares: the rule
+// of the op that shares its name would differentiate something else.
 const GradRule* find_grad_rule(const Node& n) {
+  if (!OpRegistry::get().lookup(n.domain(), n.op_type(), n.opset())) return nullptr;
   auto it = rules().find(n.op_type());
   return it == rules().end() ? nullptr : &it->second;
 }
 
 std::string no_grad_rule_reason(const Node& n) {
+  if (!OpRegistry::get().lookup(n.domain(), n.op_type(), n.opset())) return OpRegistry::get().why_unsupported(n);
   if (n.op_type() == "If" || n.op_type() == "Loop" || n.op_type() == "Scan")
     return "tcc does not differentiate through control flow";
   return "";

@@ -121,6 +121,19 @@ void refuse_what_modules_cannot_carry(const Graph& g) {
   }
 }
 
+// A dim that must equal a static size but is a product of symbols (b*b
+// broadcast against 24) binds no symbol (ShapeEnv::unify), so the kernels
+// could not index it: refused, naming the node that asked for the equality.
+void refuse_unsolved_static_dims(const ShapeEnv& env) {
+  for (const ShapeEnv::Equality& e : env.equalities()) {
+    Dim a = env.canonical(Dim(e.lhs)), b = env.canonical(Dim(e.rhs));
+    if (a == b || !(a.is_static() || b.is_static()) || !e.node) continue;
+    e.node->fail("its dims '" + a.expr().str() + "' and '" + b.expr().str() +
+                 "' must be equal, which fixes no symbol: tcc solves an equality for a symbol only where it is linear "
+                 "in it (b+1 == 24); declare the dim as a symbol of its own or a static size");
+  }
+}
+
 // "native", as nvcc spells it: the architecture of the GPU here.
 std::string native_arch() {
   if (!tcc_cuda_available()) throw InputError("--arch native: no usable GPU here to take the architecture from");
@@ -199,6 +212,7 @@ ExitCode run_compile(CompileCli& c) {
   stage = std::chrono::steady_clock::now();
   ShapeInfo info = infer_shapes(*model->graph);
   refuse_what_modules_cannot_carry(*model->graph);
+  refuse_unsolved_static_dims(info.env);
   // Explain's view of the model as written: why nodes break the graph, and the
   // guards of the whole graph compiled as one variant from its declared types.
   Partition partition = partition_graph(*model->graph, info, OpRegistry::get());

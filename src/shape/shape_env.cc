@@ -2,6 +2,8 @@
 
 #include "src/ir/graph.h"
 
+#include <algorithm>
+
 namespace tcc {
 
 void ShapeEnv::declare(const std::string& name) {
@@ -55,12 +57,6 @@ bool ShapeEnv::unify(const Dim& a0, const Dim& b0, const Node* why) {
   Dim a = canonical(a0), b = canonical(b0);
   if (a == b) return true;
   if (a.is_static() && b.is_static()) return false;
-  std::string node = why ? why->name() : "";
-  equalities_.push_back({a.expr(), b.expr(), node});
-  auto order_of = [&](const std::string& s) {
-    auto it = index_.find(s);
-    return it == index_.end() ? SIZE_MAX : it->second;
-  };
   const SymExpr& ea = a.expr();
   const SymExpr& eb = b.expr();
   // Bind the newer symbol to the other side; a symbol is never bound to an
@@ -72,9 +68,44 @@ bool ShapeEnv::unify(const Dim& a0, const Dim& b0, const Node* why) {
     bind(ea.symbol_name(), eb);
   } else if (eb.is_symbol() && !ea.symbols().count(eb.symbol_name())) {
     bind(eb.symbol_name(), ea);
+  } else if (!solve_linear(ea - eb)) {
+    return false;
   }
-  // Otherwise (e.g. a*b == c*d) the fact stays recorded but is not used to rewrite.
+  equalities_.push_back({ea, eb, why});
   return true;
+}
+
+size_t ShapeEnv::order_of(const std::string& sym) const {
+  auto it = index_.find(sym);
+  return it == index_.end() ? SIZE_MAX : it->second;
+}
+
+// d == 0 where d is k*s + rest, k a constant and rest free of s: binds s to
+// -rest / k when that division is exact (b+1 == 24 gives b = 23, 2*b == c*4
+// gives b = 2*c), the newest such symbol first. Where s is d's one symbol and
+// k does not divide the constant rest (2*b == 23), no integer solves it:
+// false. Otherwise (a*b == c*d) the fact stays recorded but is not used to
+// rewrite.
+bool ShapeEnv::solve_linear(const SymExpr& d) {
+  if (d.is_constant()) return d.constant_value() == 0;  // b+1 == b: never
+  const std::set<std::string> named = d.symbols();
+  std::vector<std::string> syms(named.begin(), named.end());
+  std::sort(syms.begin(), syms.end(),
+            [&](const std::string& a, const std::string& b) { return order_of(a) > order_of(b); });
+  bool integral = true;
+  for (const std::string& s : syms) {
+    SymExpr rest = d.substitute({{s, SymExpr()}});
+    SymExpr k = d.substitute({{s, SymExpr::constant(1)}}) - rest;
+    if (!k.is_constant() || k.constant_value() == 0 || rest.symbols().count(s) ||
+        rest + k * SymExpr::symbol(s) != d)
+      continue;  // not linear in s, or s also inside an opaque atom
+    if (std::optional<SymExpr> value = (-rest).exact_div(k)) {
+      bind(s, *value);
+      return true;
+    }
+    integral = integral && !rest.is_constant();
+  }
+  return integral;
 }
 
 }  // namespace tcc

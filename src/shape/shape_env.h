@@ -24,15 +24,17 @@ class ShapeEnv {
   // A learned fact, kept for guards and diagnostics.
   struct Equality {
     SymExpr lhs, rhs;
-    std::string node;  // the node that taught it ("" for the model's own declarations)
+    const Node* node = nullptr;  // the node that taught it (null for the model's own declarations)
   };
 
   // Declares a named symbol (an ONNX dim_param); idempotent.
   void declare(const std::string& name);
   // A new symbol "<prefix><n>" not used before.
   Dim fresh(const std::string& prefix = "s");
-  // Records a == b. Returns false if they are provably different (two distinct
-  // constants after substitution); nothing is recorded then.
+  // Records a == b, binding a symbol where the equality determines it (a
+  // symbol, or an expression linear in one: b+1 == 24 binds b to 23). Returns
+  // false if they are provably different (two distinct constants after
+  // substitution, or 2*b == 23); nothing is recorded then.
   bool unify(const Dim& a, const Dim& b, const Node* why = nullptr);
   // Applies the learned substitutions.
   Dim canonical(const Dim& d) const;
@@ -45,6 +47,11 @@ class ShapeEnv {
 
  private:
   void bind(const std::string& sym, const SymExpr& e);
+  // Creation order of a symbol (SIZE_MAX for one never declared).
+  size_t order_of(const std::string& sym) const;
+  // Binds a symbol that d == 0 determines (shape_env.cc); false when d == 0
+  // has no integer solution.
+  bool solve_linear(const SymExpr& d);
   std::map<std::string, size_t> index_;  // symbol -> creation order
   std::vector<std::string> order_;
   std::map<std::string, SymExpr> subst_;

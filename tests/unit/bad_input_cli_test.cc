@@ -374,6 +374,47 @@ TEST_F(BadInput, CompileRefusesNamesThatAreNotUtf8) {
   EXPECT_EQ(run_tcc("explain " + shell_quote(model)).code, 0);
 }
 
+TEST_F(BadInput, DimsEqualToAStaticSizeMustFixASymbol) {
+  // A broadcast that makes b+1 equal 24 fixes b at 23, and the module
+  // compiles; b*b fixes nothing, so compile names the node that asked for
+  // the equality; 2*b can never be 23.
+  std::string model = model_path("model.tir");
+  auto write = [&](const char* bias, int width) {
+    write_file(model, std::string("graph g opset(ai.onnx: 17) {\n  input %x: f32[s, ") + std::to_string(width) +
+                          "]\n  input %bias: f32[" + bias +
+                          "]\n  %y = Add(%x, %bias) name(\"op\")\n  output %y\n}\n");
+  };
+  const std::string out = " -o " + shell_quote((root_ / "module").string()) + " --no-host --arch sm_90 --no-ptx";
+  write("b+1", 24);
+  CliResult r = run_tcc("compile " + shell_quote(model) + out);
+  EXPECT_EQ(r.code, 0) << r.output;
+  fs::remove_all(root_ / "module");
+  write("b*b", 24);
+  expect_input_error("compile " + shell_quote(model) + out, model,
+                     {"node 'op' (Add): its dims '24' and 'b*b' must be equal, which fixes no symbol"});
+  EXPECT_FALSE(fs::exists(root_ / "module"));
+  EXPECT_EQ(run_tcc("explain " + shell_quote(model)).code, 0);
+  write("b*2", 23);
+  expect_input_error_everywhere(model, {"node 'op' (Add): cannot broadcast dimension 23 with b*2"});
+}
+
+TEST_F(BadInput, TrainingRefusesToDifferentiateAnOpTccDoesNotSupport) {
+  // Gelu before opset 20 is no ONNX op: its declared output type is all tcc
+  // knows of it, so the backward names it instead of using opset 20's rule.
+  std::string model = model_path("model.tir");
+  write_file(model,
+             "graph g opset(ai.onnx: 17) {\n"
+             "  input %x: f32[b, 3]\n"
+             "  const %w: f32[3, 3] = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]\n"
+             "  %p = MatMul(%x, %w)\n"
+             "  %y: f32[b, b+1, 3] = Gelu(%p) name(\"act\")\n"
+             "  output %y\n"
+             "}\n");
+  expect_input_error("explain " + shell_quote(model) + " --train --loss-fn mse --loss-on y --label target", model,
+                     {"node 'act' (Gelu): tcc has no gradient rule for Gelu", "older than tcc supports (20)"});
+  EXPECT_EQ(run_tcc("explain " + shell_quote(model)).code, 0);
+}
+
 TEST_F(BadInput, TextIrSyntaxError) {
   std::string model = model_path("model.tir");
   write_file(model,

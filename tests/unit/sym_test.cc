@@ -80,5 +80,25 @@ TEST(ShapeEnv, UnifyPrefersOlderSymbols) {
   EXPECT_FALSE(env.unify(t, Dim(767)));
 }
 
+// An expression linear in one symbol fixes it; one with no integer solution
+// is a contradiction; a product of symbols is recorded without a binding.
+TEST(ShapeEnv, UnifySolvesEqualitiesLinearInASymbol) {
+  ShapeEnv env;
+  for (const char* s : {"b", "c", "d", "e", "f"}) env.declare(s);
+  auto dim = [](const char* text) { return Dim(*SymExpr::parse(text)); };
+  EXPECT_TRUE(env.unify(dim("b+1"), Dim(24)));
+  EXPECT_EQ(env.canonical(dim("b")).str(), "23");
+  EXPECT_TRUE(env.unify(dim("c*2"), dim("d*4")));  // fixes c: d = c/2 is not integral
+  EXPECT_EQ(env.canonical(dim("d")).str(), "d");
+  EXPECT_EQ(env.canonical(dim("c")).str(), "d*2");
+  EXPECT_FALSE(env.unify(dim("e*2"), Dim(23)));
+  EXPECT_EQ(env.canonical(dim("e")).str(), "e");
+  EXPECT_FALSE(env.unify(dim("e"), dim("e+1")));
+  const size_t learned = env.equalities().size();
+  EXPECT_TRUE(env.unify(dim("e*f"), Dim(24)));
+  EXPECT_EQ(env.canonical(dim("e*f")).str(), "e*f");
+  EXPECT_EQ(env.equalities().size(), learned + 1);
+}
+
 }  // namespace
 }  // namespace tcc
