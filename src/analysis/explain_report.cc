@@ -107,6 +107,8 @@ std::string render_text(const ExplainReport& r) {
     os << "  call " << e.call << ": Recompiling [" << e.compile_id << "]"
        << " triggered by the following guard failure(s):\n";
     for (const std::string& reason : e.reasons) os << "    - " << reason << "\n";
+    if (e.unlisted_variants > 0)
+      os << "    - and the guards of " << e.unlisted_variants << " earlier variant(s)\n";
   }
   os << "Eager Fallback Calls: " << s.eager_fallback_calls << "\n";
   for (size_t g = 0; g < s.graphs.size(); ++g) {
@@ -166,7 +168,10 @@ nlohmann::json render_json(const ExplainReport& r) {
   j["recompile_count"] = s.recompile_count;
   json recs = json::array();
   for (const RecompileEvent& e : s.recompiles)
-    recs.push_back({{"call", e.call}, {"compile_id", e.compile_id}, {"reasons", e.reasons}});
+    recs.push_back({{"call", e.call},
+                    {"compile_id", e.compile_id},
+                    {"reasons", e.reasons},
+                    {"unlisted_variants", e.unlisted_variants}});
   j["recompiles"] = recs;
   j["eager_fallback_calls"] = s.eager_fallback_calls;
   json advice = json::array();

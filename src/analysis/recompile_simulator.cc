@@ -38,10 +38,13 @@ class GraphSimulator {
     RecompileEvent ev;
     ev.call = index;
     if (!at_limit || !sim_.first_eager) {
-      for (size_t v = sim_.variants.size(); v-- > 0;) {
-        for (std::string& r : sim_.variants[v].failures(rec, values)) ev.reasons.push_back(std::move(r));
+      const size_t n = sim_.variants.size();
+      for (size_t v = n; v-- > 0;) {
+        if (n - v <= kWordedVariants)
+          for (std::string& r : sim_.variants[v].failures(rec, values)) ev.reasons.push_back(std::move(r));
         note_causes(sim_.variants[v], rec, values, out.causes);
       }
+      ev.unlisted_variants = n > kWordedVariants ? n - kWordedVariants : 0;
     }
     if (at_limit) {
       m = kEager;

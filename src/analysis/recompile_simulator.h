@@ -51,10 +51,17 @@ struct RecompileCause {
   }
 };
 
+// The variants whose failed guards a recompile words, newest first: torch's
+// default recompile limit, so a trace simulated with a far higher
+// --recompile-limit does not word every earlier variant at every recompile
+// (quadratic in the variants).
+constexpr size_t kWordedVariants = 8;
+
 struct RecompileEvent {
   size_t call = 0;
   std::string compile_id;            // the new variant, "graph/variant"
-  std::vector<std::string> reasons;  // failed guards of every earlier variant, newest first
+  std::vector<std::string> reasons;  // failed guards of the kWordedVariants newest earlier variants, newest first
+  size_t unlisted_variants = 0;      // earlier variants past those, whose guards failed too
 };
 
 struct GraphSimulation {

@@ -165,6 +165,27 @@ TEST(ExplainSimulate, StaticModeAndLimitFallBackToEager) {
   EXPECT_EQ(a[1].text, "pad x:1 to a multiple of 32: 1 compile, no eager calls instead of 8 compiles and 4 eager calls");
 }
 
+// Past the limit torch would have stopped at, a recompile words the newest
+// eight variants' failures and counts the rest, so a long static trace costs
+// linear output, not quadratic.
+TEST(ExplainSimulate, ARecompileWordsTheEightNewestVariants) {
+  SimCase sc(false);
+  std::string t;
+  for (int i = 0; i < 12; ++i) t += call(8, 10 + i);
+  SimOptions o;
+  o.dynamic = DynamicMode::False;
+  o.recompile_limit = 100;
+  SimResult r = sc.run(t, o);
+  ASSERT_EQ(r.recompiles.size(), 11u);
+  EXPECT_EQ(r.recompiles[7].reasons.size(), 8u);
+  EXPECT_EQ(r.recompiles[7].unlisted_variants, 0u);
+  const RecompileEvent& last = r.recompiles.back();
+  ASSERT_EQ(last.reasons.size(), 8u);
+  EXPECT_EQ(last.reasons.front(), "0/10: tensor 'x' size mismatch at index 1. expected 20, actual 21");
+  EXPECT_EQ(last.reasons.back(), "0/3: tensor 'x' size mismatch at index 1. expected 13, actual 21");
+  EXPECT_EQ(last.unlisted_variants, 3u);
+}
+
 TEST(ExplainSimulate, FloatScalarRecompilesEveryNewValue) {
   SimCase sc(true);
   std::string t;
