@@ -42,6 +42,7 @@ struct BenchOptions {
   int warmup = 10, iterations = 0;
   double duration = 0;
   bool check = false;
+  bool bound_inputs = false;
 };
 
 // Steps of each traced mode `tcc profile` records with CUPTI.
@@ -155,6 +156,7 @@ ExitCode run_bench(const BenchOptions& o) {
     s.iterations = o.iterations;
     s.duration_s = o.duration;
     s.cuda_graph = has_feature(*mode, "cuda_graphs");
+    s.bound_inputs = o.bound_inputs;
     s.traced_steps = o.profile ? kTracedSteps : 0;
     std::cerr << cmd << ": " << mode->name << ": measuring\n";
     std::vector<Tensor> outs;
@@ -194,6 +196,9 @@ CommandRunner setup(CLI::App& cmd, bool profile) {
   cmd.add_option("--duration", o->duration, "Time steps for this many seconds instead");
   cmd.add_option("--device", o->device, "Device profile for the roofline (default: from the GPU's name)");
   cmd.add_flag("--check", o->check, "Compare each mode's outputs with the reference interpreter; exit 1 on a mismatch");
+  cmd.add_flag("--bound-inputs", o->bound_inputs,
+               "CUDA graph modes: time the replay alone, as for a caller that writes its inputs into the graph's "
+               "captured buffers (default: each step copies new inputs there first)");
   cmd.add_option(profile ? "--replay" : "--from-recorded", o->recorded,
                  "Write the reports from a recorded measurement.json instead of measuring (no GPU needed)");
   return [o]() { return run_bench(*o); };

@@ -16,6 +16,7 @@ struct BenchSettings {
   int iterations = 0;       // 0: until the median is stable (or duration_s, when set)
   double duration_s = 0;    // time steps for this long instead of a fixed count
   bool cuda_graph = false;  // reduce-overhead: capture one step as a CUDA graph and replay it
+  bool bound_inputs = false;  // with cuda_graph: the caller writes its inputs into the captured buffers itself
   int traced_steps = 0;     // steps traced with CUPTI after timing (0: no trace)
 };
 
@@ -29,7 +30,9 @@ constexpr int kMaxSteps = 5000;
 // (host wall time, host enqueue time and GPU time of each), then the traced
 // steps. Inputs are uploaded once; with cuda_graph, each step copies them into
 // the captured (static) input buffers before replaying, as a caller with new
-// inputs would. When the module cannot be captured, the mode's note says
+// inputs would, unless bound_inputs says the caller binds those buffers (the
+// step is then the graph launch alone, noted in the mode's note). When the
+// module cannot be captured, the mode's note says
 // "skipping cudagraphs due to <reason>" and it runs as default.
 // `outputs` receives the outputs of the last step. NoDevice without a GPU.
 ModeMeasurement bench_on_gpu(const std::string& module_dir, const std::string& mode,

@@ -491,6 +491,12 @@ TEST_F(GpuProfile, BenchReplaysCudaGraphs) {
   EXPECT_EQ(j["modes"][1]["note"], "");
   // One graph launch: the host enqueues a step faster than launching each kernel.
   EXPECT_LT(j["modes"][1]["enqueue_ms"]["median"].get<double>(), j["modes"][0]["enqueue_ms"]["median"].get<double>());
+  // With the inputs bound to the captured buffers a step is the launch alone, and the outputs still match.
+  r = run_tcc("bench " + shell_quote(fixture("mlp.onnx")) + " --modes reduce-overhead --bound-inputs --iterations 50 " +
+              "--check --report " + shell_quote((dir_ / "bound").string()));
+  ASSERT_EQ(r.code, 0) << r.output;
+  json bound = json::parse(read_file(dir_ / "bound" / "report.json"));
+  EXPECT_EQ(bound["modes"][0]["note"], "inputs bound to the graph's captured buffers: no copy per step");
 }
 
 }  // namespace
