@@ -191,7 +191,7 @@ std::vector<KernelActivity> CuptiTrace::finish() {
   if (replays.empty()) return steps;
   std::vector<std::vector<KernelActivity>> groups;
   for (auto& [launch, records] : replays) groups.push_back(std::move(records));
-  return name_graph_replays(steps, std::move(groups), module_kernels);
+  return name_graph_replays(std::move(steps), std::move(groups), module_kernels);
 }
 
 namespace {
