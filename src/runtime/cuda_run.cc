@@ -857,15 +857,20 @@ std::unique_ptr<CudaGraph> capture_cuda(Module& m, const tcc_tensor* inputs, siz
   std::string blocker = capture_blocker(m);
   if (!blocker.empty()) throw InvalidArgument("cannot capture a CUDA graph: " + blocker);
   if (!stream_handle) throw InvalidArgument("cannot capture a CUDA graph on the legacy default stream");
-  const Driver& d = driver();
-  auto stream = static_cast<CUstream>(stream_handle);
   // One plain run first: loading the module, the arena, cuBLASLt's handle and
   // workspace allocate, which a capture does not allow.
   run_cuda(m, inputs, num_inputs, outputs, num_outputs, stream_handle);
+  return capture_stream(stream_handle,
+                        [&] { enqueue_cuda(m, inputs, num_inputs, outputs, num_outputs, stream_handle); });
+}
+
+std::unique_ptr<CudaGraph> capture_stream(void* stream_handle, const std::function<void()>& enqueue) {
+  const Driver& d = driver();
+  auto stream = static_cast<CUstream>(stream_handle);
   d.check(d.begin_capture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture");
   CUgraph graph = nullptr;
   try {
-    enqueue_cuda(m, inputs, num_inputs, outputs, num_outputs, stream_handle);
+    enqueue();
   } catch (...) {
     if (d.end_capture(stream, &graph) == CUDA_SUCCESS && graph) d.graph_destroy(graph);
     throw;

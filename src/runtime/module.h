@@ -238,7 +238,7 @@ class CudaGraph {
   void launch(void* stream);
 
  private:
-  friend std::unique_ptr<CudaGraph> capture_cuda(Module&, const tcc_tensor*, size_t, tcc_tensor*, size_t, void*);
+  friend std::unique_ptr<CudaGraph> capture_stream(void*, const std::function<void()>&);
   void* exec_ = nullptr;  // CUgraphExec
 };
 
@@ -250,6 +250,10 @@ std::string capture_blocker(const Module& m);
 // InvalidArgument carrying capture_blocker's reason when capture is impossible.
 std::unique_ptr<CudaGraph> capture_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor* outputs,
                                         size_t num_outputs, void* stream);
+// Captures what `enqueue` puts on `stream` (not the legacy default stream),
+// which must allocate nothing, and instantiates it. CudaError when the
+// driver refuses the capture.
+std::unique_ptr<CudaGraph> capture_stream(void* stream, const std::function<void()>& enqueue);
 
 // Device memory, streams and event timing for tools that drive runs (tcc run,
 // tcc bench), on the context run_cuda uses. NoDevice where there is no GPU.
