@@ -157,11 +157,14 @@ ModeMeasurement bench_on_gpu(const std::string& module_dir, const std::string& m
     if (settings.cuda_graph) {
       std::string blocker = runtime::capture_blocker(m);
       if (blocker.empty()) {
-        if (settings.bound_inputs) result.note = "inputs bound to the graph's captured buffers: no copy per step";
-        for (size_t i = 0; !settings.bound_inputs && i < l.inputs.tensors.size(); ++i) {
-          fresh.add(static_cast<DType>(l.inputs.tensors[i].dtype), l.inputs.shapes[i], l.inputs.nbytes[i]);
-          runtime::device::copy_async(fresh.tensors[i].data, l.inputs.tensors[i].data, l.inputs.nbytes[i],
-                                      stream.handle);
+        if (settings.bound_inputs) {
+          result.note = "inputs bound to the graph's captured buffers: no copy per step";
+        } else {
+          for (size_t i = 0; i < l.inputs.tensors.size(); ++i) {
+            fresh.add(static_cast<DType>(l.inputs.tensors[i].dtype), l.inputs.shapes[i], l.inputs.nbytes[i]);
+            runtime::device::copy_async(fresh.tensors[i].data, l.inputs.tensors[i].data, l.inputs.nbytes[i],
+                                        stream.handle);
+          }
         }
         graph = runtime::capture_cuda(m, l.inputs.tensors.data(), l.inputs.tensors.size(), l.outputs.tensors.data(),
                                       l.outputs.tensors.size(), stream.handle);

@@ -1,8 +1,8 @@
 #include "src/shape/shape_env.h"
 
-#include "src/ir/graph.h"
-
 #include <algorithm>
+
+#include "src/ir/graph.h"
 
 namespace tcc {
 
