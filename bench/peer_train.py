@@ -8,7 +8,10 @@ and max-autotune modes, exports the forward to ONNX, and compiles the same
 training step with `tcc compile --train` in tcc's modes. Columns, per model and
 mode:
 
-  steps_per_s            training steps per second after warm-up
+  steps_per_s            training steps per second after warm-up, steps enqueued back to
+                         back with one synchronization at the end (tcc bench's throughput
+                         batches count them the same way since 2026-11-25; earlier tcc rows
+                         were one over the median latency of steps waited for one by one)
   speedup_vs_eager       steps_per_s over PyTorch eager's
   first_step_s           cold compile + first step (empty compile caches)
   warm_compile_s         first step again with the caches the cold run filled

@@ -42,13 +42,22 @@ LaunchConfig launch_config(const kir::Kernel& k, const KernelConfig& config);
 LaunchConfig launch_config(const kir::Kernel& k);  // with default_config(k)
 
 // The emitter's own choices: 256-thread pointwise blocks moving four f32
-// elements per access where vectorizes(k); column reductions whose rows split
+// elements per access where vectorizes(k), or tiled where transpose_axis(k)
+// finds an axis; column reductions whose rows split
 // in columns (column_split); other reductions row_reduction_config.
 KernelConfig default_config(const kir::Kernel& k);
 // One row per block of a power of two from 64 to 512 threads giving each
 // thread about eight elements (128 threads for rows of symbolic length),
-// split as reduction_split says.
+// split as reduction_split says, with the row cache fitting_row_cache gives.
 KernelConfig row_reduction_config(const kir::Kernel& k);
+// Empty where c's row_cache is valid for reduction kernel k, else why not: a
+// cache needs one block per row (no split, no columns), a later pass that reads
+// what an earlier one computed, at most 64 registers of cached values per
+// thread, and a static row that fits row_cache x block.
+std::string row_cache_refusal(const kir::Kernel& k, const KernelConfig& c);
+// The smallest power-of-two row cache at c's block that holds a whole row (of
+// a symbolic length: of 1024 elements), or 0 where none may (row_cache_refusal).
+int fitting_row_cache(const kir::Kernel& k, const KernelConfig& c);
 // The split of a column reduction's default columns config: enough slices of
 // its rows for sixteen blocks per H100 SM; 0 where the default is
 // row_reduction_config (not reduces_columns, rows that do not split, or a
@@ -60,6 +69,15 @@ KernelConfig config_of(const std::vector<kir::Kernel>& kernels, const std::vecto
 
 // Whether a pointwise kernel can move four f32 elements per access (float4).
 bool vectorizes(const kir::Kernel& k);
+
+// The axis along which pointwise kernel k's transposed loads are contiguous,
+// or -1 where k transposes nothing that tiles (KernelConfig::tiled): k stores
+// contiguously along its last axis, some load steps by more than one element
+// along it and by one along an earlier axis (the same for every such load), and
+// no load is guarded, dynamic or a coordinate. Reading such a load along the
+// last axis touches a 32-byte sector per element; a tile reads it along the
+// other axis and turns it round in shared memory.
+int transpose_axis(const kir::Kernel& k);
 
 // Whether several blocks may share a row of reduction kernel k: its body
 // reduces once and stores only row values (the last block of a row finishes it).

@@ -1,8 +1,11 @@
 // CUDA C++ for NVRTC. Pointwise kernels are grid-stride loops over the domain
 // (four f32 elements per thread, as float4, when every access is contiguous
-// along a static last axis divisible by four); reduction kernels give each row
+// along a static last axis divisible by four), or over 32 x 32 tiles turned
+// round in shared memory when a load reads across the axis the kernel writes
+// along (tiled transposes, below); reduction kernels give each row
 // one block, whose threads accumulate strided parts of the row and combine them
-// with warp shuffles and shared memory, or, when rows are few and long, several
+// with warp shuffles and shared memory, keeping what later passes read in
+// registers (row caches, below), or, when rows are few and long, several
 // blocks per row (split reductions, below); where rows lie side by side in
 // memory, a config may give a block 32 neighbouring rows instead (column
 // reductions, KernelConfig::columns). Gemm kernels run through cuBLASLt,
@@ -25,6 +28,11 @@ using emitc::size_expr;
 using kir::Op;
 
 constexpr int kPointwiseBlock = 256;
+// Tiled pointwise kernels (KernelConfig::tiled) turn kTile x kTile tiles
+// round in shared memory; a static extent below kMinTiledExtent along either
+// tile axis would leave most of each tile empty.
+constexpr int kTile = 32;
+constexpr int64_t kMinTiledExtent = 8;
 // Row reductions give each thread about kRowElementsPerThread elements of its
 // slice, in a power of two of kMinRowBlock to kMaxRowBlock threads, and rows of
 // symbolic length kSymbolicRowBlock. The H100's tables (bench/results,
@@ -80,6 +88,20 @@ constexpr int kColumnBlock = 256;
 constexpr int64_t kColumnSplitBlocks = 16 * 132;
 constexpr int64_t kColumnMaxSplit = 64;
 constexpr int64_t kColumnMinSlice = 256;
+// Row caches (KernelConfig::row_cache). A body with passes after the first
+// (softmax: max, sum, store; layer norm: mean, variance, store) reads its row
+// once per pass. With a cache of R, the thread holding elements
+// j = threadIdx.x + u * blockDim.x (u < R) keeps in registers each value a
+// later pass reads, so every element is loaded and computed once, as Inductor's
+// persistent reductions do. The passes unroll over u and accumulate in the
+// looped path's order, so both paths give the same bits.
+// - kRowCacheRegisters: the 32-bit registers one thread's cached values may
+//   take (an 8-byte value takes two); larger caches would spill.
+// - kSymbolicCachedRow: a row of symbolic length is cached by default up to
+//   this many elements, which covers the sequence lengths attention sees at
+//   GPT-2 sizes; a longer row takes the looped path, chosen at each launch.
+constexpr int kRowCacheRegisters = 64;
+constexpr int64_t kSymbolicCachedRow = 1024;
 // The workspace: rows x split partials of 8 bytes (every accumulator type
 // fits), then one uint32 arrival counter per row.
 constexpr int64_t kPartialBytes = 8;
@@ -132,8 +154,34 @@ constexpr std::string_view kCudaColumns = R"(template <class T, class Op> __devi
 
 bool fits_int32(const SymExpr& e) { return e.is_constant() && e.constant_value() < kInt32Limit; }
 
+// A load that steps by more than one element along the last axis and by one
+// along `axis`: what a tile reads along `axis`.
+bool transposed_load(const kir::Instr& in, size_t axis) {
+  const std::vector<SymExpr>& s = in.index.strides;
+  return in.op == Op::Load && s.back() != SymExpr() && s.back() != SymExpr::constant(1) &&
+         s[axis] == SymExpr::constant(1);
+}
 
 }  // namespace
+
+int transpose_axis(const kir::Kernel& k) {
+  if (k.kind != kir::Kind::Pointwise || k.domain.size() < 2) return -1;
+  const size_t last = k.domain.size() - 1;
+  int axis = -1;
+  for (const kir::Instr& in : k.body) {
+    if (in.op == Op::Coord || (in.op == Op::Load && !in.args.empty()) || in.dynamic >= 0 || in.accumulate) return -1;
+    if (in.op == Op::Store && in.index.strides.back() != SymExpr::constant(1)) return -1;
+    for (size_t d = 0; d < last; ++d) {
+      if (!transposed_load(in, d)) continue;
+      if (axis >= 0 && axis != static_cast<int>(d)) return -1;
+      axis = static_cast<int>(d);
+    }
+  }
+  if (axis < 0) return -1;
+  for (size_t d : {static_cast<size_t>(axis), last})
+    if (k.domain[d].is_constant() && k.domain[d].constant_value() < kMinTiledExtent) return -1;
+  return axis;
+}
 
 // Every buffer is f32, every access steps by 1 (stores) or 0 or 1 (loads)
 // along a static last axis divisible by four, every other stride and offset
@@ -163,6 +211,41 @@ bool vectorizes(const kir::Kernel& k) {
 
 namespace {
 
+// Which values a row cache keeps: each pass computes only the element values
+// no earlier pass computed (`fresh`), reading the ones an earlier pass did
+// (`reused`) from the cache; `kept` marks every value some later pass reuses.
+struct RowCachePlan {
+  std::vector<std::vector<int>> fresh, reused;
+  std::vector<bool> kept;
+  int registers = 0;  // per cached element
+};
+
+RowCachePlan plan_row_cache(const kir::Kernel& k, const emitc::ReductionPlan& p) {
+  RowCachePlan c;
+  std::vector<bool> done(k.body.size(), false);
+  c.kept.assign(k.body.size(), false);
+  for (size_t pass = 0; pass < p.passes.size(); ++pass) {
+    std::vector<int> fresh, reused;
+    for (int i : p.passes[pass])
+      if (!done[static_cast<size_t>(i)]) fresh.push_back(i);
+    auto reuse = [&](int a) {
+      if (!done[static_cast<size_t>(a)] || std::find(reused.begin(), reused.end(), a) != reused.end()) return;
+      reused.push_back(a);
+      c.kept[static_cast<size_t>(a)] = true;
+    };
+    for (int i : fresh)
+      for (int a : k.body[static_cast<size_t>(i)].args) reuse(a);
+    if (pass < p.reductions.size()) reuse(k.body[static_cast<size_t>(p.reductions[pass])].args[0]);
+    for (int i : fresh) done[static_cast<size_t>(i)] = true;
+    std::sort(reused.begin(), reused.end());
+    c.fresh.push_back(std::move(fresh));
+    c.reused.push_back(std::move(reused));
+  }
+  for (size_t i = 0; i < k.body.size(); ++i)
+    if (c.kept[i]) c.registers += dtype_size(k.body[i].dtype) == 8 ? 2 : 1;
+  return c;
+}
+
 // A power of two from 32 to 1024 giving each thread about four elements of a
 // static row (of a slice, when the row is split); rows of symbolic length get
 // a fixed middle size.
@@ -188,11 +271,18 @@ class CudaKernel : emitc::CodeWriter {
         << "kernel " << k.name << ": split " << c.split << " is not valid for it";
     TCC_CHECK(!columns_ || (c.rows_per_block == 1 && c.block % kColumnRows == 0 && reduces_columns(k)))
         << "kernel " << k.name << ": the column schedule is not valid for it";
+    std::string refusal = row_cache_refusal(k, c);
+    TCC_CHECK(refusal.empty()) << "kernel " << k.name << ": " << refusal;
+    TCC_CHECK(!c.tiled || (c.vector_width == 1 && transpose_axis(k) >= 0))
+        << "kernel " << k.name << ": tiles are not valid for it";
   }
 
+  // A cached kernel's launch bound keeps its registers within what its block
+  // may have: the compiler spills rather than leave the launch to fail.
   std::string print() {
-    out_ += emitc::cuda_signature(k_, split_);
+    out_ += emitc::cuda_signature(k_, split_, c_.row_cache > 0 ? c_.block : 0);
     if (k_.kind == kir::Kind::Reduction) reduction();
+    else if (c_.tiled) tiled_pointwise();
     else if (c_.vector_width == kVectorWidth) vector_pointwise();
     else pointwise();
     out_ += "}\n";
@@ -283,17 +373,106 @@ class CudaKernel : emitc::CodeWriter {
     close();
   }
 
+  // kTile x kTile tiles over (transpose_axis, the last axis), a block's
+  // tiles in a grid-stride loop; the other axes' coordinates come from the
+  // tile's index. The block's threads first read each transposed load with
+  // threadIdx.x along the transpose axis, where it is contiguous, into a
+  // shared tile, then run the body with threadIdx.x along the last axis,
+  // taking those loads from the tile turned round. A tile row's one element of
+  // padding keeps both phases' warps off a shared memory bank twice.
+  void tiled_pointwise() {
+    const size_t a = static_cast<size_t>(transpose_axis(k_)), last = k_.domain.size() - 1;
+    const std::string T = std::to_string(kTile), ca = "c" + std::to_string(a), cl = "c" + std::to_string(last);
+    std::vector<int> tiled;
+    for (size_t i = 0; i < k_.body.size(); ++i)
+      if (transposed_load(k_.body[i], a)) {
+        tiled.push_back(static_cast<int>(i));
+        line("__shared__ " + std::string(emitc::compute_type(k_.body[i].dtype)) + " tile" + std::to_string(i) + "[" +
+             T + "][" + std::to_string(kTile + 1) + "];");
+      }
+    auto extent = [&](size_t d) { return "(" + size_expr(k_.domain[d]) + ")"; };
+    line("const int64_t tiles_a = (" + extent(a) + " + " + std::to_string(kTile - 1) + ") / " + T + ", tiles_l = (" +
+         extent(last) + " + " + std::to_string(kTile - 1) + ") / " + T + ";");
+    std::string tiles = "tiles_a * tiles_l";
+    for (size_t d = 0; d < last; ++d)
+      if (d != a) tiles += " * " + extent(d);
+    line("const int64_t tiles = " + tiles + ";");
+    open("for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x)");
+    line("int64_t t = tile;");
+    line("const int64_t l0 = t % tiles_l * " + T + ";");
+    line("t /= tiles_l;");
+    line("const int64_t a0 = t % tiles_a * " + T + ";");
+    line("t /= tiles_a;");
+    for (size_t d = last; d-- > 0;) {
+      if (d == a) continue;
+      line("const int64_t c" + std::to_string(d) + " = t % " + extent(d) + ";");
+      line("t /= " + extent(d) + ";");
+    }
+    const std::string inside = "if (" + ca + " < " + extent(a) + " && " + cl + " < " + extent(last) + ")";
+    open("for (int y = threadIdx.y; y < " + T + "; y += blockDim.y)");
+    line("const int64_t " + ca + " = a0 + threadIdx.x, " + cl + " = l0 + y;");
+    open(inside);
+    for (int i : tiled) {
+      emit(i);
+      line("tile" + std::to_string(i) + "[y][threadIdx.x] = v" + std::to_string(i) + ";");
+    }
+    close();
+    close();
+    line("__syncthreads();");
+    open("for (int y = threadIdx.y; y < " + T + "; y += blockDim.y)");
+    line("const int64_t " + ca + " = a0 + y, " + cl + " = l0 + threadIdx.x;");
+    open(inside);
+    for (size_t i = 0; i < k_.body.size(); ++i) {
+      if (std::find(tiled.begin(), tiled.end(), static_cast<int>(i)) == tiled.end()) {
+        emit(static_cast<int>(i));
+        continue;
+      }
+      line("const " + std::string(emitc::compute_type(k_.body[i].dtype)) + " v" + std::to_string(i) + " = tile" +
+           std::to_string(i) + "[threadIdx.x][y];");
+    }
+    close();
+    close();
+    line("__syncthreads();");
+    close();
+  }
+
   void reduction() {
     emitc::ReductionPlan p = emitc::plan_reduction(k_);
     size_t outer = k_.domain.size() - static_cast<size_t>(k_.reduce_axes);
     SymExpr rows = row_count(k_), len = row_length(k_);
-    bool narrow_len = fits_int32(len);
     line("const int64_t rows = " + size_expr(rows) + ", len = " + size_expr(len) + ";");
     if (split_) split_count();
     if (columns_) column_row();
     else if (split_) line("const int64_t r = blockIdx.x;");
     else open("for (int64_t r = blockIdx.x; r < rows; r += gridDim.x)");
     coordinates("r", 0, outer);
+    if (c_.row_cache == 0) {
+      passes(p, outer, nullptr);
+    } else {
+      RowCachePlan cache = plan_row_cache(k_, p);
+      // A static row fits the cache (row_cache_refusal); a symbolic one is
+      // checked at each launch.
+      if (!len.is_constant()) open("if (len <= " + std::to_string(c_.row_cache) + " * (int64_t)blockDim.x)");
+      passes(p, outer, &cache);
+      if (!len.is_constant()) {
+        close();
+        open("else");
+        passes(p, outer, nullptr);
+        close();
+      }
+    }
+    if (!split_ && !columns_) close();
+  }
+
+  // A row's passes, then its row stores: each pass over the row's elements in
+  // a loop (the looped path), or, with `cache`, unrolled over the thread's
+  // row_cache elements, which later passes read from registers (m<i>).
+  void passes(const emitc::ReductionPlan& p, size_t outer, const RowCachePlan* cache) {
+    const std::string R = std::to_string(c_.row_cache);
+    if (cache)
+      for (size_t i = 0; i < k_.body.size(); ++i)
+        if (cache->kept[i]) line(std::string(emitc::compute_type(k_.body[i].dtype)) + " m" + std::to_string(i) + "[" + R + "];");
+    bool narrow_len = fits_int32(row_length(k_));
     for (size_t pass = 0; pass < p.passes.size(); ++pass) {
       for (int i : p.row_values[pass]) emit(i);
       bool final = pass == p.reductions.size();
@@ -303,18 +482,36 @@ class CudaKernel : emitc::CodeWriter {
         const kir::Instr& r = k_.body[p.reductions[pass]];
         line(std::string(emitc::accumulator_type(r.dtype)) + " " + acc + " = " + emitc::reduce_identity(r) + ";");
       }
-      open(std::string("for (") + (narrow_len ? "int" : "int64_t") + " j = " +
-           (columns_ && split_ ? "blockIdx.y * blockDim.y + threadIdx.y; live && j < len; j += split * blockDim.y)"
-            : columns_         ? "threadIdx.y; live && j < len; j += blockDim.y)"
-            : split_           ? "blockIdx.y * blockDim.x + threadIdx.x; j < len; j += split * blockDim.x)"
-                               : "threadIdx.x; j < len; j += blockDim.x)"));
+      if (cache) {
+        line("#pragma unroll");
+        open("for (int u = 0; u < " + R + "; ++u)");
+        line("const int j = threadIdx.x + u * blockDim.x;");
+        open("if (j < len)");
+      } else {
+        open(std::string("for (") + (narrow_len ? "int" : "int64_t") + " j = " +
+             (columns_ && split_ ? "blockIdx.y * blockDim.y + threadIdx.y; live && j < len; j += split * blockDim.y)"
+              : columns_         ? "threadIdx.y; live && j < len; j += blockDim.y)"
+              : split_           ? "blockIdx.y * blockDim.x + threadIdx.x; j < len; j += split * blockDim.x)"
+                                 : "threadIdx.x; j < len; j += blockDim.x)"));
+      }
       coordinates("j", outer, k_.domain.size());
-      for (int i : p.passes[pass]) emit(i);
+      if (cache) {
+        for (int a : cache->reused[pass])
+          line("const " + std::string(emitc::compute_type(k_.body[a].dtype)) + " v" + std::to_string(a) + " = m" +
+               std::to_string(a) + "[u];");
+        for (int i : cache->fresh[pass]) {
+          emit(i);
+          if (cache->kept[i]) line("m" + std::to_string(i) + "[u] = v" + std::to_string(i) + ";");
+        }
+      } else {
+        for (int i : p.passes[pass]) emit(i);
+      }
       if (!final) {
         const kir::Instr& r = k_.body[p.reductions[pass]];
         line(emitc::reduce_step(r, acc, "v" + std::to_string(r.args[0])));
       }
       close();
+      if (cache) close();
       if (!final) {
         const kir::Instr& r = k_.body[p.reductions[pass]];
         std::string A = emitc::accumulator_type(r.dtype);
@@ -331,7 +528,6 @@ class CudaKernel : emitc::CodeWriter {
       for (int i : p.row_stores) emit(i);
       close();
     }
-    if (!split_ && !columns_) close();
   }
 
   // A column block's thread works on row blockIdx.x * 32 + threadIdx.x. Past
@@ -401,7 +597,39 @@ KernelConfig row_reduction_config(const kir::Kernel& k) {
   KernelConfig c;
   c.block = reduction_block(k);
   c.split = reduction_split(k);
+  c.row_cache = fitting_row_cache(k, c);
   return c;
+}
+
+std::string row_cache_refusal(const kir::Kernel& k, const KernelConfig& c) {
+  if (c.row_cache == 0) return "";
+  const int R = c.row_cache;
+  if (R < 1 || R > kMaxRowCache || (R & (R - 1)) != 0)
+    return "row cache " + std::to_string(R) + " is not a power of two from 1 to " + std::to_string(kMaxRowCache);
+  if (k.kind != kir::Kind::Reduction) return "only reductions keep their rows in registers";
+  if (c.split > 1 || c.columns) return "a split or column reduction keeps no row in registers";
+  RowCachePlan plan = plan_row_cache(k, emitc::plan_reduction(k));
+  if (plan.registers == 0) return "no pass reads a value an earlier pass computed";
+  if (plan.registers * R > kRowCacheRegisters)
+    return "row cache " + std::to_string(R) + " would take " + std::to_string(plan.registers * R) +
+           " registers per thread, more than " + std::to_string(kRowCacheRegisters);
+  SymExpr len = row_length(k);
+  if (len.is_constant() && len.constant_value() > int64_t{R} * c.block)
+    return "a row of " + std::to_string(len.constant_value()) + " elements does not fit " + std::to_string(R) +
+           " per thread of " + std::to_string(c.block);
+  return "";
+}
+
+int fitting_row_cache(const kir::Kernel& k, const KernelConfig& c) {
+  if (k.kind != kir::Kind::Reduction || c.block < 1) return 0;
+  SymExpr len = row_length(k);
+  int64_t want = len.is_constant() ? len.constant_value() : kSymbolicCachedRow;
+  int64_t per_thread = (want + c.block - 1) / c.block;
+  int R = 1;
+  while (R < per_thread && R < kMaxRowCache) R *= 2;
+  KernelConfig cached = c;
+  cached.row_cache = R;
+  return R >= per_thread && row_cache_refusal(k, cached).empty() ? R : 0;
 }
 
 int column_split(const kir::Kernel& k) {
@@ -419,6 +647,7 @@ KernelConfig default_config(const kir::Kernel& k) {
   if (k.kind == kir::Kind::Pointwise) {
     c.block = kPointwiseBlock;
     c.vector_width = vectorizes(k) ? kVectorWidth : 1;
+    c.tiled = transpose_axis(k) >= 0;
   } else if (k.kind == kir::Kind::Reduction) {
     if (int split = column_split(k)) {
       c.block = kColumnBlock;
@@ -517,6 +746,16 @@ LaunchConfig launch_config(const kir::Kernel& k, const KernelConfig& config) {
   LaunchConfig c;
   switch (k.kind) {
     case kir::Kind::Pointwise: {
+      if (config.tiled) {
+        const size_t a = static_cast<size_t>(transpose_axis(k)), last = k.domain.size() - 1;
+        const SymExpr tile = SymExpr::constant(kTile), round = SymExpr::constant(kTile - 1);
+        SymExpr tiles = (k.domain[a] + round).floordiv(tile) * (k.domain[last] + round).floordiv(tile);
+        for (size_t d = 0; d < last; ++d)
+          if (d != a) tiles = tiles * k.domain[d];
+        c.grid[0] = tiles;
+        c.block = {kTile, config.block / kTile, 1};
+        break;
+      }
       int per_block = config.block * config.vector_width;
       c.grid[0] = (domain_size(k) + SymExpr::constant(per_block - 1)).floordiv(SymExpr::constant(per_block));
       c.block[0] = config.block;

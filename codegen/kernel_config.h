@@ -10,6 +10,8 @@ namespace tcc {
 inline constexpr int kLibraryAlgos = 8;
 // The most blocks that may share one reduction row.
 inline constexpr int kMaxSplit = 1024;
+// The most row elements one thread of a reduction keeps in registers (KernelConfig::row_cache).
+inline constexpr int kMaxRowCache = 16;
 
 // The rows a column-reduction block takes side by side: a warp's worth.
 constexpr int kColumnRows = 32;
@@ -27,6 +29,16 @@ struct KernelConfig {
   // rows side by side (threadIdx.x) and shares each row's elements among
   // block / kColumnRows threads (threadIdx.y); one row per block otherwise.
   bool columns = false;
+  // Reduction with passes after the first (softmax, layer norm): each thread
+  // keeps what later passes need of its first row_cache elements in registers
+  // (row_cache_refusal says where it may), so the row is read from memory
+  // once; 0 re-reads it in every pass. A row longer than row_cache * block
+  // (a symbolic length at run time) takes the re-reading path.
+  int row_cache = 0;
+  // Pointwise, where transpose_axis(k) finds one: the kernel runs over 32 x 32
+  // tiles of (that axis, the last), reading its transposed loads along the
+  // first into shared memory and writing along the last (emit_cuda.cc).
+  bool tiled = false;
   // Gemm and conv (library calls): which algorithm of the library's ranked list
   // for the problem runs, 0 being its first choice: cuBLASLt's heuristic
   // results, cuDNN's forward algorithms that fit the workspace.

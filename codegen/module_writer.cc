@@ -261,7 +261,9 @@ ojson kernel_json(const ModuleContents& m, size_t index) {
                      {"vector_width", config.vector_width},
                      {"rows_per_block", config.rows_per_block},
                      {"split", config.split},
-                     {"columns", config.columns}};
+                     {"columns", config.columns},
+                     {"row_cache", config.row_cache},
+                     {"tiled", config.tiled}};
     j["autotune"] = t;
   }
   j["bytes_moved"] = size_json(kir::bytes_moved(k));
@@ -587,10 +589,11 @@ std::string report_md(const ModuleContents& m, const ModuleFacts& f, const Compi
                            : k.kind == kir::Kind::Gemm ? "cuBLASLt algorithm #" + std::to_string(c.algo)
                            : k.kind == kir::Kind::Conv ? "cuDNN algorithm #" + std::to_string(c.algo)
                                                        : "block " + std::to_string(c.block);
-      if (k.kind == kir::Kind::Pointwise) config += ", vector " + std::to_string(c.vector_width);
+      if (k.kind == kir::Kind::Pointwise) config += c.tiled ? ", tiled" : ", vector " + std::to_string(c.vector_width);
       if (k.kind == kir::Kind::Reduction)
         config += c.columns ? ", columns" : ", rows " + std::to_string(c.rows_per_block);
       if (c.split > 1 && k.kind == kir::Kind::Reduction) config += ", split " + std::to_string(c.split);
+      if (c.row_cache > 0) config += ", row cache " + std::to_string(c.row_cache);
       os << "| " << k.name << " | " << config << " | " << a.sources.at(i) << " |\n";
     }
   }

@@ -32,14 +32,19 @@ std::vector<KernelConfig> neighbours(const kir::Kernel& k, const KernelConfig& c
   auto add = [&](KernelConfig n) {
     if (n != c && invalid_reason(k, n).empty()) out.push_back(n);
   };
+  // A cached row keeps fitting its cache at the new block size.
+  for (int block : {c.block * 2, c.block / 2}) {
+    KernelConfig n = c;
+    n.block = block;
+    if (c.row_cache > 0) n.row_cache = fitting_row_cache(k, n);
+    add(n);
+  }
   KernelConfig n = c;
-  n.block = c.block * 2;
-  add(n);
-  n.block = c.block / 2;
-  add(n);
-  n = c;
   if (k.kind == kir::Kind::Pointwise) {
     n.vector_width = c.vector_width == 1 ? 4 : 1;
+    add(n);
+    n = c;
+    n.tiled = !c.tiled;
     add(n);
   } else {
     n.rows_per_block = c.rows_per_block * 2;
@@ -53,6 +58,9 @@ std::vector<KernelConfig> neighbours(const kir::Kernel& k, const KernelConfig& c
     add(n);
     n = c;
     n.columns = !c.columns;
+    add(n);
+    n = c;
+    n.row_cache = c.row_cache > 0 ? 0 : fitting_row_cache(k, c);
     add(n);
   }
   return out;
@@ -88,6 +96,8 @@ std::string invalid_reason(const kir::Kernel& k, const KernelConfig& c) {
     return "vector width " + std::to_string(c.vector_width) + " is not 1 or 4";
   if (c.vector_width == 4 && !vectorizes(k))
     return "vector width 4 needs an f32 pointwise kernel with float4-aligned accesses";
+  if (c.tiled && transpose_axis(k) < 0)
+    return "only a pointwise kernel that reads along one axis and writes along the last goes through tiles";
   if (c.rows_per_block < 1 || c.rows_per_block > kMaxRowsPerBlock || !power_of_two(c.rows_per_block))
     return "rows per block " + std::to_string(c.rows_per_block) + " is not a power of two from 1 to 8";
   if (c.rows_per_block != 1 && k.kind != kir::Kind::Reduction) return "rows per block applies to reductions only";
@@ -101,7 +111,7 @@ std::string invalid_reason(const kir::Kernel& k, const KernelConfig& c) {
     if (c.block < 2 * kColumnRows)
       return "a column reduction's block has " + std::to_string(kColumnRows) + " rows and at least two threads each";
   }
-  return "";
+  return row_cache_refusal(k, c);
 }
 
 std::vector<KernelConfig> candidates(const kir::Kernel& k) {
@@ -132,17 +142,26 @@ std::vector<KernelConfig> candidates(const kir::Kernel& k) {
       }
     }
   } else if (k.kind == kir::Kind::Pointwise) {
-    for (int vec : {4, 1})
-      for (int block = 64; block <= kMaxBlock; block *= 2) add({block, vec, 1});
+    for (bool tiled : {true, false})
+      for (int vec : {4, 1})
+        for (int block = 64; block <= kMaxBlock; block *= 2) {
+          KernelConfig c{block, vec, 1};
+          c.tiled = tiled;
+          add(c);
+        }
   } else {
     std::vector<int> rows = {1};
     if (many_rows(k)) rows = {1, 2, 4};
     const KernelConfig row_default = row_reduction_config(k);
     KernelConfig c;
+    // Each with the row cache that fits it (where the body may cache one) and without.
     for (int r : rows)
       for (int block = kMinBlock; block <= kMaxBlock; block *= 2) {
         c = {block, 1, r};
         c.split = r == 1 ? row_default.split : 1;
+        c.row_cache = fitting_row_cache(k, c);
+        add(c);
+        c.row_cache = 0;
         add(c);
       }
     // Split factors at the row heuristic's block size: every power of two up
@@ -175,8 +194,9 @@ std::string config_text(const kir::Kernel& k, const KernelConfig& c) {
   if (k.kind == kir::Kind::Reduction && c.columns)
     return s + " columns" + (c.split > 1 ? " split=" + std::to_string(c.split) : "");
   if (k.kind == kir::Kind::Reduction)
-    return s + " rows=" + std::to_string(c.rows_per_block) + (c.split > 1 ? " split=" + std::to_string(c.split) : "");
-  return s + " vec=" + std::to_string(c.vector_width);
+    return s + " rows=" + std::to_string(c.rows_per_block) + (c.split > 1 ? " split=" + std::to_string(c.split) : "") +
+           (c.row_cache > 0 ? " cache=" + std::to_string(c.row_cache) : "");
+  return s + (c.tiled ? " tiled" : " vec=" + std::to_string(c.vector_width));
 }
 
 std::optional<DescentResult> coordinate_descent(const kir::Kernel& k, const KernelConfig& start, const CostFn& cost,

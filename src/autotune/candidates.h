@@ -20,8 +20,10 @@ std::string invalid_reason(const kir::Kernel& k, const KernelConfig& c);
 
 // The grid to benchmark for a Pointwise or Reduction kernel, default_config(k)
 // first, the rest in a fixed order without duplicates, all valid for k:
-//   pointwise: block 64..1024 x vector width 1 (and 4 where the kernel vectorizes);
+//   pointwise: block 64..1024 x vector width 1 (and 4 where the kernel vectorizes),
+//     and 32 x 32 tiles at each block where transpose_axis finds an axis;
 //   reduction: block 32..1024 x rows per block 1, 2, 4 (more rows only for many rows),
+//     each with and without the row cache that fits it (where the body may keep one),
 //     and where rows can split, split factors 1..2x the heuristic's (at least 64) at its block;
 //   gemm and conv: the library's algorithms ranked 0 to kLibraryAlgos - 1 (a rank
 //   the library does not offer for the problem fails to run and is dropped);
@@ -29,8 +31,8 @@ std::string invalid_reason(const kir::Kernel& k, const KernelConfig& c);
 //   and at its two-stage tiles of 64 x 64 or less split-K by 2, 4 and 8.
 std::vector<KernelConfig> candidates(const kir::Kernel& k);
 
-// "block=256 vec=4" (pointwise), "block=128 rows=2" or "block=256 rows=1 split=16"
-// (reduction), "cublaslt #2" (gemm: cuBLASLt's third-ranked algorithm),
+// "block=256 vec=4" or "block=256 tiled" (pointwise), "block=128 rows=2",
+// "block=64 rows=1 cache=8" or "block=256 rows=1 split=16" (reduction), "cublaslt #2" (gemm: cuBLASLt's third-ranked algorithm),
 // "tf32x3 64x64x32 2x2 split=4" (gemm: the template, its tile, warps and K slices), "cudnn #0" (conv).
 std::string config_text(const kir::Kernel& k, const KernelConfig& c);
 
@@ -45,9 +47,9 @@ struct DescentResult {
 };
 
 // Starting at `start` (costed first), repeatedly tries each knob one step up
-// and down (block x2 and /2, the other vector width, rows x2 and /2, split x2
-// and /2; library
-// kernels have no neighbours: their grid is every choice), moving
+// and down (block x2 and /2, a row cache refitted to the new block; the other
+// vector width; rows x2 and /2; split x2 and /2; tiles, columns and the row
+// cache on or off; library kernels have no neighbours: their grid is every choice), moving
 // to a neighbour only when it is cheaper by more than `threshold` (relative),
 // until no neighbour improves or `max_rounds` rounds ran. Each config is costed
 // at most once. Returns nullopt when `start` itself cannot run.

@@ -79,6 +79,10 @@ CacheEntry read_entry(const json& j) {
   e.config.tile = c.contains("tile") ? int_field(c, "tile", 0, static_cast<int>(kGemmTiles.size()), "config.") : 0;
   // Nor, before the column schedule, columns: rows one per block.
   e.config.columns = c.contains("columns") && int_field(c, "columns", 0, 1, "config.") == 1;
+  // Nor, before row caches, row_cache: every pass reads its row.
+  e.config.row_cache = c.contains("row_cache") ? int_field(c, "row_cache", 0, kMaxRowCache, "config.") : 0;
+  // Nor, before tiled transposes, tiled: element by element.
+  e.config.tiled = c.contains("tiled") && int_field(c, "tiled", 0, 1, "config.") == 1;
   e.time_us = time_field(j, "time_us");
   e.default_time_us = time_field(j, "default_time_us");
   e.candidates = int_field(j, "candidates", 1, 1 << 20);
@@ -97,7 +101,9 @@ ojson entry_json(const CacheEntry& e) {
                  {"split", e.config.split},
                  {"algo", e.config.algo},
                  {"tile", e.config.tile},
-                 {"columns", e.config.columns ? 1 : 0}};
+                 {"columns", e.config.columns ? 1 : 0},
+                 {"row_cache", e.config.row_cache},
+                 {"tiled", e.config.tiled ? 1 : 0}};
   j["time_us"] = e.time_us;
   j["default_time_us"] = e.default_time_us;
   j["candidates"] = e.candidates;

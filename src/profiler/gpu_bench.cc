@@ -1,6 +1,7 @@
 // The GPU measuring loop (gpu_bench.h), on the runtime's device helpers.
 #include "src/profiler/gpu_bench.h"
 
+#include <algorithm>
 #include <chrono>
 #include <iostream>
 
@@ -220,6 +221,18 @@ ModeMeasurement bench_on_gpu(const std::string& module_dir, const std::string& m
         if (previous > 0 && std::abs(median - previous) <= kStableTolerance * previous) break;
         previous = median;
       }
+    }
+
+    // Throughput, as a training loop runs its steps and as trtexec and the peer
+    // benchmark's PyTorch rows measure it: no wait between steps.
+    result.pipelined_steps =
+        std::clamp(static_cast<int>(result.latencies_ms.size()), kMinPipelinedSteps, kMaxPipelinedSteps);
+    for (int batch = 0; batch < kPipelinedBatches; ++batch) {
+      runtime::device::sync(stream.handle);
+      Clock::time_point begin = Clock::now();
+      for (int i = 0; i < result.pipelined_steps; ++i) enqueue_step();
+      runtime::device::sync(stream.handle);
+      result.pipelined_ms.push_back(ms_between(begin, Clock::now()));
     }
 
     if (settings.traced_steps > 0) {

@@ -25,9 +25,16 @@ struct BenchSettings {
 constexpr int kStableBatch = 50;
 constexpr double kStableTolerance = 0.02;
 constexpr int kMaxSteps = 5000;
+// Throughput: kPipelinedBatches batches of as many steps as were timed one by
+// one, within [kMinPipelinedSteps, kMaxPipelinedSteps], enqueued back to back.
+constexpr int kPipelinedBatches = 3;
+constexpr int kMinPipelinedSteps = 10;
+constexpr int kMaxPipelinedSteps = 1000;
 
 // Runs the module on the GPU on a stream of its own: warm-up, timed steps
-// (host wall time, host enqueue time and GPU time of each), then the traced
+// (host wall time, host enqueue time and GPU time of each, each step waited
+// for), batches of steps enqueued back to back (throughput: one step's
+// enqueue overlaps the GPU's work on the steps before it), then the traced
 // steps. Inputs are uploaded once; with cuda_graph, each step copies them into
 // the captured (static) input buffers before replaying, as a caller with new
 // inputs would, unless bound_inputs says the caller binds those buffers (the

@@ -48,7 +48,11 @@ ModeSummary summarize_mode(const ModeMeasurement& m, const DeviceProfile& d, con
   s.latency_ms = stats_of(m.latencies_ms);
   s.enqueue_ms = stats_of(m.enqueue_ms);
   s.gpu_ms = stats_of(m.gpu_ms);
-  s.steps_per_s = s.latency_ms.median > 0 ? 1e3 / s.latency_ms.median : 0;
+  double batch_ms = m.pipelined_steps > 0 && !m.pipelined_ms.empty() ? stats_of(m.pipelined_ms).median : 0;
+  s.pipelined = batch_ms > 0;
+  s.steps_per_s = s.pipelined ? m.pipelined_steps * 1e3 / batch_ms
+                  : s.latency_ms.median > 0 ? 1e3 / s.latency_ms.median
+                                            : 0;
   s.gpu_busy = s.latency_ms.median > 0 ? std::min(1.0, s.gpu_ms.median / s.latency_ms.median) : 0;
   if (m.traced_steps <= 0) return s;
 
@@ -127,7 +131,7 @@ Summary summarize(const Measurement& m) {
   auto eager =
       std::find_if(s.modes.begin(), s.modes.end(), [](const ModeSummary& x) { return x.mode->mode == "eager"; });
   if (eager != s.modes.end())
-    for (ModeSummary& x : s.modes) x.speedup_over_eager = eager->latency_ms.median / x.latency_ms.median;
+    for (ModeSummary& x : s.modes) x.speedup_over_eager = eager->steps_per_s > 0 ? x.steps_per_s / eager->steps_per_s : 0;
   add_warnings(s);
   return s;
 }
@@ -153,6 +157,8 @@ nlohmann::json to_json(const Measurement& m) {
                      {"latencies_ms", x.latencies_ms},
                      {"enqueue_ms", x.enqueue_ms},
                      {"gpu_ms", x.gpu_ms},
+                     {"pipelined_steps", x.pipelined_steps},
+                     {"pipelined_ms", x.pipelined_ms},
                      {"kernels", kernels},
                      {"traced_steps", x.traced_steps},
                      {"activities", activities}});
@@ -193,6 +199,9 @@ Measurement measurement_from_json(const nlohmann::json& j, const std::string& fi
     mode.latencies_ms = field<std::vector<double>>(x, "latencies_ms", at);
     mode.enqueue_ms = optional_field<std::vector<double>>(x, "enqueue_ms", at, {});
     mode.gpu_ms = optional_field<std::vector<double>>(x, "gpu_ms", at, {});
+    mode.pipelined_steps = optional_field<int>(x, "pipelined_steps", at, 0);
+    mode.pipelined_ms = optional_field<std::vector<double>>(x, "pipelined_ms", at, {});
+    if (mode.pipelined_steps < 0) throw InputError(at + ".pipelined_steps: expected a count, not a negative number");
     mode.traced_steps = optional_field<int>(x, "traced_steps", at, 0);
     const auto kernels = optional_field<nlohmann::json>(x, "kernels", at, nlohmann::json::array());
     for (size_t k = 0; k < kernels.size(); ++k) {

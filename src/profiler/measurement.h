@@ -49,6 +49,11 @@ struct ModeMeasurement {
   std::vector<double> latencies_ms;  // host wall time of each timed step, inputs ready to outputs ready
   std::vector<double> enqueue_ms;    // host time to enqueue each timed step
   std::vector<double> gpu_ms;        // GPU time of each timed step (events around it)
+  // Throughput: batches of pipelined_steps steps enqueued back to back, the
+  // host wall time of each batch from its first enqueue to its last step's
+  // completion. Empty in recordings made before it was measured.
+  int pipelined_steps = 0;
+  std::vector<double> pipelined_ms;
   std::vector<KernelSpec> kernels;
   int traced_steps = 0;  // steps the activities cover (0: not traced)
   std::vector<KernelActivity> activities;
@@ -87,7 +92,10 @@ struct KernelSummary {
 struct ModeSummary {
   const ModeMeasurement* mode = nullptr;
   Stats latency_ms, enqueue_ms, gpu_ms;
+  // Steps per second back to back (the median batch of pipelined_ms), or, in
+  // a recording without batches, one over the median latency.
   double steps_per_s = 0;
+  bool pipelined = false;  // steps_per_s is from back-to-back batches
   double speedup_over_eager = 0;       // 0 when eager was not measured
   double gpu_busy = 0;                 // GPU time over wall time per step
   std::vector<KernelSummary> kernels;  // by time per step, largest first

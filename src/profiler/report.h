@@ -29,6 +29,9 @@ void write_reports(const std::string& dir, const Measurement& m);
 // Formatting the writers share: v with `digits` decimals; names joined by ", ".
 std::string fixed(double v, int digits);
 std::string joined(const std::vector<std::string>& items);
+// One sentence on what the steps/s column counts: steps enqueued back to back,
+// or, in a recording without such batches, one over the median latency.
+std::string steps_per_s_basis(const Summary& s);
 
 // The mode table and warnings as the terminal shows them after a run.
 std::string mode_table_text(const Summary& s);

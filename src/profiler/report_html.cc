@@ -159,7 +159,7 @@ std::string report_html(const Summary& s) {
        << fixed(100 * x.gpu_busy, 0) << "%</td><td>" << fixed(x.mode->compile_s, 2) << "</td></tr>\n";
     steps.emplace_back(x.mode->mode, x.steps_per_s);
   }
-  os << "</table>\n";
+  os << "</table>\n<p class=\"small\">" << esc(steps_per_s_basis(s)) << "</p>\n";
   for (const ModeSummary& x : s.modes)
     if (!x.mode->note.empty())
       os << "<p class=\"small\">" << esc(x.mode->mode) << ": " << esc(x.mode->note) << "</p>\n";

@@ -57,6 +57,8 @@ nlohmann::json report_json(const Summary& s) {
                      {"enqueue_ms", stats_json(x.enqueue_ms)},
                      {"gpu_ms", stats_json(x.gpu_ms)},
                      {"steps_per_s", x.steps_per_s},
+                     {"steps_per_s_from", x.pipelined ? "back_to_back" : "median_latency"},
+                     {"pipelined_steps", x.mode->pipelined_steps},
                      {"speedup_over_eager", x.speedup_over_eager > 0 ? nlohmann::json(x.speedup_over_eager) : nullptr},
                      {"gpu_busy", x.gpu_busy},
                      {"traced_steps", x.mode->traced_steps},

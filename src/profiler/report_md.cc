@@ -4,6 +4,7 @@
 // and their position against the device's roofline. Also the terminal table.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <sstream>
 
 #include "src/profiler/report.h"
@@ -55,6 +56,7 @@ std::string report_md(const Summary& s) {
        << fixed(100 * x.gpu_busy, 0) << "% | " << fixed(x.mode->compile_s, 2) << " | "
        << (x.mode->traced_steps > 0 ? fixed(launches_per_step(x), 0) : "-") << " |\n";
   }
+  os << "\n" << steps_per_s_basis(s) << "\n";
   bool any_note = false;
   for (const ModeSummary& x : s.modes) {
     if (x.mode->note.empty()) continue;
@@ -96,6 +98,15 @@ std::string joined(const std::vector<std::string>& items) {
   return s;
 }
 
+std::string steps_per_s_basis(const Summary& s) {
+  bool all = std::all_of(s.modes.begin(), s.modes.end(), [](const ModeSummary& x) { return x.pipelined; });
+  if (all)
+    return "steps/s: steps enqueued back to back (the median batch); latency, enqueue and GPU time: one step "
+           "at a time, each waited for.";
+  return "steps/s: one over the median latency where a mode has no back-to-back batches (recorded before "
+         "tcc measured them); latency, enqueue and GPU time: one step at a time, each waited for.";
+}
+
 std::string mode_table_text(const Summary& s) {
   std::ostringstream os;
   os << fmt::format("{:<16} {:>10} {:>8} {:>10} {:>10} {:>10} {:>11} {:>9} {:>9}\n", "mode", "steps/s", "speedup",
@@ -106,6 +117,7 @@ std::string mode_table_text(const Summary& s) {
                       x.enqueue_ms.median, 100 * x.gpu_busy, x.mode->compile_s);
   for (const ModeSummary& x : s.modes)
     if (!x.mode->note.empty()) os << x.mode->mode << ": " << x.mode->note << "\n";
+  os << steps_per_s_basis(s) << "\n";
   for (const std::string& w : s.warnings) os << "warning: " << w << "\n";
   return os.str();
 }

@@ -337,13 +337,13 @@ class CudaKernelBench : public autotune::KernelBench {
     std::vector<char> image;  // the cubin; empty when NVRTC failed
     std::string error;
   };
-  static std::tuple<int, int, int, int, int, bool> key(const KernelConfig& c) {
-    return {c.block, c.vector_width, c.rows_per_block, c.split, c.tile, c.columns};
+  static std::tuple<int, int, int, int, int, bool, int, bool> key(const KernelConfig& c) {
+    return {c.block, c.vector_width, c.rows_per_block, c.split, c.tile, c.columns, c.row_cache, c.tiled};
   }
 
   const Driver& d_;
   std::string arch_;
-  std::map<std::tuple<int, int, int, int, int, bool>, Compiled> compiled_;
+  std::map<std::tuple<int, int, int, int, int, bool, int, bool>, Compiled> compiled_;
   kir::Kernel k_;
   DeviceBuffer flush_;
   std::map<std::string, int64_t> sizes_;

@@ -1,7 +1,7 @@
 // The runtime's device path on the fake driver (fake_cuda.h), in CI: every
 // launch the run makes, in schedule order with the manifest's launch shape,
 // host fallbacks between kernels with their copies, the arena as bindings
-// change, and CUDA Graph capture and replay. The fake runs each launch as the
+// change, CUDA Graph capture and replay, and tcc bench's measuring loop. The fake runs each launch as the
 // module's host kernel, so the device path's outputs must equal the host
 // run's bit for bit: a wrong pointer, offset, size argument, copy or replay
 // shows up as a wrong value.
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "module.h"
+#include "src/profiler/gpu_bench.h"
 #include "tests/fake_cuda/fake_cuda.h"
 #include "tests/fake_cuda/fake_module.h"
 #include "tests/unit/temp_dir.h"
@@ -207,9 +208,14 @@ TEST_P(FakeDriverModel, LaunchesFollowTheScheduleAndTheManifestsLaunchShapes) {
   fs::path model = fs::path(TCC_SOURCE_DIR) / GetParam().path;
   FakeDevice dev(GetParam().train ? training_step(model, dir_) : model, dir_ / "module");
   const runtime::Module& m = dev.module();
-  // A training step's bias gradients reduce columns: blocks of two dimensions.
-  auto two_dimensional = [](const runtime::KernelInfo& k) { return k.block[1] > 1; };
-  EXPECT_EQ(std::any_of(m.kernels.begin(), m.kernels.end(), two_dimensional), GetParam().train);
+  // Blocks of two dimensions: a training step's bias gradients reduce
+  // columns, and GPT-2's attention turns K round through tiles.
+  auto two_dimensional = [&](kir::Kind kind) {
+    return std::any_of(m.kernels.begin(), m.kernels.end(),
+                       [&](const runtime::KernelInfo& k) { return k.block[1] > 1 && k.kind == kind; });
+  };
+  EXPECT_EQ(two_dimensional(kir::Kind::Reduction), GetParam().train);
+  EXPECT_EQ(two_dimensional(kir::Kind::Pointwise), std::string(GetParam().name).rfind("gpt2", 0) == 0);
   for (int64_t size : {8, 37}) {
     fake_cuda::clear_log();
     FakeDevice::Runs runs = dev.run_both(size, static_cast<unsigned>(size));
@@ -291,6 +297,57 @@ TEST_F(FakeDriver, GraphReplaysTheCapturedRunOnNewInputs) {
   EXPECT_EQ(log.size(), launches_per_run);
   for (const fake_cuda::Launch& l : log) EXPECT_TRUE(l.from_graph) << l.kernel;
   EXPECT_EQ(out.download(), dev.run_host(fresh));
+}
+
+// tcc bench's measuring loop (profiler::bench_on_gpu): the warm-up and the
+// steps timed one by one, then the batches enqueued back to back, each step
+// the module's whole run, launched directly or replayed from the captured
+// graph; the last step's outputs are the host run's.
+TEST_F(FakeDriver, BenchTimesStepsOneByOneThenBackToBack) {
+  FakeDevice dev(fs::path(TCC_SOURCE_DIR) / "bench/models/chain100.tir", dir_ / "module");
+  FakeDevice::Buffers in = dev.inputs(16, 3);
+  std::map<std::string, Tensor> inputs;
+  for (size_t i = 0; i < in.host.size(); ++i) {
+    Tensor t(DType::F32, in.shapes[i]);
+    std::memcpy(t.raw_mut(), in.host[i].data(), in.host[i].size() * sizeof(float));
+    inputs.emplace(dev.module().inputs[i].name, std::move(t));
+  }
+  std::vector<std::vector<float>> want = dev.run_host(in);
+  fake_cuda::clear_log();
+  dev.run_both(16, 3);
+  const size_t per_step = fake_cuda::launches().size();
+  ASSERT_GT(per_step, 0u);
+
+  profiler::BenchSettings settings;
+  settings.warmup = 2;
+  settings.iterations = 7;
+  const size_t steps = 2 + 7 + profiler::kPipelinedBatches * profiler::kMinPipelinedSteps;
+  for (bool graph : {false, true}) {
+    SCOPED_TRACE(graph ? "reduce-overhead" : "default");
+    settings.cuda_graph = graph;
+    fake_cuda::clear_log();
+    std::vector<Tensor> outputs;
+    profiler::ModeMeasurement r = profiler::bench_on_gpu((dir_ / "module").string(), graph ? "reduce-overhead" : "default",
+                                                         inputs, settings, &outputs);
+    EXPECT_EQ(r.note, "");
+    EXPECT_EQ(r.latencies_ms.size(), 7u);
+    EXPECT_EQ(r.enqueue_ms.size(), 7u);
+    EXPECT_EQ(r.gpu_ms.size(), 7u);
+    EXPECT_EQ(r.pipelined_steps, profiler::kMinPipelinedSteps);
+    ASSERT_EQ(r.pipelined_ms.size(), static_cast<size_t>(profiler::kPipelinedBatches));
+    for (double ms : r.pipelined_ms) EXPECT_GT(ms, 0);
+    std::vector<fake_cuda::Launch> log = fake_cuda::launches();
+    size_t replayed = static_cast<size_t>(
+        std::count_if(log.begin(), log.end(), [](const fake_cuda::Launch& l) { return l.from_graph; }));
+    // A graph mode also launches the step once as it captures it.
+    EXPECT_EQ(log.size(), per_step * (steps + (graph ? 1 : 0)));
+    EXPECT_EQ(replayed, graph ? per_step * steps : 0u);
+    ASSERT_EQ(outputs.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_EQ(static_cast<size_t>(outputs[i].numel()), want[i].size());
+      EXPECT_EQ(std::memcmp(outputs[i].raw(), want[i].data(), want[i].size() * sizeof(float)), 0) << "output " << i;
+    }
+  }
 }
 
 }  // namespace

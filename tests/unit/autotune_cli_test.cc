@@ -71,7 +71,7 @@ TEST_F(AutotuneCli, WithoutAGpuSaysSoPrintsTheTableAndWritesNothing) {
       << r.output;
   EXPECT_TRUE(contains(r.output, "  cublaslt #7                    not measured\n")) << r.output;
   EXPECT_TRUE(contains(r.output, "  tf32x3 128x64x16 2x2 stages=3  not measured\n")) << r.output;
-  EXPECT_TRUE(contains(r.output, "  block=1024 rows=1   not measured\n")) << r.output;
+  EXPECT_TRUE(contains(r.output, "  block=1024 rows=1 cache=1  not measured\n")) << r.output;
   EXPECT_TRUE(contains(r.output, " measured, 0 from the cache, ")) << r.output;
   EXPECT_FALSE(fs::exists(dir_ / "tune.json"));
 }

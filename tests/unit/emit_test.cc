@@ -574,6 +574,118 @@ TEST(EmitC, SplitFollowsTheConfig) {
   EXPECT_FALSE(splits_rows(softmax()));  // its last pass stores elements after the row's sum
 }
 
+// Softmax over static rows of 500: the default gives 64 threads eight
+// elements each and keeps them in registers (KernelConfig::row_cache), so the
+// row is loaded once; the sum pass reads the max pass's elements, the store
+// pass the sum pass's exponentials.
+kir::Kernel static_softmax() {
+  KernelBuilder kb("k_static_softmax", kir::Kind::Reduction, {S(2), S(500)}, 1);
+  int x = kb.buffer("x", DType::F32, {S(2), S(500)});
+  int y = kb.buffer("y", DType::F32, {S(2), S(500)}, true);
+  int v = kb.load(x, DType::F32, {S(500), S(1)});
+  int mx = kb.op(Op::ReduceMax, DType::F32, {v}, true);
+  int e = kb.op(Op::Exp, DType::F32, {kb.op(Op::Sub, DType::F32, {v, mx})});
+  int sum = kb.op(Op::ReduceSum, DType::F32, {e}, true);
+  kb.store(y, {S(500), S(1)}, kb.op(Op::Div, DType::F32, {e, sum}));
+  return kb.done();
+}
+
+TEST(EmitC, RowCacheLoadsTheRowOnce) {
+  KernelConfig c = default_config(static_softmax());
+  EXPECT_EQ(c.block, 64);
+  EXPECT_EQ(c.row_cache, 8);
+  EXPECT_EQ(kernel_text(emit_cuda({static_softmax()}), "k_static_softmax"), R"(extern "C" __global__ __launch_bounds__(64) void k_static_softmax(const float* __restrict__ p0, float* __restrict__ p1) {
+  const int64_t rows = 2, len = 500;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    uint32_t t0 = (uint32_t)(r);
+    const int64_t c0 = t0;
+    float m0[8];
+    float m3[8];
+    float acc0 = -tcc_bits_float(0x7f800000u);
+    #pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      const int j = threadIdx.x + u * blockDim.x;
+      if (j < len) {
+        uint32_t t1 = (uint32_t)(j);
+        const int64_t c1 = t1;
+        const float v0 = p0[c0*500 + c1];
+        m0[u] = v0;
+        acc0 = tcc_max(acc0, v0);
+      }
+    }
+    const float v1 = (float)tcc_block_reduce<float>(acc0, tcc_maxop(), -tcc_bits_float(0x7f800000u));
+    float acc1 = 0.0f;
+    #pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      const int j = threadIdx.x + u * blockDim.x;
+      if (j < len) {
+        uint32_t t1 = (uint32_t)(j);
+        const int64_t c1 = t1;
+        const float v0 = m0[u];
+        const float v2 = v0 - v1;
+        const float v3 = expf(v2);
+        m3[u] = v3;
+        acc1 = acc1 + v3;
+      }
+    }
+    const float v4 = (float)tcc_block_reduce<float>(acc1, tcc_sum(), 0.0f);
+    #pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      const int j = threadIdx.x + u * blockDim.x;
+      if (j < len) {
+        uint32_t t1 = (uint32_t)(j);
+        const int64_t c1 = t1;
+        const float v3 = m3[u];
+        const float v5 = v3 / v4;
+        p1[c0*500 + c1] = v5;
+      }
+    }
+  }
+}
+)");
+}
+
+// A row of symbolic length keeps the looped path beside the cached one, and
+// takes it when the row outgrows the cache at run time. The cache's limits.
+TEST(EmitC, RowCacheOfSymbolicRowsAndItsLimits) {
+  KernelConfig c = default_config(softmax());
+  EXPECT_EQ(c.block, 128);
+  EXPECT_EQ(c.row_cache, 8);  // 1024 elements
+  std::string text = kernel_text(emit_cuda({softmax()}), "k_softmax");
+  EXPECT_NE(text.find("    if (len <= 8 * (int64_t)blockDim.x) {\n      float m0[8];\n      float m3[8];\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("    else {\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("__launch_bounds__(128)"), std::string::npos) << text;
+  size_t loads = 0;
+  for (size_t at = text.find("p0["); at != std::string::npos; at = text.find("p0[", at + 1)) ++loads;
+  EXPECT_EQ(loads, 1u + 3u) << text;  // once cached, once per pass looped
+  c.row_cache = 0;
+  EXPECT_EQ(kernel_text(emit_cuda({softmax()}, {c}), "k_softmax").find("m0["), std::string::npos);
+
+  c = default_config(static_softmax());
+  c.block = 32;  // 500 elements need 16 per thread
+  EXPECT_EQ(fitting_row_cache(static_softmax(), c), 16);
+  EXPECT_EQ(row_cache_refusal(static_softmax(), c), "a row of 500 elements does not fit 8 per thread of 32");
+  c.row_cache = 3;
+  EXPECT_EQ(row_cache_refusal(static_softmax(), c), "row cache 3 is not a power of two from 1 to 16");
+  c.row_cache = 16;
+  EXPECT_EQ(row_cache_refusal(static_softmax(), c), "");
+  // Two cached values per element: 32 registers at 16.
+  c.block = 16;
+  c.row_cache = 32;
+  EXPECT_NE(row_cache_refusal(static_softmax(), c), "");
+  EXPECT_EQ(fitting_row_cache(static_softmax(), c), 0);
+  // One pass: nothing to keep.
+  EXPECT_EQ(default_config(short_row_sum()).row_cache, 0);
+  c = default_config(short_row_sum());
+  c.row_cache = 1;
+  EXPECT_EQ(row_cache_refusal(short_row_sum(), c), "no pass reads a value an earlier pass computed");
+  c = default_config(long_row_sum());
+  c.row_cache = 1;
+  EXPECT_EQ(row_cache_refusal(long_row_sum(), c), "a split or column reduction keeps no row in registers");
+}
+
 // Short rows keep one block per row and no workspace (this text predates split reductions).
 TEST(EmitC, ShortRowsReduceInOneBlockPerRow) {
   EXPECT_EQ(kernel_text(emit_cuda({short_row_sum()}), "k_short_sum"), R"(extern "C" __global__ void k_short_sum(const float* __restrict__ p0, float* __restrict__ p1) {

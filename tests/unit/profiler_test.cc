@@ -97,7 +97,7 @@ TEST(ProfilerSummary, ModesKernelsAndRoofline) {
   const auto& eager = mode(s, "eager");
   const auto& fused = mode(s, "default");
   EXPECT_DOUBLE_EQ(eager.speedup_over_eager, 1.0);
-  EXPECT_NEAR(fused.speedup_over_eager, eager.latency_ms.median / fused.latency_ms.median, 1e-12);
+  EXPECT_NEAR(fused.speedup_over_eager, fused.steps_per_s / eager.steps_per_s, 1e-12);
   EXPECT_NEAR(fused.steps_per_s, 1e3 / fused.latency_ms.median, 1e-9);
   // Eager launches one kernel per node: more launches per step than the fused module.
   double eager_launches = 0, fused_launches = 0, share = 0;
@@ -166,6 +166,42 @@ TEST(GraphReplayTrace, RecordsAreNamedByPositionAfterADirectStep) {
   EXPECT_EQ(named[1].kernel, "k0_add");
 }
 
+// steps/s counts the median back-to-back batch where a recording has batches
+// (tcc bench measures them since 2026-11-25), and the reports say which.
+TEST(ProfilerSummary, StepsPerSecondComeFromBackToBackBatches) {
+  Measurement m = profiler::read_measurement(recorded("mlp"));
+  Summary old = profiler::summarize(m);
+  EXPECT_FALSE(old.modes[0].pipelined);
+  EXPECT_NE(profiler::steps_per_s_basis(old).find("one over the median latency"), std::string::npos);
+  for (profiler::ModeMeasurement& x : m.modes) {
+    x.pipelined_steps = 40;
+    x.pipelined_ms = {2.0, 1.0, 4.0};  // median 2 ms for 40 steps
+  }
+  json once = profiler::to_json(m);
+  EXPECT_EQ(once, profiler::to_json(profiler::measurement_from_json(once, "again")));
+  Summary s = profiler::summarize(m);
+  for (const profiler::ModeSummary& x : s.modes) {
+    EXPECT_TRUE(x.pipelined) << x.mode->mode;
+    EXPECT_DOUBLE_EQ(x.steps_per_s, 20000) << x.mode->mode;
+    EXPECT_NEAR(x.gpu_busy, std::min(1.0, x.gpu_ms.median / x.latency_ms.median), 1e-12);
+  }
+  EXPECT_DOUBLE_EQ(mode(s, "default").speedup_over_eager, 1.0);
+  EXPECT_NE(profiler::report_md(s).find("\nsteps/s: steps enqueued back to back (the median batch); latency, "
+                                        "enqueue and GPU time: one step at a time, each waited for.\n"),
+            std::string::npos);
+  json r = profiler::report_json(s);
+  EXPECT_EQ(r["modes"][0]["steps_per_s_from"], "back_to_back");
+  EXPECT_EQ(r["modes"][0]["pipelined_steps"], 40);
+  once["modes"][0]["pipelined_steps"] = -1;
+  try {
+    profiler::measurement_from_json(once, "rec.json");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("rec.json: modes[0].pipelined_steps: expected a count"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(ProfilerSummary, BadRecordingsNameTheField) {
   json j = profiler::to_json(profiler::read_measurement(recorded("mlp")));
   j["modes"][1]["activities"][0]["kernel"] = "tcc_k99_nothing";
@@ -204,7 +240,8 @@ TEST_F(ProfilerTest, ReportJsonHasEveryField) {
   ASSERT_EQ(j["modes"].size(), 3u);
   for (const json& m : j["modes"]) {
     for (const char* k : {"mode", "note", "compile_s", "warmup", "iterations", "latency_ms", "enqueue_ms", "gpu_ms",
-                          "steps_per_s", "speedup_over_eager", "gpu_busy", "traced_steps", "kernels"})
+                          "steps_per_s", "steps_per_s_from", "pipelined_steps", "speedup_over_eager", "gpu_busy",
+                          "traced_steps", "kernels"})
       EXPECT_TRUE(m.contains(k)) << k;
     for (const char* k : {"median", "p90", "p99", "mean", "min", "max", "stddev", "cv"})
       EXPECT_TRUE(m["latency_ms"][k].is_number()) << k;

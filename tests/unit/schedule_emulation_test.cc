@@ -1,7 +1,8 @@
-// Reductions on the GPU's schedules: which kernels take column blocks
-// (KernelConfig::columns), and the CUDA text of column and split reductions,
-// compiled by NVRTC and run on the host by tests/unit/cuda_emulator.h against
-// the reference interpreter, at the block sizes and splits autotuning tries.
+// The GPU's schedules of generated kernels: which reductions take column
+// blocks (KernelConfig::columns), and the CUDA text of column, split and
+// row-cache reductions and of tiled transposes, compiled by NVRTC and run on
+// the host by tests/unit/cuda_emulator.h against the reference interpreter, at
+// the configurations autotuning tries.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -238,6 +239,68 @@ TEST(SplitReduction, EmulatedOnTheHostRowSlicesMatchTheInterpreter) {
   for (int64_t n : {20000, 3000}) {
     SCOPED_TRACE("n=" + std::to_string(n));
     expect_emulated_runs_match(s, v.kernels, v.configs, lib, {{"n", n}});
+  }
+  fs::remove_all(dir);
+}
+
+// Rows kept in registers (KernelConfig::row_cache): softmax and layer norm
+// over static rows, and over rows of symbolic length that fit every cached
+// candidate's cache (300), fit some (1000: not 16 x 32 threads), and fit none
+// (1500: the looped path the kernel keeps beside the cache), at every cached
+// candidate of up to 256 threads and one row per block or several.
+TEST(RowCache, EmulatedOnTheHostCachedRowsMatchTheInterpreter) {
+  const std::pair<const char*, std::vector<std::map<std::string, int64_t>>> models[] = {
+      {"tests/kernels/softmax.tir", {{{"b", 3}}}},
+      {"tests/kernels/layernorm.tir", {{{"b", 2}, {"s", 5}}}},
+      {"tests/kernels/symbolic_rows.tir", {{{"b", 2}, {"n", 300}}, {{"b", 2}, {"n", 1000}}, {{"b", 2}, {"n", 1500}}}},
+  };
+  for (const auto& [model, bindings] : models) {
+    SCOPED_TRACE(model);
+    ScheduledModel s = schedule_model(model);
+    KernelVariants v = variants(s, [](const kir::Kernel&, const KernelConfig& c) {
+      return c.row_cache > 0 && c.block <= 256 && c.rows_per_block <= 2;
+    });
+    ASSERT_FALSE(v.kernels.empty());
+    for (const kir::Kernel& k : s.schedule.kernels) EXPECT_GT(default_config(k).row_cache, 0) << k.name;
+    fs::path dir = make_temp_dir("tcc_row_cache");
+    SharedLibrary lib = emulated_library(v, dir);
+    for (const std::map<std::string, int64_t>& sizes : bindings) {
+      SCOPED_TRACE(sizes.count("n") ? "n=" + std::to_string(sizes.at("n")) : "static rows");
+      expect_emulated_runs_match(s, v.kernels, v.configs, lib, sizes);
+    }
+    fs::remove_all(dir);
+  }
+}
+
+// Transposes through shared-memory tiles (KernelConfig::tiled): attention's
+// K^T over a symbolic length that fills whole tiles (64) and one that leaves
+// the edge tiles partly empty (45), a transpose added to a tensor read in
+// order, and static 37 x 45 transposes, at every tiled candidate up to 256
+// threads (8 rows of 32 and fewer, each thread taking several rows of a tile).
+TEST(TiledTranspose, EmulatedOnTheHostTilesMatchTheInterpreter) {
+  ScheduledModel s = schedule_model("tests/kernels/transposes.tir");
+  ASSERT_EQ(s.schedule.kernels.size(), 3u);
+  std::vector<int> axes;
+  for (const kir::Kernel& k : s.schedule.kernels) {
+    axes.push_back(transpose_axis(k));
+    EXPECT_TRUE(default_config(k).tiled) << k.name;
+    EXPECT_EQ(launch_config(k).block, (std::array<int, 3>{32, 8, 1})) << k.name;
+  }
+  std::sort(axes.begin(), axes.end());
+  EXPECT_EQ(axes, (std::vector<int>{0, 1, 2}));
+  // Kernels that read in the order they write take no tiles.
+  for (const char* model : {"tests/kernels/pointwise_chain.tir", "tests/kernels/concat.tir", "tests/kernels/softmax.tir"})
+    for (const kir::Kernel& k : schedule_model(model).schedule.kernels) {
+      EXPECT_EQ(transpose_axis(k), -1) << model << " " << k.name;
+      EXPECT_FALSE(default_config(k).tiled) << model << " " << k.name;
+    }
+  fs::path dir = make_temp_dir("tcc_tiled_transpose");
+  KernelVariants v = variants(s, [](const kir::Kernel&, const KernelConfig& c) { return c.tiled && c.block <= 256; });
+  ASSERT_EQ(v.kernels.size(), 3u * 3u);  // 64, 128 and 256 threads
+  SharedLibrary lib = emulated_library(v, dir);
+  for (int64_t len : {45, 64}) {
+    SCOPED_TRACE("s=" + std::to_string(len));
+    expect_emulated_runs_match(s, v.kernels, v.configs, lib, {{"b", 2}, {"s", len}});
   }
   fs::remove_all(dir);
 }
