@@ -37,8 +37,9 @@ constexpr int kMaxPipelinedSteps = 1000;
 // enqueue overlaps the GPU's work on the steps before it), then the traced
 // steps. Inputs are uploaded once; with cuda_graph, each step copies them into
 // the captured (static) input buffers before replaying, as a caller with new
-// inputs would, unless bound_inputs says the caller binds those buffers (the
-// step is then the graph launch alone, noted in the mode's note). When the
+// inputs would (in one batched driver call, device::copy_batch_async), unless
+// bound_inputs says the caller binds those buffers (the step is then the
+// graph launch alone, noted in the mode's note). When the
 // module cannot be captured, the mode's note says
 // "skipping cudagraphs due to <reason>" and it runs as default.
 // `outputs` receives the outputs of the last step. NoDevice without a GPU.

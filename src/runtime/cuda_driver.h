@@ -64,6 +64,9 @@ struct Driver {
   decltype(&::cuGraphLaunch) graph_launch;
   decltype(&::cuGraphExecDestroy) graph_exec_destroy;
   decltype(&::cuGraphDestroy) graph_destroy;
+  // Several device copies in one call (CUDA 12.8 on); null on older drivers,
+  // which copy one by one.
+  decltype(&::cuMemcpyBatchAsync) copy_batch_async = nullptr;
   std::string unavailable;  // why there is no usable device, or empty
 
   static const Driver& get() {
@@ -112,6 +115,7 @@ struct Driver {
               resolve(lib, "cuGraphInstantiateWithFlags", d.graph_instantiate) &&
               resolve(lib, "cuGraphLaunch", d.graph_launch) && resolve(lib, "cuGraphExecDestroy", d.graph_exec_destroy) &&
               resolve(lib, "cuGraphDestroy", d.graph_destroy);
+    if (!resolve(lib, "cuMemcpyBatchAsync_v2", d.copy_batch_async)) d.copy_batch_async = nullptr;
     int count = 0;
     if (!ok) d.unavailable = "the CUDA driver lacks entry points the runtime needs (too old)";
     else if (d.init(0) != CUDA_SUCCESS) d.unavailable = "the CUDA driver failed to initialize (cuInit)";

@@ -265,6 +265,12 @@ void release(void* p);
 void upload(void* dst, const void* src, size_t nbytes);
 void download(void* dst, const void* src, size_t nbytes);
 void copy_async(void* dst, const void* src, size_t nbytes, void* stream);  // device to device
+// Device-to-device copies dsts[i] <- srcs[i] of nbytes[i] bytes, each after
+// the stream's earlier work, in one driver call where the driver has
+// cuMemcpyBatchAsync (one call's host time instead of one per copy), else one
+// by one. The copies must not overlap one another.
+void copy_batch_async(const std::vector<void*>& dsts, const std::vector<const void*>& srcs,
+                      const std::vector<size_t>& nbytes, void* stream);
 void* create_stream();
 void destroy_stream(void* stream);
 void sync(void* stream);

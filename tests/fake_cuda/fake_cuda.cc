@@ -36,6 +36,7 @@ struct State {
   std::mutex mu;
   std::map<uintptr_t, size_t> allocations;  // base -> bytes
   std::vector<tcc::fake_cuda::Launch> log;
+  size_t copy_batches = 0;
   tcc::fake_cuda::KernelBinder binder;
 };
 
@@ -177,6 +178,13 @@ void clear_log() {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   s.log.clear();
+  s.copy_batches = 0;
+}
+
+size_t copy_batches() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  return s.copy_batches;
 }
 
 void set_kernel_binder(KernelBinder binder) {
@@ -363,6 +371,21 @@ CUresult CUDAAPI cuMemcpyDtoHAsync(void* dst, CUdeviceptr src, size_t bytes, CUs
 
 CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream) {
   return copy(dst, nullptr, src, nullptr, bytes, stream);
+}
+
+// Each copy as cuMemcpyDtoDAsync; every source in stream order is the only
+// ordering the runtime asks for.
+CUresult CUDAAPI cuMemcpyBatchAsync(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_t count,
+                                    CUmemcpyAttributes* attrs, size_t* attrs_idxs, size_t num_attrs, CUstream stream) {
+  if (count == 0 || !dsts || !srcs || !sizes || num_attrs != 1 || !attrs || !attrs_idxs || attrs_idxs[0] != 0 ||
+      attrs[0].srcAccessOrder != CU_MEMCPY_SRC_ACCESS_ORDER_STREAM)
+    return CUDA_ERROR_INVALID_VALUE;
+  for (size_t i = 0; i < count; ++i)
+    if (CUresult r = copy(dsts[i], nullptr, srcs[i], nullptr, sizes[i], stream)) return r;
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  ++s.copy_batches;
+  return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t bytes, CUstream stream) {

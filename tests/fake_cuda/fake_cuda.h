@@ -30,6 +30,8 @@ struct Launch {
 // Launches since the last clear_log(), in order.
 std::vector<Launch> launches();
 void clear_log();
+// Calls of cuMemcpyBatchAsync since the last clear_log().
+size_t copy_batches();
 
 // Given a launch's kernel name and cuLaunchKernel's parameter list, returns
 // the work the kernel does with its arguments copied out (the list is only

@@ -342,6 +342,8 @@ TEST_F(FakeDriver, BenchTimesStepsOneByOneThenBackToBack) {
     // A graph mode also launches the step once as it captures it.
     EXPECT_EQ(log.size(), per_step * (steps + (graph ? 1 : 0)));
     EXPECT_EQ(replayed, graph ? per_step * steps : 0u);
+    // A graph step copies its inputs (x and w) into the captured buffers in one driver call.
+    EXPECT_EQ(fake_cuda::copy_batches(), graph ? steps : 0u);
     ASSERT_EQ(outputs.size(), want.size());
     for (size_t i = 0; i < want.size(); ++i) {
       ASSERT_EQ(static_cast<size_t>(outputs[i].numel()), want[i].size());
