@@ -516,6 +516,20 @@ std::string md_escape(const std::string& s) {
   return out;
 }
 
+// How a kernel runs on the GPU: its library and algorithm, or its generated
+// schedule ("block 64, rows 1, row cache 8", "block 256, tiled").
+std::string schedule_text(const kir::Kernel& k, const KernelConfig& c) {
+  if (c.tile > 0) return "tcc template " + gemm_template_text(c);
+  if (k.kind == kir::Kind::Gemm) return "cuBLASLt algorithm #" + std::to_string(c.algo);
+  if (k.kind == kir::Kind::Conv) return "cuDNN algorithm #" + std::to_string(c.algo);
+  std::string s = "block " + std::to_string(c.block);
+  if (k.kind == kir::Kind::Pointwise) return s + (c.tiled ? ", tiled" : ", vector " + std::to_string(c.vector_width));
+  s += c.columns ? ", columns" : ", rows " + std::to_string(c.rows_per_block);
+  if (c.split > 1) s += ", split " + std::to_string(c.split);
+  if (c.row_cache > 0) s += ", row cache " + std::to_string(c.row_cache);
+  return s;
+}
+
 std::string report_md(const ModuleContents& m, const ModuleFacts& f, const CompileTimings& t) {
   const DeviceProfile& d = *m.device;
   std::ostringstream os;
@@ -539,14 +553,16 @@ std::string report_md(const ModuleContents& m, const ModuleFacts& f, const Compi
   os << "| weights | " << bytes_text(f.weights_bytes) << " in " << f.weights.size() << " tensors |\n";
   os << "| estimated time | " << fmt("%.2f", total_estimate_us(m, f)) << " us |\n\n";
 
-  os << "## Kernels\n\n| kernel | kind | steps | bytes | FLOP | est. us | bound | nodes |\n"
-        "|---|---|---:|---:|---:|---:|---|---|\n";
+  os << "## Kernels\n\n| kernel | kind | schedule | steps | bytes | FLOP | est. us | bound | nodes |\n"
+        "|---|---|---|---:|---:|---:|---:|---|---|\n";
   for (size_t i = 0; i < m.schedule->kernels.size(); ++i) {
     const kir::Kernel& k = m.schedule->kernels[i];
     const KernelEstimate& e = f.kernels[i];
-    os << "| " << k.name << " | " << kir::kind_name(k.kind) << " | " << e.steps << " | " << bytes_text(e.bytes) << " | "
-       << (e.flop ? std::to_string(*e.flop) : "?") << " | " << fmt("%.2f", e.seconds * 1e6) << " | "
-       << (e.compute_bound ? "compute" : "memory") << " | " << md_escape(join(k.nodes, ", ")) << " |\n";
+    os << "| " << k.name << " | " << kir::kind_name(k.kind) << " | "
+       << schedule_text(k, config_of(m.schedule->kernels, m.configs, i)) << " | " << e.steps << " | "
+       << bytes_text(e.bytes) << " | " << (e.flop ? std::to_string(*e.flop) : "?") << " | "
+       << fmt("%.2f", e.seconds * 1e6) << " | " << (e.compute_bound ? "compute" : "memory") << " | "
+       << md_escape(join(k.nodes, ", ")) << " |\n";
   }
   os << "\n## Nodes -> kernels\n\n| step | kernel | source nodes |\n|---:|---|---|\n";
   for (size_t i = 0; i < m.schedule->steps.size(); ++i) {
@@ -584,17 +600,8 @@ std::string report_md(const ModuleContents& m, const ModuleFacts& f, const Compi
        << ".\n\n| kernel | config | source |\n|---|---|---|\n";
     for (size_t i = 0; i < m.schedule->kernels.size(); ++i) {
       const kir::Kernel& k = m.schedule->kernels[i];
-      KernelConfig c = config_of(m.schedule->kernels, m.configs, i);
-      std::string config = c.tile > 0                  ? "tcc template " + gemm_template_text(c)
-                           : k.kind == kir::Kind::Gemm ? "cuBLASLt algorithm #" + std::to_string(c.algo)
-                           : k.kind == kir::Kind::Conv ? "cuDNN algorithm #" + std::to_string(c.algo)
-                                                       : "block " + std::to_string(c.block);
-      if (k.kind == kir::Kind::Pointwise) config += c.tiled ? ", tiled" : ", vector " + std::to_string(c.vector_width);
-      if (k.kind == kir::Kind::Reduction)
-        config += c.columns ? ", columns" : ", rows " + std::to_string(c.rows_per_block);
-      if (c.split > 1 && k.kind == kir::Kind::Reduction) config += ", split " + std::to_string(c.split);
-      if (c.row_cache > 0) config += ", row cache " + std::to_string(c.row_cache);
-      os << "| " << k.name << " | " << config << " | " << a.sources.at(i) << " |\n";
+      os << "| " << k.name << " | " << schedule_text(k, config_of(m.schedule->kernels, m.configs, i)) << " | "
+         << a.sources.at(i) << " |\n";
     }
   }
 
