@@ -461,11 +461,44 @@ TEST(EmitC, LongRowsSplitAcrossBlocks) {
   const int64_t c0 = t0;
   const float v2 = 0.5f;
   float acc0 = 0.0f;
-  for (int j = blockIdx.y * blockDim.x + threadIdx.x; j < len; j += split * blockDim.x) {
-    uint32_t t1 = (uint32_t)(j);
-    const int64_t c1 = t1;
-    const float v0 = p0[c0*65536 + c1];
-    acc0 = acc0 + v0;
+  {
+    int ju = blockIdx.y * blockDim.x + threadIdx.x;
+    for (; ju + 3 * (int64_t)(split * blockDim.x) < len; ju += 4 * split * blockDim.x) {
+      {
+        const int j = ju;
+        uint32_t t1 = (uint32_t)(j);
+        const int64_t c1 = t1;
+        const float v0 = p0[c0*65536 + c1];
+        acc0 = acc0 + v0;
+      }
+      {
+        const int j = ju + 1 * split * blockDim.x;
+        uint32_t t1 = (uint32_t)(j);
+        const int64_t c1 = t1;
+        const float v0 = p0[c0*65536 + c1];
+        acc0 = acc0 + v0;
+      }
+      {
+        const int j = ju + 2 * split * blockDim.x;
+        uint32_t t1 = (uint32_t)(j);
+        const int64_t c1 = t1;
+        const float v0 = p0[c0*65536 + c1];
+        acc0 = acc0 + v0;
+      }
+      {
+        const int j = ju + 3 * split * blockDim.x;
+        uint32_t t1 = (uint32_t)(j);
+        const int64_t c1 = t1;
+        const float v0 = p0[c0*65536 + c1];
+        acc0 = acc0 + v0;
+      }
+    }
+    for (int j = ju; j < len; j += split * blockDim.x) {
+      uint32_t t1 = (uint32_t)(j);
+      const int64_t c1 = t1;
+      const float v0 = p0[c0*65536 + c1];
+      acc0 = acc0 + v0;
+    }
   }
   acc0 = tcc_block_reduce<float>(acc0, tcc_sum(), 0.0f);
   if (split > 1) {
@@ -659,7 +692,7 @@ TEST(EmitC, RowCacheOfSymbolicRowsAndItsLimits) {
   EXPECT_NE(text.find("__launch_bounds__(128)"), std::string::npos) << text;
   size_t loads = 0;
   for (size_t at = text.find("p0["); at != std::string::npos; at = text.find("p0[", at + 1)) ++loads;
-  EXPECT_EQ(loads, 1u + 3u) << text;  // once cached, once per pass looped
+  EXPECT_EQ(loads, 1u + 3u * 5u) << text;  // once cached; per pass looped, four unrolled and the remainder
   c.row_cache = 0;
   EXPECT_EQ(kernel_text(emit_cuda({softmax()}, {c}), "k_softmax").find("m0["), std::string::npos);
 
@@ -695,11 +728,44 @@ TEST(EmitC, ShortRowsReduceInOneBlockPerRow) {
     const int64_t c0 = t0;
     const float v2 = 0.5f;
     float acc0 = 0.0f;
-    for (int j = threadIdx.x; j < len; j += blockDim.x) {
-      uint32_t t1 = (uint32_t)(j);
-      const int64_t c1 = t1;
-      const float v0 = p0[c0*40 + c1];
-      acc0 = acc0 + v0;
+    {
+      int ju = threadIdx.x;
+      for (; ju + 3 * (int64_t)(blockDim.x) < len; ju += 4 * blockDim.x) {
+        {
+          const int j = ju;
+          uint32_t t1 = (uint32_t)(j);
+          const int64_t c1 = t1;
+          const float v0 = p0[c0*40 + c1];
+          acc0 = acc0 + v0;
+        }
+        {
+          const int j = ju + 1 * blockDim.x;
+          uint32_t t1 = (uint32_t)(j);
+          const int64_t c1 = t1;
+          const float v0 = p0[c0*40 + c1];
+          acc0 = acc0 + v0;
+        }
+        {
+          const int j = ju + 2 * blockDim.x;
+          uint32_t t1 = (uint32_t)(j);
+          const int64_t c1 = t1;
+          const float v0 = p0[c0*40 + c1];
+          acc0 = acc0 + v0;
+        }
+        {
+          const int j = ju + 3 * blockDim.x;
+          uint32_t t1 = (uint32_t)(j);
+          const int64_t c1 = t1;
+          const float v0 = p0[c0*40 + c1];
+          acc0 = acc0 + v0;
+        }
+      }
+      for (int j = ju; j < len; j += blockDim.x) {
+        uint32_t t1 = (uint32_t)(j);
+        const int64_t c1 = t1;
+        const float v0 = p0[c0*40 + c1];
+        acc0 = acc0 + v0;
+      }
     }
     const float v1 = (float)tcc_block_reduce<float>(acc0, tcc_sum(), 0.0f);
     const float v3 = v1 * v2;
