@@ -187,13 +187,14 @@ int transpose_axis(const kir::Kernel& k) {
 }
 
 // Every buffer is f32, every access steps by 1 (stores) or 0 or 1 (loads)
-// along a static last axis divisible by four, every other stride and offset
+// along a last axis whose extent is a nonzero multiple of four (a symbolic one,
+// such as collapse_axes makes of [s, 768], for every value), every other stride and offset
 // keeps the 16-byte alignment of a float4, and nothing depends on the
 // coordinate itself (Concat's guarded loads).
 bool vectorizes(const kir::Kernel& k) {
   if (k.kind != kir::Kind::Pointwise || k.domain.empty()) return false;
   const SymExpr& last = k.domain.back();
-  if (!last.is_constant() || last.constant_value() % kVectorWidth != 0 || last.constant_value() == 0) return false;
+  if (last == SymExpr() || !emitc::divisible_by(last, kVectorWidth)) return false;
   for (const kir::Buffer& b : k.buffers)
     if (b.dtype != DType::F32) return false;
   bool any_contiguous = false;

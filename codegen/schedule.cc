@@ -4,6 +4,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "codegen/collapse_axes.h"
 #include "codegen/kernel_ops.h"
 #include "codegen/lower.h"
 #include "src/ir/fusion.h"
@@ -84,7 +85,7 @@ class Scheduler {
   }
 
   void kernel_step(const Node& n) {
-    kir::Kernel k = lower_fusion(n, n.name());
+    kir::Kernel k = kir::collapse_axes(lower_fusion(n, n.name()));
     std::string key = structural_key(k);
     auto [it, fresh] = kernel_of_key_.emplace(key, static_cast<int>(s_.kernels.size()));
     if (fresh) {
