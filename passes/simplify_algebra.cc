@@ -8,6 +8,11 @@
 //   x ** 1 -> x
 //   Neg(Neg(x)) -> x
 //   Not(Not(x)) -> x
+//   x / c -> x * (1 / c)   for float x and a constant c whose every element is
+//                          a power of two with a reciprocal its dtype holds
+//                          (attention's scores / 8): both round the same real
+//                          number x * 2^-k, and a GPU multiplies in one
+//                          instruction where an IEEE division takes a sequence
 // Every rewrite is exact for every input, NaN and infinities included, so the
 // reference interpreter stays a bitwise oracle for the optimized graph. That is
 // why float x + 0.0 is left alone: IEEE gives -0.0 + 0.0 = +0.0, not x. torch
@@ -56,6 +61,37 @@ bool mul_one(Node& n, Rewriter& rw) { return drop_identity_operand(n, rw, 1.0, t
 bool div_one(Node& n, Rewriter& rw) { return drop_identity_operand(n, rw, 1.0, false); }
 bool pow_one(Node& n, Rewriter& rw) { return drop_identity_operand(n, rw, 1.0, false); }
 
+// The elementwise reciprocal of v's constant data when every element is a
+// power of two (negative ones too) whose reciprocal v's dtype represents exactly.
+std::optional<Tensor> exact_reciprocal(const Value* v) {
+  std::optional<Tensor> t = constant_value(v);
+  if (!t || !is_float(t->dtype()) || t->numel() == 0) return std::nullopt;
+  Tensor r(t->dtype(), t->shape());
+  for (int64_t i = 0; i < t->numel(); ++i) {
+    double e = t->get_f64(i);
+    int exponent = 0;
+    if (!std::isfinite(e) || std::fabs(std::frexp(e, &exponent)) != 0.5) return std::nullopt;
+    r.set_f64(i, 1.0 / e);
+    if (r.get_f64(i) != 1.0 / e) return std::nullopt;  // out of the dtype's range
+  }
+  return r;
+}
+
+// x / c -> x * (1 / c), c a constant of powers of two.
+bool div_by_power_of_two(Node& n, Rewriter& rw) {
+  if (n.num_inputs() != 2 || is_model_output(n.output(0))) return false;
+  const Type& x = n.input(0)->type();
+  if (!x.is_tensor() || !is_float(x.dtype())) return false;
+  std::optional<Tensor> reciprocal = exact_reciprocal(n.input(1));
+  if (!reciprocal || reciprocal->dtype() != x.dtype()) return false;
+  Graph& g = *n.graph();
+  Value* c = g.add_initializer(g.fresh_name(n.input(1)->name() + "_reciprocal"), std::move(*reciprocal));
+  Node* mul = g.insert_node(&n, "Mul", {n.input(0), c}, {g.fresh_name(n.output(0)->name())}, "", n.name());
+  mul->set_source(n.source());
+  mul->output(0)->set_type(n.output(0)->type());
+  return rw.replace(n.output(0), mul->output(0));
+}
+
 // f(f(x)) -> x for an involution f.
 bool cancel_involution(Node& n, Rewriter& rw) {
   const Node* inner = n.input(0)->producer();
@@ -68,6 +104,7 @@ const std::vector<RewriteRule> kRules = {
     {"Add", "add_zero", add_zero},                   // x + (-0.0) -> x, (-0.0) + x -> x
     {"Sub", "sub_zero", sub_zero},                   // x - 0.0 -> x
     {"Div", "div_by_one", div_one},                  // x / 1 -> x
+    {"Div", "div_by_power_of_two", div_by_power_of_two},  // x / 8 -> x * 0.125
     {"Pow", "pow_one", pow_one},                     // x ** 1 -> x
     {"Neg", "double_negation", cancel_involution},   // Neg(Neg(x)) -> x
     {"Not", "double_negation", cancel_involution},   // Not(Not(x)) -> x

@@ -251,6 +251,45 @@ TEST(PassNumerics, SimplifyAlgebraIsBitwiseExactOnSpecialValues) {
   for (size_t o = 0; o < want.size(); ++o) EXPECT_TRUE(want[o].identical(got[o])) << "output " << o;
 }
 
+// x / 2^k -> x * 2^-k, bit for bit: results that round into the subnormals
+// or overflow, the largest and smallest floats, zeros, infinities and NaN, in
+// f32 and f16, by powers of two up to f32's 2^127 (whose reciprocal is
+// subnormal) and negative ones.
+TEST(PassNumerics, DivisionByPowersOfTwoBecomesAnIdenticalProduct) {
+  const char* text = R"(graph main opset(ai.onnx: 17) {
+  input %x: f32[12]
+  input %h: f16[12]
+  const %scales: f32[12] = [8.0, 0.125, -2.0, 1.7014118346046923e+38, 2.0, 0.5, 4.0, -0.25, 1024.0, 3.0517578125e-05, 2.0, 0.5]
+  const %half_scales: f16[12] = [8.0, 0.125, -2.0, 16384.0, 2.0, 0.5, 4.0, -0.25, 1024.0, 0.0009765625, 2.0, 0.5]
+  %y: f32[12] = Div(%x, %scales)
+  %z: f16[12] = Div(%h, %half_scales)
+  %y2: f32[12] = Abs(%y)
+  %z2: f16[12] = Abs(%z)
+  output %y2
+  output %z2
+}
+)";
+  auto original = parse_model(text);
+  auto optimized = parse_model(text);
+  infer_shapes(*original->graph);
+  infer_shapes(*optimized->graph);
+  ASSERT_TRUE(optimize(*optimized, "simplify_algebra"));
+  for (const auto& n : optimized->graph->nodes()) EXPECT_NE(n->op_type(), "Div") << print_model(*optimized);
+  const float inf = std::numeric_limits<float>::infinity(), big = std::numeric_limits<float>::max(),
+              tiny = std::numeric_limits<float>::denorm_min(), least = std::numeric_limits<float>::min();
+  std::vector<float> x = {-0.0f, 0.0f, std::nanf(""), inf, -inf, big, 3.0f * least, tiny, 1.5f, least, big, -tiny};
+  // f16's largest, smallest normal (2^-14) and smallest subnormal (2^-24) in the same places.
+  const double half_values[12] = {-0.0, 0.0, std::nan(""), inf, -inf, 65504.0, 3 * 6.103515625e-05,
+                                  5.960464477539063e-08, 1.5, 6.103515625e-05, 65504.0, -5.960464477539063e-08};
+  Tensor h(DType::F16, {12});
+  for (int64_t i = 0; i < 12; ++i) h.set_f64(i, half_values[i]);
+  Inputs in = {{"x", Tensor::from_f32(x, {12})}, {"h", h}};
+  Interpreter ia, ib;
+  std::vector<Tensor> want = ia.run(*original->graph, in), got = ib.run(*optimized->graph, in);
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t o = 0; o < want.size(); ++o) EXPECT_TRUE(want[o].identical(got[o])) << "output " << o;
+}
+
 // x + 0.0 is the rewrite simplify_algebra refuses: it would differ on -0.0,
 // which 1 / y makes visible as the sign of an infinity.
 TEST(PassNumerics, SimplifyAlgebraKeepsAddOfPositiveZero) {
