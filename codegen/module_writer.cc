@@ -220,6 +220,20 @@ ojson conv_json(const kir::ConvDesc& c) {
           {"activation", c.activation}};
 }
 
+// How a kernel runs on the GPU: its library and algorithm, or its generated
+// schedule ("block 64, rows 1, row cache 8", "block 256, tiled").
+std::string schedule_text(const kir::Kernel& k, const KernelConfig& c) {
+  if (c.tile > 0) return "tcc template " + gemm_template_text(c);
+  if (k.kind == kir::Kind::Gemm) return "cuBLASLt algorithm #" + std::to_string(c.algo);
+  if (k.kind == kir::Kind::Conv) return "cuDNN algorithm #" + std::to_string(c.algo);
+  std::string s = "block " + std::to_string(c.block);
+  if (k.kind == kir::Kind::Pointwise) return s + (c.tiled ? ", tiled" : ", vector " + std::to_string(c.vector_width));
+  s += c.columns ? ", columns" : ", rows " + std::to_string(c.rows_per_block);
+  if (c.split > 1) s += ", split " + std::to_string(c.split);
+  if (c.row_cache > 0) s += ", row cache " + std::to_string(c.row_cache);
+  return s;
+}
+
 ojson kernel_json(const ModuleContents& m, size_t index) {
   const kir::Kernel& k = m.schedule->kernels[index];
   KernelConfig config = config_of(m.schedule->kernels, m.configs, index);
@@ -229,6 +243,7 @@ ojson kernel_json(const ModuleContents& m, size_t index) {
     else j["template"] = gemm_template_text(config);
   }
   if (k.kind == kir::Kind::Conv) j["library"] = "cudnn";
+  j["schedule"] = schedule_text(k, config);
   j["nodes"] = k.nodes;
   ojson bufs = ojson::array();
   for (const kir::Buffer& b : k.buffers)
@@ -514,20 +529,6 @@ std::string md_escape(const std::string& s) {
     out += c;
   }
   return out;
-}
-
-// How a kernel runs on the GPU: its library and algorithm, or its generated
-// schedule ("block 64, rows 1, row cache 8", "block 256, tiled").
-std::string schedule_text(const kir::Kernel& k, const KernelConfig& c) {
-  if (c.tile > 0) return "tcc template " + gemm_template_text(c);
-  if (k.kind == kir::Kind::Gemm) return "cuBLASLt algorithm #" + std::to_string(c.algo);
-  if (k.kind == kir::Kind::Conv) return "cuDNN algorithm #" + std::to_string(c.algo);
-  std::string s = "block " + std::to_string(c.block);
-  if (k.kind == kir::Kind::Pointwise) return s + (c.tiled ? ", tiled" : ", vector " + std::to_string(c.vector_width));
-  s += c.columns ? ", columns" : ", rows " + std::to_string(c.rows_per_block);
-  if (c.split > 1) s += ", split " + std::to_string(c.split);
-  if (c.row_cache > 0) s += ", row cache " + std::to_string(c.row_cache);
-  return s;
 }
 
 std::string report_md(const ModuleContents& m, const ModuleFacts& f, const CompileTimings& t) {

@@ -1,5 +1,5 @@
 // module_kernel_specs: what the reports need from a module's manifest.json —
-// each kernel's name, kind, source nodes, and bytes and FLOP at given sizes.
+// each kernel's name, kind, schedule, source nodes, and bytes and FLOP at given sizes.
 #include <fstream>
 
 #include "src/diag/diagnostics.h"
@@ -38,6 +38,7 @@ std::vector<KernelSpec> module_kernel_specs(const std::string& module_dir,
       s.name = k.at("name").get<std::string>();
       s.kind = k.at("kind").get<std::string>();
       s.nodes = k.at("nodes").get<std::vector<std::string>>();
+      s.schedule = k.value("schedule", "");
       s.bytes = count_at(k.at("bytes_moved"), sizes, at + ".bytes_moved");
       s.flop = count_at(k.at("flop"), sizes, at + ".flop");
       const nlohmann::json& buffers = k.at("buffers");

@@ -144,6 +144,7 @@ nlohmann::json to_json(const Measurement& m) {
       kernels.push_back({{"name", k.name},
                          {"kind", k.kind},
                          {"nodes", k.nodes},
+                         {"schedule", k.schedule},
                          {"bytes", k.bytes},
                          {"flop", k.flop},
                          {"tensor_cores", k.tensor_cores}});
@@ -208,6 +209,7 @@ Measurement measurement_from_json(const nlohmann::json& j, const std::string& fi
       const std::string kat = at + ".kernels[" + std::to_string(k) + "]";
       mode.kernels.push_back({field<std::string>(kernels[k], "name", kat), field<std::string>(kernels[k], "kind", kat),
                               field<std::vector<std::string>>(kernels[k], "nodes", kat),
+                              optional_field<std::string>(kernels[k], "schedule", kat, ""),
                               field<int64_t>(kernels[k], "bytes", kat), field<int64_t>(kernels[k], "flop", kat),
                               optional_field<bool>(kernels[k], "tensor_cores", kat, false)});
     }

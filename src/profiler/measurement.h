@@ -28,6 +28,7 @@ struct KernelSpec {
   std::string name;                // tcc_k3_gemm
   std::string kind;                // pointwise, reduction, gemm, copy, ...
   std::vector<std::string> nodes;  // the source nodes it computes
+  std::string schedule;            // how it runs ("block 64, rows 1, row cache 8"); empty in older recordings
   int64_t bytes = 0;               // bytes moved per launch at the benchmark's sizes
   int64_t flop = 0;                // per launch
   bool tensor_cores = false;       // f16/bf16 GEMM: compared with the tensor-core peak, else fp32

@@ -113,11 +113,13 @@ std::string roofline_chart(const ModeSummary& m, const DeviceProfile& d) {
 
 std::string kernel_table(const ModeSummary& m) {
   std::ostringstream os;
-  os << "<table><tr><th>kernel</th><th>source nodes</th><th>launches/step</th><th>us/step</th><th>% of total</th>"
+  os << "<table><tr><th>kernel</th><th>schedule</th><th>source nodes</th><th>launches/step</th><th>us/step</th>"
+        "<th>% of total</th>"
         "<th>GB/s</th><th>TFLOP/s</th><th>% of roofline</th><th>bound</th></tr>\n";
   for (size_t i = 0; i < m.kernels.size() && i < kTopKernels; ++i) {
     const KernelSummary& k = m.kernels[i];
-    os << "<tr><td><code>" << esc(k.spec->name) << "</code></td><td>" << esc(joined(k.spec->nodes)) << "</td><td>"
+    os << "<tr><td><code>" << esc(k.spec->name) << "</code></td><td>"
+       << esc(k.spec->schedule.empty() ? "-" : k.spec->schedule) << "</td><td>" << esc(joined(k.spec->nodes)) << "</td><td>"
        << fixed(k.launches_per_step, 0) << "</td><td>" << fixed(k.time_per_step_us, 2) << "</td><td>"
        << fixed(100 * k.share, 1) << "</td><td>" << fixed(k.achieved_bytes_per_s / 1e9, 0) << "</td><td>"
        << fixed(k.achieved_flop_per_s / 1e12, 2) << "</td><td>" << fixed(100 * k.roofline_fraction, 1) << "</td><td>"

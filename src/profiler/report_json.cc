@@ -20,6 +20,7 @@ nlohmann::json stats_json(const Stats& s) {
 nlohmann::json kernel_json(const KernelSummary& k) {
   return {{"name", k.spec->name},
           {"kind", k.spec->kind},
+          {"schedule", k.spec->schedule},
           {"nodes", k.spec->nodes},
           {"launches_per_step", k.launches_per_step},
           {"time_per_step_us", k.time_per_step_us},

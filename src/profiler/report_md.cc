@@ -74,12 +74,13 @@ std::string report_md(const Summary& s) {
        << "GPU time per step from " << x.mode->traced_steps << " traced steps; roofline: the kernel's bytes at "
        << fmt::format("{:g}", d.bytes_per_s / 1e12) << " TB/s or its FLOP at the compute peak, whichever is slower, "
        << "over its measured time.\n\n"
-       << "| kernel | source nodes | launches/step | us/step | % of total | median us | GB/s | TFLOP/s | "
+       << "| kernel | schedule | source nodes | launches/step | us/step | % of total | median us | GB/s | TFLOP/s | "
           "% of roofline | bound |\n"
-       << "|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n";
+       << "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n";
     for (size_t i = 0; i < x.kernels.size() && i < kTopKernels; ++i) {
       const KernelSummary& k = x.kernels[i];
-      os << "| `" << k.spec->name << "` | " << joined(k.spec->nodes) << " | " << fixed(k.launches_per_step, 0) << " | "
+      os << "| `" << k.spec->name << "` | " << (k.spec->schedule.empty() ? "-" : k.spec->schedule) << " | "
+         << joined(k.spec->nodes) << " | " << fixed(k.launches_per_step, 0) << " | "
          << fixed(k.time_per_step_us, 2) << " | " << fixed(100 * k.share, 1) << " | " << fixed(k.median_us, 2) << " | "
          << fixed(k.achieved_bytes_per_s / 1e9, 0) << " | " << fixed(k.achieved_flop_per_s / 1e12, 2) << " | "
          << fixed(100 * k.roofline_fraction, 1) << " | " << (k.compute_bound ? "compute" : "memory") << " |\n";

@@ -51,7 +51,7 @@ def mode_record(tcc, model, mode, sizes, rng, tmp):
     kernels = []
     for k in manifest["kernels"]:
         dtype = k["buffers"][0]["dtype"] if k["buffers"] else ""
-        kernels.append({"name": k["name"], "kind": k["kind"], "nodes": k["nodes"],
+        kernels.append({"name": k["name"], "kind": k["kind"], "schedule": k.get("schedule", ""), "nodes": k["nodes"],
                         "bytes": count(k["bytes_moved"], sizes), "flop": count(k["flop"], sizes),
                         "tensor_cores": k["kind"] == "gemm" and dtype in ("f16", "bf16")})
     steps = [s["kernel"] for s in manifest["schedule"] if "kernel" in s]

@@ -248,7 +248,7 @@ TEST_F(ProfilerTest, ReportJsonHasEveryField) {
     EXPECT_EQ(m["iterations"], 200);
     for (const json& k : m["kernels"]) {
       for (const char* f :
-           {"name", "kind", "nodes", "launches_per_step", "time_per_step_us", "median_us", "share", "bytes", "flop",
+           {"name", "kind", "schedule", "nodes", "launches_per_step", "time_per_step_us", "median_us", "share", "bytes", "flop",
             "achieved_bytes_per_s", "achieved_flop_per_s", "intensity", "roofline_fraction", "bound"})
         EXPECT_TRUE(k.contains(f)) << f;
       EXPECT_FALSE(k["nodes"].empty());
@@ -405,6 +405,35 @@ TEST_F(ProfilerTest, EagerModeIsOneKernelPerNode) {
                           shell_quote(fixture(model)) + " --host --check");
     EXPECT_EQ(r.code, 0) << r.output;
   }
+}
+
+// Each kernel's schedule goes from the manifest into the recording and the
+// reports' kernel rows (a recording made before it shows "-").
+TEST_F(ProfilerTest, KernelsCarryTheirScheduleFromTheManifest) {
+  fs::path module = dir_ / "gpt2";
+  ASSERT_EQ(run_tcc("compile " + shell_quote(fixture("gpt2_block.onnx")) + " -o " + shell_quote(module.string()) +
+                    " --no-host --arch sm_90 --no-ptx")
+                .code,
+            0);
+  std::vector<profiler::KernelSpec> specs = profiler::module_kernel_specs(module.string(), {{"batch", 8}, {"seq", 8}});
+  std::map<std::string, std::string> schedule;
+  for (const profiler::KernelSpec& k : specs) schedule[k.kind] += k.schedule + ";";
+  EXPECT_NE(schedule["gemm"].find("cuBLASLt algorithm #0;"), std::string::npos) << schedule["gemm"];
+  EXPECT_NE(schedule["pointwise"].find("block 256, tiled;"), std::string::npos) << schedule["pointwise"];
+  EXPECT_NE(schedule["reduction"].find(", row cache "), std::string::npos) << schedule["reduction"];
+
+  Measurement m = profiler::read_measurement(recorded("gpt2_block"));
+  Summary old = profiler::summarize(m);
+  EXPECT_NE(profiler::report_md(old).find("| `tcc_k2_pointwise` | - | /h.0/attn/Reshape |"), std::string::npos);
+  for (profiler::ModeMeasurement& x : m.modes)
+    for (profiler::KernelSpec& k : x.kernels) k.schedule = "block 32, vector 1";
+  json once = profiler::to_json(m);
+  EXPECT_EQ(once, profiler::to_json(profiler::measurement_from_json(once, "again")));
+  Summary s = profiler::summarize(m);
+  EXPECT_NE(profiler::report_md(s).find("| `tcc_k2_pointwise` | block 32, vector 1 | /h.0/attn/Reshape |"),
+            std::string::npos);
+  EXPECT_EQ(profiler::report_json(s)["modes"][1]["kernels"][0]["schedule"], "block 32, vector 1");
+  EXPECT_NE(profiler::report_html(s).find("<td>block 32, vector 1</td>"), std::string::npos);
 }
 
 // ---- On a GPU (skipped elsewhere; scripts/gpu-check runs every test named *Gpu*) ----
