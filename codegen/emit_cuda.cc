@@ -102,9 +102,9 @@ constexpr int64_t kColumnMinSlice = 256;
 //   this many elements, which covers the sequence lengths attention sees at
 //   GPT-2 sizes; a longer row takes the looped path, chosen at each launch.
 constexpr int kRowCacheRegisters = 64;
+constexpr int64_t kSymbolicCachedRow = 1024;
 // The looped path's elements per unrolled iteration (CudaKernel::looped).
 constexpr int kLoopUnroll = 4;
-constexpr int64_t kSymbolicCachedRow = 1024;
 // The workspace: rows x split partials of 8 bytes (every accumulator type
 // fits), then one uint32 arrival counter per row.
 constexpr int64_t kPartialBytes = 8;
