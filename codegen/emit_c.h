@@ -20,8 +20,9 @@ enum class Target { Host, Cuda };
 class CodeWriter {
  protected:
   void line(const std::string& s) { out_ += indent() + s + "\n"; }
+  // `s {`, or a bare block's `{` for an empty s.
   void open(const std::string& s) {
-    line(s + " {");
+    line(s.empty() ? "{" : s + " {");
     ++depth_;
   }
   void close() {

@@ -552,14 +552,12 @@ class CudaKernel : emitc::CodeWriter {
                                                   : "blockDim.x";
     const std::string live = columns_ ? "live && " : "";
     const std::string unroll = std::to_string(kLoopUnroll);
-    line("{");
-    ++depth_;
+    open("");
     line(J + " ju = " + start + ";");
     open("for (; " + live + "ju + " + std::to_string(kLoopUnroll - 1) + " * (int64_t)(" + stride + ") < len; ju += " +
          unroll + " * " + stride + ")");
     for (int k = 0; k < kLoopUnroll; ++k) {
-      line("{");
-      ++depth_;
+      open("");
       line("const " + J + " j = ju" + (k == 0 ? "" : " + " + std::to_string(k) + " * " + stride) + ";");
       element();
       close();

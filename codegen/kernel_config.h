@@ -47,7 +47,8 @@ struct KernelConfig {
   // tensor-core kernel with tile shape kGemmTiles[t - 1] (codegen/gemm_template.h).
   int tile = 0;
 
-  bool operator==(const KernelConfig&) const = default;
+  // Every knob compared, in declaration order: configs key maps (the timer's compiled candidates).
+  auto operator<=>(const KernelConfig&) const = default;
 };
 
 }  // namespace tcc

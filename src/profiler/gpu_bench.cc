@@ -155,6 +155,8 @@ ModeMeasurement bench_on_gpu(const std::string& module_dir, const std::string& m
 
     std::unique_ptr<runtime::CudaGraph> graph;
     DeviceTensors fresh;  // graph mode: where each step's "new" inputs come from
+    std::vector<void*> copy_to;  // ... and where each step copies them, in one driver call where it can
+    std::vector<const void*> copy_from;
     if (settings.cuda_graph) {
       std::string blocker = runtime::capture_blocker(m);
       if (blocker.empty()) {
@@ -165,6 +167,8 @@ ModeMeasurement bench_on_gpu(const std::string& module_dir, const std::string& m
             fresh.add(static_cast<DType>(l.inputs.tensors[i].dtype), l.inputs.shapes[i], l.inputs.nbytes[i]);
             runtime::device::copy_async(fresh.tensors[i].data, l.inputs.tensors[i].data, l.inputs.nbytes[i],
                                         stream.handle);
+            copy_to.push_back(l.inputs.tensors[i].data);
+            copy_from.push_back(fresh.tensors[i].data);
           }
         }
         graph = runtime::capture_cuda(m, l.inputs.tensors.data(), l.inputs.tensors.size(), l.outputs.tensors.data(),
@@ -179,16 +183,9 @@ ModeMeasurement bench_on_gpu(const std::string& module_dir, const std::string& m
       runtime::enqueue_cuda(m, l.inputs.tensors.data(), l.inputs.tensors.size(), l.outputs.tensors.data(),
                             l.outputs.tensors.size(), stream.handle);
     };
-    // A graph step's input copies, all in one driver call where it can.
-    std::vector<void*> copy_to;
-    std::vector<const void*> copy_from;
-    for (size_t i = 0; i < fresh.tensors.size(); ++i) {
-      copy_to.push_back(l.inputs.tensors[i].data);
-      copy_from.push_back(fresh.tensors[i].data);
-    }
     auto enqueue_step = [&] {
       if (!graph) return enqueue_direct();
-      if (!copy_to.empty()) runtime::device::copy_batch_async(copy_to, copy_from, fresh.nbytes, stream.handle);
+      runtime::device::copy_batch_async(copy_to, copy_from, fresh.nbytes, stream.handle);
       graph->launch(stream.handle);
     };
 

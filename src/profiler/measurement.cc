@@ -131,7 +131,8 @@ Summary summarize(const Measurement& m) {
   auto eager =
       std::find_if(s.modes.begin(), s.modes.end(), [](const ModeSummary& x) { return x.mode->mode == "eager"; });
   if (eager != s.modes.end())
-    for (ModeSummary& x : s.modes) x.speedup_over_eager = eager->steps_per_s > 0 ? x.steps_per_s / eager->steps_per_s : 0;
+    for (ModeSummary& x : s.modes)
+      x.speedup_over_eager = eager->steps_per_s > 0 ? x.steps_per_s / eager->steps_per_s : 0;
   add_warnings(s);
   return s;
 }

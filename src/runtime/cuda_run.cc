@@ -949,25 +949,24 @@ void copy_batch_async(const std::vector<void*>& dsts, const std::vector<const vo
   if (dsts.size() != srcs.size() || dsts.size() != nbytes.size())
     throw InvalidArgument("copy_batch_async: " + std::to_string(dsts.size()) + " destinations, " +
                           std::to_string(srcs.size()) + " sources and " + std::to_string(nbytes.size()) + " sizes");
-  std::vector<CUdeviceptr> to, from;
-  std::vector<size_t> sizes;
-  for (size_t i = 0; i < dsts.size(); ++i) {
-    if (nbytes[i] == 0) continue;
-    to.push_back(reinterpret_cast<CUdeviceptr>(dsts[i]));
-    from.push_back(reinterpret_cast<CUdeviceptr>(srcs[i]));
-    sizes.push_back(nbytes[i]);
-  }
-  if (sizes.size() > 1 && d.copy_batch_async) {
+  if (d.copy_batch_async) {
+    std::vector<CUdeviceptr> to, from;
+    std::vector<size_t> sizes;
+    for (size_t i = 0; i < dsts.size(); ++i) {
+      if (nbytes[i] == 0) continue;
+      to.push_back(reinterpret_cast<CUdeviceptr>(dsts[i]));
+      from.push_back(reinterpret_cast<CUdeviceptr>(srcs[i]));
+      sizes.push_back(nbytes[i]);
+    }
     // Every source is read in stream order: the stream's earlier work may write it.
     CUmemcpyAttributes order{};
     order.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
     size_t first = 0;
-    if (d.copy_batch_async(to.data(), from.data(), sizes.data(), sizes.size(), &order, &first, 1,
-                           static_cast<CUstream>(stream)) == CUDA_SUCCESS)
+    if (sizes.size() > 1 && d.copy_batch_async(to.data(), from.data(), sizes.data(), sizes.size(), &order, &first, 1,
+                                               static_cast<CUstream>(stream)) == CUDA_SUCCESS)
       return;
   }
-  for (size_t i = 0; i < sizes.size(); ++i)
-    d.check(d.copy_dtod_async(to[i], from[i], sizes[i], static_cast<CUstream>(stream)), "cuMemcpyDtoDAsync");
+  for (size_t i = 0; i < dsts.size(); ++i) copy_async(dsts[i], srcs[i], nbytes[i], stream);
 }
 
 void* create_stream() {

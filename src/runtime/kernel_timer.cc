@@ -9,7 +9,6 @@
 #include <future>
 #include <random>
 #include <thread>
-#include <tuple>
 
 #include "codegen/emit.h"
 #include "codegen/toolchain.h"
@@ -108,7 +107,7 @@ class CudaKernelBench : public autotune::KernelBench {
   void precompile(const std::vector<KernelConfig>& configs) override {
     std::vector<KernelConfig> todo;
     for (const KernelConfig& c : configs)
-      if (!runs_library(k_, c) && !compiled_.count(key(c)) && autotune::invalid_reason(k_, c).empty())
+      if (!runs_library(k_, c) && !compiled_.count(c) && autotune::invalid_reason(k_, c).empty())
         todo.push_back(c);
     size_t jobs = std::max(1u, std::thread::hardware_concurrency());
     for (size_t at = 0; at < todo.size(); at += jobs) {
@@ -123,7 +122,7 @@ class CudaKernelBench : public autotune::KernelBench {
           }
           return out;
         }));
-      for (size_t i = at; i < std::min(todo.size(), at + jobs); ++i) compiled_[key(todo[i])] = running[i - at].get();
+      for (size_t i = at; i < std::min(todo.size(), at + jobs); ++i) compiled_[todo[i]] = running[i - at].get();
     }
   }
 
@@ -135,7 +134,7 @@ class CudaKernelBench : public autotune::KernelBench {
     }
     if (runs_library(k_, c)) return time_library_call(c, note);
     precompile({c});
-    const Compiled& bin = compiled_.at(key(c));
+    const Compiled& bin = compiled_.at(c);
     if (bin.image.empty()) {
       note = "failed to compile: " + bin.error;
       return std::nullopt;
@@ -337,13 +336,10 @@ class CudaKernelBench : public autotune::KernelBench {
     std::vector<char> image;  // the cubin; empty when NVRTC failed
     std::string error;
   };
-  static std::tuple<int, int, int, int, int, bool, int, bool> key(const KernelConfig& c) {
-    return {c.block, c.vector_width, c.rows_per_block, c.split, c.tile, c.columns, c.row_cache, c.tiled};
-  }
 
   const Driver& d_;
   std::string arch_;
-  std::map<std::tuple<int, int, int, int, int, bool, int, bool>, Compiled> compiled_;
+  std::map<KernelConfig, Compiled> compiled_;
   kir::Kernel k_;
   DeviceBuffer flush_;
   std::map<std::string, int64_t> sizes_;
