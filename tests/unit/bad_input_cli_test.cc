@@ -109,6 +109,13 @@ TEST_F(BadInput, EmptyFile) {
   expect_input_error_everywhere(model_path(), {"model file is empty"});
 }
 
+// A path that reads forever (a device) or is no file at all is refused before
+// any read; a FIFO nobody writes to is tensor_io_test.cc's (it waits seconds).
+TEST_F(BadInput, DevicesAndDirectoriesAreRefused) {
+  expect_input_error_everywhere("/dev/zero", {"expected model file, found a device or socket"});
+  expect_input_error_everywhere(root_.string(), {"expected model file, found a directory"});
+}
+
 TEST_F(BadInput, TruncatedOnnx) {
   std::string full = read_file(kMlp);
   ASSERT_GT(full.size(), 1000u);

@@ -222,5 +222,17 @@ TEST_F(TensorIo, ReadFileBytesKeepsEveryByteAndReadsPipes) {
             path("missing.bin") + ": cannot open test file");
 }
 
+// What would hang or exhaust memory if read to its end is refused by name.
+TEST_F(TensorIo, ReadFileBytesRefusesWhatNeverEnds) {
+  ASSERT_EQ(mkfifo(path("silent").c_str(), 0600), 0);
+  EXPECT_EQ(error_of([&] { read_file_bytes(path("silent"), "test file", std::chrono::milliseconds(50)); }),
+            path("silent") + ": no test file bytes arrived from the pipe in 50 ms (is anything writing to it?)");
+  EXPECT_EQ(error_of([&] { read_file_bytes("/dev/zero", "test file"); }),
+            "/dev/zero: expected test file, found a device or socket; give a regular file or a pipe");
+  fs::create_directories(path("dir"));
+  EXPECT_EQ(error_of([&] { read_file_bytes(path("dir"), "test file"); }),
+            path("dir") + ": expected test file, found a directory");
+}
+
 }  // namespace
 }  // namespace tcc
