@@ -20,7 +20,9 @@
 //      nodes computing over the same output shape (inputs may broadcast);
 //   4. movement leaves: a movement node whose every reader is in one pointwise
 //      or reduction group joins it (its data comes from outside, so its loads
-//      stay affine; a movement op on an intermediate never joins);
+//      stay affine; a movement op on an intermediate never joins); visited
+//      last to first, so a chain of them (Slice then Slice of a mask) joins
+//      whole and its loads compose;
 //   5. single: every Concat, Gather, ScatterAdd and pool is a kernel of its own,
 //      and so is every other movement node, except that one reading the end of
 //      such a chain, as its only reader, extends it (one copy kernel for a
@@ -117,8 +119,9 @@ class Fuser {
       if (role(n) == KernelRole::Reduction && !taken(n)) grow_reduction(*n);
     for (Node* n : order_)
       if (role(n) == KernelRole::Pointwise && !taken(n)) grow_pointwise(*n);
-    for (Node* n : order_)
-      if (role(n) == KernelRole::Movement && !taken(n)) attach_leaf(*n);
+    // Last to first, so a chain of leaves (a mask's two slices) joins from its reader's end.
+    for (auto it = order_.rbegin(); it != order_.rend(); ++it)
+      if (role(*it) == KernelRole::Movement && !taken(*it)) attach_leaf(**it);
     for (Node* n : order_)
       if ((role(n) == KernelRole::Movement || role(n) == KernelRole::Indexed) && !taken(n) && !extend_chain(*n))
         start(*n, FusionKind::Single);
@@ -374,6 +377,10 @@ class Fuser {
     if (!gr.fused || (gr.kind != FusionKind::Pointwise && gr.kind != FusionKind::Reduction)) return;
     for (const Node* r : rs)
       if (&group(r) != &gr) return;
+    // A reader that is itself a leaf now reads m's view, which may be strided:
+    // only a reshape that splits axes composes with any strides.
+    for (const Node* r : rs)
+      if (role(r) == KernelRole::Movement && is_reshape(*r) && !splits_axes(*r)) return;
     for (const Value* in : m.inputs())
       if (in != nullptr && in->producer() != nullptr && in->producer()->graph() == &g_ && &group(in->producer()) == &gr)
         return;
@@ -495,7 +502,10 @@ bool used_anywhere(const Graph& g, const Value* v) {
 // reader's chain starts from the data and copies it once (step 5) where the
 // shared value would be a copy kernel of its own that each chain copies again.
 // A copy of a movement node is index arithmetic in the chain's one load.
-void unshare_movement(Graph& g) {
+// Repeated until nothing is shared, since a copy adds a reader to the node
+// before it (the slice that attention's head splits read, forward and
+// backward): returns whether it copied anything.
+bool unshare_movement_once(Graph& g) {
   std::unordered_map<const Value*, std::vector<Node*>> readers;
   std::unordered_set<const Value*> read_otherwise;  // by a region, a graph output, or not as data
   for (const Value* v : g.outputs()) read_otherwise.insert(v);
@@ -538,6 +548,12 @@ void unshare_movement(Graph& g) {
       copy->output(0)->set_type(n->output(0)->type());
       rs[k]->set_input(0, copy->output(0));
     }
+  }
+  return !shared.empty();
+}
+
+void unshare_movement(Graph& g) {
+  while (unshare_movement_once(g)) {
   }
 }
 

@@ -199,11 +199,14 @@ std::string verify_fusion(const Node& n) {
     KernelRole role = kernel_role(*b);
     if (role == KernelRole::None) return prefix + "body " + who(*b) + " is not an op generated kernels compute";
     const Node* from = b->input(0) == nullptr ? nullptr : b->input(0)->producer();
-    bool chained = *kind == FusionKind::Single && from != nullptr && kernel_role(*from) == KernelRole::Movement;
+    // A chain of movement ops composes into one load (copy kernels, and the
+    // leaves pointwise and reduction kernels read); each link is checked in turn.
+    bool composes = *kind == FusionKind::Single || *kind == FusionKind::Pointwise || *kind == FusionKind::Reduction;
+    bool chained = composes && from != nullptr && kernel_role(*from) == KernelRole::Movement;
     if (role == KernelRole::Movement && !b->input(0)->is_graph_input() && !chained)
       return prefix + "body " + who(*b) + " moves '" + b->input(0)->name() +
-             "', which is computed in the body; movement ops may only read body inputs (or, in a single "
-             "body, the movement op before them)";
+             "', which is computed in the body; movement ops may only read body inputs (or, in a single, "
+             "pointwise or reduction body, the movement op before them)";
   }
   for (const Value* out : body->outputs())
     if (out->graph() != body) return prefix + "body output '" + out->name() + "' is not a body value";
