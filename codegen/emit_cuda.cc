@@ -12,7 +12,9 @@
 // unless their config picks tcc's own template (codegen/gemm_template.h), and
 // conv kernels through cuDNN: library calls emit nothing here.
 #include <algorithm>
+#include <cmath>
 #include <functional>
+#include <optional>
 #include <string_view>
 
 #include "codegen/emit.h"
@@ -186,22 +188,66 @@ int transpose_axis(const kir::Kernel& k) {
   return axis;
 }
 
+namespace {
+
+// Which instructions have one value for all four elements of a float4 along
+// the last axis (std::nullopt where the last axis's coordinate is used any
+// other way than below): everything not computed from a load or from that
+// coordinate, and that coordinate's comparisons with a bound that is a
+// multiple of four (Concat's guards, `c >= start` and `c < start + size`),
+// which no aligned group of four straddles.
+std::optional<std::vector<bool>> lane_uniform(const kir::Kernel& k) {
+  const size_t last = k.domain.size() - 1;
+  auto quad_bound = [&](const kir::Instr& b) {
+    if (b.op == Op::Const) return std::fmod(b.value, kVectorWidth) == 0;
+    return b.op == Op::SizeValue && emitc::divisible_by(b.size, kVectorWidth);
+  };
+  std::vector<bool> uniform(k.body.size(), false);
+  for (size_t i = 0; i < k.body.size(); ++i) {
+    const kir::Instr& in = k.body[i];
+    bool lane_coord_read = false, all_uniform = true;
+    for (int a : in.args) {
+      const kir::Instr& arg = k.body[static_cast<size_t>(a)];
+      lane_coord_read |= arg.op == Op::Coord && arg.axis == static_cast<int>(last);
+      all_uniform = all_uniform && uniform[static_cast<size_t>(a)];
+    }
+    if (in.op == Op::Coord) {
+      uniform[i] = in.axis != static_cast<int>(last);
+    } else if (lane_coord_read) {
+      bool compares = (in.op == Op::GreaterOrEqual || in.op == Op::Less) && in.args.size() == 2 &&
+                      k.body[static_cast<size_t>(in.args[0])].op == Op::Coord &&
+                      quad_bound(k.body[static_cast<size_t>(in.args[1])]);
+      if (!compares) return std::nullopt;
+      uniform[i] = true;
+    } else {
+      uniform[i] = in.op != Op::Load && in.op != Op::Store && all_uniform;
+    }
+  }
+  return uniform;
+}
+
+}  // namespace
+
 // Every buffer is f32, every access steps by 1 (stores) or 0 or 1 (loads)
 // along a last axis whose extent is a nonzero multiple of four (a symbolic one,
 // such as collapse_axes makes of [s, 768], for every value), every other stride and offset
-// keeps the 16-byte alignment of a float4, and nothing depends on the
-// coordinate itself (Concat's guarded loads).
+// keeps the 16-byte alignment of a float4, and what a load's or store's guard
+// reads is the same for the four elements (lane_uniform: a Concat along the
+// last axis at multiples of four).
 bool vectorizes(const kir::Kernel& k) {
   if (k.kind != kir::Kind::Pointwise || k.domain.empty()) return false;
   const SymExpr& last = k.domain.back();
   if (last == SymExpr() || !emitc::divisible_by(last, kVectorWidth)) return false;
   for (const kir::Buffer& b : k.buffers)
     if (b.dtype != DType::F32) return false;
+  std::optional<std::vector<bool>> uniform = lane_uniform(k);
+  if (!uniform) return false;
   bool any_contiguous = false;
   for (const kir::Instr& in : k.body) {
-    if (in.op == Op::Coord || (in.op == Op::Load && !in.args.empty()) || in.dynamic >= 0)
-      return false;  // per-element, not per float4
+    if (in.dynamic >= 0 || in.accumulate) return false;  // per-element, not per float4
     if (in.op != Op::Load && in.op != Op::Store) continue;
+    size_t guard = in.op == Op::Load ? 0 : 1;
+    if (in.args.size() > guard && !(*uniform)[static_cast<size_t>(in.args[guard])]) return false;
     const SymExpr& s = in.index.strides.back();
     bool contiguous = s == SymExpr::constant(1);
     if (!contiguous && (in.op == Op::Store || s != SymExpr())) return false;
@@ -343,22 +389,34 @@ class CudaKernel : emitc::CodeWriter {
   // Each thread takes four consecutive elements along the last axis: contiguous
   // loads and stores are float4 accesses, loads broadcast along the last axis
   // are scalars, and the body runs once per lane.
+  // Four elements per thread along the last axis: what is the same for the
+  // four (lane_uniform: guards, broadcast loads) is computed once, contiguous
+  // loads are float4s (a guarded one reads nothing where its guard is false),
+  // the rest runs per element, and stores are float4s.
   void vector_pointwise() {
+    // Computed once for the four: what lane_uniform says is the same for them,
+    // and the coordinates (the last axis's, which only guards read, the first of the four's).
+    std::vector<bool> once = *lane_uniform(k_);
+    for (size_t i = 0; i < k_.body.size(); ++i) once[i] = once[i] || k_.body[i].op == Op::Coord;
     line("const int64_t n = " + size_expr(domain_size(k_).floordiv(SymExpr::constant(kVectorWidth))) + ";");
     open("for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)");
     coordinates("i * 4", 0, k_.domain.size());
+    auto quad = [](const kir::Instr& in) {
+      return (in.op == Op::Load || in.op == Op::Store) && in.index.strides.back() == SymExpr::constant(1);
+    };
     std::vector<int> stores;
     for (size_t i = 0; i < k_.body.size(); ++i) {
       const kir::Instr& in = k_.body[i];
       std::string id = std::to_string(i);
-      if (in.op == Op::Load && in.index.strides.back() == SymExpr::constant(1)) {
-        line("const float4 q" + id + " = *(const float4*)(p" + std::to_string(in.buffer) + " + " +
-             emitc::index_expr(in.index) + ");");
-      } else if (in.op == Op::Load) {
-        emit(static_cast<int>(i));
+      if (in.op == Op::Load && quad(in)) {
+        std::string load = "*(const float4*)(p" + std::to_string(in.buffer) + " + " + emitc::index_expr(in.index) + ")";
+        if (!in.args.empty()) load = "v" + std::to_string(in.args[0]) + " ? " + load + " : make_float4(0.f, 0.f, 0.f, 0.f)";
+        line("const float4 q" + id + " = " + load + ";");
       } else if (in.op == Op::Store) {
         line("float4 q" + id + ";");
         stores.push_back(static_cast<int>(i));
+      } else if (in.op == Op::Load || once[i]) {
+        emit(static_cast<int>(i));
       }
     }
     line("#pragma unroll");
@@ -366,14 +424,17 @@ class CudaKernel : emitc::CodeWriter {
     for (size_t i = 0; i < k_.body.size(); ++i) {
       const kir::Instr& in = k_.body[i];
       std::string id = std::to_string(i);
-      if (in.op == Op::Load && in.index.strides.back() == SymExpr::constant(1)) line("const float v" + id + " = (&q" + id + ".x)[l];");
+      if (in.op == Op::Load && quad(in)) line("const float v" + id + " = (&q" + id + ".x)[l];");
       else if (in.op == Op::Store) line("(&q" + id + ".x)[l] = v" + std::to_string(in.args.at(0)) + ";");
-      else if (in.op != Op::Load) emit(static_cast<int>(i));
+      else if (in.op != Op::Load && !once[i]) emit(static_cast<int>(i));
     }
     close();
-    for (int s : stores)
-      line("*(float4*)(p" + std::to_string(k_.body[s].buffer) + " + " + emitc::index_expr(k_.body[s].index) + ") = q" +
-           std::to_string(s) + ";");
+    for (int s : stores) {
+      const kir::Instr& in = k_.body[static_cast<size_t>(s)];
+      std::string store = "*(float4*)(p" + std::to_string(in.buffer) + " + " + emitc::index_expr(in.index) + ") = q" +
+                          std::to_string(s) + ";";
+      line(in.args.size() > 1 ? "if (v" + std::to_string(in.args[1]) + ") " + store : store);
+    }
     close();
   }
 

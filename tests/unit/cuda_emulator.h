@@ -136,6 +136,12 @@ template <class T> T __shfl_xor_sync(unsigned, T v, int mask) {
   w.barrier.arrive_and_wait();
   return out;
 }
+// CUDA's vector type, 16-byte aligned as on the device, for float4 pointwise kernels.
+struct __align__(16) float4 {
+  float x, y, z, w;
+};
+inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
+
 inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline unsigned atomicAdd(unsigned* p, unsigned v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
 

@@ -306,5 +306,39 @@ TEST(TiledTranspose, EmulatedOnTheHostTilesMatchTheInterpreter) {
   fs::remove_all(dir);
 }
 
+// Pointwise kernels as float4s on the host: axes that collapse_axes merged,
+// a bias broadcast along rows, a movement chain's copy, and concats. A guard that
+// no aligned four straddle (each input's range along the last axis starts at a
+// multiple of four, or the concat is along another axis) holds for the four
+// elements, so each input is read as float4s where it holds; a concat that
+// splits some four is read element by element.
+TEST(VectorPointwise, EmulatedOnTheHostFloat4sMatchTheInterpreter) {
+  ScheduledModel quads = schedule_model("tests/kernels/concat_quads.tir");
+  ASSERT_EQ(quads.schedule.kernels.size(), 3u);
+  std::vector<bool> vectorized;
+  for (const kir::Kernel& k : quads.schedule.kernels) vectorized.push_back(default_config(k).vector_width == 4);
+  EXPECT_EQ(vectorized, (std::vector<bool>{true, true, false}));
+  std::string cuda = emit_cuda({quads.schedule.kernels[0]}, {default_config(quads.schedule.kernels[0])});
+  EXPECT_NE(cuda.find(" ? *(const float4*)(p1 + "), std::string::npos) << cuda;
+
+  const std::pair<const char*, std::map<std::string, int64_t>> cases[] = {
+      {"tests/kernels/concat_quads.tir", {{"b", 3}, {"s", 5}}},
+      {"tests/kernels/contiguous_axes.tir", {{"b", 2}, {"s", 3}}},
+      {"tests/kernels/movement_chain.tir", {{"b", 3}, {"s", 5}}}};
+  for (const auto& [model, sizes] : cases) {
+    SCOPED_TRACE(model);
+    ScheduledModel s = schedule_model(model);
+    fs::path dir = make_temp_dir("tcc_vector_pointwise");
+    KernelVariants v = variants(s, [](const kir::Kernel& k, const KernelConfig& c) {
+      return vectorizes(k) ? c.block == 128 && c.vector_width == 4 : c == default_config(k);
+    });
+    ASSERT_EQ(v.kernels.size(), s.schedule.kernels.size());
+    EXPECT_TRUE(std::any_of(v.configs.begin(), v.configs.end(), [](const KernelConfig& c) { return c.vector_width == 4; }));
+    SharedLibrary lib = emulated_library(v, dir);
+    expect_emulated_runs_match(s, v.kernels, v.configs, lib, sizes);
+    fs::remove_all(dir);
+  }
+}
+
 }  // namespace
 }  // namespace tcc
