@@ -1,7 +1,11 @@
 #include "src/shape/shape_inference.h"
 
+#include <algorithm>
 #include <limits>
+#include <string>
+#include <vector>
 
+#include <onnx/defs/data_type_utils.h>
 #include <onnx/defs/schema.h>
 
 #include "src/interp/interpreter.h"
@@ -47,6 +51,34 @@ void check_arity(const Node& n) {
   if (outputs < schema->min_output() || outputs > schema->max_output())
     n.fail(op + " has " + count(schema->min_output(), schema->max_output()) + " outputs, the node has " +
            std::to_string(outputs));
+}
+
+// Checks each present tensor input's element type against the types ONNX's
+// schema allows for its formal parameter (Slice's starts are integers, Gemm's
+// operands floats or integers, ...), up to kSchemaOpset, where the schema is
+// the node's own: no rule or kernel then meets a dtype its op never takes.
+void check_input_types(const Node& n) {
+  if ((!n.domain().empty() && n.domain() != "ai.onnx") || n.opset() > kSchemaOpset) return;
+  const auto* schema = ONNX_NAMESPACE::OpSchemaRegistry::Schema(n.op_type(), static_cast<int>(n.opset()), "");
+  if (schema == nullptr || schema->inputs().empty()) return;
+  using ONNX_NAMESPACE::Utils::DataTypeUtils;
+  const auto& formals = schema->inputs();
+  for (size_t i = 0; i < n.num_inputs(); ++i) {
+    if (!n.has_input(i)) continue;
+    const Type& t = n.input(i)->type();
+    if (!t.is_tensor() || t.dtype() == DType::Undefined) continue;
+    const auto& formal = formals[std::min(i, formals.size() - 1)];
+    const std::string onnx_type = "tensor(" + DataTypeUtils::ToDataTypeString(static_cast<int32_t>(t.dtype())) + ")";
+    if (formal.GetTypes().count(DataTypeUtils::ToType(onnx_type)) != 0) continue;
+    std::vector<std::string> allowed;
+    for (const auto* a : formal.GetTypes()) allowed.push_back(*a);
+    std::sort(allowed.begin(), allowed.end());
+    std::string list;
+    for (const std::string& a : allowed) list += (list.empty() ? "" : ", ") + a;
+    n.fail("ONNX's " + n.op_type() + "-" + std::to_string(schema->SinceVersion()) + " takes input " +
+           std::to_string(i) + " ('" + formal.GetName() + "') of " + list + "; '" + n.input(i)->name() + "' is " +
+           onnx_type);
+  }
 }
 
 // Constant folding runs the reference kernel; beyond this many output elements
@@ -101,6 +133,7 @@ class Engine {
  private:
   void infer_node(Node& n) {
     check_arity(n);
+    check_input_types(n);
     const OpDef* def = OpRegistry::get().lookup(n);
     if (!def || !def->infer) {
       info_.unsupported.push_back(&n);

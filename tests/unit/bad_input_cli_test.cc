@@ -322,6 +322,29 @@ TEST_F(BadInput, NodeArityIsCheckedAgainstOnnxSchemas) {
   }
 }
 
+TEST_F(BadInput, InputTypesAreCheckedAgainstOnnxSchemas) {
+  // Slice's starts and ends are integers: a float tensor there (a fuzzed
+  // Gemm turned Slice, reading its weights) used to reach fusion, which put the
+  // node in a kernel that then could not compute it (an internal error).
+  struct Case {
+    const char* body;
+    const char* message;
+  } cases[] = {
+      {"  const %s: f32[1] = [0.0]\n  %y: f32[2] = Slice(%x, %s, %s) name(\"slice\")\n",
+       "node 'slice' (Slice): ONNX's Slice-13 takes input 1 ('starts') of tensor(int32), tensor(int64); 's' is "
+       "tensor(float)"},
+      {"  const %i: i64[2] = [1, 2]\n  %y: f32[2] = Sqrt(%i) name(\"sqrt\")\n",
+       "node 'sqrt' (Sqrt): ONNX's Sqrt-13 takes input 0 ('X') of tensor(bfloat16), tensor(double), tensor(float), "
+       "tensor(float16); 'i' is tensor(int64)"},
+  };
+  for (const Case& c : cases) {
+    std::string model = model_path("model.tir");
+    write_file(model, std::string("graph g opset(ai.onnx: 17) {\n  input %x: f32[2]\n") + c.body +
+                          "  output %y\n}\n");
+    expect_input_error_everywhere(model, {c.message});
+  }
+}
+
 TEST_F(BadInput, AxisOpsOnRankZeroAreRefused) {
   const char* ops[][2] = {{"%a, %b = Split(%x) name(\"op\")", "cannot split a rank-0 tensor"},
                           {"%a = Squeeze(%x, %k) name(\"op\")", "cannot squeeze a rank-0 tensor"},
