@@ -46,12 +46,27 @@ bool fully_known_tensor(const Value* v) {
 
 bool kernel_dtype(DType t) { return t != DType::String && t != DType::Undefined; }
 
-// Inputs that must be compile-time constants for the op to be generated.
+// Whether input i is absent or a compile-time constant (an initializer or a Constant node's value).
 bool constant_input(const Node& n, size_t i) {
   const Value* v = n.input(i);
   if (v == nullptr) return true;
   if (v->is_initializer()) return true;
   return v->producer() != nullptr && v->producer()->op_type() == "Constant" && v->producer()->domain().empty();
+}
+
+// Inputs the op needs at compile time: absent, or a constant the body takes as a literal.
+bool literal_input(const Node& n, size_t i) {
+  if (!constant_input(n, i)) return false;
+  const Value* v = n.input(i);
+  if (v == nullptr) return true;
+  const Type& t = v->type();
+  if (!t.is_tensor() || !t.has_rank()) return false;
+  int64_t numel = 1;
+  for (const Dim& d : t.shape()) {
+    if (!d.is_static()) return false;
+    numel *= d.value();
+  }
+  return is_literal(t.dtype(), static_cast<int64_t>(t.rank()), numel);
 }
 
 bool single_element(const Type& t) {
@@ -74,24 +89,24 @@ KernelRole default_domain_role(const Node& n) {
     if ((op == "Max" || op == "Min") && n.num_inputs() != 2) return KernelRole::None;
     if (op == "Clip")
       for (size_t i = 1; i < n.num_inputs(); ++i)
-        if (!constant_input(n, i)) return KernelRole::None;
+        if (!literal_input(n, i)) return KernelRole::None;
     return KernelRole::Pointwise;
   }
   if (reductions.count(op)) {
     if (n.opset() >= 18 || op == "ReduceSum") {
-      if (n.has_input(1) && !constant_input(n, 1)) return KernelRole::None;
+      if (n.has_input(1) && !literal_input(n, 1)) return KernelRole::None;
     }
     return KernelRole::Reduction;
   }
   if (movement.count(op)) {
     // Reshape, Flatten and Expand take their target shape from the output type; their
     // shape argument is not read by the kernel. Squeeze/Unsqueeze axes must be known.
-    if ((op == "Squeeze" || op == "Unsqueeze") && n.has_input(1) && !constant_input(n, 1)) return KernelRole::None;
+    if ((op == "Squeeze" || op == "Unsqueeze") && n.has_input(1) && !literal_input(n, 1)) return KernelRole::None;
     return KernelRole::Movement;
   }
   if (op == "Slice") {
     for (size_t i = 1; i < n.num_inputs(); ++i)
-      if (!constant_input(n, i)) return KernelRole::None;
+      if (!literal_input(n, i)) return KernelRole::None;
     return KernelRole::Movement;
   }
   if (op == "Conv") return conv_window(n, nullptr).empty() ? KernelRole::Convolution : KernelRole::None;
@@ -122,7 +137,7 @@ KernelRole default_domain_role(const Node& n) {
     if (!is_float(n.output(0)->type().dtype()) || !modes.count(n.get_string("mode", "constant")))
       return KernelRole::None;
     for (size_t i = 1; i < n.num_inputs(); ++i)
-      if (n.has_input(i) && !constant_input(n, i)) return KernelRole::None;
+      if (n.has_input(i) && !literal_input(n, i)) return KernelRole::None;
     return n.has_input(1) ? KernelRole::Indexed : KernelRole::None;
   }
   if (op == "MatMul") return strided_batches(n) ? KernelRole::Contraction : KernelRole::None;
@@ -251,6 +266,10 @@ std::string kernel_refusal(const Node& n) {
   if (n.op_type() == "Conv") return conv_window(n, nullptr);
   if (n.op_type() == "MaxPool" || n.op_type() == "AveragePool") return pool_window(n, nullptr);
   return "";
+}
+
+bool is_literal(DType dtype, int64_t rank, int64_t numel) {
+  return numel == 1 || (is_integer(dtype) && rank <= 1 && numel <= kMaxLiteralElements);
 }
 
 KernelRole kernel_role(const Node& n) {

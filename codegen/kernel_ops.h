@@ -32,6 +32,15 @@ enum class KernelRole {
 // whose input or output types are not fully known tensors is None.
 KernelRole kernel_role(const Node& n);
 
+// Whether a constant of this type is a literal of a kernel's body (passes/fuse
+// copies it in; the lowering reads its value): one element (a Clip bound, a
+// Pad fill), or a few integers (axes, starts, pads). Other constants, weights
+// among them, are body inputs, read from buffers. An argument an op needs at
+// compile time (Slice's starts, Pad's pads) must be a literal for the op to
+// have a role.
+constexpr int64_t kMaxLiteralElements = 64;
+bool is_literal(DType dtype, int64_t rank, int64_t numel);
+
 // A Transpose (default domain) of a float tensor of rank 2 or more that swaps
 // the last two axes and keeps the others: a MatMul reads its input as that
 // operand, transposed, instead of a copy (passes/fuse.cc takes it into the

@@ -64,13 +64,10 @@ namespace tcc {
 namespace {
 
 // Constant arguments a kernel reads as literals rather than from a buffer.
-constexpr int64_t kMaxLiteralElements = 64;
-
 std::optional<Tensor> literal_argument(const Value* v) {
   std::optional<Tensor> t = constant_value(v);
-  if (!t) return std::nullopt;
-  if (t->numel() == 1 || (is_integer(t->dtype()) && t->rank() <= 1 && t->numel() <= kMaxLiteralElements)) return t;
-  return std::nullopt;
+  if (!t || !is_literal(t->dtype(), static_cast<int64_t>(t->rank()), t->numel())) return std::nullopt;
+  return t;
 }
 
 const Dims& shape_of(const Value* v) { return v->type().shape(); }

@@ -29,7 +29,8 @@
 // "tcc" opset import to 1 when it rewrites anything.
 // Leaves alone: ops whose shape argument is already constant (nothing to
 // gain), ops whose resolved dims mention a symbol no input binds (e.g. a
-// data-dependent size), and nodes inside regions.
+// data-dependent size), ops tcc does not support at their opset, and nodes
+// inside regions.
 #include <cctype>
 #include <set>
 
@@ -38,6 +39,7 @@
 #include "passes/rewrite.h"
 #include "src/ir/fusion.h"
 #include "src/ops/op_helpers.h"
+#include "src/ops/op_registry.h"
 #include "src/shape/shape_inference.h"
 
 namespace tcc {
@@ -149,6 +151,9 @@ bool resolve_shapes(Graph& g, PassContext& ctx) {
   for (const auto& up : g.nodes()) {
     Node& n = *up;
     if (!n.domain().empty() || n.num_outputs() != 1 || !n.has_input(0)) continue;
+    // An op tcc does not support at the node's opset (Expand at opset 7) had no
+    // rule check its types: it stays as it is, for compile to refuse by name.
+    if (OpRegistry::get().lookup(n) == nullptr) continue;
     if (n.op_type() == "Size") {
       if (auto dims = resolved_dims(n.input(0), bound); dims && !n.input(0)->type().fully_static())
         rewrites.push_back({&n, {{"dims", Attribute::of_strings(*dims)}}, {}});

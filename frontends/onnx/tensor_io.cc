@@ -188,6 +188,11 @@ Tensor read_tensor_pb(const std::string& path, std::string* name) {
 }
 
 void write_tensor_pb(const std::string& path, const Tensor& t, const std::string& name) {
+  // Protobuf serializes no message of 2 GiB or more.
+  constexpr size_t kMaxProtoBytes = (size_t{2} << 30) - 1;
+  if (t.nbytes() >= kMaxProtoBytes)
+    throw InputError(path + ": tensor '" + name + "' holds " + std::to_string(t.nbytes()) +
+                     " bytes, more than a TensorProto file can (2 GiB); write .npy files (--format npy)");
   onnx::TensorProto p;
   tensor_to_proto(t, name, &p);
   std::string bytes;

@@ -10,6 +10,8 @@ namespace tcc {
 
 // Reads a TensorProto file; `name` receives the tensor's name when non-null.
 Tensor read_tensor_pb(const std::string& path, std::string* name = nullptr);
+// Writes a TensorProto file; a tensor of 2 GiB or more, which protobuf cannot
+// serialize, is an InputError that points to .npy.
 void write_tensor_pb(const std::string& path, const Tensor& t, const std::string& name);
 Tensor read_npy(const std::string& path);
 void write_npy(const std::string& path, const Tensor& t);

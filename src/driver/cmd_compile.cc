@@ -219,10 +219,13 @@ ExitCode run_compile(CompileCli& c) {
   std::unordered_map<std::string, GraphBreak> breaks;
   for (const GraphBreak& b : partition.breaks) {
     // Other breaks run on the host through the reference implementation; an op
-    // tcc does not know has none, so no module could run it end to end.
-    if (b.reason == "unsupported_op")
-      b.node->fail(b.message + "; tcc has no implementation of it, on the GPU or the host, so a compiled module "
-                               "could not run (tcc explain reports it as a graph break)");
+    // tcc does not know (whatever else breaks there: Expand at opset 7 reads
+    // data for its shape too) has none, so no module could run it end to end.
+    bool known = OpRegistry::get().lookup(*b.node) != nullptr;
+    if (b.reason == "unsupported_op" || !known)
+      b.node->fail((known ? b.message : OpRegistry::get().why_unsupported(*b.node)) +
+                   "; tcc has no implementation of it, on the GPU or the host, so a compiled module could not run "
+                   "(tcc explain reports it as a graph break)");
     breaks.emplace(b.node->name(), b);
   }
   ModelSignature signature = build_signature(*model->graph, info);

@@ -546,6 +546,7 @@ void infer_concat(InferContext& ctx) {
     if (!inputs_ranked(ctx, {i})) return;
   const Type& first = ctx.input_type(0);
   int64_t rank = static_cast<int64_t>(first.rank());
+  if (rank == 0) ctx.fail("cannot concatenate rank-0 tensors: they have no axis (Unsqueeze them first)");
   int64_t axis = normalize_axis(ctx.node(), ctx.node().get_int("axis", 0), rank);
   Dims out = first.shape();
   for (size_t i = 1; i < ctx.num_inputs(); ++i) {

@@ -63,10 +63,18 @@ Window read_window(const Node& n, size_t nspatial, std::vector<int64_t> kernel) 
   expect_len("strides", w.strides, nspatial);
   expect_len("dilations", w.dilations, nspatial);
   expect_len("pads", w.pads, 2 * nspatial);
-  for (size_t i = 0; i < nspatial; ++i)
-    if (w.strides[i] < 1 || w.dilations[i] < 1)
-      n.fail("expected positive strides and dilations, got stride " + std::to_string(w.strides[i]) +
-             " and dilation " + std::to_string(w.dilations[i]) + " at spatial dim " + std::to_string(i));
+  // Positive where they must be, and bounded, so that a window's extent and output sizes never overflow.
+  constexpr int64_t kMaxWindow = int64_t{1} << 31;
+  auto bounded = [&](const char* what, const std::vector<int64_t>& v, int64_t lo) {
+    for (int64_t x : v)
+      if (x < lo || x >= kMaxWindow)
+        n.fail(std::string("expected ") + what + " values from " + std::to_string(lo) + " to 2^31 - 1, got " +
+               std::to_string(x));
+  };
+  if (n.has_attr("kernel_shape")) bounded("kernel_shape", w.kernel, 1);
+  bounded("strides", w.strides, 1);
+  bounded("dilations", w.dilations, 1);
+  bounded("pads", w.pads, -kMaxWindow + 1);
   if (w.auto_pad != "NOTSET" && w.auto_pad != "VALID" && !w.same())
     n.fail("expected auto_pad NOTSET, SAME_UPPER, SAME_LOWER or VALID, got '" + w.auto_pad + "'");
   return w;
@@ -93,6 +101,20 @@ Dim window_out_dim(const Window& w, size_t i, const Dim& in, ShapeEnv* env) {
   // That cannot happen when the end padding plus one stride fits in the window.
   if (pe + s <= ext) return Dim(out);
   return unknown();
+}
+
+// Output sizes of a window over static spatial sizes `in`, at run time: a
+// window wider than its padded input (a symbolic kernel size that only now
+// turns out too large) is the node's error, not a negative shape.
+std::vector<int64_t> window_out_dims(EvalContext& ctx, const Window& w, const std::vector<int64_t>& in) {
+  std::vector<int64_t> out(in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    out[i] = window_out_dim(w, i, Dim(in[i]), nullptr).value();
+    if (out[i] < 0)
+      ctx.fail("the window along spatial dim " + std::to_string(i) + " spans " + std::to_string(w.extent(i)) +
+               " elements, more than its padded input of " + std::to_string(in[i]) + " holds");
+  }
+  return out;
 }
 
 // Begin and end paddings actually applied, given the output sizes.
@@ -169,8 +191,7 @@ std::vector<Tensor> eval_conv(EvalContext& ctx) {
   std::vector<int64_t> kshape = spatial_of(w.shape()), in = spatial_of(x.shape());
   Window win = read_window(ctx.node(), ns, kshape);
   if (win.kernel != kshape) ctx.fail("kernel_shape " + shape_str(win.kernel) + " disagrees with W " + shape_str(w.shape()));
-  std::vector<int64_t> out(ns), pb, pe;
-  for (size_t i = 0; i < ns; ++i) out[i] = window_out_dim(win, i, Dim(in[i]), nullptr).value();
+  std::vector<int64_t> out = window_out_dims(ctx, win, in), pb, pe;
   resolve_pads(win, in, out, pb, pe);
   std::vector<int64_t> yshape = {n_batch, m};
   yshape.insert(yshape.end(), out.begin(), out.end());
@@ -342,8 +363,8 @@ std::vector<Tensor> eval_pool(EvalContext& ctx, PoolKind kind) {
   bool count_pad = n.get_int("count_include_pad", 0) != 0;
   double p_norm = static_cast<double>(n.get_int("p", 2));
   bool column_major = n.get_int("storage_order", 0) != 0;
-  std::vector<int64_t> in = spatial_of(x.shape()), out(ns), pb, pe;
-  for (size_t i = 0; i < ns; ++i) out[i] = window_out_dim(win, i, Dim(in[i]), nullptr).value();
+  std::vector<int64_t> in = spatial_of(x.shape()), pb, pe;
+  std::vector<int64_t> out = window_out_dims(ctx, win, in);
   resolve_pads(win, in, out, pb, pe);
   int64_t planes = x.shape()[0] * x.shape()[1], in_vol = product(in), out_vol = product(out);
   std::vector<int64_t> yshape = {x.shape()[0], x.shape()[1]};

@@ -355,7 +355,12 @@ void infer_layer_norm(InferContext& ctx) {
       ctx.fail(std::string(i == 1 ? "Scale" : "B") + " " + t.str() + " has more axes than the " +
                std::to_string(rank - axis) + " it normalizes over (axis " + std::to_string(axis) + " of " +
                x.str() + ")");
-    broadcast_dims(ctx, {x.shape(), t.shape()});
+    // Onto, not with: the output has X's shape, so Scale may not widen an axis of 1.
+    Dims both = broadcast_dims(ctx, {x.shape(), t.shape()});
+    for (int64_t k = 0; k < rank; ++k)
+      if (!x.shape()[k].is_unknown() && ctx.env().canonical(both[k]) != ctx.env().canonical(x.shape()[k]))
+        ctx.fail(std::string(i == 1 ? "Scale" : "B") + " " + t.str() + " does not broadcast onto X " + x.str() +
+                 " (axis " + std::to_string(k) + ")");
   }
   ctx.set_output_type(0, Type::tensor(x.dtype(), ctx.env().canonical(x.shape())));
   Dims stats;

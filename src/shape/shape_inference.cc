@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -23,7 +24,8 @@ constexpr int64_t kSchemaOpset = 17;
 // left out: the required inputs must be present (their names non-empty), and
 // up to kSchemaOpset, where the library's schema is the node's own, the input
 // and output counts must be in range. Newer opsets only add optional inputs
-// to ops the library knows, so for them the required ones are still checked.
+// to ops the library knows, so for them the required ones are still checked,
+// and a single-output op still has one output.
 void check_arity(const Node& n) {
   if (!n.domain().empty() && n.domain() != "ai.onnx") return;
   const auto* schema = ONNX_NAMESPACE::OpSchemaRegistry::Schema(n.op_type(), static_cast<int>(n.opset()), "");
@@ -44,6 +46,10 @@ void check_arity(const Node& n) {
                   ? ""
                   : ", the first " + std::to_string(schema->min_input()) + " required") +
              "; input " + std::to_string(i) + " is " + (i >= inputs ? "missing" : "none"));
+  // A single-output op has had one output in every opset since: beyond
+  // kSchemaOpset a node with more (a Tanh with two) is malformed too.
+  if (n.opset() > kSchemaOpset && schema->max_output() == 1 && outputs > 1)
+    n.fail(op + " has 1 output, the node has " + std::to_string(outputs));
   if (n.opset() > kSchemaOpset) return;
   if (inputs > schema->max_input())
     n.fail(op + " takes " + count(schema->min_input(), schema->max_input()) + " inputs, the node has " +
@@ -63,21 +69,31 @@ void check_input_types(const Node& n) {
   if (schema == nullptr || schema->inputs().empty()) return;
   using ONNX_NAMESPACE::Utils::DataTypeUtils;
   const auto& formals = schema->inputs();
+  std::string op = "ONNX's " + n.op_type() + "-" + std::to_string(schema->SinceVersion());
+  std::map<std::string, size_t> first_of_type;  // a type variable ("T") -> the first input bound to it
   for (size_t i = 0; i < n.num_inputs(); ++i) {
     if (!n.has_input(i)) continue;
     const Type& t = n.input(i)->type();
     if (!t.is_tensor() || t.dtype() == DType::Undefined) continue;
     const auto& formal = formals[std::min(i, formals.size() - 1)];
     const std::string onnx_type = "tensor(" + DataTypeUtils::ToDataTypeString(static_cast<int32_t>(t.dtype())) + ")";
-    if (formal.GetTypes().count(DataTypeUtils::ToType(onnx_type)) != 0) continue;
+    if (formal.GetTypes().count(DataTypeUtils::ToType(onnx_type)) != 0) {
+      // Inputs of one type variable share their element type (Gemm's A, B and C).
+      auto [first, fresh] = first_of_type.emplace(formal.GetTypeStr(), i);
+      DType bound = n.input(first->second)->type().dtype();
+      if (!fresh && bound != t.dtype())
+        n.fail(op + " takes inputs " + std::to_string(first->second) + " and " + std::to_string(i) + " of one type " +
+               formal.GetTypeStr() + "; '" + n.input(first->second)->name() + "' is " +
+               std::string(dtype_name(bound)) + ", '" + n.input(i)->name() + "' " + std::string(dtype_name(t.dtype())));
+      continue;
+    }
     std::vector<std::string> allowed;
     for (const auto* a : formal.GetTypes()) allowed.push_back(*a);
     std::sort(allowed.begin(), allowed.end());
     std::string list;
     for (const std::string& a : allowed) list += (list.empty() ? "" : ", ") + a;
-    n.fail("ONNX's " + n.op_type() + "-" + std::to_string(schema->SinceVersion()) + " takes input " +
-           std::to_string(i) + " ('" + formal.GetName() + "') of " + list + "; '" + n.input(i)->name() + "' is " +
-           onnx_type);
+    n.fail(op + " takes input " + std::to_string(i) + " ('" + formal.GetName() + "') of " + list + "; '" +
+           n.input(i)->name() + "' is " + onnx_type);
   }
 }
 
@@ -100,15 +116,24 @@ Type merge_declared(const Type& inferred, const Type& declared) {
   return Type::tensor(inferred.dtype(), d);
 }
 
-// A static shape whose element count overflows int64 (an Expand to
-// [4e6, 4e6, 4e6]): no buffer holds it and every size computed from it wraps.
-void check_element_count(const Node& n, const Value& v) {
+// A static shape with a negative extent (a pool window wider than its padded
+// input), or whose element count overflows int64 (an Expand to [4e6, 4e6,
+// 4e6]): no buffer holds it and every size computed from it wraps. Negative
+// extents are refused in the main graph only: in a region one may belong to
+// an If branch that never runs for these shapes (ONNX's expanded AffineGrid
+// splits a 3-D grid's sizes in its 2-D branch too).
+void check_output_shape(const Node& n, const Value& v) {
   const Type& t = v.type();
   if (!t.is_tensor() || !t.has_rank()) return;
+  const bool in_region = n.graph() != nullptr && n.graph()->parent() != nullptr;
   int64_t count = 1;
-  for (const Dim& d : t.shape())
+  for (const Dim& d : t.shape()) {
+    if (d.is_static() && d.value() < 0 && !in_region)
+      n.fail("output '" + v.name() + "' would have type " + t.str() +
+             ", with a negative extent: the node's attributes or inputs do not fit its input's shape");
     if (d.is_static() && __builtin_mul_overflow(count, d.value(), &count))
       n.fail("output '" + v.name() + "' has type " + t.str() + ", whose element count overflows a 64-bit integer");
+  }
 }
 
 class Engine {
@@ -155,7 +180,7 @@ class Engine {
     for (size_t i = 0; i < n.num_outputs(); ++i) {
       Value* out = n.output(i);
       out->set_type(info_.env.canonical(merge_declared(ctx.out_types[i], out->type())));
-      check_element_count(n, *out);
+      check_output_shape(n, *out);
       if (ctx.out_values[i]) info_.values[out] = std::move(*ctx.out_values[i]);
       if (ctx.out_consts[i]) info_.consts[out] = std::move(*ctx.out_consts[i]);
     }
