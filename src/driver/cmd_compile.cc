@@ -102,7 +102,7 @@ void refuse_what_modules_cannot_carry(const Graph& g) {
   for (const Value* v : g.inputs())
     if (v->type().is_tensor() && v->type().has_rank())
       for (const Dim& d : v->type().shape())
-        if (d.expr().is_symbol()) bound.insert(d.expr().symbol_name());
+        if (d.is_symbolic() && d.expr().is_symbol()) bound.insert(d.expr().symbol_name());
   auto refuse_strings = [](const Value* v, const char* what) {
     if (v->type().is_tensor() && v->type().dtype() == DType::String)
       v->fail(std::string(what) + " '" + v->name() +
@@ -112,12 +112,17 @@ void refuse_what_modules_cannot_carry(const Graph& g) {
   for (const Value* v : g.outputs()) {
     refuse_strings(v, "output");
     if (!v->type().is_tensor() || !v->type().has_rank()) continue;
-    for (const Dim& d : v->type().shape())
+    auto refuse_size = [&](const std::string& size) {
+      v->fail("output '" + v->name() + "' has type " + v->type().str() + ", whose size " + size +
+              " is known only once the model has run; a compiled module's caller sizes every output from the "
+              "input shapes before the run");
+    };
+    for (size_t k = 0; k < v->type().shape().size(); ++k) {
+      const Dim& d = v->type().shape()[k];
+      if (d.is_unknown()) refuse_size("along axis " + std::to_string(k));
       for (const std::string& sym : d.expr().symbols())
-        if (!bound.count(sym))
-          v->fail("output '" + v->name() + "' has type " + v->type().str() + ", whose size '" + sym +
-                  "' is known only once the model has run; a compiled module's caller sizes every output from the "
-                  "input shapes before the run");
+        if (!bound.count(sym)) refuse_size("'" + sym + "'");
+    }
   }
 }
 

@@ -274,6 +274,24 @@ TEST_F(BadInput, UnsupportedOpInCompileNamesTheNode) {
   EXPECT_NE(r.output.find("[unsupported_op] /relu/Relu (ReluGrad)"), std::string::npos) << r.output;
 }
 
+TEST_F(BadInput, CompileRefusesAnOutputWhoseSizeIsUnknown) {
+  // An Expand to a shape read from tensor data has dims no rule can name; an
+  // output of such dims used to crash compile as it looked for their symbols.
+  std::string model = model_path("model.tir");
+  write_file(model,
+             "graph g opset(ai.onnx: 17) {\n"
+             "  input %x: f32[2]\n"
+             "  input %s: i64[2]\n"
+             "  %y = Expand(%x, %s) name(\"expand\")\n"
+             "  %z = Neg(%y) name(\"negate\")\n"
+             "  output %z\n"
+             "}\n");
+  expect_input_error("compile " + shell_quote(model) + " -o " + shell_quote((root_ / "module").string()), model,
+                     {"node 'negate' (Neg): output 'z' has type f32[?, ?], whose size along axis 0 is known only once "
+                      "the model has run"});
+  EXPECT_FALSE(fs::exists(root_ / "module"));
+}
+
 TEST_F(BadInput, CompileRefusesAValueWhoseRankDependsOnData) {
   // The branches of an If on an input's value return different ranks, so the
   // output's rank is known only at run time: explain and the interpreter take
