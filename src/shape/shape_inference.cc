@@ -19,6 +19,11 @@ namespace {
 // The newest opset whose schemas the ONNX library tcc links (1.12) holds.
 constexpr int64_t kSchemaOpset = 17;
 
+// "ONNX's Slice-13": the op and the version of its schema that messages cite.
+std::string schema_name(const Node& n, const ONNX_NAMESPACE::OpSchema& schema) {
+  return "ONNX's " + n.op_type() + "-" + std::to_string(schema.SinceVersion());
+}
+
 // Checks a default-domain node's inputs and outputs against ONNX's schema of
 // its op, so that no shape rule or kernel reads an input a malformed model
 // left out: the required inputs must be present (their names non-empty), and
@@ -30,7 +35,7 @@ void check_arity(const Node& n) {
   if (!n.domain().empty() && n.domain() != "ai.onnx") return;
   const auto* schema = ONNX_NAMESPACE::OpSchemaRegistry::Schema(n.op_type(), static_cast<int>(n.opset()), "");
   if (schema == nullptr) return;
-  std::string op = "ONNX's " + n.op_type() + "-" + std::to_string(schema->SinceVersion());
+  const std::string op = schema_name(n, *schema);
   auto count = [](int lo, int hi) {
     return lo == hi ? std::to_string(lo) : hi == std::numeric_limits<int>::max() ? "at least " + std::to_string(lo)
                                                                                  : std::to_string(lo) + " to " + std::to_string(hi);
@@ -69,7 +74,7 @@ void check_input_types(const Node& n) {
   if (schema == nullptr || schema->inputs().empty()) return;
   using ONNX_NAMESPACE::Utils::DataTypeUtils;
   const auto& formals = schema->inputs();
-  std::string op = "ONNX's " + n.op_type() + "-" + std::to_string(schema->SinceVersion());
+  const std::string op = schema_name(n, *schema);
   std::map<std::string, size_t> first_of_type;  // a type variable ("T") -> the first input bound to it
   for (size_t i = 0; i < n.num_inputs(); ++i) {
     if (!n.has_input(i)) continue;
