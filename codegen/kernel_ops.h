@@ -18,7 +18,7 @@ enum class KernelRole {
   Reduction,    // ReduceSum/Mean/Max/Min/Prod over constant axes, Softmax/LogSoftmax/LayerNorm
                 // (decomposed before fusion), ArgMax excluded
   Movement,     // Reshape / tcc::Reshape, Transpose, Unsqueeze, Squeeze, Expand / tcc::Expand,
-                // Slice with constant arguments / tcc::Slice, Identity: an affine view of its data input
+                // Slice with literal arguments (is_literal) / tcc::Slice, Identity: an affine view of its data input
   Contraction,  // MatMul, Gemm: cuBLASLt on the GPU, a loop on the host
   Convolution,  // Conv (1-D, 2-D, 3-D) that conv_kernel_problem accepts: cuDNN on the GPU, a loop on the host
   Indexed,      // Concat and Gather of float tensors, tcc::ScatterAdd of f32/f64, MaxPool and AveragePool
