@@ -93,6 +93,7 @@ KernelRole default_domain_role(const Node& n) {
     return KernelRole::Pointwise;
   }
   if (reductions.count(op)) {
+    if (n.input(0)->type().dtype() == DType::Bool) return KernelRole::None;  // opset 20's ReduceMax/Min of bool
     if (n.opset() >= 18 || op == "ReduceSum") {
       if (n.has_input(1) && !literal_input(n, 1)) return KernelRole::None;
     }

@@ -59,11 +59,6 @@ Type broadcast_type(InferContext& ctx, DType dtype) {
   return Type::tensor(dtype, broadcast_dims(ctx, shapes));
 }
 
-DType input_dtype(const InferContext& ctx, size_t i) {
-  const Type& t = ctx.input_type(i);
-  return t.is_tensor() ? t.dtype() : DType::Undefined;
-}
-
 // Symbolic contents of input i: what the engine tracked, or the data of a small
 // integer or bool constant (bools matter for Where's condition).
 const Dims* values_of(InferContext& ctx, size_t i, Dims& storage) {
@@ -159,11 +154,11 @@ std::optional<bool> less_equal_values(const Dim& a, const Dim& b) {
 InferFn infer_same_dtype(ValueFn values = nullptr, bool operands_agree = true) {
   return [values, operands_agree](InferContext& ctx) {
     DType dt = input_dtype(ctx, 0);
-    for (size_t i = 1; operands_agree && i < ctx.num_inputs(); ++i)
-      if (ctx.has_input(i) && dt != DType::Undefined && input_dtype(ctx, i) != DType::Undefined &&
-          input_dtype(ctx, i) != dt)
-        ctx.fail("inputs must have one element type: input 0 is " + std::string(dtype_name(dt)) + ", input " +
-                 std::to_string(i) + " is " + std::string(dtype_name(input_dtype(ctx, i))));
+    if (operands_agree) {
+      std::vector<size_t> others;
+      for (size_t i = 1; i < ctx.num_inputs(); ++i) others.push_back(i);
+      require_one_dtype(ctx, 0, others);
+    }
     ctx.set_output_type(0, broadcast_type(ctx, dt));
     if (values) propagate_values(ctx, values);
   };

@@ -28,11 +28,6 @@ bool ranked(const InferContext& ctx, size_t i) {
   return !ctx.has_input(i) || (t.is_tensor() && t.has_rank());
 }
 
-DType dtype_or_undefined(const InferContext& ctx, size_t i) {
-  const Type& t = ctx.input_type(i);
-  return t.is_tensor() ? t.dtype() : DType::Undefined;
-}
-
 // Requires a == b for a contracted dimension; `what` names it in the error.
 void unify_or_fail(InferContext& ctx, const Dim& a, const Dim& b, const std::string& what) {
   if (!ctx.env().unify(a, b, &ctx.node()))
@@ -120,8 +115,9 @@ Tensor subtract_zero_point(const EvalContext& ctx, size_t xi, size_t zi, bool pe
 // broadcast to [M, N].
 
 void infer_gemm(InferContext& ctx) {
+  require_one_dtype(ctx, 0, {1, 2});
   if (!ranked(ctx, 0) || !ranked(ctx, 1)) {
-    ctx.set_output_type(0, Type::tensor(dtype_or_undefined(ctx, 0), Dims(2)));
+    ctx.set_output_type(0, Type::tensor(input_dtype(ctx, 0), Dims(2)));
     return;
   }
   const Type& a = ctx.ranked_input(0);
@@ -279,7 +275,7 @@ Einsum parse_einsum(const Node& n, const std::vector<int64_t>& ranks) {
 void infer_einsum(InferContext& ctx) {
   for (size_t i = 0; i < ctx.num_inputs(); ++i)
     if (!ranked(ctx, i)) {
-      ctx.set_output_type(0, Type::tensor_unranked(dtype_or_undefined(ctx, 0)));
+      ctx.set_output_type(0, Type::tensor_unranked(input_dtype(ctx, 0)));
       return;
     }
   std::vector<int64_t> ranks;
@@ -387,7 +383,8 @@ Tensor einsum_kernel(const EvalContext& ctx) {
 void register_linalg_ops(OpRegistry& r) {
   r.add(OpDef{"", "MatMul", 1, kContraction,
               [](InferContext& ctx) {
-                DType dt = dtype_or_undefined(ctx, 0);
+                require_one_dtype(ctx, 0, {1});
+                DType dt = input_dtype(ctx, 0);
                 if (!ranked(ctx, 0) || !ranked(ctx, 1)) ctx.set_output_type(0, Type::tensor_unranked(dt));
                 else ctx.set_output_type(0, Type::tensor(dt, matmul_dims(ctx, 0, 1)));
               },

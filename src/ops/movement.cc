@@ -612,6 +612,7 @@ std::vector<Tensor> eval_concat(EvalContext& ctx) {
 // ---- Expand, Tile -----------------------------------------------------------
 
 void infer_expand(InferContext& ctx) {
+  require_index_vector(ctx, 1, "shape");
   if (!inputs_ranked(ctx, {0})) return;
   const Type& in = ctx.input_type(0);
   auto shape = input_values(ctx, 1);
@@ -638,6 +639,7 @@ std::vector<Tensor> eval_expand(EvalContext& ctx) {
 }
 
 void infer_tile(InferContext& ctx) {
+  require_index_vector(ctx, 1, "repeats");
   if (!inputs_ranked(ctx, {0})) return;
   const Type& in = ctx.input_type(0);
   auto reps = input_values(ctx, 1);

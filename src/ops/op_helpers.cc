@@ -125,6 +125,30 @@ bool inputs_ranked(InferContext& ctx, std::initializer_list<size_t> inputs) {
   return true;
 }
 
+DType input_dtype(const InferContext& ctx, size_t i) {
+  if (!ctx.has_input(i)) return DType::Undefined;
+  const Type& t = ctx.input_type(i);
+  return t.is_tensor() ? t.dtype() : DType::Undefined;
+}
+
+void require_one_dtype(InferContext& ctx, size_t first, const std::vector<size_t>& others) {
+  DType dt = input_dtype(ctx, first);
+  if (dt == DType::Undefined) return;
+  for (size_t i : others)
+    if (input_dtype(ctx, i) != DType::Undefined && input_dtype(ctx, i) != dt)
+      ctx.fail("inputs must have one element type: input " + std::to_string(first) + " is " +
+               std::string(dtype_name(dt)) + ", input " + std::to_string(i) + " is " +
+               std::string(dtype_name(input_dtype(ctx, i))));
+}
+
+void require_index_vector(InferContext& ctx, size_t i, const std::string& what) {
+  if (!ctx.has_input(i)) return;
+  const Type& t = ctx.input_type(i);
+  if (t.is_unknown()) return;
+  if (!t.is_tensor() || (t.dtype() != DType::Undefined && !is_integer(t.dtype())) || (t.has_rank() && t.rank() != 1))
+    ctx.fail(what + " must be a 1-D integer tensor, got " + t.str());
+}
+
 std::optional<std::vector<int64_t>> static_values(const Dims* values) {
   if (!values) return std::nullopt;
   std::vector<int64_t> out;

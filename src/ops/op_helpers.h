@@ -67,6 +67,18 @@ std::vector<int64_t> unravel_index(int64_t flat, const std::vector<int64_t>& sha
 // infer. An input that is not a tensor at all is an error naming the node.
 bool inputs_ranked(InferContext& ctx, std::initializer_list<size_t> inputs);
 
+// Input i's element type; Undefined where it is absent or no tensor.
+DType input_dtype(const InferContext& ctx, size_t i);
+
+// Fails unless the given inputs, where present and typed, share input first's
+// element type, as the one type variable T of ONNX's schema says (Add's A and
+// B, MatMul's operands, Gemm's A, B and C).
+void require_one_dtype(InferContext& ctx, size_t first, const std::vector<size_t>& others);
+
+// Fails unless input i, where its type is known, is a 1-D integer tensor (a
+// shape, repeats or axes operand): `what` names it in the message.
+void require_index_vector(InferContext& ctx, size_t i, const std::string& what);
+
 // The contents of a shape-like input as integers, when every element is static.
 std::optional<std::vector<int64_t>> static_values(const Dims* values);
 

@@ -104,9 +104,7 @@ void infer_reduce(InferContext& ctx) {
   const Node& n = ctx.node();
   bool keepdims = n.get_int("keepdims", 1) != 0;
   bool present = axes_are_input(n) && ctx.has_input(1);
-  const Type& axes_type = ctx.input_type(1);
-  if (present && axes_type.is_tensor() && axes_type.has_rank() && axes_type.rank() != 1)
-    ctx.fail("axes must be a 1-D tensor, got " + axes_type.str());
+  if (present) require_index_vector(ctx, 1, "axes");
   std::optional<std::vector<int64_t>> in_axes;
   if (present) in_axes = static_values(ctx.input_values(1));
   if (present && !in_axes) {

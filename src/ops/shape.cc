@@ -130,6 +130,7 @@ Dims reshape_dims(const Node& n, const Dims& in, const Dims& target, bool allowz
 }
 
 void infer_reshape(InferContext& ctx) {
+  require_index_vector(ctx, 1, "shape");
   const Type& data = ctx.input_type(0);
   bool allowzero = ctx.node().get_int("allowzero", 0) != 0;
   std::optional<Dims> target = input_values(ctx, 1);
