@@ -8,8 +8,10 @@
 
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <random>
 #include <sstream>
+#include <utility>
 
 #include "frontends/load_model.h"
 #include "frontends/onnx/tensor_io.h"
@@ -197,14 +199,28 @@ const Case kCases[] = {
 )"},
 };
 
+// The model of `text` twice, shapes inferred: the original and the copy a pass rewrites.
+std::pair<std::unique_ptr<Model>, std::unique_ptr<Model>> parse_twice(const std::string& text,
+                                                                      const std::string& file = "<text>") {
+  auto original = parse_model(text, file), rewritten = parse_model(text, file);
+  infer_shapes(*original->graph);
+  infer_shapes(*rewritten->graph);
+  return {std::move(original), std::move(rewritten)};
+}
+
+// Both graphs' outputs on `in`, bit for bit.
+void expect_identical_outputs(const Graph& want_graph, const Graph& got_graph, const Inputs& in) {
+  Interpreter a, b;
+  std::vector<Tensor> want = a.run(want_graph, in), got = b.run(got_graph, in);
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t o = 0; o < want.size(); ++o) EXPECT_TRUE(want[o].identical(got[o])) << "output " << o;
+}
+
 class PassNumerics : public ::testing::TestWithParam<Case> {};
 
 TEST_P(PassNumerics, SameOutputsOnRandomInputs) {
   const Case& c = GetParam();
-  auto original = parse_model(c.text, c.name);
-  auto optimized = parse_model(c.text, c.name);
-  infer_shapes(*original->graph);
-  infer_shapes(*optimized->graph);
+  auto [original, optimized] = parse_twice(c.text, c.name);
   ASSERT_TRUE(optimize(*optimized, c.passes)) << c.name << " did not fire";
   EXPECT_LT(optimized->graph->nodes().size(), original->graph->nodes().size()) << print_model(*optimized);
   for (uint32_t seed = 1; seed <= 3; ++seed) {
@@ -237,18 +253,12 @@ TEST(PassNumerics, SimplifyAlgebraIsBitwiseExactOnSpecialValues) {
   output %z
 }
 )";
-  auto original = parse_model(text);
-  auto optimized = parse_model(text);
-  infer_shapes(*original->graph);
-  infer_shapes(*optimized->graph);
+  auto [original, optimized] = parse_twice(text);
   ASSERT_TRUE(optimize(*optimized, "simplify_algebra"));
   EXPECT_EQ(optimized->graph->nodes().size(), 2u) << print_model(*optimized);
   const float inf = std::numeric_limits<float>::infinity();
   Inputs in = {{"x", Tensor::from_f32({-0.0f, 0.0f, std::nanf(""), inf, -inf, -1.5f}, {6})}};
-  Interpreter ia, ib;
-  std::vector<Tensor> want = ia.run(*original->graph, in), got = ib.run(*optimized->graph, in);
-  ASSERT_EQ(want.size(), got.size());
-  for (size_t o = 0; o < want.size(); ++o) EXPECT_TRUE(want[o].identical(got[o])) << "output " << o;
+  expect_identical_outputs(*original->graph, *optimized->graph, in);
 }
 
 // x / 2^k -> x * 2^-k, bit for bit: results that round into the subnormals
@@ -269,10 +279,7 @@ TEST(PassNumerics, DivisionByPowersOfTwoBecomesAnIdenticalProduct) {
   output %z2
 }
 )";
-  auto original = parse_model(text);
-  auto optimized = parse_model(text);
-  infer_shapes(*original->graph);
-  infer_shapes(*optimized->graph);
+  auto [original, optimized] = parse_twice(text);
   ASSERT_TRUE(optimize(*optimized, "simplify_algebra"));
   for (const auto& n : optimized->graph->nodes()) EXPECT_NE(n->op_type(), "Div") << print_model(*optimized);
   const float inf = std::numeric_limits<float>::infinity(), big = std::numeric_limits<float>::max(),
@@ -284,10 +291,7 @@ TEST(PassNumerics, DivisionByPowersOfTwoBecomesAnIdenticalProduct) {
   Tensor h(DType::F16, {12});
   for (int64_t i = 0; i < 12; ++i) h.set_f64(i, half_values[i]);
   Inputs in = {{"x", Tensor::from_f32(x, {12})}, {"h", h}};
-  Interpreter ia, ib;
-  std::vector<Tensor> want = ia.run(*original->graph, in), got = ib.run(*optimized->graph, in);
-  ASSERT_EQ(want.size(), got.size());
-  for (size_t o = 0; o < want.size(); ++o) EXPECT_TRUE(want[o].identical(got[o])) << "output " << o;
+  expect_identical_outputs(*original->graph, *optimized->graph, in);
 }
 
 // x + 0.0 is the rewrite simplify_algebra refuses: it would differ on -0.0,
