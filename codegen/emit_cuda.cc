@@ -386,9 +386,6 @@ class CudaKernel : emitc::CodeWriter {
     close();
   }
 
-  // Each thread takes four consecutive elements along the last axis: contiguous
-  // loads and stores are float4 accesses, loads broadcast along the last axis
-  // are scalars, and the body runs once per lane.
   // Four elements per thread along the last axis: what is the same for the
   // four (lane_uniform: guards, broadcast loads) is computed once, contiguous
   // loads are float4s (a guarded one reads nothing where its guard is false),
