@@ -145,19 +145,19 @@ ExitCode run_bench(const BenchOptions& o) {
       fs::remove_all(dir, ec);
     }
   } cleanup{scratch};
+  std::vector<profiler::BenchSettings> settings;
   for (const CompileMode* mode : modes) {
     std::string dir = (scratch / mode->name).string();
     std::cerr << cmd << ": " << mode->name << ": compiling for this GPU (tcc compile";
     for (const std::string& flag : device_flags(arch)) std::cerr << " " << flag;
     std::cerr << ")\n";
     double compile_s = compile_module(o.model, dir, mode->name, hints, arch);
-    profiler::BenchSettings s;
+    profiler::BenchSettings& s = settings.emplace_back();
     s.warmup = o.warmup;
     s.iterations = o.iterations;
     s.duration_s = o.duration;
     s.cuda_graph = has_feature(*mode, "cuda_graphs");
     s.bound_inputs = o.bound_inputs;
-    s.traced_steps = o.profile ? kTracedSteps : 0;
     std::cerr << cmd << ": " << mode->name << ": measuring\n";
     std::vector<Tensor> outs;
     m.modes.push_back(profiler::bench_on_gpu(dir, mode->name, inputs, s, o.check ? &outs : nullptr));
@@ -170,6 +170,13 @@ ExitCode run_bench(const BenchOptions& o) {
                 << (c.problem.empty() ? "" : ", " + c.problem) << ")\n";
       all_match &= c.ok();
     }
+  }
+  // Tracing comes after every mode is timed: CUPTI stays attached once it has been (trace_on_gpu).
+  for (size_t i = 0; o.profile && i < modes.size(); ++i) {
+    std::cerr << cmd << ": " << modes[i]->name << ": tracing " << kTracedSteps << " steps with CUPTI\n";
+    m.modes[i].activities =
+        profiler::trace_on_gpu((scratch / modes[i]->name).string(), inputs, settings[i], kTracedSteps);
+    m.modes[i].traced_steps = kTracedSteps;
   }
   report(o, m);
   if (!all_match) {

@@ -98,6 +98,57 @@ struct Stream {
   ~Stream() { runtime::device::destroy_stream(handle); }
 };
 
+// One mode's step, ready to enqueue: the module loaded with its inputs and
+// outputs on the device, on a stream of its own, and with cuda_graph its run
+// captured, each step copying fresh inputs into the captured buffers first
+// unless they are bound.
+struct Stepper {
+  Loaded l;
+  Stream stream;
+  std::unique_ptr<runtime::CudaGraph> graph;
+  DeviceTensors fresh;  // graph mode: where each step's "new" inputs come from
+  std::vector<void*> copy_to;  // ... and where each step copies them, in one driver call where it can
+  std::vector<const void*> copy_from;
+  std::string note;
+
+  Stepper(const std::string& module_dir, const std::map<std::string, Tensor>& inputs, const BenchSettings& settings)
+      : l(module_dir, inputs) {
+    if (!settings.cuda_graph) return;
+    runtime::Module& m = *l.module;
+    std::string blocker = runtime::capture_blocker(m);
+    if (!blocker.empty()) {
+      note = "skipping cudagraphs due to " + blocker;
+      return;
+    }
+    if (settings.bound_inputs) {
+      note = "inputs bound to the graph's captured buffers: no copy per step";
+    } else {
+      for (size_t i = 0; i < l.inputs.tensors.size(); ++i) {
+        fresh.add(static_cast<DType>(l.inputs.tensors[i].dtype), l.inputs.shapes[i], l.inputs.nbytes[i]);
+        runtime::device::copy_async(fresh.tensors[i].data, l.inputs.tensors[i].data, l.inputs.nbytes[i],
+                                    stream.handle);
+        copy_to.push_back(l.inputs.tensors[i].data);
+        copy_from.push_back(fresh.tensors[i].data);
+      }
+    }
+    graph = runtime::capture_cuda(m, l.inputs.tensors.data(), l.inputs.tensors.size(), l.outputs.tensors.data(),
+                                  l.outputs.tensors.size(), stream.handle);
+  }
+
+  void enqueue_direct() {
+    runtime::enqueue_cuda(*l.module, l.inputs.tensors.data(), l.inputs.tensors.size(), l.outputs.tensors.data(),
+                          l.outputs.tensors.size(), stream.handle);
+  }
+
+  void enqueue_step() {
+    if (!graph) return enqueue_direct();
+    runtime::device::copy_batch_async(copy_to, copy_from, fresh.nbytes, stream.handle);
+    graph->launch(stream.handle);
+  }
+
+  void sync() { runtime::device::sync(stream.handle); }
+};
+
 }  // namespace
 
 std::string gpu_name() {
@@ -145,61 +196,25 @@ ModeMeasurement bench_on_gpu(const std::string& module_dir, const std::string& m
                              const std::map<std::string, Tensor>& inputs, const BenchSettings& settings,
                              std::vector<Tensor>* outputs) {
   return tool_errors([&] {
-    Loaded l(module_dir, inputs);
-    runtime::Module& m = *l.module;
-    Stream stream;
+    Stepper step(module_dir, inputs, settings);
     ModeMeasurement result;
     result.mode = mode;
+    result.note = step.note;
+    if (settings.cuda_graph && !step.graph) std::cerr << "tcc bench: " << mode << ": " << step.note << "\n";
     result.warmup = settings.warmup;
-    result.kernels = module_kernel_specs(module_dir, l.binding.symbols);
+    result.kernels = module_kernel_specs(module_dir, step.l.binding.symbols);
 
-    std::unique_ptr<runtime::CudaGraph> graph;
-    DeviceTensors fresh;  // graph mode: where each step's "new" inputs come from
-    std::vector<void*> copy_to;  // ... and where each step copies them, in one driver call where it can
-    std::vector<const void*> copy_from;
-    if (settings.cuda_graph) {
-      std::string blocker = runtime::capture_blocker(m);
-      if (blocker.empty()) {
-        if (settings.bound_inputs) {
-          result.note = "inputs bound to the graph's captured buffers: no copy per step";
-        } else {
-          for (size_t i = 0; i < l.inputs.tensors.size(); ++i) {
-            fresh.add(static_cast<DType>(l.inputs.tensors[i].dtype), l.inputs.shapes[i], l.inputs.nbytes[i]);
-            runtime::device::copy_async(fresh.tensors[i].data, l.inputs.tensors[i].data, l.inputs.nbytes[i],
-                                        stream.handle);
-            copy_to.push_back(l.inputs.tensors[i].data);
-            copy_from.push_back(fresh.tensors[i].data);
-          }
-        }
-        graph = runtime::capture_cuda(m, l.inputs.tensors.data(), l.inputs.tensors.size(), l.outputs.tensors.data(),
-                                      l.outputs.tensors.size(), stream.handle);
-      } else {
-        result.note = "skipping cudagraphs due to " + blocker;
-        std::cerr << "tcc bench: " << mode << ": " << result.note << "\n";
-      }
-    }
-
-    auto enqueue_direct = [&] {
-      runtime::enqueue_cuda(m, l.inputs.tensors.data(), l.inputs.tensors.size(), l.outputs.tensors.data(),
-                            l.outputs.tensors.size(), stream.handle);
-    };
-    auto enqueue_step = [&] {
-      if (!graph) return enqueue_direct();
-      runtime::device::copy_batch_async(copy_to, copy_from, fresh.nbytes, stream.handle);
-      graph->launch(stream.handle);
-    };
-
-    for (int i = 0; i < settings.warmup; ++i) enqueue_step();
-    runtime::device::sync(stream.handle);
+    for (int i = 0; i < settings.warmup; ++i) step.enqueue_step();
+    step.sync();
 
     runtime::device::Timer timer;
     // The enqueue time is the step's alone, without the timer's event records.
     auto timed_step = [&] {
-      timer.start(stream.handle);
+      timer.start(step.stream.handle);
       Clock::time_point begin = Clock::now();
-      enqueue_step();
+      step.enqueue_step();
       Clock::time_point enqueued = Clock::now();
-      timer.stop(stream.handle);
+      timer.stop(step.stream.handle);
       double gpu = timer.elapsed_ms();
       result.latencies_ms.push_back(ms_between(begin, Clock::now()));
       result.enqueue_ms.push_back(ms_between(begin, enqueued));
@@ -230,24 +245,30 @@ ModeMeasurement bench_on_gpu(const std::string& module_dir, const std::string& m
     result.pipelined_steps =
         std::clamp(static_cast<int>(result.latencies_ms.size()), kMinPipelinedSteps, kMaxPipelinedSteps);
     for (int batch = 0; batch < kPipelinedBatches; ++batch) {
-      runtime::device::sync(stream.handle);
+      step.sync();
       Clock::time_point begin = Clock::now();
-      for (int i = 0; i < result.pipelined_steps; ++i) enqueue_step();
-      runtime::device::sync(stream.handle);
+      for (int i = 0; i < result.pipelined_steps; ++i) step.enqueue_step();
+      step.sync();
       result.pipelined_ms.push_back(ms_between(begin, Clock::now()));
     }
-
-    if (settings.traced_steps > 0) {
-      CuptiTrace trace(m);
-      // A graph's replays are named after one step launched directly (CuptiTrace::finish).
-      if (graph) enqueue_direct();
-      for (int i = 0; i < settings.traced_steps; ++i) enqueue_step();
-      runtime::device::sync(stream.handle);
-      result.activities = trace.finish();
-      result.traced_steps = settings.traced_steps;
-    }
-    if (outputs) *outputs = l.download();
+    if (outputs) *outputs = step.l.download();
     return result;
+  });
+}
+
+std::vector<KernelActivity> trace_on_gpu(const std::string& module_dir, const std::map<std::string, Tensor>& inputs,
+                                         const BenchSettings& settings, int steps) {
+  return tool_errors([&] {
+    Stepper step(module_dir, inputs, settings);
+    // The first run loads the module and builds the library plans; none of that belongs in the trace.
+    step.enqueue_step();
+    step.sync();
+    CuptiTrace trace(*step.l.module);
+    // A graph's replays are named after one step launched directly (CuptiTrace::finish).
+    if (step.graph) step.enqueue_direct();
+    for (int i = 0; i < steps; ++i) step.enqueue_step();
+    step.sync();
+    return trace.finish();
   });
 }
 

@@ -17,7 +17,6 @@ struct BenchSettings {
   double duration_s = 0;    // time steps for this long instead of a fixed count
   bool cuda_graph = false;  // reduce-overhead: capture one step as a CUDA graph and replay it
   bool bound_inputs = false;  // with cuda_graph: the caller writes its inputs into the captured buffers itself
-  int traced_steps = 0;     // steps traced with CUPTI after timing (0: no trace)
 };
 
 // "until stable": batches of this many steps until the median of a batch is
@@ -34,8 +33,7 @@ constexpr int kMaxPipelinedSteps = 1000;
 // Runs the module on the GPU on a stream of its own: warm-up, timed steps
 // (host wall time, host enqueue time and GPU time of each, each step waited
 // for), batches of steps enqueued back to back (throughput: one step's
-// enqueue overlaps the GPU's work on the steps before it), then the traced
-// steps. Inputs are uploaded once; with cuda_graph, each step copies them into
+// enqueue overlaps the GPU's work on the steps before it). Inputs are uploaded once; with cuda_graph, each step copies them into
 // the captured (static) input buffers before replaying, as a caller with new
 // inputs would (in one batched driver call, device::copy_batch_async), unless
 // bound_inputs says the caller binds those buffers (the step is then the
@@ -46,6 +44,13 @@ constexpr int kMaxPipelinedSteps = 1000;
 ModeMeasurement bench_on_gpu(const std::string& module_dir, const std::string& mode,
                              const std::map<std::string, Tensor>& inputs, const BenchSettings& settings,
                              std::vector<Tensor>* outputs);
+
+// `steps` steps of the module set up as bench_on_gpu sets it up, after one
+// untraced step, traced with CUPTI (CuptiTrace). CUPTI, once attached, stays
+// in the process's driver calls until it is torn down (cuptiFinalize, which
+// tcc does not call), so a tool times every mode before it traces any.
+std::vector<KernelActivity> trace_on_gpu(const std::string& module_dir, const std::map<std::string, Tensor>& inputs,
+                                         const BenchSettings& settings, int steps);
 
 // One run of the module on the host (host.so and the reference implementation for fallbacks).
 std::vector<Tensor> run_on_host(const std::string& module_dir, const std::map<std::string, Tensor>& inputs);
