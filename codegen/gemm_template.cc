@@ -173,7 +173,13 @@ class TemplateEmitter : emitc::CodeWriter {
   // Per k step of 8: the warp's A fragments (rows g and g + 8, columns t and
   // t + 4 of each 16-row slice) and B fragments (rows t and t + 4, column g of
   // each 8-column slice), split into big and small TF32 parts; three mma per
-  // output fragment, the small products first.
+  // output fragment, the small products first, into a fresh fragment that is
+  // then added to the accumulators with rounded f32 adds. The tensor cores
+  // truncate as they accumulate, so an mma into the accumulators themselves
+  // would err by up to an ulp of everything summed so far, always the same
+  // way: over K / 8 steps that drift grows with K (at K = 4096 it failed
+  // autotuning's check on the H100). Truncating within one step's products
+  // and rounding the running sum keeps the error of an f32 dot product.
   void mma_steps(int fm, int fn) {
     line("#pragma unroll");
     open("for (int kk = 0; kk < " + std::to_string(t_.bk) + "; kk += 8)");
@@ -193,9 +199,11 @@ class TemplateEmitter : emitc::CodeWriter {
     close();
     unrolled_for("i", fm);
     unrolled_for("j", fn);
-    line("tcc_mma_tf32(acc[i][j], as[i], bb[j]);");
-    line("tcc_mma_tf32(acc[i][j], ab[i], bs[j]);");
-    line("tcc_mma_tf32(acc[i][j], ab[i], bb[j]);");
+    line("float p[4] = {0.f, 0.f, 0.f, 0.f};");
+    line("tcc_mma_tf32(p, as[i], bb[j]);");
+    line("tcc_mma_tf32(p, ab[i], bs[j]);");
+    line("tcc_mma_tf32(p, ab[i], bb[j]);");
+    line("acc[i][j][0] += p[0]; acc[i][j][1] += p[1]; acc[i][j][2] += p[2]; acc[i][j][3] += p[3];");
     close();
     close();
     close();

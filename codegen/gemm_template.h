@@ -6,8 +6,10 @@
 // CUBLAS_COMPUTE_32F is: the kernel runs on the tensor cores in TF32 with
 // three products per step (3xTF32: each operand split into a TF32 "big" part
 // and the TF32 rounding of its remainder; big*big + big*small + small*big),
-// which keeps about the error of an f32 dot product while using mma.sync
-// (sm_80 and later, which every architecture tcc compiles for is).
+// each step's products summed apart and added to the accumulators with f32
+// adds (the tensor cores truncate as they accumulate), which keeps about the
+// error of an f32 dot product at any K while using mma.sync (sm_80 and later,
+// which every architecture tcc compiles for is).
 //
 // Shape of the kernel: one block per BM x BN tile of D (grid [ceil(m / BM),
 // ceil(n / BN), batch]); its warps (WM x WN) each own a (BM/WM) x (BN/WN) part

@@ -2,6 +2,7 @@
 // and `tcc autotune` schedule it, so tests tune real kernels.
 #pragma once
 
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -24,10 +25,10 @@ struct ScheduledModel {
   Schedule schedule;
 };
 
-// `path` relative to the source tree: "tests/fixtures/gpt2_block.onnx", "tests/kernels/softmax.tir".
+// `path` relative to the source tree ("tests/fixtures/gpt2_block.onnx", "tests/kernels/softmax.tir"), or absolute.
 inline ScheduledModel schedule_model(const std::string& path) {
   ScheduledModel s;
-  s.model = load_model(std::string(TCC_SOURCE_DIR) + "/" + path);
+  s.model = load_model((std::filesystem::path(TCC_SOURCE_DIR) / path).string());
   infer_shapes(*s.model->graph);
   std::ostringstream log;
   PassManager(build_pipeline("", Phase::Fuse), PassManagerOptions{}, log).run(*s.model);

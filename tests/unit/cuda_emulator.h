@@ -12,7 +12,8 @@
 // cp.async copies at once (its waits are then no-ops), cvt.rna.tf32 rounds the
 // low 13 mantissa bits to nearest with ties away from zero, and
 // mma.sync.m16n8k8 gathers the warp's fragments and gives each lane its part
-// of D by the PTX ISA's fragment layout for .tf32:
+// of D (accumulated as the hardware does, toward_zero) by the PTX ISA's
+// fragment layout for .tf32:
 //   A (16x8, row): register q of lane l holds row l/4 + 8*(q%2), column l%4 + 4*(q/2);
 //   B (8x8, col):  register q of lane l holds row l%4 + 4*q, column l/4;
 //   C, D (16x8):   register q of lane l holds row l/4 + 8*(q/2), column 2*(l%4) + q%2.
@@ -20,6 +21,7 @@
 
 #include <math.h>
 
+#include <cmath>
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
@@ -81,6 +83,19 @@ inline uint32_t as_bits(float f) {
   uint32_t bits;
   std::memcpy(&bits, &f, sizeof bits);
   return bits;
+}
+
+// The tensor cores' f32 accumulation as measured on Volta, Turing and Ampere
+// (Fasi et al., "Numerical behavior of NVIDIA tensor cores", 2021), and as
+// the H100 autotuning runs of 2026-11-25 show it (docs/AUTOTUNE.md): the
+// products are exact, but their sum with the accumulator is truncated, not
+// rounded to nearest. Modelled as the exact sum rounded toward zero to f32: the bias that
+// makes a long chain of mma into one accumulator drift by about one ulp of the
+// accumulator per step.
+inline float toward_zero(double exact) {
+  float f = static_cast<float>(exact);
+  if (std::fabs(static_cast<double>(f)) > std::fabs(exact)) f = std::nextafter(f, 0.f);
+  return f;
 }
 
 // The grid, block after block; `kernel` is called by every thread of a block
@@ -181,9 +196,9 @@ inline void tcc_mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (
   auto B = [&](unsigned k, unsigned n) { return tcc_emu::as_float(w.b[n * 4 + k % 4][k / 4]); };
   for (unsigned q = 0; q < 4; ++q) {
     unsigned row = lane / 4 + 8 * (q / 2), col = 2 * (lane % 4) + q % 2;
-    double sum = 0;
+    double sum = d[q];
     for (unsigned k = 0; k < 8; ++k) sum += static_cast<double>(A(row, k)) * B(k, col);
-    d[q] += static_cast<float>(sum);
+    d[q] = tcc_emu::toward_zero(sum);
   }
   w.barrier.arrive_and_wait();
 }

@@ -286,6 +286,60 @@ TEST(GemmTemplate, EmulatedOnTheHostEveryConfigMatchesTheInterpreter) {
   fs::remove_all(dir);
 }
 
+// The tensor cores truncate as they accumulate (tests/unit/cuda_emulator.h,
+// toward_zero), so one accumulator carried through a long K drifts by about an
+// ulp of itself per mma: at K = 4096 on the H100 every unsplit tile failed
+// autotuning's check, and a K that is symbolic (a weight gradient's batch x
+// seq) could pass at the tuning size and drift at a larger one. The template
+// adds each k step's three products into its accumulators with an f32 add, so
+// its error stays that of an f32 dot product whatever K is.
+TEST(GemmTemplate, EmulatedLongKStaysF32Accurate) {
+  constexpr int64_t kM = 32, kN = 64, kK = 4096;
+  fs::path dir = make_temp_dir("tcc_gemm_long_k");
+  std::ofstream(dir / "long_k.tir") << "graph main opset(ai.onnx: 17) {\n"
+                                       "  input %a: f32[32, k]\n"
+                                       "  input %b: f32[k, 64]\n"
+                                       "  %y: f32[32, 64] = MatMul(%a, %b) name(\"weight_grad\")\n"
+                                       "  output %y\n"
+                                       "}\n";
+  ScheduledModel s = schedule_model((dir / "long_k.tir").string());
+  kir::Kernel k = only_gemm(s);
+  KernelConfig c;
+  c.tile = 5;  // 32 x 64 x 32: one block covers D
+  ASSERT_EQ(kGemmTiles[4].bm, kM);
+  ASSERT_EQ(kGemmTiles[4].bn, kN);
+  k.name = "long_k";
+  std::ofstream(dir / "emulated.cc") << "#include \"" << TCC_SOURCE_DIR << "/tests/unit/cuda_emulator.h\"\n"
+                                     << emit_gemm_template(k, c) << emulated_launcher(k, false);
+  compile_host_library((dir / "emulated.cc").string(), (dir / "emulated.so").string());
+  SharedLibrary lib((dir / "emulated.so").string());
+
+  // Entries in [0, 1): every product adds to the sums, which grow to about K / 4.
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> unit(0, 1);
+  std::vector<float> a(kM * kK), b(kK * kN), d(kM * kN, std::nanf(""));
+  for (float& x : a) x = unit(rng);
+  for (float& x : b) x = unit(rng);
+  void* buffers[] = {a.data(), b.data(), d.data()};
+  const int64_t sizes[] = {kK};
+  ASSERT_EQ(k.size_params, std::vector<std::string>{"k"});
+  auto launch = reinterpret_cast<EmulatedLaunch>(lib.symbol("launch_long_k"));
+  ASSERT_NE(launch, nullptr);
+  launch(buffers, sizes, nullptr, 1, 1, 1, static_cast<unsigned>(kGemmTiles[4].threads()), 1);
+
+  double worst = 0;
+  for (int64_t i = 0; i < kM; ++i)
+    for (int64_t j = 0; j < kN; ++j) {
+      double exact = 0;
+      for (int64_t q = 0; q < kK; ++q) exact += static_cast<double>(a[i * kK + q]) * b[q * kN + j];
+      worst = std::max(worst, std::fabs(d[i * kN + j] - exact) / exact);
+    }
+  // Rounded f32 adds err at random, about 1e-6 at worst here; one truncating
+  // accumulator through K / 8 steps errs one way, by about 3e-5.
+  EXPECT_LT(worst, 1e-5) << "the template drifts with K";
+  fs::remove_all(dir);
+}
+
 class GemmTemplateGpu : public ::testing::Test {
  protected:
   void SetUp() override {
