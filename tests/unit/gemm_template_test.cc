@@ -286,6 +286,18 @@ TEST(GemmTemplate, EmulatedOnTheHostEveryConfigMatchesTheInterpreter) {
   fs::remove_all(dir);
 }
 
+// A GEMM whose K is long and symbolic, as a weight gradient's (batch x seq)
+// is: D [32, 64] = A [32, k] B [k, 64], written into `dir`.
+ScheduledModel long_k_gemm(const fs::path& dir) {
+  std::ofstream(dir / "long_k.tir") << "graph main opset(ai.onnx: 17) {\n"
+                                       "  input %a: f32[32, k]\n"
+                                       "  input %b: f32[k, 64]\n"
+                                       "  %y: f32[32, 64] = MatMul(%a, %b) name(\"weight_grad\")\n"
+                                       "  output %y\n"
+                                       "}\n";
+  return schedule_model((dir / "long_k.tir").string());
+}
+
 // The tensor cores truncate as they accumulate (tests/unit/cuda_emulator.h,
 // toward_zero), so one accumulator carried through a long K drifts by about an
 // ulp of itself per mma: at K = 4096 on the H100 every unsplit tile failed
@@ -296,13 +308,7 @@ TEST(GemmTemplate, EmulatedOnTheHostEveryConfigMatchesTheInterpreter) {
 TEST(GemmTemplate, EmulatedLongKStaysF32Accurate) {
   constexpr int64_t kM = 32, kN = 64, kK = 4096;
   fs::path dir = make_temp_dir("tcc_gemm_long_k");
-  std::ofstream(dir / "long_k.tir") << "graph main opset(ai.onnx: 17) {\n"
-                                       "  input %a: f32[32, k]\n"
-                                       "  input %b: f32[k, 64]\n"
-                                       "  %y: f32[32, 64] = MatMul(%a, %b) name(\"weight_grad\")\n"
-                                       "  output %y\n"
-                                       "}\n";
-  ScheduledModel s = schedule_model((dir / "long_k.tir").string());
+  ScheduledModel s = long_k_gemm(dir);
   kir::Kernel k = only_gemm(s);
   KernelConfig c;
   c.tile = 5;  // 32 x 64 x 32: one block covers D
@@ -364,6 +370,25 @@ TEST_F(GemmTemplateGpu, EveryConfigMatchesTheLibraryAtOddSizes) {
       ASSERT_TRUE(t) << k.name << " " << autotune::config_text(k, c) << ": " << note;
     }
   }
+}
+
+// On the device, every tile passes the check at K = 16384, four times the K at
+// which every unsplit tile failed it on the H100 before each step's products
+// were summed apart (GemmTemplate.EmulatedLongKStaysF32Accurate).
+TEST_F(GemmTemplateGpu, EveryConfigMatchesTheLibraryAtLongK) {
+  fs::path dir = make_temp_dir("tcc_gemm_long_k_gpu");
+  ScheduledModel s = long_k_gemm(dir);
+  const kir::Kernel& k = only_gemm(s);
+  std::unique_ptr<autotune::KernelBench> bench = runtime::cuda_measurer().bench(k, {{"k", 16384}});
+  std::vector<KernelConfig> grid = {KernelConfig{}};
+  for (const KernelConfig& c : template_configs(k)) grid.push_back(c);
+  bench->precompile(grid);
+  for (const KernelConfig& c : grid) {
+    std::string note;
+    std::optional<double> t = bench->time_us(c, note);
+    EXPECT_TRUE(t) << autotune::config_text(k, c) << ": " << note;
+  }
+  fs::remove_all(dir);
 }
 
 // A module whose every gemm runs as the template (a tuning cache that chose
