@@ -200,6 +200,7 @@ ModeMeasurement bench_on_gpu(const std::string& module_dir, const std::string& m
     ModeMeasurement result;
     result.mode = mode;
     result.note = step.note;
+    result.cuda_graph = step.graph != nullptr;
     if (settings.cuda_graph && !step.graph) std::cerr << "tcc bench: " << mode << ": " << step.note << "\n";
     result.warmup = settings.warmup;
     result.kernels = module_kernel_specs(module_dir, step.l.binding.symbols);

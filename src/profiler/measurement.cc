@@ -72,14 +72,23 @@ ModeSummary summarize_mode(const ModeMeasurement& m, const DeviceProfile& d, con
   return s;
 }
 
+// What to do about a mode whose steps the host cannot enqueue fast enough.
+std::string enqueue_advice(const ModeMeasurement& m) {
+  if (m.cuda_graph)
+    return ", though a step is one CUDA graph launch already (and the copies of new inputs into its buffers, which "
+           "--bound-inputs leaves out): larger steps (a bigger batch) amortize it";
+  if (m.note.rfind("skipping cudagraphs", 0) == 0) return "; this mode's CUDA graph was skipped (see its note)";
+  return ", CUDA graphs (reduce-overhead) may help";
+}
+
 void add_warnings(Summary& s) {
   for (const ModeSummary& m : s.modes) {
     const std::string& name = m.mode->mode;
     if (!m.mode->enqueue_ms.empty() && !m.mode->gpu_ms.empty() && m.enqueue_ms.median >= m.gpu_ms.median)
       s.warnings.push_back(name + ": throughput is bound by host enqueue time (enqueue " +
                            fmt::format("{:.3f}", m.enqueue_ms.median) + " ms >= GPU " +
-                           fmt::format("{:.3f}", m.gpu_ms.median) +
-                           " ms per step); the GPU is not fully used, CUDA graphs (reduce-overhead) may help");
+                           fmt::format("{:.3f}", m.gpu_ms.median) + " ms per step); the GPU is not fully used" +
+                           enqueue_advice(*m.mode));
     double ratio = m.latency_ms.median > 0 ? m.latency_ms.p99 / m.latency_ms.median : 0;
     if (m.latency_ms.cv() > kUnstableCv || ratio > kUnstableP99Ratio)
       s.warnings.push_back(name + ": timings are unstable (coefficient of variation " +
@@ -154,6 +163,7 @@ nlohmann::json to_json(const Measurement& m) {
           {{"kernel", a.kernel}, {"stream", a.stream}, {"start_ns", a.start_ns}, {"end_ns", a.end_ns}});
     modes.push_back({{"mode", x.mode},
                      {"note", x.note},
+                     {"cuda_graph", x.cuda_graph},
                      {"compile_s", x.compile_s},
                      {"warmup", x.warmup},
                      {"latencies_ms", x.latencies_ms},
@@ -196,6 +206,7 @@ Measurement measurement_from_json(const nlohmann::json& j, const std::string& fi
     ModeMeasurement mode;
     mode.mode = field<std::string>(x, "mode", at);
     mode.note = optional_field<std::string>(x, "note", at, "");
+    mode.cuda_graph = optional_field<bool>(x, "cuda_graph", at, false);
     mode.compile_s = optional_field<double>(x, "compile_s", at, 0);
     mode.warmup = optional_field<int>(x, "warmup", at, 0);
     mode.latencies_ms = field<std::vector<double>>(x, "latencies_ms", at);

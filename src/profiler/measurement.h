@@ -45,6 +45,7 @@ struct KernelActivity {
 struct ModeMeasurement {
   std::string mode;      // eager, default, reduce-overhead, max-autotune
   std::string note;      // e.g. "skipping cudagraphs due to ..."; empty when the mode ran as asked
+  bool cuda_graph = false;  // each step replayed a captured CUDA graph (false in older recordings)
   double compile_s = 0;  // wall time of `tcc compile` for this mode
   int warmup = 0;
   std::vector<double> latencies_ms;  // host wall time of each timed step, inputs ready to outputs ready

@@ -51,6 +51,7 @@ nlohmann::json report_json(const Summary& s) {
     for (const KernelSummary& k : x.kernels) kernels.push_back(kernel_json(k));
     modes.push_back({{"mode", x.mode->mode},
                      {"note", x.mode->note},
+                     {"cuda_graph", x.mode->cuda_graph},
                      {"compile_s", x.mode->compile_s},
                      {"warmup", x.mode->warmup},
                      {"iterations", x.mode->latencies_ms.size()},

@@ -330,6 +330,7 @@ TEST_F(FakeDriver, BenchTimesStepsOneByOneThenBackToBack) {
     profiler::ModeMeasurement r = profiler::bench_on_gpu((dir_ / "module").string(), graph ? "reduce-overhead" : "default",
                                                          inputs, settings, &outputs);
     EXPECT_EQ(r.note, "");
+    EXPECT_EQ(r.cuda_graph, graph);
     EXPECT_EQ(r.latencies_ms.size(), 7u);
     EXPECT_EQ(r.enqueue_ms.size(), 7u);
     EXPECT_EQ(r.gpu_ms.size(), 7u);

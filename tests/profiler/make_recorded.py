@@ -72,7 +72,7 @@ def mode_record(tcc, model, mode, sizes, rng, tmp):
         gpu.append(round(g / 1e3, 5))
         enq.append(round(e / 1e3, 5))
         lat.append(round((max(g, e) + SYNC_US * rng.uniform(0.9, 1.2)) / 1e3, 5))
-    record = {"mode": mode, "note": note, "compile_s": COMPILE_S[mode], "warmup": 10,
+    record = {"mode": mode, "note": note, "cuda_graph": graph, "compile_s": COMPILE_S[mode], "warmup": 10,
               "latencies_ms": lat, "enqueue_ms": enq, "gpu_ms": gpu, "kernels": kernels,
               "traced_steps": 0, "activities": []}
     if not graph:

@@ -62,9 +62,10 @@ const profiler::ModeSummary& mode(const Summary& s, const std::string& name) {
   throw std::runtime_error("no mode " + name);
 }
 
-bool has_warning(const Summary& s, const std::string& prefix) {
+// A warning that starts with `prefix` and, when given, says `part` too.
+bool has_warning(const Summary& s, const std::string& prefix, const std::string& part = "") {
   for (const std::string& w : s.warnings)
-    if (w.rfind(prefix, 0) == 0) return true;
+    if (w.rfind(prefix, 0) == 0 && w.find(part) != std::string::npos) return true;
   return false;
 }
 
@@ -128,7 +129,15 @@ TEST(ProfilerSummary, WarnsLikeTrtexec) {
   EXPECT_FALSE(has_warning(mlp, "default: timings are unstable"));
   EXPECT_FALSE(has_warning(mlp, "reduce-overhead: timings are unstable"));
   // A tiny MLP on an H100: launching costs more host time than the GPU spends.
-  EXPECT_TRUE(has_warning(mlp, "default: throughput is bound by host enqueue time"));
+  // The advice fits the mode: graphs for one that launches kernels, larger
+  // steps for one that replays a graph already, the note for one whose graph
+  // was skipped.
+  EXPECT_TRUE(has_warning(mlp, "default: throughput is bound by host enqueue time", "CUDA graphs (reduce-overhead) may help"));
+  EXPECT_TRUE(has_warning(mlp, "reduce-overhead: throughput is bound by host enqueue time",
+                          "a step is one CUDA graph launch already"));
+  Summary block = profiler::summarize(profiler::read_measurement(recorded("gpt2_block")));
+  EXPECT_TRUE(has_warning(block, "reduce-overhead: throughput is bound by host enqueue time",
+                          "this mode's CUDA graph was skipped (see its note)"));
 
   Measurement m = profiler::read_measurement(recorded("mlp"));
   for (auto& x : m.modes) {
