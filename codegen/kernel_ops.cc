@@ -101,7 +101,12 @@ KernelRole default_domain_role(const Node& n) {
   }
   if (movement.count(op)) {
     // Reshape, Flatten and Expand take their target shape from the output type; their
-    // shape argument is not read by the kernel. Squeeze/Unsqueeze axes must be known.
+    // shape argument is not read by the kernel. That type follows from a literal shape;
+    // one computed at run time that shape inference could follow became tcc::Reshape or
+    // tcc::Expand (resolve_shapes), and any other (read from data) leaves the output's
+    // dims at what the model declares, which nothing checked: the host runs it, reading
+    // the shape. Squeeze/Unsqueeze axes must be known.
+    if ((op == "Reshape" || op == "Expand") && n.has_input(1) && !literal_input(n, 1)) return KernelRole::None;
     if ((op == "Squeeze" || op == "Unsqueeze") && n.has_input(1) && !literal_input(n, 1)) return KernelRole::None;
     return KernelRole::Movement;
   }
@@ -266,6 +271,12 @@ std::string kernel_refusal(const Node& n) {
   if (!n.domain().empty()) return "";
   if (n.op_type() == "Conv") return conv_window(n, nullptr);
   if (n.op_type() == "MaxPool" || n.op_type() == "AveragePool") return pool_window(n, nullptr);
+  if ((n.op_type() == "Reshape" || n.op_type() == "Expand") && n.has_input(1) && !literal_input(n, 1))
+    return "its target shape is computed at run time from values shape inference cannot follow";
+  if (n.op_type() == "Slice")
+    for (size_t i = 1; i < n.num_inputs(); ++i)
+      if (n.has_input(i) && !literal_input(n, i))
+        return "its bounds are computed at run time from values shape inference cannot follow";
   return "";
 }
 

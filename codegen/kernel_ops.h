@@ -91,7 +91,8 @@ constexpr int64_t kMaxPoolTaps = 64;
 std::string pool_window(const Node& n, PoolWindow* w);
 
 // Why a node whose op a generated kernel can compute got none ("" when there is
-// no more to say than that it is not supported): conv_window's and pool_window's answers.
+// no more to say than that it is not supported): conv_window's and pool_window's answers,
+// and for a Reshape, Expand or Slice whose shape or bounds are computed at run time, that.
 std::string kernel_refusal(const Node& n);
 
 }  // namespace tcc

@@ -28,9 +28,11 @@
 // Expects: a verified graph; types are re-inferred here. Sets the model's
 // "tcc" opset import to 1 when it rewrites anything.
 // Leaves alone: ops whose shape argument is already constant (nothing to
-// gain), ops whose resolved dims mention a symbol no input binds (e.g. a
-// data-dependent size), ops tcc does not support at their opset, and nodes
+// gain), ops whose shape argument shape inference cannot follow (read from
+// data: the output's dims would be only what the model declares), ops whose
+// resolved dims mention a symbol no input binds (e.g. a data-dependent size), ops tcc does not support at their opset, and nodes
 // inside regions.
+#include <algorithm>
 #include <cctype>
 #include <set>
 
@@ -73,13 +75,26 @@ std::optional<std::vector<std::string>> resolved_dims(const Value* v, const std:
 
 bool is_constant_input(const Node& n, size_t i) { return !n.has_input(i) || constant_value(n.input(i)); }
 
+// Whether shape inference knows every entry of input i: a constant, or
+// contents it computed from a shape chain. Only then does the node's output
+// type follow from it; otherwise its dims may be the model's declared ones,
+// which nothing checked (an Expand to a shape read from data).
+bool contents_known(const Node& n, size_t i, const ShapeInfo& info) {
+  if (is_constant_input(n, i)) return true;
+  auto it = info.values.find(n.input(i));
+  return it != info.values.end() &&
+         std::none_of(it->second.begin(), it->second.end(), [](const Dim& d) { return d.is_unknown(); });
+}
+
 // tcc::Range's attributes for an integer Range whose start and delta are
 // constants and whose length is symbolic over bound symbols (a static length
 // is constant_fold's).
-std::optional<std::map<std::string, Attribute>> range_attrs(const Node& n, const std::set<std::string>& bound) {
+std::optional<std::map<std::string, Attribute>> range_attrs(const Node& n, const std::set<std::string>& bound,
+                                                            const ShapeInfo& info) {
   const Type& t = n.output(0)->type();
   if (n.num_inputs() != 3 || !t.is_tensor() || t.fully_static() || (t.dtype() != DType::I64 && t.dtype() != DType::I32))
     return std::nullopt;
+  if (!contents_known(n, 1, info)) return std::nullopt;
   std::optional<Tensor> start = constant_value(n.input(0)), delta = constant_value(n.input(2));
   if (!start || !delta || start->numel() != 1 || delta->numel() != 1) return std::nullopt;
   std::optional<std::vector<std::string>> dims = resolved_dims(n.output(0), bound);
@@ -160,14 +175,17 @@ bool resolve_shapes(Graph& g, PassContext& ctx) {
       continue;
     }
     if (n.op_type() == "Range") {
-      if (auto attrs = range_attrs(n, bound)) rewrites.push_back({&n, std::move(*attrs), {}});
+      if (auto attrs = range_attrs(n, bound, info)) rewrites.push_back({&n, std::move(*attrs), {}});
       continue;
     }
     bool reshape_like = n.op_type() == "Reshape" || n.op_type() == "Expand";
     if (!reshape_like && n.op_type() != "Slice") continue;
-    bool runtime_argument = false;
-    for (size_t i = 1; i < n.num_inputs(); ++i) runtime_argument |= !is_constant_input(n, i);
-    if (!runtime_argument) continue;
+    bool runtime_argument = false, known = true;
+    for (size_t i = 1; i < n.num_inputs(); ++i) {
+      runtime_argument |= !is_constant_input(n, i);
+      known &= contents_known(n, i, info);
+    }
+    if (!runtime_argument || !known) continue;
     std::optional<std::vector<std::string>> dims = resolved_dims(n.output(0), bound);
     if (!dims) continue;
     std::map<std::string, Attribute> attrs;

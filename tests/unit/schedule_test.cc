@@ -95,6 +95,38 @@ TEST(Schedule, ConvsBecomeConvKernelsUnlessCudnnCannotExpressThem) {
   EXPECT_EQ(conv_window(*asym, nullptr), "asymmetric padding, which cuDNN's convolution descriptor cannot express");
 }
 
+// A Reshape to a shape read from data: its output's dims are the model's
+// claim, not something shape inference derived, so no kernel is built from
+// them; the host runs it, reading the shape. The same op with a literal shape
+// gets a kernel (a copy, since its result is a graph output).
+TEST(Schedule, ReshapesToAShapeReadFromDataRunOnTheHost) {
+  std::unique_ptr<Model> m = parse_model(R"(graph main opset(ai.onnx: 17) {
+  input %x: f32[b, 6]
+  input %target: i64[2]
+  const %flat: i64[1] = [-1]
+  %e: f32[b, 6] = Exp(%x) name("exp")
+  %y: f32[b, 3, 2] = Reshape(%e, %target) name("from_data")
+  %z: f32[b*6] = Reshape(%e, %flat) name("literal")
+  output %y
+  output %z
+}
+)");
+  infer_shapes(*m->graph);
+  std::ostringstream log;
+  PassManager(build_pipeline("", Phase::Fuse), PassManagerOptions(), log).run(*m);
+  Schedule s = build_schedule(*m->graph);
+  EXPECT_EQ(describe(s),
+            "tcc_k0_pointwise fused_0 (x) -> (e)\n"
+            "fallback from_data (e, target) -> (y)\n"
+            "tcc_k1_pointwise fused_1 (e) -> (z)\n");
+  const Node* from_data = nullptr;
+  for (const auto& n : m->graph->nodes())
+    if (n->name() == "from_data") from_data = n.get();
+  ASSERT_NE(from_data, nullptr);
+  EXPECT_EQ(kernel_role(*from_data), KernelRole::None);
+  EXPECT_EQ(kernel_refusal(*from_data), "its target shape is computed at run time from values shape inference cannot follow");
+}
+
 TEST(Schedule, DifferentKernelsAreNumberedInOrder) {
   std::unique_ptr<Model> m = parse_model(
       "graph main opset(ai.onnx: 17, tcc: 1) {\n"
