@@ -6,14 +6,19 @@
 // --check compares every output of a module run with the reference
 // interpreter's on the same inputs (tolerances per dtype: run_support.h),
 // prints the largest absolute and relative error per output and exits 1 on a
-// mismatch.
+// mismatch. --check-steps does so for every value each step writes too (the
+// reference computes every value of the model), as polygraphy marks every
+// layer an output: the first step that disagrees is where to look.
 //
 // Inputs are read from --inputs DIR (input_N.pb or <name>.npy), or made at
 // random with --shapes SYMBOL=SIZE,... Outputs are written as output_N.pb or
 // <name>.npy.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "frontends/load_model.h"
@@ -41,6 +46,102 @@ struct RunOptions {
   bool reference = false;
   bool host = false;
   bool check = false;
+  bool check_steps = false;
+};
+
+// Each step's source nodes, by the name of its node, from the module's
+// report.json (`steps`); empty where the report is missing or has none.
+std::map<std::string, std::vector<std::string>> step_sources(const std::string& module_dir) {
+  std::ifstream in(fs::path(module_dir) / "report.json");
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  std::map<std::string, std::vector<std::string>> out;
+  if (j.is_discarded() || !j.contains("steps") || !j["steps"].is_array()) return out;
+  for (const nlohmann::json& s : j["steps"]) {
+    if (!s.is_object() || !s.contains("node") || !s["node"].is_string() || !s.contains("source_nodes")) continue;
+    std::vector<std::string>& nodes = out[s["node"].get<std::string>()];
+    for (const nlohmann::json& n : s["source_nodes"])
+      if (n.is_string()) nodes.push_back(n.get<std::string>());
+  }
+  return out;
+}
+
+// --check-steps: each step's written values against the reference's values of
+// the same names (values tcc's passes made have no counterpart and are skipped).
+class StepChecker {
+ public:
+  // `sources`: the source nodes of each step, by its node's name.
+  StepChecker(std::map<std::string, Tensor> reference, std::map<std::string, std::vector<std::string>> sources)
+      : reference_(std::move(reference)), sources_(std::move(sources)) {}
+
+  void operator()(const std::string& kernel, const std::string& node, const std::map<std::string, Tensor>& written) {
+    Row row{rows_.size(), kernel.empty() ? "host: " + node : kernel, {}, {}};
+    for (const auto& [name, t] : written) {
+      auto it = reference_.find(name);
+      if (it == reference_.end()) continue;
+      OutputCheck c = check_output(name, it->second, t);
+      row.compared.push_back(c);
+      if (!c.ok() && !first_bad_) first_bad_ = rows_.size();
+    }
+    auto n = sources_.find(node);
+    row.nodes = n != sources_.end() ? n->second : std::vector<std::string>{node};
+    rows_.push_back(std::move(row));
+  }
+
+  // The table, then the first step that disagrees; false when one does.
+  bool report(std::ostream& os) const {
+    os << "step  " << fmt::format("{:<24}", "kernel") << " values  max abs err  max rel err  result    nodes\n";
+    size_t skipped = 0;
+    for (const Row& r : rows_) {
+      if (r.compared.empty()) {
+        ++skipped;
+        continue;
+      }
+      double abs = 0, rel = 0;
+      bool ok = true;
+      for (const OutputCheck& c : r.compared) {
+        abs = std::max(abs, c.max_abs);
+        rel = std::max(rel, c.max_rel);
+        ok &= c.ok();
+      }
+      os << fmt::format("{:>4}  {:<24} {:>6}  {:>11.3g}  {:>11.3g}  {:<8}  ", r.index, r.label, r.compared.size(), abs,
+                        rel, ok ? "ok" : "MISMATCH")
+         << node_list(r.nodes) << "\n";
+    }
+    if (skipped > 0)
+      os << skipped << " step(s) wrote only values tcc's passes made, with no counterpart in the model\n";
+    if (!first_bad_) {
+      os << "every step matches the reference interpreter\n";
+      return true;
+    }
+    const Row& r = rows_[*first_bad_];
+    os << "first mismatch: step " << r.index << " (" << r.label << "), which computes " << node_list(r.nodes) << "\n";
+    for (const OutputCheck& c : r.compared)
+      if (!c.ok())
+        os << "  " << c.name << ": "
+           << (c.problem.empty() ? fmt::format("max abs err {:.3g}, max rel err {:.3g}, {} elements outside tolerance",
+                                               c.max_abs, c.max_rel, c.mismatches)
+                                 : c.problem)
+           << "\n";
+    return false;
+  }
+
+ private:
+  struct Row {
+    size_t index;
+    std::string label;
+    std::vector<std::string> nodes;
+    std::vector<OutputCheck> compared;
+  };
+  static std::string node_list(const std::vector<std::string>& nodes) {
+    std::string s;
+    for (size_t i = 0; i < nodes.size() && i < 3; ++i) s += (i ? ", " : "") + nodes[i];
+    if (nodes.size() > 3) s += ", ... (" + std::to_string(nodes.size()) + " nodes)";
+    return s;
+  }
+  std::map<std::string, Tensor> reference_;
+  std::map<std::string, std::vector<std::string>> sources_;
+  std::vector<Row> rows_;
+  std::optional<size_t> first_bad_;
 };
 
 // The model a module was compiled from: --model, else the manifest's `model`
@@ -90,7 +191,9 @@ struct ScratchDir {
 
 ExitCode run(const RunOptions& o) {
   if (o.reference + o.host > 1) throw InputError("tcc run: choose one of --reference and --host");
-  if (o.reference && o.check) throw InputError("tcc run: --check compares a module run with --reference's outputs");
+  if (o.reference && (o.check || o.check_steps))
+    throw InputError("tcc run: --check and --check-steps compare a module run with --reference's outputs");
+  bool check = o.check || o.check_steps;
   if (!o.reference && !o.host && !tcc_cuda_available()) {
     std::cerr << "tcc run: no usable GPU here; --host runs the module on the CPU, --reference runs the reference "
                  "interpreter\n";
@@ -102,7 +205,8 @@ ExitCode run(const RunOptions& o) {
   std::map<std::string, Tensor> inputs =
       o.inputs.empty() ? random_inputs(g, parse_sizes(o.shapes, "--shapes"), 0) : read_inputs(g, o.inputs);
 
-  std::vector<Tensor> outs;
+  std::vector<Tensor> outs, expected;
+  std::optional<StepChecker> steps;
   if (o.reference) {
     outs = Interpreter().run(g, inputs);
   } else {
@@ -113,14 +217,22 @@ ExitCode run(const RunOptions& o) {
       module = (scratch->path / "module").string();
       compile_module(o.target, module, "default", o.shapes, o.host ? "" : profiler::gpu_arch());
     }
-    outs = o.host ? profiler::run_on_host(module, inputs) : profiler::run_on_gpu(module, inputs);
+    profiler::StepInspector inspect;
+    if (o.check_steps) {
+      std::map<std::string, Tensor> values;
+      expected = Interpreter().run(g, inputs, &values);
+      steps.emplace(std::move(values), step_sources(module));
+      inspect = std::ref(*steps);
+    }
+    outs = o.host ? profiler::run_on_host(module, inputs, inspect) : profiler::run_on_gpu(module, inputs, inspect);
   }
-  if (!o.check) {
+  if (!check) {
     write_outputs(o, g, outs);
     return ExitCode::Ok;
   }
 
-  std::vector<Tensor> expected = Interpreter().run(g, inputs);
+  if (!steps) expected = Interpreter().run(g, inputs);
+  bool steps_ok = !steps || steps->report(std::cout);
   bool ok = expected.size() == outs.size();
   for (size_t i = 0; i < expected.size() && i < outs.size(); ++i) {
     OutputCheck c = check_output(g.outputs()[i]->name(), expected[i], outs[i]);
@@ -136,7 +248,7 @@ ExitCode run(const RunOptions& o) {
     ok &= c.ok();
   }
   std::cout << (ok ? "outputs match the reference interpreter\n" : "outputs DIFFER from the reference interpreter\n");
-  return ok ? ExitCode::Ok : ExitCode::GateTripped;
+  return ok && steps_ok ? ExitCode::Ok : ExitCode::GateTripped;
 }
 
 }  // namespace
@@ -150,6 +262,8 @@ CommandRunner setup_run(CLI::App& cmd) {
   cmd.add_flag("--reference", o->reference, "Run the model on the CPU reference interpreter");
   cmd.add_flag("--host", o->host, "Run the compiled module on the CPU (host.so) instead of the GPU");
   cmd.add_flag("--check", o->check, "Compare every output with the reference interpreter; exit 1 on a mismatch");
+  cmd.add_flag("--check-steps", o->check_steps,
+               "--check, and every value each kernel step writes too: shows the first step that disagrees");
   cmd.add_option("-o,--output-dir", o->out_dir, "Where outputs are written (default tcc-outputs; not with --check)");
   cmd.add_option("--format", o->format, "Output file format")
       ->check(CLI::IsMember({"pb", "npy"}))

@@ -92,6 +92,11 @@ void Interpreter::bind_symbols(const Graph& g, const Value& in, const Tensor& t)
 }
 
 std::vector<Tensor> Interpreter::run(const Graph& g, const std::map<std::string, Tensor>& inputs) {
+  return run(g, inputs, nullptr);
+}
+
+std::vector<Tensor> Interpreter::run(const Graph& g, const std::map<std::string, Tensor>& inputs,
+                                     std::map<std::string, Tensor>* computed) {
   Scope scope;
   symbols_.clear();
   symbol_sources_.clear();
@@ -114,7 +119,12 @@ std::vector<Tensor> Interpreter::run(const Graph& g, const std::map<std::string,
   for (const auto& [name, t] : inputs)
     if (!g.find_local(name) || !g.find_local(name)->is_graph_input())
       throw InputError(DiagLocation::in_file(g.file()), "'" + name + "' is not an input of the graph");
-  return run_scope(g, scope);
+  std::vector<Tensor> outputs = run_scope(g, scope);
+  if (computed)
+    for (const auto& n : g.nodes())
+      for (Value* v : n->outputs())
+        if (auto it = scope.find(v); v && it != scope.end()) (*computed)[v->name()] = std::move(it->second);
+  return outputs;
 }
 
 std::vector<Tensor> Interpreter::run_region(const Graph& g, const std::vector<Tensor>& inputs) {

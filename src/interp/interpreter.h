@@ -20,6 +20,9 @@ class Interpreter {
   // InputError naming it. Each input dim that is exactly one symbol binds that
   // symbol to the given size (two inputs disagreeing is an InputError naming both).
   std::vector<Tensor> run(const Graph& g, const std::map<std::string, Tensor>& inputs);
+  // The same, and every value the graph's nodes computed, by name, into *computed.
+  std::vector<Tensor> run(const Graph& g, const std::map<std::string, Tensor>& inputs,
+                          std::map<std::string, Tensor>* computed);
 
   // The symbols bound by the last run(): what tcc::Reshape / tcc::Expand
   // evaluate their symbolic target dims with.

@@ -93,6 +93,17 @@ auto tool_errors(F&& f) -> decltype(f()) {
   }
 }
 
+// Sets the module's step inspector to call `inspect` with kernel names and value names.
+void attach(runtime::Module& m, const StepInspector& inspect) {
+  if (!inspect) return;
+  m.step_inspector = [&m, inspect](const runtime::StepInfo& step,
+                                   const std::vector<std::pair<int, Tensor>>& written) {
+    std::map<std::string, Tensor> named;
+    for (const auto& [id, t] : written) named.emplace(m.values[id].sig.name, t);
+    inspect(step.fallback ? "" : m.kernels[step.kernel].name, step.node, named);
+  };
+}
+
 struct Stream {
   void* handle = runtime::device::create_stream();
   ~Stream() { runtime::device::destroy_stream(handle); }
@@ -162,9 +173,11 @@ std::string gpu_arch() {
   });
 }
 
-std::vector<Tensor> run_on_host(const std::string& module_dir, const std::map<std::string, Tensor>& inputs) {
+std::vector<Tensor> run_on_host(const std::string& module_dir, const std::map<std::string, Tensor>& inputs,
+                                const StepInspector& inspect) {
   return tool_errors([&] {
     std::unique_ptr<runtime::Module> m = runtime::load_module(module_dir);
+    attach(*m, inspect);
     std::vector<tcc_tensor> ins;
     for (const Tensor* t : ordered_inputs(*m, inputs))
       ins.push_back({const_cast<std::byte*>(t->raw()), static_cast<tcc_dtype>(t->dtype()),
@@ -182,9 +195,11 @@ std::vector<Tensor> run_on_host(const std::string& module_dir, const std::map<st
   });
 }
 
-std::vector<Tensor> run_on_gpu(const std::string& module_dir, const std::map<std::string, Tensor>& inputs) {
+std::vector<Tensor> run_on_gpu(const std::string& module_dir, const std::map<std::string, Tensor>& inputs,
+                               const StepInspector& inspect) {
   return tool_errors([&] {
     Loaded l(module_dir, inputs);
+    attach(*l.module, inspect);
     Stream stream;
     runtime::run_cuda(*l.module, l.inputs.tensors.data(), l.inputs.tensors.size(), l.outputs.tensors.data(),
                       l.outputs.tensors.size(), stream.handle);

@@ -2,6 +2,7 @@
 // `tcc profile` on the GPU, and the single runs of `tcc run` (GPU or host).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -52,11 +53,18 @@ ModeMeasurement bench_on_gpu(const std::string& module_dir, const std::string& m
 std::vector<KernelActivity> trace_on_gpu(const std::string& module_dir, const std::map<std::string, Tensor>& inputs,
                                          const BenchSettings& settings, int steps);
 
+// Called after each step of a single run with the values it wrote, by name
+// (runtime::Module::step_inspector): `tcc run --check-steps`.
+using StepInspector =
+    std::function<void(const std::string& kernel, const std::string& node, const std::map<std::string, Tensor>& written)>;
+
 // One run of the module on the host (host.so and the reference implementation for fallbacks).
-std::vector<Tensor> run_on_host(const std::string& module_dir, const std::map<std::string, Tensor>& inputs);
+std::vector<Tensor> run_on_host(const std::string& module_dir, const std::map<std::string, Tensor>& inputs,
+                                const StepInspector& inspect = {});
 
 // One run of the module on the GPU, inputs uploaded and outputs downloaded.
-std::vector<Tensor> run_on_gpu(const std::string& module_dir, const std::map<std::string, Tensor>& inputs);
+std::vector<Tensor> run_on_gpu(const std::string& module_dir, const std::map<std::string, Tensor>& inputs,
+                               const StepInspector& inspect = {});
 
 // The device's name as the driver reports it ("NVIDIA H100 80GB HBM3").
 std::string gpu_name();

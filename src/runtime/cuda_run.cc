@@ -764,6 +764,24 @@ void enqueue_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_te
     }
   }
 
+  // What a step wrote, copied back once the stream has run it.
+  auto inspect = [&](const StepInfo& step) {
+    if (!m.step_inspector) return;
+    std::vector<std::vector<std::byte>> bytes;
+    for (int id : step.writes) {
+      bytes.emplace_back(static_cast<size_t>(b.nbytes[id]));
+      if (!bytes.back().empty())
+        d.check(d.copy_dtoh_async(bytes.back().data(), ptr[id], bytes.back().size(), stream),
+                "cuMemcpyDtoHAsync (step values)");
+    }
+    d.check(d.stream_sync(stream), "cuStreamSynchronize");
+    std::vector<std::pair<int, Tensor>> written;
+    for (size_t w = 0; w < step.writes.size(); ++w) {
+      int id = step.writes[w];
+      written.emplace_back(id, Tensor::from_bytes(m.values[id].sig.dtype, b.shapes[id], std::move(bytes[w])));
+    }
+    m.step_inspector(step, written);
+  };
   std::vector<CUdeviceptr>& buf = s.buf;
   for (size_t i = 0; i < m.steps.size(); ++i) {
     const StepInfo& step = m.steps[i];
@@ -783,6 +801,7 @@ void enqueue_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_te
           d.check(d.copy_htod_async(ptr[id], staged[id].data(), b.nbytes[id], stream), "cuMemcpyHtoDAsync");
       d.check(d.stream_sync(stream), "cuStreamSynchronize");
       if (m.step_observer) m.step_observer(step, false);
+      inspect(step);
       continue;
     }
     buf.clear();
@@ -806,6 +825,7 @@ void enqueue_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_te
       if (r != CUDA_SUCCESS) d.check(r, ("cuLaunchKernel " + k.name).c_str());
     }
     if (m.step_observer) m.step_observer(step, false);
+    inspect(step);
   }
 
   for (size_t i = 0; i < num_outputs; ++i) {

@@ -35,11 +35,20 @@ void run_host(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor
     }
   }
 
+  auto inspect = [&](const StepInfo& step) {
+    if (!m.step_inspector) return;
+    std::vector<std::pair<int, Tensor>> written;
+    for (int id : step.writes)
+      written.emplace_back(id, Tensor::from_bytes(m.values[id].sig.dtype, b.shapes[id],
+                                                  std::vector<std::byte>(ptr[id], ptr[id] + b.nbytes[id])));
+    m.step_inspector(step, written);
+  };
   std::vector<void*> args;
   std::vector<int64_t> sizes;
   for (const StepInfo& step : m.steps) {
     if (step.fallback) {
       run_fallback(m, step, b, [&](int id) { return HostSpan{ptr[id], b.nbytes[id]}; });
+      inspect(step);
       continue;
     }
     const KernelInfo& k = m.kernels[step.kernel];
@@ -50,6 +59,7 @@ void run_host(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor
     for (const SymExpr& s : k.sizes) sizes.push_back(evaluate(s, b, k, "sizes"));
     check_kernel_buffers(m, step, b);
     k.host(args.data(), sizes.data());
+    inspect(step);
   }
 
   // Outputs that are inputs or weights were not written by any step.

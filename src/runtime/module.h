@@ -175,6 +175,10 @@ struct Module {
   // Called before (begin) and after each step a CUDA run enqueues, so a
   // profiler can attribute device activity to the step that caused it.
   std::function<void(const StepInfo& step, bool begin)> step_observer;
+  // Called, where set, after each step of a host or CUDA run with what the
+  // step wrote, read back to the host (a CUDA run waits for the step first):
+  // `tcc run --check-steps` compares it with the reference, value by value.
+  std::function<void(const StepInfo& step, const std::vector<std::pair<int, Tensor>>& written)> step_inspector;
   // Kept for the C API's name accessors.
   std::vector<std::string> input_names, output_names;
 };

@@ -299,6 +299,43 @@ TEST_F(FakeDriver, GraphReplaysTheCapturedRunOnNewInputs) {
   EXPECT_EQ(out.download(), dev.run_host(fresh));
 }
 
+// The step inspector (tcc run --check-steps) sees, after each step of a CUDA
+// run, what the step wrote, copied back from the device: the same values, by
+// the same ids, as after that step of the host run.
+TEST_F(FakeDriver, StepInspectorReadsBackWhatEachStepWrote) {
+  FakeDevice dev(fs::path(TCC_SOURCE_DIR) / "bench/models/chain100.tir", dir_ / "module");
+  FakeDevice::Buffers in = dev.inputs(16, 5);
+  std::vector<std::vector<std::pair<int, Tensor>>> device, host;
+  auto record = [](std::vector<std::vector<std::pair<int, Tensor>>>& into) {
+    return [&into](const runtime::StepInfo&, const std::vector<std::pair<int, Tensor>>& written) {
+      into.push_back(written);
+    };
+  };
+  dev.module().step_inspector = record(device);
+  FakeDevice::Buffers out = dev.outputs(in);
+  runtime::run_cuda(dev.module(), in.tensors.data(), in.tensors.size(), out.tensors.data(), out.tensors.size(),
+                    dev.stream());
+  dev.module().step_inspector = record(host);
+  dev.run_host(in);
+  ASSERT_EQ(device.size(), dev.module().steps.size());
+  ASSERT_EQ(host.size(), device.size());
+  for (size_t i = 0; i < device.size(); ++i) {
+    ASSERT_EQ(device[i].size(), dev.module().steps[i].writes.size()) << "step " << i;
+    ASSERT_EQ(host[i].size(), device[i].size()) << "step " << i;
+    for (size_t w = 0; w < device[i].size(); ++w) {
+      EXPECT_EQ(device[i][w].first, host[i][w].first);
+      const Tensor &d = device[i][w].second, &h = host[i][w].second;
+      ASSERT_EQ(d.shape(), h.shape()) << "step " << i;
+      EXPECT_EQ(std::memcmp(d.raw(), h.raw(), d.nbytes()), 0) << "step " << i;
+    }
+  }
+  // The last step's value is the output the run returned.
+  std::vector<std::vector<float>> got = out.download();
+  const Tensor& last = device.back().back().second;
+  ASSERT_EQ(static_cast<size_t>(last.numel()), got.back().size());
+  EXPECT_EQ(std::memcmp(last.raw(), got.back().data(), last.nbytes()), 0);
+}
+
 // tcc bench's measuring loop (profiler::bench_on_gpu): the warm-up and the
 // steps timed one by one, then the batches enqueued back to back, each step
 // the module's whole run, launched directly or replayed from the captured

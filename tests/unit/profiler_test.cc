@@ -399,6 +399,51 @@ TEST_F(ProfilerTest, RunCheckCatchesAWrongModule) {
   EXPECT_NE(r.output.find("give it with --model FILE"), std::string::npos) << r.output;
 }
 
+// `tcc run --check-steps`: every value each step writes against the
+// reference's value of the same name. A module whose second weight was
+// overwritten agrees on the first step and shows the second as the first
+// mismatch, naming the node it computes.
+TEST_F(ProfilerTest, RunCheckStepsNamesTheFirstStepThatDisagrees) {
+  fs::path module = dir_ / "m";
+  ASSERT_EQ(run_tcc("compile " + shell_quote(fixture("mlp.onnx")) + " -o " + shell_quote(module.string())).code, 0);
+  std::string run = "run " + shell_quote(module.string()) + " --model " + shell_quote(fixture("mlp.onnx")) +
+                    " --inputs " + shell_quote(fixture("mlp")) + " --host --check-steps";
+  CliResult r = run_tcc(run);
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("every step matches the reference interpreter"), std::string::npos) << r.output;
+
+  json weights = json::parse(read_file(module / "manifest.json"))["weights"]["tensors"];
+  ASSERT_EQ(weights[2]["name"], "fc2.weight");
+  {
+    std::fstream w(module / "weights.bin", std::ios::in | std::ios::out | std::ios::binary);
+    w.seekp(weights[2]["offset"].get<int64_t>());
+    std::vector<char> bytes(64, 0x3f);
+    w.write(bytes.data(), bytes.size());
+  }
+  r = run_tcc(run);
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("   0  tcc_k0_gemm                   1 "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("ok        /fc1/Gemm, /relu/Relu\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("MISMATCH  /fc2/Gemm\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("first mismatch: step 1 (tcc_k1_gemm), which computes /fc2/Gemm\n  output: max abs err"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("outputs DIFFER"), std::string::npos) << r.output;
+
+  r = run_tcc("run " + shell_quote(fixture("mlp.onnx")) + " --reference --check-steps");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--check and --check-steps compare a module run with --reference's outputs"),
+            std::string::npos)
+      << r.output;
+
+  // A kernel that serves two steps shows each step's own nodes.
+  r = run_tcc("run " + shell_quote(fixture("gpt2_block.onnx")) + " --shapes batch=2,seq=5 --host --check-steps");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("tcc_k0_reduction              1"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("ok        /h.0/ln_1/LayerNormalization/ReduceMean,"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("ok        /h.0/ln_2/LayerNormalization/ReduceMean,"), std::string::npos) << r.output;
+}
+
 // The eager mode: one kernel per node, and still the reference's results.
 TEST_F(ProfilerTest, EagerModeIsOneKernelPerNode) {
   for (const char* model : {"mlp", "gpt2_block"}) {
