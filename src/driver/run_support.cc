@@ -32,6 +32,18 @@ std::string npy_file_name(const std::string& value_name) {
   return s + ".npy";
 }
 
+namespace {
+
+// A graph input with a default (an initializer of its name) that nothing else
+// gave keeps the default, given explicitly: a module compiled from the graph
+// takes it as an input (a training step's parameters).
+void add_defaults(const Graph& g, std::map<std::string, Tensor>& inputs) {
+  for (const Value* v : g.inputs())
+    if (v->is_initializer() && !inputs.count(v->name())) inputs.emplace(v->name(), v->initializer());
+}
+
+}  // namespace
+
 std::map<std::string, Tensor> read_inputs(const Graph& g, const std::string& dir) {
   std::map<std::string, Tensor> inputs;
   if (!fs::is_directory(dir)) throw InputError(dir + ": --inputs must be a directory");
@@ -57,6 +69,7 @@ std::map<std::string, Tensor> read_inputs(const Graph& g, const std::string& dir
     fs::path npy = fs::path(dir) / npy_file_name(v->name());
     if (!inputs.count(v->name()) && fs::exists(npy)) inputs[v->name()] = read_npy(npy.string());
   }
+  add_defaults(g, inputs);
   return inputs;
 }
 
@@ -82,6 +95,7 @@ std::map<std::string, Tensor> random_inputs(const Graph& g, const std::map<std::
     for (int64_t i = 0; i < t.numel(); ++i) t.set_f64(i, is_float(t.dtype()) ? real(rng) : small(rng));
     inputs.emplace(in->name(), std::move(t));
   }
+  add_defaults(g, inputs);
   return inputs;
 }
 

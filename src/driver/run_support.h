@@ -12,6 +12,10 @@
 
 namespace tcc {
 
+// Both: an input with a default (a training step's parameter) that nothing
+// else gives keeps its default, given explicitly, since a module compiled
+// from the graph takes it as an input.
+//
 // The graph's inputs from DIR: ONNX test-case files (input_N.pb, matched by
 // the tensor name they carry, else by position) or <name>.npy.
 std::map<std::string, Tensor> read_inputs(const Graph& g, const std::string& dir);

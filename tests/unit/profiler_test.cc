@@ -14,6 +14,7 @@
 #include <regex>
 #include <set>
 
+#include "frontends/onnx/tensor_io.h"
 #include "src/diag/diagnostics.h"
 #include "src/profiler/cupti_trace.h"
 #include "src/profiler/measurement.h"
@@ -378,6 +379,30 @@ TEST_F(ProfilerTest, RunHostCheckAgreesWithTheReference) {
   // Random inputs at other sizes.
   CliResult r = run_tcc("run " + shell_quote(fixture("gpt2_block.onnx")) + " --shapes batch=3,seq=7 --host --check");
   EXPECT_EQ(r.code, 0) << r.output;
+}
+
+// A graph input with a default value is a module input like any other; run
+// gives it the default when neither --inputs nor --shapes does.
+TEST_F(ProfilerTest, RunGivesDefaultedInputsTheirDefault) {
+  fs::path model = dir_ / "defaulted.tir";
+  std::ofstream(model) << "graph main opset(ai.onnx: 17) {\n"
+                          "  input %x: f32[n]\n"
+                          "  input %s: f32[] = [2.0]\n"
+                          "  %y: f32[n] = Mul(%x, %s) name(\"scale\")\n"
+                          "  output %y\n"
+                          "}\n";
+  CliResult r = run_tcc("run " + shell_quote(model.string()) + " --shapes n=5 --host --check");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("y: ok  max abs err 0,"), std::string::npos) << r.output;
+  fs::path inputs = dir_ / "inputs";
+  fs::create_directories(inputs);
+  write_npy((inputs / "x.npy").string(), Tensor::from_f32({1, 2, 3}, {3}));
+  r = run_tcc("run " + shell_quote(model.string()) + " --inputs " + shell_quote(inputs.string()) + " --host -o " +
+              shell_quote((dir_ / "out").string()) + " --format npy");
+  EXPECT_EQ(r.code, 0) << r.output;
+  Tensor y = read_npy((dir_ / "out" / "y.npy").string());
+  ASSERT_EQ(y.numel(), 3);
+  EXPECT_EQ(y.get_f64(2), 6.0);
 }
 
 TEST_F(ProfilerTest, RunCheckCatchesAWrongModule) {
