@@ -144,13 +144,58 @@ class StepChecker {
   std::optional<size_t> first_bad_;
 };
 
+// A module's manifest.json, or a discarded value where it does not parse
+// (load_module says what is wrong with it when the run starts).
+nlohmann::json read_manifest(const std::string& module_dir) {
+  std::ifstream in(fs::path(module_dir) / "manifest.json");
+  return nlohmann::json::parse(in, nullptr, false);
+}
+
+// The names of a manifest's `inputs` or `outputs`, as far as they are well formed.
+std::vector<std::string> signature_names(const nlohmann::json& manifest, const char* key) {
+  std::vector<std::string> names;
+  if (manifest.is_discarded() || !manifest.contains(key) || !manifest[key].is_array()) return names;
+  for (const nlohmann::json& v : manifest[key])
+    if (v.is_object() && v.contains("name") && v["name"].is_string()) names.push_back(v["name"].get<std::string>());
+  return names;
+}
+
+std::string name_list(const std::vector<std::string>& names) {
+  std::string s;
+  for (size_t i = 0; i < names.size() && i < 4; ++i) s += (i ? ", " : "") + names[i];
+  if (names.size() > 4) s += ", ... (" + std::to_string(names.size()) + ")";
+  return s;
+}
+
+// The inputs a module run takes, from the reference's: the same, and any
+// module input the reference model holds as a constant (a --train step takes
+// its parameters as inputs; the training graph --emit-onnx writes holds them
+// as initializers) gets that constant. A module that does not compute the
+// reference's outputs is refused, naming both.
+std::map<std::string, Tensor> module_inputs(const std::string& module_dir, const std::string& model_path,
+                                            const Graph& g, const std::map<std::string, Tensor>& inputs) {
+  nlohmann::json manifest = read_manifest(module_dir);
+  std::vector<std::string> outputs = signature_names(manifest, "outputs"), expected;
+  for (const Value* v : g.outputs()) expected.push_back(v->name());
+  if (!outputs.empty() && outputs != expected)
+    throw InputError(module_dir + ": the module computes " + name_list(outputs) + ", the reference model " +
+                     model_path + " computes " + name_list(expected) +
+                     "; a module compiled with --train computes the training step: give the graph that "
+                     "`tcc compile --train --emit-onnx FILE` wrote with --model FILE");
+  std::map<std::string, Tensor> given = inputs;
+  for (const std::string& name : signature_names(manifest, "inputs")) {
+    const Value* v = g.find_local(name);
+    if (!given.count(name) && v && v->is_initializer()) given.emplace(name, v->initializer());
+  }
+  return given;
+}
+
 // The model a module was compiled from: --model, else the manifest's `model`
 // as given to `tcc compile` (relative to the working directory, or to the module).
 std::string reference_model(const RunOptions& o) {
   if (!is_module_dir(o.target)) return o.target;
   if (!o.model.empty()) return o.model;
-  std::ifstream in(fs::path(o.target) / "manifest.json");
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  nlohmann::json j = read_manifest(o.target);
   std::string named =
       !j.is_discarded() && j.contains("model") && j["model"].is_string() ? j["model"].get<std::string>() : "";
   for (const fs::path& p : {fs::path(named), fs::path(o.target) / named})
@@ -199,7 +244,8 @@ ExitCode run(const RunOptions& o) {
                  "interpreter\n";
     return ExitCode::InputError;
   }
-  auto model = load_model(reference_model(o));
+  const std::string model_path = reference_model(o);
+  auto model = load_model(model_path);
   infer_shapes(*model->graph);
   const Graph& g = *model->graph;
   std::map<std::string, Tensor> inputs =
@@ -224,7 +270,8 @@ ExitCode run(const RunOptions& o) {
       steps.emplace(std::move(values), step_sources(module));
       inspect = std::ref(*steps);
     }
-    outs = o.host ? profiler::run_on_host(module, inputs, inspect) : profiler::run_on_gpu(module, inputs, inspect);
+    std::map<std::string, Tensor> given = module_inputs(module, model_path, g, inputs);
+    outs = o.host ? profiler::run_on_host(module, given, inspect) : profiler::run_on_gpu(module, given, inspect);
   }
   if (!check) {
     write_outputs(o, g, outs);

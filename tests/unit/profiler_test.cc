@@ -469,6 +469,31 @@ TEST_F(ProfilerTest, RunCheckStepsNamesTheFirstStepThatDisagrees) {
   EXPECT_NE(r.output.find("ok        /h.0/ln_2/LayerNormalization/ReduceMean,"), std::string::npos) << r.output;
 }
 
+// A --train module takes its parameters as inputs; its reference is the
+// training graph --emit-onnx wrote, which holds them as initializers: run gives
+// the module those values, and each step matches. The forward model is refused
+// as the reference, saying why.
+TEST_F(ProfilerTest, RunChecksATrainingModuleAgainstItsEmittedGraph) {
+  fs::path module = dir_ / "train", graph = dir_ / "train.onnx";
+  CliResult r = run_tcc("compile " + shell_quote(fixture("mlp.onnx")) + " -o " + shell_quote(module.string()) +
+                        " --train --loss-fn mse --loss-on output --label target --optimizer adam --emit-onnx " +
+                        shell_quote(graph.string()));
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = run_tcc("run " + shell_quote(module.string()) + " --model " + shell_quote(graph.string()) +
+              " --shapes batch=3 --host --check-steps");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("every step matches the reference interpreter"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("fc1.weight.updated: ok"), std::string::npos) << r.output;
+  r = run_tcc("run " + shell_quote(module.string()) + " --model " + shell_quote(fixture("mlp.onnx")) +
+              " --shapes batch=3 --host --check");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("the module computes loss, fc1.weight.updated,"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("computes output; a module compiled with --train computes the training step: give the "
+                          "graph that `tcc compile --train --emit-onnx FILE` wrote with --model FILE"),
+            std::string::npos)
+      << r.output;
+}
+
 // The eager mode: one kernel per node, and still the reference's results.
 TEST_F(ProfilerTest, EagerModeIsOneKernelPerNode) {
   for (const char* model : {"mlp", "gpt2_block"}) {
