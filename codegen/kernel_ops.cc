@@ -146,8 +146,12 @@ KernelRole default_domain_role(const Node& n) {
       if (n.has_input(i) && !literal_input(n, i)) return KernelRole::None;
     return n.has_input(1) ? KernelRole::Indexed : KernelRole::None;
   }
-  if (op == "MatMul") return strided_batches(n) ? KernelRole::Contraction : KernelRole::None;
-  if (op == "Gemm") return KernelRole::Contraction;
+  if (op == "MatMul" || op == "Gemm") {
+    // cuBLASLt multiplies floating-point matrices; an integer MatMul runs on the host.
+    DType t = n.output(0)->type().dtype();
+    if (t != DType::F32 && t != DType::F16 && t != DType::BF16 && t != DType::F64) return KernelRole::None;
+    return op == "Gemm" || strided_batches(n) ? KernelRole::Contraction : KernelRole::None;
+  }
   return KernelRole::None;
 }
 

@@ -427,8 +427,9 @@ void materialize(Graph& g, const Group& gr, const std::vector<Value*>& exported,
   // unless it is one value: a folded Range that an Add reads has an element
   // per coordinate. A movement op's data is always a buffer its load indexes.
   // Small integer constants elsewhere (shapes, axes, slice bounds, pads) are
-  // literals.
-  std::unordered_set<const Value*> data, moved;
+  // literals. A library call's operands (a GEMM's matrices, a convolution's
+  // tensors) are buffers it is handed, whatever their size.
+  std::unordered_set<const Value*> data, buffers;
   for (const Node* m : gr.members) {
     KernelRole role = kernel_role(*m);
     if (role == KernelRole::Pointwise)
@@ -436,12 +437,14 @@ void materialize(Graph& g, const Group& gr, const std::vector<Value*>& exported,
     else if (role == KernelRole::Reduction)
       data.insert(m->input(0));
     else if (role == KernelRole::Movement)
-      moved.insert(m->input(0));
+      buffers.insert(m->input(0));
+    else if (role == KernelRole::Contraction || role == KernelRole::Convolution)
+      buffers.insert(m->inputs().begin(), m->inputs().end());
   }
   for (const Node* m : gr.members)
     for (Value* v : m->inputs()) {
       if (v == nullptr || inside(v) || in_body.count(v)) continue;
-      std::optional<Tensor> lit = moved.count(v) ? std::nullopt : literal_argument(v);
+      std::optional<Tensor> lit = buffers.count(v) ? std::nullopt : literal_argument(v);
       if (lit && lit->numel() != 1 && data.count(v)) lit.reset();
       if (lit) {
         in_body[v] = body->add_initializer(g.fresh_name(v->name()), *lit);
