@@ -294,7 +294,10 @@ ExitCode run(const RunOptions& o) {
                 << (c.ok() ? "" : "; " + std::to_string(c.mismatches) + " elements outside") << ")\n";
     ok &= c.ok();
   }
-  std::cout << (ok ? "outputs match the reference interpreter\n" : "outputs DIFFER from the reference interpreter\n");
+  std::cout << (ok ? "outputs match the reference interpreter\n"
+                  : steps ? "outputs DIFFER from the reference interpreter\n"
+                          : "outputs DIFFER from the reference interpreter; --check-steps names the first step "
+                            "that disagrees\n");
   return ok && steps_ok ? ExitCode::Ok : ExitCode::GateTripped;
 }
 
