@@ -286,13 +286,18 @@ ojson kernel_json(const ModuleContents& m, size_t index) {
   return j;
 }
 
-ojson manifest_json(const ModuleContents& m, const ModuleFacts& f) {
+ojson manifest_json(const ModuleContents& m, const ModuleFacts& f, const std::string& dir) {
   const Graph& g = *m.graph;
   ojson j;
   j["format"] = "tcc-module";
   j["format_version"] = 1;
   j["tcc_version"] = TCC_VERSION;
   j["model"] = fs::path(m.model).filename().string();
+  if (!m.reference.empty()) {
+    std::error_code ec;
+    fs::path rel = fs::relative(fs::absolute(m.reference), fs::absolute(dir), ec);
+    if (!ec && !rel.empty()) j["model_path"] = rel.generic_string();
+  }
   j["mode"] = m.mode->name;
   j["options"] = {{"arch", m.options.archs}, {"ptx", m.options.ptx}, {"host", m.options.host}};
   ojson features = ojson::array();
@@ -675,7 +680,7 @@ ModuleWriter::~ModuleWriter() {
 
 void ModuleWriter::finish() {
   auto start = std::chrono::steady_clock::now();
-  write_module_file(dir_, kManifestFile, manifest_json(m_, *facts_).dump(2) + "\n");
+  write_module_file(dir_, kManifestFile, manifest_json(m_, *facts_, dir_).dump(2) + "\n");
   write_module_file(dir_, kCudaSourceFile, m_.cuda_source);
   for (const CudaBinary& b : m_.binaries) write_module_file(dir_, b.file, std::string(b.bytes.begin(), b.bytes.end()));
   if (!m_.fallbacks.empty()) write_module_file(dir_, "fallback.tir", fallback_tir(m_));

@@ -60,6 +60,10 @@ struct AutotuneSummary {
 
 struct ModuleContents {
   std::string model;  // the model file as named on the command line
+  // The file holding the graph the module computes (the model, or with --train
+  // the training graph --emit-onnx writes; empty when no file holds it): what
+  // `tcc run --check` compares with, recorded relative to the module directory.
+  std::string reference;
   CompileOptions options;
   const CompileMode* mode = nullptr;
   const DeviceProfile* device = nullptr;

@@ -277,6 +277,7 @@ ExitCode run_compile(CompileCli& c) {
   t.emit = ms_since(stage);
 
   m.model = c.model;
+  m.reference = c.train.train ? c.train.emit_onnx : c.model;
   m.options = o;
   m.mode = &mode;
   m.device = &device;

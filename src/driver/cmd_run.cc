@@ -190,17 +190,22 @@ std::map<std::string, Tensor> module_inputs(const std::string& module_dir, const
   return given;
 }
 
-// The model a module was compiled from: --model, else the manifest's `model`
-// as given to `tcc compile` (relative to the working directory, or to the module).
+// The graph a module computes: --model, else the manifest's `model_path`
+// (the file compile read, or with --train the training graph --emit-onnx
+// wrote, relative to the module), else its `model` name in the working
+// directory or the module.
 std::string reference_model(const RunOptions& o) {
   if (!is_module_dir(o.target)) return o.target;
   if (!o.model.empty()) return o.model;
   nlohmann::json j = read_manifest(o.target);
-  std::string named =
-      !j.is_discarded() && j.contains("model") && j["model"].is_string() ? j["model"].get<std::string>() : "";
+  auto field = [&](const char* key) {
+    return !j.is_discarded() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : "";
+  };
+  std::string path = field("model_path"), named = field("model");
+  if (!path.empty() && fs::is_regular_file(fs::path(o.target) / path)) return (fs::path(o.target) / path).string();
   for (const fs::path& p : {fs::path(named), fs::path(o.target) / named})
     if (!named.empty() && fs::is_regular_file(p)) return p.string();
-  throw InputError(o.target + "/manifest.json: the model it was compiled from ('" + named +
+  throw InputError(o.target + "/manifest.json: the graph it computes ('" + (path.empty() ? named : path) +
                    "') is not found; give it with --model FILE");
 }
 

@@ -57,7 +57,7 @@ TEST_F(CompileTest, ManifestHasTheDocumentedKeys) {
     // The manifest keeps docs/MODULE.md's key order (fallback.tir only with fallbacks).
     std::string text = read_file(dir_ / model / "manifest.json");
     json m = json::parse(text);
-    std::vector<std::string> keys = {"format", "format_version", "tcc_version", "model",   "mode",
+    std::vector<std::string> keys = {"format", "format_version", "tcc_version", "model", "model_path", "mode",
                                      "options", "features", "inputs", "outputs", "symbols",
                                      "guards", "weights", "memory", "cuda", "host",
                                      "kernels", "schedule", "fallback_copies"};

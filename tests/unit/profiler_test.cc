@@ -420,10 +420,22 @@ TEST_F(ProfilerTest, RunCheckCatchesAWrongModule) {
   EXPECT_NE(r.output.find("outputs DIFFER from the reference interpreter; --check-steps names the first step"),
             std::string::npos)
       << r.output;
-  // A module whose manifest names a model that is not here needs --model.
-  r = run_tcc("run " + shell_quote(module.string()) + " --host --check");
+  // Without --model, the model the manifest points to (relative to the module)...
+  r = run_tcc("run " + shell_quote(module.string()) + " --inputs " + shell_quote(fixture("mlp")) + " --host --check");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("output: MISMATCH"), std::string::npos) << r.output;
+  // ... and when that file is gone, --model is needed.
+  fs::copy_file(fixture("mlp.onnx"), dir_ / "gone.onnx");
+  ASSERT_EQ(run_tcc("compile " + shell_quote((dir_ / "gone.onnx").string()) + " -o " +
+                    shell_quote((dir_ / "m2").string()))
+                .code,
+            0);
+  fs::remove(dir_ / "gone.onnx");
+  r = run_tcc("run " + shell_quote((dir_ / "m2").string()) + " --host --check");
   EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_NE(r.output.find("give it with --model FILE"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("the graph it computes ('../gone.onnx') is not found; give it with --model FILE"),
+            std::string::npos)
+      << r.output;
 }
 
 // `tcc run --check-steps`: every value each step writes against the
@@ -481,8 +493,9 @@ TEST_F(ProfilerTest, RunChecksATrainingModuleAgainstItsEmittedGraph) {
                         " --train --loss-fn mse --loss-on output --label target --optimizer adam --emit-onnx " +
                         shell_quote(graph.string()));
   ASSERT_EQ(r.code, 0) << r.output;
-  r = run_tcc("run " + shell_quote(module.string()) + " --model " + shell_quote(graph.string()) +
-              " --shapes batch=3 --host --check-steps");
+  // The manifest points to that graph: no --model needed.
+  EXPECT_EQ(json::parse(read_file(module / "manifest.json"))["model_path"], "../train.onnx");
+  r = run_tcc("run " + shell_quote(module.string()) + " --shapes batch=3 --host --check-steps");
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("every step matches the reference interpreter"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("fc1.weight.updated: ok"), std::string::npos) << r.output;
