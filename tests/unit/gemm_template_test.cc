@@ -356,20 +356,23 @@ class GemmTemplateGpu : public ::testing::Test {
 // Sizes that are no multiple of any tile (nor of 8 or 4), so every edge of D
 // and of K has a partial tile; the first config timed (cuBLASLt's first
 // choice) is the reference each configuration must match (src/runtime/kernel_timer.cc).
-TEST_F(GemmTemplateGpu, EveryConfigMatchesTheLibraryAtOddSizes) {
-  autotune::Measurer m = runtime::cuda_measurer();
-  for (const kir::Kernel& k : gemm_kernels()) {
-    std::unique_ptr<autotune::KernelBench> bench =
-        m.bench(k, {{"b", 3}, {"s", 53}, {"m", 131}, {"batch", 3}, {"seq", 77}});
-    std::vector<KernelConfig> grid = {KernelConfig{}};
-    for (const KernelConfig& c : template_configs(k)) grid.push_back(c);
-    bench->precompile(grid);
-    for (const KernelConfig& c : grid) {
-      std::string note;
-      std::optional<double> t = bench->time_us(c, note);
-      ASSERT_TRUE(t) << k.name << " " << autotune::config_text(k, c) << ": " << note;
-    }
+// Times k's library call and then every template configuration at `sizes`;
+// timing a candidate first checks its output against the library call's.
+void expect_every_config_matches_the_library(const kir::Kernel& k, const std::map<std::string, int64_t>& sizes) {
+  std::unique_ptr<autotune::KernelBench> bench = runtime::cuda_measurer().bench(k, sizes);
+  std::vector<KernelConfig> grid = {KernelConfig{}};
+  for (const KernelConfig& c : template_configs(k)) grid.push_back(c);
+  bench->precompile(grid);
+  for (const KernelConfig& c : grid) {
+    std::string note;
+    std::optional<double> t = bench->time_us(c, note);
+    EXPECT_TRUE(t) << k.name << " " << autotune::config_text(k, c) << ": " << note;
   }
+}
+
+TEST_F(GemmTemplateGpu, EveryConfigMatchesTheLibraryAtOddSizes) {
+  for (const kir::Kernel& k : gemm_kernels())
+    expect_every_config_matches_the_library(k, {{"b", 3}, {"s", 53}, {"m", 131}, {"batch", 3}, {"seq", 77}});
 }
 
 // On the device, every tile passes the check at K = 16384, four times the K at
@@ -378,16 +381,7 @@ TEST_F(GemmTemplateGpu, EveryConfigMatchesTheLibraryAtOddSizes) {
 TEST_F(GemmTemplateGpu, EveryConfigMatchesTheLibraryAtLongK) {
   fs::path dir = make_temp_dir("tcc_gemm_long_k_gpu");
   ScheduledModel s = long_k_gemm(dir);
-  const kir::Kernel& k = only_gemm(s);
-  std::unique_ptr<autotune::KernelBench> bench = runtime::cuda_measurer().bench(k, {{"k", 16384}});
-  std::vector<KernelConfig> grid = {KernelConfig{}};
-  for (const KernelConfig& c : template_configs(k)) grid.push_back(c);
-  bench->precompile(grid);
-  for (const KernelConfig& c : grid) {
-    std::string note;
-    std::optional<double> t = bench->time_us(c, note);
-    EXPECT_TRUE(t) << autotune::config_text(k, c) << ": " << note;
-  }
+  expect_every_config_matches_the_library(only_gemm(s), {{"k", 16384}});
   fs::remove_all(dir);
 }
 
