@@ -37,6 +37,9 @@ bool strided_batches(const Node& n) {
   return true;
 }
 
+// cuBLASLt multiplies floating-point matrices; an integer MatMul runs on the host.
+bool library_matmul_dtype(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::F64; }
+
 bool fully_known_tensor(const Value* v) {
   if (v == nullptr || !v->type().is_tensor() || !v->type().has_rank()) return false;
   for (const Dim& d : v->type().shape())
@@ -147,9 +150,7 @@ KernelRole default_domain_role(const Node& n) {
     return n.has_input(1) ? KernelRole::Indexed : KernelRole::None;
   }
   if (op == "MatMul" || op == "Gemm") {
-    // cuBLASLt multiplies floating-point matrices; an integer MatMul runs on the host.
-    DType t = n.output(0)->type().dtype();
-    if (t != DType::F32 && t != DType::F16 && t != DType::BF16 && t != DType::F64) return KernelRole::None;
+    if (!library_matmul_dtype(n.output(0)->type().dtype())) return KernelRole::None;
     return op == "Gemm" || strided_batches(n) ? KernelRole::Contraction : KernelRole::None;
   }
   return KernelRole::None;
@@ -275,6 +276,10 @@ std::string kernel_refusal(const Node& n) {
   if (!n.domain().empty()) return "";
   if (n.op_type() == "Conv") return conv_window(n, nullptr);
   if (n.op_type() == "MaxPool" || n.op_type() == "AveragePool") return pool_window(n, nullptr);
+  if ((n.op_type() == "MatMul" || n.op_type() == "Gemm") && n.num_outputs() > 0 && n.output(0) &&
+      !library_matmul_dtype(n.output(0)->type().dtype()))
+    return "cuBLASLt multiplies floating-point matrices, and this one is " +
+           std::string(dtype_name(n.output(0)->type().dtype()));
   if ((n.op_type() == "Reshape" || n.op_type() == "Expand") && n.has_input(1) && !literal_input(n, 1))
     return "its target shape is computed at run time from values shape inference cannot follow";
   if (n.op_type() == "Slice")

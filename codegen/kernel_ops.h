@@ -92,7 +92,8 @@ std::string pool_window(const Node& n, PoolWindow* w);
 
 // Why a node whose op a generated kernel can compute got none ("" when there is
 // no more to say than that it is not supported): conv_window's and pool_window's answers,
-// and for a Reshape, Expand or Slice whose shape or bounds are computed at run time, that.
+// for a Reshape, Expand or Slice whose shape or bounds are computed at run time, that, and
+// for an integer MatMul or Gemm, that cuBLASLt multiplies floating-point matrices.
 std::string kernel_refusal(const Node& n);
 
 }  // namespace tcc

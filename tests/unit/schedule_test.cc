@@ -127,6 +127,26 @@ TEST(Schedule, ReshapesToAShapeReadFromDataRunOnTheHost) {
   EXPECT_EQ(kernel_refusal(*from_data), "its target shape is computed at run time from values shape inference cannot follow");
 }
 
+// cuBLASLt multiplies floating-point matrices: an integer MatMul is a host
+// step, and the compile summary says why.
+TEST(Schedule, IntegerMatMulsRunOnTheHost) {
+  std::unique_ptr<Model> m = parse_model(R"(graph main opset(ai.onnx: 17) {
+  input %i: i64[4, 8]
+  input %j: i64[8, 2]
+  %y: i64[4, 2] = MatMul(%i, %j) name("int_mm")
+  output %y
+}
+)");
+  infer_shapes(*m->graph);
+  std::ostringstream log;
+  PassManager(build_pipeline("", Phase::Fuse), PassManagerOptions(), log).run(*m);
+  Schedule s = build_schedule(*m->graph);
+  EXPECT_EQ(describe(s), "fallback int_mm (i, j) -> (y)\n");
+  const Node& mm = *m->graph->nodes().front();
+  EXPECT_EQ(kernel_role(mm), KernelRole::None);
+  EXPECT_EQ(kernel_refusal(mm), "cuBLASLt multiplies floating-point matrices, and this one is i64");
+}
+
 TEST(Schedule, DifferentKernelsAreNumberedInOrder) {
   std::unique_ptr<Model> m = parse_model(
       "graph main opset(ai.onnx: 17, tcc: 1) {\n"
