@@ -7,13 +7,14 @@ out of range, an op swapped for another, an input rewired or dropped, a dtype
 or dim changed, a node deleted or duplicated.
 
 Each case is a bundled model (ONNX through the onnx package, text IR token by
-token) mutated one to three times, then given to `tcc explain`, `tcc compile`
-and, with --reference, `tcc run --reference`. Every run must end in exit 0, 1
-or 2 (a result, a gate, a clear error): exit 3 (an internal error), a signal
+token) mutated one to three times, then given to `tcc explain`, `tcc compile`,
+with --reference `tcc run --reference`, and with --train `tcc explain --train`
+(autodiff, the saved-activation partition and Adam on an MSE loss of the first
+output). Every run must end in exit 0, 1 or 2 (a result, a gate, a clear error): exit 3 (an internal error), a signal
 or a timeout is a finding, and the case is kept in --out.
 
-  tests/fuzz/mutate_models.py --tcc build/tcc --cases 40 --seed 1 MODELS...     (what ctest runs)
-  tests/fuzz/mutate_models.py --tcc build/tcc --seconds 900 --reference MODELS...
+  tests/fuzz/mutate_models.py --tcc build/tcc --cases 150 --seed 1 --train MODELS...   (what ctest runs)
+  tests/fuzz/mutate_models.py --tcc build/tcc --seconds 900 --reference --train MODELS...
 
 Exits 1 when any run was a finding, 77 (ctest's skip) without the onnx package.
 """
@@ -125,6 +126,14 @@ def mutate_text(text, rng):
     return text
 
 
+def first_output(case, suffix):
+    """The name of the case's first graph output, or None."""
+    if suffix == ".onnx":
+        return case.graph.output[0].name if case.graph.output else None
+    m = re.search(r"^\s*output %(\S+)", case, re.MULTILINE)
+    return m.group(1) if m else None
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("models", nargs="+", help=".onnx and .tir models to mutate")
@@ -133,6 +142,7 @@ def main():
     ap.add_argument("--cases", type=int, default=0, help="stop after this many cases (0: run --seconds)")
     ap.add_argument("--seconds", type=float, default=60)
     ap.add_argument("--reference", action="store_true", help="also `tcc run --reference` (slow on huge mutated shapes)")
+    ap.add_argument("--train", action="store_true", help="also `tcc explain --train` on an MSE loss of the first output")
     ap.add_argument("--timeout", type=float, default=120, help="seconds for one tcc run")
     ap.add_argument("--out", default="mutation-findings", help="where cases that found something are kept")
     args = ap.parse_args()
@@ -164,6 +174,10 @@ def main():
                      "--jobs", "1"]]
         if args.reference:
             commands.append(["run", str(path), "--reference", "-o", str(work / "outputs")])
+        output = first_output(case, suffix)
+        if args.train and output:
+            commands.append(["explain", str(path), "--train", "--loss-fn", "mse", "--loss-on", output, "--label",
+                             "tcc_mutation_label", "--optimizer", "adam"])
         for command in commands:
             runs += 1
             try:
