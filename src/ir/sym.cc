@@ -211,26 +211,40 @@ std::optional<int64_t> SymExpr::evaluate(const std::map<std::string, int64_t>& e
   return total;
 }
 
+namespace {
+
+// The named symbols in an opaque atom's text ("(b*s+1)//(4*s)": b, s).
+void opaque_atom_symbols(const std::string& atom, std::set<std::string>& out) {
+  for (size_t i = 0; i < atom.size();) {
+    if (std::isalpha(static_cast<unsigned char>(atom[i])) || atom[i] == '_') {
+      size_t j = i;
+      while (j < atom.size() && (std::isalnum(static_cast<unsigned char>(atom[j])) || atom[j] == '_')) ++j;
+      out.insert(atom.substr(i, j - i));
+      i = j;
+    } else {
+      ++i;
+    }
+  }
+}
+
+}  // namespace
+
 std::set<std::string> SymExpr::symbols() const {
   std::set<std::string> out;
   for (const auto& [m, c] : terms_)
     for (const auto& atom : m) {
-      if (!is_opaque_atom(atom)) {
-        out.insert(atom);
-        continue;
-      }
-      for (size_t i = 0; i < atom.size();) {
-        if (std::isalpha(static_cast<unsigned char>(atom[i])) || atom[i] == '_') {
-          size_t j = i;
-          while (j < atom.size() && (std::isalnum(static_cast<unsigned char>(atom[j])) || atom[j] == '_')) ++j;
-          out.insert(atom.substr(i, j - i));
-          i = j;
-        } else {
-          ++i;
-        }
-      }
+      if (is_opaque_atom(atom)) opaque_atom_symbols(atom, out);
+      else out.insert(atom);
     }
   return out;
+}
+
+bool SymExpr::mentions_in_division(const std::string& sym) const {
+  std::set<std::string> inside;
+  for (const auto& [m, c] : terms_)
+    for (const auto& atom : m)
+      if (is_opaque_atom(atom)) opaque_atom_symbols(atom, inside);
+  return inside.count(sym) > 0;
 }
 
 std::string SymExpr::str() const {

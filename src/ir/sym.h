@@ -48,6 +48,8 @@ class SymExpr {
   std::optional<int64_t> evaluate(const std::map<std::string, int64_t>& env) const;
   // Named symbols this expression mentions (including inside opaque atoms).
   std::set<std::string> symbols() const;
+  // Whether `sym` appears inside one of its opaque divisions ("(b*s)//(4*s)").
+  bool mentions_in_division(const std::string& sym) const;
 
   // Canonical text: "batch*seq*4+1", "-seq+8", "(seq+1)//2".
   std::string str() const;

@@ -94,6 +94,9 @@ bool ShapeEnv::solve_linear(const SymExpr& d) {
             [&](const std::string& a, const std::string& b) { return order_of(a) > order_of(b); });
   bool integral = true;
   for (const std::string& s : syms) {
+    // s inside a division is no linear unknown (and setting it to 0 below
+    // could divide by zero): b*s*8 // (256*s) == 2 does not solve for s.
+    if (d.mentions_in_division(s)) continue;
     SymExpr rest = d.substitute({{s, SymExpr()}});
     SymExpr k = d.substitute({{s, SymExpr::constant(1)}}) - rest;
     if (!k.is_constant() || k.constant_value() == 0 || rest.symbols().count(s) ||

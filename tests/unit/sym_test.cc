@@ -100,5 +100,21 @@ TEST(ShapeEnv, UnifySolvesEqualitiesLinearInASymbol) {
   EXPECT_EQ(env.equalities().size(), learned + 1);
 }
 
+// A symbol inside a division is no linear unknown: (b*s*8)//(s*256) == 2 (a
+// reshape's -1 that does not divide) is recorded, solves nothing, and setting
+// s to 0 to isolate it (which divided by zero) is never tried.
+TEST(ShapeEnv, UnifyLeavesSymbolsInsideDivisionsAlone) {
+  ShapeEnv env;
+  for (const char* s : {"b", "s"}) env.declare(s);
+  Dim q(*SymExpr::parse("b*s*8"));
+  q = Dim(q.expr().floordiv(*SymExpr::parse("s*256")));
+  ASSERT_TRUE(q.expr().mentions_in_division("s"));
+  EXPECT_FALSE(SymExpr::parse("b+s")->mentions_in_division("s"));
+  const size_t learned = env.equalities().size();
+  EXPECT_TRUE(env.unify(q, Dim(2)));
+  EXPECT_EQ(env.equalities().size(), learned + 1);
+  EXPECT_EQ(env.canonical(Dim(*SymExpr::parse("s"))).str(), "s");
+}
+
 }  // namespace
 }  // namespace tcc
