@@ -7,6 +7,7 @@
 
 #include "src/ir/fusion.h"
 #include "src/ops/op_helpers.h"
+#include "src/ops/op_registry.h"
 
 namespace tcc {
 
@@ -300,7 +301,10 @@ KernelRole kernel_role(const Node& n) {
     const Value* v = n.input(i);
     if (v != nullptr && (!fully_known_tensor(v) || !kernel_dtype(v->type().dtype()))) return KernelRole::None;
   }
-  if (n.domain().empty()) return default_domain_role(n);
+  // An op tcc does not know at the node's opset (Gelu before 20) has no rule
+  // that checked its types: its declared output is all there is, and no kernel
+  // is built from it.
+  if (n.domain().empty()) return OpRegistry::get().lookup(n) ? default_domain_role(n) : KernelRole::None;
   if (n.domain() == kTccDomain && (n.op_type() == "Reshape" || n.op_type() == "Expand" || n.op_type() == "Slice"))
     return KernelRole::Movement;
   if (n.domain() == kTccDomain && (n.op_type() == "Size" || n.op_type() == "Range")) return KernelRole::Pointwise;
