@@ -13,7 +13,6 @@ namespace tcc {
 namespace {
 
 constexpr int64_t kMinOpset = 13;
-constexpr int64_t kMaxOpset = 23;
 // NodeProto.metadata_props (field 9) is newer than the ONNX protobuf classes
 // tcc links (1.12), so it arrives as an unknown field.
 constexpr int kNodeMetadataPropsField = 9;

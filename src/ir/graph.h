@@ -22,6 +22,10 @@
 
 namespace tcc {
 
+// The newest default-domain opset tcc reads (ONNX 1.18's); a model importing
+// a newer one is refused by both readers, ONNX and text IR.
+inline constexpr int64_t kMaxOpset = 23;
+
 class Graph;
 class Node;
 

@@ -788,6 +788,9 @@ class Parser {
         size_t vat = pos();
         int64_t version = int_value(number(), vat);
         if (g.opsets().count(domain)) fail_at(at, "opset for domain '" + domain + "' given twice");
+        if (domain.empty() && version > kMaxOpset)
+          fail_at(vat, "default-domain opset " + std::to_string(version) + " is from the future: tcc reads up to " +
+                           std::to_string(kMaxOpset));
         g.set_opset(domain, version);
       } while (accept(","));
       expect(")");

@@ -163,6 +163,11 @@ TEST_F(BadInput, FutureOpset) {
   onnx::ModelProto mp = mlp_model();
   mp.mutable_opset_import(0)->set_version(24);
   expect_input_error_everywhere(write_model(mp), {"default-domain opset 24, which is from the future"});
+  // The text IR too (a fuzzed 2^31 went past the schema checks, whose lookup takes an int).
+  std::string model = model_path("model.tir");
+  write_file(model, "graph g opset(ai.onnx: 2147483648) {\n  input %x: f32[2]\n  %y: f32[2] = Pow(%x) name(\"p\")\n"
+                    "  output %y\n}\n");
+  expect_input_error_everywhere(model, {"default-domain opset 2147483648 is from the future: tcc reads up to 23"});
 }
 
 TEST_F(BadInput, DuplicateValueNames) {
