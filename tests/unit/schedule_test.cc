@@ -33,6 +33,14 @@ std::string reshape(const std::string& name, const std::string& in, const std::s
          "_out\n" + "    }} name(\"" + name + "\")\n";
 }
 
+// m through shape inference and the fuse pipeline, then its schedule.
+Schedule fused_schedule(Model& m) {
+  infer_shapes(*m.graph);
+  std::ostringstream log;
+  PassManager(build_pipeline("", Phase::Fuse), PassManagerOptions(), log).run(m);
+  return build_schedule(*m.graph);
+}
+
 std::string describe(const Schedule& s) {
   std::string out;
   for (const Step& st : s.steps) {
@@ -78,10 +86,7 @@ TEST(Schedule, ConvsBecomeConvKernelsUnlessCudnnCannotExpressThem) {
   output %y
 }
 )");
-  infer_shapes(*m->graph);
-  std::ostringstream log;
-  PassManager(build_pipeline("", Phase::Fuse), PassManagerOptions(), log).run(*m);
-  Schedule s = build_schedule(*m->graph);
+  Schedule s = fused_schedule(*m);
   ASSERT_EQ(s.kernels.size(), 1u);
   EXPECT_EQ(s.kernels[0].kind, kir::Kind::Conv);
   EXPECT_EQ(describe(s),
@@ -111,10 +116,7 @@ TEST(Schedule, ReshapesToAShapeReadFromDataRunOnTheHost) {
   output %z
 }
 )");
-  infer_shapes(*m->graph);
-  std::ostringstream log;
-  PassManager(build_pipeline("", Phase::Fuse), PassManagerOptions(), log).run(*m);
-  Schedule s = build_schedule(*m->graph);
+  Schedule s = fused_schedule(*m);
   EXPECT_EQ(describe(s),
             "tcc_k0_pointwise fused_0 (x) -> (e)\n"
             "fallback from_data (e, target) -> (y)\n"
@@ -137,10 +139,7 @@ TEST(Schedule, IntegerMatMulsRunOnTheHost) {
   output %y
 }
 )");
-  infer_shapes(*m->graph);
-  std::ostringstream log;
-  PassManager(build_pipeline("", Phase::Fuse), PassManagerOptions(), log).run(*m);
-  Schedule s = build_schedule(*m->graph);
+  Schedule s = fused_schedule(*m);
   EXPECT_EQ(describe(s), "fallback int_mm (i, j) -> (y)\n");
   const Node& mm = *m->graph->nodes().front();
   EXPECT_EQ(kernel_role(mm), KernelRole::None);
