@@ -322,7 +322,7 @@ TEST(VerifyFusion, ReductionsOverDifferentAxesAreRefused) {
 }
 
 TEST(VerifyFusion, GemmEpilogueOfErfGeluIsRefused) {
-  std::string why = first_fusion_problem(R"(graph main opset(ai.onnx: 17, tcc: 1) {
+  std::string why = first_fusion_problem(R"(graph main opset(ai.onnx: 20, tcc: 1) {
   input %x: f32[2, 3]
   input %w: f32[3, 3]
   %y: f32[2, 3] = tcc::Fusion(%x, %w) {kind = "gemm", body = graph b {
