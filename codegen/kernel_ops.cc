@@ -38,9 +38,6 @@ bool strided_batches(const Node& n) {
   return true;
 }
 
-// cuBLASLt multiplies floating-point matrices; an integer MatMul runs on the host.
-bool library_matmul_dtype(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::F64; }
-
 bool fully_known_tensor(const Value* v) {
   if (v == nullptr || !v->type().is_tensor() || !v->type().has_rank()) return false;
   for (const Dim& d : v->type().shape())
@@ -71,6 +68,29 @@ bool literal_input(const Node& n, size_t i) {
     numel *= d.value();
   }
   return is_literal(t.dtype(), static_cast<int64_t>(t.rank()), numel);
+}
+
+// Why a MatMul, Gemm, Reshape, Expand or Slice gets no kernel for its types or
+// arguments, or "": cuBLASLt multiplies floating-point matrices only (an
+// integer MatMul runs on the host); a Reshape's or Expand's target and a
+// Slice's bounds must be literals. One computed at run time that shape
+// inference could follow became tcc::Reshape / Expand / Slice
+// (resolve_shapes); any other is read from data and leaves the output's dims
+// at what the model declares, which nothing checked: the host runs the node,
+// reading its arguments.
+std::string argument_refusal(const Node& n) {
+  const std::string& op = n.op_type();
+  if (op == "MatMul" || op == "Gemm") {
+    DType t = n.num_outputs() > 0 && n.output(0) ? n.output(0)->type().dtype() : DType::Undefined;
+    if (t != DType::F32 && t != DType::F16 && t != DType::BF16 && t != DType::F64)
+      return "cuBLASLt multiplies floating-point matrices, and this one is " + std::string(dtype_name(t));
+  }
+  if ((op == "Reshape" || op == "Expand") && n.has_input(1) && !literal_input(n, 1))
+    return "its target shape is computed at run time from values shape inference cannot follow";
+  if (op == "Slice")
+    for (size_t i = 1; i < n.num_inputs(); ++i)
+      if (!literal_input(n, i)) return "its bounds are computed at run time from values shape inference cannot follow";
+  return "";
 }
 
 bool single_element(const Type& t) {
@@ -104,21 +124,14 @@ KernelRole default_domain_role(const Node& n) {
     return KernelRole::Reduction;
   }
   if (movement.count(op)) {
-    // Reshape, Flatten and Expand take their target shape from the output type; their
-    // shape argument is not read by the kernel. That type follows from a literal shape;
-    // one computed at run time that shape inference could follow became tcc::Reshape or
-    // tcc::Expand (resolve_shapes), and any other (read from data) leaves the output's
-    // dims at what the model declares, which nothing checked: the host runs it, reading
-    // the shape. Squeeze/Unsqueeze axes must be known.
-    if ((op == "Reshape" || op == "Expand") && n.has_input(1) && !literal_input(n, 1)) return KernelRole::None;
+    // Reshape, Flatten and Expand take their target shape from the output type, which a
+    // literal shape argument fixes (argument_refusal); the kernel does not read it.
+    // Squeeze/Unsqueeze axes must be known.
+    if (!argument_refusal(n).empty()) return KernelRole::None;
     if ((op == "Squeeze" || op == "Unsqueeze") && n.has_input(1) && !literal_input(n, 1)) return KernelRole::None;
     return KernelRole::Movement;
   }
-  if (op == "Slice") {
-    for (size_t i = 1; i < n.num_inputs(); ++i)
-      if (!literal_input(n, i)) return KernelRole::None;
-    return KernelRole::Movement;
-  }
+  if (op == "Slice") return argument_refusal(n).empty() ? KernelRole::Movement : KernelRole::None;
   if (op == "Conv") return conv_window(n, nullptr).empty() ? KernelRole::Convolution : KernelRole::None;
   if (op == "MaxPool" || op == "AveragePool")
     return pool_window(n, nullptr).empty() ? KernelRole::Indexed : KernelRole::None;
@@ -151,7 +164,7 @@ KernelRole default_domain_role(const Node& n) {
     return n.has_input(1) ? KernelRole::Indexed : KernelRole::None;
   }
   if (op == "MatMul" || op == "Gemm") {
-    if (!library_matmul_dtype(n.output(0)->type().dtype())) return KernelRole::None;
+    if (!argument_refusal(n).empty()) return KernelRole::None;
     return op == "Gemm" || strided_batches(n) ? KernelRole::Contraction : KernelRole::None;
   }
   return KernelRole::None;
@@ -277,17 +290,7 @@ std::string kernel_refusal(const Node& n) {
   if (!n.domain().empty()) return "";
   if (n.op_type() == "Conv") return conv_window(n, nullptr);
   if (n.op_type() == "MaxPool" || n.op_type() == "AveragePool") return pool_window(n, nullptr);
-  if ((n.op_type() == "MatMul" || n.op_type() == "Gemm") && n.num_outputs() > 0 && n.output(0) &&
-      !library_matmul_dtype(n.output(0)->type().dtype()))
-    return "cuBLASLt multiplies floating-point matrices, and this one is " +
-           std::string(dtype_name(n.output(0)->type().dtype()));
-  if ((n.op_type() == "Reshape" || n.op_type() == "Expand") && n.has_input(1) && !literal_input(n, 1))
-    return "its target shape is computed at run time from values shape inference cannot follow";
-  if (n.op_type() == "Slice")
-    for (size_t i = 1; i < n.num_inputs(); ++i)
-      if (n.has_input(i) && !literal_input(n, i))
-        return "its bounds are computed at run time from values shape inference cannot follow";
-  return "";
+  return argument_refusal(n);
 }
 
 bool is_literal(DType dtype, int64_t rank, int64_t numel) {

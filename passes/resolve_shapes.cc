@@ -30,8 +30,8 @@
 // Leaves alone: ops whose shape argument is already constant (nothing to
 // gain), ops whose shape argument shape inference cannot follow (read from
 // data: the output's dims would be only what the model declares), ops whose
-// resolved dims mention a symbol no input binds (e.g. a data-dependent size), ops tcc does not support at their opset, and nodes
-// inside regions.
+// resolved dims mention a symbol no input binds (e.g. a data-dependent size),
+// ops tcc does not support at their opset, and nodes inside regions.
 #include <algorithm>
 #include <cctype>
 #include <set>

@@ -49,11 +49,25 @@ struct RunOptions {
   bool check_steps = false;
 };
 
+// A module's JSON file (manifest.json, report.json), or a discarded value where
+// it does not parse (load_module says what is wrong with a module when the run starts).
+nlohmann::json read_module_json(const std::string& module_dir, const char* file) {
+  std::ifstream in(fs::path(module_dir) / file);
+  return nlohmann::json::parse(in, nullptr, false);
+}
+
+// The first `shown` names, then how many there are in all ("a, b, c, ... (9 nodes)").
+std::string abbreviated(const std::vector<std::string>& names, size_t shown, const std::string& noun) {
+  std::string s;
+  for (size_t i = 0; i < names.size() && i < shown; ++i) s += (i ? ", " : "") + names[i];
+  if (names.size() > shown) s += ", ... (" + std::to_string(names.size()) + noun + ")";
+  return s;
+}
+
 // Each step's source nodes, by the name of its node, from the module's
 // report.json (`steps`); empty where the report is missing or has none.
 std::map<std::string, std::vector<std::string>> step_sources(const std::string& module_dir) {
-  std::ifstream in(fs::path(module_dir) / "report.json");
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  nlohmann::json j = read_module_json(module_dir, "report.json");
   std::map<std::string, std::vector<std::string>> out;
   if (j.is_discarded() || !j.contains("steps") || !j["steps"].is_array()) return out;
   for (const nlohmann::json& s : j["steps"]) {
@@ -132,24 +146,12 @@ class StepChecker {
     std::vector<std::string> nodes;
     std::vector<OutputCheck> compared;
   };
-  static std::string node_list(const std::vector<std::string>& nodes) {
-    std::string s;
-    for (size_t i = 0; i < nodes.size() && i < 3; ++i) s += (i ? ", " : "") + nodes[i];
-    if (nodes.size() > 3) s += ", ... (" + std::to_string(nodes.size()) + " nodes)";
-    return s;
-  }
+  static std::string node_list(const std::vector<std::string>& nodes) { return abbreviated(nodes, 3, " nodes"); }
   std::map<std::string, Tensor> reference_;
   std::map<std::string, std::vector<std::string>> sources_;
   std::vector<Row> rows_;
   std::optional<size_t> first_bad_;
 };
-
-// A module's manifest.json, or a discarded value where it does not parse
-// (load_module says what is wrong with it when the run starts).
-nlohmann::json read_manifest(const std::string& module_dir) {
-  std::ifstream in(fs::path(module_dir) / "manifest.json");
-  return nlohmann::json::parse(in, nullptr, false);
-}
 
 // The names of a manifest's `inputs` or `outputs`, as far as they are well formed.
 std::vector<std::string> signature_names(const nlohmann::json& manifest, const char* key) {
@@ -160,13 +162,6 @@ std::vector<std::string> signature_names(const nlohmann::json& manifest, const c
   return names;
 }
 
-std::string name_list(const std::vector<std::string>& names) {
-  std::string s;
-  for (size_t i = 0; i < names.size() && i < 4; ++i) s += (i ? ", " : "") + names[i];
-  if (names.size() > 4) s += ", ... (" + std::to_string(names.size()) + ")";
-  return s;
-}
-
 // The inputs a module run takes, from the reference's: the same, and any
 // module input the reference model holds as a constant (a --train step takes
 // its parameters as inputs; the training graph --emit-onnx writes holds them
@@ -174,12 +169,12 @@ std::string name_list(const std::vector<std::string>& names) {
 // reference's outputs is refused, naming both.
 std::map<std::string, Tensor> module_inputs(const std::string& module_dir, const std::string& model_path,
                                             const Graph& g, const std::map<std::string, Tensor>& inputs) {
-  nlohmann::json manifest = read_manifest(module_dir);
+  nlohmann::json manifest = read_module_json(module_dir, "manifest.json");
   std::vector<std::string> outputs = signature_names(manifest, "outputs"), expected;
   for (const Value* v : g.outputs()) expected.push_back(v->name());
   if (!outputs.empty() && outputs != expected)
-    throw InputError(module_dir + ": the module computes " + name_list(outputs) + ", the reference model " +
-                     model_path + " computes " + name_list(expected) +
+    throw InputError(module_dir + ": the module computes " + abbreviated(outputs, 4, "") + ", the reference model " +
+                     model_path + " computes " + abbreviated(expected, 4, "") +
                      "; a module compiled with --train computes the training step: give the graph that "
                      "`tcc compile --train --emit-onnx FILE` wrote with --model FILE");
   std::map<std::string, Tensor> given = inputs;
@@ -197,7 +192,7 @@ std::map<std::string, Tensor> module_inputs(const std::string& module_dir, const
 std::string reference_model(const RunOptions& o) {
   if (!is_module_dir(o.target)) return o.target;
   if (!o.model.empty()) return o.model;
-  nlohmann::json j = read_manifest(o.target);
+  nlohmann::json j = read_module_json(o.target, "manifest.json");
   auto field = [&](const char* key) {
     return !j.is_discarded() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : "";
   };

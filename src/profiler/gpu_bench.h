@@ -34,7 +34,8 @@ constexpr int kMaxPipelinedSteps = 1000;
 // Runs the module on the GPU on a stream of its own: warm-up, timed steps
 // (host wall time, host enqueue time and GPU time of each, each step waited
 // for), batches of steps enqueued back to back (throughput: one step's
-// enqueue overlaps the GPU's work on the steps before it). Inputs are uploaded once; with cuda_graph, each step copies them into
+// enqueue overlaps the GPU's work on the steps before it). Inputs are
+// uploaded once; with cuda_graph, each step copies them into
 // the captured (static) input buffers before replaying, as a caller with new
 // inputs would (in one batched driver call, device::copy_batch_async), unless
 // bound_inputs says the caller binds those buffers (the step is then the
