@@ -1,0 +1,262 @@
+"""The models of the zoo, defined once for scripts/gen-zoo and bench/peer_infer.py.
+
+Each model is a small configuration of what PyPI's transformers and
+torchvision build (or, for gpt_block_legacy, a GPT block in plain torch),
+randomly initialized from a fixed seed, in eval mode and f32. gen-zoo exports
+them to tests/zoo/<name>/model.onnx with the exporter named here; peer_infer.py
+rebuilds the same modules at GPU-sized shapes. Nothing is downloaded.
+
+torch is imported only inside the functions that need it, so a script that
+imports this module answers --help without torch.
+"""
+import dataclasses
+
+VOCAB = 256
+MAX_POSITIONS = 512  # the longest sequence peer_infer.py runs (gen-zoo's is 16)
+SEED = 0             # model weights
+INPUT_SEED = 1       # example inputs
+LEGACY_OPSET = 17    # what the TorchScript exporter's users mostly ran
+DYNAMO_OPSET = None  # None: the exporter's default, which zoo.json records
+
+
+@dataclasses.dataclass(frozen=True)
+class Spec:
+    name: str
+    source: str                 # what built it, as zoo.json says
+    exporter: str               # "dynamo" or "legacy" (TorchScript)
+    inputs: tuple               # (name, dims); a dim is an int or a symbol name
+    output: str
+    zoo_sizes: dict             # the symbols' sizes of the committed example inputs
+    bench_sizes: dict           # peer_infer.py's
+    notes: str = ""
+
+    @property
+    def family(self):
+        return "vision" if self.inputs[0][0] == "images" else "text"
+
+
+def _lm(name, source, mask=False, exporter="dynamo", notes=""):
+    inputs = (("input_ids", ("batch", "seq")),)
+    if mask:
+        inputs += (("attention_mask", ("batch", "seq")),)
+    return Spec(name, source, exporter, inputs, "last_hidden_state", {"batch": 2, "seq": 16},
+                {"batch": 8, "seq": 512}, notes)
+
+
+def _vision(name, source, size, bench_batch=256):
+    return Spec(name, source, "dynamo", (("images", ("batch", 3, size, size)),), "logits", {"batch": 2},
+                {"batch": bench_batch})
+
+
+MODELS = {s.name: s for s in [
+    _lm("gpt2", "transformers GPT2Model (2 layers, d 64, 4 heads)",
+        notes="input_ids only: the causal mask depends on the shapes alone"),
+    _lm("gpt2_mask", "transformers GPT2Model (2 layers, d 64, 4 heads)", mask=True,
+        notes="with a padding attention_mask: the mask depends on data"),
+    _lm("gpt2_legacy", "transformers GPT2Model (2 layers, d 64, 4 heads)", exporter="legacy",
+        notes="gpt2 through the TorchScript exporter"),
+    _lm("llama", "transformers LlamaModel (2 layers, d 64, 4 heads, 2 kv heads)",
+        notes="GQA, RoPE, RMSNorm, SiLU MLP"),
+    _lm("bert", "transformers BertModel (2 layers, d 64, 4 heads)", mask=True,
+        notes="bidirectional attention with a padding attention_mask"),
+    _vision("vit", "torchvision VisionTransformer (32x32, patch 8, 2 layers, d 64, 4 heads)", 32),
+    _vision("resnet", "torchvision BasicBlock ResNet-18 layout at 1/8 width (8..64 channels)", 32),
+    _vision("mobilenetv3", "torchvision mobilenet_v3_small(width_mult=0.25)", 64),
+    Spec("gpt_block_legacy", "plain torch pre-LN GPT block (d 64, 4 heads, tril causal mask)", "legacy",
+         (("x", ("batch", "seq", 64)),), "y", {"batch": 2, "seq": 16}, {"batch": 8, "seq": 512},
+         "the causal mask is torch.tril(torch.ones(T, T)) of the runtime seq length"),
+]}
+
+
+# ----------------------------------------------------------------------------- building
+
+def _wrap_lm(torch, model, mask):
+    """The transformers model taking tensors positionally and returning last_hidden_state alone."""
+    nn = torch.nn
+
+    class IdsOnly(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids):
+            return self.model(input_ids=input_ids, use_cache=False).last_hidden_state
+
+    class IdsAndMask(IdsOnly):
+        def forward(self, input_ids, attention_mask):
+            return self.model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
+
+    return IdsAndMask() if mask else IdsOnly()
+
+
+def _gpt_block(torch, d=64, heads=4):
+    nn, F = torch.nn, torch.nn.functional
+
+    class GptBlock(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.heads = heads
+            self.ln_1, self.ln_2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.c_attn, self.attn_proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+            self.c_fc, self.mlp_proj = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+        def forward(self, x):
+            b, t, c = x.shape
+            q, k, v = self.c_attn(self.ln_1(x)).split(c, dim=2)
+            q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
+            scores = q @ k.transpose(-2, -1) * (1.0 / (c // self.heads) ** 0.5)
+            causal = torch.tril(torch.ones(t, t, device=x.device))
+            scores = scores.masked_fill(causal == 0, float("-inf"))
+            y = (F.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(b, t, c)
+            x = x + self.attn_proj(y)
+            return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x))))
+
+    return GptBlock()
+
+
+def _tiny_resnet(torch, widths=(8, 16, 32, 64), blocks=(2, 2, 2, 2), classes=10):
+    """torchvision's ResNet-18 layout (BasicBlock, [2, 2, 2, 2]) at 1/8 of its width.
+
+    torchvision's ResNet class fixes the widths at 64..512 (45 MB), so the stem,
+    stages and head are assembled here around its BasicBlock, named as in
+    torchvision (conv1, bn1, layer1..layer4, fc).
+    """
+    from torchvision.models.resnet import BasicBlock, conv1x1
+    nn = torch.nn
+
+    class TinyResNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1 = nn.Conv2d(3, widths[0], kernel_size=7, stride=2, padding=3, bias=False)
+            self.bn1 = nn.BatchNorm2d(widths[0])
+            self.relu = nn.ReLU(inplace=True)
+            self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, padding=1)
+            cin = widths[0]
+            for i, (width, count) in enumerate(zip(widths, blocks)):
+                stride = 1 if i == 0 else 2
+                down = None
+                if stride != 1 or cin != width:
+                    down = nn.Sequential(conv1x1(cin, width, stride), nn.BatchNorm2d(width))
+                layers = [BasicBlock(cin, width, stride, down)] + [BasicBlock(width, width) for _ in range(count - 1)]
+                setattr(self, f"layer{i + 1}", nn.Sequential(*layers))
+                cin = width
+            self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
+            self.fc = nn.Linear(cin, classes)
+
+        def forward(self, x):
+            x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+            x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+            return self.fc(torch.flatten(self.avgpool(x), 1))
+
+    return TinyResNet()
+
+
+def _perturb_norms(torch, model):
+    """Random affine parameters and running statistics for the norm layers.
+
+    Freshly built norms are identities (scale 1, shift 0, mean 0, variance 1),
+    which would hide a mistake in their handling: a folded BatchNormalization,
+    a LayerNormalization's bias, an RMSNorm's weight.
+    """
+    gen = torch.Generator().manual_seed(SEED + 7)
+    for module in model.modules():
+        kind = type(module).__name__
+        if not (isinstance(module, (torch.nn.LayerNorm, torch.nn.modules.batchnorm._BatchNorm))
+                or kind.endswith("RMSNorm")):
+            continue
+        with torch.no_grad():
+            for attr, base, spread in (("weight", 1.0, 0.5), ("bias", 0.0, 0.2), ("running_mean", 0.0, 0.2),
+                                       ("running_var", 1.0, 0.5)):
+                t = getattr(module, attr, None)
+                if isinstance(t, torch.Tensor) and t.is_floating_point():
+                    t.copy_(base + spread * (2 * torch.rand(t.shape, generator=gen) - 1))
+
+
+def build(torch, name):
+    """The model `name`, freshly initialized from SEED, in eval mode, on the CPU."""
+    spec = MODELS[name]
+    torch.manual_seed(SEED)
+    if name.startswith("gpt2"):
+        import transformers
+        config = transformers.GPT2Config(vocab_size=VOCAB, n_positions=MAX_POSITIONS, n_embd=64, n_layer=2,
+                                         n_head=4, n_inner=256, bos_token_id=0, eos_token_id=0)
+        model = _wrap_lm(torch, transformers.GPT2Model(config), len(spec.inputs) > 1)
+    elif name == "llama":
+        import transformers
+        config = transformers.LlamaConfig(vocab_size=VOCAB, hidden_size=64, intermediate_size=128,
+                                          num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                          max_position_embeddings=MAX_POSITIONS)
+        model = _wrap_lm(torch, transformers.LlamaModel(config), False)
+    elif name == "bert":
+        import transformers
+        config = transformers.BertConfig(vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2,
+                                         num_attention_heads=4, intermediate_size=128,
+                                         max_position_embeddings=MAX_POSITIONS)
+        model = _wrap_lm(torch, transformers.BertModel(config, add_pooling_layer=False), True)
+    elif name == "vit":
+        import torchvision
+        model = torchvision.models.VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=4,
+                                                     hidden_dim=64, mlp_dim=128, num_classes=10)
+    elif name == "resnet":
+        model = _tiny_resnet(torch)
+    elif name == "mobilenetv3":
+        import torchvision
+        model = torchvision.models.mobilenet_v3_small(weights=None, width_mult=0.25, num_classes=10)
+    elif name == "gpt_block_legacy":
+        model = _gpt_block(torch)
+    else:
+        raise KeyError(name)
+    if spec.family == "vision":
+        # torchvision starts ViT's head at zero and MobileNet's classifier at std 0.01, which leaves
+        # logits of 0 and 1e-3: nothing a tolerance of 1e-4 could tell apart. torch's default init
+        # for every Linear gives logits of order 1.
+        for module in model.modules():
+            if isinstance(module, torch.nn.Linear):
+                module.reset_parameters()
+    _perturb_norms(torch, model)
+    return model.float().eval()
+
+
+def input_shapes(name, sizes):
+    """{input name: concrete shape} at these symbol sizes."""
+    return {n: tuple(sizes[d] if isinstance(d, str) else d for d in dims) for n, dims in MODELS[name].inputs}
+
+
+def make_inputs(torch, name, sizes):
+    """The inputs at these symbol sizes, from INPUT_SEED: token ids across the vocabulary, an
+    attention_mask of ones with the last quarter of every odd row padding (0), images in [-1, 1)."""
+    gen = torch.Generator().manual_seed(INPUT_SEED)
+    out = {}
+    for n, shape in input_shapes(name, sizes).items():
+        if n == "input_ids":
+            out[n] = torch.randint(0, VOCAB, shape, generator=gen, dtype=torch.int64)
+        elif n == "attention_mask":
+            mask = torch.ones(shape, dtype=torch.int64)
+            mask[1::2, shape[1] - shape[1] // 4:] = 0
+            out[n] = mask
+        else:
+            out[n] = 2 * torch.rand(shape, generator=gen) - 1
+    return out
+
+
+def export(torch, name, model, inputs, path, opset=None):
+    """Writes `model` to `path` as ONNX with the spec's exporter, the weights inside the file and
+    the symbolic dims as dim_param. Returns the opset asked for (None: the exporter's default)."""
+    spec = MODELS[name]
+    args = tuple(inputs[n] for n, _ in spec.inputs)
+    names = [n for n, _ in spec.inputs]
+    if spec.exporter == "legacy":
+        opset = opset or LEGACY_OPSET
+        axes = {n: {i: d for i, d in enumerate(dims) if isinstance(d, str)} for n, dims in spec.inputs}
+        axes[spec.output] = {0: "batch", 1: "seq"} if spec.family == "text" else {0: "batch"}
+        torch.onnx.export(model, args, path, input_names=names, output_names=[spec.output], dynamic_axes=axes,
+                          opset_version=opset, dynamo=False)
+        return opset
+    opset = opset or DYNAMO_OPSET
+    Dim = torch.export.Dim
+    symbols = {"batch": Dim("batch", min=2, max=4096), "seq": Dim("seq", min=2, max=MAX_POSITIONS)}
+    dynamic = tuple({i: symbols[d] for i, d in enumerate(dims) if isinstance(d, str)} for _, dims in spec.inputs)
+    kwargs = {} if opset is None else {"opset_version": opset}
+    torch.onnx.export(model, args, path, input_names=names, output_names=[spec.output], dynamic_shapes=dynamic,
+                      dynamo=True, external_data=False, **kwargs)
+    return opset
