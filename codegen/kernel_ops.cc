@@ -101,7 +101,7 @@ KernelRole default_domain_role(const Node& n) {
   static const std::unordered_set<std::string_view> pointwise = {
       "Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Mod", "Neg", "Abs", "Sign", "Relu", "Sqrt",
       "Reciprocal", "Exp", "Log", "Erf", "Tanh", "Sin", "Cos", "Floor", "Ceil", "Round", "Sigmoid",
-      "Softplus", "HardSigmoid", "LeakyRelu", "Elu", "Gelu", "IsNaN", "Equal", "Less", "LessOrEqual",
+      "Softplus", "HardSigmoid", "HardSwish", "LeakyRelu", "Elu", "Gelu", "IsNaN", "Equal", "Less", "LessOrEqual",
       "Greater", "GreaterOrEqual", "Not", "And", "Or", "Xor", "Where", "Cast", "Clip"};
   static const std::unordered_set<std::string_view> reductions = {"ReduceSum", "ReduceMean", "ReduceMax",
                                                                   "ReduceMin", "ReduceProd"};
@@ -152,6 +152,17 @@ KernelRole default_domain_role(const Node& n) {
       return KernelRole::None;
     DType index = n.input(1)->type().dtype();
     return index == DType::I64 || index == DType::I32 ? KernelRole::Indexed : KernelRole::None;
+  }
+  if (op == "GatherElements" || op == "GatherND") {
+    // Any dtype (masks are bool); the indices a buffer the kernel reads, as
+    // Gather's are, and GatherND's index tuples of a static length.
+    if (constant_input(n, 1) || (constant_input(n, 0) && single_element(n.input(0)->type())))
+      return KernelRole::None;
+    DType index = n.input(1)->type().dtype();
+    if (index != DType::I64 && index != DType::I32) return KernelRole::None;
+    const Dims& idx = n.input(1)->type().shape();
+    if (op == "GatherND" && (idx.empty() || !idx.back().is_static())) return KernelRole::None;
+    return KernelRole::Indexed;
   }
   if (op == "Pad") {
     // Constant pads, fill and axes: a guarded copy (constant mode) or a gather

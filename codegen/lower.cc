@@ -531,6 +531,8 @@ class Lowering {
       if (p->op_type() == "Concat") return lower_concat(*p, frame);
       if (p->op_type() == "Pad") return lower_pad(*p, frame);
       if (p->op_type() == "Gather") return lower_gather(*p, frame);
+      if (p->op_type() == "GatherElements") return lower_gather_elements(*p, frame);
+      if (p->op_type() == "GatherND") return lower_gather_nd(*p, frame);
       lower_pool(*p, frame);
       return values_.at({v, frame});
     }
@@ -716,6 +718,81 @@ class Lowering {
     load.dynamic = wrapped;
     load.dynamic_stride = data.strides[axis];
     load.args = {inside};
+    return emit(std::move(load));
+  }
+
+  // A load of buffer `view` at the output point, its axes lined up with the
+  // output's axes `first`, `first` + 1, ... (those of extent 1 the domain
+  // lacks contribute nothing), plus `offset`.
+  Instr aligned_load(const View& view, DType dtype, const std::vector<size_t>& view_axes, size_t first,
+                     const SymExpr& offset) {
+    const std::vector<int>& to_domain = frames_[0].to_domain;
+    Instr load;
+    load.op = Op::Load;
+    load.dtype = dtype;
+    load.buffer = view.buffer;
+    load.index = kir::Index{std::vector<SymExpr>(k_.domain.size()), view.offset + offset};
+    for (size_t i = 0; i < view_axes.size(); ++i)
+      if (int d = to_domain[first + i]; d >= 0) load.index.strides[d] = view.strides[view_axes[i]];
+    return load;
+  }
+
+  // GatherElements along `axis`: output point i reads data at i with its
+  // coordinate along the axis replaced by indices[i] (negative counts from the
+  // end; outside the axis reads nothing and gives 0).
+  int lower_gather_elements(const Node& p, int frame) {
+    if (frame != 0 || k_.kind != kir::Kind::Pointwise) fail(&p, "is lowered only as a copy kernel of its own");
+    View data = view_of(p.input(0)), indices = view_of(p.input(1));
+    auto rank = static_cast<int64_t>(data.shape.size());
+    int64_t axis = p.get_int("axis", 0);
+    if (axis < 0) axis += rank;
+    std::vector<size_t> all(static_cast<size_t>(rank)), others;
+    std::iota(all.begin(), all.end(), size_t{0});
+    DType index_type = p.input(1)->type().dtype();
+    auto [wrapped, inside] = axis_index(emit(aligned_load(indices, index_type, all, 0, SymExpr::constant(0))),
+                                        index_type, data.shape.at(static_cast<size_t>(axis)));
+    Instr load = aligned_load(data, p.output(0)->type().dtype(), all, 0, SymExpr::constant(0));
+    if (int d = frames_[0].to_domain[static_cast<size_t>(axis)]; d >= 0) load.index.strides[d] = SymExpr();
+    load.dynamic = wrapped;
+    load.dynamic_stride = data.strides[axis];
+    load.args = {inside};
+    return emit(std::move(load));
+  }
+
+  // GatherND with batch_dims b and index tuples of r entries: output point
+  // (batch..., i..., t...) reads data at (batch..., indices[batch..., i..., 0 .. r-1], t...),
+  // each entry checked against its axis (negative counts from the end; a tuple
+  // with an entry outside reads nothing and gives 0).
+  int lower_gather_nd(const Node& p, int frame) {
+    if (frame != 0 || k_.kind != kir::Kind::Pointwise) fail(&p, "is lowered only as a copy kernel of its own");
+    View data = view_of(p.input(0)), indices = view_of(p.input(1));
+    size_t b = static_cast<size_t>(p.get_int("batch_dims", 0)), q = indices.shape.size();
+    const SymExpr& tuple = indices.shape.back();
+    if (!tuple.is_constant()) fail(&p, "index tuples of a symbolic length");
+    auto r = static_cast<size_t>(tuple.constant_value());
+    std::vector<size_t> leading(q - 1), batch(b), trailing;
+    std::iota(leading.begin(), leading.end(), size_t{0});
+    std::iota(batch.begin(), batch.end(), size_t{0});
+    for (size_t d = b + r; d < data.shape.size(); ++d) trailing.push_back(d);
+    DType index_type = p.input(1)->type().dtype();
+    int offset = -1, inside = -1;
+    for (size_t j = 0; j < r; ++j) {
+      int entry = emit(aligned_load(indices, index_type, leading, 0, indices.strides[q - 1] * SymExpr::constant(
+                                                                       static_cast<int64_t>(j))));
+      auto [wrapped, in] = axis_index(entry, index_type, data.shape[b + j]);
+      int term = emit(Op::Mul, DType::I64, {wrapped, size_value(DType::I64, data.strides[b + j])});
+      offset = offset < 0 ? term : emit(Op::Add, DType::I64, {offset, term});
+      inside = inside < 0 ? in : emit(Op::And, DType::Bool, {inside, in});
+    }
+    Instr load = aligned_load(data, p.output(0)->type().dtype(), batch, 0, SymExpr::constant(0));
+    Instr rest = aligned_load(data, p.output(0)->type().dtype(), trailing, q - 1, SymExpr::constant(0));
+    for (size_t d = 0; d < load.index.strides.size(); ++d)
+      if (rest.index.strides[d] != SymExpr()) load.index.strides[d] = rest.index.strides[d];
+    if (offset >= 0) {
+      load.dynamic = offset;
+      load.dynamic_stride = SymExpr::constant(1);
+      load.args = {inside};
+    }
     return emit(std::move(load));
   }
 
@@ -912,6 +989,10 @@ class Lowering {
       int y = bin(Op::Add, scaled, k(attr("beta", 0.5f)));
       int low = bin(Op::Max, y, k(0));
       return bin(Op::Min, low, k(1));
+    }
+    if (op == "HardSwish") {
+      int gate = bin(Op::Add, bin(Op::Div, in[0], k(6)), k(0.5));
+      return bin(Op::Mul, in[0], bin(Op::Min, bin(Op::Max, gate, k(0)), k(1)));
     }
     if (op == "LeakyRelu" || op == "Elu") {
       int x = in[0];

@@ -129,6 +129,7 @@ ModuleFacts gather(const ModuleContents& m) {
   // here by the reference interpreter.
   std::set<std::string> written;
   for (const Step& s : m.schedule->steps) written.insert(s.writes.begin(), s.writes.end());
+  for (const Step& s : m.schedule->binding_steps) written.insert(s.writes.begin(), s.writes.end());
   for (const ViewAlias& v : m.schedule->views) written.insert(v.value);
   Interpreter interp;
   std::unordered_map<const Value*, Tensor> constants;
@@ -151,6 +152,8 @@ ModuleFacts gather(const ModuleContents& m) {
     if (!v || v->is_graph_input() || written.count(v->name()) || !seen.insert(v).second) return;
     f.weights.emplace_back(v, constant(v));
   };
+  for (const Step& s : m.schedule->binding_steps)
+    for (const std::string& name : s.reads) add_weight(g.find(name));
   for (const Step& s : m.schedule->steps)
     for (const std::string& name : s.reads) add_weight(g.find(name));
   for (const Value* v : g.outputs()) add_weight(v);
@@ -355,8 +358,7 @@ ojson manifest_json(const ModuleContents& m, const ModuleFacts& f, const std::st
   ojson kernels = ojson::array();
   for (size_t k = 0; k < m.schedule->kernels.size(); ++k) kernels.push_back(kernel_json(m, k));
   j["kernels"] = kernels;
-  ojson steps = ojson::array();
-  for (const Step& s : m.schedule->steps) {
+  auto step_json = [](const Step& s) {
     ojson e;
     if (s.kind == Step::Kind::Kernel) {
       e["kernel"] = s.kernel;
@@ -366,8 +368,18 @@ ojson manifest_json(const ModuleContents& m, const ModuleFacts& f, const std::st
     }
     e["reads"] = s.reads;
     e["writes"] = s.writes;
-    steps.push_back(e);
+    return e;
+  };
+  if (!m.schedule->binding_steps.empty()) {
+    ojson values = ojson::array(), steps = ojson::array();
+    for (const Step& s : m.schedule->binding_steps) {
+      steps.push_back(step_json(s));
+      for (const std::string& name : s.writes) values.push_back(tensor_json(*g.find(name)));
+    }
+    j["binding_constants"] = {{"values", values}, {"steps", steps}};
   }
+  ojson steps = ojson::array();
+  for (const Step& s : m.schedule->steps) steps.push_back(step_json(s));
   j["schedule"] = steps;
   j["fallback_copies"] = m.schedule->fallback_copies;
   return j;
@@ -395,6 +407,7 @@ void write_weights(const std::string& dir, const ModuleFacts& f) {
 std::string fallback_tir(const ModuleContents& m) {
   const Graph& g = *m.graph;
   std::set<std::string> fallback_nodes;
+  for (const Step& s : m.schedule->binding_steps) fallback_nodes.insert(s.node);
   for (const Step& s : m.schedule->steps)
     if (s.kind == Step::Kind::Fallback) fallback_nodes.insert(s.node);
   Model out;
@@ -464,6 +477,7 @@ ojson report_json(const ModuleContents& m, const ModuleFacts& f, const CompileTi
   j["summary"] = {{"kernels", m.schedule->kernels.size()},
                   {"kernel_steps", kernel_steps},
                   {"fallback_steps", m.fallbacks.size()},
+                  {"binding_steps", m.schedule->binding_steps.size()},
                   {"fallback_copies", m.schedule->fallback_copies},
                   {"views", m.schedule->views.size()},
                   {"estimated_us", std::round(total_estimate_us(m, f) * 1000) / 1000}};
@@ -553,6 +567,8 @@ std::string report_md(const ModuleContents& m, const ModuleFacts& f, const Compi
   os << "| fallbacks | " << m.fallbacks.size() << " nodes on the host, " << m.schedule->fallback_copies
      << " tensor copies |\n";
   os << "| views | " << m.schedule->views.size() << " (reshapes that share their input's buffer: no kernel) |\n";
+  os << "| binding constants | " << m.schedule->binding_steps.size()
+     << " nodes computed once per binding of the symbols, kept on the device |\n";
   os << "| peak memory | " << at_sizes(m.memory->arena_bytes) << " planned (`" << m.memory->arena_bytes.str()
      << "`), " << at_sizes(m.memory->unplanned_bytes) << " unplanned (`" << m.memory->unplanned_bytes.str()
      << "`) |\n";
@@ -581,6 +597,14 @@ std::string report_md(const ModuleContents& m, const ModuleFacts& f, const Compi
     os << "\n## Views (no kernel)\n\n| node | value | shares the buffer of |\n|---|---|---|\n";
     for (const ViewAlias& v : m.schedule->views)
       os << "| " << md_escape(v.node) << " | " << md_escape(v.value) << " | " << md_escape(v.source) << " |\n";
+  }
+  if (!m.schedule->binding_steps.empty()) {
+    os << "\n## Binding constants\n\nComputed on the host when a run first sees a binding of the symbols, then read "
+          "by kernels as weights are.\n\n| node | op | writes |\n|---|---|---|\n";
+    for (const Step& s : m.schedule->binding_steps) {
+      const Node* n = m.graph->find(s.writes.front())->producer();
+      os << "| " << md_escape(s.node) << " | " << n->op_type() << " | " << md_escape(join(s.writes, ", ")) << " |\n";
+    }
   }
   if (!m.fallbacks.empty()) {
     os << "\n## Fallbacks\n\n| node | op | reason | why |\n|---|---|---|---|\n";
@@ -683,7 +707,8 @@ void ModuleWriter::finish() {
   write_module_file(dir_, kManifestFile, manifest_json(m_, *facts_, dir_).dump(2) + "\n");
   write_module_file(dir_, kCudaSourceFile, m_.cuda_source);
   for (const CudaBinary& b : m_.binaries) write_module_file(dir_, b.file, std::string(b.bytes.begin(), b.bytes.end()));
-  if (!m_.fallbacks.empty()) write_module_file(dir_, "fallback.tir", fallback_tir(m_));
+  if (!m_.fallbacks.empty() || !m_.schedule->binding_steps.empty())
+    write_module_file(dir_, "fallback.tir", fallback_tir(m_));
   weights_.get();
   // The reports come last so that their timings include writing everything else.
   CompileTimings t = m_.timings;

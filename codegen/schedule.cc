@@ -4,6 +4,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "codegen/binding_constants.h"
 #include "codegen/collapse_axes.h"
 #include "codegen/kernel_ops.h"
 #include "codegen/lower.h"
@@ -36,14 +37,15 @@ bool only_reshapes(const Node& n) {
 
 class Scheduler {
  public:
-  explicit Scheduler(const Graph& g) : g_(g), users_(g.compute_users()) {
+  explicit Scheduler(const Graph& g) : g_(g), users_(g.compute_users()), analysis_(analyze_constants(g)) {
     for (const Value* v : g.outputs()) graph_outputs_.insert(v);
   }
 
   Schedule run() {
     for (const auto& n : g_.nodes()) {
-      if (is_constant_node(*n)) {
-        for (const Value* v : n->outputs()) constants_.insert(v);
+      if (analysis_.constant_nodes.count(n.get())) continue;
+      if (analysis_.per_binding.count(n.get())) {
+        s_.binding_steps.push_back(host_step(*n));
       } else if (is_fusion(*n)) {
         if (!view_alias(*n)) kernel_step(*n);
       } else {
@@ -54,20 +56,12 @@ class Scheduler {
   }
 
  private:
-  bool is_constant(const Value* v) const {
-    return v == nullptr || (v->is_initializer() && !v->is_graph_input()) || constants_.count(v) != 0;
-  }
-
-  // Constant nodes, and nodes that compute only from constants (left by
-  // constant folding because their results are large): their outputs are data
-  // the module carries, not work for the schedule.
-  bool is_constant_node(const Node& n) const {
-    if (is_fusion(n) || !n.regions().empty()) return false;
-    if (n.op_type() == "Constant" && n.domain().empty()) return true;
-    if (n.num_inputs() == 0) return false;
-    for (const Value* v : n.inputs())
-      if (!is_constant(v)) return false;
-    return true;
+  // Values a fallback reads without copying them from the device: the module's
+  // constants, and those of the binding, which the runtime keeps on the host too.
+  bool on_host_already(const Value* v) const {
+    if (v == nullptr || analysis_.constants.count(v)) return true;
+    const Node* p = v->producer();
+    return p != nullptr && analysis_.per_binding.count(p);
   }
 
   // Records n as a view of its input when that input has a buffer of the plan
@@ -115,22 +109,30 @@ class Scheduler {
     return false;
   }
 
-  void fallback_step(const Node& n) {
+  // A node run by the reference implementation: what it reads (its regions'
+  // captures too) and writes.
+  Step host_step(const Node& n) const {
     Step step;
     step.kind = Step::Kind::Fallback;
     step.node = n.name();
-    std::vector<const Value*> reads(n.inputs().begin(), n.inputs().end());
+    for (const Value* v : n.inputs())
+      if (v) step.reads.push_back(v->name());
     for (const Value* v : n.captures())
-      if (std::find(reads.begin(), reads.end(), v) == reads.end()) reads.push_back(v);
-    for (const Value* v : reads) {
-      if (v == nullptr) continue;
-      step.reads.push_back(v->name());
-      if (is_constant(v) || reads_shape_only(n) || on_host_.count(v)) continue;
+      if (std::find(step.reads.begin(), step.reads.end(), v->name()) == step.reads.end())
+        step.reads.push_back(v->name());
+    for (const Value* v : n.outputs()) step.writes.push_back(v->name());
+    return step;
+  }
+
+  void fallback_step(const Node& n) {
+    Step step = host_step(n);
+    for (const std::string& name : step.reads) {
+      const Value* v = g_.find(name);
+      if (on_host_already(v) || reads_shape_only(n) || on_host_.count(v)) continue;
       ++s_.fallback_copies;
       on_host_.insert(v);
     }
     for (const Value* v : n.outputs()) {
-      step.writes.push_back(v->name());
       planned_.emplace(v, v);
       on_host_.insert(v);
       if (needed_on_device(v)) ++s_.fallback_copies;
@@ -140,7 +142,8 @@ class Scheduler {
 
   const Graph& g_;
   std::unordered_map<const Value*, std::vector<std::pair<Node*, size_t>>> users_;
-  std::unordered_set<const Value*> graph_outputs_, constants_, on_host_;
+  ConstantAnalysis analysis_;
+  std::unordered_set<const Value*> graph_outputs_, on_host_;
   std::unordered_map<std::string, int> kernel_of_key_;
   // Values written by steps or views, each to the step-written value whose buffer holds it.
   std::unordered_map<const Value*, const Value*> planned_;

@@ -15,7 +15,8 @@ struct Step {
   enum class Kind {
     Kernel,    // a generated kernel (or a cuBLASLt / cuDNN call for a Gemm / Conv kernel) on the device
     Fallback,  // one node run by the reference implementation on the host (graph breaks,
-               // ops with no kernel), with device->host copies of its inputs and back
+               // ops with no kernel), with device->host copies of its inputs and back;
+               // in Schedule::binding_steps, once per binding of the symbols instead
   };
   Kind kind = Kind::Kernel;
   int kernel = -1;                  // Kernel: index into Schedule::kernels (shared by identical layers)
@@ -37,6 +38,10 @@ struct ViewAlias {
 struct Schedule {
   std::vector<kir::Kernel> kernels;  // unique kernels (regional reuse: identical layers share one)
   std::vector<Step> steps;
+  // Nodes run once per binding of the symbols, before the steps that read
+  // them (codegen/binding_constants.h): Fallback steps whose values live apart
+  // from the arena, as weights do.
+  std::vector<Step> binding_steps;
   std::vector<ViewAlias> views;      // in schedule order
   int fallback_copies = 0;           // host<->device tensor copies the fallbacks need
 };
@@ -45,7 +50,8 @@ struct Schedule {
 // accesses step through as one (codegen/collapse_axes.h), reusing one kernel for
 // structurally identical fusions, and makes every other node with tensor data a
 // Fallback step. Constant nodes and nodes computing only from constants get no
-// step: the module carries their values. A reshape-only fusion of a value a step
+// step: the module carries their values. Nodes whose values a binding of the
+// symbols determines are binding steps (analyze_constants). A reshape-only fusion of a value a step
 // writes, when the reshape is no graph output, is a ViewAlias instead of a step.
 // Kernel names are tcc_k<N>_<kind>, numbered in schedule order.
 Schedule build_schedule(const Graph& g);

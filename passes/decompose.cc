@@ -16,6 +16,9 @@
 //                            constant or ConstantOfShape, of any shape; what only sized the zeros
 //                            is swept with dce)
 //   GlobalAveragePool(x)  -> ReduceMean(x) over the spatial axes, keeping them (GlobalMaxPool: ReduceMax)
+//   Gather(x, k) with a constant one-element index k (torch's select: attention's q, k, v out of one
+//                         stacked tensor, a class token) -> Slice(x, k, k + 1) along the axis, then Squeeze of
+//                         that axis when k is a scalar: a copy or a view where Gather would run on the host
 //   Gemm(A, B, C)         -> Gemm(A, B) + C * beta, when C is neither the output's shape (cuBLASLt's
 //                            C) nor one value per column with beta 1 (its bias epilogue): a C of
 //                            [M, 1] or a scalar is an ordinary broadcast Add
@@ -361,6 +364,35 @@ bool decompose_split(Graph& g, Node& n, std::unordered_set<const Node*>& unused)
   return true;
 }
 
+// Gather(x, k) of a constant one-element index along an axis whose extent is
+// static (a negative k counts from its end): the Slice of that one position,
+// squeezed away when k is a scalar, as torch's select is.
+bool decompose_select(Graph& g, Node& n) {
+  std::optional<Tensor> index = constant_value(n.input(1));
+  const Type& x = n.input(0)->type();
+  if (!index || index->numel() != 1 || index->rank() > 1 || !x.is_tensor() || !x.has_rank()) return false;
+  auto rank = static_cast<int64_t>(x.rank());
+  int64_t axis = n.get_int("axis", 0);
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank || !x.shape()[axis].is_static()) return false;
+  int64_t extent = x.shape()[axis].value(), k = index->get_i64(0);
+  if (k < 0) k += extent;
+  if (k < 0 || k >= extent) return false;
+  Expansion e(g, n);
+  auto i64 = [&](const std::string& hint, int64_t v) { return e.constant(hint, Tensor::from_i64({v}, {1})); };
+  std::vector<Value*> slice = {n.input(0), i64("starts", k), i64("ends", k + 1), i64("axes", axis)};
+  if (index->rank() == 1) {
+    e.finish("Slice", "Slice", slice);
+    return true;
+  }
+  Dims kept = x.shape();
+  kept[axis] = Dim(1);
+  Value* one = e.add("Slice", "Slice", slice, Type::tensor(x.dtype(), kept));
+  if (n.opset() >= 13) e.finish("Squeeze", "Squeeze", {one, i64("squeeze_axes", axis)});
+  else e.finish("Squeeze", "Squeeze", {one}, {{"axes", Attribute::of_ints({axis})}});
+  return true;
+}
+
 }  // namespace
 
 bool decompose(Graph& g, PassContext& ctx) {
@@ -378,6 +410,7 @@ bool decompose(Graph& g, PassContext& ctx) {
     else if (op == "GlobalAveragePool" || op == "GlobalMaxPool") done = decompose_global_pool(g, *n);
     else if (op == "Split") done = decompose_split(g, *n, unused);
     else if (op == "Gemm") done = decompose_gemm(g, *n);
+    else if (op == "Gather") done = decompose_select(g, *n);
     else if (op == "ScatterElements") scattered |= done = decompose_scatter_add(g, *n);
     if (done) ctx.stats.add("decomposed_" + op);
     changed |= done;

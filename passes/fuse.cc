@@ -32,7 +32,9 @@
 //      each chain starts from the data.
 // A merge that would put an outside node (or group) on a path between two
 // members is refused, so the graph of groups stays acyclic. Nodes of role None
-// stay as they are.
+// stay as they are, and so do nodes that run once per binding of the symbols
+// (codegen/binding_constants.h: a causal mask's Shape -> ConstantOfShape ->
+// Trilu), which kernels read as they read weights.
 //
 // A member's output read outside its group (or a graph output) becomes an
 // output of the fusion node, which takes over the value's name, so graph
@@ -53,6 +55,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "codegen/binding_constants.h"
 #include "codegen/kernel_ops.h"
 #include "passes/pass.h"
 #include "passes/replace_nodes.h"
@@ -93,11 +96,12 @@ struct Group {
 class Fuser {
  public:
   Fuser(Graph& g, bool merge) : g_(g), merge_(merge) {
+    const ConstantAnalysis constants = analyze_constants(g);
     for (const auto& n : g.nodes()) {
       size_t i = order_.size();
       order_.push_back(n.get());
       index_[n.get()] = i;
-      role_[n.get()] = kernel_role(*n);
+      role_[n.get()] = constants.per_binding.count(n.get()) ? KernelRole::None : kernel_role(*n);
       Group lone;
       lone.members = {n.get()};
       groups_.push_back(std::move(lone));

@@ -48,18 +48,6 @@ namespace tcc {
 
 namespace {
 
-// Symbols the runtime can read off an input's shape: those that are a whole dim of a graph input.
-std::set<std::string> bound_symbols(const Graph& g) {
-  std::set<std::string> bound;
-  for (const Value* in : g.inputs()) {
-    const Type& t = in->type();
-    if (!t.is_tensor() || !t.has_rank()) continue;
-    for (const Dim& d : t.shape())
-      if (d.is_symbolic() && d.expr().is_symbol()) bound.insert(d.expr().symbol_name());
-  }
-  return bound;
-}
-
 // The output dims as texts when each is known and mentions only bound symbols.
 std::optional<std::vector<std::string>> resolved_dims(const Value* v, const std::set<std::string>& bound) {
   const Type& t = v->type();
@@ -156,7 +144,7 @@ std::optional<std::map<std::string, Attribute>> slice_attrs(const Node& n, const
 
 bool resolve_shapes(Graph& g, PassContext& ctx) {
   ShapeInfo info = infer_shapes(g);
-  std::set<std::string> bound = bound_symbols(g);
+  std::set<std::string> bound = g.bound_symbols();
   struct Rewrite {
     Node* node;
     std::map<std::string, Attribute> attrs;

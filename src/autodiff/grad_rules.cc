@@ -212,6 +212,16 @@ void hard_sigmoid_rule(GradContext& c) {
   c.set(0, mul(c, inside(c, z, scalar(c, 0.0), scalar(c, 1.0), false), scalar(c, alpha)));
 }
 
+// HardSwish: g (x / 3 + 1/2) where -3 <= x <= 3, g above, 0 below (torch's hardswish_backward)
+void hard_swish_rule(GradContext& c) {
+  Emitter& e = c.e();
+  Value* x = c.in(0);
+  Value* slope = e.op("Add", {mul(c, x, scalar(c, 1.0 / 3)), scalar(c, 0.5)});
+  Value* upper = e.op("Where", {e.op("Greater", {x, scalar(c, 3.0)}), scalar(c, 1.0), slope});
+  Value* d = e.op("Where", {e.op("Less", {x, scalar(c, -3.0)}), scalar(c, 0.0), upper});
+  c.set(0, mul(c, c.dy(), d));
+}
+
 // Clip: g where min <= x <= max (as torch.clamp), else 0. The bounds get no gradient.
 void clip_rule(GradContext& c) {
   if (c.wants(1) || c.wants(2)) c.fail("tcc differentiates Clip in its input only; a bound depends on a parameter");
@@ -1573,6 +1583,7 @@ const std::unordered_map<std::string, GradRule>& rules() {
       {"Elu", elu_rule},
       {"Selu", selu_rule},
       {"HardSigmoid", hard_sigmoid_rule},
+      {"HardSwish", hard_swish_rule},
       {"Clip", clip_rule},
       {"Floor", zero_rule},
       {"Ceil", zero_rule},

@@ -372,6 +372,8 @@ ExitCode run_compile(CompileCli& c) {
             << "  kernels:   " << schedule.kernels.size() << " compiled for " << kernel_steps << " kernel steps ("
             << kernel_steps - std::min(kernel_steps, schedule.kernels.size()) << " reused)\n"
             << "  views:     " << schedule.views.size() << " (reshapes that share their input's buffer: no kernel)\n"
+            << "  binding:   " << schedule.binding_steps.size()
+            << " nodes computed once per binding of the symbols (masks, positions), kept on the device\n"
             << "  fallbacks: " << m.fallbacks.size() << " nodes on the host (" << graph_breaks << " from graph breaks, "
             << m.fallbacks.size() - graph_breaks << " with no kernel), " << schedule.fallback_copies
             << " host<->device copies\n"

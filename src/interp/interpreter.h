@@ -15,6 +15,12 @@ namespace tcc {
 
 class Interpreter {
  public:
+  Interpreter() = default;
+  // For eval_node outside a run: the symbols a caller bound (a module's
+  // binding), which tcc::Reshape, tcc::Range and the like evaluate their
+  // symbolic dims with.
+  explicit Interpreter(std::map<std::string, int64_t> symbols) : symbols_(std::move(symbols)) {}
+
   // Runs g with inputs given by name; returns the graph outputs in order.
   // A missing input, or one whose dtype or rank disagrees with the graph, is an
   // InputError naming it. Each input dim that is exactly one symbol binds that

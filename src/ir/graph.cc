@@ -291,6 +291,17 @@ bool Graph::topo_sort() {
   return true;
 }
 
+std::set<std::string> Graph::bound_symbols() const {
+  std::set<std::string> bound;
+  for (const Value* in : inputs_) {
+    const Type& t = in->type();
+    if (!t.is_tensor() || !t.has_rank()) continue;
+    for (const Dim& d : t.shape())
+      if (d.is_symbolic() && d.expr().is_symbol()) bound.insert(d.expr().symbol_name());
+  }
+  return bound;
+}
+
 std::unordered_map<const Value*, std::vector<std::pair<Node*, size_t>>> Graph::compute_users() const {
   std::unordered_map<const Value*, std::vector<std::pair<Node*, size_t>>> users;
   for (const auto& n : nodes_)

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -194,6 +195,10 @@ class Graph {
   void remove_unused_initializers();
   // Reorders nodes topologically (stable); false if there is a cycle.
   bool topo_sort();
+
+  // Symbols a run can read off its inputs' shapes: those that are a whole dim
+  // of a graph input of this (main) graph.
+  std::set<std::string> bound_symbols() const;
 
   // Users of every value: (node, input index). Graph outputs are not listed.
   std::unordered_map<const Value*, std::vector<std::pair<Node*, size_t>>> compute_users() const;

@@ -97,6 +97,15 @@ Tensor Tensor::from_string_bytes(DType dtype, std::vector<int64_t> shape, std::s
   return adopt(dtype, std::move(shape), std::move(bytes));
 }
 
+Tensor Tensor::shape_only(DType dtype, std::vector<int64_t> shape) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.numel_ = checked_numel(t.shape_);
+  TCC_CHECK(t.numel_ >= 0) << "shape " << shape_str(t.shape_) << " has no element count";
+  return t;
+}
+
 double Tensor::get_f64(int64_t i) const {
   const std::byte* p = raw() + i * dtype_size(dtype_);
   switch (dtype_) {

@@ -32,6 +32,10 @@ class Tensor {
   static Tensor from_bytes(DType dtype, std::vector<int64_t> shape, std::vector<std::byte> bytes);
   // Takes over a string's bytes (same size rule) without copying them.
   static Tensor from_string_bytes(DType dtype, std::vector<int64_t> shape, std::string bytes);
+  // A dtype and shape with no storage (raw() is null, nbytes() 0): what an op
+  // that reads only its input's shape (Shape, Size) is given where the data
+  // lives elsewhere, on a device, or is not computed yet.
+  static Tensor shape_only(DType dtype, std::vector<int64_t> shape);
 
   DType dtype() const { return dtype_; }
   const std::vector<int64_t>& shape() const { return shape_; }

@@ -606,6 +606,8 @@ void register_unary(OpRegistry& r) {
   add_unary_float(r, "HardSigmoid", 6, [](const Node& n, double x) {
     return std::clamp(attr(n, "alpha", 0.2f) * x + attr(n, "beta", 0.5f), 0.0, 1.0);
   });
+  // x * HardSigmoid(x) with alpha 1/6 and beta 1/2 (MobileNetV3's activation).
+  add_unary_float(r, "HardSwish", 14, [](const Node&, double x) { return x * std::clamp(x / 6 + 0.5, 0.0, 1.0); });
   add_unary_float(r, "LeakyRelu", 6, [](const Node& n, double x) { return x < 0 ? attr(n, "alpha", 0.01f) * x : x; });
   add_unary_float(r, "Elu", 6, [](const Node& n, double x) {
     return x < 0 ? attr(n, "alpha", 1.0f) * std::expm1(x) : x;

@@ -157,6 +157,12 @@ Binding bind(const Module& m, const tcc_tensor* inputs, size_t num_inputs, Scala
                       " bytes inside the " + std::to_string(b.arena_bytes) + "-byte arena");
     b.buffer_offsets.push_back(offset);
   }
+  for (size_t v = 0; v < m.values.size(); ++v) {
+    if (m.values[v].where != ValueInfo::Where::BindingConstant) continue;
+    constexpr int64_t kAlign = AlignedBytes::kAlignment;
+    b.constant_offsets.push_back(b.constant_bytes);
+    b.constant_bytes += (b.nbytes[v] + kAlign - 1) / kAlign * kAlign;
+  }
   return b;
 }
 

@@ -13,9 +13,10 @@
 // calls (one fused convolution + bias + residual + Relu where cuDNN has it); fallback steps copy
 // their values to the host, run the reference interpreter and copy back.
 // What depends only on the input shapes (the binding, every step's size
-// arguments, grid and workspace) is evaluated once per set of shapes and kept
-// for the next runs at those shapes, so a steady run only resolves pointers
-// and launches.
+// arguments, grid and workspace, and the binding constants: masks and
+// positions computed on the host and uploaded) is evaluated once per set of
+// shapes and kept for the next runs at those shapes, so a steady run only
+// resolves pointers and launches.
 // A run returns after the stream has finished it, since its arena is reused
 // by the next run; enqueue_cuda leaves that wait to tools that order their
 // runs on one stream. capture_cuda records one run as a CUDA graph.
@@ -244,10 +245,26 @@ ConvProblem conv_problem(const KernelInfo& k, const Binding& b) {
 
 // The runs at one set of input shapes share their binding and each kernel
 // step's launch arguments.
+// Device memory freed when its last owner lets go: the arena, a kernel's
+// workspace and a binding's constants, which the module replaces as bindings
+// grow or change while CUDA graphs captured on them still read them.
+using DeviceMemory = std::shared_ptr<const void>;
+
+DeviceMemory device_alloc(const Driver& d, size_t bytes, const char* what) {
+  CUdeviceptr p = 0;
+  d.check(d.mem_alloc(&p, bytes), what);
+  return DeviceMemory(reinterpret_cast<const void*>(p),
+                      [](const void* q) { Driver::get().mem_free(reinterpret_cast<CUdeviceptr>(q)); });
+}
+
+CUdeviceptr address(const DeviceMemory& m) { return reinterpret_cast<CUdeviceptr>(m.get()); }
+
 struct BoundRun {
   std::vector<int64_t> dims;  // every input's dims in order: what a run is matched by
   bool reusable = false;      // false when guards read input values, which change between runs
   Binding binding;
+  // The binding constants on the device (binding.constant_offsets); null when there are none.
+  DeviceMemory constants;
   struct Launch {
     // A generated kernel's:
     std::vector<int64_t> sizes;
@@ -265,7 +282,7 @@ struct CudaState {
   CUmodule module = nullptr;
   std::vector<CUfunction> functions;  // per kernel; null for Gemm and Conv kernels
   CUdeviceptr weights = 0;
-  CUdeviceptr arena = 0;
+  DeviceMemory arena;
   size_t arena_bytes = 0;
   cublasLtHandle_t lt = nullptr;
   cudnnHandle_t dnn = nullptr;
@@ -273,7 +290,7 @@ struct CudaState {
   static constexpr size_t kWorkspaceBytes = 32 << 20;
   // Per kernel, the zeroed workspace of a split reduction (launch.workspace_bytes).
   struct KernelWorkspace {
-    CUdeviceptr ptr = 0;
+    DeviceMemory ptr;
     size_t bytes = 0;  // allocated
     size_t used = 0;   // the layout of the last launch
   };
@@ -329,10 +346,12 @@ struct CudaState {
   ~CudaState() {
     const Driver& d = Driver::get();
     if (d.ctx_push(ctx) != CUDA_SUCCESS) return;
-    for (CUdeviceptr p : {weights, arena, workspace})
+    // What no CUDA graph still holds is freed here, in the module's context.
+    bound.clear();
+    arena.reset();
+    kernel_workspaces.clear();
+    for (CUdeviceptr p : {weights, workspace})
       if (p) d.mem_free(p);
-    for (const KernelWorkspace& w : kernel_workspaces)
-      if (w.ptr) d.mem_free(w.ptr);
     for (auto& [kernel, plan] : conv_plans) plan.release(Cudnn::get());
     if (dnn) Cudnn::get().destroy(dnn);
     for (auto& [kernel, plan] : gemm_plans) plan.release(CublasLt::get());
@@ -651,17 +670,17 @@ CUdeviceptr kernel_workspace(CudaState& s, const Driver& d, int kernel, int64_t 
   if (w.bytes < static_cast<size_t>(want)) {
     if (w.ptr) {
       d.check(d.stream_sync(stream), "cuStreamSynchronize");
-      d.check(d.mem_free(w.ptr), "cuMemFree (kernel workspace)");
       w = {};
     }
-    d.check(d.mem_alloc(&w.ptr, static_cast<size_t>(want)), "cuMemAlloc (kernel workspace)");
+    w.ptr = device_alloc(d, static_cast<size_t>(want), "cuMemAlloc (kernel workspace)");
     w.bytes = static_cast<size_t>(want);
   }
   if (w.used != static_cast<size_t>(want)) {
-    d.check(d.memset_d8_async(w.ptr, 0, static_cast<size_t>(want), stream), "cuMemsetD8Async (kernel workspace)");
+    d.check(d.memset_d8_async(address(w.ptr), 0, static_cast<size_t>(want), stream),
+            "cuMemsetD8Async (kernel workspace)");
     w.used = static_cast<size_t>(want);
   }
-  return w.ptr;
+  return address(w.ptr);
 }
 
 // A kernel step's launch arguments at binding `b`; BadModule or CudaError
@@ -689,6 +708,20 @@ BoundRun::Launch launch_arguments(const KernelInfo& k, const Binding& b) {
 // it: found among the latest runs' when the input dims match one (the checks
 // bind makes held for it then, unless guards read input values), else
 // evaluated now and kept, moved to the front.
+// Computes the binding constants on the host and copies them to new device
+// memory, freed when the binding and every graph captured at it are gone.
+DeviceMemory upload_binding_constants(const Module& m, const Binding& b, CUstream stream) {
+  if (m.binding_steps.empty() || b.constant_bytes == 0) return nullptr;
+  const Driver& d = driver();
+  AlignedBytes host = compute_binding_constants(m, b);
+  DeviceMemory block = device_alloc(d, host.size(), "cuMemAlloc (binding constants)");
+  // From pageable memory: on the run's stream, waited for before `host` goes.
+  d.check(d.copy_htod_async(address(block), host.data(), host.size(), stream),
+          "cuMemcpyHtoDAsync (binding constants)");
+  d.check(d.stream_sync(stream), "cuStreamSynchronize");
+  return block;
+}
+
 const BoundRun& bound_run(CudaState& s, const Module& m, const tcc_tensor* inputs, size_t num_inputs, CUstream stream) {
   bool reusable = num_inputs == m.inputs.size() && (num_inputs == 0 || inputs) &&
                   std::none_of(m.guards.begin(), m.guards.end(),
@@ -723,7 +756,12 @@ const BoundRun& bound_run(CudaState& s, const Module& m, const tcc_tensor* input
   }
   r.dims = s.dims;
   r.reusable = reusable;
-  if (s.bound.size() == CudaState::kBoundRuns) s.bound.pop_back();
+  r.constants = upload_binding_constants(m, r.binding, stream);
+  if (s.bound.size() == CudaState::kBoundRuns) {
+    // Work already on the stream may still read the constants it lets go.
+    if (s.bound.back().constants) driver().check(driver().stream_sync(stream), "cuStreamSynchronize");
+    s.bound.pop_back();
+  }
   s.bound.insert(s.bound.begin(), std::move(r));
   return s.bound.front();
 }
@@ -744,11 +782,10 @@ void enqueue_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_te
   if (s.arena_bytes < static_cast<size_t>(b.arena_bytes)) {
     if (s.arena) {
       d.check(d.stream_sync(stream), "cuStreamSynchronize");
-      d.check(d.mem_free(s.arena), "cuMemFree (arena)");
-      s.arena = 0;
+      s.arena.reset();
       s.arena_bytes = 0;
     }
-    d.check(d.mem_alloc(&s.arena, static_cast<size_t>(b.arena_bytes)), "cuMemAlloc (arena)");
+    s.arena = device_alloc(d, static_cast<size_t>(b.arena_bytes), "cuMemAlloc (arena)");
     s.arena_bytes = static_cast<size_t>(b.arena_bytes);
   }
 
@@ -760,7 +797,8 @@ void enqueue_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_te
       case ValueInfo::Where::Input: ptr[v] = reinterpret_cast<CUdeviceptr>(inputs[info.index].data); break;
       case ValueInfo::Where::Output: ptr[v] = reinterpret_cast<CUdeviceptr>(outputs[info.index].data); break;
       case ValueInfo::Where::Weight: ptr[v] = s.weights + m.weight_ranges[info.index].offset; break;
-      case ValueInfo::Where::Buffer: ptr[v] = s.arena + b.buffer_offsets[info.index]; break;
+      case ValueInfo::Where::Buffer: ptr[v] = address(s.arena) + b.buffer_offsets[info.index]; break;
+      case ValueInfo::Where::BindingConstant: ptr[v] = address(run.constants) + b.constant_offsets[info.index]; break;
     }
   }
 
@@ -880,8 +918,13 @@ std::unique_ptr<CudaGraph> capture_cuda(Module& m, const tcc_tensor* inputs, siz
   // One plain run first: loading the module, the arena, cuBLASLt's handle and
   // workspace allocate, which a capture does not allow.
   run_cuda(m, inputs, num_inputs, outputs, num_outputs, stream_handle);
-  return capture_stream(stream_handle,
-                        [&] { enqueue_cuda(m, inputs, num_inputs, outputs, num_outputs, stream_handle); });
+  std::unique_ptr<CudaGraph> graph = capture_stream(
+      stream_handle, [&] { enqueue_cuda(m, inputs, num_inputs, outputs, num_outputs, stream_handle); });
+  // What the captured launches read that the module may replace later.
+  const CudaState& s = *m.cuda;
+  graph->memory_ = {s.arena, s.bound.front().constants};
+  for (const CudaState::KernelWorkspace& w : s.kernel_workspaces) graph->memory_.push_back(w.ptr);
+  return graph;
 }
 
 std::unique_ptr<CudaGraph> capture_stream(void* stream_handle, const std::function<void()>& enqueue) {

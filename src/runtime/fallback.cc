@@ -1,21 +1,26 @@
 // Fallback steps: one node of fallback.tir run by the reference interpreter on
 // host copies of the values it reads, its results copied into the values it
-// writes.
+// writes. Binding steps are fallback steps run once per binding, into the
+// block of binding constants.
 #include <algorithm>
 #include <cstring>
 #include <unordered_map>
 
 #include "module.h"
 #include "src/interp/interpreter.h"
+#include "src/ops/op_registry.h"
 
 namespace tcc::runtime {
 
 void run_fallback(const Module& m, const StepInfo& step, const Binding& b,
                   const std::function<HostSpan(int)>& host) {
   const Node& n = *step.fallback;
+  const OpDef* def = OpRegistry::get().lookup(n);
+  bool shape_only = def != nullptr && def->has(kShapeOnly);
   auto value = [&](const Value* v) {
     if (v->is_initializer()) return v->initializer();
     int id = m.value_ids.at(v->name());
+    if (shape_only) return Tensor::shape_only(m.values[id].sig.dtype, b.shapes[id]);
     HostSpan span = host(id);
     return Tensor::from_bytes(m.values[id].sig.dtype, b.shapes[id],
                               std::vector<std::byte>(span.data, span.data + span.nbytes));
@@ -30,7 +35,7 @@ void run_fallback(const Module& m, const StepInfo& step, const Binding& b,
   // What the node's regions read of fallback.tir (a Scan body's constants).
   std::unordered_map<const Value*, Tensor> captured;
   for (const Value* v : n.captures()) captured.emplace(v, value(v));
-  std::vector<Tensor> results = Interpreter().eval_node(n, args, captured);
+  std::vector<Tensor> results = Interpreter(b.symbols).eval_node(n, args, captured);
   for (int id : step.writes) {
     const ValueInfo& info = m.values[id];
     auto out = std::find_if(n.outputs().begin(), n.outputs().end(),
@@ -46,6 +51,21 @@ void run_fallback(const Module& m, const StepInfo& step, const Binding& b,
     HostSpan span = host(id);
     if (t.nbytes() > 0) std::memcpy(span.data, t.raw(), t.nbytes());
   }
+}
+
+AlignedBytes compute_binding_constants(const Module& m, const Binding& b) {
+  AlignedBytes block(static_cast<size_t>(b.constant_bytes));
+  auto host = [&](int id) {
+    const ValueInfo& info = m.values[id];
+    if (info.where == ValueInfo::Where::Weight)
+      return HostSpan{m.weight_data.data() + m.weight_ranges[info.index].offset, b.nbytes[id]};
+    if (info.where == ValueInfo::Where::BindingConstant)
+      return HostSpan{block.data() + b.constant_offsets[info.index], b.nbytes[id]};
+    throw BadModule("manifest.json: binding step reads '" + info.sig.name +
+                    "', which is neither a weight nor a binding constant");
+  };
+  for (const StepInfo& step : m.binding_steps) run_fallback(m, step, b, host);
+  return block;
 }
 
 }  // namespace tcc::runtime

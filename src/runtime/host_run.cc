@@ -1,6 +1,8 @@
 // Running a module on the host: kernels from host.so, fallbacks through the
 // reference interpreter, all on buffers placed in one arena as the memory plan
 // says — the same layout the device run uses, so a wrong plan shows up here.
+// The binding constants are computed for every run: the host run is the
+// reference path, not a fast one.
 #include <cstring>
 
 #include "module.h"
@@ -24,6 +26,7 @@ void run_host(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor
   check_outputs(m, b, outputs, num_outputs);
 
   AlignedBytes arena(static_cast<size_t>(b.arena_bytes));
+  AlignedBytes constants = compute_binding_constants(m, b);
   std::vector<std::byte*> ptr(m.values.size());
   for (size_t v = 0; v < m.values.size(); ++v) {
     const ValueInfo& info = m.values[v];
@@ -32,6 +35,7 @@ void run_host(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor
       case ValueInfo::Where::Output: ptr[v] = static_cast<std::byte*>(outputs[info.index].data); break;
       case ValueInfo::Where::Weight: ptr[v] = m.weight_data.data() + m.weight_ranges[info.index].offset; break;
       case ValueInfo::Where::Buffer: ptr[v] = arena.data() + b.buffer_offsets[info.index]; break;
+      case ValueInfo::Where::BindingConstant: ptr[v] = constants.data() + b.constant_offsets[info.index]; break;
     }
   }
 

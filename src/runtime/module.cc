@@ -10,6 +10,7 @@
 
 #include "src/analysis/trace.h"
 #include "src/ir/text.h"
+#include "src/ops/op_registry.h"
 
 namespace tcc::runtime {
 
@@ -141,6 +142,7 @@ class Loader {
     signature();
     weights();
     memory();
+    binding_constants();
     host_library();
     kernels();
     fallbacks();
@@ -251,6 +253,19 @@ class Loader {
       m_.buffers.push_back(sig);
       m_.buffer_ranges.push_back(range);
       add_value(b, ValueInfo::Where::Buffer, static_cast<int>(i), sig);
+    }
+  }
+
+  // The values binding steps write (absent when there are none): registered
+  // before the schedule, whose steps read them.
+  void binding_constants() {
+    if (!root_.has("binding_constants")) return;
+    Field values = root_["binding_constants"]["values"];
+    for (size_t i = 0; i < values.size(); ++i) {
+      TensorSig sig = tensor_sig(values[i]);
+      check_bound(sig.shape, values[i]["shape"]);
+      m_.binding_constants.push_back(sig);
+      add_value(values[i], ValueInfo::Where::BindingConstant, static_cast<int>(i), sig);
     }
   }
 
@@ -448,6 +463,7 @@ class Loader {
     bool any = false;
     Field steps = root_["schedule"];
     for (size_t i = 0; i < steps.size(); ++i) any |= steps[i].has("fallback");
+    any |= root_.has("binding_constants") && root_["binding_constants"]["steps"].size() > 0;
     if (!any) return;
     std::string path = module_file(m_.dir, "fallback.tir", steps);
     try {
@@ -469,14 +485,14 @@ class Loader {
     for (size_t i = 0; i < f.size(); ++i) {
       std::string name = f[i].str();
       auto it = m_.value_ids.find(name);
-      if (it == m_.value_ids.end()) f[i].fail("'" + name + "' is not an input, weight, planned buffer or output");
+      if (it == m_.value_ids.end()) f[i].fail("'" + name + "' is not an input, weight, planned buffer, binding constant or output");
       ids.push_back(it->second);
     }
     return ids;
   }
 
   void schedule() {
-    // Outputs join the value table unless they name an input or a weight.
+    // Outputs join the value table unless they name an input, a weight or a binding constant.
     Field outs = root_["outputs"];
     for (size_t i = 0; i < m_.outputs.size(); ++i) {
       auto it = m_.value_ids.find(m_.outputs[i].name);
@@ -497,8 +513,9 @@ class Loader {
       step.writes = value_list(s["writes"]);
       for (size_t w = 0; w < step.writes.size(); ++w) {
         ValueInfo::Where where = m_.values[step.writes[w]].where;
-        if (where == ValueInfo::Where::Input || where == ValueInfo::Where::Weight)
-          s["writes"][w].fail("a step may not write an input or a weight");
+        if (where == ValueInfo::Where::Input || where == ValueInfo::Where::Weight ||
+            where == ValueInfo::Where::BindingConstant)
+          s["writes"][w].fail("a step may not write an input, a weight or a binding constant");
       }
       if (s.has("kernel")) {
         step.kernel = static_cast<int>(s["kernel"].integer(0, static_cast<int64_t>(m_.kernels.size()) - 1));
@@ -525,6 +542,43 @@ class Loader {
       }
       m_.steps.push_back(std::move(step));
     }
+    binding_steps();
+  }
+
+  // Fallback nodes that write every binding constant once, each reading
+  // weights, constants written before it, and, when it reads only shapes
+  // (Shape, Size), any value.
+  void binding_steps() {
+    if (!root_.has("binding_constants")) return;
+    Field steps = root_["binding_constants"]["steps"];
+    std::vector<bool> written(m_.binding_constants.size(), false);
+    for (size_t i = 0; i < steps.size(); ++i) {
+      Field s = steps[i];
+      StepInfo step;
+      step.reads = value_list(s["reads"]);
+      step.writes = value_list(s["writes"]);
+      step.fallback = fallback_node(s["fallback"]);
+      step.node = step.fallback->name();
+      check_fallback(*step.fallback, step, s);
+      const OpDef* def = OpRegistry::get().lookup(*step.fallback);
+      bool shape_only = def != nullptr && def->has(kShapeOnly);
+      for (size_t r = 0; r < step.reads.size(); ++r) {
+        const ValueInfo& v = m_.values[step.reads[r]];
+        bool ok = shape_only || v.where == ValueInfo::Where::Weight ||
+                  (v.where == ValueInfo::Where::BindingConstant && written[v.index]);
+        if (!ok) s["reads"][r].fail("a binding step reads weights and the binding constants earlier steps wrote");
+      }
+      for (size_t w = 0; w < step.writes.size(); ++w) {
+        const ValueInfo& v = m_.values[step.writes[w]];
+        if (v.where != ValueInfo::Where::BindingConstant || written[v.index])
+          s["writes"][w].fail("a binding step writes binding constants no other step writes");
+        written[v.index] = true;
+      }
+      m_.binding_steps.push_back(std::move(step));
+    }
+    for (size_t i = 0; i < written.size(); ++i)
+      if (!written[i])
+        root_["binding_constants"]["values"][i].fail("no binding step writes '" + m_.binding_constants[i].name + "'");
   }
 
   // A fallback node reads values of the schedule (by name) or constants of

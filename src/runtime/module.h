@@ -73,9 +73,10 @@ struct TensorSig {
 
 // Every tensor a schedule step can name, and where it lives.
 struct ValueInfo {
-  enum class Where { Input, Output, Weight, Buffer };
+  // BindingConstant: written by a binding step, kept per binding of the symbols.
+  enum class Where { Input, Output, Weight, Buffer, BindingConstant };
   Where where = Where::Input;
-  int index = 0;  // into Module::inputs / outputs / weights / buffers
+  int index = 0;  // into Module::inputs / outputs / weights / buffers / binding_constants
   TensorSig sig;
 };
 
@@ -165,6 +166,10 @@ struct Module {
   SymExpr arena_bytes;
   std::vector<KernelInfo> kernels;
   std::vector<StepInfo> steps;
+  // Values the input shapes alone determine (masks, positions), and the
+  // fallback nodes that compute them: run once per binding, before the steps.
+  std::vector<TensorSig> binding_constants;
+  std::vector<StepInfo> binding_steps;
   std::vector<ValueInfo> values;
   std::unordered_map<std::string, int> value_ids;
   std::vector<int> output_values;  // value id of each output (it may be an input or a weight)
@@ -192,6 +197,8 @@ struct Binding {
   std::vector<int64_t> nbytes;               // per value id
   std::vector<int64_t> buffer_offsets;       // per planned buffer
   int64_t arena_bytes = 0;
+  std::vector<int64_t> constant_offsets;     // per binding constant, in one block
+  int64_t constant_bytes = 0;
 };
 
 // Reads element 0 of an input as a double, for guards on scalar inputs (null: skip those guards).
@@ -222,8 +229,13 @@ struct HostSpan {
 
 // Runs a fallback step's node with the reference interpreter, reading and
 // writing the values through `host` (which maps a value id to host memory).
+// A node that reads only shapes (Shape, Size) reads none of its inputs' bytes.
 void run_fallback(const Module& m, const StepInfo& step, const Binding& b,
                   const std::function<HostSpan(int)>& host);
+
+// The binding constants under b, computed on the host by running the binding
+// steps: one block laid out as b.constant_offsets says.
+AlignedBytes compute_binding_constants(const Module& m, const Binding& b);
 
 void run_host(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor* outputs, size_t num_outputs);
 void run_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor* outputs, size_t num_outputs,
@@ -236,6 +248,8 @@ bool cuda_available();
 
 // One run recorded as a CUDA graph: each launch replays it on the memory the
 // capture saw, so callers copy new inputs into the captured input buffers.
+// The graph keeps the module's memory it reads alive, so runs at other shapes
+// in between (which may grow the arena) do not pull it away.
 class CudaGraph {
  public:
   ~CudaGraph();
@@ -243,7 +257,11 @@ class CudaGraph {
 
  private:
   friend std::unique_ptr<CudaGraph> capture_stream(void*, const std::function<void()>&);
+  friend std::unique_ptr<CudaGraph> capture_cuda(Module&, const tcc_tensor*, size_t, tcc_tensor*, size_t, void*);
   void* exec_ = nullptr;  // CUgraphExec
+  // Device memory the graph reads that the module may replace while the graph
+  // lives (its arena as bindings grow, workspaces, binding constants).
+  std::vector<std::shared_ptr<const void>> memory_;
 };
 
 // Why the module's runs cannot be captured as a CUDA graph, or "" when they can.

@@ -37,6 +37,8 @@ struct State {
   std::map<uintptr_t, size_t> allocations;  // base -> bytes
   std::vector<tcc::fake_cuda::Launch> log;
   size_t copy_batches = 0;
+  size_t host_transfers = 0;  // copies between host and device memory
+  size_t stream_syncs = 0;
   tcc::fake_cuda::KernelBinder binder;
 };
 
@@ -179,6 +181,20 @@ void clear_log() {
   std::lock_guard<std::mutex> lock(s.mu);
   s.log.clear();
   s.copy_batches = 0;
+  s.host_transfers = 0;
+  s.stream_syncs = 0;
+}
+
+size_t host_transfers() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  return s.host_transfers;
+}
+
+size_t stream_syncs() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  return s.stream_syncs;
 }
 
 size_t copy_batches() {
@@ -351,21 +367,31 @@ CUresult CUDAAPI cuMemFree(CUdeviceptr p) {
   return CUDA_SUCCESS;
 }
 
+static void count_host_transfer() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  ++s.host_transfers;
+}
+
 CUresult CUDAAPI cuMemcpyHtoD(CUdeviceptr dst, const void* src, size_t bytes) {
   if (CUresult r = capture_forbids()) return r;
+  count_host_transfer();
   return copy(dst, nullptr, 0, src, bytes, nullptr);
 }
 
 CUresult CUDAAPI cuMemcpyDtoH(void* dst, CUdeviceptr src, size_t bytes) {
   if (CUresult r = capture_forbids()) return r;
+  count_host_transfer();
   return copy(0, dst, src, nullptr, bytes, nullptr);
 }
 
 CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream) {
+  count_host_transfer();
   return copy(dst, nullptr, 0, src, bytes, stream);
 }
 
 CUresult CUDAAPI cuMemcpyDtoHAsync(void* dst, CUdeviceptr src, size_t bytes, CUstream stream) {
+  count_host_transfer();
   return copy(0, dst, src, nullptr, bytes, stream);
 }
 
@@ -401,6 +427,11 @@ CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t by
 
 // Synchronizing a capturing stream fails and spoils the capture, as on a device.
 CUresult CUDAAPI cuStreamSynchronize(CUstream stream) {
+  {
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    ++s.stream_syncs;
+  }
   if (stream && stream->capturing) {
     stream->invalidated = true;
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;

@@ -32,6 +32,10 @@ std::vector<Launch> launches();
 void clear_log();
 // Calls of cuMemcpyBatchAsync since the last clear_log().
 size_t copy_batches();
+// Copies between host and device memory (cuMemcpyHtoD / DtoH, async or not)
+// and calls of cuStreamSynchronize since the last clear_log().
+size_t host_transfers();
+size_t stream_syncs();
 
 // Given a launch's kernel name and cuLaunchKernel's parameter list, returns
 // the work the kernel does with its arguments copied out (the list is only

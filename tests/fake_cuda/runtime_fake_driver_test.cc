@@ -264,6 +264,47 @@ TEST_F(FakeDriver, HostFallbackBetweenKernelsCopiesBothWays) {
   }
 }
 
+// A causal mask computed from the sequence length: the first run at each
+// binding computes it on the host and uploads it; a run at a binding seen
+// before is launches alone (no copy to or from the host, no synchronization),
+// so the module captures as a CUDA graph; a binding evicted from the cache
+// and seen again is computed again, and the constants go with the module.
+TEST_F(FakeDriver, BindingConstantsComputedOncePerBindingNeverPerStep) {
+  size_t before = fake_cuda::live_allocations();
+  {
+    FakeDevice dev(fs::path(TCC_SOURCE_DIR) / "tests/fixtures/causal_mask.tir", dir_ / "module");
+    ASSERT_FALSE(dev.module().binding_steps.empty());
+    EXPECT_EQ(runtime::capture_blocker(dev.module()), "");
+    for (int64_t s : {5, 9, 5, 2}) {
+      FakeDevice::Runs runs = dev.run_both(s, static_cast<unsigned>(s));
+      EXPECT_EQ(runs.device, runs.host) << "s=" << s;
+    }
+
+    FakeDevice::Buffers in = dev.inputs(9, 3);
+    FakeDevice::Buffers out = dev.outputs(in);
+    fake_cuda::clear_log();
+    runtime::enqueue_cuda(dev.module(), in.tensors.data(), in.tensors.size(), out.tensors.data(), out.tensors.size(),
+                          dev.stream());
+    EXPECT_EQ(fake_cuda::host_transfers(), 0u);
+    EXPECT_EQ(fake_cuda::stream_syncs(), 0u);
+    EXPECT_EQ(fake_cuda::launches().size(), dev.module().steps.size());
+    runtime::device::sync(dev.stream());
+    EXPECT_EQ(out.download(), dev.run_host(in));
+
+    std::unique_ptr<runtime::CudaGraph> graph = runtime::capture_cuda(
+        dev.module(), in.tensors.data(), in.tensors.size(), out.tensors.data(), out.tensors.size(), dev.stream());
+    // Nine more bindings evict the captured one; the graph keeps its constants.
+    for (int64_t s = 10; s < 19; ++s) dev.run_both(s, 0);
+    FakeDevice::Buffers fresh = dev.inputs(9, 4);
+    for (size_t i = 0; i < in.tensors.size(); ++i)
+      runtime::device::upload(in.tensors[i].data, fresh.host[i].data(), fresh.host[i].size() * sizeof(float));
+    graph->launch(dev.stream());
+    runtime::device::sync(dev.stream());
+    EXPECT_EQ(out.download(), dev.run_host(fresh));
+  }
+  EXPECT_EQ(fake_cuda::live_allocations(), before);
+}
+
 TEST_F(FakeDriver, ArenaFollowsTheBindingAndIsFreedWithTheModule) {
   size_t before = fake_cuda::live_allocations();
   {

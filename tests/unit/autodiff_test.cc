@@ -413,6 +413,9 @@ const RuleCase kRuleCases[] = {
     // alpha x + beta spans both saturated sides and the slope between.
     {"HardSigmoid", "  const %w: f64[3, 4] = $R\n", "  %y: f64[3, 4] = HardSigmoid(%w) {alpha = 1.0, beta = 0.5}\n",
      "f64[3, 4]"},
+    // 4 x spans both flat sides (below -3, above 3) and the curve between.
+    {"HardSwish", "  const %w: f64[3, 4] = $R\n  const %four: f64[] = [4.0]\n",
+     "  %s: f64[3, 4] = Mul(%w, %four)\n  %y: f64[3, 4] = HardSwish(%s)\n", "f64[3, 4]"},
     {"Clip", "  const %w: f64[3, 4] = $R\n  const %lo: f64[] = [-0.4]\n  const %hi: f64[] = [0.3]\n",
      "  %y: f64[3, 4] = Clip(%w, %lo, %hi)\n", "f64[3, 4]"},
     {"Clip_upper_only", "  const %w: f64[3, 4] = $R\n  const %hi: f64[] = [0.3]\n",

@@ -314,6 +314,33 @@ TEST_F(CompileTest, DataDependentSizesCountAsOneInTheSummary) {
   EXPECT_NE(r.output.find("  arena:     0.5 KiB (0.5 KiB unplanned)"), std::string::npos) << r.output;
 }
 
+// A causal mask built from the sequence length (Shape -> Gather, which
+// decompose makes a Slice and a Squeeze -> Unsqueeze -> Concat ->
+// ConstantOfShape, then Add and Trilu) runs once per binding:
+// the manifest lists those nodes as binding steps writing binding constants,
+// the schedule has no host step left, and the Equal that compares the mask
+// with zero stays in the kernel that reads it.
+TEST_F(CompileTest, ShapeDeterminedValuesBecomeBindingConstants) {
+  CliResult r = compile("causal_mask.tir", "causal", "--arch sm_90 --no-ptx");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("  binding:   8 nodes computed once per binding"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("  fallbacks: 0 nodes on the host"), std::string::npos) << r.output;
+  json m = manifest("causal");
+  std::vector<std::string> nodes, values;
+  for (const json& step : m["binding_constants"]["steps"]) nodes.push_back(step["fallback"]);
+  for (const json& v : m["binding_constants"]["values"]) values.push_back(v["name"]);
+  EXPECT_EQ(nodes, (std::vector<std::string>{"shape", "seq_len/Slice", "seq_len/Squeeze", "unsqueeze", "dims", "zeros",
+                                              "ones", "tril"}));
+  EXPECT_EQ(values.back(), "tri");
+  EXPECT_EQ(m["binding_constants"]["values"].back()["shape"], json::parse(R"(["s", "s"])"));
+  for (const json& step : m["schedule"]) EXPECT_TRUE(step.contains("kernel")) << step.dump();
+  bool reads_mask = false;
+  for (const json& step : m["schedule"])
+    for (const json& v : step["reads"]) reads_mask = reads_mask || v == "tri";
+  EXPECT_TRUE(reads_mask) << m["schedule"].dump();
+  EXPECT_NE(read_file(dir_ / "causal" / "report.md").find("| binding constants | 8 nodes"), std::string::npos);
+}
+
 // Few long rows become split reductions: a grid of [rows, slices, 1] and a
 // workspace (partials of 8 bytes, then one counter per row) that the manifest
 // declares and the kernel takes after its sizes; a max that also stores its

@@ -182,6 +182,7 @@ TEST(ElementwiseKernels, ActivationsMatchTheirFormulas) {
   std::vector<double> hs = run("HardSigmoid");  // alpha 0.2 and beta 0.5, as float attributes
   EXPECT_DOUBLE_EQ(hs[0], 0.2f * -1.5 + 0.5);
   EXPECT_DOUBLE_EQ(hs[2], 0.2f * 2 + 0.5);
+  EXPECT_EQ(run("HardSwish", {}, 14), (std::vector<double>{-1.5 * (0.25), 0, 2 * (2.0 / 6 + 0.5)}));
   EXPECT_DOUBLE_EQ(run("Elu")[0], std::expm1(-1.5));
   EXPECT_DOUBLE_EQ(run("Sigmoid")[2], 1 / (1 + std::exp(-2.0)));
   EXPECT_DOUBLE_EQ(run("Softplus")[2], std::log1p(std::exp(2.0)));

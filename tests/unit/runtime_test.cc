@@ -298,12 +298,12 @@ TEST_F(HandModule, RefusesBadManifestsNamingTheField) {
   expect_bad_module([](json& j) { j["schedule"][0]["kernel"] = 1; },
                     "manifest.json: schedule[0].kernel: expected an integer in [0, 0], got 1");
   expect_bad_module([](json& j) { j["schedule"][0]["reads"][1] = "v"; },
-                    "manifest.json: schedule[0].reads[1]: 'v' is not an input, weight, planned buffer or output");
+                    "manifest.json: schedule[0].reads[1]: 'v' is not an input, weight, planned buffer, binding constant or output");
   expect_bad_module([](json& j) { j["schedule"][0]["reads"] = {"x"}; },
                     "manifest.json: schedule[0]: binds 1 reads and 1 writes to kernel 'tcc_k0_pointwise', which "
                     "reads 2 and writes 1 buffers");
   expect_bad_module([](json& j) { j["schedule"][0]["writes"] = {"x"}; },
-                    "manifest.json: schedule[0].writes[0]: a step may not write an input or a weight");
+                    "manifest.json: schedule[0].writes[0]: a step may not write an input, a weight or a binding constant");
   expect_bad_module([](json& j) { j["schedule"][1]["fallback"] = "abs"; },
                     "manifest.json: schedule[1].fallback: no node 'abs' in fallback.tir");
   expect_bad_module([](json& j) { j["guards"][0]["kind"] = "ID_MATCH"; },
@@ -636,6 +636,9 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, CompiledModule,
                                                            {{"batch", 2}}},
                                            // Split reductions: their GPU numerics are checked against the host run.
                                            CompiledFixture{"long_rows", "tests/kernels/long_rows.tir", {{"n", 70000}}},
+                                           // A causal mask computed once per binding (binding constants).
+                                           CompiledFixture{"causal_mask", "tests/fixtures/causal_mask.tir",
+                                                           {{"b", 2}, {"s", 5}}},
                                            // A host fallback whose region reads values of the main graph.
                                            CompiledFixture{"region_captures", "tests/fixtures/region_captures.tir",
                                                            {{"b", 3}}}),
