@@ -305,6 +305,38 @@ TEST_F(FakeDriver, BindingConstantsComputedOncePerBindingNeverPerStep) {
   EXPECT_EQ(fake_cuda::live_allocations(), before);
 }
 
+// A GPT-style block as torch's legacy exporter writes it (tests/zoo): its
+// causal mask comes from Shape -> Gather -> ConstantOfShape -> Trilu. The
+// module captures (no host step is left), a steady step is launches alone,
+// and the graph replays it at a new batch of inputs as the host computes them.
+TEST_F(FakeDriver, ExportedGptBlockStepIsLaunchesAloneAndReplays) {
+  FakeDevice dev(fs::path(TCC_SOURCE_DIR) / "tests/zoo/gpt_block_legacy/model.onnx", dir_ / "module");
+  ASSERT_EQ(runtime::capture_blocker(dev.module()), "");
+  EXPECT_FALSE(dev.module().binding_steps.empty());
+  FakeDevice::Buffers in = dev.inputs(6, 1);
+  FakeDevice::Buffers out = dev.outputs(in);
+  std::unique_ptr<runtime::CudaGraph> graph = runtime::capture_cuda(
+      dev.module(), in.tensors.data(), in.tensors.size(), out.tensors.data(), out.tensors.size(), dev.stream());
+  fake_cuda::clear_log();
+  runtime::enqueue_cuda(dev.module(), in.tensors.data(), in.tensors.size(), out.tensors.data(), out.tensors.size(),
+                        dev.stream());
+  EXPECT_EQ(fake_cuda::host_transfers(), 0u);
+  EXPECT_EQ(fake_cuda::stream_syncs(), 0u);
+  size_t launches_per_step = fake_cuda::launches().size();
+  EXPECT_EQ(launches_per_step, dev.module().steps.size());
+
+  FakeDevice::Buffers fresh = dev.inputs(6, 2);
+  for (size_t i = 0; i < in.tensors.size(); ++i)
+    runtime::device::upload(in.tensors[i].data, fresh.host[i].data(), fresh.host[i].size() * sizeof(float));
+  fake_cuda::clear_log();
+  graph->launch(dev.stream());
+  runtime::device::sync(dev.stream());
+  std::vector<fake_cuda::Launch> log = fake_cuda::launches();
+  EXPECT_EQ(log.size(), launches_per_step);
+  for (const fake_cuda::Launch& l : log) EXPECT_TRUE(l.from_graph) << l.kernel;
+  EXPECT_EQ(out.download(), dev.run_host(fresh));
+}
+
 TEST_F(FakeDriver, ArenaFollowsTheBindingAndIsFreedWithTheModule) {
   size_t before = fake_cuda::live_allocations();
   {
