@@ -152,6 +152,18 @@ struct CudaState;  // device resources, created by the first CUDA run (cuda_run.
 struct CudaStateDeleter {
   void operator()(CudaState* s) const;
 };
+struct CudaGraphs;  // the CUDA graphs of enqueue_cuda_graphs, one per binding (cuda_graphs.cc)
+struct CudaGraphsDeleter {
+  void operator()(CudaGraphs* g) const;
+};
+
+// What enqueue_cuda_graphs did so far.
+struct GraphStats {
+  static constexpr size_t kMaxGraphs = 8;  // graphs kept, the least recently used evicted first
+  uint64_t captures = 0, replays = 0, evictions = 0;
+  uint64_t uncaptured_runs = 0;  // runs step by step, because of not_captured
+  std::string not_captured;      // capture_blocker's reason, when the module cannot be captured
+};
 
 struct Module {
   std::string dir;
@@ -176,7 +188,9 @@ struct Module {
   std::unique_ptr<Model> fallback_model;
   std::unique_ptr<SharedLibrary> host_library;  // null when compiled with --no-host (GPU only)
   std::vector<CudaBinaryFile> cuda_binaries;
+  // Declared after `cuda`, so destroyed before it: the graphs go first.
   std::unique_ptr<CudaState, CudaStateDeleter> cuda;
+  std::unique_ptr<CudaGraphs, CudaGraphsDeleter> cuda_graphs;
   // Called before (begin) and after each step a CUDA run enqueues, so a
   // profiler can attribute device activity to the step that caused it.
   std::function<void(const StepInfo& step, bool begin)> step_observer;
@@ -272,6 +286,15 @@ std::string capture_blocker(const Module& m);
 // InvalidArgument carrying capture_blocker's reason when capture is impossible.
 std::unique_ptr<CudaGraph> capture_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor* outputs,
                                         size_t num_outputs, void* stream);
+// reduce-overhead with a CUDA graph per binding of the symbols (torch's
+// CUDA-graph trees): the first run at a binding captures one on static buffers
+// of its own, later runs copy their inputs in, replay it and copy the outputs
+// out, all enqueued on `stream` (a created stream); the caller synchronizes.
+// A module capture_blocker refuses runs step by step (enqueue_cuda).
+void enqueue_cuda_graphs(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor* outputs,
+                         size_t num_outputs, void* stream);
+GraphStats graph_stats(const Module& m);
+
 // Captures what `enqueue` puts on `stream` (not the legacy default stream),
 // which must allocate nothing, and instantiates it. CudaError when the
 // driver refuses the capture.

@@ -11,6 +11,7 @@ using tcc::runtime::Module;
 
 struct tcc_module {
   std::unique_ptr<Module> impl;
+  mutable tcc::runtime::GraphStats graph_stats;  // the latest tcc_module_graph_stats answer, which points into it
 };
 
 struct tcc_cuda_graph {
@@ -151,6 +152,22 @@ tcc_status tcc_cuda_graph_launch(tcc_cuda_graph* g, void* stream) {
 }
 
 void tcc_cuda_graph_free(tcc_cuda_graph* g) { delete g; }
+
+tcc_status tcc_module_run_cuda_graphs(tcc_module* m, const tcc_tensor* inputs, size_t num_inputs,
+                                      tcc_tensor* outputs, size_t num_outputs, void* stream) {
+  if (!m) return null_argument("module");
+  return guarded(
+      [&] { tcc::runtime::enqueue_cuda_graphs(*m->impl, inputs, num_inputs, outputs, num_outputs, stream); });
+}
+
+tcc_status tcc_module_graph_stats(const tcc_module* m, tcc_graph_stats* out) {
+  if (!m) return null_argument("module");
+  if (!out) return null_argument("out");
+  return guarded([&] {
+    const tcc::runtime::GraphStats& s = m->graph_stats = tcc::runtime::graph_stats(*m->impl);
+    *out = {s.captures, s.replays, s.evictions, s.uncaptured_runs, s.not_captured.c_str()};
+  });
+}
 
 int tcc_cuda_available(void) {
   int available = 0;

@@ -90,6 +90,26 @@ tcc_status tcc_module_capture_cuda(tcc_module* m, const tcc_tensor* inputs, size
 tcc_status tcc_cuda_graph_launch(tcc_cuda_graph* g, void* stream);
 void tcc_cuda_graph_free(tcc_cuda_graph* g);
 
+/* reduce-overhead as torch's CUDA-graph trees run it: one CUDA graph per binding of the symbolic dims, captured
+ * the first time a call meets those input shapes, on static input and output buffers the module owns, and
+ * replayed by every later call at them; at most 8 are kept, the least recently used freed first. A call copies
+ * the inputs into the binding's static buffers, replays, and copies the outputs out, all enqueued on `stream`
+ * (a created stream, not NULL), and returns without waiting: the outputs are ready when the stream is. A module
+ * that cannot be captured (host fallback steps, guards on input values) runs step by step, as
+ * tcc_module_run_cuda does without its wait, and tcc_module_graph_stats says why. */
+tcc_status tcc_module_run_cuda_graphs(tcc_module* m, const tcc_tensor* inputs, size_t num_inputs,
+                                      tcc_tensor* outputs, size_t num_outputs, void* stream);
+
+typedef struct {
+  uint64_t captures;        /* graphs captured (one per new binding) */
+  uint64_t replays;         /* calls that replayed a graph */
+  uint64_t evictions;       /* graphs freed to keep at most 8 */
+  uint64_t uncaptured_runs; /* calls run step by step, because of not_captured */
+  const char* not_captured; /* why the module cannot be captured, or "" (valid until the module is freed) */
+} tcc_graph_stats;
+
+tcc_status tcc_module_graph_stats(const tcc_module* m, tcc_graph_stats* out);
+
 /* Whether a CUDA device is usable from this process (loads the driver on first call). */
 int tcc_cuda_available(void);
 

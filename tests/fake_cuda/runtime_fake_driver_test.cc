@@ -337,6 +337,69 @@ TEST_F(FakeDriver, ExportedGptBlockStepIsLaunchesAloneAndReplays) {
   EXPECT_EQ(out.download(), dev.run_host(fresh));
 }
 
+// reduce-overhead with a graph per binding: the first run at each binding
+// captures, later runs at it replay (launches from the graph, no copy to or
+// from the host, no synchronization), a ninth binding evicts the least
+// recently used graph, and every run's outputs equal the host run's.
+TEST_F(FakeDriver, GraphPerBindingCapturedOnceReplayedAndEvicted) {
+  size_t before = fake_cuda::live_allocations();
+  {
+    FakeDevice dev(fs::path(TCC_SOURCE_DIR) / "tests/fixtures/causal_mask.tir", dir_ / "module");
+    std::vector<fake_cuda::Launch> log;  // what the latest run enqueued
+    auto run = [&](int64_t s, unsigned seed) {
+      FakeDevice::Buffers in = dev.inputs(s, seed);
+      FakeDevice::Buffers out = dev.outputs(in);
+      fake_cuda::clear_log();
+      runtime::enqueue_cuda_graphs(dev.module(), in.tensors.data(), in.tensors.size(), out.tensors.data(),
+                                   out.tensors.size(), dev.stream());
+      runtime::device::sync(dev.stream());
+      log = fake_cuda::launches();
+      EXPECT_EQ(out.download(), dev.run_host(in)) << "s=" << s << " seed " << seed;
+    };
+    run(5, 1);
+    run(9, 2);
+    FakeDevice::Buffers in = dev.inputs(5, 3);
+    FakeDevice::Buffers out = dev.outputs(in);
+    fake_cuda::clear_log();
+    runtime::enqueue_cuda_graphs(dev.module(), in.tensors.data(), in.tensors.size(), out.tensors.data(),
+                                 out.tensors.size(), dev.stream());
+    EXPECT_EQ(fake_cuda::host_transfers(), 0u);
+    EXPECT_EQ(fake_cuda::stream_syncs(), 0u);
+    runtime::device::sync(dev.stream());
+    EXPECT_EQ(out.download(), dev.run_host(in));
+    log = fake_cuda::launches();
+    EXPECT_EQ(log.size(), dev.module().steps.size());
+    for (const fake_cuda::Launch& l : log) EXPECT_TRUE(l.from_graph) << l.kernel;
+    runtime::GraphStats stats = runtime::graph_stats(dev.module());
+    EXPECT_EQ(stats.captures, 2u);
+    EXPECT_EQ(stats.replays, 1u);
+    EXPECT_EQ(stats.not_captured, "");
+
+    for (int64_t s = 10; s < 17; ++s) run(s, 4);  // nine bindings in all: 9 goes, the least recent
+    run(5, 5);
+    run(9, 6);
+    stats = runtime::graph_stats(dev.module());
+    EXPECT_EQ(stats.captures, 10u);
+    EXPECT_EQ(stats.replays, 2u);
+    EXPECT_EQ(stats.evictions, 2u);
+  }
+  EXPECT_EQ(fake_cuda::live_allocations(), before);
+}
+
+TEST_F(FakeDriver, GraphPerBindingRunsStepByStepWhatCannotBeCaptured) {
+  FakeDevice dev(write_model(dir_, kFallbackModel), dir_ / "module");
+  FakeDevice::Buffers in = dev.inputs(4, 1);
+  FakeDevice::Buffers out = dev.outputs(in);
+  runtime::enqueue_cuda_graphs(dev.module(), in.tensors.data(), in.tensors.size(), out.tensors.data(),
+                               out.tensors.size(), dev.stream());
+  runtime::device::sync(dev.stream());
+  EXPECT_EQ(out.download(), dev.run_host(in));
+  runtime::GraphStats stats = runtime::graph_stats(dev.module());
+  EXPECT_EQ(stats.captures, 0u);
+  EXPECT_EQ(stats.uncaptured_runs, 1u);
+  EXPECT_EQ(stats.not_captured, "host fallback node 'cumsum' (it synchronizes with the host)");
+}
+
 TEST_F(FakeDriver, ArenaFollowsTheBindingAndIsFreedWithTheModule) {
   size_t before = fake_cuda::live_allocations();
   {
