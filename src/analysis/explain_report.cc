@@ -6,28 +6,28 @@ namespace tcc {
 
 namespace {
 
-// "x:1" -> the class of dim 1 of input x.
-int parse_mark_dynamic(const ModelSignature& sig, const std::string& spec) {
+// "x:1" -> the class of dim 1 of input x; `flag` names the option in errors.
+int parse_mark(const ModelSignature& sig, const std::string& spec, const std::string& flag = "--mark-dynamic") {
   size_t colon = spec.rfind(':');
   std::string name = colon == std::string::npos ? spec : spec.substr(0, colon);
   int input = sig.find_input(name);
-  if (input < 0) throw InputError("--mark-dynamic " + spec + ": the model has no input '" + name + "'");
+  if (input < 0) throw InputError(flag + " " + spec + ": the model has no input '" + name + "'");
   const InputSignature& in = sig.inputs[input];
   if (colon == std::string::npos) {
     if (in.scalar_class < 0)
-      throw InputError("--mark-dynamic " + spec + ": give a dim, INPUT:DIM ('" + name + "' is a tensor)");
+      throw InputError(flag + " " + spec + ": give a dim, INPUT:DIM ('" + name + "' is a tensor)");
     return in.scalar_class;
   }
   int dim = -1;
   try {
     dim = std::stoi(spec.substr(colon + 1));
   } catch (const std::exception&) {
-    throw InputError("--mark-dynamic " + spec + ": expected INPUT:DIM with an integer DIM");
+    throw InputError(flag + " " + spec + ": expected INPUT:DIM with an integer DIM");
   }
   if (dim < 0 || dim >= static_cast<int>(in.fixed.size()))
-    throw InputError("--mark-dynamic " + spec + ": '" + name + "' has rank " + std::to_string(in.fixed.size()));
+    throw InputError(flag + " " + spec + ": '" + name + "' has rank " + std::to_string(in.fixed.size()));
   if (in.fixed[dim])
-    throw InputError("--mark-dynamic " + spec + ": the model fixes this dim to " + std::to_string(*in.fixed[dim]));
+    throw InputError(flag + " " + spec + ": the model fixes this dim to " + std::to_string(*in.fixed[dim]));
   return in.dim_class[dim];
 }
 
@@ -44,8 +44,17 @@ ExplainReport explain_model(Model& model, const ExplainOptions& opts, const OpRe
   r.partition = partition_graph(*model.graph, info, registry);
   r.signature = build_signature(*model.graph, info);
   r.options = opts.sim;
-  for (const std::string& spec : opts.mark_dynamic) r.options.mark_dynamic.insert(parse_mark_dynamic(r.signature, spec));
-  if (r.options.recompile_limit < 1) throw InputError("--recompile-limit must be at least 1");
+  for (const std::string& spec : opts.mark_dynamic) r.options.mark_dynamic.insert(parse_mark(r.signature, spec));
+  for (const std::string& spec : opts.mark_static)
+    r.options.mark_static.insert(parse_mark(r.signature, spec, "--mark-static"));
+  for (const std::string& spec : opts.mark_unbacked)
+    r.options.mark_unbacked.insert(parse_mark(r.signature, spec, "--mark-unbacked"));
+  const TorchRules& rules = r.options.rules;
+  if (!opts.mark_unbacked.empty() && !rules.has_mark_unbacked)
+    throw InputError("--mark-unbacked: torch " + rules.version() + " has no mark_unbacked (new in 2.5)");
+  if (r.options.stance != Stance::Default && !rules.has_set_stance)
+    throw InputError("--stance: torch " + rules.version() + " has no torch.compiler.set_stance (new in 2.6)");
+  if (r.options.recompile_limit < 0) throw InputError("--recompile-limit must be at least 1");
   if (opts.trace_path.empty()) {
     for (const CompiledRegion& reg : r.partition.regions)
       r.guards.push_back({declared_guards(r.signature, region_input_indices(r.signature, reg), reg.id)});
@@ -100,6 +109,9 @@ std::string render_text(const ExplainReport& r) {
     return os.str();
   }
   const SimResult& s = *r.sim;
+  os << "Torch rules: " << r.options.rules.version() << " (" << r.options.rules.recompile_limit_name << " "
+     << r.options.effective_recompile_limit() << ", specialize_float "
+     << (r.options.rules.specialize_float ? "True" : "False") << ")\n";
   os << "Calls: " << s.calls << "\n";
   os << "Compiles: " << s.compiles << "\n";
   os << "Recompiles: " << s.recompile_count << "\n";
@@ -114,8 +126,12 @@ std::string render_text(const ExplainReport& r) {
   for (size_t g = 0; g < s.graphs.size(); ++g) {
     const auto& fe = s.graphs[g].first_eager;
     if (!fe) continue;
-    os << "  graph " << g << ": recompile limit (" << r.options.recompile_limit << ") reached at call " << fe->call
-       << "; " << s.graphs[g].eager_calls << " calls ran eagerly. First failure(s):\n";
+    os << "  graph " << g << ": ";
+    if (r.options.stance == Stance::EagerOnRecompile && s.graphs[g].variants.size() < static_cast<size_t>(r.options.effective_recompile_limit()))
+      os << "stance eager_on_recompile";
+    else
+      os << r.options.rules.recompile_limit_name << " (" << r.options.effective_recompile_limit() << ") reached";
+    os << " at call " << fe->call << "; " << s.graphs[g].eager_calls << " calls ran eagerly. First failure(s):\n";
     for (const std::string& reason : fe->reasons) os << "    - " << reason << "\n";
   }
   if (!r.advice.empty()) {
@@ -130,6 +146,8 @@ nlohmann::json render_json(const ExplainReport& r) {
   json j;
   const Partition& p = r.partition;
   j["model"] = r.model_path;
+  j["torch_version"] = r.options.rules.version();
+  j["recompile_limit"] = r.options.effective_recompile_limit();
   j["graph_count"] = p.regions.size();
   j["graph_break_count"] = p.breaks.size();
   json breaks = json::array();

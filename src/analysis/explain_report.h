@@ -17,6 +17,8 @@ namespace tcc {
 struct ExplainOptions {
   std::string trace_path;           // empty: no simulation
   std::vector<std::string> mark_dynamic;  // "INPUT:DIM"
+  std::vector<std::string> mark_unbacked;  // "INPUT:DIM"
+  std::vector<std::string> mark_static;    // "INPUT:DIM"
   SimOptions sim;
 };
 

@@ -27,6 +27,7 @@ class GuardSet {
     enum Kind : uint8_t { Unguarded, Static, Symbolic } kind = Unguarded;
     int64_t value = 0;  // Static
     int symbol = -1;    // Symbolic: index n of sN
+    bool unbacked = false;  // Symbolic without 0/1 specialization (mark_unbacked): no `2 <= sN`
   };
   struct Relation {  // class a == class b (both symbolic)
     int a = 0, b = 0;
@@ -60,6 +61,9 @@ class GuardSet {
 
  private:
   std::string symbol_name(int cls) const;
+  bool stride_guarded(int input, int dim) const;
+  bool zero_breaks_stride(int cls) const;
+  std::pair<int, int> last_read_source(int cls) const;  // (input, dim)  // a size of 0 in this symbolic class fails a stride guard
   // The fact's expression over this variant's symbols (sN) and static values;
   // nullopt when it mentions no symbolic class, so the variant's sizes decide it.
   std::optional<SymExpr> fact_expr(const ShapeFact& f) const;

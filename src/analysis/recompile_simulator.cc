@@ -1,5 +1,7 @@
 #include "src/analysis/recompile_simulator.h"
 
+#include <algorithm>
+
 namespace tcc {
 
 namespace {
@@ -11,7 +13,8 @@ class GraphSimulator {
   GraphSimulator(const ModelSignature& sig, std::vector<int> inputs, int graph, const SimOptions& opts,
                  size_t distinct)
       : sig_(sig), inputs_(std::move(inputs)), graph_(graph), opts_(opts),
-        first_value_(sig.num_classes(), kUnset), dynamic_(sig.num_classes(), false), memo_(distinct, kUnknown) {
+        first_value_(sig.num_classes(), kUnset), dynamic_(sig.num_classes(), false),
+        first_float_(sig.inputs.size()), float_dynamic_(sig.inputs.size(), false), memo_(distinct, kUnknown) {
     for (int i : inputs_) {
       for (int c : sig.inputs[i].dim_class)
         if (c >= 0) class_order_.push_back(c);
@@ -32,7 +35,8 @@ class GraphSimulator {
         m = kServed;
         return true;
       }
-    bool at_limit = static_cast<int>(sim_.variants.size()) >= opts_.recompile_limit;
+    bool at_limit = static_cast<int>(sim_.variants.size()) >= opts_.effective_recompile_limit() ||
+                    (opts_.stance == Stance::EagerOnRecompile && !sim_.variants.empty());
     // Reasons are worded only for recompiles and the first eager call: a
     // trace of a million new float values must not build a million messages.
     RecompileEvent ev;
@@ -79,7 +83,8 @@ class GraphSimulator {
     for (int c : class_order_) {
       const auto& cg = gs.classes()[c];
       if ((cg.kind == GuardSet::ClassGuard::Static && values[c] != cg.value) ||
-          (cg.kind == GuardSet::ClassGuard::Symbolic && values[c] < 2))
+          (cg.kind == GuardSet::ClassGuard::Symbolic && !cg.unbacked && values[c] < 2) ||
+          (cg.kind == GuardSet::ClassGuard::Symbolic && values[c] == 0))
         causes.insert({RecompileCause::Size, -1, c});
     }
   }
@@ -98,6 +103,27 @@ class GraphSimulator {
     return out;
   }
 
+  // Whether a float scalar input is guarded by value in the variant compiled
+  // now (TorchRules): always with specialize_float; otherwise until its value
+  // changes under automatic dynamic, and never under --dynamic true from 2.8.
+  bool float_guarded(int i, double value) {
+    const TorchRules& rules = opts_.rules;
+    if (rules.specialize_float) return true;
+    if (opts_.dynamic == DynamicMode::True && rules.dynamic_floats_at_first_compile) return false;
+    if (!first_float_[i]) first_float_[i] = value;
+    else if (opts_.dynamic != DynamicMode::False && rules.automatic_dynamic && value != *first_float_[i])
+      float_dynamic_[i] = true;
+    return !float_dynamic_[i];
+  }
+
+  bool zero_in_innermost_dim(int c) const {
+    for (auto [i, d] : sig_.class_sources[c])
+      if (d > 0 && d + 1 == static_cast<int>(sig_.inputs[i].dim_class.size()) &&
+          std::find(inputs_.begin(), inputs_.end(), i) != inputs_.end())
+        return true;
+    return false;
+  }
+
   GuardSet compile(const CallRecord& rec, const int64_t* values) {
     GuardSet g(sig_, std::to_string(graph_) + "/" + std::to_string(sim_.variants.size()));
     size_t n = sig_.inputs.size();
@@ -109,7 +135,8 @@ class GraphSimulator {
     for (int i : inputs_) {
       EntryKind k = rec.kinds[i];
       if (k == EntryKind::Tensor) g.dtypes()[i] = rec.dtypes[i];
-      if ((k == EntryKind::FloatScalar || k == EntryKind::BoolScalar) && !opts_.scalar_as_tensor.count(i)) {
+      if (opts_.scalar_as_tensor.count(i)) continue;
+      if (k == EntryKind::BoolScalar || (k == EntryKind::FloatScalar && float_guarded(i, rec.floats[i]))) {
         g.float_guarded()[i] = true;
         g.float_values()[i] = rec.floats[i];
       }
@@ -121,12 +148,25 @@ class GraphSimulator {
       auto& cg = g.classes()[c];
       if (cg.kind != GuardSet::ClassGuard::Unguarded || values[c] < 0) continue;
       if (first_value_[c] == kUnset) first_value_[c] = values[c];
-      else if (opts_.dynamic == DynamicMode::Auto && values[c] != first_value_[c]) dynamic_[c] = true;
-      bool symbolic = (opts_.mark_dynamic.count(c) || opts_.dynamic == DynamicMode::True || dynamic_[c]) &&
-                      !pinned.count(c);
-      if (symbolic && values[c] >= 2) {
+      else if (opts_.dynamic == DynamicMode::Auto && opts_.rules.automatic_dynamic && values[c] != first_value_[c])
+        dynamic_[c] = true;
+      // Int scalars made symbolic are not 0/1-specialized (torch 2.15 compiles
+      // once more for k = 2, 3, 4, 1, 5: tests/fidelity/2.15/int_scalar).
+      bool int_scalar = sig_.class_sources[c].front().second < 0;
+      bool unbacked = opts_.mark_unbacked.count(c) > 0;
+      bool symbolic = (opts_.mark_dynamic.count(c) || unbacked || opts_.dynamic == DynamicMode::True || dynamic_[c]) &&
+                      !pinned.count(c) && !opts_.mark_static.count(c);
+      // A 0 in an innermost dim breaks the outer stride's guard even unbacked, so it compiles static.
+      bool zero_in_inner_dim = values[c] == 0 && zero_in_innermost_dim(c);
+      if (symbolic && (unbacked || int_scalar || values[c] >= 2) && !zero_in_inner_dim) {
         cg.kind = GuardSet::ClassGuard::Symbolic;
         cg.symbol = next_symbol++;
+        cg.unbacked = unbacked || int_scalar;
+        // Duck sizing: symbols made at a first compile (--dynamic true,
+        // --mark-dynamic) that are equal share one, guarded `s1 == s0`; torch
+        // 2.15 adds no such guard for sizes made symbolic by automatic dynamic
+        // (tests/fidelity/2.15/duck_sizing), nor for unbacked ones.
+        if (unbacked || !(opts_.dynamic == DynamicMode::True || opts_.mark_dynamic.count(c))) continue;
         auto [it, fresh] = symbolic_by_value.emplace(values[c], c);
         if (!fresh) g.relations().push_back({it->second, c});
       } else {
@@ -144,6 +184,8 @@ class GraphSimulator {
   std::vector<int> class_order_;
   std::vector<int64_t> first_value_;
   std::vector<bool> dynamic_;
+  std::vector<std::optional<double>> first_float_;  // per input: the float value the first compile saw
+  std::vector<bool> float_dynamic_;                 // per input: a graph input from now on
   std::vector<uint8_t> memo_;
   GraphSimulation sim_;
 };

@@ -10,9 +10,12 @@
 //     compiles saw becomes symbolic (and stays so); under false the new
 //     variant is static.
 //  3. Values 0 and 1 are specialized: a symbolic class guards `2 <= s`.
-//  4. Float scalars are guarded by value; int scalars behave like sizes.
-//  5. At most recompile_limit variants per graph; a call needing another
-//     runs eagerly and is counted.
+//  4. Float scalars follow the release's rules (TorchRules): guarded by value
+//     always (specialize_float), or until their value changes (automatic
+//     dynamic), or never under --dynamic true; int scalars behave like sizes.
+//  5. At most recompile_limit variants per graph (under the stance
+//     eager_on_recompile: one); a call needing another runs eagerly and is
+//     counted.
 // Checks are memoized per distinct call: once a call passes a variant it
 // always will, and once the limit is hit a failing call always fails.
 #pragma once
@@ -27,18 +30,29 @@
 
 #include "src/analysis/guards.h"
 #include "src/analysis/partition.h"
+#include "src/analysis/torch_rules.h"
 #include "src/analysis/trace.h"
 
 namespace tcc {
 
 enum class DynamicMode { Auto, True, False };
 
+// torch.compiler.set_stance: fail_on_recompile raises at the first recompile
+// (explain reports it as a tripped gate); eager_on_recompile runs such calls eagerly.
+enum class Stance { Default, EagerOnRecompile, FailOnRecompile };
+
 struct SimOptions {
   DynamicMode dynamic = DynamicMode::Auto;
-  int recompile_limit = 8;
+  TorchRules rules;
+  int recompile_limit = 0;              // 0: the release's default
+  Stance stance = Stance::Default;
   std::set<int> mark_dynamic;           // classes symbolic from the first compile
+  std::set<int> mark_unbacked;          // classes symbolic from the first compile, 0 and 1 included
+  std::set<int> mark_static;            // classes never symbolic
   std::set<int> scalar_as_tensor;       // float scalar inputs passed as 0-d tensors instead
   std::map<int, int64_t> pad_multiple;  // class -> sizes rounded up to a multiple
+
+  int effective_recompile_limit() const { return recompile_limit > 0 ? recompile_limit : rules.recompile_limit; }
 };
 
 // What caused a recompile or fallback, for advice.

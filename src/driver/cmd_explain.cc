@@ -23,6 +23,9 @@ struct ExplainCli {
   std::string output;
   std::string format = "text";
   std::string dynamic = "auto";
+  std::string torch_version = "2." + std::to_string(kNewestTorchMinor);
+  std::string stance = "default";
+  int recompile_limit = -1;  // -1: the release's default
   ExplainOptions opts;
   bool fail_on_recompile = false;
   int max_recompiles = -1;
@@ -110,6 +113,11 @@ std::string tripped_gate(const ExplainCli& c, const ExplainReport& r) {
            b.message + ")";
   }
   if (!r.sim) return "";
+  if (c.stance == "fail_on_recompile" && !r.sim->recompiles.empty()) {
+    const RecompileEvent& e = r.sim->recompiles.front();
+    return "set_stance('fail_on_recompile'): torch raises at call " + std::to_string(e.call) + " [" + e.compile_id +
+           "]: " + (e.reasons.empty() ? std::string("no reason recorded") : e.reasons.front());
+  }
   if (c.fail_on_recompile && !r.sim->recompiles.empty()) {
     const RecompileEvent& e = r.sim->recompiles.front();
     return "--fail-on-recompile: call " + std::to_string(e.call) + " recompiles [" + e.compile_id + "]: " +
@@ -129,6 +137,14 @@ ExitCode run_explain(ExplainCli& c) {
   c.opts.sim.dynamic = c.dynamic == "true" ? DynamicMode::True
                        : c.dynamic == "false" ? DynamicMode::False
                                               : DynamicMode::Auto;
+  c.opts.sim.rules = torch_rules(c.torch_version);
+  if (c.recompile_limit != -1) {
+    if (c.recompile_limit < 1) throw InputError("--recompile-limit must be at least 1");
+    c.opts.sim.recompile_limit = c.recompile_limit;
+  }
+  c.opts.sim.stance = c.stance == "eager_on_recompile"  ? Stance::EagerOnRecompile
+                      : c.stance == "fail_on_recompile" ? Stance::FailOnRecompile
+                                                        : Stance::Default;
   std::map<std::string, int64_t> hints = parse_sizes(c.shape_hints, "--shape-hint");
   auto model = load_model(c.model);
   std::optional<TrainingGraph> tg = apply_train_flags(c.train, *model);
@@ -174,7 +190,16 @@ CommandRunner setup_explain(CLI::App& cmd) {
       ->check(CLI::IsMember({"auto", "true", "false"}))
       ->capture_default_str();
   cmd.add_option("--mark-dynamic", c->opts.mark_dynamic, "INPUT:DIM symbolic from the first compile (repeatable)");
-  cmd.add_option("--recompile-limit", c->opts.sim.recompile_limit, "Variants per graph before eager fallback")
+  cmd.add_option("--mark-unbacked", c->opts.mark_unbacked,
+                 "INPUT:DIM symbolic from the first compile, 0 and 1 included (repeatable; torch >= 2.5)");
+  cmd.add_option("--mark-static", c->opts.mark_static, "INPUT:DIM never symbolic (repeatable)");
+  cmd.add_option("--recompile-limit", c->recompile_limit,
+                 "Variants per graph before eager fallback (default: the release's, 8 since 2.2)");
+  cmd.add_option("--torch-version", c->torch_version,
+                 "PyTorch release X.Y whose rules the simulation follows (2.0 to the default, the newest modelled)")
+      ->capture_default_str();
+  cmd.add_option("--stance", c->stance, "torch.compiler.set_stance during the trace (torch >= 2.6)")
+      ->check(CLI::IsMember({"default", "eager_on_recompile", "fail_on_recompile"}))
       ->capture_default_str();
   cmd.add_option("--format", c->format, "Report format")->check(CLI::IsMember({"text", "json"}))->capture_default_str();
   cmd.add_option("-o,--output", c->output, "Write the report to FILE instead of stdout");

@@ -186,18 +186,69 @@ TEST(ExplainSimulate, ARecompileWordsTheEightNewestVariants) {
   EXPECT_EQ(last.unlisted_variants, 3u);
 }
 
-TEST(ExplainSimulate, FloatScalarRecompilesEveryNewValue) {
+// Float scalars under each release's rules: guarded by value on every call
+// before 2.6 (specialize_float=True); since then a changed value makes the
+// float a graph input (automatic dynamic); from 2.8 dynamic=True does so at
+// the first compile; dynamic=False keeps the value guards.
+TEST(ExplainSimulate, FloatScalarFollowsTheReleaseRules) {
   SimCase sc(true);
   std::string t;
   const char* lrs[] = {"0.01", "0.008", "0.006", "0.004", "0.002", "0.002"};
   for (const char* lr : lrs)
     t += std::string("{\"x\": {\"shape\": [4, 4], \"dtype\": \"float32\"}, \"lr\": {\"scalar\": ") + lr + "}}\n";
-  SimResult r = sc.run(t);
-  EXPECT_EQ(r.compiles, 5u);
-  EXPECT_EQ(r.recompiles[0].reasons[0], "0/0: 'lr' == 0.01 (now 0.008)");
-  std::vector<Advice> a = compute_advice(sc.sig, sc.p.regions, parse_trace(t, "t", sc.sig), {}, r);
+  SimOptions legacy;
+  legacy.rules = torch_rules("2.3");
+  SimResult old = sc.run(t, legacy);
+  EXPECT_EQ(old.compiles, 5u);
+  EXPECT_EQ(old.recompiles[0].reasons[0], "0/0: lr == 0.01 (now 0.008)");
+  std::vector<Advice> a = compute_advice(sc.sig, sc.p.regions, parse_trace(t, "t", sc.sig), legacy, old);
   ASSERT_GE(a.size(), 1u);
   EXPECT_EQ(a[0].text, "hold 'lr' in a tensor input: 1 compile instead of 5 compiles");
+
+  SimResult now = sc.run(t);
+  EXPECT_EQ(now.compiles, 2u);
+  EXPECT_EQ(now.recompiles[0].reasons[0], "0/0: lr == 0.01 (now 0.008)");
+  EXPECT_EQ(now.graphs[0].variants[1].to_json().size(), 1u);  // x's TENSOR_MATCH only: lr is an input
+  SimOptions dyn;
+  dyn.dynamic = DynamicMode::True;
+  EXPECT_EQ(sc.run(t, dyn).compiles, 1u);
+  dyn.rules = torch_rules("2.7");
+  EXPECT_EQ(sc.run(t, dyn).compiles, 2u);
+  SimOptions fixed;
+  fixed.dynamic = DynamicMode::False;
+  EXPECT_EQ(sc.run(t, fixed).compiles, 5u);
+}
+
+TEST(ExplainSimulate, TorchVersionsAndTheirLimits) {
+  EXPECT_EQ(torch_rules("2.0").recompile_limit, 64);
+  EXPECT_EQ(torch_rules("2.3").recompile_limit_name, "cache_size_limit");
+  EXPECT_EQ(torch_rules("2.15.1").recompile_limit_name, "recompile_limit");
+  EXPECT_FALSE(torch_rules("2.0").automatic_dynamic);
+  EXPECT_THROW(torch_rules("1.13"), InputError);
+  EXPECT_THROW(torch_rules("2.99"), InputError);
+  EXPECT_THROW(torch_rules("two"), InputError);
+}
+
+// mark_unbacked: symbolic with 1 (no 0/1 specialization), but a 0 in an
+// innermost dim fails the outer stride's guard, as in torch 2.15; mark_static
+// keeps a dim static under automatic dynamic.
+TEST(ExplainSimulate, MarkUnbackedAndMarkStatic) {
+  SimCase sc(false);
+  SimOptions o;
+  o.mark_unbacked.insert(sc.sig.inputs[0].dim_class[1]);
+  SimResult r = sc.run(call(8, 8) + call(8, 9) + call(8, 1) + call(8, 0) + call(8, 10), o);
+  EXPECT_EQ(r.compiles, 2u);
+  ASSERT_EQ(r.recompiles.size(), 1u);
+  EXPECT_EQ(r.recompiles[0].call, 3u);
+  EXPECT_EQ(r.recompiles[0].reasons[0], "0/0: x.stride()[0] == x.size()[1] (actual 0)");
+  SimOptions st;
+  st.mark_static.insert(sc.sig.inputs[0].dim_class[1]);
+  EXPECT_EQ(sc.run(call(8, 8) + call(8, 9) + call(8, 10), st).compiles, 3u);
+  SimOptions eager;
+  eager.stance = Stance::EagerOnRecompile;
+  SimResult e = sc.run(call(8, 8) + call(8, 9) + call(8, 8) + call(8, 10), eager);
+  EXPECT_EQ(e.compiles, 1u);
+  EXPECT_EQ(e.eager_fallback_calls, 2u);
 }
 
 TEST(ExplainSimulate, MarkDynamicAndDynamicTrueStartSymbolic) {
