@@ -1,0 +1,108 @@
+// tcc explain against real torch.compile: every recording under
+// tests/fidelity/<torch X.Y>/ (written by scripts/torch-oracle; no torch needed
+// here) is simulated by the `tcc explain` binary with the recording's model,
+// trace and flags, and the counts must equal torch's: compiles, recompiles,
+// eager fallback calls, graph breaks. Reasons are compared per recompiling
+// call: for each earlier variant torch names, its one failed check (torch
+// reports the first) must equal tcc's first failed guard of that variant,
+// after tcc's value note (" (now 0.2)", " (actual 0)", " (9 vs 8)") is cut;
+// the order of variants is not compared (torch lists them most recently used
+// first, tcc newest first). Scenarios marked not_simulated are counted and
+// named in the output.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <string>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct ExplainRun {
+  int rc;
+  std::string out;
+};
+
+ExplainRun run_tcc(const std::string& args) {
+  std::string cmd = std::string("cd ") + TCC_SOURCE_DIR + " && " + TCC_BINARY + " " + args + " 2>/dev/null";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  while (size_t n = fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
+  int status = pclose(p);
+  return {WEXITSTATUS(status), out};
+}
+
+// "0/1: lr == 0.1 (now 0.2)" -> {"0/1", "lr == 0.1"}.
+std::pair<std::string, std::string> split_reason(const std::string& r, bool tcc_note) {
+  size_t colon = r.find(": ");
+  std::string id = r.substr(0, colon), text = r.substr(colon + 2);
+  if (tcc_note) text = std::regex_replace(text, std::regex(R"( \((now|actual) [^)]*\)$| \(-?\d+ vs -?\d+\)$)"), "");
+  return {id, text};
+}
+
+TEST(Fidelity, TccMatchesRecordedTorch) {
+  fs::path root = fs::path(TCC_SOURCE_DIR) / "tests/fidelity";
+  std::vector<fs::path> recordings;
+  for (const auto& version : fs::directory_iterator(root))
+    if (version.is_directory() && version.path().filename() != "models")
+      for (const auto& sc : fs::directory_iterator(version.path()))
+        if (fs::exists(sc.path() / "recording.json")) recordings.push_back(sc.path() / "recording.json");
+  std::sort(recordings.begin(), recordings.end());
+  ASSERT_GE(recordings.size(), 30u);
+  int compared = 0;
+  std::vector<std::string> not_simulated;
+  for (const fs::path& path : recordings) {
+    nlohmann::json rec = nlohmann::json::parse(std::ifstream(path));
+    std::string name = path.parent_path().parent_path().filename().string() + "/" + rec["scenario"].get<std::string>();
+    if (rec.contains("not_simulated")) {
+      not_simulated.push_back(name + ": " + rec["not_simulated"].get<std::string>());
+      continue;
+    }
+    SCOPED_TRACE(name);
+    const nlohmann::json& torch = rec["recorded"];
+    std::string flags;
+    for (const auto& f : rec["flags"]) flags += " " + f.get<std::string>();
+    ExplainRun r = run_tcc("explain " + rec["model"].get<std::string>() + " --trace " + rec["trace"].get<std::string>() + flags +
+                " --format json");
+    if (!torch["raised"].is_null()) {
+      // set_stance('fail_on_recompile'): torch raised; tcc's gate trips at the same call.
+      EXPECT_EQ(r.rc, 1);
+      auto j = nlohmann::json::parse(r.out);
+      ASSERT_FALSE(j["recompiles"].empty());
+      EXPECT_EQ(j["recompiles"][0]["call"], torch["raised"]["call"]);
+      ++compared;
+      continue;
+    }
+    ASSERT_EQ(r.rc, 0) << r.out;
+    auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["compiles"], torch["compiles"]);
+    EXPECT_EQ(j["recompile_count"], torch["recompile_count"]);
+    EXPECT_EQ(j["eager_fallback_calls"], torch["eager_fallback_calls"]);
+    EXPECT_EQ(j["graph_break_count"], torch["graph_breaks"]);
+    // Per recompiling call: variant -> its first failed check.
+    std::map<size_t, std::map<std::string, std::string>> tcc_reasons, torch_reasons;
+    for (const auto& e : j["recompiles"])
+      for (const auto& reason : e["reasons"]) {
+        auto [id, text] = split_reason(reason.get<std::string>(), true);
+        tcc_reasons[e["call"].template get<size_t>()].emplace(id, text);  // keeps the first per variant
+      }
+    for (const auto& e : torch["recompiles"])
+      for (const auto& reason : e["reasons"]) {
+        auto [id, text] = split_reason(reason.get<std::string>(), false);
+        torch_reasons[e["call"].template get<size_t>()].emplace(id, text);
+      }
+    EXPECT_EQ(tcc_reasons, torch_reasons);
+    ++compared;
+  }
+  std::printf("[fidelity] %d scenarios compared with torch, %zu not simulated:\n", compared, not_simulated.size());
+  for (const std::string& s : not_simulated) std::printf("[fidelity]   %s\n", s.c_str());
+}
+
+}  // namespace
