@@ -1,5 +1,6 @@
-// Loads a model from disk in either of tcc's input formats: ONNX protobuf or
-// tcc's textual IR (recognized by its first keyword), then verifies it.
+// Loads a model from disk in any of tcc's input formats: ONNX protobuf, a
+// torch.export .pt2 archive (a zip) or tcc's textual IR (recognized by its
+// first keyword), then verifies it.
 #pragma once
 
 #include <memory>

@@ -8,7 +8,7 @@ TCC_BUILD=${TCC_BUILD:-$TCC_ROOT/build}
 
 TCC_APT_PACKAGES=(cmake ninja-build g++ pkg-config ccache chromium
   libcli11-dev libspdlog-dev libfmt-dev libprotobuf-dev protobuf-compiler libonnx-dev
-  nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev)
+  nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev libzip-dev)
 TCC_PY_PACKAGES=(onnx numpy onnxruntime jsonschema)
 
 tcc_log() { printf '\033[1m[tcc]\033[0m %s\n' "$*"; }

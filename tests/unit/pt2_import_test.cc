@@ -1,0 +1,159 @@
+// torch.export .pt2 archives (tests/pt2, written by scripts/gen-pt2 with
+// PyPI's torch): an MLP, a CNN and a GPT-style block, each in the training IR
+// and in core ATen. The interpreter and the compiled module's host build match
+// torch's outputs, compile has no host step, explain finds no graph break, and
+// the graph signature's parameters, buffers, symbols and sources arrive.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "frontends/load_model.h"
+#include "frontends/onnx/tensor_io.h"
+#include "src/interp/interpreter.h"
+#include "src/shape/shape_inference.h"
+#include "tcc_runtime.h"
+#include "tests/unit/cli_util.h"
+#include "tests/unit/module_test_util.h"
+#include "tests/unit/temp_dir.h"
+
+namespace tcc {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const fs::path kPt2 = fs::path(TCC_SOURCE_DIR) / "tests/pt2";
+
+struct Program {
+  std::string model;  // folder of inputs and outputs
+  std::string file;   // archive
+};
+
+void PrintTo(const Program& p, std::ostream* os) { *os << p.file; }
+
+std::vector<Program> programs() {
+  std::vector<Program> out;
+  for (const char* m : {"mlp", "cnn", "gpt_block"})
+    for (const char* suffix : {".pt2", ".core.pt2"}) out.push_back({m, std::string(m) + suffix});
+  return out;
+}
+
+std::string test_name(const ::testing::TestParamInfo<Program>& i) {
+  std::string n = i.param.file.substr(0, i.param.file.size() - 4);
+  for (char& c : n)
+    if (c == '.') c = '_';
+  return n;
+}
+
+std::map<std::string, Tensor> inputs_of(const std::string& model) {
+  std::map<std::string, Tensor> ins;
+  for (int i = 0; fs::exists(kPt2 / model / ("input_" + std::to_string(i) + ".pb")); ++i) {
+    std::string name;
+    Tensor t = read_tensor_pb((kPt2 / model / ("input_" + std::to_string(i) + ".pb")).string(), &name);
+    ins.emplace(name, t);
+  }
+  return ins;
+}
+
+Tensor expected_of(const std::string& model) { return read_tensor_pb((kPt2 / model / "output_0.pb").string()); }
+
+// Relative 1e-4, of at least 1 (`tcc run --check`'s f32 tolerance).
+void expect_close(const Tensor& got, const Tensor& want, const std::string& what) {
+  ASSERT_EQ(got.shape(), want.shape()) << what;
+  double worst = 0;
+  for (int64_t e = 0; e < want.numel(); ++e)
+    worst = std::max(worst, std::fabs(got.get_f64(e) - want.get_f64(e)) / (1 + std::fabs(want.get_f64(e))));
+  EXPECT_LE(worst, 1e-4) << what << ": largest |tcc - torch| / (1 + |torch|)";
+}
+
+class Pt2Program : public ::testing::TestWithParam<Program> {
+ protected:
+  void SetUp() override { dir_ = make_temp_dir("tcc_pt2_test"); }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+};
+
+TEST_P(Pt2Program, InterpreterMatchesTorch) {
+  auto m = load_model((kPt2 / GetParam().file).string());
+  infer_shapes(*m->graph);
+  Interpreter interp;
+  std::vector<Tensor> out = interp.run(*m->graph, inputs_of(GetParam().model));
+  ASSERT_EQ(out.size(), 1u);
+  expect_close(out[0], expected_of(GetParam().model), GetParam().file);
+}
+
+TEST_P(Pt2Program, ExplainFindsNoGraphBreak) {
+  CliResult r = run_tcc("explain " + shell_quote((kPt2 / GetParam().file).string()) + " --format json", "", 60);
+  ASSERT_EQ(r.code, 0) << r.output;
+  json j = json::parse(r.output.substr(r.output.find('{')));
+  EXPECT_EQ(j["graph_break_count"], 0) << j["graph_breaks"].dump(1);
+}
+
+TEST_P(Pt2Program, CompilesWithNoHostStepAndMatchesTorch) {
+  fs::path module = dir_ / "module";
+  CliResult r = run_tcc("compile " + shell_quote((kPt2 / GetParam().file).string()) + " -o " +
+                            shell_quote(module.string()) + " --arch sm_90 --no-ptx",
+                        "", 300);
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::ifstream in(module / "manifest.json");
+  json manifest = json::parse(in);
+  for (const json& step : manifest["schedule"])
+    EXPECT_FALSE(step.contains("fallback")) << "a host step: " << step.dump() << "\n" << r.output;
+
+  tcc_module* m = nullptr;
+  ASSERT_EQ(tcc_module_load(module.c_str(), &m), TCC_OK) << tcc_last_error();
+  std::map<std::string, Tensor> inputs = inputs_of(GetParam().model);
+  std::vector<tcc_tensor> ins = module_inputs(m, inputs);
+  std::vector<Tensor> outs = module_output_tensors(m, ins);
+  std::vector<tcc_tensor> c_outs = c_tensors(outs);
+  ASSERT_EQ(tcc_module_run_host(m, ins.data(), ins.size(), c_outs.data(), c_outs.size()), TCC_OK) << tcc_last_error();
+  tcc_module_free(m);
+  ASSERT_EQ(outs.size(), 1u);
+  expect_close(outs[0], expected_of(GetParam().model), GetParam().file + " (host build)");
+}
+
+INSTANTIATE_TEST_SUITE_P(Programs, Pt2Program, ::testing::ValuesIn(programs()), test_name);
+
+TEST(Pt2Import, SignatureBecomesInputsAndInitializers) {
+  auto m = load_model((kPt2 / "gpt_block.pt2").string());
+  const Graph& g = *m->graph;
+  ASSERT_EQ(g.inputs().size(), 1u);
+  EXPECT_EQ(g.inputs()[0]->name(), "ids");
+  const Type& t = g.inputs()[0]->type();
+  ASSERT_TRUE(t.is_tensor() && t.rank() == 2);
+  EXPECT_EQ(t.dtype(), DType::I64);
+  EXPECT_FALSE(t.shape()[0].is_static());
+  EXPECT_FALSE(t.shape()[1].is_static());
+  // Parameters and buffers, named by their module path.
+  std::set<std::string> inits;
+  for (const Value* v : g.initializers()) inits.insert(v->name());
+  for (const char* name : {"tok.weight", "blocks.0.qkv.weight", "blocks.1.ln2.bias", "blocks.1.mask", "head.weight"})
+    EXPECT_TRUE(inits.count(name)) << name;
+  // range_constraints: batch in [2, 64], seq in [2, 11].
+  std::string batch = t.shape()[0].str(), seq = t.shape()[1].str();
+  EXPECT_EQ(m->metadata["pt2.range." + batch], "[2, 64]");
+  EXPECT_EQ(m->metadata["pt2.range." + seq], "[2, 11]");
+  EXPECT_EQ(m->metadata["pt2.dialect"], "TRAINING");
+  EXPECT_EQ(m->producer.rfind("torch 2.", 0), 0u) << m->producer;
+}
+
+TEST(Pt2Import, NodesCarryTheUsersSourceAndModule) {
+  auto m = load_model((kPt2 / "mlp.pt2").string());
+  bool found = false;
+  for (const auto& n : m->graph->nodes()) {
+    if (n->op_type() != "Gemm") continue;
+    EXPECT_NE(n->source().find("gen-pt2:"), std::string::npos) << n->source();
+    EXPECT_NE(n->source().find("(fc"), std::string::npos) << n->source();
+    found = true;
+  }
+  EXPECT_TRUE(found);
+}
+
+}  // namespace
+}  // namespace tcc
