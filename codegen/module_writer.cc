@@ -101,6 +101,8 @@ KernelEstimate estimate(const kir::Kernel& k, const DeviceProfile& d, const std:
 // Everything derived from the contents that more than one file needs.
 struct ModuleFacts {
   std::map<std::string, std::pair<std::string, int>> symbols;  // symbol -> (input, axis), first occurrence
+  // Data-dependent sizes (NonZero's count): symbol -> (the value a fallback step writes, axis), first occurrence.
+  std::map<std::string, std::pair<std::string, int>> value_symbols;
   std::map<std::string, int64_t> sizes;                        // report sizes per symbol
   std::vector<std::pair<const Value*, Tensor>> weights;       // in first-read order
   std::vector<int64_t> weight_offsets;
@@ -121,6 +123,18 @@ ModuleFacts gather(const ModuleContents& m) {
     for (size_t a = 0; a < dims.size(); ++a)
       if (dims[a].is_symbolic() && dims[a].expr().is_symbol())
         f.symbols.emplace(dims[a].expr().symbol_name(), std::make_pair(in->name(), static_cast<int>(a)));
+  }
+  for (const Step& s : m.schedule->steps) {
+    if (s.kind != Step::Kind::Fallback) continue;
+    for (const std::string& name : s.writes) {
+      const Type& t = g.find(name)->type();
+      if (!t.is_tensor() || !t.has_rank()) continue;
+      for (size_t a = 0; a < t.shape().size(); ++a) {
+        const Dim& d = t.shape()[a];
+        if (d.is_symbolic() && d.expr().is_symbol() && !f.symbols.count(d.expr().symbol_name()))
+          f.value_symbols.emplace(d.expr().symbol_name(), std::make_pair(name, static_cast<int>(a)));
+      }
+    }
   }
   f.sizes = hinted_sizes(g, m.options.shape_hints);
 
@@ -322,6 +336,7 @@ ojson manifest_json(const ModuleContents& m, const ModuleFacts& f, const std::st
   j["outputs"] = outputs;
   ojson symbols = ojson::object();
   for (const auto& [name, where] : f.symbols) symbols[name] = {{"input", where.first}, {"axis", where.second}};
+  for (const auto& [name, where] : f.value_symbols) symbols[name] = {{"value", where.first}, {"axis", where.second}};
   j["symbols"] = symbols;
   // The guard set is explain's JSON; re-parsed so its objects keep their (sorted) key order.
   j["guards"] = ojson::parse(m.guards->to_json().dump());

@@ -93,16 +93,18 @@ void refuse_names_json_cannot_hold(const Graph& g) {
 
 // What a compiled module's C API cannot carry, refused by name before any
 // work: names JSON cannot hold, string tensors (modules hold numeric buffers),
-// and outputs whose size is known only after the run (NonZero's count, a
-// Range over input values), since a caller sizes every output from the input
-// shapes before it runs.
+// and outputs whose size no run can know: an unknown dim, or a symbol that
+// neither an input's dim nor a node's output gives. A size a node produces
+// from data (NonZero's count, as a dim of its output) is bound when that node
+// has run; the caller's output allocator provides such an output's memory.
 void refuse_what_modules_cannot_carry(const Graph& g) {
   refuse_names_json_cannot_hold(g);
-  std::set<std::string> bound;
-  for (const Value* v : g.inputs())
-    if (v->type().is_tensor() && v->type().has_rank())
-      for (const Dim& d : v->type().shape())
-        if (d.is_symbolic() && d.expr().is_symbol()) bound.insert(d.expr().symbol_name());
+  std::set<std::string> bound = g.bound_symbols();
+  for (const auto& n : g.nodes())
+    for (const Value* v : n->outputs())
+      if (v && v->type().is_tensor() && v->type().has_rank())
+        for (const Dim& d : v->type().shape())
+          if (d.is_symbolic() && d.expr().is_symbol()) bound.insert(d.expr().symbol_name());
   auto refuse_strings = [](const Value* v, const char* what) {
     if (v->type().is_tensor() && v->type().dtype() == DType::String)
       v->fail(std::string(what) + " '" + v->name() +
@@ -114,8 +116,7 @@ void refuse_what_modules_cannot_carry(const Graph& g) {
     if (!v->type().is_tensor() || !v->type().has_rank()) continue;
     auto refuse_size = [&](const std::string& size) {
       v->fail("output '" + v->name() + "' has type " + v->type().str() + ", whose size " + size +
-              " is known only once the model has run; a compiled module's caller sizes every output from the "
-              "input shapes before the run");
+              " neither the inputs' shapes nor a node's output give, so a compiled module cannot size it");
     };
     for (size_t k = 0; k < v->type().shape().size(); ++k) {
       const Dim& d = v->type().shape()[k];

@@ -34,6 +34,24 @@ struct DeviceTensors {
                        static_cast<int32_t>(shapes.back().size()), nullptr});
     for (size_t i = 0; i < tensors.size(); ++i) tensors[i].shape = shapes[i].data();
   }
+  // An output of `rank` dims whose size depends on the data: no memory until
+  // the run asks for it through the module's output allocator (one run only).
+  void add_sized(DType dtype, size_t rank, runtime::Module& m) {
+    size_t i = tensors.size();
+    add(dtype, std::vector<int64_t>(rank, 0), 0);
+    runtime::device::release(tensors[i].data);
+    tensors[i].data = nullptr;
+    m.output_allocator = [this, &m](size_t output, const std::vector<int64_t>& shape, size_t bytes) {
+      if (output >= tensors.size() || tensors[output].data)
+        throw InputError("output '" + m.outputs[output].name + "' has a size that depends on the data, and a " +
+                         "timed loop reuses one set of outputs: tcc run runs such a module, bench and profile do not");
+      shapes[output] = shape;
+      nbytes[output] = bytes;
+      tensors[output].data = runtime::device::alloc(bytes);
+      tensors[output].shape = shapes[output].data();
+      return tensors[output].data;
+    };
+  }
 };
 
 std::vector<const Tensor*> ordered_inputs(const runtime::Module& m, const std::map<std::string, Tensor>& inputs) {
@@ -62,7 +80,10 @@ struct Loaded {
     binding = runtime::bind(*module, inputs.tensors.data(), inputs.tensors.size(), nullptr, nullptr);
     for (size_t i = 0; i < module->outputs.size(); ++i) {
       int id = module->output_values[i];
-      outputs.add(module->outputs[i].dtype, binding.shapes[id], static_cast<size_t>(binding.nbytes[id]));
+      if (binding.nbytes[id] < 0)
+        outputs.add_sized(module->outputs[i].dtype, module->outputs[i].shape.size(), *module);
+      else
+        outputs.add(module->outputs[i].dtype, binding.shapes[id], static_cast<size_t>(binding.nbytes[id]));
     }
   }
 
@@ -184,12 +205,20 @@ std::vector<Tensor> run_on_host(const std::string& module_dir, const std::map<st
                      static_cast<int32_t>(t->rank()), t->shape().data()});
     runtime::Binding b = runtime::bind(*m, ins.data(), ins.size(), nullptr, nullptr);
     std::vector<Tensor> outs;
-    for (size_t i = 0; i < m->outputs.size(); ++i)
-      outs.emplace_back(m->outputs[i].dtype, b.shapes[m->output_values[i]]);
     std::vector<tcc_tensor> c_outs;
-    for (Tensor& t : outs)
-      c_outs.push_back(
-          {t.raw_mut(), static_cast<tcc_dtype>(t.dtype()), static_cast<int32_t>(t.rank()), t.shape().data()});
+    for (size_t i = 0; i < m->outputs.size(); ++i) {
+      int id = m->output_values[i];
+      bool sized = b.nbytes[id] < 0;  // its size depends on the data: the run asks for its memory
+      outs.emplace_back(m->outputs[i].dtype,
+                        sized ? std::vector<int64_t>(m->outputs[i].shape.size(), 0) : b.shapes[id]);
+      c_outs.push_back({sized ? nullptr : outs.back().raw_mut(), static_cast<tcc_dtype>(m->outputs[i].dtype),
+                        static_cast<int32_t>(outs.back().rank()), nullptr});
+    }
+    for (size_t i = 0; i < outs.size(); ++i) c_outs[i].shape = outs[i].shape().data();
+    m->output_allocator = [&](size_t output, const std::vector<int64_t>& shape, size_t) {
+      outs[output] = Tensor(m->outputs[output].dtype, shape);
+      return static_cast<void*>(outs[output].raw_mut());
+    };
     runtime::run_host(*m, ins.data(), ins.size(), c_outs.data(), c_outs.size());
     return outs;
   });

@@ -73,6 +73,15 @@ void check_guards(const Module& m, const Binding& b, const tcc_tensor* inputs, S
   }
 }
 
+// Bytes of a value of this shape; InvalidArgument when they overflow.
+int64_t value_bytes(const ValueInfo& info, const std::vector<int64_t>& shape) {
+  int64_t numel = checked_numel(shape);
+  int64_t size = static_cast<int64_t>(dtype_size(info.sig.dtype));
+  if (numel < 0 || numel > INT64_MAX / size)
+    throw InvalidArgument("these inputs make '" + info.sig.name + "' too large (" + shape_str(shape) + ")");
+  return numel * size;
+}
+
 }  // namespace
 
 int64_t evaluate(const SymExpr& e, const Binding& b, const std::string& what) {
@@ -94,6 +103,68 @@ template <typename Field>
 int64_t evaluate_field(const SymExpr& e, const Binding& b, const Field& field) {
   if (std::optional<int64_t> v = e.evaluate(b.symbols)) return *v;
   return evaluate(e, b, field());
+}
+
+// Whether e waits for a data-dependent size no step has produced yet.
+bool pending(const Module& m, const Binding& b, const SymExpr& e) {
+  for (const std::string& s : e.symbols())
+    if (m.value_symbols.count(s) && !b.symbols.count(s)) return true;
+  return false;
+}
+
+// Every value's shape and bytes but the inputs', the arena's layout and the
+// binding constants' block, under the symbols bound so far. What waits for a
+// data-dependent size is left unknown (shape empty, bytes and offset -1), and
+// the arena is then the part the run can use before it: up to the end of the
+// last buffer placed. Once every symbol is bound, all of it is evaluated.
+void evaluate_sizes(const Module& m, Binding& b) {
+  b.complete = true;
+  for (size_t v = 0; v < m.values.size(); ++v) {
+    const ValueInfo& info = m.values[v];
+    if (info.where == ValueInfo::Where::Input) continue;
+    std::vector<int64_t>& shape = b.shapes[v];
+    shape.clear();
+    b.nbytes[v] = -1;
+    if (std::any_of(info.sig.shape.begin(), info.sig.shape.end(), [&](const SymExpr& d) { return pending(m, b, d); })) {
+      b.complete = false;
+      continue;
+    }
+    for (const SymExpr& d : info.sig.shape) {
+      shape.push_back(evaluate_field(d, b, [&] { return "shape of '" + info.sig.name + "'"; }));
+      if (shape.back() < 0)
+        throw InvalidArgument("these inputs give '" + info.sig.name + "' a negative dim (" + d.str() + " = " +
+                              std::to_string(shape.back()) + ")");
+    }
+    b.nbytes[v] = value_bytes(info, shape);
+  }
+
+  bool whole_arena = !pending(m, b, m.arena_bytes);
+  b.arena_bytes = whole_arena ? evaluate(m.arena_bytes, b, "memory.arena_bytes") : 0;
+  b.buffer_offsets.assign(m.buffers.size(), -1);
+  for (size_t i = 0; i < m.buffers.size(); ++i) {
+    const BufferInfo& range = m.buffer_ranges[i];
+    if (pending(m, b, range.offset) || pending(m, b, range.nbytes)) continue;
+    auto where = [&] { return "memory.buffers[" + std::to_string(i) + "]"; };
+    int64_t offset = evaluate_field(range.offset, b, [&] { return where() + ".offset"; });
+    int64_t nbytes = evaluate_field(range.nbytes, b, [&] { return where() + ".nbytes"; });
+    int64_t need = b.nbytes[m.value_ids.at(m.buffers[i].name)];
+    if (!whole_arena && offset >= 0 && nbytes >= 0 && offset <= INT64_MAX - nbytes)
+      b.arena_bytes = std::max(b.arena_bytes, offset + nbytes);
+    if (offset < 0 || offset % AlignedBytes::kAlignment != 0 || nbytes < need || offset > b.arena_bytes ||
+        nbytes > b.arena_bytes - offset)
+      throw BadModule("manifest.json: " + where() + " ('" + m.buffers[i].name + "'): " + std::to_string(nbytes) +
+                      " bytes at offset " + std::to_string(offset) + " do not hold its " + std::to_string(need) +
+                      " bytes inside the " + std::to_string(b.arena_bytes) + "-byte arena");
+    b.buffer_offsets[i] = offset;
+  }
+  b.constant_offsets.clear();
+  b.constant_bytes = 0;
+  for (size_t v = 0; v < m.values.size(); ++v) {
+    if (m.values[v].where != ValueInfo::Where::BindingConstant) continue;
+    constexpr int64_t kAlign = AlignedBytes::kAlignment;
+    b.constant_offsets.push_back(b.constant_bytes);
+    b.constant_bytes += (b.nbytes[v] + kAlign - 1) / kAlign * kAlign;
+  }
 }
 
 }  // namespace
@@ -121,49 +192,21 @@ Binding bind(const Module& m, const tcc_tensor* inputs, size_t num_inputs, Scala
 
   b.shapes.resize(m.values.size());
   b.nbytes.resize(m.values.size());
-  for (size_t v = 0; v < m.values.size(); ++v) {
-    const ValueInfo& info = m.values[v];
-    std::vector<int64_t>& shape = b.shapes[v];
-    if (info.where == ValueInfo::Where::Input) {
-      const tcc_tensor& t = inputs[info.index];
-      shape.assign(t.shape, t.shape + t.rank);
-    } else {
-      for (const SymExpr& d : info.sig.shape) {
-        shape.push_back(evaluate_field(d, b, [&] { return "shape of '" + info.sig.name + "'"; }));
-        if (shape.back() < 0)
-          throw InvalidArgument("these inputs give '" + info.sig.name + "' a negative dim (" + d.str() + " = " +
-                                std::to_string(shape.back()) + ")");
-      }
-    }
-    int64_t numel = checked_numel(shape);
-    int64_t size = static_cast<int64_t>(dtype_size(info.sig.dtype));
-    if (numel < 0 || numel > INT64_MAX / size)
-      throw InvalidArgument("these inputs make '" + info.sig.name + "' too large (" + shape_str(shape) + ")");
-    b.nbytes[v] = numel * size;
-    if (info.where == ValueInfo::Where::Input && b.nbytes[v] > 0 && !inputs[info.index].data)
-      throw InvalidArgument("input '" + info.sig.name + "': data is null");
+  for (size_t i = 0; i < num_inputs; ++i) {
+    int v = m.value_ids.at(m.inputs[i].name);
+    b.shapes[v].assign(inputs[i].shape, inputs[i].shape + inputs[i].rank);
+    b.nbytes[v] = value_bytes(m.values[v], b.shapes[v]);
+    if (b.nbytes[v] > 0 && !inputs[i].data) throw InvalidArgument("input '" + m.inputs[i].name + "': data is null");
   }
-
-  b.arena_bytes = evaluate(m.arena_bytes, b, "memory.arena_bytes");
-  for (size_t i = 0; i < m.buffers.size(); ++i) {
-    auto where = [&] { return "memory.buffers[" + std::to_string(i) + "]"; };
-    int64_t offset = evaluate_field(m.buffer_ranges[i].offset, b, [&] { return where() + ".offset"; });
-    int64_t nbytes = evaluate_field(m.buffer_ranges[i].nbytes, b, [&] { return where() + ".nbytes"; });
-    int64_t need = b.nbytes[m.value_ids.at(m.buffers[i].name)];
-    if (offset < 0 || offset % AlignedBytes::kAlignment != 0 || nbytes < need || offset > b.arena_bytes ||
-        nbytes > b.arena_bytes - offset)
-      throw BadModule("manifest.json: " + where() + " ('" + m.buffers[i].name + "'): " + std::to_string(nbytes) +
-                      " bytes at offset " + std::to_string(offset) + " do not hold its " + std::to_string(need) +
-                      " bytes inside the " + std::to_string(b.arena_bytes) + "-byte arena");
-    b.buffer_offsets.push_back(offset);
-  }
-  for (size_t v = 0; v < m.values.size(); ++v) {
-    if (m.values[v].where != ValueInfo::Where::BindingConstant) continue;
-    constexpr int64_t kAlign = AlignedBytes::kAlignment;
-    b.constant_offsets.push_back(b.constant_bytes);
-    b.constant_bytes += (b.nbytes[v] + kAlign - 1) / kAlign * kAlign;
-  }
+  evaluate_sizes(m, b);
   return b;
+}
+
+void bind_value_symbols(const Module& m, Binding& b, int value, const std::vector<int64_t>& shape) {
+  for (const auto& [name, source] : m.value_symbols)
+    if (source.first == value && static_cast<size_t>(source.second) < shape.size())
+      b.symbols[name] = shape[source.second];
+  evaluate_sizes(m, b);
 }
 
 void check_outputs(const Module& m, const Binding& b, const tcc_tensor* outputs, size_t num_outputs) {
@@ -173,6 +216,17 @@ void check_outputs(const Module& m, const Binding& b, const tcc_tensor* outputs,
   if (num_outputs > 0 && !outputs) throw InvalidArgument("outputs is null");
   for (size_t i = 0; i < num_outputs; ++i) {
     const tcc_tensor& t = outputs[i];
+    if (b.nbytes[m.output_values[i]] < 0) {  // its dims are the allocator's to learn: dtype and rank only
+      auto rank = static_cast<int32_t>(m.outputs[i].shape.size());
+      if (static_cast<DType>(t.dtype) != m.outputs[i].dtype || t.rank != rank)
+        throw InvalidArgument("output '" + m.outputs[i].name + "': expected " + sig_text(m.outputs[i]));
+      if (t.data) throw InvalidArgument("output '" + m.outputs[i].name + "': its size depends on the data, so the "
+                                        "run allocates it (pass data NULL and set an output allocator)");
+      if (!m.output_allocator)
+        throw InvalidArgument("output '" + m.outputs[i].name + "': its size depends on the data; set an output "
+                              "allocator (tcc_module_set_output_allocator) for the run to ask for its memory");
+      continue;
+    }
     check_tensor_arg(t, m.outputs[i], "output");
     const std::vector<int64_t>& want = b.shapes[m.output_values[i]];
     if (!std::equal(want.begin(), want.end(), t.shape, t.shape + t.rank))
@@ -180,6 +234,19 @@ void check_outputs(const Module& m, const Binding& b, const tcc_tensor* outputs,
                             shape_str(want));
     if (!t.data && b.nbytes[m.output_values[i]] > 0)
       throw InvalidArgument("output '" + m.outputs[i].name + "': data is null");
+  }
+}
+
+void allocate_sized_outputs(const Module& m, const Binding& b, const tcc_tensor* outputs,
+                            std::vector<void*>& allocated) {
+  allocated.resize(m.outputs.size(), nullptr);
+  for (size_t i = 0; i < m.outputs.size(); ++i) {
+    int id = m.output_values[i];
+    if (outputs[i].data || allocated[i] || b.nbytes[id] < 0 || m.values[id].where != ValueInfo::Where::Output) continue;
+    allocated[i] = m.output_allocator(i, b.shapes[id], static_cast<size_t>(b.nbytes[id]));
+    if (!allocated[i] && b.nbytes[id] > 0)
+      throw InvalidArgument("output '" + m.outputs[i].name + "': the output allocator gave no memory for " +
+                            shape_str(b.shapes[id]));
   }
 }
 

@@ -18,7 +18,7 @@ namespace {
 struct DeviceBuffer {
   void* ptr = nullptr;
   std::vector<int64_t> shape;
-  explicit DeviceBuffer(size_t nbytes, std::vector<int64_t> dims) : ptr(device::alloc(nbytes)), shape(std::move(dims)) {}
+  DeviceBuffer(size_t nbytes, std::vector<int64_t> dims) : ptr(device::alloc(nbytes)), shape(std::move(dims)) {}
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   ~DeviceBuffer() { device::release(ptr); }
@@ -66,7 +66,8 @@ std::unique_ptr<CudaGraphs::Entry> capture_binding(Module& m, const tcc_tensor* 
     e->input_bytes.push_back(static_cast<size_t>(b.nbytes[id]));
     e->inputs.push_back(std::make_unique<DeviceBuffer>(e->input_bytes.back(), b.shapes[id]));
     e->input_tensors.push_back(view(*e->inputs.back(), m.inputs[i].dtype));
-    if (e->input_bytes.back() > 0) device::copy_async(e->inputs.back()->ptr, inputs[i].data, e->input_bytes.back(), stream);
+    if (e->input_bytes.back() > 0)
+      device::copy_async(e->inputs.back()->ptr, inputs[i].data, e->input_bytes.back(), stream);
   }
   for (size_t i = 0; i < m.outputs.size(); ++i) {
     int id = m.output_values[i];
@@ -118,8 +119,8 @@ void enqueue_cuda_graphs(Module& m, const tcc_tensor* inputs, size_t num_inputs,
     // The dims matched, so the binding's guards hold; the dtypes and the outputs are checked here.
     for (size_t i = 0; i < num_inputs; ++i)
       if (static_cast<DType>(inputs[i].dtype) != m.inputs[i].dtype || (!inputs[i].data && e->input_bytes[i] > 0))
-        throw InvalidArgument("input '" + m.inputs[i].name + "': not the " + std::string(dtype_name(m.inputs[i].dtype)) +
-                              " tensor the module takes");
+        throw InvalidArgument("input '" + m.inputs[i].name + "': not the " +
+                              std::string(dtype_name(m.inputs[i].dtype)) + " tensor the module takes");
     if (num_outputs != e->outputs.size() || (num_outputs > 0 && !outputs))
       throw InvalidArgument("expected " + std::to_string(e->outputs.size()) + " outputs, got " +
                             std::to_string(num_outputs));
@@ -129,8 +130,8 @@ void enqueue_cuda_graphs(Module& m, const tcc_tensor* inputs, size_t num_inputs,
       if (static_cast<DType>(t.dtype) != m.outputs[i].dtype || t.rank != static_cast<int32_t>(want.size()) ||
           (t.rank > 0 && (!t.shape || !std::equal(want.begin(), want.end(), t.shape))) ||
           (!t.data && e->output_bytes[i] > 0))
-        throw InvalidArgument("output '" + m.outputs[i].name + "': expected " + std::string(dtype_name(m.outputs[i].dtype)) +
-                              shape_str(want));
+        throw InvalidArgument("output '" + m.outputs[i].name + "': expected " +
+                              std::string(dtype_name(m.outputs[i].dtype)) + shape_str(want));
     }
     std::vector<const void*> from;
     for (size_t i = 0; i < num_inputs; ++i) from.push_back(inputs[i].data);

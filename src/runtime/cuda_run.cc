@@ -722,8 +722,22 @@ DeviceMemory upload_binding_constants(const Module& m, const Binding& b, CUstrea
   return block;
 }
 
+// A kernel step's launch at binding b (a library call's problem for Gemm and Conv kernels).
+BoundRun::Launch step_launch(const Module& m, const StepInfo& step, const Binding& b) {
+  check_kernel_buffers(m, step, b);
+  const KernelInfo& k = m.kernels[step.kernel];
+  BoundRun::Launch l;
+  if (!k.library_call) l = launch_arguments(k, b);
+  else if (k.kind == kir::Kind::Gemm) l.gemm = gemm_problem(k, b);
+  else l.conv = conv_problem(k, b);
+  return l;
+}
+
+// The binding and launches for these inputs: kept for the latest input shapes
+// unless guards read input values or sizes depend on data (whose launches are
+// made as the run binds them).
 const BoundRun& bound_run(CudaState& s, const Module& m, const tcc_tensor* inputs, size_t num_inputs, CUstream stream) {
-  bool reusable = num_inputs == m.inputs.size() && (num_inputs == 0 || inputs) &&
+  bool reusable = num_inputs == m.inputs.size() && (num_inputs == 0 || inputs) && m.value_symbols.empty() &&
                   std::none_of(m.guards.begin(), m.guards.end(),
                                [](const Guard& g) { return g.kind == Guard::Kind::ScalarEquals; });
   s.dims.clear();
@@ -745,15 +759,8 @@ const BoundRun& bound_run(CudaState& s, const Module& m, const tcc_tensor* input
   BoundRun r;
   r.binding = bind(m, inputs, num_inputs, read_device_scalar, stream);
   r.launches.resize(m.steps.size());
-  for (size_t i = 0; i < m.steps.size(); ++i) {
-    const StepInfo& step = m.steps[i];
-    if (step.fallback) continue;
-    check_kernel_buffers(m, step, r.binding);
-    const KernelInfo& k = m.kernels[step.kernel];
-    if (!k.library_call) r.launches[i] = launch_arguments(k, r.binding);
-    else if (k.kind == kir::Kind::Gemm) r.launches[i].gemm = gemm_problem(k, r.binding);
-    else r.launches[i].conv = conv_problem(k, r.binding);
-  }
+  for (size_t i = 0; i < m.steps.size() && r.binding.complete; ++i)
+    if (!m.steps[i].fallback) r.launches[i] = step_launch(m, m.steps[i], r.binding);
   r.dims = s.dims;
   r.reusable = reusable;
   r.constants = upload_binding_constants(m, r.binding, stream);
@@ -777,30 +784,58 @@ void enqueue_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_te
   CudaState& s = device_state(m, d, current_context(d), stream);
 
   const BoundRun& run = bound_run(s, m, inputs, num_inputs, stream);
-  const Binding& b = run.binding;
+  // Sizes that depend on data are bound as the fallbacks producing them run:
+  // into this run's own copy of the binding.
+  std::optional<Binding> growing;
+  if (!run.binding.complete) growing = run.binding;
+  const Binding& b = growing ? *growing : run.binding;
   check_outputs(m, b, outputs, num_outputs);
-  if (s.arena_bytes < static_cast<size_t>(b.arena_bytes)) {
-    if (s.arena) {
-      d.check(d.stream_sync(stream), "cuStreamSynchronize");
-      s.arena.reset();
-      s.arena_bytes = 0;
-    }
-    s.arena = device_alloc(d, static_cast<size_t>(b.arena_bytes), "cuMemAlloc (arena)");
-    s.arena_bytes = static_cast<size_t>(b.arena_bytes);
-  }
+  // The arena grows to `bytes`, keeping the first `keep` bytes that steps wrote.
+  auto grow_arena = [&](size_t bytes, size_t keep) {
+    if (s.arena_bytes >= bytes) return;
+    DeviceMemory grown = device_alloc(d, bytes, "cuMemAlloc (arena)");
+    if (keep > 0)
+      d.check(d.copy_dtod_async(address(grown), address(s.arena), keep, stream), "cuMemcpyDtoDAsync (arena)");
+    if (s.arena) d.check(d.stream_sync(stream), "cuStreamSynchronize");
+    s.arena = std::move(grown);
+    s.arena_bytes = bytes;
+  };
+  grow_arena(static_cast<size_t>(b.arena_bytes), 0);
 
   std::vector<CUdeviceptr>& ptr = s.ptr;
   ptr.resize(m.values.size());
-  for (size_t v = 0; v < m.values.size(); ++v) {
-    const ValueInfo& info = m.values[v];
-    switch (info.where) {
-      case ValueInfo::Where::Input: ptr[v] = reinterpret_cast<CUdeviceptr>(inputs[info.index].data); break;
-      case ValueInfo::Where::Output: ptr[v] = reinterpret_cast<CUdeviceptr>(outputs[info.index].data); break;
-      case ValueInfo::Where::Weight: ptr[v] = s.weights + m.weight_ranges[info.index].offset; break;
-      case ValueInfo::Where::Buffer: ptr[v] = address(s.arena) + b.buffer_offsets[info.index]; break;
-      case ValueInfo::Where::BindingConstant: ptr[v] = address(run.constants) + b.constant_offsets[info.index]; break;
+  std::vector<void*> allocated(m.outputs.size(), nullptr);  // outputs the output allocator provided
+  auto place = [&] {
+    for (size_t v = 0; v < m.values.size(); ++v) {
+      const ValueInfo& info = m.values[v];
+      switch (info.where) {
+        case ValueInfo::Where::Input: ptr[v] = reinterpret_cast<CUdeviceptr>(inputs[info.index].data); break;
+        case ValueInfo::Where::Output: {
+          void* data = outputs[info.index].data;
+          ptr[v] = reinterpret_cast<CUdeviceptr>(data ? data : allocated[info.index]);
+          break;
+        }
+        case ValueInfo::Where::Weight: ptr[v] = s.weights + m.weight_ranges[info.index].offset; break;
+        case ValueInfo::Where::Buffer: {
+          int64_t offset = b.buffer_offsets[info.index];
+          ptr[v] = offset < 0 ? 0 : address(s.arena) + offset;
+          break;
+        }
+        case ValueInfo::Where::BindingConstant:
+          ptr[v] = address(run.constants) + b.constant_offsets[info.index];
+          break;
+      }
     }
-  }
+  };
+  place();
+  // A data-dependent size, once a fallback produced it (the stream is idle then).
+  auto sized = [&](int id, const std::vector<int64_t>& shape) {
+    size_t used = static_cast<size_t>(growing->arena_bytes);
+    bind_value_symbols(m, *growing, id, shape);
+    grow_arena(static_cast<size_t>(growing->arena_bytes), used);
+    allocate_sized_outputs(m, *growing, outputs, allocated);
+    place();
+  };
 
   // What a step wrote, copied back once the stream has run it.
   auto inspect = [&](const StepInfo& step) {
@@ -831,9 +866,15 @@ void enqueue_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_te
         host.resize(b.nbytes[id]);
         if (!host.empty()) d.check(d.copy_dtoh_async(host.data(), ptr[id], host.size(), stream), "cuMemcpyDtoHAsync");
       }
-      for (int id : step.writes) staged[id].resize(b.nbytes[id]);
+      for (int id : step.writes) staged[id].resize(std::max<int64_t>(b.nbytes[id], 0));
       d.check(d.stream_sync(stream), "cuStreamSynchronize");
-      run_fallback(m, step, b, [&](int id) { return HostSpan{staged[id].data(), b.nbytes[id]}; });
+      run_fallback(
+          m, step, b,
+          [&](int id) {
+            staged[id].resize(b.nbytes[id]);
+            return HostSpan{staged[id].data(), b.nbytes[id]};
+          },
+          growing ? SizedValue(sized) : nullptr);
       for (int id : step.writes)
         if (b.nbytes[id] > 0)
           d.check(d.copy_htod_async(ptr[id], staged[id].data(), b.nbytes[id], stream), "cuMemcpyHtoDAsync");
@@ -849,7 +890,9 @@ void enqueue_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_te
     if (k.zero_outputs)
       for (int id : step.writes)
         if (b.nbytes[id] > 0) d.check(d.memset_d8_async(ptr[id], 0, b.nbytes[id], stream), "cuMemsetD8Async (outputs)");
-    const BoundRun::Launch& l = run.launches[i];
+    BoundRun::Launch made;
+    if (growing) made = step_launch(m, step, b);
+    const BoundRun::Launch& l = growing ? made : run.launches[i];
     if (k.library_call && k.kind == kir::Kind::Gemm) {
       run_gemm(s, k, l.gemm, buf, stream);
     } else if (k.library_call) {
@@ -866,6 +909,7 @@ void enqueue_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_te
     inspect(step);
   }
 
+  if (!b.complete) throw BadModule("manifest.json: a data-dependent size was never produced by its fallback step");
   for (size_t i = 0; i < num_outputs; ++i) {
     int id = m.output_values[i];
     if (m.values[id].where != ValueInfo::Where::Output && b.nbytes[id] > 0)

@@ -12,8 +12,8 @@
 
 namespace tcc::runtime {
 
-void run_fallback(const Module& m, const StepInfo& step, const Binding& b,
-                  const std::function<HostSpan(int)>& host) {
+void run_fallback(const Module& m, const StepInfo& step, const Binding& b, const std::function<HostSpan(int)>& host,
+                  const SizedValue& sized) {
   const Node& n = *step.fallback;
   const OpDef* def = OpRegistry::get().lookup(n);
   bool shape_only = def != nullptr && def->has(kShapeOnly);
@@ -44,6 +44,8 @@ void run_fallback(const Module& m, const StepInfo& step, const Binding& b,
     if (j >= results.size() || !results[j].defined())
       throw BadModule("fallback.tir: node '" + n.name() + "' did not produce '" + info.sig.name + "'");
     const Tensor& t = results[j];
+    if (b.nbytes[id] < 0 && sized && t.dtype() == info.sig.dtype && t.rank() == info.sig.shape.size())
+      sized(id, t.shape());
     if (t.dtype() != info.sig.dtype || t.shape() != b.shapes[id])
       throw BadModule("fallback.tir: node '" + n.name() + "' produced " + std::string(dtype_name(t.dtype())) +
                       shape_str(t.shape()) + " for '" + info.sig.name + "', the module planned " +

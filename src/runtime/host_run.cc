@@ -28,16 +28,40 @@ void run_host(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor
   AlignedBytes arena(static_cast<size_t>(b.arena_bytes));
   AlignedBytes constants = compute_binding_constants(m, b);
   std::vector<std::byte*> ptr(m.values.size());
-  for (size_t v = 0; v < m.values.size(); ++v) {
-    const ValueInfo& info = m.values[v];
-    switch (info.where) {
-      case ValueInfo::Where::Input: ptr[v] = static_cast<std::byte*>(inputs[info.index].data); break;
-      case ValueInfo::Where::Output: ptr[v] = static_cast<std::byte*>(outputs[info.index].data); break;
-      case ValueInfo::Where::Weight: ptr[v] = m.weight_data.data() + m.weight_ranges[info.index].offset; break;
-      case ValueInfo::Where::Buffer: ptr[v] = arena.data() + b.buffer_offsets[info.index]; break;
-      case ValueInfo::Where::BindingConstant: ptr[v] = constants.data() + b.constant_offsets[info.index]; break;
+  std::vector<void*> allocated(m.outputs.size(), nullptr);  // outputs the output allocator provided
+  auto place = [&] {
+    for (size_t v = 0; v < m.values.size(); ++v) {
+      const ValueInfo& info = m.values[v];
+      switch (info.where) {
+        case ValueInfo::Where::Input: ptr[v] = static_cast<std::byte*>(inputs[info.index].data); break;
+        case ValueInfo::Where::Output: {
+          void* data = outputs[info.index].data;
+          ptr[v] = static_cast<std::byte*>(data ? data : allocated[info.index]);
+          break;
+        }
+        case ValueInfo::Where::Weight: ptr[v] = m.weight_data.data() + m.weight_ranges[info.index].offset; break;
+        case ValueInfo::Where::Buffer: {
+          int64_t offset = b.buffer_offsets[info.index];
+          ptr[v] = offset < 0 ? nullptr : arena.data() + offset;
+          break;
+        }
+        case ValueInfo::Where::BindingConstant: ptr[v] = constants.data() + b.constant_offsets[info.index]; break;
+      }
     }
-  }
+  };
+  place();
+  // A data-dependent size, once a fallback produced it: the arena grows to
+  // what the rest of the run needs, keeping what earlier steps wrote.
+  auto sized = [&](int id, const std::vector<int64_t>& shape) {
+    bind_value_symbols(m, b, id, shape);
+    if (static_cast<size_t>(b.arena_bytes) > arena.size()) {
+      AlignedBytes grown(static_cast<size_t>(b.arena_bytes));
+      if (arena.size() > 0) std::memcpy(grown.data(), arena.data(), arena.size());
+      arena = std::move(grown);
+    }
+    allocate_sized_outputs(m, b, outputs, allocated);
+    place();
+  };
 
   auto inspect = [&](const StepInfo& step) {
     if (!m.step_inspector) return;
@@ -51,7 +75,7 @@ void run_host(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor
   std::vector<int64_t> sizes;
   for (const StepInfo& step : m.steps) {
     if (step.fallback) {
-      run_fallback(m, step, b, [&](int id) { return HostSpan{ptr[id], b.nbytes[id]}; });
+      run_fallback(m, step, b, [&](int id) { return HostSpan{ptr[id], b.nbytes[id]}; }, sized);
       inspect(step);
       continue;
     }
@@ -67,6 +91,7 @@ void run_host(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor
   }
 
   // Outputs that are inputs or weights were not written by any step.
+  if (!b.complete) throw BadModule("manifest.json: a data-dependent size was never produced by its fallback step");
   for (size_t i = 0; i < num_outputs; ++i) {
     int id = m.output_values[i];
     if (m.values[id].where != ValueInfo::Where::Output)

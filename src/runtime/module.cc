@@ -171,7 +171,9 @@ class Loader {
   // Symbols a size expression may mention: those the inputs bind.
   void check_bound(const SymExpr& e, const Field& where) {
     for (const std::string& s : e.symbols())
-      if (!m_.symbols.count(s)) where.fail("mentions symbol '" + s + "', which no input binds (see \"symbols\")");
+      if (!m_.symbols.count(s) && !value_symbol_names_.count(s))
+        where.fail("mentions symbol '" + s + "', which neither an input nor a fallback's value binds (see " +
+                   "\"symbols\")");
   }
   void check_bound(const std::vector<SymExpr>& shape, const Field& where) {
     for (const SymExpr& d : shape) check_bound(d, where);
@@ -189,6 +191,10 @@ class Loader {
     if (!syms.raw().is_object()) syms.fail("expected an object");
     for (const auto& [name, _] : syms.raw().items()) {
       Field s = syms[name.c_str()];
+      if (s.has("value")) {  // resolved once the schedule is loaded (value_symbols())
+        value_symbol_names_.insert(name);
+        continue;
+      }
       std::string input = s["input"].str();
       auto it = std::find_if(m_.inputs.begin(), m_.inputs.end(), [&](const TensorSig& t) { return t.name == input; });
       if (it == m_.inputs.end()) s["input"].fail("'" + input + "' is not an input");
@@ -480,14 +486,17 @@ class Loader {
     f.fail("no node '" + name + "' in fallback.tir");
   }
 
+  int value_id(const Field& f) {
+    std::string name = f.str();
+    auto it = m_.value_ids.find(name);
+    if (it == m_.value_ids.end())
+      f.fail("'" + name + "' is not an input, weight, planned buffer, binding constant or output");
+    return it->second;
+  }
+
   std::vector<int> value_list(const Field& f) {
     std::vector<int> ids;
-    for (size_t i = 0; i < f.size(); ++i) {
-      std::string name = f[i].str();
-      auto it = m_.value_ids.find(name);
-      if (it == m_.value_ids.end()) f[i].fail("'" + name + "' is not an input, weight, planned buffer, binding constant or output");
-      ids.push_back(it->second);
-    }
+    for (size_t i = 0; i < f.size(); ++i) ids.push_back(value_id(f[i]));
     return ids;
   }
 
@@ -543,6 +552,25 @@ class Loader {
       m_.steps.push_back(std::move(step));
     }
     binding_steps();
+    value_symbols();
+  }
+
+  // A data-dependent size is the `axis` dim of a value a fallback step writes,
+  // declared with that symbol alone there.
+  void value_symbols() {
+    Field syms = root_["symbols"];
+    for (const std::string& name : value_symbol_names_) {
+      Field s = syms[name.c_str()];
+      int id = value_id(s["value"]);
+      const TensorSig& sig = m_.values[id].sig;
+      int64_t axis = s["axis"].integer(0, static_cast<int64_t>(sig.shape.size()) - 1);
+      if (sig.shape[axis] != SymExpr::symbol(name)) s["axis"].fail("'" + sig.name + "' is not of size '" + name + "' there");
+      bool by_fallback = std::any_of(m_.steps.begin(), m_.steps.end(), [&](const StepInfo& step) {
+        return step.fallback && std::find(step.writes.begin(), step.writes.end(), id) != step.writes.end();
+      });
+      if (!by_fallback) s["value"].fail("no fallback step writes '" + sig.name + "'");
+      m_.value_symbols[name] = {id, static_cast<int>(axis)};
+    }
   }
 
   // Fallback nodes that write every binding constant once, each reading
@@ -750,6 +778,7 @@ class Loader {
   Field root_;
   std::map<std::string, SymExpr> shape_aliases_;
   std::set<std::string> placeholders_;
+  std::set<std::string> value_symbol_names_;  // symbols a fallback's value binds (value_symbols())
 };
 
 }  // namespace

@@ -169,6 +169,9 @@ struct Module {
   std::string dir;
   std::vector<TensorSig> inputs, outputs;
   std::map<std::string, std::pair<int, int>> symbols;  // symbol -> (input, axis)
+  // Data-dependent sizes (NonZero's count): symbol -> (value id, axis) of the
+  // value a fallback step writes, bound once that step has run.
+  std::map<std::string, std::pair<int, int>> value_symbols;
   std::vector<Guard> guards;
   std::vector<TensorSig> weights;
   std::vector<WeightInfo> weight_ranges;
@@ -198,6 +201,11 @@ struct Module {
   // step wrote, read back to the host (a CUDA run waits for the step first):
   // `tcc run --check-steps` compares it with the reference, value by value.
   std::function<void(const StepInfo& step, const std::vector<std::pair<int, Tensor>>& written)> step_inspector;
+  // Memory for an output whose size depends on the data (NonZero's count),
+  // which the caller passes with no data: called once the run knows its shape,
+  // with the output's index, shape and bytes; returns host memory for a host
+  // run, device memory for a CUDA run, which the caller owns.
+  std::function<void*(size_t output, const std::vector<int64_t>& shape, size_t nbytes)> output_allocator;
   // Kept for the C API's name accessors.
   std::vector<std::string> input_names, output_names;
 };
@@ -213,6 +221,10 @@ struct Binding {
   int64_t arena_bytes = 0;
   std::vector<int64_t> constant_offsets;     // per binding constant, in one block
   int64_t constant_bytes = 0;
+  // False while a data-dependent size (Module::value_symbols) is unbound: what
+  // depends on it has no shape yet (bytes and offset -1), and arena_bytes
+  // covers only the buffers placed before it.
+  bool complete = true;
 };
 
 // Reads element 0 of an input as a double, for guards on scalar inputs (null: skip those guards).
@@ -223,8 +235,19 @@ using ScalarReader = double (*)(const tcc_tensor& t, void* ctx);
 // module's own expressions do not evaluate or disagree with each other.
 Binding bind(const Module& m, const tcc_tensor* inputs, size_t num_inputs, ScalarReader read_scalar, void* ctx);
 
-// Checks the caller's output tensors against the bound output shapes.
+// Binds the data-dependent sizes that value `value` gives (the shape a
+// fallback step produced for it) and evaluates what waited for them.
+void bind_value_symbols(const Module& m, Binding& b, int value, const std::vector<int64_t>& shape);
+
+// Checks the caller's output tensors against the bound output shapes; an
+// output whose size depends on data (no shape yet) may come with no data, for
+// the module's output_allocator to provide.
 void check_outputs(const Module& m, const Binding& b, const tcc_tensor* outputs, size_t num_outputs);
+
+// Memory of each output the caller left to the output allocator, once b gives
+// its shape: `allocated[i]` is set for the outputs that now have one and had none.
+void allocate_sized_outputs(const Module& m, const Binding& b, const tcc_tensor* outputs,
+                            std::vector<void*>& allocated);
 
 // Evaluates e under the binding's symbols; BadModule naming `what` if it does not evaluate.
 int64_t evaluate(const SymExpr& e, const Binding& b, const std::string& what);
@@ -244,8 +267,12 @@ struct HostSpan {
 // Runs a fallback step's node with the reference interpreter, reading and
 // writing the values through `host` (which maps a value id to host memory).
 // A node that reads only shapes (Shape, Size) reads none of its inputs' bytes.
-void run_fallback(const Module& m, const StepInfo& step, const Binding& b,
-                  const std::function<HostSpan(int)>& host);
+// A value whose size depends on data (no shape in b yet) goes to `sized` with
+// the shape the node produced before `host` is asked for its memory: the
+// caller binds its sizes (bind_value_symbols) and makes room for it.
+using SizedValue = std::function<void(int id, const std::vector<int64_t>& shape)>;
+void run_fallback(const Module& m, const StepInfo& step, const Binding& b, const std::function<HostSpan(int)>& host,
+                  const SizedValue& sized = nullptr);
 
 // The binding constants under b, computed on the host by running the binding
 // steps: one block laid out as b.constant_offsets says.

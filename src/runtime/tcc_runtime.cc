@@ -114,7 +114,9 @@ tcc_status tcc_module_output_shape(const tcc_module* m, const tcc_tensor* inputs
                                           std::to_string(mod.outputs.size()));
     // Data may live on the device here, so guards on scalar values are left to the run.
     tcc::runtime::Binding b = tcc::runtime::bind(mod, inputs, num_inputs, nullptr, nullptr);
-    const std::vector<int64_t>& shape = b.shapes[mod.output_values[output]];
+    std::vector<int64_t> shape = b.shapes[mod.output_values[output]];
+    if (b.nbytes[mod.output_values[output]] < 0)  // a size the data decides
+      for (const tcc::SymExpr& d : mod.outputs[output].shape) shape.push_back(d.evaluate(b.symbols).value_or(-1));
     *rank_out = static_cast<int32_t>(shape.size());
     if (static_cast<int32_t>(shape.size()) > max_rank || (!shape_out && !shape.empty()))
       throw tcc::runtime::InvalidArgument("output '" + mod.outputs[output].name + "' has rank " +
@@ -122,6 +124,18 @@ tcc_status tcc_module_output_shape(const tcc_module* m, const tcc_tensor* inputs
                                           std::to_string(max_rank));
     std::copy(shape.begin(), shape.end(), shape_out);
   });
+}
+
+tcc_status tcc_module_set_output_allocator(tcc_module* m, tcc_output_allocator allocate, void* ctx) {
+  if (!m) return null_argument("module");
+  if (!allocate) {
+    m->impl->output_allocator = nullptr;
+    return TCC_OK;
+  }
+  m->impl->output_allocator = [allocate, ctx](size_t output, const std::vector<int64_t>& shape, size_t nbytes) {
+    return allocate(ctx, output, shape.data(), static_cast<int32_t>(shape.size()), nbytes);
+  };
+  return TCC_OK;
 }
 
 tcc_status tcc_module_run_host(tcc_module* m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor* outputs,

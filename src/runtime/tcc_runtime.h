@@ -65,9 +65,17 @@ tcc_status tcc_module_tensor_info(const tcc_module* m, int output, size_t i, tcc
                                   int64_t* shape_out, int32_t max_rank);
 
 /* Output shapes for the given inputs: fills rank and writes up to max_rank dims into shape_out.
- * Lets a caller size its output buffers before running. */
+ * Lets a caller size its output buffers before running. A dim that depends on the data (NonZero's count)
+ * reads -1: pass that output with data NULL and set an output allocator. */
 tcc_status tcc_module_output_shape(const tcc_module* m, const tcc_tensor* inputs, size_t num_inputs, size_t output,
                                    int64_t* shape_out, int32_t max_rank, int32_t* rank_out);
+
+/* Memory for outputs whose size depends on the data, which the caller passes with data NULL: the run calls
+ * `allocate` once it knows such an output's shape, with the output's index, dims, rank and bytes, and writes the
+ * output into the memory it returns (host memory for run_host, device memory for run_cuda; the caller owns it),
+ * as TensorRT's output allocator does. NULL unsets it. */
+typedef void* (*tcc_output_allocator)(void* ctx, size_t output, const int64_t* shape, int32_t rank, size_t nbytes);
+tcc_status tcc_module_set_output_allocator(tcc_module* m, tcc_output_allocator allocate, void* ctx);
 
 /* Runs the module on the host (host.so and the reference implementation for fallbacks). */
 tcc_status tcc_module_run_host(tcc_module* m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor* outputs,

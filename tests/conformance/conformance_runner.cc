@@ -391,6 +391,26 @@ class CompiledModule {
   const std::string& refused() const { return refused_; }
   const std::string& failed() const { return failed_; }
 
+  // Outputs whose size depends on the data, which the run asks memory for
+  // (tcc_module_set_output_allocator): a host tensor, and on the GPU device
+  // memory copied back after the run.
+  struct SizedOutputs {
+    std::vector<Tensor>* outs = nullptr;
+    bool on_gpu = false;
+    std::vector<void*> device;
+    ~SizedOutputs() {
+      for (void* p : device) runtime::device::release(p);
+    }
+    static void* allocate(void* ctx, size_t output, const int64_t* shape, int32_t rank, size_t nbytes) {
+      auto* s = static_cast<SizedOutputs*>(ctx);
+      Tensor& t = (*s->outs)[output];
+      t = Tensor(t.dtype(), std::vector<int64_t>(shape, shape + rank));
+      if (!s->on_gpu) return t.raw_mut();
+      s->device.resize(s->outs->size(), nullptr);
+      return s->device[output] = runtime::device::alloc(nbytes);
+    }
+  };
+
   // The module's host run (or GPU run) on `feeds`, matched to its inputs by name.
   std::vector<Tensor> run(std::map<std::string, Tensor>& feeds, bool on_gpu) {
     auto check = [](tcc_status s, const char* what) {
@@ -406,16 +426,24 @@ class CompiledModule {
     }
     std::vector<Tensor> outs;
     std::vector<tcc_tensor> c_outs;
+    std::vector<bool> sized;  // a dim of -1: the run allocates it
     for (size_t i = 0; i < tcc_module_num_outputs(module_); ++i) {
       tcc_dtype dtype;
       int32_t rank = 0;
       int64_t dims[16];
       check(tcc_module_tensor_info(module_, 1, i, &dtype, &rank, dims, 16), "tcc_module_tensor_info");
       check(tcc_module_output_shape(module_, ins.data(), ins.size(), i, dims, 16, &rank), "tcc_module_output_shape");
-      outs.emplace_back(static_cast<DType>(dtype), std::vector<int64_t>(dims, dims + rank));
+      sized.push_back(std::any_of(dims, dims + rank, [](int64_t d) { return d < 0; }));
+      outs.emplace_back(static_cast<DType>(dtype), sized.back() ? std::vector<int64_t>(static_cast<size_t>(rank), 0)
+                                                                 : std::vector<int64_t>(dims, dims + rank));
     }
-    for (Tensor& t : outs)
-      c_outs.push_back({t.raw_mut(), static_cast<tcc_dtype>(t.dtype()), static_cast<int32_t>(t.rank()), t.shape().data()});
+    for (size_t i = 0; i < outs.size(); ++i)
+      c_outs.push_back({sized[i] ? nullptr : outs[i].raw_mut(), static_cast<tcc_dtype>(outs[i].dtype()),
+                        static_cast<int32_t>(outs[i].rank()), outs[i].shape().data()});
+    SizedOutputs allocation;
+    allocation.outs = &outs;
+    allocation.on_gpu = on_gpu;
+    check(tcc_module_set_output_allocator(module_, &SizedOutputs::allocate, &allocation), "output allocator");
     if (!on_gpu) {
       check(tcc_module_run_host(module_, ins.data(), ins.size(), c_outs.data(), c_outs.size()), "tcc_module_run_host");
       return outs;
@@ -438,11 +466,14 @@ class CompiledModule {
       const Tensor& t = feeds.at(tcc_module_input_name(module_, i));
       d_ins.push_back(device.of(ins[i], t.nbytes(), true));
     }
-    for (size_t i = 0; i < outs.size(); ++i) d_outs.push_back(device.of(c_outs[i], outs[i].nbytes(), false));
+    for (size_t i = 0; i < outs.size(); ++i)
+      d_outs.push_back(sized[i] ? c_outs[i] : device.of(c_outs[i], outs[i].nbytes(), false));
     check(tcc_module_run_cuda(module_, d_ins.data(), d_ins.size(), d_outs.data(), d_outs.size(), nullptr),
           "tcc_module_run_cuda");
-    for (size_t i = 0; i < outs.size(); ++i)
-      if (outs[i].nbytes() > 0) runtime::device::download(outs[i].raw_mut(), d_outs[i].data, outs[i].nbytes());
+    for (size_t i = 0; i < outs.size(); ++i) {
+      const void* from = sized[i] ? allocation.device[i] : d_outs[i].data;
+      if (outs[i].nbytes() > 0) runtime::device::download(outs[i].raw_mut(), from, outs[i].nbytes());
+    }
     return outs;
   }
 

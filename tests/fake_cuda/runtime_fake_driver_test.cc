@@ -400,6 +400,79 @@ TEST_F(FakeDriver, GraphPerBindingRunsStepByStepWhatCannotBeCaptured) {
   EXPECT_EQ(stats.not_captured, "host fallback node 'cumsum' (it synchronizes with the host)");
 }
 
+// NonZero's count on the device path: the fallback produces it, the arena
+// grows for what follows (keeping what earlier steps wrote), a kernel runs at
+// the new size, and the output it decides comes from the output allocator, in
+// device memory: the same values as the host run, at two sizes in a row.
+TEST_F(FakeDriver, DataDependentSizesBindMidRunAndGrowTheArena) {
+  fs::path model = write_model(dir_, R"(graph main opset(ai.onnx: 17) {
+  input %x: f32[n, 4]
+  %r: f32[n, 4] = Relu(%x) name("relu")
+  %idx: i64[2, ?] = NonZero(%r) name("nonzero")
+  %c: f32[2, ?] = Cast(%idx) {to = 1} name("cast")
+  %e: f32[2, ?] = Exp(%c) name("exp")
+  output %e
+  output %r
+}
+)");
+  CliResult r = compile_for_fake_device(model, dir_ / "module");
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::unique_ptr<runtime::Module> m = runtime::load_module((dir_ / "module").string());
+  ASSERT_EQ(m->value_symbols.size(), 1u);
+  std::map<std::string, const runtime::KernelInfo*> kernels;
+  for (const runtime::KernelInfo& k : m->kernels) kernels[k.name] = &k;
+  fake_cuda::set_kernel_binder([&](const std::string& name, void** params) -> std::function<void()> {
+    const runtime::KernelInfo& k = *kernels.at(name);
+    std::vector<void*> buffers(k.buffers.size());
+    std::vector<int64_t> sizes(k.sizes.size());
+    for (size_t i = 0; i < buffers.size(); ++i) std::memcpy(&buffers[i], params[i], sizeof(void*));
+    for (size_t i = 0; i < sizes.size(); ++i) std::memcpy(&sizes[i], params[buffers.size() + i], sizeof(int64_t));
+    return [host = k.host, buffers, sizes] { host(buffers.data(), sizes.data()); };
+  });
+  void* stream = runtime::device::create_stream();
+  for (int64_t n : {5, 40}) {
+    std::mt19937 rng(static_cast<unsigned>(n));
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    std::vector<float> x(static_cast<size_t>(n * 4));
+    for (float& v : x) v = dist(rng);
+    std::vector<int64_t> x_shape = {n, 4}, r_shape = {n, 4}, e_shape = {2, 0};
+
+    std::vector<std::vector<float>> host_outputs(2);
+    host_outputs[1].resize(x.size());
+    m->output_allocator = [&](size_t i, const std::vector<int64_t>& shape, size_t bytes) {
+      host_outputs[i].resize(bytes / sizeof(float));
+      e_shape = shape;
+      return static_cast<void*>(host_outputs[i].data());
+    };
+    tcc_tensor in = {x.data(), TCC_F32, 2, x_shape.data()};
+    std::vector<tcc_tensor> outs = {{nullptr, TCC_F32, 2, e_shape.data()},
+                                    {host_outputs[1].data(), TCC_F32, 2, r_shape.data()}};
+    runtime::run_host(*m, &in, 1, outs.data(), outs.size());
+
+    void* d_x = runtime::device::alloc(x.size() * sizeof(float));
+    void* d_r = runtime::device::alloc(x.size() * sizeof(float));
+    void* d_e = nullptr;
+    size_t e_bytes = 0;
+    runtime::device::upload(d_x, x.data(), x.size() * sizeof(float));
+    m->output_allocator = [&](size_t, const std::vector<int64_t>& shape, size_t bytes) {
+      EXPECT_EQ(shape, e_shape);
+      e_bytes = bytes;
+      return d_e = runtime::device::alloc(bytes);
+    };
+    tcc_tensor d_in = {d_x, TCC_F32, 2, x_shape.data()};
+    std::vector<tcc_tensor> d_outs = {{nullptr, TCC_F32, 2, e_shape.data()}, {d_r, TCC_F32, 2, r_shape.data()}};
+    runtime::run_cuda(*m, &d_in, 1, d_outs.data(), d_outs.size(), stream);
+    std::vector<float> e(e_bytes / sizeof(float)), relu(x.size());
+    runtime::device::download(e.data(), d_e, e_bytes);
+    runtime::device::download(relu.data(), d_r, relu.size() * sizeof(float));
+    EXPECT_EQ(e, host_outputs[0]) << "n=" << n;
+    EXPECT_EQ(relu, host_outputs[1]) << "n=" << n;
+    for (void* p : {d_x, d_r, d_e}) runtime::device::release(p);
+  }
+  fake_cuda::set_kernel_binder(nullptr);
+  runtime::device::destroy_stream(stream);
+}
+
 TEST_F(FakeDriver, ArenaFollowsTheBindingAndIsFreedWithTheModule) {
   size_t before = fake_cuda::live_allocations();
   {

@@ -292,8 +292,8 @@ TEST_F(BadInput, CompileRefusesAnOutputWhoseSizeIsUnknown) {
              "  output %z\n"
              "}\n");
   expect_input_error("compile " + shell_quote(model) + " -o " + shell_quote((root_ / "module").string()), model,
-                     {"node 'negate' (Neg): output 'z' has type f32[?, ?], whose size along axis 0 is known only once "
-                      "the model has run"});
+                     {"node 'negate' (Neg): output 'z' has type f32[?, ?], whose size along axis 0 neither the "
+                      "inputs' shapes nor a node's output give, so a compiled module cannot size it"});
   EXPECT_FALSE(fs::exists(root_ / "module"));
 }
 

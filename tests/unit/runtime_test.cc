@@ -276,7 +276,7 @@ TEST_F(HandModule, RefusesBadManifestsNamingTheField) {
   expect_bad_module([](json& j) { j["inputs"][0]["shape"][0] = "b+"; },
                     "manifest.json: inputs[0].shape[0]: 'b+' is not a size expression");
   expect_bad_module([](json& j) { j["outputs"][0]["shape"][0] = "q"; },
-                    "manifest.json: outputs[0].shape: mentions symbol 'q', which no input binds");
+                    "manifest.json: outputs[0].shape: mentions symbol 'q', which neither an input nor a fallback's value binds");
   expect_bad_module([](json& j) { j["symbols"]["b"]["axis"] = 7; },
                     "manifest.json: symbols.b.axis: expected an integer in [0, 1], got 7");
   expect_bad_module([](json& j) { j["weights"]["file"] = "../weights.bin"; },
@@ -329,7 +329,7 @@ TEST_F(HandModule, RefusesBadManifestsNamingTheField) {
   expect_bad_module(reduction_with_workspace(0),
                     "manifest.json: kernels[0].launch.workspace_bytes: expected a positive byte count, got 0");
   expect_bad_module(reduction_with_workspace("q*8"),
-                    "manifest.json: kernels[0].launch.workspace_bytes: mentions symbol 'q', which no input binds");
+                    "manifest.json: kernels[0].launch.workspace_bytes: mentions symbol 'q', which neither an input nor a fallback's value binds");
   expect_bad_module(reduction_with_workspace("b*"),
                     "manifest.json: kernels[0].launch.workspace_bytes: 'b*' is not a size expression");
   expect_bad_module(reduction_with_workspace(true),
@@ -467,6 +467,72 @@ struct CompiledFixture {
   const char* file;                      // the model, relative to the source tree
   std::map<std::string, int64_t> sizes;  // values for the model's symbolic dims
 };
+
+// NonZero's count decides the size of what follows it: the module binds it
+// once the fallback has run, a kernel computes from it, and the output whose
+// size it decides comes from the caller's output allocator; the output shape
+// query reports that dim as -1. Outputs match the interpreter at two sizes.
+constexpr const char* kNonZeroModel = R"(graph main opset(ai.onnx: 17) {
+  input %x: f32[n, 4]
+  %r: f32[n, 4] = Relu(%x) name("relu")
+  %idx: i64[2, ?] = NonZero(%r) name("nonzero")
+  %c: f32[2, ?] = Cast(%idx) {to = 1} name("cast")
+  %e: f32[2, ?] = Exp(%c) name("exp")
+  output %e
+  output %r
+}
+)";
+
+TEST(DataDependentSizes, OutputsComeFromTheCallersAllocator) {
+  fs::path dir = fresh_dir("nonzero");
+  write_file(dir / "model.tir", kNonZeroModel);
+  CliResult r = run_tcc("compile " + shell_quote((dir / "model.tir").string()) + " -o " +
+                        shell_quote((dir / "module").string()) + " --arch sm_90 --no-ptx");
+  ASSERT_EQ(r.code, 0) << r.output;
+  tcc_module* m = nullptr;
+  ASSERT_EQ(tcc_module_load((dir / "module").c_str(), &m), TCC_OK) << tcc_last_error();
+  std::unique_ptr<Model> model = load_model((dir / "model.tir").string());
+  infer_shapes(*model->graph);
+  struct Allocation {
+    std::vector<Tensor> tensors;
+    int calls = 0;
+    static void* allocate(void* ctx, size_t output, const int64_t* shape, int32_t rank, size_t nbytes) {
+      auto* a = static_cast<Allocation*>(ctx);
+      ++a->calls;
+      a->tensors[output] = Tensor(DType::F32, std::vector<int64_t>(shape, shape + rank));
+      EXPECT_EQ(a->tensors[output].nbytes(), nbytes);
+      return a->tensors[output].raw_mut();
+    }
+  };
+  for (int64_t n : {3, 17}) {
+    std::map<std::string, Tensor> inputs = random_inputs(*model->graph, n, static_cast<uint32_t>(n));
+    std::vector<Tensor> expected = Interpreter().run(*model->graph, inputs);
+    std::vector<tcc_tensor> ins = module_inputs(m, inputs);
+    int64_t dims[2];
+    int32_t rank = 0;
+    ASSERT_EQ(tcc_module_output_shape(m, ins.data(), ins.size(), 0, dims, 2, &rank), TCC_OK) << tcc_last_error();
+    EXPECT_EQ(std::vector<int64_t>(dims, dims + rank), (std::vector<int64_t>{2, -1}));
+
+    Allocation a;
+    a.tensors.resize(2);
+    a.tensors[1] = Tensor(DType::F32, {n, 4});
+    int64_t unknown[2] = {2, 0};
+    std::vector<tcc_tensor> outs = {{nullptr, TCC_F32, 2, unknown}, c_tensor(a.tensors[1])};
+    EXPECT_EQ(tcc_module_run_host(m, ins.data(), ins.size(), outs.data(), outs.size()), TCC_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(tcc_last_error()).find("set an output allocator"), std::string::npos) << tcc_last_error();
+    ASSERT_EQ(tcc_module_set_output_allocator(m, &Allocation::allocate, &a), TCC_OK);
+    ASSERT_EQ(tcc_module_run_host(m, ins.data(), ins.size(), outs.data(), outs.size()), TCC_OK) << tcc_last_error();
+    EXPECT_EQ(a.calls, 1);
+    for (size_t i = 0; i < 2; ++i) {
+      ASSERT_EQ(a.tensors[i].shape(), expected[i].shape()) << "output " << i << " n=" << n;
+      for (int64_t e = 0; e < expected[i].numel(); ++e)
+        EXPECT_NEAR(a.tensors[i].get_f64(e), expected[i].get_f64(e), 1e-6 * (1 + std::fabs(expected[i].get_f64(e))));
+    }
+    ASSERT_EQ(tcc_module_set_output_allocator(m, nullptr, nullptr), TCC_OK);
+  }
+  tcc_module_free(m);
+  fs::remove_all(dir);
+}
 
 class CompiledModule : public ::testing::TestWithParam<CompiledFixture> {
  protected:
@@ -610,7 +676,7 @@ TEST_P(CompiledModule, RefusesBadConvDescriptions) {
       {[](json& c) { c["pads"][1] = -1; }, at + "pads[1]: expected an integer in [0, "},
       {[](json& c) { c["kernel"][0] = 5; }, at + "w: buffer "},
       {[](json& c) { c["out"][0] = 31; }, at + "out: buffer "},
-      {[](json& c) { c["n"] = "q"; }, at + "n: mentions symbol 'q', which no input binds"},
+      {[](json& c) { c["n"] = "q"; }, at + "n: mentions symbol 'q', which neither an input nor a fallback's value binds"},
       {[](json& c) { c["groups"] = 5; }, at + "groups: does not divide c and k"},
       {[](json& c) { c["activation"] = "gelu"; }, at + "activation: unknown activation 'gelu'"},
       {[](json& c) { c.erase("dilations"); }, at + "dilations: missing"},
