@@ -101,7 +101,7 @@ KernelRole default_domain_role(const Node& n) {
   static const std::unordered_set<std::string_view> pointwise = {
       "Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Mod", "Neg", "Abs", "Sign", "Relu", "Sqrt",
       "Reciprocal", "Exp", "Log", "Erf", "Tanh", "Sin", "Cos", "Floor", "Ceil", "Round", "Sigmoid",
-      "Softplus", "HardSigmoid", "HardSwish", "LeakyRelu", "Elu", "Gelu", "IsNaN", "Equal", "Less", "LessOrEqual",
+      "Softplus", "HardSigmoid", "HardSwish", "LeakyRelu", "Elu", "Gelu", "IsNaN", "IsInf", "Equal", "Less", "LessOrEqual",
       "Greater", "GreaterOrEqual", "Not", "And", "Or", "Xor", "Where", "Cast", "Clip"};
   static const std::unordered_set<std::string_view> reductions = {"ReduceSum", "ReduceMean", "ReduceMax",
                                                                   "ReduceMin", "ReduceProd"};
@@ -136,9 +136,10 @@ KernelRole default_domain_role(const Node& n) {
   if (op == "MaxPool" || op == "AveragePool")
     return pool_window(n, nullptr).empty() ? KernelRole::Indexed : KernelRole::None;
   if (op == "Concat") {
-    // Integer Concats build shapes the host reads; a one-element constant
+    // Of any dtype (the integer ones that build shapes from shapes alone run
+    // once per binding, codegen/binding_constants.h); a one-element constant
     // input would be copied into the body as a literal, not a buffer.
-    if (!is_float(n.output(0)->type().dtype()) || !n.has_attr("axis")) return KernelRole::None;
+    if (!n.has_attr("axis")) return KernelRole::None;
     for (size_t i = 0; i < n.num_inputs(); ++i)
       if (!n.has_input(i) || (constant_input(n, i) && single_element(n.input(i)->type()))) return KernelRole::None;
     return KernelRole::Indexed;

@@ -990,6 +990,17 @@ class Lowering {
       int low = bin(Op::Max, y, k(0));
       return bin(Op::Min, low, k(1));
     }
+    if (op == "IsInf") {
+      // x == +inf and / or x == -inf, as the attributes ask.
+      int x = in[0], found = -1;
+      DType xt = p.input(0)->type().dtype();
+      for (auto [attr_name, inf] : {std::pair{"detect_positive", INFINITY}, std::pair{"detect_negative", -INFINITY}}) {
+        if (p.get_int(attr_name, 1) == 0) continue;
+        int is = emit(Op::Equal, DType::Bool, {x, constant(xt, inf)});
+        found = found < 0 ? is : emit(Op::Or, DType::Bool, {found, is});
+      }
+      return found >= 0 ? found : constant(DType::Bool, 0);
+    }
     if (op == "HardSwish") {
       int gate = bin(Op::Add, bin(Op::Div, in[0], k(6)), k(0.5));
       return bin(Op::Mul, in[0], bin(Op::Min, bin(Op::Max, gate, k(0)), k(1)));
