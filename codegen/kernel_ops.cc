@@ -145,11 +145,11 @@ KernelRole default_domain_role(const Node& n) {
     return KernelRole::Indexed;
   }
   if (op == "Gather") {
-    // Integer Gathers pick shape values the host reads; constant indices (a
-    // few integers) or a one-element table would be copied into the body as
-    // literals, not buffers.
-    if (!is_float(n.output(0)->type().dtype()) || constant_input(n, 1) ||
-        (constant_input(n, 0) && single_element(n.input(0)->type())))
+    // Of any dtype (the integer ones that pick shape values from shapes alone
+    // run once per binding); constant indices are a Slice when there is one
+    // (passes/decompose.cc) and otherwise left to the host, as is a
+    // one-element table.
+    if (constant_input(n, 1) || (constant_input(n, 0) && single_element(n.input(0)->type())))
       return KernelRole::None;
     DType index = n.input(1)->type().dtype();
     return index == DType::I64 || index == DType::I32 ? KernelRole::Indexed : KernelRole::None;

@@ -21,7 +21,7 @@ enum class KernelRole {
                 // Slice with literal arguments (is_literal) / tcc::Slice, Identity: an affine view of its data input
   Contraction,  // MatMul, Gemm: cuBLASLt on the GPU, a loop on the host
   Convolution,  // Conv (1-D, 2-D, 3-D) that conv_kernel_problem accepts: cuDNN on the GPU, a loop on the host
-  Indexed,      // Concat of any dtype, Gather of float tensors, GatherElements and GatherND of any dtype,
+  Indexed,      // Concat, Gather, GatherElements and GatherND of any dtype,
                 // tcc::ScatterAdd of f32/f64, MaxPool and AveragePool that pool_window accepts: a kernel
                 // of its own whose loads are guarded by the coordinate (Concat: the input whose range
                 // holds it; pools: the window taps inside the input) or indexed by another tensor's

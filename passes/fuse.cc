@@ -444,6 +444,10 @@ void materialize(Graph& g, const Group& gr, const std::vector<Value*>& exported,
       buffers.insert(m->input(0));
     else if (role == KernelRole::Contraction || role == KernelRole::Convolution)
       buffers.insert(m->inputs().begin(), m->inputs().end());
+    else if (role == KernelRole::Indexed && m->op_type() == "Pad")
+      buffers.insert(m->input(0));  // its pads, fill and axes are literals
+    else if (role == KernelRole::Indexed)
+      buffers.insert(m->inputs().begin(), m->inputs().end());  // a few integers too: tables, indices, parts
   }
   for (const Node* m : gr.members)
     for (Value* v : m->inputs()) {
