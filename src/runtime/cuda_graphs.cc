@@ -29,6 +29,7 @@ struct DeviceBuffer {
 struct CudaGraphs {
   struct Entry {
     std::vector<int64_t> dims;  // every input's dims in order
+    Binding binding;            // at those dims, as the capture bound them
     std::vector<std::unique_ptr<DeviceBuffer>> inputs, outputs;
     std::vector<tcc_tensor> input_tensors, output_tensors;  // views of the buffers above
     std::vector<size_t> input_bytes, output_bytes;
@@ -61,6 +62,7 @@ std::unique_ptr<CudaGraphs::Entry> capture_binding(Module& m, const tcc_tensor* 
                                                    const Binding& b, void* stream) {
   auto e = std::make_unique<CudaGraphs::Entry>();
   e->dims = all_dims(inputs, num_inputs);
+  e->binding = b;
   for (size_t i = 0; i < num_inputs; ++i) {
     int id = m.value_ids.at(m.inputs[i].name);
     e->input_bytes.push_back(static_cast<size_t>(b.nbytes[id]));
@@ -121,18 +123,7 @@ void enqueue_cuda_graphs(Module& m, const tcc_tensor* inputs, size_t num_inputs,
       if (static_cast<DType>(inputs[i].dtype) != m.inputs[i].dtype || (!inputs[i].data && e->input_bytes[i] > 0))
         throw InvalidArgument("input '" + m.inputs[i].name + "': not the " +
                               std::string(dtype_name(m.inputs[i].dtype)) + " tensor the module takes");
-    if (num_outputs != e->outputs.size() || (num_outputs > 0 && !outputs))
-      throw InvalidArgument("expected " + std::to_string(e->outputs.size()) + " outputs, got " +
-                            std::to_string(num_outputs));
-    for (size_t i = 0; i < num_outputs; ++i) {
-      const std::vector<int64_t>& want = e->outputs[i]->shape;
-      const tcc_tensor& t = outputs[i];
-      if (static_cast<DType>(t.dtype) != m.outputs[i].dtype || t.rank != static_cast<int32_t>(want.size()) ||
-          (t.rank > 0 && (!t.shape || !std::equal(want.begin(), want.end(), t.shape))) ||
-          (!t.data && e->output_bytes[i] > 0))
-        throw InvalidArgument("output '" + m.outputs[i].name + "': expected " +
-                              std::string(dtype_name(m.outputs[i].dtype)) + shape_str(want));
-    }
+    check_outputs(m, e->binding, outputs, num_outputs);
     std::vector<const void*> from;
     for (size_t i = 0; i < num_inputs; ++i) from.push_back(inputs[i].data);
     std::vector<void*> to;
