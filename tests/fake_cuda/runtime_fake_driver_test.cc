@@ -133,6 +133,17 @@ class FakeDevice {
     return b;
   }
 
+  // Copies `fresh` into the input buffers `captured` that `graph` was captured
+  // on, as reduce-overhead does, replays it and waits: the launches it made.
+  std::vector<fake_cuda::Launch> replay(runtime::CudaGraph& graph, const Buffers& captured, const Buffers& fresh) {
+    for (size_t i = 0; i < captured.tensors.size(); ++i)
+      runtime::device::upload(captured.tensors[i].data, fresh.host[i].data(), fresh.host[i].size() * sizeof(float));
+    fake_cuda::clear_log();
+    graph.launch(stream_);
+    runtime::device::sync(stream_);
+    return fake_cuda::launches();
+  }
+
   std::vector<std::vector<float>> run_host(const Buffers& in) {
     std::vector<tcc_tensor> ins = in.tensors;
     for (size_t i = 0; i < ins.size(); ++i) ins[i].data = const_cast<float*>(in.host[i].data());
@@ -296,10 +307,7 @@ TEST_F(FakeDriver, BindingConstantsComputedOncePerBindingNeverPerStep) {
     // Nine more bindings evict the captured one; the graph keeps its constants.
     for (int64_t s = 10; s < 19; ++s) dev.run_both(s, 0);
     FakeDevice::Buffers fresh = dev.inputs(9, 4);
-    for (size_t i = 0; i < in.tensors.size(); ++i)
-      runtime::device::upload(in.tensors[i].data, fresh.host[i].data(), fresh.host[i].size() * sizeof(float));
-    graph->launch(dev.stream());
-    runtime::device::sync(dev.stream());
+    dev.replay(*graph, in, fresh);
     EXPECT_EQ(out.download(), dev.run_host(fresh));
   }
   EXPECT_EQ(fake_cuda::live_allocations(), before);
@@ -326,12 +334,7 @@ TEST_F(FakeDriver, ExportedGptBlockStepIsLaunchesAloneAndReplays) {
   EXPECT_EQ(launches_per_step, dev.module().steps.size());
 
   FakeDevice::Buffers fresh = dev.inputs(6, 2);
-  for (size_t i = 0; i < in.tensors.size(); ++i)
-    runtime::device::upload(in.tensors[i].data, fresh.host[i].data(), fresh.host[i].size() * sizeof(float));
-  fake_cuda::clear_log();
-  graph->launch(dev.stream());
-  runtime::device::sync(dev.stream());
-  std::vector<fake_cuda::Launch> log = fake_cuda::launches();
+  std::vector<fake_cuda::Launch> log = dev.replay(*graph, in, fresh);
   EXPECT_EQ(log.size(), launches_per_step);
   for (const fake_cuda::Launch& l : log) EXPECT_TRUE(l.from_graph) << l.kernel;
   EXPECT_EQ(out.download(), dev.run_host(fresh));
@@ -405,31 +408,9 @@ TEST_F(FakeDriver, GraphPerBindingRunsStepByStepWhatCannotBeCaptured) {
 // the new size, and the output it decides comes from the output allocator, in
 // device memory: the same values as the host run, at two sizes in a row.
 TEST_F(FakeDriver, DataDependentSizesBindMidRunAndGrowTheArena) {
-  fs::path model = write_model(dir_, R"(graph main opset(ai.onnx: 17) {
-  input %x: f32[n, 4]
-  %r: f32[n, 4] = Relu(%x) name("relu")
-  %idx: i64[2, ?] = NonZero(%r) name("nonzero")
-  %c: f32[2, ?] = Cast(%idx) {to = 1} name("cast")
-  %e: f32[2, ?] = Exp(%c) name("exp")
-  output %e
-  output %r
-}
-)");
-  CliResult r = compile_for_fake_device(model, dir_ / "module");
-  ASSERT_EQ(r.code, 0) << r.output;
-  std::unique_ptr<runtime::Module> m = runtime::load_module((dir_ / "module").string());
-  ASSERT_EQ(m->value_symbols.size(), 1u);
-  std::map<std::string, const runtime::KernelInfo*> kernels;
-  for (const runtime::KernelInfo& k : m->kernels) kernels[k.name] = &k;
-  fake_cuda::set_kernel_binder([&](const std::string& name, void** params) -> std::function<void()> {
-    const runtime::KernelInfo& k = *kernels.at(name);
-    std::vector<void*> buffers(k.buffers.size());
-    std::vector<int64_t> sizes(k.sizes.size());
-    for (size_t i = 0; i < buffers.size(); ++i) std::memcpy(&buffers[i], params[i], sizeof(void*));
-    for (size_t i = 0; i < sizes.size(); ++i) std::memcpy(&sizes[i], params[buffers.size() + i], sizeof(int64_t));
-    return [host = k.host, buffers, sizes] { host(buffers.data(), sizes.data()); };
-  });
-  void* stream = runtime::device::create_stream();
+  FakeDevice dev(fs::path(TCC_SOURCE_DIR) / "tests/fixtures/nonzero.tir", dir_ / "module");
+  runtime::Module& m = dev.module();
+  ASSERT_EQ(m.value_symbols.size(), 1u);
   for (int64_t n : {5, 40}) {
     std::mt19937 rng(static_cast<unsigned>(n));
     std::normal_distribution<float> dist(0.0f, 1.0f);
@@ -439,7 +420,7 @@ TEST_F(FakeDriver, DataDependentSizesBindMidRunAndGrowTheArena) {
 
     std::vector<std::vector<float>> host_outputs(2);
     host_outputs[1].resize(x.size());
-    m->output_allocator = [&](size_t i, const std::vector<int64_t>& shape, size_t bytes) {
+    m.output_allocator = [&](size_t i, const std::vector<int64_t>& shape, size_t bytes) {
       host_outputs[i].resize(bytes / sizeof(float));
       e_shape = shape;
       return static_cast<void*>(host_outputs[i].data());
@@ -447,21 +428,21 @@ TEST_F(FakeDriver, DataDependentSizesBindMidRunAndGrowTheArena) {
     tcc_tensor in = {x.data(), TCC_F32, 2, x_shape.data()};
     std::vector<tcc_tensor> outs = {{nullptr, TCC_F32, 2, e_shape.data()},
                                     {host_outputs[1].data(), TCC_F32, 2, r_shape.data()}};
-    runtime::run_host(*m, &in, 1, outs.data(), outs.size());
+    runtime::run_host(m, &in, 1, outs.data(), outs.size());
 
     void* d_x = runtime::device::alloc(x.size() * sizeof(float));
     void* d_r = runtime::device::alloc(x.size() * sizeof(float));
     void* d_e = nullptr;
     size_t e_bytes = 0;
     runtime::device::upload(d_x, x.data(), x.size() * sizeof(float));
-    m->output_allocator = [&](size_t, const std::vector<int64_t>& shape, size_t bytes) {
+    m.output_allocator = [&](size_t, const std::vector<int64_t>& shape, size_t bytes) {
       EXPECT_EQ(shape, e_shape);
       e_bytes = bytes;
       return d_e = runtime::device::alloc(bytes);
     };
     tcc_tensor d_in = {d_x, TCC_F32, 2, x_shape.data()};
     std::vector<tcc_tensor> d_outs = {{nullptr, TCC_F32, 2, e_shape.data()}, {d_r, TCC_F32, 2, r_shape.data()}};
-    runtime::run_cuda(*m, &d_in, 1, d_outs.data(), d_outs.size(), stream);
+    runtime::run_cuda(m, &d_in, 1, d_outs.data(), d_outs.size(), dev.stream());
     std::vector<float> e(e_bytes / sizeof(float)), relu(x.size());
     runtime::device::download(e.data(), d_e, e_bytes);
     runtime::device::download(relu.data(), d_r, relu.size() * sizeof(float));
@@ -469,8 +450,6 @@ TEST_F(FakeDriver, DataDependentSizesBindMidRunAndGrowTheArena) {
     EXPECT_EQ(relu, host_outputs[1]) << "n=" << n;
     for (void* p : {d_x, d_r, d_e}) runtime::device::release(p);
   }
-  fake_cuda::set_kernel_binder(nullptr);
-  runtime::device::destroy_stream(stream);
 }
 
 TEST_F(FakeDriver, ArenaFollowsTheBindingAndIsFreedWithTheModule) {
@@ -494,15 +473,8 @@ TEST_F(FakeDriver, GraphReplaysTheCapturedRunOnNewInputs) {
   size_t launches_per_run = fake_cuda::launches().size();
   ASSERT_GT(launches_per_run, 0u);
 
-  // New values into the captured input buffers, as reduce-overhead copies them.
   FakeDevice::Buffers fresh = dev.inputs(16, 2);
-  for (size_t i = 0; i < in.tensors.size(); ++i)
-    runtime::device::upload(in.tensors[i].data, fresh.host[i].data(), fresh.host[i].size() * sizeof(float));
-  fake_cuda::clear_log();
-  graph->launch(dev.stream());
-  runtime::device::sync(dev.stream());
-
-  std::vector<fake_cuda::Launch> log = fake_cuda::launches();
+  std::vector<fake_cuda::Launch> log = dev.replay(*graph, in, fresh);
   EXPECT_EQ(log.size(), launches_per_run);
   for (const fake_cuda::Launch& l : log) EXPECT_TRUE(l.from_graph) << l.kernel;
   EXPECT_EQ(out.download(), dev.run_host(fresh));

@@ -5,21 +5,17 @@
 // the graph signature's parameters, buffers, symbols and sources arrive.
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "frontends/load_model.h"
-#include "frontends/onnx/tensor_io.h"
 #include "src/interp/interpreter.h"
 #include "src/shape/shape_inference.h"
-#include "tcc_runtime.h"
 #include "tests/unit/cli_util.h"
-#include "tests/unit/module_test_util.h"
+#include "tests/unit/example_models.h"
 #include "tests/unit/temp_dir.h"
 
 namespace tcc {
@@ -51,26 +47,9 @@ std::string test_name(const ::testing::TestParamInfo<Program>& i) {
   return n;
 }
 
-std::map<std::string, Tensor> inputs_of(const std::string& model) {
-  std::map<std::string, Tensor> ins;
-  for (int i = 0; fs::exists(kPt2 / model / ("input_" + std::to_string(i) + ".pb")); ++i) {
-    std::string name;
-    Tensor t = read_tensor_pb((kPt2 / model / ("input_" + std::to_string(i) + ".pb")).string(), &name);
-    ins.emplace(name, t);
-  }
-  return ins;
-}
+std::map<std::string, Tensor> inputs_of(const std::string& model) { return read_example_inputs(kPt2 / model); }
 
-Tensor expected_of(const std::string& model) { return read_tensor_pb((kPt2 / model / "output_0.pb").string()); }
-
-// Relative 1e-4, of at least 1 (`tcc run --check`'s f32 tolerance).
-void expect_close(const Tensor& got, const Tensor& want, const std::string& what) {
-  ASSERT_EQ(got.shape(), want.shape()) << what;
-  double worst = 0;
-  for (int64_t e = 0; e < want.numel(); ++e)
-    worst = std::max(worst, std::fabs(got.get_f64(e) - want.get_f64(e)) / (1 + std::fabs(want.get_f64(e))));
-  EXPECT_LE(worst, 1e-4) << what << ": largest |tcc - torch| / (1 + |torch|)";
-}
+Tensor expected_of(const std::string& model) { return read_example_outputs(kPt2 / model).at(0); }
 
 class Pt2Program : public ::testing::TestWithParam<Program> {
  protected:
@@ -85,7 +64,7 @@ TEST_P(Pt2Program, InterpreterMatchesTorch) {
   Interpreter interp;
   std::vector<Tensor> out = interp.run(*m->graph, inputs_of(GetParam().model));
   ASSERT_EQ(out.size(), 1u);
-  expect_close(out[0], expected_of(GetParam().model), GetParam().file);
+  expect_close_to(out[0], expected_of(GetParam().model), GetParam().file, "torch");
 }
 
 TEST_P(Pt2Program, ExplainFindsNoGraphBreak) {
@@ -96,26 +75,12 @@ TEST_P(Pt2Program, ExplainFindsNoGraphBreak) {
 }
 
 TEST_P(Pt2Program, CompilesWithNoHostStepAndMatchesTorch) {
-  fs::path module = dir_ / "module";
-  CliResult r = run_tcc("compile " + shell_quote((kPt2 / GetParam().file).string()) + " -o " +
-                            shell_quote(module.string()) + " --arch sm_90 --no-ptx",
-                        "", 300);
-  ASSERT_EQ(r.code, 0) << r.output;
-  std::ifstream in(module / "manifest.json");
-  json manifest = json::parse(in);
-  for (const json& step : manifest["schedule"])
-    EXPECT_FALSE(step.contains("fallback")) << "a host step: " << step.dump() << "\n" << r.output;
-
-  tcc_module* m = nullptr;
-  ASSERT_EQ(tcc_module_load(module.c_str(), &m), TCC_OK) << tcc_last_error();
+  compile_with_no_host_step(kPt2 / GetParam().file, dir_ / "module");
+  if (HasFatalFailure()) return;
   std::map<std::string, Tensor> inputs = inputs_of(GetParam().model);
-  std::vector<tcc_tensor> ins = module_inputs(m, inputs);
-  std::vector<Tensor> outs = module_output_tensors(m, ins);
-  std::vector<tcc_tensor> c_outs = c_tensors(outs);
-  ASSERT_EQ(tcc_module_run_host(m, ins.data(), ins.size(), c_outs.data(), c_outs.size()), TCC_OK) << tcc_last_error();
-  tcc_module_free(m);
+  std::vector<Tensor> outs = run_module_on_host(dir_ / "module", inputs);
   ASSERT_EQ(outs.size(), 1u);
-  expect_close(outs[0], expected_of(GetParam().model), GetParam().file + " (host build)");
+  expect_close_to(outs[0], expected_of(GetParam().model), GetParam().file + " (host build)", "torch");
 }
 
 INSTANTIATE_TEST_SUITE_P(Programs, Pt2Program, ::testing::ValuesIn(programs()), test_name);

@@ -468,30 +468,20 @@ struct CompiledFixture {
   std::map<std::string, int64_t> sizes;  // values for the model's symbolic dims
 };
 
-// NonZero's count decides the size of what follows it: the module binds it
-// once the fallback has run, a kernel computes from it, and the output whose
-// size it decides comes from the caller's output allocator; the output shape
-// query reports that dim as -1. Outputs match the interpreter at two sizes.
-constexpr const char* kNonZeroModel = R"(graph main opset(ai.onnx: 17) {
-  input %x: f32[n, 4]
-  %r: f32[n, 4] = Relu(%x) name("relu")
-  %idx: i64[2, ?] = NonZero(%r) name("nonzero")
-  %c: f32[2, ?] = Cast(%idx) {to = 1} name("cast")
-  %e: f32[2, ?] = Exp(%c) name("exp")
-  output %e
-  output %r
-}
-)";
-
+// NonZero's count (tests/fixtures/nonzero.tir) decides the size of what
+// follows it: the module binds it once the fallback has run, a kernel computes
+// from it, and the output whose size it decides comes from the caller's
+// output allocator; the output shape query reports that dim as -1. Outputs
+// match the interpreter at two sizes.
 TEST(DataDependentSizes, OutputsComeFromTheCallersAllocator) {
   fs::path dir = fresh_dir("nonzero");
-  write_file(dir / "model.tir", kNonZeroModel);
-  CliResult r = run_tcc("compile " + shell_quote((dir / "model.tir").string()) + " -o " +
-                        shell_quote((dir / "module").string()) + " --arch sm_90 --no-ptx");
+  std::string model_path = std::string(TCC_SOURCE_DIR) + "/tests/fixtures/nonzero.tir";
+  CliResult r = run_tcc("compile " + shell_quote(model_path) + " -o " + shell_quote((dir / "module").string()) +
+                        " --arch sm_90 --no-ptx");
   ASSERT_EQ(r.code, 0) << r.output;
   tcc_module* m = nullptr;
   ASSERT_EQ(tcc_module_load((dir / "module").c_str(), &m), TCC_OK) << tcc_last_error();
-  std::unique_ptr<Model> model = load_model((dir / "model.tir").string());
+  std::unique_ptr<Model> model = load_model(model_path);
   infer_shapes(*model->graph);
   struct Allocation {
     std::vector<Tensor> tensors;
