@@ -4,7 +4,7 @@
 #include <map>
 #include <random>
 
-#include "src/diag/diagnostics.h"
+#include "src/diag/errors.h"
 
 namespace tcc::bench {
 namespace {

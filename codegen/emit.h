@@ -101,6 +101,4 @@ int reduction_split(const kir::Kernel& k);
 // parameter order. Compiled with the system compiler into host.so.
 std::string emit_host(const std::vector<kir::Kernel>& kernels);
 
-using HostKernelFn = void (*)(void* const* buffers, const int64_t* sizes);
-
 }  // namespace tcc

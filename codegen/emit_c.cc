@@ -8,7 +8,7 @@
 #include <iterator>
 #include <string_view>
 
-#include "src/diag/diagnostics.h"
+#include "src/diag/errors.h"
 
 namespace tcc::emitc {
 

@@ -20,7 +20,7 @@
 #include "codegen/emit.h"
 #include "codegen/emit_c.h"
 #include "codegen/gemm_template.h"
-#include "src/diag/diagnostics.h"
+#include "src/diag/errors.h"
 
 namespace tcc {
 

@@ -3,7 +3,7 @@
 #include "codegen/emit.h"
 
 #include "codegen/emit_c.h"
-#include "src/diag/diagnostics.h"
+#include "src/diag/errors.h"
 
 namespace tcc {
 

@@ -1,7 +1,7 @@
 #include "codegen/gemm_template.h"
 
 #include "codegen/emit_c.h"
-#include "src/diag/diagnostics.h"
+#include "src/diag/errors.h"
 
 namespace tcc {
 

@@ -4,10 +4,10 @@
 // today's fixed choices, so a module compiled without tuning is unchanged.
 #pragma once
 
+#include "src/module/kernel_abi.h"
+
 namespace tcc {
 
-// How many of a library's ranked algorithms a gemm or conv kernel may choose from.
-inline constexpr int kLibraryAlgos = 8;
 // The most blocks that may share one reduction row.
 inline constexpr int kMaxSplit = 1024;
 // The most row elements one thread of a reduction keeps in registers (KernelConfig::row_cache).

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "src/diag/diagnostics.h"
+#include "src/diag/errors.h"
 
 namespace tcc::kir {
 
@@ -213,17 +213,6 @@ const char* op_name(Op op) {
     case Op::ConvAcc: return "conv_acc";
   }
   TCC_CHECK(false) << "unnamed kernel op " << static_cast<int>(op);
-  return "";
-}
-
-const char* kind_name(Kind kind) {
-  switch (kind) {
-    case Kind::Pointwise: return "pointwise";
-    case Kind::Reduction: return "reduction";
-    case Kind::Gemm: return "gemm";
-    case Kind::Conv: return "conv";
-  }
-  TCC_CHECK(false) << "unnamed kernel kind " << static_cast<int>(kind);
   return "";
 }
 

@@ -41,6 +41,7 @@
 
 #include "src/ir/dtype.h"
 #include "src/ir/sym.h"
+#include "src/module/kernel_abi.h"
 
 namespace tcc::kir {
 
@@ -108,39 +109,11 @@ struct Buffer {
   bool output = false;         // written by this kernel
 };
 
-enum class Kind { Pointwise, Reduction, Gemm, Conv };
-const char* kind_name(Kind kind);  // "pointwise", "reduction", "gemm", "conv"
-
-// How the runtime calls cuBLASLt for a Gemm kernel: D = act(alpha * op(A) op(B) + beta * C + bias).
-// Row-major: A is stored m x k with row stride lda (k x m when trans_a), B k x n
-// with row stride ldb (n x k when trans_b), D m x n with row stride ldd.
-// All strides in elements; batch strides 0 broadcast an operand over the batch.
-struct GemmDesc {
-  int a = -1, b = -1;          // buffers
-  bool trans_a = false, trans_b = false;
-  SymExpr batch = SymExpr::constant(1), m, n, k;
-  SymExpr lda, ldb, ldd, stride_a, stride_b, stride_d;
-  double alpha = 1, beta = 0;
-  int bias = -1;               // a buffer of N elements, or -1
-  int residual = -1;           // C (same layout as D), or -1
-  std::string activation = "none";  // none | relu | gelu_tanh
-};
-
-// How the runtime calls cuDNN for a Conv kernel: y = act(conv(x, w) + bias + residual),
-// channels first, row-major and contiguous: x [n, c, in...], w [k, c / groups,
-// kernel...], y [n, k, out...]. Output channel q reads input channels of group
-// q / (k / groups); the input position of output o and tap r along a spatial dim
-// is o * stride - pad + r * dilation, and taps outside the input read zero.
-struct ConvDesc {
-  int x = -1, w = -1;          // buffers
-  int bias = -1;               // a buffer of k elements, or -1
-  int residual = -1;           // y's shape, or -1
-  std::string activation = "none";  // none | relu
-  SymExpr n, c, k;
-  std::vector<SymExpr> in, out;                                  // spatial dims of x and y
-  std::vector<int64_t> kernel, strides, dilations, pads;         // per spatial dim; pads at both ends
-  int64_t groups = 1;
-};
+// The module ABI's kernel kinds and library-call descriptors (src/module/kernel_abi.h).
+using Kind = KernelKind;
+using GemmDesc = tcc::GemmDesc;
+using ConvDesc = tcc::ConvDesc;
+inline const char* kind_name(Kind kind) { return kernel_kind_name(kind); }
 
 struct Kernel {
   std::string name;                     // the symbol in the cubin and in host.so

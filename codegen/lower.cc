@@ -19,8 +19,8 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "codegen/kernel_ops.h"
-#include "src/ir/fusion.h"
+#include "src/ops/kernel_roles.h"
+#include "src/ops/fusion.h"
 #include "src/ops/op_helpers.h"
 
 namespace tcc {

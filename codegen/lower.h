@@ -1,4 +1,4 @@
-// Lowering: one fusion node (src/ir/fusion.h) to one kernel (codegen/kernel_ir.h).
+// Lowering: one fusion node (src/ops/fusion.h) to one kernel (codegen/kernel_ir.h).
 #pragma once
 
 #include <string>
@@ -9,7 +9,7 @@
 namespace tcc {
 
 // Builds the kernel that computes `fusion` (a tcc::Fusion node whose body meets
-// the contract of src/ir/fusion.h). Buffers are the fusion node's inputs, then
+// the contract of src/ops/fusion.h). Buffers are the fusion node's inputs, then
 // its outputs, named after the enclosing graph's values. A body the lowering
 // cannot express is an InternalError naming the fusion node and the body node
 // (the fusion pass must not have formed it).

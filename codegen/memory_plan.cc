@@ -18,7 +18,7 @@
 #include <set>
 #include <unordered_map>
 
-#include "src/diag/diagnostics.h"
+#include "src/diag/errors.h"
 
 namespace tcc {
 

@@ -18,7 +18,7 @@
 #include "codegen/emit.h"
 #include "codegen/gemm_template.h"
 #include "src/interp/interpreter.h"
-#include "src/ir/fusion.h"
+#include "src/ops/fusion.h"
 #include "src/ir/text.h"
 
 namespace tcc {

@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "src/diag/diagnostics.h"
+#include "src/diag/errors.h"
 
 namespace tcc {
 

@@ -4,11 +4,11 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "codegen/binding_constants.h"
+#include "passes/binding_constants.h"
 #include "codegen/collapse_axes.h"
-#include "codegen/kernel_ops.h"
+#include "src/ops/kernel_roles.h"
 #include "codegen/lower.h"
-#include "src/ir/fusion.h"
+#include "src/ops/fusion.h"
 
 namespace tcc {
 

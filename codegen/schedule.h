@@ -39,7 +39,7 @@ struct Schedule {
   std::vector<kir::Kernel> kernels;  // unique kernels (regional reuse: identical layers share one)
   std::vector<Step> steps;
   // Nodes run once per binding of the symbols, before the steps that read
-  // them (codegen/binding_constants.h): Fallback steps whose values live apart
+  // them (passes/binding_constants.h): Fallback steps whose values live apart
   // from the arena, as weights do.
   std::vector<Step> binding_steps;
   std::vector<ViewAlias> views;      // in schedule order

@@ -1,6 +1,5 @@
 #include "codegen/toolchain.h"
 
-#include <dlfcn.h>
 #include <fcntl.h>
 #include <nvJitLink.h>
 #include <nvrtc.h>
@@ -20,7 +19,7 @@
 #include <sstream>
 #include <thread>
 
-#include "src/diag/diagnostics.h"
+#include "src/diag/errors.h"
 
 extern char** environ;
 
@@ -314,19 +313,5 @@ void compile_host_library(const std::string& source_file, const std::string& lib
   link.insert(link.end(), objects.begin(), objects.end());
   run_host_compiler(link, library_file);
 }
-
-SharedLibrary::SharedLibrary(const std::string& path) {
-  handle_ = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (handle_ == nullptr) {
-    const char* why = dlerror();
-    throw InputError("cannot load '" + path + "': " + (why != nullptr ? why : "unknown error"));
-  }
-}
-
-SharedLibrary::~SharedLibrary() {
-  if (handle_ != nullptr) dlclose(handle_);
-}
-
-void* SharedLibrary::symbol(const std::string& name) const { return dlsym(handle_, name.c_str()); }
 
 }  // namespace tcc

@@ -50,18 +50,4 @@ std::vector<std::string> cubin_symbols(const std::vector<char>& cubin);
 void compile_host_library(const std::string& source_file, const std::string& library_file,
                           const std::vector<std::string>& shards = {}, int jobs = 1);
 
-// A loaded shared library (dlopen); closes on destruction.
-class SharedLibrary {
- public:
-  explicit SharedLibrary(const std::string& path);  // InputError naming the file on failure
-  ~SharedLibrary();
-  SharedLibrary(const SharedLibrary&) = delete;
-  SharedLibrary& operator=(const SharedLibrary&) = delete;
-  // Null when the symbol is absent.
-  void* symbol(const std::string& name) const;
-
- private:
-  void* handle_ = nullptr;
-};
-
 }  // namespace tcc

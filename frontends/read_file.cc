@@ -8,7 +8,7 @@
 #include <cerrno>
 #include <climits>
 
-#include "src/diag/diagnostics.h"
+#include "src/diag/errors.h"
 
 namespace tcc {
 namespace {

@@ -46,7 +46,7 @@
 #include "passes/pass.h"
 #include "passes/replace_nodes.h"
 #include "passes/rewrite.h"
-#include "src/ir/fusion.h"
+#include "src/ops/fusion.h"
 
 namespace tcc {
 

@@ -1,8 +1,8 @@
 // fuse: groups nodes into kernels, each group replaced by one tcc::Fusion node
-// whose body holds the original nodes unchanged (src/ir/fusion.h).
+// whose body holds the original nodes unchanged (src/ops/fusion.h).
 //
 // Greedy, in the spirit of Inductor's scheduler: what may join a kernel is
-// codegen/kernel_ops.h's kernel_role; groups form in this order, each step
+// src/ops/kernel_roles.h's kernel_role; groups form in this order, each step
 // taking only nodes no earlier step took:
 //   1. gemm and conv: each MatMul/Gemm with the epilogue chain cuBLASLt applies, every
 //      link the only reader of the previous one: at most one Add of a bias
@@ -33,7 +33,7 @@
 // A merge that would put an outside node (or group) on a path between two
 // members is refused, so the graph of groups stays acyclic. Nodes of role None
 // stay as they are, and so do nodes that run once per binding of the symbols
-// (codegen/binding_constants.h: a causal mask's Shape -> ConstantOfShape ->
+// (passes/binding_constants.h: a causal mask's Shape -> ConstantOfShape ->
 // Trilu), which kernels read as they read weights.
 //
 // A member's output read outside its group (or a graph output) becomes an
@@ -55,12 +55,12 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "codegen/binding_constants.h"
-#include "codegen/kernel_ops.h"
+#include "passes/binding_constants.h"
+#include "src/ops/kernel_roles.h"
 #include "passes/pass.h"
 #include "passes/replace_nodes.h"
 #include "passes/rewrite.h"
-#include "src/ir/fusion.h"
+#include "src/ops/fusion.h"
 
 namespace tcc {
 

@@ -29,7 +29,7 @@
 #include "passes/pass.h"
 #include "passes/replace_nodes.h"
 #include "src/autodiff/autodiff.h"
-#include "src/ir/fusion.h"
+#include "src/ops/fusion.h"
 
 namespace tcc {
 

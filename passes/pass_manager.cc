@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <ostream>
 
+#include "src/log/log.h"
 #include "src/ir/text.h"
 #include "src/ir/verifier.h"
 

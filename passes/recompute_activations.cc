@@ -42,7 +42,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "codegen/kernel_ops.h"
+#include "src/ops/kernel_roles.h"
 #include "passes/pass.h"
 #include "src/autodiff/autodiff.h"
 

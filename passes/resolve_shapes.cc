@@ -39,7 +39,7 @@
 #include "passes/pass.h"
 #include "passes/replace_nodes.h"
 #include "passes/rewrite.h"
-#include "src/ir/fusion.h"
+#include "src/ops/fusion.h"
 #include "src/ops/op_helpers.h"
 #include "src/ops/op_registry.h"
 #include "src/shape/shape_inference.h"

@@ -11,7 +11,7 @@
 
 #include "frontends/onnx/tensor_proto.h"
 #include "frontends/read_file.h"
-#include "src/diag/diagnostics.h"
+#include "src/diag/errors.h"
 
 namespace tcc {
 

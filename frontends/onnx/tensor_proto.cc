@@ -9,7 +9,7 @@
 #include <limits>
 #include <optional>
 
-#include "src/diag/diagnostics.h"
+#include "src/diag/errors.h"
 
 namespace tcc {
 

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <limits>
 
-#include "src/diag/diagnostics.h"
+#include "src/diag/errors.h"
 
 namespace tcc {
 

@@ -2,7 +2,7 @@
 
 #include <zip.h>
 
-#include "src/diag/diagnostics.h"
+#include "src/diag/errors.h"
 
 namespace tcc {
 

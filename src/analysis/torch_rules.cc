@@ -1,6 +1,6 @@
 #include "src/analysis/torch_rules.h"
 
-#include "src/diag/diagnostics.h"
+#include "src/diag/errors.h"
 
 namespace tcc {
 

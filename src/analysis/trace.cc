@@ -15,25 +15,6 @@ namespace tcc {
 
 namespace {
 
-struct DTypeSpelling {
-  const char* name;
-  DType type;
-};
-
-// torch's names first: they are what the trace writer (a training loop) prints.
-constexpr DTypeSpelling kDTypes[] = {
-    {"float32", DType::F32}, {"float16", DType::F16}, {"bfloat16", DType::BF16}, {"float64", DType::F64},
-    {"int64", DType::I64},   {"int32", DType::I32},   {"int16", DType::I16},     {"int8", DType::I8},
-    {"uint8", DType::U8},    {"uint16", DType::U16},  {"uint32", DType::U32},    {"uint64", DType::U64},
-    {"bool", DType::Bool},   {"float", DType::F32},   {"half", DType::F16},      {"double", DType::F64},
-    {"long", DType::I64},    {"int", DType::I32}};
-
-std::optional<DType> trace_dtype(std::string_view s) {
-  for (const auto& d : kDTypes)
-    if (s == d.name) return d.type;
-  return parse_dtype(s);
-}
-
 // A JSON reader for the one shape of object a trace line has. Hand-written
 // because a general JSON DOM costs more per line than the whole simulation;
 // strings without escapes come back as views into the line, so a common line
@@ -336,7 +317,7 @@ class TraceBuilder {
 
   void tensor(int idx, std::string_view dtype_text) {
     const InputSignature& in = sig_.inputs[idx];
-    auto dt = trace_dtype(dtype_text);
+    auto dt = parse_torch_dtype(dtype_text);
     if (!dt) throw InputError(where() + ": input '" + in.name + "': unknown dtype '" + std::string(dtype_text) + "'");
     if (in.dtype != DType::Undefined && *dt != in.dtype)
       fail(in.name, "dtype " + torch_dtype_name(in.dtype), torch_dtype_name(*dt));
@@ -610,12 +591,6 @@ Trace read_trace(const std::string& path, const ModelSignature& sig) {
   if (std::ferror(f.get())) throw InputError(path + ": cannot read trace file");
   if (held) builder.line(std::string_view(buf.data(), held));
   return builder.finish();
-}
-
-std::string torch_dtype_name(DType t) {
-  for (const auto& d : kDTypes)
-    if (d.type == t) return d.name;
-  return std::string(dtype_name(t));
 }
 
 std::string format_float(double v) {

@@ -105,8 +105,6 @@ struct Trace {
 Trace read_trace(const std::string& path, const ModelSignature& sig);
 Trace parse_trace(std::string_view text, const std::string& file, const ModelSignature& sig);
 
-// The trace's spelling of a dtype ("float32", "int64", ...).
-std::string torch_dtype_name(DType t);
 // Shortest text that reads back as v (what Python's repr prints).
 std::string format_float(double v);
 

@@ -29,7 +29,7 @@ class KernelBench {
   virtual std::optional<double> time_us(const KernelConfig& c, std::string& note) = 0;
 };
 
-// The GPU's side of tuning (src/runtime/kernel_timer.h implements it).
+// The GPU's side of tuning (src/autotune/kernel_timer.h implements it).
 struct Measurer {
   DeviceKey device;
   std::function<std::unique_ptr<KernelBench>(const kir::Kernel&, const std::map<std::string, int64_t>& sizes)> bench;

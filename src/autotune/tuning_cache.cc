@@ -16,7 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "codegen/gemm_template.h"
-#include "src/diag/diagnostics.h"
+#include "src/diag/errors.h"
 
 namespace tcc::autotune {
 

@@ -16,7 +16,7 @@
 #include "src/autotune/tune.h"
 #include "src/autotune/tuning_cache.h"
 #include "src/driver/commands.h"
-#include "src/runtime/kernel_timer.h"
+#include "src/autotune/kernel_timer.h"
 #include "src/runtime/module.h"
 #include "src/shape/shape_inference.h"
 

@@ -20,6 +20,7 @@
 
 #include "codegen/profiles.h"
 #include "frontends/load_model.h"
+#include "src/log/log.h"
 #include "src/driver/commands.h"
 #include "src/driver/run_support.h"
 #include "src/interp/interpreter.h"

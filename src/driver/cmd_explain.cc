@@ -10,7 +10,7 @@
 
 #include "frontends/load_model.h"
 #include "src/analysis/explain_report.h"
-#include "src/autodiff/saved_activations.h"
+#include "src/compiler/saved_activations.h"
 #include "src/driver/commands.h"
 #include "src/driver/train_flags.h"
 

@@ -23,6 +23,7 @@
 
 #include "frontends/load_model.h"
 #include "frontends/onnx/tensor_io.h"
+#include "src/log/log.h"
 #include "src/driver/commands.h"
 #include "src/driver/run_support.h"
 #include "src/interp/interpreter.h"

@@ -12,7 +12,7 @@
 
 #include "codegen/kernel_config.h"
 #include "codegen/kernel_ir.h"
-#include "src/diag/diagnostics.h"
+#include "src/diag/errors.h"
 
 namespace tcc {
 

@@ -7,6 +7,7 @@
 #include <iostream>
 #include <map>
 
+#include "src/log/log.h"
 #include "src/driver/commands.h"
 
 namespace {

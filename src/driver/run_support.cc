@@ -16,7 +16,7 @@
 
 #include "codegen/module_writer.h"
 #include "frontends/onnx/tensor_io.h"
-#include "src/diag/diagnostics.h"
+#include "src/diag/errors.h"
 #include "src/ir/sym.h"
 
 namespace fs = std::filesystem;

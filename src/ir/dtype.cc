@@ -43,6 +43,32 @@ std::optional<DType> parse_dtype(std::string_view name) {
   return std::nullopt;
 }
 
+namespace {
+struct TorchSpelling {
+  const char* name;
+  DType type;
+};
+// The canonical names first: torch_dtype_name returns the first match.
+constexpr TorchSpelling kTorchNames[] = {
+    {"float32", DType::F32}, {"float16", DType::F16}, {"bfloat16", DType::BF16}, {"float64", DType::F64},
+    {"int64", DType::I64},   {"int32", DType::I32},   {"int16", DType::I16},     {"int8", DType::I8},
+    {"uint8", DType::U8},    {"uint16", DType::U16},  {"uint32", DType::U32},    {"uint64", DType::U64},
+    {"bool", DType::Bool},   {"float", DType::F32},   {"half", DType::F16},      {"double", DType::F64},
+    {"long", DType::I64},    {"int", DType::I32}};
+}  // namespace
+
+std::string torch_dtype_name(DType t) {
+  for (const auto& d : kTorchNames)
+    if (d.type == t) return d.name;
+  return std::string(dtype_name(t));
+}
+
+std::optional<DType> parse_torch_dtype(std::string_view name) {
+  for (const auto& d : kTorchNames)
+    if (name == d.name) return d.type;
+  return parse_dtype(name);
+}
+
 std::optional<DType> dtype_from_onnx(int32_t onnx_type) {
   for (const auto& i : kInfos)
     if (static_cast<int32_t>(i.type) == onnx_type) return i.type;

@@ -31,6 +31,12 @@ enum class DType : int32_t {
 std::string_view dtype_name(DType t);
 // Inverse of dtype_name; nullopt for an unknown spelling.
 std::optional<DType> parse_dtype(std::string_view name);
+// torch's spelling of a dtype ("float32", "int64", ...), as traces, guards and
+// module manifests write it.
+std::string torch_dtype_name(DType t);
+// Inverse of torch_dtype_name, also reading torch's aliases ("float", "half",
+// "long", ...) and dtype_name's spellings; nullopt for an unknown one.
+std::optional<DType> parse_torch_dtype(std::string_view name);
 // ONNX's enum value -> DType; nullopt for types tcc does not model (complex, float8, ...).
 std::optional<DType> dtype_from_onnx(int32_t onnx_type);
 // Bytes per element; 0 for String and Undefined.

@@ -17,7 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "src/diag/diagnostics.h"
+#include "src/diag/errors.h"
 #include "src/ir/tensor.h"
 #include "src/ir/type.h"
 

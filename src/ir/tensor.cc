@@ -7,7 +7,7 @@
 #include <limits>
 #include <new>
 
-#include "src/diag/diagnostics.h"
+#include "src/diag/errors.h"
 
 namespace tcc {
 

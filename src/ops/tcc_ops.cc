@@ -1,5 +1,5 @@
 // tcc's own ops (domain "tcc", opset 1), introduced by passes:
-//   - tcc::Fusion: a group of nodes that becomes one kernel (src/ir/fusion.h);
+//   - tcc::Fusion: a group of nodes that becomes one kernel (src/ops/fusion.h);
 //     its shape rule and kernel are those of its body, so a fused graph still
 //     infers, runs in the interpreter and round-trips as text.
 //   - tcc::Reshape, tcc::Expand, tcc::Slice: the movement ops whose target
@@ -19,7 +19,7 @@
 //     texts), an i64 scalar. Resolved from Size(x) the same way, it reads no
 //     tensor, so the value it replaces (a mean's divisor in a gradient) costs
 //     neither a host step nor a read of x's data.
-#include "src/ir/fusion.h"
+#include "src/ops/fusion.h"
 #include "src/ops/families.h"
 #include "src/ops/op_helpers.h"
 #include "src/ops/op_registry.h"

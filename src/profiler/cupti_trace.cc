@@ -13,7 +13,7 @@
 #include <unordered_map>
 #include <utility>
 
-#include "src/diag/diagnostics.h"
+#include "src/diag/errors.h"
 #include "src/runtime/cuda_driver.h"
 #include "src/runtime/module.h"
 

@@ -5,7 +5,7 @@
 #include <chrono>
 #include <iostream>
 
-#include "src/diag/diagnostics.h"
+#include "src/diag/errors.h"
 #include "src/profiler/cupti_trace.h"
 #include "src/runtime/module.h"
 

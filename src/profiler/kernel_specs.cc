@@ -2,7 +2,7 @@
 // each kernel's name, kind, schedule, source nodes, and bytes and FLOP at given sizes.
 #include <fstream>
 
-#include "src/diag/diagnostics.h"
+#include "src/diag/errors.h"
 #include "src/ir/sym.h"
 #include "src/profiler/measurement.h"
 

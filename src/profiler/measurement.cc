@@ -8,7 +8,8 @@
 #include <fstream>
 #include <numeric>
 
-#include "src/diag/diagnostics.h"
+#include "src/diag/errors.h"
+#include "src/log/log.h"
 
 namespace tcc::profiler {
 

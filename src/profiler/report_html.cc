@@ -9,6 +9,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "src/log/log.h"
 #include "src/profiler/report.h"
 
 namespace tcc::profiler {

@@ -3,7 +3,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "src/diag/diagnostics.h"
+#include "src/diag/errors.h"
 #include "src/profiler/report.h"
 
 namespace fs = std::filesystem;

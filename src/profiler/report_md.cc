@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "src/log/log.h"
 #include "src/profiler/report.h"
 
 namespace tcc::profiler {

@@ -7,7 +7,7 @@
 #include <limits>
 #include <set>
 
-#include "src/diag/diagnostics.h"
+#include "src/diag/errors.h"
 #include "src/profiler/report.h"
 
 namespace tcc::profiler {

@@ -1,6 +1,6 @@
 // The CUDA driver API, opened with dlopen on first use (cuda.h is included for
 // its types only), shared by the module runtime (cuda_run.cc), its device
-// helpers for measurement, and the kernel timer of autotuning (kernel_timer.cc).
+// helpers for measurement, and the kernel timer of autotuning (src/autotune/kernel_timer.cc).
 #pragma once
 
 #include <dlfcn.h>
@@ -50,7 +50,7 @@ struct Driver {
   decltype(&::cuMemsetD8Async) memset_d8_async;  // zeroing split-reduction workspaces and accumulated outputs, flushing L2
   decltype(&::cuDriverGetVersion) driver_version;
   decltype(&::cuDeviceGetName) device_name;
-  // Streams, events and CUDA graphs: measurement (src/profiler, kernel_timer.cc) and reduce-overhead.
+  // Streams, events and CUDA graphs: measurement (src/profiler, src/autotune/kernel_timer.cc) and reduce-overhead.
   decltype(&::cuStreamCreate) stream_create;
   decltype(&::cuStreamDestroy) stream_destroy;
   decltype(&::cuEventCreate) event_create;

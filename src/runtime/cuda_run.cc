@@ -728,7 +728,7 @@ BoundRun::Launch step_launch(const Module& m, const StepInfo& step, const Bindin
   const KernelInfo& k = m.kernels[step.kernel];
   BoundRun::Launch l;
   if (!k.library_call) l = launch_arguments(k, b);
-  else if (k.kind == kir::Kind::Gemm) l.gemm = gemm_problem(k, b);
+  else if (k.kind == KernelKind::Gemm) l.gemm = gemm_problem(k, b);
   else l.conv = conv_problem(k, b);
   return l;
 }
@@ -893,7 +893,7 @@ void enqueue_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_te
     BoundRun::Launch made;
     if (growing) made = step_launch(m, step, b);
     const BoundRun::Launch& l = growing ? made : run.launches[i];
-    if (k.library_call && k.kind == kir::Kind::Gemm) {
+    if (k.library_call && k.kind == KernelKind::Gemm) {
       run_gemm(s, k, l.gemm, buf, stream);
     } else if (k.library_call) {
       run_conv(s, k, l.conv, buf, stream);
@@ -931,7 +931,7 @@ int LibraryRunner::run(const KernelInfo& k, const std::vector<CUdeviceptr>& buff
                        const std::map<std::string, int64_t>& sizes, CUstream stream) {
   Binding b;
   b.symbols = sizes;
-  if (k.library_call && k.kind == kir::Kind::Gemm) return run_gemm(*state_, k, gemm_problem(k, b), buffers, stream);
+  if (k.library_call && k.kind == KernelKind::Gemm) return run_gemm(*state_, k, gemm_problem(k, b), buffers, stream);
   if (k.library_call) return run_conv(*state_, k, conv_problem(k, b), buffers, stream);
   throw CudaError("kernel '" + k.name + "' is generated code, not a library call");
 }

@@ -8,7 +8,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "src/analysis/trace.h"
 #include "src/ir/text.h"
 #include "src/ops/op_registry.h"
 
@@ -123,14 +122,6 @@ std::string read_file(const std::string& path, const std::string& what) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw BadModule(what + ": cannot read " + path);
   return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-std::optional<DType> dtype_from_torch(const std::string& name) {
-  for (int v = 1; v <= static_cast<int>(DType::BF16); ++v) {
-    auto t = static_cast<DType>(v);
-    if (dtype_size(t) != 0 && torch_dtype_name(t) == name) return t;
-  }
-  return std::nullopt;
 }
 
 class Loader {
@@ -294,11 +285,9 @@ class Loader {
       KernelInfo info;
       info.name = k["name"].str();
       std::string kind = k["kind"].str();
-      if (kind == "pointwise") info.kind = kir::Kind::Pointwise;
-      else if (kind == "reduction") info.kind = kir::Kind::Reduction;
-      else if (kind == "gemm") info.kind = kir::Kind::Gemm;
-      else if (kind == "conv") info.kind = kir::Kind::Conv;
-      else k["kind"].fail("unknown kernel kind '" + kind + "'");
+      std::optional<KernelKind> parsed = parse_kernel_kind(kind);
+      if (!parsed) k["kind"].fail("unknown kernel kind '" + kind + "'");
+      info.kind = *parsed;
       Field bufs = k["buffers"];
       bool seen_output = false;
       for (size_t b = 0; b < bufs.size(); ++b) {
@@ -319,10 +308,10 @@ class Loader {
         info.sizes.push_back(size);
       }
       if (info.num_reads == static_cast<int>(info.buffers.size())) bufs.fail("the kernel writes no buffer");
-      if (info.kind == kir::Kind::Gemm) info.gemm = gemm(k["gemm"], info.buffers.size());
-      if (info.kind == kir::Kind::Conv) info.conv = conv(k["conv"], info);
+      if (info.kind == KernelKind::Gemm) info.gemm = gemm(k["gemm"], info.buffers.size());
+      if (info.kind == KernelKind::Conv) info.conv = conv(k["conv"], info);
       // A gemm kernel with a launch is tcc's template, in the cubin; without, a cuBLASLt call.
-      info.library_call = info.kind == kir::Kind::Conv || (info.kind == kir::Kind::Gemm && !k.has("launch"));
+      info.library_call = info.kind == KernelKind::Conv || (info.kind == KernelKind::Gemm && !k.has("launch"));
       if (!info.library_call) {
         Field launch = k["launch"];
         for (size_t d = 0; d < 3; ++d) {
@@ -337,7 +326,7 @@ class Loader {
           Field ws = launch["workspace_bytes"];
           info.workspace_bytes = ws.expr();
           check_bound(info.workspace_bytes, ws);
-          if (info.kind != kir::Kind::Reduction && info.kind != kir::Kind::Gemm)
+          if (info.kind != KernelKind::Reduction && info.kind != KernelKind::Gemm)
             ws.fail("only split reductions and split-K gemm templates take a workspace");
           if (info.workspace_bytes.is_constant() && info.workspace_bytes.constant_value() <= 0)
             ws.fail("expected a positive byte count, got " + info.workspace_bytes.str());
@@ -647,8 +636,8 @@ class Loader {
       if (kind == "TENSOR_MATCH") {
         int input = input_index(g["input"].str());
         if (input < 0) g["input"].fail("'" + g["input"].str() + "' is not an input");
-        std::optional<DType> t = dtype_from_torch(g["dtype"].str());
-        if (!t) g["dtype"].fail("unknown dtype '" + g["dtype"].str() + "'");
+        std::optional<DType> t = parse_torch_dtype(g["dtype"].str());
+        if (!t || dtype_size(*t) == 0) g["dtype"].fail("unknown dtype '" + g["dtype"].str() + "'");
         Guard dtype_guard;
         dtype_guard.kind = Guard::Kind::Dtype;
         dtype_guard.input = input;

@@ -19,10 +19,9 @@
 #include <utility>
 #include <vector>
 
-#include "codegen/emit.h"
-#include "codegen/kernel_ir.h"
-#include "codegen/toolchain.h"
 #include "src/ir/graph.h"
+#include "src/module/kernel_abi.h"
+#include "src/module/shared_library.h"
 #include "tcc_runtime.h"
 
 namespace tcc::runtime {
@@ -109,17 +108,17 @@ struct Guard {
 // A Gemm kernel's cuBLASLt call and a Conv kernel's cuDNN call, as codegen
 // describes them (buffers by position, sizes as expressions), with the rank of
 // the library algorithm that runs (KernelConfig::algo).
-struct GemmInfo : kir::GemmDesc {
+struct GemmInfo : GemmDesc {
   int algo = 0;
 };
 
-struct ConvInfo : kir::ConvDesc {
+struct ConvInfo : ConvDesc {
   int algo = 0;
 };
 
 struct KernelInfo {
   std::string name;
-  kir::Kind kind = kir::Kind::Pointwise;
+  KernelKind kind = KernelKind::Pointwise;
   std::vector<TensorSig> buffers;  // parameters, reads then writes
   int num_reads = 0;               // buffers[num_reads] is the first output (D of a Gemm)
   std::vector<SymExpr> sizes;

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "src/ir/graph.h"
-#include "src/shape/shape_env.h"
+#include "src/ir/shape_env.h"
 
 namespace tcc {
 

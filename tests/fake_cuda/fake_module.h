@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/emit.h"
 #include "codegen/module_writer.h"
 #include "tests/unit/autotune_util.h"
 #include "tests/unit/cli_util.h"

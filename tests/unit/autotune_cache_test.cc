@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "src/autotune/tuning_cache.h"
-#include "src/diag/diagnostics.h"
+#include "src/diag/errors.h"
 #include "tests/unit/temp_dir.h"
 
 namespace tcc::autotune {

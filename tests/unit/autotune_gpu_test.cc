@@ -1,4 +1,4 @@
-// The GPU measuring path of autotuning (src/runtime/kernel_timer.h): every
+// The GPU measuring path of autotuning (src/autotune/kernel_timer.h): every
 // candidate of real kernels is compiled (or, for GEMMs, called with that
 // cuBLASLt algorithm), checked against the default's output and timed. Skips where there is no GPU (CI); run on a GPU machine with
 // scripts/gpu-check.
@@ -7,7 +7,7 @@
 #include "codegen/emit.h"
 #include "src/autotune/candidates.h"
 #include "src/autotune/tune.h"
-#include "src/runtime/kernel_timer.h"
+#include "src/autotune/kernel_timer.h"
 #include "tcc_runtime.h"
 #include "tests/unit/autotune_util.h"
 

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "tests/unit/cli_util.h"
+#include "src/log/log.h"
 
 namespace {
 

@@ -1,6 +1,6 @@
 // The fusion pipeline on the exported fixtures: the default pipeline through
 // the fuse phase leaves a graph that verifies, whose every tcc::Fusion node
-// keeps src/ir/fusion.h's contract, and that the reference interpreter runs
+// keeps src/ops/fusion.h's contract, and that the reference interpreter runs
 // to the same outputs as the unfused graph. Also the interpreter's symbol
 // binding that tcc::Reshape / tcc::Expand / tcc::Slice evaluate their
 // shapes with, and verify_fusion's diagnostics.
@@ -12,7 +12,7 @@
 #include "frontends/onnx/tensor_io.h"
 #include "passes/pass_manager.h"
 #include "src/interp/interpreter.h"
-#include "src/ir/fusion.h"
+#include "src/ops/fusion.h"
 #include "src/ir/text.h"
 #include "src/ir/verifier.h"
 #include "src/shape/shape_inference.h"

@@ -19,11 +19,12 @@
 #include "codegen/gemm_template.h"
 #include "codegen/module_writer.h"
 #include "codegen/toolchain.h"
+#include "src/module/shared_library.h"
 #include "src/autotune/candidates.h"
 #include "src/autotune/signature.h"
 #include "src/autotune/tuning_cache.h"
 #include "src/interp/interpreter.h"
-#include "src/runtime/kernel_timer.h"
+#include "src/autotune/kernel_timer.h"
 #include "tcc_runtime.h"
 #include "tests/unit/autotune_util.h"
 #include "tests/unit/cli_util.h"
@@ -355,7 +356,7 @@ class GemmTemplateGpu : public ::testing::Test {
 
 // Sizes that are no multiple of any tile (nor of 8 or 4), so every edge of D
 // and of K has a partial tile; the first config timed (cuBLASLt's first
-// choice) is the reference each configuration must match (src/runtime/kernel_timer.cc).
+// choice) is the reference each configuration must match (src/autotune/kernel_timer.cc).
 // Times k's library call and then every template configuration at `sizes`;
 // timing a candidate first checks its output against the library call's.
 void expect_every_config_matches_the_library(const kir::Kernel& k, const std::map<std::string, int64_t>& sizes) {

@@ -23,6 +23,7 @@
 #include "codegen/emit.h"
 #include "codegen/schedule.h"
 #include "codegen/toolchain.h"
+#include "src/module/shared_library.h"
 #include "frontends/load_model.h"
 #include "passes/pass_manager.h"
 #include "src/interp/interpreter.h"

@@ -12,7 +12,7 @@
 
 #include "codegen/lower.h"
 #include "src/interp/interpreter.h"
-#include "src/ir/fusion.h"
+#include "src/ops/fusion.h"
 #include "src/ir/text.h"
 
 namespace tcc {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "src/diag/diagnostics.h"
+#include "src/diag/errors.h"
 #include "src/interp/interpreter.h"
 #include "src/ir/graph.h"
 #include "src/shape/shape_inference.h"

@@ -15,7 +15,7 @@
 #include <set>
 
 #include "frontends/onnx/tensor_io.h"
-#include "src/diag/diagnostics.h"
+#include "src/diag/errors.h"
 #include "src/profiler/cupti_trace.h"
 #include "src/profiler/measurement.h"
 #include "src/profiler/report.h"

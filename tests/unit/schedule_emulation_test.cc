@@ -18,6 +18,7 @@
 #include "codegen/emit.h"
 #include "codegen/emit_c.h"
 #include "codegen/toolchain.h"
+#include "src/module/shared_library.h"
 #include "src/autotune/candidates.h"
 #include "src/interp/interpreter.h"
 #include "tests/unit/autotune_util.h"

@@ -4,7 +4,7 @@
 
 #include <sstream>
 
-#include "codegen/kernel_ops.h"
+#include "src/ops/kernel_roles.h"
 #include "codegen/schedule.h"
 #include "passes/pass_manager.h"
 #include "src/ir/text.h"

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "src/shape/shape_env.h"
+#include "src/ir/shape_env.h"
 
 namespace tcc {
 namespace {

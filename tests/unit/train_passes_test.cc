@@ -14,9 +14,9 @@
 #include "frontends/load_model.h"
 #include "passes/pass_manager.h"
 #include "src/autodiff/autodiff.h"
-#include "src/autodiff/saved_activations.h"
+#include "src/compiler/saved_activations.h"
 #include "src/interp/interpreter.h"
-#include "src/ir/fusion.h"
+#include "src/ops/fusion.h"
 #include "src/shape/shape_inference.h"
 #include "tests/unit/module_test_util.h"
 

@@ -1,9 +1,9 @@
-#include "src/ir/fusion.h"
+#include "src/ops/fusion.h"
 
 #include <algorithm>
 #include <array>
 
-#include "codegen/kernel_ops.h"
+#include "src/ops/kernel_roles.h"
 
 namespace tcc {
 

@@ -1,11 +1,11 @@
-#include "codegen/kernel_ops.h"
+#include "src/ops/kernel_roles.h"
 
 #include <algorithm>
 #include <numeric>
 #include <string_view>
 #include <unordered_set>
 
-#include "src/ir/fusion.h"
+#include "src/ops/fusion.h"
 #include "src/ops/op_helpers.h"
 #include "src/ops/op_registry.h"
 
@@ -137,7 +137,7 @@ KernelRole default_domain_role(const Node& n) {
     return pool_window(n, nullptr).empty() ? KernelRole::Indexed : KernelRole::None;
   if (op == "Concat") {
     // Of any dtype (the integer ones that build shapes from shapes alone run
-    // once per binding, codegen/binding_constants.h); a one-element constant
+    // once per binding, passes/binding_constants.h); a one-element constant
     // input would be copied into the body as a literal, not a buffer.
     if (!n.has_attr("axis")) return KernelRole::None;
     for (size_t i = 0; i < n.num_inputs(); ++i)

@@ -1,4 +1,4 @@
-#include "kernel_timer.h"
+#include "src/autotune/kernel_timer.h"
 
 #include <nvrtc.h>
 
@@ -12,7 +12,7 @@
 
 #include "codegen/emit.h"
 #include "codegen/toolchain.h"
-#include "cuda_driver.h"
+#include "src/runtime/cuda_driver.h"
 #include "src/autotune/candidates.h"
 #include "src/ir/tensor.h"
 

@@ -1,4 +1,4 @@
-// Errors and logging shared by every part of tcc.
+// The errors every part of tcc throws (logging is src/log/log.h).
 //
 // Two kinds of failure are kept apart, as Halide's user_error / internal_error:
 //  - InputError: the user's model, trace or flags are wrong. The message names the
@@ -6,8 +6,6 @@
 //  - InternalError: an invariant of tcc itself broke (a bug). Exit code 3.
 // A CI gate that trips is not an error: commands return ExitCode::GateTripped.
 #pragma once
-
-#include <spdlog/spdlog.h>
 
 #include <sstream>
 #include <stdexcept>
@@ -76,23 +74,5 @@ class InternalErrorStream {
   if (cond) {           \
   } else                \
     ::tcc::InternalErrorStream(__FILE__, __LINE__, #cond)
-
-// Logging topics, enabled by TCC_LOG=topic,topic (mirrors TORCH_LOGS) or "all".
-enum class LogTopic { GraphBreaks, Recompiles, Guards, Passes, Codegen, PerfHints, Count };
-
-std::string_view topic_name(LogTopic t);
-// Parses a TCC_LOG value; unknown topics are an InputError naming the valid ones.
-void enable_log_topics(std::string_view spec);
-bool log_topic_enabled(LogTopic t);
-// Sets the global verbosity: 0 warnings, 1 info (-v), 2 debug (-vv).
-void set_verbosity(int level);
-
-// Logs a message under a topic when that topic is enabled (at info level, so it
-// shows without -v once the user asked for the topic).
-template <typename... Args>
-void log_topic(LogTopic t, fmt::format_string<Args...> f, Args&&... args) {
-  if (log_topic_enabled(t))
-    spdlog::info("[{}] {}", topic_name(t), fmt::format(f, std::forward<Args>(args)...));
-}
 
 }  // namespace tcc

@@ -1,4 +1,4 @@
-#include "src/shape/shape_env.h"
+#include "src/ir/shape_env.h"
 
 #include <algorithm>
 

@@ -1,9 +1,9 @@
-#include "codegen/binding_constants.h"
+#include "passes/binding_constants.h"
 
 #include <algorithm>
 
-#include "codegen/kernel_ops.h"
-#include "src/ir/fusion.h"
+#include "src/ops/kernel_roles.h"
+#include "src/ops/fusion.h"
 #include "src/ops/op_registry.h"
 
 namespace tcc {

@@ -1,5 +1,5 @@
 // Save-all versus min-cut peak memory of a training step (see saved_activations.h).
-#include "src/autodiff/saved_activations.h"
+#include "src/compiler/saved_activations.h"
 
 #include <future>
 #include <sstream>

@@ -1,0 +1,26 @@
+#include "src/module/kernel_abi.h"
+
+#include "src/diag/errors.h"
+
+namespace tcc {
+
+namespace {
+constexpr std::pair<KernelKind, const char*> kKindNames[] = {
+    {KernelKind::Pointwise, "pointwise"}, {KernelKind::Reduction, "reduction"}, {KernelKind::Gemm, "gemm"},
+    {KernelKind::Conv, "conv"}};
+}  // namespace
+
+const char* kernel_kind_name(KernelKind kind) {
+  for (const auto& [k, name] : kKindNames)
+    if (k == kind) return name;
+  TCC_CHECK(false) << "unnamed kernel kind " << static_cast<int>(kind);
+  return "";
+}
+
+std::optional<KernelKind> parse_kernel_kind(std::string_view name) {
+  for (const auto& [k, n] : kKindNames)
+    if (name == n) return k;
+  return std::nullopt;
+}
+
+}  // namespace tcc
