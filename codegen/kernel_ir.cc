@@ -168,43 +168,11 @@ const char* op_name(Op op) {
     case Op::Const: return "const";
     case Op::SizeValue: return "size";
     case Op::Coord: return "coord";
-    case Op::Neg: return "neg";
-    case Op::Abs: return "abs";
-    case Op::Exp: return "exp";
-    case Op::Log: return "log";
-    case Op::Sqrt: return "sqrt";
-    case Op::Reciprocal: return "reciprocal";
-    case Op::Tanh: return "tanh";
-    case Op::Sigmoid: return "sigmoid";
-    case Op::Erf: return "erf";
-    case Op::Relu: return "relu";
-    case Op::Sin: return "sin";
-    case Op::Cos: return "cos";
-    case Op::Floor: return "floor";
-    case Op::Ceil: return "ceil";
-    case Op::Round: return "round";
-    case Op::Sign: return "sign";
-    case Op::Not: return "not";
-    case Op::IsNaN: return "is_nan";
-    case Op::Cast: return "cast";
-    case Op::Add: return "add";
-    case Op::Sub: return "sub";
-    case Op::Mul: return "mul";
-    case Op::Div: return "div";
-    case Op::Pow: return "pow";
-    case Op::Max: return "max";
-    case Op::Min: return "min";
-    case Op::Mod: return "mod";
-    case Op::Fmod: return "fmod";
-    case Op::And: return "and";
-    case Op::Or: return "or";
-    case Op::Xor: return "xor";
-    case Op::Equal: return "equal";
-    case Op::Less: return "less";
-    case Op::LessOrEqual: return "less_or_equal";
-    case Op::Greater: return "greater";
-    case Op::GreaterOrEqual: return "greater_or_equal";
-    case Op::Where: return "where";
+#define TCC_SCALAR_OP(name, text) \
+  case Op::name:                  \
+    return text;
+#include "src/ops/scalar_ops.def"
+#undef TCC_SCALAR_OP
     case Op::ReduceSum: return "reduce_sum";
     case Op::ReduceMax: return "reduce_max";
     case Op::ReduceMin: return "reduce_min";

@@ -42,6 +42,7 @@
 #include "src/ir/dtype.h"
 #include "src/ir/sym.h"
 #include "src/module/kernel_abi.h"
+#include "src/ops/pointwise.h"
 
 namespace tcc::kir {
 
@@ -62,16 +63,10 @@ enum class Op {
   Const,  // `value` in `dtype`
   SizeValue,  // `size` (a SymExpr over the size parameters) converted to `dtype`
   Coord,      // the point's coordinate along domain axis `axis`, converted to `dtype`
-  // Unary (args[0]).
-  Neg, Abs, Exp, Log, Sqrt, Reciprocal, Tanh, Sigmoid, Erf, Relu, Sin, Cos, Floor, Ceil, Round, Sign, Not,
-  IsNaN, Cast,  // Cast converts args[0] to `dtype` (rounding through f16/bf16 when `dtype` is one)
-  // Binary (args[0], args[1]).
-  // Div truncates for integers, as ONNX Div. Mod takes the divisor's sign (ONNX fmod=0, Python %),
-  // Fmod the dividend's (ONNX fmod=1, C fmod). Max/Min propagate NaN.
-  Add, Sub, Mul, Div, Pow, Max, Min, Mod, Fmod, And, Or, Xor,
-  Equal, Less, LessOrEqual, Greater, GreaterOrEqual,
-  // Ternary: args[0] ? args[1] : args[2].
-  Where,
+  // The pointwise instructions of src/ops/scalar_ops.def (Neg ... Where), in its order.
+#define TCC_SCALAR_OP(name, text) name,
+#include "src/ops/scalar_ops.def"
+#undef TCC_SCALAR_OP
   // Reductions over the kernel's reduced axes of an element value args[0]; the
   // result is a row value.
   ReduceSum, ReduceMax, ReduceMin, ReduceProd,
@@ -86,6 +81,9 @@ enum class Op {
 };
 
 const char* op_name(Op op);
+// The kernel instruction of a pointwise op's scalar instruction.
+constexpr Op kernel_op(ScalarOp op) { return static_cast<Op>(static_cast<int>(Op::Neg) + static_cast<int>(op)); }
+static_assert(kernel_op(ScalarOp::Where) == Op::Where, "kir::Op holds scalar_ops.def in its order");
 
 struct Instr {
   Op op = Op::Const;

@@ -19,9 +19,10 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "src/ops/kernel_roles.h"
 #include "src/ops/fusion.h"
+#include "src/ops/kernel_roles.h"
 #include "src/ops/op_helpers.h"
+#include "src/ops/op_registry.h"
 
 namespace tcc {
 
@@ -29,9 +30,6 @@ namespace {
 
 using kir::Instr;
 using kir::Op;
-
-constexpr double kSqrt2 = 1.41421356237309504880;
-constexpr double kPi = 3.14159265358979323846;
 
 SymExpr c(int64_t v) { return SymExpr::constant(v); }
 bool is_one(const SymExpr& d) { return d.is_constant() && d.constant_value() == 1; }
@@ -904,121 +902,30 @@ class Lowering {
     values_.emplace(std::make_pair(p.output(0), frame), result);
   }
 
+  // A pointwise node's value at the point: its OpDef's scalar expression over
+  // its inputs' values, built into the kernel's body.
   int lower_pointwise(const Node& p, int frame) {
-    static const std::map<std::string_view, Op> kUnary = {
-        {"Neg", Op::Neg},       {"Abs", Op::Abs},         {"Exp", Op::Exp},   {"Log", Op::Log},
-        {"Sqrt", Op::Sqrt},     {"Reciprocal", Op::Reciprocal}, {"Tanh", Op::Tanh}, {"Sigmoid", Op::Sigmoid},
-        {"Erf", Op::Erf},       {"Relu", Op::Relu},       {"Sin", Op::Sin},   {"Cos", Op::Cos},
-        {"Floor", Op::Floor},   {"Ceil", Op::Ceil},       {"Round", Op::Round}, {"Sign", Op::Sign},
-        {"Not", Op::Not},       {"IsNaN", Op::IsNaN},     {"Cast", Op::Cast}};
-    static const std::map<std::string_view, Op> kBinary = {
-        {"Add", Op::Add},         {"Sub", Op::Sub},     {"Mul", Op::Mul},   {"Div", Op::Div},
-        {"Pow", Op::Pow},         {"Max", Op::Max},     {"Min", Op::Min},   {"And", Op::And},
-        {"Or", Op::Or},           {"Xor", Op::Xor},     {"Equal", Op::Equal}, {"Less", Op::Less},
-        {"LessOrEqual", Op::LessOrEqual}, {"Greater", Op::Greater}, {"GreaterOrEqual", Op::GreaterOrEqual}};
-    const std::string& op = p.op_type();
-    DType dt = p.output(0)->type().dtype();
-    if (op == "Range") {  // tcc::Range: start + coordinate * delta along its one axis
-      int axis = axis_map(p.output(0), frame).at(0);
-      int at = axis >= 0 ? coordinate(axis) : constant(DType::I64, 0);
-      int scaled = emit(Op::Mul, DType::I64, {at, constant(DType::I64, static_cast<double>(p.get_int("delta", 1)))});
-      int value = emit(Op::Add, DType::I64, {scaled, constant(DType::I64, static_cast<double>(p.get_int("start", 0)))});
-      return dt == DType::I64 ? value : emit(Op::Cast, dt, {value});
-    }
-    if (op == "Size") {  // tcc::Size: the product of its dims attribute
-      SymExpr numel = c(1);
-      const Attribute* dims = p.attr("dims");
-      if (dims == nullptr || dims->kind != Attribute::Kind::Strings) fail(&p, "has no 'dims' attribute");
-      for (const std::string& text : dims->strings) {
-        std::optional<SymExpr> d = SymExpr::parse(text);
-        if (!d) fail(&p, "has a dim '" + text + "' that is not a symbolic expression");
-        numel = numel * *d;
-      }
-      return size_value(dt, numel);
-    }
-    // Inputs in order, then one instruction per statement: the body's order
-    // must not depend on the order C++ evaluates function arguments in.
+    const OpDef* def = OpRegistry::get().lookup(p);
+    TCC_CHECK(def != nullptr && def->pointwise) << "node '" << p.name() << "' has the Pointwise role but no expression";
+    // Inputs in order, then the expression: the body's order must not depend
+    // on the order C++ evaluates function arguments in.
     std::vector<int> in;
     for (const Value* v : p.inputs()) in.push_back(v == nullptr ? -1 : lower(v, frame));
-    auto k = [&](double v) { return constant(dt, v); };
-    auto un = [&](Op o, int a) { return emit(o, dt, {a}); };
-    auto bin = [&](Op o, int a, int b) { return emit(o, dt, {a, b}); };
-    auto attr = [&](const char* name, float def) { return static_cast<double>(p.get_float(name, def)); };
-
-    if (auto it = kUnary.find(op); it != kUnary.end()) return un(it->second, in[0]);
-    if (auto it = kBinary.find(op); it != kBinary.end()) return bin(it->second, in[0], in[1]);
-    if (op == "Mod") return bin(p.get_int("fmod", 0) != 0 ? Op::Fmod : Op::Mod, in[0], in[1]);
-    if (op == "Where") return emit(Op::Where, dt, {in[0], in[1], in[2]});
-    if (op == "Clip") {
-      int x = in[0];
-      if (p.opset() < 11) {
-        if (p.has_attr("min")) x = bin(Op::Max, x, k(attr("min", 0)));
-        if (p.has_attr("max")) x = bin(Op::Min, x, k(attr("max", 0)));
-        return x;
+    struct Builder : ScalarBuilder {
+      Builder(Lowering& l, int frame) : l_(l), frame_(frame) {}
+      int op(ScalarOp op, DType dtype, std::vector<int> args) override {
+        return l_.emit(kir::kernel_op(op), dtype, std::move(args));
       }
-      if (in.size() > 1 && in[1] >= 0) x = bin(Op::Max, x, in[1]);
-      if (in.size() > 2 && in[2] >= 0) x = bin(Op::Min, x, in[2]);
-      return x;
-    }
-    if (op == "Gelu") {
-      // 0.5 x (1 + erf(x / sqrt 2)), or with tanh(sqrt(2/pi) (x + 0.044715 x^3)) for the erf.
-      int x = in[0], inner;
-      if (p.get_string("approximate", "none") == "tanh") {
-        int x2 = bin(Op::Mul, x, x);
-        int x3 = bin(Op::Mul, x2, x);
-        int cubic = bin(Op::Mul, k(0.044715), x3);
-        int sum = bin(Op::Add, x, cubic);
-        inner = un(Op::Tanh, bin(Op::Mul, k(std::sqrt(2.0 / kPi)), sum));
-      } else {
-        inner = un(Op::Erf, bin(Op::Div, x, k(kSqrt2)));
+      int constant(DType dtype, double value) override { return l_.constant(dtype, value); }
+      int coordinate(const Node& n, int axis) override {
+        int at = l_.axis_map(n.output(0), frame_).at(static_cast<size_t>(axis));
+        return at >= 0 ? l_.coordinate(at) : l_.constant(DType::I64, 0);
       }
-      int half_x = bin(Op::Mul, k(0.5), x);
-      int one_plus = bin(Op::Add, k(1), inner);
-      return bin(Op::Mul, half_x, one_plus);
-    }
-    if (op == "Softplus") {
-      // max(x, 0) + log(1 + exp(-|x|)): exp never overflows.
-      int x = in[0];
-      int e = un(Op::Exp, un(Op::Neg, un(Op::Abs, x)));
-      int tail = un(Op::Log, bin(Op::Add, k(1), e));
-      int pos = bin(Op::Max, x, k(0));
-      return bin(Op::Add, pos, tail);
-    }
-    if (op == "HardSigmoid") {
-      int scaled = bin(Op::Mul, k(attr("alpha", 0.2f)), in[0]);
-      int y = bin(Op::Add, scaled, k(attr("beta", 0.5f)));
-      int low = bin(Op::Max, y, k(0));
-      return bin(Op::Min, low, k(1));
-    }
-    if (op == "IsInf") {
-      // x == +inf and / or x == -inf, as the attributes ask.
-      int x = in[0], found = -1;
-      DType xt = p.input(0)->type().dtype();
-      for (auto [attr_name, inf] : {std::pair{"detect_positive", INFINITY}, std::pair{"detect_negative", -INFINITY}}) {
-        if (p.get_int(attr_name, 1) == 0) continue;
-        int is = emit(Op::Equal, DType::Bool, {x, constant(xt, inf)});
-        found = found < 0 ? is : emit(Op::Or, DType::Bool, {found, is});
-      }
-      return found >= 0 ? found : constant(DType::Bool, 0);
-    }
-    if (op == "HardSwish") {
-      int gate = bin(Op::Add, bin(Op::Div, in[0], k(6)), k(0.5));
-      return bin(Op::Mul, in[0], bin(Op::Min, bin(Op::Max, gate, k(0)), k(1)));
-    }
-    if (op == "LeakyRelu" || op == "Elu") {
-      int x = in[0];
-      int negative = emit(Op::Less, DType::Bool, {x, k(0)});
-      int scaled;
-      if (op == "LeakyRelu") {
-        scaled = bin(Op::Mul, k(attr("alpha", 0.01f)), x);
-      } else {
-        int ex = un(Op::Exp, x);
-        int em1 = bin(Op::Sub, ex, k(1));
-        scaled = bin(Op::Mul, k(attr("alpha", 1.0f)), em1);
-      }
-      return emit(Op::Where, dt, {negative, scaled, x});
-    }
-    fail(&p, "has no kernel lowering");
+      int size(DType dtype, const SymExpr& size) override { return l_.size_value(dtype, size); }
+      Lowering& l_;
+      int frame_;
+    } builder(*this, frame);
+    return def->pointwise(p, builder, in);
   }
 
   // ---- gemm -------------------------------------------------------------------

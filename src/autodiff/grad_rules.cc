@@ -1629,6 +1629,12 @@ const GradRule* find_grad_rule(const Node& n) {
   return it == rules().end() ? nullptr : &it->second;
 }
 
+std::vector<std::string> grad_rule_ops() {
+  std::vector<std::string> ops;
+  for (const auto& [op, rule] : rules()) ops.push_back(op);
+  return ops;
+}
+
 std::string no_grad_rule_reason(const Node& n) {
   if (!OpRegistry::get().lookup(n.domain(), n.op_type(), n.opset())) return OpRegistry::get().why_unsupported(n);
   if (n.op_type() == "If" || n.op_type() == "Loop" || n.op_type() == "Scan")

@@ -457,14 +457,14 @@ std::optional<Dim> identity_value(const std::vector<Dim>& a) { return a[0]; }
 // ---------------------------------------------------------------------------
 // Registration helpers
 
-void add_op(OpRegistry& r, const std::string& name, int64_t since, const std::vector<DType>& dtypes, InferFn infer,
-            EvalFn eval) {
-  r.add(OpDef{"", name, since, kPointwise, std::move(infer), std::move(eval), dtypes});
+OpDef& add_op(OpRegistry& r, const std::string& name, int64_t since, const std::vector<DType>& dtypes, InferFn infer,
+              EvalFn eval) {
+  return r.add(OpDef{"", name, since, kPointwise, std::move(infer), std::move(eval), dtypes});
 }
 
-void add_unary_float(OpRegistry& r, const std::string& name, int64_t since,
-                     std::function<double(const Node&, double)> f) {
-  add_op(r, name, since, kFloat, infer_same_dtype(), [f](EvalContext& ctx) {
+OpDef& add_unary_float(OpRegistry& r, const std::string& name, int64_t since,
+                       std::function<double(const Node&, double)> f) {
+  return add_op(r, name, since, kFloat, infer_same_dtype(), [f](EvalContext& ctx) {
     const Node& n = ctx.node();
     return std::vector<Tensor>{unary_float(ctx, [&](double x) { return f(n, x); })};
   });
@@ -475,31 +475,52 @@ double attr(const Node& n, const char* name, float def) { return n.get_float(nam
 constexpr double kSqrt2 = 1.41421356237309504880;
 constexpr double kPi = 3.14159265358979323846;
 
+// ---------------------------------------------------------------------------
+// Kernel expressions (src/ops/pointwise.h)
+
+DType out_dtype(const Node& n) { return n.output(0)->type().dtype(); }
+
+// The op as one scalar instruction over all of its inputs.
+PointwiseFn scalar(ScalarOp op) {
+  return [op](const Node& n, ScalarBuilder& b, const std::vector<int>& in) { return b.op(op, out_dtype(n), in); };
+}
+
+// An expression of input 0 alone, with constants and instructions in the output's dtype.
+using Unary = std::function<int(const Node&, ScalarBuilder&, int x, const std::function<int(double)>& k)>;
+PointwiseFn unary(Unary f) {
+  return [f](const Node& n, ScalarBuilder& b, const std::vector<int>& in) {
+    DType dt = out_dtype(n);
+    return f(n, b, in[0], [&](double v) { return b.constant(dt, v); });
+  };
+}
+
+bool two_inputs(const Node& n) { return n.num_inputs() == 2; }
+
 void register_arithmetic(OpRegistry& r) {
   add_op(r, "Add", 7, kNumeric,
          infer_same_dtype([](const std::vector<Dim>& a) { return Dim(a[0].expr() + a[1].expr()); }),
          [](EvalContext& ctx) {
            return std::vector<Tensor>{
                fold_numeric(ctx, ctx.input(0).dtype(), [](auto a, auto b) { return wrap_add(a, b); })};
-         });
+         }).pointwise_kernel(scalar(ScalarOp::Add));
   add_op(r, "Sub", 7, kNumeric,
          infer_same_dtype([](const std::vector<Dim>& a) { return Dim(a[0].expr() - a[1].expr()); }),
          [](EvalContext& ctx) {
            return std::vector<Tensor>{
                fold_numeric(ctx, ctx.input(0).dtype(), [](auto a, auto b) { return wrap_sub(a, b); })};
-         });
+         }).pointwise_kernel(scalar(ScalarOp::Sub));
   add_op(r, "Mul", 7, kNumeric,
          infer_same_dtype([](const std::vector<Dim>& a) { return Dim(a[0].expr() * a[1].expr()); }),
          [](EvalContext& ctx) {
            return std::vector<Tensor>{
                fold_numeric(ctx, ctx.input(0).dtype(), [](auto a, auto b) { return wrap_mul(a, b); })};
-         });
+         }).pointwise_kernel(scalar(ScalarOp::Mul));
   add_op(r, "Div", 7, kNumeric,
          infer_same_dtype([](const std::vector<Dim>& a) { return div_values(a[0], a[1]); }),
          [](EvalContext& ctx) {
            return std::vector<Tensor>{
                fold_numeric(ctx, ctx.input(0).dtype(), [](auto a, auto b) { return divide(a, b); })};
-         });
+         }).pointwise_kernel(scalar(ScalarOp::Div));
   add_op(r, "Mod", 10, kNumeric,
          infer_same_dtype([](const std::vector<Dim>& a) -> std::optional<Dim> {
            if (!a[0].is_static() || !a[1].is_static() || a[1].value() == 0) return std::nullopt;
@@ -509,9 +530,11 @@ void register_arithmetic(OpRegistry& r) {
            bool fmod = ctx.node().get_int("fmod", 0) != 0;
            return std::vector<Tensor>{
                fold_numeric(ctx, ctx.input(0).dtype(), [fmod](auto a, auto b) { return modulo(a, b, fmod); })};
-         });
+         }).pointwise_kernel([](const Node& n, ScalarBuilder& b, const std::vector<int>& in) {
+        return b.op(n.get_int("fmod", 0) != 0 ? ScalarOp::Fmod : ScalarOp::Mod, out_dtype(n), in);
+      });
   add_op(r, "Pow", 7, kNumeric, infer_same_dtype(nullptr, false),
-         [](EvalContext& ctx) { return std::vector<Tensor>{pow_kernel(ctx)}; });
+         [](EvalContext& ctx) { return std::vector<Tensor>{pow_kernel(ctx)}; }).pointwise_kernel(scalar(ScalarOp::Pow));
   add_op(r, "BitShift", 11, kInteger, infer_same_dtype(),
          [](EvalContext& ctx) { return std::vector<Tensor>{bitshift_kernel(ctx)}; });
 
@@ -538,14 +561,14 @@ void register_arithmetic(OpRegistry& r) {
         if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
       return a < b ? b : a;
     })};
-  });
+  }).pointwise_kernel(scalar(ScalarOp::Max), two_inputs);
   add_op(r, "Min", 8, kNumeric, infer_same_dtype(minmax_value(false)), [](EvalContext& ctx) {
     return std::vector<Tensor>{fold_numeric(ctx, ctx.input(0).dtype(), [](auto a, auto b) {
       if constexpr (std::is_same_v<decltype(a), double>)
         if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
       return b < a ? b : a;
     })};
-  });
+  }).pointwise_kernel(scalar(ScalarOp::Min), two_inputs);
   add_op(r, "Sum", 8, kFloat, infer_same_dtype(), [](EvalContext& ctx) {
     return std::vector<Tensor>{fold_numeric(ctx, ctx.input(0).dtype(), [](auto a, auto b) { return a + b; })};
   });
@@ -567,13 +590,13 @@ void register_unary(OpRegistry& r) {
              if constexpr (std::is_floating_point_v<decltype(a)>) return -a;
              else return wrap_sub(decltype(a){0}, a);
            })};
-         });
+         }).pointwise_kernel(scalar(ScalarOp::Neg));
   add_op(r, "Abs", 6, kNumeric, infer_same_dtype(), [](EvalContext& ctx) {
     return std::vector<Tensor>{unary_numeric(ctx, [](auto a) {
       if constexpr (std::is_same_v<decltype(a), uint64_t>) return a;
       else return a < 0 ? wrap_sub(decltype(a){0}, a) : a;
     })};
-  });
+  }).pointwise_kernel(scalar(ScalarOp::Abs));
   add_op(r, "Sign", 9, kNumeric, infer_same_dtype(), [](EvalContext& ctx) {
     return std::vector<Tensor>{unary_numeric(ctx, [](auto a) {
       using T = decltype(a);
@@ -581,37 +604,60 @@ void register_unary(OpRegistry& r) {
         if (std::isnan(a)) return a;
       return a > T{0} ? T{1} : a < T{0} ? static_cast<T>(-1) : T{0};
     })};
-  });
+  }).pointwise_kernel(scalar(ScalarOp::Sign));
   add_op(r, "Relu", 6, kSignedNumeric, infer_same_dtype(), [](EvalContext& ctx) {
     return std::vector<Tensor>{unary_numeric(ctx, [](auto a) { return a < decltype(a){0} ? decltype(a){0} : a; })};
-  });
+  }).pointwise_kernel(scalar(ScalarOp::Relu));
 
-  add_unary_float(r, "Sqrt", 6, [](const Node&, double x) { return std::sqrt(x); });
-  add_unary_float(r, "Reciprocal", 6, [](const Node&, double x) { return 1.0 / x; });
-  add_unary_float(r, "Exp", 6, [](const Node&, double x) { return std::exp(x); });
-  add_unary_float(r, "Log", 6, [](const Node&, double x) { return std::log(x); });
-  add_unary_float(r, "Erf", 9, [](const Node&, double x) { return std::erf(x); });
-  add_unary_float(r, "Tanh", 6, [](const Node&, double x) { return std::tanh(x); });
-  add_unary_float(r, "Sin", 7, [](const Node&, double x) { return std::sin(x); });
-  add_unary_float(r, "Cos", 7, [](const Node&, double x) { return std::cos(x); });
-  add_unary_float(r, "Floor", 6, [](const Node&, double x) { return std::floor(x); });
-  add_unary_float(r, "Ceil", 6, [](const Node&, double x) { return std::ceil(x); });
+  add_unary_float(r, "Sqrt", 6, [](const Node&, double x) { return std::sqrt(x); }).pointwise_kernel(scalar(ScalarOp::Sqrt));
+  add_unary_float(r, "Reciprocal", 6, [](const Node&, double x) { return 1.0 / x; }).pointwise_kernel(scalar(ScalarOp::Reciprocal));
+  add_unary_float(r, "Exp", 6, [](const Node&, double x) { return std::exp(x); }).pointwise_kernel(scalar(ScalarOp::Exp));
+  add_unary_float(r, "Log", 6, [](const Node&, double x) { return std::log(x); }).pointwise_kernel(scalar(ScalarOp::Log));
+  add_unary_float(r, "Erf", 9, [](const Node&, double x) { return std::erf(x); }).pointwise_kernel(scalar(ScalarOp::Erf));
+  add_unary_float(r, "Tanh", 6, [](const Node&, double x) { return std::tanh(x); }).pointwise_kernel(scalar(ScalarOp::Tanh));
+  add_unary_float(r, "Sin", 7, [](const Node&, double x) { return std::sin(x); }).pointwise_kernel(scalar(ScalarOp::Sin));
+  add_unary_float(r, "Cos", 7, [](const Node&, double x) { return std::cos(x); }).pointwise_kernel(scalar(ScalarOp::Cos));
+  add_unary_float(r, "Floor", 6, [](const Node&, double x) { return std::floor(x); }).pointwise_kernel(scalar(ScalarOp::Floor));
+  add_unary_float(r, "Ceil", 6, [](const Node&, double x) { return std::ceil(x); }).pointwise_kernel(scalar(ScalarOp::Ceil));
   // Halves round to even (the default rounding mode), as ONNX Round specifies.
-  add_unary_float(r, "Round", 11, [](const Node&, double x) { return std::nearbyint(x); });
-  add_unary_float(r, "Sigmoid", 6, [](const Node&, double x) { return 1.0 / (1.0 + std::exp(-x)); });
+  add_unary_float(r, "Round", 11, [](const Node&, double x) { return std::nearbyint(x); }).pointwise_kernel(scalar(ScalarOp::Round));
+  add_unary_float(r, "Sigmoid", 6, [](const Node&, double x) { return 1.0 / (1.0 + std::exp(-x)); }).pointwise_kernel(scalar(ScalarOp::Sigmoid));
   add_unary_float(r, "Softplus", 1, [](const Node&, double x) {
     // log(1 + e^x) without overflow for large x.
     return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
-  });
+  }).pointwise_kernel(unary([](const Node& n, ScalarBuilder& b, int x, const auto& k) {
+    // max(x, 0) + log(1 + exp(-|x|)): exp never overflows.
+    DType dt = out_dtype(n);
+    int e = b.op(ScalarOp::Exp, dt, {b.op(ScalarOp::Neg, dt, {b.op(ScalarOp::Abs, dt, {x})})});
+    int tail = b.op(ScalarOp::Log, dt, {b.op(ScalarOp::Add, dt, {k(1), e})});
+    return b.op(ScalarOp::Add, dt, {b.op(ScalarOp::Max, dt, {x, k(0)}), tail});
+  }));
   add_unary_float(r, "HardSigmoid", 6, [](const Node& n, double x) {
     return std::clamp(attr(n, "alpha", 0.2f) * x + attr(n, "beta", 0.5f), 0.0, 1.0);
-  });
+  }).pointwise_kernel(unary([](const Node& n, ScalarBuilder& b, int x, const auto& k) {
+    DType dt = out_dtype(n);
+    int y = b.op(ScalarOp::Add, dt, {b.op(ScalarOp::Mul, dt, {k(attr(n, "alpha", 0.2f)), x}), k(attr(n, "beta", 0.5f))});
+    return b.op(ScalarOp::Min, dt, {b.op(ScalarOp::Max, dt, {y, k(0)}), k(1)});
+  }));
   // x * HardSigmoid(x) with alpha 1/6 and beta 1/2 (MobileNetV3's activation).
-  add_unary_float(r, "HardSwish", 14, [](const Node&, double x) { return x * std::clamp(x / 6 + 0.5, 0.0, 1.0); });
-  add_unary_float(r, "LeakyRelu", 6, [](const Node& n, double x) { return x < 0 ? attr(n, "alpha", 0.01f) * x : x; });
+  add_unary_float(r, "HardSwish", 14, [](const Node&, double x) { return x * std::clamp(x / 6 + 0.5, 0.0, 1.0); }).pointwise_kernel(unary([](const Node& n, ScalarBuilder& b, int x, const auto& k) {
+    DType dt = out_dtype(n);
+    int gate = b.op(ScalarOp::Add, dt, {b.op(ScalarOp::Div, dt, {x, k(6)}), k(0.5)});
+    return b.op(ScalarOp::Mul, dt, {x, b.op(ScalarOp::Min, dt, {b.op(ScalarOp::Max, dt, {gate, k(0)}), k(1)})});
+  }));
+  add_unary_float(r, "LeakyRelu", 6, [](const Node& n, double x) { return x < 0 ? attr(n, "alpha", 0.01f) * x : x; }).pointwise_kernel(unary([](const Node& n, ScalarBuilder& b, int x, const auto& k) {
+    DType dt = out_dtype(n);
+    int negative = b.op(ScalarOp::Less, DType::Bool, {x, k(0)});
+    return b.op(ScalarOp::Where, dt, {negative, b.op(ScalarOp::Mul, dt, {k(attr(n, "alpha", 0.01f)), x}), x});
+  }));
   add_unary_float(r, "Elu", 6, [](const Node& n, double x) {
     return x < 0 ? attr(n, "alpha", 1.0f) * std::expm1(x) : x;
-  });
+  }).pointwise_kernel(unary([](const Node& n, ScalarBuilder& b, int x, const auto& k) {
+    DType dt = out_dtype(n);
+    int negative = b.op(ScalarOp::Less, DType::Bool, {x, k(0)});
+    int em1 = b.op(ScalarOp::Sub, dt, {b.op(ScalarOp::Exp, dt, {x}), k(1)});
+    return b.op(ScalarOp::Where, dt, {negative, b.op(ScalarOp::Mul, dt, {k(attr(n, "alpha", 1.0f)), em1}), x});
+  }));
   add_unary_float(r, "Selu", 6, [](const Node& n, double x) {
     double alpha = attr(n, "alpha", 1.67326319217681884765625f);
     double gamma = attr(n, "gamma", 1.05070102214813232421875f);
@@ -623,17 +669,40 @@ void register_unary(OpRegistry& r) {
       return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / kPi) * (x + 0.044715 * x * x * x)));
     if (approx != "none") n.fail("approximate must be \"none\" or \"tanh\", got \"" + approx + "\"");
     return 0.5 * x * (1.0 + std::erf(x / kSqrt2));
-  });
+  }).pointwise_kernel(unary([](const Node& n, ScalarBuilder& b, int x, const auto& k) {
+    // 0.5 x (1 + erf(x / sqrt 2)), or with tanh(sqrt(2/pi) (x + 0.044715 x^3)) for the erf.
+    DType dt = out_dtype(n);
+    auto bin = [&](ScalarOp o, int l, int r) { return b.op(o, dt, {l, r}); };
+    int inner;
+    if (n.get_string("approximate", "none") == "tanh") {
+      int x3 = bin(ScalarOp::Mul, bin(ScalarOp::Mul, x, x), x);
+      int sum = bin(ScalarOp::Add, x, bin(ScalarOp::Mul, k(0.044715), x3));
+      inner = b.op(ScalarOp::Tanh, dt, {bin(ScalarOp::Mul, k(std::sqrt(2.0 / kPi)), sum)});
+    } else {
+      inner = b.op(ScalarOp::Erf, dt, {bin(ScalarOp::Div, x, k(kSqrt2))});
+    }
+    return bin(ScalarOp::Mul, bin(ScalarOp::Mul, k(0.5), x), bin(ScalarOp::Add, k(1), inner));
+  }));
 
   add_op(r, "IsNaN", 9, kFloatAndBool, infer_bool(), [](EvalContext& ctx) {
     return std::vector<Tensor>{unary_float(ctx, [](double x) { return std::isnan(x) ? 1.0 : 0.0; }, DType::Bool)};
-  });
+  }).pointwise_kernel(scalar(ScalarOp::IsNaN));
   add_op(r, "IsInf", 10, kFloatAndBool, infer_bool(), [](EvalContext& ctx) {
     bool neg = ctx.node().get_int("detect_negative", 1) != 0;
     bool pos = ctx.node().get_int("detect_positive", 1) != 0;
     return std::vector<Tensor>{unary_float(
         ctx, [&](double x) { return std::isinf(x) && ((x > 0 && pos) || (x < 0 && neg)) ? 1.0 : 0.0; },
         DType::Bool)};
+  }).pointwise_kernel([](const Node& n, ScalarBuilder& b, const std::vector<int>& in) {
+    // x == +inf and / or x == -inf, as the attributes ask.
+    DType xt = n.input(0)->type().dtype();
+    int found = -1;
+    for (auto [attr_name, inf] : {std::pair{"detect_positive", INFINITY}, std::pair{"detect_negative", -INFINITY}}) {
+      if (n.get_int(attr_name, 1) == 0) continue;
+      int is = b.op(ScalarOp::Equal, DType::Bool, {in[0], b.constant(xt, inf)});
+      found = found < 0 ? is : b.op(ScalarOp::Or, DType::Bool, {found, is});
+    }
+    return found >= 0 ? found : b.constant(DType::Bool, 0);
   });
 }
 
@@ -644,9 +713,10 @@ void register_compare_and_logic(OpRegistry& r) {
            if (!eq) return std::nullopt;
            return Dim(*eq ? 1 : 0);
          }),
-         [](EvalContext& ctx) { return std::vector<Tensor>{compare(ctx, [](auto a, auto b) { return a == b; })}; });
-  auto ordered = [&r](const std::string& name, auto pred, std::function<std::optional<bool>(const Dim&, const Dim&)> sym) {
-    add_op(r, name, name.find("OrEqual") == std::string::npos ? 9 : 12, kAll,
+         [](EvalContext& ctx) { return std::vector<Tensor>{compare(ctx, [](auto a, auto b) { return a == b; })}; }).pointwise_kernel(scalar(ScalarOp::Equal));
+  auto ordered = [&r](const std::string& name, auto pred,
+                      std::function<std::optional<bool>(const Dim&, const Dim&)> sym) -> OpDef& {
+    return add_op(r, name, name.find("OrEqual") == std::string::npos ? 9 : 12, kAll,
            infer_bool([sym](const std::vector<Dim>& a) -> std::optional<Dim> {
              std::optional<bool> v = sym(a[0], a[1]);
              if (!v) return std::nullopt;
@@ -656,27 +726,27 @@ void register_compare_and_logic(OpRegistry& r) {
   };
   auto negate = [](std::optional<bool> b) { return b ? std::optional<bool>(!*b) : std::nullopt; };
   ordered("Less", [](auto a, auto b) { return a < b; },
-          [negate](const Dim& a, const Dim& b) { return negate(less_equal_values(b, a)); });
+          [negate](const Dim& a, const Dim& b) { return negate(less_equal_values(b, a)); }).pointwise_kernel(scalar(ScalarOp::Less));
   ordered("LessOrEqual", [](auto a, auto b) { return a <= b; },
-          [](const Dim& a, const Dim& b) { return less_equal_values(a, b); });
+          [](const Dim& a, const Dim& b) { return less_equal_values(a, b); }).pointwise_kernel(scalar(ScalarOp::LessOrEqual));
   ordered("Greater", [](auto a, auto b) { return a > b; },
-          [negate](const Dim& a, const Dim& b) { return negate(less_equal_values(a, b)); });
+          [negate](const Dim& a, const Dim& b) { return negate(less_equal_values(a, b)); }).pointwise_kernel(scalar(ScalarOp::Greater));
   ordered("GreaterOrEqual", [](auto a, auto b) { return a >= b; },
-          [](const Dim& a, const Dim& b) { return less_equal_values(b, a); });
+          [](const Dim& a, const Dim& b) { return less_equal_values(b, a); }).pointwise_kernel(scalar(ScalarOp::GreaterOrEqual));
 
   const std::vector<DType> kBool = {DType::Bool};
   add_op(r, "Not", 1, kBool, infer_bool(), [](EvalContext& ctx) {
     return std::vector<Tensor>{unary_numeric(ctx, [](uint64_t a) { return a == 0 ? uint64_t{1} : uint64_t{0}; })};
-  });
+  }).pointwise_kernel(scalar(ScalarOp::Not));
   add_op(r, "And", 7, kBool, infer_bool(), [](EvalContext& ctx) {
     return std::vector<Tensor>{compare(ctx, [](auto a, auto b) { return a != decltype(a){} && b != decltype(b){}; })};
-  });
+  }).pointwise_kernel(scalar(ScalarOp::And));
   add_op(r, "Or", 7, kBool, infer_bool(), [](EvalContext& ctx) {
     return std::vector<Tensor>{compare(ctx, [](auto a, auto b) { return a != decltype(a){} || b != decltype(b){}; })};
-  });
+  }).pointwise_kernel(scalar(ScalarOp::Or));
   add_op(r, "Xor", 7, kBool, infer_bool(), [](EvalContext& ctx) {
     return std::vector<Tensor>{compare(ctx, [](auto a, auto b) { return (a != decltype(a){}) != (b != decltype(b){}); })};
-  });
+  }).pointwise_kernel(scalar(ScalarOp::Xor));
 }
 
 void register_select_and_cast(OpRegistry& r) {
@@ -688,7 +758,7 @@ void register_select_and_cast(OpRegistry& r) {
              return a[0].value() != 0 ? a[1] : a[2];
            });
          },
-         [](EvalContext& ctx) { return std::vector<Tensor>{where_kernel(ctx)}; });
+         [](EvalContext& ctx) { return std::vector<Tensor>{where_kernel(ctx)}; }).pointwise_kernel(scalar(ScalarOp::Where));
 
   auto infer_cast = [](InferContext& ctx, DType to) {
     const Type& in = ctx.input_type(0);
@@ -696,7 +766,7 @@ void register_select_and_cast(OpRegistry& r) {
     if (is_integer(to) && is_integer(input_dtype(ctx, 0))) propagate_values(ctx, identity_value);
   };
   add_op(r, "Cast", 6, kAll, [infer_cast](InferContext& ctx) { infer_cast(ctx, cast_target(ctx.node())); },
-         [](EvalContext& ctx) { return std::vector<Tensor>{cast_kernel(ctx, cast_target(ctx.node()))}; });
+         [](EvalContext& ctx) { return std::vector<Tensor>{cast_kernel(ctx, cast_target(ctx.node()))}; }).pointwise_kernel(scalar(ScalarOp::Cast));
   add_op(r, "CastLike", 15, kAll,
          [infer_cast](InferContext& ctx) {
            DType to = input_dtype(ctx, 1);
@@ -722,7 +792,19 @@ void register_select_and_cast(OpRegistry& r) {
            ctx.set_output_type(0, in.is_tensor() && in.has_rank() ? Type::tensor(dt, in.shape())
                                                                   : Type::tensor_unranked(dt));
          },
-         [](EvalContext& ctx) { return std::vector<Tensor>{clip_kernel(ctx)}; });
+         [](EvalContext& ctx) { return std::vector<Tensor>{clip_kernel(ctx)}; })
+      .pointwise_kernel(
+          [](const Node& n, ScalarBuilder& b, const std::vector<int>& in) {
+            int x = in[0];
+            if (in.size() > 1 && in[1] >= 0) x = b.op(ScalarOp::Max, out_dtype(n), {x, in[1]});
+            if (in.size() > 2 && in[2] >= 0) x = b.op(ScalarOp::Min, out_dtype(n), {x, in[2]});
+            return x;
+          },
+          [](const Node& n) {
+            for (size_t i = 1; i < n.num_inputs(); ++i)
+              if (!literal_input(n, i)) return false;
+            return true;
+          });
 }
 
 }  // namespace

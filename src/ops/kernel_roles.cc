@@ -11,13 +11,6 @@
 
 namespace tcc {
 
-namespace {
-
-// Whether one strided-batched call computes MatMul n: each operand's batch
-// dims (those before its last two, aligned right, 1 where it has fewer) are
-// all 1, or match the output's wherever the output's is not 1. A
-// [3, 1, m, k] @ [1, 2, k, n] broadcasts each operand along a different axis,
-// which no single batch stride expresses: the host runs it.
 bool strided_batches(const Node& n) {
   const Type& out = n.output(0)->type();
   if (!out.is_tensor() || !out.has_rank() || out.rank() < 3) return true;
@@ -38,6 +31,8 @@ bool strided_batches(const Node& n) {
   return true;
 }
 
+namespace {
+
 bool fully_known_tensor(const Value* v) {
   if (v == nullptr || !v->type().is_tensor() || !v->type().has_rank()) return false;
   for (const Dim& d : v->type().shape())
@@ -47,7 +42,8 @@ bool fully_known_tensor(const Value* v) {
 
 bool kernel_dtype(DType t) { return t != DType::String && t != DType::Undefined; }
 
-// Whether input i is absent or a compile-time constant (an initializer or a Constant node's value).
+}  // namespace
+
 bool constant_input(const Node& n, size_t i) {
   const Value* v = n.input(i);
   if (v == nullptr) return true;
@@ -55,7 +51,6 @@ bool constant_input(const Node& n, size_t i) {
   return v->producer() != nullptr && v->producer()->op_type() == "Constant" && v->producer()->domain().empty();
 }
 
-// Inputs the op needs at compile time: absent, or a constant the body takes as a literal.
 bool literal_input(const Node& n, size_t i) {
   if (!constant_input(n, i)) return false;
   const Value* v = n.input(i);
@@ -70,14 +65,6 @@ bool literal_input(const Node& n, size_t i) {
   return is_literal(t.dtype(), static_cast<int64_t>(t.rank()), numel);
 }
 
-// Why a MatMul, Gemm, Reshape, Expand or Slice gets no kernel for its types or
-// arguments, or "": cuBLASLt multiplies floating-point matrices only (an
-// integer MatMul runs on the host); a Reshape's or Expand's target and a
-// Slice's bounds must be literals. One computed at run time that shape
-// inference could follow became tcc::Reshape / Expand / Slice
-// (resolve_shapes); any other is read from data and leaves the output's dims
-// at what the model declares, which nothing checked: the host runs the node,
-// reading its arguments.
 std::string argument_refusal(const Node& n) {
   const std::string& op = n.op_type();
   if (op == "MatMul" || op == "Gemm") {
@@ -97,90 +84,7 @@ bool single_element(const Type& t) {
   return std::all_of(t.shape().begin(), t.shape().end(), [](const Dim& d) { return d.is_static() && d.value() == 1; });
 }
 
-KernelRole default_domain_role(const Node& n) {
-  static const std::unordered_set<std::string_view> pointwise = {
-      "Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Mod", "Neg", "Abs", "Sign", "Relu", "Sqrt",
-      "Reciprocal", "Exp", "Log", "Erf", "Tanh", "Sin", "Cos", "Floor", "Ceil", "Round", "Sigmoid",
-      "Softplus", "HardSigmoid", "HardSwish", "LeakyRelu", "Elu", "Gelu", "IsNaN", "IsInf", "Equal", "Less", "LessOrEqual",
-      "Greater", "GreaterOrEqual", "Not", "And", "Or", "Xor", "Where", "Cast", "Clip"};
-  static const std::unordered_set<std::string_view> reductions = {"ReduceSum", "ReduceMean", "ReduceMax",
-                                                                  "ReduceMin", "ReduceProd"};
-  static const std::unordered_set<std::string_view> movement = {"Reshape", "Flatten", "Transpose", "Unsqueeze",
-                                                                "Squeeze", "Expand", "Identity"};
-  const std::string& op = n.op_type();
-  if (pointwise.count(op)) {
-    // Max/Min take any number of inputs; kernels take two. Mod with fmod=0 on floats is not generated.
-    if ((op == "Max" || op == "Min") && n.num_inputs() != 2) return KernelRole::None;
-    if (op == "Clip")
-      for (size_t i = 1; i < n.num_inputs(); ++i)
-        if (!literal_input(n, i)) return KernelRole::None;
-    return KernelRole::Pointwise;
-  }
-  if (reductions.count(op)) {
-    if (n.input(0)->type().dtype() == DType::Bool) return KernelRole::None;  // opset 20's ReduceMax/Min of bool
-    if (n.opset() >= 18 || op == "ReduceSum") {
-      if (n.has_input(1) && !literal_input(n, 1)) return KernelRole::None;
-    }
-    return KernelRole::Reduction;
-  }
-  if (movement.count(op)) {
-    // Reshape, Flatten and Expand take their target shape from the output type, which a
-    // literal shape argument fixes (argument_refusal); the kernel does not read it.
-    // Squeeze/Unsqueeze axes must be known.
-    if (!argument_refusal(n).empty()) return KernelRole::None;
-    if ((op == "Squeeze" || op == "Unsqueeze") && n.has_input(1) && !literal_input(n, 1)) return KernelRole::None;
-    return KernelRole::Movement;
-  }
-  if (op == "Slice") return argument_refusal(n).empty() ? KernelRole::Movement : KernelRole::None;
-  if (op == "Conv") return conv_window(n, nullptr).empty() ? KernelRole::Convolution : KernelRole::None;
-  if (op == "MaxPool" || op == "AveragePool")
-    return pool_window(n, nullptr).empty() ? KernelRole::Indexed : KernelRole::None;
-  if (op == "Concat") {
-    // Of any dtype (the integer ones that build shapes from shapes alone run
-    // once per binding, passes/binding_constants.h); a one-element constant
-    // input would be copied into the body as a literal, not a buffer.
-    if (!n.has_attr("axis")) return KernelRole::None;
-    for (size_t i = 0; i < n.num_inputs(); ++i)
-      if (!n.has_input(i) || (constant_input(n, i) && single_element(n.input(i)->type()))) return KernelRole::None;
-    return KernelRole::Indexed;
-  }
-  if (op == "Gather") {
-    // Of any dtype (the integer ones that pick shape values from shapes alone
-    // run once per binding); constant indices are a Slice when there is one
-    // (passes/decompose.cc) and otherwise left to the host, as is a
-    // one-element table.
-    if (constant_input(n, 1) || (constant_input(n, 0) && single_element(n.input(0)->type())))
-      return KernelRole::None;
-    DType index = n.input(1)->type().dtype();
-    return index == DType::I64 || index == DType::I32 ? KernelRole::Indexed : KernelRole::None;
-  }
-  if (op == "GatherElements" || op == "GatherND") {
-    // Any dtype (masks are bool); the indices a buffer the kernel reads, as
-    // Gather's are, and GatherND's index tuples of a static length.
-    if (constant_input(n, 1) || (constant_input(n, 0) && single_element(n.input(0)->type())))
-      return KernelRole::None;
-    DType index = n.input(1)->type().dtype();
-    if (index != DType::I64 && index != DType::I32) return KernelRole::None;
-    const Dims& idx = n.input(1)->type().shape();
-    if (op == "GatherND" && (idx.empty() || !idx.back().is_static())) return KernelRole::None;
-    return KernelRole::Indexed;
-  }
-  if (op == "Pad") {
-    // Constant pads, fill and axes: a guarded copy (constant mode) or a gather
-    // from computed coordinates (edge, reflect, wrap).
-    static const std::unordered_set<std::string_view> modes = {"constant", "edge", "reflect", "wrap"};
-    if (!is_float(n.output(0)->type().dtype()) || !modes.count(n.get_string("mode", "constant")))
-      return KernelRole::None;
-    for (size_t i = 1; i < n.num_inputs(); ++i)
-      if (n.has_input(i) && !literal_input(n, i)) return KernelRole::None;
-    return n.has_input(1) ? KernelRole::Indexed : KernelRole::None;
-  }
-  if (op == "MatMul" || op == "Gemm") {
-    if (!argument_refusal(n).empty()) return KernelRole::None;
-    return op == "Gemm" || strided_batches(n) ? KernelRole::Contraction : KernelRole::None;
-  }
-  return KernelRole::None;
-}
+namespace {
 
 std::vector<int64_t> static_dims(const Value* v) {
   std::vector<int64_t> dims;
@@ -319,16 +223,8 @@ KernelRole kernel_role(const Node& n) {
   // An op tcc does not know at the node's opset (Gelu before 20) has no rule
   // that checked its types: its declared output is all there is, and no kernel
   // is built from it.
-  if (n.domain().empty()) return OpRegistry::get().lookup(n) ? default_domain_role(n) : KernelRole::None;
-  if (n.domain() == kTccDomain && (n.op_type() == "Reshape" || n.op_type() == "Expand" || n.op_type() == "Slice"))
-    return KernelRole::Movement;
-  if (n.domain() == kTccDomain && (n.op_type() == "Size" || n.op_type() == "Range")) return KernelRole::Pointwise;
-  if (n.domain() == kTccDomain && n.op_type() == "ScatterAdd") {
-    // Atomic adds of f32 and f64; indices a buffer, not a literal.
-    DType t = n.output(0)->type().dtype();
-    return (t == DType::F32 || t == DType::F64) && !constant_input(n, 0) ? KernelRole::Indexed : KernelRole::None;
-  }
-  return KernelRole::None;
+  const OpDef* def = OpRegistry::get().lookup(n);
+  return def != nullptr && def->kernel ? def->kernel(n) : KernelRole::None;
 }
 
 }  // namespace tcc

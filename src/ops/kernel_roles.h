@@ -1,5 +1,6 @@
-// Which graph nodes a generated kernel can compute. The one table the fusion
-// pass (what may join a group) and the lowering (what it must handle) share.
+// Which graph nodes a generated kernel can compute: each op's OpDef states the
+// role its nodes take (src/ops/<family>.cc), which the fusion pass (what may
+// join a group) and the lowering (what it must handle) share.
 #pragma once
 
 #include <cstdint>
@@ -29,9 +30,33 @@ enum class KernelRole {
                 // add atomically where an index says (ScatterAdd, into an output zeroed first)
 };
 
-// The role of n, given its op, attributes, dtypes and constant arguments. A node
-// whose input or output types are not fully known tensors is None.
+// The role of n: its OpDef's `kernel` role, given its attributes, dtypes and
+// constant arguments. A node whose input or output types are not fully known
+// tensors, or whose op tcc does not know at its opset, is None.
 KernelRole kernel_role(const Node& n);
+
+// What ops' kernel roles read of their arguments.
+// Whether input i is absent or a compile-time constant (an initializer or a Constant node's value).
+bool constant_input(const Node& n, size_t i);
+// Inputs the op needs at compile time: absent, or a constant the body takes as a literal.
+bool literal_input(const Node& n, size_t i);
+// Whether every dim of t is a static 1.
+bool single_element(const Type& t);
+// Why a MatMul, Gemm, Reshape, Expand or Slice gets no kernel for its types or
+// arguments, or "": cuBLASLt multiplies floating-point matrices only (an
+// integer MatMul runs on the host); a Reshape's or Expand's target and a
+// Slice's bounds must be literals. One computed at run time that shape
+// inference could follow became tcc::Reshape / Expand / Slice
+// (resolve_shapes); any other is read from data and leaves the output's dims
+// at what the model declares, which nothing checked: the host runs the node,
+// reading its arguments.
+std::string argument_refusal(const Node& n);
+// Whether one strided-batched call computes MatMul n: each operand's batch
+// dims (those before its last two, aligned right, 1 where it has fewer) are
+// all 1, or match the output's wherever the output's is not 1. A
+// [3, 1, m, k] @ [1, 2, k, n] broadcasts each operand along a different axis,
+// which no single batch stride expresses: the host runs it.
+bool strided_batches(const Node& n);
 
 // Whether a constant of this type is a literal of a kernel's body (passes/fuse
 // copies it in; the lowering reads its value): one element (a Clip bound, a

@@ -392,7 +392,7 @@ void register_linalg_ops(OpRegistry& r) {
                 return std::vector<Tensor>{
                     matmul_compute(ctx.node(), ctx.input(0), ctx.input(1), ctx.input(0).dtype())};
               },
-              kNumeric});
+              kNumeric}).kernel_role(KernelRole::Contraction, [](const Node& n) { return argument_refusal(n).empty() && strided_batches(n); });
   r.add(OpDef{"", "MatMulInteger", 10, kContraction,
               [](InferContext& ctx) {
                 if (!ranked(ctx, 0) || !ranked(ctx, 1)) ctx.set_output_type(0, Type::tensor_unranked(DType::I32));
@@ -405,7 +405,7 @@ void register_linalg_ops(OpRegistry& r) {
               },
               {DType::U8, DType::I8, DType::I32}});
   r.add(OpDef{"", "Gemm", 11, kContraction, infer_gemm,
-              [](EvalContext& ctx) { return std::vector<Tensor>{gemm_kernel(ctx)}; }, kNumeric});
+              [](EvalContext& ctx) { return std::vector<Tensor>{gemm_kernel(ctx)}; }, kNumeric}).kernel_role(KernelRole::Contraction, [](const Node& n) { return argument_refusal(n).empty(); });
   r.add(OpDef{"", "Einsum", 12, kContraction, infer_einsum,
               [](EvalContext& ctx) { return std::vector<Tensor>{einsum_kernel(ctx)}; }, kNumeric});
 }

@@ -15,6 +15,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string_view>
+#include <unordered_set>
 
 #include "src/ops/families.h"
 #include "src/ops/op_helpers.h"
@@ -922,6 +924,43 @@ std::vector<Tensor> eval_compress(EvalContext& ctx) {
   })};
 }
 
+// ---------------------------------------------------------------------------
+// Kernel roles (kernel_roles.h)
+
+// Gathers of any dtype (the integer ones that pick shape values from shapes
+// alone run once per binding; masks are bool), whose indices are a buffer the
+// kernel reads: constant indices are a Slice when there is one
+// (passes/decompose.cc) and otherwise left to the host, as is a one-element
+// table; GatherND's index tuples have a static length.
+KernelRole gather_role(const Node& n) {
+  if (constant_input(n, 1) || (constant_input(n, 0) && single_element(n.input(0)->type()))) return KernelRole::None;
+  DType index = n.input(1)->type().dtype();
+  if (index != DType::I64 && index != DType::I32) return KernelRole::None;
+  const Dims& idx = n.input(1)->type().shape();
+  if (n.op_type() == "GatherND" && (idx.empty() || !idx.back().is_static())) return KernelRole::None;
+  return KernelRole::Indexed;
+}
+
+// Of any dtype (the integer ones that build shapes from shapes alone run once
+// per binding, passes/binding_constants.h); a one-element constant input would
+// be copied into the body as a literal, not a buffer.
+KernelRole concat_role(const Node& n) {
+  if (!n.has_attr("axis")) return KernelRole::None;
+  for (size_t i = 0; i < n.num_inputs(); ++i)
+    if (!n.has_input(i) || (constant_input(n, i) && single_element(n.input(i)->type()))) return KernelRole::None;
+  return KernelRole::Indexed;
+}
+
+// Constant pads, fill and axes: a guarded copy (constant mode) or a gather
+// from computed coordinates (edge, reflect, wrap).
+KernelRole pad_role(const Node& n) {
+  static const std::unordered_set<std::string_view> modes = {"constant", "edge", "reflect", "wrap"};
+  if (!is_float(n.output(0)->type().dtype()) || !modes.count(n.get_string("mode", "constant"))) return KernelRole::None;
+  for (size_t i = 1; i < n.num_inputs(); ++i)
+    if (n.has_input(i) && !literal_input(n, i)) return KernelRole::None;
+  return n.has_input(1) ? KernelRole::Indexed : KernelRole::None;
+}
+
 }  // namespace
 
 Tensor scatter_elements(const Node& n, Tensor out, const Tensor& ind, const Tensor& upd, const std::string& reduction) {
@@ -941,18 +980,18 @@ Tensor scatter_elements(const Node& n, Tensor out, const Tensor& ind, const Tens
 }
 
 void register_movement_ops(OpRegistry& r) {
-  r.add(OpDef{"", "Transpose", 1, kMovement, infer_transpose, eval_transpose, {}});
-  r.add(OpDef{"", "Gather", 1, kMovement, infer_gather, eval_gather, {}});
-  r.add(OpDef{"", "GatherElements", 11, kMovement, infer_gather_elements, eval_gather_elements, {}});
-  r.add(OpDef{"", "GatherND", 12, kMovement, infer_gather_nd, eval_gather_nd, {}});
+  r.add(OpDef{"", "Transpose", 1, kMovement, infer_transpose, eval_transpose, {}}).kernel_role(KernelRole::Movement);
+  r.add(OpDef{"", "Gather", 1, kMovement, infer_gather, eval_gather, {}}).kernel_role(gather_role);
+  r.add(OpDef{"", "GatherElements", 11, kMovement, infer_gather_elements, eval_gather_elements, {}}).kernel_role(gather_role);
+  r.add(OpDef{"", "GatherND", 12, kMovement, infer_gather_nd, eval_gather_nd, {}}).kernel_role(gather_role);
   r.add(OpDef{"", "ScatterElements", 11, kMovement, infer_scatter_elements, eval_scatter_elements, {}});
   r.add(OpDef{"", "ScatterND", 11, kMovement, infer_same_as_data, eval_scatter_nd, {}});
-  r.add(OpDef{"", "Slice", 10, kMovement, infer_slice, eval_slice, {}});
+  r.add(OpDef{"", "Slice", 10, kMovement, infer_slice, eval_slice, {}}).kernel_role(KernelRole::Movement, [](const Node& n) { return argument_refusal(n).empty(); });
   r.add(OpDef{"", "Split", 1, kMovement, infer_split, eval_split, {}});
-  r.add(OpDef{"", "Concat", 4, kMovement, infer_concat, eval_concat, {}});
-  r.add(OpDef{"", "Expand", 8, kMovement, infer_expand, eval_expand, {}});
+  r.add(OpDef{"", "Concat", 4, kMovement, infer_concat, eval_concat, {}}).kernel_role(concat_role);
+  r.add(OpDef{"", "Expand", 8, kMovement, infer_expand, eval_expand, {}}).kernel_role(KernelRole::Movement, [](const Node& n) { return argument_refusal(n).empty(); });
   r.add(OpDef{"", "Tile", 6, kMovement, infer_tile, eval_tile, {}});
-  r.add(OpDef{"", "Pad", 11, kMovement, infer_pad, eval_pad, {}});
+  r.add(OpDef{"", "Pad", 11, kMovement, infer_pad, eval_pad, {}}).kernel_role(pad_role);
   r.add(OpDef{"", "Trilu", 14, kMovement, infer_trilu, eval_trilu, {}});
   r.add(OpDef{"", "DepthToSpace", 11, kMovement, infer_depth_to_space, eval_depth_to_space, {}});
   r.add(OpDef{"", "SpaceToDepth", 1, kMovement, infer_space_to_depth, eval_space_to_depth, {}});

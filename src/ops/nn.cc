@@ -884,13 +884,13 @@ std::vector<Tensor> eval_sce(EvalContext& ctx) {
 }  // namespace
 
 void register_nn_ops(OpRegistry& r) {
-  r.add(OpDef{"", "Conv", 11, kContraction, infer_conv, eval_conv, kFloatTypes});
+  r.add(OpDef{"", "Conv", 11, kContraction, infer_conv, eval_conv, kFloatTypes}).kernel_role(KernelRole::Convolution, [](const Node& n) { return conv_window(n, nullptr).empty(); });
   r.add(OpDef{"", "ConvTranspose", 11, kContraction, infer_convtranspose, eval_convtranspose, kFloatTypes});
   r.add(OpDef{"", "MaxPool", 12, kReduction, infer_pool,
               [](EvalContext& c) { return eval_pool(c, PoolKind::Max); },
-              {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I8, DType::U8, DType::I64}});
+              {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I8, DType::U8, DType::I64}}).kernel_role(KernelRole::Indexed, [](const Node& n) { return pool_window(n, nullptr).empty(); });
   r.add(OpDef{"", "AveragePool", 11, kReduction, infer_pool,
-              [](EvalContext& c) { return eval_pool(c, PoolKind::Average); }, kFloatTypes});
+              [](EvalContext& c) { return eval_pool(c, PoolKind::Average); }, kFloatTypes}).kernel_role(KernelRole::Indexed, [](const Node& n) { return pool_window(n, nullptr).empty(); });
   r.add(OpDef{"", "LpPool", 11, kReduction, infer_pool, [](EvalContext& c) { return eval_pool(c, PoolKind::Lp); },
               kFloatTypes});
   r.add(OpDef{"", "GlobalAveragePool", 1, kReduction, infer_global_pool,

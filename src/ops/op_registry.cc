@@ -93,10 +93,25 @@ const OpRegistry& OpRegistry::get() {
   return registry;
 }
 
-void OpRegistry::add(OpDef def) {
+OpDef& OpRegistry::add(OpDef def) {
   std::string key = def.domain + "::" + def.op_type;
   TCC_CHECK(!defs_.count(key)) << "op registered twice: " << key;
-  defs_.emplace(std::move(key), std::move(def));
+  return defs_.emplace(std::move(key), std::move(def)).first->second;
+}
+
+OpDef& OpDef::kernel_role(KernelRole role, std::function<bool(const Node&)> applies) {
+  if (!applies) return kernel_role([role](const Node&) { return role; });
+  return kernel_role([role, applies = std::move(applies)](const Node& n) { return applies(n) ? role : KernelRole::None; });
+}
+
+OpDef& OpDef::kernel_role(std::function<KernelRole(const Node&)> role) {
+  kernel = std::move(role);
+  return *this;
+}
+
+OpDef& OpDef::pointwise_kernel(PointwiseFn f, std::function<bool(const Node&)> applies) {
+  pointwise = std::move(f);
+  return kernel_role(KernelRole::Pointwise, std::move(applies));
 }
 
 const OpDef* OpRegistry::lookup(const std::string& domain, const std::string& op_type, int64_t opset) const {

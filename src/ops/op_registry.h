@@ -17,6 +17,8 @@
 
 #include "src/ir/graph.h"
 #include "src/ir/shape_env.h"
+#include "src/ops/kernel_roles.h"
+#include "src/ops/pointwise.h"
 
 namespace tcc {
 
@@ -125,8 +127,19 @@ struct OpDef {
   EvalFn eval;
   // Element types the op supports; empty means any.
   std::vector<DType> dtypes;
+  // The role a node of the op takes in a generated kernel (kernel_roles.h),
+  // given its attributes, dtypes and constant arguments; unset: none (a
+  // library call of its own, or the host).
+  std::function<KernelRole(const Node&)> kernel;
+  // The scalar expression of an op whose nodes take the Pointwise role.
+  PointwiseFn pointwise;
 
   bool has(OpTrait t) const { return (traits & t) != 0; }
+  // A kernel role for nodes where `applies` holds (every node when unset).
+  OpDef& kernel_role(KernelRole role, std::function<bool(const Node&)> applies = nullptr);
+  OpDef& kernel_role(std::function<KernelRole(const Node&)> role);
+  // The Pointwise role, for nodes where `applies` holds, computed by `f`.
+  OpDef& pointwise_kernel(PointwiseFn f, std::function<bool(const Node&)> applies = nullptr);
 };
 
 class OpRegistry {
@@ -134,7 +147,9 @@ class OpRegistry {
   // The registry with every family registered (built once, thread-safe).
   static const OpRegistry& get();
 
-  void add(OpDef def);
+  // Registers def; the returned definition stays where it is, so a family may
+  // go on filling it in (kernel_role, pointwise_kernel).
+  OpDef& add(OpDef def);
   // The definition for a node's op, or null when tcc does not know the op, its
   // domain, or its opset version is older than since_version.
   const OpDef* lookup(const std::string& domain, const std::string& op_type, int64_t opset) const;

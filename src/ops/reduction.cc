@@ -239,8 +239,15 @@ Tensor reduce_kernel(const EvalContext& ctx, ReduceKind kind) {
   return out;
 }
 
-void add_reduce(OpRegistry& r, const std::string& name, ReduceKind kind, std::vector<DType> dtypes) {
-  r.add(OpDef{"", name, 1, kReduction, infer_reduce,
+// The reductions a generated kernel computes: over literal axes, of any dtype
+// but bool (opset 20's ReduceMax / ReduceMin of bool).
+bool reduces_in_kernel(const Node& n) {
+  if (n.input(0)->type().dtype() == DType::Bool) return false;
+  return !axes_are_input(n) || !n.has_input(1) || literal_input(n, 1);
+}
+
+OpDef& add_reduce(OpRegistry& r, const std::string& name, ReduceKind kind, std::vector<DType> dtypes) {
+  return r.add(OpDef{"", name, 1, kReduction, infer_reduce,
               [kind](EvalContext& ctx) { return std::vector<Tensor>{reduce_kernel(ctx, kind)}; }, std::move(dtypes)});
 }
 
@@ -458,13 +465,13 @@ Tensor cumsum_kernel(const EvalContext& ctx) {
 }  // namespace
 
 void register_reduction_ops(OpRegistry& r) {
-  add_reduce(r, "ReduceSum", ReduceKind::Sum, kNumeric);
-  add_reduce(r, "ReduceMean", ReduceKind::Mean, kNumeric);
+  add_reduce(r, "ReduceSum", ReduceKind::Sum, kNumeric).kernel_role(KernelRole::Reduction, reduces_in_kernel);
+  add_reduce(r, "ReduceMean", ReduceKind::Mean, kNumeric).kernel_role(KernelRole::Reduction, reduces_in_kernel);
   std::vector<DType> with_bool = kNumeric;
   with_bool.push_back(DType::Bool);
-  add_reduce(r, "ReduceMax", ReduceKind::Max, with_bool);
-  add_reduce(r, "ReduceMin", ReduceKind::Min, with_bool);
-  add_reduce(r, "ReduceProd", ReduceKind::Prod, kNumeric);
+  add_reduce(r, "ReduceMax", ReduceKind::Max, with_bool).kernel_role(KernelRole::Reduction, reduces_in_kernel);
+  add_reduce(r, "ReduceMin", ReduceKind::Min, with_bool).kernel_role(KernelRole::Reduction, reduces_in_kernel);
+  add_reduce(r, "ReduceProd", ReduceKind::Prod, kNumeric).kernel_role(KernelRole::Reduction, reduces_in_kernel);
   add_reduce(r, "ReduceL1", ReduceKind::L1, kNumeric);
   add_reduce(r, "ReduceL2", ReduceKind::L2, kNumeric);
   add_reduce(r, "ReduceSumSquare", ReduceKind::SumSquare, kNumeric);

@@ -522,11 +522,11 @@ void register_shape_ops(OpRegistry& r) {
   r.add(OpDef{"", "Shape", 1, kShapeOnly, infer_shape, eval_shape, {}});
   r.add(OpDef{"", "Size", 1, kShapeOnly, infer_size,
               [](EvalContext& ctx) { return std::vector<Tensor>{Tensor::scalar_i64(ctx.input(0).numel())}; }, {}});
-  r.add(OpDef{"", "Reshape", 5, kMovement, infer_reshape, eval_reshape, {}});
-  r.add(OpDef{"", "Squeeze", 1, kMovement, infer_squeeze, eval_squeeze, {}});
-  r.add(OpDef{"", "Unsqueeze", 1, kMovement, infer_unsqueeze, eval_unsqueeze, {}});
-  r.add(OpDef{"", "Flatten", 1, kMovement, infer_flatten, eval_flatten, {}});
-  r.add(OpDef{"", "Identity", 1, kMovement, infer_identity, eval_identity, {}});
+  r.add(OpDef{"", "Reshape", 5, kMovement, infer_reshape, eval_reshape, {}}).kernel_role(KernelRole::Movement, [](const Node& n) { return argument_refusal(n).empty(); });
+  r.add(OpDef{"", "Squeeze", 1, kMovement, infer_squeeze, eval_squeeze, {}}).kernel_role(KernelRole::Movement, [](const Node& n) { return !n.has_input(1) || literal_input(n, 1); });
+  r.add(OpDef{"", "Unsqueeze", 1, kMovement, infer_unsqueeze, eval_unsqueeze, {}}).kernel_role(KernelRole::Movement, [](const Node& n) { return !n.has_input(1) || literal_input(n, 1); });
+  r.add(OpDef{"", "Flatten", 1, kMovement, infer_flatten, eval_flatten, {}}).kernel_role(KernelRole::Movement);
+  r.add(OpDef{"", "Identity", 1, kMovement, infer_identity, eval_identity, {}}).kernel_role(KernelRole::Movement);
   // Random only in training mode; the trait is per op, so it is set for every
   // Dropout, which keeps constant folding from fixing a random mask.
   r.add(OpDef{"", "Dropout", 12, kRandom, infer_dropout, eval_dropout, {}});

@@ -235,12 +235,34 @@ std::vector<Tensor> eval_tcc_scatter_add(EvalContext& ctx) {
 void register_tcc_ops(OpRegistry& r) {
   const std::string d(kTccDomain);
   r.add(OpDef{d, std::string(kFusionOp), 1, 0, infer_fusion, eval_fusion, {}});
-  r.add(OpDef{d, "Reshape", 1, kMovement, infer_tcc_reshape, eval_tcc_reshape, {}});
-  r.add(OpDef{d, "Expand", 1, kMovement, infer_tcc_expand, eval_tcc_expand, {}});
-  r.add(OpDef{d, "Slice", 1, kMovement, infer_tcc_slice, eval_tcc_slice, {}});
-  r.add(OpDef{d, "Size", 1, kShapeOnly, infer_tcc_size, eval_tcc_size, {}});
-  r.add(OpDef{d, "Range", 1, kShapeOnly, infer_tcc_range, eval_tcc_range, {}});
-  r.add(OpDef{d, "ScatterAdd", 1, kMovement, infer_tcc_scatter_add, eval_tcc_scatter_add, {}});
+  r.add(OpDef{d, "Reshape", 1, kMovement, infer_tcc_reshape, eval_tcc_reshape, {}}).kernel_role(KernelRole::Movement);
+  r.add(OpDef{d, "Expand", 1, kMovement, infer_tcc_expand, eval_tcc_expand, {}}).kernel_role(KernelRole::Movement);
+  r.add(OpDef{d, "Slice", 1, kMovement, infer_tcc_slice, eval_tcc_slice, {}}).kernel_role(KernelRole::Movement);
+  r.add(OpDef{d, "Size", 1, kShapeOnly, infer_tcc_size, eval_tcc_size, {}}).pointwise_kernel([](const Node& n, ScalarBuilder& b, const std::vector<int>&) {
+    // The product of its dims attribute.
+    SymExpr numel = SymExpr::constant(1);
+    const Attribute* dims = n.attr("dims");
+    if (dims == nullptr || dims->kind != Attribute::Kind::Strings) n.fail("has no 'dims' attribute");
+    for (const std::string& text : dims->strings) {
+      std::optional<SymExpr> d = SymExpr::parse(text);
+      if (!d) n.fail("has a dim '" + text + "' that is not a symbolic expression");
+      numel = numel * *d;
+    }
+    return b.size(n.output(0)->type().dtype(), numel);
+  });
+  r.add(OpDef{d, "Range", 1, kShapeOnly, infer_tcc_range, eval_tcc_range, {}}).pointwise_kernel([](const Node& n, ScalarBuilder& b, const std::vector<int>&) {
+    // start + coordinate * delta along its one axis.
+    int scaled = b.op(ScalarOp::Mul, DType::I64,
+                      {b.coordinate(n, 0), b.constant(DType::I64, static_cast<double>(n.get_int("delta", 1)))});
+    int value = b.op(ScalarOp::Add, DType::I64, {scaled, b.constant(DType::I64, static_cast<double>(n.get_int("start", 0)))});
+    DType dt = n.output(0)->type().dtype();
+    return dt == DType::I64 ? value : b.op(ScalarOp::Cast, dt, {value});
+  });
+  r.add(OpDef{d, "ScatterAdd", 1, kMovement, infer_tcc_scatter_add, eval_tcc_scatter_add, {}}).kernel_role([](const Node& n) {
+    // Atomic adds of f32 and f64; indices a buffer, not a literal.
+    DType t = n.output(0)->type().dtype();
+    return (t == DType::F32 || t == DType::F64) && !constant_input(n, 0) ? KernelRole::Indexed : KernelRole::None;
+  });
 }
 
 }  // namespace tcc
