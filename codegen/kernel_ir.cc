@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "src/diag/errors.h"
+#include "src/ir/text_cursor.h"
 
 namespace tcc::kir {
 
@@ -35,6 +36,11 @@ SymExpr product(const std::vector<SymExpr>& es, size_t begin, size_t end) {
   return p;
 }
 
+// A buffer's name as the text writes it (codegen/kernel_ir_text.h reads it
+// back): bare where it can be, quoted otherwise and where it reads as -1, which
+// is "no buffer" in gemm and conv lines.
+std::string buffer_name_text(const std::string& name) { return name == "-1" ? quote(name) : name_text(name); }
+
 // Prints a kernel; with `anonymous` set, the kernel name, node names and buffer
 // names are left out or replaced by positions, which is what structural_key needs.
 class Printer {
@@ -45,7 +51,7 @@ class Printer {
     header();
     if (!anonymous_ && !k_.nodes.empty()) {
       out_ += "  nodes ";
-      for (size_t i = 0; i < k_.nodes.size(); ++i) out_ += (i ? ", " : "") + k_.nodes[i];
+      for (size_t i = 0; i < k_.nodes.size(); ++i) out_ += (i ? ", " : "") + name_text(k_.nodes[i]);
       out_ += "\n";
     }
     for (size_t i = 0; i < k_.buffers.size(); ++i) {
@@ -63,7 +69,7 @@ class Printer {
  private:
   void header() {
     out_ += "kernel ";
-    if (!anonymous_) out_ += k_.name + " ";
+    if (!anonymous_) out_ += name_text(k_.name) + " ";
     out_ += kind_name(k_.kind);
     size_t outer = k_.domain.size() - static_cast<size_t>(k_.reduce_axes);
     out_ += " domain [" + join_exprs(k_.domain, 0, outer);
@@ -80,7 +86,7 @@ class Printer {
   std::string buffer_ref(int b) const {
     if (b < 0) return "-1";
     TCC_CHECK(b < static_cast<int>(k_.buffers.size())) << "buffer " << b << " of kernel " << k_.name;
-    return anonymous_ ? "#" + std::to_string(b) : k_.buffers[b].name;
+    return anonymous_ ? "#" + std::to_string(b) : buffer_name_text(k_.buffers[b].name);
   }
 
   static std::string index(const Index& ix) {

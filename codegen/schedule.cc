@@ -4,11 +4,11 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "passes/binding_constants.h"
-#include "codegen/collapse_axes.h"
-#include "src/ops/kernel_roles.h"
+#include "codegen/kernel_passes.h"
 #include "codegen/lower.h"
+#include "passes/binding_constants.h"
 #include "src/ops/fusion.h"
+#include "src/ops/kernel_roles.h"
 
 namespace tcc {
 
@@ -79,7 +79,8 @@ class Scheduler {
   }
 
   void kernel_step(const Node& n) {
-    kir::Kernel k = kir::collapse_axes(lower_fusion(n, n.name()));
+    static const std::vector<const kir::KernelPassInfo*> passes = kir::default_kernel_pipeline();
+    kir::Kernel k = kir::run_kernel_passes(lower_fusion(n, n.name()), passes);
     std::string key = structural_key(k);
     auto [it, fresh] = kernel_of_key_.emplace(key, static_cast<int>(s_.kernels.size()));
     if (fresh) {

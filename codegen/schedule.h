@@ -46,8 +46,8 @@ struct Schedule {
   int fallback_copies = 0;           // host<->device tensor copies the fallbacks need
 };
 
-// Lowers every fusion node of g (codegen/lower.h) and merges the axes its
-// accesses step through as one (codegen/collapse_axes.h), reusing one kernel for
+// Lowers every fusion node of g (codegen/lower.h) and runs the kernel-IR
+// passes on it, verified after each (codegen/kernel_passes.h), reusing one kernel for
 // structurally identical fusions, and makes every other node with tensor data a
 // Fallback step. Constant nodes and nodes computing only from constants get no
 // step: the module carries their values. Nodes whose values a binding of the

@@ -11,6 +11,7 @@ const std::vector<CommandSpec>& all_commands() {
       {"explain", "Report graph breaks, guard sets and recompilations (CI gates)", setup_explain},
       {"compile", "Compile a model into a loadable CUDA module", setup_compile},
       {"opt", "Run optimization passes and print the IR between them", setup_opt},
+      {"kir", "Read kernel IR (or lower a model's), run kernel-IR passes, print it or emit CUDA / host C++", setup_kir},
       {"run", "Execute a model on the GPU (--host: the module on the CPU; --reference: the interpreter)", setup_run},
       {"bench", "Benchmark a model on the GPU across modes", setup_bench},
       {"profile", "Profile a model on the GPU with CUPTI and write a report", setup_profile},

@@ -33,6 +33,7 @@ const std::vector<CommandSpec>& all_commands();
 // Setup functions, one per command file.
 CommandRunner setup_run(CLI::App& cmd);
 CommandRunner setup_opt(CLI::App& cmd);
+CommandRunner setup_kir(CLI::App& cmd);
 CommandRunner setup_explain(CLI::App& cmd);
 CommandRunner setup_compile(CLI::App& cmd);
 CommandRunner setup_bench(CLI::App& cmd);

@@ -19,7 +19,7 @@ TEST(Driver, VersionAndHelp) {
   EXPECT_EQ(v.output, std::string("tcc ") + TCC_VERSION + "\n");
   Result h = run_tcc("--help");
   EXPECT_EQ(h.code, 0);
-  for (const char* cmd : {"explain", "compile", "opt", "run", "bench", "profile", "autotune"})
+  for (const char* cmd : {"explain", "compile", "opt", "kir", "run", "bench", "profile", "autotune"})
     EXPECT_NE(h.output.find(cmd), std::string::npos) << cmd;
   EXPECT_NE(h.output.find("Exit codes"), std::string::npos);
 }

@@ -1,0 +1,365 @@
+// The kernel IR's parser: a recursive descent over the lines print_kernel
+// writes, on the character-level reading the graph IR's parser uses
+// (src/ir/text_cursor.h). Line breaks are not significant; an instruction's
+// operands end where the next `%N:` or `%N =` starts.
+#include "codegen/kernel_ir_text.h"
+
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <initializer_list>
+#include <map>
+
+#include "codegen/kernel_ir_verify.h"
+#include "src/diag/errors.h"
+#include "src/ir/text_cursor.h"
+
+namespace tcc::kir {
+
+namespace {
+
+constexpr Kind kKinds[] = {Kind::Pointwise, Kind::Reduction, Kind::Gemm, Kind::Conv};
+
+// Stops of an expression: it never holds a space, and lists and the domain end it.
+constexpr const char* kExprStops = " \t\r,]|";
+
+class KernelParser : TextCursor {
+ public:
+  using TextCursor::TextCursor;
+
+  std::vector<Kernel> kernels() {
+    std::vector<Kernel> out;
+    do {
+      size_t at = pos();
+      out.push_back(kernel());
+      // One translation unit holds them all: their symbols must differ.
+      for (size_t i = 0; i + 1 < out.size(); ++i)
+        if (out[i].name == out.back().name) fail_at(at, "kernel '" + out.back().name + "' is already defined");
+    } while (pos() < t_.size());
+    return out;
+  }
+
+ private:
+  Kernel kernel() {
+    size_t start = pos();
+    expect_keyword("kernel");
+    Kernel k;
+    k.name = name("a kernel name");
+    k.kind = kind();
+    expect_keyword("domain");
+    domain(k);
+    if (keyword("sizes")) {
+      expect("(");
+      do k.size_params.push_back(ident("a size parameter"));
+      while (accept(","));
+      expect(")");
+    }
+    if (keyword("nodes")) {
+      do k.nodes.push_back(name("a node name"));
+      while (accept(","));
+    }
+    while (keyword("buffer")) buffer(k);
+    if (keyword("outputs")) {
+      expect_keyword("zeroed");
+      expect_keyword("first");
+      k.zero_outputs = true;
+    }
+    if (keyword("gemm")) k.gemm = gemm(k);
+    if (keyword("conv")) k.conv = conv(k);
+    std::vector<size_t> instr_at;
+    while (peek() == '%') {
+      instr_at.push_back(pos());
+      k.body.push_back(instr(k));
+    }
+    if (pos() < t_.size() && peek_ident() != "kernel") expected("an instruction ('%N') or the next 'kernel'");
+    if (std::optional<KernelProblem> p = verify_kernel(k))
+      fail_at(p->instr >= 0 ? instr_at[static_cast<size_t>(p->instr)] : start, p->message);
+    return k;
+  }
+
+  Kind kind() {
+    size_t at = pos();
+    std::string id = ident("a kernel kind (pointwise, reduction, gemm, conv)");
+    for (Kind kind : kKinds)
+      if (id == kind_name(kind)) return kind;
+    fail_at(at, "expected a kernel kind (pointwise, reduction, gemm, conv), got '" + id + "'");
+  }
+
+  SymExpr expr(const std::string& what) {
+    size_t at = pos();
+    std::string text = expr_text(kExprStops);
+    if (text.empty()) expected(what);
+    std::string why = expr_text_problem(text);
+    std::optional<SymExpr> e = why.empty() ? SymExpr::parse(text) : std::nullopt;
+    if (!e) fail_at(at, "expected " + what + ", got '" + text.substr(0, 40) + "'" + why);
+    return *e;
+  }
+
+  // expr (',' expr)*, or nothing where the next character is one of `ends`.
+  std::vector<SymExpr> exprs(const char* ends) {
+    std::vector<SymExpr> out;
+    char c = peek();
+    if (c != '\0' && std::strchr(ends, c) != nullptr) return out;
+    do out.push_back(expr("an expression"));
+    while (accept(","));
+    return out;
+  }
+
+  void domain(Kernel& k) {
+    expect("[");
+    k.domain = exprs("|]");
+    size_t bar = pos();
+    if (accept("|")) {
+      if (k.kind != Kind::Reduction) fail_at(bar, "only a reduction kernel's domain has a '|'");
+      std::vector<SymExpr> reduced = exprs("]");
+      k.reduce_axes = static_cast<int>(reduced.size());
+      k.domain.insert(k.domain.end(), reduced.begin(), reduced.end());
+    } else if (k.kind == Kind::Reduction) {
+      expected("'|' between a reduction's outer and reduced axes");
+    }
+    expect("]");
+  }
+
+  DType dtype() {
+    size_t at = pos();
+    std::string id = ident("a dtype");
+    std::optional<DType> t = parse_dtype(id);
+    if (!t) fail_at(at, "expected a dtype (f32 f16 bf16 f64 i64 i32 i16 i8 u8 u16 u32 u64 bool), got '" + id + "'");
+    return *t;
+  }
+
+  void buffer(Kernel& k) {
+    size_t at = pos();
+    Buffer b;
+    b.name = name("a buffer name");
+    for (const Buffer& other : k.buffers)
+      if (other.name == b.name) fail_at(at, "buffer '" + b.name + "' is already declared");
+    expect(":");
+    b.dtype = dtype();
+    expect("[");
+    b.shape = exprs("]");
+    expect("]");
+    size_t dir = pos();
+    std::string io = ident("'in' or 'out'");
+    if (io != "in" && io != "out") fail_at(dir, "expected 'in' or 'out', got '" + io + "'");
+    b.output = io == "out";
+    k.buffers.push_back(std::move(b));
+  }
+
+  // A declared buffer's name, or (unquoted) -1 for none where `optional`.
+  int buffer_ref(const Kernel& k, bool optional) {
+    size_t at = pos();
+    bool quoted = peek() == '"';
+    std::string n = name("a buffer name");
+    if (optional && !quoted && n == "-1") return -1;
+    for (size_t b = 0; b < k.buffers.size(); ++b)
+      if (k.buffers[b].name == n) return static_cast<int>(b);
+    fail_at(at, "undefined buffer '" + n + "' (buffers are declared before the instructions)");
+  }
+
+  // `key=`, the start of a descriptor field.
+  void field(const char* key) {
+    expect_keyword(key);
+    expect("=");
+  }
+
+  int64_t integer() {
+    size_t at = pos();
+    return int_value(number(), at);
+  }
+
+  bool flag() {
+    size_t at = pos();
+    int64_t v = integer();
+    if (v != 0 && v != 1) fail_at(at, "expected 0 or 1, got " + std::to_string(v));
+    return v == 1;
+  }
+
+  double real() { return std::strtod(number().text.c_str(), nullptr); }
+
+  std::vector<int64_t> integers() {
+    std::vector<int64_t> out;
+    expect("[");
+    if (accept("]")) return out;
+    do out.push_back(integer());
+    while (accept(","));
+    expect("]");
+    return out;
+  }
+
+  std::vector<SymExpr> expr_list() {
+    expect("[");
+    std::vector<SymExpr> out = exprs("]");
+    expect("]");
+    return out;
+  }
+
+  GemmDesc gemm(const Kernel& k) {
+    GemmDesc g;
+    field("a");
+    g.a = buffer_ref(k, false);
+    field("b");
+    g.b = buffer_ref(k, false);
+    field("trans_a");
+    g.trans_a = flag();
+    field("trans_b");
+    g.trans_b = flag();
+    using Field = std::pair<const char*, SymExpr*>;
+    for (auto [key, e] : std::initializer_list<Field>{{"batch", &g.batch}, {"m", &g.m}, {"n", &g.n}, {"k", &g.k},
+                                                       {"lda", &g.lda}, {"ldb", &g.ldb}, {"ldd", &g.ldd},
+                                                       {"stride_a", &g.stride_a}, {"stride_b", &g.stride_b},
+                                                       {"stride_d", &g.stride_d}}) {
+      field(key);
+      *e = expr("an expression");
+    }
+    field("alpha");
+    g.alpha = real();
+    field("beta");
+    g.beta = real();
+    field("bias");
+    g.bias = buffer_ref(k, true);
+    field("residual");
+    g.residual = buffer_ref(k, true);
+    field("activation");
+    g.activation = ident("an activation");
+    return g;
+  }
+
+  ConvDesc conv(const Kernel& k) {
+    ConvDesc c;
+    field("x");
+    c.x = buffer_ref(k, false);
+    field("w");
+    c.w = buffer_ref(k, false);
+    field("n");
+    c.n = expr("an expression");
+    field("c");
+    c.c = expr("an expression");
+    field("k");
+    c.k = expr("an expression");
+    field("in");
+    c.in = expr_list();
+    field("out");
+    c.out = expr_list();
+    field("kernel");
+    c.kernel = integers();
+    field("strides");
+    c.strides = integers();
+    field("dilations");
+    c.dilations = integers();
+    field("pads");
+    c.pads = integers();
+    field("groups");
+    c.groups = integer();
+    field("bias");
+    c.bias = buffer_ref(k, true);
+    field("residual");
+    c.residual = buffer_ref(k, true);
+    field("activation");
+    c.activation = ident("an activation");
+    return c;
+  }
+
+  // A number that fits an int and is not negative: an instruction's or an axis's.
+  int index(const char* what) {
+    size_t at = pos();
+    int64_t v = integer();
+    if (v < 0 || v > INT_MAX) fail_at(at, std::string("expected ") + what + ", got " + std::to_string(v));
+    return static_cast<int>(v);
+  }
+
+  // `%N`: an instruction number.
+  int instr_ref() {
+    expect("%");
+    return index("an instruction number");
+  }
+
+  // Whether an operand follows: a `%N` that does not start the next instruction.
+  bool operand_next() {
+    if (peek() != '%') return false;
+    size_t saved = p_;
+    instr_ref();
+    bool defines = peek() == ':' || peek() == '=' || peek_ident() == "row";
+    p_ = saved;
+    return !defines;
+  }
+
+  Instr instr(const Kernel& k) {
+    size_t at = pos();
+    int number = instr_ref();
+    if (number != static_cast<int>(k.body.size()))
+      fail_at(at, "expected %" + std::to_string(k.body.size()) + " (instructions are numbered in order), got %" +
+                      std::to_string(number));
+    Instr in;
+    bool typed = accept(":");
+    if (typed) in.dtype = dtype();
+    in.row = keyword("row");
+    expect("=");
+    size_t op_at = pos();
+    std::string op = ident("an op");
+    std::optional<Op> o = op_by_name(op);
+    if (!o) fail_at(op_at, "expected an op (docs/KERNEL_IR.md lists them), got '" + op + "'");
+    in.op = *o;
+    if (typed == (in.op == Op::Store))
+      fail_at(at, in.op == Op::Store ? "a store has no dtype ('%N = store ...')" : "expected ': DTYPE' after %N");
+    if (in.op == Op::Load || in.op == Op::Store) {
+      access(k, in);
+      while (accept(",")) in.args.push_back(instr_ref());
+    } else {
+      if (in.op == Op::Const) in.value = real();
+      else if (in.op == Op::SizeValue) in.size = expr("a size expression");
+      else if (in.op == Op::Coord) in.axis = index("an axis");
+      if (operand_next()) {
+        do in.args.push_back(instr_ref());
+        while (accept(","));
+      }
+    }
+    if (in.op == Op::Store && !in.args.empty() && in.args[0] >= 0 && in.args[0] < number)
+      in.dtype = k.body[static_cast<size_t>(in.args[0])].dtype;
+    return in;
+  }
+
+  // BUFFER '[' strides ']' ['+' offset] ['+' '%'N '*' stride] ['add']
+  void access(const Kernel& k, Instr& in) {
+    in.buffer = buffer_ref(k, false);
+    in.index.strides = expr_list();
+    bool plus = accept("+");
+    if (plus && peek() != '%') {
+      in.index.offset = expr("an offset");
+      plus = accept("+");
+    }
+    if (plus) {
+      in.dynamic = instr_ref();
+      expect("*");
+      in.dynamic_stride = expr("a stride");
+    }
+    in.accumulate = keyword("add");
+  }
+};
+
+}  // namespace
+
+std::optional<Op> op_by_name(std::string_view name) {
+  static const std::map<std::string, Op, std::less<>> ops = [] {
+    std::map<std::string, Op, std::less<>> m;
+    // Op::ConvAcc is the last op of kernel_ir.h's list.
+    for (int o = static_cast<int>(Op::Load); o <= static_cast<int>(Op::ConvAcc); ++o)
+      m.emplace(op_name(static_cast<Op>(o)), static_cast<Op>(o));
+    return m;
+  }();
+  auto it = ops.find(name);
+  if (it == ops.end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<Kernel> parse_kernels(const std::string& text, const std::string& file) {
+  return KernelParser(text, file).kernels();
+}
+
+std::string print_kernels(const std::vector<Kernel>& kernels) {
+  std::string out;
+  for (const Kernel& k : kernels) out += print_kernel(k);
+  return out;
+}
+
+}  // namespace tcc::kir

@@ -1,0 +1,259 @@
+#include "codegen/kernel_ir_verify.h"
+
+#include <algorithm>
+#include <set>
+
+namespace tcc::kir {
+
+namespace {
+
+// The groups of kernel_ir.h's Op list, by their first and last members.
+bool is_unary_math(Op op) { return op >= Op::Neg && op <= Op::Sign; }
+bool is_arithmetic(Op op) { return op >= Op::Add && op <= Op::Fmod; }
+bool is_logic(Op op) { return op == Op::And || op == Op::Or || op == Op::Xor || op == Op::Not; }
+bool is_comparison(Op op) { return op >= Op::Equal && op <= Op::GreaterOrEqual; }
+bool is_reduction(Op op) { return op >= Op::ReduceSum && op <= Op::ReduceProd; }
+
+// How many operands op takes: {least, most}.
+std::pair<size_t, size_t> arity(Op op) {
+  switch (op) {
+    case Op::Load: return {0, 1};   // an optional guard
+    case Op::Store: return {1, 2};  // the value, an optional guard
+    case Op::Const:
+    case Op::SizeValue:
+    case Op::Coord:
+    case Op::MatMulAcc:
+    case Op::ConvAcc: return {0, 0};
+    case Op::Where: return {3, 3};
+    default: break;
+  }
+  if (is_unary_math(op) || op == Op::Not || op == Op::IsNaN || op == Op::Cast || is_reduction(op)) return {1, 1};
+  return {2, 2};
+}
+
+class Verifier {
+ public:
+  explicit Verifier(const Kernel& k) : k_(k), rank_(k.domain.size()) {}
+
+  void run() {
+    domain();
+    buffers();
+    for (size_t i = 0; i < k_.body.size(); ++i) instr(static_cast<int>(i));
+    outputs_stored();
+    if (k_.gemm) gemm(*k_.gemm);
+    if (k_.conv) conv(*k_.conv);
+    sizes();
+  }
+
+ private:
+  // Caught by verify_kernel: the first problem ends the walk.
+  [[noreturn]] static void fail(int instr, const std::string& message) { throw KernelProblem{instr, message}; }
+
+  static std::string ref(int i) { return "%" + std::to_string(i); }
+  std::string what(int i) const { return ref(i) + " (" + op_name(k_.body[static_cast<size_t>(i)].op) + ")"; }
+  const Instr& at(int i) const { return k_.body[static_cast<size_t>(i)]; }
+
+  void domain() {
+    if (k_.kind == Kind::Reduction) {
+      if (k_.reduce_axes < 1 || static_cast<size_t>(k_.reduce_axes) > rank_)
+        fail(-1, "a reduction kernel reduces " + std::to_string(k_.reduce_axes) + " axes of its domain of rank " +
+                     std::to_string(rank_) + " (at least one, at most all)");
+    } else if (k_.reduce_axes != 0) {
+      fail(-1, std::string("a ") + kind_name(k_.kind) + " kernel reduces no axes");
+    }
+    if (k_.gemm.has_value() != (k_.kind == Kind::Gemm)) fail(-1, "a gemm description belongs to a gemm kernel only");
+    if (k_.conv.has_value() != (k_.kind == Kind::Conv)) fail(-1, "a conv description belongs to a conv kernel only");
+  }
+
+  void buffers() {
+    std::set<std::string> names;
+    bool outputs = false;
+    for (const Buffer& b : k_.buffers) {
+      if (!names.insert(b.name).second) fail(-1, "two buffers are named '" + b.name + "'");
+      if (!b.output && outputs) fail(-1, "input buffer '" + b.name + "' follows an output (inputs come first)");
+      outputs = outputs || b.output;
+    }
+    if (!outputs) fail(-1, "the kernel has no output buffer");
+  }
+
+  bool declared(int b) const { return b >= 0 && static_cast<size_t>(b) < k_.buffers.size(); }
+
+  // An earlier instruction's index, checked.
+  void operand(int i, int a) const {
+    if (a < 0 || a >= i) fail(i, what(i) + " reads " + ref(a) + ", which is not defined before it");
+  }
+
+  void expect_dtype(int i, int a, DType t, const char* role) const {
+    if (at(a).dtype != t)
+      fail(i, what(i) + ": its " + role + " " + ref(a) + " is " + std::string(dtype_name(at(a).dtype)) + ", not " +
+                  std::string(dtype_name(t)));
+  }
+
+  void instr(int i) {
+    const Instr& in = at(i);
+    for (int a : in.args) operand(i, a);
+    auto [least, most] = arity(in.op);
+    if (in.args.size() < least || in.args.size() > most)
+      fail(i, what(i) + " takes " + (least == most ? std::to_string(least) : std::to_string(least) + " or " +
+                                                                                std::to_string(most)) +
+                  " operands, not " + std::to_string(in.args.size()));
+    bool memory = in.op == Op::Load || in.op == Op::Store;
+    if (memory) access(i, in);
+    else if (in.dynamic >= 0) fail(i, what(i) + " has a dynamic index, as only loads and stores do");
+    if (in.accumulate && in.op != Op::Store) fail(i, what(i) + " accumulates, as only stores do");
+    if (in.op == Op::Coord && (in.axis < 0 || static_cast<size_t>(in.axis) >= rank_))
+      fail(i, what(i) + " reads axis " + std::to_string(in.axis) + " of a domain of rank " + std::to_string(rank_));
+    dtypes(i, in);
+    rows(i, in);
+    if (in.op == Op::MatMulAcc && k_.kind != Kind::Gemm) fail(i, what(i) + " is in a " + kind_name(k_.kind) + " kernel, not a gemm kernel");
+    if (in.op == Op::ConvAcc && k_.kind != Kind::Conv) fail(i, what(i) + " is in a " + kind_name(k_.kind) + " kernel, not a conv kernel");
+  }
+
+  void access(int i, const Instr& in) {
+    if (!declared(in.buffer)) fail(i, what(i) + " names buffer " + std::to_string(in.buffer) + ", which is not declared");
+    const Buffer& b = k_.buffers[static_cast<size_t>(in.buffer)];
+    if (in.op == Op::Store && !b.output) fail(i, what(i) + " writes '" + b.name + "', an input buffer");
+    if (in.accumulate && b.dtype != DType::F32 && b.dtype != DType::F64)
+      fail(i, what(i) + " accumulates into '" + b.name + "', which is " + std::string(dtype_name(b.dtype)) +
+                  " (atomic adds are f32 or f64)");
+    if (in.index.strides.size() != rank_)
+      fail(i, what(i) + " has " + std::to_string(in.index.strides.size()) + " stride(s) for a domain of rank " +
+                  std::to_string(rank_));
+    size_t guard = in.op == Op::Load ? 0 : 1;
+    if (in.args.size() > guard) expect_dtype(i, in.args[guard], DType::Bool, "guard");
+    if (in.dynamic >= 0) {
+      operand(i, in.dynamic);
+      if (!is_integer(at(in.dynamic).dtype))
+        fail(i, what(i) + " indexes by " + ref(in.dynamic) + ", which is " +
+                    std::string(dtype_name(at(in.dynamic).dtype)) + ", not an integer");
+    }
+  }
+
+  void dtypes(int i, const Instr& in) {
+    Op op = in.op;
+    if (is_unary_math(op) || is_arithmetic(op) || is_reduction(op) || op == Op::Pow) {
+      // Pow's exponent may have another dtype (ONNX Pow).
+      size_t same = op == Op::Pow ? 1 : in.args.size();
+      for (size_t a = 0; a < same; ++a) expect_dtype(i, in.args[a], in.dtype, "operand");
+    } else if (is_comparison(op)) {
+      if (at(in.args[0]).dtype != at(in.args[1]).dtype)
+        fail(i, what(i) + " compares " + std::string(dtype_name(at(in.args[0]).dtype)) + " with " +
+                    std::string(dtype_name(at(in.args[1]).dtype)));
+    } else if (is_logic(op)) {
+      for (int a : in.args) expect_dtype(i, a, DType::Bool, "operand");
+    } else if (op == Op::Where) {
+      expect_dtype(i, in.args[0], DType::Bool, "condition");
+      expect_dtype(i, in.args[1], in.dtype, "operand");
+      expect_dtype(i, in.args[2], in.dtype, "operand");
+    }
+    if ((is_comparison(op) || is_logic(op) || op == Op::IsNaN) && in.dtype != DType::Bool)
+      fail(i, what(i) + " gives bool, not " + std::string(dtype_name(in.dtype)));
+  }
+
+  void rows(int i, const Instr& in) {
+    if (k_.kind != Kind::Reduction) {
+      if (in.row) fail(i, what(i) + " is a row value in a " + kind_name(k_.kind) + " kernel");
+      if (is_reduction(in.op)) fail(i, what(i) + " is in a " + kind_name(k_.kind) + " kernel, not a reduction kernel");
+      return;
+    }
+    if (is_reduction(in.op)) {
+      if (!in.row) fail(i, what(i) + " is not marked row: a reduction gives one value per row");
+      return;
+    }
+    // A load's rowness is its index's; a coordinate's is where the emitter computes it.
+    if (!in.row || in.op == Op::Load || in.op == Op::Coord) return;
+    for (int a : in.args)
+      if (!at(a).row) fail(i, what(i) + " is a row value but reads " + ref(a) + ", an element value");
+  }
+
+  void outputs_stored() const {
+    std::vector<bool> stored(k_.buffers.size(), false);
+    for (const Instr& in : k_.body)
+      if (in.op == Op::Store) stored[static_cast<size_t>(in.buffer)] = true;
+    for (size_t b = 0; b < k_.buffers.size(); ++b)
+      if (k_.buffers[b].output && !stored[b]) fail(-1, "output buffer '" + k_.buffers[b].name + "' is never stored");
+  }
+
+  // A descriptor's operand: an input buffer, or -1 where `optional`.
+  void input_operand(const char* desc, const char* role, int b, bool optional) const {
+    if (optional && b == -1) return;
+    if (!declared(b) || k_.buffers[static_cast<size_t>(b)].output)
+      fail(-1, std::string(desc) + " operand " + role + " is not an input buffer");
+  }
+
+  void one_accumulation(Op op) const {
+    auto n = std::count_if(k_.body.begin(), k_.body.end(), [&](const Instr& in) { return in.op == op; });
+    if (n != 1)
+      fail(-1, std::string("a ") + kind_name(k_.kind) + " kernel has one " + op_name(op) + ", not " + std::to_string(n));
+  }
+
+  void gemm(const GemmDesc& g) const {
+    input_operand("gemm", "a", g.a, false);
+    input_operand("gemm", "b", g.b, false);
+    input_operand("gemm", "bias", g.bias, true);
+    input_operand("gemm", "residual", g.residual, true);
+    if (g.activation != "none" && g.activation != "relu" && g.activation != "gelu_tanh")
+      fail(-1, "gemm activation '" + g.activation + "' is none of none, relu, gelu_tanh");
+    if (rank_ < 2) fail(-1, "a gemm kernel's domain is [batch..., M, N], of rank 2 or more");
+    one_accumulation(Op::MatMulAcc);
+  }
+
+  void conv(const ConvDesc& c) const {
+    input_operand("conv", "x", c.x, false);
+    input_operand("conv", "w", c.w, false);
+    input_operand("conv", "bias", c.bias, true);
+    input_operand("conv", "residual", c.residual, true);
+    if (c.activation != "none" && c.activation != "relu")
+      fail(-1, "conv activation '" + c.activation + "' is none of none, relu");
+    size_t spatial = c.out.size();
+    for (size_t n : {c.in.size(), c.kernel.size(), c.strides.size(), c.dilations.size(), c.pads.size()})
+      if (n != spatial) fail(-1, "conv in, out, kernel, strides, dilations and pads differ in length");
+    if (rank_ != spatial + 2) fail(-1, "a conv kernel's domain is [n, k, spatial...], of rank " + std::to_string(spatial + 2));
+    if (c.groups < 1) fail(-1, "conv groups is " + std::to_string(c.groups) + ", not 1 or more");
+    one_accumulation(Op::ConvAcc);
+  }
+
+  void sizes() const {
+    if (!std::is_sorted(k_.size_params.begin(), k_.size_params.end()) ||
+        std::adjacent_find(k_.size_params.begin(), k_.size_params.end()) != k_.size_params.end())
+      fail(-1, "sizes(...) are not sorted and unique");
+    // `where` mentions e: an instruction (what(instr)) or a part of the kernel.
+    auto mentions = [&](const SymExpr& e, int instr, const char* where) {
+      for (const std::string& s : e.symbols())
+        if (!std::binary_search(k_.size_params.begin(), k_.size_params.end(), s))
+          fail(instr, (instr >= 0 ? what(instr) : std::string(where)) + " reads symbol '" + s +
+                          "', which is not among the kernel's sizes(...)");
+    };
+    for (const SymExpr& d : k_.domain) mentions(d, -1, "the domain");
+    for (size_t i = 0; i < k_.body.size(); ++i) {
+      const Instr& in = k_.body[i];
+      for (const SymExpr& s : in.index.strides) mentions(s, static_cast<int>(i), "");
+      for (const SymExpr* e : {&in.index.offset, &in.size, &in.dynamic_stride}) mentions(*e, static_cast<int>(i), "");
+    }
+    if (k_.gemm)
+      for (const SymExpr* e : {&k_.gemm->batch, &k_.gemm->m, &k_.gemm->n, &k_.gemm->k, &k_.gemm->lda, &k_.gemm->ldb,
+                               &k_.gemm->ldd, &k_.gemm->stride_a, &k_.gemm->stride_b, &k_.gemm->stride_d})
+        mentions(*e, -1, "the gemm description");
+    if (k_.conv) {
+      for (const SymExpr* e : {&k_.conv->n, &k_.conv->c, &k_.conv->k}) mentions(*e, -1, "the conv description");
+      for (const std::vector<SymExpr>* v : {&k_.conv->in, &k_.conv->out})
+        for (const SymExpr& e : *v) mentions(e, -1, "the conv description");
+    }
+  }
+
+  const Kernel& k_;
+  size_t rank_;
+};
+
+}  // namespace
+
+std::optional<KernelProblem> verify_kernel(const Kernel& k) {
+  try {
+    Verifier(k).run();
+  } catch (const KernelProblem& p) {
+    return p;
+  }
+  return std::nullopt;
+}
+
+}  // namespace tcc::kir

@@ -1,0 +1,43 @@
+// The kernel IR's verifier: the invariants lowering establishes, every
+// kernel-IR pass keeps and the emitters rely on (codegen/kernel_ir.h).
+//
+// - Domain: a reduction kernel reduces 1..rank trailing axes, no other kind
+//   reduces any; a gemm kernel (and only it) has a GemmDesc, a conv kernel
+//   (and only it) a ConvDesc.
+// - Buffers: inputs first, then at least one output, names unique; every
+//   output is written by a store.
+// - Sizes: sizes(...) sorted and unique, and naming every symbol that the
+//   domain, the indices, size instructions and the descriptors mention (the
+//   emitted kernel receives only those).
+// - Body (SSA): operands are earlier instructions; each op has its operand
+//   count; loads and stores name declared buffers with one stride per domain
+//   axis, stores only outputs (accumulating ones f32 or f64 outputs), guards
+//   are bool, dynamic indices integer values; coord reads an axis of the domain.
+// - Dtypes: unary math and arithmetic keep their operands' dtype (pow: its
+//   base's), comparisons, is_nan, and/or/xor/not give bool, logic reads bool,
+//   where selects by a bool between two values of its dtype, a reduction
+//   keeps its operand's dtype.
+// - Rows: only reduction kernels have row values; reductions are row values
+//   of reduction kernels; a computed row value reads only row values.
+// - Gemm and conv: exactly one matmul_acc (conv_acc), only in its kind of
+//   kernel; the descriptor's operands are input buffers, its activation known,
+//   a conv's per-spatial-dim lists one entry per spatial axis of the domain.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "codegen/kernel_ir.h"
+
+namespace tcc::kir {
+
+struct KernelProblem {
+  int instr = -1;  // the body instruction at fault, or -1 for the kernel as a whole
+  std::string message;
+};
+
+// The first invariant k breaks, or nullopt. Safe on any kernel: it reads
+// nothing an earlier check has not validated.
+std::optional<KernelProblem> verify_kernel(const Kernel& k);
+
+}  // namespace tcc::kir

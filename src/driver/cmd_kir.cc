@@ -1,0 +1,80 @@
+// `tcc kir FILE --passes=a,b --emit=ir|cuda|c`: the kernel IR's text-in /
+// text-out tool, as `tcc opt` is the graph IR's. FILE.kir is kernel IR text
+// (docs/KERNEL_IR.md); any other FILE is a model whose kernels are lowered as
+// `tcc compile` lowers them (the way to get kernel IR to start from). The
+// kernel-IR tests under tests/kernel_ir/ are written against it.
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "codegen/kernel_ir_text.h"
+#include "codegen/kernel_ir_tool.h"
+#include "codegen/kernel_passes.h"
+#include "codegen/schedule.h"
+#include "frontends/load_model.h"
+#include "frontends/read_file.h"
+#include "passes/pass_manager.h"
+#include "src/driver/commands.h"
+#include "src/shape/shape_inference.h"
+
+namespace tcc {
+
+namespace {
+
+struct KirOptions {
+  std::string file;
+  std::string passes;
+  std::string emit = "ir";
+  std::string output;
+  bool list_passes = false;
+};
+
+// The kernels build_schedule makes of a model, through the fuse phase.
+std::vector<kir::Kernel> lower_model(const std::string& path) {
+  auto model = load_model(path);
+  infer_shapes(*model->graph);
+  std::ostringstream report;
+  PassManager(build_pipeline("", Phase::Fuse), PassManagerOptions{}, report).run(*model);
+  return build_schedule(*model->graph).kernels;
+}
+
+ExitCode run_kir(const KirOptions& o) {
+  if (o.list_passes) {
+    size_t width = 0;
+    for (const kir::KernelPassInfo& p : kir::all_kernel_passes()) width = std::max(width, p.name.size());
+    for (const kir::KernelPassInfo& p : kir::all_kernel_passes())
+      std::cout << p.name << std::string(width - p.name.size() + 2, ' ') << p.summary << "\n";
+    return ExitCode::Ok;
+  }
+  if (o.file.empty()) throw InputError("tcc kir: a FILE is required (or --list-passes)");
+  std::vector<kir::Kernel> kernels = std::filesystem::path(o.file).extension() == ".kir"
+                                         ? kir::parse_kernels(read_file_bytes(o.file, "kernel IR file"), o.file)
+                                         : lower_model(o.file);
+  std::string text = kir::run_kernel_tool(std::move(kernels), o.passes, o.emit);
+  if (o.output.empty() || o.output == "-") {
+    std::cout << text;
+  } else {
+    std::ofstream f(o.output, std::ios::binary);
+    if (!(f << text)) throw InputError(o.output + ": cannot write the output file");
+  }
+  return ExitCode::Ok;
+}
+
+}  // namespace
+
+CommandRunner setup_kir(CLI::App& cmd) {
+  auto o = std::make_shared<KirOptions>();
+  std::string pass_names;
+  for (const kir::KernelPassInfo& p : kir::all_kernel_passes()) pass_names += (pass_names.empty() ? "" : ", ") + p.name;
+  cmd.add_option("file", o->file, "Kernel IR (.kir), or a model whose kernels are lowered as tcc compile does");
+  cmd.add_option("--passes", o->passes, "Comma-separated kernel-IR passes to run, in order (default: none): " +
+                                            pass_names);
+  cmd.add_option("--emit", o->emit, "What to print: ir (kernel IR text), cuda (CUDA C++), c (host C++)");
+  cmd.add_flag("--list-passes", o->list_passes, "List the kernel-IR passes (name, summary) and exit");
+  cmd.add_option("-o,--output", o->output, "Write the output here instead of stdout");
+  return [o]() { return run_kir(*o); };
+}
+
+}  // namespace tcc

@@ -1,0 +1,77 @@
+// Runs the kernel-IR tests under tests/kernel_ir/<pass-or-emitter>/<case>.kir
+// (the file layout and the matching: tests/unit/file_check.h). The RUN line
+// holds `tcc kir` flags (--passes=, --emit=); each case runs what
+// `tcc kir FILE <RUN flags>` runs, in-process: parse and verify, the passes
+// with the verifier after each, then print or emit. Error messages name the
+// file as tests/kernel_ir/<dir>/<case>.kir, with the file's line numbers.
+// scripts/update-pass-tests rewrites EXPECT blocks and ERROR lines from build/tcc.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "codegen/kernel_ir_text.h"
+#include "codegen/kernel_ir_tool.h"
+#include "src/diag/errors.h"
+#include "tests/unit/file_check.h"
+
+namespace fs = std::filesystem;
+
+namespace tcc {
+namespace {
+
+struct KirFlags {
+  std::string passes;
+  std::string emit = "ir";
+};
+
+KirFlags parse_kir_run_line(const std::string& line) {
+  KirFlags flags;
+  for (const std::string& arg : file_check::run_flags(line)) {
+    if (arg.rfind("--passes=", 0) == 0) flags.passes = arg.substr(9);
+    else if (arg.rfind("--emit=", 0) == 0) flags.emit = arg.substr(7);
+    else throw InputError("unsupported flag in RUN line: " + arg);
+  }
+  return flags;
+}
+
+class KernelIrFile : public testing::TestWithParam<std::string> {};
+
+TEST_P(KernelIrFile, MatchesExpectations) {
+  std::string file = "tests/kernel_ir/" + GetParam();
+  std::ifstream f(fs::path(TCC_SOURCE_DIR) / file);
+  ASSERT_TRUE(f) << file;
+  std::stringstream ss;
+  ss << f.rdbuf();
+  auto lines = file_check::split_lines(ss.str());
+  ASSERT_FALSE(lines.empty()) << file;
+  KirFlags flags = parse_kir_run_line(lines[0]);
+  for (const file_check::Case& c : file_check::split_cases(lines)) {
+    SCOPED_TRACE(file + ":" + std::to_string(c.line));
+    file_check::Outcome outcome;
+    try {
+      outcome.text = kir::run_kernel_tool(kir::parse_kernels(c.input, file), flags.passes, flags.emit);
+    } catch (const InputError& e) {
+      outcome = {true, e.what()};
+    }
+    std::string wrong = file_check::mismatch(c, outcome);
+    EXPECT_TRUE(wrong.empty()) << wrong << "(scripts/update-pass-tests rewrites EXPECT and ERROR lines)";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(KernelIr, KernelIrFile, testing::ValuesIn(file_check::test_files("tests/kernel_ir", ".kir")),
+                         [](const testing::TestParamInfo<std::string>& info) {
+                           return file_check::test_name(info.param);
+                         });
+
+TEST(KernelIrFileHarness, ReadsTheRunLine) {
+  KirFlags flags = parse_kir_run_line("// RUN: --passes=collapse_axes --emit=cuda");
+  EXPECT_EQ(flags.passes, "collapse_axes");
+  EXPECT_EQ(flags.emit, "cuda");
+  EXPECT_EQ(parse_kir_run_line("// RUN:").emit, "ir");
+  EXPECT_THROW(parse_kir_run_line("// RUN: --no-shape-inference"), InputError);
+}
+
+}  // namespace
+}  // namespace tcc
