@@ -174,9 +174,7 @@ ExitCode run_bench(const BenchOptions& o) {
   // Tracing comes after every mode is timed: CUPTI stays attached once it has been (trace_on_gpu).
   for (size_t i = 0; o.profile && i < modes.size(); ++i) {
     std::cerr << cmd << ": " << modes[i]->name << ": tracing " << kTracedSteps << " steps with CUPTI\n";
-    m.modes[i].activities =
-        profiler::trace_on_gpu((scratch / modes[i]->name).string(), inputs, settings[i], kTracedSteps);
-    m.modes[i].traced_steps = kTracedSteps;
+    profiler::trace_on_gpu((scratch / modes[i]->name).string(), inputs, settings[i], kTracedSteps, m.modes[i]);
   }
   report(o, m);
   if (!all_match) {

@@ -301,19 +301,29 @@ ModeMeasurement bench_on_gpu(const std::string& module_dir, const std::string& m
   });
 }
 
-std::vector<KernelActivity> trace_on_gpu(const std::string& module_dir, const std::map<std::string, Tensor>& inputs,
-                                         const BenchSettings& settings, int steps) {
-  return tool_errors([&] {
+void trace_on_gpu(const std::string& module_dir, const std::map<std::string, Tensor>& inputs,
+                  const BenchSettings& settings, int steps, ModeMeasurement& mode) {
+  tool_errors([&] {
     Stepper step(module_dir, inputs, settings);
     // The first run loads the module and builds the library plans; none of that belongs in the trace.
     step.enqueue_step();
     step.sync();
     CuptiTrace trace(*step.l.module);
-    // A graph's replays are named after one step launched directly (CuptiTrace::finish).
-    if (step.graph) step.enqueue_direct();
-    for (int i = 0; i < steps; ++i) step.enqueue_step();
-    step.sync();
-    return trace.finish();
+    // A graph's replays are named after one step launched directly (CuptiTrace::finish), outside the steps' windows.
+    if (step.graph) {
+      step.enqueue_direct();
+      step.sync();
+    }
+    for (int i = 0; i < steps; ++i)
+      trace.trace_step([&] {
+        step.enqueue_step();
+        step.sync();
+      });
+    CuptiTrace::Result traced = trace.finish();
+    mode.traced_steps = steps;
+    mode.activities = std::move(traced.kernels);
+    mode.step_windows = std::move(traced.windows);
+    mode.spans = std::move(traced.spans);
   });
 }
 

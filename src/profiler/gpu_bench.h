@@ -48,11 +48,13 @@ ModeMeasurement bench_on_gpu(const std::string& module_dir, const std::string& m
                              std::vector<Tensor>* outputs);
 
 // `steps` steps of the module set up as bench_on_gpu sets it up, after one
-// untraced step, traced with CUPTI (CuptiTrace). CUPTI, once attached, stays
-// in the process's driver calls until it is torn down (cuptiFinalize, which
-// tcc does not call), so a tool times every mode before it traces any.
-std::vector<KernelActivity> trace_on_gpu(const std::string& module_dir, const std::map<std::string, Tensor>& inputs,
-                                         const BenchSettings& settings, int steps);
+// untraced step, traced with CUPTI (CuptiTrace), each step waited for: fills
+// the mode's traced_steps, activities, step_windows and spans. CUPTI, once
+// attached, stays in the process's driver calls until it is torn down
+// (cuptiFinalize, which tcc does not call), so a tool times every mode before
+// it traces any.
+void trace_on_gpu(const std::string& module_dir, const std::map<std::string, Tensor>& inputs,
+                  const BenchSettings& settings, int steps, ModeMeasurement& mode);
 
 // Called after each step of a single run with the values it wrote, by name
 // (runtime::Module::step_inspector): `tcc run --check-steps`.

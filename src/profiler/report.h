@@ -33,6 +33,12 @@ std::string joined(const std::vector<std::string>& items);
 // or, in a recording without such batches, one over the median latency.
 std::string steps_per_s_basis(const Summary& s);
 
+// Idle gaps report.md and report.html list per traced mode.
+constexpr size_t kTopGaps = 5;
+// The step-time accounting's host steps and largest idle gaps, a sentence
+// each (none where the step has neither).
+std::vector<std::string> step_time_notes(const StepTime& t);
+
 // The mode table and warnings as the terminal shows them after a run.
 std::string mode_table_text(const Summary& s);
 
