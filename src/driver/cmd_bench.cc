@@ -8,7 +8,7 @@
 //
 // Each mode is compiled with `tcc compile --mode` (eager: one kernel per node)
 // and timed by profiler::bench_on_gpu; reduce-overhead and max-autotune replay
-// a CUDA graph. Without a GPU both commands say so and exit 2, but
+// a CUDA graph per binding of the symbolic dims. Without a GPU both commands say so and exit 2, but
 // `--from-recorded FILE` (`tcc profile --replay FILE`) writes the reports of
 // a recorded measurement, so the whole path from the command line to the
 // report files runs anywhere.

@@ -175,6 +175,14 @@ Summary summarize(const Measurement& m) {
   return s;
 }
 
+nlohmann::json to_json(const GraphCounts& g) {
+  return {{"captures", g.captures},
+          {"replays", g.replays},
+          {"evictions", g.evictions},
+          {"uncaptured_steps", g.uncaptured_steps},
+          {"not_captured", g.not_captured}};
+}
+
 nlohmann::json to_json(const Measurement& m) {
   nlohmann::json modes = nlohmann::json::array();
   for (const ModeMeasurement& x : m.modes) {
@@ -214,6 +222,7 @@ nlohmann::json to_json(const Measurement& m) {
                      {"activities", activities},
                      {"step_windows", windows},
                      {"spans", spans}});
+    if (x.graphs) modes.back()["graphs"] = to_json(*x.graphs);
   }
   return {{"format", "tcc-measurement"},
           {"format_version", 1},
@@ -296,6 +305,13 @@ Measurement measurement_from_json(const nlohmann::json& j, const std::string& fi
                         field<int64_t>(spans[i], "start_ns", sat), field<int64_t>(spans[i], "end_ns", sat)};
       if (span.end_ns < span.start_ns) throw InputError(sat + ": end_ns is before start_ns");
       mode.spans.push_back(std::move(span));
+    }
+    if (x.contains("graphs")) {
+      const std::string gat = at + ".graphs";
+      const nlohmann::json& g = x.at("graphs");
+      mode.graphs = GraphCounts{field<int64_t>(g, "captures", gat), field<int64_t>(g, "replays", gat),
+                                field<int64_t>(g, "evictions", gat), field<int64_t>(g, "uncaptured_steps", gat),
+                                optional_field<std::string>(g, "not_captured", gat, "")};
     }
     m.modes.push_back(std::move(mode));
   }

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,14 @@ struct KernelActivity {
   int64_t start_ns = 0, end_ns = 0;
 };
 
+// reduce-overhead's CUDA graphs over a mode's whole run (runtime::GraphStats):
+// a graph per binding of the symbolic dims, captured when first seen.
+struct GraphCounts {
+  int64_t captures = 0, replays = 0, evictions = 0;
+  int64_t uncaptured_steps = 0;  // steps run kernel by kernel, because of not_captured
+  std::string not_captured;      // why the module cannot be captured; empty when it can
+};
+
 struct ModeMeasurement {
   std::string mode;      // eager, default, reduce-overhead, max-autotune
   std::string note;      // e.g. "skipping cudagraphs due to ..."; empty when the mode ran as asked
@@ -61,6 +70,7 @@ struct ModeMeasurement {
   int pipelined_steps = 0;
   std::vector<double> pipelined_ms;
   std::vector<KernelSpec> kernels;
+  std::optional<GraphCounts> graphs;  // CUDA graph modes; absent in others and in older recordings
   int traced_steps = 0;  // steps the activities cover (0: not traced)
   std::vector<KernelActivity> activities;
   // Each traced step's window, and the copies, host steps and synchronizations
@@ -138,6 +148,7 @@ std::vector<KernelSpec> module_kernel_specs(const std::string& module_dir, const
 
 // JSON in the layout docs/PROFILING.md describes; from_json names the file and field it finds wrong.
 nlohmann::json to_json(const Measurement& m);
+nlohmann::json to_json(const GraphCounts& g);  // as measurement.json and report.json hold it
 Measurement measurement_from_json(const nlohmann::json& j, const std::string& file);
 Measurement read_measurement(const std::string& path);
 void write_measurement(const std::string& path, const Measurement& m);

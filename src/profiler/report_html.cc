@@ -163,9 +163,12 @@ std::string report_html(const Summary& s) {
     steps.emplace_back(x.mode->mode, x.steps_per_s);
   }
   os << "</table>\n<p class=\"small\">" << esc(steps_per_s_basis(s)) << "</p>\n";
-  for (const ModeSummary& x : s.modes)
+  for (const ModeSummary& x : s.modes) {
     if (!x.mode->note.empty())
       os << "<p class=\"small\">" << esc(x.mode->mode) << ": " << esc(x.mode->note) << "</p>\n";
+    if (x.mode->graphs)
+      os << "<p class=\"small\">" << esc(x.mode->mode) << ": " << esc(graphs_text(*x.mode->graphs)) << "</p>\n";
+  }
   os << bar_chart("Steps per second by mode", steps, "steps/s", 0);
   for (const std::string& w : s.warnings) os << "<p class=\"warn\">" << esc(w) << "</p>\n";
 

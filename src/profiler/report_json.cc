@@ -78,6 +78,7 @@ nlohmann::json report_json(const Summary& s) {
                      {"speedup_over_eager", x.speedup_over_eager > 0 ? nlohmann::json(x.speedup_over_eager) : nullptr},
                      {"gpu_busy", x.gpu_busy},
                      {"gpu_busy_from", x.step_time.steps > 0 ? "step_time" : "events"},
+                     {"graphs", x.mode->graphs ? to_json(*x.mode->graphs) : nlohmann::json(nullptr)},
                      {"traced_steps", x.mode->traced_steps},
                      {"step_time", step_time_json(x.step_time)},
                      {"kernels", kernels}});

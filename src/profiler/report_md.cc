@@ -60,9 +60,14 @@ std::string report_md(const Summary& s) {
   os << "\n" << steps_per_s_basis(s) << "\n";
   bool any_note = false;
   for (const ModeSummary& x : s.modes) {
-    if (x.mode->note.empty()) continue;
-    os << (any_note ? "" : "\n") << "- " << x.mode->mode << ": " << x.mode->note << "\n";
-    any_note = true;
+    if (!x.mode->note.empty()) {
+      os << (any_note ? "" : "\n") << "- " << x.mode->mode << ": " << x.mode->note << "\n";
+      any_note = true;
+    }
+    if (x.mode->graphs) {
+      os << (any_note ? "" : "\n") << "- " << x.mode->mode << ": " << graphs_text(*x.mode->graphs) << "\n";
+      any_note = true;
+    }
   }
 
   os << "\n## Warnings\n\n";
@@ -124,6 +129,15 @@ std::string steps_per_s_basis(const Summary& s) {
          "tcc measured them); latency, enqueue and GPU time: one step at a time, each waited for.";
 }
 
+std::string graphs_text(const GraphCounts& g) {
+  std::string text = fmt::format("CUDA graphs: {} captured, {} replayed, {} evicted", g.captures, g.replays,
+                                 g.evictions);
+  if (g.uncaptured_steps > 0)
+    text += fmt::format("; {} steps not captured: {}", g.uncaptured_steps,
+                        g.not_captured.empty() ? "reason not recorded" : g.not_captured);
+  return text;
+}
+
 std::vector<std::string> step_time_notes(const StepTime& t) {
   std::vector<std::string> notes;
   auto share = [&](double us) {
@@ -157,6 +171,7 @@ std::string mode_table_text(const Summary& s) {
                       x.enqueue_ms.median, 100 * x.gpu_busy, x.mode->compile_s);
   for (const ModeSummary& x : s.modes) {
     if (!x.mode->note.empty()) os << x.mode->mode << ": " << x.mode->note << "\n";
+    if (x.mode->graphs) os << x.mode->mode << ": " << graphs_text(*x.mode->graphs) << "\n";
     const StepTime& t = x.step_time;
     if (t.steps == 0) continue;
     os << x.mode->mode << ": a traced step's " << fixed(t.step_us / 1e3, 3) << " ms:";

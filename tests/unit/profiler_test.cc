@@ -119,9 +119,12 @@ TEST(ProfilerSummary, ModesKernelsAndRoofline) {
     EXPECT_LE(k.roofline_fraction, 1);
     EXPECT_FALSE(k.spec->nodes.empty());
   }
-  // The graph mode replayed a graph, untraced.
+  // The graph mode replayed its one capture, untraced.
   const profiler::ModeMeasurement& graphs = *mode(s, "reduce-overhead").mode;
   EXPECT_TRUE(graphs.cuda_graph);
+  ASSERT_TRUE(graphs.graphs);
+  EXPECT_EQ(graphs.graphs->captures, 1);
+  EXPECT_EQ(graphs.graphs->replays, 210);
   EXPECT_EQ(graphs.traced_steps, 0);
   // A model with a host step (a Scan) says why its graph mode did not use graphs.
   Measurement scan = profiler::read_measurement(recorded("region_captures"));
@@ -262,7 +265,7 @@ TEST_F(ProfilerTest, ReportJsonHasEveryField) {
   for (const json& m : j["modes"]) {
     for (const char* k : {"mode", "note", "compile_s", "warmup", "iterations", "latency_ms", "enqueue_ms", "gpu_ms",
                           "steps_per_s", "steps_per_s_from", "pipelined_steps", "speedup_over_eager", "gpu_busy",
-                          "gpu_busy_from", "traced_steps", "step_time", "kernels"})
+                          "gpu_busy_from", "graphs", "traced_steps", "step_time", "kernels"})
       EXPECT_TRUE(m.contains(k)) << k;
     // Every traced step's time is in one category; GPU busy is the kernels' and copies' share of it.
     const json& t = m["step_time"];
@@ -292,6 +295,12 @@ TEST_F(ProfilerTest, ReportJsonHasEveryField) {
   }
   EXPECT_EQ(j["modes"][0]["mode"], "eager");
   EXPECT_EQ(j["modes"][0]["speedup_over_eager"], 1.0);
+  EXPECT_TRUE(j["modes"][0]["graphs"].is_null());
+  // reduce-overhead could not capture the Scan (a host step): its graph counts say so, for every step.
+  const json& graphs = j["modes"][2]["graphs"];
+  EXPECT_EQ(graphs["captures"], 0);
+  EXPECT_EQ(graphs["uncaptured_steps"], 210);
+  EXPECT_EQ(graphs["not_captured"], "host fallback node 'scan' (it synchronizes with the host)");
   EXPECT_TRUE(j["warnings"].is_array());
   // The recording itself is written next to the reports and replays to the same report.
   CliResult again = run_tcc("bench --from-recorded " + shell_quote((dir_ / "r" / "measurement.json").string()) +
@@ -367,6 +376,7 @@ TEST_F(ProfilerTest, HtmlIsSelfContainedWithAChartEach) {
   EXPECT_EQ(count("<title>Steps per second by mode"), 1u);
   EXPECT_EQ(count("<title>GPU time per step by kernel"), 2u);
   EXPECT_NE(html.find("/h.0/mlp/c_fc/MatMul, /h.0/mlp/c_fc/Add"), std::string::npos);  // kernels name their nodes
+  EXPECT_NE(html.find("reduce-overhead: CUDA graphs: 1 captured, 210 replayed, 0 evicted"), std::string::npos);
   // The Scan's report: all three modes traced, its host step named.
   ASSERT_EQ(replay("region_captures", "m").code, 0);
   html = read_file(dir_ / "m" / "report.html");
@@ -725,8 +735,9 @@ TEST_F(GpuProfile, ProfileTracesEveryKernelAndReplaysConvGraphs) {
     EXPECT_GT(t["us_per_step"]["kernels"].get<double>(), 0);
     EXPECT_TRUE(t["host_steps"].empty());
   }
-  // A graph step copies its inputs into the captured buffers.
+  // A graph step copies its inputs into its binding's buffers and its outputs out.
   EXPECT_GT(j["modes"][2]["step_time"]["us_per_step"]["copies"].get<double>(), 0);
+  EXPECT_EQ(j["modes"][2]["graphs"]["captures"], 1);
   json trace = json::parse(read_file(dir_ / "p" / "trace.json"));
   size_t slices = 0;
   for (const json& e : trace["traceEvents"]) slices += e["ph"] == "X";
@@ -743,6 +754,11 @@ TEST_F(GpuProfile, BenchReplaysCudaGraphs) {
   EXPECT_NE(r.output.find("default: compiling for this GPU (tcc compile --no-host"), std::string::npos) << r.output;
   json j = json::parse(read_file(dir_ / "b" / "report.json"));
   EXPECT_EQ(j["modes"][1]["note"], "");
+  // One capture; the warm-up, the timed steps and three back-to-back batches of 50 replay it.
+  EXPECT_EQ(j["modes"][1]["graphs"]["captures"], 1);
+  EXPECT_EQ(j["modes"][1]["graphs"]["replays"], 10 + 50 + 3 * 50);
+  EXPECT_NE(r.output.find("reduce-overhead: CUDA graphs: 1 captured, 210 replayed, 0 evicted"), std::string::npos)
+      << r.output;
   // One graph launch: the host enqueues a step faster than launching each kernel.
   EXPECT_LT(j["modes"][1]["enqueue_ms"]["median"].get<double>(), j["modes"][0]["enqueue_ms"]["median"].get<double>());
   // With the inputs bound to the captured buffers a step is the launch alone, and the outputs still match.

@@ -153,16 +153,21 @@ TEST(StepTime, RecordedTimelinesRoundTripAndOldRecordingsLoad) {
   profiler::Measurement m = one_step({span(SpanKind::HostStep, "/Shape", 100, 700), span(SpanKind::Copy, "d2h", 120, 140),
                                       span(SpanKind::Sync, "event", 140, 200)},
                                      {{"k0", 1, 0, 100'000}});
+  m.modes[0].graphs = profiler::GraphCounts{0, 0, 0, 263, "host fallback node '/Shape'"};
   nlohmann::json once = profiler::to_json(m);
   EXPECT_EQ(once["modes"][0]["spans"][0]["kind"], "host_step");
   EXPECT_EQ(once["modes"][0]["spans"][1]["name"], "d2h");
+  EXPECT_EQ(once["modes"][0]["graphs"]["uncaptured_steps"], 263);
   profiler::Measurement again = profiler::measurement_from_json(once, "rec.json");
   EXPECT_EQ(profiler::to_json(again), once);
+  ASSERT_TRUE(again.modes[0].graphs);
+  EXPECT_EQ(again.modes[0].graphs->not_captured, "host fallback node '/Shape'");
 
   // A recording made before the timeline was: no step time, GPU busy from the events.
   nlohmann::json old = once;
-  for (const char* field : {"step_windows", "spans"}) old["modes"][0].erase(field);
+  for (const char* field : {"step_windows", "spans", "graphs"}) old["modes"][0].erase(field);
   profiler::Measurement loaded = profiler::measurement_from_json(old, "old.json");
+  EXPECT_FALSE(loaded.modes[0].graphs);
   profiler::Summary s = profiler::summarize(loaded);
   EXPECT_EQ(s.modes[0].step_time.steps, 0);
   EXPECT_DOUBLE_EQ(s.modes[0].gpu_busy, 1.0);
