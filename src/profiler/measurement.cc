@@ -300,9 +300,12 @@ Measurement measurement_from_json(const nlohmann::json& j, const std::string& fi
       auto known = std::find(std::begin(kSpanKinds) + 1, std::end(kSpanKinds), kind);
       if (known == std::end(kSpanKinds))
         throw InputError(sat + ".kind: expected copy, host_step or sync, got '" + kind + "'");
-      TimelineSpan span{static_cast<SpanKind>(known - std::begin(kSpanKinds)), field<std::string>(spans[i], "name", sat),
-                        optional_field<int>(spans[i], "stream", sat, 0), optional_field<int64_t>(spans[i], "bytes", sat, 0),
-                        field<int64_t>(spans[i], "start_ns", sat), field<int64_t>(spans[i], "end_ns", sat)};
+      TimelineSpan span{static_cast<SpanKind>(known - std::begin(kSpanKinds)),
+                        field<std::string>(spans[i], "name", sat),
+                        optional_field<int>(spans[i], "stream", sat, 0),
+                        optional_field<int64_t>(spans[i], "bytes", sat, 0),
+                        field<int64_t>(spans[i], "start_ns", sat),
+                        field<int64_t>(spans[i], "end_ns", sat)};
       if (span.end_ns < span.start_ns) throw InputError(sat + ": end_ns is before start_ns");
       mode.spans.push_back(std::move(span));
     }

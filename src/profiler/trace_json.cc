@@ -3,8 +3,8 @@
 // one thread (track) per CUDA stream, with a complete event ("ph": "X") per
 // kernel execution named by its kernel, the nodes it fused in args, and per
 // copy or memset ("copy h2d", its bytes in args); and a host track (the tid
-// after the streams') with each traced step ("step N"), the host steps and synchronizations in it.
-// Times are microseconds from the first traced record.
+// after the streams') with each traced step ("step N") and the host steps and
+// synchronizations in it. Times are microseconds from the first traced record.
 #include <algorithm>
 #include <limits>
 #include <set>
@@ -55,7 +55,8 @@ nlohmann::json trace_json(const Measurement& m) {
       return t.kind != SpanKind::Copy;
     });
     if (on_host)
-      events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", host}, {"args", {{"name", "host"}}}});
+      events.push_back(
+          {{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", host}, {"args", {{"name", "host"}}}});
     for (const KernelActivity& a : x.activities) {
       auto spec =
           std::find_if(x.kernels.begin(), x.kernels.end(), [&](const KernelSpec& k) { return k.name == a.kernel; });

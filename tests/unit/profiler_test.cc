@@ -272,7 +272,8 @@ TEST_F(ProfilerTest, ReportJsonHasEveryField) {
     ASSERT_TRUE(t.is_object()) << m["mode"];
     EXPECT_EQ(t["steps"], 5);
     double sum = 0;
-    for (const char* c : {"kernels", "copies", "host_steps", "synchronization", "idle"}) sum += t["us_per_step"][c].get<double>();
+    for (const char* c : {"kernels", "copies", "host_steps", "synchronization", "idle"})
+      sum += t["us_per_step"][c].get<double>();
     EXPECT_NEAR(sum, t["step_us"].get<double>(), 1e-6);
     EXPECT_NEAR(t["gpu_busy"].get<double>(),
                 (t["us_per_step"]["kernels"].get<double>() + t["us_per_step"]["copies"].get<double>()) /
@@ -612,8 +613,9 @@ TEST_F(ProfilerTest, KernelsCarryTheirScheduleFromTheManifest) {
   json once = profiler::to_json(m);
   EXPECT_EQ(once, profiler::to_json(profiler::measurement_from_json(once, "again")));
   Summary s = profiler::summarize(m);
-  EXPECT_NE(profiler::report_md(s).find("| `tcc_k2_pointwise` | block 32, vector 1 | /h.0/ln_1/LayerNormalization/Mul |"),
-            std::string::npos);
+  EXPECT_NE(
+      profiler::report_md(s).find("| `tcc_k2_pointwise` | block 32, vector 1 | /h.0/ln_1/LayerNormalization/Mul |"),
+      std::string::npos);
   EXPECT_EQ(profiler::report_json(s)["modes"][1]["kernels"][0]["schedule"], "block 32, vector 1");
   EXPECT_NE(profiler::report_html(s).find("<td>block 32, vector 1</td>"), std::string::npos);
 }

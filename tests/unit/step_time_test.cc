@@ -150,8 +150,8 @@ TEST(StepTime, AnIdleGapThatDominatesTheStepIsNamed) {
 }
 
 TEST(StepTime, RecordedTimelinesRoundTripAndOldRecordingsLoad) {
-  profiler::Measurement m = one_step({span(SpanKind::HostStep, "/Shape", 100, 700), span(SpanKind::Copy, "d2h", 120, 140),
-                                      span(SpanKind::Sync, "event", 140, 200)},
+  profiler::Measurement m = one_step({span(SpanKind::HostStep, "/Shape", 100, 700),
+                                      span(SpanKind::Copy, "d2h", 120, 140), span(SpanKind::Sync, "event", 140, 200)},
                                      {{"k0", 1, 0, 100'000}});
   m.modes[0].graphs = profiler::GraphCounts{0, 0, 0, 263, "host fallback node '/Shape'"};
   nlohmann::json once = profiler::to_json(m);
