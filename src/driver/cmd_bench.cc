@@ -8,7 +8,7 @@
 //
 // Each mode is compiled with `tcc compile --mode` (eager: one kernel per node)
 // and timed by profiler::bench_on_gpu; reduce-overhead and max-autotune replay
-// a CUDA graph. Without a GPU both commands say so and exit 2, but
+// a CUDA graph per binding of the symbolic dims. Without a GPU both commands say so and exit 2, but
 // `--from-recorded FILE` (`tcc profile --replay FILE`) writes the reports of
 // a recorded measurement, so the whole path from the command line to the
 // report files runs anywhere.
@@ -175,9 +175,7 @@ ExitCode run_bench(const BenchOptions& o) {
   // Tracing comes after every mode is timed: CUPTI stays attached once it has been (trace_on_gpu).
   for (size_t i = 0; o.profile && i < modes.size(); ++i) {
     std::cerr << cmd << ": " << modes[i]->name << ": tracing " << kTracedSteps << " steps with CUPTI\n";
-    m.modes[i].activities =
-        profiler::trace_on_gpu((scratch / modes[i]->name).string(), inputs, settings[i], kTracedSteps);
-    m.modes[i].traced_steps = kTracedSteps;
+    profiler::trace_on_gpu((scratch / modes[i]->name).string(), inputs, settings[i], kTracedSteps, m.modes[i]);
   }
   report(o, m);
   if (!all_match) {

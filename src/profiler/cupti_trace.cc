@@ -32,7 +32,14 @@ struct Cupti {
   decltype(&::cuptiActivityPushExternalCorrelationId) push_id;
   decltype(&::cuptiActivityPopExternalCorrelationId) pop_id;
   decltype(&::cuptiGetResultString) result_string;
+  decltype(&::cuptiGetTimestamp) timestamp;
   std::string unavailable;
+
+  int64_t now() const {
+    uint64_t t = 0;
+    check(timestamp(&t), "cuptiGetTimestamp");
+    return static_cast<int64_t>(t);
+  }
 
   static const Cupti& get() {
     static const Cupti c = open();
@@ -66,7 +73,7 @@ struct Cupti {
               resolve(lib, "cuptiActivityGetNextRecord", c.next_record) &&
               resolve(lib, "cuptiActivityPushExternalCorrelationId", c.push_id) &&
               resolve(lib, "cuptiActivityPopExternalCorrelationId", c.pop_id) &&
-              resolve(lib, "cuptiGetResultString", c.result_string);
+              resolve(lib, "cuptiGetResultString", c.result_string) && resolve(lib, "cuptiGetTimestamp", c.timestamp);
     if (!ok) c.unavailable = "libcupti lacks Activity API entry points tcc needs (too old)";
     return c;
   }
@@ -82,6 +89,7 @@ struct KernelRecord {
 struct Store {
   std::mutex mu;
   std::vector<KernelRecord> kernels;
+  std::vector<TimelineSpan> spans;  // copies and synchronizations; the observer adds host steps
   std::unordered_map<uint32_t, uint64_t> external;  // correlation id -> external id (step kernel + 1)
 };
 
@@ -95,12 +103,37 @@ constexpr size_t kBufferBytes = 8 << 20;
 // CUPTI writes an external correlation record only ahead of an API record, so
 // the driver and runtime API kinds are on too, though their records are
 // dropped: without them the kernels cuBLASLt and cuDNN launch, named unlike
-// any manifest kernel, could not be traced back to their steps.
+// any manifest kernel, could not be traced back to their steps. Copies,
+// memsets and the host's waits are the step-time accounting's.
 constexpr std::pair<CUpti_ActivityKind, const char*> kTracedKinds[] = {
     {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "enabling CONCURRENT_KERNEL"},
     {CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, "enabling EXTERNAL_CORRELATION"},
     {CUPTI_ACTIVITY_KIND_DRIVER, "enabling DRIVER"},
-    {CUPTI_ACTIVITY_KIND_RUNTIME, "enabling RUNTIME"}};
+    {CUPTI_ACTIVITY_KIND_RUNTIME, "enabling RUNTIME"},
+    {CUPTI_ACTIVITY_KIND_MEMCPY, "enabling MEMCPY"},
+    {CUPTI_ACTIVITY_KIND_MEMSET, "enabling MEMSET"},
+    {CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, "enabling SYNCHRONIZATION"}};
+
+const char* copy_kind(uint8_t kind) {
+  switch (kind) {
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD: return "h2d";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH: return "d2h";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD: return "d2d";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH: return "h2h";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP: return "p2p";
+    default: return "other";  // to or from CUDA arrays, which tcc does not use
+  }
+}
+
+// The host's waits; a stream waiting on an event (STREAM_WAIT_EVENT) blocks no host thread.
+const char* sync_kind(CUpti_ActivitySynchronizationType type) {
+  switch (type) {
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE: return "stream";
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE: return "event";
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE: return "context";
+    default: return nullptr;
+  }
+}
 
 void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
   *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, kBufferBytes));
@@ -117,6 +150,19 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
     if (record->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
       const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
       s.kernels.push_back({k->name ? k->name : "", k->streamId, k->correlationId, k->graphId, k->start, k->end});
+    } else if (record->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
+      const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
+      s.spans.push_back({SpanKind::Copy, copy_kind(m->copyKind), static_cast<int>(m->streamId),
+                         static_cast<int64_t>(m->bytes), static_cast<int64_t>(m->start), static_cast<int64_t>(m->end)});
+    } else if (record->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
+      const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
+      s.spans.push_back({SpanKind::Copy, "memset", static_cast<int>(m->streamId), static_cast<int64_t>(m->bytes),
+                         static_cast<int64_t>(m->start), static_cast<int64_t>(m->end)});
+    } else if (record->kind == CUPTI_ACTIVITY_KIND_SYNCHRONIZATION) {
+      const auto* y = reinterpret_cast<const CUpti_ActivitySynchronization2*>(record);
+      if (const char* what = sync_kind(y->type))
+        s.spans.push_back({SpanKind::Sync, what, static_cast<int>(y->streamId), 0, static_cast<int64_t>(y->start),
+                           static_cast<int64_t>(y->end)});
     } else if (record->kind == CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) {
       const auto* e = reinterpret_cast<const CUpti_ActivityExternalCorrelation*>(record);
       s.external[e->correlationId] = e->externalId;
@@ -132,6 +178,8 @@ std::string cupti_unavailable() { return Cupti::get().unavailable; }
 struct CuptiTrace::Impl {
   runtime::Module& module;
   bool active = false;
+  std::vector<StepWindow> windows;
+  int64_t host_step_start = 0;  // of the host step running now
 
   void stop() {
     if (!active) return;
@@ -143,7 +191,7 @@ struct CuptiTrace::Impl {
   }
 };
 
-CuptiTrace::CuptiTrace(runtime::Module& module) : impl_(new Impl{module}) {
+CuptiTrace::CuptiTrace(runtime::Module& module) : impl_(new Impl{module, false, {}, 0}) {
   const Cupti& c = Cupti::get();
   if (!c.unavailable.empty()) throw InputError("tcc profile: " + c.unavailable);
   static std::once_flag registered;
@@ -151,23 +199,43 @@ CuptiTrace::CuptiTrace(runtime::Module& module) : impl_(new Impl{module}) {
   {
     std::lock_guard<std::mutex> lock(store().mu);
     store().kernels.clear();
+    store().spans.clear();
     store().external.clear();
   }
   for (const auto& [kind, what] : kTracedKinds) c.check(c.enable(kind), what);
   impl_->active = true;
-  module.step_observer = [&c](const runtime::StepInfo& step, bool begin) {
+  module.step_observer = [&c, impl = impl_.get()](const runtime::StepInfo& step, bool begin) {
     uint64_t last = 0;
     if (begin)
       c.push_id(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, static_cast<uint64_t>(step.kernel + 1));
     else
       c.pop_id(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last);
+    if (!step.fallback) return;
+    if (begin) {
+      impl->host_step_start = c.now();
+      return;
+    }
+    int64_t end = c.now();
+    std::lock_guard<std::mutex> lock(store().mu);
+    store().spans.push_back({SpanKind::HostStep, step.node, 0, 0, impl->host_step_start, end});
   };
 }
 
 CuptiTrace::~CuptiTrace() { impl_->stop(); }
 
-std::vector<KernelActivity> CuptiTrace::finish() {
+void CuptiTrace::trace_step(const std::function<void()>& step) {
+  const Cupti& c = Cupti::get();
+  StepWindow w;
+  w.start_ns = c.now();
+  step();
+  w.end_ns = c.now();
+  impl_->windows.push_back(w);
+}
+
+CuptiTrace::Result CuptiTrace::finish() {
   impl_->stop();
+  Result result;
+  result.windows = impl_->windows;
   const runtime::Module& m = impl_->module;
   std::set<std::string> module_kernels;
   for (const runtime::KernelInfo& info : m.kernels) module_kernels.insert(info.name);
@@ -188,10 +256,18 @@ std::vector<KernelActivity> CuptiTrace::finish() {
       continue;  // not launched by the module (another library's work on the device)
     steps.push_back(std::move(a));
   }
-  if (replays.empty()) return steps;
+  for (TimelineSpan& span : s.spans)
+    if (std::any_of(result.windows.begin(), result.windows.end(),
+                    [&](const StepWindow& w) { return span.start_ns < w.end_ns && w.start_ns < span.end_ns; }))
+      result.spans.push_back(std::move(span));
+  if (replays.empty()) {
+    result.kernels = std::move(steps);
+    return result;
+  }
   std::vector<std::vector<KernelActivity>> groups;
   for (auto& [launch, records] : replays) groups.push_back(std::move(records));
-  return name_graph_replays(std::move(steps), std::move(groups), module_kernels);
+  result.kernels = name_graph_replays(std::move(steps), std::move(groups), module_kernels);
+  return result;
 }
 
 namespace {

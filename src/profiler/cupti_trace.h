@@ -9,8 +9,16 @@
 // ids only next to driver and runtime API records, so those kinds are on too).
 // A CUDA graph's replay runs without the observer: its records are named by
 // position after those of one step launched directly inside the same trace.
+//
+// For the step-time accounting (step_time.h) a trace also records MEMCPY and
+// MEMSET records (copies on the GPU's timeline), SYNCHRONIZATION records (the
+// host's waits in cuStreamSynchronize, cuEventSynchronize, cuCtxSynchronize),
+// each host step the module runs, from the step observer's begin to its end,
+// and the window of each step run through trace_step, all on CUPTI's clock
+// (cuptiGetTimestamp for the host's own stamps).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -32,11 +40,20 @@ class CuptiTrace {
   CuptiTrace(const CuptiTrace&) = delete;
   CuptiTrace& operator=(const CuptiTrace&) = delete;
 
-  // Flushes the records and returns the kernel executions of the traced steps,
-  // each named by the manifest kernel of the step that launched it. Where the
-  // trace holds graph replays, it returns theirs alone (name_graph_replays),
-  // the directly launched steps serving only to name them.
-  std::vector<KernelActivity> finish();
+  // Runs `step`, which enqueues one step and waits for it, as a traced step:
+  // its window is from just before the call to just after it.
+  void trace_step(const std::function<void()>& step);
+
+  struct Result {
+    std::vector<KernelActivity> kernels;
+    std::vector<StepWindow> windows;  // one per trace_step
+    std::vector<TimelineSpan> spans;  // copies, host steps and synchronizations in those windows
+  };
+  // Flushes the records. The kernel executions are each named by the manifest
+  // kernel of the step that launched it; where the trace holds graph replays,
+  // they are the replays' alone (name_graph_replays), the directly launched
+  // steps serving only to name them.
+  Result finish();
 
  private:
   struct Impl;

@@ -131,16 +131,18 @@ struct Stream {
 };
 
 // One mode's step, ready to enqueue: the module loaded with its inputs and
-// outputs on the device, on a stream of its own, and with cuda_graph its run
-// captured, each step copying fresh inputs into the captured buffers first
-// unless they are bound.
+// outputs on the device, on a stream of its own. With cuda_graph, each step
+// goes through the runtime's graph per binding (enqueue_cuda_graphs: the
+// inputs copied into the graph's static buffers, the replay, the outputs
+// copied out; the graph is captured here, by the first step), or, with
+// bound_inputs, replays one graph captured on the loaded buffers alone.
 struct Stepper {
   Loaded l;
   Stream stream;
-  std::unique_ptr<runtime::CudaGraph> graph;
-  DeviceTensors fresh;  // graph mode: where each step's "new" inputs come from
-  std::vector<void*> copy_to;  // ... and where each step copies them, in one driver call where it can
-  std::vector<const void*> copy_from;
+  bool graph = false;               // steps replay a captured CUDA graph
+  bool per_binding_graphs = false;  // steps go through runtime::enqueue_cuda_graphs
+  std::unique_ptr<runtime::CudaGraph> bound_graph;
+  int64_t bound_replays = 0;
   std::string note;
 
   Stepper(const std::string& module_dir, const std::map<std::string, Tensor>& inputs, const BenchSettings& settings)
@@ -148,23 +150,20 @@ struct Stepper {
     if (!settings.cuda_graph) return;
     runtime::Module& m = *l.module;
     std::string blocker = runtime::capture_blocker(m);
-    if (!blocker.empty()) {
+    graph = blocker.empty();
+    if (!graph)
       note = "skipping cudagraphs due to " + blocker;
+    else if (settings.bound_inputs)
+      note = "inputs bound to the graph's captured buffers: no copy per step";
+    if (graph && settings.bound_inputs) {
+      bound_graph = runtime::capture_cuda(m, l.inputs.tensors.data(), l.inputs.tensors.size(),
+                                          l.outputs.tensors.data(), l.outputs.tensors.size(), stream.handle);
       return;
     }
-    if (settings.bound_inputs) {
-      note = "inputs bound to the graph's captured buffers: no copy per step";
-    } else {
-      for (size_t i = 0; i < l.inputs.tensors.size(); ++i) {
-        fresh.add(static_cast<DType>(l.inputs.tensors[i].dtype), l.inputs.shapes[i], l.inputs.nbytes[i]);
-        runtime::device::copy_async(fresh.tensors[i].data, l.inputs.tensors[i].data, l.inputs.nbytes[i],
-                                    stream.handle);
-        copy_to.push_back(l.inputs.tensors[i].data);
-        copy_from.push_back(fresh.tensors[i].data);
-      }
-    }
-    graph = runtime::capture_cuda(m, l.inputs.tensors.data(), l.inputs.tensors.size(), l.outputs.tensors.data(),
-                                  l.outputs.tensors.size(), stream.handle);
+    per_binding_graphs = true;
+    if (!graph) return;
+    enqueue_step();
+    sync();
   }
 
   void enqueue_direct() {
@@ -173,9 +172,23 @@ struct Stepper {
   }
 
   void enqueue_step() {
-    if (!graph) return enqueue_direct();
-    runtime::device::copy_batch_async(copy_to, copy_from, fresh.nbytes, stream.handle);
-    graph->launch(stream.handle);
+    if (bound_graph) {
+      bound_graph->launch(stream.handle);
+      ++bound_replays;
+    } else if (per_binding_graphs) {
+      runtime::enqueue_cuda_graphs(*l.module, l.inputs.tensors.data(), l.inputs.tensors.size(),
+                                   l.outputs.tensors.data(), l.outputs.tensors.size(), stream.handle);
+    } else {
+      enqueue_direct();
+    }
+  }
+
+  // Over every step so far, the capturing one included.
+  GraphCounts graph_counts() const {
+    if (bound_graph) return {1, bound_replays, 0, 0, ""};
+    runtime::GraphStats g = runtime::graph_stats(*l.module);
+    return {static_cast<int64_t>(g.captures), static_cast<int64_t>(g.replays), static_cast<int64_t>(g.evictions),
+            static_cast<int64_t>(g.uncaptured_runs), g.not_captured};
   }
 
   void sync() { runtime::device::sync(stream.handle); }
@@ -244,7 +257,7 @@ ModeMeasurement bench_on_gpu(const std::string& module_dir, const std::string& m
     ModeMeasurement result;
     result.mode = mode;
     result.note = step.note;
-    result.cuda_graph = step.graph != nullptr;
+    result.cuda_graph = step.graph;
     if (settings.cuda_graph && !step.graph) std::cerr << "tcc bench: " << mode << ": " << step.note << "\n";
     result.warmup = settings.warmup;
     result.kernels = module_kernel_specs(module_dir, step.l.binding.symbols);
@@ -296,24 +309,35 @@ ModeMeasurement bench_on_gpu(const std::string& module_dir, const std::string& m
       step.sync();
       result.pipelined_ms.push_back(ms_between(begin, Clock::now()));
     }
+    if (settings.cuda_graph) result.graphs = step.graph_counts();
     if (outputs) *outputs = step.l.download();
     return result;
   });
 }
 
-std::vector<KernelActivity> trace_on_gpu(const std::string& module_dir, const std::map<std::string, Tensor>& inputs,
-                                         const BenchSettings& settings, int steps) {
-  return tool_errors([&] {
+void trace_on_gpu(const std::string& module_dir, const std::map<std::string, Tensor>& inputs,
+                  const BenchSettings& settings, int steps, ModeMeasurement& mode) {
+  tool_errors([&] {
     Stepper step(module_dir, inputs, settings);
     // The first run loads the module and builds the library plans; none of that belongs in the trace.
     step.enqueue_step();
     step.sync();
     CuptiTrace trace(*step.l.module);
-    // A graph's replays are named after one step launched directly (CuptiTrace::finish).
-    if (step.graph) step.enqueue_direct();
-    for (int i = 0; i < steps; ++i) step.enqueue_step();
-    step.sync();
-    return trace.finish();
+    // A graph's replays are named after one step launched directly (CuptiTrace::finish), outside the steps' windows.
+    if (step.graph) {
+      step.enqueue_direct();
+      step.sync();
+    }
+    for (int i = 0; i < steps; ++i)
+      trace.trace_step([&] {
+        step.enqueue_step();
+        step.sync();
+      });
+    CuptiTrace::Result traced = trace.finish();
+    mode.traced_steps = steps;
+    mode.activities = std::move(traced.kernels);
+    mode.step_windows = std::move(traced.windows);
+    mode.spans = std::move(traced.spans);
   });
 }
 

@@ -16,7 +16,7 @@ struct BenchSettings {
   int warmup = 10;
   int iterations = 0;       // 0: until the median is stable (or duration_s, when set)
   double duration_s = 0;    // time steps for this long instead of a fixed count
-  bool cuda_graph = false;  // reduce-overhead: capture one step as a CUDA graph and replay it
+  bool cuda_graph = false;  // reduce-overhead: a CUDA graph per binding, captured once and replayed
   bool bound_inputs = false;  // with cuda_graph: the caller writes its inputs into the captured buffers itself
 };
 
@@ -35,24 +35,27 @@ constexpr int kMaxPipelinedSteps = 1000;
 // (host wall time, host enqueue time and GPU time of each, each step waited
 // for), batches of steps enqueued back to back (throughput: one step's
 // enqueue overlaps the GPU's work on the steps before it). Inputs are
-// uploaded once; with cuda_graph, each step copies them into
-// the captured (static) input buffers before replaying, as a caller with new
-// inputs would (in one batched driver call, device::copy_batch_async), unless
-// bound_inputs says the caller binds those buffers (the step is then the
-// graph launch alone, noted in the mode's note). When the
-// module cannot be captured, the mode's note says
-// "skipping cudagraphs due to <reason>" and it runs as default.
+// uploaded once. With cuda_graph, each step runs through the runtime's CUDA
+// graph per binding (runtime::enqueue_cuda_graphs), which copies the inputs
+// into the graph's static buffers (in one batched driver call), replays it
+// and copies the outputs out, as a caller with new inputs would; with
+// bound_inputs the caller binds those buffers itself, so the step is one
+// graph's launch alone (noted in the mode's note). The mode's `graphs` count
+// the captures, replays and evictions; when the module cannot be captured, the
+// mode's note says "skipping cudagraphs due to <reason>" and it runs as default.
 // `outputs` receives the outputs of the last step. NoDevice without a GPU.
 ModeMeasurement bench_on_gpu(const std::string& module_dir, const std::string& mode,
                              const std::map<std::string, Tensor>& inputs, const BenchSettings& settings,
                              std::vector<Tensor>* outputs);
 
 // `steps` steps of the module set up as bench_on_gpu sets it up, after one
-// untraced step, traced with CUPTI (CuptiTrace). CUPTI, once attached, stays
-// in the process's driver calls until it is torn down (cuptiFinalize, which
-// tcc does not call), so a tool times every mode before it traces any.
-std::vector<KernelActivity> trace_on_gpu(const std::string& module_dir, const std::map<std::string, Tensor>& inputs,
-                                         const BenchSettings& settings, int steps);
+// untraced step, traced with CUPTI (CuptiTrace), each step waited for: fills
+// the mode's traced_steps, activities, step_windows and spans. CUPTI, once
+// attached, stays in the process's driver calls until it is torn down
+// (cuptiFinalize, which tcc does not call), so a tool times every mode before
+// it traces any.
+void trace_on_gpu(const std::string& module_dir, const std::map<std::string, Tensor>& inputs,
+                  const BenchSettings& settings, int steps, ModeMeasurement& mode);
 
 // Called after each step of a single run with the values it wrote, by name
 // (runtime::Module::step_inspector): `tcc run --check-steps`.

@@ -55,6 +55,13 @@ ModeSummary summarize_mode(const ModeMeasurement& m, const DeviceProfile& d, con
                   : s.latency_ms.median > 0 ? 1e3 / s.latency_ms.median
                                             : 0;
   s.gpu_busy = s.latency_ms.median > 0 ? std::min(1.0, s.gpu_ms.median / s.latency_ms.median) : 0;
+  if (!m.step_windows.empty()) {
+    std::vector<TimelineSpan> spans = m.spans;
+    for (const KernelActivity& a : m.activities)
+      spans.push_back({SpanKind::Kernel, a.kernel, a.stream, 0, a.start_ns, a.end_ns});
+    s.step_time = account_step_time(m.step_windows, spans);
+    if (s.step_time.steps > 0) s.gpu_busy = s.step_time.gpu_busy;
+  }
   if (m.traced_steps <= 0) return s;
 
   std::map<std::string, std::vector<double>> durations;
@@ -82,6 +89,24 @@ std::string enqueue_advice(const ModeMeasurement& m) {
   return ", CUDA graphs (reduce-overhead) may help";
 }
 
+std::string share_of_step(double us, const StepTime& t) {
+  return fmt::format("{:.3f} ms of the {:.3f} ms step ({:.0f}%)", us / 1e3, t.step_us / 1e3, 100 * us / t.step_us);
+}
+
+// A host step or an idle gap that takes kDominantShare of the step or more.
+void add_step_time_warnings(const std::string& mode, const StepTime& t, std::vector<std::string>& warnings) {
+  if (t.steps == 0 || t.step_us <= 0) return;
+  for (const HostStepTime& h : t.host_steps)
+    if (h.us_per_step >= kDominantShare * t.step_us)
+      warnings.push_back(mode + ": host step '" + h.node + "' takes " + share_of_step(h.us_per_step, t) +
+                         ": it runs on the host between kernels, copying its inputs and outputs and synchronizing "
+                         "the stream; a GPU kernel for its op, or computing it once per binding, removes it");
+  for (const IdleGap& g : t.gaps)
+    if (g.us_per_step >= kDominantShare * t.step_us)
+      warnings.push_back(mode + ": the GPU is idle for " + share_of_step(g.us_per_step, t) + " between " + g.after +
+                         " and " + g.before + (g.count > t.steps ? " (" + std::to_string(g.count) + " gaps)" : ""));
+}
+
 void add_warnings(Summary& s) {
   for (const ModeSummary& m : s.modes) {
     const std::string& name = m.mode->mode;
@@ -96,8 +121,12 @@ void add_warnings(Summary& s) {
                            fmt::format("{:.1f}", 100 * m.latency_ms.cv()) + "%, p99/median " +
                            fmt::format("{:.2f}", ratio) +
                            "); other work on the machine, clock changes or too few iterations");
+    add_step_time_warnings(name, m.step_time, s.warnings);
   }
 }
+
+// The JSON names of SpanKind's values; a recording's spans hold every kind but kernels.
+const char* const kSpanKinds[] = {"kernel", "copy", "host_step", "sync"};
 
 template <typename T>
 T field(const nlohmann::json& j, const char* key, const std::string& where) {
@@ -147,6 +176,14 @@ Summary summarize(const Measurement& m) {
   return s;
 }
 
+nlohmann::json to_json(const GraphCounts& g) {
+  return {{"captures", g.captures},
+          {"replays", g.replays},
+          {"evictions", g.evictions},
+          {"uncaptured_steps", g.uncaptured_steps},
+          {"not_captured", g.not_captured}};
+}
+
 nlohmann::json to_json(const Measurement& m) {
   nlohmann::json modes = nlohmann::json::array();
   for (const ModeMeasurement& x : m.modes) {
@@ -162,6 +199,15 @@ nlohmann::json to_json(const Measurement& m) {
     for (const KernelActivity& a : x.activities)
       activities.push_back(
           {{"kernel", a.kernel}, {"stream", a.stream}, {"start_ns", a.start_ns}, {"end_ns", a.end_ns}});
+    nlohmann::json windows = nlohmann::json::array(), spans = nlohmann::json::array();
+    for (const StepWindow& w : x.step_windows) windows.push_back({{"start_ns", w.start_ns}, {"end_ns", w.end_ns}});
+    for (const TimelineSpan& t : x.spans)
+      spans.push_back({{"kind", kSpanKinds[static_cast<int>(t.kind)]},
+                       {"name", t.name},
+                       {"stream", t.stream},
+                       {"bytes", t.bytes},
+                       {"start_ns", t.start_ns},
+                       {"end_ns", t.end_ns}});
     modes.push_back({{"mode", x.mode},
                      {"note", x.note},
                      {"cuda_graph", x.cuda_graph},
@@ -174,7 +220,10 @@ nlohmann::json to_json(const Measurement& m) {
                      {"pipelined_ms", x.pipelined_ms},
                      {"kernels", kernels},
                      {"traced_steps", x.traced_steps},
-                     {"activities", activities}});
+                     {"activities", activities},
+                     {"step_windows", windows},
+                     {"spans", spans}});
+    if (x.graphs) modes.back()["graphs"] = to_json(*x.graphs);
   }
   return {{"format", "tcc-measurement"},
           {"format_version", 1},
@@ -238,6 +287,36 @@ Measurement measurement_from_json(const nlohmann::json& j, const std::string& fi
       mode.activities.push_back(std::move(act));
     }
     if (!mode.activities.empty() && mode.traced_steps <= 0) throw InputError(at + ": activities without traced_steps");
+    const auto windows = optional_field<nlohmann::json>(x, "step_windows", at, nlohmann::json::array());
+    for (size_t w = 0; w < windows.size(); ++w) {
+      const std::string wat = at + ".step_windows[" + std::to_string(w) + "]";
+      StepWindow window{field<int64_t>(windows[w], "start_ns", wat), field<int64_t>(windows[w], "end_ns", wat)};
+      if (window.end_ns < window.start_ns) throw InputError(wat + ": end_ns is before start_ns");
+      mode.step_windows.push_back(window);
+    }
+    const auto spans = optional_field<nlohmann::json>(x, "spans", at, nlohmann::json::array());
+    for (size_t i = 0; i < spans.size(); ++i) {
+      const std::string sat = at + ".spans[" + std::to_string(i) + "]";
+      std::string kind = field<std::string>(spans[i], "kind", sat);
+      auto known = std::find(std::begin(kSpanKinds) + 1, std::end(kSpanKinds), kind);
+      if (known == std::end(kSpanKinds))
+        throw InputError(sat + ".kind: expected copy, host_step or sync, got '" + kind + "'");
+      TimelineSpan span{static_cast<SpanKind>(known - std::begin(kSpanKinds)),
+                        field<std::string>(spans[i], "name", sat),
+                        optional_field<int>(spans[i], "stream", sat, 0),
+                        optional_field<int64_t>(spans[i], "bytes", sat, 0),
+                        field<int64_t>(spans[i], "start_ns", sat),
+                        field<int64_t>(spans[i], "end_ns", sat)};
+      if (span.end_ns < span.start_ns) throw InputError(sat + ": end_ns is before start_ns");
+      mode.spans.push_back(std::move(span));
+    }
+    if (x.contains("graphs")) {
+      const std::string gat = at + ".graphs";
+      const nlohmann::json& g = x.at("graphs");
+      mode.graphs = GraphCounts{field<int64_t>(g, "captures", gat), field<int64_t>(g, "replays", gat),
+                                field<int64_t>(g, "evictions", gat), field<int64_t>(g, "uncaptured_steps", gat),
+                                optional_field<std::string>(g, "not_captured", gat, "")};
+    }
     m.modes.push_back(std::move(mode));
   }
   return m;

@@ -6,20 +6,25 @@
 // benchmark's sizes, from the manifest) and, when traced, the CUPTI kernel
 // activity of a few steps. It is written as JSON (`measurement.json` next to
 // the reports) and read back by `tcc bench --from-recorded`, so every report
-// can be regenerated from a recording without a GPU.
+// can be regenerated from a recording without a GPU. A trace also records
+// each traced step's window and the copies, host steps and synchronizations
+// in it, from which the step-time accounting (step_time.h) follows.
 //
 // summarize() turns it into what the reports print: latency percentiles,
 // steps/s and speedup over eager per mode, per-kernel GPU time and its share
-// of the device's roofline, and trtexec-style warnings.
+// of the device's roofline, where each traced step's time went, and
+// trtexec-style warnings.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "codegen/profiles.h"
+#include "src/profiler/step_time.h"
 
 namespace tcc::profiler {
 
@@ -42,6 +47,14 @@ struct KernelActivity {
   int64_t start_ns = 0, end_ns = 0;
 };
 
+// reduce-overhead's CUDA graphs over a mode's whole run (runtime::GraphStats):
+// a graph per binding of the symbolic dims, captured when first seen.
+struct GraphCounts {
+  int64_t captures = 0, replays = 0, evictions = 0;
+  int64_t uncaptured_steps = 0;  // steps run kernel by kernel, because of not_captured
+  std::string not_captured;      // why the module cannot be captured; empty when it can
+};
+
 struct ModeMeasurement {
   std::string mode;      // eager, default, reduce-overhead, max-autotune
   std::string note;      // e.g. "skipping cudagraphs due to ..."; empty when the mode ran as asked
@@ -57,8 +70,13 @@ struct ModeMeasurement {
   int pipelined_steps = 0;
   std::vector<double> pipelined_ms;
   std::vector<KernelSpec> kernels;
+  std::optional<GraphCounts> graphs;  // CUDA graph modes; absent in others and in older recordings
   int traced_steps = 0;  // steps the activities cover (0: not traced)
   std::vector<KernelActivity> activities;
+  // Each traced step's window, and the copies, host steps and synchronizations
+  // of the trace (spans of every kind but Kernel). Empty in older recordings.
+  std::vector<StepWindow> step_windows;
+  std::vector<TimelineSpan> spans;
 };
 
 struct Measurement {
@@ -99,7 +117,10 @@ struct ModeSummary {
   double steps_per_s = 0;
   bool pipelined = false;  // steps_per_s is from back-to-back batches
   double speedup_over_eager = 0;       // 0 when eager was not measured
-  double gpu_busy = 0;                 // GPU time over wall time per step
+  // Kernels and copies over the traced steps' time (step_time), or, in a mode
+  // with no step windows, GPU time over wall time per step (CUDA events).
+  double gpu_busy = 0;
+  StepTime step_time;  // steps 0: no step windows
   std::vector<KernelSummary> kernels;  // by time per step, largest first
 };
 
@@ -107,6 +128,9 @@ struct ModeSummary {
 // (enqueue >= GPU time per step), or whose timings are unstable.
 constexpr double kUnstableCv = 0.10;       // coefficient of variation of the latency
 constexpr double kUnstableP99Ratio = 1.5;  // p99 over median latency
+// And, from the step-time accounting, a host step or an idle gap that takes
+// at least this share of the step.
+constexpr double kDominantShare = 0.20;
 
 struct Summary {
   const Measurement* measurement = nullptr;
@@ -124,6 +148,7 @@ std::vector<KernelSpec> module_kernel_specs(const std::string& module_dir, const
 
 // JSON in the layout docs/PROFILING.md describes; from_json names the file and field it finds wrong.
 nlohmann::json to_json(const Measurement& m);
+nlohmann::json to_json(const GraphCounts& g);  // as measurement.json and report.json hold it
 Measurement measurement_from_json(const nlohmann::json& j, const std::string& file);
 Measurement read_measurement(const std::string& path);
 void write_measurement(const std::string& path, const Measurement& m);

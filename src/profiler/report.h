@@ -33,6 +33,16 @@ std::string joined(const std::vector<std::string>& items);
 // or, in a recording without such batches, one over the median latency.
 std::string steps_per_s_basis(const Summary& s);
 
+// reduce-overhead's CUDA graph counts in one sentence: "CUDA graphs: 1
+// captured, 269 replayed, 0 evicted", and why steps ran uncaptured, if any did.
+std::string graphs_text(const GraphCounts& g);
+
+// Idle gaps report.md and report.html list per traced mode.
+constexpr size_t kTopGaps = 5;
+// The step-time accounting's host steps and largest idle gaps, a sentence
+// each (none where the step has neither).
+std::vector<std::string> step_time_notes(const StepTime& t);
+
 // The mode table and warnings as the terminal shows them after a run.
 std::string mode_table_text(const Summary& s);
 

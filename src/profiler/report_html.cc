@@ -1,8 +1,9 @@
 // report.html: one self-contained page — inline CSS and inline SVG, no script,
 // no external resource — so it opens from a file anywhere with no network.
-// Three charts: steps/s per mode, GPU time per kernel, and the roofline (each
-// kernel's arithmetic intensity against its achieved FLOP/s, under the
-// device's bandwidth and compute ceilings, on log-log axes).
+// Four charts: steps/s per mode, time per step by category (step_time.h), GPU
+// time per kernel, and the roofline (each kernel's arithmetic intensity
+// against its achieved FLOP/s, under the device's bandwidth and compute
+// ceilings, on log-log axes).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -163,11 +164,26 @@ std::string report_html(const Summary& s) {
     steps.emplace_back(x.mode->mode, x.steps_per_s);
   }
   os << "</table>\n<p class=\"small\">" << esc(steps_per_s_basis(s)) << "</p>\n";
-  for (const ModeSummary& x : s.modes)
+  for (const ModeSummary& x : s.modes) {
     if (!x.mode->note.empty())
       os << "<p class=\"small\">" << esc(x.mode->mode) << ": " << esc(x.mode->note) << "</p>\n";
+    if (x.mode->graphs)
+      os << "<p class=\"small\">" << esc(x.mode->mode) << ": " << esc(graphs_text(*x.mode->graphs)) << "</p>\n";
+  }
   os << bar_chart("Steps per second by mode", steps, "steps/s", 0);
   for (const std::string& w : s.warnings) os << "<p class=\"warn\">" << esc(w) << "</p>\n";
+
+  for (const ModeSummary& x : s.modes) {
+    const StepTime& t = x.step_time;
+    if (t.steps == 0) continue;
+    os << "<h2>Step time: " << esc(x.mode->mode) << "</h2>\n";
+    std::vector<std::pair<std::string, double>> rows;
+    for (int c = 0; c < kStepCategories; ++c) rows.emplace_back(step_category_name(c), t.us[c]);
+    os << bar_chart("Time per step by category (" + x.mode->mode + "): " + fixed(t.step_us, 1) + " us, GPU busy " +
+                        fixed(100 * t.gpu_busy, 0) + "%",
+                    rows, "us", 1);
+    for (const std::string& note : step_time_notes(t)) os << "<p class=\"small\">" << esc(note) << "</p>\n";
+  }
 
   for (const ModeSummary& x : s.modes) {
     if (x.kernels.empty()) continue;

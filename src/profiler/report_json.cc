@@ -35,6 +35,20 @@ nlohmann::json kernel_json(const KernelSummary& k) {
           {"bound", k.compute_bound ? "compute" : "memory"}};
 }
 
+nlohmann::json step_time_json(const StepTime& t) {
+  if (t.steps == 0) return nullptr;
+  nlohmann::json categories = nlohmann::json::object(), host_steps = nlohmann::json::array(),
+                 gaps = nlohmann::json::array();
+  // The categories of step_category_name, as identifiers.
+  static const char* const kKeys[kStepCategories] = {"kernels", "copies", "host_steps", "synchronization", "idle"};
+  for (int c = 0; c < kStepCategories; ++c) categories[kKeys[c]] = t.us[c];
+  for (const HostStepTime& h : t.host_steps) host_steps.push_back({{"node", h.node}, {"us_per_step", h.us_per_step}});
+  for (const IdleGap& g : t.gaps)
+    gaps.push_back({{"after", g.after}, {"before", g.before}, {"us_per_step", g.us_per_step}, {"count", g.count}});
+  return {{"steps", t.steps},       {"step_us", t.step_us},       {"us_per_step", categories},
+          {"gpu_busy", t.gpu_busy}, {"host_steps", host_steps}, {"gaps", gaps}};
+}
+
 void write_file(const fs::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
   if (!(out << text)) throw InputError(path.string() + ": cannot write");
@@ -63,7 +77,10 @@ nlohmann::json report_json(const Summary& s) {
                      {"pipelined_steps", x.mode->pipelined_steps},
                      {"speedup_over_eager", x.speedup_over_eager > 0 ? nlohmann::json(x.speedup_over_eager) : nullptr},
                      {"gpu_busy", x.gpu_busy},
+                     {"gpu_busy_from", x.step_time.steps > 0 ? "step_time" : "events"},
+                     {"graphs", x.mode->graphs ? to_json(*x.mode->graphs) : nlohmann::json(nullptr)},
                      {"traced_steps", x.mode->traced_steps},
+                     {"step_time", step_time_json(x.step_time)},
                      {"kernels", kernels}});
   }
   return {{"format", "tcc-report"},

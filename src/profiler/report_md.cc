@@ -1,7 +1,8 @@
 // report.md: the mode comparison table (the layout of torch.compile's mode
-// tables: steps/s, speedup over eager, compile time), the warnings, and per
-// traced mode the kernels taking the most GPU time with the nodes they fused
-// and their position against the device's roofline. Also the terminal table.
+// tables: steps/s, speedup over eager, compile time), the warnings, per traced
+// mode where the step's time went (step_time.h), and per traced mode the
+// kernels taking the most GPU time with the nodes they fused and their
+// position against the device's roofline. Also the terminal table.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -60,14 +61,34 @@ std::string report_md(const Summary& s) {
   os << "\n" << steps_per_s_basis(s) << "\n";
   bool any_note = false;
   for (const ModeSummary& x : s.modes) {
-    if (x.mode->note.empty()) continue;
-    os << (any_note ? "" : "\n") << "- " << x.mode->mode << ": " << x.mode->note << "\n";
-    any_note = true;
+    if (!x.mode->note.empty()) {
+      os << (any_note ? "" : "\n") << "- " << x.mode->mode << ": " << x.mode->note << "\n";
+      any_note = true;
+    }
+    if (x.mode->graphs) {
+      os << (any_note ? "" : "\n") << "- " << x.mode->mode << ": " << graphs_text(*x.mode->graphs) << "\n";
+      any_note = true;
+    }
   }
 
   os << "\n## Warnings\n\n";
   if (s.warnings.empty()) os << "None.\n";
   for (const std::string& w : s.warnings) os << "- " << w << "\n";
+
+  for (const ModeSummary& x : s.modes) {
+    const StepTime& t = x.step_time;
+    if (t.steps == 0) continue;
+    os << "\n## Step time: " << x.mode->mode << "\n\n"
+       << "Where the " << fixed(t.step_us / 1e3, 3) << " ms of a step went, over " << t.steps
+       << " traced steps: each moment counted once, as a kernel's if one runs, else a copy's, else a host step's, "
+       << "else synchronization's, else idle. GPU busy (kernels and copies) " << fixed(100 * t.gpu_busy, 0)
+       << "%.\n\n| category | ms/step | % of step |\n|---|---:|---:|\n";
+    for (int c = 0; c < kStepCategories; ++c)
+      os << "| " << step_category_name(c) << " | " << fixed(t.us[c] / 1e3, 3) << " | "
+         << fixed(100 * t.us[c] / t.step_us, 1) << " |\n";
+    os << "| step | " << fixed(t.step_us / 1e3, 3) << " | 100.0 |\n";
+    for (const std::string& note : step_time_notes(t)) os << "\n" << note << "\n";
+  }
 
   for (const ModeSummary& x : s.modes) {
     if (x.kernels.empty()) continue;
@@ -109,6 +130,38 @@ std::string steps_per_s_basis(const Summary& s) {
          "tcc measured them); latency, enqueue and GPU time: one step at a time, each waited for.";
 }
 
+std::string graphs_text(const GraphCounts& g) {
+  std::string text = fmt::format("CUDA graphs: {} captured, {} replayed, {} evicted", g.captures, g.replays,
+                                 g.evictions);
+  if (g.uncaptured_steps > 0)
+    text += fmt::format("; {} steps not captured: {}", g.uncaptured_steps,
+                        g.not_captured.empty() ? "reason not recorded" : g.not_captured);
+  return text;
+}
+
+std::vector<std::string> step_time_notes(const StepTime& t) {
+  std::vector<std::string> notes;
+  auto share = [&](double us) {
+    return fixed(us / 1e3, 3) + " ms (" + fixed(100 * us / t.step_us, 1) + "%)";
+  };
+  if (!t.host_steps.empty()) {
+    std::string text = "Host steps, begin to end with their copies and waits:";
+    for (size_t i = 0; i < t.host_steps.size(); ++i)
+      text += std::string(i ? "," : "") + " '" + t.host_steps[i].node + "' " + share(t.host_steps[i].us_per_step);
+    notes.push_back(text + ".");
+  }
+  if (!t.gaps.empty()) {
+    std::string text = "Largest idle gaps per step:";
+    for (size_t i = 0; i < t.gaps.size() && i < kTopGaps; ++i) {
+      const IdleGap& g = t.gaps[i];
+      text += std::string(i ? ";" : "") + " between " + g.after + " and " + g.before + ", " + share(g.us_per_step) +
+              (g.count > t.steps ? " in " + std::to_string(g.count) + " gaps" : "");
+    }
+    notes.push_back(text + ".");
+  }
+  return notes;
+}
+
 std::string mode_table_text(const Summary& s) {
   std::ostringstream os;
   os << fmt::format("{:<16} {:>10} {:>8} {:>10} {:>10} {:>10} {:>11} {:>9} {:>9}\n", "mode", "steps/s", "speedup",
@@ -117,8 +170,16 @@ std::string mode_table_text(const Summary& s) {
     os << fmt::format("{:<16} {:>10.0f} {:>8} {:>10.3f} {:>10.3f} {:>10.3f} {:>11.3f} {:>8.0f}% {:>9.2f}\n",
                       x.mode->mode, x.steps_per_s, speedup(x), x.latency_ms.median, x.latency_ms.p99, x.gpu_ms.median,
                       x.enqueue_ms.median, 100 * x.gpu_busy, x.mode->compile_s);
-  for (const ModeSummary& x : s.modes)
+  for (const ModeSummary& x : s.modes) {
     if (!x.mode->note.empty()) os << x.mode->mode << ": " << x.mode->note << "\n";
+    if (x.mode->graphs) os << x.mode->mode << ": " << graphs_text(*x.mode->graphs) << "\n";
+    const StepTime& t = x.step_time;
+    if (t.steps == 0) continue;
+    os << x.mode->mode << ": a traced step's " << fixed(t.step_us / 1e3, 3) << " ms:";
+    for (int c = 0; c < kStepCategories; ++c)
+      os << (c ? "," : "") << " " << step_category_name(c) << " " << fixed(t.us[c] / 1e3, 3);
+    os << " (GPU busy " << fixed(100 * t.gpu_busy, 0) << "%)\n";
+  }
   os << steps_per_s_basis(s) << "\n";
   for (const std::string& w : s.warnings) os << "warning: " << w << "\n";
   return os.str();

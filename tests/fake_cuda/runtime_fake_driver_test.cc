@@ -19,6 +19,7 @@
 
 #include "module.h"
 #include "src/profiler/gpu_bench.h"
+#include "src/profiler/report.h"
 #include "tests/fake_cuda/fake_cuda.h"
 #include "tests/fake_cuda/fake_module.h"
 #include "tests/unit/temp_dir.h"
@@ -519,8 +520,10 @@ TEST_F(FakeDriver, StepInspectorReadsBackWhatEachStepWrote) {
 
 // tcc bench's measuring loop (profiler::bench_on_gpu): the warm-up and the
 // steps timed one by one, then the batches enqueued back to back, each step
-// the module's whole run, launched directly or replayed from the captured
-// graph; the last step's outputs are the host run's.
+// the module's whole run, launched directly, or in reduce-overhead through
+// the runtime's graph per binding (captured once, replayed by every step, the
+// counts in the mode's `graphs`), or with --bound-inputs one graph's launch
+// alone; the last step's outputs are the host run's.
 TEST_F(FakeDriver, BenchTimesStepsOneByOneThenBackToBack) {
   FakeDevice dev(fs::path(TCC_SOURCE_DIR) / "bench/models/chain100.tir", dir_ / "module");
   FakeDevice::Buffers in = dev.inputs(16, 3);
@@ -540,15 +543,25 @@ TEST_F(FakeDriver, BenchTimesStepsOneByOneThenBackToBack) {
   settings.warmup = 2;
   settings.iterations = 7;
   const size_t steps = 2 + 7 + profiler::kPipelinedBatches * profiler::kMinPipelinedSteps;
-  for (bool graph : {false, true}) {
-    SCOPED_TRACE(graph ? "reduce-overhead" : "default");
+  for (int variant = 0; variant < 3; ++variant) {
+    const bool graph = variant > 0, bound = variant == 2;
+    SCOPED_TRACE(!graph ? "default" : bound ? "reduce-overhead --bound-inputs" : "reduce-overhead");
     settings.cuda_graph = graph;
+    settings.bound_inputs = bound;
     fake_cuda::clear_log();
     std::vector<Tensor> outputs;
     profiler::ModeMeasurement r = profiler::bench_on_gpu((dir_ / "module").string(), graph ? "reduce-overhead" : "default",
                                                          inputs, settings, &outputs);
-    EXPECT_EQ(r.note, "");
+    EXPECT_EQ(r.note, bound ? "inputs bound to the graph's captured buffers: no copy per step" : "");
     EXPECT_EQ(r.cuda_graph, graph);
+    ASSERT_EQ(r.graphs.has_value(), graph);
+    if (graph) {
+      EXPECT_EQ(r.graphs->captures, 1);
+      EXPECT_EQ(r.graphs->replays, static_cast<int64_t>(steps));
+      EXPECT_EQ(r.graphs->evictions, 0);
+      EXPECT_EQ(r.graphs->uncaptured_steps, 0);
+      EXPECT_EQ(r.graphs->not_captured, "");
+    }
     EXPECT_EQ(r.latencies_ms.size(), 7u);
     EXPECT_EQ(r.enqueue_ms.size(), 7u);
     EXPECT_EQ(r.gpu_ms.size(), 7u);
@@ -561,14 +574,39 @@ TEST_F(FakeDriver, BenchTimesStepsOneByOneThenBackToBack) {
     // A graph mode also launches the step once as it captures it.
     EXPECT_EQ(log.size(), per_step * (steps + (graph ? 1 : 0)));
     EXPECT_EQ(replayed, graph ? per_step * steps : 0u);
-    // A graph step copies its inputs (x and w) into the captured buffers in one driver call.
-    EXPECT_EQ(fake_cuda::copy_batches(), graph ? steps : 0u);
+    // A graph step copies its inputs (x and w) into its binding's buffers in one driver call; a bound one copies none.
+    EXPECT_EQ(fake_cuda::copy_batches(), graph && !bound ? steps : 0u);
     ASSERT_EQ(outputs.size(), want.size());
     for (size_t i = 0; i < want.size(); ++i) {
       ASSERT_EQ(static_cast<size_t>(outputs[i].numel()), want[i].size());
       EXPECT_EQ(std::memcmp(outputs[i].raw(), want[i].data(), want[i].size() * sizeof(float)), 0) << "output " << i;
     }
   }
+}
+
+// reduce-overhead on a module with a host step: every step runs kernel by
+// kernel through the graph API, and the mode's note and graph counts say why.
+TEST_F(FakeDriver, BenchCountsTheStepsReduceOverheadCouldNotCapture) {
+  FakeDevice dev(write_model(dir_, kFallbackModel), dir_ / "module");
+  Tensor x(DType::F32, {4, 4});
+  std::vector<float> values(16, 0.5f);
+  std::memcpy(x.raw_mut(), values.data(), x.nbytes());
+  profiler::BenchSettings settings;
+  settings.warmup = 1;
+  settings.iterations = 3;
+  settings.cuda_graph = true;
+  profiler::ModeMeasurement r =
+      profiler::bench_on_gpu((dir_ / "module").string(), "reduce-overhead", {{"x", x}}, settings, nullptr);
+  const std::string why = "host fallback node 'cumsum' (it synchronizes with the host)";
+  EXPECT_EQ(r.note, "skipping cudagraphs due to " + why);
+  EXPECT_FALSE(r.cuda_graph);
+  ASSERT_TRUE(r.graphs);
+  EXPECT_EQ(r.graphs->captures, 0);
+  EXPECT_EQ(r.graphs->replays, 0);
+  EXPECT_EQ(r.graphs->uncaptured_steps, 1 + 3 + profiler::kPipelinedBatches * profiler::kMinPipelinedSteps);
+  EXPECT_EQ(r.graphs->not_captured, why);
+  EXPECT_EQ(profiler::graphs_text(*r.graphs),
+            "CUDA graphs: 0 captured, 0 replayed, 0 evicted; 34 steps not captured: " + why);
 }
 
 }  // namespace

@@ -84,7 +84,7 @@ TEST(ProfilerStats, PercentilesAndSpread) {
 }
 
 TEST(ProfilerSummary, RecordedMeasurementRoundTripsThroughJson) {
-  for (const char* model : {"mlp", "gpt2_block"}) {
+  for (const char* model : {"mlp", "gpt2_block", "region_captures"}) {
     Measurement m = profiler::read_measurement(recorded(model));
     json once = profiler::to_json(m);
     json twice = profiler::to_json(profiler::measurement_from_json(once, "again"));
@@ -119,8 +119,17 @@ TEST(ProfilerSummary, ModesKernelsAndRoofline) {
     EXPECT_LE(k.roofline_fraction, 1);
     EXPECT_FALSE(k.spec->nodes.empty());
   }
-  // The graph mode ran without a trace, and says why it did not use graphs.
-  EXPECT_TRUE(mode(s, "reduce-overhead").mode->note.rfind("skipping cudagraphs due to host fallback node", 0) == 0);
+  // The graph mode replayed its one capture, untraced.
+  const profiler::ModeMeasurement& graphs = *mode(s, "reduce-overhead").mode;
+  EXPECT_TRUE(graphs.cuda_graph);
+  ASSERT_TRUE(graphs.graphs);
+  EXPECT_EQ(graphs.graphs->captures, 1);
+  EXPECT_EQ(graphs.graphs->replays, 210);
+  EXPECT_EQ(graphs.traced_steps, 0);
+  // A model with a host step (a Scan) says why its graph mode did not use graphs.
+  Measurement scan = profiler::read_measurement(recorded("region_captures"));
+  EXPECT_EQ(mode(profiler::summarize(scan), "reduce-overhead").mode->note,
+            "skipping cudagraphs due to host fallback node 'scan' (it synchronizes with the host)");
 }
 
 TEST(ProfilerSummary, WarnsLikeTrtexec) {
@@ -136,14 +145,18 @@ TEST(ProfilerSummary, WarnsLikeTrtexec) {
   EXPECT_TRUE(has_warning(mlp, "default: throughput is bound by host enqueue time", "CUDA graphs (reduce-overhead) may help"));
   EXPECT_TRUE(has_warning(mlp, "reduce-overhead: throughput is bound by host enqueue time",
                           "a step is one CUDA graph launch already"));
-  Summary block = profiler::summarize(profiler::read_measurement(recorded("gpt2_block")));
-  EXPECT_TRUE(has_warning(block, "reduce-overhead: throughput is bound by host enqueue time",
+  Summary scan = profiler::summarize(profiler::read_measurement(recorded("region_captures")));
+  EXPECT_TRUE(has_warning(scan, "reduce-overhead: throughput is bound by host enqueue time",
                           "this mode's CUDA graph was skipped (see its note)"));
+  // Its Scan runs on the host, with copies and waits, for most of each step.
+  EXPECT_TRUE(has_warning(scan, "default: host step 'scan' takes 0.038 ms of the 0.054 ms step (70%)"));
+  EXPECT_FALSE(has_warning(scan, "default: the GPU is idle"));
 
   Measurement m = profiler::read_measurement(recorded("mlp"));
   for (auto& x : m.modes) {
     x.enqueue_ms.assign(x.gpu_ms.size(), 0.001);
     for (size_t i = 0; i < x.latencies_ms.size(); ++i) x.latencies_ms[i] = 1.0;
+    x.step_windows.clear();  // a 22 us step's launch latency is a fifth of it (the step-time warnings')
   }
   Summary calm = profiler::summarize(m);
   EXPECT_TRUE(calm.warnings.empty()) << calm.warnings.front();
@@ -193,7 +206,8 @@ TEST(ProfilerSummary, StepsPerSecondComeFromBackToBackBatches) {
   for (const profiler::ModeSummary& x : s.modes) {
     EXPECT_TRUE(x.pipelined) << x.mode->mode;
     EXPECT_DOUBLE_EQ(x.steps_per_s, 20000) << x.mode->mode;
-    EXPECT_NEAR(x.gpu_busy, std::min(1.0, x.gpu_ms.median / x.latency_ms.median), 1e-12);
+    double from_events = std::min(1.0, x.gpu_ms.median / x.latency_ms.median);
+    EXPECT_NEAR(x.gpu_busy, x.step_time.steps > 0 ? x.step_time.gpu_busy : from_events, 1e-12);
   }
   EXPECT_DOUBLE_EQ(mode(s, "default").speedup_over_eager, 1.0);
   EXPECT_NE(profiler::report_md(s).find("\nsteps/s: steps enqueued back to back (the median batch); latency, "
@@ -232,7 +246,7 @@ TEST(ProfilerSummary, BadRecordingsNameTheField) {
 }
 
 TEST_F(ProfilerTest, ReportMarkdownMatchesGolden) {
-  for (const char* model : {"mlp", "gpt2_block"}) {
+  for (const char* model : {"mlp", "gpt2_block", "region_captures"}) {
     CliResult r = replay(model, model);
     ASSERT_EQ(r.code, 0) << r.output;
     EXPECT_NE(r.output.find("reduce-overhead"), std::string::npos) << r.output;
@@ -242,7 +256,7 @@ TEST_F(ProfilerTest, ReportMarkdownMatchesGolden) {
 }
 
 TEST_F(ProfilerTest, ReportJsonHasEveryField) {
-  ASSERT_EQ(replay("gpt2_block", "r").code, 0);
+  ASSERT_EQ(replay("region_captures", "r").code, 0);
   json j = json::parse(read_file(dir_ / "r" / "report.json"));
   EXPECT_EQ(j["format"], "tcc-report");
   EXPECT_EQ(j["device"]["profile"], "h100");
@@ -251,8 +265,24 @@ TEST_F(ProfilerTest, ReportJsonHasEveryField) {
   for (const json& m : j["modes"]) {
     for (const char* k : {"mode", "note", "compile_s", "warmup", "iterations", "latency_ms", "enqueue_ms", "gpu_ms",
                           "steps_per_s", "steps_per_s_from", "pipelined_steps", "speedup_over_eager", "gpu_busy",
-                          "traced_steps", "kernels"})
+                          "gpu_busy_from", "graphs", "traced_steps", "step_time", "kernels"})
       EXPECT_TRUE(m.contains(k)) << k;
+    // Every traced step's time is in one category; GPU busy is the kernels' and copies' share of it.
+    const json& t = m["step_time"];
+    ASSERT_TRUE(t.is_object()) << m["mode"];
+    EXPECT_EQ(t["steps"], 5);
+    double sum = 0;
+    for (const char* c : {"kernels", "copies", "host_steps", "synchronization", "idle"})
+      sum += t["us_per_step"][c].get<double>();
+    EXPECT_NEAR(sum, t["step_us"].get<double>(), 1e-6);
+    EXPECT_NEAR(t["gpu_busy"].get<double>(),
+                (t["us_per_step"]["kernels"].get<double>() + t["us_per_step"]["copies"].get<double>()) /
+                    t["step_us"].get<double>(),
+                1e-12);
+    EXPECT_EQ(m["gpu_busy"], t["gpu_busy"]);
+    EXPECT_EQ(m["gpu_busy_from"], "step_time");
+    ASSERT_EQ(t["host_steps"].size(), 1u);
+    EXPECT_EQ(t["host_steps"][0]["node"], "scan");
     for (const char* k : {"median", "p90", "p99", "mean", "min", "max", "stddev", "cv"})
       EXPECT_TRUE(m["latency_ms"][k].is_number()) << k;
     EXPECT_EQ(m["iterations"], 200);
@@ -266,6 +296,12 @@ TEST_F(ProfilerTest, ReportJsonHasEveryField) {
   }
   EXPECT_EQ(j["modes"][0]["mode"], "eager");
   EXPECT_EQ(j["modes"][0]["speedup_over_eager"], 1.0);
+  EXPECT_TRUE(j["modes"][0]["graphs"].is_null());
+  // reduce-overhead could not capture the Scan (a host step): its graph counts say so, for every step.
+  const json& graphs = j["modes"][2]["graphs"];
+  EXPECT_EQ(graphs["captures"], 0);
+  EXPECT_EQ(graphs["uncaptured_steps"], 210);
+  EXPECT_EQ(graphs["not_captured"], "host fallback node 'scan' (it synchronizes with the host)");
   EXPECT_TRUE(j["warnings"].is_array());
   // The recording itself is written next to the reports and replays to the same report.
   CliResult again = run_tcc("bench --from-recorded " + shell_quote((dir_ / "r" / "measurement.json").string()) +
@@ -275,13 +311,13 @@ TEST_F(ProfilerTest, ReportJsonHasEveryField) {
 }
 
 TEST_F(ProfilerTest, TraceIsChromeTraceEvents) {
-  ASSERT_EQ(replay("gpt2_block", "r").code, 0);
-  Measurement m = profiler::read_measurement(recorded("gpt2_block"));
+  ASSERT_EQ(replay("region_captures", "r").code, 0);
+  Measurement m = profiler::read_measurement(recorded("region_captures"));
   json t = json::parse(read_file(dir_ / "r" / "trace.json"));
   ASSERT_TRUE(t["traceEvents"].is_array());
   std::map<int, std::string> processes;
   std::set<std::pair<int, int>> named_tracks, used_tracks;
-  size_t slices = 0;
+  std::map<std::string, size_t> slices;  // by category: kernels by their kind, then copy, host_step, sync, step
   for (const json& e : t["traceEvents"]) {
     if (e["ph"] == "M") {
       if (e["name"] == "process_name") processes[e["pid"]] = e["args"]["name"];
@@ -289,18 +325,37 @@ TEST_F(ProfilerTest, TraceIsChromeTraceEvents) {
       continue;
     }
     ASSERT_EQ(e["ph"], "X") << e.dump();
-    ++slices;
+    std::string cat = e["cat"];
+    bool kernel = cat != "copy" && cat != "host_step" && cat != "sync" && cat != "step";
+    ++slices[kernel ? "kernel" : cat];
     EXPECT_GE(e["ts"].get<double>(), 0);
     EXPECT_GT(e["dur"].get<double>(), 0);
-    EXPECT_EQ(e["name"].get<std::string>().rfind("tcc_k", 0), 0u);
-    EXPECT_FALSE(e["args"]["nodes"].empty());
+    if (kernel) {
+      EXPECT_EQ(e["name"].get<std::string>().rfind("tcc_k", 0), 0u);
+      EXPECT_FALSE(e["args"]["nodes"].empty());
+    }
+    if (cat == "copy") {
+      EXPECT_EQ(e["name"].get<std::string>().rfind("copy ", 0), 0u) << e.dump();
+    }
+    if (cat == "host_step") {
+      EXPECT_EQ(e["name"].get<std::string>().rfind("host step '", 0), 0u) << e.dump();
+    }
     used_tracks.insert({e["pid"].get<int>(), e["tid"].get<int>()});
   }
-  size_t activities = 0;
-  for (const auto& x : m.modes) activities += x.activities.size();
-  EXPECT_EQ(slices, activities);
+  std::map<std::string, size_t> recorded_spans;
+  for (const auto& x : m.modes) {
+    recorded_spans["kernel"] += x.activities.size();
+    recorded_spans["step"] += x.step_windows.size();
+    for (const profiler::TimelineSpan& span : x.spans)
+      ++recorded_spans[span.kind == profiler::SpanKind::Copy       ? "copy"
+                       : span.kind == profiler::SpanKind::HostStep ? "host_step"
+                                                                   : "sync"];
+  }
+  EXPECT_EQ(slices, recorded_spans);
+  EXPECT_EQ(slices["step"], 15u);  // five per traced mode
+  EXPECT_EQ(slices["host_step"], 15u);  // the Scan, in each
   EXPECT_EQ(used_tracks, named_tracks);  // every stream is a named track
-  // Every mode was traced: reduce-overhead could not capture a graph (a host fallback) and ran as default.
+  // Every mode was traced: reduce-overhead could not capture a graph (the Scan's host step) and ran as default.
   EXPECT_EQ(processes.size(), 3u);
   EXPECT_EQ(processes.begin()->second, "tcc eager");
 }
@@ -313,17 +368,22 @@ TEST_F(ProfilerTest, HtmlIsSelfContainedWithAChartEach) {
     for (size_t at = html.find(what); at != std::string::npos; at = html.find(what, at + 1)) ++n;
     return n;
   };
-  // Mode bars, then per traced mode (all three here) kernel time bars and the roofline.
+  // Mode bars, then per traced mode (eager and default; reduce-overhead replayed a graph, untraced) step time
+  // by category, kernel time bars and the roofline.
   EXPECT_EQ(count("<svg"), 7u);
   EXPECT_EQ(count("</svg>"), 7u);
-  EXPECT_EQ(count("<title>Roofline"), 3u);
-  EXPECT_EQ(count("<title>Steps per second by mode"), 1u);
-  EXPECT_EQ(count("<title>GPU time per step by kernel"), 3u);
-  EXPECT_NE(html.find("/h.0/mlp/c_fc/MatMul, /h.0/mlp/c_fc/Add"), std::string::npos);  // kernels name their nodes
-  // The mlp's reduce-overhead replayed a graph: not traced, so no kernel charts for it.
-  ASSERT_EQ(replay("mlp", "m").code, 0);
-  html = read_file(dir_ / "m" / "report.html");
+  EXPECT_EQ(count("<title>Time per step by category"), 2u);
   EXPECT_EQ(count("<title>Roofline"), 2u);
+  EXPECT_EQ(count("<title>Steps per second by mode"), 1u);
+  EXPECT_EQ(count("<title>GPU time per step by kernel"), 2u);
+  EXPECT_NE(html.find("/h.0/mlp/c_fc/MatMul, /h.0/mlp/c_fc/Add"), std::string::npos);  // kernels name their nodes
+  EXPECT_NE(html.find("reduce-overhead: CUDA graphs: 1 captured, 210 replayed, 0 evicted"), std::string::npos);
+  // The Scan's report: all three modes traced, its host step named.
+  ASSERT_EQ(replay("region_captures", "m").code, 0);
+  html = read_file(dir_ / "m" / "report.html");
+  EXPECT_EQ(count("<title>Roofline"), 3u);
+  EXPECT_EQ(count("<title>Time per step by category"), 3u);
+  EXPECT_NE(html.find("Host steps, begin to end with their copies and waits: 'scan'"), std::string::npos);
   for (const char* banned : {"http://", "https://", "<script", "<link", "@import", "src="})
     EXPECT_EQ(count(banned), 0u) << banned;
 }
@@ -541,16 +601,21 @@ TEST_F(ProfilerTest, KernelsCarryTheirScheduleFromTheManifest) {
   EXPECT_NE(schedule["pointwise"].find("block 256, tiled;"), std::string::npos) << schedule["pointwise"];
   EXPECT_NE(schedule["reduction"].find(", row cache "), std::string::npos) << schedule["reduction"];
 
-  Measurement m = profiler::read_measurement(recorded("gpt2_block"));
+  json recording = profiler::to_json(profiler::read_measurement(recorded("gpt2_block")));
+  for (json& x : recording["modes"])
+    for (json& k : x["kernels"]) k.erase("schedule");
+  Measurement m = profiler::measurement_from_json(recording, "old.json");
   Summary old = profiler::summarize(m);
-  EXPECT_NE(profiler::report_md(old).find("| `tcc_k2_pointwise` | - | /h.0/attn/Reshape |"), std::string::npos);
+  EXPECT_NE(profiler::report_md(old).find("| `tcc_k2_pointwise` | - | /h.0/ln_1/LayerNormalization/Mul |"),
+            std::string::npos);
   for (profiler::ModeMeasurement& x : m.modes)
     for (profiler::KernelSpec& k : x.kernels) k.schedule = "block 32, vector 1";
   json once = profiler::to_json(m);
   EXPECT_EQ(once, profiler::to_json(profiler::measurement_from_json(once, "again")));
   Summary s = profiler::summarize(m);
-  EXPECT_NE(profiler::report_md(s).find("| `tcc_k2_pointwise` | block 32, vector 1 | /h.0/attn/Reshape |"),
-            std::string::npos);
+  EXPECT_NE(
+      profiler::report_md(s).find("| `tcc_k2_pointwise` | block 32, vector 1 | /h.0/ln_1/LayerNormalization/Mul |"),
+      std::string::npos);
   EXPECT_EQ(profiler::report_json(s)["modes"][1]["kernels"][0]["schedule"], "block 32, vector 1");
   EXPECT_NE(profiler::report_html(s).find("<td>block 32, vector 1</td>"), std::string::npos);
 }
@@ -661,6 +726,20 @@ TEST_F(GpuProfile, ProfileTracesEveryKernelAndReplaysConvGraphs) {
       EXPECT_EQ(traced.count(k["name"].get<std::string>()), 1u)
           << manifest["modes"][mode]["mode"] << ": " << k["name"] << " has no activity record";
   }
+  // Each traced step's time, category by category, from CUPTI's kernel, copy and synchronization records.
+  for (const json& m : j["modes"]) {
+    const json& t = m["step_time"];
+    ASSERT_TRUE(t.is_object()) << m["mode"];
+    EXPECT_EQ(t["steps"], 5);
+    double sum = 0;
+    for (const auto& [category, us] : t["us_per_step"].items()) sum += us.get<double>();
+    EXPECT_NEAR(sum, t["step_us"].get<double>(), 1e-3 * t["step_us"].get<double>());
+    EXPECT_GT(t["us_per_step"]["kernels"].get<double>(), 0);
+    EXPECT_TRUE(t["host_steps"].empty());
+  }
+  // A graph step copies its inputs into its binding's buffers and its outputs out.
+  EXPECT_GT(j["modes"][2]["step_time"]["us_per_step"]["copies"].get<double>(), 0);
+  EXPECT_EQ(j["modes"][2]["graphs"]["captures"], 1);
   json trace = json::parse(read_file(dir_ / "p" / "trace.json"));
   size_t slices = 0;
   for (const json& e : trace["traceEvents"]) slices += e["ph"] == "X";
@@ -677,6 +756,11 @@ TEST_F(GpuProfile, BenchReplaysCudaGraphs) {
   EXPECT_NE(r.output.find("default: compiling for this GPU (tcc compile --no-host"), std::string::npos) << r.output;
   json j = json::parse(read_file(dir_ / "b" / "report.json"));
   EXPECT_EQ(j["modes"][1]["note"], "");
+  // One capture; the warm-up, the timed steps and three back-to-back batches of 50 replay it.
+  EXPECT_EQ(j["modes"][1]["graphs"]["captures"], 1);
+  EXPECT_EQ(j["modes"][1]["graphs"]["replays"], 10 + 50 + 3 * 50);
+  EXPECT_NE(r.output.find("reduce-overhead: CUDA graphs: 1 captured, 210 replayed, 0 evicted"), std::string::npos)
+      << r.output;
   // One graph launch: the host enqueues a step faster than launching each kernel.
   EXPECT_LT(j["modes"][1]["enqueue_ms"]["median"].get<double>(), j["modes"][0]["enqueue_ms"]["median"].get<double>());
   // With the inputs bound to the captured buffers a step is the launch alone, and the outputs still match.
