@@ -7,7 +7,7 @@
 
 #include <numeric>
 
-#include "src/diag/diagnostics.h"
+#include "src/diag/errors.h"
 #include "src/profiler/measurement.h"
 #include "src/profiler/step_time.h"
 
