@@ -1,0 +1,394 @@
+// Kernels whose loads are guarded by the coordinate or indexed by another
+// tensor's values, and whose stores may add atomically (lowering.h).
+#include <algorithm>
+#include <limits>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "codegen/lowering.h"
+#include "src/ops/kernel_roles.h"
+#include "src/ops/op_helpers.h"
+
+namespace tcc::lowering {
+
+// The domain is the updates' shape; the output starts as zeros.
+void Lowering::setup_scatter_add(const Node& p) {
+  if (fusion_.num_outputs() != 1 || body_.outputs().front() != p.output(0))
+    fail(&p, "is lowered only as a kernel of its own");
+  k_.kind = kir::Kind::Pointwise;
+  k_.domain = shape_of(p.input(1));
+  frames_.push_back(Frame{k_.domain, iota(k_.domain.size())});
+  k_.zero_outputs = true;
+}
+
+// Each update adds into the output at its own coordinates, the axis's
+// replaced by its index (negative: from the end). An index outside the axis
+// adds nothing (the interpreter rejects it).
+void Lowering::lower_scatter_add(const Node& p) {
+  std::vector<SymExpr> out_shape = shape_of(p.output(0));
+  std::vector<SymExpr> strides = row_major(out_shape);
+  auto rank = static_cast<int64_t>(out_shape.size());
+  int64_t axis = p.get_int("axis", 0);
+  if (axis < 0) axis += rank;
+  auto [wrapped, inside] =
+      axis_index(lower(p.input(0), 0), p.input(0)->type().dtype(), out_shape.at(static_cast<size_t>(axis)));
+  int value = lower(p.input(1), 0);
+  Instr st;
+  st.op = Op::Store;
+  st.buffer = static_cast<int>(fusion_.num_inputs());
+  st.index = kir::Index{std::vector<SymExpr>(k_.domain.size()), SymExpr()};
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != axis) st.index.strides[static_cast<size_t>(d)] = strides[static_cast<size_t>(d)];
+  st.dynamic = wrapped;
+  st.dynamic_stride = strides[static_cast<size_t>(axis)];
+  st.accumulate = true;
+  st.args = {value, inside};
+  emit(std::move(st));
+}
+
+// Concat along `axis`: at each point, input i where the coordinate falls in
+// its range [start_i, start_i + size_i), read at coordinate - start_i. Each
+// input's load is guarded by its range, so no address outside it is read;
+// a chain of Wheres picks the one that holds.
+int Lowering::lower_concat(const Node& p, int frame) {
+  if (frame != 0 || k_.kind != kir::Kind::Pointwise) fail(&p, "is lowered only as a copy kernel of its own");
+  auto rank = static_cast<int64_t>(shape_of(p.output(0)).size());
+  int64_t axis = p.get_int("axis", 0);
+  if (axis < 0) axis += rank;
+  DType dt = p.output(0)->type().dtype();
+  int at = coordinate(frames_[0].to_domain.at(static_cast<size_t>(axis)));
+  int result = -1;
+  SymExpr start = c(0);
+  for (const Value* x : p.inputs()) {
+    View view = view_of(x);
+    SymExpr size = view.shape.at(static_cast<size_t>(axis));
+    int from = emit(Op::GreaterOrEqual, DType::Bool, {at, size_value(DType::I64, start)});
+    int below = emit(Op::Less, DType::Bool, {at, size_value(DType::I64, start + size)});
+    int inside = emit(Op::And, DType::Bool, {from, below});
+    Instr load;
+    load.op = Op::Load;
+    load.dtype = dt;
+    load.buffer = view.buffer;
+    load.index = kir::Index{std::vector<SymExpr>(k_.domain.size()), view.offset - start * view.strides[axis]};
+    for (size_t d = 0; d < view.strides.size(); ++d) load.index.strides[frames_[0].to_domain[d]] = view.strides[d];
+    load.args = {inside};
+    int value = emit(std::move(load));
+    result = result < 0 ? value : emit(Op::Where, dt, {inside, value, result});
+    start = start + size;
+  }
+  return result;
+}
+
+// Pad, (begin, end) per axis; negative pads crop. Constant mode: at each
+// point, the input where every padded axis's coordinate c has begin <= c <
+// begin + size, read at c - begin, else the fill; the load is guarded by that
+// range, so no address outside the input is read. Edge, reflect and wrap
+// read every point from a source coordinate per padded axis (clamped,
+// mirrored without repeating the edge, or taken modulo the size, as the
+// interpreter's pad_source), summed into the load's computed index; an empty
+// padded axis reads nothing (the interpreter refuses it).
+int Lowering::lower_pad(const Node& p, int frame) {
+  if (frame != 0 || k_.kind != kir::Kind::Pointwise) fail(&p, "is lowered only as a copy kernel of its own");
+  View view = view_of(p.input(0));
+  auto rank = static_cast<int64_t>(view.shape.size());
+  std::vector<int64_t> axes(static_cast<size_t>(rank));
+  std::iota(axes.begin(), axes.end(), int64_t{0});
+  if (p.has_input(3)) axes = constant_of(p.input(3))->to_i64_vector();
+  std::vector<int64_t> pads = constant_of(p.input(1))->to_i64_vector();
+  if (pads.size() != 2 * axes.size()) fail(&p, "has " + std::to_string(pads.size()) + " pads for " +
+                                               std::to_string(axes.size()) + " axes");
+  std::vector<int64_t> begin(static_cast<size_t>(rank), 0), end(static_cast<size_t>(rank), 0);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    int64_t a = axes[i] < 0 ? axes[i] + rank : axes[i];
+    if (a < 0 || a >= rank) fail(&p, "pads axis " + std::to_string(axes[i]) + " outside its rank");
+    begin[static_cast<size_t>(a)] = pads[i];
+    end[static_cast<size_t>(a)] = pads[i + axes.size()];
+  }
+  const std::string mode = p.get_string("mode", "constant");
+  DType dt = p.output(0)->type().dtype();
+  const std::vector<int>& to_domain = frames_[0].to_domain;
+  Instr load;
+  load.op = Op::Load;
+  load.dtype = dt;
+  load.buffer = view.buffer;
+  load.index = kir::Index{std::vector<SymExpr>(k_.domain.size()), view.offset};
+  int inside = -1, source = -1;
+  auto both = [&](int a, int b) { return a < 0 ? b : emit(Op::And, DType::Bool, {a, b}); };
+  for (size_t d = 0; d < begin.size(); ++d) {
+    if (begin[d] == 0 && end[d] == 0) {
+      load.index.strides[to_domain[d]] = view.strides[d];
+      continue;
+    }
+    int at = emit(Op::Sub, DType::I64,
+                  {coordinate(to_domain[d]), constant(DType::I64, static_cast<double>(begin[d]))});
+    int size = size_value(DType::I64, view.shape[d]), zero = constant(DType::I64, 0);
+    if (mode == "constant") {
+      load.index.strides[to_domain[d]] = view.strides[d];
+      load.index.offset = load.index.offset - c(begin[d]) * view.strides[d];
+      inside = both(inside, emit(Op::And, DType::Bool, {emit(Op::GreaterOrEqual, DType::Bool, {at, zero}),
+                                                        emit(Op::Less, DType::Bool, {at, size})}));
+      continue;
+    }
+    int from = at;
+    if (mode == "edge") {
+      int last = emit(Op::Sub, DType::I64, {size, constant(DType::I64, 1)});
+      from = emit(Op::Min, DType::I64, {emit(Op::Max, DType::I64, {at, zero}), last});
+    } else if (mode == "wrap") {
+      from = emit(Op::Mod, DType::I64, {at, size});
+    } else {
+      int period = emit(Op::Mul, DType::I64, {emit(Op::Sub, DType::I64, {size, constant(DType::I64, 1)}),
+                                              constant(DType::I64, 2)});
+      int m = emit(Op::Mod, DType::I64, {at, period});
+      from = emit(Op::Where, DType::I64, {emit(Op::Less, DType::Bool, {m, size}), m,
+                                          emit(Op::Sub, DType::I64, {period, m})});
+    }
+    int term = emit(Op::Mul, DType::I64, {from, size_value(DType::I64, view.strides[d])});
+    source = source < 0 ? term : emit(Op::Add, DType::I64, {source, term});
+    inside = both(inside, emit(Op::Greater, DType::Bool, {size, zero}));
+  }
+  if (source >= 0) {
+    load.dynamic = source;
+    load.dynamic_stride = c(1);
+  }
+  if (inside < 0) return emit(std::move(load));
+  load.args = {inside};
+  int value = emit(std::move(load));
+  if (mode != "constant") return value;
+  const Tensor* fill = p.has_input(2) ? constant_of(p.input(2)) : nullptr;
+  double fill_value = fill != nullptr && fill->numel() > 0 ? fill->get_f64(0) : 0.0;
+  return emit(Op::Where, dt, {inside, value, constant(dt, fill_value)});
+}
+
+// An index `index` (an instruction of integer `dtype`) into an axis of
+// `extent`, a negative one counted from the end: {the i64 position, whether
+// it falls inside the axis}.
+std::pair<int, int> Lowering::axis_index(int index, DType dtype, const SymExpr& extent) {
+  if (dtype != DType::I64) index = emit(Op::Cast, DType::I64, {index});
+  int zero = constant(DType::I64, 0), end = size_value(DType::I64, extent);
+  int wrapped = emit(Op::Where, DType::I64,
+                     {emit(Op::Less, DType::Bool, {index, zero}), emit(Op::Add, DType::I64, {index, end}), index});
+  int inside = emit(Op::And, DType::Bool, {emit(Op::GreaterOrEqual, DType::Bool, {wrapped, zero}),
+                                           emit(Op::Less, DType::Bool, {wrapped, end})});
+  return {wrapped, inside};
+}
+
+// Gather along `axis`: output point (outer..., i..., inner...) reads data at
+// (outer..., indices[i...], inner...). A negative index counts from the end;
+// one outside the axis reads nothing and gives 0 (the interpreter rejects it).
+int Lowering::lower_gather(const Node& p, int frame) {
+  if (frame != 0 || k_.kind != kir::Kind::Pointwise) fail(&p, "is lowered only as a copy kernel of its own");
+  View data = view_of(p.input(0)), indices = view_of(p.input(1));
+  auto rank = static_cast<int64_t>(data.shape.size());
+  int64_t axis = p.get_int("axis", 0);
+  if (axis < 0) axis += rank;
+  size_t q = indices.shape.size();
+  const std::vector<int>& to_domain = frames_[0].to_domain;
+  Instr at;
+  at.op = Op::Load;
+  at.dtype = p.input(1)->type().dtype();
+  at.buffer = indices.buffer;
+  at.index = kir::Index{std::vector<SymExpr>(k_.domain.size()), indices.offset};
+  for (size_t d = 0; d < q; ++d) at.index.strides[to_domain[axis + d]] = indices.strides[d];
+  auto [wrapped, inside] =
+      axis_index(emit(std::move(at)), p.input(1)->type().dtype(), data.shape.at(static_cast<size_t>(axis)));
+  Instr load;
+  load.op = Op::Load;
+  load.dtype = p.output(0)->type().dtype();
+  load.buffer = data.buffer;
+  load.index = kir::Index{std::vector<SymExpr>(k_.domain.size()), data.offset};
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d == axis) continue;
+    size_t out_axis = static_cast<size_t>(d < axis ? d : d + static_cast<int64_t>(q) - 1);
+    load.index.strides[to_domain[out_axis]] = data.strides[d];
+  }
+  load.dynamic = wrapped;
+  load.dynamic_stride = data.strides[axis];
+  load.args = {inside};
+  return emit(std::move(load));
+}
+
+// A load of buffer `view` at the output point, its axes lined up with the
+// output's axes `first`, `first` + 1, ... (those of extent 1 the domain
+// lacks contribute nothing), plus `offset`.
+Instr Lowering::aligned_load(const View& view, DType dtype, const std::vector<size_t>& view_axes, size_t first,
+                   const SymExpr& offset) {
+  const std::vector<int>& to_domain = frames_[0].to_domain;
+  Instr load;
+  load.op = Op::Load;
+  load.dtype = dtype;
+  load.buffer = view.buffer;
+  load.index = kir::Index{std::vector<SymExpr>(k_.domain.size()), view.offset + offset};
+  for (size_t i = 0; i < view_axes.size(); ++i)
+    if (int d = to_domain[first + i]; d >= 0) load.index.strides[d] = view.strides[view_axes[i]];
+  return load;
+}
+
+// GatherElements along `axis`: output point i reads data at i with its
+// coordinate along the axis replaced by indices[i] (negative counts from the
+// end; outside the axis reads nothing and gives 0).
+int Lowering::lower_gather_elements(const Node& p, int frame) {
+  if (frame != 0 || k_.kind != kir::Kind::Pointwise) fail(&p, "is lowered only as a copy kernel of its own");
+  View data = view_of(p.input(0)), indices = view_of(p.input(1));
+  auto rank = static_cast<int64_t>(data.shape.size());
+  int64_t axis = p.get_int("axis", 0);
+  if (axis < 0) axis += rank;
+  std::vector<size_t> all(static_cast<size_t>(rank)), others;
+  std::iota(all.begin(), all.end(), size_t{0});
+  DType index_type = p.input(1)->type().dtype();
+  auto [wrapped, inside] = axis_index(emit(aligned_load(indices, index_type, all, 0, SymExpr::constant(0))),
+                                      index_type, data.shape.at(static_cast<size_t>(axis)));
+  Instr load = aligned_load(data, p.output(0)->type().dtype(), all, 0, SymExpr::constant(0));
+  if (int d = frames_[0].to_domain[static_cast<size_t>(axis)]; d >= 0) load.index.strides[d] = SymExpr();
+  load.dynamic = wrapped;
+  load.dynamic_stride = data.strides[axis];
+  load.args = {inside};
+  return emit(std::move(load));
+}
+
+// GatherND with batch_dims b and index tuples of r entries: output point
+// (batch..., i..., t...) reads data at (batch..., indices[batch..., i..., 0 .. r-1], t...),
+// each entry checked against its axis (negative counts from the end; a tuple
+// with an entry outside reads nothing and gives 0).
+int Lowering::lower_gather_nd(const Node& p, int frame) {
+  if (frame != 0 || k_.kind != kir::Kind::Pointwise) fail(&p, "is lowered only as a copy kernel of its own");
+  View data = view_of(p.input(0)), indices = view_of(p.input(1));
+  size_t b = static_cast<size_t>(p.get_int("batch_dims", 0)), q = indices.shape.size();
+  const SymExpr& tuple = indices.shape.back();
+  if (!tuple.is_constant()) fail(&p, "index tuples of a symbolic length");
+  auto r = static_cast<size_t>(tuple.constant_value());
+  std::vector<size_t> leading(q - 1), batch(b), trailing;
+  std::iota(leading.begin(), leading.end(), size_t{0});
+  std::iota(batch.begin(), batch.end(), size_t{0});
+  for (size_t d = b + r; d < data.shape.size(); ++d) trailing.push_back(d);
+  DType index_type = p.input(1)->type().dtype();
+  int offset = -1, inside = -1;
+  for (size_t j = 0; j < r; ++j) {
+    int entry = emit(aligned_load(indices, index_type, leading, 0, indices.strides[q - 1] * SymExpr::constant(
+                                                                     static_cast<int64_t>(j))));
+    auto [wrapped, in] = axis_index(entry, index_type, data.shape[b + j]);
+    int term = emit(Op::Mul, DType::I64, {wrapped, size_value(DType::I64, data.strides[b + j])});
+    offset = offset < 0 ? term : emit(Op::Add, DType::I64, {offset, term});
+    inside = inside < 0 ? in : emit(Op::And, DType::Bool, {inside, in});
+  }
+  Instr load = aligned_load(data, p.output(0)->type().dtype(), batch, 0, SymExpr::constant(0));
+  Instr rest = aligned_load(data, p.output(0)->type().dtype(), trailing, q - 1, SymExpr::constant(0));
+  for (size_t d = 0; d < load.index.strides.size(); ++d)
+    if (rest.index.strides[d] != SymExpr()) load.index.strides[d] = rest.index.strides[d];
+  if (offset >= 0) {
+    load.dynamic = offset;
+    load.dynamic_stride = SymExpr::constant(1);
+    load.args = {inside};
+  }
+  return emit(std::move(load));
+}
+
+// MaxPool and AveragePool, the window unrolled: at output point (n, c, o...),
+// tap r... reads X at o * stride - pad_begin + r * dilation along each
+// spatial dim. Where that position can fall outside the input (known from
+// the static extents, else assumed), the tap's load is guarded by it, so no
+// address outside X is read: MaxPool takes -inf there, AveragePool 0, and
+// AveragePool's divisor counts the taps inside the input (or, with
+// count_include_pad, those before the end padding: ceil_mode windows reach past it).
+// MaxPool's Indices output is the flat position in X of the tap each point took:
+// the first inside tap, then any that is greater or NaN, as the interpreter
+// scans. Records the value of each output in values_.
+void Lowering::lower_pool(const Node& p, int frame) {
+  if (frame != 0 || k_.kind != kir::Kind::Pointwise) fail(&p, "is lowered only as a kernel of its own");
+  PoolWindow w;
+  if (std::string why = pool_window(p, &w); !why.empty()) fail(&p, why);
+  View x = view_of(p.input(0));
+  std::vector<SymExpr> out = shape_of(p.output(0));
+  const std::vector<int>& to_domain = frames_[0].to_domain;
+  size_t ns = w.kernel.size();
+  DType dt = p.output(0)->type().dtype();
+  bool max = p.op_type() == "MaxPool";
+  bool indices = max && p.num_outputs() > 1 && p.output(1) != nullptr;
+  std::vector<SymExpr> x_strides = row_major(x.shape);
+  int plane = -1;  // the flat position of (n, c, 0...) in X
+  if (indices)
+    plane = emit(Op::Add, DType::I64,
+                 {emit(Op::Mul, DType::I64, {coordinate(to_domain[0]), size_value(DType::I64, x_strides[0])}),
+                  emit(Op::Mul, DType::I64, {coordinate(to_domain[1]), size_value(DType::I64, x_strides[1])})});
+  constexpr int kNever = -2;  // for `have`: no tap inside yet at any point (-1: at every point)
+  int have = kNever, best = -1;
+  // Spatial dim d's position at tap offset `shift`, the bool that it is below
+  // `bound`, and that it is not negative; -1 where that holds at every point.
+  std::map<std::pair<size_t, int64_t>, int> positions;
+  auto position = [&](size_t d, int64_t shift) {
+    auto [it, fresh] = positions.try_emplace({d, shift}, -1);
+    if (fresh) {
+      int o = emit(Op::Mul, DType::I64,
+                   {coordinate(to_domain[2 + d]), constant(DType::I64, static_cast<double>(w.strides[d]))});
+      it->second = emit(Op::Add, DType::I64, {o, constant(DType::I64, static_cast<double>(shift))});
+    }
+    return it->second;
+  };
+  auto below = [&](size_t d, int64_t shift, const SymExpr& bound) {
+    const SymExpr& extent = out[2 + d];
+    if (extent.is_constant() && bound.is_constant() &&
+        (extent.constant_value() - 1) * w.strides[d] + shift < bound.constant_value())
+      return -1;
+    return emit(Op::Less, DType::Bool, {position(d, shift), size_value(DType::I64, bound)});
+  };
+  auto all = [&](int a, int b) { return a < 0 ? b : b < 0 ? a : emit(Op::And, DType::Bool, {a, b}); };
+  int result = -1, counted = -1;
+  int64_t always_counted = 0;
+  for (const std::vector<int64_t>& tap : all_indices(w.kernel)) {
+    Instr load;
+    load.op = Op::Load;
+    load.dtype = dt;
+    load.buffer = x.buffer;
+    load.index = kir::Index{std::vector<SymExpr>(k_.domain.size()), x.offset};
+    load.index.strides[to_domain[0]] = x.strides[0];
+    load.index.strides[to_domain[1]] = x.strides[1];
+    int inside = -1, in_padding = -1;
+    for (size_t d = 0; d < ns; ++d) {
+      int64_t shift = tap[d] * w.dilations[d] - w.pads_begin[d];
+      load.index.strides[to_domain[2 + d]] = x.strides[2 + d] * c(w.strides[d]);
+      load.index.offset = load.index.offset + x.strides[2 + d] * c(shift);
+      if (shift < 0)
+        inside = all(inside, emit(Op::GreaterOrEqual, DType::Bool, {position(d, shift), constant(DType::I64, 0)}));
+      inside = all(inside, below(d, shift, x.shape[2 + d]));
+      if (w.count_include_pad) in_padding = all(in_padding, below(d, shift, x.shape[2 + d] + c(w.pads_end[d])));
+    }
+    if (inside >= 0) load.args = {inside};
+    int loaded = emit(std::move(load)), value = loaded;
+    if (max && inside >= 0)
+      value = emit(Op::Where, dt, {inside, value, constant(dt, -std::numeric_limits<double>::infinity())});
+    if (indices) {
+      int at = plane;
+      for (size_t d = 0; d < ns; ++d)
+        at = emit(Op::Add, DType::I64,
+                  {at, emit(Op::Mul, DType::I64,
+                            {position(d, tap[d] * w.dilations[d] - w.pads_begin[d]),
+                             size_value(DType::I64, x_strides[2 + d])})});
+      int took = inside;
+      if (have != kNever) {
+        int better = emit(Op::Or, DType::Bool, {emit(Op::Greater, DType::Bool, {loaded, result}),
+                                                emit(Op::IsNaN, DType::Bool, {loaded})});
+        if (have >= 0) better = emit(Op::Or, DType::Bool, {better, emit(Op::Not, DType::Bool, {have})});
+        took = all(took, better);
+      }
+      best = took < 0 ? at : emit(Op::Where, DType::I64, {took, at, best < 0 ? constant(DType::I64, -1) : best});
+      have = have == -1 || inside < 0 ? -1 : have == kNever ? inside : emit(Op::Or, DType::Bool, {have, inside});
+    }
+    result = result < 0 ? value : emit(max ? Op::Max : Op::Add, dt, {result, value});
+    int counts = w.count_include_pad ? in_padding : inside;
+    if (!max && counts < 0) {
+      ++always_counted;
+    } else if (!max) {
+      int one = emit(Op::Cast, dt, {counts});
+      counted = counted < 0 ? one : emit(Op::Add, dt, {counted, one});
+    }
+  }
+  if (indices) values_.emplace(std::make_pair(p.output(1), frame), best);
+  if (!max) {
+    int divisor = constant(dt, static_cast<double>(always_counted));
+    if (counted >= 0) divisor = always_counted == 0 ? counted : emit(Op::Add, dt, {counted, divisor});
+    result = emit(Op::Div, dt, {result, divisor});
+  }
+  values_.emplace(std::make_pair(p.output(0), frame), result);
+}
+
+}  // namespace tcc::lowering
