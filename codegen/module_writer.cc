@@ -18,8 +18,8 @@
 #include "codegen/emit.h"
 #include "codegen/gemm_template.h"
 #include "src/interp/interpreter.h"
-#include "src/ops/fusion.h"
 #include "src/ir/text.h"
+#include "src/ops/fusion.h"
 
 namespace tcc {
 

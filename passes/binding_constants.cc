@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "src/ops/kernel_roles.h"
 #include "src/ops/fusion.h"
+#include "src/ops/kernel_roles.h"
 #include "src/ops/op_registry.h"
 
 namespace tcc {

@@ -56,11 +56,11 @@
 #include <unordered_set>
 
 #include "passes/binding_constants.h"
-#include "src/ops/kernel_roles.h"
 #include "passes/pass.h"
 #include "passes/replace_nodes.h"
 #include "passes/rewrite.h"
 #include "src/ops/fusion.h"
+#include "src/ops/kernel_roles.h"
 
 namespace tcc {
 

@@ -5,9 +5,9 @@
 #include <cstdio>
 #include <ostream>
 
-#include "src/log/log.h"
 #include "src/ir/text.h"
 #include "src/ir/verifier.h"
+#include "src/log/log.h"
 
 namespace tcc {
 

@@ -42,9 +42,9 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "src/ops/kernel_roles.h"
 #include "passes/pass.h"
 #include "src/autodiff/autodiff.h"
+#include "src/ops/kernel_roles.h"
 
 namespace tcc {
 

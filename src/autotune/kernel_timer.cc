@@ -12,9 +12,9 @@
 
 #include "codegen/emit.h"
 #include "codegen/toolchain.h"
-#include "src/runtime/cuda_driver.h"
 #include "src/autotune/candidates.h"
 #include "src/ir/tensor.h"
+#include "src/runtime/cuda_driver.h"
 
 namespace tcc::runtime {
 

@@ -11,12 +11,12 @@
 #include "codegen/schedule.h"
 #include "frontends/load_model.h"
 #include "passes/pass_manager.h"
+#include "src/autotune/kernel_timer.h"
 #include "src/autotune/progress.h"
 #include "src/autotune/table.h"
 #include "src/autotune/tune.h"
 #include "src/autotune/tuning_cache.h"
 #include "src/driver/commands.h"
-#include "src/autotune/kernel_timer.h"
 #include "src/runtime/module.h"
 #include "src/shape/shape_inference.h"
 

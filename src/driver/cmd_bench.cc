@@ -20,10 +20,10 @@
 
 #include "codegen/profiles.h"
 #include "frontends/load_model.h"
-#include "src/log/log.h"
 #include "src/driver/commands.h"
 #include "src/driver/run_support.h"
 #include "src/interp/interpreter.h"
+#include "src/log/log.h"
 #include "src/profiler/gpu_bench.h"
 #include "src/profiler/report.h"
 #include "src/shape/shape_inference.h"

@@ -25,7 +25,6 @@
 #include <nlohmann/json.hpp>
 
 #include "codegen/emit.h"
-#include "src/ops/kernel_roles.h"
 #include "codegen/memory_plan.h"
 #include "codegen/module_writer.h"
 #include "codegen/profiles.h"
@@ -34,12 +33,13 @@
 #include "frontends/load_model.h"
 #include "passes/pass_manager.h"
 #include "src/analysis/partition.h"
-#include "src/compiler/saved_activations.h"
 #include "src/analysis/recompile_simulator.h"
+#include "src/compiler/saved_activations.h"
 #include "src/driver/commands.h"
 #include "src/driver/run_support.h"
 #include "src/driver/train_flags.h"
 #include "src/ops/fusion.h"
+#include "src/ops/kernel_roles.h"
 #include "src/profiler/gpu_bench.h"
 #include "src/shape/shape_inference.h"
 #include "tcc_runtime.h"

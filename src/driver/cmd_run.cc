@@ -23,10 +23,10 @@
 
 #include "frontends/load_model.h"
 #include "frontends/onnx/tensor_io.h"
-#include "src/log/log.h"
 #include "src/driver/commands.h"
 #include "src/driver/run_support.h"
 #include "src/interp/interpreter.h"
+#include "src/log/log.h"
 #include "src/profiler/gpu_bench.h"
 #include "src/shape/shape_inference.h"
 #include "tcc_runtime.h"

@@ -7,8 +7,8 @@
 #include <iostream>
 #include <map>
 
-#include "src/log/log.h"
 #include "src/driver/commands.h"
+#include "src/log/log.h"
 
 namespace {
 

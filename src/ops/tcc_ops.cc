@@ -19,8 +19,8 @@
 //     texts), an i64 scalar. Resolved from Size(x) the same way, it reads no
 //     tensor, so the value it replaces (a mean's divisor in a gradient) costs
 //     neither a host step nor a read of x's data.
-#include "src/ops/fusion.h"
 #include "src/ops/families.h"
+#include "src/ops/fusion.h"
 #include "src/ops/op_helpers.h"
 #include "src/ops/op_registry.h"
 

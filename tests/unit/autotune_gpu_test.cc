@@ -6,8 +6,8 @@
 
 #include "codegen/emit.h"
 #include "src/autotune/candidates.h"
-#include "src/autotune/tune.h"
 #include "src/autotune/kernel_timer.h"
+#include "src/autotune/tune.h"
 #include "tcc_runtime.h"
 #include "tests/unit/autotune_util.h"
 

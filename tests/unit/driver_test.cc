@@ -5,8 +5,8 @@
 
 #include <string>
 
-#include "tests/unit/cli_util.h"
 #include "src/log/log.h"
+#include "tests/unit/cli_util.h"
 
 namespace {
 

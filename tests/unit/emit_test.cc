@@ -19,8 +19,8 @@
 #include "codegen/emit.h"
 #include "codegen/emit_c.h"
 #include "codegen/toolchain.h"
-#include "src/module/shared_library.h"
 #include "src/diag/errors.h"
+#include "src/module/shared_library.h"
 #include "src/runtime/cuda_driver.h"
 #include "tests/unit/temp_dir.h"
 

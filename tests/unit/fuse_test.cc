@@ -12,9 +12,9 @@
 #include "frontends/onnx/tensor_io.h"
 #include "passes/pass_manager.h"
 #include "src/interp/interpreter.h"
-#include "src/ops/fusion.h"
 #include "src/ir/text.h"
 #include "src/ir/verifier.h"
+#include "src/ops/fusion.h"
 #include "src/shape/shape_inference.h"
 
 namespace tcc {

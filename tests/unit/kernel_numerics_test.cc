@@ -23,10 +23,10 @@
 #include "codegen/emit.h"
 #include "codegen/schedule.h"
 #include "codegen/toolchain.h"
-#include "src/module/shared_library.h"
 #include "frontends/load_model.h"
 #include "passes/pass_manager.h"
 #include "src/interp/interpreter.h"
+#include "src/module/shared_library.h"
 #include "src/shape/shape_inference.h"
 #include "tests/unit/temp_dir.h"
 

@@ -12,8 +12,8 @@
 
 #include "codegen/lower.h"
 #include "src/interp/interpreter.h"
-#include "src/ops/fusion.h"
 #include "src/ir/text.h"
+#include "src/ops/fusion.h"
 
 namespace tcc {
 namespace {

@@ -4,10 +4,10 @@
 
 #include <sstream>
 
-#include "src/ops/kernel_roles.h"
 #include "codegen/schedule.h"
 #include "passes/pass_manager.h"
 #include "src/ir/text.h"
+#include "src/ops/kernel_roles.h"
 #include "src/shape/shape_inference.h"
 
 namespace tcc {
