@@ -97,7 +97,7 @@ void prepare_module_dir(const std::string& dir);
 // Writes `text` to dir/name; failures are InputErrors naming the file.
 void write_module_file(const std::string& dir, const std::string& name, const std::string& text);
 
-struct ModuleFacts;  // what several of a module's files are made from (module_writer.cc)
+struct ModuleFacts;  // what several of a module's files are made from (module_facts.h)
 
 // Writes a module directory in two parts. The constructor gathers what the
 // files share from `m`'s graph, schedule, device and options, and starts

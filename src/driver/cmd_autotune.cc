@@ -2,8 +2,7 @@
 // configuration for every unique kernel: measured on the GPU when there is
 // one (and written to the tuning cache), else from the cache, else by the
 // emitter's heuristics, printing a table per kernel (src/autotune/table.h).
-// `--import` / `--export` move cache entries between machines. Also home of
-// the tuning step `tcc compile --mode max-autotune` runs (compile_autotune).
+// `--import` / `--export` move cache entries between machines.
 #include <iostream>
 
 #include "codegen/module_writer.h"
@@ -11,13 +10,12 @@
 #include "codegen/schedule.h"
 #include "frontends/load_model.h"
 #include "passes/pass_manager.h"
-#include "src/autotune/kernel_timer.h"
+#include "src/autotune/compile_autotune.h"
 #include "src/autotune/progress.h"
 #include "src/autotune/table.h"
 #include "src/autotune/tune.h"
 #include "src/autotune/tuning_cache.h"
 #include "src/driver/commands.h"
-#include "src/runtime/module.h"
 #include "src/shape/shape_inference.h"
 
 namespace tcc {
@@ -35,34 +33,20 @@ struct AutotuneCli {
   bool no_refine = false;
 };
 
-// The current GPU's measurer, or nullopt with `why` there is none.
-std::optional<autotune::Measurer> gpu_measurer(std::string& why) {
-  try {
-    return runtime::cuda_measurer();
-  } catch (const runtime::NoDevice& e) {
-    why = e.what();
-    return std::nullopt;
-  }
-}
-
-void print_warnings(const std::string& command, const std::vector<std::string>& warnings) {
-  for (const std::string& w : warnings) std::cerr << "tcc " << command << ": warning: " << w << "\n";
-}
-
 // A cache the user names for --import or --export must be one.
 autotune::LoadedCache read_cache_file(const std::string& path, const std::string& flag) {
   autotune::LoadedCache c = autotune::load_cache(path);
   using Status = autotune::LoadedCache::Status;
   if (c.status == Status::Missing) throw InputError(flag + " " + path + ": no such file");
   if (c.status != Status::Ok) throw InputError(flag + " " + c.warnings.front());
-  print_warnings("autotune", c.warnings);
+  autotune::print_warnings("autotune", c.warnings);
   return c;
 }
 
 ExitCode import_export(const AutotuneCli& c) {
   if (!c.import_file.empty()) {
     autotune::LoadedCache in = read_cache_file(c.import_file, "--import");
-    print_warnings("autotune", autotune::add_to_cache(c.cache, in.entries));
+    autotune::print_warnings("autotune", autotune::add_to_cache(c.cache, in.entries));
     std::cout << "tcc autotune: imported " << in.entries.size() << " entries from " << c.import_file << " into "
               << c.cache;
     if (!in.warnings.empty()) std::cout << " (" << in.warnings.size() << " invalid entries skipped)";
@@ -101,9 +85,9 @@ ExitCode run_autotune(AutotuneCli& c) {
     if (s.kind == Step::Kind::Kernel) ++steps.at(s.kernel);
 
   autotune::LoadedCache cache = autotune::load_cache(c.cache);
-  print_warnings("autotune", cache.warnings);
+  autotune::print_warnings("autotune", cache.warnings);
   std::string no_gpu;
-  std::optional<autotune::Measurer> gpu = gpu_measurer(no_gpu);
+  std::optional<autotune::Measurer> gpu = autotune::gpu_measurer(no_gpu);
   autotune::TuneOptions options;
   options.cache = &cache.entries;
   options.device_name = c.device_name;
@@ -122,52 +106,13 @@ ExitCode run_autotune(AutotuneCli& c) {
     std::cout << "tcc autotune: " << r.device_note << "\n";
   std::cout << autotune::tuning_table(schedule.kernels, r, steps);
   if (!r.measured.empty()) {
-    print_warnings("autotune", autotune::add_to_cache(c.cache, r.measured));
+    autotune::print_warnings("autotune", autotune::add_to_cache(c.cache, r.measured));
     std::cout << "tcc autotune: wrote " << r.measured.size() << " entries to " << c.cache << "\n";
   }
   return ExitCode::Ok;
 }
 
 }  // namespace
-
-bool mode_autotunes(const CompileMode& m) {
-  for (const Feature* f : m.features)
-    if (f->name == kAutotuneFeature) return true;
-  return false;
-}
-
-std::vector<KernelConfig> compile_autotune(const std::vector<kir::Kernel>& kernels,
-                                           const std::map<std::string, int64_t>& sizes, const std::string& cache_path,
-                                           const std::string& device_name, AutotuneSummary& summary) {
-  autotune::LoadedCache cache;
-  if (!cache_path.empty()) {
-    cache = autotune::load_cache(cache_path);
-    print_warnings("compile", cache.warnings);
-  }
-  std::string no_gpu;
-  std::optional<autotune::Measurer> gpu = gpu_measurer(no_gpu);
-  autotune::TuneOptions options;
-  options.cache = &cache.entries;
-  options.device_name = device_name;
-  options.measurer = gpu ? &*gpu : nullptr;
-  autotune::ProgressBar bar = autotune::ProgressBar::for_stderr("kernels tuned");
-  if (gpu) options.progress = [&](size_t done, size_t total) { bar.update(done, total); };
-  autotune::TuneResult r = autotune::tune_kernels(kernels, sizes, options);
-  bar.finish();
-  if (!r.measured.empty() && !cache_path.empty()) print_warnings("compile", autotune::add_to_cache(cache_path, r.measured));
-
-  for (const autotune::KernelChoice& k : r.kernels) summary.sources.push_back(autotune::source_name(k.source));
-  summary.measured = r.by_measurement;
-  summary.from_cache = r.from_cache;
-  summary.heuristic = r.by_heuristic;
-  if (gpu)
-    summary.note = r.device_note;
-  else if (cache_path.empty())
-    summary.note = "no GPU (" + no_gpu + ") and no --cache: heuristic configurations";
-  else
-    summary.note = "no GPU (" + no_gpu + "): heuristics and " + r.device_note;
-  return r.configs;
-}
 
 CommandRunner setup_autotune(CLI::App& cmd) {
   auto c = std::make_shared<AutotuneCli>();

@@ -10,14 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "codegen/kernel_config.h"
-#include "codegen/kernel_ir.h"
 #include "src/diag/errors.h"
 
 namespace tcc {
-
-struct AutotuneSummary;
-struct CompileMode;
 
 using CommandRunner = std::function<ExitCode()>;
 
@@ -46,17 +41,5 @@ std::vector<std::string> split(const std::string& s, char sep);
 // Sizes of symbolic dims as flags give them (--shape-hint, --shapes):
 // "SYMBOL=SIZE[,SYMBOL=SIZE...]" (empty: none); InputError naming `flag` otherwise.
 std::map<std::string, int64_t> parse_sizes(const std::string& spec, const std::string& flag);
-
-// Whether the mode turns on kernel autotuning (max-autotune and its variants).
-bool mode_autotunes(const CompileMode& m);
-
-// The tuning step of `tcc compile` in a mode that autotunes (cmd_autotune.cc):
-// one config per kernel, measured on the GPU when there is one (new
-// measurements go to the cache at `cache_path` when given), else from the
-// cache, else default_config; `summary` says which and why.
-std::vector<KernelConfig> compile_autotune(const std::vector<kir::Kernel>& kernels,
-                                           const std::map<std::string, int64_t>& sizes, const std::string& cache_path,
-                                           const std::string& device_name, AutotuneSummary& summary);
-
 
 }  // namespace tcc

@@ -1,43 +1,14 @@
-// The training flags that `tcc explain` and `tcc compile` share (--train,
-// --loss, --loss-fn/--loss-on/--label, --params, --optimizer, --lr-as-scalar,
-// --emit-onnx), declared once and applied to a loaded model in one place, and the parser of
-// the --shape-hint sizes both commands report memory at.
+// The training flags that `tcc explain` and `tcc compile` share, declared once;
+// what they mean is src/compiler/train_flags.h.
 #pragma once
 
 #include <CLI/CLI.hpp>
 
-#include <cstdint>
-#include <future>
-#include <map>
-#include <memory>
-#include <optional>
-#include <string>
-
-#include "src/autodiff/autodiff.h"
+#include "src/compiler/train_flags.h"
 
 namespace tcc {
 
-struct TrainFlags {
-  bool train = false;
-  std::string loss_fn;
-  std::string loss_on;
-  std::string label;
-  std::string optimizer = "none";
-  std::string emit_onnx;  // write the graph (the training step with --train) as ONNX here
-  TrainOptions opts;
-};
-
 // Declares the flags on `cmd`; `f` must outlive the parse.
 void add_train_flags(CLI::App& cmd, TrainFlags& f);
-
-// With --train, rewrites `model` into its training step and returns what was
-// built; without it, refuses the training-only flags and returns nullopt.
-std::optional<TrainingGraph> apply_train_flags(const TrainFlags& f, Model& model);
-
-// --emit-onnx: writes `model` as it is now, on a thread of its own, from a copy
-// that shares the weights, so the caller may go on changing `model` (a large
-// model's write then overlaps the compile). Without the flag the future is
-// ready at once; get() rethrows a failed write.
-std::future<void> emit_onnx(const TrainFlags& f, const Model& model);
 
 }  // namespace tcc

@@ -105,6 +105,30 @@ TEST_F(CompileTest, ReportNamesEachKernelsSchedule) {
     EXPECT_NE(report.find(row), std::string::npos) << row << "\n" << report;
 }
 
+// --print-after dumps the main graph after the named stages, in stage order,
+// to stderr: as loaded (no tcc::Fusion yet), then fused. An unknown stage is
+// refused with the list of stages.
+TEST_F(CompileTest, PrintAfterDumpsTheNamedStages) {
+  CliResult r = compile("mlp.onnx", "m", "--no-host --arch sm_90 --no-ptx --print-after passes,load");
+  ASSERT_EQ(r.code, 0) << r.output;
+  size_t load = r.output.find("// ----- IR after compile stage load -----\n");
+  size_t passes = r.output.find("// ----- IR after compile stage passes -----\n");
+  ASSERT_NE(load, std::string::npos) << r.output;
+  ASSERT_NE(passes, std::string::npos) << r.output;
+  EXPECT_LT(load, passes);
+  EXPECT_EQ(r.output.find("IR after compile stage shapes"), std::string::npos);
+  EXPECT_EQ(r.output.substr(load, passes - load).find("tcc::Fusion"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("tcc::Fusion", passes), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("  kernels:"), std::string::npos) << r.output;
+
+  CliResult bad = compile("mlp.onnx", "bad", "--print-after lowering");
+  EXPECT_EQ(bad.code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--print-after: unknown stage 'lowering' (stages: load, shapes, passes, schedule, memory, "
+                            "autotune, emit, build, write)"),
+            std::string::npos)
+      << bad.output;
+}
+
 // --no-host leaves out the kernels' CPU versions: no host.cc, host.so or
 // manifest "host"; the module still loads, and a host run says why it cannot.
 TEST_F(CompileTest, NoHostModulesRunOnAGpuOnly) {

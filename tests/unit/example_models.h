@@ -1,7 +1,7 @@
 // Models that come with examples (input_N.pb and output_N.pb beside them, as
 // the ONNX node tests and tests/zoo, tests/pt2 lay them out): reading the
-// examples, compiling a model with no host step, running the module's host
-// build and comparing with the example's outputs.
+// examples, compiling a model with no host step (through the compiler library),
+// running the module's host build and comparing with the example's outputs.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -9,16 +9,14 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "frontends/onnx/tensor_io.h"
 #include "tcc_runtime.h"
-#include "tests/unit/cli_util.h"
+#include "tests/unit/compile_util.h"
 #include "tests/unit/module_test_util.h"
 
 namespace tcc {
@@ -53,17 +51,11 @@ inline void expect_close_to(const Tensor& got, const Tensor& want, const std::st
   EXPECT_LE(worst, 1e-4) << what << ": largest |tcc - " << reference << "| / (1 + |" << reference << "|)";
 }
 
-// `tcc compile MODEL -o MODULE` for sm_90 without PTX, expecting success and
-// no host (fallback) step in the manifest's schedule.
+// Compiles MODEL into MODULE for sm_90 without PTX, expecting no host
+// (fallback) step in its schedule.
 inline void compile_with_no_host_step(const std::filesystem::path& model, const std::filesystem::path& module) {
-  CliResult r = run_tcc("compile " + shell_quote(model.string()) + " -o " + shell_quote(module.string()) +
-                            " --arch sm_90 --no-ptx",
-                        "", 300);
-  ASSERT_EQ(r.code, 0) << r.output;
-  std::ifstream in(module / "manifest.json");
-  nlohmann::json manifest = nlohmann::json::parse(in);
-  for (const nlohmann::json& step : manifest["schedule"])
-    EXPECT_FALSE(step.contains("fallback")) << "a host step: " << step.dump() << "\n" << r.output;
+  CompileResult r = compile_model(model, module, quick_compile_options());
+  for (const FallbackReason& f : r.fallbacks) ADD_FAILURE() << "a host step: " << f.node << " (" << f.op_type << "): " << f.message;
 }
 
 // The outputs of a module directory's host build on `inputs` (by name).

@@ -26,6 +26,7 @@
 #include "src/shape/shape_inference.h"
 #include "tcc_runtime.h"
 #include "tests/unit/cli_util.h"
+#include "tests/unit/compile_util.h"
 #include "tests/unit/module_test_util.h"
 
 namespace tcc {
@@ -476,9 +477,7 @@ struct CompiledFixture {
 TEST(DataDependentSizes, OutputsComeFromTheCallersAllocator) {
   fs::path dir = fresh_dir("nonzero");
   std::string model_path = std::string(TCC_SOURCE_DIR) + "/tests/fixtures/nonzero.tir";
-  CliResult r = run_tcc("compile " + shell_quote(model_path) + " -o " + shell_quote((dir / "module").string()) +
-                        " --arch sm_90 --no-ptx");
-  ASSERT_EQ(r.code, 0) << r.output;
+  compile_model(model_path, dir / "module", quick_compile_options());
   tcc_module* m = nullptr;
   ASSERT_EQ(tcc_module_load((dir / "module").c_str(), &m), TCC_OK) << tcc_last_error();
   std::unique_ptr<Model> model = load_model(model_path);
@@ -530,8 +529,7 @@ class CompiledModule : public ::testing::TestWithParam<CompiledFixture> {
     const CompiledFixture& f = GetParam();
     model_path_ = std::string(TCC_SOURCE_DIR) + "/" + f.file;
     dir_ = fresh_dir(std::string("compiled_") + f.name);
-    CliResult r = run_tcc("compile " + shell_quote(model_path_) + " -o " + shell_quote((dir_ / "module").string()));
-    ASSERT_EQ(r.code, 0) << r.output;
+    compile_model(model_path_, dir_ / "module");
     ASSERT_EQ(tcc_module_load((dir_ / "module").c_str(), &module_), TCC_OK) << tcc_last_error();
     model_ = load_model(model_path_);
     infer_shapes(*model_->graph);

@@ -1,0 +1,137 @@
+// What several of a module's files are made from (see module_facts.h).
+#include "codegen/module_facts.h"
+
+#include <algorithm>
+#include <functional>
+#include <set>
+#include <unordered_map>
+
+#include "codegen/emit.h"
+#include "codegen/gemm_template.h"
+#include "src/interp/interpreter.h"
+#include "src/ops/fusion.h"
+
+namespace tcc {
+
+namespace {
+
+bool on_tensor_cores(const kir::Kernel& k) {
+  if ((k.kind != kir::Kind::Gemm && k.kind != kir::Kind::Conv) || k.buffers.empty()) return false;
+  DType t = k.buffers.front().dtype;
+  return t == DType::F16 || t == DType::BF16;
+}
+
+KernelEstimate estimate(const kir::Kernel& k, const DeviceProfile& d, const std::map<std::string, int64_t>& sizes) {
+  KernelEstimate e;
+  e.bytes = kir::bytes_moved(k).evaluate(sizes);
+  e.flop = kir::flop_count(k).evaluate(sizes);
+  double memory = e.bytes ? static_cast<double>(*e.bytes) / d.bytes_per_s : 0;
+  double compute =
+      e.flop ? static_cast<double>(*e.flop) / (on_tensor_cores(k) ? d.tensor_flop_per_s : d.fp32_flop_per_s) : 0;
+  e.seconds = std::max(memory, compute);
+  e.compute_bound = compute > memory;
+  return e;
+}
+
+}  // namespace
+
+ModuleFacts gather_module_facts(const ModuleContents& m) {
+  const Graph& g = *m.graph;
+  ModuleFacts f;
+  for (const Value* in : g.inputs()) {
+    if (!in->type().has_rank()) continue;
+    const Dims& dims = in->type().shape();
+    for (size_t a = 0; a < dims.size(); ++a)
+      if (dims[a].is_symbolic() && dims[a].expr().is_symbol())
+        f.symbols.emplace(dims[a].expr().symbol_name(), std::make_pair(in->name(), static_cast<int>(a)));
+  }
+  for (const Step& s : m.schedule->steps) {
+    if (s.kind != Step::Kind::Fallback) continue;
+    for (const std::string& name : s.writes) {
+      const Type& t = g.find(name)->type();
+      if (!t.is_tensor() || !t.has_rank()) continue;
+      for (size_t a = 0; a < t.shape().size(); ++a) {
+        const Dim& d = t.shape()[a];
+        if (d.is_symbolic() && d.expr().is_symbol() && !f.symbols.count(d.expr().symbol_name()))
+          f.value_symbols.emplace(d.expr().symbol_name(), std::make_pair(name, static_cast<int>(a)));
+      }
+    }
+  }
+  f.sizes = hinted_sizes(g, m.options.shape_hints);
+
+  // Weights are the initializers the steps read, and the values of constant
+  // nodes, which the schedule gives no step: the module carries them, evaluated
+  // here by the reference interpreter.
+  std::set<std::string> written;
+  for (const Step& s : m.schedule->steps) written.insert(s.writes.begin(), s.writes.end());
+  for (const Step& s : m.schedule->binding_steps) written.insert(s.writes.begin(), s.writes.end());
+  for (const ViewAlias& v : m.schedule->views) written.insert(v.value);
+  Interpreter interp;
+  std::unordered_map<const Value*, Tensor> constants;
+  std::function<Tensor(const Value*)> constant = [&](const Value* v) -> Tensor {
+    if (v->is_initializer()) return v->initializer();
+    auto it = constants.find(v);
+    if (it != constants.end()) return it->second;
+    const Node* n = v->producer();
+    TCC_CHECK(n != nullptr) << "value '" << v->name() << "' is read by the schedule but has no producer";
+    std::vector<Tensor> ins;
+    for (const Value* in : n->inputs()) ins.push_back(in ? constant(in) : Tensor());
+    std::vector<const Tensor*> ptrs;
+    for (size_t i = 0; i < ins.size(); ++i) ptrs.push_back(n->input(i) ? &ins[i] : nullptr);
+    std::vector<Tensor> outs = interp.eval_node(*n, ptrs);
+    for (size_t i = 0; i < outs.size() && i < n->num_outputs(); ++i) constants[n->output(i)] = outs[i];
+    return constants.at(v);
+  };
+  std::set<const Value*> seen;
+  auto add_weight = [&](const Value* v) {
+    if (!v || v->is_graph_input() || written.count(v->name()) || !seen.insert(v).second) return;
+    f.weights.emplace_back(v, constant(v));
+  };
+  for (const Step& s : m.schedule->binding_steps)
+    for (const std::string& name : s.reads) add_weight(g.find(name));
+  for (const Step& s : m.schedule->steps)
+    for (const std::string& name : s.reads) add_weight(g.find(name));
+  for (const Value* v : g.outputs()) add_weight(v);
+  for (const auto& [v, t] : f.weights) {
+    f.weight_offsets.push_back(f.weights_bytes);
+    int64_t n = static_cast<int64_t>(t.nbytes());
+    f.weights_bytes += (n + kWeightAlignment - 1) / kWeightAlignment * kWeightAlignment;
+  }
+
+  f.kernels.resize(m.schedule->kernels.size());
+  for (size_t k = 0; k < m.schedule->kernels.size(); ++k)
+    f.kernels[k] = estimate(m.schedule->kernels[k], *m.device, f.sizes);
+  std::unordered_map<std::string, const Node*> by_name;
+  for (const auto& n : g.nodes()) by_name.emplace(n->name(), n.get());
+  for (const Step& s : m.schedule->steps) {
+    if (s.kind == Step::Kind::Kernel) ++f.kernels.at(s.kernel).steps;
+    std::vector<std::string> nodes;
+    auto it = by_name.find(s.node);
+    if (it != by_name.end() && is_fusion(*it->second)) {
+      for (const auto& n : fusion_body(*it->second).nodes()) nodes.push_back(n->name());
+    } else {
+      nodes.push_back(s.node);
+    }
+    f.step_nodes.push_back(std::move(nodes));
+  }
+  return f;
+}
+
+nlohmann::ordered_json size_json(const SymExpr& e) {
+  if (e.is_constant()) return e.constant_value();
+  return e.str();
+}
+
+std::string schedule_text(const kir::Kernel& k, const KernelConfig& c) {
+  if (c.tile > 0) return "tcc template " + gemm_template_text(c);
+  if (k.kind == kir::Kind::Gemm) return "cuBLASLt algorithm #" + std::to_string(c.algo);
+  if (k.kind == kir::Kind::Conv) return "cuDNN algorithm #" + std::to_string(c.algo);
+  std::string s = "block " + std::to_string(c.block);
+  if (k.kind == kir::Kind::Pointwise) return s + (c.tiled ? ", tiled" : ", vector " + std::to_string(c.vector_width));
+  s += c.columns ? ", columns" : ", rows " + std::to_string(c.rows_per_block);
+  if (c.split > 1) s += ", split " + std::to_string(c.split);
+  if (c.row_cache > 0) s += ", row cache " + std::to_string(c.row_cache);
+  return s;
+}
+
+}  // namespace tcc

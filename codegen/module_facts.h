@@ -1,0 +1,51 @@
+// What several files of a module directory are made from (module_writer.cc:
+// the manifest and weights; module_report.cc: report.json and report.md),
+// gathered once from the module's contents.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "codegen/module_writer.h"
+
+namespace tcc {
+
+// weights.bin places each tensor at a multiple of this.
+constexpr int64_t kWeightAlignment = 256;
+
+// What the reports know about one kernel at the hinted sizes.
+struct KernelEstimate {
+  int steps = 0;                   // schedule steps that run it (regional reuse)
+  std::optional<int64_t> bytes, flop;
+  double seconds = 0;              // one run, roofline: the slower of memory and compute
+  bool compute_bound = false;
+};
+
+struct ModuleFacts {
+  std::map<std::string, std::pair<std::string, int>> symbols;  // symbol -> (input, axis), first occurrence
+  // Data-dependent sizes (NonZero's count): symbol -> (the value a fallback step writes, axis), first occurrence.
+  std::map<std::string, std::pair<std::string, int>> value_symbols;
+  std::map<std::string, int64_t> sizes;                        // report sizes per symbol
+  std::vector<std::pair<const Value*, Tensor>> weights;       // in first-read order
+  std::vector<int64_t> weight_offsets;
+  int64_t weights_bytes = 0;
+  std::vector<KernelEstimate> kernels;
+  std::vector<std::vector<std::string>> step_nodes;  // per step: the source nodes it runs
+};
+
+ModuleFacts gather_module_facts(const ModuleContents& m);
+
+// A size in the manifest and the reports: an integer when static, SymExpr text otherwise.
+nlohmann::ordered_json size_json(const SymExpr& e);
+
+// How a kernel runs on the GPU: its library and algorithm, or its generated
+// schedule ("block 64, rows 1, row cache 8", "block 256, tiled").
+std::string schedule_text(const kir::Kernel& k, const KernelConfig& c);
+
+}  // namespace tcc

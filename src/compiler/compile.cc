@@ -1,0 +1,268 @@
+// The compile pipeline (see compile.h): one function per stage, called in
+// order by compile().
+#include "src/compiler/compile.h"
+
+#include <algorithm>
+#include <chrono>
+#include <future>
+#include <iostream>
+#include <numeric>
+#include <thread>
+#include <unordered_map>
+
+#include "codegen/emit.h"
+#include "codegen/toolchain.h"
+#include "frontends/load_model.h"
+#include "src/analysis/partition.h"
+#include "src/analysis/recompile_simulator.h"
+#include "src/autotune/compile_autotune.h"
+#include "src/compiler/module_checks.h"
+#include "src/ops/kernel_roles.h"
+#include "src/shape/shape_inference.h"
+
+namespace tcc {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+// What the shapes stage learns about the model as written. The guards point
+// at the signature, so an Analysis stays where analyze() filled it.
+struct Analysis {
+  std::unordered_map<std::string, GraphBreak> breaks;  // by node name
+  ModelSignature signature;
+  std::optional<GuardSet> guards;
+};
+
+// load: the model, and with --train its training step (inputs gain the label,
+// lr, step and optimizer state; outputs are the loss and the updated
+// parameters). --emit-onnx starts writing it beside the rest of the pipeline.
+std::unique_ptr<Model> load(const CompileRequest& req, CompileResult& r, std::future<void>& emitted) {
+  std::unique_ptr<Model> model = load_model(req.model);
+  r.training = apply_train_flags(req.train, *model);
+  emitted = emit_onnx(req.train, *model);
+  hinted_sizes(*model->graph, req.options.shape_hints);  // a hint for a symbol the model lacks fails before any work
+  // The passes make the min-cut choice; the comparison plans both choices on
+  // copies of the step to see which peaks lower.
+  if (r.training) r.activations = compare_saved_activations(*model, req.options.shape_hints);
+  return model;
+}
+
+// shapes: inference, what a module cannot carry, and explain's view of the
+// model as written: why nodes break the graph, and the guards of the whole
+// graph compiled as one variant from its declared types.
+void analyze(Graph& g, Analysis& a) {
+  ShapeInfo info = infer_shapes(g);
+  refuse_what_modules_cannot_carry(g);
+  refuse_unsolved_static_dims(info.env);
+  Partition partition = partition_graph(g, info, OpRegistry::get());
+  for (const GraphBreak& b : partition.breaks) {
+    // Other breaks run on the host through the reference implementation; an op
+    // tcc does not know (whatever else breaks there: Expand at opset 7 reads
+    // data for its shape too) has none, so no module could run it end to end.
+    bool known = OpRegistry::get().lookup(*b.node) != nullptr;
+    if (b.reason == "unsupported_op" || !known)
+      b.node->fail((known ? b.message : OpRegistry::get().why_unsupported(*b.node)) +
+                   "; tcc has no implementation of it, on the GPU or the host, so a compiled module could not run "
+                   "(tcc explain reports it as a graph break)");
+    a.breaks.emplace(b.node->name(), b);
+  }
+  a.signature = build_signature(g, info);
+  // Explain treats an integer scalar input as torch.compile treats a Python
+  // int, a dynamic size it guards (`2 <= s0`). A module reads it as data on
+  // every call (CumSum's axis, a Range bound), for every value: no guard.
+  for (InputSignature& in : a.signature.inputs) in.scalar_class = -1;
+  std::vector<int> all_inputs(a.signature.inputs.size());
+  std::iota(all_inputs.begin(), all_inputs.end(), 0);
+  a.guards.emplace(declared_guards(a.signature, all_inputs, 0));
+}
+
+// passes: the pipeline through Fuse. The min-cut minimizes saved bytes, a
+// proxy: where the memory planner finds saving everything peaks lower, the
+// module keeps the save-all graph.
+std::vector<PassRecord> run_passes(Model& model, const CompileMode& mode, bool save_all, bool time_passes) {
+  PassManagerOptions options;
+  options.time_passes = time_passes;
+  options.fusion = std::any_of(mode.features.begin(), mode.features.end(),
+                               [](const Feature* f) { return f->name == "fusion"; });
+  std::vector<const PassInfo*> pipeline = build_pipeline("", Phase::Fuse);
+  if (save_all) std::erase_if(pipeline, [](const PassInfo* p) { return p->name == "recompute_activations"; });
+  PassManager pm(pipeline, options, std::cerr);
+  pm.run(model);
+  return pm.records();
+}
+
+std::vector<kir::Kernel> kernels_of(const std::vector<kir::Kernel>& kernels, const std::vector<size_t>& group) {
+  std::vector<kir::Kernel> out;
+  for (size_t i : group) out.push_back(kernels[i]);
+  return out;
+}
+
+// build: NVRTC and the host compiler at the same time. The host compiler's
+// share of the threads is a quarter (about its part of the work on the bundled
+// models), in shards once that is two or more; NVRTC's programs, in shards of
+// their own, take the rest (all of them without a host build).
+std::vector<CudaBinary> build(const CompileRequest& req, const ModuleContents& m, CompileTimings& t) {
+  const CompileOptions& o = m.options;
+  const std::vector<kir::Kernel>& kernels = m.schedule->kernels;
+  int jobs = req.jobs > 0 ? req.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  int host_jobs = std::max(1, jobs / 4);
+  int nvrtc_jobs = o.host && host_jobs > 1 ? jobs - host_jobs : jobs;
+  auto nvrtc = std::async(std::launch::async, [&] {
+    auto begin = Clock::now();
+    CudaSources sources(m.cuda_source);
+    std::vector<size_t> generated;
+    for (size_t i = 0; i < kernels.size(); ++i)
+      if (!runs_library(kernels[i], config_of(kernels, m.configs, i))) generated.push_back(i);
+    int units = cuda_shard_count(generated.size(), o.archs.size(), nvrtc_jobs);
+    for (const std::vector<size_t>& group : shard_kernels(kernels, generated, units)) {
+      std::vector<KernelConfig> configs;
+      for (size_t i : group)
+        if (!m.configs.empty()) configs.push_back(m.configs[i]);
+      sources.shards.push_back(emit_cuda(kernels_of(kernels, group), configs));
+    }
+    auto binaries = compile_cuda(sources, o.archs, o.ptx, nvrtc_jobs);
+    t.nvrtc = ms_since(begin);
+    return binaries;
+  });
+  if (o.host) {
+    auto begin = Clock::now();
+    try {
+      std::vector<std::string> host_shards;
+      std::vector<size_t> every(kernels.size());
+      std::iota(every.begin(), every.end(), size_t{0});
+      for (const std::vector<size_t>& group : shard_kernels(kernels, every, host_jobs))
+        host_shards.push_back(emit_host(kernels_of(kernels, group)));
+      compile_host_library(req.output + "/" + kHostSourceFile, req.output + "/" + kHostLibraryFile, host_shards,
+                           host_jobs);
+    } catch (...) {
+      nvrtc.wait();
+      throw;
+    }
+    t.host = ms_since(begin);
+  }
+  return nvrtc.get();
+}
+
+// Why each fallback step runs on the host: a graph break explain reports, or
+// a node no generated kernel computes.
+std::vector<FallbackReason> fallback_reasons(const Graph& g, const Schedule& schedule, const Analysis& a,
+                                             int& graph_breaks) {
+  std::vector<FallbackReason> reasons;
+  std::unordered_map<std::string, const Node*> nodes;
+  for (const auto& n : g.nodes()) nodes.emplace(n->name(), n.get());
+  for (const Step& s : schedule.steps) {
+    if (s.kind != Step::Kind::Fallback) continue;
+    const Node* n = nodes.at(s.node);
+    auto it = a.breaks.find(s.node);
+    if (it != a.breaks.end()) {
+      ++graph_breaks;
+      reasons.push_back({s.node, n->op_type(), it->second.reason, it->second.message});
+    } else {
+      std::string message = "no generated kernel computes " + n->op_type();
+      if (std::string why = kernel_refusal(*n); !why.empty()) message += ": " + why;
+      reasons.push_back({s.node, n->op_type(), "no_kernel", message});
+    }
+  }
+  return reasons;
+}
+
+}  // namespace
+
+CompileResult compile(const CompileRequest& req) {
+  const CompileOptions& o = req.options;
+  CompileResult r;
+  r.mode = &find_mode(o.mode);
+  const DeviceProfile& device = find_device(o.device);
+  bool autotunes = mode_autotunes(*r.mode);
+  if (!autotunes && (!req.cache.empty() || !req.device_name.empty()))
+    throw InputError("tcc compile: --cache and --device-name apply to modes that autotune (max-autotune, "
+                     "max-autotune-no-cudagraphs), not to --mode " + r.mode->name);
+  CompileTimings& t = r.timings;
+  auto after = [&](const char* stage) {
+    if (req.print_after) req.print_after(stage, *r.model->graph);
+  };
+  auto start = Clock::now();
+
+  auto stage = Clock::now();
+  std::future<void> emitted;
+  r.model = load(req, r, emitted);
+  t.load = ms_since(stage);
+  after("load");
+
+  stage = Clock::now();
+  Analysis analysis;
+  analyze(*r.model->graph, analysis);
+  t.shapes = ms_since(stage);
+  after("shapes");
+
+  stage = Clock::now();
+  r.save_all = r.activations && r.activations->save_all_peak < r.activations->min_cut_peak;
+  r.passes = run_passes(*r.model, *r.mode, r.save_all, req.time_passes);
+  t.passes = ms_since(stage);
+  after("passes");
+  const Graph& g = *r.model->graph;
+  r.sizes = hinted_sizes(g, o.shape_hints);
+
+  stage = Clock::now();
+  r.schedule = build_schedule(g);
+  t.schedule = ms_since(stage);
+  after("schedule");
+
+  stage = Clock::now();
+  r.memory = plan_memory(g, r.schedule);
+  t.memory = ms_since(stage);
+  after("memory");
+
+  ModuleContents m;
+  if (autotunes) {
+    m.autotune.emplace();
+    m.configs = compile_autotune(r.schedule.kernels, hinted_sizes(g, o.shape_hints, kUnhintedRunSize), req.cache,
+                                 req.device_name, *m.autotune);
+    after("autotune");
+  }
+
+  stage = Clock::now();
+  m.cuda_source = emit_cuda(r.schedule.kernels, m.configs);
+  m.model = req.model;
+  m.reference = req.train.train ? req.train.emit_onnx : req.model;
+  m.options = o;
+  m.mode = r.mode;
+  m.device = &device;
+  m.graph = &g;
+  m.guards = &*analysis.guards;
+  m.schedule = &r.schedule;
+  m.memory = &r.memory;
+  prepare_module_dir(req.output);
+  if (o.host) write_module_file(req.output, kHostSourceFile, emit_host(r.schedule.kernels));
+  t.emit = ms_since(stage);
+  after("emit");
+
+  // The weights' write starts here, beside NVRTC and the host compiler.
+  ModuleWriter writer(req.output, m);
+  m.binaries = build(req, m, t);
+  after("build");
+
+  stage = Clock::now();
+  m.fallbacks = fallback_reasons(g, r.schedule, analysis, r.graph_breaks);
+  m.passes = r.passes;
+  m.timings = t;
+  m.timings.total = ms_since(start);
+  writer.finish();
+  t.write = ms_since(stage);
+  t.total = ms_since(start);
+  r.fallbacks = m.fallbacks;
+  r.autotune = m.autotune;
+  after("write");
+  // The ONNX write ran beside everything since the load; what is left of it is waited for here.
+  auto written = Clock::now();
+  emitted.get();
+  r.emit_onnx_wait = ms_since(written);
+  return r;
+}
+
+}  // namespace tcc

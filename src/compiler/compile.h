@@ -1,0 +1,80 @@
+// The compiler as a library: from a model file to the module directory of
+// docs/MODULE.md, on a machine with or without a GPU, as straight-line stages
+// (compile.cc), each named in kCompileStages:
+//
+//   load       the model, and with --train its training step
+//   shapes     shape inference; explain's analysis: why nodes break the graph,
+//              and what the module assumes about its inputs (guards)
+//   passes     optimization, then fusion into tcc::Fusion nodes
+//   schedule   one kernel per fusion (shared by identical layers), host
+//              fallbacks for the rest
+//   memory     one arena for the values between steps
+//   autotune   a configuration per kernel (only in modes that autotune)
+//   emit       CUDA C++ and host C++
+//   build      NVRTC || the host compiler, at the same time
+//   write      manifest, binaries, weights, reports
+//
+// `tcc compile` is its flags, this, and a summary printed from the result.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "codegen/memory_plan.h"
+#include "codegen/module_writer.h"
+#include "codegen/profiles.h"
+#include "codegen/schedule.h"
+#include "passes/pass_manager.h"
+#include "src/compiler/saved_activations.h"
+#include "src/compiler/train_flags.h"
+
+namespace tcc {
+
+inline constexpr std::array<const char*, 9> kCompileStages = {
+    "load", "shapes", "passes", "schedule", "memory", "autotune", "emit", "build", "write"};
+
+struct CompileRequest {
+  std::string model;   // the model file: ONNX, .pt2 or tcc text IR
+  std::string output;  // the module directory (created; a previous module there is replaced)
+  CompileOptions options;
+  TrainFlags train;
+  int jobs = 0;              // threads for NVRTC and the host compiler; 0: one per hardware thread
+  bool time_passes = false;  // the pass manager's table of times and counters, on stderr
+  std::string cache;         // tuning cache (modes that autotune)
+  std::string device_name;   // whose cache entries to use without a GPU (modes that autotune)
+  // Called after each stage that runs, with its name (kCompileStages) and the
+  // main graph as that stage left it.
+  std::function<void(const std::string& stage, const Graph& graph)> print_after;
+};
+
+struct CompileResult {
+  const CompileMode* mode = nullptr;
+  std::unique_ptr<Model> model;  // after the passes: the fused graph the module computes
+  Schedule schedule;
+  MemoryPlan memory;
+  std::vector<FallbackReason> fallbacks;  // one per fallback step, in schedule order
+  int graph_breaks = 0;                   // of the fallbacks, those explain reports as graph breaks
+  std::optional<AutotuneSummary> autotune;         // set when the mode autotunes
+  std::optional<TrainingGraph> training;           // with --train
+  std::optional<SavedActivations> activations;     // with --train: both choices' peaks
+  bool save_all = false;  // with --train: the module keeps every activation (no recompute_activations)
+  std::vector<PassRecord> passes;
+  std::map<std::string, int64_t> sizes;  // each symbol at its --shape-hint, else 1
+  // Per stage; `write` is writing the module directory, `total` everything up
+  // to that, without the wait for --emit-onnx's file (`emit_onnx_wait`).
+  CompileTimings timings;
+  double emit_onnx_wait = 0;
+};
+
+// Compiles `request.model` into the module directory `request.output`. The
+// mode, device and tuning flags are checked before the model is read. Errors
+// in the model or the request are InputErrors.
+CompileResult compile(const CompileRequest& request);
+
+}  // namespace tcc

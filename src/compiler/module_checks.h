@@ -1,0 +1,22 @@
+// What a compiled module cannot carry, refused by name before the pipeline
+// does any work on it.
+#pragma once
+
+#include "src/ir/graph.h"
+#include "src/ir/shape_env.h"
+
+namespace tcc {
+
+// Names JSON cannot hold, string tensors (modules hold numeric buffers), and
+// outputs whose size no run can know: an unknown dim, or a symbol that neither
+// an input's dim nor a node's output gives. A size a node produces from data
+// (NonZero's count, as a dim of its output) is bound when that node has run;
+// the caller's output allocator provides such an output's memory.
+void refuse_what_modules_cannot_carry(const Graph& g);
+
+// A dim that must equal a static size but is a product of symbols (b*b
+// broadcast against 24) binds no symbol (ShapeEnv::unify), so the kernels
+// could not index it: refused, naming the node that asked for the equality.
+void refuse_unsolved_static_dims(const ShapeEnv& env);
+
+}  // namespace tcc

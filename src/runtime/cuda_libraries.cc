@@ -1,0 +1,430 @@
+// cuBLASLt and cuDNN calls (see cuda_libraries.h).
+#include "cuda_libraries.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+namespace tcc::runtime {
+
+namespace {
+
+struct CublasLt {
+  decltype(&::cublasLtCreate) create;
+  decltype(&::cublasLtDestroy) destroy;
+  decltype(&::cublasLtMatmul) matmul;
+  decltype(&::cublasLtMatmulDescCreate) desc_create;
+  decltype(&::cublasLtMatmulDescDestroy) desc_destroy;
+  decltype(&::cublasLtMatmulDescSetAttribute) desc_set;
+  decltype(&::cublasLtMatrixLayoutCreate) layout_create;
+  decltype(&::cublasLtMatrixLayoutDestroy) layout_destroy;
+  decltype(&::cublasLtMatrixLayoutSetAttribute) layout_set;
+  decltype(&::cublasLtMatmulPreferenceCreate) pref_create;
+  decltype(&::cublasLtMatmulPreferenceDestroy) pref_destroy;
+  decltype(&::cublasLtMatmulPreferenceSetAttribute) pref_set;
+  decltype(&::cublasLtMatmulAlgoGetHeuristic) heuristic;
+  std::string unavailable;
+
+  static const CublasLt& get() {
+    static const CublasLt lt = open();
+    if (!lt.unavailable.empty()) throw CudaError(lt.unavailable);
+    return lt;
+  }
+
+  static void check(cublasStatus_t s, const char* what) {
+    if (s != CUBLAS_STATUS_SUCCESS) throw CudaError(std::string(what) + " failed: cuBLAS status " + std::to_string(s));
+  }
+
+ private:
+  static CublasLt open() {
+    CublasLt lt{};
+    void* lib = dlopen("libcublasLt.so.13", RTLD_NOW | RTLD_LOCAL);
+    bool ok = lib && resolve(lib, "cublasLtCreate", lt.create) && resolve(lib, "cublasLtDestroy", lt.destroy) &&
+              resolve(lib, "cublasLtMatmul", lt.matmul) &&
+              resolve(lib, "cublasLtMatmulDescCreate", lt.desc_create) &&
+              resolve(lib, "cublasLtMatmulDescDestroy", lt.desc_destroy) &&
+              resolve(lib, "cublasLtMatmulDescSetAttribute", lt.desc_set) &&
+              resolve(lib, "cublasLtMatrixLayoutCreate", lt.layout_create) &&
+              resolve(lib, "cublasLtMatrixLayoutDestroy", lt.layout_destroy) &&
+              resolve(lib, "cublasLtMatrixLayoutSetAttribute", lt.layout_set) &&
+              resolve(lib, "cublasLtMatmulPreferenceCreate", lt.pref_create) &&
+              resolve(lib, "cublasLtMatmulPreferenceDestroy", lt.pref_destroy) &&
+              resolve(lib, "cublasLtMatmulPreferenceSetAttribute", lt.pref_set) &&
+              resolve(lib, "cublasLtMatmulAlgoGetHeuristic", lt.heuristic);
+    if (!ok) lt.unavailable = "cuBLASLt (libcublasLt.so.13) cannot be loaded; Gemm kernels need it";
+    return lt;
+  }
+};
+
+// cuDNN's convolution entry points. cuDNN 9 marks this descriptor API as
+// legacy in favour of its graph API, but still ships it in libcudnn.so.9; it is
+// the smallest correct way to run one convolution with its epilogue.
+struct Cudnn {
+  decltype(&::cudnnCreate) create;
+  decltype(&::cudnnDestroy) destroy;
+  decltype(&::cudnnSetStream) set_stream;
+  decltype(&::cudnnGetErrorString) error_string;
+  decltype(&::cudnnCreateTensorDescriptor) tensor_create;
+  decltype(&::cudnnSetTensorNdDescriptor) tensor_set;
+  decltype(&::cudnnDestroyTensorDescriptor) tensor_destroy;
+  decltype(&::cudnnCreateFilterDescriptor) filter_create;
+  decltype(&::cudnnSetFilterNdDescriptor) filter_set;
+  decltype(&::cudnnDestroyFilterDescriptor) filter_destroy;
+  decltype(&::cudnnCreateConvolutionDescriptor) conv_create;
+  decltype(&::cudnnSetConvolutionNdDescriptor) conv_set;
+  decltype(&::cudnnSetConvolutionGroupCount) conv_set_groups;
+  decltype(&::cudnnSetConvolutionMathType) conv_set_math;
+  decltype(&::cudnnDestroyConvolutionDescriptor) conv_destroy;
+  decltype(&::cudnnCreateActivationDescriptor) act_create;
+  decltype(&::cudnnSetActivationDescriptor) act_set;
+  decltype(&::cudnnDestroyActivationDescriptor) act_destroy;
+  decltype(&::cudnnGetConvolutionForwardAlgorithm_v7) forward_algorithms;
+  decltype(&::cudnnConvolutionForward) forward;
+  decltype(&::cudnnConvolutionBiasActivationForward) forward_bias_activation;
+  decltype(&::cudnnAddTensor) add_tensor;
+  decltype(&::cudnnActivationForward) activation_forward;
+  std::string unavailable;
+
+  static const Cudnn& get() {
+    static const Cudnn dnn = open();
+    if (!dnn.unavailable.empty()) throw CudaError(dnn.unavailable);
+    return dnn;
+  }
+
+  void check(cudnnStatus_t st, const std::string& what) const {
+    if (st != CUDNN_STATUS_SUCCESS) throw CudaError(what + " failed: " + error_string(st));
+  }
+
+ private:
+  static Cudnn open() {
+    Cudnn c{};
+    void* lib = dlopen("libcudnn.so.9", RTLD_NOW | RTLD_LOCAL);
+    bool ok = lib && resolve(lib, "cudnnCreate", c.create) && resolve(lib, "cudnnDestroy", c.destroy) &&
+              resolve(lib, "cudnnSetStream", c.set_stream) && resolve(lib, "cudnnGetErrorString", c.error_string) &&
+              resolve(lib, "cudnnCreateTensorDescriptor", c.tensor_create) &&
+              resolve(lib, "cudnnSetTensorNdDescriptor", c.tensor_set) &&
+              resolve(lib, "cudnnDestroyTensorDescriptor", c.tensor_destroy) &&
+              resolve(lib, "cudnnCreateFilterDescriptor", c.filter_create) &&
+              resolve(lib, "cudnnSetFilterNdDescriptor", c.filter_set) &&
+              resolve(lib, "cudnnDestroyFilterDescriptor", c.filter_destroy) &&
+              resolve(lib, "cudnnCreateConvolutionDescriptor", c.conv_create) &&
+              resolve(lib, "cudnnSetConvolutionNdDescriptor", c.conv_set) &&
+              resolve(lib, "cudnnSetConvolutionGroupCount", c.conv_set_groups) &&
+              resolve(lib, "cudnnSetConvolutionMathType", c.conv_set_math) &&
+              resolve(lib, "cudnnDestroyConvolutionDescriptor", c.conv_destroy) &&
+              resolve(lib, "cudnnCreateActivationDescriptor", c.act_create) &&
+              resolve(lib, "cudnnSetActivationDescriptor", c.act_set) &&
+              resolve(lib, "cudnnDestroyActivationDescriptor", c.act_destroy) &&
+              resolve(lib, "cudnnGetConvolutionForwardAlgorithm_v7", c.forward_algorithms) &&
+              resolve(lib, "cudnnConvolutionForward", c.forward) &&
+              resolve(lib, "cudnnConvolutionBiasActivationForward", c.forward_bias_activation) &&
+              resolve(lib, "cudnnAddTensor", c.add_tensor) && resolve(lib, "cudnnActivationForward", c.activation_forward);
+    if (!ok) c.unavailable = "cuDNN (libcudnn.so.9) cannot be loaded or lacks its convolution API; Conv kernels need it";
+    return c;
+  }
+};
+
+cudaDataType_t cuda_type(DType t) {
+  switch (t) {
+    case DType::F32: return CUDA_R_32F;
+    case DType::F16: return CUDA_R_16F;
+    case DType::BF16: return CUDA_R_16BF;
+    case DType::F64: return CUDA_R_64F;
+    default: throw CudaError("cuBLASLt matmul of " + std::string(dtype_name(t)) + " is not supported");
+  }
+}
+
+cudnnDataType_t cudnn_type(DType t) {
+  switch (t) {
+    case DType::F32: return CUDNN_DATA_FLOAT;
+    case DType::F16: return CUDNN_DATA_HALF;
+    case DType::BF16: return CUDNN_DATA_BFLOAT16;
+    case DType::F64: return CUDNN_DATA_DOUBLE;
+    default: throw CudaError("cuDNN convolution of " + std::string(dtype_name(t)) + " is not supported");
+  }
+}
+
+// The largest power of two, up to 256 bytes, that a device address is a multiple of.
+uint32_t pointer_alignment(CUdeviceptr p) {
+  uint32_t align = 256;
+  while (align > 1 && p % align != 0) align /= 2;
+  return align;
+}
+
+}  // namespace
+
+GemmProblem gemm_problem(const KernelInfo& k, const Binding& b) {
+  const GemmInfo& g = *k.gemm;
+  auto ev = [&](const SymExpr& e) { return evaluate(e, b, k, "gemm"); };
+  return {ev(g.batch), ev(g.m), ev(g.n), ev(g.k), ev(g.lda), ev(g.ldb), ev(g.ldd), ev(g.stride_a), ev(g.stride_b),
+          ev(g.stride_d)};
+}
+
+ConvProblem conv_problem(const KernelInfo& k, const Binding& b) {
+  const ConvInfo& c = *k.conv;
+  auto ev = [&](const SymExpr& e) {
+    int64_t v = evaluate(e, b, k, "conv");
+    if (v > INT32_MAX)
+      throw CudaError("kernel '" + k.name + "' conv: extent " + std::to_string(v) + " exceeds cuDNN's int dims");
+    return static_cast<int>(v);
+  };
+  ConvProblem p;
+  p.xdims = {ev(c.n), ev(c.c)};
+  p.ydims = {ev(c.n), ev(c.k)};
+  p.wdims = {ev(c.k), ev(c.c) / static_cast<int>(c.groups)};
+  for (size_t i = 0; i < c.kernel.size(); ++i) {
+    p.xdims.push_back(ev(c.in[i]));
+    p.ydims.push_back(ev(c.out[i]));
+    p.wdims.push_back(static_cast<int>(c.kernel[i]));
+    p.pads.push_back(static_cast<int>(c.pads[i]));
+    p.strides.push_back(static_cast<int>(c.strides[i]));
+    p.dilations.push_back(static_cast<int>(c.dilations[i]));
+  }
+  if (c.kernel.size() == 1) {
+    for (std::vector<int>* v : {&p.xdims, &p.ydims, &p.wdims}) v->push_back(1);
+    p.pads.push_back(0);
+    p.strides.push_back(1);
+    p.dilations.push_back(1);
+  }
+  return p;
+}
+
+void LibraryCalls::GemmPlan::release() {
+  const CublasLt& lt = CublasLt::get();
+  for (cublasLtMatrixLayout_t l : {first, second, out})
+    if (l) lt.layout_destroy(l);
+  if (desc) lt.desc_destroy(desc);
+  *this = {};
+}
+
+void LibraryCalls::ConvPlan::release() {
+  const Cudnn& dnn = Cudnn::get();
+  for (cudnnTensorDescriptor_t t : {x, y, bias})
+    if (t) dnn.tensor_destroy(t);
+  if (w) dnn.filter_destroy(w);
+  if (conv) dnn.conv_destroy(conv);
+  if (act) dnn.act_destroy(act);
+  *this = {};
+}
+
+void LibraryCalls::ensure_workspace() {
+  const Driver& d = Driver::get();
+  if (!workspace_) d.check(d.mem_alloc(&workspace_, kWorkspaceBytes), "cuMemAlloc (library workspace)");
+}
+
+int LibraryCalls::gemm(const KernelInfo& k, const GemmProblem& p, const std::vector<CUdeviceptr>& buf,
+                       CUstream stream) {
+  const GemmInfo& g = *k.gemm;
+  const int64_t batch = p.batch, m = p.m, n = p.n, kk = p.k;
+  if (batch <= 0 || m <= 0 || n <= 0) return g.algo;
+  const CublasLt& lt = CublasLt::get();
+  if (!lt_) CublasLt::check(lt.create(&lt_), "cublasLtCreate");
+  ensure_workspace();
+  const int d_index = k.num_reads;
+  DType in_type = k.buffers[g.a].dtype, out_type = k.buffers[d_index].dtype;
+  bool f64 = in_type == DType::F64;
+  CUdeviceptr c = g.residual >= 0 ? buf[g.residual] : buf[d_index];
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  if (g.activation == "relu") epilogue = g.bias >= 0 ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
+  else if (g.activation == "gelu_tanh") epilogue = g.bias >= 0 ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+  else if (g.bias >= 0) epilogue = CUBLASLT_EPILOGUE_BIAS;
+  const int64_t lda = p.lda, ldb = p.ldb, ldd = p.ldd, stride_a = p.stride_a, stride_b = p.stride_b,
+                stride_d = p.stride_d;
+  // cuBLASLt's A is the row-major B, its B the row-major A.
+  const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> alignments[] = {
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, pointer_alignment(buf[g.b])},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, pointer_alignment(buf[g.a])},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, pointer_alignment(c)},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, pointer_alignment(buf[d_index])}};
+  int64_t bias_dtype = g.bias >= 0 ? static_cast<int64_t>(k.buffers[g.bias].dtype) : -1;
+  const std::array<int64_t, kGemmKeySize> key = {
+      batch,    m,        n,        kk,       lda,       ldb,       ldd,
+      stride_a, stride_b, stride_d, epilogue, g.algo,    g.trans_a, g.trans_b,
+      static_cast<int64_t>(in_type), static_cast<int64_t>(out_type), bias_dtype,
+      alignments[0].second, alignments[1].second, alignments[2].second, alignments[3].second};
+
+  GemmPlan& plan = gemm_plans_[&k];
+  if (!plan.built || plan.key != key) {
+    plan.release();
+    cublasComputeType_t compute = f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
+    cudaDataType_t scale_type = f64 ? CUDA_R_64F : CUDA_R_32F;
+    CublasLt::check(lt.desc_create(&plan.desc, compute, scale_type), "cublasLtMatmulDescCreate");
+    cublasOperation_t op_first = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t op_second = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    CublasLt::check(lt.desc_set(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof(op_first)), "TRANSA");
+    CublasLt::check(lt.desc_set(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof(op_second)), "TRANSB");
+    CublasLt::check(lt.desc_set(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)), "EPILOGUE");
+    if (g.bias >= 0) {
+      int32_t bias_type = cuda_type(k.buffers[g.bias].dtype);
+      CublasLt::check(lt.desc_set(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)),
+                      "BIAS_DATA_TYPE");
+    }
+    auto layout = [&](cublasLtMatrixLayout_t& l, DType t, int64_t rows, int64_t cols, int64_t ld, int64_t stride) {
+      CublasLt::check(lt.layout_create(&l, cuda_type(t), rows, cols, ld), "cublasLtMatrixLayoutCreate");
+      int32_t count = static_cast<int32_t>(batch);
+      CublasLt::check(lt.layout_set(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)), "BATCH_COUNT");
+      CublasLt::check(lt.layout_set(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)),
+                      "STRIDED_BATCH_OFFSET");
+    };
+    // Row-major B is [k, n] (or [n, k] transposed): column-major n x k (k x n).
+    layout(plan.first, k.buffers[g.b].dtype, g.trans_b ? kk : n, g.trans_b ? n : kk, ldb, stride_b);
+    layout(plan.second, in_type, g.trans_a ? m : kk, g.trans_a ? kk : m, lda, stride_a);
+    layout(plan.out, out_type, n, m, ldd, stride_d);
+
+    // cuBLASLt ranks the algorithms that fit the workspace and the operands'
+    // alignment; the kernel's config names one by rank (0: the first choice). A
+    // rank past the list's end (sizes other than the ones tuned at) runs the last.
+    cublasLtMatmulPreference_t pref = nullptr;
+    CublasLt::check(lt.pref_create(&pref), "cublasLtMatmulPreferenceCreate");
+    std::unique_ptr<std::remove_pointer_t<cublasLtMatmulPreference_t>, cublasStatus_t (*)(cublasLtMatmulPreference_t)>
+        pref_owner(pref, lt.pref_destroy);
+    uint64_t workspace_bytes = kWorkspaceBytes;
+    CublasLt::check(
+        lt.pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes, sizeof workspace_bytes),
+        "MAX_WORKSPACE_BYTES");
+    for (const auto& [attr, align] : alignments)
+      CublasLt::check(lt.pref_set(pref, attr, &align, sizeof align), "MIN_ALIGNMENT");
+    cublasLtMatmulHeuristicResult_t ranked[kLibraryAlgos] = {};
+    int offered = 0;
+    CublasLt::check(lt.heuristic(lt_, plan.desc, plan.first, plan.second, plan.out, plan.out, pref,
+                                 std::min(g.algo + 1, kLibraryAlgos), ranked, &offered),
+                    ("cublasLtMatmulAlgoGetHeuristic (kernel '" + k.name + "')").c_str());
+    if (offered == 0) throw CudaError("kernel '" + k.name + "': cuBLASLt offers no algorithm for this problem");
+    plan.rank = std::min(g.algo, offered - 1);
+    plan.algo = ranked[plan.rank].algo;
+    plan.key = key;
+    plan.built = true;
+  }
+  if (g.bias >= 0) {
+    void* bias = reinterpret_cast<void*>(buf[g.bias]);
+    CublasLt::check(lt.desc_set(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)), "BIAS_POINTER");
+  }
+
+  double alpha64 = g.alpha, beta64 = g.residual >= 0 ? g.beta : 0.0;
+  float alpha32 = static_cast<float>(alpha64), beta32 = static_cast<float>(beta64);
+  const void* alpha = f64 ? static_cast<const void*>(&alpha64) : &alpha32;
+  const void* beta = f64 ? static_cast<const void*>(&beta64) : &beta32;
+  cublasStatus_t status =
+      lt.matmul(lt_, plan.desc, alpha, reinterpret_cast<void*>(buf[g.b]), plan.first,
+                reinterpret_cast<void*>(buf[g.a]), plan.second, beta, reinterpret_cast<void*>(c), plan.out,
+                reinterpret_cast<void*>(buf[d_index]), plan.out, &plan.algo, reinterpret_cast<void*>(workspace_),
+                kWorkspaceBytes, reinterpret_cast<cudaStream_t>(stream));
+  if (status != CUBLAS_STATUS_SUCCESS) CublasLt::check(status, ("cublasLtMatmul (kernel '" + k.name + "')").c_str());
+  return plan.rank;
+}
+
+int LibraryCalls::conv(const KernelInfo& k, const ConvProblem& p, const std::vector<CUdeviceptr>& buf,
+                       CUstream stream) {
+  const ConvInfo& c = *k.conv;
+  if (std::find(p.ydims.begin(), p.ydims.end(), 0) != p.ydims.end()) return c.algo;
+
+  const Cudnn& dnn = Cudnn::get();
+  if (!dnn_) dnn.check(dnn.create(&dnn_), "cudnnCreate");
+  ensure_workspace();
+  dnn.check(dnn.set_stream(dnn_, reinterpret_cast<cudaStream_t>(stream)), "cudnnSetStream");
+  DType dtype = k.buffers[k.num_reads].dtype;
+  bool f64 = dtype == DType::F64;
+
+  const std::array<int, 4> config = {static_cast<int>(c.groups), c.activation == "relu", static_cast<int>(dtype),
+                                     c.algo};
+  ConvPlan& plan = conv_plans_[&k];
+  if (!plan.built || plan.config != config || !(plan.problem == p)) {
+    plan.release();
+    const std::string what = "kernel '" + k.name + "' conv";
+    cudnnDataType_t type = cudnn_type(dtype);
+    auto tensor = [&](cudnnTensorDescriptor_t& t, const std::vector<int>& dims) {
+      std::vector<int> strides_of(dims.size(), 1);
+      for (size_t i = dims.size() - 1; i-- > 0;) strides_of[i] = strides_of[i + 1] * dims[i + 1];
+      dnn.check(dnn.tensor_create(&t), what + ": cudnnCreateTensorDescriptor");
+      dnn.check(dnn.tensor_set(t, type, static_cast<int>(dims.size()), dims.data(), strides_of.data()),
+                what + ": cudnnSetTensorNdDescriptor");
+    };
+    tensor(plan.x, p.xdims);
+    tensor(plan.y, p.ydims);
+    std::vector<int> bdims(p.ydims.size(), 1);
+    bdims[1] = p.ydims[1];
+    tensor(plan.bias, bdims);
+    dnn.check(dnn.filter_create(&plan.w), what + ": cudnnCreateFilterDescriptor");
+    dnn.check(dnn.filter_set(plan.w, type, CUDNN_TENSOR_NCHW, static_cast<int>(p.wdims.size()), p.wdims.data()),
+              what + ": cudnnSetFilterNdDescriptor");
+    dnn.check(dnn.conv_create(&plan.conv), what + ": cudnnCreateConvolutionDescriptor");
+    // ONNX Conv is a cross-correlation (the filter is not flipped).
+    dnn.check(dnn.conv_set(plan.conv, static_cast<int>(p.pads.size()), p.pads.data(), p.strides.data(),
+                           p.dilations.data(), CUDNN_CROSS_CORRELATION, f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT),
+              what + ": cudnnSetConvolutionNdDescriptor");
+    dnn.check(dnn.conv_set_groups(plan.conv, static_cast<int>(c.groups)), what + ": cudnnSetConvolutionGroupCount");
+    // CUDNN_DEFAULT_MATH lets f32 convolutions run as TF32 on Ampere and later;
+    // FMA keeps them f32, as the host run and cuBLASLt's CUBLAS_COMPUTE_32F are.
+    cudnnMathType_t math = dtype == DType::F32 ? CUDNN_FMA_MATH : f64 ? CUDNN_DEFAULT_MATH : CUDNN_TENSOR_OP_MATH;
+    dnn.check(dnn.conv_set_math(plan.conv, math), what + ": cudnnSetConvolutionMathType");
+    if (c.activation == "relu") {
+      dnn.check(dnn.act_create(&plan.act), what + ": cudnnCreateActivationDescriptor");
+      // For Relu, cuDNN documents coef as an upper bound on the output: the largest double leaves it unbounded.
+      dnn.check(
+          dnn.act_set(plan.act, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, std::numeric_limits<double>::max()),
+          what + ": cudnnSetActivationDescriptor");
+    }
+    // cuDNN's heuristics rank the algorithms; of those that fit the workspace,
+    // the kernel's config names one by rank (0: the first; past the end: the last).
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    int returned = 0;
+    dnn.check(dnn.forward_algorithms(dnn_, plan.x, plan.w, plan.conv, plan.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+                                     &returned, perf),
+              what + ": cudnnGetConvolutionForwardAlgorithm_v7");
+    int rank = -1;
+    for (int i = 0; i < returned && rank < c.algo; ++i)
+      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= kWorkspaceBytes) {
+        plan.algo = perf[i].algo;
+        ++rank;
+      }
+    if (rank < 0) throw CudaError(what + ": cuDNN has no forward algorithm within the workspace");
+    plan.rank = rank;
+    plan.problem = p;
+    plan.config = config;
+    plan.built = true;
+  }
+
+  double one64 = 1, zero64 = 0;
+  float one32 = 1, zero32 = 0;
+  const void* one = f64 ? static_cast<const void*>(&one64) : &one32;
+  const void* zero = f64 ? static_cast<const void*>(&zero64) : &zero32;
+  auto ptr = [&](int index) { return reinterpret_cast<void*>(buf[static_cast<size_t>(index)]); };
+  void* x = ptr(c.x);
+  void* w = ptr(c.w);
+  void* y = ptr(k.num_reads);
+  void* ws = reinterpret_cast<void*>(workspace_);
+  // The launch path names the kernel in a message only on failure.
+  auto call = [&](cudnnStatus_t st, const char* api) {
+    if (st != CUDNN_STATUS_SUCCESS) dnn.check(st, "kernel '" + k.name + "' conv: " + api);
+  };
+  if (c.activation == "relu" && c.bias >= 0) {
+    void* z = c.residual >= 0 ? ptr(c.residual) : y;
+    call(dnn.forward_bias_activation(dnn_, one, plan.x, x, plan.w, w, plan.conv, plan.algo, ws,
+                                     kWorkspaceBytes, c.residual >= 0 ? one : zero, plan.y, z, plan.bias,
+                                     ptr(c.bias), plan.act, plan.y, y),
+         "cudnnConvolutionBiasActivationForward");
+    return plan.rank;
+  }
+  call(dnn.forward(dnn_, one, plan.x, x, plan.w, w, plan.conv, plan.algo, ws, kWorkspaceBytes, zero,
+                   plan.y, y),
+       "cudnnConvolutionForward");
+  if (c.bias >= 0) call(dnn.add_tensor(dnn_, one, plan.bias, ptr(c.bias), one, plan.y, y), "cudnnAddTensor (bias)");
+  if (c.residual >= 0)
+    call(dnn.add_tensor(dnn_, one, plan.y, ptr(c.residual), one, plan.y, y), "cudnnAddTensor (residual)");
+  if (c.activation == "relu")
+    call(dnn.activation_forward(dnn_, plan.act, one, plan.y, y, zero, plan.y, y), "cudnnActivationForward");
+  return plan.rank;
+}
+
+void LibraryCalls::release() {
+  if (workspace_) Driver::get().mem_free(workspace_);
+  for (auto& [kernel, plan] : conv_plans_) plan.release();
+  if (dnn_) Cudnn::get().destroy(dnn_);
+  for (auto& [kernel, plan] : gemm_plans_) plan.release();
+  if (lt_) CublasLt::get().destroy(lt_);
+  *this = {};
+}
+
+}  // namespace tcc::runtime

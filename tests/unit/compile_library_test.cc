@@ -1,0 +1,143 @@
+// The compiler as a library (src/compiler/compile.h), called in process: the
+// stages in order with the graph each leaves, the result against the module
+// directory it wrote, and the request's checks.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "src/compiler/compile.h"
+#include "src/ops/fusion.h"
+#include "tests/unit/compile_util.h"
+#include "tests/unit/temp_dir.h"
+
+namespace tcc {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string fixture(const std::string& name) { return std::string(TCC_SOURCE_DIR) + "/tests/fixtures/" + name; }
+
+json read_json(const fs::path& p) {
+  std::ifstream in(p);
+  return json::parse(in);
+}
+
+int fusions(const Graph& g) {
+  return static_cast<int>(std::count_if(g.nodes().begin(), g.nodes().end(), [](const auto& n) { return is_fusion(*n); }));
+}
+
+class CompileLibrary : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = make_temp_dir("tcc_compile_library_test"); }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  CompileRequest request(const std::string& model, const std::string& mode = "default") {
+    CompileRequest r;
+    r.model = fixture(model);
+    r.output = (dir_ / "module").string();
+    r.options = quick_compile_options();
+    r.options.host = false;
+    r.options.mode = mode;
+    return r;
+  }
+
+  fs::path dir_;
+};
+
+// print_after sees every stage of the default mode once, in order (no
+// autotune), and the graph each left: nodes as loaded, tcc::Fusion nodes from
+// the passes on.
+TEST_F(CompileLibrary, StageHookSeesTheStagesInOrder) {
+  CompileRequest req = request("mlp.onnx");
+  std::vector<std::string> stages;
+  std::vector<int> fused;
+  req.print_after = [&](const std::string& stage, const Graph& g) {
+    stages.push_back(stage);
+    fused.push_back(fusions(g));
+  };
+  CompileResult r = compile(req);
+  EXPECT_EQ(stages, (std::vector<std::string>{"load", "shapes", "passes", "schedule", "memory", "emit", "build",
+                                              "write"}));
+  ASSERT_EQ(fused.size(), 8u);
+  EXPECT_EQ(fused[0], 0);
+  EXPECT_EQ(fused[1], 0);
+  EXPECT_GT(fused[2], 0);
+  EXPECT_EQ(fused.back(), fusions(*r.model->graph));
+  for (const std::string& s : stages)
+    EXPECT_NE(std::find(kCompileStages.begin(), kCompileStages.end(), s), kCompileStages.end()) << s;
+}
+
+// In a mode that autotunes, the autotune stage runs between memory and emit,
+// and the result says how every kernel's configuration was chosen.
+TEST_F(CompileLibrary, AutotuneModesRunTheAutotuneStage) {
+  CompileRequest req = request("mlp.onnx", "max-autotune");
+  std::vector<std::string> stages;
+  req.print_after = [&](const std::string& stage, const Graph&) { stages.push_back(stage); };
+  CompileResult r = compile(req);
+  auto at = std::find(stages.begin(), stages.end(), "autotune");
+  ASSERT_NE(at, stages.end());
+  EXPECT_EQ(*(at - 1), "memory");
+  EXPECT_EQ(*(at + 1), "emit");
+  ASSERT_TRUE(r.autotune.has_value());
+  EXPECT_EQ(r.autotune->sources.size(), r.schedule.kernels.size());
+  EXPECT_EQ(static_cast<size_t>(r.autotune->measured + r.autotune->from_cache + r.autotune->heuristic),
+            r.schedule.kernels.size());
+}
+
+// The result describes the module it wrote: kernels, steps, fallbacks (the
+// NonZero fixture has one), views, binding steps, the memory plan and the
+// passes match the manifest and report.json.
+TEST_F(CompileLibrary, ResultMatchesTheManifest) {
+  for (const char* model : {"gpt2_block.onnx", "nonzero.tir"}) {
+    CompileResult r = compile(request(model));
+    json manifest = read_json(dir_ / "module" / "manifest.json");
+    json report = read_json(dir_ / "module" / "report.json");
+    EXPECT_EQ(r.mode->name, "default");
+    EXPECT_EQ(manifest["kernels"].size(), r.schedule.kernels.size()) << model;
+    EXPECT_EQ(manifest["schedule"].size(), r.schedule.steps.size()) << model;
+    size_t fallback_steps = std::count_if(manifest["schedule"].begin(), manifest["schedule"].end(),
+                                          [](const json& s) { return s.contains("fallback"); });
+    EXPECT_EQ(fallback_steps, r.fallbacks.size()) << model;
+    ASSERT_EQ(report["fallbacks"].size(), r.fallbacks.size()) << model;
+    for (size_t i = 0; i < r.fallbacks.size(); ++i) {
+      EXPECT_EQ(report["fallbacks"][i]["node"], r.fallbacks[i].node) << model;
+      EXPECT_EQ(report["fallbacks"][i]["reason"], r.fallbacks[i].reason) << model;
+    }
+    EXPECT_EQ(report["summary"]["views"], r.schedule.views.size()) << model;
+    EXPECT_EQ(report["summary"]["binding_steps"], r.schedule.binding_steps.size()) << model;
+    const SymExpr& arena = r.memory.arena_bytes;
+    EXPECT_EQ(manifest["memory"]["arena_bytes"], arena.is_constant() ? json(arena.constant_value()) : json(arena.str()))
+        << model;
+    EXPECT_EQ(manifest["memory"]["buffers"].size(), r.memory.buffers.size()) << model;
+    EXPECT_EQ(report["sizes"], json(r.sizes)) << model;
+    ASSERT_EQ(report["passes"].size(), r.passes.size()) << model;
+    EXPECT_EQ(manifest["outputs"].size(), r.model->graph->outputs().size()) << model;
+    if (std::string(model) == "nonzero.tir") {
+      EXPECT_FALSE(r.fallbacks.empty());
+    }
+  }
+}
+
+// Flags that contradict the mode fail before the model is read: the missing
+// file is never reported.
+TEST_F(CompileLibrary, ChecksTheRequestBeforeReadingTheModel) {
+  CompileRequest req = request("no_such_model.onnx");
+  req.cache = (dir_ / "cache.json").string();
+  try {
+    compile(req);
+    FAIL() << "compiled a missing model";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--cache and --device-name apply to modes that autotune"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(fs::exists(dir_ / "module"));
+}
+
+}  // namespace
+}  // namespace tcc
