@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "src/diag/errors.h"
+#include "src/module/entry_points.h"
 #include "src/runtime/cuda_driver.h"
 #include "src/runtime/module.h"
 
@@ -21,18 +22,19 @@ namespace tcc::profiler {
 
 namespace {
 
-using runtime::resolve;
+#define TCC_CUPTI_ENTRIES(X) \
+  X(enable, cuptiActivityEnable, "cuptiActivityEnable") \
+  X(disable, cuptiActivityDisable, "cuptiActivityDisable") \
+  X(register_callbacks, cuptiActivityRegisterCallbacks, "cuptiActivityRegisterCallbacks") \
+  X(flush_all, cuptiActivityFlushAll, "cuptiActivityFlushAll") \
+  X(next_record, cuptiActivityGetNextRecord, "cuptiActivityGetNextRecord") \
+  X(push_id, cuptiActivityPushExternalCorrelationId, "cuptiActivityPushExternalCorrelationId") \
+  X(pop_id, cuptiActivityPopExternalCorrelationId, "cuptiActivityPopExternalCorrelationId") \
+  X(result_string, cuptiGetResultString, "cuptiGetResultString") \
+  X(timestamp, cuptiGetTimestamp, "cuptiGetTimestamp")
 
 struct Cupti {
-  decltype(&::cuptiActivityEnable) enable;
-  decltype(&::cuptiActivityDisable) disable;
-  decltype(&::cuptiActivityRegisterCallbacks) register_callbacks;
-  decltype(&::cuptiActivityFlushAll) flush_all;
-  decltype(&::cuptiActivityGetNextRecord) next_record;
-  decltype(&::cuptiActivityPushExternalCorrelationId) push_id;
-  decltype(&::cuptiActivityPopExternalCorrelationId) pop_id;
-  decltype(&::cuptiGetResultString) result_string;
-  decltype(&::cuptiGetTimestamp) timestamp;
+  TCC_CUPTI_ENTRIES(TCC_ENTRY_MEMBER)
   std::string unavailable;
 
   int64_t now() const {
@@ -67,13 +69,7 @@ struct Cupti {
           "/usr/local/cuda/extras/CUPTI/lib64";
       return c;
     }
-    bool ok = resolve(lib, "cuptiActivityEnable", c.enable) && resolve(lib, "cuptiActivityDisable", c.disable) &&
-              resolve(lib, "cuptiActivityRegisterCallbacks", c.register_callbacks) &&
-              resolve(lib, "cuptiActivityFlushAll", c.flush_all) &&
-              resolve(lib, "cuptiActivityGetNextRecord", c.next_record) &&
-              resolve(lib, "cuptiActivityPushExternalCorrelationId", c.push_id) &&
-              resolve(lib, "cuptiActivityPopExternalCorrelationId", c.pop_id) &&
-              resolve(lib, "cuptiGetResultString", c.result_string) && resolve(lib, "cuptiGetTimestamp", c.timestamp);
+    bool ok = TCC_RESOLVE_ENTRIES(TCC_CUPTI_ENTRIES, lib, c);
     if (!ok) c.unavailable = "libcupti lacks Activity API entry points tcc needs (too old)";
     return c;
   }

@@ -12,58 +12,57 @@
 #include <vector>
 
 #include "module.h"
+#include "src/module/entry_points.h"
 
 namespace tcc::runtime {
 
-template <typename F>
-inline bool resolve(void* lib, const char* name, F*& fn) {
-  fn = reinterpret_cast<F*>(dlsym(lib, name));
-  return fn != nullptr;
-}
+// The driver entry points the runtime uses (src/module/entry_points.h). Streams,
+// events and CUDA graphs serve measurement (src/profiler, src/autotune/kernel_timer.cc)
+// and reduce-overhead; cuMemsetD8Async zeroes split-reduction workspaces and
+// accumulated outputs and flushes L2.
+#define TCC_CUDA_DRIVER_ENTRIES(X) \
+  X(init, cuInit, "cuInit") \
+  X(device_count, cuDeviceGetCount, "cuDeviceGetCount") \
+  X(device_get, cuDeviceGet, "cuDeviceGet") \
+  X(device_attribute, cuDeviceGetAttribute, "cuDeviceGetAttribute") \
+  X(primary_ctx_retain, cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain") \
+  X(ctx_get_current, cuCtxGetCurrent, "cuCtxGetCurrent") \
+  X(ctx_set_current, cuCtxSetCurrent, "cuCtxSetCurrent") \
+  X(ctx_get_device, cuCtxGetDevice, "cuCtxGetDevice") \
+  X(ctx_push, cuCtxPushCurrent, "cuCtxPushCurrent_v2") \
+  X(ctx_pop, cuCtxPopCurrent, "cuCtxPopCurrent_v2") \
+  X(module_load, cuModuleLoadData, "cuModuleLoadData") \
+  X(module_unload, cuModuleUnload, "cuModuleUnload") \
+  X(module_function, cuModuleGetFunction, "cuModuleGetFunction") \
+  X(launch, cuLaunchKernel, "cuLaunchKernel") \
+  X(mem_alloc, cuMemAlloc, "cuMemAlloc_v2") \
+  X(mem_free, cuMemFree, "cuMemFree_v2") \
+  X(copy_htod, cuMemcpyHtoD, "cuMemcpyHtoD_v2") \
+  X(copy_dtoh, cuMemcpyDtoH, "cuMemcpyDtoH_v2") \
+  X(copy_htod_async, cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2") \
+  X(copy_dtoh_async, cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2") \
+  X(copy_dtod_async, cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2") \
+  X(stream_sync, cuStreamSynchronize, "cuStreamSynchronize") \
+  X(error_string, cuGetErrorString, "cuGetErrorString") \
+  X(memset_d8_async, cuMemsetD8Async, "cuMemsetD8Async") \
+  X(driver_version, cuDriverGetVersion, "cuDriverGetVersion") \
+  X(device_name, cuDeviceGetName, "cuDeviceGetName") \
+  X(stream_create, cuStreamCreate, "cuStreamCreate") \
+  X(stream_destroy, cuStreamDestroy, "cuStreamDestroy_v2") \
+  X(event_create, cuEventCreate, "cuEventCreate") \
+  X(event_destroy, cuEventDestroy, "cuEventDestroy_v2") \
+  X(event_record, cuEventRecord, "cuEventRecord") \
+  X(event_sync, cuEventSynchronize, "cuEventSynchronize") \
+  X(event_elapsed, cuEventElapsedTime, "cuEventElapsedTime_v2") \
+  X(begin_capture, cuStreamBeginCapture, "cuStreamBeginCapture_v2") \
+  X(end_capture, cuStreamEndCapture, "cuStreamEndCapture") \
+  X(graph_instantiate, cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags") \
+  X(graph_launch, cuGraphLaunch, "cuGraphLaunch") \
+  X(graph_exec_destroy, cuGraphExecDestroy, "cuGraphExecDestroy") \
+  X(graph_destroy, cuGraphDestroy, "cuGraphDestroy")
 
-// The driver entry points the runtime uses. The names are the ABI symbols,
-// which cuda.h spells through macros (cuMemAlloc is cuMemAlloc_v2).
 struct Driver {
-  decltype(&::cuInit) init;
-  decltype(&::cuDeviceGetCount) device_count;
-  decltype(&::cuDeviceGet) device_get;
-  decltype(&::cuDeviceGetAttribute) device_attribute;
-  decltype(&::cuDevicePrimaryCtxRetain) primary_ctx_retain;
-  decltype(&::cuCtxGetCurrent) ctx_get_current;
-  decltype(&::cuCtxSetCurrent) ctx_set_current;
-  decltype(&::cuCtxGetDevice) ctx_get_device;
-  decltype(&::cuCtxPushCurrent) ctx_push;
-  decltype(&::cuCtxPopCurrent) ctx_pop;
-  decltype(&::cuModuleLoadData) module_load;
-  decltype(&::cuModuleUnload) module_unload;
-  decltype(&::cuModuleGetFunction) module_function;
-  decltype(&::cuLaunchKernel) launch;
-  decltype(&::cuMemAlloc) mem_alloc;
-  decltype(&::cuMemFree) mem_free;
-  decltype(&::cuMemcpyHtoD) copy_htod;
-  decltype(&::cuMemcpyDtoH) copy_dtoh;
-  decltype(&::cuMemcpyHtoDAsync) copy_htod_async;
-  decltype(&::cuMemcpyDtoHAsync) copy_dtoh_async;
-  decltype(&::cuMemcpyDtoDAsync) copy_dtod_async;
-  decltype(&::cuStreamSynchronize) stream_sync;
-  decltype(&::cuGetErrorString) error_string;
-  decltype(&::cuMemsetD8Async) memset_d8_async;  // zeroing split-reduction workspaces and accumulated outputs, flushing L2
-  decltype(&::cuDriverGetVersion) driver_version;
-  decltype(&::cuDeviceGetName) device_name;
-  // Streams, events and CUDA graphs: measurement (src/profiler, src/autotune/kernel_timer.cc) and reduce-overhead.
-  decltype(&::cuStreamCreate) stream_create;
-  decltype(&::cuStreamDestroy) stream_destroy;
-  decltype(&::cuEventCreate) event_create;
-  decltype(&::cuEventDestroy) event_destroy;
-  decltype(&::cuEventRecord) event_record;
-  decltype(&::cuEventSynchronize) event_sync;
-  decltype(&::cuEventElapsedTime) event_elapsed;
-  decltype(&::cuStreamBeginCapture) begin_capture;
-  decltype(&::cuStreamEndCapture) end_capture;
-  decltype(&::cuGraphInstantiateWithFlags) graph_instantiate;
-  decltype(&::cuGraphLaunch) graph_launch;
-  decltype(&::cuGraphExecDestroy) graph_exec_destroy;
-  decltype(&::cuGraphDestroy) graph_destroy;
+  TCC_CUDA_DRIVER_ENTRIES(TCC_ENTRY_MEMBER)
   // Several device copies in one call (CUDA 12.8 on); null on older drivers,
   // which copy one by one.
   decltype(&::cuMemcpyBatchAsync) copy_batch_async = nullptr;
@@ -89,33 +88,8 @@ struct Driver {
       d.unavailable = "no CUDA driver (libcuda.so.1 cannot be loaded)";
       return d;
     }
-    bool ok = resolve(lib, "cuInit", d.init) && resolve(lib, "cuDeviceGetCount", d.device_count) &&
-              resolve(lib, "cuDeviceGet", d.device_get) &&
-              resolve(lib, "cuDeviceGetAttribute", d.device_attribute) &&
-              resolve(lib, "cuDevicePrimaryCtxRetain", d.primary_ctx_retain) &&
-              resolve(lib, "cuCtxGetCurrent", d.ctx_get_current) && resolve(lib, "cuCtxSetCurrent", d.ctx_set_current) &&
-              resolve(lib, "cuCtxGetDevice", d.ctx_get_device) && resolve(lib, "cuCtxPushCurrent_v2", d.ctx_push) &&
-              resolve(lib, "cuCtxPopCurrent_v2", d.ctx_pop) && resolve(lib, "cuModuleLoadData", d.module_load) &&
-              resolve(lib, "cuModuleUnload", d.module_unload) &&
-              resolve(lib, "cuModuleGetFunction", d.module_function) && resolve(lib, "cuLaunchKernel", d.launch) &&
-              resolve(lib, "cuMemAlloc_v2", d.mem_alloc) && resolve(lib, "cuMemFree_v2", d.mem_free) &&
-              resolve(lib, "cuMemcpyHtoD_v2", d.copy_htod) && resolve(lib, "cuMemcpyDtoH_v2", d.copy_dtoh) &&
-              resolve(lib, "cuMemcpyHtoDAsync_v2", d.copy_htod_async) &&
-              resolve(lib, "cuMemcpyDtoHAsync_v2", d.copy_dtoh_async) &&
-              resolve(lib, "cuMemcpyDtoDAsync_v2", d.copy_dtod_async) &&
-              resolve(lib, "cuStreamSynchronize", d.stream_sync) && resolve(lib, "cuGetErrorString", d.error_string) &&
-              resolve(lib, "cuMemsetD8Async", d.memset_d8_async) &&
-              resolve(lib, "cuDriverGetVersion", d.driver_version) && resolve(lib, "cuDeviceGetName", d.device_name) &&
-              resolve(lib, "cuStreamCreate", d.stream_create) && resolve(lib, "cuStreamDestroy_v2", d.stream_destroy) &&
-              resolve(lib, "cuEventCreate", d.event_create) && resolve(lib, "cuEventDestroy_v2", d.event_destroy) &&
-              resolve(lib, "cuEventRecord", d.event_record) && resolve(lib, "cuEventSynchronize", d.event_sync) &&
-              resolve(lib, "cuEventElapsedTime_v2", d.event_elapsed) &&
-              resolve(lib, "cuStreamBeginCapture_v2", d.begin_capture) &&
-              resolve(lib, "cuStreamEndCapture", d.end_capture) &&
-              resolve(lib, "cuGraphInstantiateWithFlags", d.graph_instantiate) &&
-              resolve(lib, "cuGraphLaunch", d.graph_launch) && resolve(lib, "cuGraphExecDestroy", d.graph_exec_destroy) &&
-              resolve(lib, "cuGraphDestroy", d.graph_destroy);
-    if (!resolve(lib, "cuMemcpyBatchAsync_v2", d.copy_batch_async)) d.copy_batch_async = nullptr;
+    bool ok = TCC_RESOLVE_ENTRIES(TCC_CUDA_DRIVER_ENTRIES, lib, d);
+    resolve_entry(lib, "cuMemcpyBatchAsync_v2", d.copy_batch_async);
     int count = 0;
     if (!ok) d.unavailable = "the CUDA driver lacks entry points the runtime needs (too old)";
     else if (d.init(0) != CUDA_SUCCESS) d.unavailable = "the CUDA driver failed to initialize (cuInit)";

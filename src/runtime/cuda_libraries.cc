@@ -11,20 +11,23 @@ namespace tcc::runtime {
 
 namespace {
 
+#define TCC_CUBLASLT_ENTRIES(X) \
+  X(create, cublasLtCreate, "cublasLtCreate") \
+  X(destroy, cublasLtDestroy, "cublasLtDestroy") \
+  X(matmul, cublasLtMatmul, "cublasLtMatmul") \
+  X(desc_create, cublasLtMatmulDescCreate, "cublasLtMatmulDescCreate") \
+  X(desc_destroy, cublasLtMatmulDescDestroy, "cublasLtMatmulDescDestroy") \
+  X(desc_set, cublasLtMatmulDescSetAttribute, "cublasLtMatmulDescSetAttribute") \
+  X(layout_create, cublasLtMatrixLayoutCreate, "cublasLtMatrixLayoutCreate") \
+  X(layout_destroy, cublasLtMatrixLayoutDestroy, "cublasLtMatrixLayoutDestroy") \
+  X(layout_set, cublasLtMatrixLayoutSetAttribute, "cublasLtMatrixLayoutSetAttribute") \
+  X(pref_create, cublasLtMatmulPreferenceCreate, "cublasLtMatmulPreferenceCreate") \
+  X(pref_destroy, cublasLtMatmulPreferenceDestroy, "cublasLtMatmulPreferenceDestroy") \
+  X(pref_set, cublasLtMatmulPreferenceSetAttribute, "cublasLtMatmulPreferenceSetAttribute") \
+  X(heuristic, cublasLtMatmulAlgoGetHeuristic, "cublasLtMatmulAlgoGetHeuristic")
+
 struct CublasLt {
-  decltype(&::cublasLtCreate) create;
-  decltype(&::cublasLtDestroy) destroy;
-  decltype(&::cublasLtMatmul) matmul;
-  decltype(&::cublasLtMatmulDescCreate) desc_create;
-  decltype(&::cublasLtMatmulDescDestroy) desc_destroy;
-  decltype(&::cublasLtMatmulDescSetAttribute) desc_set;
-  decltype(&::cublasLtMatrixLayoutCreate) layout_create;
-  decltype(&::cublasLtMatrixLayoutDestroy) layout_destroy;
-  decltype(&::cublasLtMatrixLayoutSetAttribute) layout_set;
-  decltype(&::cublasLtMatmulPreferenceCreate) pref_create;
-  decltype(&::cublasLtMatmulPreferenceDestroy) pref_destroy;
-  decltype(&::cublasLtMatmulPreferenceSetAttribute) pref_set;
-  decltype(&::cublasLtMatmulAlgoGetHeuristic) heuristic;
+  TCC_CUBLASLT_ENTRIES(TCC_ENTRY_MEMBER)
   std::string unavailable;
 
   static const CublasLt& get() {
@@ -41,18 +44,7 @@ struct CublasLt {
   static CublasLt open() {
     CublasLt lt{};
     void* lib = dlopen("libcublasLt.so.13", RTLD_NOW | RTLD_LOCAL);
-    bool ok = lib && resolve(lib, "cublasLtCreate", lt.create) && resolve(lib, "cublasLtDestroy", lt.destroy) &&
-              resolve(lib, "cublasLtMatmul", lt.matmul) &&
-              resolve(lib, "cublasLtMatmulDescCreate", lt.desc_create) &&
-              resolve(lib, "cublasLtMatmulDescDestroy", lt.desc_destroy) &&
-              resolve(lib, "cublasLtMatmulDescSetAttribute", lt.desc_set) &&
-              resolve(lib, "cublasLtMatrixLayoutCreate", lt.layout_create) &&
-              resolve(lib, "cublasLtMatrixLayoutDestroy", lt.layout_destroy) &&
-              resolve(lib, "cublasLtMatrixLayoutSetAttribute", lt.layout_set) &&
-              resolve(lib, "cublasLtMatmulPreferenceCreate", lt.pref_create) &&
-              resolve(lib, "cublasLtMatmulPreferenceDestroy", lt.pref_destroy) &&
-              resolve(lib, "cublasLtMatmulPreferenceSetAttribute", lt.pref_set) &&
-              resolve(lib, "cublasLtMatmulAlgoGetHeuristic", lt.heuristic);
+    bool ok = lib && TCC_RESOLVE_ENTRIES(TCC_CUBLASLT_ENTRIES, lib, lt);
     if (!ok) lt.unavailable = "cuBLASLt (libcublasLt.so.13) cannot be loaded; Gemm kernels need it";
     return lt;
   }
@@ -61,30 +53,33 @@ struct CublasLt {
 // cuDNN's convolution entry points. cuDNN 9 marks this descriptor API as
 // legacy in favour of its graph API, but still ships it in libcudnn.so.9; it is
 // the smallest correct way to run one convolution with its epilogue.
+#define TCC_CUDNN_ENTRIES(X) \
+  X(create, cudnnCreate, "cudnnCreate") \
+  X(destroy, cudnnDestroy, "cudnnDestroy") \
+  X(set_stream, cudnnSetStream, "cudnnSetStream") \
+  X(error_string, cudnnGetErrorString, "cudnnGetErrorString") \
+  X(tensor_create, cudnnCreateTensorDescriptor, "cudnnCreateTensorDescriptor") \
+  X(tensor_set, cudnnSetTensorNdDescriptor, "cudnnSetTensorNdDescriptor") \
+  X(tensor_destroy, cudnnDestroyTensorDescriptor, "cudnnDestroyTensorDescriptor") \
+  X(filter_create, cudnnCreateFilterDescriptor, "cudnnCreateFilterDescriptor") \
+  X(filter_set, cudnnSetFilterNdDescriptor, "cudnnSetFilterNdDescriptor") \
+  X(filter_destroy, cudnnDestroyFilterDescriptor, "cudnnDestroyFilterDescriptor") \
+  X(conv_create, cudnnCreateConvolutionDescriptor, "cudnnCreateConvolutionDescriptor") \
+  X(conv_set, cudnnSetConvolutionNdDescriptor, "cudnnSetConvolutionNdDescriptor") \
+  X(conv_set_groups, cudnnSetConvolutionGroupCount, "cudnnSetConvolutionGroupCount") \
+  X(conv_set_math, cudnnSetConvolutionMathType, "cudnnSetConvolutionMathType") \
+  X(conv_destroy, cudnnDestroyConvolutionDescriptor, "cudnnDestroyConvolutionDescriptor") \
+  X(act_create, cudnnCreateActivationDescriptor, "cudnnCreateActivationDescriptor") \
+  X(act_set, cudnnSetActivationDescriptor, "cudnnSetActivationDescriptor") \
+  X(act_destroy, cudnnDestroyActivationDescriptor, "cudnnDestroyActivationDescriptor") \
+  X(forward_algorithms, cudnnGetConvolutionForwardAlgorithm_v7, "cudnnGetConvolutionForwardAlgorithm_v7") \
+  X(forward, cudnnConvolutionForward, "cudnnConvolutionForward") \
+  X(forward_bias_activation, cudnnConvolutionBiasActivationForward, "cudnnConvolutionBiasActivationForward") \
+  X(add_tensor, cudnnAddTensor, "cudnnAddTensor") \
+  X(activation_forward, cudnnActivationForward, "cudnnActivationForward")
+
 struct Cudnn {
-  decltype(&::cudnnCreate) create;
-  decltype(&::cudnnDestroy) destroy;
-  decltype(&::cudnnSetStream) set_stream;
-  decltype(&::cudnnGetErrorString) error_string;
-  decltype(&::cudnnCreateTensorDescriptor) tensor_create;
-  decltype(&::cudnnSetTensorNdDescriptor) tensor_set;
-  decltype(&::cudnnDestroyTensorDescriptor) tensor_destroy;
-  decltype(&::cudnnCreateFilterDescriptor) filter_create;
-  decltype(&::cudnnSetFilterNdDescriptor) filter_set;
-  decltype(&::cudnnDestroyFilterDescriptor) filter_destroy;
-  decltype(&::cudnnCreateConvolutionDescriptor) conv_create;
-  decltype(&::cudnnSetConvolutionNdDescriptor) conv_set;
-  decltype(&::cudnnSetConvolutionGroupCount) conv_set_groups;
-  decltype(&::cudnnSetConvolutionMathType) conv_set_math;
-  decltype(&::cudnnDestroyConvolutionDescriptor) conv_destroy;
-  decltype(&::cudnnCreateActivationDescriptor) act_create;
-  decltype(&::cudnnSetActivationDescriptor) act_set;
-  decltype(&::cudnnDestroyActivationDescriptor) act_destroy;
-  decltype(&::cudnnGetConvolutionForwardAlgorithm_v7) forward_algorithms;
-  decltype(&::cudnnConvolutionForward) forward;
-  decltype(&::cudnnConvolutionBiasActivationForward) forward_bias_activation;
-  decltype(&::cudnnAddTensor) add_tensor;
-  decltype(&::cudnnActivationForward) activation_forward;
+  TCC_CUDNN_ENTRIES(TCC_ENTRY_MEMBER)
   std::string unavailable;
 
   static const Cudnn& get() {
@@ -101,26 +96,7 @@ struct Cudnn {
   static Cudnn open() {
     Cudnn c{};
     void* lib = dlopen("libcudnn.so.9", RTLD_NOW | RTLD_LOCAL);
-    bool ok = lib && resolve(lib, "cudnnCreate", c.create) && resolve(lib, "cudnnDestroy", c.destroy) &&
-              resolve(lib, "cudnnSetStream", c.set_stream) && resolve(lib, "cudnnGetErrorString", c.error_string) &&
-              resolve(lib, "cudnnCreateTensorDescriptor", c.tensor_create) &&
-              resolve(lib, "cudnnSetTensorNdDescriptor", c.tensor_set) &&
-              resolve(lib, "cudnnDestroyTensorDescriptor", c.tensor_destroy) &&
-              resolve(lib, "cudnnCreateFilterDescriptor", c.filter_create) &&
-              resolve(lib, "cudnnSetFilterNdDescriptor", c.filter_set) &&
-              resolve(lib, "cudnnDestroyFilterDescriptor", c.filter_destroy) &&
-              resolve(lib, "cudnnCreateConvolutionDescriptor", c.conv_create) &&
-              resolve(lib, "cudnnSetConvolutionNdDescriptor", c.conv_set) &&
-              resolve(lib, "cudnnSetConvolutionGroupCount", c.conv_set_groups) &&
-              resolve(lib, "cudnnSetConvolutionMathType", c.conv_set_math) &&
-              resolve(lib, "cudnnDestroyConvolutionDescriptor", c.conv_destroy) &&
-              resolve(lib, "cudnnCreateActivationDescriptor", c.act_create) &&
-              resolve(lib, "cudnnSetActivationDescriptor", c.act_set) &&
-              resolve(lib, "cudnnDestroyActivationDescriptor", c.act_destroy) &&
-              resolve(lib, "cudnnGetConvolutionForwardAlgorithm_v7", c.forward_algorithms) &&
-              resolve(lib, "cudnnConvolutionForward", c.forward) &&
-              resolve(lib, "cudnnConvolutionBiasActivationForward", c.forward_bias_activation) &&
-              resolve(lib, "cudnnAddTensor", c.add_tensor) && resolve(lib, "cudnnActivationForward", c.activation_forward);
+    bool ok = lib && TCC_RESOLVE_ENTRIES(TCC_CUDNN_ENTRIES, lib, c);
     if (!ok) c.unavailable = "cuDNN (libcudnn.so.9) cannot be loaded or lacks its convolution API; Conv kernels need it";
     return c;
   }
