@@ -233,7 +233,9 @@ void register_unary_float_ops(OpRegistry& r) {
     } else {
       inner = b.op(ScalarOp::Erf, dt, {bin(ScalarOp::Div, x, k(kSqrt2))});
     }
-    return bin(ScalarOp::Mul, bin(ScalarOp::Mul, k(0.5), x), bin(ScalarOp::Add, k(1), inner));
+    int half_x = bin(ScalarOp::Mul, k(0.5), x);
+    int one_plus = bin(ScalarOp::Add, k(1), inner);
+    return bin(ScalarOp::Mul, half_x, one_plus);
   })).gradient(gelu_rule);
 
   add_op(r, "IsNaN", 9, kFloatAndBool, infer_bool(), [](EvalContext& ctx) {
