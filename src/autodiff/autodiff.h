@@ -85,4 +85,7 @@ bool glob_match(const std::string& pattern, const std::string& name);
 
 LossKind parse_loss_kind(const std::string& name);  // "cross_entropy" | "mse"; InputError otherwise
 
+// Throws an InputError about the model as a whole (not one node).
+[[noreturn]] void model_error(const Graph& g, const std::string& msg);
+
 }  // namespace tcc

@@ -1,6 +1,6 @@
 #include "src/autodiff/loss.h"
 
-#include "src/autodiff/builder.h"
+#include "src/ir/emitter.h"
 #include "src/shape/shape_inference.h"
 
 namespace tcc {

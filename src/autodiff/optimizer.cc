@@ -1,6 +1,6 @@
 #include "src/autodiff/optimizer.h"
 
-#include "src/autodiff/builder.h"
+#include "src/ir/emitter.h"
 
 namespace tcc {
 

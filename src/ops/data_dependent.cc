@@ -192,6 +192,16 @@ std::vector<Tensor> eval_topk(EvalContext& ctx) {
   return {values, indices};
 }
 
+// ---------------------------------------------------------------------------
+// Gradients (gradient.h)
+
+// TopK: the values' gradient put back where they came from (the indices are
+// distinct along the axis); every other element gets 0.
+void top_k_rule(GradContext& c) {
+  int64_t axis = c.axis(c.node().get_int("axis", -1), c.dims(c.in(0)).size());
+  c.set(0, scatter_back(c, c.e().zeros_like(c.in(0), c.dtype()), c.out(1), c.dy(), axis));
+}
+
 }  // namespace
 
 void register_data_dependent_ops(OpRegistry& r) {
@@ -201,7 +211,7 @@ void register_data_dependent_ops(OpRegistry& r) {
   r.add(OpDef{"", "Unique", 11, kDataDependentShape, infer_unique, eval_unique, {}});
   // Not marked data-dependent: with k known (static or symbolic) its shape is
   // not; the rule gives a fresh symbol when k is unknown, which explain reports.
-  r.add(OpDef{"", "TopK", 11, kReduction, infer_topk, eval_topk, kNumeric});
+  r.add(OpDef{"", "TopK", 11, kReduction, infer_topk, eval_topk, kNumeric}).gradient(top_k_rule);
 }
 
 }  // namespace tcc

@@ -1,5 +1,6 @@
-// Pointwise ops: arithmetic, math functions, activations, comparisons, logic,
-// Cast, Where and Clip. All broadcast multidirectionally (NumPy rules).
+// Pointwise ops: arithmetic, Neg, Abs, Sign, Relu, comparisons, logic, Cast,
+// Where and Clip (the float functions and activations are in unary_float.cc).
+// All broadcast multidirectionally (NumPy rules).
 //
 // Kernels compute floats in double and integers in 64 bits (unsigned types in
 // uint64 so that u64 division and comparison stay exact), rounding once to the
@@ -14,6 +15,7 @@
 #include <optional>
 #include <type_traits>
 
+#include "src/ops/elementwise.h"
 #include "src/ops/families.h"
 #include "src/ops/op_helpers.h"
 #include "src/ops/op_registry.h"
@@ -22,9 +24,6 @@ namespace tcc {
 
 namespace {
 
-const std::vector<DType> kFloat = {DType::F32, DType::F16, DType::BF16, DType::F64};
-// Predicates read floats and write bools.
-const std::vector<DType> kFloatAndBool = {DType::F32, DType::F16, DType::BF16, DType::F64, DType::Bool};
 const std::vector<DType> kNumeric = {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I64, DType::I32,
                                      DType::I16, DType::I8,  DType::U64,  DType::U32, DType::U16, DType::U8};
 const std::vector<DType> kSignedNumeric = {DType::F32, DType::F16, DType::BF16, DType::F64,
@@ -82,8 +81,6 @@ bool known_nonnegative(const SymExpr& e) {
   }
   return false;
 }
-
-using ValueFn = std::function<std::optional<Dim>(const std::vector<Dim>&)>;
 
 // Applies f elementwise to the symbolic contents of all inputs (broadcasting
 // length-1 vectors) and records the result as output 0's contents.
@@ -146,29 +143,6 @@ std::optional<bool> less_equal_values(const Dim& a, const Dim& b) {
   if (a.is_static() && a.value() <= 0 && known_nonnegative(b.expr())) return true;
   if (b.is_static() && b.value() < 0 && known_nonnegative(a.expr())) return false;
   return std::nullopt;
-}
-
-// The output takes input 0's element type; with `operands_agree` (every op
-// but Pow, whose exponent may differ) every input must have it too, as ONNX's
-// one type variable T says, or no kernel could be typed.
-InferFn infer_same_dtype(ValueFn values = nullptr, bool operands_agree = true) {
-  return [values, operands_agree](InferContext& ctx) {
-    DType dt = input_dtype(ctx, 0);
-    if (operands_agree) {
-      std::vector<size_t> others;
-      for (size_t i = 1; i < ctx.num_inputs(); ++i) others.push_back(i);
-      require_one_dtype(ctx, 0, others);
-    }
-    ctx.set_output_type(0, broadcast_type(ctx, dt));
-    if (values) propagate_values(ctx, values);
-  };
-}
-
-InferFn infer_bool(ValueFn values = nullptr) {
-  return [values](InferContext& ctx) {
-    ctx.set_output_type(0, broadcast_type(ctx, DType::Bool));
-    if (values) propagate_values(ctx, values);
-  };
 }
 
 // ---------------------------------------------------------------------------
@@ -272,15 +246,6 @@ Tensor unary_numeric(const EvalContext& ctx, F f) {
     case Domain::Signed: run(int64_t{0}); break;
     case Domain::Unsigned: run(uint64_t{0}); break;
   }
-  return out;
-}
-
-// A unary op on floats, output of the same dtype (or out_dtype when given).
-Tensor unary_float(const EvalContext& ctx, const std::function<double(double)>& f,
-                   DType out_dtype = DType::Undefined) {
-  const Tensor& x = ctx.input(0);
-  Tensor out(out_dtype == DType::Undefined ? x.dtype() : out_dtype, x.shape());
-  for (int64_t i = 0; i < x.numel(); ++i) out.set_f64(i, f(x.get_f64(i)));
   return out;
 }
 
@@ -455,46 +420,129 @@ Tensor cast_kernel(const EvalContext& ctx, DType to) {
 std::optional<Dim> identity_value(const std::vector<Dim>& a) { return a[0]; }
 
 // ---------------------------------------------------------------------------
-// Registration helpers
-
-OpDef& add_op(OpRegistry& r, const std::string& name, int64_t since, const std::vector<DType>& dtypes, InferFn infer,
-              EvalFn eval) {
-  return r.add(OpDef{"", name, since, kPointwise, std::move(infer), std::move(eval), dtypes});
-}
-
-OpDef& add_unary_float(OpRegistry& r, const std::string& name, int64_t since,
-                       std::function<double(const Node&, double)> f) {
-  return add_op(r, name, since, kFloat, infer_same_dtype(), [f](EvalContext& ctx) {
-    const Node& n = ctx.node();
-    return std::vector<Tensor>{unary_float(ctx, [&](double x) { return f(n, x); })};
-  });
-}
-
-double attr(const Node& n, const char* name, float def) { return n.get_float(name, def); }
-
-constexpr double kSqrt2 = 1.41421356237309504880;
-constexpr double kPi = 3.14159265358979323846;
-
-// ---------------------------------------------------------------------------
 // Kernel expressions (src/ops/pointwise.h)
 
-DType out_dtype(const Node& n) { return n.output(0)->type().dtype(); }
-
-// The op as one scalar instruction over all of its inputs.
-PointwiseFn scalar(ScalarOp op) {
-  return [op](const Node& n, ScalarBuilder& b, const std::vector<int>& in) { return b.op(op, out_dtype(n), in); };
-}
-
-// An expression of input 0 alone, with constants and instructions in the output's dtype.
-using Unary = std::function<int(const Node&, ScalarBuilder&, int x, const std::function<int(double)>& k)>;
-PointwiseFn unary(Unary f) {
-  return [f](const Node& n, ScalarBuilder& b, const std::vector<int>& in) {
-    DType dt = out_dtype(n);
-    return f(n, b, in[0], [&](double v) { return b.constant(dt, v); });
-  };
-}
-
 bool two_inputs(const Node& n) { return n.num_inputs() == 2; }
+
+// ---------------------------------------------------------------------------
+// Gradients (gradient.h)
+
+// d(a+b) = g, g
+void add_rule(GradContext& c) {
+  for (size_t i = 0; i < 2; ++i)
+    if (c.wants(i)) c.set(i, c.unbroadcast(c.dy(), i));
+}
+
+// d(a-b) = g, -g
+void sub_rule(GradContext& c) {
+  if (c.wants(0)) c.set(0, c.unbroadcast(c.dy(), 0));
+  if (c.wants(1)) c.set(1, c.unbroadcast(c.e().op("Neg", {c.dy()}), 1));
+}
+
+// d(a*b) = g*b, g*a
+void mul_rule(GradContext& c) {
+  if (c.wants(0)) c.set(0, c.unbroadcast(mul(c, c.dy(), c.in(1)), 0));
+  if (c.wants(1)) c.set(1, c.unbroadcast(mul(c, c.dy(), c.in(0)), 1));
+}
+
+// d(a/b) = g/b, -g*y/b
+void div_rule(GradContext& c) {
+  if (c.wants(0)) c.set(0, c.unbroadcast(c.e().op("Div", {c.dy(), c.in(1)}), 0));
+  if (c.wants(1)) {
+    Value* t = c.e().op("Div", {mul(c, c.dy(), c.out()), c.in(1)});
+    c.set(1, c.unbroadcast(c.e().op("Neg", {t}), 1));
+  }
+}
+
+// Mod, y = a - k b with k = floor(a/b) (fmod 0) or trunc(a/b) (fmod 1), an
+// integer that is constant between the jumps at multiples of b: d = g, -g k,
+// with k read back from the forward values as round((a - y) / b).
+void mod_rule(GradContext& c) {
+  if (c.wants(0)) c.set(0, c.unbroadcast(c.dy(), 0));
+  if (c.wants(1)) {
+    Value* k = c.e().op("Round", {c.e().op("Div", {c.e().op("Sub", {c.in(0), c.out()}), c.in(1)})});
+    c.set(1, c.unbroadcast(c.e().op("Neg", {mul(c, c.dy(), k)}), 1));
+  }
+}
+
+// d(-x) = -g
+void neg_rule(GradContext& c) { c.set(0, c.e().op("Neg", {c.dy()})); }
+
+// d(x^p) = g * p * x^(p-1). The exponent gets no gradient: it is a constant
+// or a value that does not depend on a parameter.
+void pow_rule(GradContext& c) {
+  if (c.wants(1)) c.fail("tcc differentiates Pow only in its base; the exponent depends on a parameter");
+  Value* p = c.in(1);
+  if (p->type().dtype() != c.dtype())
+    p = as_dtype(c, p);
+  Value* pm1 = c.e().op("Sub", {p, scalar(c, 1.0)});
+  Value* d = mul(c, p, c.e().op("Pow", {c.in(0), pm1}));
+  c.set(0, c.unbroadcast(mul(c, c.dy(), d), 0));
+}
+
+// d relu(x) = g where y > 0, else 0. y > 0 exactly where x > 0; reading y
+// rather than x lets the backward keep only the output, so the forward's
+// producer and the Relu fuse (a Gemm's epilogue) without saving x.
+void relu_rule(GradContext& c) {
+  Value* zero = scalar(c, 0.0);
+  c.set(0, c.e().op("Where", {c.e().op("Greater", {c.out(), zero}), c.dy(), zero}));
+}
+
+// d |x| = g * sign(x)
+void abs_rule(GradContext& c) { c.set(0, mul(c, c.dy(), c.e().op("Sign", {c.in(0)}))); }
+
+// Clip: g where min <= x <= max (as torch.clamp), else 0. The bounds get no gradient.
+void clip_rule(GradContext& c) {
+  if (c.wants(1) || c.wants(2)) c.fail("tcc differentiates Clip in its input only; a bound depends on a parameter");
+  const Node& n = c.node();
+  Value *lo = nullptr, *hi = nullptr;
+  if (n.opset() < 11) {
+    if (n.has_attr("min")) lo = scalar(c, n.get_float("min", 0));
+    if (n.has_attr("max")) hi = scalar(c, n.get_float("max", 0));
+  } else {
+    lo = n.has_input(1) ? c.in(1) : nullptr;
+    hi = n.has_input(2) ? c.in(2) : nullptr;
+  }
+  c.set(0, inside(c, c.in(0), lo, hi, true));
+}
+
+// Sum: g to every operand; Mean: g / n
+void sum_rule(GradContext& c) {
+  bool mean = c.node().op_type() == "Mean";
+  Value* g = mean ? c.e().op("Div", {c.dy(), scalar(c, static_cast<double>(c.node().num_inputs()))}) : c.dy();
+  for (size_t i = 0; i < c.node().num_inputs(); ++i)
+    if (c.wants(i)) c.set(i, c.unbroadcast(g, i));
+}
+
+// Max, Min: g to the operands equal to y, split evenly where several are (as torch.maximum)
+void extremum_rule(GradContext& c) {
+  Emitter& e = c.e();
+  size_t n = c.node().num_inputs();
+  std::vector<Value*> hit(n);
+  Value* count = nullptr;
+  for (size_t i = 0; i < n; ++i) {
+    hit[i] = e.op("Equal", {c.in(i), c.out()});
+    Value* one = as_dtype(c, hit[i]);
+    count = count ? e.op("Add", {count, one}) : one;
+  }
+  Value* share = e.op("Div", {c.dy(), count});
+  for (size_t i = 0; i < n; ++i)
+    if (c.wants(i)) c.set(i, c.unbroadcast(e.op("Where", {hit[i], share, scalar(c, 0.0)}), i));
+}
+
+// d cast = g cast back to the input's type; CastLike reads only its second
+// input's type, so that input's gradient is 0.
+void cast_rule(GradContext& c) {
+  c.set(0, c.e().op("Cast", {c.dy()}, int_attr("to", static_cast<int64_t>(c.in(0)->type().dtype()))));
+  if (c.wants(1)) c.set(1, c.e().zeros_like(c.in(1), c.in(1)->type().dtype()));
+}
+
+// d where(cond, a, b) = where(cond, g, 0), where(cond, 0, g); cond has none.
+void where_rule(GradContext& c) {
+  Value* zero = scalar(c, 0.0);
+  if (c.wants(1)) c.set(1, c.unbroadcast(c.e().op("Where", {c.in(0), c.dy(), zero}), 1));
+  if (c.wants(2)) c.set(2, c.unbroadcast(c.e().op("Where", {c.in(0), zero, c.dy()}), 2));
+}
 
 void register_arithmetic(OpRegistry& r) {
   add_op(r, "Add", 7, kNumeric,
@@ -502,25 +550,25 @@ void register_arithmetic(OpRegistry& r) {
          [](EvalContext& ctx) {
            return std::vector<Tensor>{
                fold_numeric(ctx, ctx.input(0).dtype(), [](auto a, auto b) { return wrap_add(a, b); })};
-         }).pointwise_kernel(scalar(ScalarOp::Add));
+         }).pointwise_kernel(scalar(ScalarOp::Add)).gradient(add_rule);
   add_op(r, "Sub", 7, kNumeric,
          infer_same_dtype([](const std::vector<Dim>& a) { return Dim(a[0].expr() - a[1].expr()); }),
          [](EvalContext& ctx) {
            return std::vector<Tensor>{
                fold_numeric(ctx, ctx.input(0).dtype(), [](auto a, auto b) { return wrap_sub(a, b); })};
-         }).pointwise_kernel(scalar(ScalarOp::Sub));
+         }).pointwise_kernel(scalar(ScalarOp::Sub)).gradient(sub_rule);
   add_op(r, "Mul", 7, kNumeric,
          infer_same_dtype([](const std::vector<Dim>& a) { return Dim(a[0].expr() * a[1].expr()); }),
          [](EvalContext& ctx) {
            return std::vector<Tensor>{
                fold_numeric(ctx, ctx.input(0).dtype(), [](auto a, auto b) { return wrap_mul(a, b); })};
-         }).pointwise_kernel(scalar(ScalarOp::Mul));
+         }).pointwise_kernel(scalar(ScalarOp::Mul)).gradient(mul_rule);
   add_op(r, "Div", 7, kNumeric,
          infer_same_dtype([](const std::vector<Dim>& a) { return div_values(a[0], a[1]); }),
          [](EvalContext& ctx) {
            return std::vector<Tensor>{
                fold_numeric(ctx, ctx.input(0).dtype(), [](auto a, auto b) { return divide(a, b); })};
-         }).pointwise_kernel(scalar(ScalarOp::Div));
+         }).pointwise_kernel(scalar(ScalarOp::Div)).gradient(div_rule);
   add_op(r, "Mod", 10, kNumeric,
          infer_same_dtype([](const std::vector<Dim>& a) -> std::optional<Dim> {
            if (!a[0].is_static() || !a[1].is_static() || a[1].value() == 0) return std::nullopt;
@@ -532,9 +580,9 @@ void register_arithmetic(OpRegistry& r) {
                fold_numeric(ctx, ctx.input(0).dtype(), [fmod](auto a, auto b) { return modulo(a, b, fmod); })};
          }).pointwise_kernel([](const Node& n, ScalarBuilder& b, const std::vector<int>& in) {
         return b.op(n.get_int("fmod", 0) != 0 ? ScalarOp::Fmod : ScalarOp::Mod, out_dtype(n), in);
-      });
+      }).gradient(mod_rule);
   add_op(r, "Pow", 7, kNumeric, infer_same_dtype(nullptr, false),
-         [](EvalContext& ctx) { return std::vector<Tensor>{pow_kernel(ctx)}; }).pointwise_kernel(scalar(ScalarOp::Pow));
+         [](EvalContext& ctx) { return std::vector<Tensor>{pow_kernel(ctx)}; }).pointwise_kernel(scalar(ScalarOp::Pow)).gradient(pow_rule);
   add_op(r, "BitShift", 11, kInteger, infer_same_dtype(),
          [](EvalContext& ctx) { return std::vector<Tensor>{bitshift_kernel(ctx)}; });
 
@@ -561,24 +609,24 @@ void register_arithmetic(OpRegistry& r) {
         if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
       return a < b ? b : a;
     })};
-  }).pointwise_kernel(scalar(ScalarOp::Max), two_inputs);
+  }).pointwise_kernel(scalar(ScalarOp::Max), two_inputs).gradient(extremum_rule);
   add_op(r, "Min", 8, kNumeric, infer_same_dtype(minmax_value(false)), [](EvalContext& ctx) {
     return std::vector<Tensor>{fold_numeric(ctx, ctx.input(0).dtype(), [](auto a, auto b) {
       if constexpr (std::is_same_v<decltype(a), double>)
         if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
       return b < a ? b : a;
     })};
-  }).pointwise_kernel(scalar(ScalarOp::Min), two_inputs);
+  }).pointwise_kernel(scalar(ScalarOp::Min), two_inputs).gradient(extremum_rule);
   add_op(r, "Sum", 8, kFloat, infer_same_dtype(), [](EvalContext& ctx) {
     return std::vector<Tensor>{fold_numeric(ctx, ctx.input(0).dtype(), [](auto a, auto b) { return a + b; })};
-  });
+  }).gradient(sum_rule);
   add_op(r, "Mean", 8, kFloat, infer_same_dtype(), [](EvalContext& ctx) {
     Tensor sum = fold_numeric(ctx, DType::F64, [](auto a, auto b) { return a + b; });
     Tensor out(ctx.input(0).dtype(), sum.shape());
     double n = static_cast<double>(ctx.num_inputs());
     for (int64_t i = 0; i < out.numel(); ++i) out.set_f64(i, sum.get_f64(i) / n);
     return std::vector<Tensor>{out};
-  });
+  }).gradient(sum_rule);
 }
 
 void register_unary(OpRegistry& r) {
@@ -590,13 +638,13 @@ void register_unary(OpRegistry& r) {
              if constexpr (std::is_floating_point_v<decltype(a)>) return -a;
              else return wrap_sub(decltype(a){0}, a);
            })};
-         }).pointwise_kernel(scalar(ScalarOp::Neg));
+         }).pointwise_kernel(scalar(ScalarOp::Neg)).gradient(neg_rule);
   add_op(r, "Abs", 6, kNumeric, infer_same_dtype(), [](EvalContext& ctx) {
     return std::vector<Tensor>{unary_numeric(ctx, [](auto a) {
       if constexpr (std::is_same_v<decltype(a), uint64_t>) return a;
       else return a < 0 ? wrap_sub(decltype(a){0}, a) : a;
     })};
-  }).pointwise_kernel(scalar(ScalarOp::Abs));
+  }).pointwise_kernel(scalar(ScalarOp::Abs)).gradient(abs_rule);
   add_op(r, "Sign", 9, kNumeric, infer_same_dtype(), [](EvalContext& ctx) {
     return std::vector<Tensor>{unary_numeric(ctx, [](auto a) {
       using T = decltype(a);
@@ -604,108 +652,10 @@ void register_unary(OpRegistry& r) {
         if (std::isnan(a)) return a;
       return a > T{0} ? T{1} : a < T{0} ? static_cast<T>(-1) : T{0};
     })};
-  }).pointwise_kernel(scalar(ScalarOp::Sign));
+  }).pointwise_kernel(scalar(ScalarOp::Sign)).gradient(zero_rule);
   add_op(r, "Relu", 6, kSignedNumeric, infer_same_dtype(), [](EvalContext& ctx) {
     return std::vector<Tensor>{unary_numeric(ctx, [](auto a) { return a < decltype(a){0} ? decltype(a){0} : a; })};
-  }).pointwise_kernel(scalar(ScalarOp::Relu));
-
-  add_unary_float(r, "Sqrt", 6, [](const Node&, double x) { return std::sqrt(x); }).pointwise_kernel(scalar(ScalarOp::Sqrt));
-  add_unary_float(r, "Reciprocal", 6, [](const Node&, double x) { return 1.0 / x; }).pointwise_kernel(scalar(ScalarOp::Reciprocal));
-  add_unary_float(r, "Exp", 6, [](const Node&, double x) { return std::exp(x); }).pointwise_kernel(scalar(ScalarOp::Exp));
-  add_unary_float(r, "Log", 6, [](const Node&, double x) { return std::log(x); }).pointwise_kernel(scalar(ScalarOp::Log));
-  add_unary_float(r, "Erf", 9, [](const Node&, double x) { return std::erf(x); }).pointwise_kernel(scalar(ScalarOp::Erf));
-  add_unary_float(r, "Tanh", 6, [](const Node&, double x) { return std::tanh(x); }).pointwise_kernel(scalar(ScalarOp::Tanh));
-  add_unary_float(r, "Sin", 7, [](const Node&, double x) { return std::sin(x); }).pointwise_kernel(scalar(ScalarOp::Sin));
-  add_unary_float(r, "Cos", 7, [](const Node&, double x) { return std::cos(x); }).pointwise_kernel(scalar(ScalarOp::Cos));
-  add_unary_float(r, "Floor", 6, [](const Node&, double x) { return std::floor(x); }).pointwise_kernel(scalar(ScalarOp::Floor));
-  add_unary_float(r, "Ceil", 6, [](const Node&, double x) { return std::ceil(x); }).pointwise_kernel(scalar(ScalarOp::Ceil));
-  // Halves round to even (the default rounding mode), as ONNX Round specifies.
-  add_unary_float(r, "Round", 11, [](const Node&, double x) { return std::nearbyint(x); }).pointwise_kernel(scalar(ScalarOp::Round));
-  add_unary_float(r, "Sigmoid", 6, [](const Node&, double x) { return 1.0 / (1.0 + std::exp(-x)); }).pointwise_kernel(scalar(ScalarOp::Sigmoid));
-  add_unary_float(r, "Softplus", 1, [](const Node&, double x) {
-    // log(1 + e^x) without overflow for large x.
-    return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
-  }).pointwise_kernel(unary([](const Node& n, ScalarBuilder& b, int x, const auto& k) {
-    // max(x, 0) + log(1 + exp(-|x|)): exp never overflows.
-    DType dt = out_dtype(n);
-    int e = b.op(ScalarOp::Exp, dt, {b.op(ScalarOp::Neg, dt, {b.op(ScalarOp::Abs, dt, {x})})});
-    int tail = b.op(ScalarOp::Log, dt, {b.op(ScalarOp::Add, dt, {k(1), e})});
-    return b.op(ScalarOp::Add, dt, {b.op(ScalarOp::Max, dt, {x, k(0)}), tail});
-  }));
-  add_unary_float(r, "HardSigmoid", 6, [](const Node& n, double x) {
-    return std::clamp(attr(n, "alpha", 0.2f) * x + attr(n, "beta", 0.5f), 0.0, 1.0);
-  }).pointwise_kernel(unary([](const Node& n, ScalarBuilder& b, int x, const auto& k) {
-    DType dt = out_dtype(n);
-    int y = b.op(ScalarOp::Add, dt, {b.op(ScalarOp::Mul, dt, {k(attr(n, "alpha", 0.2f)), x}), k(attr(n, "beta", 0.5f))});
-    return b.op(ScalarOp::Min, dt, {b.op(ScalarOp::Max, dt, {y, k(0)}), k(1)});
-  }));
-  // x * HardSigmoid(x) with alpha 1/6 and beta 1/2 (MobileNetV3's activation).
-  add_unary_float(r, "HardSwish", 14, [](const Node&, double x) { return x * std::clamp(x / 6 + 0.5, 0.0, 1.0); }).pointwise_kernel(unary([](const Node& n, ScalarBuilder& b, int x, const auto& k) {
-    DType dt = out_dtype(n);
-    int gate = b.op(ScalarOp::Add, dt, {b.op(ScalarOp::Div, dt, {x, k(6)}), k(0.5)});
-    return b.op(ScalarOp::Mul, dt, {x, b.op(ScalarOp::Min, dt, {b.op(ScalarOp::Max, dt, {gate, k(0)}), k(1)})});
-  }));
-  add_unary_float(r, "LeakyRelu", 6, [](const Node& n, double x) { return x < 0 ? attr(n, "alpha", 0.01f) * x : x; }).pointwise_kernel(unary([](const Node& n, ScalarBuilder& b, int x, const auto& k) {
-    DType dt = out_dtype(n);
-    int negative = b.op(ScalarOp::Less, DType::Bool, {x, k(0)});
-    return b.op(ScalarOp::Where, dt, {negative, b.op(ScalarOp::Mul, dt, {k(attr(n, "alpha", 0.01f)), x}), x});
-  }));
-  add_unary_float(r, "Elu", 6, [](const Node& n, double x) {
-    return x < 0 ? attr(n, "alpha", 1.0f) * std::expm1(x) : x;
-  }).pointwise_kernel(unary([](const Node& n, ScalarBuilder& b, int x, const auto& k) {
-    DType dt = out_dtype(n);
-    int negative = b.op(ScalarOp::Less, DType::Bool, {x, k(0)});
-    int em1 = b.op(ScalarOp::Sub, dt, {b.op(ScalarOp::Exp, dt, {x}), k(1)});
-    return b.op(ScalarOp::Where, dt, {negative, b.op(ScalarOp::Mul, dt, {k(attr(n, "alpha", 1.0f)), em1}), x});
-  }));
-  add_unary_float(r, "Selu", 6, [](const Node& n, double x) {
-    double alpha = attr(n, "alpha", 1.67326319217681884765625f);
-    double gamma = attr(n, "gamma", 1.05070102214813232421875f);
-    return x > 0 ? gamma * x : gamma * alpha * std::expm1(x);
-  });
-  add_unary_float(r, "Gelu", 20, [](const Node& n, double x) {
-    std::string approx = n.get_string("approximate", "none");
-    if (approx == "tanh")
-      return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / kPi) * (x + 0.044715 * x * x * x)));
-    if (approx != "none") n.fail("approximate must be \"none\" or \"tanh\", got \"" + approx + "\"");
-    return 0.5 * x * (1.0 + std::erf(x / kSqrt2));
-  }).pointwise_kernel(unary([](const Node& n, ScalarBuilder& b, int x, const auto& k) {
-    // 0.5 x (1 + erf(x / sqrt 2)), or with tanh(sqrt(2/pi) (x + 0.044715 x^3)) for the erf.
-    DType dt = out_dtype(n);
-    auto bin = [&](ScalarOp o, int l, int r) { return b.op(o, dt, {l, r}); };
-    int inner;
-    if (n.get_string("approximate", "none") == "tanh") {
-      int x3 = bin(ScalarOp::Mul, bin(ScalarOp::Mul, x, x), x);
-      int sum = bin(ScalarOp::Add, x, bin(ScalarOp::Mul, k(0.044715), x3));
-      inner = b.op(ScalarOp::Tanh, dt, {bin(ScalarOp::Mul, k(std::sqrt(2.0 / kPi)), sum)});
-    } else {
-      inner = b.op(ScalarOp::Erf, dt, {bin(ScalarOp::Div, x, k(kSqrt2))});
-    }
-    int half_x = bin(ScalarOp::Mul, k(0.5), x);
-    int one_plus = bin(ScalarOp::Add, k(1), inner);
-    return bin(ScalarOp::Mul, half_x, one_plus);
-  }));
-
-  add_op(r, "IsNaN", 9, kFloatAndBool, infer_bool(), [](EvalContext& ctx) {
-    return std::vector<Tensor>{unary_float(ctx, [](double x) { return std::isnan(x) ? 1.0 : 0.0; }, DType::Bool)};
-  }).pointwise_kernel(scalar(ScalarOp::IsNaN));
-  add_op(r, "IsInf", 10, kFloatAndBool, infer_bool(), [](EvalContext& ctx) {
-    bool neg = ctx.node().get_int("detect_negative", 1) != 0;
-    bool pos = ctx.node().get_int("detect_positive", 1) != 0;
-    return std::vector<Tensor>{unary_float(
-        ctx, [&](double x) { return std::isinf(x) && ((x > 0 && pos) || (x < 0 && neg)) ? 1.0 : 0.0; },
-        DType::Bool)};
-  }).pointwise_kernel([](const Node& n, ScalarBuilder& b, const std::vector<int>& in) {
-    // x == +inf and / or x == -inf, as the attributes ask.
-    DType xt = n.input(0)->type().dtype();
-    int found = -1;
-    for (auto [attr_name, inf] : {std::pair{"detect_positive", INFINITY}, std::pair{"detect_negative", -INFINITY}}) {
-      if (n.get_int(attr_name, 1) == 0) continue;
-      int is = b.op(ScalarOp::Equal, DType::Bool, {in[0], b.constant(xt, inf)});
-      found = found < 0 ? is : b.op(ScalarOp::Or, DType::Bool, {found, is});
-    }
-    return found >= 0 ? found : b.constant(DType::Bool, 0);
-  });
+  }).pointwise_kernel(scalar(ScalarOp::Relu)).gradient(relu_rule);
 }
 
 void register_compare_and_logic(OpRegistry& r) {
@@ -760,7 +710,7 @@ void register_select_and_cast(OpRegistry& r) {
              return a[0].value() != 0 ? a[1] : a[2];
            });
          },
-         [](EvalContext& ctx) { return std::vector<Tensor>{where_kernel(ctx)}; }).pointwise_kernel(scalar(ScalarOp::Where));
+         [](EvalContext& ctx) { return std::vector<Tensor>{where_kernel(ctx)}; }).pointwise_kernel(scalar(ScalarOp::Where)).gradient(where_rule);
 
   auto infer_cast = [](InferContext& ctx, DType to) {
     const Type& in = ctx.input_type(0);
@@ -768,14 +718,15 @@ void register_select_and_cast(OpRegistry& r) {
     if (is_integer(to) && is_integer(input_dtype(ctx, 0))) propagate_values(ctx, identity_value);
   };
   add_op(r, "Cast", 6, kAll, [infer_cast](InferContext& ctx) { infer_cast(ctx, cast_target(ctx.node())); },
-         [](EvalContext& ctx) { return std::vector<Tensor>{cast_kernel(ctx, cast_target(ctx.node()))}; }).pointwise_kernel(scalar(ScalarOp::Cast));
+         [](EvalContext& ctx) { return std::vector<Tensor>{cast_kernel(ctx, cast_target(ctx.node()))}; }).pointwise_kernel(scalar(ScalarOp::Cast)).gradient(cast_rule);
   add_op(r, "CastLike", 15, kAll,
          [infer_cast](InferContext& ctx) {
            DType to = input_dtype(ctx, 1);
            if (to == DType::Undefined) ctx.fail("the dtype of input 1 (target_type) must be known");
            infer_cast(ctx, to);
          },
-         [](EvalContext& ctx) { return std::vector<Tensor>{cast_kernel(ctx, ctx.input(1).dtype())}; });
+         [](EvalContext& ctx) { return std::vector<Tensor>{cast_kernel(ctx, ctx.input(1).dtype())}; })
+      .gradient(cast_rule);
 
   add_op(r, "Clip", 11, kNumeric,
          [](InferContext& ctx) {
@@ -806,10 +757,52 @@ void register_select_and_cast(OpRegistry& r) {
             for (size_t i = 1; i < n.num_inputs(); ++i)
               if (!literal_input(n, i)) return false;
             return true;
-          });
+          })
+      .gradient(clip_rule);
 }
 
 }  // namespace
+
+InferFn infer_same_dtype(ValueFn values, bool operands_agree) {
+  return [values, operands_agree](InferContext& ctx) {
+    DType dt = input_dtype(ctx, 0);
+    if (operands_agree) {
+      std::vector<size_t> others;
+      for (size_t i = 1; i < ctx.num_inputs(); ++i) others.push_back(i);
+      require_one_dtype(ctx, 0, others);
+    }
+    ctx.set_output_type(0, broadcast_type(ctx, dt));
+    if (values) propagate_values(ctx, values);
+  };
+}
+
+InferFn infer_bool(ValueFn values) {
+  return [values](InferContext& ctx) {
+    ctx.set_output_type(0, broadcast_type(ctx, DType::Bool));
+    if (values) propagate_values(ctx, values);
+  };
+}
+
+OpDef& add_op(OpRegistry& r, const std::string& name, int64_t since, const std::vector<DType>& dtypes, InferFn infer,
+              EvalFn eval) {
+  return r.add(OpDef{"", name, since, kPointwise, std::move(infer), std::move(eval), dtypes});
+}
+
+DType out_dtype(const Node& n) { return n.output(0)->type().dtype(); }
+
+PointwiseFn scalar(ScalarOp op) {
+  return [op](const Node& n, ScalarBuilder& b, const std::vector<int>& in) { return b.op(op, out_dtype(n), in); };
+}
+
+Value* inside(GradContext& c, Value* x, Value* lo, Value* hi, bool closed) {
+  Emitter& e = c.e();
+  Value* above = lo ? e.op(closed ? "GreaterOrEqual" : "Greater", {x, lo}) : nullptr;
+  Value* below = hi ? e.op(closed ? "LessOrEqual" : "Less", {x, hi}) : nullptr;
+  Value* both = above && below ? e.op("And", {above, below}) : above ? above : below;
+  return both ? e.op("Where", {both, c.dy(), scalar(c, 0.0)}) : c.dy();
+}
+
+void zero_rule(GradContext& c) { c.set(0, c.e().zeros_like(c.in(0), c.in(0)->type().dtype())); }
 
 void register_elementwise_ops(OpRegistry& r) {
   register_arithmetic(r);

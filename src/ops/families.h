@@ -4,12 +4,17 @@
 namespace tcc {
 class OpRegistry;
 
-void register_elementwise_ops(OpRegistry& r);     // unary/binary math, comparisons, logic, Cast, Where, Clip
+void register_elementwise_ops(OpRegistry& r);     // arithmetic, Neg, Abs, Sign, Relu, comparisons, logic, Cast, Where, Clip
+void register_unary_float_ops(OpRegistry& r);     // float math functions, activations, IsNaN, IsInf
 void register_reduction_ops(OpRegistry& r);       // Reduce*, ArgMax/ArgMin, Softmax, LogSoftmax, LayerNorm, CumSum
 void register_linalg_ops(OpRegistry& r);          // MatMul, Gemm, Einsum
-void register_shape_ops(OpRegistry& r);           // Shape, Size, Reshape, Squeeze, Unsqueeze, Flatten, Constant, ConstantOfShape, Range, Identity
-void register_movement_ops(OpRegistry& r);        // Transpose, Gather*, Slice, Split, Concat, Expand, Tile, Pad, Trilu
-void register_nn_ops(OpRegistry& r);              // Conv*, pools, BatchNorm, Resize, Dropout, losses
+void register_shape_ops(OpRegistry& r);           // Shape, Size, Reshape, Squeeze, Unsqueeze, Flatten, Identity, Dropout, Constant, ConstantOfShape, Range
+void register_movement_ops(OpRegistry& r);        // Transpose, Slice, Split, Concat, Expand, Tile, Pad, Trilu, DepthToSpace, SpaceToDepth
+void register_gather_scatter_ops(OpRegistry& r);  // Gather, GatherElements, GatherND, ScatterElements, ScatterND, Compress
+void register_conv_pool_ops(OpRegistry& r);       // Conv, ConvTranspose, MaxPool, AveragePool, LpPool, global pools
+void register_normalization_ops(OpRegistry& r);   // BatchNormalization, InstanceNormalization
+void register_resize_ops(OpRegistry& r);          // Resize
+void register_loss_ops(OpRegistry& r);            // NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
 void register_data_dependent_ops(OpRegistry& r);  // NonZero, Unique, TopK
 void register_control_flow_ops(OpRegistry& r);    // If, Loop, Scan
 void register_tcc_ops(OpRegistry& r);             // tcc::Fusion, tcc::Reshape, tcc::Expand, tcc::Slice

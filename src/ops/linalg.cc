@@ -378,6 +378,219 @@ Tensor einsum_kernel(const EvalContext& ctx) {
   return out;
 }
 
+// ---------------------------------------------------------------------------
+// Gradients (gradient.h)
+
+// MatMul with numpy semantics: rank-1 operands are promoted ([k] -> [1, k] on
+// the left, [k, 1] on the right) and batch axes broadcast. dA = g @ B^T,
+// dB = A^T @ g, each summed back over the batch axes it was broadcast along.
+void matmul_rule(GradContext& c) {
+  Emitter& e = c.e();
+  Value *a = c.in(0), *b = c.in(1), *g = c.dy();
+  Dims ad = c.dims(a), bd = c.dims(b), yd = c.dims(c.out());
+  bool a_vec = ad.size() == 1, b_vec = bd.size() == 1;
+  if (a_vec) {
+    a = e.unsqueeze(a, {0});
+    ad.insert(ad.begin(), Dim(1));
+    g = e.unsqueeze(g, {static_cast<int64_t>(yd.size()) - (b_vec ? 0 : 1)});
+    yd.insert(yd.end() - (b_vec ? 0 : 1), Dim(1));
+  }
+  if (b_vec) {
+    b = e.unsqueeze(b, {1});
+    bd.push_back(Dim(1));
+    g = e.unsqueeze(g, {-1});
+    yd.push_back(Dim(1));
+  }
+  Dims batch(yd.begin(), yd.end() - 2);
+  if (c.wants(0)) {
+    Value* da = e.op("MatMul", {g, transpose_last2(c, b, bd.size())});
+    Dims from = batch;
+    from.insert(from.end(), ad.end() - 2, ad.end());
+    da = e.sum_to(da, from, ad);
+    c.set(0, a_vec ? e.squeeze(da, {0}) : da);
+  }
+  if (c.wants(1) && !a_vec && !b_vec && bd.size() == 2 && ad.size() > 2 && ad.back().is_static() &&
+      bd.back().is_static()) {
+    // A weight shared across batch axes (x @ W over [batch, seq, K]): one 2-D
+    // product over the flattened rows, A^T [K, batch*seq] @ g [batch*seq, N],
+    // rather than a batched product summed over the batch afterwards (a
+    // [batch, K, N] temporary, and a reduction kernel instead of a GEMM).
+    Value* rows_a = e.op("Reshape", {a, e.ints({-1, ad.back().value()})});
+    Value* rows_g = e.op("Reshape", {g, e.ints({-1, bd.back().value()})});
+    c.set(1, e.op("MatMul", {e.op("Transpose", {rows_a}, {{"perm", Attribute::of_ints({1, 0})}}), rows_g}));
+  } else if (c.wants(1)) {
+    Value* db = e.op("MatMul", {transpose_last2(c, a, ad.size()), g});
+    Dims from = batch;
+    from.insert(from.end(), bd.end() - 2, bd.end());
+    db = e.sum_to(db, from, bd);
+    c.set(1, b_vec ? e.squeeze(db, {1}) : db);
+  }
+}
+
+// Y = alpha op(A) op(B) + beta C. With dOpA = alpha g op(B)^T and
+// dOpB = alpha op(A)^T g, each written as one Gemm:
+//   dA = transA ? alpha op(B) g^T : alpha g op(B)^T
+//   dB = transB ? alpha g^T op(A) : alpha op(A)^T g
+//   dC = beta g summed back to C's shape
+void gemm_rule(GradContext& c) {
+  const Node& n = c.node();
+  int64_t ta = n.get_int("transA", 0), tb = n.get_int("transB", 0);
+  float alpha = n.get_float("alpha", 1.0f), beta = n.get_float("beta", 1.0f);
+  auto gemm = [&](Value* x, Value* y, int64_t tx, int64_t ty) {
+    return c.e().op("Gemm", {x, y}, {{"alpha", Attribute::of_float(alpha)}, {"transA", Attribute::of_int(tx)},
+                                     {"transB", Attribute::of_int(ty)}});
+  };
+  if (c.wants(0)) c.set(0, ta ? gemm(c.in(1), c.dy(), tb, 1) : gemm(c.dy(), c.in(1), 0, 1 - tb));
+  if (c.wants(1)) c.set(1, tb ? gemm(c.dy(), c.in(0), 1, ta) : gemm(c.in(0), c.dy(), 1 - ta, 0));
+  if (c.wants(2)) {
+    Value* g = beta == 1.0f ? c.dy() : mul(c, c.dy(), scalar(c, beta));
+    c.set(2, c.unbroadcast(g, 2));
+  }
+}
+
+// Writes each "..." of an Einsum's terms and output in letters the equation
+// does not use: the output's covers the operands' broadcast dims, right-aligned
+// as they are. An operand's dim of static size 1 under "..." that is broadcast
+// against a larger one gets a letter of its own, which the einsums of the
+// gradient then sum over (its size is 1) as they do over any label of one operand.
+void spell_out_ellipses(GradContext& c, std::vector<std::string>& terms, std::string& out) {
+  std::string unused;
+  for (char l : std::string("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"))
+    if (out.find(l) == std::string::npos &&
+        std::none_of(terms.begin(), terms.end(), [l](const std::string& t) { return t.find(l) != std::string::npos; }))
+      unused += l;
+  auto take = [&] {
+    if (unused.empty()) c.fail("tcc cannot spell out this Einsum's '...' in letters the equation leaves unused");
+    char l = unused.back();
+    unused.pop_back();
+    return l;
+  };
+  // Where each term's "..." starts and how many dims it covers; the output's covers the most.
+  std::vector<size_t> at(terms.size()), covered(terms.size(), 0);
+  size_t longest = 0;
+  for (size_t i = 0; i < terms.size(); ++i) {
+    at[i] = terms[i].find("...");
+    if (at[i] == std::string::npos) continue;
+    covered[i] = c.dims(c.in(i)).size() - (terms[i].size() - 3);
+    longest = std::max(longest, covered[i]);
+  }
+  auto is_one = [&](size_t i, size_t k) {
+    const Dim& d = c.dims(c.in(i))[at[i] + k];
+    return d.is_static() && d.value() == 1;
+  };
+  // Whether dim j of the output's "..." is broadcast beyond 1 (a symbolic dim is taken as not 1).
+  std::vector<bool> wide(longest, false);
+  for (size_t i = 0; i < terms.size(); ++i)
+    for (size_t k = 0; k < covered[i]; ++k)
+      if (!is_one(i, k)) wide[longest - covered[i] + k] = true;
+  std::string shared;
+  for (size_t j = 0; j < longest; ++j) shared += take();
+  for (size_t i = 0; i < terms.size(); ++i) {
+    if (at[i] == std::string::npos) continue;
+    std::string letters;
+    for (size_t k = 0; k < covered[i]; ++k) {
+      size_t j = longest - covered[i] + k;
+      letters += wide[j] && is_one(i, k) ? take() : shared[j];
+    }
+    terms[i].replace(at[i], 3, letters);
+  }
+  if (size_t at = out.find("..."); at != std::string::npos) out.replace(at, 3, shared);
+}
+
+// d, the gradient of x's diagonal along `term`'s repeated labels (x read with
+// each label once, at its first occurrence: "iij" reads x[i, i, j] as d[i, j]),
+// put back on that diagonal: d with axes inserted at the repeated occurrences,
+// where each repeated occurrence's index equals its first's, 0 elsewhere.
+Value* onto_diagonal(GradContext& c, Value* d, const std::string& term, Value* x) {
+  Emitter& e = c.e();
+  int64_t rank = static_cast<int64_t>(term.size());
+  Value* xs = e.shape_of(x);
+  // 0, 1, ... along `axis` (of `rank`), as many as x's dim `first`.
+  auto along = [&](int64_t axis, int64_t first) {
+    Value* count = e.op("Gather", {xs, e.scalar(static_cast<double>(first), DType::I64)});
+    Value* range = e.op("Range", {e.scalar(0, DType::I64), count, e.scalar(1, DType::I64)});
+    std::vector<int64_t> shape(static_cast<size_t>(rank), 1);
+    shape[static_cast<size_t>(axis)] = -1;
+    return e.op("Reshape", {range, e.ints(shape)});
+  };
+  std::vector<int64_t> repeated;
+  Value* on = nullptr;
+  for (int64_t a = 0; a < rank; ++a) {
+    int64_t first = static_cast<int64_t>(term.find(term[static_cast<size_t>(a)]));
+    if (first == a) continue;
+    repeated.push_back(a);
+    Value* same = e.op("Equal", {along(first, first), along(a, first)});
+    on = on ? e.op("And", {on, same}) : same;
+  }
+  return e.op("Where", {on, e.unsqueeze(d, repeated), scalar(c, 0.0)});
+}
+
+// Einsum: operand i's gradient is the einsum of g with the other operands
+// into operand i's labels ("ab,bc->ac": dA = "ac,bc->ab"). Labels only operand
+// i has were summed away: the einsum leaves them out and g is broadcast back
+// along them. "..." is first written out in letters (spell_out_ellipses). An
+// operand with a label repeated reads its diagonal ("ii->i"): the gradient is
+// that of the diagonal, each label once, put back on it (onto_diagonal).
+void einsum_rule(GradContext& c) {
+  std::string eq;
+  for (char ch : c.node().get_string("equation", ""))
+    if (ch != ' ') eq += ch;
+  size_t arrow = eq.find("->");
+  std::vector<std::string> terms;
+  std::string lhs = eq.substr(0, arrow);
+  for (size_t start = 0;;) {
+    size_t comma = lhs.find(',', start);
+    terms.push_back(lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  bool ellipsis = lhs.find("...") != std::string::npos;
+  std::string out;
+  if (arrow != std::string::npos) {
+    out = eq.substr(arrow + 2);
+  } else {
+    // Implicit output: "..." first, then the letters that appear once, sorted.
+    std::map<char, int> count;
+    for (const std::string& t : terms)
+      for (char l : t)
+        if (l != '.') ++count[l];
+    if (ellipsis) out = "...";
+    for (auto [l, n] : count)
+      if (n == 1) out += l;
+  }
+  if (ellipsis) spell_out_ellipses(c, terms, out);
+  for (size_t i = 0; i < terms.size(); ++i) {
+    if (!c.wants(i)) continue;
+    std::string others = out, labels, kept;  // labels: operand i's, each once
+    for (size_t j = 0; j < terms.size(); ++j)
+      if (j != i) others += terms[j];
+    std::vector<int64_t> summed, firsts;  // firsts: where each label first occurs
+    for (size_t a = 0; a < terms[i].size(); ++a) {
+      char l = terms[i][a];
+      if (labels.find(l) != std::string::npos) continue;
+      if (others.find(l) == std::string::npos) summed.push_back(static_cast<int64_t>(labels.size()));
+      else kept += l;
+      labels += l;
+      firsts.push_back(static_cast<int64_t>(a));
+    }
+    bool diagonal = labels.size() < terms[i].size();
+    std::vector<Value*> ins = {c.dy()};
+    std::string sub = out;
+    for (size_t j = 0; j < terms.size(); ++j)
+      if (j != i) {
+        ins.push_back(c.in(j));
+        sub += "," + terms[j];
+      }
+    Value* d = c.e().op("Einsum", ins, {{"equation", Attribute::of_string(sub + "->" + kept)}});
+    if (!summed.empty()) {
+      Value* shape = c.e().shape_of(c.in(i));
+      if (diagonal) shape = c.e().op("Gather", {shape, c.e().ints(firsts)});
+      d = c.e().op("Expand", {c.e().unsqueeze(d, summed), shape});
+    }
+    c.set(i, diagonal ? onto_diagonal(c, d, terms[i], c.in(i)) : d);
+  }
+}
+
 }  // namespace
 
 void register_linalg_ops(OpRegistry& r) {
@@ -392,7 +605,9 @@ void register_linalg_ops(OpRegistry& r) {
                 return std::vector<Tensor>{
                     matmul_compute(ctx.node(), ctx.input(0), ctx.input(1), ctx.input(0).dtype())};
               },
-              kNumeric}).kernel_role(KernelRole::Contraction, [](const Node& n) { return argument_refusal(n).empty() && strided_batches(n); });
+              kNumeric})
+      .kernel_role(KernelRole::Contraction, [](const Node& n) { return argument_refusal(n).empty() && strided_batches(n); })
+      .gradient(matmul_rule);
   r.add(OpDef{"", "MatMulInteger", 10, kContraction,
               [](InferContext& ctx) {
                 if (!ranked(ctx, 0) || !ranked(ctx, 1)) ctx.set_output_type(0, Type::tensor_unranked(DType::I32));
@@ -405,9 +620,12 @@ void register_linalg_ops(OpRegistry& r) {
               },
               {DType::U8, DType::I8, DType::I32}});
   r.add(OpDef{"", "Gemm", 11, kContraction, infer_gemm,
-              [](EvalContext& ctx) { return std::vector<Tensor>{gemm_kernel(ctx)}; }, kNumeric}).kernel_role(KernelRole::Contraction, [](const Node& n) { return argument_refusal(n).empty(); });
+              [](EvalContext& ctx) { return std::vector<Tensor>{gemm_kernel(ctx)}; }, kNumeric})
+      .kernel_role(KernelRole::Contraction, [](const Node& n) { return argument_refusal(n).empty(); })
+      .gradient(gemm_rule);
   r.add(OpDef{"", "Einsum", 12, kContraction, infer_einsum,
-              [](EvalContext& ctx) { return std::vector<Tensor>{einsum_kernel(ctx)}; }, kNumeric});
+              [](EvalContext& ctx) { return std::vector<Tensor>{einsum_kernel(ctx)}; }, kNumeric})
+      .gradient(einsum_rule);
 }
 
 }  // namespace tcc

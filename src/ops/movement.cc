@@ -1,10 +1,9 @@
-// Movement ops: ops that only move elements (Transpose, Gather*, Scatter*,
-// Slice, Split, Concat, Expand, Tile, Pad, Trilu, DepthToSpace, SpaceToDepth,
-// Compress).
+// Movement ops: ops that only move elements (Transpose, Slice, Split, Concat,
+// Expand, Tile, Pad, Trilu, DepthToSpace, SpaceToDepth; the indexed ones are in
+// gather_scatter.cc).
 //
 // Shape rules stay symbolic and also carry the contents of 1-D shape tensors
-// through Gather, Slice, Split and Concat, so Gather(Shape(x), 1) is `seq` and
-// Concat(b, s, [-1]) is [batch, seq, -1].
+// through Slice, Split and Concat, so Concat(b, s, [-1]) is [batch, seq, -1].
 //
 // Slice bounds follow one assumption where the answer would hinge on comparing
 // a bound with a symbolic size: a bound the exporter wrote as a plain index (not
@@ -25,48 +24,6 @@
 namespace tcc {
 
 namespace {
-
-std::optional<Dims> input_values(InferContext& ctx, size_t i) {
-  const Dims* v = ctx.has_input(i) ? ctx.input_values(i) : nullptr;
-  if (!v) return std::nullopt;
-  return ctx.env().canonical(*v);
-}
-
-// Steps a row-major multi-index; for walking every element of an output.
-void advance(std::vector<int64_t>& idx, const std::vector<int64_t>& shape) {
-  for (size_t k = shape.size(); k-- > 0;) {
-    if (++idx[k] < shape[k]) return;
-    idx[k] = 0;
-  }
-}
-
-int64_t flat_index(const std::vector<int64_t>& idx, const std::vector<int64_t>& strides) {
-  int64_t f = 0;
-  for (size_t k = 0; k < idx.size(); ++k) f += idx[k] * strides[k];
-  return f;
-}
-
-// A tensor of out_shape whose element at multi-index idx is src's element at
-// flat index from(idx); a negative index takes element 0 of `fill` instead.
-template <typename F>
-Tensor remap(const Tensor& src, const std::vector<int64_t>& out_shape, F from, const Tensor* fill = nullptr) {
-  Tensor out(src.dtype(), out_shape);
-  std::vector<int64_t> idx(out_shape.size(), 0);
-  for (int64_t i = 0; i < out.numel(); ++i) {
-    int64_t s = from(idx);
-    if (s >= 0) copy_element(out, i, src, s);
-    else if (fill) copy_element(out, i, *fill, 0);
-    advance(idx, out_shape);
-  }
-  return out;
-}
-
-// An index into a dim of size `size`, negative counting from the end.
-int64_t wrap_index(const Node& n, int64_t i, int64_t size) {
-  if (i < -size || i >= size)
-    n.fail("index " + std::to_string(i) + " is out of bounds for a dim of size " + std::to_string(size));
-  return i < 0 ? i + size : i;
-}
 
 Tensor with_type(const Tensor& t, DType dt) { return t.dtype() == dt ? t : t.cast(dt); }
 
@@ -111,201 +68,6 @@ std::vector<Tensor> eval_transpose(EvalContext& ctx) {
     out_strides.push_back(st[p]);
   }
   return {remap(in, out_shape, [&](const std::vector<int64_t>& idx) { return flat_index(idx, out_strides); })};
-}
-
-// ---- Gather, GatherElements, GatherND ------------------------------------------
-
-void infer_gather(InferContext& ctx) {
-  const Type& data = ctx.input_type(0);
-  const Type& ind = ctx.input_type(1);
-  if (!data.has_rank() || !ind.has_rank()) {
-    ctx.set_output_type(0, Type::tensor_unranked(data.dtype()));
-    return;
-  }
-  if (data.rank() == 0) ctx.fail("data must have rank >= 1");
-  int64_t axis = normalize_axis(ctx.node(), ctx.node().get_int("axis", 0), static_cast<int64_t>(data.rank()));
-  Dims out(data.shape().begin(), data.shape().begin() + axis);
-  out.insert(out.end(), ind.shape().begin(), ind.shape().end());
-  out.insert(out.end(), data.shape().begin() + axis + 1, data.shape().end());
-  ctx.set_output_type(0, Type::tensor(data.dtype(), out));
-  // Gather(Shape(x), 1) -> seq: picks from the symbolic contents.
-  auto vals = input_values(ctx, 0);
-  auto idx = static_values(ctx.input_values(1));
-  if (!vals || !idx || data.rank() != 1 || ind.rank() > 1) return;
-  Dims picked;
-  for (int64_t i : *idx) picked.push_back((*vals)[wrap_index(ctx.node(), i, static_cast<int64_t>(vals->size()))]);
-  ctx.set_output_values(0, picked);
-}
-
-std::vector<Tensor> eval_gather(EvalContext& ctx) {
-  const Tensor& data = ctx.input(0);
-  const Tensor& ind = ctx.input(1);
-  int64_t r = static_cast<int64_t>(data.rank());
-  if (r == 0) ctx.fail("data must have rank >= 1");
-  int64_t axis = normalize_axis(ctx.node(), ctx.node().get_int("axis", 0), r);
-  int64_t q = static_cast<int64_t>(ind.rank());
-  std::vector<int64_t> out_shape(data.shape().begin(), data.shape().begin() + axis);
-  out_shape.insert(out_shape.end(), ind.shape().begin(), ind.shape().end());
-  out_shape.insert(out_shape.end(), data.shape().begin() + axis + 1, data.shape().end());
-  std::vector<int64_t> ist = row_major_strides(ind.shape()), dst = row_major_strides(data.shape());
-  return {remap(data, out_shape, [&](const std::vector<int64_t>& idx) {
-    int64_t f = 0;
-    for (int64_t k = 0; k < axis; ++k) f += idx[k] * dst[k];
-    int64_t at = 0;
-    for (int64_t k = 0; k < q; ++k) at += idx[axis + k] * ist[k];
-    f += wrap_index(ctx.node(), ind.get_i64(at), data.shape()[axis]) * dst[axis];
-    for (int64_t k = axis + 1; k < r; ++k) f += idx[k + q - 1] * dst[k];
-    return f;
-  })};
-}
-
-void infer_gather_elements(InferContext& ctx) {
-  const Type& data = ctx.input_type(0);
-  const Type& ind = ctx.input_type(1);
-  if (!data.has_rank() || !ind.has_rank()) {
-    ctx.set_output_type(0, ind.has_rank() ? Type::tensor(data.dtype(), ind.shape()) : Type::tensor_unranked(data.dtype()));
-    return;
-  }
-  if (data.rank() != ind.rank())
-    ctx.fail("data " + data.str() + " and indices " + ind.str() + " must have the same rank");
-  normalize_axis(ctx.node(), ctx.node().get_int("axis", 0), static_cast<int64_t>(data.rank()));
-  ctx.set_output_type(0, Type::tensor(data.dtype(), ind.shape()));
-}
-
-std::vector<Tensor> eval_gather_elements(EvalContext& ctx) {
-  const Tensor& data = ctx.input(0);
-  const Tensor& ind = ctx.input(1);
-  if (data.rank() != ind.rank()) ctx.fail("data and indices must have the same rank");
-  int64_t axis = normalize_axis(ctx.node(), ctx.node().get_int("axis", 0), static_cast<int64_t>(data.rank()));
-  std::vector<int64_t> dst = row_major_strides(data.shape());
-  int64_t i = 0;
-  return {remap(data, ind.shape(), [&](std::vector<int64_t> idx) {
-    idx[axis] = wrap_index(ctx.node(), ind.get_i64(i++), data.shape()[axis]);
-    return flat_index(idx, dst);
-  })};
-}
-
-struct GatherNdDims {
-  int64_t batch, depth;  // batch_dims, and how many leading data dims an index tuple names
-};
-
-GatherNdDims gather_nd_dims(const Node& n, size_t data_rank, size_t ind_rank, const Dim& last) {
-  int64_t b = n.get_int("batch_dims", 0);
-  if (ind_rank < 1 || b < 0 || b >= static_cast<int64_t>(std::min(data_rank, ind_rank)))
-    n.fail("batch_dims " + std::to_string(b) + " must be below the ranks of data and indices");
-  if (!last.is_static()) n.fail("the last dim of indices must be static, got " + last.str());
-  int64_t m = last.value();
-  if (m < 1 || b + m > static_cast<int64_t>(data_rank))
-    n.fail("index tuples of length " + std::to_string(m) + " do not fit data of rank " + std::to_string(data_rank));
-  return {b, m};
-}
-
-void infer_gather_nd(InferContext& ctx) {
-  if (!inputs_ranked(ctx, {0, 1})) return;
-  const Type& data = ctx.input_type(0);
-  const Type& ind = ctx.input_type(1);
-  if (ind.rank() == 0) ctx.fail("indices must have rank >= 1");
-  auto [b, m] = gather_nd_dims(ctx.node(), data.rank(), ind.rank(), ind.shape().back());
-  for (int64_t k = 0; k < b; ++k)
-    if (!ctx.env().unify(data.shape()[k], ind.shape()[k], &ctx.node()))
-      ctx.fail("batch dim " + std::to_string(k) + " differs: data " + data.str() + ", indices " + ind.str());
-  Dims out(ind.shape().begin(), ind.shape().end() - 1);
-  out.insert(out.end(), data.shape().begin() + b + m, data.shape().end());
-  ctx.set_output_type(0, Type::tensor(data.dtype(), ctx.env().canonical(out)));
-}
-
-std::vector<Tensor> eval_gather_nd(EvalContext& ctx) {
-  const Tensor& data = ctx.input(0);
-  const Tensor& ind = ctx.input(1);
-  if (ind.rank() == 0) ctx.fail("indices must have rank >= 1");
-  auto [b, m] = gather_nd_dims(ctx.node(), data.rank(), ind.rank(), Dim(ind.shape().back()));
-  int64_t q = static_cast<int64_t>(ind.rank());
-  std::vector<int64_t> out_shape(ind.shape().begin(), ind.shape().end() - 1);
-  out_shape.insert(out_shape.end(), data.shape().begin() + b + m, data.shape().end());
-  std::vector<int64_t> dst = row_major_strides(data.shape()), ist = row_major_strides(ind.shape());
-  return {remap(data, out_shape, [&](const std::vector<int64_t>& idx) {
-    int64_t tuple = 0;  // flat index of the tuple's first element in indices
-    for (int64_t k = 0; k < q - 1; ++k) tuple += idx[k] * ist[k];
-    int64_t f = 0;
-    for (int64_t k = 0; k < b; ++k) f += idx[k] * dst[k];
-    for (int64_t j = 0; j < m; ++j) f += wrap_index(ctx.node(), ind.get_i64(tuple + j), data.shape()[b + j]) * dst[b + j];
-    for (size_t k = b + m; k < data.rank(); ++k) f += idx[q - 1 + (k - b - m)] * dst[k];
-    return f;
-  })};
-}
-
-// ---- ScatterElements, ScatterND ---------------------------------------------------
-
-// Writes update element ui into out[oi] under Scatter's `reduction` attribute.
-void scatter_into(Tensor& out, int64_t oi, const Tensor& upd, int64_t ui, const std::string& red) {
-  if (red == "none") {
-    copy_element(out, oi, upd, ui);
-    return;
-  }
-  if (is_float(out.dtype())) {
-    double a = out.get_f64(oi), b = upd.get_f64(ui);
-    double r = red == "add" ? a + b : red == "mul" ? a * b : red == "max" ? std::max(a, b) : std::min(a, b);
-    out.set_f64(oi, r);
-  } else {
-    int64_t a = out.get_i64(oi), b = upd.get_i64(ui);
-    int64_t r = red == "add" ? a + b : red == "mul" ? a * b : red == "max" ? std::max(a, b) : std::min(a, b);
-    out.set_i64(oi, r);
-  }
-}
-
-std::string scatter_reduction(const Node& n) {
-  std::string red = n.get_string("reduction", "none");
-  if (red != "none" && red != "add" && red != "mul" && red != "max" && red != "min")
-    n.fail("reduction must be none, add, mul, max or min, got '" + red + "'");
-  return red;
-}
-
-void infer_same_as_data(InferContext& ctx) {
-  ctx.set_output_type(0, ctx.input_type(0));
-  scatter_reduction(ctx.node());
-}
-
-// ScatterElements: indices and updates of one shape, with the data's rank, and
-// an axis of it.
-void infer_scatter_elements(InferContext& ctx) {
-  infer_same_as_data(ctx);
-  if (!inputs_ranked(ctx, {0, 1, 2})) return;
-  const Type &data = ctx.input_type(0), &idx = ctx.input_type(1), &upd = ctx.input_type(2);
-  if (idx.rank() != data.rank() || upd.rank() != data.rank())
-    ctx.fail("data, indices and updates must have one rank, got " + data.str() + ", " + idx.str() + ", " + upd.str());
-  for (size_t d = 0; d < idx.rank(); ++d)
-    if (idx.shape()[d].is_static() && upd.shape()[d].is_static() && idx.shape()[d].value() != upd.shape()[d].value())
-      ctx.fail("indices " + idx.str() + " and updates " + upd.str() + " must have one shape");
-  if (data.rank() == 0) ctx.fail("cannot scatter into a rank-0 tensor: it has no axis");
-  normalize_axis(ctx.node(), ctx.node().get_int("axis", 0), static_cast<int64_t>(data.rank()));
-}
-
-std::vector<Tensor> eval_scatter_elements(EvalContext& ctx) {
-  return {scatter_elements(ctx.node(), ctx.input(0).clone(), ctx.input(1), ctx.input(2), scatter_reduction(ctx.node()))};
-}
-
-std::vector<Tensor> eval_scatter_nd(EvalContext& ctx) {
-  const Tensor& data = ctx.input(0);
-  const Tensor& ind = ctx.input(1);
-  const Tensor& upd = ctx.input(2);
-  std::string red = scatter_reduction(ctx.node());
-  if (ind.rank() == 0) ctx.fail("indices must have rank >= 1");
-  int64_t m = ind.shape().back();
-  if (m < 1 || m > static_cast<int64_t>(data.rank()))
-    ctx.fail("index tuples of length " + std::to_string(m) + " do not fit data of rank " + std::to_string(data.rank()));
-  std::vector<int64_t> want(ind.shape().begin(), ind.shape().end() - 1);
-  want.insert(want.end(), data.shape().begin() + m, data.shape().end());
-  if (upd.shape() != want) ctx.fail("updates must have shape " + shape_str(want) + ", got " + shape_str(upd.shape()));
-  Tensor out = data.clone();
-  std::vector<int64_t> dst = row_major_strides(data.shape());
-  int64_t slice = checked_numel(std::vector<int64_t>(data.shape().begin() + m, data.shape().end()));
-  int64_t tuples = ind.numel() / m;
-  for (int64_t t = 0; t < tuples; ++t) {
-    int64_t base = 0;
-    for (int64_t j = 0; j < m; ++j) base += wrap_index(ctx.node(), ind.get_i64(t * m + j), data.shape()[j]) * dst[j];
-    for (int64_t e = 0; e < slice; ++e) scatter_into(out, base + e, upd, t * slice + e, red);
-  }
-  return {out};
 }
 
 // ---- Slice ------------------------------------------------------------------
@@ -871,75 +633,8 @@ std::vector<Tensor> eval_space_to_depth(EvalContext& ctx) {
   })};
 }
 
-// ---- Compress ---------------------------------------------------------------
-
-// Kept positions of Compress: condition[i] true, and i within the dim (a
-// shorter condition leaves the rest out).
-std::vector<int64_t> kept_positions(const Tensor& cond, int64_t d) {
-  std::vector<int64_t> kept;
-  for (int64_t i = 0; i < std::min(cond.numel(), d); ++i)
-    if (cond.get_i64(i) != 0) kept.push_back(i);
-  return kept;
-}
-
-void infer_compress(InferContext& ctx) {
-  const Type& data = ctx.input_type(0);
-  bool has_axis = ctx.node().has_attr("axis");
-  Dim count = Dim::unknown();
-  Dims out;
-  if (has_axis) {
-    if (!inputs_ranked(ctx, {0})) return;
-    const Type& t = ctx.input_type(0);
-    int64_t axis = normalize_axis(ctx.node(), ctx.node().get_int("axis", 0), static_cast<int64_t>(t.rank()));
-    out = t.shape();
-    const Dim& d = t.shape()[axis];
-    if (ctx.input_const(1) && d.is_static()) count = Dim(static_cast<int64_t>(kept_positions(*ctx.input_const(1), d.value()).size()));
-    out[axis] = count.is_unknown() ? ctx.env().fresh("u") : count;
-  } else {
-    Dim n = data.has_rank() ? dims_product(data.shape()) : Dim::unknown();
-    if (ctx.input_const(1) && n.is_static()) count = Dim(static_cast<int64_t>(kept_positions(*ctx.input_const(1), n.value()).size()));
-    out = {count.is_unknown() ? ctx.env().fresh("u") : count};
-  }
-  ctx.set_output_type(0, Type::tensor(data.dtype(), out));
-}
-
-std::vector<Tensor> eval_compress(EvalContext& ctx) {
-  const Tensor& data = ctx.input(0);
-  const Tensor& cond = ctx.input(1);
-  if (cond.rank() != 1) ctx.fail("condition must be 1-D, got shape " + shape_str(cond.shape()));
-  if (!ctx.node().has_attr("axis")) {
-    std::vector<int64_t> kept = kept_positions(cond, data.numel());
-    Tensor out(data.dtype(), {static_cast<int64_t>(kept.size())});
-    for (size_t i = 0; i < kept.size(); ++i) copy_element(out, static_cast<int64_t>(i), data, kept[i]);
-    return {out};
-  }
-  int64_t axis = normalize_axis(ctx.node(), ctx.node().get_int("axis", 0), static_cast<int64_t>(data.rank()));
-  std::vector<int64_t> kept = kept_positions(cond, data.shape()[axis]);
-  std::vector<int64_t> shape = data.shape();
-  shape[axis] = static_cast<int64_t>(kept.size());
-  std::vector<int64_t> st = row_major_strides(data.shape());
-  return {remap(data, shape, [&](std::vector<int64_t> idx) {
-    idx[axis] = kept[idx[axis]];
-    return flat_index(idx, st);
-  })};
-}
-
 // ---------------------------------------------------------------------------
 // Kernel roles (kernel_roles.h)
-
-// Gathers of any dtype (the integer ones that pick shape values from shapes
-// alone run once per binding; masks are bool), whose indices are a buffer the
-// kernel reads: constant indices are a Slice when there is one
-// (passes/decompose.cc) and otherwise left to the host, as is a one-element
-// table; GatherND's index tuples have a static length.
-KernelRole gather_role(const Node& n) {
-  if (constant_input(n, 1) || (constant_input(n, 0) && single_element(n.input(0)->type()))) return KernelRole::None;
-  DType index = n.input(1)->type().dtype();
-  if (index != DType::I64 && index != DType::I32) return KernelRole::None;
-  const Dims& idx = n.input(1)->type().shape();
-  if (n.op_type() == "GatherND" && (idx.empty() || !idx.back().is_static())) return KernelRole::None;
-  return KernelRole::Indexed;
-}
 
 // Of any dtype (the integer ones that build shapes from shapes alone run once
 // per binding, passes/binding_constants.h); a one-element constant input would
@@ -961,41 +656,158 @@ KernelRole pad_role(const Node& n) {
   return n.has_input(1) ? KernelRole::Indexed : KernelRole::None;
 }
 
-}  // namespace
+// ---------------------------------------------------------------------------
+// Gradients (gradient.h)
 
-Tensor scatter_elements(const Node& n, Tensor out, const Tensor& ind, const Tensor& upd, const std::string& reduction) {
-  if (ind.rank() != out.rank() || ind.shape() != upd.shape())
-    n.fail("indices " + shape_str(ind.shape()) + " and updates " + shape_str(upd.shape()) +
-           " must have one shape, of the rank of data " + shape_str(out.shape()));
-  int64_t axis = normalize_axis(n, n.get_int("axis", 0), static_cast<int64_t>(out.rank()));
-  std::vector<int64_t> dst = row_major_strides(out.shape());
-  std::vector<int64_t> idx(ind.rank(), 0);
-  for (int64_t i = 0; i < ind.numel(); ++i) {
-    std::vector<int64_t> at = idx;
-    at[axis] = wrap_index(n, ind.get_i64(i), out.shape()[axis]);
-    scatter_into(out, flat_index(at, dst), upd, i, reduction);
-    advance(idx, ind.shape());
-  }
-  return out;
+// d transpose(x, perm) = transpose(g, perm^-1)
+void transpose_rule(GradContext& c) {
+  size_t rank = c.dims(c.in(0)).size();
+  std::vector<int64_t> perm = c.node().get_ints("perm");
+  if (perm.empty())
+    for (size_t i = 0; i < rank; ++i) perm.push_back(static_cast<int64_t>(rank - 1 - i));
+  std::vector<int64_t> inv(rank);
+  for (size_t i = 0; i < rank; ++i) inv[static_cast<size_t>(perm[i])] = static_cast<int64_t>(i);
+  c.set(0, c.e().op("Transpose", {c.dy()}, {{"perm", Attribute::of_ints(inv)}}));
 }
 
+// d concat = g split along the axis at the inputs' sizes (read at run time,
+// so symbolic sizes work)
+void concat_rule(GradContext& c) {
+  Emitter& e = c.e();
+  size_t rank = c.dims(c.out()).size();
+  int64_t axis = c.axis(c.node().get_int("axis", 0), rank);
+  std::vector<Value*> sizes;
+  for (Value* x : c.node().inputs()) {
+    Value* s = e.shape_of(x);
+    sizes.push_back(e.op("Slice", {s, e.ints({axis}), e.ints({axis + 1})}));
+  }
+  Value* split = sizes.size() == 1 ? sizes.front() : e.op("Concat", sizes, int_attr("axis", 0));
+  std::vector<Value*> parts = e.op_n("Split", {c.dy(), split}, c.node().num_inputs(), int_attr("axis", axis));
+  for (size_t i = 0; i < parts.size(); ++i)
+    if (c.wants(i)) c.set(i, parts[i]);
+}
+
+// d split = concat of the outputs' gradients (zeros for an unused output)
+void split_rule(GradContext& c) {
+  Emitter& e = c.e();
+  int64_t axis = c.node().get_int("axis", 0);
+  std::vector<Value*> parts;
+  for (size_t i = 0; i < c.node().num_outputs(); ++i)
+    parts.push_back(c.dy(i) ? c.dy(i) : e.zeros_like(c.out(i), c.dtype()));
+  c.set(0, e.op("Concat", parts, int_attr("axis", axis)));
+}
+
+// d slice = g padded with zeros back to x's shape. Needs constant starts,
+// ends and axes, unit steps, and static sizes on the sliced axes (the padding
+// is computed here).
+void slice_rule(GradContext& c) {
+  const Node& n = c.node();
+  const Dims& xd = c.dims(c.in(0));
+  std::vector<int64_t> starts = c.const_ints(1, "Slice's starts"), ends = c.const_ints(2, "Slice's ends");
+  std::vector<int64_t> axes;
+  if (n.has_input(3)) {
+    axes = c.const_ints(3, "Slice's axes");
+  } else {
+    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+  }
+  if (n.has_input(4))
+    for (int64_t s : c.const_ints(4, "Slice's steps"))
+      if (s != 1) c.fail("tcc differentiates Slice only with unit steps, got step " + std::to_string(s));
+  size_t rank = xd.size();
+  std::vector<int64_t> pads(2 * rank, 0);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    int64_t a = c.axis(axes[i], rank);
+    const Dim& d = xd[static_cast<size_t>(a)];
+    if (!d.is_static())
+      c.fail("the gradient of Slice needs a static size on sliced axis " + std::to_string(a) + ", got " + d.str());
+    int64_t size = d.value();
+    auto clamp = [&](int64_t v) { return std::clamp(v < 0 ? v + size : v, int64_t{0}, size); };
+    int64_t s = clamp(starts[i]), t = std::max(clamp(ends[i]), s);
+    pads[static_cast<size_t>(a)] = s;
+    pads[rank + static_cast<size_t>(a)] = size - t;
+  }
+  c.set(0, c.e().op("Pad", {c.dy(), c.e().ints(pads)}));
+}
+
+// Pad with a constant: g cut back to x, dropping what the pads added.
+void pad_rule(GradContext& c) {
+  const Node& n = c.node();
+  if (n.get_string("mode", "constant") != "constant")
+    c.fail("tcc differentiates constant Pad only, not mode " + n.get_string("mode", ""));
+  if (c.wants(2)) c.fail("tcc differentiates Pad in its input only; the pad value depends on a parameter");
+  size_t rank = c.dims(c.in(0)).size();
+  std::vector<int64_t> pads = n.opset() < 11 ? n.get_ints("pads") : c.const_ints(1, "Pad's pads");
+  std::vector<int64_t> axes;
+  if (n.opset() >= 18 && n.has_input(3)) {
+    for (int64_t a : c.const_ints(3, "Pad's axes")) axes.push_back(c.axis(a, rank));
+  } else {
+    for (size_t i = 0; i < rank; ++i) axes.push_back(static_cast<int64_t>(i));
+  }
+  if (pads.size() != 2 * axes.size()) c.fail("Pad's pads do not give a begin and an end per axis");
+  std::vector<int64_t> starts, ends;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    int64_t begin = pads[i], end = pads[axes.size() + i];
+    if (begin < 0 || end < 0) c.fail("tcc differentiates Pad with non-negative pads only");
+    starts.push_back(begin);
+    ends.push_back(end > 0 ? -end : std::numeric_limits<int64_t>::max());
+  }
+  c.set(0, c.e().op("Slice", {c.dy(), c.e().ints(starts), c.e().ints(ends), c.e().ints(axes)}));
+}
+
+// Tile: the copies of g summed, with g seen as [r0, d0, r1, d1, ...]
+void tile_rule(GradContext& c) {
+  if (c.wants(1)) c.fail("Tile's repeats have no gradient");
+  const Dims& xd = c.dims(c.in(0));
+  std::vector<int64_t> repeats = c.const_ints(1, "Tile's repeats"), split, copies;
+  for (size_t i = 0; i < xd.size(); ++i) {
+    if (!xd[i].is_static()) c.fail("the gradient of Tile needs static input dims, got " + c.in(0)->type().str());
+    split.push_back(repeats.at(i));
+    split.push_back(xd[i].value());
+    copies.push_back(static_cast<int64_t>(2 * i));
+  }
+  Value* parts = c.e().op("Reshape", {c.dy(), c.e().ints(split)});
+  c.set(0, c.e().reduce("ReduceSum", parts, copies, false));
+}
+
+// Trilu: g with the same triangle kept
+void trilu_rule(GradContext& c) {
+  std::vector<Value*> ins = {c.dy()};
+  if (c.node().num_inputs() > 1 && c.in(1)) ins.push_back(c.in(1));
+  c.set(0, c.e().op("Trilu", ins, int_attr("upper", c.node().get_int("upper", 1))));
+}
+
+// DepthToSpace (DCR) and SpaceToDepth undo each other.
+void depth_to_space_rule(GradContext& c) {
+  if (c.node().get_string("mode", "DCR") != "DCR") c.fail("tcc differentiates DepthToSpace in DCR mode only");
+  c.set(0, c.e().op("SpaceToDepth", {c.dy()}, int_attr("blocksize", c.node().get_int("blocksize", 1))));
+}
+void space_to_depth_rule(GradContext& c) {
+  Attrs attrs{{"blocksize", Attribute::of_int(c.node().get_int("blocksize", 1))}, {"mode", Attribute::of_string("DCR")}};
+  c.set(0, c.e().op("DepthToSpace", {c.dy()}, std::move(attrs)));
+}
+
+// d expand(x) = g summed back to x's shape
+void expand_rule(GradContext& c) { c.set(0, c.unbroadcast(c.dy(), 0)); }
+
+}  // namespace
+
 void register_movement_ops(OpRegistry& r) {
-  r.add(OpDef{"", "Transpose", 1, kMovement, infer_transpose, eval_transpose, {}}).kernel_role(KernelRole::Movement);
-  r.add(OpDef{"", "Gather", 1, kMovement, infer_gather, eval_gather, {}}).kernel_role(gather_role);
-  r.add(OpDef{"", "GatherElements", 11, kMovement, infer_gather_elements, eval_gather_elements, {}}).kernel_role(gather_role);
-  r.add(OpDef{"", "GatherND", 12, kMovement, infer_gather_nd, eval_gather_nd, {}}).kernel_role(gather_role);
-  r.add(OpDef{"", "ScatterElements", 11, kMovement, infer_scatter_elements, eval_scatter_elements, {}});
-  r.add(OpDef{"", "ScatterND", 11, kMovement, infer_same_as_data, eval_scatter_nd, {}});
-  r.add(OpDef{"", "Slice", 10, kMovement, infer_slice, eval_slice, {}}).kernel_role(KernelRole::Movement, [](const Node& n) { return argument_refusal(n).empty(); });
-  r.add(OpDef{"", "Split", 1, kMovement, infer_split, eval_split, {}});
-  r.add(OpDef{"", "Concat", 4, kMovement, infer_concat, eval_concat, {}}).kernel_role(concat_role);
-  r.add(OpDef{"", "Expand", 8, kMovement, infer_expand, eval_expand, {}}).kernel_role(KernelRole::Movement, [](const Node& n) { return argument_refusal(n).empty(); });
-  r.add(OpDef{"", "Tile", 6, kMovement, infer_tile, eval_tile, {}});
-  r.add(OpDef{"", "Pad", 11, kMovement, infer_pad, eval_pad, {}}).kernel_role(pad_role);
-  r.add(OpDef{"", "Trilu", 14, kMovement, infer_trilu, eval_trilu, {}});
-  r.add(OpDef{"", "DepthToSpace", 11, kMovement, infer_depth_to_space, eval_depth_to_space, {}});
-  r.add(OpDef{"", "SpaceToDepth", 1, kMovement, infer_space_to_depth, eval_space_to_depth, {}});
-  r.add(OpDef{"", "Compress", 11, kMovement | kDataDependentShape, infer_compress, eval_compress, {}});
+  r.add(OpDef{"", "Transpose", 1, kMovement, infer_transpose, eval_transpose, {}})
+      .kernel_role(KernelRole::Movement)
+      .gradient(transpose_rule);
+  r.add(OpDef{"", "Slice", 10, kMovement, infer_slice, eval_slice, {}})
+      .kernel_role(KernelRole::Movement, [](const Node& n) { return argument_refusal(n).empty(); })
+      .gradient(slice_rule);
+  r.add(OpDef{"", "Split", 1, kMovement, infer_split, eval_split, {}}).gradient(split_rule);
+  r.add(OpDef{"", "Concat", 4, kMovement, infer_concat, eval_concat, {}}).kernel_role(concat_role).gradient(concat_rule);
+  r.add(OpDef{"", "Expand", 8, kMovement, infer_expand, eval_expand, {}})
+      .kernel_role(KernelRole::Movement, [](const Node& n) { return argument_refusal(n).empty(); })
+      .gradient(expand_rule);
+  r.add(OpDef{"", "Tile", 6, kMovement, infer_tile, eval_tile, {}}).gradient(tile_rule);
+  r.add(OpDef{"", "Pad", 11, kMovement, infer_pad, eval_pad, {}}).kernel_role(pad_role).gradient(pad_rule);
+  r.add(OpDef{"", "Trilu", 14, kMovement, infer_trilu, eval_trilu, {}}).gradient(trilu_rule);
+  r.add(OpDef{"", "DepthToSpace", 11, kMovement, infer_depth_to_space, eval_depth_to_space, {}}).gradient(depth_to_space_rule);
+  r.add(OpDef{"", "SpaceToDepth", 1, kMovement, infer_space_to_depth, eval_space_to_depth, {}}).gradient(space_to_depth_rule);
 }
 
 }  // namespace tcc

@@ -112,6 +112,42 @@ std::vector<int64_t> unravel_index(int64_t flat, const std::vector<int64_t>& sha
   return idx;
 }
 
+void advance(std::vector<int64_t>& idx, const std::vector<int64_t>& shape) {
+  for (size_t k = shape.size(); k-- > 0;) {
+    if (++idx[k] < shape[k]) return;
+    idx[k] = 0;
+  }
+}
+
+int64_t flat_index(const std::vector<int64_t>& idx, const std::vector<int64_t>& strides) {
+  int64_t f = 0;
+  for (size_t k = 0; k < idx.size(); ++k) f += idx[k] * strides[k];
+  return f;
+}
+
+int64_t product(const std::vector<int64_t>& v, size_t from) {
+  int64_t p = 1;
+  for (size_t i = from; i < v.size(); ++i) p *= v[i];
+  return p;
+}
+
+const Type& ranked_nchw(InferContext& ctx, size_t i) {
+  const Type& t = ctx.ranked_input(i);
+  if (t.rank() < 3)
+    ctx.fail("expected input " + std::to_string(i) + " of rank >= 3 ([N, C, spatial...]), got " + t.str());
+  return t;
+}
+
+void check_nchw(const EvalContext& ctx, const Tensor& x) {
+  if (x.rank() < 3) ctx.fail("expected an input of rank >= 3 ([N, C, spatial...]), got shape " + shape_str(x.shape()));
+}
+
+std::optional<Dims> input_values(InferContext& ctx, size_t i) {
+  const Dims* v = ctx.has_input(i) ? ctx.input_values(i) : nullptr;
+  if (!v) return std::nullopt;
+  return ctx.env().canonical(*v);
+}
+
 bool inputs_ranked(InferContext& ctx, std::initializer_list<size_t> inputs) {
   for (size_t i : inputs) {
     if (!ctx.has_input(i)) ctx.fail("input " + std::to_string(i) + " is required");

@@ -20,7 +20,7 @@ inline constexpr int64_t kSliceSentinel = 2147483647;
 // Maps a possibly negative axis into [0, rank); fails naming the node when out of range.
 int64_t normalize_axis(const Node& n, int64_t axis, int64_t rank);
 
-// ScatterElements along n's `axis` attribute (src/ops/movement.cc): `out`, the
+// ScatterElements along n's `axis` attribute (src/ops/gather_scatter.cc): `out`, the
 // data, with each update written (`reduction` none) or combined (add, mul,
 // max, min) where its index says; negative indices count from the end. Fails
 // naming n on mismatched shapes or an index out of bounds.
@@ -46,6 +46,15 @@ class BroadcastIndexer {
   bool identity_ = false;
 };
 
+// The product of v's elements from index `from` on.
+int64_t product(const std::vector<int64_t>& v, size_t from = 0);
+
+// Input i of a convolution, pool or normalization: ranked, of rank >= 3
+// ([N, C, spatial...]); fails naming the node otherwise.
+const Type& ranked_nchw(InferContext& ctx, size_t i);
+// The same for a kernel's input tensor.
+void check_nchw(const EvalContext& ctx, const Tensor& x);
+
 // Static dims of a concrete shape.
 Dims dims_of(const std::vector<int64_t>& shape);
 
@@ -60,6 +69,27 @@ void copy_element(Tensor& dst, int64_t di, const Tensor& src, int64_t si);
 
 // The multi-index of a row-major flat index.
 std::vector<int64_t> unravel_index(int64_t flat, const std::vector<int64_t>& shape);
+
+// Steps a row-major multi-index; for walking every element of an output.
+void advance(std::vector<int64_t>& idx, const std::vector<int64_t>& shape);
+
+// The flat index of a multi-index, given the strides.
+int64_t flat_index(const std::vector<int64_t>& idx, const std::vector<int64_t>& strides);
+
+// A tensor of out_shape whose element at multi-index idx is src's element at
+// flat index from(idx); a negative index takes element 0 of `fill` instead.
+template <typename F>
+Tensor remap(const Tensor& src, const std::vector<int64_t>& out_shape, F from, const Tensor* fill = nullptr) {
+  Tensor out(src.dtype(), out_shape);
+  std::vector<int64_t> idx(out_shape.size(), 0);
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    int64_t s = from(idx);
+    if (s >= 0) copy_element(out, i, src, s);
+    else if (fill) copy_element(out, i, *fill, 0);
+    advance(idx, out_shape);
+  }
+  return out;
+}
 
 // True when the listed inputs have a known rank. Otherwise output 0 becomes a
 // tensor of input 0's dtype and unknown rank (other outputs stay unknown), so a
@@ -78,6 +108,9 @@ void require_one_dtype(InferContext& ctx, size_t first, const std::vector<size_t
 // Fails unless input i, where its type is known, is a 1-D integer tensor (a
 // shape, repeats or axes operand): `what` names it in the message.
 void require_index_vector(InferContext& ctx, size_t i, const std::string& what);
+
+// The canonical symbolic contents of input i, or null.
+std::optional<Dims> input_values(InferContext& ctx, size_t i);
 
 // The contents of a shape-like input as integers, when every element is static.
 std::optional<std::vector<int64_t>> static_values(const Dims* values);

@@ -80,11 +80,16 @@ const OpRegistry& OpRegistry::get() {
   static const OpRegistry registry = [] {
     OpRegistry r;
     register_elementwise_ops(r);
+    register_unary_float_ops(r);
     register_reduction_ops(r);
     register_linalg_ops(r);
     register_shape_ops(r);
     register_movement_ops(r);
-    register_nn_ops(r);
+    register_gather_scatter_ops(r);
+    register_conv_pool_ops(r);
+    register_normalization_ops(r);
+    register_resize_ops(r);
+    register_loss_ops(r);
     register_data_dependent_ops(r);
     register_control_flow_ops(r);
     register_tcc_ops(r);
@@ -112,6 +117,11 @@ OpDef& OpDef::kernel_role(std::function<KernelRole(const Node&)> role) {
 OpDef& OpDef::pointwise_kernel(PointwiseFn f, std::function<bool(const Node&)> applies) {
   pointwise = std::move(f);
   return kernel_role(KernelRole::Pointwise, std::move(applies));
+}
+
+OpDef& OpDef::gradient(GradRule rule) {
+  grad = std::move(rule);
+  return *this;
 }
 
 const OpDef* OpRegistry::lookup(const std::string& domain, const std::string& op_type, int64_t opset) const {

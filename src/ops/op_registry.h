@@ -1,5 +1,5 @@
 // The op registry: for each supported op, its shape rule, its reference
-// (CPU interpreter) kernel and its traits.
+// (CPU interpreter) kernel, its traits, its kernel role and its gradient rule.
 //
 // One OpDef per (domain, op_type). Behaviour that changed across opsets
 // (Reduce* axes as an input from 18, Split's num_outputs, ...) is handled
@@ -17,6 +17,7 @@
 
 #include "src/ir/graph.h"
 #include "src/ir/shape_env.h"
+#include "src/ops/gradient.h"
 #include "src/ops/kernel_roles.h"
 #include "src/ops/pointwise.h"
 
@@ -133,6 +134,8 @@ struct OpDef {
   std::function<KernelRole(const Node&)> kernel;
   // The scalar expression of an op whose nodes take the Pointwise role.
   PointwiseFn pointwise;
+  // The gradient rule (gradient.h); unset: tcc does not differentiate the op.
+  GradRule grad;
 
   bool has(OpTrait t) const { return (traits & t) != 0; }
   // A kernel role for nodes where `applies` holds (every node when unset).
@@ -140,6 +143,7 @@ struct OpDef {
   OpDef& kernel_role(std::function<KernelRole(const Node&)> role);
   // The Pointwise role, for nodes where `applies` holds, computed by `f`.
   OpDef& pointwise_kernel(PointwiseFn f, std::function<bool(const Node&)> applies = nullptr);
+  OpDef& gradient(GradRule rule);
 };
 
 class OpRegistry {
@@ -148,7 +152,7 @@ class OpRegistry {
   static const OpRegistry& get();
 
   // Registers def; the returned definition stays where it is, so a family may
-  // go on filling it in (kernel_role, pointwise_kernel).
+  // go on filling it in (kernel_role, pointwise_kernel, gradient).
   OpDef& add(OpDef def);
   // The definition for a node's op, or null when tcc does not know the op, its
   // domain, or its opset version is older than since_version.

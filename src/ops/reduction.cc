@@ -5,6 +5,7 @@
 // Kernels accumulate floats in double and integers in int64, so sums and
 // products are exact for every integer dtype that fits, and round once to the
 // output dtype.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -462,33 +463,199 @@ Tensor cumsum_kernel(const EvalContext& ctx) {
   return out;
 }
 
+// ---------------------------------------------------------------------------
+// Gradients (gradient.h)
+
+// d softmax = y * (g - sum(g * y, axis))
+void softmax_rule(GradContext& c) {
+  int64_t axis = c.node().get_int("axis", -1);
+  Value* s = c.e().reduce("ReduceSum", mul(c, c.dy(), c.out()), {axis}, true);
+  c.set(0, mul(c, c.out(), c.e().op("Sub", {c.dy(), s})));
+}
+
+// d log_softmax = g - exp(y) * sum(g, axis)
+void log_softmax_rule(GradContext& c) {
+  int64_t axis = c.node().get_int("axis", -1);
+  Value* s = c.e().reduce("ReduceSum", c.dy(), {axis}, true);
+  c.set(0, c.e().op("Sub", {c.dy(), mul(c, c.e().op("Exp", {c.out()}), s)}));
+}
+
+// LayerNormalization over axes [axis, rank). With xhat = (x - mean) * r,
+// r = 1/sqrt(var + eps), h = g * scale and means over the normalized axes:
+//   dx = r * (h - mean(h) - xhat * mean(h * xhat))
+//   dscale = sum over leading axes of g * xhat;  dbias = sum of g.
+// Mean and InvStdDev are recomputed rather than read from the optional
+// outputs, so the rule works whether or not the model asked for them.
+void layer_norm_rule(GradContext& c) {
+  if (c.dy(1) || c.dy(2)) c.fail("tcc differentiates LayerNormalization only through its first output");
+  Emitter& e = c.e();
+  Value* x = c.in(0);
+  size_t rank = c.dims(x).size();
+  int64_t axis = c.axis(c.node().get_int("axis", -1), rank);
+  double eps = c.node().get_float("epsilon", 1e-5f);
+  std::vector<int64_t> norm_axes, lead_axes;
+  for (int64_t i = 0; i < static_cast<int64_t>(rank); ++i) (i < axis ? lead_axes : norm_axes).push_back(i);
+  Value* mean = e.reduce("ReduceMean", x, norm_axes, true);
+  Value* xc = e.op("Sub", {x, mean});
+  Value* var = e.reduce("ReduceMean", mul(c, xc, xc), norm_axes, true);
+  Value* r = e.op("Reciprocal", {e.op("Sqrt", {e.op("Add", {var, scalar(c, eps)})})});
+  Value* xhat = mul(c, xc, r);
+  Value* g = c.dy();
+  Dims norm_dims(c.dims(x).begin() + axis, c.dims(x).end());
+  // Sums g-shaped terms over the leading axes, then down to the operand's shape.
+  auto sum_leading = [&](Value* v, size_t input) {
+    Value* s = lead_axes.empty() ? v : e.reduce("ReduceSum", v, lead_axes, false);
+    return e.sum_to(s, norm_dims, c.dims(c.in(input)));
+  };
+  if (c.wants(0)) {
+    Value* h = mul(c, g, c.in(1));
+    Value* mh = e.reduce("ReduceMean", h, norm_axes, true);
+    Value* mhx = e.reduce("ReduceMean", mul(c, h, xhat), norm_axes, true);
+    Value* inner = e.op("Sub", {e.op("Sub", {h, mh}), mul(c, xhat, mhx)});
+    c.set(0, mul(c, r, inner));
+  }
+  if (c.wants(1)) c.set(1, sum_leading(mul(c, g, xhat), 1));
+  if (c.wants(2)) c.set(2, sum_leading(g, 2));
+}
+
+// The axes a Reduce* node reduces, normalized; empty when it is a no-op.
+std::vector<int64_t> reduced_axes(GradContext& c, size_t rank, bool& noop) {
+  const Node& n = c.node();
+  bool axes_input = n.opset() >= (n.op_type() == "ReduceSum" ? 13 : 18);
+  std::vector<int64_t> axes = axes_input ? (c.in(1) ? c.const_ints(1, "the reduced axes") : std::vector<int64_t>{})
+                                         : n.get_ints("axes");
+  noop = axes.empty() && n.get_int("noop_with_empty_axes", 0) != 0;
+  if (axes.empty() && !noop)
+    for (size_t i = 0; i < rank; ++i) axes.push_back(static_cast<int64_t>(i));
+  for (int64_t& a : axes) a = c.axis(a, rank);
+  std::sort(axes.begin(), axes.end());
+  return axes;
+}
+
+// g with the reduced axes restored (as size 1) and expanded to x's shape.
+Value* expand_reduced(GradContext& c, Value* g) {
+  bool noop = false;
+  std::vector<int64_t> axes = reduced_axes(c, c.dims(c.in(0)).size(), noop);
+  if (noop) return g;
+  if (!c.node().get_int("keepdims", 1) && !axes.empty()) g = c.e().unsqueeze(g, axes);
+  return c.e().op("Expand", {g, c.e().shape_of(c.in(0))});
+}
+
+// Whether a Reduce* node reduces nothing (no axes, with noop_with_empty_axes):
+// the interpreter then returns x, so dx = g whatever the reduction.
+bool reduces_nothing(GradContext& c) {
+  bool noop = false;
+  reduced_axes(c, c.dims(c.in(0)).size(), noop);
+  return noop;
+}
+
+// d reduce_sum = g broadcast back over the reduced axes
+void reduce_sum_rule(GradContext& c) { c.set(0, expand_reduced(c, c.dy())); }
+
+// d reduce_mean = g / (elements per output) broadcast back
+void reduce_mean_rule(GradContext& c) { c.set(0, expand_reduced(c, mean_share(c))); }
+
+// d reduce_sum_square = 2 x g (g broadcast back)
+void reduce_sum_square_rule(GradContext& c) {
+  if (reduces_nothing(c)) return c.set(0, c.dy());
+  c.set(0, mul(c, expand_reduced(c, c.dy()), mul(c, c.in(0), scalar(c, 2.0))));
+}
+
+// d reduce_log_sum_exp = g exp(x - y);  d reduce_log_sum = g exp(-y) (y, g broadcast back)
+void reduce_log_sum_rule(GradContext& c) {
+  if (reduces_nothing(c)) return c.set(0, c.dy());
+  Emitter& e = c.e();
+  Value* y = expand_reduced(c, c.out());
+  Value* exponent = c.node().op_type() == "ReduceLogSumExp" ? e.op("Sub", {c.in(0), y}) : e.op("Neg", {y});
+  c.set(0, mul(c, expand_reduced(c, c.dy()), e.op("Exp", {exponent})));
+}
+
+// d reduce_l1 = g sign(x) (g broadcast back)
+void reduce_l1_rule(GradContext& c) {
+  if (reduces_nothing(c)) return c.set(0, c.dy());
+  c.set(0, mul(c, expand_reduced(c, c.dy()), c.e().op("Sign", {c.in(0)})));
+}
+
+// d reduce_l2 = g x / y (y, g broadcast back); 0 where a group is all zeros
+// (y = 0, x = 0: the subgradient PyTorch's norm takes), by dividing by 1 there.
+void reduce_l2_rule(GradContext& c) {
+  if (reduces_nothing(c)) return c.set(0, c.dy());
+  Emitter& e = c.e();
+  Value* y = expand_reduced(c, c.out());
+  Value* safe = e.op("Where", {e.op("Equal", {y, scalar(c, 0.0)}), scalar(c, 1.0), y});
+  c.set(0, mul(c, expand_reduced(c, c.dy()), e.op("Div", {c.in(0), safe})));
+}
+
+// d reduce_prod / dx_i = the product of the other elements of x_i's group (product_of_others).
+void reduce_prod_rule(GradContext& c) {
+  bool noop = false;
+  std::vector<int64_t> axes = reduced_axes(c, c.dims(c.in(0)).size(), noop);
+  if (noop) return c.set(0, c.dy());
+  Emitter& e = c.e();
+  Factors f = factors_of(c, c.in(0));
+  auto back = [&](Value* kept) { return e.op("Expand", {kept, e.shape_of(c.in(0))}); };
+  Value* nonzero_product = back(e.reduce("ReduceProd", f.safe, axes, true));
+  Value* zeros = back(e.reduce("ReduceSum", as_dtype(c, f.is_zero), axes, true));
+  c.set(0, mul(c, expand_reduced(c, c.dy()), product_of_others(c, f, nonzero_product, zeros)));
+}
+
+// ReduceMax, ReduceMin
+void reduce_extremum_rule(GradContext& c) {
+  bool noop = false;
+  std::vector<int64_t> axes = reduced_axes(c, c.dims(c.in(0)).size(), noop);
+  if (noop) return c.set(0, c.dy());
+  to_extrema(c, expand_reduced(c, c.dy()), expand_reduced(c, c.out()),
+             [&](Value* hit) { return c.e().reduce("ReduceSum", hit, axes, true); });
+}
+
+// CumSum: the cumulative sum of g the other way
+void cum_sum_rule(GradContext& c) {
+  Attrs attrs{{"reverse", Attribute::of_int(1 - c.node().get_int("reverse", 0))},
+              {"exclusive", Attribute::of_int(c.node().get_int("exclusive", 0))}};
+  c.set(0, c.e().op("CumSum", {c.dy(), c.in(1)}, std::move(attrs)));
+}
+
 }  // namespace
 
 void register_reduction_ops(OpRegistry& r) {
-  add_reduce(r, "ReduceSum", ReduceKind::Sum, kNumeric).kernel_role(KernelRole::Reduction, reduces_in_kernel);
-  add_reduce(r, "ReduceMean", ReduceKind::Mean, kNumeric).kernel_role(KernelRole::Reduction, reduces_in_kernel);
+  add_reduce(r, "ReduceSum", ReduceKind::Sum, kNumeric)
+      .kernel_role(KernelRole::Reduction, reduces_in_kernel)
+      .gradient(reduce_sum_rule);
+  add_reduce(r, "ReduceMean", ReduceKind::Mean, kNumeric)
+      .kernel_role(KernelRole::Reduction, reduces_in_kernel)
+      .gradient(reduce_mean_rule);
   std::vector<DType> with_bool = kNumeric;
   with_bool.push_back(DType::Bool);
-  add_reduce(r, "ReduceMax", ReduceKind::Max, with_bool).kernel_role(KernelRole::Reduction, reduces_in_kernel);
-  add_reduce(r, "ReduceMin", ReduceKind::Min, with_bool).kernel_role(KernelRole::Reduction, reduces_in_kernel);
-  add_reduce(r, "ReduceProd", ReduceKind::Prod, kNumeric).kernel_role(KernelRole::Reduction, reduces_in_kernel);
-  add_reduce(r, "ReduceL1", ReduceKind::L1, kNumeric);
-  add_reduce(r, "ReduceL2", ReduceKind::L2, kNumeric);
-  add_reduce(r, "ReduceSumSquare", ReduceKind::SumSquare, kNumeric);
-  add_reduce(r, "ReduceLogSum", ReduceKind::LogSum, kNumeric);
-  add_reduce(r, "ReduceLogSumExp", ReduceKind::LogSumExp, kNumeric);
+  add_reduce(r, "ReduceMax", ReduceKind::Max, with_bool)
+      .kernel_role(KernelRole::Reduction, reduces_in_kernel)
+      .gradient(reduce_extremum_rule);
+  add_reduce(r, "ReduceMin", ReduceKind::Min, with_bool)
+      .kernel_role(KernelRole::Reduction, reduces_in_kernel)
+      .gradient(reduce_extremum_rule);
+  add_reduce(r, "ReduceProd", ReduceKind::Prod, kNumeric)
+      .kernel_role(KernelRole::Reduction, reduces_in_kernel)
+      .gradient(reduce_prod_rule);
+  add_reduce(r, "ReduceL1", ReduceKind::L1, kNumeric).gradient(reduce_l1_rule);
+  add_reduce(r, "ReduceL2", ReduceKind::L2, kNumeric).gradient(reduce_l2_rule);
+  add_reduce(r, "ReduceSumSquare", ReduceKind::SumSquare, kNumeric).gradient(reduce_sum_square_rule);
+  add_reduce(r, "ReduceLogSum", ReduceKind::LogSum, kNumeric).gradient(reduce_log_sum_rule);
+  add_reduce(r, "ReduceLogSumExp", ReduceKind::LogSumExp, kNumeric).gradient(reduce_log_sum_rule);
 
   r.add(OpDef{"", "ArgMax", 12, kReduction, infer_arg,
               [](EvalContext& ctx) { return std::vector<Tensor>{arg_kernel(ctx, true)}; }, kNumeric});
   r.add(OpDef{"", "ArgMin", 12, kReduction, infer_arg,
               [](EvalContext& ctx) { return std::vector<Tensor>{arg_kernel(ctx, false)}; }, kNumeric});
   r.add(OpDef{"", "Softmax", 13, kReduction, infer_same,
-              [](EvalContext& ctx) { return std::vector<Tensor>{softmax_kernel(ctx, false)}; }, kFloat});
+              [](EvalContext& ctx) { return std::vector<Tensor>{softmax_kernel(ctx, false)}; }, kFloat})
+      .gradient(softmax_rule);
   r.add(OpDef{"", "LogSoftmax", 13, kReduction, infer_same,
-              [](EvalContext& ctx) { return std::vector<Tensor>{softmax_kernel(ctx, true)}; }, kFloat});
-  r.add(OpDef{"", "LayerNormalization", 17, kReduction, infer_layer_norm, layer_norm_kernel, kFloat});
+              [](EvalContext& ctx) { return std::vector<Tensor>{softmax_kernel(ctx, true)}; }, kFloat})
+      .gradient(log_softmax_rule);
+  r.add(OpDef{"", "LayerNormalization", 17, kReduction, infer_layer_norm, layer_norm_kernel, kFloat})
+      .gradient(layer_norm_rule);
   r.add(OpDef{"", "CumSum", 11, kReduction, infer_same,
-              [](EvalContext& ctx) { return std::vector<Tensor>{cumsum_kernel(ctx)}; }, kNumeric});
+              [](EvalContext& ctx) { return std::vector<Tensor>{cumsum_kernel(ctx)}; }, kNumeric})
+      .gradient(cum_sum_rule);
 }
 
 }  // namespace tcc

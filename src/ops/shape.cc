@@ -25,13 +25,6 @@ Tensor i64_vector(const std::vector<int64_t>& v) {
   return Tensor::from_i64(v, {static_cast<int64_t>(v.size())});
 }
 
-// The canonical symbolic contents of input i, or null.
-std::optional<Dims> input_values(InferContext& ctx, size_t i) {
-  const Dims* v = ctx.has_input(i) ? ctx.input_values(i) : nullptr;
-  if (!v) return std::nullopt;
-  return ctx.env().canonical(*v);
-}
-
 // Length of a 1-D input whose size is known statically.
 std::optional<int64_t> static_length(const Type& t) {
   if (!t.is_tensor() || !t.has_rank() || t.rank() != 1 || !t.shape()[0].is_static()) return std::nullopt;
@@ -516,20 +509,44 @@ std::vector<Tensor> eval_range(EvalContext& ctx) {
 
 std::vector<Tensor> eval_identity(EvalContext& ctx) { return {ctx.input(0)}; }
 
+// ---------------------------------------------------------------------------
+// Gradients (gradient.h)
+
+// Dropout at inference (no training_mode, or a constant false one): the identity
+void dropout_rule(GradContext& c) {
+  const Tensor* training = c.node().num_inputs() > 2 && c.in(2) ? c.constant(2) : nullptr;
+  if ((c.node().num_inputs() > 2 && c.in(2) && (!training || training->get_f64(0) != 0)) ||
+      c.node().get_int("is_test", 1) == 0)
+    c.fail("tcc differentiates Dropout at inference only (training_mode absent or false)");
+  c.set(0, c.dy());
+}
+
+// Identity: g
+void identity_rule(GradContext& c) { c.set(0, c.dy()); }
+
+// Reshape, Flatten, Squeeze, Unsqueeze: g reshaped to x's shape
+void reshape_rule(GradContext& c) { c.set(0, c.e().op("Reshape", {c.dy(), c.e().shape_of(c.in(0))})); }
+
 }  // namespace
 
 void register_shape_ops(OpRegistry& r) {
   r.add(OpDef{"", "Shape", 1, kShapeOnly, infer_shape, eval_shape, {}});
   r.add(OpDef{"", "Size", 1, kShapeOnly, infer_size,
               [](EvalContext& ctx) { return std::vector<Tensor>{Tensor::scalar_i64(ctx.input(0).numel())}; }, {}});
-  r.add(OpDef{"", "Reshape", 5, kMovement, infer_reshape, eval_reshape, {}}).kernel_role(KernelRole::Movement, [](const Node& n) { return argument_refusal(n).empty(); });
-  r.add(OpDef{"", "Squeeze", 1, kMovement, infer_squeeze, eval_squeeze, {}}).kernel_role(KernelRole::Movement, [](const Node& n) { return !n.has_input(1) || literal_input(n, 1); });
-  r.add(OpDef{"", "Unsqueeze", 1, kMovement, infer_unsqueeze, eval_unsqueeze, {}}).kernel_role(KernelRole::Movement, [](const Node& n) { return !n.has_input(1) || literal_input(n, 1); });
-  r.add(OpDef{"", "Flatten", 1, kMovement, infer_flatten, eval_flatten, {}}).kernel_role(KernelRole::Movement);
-  r.add(OpDef{"", "Identity", 1, kMovement, infer_identity, eval_identity, {}}).kernel_role(KernelRole::Movement);
+  r.add(OpDef{"", "Reshape", 5, kMovement, infer_reshape, eval_reshape, {}})
+      .kernel_role(KernelRole::Movement, [](const Node& n) { return argument_refusal(n).empty(); })
+      .gradient(reshape_rule);
+  r.add(OpDef{"", "Squeeze", 1, kMovement, infer_squeeze, eval_squeeze, {}})
+      .kernel_role(KernelRole::Movement, [](const Node& n) { return !n.has_input(1) || literal_input(n, 1); })
+      .gradient(reshape_rule);
+  r.add(OpDef{"", "Unsqueeze", 1, kMovement, infer_unsqueeze, eval_unsqueeze, {}})
+      .kernel_role(KernelRole::Movement, [](const Node& n) { return !n.has_input(1) || literal_input(n, 1); })
+      .gradient(reshape_rule);
+  r.add(OpDef{"", "Flatten", 1, kMovement, infer_flatten, eval_flatten, {}}).kernel_role(KernelRole::Movement).gradient(reshape_rule);
+  r.add(OpDef{"", "Identity", 1, kMovement, infer_identity, eval_identity, {}}).kernel_role(KernelRole::Movement).gradient(identity_rule);
   // Random only in training mode; the trait is per op, so it is set for every
   // Dropout, which keeps constant folding from fixing a random mask.
-  r.add(OpDef{"", "Dropout", 12, kRandom, infer_dropout, eval_dropout, {}});
+  r.add(OpDef{"", "Dropout", 12, kRandom, infer_dropout, eval_dropout, {}}).gradient(dropout_rule);
   r.add(OpDef{"", "Constant", 1, kConstant, infer_constant, eval_constant, {}});
   r.add(OpDef{"", "ConstantOfShape", 9, kConstant, infer_constant_of_shape, eval_constant_of_shape, {}});
   r.add(OpDef{"", "Range", 11, 0, infer_range, eval_range, kRangeTypes});

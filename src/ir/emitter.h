@@ -1,6 +1,7 @@
 // Emitter: appends nodes to a graph under one name prefix, with the small
-// helpers that the loss, the gradient rules and the optimizers share (scalar
-// and i64 constants, opset-aware Reduce*/Squeeze/Unsqueeze, sum-to-shape).
+// helpers that the loss, the gradient rules (src/ops/gradient.h) and the
+// optimizers share (scalar and i64 constants, opset-aware
+// Reduce*/Squeeze/Unsqueeze, sum-to-shape).
 #pragma once
 
 #include <map>
@@ -10,9 +11,6 @@
 #include "src/ir/graph.h"
 
 namespace tcc {
-
-// Throws an InputError about the model as a whole (not one node).
-[[noreturn]] void model_error(const Graph& g, const std::string& msg);
 
 class Emitter {
  public:

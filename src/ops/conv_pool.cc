@@ -1,0 +1,742 @@
+// Sliding-window ops: convolutions (Conv, ConvTranspose) and pools (MaxPool,
+// AveragePool, LpPool, GlobalAveragePool, GlobalMaxPool).
+//
+// Shape rules keep batch and spatial dims symbolic: a window op's output size
+// is (in + pads - extent) // stride + 1 as a SymExpr, so `seq` stays `seq`
+// under a same-padded conv and becomes `(seq+1)//(2)` under a stride-2 one.
+// Kernels are direct loops computing in double, the oracle for fast paths.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "src/ops/families.h"
+#include "src/ops/op_helpers.h"
+#include "src/ops/op_registry.h"
+
+namespace tcc {
+namespace {
+
+const std::vector<DType> kFloatTypes = {DType::F32, DType::F16, DType::BF16, DType::F64};
+
+SymExpr C(int64_t v) { return SymExpr::constant(v); }
+
+// Python-style floor division: ConvTranspose splits negative total paddings.
+int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
+
+// Sliding-window attributes of Conv, ConvTranspose and the pools, defaults filled in.
+struct Window {
+  std::vector<int64_t> kernel;  // -1 where the kernel size is not known statically
+  std::vector<int64_t> strides, dilations;
+  std::vector<int64_t> pads;  // all begins, then all ends
+  std::string auto_pad;
+  bool ceil_mode = false;
+
+  size_t rank() const { return kernel.size(); }
+  int64_t extent(size_t i) const { return dilations[i] * (kernel[i] - 1) + 1; }
+  bool same() const { return auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER"; }
+};
+
+// `kernel` is the fallback when the node has no kernel_shape (Conv reads W's dims).
+Window read_window(const Node& n, size_t nspatial, std::vector<int64_t> kernel) {
+  Window w;
+  w.kernel = n.has_attr("kernel_shape") ? n.get_ints("kernel_shape") : std::move(kernel);
+  if (w.kernel.empty() && nspatial > 0) n.fail("attribute kernel_shape is required");
+  w.strides = n.get_ints("strides", std::vector<int64_t>(nspatial, 1));
+  w.dilations = n.get_ints("dilations", std::vector<int64_t>(nspatial, 1));
+  w.pads = n.get_ints("pads", std::vector<int64_t>(2 * nspatial, 0));
+  w.auto_pad = n.get_string("auto_pad", "NOTSET");
+  w.ceil_mode = n.get_int("ceil_mode", 0) != 0;
+  auto expect_len = [&](const char* what, const std::vector<int64_t>& v, size_t len) {
+    if (v.size() != len)
+      n.fail(std::string("expected ") + what + " to have " + std::to_string(len) + " values (one per spatial dim" +
+             (len == 2 * nspatial && len ? ", begins then ends" : "") + "), got " + std::to_string(v.size()));
+  };
+  expect_len("kernel_shape", w.kernel, nspatial);
+  expect_len("strides", w.strides, nspatial);
+  expect_len("dilations", w.dilations, nspatial);
+  expect_len("pads", w.pads, 2 * nspatial);
+  // Positive where they must be, and bounded, so that a window's extent and output sizes never overflow.
+  constexpr int64_t kMaxWindow = int64_t{1} << 31;
+  auto bounded = [&](const char* what, const std::vector<int64_t>& v, int64_t lo) {
+    for (int64_t x : v)
+      if (x < lo || x >= kMaxWindow)
+        n.fail(std::string("expected ") + what + " values from " + std::to_string(lo) + " to 2^31 - 1, got " +
+               std::to_string(x));
+  };
+  if (n.has_attr("kernel_shape")) bounded("kernel_shape", w.kernel, 1);
+  bounded("strides", w.strides, 1);
+  bounded("dilations", w.dilations, 1);
+  bounded("pads", w.pads, -kMaxWindow + 1);
+  if (w.auto_pad != "NOTSET" && w.auto_pad != "VALID" && !w.same())
+    n.fail("expected auto_pad NOTSET, SAME_UPPER, SAME_LOWER or VALID, got '" + w.auto_pad + "'");
+  return w;
+}
+
+// Output size of a sliding window along spatial dim i. With no ShapeEnv (in
+// kernels) every input is static and so is the result.
+Dim window_out_dim(const Window& w, size_t i, const Dim& in, ShapeEnv* env) {
+  auto unknown = [&] { return env ? env->fresh("u") : Dim(); };
+  if (in.is_unknown() || w.kernel[i] < 0) return unknown();
+  const SymExpr& x = in.expr();
+  int64_t s = w.strides[i], ext = w.extent(i);
+  if (w.same()) return Dim((x + C(s - 1)).floordiv(C(s)));
+  if (w.auto_pad == "VALID") return Dim((x - C(ext)).floordiv(C(s)) + C(1));
+  int64_t pb = w.pads[i], pe = w.pads[w.rank() + i];
+  SymExpr span = x + C(pb + pe - ext);
+  if (!w.ceil_mode) return Dim(span.floordiv(C(s)) + C(1));
+  SymExpr out = (span + C(s - 1)).floordiv(C(s)) + C(1);
+  // ceil_mode drops a last window that would start inside the end padding.
+  if (out.is_constant() && x.is_constant()) {
+    int64_t o = out.constant_value();
+    return Dim((o - 1) * s >= x.constant_value() + pb ? o - 1 : o);
+  }
+  // That cannot happen when the end padding plus one stride fits in the window.
+  if (pe + s <= ext) return Dim(out);
+  return unknown();
+}
+
+// Output sizes of a window over static spatial sizes `in`, at run time: a
+// window wider than its padded input (a symbolic kernel size that only now
+// turns out too large) is the node's error, not a negative shape.
+std::vector<int64_t> window_out_dims(EvalContext& ctx, const Window& w, const std::vector<int64_t>& in) {
+  std::vector<int64_t> out(in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    out[i] = window_out_dim(w, i, Dim(in[i]), nullptr).value();
+    if (out[i] < 0)
+      ctx.fail("the window along spatial dim " + std::to_string(i) + " spans " + std::to_string(w.extent(i)) +
+               " elements, more than its padded input of " + std::to_string(in[i]) + " holds");
+  }
+  return out;
+}
+
+// Begin and end paddings actually applied, given the output sizes.
+void resolve_pads(const Window& w, const std::vector<int64_t>& in, const std::vector<int64_t>& out,
+                  std::vector<int64_t>& begin, std::vector<int64_t>& end) {
+  size_t r = w.rank();
+  begin.assign(r, 0);
+  end.assign(r, 0);
+  for (size_t i = 0; i < r; ++i) {
+    if (w.same()) {
+      int64_t total = std::max<int64_t>(0, (out[i] - 1) * w.strides[i] + w.extent(i) - in[i]);
+      begin[i] = w.auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      end[i] = total - begin[i];
+    } else if (w.auto_pad == "NOTSET") {
+      begin[i] = w.pads[i];
+      end[i] = w.pads[r + i];
+    }
+  }
+}
+
+std::vector<int64_t> spatial_of(const std::vector<int64_t>& shape) {
+  return std::vector<int64_t>(shape.begin() + 2, shape.end());
+}
+
+// ---------------------------------------------------------------- Conv
+
+void infer_conv(InferContext& ctx) {
+  const Type& x = ranked_nchw(ctx, 0);
+  const Type& w = ctx.ranked_input(1);
+  if (w.rank() != x.rank()) ctx.fail("expected W of rank " + std::to_string(x.rank()) + ", got " + w.str());
+  size_t ns = x.rank() - 2;
+  int64_t group = ctx.node().get_int("group", 1);
+  if (group < 1) ctx.fail("expected group >= 1, got " + std::to_string(group));
+  std::vector<int64_t> kernel(ns, -1);
+  for (size_t i = 0; i < ns; ++i)
+    if (w.shape()[2 + i].is_static()) kernel[i] = w.shape()[2 + i].value();
+  Window win = read_window(ctx.node(), ns, kernel);
+  const Dim& cin = x.shape()[1];
+  const Dim& wc = w.shape()[1];
+  if (!cin.is_unknown() && !wc.is_unknown() &&
+      !ctx.env().unify(cin, Dim(wc.expr() * C(group)), &ctx.node()))
+    ctx.fail("expected X's channels (" + cin.str() + ") to equal group (" + std::to_string(group) +
+             ") times W's input channels (" + wc.str() + ")");
+  Dims out = {x.shape()[0], w.shape()[0]};
+  for (size_t i = 0; i < ns; ++i) out.push_back(window_out_dim(win, i, x.shape()[2 + i], &ctx.env()));
+  ctx.set_output_type(0, Type::tensor(x.dtype(), out));
+}
+
+std::vector<Tensor> eval_conv(EvalContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& w = ctx.input(1);
+  check_nchw(ctx, x);
+  if (w.rank() != x.rank()) ctx.fail("expected W of rank " + std::to_string(x.rank()) + ", got " + shape_str(w.shape()));
+  size_t ns = x.rank() - 2;
+  int64_t group = ctx.node().get_int("group", 1);
+  int64_t n_batch = x.shape()[0], cin = x.shape()[1], m = w.shape()[0], cg = w.shape()[1];
+  if (group < 1 || cin != cg * group || m % group != 0)
+    ctx.fail("expected X's channels (" + std::to_string(cin) + ") = group (" + std::to_string(group) +
+             ") * W's channels (" + std::to_string(cg) + ") and W's filters (" + std::to_string(m) +
+             ") divisible by group");
+  if (ctx.has_input(2) && ctx.input(2).numel() != m)
+    ctx.fail("expected B of " + std::to_string(m) + " values, got shape " + shape_str(ctx.input(2).shape()));
+  std::vector<int64_t> kshape = spatial_of(w.shape()), in = spatial_of(x.shape());
+  Window win = read_window(ctx.node(), ns, kshape);
+  if (win.kernel != kshape) ctx.fail("kernel_shape " + shape_str(win.kernel) + " disagrees with W " + shape_str(w.shape()));
+  std::vector<int64_t> out = window_out_dims(ctx, win, in), pb, pe;
+  resolve_pads(win, in, out, pb, pe);
+  std::vector<int64_t> yshape = {n_batch, m};
+  yshape.insert(yshape.end(), out.begin(), out.end());
+  Tensor y(x.dtype(), yshape);
+  auto offsets = all_indices(kshape);
+  auto positions = all_indices(out);
+  std::vector<int64_t> xstr = row_major_strides(in);
+  int64_t in_vol = product(in), kvol = product(kshape), out_vol = product(out), mg = m / group;
+  std::vector<int64_t> pos(ns);
+  for (int64_t b = 0; b < n_batch; ++b)
+    for (int64_t oc = 0; oc < m; ++oc) {
+      int64_t g = oc / mg;
+      double bias = ctx.has_input(2) ? ctx.input(2).get_f64(oc) : 0.0;
+      for (int64_t o = 0; o < out_vol; ++o) {
+        double acc = bias;
+        for (int64_t k = 0; k < kvol; ++k) {
+          int64_t xoff = 0;
+          bool inside = true;
+          for (size_t i = 0; i < ns && inside; ++i) {
+            int64_t p = positions[o][i] * win.strides[i] - pb[i] + offsets[k][i] * win.dilations[i];
+            inside = p >= 0 && p < in[i];
+            xoff += p * xstr[i];
+          }
+          if (!inside) continue;
+          for (int64_t c = 0; c < cg; ++c)
+            acc += x.get_f64((b * cin + g * cg + c) * in_vol + xoff) * w.get_f64((oc * cg + c) * kvol + k);
+        }
+        y.set_f64((b * m + oc) * out_vol + o, acc);
+      }
+    }
+  return {y};
+}
+
+// ------------------------------------------------------- ConvTranspose
+
+// Spatial output sizes given by output_shape (which may also list N and C).
+std::vector<int64_t> convtranspose_output_shape(const Node& n, size_t ns) {
+  std::vector<int64_t> os = n.get_ints("output_shape");
+  if (os.empty()) return os;
+  if (os.size() == ns + 2) os.erase(os.begin(), os.begin() + 2);
+  if (os.size() != ns)
+    n.fail("expected output_shape to have " + std::to_string(ns) + " spatial sizes, got " + std::to_string(os.size()));
+  return os;
+}
+
+void infer_convtranspose(InferContext& ctx) {
+  const Type& x = ranked_nchw(ctx, 0);
+  const Type& w = ctx.ranked_input(1);
+  if (w.rank() != x.rank()) ctx.fail("expected W of rank " + std::to_string(x.rank()) + ", got " + w.str());
+  size_t ns = x.rank() - 2;
+  const Node& n = ctx.node();
+  int64_t group = n.get_int("group", 1);
+  if (group < 1) ctx.fail("expected group >= 1, got " + std::to_string(group));
+  std::vector<int64_t> kernel(ns, -1);
+  for (size_t i = 0; i < ns; ++i)
+    if (w.shape()[2 + i].is_static()) kernel[i] = w.shape()[2 + i].value();
+  Window win = read_window(n, ns, kernel);
+  std::vector<int64_t> opad = n.get_ints("output_padding", std::vector<int64_t>(ns, 0));
+  if (opad.size() != ns) ctx.fail("expected output_padding to have " + std::to_string(ns) + " values");
+  if (!x.shape()[1].is_unknown() && !w.shape()[0].is_unknown() &&
+      !ctx.env().unify(x.shape()[1], w.shape()[0], &n))
+    ctx.fail("expected X's channels (" + x.shape()[1].str() + ") to equal W's first dim (" + w.shape()[0].str() + ")");
+  std::vector<int64_t> os = convtranspose_output_shape(n, ns);
+  Dims out = {x.shape()[0], w.shape()[1].is_unknown() ? ctx.env().fresh("u") : Dim(w.shape()[1].expr() * C(group))};
+  for (size_t i = 0; i < ns; ++i) {
+    const Dim& in = x.shape()[2 + i];
+    if (!os.empty()) {
+      out.push_back(Dim(os[i]));
+    } else if (in.is_unknown() || kernel[i] < 0) {
+      out.push_back(ctx.env().fresh("u"));
+    } else if (win.same()) {
+      out.push_back(Dim(in.expr() * C(win.strides[i])));
+    } else {
+      int64_t pads = win.auto_pad == "VALID" ? 0 : win.pads[i] + win.pads[ns + i];
+      out.push_back(Dim((in.expr() - C(1)) * C(win.strides[i]) + C(opad[i] + win.extent(i) - pads)));
+    }
+  }
+  ctx.set_output_type(0, Type::tensor(x.dtype(), out));
+}
+
+std::vector<Tensor> eval_convtranspose(EvalContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& w = ctx.input(1);
+  const Node& n = ctx.node();
+  check_nchw(ctx, x);
+  if (w.rank() != x.rank()) ctx.fail("expected W of rank " + std::to_string(x.rank()) + ", got " + shape_str(w.shape()));
+  size_t ns = x.rank() - 2;
+  int64_t group = n.get_int("group", 1);
+  int64_t n_batch = x.shape()[0], cin = x.shape()[1], mg = w.shape()[1];
+  if (group < 1 || w.shape()[0] != cin || cin % group != 0)
+    ctx.fail("expected W's first dim (" + std::to_string(w.shape()[0]) + ") to equal X's channels (" +
+             std::to_string(cin) + "), divisible by group (" + std::to_string(group) + ")");
+  int64_t m = mg * group, cg = cin / group;
+  std::vector<int64_t> kshape = spatial_of(w.shape()), in = spatial_of(x.shape());
+  Window win = read_window(n, ns, kshape);
+  std::vector<int64_t> opad = n.get_ints("output_padding", std::vector<int64_t>(ns, 0));
+  if (opad.size() != ns) ctx.fail("expected output_padding to have " + std::to_string(ns) + " values");
+  std::vector<int64_t> os = convtranspose_output_shape(n, ns);
+  std::vector<int64_t> out(ns), pb(ns);
+  for (size_t i = 0; i < ns; ++i) {
+    int64_t full = win.strides[i] * (in[i] - 1) + opad[i] + win.extent(i);
+    if (!os.empty() || win.same()) {
+      // Padding is whatever makes the full output land on the requested size.
+      out[i] = os.empty() ? in[i] * win.strides[i] : os[i];
+      int64_t total = full - out[i];
+      pb[i] = win.auto_pad == "SAME_UPPER" ? floor_div(total, 2) : total - floor_div(total, 2);
+    } else {
+      pb[i] = win.auto_pad == "VALID" ? 0 : win.pads[i];
+      out[i] = full - (win.auto_pad == "VALID" ? 0 : win.pads[i] + win.pads[ns + i]);
+    }
+    if (out[i] < 0) ctx.fail("computed a negative output size " + std::to_string(out[i]));
+  }
+  std::vector<int64_t> yshape = {n_batch, m};
+  yshape.insert(yshape.end(), out.begin(), out.end());
+  int64_t in_vol = product(in), kvol = product(kshape), out_vol = product(out);
+  std::vector<double> acc(n_batch * m * out_vol, 0.0);
+  for (int64_t b = 0; b < n_batch; ++b)
+    for (int64_t oc = 0; oc < m; ++oc) {
+      double bias = ctx.has_input(2) ? ctx.input(2).get_f64(oc) : 0.0;
+      for (int64_t o = 0; o < out_vol; ++o) acc[(b * m + oc) * out_vol + o] = bias;
+    }
+  auto offsets = all_indices(kshape);
+  auto positions = all_indices(in);
+  std::vector<int64_t> ostr = row_major_strides(out);
+  for (int64_t b = 0; b < n_batch; ++b)
+    for (int64_t c = 0; c < cin; ++c) {
+      int64_t g = c / cg;
+      for (int64_t p = 0; p < in_vol; ++p) {
+        double xv = x.get_f64((b * cin + c) * in_vol + p);
+        for (int64_t k = 0; k < kvol; ++k) {
+          int64_t yoff = 0;
+          bool inside = true;
+          for (size_t i = 0; i < ns && inside; ++i) {
+            int64_t q = positions[p][i] * win.strides[i] - pb[i] + offsets[k][i] * win.dilations[i];
+            inside = q >= 0 && q < out[i];
+            yoff += q * ostr[i];
+          }
+          if (!inside) continue;
+          for (int64_t j = 0; j < mg; ++j)
+            acc[(b * m + g * mg + j) * out_vol + yoff] += xv * w.get_f64((c * mg + j) * kvol + k);
+        }
+      }
+    }
+  Tensor y(x.dtype(), yshape);
+  for (size_t i = 0; i < acc.size(); ++i) y.set_f64(static_cast<int64_t>(i), acc[i]);
+  return {y};
+}
+
+// ---------------------------------------------------------------- Pools
+
+enum class PoolKind { Max, Average, Lp };
+
+void infer_pool(InferContext& ctx) {
+  const Type& x = ranked_nchw(ctx, 0);
+  size_t ns = x.rank() - 2;
+  Window win = read_window(ctx.node(), ns, {});
+  Dims out = {x.shape()[0], x.shape()[1]};
+  for (size_t i = 0; i < ns; ++i) out.push_back(window_out_dim(win, i, x.shape()[2 + i], &ctx.env()));
+  ctx.set_output_type(0, Type::tensor(x.dtype(), out));
+  if (ctx.num_outputs() > 1) ctx.set_output_type(1, Type::tensor(DType::I64, out));
+}
+
+std::vector<Tensor> eval_pool(EvalContext& ctx, PoolKind kind) {
+  const Tensor& x = ctx.input(0);
+  const Node& n = ctx.node();
+  check_nchw(ctx, x);
+  size_t ns = x.rank() - 2;
+  Window win = read_window(n, ns, {});
+  bool count_pad = n.get_int("count_include_pad", 0) != 0;
+  double p_norm = static_cast<double>(n.get_int("p", 2));
+  bool column_major = n.get_int("storage_order", 0) != 0;
+  std::vector<int64_t> in = spatial_of(x.shape()), pb, pe;
+  std::vector<int64_t> out = window_out_dims(ctx, win, in);
+  resolve_pads(win, in, out, pb, pe);
+  int64_t planes = x.shape()[0] * x.shape()[1], in_vol = product(in), out_vol = product(out);
+  std::vector<int64_t> yshape = {x.shape()[0], x.shape()[1]};
+  yshape.insert(yshape.end(), out.begin(), out.end());
+  Tensor y(x.dtype(), yshape);
+  Tensor indices(DType::I64, yshape);
+  // Indices count in row-major or (storage_order=1) column-major spatial order.
+  std::vector<int64_t> xstr = row_major_strides(in), istr(ns, 1);
+  for (size_t i = 0; i < ns; ++i) istr[i] = column_major ? product(std::vector<int64_t>(in.begin(), in.begin() + i)) : xstr[i];
+  auto offsets = all_indices(win.kernel);
+  auto positions = all_indices(out);
+  bool exact_int = is_integer(x.dtype());
+  for (int64_t plane = 0; plane < planes; ++plane)
+    for (int64_t o = 0; o < out_vol; ++o) {
+      double acc = kind == PoolKind::Max ? -std::numeric_limits<double>::infinity() : 0.0;
+      int64_t best = -1, best_int = 0, real = 0, padded = 0;
+      for (const auto& off : offsets) {
+        int64_t xoff = 0, ioff = 0;
+        bool inside = true, in_padding = true;
+        for (size_t i = 0; i < ns; ++i) {
+          int64_t p = positions[o][i] * win.strides[i] - pb[i] + off[i] * win.dilations[i];
+          inside = inside && p >= 0 && p < in[i];
+          // ceil_mode windows may run past the end padding; those cells never count.
+          in_padding = in_padding && p < in[i] + pe[i];
+          xoff += p * xstr[i];
+          ioff += p * istr[i];
+        }
+        if (in_padding) ++padded;
+        if (!inside) continue;
+        ++real;
+        double v = x.get_f64(plane * in_vol + xoff);
+        if (kind == PoolKind::Max) {
+          // Integers compare exactly (i64 beyond 2^53 does not survive double).
+          int64_t vi = exact_int ? x.get_i64(plane * in_vol + xoff) : 0;
+          if (best < 0 || (exact_int ? vi > best_int : (v > acc || std::isnan(v)))) {
+            acc = v;
+            best_int = vi;
+            best = plane * in_vol + ioff;
+          }
+        } else if (kind == PoolKind::Average) {
+          acc += v;
+        } else {
+          acc += std::pow(std::fabs(v), p_norm);
+        }
+      }
+      int64_t at = plane * out_vol + o;
+      if (kind == PoolKind::Average) acc /= static_cast<double>(count_pad ? padded : real);
+      if (kind == PoolKind::Lp) acc = std::pow(acc, 1.0 / p_norm);
+      if (exact_int && kind == PoolKind::Max)
+        y.set_i64(at, best_int);
+      else
+        y.set_f64(at, acc);
+      indices.set_i64(at, best);
+    }
+  if (kind == PoolKind::Max && ctx.num_outputs() > 1) return {y, indices};
+  return {y};
+}
+
+void infer_global_pool(InferContext& ctx) {
+  const Type& x = ranked_nchw(ctx, 0);
+  Dims out = {x.shape()[0], x.shape()[1]};
+  out.resize(x.rank(), Dim(1));
+  ctx.set_output_type(0, Type::tensor(x.dtype(), out));
+}
+
+std::vector<Tensor> eval_global_pool(EvalContext& ctx, PoolKind kind) {
+  const Tensor& x = ctx.input(0);
+  check_nchw(ctx, x);
+  std::vector<int64_t> yshape = {x.shape()[0], x.shape()[1]};
+  yshape.resize(x.rank(), 1);
+  Tensor y(x.dtype(), yshape);
+  int64_t vol = product(x.shape(), 2);
+  for (int64_t plane = 0; plane < product(yshape); ++plane) {
+    double acc = kind == PoolKind::Max ? -std::numeric_limits<double>::infinity() : 0.0;
+    for (int64_t i = 0; i < vol; ++i) {
+      double v = x.get_f64(plane * vol + i);
+      acc = kind == PoolKind::Max ? std::max(acc, v) : acc + v;
+    }
+    y.set_f64(plane, kind == PoolKind::Max ? acc : acc / static_cast<double>(vol));
+  }
+  return {y};
+}
+
+// ---------------------------------------------------------------------------
+// Gradients (gradient.h)
+
+// A sliding window's attributes with explicit pads, one entry per spatial dim;
+// fails naming the node for auto_pad SAME (its pads depend on the input's size)
+// and, where `need_static`, for symbolic spatial dims of x.
+struct ExplicitWindow {
+  std::vector<int64_t> kernel, strides, dilations, begin, end, in, out;  // in / out: x's and y's spatial dims
+  int64_t extent(size_t i) const { return dilations[i] * (kernel[i] - 1) + 1; }
+};
+
+ExplicitWindow window_of(GradContext& c, const std::vector<int64_t>& kernel) {
+  std::string auto_pad = c.node().get_string("auto_pad", "NOTSET");
+  if (auto_pad != "NOTSET" && auto_pad != "VALID")
+    c.fail("tcc differentiates windows with explicit pads, not auto_pad " + auto_pad);
+  size_t ns = kernel.size();
+  ExplicitWindow w;
+  w.kernel = kernel;
+  SlidingWindow sw;
+  if (std::string why = sliding_window(c.node(), kernel, std::vector<int64_t>(ns, -1), &sw); !why.empty()) c.fail(why);
+  w.strides = std::move(sw.strides);
+  w.dilations = std::move(sw.dilations);
+  w.begin = std::move(sw.begin);
+  w.end = std::move(sw.end);
+  const Dims& xd = c.dims(c.in(0));
+  const Dims& yd = c.dims(c.out());
+  for (size_t i = 0; i < ns; ++i) {
+    if (!xd[2 + i].is_static() || !yd[2 + i].is_static())
+      c.fail("the gradient of a sliding window needs static spatial dims, not " + c.in(0)->type().str());
+    w.in.push_back(xd[2 + i].value());
+    w.out.push_back(yd[2 + i].value());
+  }
+  return w;
+}
+
+Attrs window_attrs(const std::vector<int64_t>& strides, const std::vector<int64_t>& dilations,
+                   const std::vector<int64_t>& begin, const std::vector<int64_t>& end) {
+  std::vector<int64_t> pads = begin;
+  pads.insert(pads.end(), end.begin(), end.end());
+  return {{"strides", Attribute::of_ints(strides)},
+          {"dilations", Attribute::of_ints(dilations)},
+          {"pads", Attribute::of_ints(pads)}};
+}
+
+// Swaps the batch and channel axes of a value of the given rank.
+Value* swap01(GradContext& c, Value* x, size_t rank) { return swap_axes(c, x, rank, 0, 1); }
+
+// The gradient of a convolution's weights W [K, C/G, kernel...] from its
+// input `x` [N, C, in...] and the gradient `g` [N, K, out...] of its output
+// (`out` the spatial dims of g), with w's strides, dilations and pads:
+//   dw[k, c, r] = sum over n, o of x[n, c, o s - p + r d] g[n, k, o].
+// Ungrouped: a convolution of x with g, batch and channel axes swapped
+// (batch is its symbolic channel axis), stride d and dilation s, cut to the
+// window's taps. Grouped, tap by tap: x_r is x (zero-padded) read at o s + r d,
+// and dw[g, kg, cg, r] = sum over n, o of g[n, g, kg, o] x_r[n, g, cg, o], one
+// batched product over the groups, [G, K/G, N*O] @ [G, N*O, C/G], per tap.
+Value* weight_gradient(GradContext& c, Value* x, Value* g, const ExplicitWindow& w, const std::vector<int64_t>& out,
+                       int64_t group, int64_t k, int64_t cg) {
+  Emitter& e = c.e();
+  size_t ns = w.kernel.size(), rank = ns + 2;
+  std::vector<int64_t> spatial;
+  for (size_t i = 0; i < ns; ++i) spatial.push_back(static_cast<int64_t>(2 + i));
+  if (group == 1) {
+    Value* dw = e.op("Conv", {swap01(c, x, rank), swap01(c, g, rank)}, window_attrs(w.dilations, w.strides, w.begin, w.end));
+    dw = e.op("Slice", {dw, e.ints(std::vector<int64_t>(ns, 0)), e.ints(w.kernel), e.ints(spatial)});
+    return swap01(c, dw, rank);
+  }
+  int64_t kg = k / group;
+  // Pads of every axis, begins then ends; the batch and channel axes get none.
+  std::vector<int64_t> pads = {0, 0};
+  pads.insert(pads.end(), w.begin.begin(), w.begin.end());
+  pads.insert(pads.end(), {0, 0});
+  pads.insert(pads.end(), w.end.begin(), w.end.end());
+  Value* padded = e.op("Pad", {x, e.ints(pads)});
+  Value* rows = e.op("Reshape", {g, e.ints({0, group, kg, -1})});
+  rows = e.op("Reshape", {e.op("Transpose", {rows}, {{"perm", Attribute::of_ints({1, 2, 0, 3})}}), e.ints({group, kg, -1})});
+  std::vector<Value*> taps;
+  for (const std::vector<int64_t>& tap : all_indices(w.kernel)) {
+    std::vector<int64_t> starts, stops;
+    for (size_t i = 0; i < ns; ++i) {
+      starts.push_back(tap[i] * w.dilations[i]);
+      stops.push_back(starts.back() + (out[i] - 1) * w.strides[i] + 1);
+    }
+    Value* xr = e.op("Slice", {padded, e.ints(starts), e.ints(stops), e.ints(spatial), e.ints(w.strides)});
+    xr = e.op("Reshape", {xr, e.ints({0, group, cg, -1})});
+    xr = e.op("Reshape", {e.op("Transpose", {xr}, {{"perm", Attribute::of_ints({1, 0, 3, 2})}}), e.ints({group, -1, cg})});
+    taps.push_back(e.unsqueeze(e.op("MatMul", {rows, xr}), {3}));
+  }
+  Value* all = taps.size() == 1 ? taps.front() : e.op("Concat", taps, int_attr("axis", 3));
+  std::vector<int64_t> shape = {k, cg};
+  shape.insert(shape.end(), w.kernel.begin(), w.kernel.end());
+  return e.op("Reshape", {all, e.ints(shape)});
+}
+
+// The static kernel dims of a convolution's W (dims 2...), failing naming the node otherwise.
+std::vector<int64_t> kernel_of(GradContext& c, const char* op) {
+  const Dims& wd = c.dims(c.in(1));
+  std::vector<int64_t> kernel;
+  for (size_t i = 0; i < wd.size(); ++i) {
+    if (!wd[i].is_static()) c.fail(std::string("the gradient of ") + op + " needs W's shape static");
+    if (i >= 2) kernel.push_back(wd[i].value());
+  }
+  return kernel;
+}
+
+// The bias gradient of a convolution: g summed over every axis but the channel.
+Value* bias_gradient(GradContext& c, size_t rank) {
+  std::vector<int64_t> axes = {0};
+  for (size_t i = 2; i < rank; ++i) axes.push_back(static_cast<int64_t>(i));
+  return c.e().reduce("ReduceSum", c.dy(), axes, false);
+}
+
+// y = conv(x, w) + b, stride s, dilation d, pads p (begin) and q (end) per spatial dim:
+//   db = g summed over every axis but the channel;
+//   dx = the transposed convolution of g with w. With stride 1 and pads no larger
+//        than the window (d (k-1) >= p, q) that is a convolution of g with w's
+//        taps reversed and its two channel axes swapped, pads d (k-1) - p and
+//        d (k-1) - q; otherwise ConvTranspose, output_padding filling x's size;
+//   dw = weight_gradient(x, g).
+void conv_rule(GradContext& c) {
+  Emitter& e = c.e();
+  const Dims& wd = c.dims(c.in(1));
+  std::vector<int64_t> kernel = kernel_of(c, "Conv");
+  ExplicitWindow w = window_of(c, kernel);
+  size_t ns = kernel.size(), rank = ns + 2;
+  int64_t group = c.node().get_int("group", 1);
+  Value* g = c.dy();
+  if (c.wants(2)) c.set(2, bias_gradient(c, rank));
+  if (c.wants(0)) {
+    bool as_conv = true;
+    std::vector<int64_t> begin, end, reversed_starts, reversed_ends, reversed_steps, spatial;
+    for (size_t i = 0; i < ns; ++i) {
+      int64_t reach = w.extent(i) - 1;
+      as_conv = as_conv && w.strides[i] == 1 && w.begin[i] <= reach && w.end[i] <= reach;
+      begin.push_back(reach - w.begin[i]);
+      end.push_back(reach - w.end[i]);
+      reversed_starts.push_back(-1);
+      reversed_ends.push_back(std::numeric_limits<int64_t>::min());
+      reversed_steps.push_back(-1);
+      spatial.push_back(static_cast<int64_t>(2 + i));
+    }
+    if (as_conv) {
+      // w [K, C/G, taps] -> per group [C/G, K/G, taps reversed] -> [C, K/G, taps].
+      int64_t k = wd[0].value(), cg = wd[1].value();
+      Value* wt = e.op("Slice", {c.in(1), e.ints(reversed_starts), e.ints(reversed_ends), e.ints(spatial),
+                                 e.ints(reversed_steps)});
+      std::vector<int64_t> grouped = {group, k / group, cg};
+      grouped.insert(grouped.end(), kernel.begin(), kernel.end());
+      std::vector<int64_t> perm(rank + 1);
+      std::iota(perm.begin(), perm.end(), 0);
+      std::swap(perm[1], perm[2]);
+      std::vector<int64_t> merged = {group * cg, k / group};
+      merged.insert(merged.end(), kernel.begin(), kernel.end());
+      wt = e.op("Reshape", {e.op("Transpose", {e.op("Reshape", {wt, e.ints(grouped)})},
+                                 {{"perm", Attribute::of_ints(perm)}}),
+                            e.ints(merged)});
+      Attrs attrs = window_attrs(std::vector<int64_t>(ns, 1), w.dilations, begin, end);
+      attrs["group"] = Attribute::of_int(group);
+      c.set(0, e.op("Conv", {g, wt}, std::move(attrs)));
+    } else {
+      std::vector<int64_t> output_padding;
+      for (size_t i = 0; i < ns; ++i)
+        output_padding.push_back(w.in[i] - ((w.out[i] - 1) * w.strides[i] + w.extent(i) - w.begin[i] - w.end[i]));
+      Attrs attrs = window_attrs(w.strides, w.dilations, w.begin, w.end);
+      attrs["group"] = Attribute::of_int(group);
+      attrs["output_padding"] = Attribute::of_ints(output_padding);
+      c.set(0, e.op("ConvTranspose", {g, c.in(1)}, std::move(attrs)));
+    }
+  }
+  if (c.wants(1)) c.set(1, weight_gradient(c, c.in(0), g, w, w.out, group, wd[0].value(), wd[1].value()));
+}
+
+// y = conv_transpose(x, w) + b, w [C, K/G, kernel...], explicit pads:
+//   dx = the convolution of g with w, same strides, dilations, pads and groups
+//        (y's size was chosen so that it comes back to x's);
+//   dw = weight_gradient with the roles swapped: g is the input, x the gradient;
+//   db = g summed over every axis but the channel.
+void conv_transpose_rule(GradContext& c) {
+  const Node& n = c.node();
+  if (n.has_attr("output_shape")) c.fail("tcc differentiates ConvTranspose with explicit pads, not output_shape");
+  const Dims& wd = c.dims(c.in(1));
+  std::vector<int64_t> kernel = kernel_of(c, "ConvTranspose");
+  ExplicitWindow w = window_of(c, kernel);
+  size_t rank = kernel.size() + 2;
+  int64_t group = n.get_int("group", 1);
+  if (c.wants(2)) c.set(2, bias_gradient(c, rank));
+  if (c.wants(0)) {
+    Attrs attrs = window_attrs(w.strides, w.dilations, w.begin, w.end);
+    attrs["group"] = Attribute::of_int(group);
+    c.set(0, c.e().op("Conv", {c.dy(), c.in(1)}, std::move(attrs)));
+  }
+  if (c.wants(1)) c.set(1, weight_gradient(c, c.dy(), c.in(0), w, w.in, group, wd[0].value(), wd[1].value()));
+}
+
+// MaxPool: g goes to the element each window took. The pool runs again with its
+// Indices output (flat positions in x) and g is added there, so windows that
+// overlap add up where they took the same element.
+void max_pool_rule(GradContext& c) {
+  if (c.node().opset() < 16) c.fail("the gradient of MaxPool uses ScatterElements' reduction, which needs opset 16");
+  Emitter& e = c.e();
+  Attrs attrs = c.node().attrs();
+  attrs.erase("storage_order");
+  std::vector<Value*> yi = e.op_n("MaxPool", {c.in(0)}, 2, std::move(attrs));
+  Value* flat = e.ints({-1});
+  Value* zeros = e.op("Reshape", {e.zeros_like(c.in(0), c.dtype()), flat});
+  Attrs scatter{{"axis", Attribute::of_int(0)}, {"reduction", Attribute::of_string("add")}};
+  Value* dx = e.op("ScatterElements", {zeros, e.op("Reshape", {yi[1], flat}), e.op("Reshape", {c.dy(), flat})},
+                   std::move(scatter));
+  c.set(0, e.op("Reshape", {dx, e.shape_of(c.in(0))}));
+}
+
+// Each window's value of v (shaped like the pool's output) added back to every
+// tap of the window: a transposed convolution with a kernel of ones per
+// channel (group = C).
+Value* spread_over_windows(GradContext& c, const ExplicitWindow& w, Value* v) {
+  const Dim& channels = c.dims(c.in(0))[1];
+  if (!channels.is_static())
+    c.fail("the gradient of " + c.node().op_type() + " needs static channels, not " + channels.str());
+  Emitter& e = c.e();
+  std::vector<int64_t> output_padding, weights = {channels.value(), 1};
+  weights.insert(weights.end(), w.kernel.begin(), w.kernel.end());
+  for (size_t i = 0; i < w.kernel.size(); ++i)
+    output_padding.push_back(w.in[i] - ((w.out[i] - 1) * w.strides[i] + w.extent(i) - w.begin[i] - w.end[i]));
+  Attrs attrs = window_attrs(w.strides, w.dilations, w.begin, w.end);
+  attrs["group"] = Attribute::of_int(channels.value());
+  attrs["output_padding"] = Attribute::of_ints(output_padding);
+  return e.op("ConvTranspose", {v, e.op("Expand", {scalar(c, 1.0), e.ints(weights)})}, std::move(attrs));
+}
+
+// AveragePool: g / divisor spread back over each window. The divisor
+// is the window's size with count_include_pad, else the number of its taps
+// inside x: a convolution of ones over x's extent.
+void average_pool_rule(GradContext& c) {
+  const Node& n = c.node();
+  if (n.get_int("ceil_mode", 0) != 0) c.fail("tcc differentiates AveragePool without ceil_mode only");
+  std::vector<int64_t> kernel = n.get_ints("kernel_shape");
+  ExplicitWindow w = window_of(c, kernel);
+  Emitter& e = c.e();
+  auto ones = [&](std::vector<int64_t> shape) { return e.op("Expand", {scalar(c, 1.0), e.ints(shape)}); };
+  std::vector<int64_t> plane = {1, 1}, taps = {1, 1};
+  plane.insert(plane.end(), w.in.begin(), w.in.end());
+  taps.insert(taps.end(), kernel.begin(), kernel.end());
+  Value* divisor;
+  if (n.get_int("count_include_pad", 0) != 0) {
+    int64_t size = 1;
+    for (int64_t k : kernel) size *= k;
+    divisor = scalar(c, static_cast<double>(size));
+  } else {
+    divisor = e.op("Conv", {ones(plane), ones(taps)}, window_attrs(w.strides, w.dilations, w.begin, w.end));
+  }
+  c.set(0, spread_over_windows(c, w, e.op("Div", {c.dy(), divisor})));
+}
+
+// LpPool, y = (sum over the window of |x|^p)^(1/p): dx = |x|^(p-1) sign(x)
+// times the windows' g y^(1-p) spread back over them (0 where y is 0).
+void lp_pool_rule(GradContext& c) {
+  const Node& n = c.node();
+  if (n.get_int("ceil_mode", 0) != 0) c.fail("tcc differentiates LpPool without ceil_mode only");
+  ExplicitWindow w = window_of(c, n.get_ints("kernel_shape"));
+  double p = static_cast<double>(n.get_int("p", 2));
+  Emitter& e = c.e();
+  Value* zero = scalar(c, 0.0);
+  Value* per_window = e.op("Where", {e.op("Equal", {c.out(), zero}), zero,
+                                     mul(c, c.dy(), e.op("Pow", {c.out(), scalar(c, 1.0 - p)}))});
+  Value* slope = p == 2 ? c.in(0)
+                        : mul(c, e.op("Pow", {e.op("Abs", {c.in(0)}), scalar(c, p - 1.0)}), e.op("Sign", {c.in(0)}));
+  c.set(0, mul(c, slope, spread_over_windows(c, w, per_window)));
+}
+
+// d global_average_pool = g / (spatial elements) broadcast over the spatial axes
+void global_average_pool_rule(GradContext& c) {
+  c.set(0, c.e().op("Expand", {mean_share(c), c.e().shape_of(c.in(0))}));
+}
+
+// GlobalMaxPool: ReduceMax over the spatial axes, kept
+void global_max_pool_rule(GradContext& c) {
+  std::vector<int64_t> spatial;
+  for (size_t i = 2; i < c.dims(c.in(0)).size(); ++i) spatial.push_back(static_cast<int64_t>(i));
+  to_extrema(c, c.dy(), c.out(), [&](Value* hit) { return c.e().reduce("ReduceSum", hit, spatial, true); });
+}
+
+}  // namespace
+
+void register_conv_pool_ops(OpRegistry& r) {
+  r.add(OpDef{"", "Conv", 11, kContraction, infer_conv, eval_conv, kFloatTypes})
+      .kernel_role(KernelRole::Convolution, [](const Node& n) { return conv_window(n, nullptr).empty(); })
+      .gradient(conv_rule);
+  r.add(OpDef{"", "ConvTranspose", 11, kContraction, infer_convtranspose, eval_convtranspose, kFloatTypes})
+      .gradient(conv_transpose_rule);
+  r.add(OpDef{"", "MaxPool", 12, kReduction, infer_pool,
+              [](EvalContext& c) { return eval_pool(c, PoolKind::Max); },
+              {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I8, DType::U8, DType::I64}})
+      .kernel_role(KernelRole::Indexed, [](const Node& n) { return pool_window(n, nullptr).empty(); })
+      .gradient(max_pool_rule);
+  r.add(OpDef{"", "AveragePool", 11, kReduction, infer_pool,
+              [](EvalContext& c) { return eval_pool(c, PoolKind::Average); }, kFloatTypes})
+      .kernel_role(KernelRole::Indexed, [](const Node& n) { return pool_window(n, nullptr).empty(); })
+      .gradient(average_pool_rule);
+  r.add(OpDef{"", "LpPool", 11, kReduction, infer_pool, [](EvalContext& c) { return eval_pool(c, PoolKind::Lp); },
+              kFloatTypes})
+      .gradient(lp_pool_rule);
+  r.add(OpDef{"", "GlobalAveragePool", 1, kReduction, infer_global_pool,
+              [](EvalContext& c) { return eval_global_pool(c, PoolKind::Average); }, kFloatTypes})
+      .gradient(global_average_pool_rule);
+  r.add(OpDef{"", "GlobalMaxPool", 1, kReduction, infer_global_pool,
+              [](EvalContext& c) { return eval_global_pool(c, PoolKind::Max); }, kFloatTypes})
+      .gradient(global_max_pool_rule);
+}
+
+}  // namespace tcc
