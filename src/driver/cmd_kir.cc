@@ -5,7 +5,6 @@
 // kernel-IR tests under tests/kernel_ir/ are written against it.
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <sstream>
 
@@ -52,13 +51,7 @@ ExitCode run_kir(const KirOptions& o) {
   std::vector<kir::Kernel> kernels = std::filesystem::path(o.file).extension() == ".kir"
                                          ? kir::parse_kernels(read_file_bytes(o.file, "kernel IR file"), o.file)
                                          : lower_model(o.file);
-  std::string text = kir::run_kernel_tool(std::move(kernels), o.passes, o.emit);
-  if (o.output.empty() || o.output == "-") {
-    std::cout << text;
-  } else {
-    std::ofstream f(o.output, std::ios::binary);
-    if (!(f << text)) throw InputError(o.output + ": cannot write the output file");
-  }
+  write_output(o.output, kir::run_kernel_tool(std::move(kernels), o.passes, o.emit));
   return ExitCode::Ok;
 }
 

@@ -2,7 +2,6 @@
 // shapes, runs passes and prints the resulting text IR. The text-in/text-out
 // tool that pass tests are written against (tests/passes/, scripts/update-pass-tests).
 #include <algorithm>
-#include <fstream>
 #include <iostream>
 
 #include "frontends/load_model.h"
@@ -51,13 +50,7 @@ ExitCode run_opt(OptOptions o) {
   PassManager pm(std::move(passes), o.pm, std::cerr);
   pm.run(*model);
 
-  std::string text = print_model(*model);
-  if (o.output.empty() || o.output == "-") {
-    std::cout << text;
-  } else {
-    std::ofstream f(o.output, std::ios::binary);
-    if (!(f << text)) throw InputError(o.output + ": cannot write the output file");
-  }
+  write_output(o.output, print_model(*model));
   return ExitCode::Ok;
 }
 

@@ -1,5 +1,6 @@
 #include "src/driver/commands.h"
 
+#include <fstream>
 #include <iostream>
 
 #include "src/ir/sym.h"
@@ -18,6 +19,15 @@ const std::vector<CommandSpec>& all_commands() {
       {"autotune", "Benchmark candidate kernels on the GPU and fill the tuning cache", setup_autotune},
   };
   return commands;
+}
+
+void write_output(const std::string& path, const std::string& text) {
+  if (path.empty() || path == "-") {
+    std::cout << text;
+    return;
+  }
+  std::ofstream f(path, std::ios::binary);
+  if (!(f << text)) throw InputError(path + ": cannot write the output file");
 }
 
 std::vector<std::string> split(const std::string& s, char sep) {

@@ -35,6 +35,10 @@ CommandRunner setup_bench(CLI::App& cmd);
 CommandRunner setup_profile(CLI::App& cmd);
 CommandRunner setup_autotune(CLI::App& cmd);
 
+// A command's text output: to stdout when `path` is empty or "-", else to the
+// file (an InputError naming it when it cannot be written).
+void write_output(const std::string& path, const std::string& text);
+
 // "a,b,,c" -> {"a", "b", "", "c"}.
 std::vector<std::string> split(const std::string& s, char sep);
 

@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
+
+#include <gtest/gtest.h>
 
 #include "src/diag/errors.h"
 
@@ -143,6 +146,31 @@ std::string line_diff(const std::string& expected, const std::string& actual) {
   for (size_t i = pre; i < a.size() - suf; ++i) d += "+ " + a[i] + "\n";
   for (size_t i = e.size() - suf; i < e.size(); ++i) d += "  " + e[i] + "\n";
   return d;
+}
+
+std::vector<std::string> read_lines(const std::string& file) {
+  std::ifstream f(fs::path(TCC_SOURCE_DIR) / file);
+  if (!f) throw InputError(file + ": cannot read the test file");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  std::vector<std::string> lines = split_lines(ss.str());
+  if (lines.empty()) throw InputError(file + ": the test file is empty");
+  return lines;
+}
+
+void expect_cases(const std::string& file, const std::vector<std::string>& lines,
+                  const std::function<std::string(const std::string& input)>& run, const std::string& hint) {
+  for (const Case& c : split_cases(lines)) {
+    SCOPED_TRACE(file + ":" + std::to_string(c.line));
+    Outcome outcome;
+    try {
+      outcome.text = run(c.input);
+    } catch (const InputError& e) {
+      outcome = {true, e.what()};
+    }
+    std::string wrong = mismatch(c, outcome);
+    EXPECT_TRUE(wrong.empty()) << wrong << hint;
+  }
 }
 
 std::vector<std::string> test_files(const std::string& dir, const std::string& ext) {

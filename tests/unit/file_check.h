@@ -17,6 +17,7 @@
 // build/tcc prints; CHECK lines are written by hand.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,17 @@ std::string mismatch(const Case& c, const Outcome& outcome);
 // A line diff good enough for small texts: common prefix and suffix kept, the
 // middle shown as -expected / +actual.
 std::string line_diff(const std::string& expected, const std::string& actual);
+
+// The lines of test file `file` (relative to the source tree); an InputError
+// when it cannot be read or is empty.
+std::vector<std::string> read_lines(const std::string& file);
+
+// Runs every case of a test file's `lines` through `run` (a case's input to the
+// tool's output; an InputError it throws is the case's outcome) and reports
+// each mismatch as a gtest failure at the case's line in `file`, followed by
+// `hint`.
+void expect_cases(const std::string& file, const std::vector<std::string>& lines,
+                  const std::function<std::string(const std::string& input)>& run, const std::string& hint);
 
 // The .`ext` files under `dir` (relative to the source tree), recursively,
 // sorted, relative to `dir`; and a gtest name made of one.

@@ -7,16 +7,10 @@
 // scripts/update-pass-tests rewrites EXPECT blocks and ERROR lines from build/tcc.
 #include <gtest/gtest.h>
 
-#include <filesystem>
-#include <fstream>
-#include <sstream>
-
 #include "codegen/kernel_ir_text.h"
 #include "codegen/kernel_ir_tool.h"
 #include "src/diag/errors.h"
 #include "tests/unit/file_check.h"
-
-namespace fs = std::filesystem;
 
 namespace tcc {
 namespace {
@@ -40,24 +34,14 @@ class KernelIrFile : public testing::TestWithParam<std::string> {};
 
 TEST_P(KernelIrFile, MatchesExpectations) {
   std::string file = "tests/kernel_ir/" + GetParam();
-  std::ifstream f(fs::path(TCC_SOURCE_DIR) / file);
-  ASSERT_TRUE(f) << file;
-  std::stringstream ss;
-  ss << f.rdbuf();
-  auto lines = file_check::split_lines(ss.str());
-  ASSERT_FALSE(lines.empty()) << file;
+  std::vector<std::string> lines = file_check::read_lines(file);
   KirFlags flags = parse_kir_run_line(lines[0]);
-  for (const file_check::Case& c : file_check::split_cases(lines)) {
-    SCOPED_TRACE(file + ":" + std::to_string(c.line));
-    file_check::Outcome outcome;
-    try {
-      outcome.text = kir::run_kernel_tool(kir::parse_kernels(c.input, file), flags.passes, flags.emit);
-    } catch (const InputError& e) {
-      outcome = {true, e.what()};
-    }
-    std::string wrong = file_check::mismatch(c, outcome);
-    EXPECT_TRUE(wrong.empty()) << wrong << "(scripts/update-pass-tests rewrites EXPECT and ERROR lines)";
-  }
+  file_check::expect_cases(
+      file, lines,
+      [&](const std::string& input) {
+        return kir::run_kernel_tool(kir::parse_kernels(input, file), flags.passes, flags.emit);
+      },
+      "(scripts/update-pass-tests rewrites EXPECT and ERROR lines)");
 }
 
 INSTANTIATE_TEST_SUITE_P(KernelIr, KernelIrFile, testing::ValuesIn(file_check::test_files("tests/kernel_ir", ".kir")),

@@ -5,8 +5,6 @@
 // scripts/update-pass-tests rewrites the expectations from build/tcc.
 #include <gtest/gtest.h>
 
-#include <filesystem>
-#include <fstream>
 #include <optional>
 #include <sstream>
 
@@ -14,8 +12,6 @@
 #include "src/ir/text.h"
 #include "src/shape/shape_inference.h"
 #include "tests/unit/file_check.h"
-
-namespace fs = std::filesystem;
 
 namespace tcc {
 namespace {
@@ -53,24 +49,11 @@ class PassFile : public testing::TestWithParam<std::string> {};
 
 TEST_P(PassFile, MatchesExpectedOutput) {
   std::string file = "tests/passes/" + GetParam();  // as error messages name it
-  std::ifstream f(fs::path(TCC_SOURCE_DIR) / file);
-  ASSERT_TRUE(f) << file;
-  std::stringstream ss;
-  ss << f.rdbuf();
-  auto lines = file_check::split_lines(ss.str());
-  ASSERT_FALSE(lines.empty()) << file;
+  std::vector<std::string> lines = file_check::read_lines(file);
   RunFlags flags = parse_run_line(lines[0]);
-  for (const file_check::Case& c : file_check::split_cases(lines)) {
-    SCOPED_TRACE(file + ":" + std::to_string(c.line));
-    file_check::Outcome outcome;
-    try {
-      outcome.text = run_pipeline(c.input, flags, file);
-    } catch (const InputError& e) {
-      outcome = {true, e.what()};
-    }
-    std::string wrong = file_check::mismatch(c, outcome);
-    EXPECT_TRUE(wrong.empty()) << wrong << "(scripts/update-pass-tests rewrites expectations)";
-  }
+  file_check::expect_cases(
+      file, lines, [&](const std::string& input) { return run_pipeline(input, flags, file); },
+      "(scripts/update-pass-tests rewrites expectations)");
 }
 
 INSTANTIATE_TEST_SUITE_P(Passes, PassFile, testing::ValuesIn(file_check::test_files("tests/passes", ".tir")),
