@@ -213,25 +213,21 @@ inline kir::Kernel int_ops() {
   return kb.done({"n"});
 }
 
-// y[r] = 0.5 * sum of row r of x[3, 40]: short static rows, one block per row.
-inline kir::Kernel short_row_sum() {
-  KernelBuilder kb("k_short_sum", kir::Kind::Reduction, {S(3), S(40)}, 1);
-  int x = kb.buffer("x", DType::F32, {S(3), S(40)});
-  int y = kb.buffer("y", DType::F32, {S(3)}, true);
-  int sum = kb.op(Op::ReduceSum, DType::F32, {kb.load(x, DType::F32, {S(40), S(1)})}, true);
+// y[r] = 0.5 * sum of row r of x[rows, length].
+inline kir::Kernel half_row_sum(const std::string& name, int64_t rows, int64_t length) {
+  KernelBuilder kb(name, kir::Kind::Reduction, {S(rows), S(length)}, 1);
+  int x = kb.buffer("x", DType::F32, {S(rows), S(length)});
+  int y = kb.buffer("y", DType::F32, {S(rows)}, true);
+  int sum = kb.op(Op::ReduceSum, DType::F32, {kb.load(x, DType::F32, {S(length), S(1)})}, true);
   kb.store(y, {S(1), S(0)}, kb.op(Op::Mul, DType::F32, {sum, kb.constant(DType::F32, 0.5)}, true), true);
   return kb.done();
 }
 
-// y[r] = 0.5 * sum of row r of x[4, 65536]: few long rows, a split reduction on the GPU.
-inline kir::Kernel long_row_sum() {
-  KernelBuilder kb("k_long_sum", kir::Kind::Reduction, {S(4), S(65536)}, 1);
-  int x = kb.buffer("x", DType::F32, {S(4), S(65536)});
-  int y = kb.buffer("y", DType::F32, {S(4)}, true);
-  int sum = kb.op(Op::ReduceSum, DType::F32, {kb.load(x, DType::F32, {S(65536), S(1)})}, true);
-  kb.store(y, {S(1), S(0)}, kb.op(Op::Mul, DType::F32, {sum, kb.constant(DType::F32, 0.5)}, true), true);
-  return kb.done();
-}
+// Short static rows, one block per row.
+inline kir::Kernel short_row_sum() { return half_row_sum("k_short_sum", 3, 40); }
+
+// Few long rows, a split reduction on the GPU.
+inline kir::Kernel long_row_sum() { return half_row_sum("k_long_sum", 4, 65536); }
 
 // y[r] = max of row r of x[2, n] as i64: rows of symbolic length split too.
 inline kir::Kernel symbolic_row_max() {
