@@ -47,13 +47,6 @@ std::vector<SymExpr> row_major(const std::vector<SymExpr>& shape) {
 
 std::string who(const Node& n) { return "'" + n.name() + "' (" + n.op_type() + ")"; }
 
-const Tensor* constant_of(const Value* v) {
-  if (v->is_initializer() && !v->is_graph_input()) return &v->initializer();
-  const Node* p = v->producer();
-  if (p != nullptr && p->op_type() == "Constant" && p->domain().empty()) return p->get_tensor("value");
-  return nullptr;
-}
-
 bool is_reduction(const Node& n) { return kernel_role(n) == KernelRole::Reduction; }
 bool is_movement(const Node& n) { return kernel_role(n) == KernelRole::Movement; }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "codegen/lowering.h"
+#include "src/ops/fusion.h"
 #include "src/ops/kernel_roles.h"
 #include "src/ops/op_helpers.h"
 

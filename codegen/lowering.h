@@ -41,8 +41,6 @@ struct Frame {
   std::vector<int> to_domain;
 };
 
-// A constant's tensor (an initializer or a Constant node's value), or null.
-const Tensor* constant_of(const Value* v);
 bool is_reduction(const Node& n);
 bool is_movement(const Node& n);
 

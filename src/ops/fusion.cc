@@ -17,15 +17,6 @@ constexpr std::array<std::pair<FusionKind, std::string_view>, 5> kKindNames = {{
     {FusionKind::Single, "single"},
 }};
 
-// The constant data of a body value, when it has one (a body initializer or a Constant node's output).
-const Tensor* constant_of(const Value* v) {
-  if (v == nullptr) return nullptr;
-  if (v->is_initializer() && !v->is_graph_input()) return &v->initializer();
-  const Node* p = v->producer();
-  if (p != nullptr && p->op_type() == "Constant" && p->domain().empty()) return p->get_tensor("value");
-  return nullptr;
-}
-
 std::string who(const Node& n) { return "node '" + n.name() + "' (" + n.op_type() + ")"; }
 
 std::string check_reduction_body(const Graph& body) {
@@ -165,6 +156,14 @@ std::optional<std::vector<int64_t>> reduction_axes(const Node& n) {
   std::sort(axes.begin(), axes.end());
   axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
   return axes;
+}
+
+const Tensor* constant_of(const Value* v) {
+  if (v == nullptr) return nullptr;
+  if (v->is_initializer() && !v->is_graph_input()) return &v->initializer();
+  const Node* p = v->producer();
+  if (p != nullptr && p->op_type() == "Constant" && p->domain().empty()) return p->get_tensor("value");
+  return nullptr;
 }
 
 std::string verify_fusion(const Node& n) {

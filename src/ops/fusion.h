@@ -66,6 +66,10 @@ Graph& fusion_body(const Node& n);
 // compile-time constants or the input rank is unknown.
 std::optional<std::vector<int64_t>> reduction_axes(const Node& n);
 
+// The constant data of a body value, when it has one (a body initializer or a
+// Constant node's output); null otherwise, and for an absent value.
+const Tensor* constant_of(const Value* v);
+
 // Checks the contract above; returns an empty string when it holds, otherwise
 // what is wrong (naming the fusion node and the offending body node).
 std::string verify_fusion(const Node& n);
