@@ -76,25 +76,6 @@ bool GuardSet::breaks_fact(const int64_t* values, std::string* fact_text) const 
   return false;
 }
 
-namespace {
-// torch's ScalarType names, as its TENSOR_MATCH failures print them.
-std::string scalar_type_name(DType t) {
-  switch (t) {
-    case DType::F32: return "Float";
-    case DType::F64: return "Double";
-    case DType::F16: return "Half";
-    case DType::BF16: return "BFloat16";
-    case DType::I64: return "Long";
-    case DType::I32: return "Int";
-    case DType::I16: return "Short";
-    case DType::I8: return "Char";
-    case DType::U8: return "Byte";
-    case DType::Bool: return "Bool";
-    default: return torch_dtype_name(t);
-  }
-}
-}  // namespace
-
 std::vector<std::string> GuardSet::failures(const CallRecord& call, const int64_t* values) const {
   std::vector<std::string> out;
   const std::string prefix = compile_id_ + ": ";

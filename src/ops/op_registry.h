@@ -131,11 +131,11 @@ struct OpDef {
   // The role a node of the op takes in a generated kernel (kernel_roles.h),
   // given its attributes, dtypes and constant arguments; unset: none (a
   // library call of its own, or the host).
-  std::function<KernelRole(const Node&)> kernel;
+  std::function<KernelRole(const Node&)> kernel = nullptr;
   // The scalar expression of an op whose nodes take the Pointwise role.
-  PointwiseFn pointwise;
+  PointwiseFn pointwise = nullptr;
   // The gradient rule (gradient.h); unset: tcc does not differentiate the op.
-  GradRule grad;
+  GradRule grad = nullptr;
 
   bool has(OpTrait t) const { return (traits & t) != 0; }
   // A kernel role for nodes where `applies` holds (every node when unset).

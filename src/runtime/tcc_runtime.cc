@@ -68,7 +68,7 @@ tcc_status tcc_module_load(const char* module_dir, tcc_module** out) {
   if (!module_dir) return null_argument("module_dir");
   if (!out) return null_argument("out");
   *out = nullptr;
-  return guarded([&] { *out = new tcc_module{tcc::runtime::load_module(module_dir)}; });
+  return guarded([&] { *out = new tcc_module{tcc::runtime::load_module(module_dir), {}}; });
 }
 
 void tcc_module_free(tcc_module* m) { delete m; }
