@@ -57,7 +57,7 @@
 
 #include "passes/binding_constants.h"
 #include "passes/pass.h"
-#include "passes/replace_nodes.h"
+#include "src/ir/replace_nodes.h"
 #include "passes/rewrite.h"
 #include "src/ops/fusion.h"
 #include "src/ops/kernel_roles.h"

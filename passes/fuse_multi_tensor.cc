@@ -27,7 +27,7 @@
 #include <unordered_set>
 
 #include "passes/pass.h"
-#include "passes/replace_nodes.h"
+#include "src/ir/replace_nodes.h"
 #include "src/autodiff/autodiff.h"
 #include "src/ops/fusion.h"
 

@@ -37,7 +37,7 @@
 #include <set>
 
 #include "passes/pass.h"
-#include "passes/replace_nodes.h"
+#include "src/ir/replace_nodes.h"
 #include "passes/rewrite.h"
 #include "src/ops/fusion.h"
 #include "src/ops/op_helpers.h"

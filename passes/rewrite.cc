@@ -2,8 +2,6 @@
 
 #include <map>
 
-#include "src/interp/interpreter.h"
-
 namespace tcc {
 
 namespace {
@@ -48,22 +46,6 @@ int64_t erase_dead(Rewriter& rw) {
 }
 
 }  // namespace
-
-std::optional<Tensor> constant_value(const Value* v) {
-  if (!v) return std::nullopt;
-  if (v->is_initializer() && !v->is_graph_input()) return v->initializer();
-  const Node* p = v->producer();
-  if (!p || p->op_type() != "Constant" || !p->domain().empty()) return std::nullopt;
-  // The Constant kernel reads every spelling (value, value_float, value_ints, ...).
-  Interpreter interp;
-  return interp.eval_node(*p, {}).at(0);
-}
-
-std::optional<double> scalar_constant(const Value* v) {
-  std::optional<Tensor> t = constant_value(v);
-  if (!t || t->numel() != 1 || t->dtype() == DType::String) return std::nullopt;
-  return t->get_f64(0);
-}
 
 bool is_model_output(const Value* v) {
   const Graph& root = v->graph()->root();

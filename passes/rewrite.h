@@ -15,16 +15,9 @@
 #include <vector>
 
 #include "passes/pass.h"
+#include "src/ops/decomposition.h"  // constant_value, scalar_constant
 
 namespace tcc {
-
-// The data of v when the model fixes it without running anything: an
-// initializer that is not also a graph input (an input's initializer is only a
-// default the caller may override), or the output of a Constant node.
-std::optional<Tensor> constant_value(const Value* v);
-
-// The one element of a constant with a single element, as double.
-std::optional<double> scalar_constant(const Value* v);
 
 // True when v is an output of the main graph.
 bool is_model_output(const Value* v);

@@ -711,6 +711,18 @@ void global_max_pool_rule(GradContext& c) {
   to_extrema(c, c.dy(), c.out(), [&](Value* hit) { return c.e().reduce("ReduceSum", hit, spatial, true); });
 }
 
+// GlobalAveragePool(x) -> ReduceMean(x) over the spatial axes, keeping them
+// (GlobalMaxPool: ReduceMax): a reduction kernel (decomposition.h).
+bool decompose_global_pool(Expansion& e) {
+  const Type* x = e.ranked_float_input(0);
+  if (x == nullptr || x->rank() < 3) return false;
+  std::vector<int64_t> axes(x->rank() - 2);
+  std::iota(axes.begin(), axes.end(), 2);
+  const char* op = e.node().op_type() == "GlobalAveragePool" ? "ReduceMean" : "ReduceMax";
+  e.finish_reduce(op, op, e.node().input(0), axes);
+  return true;
+}
+
 }  // namespace
 
 void register_conv_pool_ops(OpRegistry& r) {
@@ -733,10 +745,12 @@ void register_conv_pool_ops(OpRegistry& r) {
       .gradient(lp_pool_rule);
   r.add(OpDef{"", "GlobalAveragePool", 1, kReduction, infer_global_pool,
               [](EvalContext& c) { return eval_global_pool(c, PoolKind::Average); }, kFloatTypes})
-      .gradient(global_average_pool_rule);
+      .gradient(global_average_pool_rule)
+      .decomposition(decompose_global_pool);
   r.add(OpDef{"", "GlobalMaxPool", 1, kReduction, infer_global_pool,
               [](EvalContext& c) { return eval_global_pool(c, PoolKind::Max); }, kFloatTypes})
-      .gradient(global_max_pool_rule);
+      .gradient(global_max_pool_rule)
+      .decomposition(decompose_global_pool);
 }
 
 }  // namespace tcc

@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "src/ops/families.h"
+#include "src/ops/fusion.h"  // kTccDomain
 #include "src/ops/op_helpers.h"
 #include "src/ops/op_registry.h"
 
@@ -398,6 +399,77 @@ void compress_rule(GradContext& c) {
   c.set(0, scatter_back(c, e.zeros_like(x, c.dtype()), index, c.dy(), axis));
 }
 
+// ---------------------------------------------------------------------------
+// Decompositions (decomposition.h)
+
+// A constant of zeros, or ConstantOfShape of zero (of any shape, symbolic too), reshaped or not.
+bool all_zero(const Value* v) {
+  const Node* p = v->producer();
+  if (p != nullptr && (p->domain().empty() || p->domain() == kTccDomain) && p->op_type() == "Reshape")
+    return all_zero(p->input(0));
+  if (p != nullptr && p->domain().empty() && p->op_type() == "ConstantOfShape") {
+    const Attribute* value = p->attr("value");
+    return value == nullptr ||
+           (value->kind == Attribute::Kind::Tensor && value->t.numel() == 1 && value->t.get_f64(0) == 0);
+  }
+  std::optional<Tensor> t = constant_value(v);
+  if (!t) return false;
+  for (int64_t i = 0; i < t->numel(); ++i)
+    if (t->get_f64(i) != 0) return false;
+  return true;
+}
+
+// ScatterElements(zeros, idx, upd, reduction=add) -> tcc::ScatterAdd(idx, upd) {axis, shape}:
+// an embedding lookup's or a MaxPool's gradient, without zeros to read (a
+// constant or ConstantOfShape, of any shape; what only sized the zeros is swept).
+bool decompose_scatter_add(Expansion& e) {
+  const Node& n = e.node();
+  const Type& y = n.output(0)->type();
+  if (n.num_inputs() != 3 || n.get_string("reduction", "none") != "add" || !all_zero(n.input(0)) ||
+      !y.is_tensor() || !y.fully_shaped())
+    return false;
+  std::vector<std::string> shape;
+  for (const Dim& d : y.shape()) shape.push_back(d.str());
+  e.finish("", "ScatterAdd", {n.input(1), n.input(2)},
+           {{"axis", Attribute::of_int(n.get_int("axis", 0))}, {"shape", Attribute::of_strings(shape)}},
+           std::string(kTccDomain));
+  e.graph().set_opset(std::string(kTccDomain), 1);
+  e.leaves_dead_inputs();
+  return true;
+}
+
+// Gather(x, k) of a constant one-element index along an axis whose extent is
+// static (a negative k counts from its end), torch's select (attention's q, k,
+// v out of one stacked tensor, a class token): the Slice of that one position,
+// squeezed away when k is a scalar, a copy or a view where a Gather would read
+// an index tensor.
+bool decompose_select(Expansion& e) {
+  const Node& n = e.node();
+  std::optional<Tensor> index = constant_value(n.input(1));
+  const Type& x = n.input(0)->type();
+  if (!index || index->numel() != 1 || index->rank() > 1 || !x.is_tensor() || !x.has_rank()) return false;
+  auto rank = static_cast<int64_t>(x.rank());
+  int64_t axis = n.get_int("axis", 0);
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank || !x.shape()[axis].is_static()) return false;
+  int64_t extent = x.shape()[axis].value(), k = index->get_i64(0);
+  if (k < 0) k += extent;
+  if (k < 0 || k >= extent) return false;
+  Value* starts = e.i64("starts", k);
+  Value* ends = e.i64("ends", k + 1);
+  std::vector<Value*> slice = {n.input(0), starts, ends, e.i64("axes", axis)};
+  if (index->rank() == 1) {
+    e.finish("Slice", "Slice", slice);
+    return true;
+  }
+  Dims kept = x.shape();
+  kept[axis] = Dim(1);
+  Value* one = e.add("Slice", "Slice", slice, Type::tensor(x.dtype(), kept));
+  if (n.opset() >= 13) e.finish("Squeeze", "Squeeze", {one, e.i64("squeeze_axes", axis)});
+  else e.finish("Squeeze", "Squeeze", {one}, {{"axes", Attribute::of_ints({axis})}});
+  return true;
+}
+
 }  // namespace
 
 Tensor scatter_elements(const Node& n, Tensor out, const Tensor& ind, const Tensor& upd, const std::string& reduction) {
@@ -417,12 +489,12 @@ Tensor scatter_elements(const Node& n, Tensor out, const Tensor& ind, const Tens
 }
 
 void register_gather_scatter_ops(OpRegistry& r) {
-  r.add(OpDef{"", "Gather", 1, kMovement, infer_gather, eval_gather, {}}).kernel_role(gather_role).gradient(gather_rule);
+  r.add(OpDef{"", "Gather", 1, kMovement, infer_gather, eval_gather, {}}).kernel_role(KernelRole::Indexed, gather_role).gradient(gather_rule).decomposition(decompose_select);
   r.add(OpDef{"", "GatherElements", 11, kMovement, infer_gather_elements, eval_gather_elements, {}})
-      .kernel_role(gather_role)
+      .kernel_role(KernelRole::Indexed, gather_role)
       .gradient(gather_elements_rule);
-  r.add(OpDef{"", "GatherND", 12, kMovement, infer_gather_nd, eval_gather_nd, {}}).kernel_role(gather_role).gradient(gather_elements_rule);
-  r.add(OpDef{"", "ScatterElements", 11, kMovement, infer_scatter_elements, eval_scatter_elements, {}}).gradient(scatter_rule);
+  r.add(OpDef{"", "GatherND", 12, kMovement, infer_gather_nd, eval_gather_nd, {}}).kernel_role(KernelRole::Indexed, gather_role).gradient(gather_elements_rule);
+  r.add(OpDef{"", "ScatterElements", 11, kMovement, infer_scatter_elements, eval_scatter_elements, {}}).gradient(scatter_rule).decomposition(decompose_scatter_add);
   r.add(OpDef{"", "ScatterND", 11, kMovement, infer_same_as_data, eval_scatter_nd, {}}).gradient(scatter_rule);
   r.add(OpDef{"", "Compress", 11, kMovement | kDataDependentShape, infer_compress, eval_compress, {}})
       .gradient(compress_rule);

@@ -591,6 +591,35 @@ void einsum_rule(GradContext& c) {
   }
 }
 
+// Whether cuBLASLt takes Gemm's C as it is: the output's shape, or (beta 1) a
+// bias of one value per column, [N] or [1, N] with N > 1.
+bool gemm_takes_c(const Node& n) {
+  const Type& c = n.input(2)->type();
+  const Type& y = n.output(0)->type();
+  if (!c.is_tensor() || !c.has_rank() || !y.is_tensor() || !y.has_rank() || y.rank() != 2) return true;
+  if (c.shape() == y.shape()) return true;
+  if (n.get_float("beta", 1.0f) != 1.0f || c.rank() == 0 || c.shape().back() != y.shape()[1]) return false;
+  if (y.shape()[1].is_static() && y.shape()[1].value() == 1) return false;
+  return c.rank() == 1 || c.shape()[0] == Dim(1);
+}
+
+// Gemm(A, B, C) -> Gemm(A, B) + C * beta when cuBLASLt cannot take C
+// (decomposition.h): a C of [M, 1] or a scalar is an ordinary broadcast Add.
+bool decompose_gemm(Expansion& e) {
+  const Node& n = e.node();
+  if (!n.has_input(2) || gemm_takes_c(n)) return false;
+  std::map<std::string, Attribute> attrs;
+  for (const char* a : {"alpha", "transA", "transB"})
+    if (const Attribute* v = n.attr(a)) attrs[a] = *v;
+  Type y = n.output(0)->type();
+  Value* product = e.add("Gemm", "Gemm", {n.input(0), n.input(1)}, y, std::move(attrs));
+  Value* c = n.input(2);
+  double beta = n.get_float("beta", 1.0f);
+  if (beta != 1) c = e.add("Mul", "Mul", {c, e.scalar("beta", beta, c->type().dtype())}, c->type());
+  e.finish("Add", "Add", {product, c});
+  return true;
+}
+
 }  // namespace
 
 void register_linalg_ops(OpRegistry& r) {
@@ -622,7 +651,8 @@ void register_linalg_ops(OpRegistry& r) {
   r.add(OpDef{"", "Gemm", 11, kContraction, infer_gemm,
               [](EvalContext& ctx) { return std::vector<Tensor>{gemm_kernel(ctx)}; }, kNumeric})
       .kernel_role(KernelRole::Contraction, [](const Node& n) { return argument_refusal(n).empty(); })
-      .gradient(gemm_rule);
+      .gradient(gemm_rule)
+      .decomposition(decompose_gemm);
   r.add(OpDef{"", "Einsum", 12, kContraction, infer_einsum,
               [](EvalContext& ctx) { return std::vector<Tensor>{einsum_kernel(ctx)}; }, kNumeric})
       .gradient(einsum_rule);

@@ -789,6 +789,40 @@ void space_to_depth_rule(GradContext& c) {
 // d expand(x) = g summed back to x's shape
 void expand_rule(GradContext& c) { c.set(0, c.unbroadcast(c.dy(), 0)); }
 
+// Split(x) -> y0, y1 as y0 = Slice(x, 0, n0), y1 = Slice(x, n0, n0 + n1), ...
+// (decomposition.h): a Slice with constant arguments is an affine load, so each
+// part fuses into its consumers' kernels. The parts' sizes come from the output
+// types shape inference gave them, so every way of spelling the split (a
+// `split` input or attribute, num_outputs, equal parts) is covered by one rule.
+// Not when a part's size is symbolic or a part is a graph output (its name is
+// the model's signature).
+bool decompose_split(Expansion& e) {
+  const Node& n = e.node();
+  const Value* x = n.input(0);
+  if (!x->type().is_tensor() || !x->type().has_rank() || x->type().rank() == 0) return false;
+  auto rank = static_cast<int64_t>(x->type().rank());
+  int64_t axis = n.get_int("axis", 0);
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank) return false;
+  std::vector<int64_t> sizes;
+  for (size_t i = 0; i < n.num_outputs(); ++i) {
+    const Type& t = n.output(i)->type();
+    if (!t.is_tensor() || !t.has_rank() || t.rank() != x->type().rank() || !t.shape()[axis].is_static()) return false;
+    if (e.is_graph_output(n.output(i))) return false;
+    sizes.push_back(t.shape()[axis].value());
+  }
+  Value* axes = e.i64("axes", axis);
+  int64_t start = 0;
+  for (size_t i = 0; i < n.num_outputs(); ++i) {
+    std::string part = std::to_string(i);
+    Value* starts = e.i64("starts_" + part, start);
+    Value* ends = e.i64("ends_" + part, start + sizes[i]);
+    e.take_over(i, e.add("Slice_" + part, "Slice", {n.input(0), starts, ends, axes}, n.output(i)->type()));
+    start += sizes[i];
+  }
+  return true;
+}
+
 }  // namespace
 
 void register_movement_ops(OpRegistry& r) {
@@ -798,13 +832,13 @@ void register_movement_ops(OpRegistry& r) {
   r.add(OpDef{"", "Slice", 10, kMovement, infer_slice, eval_slice, {}})
       .kernel_role(KernelRole::Movement, [](const Node& n) { return argument_refusal(n).empty(); })
       .gradient(slice_rule);
-  r.add(OpDef{"", "Split", 1, kMovement, infer_split, eval_split, {}}).gradient(split_rule);
-  r.add(OpDef{"", "Concat", 4, kMovement, infer_concat, eval_concat, {}}).kernel_role(concat_role).gradient(concat_rule);
+  r.add(OpDef{"", "Split", 1, kMovement, infer_split, eval_split, {}}).gradient(split_rule).decomposition(decompose_split);
+  r.add(OpDef{"", "Concat", 4, kMovement, infer_concat, eval_concat, {}}).kernel_role(KernelRole::Indexed, concat_role).gradient(concat_rule);
   r.add(OpDef{"", "Expand", 8, kMovement, infer_expand, eval_expand, {}})
       .kernel_role(KernelRole::Movement, [](const Node& n) { return argument_refusal(n).empty(); })
       .gradient(expand_rule);
   r.add(OpDef{"", "Tile", 6, kMovement, infer_tile, eval_tile, {}}).gradient(tile_rule);
-  r.add(OpDef{"", "Pad", 11, kMovement, infer_pad, eval_pad, {}}).kernel_role(pad_role).gradient(pad_rule);
+  r.add(OpDef{"", "Pad", 11, kMovement, infer_pad, eval_pad, {}}).kernel_role(KernelRole::Indexed, pad_role).gradient(pad_rule);
   r.add(OpDef{"", "Trilu", 14, kMovement, infer_trilu, eval_trilu, {}}).gradient(trilu_rule);
   r.add(OpDef{"", "DepthToSpace", 11, kMovement, infer_depth_to_space, eval_depth_to_space, {}}).gradient(depth_to_space_rule);
   r.add(OpDef{"", "SpaceToDepth", 1, kMovement, infer_space_to_depth, eval_space_to_depth, {}}).gradient(space_to_depth_rule);

@@ -161,11 +161,64 @@ void instance_norm_rule(GradContext& c) {
   if (c.wants(2)) c.set(2, e.reduce("ReduceSum", g, others, false));
 }
 
+// Inference BatchNormalization -> (x - mean) * s + B with s = scale / Sqrt(var + eps),
+// folded to a constant when scale and var are constants (decomposition.h).
+// Not in training mode or with its running-statistics outputs.
+bool decompose_batchnorm(Expansion& e) {
+  const Node& n = e.node();
+  const Type* x = e.ranked_float_input(0);
+  if (x == nullptr || x->rank() < 2 || n.num_inputs() != 5 || !e.only_first_output_used()) return false;
+  if (n.opset() >= 14 ? n.get_int("training_mode", 0) != 0 : n.num_outputs() > 1) return false;
+  for (size_t i = 1; i < 5; ++i) {
+    const Value* p = n.input(i);
+    if (p == nullptr || !p->type().is_tensor() || !p->type().has_rank() || p->type().rank() != 1 ||
+        p->type().shape()[0] != x->shape()[1] || p->type().dtype() != x->dtype())
+      return false;
+  }
+  // Per-channel [C] vectors broadcast against [N, C, ...] as [C, 1, ..., 1].
+  Dims channel_dims(x->rank() - 1, Dim(1));
+  channel_dims[0] = x->shape()[1];
+  Type channel_type = Type::tensor(x->dtype(), channel_dims);
+  auto channel_shaped = [&](const Tensor& t) {
+    std::vector<int64_t> shape(x->rank() - 1, 1);
+    shape[0] = t.numel();
+    return t.reshaped(shape);
+  };
+  double eps = n.get_float("epsilon", 1e-5f);
+  Value* target = nullptr;
+  auto per_channel = [&](size_t i, const std::string& piece) -> Value* {
+    if (auto c = constant_value(n.input(i))) return e.constant(piece, channel_shaped(*c));
+    if (!target) {
+      std::vector<int64_t> shape(x->rank() - 1, 1);
+      shape[0] = -1;
+      target = e.constant("channel_shape", Tensor::from_i64(shape, {static_cast<int64_t>(shape.size())}));
+    }
+    return e.add("Reshape_" + piece, "Reshape", {n.input(i), target}, channel_type);
+  };
+  Value* scale;
+  auto scale_c = constant_value(n.input(1));
+  auto var_c = constant_value(n.input(4));
+  if (scale_c && var_c) {
+    Tensor s(x->dtype(), {scale_c->numel()});
+    for (int64_t c = 0; c < s.numel(); ++c) s.set_f64(c, scale_c->get_f64(c) / std::sqrt(var_c->get_f64(c) + eps));
+    scale = e.constant("scale", channel_shaped(s));
+  } else {
+    Value* var_eps = e.add("Add", "Add", {per_channel(4, "var"), e.scalar("epsilon", eps, x->dtype())}, channel_type);
+    Value* sd = e.add("Sqrt", "Sqrt", {var_eps}, channel_type);
+    scale = e.add("Div", "Div", {per_channel(1, "scale"), sd}, channel_type);
+  }
+  Value* centered = e.add("Sub", "Sub", {n.input(0), per_channel(3, "mean")}, *x);
+  Value* scaled = e.add("Mul", "Mul", {centered, scale}, *x);
+  e.finish("Add_1", "Add", {scaled, per_channel(2, "bias")});
+  return true;
+}
+
 }  // namespace
 
 void register_normalization_ops(OpRegistry& r) {
   r.add(OpDef{"", "BatchNormalization", 9, kReduction, infer_batchnorm, eval_batchnorm, kFloatTypes})
-      .gradient(batch_norm_rule);
+      .gradient(batch_norm_rule)
+      .decomposition(decompose_batchnorm);
   r.add(OpDef{"", "InstanceNormalization", 6, kReduction, infer_instancenorm, eval_instancenorm, kFloatTypes})
       .gradient(instance_norm_rule);
 }

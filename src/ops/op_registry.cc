@@ -105,11 +105,14 @@ OpDef& OpRegistry::add(OpDef def) {
 }
 
 OpDef& OpDef::kernel_role(KernelRole role, std::function<bool(const Node&)> applies) {
-  if (!applies) return kernel_role([role](const Node&) { return role; });
-  return kernel_role([role, applies = std::move(applies)](const Node& n) { return applies(n) ? role : KernelRole::None; });
+  if (!applies) return kernel_role(role, [role](const Node&) { return role; });
+  return kernel_role(role, [role, applies = std::move(applies)](const Node& n) {
+    return applies(n) ? role : KernelRole::None;
+  });
 }
 
-OpDef& OpDef::kernel_role(std::function<KernelRole(const Node&)> role) {
+OpDef& OpDef::kernel_role(KernelRole declared, std::function<KernelRole(const Node&)> role) {
+  declared_role = declared;
   kernel = std::move(role);
   return *this;
 }
@@ -122,6 +125,17 @@ OpDef& OpDef::pointwise_kernel(PointwiseFn f, std::function<bool(const Node&)> a
 OpDef& OpDef::gradient(GradRule rule) {
   grad = std::move(rule);
   return *this;
+}
+
+OpDef& OpDef::decomposition(DecomposeFn f) {
+  decompose = std::move(f);
+  return *this;
+}
+
+const char* gpu_path(const OpDef& def) {
+  if (def.declared_role == KernelRole::Contraction || def.declared_role == KernelRole::Convolution) return "library";
+  if (def.declared_role != KernelRole::None || def.decompose) return "kernel";
+  return "host";
 }
 
 const OpDef* OpRegistry::lookup(const std::string& domain, const std::string& op_type, int64_t opset) const {

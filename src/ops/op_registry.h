@@ -1,5 +1,6 @@
 // The op registry: for each supported op, its shape rule, its reference
-// (CPU interpreter) kernel, its traits, its kernel role and its gradient rule.
+// (CPU interpreter) kernel, its traits, its kernel role, its decomposition and
+// its gradient rule.
 //
 // One OpDef per (domain, op_type). Behaviour that changed across opsets
 // (Reduce* axes as an input from 18, Split's num_outputs, ...) is handled
@@ -17,6 +18,7 @@
 
 #include "src/ir/graph.h"
 #include "src/ir/shape_env.h"
+#include "src/ops/decomposition.h"
 #include "src/ops/gradient.h"
 #include "src/ops/kernel_roles.h"
 #include "src/ops/pointwise.h"
@@ -132,19 +134,32 @@ struct OpDef {
   // given its attributes, dtypes and constant arguments; unset: none (a
   // library call of its own, or the host).
   std::function<KernelRole(const Node&)> kernel = nullptr;
+  // The role `kernel` gives the nodes it does not refuse.
+  KernelRole declared_role = KernelRole::None;
   // The scalar expression of an op whose nodes take the Pointwise role.
   PointwiseFn pointwise = nullptr;
   // The gradient rule (gradient.h); unset: tcc does not differentiate the op.
   GradRule grad = nullptr;
+  // The ops a node is rewritten into before fusion (decomposition.h); unset:
+  // the op is lowered as it is.
+  DecomposeFn decompose = nullptr;
 
   bool has(OpTrait t) const { return (traits & t) != 0; }
   // A kernel role for nodes where `applies` holds (every node when unset).
   OpDef& kernel_role(KernelRole role, std::function<bool(const Node&)> applies = nullptr);
-  OpDef& kernel_role(std::function<KernelRole(const Node&)> role);
+  // Role `declared` or None, as `role` decides per node.
+  OpDef& kernel_role(KernelRole declared, std::function<KernelRole(const Node&)> role);
   // The Pointwise role, for nodes where `applies` holds, computed by `f`.
   OpDef& pointwise_kernel(PointwiseFn f, std::function<bool(const Node&)> applies = nullptr);
   OpDef& gradient(GradRule rule);
+  OpDef& decomposition(DecomposeFn f);
 };
+
+// How a compiled module runs the op's nodes on the GPU (what `tcc ops`
+// reports): "library" (cuBLASLt, cuDNN), "kernel" (a generated kernel, its own
+// or, decomposed, its pieces'), or "host" (the reference kernel on the CPU, a
+// host step). Nodes whose arguments a kernel refuses run on the host as well.
+const char* gpu_path(const OpDef& def);
 
 class OpRegistry {
  public:

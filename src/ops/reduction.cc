@@ -7,6 +7,7 @@
 // output dtype.
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <limits>
 #include <optional>
 #include <set>
@@ -615,6 +616,74 @@ void cum_sum_rule(GradContext& c) {
   c.set(0, c.e().op("CumSum", {c.dy(), c.in(1)}, std::move(attrs)));
 }
 
+// ---------------------------------------------------------------------------
+// Decompositions (decomposition.h): each becomes reductions and pointwise ops
+// that fuse into one reduction kernel with their neighbours.
+
+// x's type with the listed axes kept as size 1.
+Type kept_type(const Type& x, const std::vector<int64_t>& axes) {
+  Dims d = x.shape();
+  for (int64_t a : axes) d[a] = Dim(1);
+  return Type::tensor(x.dtype(), d);
+}
+
+// Softmax(x) -> m = ReduceMax(x); e = Exp(x - m); e / ReduceSum(e)
+// LogSoftmax(x) -> d = x - ReduceMax(x); d - Log(ReduceSum(Exp(d)))
+// Not before opset 13, where they flatten to 2-D.
+bool decompose_softmax(Expansion& e) {
+  const Node& n = e.node();
+  const Type* x = e.ranked_float_input(0);
+  if (n.opset() < 13 || x == nullptr || x->rank() == 0) return false;
+  auto rank = static_cast<int64_t>(x->rank());
+  int64_t axis = n.get_int("axis", -1);
+  if (axis < -rank || axis >= rank) return false;
+  std::vector<int64_t> axes = {axis < 0 ? axis + rank : axis};
+  Type kept = kept_type(*x, axes);
+  bool log = n.op_type() == "LogSoftmax";
+  Value* in = n.input(0);
+  Value* m = e.reduce("ReduceMax", "ReduceMax", in, axes, kept);
+  Value* d = e.add("Sub", "Sub", {in, m}, *x);
+  Value* ex = e.add("Exp", "Exp", {d}, *x);
+  Value* s = e.reduce("ReduceSum", "ReduceSum", ex, axes, kept);
+  if (log) e.finish("Sub_1", "Sub", {d, e.add("Log", "Log", {s}, kept)});
+  else e.finish("Div", "Div", {ex, s});
+  return true;
+}
+
+// LayerNormalization -> d = x - ReduceMean(x); d / Sqrt(ReduceMean(d*d) + eps) * scale + B.
+// Not when its mean / inverse-std outputs are read, or when stash_type differs
+// from the input's dtype (the pieces would compute in a narrower type).
+bool decompose_layer_norm(Expansion& e) {
+  const Node& n = e.node();
+  const Type* x = e.ranked_float_input(0);
+  if (x == nullptr || !n.has_input(1) || !e.only_first_output_used()) return false;
+  std::optional<DType> stash = dtype_from_onnx(static_cast<int32_t>(n.get_int("stash_type", 1)));
+  if (!stash || *stash != x->dtype()) return false;
+  auto rank = static_cast<int64_t>(x->rank());
+  int64_t axis = n.get_int("axis", -1);
+  if (axis < -rank || axis >= rank) return false;
+  std::vector<int64_t> axes(rank - (axis < 0 ? axis + rank : axis));
+  std::iota(axes.begin(), axes.end(), axis < 0 ? axis + rank : axis);
+  Type kept = kept_type(*x, axes);
+  Value* in = n.input(0);
+  Value* scale = n.input(1);
+  Value* bias = n.has_input(2) ? n.input(2) : nullptr;
+  Value* mean = e.reduce("ReduceMean", "ReduceMean", in, axes, kept);
+  Value* d = e.add("Sub", "Sub", {in, mean}, *x);
+  Value* sq = e.add("Mul", "Mul", {d, d}, *x);
+  Value* var = e.reduce("ReduceMean_1", "ReduceMean", sq, axes, kept);
+  Value* eps = e.scalar("epsilon", n.get_float("epsilon", 1e-5f), x->dtype());
+  Value* sd = e.add("Sqrt", "Sqrt", {e.add("Add", "Add", {var, eps}, kept)}, kept);
+  Value* normed = e.add("Div", "Div", {d, sd}, *x);
+  if (bias == nullptr) {
+    e.finish("Mul_1", "Mul", {normed, scale});
+    return true;
+  }
+  Value* scaled = e.add("Mul_1", "Mul", {normed, scale}, *x);
+  e.finish("Add_1", "Add", {scaled, bias});
+  return true;
+}
+
 }  // namespace
 
 void register_reduction_ops(OpRegistry& r) {
@@ -647,12 +716,15 @@ void register_reduction_ops(OpRegistry& r) {
               [](EvalContext& ctx) { return std::vector<Tensor>{arg_kernel(ctx, false)}; }, kNumeric});
   r.add(OpDef{"", "Softmax", 13, kReduction, infer_same,
               [](EvalContext& ctx) { return std::vector<Tensor>{softmax_kernel(ctx, false)}; }, kFloat})
-      .gradient(softmax_rule);
+      .gradient(softmax_rule)
+      .decomposition(decompose_softmax);
   r.add(OpDef{"", "LogSoftmax", 13, kReduction, infer_same,
               [](EvalContext& ctx) { return std::vector<Tensor>{softmax_kernel(ctx, true)}; }, kFloat})
-      .gradient(log_softmax_rule);
+      .gradient(log_softmax_rule)
+      .decomposition(decompose_softmax);
   r.add(OpDef{"", "LayerNormalization", 17, kReduction, infer_layer_norm, layer_norm_kernel, kFloat})
-      .gradient(layer_norm_rule);
+      .gradient(layer_norm_rule)
+      .decomposition(decompose_layer_norm);
   r.add(OpDef{"", "CumSum", 11, kReduction, infer_same,
               [](EvalContext& ctx) { return std::vector<Tensor>{cumsum_kernel(ctx)}; }, kNumeric})
       .gradient(cum_sum_rule);

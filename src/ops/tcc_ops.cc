@@ -258,10 +258,10 @@ void register_tcc_ops(OpRegistry& r) {
     DType dt = n.output(0)->type().dtype();
     return dt == DType::I64 ? value : b.op(ScalarOp::Cast, dt, {value});
   });
-  r.add(OpDef{d, "ScatterAdd", 1, kMovement, infer_tcc_scatter_add, eval_tcc_scatter_add, {}}).kernel_role([](const Node& n) {
+  r.add(OpDef{d, "ScatterAdd", 1, kMovement, infer_tcc_scatter_add, eval_tcc_scatter_add, {}}).kernel_role(KernelRole::Indexed, [](const Node& n) {
     // Atomic adds of f32 and f64; indices a buffer, not a literal.
     DType t = n.output(0)->type().dtype();
-    return (t == DType::F32 || t == DType::F64) && !constant_input(n, 0) ? KernelRole::Indexed : KernelRole::None;
+    return (t == DType::F32 || t == DType::F64) && !constant_input(n, 0);
   });
 }
 

@@ -1,4 +1,4 @@
-#include "passes/replace_nodes.h"
+#include "src/ir/replace_nodes.h"
 
 #include <unordered_map>
 

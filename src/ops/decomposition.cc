@@ -1,0 +1,121 @@
+#include "src/ops/decomposition.h"
+
+#include "src/interp/interpreter.h"
+#include "src/ir/replace_nodes.h"
+
+namespace tcc {
+
+std::optional<Tensor> constant_value(const Value* v) {
+  if (!v) return std::nullopt;
+  if (v->is_initializer() && !v->is_graph_input()) return v->initializer();
+  const Node* p = v->producer();
+  if (!p || p->op_type() != "Constant" || !p->domain().empty()) return std::nullopt;
+  // The Constant kernel reads every spelling (value, value_float, value_ints, ...).
+  Interpreter interp;
+  return interp.eval_node(*p, {}).at(0);
+}
+
+std::optional<double> scalar_constant(const Value* v) {
+  std::optional<Tensor> t = constant_value(v);
+  if (!t || t->numel() != 1 || t->dtype() == DType::String) return std::nullopt;
+  return t->get_f64(0);
+}
+
+namespace {
+
+bool reads(const Graph& g, const Value* v) {
+  for (const auto& n : g.nodes()) {
+    for (const Value* in : n->inputs())
+      if (in == v) return true;
+    for (const Graph* r : n->regions())
+      if (reads(*r, v)) return true;
+  }
+  for (const Value* out : g.outputs())
+    if (out == v) return true;
+  return false;
+}
+
+}  // namespace
+
+const Type* Expansion::ranked_float_input(size_t i) const {
+  const Value* v = n_.input(i);
+  if (v == nullptr || !v->type().is_tensor() || !v->type().has_rank() || !v->type().fully_shaped()) return nullptr;
+  if (!is_float(v->type().dtype())) return nullptr;
+  return &v->type();
+}
+
+bool Expansion::used(const Value* v) const { return reads(g_, v); }
+
+bool Expansion::only_first_output_used() const {
+  for (size_t i = 1; i < n_.num_outputs(); ++i)
+    if (used(n_.output(i))) return false;
+  return true;
+}
+
+bool Expansion::is_graph_output(const Value* v) const {
+  for (const Value* out : g_.outputs())
+    if (out == v) return true;
+  return false;
+}
+
+Value* Expansion::add(const std::string& piece, const std::string& op, const std::vector<Value*>& ins,
+                      const Type& type, std::map<std::string, Attribute> attrs) {
+  Node* p = g_.insert_node(&n_, op, ins, {g_.fresh_name(prefix_ + "/" + piece)}, "", prefix_ + "/" + piece);
+  setup(*p, type, std::move(attrs));
+  return p->output(0);
+}
+
+Value* Expansion::constant(const std::string& hint, Tensor t) {
+  return g_.add_initializer(g_.fresh_name(prefix_ + "/" + hint), std::move(t));
+}
+
+Value* Expansion::scalar(const std::string& hint, double v, DType dtype) {
+  Tensor t(dtype, {});
+  t.set_f64(0, v);
+  return constant(hint, std::move(t));
+}
+
+Value* Expansion::i64(const std::string& hint, int64_t v) { return constant(hint, Tensor::from_i64({v}, {1})); }
+
+Value* Expansion::reduce(const std::string& piece, const std::string& op, Value* x, const std::vector<int64_t>& axes,
+                         const Type& type) {
+  auto [ins, attrs] = reduce_spelling(op, x, axes);
+  return add(piece, op, ins, type, std::move(attrs));
+}
+
+void Expansion::finish(const std::string& piece, const std::string& op, const std::vector<Value*>& ins,
+                       std::map<std::string, Attribute> attrs, const std::string& domain) {
+  Type type = n_.output(0)->type();
+  std::string name = piece.empty() ? name_ : prefix_ + "/" + piece;
+  replace_nodes(g_, {&n_}, {n_.output(0)}, [&](Node* before, const std::vector<std::string>& names) {
+    Node* p = g_.insert_node(before, op, ins, names, domain, name);
+    setup(*p, type, std::move(attrs));
+    return p;
+  });
+  finished_ = true;
+}
+
+void Expansion::finish_reduce(const std::string& piece, const std::string& op, Value* x,
+                              const std::vector<int64_t>& axes) {
+  auto [ins, attrs] = reduce_spelling(op, x, axes);
+  finish(piece, op, ins, std::move(attrs));
+}
+
+void Expansion::take_over(size_t i, Value* v) { g_.replace_all_uses(n_.output(i), v); }
+
+std::pair<std::vector<Value*>, std::map<std::string, Attribute>> Expansion::reduce_spelling(
+    const std::string& op, Value* x, const std::vector<int64_t>& axes) {
+  if (n_.opset() >= (op == "ReduceSum" ? 13 : 18)) {
+    if (!axes_) axes_ = constant("axes", Tensor::from_i64(axes, {static_cast<int64_t>(axes.size())}));
+    return {{x, axes_}, {{"keepdims", Attribute::of_int(1)}}};
+  }
+  return {{x}, {{"keepdims", Attribute::of_int(1)}, {"axes", Attribute::of_ints(axes)}}};
+}
+
+void Expansion::setup(Node& p, const Type& type, std::map<std::string, Attribute> attrs) {
+  p.set_source(source_);
+  p.output(0)->set_type(type);
+  for (auto& [k, a] : attrs) p.set_attr(k, std::move(a));
+}
+
+}  // namespace tcc

@@ -1,0 +1,94 @@
+// Decompositions: a composite op rewritten, before fusion, into the ops it is
+// made of, so that fuse can put each piece into a kernel with its neighbours
+// (the pointwise op before a softmax, the residual add before a layernorm).
+// An op's decomposition lives with the rest of its definition (its OpDef in
+// src/ops/<family>.cc, `.decomposition(fn)`); passes/decompose.cc applies
+// them to the nodes of the main graph.
+//
+// A decomposition looks at its node through an Expansion and either leaves it
+// alone (returns false, having changed nothing) or builds the pieces that
+// replace it and returns true. Each piece is inserted before the node, named
+// "<node name>/<piece>" ("/h.0/ln_1/LayerNormalization/ReduceMean"), keeps the
+// node's source location (kernels trace back to the model) and gets its type
+// as shape inference would give it. The last piece takes over the node's output
+// value and its name (finish), or each output's readers move to a piece
+// (take_over) and the pass erases the node.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "src/ir/graph.h"
+
+namespace tcc {
+
+// The data of v when the model fixes it without running anything: an
+// initializer that is not also a graph input (an input's initializer is only a
+// default the caller may override), or the output of a Constant node.
+std::optional<Tensor> constant_value(const Value* v);
+
+// The one element of a constant with a single element, as double.
+std::optional<double> scalar_constant(const Value* v);
+
+class Expansion {
+ public:
+  Expansion(Graph& g, Node& n)
+      : g_(g), n_(n), prefix_(n.name().empty() ? n.op_type() : n.name()), name_(n.name()), source_(n.source()) {}
+
+  Graph& graph() { return g_; }
+  const Node& node() const { return n_; }
+
+  // Input i when it is a float tensor whose shape is fully known, else null.
+  const Type* ranked_float_input(size_t i) const;
+  // Whether anything reads v: a node of the graph or of a region, or a graph output.
+  bool used(const Value* v) const;
+  // Whether only the node's output 0 is read.
+  bool only_first_output_used() const;
+  // Whether v is an output of the main graph (its name is the model's signature).
+  bool is_graph_output(const Value* v) const;
+
+  // A piece computing `op` of `ins`, of the given type.
+  Value* add(const std::string& piece, const std::string& op, const std::vector<Value*>& ins, const Type& type,
+             std::map<std::string, Attribute> attrs = {});
+  Value* constant(const std::string& hint, Tensor t);
+  Value* scalar(const std::string& hint, double v, DType dtype);
+  Value* i64(const std::string& hint, int64_t v);  // a one-element 1-D i64 constant
+  // A Reduce* op over `axes`, keeping dims, as the imported opset spells it.
+  Value* reduce(const std::string& piece, const std::string& op, Value* x, const std::vector<int64_t>& axes,
+                const Type& type);
+
+  // The last piece, which takes over output 0 (value and name). An empty
+  // `piece` keeps the node's own name; `domain` is the piece's op domain.
+  void finish(const std::string& piece, const std::string& op, const std::vector<Value*>& ins,
+              std::map<std::string, Attribute> attrs = {}, const std::string& domain = "");
+  // finish() with a reduction as the last piece.
+  void finish_reduce(const std::string& piece, const std::string& op, Value* x, const std::vector<int64_t>& axes);
+  // Output i's readers read v instead; the pass erases the node afterwards.
+  void take_over(size_t i, Value* v);
+  // The node's inputs may be left without readers (the zeros a scatter no
+  // longer reads, and what only sized them): the pass sweeps dead code.
+  void leaves_dead_inputs() { dead_inputs_ = true; }
+
+  bool finished() const { return finished_; }
+  bool dead_inputs() const { return dead_inputs_; }
+
+ private:
+  // Axes are an attribute before opset 18 (ReduceSum: 13), a constant input from then on.
+  std::pair<std::vector<Value*>, std::map<std::string, Attribute>> reduce_spelling(const std::string& op, Value* x,
+                                                                                   const std::vector<int64_t>& axes);
+  void setup(Node& p, const Type& type, std::map<std::string, Attribute> attrs);
+
+  Graph& g_;
+  Node& n_;
+  std::string prefix_, name_, source_;  // kept: finish() erases n_ before building the last piece
+  Value* axes_ = nullptr;
+  bool finished_ = false, dead_inputs_ = false;
+};
+
+// An op's decomposition: true when it replaced the node (see above).
+using DecomposeFn = std::function<bool(Expansion&)>;
+
+}  // namespace tcc
