@@ -27,6 +27,7 @@
 #include "src/driver/run_support.h"
 #include "src/interp/interpreter.h"
 #include "src/log/log.h"
+#include "src/module/manifest_format.h"
 #include "src/profiler/gpu_bench.h"
 #include "src/shape/shape_inference.h"
 #include "tcc_runtime.h"
@@ -170,7 +171,7 @@ std::vector<std::string> signature_names(const nlohmann::json& manifest, const c
 // reference's outputs is refused, naming both.
 std::map<std::string, Tensor> module_inputs(const std::string& module_dir, const std::string& model_path,
                                             const Graph& g, const std::map<std::string, Tensor>& inputs) {
-  nlohmann::json manifest = read_module_json(module_dir, "manifest.json");
+  nlohmann::json manifest = read_module_json(module_dir, kManifestFile);
   std::vector<std::string> outputs = signature_names(manifest, "outputs"), expected;
   for (const Value* v : g.outputs()) expected.push_back(v->name());
   if (!outputs.empty() && outputs != expected)
@@ -193,7 +194,7 @@ std::map<std::string, Tensor> module_inputs(const std::string& module_dir, const
 std::string reference_model(const RunOptions& o) {
   if (!is_module_dir(o.target)) return o.target;
   if (!o.model.empty()) return o.model;
-  nlohmann::json j = read_module_json(o.target, "manifest.json");
+  nlohmann::json j = read_module_json(o.target, kManifestFile);
   auto field = [&](const char* key) {
     return !j.is_discarded() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : "";
   };

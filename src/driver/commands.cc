@@ -17,6 +17,7 @@ const std::vector<CommandSpec>& all_commands() {
       {"bench", "Benchmark a model on the GPU across modes", setup_bench},
       {"profile", "Profile a model on the GPU with CUPTI and write a report", setup_profile},
       {"autotune", "Benchmark candidate kernels on the GPU and fill the tuning cache", setup_autotune},
+      {"ops", "List the ops tcc knows: opsets, interpreter, GPU path, gradient", setup_ops},
   };
   return commands;
 }

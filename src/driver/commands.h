@@ -34,6 +34,7 @@ CommandRunner setup_compile(CLI::App& cmd);
 CommandRunner setup_bench(CLI::App& cmd);
 CommandRunner setup_profile(CLI::App& cmd);
 CommandRunner setup_autotune(CLI::App& cmd);
+CommandRunner setup_ops(CLI::App& cmd);
 
 // A command's text output: to stdout when `path` is empty or "-", else to the
 // file (an InputError naming it when it cannot be written).

@@ -99,7 +99,7 @@ std::map<std::string, Tensor> random_inputs(const Graph& g, const std::map<std::
   return inputs;
 }
 
-bool is_module_dir(const std::string& path) { return fs::is_regular_file(fs::path(path) / "manifest.json"); }
+bool is_module_dir(const std::string& path) { return fs::is_regular_file(fs::path(path) / kManifestFile); }
 
 const std::vector<std::string> kCubinArchs = {"sm_80", "sm_86", "sm_89", "sm_90"};
 
