@@ -117,11 +117,6 @@ ModuleFacts gather_module_facts(const ModuleContents& m) {
   return f;
 }
 
-nlohmann::ordered_json size_json(const SymExpr& e) {
-  if (e.is_constant()) return e.constant_value();
-  return e.str();
-}
-
 std::string schedule_text(const kir::Kernel& k, const KernelConfig& c) {
   if (c.tile > 0) return "tcc template " + gemm_template_text(c);
   if (k.kind == kir::Kind::Gemm) return "cuBLASLt algorithm #" + std::to_string(c.algo);

@@ -41,9 +41,6 @@ struct ModuleFacts {
 
 ModuleFacts gather_module_facts(const ModuleContents& m);
 
-// A size in the manifest and the reports: an integer when static, SymExpr text otherwise.
-nlohmann::ordered_json size_json(const SymExpr& e);
-
 // How a kernel runs on the GPU: its library and algorithm, or its generated
 // schedule ("block 64, rows 1, row cache 8", "block 256, tiled").
 std::string schedule_text(const kir::Kernel& k, const KernelConfig& c);

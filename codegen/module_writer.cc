@@ -24,12 +24,6 @@ using ojson = nlohmann::ordered_json;
 
 namespace {
 
-ojson shape_json(const std::vector<SymExpr>& shape) {
-  ojson a = ojson::array();
-  for (const SymExpr& d : shape) a.push_back(size_json(d));
-  return a;
-}
-
 ojson type_shape_json(const Type& t) {
   ojson a = ojson::array();
   if (!t.has_rank()) return a;
@@ -142,8 +136,8 @@ ojson kernel_json(const ModuleContents& m, size_t index) {
 ojson manifest_json(const ModuleContents& m, const ModuleFacts& f, const std::string& dir) {
   const Graph& g = *m.graph;
   ojson j;
-  j["format"] = "tcc-module";
-  j["format_version"] = 1;
+  j["format"] = kModuleFormat;
+  j["format_version"] = kModuleFormatVersion;
   j["tcc_version"] = TCC_VERSION;
   j["model"] = fs::path(m.model).filename().string();
   if (!m.reference.empty()) {
@@ -188,7 +182,7 @@ ojson manifest_json(const ModuleContents& m, const ModuleFacts& f, const std::st
                        {"offset", f.weight_offsets[i]},
                        {"nbytes", static_cast<int64_t>(data.nbytes())}});
   }
-  j["weights"] = {{"file", "weights.bin"}, {"tensors", tensors}};
+  j["weights"] = {{"file", kWeightsFile}, {"tensors", tensors}};
 
   ojson buffers = ojson::array();
   for (const PlannedBuffer& b : m.memory->buffers)
@@ -238,7 +232,7 @@ ojson manifest_json(const ModuleContents& m, const ModuleFacts& f, const std::st
 
 // Streamed tensor by tensor: a GPT-2-sized model has hundreds of MB of weights.
 void write_weights(const std::string& dir, const ModuleFacts& f) {
-  std::string path = (fs::path(dir) / "weights.bin").string();
+  std::string path = (fs::path(dir) / kWeightsFile).string();
   std::ofstream out(path, std::ios::binary);
   static const char zeros[kWeightAlignment] = {};
   int64_t at = 0;
@@ -353,7 +347,7 @@ void ModuleWriter::finish() {
   write_module_file(dir_, kCudaSourceFile, m_.cuda_source);
   for (const CudaBinary& b : m_.binaries) write_module_file(dir_, b.file, std::string(b.bytes.begin(), b.bytes.end()));
   if (!m_.fallbacks.empty() || !m_.schedule->binding_steps.empty())
-    write_module_file(dir_, "fallback.tir", fallback_tir(m_));
+    write_module_file(dir_, kFallbackFile, fallback_tir(m_));
   weights_.get();
   // The reports come last so that their timings include writing everything else.
   CompileTimings t = m_.timings;

@@ -23,6 +23,7 @@
 #include "codegen/toolchain.h"
 #include "passes/pass_manager.h"
 #include "src/analysis/guards.h"
+#include "src/module/manifest_format.h"
 
 namespace tcc {
 
@@ -82,12 +83,6 @@ struct ModuleContents {
 
 // The feature whose manifest entry carries the AutotuneSummary.
 inline constexpr const char* kAutotuneFeature = "autotune_kernels";
-
-// File names inside the module directory.
-inline constexpr const char* kManifestFile = "manifest.json";
-inline constexpr const char* kCudaSourceFile = "kernels.cu";
-inline constexpr const char* kHostSourceFile = "host.cc";
-inline constexpr const char* kHostLibraryFile = "host.so";
 
 // Makes `dir` an empty module directory: creates it, or clears a previous
 // module there. A non-empty directory that holds no manifest.json is an

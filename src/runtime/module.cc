@@ -24,85 +24,10 @@ void AlignedBytes::Free::operator()(std::byte* p) const { ::operator delete(p, s
 
 namespace {
 
-constexpr int kFormatVersion = 1;
-
-// A JSON value with its path in the manifest, so that every complaint names
-// the field: "manifest.json: kernels[2].launch.grid[0]: expected ...".
-class Field {
- public:
-  Field(const json& j, std::string path) : j_(j), path_(std::move(path)) {}
-
-  [[noreturn]] void fail(const std::string& what) const {
-    throw BadModule("manifest.json: " + (path_.empty() ? std::string("top level") : path_) + ": " + what);
-  }
-  const std::string& path() const { return path_; }
-  const json& raw() const { return j_; }
-
-  bool has(const char* key) const { return j_.is_object() && j_.contains(key); }
-  Field operator[](const char* key) const {
-    if (!j_.is_object()) fail("expected an object");
-    auto it = j_.find(key);
-    if (it == j_.end()) Field(j_, join(key)).fail("missing");
-    return Field(*it, join(key));
-  }
-  size_t size() const {
-    if (!j_.is_array()) fail("expected an array");
-    return j_.size();
-  }
-  Field operator[](size_t i) const { return Field(j_.at(i), path_ + "[" + std::to_string(i) + "]"); }
-
-  std::string str() const {
-    if (!j_.is_string()) fail("expected a string");
-    return j_.get<std::string>();
-  }
-  int64_t integer() const {
-    if (j_.is_number_unsigned() && j_.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) fail("out of range");
-    if (!j_.is_number_integer()) fail("expected an integer");
-    return j_.get<int64_t>();
-  }
-  int64_t integer(int64_t lo, int64_t hi) const {
-    int64_t v = integer();
-    if (v < lo || v > hi) fail("expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
-                               std::to_string(v));
-    return v;
-  }
-  double number() const {
-    if (!j_.is_number()) fail("expected a number");
-    return j_.get<double>();
-  }
-  bool boolean() const {
-    if (!j_.is_boolean()) fail("expected true or false");
-    return j_.get<bool>();
-  }
-  // A size: an integer when static, otherwise SymExpr text.
-  SymExpr expr() const {
-    if (j_.is_number_integer()) return SymExpr::constant(integer());
-    if (!j_.is_string()) fail("expected an integer or a size expression");
-    std::optional<SymExpr> e = SymExpr::parse(j_.get<std::string>());
-    if (!e) fail("'" + j_.get<std::string>() + "' is not a size expression");
-    return *e;
-  }
-  DType dtype() const {
-    std::optional<DType> t = parse_dtype(str());
-    if (!t || *t == DType::String || *t == DType::Undefined) fail("unknown dtype '" + str() + "'");
-    return *t;
-  }
-  std::vector<SymExpr> shape() const {
-    std::vector<SymExpr> dims;
-    for (size_t i = 0; i < size(); ++i) dims.push_back((*this)[i].expr());
-    return dims;
-  }
-
- private:
-  std::string join(const char* key) const { return path_.empty() ? key : path_ + "." + key; }
-  const json& j_;
-  std::string path_;
-};
-
-TensorSig tensor_sig(const Field& f) { return {f["name"].str(), f["dtype"].dtype(), f["shape"].shape()}; }
+TensorSig tensor_sig(const ManifestField& f) { return {f["name"].str(), f["dtype"].dtype(), f["shape"].shape()}; }
 
 // A file the manifest names, which must stay inside the module directory.
-std::string module_file(const std::string& dir, const std::string& name, const Field& f) {
+std::string module_file(const std::string& dir, const std::string& name, const ManifestField& f) {
   fs::path p(name);
   if (name.empty() || p.is_absolute()) f.fail("'" + name + "' is not a path relative to the module directory");
   for (const fs::path& part : p)
@@ -129,7 +54,7 @@ class Loader {
   Loader(Module& m, const json& manifest) : m_(m), root_(manifest, "") {}
 
   void load() {
-    check_format();
+    check_module_format(root_);
     signature();
     weights();
     memory();
@@ -143,16 +68,7 @@ class Loader {
   }
 
  private:
-  void check_format() {
-    if (!root_.raw().is_object()) root_.fail("expected a JSON object");
-    if (root_["format"].str() != "tcc-module") root_["format"].fail("not a tcc module ('" + root_["format"].str() + "')");
-    int64_t version = root_["format_version"].integer();
-    if (version != kFormatVersion)
-      root_["format_version"].fail("version " + std::to_string(version) + " is not supported (this runtime reads " +
-                                   std::to_string(kFormatVersion) + ")");
-  }
-
-  int add_value(const Field& where, ValueInfo::Where kind, int index, const TensorSig& sig) {
+  int add_value(const ManifestField& where, ValueInfo::Where kind, int index, const TensorSig& sig) {
     int id = static_cast<int>(m_.values.size());
     if (!m_.value_ids.emplace(sig.name, id).second) where.fail("value '" + sig.name + "' is declared twice");
     m_.values.push_back({kind, index, sig});
@@ -160,28 +76,28 @@ class Loader {
   }
 
   // Symbols a size expression may mention: those the inputs bind.
-  void check_bound(const SymExpr& e, const Field& where) {
+  void check_bound(const SymExpr& e, const ManifestField& where) {
     for (const std::string& s : e.symbols())
       if (!m_.symbols.count(s) && !value_symbol_names_.count(s))
         where.fail("mentions symbol '" + s + "', which neither an input nor a fallback's value binds (see " +
                    "\"symbols\")");
   }
-  void check_bound(const std::vector<SymExpr>& shape, const Field& where) {
+  void check_bound(const std::vector<SymExpr>& shape, const ManifestField& where) {
     for (const SymExpr& d : shape) check_bound(d, where);
   }
 
   void signature() {
-    Field ins = root_["inputs"];
+    ManifestField ins = root_["inputs"];
     for (size_t i = 0; i < ins.size(); ++i) {
       TensorSig sig = tensor_sig(ins[i]);
       m_.inputs.push_back(sig);
       m_.input_names.push_back(sig.name);
       add_value(ins[i], ValueInfo::Where::Input, static_cast<int>(i), sig);
     }
-    Field syms = root_["symbols"];
+    ManifestField syms = root_["symbols"];
     if (!syms.raw().is_object()) syms.fail("expected an object");
     for (const auto& [name, _] : syms.raw().items()) {
-      Field s = syms[name.c_str()];
+      ManifestField s = syms[name.c_str()];
       if (s.has("value")) {  // resolved once the schedule is loaded (value_symbols())
         value_symbol_names_.insert(name);
         continue;
@@ -194,7 +110,7 @@ class Loader {
     }
     for (size_t i = 0; i < m_.inputs.size(); ++i) check_bound(m_.inputs[i].shape, ins[i]["shape"]);
     // Outputs are registered after the steps that write them are known; here only their signature.
-    Field outs = root_["outputs"];
+    ManifestField outs = root_["outputs"];
     for (size_t i = 0; i < outs.size(); ++i) {
       TensorSig sig = tensor_sig(outs[i]);
       check_bound(sig.shape, outs[i]["shape"]);
@@ -204,14 +120,14 @@ class Loader {
   }
 
   void weights() {
-    Field w = root_["weights"];
-    Field tensors = w["tensors"];
+    ManifestField w = root_["weights"];
+    ManifestField tensors = w["tensors"];
     std::string path = tensors.size() ? module_file(m_.dir, w["file"].str(), w["file"]) : std::string();
     std::string bytes = path.empty() ? std::string() : read_file(path, "weights");
     m_.weight_data = AlignedBytes(bytes.size());
     std::copy(bytes.begin(), bytes.end(), reinterpret_cast<char*>(m_.weight_data.data()));
     for (size_t i = 0; i < tensors.size(); ++i) {
-      Field t = tensors[i];
+      ManifestField t = tensors[i];
       TensorSig sig = tensor_sig(t);
       std::vector<int64_t> dims;
       for (size_t d = 0; d < sig.shape.size(); ++d) {
@@ -236,12 +152,12 @@ class Loader {
   }
 
   void memory() {
-    Field mem = root_["memory"];
+    ManifestField mem = root_["memory"];
     m_.arena_bytes = mem["arena_bytes"].expr();
     check_bound(m_.arena_bytes, mem["arena_bytes"]);
-    Field bufs = mem["buffers"];
+    ManifestField bufs = mem["buffers"];
     for (size_t i = 0; i < bufs.size(); ++i) {
-      Field b = bufs[i];
+      ManifestField b = bufs[i];
       TensorSig sig = tensor_sig(b);
       BufferInfo range{b["offset"].expr(), b["nbytes"].expr()};
       check_bound(sig.shape, b["shape"]);
@@ -257,7 +173,7 @@ class Loader {
   // before the schedule, whose steps read them.
   void binding_constants() {
     if (!root_.has("binding_constants")) return;
-    Field values = root_["binding_constants"]["values"];
+    ManifestField values = root_["binding_constants"]["values"];
     for (size_t i = 0; i < values.size(); ++i) {
       TensorSig sig = tensor_sig(values[i]);
       check_bound(sig.shape, values[i]["shape"]);
@@ -269,7 +185,7 @@ class Loader {
   // Absent from a module compiled with --no-host, which runs on a GPU only.
   void host_library() {
     if (!root_.has("host")) return;
-    Field host = root_["host"];
+    ManifestField host = root_["host"];
     std::string path = module_file(m_.dir, host["library"].str(), host["library"]);
     try {
       m_.host_library = std::make_unique<SharedLibrary>(path);
@@ -279,16 +195,16 @@ class Loader {
   }
 
   void kernels() {
-    Field ks = root_["kernels"];
+    ManifestField ks = root_["kernels"];
     for (size_t i = 0; i < ks.size(); ++i) {
-      Field k = ks[i];
+      ManifestField k = ks[i];
       KernelInfo info;
       info.name = k["name"].str();
       std::string kind = k["kind"].str();
       std::optional<KernelKind> parsed = parse_kernel_kind(kind);
       if (!parsed) k["kind"].fail("unknown kernel kind '" + kind + "'");
       info.kind = *parsed;
-      Field bufs = k["buffers"];
+      ManifestField bufs = k["buffers"];
       bool seen_output = false;
       for (size_t b = 0; b < bufs.size(); ++b) {
         bool output = bufs[b]["output"].boolean();
@@ -298,7 +214,7 @@ class Loader {
         info.buffers.push_back({"", bufs[b]["dtype"].dtype(), bufs[b]["shape"].shape()});
         check_bound(info.buffers.back().shape, bufs[b]["shape"]);
       }
-      Field sizes = k["sizes"];
+      ManifestField sizes = k["sizes"];
       for (size_t s = 0; s < sizes.size(); ++s) {
         // Each is a symbol the kernel reads (kir::Kernel::size_params), which
         // keeps a kernel's sizes consistent with the buffer shapes checked at run time.
@@ -313,7 +229,7 @@ class Loader {
       // A gemm kernel with a launch is tcc's template, in the cubin; without, a cuBLASLt call.
       info.library_call = info.kind == KernelKind::Conv || (info.kind == KernelKind::Gemm && !k.has("launch"));
       if (!info.library_call) {
-        Field launch = k["launch"];
+        ManifestField launch = k["launch"];
         for (size_t d = 0; d < 3; ++d) {
           if (launch["grid"].size() != 3) launch["grid"].fail("expected 3 extents");
           if (launch["block"].size() != 3) launch["block"].fail("expected 3 extents");
@@ -323,7 +239,7 @@ class Loader {
         }
         info.shared_bytes = static_cast<int>(launch["shared_bytes"].integer(0, 1 << 30));
         if (launch.has("workspace_bytes")) {
-          Field ws = launch["workspace_bytes"];
+          ManifestField ws = launch["workspace_bytes"];
           info.workspace_bytes = ws.expr();
           check_bound(info.workspace_bytes, ws);
           if (info.kind != KernelKind::Reduction && info.kind != KernelKind::Gemm)
@@ -342,11 +258,11 @@ class Loader {
   }
 
   // The library algorithm's rank; modules written before autotuning chose one have none: 0.
-  static int algo(const Field& f) {
+  static int algo(const ManifestField& f) {
     return f.has("algo") ? static_cast<int>(f["algo"].integer(0, kLibraryAlgos - 1)) : 0;
   }
 
-  GemmInfo gemm(const Field& g, size_t num_buffers) {
+  GemmInfo gemm(const ManifestField& g, size_t num_buffers) {
     GemmInfo info;
     int n = static_cast<int>(num_buffers);
     info.a = static_cast<int>(g["a"].integer(0, n - 1));
@@ -382,7 +298,7 @@ class Loader {
   // Checks a conv description against the kernel's buffers: x [n, c, in...],
   // w [k, c / groups, kernel...], the first output y [n, k, out...], a bias of k
   // elements, a residual shaped like y, all of one float dtype.
-  ConvInfo conv(const Field& f, const KernelInfo& kernel) {
+  ConvInfo conv(const ManifestField& f, const KernelInfo& kernel) {
     ConvInfo info;
     int reads = kernel.num_reads;
     auto buffer = [&](const char* key, int64_t lo) { return static_cast<int>(f[key].integer(lo, reads - 1)); };
@@ -390,7 +306,7 @@ class Loader {
     info.w = buffer("w", 0);
     info.bias = buffer("bias", -1);
     info.residual = buffer("residual", -1);
-    auto sym = [&](const Field& e) {
+    auto sym = [&](const ManifestField& e) {
       SymExpr v = e.expr();
       check_bound(v, e);
       return v;
@@ -399,7 +315,7 @@ class Loader {
     info.c = sym(f["c"]);
     info.k = sym(f["k"]);
     auto ints = [&](const char* key, int64_t lo) {
-      Field a = f[key];
+      ManifestField a = f[key];
       std::vector<int64_t> v;
       for (size_t i = 0; i < a.size(); ++i) v.push_back(a[i].integer(lo, INT32_MAX));
       return v;
@@ -456,26 +372,26 @@ class Loader {
 
   void fallbacks() {
     bool any = false;
-    Field steps = root_["schedule"];
+    ManifestField steps = root_["schedule"];
     for (size_t i = 0; i < steps.size(); ++i) any |= steps[i].has("fallback");
     any |= root_.has("binding_constants") && root_["binding_constants"]["steps"].size() > 0;
     if (!any) return;
-    std::string path = module_file(m_.dir, "fallback.tir", steps);
+    std::string path = module_file(m_.dir, kFallbackFile, steps);
     try {
-      m_.fallback_model = parse_model(read_file(path, "fallback.tir"), path);
+      m_.fallback_model = parse_model(read_file(path, kFallbackFile), path);
     } catch (const Error& e) {
       throw BadModule(std::string("fallback.tir: ") + e.what());
     }
   }
 
-  const Node* fallback_node(const Field& f) {
+  const Node* fallback_node(const ManifestField& f) {
     std::string name = f.str();
     for (const auto& n : m_.fallback_model->graph->nodes())
       if (n->name() == name) return n.get();
     f.fail("no node '" + name + "' in fallback.tir");
   }
 
-  int value_id(const Field& f) {
+  int value_id(const ManifestField& f) {
     std::string name = f.str();
     auto it = m_.value_ids.find(name);
     if (it == m_.value_ids.end())
@@ -483,7 +399,7 @@ class Loader {
     return it->second;
   }
 
-  std::vector<int> value_list(const Field& f) {
+  std::vector<int> value_list(const ManifestField& f) {
     std::vector<int> ids;
     for (size_t i = 0; i < f.size(); ++i) ids.push_back(value_id(f[i]));
     return ids;
@@ -491,7 +407,7 @@ class Loader {
 
   void schedule() {
     // Outputs join the value table unless they name an input, a weight or a binding constant.
-    Field outs = root_["outputs"];
+    ManifestField outs = root_["outputs"];
     for (size_t i = 0; i < m_.outputs.size(); ++i) {
       auto it = m_.value_ids.find(m_.outputs[i].name);
       if (it != m_.value_ids.end()) {
@@ -503,9 +419,9 @@ class Loader {
         m_.output_values.push_back(add_value(outs[i], ValueInfo::Where::Output, static_cast<int>(i), m_.outputs[i]));
       }
     }
-    Field steps = root_["schedule"];
+    ManifestField steps = root_["schedule"];
     for (size_t i = 0; i < steps.size(); ++i) {
-      Field s = steps[i];
+      ManifestField s = steps[i];
       StepInfo step;
       step.reads = value_list(s["reads"]);
       step.writes = value_list(s["writes"]);
@@ -547,9 +463,9 @@ class Loader {
   // A data-dependent size is the `axis` dim of a value a fallback step writes,
   // declared with that symbol alone there.
   void value_symbols() {
-    Field syms = root_["symbols"];
+    ManifestField syms = root_["symbols"];
     for (const std::string& name : value_symbol_names_) {
-      Field s = syms[name.c_str()];
+      ManifestField s = syms[name.c_str()];
       int id = value_id(s["value"]);
       const TensorSig& sig = m_.values[id].sig;
       int64_t axis = s["axis"].integer(0, static_cast<int64_t>(sig.shape.size()) - 1);
@@ -567,10 +483,10 @@ class Loader {
   // (Shape, Size), any value.
   void binding_steps() {
     if (!root_.has("binding_constants")) return;
-    Field steps = root_["binding_constants"]["steps"];
+    ManifestField steps = root_["binding_constants"]["steps"];
     std::vector<bool> written(m_.binding_constants.size(), false);
     for (size_t i = 0; i < steps.size(); ++i) {
-      Field s = steps[i];
+      ManifestField s = steps[i];
       StepInfo step;
       step.reads = value_list(s["reads"]);
       step.writes = value_list(s["writes"]);
@@ -600,7 +516,7 @@ class Loader {
 
   // A fallback node reads values of the schedule (by name) or constants of
   // fallback.tir, and writes values of the schedule.
-  void check_fallback(const Node& n, const StepInfo& step, const Field& s) {
+  void check_fallback(const Node& n, const StepInfo& step, const ManifestField& s) {
     for (const Value* v : n.inputs()) {
       if (!v || v->is_initializer()) continue;
       auto it = m_.value_ids.find(v->name());
@@ -628,10 +544,10 @@ class Loader {
   // `2 <= sN` with their sources, and the manifest's own symbols.
   void guards() {
     if (!root_.has("guards")) return;
-    Field gs = root_["guards"];
+    ManifestField gs = root_["guards"];
     std::map<std::string, SymExpr> shape_symbols;  // sN and source spellings -> placeholder symbols
     for (size_t i = 0; i < gs.size(); ++i) {
-      Field g = gs[i];
+      ManifestField g = gs[i];
       std::string kind = g["kind"].str();
       if (kind == "TENSOR_MATCH") {
         int input = input_index(g["input"].str());
@@ -644,7 +560,7 @@ class Loader {
         dtype_guard.dtype = *t;
         dtype_guard.text = m_.inputs[input].name + " is " + g["dtype"].str();
         m_.guards.push_back(dtype_guard);
-        Field sizes = g["size"];
+        ManifestField sizes = g["size"];
         if (sizes.size() != m_.inputs[input].shape.size())
           sizes.fail("rank " + std::to_string(sizes.size()) + " disagrees with input '" + m_.inputs[input].name + "'");
         for (size_t d = 0; d < sizes.size(); ++d) {
@@ -677,12 +593,12 @@ class Loader {
 
   // Rewrites the sources a SHAPE_ENV guard mentions into placeholder symbols
   // (`x.size()[1]` -> `__x_1`) bound from the input shapes at run time.
-  Guard shape_guard(const Field& g) {
+  Guard shape_guard(const ManifestField& g) {
     Guard guard;
     guard.text = g["expr"].str();
     std::string text = guard.text, needed_by;
     if (g.has("sources")) {
-      Field sources = g["sources"];
+      ManifestField sources = g["sources"];
       std::vector<std::string> spellings;
       for (size_t s = 0; s < sources.size(); ++s) spellings.push_back(sources[s].str());
       // Longest first, so `x.size()[1]` is not cut short by a shorter spelling inside it.
@@ -755,7 +671,7 @@ class Loader {
 
   void cuda() {
     if (!root_.has("cuda")) return;
-    Field bins = root_["cuda"]["binaries"];
+    ManifestField bins = root_["cuda"]["binaries"];
     for (size_t i = 0; i < bins.size(); ++i) {
       std::string arch = bins[i]["arch"].str();
       if (arch.rfind("sm_", 0) != 0 && arch.rfind("compute_", 0) != 0) bins[i]["arch"].fail("unknown arch '" + arch + "'");
@@ -764,7 +680,7 @@ class Loader {
   }
 
   Module& m_;
-  Field root_;
+  ManifestField root_;
   std::map<std::string, SymExpr> shape_aliases_;
   std::set<std::string> placeholders_;
   std::set<std::string> value_symbol_names_;  // symbols a fallback's value binds (value_symbols())
@@ -776,7 +692,7 @@ std::unique_ptr<Module> load_module(const std::string& dir) {
   auto m = std::make_unique<Module>();
   m->dir = dir;
   if (!fs::is_directory(dir)) throw BadModule(dir + ": not a directory");
-  std::string text = read_file((fs::path(dir) / "manifest.json").string(), "manifest.json");
+  std::string text = read_file((fs::path(dir) / kManifestFile).string(), kManifestFile);
   json manifest = json::parse(text, nullptr, false);
   if (manifest.is_discarded()) throw BadModule("manifest.json: not valid JSON");
   Loader(*m, manifest).load();

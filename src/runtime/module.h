@@ -21,16 +21,14 @@
 
 #include "src/ir/graph.h"
 #include "src/module/kernel_abi.h"
+#include "src/module/manifest_format.h"
 #include "src/module/shared_library.h"
 #include "tcc_runtime.h"
 
 namespace tcc::runtime {
 
 // A module directory that is missing, truncated or inconsistent (TCC_ERROR_BAD_MODULE).
-class BadModule : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+using tcc::BadModule;
 // Arguments that do not fit the module (TCC_ERROR_INVALID_ARGUMENT).
 class InvalidArgument : public std::runtime_error {
  public:
