@@ -2,14 +2,20 @@
 // simulation of torch.compile's recompiles over a call trace, with advice
 // whose effect is computed, and CI gates (exit 1 when one trips). With
 // --train it explains the training step built from the model (src/autodiff).
+// `--torch-trace DIR` reports what torch.compile itself logged (TORCH_TRACE),
+// beside the prediction when a MODEL is given too; the gates and --baseline
+// then apply to torch's numbers.
 #include <fstream>
 #include <future>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <sstream>
+#include <tuple>
 
 #include "frontends/load_model.h"
 #include "src/analysis/explain_report.h"
+#include "src/analysis/torch_trace.h"
 #include "src/compiler/saved_activations.h"
 #include "src/driver/commands.h"
 #include "src/driver/train_flags.h"
@@ -31,6 +37,8 @@ struct ExplainCli {
   int max_recompiles = -1;
   int max_graph_breaks = -1;
   std::string shape_hints;
+  std::string torch_trace;  // TORCH_TRACE folder
+  std::string baseline;     // explain JSON report to compare torch's run with
   TrainFlags train;
 };
 
@@ -133,7 +141,37 @@ std::string tripped_gate(const ExplainCli& c, const ExplainReport& r) {
   return "";
 }
 
-ExitCode run_explain(ExplainCli& c) {
+// The first of torch's own numbers that trips a gate, or what a --baseline run lacks; empty when none.
+std::string tripped_torch_gate(const ExplainCli& c, const TorchTrace& t, const nlohmann::json* baseline) {
+  if (c.max_graph_breaks >= 0 && t.breaks.size() > static_cast<size_t>(c.max_graph_breaks))
+    return "--max-graph-breaks " + std::to_string(c.max_graph_breaks) + " exceeded: torch logged " +
+           std::to_string(t.breaks.size()) + " graph breaks (first: " + t.breaks.front().source + ": " +
+           t.breaks.front().reason + ")";
+  if ((c.fail_on_recompile && !t.recompiles.empty()) ||
+      (c.max_recompiles >= 0 && t.recompiles.size() > static_cast<size_t>(c.max_recompiles))) {
+    const TorchRecompile& r = t.recompiles[c.fail_on_recompile ? 0 : c.max_recompiles];
+    return (c.fail_on_recompile ? std::string("--fail-on-recompile") : "--max-recompiles " + std::to_string(c.max_recompiles)) +
+           ": torch recompiled " + std::to_string(t.recompiles.size()) + " times ([" + r.compile_id + "] " + r.frame +
+           ": " + (r.reasons.empty() ? std::string("no reason logged") : r.reasons.front()) + ")";
+  }
+  if (baseline == nullptr) return "";
+  std::vector<std::string> fresh = new_since_baseline(t, *baseline);
+  if (fresh.empty()) return "";
+  std::string what = "--baseline " + c.baseline + ": " + std::to_string(fresh.size()) + " new:";
+  for (const std::string& f : fresh) what += "\n  " + f;
+  return what;
+}
+
+nlohmann::json read_baseline(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError(path + ": cannot open the --baseline report");
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) throw InputError(path + ": expected tcc explain's JSON report");
+  return j;
+}
+
+// The model's side of the report (text or JSON) and the first gate it trips.
+std::pair<nlohmann::json, std::string> explain_model_cli(ExplainCli& c, std::string& text) {
   c.opts.sim.dynamic = c.dynamic == "true" ? DynamicMode::True
                        : c.dynamic == "false" ? DynamicMode::False
                                               : DynamicMode::Auto;
@@ -158,15 +196,36 @@ ExitCode run_explain(ExplainCli& c) {
   }
   ExplainReport report = explain_model(*model, c.opts, OpRegistry::get());
   emitted.get();
-  std::string text;
+  nlohmann::json j;
   if (c.format == "json") {
-    nlohmann::json j = render_json(report);
+    j = render_json(report);
     if (tg) j["training"] = training_json(*tg, c.train, report, *saved);
-    text = j.dump(2) + "\n";
   } else {
     text = render_text(report);
     if (tg) text += training_text(training_json(*tg, c.train, report, *saved), *saved);
   }
+  return {j, tripped_gate(c, report)};
+}
+
+ExitCode run_explain(ExplainCli& c) {
+  if (c.model.empty() && c.torch_trace.empty())
+    throw InputError("tcc explain: give a MODEL, or --torch-trace DIR (what torch.compile logged), or both");
+  if (!c.baseline.empty() && c.torch_trace.empty())
+    throw InputError("--baseline compares torch.compile runs: give --torch-trace DIR too");
+  std::optional<nlohmann::json> baseline;
+  if (!c.baseline.empty()) baseline = read_baseline(c.baseline);
+  std::optional<TorchTrace> torch;
+  if (!c.torch_trace.empty()) torch = read_torch_trace(c.torch_trace);
+
+  std::string text, gate;
+  nlohmann::json j = nlohmann::json::object();
+  if (!c.model.empty()) std::tie(j, gate) = explain_model_cli(c, text);
+  if (torch) {
+    if (c.format == "json") j["torch_trace"] = torch_trace_json(*torch);
+    else text += (text.empty() ? "" : "\n") + torch_trace_text(*torch);
+    if (gate.empty()) gate = tripped_torch_gate(c, *torch, baseline ? &*baseline : nullptr);
+  }
+  if (c.format == "json") text = j.dump(2) + "\n";
   if (c.output.empty()) {
     std::cout << text;
   } else {
@@ -174,7 +233,6 @@ ExitCode run_explain(ExplainCli& c) {
     if (!f) throw InputError(c.output + ": cannot open for writing");
     f << text;
   }
-  std::string gate = tripped_gate(c, report);
   if (gate.empty()) return ExitCode::Ok;
   std::cerr << "tcc explain: gate tripped: " << gate << "\n";
   return ExitCode::GateTripped;
@@ -184,8 +242,12 @@ ExitCode run_explain(ExplainCli& c) {
 
 CommandRunner setup_explain(CLI::App& cmd) {
   auto c = std::make_shared<ExplainCli>();
-  cmd.add_option("model", c->model, "ONNX model or tcc text IR")->required();
+  cmd.add_option("model", c->model, "ONNX model, .pt2 archive or tcc text IR");
   cmd.add_option("--trace", c->opts.trace_path, "Call trace (JSON Lines) to simulate recompiles over");
+  cmd.add_option("--torch-trace", c->torch_trace,
+                 "Folder of torch's TORCH_TRACE logs: report what torch.compile did (breaks, recompiles, guards)");
+  cmd.add_option("--baseline", c->baseline,
+                 "With --torch-trace: an earlier explain JSON report; exit 1 on breaks or recompiles it lacks");
   cmd.add_option("--dynamic", c->dynamic, "Dynamic shapes: auto (on size change), true (all), false (never)")
       ->check(CLI::IsMember({"auto", "true", "false"}))
       ->capture_default_str();

@@ -1,7 +1,8 @@
 """Validates `tcc explain --format json` against docs/explain.schema.json.
 
 Runs explain on every example of examples/ (each model+trace+flags line of
-examples/expected.txt, and each model without a trace), validates each report
+examples/expected.txt, and each model without a trace) and on every TORCH_TRACE
+fixture of tests/explain/torch_trace, validates each report
 with the standard JSON Schema validator, and checks that the reports together
 exercise every guard kind, a break, a recompile and advice (so the schema's
 branches are all tested). Mutated reports must be rejected, so the schema is
@@ -41,6 +42,10 @@ def example_runs(root):
             if model not in models:
                 models.append(model)
     runs += [["examples/" + m] for m in models]
+    # What torch.compile logged (tests/explain/torch_trace), alone and beside a model's prediction.
+    scenarios = sorted(os.listdir(os.path.join(root, "tests", "explain", "torch_trace")))
+    runs += [["--torch-trace", "tests/explain/torch_trace/" + s] for s in scenarios]
+    runs.append(["examples/" + models[0], "--torch-trace", "tests/explain/torch_trace/" + scenarios[0]])
     return runs
 
 
@@ -62,6 +67,8 @@ def main():
         reports.append(report)
     print(f"validated {len(reports)} reports")
 
+    torch_runs = [r["torch_trace"] for r in reports if "torch_trace" in r]
+    reports = [r for r in reports if "graphs" in r]
     kinds = {g["kind"] for r in reports for graph in r["graphs"] for v in graph["guards"] for g in v["guards"]}
     seen = {
         "every guard kind": kinds == {"TENSOR_MATCH", "EQUALS_MATCH", "SHAPE_ENV"},
@@ -69,6 +76,8 @@ def main():
         "a recompile": any(r["recompiles"] for r in reports),
         "advice": any(r["advice"] for r in reports),
         "a report without a trace": any(r["trace"] is None for r in reports),
+        "torch's graph breaks and recompiles": any(t["graph_breaks"] for t in torch_runs)
+        and any(t["recompiles"] for t in torch_runs),
     }
     for what, ok in seen.items():
         if not ok:
@@ -87,8 +96,16 @@ def main():
         "a string size": lambda r: next(g for v in r["graphs"][0]["guards"] for g in v["guards"]
                                         if g["kind"] == "TENSOR_MATCH")["size"].append("8"),
     }
+    torch_full = {"torch_trace": next(t for t in torch_runs if t["graph_breaks"] and t["recompiles"])}
+    torch_mutations = {
+        "an unknown torch break kind": lambda r: r["torch_trace"]["graph_breaks"][0].update(kind="mystery"),
+        "a torch recompile reason without its compile id": lambda r: r["torch_trace"]["recompiles"][0].update(
+            reasons=["lr == 0.1"]),
+        "a torch report missing its compiles": lambda r: r["torch_trace"].pop("compiles"),
+    }
+    mutations.update(torch_mutations)
     for what, mutate in mutations.items():
-        bad = copy.deepcopy(full)
+        bad = copy.deepcopy(torch_full if what in torch_mutations else full)
         mutate(bad)
         if validator.is_valid(bad):
             print(f"FAIL the schema accepts a report with {what}")
