@@ -27,10 +27,44 @@ std::pair<int, int> GuardSet::last_read_source(int c) const {
   return last;
 }
 
+std::string GuardSet::layout_failure(int i, const CallRecord& call, const int64_t* values) const {
+  if (i >= static_cast<int>(layouts_.size()) || !layouts_[i]) return "";
+  const TensorLayout& want = *layouts_[i];
+  const TensorLayout& got = call.layout(i);
+  const std::string name = "tensor '" + sig_->inputs[i].name + "' ";
+  if (want.device != got.device)
+    return name + "device mismatch. expected " + (want.device.empty() ? "the default device" : want.device) +
+           ", actual " + (got.device.empty() ? "the default device" : got.device);
+  if (want.requires_grad != got.requires_grad)
+    return name + "requires_grad mismatch. expected requires_grad=" + (want.requires_grad ? "1" : "0");
+  // Row-major on both sides: the sizes' own guards decide (0-sized dims included).
+  if (want.strides.empty() && got.strides.empty()) return "";
+  // The call's strides: the trace's, or row-major over its sizes.
+  const InputSignature& in = sig_->inputs[i];
+  std::vector<int64_t> contiguous(in.fixed.size());
+  int64_t acc = 1;
+  for (size_t d = contiguous.size(); d-- > 0;) {
+    contiguous[d] = acc;
+    acc *= in.fixed[d] ? *in.fixed[d] : values[in.dim_class[d]];
+  }
+  const std::vector<int64_t>& actual = got.strides.empty() ? contiguous : got.strides;
+  std::vector<std::optional<int64_t>> expected = strides(i);
+  if (!want.strides.empty()) expected.assign(want.strides.begin(), want.strides.end());
+  for (size_t d = 0; d < actual.size(); ++d) {
+    // A stride over symbolic sizes is an expression torch evaluates: row-major here.
+    int64_t e = expected[d] ? *expected[d] : contiguous[d];
+    if (actual[d] != e)
+      return name + "stride mismatch at index " + std::to_string(d) + ". expected " + std::to_string(e) +
+             ", actual " + std::to_string(actual[d]);
+  }
+  return "";
+}
+
 bool GuardSet::check(const CallRecord& call, const int64_t* values) const {
   for (int i : inputs_) {
     if (dtypes_[i] != DType::Undefined && call.dtypes[i] != dtypes_[i]) return false;
     if (float_guarded_[i] && call.floats[i] != float_values_[i]) return false;
+    if (!layout_failure(i, call, values).empty()) return false;
   }
   for (size_t c = 0; c < classes_.size(); ++c) {
     const ClassGuard& g = classes_[c];
@@ -84,6 +118,11 @@ std::vector<std::string> GuardSet::failures(const CallRecord& call, const int64_
     if (dtypes_[i] != DType::Undefined && call.dtypes[i] != dtypes_[i])
       out.push_back(prefix + "tensor '" + in.name + "' dtype mismatch. expected " + torch_dtype_name(dtypes_[i]) +
                     ", actual " + torch_dtype_name(call.dtypes[i]));
+    // torch checks a tensor's device and requires_grad before its sizes, its strides after them.
+    std::string layout = layout_failure(i, call, values);
+    bool stride_failure = layout.find("stride mismatch") != std::string::npos;
+    if (!layout.empty() && !stride_failure) out.push_back(prefix + layout);
+    const size_t reasons_before_sizes = out.size();
     if (float_guarded_[i] && call.floats[i] != float_values_[i])
       out.push_back(prefix + in.name + " == " + format_float(float_values_[i]) + " (now " +
                     format_float(call.floats[i]) + ")");
@@ -122,6 +161,8 @@ std::vector<std::string> GuardSet::failures(const CallRecord& call, const int64_
         out.push_back(prefix + "2 <= " + sig_->source_str(i, static_cast<int>(d)) + " (actual " + std::to_string(v) +
                       ")");
     }
+    // A stride differs only where the sizes agreed: torch words a tensor's first failure.
+    if (stride_failure && out.size() == reasons_before_sizes) out.push_back(prefix + layout);
   }
   for (const Relation& r : relations_)
     if (values[r.a] != values[r.b]) {

@@ -1,6 +1,7 @@
 // GuardSet: what one compiled variant of a graph assumes about its inputs,
 // in torch.compile's terms:
-//  - TENSOR_MATCH per tensor input: dtype, every static size, contiguity;
+//  - TENSOR_MATCH per tensor input: dtype, device, requires_grad, every
+//    static size, and strides (the trace's, or contiguous);
 //  - EQUALS_MATCH per scalar input guarded by value (float scalars always,
 //    int scalars while static);
 //  - SHAPE_ENV relations over the variant's symbols s0, s1, ...: `2 <= s0`
@@ -42,6 +43,9 @@ class GuardSet {
   std::vector<bool>& float_guarded() { return float_guarded_; }
   std::vector<double>& float_values() { return float_values_; }
   std::vector<Relation>& relations() { return relations_; }
+  // Per input: the layout a tensor input had when the variant was compiled
+  // (TENSOR_MATCH's device, requires_grad and strides); nullopt: not a tensor the graph reads.
+  std::vector<std::optional<TensorLayout>>& layouts() { return layouts_; }
   const std::vector<ClassGuard>& classes() const { return classes_; }
   const std::vector<bool>& float_guarded() const { return float_guarded_; }
   const std::vector<double>& float_values() const { return float_values_; }
@@ -69,6 +73,9 @@ class GuardSet {
   std::optional<SymExpr> fact_expr(const ShapeFact& f) const;
   std::vector<std::optional<int64_t>> sizes(int input) const;    // nullopt: symbolic
   std::vector<std::optional<int64_t>> strides(int input) const;
+  // The first of input i's device, requires_grad and strides that the call
+  // does not match, in torch's words (without the compile id); "" when all match.
+  std::string layout_failure(int input, const CallRecord& call, const int64_t* values) const;
 
   const ModelSignature* sig_;
   std::string compile_id_;
@@ -78,6 +85,7 @@ class GuardSet {
   std::vector<bool> float_guarded_;
   std::vector<double> float_values_;
   std::vector<Relation> relations_;
+  std::vector<std::optional<TensorLayout>> layouts_;
 };
 
 }  // namespace tcc

@@ -132,9 +132,13 @@ class GraphSimulator {
     g.dtypes().assign(n, DType::Undefined);
     g.float_guarded().assign(n, false);
     g.float_values().assign(n, 0.0);
+    g.layouts().assign(n, std::nullopt);
     for (int i : inputs_) {
       EntryKind k = rec.kinds[i];
-      if (k == EntryKind::Tensor) g.dtypes()[i] = rec.dtypes[i];
+      if (k == EntryKind::Tensor) {
+        g.dtypes()[i] = rec.dtypes[i];
+        g.layouts()[i] = rec.layout(i);
+      }
       if (opts_.scalar_as_tensor.count(i)) continue;
       if (k == EntryKind::BoolScalar || (k == EntryKind::FloatScalar && float_guarded(i, rec.floats[i]))) {
         g.float_guarded()[i] = true;

@@ -173,6 +173,7 @@ class TraceBuilder {
     trace_.num_classes = static_cast<size_t>(sig.num_classes());
     kinds_.resize(trace_.num_inputs);
     dtypes_.resize(trace_.num_inputs);
+    layouts_.resize(trace_.num_inputs);
     floats_.resize(trace_.num_inputs);
     values_.resize(trace_.num_classes);
     for (size_t i = 0; i < sig.inputs.size(); ++i) input_index_.emplace(sig.inputs[i].name, static_cast<int>(i));
@@ -183,6 +184,7 @@ class TraceBuilder {
     if (text.find_first_not_of(" \t\r") == std::string_view::npos) return;
     std::fill(kinds_.begin(), kinds_.end(), EntryKind::Absent);
     std::fill(dtypes_.begin(), dtypes_.end(), DType::Undefined);
+    std::fill(layouts_.begin(), layouts_.end(), 0u);
     std::fill(floats_.begin(), floats_.end(), 0.0);
     std::fill(values_.begin(), values_.end(), -1);
     LineParser p(text, trace_.file, line_);
@@ -253,9 +255,10 @@ class TraceBuilder {
   void entry(LineParser& p, int idx) {
     const InputSignature& in = sig_.inputs[idx];
     if (!p.eat('{')) p.missing('{', "to open the entry of input '" + in.name + "'");
-    bool has_shape = false;
+    bool has_shape = false, has_layout = false;
     std::optional<std::string_view> dtype;
     bool has_scalar = false;
+    TensorLayout layout;
     do {
       std::string_view key = p.string(key_scratch_);
       if (!p.eat(':')) p.missing(':', "after \"" + std::string(key) + "\"");
@@ -278,17 +281,43 @@ class TraceBuilder {
       } else if (key == "scalar") {
         has_scalar = true;
         scalar(p, idx);
+      } else if (key == "requires_grad") {
+        has_layout = true;
+        layout.requires_grad = p.literal("true");
+        if (!layout.requires_grad && !p.literal("false")) p.fail("\"requires_grad\" must be true or false");
+      } else if (key == "device") {
+        has_layout = true;
+        layout.device = std::string(p.string(key_scratch_));
+      } else if (key == "stride") {
+        has_layout = true;
+        p.expect('[', "to open \"stride\"");
+        if (!p.eat(']')) {
+          do {
+            bool is_int;
+            int64_t v = 0;
+            p.number(is_int, v);
+            if (!is_int || v < 0) p.fail("a stride must be a non-negative integer");
+            layout.strides.push_back(v);
+          } while (p.eat(','));
+          p.expect(']', "to close \"stride\"");
+        }
       } else {
-        p.fail("unknown key \"" + std::string(key) + "\" (expected \"shape\", \"dtype\" or \"scalar\")");
+        p.fail("unknown key \"" + std::string(key) +
+               "\" (expected \"shape\", \"dtype\", \"requires_grad\", \"device\", \"stride\" or \"scalar\")");
       }
     } while (p.eat(','));
     if (!p.eat('}')) p.missing('}', "to close the entry of input '" + in.name + "'");
     if (has_scalar) {
-      if (has_shape || dtype) fail(in.name, "either {\"scalar\": v} or {\"shape\", \"dtype\"}", "both");
+      if (has_shape || dtype || has_layout)
+        fail(in.name, "either {\"scalar\": v} or a tensor's {\"shape\", \"dtype\", ...}", "both");
       return;
     }
     if (!has_shape || !dtype) fail(in.name, "{\"shape\": [...], \"dtype\": ...}", has_shape ? "no dtype" : "no shape");
     tensor(idx, *dtype);
+    if (!layout.strides.empty() && layout.strides.size() != shape_.size())
+      fail(in.name, "one stride per dim (" + std::to_string(shape_.size()) + ")",
+           std::to_string(layout.strides.size()) + " strides");
+    if (has_layout) layouts_[idx] = intern_layout(std::move(layout));
   }
 
   void scalar(LineParser& p, int idx) {
@@ -343,6 +372,14 @@ class TraceBuilder {
     }
   }
 
+  uint32_t intern_layout(TensorLayout layout) {
+    std::vector<TensorLayout>& table = trace_.layout_table;
+    auto it = std::find(table.begin(), table.end(), layout);
+    if (it != table.end()) return static_cast<uint32_t>(it - table.begin());
+    table.push_back(std::move(layout));
+    return static_cast<uint32_t>(table.size() - 1);
+  }
+
   std::pair<int, int> first_source(int c) const {
     for (auto [i, d] : sig_.class_sources[c])
       if (kinds_[i] != EntryKind::Absent) return {i, d};
@@ -376,7 +413,8 @@ class TraceBuilder {
       h ^= h >> 29;
     };
     for (size_t i = 0; i < kinds_.size(); ++i) {
-      mix(static_cast<uint64_t>(kinds_[i]) | static_cast<uint64_t>(static_cast<uint32_t>(dtypes_[i])) << 8);
+      mix(static_cast<uint64_t>(kinds_[i]) | static_cast<uint64_t>(static_cast<uint32_t>(dtypes_[i])) << 8 |
+          static_cast<uint64_t>(layouts_[i]) << 32);
       mix(std::bit_cast<uint64_t>(floats_[i]));
     }
     for (int64_t v : values_) mix(static_cast<uint64_t>(v));
@@ -384,6 +422,7 @@ class TraceBuilder {
     int64_t found = rows_.find(h, [&](uint32_t row) {
       return std::equal(kinds_.begin(), kinds_.end(), trace_.kinds.begin() + row * n) &&
              std::equal(dtypes_.begin(), dtypes_.end(), trace_.dtypes.begin() + row * n) &&
+             std::equal(layouts_.begin(), layouts_.end(), trace_.layouts.begin() + row * n) &&
              (n == 0 || std::memcmp(floats_.data(), trace_.floats.data() + row * n, n * sizeof(double)) == 0) &&
              std::equal(values_.begin(), values_.end(), trace_.class_values.begin() + row * k);
     });
@@ -391,6 +430,7 @@ class TraceBuilder {
     check_facts();
     trace_.kinds.insert(trace_.kinds.end(), kinds_.begin(), kinds_.end());
     trace_.dtypes.insert(trace_.dtypes.end(), dtypes_.begin(), dtypes_.end());
+    trace_.layouts.insert(trace_.layouts.end(), layouts_.begin(), layouts_.end());
     trace_.floats.insert(trace_.floats.end(), floats_.begin(), floats_.end());
     trace_.class_values.insert(trace_.class_values.end(), values_.begin(), values_.end());
     rows_.insert(h);
@@ -405,6 +445,7 @@ class TraceBuilder {
   // The line being parsed: its row and the strings that needed unescaping.
   std::vector<EntryKind> kinds_;
   std::vector<DType> dtypes_;
+  std::vector<uint32_t> layouts_;
   std::vector<double> floats_;
   std::vector<int64_t> values_;
   std::vector<int64_t> shape_;

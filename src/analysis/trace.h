@@ -2,8 +2,9 @@
 // trace is checked against.
 //
 // A trace is JSON Lines, one call per line, mapping each model input to a
-// tensor {"shape": [8, 24], "dtype": "float32"} or a scalar {"scalar": 0.0033}
-// (a JSON integer is an int scalar, true/false a bool scalar). Equal calls are
+// tensor {"shape": [8, 24], "dtype": "float32"} (optionally with
+// "requires_grad": true, "device": "cuda:0", "stride": [1, 8]) or a scalar
+// {"scalar": 0.0033} (a JSON integer is an int scalar, true/false a bool scalar). Equal calls are
 // stored once: a million-line trace of a training loop has few distinct calls
 // (except for float scalars that change every step), and the distinct ones
 // live in flat arrays rather than a million small vectors.
@@ -70,6 +71,16 @@ ModelSignature build_signature(const Graph& g, const ShapeInfo& info);
 
 enum class EntryKind : uint8_t { Absent, Tensor, FloatScalar, IntScalar, BoolScalar };
 
+// What a tensor entry says beyond its shape and dtype, which torch's
+// TENSOR_MATCH guards as well: "requires_grad", "device" ("" when the trace
+// does not say) and "stride" (empty: contiguous for its shape).
+struct TensorLayout {
+  bool requires_grad = false;
+  std::string device;
+  std::vector<int64_t> strides;
+  bool operator==(const TensorLayout&) const = default;
+};
+
 // One distinct call, viewed in its trace's arrays: per input its kind, dtype
 // and float value; per class its value.
 struct CallRecord {
@@ -77,10 +88,14 @@ struct CallRecord {
   const DType* dtypes;
   const double* floats;         // float and bool scalars' values
   const int64_t* class_values;  // size or int scalar value per class (-1: no input gives it)
+  const uint32_t* layouts;      // per input: its TensorLayout in layout_table
+  const std::vector<TensorLayout>* layout_table;
+  const TensorLayout& layout(int input) const { return (*layout_table)[layouts[input]]; }
 };
 
 // The distinct calls as rows of struct-of-arrays storage: row r holds
-// kinds/dtypes/floats[r * num_inputs ...] and class_values[r * num_classes ...].
+// kinds/dtypes/floats/layouts[r * num_inputs ...] and class_values[r * num_classes ...].
+// Layouts are interned: a trace has few, and layout_table[0] is the default.
 struct Trace {
   std::string file;
   size_t num_inputs = 0;
@@ -90,11 +105,13 @@ struct Trace {
   std::vector<DType> dtypes;
   std::vector<double> floats;
   std::vector<int64_t> class_values;
+  std::vector<uint32_t> layouts;
+  std::vector<TensorLayout> layout_table = {TensorLayout{}};
   std::vector<uint32_t> calls;  // per call (trace order): its row
 
   CallRecord distinct(uint32_t row) const {
     return {kinds.data() + row * num_inputs, dtypes.data() + row * num_inputs, floats.data() + row * num_inputs,
-            class_values.data() + row * num_classes};
+            class_values.data() + row * num_classes, layouts.data() + row * num_inputs, &layout_table};
   }
 };
 

@@ -330,5 +330,52 @@ TEST(ExplainTrace, FileReadInBlocksMatchesText) {
   std::filesystem::remove(path);
 }
 
+std::string with_layout(int b, int s, const std::string& layout) {
+  return "{\"x\": {\"shape\": [" + std::to_string(b) + ", " + std::to_string(s) + "], \"dtype\": \"float32\", " +
+         layout + "}}\n";
+}
+
+// TENSOR_MATCH guards a tensor's device, requires_grad and strides as well as
+// its sizes, in the order torch checks them, and words each as torch does
+// (tests/fidelity/2.15/requires_grad_change, stride_change).
+TEST(ExplainSimulate, DeviceRequiresGradAndStridesAreGuarded) {
+  SimCase sc(false);
+  SimResult grad = sc.run(call(4, 8) + with_layout(4, 8, "\"requires_grad\": true") + call(4, 8));
+  EXPECT_EQ(grad.compiles, 2u);
+  ASSERT_EQ(grad.recompiles.size(), 1u);
+  EXPECT_EQ(grad.recompiles[0].reasons[0], "0/0: tensor 'x' requires_grad mismatch. expected requires_grad=0");
+
+  SimResult stride = sc.run(with_layout(4, 8, "\"stride\": [8, 1]") + with_layout(4, 8, "\"stride\": [1, 4]"));
+  ASSERT_EQ(stride.recompiles.size(), 1u);
+  EXPECT_EQ(stride.recompiles[0].reasons[0], "0/0: tensor 'x' stride mismatch at index 0. expected 8, actual 1");
+  // Explicit row-major strides are the same call as none given.
+  EXPECT_EQ(sc.run(call(4, 8) + with_layout(4, 8, "\"stride\": [8, 1]")).compiles, 1u);
+
+  SimResult device = sc.run(with_layout(4, 8, "\"device\": \"cuda:0\"") + with_layout(4, 8, "\"device\": \"cuda:1\""));
+  ASSERT_EQ(device.recompiles.size(), 1u);
+  EXPECT_EQ(device.recompiles[0].reasons[0], "0/0: tensor 'x' device mismatch. expected cuda:0, actual cuda:1");
+
+  // A size change is worded as the size mismatch alone, though the strides differ too.
+  SimResult size = sc.run(with_layout(4, 8, "\"stride\": [8, 1]") + with_layout(4, 9, "\"stride\": [9, 1]"));
+  ASSERT_EQ(size.recompiles.size(), 1u);
+  EXPECT_EQ(size.recompiles[0].reasons,
+            std::vector<std::string>{"0/0: tensor 'x' size mismatch at index 1. expected 8, actual 9"});
+}
+
+TEST(ExplainTrace, LayoutKeysAreChecked) {
+  SimCase sc(false);
+  auto err = [&](const std::string& layout) {
+    try {
+      sc.run(with_layout(2, 2, layout));
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(err("\"stride\": [1]"), "t.jsonl:1: input 'x': expected one stride per dim (2), actual 1 strides");
+  EXPECT_NE(err("\"requires_grad\": 1").find("\"requires_grad\" must be true or false"), std::string::npos);
+  EXPECT_NE(err("\"strides\": [2, 1]").find("unknown key \"strides\""), std::string::npos);
+}
+
 }  // namespace
 }  // namespace tcc

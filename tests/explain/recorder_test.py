@@ -1,0 +1,96 @@
+"""scripts/tcc_trace.py records a loop's calls as the trace explain reads.
+
+Tensors are stand-ins with torch's attributes (shape, dtype, stride(),
+requires_grad, device), so the test needs no torch: the loops of
+tests/fidelity/2.15/requires_grad_change and stride_change, recorded, give
+the prediction tcc gives for the oracle's traces, which matches what real
+torch did (the recording's compiles and first guard failure).
+
+Usage: recorder_test.py TCC SOURCE_DIR
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+
+class FakeTensor:
+    def __init__(self, shape, stride=None, requires_grad=False, device="cpu", dtype="torch.float32"):
+        self.shape, self.dtype, self.requires_grad, self.device = tuple(shape), dtype, requires_grad, device
+        self._stride = stride
+
+    def stride(self):
+        if self._stride is not None:
+            return tuple(self._stride)
+        out, acc = [], 1
+        for s in reversed(self.shape):
+            out.append(acc)
+            acc *= s
+        return tuple(reversed(out))
+
+
+def explain(tcc, root, model, trace):
+    r = subprocess.run([tcc, "explain", model, "--trace", trace, "--format", "json"], cwd=root,
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"tcc explain {model} --trace {trace} exited {r.returncode}: {r.stderr}")
+    j = json.loads(r.stdout)
+    return j["compiles"], [rc["reasons"][0] for rc in j["recompiles"]]
+
+
+def main():
+    tcc, root = sys.argv[1], sys.argv[2]
+    sys.path.insert(0, os.path.join(root, "scripts"))
+    import tcc_trace
+
+    failures = 0
+    model = "tests/fidelity/models/relu2d.tir"
+    loops = {
+        "requires_grad_change": [FakeTensor([4, 8]), FakeTensor([4, 8], requires_grad=True)],
+        "stride_change": [FakeTensor([4, 8]), FakeTensor([4, 8], stride=[1, 4])],
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        for scenario, xs in loops.items():
+            path = os.path.join(tmp, scenario + ".jsonl")
+            step = tcc_trace.record(lambda x: x, path)
+            for x in xs:
+                step(x)
+            step.close()
+            got = explain(tcc, root, model, path)
+            want = explain(tcc, root, model, f"tests/fidelity/2.15/{scenario}/trace.jsonl")
+            with open(os.path.join(root, "tests", "fidelity", "2.15", scenario, "recording.json")) as f:
+                torch = json.load(f)["recorded"]
+            torch_view = (torch["compiles"], [rc["reasons"][0] for rc in torch["recompiles"]])
+            for what, other in (("the oracle's trace", want), ("real torch", torch_view)):
+                if got != other:
+                    print(f"FAIL {scenario}: recorded trace predicts {got}, {what}: {other}")
+                    failures += 1
+
+        # Scalars, a renamed argument, what is left out, a module's forward, a device.
+        class Module:
+            def forward(self, input_ids, lr, steps, flag, cache=None):
+                return input_ids
+
+            def __call__(self, *args, **kwargs):
+                return self.forward(*args, **kwargs)
+
+        path = os.path.join(tmp, "module.jsonl")
+        m = tcc_trace.record(Module(), path, names={"input_ids": "x"})
+        m(FakeTensor([2, 3], device="cuda:0", dtype="torch.int64"), 0.5, 3, True, cache=[1])
+        m.close()
+        with open(path) as f:
+            line = json.loads(f.readline())
+        want = {"x": {"shape": [2, 3], "dtype": "int64", "device": "cuda:0"}, "lr": {"scalar": 0.5},
+                "steps": {"scalar": 3}, "flag": {"scalar": True}}
+        if line != want:
+            print(f"FAIL a module's call recorded as {line}, expected {want}")
+            failures += 1
+
+    if failures:
+        sys.exit(1)
+    print("recorded traces give the recordings' predictions")
+
+
+if __name__ == "__main__":
+    main()
