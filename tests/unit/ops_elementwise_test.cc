@@ -356,5 +356,44 @@ TEST(ElementwiseShapes, PReluRefusesASlopeThatWouldWidenX) {
   EXPECT_NE(mixed.error(), "(no error)");
 }
 
+TEST(ElementwiseKernels, BitwiseOnSignedAndUnsigned) {
+  Type t = tensor_type(DType::I8, {"4"});
+  Tensor a = tensor_of(DType::I8, {-1, -128, 0x55, 12}, {4});
+  Tensor b = tensor_of(DType::I8, {0x0f, -1, -86, 10}, {4});  // -86 is 0xaa
+  EXPECT_EQ(floats(OneOp("BitwiseAnd", {t, t}, {}, 18).run({a, b})), (std::vector<double>{15, -128, 0, 8}));
+  EXPECT_EQ(floats(OneOp("BitwiseOr", {t, t}, {}, 18).run({a, b})), (std::vector<double>{-1, -1, -1, 14}));
+  EXPECT_EQ(floats(OneOp("BitwiseXor", {t, t}, {}, 18).run({a, b})), (std::vector<double>{-16, 127, -1, 6}));
+  EXPECT_EQ(floats(OneOp("BitwiseNot", {t}, {}, 18).run({a})), (std::vector<double>{0, 127, -86, -13}));
+  // Unsigned: the complement stays within the width; u64's top bit is a value bit, broadcast over a scalar.
+  Type u8 = tensor_type(DType::U8, {"3"});
+  EXPECT_EQ(floats(OneOp("BitwiseNot", {u8}, {}, 18).run({tensor_of(DType::U8, {0, 5, 255}, {3})})),
+            (std::vector<double>{255, 250, 0}));
+  Tensor top(DType::U64, {2});
+  top.set_i64(0, INT64_MIN);  // 2^63
+  top.set_i64(1, -1);         // 2^64 - 1
+  Tensor mask(DType::U64, {});
+  mask.set_i64(0, INT64_MIN | 1);
+  Tensor y = OneOp("BitwiseAnd", {tensor_type(DType::U64, {"2"}), tensor_type(DType::U64, {})}, {}, 18).run({top, mask});
+  EXPECT_EQ(static_cast<uint64_t>(y.get_i64(0)), uint64_t{1} << 63);
+  EXPECT_EQ(static_cast<uint64_t>(y.get_i64(1)), (uint64_t{1} << 63) | 1);
+  OneOp mixed("BitwiseOr", {tensor_type(DType::I32, {"2"}), tensor_type(DType::U32, {"2"})}, {}, 18);
+  EXPECT_NE(mixed.error(), "(no error)");
+}
+
+TEST(ElementwiseKernels, BitShiftOfUnsignedShiftsInZeros) {
+  Tensor x(DType::U64, {3});
+  x.set_i64(0, INT64_MIN);  // 2^63
+  x.set_i64(1, 3);
+  x.set_i64(2, -1);
+  Tensor s = tensor_of(DType::U64, {63, 62, 64}, {3});
+  Type t = tensor_type(DType::U64, {"3"});
+  Tensor right = OneOp("BitShift", {t, t}, {{"direction", Attribute::of_string("RIGHT")}}).run({x, s});
+  EXPECT_EQ(floats(right), (std::vector<double>{1, 0, 0}));
+  Tensor left = OneOp("BitShift", {t, t}, {{"direction", Attribute::of_string("LEFT")}}).run({x, s});
+  EXPECT_EQ(static_cast<uint64_t>(left.get_i64(1)), uint64_t{3} << 62);
+  EXPECT_EQ(floats(left), (std::vector<double>{0, 13835058055282163712.0, 0}));
+  EXPECT_THROW(OneOp("BitShift", {t, t}, {{"direction", Attribute::of_string("UP")}}).run({x, s}), InputError);
+}
+
 }  // namespace
 }  // namespace tcc
