@@ -390,6 +390,15 @@ std::string instr_expr(const kir::Kernel& k, int i) {
     case Op::Erf: return math("erf", t, a(0));
     case Op::Sin: return math("sin", t, a(0));
     case Op::Cos: return math("cos", t, a(0));
+    case Op::Tan: return math("tan", t, a(0));
+    case Op::Asin: return math("asin", t, a(0));
+    case Op::Acos: return math("acos", t, a(0));
+    case Op::Atan: return math("atan", t, a(0));
+    case Op::Sinh: return math("sinh", t, a(0));
+    case Op::Cosh: return math("cosh", t, a(0));
+    case Op::Asinh: return math("asinh", t, a(0));
+    case Op::Acosh: return math("acosh", t, a(0));
+    case Op::Atanh: return math("atanh", t, a(0));
     case Op::Floor: return math("floor", t, a(0));
     case Op::Ceil: return math("ceil", t, a(0));
     case Op::Round: return math("rint", t, a(0));  // halves to even in the default rounding mode
@@ -400,6 +409,7 @@ std::string instr_expr(const kir::Kernel& k, int i) {
       if (flt) return "(" + a(0) + " > 0 ? " + lit(1) + " : " + a(0) + " < 0 ? " + lit(-1) + " : " + a(0) + " == " + a(0) + " ? " + lit(0) + " : " + a(0) + ")";
       return "(" + T + ")(" + a(0) + " > 0 ? 1 : " + a(0) + " < 0 ? -1 : 0)";
     case Op::Not: return "!" + a(0);
+    case Op::BitNot: return "(" + T + ")~" + a(0);
     case Op::IsNaN: return "(" + a(0) + " != " + a(0) + ")";
     case Op::Add: return flt ? a(0) + " + " + a(1) : wrapping("+", t, a(0), a(1));
     case Op::Sub: return flt ? a(0) + " - " + a(1) : wrapping("-", t, a(0), a(1));
@@ -424,6 +434,18 @@ std::string instr_expr(const kir::Kernel& k, int i) {
         return "tcc_f2i<" + T + ">(pow((double)" + a(0) + ", (double)" + a(1) + "), " + lo + ", " + hi + ")";
       }
       return "(" + T + ")tcc_ipow((int64_t)" + a(0) + ", (int64_t)" + a(1) + ")";
+    }
+    case Op::BitAnd: return "(" + T + ")(" + a(0) + " & " + a(1) + ")";
+    case Op::BitOr: return "(" + T + ")(" + a(0) + " | " + a(1) + ")";
+    case Op::BitXor: return "(" + T + ")(" + a(0) + " ^ " + a(1) + ")";
+    case Op::ShiftLeft:
+    case Op::ShiftRight: {
+      // An amount outside [0, width) reads as at least the width once unsigned.
+      std::string in_range = "(uint64_t)" + a(1) + " < " + std::to_string(dtype_size(t) * 8);
+      std::string shifted = in.op == Op::ShiftLeft ? "(" + T + ")((uint64_t)" + a(0) + " << " + a(1) + ")"
+                                                   : "(" + T + ")(" + a(0) + " >> " + a(1) + ")";
+      std::string out = in.op == Op::ShiftRight && is_signed(t) ? "(" + T + ")(" + a(0) + " < 0 ? -1 : 0)" : lit(0);
+      return "(" + in_range + " ? " + shifted + " : " + out + ")";
     }
     case Op::Max: return "tcc_max(" + a(0) + ", " + a(1) + ")";
     case Op::Min: return "tcc_min(" + a(0) + ", " + a(1) + ")";

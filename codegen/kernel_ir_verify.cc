@@ -8,8 +8,9 @@ namespace tcc::kir {
 namespace {
 
 // The groups of kernel_ir.h's Op list, by their first and last members.
-bool is_unary_math(Op op) { return op >= Op::Neg && op <= Op::Sign; }
-bool is_arithmetic(Op op) { return op >= Op::Add && op <= Op::Fmod; }
+bool is_unary_math(Op op) { return op >= Op::Neg && op <= Op::BitNot; }
+bool is_arithmetic(Op op) { return op >= Op::Add && op <= Op::ShiftRight; }
+bool is_bitwise(Op op) { return op == Op::BitNot || (op >= Op::BitAnd && op <= Op::ShiftRight); }
 bool is_logic(Op op) { return op == Op::And || op == Op::Or || op == Op::Xor || op == Op::Not; }
 bool is_comparison(Op op) { return op >= Op::Equal && op <= Op::GreaterOrEqual; }
 bool is_reduction(Op op) { return op >= Op::ReduceSum && op <= Op::ReduceProd; }
@@ -148,6 +149,8 @@ class Verifier {
     }
     if ((is_comparison(op) || is_logic(op) || op == Op::IsNaN) && in.dtype != DType::Bool)
       fail(i, what(i) + " gives bool, not " + std::string(dtype_name(in.dtype)));
+    if (is_bitwise(op) && !is_integer(in.dtype))
+      fail(i, what(i) + " works on integers, not " + std::string(dtype_name(in.dtype)));
   }
 
   void rows(int i, const Instr& in) {

@@ -1,5 +1,6 @@
 // Pointwise ops: arithmetic, Neg, Abs, Sign, Relu, comparisons, logic, Cast,
-// Where and Clip (the float functions and activations are in unary_float.cc).
+// Where and Clip (the float functions and activations are in unary_float.cc,
+// the bitwise ops in bitwise.cc).
 // All broadcast multidirectionally (NumPy rules).
 //
 // Kernels compute floats in double and integers in 64 bits (unsigned types in
@@ -31,8 +32,6 @@ const std::vector<DType> kSignedNumeric = {DType::F32, DType::F16, DType::BF16, 
 const std::vector<DType> kAll = {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I64,
                                  DType::I32, DType::I16, DType::I8,   DType::U64, DType::U32,
                                  DType::U16, DType::U8,  DType::Bool};
-const std::vector<DType> kInteger = {DType::I64, DType::I32, DType::I16, DType::I8,
-                                     DType::U64, DType::U32, DType::U16, DType::U8};
 
 // How a kernel computes on an element type.
 enum class Domain { Float, Signed, Unsigned };
@@ -329,34 +328,6 @@ Tensor pow_kernel(const EvalContext& ctx) {
   return out;
 }
 
-Tensor bitshift_kernel(const EvalContext& ctx) {
-  std::string dir = ctx.node().get_string("direction", "");
-  if (dir != "LEFT" && dir != "RIGHT") ctx.fail("direction must be \"LEFT\" or \"RIGHT\", got \"" + dir + "\"");
-  const Tensor& x = ctx.input(0);
-  const Tensor& y = ctx.input(1);
-  Broadcast b = broadcast_of(ctx.node(), {&x, &y});
-  Tensor out(x.dtype(), b.shape);
-  int64_t width = static_cast<int64_t>(dtype_size(x.dtype()) * 8);
-  bool is_signed_type = is_signed(x.dtype());
-  for (int64_t i = 0; i < out.numel(); ++i) {
-    int64_t v = x.get_i64(b.index[0](i));
-    int64_t s = y.get_i64(b.index[1](i));
-    // A shift by at least the width, or by a negative amount, shifts everything
-    // out (NumPy semantics, which the ONNX tests follow), not masked as in C.
-    bool all_out = s < 0 || s >= width;
-    int64_t r;
-    if (dir == "LEFT") {
-      r = all_out ? 0 : static_cast<int64_t>(static_cast<uint64_t>(v) << s);
-    } else if (is_signed_type) {
-      r = all_out ? (v < 0 ? -1 : 0) : (v >> s);
-    } else {
-      r = all_out ? 0 : static_cast<int64_t>(static_cast<uint64_t>(v) >> s);
-    }
-    out.set_i64(i, r);
-  }
-  return out;
-}
-
 Tensor where_kernel(const EvalContext& ctx) {
   const Tensor& c = ctx.input(0);
   const Tensor& x = ctx.input(1);
@@ -583,8 +554,6 @@ void register_arithmetic(OpRegistry& r) {
       }).gradient(mod_rule);
   add_op(r, "Pow", 7, kNumeric, infer_same_dtype(nullptr, false),
          [](EvalContext& ctx) { return std::vector<Tensor>{pow_kernel(ctx)}; }).pointwise_kernel(scalar(ScalarOp::Pow)).gradient(pow_rule);
-  add_op(r, "BitShift", 11, kInteger, infer_same_dtype(),
-         [](EvalContext& ctx) { return std::vector<Tensor>{bitshift_kernel(ctx)}; });
 
   // Variadic.
   auto minmax_value = [](bool is_max) {

@@ -1,6 +1,6 @@
 // What the pointwise families share: elementwise.cc (arithmetic, Neg, Abs,
-// Sign, Relu, comparisons, logic, Cast, Where, Clip) defines it and
-// unary_float.cc (float functions and activations) uses it.
+// Sign, Relu, comparisons, logic, Cast, Where, Clip) defines it;
+// unary_float.cc (float functions and activations) and bitwise.cc use it.
 #pragma once
 
 #include <functional>

@@ -81,6 +81,7 @@ const OpRegistry& OpRegistry::get() {
     OpRegistry r;
     register_elementwise_ops(r);
     register_unary_float_ops(r);
+    register_bitwise_ops(r);
     register_reduction_ops(r);
     register_linalg_ops(r);
     register_shape_ops(r);

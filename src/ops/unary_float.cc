@@ -1,13 +1,18 @@
-// Float functions of one input: math functions (Sqrt, Reciprocal, Exp, Log,
-// Erf, Tanh, Sin, Cos, Floor, Ceil, Round), activations (Sigmoid, Softplus,
-// HardSigmoid, HardSwish, LeakyRelu, Elu, Selu, Gelu), IsNaN and IsInf.
-// Kernels compute in double and round once to the output dtype.
+// Float functions and activations: math functions of one input (Sqrt,
+// Reciprocal, Exp, Log, Erf, Tanh, Floor, Ceil, Round, the trigonometric and
+// hyperbolic functions and their inverses), activations (Sigmoid, Softplus,
+// HardSigmoid, HardSwish, LeakyRelu, Elu, Selu, Gelu, Celu, Mish, Softsign,
+// ThresholdedRelu; Shrink, which takes integers too; PRelu, whose slope
+// broadcasts to X, on floats and integers), IsNaN and IsInf.
+// Kernels compute in double and round once to the output dtype (integer
+// PRelu multiplies in 64 bits).
 #include <algorithm>
 #include <cmath>
 #include <functional>
 
 #include "src/ops/elementwise.h"
 #include "src/ops/families.h"
+#include "src/ops/op_helpers.h"
 
 namespace tcc {
 
@@ -15,6 +20,11 @@ namespace {
 
 // Predicates read floats and write bools.
 const std::vector<DType> kFloatAndBool = {DType::F32, DType::F16, DType::BF16, DType::F64, DType::Bool};
+// Shrink's and PRelu's element types (opset 16's PRelu takes no 8- or 16-bit integers).
+const std::vector<DType> kShrinkTypes = {DType::F32, DType::F16, DType::F64, DType::I64, DType::I32, DType::I16,
+                                         DType::I8,  DType::U64, DType::U32, DType::U16, DType::U8};
+const std::vector<DType> kPReluTypes = {DType::F32, DType::F16, DType::BF16, DType::F64,
+                                        DType::I64, DType::I32, DType::U64,  DType::U32};
 
 // A unary op on floats, output of the same dtype (or out_dtype when given).
 Tensor unary_float(const EvalContext& ctx, const std::function<double(double)>& f,
@@ -48,6 +58,66 @@ PointwiseFn unary(Unary f) {
     DType dt = out_dtype(n);
     return f(n, b, in[0], [&](double v) { return b.constant(dt, v); });
   };
+}
+
+// log(1 + e^x) without overflow for large x.
+double softplus(double x) { return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x)); }
+
+// The same in a kernel: max(x, 0) + log(1 + exp(-|x|)), whose exp never overflows.
+int softplus(ScalarBuilder& b, DType dt, int x) {
+  int e = b.op(ScalarOp::Exp, dt, {b.op(ScalarOp::Neg, dt, {b.op(ScalarOp::Abs, dt, {x})})});
+  int tail = b.op(ScalarOp::Log, dt, {b.op(ScalarOp::Add, dt, {b.constant(dt, 1), e})});
+  return b.op(ScalarOp::Add, dt, {b.op(ScalarOp::Max, dt, {x, b.constant(dt, 0)}), tail});
+}
+
+// Celu's alpha, which divides x.
+double celu_alpha(const Node& n) {
+  double alpha = attr(n, "alpha", 1.0f);
+  if (alpha == 0) n.fail("alpha must not be 0");
+  return alpha;
+}
+
+// Shrink: x + bias below -lambd, x - bias above lambd, 0 between.
+double shrink(const Node& n, double x) {
+  double bias = attr(n, "bias", 0.0f), lambd = attr(n, "lambd", 0.5f);
+  return x < -lambd ? x + bias : x > lambd ? x - bias : 0.0;
+}
+
+// PRelu: x, or slope * x below 0, the slope broadcast to X's shape (never
+// the other way). Integers multiply with wrap-around, as Mul.
+Tensor prelu_kernel(const EvalContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& slope = ctx.input(1);
+  if (broadcast_shapes(ctx.node(), {x.shape(), slope.shape()}) != x.shape())
+    ctx.fail("slope of shape " + shape_str(slope.shape()) + " must broadcast to X's shape " + shape_str(x.shape()));
+  BroadcastIndexer at(x.shape(), slope.shape());
+  Tensor out(x.dtype(), x.shape());
+  bool flt = is_float(x.dtype()), sgn = is_signed(x.dtype());
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    if (flt) {
+      double v = x.get_f64(i);
+      out.set_f64(i, v < 0 ? v * slope.get_f64(at(i)) : v);
+    } else {
+      int64_t v = x.get_i64(i);
+      bool negative = sgn && v < 0;
+      out.set_i64(i, negative ? static_cast<int64_t>(static_cast<uint64_t>(v) * static_cast<uint64_t>(slope.get_i64(at(i)))) : v);
+    }
+  }
+  return out;
+}
+
+// X's type; slope must broadcast to X's shape (unidirectional broadcasting).
+void infer_prelu(InferContext& ctx) {
+  require_one_dtype(ctx, 0, {1});
+  if (!inputs_ranked(ctx, {0, 1})) return;
+  const Type& x = ctx.input_type(0);
+  const Type& slope = ctx.input_type(1);
+  std::string wrong = "slope " + slope.str() + " must broadcast to X's shape " + x.str();
+  if (slope.rank() > x.rank()) ctx.fail(wrong);
+  Dims both = broadcast_dims(ctx, {x.shape(), slope.shape()});
+  for (size_t d = 0; d < x.rank(); ++d)
+    if (x.shape()[d].is_static() && both[d] != x.shape()[d]) ctx.fail(wrong);
+  ctx.set_output_type(0, x);
 }
 
 // ---------------------------------------------------------------------------
@@ -110,6 +180,43 @@ void gelu_rule(GradContext& c) {
 void sin_rule(GradContext& c) { c.set(0, mul(c, c.dy(), c.e().op("Cos", {c.in(0)}))); }
 void cos_rule(GradContext& c) { c.set(0, c.e().op("Neg", {mul(c, c.dy(), c.e().op("Sin", {c.in(0)}))})); }
 
+// d tan = g (1 + y^2)
+void tan_rule(GradContext& c) {
+  c.set(0, mul(c, c.dy(), c.e().op("Add", {scalar(c, 1.0), mul(c, c.out(), c.out())})));
+}
+
+// d asin = g / sqrt(1 - x^2);  d acos = -g / sqrt(1 - x^2)
+Value* asin_grad(GradContext& c) {
+  Value* root = c.e().op("Sqrt", {c.e().op("Sub", {scalar(c, 1.0), mul(c, c.in(0), c.in(0))})});
+  return c.e().op("Div", {c.dy(), root});
+}
+void asin_rule(GradContext& c) { c.set(0, asin_grad(c)); }
+void acos_rule(GradContext& c) { c.set(0, c.e().op("Neg", {asin_grad(c)})); }
+
+// d atan = g / (1 + x^2)
+void atan_rule(GradContext& c) {
+  c.set(0, c.e().op("Div", {c.dy(), c.e().op("Add", {scalar(c, 1.0), mul(c, c.in(0), c.in(0))})}));
+}
+
+// d sinh = g cosh(x);  d cosh = g sinh(x)
+void sinh_rule(GradContext& c) { c.set(0, mul(c, c.dy(), c.e().op("Cosh", {c.in(0)}))); }
+void cosh_rule(GradContext& c) { c.set(0, mul(c, c.dy(), c.e().op("Sinh", {c.in(0)}))); }
+
+// d asinh = g / sqrt(x^2 + 1);  d acosh = g / sqrt(x^2 - 1)
+void asinh_rule(GradContext& c) {
+  Value* root = c.e().op("Sqrt", {c.e().op("Add", {mul(c, c.in(0), c.in(0)), scalar(c, 1.0)})});
+  c.set(0, c.e().op("Div", {c.dy(), root}));
+}
+void acosh_rule(GradContext& c) {
+  Value* root = c.e().op("Sqrt", {c.e().op("Sub", {mul(c, c.in(0), c.in(0)), scalar(c, 1.0)})});
+  c.set(0, c.e().op("Div", {c.dy(), root}));
+}
+
+// d atanh = g / (1 - x^2)
+void atanh_rule(GradContext& c) {
+  c.set(0, c.e().op("Div", {c.dy(), c.e().op("Sub", {scalar(c, 1.0), mul(c, c.in(0), c.in(0))})}));
+}
+
 // d (1/x) = -g y^2
 void reciprocal_rule(GradContext& c) { c.set(0, c.e().op("Neg", {mul(c, c.dy(), mul(c, c.out(), c.out()))})); }
 
@@ -141,6 +248,50 @@ void selu_rule(GradContext& c) {
   piecewise(c, mul(c, c.dy(), scalar(c, gamma)), mul(c, c.dy(), slope));
 }
 
+// Celu: g, or g exp(x / alpha) below 0
+void celu_rule(GradContext& c) {
+  Value* e = c.e().op("Exp", {c.e().op("Div", {c.in(0), scalar(c, celu_alpha(c.node()))})});
+  piecewise(c, c.dy(), mul(c, c.dy(), e));
+}
+
+// Mish, y = x t with t = tanh(softplus(x)): d = g (t + x sigmoid(x) (1 - t^2))
+void mish_rule(GradContext& c) {
+  Emitter& e = c.e();
+  Value* x = c.in(0);
+  Value* t = e.op("Tanh", {e.op("Softplus", {x})});
+  Value* sech2 = e.op("Sub", {scalar(c, 1.0), mul(c, t, t)});
+  Value* d = e.op("Add", {t, mul(c, mul(c, x, e.op("Sigmoid", {x})), sech2)});
+  c.set(0, mul(c, c.dy(), d));
+}
+
+// Softsign: g / (1 + |x|)^2
+void softsign_rule(GradContext& c) {
+  Value* denom = c.e().op("Add", {scalar(c, 1.0), c.e().op("Abs", {c.in(0)})});
+  c.set(0, c.e().op("Div", {c.dy(), mul(c, denom, denom)}));
+}
+
+// ThresholdedRelu: g where x > alpha, else 0
+void thresholded_relu_rule(GradContext& c) {
+  c.set(0, inside(c, c.in(0), scalar(c, c.node().get_float("alpha", 1.0f)), nullptr, false));
+}
+
+// Shrink: g where |x| > lambd (x < -lambd or x > lambd), else 0
+void shrink_rule(GradContext& c) {
+  Emitter& e = c.e();
+  double lambd = c.node().get_float("lambd", 0.5f);
+  Value* outside = e.op("Or", {e.op("Less", {c.in(0), scalar(c, -lambd)}), e.op("Greater", {c.in(0), scalar(c, lambd)})});
+  c.set(0, e.op("Where", {outside, c.dy(), scalar(c, 0.0)}));
+}
+
+// PRelu: dX = g, or g slope below 0 (at 0 the slope's side, as torch);
+// dslope = g x below 0, else 0, summed to the slope's shape
+void prelu_rule(GradContext& c) {
+  Emitter& e = c.e();
+  Value* positive = e.op("Greater", {c.in(0), scalar(c, 0.0)});
+  if (c.wants(0)) c.set(0, e.op("Where", {positive, c.dy(), mul(c, c.dy(), c.in(1))}));
+  if (c.wants(1)) c.set(1, c.unbroadcast(e.op("Where", {positive, scalar(c, 0.0), mul(c, c.dy(), c.in(0))}), 1));
+}
+
 // HardSigmoid: alpha g where 0 < alpha x + beta < 1, else 0
 void hard_sigmoid_rule(GradContext& c) {
   double alpha = c.node().get_float("alpha", 0.2f), beta = c.node().get_float("beta", 0.5f);
@@ -169,21 +320,23 @@ void register_unary_float_ops(OpRegistry& r) {
   add_unary_float(r, "Tanh", 6, [](const Node&, double x) { return std::tanh(x); }).pointwise_kernel(scalar(ScalarOp::Tanh)).gradient(tanh_rule);
   add_unary_float(r, "Sin", 7, [](const Node&, double x) { return std::sin(x); }).pointwise_kernel(scalar(ScalarOp::Sin)).gradient(sin_rule);
   add_unary_float(r, "Cos", 7, [](const Node&, double x) { return std::cos(x); }).pointwise_kernel(scalar(ScalarOp::Cos)).gradient(cos_rule);
+  add_unary_float(r, "Tan", 7, [](const Node&, double x) { return std::tan(x); }).pointwise_kernel(scalar(ScalarOp::Tan)).gradient(tan_rule);
+  add_unary_float(r, "Asin", 7, [](const Node&, double x) { return std::asin(x); }).pointwise_kernel(scalar(ScalarOp::Asin)).gradient(asin_rule);
+  add_unary_float(r, "Acos", 7, [](const Node&, double x) { return std::acos(x); }).pointwise_kernel(scalar(ScalarOp::Acos)).gradient(acos_rule);
+  add_unary_float(r, "Atan", 7, [](const Node&, double x) { return std::atan(x); }).pointwise_kernel(scalar(ScalarOp::Atan)).gradient(atan_rule);
+  add_unary_float(r, "Sinh", 9, [](const Node&, double x) { return std::sinh(x); }).pointwise_kernel(scalar(ScalarOp::Sinh)).gradient(sinh_rule);
+  add_unary_float(r, "Cosh", 9, [](const Node&, double x) { return std::cosh(x); }).pointwise_kernel(scalar(ScalarOp::Cosh)).gradient(cosh_rule);
+  add_unary_float(r, "Asinh", 9, [](const Node&, double x) { return std::asinh(x); }).pointwise_kernel(scalar(ScalarOp::Asinh)).gradient(asinh_rule);
+  add_unary_float(r, "Acosh", 9, [](const Node&, double x) { return std::acosh(x); }).pointwise_kernel(scalar(ScalarOp::Acosh)).gradient(acosh_rule);
+  add_unary_float(r, "Atanh", 9, [](const Node&, double x) { return std::atanh(x); }).pointwise_kernel(scalar(ScalarOp::Atanh)).gradient(atanh_rule);
   add_unary_float(r, "Floor", 6, [](const Node&, double x) { return std::floor(x); }).pointwise_kernel(scalar(ScalarOp::Floor)).gradient(zero_rule);
   add_unary_float(r, "Ceil", 6, [](const Node&, double x) { return std::ceil(x); }).pointwise_kernel(scalar(ScalarOp::Ceil)).gradient(zero_rule);
   // Halves round to even (the default rounding mode), as ONNX Round specifies.
   add_unary_float(r, "Round", 11, [](const Node&, double x) { return std::nearbyint(x); }).pointwise_kernel(scalar(ScalarOp::Round)).gradient(zero_rule);
   add_unary_float(r, "Sigmoid", 6, [](const Node&, double x) { return 1.0 / (1.0 + std::exp(-x)); }).pointwise_kernel(scalar(ScalarOp::Sigmoid)).gradient(sigmoid_rule);
-  add_unary_float(r, "Softplus", 1, [](const Node&, double x) {
-    // log(1 + e^x) without overflow for large x.
-    return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
-  }).pointwise_kernel(unary([](const Node& n, ScalarBuilder& b, int x, const auto& k) {
-    // max(x, 0) + log(1 + exp(-|x|)): exp never overflows.
-    DType dt = out_dtype(n);
-    int e = b.op(ScalarOp::Exp, dt, {b.op(ScalarOp::Neg, dt, {b.op(ScalarOp::Abs, dt, {x})})});
-    int tail = b.op(ScalarOp::Log, dt, {b.op(ScalarOp::Add, dt, {k(1), e})});
-    return b.op(ScalarOp::Add, dt, {b.op(ScalarOp::Max, dt, {x, k(0)}), tail});
-  })).gradient(softplus_rule);
+  add_unary_float(r, "Softplus", 1, [](const Node&, double x) { return softplus(x); }).pointwise_kernel([](const Node& n, ScalarBuilder& b, const std::vector<int>& in) {
+    return softplus(b, out_dtype(n), in[0]);
+  }).gradient(softplus_rule);
   add_unary_float(r, "HardSigmoid", 6, [](const Node& n, double x) {
     return std::clamp(attr(n, "alpha", 0.2f) * x + attr(n, "beta", 0.5f), 0.0, 1.0);
   }).pointwise_kernel(unary([](const Node& n, ScalarBuilder& b, int x, const auto& k) {
@@ -237,6 +390,51 @@ void register_unary_float_ops(OpRegistry& r) {
     int one_plus = bin(ScalarOp::Add, k(1), inner);
     return bin(ScalarOp::Mul, half_x, one_plus);
   })).gradient(gelu_rule);
+  // max(0, x) + min(0, alpha (exp(x / alpha) - 1)): x, or the Elu of x / alpha scaled by alpha below 0.
+  add_unary_float(r, "Celu", 12, [](const Node& n, double x) {
+    double alpha = celu_alpha(n);
+    return x < 0 ? alpha * std::expm1(x / alpha) : x;
+  }).pointwise_kernel(unary([](const Node& n, ScalarBuilder& b, int x, const auto& k) {
+    DType dt = out_dtype(n);
+    double alpha = celu_alpha(n);
+    int negative = b.op(ScalarOp::Less, DType::Bool, {x, k(0)});
+    int em1 = b.op(ScalarOp::Sub, dt, {b.op(ScalarOp::Exp, dt, {b.op(ScalarOp::Div, dt, {x, k(alpha)})}), k(1)});
+    return b.op(ScalarOp::Where, dt, {negative, b.op(ScalarOp::Mul, dt, {k(alpha), em1}), x});
+  })).gradient(celu_rule);
+  add_unary_float(r, "Mish", 18, [](const Node&, double x) { return x * std::tanh(softplus(x)); }).pointwise_kernel([](const Node& n, ScalarBuilder& b, const std::vector<int>& in) {
+    DType dt = out_dtype(n);
+    return b.op(ScalarOp::Mul, dt, {in[0], b.op(ScalarOp::Tanh, dt, {softplus(b, dt, in[0])})});
+  }).gradient(mish_rule);
+  add_unary_float(r, "Softsign", 1, [](const Node&, double x) { return x / (1 + std::fabs(x)); }).pointwise_kernel(unary([](const Node& n, ScalarBuilder& b, int x, const auto& k) {
+    DType dt = out_dtype(n);
+    return b.op(ScalarOp::Div, dt, {x, b.op(ScalarOp::Add, dt, {k(1), b.op(ScalarOp::Abs, dt, {x})})});
+  })).gradient(softsign_rule);
+  add_unary_float(r, "ThresholdedRelu", 10, [](const Node& n, double x) { return x > attr(n, "alpha", 1.0f) ? x : 0.0; }).pointwise_kernel(unary([](const Node& n, ScalarBuilder& b, int x, const auto& k) {
+    int above = b.op(ScalarOp::Greater, DType::Bool, {x, k(attr(n, "alpha", 1.0f))});
+    return b.op(ScalarOp::Where, out_dtype(n), {above, x, k(0)});
+  })).gradient(thresholded_relu_rule);
+  // Integers compute in double (exact below 2^53) and convert back as Cast does.
+  add_op(r, "Shrink", 9, kShrinkTypes, infer_same_dtype(), [](EvalContext& ctx) {
+    const Node& n = ctx.node();
+    return std::vector<Tensor>{unary_float(ctx, [&](double x) { return shrink(n, x); })};
+  }).pointwise_kernel([](const Node& n, ScalarBuilder& b, const std::vector<int>& in) {
+    DType dt = out_dtype(n), ct = is_float(dt) ? dt : DType::F64;
+    double bias = attr(n, "bias", 0.0f), lambd = attr(n, "lambd", 0.5f);
+    int x = is_float(dt) ? in[0] : b.op(ScalarOp::Cast, ct, {in[0]});
+    int below = b.op(ScalarOp::Less, DType::Bool, {x, b.constant(ct, -lambd)});
+    int above = b.op(ScalarOp::Greater, DType::Bool, {x, b.constant(ct, lambd)});
+    int upper = b.op(ScalarOp::Where, ct, {above, b.op(ScalarOp::Sub, ct, {x, b.constant(ct, bias)}), b.constant(ct, 0)});
+    int y = b.op(ScalarOp::Where, ct, {below, b.op(ScalarOp::Add, ct, {x, b.constant(ct, bias)}), upper});
+    return is_float(dt) ? y : b.op(ScalarOp::Cast, dt, {y});
+  }).gradient(shrink_rule);
+  add_op(r, "PRelu", 7, kPReluTypes, infer_prelu, [](EvalContext& ctx) { return std::vector<Tensor>{prelu_kernel(ctx)}; })
+      .pointwise_kernel([](const Node& n, ScalarBuilder& b, const std::vector<int>& in) {
+        DType dt = out_dtype(n);
+        if (!is_signed(dt)) return in[0];  // an unsigned X is never below 0
+        int negative = b.op(ScalarOp::Less, DType::Bool, {in[0], b.constant(dt, 0)});
+        return b.op(ScalarOp::Where, dt, {negative, b.op(ScalarOp::Mul, dt, {in[1], in[0]}), in[0]});
+      })
+      .gradient(prelu_rule);
 
   add_op(r, "IsNaN", 9, kFloatAndBool, infer_bool(), [](EvalContext& ctx) {
     return std::vector<Tensor>{unary_float(ctx, [](double x) { return std::isnan(x) ? 1.0 : 0.0; }, DType::Bool)};

@@ -29,6 +29,13 @@ TEST_P(GradRule, MatchesFiniteDifferences) {
 const char* kPositive = "  const %half: f64[] = [0.5]\n  %w2: f64[2, 3] = Mul(%w, %w)\n"
                         "  %pos: f64[2, 3] = Add(%w2, %half)\n";
 
+// Operands inside (-1, 1) for Asin, Acos and Atanh: 0.9 w.
+const char* kInsideUnit = "  const %k: f64[] = [0.9]\n  %in: f64[2, 3] = Mul(%w, %k)\n";
+
+// Operands above 1 for Acosh: w*w + 1.25.
+const char* kAboveOne = "  const %q: f64[] = [1.25]\n  %w2: f64[2, 3] = Mul(%w, %w)\n"
+                        "  %big: f64[2, 3] = Add(%w2, %q)\n";
+
 const RuleCase kRuleCases[] = {
     {"Add_broadcast", "  const %w0: f64[2, 1, 3] = $R\n  const %w1: f64[4, 1] = $R\n",
      "  %y: f64[2, 4, 3] = Add(%w0, %w1)\n", "f64[2, 4, 3]"},
@@ -305,6 +312,15 @@ const RuleCase kRuleCases[] = {
     {"Abs", "  const %w: f64[2, 3] = $R\n", "  %y: f64[2, 3] = Abs(%w)\n", "f64[2, 3]"},
     {"Sin", "  const %w: f64[2, 3] = $R\n", "  %y: f64[2, 3] = Sin(%w)\n", "f64[2, 3]"},
     {"Cos", "  const %w: f64[2, 3] = $R\n", "  %y: f64[2, 3] = Cos(%w)\n", "f64[2, 3]"},
+    {"Tan", "  const %w: f64[2, 3] = $R\n", "  %y: f64[2, 3] = Tan(%w)\n", "f64[2, 3]"},
+    {"Asin", "  const %w: f64[2, 3] = $R\n", std::string(kInsideUnit) + "  %y: f64[2, 3] = Asin(%in)\n", "f64[2, 3]"},
+    {"Acos", "  const %w: f64[2, 3] = $R\n", std::string(kInsideUnit) + "  %y: f64[2, 3] = Acos(%in)\n", "f64[2, 3]"},
+    {"Atan", "  const %w: f64[2, 3] = $R\n", "  %y: f64[2, 3] = Atan(%w)\n", "f64[2, 3]"},
+    {"Sinh", "  const %w: f64[2, 3] = $R\n", "  %y: f64[2, 3] = Sinh(%w)\n", "f64[2, 3]"},
+    {"Cosh", "  const %w: f64[2, 3] = $R\n", "  %y: f64[2, 3] = Cosh(%w)\n", "f64[2, 3]"},
+    {"Asinh", "  const %w: f64[2, 3] = $R\n", "  %y: f64[2, 3] = Asinh(%w)\n", "f64[2, 3]"},
+    {"Acosh", "  const %w: f64[2, 3] = $R\n", std::string(kAboveOne) + "  %y: f64[2, 3] = Acosh(%big)\n", "f64[2, 3]"},
+    {"Atanh", "  const %w: f64[2, 3] = $R\n", std::string(kInsideUnit) + "  %y: f64[2, 3] = Atanh(%in)\n", "f64[2, 3]"},
     {"Reciprocal", "  const %w: f64[2, 3] = $R\n", std::string(kPositive) + "  %y: f64[2, 3] = Reciprocal(%pos)\n",
      "f64[2, 3]"},
     {"Softplus", "  const %w: f64[2, 3] = $R\n", "  %y: f64[2, 3] = Softplus(%w)\n", "f64[2, 3]"},
@@ -317,6 +333,17 @@ const RuleCase kRuleCases[] = {
     // 4 x spans both flat sides (below -3, above 3) and the curve between.
     {"HardSwish", "  const %w: f64[3, 4] = $R\n  const %four: f64[] = [4.0]\n",
      "  %s: f64[3, 4] = Mul(%w, %four)\n  %y: f64[3, 4] = HardSwish(%s)\n", "f64[3, 4]"},
+    // Opset 18: shape inference checks dtypes against schemas up to 17, and Celu-12 takes f32 only (f64 from Celu-28).
+    {"Celu", "  const %w: f64[2, 3] = $R\n", "  %y: f64[2, 3] = Celu(%w) {alpha = 0.7}\n", "f64[2, 3]", 18},
+    {"Mish", "  const %w: f64[2, 3] = $R\n", "  %y: f64[2, 3] = Mish(%w)\n", "f64[2, 3]", 18},
+    {"Softsign", "  const %w: f64[2, 3] = $R\n", "  %y: f64[2, 3] = Softsign(%w)\n", "f64[2, 3]"},
+    {"ThresholdedRelu", "  const %w: f64[3, 4] = $R\n", "  %y: f64[3, 4] = ThresholdedRelu(%w) {alpha = 0.2}\n",
+     "f64[3, 4]"},
+    // Both sides of the dead zone and the zone itself.
+    {"Shrink", "  const %w: f64[3, 4] = $R\n", "  %y: f64[3, 4] = Shrink(%w) {bias = 0.3, lambd = 0.4}\n", "f64[3, 4]"},
+    // The slope broadcast over X's rows: its gradient is summed over them.
+    {"PRelu", "  const %w0: f64[4, 3] = $R\n  const %w1: f64[3] = $R\n", "  %y: f64[4, 3] = PRelu(%w0, %w1)\n",
+     "f64[4, 3]", 16},
     {"Clip", "  const %w: f64[3, 4] = $R\n  const %lo: f64[] = [-0.4]\n  const %hi: f64[] = [0.3]\n",
      "  %y: f64[3, 4] = Clip(%w, %lo, %hi)\n", "f64[3, 4]"},
     {"Clip_upper_only", "  const %w: f64[3, 4] = $R\n  const %hi: f64[] = [0.3]\n",

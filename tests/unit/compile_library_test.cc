@@ -7,9 +7,11 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "frontends/load_model.h"
 #include "src/compiler/compile.h"
 #include "src/ops/fusion.h"
 #include "tests/unit/compile_util.h"
@@ -137,6 +139,23 @@ TEST_F(CompileLibrary, ChecksTheRequestBeforeReadingTheModel) {
         << e.what();
   }
   EXPECT_FALSE(fs::exists(dir_ / "module"));
+}
+
+// Models of the trigonometric, activation and bitwise ops (tests/kernels, where
+// kernel_numerics_test runs their kernels against the interpreter) compile
+// into generated kernels alone: no node is left to a host step.
+TEST_F(CompileLibrary, PointwiseMathAndBitwiseOpsNeedNoHostStep) {
+  for (const char* model : {"trig_activations.tir", "bitwise.tir"}) {
+    CompileRequest req = request(model);
+    req.model = std::string(TCC_SOURCE_DIR) + "/tests/kernels/" + model;
+    CompileResult r = compile(req);
+    for (const FallbackReason& f : r.fallbacks) ADD_FAILURE() << model << ": a host step: " << f.node << " (" << f.op_type << ")";
+    std::set<std::string> in_kernels;
+    for (const kir::Kernel& k : r.schedule.kernels) in_kernels.insert(k.nodes.begin(), k.nodes.end());
+    std::unique_ptr<Model> loaded = load_model(req.model);
+    for (const auto& n : loaded->graph->nodes())
+      EXPECT_TRUE(in_kernels.count(n->name())) << model << ": " << n->name() << " (" << n->op_type() << ") is in no kernel";
+  }
 }
 
 }  // namespace

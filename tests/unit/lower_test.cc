@@ -44,9 +44,17 @@ double round_to(DType t, double v) {
   }
 }
 
+// An integer's bits kept to the width of integer dtype t, as a value of t.
+double wrap_to(DType t, int64_t bits) {
+  Tensor x(t, {});
+  x.set_i64(0, bits);
+  return x.get_f64(0);
+}
+
 double apply(kir::Op op, DType t, const std::vector<double>& a) {
   using kir::Op;
   auto nan_or = [&](double v) { return std::isnan(a[0]) || std::isnan(a[1]) ? NAN : v; };
+  auto bits = [&](size_t i) { return static_cast<int64_t>(a[i]); };
   switch (op) {
     case Op::Neg: return -a[0];
     case Op::Abs: return std::fabs(a[0]);
@@ -60,11 +68,21 @@ double apply(kir::Op op, DType t, const std::vector<double>& a) {
     case Op::Relu: return a[0] < 0 ? 0 : a[0];
     case Op::Sin: return std::sin(a[0]);
     case Op::Cos: return std::cos(a[0]);
+    case Op::Tan: return std::tan(a[0]);
+    case Op::Asin: return std::asin(a[0]);
+    case Op::Acos: return std::acos(a[0]);
+    case Op::Atan: return std::atan(a[0]);
+    case Op::Sinh: return std::sinh(a[0]);
+    case Op::Cosh: return std::cosh(a[0]);
+    case Op::Asinh: return std::asinh(a[0]);
+    case Op::Acosh: return std::acosh(a[0]);
+    case Op::Atanh: return std::atanh(a[0]);
     case Op::Floor: return std::floor(a[0]);
     case Op::Ceil: return std::ceil(a[0]);
     case Op::Round: return std::nearbyint(a[0]);
     case Op::Sign: return a[0] > 0 ? 1 : a[0] < 0 ? -1 : 0;
     case Op::Not: return a[0] == 0;
+    case Op::BitNot: return wrap_to(t, ~bits(0));
     case Op::IsNaN: return std::isnan(a[0]);
     case Op::Cast: return round_to(t, a[0]);
     case Op::Add: return a[0] + a[1];
@@ -79,6 +97,15 @@ double apply(kir::Op op, DType t, const std::vector<double>& a) {
       return r != 0 && (r < 0) != (a[1] < 0) ? r + a[1] : r;
     }
     case Op::Fmod: return std::fmod(a[0], a[1]);
+    case Op::BitAnd: return wrap_to(t, bits(0) & bits(1));
+    case Op::BitOr: return wrap_to(t, bits(0) | bits(1));
+    case Op::BitXor: return wrap_to(t, bits(0) ^ bits(1));
+    case Op::ShiftLeft:
+    case Op::ShiftRight: {
+      int64_t s = bits(1);
+      if (s < 0 || s >= static_cast<int64_t>(dtype_size(t) * 8)) return op == Op::ShiftRight && a[0] < 0 ? -1 : 0;
+      return wrap_to(t, op == Op::ShiftLeft ? static_cast<int64_t>(static_cast<uint64_t>(bits(0)) << s) : bits(0) >> s);
+    }
     case Op::And: return a[0] != 0 && a[1] != 0;
     case Op::Or: return a[0] != 0 || a[1] != 0;
     case Op::Xor: return (a[0] != 0) != (a[1] != 0);

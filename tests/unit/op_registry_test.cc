@@ -37,6 +37,7 @@ TEST(OpRegistry, PointwiseExpressionsBuildForTheirOps) {
     Node* n = g.add_node(def->op_type, inputs, {"y"}, def->domain, def->op_type);
     n->output(0)->set_type(Type::tensor(DType::F32, {Dim(4)}));
     if (def->op_type == "Size") n->set_attr("dims", Attribute::of_strings({"4"}));
+    if (def->op_type == "BitShift") n->set_attr("direction", Attribute::of_string("LEFT"));
     CountingBuilder b;
     b.next = static_cast<int>(arity);
     std::vector<int> in;

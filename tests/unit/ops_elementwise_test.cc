@@ -243,5 +243,157 @@ TEST(ElementwiseKernels, BitShiftSaturatesLikeNumPy) {
             (std::vector<double>{-16, 0, -128}));
 }
 
+TEST(ElementwiseKernels, InverseTrigonometricEdges) {
+  Type t = tensor_type(DType::F64, {"5"});
+  auto run = [&](const std::string& op, const std::vector<double>& x) {
+    return floats(OneOp(op, {t}).run({tensor_of(DType::F64, x, {5})}));
+  };
+  // Acosh is 0 at 1 and undefined below; Atanh is infinite at +-1, finite just inside.
+  std::vector<double> acosh = run("Acosh", {1, 2, 0.5, -1, 1e300});
+  EXPECT_EQ(acosh[0], 0.0);
+  EXPECT_DOUBLE_EQ(acosh[1], std::log(2 + std::sqrt(3.0)));
+  EXPECT_TRUE(std::isnan(acosh[2]) && std::isnan(acosh[3]));
+  EXPECT_DOUBLE_EQ(acosh[4], std::acosh(1e300));
+  std::vector<double> atanh = run("Atanh", {1, -1, 1 - 1e-12, 0, 1.5});
+  EXPECT_EQ(atanh[0], INFINITY);
+  EXPECT_EQ(atanh[1], -INFINITY);
+  EXPECT_NEAR(atanh[2], 0.5 * std::log(2 / 1e-12), 1e-3);
+  EXPECT_EQ(atanh[3], 0.0);
+  EXPECT_TRUE(std::isnan(atanh[4]));
+  std::vector<double> asin = run("Asin", {1, -1, 0, 0.5, 1.01});
+  EXPECT_EQ(asin[0], M_PI / 2);
+  EXPECT_EQ(asin[1], -M_PI / 2);
+  EXPECT_DOUBLE_EQ(asin[3], M_PI / 6);
+  EXPECT_TRUE(std::isnan(asin[4]));
+  std::vector<double> acos = run("Acos", {1, -1, 0, 0.5, -1.01});
+  EXPECT_EQ(acos[0], 0.0);
+  EXPECT_EQ(acos[1], M_PI);
+  EXPECT_DOUBLE_EQ(acos[3], M_PI / 3);
+  EXPECT_TRUE(std::isnan(acos[4]));
+  std::vector<double> atan = run("Atan", {INFINITY, -INFINITY, 0, 1, -1});
+  EXPECT_EQ(atan[0], M_PI / 2);
+  EXPECT_EQ(atan[1], -M_PI / 2);
+  EXPECT_DOUBLE_EQ(atan[3], M_PI / 4);
+  std::vector<double> asinh = run("Asinh", {0, 1, -1, INFINITY, -1e300});
+  EXPECT_DOUBLE_EQ(asinh[1], std::log(1 + std::sqrt(2.0)));
+  EXPECT_EQ(asinh[2], -asinh[1]);
+  EXPECT_EQ(asinh[3], INFINITY);
+  EXPECT_DOUBLE_EQ(asinh[4], -std::log(2e300));
+}
+
+TEST(ElementwiseKernels, TrigonometricAndHyperbolic) {
+  Tensor x = tensor_of(DType::F32, {-2, 0, 0.75, 100}, {4});
+  Type t = tensor_type(DType::F32, {"4"});
+  auto run = [&](const std::string& op) { return floats(OneOp(op, {t}).run({x})); };
+  // Computed in double and rounded once to f32.
+  auto f32 = [](double v) { return static_cast<double>(static_cast<float>(v)); };
+  EXPECT_EQ(run("Tan"), (std::vector<double>{f32(std::tan(-2.0)), 0, f32(std::tan(0.75)), f32(std::tan(100.0))}));
+  EXPECT_EQ(run("Sinh"), (std::vector<double>{f32(std::sinh(-2.0)), 0, f32(std::sinh(0.75)), INFINITY}));
+  EXPECT_EQ(run("Cosh"), (std::vector<double>{f32(std::cosh(2.0)), 1, f32(std::cosh(0.75)), INFINITY}));
+}
+
+TEST(ElementwiseKernels, CeluMishSoftsignThresholdedRelu) {
+  Tensor x = tensor_of(DType::F64, {-1.5, 0, 0.5, 2}, {4});
+  Type t = tensor_type(DType::F64, {"4"});
+  auto run = [&](const std::string& op, const std::map<std::string, Attribute>& attrs = {}) {
+    return floats(OneOp(op, {t}, attrs, 18).run({x}));
+  };
+  std::vector<double> celu = run("Celu", {{"alpha", Attribute::of_float(2.0f)}});
+  EXPECT_DOUBLE_EQ(celu[0], 2 * std::expm1(-0.75));
+  EXPECT_EQ(celu[1], 0.0);
+  EXPECT_EQ(celu[3], 2.0);
+  EXPECT_THROW(run("Celu", {{"alpha", Attribute::of_float(0.0f)}}), InputError);
+  std::vector<double> mish = run("Mish");
+  EXPECT_DOUBLE_EQ(mish[0], -1.5 * std::tanh(std::log1p(std::exp(-1.5))));
+  EXPECT_DOUBLE_EQ(mish[3], 2 * std::tanh(std::log1p(std::exp(2.0))));
+  EXPECT_EQ(run("Softsign"), (std::vector<double>{-1.5 / 2.5, 0, 0.5 / 1.5, 2.0 / 3}));
+  // The threshold itself is not above it.
+  EXPECT_EQ(run("ThresholdedRelu", {{"alpha", Attribute::of_float(0.5f)}}), (std::vector<double>{0, 0, 0, 2}));
+  EXPECT_EQ(run("ThresholdedRelu", {{"alpha", Attribute::of_float(-2.0f)}}), (std::vector<double>{-1.5, 0, 0.5, 2}));
+  EXPECT_EQ(run("ThresholdedRelu"), (std::vector<double>{0, 0, 0, 2}));  // alpha 1
+}
+
+TEST(ElementwiseKernels, ShrinkBiasAndLambd) {
+  Type t = tensor_type(DType::F32, {"7"});
+  Tensor x = tensor_of(DType::F32, {-3, -1, -0.5, 0, 0.5, 1, 3}, {7});
+  // Defaults: lambd 0.5, bias 0 (hard shrink); +-lambd itself is inside.
+  EXPECT_EQ(floats(OneOp("Shrink", {t}, {}, 9).run({x})), (std::vector<double>{-3, -1, 0, 0, 0, 1, 3}));
+  std::map<std::string, Attribute> soft = {{"lambd", Attribute::of_float(1.0f)}, {"bias", Attribute::of_float(1.5f)}};
+  EXPECT_EQ(floats(OneOp("Shrink", {t}, soft, 9).run({x})), (std::vector<double>{-1.5, 0, 0, 0, 0, 0, 1.5}));
+  // Integers compute in double and truncate toward 0; a result out of range saturates.
+  Type ti = tensor_type(DType::I8, {"5"});
+  std::map<std::string, Attribute> frac = {{"lambd", Attribute::of_float(1.0f)}, {"bias", Attribute::of_float(-0.5f)}};
+  EXPECT_EQ(floats(OneOp("Shrink", {ti}, frac, 9).run({tensor_of(DType::I8, {-5, -1, 1, 3, 127}, {5})})),
+            (std::vector<double>{-5, 0, 0, 3, 127}));
+  Type tu = tensor_type(DType::U8, {"3"});
+  EXPECT_EQ(floats(OneOp("Shrink", {tu}, soft, 9).run({tensor_of(DType::U8, {1, 2, 255}, {3})})),
+            (std::vector<double>{0, 0, 253}));
+}
+
+TEST(ElementwiseKernels, PReluBroadcastsTheSlopeToX) {
+  OneOp f("PRelu", {tensor_type(DType::F32, {"2", "3"}), tensor_type(DType::F32, {"3"})}, {}, 16);
+  EXPECT_EQ(f.type(), "f32[2, 3]");
+  EXPECT_EQ(floats(f.run({tensor_of(DType::F32, {-1, -2, 3, 0, -4, 5}, {2, 3}), tensor_of(DType::F32, {0.5, 2, -1}, {3})})),
+            (std::vector<double>{-0.5, -4, 3, 0, -8, 5}));
+  OneOp i("PRelu", {tensor_type(DType::I32, {"4"}), tensor_type(DType::I32, {"1"})}, {}, 16);
+  EXPECT_EQ(floats(i.run({tensor_of(DType::I32, {-3, 0, 7, -2147483647}, {4}), tensor_of(DType::I32, {-2}, {1})})),
+            (std::vector<double>{6, 0, 7, -2}));  // -2147483647 * -2 wraps around
+  OneOp u("PRelu", {tensor_type(DType::U32, {"2"}), tensor_type(DType::U32, {"1"})}, {}, 16);
+  EXPECT_EQ(floats(u.run({tensor_of(DType::U32, {4294967295.0, 1}, {2}), tensor_of(DType::U32, {3}, {1})})),
+            (std::vector<double>{4294967295.0, 1}));  // never negative
+  // A symbolic X dim takes a static slope dim; the output keeps X's shape.
+  OneOp sym("PRelu", {tensor_type(DType::F32, {"b", "4"}), tensor_type(DType::F32, {"1", "4"})}, {}, 16);
+  EXPECT_EQ(sym.type(), "f32[b, 4]");
+}
+
+TEST(ElementwiseShapes, PReluRefusesASlopeThatWouldWidenX) {
+  OneOp wider("PRelu", {tensor_type(DType::F32, {"1", "3"}), tensor_type(DType::F32, {"2", "3"})}, {}, 16);
+  EXPECT_NE(wider.error().find("slope f32[2, 3] must broadcast to X's shape f32[1, 3]"), std::string::npos)
+      << wider.error();
+  OneOp longer("PRelu", {tensor_type(DType::F32, {"3"}), tensor_type(DType::F32, {"1", "3"})}, {}, 16);
+  EXPECT_NE(longer.error().find("must broadcast to X's shape"), std::string::npos) << longer.error();
+  OneOp mixed("PRelu", {tensor_type(DType::F32, {"3"}), tensor_type(DType::F64, {"3"})}, {}, 16);
+  EXPECT_NE(mixed.error(), "(no error)");
+}
+
+TEST(ElementwiseKernels, BitwiseOnSignedAndUnsigned) {
+  Type t = tensor_type(DType::I8, {"4"});
+  Tensor a = tensor_of(DType::I8, {-1, -128, 0x55, 12}, {4});
+  Tensor b = tensor_of(DType::I8, {0x0f, -1, -86, 10}, {4});  // -86 is 0xaa
+  EXPECT_EQ(floats(OneOp("BitwiseAnd", {t, t}, {}, 18).run({a, b})), (std::vector<double>{15, -128, 0, 8}));
+  EXPECT_EQ(floats(OneOp("BitwiseOr", {t, t}, {}, 18).run({a, b})), (std::vector<double>{-1, -1, -1, 14}));
+  EXPECT_EQ(floats(OneOp("BitwiseXor", {t, t}, {}, 18).run({a, b})), (std::vector<double>{-16, 127, -1, 6}));
+  EXPECT_EQ(floats(OneOp("BitwiseNot", {t}, {}, 18).run({a})), (std::vector<double>{0, 127, -86, -13}));
+  // Unsigned: the complement stays within the width; u64's top bit is a value bit, broadcast over a scalar.
+  Type u8 = tensor_type(DType::U8, {"3"});
+  EXPECT_EQ(floats(OneOp("BitwiseNot", {u8}, {}, 18).run({tensor_of(DType::U8, {0, 5, 255}, {3})})),
+            (std::vector<double>{255, 250, 0}));
+  Tensor top(DType::U64, {2});
+  top.set_i64(0, INT64_MIN);  // 2^63
+  top.set_i64(1, -1);         // 2^64 - 1
+  Tensor mask(DType::U64, {});
+  mask.set_i64(0, INT64_MIN | 1);
+  Tensor y = OneOp("BitwiseAnd", {tensor_type(DType::U64, {"2"}), tensor_type(DType::U64, {})}, {}, 18).run({top, mask});
+  EXPECT_EQ(static_cast<uint64_t>(y.get_i64(0)), uint64_t{1} << 63);
+  EXPECT_EQ(static_cast<uint64_t>(y.get_i64(1)), (uint64_t{1} << 63) | 1);
+  OneOp mixed("BitwiseOr", {tensor_type(DType::I32, {"2"}), tensor_type(DType::U32, {"2"})}, {}, 18);
+  EXPECT_NE(mixed.error(), "(no error)");
+}
+
+TEST(ElementwiseKernels, BitShiftOfUnsignedShiftsInZeros) {
+  Tensor x(DType::U64, {3});
+  x.set_i64(0, INT64_MIN);  // 2^63
+  x.set_i64(1, 3);
+  x.set_i64(2, -1);
+  Tensor s = tensor_of(DType::U64, {63, 62, 64}, {3});
+  Type t = tensor_type(DType::U64, {"3"});
+  Tensor right = OneOp("BitShift", {t, t}, {{"direction", Attribute::of_string("RIGHT")}}).run({x, s});
+  EXPECT_EQ(floats(right), (std::vector<double>{1, 0, 0}));
+  Tensor left = OneOp("BitShift", {t, t}, {{"direction", Attribute::of_string("LEFT")}}).run({x, s});
+  EXPECT_EQ(static_cast<uint64_t>(left.get_i64(1)), uint64_t{3} << 62);
+  EXPECT_EQ(floats(left), (std::vector<double>{0, 13835058055282163712.0, 0}));
+  EXPECT_THROW(OneOp("BitShift", {t, t}, {{"direction", Attribute::of_string("UP")}}).run({x, s}), InputError);
+}
+
 }  // namespace
 }  // namespace tcc
