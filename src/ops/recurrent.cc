@@ -87,7 +87,6 @@ struct Recurrent {
   std::vector<std::vector<Activation>> activations;
 
   bool backward(int64_t direction) const { return directions == 2 ? direction == 1 : reverse; }
-  size_t states() const { return cell == Cell::Lstm ? 2 : 1; }
 };
 
 // The activations attribute, its functions looked up and their alpha and beta
@@ -307,12 +306,8 @@ std::vector<Tensor> eval_recurrent(EvalContext& ctx, Cell cell) {
     if (ctx.has_input(i)) expect_shape(ctx, i, input_shape(r, i, s));
   auto opt = [&](size_t i) { return ctx.has_input(i) ? &ctx.input(i) : nullptr; };
   const Tensor *lens = opt(kSeqLens), *init_h = opt(kInitH), *init_c = opt(kInitC);
-  std::vector<int64_t> y_dims = {seq, r.directions, batch, hs}, state_dims = {r.directions, batch, hs};
-  if (r.layout == 1) {
-    y_dims = {batch, seq, r.directions, hs};
-    state_dims = {batch, r.directions, hs};
-  }
-  Tensor y(x.dtype(), y_dims), y_h(x.dtype(), state_dims), y_c(x.dtype(), state_dims);
+  Dims y_dims = y_shape(r, s), state_dims = state_shape(r, s);
+  Tensor y(x.dtype(), *static_values(&y_dims)), y_h(x.dtype(), *static_values(&state_dims)), y_c = y_h.clone();
   // Flat offsets of X's row (t, b), Y's row (t, d, b) and a state's row (d, b).
   auto x_at = [&](int64_t t, int64_t b) { return (r.layout == 0 ? t * batch + b : b * seq + t) * in; };
   auto y_at = [&](int64_t t, int64_t d, int64_t b) {
