@@ -1,0 +1,359 @@
+// Recurrent ops over a sequence: RNN, GRU and LSTM (opsets 7, 14, 22).
+//
+// Each runs forward, in reverse, or both ways (bidirectional: direction 0
+// forward, 1 reverse), from initial states (zero when absent), with per-batch
+// sequence lengths: a batch entry's outputs past its length are zero and its
+// final states are those after its last valid step (zero for a length of 0,
+// as ONNX Runtime gives). Layout 0 is [seq, batch, ...] for X and Y and [dirs, batch,
+// hidden] for the states; layout 1 (opset 14) puts batch first. Kernels
+// compute in double and round once to X's dtype.
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <optional>
+
+#include "src/ops/families.h"
+#include "src/ops/op_helpers.h"
+#include "src/ops/op_registry.h"
+
+namespace tcc {
+namespace {
+
+// X's float types and sequence_lens' i32 (ONNX's schema keeps X, the weights
+// and the states floating).
+const std::vector<DType> kTypes = {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I32};
+
+enum Input : size_t { kX, kW, kR, kB, kSeqLens, kInitH, kInitC, kP };
+const char* const kInputNames[] = {"X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P"};
+
+enum class Cell { Rnn, Gru, Lstm };
+
+// -------------------------------------------------------- Activations
+
+// One of the activation functions the spec lists, with its alpha and beta.
+struct Activation {
+  double (*f)(double x, double alpha, double beta) = nullptr;
+  double alpha = 0, beta = 0;
+  double operator()(double x) const { return f(x, alpha, beta); }
+};
+
+// How many of alpha and beta a function takes and their defaults, which are
+// those of the ONNX ops of the same name (Affine and ScaledTanh, which have
+// none, default to the identity scale: alpha 1, beta 0 / 1).
+struct ActivationSpec {
+  const char* name;
+  bool takes_alpha, takes_beta;
+  double alpha, beta;
+  double (*f)(double x, double alpha, double beta);
+};
+
+const ActivationSpec kActivations[] = {
+    {"Relu", false, false, 0, 0, [](double x, double, double) { return std::max(x, 0.0); }},
+    {"Tanh", false, false, 0, 0, [](double x, double, double) { return std::tanh(x); }},
+    {"Sigmoid", false, false, 0, 0,
+     [](double x, double, double) { return x >= 0 ? 1 / (1 + std::exp(-x)) : std::exp(x) / (1 + std::exp(x)); }},
+    {"Affine", true, true, 1, 0, [](double x, double a, double b) { return a * x + b; }},
+    {"LeakyRelu", true, false, 0.01, 0, [](double x, double a, double) { return x >= 0 ? x : a * x; }},
+    {"ThresholdedRelu", true, false, 1, 0, [](double x, double a, double) { return x >= a ? x : 0.0; }},
+    {"ScaledTanh", true, true, 1, 1, [](double x, double a, double b) { return a * std::tanh(b * x); }},
+    {"HardSigmoid", true, true, 0.2, 0.5,
+     [](double x, double a, double b) { return std::clamp(a * x + b, 0.0, 1.0); }},
+    {"Elu", true, false, 1, 0, [](double x, double a, double) { return x >= 0 ? x : a * std::expm1(x); }},
+    {"Softsign", false, false, 0, 0, [](double x, double, double) { return x / (1 + std::abs(x)); }},
+    {"Softplus", false, false, 0, 0,
+     [](double x, double, double) { return std::max(x, 0.0) + std::log1p(std::exp(-std::abs(x))); }},
+};
+
+// Activation names compare case-insensitively, as ONNX Runtime reads them.
+bool same_name(const std::string& a, const std::string& b) {
+  auto lower = [](char c) { return std::tolower(static_cast<unsigned char>(c)); };
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [&](char x, char y) { return lower(x) == lower(y); });
+}
+
+// -------------------------------------------------------- Attributes
+
+// A node's attributes, read once with the spec's defaults.
+struct Recurrent {
+  Cell cell = Cell::Rnn;
+  int64_t gates = 1;       // row blocks of W and R: RNN 1, GRU 3 (z, r, h), LSTM 4 (i, o, f, c)
+  int64_t directions = 1;  // 2 when bidirectional
+  bool reverse = false;    // direction "reverse"
+  int64_t layout = 0;
+  std::optional<int64_t> hidden_size;
+  std::optional<double> clip;
+  bool linear_before_reset = false;  // GRU
+  bool input_forget = false;         // LSTM
+  // Per direction: f (RNN); f, g (GRU); f, g, h (LSTM).
+  std::vector<std::vector<Activation>> activations;
+
+  bool backward(int64_t direction) const { return directions == 2 ? direction == 1 : reverse; }
+};
+
+// The activations attribute, its functions looked up and their alpha and beta
+// taken from activation_alpha / activation_beta in order, each list consumed
+// only by the functions that take it, its defaults once it runs out (as ONNX
+// Runtime reads them).
+std::vector<std::vector<Activation>> read_activations(const Node& n, const Recurrent& r) {
+  static const std::vector<std::string> kDefaults[] = {{"Tanh"}, {"Sigmoid", "Tanh"}, {"Sigmoid", "Tanh", "Tanh"}};
+  const std::vector<std::string>& defaults = kDefaults[static_cast<int>(r.cell)];
+  std::vector<std::string> names;
+  for (int64_t d = 0; d < r.directions; ++d) names.insert(names.end(), defaults.begin(), defaults.end());
+  if (const Attribute* a = n.attr("activations")) {
+    if (a->kind != Attribute::Kind::Strings) n.fail("expected 'activations' to be a list of strings");
+    if (a->strings.size() != names.size())
+      n.fail("expected " + std::to_string(names.size()) + " activations (" + std::to_string(defaults.size()) +
+             " per direction), got " + std::to_string(a->strings.size()));
+    names = a->strings;
+  }
+  std::vector<float> alphas = n.get_floats("activation_alpha"), betas = n.get_floats("activation_beta");
+  size_t next_alpha = 0, next_beta = 0;
+  std::vector<std::vector<Activation>> out(static_cast<size_t>(r.directions));
+  for (size_t i = 0; i < names.size(); ++i) {
+    const ActivationSpec* spec = nullptr;
+    for (const ActivationSpec& s : kActivations)
+      if (same_name(names[i], s.name)) spec = &s;
+    if (!spec) n.fail("unknown activation '" + names[i] + "'");
+    Activation act{spec->f, spec->alpha, spec->beta};
+    if (spec->takes_alpha && next_alpha < alphas.size()) act.alpha = alphas[next_alpha++];
+    if (spec->takes_beta && next_beta < betas.size()) act.beta = betas[next_beta++];
+    out[i / defaults.size()].push_back(act);
+  }
+  return out;
+}
+
+Recurrent read_recurrent(const Node& n, Cell cell) {
+  Recurrent r;
+  r.cell = cell;
+  r.gates = cell == Cell::Rnn ? 1 : cell == Cell::Gru ? 3 : 4;
+  std::string direction = n.get_string("direction", "forward");
+  if (direction == "bidirectional") r.directions = 2;
+  else if (direction == "reverse") r.reverse = true;
+  else if (direction != "forward")
+    n.fail("expected direction 'forward', 'reverse' or 'bidirectional', got '" + direction + "'");
+  if (n.opset() >= 14) r.layout = n.get_int("layout", 0);
+  if (r.layout != 0 && r.layout != 1) n.fail("expected layout 0 or 1, got " + std::to_string(r.layout));
+  if (n.has_attr("hidden_size")) {
+    r.hidden_size = n.get_int("hidden_size", 0);
+    if (*r.hidden_size <= 0) n.fail("expected a positive hidden_size, got " + std::to_string(*r.hidden_size));
+  }
+  if (n.has_attr("clip")) {
+    r.clip = n.get_float("clip", 0);
+    if (!(*r.clip > 0)) n.fail("expected a positive clip, got " + std::to_string(*r.clip));
+  }
+  if (cell == Cell::Gru) r.linear_before_reset = n.get_int("linear_before_reset", 0) != 0;
+  if (cell == Cell::Lstm) r.input_forget = n.get_int("input_forget", 0) != 0;
+  r.activations = read_activations(n, r);
+  return r;
+}
+
+// -------------------------------------------------------- Shapes
+
+struct Sizes {
+  Dim seq, batch, input, hidden;
+};
+
+Dim times(int64_t k, const Dim& d) { return Dim(SymExpr::constant(k) * d.expr()); }
+
+// initial_h, initial_c, Y_h and Y_c.
+Dims state_shape(const Recurrent& r, const Sizes& s) {
+  Dim dirs(r.directions);
+  return r.layout == 0 ? Dims{dirs, s.batch, s.hidden} : Dims{s.batch, dirs, s.hidden};
+}
+
+Dims y_shape(const Recurrent& r, const Sizes& s) {
+  Dim dirs(r.directions);
+  return r.layout == 0 ? Dims{s.seq, dirs, s.batch, s.hidden} : Dims{s.batch, s.seq, dirs, s.hidden};
+}
+
+// The shape input i (W and after) must have.
+Dims input_shape(const Recurrent& r, size_t i, const Sizes& s) {
+  Dim dirs(r.directions);
+  switch (i) {
+    case kW: return {dirs, times(r.gates, s.hidden), s.input};
+    case kR: return {dirs, times(r.gates, s.hidden), s.hidden};
+    case kB: return {dirs, times(2 * r.gates, s.hidden)};
+    case kSeqLens: return {s.batch};
+    case kP: return {dirs, times(3, s.hidden)};
+    default: return state_shape(r, s);
+  }
+}
+
+void expect_rank(const Node& n, size_t i, size_t got, size_t want) {
+  if (got != want)
+    n.fail("expected " + std::string(kInputNames[i]) + " of rank " + std::to_string(want) + ", got rank " +
+           std::to_string(got));
+}
+
+void infer_recurrent(InferContext& ctx, Cell cell) {
+  const Node& n = ctx.node();
+  Recurrent r = read_recurrent(n, cell);
+  require_one_dtype(ctx, kX, {kW, kR, kB, kInitH, kInitC, kP});
+  if (!inputs_ranked(ctx, {kX, kW, kR})) return;
+  const Dims& x = ctx.input_type(kX).shape();
+  const Dims& rw = ctx.input_type(kR).shape();
+  expect_rank(n, kX, x.size(), 3);
+  expect_rank(n, kR, rw.size(), 3);
+  auto known = [&](const Dim& d) { return d.is_unknown() ? ctx.env().fresh("u") : d; };
+  size_t seq_axis = static_cast<size_t>(r.layout);
+  Sizes s{known(x[seq_axis]), known(x[1 - seq_axis]), known(x[2]),
+          r.hidden_size ? Dim(*r.hidden_size) : known(rw[2])};
+  for (size_t i = kW; i < ctx.num_inputs(); ++i) {
+    const Type& t = ctx.input_type(i);
+    if (!ctx.has_input(i) || !t.is_tensor() || !t.has_rank()) continue;
+    Dims want = input_shape(r, i, s);
+    expect_rank(n, i, t.rank(), want.size());
+    for (size_t k = 0; k < want.size(); ++k)
+      if (!ctx.env().unify(t.shape()[k], want[k], &n))
+        ctx.fail("expected " + std::string(kInputNames[i]) + " of shape " + dims_str(ctx.env().canonical(want)) +
+                 ", got " + dims_str(t.shape()));
+  }
+  DType dt = ctx.input_type(kX).dtype();
+  ctx.set_output_type(0, Type::tensor(dt, ctx.env().canonical(y_shape(r, s))));
+  for (size_t o = 1; o < ctx.num_outputs(); ++o)
+    ctx.set_output_type(o, Type::tensor(dt, ctx.env().canonical(state_shape(r, s))));
+}
+
+// -------------------------------------------------------- Kernels
+
+// One direction's weights: W [gates*H, I], R [gates*H, H], the biases Wb and
+// Rb [gates*H] each, the peepholes P [3H] (i, o, f); all read as doubles.
+struct Weights {
+  std::vector<double> w, r, wb, rb, p;
+};
+
+std::vector<double> slice(const Tensor* t, int64_t from, int64_t count) {
+  std::vector<double> v(static_cast<size_t>(count), 0.0);
+  if (t)
+    for (int64_t k = 0; k < count; ++k) v[static_cast<size_t>(k)] = t->get_f64(from + k);
+  return v;
+}
+
+// y[row] = bias[row] + sum_k m[row, k] * v[k], for `rows` rows from `first`.
+std::vector<double> affine(const std::vector<double>& m, const std::vector<double>& v,
+                           const std::vector<double>& bias, int64_t first, int64_t rows) {
+  size_t cols = v.size();
+  std::vector<double> y(static_cast<size_t>(rows));
+  for (int64_t row = 0; row < rows; ++row) {
+    size_t at = static_cast<size_t>(first + row);
+    double acc = bias[at];
+    for (size_t k = 0; k < cols; ++k) acc += m[at * cols + k] * v[k];
+    y[static_cast<size_t>(row)] = acc;
+  }
+  return y;
+}
+
+// One step of a cell: the states h (and c for LSTM) after input x.
+void step(const Recurrent& r, const std::vector<Activation>& act, const Weights& wt, const std::vector<double>& x,
+          std::vector<double>& h, std::vector<double>& c) {
+  int64_t hs = static_cast<int64_t>(h.size());
+  size_t hn = h.size();
+  std::vector<double> xw = affine(wt.w, x, wt.wb, 0, r.gates * hs);
+  std::vector<double> hr = affine(wt.r, h, wt.rb, 0, r.gates * hs);
+  // The input and recurrent terms of `gate` at unit j. `clip` bounds every
+  // activation's input; LSTM's cell state is clipped only on its way into h.
+  auto sum = [&](size_t gate, size_t j) { return xw[gate * hn + j] + hr[gate * hn + j]; };
+  auto clipped = [&](double v) { return r.clip ? std::clamp(v, -*r.clip, *r.clip) : v; };
+  if (r.cell == Cell::Rnn) {
+    for (size_t j = 0; j < hn; ++j) h[j] = act[0](clipped(sum(0, j)));
+  } else if (r.cell == Cell::Gru) {
+    std::vector<double> z(hn), reset(hn), reset_h(hn);
+    for (size_t j = 0; j < hn; ++j) {
+      z[j] = act[0](clipped(sum(0, j)));
+      reset[j] = act[0](clipped(sum(1, j)));
+      reset_h[j] = reset[j] * h[j];
+    }
+    // The candidate's recurrent term: r * (h Rh^T + Rbh) with
+    // linear_before_reset, else (r * h) Rh^T + Rbh.
+    std::vector<double> recur(hn);
+    if (r.linear_before_reset)
+      for (size_t j = 0; j < hn; ++j) recur[j] = reset[j] * hr[2 * hn + j];
+    else
+      recur = affine(wt.r, reset_h, wt.rb, 2 * hs, hs);
+    for (size_t j = 0; j < hn; ++j) {
+      double cand = act[1](clipped(xw[2 * hn + j] + recur[j]));
+      h[j] = (1 - z[j]) * cand + z[j] * h[j];
+    }
+  } else {
+    for (size_t j = 0; j < hn; ++j) {
+      double i = act[0](clipped(sum(0, j) + wt.p[j] * c[j]));
+      double f = r.input_forget ? 1 - i : act[0](clipped(sum(2, j) + wt.p[2 * hn + j] * c[j]));
+      c[j] = f * c[j] + i * act[1](clipped(sum(3, j)));
+      double o = act[0](clipped(sum(1, j) + wt.p[hn + j] * c[j]));
+      h[j] = o * act[2](clipped(c[j]));
+    }
+  }
+}
+
+void expect_shape(const EvalContext& ctx, size_t i, const Dims& want) {
+  const Tensor& t = ctx.input(i);
+  if (dims_of(t.shape()) != want)
+    ctx.fail("expected " + std::string(kInputNames[i]) + " of shape " + dims_str(want) + ", got " +
+             shape_str(t.shape()));
+}
+
+std::vector<Tensor> eval_recurrent(EvalContext& ctx, Cell cell) {
+  const Node& n = ctx.node();
+  Recurrent r = read_recurrent(n, cell);
+  const Tensor& x = ctx.input(kX);
+  const Tensor& rw = ctx.input(kR);
+  expect_rank(n, kX, x.rank(), 3);
+  expect_rank(n, kR, rw.rank(), 3);
+  size_t seq_axis = static_cast<size_t>(r.layout);
+  int64_t seq = x.shape()[seq_axis], batch = x.shape()[1 - seq_axis], in = x.shape()[2];
+  int64_t hs = r.hidden_size.value_or(rw.shape()[2]);
+  Sizes s{seq, batch, in, hs};
+  for (size_t i = kW; i < ctx.num_inputs(); ++i)
+    if (ctx.has_input(i)) expect_shape(ctx, i, input_shape(r, i, s));
+  auto opt = [&](size_t i) { return ctx.has_input(i) ? &ctx.input(i) : nullptr; };
+  const Tensor *lens = opt(kSeqLens), *init_h = opt(kInitH), *init_c = opt(kInitC);
+  Dims y_dims = y_shape(r, s), state_dims = state_shape(r, s);
+  Tensor y(x.dtype(), *static_values(&y_dims)), y_h(x.dtype(), *static_values(&state_dims)), y_c = y_h.clone();
+  // Flat offsets of X's row (t, b), Y's row (t, d, b) and a state's row (d, b).
+  auto x_at = [&](int64_t t, int64_t b) { return (r.layout == 0 ? t * batch + b : b * seq + t) * in; };
+  auto y_at = [&](int64_t t, int64_t d, int64_t b) {
+    return (r.layout == 0 ? (t * r.directions + d) * batch + b : (b * seq + t) * r.directions + d) * hs;
+  };
+  auto state_at = [&](int64_t d, int64_t b) { return (r.layout == 0 ? d * batch + b : b * r.directions + d) * hs; };
+  int64_t rows = r.gates * hs;
+  for (int64_t d = 0; d < r.directions; ++d) {
+    Weights wt{slice(&ctx.input(kW), d * rows * in, rows * in), slice(&rw, d * rows * hs, rows * hs),
+               slice(opt(kB), d * 2 * rows, rows), slice(opt(kB), d * 2 * rows + rows, rows),
+               slice(cell == Cell::Lstm ? opt(kP) : nullptr, d * 3 * hs, 3 * hs)};
+    for (int64_t b = 0; b < batch; ++b) {
+      int64_t len = lens ? lens->get_i64(b) : seq;
+      if (len < 0 || len > seq)
+        ctx.fail("expected sequence_lens in [0, " + std::to_string(seq) + "], got " + std::to_string(len) +
+                 " for batch entry " + std::to_string(b));
+      if (len == 0) continue;
+      std::vector<double> h = slice(init_h, state_at(d, b), hs), c = slice(init_c, state_at(d, b), hs);
+      for (int64_t k = 0; k < len; ++k) {
+        int64_t t = r.backward(d) ? len - 1 - k : k;
+        step(r, r.activations[static_cast<size_t>(d)], wt, slice(&x, x_at(t, b), in), h, c);
+        for (int64_t j = 0; j < hs; ++j) y.set_f64(y_at(t, d, b) + j, h[static_cast<size_t>(j)]);
+      }
+      for (int64_t j = 0; j < hs; ++j) {
+        y_h.set_f64(state_at(d, b) + j, h[static_cast<size_t>(j)]);
+        y_c.set_f64(state_at(d, b) + j, c[static_cast<size_t>(j)]);
+      }
+    }
+  }
+  std::vector<Tensor> outs = {y, y_h, y_c};
+  outs.resize(ctx.num_outputs());
+  return outs;
+}
+
+OpDef recurrent_op(const char* name, Cell cell) {
+  return OpDef{"", name, 7, 0, [cell](InferContext& ctx) { infer_recurrent(ctx, cell); },
+               [cell](EvalContext& ctx) { return eval_recurrent(ctx, cell); }, kTypes};
+}
+
+}  // namespace
+
+// No kernel role: a compiled module runs these as host steps. No gradient rule.
+void register_recurrent_ops(OpRegistry& r) {
+  r.add(recurrent_op("RNN", Cell::Rnn));
+  r.add(recurrent_op("GRU", Cell::Gru));
+  r.add(recurrent_op("LSTM", Cell::Lstm));
+}
+
+}  // namespace tcc
