@@ -1,5 +1,5 @@
 // Shape rules and reference kernels of the signal ops (DFT, STFT, the windows,
-// MelWeightMatrix).
+// MelWeightMatrix) and of LpNormalization and GlobalLpPool.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -283,6 +283,37 @@ TEST(OpsSignal, MelWeightMatrixTrianglesPeakAtOne) {
   // bins [1, 2] and falls over [2, 4].
   expect_values({m.get_f64(1 * 4 + 1), m.get_f64(2 * 4 + 1), m.get_f64(3 * 4 + 1), m.get_f64(4 * 4 + 1)},
                 {0, 1, 0.5, 0});
+}
+
+// ---------------------------------------------------------------- LpNormalization, GlobalLpPool
+
+TEST(OpsSignal, LpNormalizationScalesLinesToUnitNorm) {
+  OpGraph g(17);
+  Value* x = g.input("x", tensor_type(DType::F64, {"2", "2"}));
+  Value* l2 = g.op("LpNormalization", {x}, ints({{"axis", 0}}));
+  Value* l1 = g.op("LpNormalization", {x}, ints({{"p", 1}}));
+  g.infer();
+  EXPECT_EQ(l2->type().str(), "f64[2, 2]");
+  auto out = g.run({l2, l1}, {{"x", tensor_of(DType::F64, {3, -1, 4, 2}, {2, 2})}});
+  expect_values(floats(out[0]), {0.6, -1 / std::sqrt(5.0), 0.8, 2 / std::sqrt(5.0)});
+  expect_values(floats(out[1]), {0.75, -0.25, 4.0 / 6, 2.0 / 6});
+}
+
+TEST(OpsSignal, LpNormalizationRefusesP3NamingTheNode) {
+  OpGraph g(17);
+  Value* x = g.input("x", tensor_type(DType::F32, {"2", "2"}));
+  Node* n = g.node("LpNormalization", {x}, 1, ints({{"p", 3}}));
+  expect_input_error([&] { g.infer(); }, n->name(), "p must be 1 or 2, got 3");
+}
+
+TEST(OpsSignal, GlobalLpPoolIsTheNormOverSpatialAxes) {
+  OpGraph g(17);
+  Value* x = g.input("x", tensor_type(DType::F64, {"n", "2", "h", "2"}));
+  Value* y = g.op("GlobalLpPool", {x}, ints({{"p", 3}}));
+  g.infer();
+  EXPECT_EQ(y->type().str(), "f64[n, 2, 1, 1]");
+  Tensor out = g.run({y}, {{"x", tensor_of(DType::F64, {1, -2, 0, 2, 3, 0, 0, 0}, {1, 2, 2, 2})}})[0];
+  expect_values(floats(out), {std::cbrt(17.0), 3});
 }
 
 }  // namespace
