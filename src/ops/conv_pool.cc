@@ -1,5 +1,5 @@
 // Sliding-window ops: convolutions (Conv, ConvTranspose) and pools (MaxPool,
-// AveragePool, LpPool, GlobalAveragePool, GlobalMaxPool).
+// AveragePool, LpPool, GlobalAveragePool, GlobalMaxPool, GlobalLpPool).
 //
 // Shape rules keep batch and spatial dims symbolic: a window op's output size
 // is (in + pads - extent) // stride + 1 as a SymExpr, so `seq` stays `seq`
@@ -419,13 +419,18 @@ std::vector<Tensor> eval_global_pool(EvalContext& ctx, PoolKind kind) {
   yshape.resize(x.rank(), 1);
   Tensor y(x.dtype(), yshape);
   int64_t vol = product(x.shape(), 2);
+  double p_norm = static_cast<double>(ctx.node().get_int("p", 2));
   for (int64_t plane = 0; plane < product(yshape); ++plane) {
     double acc = kind == PoolKind::Max ? -std::numeric_limits<double>::infinity() : 0.0;
     for (int64_t i = 0; i < vol; ++i) {
       double v = x.get_f64(plane * vol + i);
-      acc = kind == PoolKind::Max ? std::max(acc, v) : acc + v;
+      if (kind == PoolKind::Max) acc = std::max(acc, v);
+      else if (kind == PoolKind::Average) acc += v;
+      else acc += std::pow(std::fabs(v), p_norm);
     }
-    y.set_f64(plane, kind == PoolKind::Max ? acc : acc / static_cast<double>(vol));
+    if (kind == PoolKind::Average) acc /= static_cast<double>(vol);
+    if (kind == PoolKind::Lp) acc = std::pow(acc, 1.0 / p_norm);
+    y.set_f64(plane, acc);
   }
   return {y};
 }
@@ -683,6 +688,20 @@ void average_pool_rule(GradContext& c) {
   c.set(0, spread_over_windows(c, w, e.op("Div", {c.dy(), divisor})));
 }
 
+// The two factors of d (sum |x|^p)^(1/p) / dx = |x|^(p-1) sign(x) * y^(1-p):
+// per output, g y^(1-p) (0 where y is 0), and per input, |x|^(p-1) sign(x).
+Value* lp_share(GradContext& c, double p) {
+  Emitter& e = c.e();
+  Value* zero = scalar(c, 0.0);
+  Value* share = mul(c, c.dy(), e.op("Pow", {c.out(), scalar(c, 1.0 - p)}));
+  return e.op("Where", {e.op("Equal", {c.out(), zero}), zero, share});
+}
+Value* lp_slope(GradContext& c, double p) {
+  Emitter& e = c.e();
+  if (p == 2) return c.in(0);
+  return mul(c, e.op("Pow", {e.op("Abs", {c.in(0)}), scalar(c, p - 1.0)}), e.op("Sign", {c.in(0)}));
+}
+
 // LpPool, y = (sum over the window of |x|^p)^(1/p): dx = |x|^(p-1) sign(x)
 // times the windows' g y^(1-p) spread back over them (0 where y is 0).
 void lp_pool_rule(GradContext& c) {
@@ -690,13 +709,14 @@ void lp_pool_rule(GradContext& c) {
   if (n.get_int("ceil_mode", 0) != 0) c.fail("tcc differentiates LpPool without ceil_mode only");
   ExplicitWindow w = window_of(c, n.get_ints("kernel_shape"));
   double p = static_cast<double>(n.get_int("p", 2));
-  Emitter& e = c.e();
-  Value* zero = scalar(c, 0.0);
-  Value* per_window = e.op("Where", {e.op("Equal", {c.out(), zero}), zero,
-                                     mul(c, c.dy(), e.op("Pow", {c.out(), scalar(c, 1.0 - p)}))});
-  Value* slope = p == 2 ? c.in(0)
-                        : mul(c, e.op("Pow", {e.op("Abs", {c.in(0)}), scalar(c, p - 1.0)}), e.op("Sign", {c.in(0)}));
-  c.set(0, mul(c, slope, spread_over_windows(c, w, per_window)));
+  c.set(0, mul(c, lp_slope(c, p), spread_over_windows(c, w, lp_share(c, p))));
+}
+
+// GlobalLpPool, LpPool over all spatial axes: dx = |x|^(p-1) sign(x) g y^(1-p),
+// y broadcast over the spatial axes.
+void global_lp_pool_rule(GradContext& c) {
+  double p = static_cast<double>(c.node().get_int("p", 2));
+  c.set(0, mul(c, lp_slope(c, p), lp_share(c, p)));
 }
 
 // d global_average_pool = g / (spatial elements) broadcast over the spatial axes
@@ -751,6 +771,9 @@ void register_conv_pool_ops(OpRegistry& r) {
               [](EvalContext& c) { return eval_global_pool(c, PoolKind::Max); }, kFloatTypes})
       .gradient(global_max_pool_rule)
       .decomposition(decompose_global_pool);
+  r.add(OpDef{"", "GlobalLpPool", 2, kReduction, infer_global_pool,
+              [](EvalContext& c) { return eval_global_pool(c, PoolKind::Lp); }, kFloatTypes})
+      .gradient(global_lp_pool_rule);
 }
 
 }  // namespace tcc

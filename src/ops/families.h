@@ -12,13 +12,14 @@ void register_linalg_ops(OpRegistry& r);          // MatMul, Gemm, Einsum
 void register_shape_ops(OpRegistry& r);           // Shape, Size, Reshape, Squeeze, Unsqueeze, Flatten, Identity, Dropout, Constant, ConstantOfShape, Range
 void register_movement_ops(OpRegistry& r);        // Transpose, Slice, Split, Concat, Expand, Tile, Pad, Trilu, DepthToSpace, SpaceToDepth
 void register_gather_scatter_ops(OpRegistry& r);  // Gather, GatherElements, GatherND, ScatterElements, ScatterND, Compress
-void register_conv_pool_ops(OpRegistry& r);       // Conv, ConvTranspose, MaxPool, AveragePool, LpPool, global pools
-void register_normalization_ops(OpRegistry& r);   // BatchNormalization, InstanceNormalization
+void register_conv_pool_ops(OpRegistry& r);       // Conv, ConvTranspose, MaxPool, AveragePool, LpPool, global pools (GlobalLpPool)
+void register_normalization_ops(OpRegistry& r);   // BatchNormalization, InstanceNormalization, LpNormalization
 void register_resize_ops(OpRegistry& r);          // Resize
 void register_loss_ops(OpRegistry& r);            // NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
 void register_data_dependent_ops(OpRegistry& r);  // NonZero, Unique, TopK
 void register_control_flow_ops(OpRegistry& r);    // If, Loop, Scan
 void register_recurrent_ops(OpRegistry& r);       // RNN, GRU, LSTM
+void register_signal_ops(OpRegistry& r);          // DFT, STFT, HannWindow, HammingWindow, BlackmanWindow, MelWeightMatrix
 void register_tcc_ops(OpRegistry& r);             // tcc::Fusion, tcc::Reshape, tcc::Expand, tcc::Slice
 
 }  // namespace tcc

@@ -1,6 +1,7 @@
 // Normalizations over the channels of an [N, C, spatial...] input:
 // BatchNormalization and InstanceNormalization (LayerNormalization, which
-// normalizes trailing axes, is in reduction.cc). Kernels compute in double.
+// normalizes trailing axes, is in reduction.cc), and LpNormalization, which
+// scales each line along one axis to unit L1 or L2 norm. Kernels compute in double.
 #include <cmath>
 
 #include "src/ops/families.h"
@@ -96,6 +97,44 @@ std::vector<Tensor> eval_instancenorm(EvalContext& ctx) {
     for (int64_t i = 0; i < vol; ++i)
       y.set_f64(p * vol + i, scale.get_f64(ch) * (x.get_f64(p * vol + i) - mu) * inv + bias.get_f64(ch));
   }
+  return {y};
+}
+
+// LpNormalization: y = x / ||x||_p along `axis` (default -1), p 1 or 2. A line
+// of zeros has norm 0 and gives 0 / 0, NaN, as ONNX's reference does.
+int64_t lp_order(const Node& n) {
+  int64_t p = n.get_int("p", 2);
+  if (p != 1 && p != 2) n.fail("p must be 1 or 2, got " + std::to_string(p));
+  return p;
+}
+
+void infer_lp_normalization(InferContext& ctx) {
+  if (!inputs_ranked(ctx, {0})) return;
+  const Type& x = ctx.input_type(0);
+  lp_order(ctx.node());
+  normalize_axis(ctx.node(), ctx.node().get_int("axis", -1), static_cast<int64_t>(x.rank()));
+  ctx.set_output_type(0, x);
+}
+
+std::vector<Tensor> eval_lp_normalization(EvalContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const Node& n = ctx.node();
+  int64_t p = lp_order(n);
+  size_t axis = static_cast<size_t>(normalize_axis(n, n.get_int("axis", -1), static_cast<int64_t>(x.rank())));
+  int64_t len = x.shape()[axis], inner = product(x.shape(), axis + 1);
+  int64_t outer = product(std::vector<int64_t>(x.shape().begin(), x.shape().begin() + axis));
+  Tensor y(x.dtype(), x.shape());
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      int64_t base = o * len * inner + i;
+      double norm = 0;
+      for (int64_t k = 0; k < len; ++k) {
+        double v = x.get_f64(base + k * inner);
+        norm += p == 1 ? std::fabs(v) : v * v;
+      }
+      if (p == 2) norm = std::sqrt(norm);
+      for (int64_t k = 0; k < len; ++k) y.set_f64(base + k * inner, x.get_f64(base + k * inner) / norm);
+    }
   return {y};
 }
 
@@ -211,6 +250,17 @@ bool decompose_batchnorm(Expansion& e) {
   Value* scaled = e.add("Mul", "Mul", {centered, scale}, *x);
   e.finish("Add_1", "Add", {scaled, per_channel(2, "bias")});
   return true;
+// LpNormalization, y = x / n with n = ||x||_p along the axis:
+//   dx = (g - s * sum(g * y)) / n, s = y for p = 2 (n = sqrt(sum x^2)) and
+//   s = sign(x) for p = 1 (n = sum |x|).
+void lp_normalization_rule(GradContext& c) {
+  Emitter& e = c.e();
+  int64_t p = lp_order(c.node());
+  int64_t axis = c.axis(c.node().get_int("axis", -1), c.dims(c.in(0)).size());
+  Value* norm = e.reduce(p == 1 ? "ReduceL1" : "ReduceL2", c.in(0), {axis}, true);
+  Value* dot = e.reduce("ReduceSum", mul(c, c.dy(), c.out()), {axis}, true);
+  Value* s = p == 1 ? e.op("Sign", {c.in(0)}) : c.out();
+  c.set(0, e.op("Div", {e.op("Sub", {c.dy(), mul(c, s, dot)}), norm}));
 }
 
 }  // namespace
@@ -221,6 +271,8 @@ void register_normalization_ops(OpRegistry& r) {
       .decomposition(decompose_batchnorm);
   r.add(OpDef{"", "InstanceNormalization", 6, kReduction, infer_instancenorm, eval_instancenorm, kFloatTypes})
       .gradient(instance_norm_rule);
+  r.add(OpDef{"", "LpNormalization", 1, kReduction, infer_lp_normalization, eval_lp_normalization, kFloatTypes})
+      .gradient(lp_normalization_rule);
 }
 
 }  // namespace tcc

@@ -94,6 +94,7 @@ const OpRegistry& OpRegistry::get() {
     register_data_dependent_ops(r);
     register_control_flow_ops(r);
     register_recurrent_ops(r);
+    register_signal_ops(r);
     register_tcc_ops(r);
     return r;
   }();
