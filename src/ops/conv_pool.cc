@@ -132,11 +132,13 @@ std::vector<int64_t> spatial_of(const std::vector<int64_t>& shape) {
   return std::vector<int64_t>(shape.begin() + 2, shape.end());
 }
 
+}  // namespace
+
 // ---------------------------------------------------------------- Conv
 
-void infer_conv(InferContext& ctx) {
-  const Type& x = ranked_nchw(ctx, 0);
-  const Type& w = ctx.ranked_input(1);
+Dims conv_dims(InferContext& ctx, size_t xi, size_t wi) {
+  const Type& x = ranked_nchw(ctx, xi);
+  const Type& w = ctx.ranked_input(wi);
   if (w.rank() != x.rank()) ctx.fail("expected W of rank " + std::to_string(x.rank()) + ", got " + w.str());
   size_t ns = x.rank() - 2;
   int64_t group = ctx.node().get_int("group", 1);
@@ -153,12 +155,10 @@ void infer_conv(InferContext& ctx) {
              ") times W's input channels (" + wc.str() + ")");
   Dims out = {x.shape()[0], w.shape()[0]};
   for (size_t i = 0; i < ns; ++i) out.push_back(window_out_dim(win, i, x.shape()[2 + i], &ctx.env()));
-  ctx.set_output_type(0, Type::tensor(x.dtype(), out));
+  return out;
 }
 
-std::vector<Tensor> eval_conv(EvalContext& ctx) {
-  const Tensor& x = ctx.input(0);
-  const Tensor& w = ctx.input(1);
+Tensor conv_compute(EvalContext& ctx, const Tensor& x, const Tensor& w, const Tensor* bias, DType out_dtype) {
   check_nchw(ctx, x);
   if (w.rank() != x.rank()) ctx.fail("expected W of rank " + std::to_string(x.rank()) + ", got " + shape_str(w.shape()));
   size_t ns = x.rank() - 2;
@@ -168,8 +168,8 @@ std::vector<Tensor> eval_conv(EvalContext& ctx) {
     ctx.fail("expected X's channels (" + std::to_string(cin) + ") = group (" + std::to_string(group) +
              ") * W's channels (" + std::to_string(cg) + ") and W's filters (" + std::to_string(m) +
              ") divisible by group");
-  if (ctx.has_input(2) && ctx.input(2).numel() != m)
-    ctx.fail("expected B of " + std::to_string(m) + " values, got shape " + shape_str(ctx.input(2).shape()));
+  if (bias && bias->numel() != m)
+    ctx.fail("expected B of " + std::to_string(m) + " values, got shape " + shape_str(bias->shape()));
   std::vector<int64_t> kshape = spatial_of(w.shape()), in = spatial_of(x.shape());
   Window win = read_window(ctx.node(), ns, kshape);
   if (win.kernel != kshape) ctx.fail("kernel_shape " + shape_str(win.kernel) + " disagrees with W " + shape_str(w.shape()));
@@ -177,7 +177,7 @@ std::vector<Tensor> eval_conv(EvalContext& ctx) {
   resolve_pads(win, in, out, pb, pe);
   std::vector<int64_t> yshape = {n_batch, m};
   yshape.insert(yshape.end(), out.begin(), out.end());
-  Tensor y(x.dtype(), yshape);
+  Tensor y(out_dtype, yshape);
   auto offsets = all_indices(kshape);
   auto positions = all_indices(out);
   std::vector<int64_t> xstr = row_major_strides(in);
@@ -186,9 +186,9 @@ std::vector<Tensor> eval_conv(EvalContext& ctx) {
   for (int64_t b = 0; b < n_batch; ++b)
     for (int64_t oc = 0; oc < m; ++oc) {
       int64_t g = oc / mg;
-      double bias = ctx.has_input(2) ? ctx.input(2).get_f64(oc) : 0.0;
+      double start = bias ? bias->get_f64(oc) : 0.0;
       for (int64_t o = 0; o < out_vol; ++o) {
-        double acc = bias;
+        double acc = start;
         for (int64_t k = 0; k < kvol; ++k) {
           int64_t xoff = 0;
           bool inside = true;
@@ -204,7 +204,19 @@ std::vector<Tensor> eval_conv(EvalContext& ctx) {
         y.set_f64((b * m + oc) * out_vol + o, acc);
       }
     }
-  return {y};
+  return y;
+}
+
+namespace {
+
+void infer_conv(InferContext& ctx) {
+  Dims out = conv_dims(ctx, 0, 1);
+  ctx.set_output_type(0, Type::tensor(ctx.input_type(0).dtype(), out));
+}
+
+std::vector<Tensor> eval_conv(EvalContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  return {conv_compute(ctx, x, ctx.input(1), ctx.has_input(2) ? &ctx.input(2) : nullptr, x.dtype())};
 }
 
 // ------------------------------------------------------- ConvTranspose

@@ -20,6 +20,7 @@ void register_data_dependent_ops(OpRegistry& r);  // NonZero, Unique, TopK
 void register_control_flow_ops(OpRegistry& r);    // If, Loop, Scan
 void register_recurrent_ops(OpRegistry& r);       // RNN, GRU, LSTM
 void register_signal_ops(OpRegistry& r);          // DFT, STFT, HannWindow, HammingWindow, BlackmanWindow, MelWeightMatrix
+void register_quantization_ops(OpRegistry& r);    // QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, QLinearMatMul, QLinearConv, ConvInteger
 void register_tcc_ops(OpRegistry& r);             // tcc::Fusion, tcc::Reshape, tcc::Expand, tcc::Slice
 
 }  // namespace tcc

@@ -34,6 +34,8 @@ void unify_or_fail(InferContext& ctx, const Dim& a, const Dim& b, const std::str
     ctx.fail("expected equal " + what + ", got " + a.str() + " and " + b.str());
 }
 
+}  // namespace
+
 // ---------------------------------------------------------------------------
 // MatMul: 1-D operands are promoted (a vector A as [1, K], a vector B as
 // [K, 1]) and the promoted dim is dropped from the result; batch dims broadcast.
@@ -52,8 +54,6 @@ Dims matmul_dims(InferContext& ctx, size_t ia, size_t ib) {
   return ctx.env().canonical(out);
 }
 
-// Batched matrix product of concrete tensors (already zero-point adjusted for
-// MatMulInteger), written to a tensor of out_dtype.
 Tensor matmul_compute(const Node& n, const Tensor& at, const Tensor& bt, DType out_dtype) {
   std::vector<int64_t> a = at.shape(), b = bt.shape();
   if (a.empty() || b.empty()) n.fail("MatMul operands must have rank >= 1, got a scalar");
@@ -90,25 +90,27 @@ Tensor matmul_compute(const Node& n, const Tensor& at, const Tensor& bt, DType o
   return out;
 }
 
-// x - zero_point as int64, where the zero point is a scalar or one value per
-// row (A, axis -2) or per column (B, axis -1).
-Tensor subtract_zero_point(const EvalContext& ctx, size_t xi, size_t zi, bool per_row) {
+int64_t row_axis(const Tensor& a) { return a.rank() >= 2 ? static_cast<int64_t>(a.rank()) - 2 : -1; }
+int64_t column_axis(const Tensor& b) { return b.rank() >= 2 ? static_cast<int64_t>(b.rank()) - 1 : -1; }
+
+Tensor subtract_zero_point(const EvalContext& ctx, size_t xi, size_t zi, int64_t axis) {
   const Tensor& x = ctx.input(xi);
   Tensor out(DType::I64, x.shape());
   const Tensor* zp = ctx.has_input(zi) ? &ctx.input(zi) : nullptr;
-  int64_t cols = x.rank() ? x.shape().back() : 1;
-  int64_t rows = x.rank() >= 2 ? x.shape()[x.rank() - 2] : 1;
-  int64_t expected = per_row ? rows : cols;
-  if (zp && zp->numel() != 1 && zp->numel() != expected)
-    ctx.fail("zero point " + std::to_string(zi) + " must be a scalar or have " + std::to_string(expected) +
+  int64_t extent = axis >= 0 ? x.shape().at(axis) : 1;
+  int64_t inner = axis >= 0 ? product(x.shape(), axis + 1) : 1;
+  if (zp && zp->numel() != 1 && zp->numel() != extent)
+    ctx.fail("zero point " + std::to_string(zi) + " must be a scalar or have " + std::to_string(extent) +
              " elements, got shape " + shape_str(zp->shape()));
   for (int64_t i = 0; i < x.numel(); ++i) {
     int64_t z = 0;
-    if (zp) z = zp->numel() == 1 ? zp->get_i64(0) : zp->get_i64(per_row ? (i / cols) % rows : i % cols);
+    if (zp) z = zp->numel() == 1 ? zp->get_i64(0) : zp->get_i64((i / inner) % extent);
     out.set_i64(i, x.get_i64(i) - z);
   }
   return out;
 }
+
+namespace {
 
 // ---------------------------------------------------------------------------
 // Gemm: Y = alpha * A' * B' + beta * C, A' and B' optionally transposed, C
@@ -643,8 +645,8 @@ void register_linalg_ops(OpRegistry& r) {
                 else ctx.set_output_type(0, Type::tensor(DType::I32, matmul_dims(ctx, 0, 1)));
               },
               [](EvalContext& ctx) {
-                Tensor a = subtract_zero_point(ctx, 0, 2, true);
-                Tensor b = subtract_zero_point(ctx, 1, 3, false);
+                Tensor a = subtract_zero_point(ctx, 0, 2, row_axis(ctx.input(0)));
+                Tensor b = subtract_zero_point(ctx, 1, 3, column_axis(ctx.input(1)));
                 return std::vector<Tensor>{matmul_compute(ctx.node(), a, b, DType::I32)};
               },
               {DType::U8, DType::I8, DType::I32}});

@@ -26,6 +26,31 @@ int64_t normalize_axis(const Node& n, int64_t axis, int64_t rank);
 // naming n on mismatched shapes or an index out of bounds.
 Tensor scatter_elements(const Node& n, Tensor out, const Tensor& ind, const Tensor& upd, const std::string& reduction);
 
+// MatMul with NumPy semantics (src/ops/linalg.cc), shared with the integer
+// and quantized products. matmul_dims: the output dims of inputs ia @ ib,
+// unifying the contracted dims. matmul_compute: the product of concrete
+// tensors, accumulating in int64 when both are integers, in double otherwise,
+// written as out_dtype.
+Dims matmul_dims(InferContext& ctx, size_t ia, size_t ib);
+Tensor matmul_compute(const Node& n, const Tensor& a, const Tensor& b, DType out_dtype);
+// The axis along which a per-row zero point or scale of operand A (its rows,
+// axis -2) or a per-column one of B (axis -1) runs; -1 for a 1-D operand,
+// which takes only per-tensor ones.
+int64_t row_axis(const Tensor& a);
+int64_t column_axis(const Tensor& b);
+// Input xi minus its zero point (input zi; absent is 0) as int64: the zero
+// point is one value, or one per index along `axis` of input xi (axis -1: one
+// value only). Fails naming the node on any other length.
+Tensor subtract_zero_point(const EvalContext& ctx, size_t xi, size_t zi, int64_t axis);
+
+// Convolution (src/ops/conv_pool.cc), shared with the integer and quantized
+// ones. conv_dims: the output dims of X (input xi) convolved with W (input
+// wi) under n's window attributes, checking ranks and channels.
+// conv_compute: the convolution of concrete tensors plus `bias` (one value
+// per output channel, or null), accumulating in double, written as out_dtype.
+Dims conv_dims(InferContext& ctx, size_t xi, size_t wi);
+Tensor conv_compute(EvalContext& ctx, const Tensor& x, const Tensor& w, const Tensor* bias, DType out_dtype);
+
 // Multidirectional (NumPy) broadcast of symbolic shapes. Dims that are neither
 // equal nor 1 are unified in the ShapeEnv (they must be equal at run time);
 // two different static sizes are an error naming the node.

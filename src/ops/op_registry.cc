@@ -95,6 +95,7 @@ const OpRegistry& OpRegistry::get() {
     register_control_flow_ops(r);
     register_recurrent_ops(r);
     register_signal_ops(r);
+    register_quantization_ops(r);
     register_tcc_ops(r);
     return r;
   }();

@@ -1,0 +1,454 @@
+// Linear quantization: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear,
+// and the integer and quantized contractions QLinearMatMul, QLinearConv and
+// ConvInteger (MatMulInteger lives with MatMul in linalg.cc).
+//
+// A quantized value is q = saturate(round_half_even(x / scale) + zero_point),
+// x = (q - zero_point) * scale. tcc models the integer targets int8, uint8,
+// int16 and uint16; float8 and 4-bit types are not tcc dtypes, so the
+// `saturate` attribute (float8 targets only) never applies. Saturation is the
+// store into the integer target: Tensor::set_f64 and the kernels' Cast clamp
+// to the dtype's range (NaN to 0). Kernels follow the ONNX reference's
+// arithmetic: QuantizeLinear divides in the scale's precision,
+// DequantizeLinear multiplies in float32, and the quantized contractions
+// accumulate exactly and requantize with the multiplier
+// a_scale * b_scale / y_scale computed in the scales' dtype.
+// Nothing here is differentiable: quantization is piecewise constant.
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "src/ops/families.h"
+#include "src/ops/op_helpers.h"
+#include "src/ops/op_registry.h"
+
+namespace tcc {
+namespace {
+
+bool is_ranked(const Type& t) { return t.is_tensor() && t.has_rank(); }
+
+std::string name_of(DType t) { return std::string(dtype_name(t)); }
+
+bool is_quantized_type(DType t) { return t == DType::I8 || t == DType::U8 || t == DType::I16 || t == DType::U16; }
+
+// v rounded to the nearest value of float dtype t (ties to even).
+double rounded(double v, DType t) {
+  switch (t) {
+    case DType::F32: return static_cast<float>(v);
+    case DType::F16: return half_to_float(float_to_half(static_cast<float>(v)));
+    case DType::BF16: return bf16_to_float(float_to_bf16(static_cast<float>(v)));
+    default: return v;
+  }
+}
+
+// A float dtype given by an attribute holding an ONNX type number (0: unset).
+std::optional<DType> float_attr(const Node& n, const std::string& attr) {
+  int64_t v = n.get_int(attr, 0);
+  if (v == 0) return std::nullopt;
+  std::optional<DType> t = dtype_from_onnx(static_cast<int32_t>(v));
+  if (!t || (*t != DType::F32 && *t != DType::F16 && *t != DType::BF16))
+    n.fail("expected " + attr + " float, float16 or bfloat16 (ONNX 1, 10, 16), got " + std::to_string(v));
+  return t;
+}
+
+// QuantizeLinear's output type: output_dtype (opset 21), else the zero
+// point's, else uint8; both given, they must agree.
+DType quantized_type(const Node& n, DType zero_point) {
+  int64_t attr = n.opset() >= 21 ? n.get_int("output_dtype", 0) : 0;
+  DType t = zero_point != DType::Undefined ? zero_point : DType::U8;
+  if (attr != 0) {
+    std::optional<DType> a = dtype_from_onnx(static_cast<int32_t>(attr));
+    if (!a || !is_quantized_type(*a))
+      n.fail("expected output_dtype int8, uint8, int16 or uint16 (ONNX 3, 2, 5, 4), got " + std::to_string(attr));
+    if (zero_point != DType::Undefined && zero_point != *a)
+      n.fail("output_dtype " + name_of(*a) + " disagrees with the zero point's " + name_of(zero_point));
+    t = *a;
+  }
+  if (!is_quantized_type(t)) n.fail("expected an int8, uint8, int16 or uint16 zero point, got " + name_of(t));
+  return t;
+}
+
+// The dtype QuantizeLinear divides in: precision (opset 23), else the
+// scale's (double for an int32 scale, as numpy divides integers).
+DType division_type(const Node& n, DType scale) {
+  if (n.opset() >= 23)
+    if (std::optional<DType> p = float_attr(n, "precision")) return *p;
+  return is_float(scale) ? scale : DType::F64;
+}
+
+// DequantizeLinear's output type: output_dtype (opset 23), else the scale's.
+DType dequantized_type(const Node& n, DType scale) {
+  if (n.opset() >= 23)
+    if (std::optional<DType> t = float_attr(n, "output_dtype")) return *t;
+  return scale;
+}
+
+int64_t block_size(const Node& n) {
+  int64_t b = n.opset() >= 21 ? n.get_int("block_size", 0) : 0;
+  if (b < 0) n.fail("expected a positive block_size (0: not blocked), got " + std::to_string(b));
+  return b;
+}
+
+// ---------------------------------------------------------------------------
+// How the elements of x (QuantizeLinear's and DequantizeLinear's input 0) find
+// their scale (input 1) and zero point (input 2, of the scale's shape): one for
+// the tensor (a scale of one element), one per index along `axis` (a 1-D
+// scale as long as x's dim there), or, with block_size B (opset 21), one per
+// block of B along `axis` (the scale has x's shape but ceil(D / B) there).
+
+struct ScaleLayout {
+  bool per_tensor = true;
+  int64_t axis = 0;
+  int64_t block = 0;  // 0: per tensor or per axis
+};
+
+// Two dims that cannot be equal: both static and different.
+bool differ(const Dim& a, const Dim& b) { return a.is_static() && b.is_static() && a.value() != b.value(); }
+
+// Whether two shapes may be equal: the same rank and no dims that differ.
+bool may_equal(const Dims& a, const Dims& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (differ(a[i], b[i])) return false;
+  return true;
+}
+
+// The layout of a scale of shape s over x of shape x (symbolic in shape rules,
+// static in kernels); fails naming n when s or the zero point's shape zp
+// (null when absent) fits none. A scale of one element is per tensor, blocked
+// or not, as in the ONNX reference.
+ScaleLayout scale_layout(const Node& n, const Dims& x, const Dims& s, const Dims* zp) {
+  if (zp && !may_equal(*zp, s))
+    n.fail("expected the zero point to have the scale's shape " + dims_str(s) + ", got " + dims_str(*zp));
+  ScaleLayout l;
+  l.block = block_size(n);
+  if (std::all_of(s.begin(), s.end(), [](const Dim& d) { return d.is_static() && d.value() == 1; })) return l;
+  if (l.block == 0) {
+    if (s.size() > 1)
+      n.fail("expected a scalar or 1-D scale (per tensor or per axis; blocked needs block_size), got " + dims_str(s));
+    l.per_tensor = false;
+    l.axis = normalize_axis(n, n.get_int("axis", 1), static_cast<int64_t>(x.size()));
+    if (differ(s[0], x[l.axis]))
+      n.fail("expected a scale of one element or " + x[l.axis].str() + " (x's dim along axis " +
+             std::to_string(l.axis) + "), got " + dims_str(s));
+    return l;
+  }
+  l.per_tensor = false;
+  if (s.size() != x.size())
+    n.fail("blocked quantization: expected a scale of x's rank " + std::to_string(x.size()) + ", got " + dims_str(s));
+  l.axis = normalize_axis(n, n.get_int("axis", 1), static_cast<int64_t>(x.size()));
+  for (size_t i = 0; i < x.size(); ++i) {
+    bool on_axis = static_cast<int64_t>(i) == l.axis;
+    if (!on_axis && differ(s[i], x[i]))
+      n.fail("blocked quantization: expected the scale " + dims_str(s) + " to match x " + dims_str(x) +
+             " but along axis " + std::to_string(l.axis));
+    if (on_axis && x[i].is_static() && s[i].is_static() && (x[i].value() + l.block - 1) / l.block != s[i].value())
+      n.fail("blocked quantization: " + std::to_string(s[i].value()) + " blocks of " + std::to_string(l.block) +
+             " do not cover x's " + std::to_string(x[i].value()) + " elements along axis " + std::to_string(l.axis));
+  }
+  return l;
+}
+
+// Maps a flat index of x to the flat index of its scale and zero point.
+class ScaleIndex {
+ public:
+  ScaleIndex(const ScaleLayout& l, const std::vector<int64_t>& x, const std::vector<int64_t>& s)
+      : per_tensor_(l.per_tensor), block_(l.block) {
+    if (per_tensor_) return;
+    inner_ = product(x, l.axis + 1);
+    extent_ = x[l.axis];
+    blocks_ = s[l.axis];
+  }
+  int64_t operator()(int64_t i) const {
+    if (per_tensor_) return 0;
+    int64_t a = (i / inner_) % extent_;
+    if (block_ == 0) return a;
+    int64_t outer = i / (inner_ * extent_);
+    return (outer * blocks_ + a / block_) * inner_ + i % inner_;
+  }
+
+ private:
+  bool per_tensor_;
+  int64_t block_, inner_ = 1, extent_ = 1, blocks_ = 1;
+};
+
+ScaleIndex scale_index(const EvalContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& s = ctx.input(1);
+  Dims zp = ctx.has_input(2) ? dims_of(ctx.input(2).shape()) : Dims{};
+  ScaleLayout l = scale_layout(ctx.node(), dims_of(x.shape()), dims_of(s.shape()), ctx.has_input(2) ? &zp : nullptr);
+  return ScaleIndex(l, x.shape(), s.shape());
+}
+
+// The output of QuantizeLinear or DequantizeLinear: dtype `out`, x's shape,
+// once the scale's and zero point's shapes check out against x's.
+void infer_quantize_like(InferContext& ctx, DType out) {
+  const Type& x = ctx.input_type(0);
+  const Type& s = ctx.input_type(1);
+  const Type& zp = ctx.input_type(2);
+  if (!is_ranked(x)) {
+    ctx.set_output_type(0, Type::tensor_unranked(out));
+    return;
+  }
+  if (is_ranked(s) && (!ctx.has_input(2) || is_ranked(zp)))
+    scale_layout(ctx.node(), x.shape(), s.shape(), ctx.has_input(2) ? &zp.shape() : nullptr);
+  ctx.set_output_type(0, Type::tensor(out, x.shape()));
+}
+
+// ---------------------------------------------------------------------------
+// QuantizeLinear: y = saturate(round_half_even(x / scale) + zero_point).
+
+void infer_quantize(InferContext& ctx) {
+  DType out = quantized_type(ctx.node(), input_dtype(ctx, 2));
+  division_type(ctx.node(), input_dtype(ctx, 1));  // refuses a precision that is no float type
+  infer_quantize_like(ctx, out);
+}
+
+std::vector<Tensor> eval_quantize(EvalContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& s = ctx.input(1);
+  const Tensor* zp = ctx.has_input(2) ? &ctx.input(2) : nullptr;
+  DType out = quantized_type(ctx.node(), zp ? zp->dtype() : DType::Undefined);
+  DType div = division_type(ctx.node(), s.dtype());
+  ScaleIndex at = scale_index(ctx);
+  Tensor y(out, x.shape());
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    int64_t k = at(i);
+    double q = std::nearbyint(rounded(rounded(x.get_f64(i), div) / rounded(s.get_f64(k), div), div));
+    if (zp) q += static_cast<double>(zp->get_i64(k));
+    y.set_f64(i, q);
+  }
+  return {y};
+}
+
+// ---------------------------------------------------------------------------
+// DequantizeLinear: y = (x - zero_point) * scale, in float32.
+
+void infer_dequantize(InferContext& ctx) {
+  DType x = input_dtype(ctx, 0);
+  DType zp = input_dtype(ctx, 2);
+  if (zp != DType::Undefined && x != DType::Undefined && zp != x)
+    ctx.fail("expected a zero point of x's type " + name_of(x) + ", got " + name_of(zp));
+  infer_quantize_like(ctx, dequantized_type(ctx.node(), input_dtype(ctx, 1)));
+}
+
+std::vector<Tensor> eval_dequantize(EvalContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& s = ctx.input(1);
+  const Tensor* zp = ctx.has_input(2) ? &ctx.input(2) : nullptr;
+  ScaleIndex at = scale_index(ctx);
+  Tensor y(dequantized_type(ctx.node(), s.dtype()), x.shape());
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    int64_t k = at(i);
+    float d = static_cast<float>(x.get_f64(i)) - (zp ? static_cast<float>(zp->get_f64(k)) : 0.0f);
+    y.set_f64(i, d * static_cast<float>(s.get_f64(k)));
+  }
+  return {y};
+}
+
+// ---------------------------------------------------------------------------
+// Kernel expressions of QuantizeLinear and DequantizeLinear. A pointwise
+// kernel reads each input at the point, broadcasting NumPy-style, so a scale
+// and zero point line up with x when they have one element or run along x's
+// last axis; other per-axis and blocked layouts run on the host.
+
+bool lines_up_pointwise(const Node& n) {
+  if (block_size(n) != 0) return false;
+  const Type& x = n.input(0)->type();
+  int64_t rank = static_cast<int64_t>(x.rank());
+  for (size_t i = 1; i < 3; ++i) {
+    const Value* v = n.input(i);
+    if (v == nullptr) continue;
+    if (v->type().rank() > x.rank()) return false;
+    if (!single_element(v->type()) && normalize_axis(n, n.get_int("axis", 1), rank) != rank - 1) return false;
+  }
+  return true;
+}
+
+DType input_type_of(const Node& n, size_t i) { return n.input(i)->type().dtype(); }
+
+int cast(ScalarBuilder& b, int v, DType from, DType to) { return from == to ? v : b.op(ScalarOp::Cast, to, {v}); }
+
+// v (of dtype `from`) rounded to dtype `through`, as a value of dtype `to`.
+int round_through(ScalarBuilder& b, int v, DType from, DType through, DType to) {
+  return cast(b, cast(b, v, from, through), through, to);
+}
+
+// x / scale in the division's dtype, then round_half_even and + zero_point in
+// float32 (float64 for a float64 division), then the saturating cast to the
+// target. Kernels keep f16 and bf16 values in float32 between instructions, so
+// a float16 division is one in float32 rounded to float16, which is exact
+// (float32 holds more than twice float16's digits).
+int quantize_expr(const Node& n, ScalarBuilder& b, const std::vector<int>& in) {
+  DType div = division_type(n, input_type_of(n, 1));
+  DType acc = div == DType::F64 ? DType::F64 : DType::F32;
+  int x = round_through(b, in[0], input_type_of(n, 0), div, acc);
+  int s = round_through(b, in[1], input_type_of(n, 1), div, acc);
+  int q = round_through(b, b.op(ScalarOp::Div, acc, {x, s}), acc, div, acc);
+  q = b.op(ScalarOp::Round, acc, {q});
+  if (in.size() > 2 && in[2] >= 0) q = b.op(ScalarOp::Add, acc, {q, cast(b, in[2], input_type_of(n, 2), acc)});
+  return cast(b, q, acc, n.output(0)->type().dtype());
+}
+
+int dequantize_expr(const Node& n, ScalarBuilder& b, const std::vector<int>& in) {
+  int d = cast(b, in[0], input_type_of(n, 0), DType::F32);
+  if (in.size() > 2 && in[2] >= 0)
+    d = b.op(ScalarOp::Sub, DType::F32, {d, cast(b, in[2], input_type_of(n, 2), DType::F32)});
+  int y = b.op(ScalarOp::Mul, DType::F32, {d, cast(b, in[1], input_type_of(n, 1), DType::F32)});
+  return cast(b, y, DType::F32, n.output(0)->type().dtype());
+}
+
+// ---------------------------------------------------------------------------
+// DynamicQuantizeLinear: uint8 quantization with the scale and zero point
+// that map [min(x, 0), max(x, 0)] onto [0, 255], in float32. An all-zero x
+// takes the scale 1 / 255, as the ONNX reference does.
+
+void infer_dynamic_quantize(InferContext& ctx) {
+  const Type& x = ctx.input_type(0);
+  ctx.set_output_type(0, is_ranked(x) ? Type::tensor(DType::U8, x.shape()) : Type::tensor_unranked(DType::U8));
+  ctx.set_output_type(1, Type::tensor(DType::F32, {}));
+  ctx.set_output_type(2, Type::tensor(DType::U8, {}));
+}
+
+std::vector<Tensor> eval_dynamic_quantize(EvalContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  float mx = 0, mn = 0;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    float v = static_cast<float>(x.get_f64(i));
+    mx = std::fmax(mx, v);
+    mn = std::fmin(mn, v);
+  }
+  float scale = (mx == mn ? 1.0f : mx - mn) / 255.0f;
+  float zp = std::nearbyint(std::fmin(std::fmax(-mn / scale, 0.0f), 255.0f));
+  Tensor y(DType::U8, x.shape());
+  for (int64_t i = 0; i < x.numel(); ++i)
+    y.set_f64(i, std::nearbyint(static_cast<float>(x.get_f64(i)) / scale) + zp);
+  Tensor s(DType::F32, {}), z(DType::U8, {});
+  s.set_f64(0, scale);
+  z.set_f64(0, zp);
+  return {y, s, z};
+}
+
+// ---------------------------------------------------------------------------
+// Quantized contractions. An exact integer accumulator acc becomes
+// saturate(round_half_even(acc * multiplier) + y_zero_point), saturated where
+// it is stored.
+
+// Input i as one value per index 0..extent-1 (or one value for all); fails
+// naming the node on another length.
+void require_length(const EvalContext& ctx, size_t i, int64_t extent, const std::string& what) {
+  int64_t len = ctx.input(i).numel();
+  if (len != 1 && len != extent)
+    ctx.fail("expected " + what + " of one element or " + std::to_string(extent) + ", got shape " +
+             shape_str(ctx.input(i).shape()));
+}
+
+double requantize(double acc, double multiplier, double zero_point) {
+  return std::nearbyint(acc * multiplier) + zero_point;
+}
+
+// Requires the zero point at input zi to have the type of the tensor at xi.
+void require_zero_point_type(InferContext& ctx, size_t xi, size_t zi) {
+  DType x = input_dtype(ctx, xi), zp = input_dtype(ctx, zi);
+  if (x != DType::Undefined && zp != DType::Undefined && x != zp)
+    ctx.fail("expected input " + std::to_string(zi) + " (a zero point) of input " + std::to_string(xi) + "'s type " +
+             name_of(x) + ", got " + name_of(zp));
+}
+
+// QLinearMatMul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale,
+// y_zero_point): a's scale and zero point are per tensor or per row, b's per
+// tensor or per column, y's per tensor.
+void infer_qlinear_matmul(InferContext& ctx) {
+  require_zero_point_type(ctx, 0, 2);
+  require_zero_point_type(ctx, 3, 5);
+  require_one_dtype(ctx, 1, {4, 6});
+  DType out = input_dtype(ctx, 7);
+  if (!is_ranked(ctx.input_type(0)) || !is_ranked(ctx.input_type(3))) ctx.set_output_type(0, Type::tensor_unranked(out));
+  else ctx.set_output_type(0, Type::tensor(out, matmul_dims(ctx, 0, 3)));
+}
+
+std::vector<Tensor> eval_qlinear_matmul(EvalContext& ctx) {
+  const Tensor& a = ctx.input(0);
+  const Tensor& b = ctx.input(3);
+  int64_t ra = row_axis(a), cb = column_axis(b);
+  int64_t rows = ra >= 0 ? a.shape()[ra] : 1, cols = cb >= 0 ? b.shape()[cb] : 1;
+  require_length(ctx, 1, rows, "a_scale (per row)");
+  require_length(ctx, 4, cols, "b_scale (per column)");
+  require_length(ctx, 6, 1, "y_scale");
+  require_length(ctx, 7, 1, "y_zero_point");
+  Tensor acc = matmul_compute(ctx.node(), subtract_zero_point(ctx, 0, 2, ra), subtract_zero_point(ctx, 3, 5, cb),
+                              DType::I64);
+  const Tensor &as = ctx.input(1), &bs = ctx.input(4), &ys = ctx.input(6), &yz = ctx.input(7);
+  DType st = as.dtype();
+  Tensor y(yz.dtype(), acc.shape());
+  for (int64_t o = 0; o < acc.numel(); ++o) {
+    int64_t j = o % cols, i = (o / cols) % rows;
+    double m = rounded(rounded(as.get_f64(as.numel() == 1 ? 0 : i) * bs.get_f64(bs.numel() == 1 ? 0 : j), st) /
+                           ys.get_f64(0), st);
+    y.set_f64(o, requantize(acc.get_f64(o), m, yz.get_f64(0)));
+  }
+  return {y};
+}
+
+// QLinearConv(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale,
+// y_zero_point, B): w's scale and zero point are per tensor or per output
+// channel, the others per tensor; B is int32 at scale x_scale * w_scale.
+void infer_qlinear_conv(InferContext& ctx) {
+  require_zero_point_type(ctx, 0, 2);
+  require_zero_point_type(ctx, 3, 5);
+  ctx.set_output_type(0, Type::tensor(input_dtype(ctx, 7), conv_dims(ctx, 0, 3)));
+}
+
+std::vector<Tensor> eval_qlinear_conv(EvalContext& ctx) {
+  int64_t m = ctx.input(3).rank() ? ctx.input(3).shape()[0] : 1;
+  for (size_t i : {1, 2, 6, 7}) require_length(ctx, i, 1, "input " + std::to_string(i));
+  require_length(ctx, 4, m, "w_scale (per output channel)");
+  Tensor acc = conv_compute(ctx, subtract_zero_point(ctx, 0, 2, -1), subtract_zero_point(ctx, 3, 5, 0),
+                            ctx.has_input(8) ? &ctx.input(8) : nullptr, DType::I64);
+  const Tensor &xs = ctx.input(1), &ws = ctx.input(4), &ys = ctx.input(6), &yz = ctx.input(7);
+  int64_t plane = product(acc.shape(), 2);
+  Tensor y(yz.dtype(), acc.shape());
+  for (int64_t o = 0; o < acc.numel(); ++o) {
+    int64_t c = (o / plane) % m;
+    double mult = rounded(rounded(xs.get_f64(0) * ws.get_f64(ws.numel() == 1 ? 0 : c), DType::F32) / ys.get_f64(0),
+                          DType::F32);
+    y.set_f64(o, requantize(acc.get_f64(o), mult, yz.get_f64(0)));
+  }
+  return {y};
+}
+
+// ConvInteger(x, w, x_zero_point, w_zero_point): an int32 convolution of
+// x - x_zero_point (per tensor) with w - w_zero_point (per tensor or per
+// output channel).
+void infer_conv_integer(InferContext& ctx) {
+  require_zero_point_type(ctx, 0, 2);
+  require_zero_point_type(ctx, 1, 3);
+  ctx.set_output_type(0, Type::tensor(DType::I32, conv_dims(ctx, 0, 1)));
+}
+
+std::vector<Tensor> eval_conv_integer(EvalContext& ctx) {
+  return {conv_compute(ctx, subtract_zero_point(ctx, 0, 2, -1), subtract_zero_point(ctx, 1, 3, 0), nullptr,
+                       DType::I32)};
+}
+
+}  // namespace
+
+void register_quantization_ops(OpRegistry& r) {
+  const std::vector<DType> linear = {DType::F32, DType::F16, DType::BF16, DType::I32,
+                                     DType::I8,  DType::U8,  DType::I16,  DType::U16};
+  r.add(OpDef{"", "QuantizeLinear", 13, kPointwise, infer_quantize, eval_quantize, linear})
+      .pointwise_kernel(quantize_expr, lines_up_pointwise);
+  r.add(OpDef{"", "DequantizeLinear", 13, kPointwise, infer_dequantize, eval_dequantize, linear})
+      .pointwise_kernel(dequantize_expr, lines_up_pointwise);
+  r.add(OpDef{"", "DynamicQuantizeLinear", 11, kReduction, infer_dynamic_quantize, eval_dynamic_quantize,
+              {DType::F32, DType::U8}});
+  r.add(OpDef{"", "QLinearMatMul", 10, kContraction, infer_qlinear_matmul, eval_qlinear_matmul,
+              {DType::I8, DType::U8, DType::F32, DType::F16, DType::BF16}});
+  r.add(OpDef{"", "QLinearConv", 10, kContraction, infer_qlinear_conv, eval_qlinear_conv,
+              {DType::I8, DType::U8, DType::F32, DType::I32}});
+  r.add(OpDef{"", "ConvInteger", 10, kContraction, infer_conv_integer, eval_conv_integer,
+              {DType::I8, DType::U8, DType::I32}});
+}
+
+}  // namespace tcc
