@@ -755,6 +755,29 @@ bool decompose_global_pool(Expansion& e) {
   return true;
 }
 
+// GlobalLpPool(x) -> Sqrt(ReduceSum(x * x)) over the spatial axes for p 2,
+// Pow(ReduceSum(Pow(Abs(x), p)), 1 / p) otherwise, keeping them (decomposition.h).
+bool decompose_global_lp_pool(Expansion& e) {
+  const Node& n = e.node();
+  const Type* x = e.ranked_float_input(0);
+  if (x == nullptr || x->rank() < 3) return false;
+  std::vector<int64_t> axes(x->rank() - 2);
+  std::iota(axes.begin(), axes.end(), 2);
+  Type kept = Expansion::kept_type(*x, axes);
+  Value* in = n.input(0);
+  auto p = static_cast<double>(n.get_int("p", 2));
+  if (p == 2) {
+    Value* sum = e.reduce("ReduceSum", "ReduceSum", e.add("Mul", "Mul", {in, in}, *x), axes, kept);
+    e.finish("Sqrt", "Sqrt", {sum});
+    return true;
+  }
+  Value* abs = e.add("Abs", "Abs", {in}, *x);
+  Value* powered = e.add("Pow", "Pow", {abs, e.scalar("p", p, x->dtype())}, *x);
+  Value* sum = e.reduce("ReduceSum", "ReduceSum", powered, axes, kept);
+  e.finish("Pow_1", "Pow", {sum, e.scalar("inverse_p", 1 / p, x->dtype())});
+  return true;
+}
+
 }  // namespace
 
 void register_conv_pool_ops(OpRegistry& r) {
@@ -785,7 +808,8 @@ void register_conv_pool_ops(OpRegistry& r) {
       .decomposition(decompose_global_pool);
   r.add(OpDef{"", "GlobalLpPool", 2, kReduction, infer_global_pool,
               [](EvalContext& c) { return eval_global_pool(c, PoolKind::Lp); }, kFloatTypes})
-      .gradient(global_lp_pool_rule);
+      .gradient(global_lp_pool_rule)
+      .decomposition(decompose_global_lp_pool);
 }
 
 }  // namespace tcc

@@ -58,6 +58,12 @@ bool Expansion::is_graph_output(const Value* v) const {
   return false;
 }
 
+Type Expansion::kept_type(const Type& x, const std::vector<int64_t>& axes) {
+  Dims d = x.shape();
+  for (int64_t a : axes) d[a] = Dim(1);
+  return Type::tensor(x.dtype(), d);
+}
+
 Value* Expansion::add(const std::string& piece, const std::string& op, const std::vector<Value*>& ins,
                       const Type& type, std::map<std::string, Attribute> attrs) {
   Node* p = g_.insert_node(&n_, op, ins, {g_.fresh_name(prefix_ + "/" + piece)}, "", prefix_ + "/" + piece);

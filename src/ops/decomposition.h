@@ -49,6 +49,8 @@ class Expansion {
   bool only_first_output_used() const;
   // Whether v is an output of the main graph (its name is the model's signature).
   bool is_graph_output(const Value* v) const;
+  // x's type with the listed axes kept as size 1 (a keepdims reduction's).
+  static Type kept_type(const Type& x, const std::vector<int64_t>& axes);
 
   // A piece computing `op` of `ins`, of the given type.
   Value* add(const std::string& piece, const std::string& op, const std::vector<Value*>& ins, const Type& type,

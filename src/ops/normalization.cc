@@ -101,7 +101,7 @@ std::vector<Tensor> eval_instancenorm(EvalContext& ctx) {
 }
 
 // LpNormalization: y = x / ||x||_p along `axis` (default -1), p 1 or 2. A line
-// of zeros has norm 0 and gives 0 / 0, NaN, as ONNX's reference does.
+// of zeros (norm 0) gives zeros.
 int64_t lp_order(const Node& n) {
   int64_t p = n.get_int("p", 2);
   if (p != 1 && p != 2) n.fail("p must be 1 or 2, got " + std::to_string(p));
@@ -133,6 +133,8 @@ std::vector<Tensor> eval_lp_normalization(EvalContext& ctx) {
         norm += p == 1 ? std::fabs(v) : v * v;
       }
       if (p == 2) norm = std::sqrt(norm);
+      // A line of zeros stays zeros (ONNX's reference from opset 22 divides only where the norm is not 0).
+      if (norm == 0) norm = 1;
       for (int64_t k = 0; k < len; ++k) y.set_f64(base + k * inner, x.get_f64(base + k * inner) / norm);
     }
   return {y};
@@ -250,6 +252,8 @@ bool decompose_batchnorm(Expansion& e) {
   Value* scaled = e.add("Mul", "Mul", {centered, scale}, *x);
   e.finish("Add_1", "Add", {scaled, per_channel(2, "bias")});
   return true;
+}
+
 // LpNormalization, y = x / n with n = ||x||_p along the axis:
 //   dx = (g - s * sum(g * y)) / n, s = y for p = 2 (n = sqrt(sum x^2)) and
 //   s = sign(x) for p = 1 (n = sum |x|).
@@ -263,6 +267,30 @@ void lp_normalization_rule(GradContext& c) {
   c.set(0, e.op("Div", {e.op("Sub", {c.dy(), mul(c, s, dot)}), norm}));
 }
 
+// LpNormalization -> x / Sqrt(ReduceSum(x * x)) (p 2) or x / ReduceSum(Abs(x))
+// (p 1) along the axis, a zero norm taken as 1: one reduction kernel (decomposition.h).
+bool decompose_lp_normalization(Expansion& e) {
+  const Node& n = e.node();
+  const Type* x = e.ranked_float_input(0);
+  if (x == nullptr || x->rank() == 0) return false;
+  int64_t p = lp_order(n);
+  std::vector<int64_t> axes = {normalize_axis(n, n.get_int("axis", -1), static_cast<int64_t>(x->rank()))};
+  Type kept = Expansion::kept_type(*x, axes);
+  Value* in = n.input(0);
+  Value* norm;
+  if (p == 2) {
+    Value* sum = e.reduce("ReduceSum", "ReduceSum", e.add("Mul", "Mul", {in, in}, *x), axes, kept);
+    norm = e.add("Sqrt", "Sqrt", {sum}, kept);
+  } else {
+    norm = e.reduce("ReduceSum", "ReduceSum", e.add("Abs", "Abs", {in}, *x), axes, kept);
+  }
+  // A line of zeros divides by 1, not 0.
+  Value* zero = e.add("Equal", "Equal", {norm, e.scalar("zero", 0, x->dtype())}, Type::tensor(DType::Bool, kept.shape()));
+  Value* safe = e.add("Where", "Where", {zero, e.scalar("one", 1, x->dtype()), norm}, kept);
+  e.finish("Div", "Div", {in, safe});
+  return true;
+}
+
 }  // namespace
 
 void register_normalization_ops(OpRegistry& r) {
@@ -272,7 +300,8 @@ void register_normalization_ops(OpRegistry& r) {
   r.add(OpDef{"", "InstanceNormalization", 6, kReduction, infer_instancenorm, eval_instancenorm, kFloatTypes})
       .gradient(instance_norm_rule);
   r.add(OpDef{"", "LpNormalization", 1, kReduction, infer_lp_normalization, eval_lp_normalization, kFloatTypes})
-      .gradient(lp_normalization_rule);
+      .gradient(lp_normalization_rule)
+      .decomposition(decompose_lp_normalization);
 }
 
 }  // namespace tcc

@@ -620,13 +620,6 @@ void cum_sum_rule(GradContext& c) {
 // Decompositions (decomposition.h): each becomes reductions and pointwise ops
 // that fuse into one reduction kernel with their neighbours.
 
-// x's type with the listed axes kept as size 1.
-Type kept_type(const Type& x, const std::vector<int64_t>& axes) {
-  Dims d = x.shape();
-  for (int64_t a : axes) d[a] = Dim(1);
-  return Type::tensor(x.dtype(), d);
-}
-
 // Softmax(x) -> m = ReduceMax(x); e = Exp(x - m); e / ReduceSum(e)
 // LogSoftmax(x) -> d = x - ReduceMax(x); d - Log(ReduceSum(Exp(d)))
 // Not before opset 13, where they flatten to 2-D.
@@ -638,7 +631,7 @@ bool decompose_softmax(Expansion& e) {
   int64_t axis = n.get_int("axis", -1);
   if (axis < -rank || axis >= rank) return false;
   std::vector<int64_t> axes = {axis < 0 ? axis + rank : axis};
-  Type kept = kept_type(*x, axes);
+  Type kept = Expansion::kept_type(*x, axes);
   bool log = n.op_type() == "LogSoftmax";
   Value* in = n.input(0);
   Value* m = e.reduce("ReduceMax", "ReduceMax", in, axes, kept);
@@ -664,7 +657,7 @@ bool decompose_layer_norm(Expansion& e) {
   if (axis < -rank || axis >= rank) return false;
   std::vector<int64_t> axes(rank - (axis < 0 ? axis + rank : axis));
   std::iota(axes.begin(), axes.end(), axis < 0 ? axis + rank : axis);
-  Type kept = kept_type(*x, axes);
+  Type kept = Expansion::kept_type(*x, axes);
   Value* in = n.input(0);
   Value* scale = n.input(1);
   Value* bias = n.has_input(2) ? n.input(2) : nullptr;

@@ -297,6 +297,10 @@ TEST(OpsSignal, LpNormalizationScalesLinesToUnitNorm) {
   auto out = g.run({l2, l1}, {{"x", tensor_of(DType::F64, {3, -1, 4, 2}, {2, 2})}});
   expect_values(floats(out[0]), {0.6, -1 / std::sqrt(5.0), 0.8, 2 / std::sqrt(5.0)});
   expect_values(floats(out[1]), {0.75, -0.25, 4.0 / 6, 2.0 / 6});
+  // A line of zeros stays zeros.
+  auto zeros = g.run({l2, l1}, {{"x", tensor_of(DType::F64, {0, 1, 0, 2}, {2, 2})}});
+  expect_values(floats(zeros[0]), {0, 1 / std::sqrt(5.0), 0, 2 / std::sqrt(5.0)});
+  expect_values(floats(zeros[1]), {0, 1, 0, 1});
 }
 
 TEST(OpsSignal, LpNormalizationRefusesP3NamingTheNode) {
