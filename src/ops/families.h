@@ -18,5 +18,7 @@ void register_loss_ops(OpRegistry& r);            // NegativeLogLikelihoodLoss, 
 void register_data_dependent_ops(OpRegistry& r);  // NonZero, Unique, TopK
 void register_control_flow_ops(OpRegistry& r);    // If, Loop, Scan
 void register_tcc_ops(OpRegistry& r);             // tcc::Fusion, tcc::Reshape, tcc::Expand, tcc::Slice
+void register_sequence_ops(OpRegistry& r);        // Sequence*, ConcatFromSequence, SplitToSequence, Optional*
+void register_generator_ops(OpRegistry& r);       // OneHot, EyeLike, RandomNormal, RandomUniform, *Like, Bernoulli, Multinomial
 
 }  // namespace tcc

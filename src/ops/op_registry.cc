@@ -93,6 +93,8 @@ const OpRegistry& OpRegistry::get() {
     register_data_dependent_ops(r);
     register_control_flow_ops(r);
     register_tcc_ops(r);
+    register_sequence_ops(r);
+    register_generator_ops(r);
     return r;
   }();
   return registry;
