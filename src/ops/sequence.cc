@@ -228,11 +228,12 @@ std::vector<Tensor> eval_concat_from_sequence(EvalContext& ctx) {
 
 void infer_split_to_sequence(InferContext& ctx) {
   const Node& n = ctx.node();
-  if (!inputs_ranked(ctx, {0})) {
-    ctx.set_output_type(0, Type::sequence(ctx.out_types[0]));
+  const Type& x = ctx.input_type(0);
+  if (!x.is_unknown() && !x.is_tensor()) ctx.fail("input 0 must be a tensor, got " + x.str());
+  if (!x.is_tensor() || !x.has_rank()) {
+    ctx.set_output_type(0, Type::sequence(x.is_tensor() ? Type::tensor_unranked(x.dtype()) : Type()));
     return;
   }
-  const Type& x = ctx.input_type(0);
   if (x.rank() == 0) ctx.fail("cannot split a rank-0 tensor: it has no axis");
   int64_t axis = normalize_axis(n, n.get_int("axis", 0), static_cast<int64_t>(x.rank()));
   Dims d = x.shape();
