@@ -7,8 +7,9 @@
 // carries as Tensors of kind Sequence and Optional (src/ir/tensor.h). A
 // sequence's elements may differ in shape, so its element type keeps only
 // the dims every element shares; the rest are unknown. Element counts are
-// never known at compile time. None of these ops has a kernel: compiled
-// modules carry tensors only.
+// never known at compile time. None of these ops has a kernel: a compiled
+// module carries tensors only, so compile refuses sequences and optionals
+// passed between its steps or across its inputs and outputs.
 #include <algorithm>
 
 #include "src/ops/families.h"
