@@ -57,6 +57,9 @@ void refuse_what_modules_cannot_carry(const Graph& g) {
   for (const Value* v : g.inputs()) refuse_strings(v, "input");
   for (const Value* v : g.outputs()) {
     refuse_strings(v, "output");
+    if (v->type().kind() == Type::Kind::Sequence || v->type().kind() == Type::Kind::Optional)
+      v->fail("output '" + v->name() + "' is of type " + v->type().str() +
+              "; a compiled module takes and returns tensors only");
     if (!v->type().is_tensor() || !v->type().has_rank()) continue;
     auto refuse_size = [&](const std::string& size) {
       v->fail("output '" + v->name() + "' has type " + v->type().str() + ", whose size " + size +

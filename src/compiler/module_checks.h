@@ -7,8 +7,8 @@
 
 namespace tcc {
 
-// Names JSON cannot hold, string tensors (modules hold numeric buffers), and
-// outputs whose size no run can know: an unknown dim, or a symbol that neither
+// Names JSON cannot hold, string tensors (modules hold numeric buffers),
+// sequence and optional outputs, and outputs whose size no run can know: an unknown dim, or a symbol that neither
 // an input's dim nor a node's output gives. A size a node produces from data
 // (NonZero's count, as a dim of its output) is bound when that node has run;
 // the caller's output allocator provides such an output's memory.

@@ -5,7 +5,20 @@
 namespace tcc {
 
 std::string mismatch_with_type(const Tensor& t, const Type& type) {
-  if (!type.is_tensor()) return "";
+  if (type.is_unknown()) return "";
+  if (type.kind() == Type::Kind::Sequence || type.kind() == Type::Kind::Optional) {
+    bool sequence = type.kind() == Type::Kind::Sequence;
+    if (sequence ? !t.is_sequence() : !t.is_optional())
+      return std::string(t.is_sequence() ? "a sequence" : t.is_optional() ? "an optional" : "a tensor") + " where " +
+             type.str() + " was expected";
+    for (const Tensor& e : t.elements()) {
+      std::string why = mismatch_with_type(e, type.elem());
+      if (!why.empty()) return "an element with " + why;
+    }
+    return "";
+  }
+  if (t.kind() != Tensor::Kind::Tensor)
+    return std::string(t.is_sequence() ? "a sequence" : "an optional") + " where " + type.str() + " was expected";
   if (type.dtype() != DType::Undefined && t.dtype() != type.dtype())
     return "dtype " + std::string(dtype_name(t.dtype())) + " where " + std::string(dtype_name(type.dtype())) +
            " was expected";

@@ -61,7 +61,8 @@ class Interpreter {
   std::map<std::string, std::string> symbol_sources_;  // symbol -> "input 'x' dim 1", for conflicts
 };
 
-// Checks that a tensor fits a declared type: dtype, rank and every static dim.
+// Checks that a tensor fits a declared type: dtype, rank and every static dim;
+// a sequence or optional, its kind and each element.
 // Returns an empty string when it fits, otherwise what differs.
 std::string mismatch_with_type(const Tensor& t, const Type& type);
 

@@ -106,6 +106,34 @@ Tensor Tensor::shape_only(DType dtype, std::vector<int64_t> shape) {
   return t;
 }
 
+Tensor Tensor::sequence(DType elem, std::vector<Tensor> elements) {
+  for (const Tensor& e : elements)
+    TCC_CHECK(e.kind() == Kind::Tensor && e.dtype() == elem)
+        << "a sequence of " << dtype_name(elem) << " holds a " << dtype_name(e.dtype()) << " element";
+  Tensor t;
+  t.kind_ = Kind::Sequence;
+  t.dtype_ = elem;
+  t.elements_ = std::make_shared<const std::vector<Tensor>>(std::move(elements));
+  return t;
+}
+
+Tensor Tensor::optional(DType elem, std::vector<Tensor> element) {
+  TCC_CHECK(element.size() <= 1) << "an optional holds " << element.size() << " elements";
+  for (const Tensor& e : element)
+    TCC_CHECK(e.kind() != Kind::Optional && e.dtype() == elem)
+        << "an optional of " << dtype_name(elem) << " holds a " << dtype_name(e.dtype()) << " value";
+  Tensor t;
+  t.kind_ = Kind::Optional;
+  t.dtype_ = elem;
+  t.elements_ = std::make_shared<const std::vector<Tensor>>(std::move(element));
+  return t;
+}
+
+const std::vector<Tensor>& Tensor::elements() const {
+  TCC_CHECK(elements_) << "elements() of a tensor";
+  return *elements_;
+}
+
 double Tensor::get_f64(int64_t i) const {
   const std::byte* p = raw() + i * dtype_size(dtype_);
   switch (dtype_) {
@@ -222,13 +250,27 @@ Tensor Tensor::cast(DType to) const {
 
 Tensor Tensor::clone() const {
   Tensor t = *this;
+  if (elements_) {
+    std::vector<Tensor> copies;
+    for (const Tensor& e : *elements_) copies.push_back(e.clone());
+    t.elements_ = std::make_shared<const std::vector<Tensor>>(std::move(copies));
+    return t;
+  }
   t.own(std::make_shared<std::vector<std::byte>>(raw(), raw() + nbytes_));
   if (strings_) t.strings_ = std::make_shared<std::vector<std::string>>(*strings_);
   return t;
 }
 
 bool Tensor::identical(const Tensor& o) const {
-  if (dtype_ != o.dtype_ || shape_ != o.shape_) return false;
+  if (kind_ != o.kind_ || dtype_ != o.dtype_ || shape_ != o.shape_) return false;
+  if (elements_) {
+    const std::vector<Tensor>& a = *elements_;
+    const std::vector<Tensor>& b = *o.elements_;
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+      if (!a[i].identical(b[i])) return false;
+    return true;
+  }
   if (dtype_ == DType::String) return *strings_ == *o.strings_;
   return nbytes() == o.nbytes() && std::memcmp(raw(), o.raw(), nbytes()) == 0;
 }

@@ -5,6 +5,10 @@
 // code that writes makes a fresh tensor), so passing tensors by value is cheap.
 // The storage may be a buffer another reader filled (a protobuf's raw_data
 // string): a large initializer is then never copied on its way into the IR.
+//
+// A Tensor also carries ONNX's sequence and optional values through the
+// reference interpreter (Type's seq<...> and opt<...>): their elements are
+// Tensors, and they have no shape or storage of their own.
 #pragma once
 
 #include <cstddef>
@@ -19,6 +23,8 @@ namespace tcc {
 
 class Tensor {
  public:
+  enum class Kind { Tensor, Sequence, Optional };
+
   Tensor() = default;
   // Zero-filled tensor (empty strings for String).
   Tensor(DType dtype, std::vector<int64_t> shape);
@@ -36,6 +42,17 @@ class Tensor {
   // that reads only its input's shape (Shape, Size) is given where the data
   // lives elsewhere, on a device, or is not computed yet.
   static Tensor shape_only(DType dtype, std::vector<int64_t> shape);
+  // A sequence of tensors of dtype `elem` (elements of another dtype are an
+  // internal error).
+  static Tensor sequence(DType elem, std::vector<Tensor> elements);
+  // An optional: none (no element) or one tensor or sequence whose tensors are of dtype `elem`.
+  static Tensor optional(DType elem, std::vector<Tensor> element);
+
+  Kind kind() const { return kind_; }
+  bool is_sequence() const { return kind_ == Kind::Sequence; }
+  bool is_optional() const { return kind_ == Kind::Optional; }
+  // A sequence's elements; an optional's element, or none.
+  const std::vector<Tensor>& elements() const;
 
   DType dtype() const { return dtype_; }
   const std::vector<int64_t>& shape() const { return shape_; }
@@ -71,7 +88,7 @@ class Tensor {
   // Deep copy (fresh storage).
   Tensor clone() const;
 
-  // Exact equality of dtype, shape and bytes.
+  // Exact equality of kind, dtype, shape and bytes (elements, for sequences and optionals).
   bool identical(const Tensor& o) const;
 
  private:
@@ -89,6 +106,8 @@ class Tensor {
   std::shared_ptr<std::byte> bytes_;
   size_t nbytes_ = 0;
   std::shared_ptr<std::vector<std::string>> strings_;
+  Kind kind_ = Kind::Tensor;
+  std::shared_ptr<const std::vector<Tensor>> elements_;  // sequences and optionals
 };
 
 // Element count of a shape, or -1 if it overflows int64 or has a negative dim.

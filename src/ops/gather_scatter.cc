@@ -1,11 +1,12 @@
 // Indexed movement ops: Gather, GatherElements, GatherND, ScatterElements,
-// ScatterND and Compress, which move elements where index (or condition)
-// tensors say.
+// ScatterND, Compress and ReverseSequence, which move elements where index
+// (or condition, or length) tensors say.
 //
 // Gather's shape rule also carries the contents of 1-D shape tensors, so
 // Gather(Shape(x), 1) is `seq`.
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "src/ops/families.h"
 #include "src/ops/fusion.h"  // kTccDomain
@@ -288,6 +289,53 @@ KernelRole gather_role(const Node& n) {
   return KernelRole::Indexed;
 }
 
+// ---- ReverseSequence ---------------------------------------------------------------
+
+// The batch and time axes of a ReverseSequence: 0 and 1, one each.
+std::pair<int64_t, int64_t> batch_time_axes(const Node& n) {
+  int64_t batch = n.get_int("batch_axis", 1), time = n.get_int("time_axis", 0);
+  if (!((batch == 0 && time == 1) || (batch == 1 && time == 0)))
+    n.fail("batch_axis and time_axis must be 0 and 1 in either order, got " + std::to_string(batch) + " and " +
+           std::to_string(time));
+  return {batch, time};
+}
+
+// ReverseSequence(x, sequence_lens): x with the first sequence_lens[b] steps
+// along the time axis of each batch entry b reversed; the rest stay.
+void infer_reverse_sequence(InferContext& ctx) {
+  int64_t batch = batch_time_axes(ctx.node()).first;
+  require_index_vector(ctx, 1, "sequence_lens");
+  if (!inputs_ranked(ctx, {0})) return;
+  const Type& x = ctx.input_type(0);
+  if (x.rank() < 2) ctx.fail("expected an input of rank 2 or more, got " + x.str());
+  const Type& lens = ctx.input_type(1);
+  if (lens.is_tensor() && lens.has_rank() && !ctx.env().unify(lens.shape()[0], x.shape()[batch], &ctx.node()))
+    ctx.fail("sequence_lens " + lens.str() + " must have one length per batch entry of " + x.str());
+  ctx.set_output_type(0, x);
+}
+
+std::vector<Tensor> eval_reverse_sequence(EvalContext& ctx) {
+  auto [batch, time] = batch_time_axes(ctx.node());
+  const Tensor& x = ctx.input(0);
+  const Tensor& lens = ctx.input(1);
+  if (x.rank() < 2) ctx.fail("expected an input of rank 2 or more, got shape " + shape_str(x.shape()));
+  if (lens.rank() != 1 || lens.shape()[0] != x.shape()[batch])
+    ctx.fail("sequence_lens of shape " + shape_str(lens.shape()) + " must have one length per batch entry of " +
+             shape_str(x.shape()));
+  int64_t steps = x.shape()[time];
+  for (int64_t b = 0; b < lens.numel(); ++b)
+    if (lens.get_i64(b) < 0 || lens.get_i64(b) > steps)
+      ctx.fail("sequence_lens[" + std::to_string(b) + "] is " + std::to_string(lens.get_i64(b)) + ", outside [0, " +
+               std::to_string(steps) + "]");
+  std::vector<int64_t> strides = row_major_strides(x.shape());
+  return {remap(x, x.shape(), [&](const std::vector<int64_t>& idx) {
+    std::vector<int64_t> from = idx;
+    int64_t len = lens.get_i64(idx[batch]);
+    if (idx[time] < len) from[time] = len - 1 - idx[time];
+    return flat_index(from, strides);
+  })};
+}
+
 // ---------------------------------------------------------------------------
 // Gradients (gradient.h)
 
@@ -498,6 +546,7 @@ void register_gather_scatter_ops(OpRegistry& r) {
   r.add(OpDef{"", "ScatterND", 11, kMovement, infer_same_as_data, eval_scatter_nd, {}}).gradient(scatter_rule);
   r.add(OpDef{"", "Compress", 11, kMovement | kDataDependentShape, infer_compress, eval_compress, {}})
       .gradient(compress_rule);
+  r.add(OpDef{"", "ReverseSequence", 10, kMovement, infer_reverse_sequence, eval_reverse_sequence, {}});
 }
 
 }  // namespace tcc

@@ -1,10 +1,12 @@
-// Contractions: MatMul (NumPy semantics), MatMulInteger, Gemm and Einsum.
+// Contractions: MatMul (NumPy semantics), MatMulInteger, Gemm and Einsum;
+// and Det, the determinants of a batch of square matrices.
 //
 // Shape rules unify the contracted dims symbolically, so a model whose K dims
 // are `hidden` and `768` teaches hidden == 768. Kernels are plain index loops
 // accumulating in double (floats) or int64 (integers).
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <map>
 #include <optional>
 #include <set>
@@ -622,6 +624,54 @@ bool decompose_gemm(Expansion& e) {
   return true;
 }
 
+// ---------------------------------------------------------------------------
+// Det: X [*, M, M] -> [*], by Gaussian elimination with partial pivoting in
+// double, rounded once to X's dtype.
+
+void infer_det(InferContext& ctx) {
+  if (!inputs_ranked(ctx, {0})) return;
+  const Type& x = ctx.input_type(0);
+  if (x.rank() < 2) ctx.fail("expected a matrix or a batch of matrices [*, M, M], got " + x.str());
+  const Dims& d = x.shape();
+  unify_or_fail(ctx, d[d.size() - 2], d[d.size() - 1], "matrix dims");
+  ctx.set_output_type(0, Type::tensor(x.dtype(), ctx.env().canonical(Dims(d.begin(), d.end() - 2))));
+}
+
+double determinant(std::vector<double> a, int64_t m) {
+  double det = 1;
+  for (int64_t col = 0; col < m; ++col) {
+    int64_t pivot = col;
+    for (int64_t r = col + 1; r < m; ++r)
+      if (std::fabs(a[r * m + col]) > std::fabs(a[pivot * m + col])) pivot = r;
+    if (a[pivot * m + col] == 0) return 0;
+    if (pivot != col) {
+      for (int64_t k = 0; k < m; ++k) std::swap(a[pivot * m + k], a[col * m + k]);
+      det = -det;
+    }
+    det *= a[col * m + col];
+    for (int64_t r = col + 1; r < m; ++r) {
+      double f = a[r * m + col] / a[col * m + col];
+      for (int64_t k = col; k < m; ++k) a[r * m + k] -= f * a[col * m + k];
+    }
+  }
+  return det;
+}
+
+std::vector<Tensor> eval_det(EvalContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  size_t rank = x.rank();
+  if (rank < 2 || x.shape()[rank - 1] != x.shape()[rank - 2])
+    ctx.fail("expected a matrix or a batch of square matrices [*, M, M], got shape " + shape_str(x.shape()));
+  int64_t m = x.shape()[rank - 1];
+  Tensor out(x.dtype(), std::vector<int64_t>(x.shape().begin(), x.shape().end() - 2));
+  std::vector<double> a(static_cast<size_t>(m * m));
+  for (int64_t b = 0; b < out.numel(); ++b) {
+    for (int64_t i = 0; i < m * m; ++i) a[i] = x.get_f64(b * m * m + i);
+    out.set_f64(b, determinant(a, m));
+  }
+  return {out};
+}
+
 }  // namespace
 
 void register_linalg_ops(OpRegistry& r) {
@@ -658,6 +708,7 @@ void register_linalg_ops(OpRegistry& r) {
   r.add(OpDef{"", "Einsum", 12, kContraction, infer_einsum,
               [](EvalContext& ctx) { return std::vector<Tensor>{einsum_kernel(ctx)}; }, kNumeric})
       .gradient(einsum_rule);
+  r.add(OpDef{"", "Det", 11, 0, infer_det, eval_det, {DType::F16, DType::BF16, DType::F32, DType::F64}});
 }
 
 }  // namespace tcc

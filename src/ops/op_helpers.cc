@@ -12,6 +12,14 @@ int64_t normalize_axis(const Node& n, int64_t axis, int64_t rank) {
   return a;
 }
 
+DType dtype_attr(const Node& n, DType fallback) {
+  if (!n.has_attr("dtype")) return fallback;
+  int64_t v = n.get_int("dtype", 0);
+  std::optional<DType> d = dtype_from_onnx(static_cast<int32_t>(v));
+  if (!d || *d == DType::Undefined) n.fail("dtype " + std::to_string(v) + " is not an element type tcc models");
+  return *d;
+}
+
 Dims broadcast_dims(InferContext& ctx, const std::vector<Dims>& shapes) {
   size_t rank = 0;
   for (const auto& s : shapes) rank = std::max(rank, s.size());

@@ -20,6 +20,11 @@ inline constexpr int64_t kSliceSentinel = 2147483647;
 // Maps a possibly negative axis into [0, rank); fails naming the node when out of range.
 int64_t normalize_axis(const Node& n, int64_t axis, int64_t rank);
 
+// n's `dtype` attribute, an ONNX element type (SequenceEmpty's, EyeLike's, the
+// random generators'), or `fallback` when absent; fails naming n on one tcc
+// does not model.
+DType dtype_attr(const Node& n, DType fallback);
+
 // ScatterElements along n's `axis` attribute (src/ops/gather_scatter.cc): `out`, the
 // data, with each update written (`reduction` none) or combined (add, mul,
 // max, min) where its index says; negative indices count from the end. Fails

@@ -97,6 +97,8 @@ const OpRegistry& OpRegistry::get() {
     register_signal_ops(r);
     register_quantization_ops(r);
     register_tcc_ops(r);
+    register_sequence_ops(r);
+    register_generator_ops(r);
     return r;
   }();
   return registry;

@@ -45,9 +45,11 @@ void check_arity(const Node& n) {
   auto plural_inputs = [](int most) { return most == 1 ? std::string(" input") : std::string(" inputs"); };
   int inputs = static_cast<int>(n.num_inputs()), outputs = static_cast<int>(n.num_outputs());
   // Positions before min_input may be optional (Loop's M and cond): only a
-  // formal input of option Single must be there.
+  // formal input of option Single must be there. OptionalHasElement's input
+  // became optional at 18 (none has no element), after the library's schema.
   const auto& formals = schema->inputs();
-  for (int i = 0; i < schema->min_input() && i < static_cast<int>(formals.size()); ++i)
+  const bool made_optional = n.opset() >= 18 && n.op_type() == "OptionalHasElement";
+  for (int i = 0; i < schema->min_input() && i < static_cast<int>(formals.size()) && !made_optional; ++i)
     if (formals[i].GetOption() == ONNX_NAMESPACE::OpSchema::Single && (i >= inputs || !n.has_input(static_cast<size_t>(i))))
       n.fail(op + " takes " + count(schema->min_input(), schema->max_input()) + plural_inputs(schema->max_input()) +
              (schema->min_input() == schema->max_input()

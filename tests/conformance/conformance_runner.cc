@@ -7,11 +7,15 @@
 //
 // DIR holds one folder per test (model.onnx, test_data_set_N/input_K.pb and
 // output_K.pb), as the onnx wheel ships them; CMake finds or generates it
-// (node_tests.py) and compiles it in as the default.
+// (node_tests.py) and compiles it in as the default. A graph input or output
+// that is a sequence or an optional of tensors is a SequenceProto or
+// OptionalProto file, run as the interpreter's sequence and optional values.
 //
-// A test is supported when the model's default-domain opset is 13..23 and every
+// A test is supported when the model's default-domain opset is 13..23, its
+// graph inputs and outputs are tensors, sequences or optionals, and every
 // node, regions included, has an OpDef whose dtypes allow the dtypes of the
-// node's tensors; other tests are skipped and their reasons counted. Supported
+// node's tensors, and no TypeProto attribute (tcc's IR holds none); other
+// tests are skipped and their reasons counted. Supported
 // tests are loaded with load_model, shaped with infer_shapes and run by the
 // Interpreter on every data set; outputs are compared with the ONNX backend
 // tolerances (|actual - expected| <= atol + rtol * |expected|, rtol 1e-3,
@@ -25,6 +29,8 @@
 // generated kernels, lowering, fusion and memory plan) is compared instead of
 // the interpreter's, with the same tolerances. A model compile refuses (exit 2)
 // is skipped with its message as the reason; any other compile failure fails.
+// A model with a sequence or optional graph input or output is skipped: a
+// module's inputs and outputs are tensors.
 // With --on-gpu the module runs on the GPU instead (tcc_module_run_cuda on
 // device copies of the inputs): the generated CUDA kernels, cuBLASLt and
 // cuDNN against the same expected outputs; without a GPU the run is skipped.
@@ -34,6 +40,7 @@
 // Exit code: 0 when no supported, non-excluded test failed; 1 when one did;
 // 2 for bad usage or a bad exclusions file; 77 when DIR does not exist (ctest
 // reports the test as skipped: onnx is not installed).
+#include <google/protobuf/unknown_field_set.h>
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
@@ -44,6 +51,7 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <set>
@@ -58,6 +66,7 @@
 
 #include "frontends/load_model.h"
 #include "frontends/onnx/tensor_io.h"
+#include "frontends/onnx/tensor_proto.h"
 #include "src/interp/interpreter.h"
 #include "src/ops/op_registry.h"
 #include "src/runtime/module.h"
@@ -107,6 +116,27 @@ std::string op_label(const std::string& domain, const std::string& op) {
   return (domain.empty() || domain == "ai.onnx") ? op : domain + "." + op;
 }
 
+// Whether the runner reads and compares values of this type: tensors, and
+// sequences and optionals of them (an optional may hold a sequence).
+bool readable_type(const onnx::TypeProto& t) {
+  switch (t.value_case()) {
+    case onnx::TypeProto::kTensorType: return true;
+    case onnx::TypeProto::kSequenceType: return t.sequence_type().elem_type().has_tensor_type();
+    case onnx::TypeProto::kOptionalType:
+      return !t.optional_type().elem_type().has_optional_type() && readable_type(t.optional_type().elem_type());
+    default: return false;
+  }
+}
+
+// The first graph input or output that is no tensor ("graph input 'x'"), or "".
+std::string first_non_tensor(const onnx::GraphProto& g) {
+  for (const auto& v : g.input())
+    if (!v.type().has_tensor_type()) return "graph input '" + v.name() + "'";
+  for (const auto& v : g.output())
+    if (!v.type().has_tensor_type()) return "graph output '" + v.name() + "'";
+  return "";
+}
+
 // Why a model cannot be run by tcc, judged from the protobuf alone so that the
 // verdict does not depend on the importer. Empty when it looks supported; the
 // dtypes of values the file leaves untyped are checked after shape inference.
@@ -123,9 +153,9 @@ class SupportCheck {
       return "opset " + std::to_string(it->second) + " outside " + std::to_string(kMinOpset) + ".." +
              std::to_string(kMaxOpset);
     for (const auto& v : m.graph().input())
-      if (!v.type().has_tensor_type()) return "non-tensor graph input '" + v.name() + "'";
+      if (!readable_type(v.type())) return "graph input '" + v.name() + "' is no tensor, sequence or optional of tensors";
     for (const auto& v : m.graph().output())
-      if (!v.type().has_tensor_type()) return "non-tensor graph output '" + v.name() + "'";
+      if (!readable_type(v.type())) return "graph output '" + v.name() + "' is no tensor, sequence or optional of tensors";
     std::vector<std::unordered_map<std::string, int32_t>> scopes;
     return check_graph(m.graph(), scopes);
   }
@@ -181,6 +211,8 @@ class SupportCheck {
       if (!why.empty()) return why;
     }
     for (const auto& a : n.attribute()) {
+      if (a.type() == onnx::AttributeProto::TYPE_PROTO || a.type() == onnx::AttributeProto::TYPE_PROTOS)
+        return "op " + label + ": a TypeProto attribute ('" + a.name() + "'), which tcc's IR does not hold";
       std::string why;
       if (a.type() == onnx::AttributeProto::GRAPH) why = check_graph(a.g(), scopes);
       for (const auto& g : a.graphs())
@@ -283,8 +315,25 @@ std::string format_number(double v) {
   return os.str();
 }
 
+std::string kind_name(const Tensor& t) {
+  return t.is_sequence() ? "a sequence" : t.is_optional() ? "an optional" : "a tensor";
+}
+
 // Empty when `actual` matches `expected`; otherwise the first mismatch.
+// Sequences and optionals match element by element.
 std::string compare(const Tensor& expected, const Tensor& actual) {
+  if (expected.kind() != actual.kind()) return kind_name(actual) + ", expected " + kind_name(expected);
+  if (expected.kind() != Tensor::Kind::Tensor) {
+    const std::vector<Tensor>& e = expected.elements();
+    const std::vector<Tensor>& a = actual.elements();
+    if (e.size() != a.size())
+      return std::to_string(a.size()) + " elements, expected " + std::to_string(e.size());
+    for (size_t i = 0; i < e.size(); ++i) {
+      std::string mismatch = compare(e[i], a[i]);
+      if (!mismatch.empty()) return "element " + std::to_string(i) + ": " + mismatch;
+    }
+    return "";
+  }
   if (expected.dtype() != actual.dtype())
     return "dtype " + std::string(dtype_name(actual.dtype())) + ", expected " + std::string(dtype_name(expected.dtype()));
   if (expected.shape() != actual.shape())
@@ -335,6 +384,75 @@ std::vector<fs::path> numbered_files(const fs::path& dir, const std::string& pre
     files.push_back(p);
   }
   return files;
+}
+
+// The dtype of the tensors a sequence or optional type holds; Undefined when unknown.
+DType element_dtype(const Type& t) {
+  if (t.is_tensor()) return t.dtype();
+  return t.kind() == Type::Kind::Sequence || t.kind() == Type::Kind::Optional ? element_dtype(t.elem())
+                                                                                  : DType::Undefined;
+}
+
+// The tensors (field 3) and sequences (field 5) of a SequenceProto or
+// OptionalProto, both of which number their fields so. They are read field by
+// field: their generated classes come with the ONNX_ML protobuf, which tcc
+// does not build with.
+struct ValueFields {
+  std::vector<std::string> tensors, sequences;
+};
+
+ValueFields value_fields(const std::string& bytes, const std::string& path, const std::string& what) {
+  google::protobuf::UnknownFieldSet set;
+  if (!set.ParseFromString(bytes)) throw InputError(path + ": not a readable " + what + " file");
+  ValueFields f;
+  for (int i = 0; i < set.field_count(); ++i) {
+    const google::protobuf::UnknownField& field = set.field(i);
+    if (field.number() == 3 || field.number() == 5) {
+      if (field.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
+        throw InputError(path + ": not a readable " + what + " file");
+      (field.number() == 3 ? f.tensors : f.sequences).push_back(field.length_delimited());
+    } else if (field.number() > 3) {
+      throw InputError(path + ": a " + what + " of sparse tensors, maps or optionals, which tcc does not read");
+    }
+  }
+  return f;
+}
+
+Tensor tensor_from_bytes(const std::string& bytes, const fs::path& path) {
+  onnx::TensorProto p;
+  if (!p.ParseFromString(bytes)) throw InputError(path.string() + ": an element is not a readable TensorProto");
+  return tensor_from_proto(p, {path.string(), path.parent_path().string(), ""});
+}
+
+Tensor sequence_from_bytes(const std::string& bytes, const Type& type, const fs::path& path) {
+  ValueFields f = value_fields(bytes, path.string(), "SequenceProto");
+  if (!f.sequences.empty()) throw InputError(path.string() + ": a sequence of sequences, which tcc does not read");
+  std::vector<Tensor> elems;
+  for (const std::string& t : f.tensors) {
+    elems.push_back(tensor_from_bytes(t, path));
+    if (elems.back().dtype() != elems.front().dtype())
+      throw InputError(path.string() + ": a sequence of tensors of several dtypes");
+  }
+  DType dt = elems.empty() ? element_dtype(type) : elems.front().dtype();
+  return Tensor::sequence(dt, std::move(elems));
+}
+
+// One value of a data set, read as the graph value's type says: a
+// TensorProto, or a SequenceProto or OptionalProto.
+Tensor read_value_pb(const fs::path& path, const Type& type) {
+  bool sequence = type.kind() == Type::Kind::Sequence, optional = type.kind() == Type::Kind::Optional;
+  if (!sequence && !optional) return read_tensor_pb(path.string());
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw InputError(path.string() + ": cannot open");
+  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (sequence) return sequence_from_bytes(bytes, type, path);
+  ValueFields fields = value_fields(bytes, path.string(), "OptionalProto");
+  std::vector<Tensor> value;
+  for (const std::string& t : fields.tensors) value.push_back(tensor_from_bytes(t, path));
+  for (const std::string& s : fields.sequences) value.push_back(sequence_from_bytes(s, type.elem(), path));
+  if (value.size() > 1) throw InputError(path.string() + ": an OptionalProto of several values");
+  DType dt = value.empty() ? element_dtype(type) : value.front().dtype();
+  return Tensor::optional(dt, std::move(value));
 }
 
 // Runs the graph on one data set's inputs (by name); returns its outputs.
@@ -520,7 +638,7 @@ void run_supported(const fs::path& test_dir, const std::string& tcc, bool on_gpu
       return;
     }
     std::map<std::string, Tensor> feeds;
-    for (size_t k = 0; k < in_files.size(); ++k) feeds[inputs[k]->name()] = read_tensor_pb(in_files[k].string());
+    for (size_t k = 0; k < in_files.size(); ++k) feeds[inputs[k]->name()] = read_value_pb(in_files[k], inputs[k]->type());
     std::vector<Tensor> outs = execute(feeds);
     if (outs.size() != out_files.size()) {
       r.outcome = Outcome::Failed;
@@ -528,7 +646,7 @@ void run_supported(const fs::path& test_dir, const std::string& tcc, bool on_gpu
       return;
     }
     for (size_t k = 0; k < outs.size(); ++k) {
-      std::string mismatch = compare(read_tensor_pb(out_files[k].string()), outs[k]);
+      std::string mismatch = compare(read_value_pb(out_files[k], g.outputs()[k]->type()), outs[k]);
       if (!mismatch.empty()) {
         r.outcome = Outcome::Failed;
         r.detail = where + "output " + std::to_string(k) + " ('" + g.outputs()[k]->name() + "') " + mismatch;
@@ -559,6 +677,10 @@ Result run_test(const fs::path& test_dir, const std::map<std::string, std::strin
     return r;
   }
   std::string why = SupportCheck(proto).why_unsupported(proto);
+  if (why.empty() && !opt.compiled.empty()) {
+    why = first_non_tensor(proto.graph());
+    if (!why.empty()) why += " is a sequence or optional; a compiled module's inputs and outputs are tensors";
+  }
   if (!why.empty()) {
     r.outcome = Outcome::Skipped;
     r.detail = why;

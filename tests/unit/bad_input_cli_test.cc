@@ -322,6 +322,21 @@ TEST_F(BadInput, CompileRefusesAValueWhoseRankDependsOnData) {
   EXPECT_EQ(run_tcc("explain " + shell_quote(model)).code, 0);
 }
 
+TEST_F(BadInput, CompileRefusesASequenceOutput) {
+  // The interpreter returns sequences; a module's outputs are tensors.
+  std::string model = model_path("model.tir");
+  write_file(model,
+             "graph g opset(ai.onnx: 17) {\n"
+             "  input %x: f32[4, 2]\n"
+             "  %s = SplitToSequence(%x) name(\"split\")\n"
+             "  output %s\n"
+             "}\n");
+  expect_input_error("compile " + shell_quote(model) + " -o " + shell_quote((root_ / "module").string()), model,
+                     {"node 'split' (SplitToSequence): output 's' is of type seq<f32[1, 2]>; a compiled module takes "
+                      "and returns tensors only"});
+  EXPECT_FALSE(fs::exists(root_ / "module"));
+}
+
 TEST_F(BadInput, NodeArityIsCheckedAgainstOnnxSchemas) {
   // A node missing a required input, with none in its place, or with more
   // inputs or fewer outputs than its op has: named before any rule reads it.

@@ -1,0 +1,305 @@
+// Ops that generate tensors rather than compute from their inputs' values:
+// OneHot, EyeLike, and the random generators RandomNormal, RandomUniform,
+// RandomNormalLike, RandomUniformLike, Bernoulli and Multinomial.
+//
+// EyeLike's kernel expression is built from the point's coordinates alone.
+// The random ops (kRandom: never folded, merged or recomputed) draw from a
+// generator seeded by their `seed` attribute, so one seed gives one stream
+// in the interpreter and in compiled modules' host steps; without a seed the
+// stream is seed 0's, as training-mode Dropout's (shape.cc). The streams are
+// tcc's own: ONNX leaves the generator to the implementation.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+
+#include "src/ops/families.h"
+#include "src/ops/op_helpers.h"
+#include "src/ops/op_registry.h"
+
+namespace tcc {
+
+namespace {
+
+// A `dtype` attribute (dtype_attr) that must be numeric or bool.
+DType numeric_dtype_attr(const Node& n, DType fallback) {
+  DType d = dtype_attr(n, fallback);
+  if (d == DType::String) n.fail("dtype must be numeric or bool, not a string");
+  return d;
+}
+
+// An integer read from a scalar or one-element tensor of any numeric dtype
+// (floats truncate toward zero, as ONNX's cast to int64).
+int64_t integer_at(const Tensor& t, int64_t i) {
+  return is_float(t.dtype()) ? static_cast<int64_t>(std::trunc(t.get_f64(i))) : t.get_i64(i);
+}
+
+// ---- OneHot -------------------------------------------------------------------
+
+// OneHot(indices, depth, values): values[1] where the index along `axis`
+// equals indices (negative ones count from depth, from opset 11), values[0]
+// elsewhere; indices outside [-depth, depth) give a row of values[0].
+void infer_one_hot(InferContext& ctx) {
+  const Type& values = ctx.input_type(2);
+  if (values.is_tensor() && values.has_rank() && (values.rank() != 1 || values.shape()[0] != Dim(2)))
+    ctx.fail("values must be a 1-D tensor of 2 elements [off, on], got " + values.str());
+  const Type& depth = ctx.input_type(1);
+  if (depth.is_tensor() && depth.has_rank() && dims_product(depth.shape()) != Dim(1))
+    ctx.fail("depth must be a scalar or a tensor of one element, got " + depth.str());
+  DType dt = values.is_tensor() ? values.dtype() : DType::Undefined;
+  const Type& indices = ctx.input_type(0);
+  if (!indices.is_tensor() || !indices.has_rank()) {
+    ctx.set_output_type(0, Type::tensor_unranked(dt));
+    return;
+  }
+  Dim d = ctx.env().fresh("u");  // read from data at run time
+  if (const Tensor* c = ctx.input_const(1)) {
+    int64_t v = integer_at(*c, 0);
+    if (v < 1) ctx.fail("depth must be positive, got " + std::to_string(v));
+    d = Dim(v);
+  }
+  int64_t rank = static_cast<int64_t>(indices.rank()) + 1;
+  int64_t axis = normalize_axis(ctx.node(), ctx.node().get_int("axis", -1), rank);
+  Dims out = indices.shape();
+  out.insert(out.begin() + axis, d);
+  ctx.set_output_type(0, Type::tensor(dt, out));
+}
+
+std::vector<Tensor> eval_one_hot(EvalContext& ctx) {
+  const Tensor& indices = ctx.input(0);
+  const Tensor& depth_t = ctx.input(1);
+  const Tensor& values = ctx.input(2);
+  if (depth_t.numel() != 1) ctx.fail("depth must have one element, got shape " + shape_str(depth_t.shape()));
+  if (values.numel() != 2) ctx.fail("values must have 2 elements [off, on], got shape " + shape_str(values.shape()));
+  int64_t depth = integer_at(depth_t, 0);
+  if (depth < 1) ctx.fail("depth must be positive, got " + std::to_string(depth));
+  int64_t rank = static_cast<int64_t>(indices.rank()) + 1;
+  int64_t axis = normalize_axis(ctx.node(), ctx.node().get_int("axis", -1), rank);
+  std::vector<int64_t> shape = indices.shape();
+  shape.insert(shape.begin() + axis, depth);
+  Tensor out(values.dtype(), shape);
+  for (int64_t i = 0; i < out.numel(); ++i) copy_element(out, i, values, 0);
+  // Index j of indices is (outer, inner) around the axis; its hot element is
+  // (outer, index, inner) of the output.
+  int64_t inner = product(indices.shape(), static_cast<size_t>(axis));
+  for (int64_t j = 0; j < indices.numel(); ++j) {
+    int64_t v = integer_at(indices, j);
+    if (v < 0 && ctx.opset() >= 11) v += depth;
+    if (v < 0 || v >= depth) continue;
+    copy_element(out, (j / inner * depth + v) * inner + j % inner, values, 1);
+  }
+  return {out};
+}
+
+// ---- EyeLike ------------------------------------------------------------------
+
+// EyeLike(x): x's 2-D shape, ones on the diagonal k places right of the main
+// one (left for negative k), zeros elsewhere; in `dtype`, else x's dtype.
+void infer_eye_like(InferContext& ctx) {
+  if (!inputs_ranked(ctx, {0})) {
+    ctx.set_output_type(0, Type::tensor_unranked(numeric_dtype_attr(ctx.node(), input_dtype(ctx, 0))));
+    return;
+  }
+  const Type& x = ctx.input_type(0);
+  if (x.rank() != 2) ctx.fail("expected a 2-D input, got " + x.str());
+  ctx.set_output_type(0, Type::tensor(numeric_dtype_attr(ctx.node(), x.dtype()), x.shape()));
+}
+
+std::vector<Tensor> eval_eye_like(EvalContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  if (x.rank() != 2) ctx.fail("expected a 2-D input, got shape " + shape_str(x.shape()));
+  int64_t k = ctx.node().get_int("k", 0);
+  int64_t rows = x.shape()[0], cols = x.shape()[1];
+  Tensor out(numeric_dtype_attr(ctx.node(), x.dtype()), x.shape());
+  for (int64_t i = 0; i < rows; ++i)
+    if (i + k >= 0 && i + k < cols) out.set_i64(i * cols + i + k, 1);
+  return {out};
+}
+
+// out[i, j] = (j == i + k), in the output's dtype.
+int eye_like_expression(const Node& n, ScalarBuilder& b, const std::vector<int>&) {
+  int shifted = b.op(ScalarOp::Add, DType::I64,
+                     {b.coordinate(n, 0), b.constant(DType::I64, static_cast<double>(n.get_int("k", 0)))});
+  int diagonal = b.op(ScalarOp::Equal, DType::Bool, {b.coordinate(n, 1), shifted});
+  DType dt = n.output(0)->type().dtype();
+  return dt == DType::Bool ? diagonal : b.op(ScalarOp::Cast, dt, {diagonal});
+}
+
+// ---- random generators ----------------------------------------------------------
+
+// The generator of a random node, seeded by the bits of its float `seed`.
+std::mt19937_64 generator(const Node& n) {
+  float seed = n.get_float("seed", 0.0f);
+  uint32_t bits = 0;
+  std::memcpy(&bits, &seed, sizeof bits);
+  return std::mt19937_64(bits);
+}
+
+// Fails unless dt is a float type the random generators produce at n's opset
+// (bfloat16 from opset 22).
+void require_random_float(const Node& n, DType dt) {
+  bool ok = dt == DType::F16 || dt == DType::F32 || dt == DType::F64 || (dt == DType::BF16 && n.opset() >= 22);
+  if (!ok)
+    n.fail("generates float16, float or double" + std::string(n.opset() >= 22 ? " or bfloat16" : "") + ", not " +
+           std::string(dtype_name(dt)));
+}
+
+// The output dtype of RandomNormal / RandomUniform (their `dtype`, float by default).
+DType random_dtype(const Node& n) {
+  DType dt = dtype_attr(n, DType::F32);
+  require_random_float(n, dt);
+  return dt;
+}
+
+// The output dtype of the *Like ops: their `dtype`, else the input's, which
+// must then be a float type.
+DType random_like_dtype(const Node& n, DType input) {
+  DType dt = dtype_attr(n, input);
+  if (dt != DType::Undefined) require_random_float(n, dt);
+  return dt;
+}
+
+std::vector<int64_t> shape_attr(const Node& n) {
+  if (!n.has_attr("shape")) n.fail("needs a 'shape' attribute");
+  std::vector<int64_t> shape = n.get_ints("shape");
+  for (int64_t d : shape)
+    if (d < 0) n.fail("shape " + shape_str(shape) + " has a negative dim");
+  return shape;
+}
+
+// Draws uniform values in [low, high) as they round to out's dtype: a draw
+// that rounds onto high (or below low, in float16) is drawn again.
+void fill_uniform(const Node& n, Tensor& out) {
+  double low = n.get_float("low", 0.0f), high = n.get_float("high", 1.0f);
+  if (!(low < high)) n.fail("needs low < high, got low " + std::to_string(low) + " and high " + std::to_string(high));
+  std::mt19937_64 gen = generator(n);
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    for (int tries = 0;; ++tries) {
+      if (tries == 64)
+        n.fail("no " + std::string(dtype_name(out.dtype())) + " value lies in [" + std::to_string(low) + ", " +
+               std::to_string(high) + ")");
+      out.set_f64(i, low + (high - low) * std::generate_canonical<double, 53>(gen));
+      double v = out.get_f64(i);
+      if (v >= low && v < high) break;
+    }
+  }
+}
+
+// Normal values of `mean` and standard deviation `scale`.
+void fill_normal(const Node& n, Tensor& out) {
+  double mean = n.get_float("mean", 0.0f), scale = n.get_float("scale", 1.0f);
+  std::mt19937_64 gen = generator(n);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  for (int64_t i = 0; i < out.numel(); ++i) out.set_f64(i, mean + scale * normal(gen));
+}
+
+void infer_random(InferContext& ctx) {
+  ctx.set_output_type(0, Type::tensor(random_dtype(ctx.node()), dims_of(shape_attr(ctx.node()))));
+}
+
+void infer_random_like(InferContext& ctx) {
+  const Type& x = ctx.input_type(0);
+  DType dt = random_like_dtype(ctx.node(), input_dtype(ctx, 0));
+  ctx.set_output_type(0, x.is_tensor() && x.has_rank() ? Type::tensor(dt, x.shape()) : Type::tensor_unranked(dt));
+}
+
+template <void (*fill)(const Node&, Tensor&)>
+std::vector<Tensor> eval_random(EvalContext& ctx) {
+  Tensor out(random_dtype(ctx.node()), shape_attr(ctx.node()));
+  fill(ctx.node(), out);
+  return {out};
+}
+
+template <void (*fill)(const Node&, Tensor&)>
+std::vector<Tensor> eval_random_like(EvalContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  Tensor out(random_like_dtype(ctx.node(), x.dtype()), x.shape());
+  fill(ctx.node(), out);
+  return {out};
+}
+
+// Bernoulli(p): 1 with probability p, else 0, in `dtype` (p's by default).
+void infer_bernoulli(InferContext& ctx) {
+  const Type& p = ctx.input_type(0);
+  if (p.is_tensor()) require_random_float(ctx.node(), p.dtype());
+  DType dt = numeric_dtype_attr(ctx.node(), input_dtype(ctx, 0));
+  ctx.set_output_type(0, p.is_tensor() && p.has_rank() ? Type::tensor(dt, p.shape()) : Type::tensor_unranked(dt));
+}
+
+std::vector<Tensor> eval_bernoulli(EvalContext& ctx) {
+  const Tensor& p = ctx.input(0);
+  Tensor out(numeric_dtype_attr(ctx.node(), p.dtype()), p.shape());
+  std::mt19937_64 gen = generator(ctx.node());
+  for (int64_t i = 0; i < p.numel(); ++i) {
+    double prob = p.get_f64(i);
+    if (!(prob >= 0 && prob <= 1)) ctx.fail("probability " + std::to_string(prob) + " is outside [0, 1]");
+    out.set_i64(i, std::generate_canonical<double, 53>(gen) < prob ? 1 : 0);
+  }
+  return {out};
+}
+
+// Multinomial(x [batch, classes] of unnormalized log-probabilities):
+// sample_size class indices per row, drawn with probabilities softmax(x).
+DType multinomial_dtype(const Node& n) {
+  DType dt = dtype_attr(n, DType::I32);
+  if (dt != DType::I32 && dt != DType::I64) n.fail("generates int32 or int64, not " + std::string(dtype_name(dt)));
+  return dt;
+}
+
+int64_t sample_size(const Node& n) {
+  int64_t s = n.get_int("sample_size", 1);
+  if (s < 1) n.fail("sample_size must be positive, got " + std::to_string(s));
+  return s;
+}
+
+void infer_multinomial(InferContext& ctx) {
+  DType dt = multinomial_dtype(ctx.node());
+  Dim samples(sample_size(ctx.node()));
+  if (!inputs_ranked(ctx, {0})) {
+    ctx.set_output_type(0, Type::tensor(dt, {Dim::unknown(), samples}));
+    return;
+  }
+  const Type& x = ctx.input_type(0);
+  if (x.rank() != 2) ctx.fail("expected a 2-D input [batch, classes], got " + x.str());
+  ctx.set_output_type(0, Type::tensor(dt, {x.shape()[0], samples}));
+}
+
+std::vector<Tensor> eval_multinomial(EvalContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  if (x.rank() != 2) ctx.fail("expected a 2-D input [batch, classes], got shape " + shape_str(x.shape()));
+  int64_t batch = x.shape()[0], classes = x.shape()[1], samples = sample_size(ctx.node());
+  if (classes == 0) ctx.fail("cannot sample from zero classes");
+  Tensor out(multinomial_dtype(ctx.node()), {batch, samples});
+  std::mt19937_64 gen = generator(ctx.node());
+  std::vector<double> cumulative(static_cast<size_t>(classes));
+  for (int64_t b = 0; b < batch; ++b) {
+    double top = -std::numeric_limits<double>::infinity();
+    for (int64_t c = 0; c < classes; ++c) top = std::max(top, x.get_f64(b * classes + c));
+    if (!std::isfinite(top)) ctx.fail("row " + std::to_string(b) + " has no finite log-probability");
+    double sum = 0;
+    for (int64_t c = 0; c < classes; ++c) cumulative[c] = sum += std::exp(x.get_f64(b * classes + c) - top);
+    for (int64_t s = 0; s < samples; ++s) {
+      double u = std::generate_canonical<double, 53>(gen) * sum;
+      int64_t c = 0;
+      while (c < classes - 1 && cumulative[c] <= u) ++c;
+      out.set_i64(b * samples + s, c);
+    }
+  }
+  return {out};
+}
+
+}  // namespace
+
+void register_generator_ops(OpRegistry& r) {
+  r.add(OpDef{"", "OneHot", 9, 0, infer_one_hot, eval_one_hot, {}});
+  r.add(OpDef{"", "EyeLike", 9, kShapeOnly, infer_eye_like, eval_eye_like, {}}).pointwise_kernel(eye_like_expression);
+  r.add(OpDef{"", "RandomNormal", 1, kRandom | kConstant, infer_random, eval_random<fill_normal>, {}});
+  r.add(OpDef{"", "RandomUniform", 1, kRandom | kConstant, infer_random, eval_random<fill_uniform>, {}});
+  r.add(OpDef{"", "RandomNormalLike", 1, kRandom, infer_random_like, eval_random_like<fill_normal>, {}});
+  r.add(OpDef{"", "RandomUniformLike", 1, kRandom, infer_random_like, eval_random_like<fill_uniform>, {}});
+  r.add(OpDef{"", "Bernoulli", 15, kRandom, infer_bernoulli, eval_bernoulli, {}});
+  r.add(OpDef{"", "Multinomial", 7, kRandom, infer_multinomial, eval_multinomial, {}});
+}
+
+}  // namespace tcc
