@@ -174,7 +174,9 @@ int transpose_axis(const kir::Kernel& k) {
   const size_t last = k.domain.size() - 1;
   int axis = -1;
   for (const kir::Instr& in : k.body) {
-    if (in.op == Op::Coord || (in.op == Op::Load && !in.args.empty()) || in.dynamic >= 0 || in.accumulate) return -1;
+    if (in.op == Op::Coord || (in.op == Op::Load && !in.args.empty()) || in.dynamic >= 0 ||
+        in.accumulate != kir::Accumulate::None)
+      return -1;
     if (in.op == Op::Store && in.index.strides.back() != SymExpr::constant(1)) return -1;
     for (size_t d = 0; d < last; ++d) {
       if (!transposed_load(in, d)) continue;
@@ -244,7 +246,7 @@ bool vectorizes(const kir::Kernel& k) {
   if (!uniform) return false;
   bool any_contiguous = false;
   for (const kir::Instr& in : k.body) {
-    if (in.dynamic >= 0 || in.accumulate) return false;  // per-element, not per float4
+    if (in.dynamic >= 0 || in.accumulate != kir::Accumulate::None) return false;  // per-element, not per float4
     if (in.op != Op::Load && in.op != Op::Store) continue;
     size_t guard = in.op == Op::Load ? 0 : 1;
     if (in.args.size() > guard && !(*uniform)[static_cast<size_t>(in.args[guard])]) return false;

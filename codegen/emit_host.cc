@@ -28,14 +28,16 @@ class HostKernel : emitc::CodeWriter {
       line("const int64_t " + emitc::size_var(k_.size_params[s]) + " = sizes[" + std::to_string(s) + "];");
     line("(void)buffers;");
     line("(void)sizes;");
-    // On the GPU the runtime zeroes these outputs before the launch; here the kernel does.
-    if (k_.zero_outputs)
-      for (size_t b = 0; b < k_.buffers.size(); ++b)
-        if (k_.buffers[b].output) {
-          SymExpr numel = SymExpr::constant(1);
-          for (const SymExpr& d : k_.buffers[b].shape) numel = numel * d;
-          line("for (int64_t z = 0, z_end = " + size_expr(numel) + "; z < z_end; ++z) p" + std::to_string(b) + "[z] = 0;");
-        }
+    // On the GPU the runtime zeroes these outputs, or copies the one output's
+    // initial value, before the launch; here the kernel does.
+    for (size_t b = 0; b < k_.buffers.size(); ++b) {
+      if (!k_.buffers[b].output || (!k_.zero_outputs && k_.copy_from < 0)) continue;
+      SymExpr numel = SymExpr::constant(1);
+      for (const SymExpr& d : k_.buffers[b].shape) numel = numel * d;
+      std::string from = k_.zero_outputs ? "0" : "p" + std::to_string(k_.copy_from) + "[z]";
+      line("for (int64_t z = 0, z_end = " + size_expr(numel) + "; z < z_end; ++z) p" + std::to_string(b) +
+           "[z] = " + from + ";");
+    }
     size_t outer = k_.domain.size() - static_cast<size_t>(k_.reduce_axes);
     open_loops(0, outer);
     if (k_.kind == kir::Kind::Reduction) reduction();

@@ -58,8 +58,8 @@ enum class Op {
           // integer instruction: Gather's rows); converts the stored dtype to the compute type. With an
           // argument (a bool): only where it is true, 0 elsewhere, where the address is not read
   Store,  // buffer[index (+ the dynamic term, as Load)] = args[0]; converts to the stored dtype. With
-          // `accumulate`: adds args[0] to the element, atomically on the GPU; with args[1] (a bool):
-          // only where it is true
+          // `accumulate`: combines args[0] with the element (adds, multiplies, takes the max or the
+          // min), atomically on the GPU; with args[1] (a bool): only where it is true
   Const,  // `value` in `dtype`
   SizeValue,  // `size` (a SymExpr over the size parameters) converted to `dtype`
   Coord,      // the point's coordinate along domain axis `axis`, converted to `dtype`
@@ -80,6 +80,13 @@ enum class Op {
   ConvAcc,
 };
 
+// How a store combines its value with the element it writes: replaces it, or
+// adds, multiplies, takes the max or the min (NaN-propagating, as Op::Max and
+// Op::Min). A combining store is an atomic read-modify-write on the GPU, so
+// several points may write one element (scatters with repeated indices).
+enum class Accumulate { None, Add, Mul, Max, Min };
+const char* accumulate_name(Accumulate a);  // "", "add", "mul", "max", "min"
+
 const char* op_name(Op op);
 // The kernel instruction of a pointwise op's scalar instruction.
 constexpr Op kernel_op(ScalarOp op) { return static_cast<Op>(static_cast<int>(Op::Neg) + static_cast<int>(op)); }
@@ -96,7 +103,7 @@ struct Instr {
   int axis = -1;             // Coord
   int dynamic = -1;          // Load, Store: an earlier i64 instruction whose value scales dynamic_stride
   SymExpr dynamic_stride;
-  bool accumulate = false;   // Store
+  Accumulate accumulate = Accumulate::None;  // Store
   bool row = false;          // reduction kernels: one value per row
 };
 
@@ -125,6 +132,8 @@ struct Kernel {
   std::optional<ConvDesc> conv;         // Kind::Conv
   std::vector<std::string> nodes;       // names of the source nodes fused into it
   bool zero_outputs = false;            // outputs are zeroed before each launch (accumulating stores)
+  int copy_from = -1;                   // the one output starts as a copy of this input buffer (of its dtype
+                                        // and shape) before each launch: a scatter's data, which its stores update
 };
 
 // Readable dump of a kernel, for tests and `TCC_LOG=codegen`. One line per

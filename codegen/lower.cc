@@ -49,6 +49,10 @@ std::string who(const Node& n) { return "'" + n.name() + "' (" + n.op_type() + "
 
 bool is_reduction(const Node& n) { return kernel_role(n) == KernelRole::Reduction; }
 bool is_movement(const Node& n) { return kernel_role(n) == KernelRole::Movement; }
+bool is_scatter(const Node& n) {
+  if (n.domain() == kTccDomain) return n.op_type() == "ScatterAdd";
+  return n.domain().empty() && (n.op_type() == "ScatterElements" || n.op_type() == "ScatterND");
+}
 
 Lowering::Lowering(const Node& fusion, const std::string& name) : fusion_(fusion), body_(fusion_body(fusion)) {
   k_.name = name;
@@ -59,13 +63,13 @@ kir::Kernel Lowering::run() {
   for (const auto& n : body_.nodes()) k_.nodes.push_back(n->name().empty() ? n->op_type() : n->name());
   for (size_t i = 0; i < fusion_.num_inputs(); ++i) add_buffer(fusion_.input(i), false);
   for (size_t i = 0; i < fusion_.num_outputs(); ++i) add_buffer(fusion_.output(i), true);
-  const Node* scatter = nullptr;  // tcc::ScatterAdd: iterates its updates, stores by index
+  const Node* scatter = nullptr;  // iterates its updates, stores by index
   for (const auto& n : body_.nodes())
-    if (n->domain() == kTccDomain && n->op_type() == "ScatterAdd") scatter = n.get();
+    if (is_scatter(*n)) scatter = n.get();
   switch (fusion_kind(fusion_)) {
     case FusionKind::Pointwise:
     case FusionKind::Single:
-      if (scatter) setup_scatter_add(*scatter);
+      if (scatter) setup_scatter(*scatter);
       else setup_pointwise();
       break;
     case FusionKind::Reduction:
@@ -78,7 +82,7 @@ kir::Kernel Lowering::run() {
       setup_conv();
       break;
   }
-  if (scatter) lower_scatter_add(*scatter);
+  if (scatter) lower_scatter(*scatter);
   else
     for (size_t j = 0; j < body_.outputs().size(); ++j)
       store_output(body_.outputs()[j], static_cast<int>(fusion_.num_inputs() + j));

@@ -2,7 +2,7 @@
 // interpreter without a GPU: the GEMM template (codegen/gemm_template.cc: its
 // tiling, guards, double buffering and epilogue) and reductions (column
 // blocks' shared-memory combine, block reductions' warp shuffles, split rows'
-// arrivals). Test code only: the tests
+// arrivals), and scatters' atomic updates. Test code only: the tests
 // compile this header together with the emitted kernels into a shared library
 // with the host compiler.
 //
@@ -159,6 +159,31 @@ inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z,
 
 inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline unsigned atomicAdd(unsigned* p, unsigned v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+// The combining stores' atomics (a block's threads run at once, so they race
+// as on the GPU): integer adds, compare-and-swap, and float adds through it.
+inline int atomicAdd(int* p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v) {
+  return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
+}
+template <class W> W atomicCAS(W* p, W expected, W desired) {
+  __atomic_compare_exchange_n(p, &expected, desired, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+  return expected;
+}
+template <class T, class W> T tcc_emu_atomic_add(T* p, T v) {
+  W seen = __atomic_load_n(reinterpret_cast<W*>(p), __ATOMIC_SEQ_CST);
+  for (;;) {
+    T old, next;
+    std::memcpy(&old, &seen, sizeof old);
+    next = old + v;
+    W want;
+    std::memcpy(&want, &next, sizeof want);
+    W before = atomicCAS(reinterpret_cast<W*>(p), seen, want);
+    if (before == seen) return old;
+    seen = before;
+  }
+}
+inline float atomicAdd(float* p, float v) { return tcc_emu_atomic_add<float, unsigned>(p, v); }
+inline double atomicAdd(double* p, double v) { return tcc_emu_atomic_add<double, unsigned long long>(p, v); }
 
 inline void tcc_tf32_split(float x, uint32_t& big, uint32_t& small) {
   auto round = [](float v) { return (tcc_emu::as_bits(v) + 0x1000u) & 0xFFFFE000u; };
