@@ -129,6 +129,30 @@ template <class T, class Op> TCC_FN T tcc_block_reduce(T v, Op op, T identity) {
 }
 )";
 
+// Inclusive scan (sum) of v over the block's threads in x order, for blocks of
+// whole warps: each warp scans its lanes with shuffles, warps' sums meet in
+// shared memory, and each thread adds those of the warps before its own.
+// *total is the block's sum, for the next tile's carry.
+constexpr std::string_view kCudaScan = R"(template <class T> TCC_FN T tcc_block_scan(T v, T* total) {
+  __shared__ T warp_sums[32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int o = 1; o < 32; o <<= 1) {
+    T u = __shfl_up_sync(0xffffffffu, v, o);
+    if (lane >= o) v += u;
+  }
+  __syncthreads();
+  if (lane == 31) warp_sums[warp] = v;
+  __syncthreads();
+  T before = 0, all = 0;
+  for (int w = 0; w < (int)(blockDim.x >> 5); ++w) {
+    if (w < warp) before += warp_sums[w];
+    all += warp_sums[w];
+  }
+  *total = all;
+  return v + before;
+}
+)";
+
 // A combining store's atomic update of an element of 4 or 8 bytes: read it,
 // combine, and compare-and-swap the bits, again until no other thread wrote
 // the element between the read and the swap.
@@ -262,6 +286,7 @@ std::string prelude(Target t) {
   s += kCommonPrelude;
   if (t == Target::Cuda) {
     s += kCudaReduce;
+    s += kCudaScan;
     s += kCudaAtomic;
   }
   return s;
@@ -566,6 +591,10 @@ std::vector<bool> closure(const kir::Kernel& k, const std::vector<int>& roots, c
     for (int a : k.body[i].args) work.push_back(a);
   }
   return in;
+}
+
+bool scans(const kir::Kernel& k) {
+  return std::any_of(k.body.begin(), k.body.end(), [](const Instr& in) { return in.op == Op::ScanSum; });
 }
 
 ReductionPlan plan_reduction(const kir::Kernel& k) {

@@ -70,6 +70,7 @@ class HostKernel : emitc::CodeWriter {
     if (in.op == Op::Store) out_ += indent() + emitc::store(k_, i, emitc::Target::Host);
     else if (in.op == Op::MatMulAcc) matmul(i);
     else if (in.op == Op::ConvAcc) conv(i);
+    else if (in.op == Op::ScanSum) scan(i);
     else out_ += indent() + define(k_, i);
   }
 
@@ -92,6 +93,9 @@ class HostKernel : emitc::CodeWriter {
         acc = "acc" + std::to_string(pass);
         line(std::string(emitc::accumulator_type(r.dtype)) + " " + acc + " = " + emitc::reduce_identity(r) + ";");
       }
+      for (int i : p.passes[pass])
+        if (k_.body[i].op == Op::ScanSum)
+          line(std::string(emitc::accumulator_type(k_.body[i].dtype)) + " s" + std::to_string(i) + " = 0;");
       open_loops(outer, k_.domain.size());
       for (int i : p.passes[pass]) emit(i);
       if (!final) {
@@ -180,6 +184,17 @@ class HostKernel : emitc::CodeWriter {
     line("}");
     line("const " + std::string(emitc::compute_type(in.dtype)) + " " + vi + " = " +
          emitc::convert(vi + "_acc", DType::F64, in.dtype) + ";");
+  }
+
+  // The running sum s<i> of the row (declared before its pass), then its value here.
+  void scan(int i) {
+    const kir::Instr& in = k_.body[i];
+    kir::Instr sum = in;
+    sum.op = Op::ReduceSum;
+    std::string acc = "s" + std::to_string(i);
+    line(emitc::reduce_step(sum, acc, "v" + std::to_string(in.args.at(0))));
+    line("const " + std::string(emitc::compute_type(in.dtype)) + " v" + std::to_string(i) + " = (" +
+         emitc::compute_type(in.dtype) + ")" + acc + ";");
   }
 
   void open_loop(const std::string& var, const std::string& end) {

@@ -196,6 +196,7 @@ const char* op_name(Op op) {
     case Op::ReduceMax: return "reduce_max";
     case Op::ReduceMin: return "reduce_min";
     case Op::ReduceProd: return "reduce_prod";
+    case Op::ScanSum: return "scan_sum";
     case Op::MatMulAcc: return "matmul_acc";
     case Op::ConvAcc: return "conv_acc";
   }

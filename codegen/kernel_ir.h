@@ -70,6 +70,10 @@ enum class Op {
   // Reductions over the kernel's reduced axes of an element value args[0]; the
   // result is a row value.
   ReduceSum, ReduceMax, ReduceMin, ReduceProd,
+  // Reduction kernels of one reduced axis and no reductions only: the running
+  // sum of element value args[0] along the row, up to and including this
+  // element (CumSum), in the reduction's accumulator type. An element value.
+  ScanSum,
   // Gemm kernels only: the dot product of row `coord[M]` of A and column
   // `coord[N]` of B for the batch coordinates (see GemmDesc). The row-major flat
   // index of coord[0..M] is GemmDesc's batch index * m + row: batch dims that

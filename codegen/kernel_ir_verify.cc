@@ -29,7 +29,8 @@ std::pair<size_t, size_t> arity(Op op) {
     case Op::Where: return {3, 3};
     default: break;
   }
-  if (is_unary_math(op) || op == Op::Not || op == Op::IsNaN || op == Op::Cast || is_reduction(op)) return {1, 1};
+  if (is_unary_math(op) || op == Op::Not || op == Op::IsNaN || op == Op::Cast || is_reduction(op) || op == Op::ScanSum)
+    return {1, 1};
   return {2, 2};
 }
 
@@ -147,7 +148,7 @@ class Verifier {
 
   void dtypes(int i, const Instr& in) {
     Op op = in.op;
-    if (is_unary_math(op) || is_arithmetic(op) || is_reduction(op) || op == Op::Pow) {
+    if (is_unary_math(op) || is_arithmetic(op) || is_reduction(op) || op == Op::ScanSum || op == Op::Pow) {
       // Pow's exponent may have another dtype (ONNX Pow).
       size_t same = op == Op::Pow ? 1 : in.args.size();
       for (size_t a = 0; a < same; ++a) expect_dtype(i, in.args[a], in.dtype, "operand");
@@ -167,6 +168,7 @@ class Verifier {
   }
 
   void rows(int i, const Instr& in) {
+    if (in.op == Op::ScanSum) scan(i, in);
     if (k_.kind != Kind::Reduction) {
       if (in.row) fail(i, what(i) + " is a row value in a " + kind_name(k_.kind) + " kernel");
       if (is_reduction(in.op)) fail(i, what(i) + " is in a " + kind_name(k_.kind) + " kernel, not a reduction kernel");
@@ -180,6 +182,15 @@ class Verifier {
     if (!in.row || in.op == Op::Load || in.op == Op::Coord) return;
     for (int a : in.args)
       if (!at(a).row) fail(i, what(i) + " is a row value but reads " + ref(a) + ", an element value");
+  }
+
+  // A scan runs along the one reduced axis of a reduction kernel that reduces nothing.
+  void scan(int i, const Instr& in) const {
+    if (k_.kind != Kind::Reduction || k_.reduce_axes != 1 || in.row)
+      fail(i, what(i) + " is not an element value of a reduction kernel of one reduced axis");
+    for (size_t r = 0; r < k_.body.size(); ++r)
+      if (is_reduction(k_.body[r].op))
+        fail(i, what(i) + " is in a kernel that reduces (" + ref(static_cast<int>(r)) + "), which scans do not share");
   }
 
   void outputs_stored() const {

@@ -18,7 +18,9 @@
 //   where selects by a bool between two values of its dtype, a reduction
 //   keeps its operand's dtype.
 // - Rows: only reduction kernels have row values; reductions are row values
-//   of reduction kernels; a computed row value reads only row values.
+//   of reduction kernels; a computed row value reads only row values; a scan
+//   is an element value of a reduction kernel of one reduced axis and no
+//   reductions, and keeps its operand's dtype.
 // - Gemm and conv: exactly one matmul_acc (conv_acc), only in its kind of
 //   kernel; the descriptor's operands are input buffers, its activation known,
 //   a conv's per-spatial-dim lists one entry per spatial axis of the domain.

@@ -85,6 +85,65 @@ void Lowering::lower_scatter(const Node& p) {
   emit(std::move(st));
 }
 
+namespace {
+
+// CumSum's axis (a literal: its kernel role asks for one), from the end where negative.
+int64_t scan_axis(const Node& p) {
+  const Tensor* axis = constant_of(p.input(1));
+  TCC_CHECK(axis != nullptr && axis->numel() == 1) << "CumSum '" << p.name() << "' has no literal axis";
+  return normalize_axis(p, axis->get_i64(0), static_cast<int64_t>(p.output(0)->type().rank()));
+}
+
+}  // namespace
+
+// CumSum's domain is its output's axes but the summed one, then that one,
+// the kernel's one reduced axis: a reduction kernel whose rows are scanned.
+void Lowering::setup_scan(const Node& p) {
+  if (fusion_.num_outputs() != 1 || body_.outputs().front() != p.output(0))
+    fail(&p, "is lowered only as a kernel of its own");
+  k_.kind = kir::Kind::Reduction;
+  std::vector<SymExpr> shape = shape_of(p.output(0));
+  auto axis = static_cast<size_t>(scan_axis(p));
+  std::vector<int> to_domain(shape.size());
+  for (size_t a = 0; a < shape.size(); ++a) {
+    if (a == axis) continue;
+    to_domain[a] = static_cast<int>(k_.domain.size());
+    k_.domain.push_back(shape[a]);
+  }
+  to_domain[axis] = static_cast<int>(k_.domain.size());
+  k_.domain.push_back(shape[axis]);
+  k_.reduce_axes = 1;
+  frames_.push_back(Frame{shape, to_domain});
+}
+
+// CumSum: the running sum (Op::ScanSum) of x along the row, stored where
+// it was read; reverse reads and stores the row from its end (a negative
+// stride), exclusive sums the element one step back instead (0 at the first:
+// a guarded load).
+void Lowering::lower_scan(const Node& p) {
+  std::vector<SymExpr> shape = shape_of(p.output(0));
+  std::vector<size_t> all(shape.size());
+  std::iota(all.begin(), all.end(), size_t{0});
+  DType dt = p.output(0)->type().dtype();
+  const size_t j = k_.domain.size() - 1;
+  Instr load = aligned_load(view_of(p.input(0)), dt, all, 0, c(0));
+  Instr store = aligned_load(contiguous(static_cast<int>(fusion_.num_inputs()), shape), dt, all, 0, c(0));
+  if (p.get_int("reverse", 0) != 0)
+    for (Instr* in : {&load, &store}) {
+      SymExpr step = in->index.strides[j];
+      in->index.offset = in->index.offset + (k_.domain[j] - c(1)) * step;
+      in->index.strides[j] = c(0) - step;
+    }
+  if (p.get_int("exclusive", 0) != 0) {
+    load.index.offset = load.index.offset - load.index.strides[j];
+    load.args = {emit(Op::Greater, DType::Bool, {coordinate(static_cast<int>(j)), constant(DType::I64, 0)})};
+  }
+  int sum = emit(Op::ScanSum, dt, {emit(std::move(load))});
+  store.op = Op::Store;
+  store.args = {sum};
+  emit(std::move(store));
+}
+
 // Concat along `axis`: at each point, input i where the coordinate falls in
 // its range [start_i, start_i + size_i), read at coordinate - start_i. Each
 // input's load is guarded by its range, so no address outside it is read;

@@ -46,6 +46,8 @@ bool is_movement(const Node& n);
 // tcc::ScatterAdd, ScatterElements and ScatterND: kernels that iterate their
 // updates and store each where its index says.
 bool is_scatter(const Node& n);
+// CumSum, the kernel's one node: a scan along an axis.
+bool is_scan(const Node& n);
 
 class Lowering {
  public:
@@ -83,6 +85,16 @@ class Lowering {
   // rejects it). With reduction none, updates to one element leave one of them,
   // which one unspecified on the GPU (ONNX leaves it undefined).
   void lower_scatter(const Node& p);
+
+  // CumSum's domain is its output's axes but the summed one, then that one,
+  // the kernel's one reduced axis: a reduction kernel whose rows are scanned.
+  void setup_scan(const Node& p);
+
+  // CumSum: the running sum (Op::ScanSum) of x along the row, stored where
+  // it was read; reverse reads and stores the row from its end (a negative
+  // stride), exclusive sums the element one step back instead (0 at the first:
+  // a guarded load).
+  void lower_scan(const Node& p);
   void setup_reduction();
 
   // ---- axis maps and indices --------------------------------------------------

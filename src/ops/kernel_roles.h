@@ -29,7 +29,9 @@ enum class KernelRole {
                 // input whose range holds it; pools: the window taps inside the input) or indexed by
                 // another tensor's values (the rows a Gather index selects, the elements or tuples of
                 // the others), or whose stores write, or combine atomically, where an index says
-                // (ScatterAdd into an output zeroed first, the others into a copy of their data)
+                // (ScatterAdd into an output zeroed first, the others into a copy of their data);
+                // CumSum along a literal axis: a reduction kernel of its own whose one reduced axis
+                // is scanned (kir::Op::ScanSum)
 };
 
 // The role of n: its OpDef's `kernel` role, given its attributes, dtypes and

@@ -138,18 +138,27 @@ inline void launch(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned 
 inline void __syncthreads() { tcc_emu::block.barrier->arrive_and_wait(); }
 
 // Every lane of the warp (threads numbered x fastest, 32 to a warp) posts its
-// value, then reads lane ^ mask's; the second barrier keeps a later shuffle's
-// posts behind this one's reads.
-template <class T> T __shfl_xor_sync(unsigned, T v, int mask) {
+// value, then reads the value of the lane `from` names; the second barrier
+// keeps a later shuffle's posts behind this one's reads.
+namespace tcc_emu {
+template <class T, class From> T shuffle(T v, From from) {
   static_assert(sizeof(T) <= 8, "a shuffle moves at most 8 bytes");
-  const unsigned t = tcc_emu::thread_index.x + tcc_emu::thread_index.y * tcc_emu::block_dim.x;
-  tcc_emu::Warp& w = *tcc_emu::block.warps[t / 32];
+  const unsigned t = thread_index.x + thread_index.y * block_dim.x;
+  Warp& w = *block.warps[t / 32];
   std::memcpy(w.exchange[t % 32], &v, sizeof v);
   w.barrier.arrive_and_wait();
   T out;
-  std::memcpy(&out, w.exchange[(t % 32) ^ static_cast<unsigned>(mask)], sizeof out);
+  std::memcpy(&out, w.exchange[from(t % 32)], sizeof out);
   w.barrier.arrive_and_wait();
   return out;
+}
+}  // namespace tcc_emu
+template <class T> T __shfl_xor_sync(unsigned, T v, int mask) {
+  return tcc_emu::shuffle(v, [&](unsigned lane) { return lane ^ static_cast<unsigned>(mask); });
+}
+// Lanes below `delta` keep their own value.
+template <class T> T __shfl_up_sync(unsigned, T v, unsigned delta) {
+  return tcc_emu::shuffle(v, [&](unsigned lane) { return lane >= delta ? lane - delta : lane; });
 }
 // CUDA's vector type, 16-byte aligned as on the device, for float4 pointwise kernels.
 struct __align__(16) float4 {

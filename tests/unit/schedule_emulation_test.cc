@@ -341,6 +341,32 @@ TEST(VectorPointwise, EmulatedOnTheHostFloat4sMatchTheInterpreter) {
   }
 }
 
+// CumSum on the GPU: a row in tiles of the block's threads, each tile's
+// running sums a warp-shuffle scan combined through shared memory, carried
+// from tile to tile. Rows of 150 take three tiles of 64 threads (the last
+// partly past the row) or one of 256, one or two rows per block; and a
+// reversed exclusive scan along the first of three axes.
+TEST(Scan, EmulatedOnTheHostBlockScansMatchTheInterpreter) {
+  ScheduledModel s = schedule_model("tests/kernels/cumsum.tir");
+  ASSERT_EQ(s.schedule.kernels.size(), 2u);
+  for (const kir::Kernel& k : s.schedule.kernels) {
+    EXPECT_EQ(k.kind, kir::Kind::Reduction) << k.name;
+    EXPECT_TRUE(emitc::scans(k)) << k.name;
+    EXPECT_FALSE(reduces_columns(k)) << k.name;
+    KernelConfig d = default_config(k);
+    EXPECT_EQ(d.split, 1) << k.name;
+    EXPECT_EQ(d.row_cache, 0) << k.name;
+  }
+  KernelVariants v = variants(s, [](const kir::Kernel&, const KernelConfig& c) {
+    return (c.block == 64 || c.block == 256) && c.rows_per_block <= 2;
+  });
+  ASSERT_GE(v.kernels.size(), 4u);
+  fs::path dir = make_temp_dir("tcc_scan");
+  SharedLibrary lib = emulated_library(v, dir);
+  expect_emulated_runs_match(s, v.kernels, v.configs, lib, {{"b", 3}});
+  fs::remove_all(dir);
+}
+
 // Scatters' combining stores on the GPU: the output starts as a copy of the
 // data (the runtime's copy, made here), and a block's threads combine their
 // updates into it at once, through atomicAdd and tcc_atomic's compare-and-swap.
