@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "src/diag/errors.h"
+#include "src/ops/kernel_roles.h"
 
 namespace tcc::emitc {
 
@@ -128,6 +129,49 @@ template <class T, class Op> TCC_FN T tcc_block_reduce(T v, Op op, T identity) {
 }
 )";
 
+// Inclusive scan (sum) of v over the block's threads in x order, for blocks of
+// whole warps: each warp scans its lanes with shuffles, warps' sums meet in
+// shared memory, and each thread adds those of the warps before its own.
+// *total is the block's sum, for the next tile's carry.
+constexpr std::string_view kCudaScan = R"(template <class T> TCC_FN T tcc_block_scan(T v, T* total) {
+  __shared__ T warp_sums[32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int o = 1; o < 32; o <<= 1) {
+    T u = __shfl_up_sync(0xffffffffu, v, o);
+    if (lane >= o) v += u;
+  }
+  __syncthreads();
+  if (lane == 31) warp_sums[warp] = v;
+  __syncthreads();
+  T before = 0, all = 0;
+  for (int w = 0; w < (int)(blockDim.x >> 5); ++w) {
+    if (w < warp) before += warp_sums[w];
+    all += warp_sums[w];
+  }
+  *total = all;
+  return v + before;
+}
+)";
+
+// A combining store's atomic update of an element of 4 or 8 bytes: read it,
+// combine, and compare-and-swap the bits, again until no other thread wrote
+// the element between the read and the swap.
+constexpr std::string_view kCudaAtomic = R"(template <int N> struct tcc_word;
+template <> struct tcc_word<4> { typedef unsigned int type; };
+template <> struct tcc_word<8> { typedef unsigned long long type; };
+template <class T, class Op> TCC_FN void tcc_atomic(T* p, T v, Op op) {
+  typedef typename tcc_word<sizeof(T)>::type W;
+  union { W w; T t; } seen, next;
+  seen.w = *(volatile W*)p;
+  for (;;) {
+    next.t = op(seen.t, v);
+    W before = atomicCAS((W*)p, seen.w, next.w);
+    if (before == seen.w) return;
+    seen.w = before;
+  }
+}
+)";
+
 // Translates SymExpr's canonical text (+, -, *, //, parentheses, integers and
 // symbol names) to C++, which needs floor division spelled as a call.
 class SizeExprPrinter {
@@ -240,7 +284,11 @@ const Instr& arg(const kir::Kernel& k, const Instr& in, size_t a) {
 std::string prelude(Target t) {
   std::string s(t == Target::Host ? kHostPrelude : kCudaPrelude);
   s += kCommonPrelude;
-  if (t == Target::Cuda) s += kCudaReduce;
+  if (t == Target::Cuda) {
+    s += kCudaReduce;
+    s += kCudaScan;
+    s += kCudaAtomic;
+  }
   return s;
 }
 
@@ -488,11 +536,33 @@ std::string store(const kir::Kernel& k, int i, Target target) {
   std::string element = "p" + std::to_string(in.buffer) + "[" + at + "]";
   std::string value = encode(convert(v(in.args.at(0)), arg(k, in, 0).dtype, b.dtype), b.dtype);
   std::string guard = in.args.size() > 1 ? "if (" + v(in.args[1]) + ") " : "";
-  if (!in.accumulate) return guard + element + " = " + value + ";\n";
-  TCC_CHECK(b.dtype == DType::F32 || b.dtype == DType::F64)
-      << "kernel " << k.name << " accumulates into " << dtype_name(b.dtype);
-  if (target == Target::Cuda) return guard + "atomicAdd(&" + element + ", " + value + ");\n";
-  return guard + element + " += " + value + ";\n";
+  if (in.accumulate == kir::Accumulate::None) return guard + element + " = " + value + ";\n";
+  TCC_CHECK(atomic_update_dtype(b.dtype)) << "kernel " << k.name << " accumulates into " << dtype_name(b.dtype);
+  std::string type = storage_type(b.dtype);
+  if (target == Target::Host) {
+    bool flt = is_float(b.dtype);
+    std::string combined;
+    switch (in.accumulate) {
+      case kir::Accumulate::Add:
+        if (flt) return guard + element + " += " + value + ";\n";
+        combined = wrapping("+", b.dtype, element, value);
+        break;
+      case kir::Accumulate::Mul:
+        if (flt) return guard + element + " *= " + value + ";\n";
+        combined = wrapping("*", b.dtype, element, value);
+        break;
+      case kir::Accumulate::Max: combined = "tcc_max<" + type + ">(" + element + ", " + value + ")"; break;
+      case kir::Accumulate::Min: combined = "tcc_min<" + type + ">(" + element + ", " + value + ")"; break;
+      case kir::Accumulate::None: break;
+    }
+    return guard + element + " = " + combined + ";\n";
+  }
+  // atomicAdd takes f32, f64 and i32 as they are, i64 as the unsigned bits it wraps the same way.
+  if (in.accumulate == kir::Accumulate::Add && b.dtype == DType::I64)
+    return guard + "atomicAdd((unsigned long long*)&" + element + ", (unsigned long long)" + value + ");\n";
+  if (in.accumulate == kir::Accumulate::Add) return guard + "atomicAdd(&" + element + ", " + value + ");\n";
+  const char* op = in.accumulate == kir::Accumulate::Mul ? "tcc_prod" : in.accumulate == kir::Accumulate::Max ? "tcc_maxop" : "tcc_minop";
+  return guard + "tcc_atomic<" + type + ">(&" + element + ", " + value + ", " + op + "());\n";
 }
 
 std::string reduce_identity(const Instr& r) {
@@ -543,6 +613,10 @@ std::vector<bool> closure(const kir::Kernel& k, const std::vector<int>& roots, c
     for (int a : k.body[i].args) work.push_back(a);
   }
   return in;
+}
+
+bool scans(const kir::Kernel& k) {
+  return std::any_of(k.body.begin(), k.body.end(), [](const Instr& in) { return in.op == Op::ScanSum; });
 }
 
 ReductionPlan plan_reduction(const kir::Kernel& k) {

@@ -88,6 +88,8 @@ std::string reduce_step(const kir::Instr& r, const std::string& acc, const std::
 std::vector<bool> closure(const kir::Kernel& k, const std::vector<int>& roots, const std::vector<bool>& stop);
 
 bool is_reduce(kir::Op op);
+// Whether a ScanSum runs along k's rows (CumSum): its row's last pass goes in order.
+bool scans(const kir::Kernel& k);
 
 // How a reduction kernel computes a row: pass k (one per reduction, in body
 // order) accumulates reduction k from the element values it needs, recomputing

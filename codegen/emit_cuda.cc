@@ -8,7 +8,9 @@
 // registers (row caches, below), or, when rows are few and long, several
 // blocks per row (split reductions, below); where rows lie side by side in
 // memory, a config may give a block 32 neighbouring rows instead (column
-// reductions, KernelConfig::columns). Gemm kernels run through cuBLASLt,
+// reductions, KernelConfig::columns); a scan (CumSum) takes its row in tiles
+// of the block's threads, each tile's running sums a block scan carried on to
+// the next (CudaKernel::scanned). Gemm kernels run through cuBLASLt,
 // unless their config picks tcc's own template (codegen/gemm_template.h), and
 // conv kernels through cuDNN: library calls emit nothing here.
 #include <algorithm>
@@ -19,6 +21,7 @@
 
 #include "codegen/emit.h"
 #include "codegen/emit_c.h"
+#include "codegen/emit_cuda_helpers.h"
 #include "codegen/gemm_template.h"
 #include "src/diag/errors.h"
 
@@ -112,51 +115,6 @@ constexpr int kLoopUnroll = 4;
 constexpr int64_t kPartialBytes = 8;
 constexpr int64_t kCounterBytes = 4;
 
-// The split kernels' device functions (after emitc's prelude, which defines
-// tcc_block_reduce; their 8 is kPartialBytes); a module without split kernels
-// does not include them. The _row forms are one thread's, for column
-// reductions, whose threads along x finish different rows.
-constexpr std::string_view kCudaSplit = R"(template <class T> __device__ bool tcc_split_arrive_row(void* ws, int64_t rows, int64_t row, int64_t split, T partial) {
-  *(volatile T*)((char*)ws + 8 * (row * gridDim.y + blockIdx.y)) = partial;
-  __threadfence();
-  unsigned int* count = (unsigned int*)((char*)ws + 8 * rows * gridDim.y) + row;
-  bool last = atomicAdd(count, 1u) == split - 1;
-  if (last) *count = 0;
-  return last;
-}
-template <class T> __device__ bool tcc_split_arrive(void* ws, int64_t rows, int64_t row, int64_t split, T partial) {
-  __shared__ bool last;
-  if (threadIdx.x == 0) last = tcc_split_arrive_row(ws, rows, row, split, partial);
-  __syncthreads();
-  return last;
-}
-template <class T, class Op> __device__ T tcc_split_combine_row(const void* ws, int64_t row, int64_t split, Op op, T identity) {
-  T v = identity;
-  for (int64_t i = 0; i < split; ++i) v = op(v, *(const volatile T*)((const char*)ws + 8 * (row * gridDim.y + i)));
-  return v;
-}
-template <class T, class Op> __device__ T tcc_split_combine(const void* ws, int64_t row, int64_t split, Op op, T identity) {
-  T v = identity;
-  for (int64_t i = threadIdx.x; i < split; i += blockDim.x)
-    v = op(v, *(const volatile T*)((const char*)ws + 8 * (row * gridDim.y + i)));
-  return tcc_block_reduce<T>(v, op, identity);
-}
-)";
-
-// Column reductions' combine across a block's y threads: every thread gets
-// its column's result. The first barrier keeps a previous call's readers
-// ahead of this call's writers.
-constexpr std::string_view kCudaColumns = R"(template <class T, class Op> __device__ T tcc_column_reduce(T v, Op op) {
-  __shared__ T partial[32][32];
-  __syncthreads();
-  partial[threadIdx.y][threadIdx.x] = v;
-  __syncthreads();
-  T total = partial[0][threadIdx.x];
-  for (unsigned y = 1; y < blockDim.y; ++y) total = op(total, partial[y][threadIdx.x]);
-  return total;
-}
-)";
-
 bool fits_int32(const SymExpr& e) { return e.is_constant() && e.constant_value() < kInt32Limit; }
 
 // A load that steps by more than one element along the last axis and by one
@@ -174,7 +132,9 @@ int transpose_axis(const kir::Kernel& k) {
   const size_t last = k.domain.size() - 1;
   int axis = -1;
   for (const kir::Instr& in : k.body) {
-    if (in.op == Op::Coord || (in.op == Op::Load && !in.args.empty()) || in.dynamic >= 0 || in.accumulate) return -1;
+    if (in.op == Op::Coord || (in.op == Op::Load && !in.args.empty()) || in.dynamic >= 0 ||
+        in.accumulate != kir::Accumulate::None)
+      return -1;
     if (in.op == Op::Store && in.index.strides.back() != SymExpr::constant(1)) return -1;
     for (size_t d = 0; d < last; ++d) {
       if (!transposed_load(in, d)) continue;
@@ -244,7 +204,7 @@ bool vectorizes(const kir::Kernel& k) {
   if (!uniform) return false;
   bool any_contiguous = false;
   for (const kir::Instr& in : k.body) {
-    if (in.dynamic >= 0 || in.accumulate) return false;  // per-element, not per float4
+    if (in.dynamic >= 0 || in.accumulate != kir::Accumulate::None) return false;  // per-element, not per float4
     if (in.op != Op::Load && in.op != Op::Store) continue;
     size_t guard = in.op == Op::Load ? 0 : 1;
     if (in.args.size() > guard && !(*uniform)[static_cast<size_t>(in.args[guard])]) return false;
@@ -314,7 +274,7 @@ int reduction_block(const kir::Kernel& k) {
 class CudaKernel : emitc::CodeWriter {
  public:
   CudaKernel(const kir::Kernel& k, const KernelConfig& c)
-      : k_(k), c_(c), split_(c.split > 1), columns_(k.kind == kir::Kind::Reduction && c.columns) {
+      : k_(k), c_(c), split_(c.split > 1), columns_(k.kind == kir::Kind::Reduction && c.columns), scan_(emitc::scans(k)) {
     TCC_CHECK(c.vector_width == 1 || (c.vector_width == kVectorWidth && vectorizes(k)))
         << "kernel " << k.name << ": vector width " << c.vector_width << " is not valid for it";
     TCC_CHECK(!split_ || (c.rows_per_block == 1 && splits_rows(k)))
@@ -344,7 +304,37 @@ class CudaKernel : emitc::CodeWriter {
     const kir::Instr& in = k_.body[i];
     TCC_CHECK(in.op != Op::MatMulAcc && in.op != Op::ConvAcc)
         << "kernel " << k_.name << ": " << op_name(in.op) << " outside a library kernel";
-    out_ += indent() + (in.op == Op::Store ? emitc::store(k_, i, emitc::Target::Cuda) : define(k_, i));
+    if (in.op == Op::ScanSum) return scan(i);
+    std::string live = scan_ && in.op == Op::Store ? "if (live) " : "";
+    out_ += indent() + (in.op == Op::Store ? live + emitc::store(k_, i, emitc::Target::Cuda) : define(k_, i));
+  }
+
+  // The tile's scan of the element values (dead threads' zeros), after the
+  // carry of the row's tiles before (scanned).
+  void scan(int i) {
+    const kir::Instr& in = k_.body[i];
+    std::string A = emitc::accumulator_type(in.dtype), s = std::to_string(i), T = emitc::compute_type(in.dtype);
+    line(A + " total" + s + ";");
+    line("const " + T + " v" + s + " = (" + T + ")(carry" + s + " + tcc_block_scan<" + A + ">(live ? (" + A + ")v" +
+         std::to_string(in.args.at(0)) + " : (" + A + ")0, &total" + s + "));");
+    kir::Instr sum = in;
+    sum.op = Op::ReduceSum;
+    line(emitc::reduce_step(sum, "carry" + s, "total" + s));
+  }
+
+  // A scan's row in tiles of blockDim.x consecutive elements, thread t taking
+  // element base + t of each (in the last tile, threads past the row take its
+  // last element and join the block's scan, storing nothing: `live`); each
+  // scan carries the sum of the tiles before.
+  void scanned(const std::function<void()>& element) {
+    for (size_t i = 0; i < k_.body.size(); ++i)
+      if (k_.body[i].op == Op::ScanSum)
+        line(std::string(emitc::accumulator_type(k_.body[i].dtype)) + " carry" + std::to_string(i) + " = 0;");
+    open("for (int64_t base = 0; base < len; base += blockDim.x)");
+    line("const bool live = base + threadIdx.x < len;");
+    line("const int64_t j = live ? base + threadIdx.x : len - 1;");
+    element();
+    close();
   }
 
   // Coordinates c<begin>..c<end-1> of the flat position `flat` (an int64
@@ -572,7 +562,8 @@ class CudaKernel : emitc::CodeWriter {
         close();
         close();
       } else {
-        looped(element, narrow_len ? "int" : "int64_t");
+        if (scan_) scanned(element);
+        else looped(element, narrow_len ? "int" : "int64_t");
       }
       if (!final) {
         const kir::Instr& r = k_.body[p.reductions[pass]];
@@ -686,6 +677,7 @@ class CudaKernel : emitc::CodeWriter {
   const KernelConfig& c_;
   const bool split_;
   const bool columns_;
+  const bool scan_;  // a ScanSum runs along the rows (scanned)
 };
 
 }  // namespace
@@ -806,7 +798,7 @@ std::vector<std::vector<size_t>> shard_kernels(const std::vector<kir::Kernel>& k
 }
 
 bool reduces_columns(const kir::Kernel& k) {
-  if (k.kind != kir::Kind::Reduction || k.reduce_axes < 1) return false;
+  if (k.kind != kir::Kind::Reduction || k.reduce_axes < 1 || emitc::scans(k)) return false;
   size_t outer = k.domain.size() - static_cast<size_t>(k.reduce_axes);
   if (outer == 0) return false;
   const SymExpr one = SymExpr::constant(1), zero;

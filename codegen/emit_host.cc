@@ -28,14 +28,16 @@ class HostKernel : emitc::CodeWriter {
       line("const int64_t " + emitc::size_var(k_.size_params[s]) + " = sizes[" + std::to_string(s) + "];");
     line("(void)buffers;");
     line("(void)sizes;");
-    // On the GPU the runtime zeroes these outputs before the launch; here the kernel does.
-    if (k_.zero_outputs)
-      for (size_t b = 0; b < k_.buffers.size(); ++b)
-        if (k_.buffers[b].output) {
-          SymExpr numel = SymExpr::constant(1);
-          for (const SymExpr& d : k_.buffers[b].shape) numel = numel * d;
-          line("for (int64_t z = 0, z_end = " + size_expr(numel) + "; z < z_end; ++z) p" + std::to_string(b) + "[z] = 0;");
-        }
+    // On the GPU the runtime zeroes these outputs, or copies the one output's
+    // initial value, before the launch; here the kernel does.
+    for (size_t b = 0; b < k_.buffers.size(); ++b) {
+      if (!k_.buffers[b].output || (!k_.zero_outputs && k_.copy_from < 0)) continue;
+      SymExpr numel = SymExpr::constant(1);
+      for (const SymExpr& d : k_.buffers[b].shape) numel = numel * d;
+      std::string from = k_.zero_outputs ? "0" : "p" + std::to_string(k_.copy_from) + "[z]";
+      line("for (int64_t z = 0, z_end = " + size_expr(numel) + "; z < z_end; ++z) p" + std::to_string(b) +
+           "[z] = " + from + ";");
+    }
     size_t outer = k_.domain.size() - static_cast<size_t>(k_.reduce_axes);
     open_loops(0, outer);
     if (k_.kind == kir::Kind::Reduction) reduction();
@@ -68,6 +70,7 @@ class HostKernel : emitc::CodeWriter {
     if (in.op == Op::Store) out_ += indent() + emitc::store(k_, i, emitc::Target::Host);
     else if (in.op == Op::MatMulAcc) matmul(i);
     else if (in.op == Op::ConvAcc) conv(i);
+    else if (in.op == Op::ScanSum) scan(i);
     else out_ += indent() + define(k_, i);
   }
 
@@ -90,6 +93,9 @@ class HostKernel : emitc::CodeWriter {
         acc = "acc" + std::to_string(pass);
         line(std::string(emitc::accumulator_type(r.dtype)) + " " + acc + " = " + emitc::reduce_identity(r) + ";");
       }
+      for (int i : p.passes[pass])
+        if (k_.body[i].op == Op::ScanSum)
+          line(std::string(emitc::accumulator_type(k_.body[i].dtype)) + " s" + std::to_string(i) + " = 0;");
       open_loops(outer, k_.domain.size());
       for (int i : p.passes[pass]) emit(i);
       if (!final) {
@@ -178,6 +184,17 @@ class HostKernel : emitc::CodeWriter {
     line("}");
     line("const " + std::string(emitc::compute_type(in.dtype)) + " " + vi + " = " +
          emitc::convert(vi + "_acc", DType::F64, in.dtype) + ";");
+  }
+
+  // The running sum s<i> of the row (declared before its pass), then its value here.
+  void scan(int i) {
+    const kir::Instr& in = k_.body[i];
+    kir::Instr sum = in;
+    sum.op = Op::ReduceSum;
+    std::string acc = "s" + std::to_string(i);
+    line(emitc::reduce_step(sum, acc, "v" + std::to_string(in.args.at(0))));
+    line("const " + std::string(emitc::compute_type(in.dtype)) + " v" + std::to_string(i) + " = (" +
+         emitc::compute_type(in.dtype) + ")" + acc + ";");
   }
 
   void open_loop(const std::string& var, const std::string& end) {

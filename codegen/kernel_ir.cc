@@ -60,6 +60,7 @@ class Printer {
               join_exprs(b.shape, 0, b.shape.size()) + "] " + (b.output ? "out" : "in") + "\n";
     }
     if (k_.zero_outputs) out_ += "  outputs zeroed first\n";
+    if (k_.copy_from >= 0) out_ += "  outputs copied from " + buffer_ref(k_.copy_from) + " first\n";
     if (k_.gemm) gemm(*k_.gemm);
     if (k_.conv) conv(*k_.conv);
     for (size_t i = 0; i < k_.body.size(); ++i) instr(static_cast<int>(i), k_.body[i]);
@@ -129,7 +130,7 @@ class Printer {
     if (in.op == Op::Load || in.op == Op::Store) {
       out_ += " " + buffer_ref(in.buffer) + " " + index(in.index);
       if (in.dynamic >= 0) out_ += " + %" + std::to_string(in.dynamic) + "*" + in.dynamic_stride.str();
-      if (in.accumulate) out_ += " add";
+      if (in.accumulate != Accumulate::None) out_ += " " + std::string(accumulate_name(in.accumulate));
       sep = ", ";
     } else if (in.op == Op::Const) {
       out_ += " " + format_double(in.value);
@@ -167,6 +168,18 @@ bool counts_as_flop(Op op) {
 
 }  // namespace
 
+const char* accumulate_name(Accumulate a) {
+  switch (a) {
+    case Accumulate::None: return "";
+    case Accumulate::Add: return "add";
+    case Accumulate::Mul: return "mul";
+    case Accumulate::Max: return "max";
+    case Accumulate::Min: return "min";
+  }
+  TCC_CHECK(false) << "unnamed accumulation " << static_cast<int>(a);
+  return "";
+}
+
 const char* op_name(Op op) {
   switch (op) {
     case Op::Load: return "load";
@@ -183,6 +196,7 @@ const char* op_name(Op op) {
     case Op::ReduceMax: return "reduce_max";
     case Op::ReduceMin: return "reduce_min";
     case Op::ReduceProd: return "reduce_prod";
+    case Op::ScanSum: return "scan_sum";
     case Op::MatMulAcc: return "matmul_acc";
     case Op::ConvAcc: return "conv_acc";
   }

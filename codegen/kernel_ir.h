@@ -58,8 +58,8 @@ enum class Op {
           // integer instruction: Gather's rows); converts the stored dtype to the compute type. With an
           // argument (a bool): only where it is true, 0 elsewhere, where the address is not read
   Store,  // buffer[index (+ the dynamic term, as Load)] = args[0]; converts to the stored dtype. With
-          // `accumulate`: adds args[0] to the element, atomically on the GPU; with args[1] (a bool):
-          // only where it is true
+          // `accumulate`: combines args[0] with the element (adds, multiplies, takes the max or the
+          // min), atomically on the GPU; with args[1] (a bool): only where it is true
   Const,  // `value` in `dtype`
   SizeValue,  // `size` (a SymExpr over the size parameters) converted to `dtype`
   Coord,      // the point's coordinate along domain axis `axis`, converted to `dtype`
@@ -70,6 +70,10 @@ enum class Op {
   // Reductions over the kernel's reduced axes of an element value args[0]; the
   // result is a row value.
   ReduceSum, ReduceMax, ReduceMin, ReduceProd,
+  // Reduction kernels of one reduced axis and no reductions only: the running
+  // sum of element value args[0] along the row, up to and including this
+  // element (CumSum), in the reduction's accumulator type. An element value.
+  ScanSum,
   // Gemm kernels only: the dot product of row `coord[M]` of A and column
   // `coord[N]` of B for the batch coordinates (see GemmDesc). The row-major flat
   // index of coord[0..M] is GemmDesc's batch index * m + row: batch dims that
@@ -79,6 +83,13 @@ enum class Op {
   // (coord[0] = n, coord[1] = k, coord[2..] = spatial), without bias.
   ConvAcc,
 };
+
+// How a store combines its value with the element it writes: replaces it, or
+// adds, multiplies, takes the max or the min (NaN-propagating, as Op::Max and
+// Op::Min). A combining store is an atomic read-modify-write on the GPU, so
+// several points may write one element (scatters with repeated indices).
+enum class Accumulate { None, Add, Mul, Max, Min };
+const char* accumulate_name(Accumulate a);  // "", "add", "mul", "max", "min"
 
 const char* op_name(Op op);
 // The kernel instruction of a pointwise op's scalar instruction.
@@ -96,7 +107,7 @@ struct Instr {
   int axis = -1;             // Coord
   int dynamic = -1;          // Load, Store: an earlier i64 instruction whose value scales dynamic_stride
   SymExpr dynamic_stride;
-  bool accumulate = false;   // Store
+  Accumulate accumulate = Accumulate::None;  // Store
   bool row = false;          // reduction kernels: one value per row
 };
 
@@ -125,6 +136,8 @@ struct Kernel {
   std::optional<ConvDesc> conv;         // Kind::Conv
   std::vector<std::string> nodes;       // names of the source nodes fused into it
   bool zero_outputs = false;            // outputs are zeroed before each launch (accumulating stores)
+  int copy_from = -1;                   // the one output starts as a copy of this input buffer (of its dtype
+                                        // and shape) before each launch: a scatter's data, which its stores update
 };
 
 // Readable dump of a kernel, for tests and `TCC_LOG=codegen`. One line per

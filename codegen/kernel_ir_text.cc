@@ -60,9 +60,14 @@ class KernelParser : TextCursor {
     }
     while (keyword("buffer")) buffer(k);
     if (keyword("outputs")) {
-      expect_keyword("zeroed");
+      if (keyword("copied")) {
+        expect_keyword("from");
+        k.copy_from = buffer_ref(k, false);
+      } else {
+        expect_keyword("zeroed");
+        k.zero_outputs = true;
+      }
       expect_keyword("first");
-      k.zero_outputs = true;
     }
     if (keyword("gemm")) k.gemm = gemm(k);
     if (keyword("conv")) k.conv = conv(k);
@@ -319,7 +324,7 @@ class KernelParser : TextCursor {
     return in;
   }
 
-  // BUFFER '[' strides ']' ['+' offset] ['+' '%'N '*' stride] ['add']
+  // BUFFER '[' strides ']' ['+' offset] ['+' '%'N '*' stride] ['add' | 'mul' | 'max' | 'min']
   void access(const Kernel& k, Instr& in) {
     in.buffer = buffer_ref(k, false);
     in.index.strides = expr_list();
@@ -333,7 +338,8 @@ class KernelParser : TextCursor {
       expect("*");
       in.dynamic_stride = expr("a stride");
     }
-    in.accumulate = keyword("add");
+    for (Accumulate a : {Accumulate::Add, Accumulate::Mul, Accumulate::Max, Accumulate::Min})
+      if (in.accumulate == Accumulate::None && keyword(accumulate_name(a))) in.accumulate = a;
   }
 };
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <set>
 
+#include "src/ops/kernel_roles.h"
+
 namespace tcc::kir {
 
 namespace {
@@ -28,7 +30,8 @@ std::pair<size_t, size_t> arity(Op op) {
     case Op::Where: return {3, 3};
     default: break;
   }
-  if (is_unary_math(op) || op == Op::Not || op == Op::IsNaN || op == Op::Cast || is_reduction(op)) return {1, 1};
+  if (is_unary_math(op) || op == Op::Not || op == Op::IsNaN || op == Op::Cast || is_reduction(op) || op == Op::ScanSum)
+    return {1, 1};
   return {2, 2};
 }
 
@@ -75,6 +78,20 @@ class Verifier {
       outputs = outputs || b.output;
     }
     if (!outputs) fail(-1, "the kernel has no output buffer");
+    if (k_.copy_from != -1) copied_output();
+  }
+
+  // The one output starts as a copy of an input of its dtype and shape.
+  void copied_output() const {
+    if (k_.zero_outputs) fail(-1, "the outputs are zeroed first and copied first");
+    if (!declared(k_.copy_from) || k_.buffers[static_cast<size_t>(k_.copy_from)].output)
+      fail(-1, "the outputs are copied from buffer " + std::to_string(k_.copy_from) + ", which is not an input");
+    const Buffer& from = k_.buffers[static_cast<size_t>(k_.copy_from)];
+    if (k_.buffers.back().output && k_.buffers[k_.buffers.size() - 2].output)
+      fail(-1, "the outputs are copied from '" + from.name + "', but there are several");
+    const Buffer& out = k_.buffers.back();
+    if (out.dtype != from.dtype || out.shape != from.shape)
+      fail(-1, "output '" + out.name + "' is copied from '" + from.name + "', which differs in dtype or shape");
   }
 
   bool declared(int b) const { return b >= 0 && static_cast<size_t>(b) < k_.buffers.size(); }
@@ -101,7 +118,7 @@ class Verifier {
     bool memory = in.op == Op::Load || in.op == Op::Store;
     if (memory) access(i, in);
     else if (in.dynamic >= 0) fail(i, what(i) + " has a dynamic index, as only loads and stores do");
-    if (in.accumulate && in.op != Op::Store) fail(i, what(i) + " accumulates, as only stores do");
+    if (in.accumulate != Accumulate::None && in.op != Op::Store) fail(i, what(i) + " accumulates, as only stores do");
     if (in.op == Op::Coord && (in.axis < 0 || static_cast<size_t>(in.axis) >= rank_))
       fail(i, what(i) + " reads axis " + std::to_string(in.axis) + " of a domain of rank " + std::to_string(rank_));
     dtypes(i, in);
@@ -114,9 +131,9 @@ class Verifier {
     if (!declared(in.buffer)) fail(i, what(i) + " names buffer " + std::to_string(in.buffer) + ", which is not declared");
     const Buffer& b = k_.buffers[static_cast<size_t>(in.buffer)];
     if (in.op == Op::Store && !b.output) fail(i, what(i) + " writes '" + b.name + "', an input buffer");
-    if (in.accumulate && b.dtype != DType::F32 && b.dtype != DType::F64)
+    if (in.accumulate != Accumulate::None && !atomic_update_dtype(b.dtype))
       fail(i, what(i) + " accumulates into '" + b.name + "', which is " + std::string(dtype_name(b.dtype)) +
-                  " (atomic adds are f32 or f64)");
+                  " (atomic updates are of f32, f64, i32 or i64)");
     if (in.index.strides.size() != rank_)
       fail(i, what(i) + " has " + std::to_string(in.index.strides.size()) + " stride(s) for a domain of rank " +
                   std::to_string(rank_));
@@ -132,7 +149,7 @@ class Verifier {
 
   void dtypes(int i, const Instr& in) {
     Op op = in.op;
-    if (is_unary_math(op) || is_arithmetic(op) || is_reduction(op) || op == Op::Pow) {
+    if (is_unary_math(op) || is_arithmetic(op) || is_reduction(op) || op == Op::ScanSum || op == Op::Pow) {
       // Pow's exponent may have another dtype (ONNX Pow).
       size_t same = op == Op::Pow ? 1 : in.args.size();
       for (size_t a = 0; a < same; ++a) expect_dtype(i, in.args[a], in.dtype, "operand");
@@ -154,6 +171,7 @@ class Verifier {
   }
 
   void rows(int i, const Instr& in) {
+    if (in.op == Op::ScanSum) scan(i, in);
     if (k_.kind != Kind::Reduction) {
       if (in.row) fail(i, what(i) + " is a row value in a " + kind_name(k_.kind) + " kernel");
       if (is_reduction(in.op)) fail(i, what(i) + " is in a " + kind_name(k_.kind) + " kernel, not a reduction kernel");
@@ -167,6 +185,15 @@ class Verifier {
     if (!in.row || in.op == Op::Load || in.op == Op::Coord) return;
     for (int a : in.args)
       if (!at(a).row) fail(i, what(i) + " is a row value but reads " + ref(a) + ", an element value");
+  }
+
+  // A scan runs along the one reduced axis of a reduction kernel that reduces nothing.
+  void scan(int i, const Instr& in) const {
+    if (k_.kind != Kind::Reduction || k_.reduce_axes != 1 || in.row)
+      fail(i, what(i) + " is not an element value of a reduction kernel of one reduced axis");
+    for (size_t r = 0; r < k_.body.size(); ++r)
+      if (is_reduction(k_.body[r].op))
+        fail(i, what(i) + " is in a kernel that reduces (" + ref(static_cast<int>(r)) + "), which scans do not share");
   }
 
   void outputs_stored() const {

@@ -11,17 +11,21 @@
 //   emitted kernel receives only those).
 // - Body (SSA): operands are earlier instructions; each op has its operand
 //   count; loads and stores name declared buffers with one stride per domain
-//   axis, stores only outputs (accumulating ones f32 or f64 outputs), guards
+//   axis, stores only outputs (accumulating ones f32, f64, i32 or i64 outputs), guards
 //   are bool, dynamic indices integer values; coord reads an axis of the domain.
 // - Dtypes: unary math and arithmetic keep their operands' dtype (pow: its
 //   base's), comparisons, is_nan, and/or/xor/not give bool, logic reads bool,
 //   where selects by a bool between two values of its dtype, a reduction
 //   keeps its operand's dtype.
 // - Rows: only reduction kernels have row values; reductions are row values
-//   of reduction kernels; a computed row value reads only row values.
+//   of reduction kernels; a computed row value reads only row values; a scan
+//   is an element value of a reduction kernel of one reduced axis and no
+//   reductions, and keeps its operand's dtype.
 // - Gemm and conv: exactly one matmul_acc (conv_acc), only in its kind of
 //   kernel; the descriptor's operands are input buffers, its activation known,
 //   a conv's per-spatial-dim lists one entry per spatial axis of the domain.
+// - Initial outputs: zeroed or copied first, not both; a copy is of an input
+//   buffer of the one output's dtype and shape.
 #pragma once
 
 #include <optional>

@@ -49,6 +49,11 @@ std::string who(const Node& n) { return "'" + n.name() + "' (" + n.op_type() + "
 
 bool is_reduction(const Node& n) { return kernel_role(n) == KernelRole::Reduction; }
 bool is_movement(const Node& n) { return kernel_role(n) == KernelRole::Movement; }
+bool is_scan(const Node& n) { return n.domain().empty() && n.op_type() == "CumSum"; }
+bool is_scatter(const Node& n) {
+  if (n.domain() == kTccDomain) return n.op_type() == "ScatterAdd";
+  return n.domain().empty() && (n.op_type() == "ScatterElements" || n.op_type() == "ScatterND");
+}
 
 Lowering::Lowering(const Node& fusion, const std::string& name) : fusion_(fusion), body_(fusion_body(fusion)) {
   k_.name = name;
@@ -59,13 +64,17 @@ kir::Kernel Lowering::run() {
   for (const auto& n : body_.nodes()) k_.nodes.push_back(n->name().empty() ? n->op_type() : n->name());
   for (size_t i = 0; i < fusion_.num_inputs(); ++i) add_buffer(fusion_.input(i), false);
   for (size_t i = 0; i < fusion_.num_outputs(); ++i) add_buffer(fusion_.output(i), true);
-  const Node* scatter = nullptr;  // tcc::ScatterAdd: iterates its updates, stores by index
-  for (const auto& n : body_.nodes())
-    if (n->domain() == kTccDomain && n->op_type() == "ScatterAdd") scatter = n.get();
+  const Node* scatter = nullptr;  // iterates its updates, stores by index
+  const Node* scan = nullptr;     // scans its rows, stores each element
+  for (const auto& n : body_.nodes()) {
+    if (is_scatter(*n)) scatter = n.get();
+    if (is_scan(*n)) scan = n.get();
+  }
   switch (fusion_kind(fusion_)) {
     case FusionKind::Pointwise:
     case FusionKind::Single:
-      if (scatter) setup_scatter_add(*scatter);
+      if (scatter) setup_scatter(*scatter);
+      else if (scan) setup_scan(*scan);
       else setup_pointwise();
       break;
     case FusionKind::Reduction:
@@ -78,7 +87,8 @@ kir::Kernel Lowering::run() {
       setup_conv();
       break;
   }
-  if (scatter) lower_scatter_add(*scatter);
+  if (scatter) lower_scatter(*scatter);
+  else if (scan) lower_scan(*scan);
   else
     for (size_t j = 0; j < body_.outputs().size(); ++j)
       store_output(body_.outputs()[j], static_cast<int>(fusion_.num_inputs() + j));
@@ -333,6 +343,7 @@ int Lowering::emit(Instr in) {
   if (k_.kind == kir::Kind::Reduction) {
     switch (in.op) {
       case Op::Load: in.row = !reads_reduced_axes(in.index); break;
+      case Op::Coord: in.row = in.axis < static_cast<int>(k_.domain.size()) - k_.reduce_axes; break;
       case Op::Const:
       case Op::SizeValue:
       case Op::ReduceSum:

@@ -13,39 +13,135 @@
 
 namespace tcc::lowering {
 
-// The domain is the updates' shape; the output starts as zeros.
-void Lowering::setup_scatter_add(const Node& p) {
+// The domain is the updates' shape; the output starts as zeros
+// (tcc::ScatterAdd) or as a copy of the data (Kernel::copy_from).
+void Lowering::setup_scatter(const Node& p) {
   if (fusion_.num_outputs() != 1 || body_.outputs().front() != p.output(0))
     fail(&p, "is lowered only as a kernel of its own");
+  bool zeros = p.domain() == kTccDomain;
   k_.kind = kir::Kind::Pointwise;
-  k_.domain = shape_of(p.input(1));
+  k_.domain = shape_of(p.input(zeros ? 1 : 2));
   frames_.push_back(Frame{k_.domain, iota(k_.domain.size())});
-  k_.zero_outputs = true;
+  if (zeros) k_.zero_outputs = true;
+  else k_.copy_from = input_buffer(p.input(0));
 }
 
-// Each update adds into the output at its own coordinates, the axis's
-// replaced by its index (negative: from the end). An index outside the axis
-// adds nothing (the interpreter rejects it).
-void Lowering::lower_scatter_add(const Node& p) {
+// Each update is stored into the output, combined with the element there as
+// the reduction says (ScatterAdd: add; none: replaced): ScatterAdd's and
+// ScatterElements' at the update's own coordinates, the axis's replaced by
+// its index; ScatterND's at (tuple..., t...) for the update at (i..., t...),
+// the tuple indices[i..., 0 .. m-1]. A negative index counts from the end;
+// an update with an index outside its axis stores nothing (the interpreter
+// rejects it).
+void Lowering::lower_scatter(const Node& p) {
+  bool zeros = p.domain() == kTccDomain;
+  const Value* indices = p.input(zeros ? 0 : 1);
   std::vector<SymExpr> out_shape = shape_of(p.output(0));
   std::vector<SymExpr> strides = row_major(out_shape);
   auto rank = static_cast<int64_t>(out_shape.size());
-  int64_t axis = p.get_int("axis", 0);
-  if (axis < 0) axis += rank;
-  auto [wrapped, inside] =
-      axis_index(lower(p.input(0), 0), p.input(0)->type().dtype(), out_shape.at(static_cast<size_t>(axis)));
-  int value = lower(p.input(1), 0);
+  DType index_type = indices->type().dtype();
   Instr st;
   st.op = Op::Store;
   st.buffer = static_cast<int>(fusion_.num_inputs());
   st.index = kir::Index{std::vector<SymExpr>(k_.domain.size()), SymExpr()};
-  for (int64_t d = 0; d < rank; ++d)
-    if (d != axis) st.index.strides[static_cast<size_t>(d)] = strides[static_cast<size_t>(d)];
-  st.dynamic = wrapped;
-  st.dynamic_stride = strides[static_cast<size_t>(axis)];
-  st.accumulate = true;
-  st.args = {value, inside};
+  int inside = -1;
+  if (p.op_type() == "ScatterND") {
+    // The domain is (i..., t...): the tuple's q - 1 axes, then the data's axes from m on.
+    View view = view_of(indices);
+    size_t q = view.shape.size();
+    const SymExpr& tuple = view.shape.back();
+    if (!tuple.is_constant()) fail(&p, "index tuples of a symbolic length");
+    auto m = static_cast<size_t>(tuple.constant_value());
+    std::vector<size_t> leading(q - 1);
+    std::iota(leading.begin(), leading.end(), size_t{0});
+    int offset = -1;
+    for (size_t j = 0; j < m; ++j) {
+      int entry = emit(aligned_load(view, index_type, leading, 0, view.strides[q - 1] * c(static_cast<int64_t>(j))));
+      auto [wrapped, in] = axis_index(entry, index_type, out_shape[j]);
+      int term = emit(Op::Mul, DType::I64, {wrapped, size_value(DType::I64, strides[j])});
+      offset = offset < 0 ? term : emit(Op::Add, DType::I64, {offset, term});
+      inside = inside < 0 ? in : emit(Op::And, DType::Bool, {inside, in});
+    }
+    for (size_t d = m; d < out_shape.size(); ++d) st.index.strides[q - 1 + d - m] = strides[d];
+    st.dynamic = offset;
+    st.dynamic_stride = c(1);
+  } else {
+    int64_t axis = p.get_int("axis", 0);
+    if (axis < 0) axis += rank;
+    auto [wrapped, in] = axis_index(lower(indices, 0), index_type, out_shape.at(static_cast<size_t>(axis)));
+    for (int64_t d = 0; d < rank; ++d)
+      if (d != axis) st.index.strides[static_cast<size_t>(d)] = strides[static_cast<size_t>(d)];
+    st.dynamic = wrapped;
+    st.dynamic_stride = strides[static_cast<size_t>(axis)];
+    inside = in;
+  }
+  const std::string reduction = zeros ? "add" : p.get_string("reduction", "none");
+  st.accumulate = reduction == "add"   ? kir::Accumulate::Add
+                  : reduction == "mul" ? kir::Accumulate::Mul
+                  : reduction == "max" ? kir::Accumulate::Max
+                  : reduction == "min" ? kir::Accumulate::Min
+                                       : kir::Accumulate::None;
+  st.args = {lower(p.input(zeros ? 1 : 2), 0), inside};
   emit(std::move(st));
+}
+
+namespace {
+
+// CumSum's axis (a literal: its kernel role asks for one), from the end where negative.
+int64_t scan_axis(const Node& p) {
+  const Tensor* axis = constant_of(p.input(1));
+  TCC_CHECK(axis != nullptr && axis->numel() == 1) << "CumSum '" << p.name() << "' has no literal axis";
+  return normalize_axis(p, axis->get_i64(0), static_cast<int64_t>(p.output(0)->type().rank()));
+}
+
+}  // namespace
+
+// CumSum's domain is its output's axes but the summed one, then that one,
+// the kernel's one reduced axis: a reduction kernel whose rows are scanned.
+void Lowering::setup_scan(const Node& p) {
+  if (fusion_.num_outputs() != 1 || body_.outputs().front() != p.output(0))
+    fail(&p, "is lowered only as a kernel of its own");
+  k_.kind = kir::Kind::Reduction;
+  std::vector<SymExpr> shape = shape_of(p.output(0));
+  auto axis = static_cast<size_t>(scan_axis(p));
+  std::vector<int> to_domain(shape.size());
+  for (size_t a = 0; a < shape.size(); ++a) {
+    if (a == axis) continue;
+    to_domain[a] = static_cast<int>(k_.domain.size());
+    k_.domain.push_back(shape[a]);
+  }
+  to_domain[axis] = static_cast<int>(k_.domain.size());
+  k_.domain.push_back(shape[axis]);
+  k_.reduce_axes = 1;
+  frames_.push_back(Frame{shape, to_domain});
+}
+
+// CumSum: the running sum (Op::ScanSum) of x along the row, stored where
+// it was read; reverse reads and stores the row from its end (a negative
+// stride), exclusive sums the element one step back instead (0 at the first:
+// a guarded load).
+void Lowering::lower_scan(const Node& p) {
+  std::vector<SymExpr> shape = shape_of(p.output(0));
+  std::vector<size_t> all(shape.size());
+  std::iota(all.begin(), all.end(), size_t{0});
+  DType dt = p.output(0)->type().dtype();
+  const size_t j = k_.domain.size() - 1;
+  Instr load = aligned_load(view_of(p.input(0)), dt, all, 0, c(0));
+  Instr store = aligned_load(contiguous(static_cast<int>(fusion_.num_inputs()), shape), dt, all, 0, c(0));
+  if (p.get_int("reverse", 0) != 0)
+    for (Instr* in : {&load, &store}) {
+      SymExpr step = in->index.strides[j];
+      in->index.offset = in->index.offset + (k_.domain[j] - c(1)) * step;
+      in->index.strides[j] = c(0) - step;
+    }
+  if (p.get_int("exclusive", 0) != 0) {
+    load.index.offset = load.index.offset - load.index.strides[j];
+    load.args = {emit(Op::Greater, DType::Bool, {coordinate(static_cast<int>(j)), constant(DType::I64, 0)})};
+  }
+  int sum = emit(Op::ScanSum, dt, {emit(std::move(load))});
+  store.op = Op::Store;
+  store.args = {sum};
+  emit(std::move(store));
 }
 
 // Concat along `axis`: at each point, input i where the coordinate falls in

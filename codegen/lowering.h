@@ -1,7 +1,7 @@
 // The lowering of one fusion node to a kernel (lower.h), split by kernel kind:
 // lower.cc holds the frames, views, values and the pointwise and reduction
 // bodies every kind shares; lower_indexed.cc the kernels whose loads are
-// guarded or indexed (Concat, Pad, the gathers, ScatterAdd, pools);
+// guarded or indexed (Concat, Pad, the gathers, the scatters, pools);
 // lower_library.cc the gemm and conv kernels a library call computes.
 // Internal to codegen.
 #pragma once
@@ -43,6 +43,11 @@ struct Frame {
 
 bool is_reduction(const Node& n);
 bool is_movement(const Node& n);
+// tcc::ScatterAdd, ScatterElements and ScatterND: kernels that iterate their
+// updates and store each where its index says.
+bool is_scatter(const Node& n);
+// CumSum, the kernel's one node: a scan along an axis.
+bool is_scan(const Node& n);
 
 class Lowering {
  public:
@@ -67,13 +72,29 @@ class Lowering {
   // store the same element from several points, which is harmless.
   void setup_pointwise();
 
-  // The domain is the updates' shape; the output starts as zeros.
-  void setup_scatter_add(const Node& p);
+  // The domain is the updates' shape; the output starts as zeros
+  // (tcc::ScatterAdd) or as a copy of the data (Kernel::copy_from).
+  void setup_scatter(const Node& p);
 
-  // Each update adds into the output at its own coordinates, the axis's
-  // replaced by its index (negative: from the end). An index outside the axis
-  // adds nothing (the interpreter rejects it).
-  void lower_scatter_add(const Node& p);
+  // Each update is stored into the output, combined with the element there as
+  // the reduction says (ScatterAdd: add; none: replaced): ScatterAdd's and
+  // ScatterElements' at the update's own coordinates, the axis's replaced by
+  // its index; ScatterND's at (tuple..., t...) for the update at (i..., t...),
+  // the tuple indices[i..., 0 .. m-1]. A negative index counts from the end;
+  // an update with an index outside its axis stores nothing (the interpreter
+  // rejects it). With reduction none, updates to one element leave one of them,
+  // which one unspecified on the GPU (ONNX leaves it undefined).
+  void lower_scatter(const Node& p);
+
+  // CumSum's domain is its output's axes but the summed one, then that one,
+  // the kernel's one reduced axis: a reduction kernel whose rows are scanned.
+  void setup_scan(const Node& p);
+
+  // CumSum: the running sum (Op::ScanSum) of x along the row, stored where
+  // it was read; reverse reads and stores the row from its end (a negative
+  // stride), exclusive sums the element one step back instead (0 at the first:
+  // a guarded load).
+  void lower_scan(const Node& p);
   void setup_reduction();
 
   // ---- axis maps and indices --------------------------------------------------

@@ -111,6 +111,7 @@ ojson kernel_json(const ModuleContents& m, size_t index) {
                    {"shared_bytes", l.shared_bytes}};
     if (l.workspace_bytes != SymExpr()) j["launch"]["workspace_bytes"] = size_json(l.workspace_bytes);
     if (k.zero_outputs) j["launch"]["zero_outputs"] = true;
+    if (k.copy_from >= 0) j["launch"]["copy_from"] = k.copy_from;
   }
   if (m.autotune) {
     ojson t = {{"source", m.autotune->sources.at(index)}};

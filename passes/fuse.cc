@@ -444,8 +444,8 @@ void materialize(Graph& g, const Group& gr, const std::vector<Value*>& exported,
       buffers.insert(m->input(0));
     else if (role == KernelRole::Contraction || role == KernelRole::Convolution)
       buffers.insert(m->inputs().begin(), m->inputs().end());
-    else if (role == KernelRole::Indexed && m->op_type() == "Pad")
-      buffers.insert(m->input(0));  // its pads, fill and axes are literals
+    else if (role == KernelRole::Indexed && (m->op_type() == "Pad" || m->op_type() == "CumSum"))
+      buffers.insert(m->input(0));  // Pad's pads, fill and axes, CumSum's axis are literals
     else if (role == KernelRole::Indexed)
       buffers.insert(m->inputs().begin(), m->inputs().end());  // a few integers too: tables, indices, parts
   }

@@ -95,7 +95,7 @@ std::string check_kind(FusionKind kind, const Graph& body) {
       for (size_t i = 0; i < nodes.size(); ++i)
         if (kernel_role(*nodes[i]) != KernelRole::Movement || (i > 0 && nodes[i]->input(0) != nodes[i - 1]->output(0)))
           return "a single body is a chain of movement nodes (each reading the one before) or one Concat, "
-                 "Gather, ScatterAdd or pool";
+                 "Gather, scatter or pool";
       if (body.outputs().size() != 1 || body.outputs().front() != nodes.back()->output(0))
         return "a movement chain's one output is its last node's";
       return "";

@@ -147,7 +147,8 @@ std::vector<Tensor> eval_gather_nd(EvalContext& ctx) {
 
 // ---- ScatterElements, ScatterND ---------------------------------------------------
 
-// Writes update element ui into out[oi] under Scatter's `reduction` attribute.
+// Writes update element ui into out[oi] under Scatter's `reduction` attribute;
+// max and min of a NaN are NaN, as Max's and Min's are (and the kernels').
 void scatter_into(Tensor& out, int64_t oi, const Tensor& upd, int64_t ui, const std::string& red) {
   if (red == "none") {
     copy_element(out, oi, upd, ui);
@@ -155,7 +156,10 @@ void scatter_into(Tensor& out, int64_t oi, const Tensor& upd, int64_t ui, const 
   }
   if (is_float(out.dtype())) {
     double a = out.get_f64(oi), b = upd.get_f64(ui);
-    double r = red == "add" ? a + b : red == "mul" ? a * b : red == "max" ? std::max(a, b) : std::min(a, b);
+    double r = red == "add" ? a + b
+               : red == "mul" ? a * b
+               : std::isnan(a) || std::isnan(b) ? a + b
+               : red == "max" ? std::max(a, b) : std::min(a, b);
     out.set_f64(oi, r);
   } else {
     int64_t a = out.get_i64(oi), b = upd.get_i64(ui);
@@ -334,6 +338,24 @@ std::vector<Tensor> eval_reverse_sequence(EvalContext& ctx) {
     if (idx[time] < len) from[time] = len - 1 - idx[time];
     return flat_index(from, strides);
   })};
+}
+
+// Scatters whose indices are int64 or int32 (ScatterND's tuples of a static
+// length, at most the data's rank): a kernel over the updates whose output
+// starts as a copy of the data. Reductions other than none update elements
+// atomically on the GPU, which it does for f32, f64, i32 and i64 only.
+KernelRole scatter_role(const Node& n) {
+  DType index = n.input(1)->type().dtype();
+  if (index != DType::I64 && index != DType::I32) return KernelRole::None;
+  if (n.get_string("reduction", "none") != "none" && !atomic_update_dtype(n.output(0)->type().dtype()))
+    return KernelRole::None;
+  if (n.op_type() == "ScatterND") {
+    const Dims& idx = n.input(1)->type().shape();
+    if (idx.empty() || !idx.back().is_static() || idx.back().value() < 1 ||
+        idx.back().value() > static_cast<int64_t>(n.input(0)->type().rank()))
+      return KernelRole::None;
+  }
+  return KernelRole::Indexed;
 }
 
 // ---------------------------------------------------------------------------
@@ -542,8 +564,13 @@ void register_gather_scatter_ops(OpRegistry& r) {
       .kernel_role(KernelRole::Indexed, gather_role)
       .gradient(gather_elements_rule);
   r.add(OpDef{"", "GatherND", 12, kMovement, infer_gather_nd, eval_gather_nd, {}}).kernel_role(KernelRole::Indexed, gather_role).gradient(gather_elements_rule);
-  r.add(OpDef{"", "ScatterElements", 11, kMovement, infer_scatter_elements, eval_scatter_elements, {}}).gradient(scatter_rule).decomposition(decompose_scatter_add);
-  r.add(OpDef{"", "ScatterND", 11, kMovement, infer_same_as_data, eval_scatter_nd, {}}).gradient(scatter_rule);
+  r.add(OpDef{"", "ScatterElements", 11, kMovement, infer_scatter_elements, eval_scatter_elements, {}})
+      .kernel_role(KernelRole::Indexed, scatter_role)
+      .gradient(scatter_rule)
+      .decomposition(decompose_scatter_add);
+  r.add(OpDef{"", "ScatterND", 11, kMovement, infer_same_as_data, eval_scatter_nd, {}})
+      .kernel_role(KernelRole::Indexed, scatter_role)
+      .gradient(scatter_rule);
   r.add(OpDef{"", "Compress", 11, kMovement | kDataDependentShape, infer_compress, eval_compress, {}})
       .gradient(compress_rule);
   r.add(OpDef{"", "ReverseSequence", 10, kMovement, infer_reverse_sequence, eval_reverse_sequence, {}});

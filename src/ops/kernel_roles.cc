@@ -209,6 +209,10 @@ std::string kernel_refusal(const Node& n) {
   return argument_refusal(n);
 }
 
+bool atomic_update_dtype(DType dtype) {
+  return dtype == DType::F32 || dtype == DType::F64 || dtype == DType::I32 || dtype == DType::I64;
+}
+
 bool is_literal(DType dtype, int64_t rank, int64_t numel) {
   return numel == 1 || (is_integer(dtype) && rank <= 1 && numel <= kMaxLiteralElements);
 }

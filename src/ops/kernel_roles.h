@@ -22,18 +22,26 @@ enum class KernelRole {
                 // Slice with literal arguments (is_literal) / tcc::Slice, Identity: an affine view of its data input
   Contraction,  // MatMul, Gemm: cuBLASLt on the GPU, a loop on the host
   Convolution,  // Conv (1-D, 2-D, 3-D) that conv_kernel_problem accepts: cuDNN on the GPU, a loop on the host
-  Indexed,      // Concat, Gather, GatherElements and GatherND of any dtype,
-                // tcc::ScatterAdd of f32/f64, MaxPool and AveragePool that pool_window accepts: a kernel
-                // of its own whose loads are guarded by the coordinate (Concat: the input whose range
-                // holds it; pools: the window taps inside the input) or indexed by another tensor's
-                // values (the rows a Gather index selects, the elements or tuples of the others), or whose stores
-                // add atomically where an index says (ScatterAdd, into an output zeroed first)
+  Indexed,      // Concat, Gather, GatherElements and GatherND of any dtype, ScatterElements and
+                // ScatterND (any dtype without a reduction; with one, atomic_update_dtype),
+                // tcc::ScatterAdd (atomic_update_dtype), MaxPool and AveragePool that pool_window
+                // accepts: a kernel of its own whose loads are guarded by the coordinate (Concat: the
+                // input whose range holds it; pools: the window taps inside the input) or indexed by
+                // another tensor's values (the rows a Gather index selects, the elements or tuples of
+                // the others), or whose stores write, or combine atomically, where an index says
+                // (ScatterAdd into an output zeroed first, the others into a copy of their data);
+                // CumSum along a literal axis: a reduction kernel of its own whose one reduced axis
+                // is scanned (kir::Op::ScanSum)
 };
 
 // The role of n: its OpDef's `kernel` role, given its attributes, dtypes and
 // constant arguments. A node whose input or output types are not fully known
 // tensors, or whose op tcc does not know at its opset, is None.
 KernelRole kernel_role(const Node& n);
+
+// Whether the GPU updates an element of `dtype` atomically (a combining store:
+// atomicAdd, or a compare-and-swap of its 4 or 8 bytes): f32, f64, i32, i64.
+bool atomic_update_dtype(DType dtype);
 
 // What ops' kernel roles read of their arguments.
 // Whether input i is absent or a compile-time constant (an initializer or a Constant node's value).

@@ -248,6 +248,9 @@ bool reduces_in_kernel(const Node& n) {
   return !axes_are_input(n) || !n.has_input(1) || literal_input(n, 1);
 }
 
+// CumSum along a literal axis: a kernel of its own that scans its rows.
+bool scans_in_kernel(const Node& n) { return literal_input(n, 1) && single_element(n.input(1)->type()); }
+
 OpDef& add_reduce(OpRegistry& r, const std::string& name, ReduceKind kind, std::vector<DType> dtypes) {
   return r.add(OpDef{"", name, 1, kReduction, infer_reduce,
               [kind](EvalContext& ctx) { return std::vector<Tensor>{reduce_kernel(ctx, kind)}; }, std::move(dtypes)});
@@ -720,6 +723,7 @@ void register_reduction_ops(OpRegistry& r) {
       .decomposition(decompose_layer_norm);
   r.add(OpDef{"", "CumSum", 11, kReduction, infer_same,
               [](EvalContext& ctx) { return std::vector<Tensor>{cumsum_kernel(ctx)}; }, kNumeric})
+      .kernel_role(KernelRole::Indexed, scans_in_kernel)
       .gradient(cum_sum_rule);
 }
 

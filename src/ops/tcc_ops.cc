@@ -259,9 +259,8 @@ void register_tcc_ops(OpRegistry& r) {
     return dt == DType::I64 ? value : b.op(ScalarOp::Cast, dt, {value});
   });
   r.add(OpDef{d, "ScatterAdd", 1, kMovement, infer_tcc_scatter_add, eval_tcc_scatter_add, {}}).kernel_role(KernelRole::Indexed, [](const Node& n) {
-    // Atomic adds of f32 and f64; indices a buffer, not a literal.
-    DType t = n.output(0)->type().dtype();
-    return (t == DType::F32 || t == DType::F64) && !constant_input(n, 0);
+    // Atomic adds (atomic_update_dtype); indices a buffer, not a literal.
+    return atomic_update_dtype(n.output(0)->type().dtype()) && !constant_input(n, 0);
   });
 }
 

@@ -426,6 +426,11 @@ void enqueue_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_te
     if (k.zero_outputs)
       for (int id : step.writes)
         if (b.nbytes[id] > 0) d.check(d.memset_d8_async(ptr[id], 0, b.nbytes[id], stream), "cuMemsetD8Async (outputs)");
+    if (k.copy_from >= 0) {
+      int from = step.reads[static_cast<size_t>(k.copy_from)], to = step.writes.front();
+      if (b.nbytes[to] > 0)
+        d.check(d.copy_dtod_async(ptr[to], ptr[from], b.nbytes[to], stream), "cuMemcpyDtoDAsync (outputs)");
+    }
     BoundRun::Launch made;
     if (growing) made = step_launch(m, step, b);
     const BoundRun::Launch& l = growing ? made : run.launches[i];

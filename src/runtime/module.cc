@@ -248,6 +248,14 @@ class Loader {
             ws.fail("expected a positive byte count, got " + info.workspace_bytes.str());
         }
         info.zero_outputs = launch.has("zero_outputs") && launch["zero_outputs"].boolean();
+        if (launch.has("copy_from")) {
+          Field from = launch["copy_from"];
+          info.copy_from = static_cast<int>(from.integer(0, info.num_reads - 1));
+          const TensorSig &in = info.buffers[static_cast<size_t>(info.copy_from)], &out = info.buffers.back();
+          if (info.zero_outputs || info.buffers.size() != static_cast<size_t>(info.num_reads) + 1 ||
+              in.dtype != out.dtype || in.shape != out.shape)
+            from.fail("expected an input of the dtype and shape of the kernel's one output, which is not zeroed");
+        }
       }
       if (m_.host_library) {
         info.host = reinterpret_cast<HostKernelFn>(m_.host_library->symbol(info.name));

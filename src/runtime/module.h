@@ -125,6 +125,7 @@ struct KernelInfo {
   int shared_bytes = 0;
   SymExpr workspace_bytes;  // zeroed device memory passed after the sizes; 0: none (docs/MODULE.md)
   bool zero_outputs = false;  // the outputs are zeroed before each launch (accumulating stores)
+  int copy_from = -1;         // the one output starts as a copy of this input before each launch (scatters)
   std::optional<GemmInfo> gemm;
   std::optional<ConvInfo> conv;
   // Run through cuBLASLt or cuDNN, with no function in the cubin: conv kernels,

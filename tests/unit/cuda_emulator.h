@@ -2,7 +2,7 @@
 // interpreter without a GPU: the GEMM template (codegen/gemm_template.cc: its
 // tiling, guards, double buffering and epilogue) and reductions (column
 // blocks' shared-memory combine, block reductions' warp shuffles, split rows'
-// arrivals). Test code only: the tests
+// arrivals), and scatters' atomic updates. Test code only: the tests
 // compile this header together with the emitted kernels into a shared library
 // with the host compiler.
 //
@@ -138,18 +138,27 @@ inline void launch(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned 
 inline void __syncthreads() { tcc_emu::block.barrier->arrive_and_wait(); }
 
 // Every lane of the warp (threads numbered x fastest, 32 to a warp) posts its
-// value, then reads lane ^ mask's; the second barrier keeps a later shuffle's
-// posts behind this one's reads.
-template <class T> T __shfl_xor_sync(unsigned, T v, int mask) {
+// value, then reads the value of the lane `from` names; the second barrier
+// keeps a later shuffle's posts behind this one's reads.
+namespace tcc_emu {
+template <class T, class From> T shuffle(T v, From from) {
   static_assert(sizeof(T) <= 8, "a shuffle moves at most 8 bytes");
-  const unsigned t = tcc_emu::thread_index.x + tcc_emu::thread_index.y * tcc_emu::block_dim.x;
-  tcc_emu::Warp& w = *tcc_emu::block.warps[t / 32];
+  const unsigned t = thread_index.x + thread_index.y * block_dim.x;
+  Warp& w = *block.warps[t / 32];
   std::memcpy(w.exchange[t % 32], &v, sizeof v);
   w.barrier.arrive_and_wait();
   T out;
-  std::memcpy(&out, w.exchange[(t % 32) ^ static_cast<unsigned>(mask)], sizeof out);
+  std::memcpy(&out, w.exchange[from(t % 32)], sizeof out);
   w.barrier.arrive_and_wait();
   return out;
+}
+}  // namespace tcc_emu
+template <class T> T __shfl_xor_sync(unsigned, T v, int mask) {
+  return tcc_emu::shuffle(v, [&](unsigned lane) { return lane ^ static_cast<unsigned>(mask); });
+}
+// Lanes below `delta` keep their own value.
+template <class T> T __shfl_up_sync(unsigned, T v, unsigned delta) {
+  return tcc_emu::shuffle(v, [&](unsigned lane) { return lane >= delta ? lane - delta : lane; });
 }
 // CUDA's vector type, 16-byte aligned as on the device, for float4 pointwise kernels.
 struct __align__(16) float4 {
@@ -159,6 +168,31 @@ inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z,
 
 inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline unsigned atomicAdd(unsigned* p, unsigned v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+// The combining stores' atomics (a block's threads run at once, so they race
+// as on the GPU): integer adds, compare-and-swap, and float adds through it.
+inline int atomicAdd(int* p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v) {
+  return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
+}
+template <class W> W atomicCAS(W* p, W expected, W desired) {
+  __atomic_compare_exchange_n(p, &expected, desired, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+  return expected;
+}
+template <class T, class W> T tcc_emu_atomic_add(T* p, T v) {
+  W seen = __atomic_load_n(reinterpret_cast<W*>(p), __ATOMIC_SEQ_CST);
+  for (;;) {
+    T old, next;
+    std::memcpy(&old, &seen, sizeof old);
+    next = old + v;
+    W want;
+    std::memcpy(&want, &next, sizeof want);
+    W before = atomicCAS(reinterpret_cast<W*>(p), seen, want);
+    if (before == seen) return old;
+    seen = before;
+  }
+}
+inline float atomicAdd(float* p, float v) { return tcc_emu_atomic_add<float, unsigned>(p, v); }
+inline double atomicAdd(double* p, double v) { return tcc_emu_atomic_add<double, unsigned long long>(p, v); }
 
 inline void tcc_tf32_split(float x, uint32_t& big, uint32_t& small) {
   auto round = [](float v) { return (tcc_emu::as_bits(v) + 0x1000u) & 0xFFFFE000u; };

@@ -1,6 +1,6 @@
 // The GPU's schedules of generated kernels: which reductions take column
 // blocks (KernelConfig::columns), and the CUDA text of column, split and
-// row-cache reductions and of tiled transposes, compiled by NVRTC and run on
+// row-cache reductions, of tiled transposes and of scatters, compiled by NVRTC and run on
 // the host by tests/unit/cuda_emulator.h against the reference interpreter, at
 // the configurations autotuning tries.
 #include <gtest/gtest.h>
@@ -339,6 +339,105 @@ TEST(VectorPointwise, EmulatedOnTheHostFloat4sMatchTheInterpreter) {
     expect_emulated_runs_match(s, v.kernels, v.configs, lib, sizes);
     fs::remove_all(dir);
   }
+}
+
+// CumSum on the GPU: a row in tiles of the block's threads, each tile's
+// running sums a warp-shuffle scan combined through shared memory, carried
+// from tile to tile. Rows of 150 take three tiles of 64 threads (the last
+// partly past the row) or one of 256, one or two rows per block; and a
+// reversed exclusive scan along the first of three axes.
+TEST(Scan, EmulatedOnTheHostBlockScansMatchTheInterpreter) {
+  ScheduledModel s = schedule_model("tests/kernels/cumsum.tir");
+  ASSERT_EQ(s.schedule.kernels.size(), 2u);
+  for (const kir::Kernel& k : s.schedule.kernels) {
+    EXPECT_EQ(k.kind, kir::Kind::Reduction) << k.name;
+    EXPECT_TRUE(emitc::scans(k)) << k.name;
+    EXPECT_FALSE(reduces_columns(k)) << k.name;
+    KernelConfig d = default_config(k);
+    EXPECT_EQ(d.split, 1) << k.name;
+    EXPECT_EQ(d.row_cache, 0) << k.name;
+  }
+  KernelVariants v = variants(s, [](const kir::Kernel&, const KernelConfig& c) {
+    return (c.block == 64 || c.block == 256) && c.rows_per_block <= 2;
+  });
+  ASSERT_GE(v.kernels.size(), 4u);
+  fs::path dir = make_temp_dir("tcc_scan");
+  SharedLibrary lib = emulated_library(v, dir);
+  expect_emulated_runs_match(s, v.kernels, v.configs, lib, {{"b", 3}});
+  fs::remove_all(dir);
+}
+
+// Scatters' combining stores on the GPU: the output starts as a copy of the
+// data (the runtime's copy, made here), and a block's threads combine their
+// updates into it at once, through atomicAdd and tcc_atomic's compare-and-swap.
+// Every combining scatter of tests/kernels/scatter.tir (add, mul, max, min; f32
+// and i64; repeated indices) matches the interpreter, float adds within their
+// order's rounding. Reduction none leaves one of several updates to an element,
+// on the GPU unspecified which: the host library's tests check those.
+TEST(Scatter, EmulatedOnTheHostAtomicUpdatesMatchTheInterpreter) {
+  ScheduledModel s = schedule_model("tests/kernels/scatter.tir");
+  KernelVariants v;
+  std::vector<const Node*> nodes;
+  for (const Step& step : s.schedule.steps) {
+    ASSERT_EQ(step.kind, Step::Kind::Kernel) << step.node;
+    const kir::Kernel& k = s.schedule.kernels.at(static_cast<size_t>(step.kernel));
+    bool combines = std::any_of(k.body.begin(), k.body.end(),
+                                [](const kir::Instr& in) { return in.accumulate != kir::Accumulate::None; });
+    if (!combines) continue;
+    EXPECT_GE(k.copy_from, 0) << step.node;
+    v.kernels.push_back(k);
+    v.kernels.back().name = k.name + "_" + std::to_string(nodes.size());
+    v.configs.push_back(default_config(k));
+    for (const auto& n : s.model->graph->nodes())
+      if (n->name() == step.node) nodes.push_back(n.get());
+    ASSERT_EQ(nodes.size(), v.kernels.size()) << step.node;
+  }
+  ASSERT_EQ(v.kernels.size(), 5u);
+  fs::path dir = make_temp_dir("tcc_scatter");
+  SharedLibrary lib = emulated_library(v, dir);
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<double> real(-2.0, 2.0);
+  std::uniform_int_distribution<int64_t> index(-9, 9);
+  const std::map<std::string, int64_t> sizes = {{"n", 6}};
+  Interpreter interp;
+  for (size_t i = 0; i < v.kernels.size(); ++i) {
+    const kir::Kernel& k = v.kernels[i];
+    SCOPED_TRACE(nodes[i]->name());
+    std::vector<Tensor> buffers;
+    for (const kir::Buffer& b : k.buffers) {
+      std::vector<int64_t> shape;
+      for (const SymExpr& d : b.shape) shape.push_back(*d.evaluate(sizes));
+      buffers.emplace_back(b.dtype, shape);
+      for (int64_t e = 0; e < buffers.back().numel(); ++e)
+        buffers.back().set_f64(e, is_float(b.dtype) ? real(rng) : static_cast<double>(index(rng)));
+    }
+    std::vector<const Tensor*> inputs;
+    for (size_t b = 0; b + 1 < buffers.size(); ++b) inputs.push_back(&buffers[b]);
+    ASSERT_EQ(inputs.size(), nodes[i]->num_inputs());
+    Tensor want = interp.eval_node(*nodes[i], inputs).at(0);
+    Tensor& got = buffers.back();
+    got = buffers.at(static_cast<size_t>(k.copy_from)).clone();
+    std::vector<void*> ptrs;
+    for (Tensor& t : buffers) ptrs.push_back(t.raw_mut());
+    std::vector<int64_t> args;
+    for (const std::string& p : k.size_params) args.push_back(sizes.at(p));
+    LaunchConfig l = launch_config(k, v.configs[i]);
+    auto launch = reinterpret_cast<EmulatedLaunch>(lib.symbol("launch_" + k.name));
+    ASSERT_NE(launch, nullptr);
+    launch(ptrs.data(), args.data(), nullptr, static_cast<unsigned>(*l.grid[0].evaluate(sizes)),
+           static_cast<unsigned>(*l.grid[1].evaluate(sizes)), static_cast<unsigned>(*l.grid[2].evaluate(sizes)),
+           static_cast<unsigned>(l.block[0]), static_cast<unsigned>(l.block[1]));
+    ASSERT_EQ(got.shape(), want.shape());
+    int64_t bad = 0;
+    for (int64_t e = 0; e < got.numel(); ++e) {
+      bool same = is_float(want.dtype()) ? std::fabs(got.get_f64(e) - want.get_f64(e)) <= 1e-5 * (1 + std::fabs(want.get_f64(e)))
+                                         : got.get_i64(e) == want.get_i64(e);
+      if (!same && bad++ < 5)
+        ADD_FAILURE() << "element " << e << ": emulated " << got.get_f64(e) << ", interpreter " << want.get_f64(e);
+    }
+    EXPECT_EQ(bad, 0) << bad << " of " << got.numel() << " elements differ";
+  }
+  fs::remove_all(dir);
 }
 
 }  // namespace
