@@ -17,6 +17,8 @@ void register_resize_ops(OpRegistry& r);          // Resize
 void register_loss_ops(OpRegistry& r);            // NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
 void register_data_dependent_ops(OpRegistry& r);  // NonZero, Unique, TopK
 void register_control_flow_ops(OpRegistry& r);    // If, Loop, Scan
+void register_spatial_ops(OpRegistry& r);        // GridSample, AffineGrid, DeformConv, Col2Im, MaxUnpool, CenterCropPad
+void register_detection_ops(OpRegistry& r);      // RoiAlign, MaxRoiPool, NonMaxSuppression
 void register_tcc_ops(OpRegistry& r);             // tcc::Fusion, tcc::Reshape, tcc::Expand, tcc::Slice
 
 }  // namespace tcc

@@ -92,6 +92,8 @@ const OpRegistry& OpRegistry::get() {
     register_loss_ops(r);
     register_data_dependent_ops(r);
     register_control_flow_ops(r);
+    register_spatial_ops(r);
+    register_detection_ops(r);
     register_tcc_ops(r);
     return r;
   }();
