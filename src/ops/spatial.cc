@@ -645,6 +645,16 @@ std::vector<Tensor> eval_center_crop_pad(EvalContext& ctx) {
       &zero)};
 }
 
+// ---------------------------------------------------------------------------
+// Gradients (gradient.h)
+
+// CenterCropPad: cropping and zero padding are each other's adjoint, and both
+// put floor(|in - out| / 2) before, so dx = CenterCropPad(g, shape(x)) over
+// every axis (those the forward left alone already have x's size).
+void center_crop_pad_rule(GradContext& c) {
+  c.set(0, c.e().op("CenterCropPad", {c.dy(), c.e().shape_of(c.in(0))}));
+}
+
 }  // namespace
 
 void register_spatial_ops(OpRegistry& r) {
@@ -653,7 +663,8 @@ void register_spatial_ops(OpRegistry& r) {
   r.add(OpDef{"", "DeformConv", 19, kContraction, infer_deform_conv, eval_deform_conv, kFloatTypes});
   r.add(OpDef{"", "Col2Im", 18, 0, infer_col2im, eval_col2im, kNumeric});
   r.add(OpDef{"", "MaxUnpool", 9, kMovement, infer_max_unpool, eval_max_unpool, {}});
-  r.add(OpDef{"", "CenterCropPad", 18, kMovement, infer_center_crop_pad, eval_center_crop_pad, {}});
+  r.add(OpDef{"", "CenterCropPad", 18, kMovement, infer_center_crop_pad, eval_center_crop_pad, {}})
+      .gradient(center_crop_pad_rule);
 }
 
 }  // namespace tcc

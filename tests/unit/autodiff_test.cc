@@ -432,6 +432,9 @@ const RuleCase kRuleCases[] = {
      "f64[2, 2, 3, 4]"},
     {"LpPool_p3", "  const %w: f64[1, 3, 6] = $R\n", "  %y: f64[1, 3, 3] = LpPool(%w) {kernel_shape = [2], strides = [2], p = 3}\n",
      "f64[1, 3, 3]"},
+    // Cropped along one axis, padded (an odd difference) along another.
+    {"CenterCropPad", "  const %w: f64[2, 5, 2] = $R\n  const %s: i64[2] = [2, 5]\n",
+     "  %y: f64[2, 2, 5] = CenterCropPad(%w, %s) {axes = [1, -1]}\n", "f64[2, 2, 5]", 18},
     {"DepthToSpace", "  const %w: f64[1, 8, 2, 3] = $R\n",
      "  %y: f64[1, 2, 4, 6] = DepthToSpace(%w) {blocksize = 2}\n", "f64[1, 2, 4, 6]"},
     {"SpaceToDepth", "  const %w: f64[1, 2, 4, 6] = $R\n",
