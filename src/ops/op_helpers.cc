@@ -1,6 +1,7 @@
 #include "src/ops/op_helpers.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 namespace tcc {
@@ -148,6 +149,13 @@ const Type& ranked_nchw(InferContext& ctx, size_t i) {
 
 void check_nchw(const EvalContext& ctx, const Tensor& x) {
   if (x.rank() < 3) ctx.fail("expected an input of rank >= 3 ([N, C, spatial...]), got shape " + shape_str(x.shape()));
+}
+
+double cubic_convolution(double d, double a) {
+  d = std::fabs(d);
+  if (d <= 1) return ((a + 2) * d - (a + 3)) * d * d + 1;
+  if (d < 2) return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a;
+  return 0.0;
 }
 
 std::optional<Dims> input_values(InferContext& ctx, size_t i) {

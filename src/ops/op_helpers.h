@@ -85,6 +85,10 @@ const Type& ranked_nchw(InferContext& ctx, size_t i);
 // The same for a kernel's input tensor.
 void check_nchw(const EvalContext& ctx, const Tensor& x);
 
+// Keys' cubic convolution kernel with coefficient a at distance d (Resize's
+// and GridSample's cubic taps; a = -0.75 is torch's, -0.5 Keys' own).
+double cubic_convolution(double d, double a);
+
 // Static dims of a concrete shape.
 Dims dims_of(const std::vector<int64_t>& shape);
 

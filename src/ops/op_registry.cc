@@ -96,6 +96,8 @@ const OpRegistry& OpRegistry::get() {
     register_recurrent_ops(r);
     register_signal_ops(r);
     register_quantization_ops(r);
+    register_spatial_ops(r);
+    register_detection_ops(r);
     register_tcc_ops(r);
     register_sequence_ops(r);
     register_generator_ops(r);

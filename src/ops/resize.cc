@@ -142,15 +142,8 @@ Taps resize_taps(const EvalContext& ctx, const ResizeAttrs& at, double x, double
     first = static_cast<int64_t>(std::floor(-1 / s)) + 1;
     for (int64_t i = first; i < 2 - first; ++i) w.push_back(std::clamp(1 - std::fabs((i - ratio) * s), 0.0, 1.0));
   } else if (at.mode == "cubic") {
-    double a = at.cubic_a;
-    auto kernel = [a](double d) {
-      d = std::fabs(d);
-      if (d <= 1) return ((a + 2) * d - (a + 3)) * d * d + 1;
-      if (d < 2) return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a;
-      return 0.0;
-    };
     first = static_cast<int64_t>(std::floor(-2 / s)) + 1;
-    for (int64_t i = first; i < 2 - first; ++i) w.push_back(kernel((i - ratio) * s));
+    for (int64_t i = first; i < 2 - first; ++i) w.push_back(cubic_convolution((i - ratio) * s, at.cubic_a));
   } else {
     ctx.fail("expected mode nearest, linear or cubic, got '" + at.mode + "'");
   }

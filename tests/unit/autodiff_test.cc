@@ -467,6 +467,9 @@ const RuleCase kRuleCases[] = {
      "f64[3, 4]"},
     {"LpNormalization_p1", "  const %w: f64[2, 3, 4] = $R\n", "  %y: f64[2, 3, 4] = LpNormalization(%w) {p = 1}\n",
      "f64[2, 3, 4]"},
+    // Cropped along one axis, padded (an odd difference) along another.
+    {"CenterCropPad", "  const %w: f64[2, 5, 2] = $R\n  const %s: i64[2] = [2, 5]\n",
+     "  %y: f64[2, 2, 5] = CenterCropPad(%w, %s) {axes = [1, -1]}\n", "f64[2, 2, 5]", 18},
     {"DepthToSpace", "  const %w: f64[1, 8, 2, 3] = $R\n",
      "  %y: f64[1, 2, 4, 6] = DepthToSpace(%w) {blocksize = 2}\n", "f64[1, 2, 4, 6]"},
     {"SpaceToDepth", "  const %w: f64[1, 2, 4, 6] = $R\n",

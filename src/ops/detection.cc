@@ -1,0 +1,330 @@
+// Object-detection ops: RoiAlign and MaxRoiPool (pooling over regions of an
+// image) and NonMaxSuppression (whose output size depends on the scores, so
+// it carries kDataDependentShape and its count is a fresh symbol, as NonZero's).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "src/ops/families.h"
+#include "src/ops/op_helpers.h"
+#include "src/ops/op_registry.h"
+
+namespace tcc {
+namespace {
+
+// Fails unless t is (rows, cols) with cols static `cols` where known; `what` names it.
+void require_matrix(InferContext& ctx, const Type& t, int64_t cols, const std::string& what) {
+  if (t.rank() != 2 || (t.shape()[1].is_static() && t.shape()[1].value() != cols))
+    ctx.fail("expected " + what + " of shape (num_rois, " + std::to_string(cols) + "), got " + t.str());
+}
+
+// Y = (num_rois, C, height, width) for an X of rank 4 and rois whose first dim counts the regions.
+void set_pooled_output(InferContext& ctx, const Type& x, const Type& rois, int64_t height, int64_t width) {
+  if (height < 1 || width < 1)
+    ctx.fail("expected positive output sizes, got " + std::to_string(height) + " x " + std::to_string(width));
+  ctx.set_output_type(0, Type::tensor(x.dtype(), {rois.shape()[0], x.shape()[1], Dim(height), Dim(width)}));
+}
+
+// ---------------------------------------------------------------- RoiAlign
+
+struct RoiAlignAttrs {
+  bool max = false, half_pixel = true;
+  int64_t height = 1, width = 1, sampling_ratio = 0;
+  double spatial_scale = 1;
+};
+
+// Before opset 16 RoiAlign had no coordinate_transformation_mode and behaved
+// as output_half_pixel does.
+RoiAlignAttrs roi_align_attrs(const Node& n) {
+  RoiAlignAttrs a;
+  std::string mode = n.get_string("mode", "avg");
+  std::string coord = n.opset() >= 16 ? n.get_string("coordinate_transformation_mode", "half_pixel") : "output_half_pixel";
+  if (mode != "avg" && mode != "max") n.fail("expected mode avg or max, got '" + mode + "'");
+  if (coord != "half_pixel" && coord != "output_half_pixel")
+    n.fail("expected coordinate_transformation_mode half_pixel or output_half_pixel, got '" + coord + "'");
+  a.max = mode == "max";
+  a.half_pixel = coord == "half_pixel";
+  a.height = n.get_int("output_height", 1);
+  a.width = n.get_int("output_width", 1);
+  a.sampling_ratio = n.get_int("sampling_ratio", 0);
+  a.spatial_scale = n.get_float("spatial_scale", 1.0f);
+  if (a.height < 1 || a.width < 1 || a.sampling_ratio < 0)
+    n.fail("expected positive output_height and output_width and a non-negative sampling_ratio");
+  return a;
+}
+
+void infer_roi_align(InferContext& ctx) {
+  const Type& x = ctx.ranked_input(0);
+  const Type& rois = ctx.ranked_input(1);
+  const Type& ind = ctx.ranked_input(2);
+  RoiAlignAttrs a = roi_align_attrs(ctx.node());
+  if (x.rank() != 4) ctx.fail("expected X of shape (N, C, H, W), got " + x.str());
+  require_matrix(ctx, rois, 4, "rois");
+  if (ind.rank() != 1 || !ctx.env().unify(ind.shape()[0], rois.shape()[0], &ctx.node()))
+    ctx.fail("expected batch_indices of shape (num_rois) for rois " + rois.str() + ", got " + ind.str());
+  set_pooled_output(ctx, x, rois, a.height, a.width);
+}
+
+// One sampling point's four bilinear taps (flat offsets in an H x W plane) and weights.
+struct BilinearPoint {
+  int64_t at[4] = {0, 0, 0, 0};
+  double w[4] = {0, 0, 0, 0};
+};
+
+// The point (y, x) of an h x w plane as RoiAlign reads it: a point more than
+// one pixel outside reads zero; one nearer is moved onto the edge.
+BilinearPoint roi_point(double y, double x, int64_t h, int64_t w) {
+  BilinearPoint p;
+  if (!(y >= -1.0 && y <= static_cast<double>(h) && x >= -1.0 && x <= static_cast<double>(w))) return p;  // NaN too
+  y = std::max(y, 0.0);
+  x = std::max(x, 0.0);
+  auto y0 = static_cast<int64_t>(y), x0 = static_cast<int64_t>(x);
+  int64_t y1 = y0 + 1, x1 = x0 + 1;
+  if (y0 >= h - 1) y = static_cast<double>(y0 = y1 = h - 1);
+  if (x0 >= w - 1) x = static_cast<double>(x0 = x1 = w - 1);
+  double ly = y - static_cast<double>(y0), lx = x - static_cast<double>(x0);
+  p.at[0] = y0 * w + x0;
+  p.at[1] = y0 * w + x1;
+  p.at[2] = y1 * w + x0;
+  p.at[3] = y1 * w + x1;
+  p.w[0] = (1 - ly) * (1 - lx);
+  p.w[1] = (1 - ly) * lx;
+  p.w[2] = ly * (1 - lx);
+  p.w[3] = ly * lx;
+  return p;
+}
+
+// Each output bin of a region averages (or takes the max of) a grid of
+// bilinear samples: sampling_ratio per side, or ceil(bin size) when it is 0.
+// The max mode takes the largest weighted tap of each sample, as ONNX's
+// reference and onnxruntime do.
+std::vector<Tensor> eval_roi_align(EvalContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& rois = ctx.input(1);
+  const Tensor& ind = ctx.input(2);
+  RoiAlignAttrs a = roi_align_attrs(ctx.node());
+  if (x.rank() != 4) ctx.fail("expected X of shape (N, C, H, W), got " + shape_str(x.shape()));
+  if (rois.rank() != 2 || rois.shape()[1] != 4 || ind.shape() != std::vector<int64_t>{rois.shape()[0]})
+    ctx.fail("expected rois of shape (num_rois, 4) and batch_indices of shape (num_rois), got " + shape_str(rois.shape()) +
+             " and " + shape_str(ind.shape()));
+  int64_t num_rois = rois.shape()[0], channels = x.shape()[1], h = x.shape()[2], w = x.shape()[3];
+  Tensor y(x.dtype(), {num_rois, channels, a.height, a.width});
+  double shift = a.half_pixel ? 0.5 : 0.0;
+  std::vector<BilinearPoint> points;
+  for (int64_t r = 0; r < num_rois; ++r) {
+    int64_t b = ind.get_i64(r);
+    if (b < 0 || b >= x.shape()[0])
+      ctx.fail("batch index " + std::to_string(b) + " is out of range for X " + shape_str(x.shape()));
+    double x0 = rois.get_f64(r * 4) * a.spatial_scale - shift, y0 = rois.get_f64(r * 4 + 1) * a.spatial_scale - shift;
+    double rw = rois.get_f64(r * 4 + 2) * a.spatial_scale - shift - x0;
+    double rh = rois.get_f64(r * 4 + 3) * a.spatial_scale - shift - y0;
+    if (!a.half_pixel) {
+      rw = std::max(rw, 1.0);
+      rh = std::max(rh, 1.0);
+    }
+    double bin_h = rh / static_cast<double>(a.height), bin_w = rw / static_cast<double>(a.width);
+    // Bounded so that a huge region cannot ask for billions of samples per bin (and a NaN one asks for none).
+    auto grid = [&](double bin) {
+      double n = std::ceil(bin);
+      return a.sampling_ratio > 0 ? a.sampling_ratio : n > 0 ? static_cast<int64_t>(std::min(n, 1e4)) : int64_t{0};
+    };
+    int64_t gh = grid(bin_h), gw = grid(bin_w);
+    double count = static_cast<double>(std::max<int64_t>(gh * gw, 1));
+    for (int64_t ph = 0; ph < a.height; ++ph)
+      for (int64_t pw = 0; pw < a.width; ++pw) {
+        points.clear();
+        for (int64_t iy = 0; iy < gh; ++iy)
+          for (int64_t ix = 0; ix < gw; ++ix)
+            points.push_back(roi_point(y0 + static_cast<double>(ph) * bin_h + (static_cast<double>(iy) + 0.5) * bin_h / static_cast<double>(gh),
+                                       x0 + static_cast<double>(pw) * bin_w + (static_cast<double>(ix) + 0.5) * bin_w / static_cast<double>(gw),
+                                       h, w));
+        for (int64_t c = 0; c < channels; ++c) {
+          int64_t plane = (b * channels + c) * h * w;
+          double v = 0;
+          for (size_t i = 0; i < points.size(); ++i) {
+            const BilinearPoint& p = points[i];
+            if (a.max) {
+              double m = p.w[0] * x.get_f64(plane + p.at[0]);
+              for (int k = 1; k < 4; ++k) m = std::max(m, p.w[k] * x.get_f64(plane + p.at[k]));
+              v = i == 0 ? m : std::max(v, m);
+            } else {
+              for (int k = 0; k < 4; ++k) v += p.w[k] * x.get_f64(plane + p.at[k]);
+            }
+          }
+          y.set_f64(((r * channels + c) * a.height + ph) * a.width + pw, a.max ? v : v / count);
+        }
+      }
+  }
+  return {y};
+}
+
+// ---------------------------------------------------------------- MaxRoiPool
+
+std::vector<int64_t> pooled_shape(const Node& n) {
+  if (!n.has_attr("pooled_shape")) n.fail("attribute pooled_shape is required");
+  std::vector<int64_t> s = n.get_ints("pooled_shape");
+  if (s.size() != 2 || s[0] < 1 || s[1] < 1) n.fail("expected pooled_shape of two positive sizes, got " + shape_str(s));
+  return s;
+}
+
+void infer_max_roi_pool(InferContext& ctx) {
+  const Type& x = ctx.ranked_input(0);
+  const Type& rois = ctx.ranked_input(1);
+  require_one_dtype(ctx, 0, {1});
+  std::vector<int64_t> ps = pooled_shape(ctx.node());
+  if (x.rank() != 4) ctx.fail("expected X of shape (N, C, H, W), got " + x.str());
+  require_matrix(ctx, rois, 5, "rois");
+  set_pooled_output(ctx, x, rois, ps[0], ps[1]);
+}
+
+// Fast R-CNN's region pooling: a region's corners [batch, x1, y1, x2, y2]
+// are scaled and rounded to pixels (both ends included); each output bin is
+// the max over its share of them, floor to ceil, clipped to the image; an
+// empty bin is 0.
+std::vector<Tensor> eval_max_roi_pool(EvalContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& rois = ctx.input(1);
+  std::vector<int64_t> ps = pooled_shape(ctx.node());
+  double scale = ctx.node().get_float("spatial_scale", 1.0f);
+  if (x.rank() != 4) ctx.fail("expected X of shape (N, C, H, W), got " + shape_str(x.shape()));
+  if (rois.rank() != 2 || rois.shape()[1] != 5)
+    ctx.fail("expected rois of shape (num_rois, 5), got " + shape_str(rois.shape()));
+  int64_t num_rois = rois.shape()[0], channels = x.shape()[1], h = x.shape()[2], w = x.shape()[3];
+  Tensor y(x.dtype(), {num_rois, channels, ps[0], ps[1]});
+  // Rounded region corners, bounded so that a wild coordinate cannot overflow.
+  auto corner = [&](int64_t r, int64_t k) {
+    double v = std::round(rois.get_f64(r * 5 + k) * scale);
+    if (std::isnan(v)) ctx.fail("region " + std::to_string(r) + " in rois has a NaN coordinate");
+    return static_cast<int64_t>(std::clamp(v, -1e15, 1e15));
+  };
+  for (int64_t r = 0; r < num_rois; ++r) {
+    double bf = rois.get_f64(r * 5);
+    if (!(bf >= 0 && bf < static_cast<double>(x.shape()[0])))
+      ctx.fail("batch index " + std::to_string(bf) + " in rois is out of range for X " + shape_str(x.shape()));
+    auto b = static_cast<int64_t>(bf);
+    int64_t x1 = corner(r, 1), y1 = corner(r, 2), x2 = corner(r, 3), y2 = corner(r, 4);
+    double bin_h = static_cast<double>(std::max<int64_t>(y2 - y1 + 1, 1)) / static_cast<double>(ps[0]);
+    double bin_w = static_cast<double>(std::max<int64_t>(x2 - x1 + 1, 1)) / static_cast<double>(ps[1]);
+    auto span = [](int64_t i, double bin, int64_t start, int64_t size) {
+      auto lo = static_cast<int64_t>(std::floor(static_cast<double>(i) * bin)) + start;
+      auto hi = static_cast<int64_t>(std::ceil(static_cast<double>(i + 1) * bin)) + start;
+      return std::pair<int64_t, int64_t>{std::clamp<int64_t>(lo, 0, size), std::clamp<int64_t>(hi, 0, size)};
+    };
+    for (int64_t c = 0; c < channels; ++c) {
+      int64_t plane = (b * channels + c) * h * w;
+      for (int64_t ph = 0; ph < ps[0]; ++ph)
+        for (int64_t pw = 0; pw < ps[1]; ++pw) {
+          auto [hs, he] = span(ph, bin_h, y1, h);
+          auto [ws, we] = span(pw, bin_w, x1, w);
+          double m = he > hs && we > ws ? -std::numeric_limits<double>::infinity() : 0.0;
+          for (int64_t i = hs; i < he; ++i)
+            for (int64_t j = ws; j < we; ++j) m = std::max(m, x.get_f64(plane + i * w + j));
+          y.set_f64(((r * channels + c) * ps[0] + ph) * ps[1] + pw, m);
+        }
+    }
+  }
+  return {y};
+}
+
+// ---------------------------------------------------------------- NonMaxSuppression
+
+void infer_nms(InferContext& ctx) {
+  const Type& boxes = ctx.ranked_input(0);
+  const Type& scores = ctx.ranked_input(1);
+  int64_t center = ctx.node().get_int("center_point_box", 0);
+  if (center != 0 && center != 1) ctx.fail("expected center_point_box 0 or 1, got " + std::to_string(center));
+  const Dim& corners = boxes.rank() == 3 ? boxes.shape()[2] : Dim(4);
+  if (boxes.rank() != 3 || (corners.is_static() && corners.value() != 4))
+    ctx.fail("expected boxes of shape (num_batches, num_boxes, 4), got " + boxes.str());
+  if (scores.rank() != 3 || !ctx.env().unify(boxes.shape()[0], scores.shape()[0], &ctx.node()) ||
+      !ctx.env().unify(boxes.shape()[1], scores.shape()[2], &ctx.node()))
+    ctx.fail("expected scores of shape (num_batches, num_classes, num_boxes) for boxes " + boxes.str() + ", got " +
+             scores.str());
+  ctx.set_output_type(0, Type::tensor(DType::I64, {ctx.env().fresh("u"), Dim(3)}));
+}
+
+// A box as its x and y extents, whichever corners or center format it came in.
+struct Box {
+  double x0, x1, y0, y1;
+  double area() const { return (x1 - x0) * (y1 - y0); }
+};
+
+Box read_box(const Tensor& boxes, int64_t at, bool center) {
+  double a = boxes.get_f64(at), b = boxes.get_f64(at + 1), c = boxes.get_f64(at + 2), d = boxes.get_f64(at + 3);
+  if (center) return {a - c / 2, a + c / 2, b - d / 2, b + d / 2};  // [x_center, y_center, width, height]
+  return {std::min(b, d), std::max(b, d), std::min(a, c), std::max(a, c)};  // [y1, x1, y2, x2], any diagonal
+}
+
+// Whether IoU(p, q) > threshold; boxes that do not overlap, or have no area, never suppress.
+bool overlaps(const Box& p, const Box& q, double threshold) {
+  double w = std::min(p.x1, q.x1) - std::max(p.x0, q.x0), h = std::min(p.y1, q.y1) - std::max(p.y0, q.y0);
+  if (w <= 0 || h <= 0) return false;
+  double inter = w * h, uni = p.area() + q.area() - inter;
+  if (p.area() <= 0 || q.area() <= 0 || uni <= 0) return false;
+  return inter / uni > threshold;
+}
+
+// Optional scalar input i: its one value, or `def` when it is absent or empty.
+double optional_scalar(EvalContext& ctx, size_t i, double def) {
+  if (!ctx.has_input(i) || ctx.input(i).numel() == 0) return def;
+  if (ctx.input(i).numel() != 1) ctx.fail("expected input " + std::to_string(i) + " to be a scalar, got shape " + shape_str(ctx.input(i).shape()));
+  return ctx.input(i).get_f64(0);
+}
+
+// Per batch and class: boxes above score_threshold in descending score order
+// (ties: the lower box index first), each kept unless its IoU with a box kept
+// before exceeds iou_threshold, up to max_output_boxes_per_class (default 0).
+std::vector<Tensor> eval_nms(EvalContext& ctx) {
+  const Tensor& boxes = ctx.input(0);
+  const Tensor& scores = ctx.input(1);
+  bool center = ctx.node().get_int("center_point_box", 0) == 1;
+  if (boxes.rank() != 3 || boxes.shape()[2] != 4 || scores.rank() != 3 || scores.shape()[0] != boxes.shape()[0] ||
+      scores.shape()[2] != boxes.shape()[1])
+    ctx.fail("expected boxes (num_batches, num_boxes, 4) and scores (num_batches, num_classes, num_boxes), got " +
+             shape_str(boxes.shape()) + " and " + shape_str(scores.shape()));
+  bool has_max = ctx.has_input(2) && ctx.input(2).numel() > 0;
+  int64_t max_out = has_max ? std::max<int64_t>(ctx.input(2).get_i64(0), 0) : 0;
+  if (has_max && ctx.input(2).numel() != 1) ctx.fail("expected max_output_boxes_per_class to be a scalar");
+  double iou = optional_scalar(ctx, 3, 0.0);
+  if (!(iou >= 0 && iou <= 1)) ctx.fail("expected iou_threshold in [0, 1], got " + std::to_string(iou));
+  bool filter = ctx.has_input(4) && ctx.input(4).numel() > 0;
+  double score_min = optional_scalar(ctx, 4, 0.0);
+  int64_t batches = boxes.shape()[0], n = boxes.shape()[1], classes = scores.shape()[1];
+  std::vector<int64_t> selected;
+  std::vector<int64_t> order;
+  std::vector<Box> kept;
+  for (int64_t b = 0; b < batches; ++b)
+    for (int64_t c = 0; c < classes; ++c) {
+      // NaN scores sort last, so the order stays a strict weak one.
+      auto score = [&](int64_t i) {
+        double s = scores.get_f64((b * classes + c) * n + i);
+        return std::isnan(s) ? -std::numeric_limits<double>::infinity() : s;
+      };
+      order.clear();
+      for (int64_t i = 0; i < n; ++i)
+        if (!filter || score(i) > score_min) order.push_back(i);
+      std::stable_sort(order.begin(), order.end(), [&](int64_t i, int64_t j) { return score(i) > score(j); });
+      kept.clear();
+      for (int64_t i : order) {
+        if (static_cast<int64_t>(kept.size()) >= max_out) break;
+        Box box = read_box(boxes, (b * n + i) * 4, center);
+        if (std::any_of(kept.begin(), kept.end(), [&](const Box& k) { return overlaps(box, k, iou); })) continue;
+        kept.push_back(box);
+        selected.insert(selected.end(), {b, c, i});
+      }
+    }
+  return {Tensor::from_i64(selected, {static_cast<int64_t>(selected.size() / 3), 3})};
+}
+
+}  // namespace
+
+void register_detection_ops(OpRegistry& r) {
+  const std::vector<DType> float_types = {DType::F32, DType::F16, DType::BF16, DType::F64};
+  std::vector<DType> with_indices = float_types;
+  with_indices.push_back(DType::I64);
+  r.add(OpDef{"", "RoiAlign", 10, kReduction, infer_roi_align, eval_roi_align, with_indices});
+  r.add(OpDef{"", "MaxRoiPool", 1, kReduction, infer_max_roi_pool, eval_max_roi_pool, float_types});
+  r.add(OpDef{"", "NonMaxSuppression", 10, kDataDependentShape, infer_nms, eval_nms, {DType::F32, DType::I64}});
+}
+
+}  // namespace tcc

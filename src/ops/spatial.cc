@@ -1,0 +1,670 @@
+// Ops that sample or rearrange images: GridSample, AffineGrid, DeformConv,
+// Col2Im, MaxUnpool, CenterCropPad.
+//
+// Shape rules keep batch and spatial dims symbolic where the op's formula
+// allows (a grid's output positions, a deformable conv's sliding window);
+// kernels are direct loops computing in double, as the rest of the interpreter.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "src/ops/families.h"
+#include "src/ops/op_helpers.h"
+#include "src/ops/op_registry.h"
+
+namespace tcc {
+namespace {
+
+const std::vector<DType> kFloatTypes = {DType::F32, DType::F16, DType::BF16, DType::F64};
+const std::vector<DType> kNumeric = {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I64, DType::I32,
+                                     DType::I16, DType::I8,  DType::U8,   DType::U16, DType::U32, DType::U64};
+
+SymExpr C(int64_t v) { return SymExpr::constant(v); }
+
+std::vector<int64_t> spatial_of(const std::vector<int64_t>& shape) {
+  return std::vector<int64_t>(shape.begin() + 2, shape.end());
+}
+
+// Interpolating kernels read elements as numbers: strings are refused.
+void require_numeric(const Node& n, DType dt, const char* what) {
+  if (dt == DType::String) n.fail(std::string(what) + " must hold numbers, got string");
+}
+
+// ---------------------------------------------------------------- sampling
+
+enum class Interpolation { Nearest, Linear, Cubic };
+enum class Padding { Zeros, Border, Reflection };
+
+struct SampleMode {
+  Interpolation interpolation = Interpolation::Linear;
+  Padding padding = Padding::Zeros;
+  bool align_corners = false;
+};
+
+// GridSample's attributes. Opset 20 renamed bilinear / bicubic to linear /
+// cubic (which then cover any number of spatial dims).
+SampleMode grid_sample_mode(const Node& n) {
+  bool v20 = n.opset() >= 20;
+  std::string linear = v20 ? "linear" : "bilinear", cubic = v20 ? "cubic" : "bicubic";
+  std::string mode = n.get_string("mode", linear), padding = n.get_string("padding_mode", "zeros");
+  SampleMode m;
+  if (mode == "nearest") m.interpolation = Interpolation::Nearest;
+  else if (mode == linear) m.interpolation = Interpolation::Linear;
+  else if (mode == cubic) m.interpolation = Interpolation::Cubic;
+  else n.fail("expected mode " + linear + ", nearest or " + cubic + " at opset " + std::to_string(n.opset()) + ", got '" + mode + "'");
+  if (padding == "zeros") m.padding = Padding::Zeros;
+  else if (padding == "border") m.padding = Padding::Border;
+  else if (padding == "reflection") m.padding = Padding::Reflection;
+  else n.fail("expected padding_mode zeros, border or reflection, got '" + padding + "'");
+  int64_t align = n.get_int("align_corners", 0);
+  if (align != 0 && align != 1) n.fail("expected align_corners 0 or 1, got " + std::to_string(align));
+  m.align_corners = align == 1;
+  return m;
+}
+
+// x reflected back and forth off lo and hi until it lies between them.
+double reflect(double x, double lo, double hi) {
+  double range = hi - lo;
+  if (range <= 0 || std::isinf(x)) return lo;
+  if (x >= lo && x <= hi) return x;
+  double d = x < lo ? lo - x : x - hi;
+  double flips = std::floor(d / range), rest = d - flips * range;
+  bool even = std::fmod(flips, 2.0) == 0;
+  return (x < lo) == even ? lo + rest : hi - rest;
+}
+
+// The taps one sampling position reads along one spatial axis: element
+// indices (-1 for the zero padding) and their weights.
+struct AxisTaps {
+  int64_t index[4] = {0, 0, 0, 0};
+  double weight[4] = {0, 0, 0, 0};
+  int count = 0;
+};
+
+// Taps along an axis of `size` elements at pixel coordinate v. Outside the
+// image's extent [lo, hi] (pixel centers with align_corners, pixel edges
+// without) border padding clamps v and reflection reflects it; a tap still
+// outside reads zero, the nearest border element, or its reflection.
+AxisTaps axis_taps(double v, int64_t size, const SampleMode& m) {
+  double lo = m.align_corners ? 0.0 : -0.5, hi = m.align_corners ? static_cast<double>(size - 1) : size - 0.5;
+  if (m.interpolation == Interpolation::Nearest) v = std::nearbyint(v);  // ties to even, as torch
+  if (v < lo || v > hi) {
+    if (m.padding == Padding::Border) v = std::clamp(v, 0.0, static_cast<double>(size - 1));
+    else if (m.padding == Padding::Reflection) v = reflect(v, lo, hi);
+    // Far outside, every tap reads the zero padding; bounded, v's taps fit int64.
+    else v = std::clamp(v, -4.0, size + 3.0);
+  }
+  auto tap = [&](int64_t i) -> int64_t {
+    if (i >= 0 && i < size) return i;
+    if (m.padding == Padding::Zeros) return -1;
+    if (m.padding == Padding::Border) return std::clamp<int64_t>(i, 0, size - 1);
+    return std::clamp<int64_t>(static_cast<int64_t>(reflect(static_cast<double>(i), lo, hi)), 0, size - 1);
+  };
+  AxisTaps t;
+  double base = std::floor(v), frac = v - base;
+  auto b = static_cast<int64_t>(base);
+  switch (m.interpolation) {
+    case Interpolation::Nearest:
+      t.count = 1;
+      t.index[0] = tap(static_cast<int64_t>(v));
+      t.weight[0] = 1;
+      break;
+    case Interpolation::Linear:
+      t.count = 2;
+      for (int j = 0; j < 2; ++j) t.index[j] = tap(b + j);
+      t.weight[0] = 1 - frac;
+      t.weight[1] = frac;
+      break;
+    case Interpolation::Cubic:
+      t.count = 4;
+      for (int j = 0; j < 4; ++j) {
+        t.index[j] = tap(b - 1 + j);
+        t.weight[j] = cubic_convolution(frac + 1 - j, -0.75);
+      }
+      break;
+  }
+  return t;
+}
+
+// The interpolated value of the image whose element (i0, i1, ...) is
+// x[base + sum(i_k * strides[k])]: the sum over every combination of taps of
+// the product of their weights times the element they read.
+double interpolate(const Tensor& x, int64_t base, const std::vector<int64_t>& strides, const std::vector<AxisTaps>& taps) {
+  size_t r = taps.size();
+  std::vector<int> pick(r, 0);
+  double sum = 0;
+  while (true) {
+    double w = 1;
+    int64_t at = base;
+    bool zero = false;
+    for (size_t k = 0; k < r && !zero; ++k) {
+      const AxisTaps& t = taps[k];
+      zero = t.index[pick[k]] < 0;
+      w *= t.weight[pick[k]];
+      at += t.index[pick[k]] * strides[k];
+    }
+    if (!zero) sum += w * x.get_f64(at);
+    size_t k = r;
+    while (k > 0 && ++pick[k - 1] == taps[k - 1].count) pick[--k] = 0;
+    if (k == 0) return sum;
+  }
+}
+
+// ---------------------------------------------------------------- GridSample
+
+void infer_grid_sample(InferContext& ctx) {
+  const Type& x = ranked_nchw(ctx, 0);
+  const Type& grid = ctx.ranked_input(1);
+  grid_sample_mode(ctx.node());
+  require_numeric(ctx.node(), x.dtype(), "X");
+  size_t r = x.rank() - 2;
+  if (ctx.opset() < 20 && r != 2) ctx.fail("expected a 4-D X (N, C, H, W) before opset 20, got " + x.str());
+  if (grid.rank() != x.rank())
+    ctx.fail("expected grid of rank " + std::to_string(x.rank()) + " (N, output positions..., " + std::to_string(r) +
+             ") for X " + x.str() + ", got " + grid.str());
+  const Dim& last = grid.shape().back();
+  if (last.is_static() && last.value() != static_cast<int64_t>(r))
+    ctx.fail("expected grid's last dim to be " + std::to_string(r) + " (one coordinate per spatial dim of X " +
+             x.str() + "), got " + grid.str());
+  if (!ctx.env().unify(x.shape()[0], grid.shape()[0], &ctx.node()))
+    ctx.fail("expected X " + x.str() + " and grid " + grid.str() + " to have one batch size");
+  Dims out = {x.shape()[0], x.shape()[1]};
+  out.insert(out.end(), grid.shape().begin() + 1, grid.shape().end() - 1);
+  ctx.set_output_type(0, Type::tensor(x.dtype(), out));
+}
+
+// Grid coordinates run from -1 to 1 over the image (x first: the last
+// spatial dim); the kernel maps them to pixel coordinates.
+std::vector<Tensor> eval_grid_sample(EvalContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& grid = ctx.input(1);
+  const Node& n = ctx.node();
+  check_nchw(ctx, x);
+  require_numeric(n, x.dtype(), "X");
+  SampleMode m = grid_sample_mode(n);
+  size_t r = x.rank() - 2;
+  auto rr = static_cast<int64_t>(r);
+  if (grid.rank() != x.rank() || grid.shape()[0] != x.shape()[0] || grid.shape().back() != rr)
+    ctx.fail("expected grid of shape (" + std::to_string(x.shape()[0]) + ", output positions..., " + std::to_string(r) +
+             ") for X " + shape_str(x.shape()) + ", got " + shape_str(grid.shape()));
+  std::vector<int64_t> sizes = spatial_of(x.shape()), strides = row_major_strides(sizes);
+  std::vector<int64_t> out_spatial(grid.shape().begin() + 1, grid.shape().end() - 1);
+  int64_t batch = x.shape()[0], channels = x.shape()[1], plane = product(sizes), positions = product(out_spatial);
+  std::vector<int64_t> yshape = {batch, channels};
+  yshape.insert(yshape.end(), out_spatial.begin(), out_spatial.end());
+  Tensor y(x.dtype(), yshape);
+  std::vector<AxisTaps> taps(r);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t p = 0; p < positions; ++p) {
+      bool nan = false;
+      for (size_t k = 0; k < r; ++k) {
+        double g = grid.get_f64((b * positions + p) * rr + (rr - 1 - static_cast<int64_t>(k)));
+        auto d = static_cast<double>(sizes[k]);
+        double v = m.align_corners ? (g + 1) / 2 * (d - 1) : ((g + 1) * d - 1) / 2;
+        nan = nan || std::isnan(v);
+        if (!nan) taps[k] = axis_taps(v, sizes[k], m);
+      }
+      for (int64_t c = 0; c < channels; ++c)
+        y.set_f64((b * channels + c) * positions + p,
+                  nan ? std::numeric_limits<double>::quiet_NaN() : interpolate(x, (b * channels + c) * plane, strides, taps));
+    }
+  return {y};
+}
+
+// ---------------------------------------------------------------- AffineGrid
+
+void infer_affine_grid(InferContext& ctx) {
+  const Type& theta = ctx.ranked_input(0);
+  require_index_vector(ctx, 1, "size");
+  if (theta.rank() != 3) ctx.fail("expected theta of shape (N, 2, 3) or (N, 3, 4), got " + theta.str());
+  std::optional<Dims> size = input_values(ctx, 1);
+  const Type& size_type = ctx.input_type(1);
+  int64_t nd = -1;  // spatial dims: 2 or 3
+  if (size) nd = static_cast<int64_t>(size->size()) - 2;
+  else if (size_type.has_rank() && size_type.shape()[0].is_static()) nd = size_type.shape()[0].value() - 2;
+  else if (theta.shape()[1].is_static()) nd = theta.shape()[1].value();
+  if (nd == -1) {
+    ctx.set_output_type(0, Type::tensor_unranked(theta.dtype()));
+    return;
+  }
+  if (nd != 2 && nd != 3) ctx.fail("expected size of 4 (N, C, H, W) or 5 (N, C, D, H, W) values, got " + std::to_string(nd + 2));
+  auto expect = [&](size_t i, int64_t v) {
+    const Dim& d = theta.shape()[i];
+    if (d.is_static() && d.value() != v)
+      ctx.fail("expected theta of shape (N, " + std::to_string(nd) + ", " + std::to_string(nd + 1) + ") for a " +
+               std::to_string(nd) + "-D size, got " + theta.str());
+  };
+  expect(1, nd);
+  expect(2, nd + 1);
+  Dims out = {theta.shape()[0]};
+  for (int64_t i = 0; i < nd; ++i) out.push_back(size ? (*size)[2 + i] : ctx.env().fresh("u"));
+  out.push_back(Dim(nd));
+  if (size && !ctx.env().unify(theta.shape()[0], (*size)[0], &ctx.node()))
+    ctx.fail("expected theta " + theta.str() + " and size " + dims_str(*size) + " to have one batch size");
+  ctx.set_output_type(0, Type::tensor(theta.dtype(), out));
+}
+
+// grid[n, ..., :] = theta[n] @ (x, y[, z], 1), with (x, y, z) the position's
+// coordinates evenly spaced from -1 to 1 (W's along x, H's along y, D's along z).
+std::vector<Tensor> eval_affine_grid(EvalContext& ctx) {
+  const Tensor& theta = ctx.input(0);
+  std::vector<int64_t> size = ctx.input(1).to_i64_vector();
+  int64_t align = ctx.node().get_int("align_corners", 0);
+  if (align != 0 && align != 1) ctx.fail("expected align_corners 0 or 1, got " + std::to_string(align));
+  if (size.size() != 4 && size.size() != 5)
+    ctx.fail("expected size of 4 (N, C, H, W) or 5 (N, C, D, H, W) values, got " + std::to_string(size.size()));
+  auto nd = static_cast<int64_t>(size.size()) - 2;
+  if (theta.shape() != std::vector<int64_t>{size[0], nd, nd + 1})
+    ctx.fail("expected theta of shape " + shape_str({size[0], nd, nd + 1}) + " for size " + shape_str(size) + ", got " +
+             shape_str(theta.shape()));
+  std::vector<int64_t> spatial(size.begin() + 2, size.end());
+  if (std::any_of(spatial.begin(), spatial.end(), [](int64_t d) { return d < 0; }))
+    ctx.fail("expected non-negative sizes, got " + shape_str(size));
+  auto coordinate = [&](int64_t i, int64_t d) {
+    if (align == 1) return d == 1 ? -1.0 : -1 + 2.0 * static_cast<double>(i) / static_cast<double>(d - 1);
+    return -1 + (2.0 * static_cast<double>(i) + 1) / static_cast<double>(d);
+  };
+  std::vector<int64_t> gshape = {size[0]};
+  gshape.insert(gshape.end(), spatial.begin(), spatial.end());
+  gshape.push_back(nd);
+  Tensor grid(theta.dtype(), gshape);
+  int64_t positions = product(spatial), at = 0;
+  std::vector<double> homo(nd + 1, 1.0);
+  for (int64_t b = 0; b < size[0]; ++b) {
+    std::vector<int64_t> idx(nd, 0);
+    for (int64_t p = 0; p < positions; ++p) {
+      for (int64_t k = 0; k < nd; ++k) homo[k] = coordinate(idx[nd - 1 - k], spatial[nd - 1 - k]);
+      for (int64_t row = 0; row < nd; ++row) {
+        double v = 0;
+        for (int64_t col = 0; col <= nd; ++col) v += theta.get_f64((b * nd + row) * (nd + 1) + col) * homo[col];
+        grid.set_f64(at++, v);
+      }
+      advance(idx, spatial);
+    }
+  }
+  return {grid};
+}
+
+// ---------------------------------------------------------------- DeformConv
+
+struct DeformAttrs {
+  int64_t group = 1, offset_group = 1;
+  std::vector<int64_t> kernel;  // -1 where W's dim is symbolic
+  SlidingWindow window;
+};
+
+DeformAttrs deform_attrs(const Node& n, const std::vector<int64_t>& w_kernel) {
+  DeformAttrs a;
+  a.group = n.get_int("group", 1);
+  a.offset_group = n.get_int("offset_group", 1);
+  if (a.group < 1 || a.offset_group < 1)
+    n.fail("expected group and offset_group >= 1, got " + std::to_string(a.group) + " and " + std::to_string(a.offset_group));
+  a.kernel = n.get_ints("kernel_shape", w_kernel);
+  if (a.kernel.size() != w_kernel.size())
+    n.fail("expected kernel_shape of " + std::to_string(w_kernel.size()) + " values, got " + shape_str(a.kernel));
+  for (size_t i = 0; i < a.kernel.size(); ++i)
+    if (w_kernel[i] >= 0 && a.kernel[i] != w_kernel[i])
+      n.fail("kernel_shape " + shape_str(a.kernel) + " disagrees with W's kernel " + shape_str(w_kernel));
+  if (std::string why = sliding_window(n, a.kernel, std::vector<int64_t>(a.kernel.size(), -1), &a.window); !why.empty())
+    n.fail(why);
+  return a;
+}
+
+void infer_deform_conv(InferContext& ctx) {
+  const Type& x = ranked_nchw(ctx, 0);
+  const Type& w = ctx.ranked_input(1);
+  const Type& offset = ctx.ranked_input(2);
+  require_one_dtype(ctx, 0, {1, 2, 3, 4});
+  size_t ns = x.rank() - 2;
+  if (w.rank() != x.rank() || offset.rank() != x.rank())
+    ctx.fail("expected W and offset of rank " + std::to_string(x.rank()) + ", got " + w.str() + " and " + offset.str());
+  std::vector<int64_t> wk(ns, -1);
+  for (size_t i = 0; i < ns; ++i)
+    if (w.shape()[2 + i].is_static()) wk[i] = w.shape()[2 + i].value();
+  DeformAttrs a = deform_attrs(ctx.node(), wk);
+  const Dim& cin = x.shape()[1];
+  const Dim& wc = w.shape()[1];
+  if (!cin.is_unknown() && !wc.is_unknown() && !ctx.env().unify(cin, Dim(wc.expr() * C(a.group)), &ctx.node()))
+    ctx.fail("expected X's channels (" + cin.str() + ") to equal group (" + std::to_string(a.group) +
+             ") times W's input channels (" + wc.str() + ")");
+  bool static_kernel = std::none_of(a.kernel.begin(), a.kernel.end(), [](int64_t k) { return k < 0; });
+  const Dim& oc = offset.shape()[1];
+  if (static_kernel && oc.is_static() && oc.value() != a.offset_group * product(a.kernel) * static_cast<int64_t>(ns))
+    ctx.fail("expected offset's dim 1 to be offset_group * kernel size * " + std::to_string(ns) + " = " +
+             std::to_string(a.offset_group * product(a.kernel) * static_cast<int64_t>(ns)) + ", got " + offset.str());
+  Dims out = {x.shape()[0], w.shape()[0]};
+  for (size_t i = 0; i < ns; ++i) {
+    const Dim& in = x.shape()[2 + i];
+    Dim o = offset.shape()[2 + i];
+    if (!in.is_unknown() && a.kernel[i] >= 0) {
+      const SlidingWindow& sw = a.window;
+      int64_t extent = sw.dilations[i] * (a.kernel[i] - 1) + 1;
+      o = Dim((in.expr() + C(sw.begin[i] + sw.end[i] - extent)).floordiv(C(sw.strides[i])) + C(1));
+      if (!offset.shape()[2 + i].is_unknown() && !ctx.env().unify(o, offset.shape()[2 + i], &ctx.node()))
+        ctx.fail("expected offset's spatial dims to be the convolution's output sizes, got " + offset.str() +
+                 " where spatial dim " + std::to_string(i) + " is " + o.str());
+    }
+    out.push_back(o.is_unknown() ? ctx.env().fresh("u") : o);
+  }
+  if (!ctx.env().unify(x.shape()[0], offset.shape()[0], &ctx.node()))
+    ctx.fail("expected X " + x.str() + " and offset " + offset.str() + " to have one batch size");
+  ctx.set_output_type(0, Type::tensor(x.dtype(), out));
+}
+
+// Each kernel tap reads X by linear interpolation (zero outside) at its
+// window position moved by the tap's offset, scaled by the tap's mask; then
+// the samples are convolved with W as a grouped convolution would.
+std::vector<Tensor> eval_deform_conv(EvalContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& w = ctx.input(1);
+  const Tensor& offset = ctx.input(2);
+  check_nchw(ctx, x);
+  size_t ns = x.rank() - 2;
+  auto nsi = static_cast<int64_t>(ns);
+  if (w.rank() != x.rank() || offset.rank() != x.rank())
+    ctx.fail("expected W and offset of rank " + std::to_string(x.rank()) + ", got " + shape_str(w.shape()) + " and " +
+             shape_str(offset.shape()));
+  std::vector<int64_t> in = spatial_of(x.shape()), wk = spatial_of(w.shape()), out = spatial_of(offset.shape());
+  DeformAttrs a = deform_attrs(ctx.node(), wk);
+  int64_t batch = x.shape()[0], cin = x.shape()[1], m = w.shape()[0], cg = w.shape()[1];
+  if (cin != cg * a.group || m % a.group != 0 || cin % a.offset_group != 0)
+    ctx.fail("expected X's channels (" + std::to_string(cin) + ") = group (" + std::to_string(a.group) + ") * W's channels (" +
+             std::to_string(cg) + "), divisible by offset_group (" + std::to_string(a.offset_group) +
+             "), and W's filters (" + std::to_string(m) + ") divisible by group");
+  int64_t kvol = product(wk), out_vol = product(out), in_vol = product(in);
+  for (size_t i = 0; i < ns; ++i) {
+    const SlidingWindow& sw = a.window;
+    int64_t span = in[i] + sw.begin[i] + sw.end[i] - sw.dilations[i] * (wk[i] - 1) - 1;
+    if (span < 0 || out[i] != span / sw.strides[i] + 1)
+      ctx.fail("offset " + shape_str(offset.shape()) + " does not hold the convolution's output sizes along spatial dim " +
+               std::to_string(i));
+  }
+  if (offset.shape()[0] != batch || offset.shape()[1] != a.offset_group * kvol * nsi)
+    ctx.fail("expected offset of shape (" + std::to_string(batch) + ", " + std::to_string(a.offset_group * kvol * nsi) +
+             ", output sizes...), got " + shape_str(offset.shape()));
+  const Tensor* mask = ctx.has_input(4) ? &ctx.input(4) : nullptr;
+  std::vector<int64_t> mshape = {batch, a.offset_group * kvol};
+  mshape.insert(mshape.end(), out.begin(), out.end());
+  if (mask && mask->shape() != mshape)
+    ctx.fail("expected mask of shape " + shape_str(mshape) + ", got " + shape_str(mask->shape()));
+  if (ctx.has_input(3) && ctx.input(3).numel() != m)
+    ctx.fail("expected B of " + std::to_string(m) + " values, got shape " + shape_str(ctx.input(3).shape()));
+  SampleMode linear_zeros{Interpolation::Linear, Padding::Zeros, true};
+  std::vector<int64_t> strides = row_major_strides(in);
+  auto taps_k = all_indices(wk);
+  auto positions = all_indices(out);
+  int64_t per_offset_group = cin / a.offset_group, mg = m / a.group;
+  std::vector<int64_t> yshape = {batch, m};
+  yshape.insert(yshape.end(), out.begin(), out.end());
+  Tensor y(x.dtype(), yshape);
+  std::vector<AxisTaps> taps(ns);
+  std::vector<double> cols(cin * kvol * out_vol);  // the masked samples, [channel, tap, position]
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t og = 0; og < a.offset_group; ++og)
+      for (int64_t k = 0; k < kvol; ++k)
+        for (int64_t o = 0; o < out_vol; ++o) {
+          for (size_t i = 0; i < ns; ++i) {
+            int64_t ch = ((og * kvol + k) * nsi + static_cast<int64_t>(i));
+            double v = static_cast<double>(positions[o][i] * a.window.strides[i] - a.window.begin[i] +
+                                           taps_k[k][i] * a.window.dilations[i]) +
+                       offset.get_f64((b * offset.shape()[1] + ch) * out_vol + o);
+            taps[i] = axis_taps(v, in[i], linear_zeros);
+          }
+          double scale = mask ? mask->get_f64((b * mshape[1] + og * kvol + k) * out_vol + o) : 1.0;
+          for (int64_t c = og * per_offset_group; c < (og + 1) * per_offset_group; ++c)
+            cols[(c * kvol + k) * out_vol + o] = scale * interpolate(x, (b * cin + c) * in_vol, strides, taps);
+        }
+    for (int64_t oc = 0; oc < m; ++oc) {
+      int64_t g = oc / mg;
+      double bias = ctx.has_input(3) ? ctx.input(3).get_f64(oc) : 0.0;
+      for (int64_t o = 0; o < out_vol; ++o) {
+        double acc = bias;
+        for (int64_t c = 0; c < cg; ++c)
+          for (int64_t k = 0; k < kvol; ++k)
+            acc += w.get_f64((oc * cg + c) * kvol + k) * cols[((g * cg + c) * kvol + k) * out_vol + o];
+        y.set_f64((b * m + oc) * out_vol + o, acc);
+      }
+    }
+  }
+  return {y};
+}
+
+// ---------------------------------------------------------------- Col2Im
+
+void infer_col2im(InferContext& ctx) {
+  const Type& x = ctx.ranked_input(0);
+  require_index_vector(ctx, 1, "image_shape");
+  require_index_vector(ctx, 2, "block_shape");
+  if (x.rank() != 3) ctx.fail("expected input of shape (N, C * block size, blocks), got " + x.str());
+  require_numeric(ctx.node(), x.dtype(), "input");
+  std::optional<Dims> image = input_values(ctx, 1);
+  auto block = static_values(ctx.input_values(2));
+  if (image && block && image->size() != block->size())
+    ctx.fail("expected image_shape and block_shape of one length, got " + dims_str(*image) + " and " + shape_str(*block));
+  if (!image) {
+    ctx.set_output_type(0, Type::tensor_unranked(x.dtype()));
+    return;
+  }
+  std::optional<SymExpr> channels;
+  if (block && !x.shape()[1].is_unknown()) {
+    channels = x.shape()[1].expr().exact_div(C(product(*block)));
+    if (!channels) ctx.fail("expected input's dim 1 (" + x.shape()[1].str() + ") divisible by the block size " + shape_str(*block));
+  }
+  Dims out = {x.shape()[0], channels ? Dim(*channels) : ctx.env().fresh("u")};
+  out.insert(out.end(), image->begin(), image->end());
+  ctx.set_output_type(0, Type::tensor(x.dtype(), out));
+}
+
+// Each column's block of values is added into the image at the block's window
+// position, blocks in row-major order of the sliding window's positions.
+std::vector<Tensor> eval_col2im(EvalContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  std::vector<int64_t> image = ctx.input(1).to_i64_vector(), block = ctx.input(2).to_i64_vector();
+  require_numeric(ctx.node(), x.dtype(), "input");
+  if (x.rank() != 3) ctx.fail("expected input of shape (N, C * block size, blocks), got " + shape_str(x.shape()));
+  if (image.size() != block.size() || image.empty())
+    ctx.fail("expected image_shape and block_shape of one length, got " + shape_str(image) + " and " + shape_str(block));
+  if (std::any_of(block.begin(), block.end(), [](int64_t b) { return b < 1; }) ||
+      std::any_of(image.begin(), image.end(), [](int64_t d) { return d < 0; }))
+    ctx.fail("expected positive block sizes and non-negative image sizes, got " + shape_str(block) + " and " + shape_str(image));
+  SlidingWindow sw;
+  if (std::string why = sliding_window(ctx.node(), block, image, &sw); !why.empty()) ctx.fail(why);
+  size_t nd = image.size();
+  std::vector<int64_t> blocks(nd);
+  for (size_t i = 0; i < nd; ++i) {
+    int64_t span = image[i] + sw.begin[i] + sw.end[i] - sw.dilations[i] * (block[i] - 1) - 1;
+    blocks[i] = span < 0 ? 0 : span / sw.strides[i] + 1;
+  }
+  int64_t bvol = product(block), nblocks = product(blocks), ivol = product(image);
+  if (x.shape()[1] % bvol != 0 || x.shape()[2] != nblocks)
+    ctx.fail("expected input of shape (N, C * " + std::to_string(bvol) + ", " + std::to_string(nblocks) +
+             ") for blocks " + shape_str(block) + " over image " + shape_str(image) + ", got " + shape_str(x.shape()));
+  int64_t batch = x.shape()[0], channels = x.shape()[1] / bvol;
+  std::vector<double> acc(batch * channels * ivol, 0.0);
+  std::vector<int64_t> istr = row_major_strides(image);
+  auto offsets = all_indices(block);
+  auto positions = all_indices(blocks);
+  for (int64_t bc = 0; bc < batch * channels; ++bc)
+    for (int64_t k = 0; k < bvol; ++k)
+      for (int64_t l = 0; l < nblocks; ++l) {
+        int64_t at = 0;
+        bool inside = true;
+        for (size_t i = 0; i < nd && inside; ++i) {
+          int64_t p = positions[l][i] * sw.strides[i] - sw.begin[i] + offsets[k][i] * sw.dilations[i];
+          inside = p >= 0 && p < image[i];
+          at += p * istr[i];
+        }
+        if (inside) acc[bc * ivol + at] += x.get_f64((bc * bvol + k) * nblocks + l);
+      }
+  std::vector<int64_t> yshape = {batch, channels};
+  yshape.insert(yshape.end(), image.begin(), image.end());
+  Tensor y(x.dtype(), yshape);
+  for (size_t i = 0; i < acc.size(); ++i) y.set_f64(static_cast<int64_t>(i), acc[i]);
+  return {y};
+}
+
+// ---------------------------------------------------------------- MaxUnpool
+
+struct UnpoolAttrs {
+  std::vector<int64_t> kernel, strides, pads;
+};
+
+UnpoolAttrs unpool_attrs(const Node& n, size_t ns) {
+  UnpoolAttrs a;
+  a.kernel = n.get_ints("kernel_shape");
+  a.strides = n.get_ints("strides", std::vector<int64_t>(ns, 1));
+  a.pads = n.get_ints("pads", std::vector<int64_t>(2 * ns, 0));
+  if (a.kernel.size() != ns || a.strides.size() != ns || a.pads.size() != 2 * ns)
+    n.fail("expected kernel_shape and strides of " + std::to_string(ns) + " values and pads of " + std::to_string(2 * ns) +
+           " (one per spatial dim), got " + shape_str(a.kernel) + ", " + shape_str(a.strides) + " and " + shape_str(a.pads));
+  for (size_t i = 0; i < ns; ++i)
+    if (a.kernel[i] < 1 || a.strides[i] < 1 || a.pads[i] < 0 || a.pads[ns + i] < 0)
+      n.fail("expected positive kernel_shape and strides and non-negative pads");
+  return a;
+}
+
+void infer_max_unpool(InferContext& ctx) {
+  const Type& x = ranked_nchw(ctx, 0);
+  const Type& ind = ctx.ranked_input(1);
+  require_index_vector(ctx, 2, "output_shape");
+  size_t ns = x.rank() - 2;
+  UnpoolAttrs a = unpool_attrs(ctx.node(), ns);
+  if (ind.rank() != x.rank()) ctx.fail("expected I of X's shape " + x.str() + ", got " + ind.str());
+  for (size_t i = 0; i < x.rank(); ++i)
+    if (!ctx.env().unify(x.shape()[i], ind.shape()[i], &ctx.node()))
+      ctx.fail("expected I of X's shape " + x.str() + ", got " + ind.str());
+  Dims out;
+  if (ctx.has_input(2)) {
+    std::optional<Dims> os = input_values(ctx, 2);
+    if (!os) {
+      out.assign(x.rank(), Dim::unknown());
+      for (Dim& d : out) d = ctx.env().fresh("u");
+    } else if (os->size() != x.rank()) {
+      ctx.fail("expected output_shape of " + std::to_string(x.rank()) + " values, got " + dims_str(*os));
+    } else {
+      out = *os;
+    }
+  } else {
+    out = {x.shape()[0], x.shape()[1]};
+    for (size_t i = 0; i < ns; ++i) {
+      const Dim& in = x.shape()[2 + i];
+      out.push_back(in.is_unknown() ? ctx.env().fresh("u")
+                                    : Dim((in.expr() - C(1)) * C(a.strides[i]) +
+                                          C(a.kernel[i] - a.pads[i] - a.pads[ns + i])));
+    }
+  }
+  ctx.set_output_type(0, Type::tensor(x.dtype(), out));
+}
+
+// X's elements go where I says in the output MaxPool's input would have had
+// (I's flat indices count over that whole shape); the rest is zero. An
+// output_shape places that shape at the origin of a larger zero output.
+std::vector<Tensor> eval_max_unpool(EvalContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& ind = ctx.input(1);
+  check_nchw(ctx, x);
+  size_t ns = x.rank() - 2;
+  UnpoolAttrs a = unpool_attrs(ctx.node(), ns);
+  if (ind.shape() != x.shape()) ctx.fail("expected I of X's shape " + shape_str(x.shape()) + ", got " + shape_str(ind.shape()));
+  std::vector<int64_t> full = {x.shape()[0], x.shape()[1]};
+  for (size_t i = 0; i < ns; ++i) full.push_back((x.shape()[2 + i] - 1) * a.strides[i] - a.pads[i] - a.pads[ns + i] + a.kernel[i]);
+  std::vector<int64_t> out = ctx.has_input(2) ? ctx.input(2).to_i64_vector() : full;
+  if (out.size() != full.size())
+    ctx.fail("expected output_shape of " + std::to_string(full.size()) + " values, got " + shape_str(out));
+  for (size_t i = 0; i < out.size(); ++i)
+    if (full[i] < 0 || out[i] < full[i])
+      ctx.fail("output_shape " + shape_str(out) + " is smaller than the unpooled shape " + shape_str(full));
+  Tensor y(x.dtype(), out);
+  std::vector<int64_t> ostr = row_major_strides(out);
+  int64_t limit = product(full);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    int64_t at = ind.get_i64(i);
+    if (at < 0 || at >= limit)
+      ctx.fail("index " + std::to_string(at) + " in I is out of range for the unpooled shape " + shape_str(full));
+    copy_element(y, flat_index(unravel_index(at, full), ostr), x, i);
+  }
+  return {y};
+}
+
+// ---------------------------------------------------------------- CenterCropPad
+
+std::vector<int64_t> crop_pad_axes(const Node& n, int64_t rank) {
+  std::vector<int64_t> axes = n.get_ints("axes");
+  if (!n.has_attr("axes"))
+    for (int64_t a = 0; a < rank; ++a) axes.push_back(a);
+  for (auto& a : axes) a = normalize_axis(n, a, rank);
+  return axes;
+}
+
+void infer_center_crop_pad(InferContext& ctx) {
+  require_index_vector(ctx, 1, "shape");
+  if (!inputs_ranked(ctx, {0})) return;
+  const Type& x = ctx.input_type(0);
+  std::vector<int64_t> axes = crop_pad_axes(ctx.node(), static_cast<int64_t>(x.rank()));
+  std::optional<Dims> shape = input_values(ctx, 1);
+  if (shape && shape->size() != axes.size())
+    ctx.fail("expected shape of " + std::to_string(axes.size()) + " values (one per axis), got " + dims_str(*shape));
+  Dims out = x.shape();
+  for (size_t i = 0; i < axes.size(); ++i) {
+    if (shape && (*shape)[i].is_static() && (*shape)[i].value() < 0)
+      ctx.fail("expected non-negative sizes in shape, got " + dims_str(*shape));
+    out[axes[i]] = shape ? (*shape)[i] : ctx.env().fresh("u");
+  }
+  ctx.set_output_type(0, Type::tensor(x.dtype(), out));
+}
+
+// Along each axis a larger input is cropped to a window starting at
+// floor((in - out) / 2); a smaller one is padded with zeros, floor((out - in) / 2)
+// of them before it.
+std::vector<Tensor> eval_center_crop_pad(EvalContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  std::vector<int64_t> shape = ctx.input(1).to_i64_vector();
+  std::vector<int64_t> axes = crop_pad_axes(ctx.node(), static_cast<int64_t>(x.rank()));
+  if (shape.size() != axes.size())
+    ctx.fail("expected shape of " + std::to_string(axes.size()) + " values (one per axis), got " + shape_str(shape));
+  std::vector<int64_t> out = x.shape(), start(x.rank(), 0);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    if (shape[i] < 0) ctx.fail("expected non-negative sizes in shape, got " + shape_str(shape));
+    int64_t diff = x.shape()[axes[i]] - shape[i];
+    out[axes[i]] = shape[i];
+    start[axes[i]] = diff >= 0 ? diff / 2 : -(-diff / 2);
+  }
+  std::vector<int64_t> xstr = row_major_strides(x.shape());
+  Tensor zero(x.dtype(), {});
+  return {remap(
+      x, out,
+      [&](const std::vector<int64_t>& idx) {
+        int64_t at = 0;
+        for (size_t k = 0; k < idx.size(); ++k) {
+          int64_t s = idx[k] + start[k];
+          if (s < 0 || s >= x.shape()[k]) return int64_t{-1};
+          at += s * xstr[k];
+        }
+        return at;
+      },
+      &zero)};
+}
+
+// ---------------------------------------------------------------------------
+// Gradients (gradient.h)
+
+// CenterCropPad: cropping and zero padding are each other's adjoint, and both
+// put floor(|in - out| / 2) before, so dx = CenterCropPad(g, shape(x)) over
+// every axis (those the forward left alone already have x's size).
+void center_crop_pad_rule(GradContext& c) {
+  c.set(0, c.e().op("CenterCropPad", {c.dy(), c.e().shape_of(c.in(0))}));
+}
+
+}  // namespace
+
+void register_spatial_ops(OpRegistry& r) {
+  r.add(OpDef{"", "GridSample", 16, 0, infer_grid_sample, eval_grid_sample, kNumeric});
+  r.add(OpDef{"", "AffineGrid", 20, 0, infer_affine_grid, eval_affine_grid, {}});
+  r.add(OpDef{"", "DeformConv", 19, kContraction, infer_deform_conv, eval_deform_conv, kFloatTypes});
+  r.add(OpDef{"", "Col2Im", 18, 0, infer_col2im, eval_col2im, kNumeric});
+  r.add(OpDef{"", "MaxUnpool", 9, kMovement, infer_max_unpool, eval_max_unpool, {}});
+  r.add(OpDef{"", "CenterCropPad", 18, kMovement, infer_center_crop_pad, eval_center_crop_pad, {}})
+      .gradient(center_crop_pad_rule);
+}
+
+}  // namespace tcc
