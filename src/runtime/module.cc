@@ -249,7 +249,7 @@ class Loader {
         }
         info.zero_outputs = launch.has("zero_outputs") && launch["zero_outputs"].boolean();
         if (launch.has("copy_from")) {
-          Field from = launch["copy_from"];
+          ManifestField from = launch["copy_from"];
           info.copy_from = static_cast<int>(from.integer(0, info.num_reads - 1));
           const TensorSig &in = info.buffers[static_cast<size_t>(info.copy_from)], &out = info.buffers.back();
           if (info.zero_outputs || info.buffers.size() != static_cast<size_t>(info.num_reads) + 1 ||
