@@ -31,9 +31,7 @@ def _contiguous(shape):
 
 def entry(value):
     """The trace entry of one argument, or None when explain has no use for it."""
-    if isinstance(value, bool):
-        return {"scalar": value}
-    if isinstance(value, (int, float)):
+    if isinstance(value, (bool, int, float)):
         return {"scalar": value}
     if not all(hasattr(value, a) for a in ("shape", "dtype", "stride")):
         return None

@@ -27,7 +27,7 @@ std::pair<int, int> GuardSet::last_read_source(int c) const {
   return last;
 }
 
-std::string GuardSet::layout_failure(int i, const CallRecord& call, const int64_t* values) const {
+std::string GuardSet::placement_failure(int i, const CallRecord& call) const {
   if (i >= static_cast<int>(layouts_.size()) || !layouts_[i]) return "";
   const TensorLayout& want = *layouts_[i];
   const TensorLayout& got = call.layout(i);
@@ -37,6 +37,14 @@ std::string GuardSet::layout_failure(int i, const CallRecord& call, const int64_
            ", actual " + (got.device.empty() ? "the default device" : got.device);
   if (want.requires_grad != got.requires_grad)
     return name + "requires_grad mismatch. expected requires_grad=" + (want.requires_grad ? "1" : "0");
+  return "";
+}
+
+std::string GuardSet::stride_failure(int i, const CallRecord& call, const int64_t* values) const {
+  if (i >= static_cast<int>(layouts_.size()) || !layouts_[i]) return "";
+  const TensorLayout& want = *layouts_[i];
+  const TensorLayout& got = call.layout(i);
+  const std::string name = "tensor '" + sig_->inputs[i].name + "' ";
   // Row-major on both sides: the sizes' own guards decide (0-sized dims included).
   if (want.strides.empty() && got.strides.empty()) return "";
   // The call's strides: the trace's, or row-major over its sizes.
@@ -64,7 +72,7 @@ bool GuardSet::check(const CallRecord& call, const int64_t* values) const {
   for (int i : inputs_) {
     if (dtypes_[i] != DType::Undefined && call.dtypes[i] != dtypes_[i]) return false;
     if (float_guarded_[i] && call.floats[i] != float_values_[i]) return false;
-    if (!layout_failure(i, call, values).empty()) return false;
+    if (!placement_failure(i, call).empty() || !stride_failure(i, call, values).empty()) return false;
   }
   for (size_t c = 0; c < classes_.size(); ++c) {
     const ClassGuard& g = classes_[c];
@@ -119,9 +127,7 @@ std::vector<std::string> GuardSet::failures(const CallRecord& call, const int64_
       out.push_back(prefix + "tensor '" + in.name + "' dtype mismatch. expected " + torch_dtype_name(dtypes_[i]) +
                     ", actual " + torch_dtype_name(call.dtypes[i]));
     // torch checks a tensor's device and requires_grad before its sizes, its strides after them.
-    std::string layout = layout_failure(i, call, values);
-    bool stride_failure = layout.find("stride mismatch") != std::string::npos;
-    if (!layout.empty() && !stride_failure) out.push_back(prefix + layout);
+    if (std::string placement = placement_failure(i, call); !placement.empty()) out.push_back(prefix + placement);
     const size_t reasons_before_sizes = out.size();
     if (float_guarded_[i] && call.floats[i] != float_values_[i])
       out.push_back(prefix + in.name + " == " + format_float(float_values_[i]) + " (now " +
@@ -162,7 +168,8 @@ std::vector<std::string> GuardSet::failures(const CallRecord& call, const int64_
                       ")");
     }
     // A stride differs only where the sizes agreed: torch words a tensor's first failure.
-    if (stride_failure && out.size() == reasons_before_sizes) out.push_back(prefix + layout);
+    if (out.size() == reasons_before_sizes)
+      if (std::string strides = stride_failure(i, call, values); !strides.empty()) out.push_back(prefix + strides);
   }
   for (const Relation& r : relations_)
     if (values[r.a] != values[r.b]) {

@@ -73,9 +73,11 @@ class GuardSet {
   std::optional<SymExpr> fact_expr(const ShapeFact& f) const;
   std::vector<std::optional<int64_t>> sizes(int input) const;    // nullopt: symbolic
   std::vector<std::optional<int64_t>> strides(int input) const;
-  // The first of input i's device, requires_grad and strides that the call
-  // does not match, in torch's words (without the compile id); "" when all match.
-  std::string layout_failure(int input, const CallRecord& call, const int64_t* values) const;
+  // Where input i's device or requires_grad differs from the call's, in
+  // torch's words (without the compile id); "" when both match.
+  std::string placement_failure(int input, const CallRecord& call) const;
+  // Where the call's strides of input i differ (torch checks them after the sizes); "" when they match.
+  std::string stride_failure(int input, const CallRecord& call, const int64_t* values) const;
 
   const ModelSignature* sig_;
   std::string compile_id_;

@@ -24,8 +24,6 @@ struct Record {
   std::string where;  // "file:line" of the header
 };
 
-bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
-
 std::string trimmed(const std::string& s) {
   size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t\r");
   return b == std::string::npos ? "" : s.substr(b, e - b + 1);
@@ -94,18 +92,18 @@ std::string break_kind(const std::string& reason) {
 TorchGraphBreak parse_break(const Record& r) {
   TorchGraphBreak b;
   for (const std::string& line : r.payload) {
-    if (starts_with(line, "Graph break in user code at ")) {
+    if (line.starts_with("Graph break in user code at ")) {
       b.source = trimmed(line.substr(28));
-    } else if (starts_with(line, "Graph Break Reason: ")) {
+    } else if (line.starts_with("Graph Break Reason: ")) {
       b.reason = trimmed(line.substr(20));
-    } else if (starts_with(line, "  Explanation: ")) {
+    } else if (line.starts_with("  Explanation: ")) {
       if (b.explanation.empty()) b.explanation = trimmed(line.substr(15));
-    } else if (starts_with(line, "  Hint: ")) {
+    } else if (line.starts_with("  Hint: ")) {
       if (b.hint.empty()) b.hint = trimmed(line.substr(8));
     } else if (b.explanation.empty() && !b.reason.empty() && !line.empty() && line[0] != ' ') {
       b.reason = trimmed(line);
     }
-    if (starts_with(line, "User code traceback:")) break;
+    if (line.starts_with("User code traceback:")) break;
   }
   if (b.reason.empty()) throw InputError(r.where + ": a graph-break record without \"Graph Break Reason:\"");
   if (b.reason.back() == ':') b.reason.pop_back();
