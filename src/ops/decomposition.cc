@@ -65,8 +65,8 @@ Type Expansion::kept_type(const Type& x, const std::vector<int64_t>& axes) {
 }
 
 Value* Expansion::add(const std::string& piece, const std::string& op, const std::vector<Value*>& ins,
-                      const Type& type, std::map<std::string, Attribute> attrs) {
-  Node* p = g_.insert_node(&n_, op, ins, {g_.fresh_name(prefix_ + "/" + piece)}, "", prefix_ + "/" + piece);
+                      const Type& type, std::map<std::string, Attribute> attrs, const std::string& domain) {
+  Node* p = g_.insert_node(&n_, op, ins, {g_.fresh_name(prefix_ + "/" + piece)}, domain, prefix_ + "/" + piece);
   setup(*p, type, std::move(attrs));
   return p->output(0);
 }

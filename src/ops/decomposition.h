@@ -52,9 +52,9 @@ class Expansion {
   // x's type with the listed axes kept as size 1 (a keepdims reduction's).
   static Type kept_type(const Type& x, const std::vector<int64_t>& axes);
 
-  // A piece computing `op` of `ins`, of the given type.
+  // A piece computing `op` (of `domain`) of `ins`, of the given type.
   Value* add(const std::string& piece, const std::string& op, const std::vector<Value*>& ins, const Type& type,
-             std::map<std::string, Attribute> attrs = {});
+             std::map<std::string, Attribute> attrs = {}, const std::string& domain = "");
   Value* constant(const std::string& hint, Tensor t);
   Value* scalar(const std::string& hint, double v, DType dtype);
   Value* i64(const std::string& hint, int64_t v);  // a one-element 1-D i64 constant

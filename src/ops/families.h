@@ -9,6 +9,7 @@ void register_unary_float_ops(OpRegistry& r);     // float math functions, activ
 void register_bitwise_ops(OpRegistry& r);         // BitwiseAnd, BitwiseOr, BitwiseXor, BitwiseNot, BitShift
 void register_reduction_ops(OpRegistry& r);       // Reduce*, ArgMax/ArgMin, Softmax, LogSoftmax, LayerNorm, CumSum
 void register_linalg_ops(OpRegistry& r);          // MatMul, Gemm, Einsum
+void register_attention_ops(OpRegistry& r);       // Attention
 void register_shape_ops(OpRegistry& r);           // Shape, Size, Reshape, Squeeze, Unsqueeze, Flatten, Identity, Dropout, Constant, ConstantOfShape, Range
 void register_movement_ops(OpRegistry& r);        // Transpose, Slice, Split, Concat, Expand, Tile, Pad, Trilu, DepthToSpace, SpaceToDepth
 void register_gather_scatter_ops(OpRegistry& r);  // Gather, GatherElements, GatherND, ScatterElements, ScatterND, Compress

@@ -13,12 +13,21 @@ int64_t normalize_axis(const Node& n, int64_t axis, int64_t rank) {
   return a;
 }
 
-DType dtype_attr(const Node& n, DType fallback) {
-  if (!n.has_attr("dtype")) return fallback;
-  int64_t v = n.get_int("dtype", 0);
+DType dtype_attr(const Node& n, DType fallback, const std::string& attr) {
+  if (!n.has_attr(attr)) return fallback;
+  int64_t v = n.get_int(attr, 0);
   std::optional<DType> d = dtype_from_onnx(static_cast<int32_t>(v));
-  if (!d || *d == DType::Undefined) n.fail("dtype " + std::to_string(v) + " is not an element type tcc models");
+  if (!d || *d == DType::Undefined) n.fail(attr + " " + std::to_string(v) + " is not an element type tcc models");
   return *d;
+}
+
+double rounded(double v, DType t) {
+  switch (t) {
+    case DType::F32: return static_cast<float>(v);
+    case DType::F16: return half_to_float(float_to_half(static_cast<float>(v)));
+    case DType::BF16: return bf16_to_float(float_to_bf16(static_cast<float>(v)));
+    default: return v;
+  }
 }
 
 Dims broadcast_dims(InferContext& ctx, const std::vector<Dims>& shapes) {

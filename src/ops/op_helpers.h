@@ -20,10 +20,13 @@ inline constexpr int64_t kSliceSentinel = 2147483647;
 // Maps a possibly negative axis into [0, rank); fails naming the node when out of range.
 int64_t normalize_axis(const Node& n, int64_t axis, int64_t rank);
 
-// n's `dtype` attribute, an ONNX element type (SequenceEmpty's, EyeLike's, the
-// random generators'), or `fallback` when absent; fails naming n on one tcc
-// does not model.
-DType dtype_attr(const Node& n, DType fallback);
+// n's `dtype` attribute (or `attr`), an ONNX element type (SequenceEmpty's,
+// EyeLike's, the random generators', Attention's softmax_precision), or
+// `fallback` when absent; fails naming n on one tcc does not model.
+DType dtype_attr(const Node& n, DType fallback, const std::string& attr = "dtype");
+
+// v rounded to the nearest value of float dtype t (ties to even); other dtypes leave it.
+double rounded(double v, DType t);
 
 // ScatterElements along n's `axis` attribute (src/ops/gather_scatter.cc): `out`, the
 // data, with each update written (`reduction` none) or combined (add, mul,

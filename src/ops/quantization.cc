@@ -32,16 +32,6 @@ std::string name_of(DType t) { return std::string(dtype_name(t)); }
 
 bool is_quantized_type(DType t) { return t == DType::I8 || t == DType::U8 || t == DType::I16 || t == DType::U16; }
 
-// v rounded to the nearest value of float dtype t (ties to even).
-double rounded(double v, DType t) {
-  switch (t) {
-    case DType::F32: return static_cast<float>(v);
-    case DType::F16: return half_to_float(float_to_half(static_cast<float>(v)));
-    case DType::BF16: return bf16_to_float(float_to_bf16(static_cast<float>(v)));
-    default: return v;
-  }
-}
-
 // A float dtype given by an attribute holding an ONNX type number (0: unset).
 std::optional<DType> float_attr(const Node& n, const std::string& attr) {
   int64_t v = n.get_int(attr, 0);
