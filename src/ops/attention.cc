@@ -1,4 +1,5 @@
-// Attention (opsets 23 and 24; 24 adds nonpad_kv_seqlen): scaled dot-product
+// Attention (opsets 23 and 24; 24 adds nonpad_kv_seqlen; also tcc::Attention,
+// the same op at any opset, which passes write): scaled dot-product
 // attention over heads, Y = softmax(Q K^T * scale + bias) V, with grouped-query
 // heads, a key / value cache (past_key, past_value -> present_key,
 // present_value), boolean or additive masks, causal masking, soft-capping and
@@ -371,13 +372,14 @@ bool known_dims(const Value* v) {
 // MatMul(Q, K^T) * scale, soft-capping (Div, Tanh, Mul), the bias added (the
 // mask, and causal masking from two tcc::Range), Softmax, rows a mask may hide
 // entirely set to zero (Where on ReduceMax of the bias), MatMul with V, and
-// 3-D heads merged back. Declines (the node stays a host step) where its dims
+// 3-D heads merged back. Declines (the node stays a host step) before ONNX
+// opset 13 (Unsqueeze's axes input, Softmax along one axis), where its dims
 // are unknown, for nonpad_kv_seqlen and the window attributes, when its
 // present or qk_matmul_output outputs are read, for a mask shorter than the
 // keys and for a softmax_precision other than T.
 bool decompose_attention(Expansion& e) {
   const Node& n = e.node();
-  if (!e.only_first_output_used() || n.has_input(kNonpad) || n.has_attr("left_window_size") ||
+  if (e.onnx_opset() < 13 || !e.only_first_output_used() || n.has_input(kNonpad) || n.has_attr("left_window_size") ||
       n.has_attr("right_window_size"))
     return false;
   Value* q = n.input(kQ);
@@ -502,6 +504,9 @@ bool decompose_attention(Expansion& e) {
 void register_attention_ops(OpRegistry& r) {
   // Any element types: Q, K and V are float (infer_attention checks), attn_mask bool or float, nonpad_kv_seqlen i64.
   r.add(OpDef{"", "Attention", 23, 0, infer_attention, eval_attention, {}}).decomposition(decompose_attention);
+  // The same op at any opset: what passes/fuse_attention writes for the attention an exporter spelled out.
+  r.add(OpDef{std::string(kTccDomain), "Attention", 1, 0, infer_attention, eval_attention, {}})
+      .decomposition(decompose_attention);
 }
 
 }  // namespace tcc

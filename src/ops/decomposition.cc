@@ -44,6 +44,11 @@ const Type* Expansion::ranked_float_input(size_t i) const {
   return &v->type();
 }
 
+int64_t Expansion::onnx_opset() const {
+  auto it = g_.opsets().find("");
+  return it == g_.opsets().end() ? 0 : it->second;
+}
+
 bool Expansion::used(const Value* v) const { return reads(g_, v); }
 
 bool Expansion::only_first_output_used() const {
@@ -111,7 +116,7 @@ void Expansion::take_over(size_t i, Value* v) { g_.replace_all_uses(n_.output(i)
 
 std::pair<std::vector<Value*>, std::map<std::string, Attribute>> Expansion::reduce_spelling(
     const std::string& op, Value* x, const std::vector<int64_t>& axes) {
-  if (n_.opset() >= (op == "ReduceSum" ? 13 : 18)) {
+  if (onnx_opset() >= (op == "ReduceSum" ? 13 : 18)) {
     if (!axes_) axes_ = constant("axes", Tensor::from_i64(axes, {static_cast<int64_t>(axes.size())}));
     return {{x, axes_}, {{"keepdims", Attribute::of_int(1)}}};
   }

@@ -41,6 +41,8 @@ class Expansion {
   Graph& graph() { return g_; }
   const Node& node() const { return n_; }
 
+  // The graph's default-domain opset: how the ONNX pieces are spelled (a tcc-domain node's own opset is tcc's).
+  int64_t onnx_opset() const;
   // Input i when it is a float tensor whose shape is fully known, else null.
   const Type* ranked_float_input(size_t i) const;
   // Whether anything reads v: a node of the graph or of a region, or a graph output.
