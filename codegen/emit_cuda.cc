@@ -22,6 +22,7 @@
 #include "codegen/emit.h"
 #include "codegen/emit_c.h"
 #include "codegen/emit_cuda_helpers.h"
+#include "codegen/attention_template.h"
 #include "codegen/gemm_template.h"
 #include "src/diag/errors.h"
 
@@ -767,6 +768,7 @@ std::string emit_cuda(const std::vector<kir::Kernel>& kernels, const std::vector
     const kir::Kernel& k = kernels[i];
     KernelConfig c = config_of(kernels, configs, i);
     if (c.tile > 0) out += "\n" + emit_gemm_template(k, c);
+    else if (k.kind == kir::Kind::Attention) out += "\n" + emit_attention_cuda(k);
     else if (!runs_library(k, c)) out += "\n" + CudaKernel(k, c).print();
   }
   return out;
@@ -877,6 +879,9 @@ LaunchConfig launch_config(const kir::Kernel& k, const KernelConfig& config) {
       if (config.tile > 0) c = gemm_template_launch(k, config);
       break;
     case kir::Kind::Conv:  // cuDNN
+      break;
+    case kir::Kind::Attention:
+      c = attention_launch(k);
       break;
   }
   return c;

@@ -63,6 +63,7 @@ class Printer {
     if (k_.copy_from >= 0) out_ += "  outputs copied from " + buffer_ref(k_.copy_from) + " first\n";
     if (k_.gemm) gemm(*k_.gemm);
     if (k_.conv) conv(*k_.conv);
+    if (k_.attention) attention(*k_.attention);
     for (size_t i = 0; i < k_.body.size(); ++i) instr(static_cast<int>(i), k_.body[i]);
     return out_;
   }
@@ -119,6 +120,23 @@ class Printer {
             " dilations=" + ints(c.dilations) + " pads=" + ints(c.pads) + " groups=" + std::to_string(c.groups) +
             " bias=" + buffer_ref(c.bias) + " residual=" + buffer_ref(c.residual) + " activation=" + c.activation +
             "\n";
+  }
+
+  static std::string strides(const SymExpr* s, size_t n) {
+    std::string out = "[";
+    for (size_t i = 0; i < n; ++i) out += (i ? ", " : "") + s[i].str();
+    return out + "]";
+  }
+
+  void attention(const AttentionDesc& a) {
+    out_ += "  attention q=" + buffer_ref(a.q) + " k=" + buffer_ref(a.k) + " v=" + buffer_ref(a.v) +
+            " mask=" + buffer_ref(a.mask) + " heads=" + std::to_string(a.heads) +
+            " kv_heads=" + std::to_string(a.kv_heads) + " head_size=" + std::to_string(a.head_size) +
+            " v_head_size=" + std::to_string(a.v_head_size) + " batch=" + a.batch.str() + " q_len=" + a.q_len.str() +
+            " kv_len=" + a.kv_len.str() + " q_strides=" + strides(a.q_strides.data(), 3) +
+            " k_strides=" + strides(a.k_strides.data(), 3) + " v_strides=" + strides(a.v_strides.data(), 3) +
+            " mask_strides=" + strides(a.mask_strides.data(), 4) + " scale=" + format_double(a.scale) +
+            " softcap=" + format_double(a.softcap) + " causal=" + std::to_string(a.causal) + "\n";
   }
 
   void instr(int i, const Instr& in) {
@@ -199,6 +217,7 @@ const char* op_name(Op op) {
     case Op::ScanSum: return "scan_sum";
     case Op::MatMulAcc: return "matmul_acc";
     case Op::ConvAcc: return "conv_acc";
+    case Op::AttentionAcc: return "attention_acc";
   }
   TCC_CHECK(false) << "unnamed kernel op " << static_cast<int>(op);
   return "";
@@ -254,6 +273,12 @@ SymExpr flop_count(const Kernel& k) {
       int64_t taps = 1;
       for (int64_t r : k.conv->kernel) taps *= r;
       per_point = per_point + SymExpr::constant(2 * taps) * k.conv->c.floordiv(SymExpr::constant(k.conv->groups));
+    } else if (in.op == Op::AttentionAcc) {
+      // Per output element: its share of Q K^T (2 * head_size * kv_len over v_head_size elements) and of P V.
+      TCC_CHECK(k.attention.has_value()) << "kernel " << k.name << " has an attention_acc but no attention description";
+      const AttentionDesc& a = *k.attention;
+      SymExpr scores = SymExpr::constant(2 * a.head_size) * a.kv_len;
+      per_point = per_point + scores.floordiv(SymExpr::constant(a.v_head_size)) + SymExpr::constant(2) * a.kv_len;
     } else if (in.row && in.op != Op::ReduceSum && in.op != Op::ReduceMax && in.op != Op::ReduceMin &&
                in.op != Op::ReduceProd) {
       per_row = per_row + SymExpr::constant(1);

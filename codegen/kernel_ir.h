@@ -34,6 +34,7 @@
 // for them; the host emitter writes the direct convolution as loops.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -82,6 +83,9 @@ enum class Op {
   // Conv kernels only: the convolution ConvDesc describes at output point
   // (coord[0] = n, coord[1] = k, coord[2..] = spatial), without bias.
   ConvAcc,
+  // Attention kernels only: element coord[3] of the attention output row of
+  // query coord[2] in head coord[1] of batch coord[0] (see AttentionDesc).
+  AttentionAcc,
 };
 
 // How a store combines its value with the element it writes: replaces it, or
@@ -124,6 +128,29 @@ using GemmDesc = tcc::GemmDesc;
 using ConvDesc = tcc::ConvDesc;
 inline const char* kind_name(Kind kind) { return kernel_kind_name(kind); }
 
+// An attention kernel (Kind::Attention) computes, for each batch b, query head
+// h and query row i, softmax_j(s_ij) . V[b, h / (heads / kv_heads), j] with
+// s_ij = Q[b, h, i] . K[b, h / (heads / kv_heads), j] * scale, soft-capped
+// (softcap * tanh(s / softcap)) where softcap > 0, plus the mask's bias (bool:
+// 0 where true, -inf where false; float: its value) and -inf where causal
+// masking hides j > i; a row hidden everywhere is zero (tcc::Attention's
+// semantics, src/ops/attention.cc). Q, K and V are read as [batch, heads, seq,
+// size] views through element strides per batch, head and row (their last
+// axis is contiguous: a 3-D operand's heads lie side by side along it), the
+// mask through strides per batch, head, query row and key (0 where it is
+// broadcast). The domain is the output's view [batch, heads, q_len,
+// v_head_size]; one store writes Y there.
+struct AttentionDesc {
+  int q = -1, k = -1, v = -1;  // buffers
+  int mask = -1;               // a buffer of bool or the compute dtype, or -1
+  int64_t heads = 1, kv_heads = 1, head_size = 1, v_head_size = 1;
+  SymExpr batch, q_len, kv_len;
+  std::array<SymExpr, 3> q_strides, k_strides, v_strides;  // per batch, head, row
+  std::array<SymExpr, 4> mask_strides;                     // per batch, head, query row, key
+  double scale = 1, softcap = 0;
+  bool causal = false;
+};
+
 struct Kernel {
   std::string name;                     // the symbol in the cubin and in host.so
   Kind kind = Kind::Pointwise;
@@ -134,6 +161,7 @@ struct Kernel {
   std::vector<Instr> body;              // SSA: args refer to earlier instructions
   std::optional<GemmDesc> gemm;         // Kind::Gemm
   std::optional<ConvDesc> conv;         // Kind::Conv
+  std::optional<AttentionDesc> attention;  // Kind::Attention
   std::vector<std::string> nodes;       // names of the source nodes fused into it
   bool zero_outputs = false;            // outputs are zeroed before each launch (accumulating stores)
   int copy_from = -1;                   // the one output starts as a copy of this input buffer (of its dtype

@@ -4,6 +4,8 @@
 // operands end where the next `%N:` or `%N =` starts.
 #include "codegen/kernel_ir_text.h"
 
+#include <algorithm>
+#include <array>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -18,7 +20,7 @@ namespace tcc::kir {
 
 namespace {
 
-constexpr Kind kKinds[] = {Kind::Pointwise, Kind::Reduction, Kind::Gemm, Kind::Conv};
+constexpr Kind kKinds[] = {Kind::Pointwise, Kind::Reduction, Kind::Gemm, Kind::Conv, Kind::Attention};
 
 // Stops of an expression: it never holds a space, and lists and the domain end it.
 constexpr const char* kExprStops = " \t\r,]|";
@@ -71,6 +73,7 @@ class KernelParser : TextCursor {
     }
     if (keyword("gemm")) k.gemm = gemm(k);
     if (keyword("conv")) k.conv = conv(k);
+    if (keyword("attention")) k.attention = attention(k);
     std::vector<size_t> instr_at;
     while (peek() == '%') {
       instr_at.push_back(pos());
@@ -84,10 +87,10 @@ class KernelParser : TextCursor {
 
   Kind kind() {
     size_t at = pos();
-    std::string id = ident("a kernel kind (pointwise, reduction, gemm, conv)");
+    std::string id = ident("a kernel kind (pointwise, reduction, gemm, conv, attention)");
     for (Kind kind : kKinds)
       if (id == kind_name(kind)) return kind;
-    fail_at(at, "expected a kernel kind (pointwise, reduction, gemm, conv), got '" + id + "'");
+    fail_at(at, "expected a kernel kind (pointwise, reduction, gemm, conv, attention), got '" + id + "'");
   }
 
   SymExpr expr(const std::string& what) {
@@ -265,6 +268,54 @@ class KernelParser : TextCursor {
     return c;
   }
 
+  // `[e, e, ...]` of exactly N expressions.
+  template <size_t N>
+  std::array<SymExpr, N> fixed_exprs(const char* what) {
+    size_t at = pos();
+    std::vector<SymExpr> v = expr_list();
+    if (v.size() != N) fail_at(at, "expected " + std::to_string(N) + " " + what + ", got " + std::to_string(v.size()));
+    std::array<SymExpr, N> out;
+    std::copy(v.begin(), v.end(), out.begin());
+    return out;
+  }
+
+  AttentionDesc attention(const Kernel& k) {
+    AttentionDesc a;
+    field("q");
+    a.q = buffer_ref(k, false);
+    field("k");
+    a.k = buffer_ref(k, false);
+    field("v");
+    a.v = buffer_ref(k, false);
+    field("mask");
+    a.mask = buffer_ref(k, true);
+    for (auto [key, n] : std::initializer_list<std::pair<const char*, int64_t*>>{
+             {"heads", &a.heads}, {"kv_heads", &a.kv_heads}, {"head_size", &a.head_size}, {"v_head_size", &a.v_head_size}}) {
+      field(key);
+      *n = integer();
+    }
+    for (auto [key, e] : std::initializer_list<std::pair<const char*, SymExpr*>>{
+             {"batch", &a.batch}, {"q_len", &a.q_len}, {"kv_len", &a.kv_len}}) {
+      field(key);
+      *e = expr("an expression");
+    }
+    field("q_strides");
+    a.q_strides = fixed_exprs<3>("strides (batch, head, row)");
+    field("k_strides");
+    a.k_strides = fixed_exprs<3>("strides (batch, head, row)");
+    field("v_strides");
+    a.v_strides = fixed_exprs<3>("strides (batch, head, row)");
+    field("mask_strides");
+    a.mask_strides = fixed_exprs<4>("strides (batch, head, query row, key)");
+    field("scale");
+    a.scale = real();
+    field("softcap");
+    a.softcap = real();
+    field("causal");
+    a.causal = flag();
+    return a;
+  }
+
   // A number that fits an int and is not negative: an instruction's or an axis's.
   int index(const char* what) {
     size_t at = pos();
@@ -348,8 +399,8 @@ class KernelParser : TextCursor {
 std::optional<Op> op_by_name(std::string_view name) {
   static const std::map<std::string, Op, std::less<>> ops = [] {
     std::map<std::string, Op, std::less<>> m;
-    // Op::ConvAcc is the last op of kernel_ir.h's list.
-    for (int o = static_cast<int>(Op::Load); o <= static_cast<int>(Op::ConvAcc); ++o)
+    // Op::AttentionAcc is the last op of kernel_ir.h's list.
+    for (int o = static_cast<int>(Op::Load); o <= static_cast<int>(Op::AttentionAcc); ++o)
       m.emplace(op_name(static_cast<Op>(o)), static_cast<Op>(o));
     return m;
   }();

@@ -26,7 +26,8 @@ std::pair<size_t, size_t> arity(Op op) {
     case Op::SizeValue:
     case Op::Coord:
     case Op::MatMulAcc:
-    case Op::ConvAcc: return {0, 0};
+    case Op::ConvAcc:
+    case Op::AttentionAcc: return {0, 0};
     case Op::Where: return {3, 3};
     default: break;
   }
@@ -46,6 +47,7 @@ class Verifier {
     outputs_stored();
     if (k_.gemm) gemm(*k_.gemm);
     if (k_.conv) conv(*k_.conv);
+    if (k_.attention) attention(*k_.attention);
     sizes();
   }
 
@@ -67,6 +69,8 @@ class Verifier {
     }
     if (k_.gemm.has_value() != (k_.kind == Kind::Gemm)) fail(-1, "a gemm description belongs to a gemm kernel only");
     if (k_.conv.has_value() != (k_.kind == Kind::Conv)) fail(-1, "a conv description belongs to a conv kernel only");
+    if (k_.attention.has_value() != (k_.kind == Kind::Attention))
+      fail(-1, "an attention description belongs to an attention kernel only");
   }
 
   void buffers() {
@@ -125,6 +129,8 @@ class Verifier {
     rows(i, in);
     if (in.op == Op::MatMulAcc && k_.kind != Kind::Gemm) fail(i, what(i) + " is in a " + kind_name(k_.kind) + " kernel, not a gemm kernel");
     if (in.op == Op::ConvAcc && k_.kind != Kind::Conv) fail(i, what(i) + " is in a " + kind_name(k_.kind) + " kernel, not a conv kernel");
+    if (in.op == Op::AttentionAcc && k_.kind != Kind::Attention)
+      fail(i, what(i) + " is in a " + kind_name(k_.kind) + " kernel, not an attention kernel");
   }
 
   void access(int i, const Instr& in) {
@@ -243,6 +249,24 @@ class Verifier {
     one_accumulation(Op::ConvAcc);
   }
 
+  void attention(const AttentionDesc& a) const {
+    input_operand("attention", "q", a.q, false);
+    input_operand("attention", "k", a.k, false);
+    input_operand("attention", "v", a.v, false);
+    input_operand("attention", "mask", a.mask, true);
+    if (a.heads < 1 || a.kv_heads < 1 || a.heads % a.kv_heads != 0)
+      fail(-1, "attention heads " + std::to_string(a.heads) + " are not a positive multiple of kv_heads " +
+                   std::to_string(a.kv_heads));
+    if (a.head_size < 1 || a.v_head_size < 1) fail(-1, "attention head sizes must be positive");
+    for (int b : {a.q, a.k, a.v})
+      if (k_.buffers[static_cast<size_t>(b)].dtype != DType::F32) fail(-1, "attention operands q, k and v must be f32");
+    if (a.mask >= 0 && k_.buffers[static_cast<size_t>(a.mask)].dtype != DType::F32 &&
+        k_.buffers[static_cast<size_t>(a.mask)].dtype != DType::Bool)
+      fail(-1, "an attention mask must be bool or f32");
+    if (rank_ != 4) fail(-1, "an attention kernel's domain is [batch, heads, q_len, v_head_size], of rank 4");
+    one_accumulation(Op::AttentionAcc);
+  }
+
   void sizes() const {
     if (!std::is_sorted(k_.size_params.begin(), k_.size_params.end()) ||
         std::adjacent_find(k_.size_params.begin(), k_.size_params.end()) != k_.size_params.end())
@@ -264,6 +288,12 @@ class Verifier {
       for (const SymExpr* e : {&k_.gemm->batch, &k_.gemm->m, &k_.gemm->n, &k_.gemm->k, &k_.gemm->lda, &k_.gemm->ldb,
                                &k_.gemm->ldd, &k_.gemm->stride_a, &k_.gemm->stride_b, &k_.gemm->stride_d})
         mentions(*e, -1, "the gemm description");
+    if (const auto& a = k_.attention) {
+      for (const SymExpr* e : {&a->batch, &a->q_len, &a->kv_len}) mentions(*e, -1, "the attention description");
+      for (const auto* v : {&a->q_strides, &a->k_strides, &a->v_strides})
+        for (const SymExpr& e : *v) mentions(e, -1, "the attention description");
+      for (const SymExpr& e : a->mask_strides) mentions(e, -1, "the attention description");
+    }
     if (k_.conv) {
       for (const SymExpr* e : {&k_.conv->n, &k_.conv->c, &k_.conv->k}) mentions(*e, -1, "the conv description");
       for (const std::vector<SymExpr>* v : {&k_.conv->in, &k_.conv->out})

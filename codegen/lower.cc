@@ -64,16 +64,19 @@ kir::Kernel Lowering::run() {
   for (const auto& n : body_.nodes()) k_.nodes.push_back(n->name().empty() ? n->op_type() : n->name());
   for (size_t i = 0; i < fusion_.num_inputs(); ++i) add_buffer(fusion_.input(i), false);
   for (size_t i = 0; i < fusion_.num_outputs(); ++i) add_buffer(fusion_.output(i), true);
-  const Node* scatter = nullptr;  // iterates its updates, stores by index
-  const Node* scan = nullptr;     // scans its rows, stores each element
+  const Node* scatter = nullptr;    // iterates its updates, stores by index
+  const Node* scan = nullptr;       // scans its rows, stores each element
+  const Node* attention = nullptr;  // stores its one output itself
   for (const auto& n : body_.nodes()) {
     if (is_scatter(*n)) scatter = n.get();
     if (is_scan(*n)) scan = n.get();
+    if (kernel_role(*n) == KernelRole::Attention) attention = n.get();
   }
   switch (fusion_kind(fusion_)) {
     case FusionKind::Pointwise:
     case FusionKind::Single:
-      if (scatter) setup_scatter(*scatter);
+      if (attention) setup_attention(*attention);
+      else if (scatter) setup_scatter(*scatter);
       else if (scan) setup_scan(*scan);
       else setup_pointwise();
       break;
@@ -89,7 +92,7 @@ kir::Kernel Lowering::run() {
   }
   if (scatter) lower_scatter(*scatter);
   else if (scan) lower_scan(*scan);
-  else
+  else if (!attention)
     for (size_t j = 0; j < body_.outputs().size(); ++j)
       store_output(body_.outputs()[j], static_cast<int>(fusion_.num_inputs() + j));
   collect_size_params();
@@ -544,6 +547,12 @@ void Lowering::collect_size_params() {
     for (const SymExpr* e : {&k_.gemm->batch, &k_.gemm->m, &k_.gemm->n, &k_.gemm->k, &k_.gemm->lda, &k_.gemm->ldb,
                              &k_.gemm->ldd, &k_.gemm->stride_a, &k_.gemm->stride_b, &k_.gemm->stride_d})
       add(*e);
+  if (const auto& a = k_.attention) {
+    for (const SymExpr* e : {&a->batch, &a->q_len, &a->kv_len}) add(*e);
+    for (const auto* v : {&a->q_strides, &a->k_strides, &a->v_strides})
+      for (const SymExpr& e : *v) add(e);
+    for (const SymExpr& e : a->mask_strides) add(e);
+  }
   if (k_.conv) {
     for (const SymExpr* e : {&k_.conv->n, &k_.conv->c, &k_.conv->k}) add(*e);
     for (const SymExpr& e : k_.conv->in) add(e);

@@ -258,6 +258,10 @@ class Lowering {
   // ---- conv -------------------------------------------------------------------
 
   void setup_conv();
+  // An attention node, the kernel's one node (lower_attention.cc): its
+  // AttentionDesc, the domain [batch, heads, q_len, v_head_size] and one store of
+  // its AttentionAcc.
+  void setup_attention(const Node& a);
 
   // Records an addend of the convolution in d: a residual of the output's
   // shape, or a bias with one value per output channel.

@@ -69,6 +69,8 @@ std::vector<KernelConfig> neighbours(const kir::Kernel& k, const KernelConfig& c
 }  // namespace
 
 std::string invalid_reason(const kir::Kernel& k, const KernelConfig& c) {
+  // The attention template's blocking follows from its head sizes (codegen/attention_template.h).
+  if (k.kind == kir::Kind::Attention) return c == default_config(k) ? "" : "attention kernels have no knobs to tune";
   if (chooses_library_algorithm(k)) {
     KernelConfig launch_knobs = c;
     launch_knobs.algo = 0;

@@ -28,6 +28,7 @@
 #include "src/ops/decomposition.h"
 #include "src/ops/families.h"
 #include "src/ops/fusion.h"
+#include "src/ops/kernel_roles.h"
 #include "src/ops/op_helpers.h"
 #include "src/ops/op_registry.h"
 
@@ -306,6 +307,49 @@ std::vector<Tensor> eval_attention(EvalContext& ctx) {
 }
 
 
+// ---- the fused kernel ------------------------------------------------------------
+
+// The largest head sizes the fused kernel keeps (codegen/attention_template.h).
+constexpr int64_t kMaxKernelHeadSize = 256;
+
+// Why the fused attention kernel cannot compute n, or "" when it can (its
+// kernel role is then Attention, and decompose leaves it whole): f32 Q, K and V
+// of static head counts and head sizes up to 256 (symbolic batch and
+// sequences), only Y read, no cache, no nonpad_kv_seqlen, no window, a
+// softmax_precision of f32 if any, and a bool or f32 mask whose last axis is
+// the keys' and whose others broadcast onto [batch, heads, q_len].
+std::string attention_kernel_refusal(const Node& n) {
+  if (n.num_outputs() != 1) return "it has present or qk_matmul_output outputs";
+  if (n.has_input(kPastKey) || n.has_input(kPastValue) || n.has_input(kNonpad)) return "it has a cache or nonpad_kv_seqlen";
+  if (n.has_attr("left_window_size") || n.has_attr("right_window_size")) return "it has a sliding window";
+  const Type& q = n.input(kQ)->type();
+  const Type& k = n.input(kK)->type();
+  const Type& v = n.input(kV)->type();
+  for (const Type* t : {&q, &k, &v})
+    if (t->dtype() != DType::F32) return "its operands are not f32";
+  if (dtype_attr(n, DType::F32, "softmax_precision") != DType::F32) return "its softmax_precision is not f32";
+  const bool four_d = q.rank() == 4;
+  Dim heads = four_d ? q.shape()[1] : Dim(n.get_int("q_num_heads", 0));
+  Dim kv_heads = four_d ? k.shape()[1] : Dim(n.get_int("kv_num_heads", 0));
+  if (!heads.is_static() || !kv_heads.is_static() || kv_heads.value() < 1 || heads.value() % kv_heads.value() != 0)
+    return "its head counts are not static";
+  Dim head = four_d ? q.shape()[3] : per_head(n, q.shape()[2], heads.value(), "Q");
+  Dim v_head = four_d ? v.shape()[3] : per_head(n, v.shape()[2], kv_heads.value(), "V");
+  if (!head.is_static() || !v_head.is_static() || head.value() > kMaxKernelHeadSize ||
+      v_head.value() > kMaxKernelHeadSize)
+    return "its head sizes are not static or exceed " + std::to_string(kMaxKernelHeadSize);
+  if (!n.has_input(kMask)) return "";
+  const Type& m = n.input(kMask)->type();
+  if (m.dtype() != DType::Bool && m.dtype() != DType::F32) return "its mask is neither bool nor f32";
+  const Dims target = {q.shape()[0], heads, q.shape()[four_d ? 2 : 1], k.shape()[four_d ? 2 : 1]};
+  if (m.rank() < 1 || m.rank() > 4 || m.shape().back() != target[3]) return "its mask's last axis is not the keys'";
+  for (size_t a = 0; a + 1 < m.rank(); ++a) {
+    const Dim& d = m.shape()[a];
+    if (d != Dim(1) && d != target[4 - m.rank() + a]) return "its mask does not broadcast onto the scores";
+  }
+  return "";
+}
+
 // ---- decomposition ------------------------------------------------------------
 
 // The pieces of one Attention node (decompose_attention below).
@@ -376,9 +420,11 @@ bool known_dims(const Value* v) {
 // opset 13 (Unsqueeze's axes input, Softmax along one axis), where its dims
 // are unknown, for nonpad_kv_seqlen and the window attributes, when its
 // present or qk_matmul_output outputs are read, for a mask shorter than the
-// keys and for a softmax_precision other than T.
+// keys and for a softmax_precision other than T; and where the fused kernel
+// computes the node (attention_kernel_refusal).
 bool decompose_attention(Expansion& e) {
   const Node& n = e.node();
+  if (kernel_role(n) == KernelRole::Attention) return false;
   if (e.onnx_opset() < 13 || !e.only_first_output_used() || n.has_input(kNonpad) || n.has_attr("left_window_size") ||
       n.has_attr("right_window_size"))
     return false;
@@ -503,9 +549,13 @@ bool decompose_attention(Expansion& e) {
 
 void register_attention_ops(OpRegistry& r) {
   // Any element types: Q, K and V are float (infer_attention checks), attn_mask bool or float, nonpad_kv_seqlen i64.
-  r.add(OpDef{"", "Attention", 23, 0, infer_attention, eval_attention, {}}).decomposition(decompose_attention);
+  auto role = [](const Node& n) { return attention_kernel_refusal(n).empty(); };
+  r.add(OpDef{"", "Attention", 23, 0, infer_attention, eval_attention, {}})
+      .kernel_role(KernelRole::Attention, role)
+      .decomposition(decompose_attention);
   // The same op at any opset: what passes/fuse_attention writes for the attention an exporter spelled out.
   r.add(OpDef{std::string(kTccDomain), "Attention", 1, 0, infer_attention, eval_attention, {}})
+      .kernel_role(KernelRole::Attention, role)
       .decomposition(decompose_attention);
 }
 

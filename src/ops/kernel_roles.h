@@ -32,6 +32,8 @@ enum class KernelRole {
                 // (ScatterAdd into an output zeroed first, the others into a copy of their data);
                 // CumSum along a literal axis: a reduction kernel of its own whose one reduced axis
                 // is scanned (kir::Op::ScanSum)
+  Attention,    // Attention / tcc::Attention that attention_kernel_refusal accepts: one kernel of its own
+                // (codegen/attention_template.h), the scores never written to memory
 };
 
 // The role of n: its OpDef's `kernel` role, given its attributes, dtypes and

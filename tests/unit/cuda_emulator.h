@@ -2,7 +2,8 @@
 // interpreter without a GPU: the GEMM template (codegen/gemm_template.cc: its
 // tiling, guards, double buffering and epilogue) and reductions (column
 // blocks' shared-memory combine, block reductions' warp shuffles, split rows'
-// arrivals), and scatters' atomic updates. Test code only: the tests
+// arrivals), scatters' atomic updates and the attention kernel's tiles and
+// shuffles. Test code only: the tests
 // compile this header together with the emitted kernels into a shared library
 // with the host compiler.
 //
@@ -155,6 +156,9 @@ template <class T, class From> T shuffle(T v, From from) {
 }  // namespace tcc_emu
 template <class T> T __shfl_xor_sync(unsigned, T v, int mask) {
   return tcc_emu::shuffle(v, [&](unsigned lane) { return lane ^ static_cast<unsigned>(mask); });
+}
+template <class T> T __shfl_sync(unsigned, T v, int src) {
+  return tcc_emu::shuffle(v, [&](unsigned) { return static_cast<unsigned>(src) & 31u; });
 }
 // Lanes below `delta` keep their own value.
 template <class T> T __shfl_up_sync(unsigned, T v, unsigned delta) {

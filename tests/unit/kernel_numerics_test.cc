@@ -168,7 +168,8 @@ TEST_F(KernelNumerics, EveryFusionPatternBecomesKernels) {
     EXPECT_EQ(steps, c.schedule.steps.size()) << c.file << " has host fallbacks";
     for (const kir::Kernel& k : c.schedule.kernels) kinds.insert(k.kind);
   }
-  EXPECT_EQ(kinds, (std::set<kir::Kind>{kir::Kind::Pointwise, kir::Kind::Reduction, kir::Kind::Gemm, kir::Kind::Conv}));
+  EXPECT_EQ(kinds, (std::set<kir::Kind>{kir::Kind::Pointwise, kir::Kind::Reduction, kir::Kind::Gemm, kir::Kind::Conv,
+                                        kir::Kind::Attention}));
 }
 
 TEST_F(KernelNumerics, HostKernelsMatchTheInterpreter) {

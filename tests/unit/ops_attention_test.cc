@@ -1,7 +1,9 @@
 // Attention (src/ops/attention.cc): its decomposition against the reference
-// kernel with symbolic dims, a compiled module with no host step against the
-// interpreter, and bad operands named. The ONNX node tests (test_attention_*)
-// check the reference kernel and, compiled, the decomposition on static shapes.
+// kernel with symbolic dims, the fused kernel's module (one kernel, no
+// intermediate) against the interpreter, and bad operands named. The ONNX node
+// tests (test_attention_*) check the reference kernel and, compiled, the fused
+// kernel or the decomposition; tests/unit/schedule_emulation_test.cc runs the
+// kernel's CUDA under the emulator.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -79,8 +81,11 @@ void expect_near(const Tensor& got, const Tensor& want, double tol, const std::s
   for (int64_t i = 0; i < want.numel(); ++i) ASSERT_NEAR(got.get_f64(i), want.get_f64(i), tol) << what << " element " << i;
 }
 
+// The pieces where the fused kernel does not apply: f64 operands (the same
+// graphs with f64 for f32) and a cache.
 TEST(AttentionOp, DecomposedPiecesComputeTheOpWithSymbolicDims) {
-  for (const char* text : {kGqaCausal, kMasked3d, kCachedCausal}) {
+  for (std::string text : {std::string(kGqaCausal), std::string(kMasked3d), std::string(kCachedCausal)}) {
+    for (size_t at; (at = text.find("f32")) != std::string::npos;) text.replace(at, 3, "f64");
     auto original = parse_model(text, "a.tir");
     infer_shapes(*original->graph);
     auto decomposed = parse_model(text, "a.tir");
@@ -91,17 +96,32 @@ TEST(AttentionOp, DecomposedPiecesComputeTheOpWithSymbolicDims) {
       auto in = random_inputs(*original->graph, {{"batch", 2}, {"seq", seq}}, 11);
       Tensor want = Interpreter().run(*original->graph, in).at(0);
       Tensor got = Interpreter().run(*decomposed->graph, in).at(0);
-      expect_near(got, want, 1e-5, std::string(text) + "\nseq " + std::to_string(seq));
+      expect_near(got, want, 1e-9, text + "\nseq " + std::to_string(seq));
     }
   }
 }
 
-TEST(AttentionOp, CompilesWithNoHostStepAndMatchesTheInterpreter) {
+// The fused kernel's host build (codegen/attention_template.h) against the reference kernel.
+TEST(AttentionOp, CompilesToOneKernelAndMatchesTheInterpreter) {
   std::filesystem::path dir = make_temp_dir("tcc_attention");
-  for (const auto& [name, text] : {std::pair{"gqa_causal", kGqaCausal}, {"masked_3d", kMasked3d}, {"cached", kCachedCausal}}) {
+  // The cache's Concat leaves the node to its decomposition: kernels without a host step.
+  struct Case {
+    const char* name;
+    const char* text;
+    bool fused;
+  };
+  for (const auto& [name, text, fused] :
+       {Case{"gqa_causal", kGqaCausal, true}, Case{"masked_3d", kMasked3d, true}, Case{"cached", kCachedCausal, false}}) {
     std::filesystem::path model = dir / (std::string(name) + ".tir");
     std::ofstream(model) << text;
-    compile_with_no_host_step(model, dir / name);
+    CompileResult r = compile_model(model, dir / name, quick_compile_options());
+    EXPECT_TRUE(r.fallbacks.empty()) << name << " has a host step";
+    if (fused) {
+      // One attention kernel, and no intermediate (the [batch, heads, seq, seq] scores) in the memory plan.
+      ASSERT_EQ(r.schedule.kernels.size(), 1u) << name;
+      EXPECT_EQ(r.schedule.kernels[0].kind, kir::Kind::Attention) << name;
+      EXPECT_TRUE(r.memory.buffers.empty()) << name;
+    }
     auto parsed = parse_model(text, model.string());
     infer_shapes(*parsed->graph);
     auto in = random_inputs(*parsed->graph, {{"batch", 3}, {"seq", 7}}, 5);

@@ -1,6 +1,6 @@
 // The GPU's schedules of generated kernels: which reductions take column
 // blocks (KernelConfig::columns), and the CUDA text of column, split and
-// row-cache reductions, of tiled transposes and of scatters, compiled by NVRTC and run on
+// row-cache reductions, of tiled transposes, of scatters and of attention, compiled by NVRTC and run on
 // the host by tests/unit/cuda_emulator.h against the reference interpreter, at
 // the configurations autotuning tries.
 #include <gtest/gtest.h>
@@ -437,6 +437,21 @@ TEST(Scatter, EmulatedOnTheHostAtomicUpdatesMatchTheInterpreter) {
     }
     EXPECT_EQ(bad, 0) << bad << " of " << got.numel() << " elements differ";
   }
+  fs::remove_all(dir);
+}
+
+// The attention template (codegen/attention_template.h): grouped-query causal
+// heads, 3-D operands with an additive mask and soft-capping, and a head of
+// 160 (two warps a block), over a full and a partial key tile and two blocks
+// of query rows.
+TEST(Attention, EmulatedOnTheHostFlashTilesMatchTheInterpreter) {
+  ScheduledModel s = schedule_model("tests/kernels/attention.tir");
+  ASSERT_EQ(s.schedule.kernels.size(), 3u);
+  for (const kir::Kernel& k : s.schedule.kernels) EXPECT_EQ(k.kind, kir::Kind::Attention) << k.name;
+  fs::path dir = make_temp_dir("tcc_attention");
+  KernelVariants v = variants(s, [](const kir::Kernel& k, const KernelConfig& c) { return c == default_config(k); });
+  SharedLibrary lib = emulated_library(v, dir);
+  expect_emulated_runs_match(s, v.kernels, v.configs, lib, {{"b", 2}, {"s", 37}});
   fs::remove_all(dir);
 }
 

@@ -1,0 +1,262 @@
+#include "codegen/attention_template.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "codegen/emit_c.h"
+#include "src/diag/errors.h"
+
+namespace tcc {
+
+namespace {
+
+constexpr int kRows = 4;   // query rows per warp
+constexpr int kKeys = 32;  // keys per tile: one per lane
+
+// The block's shape for a description: warps, query rows, the shared tile's
+// row pitch (floats) and the output columns per lane.
+struct Blocking {
+  int warps, rows, pitch, chunks;
+  int threads() const { return 32 * warps; }
+};
+
+Blocking blocking(const kir::AttentionDesc& a) {
+  TCC_CHECK(a.head_size >= 1 && a.head_size <= 256 && a.v_head_size >= 1 && a.v_head_size <= 256)
+      << "attention head sizes " << a.head_size << ", " << a.v_head_size << " are outside 1..256";
+  int warps = a.head_size <= 128 && a.v_head_size <= 128 ? 8 : 2;
+  Blocking b{warps, warps * kRows, static_cast<int>(std::max(a.head_size, a.v_head_size)) + 1,
+             static_cast<int>((a.v_head_size + 31) / 32)};
+  TCC_CHECK((b.rows * a.head_size + kKeys * b.pitch) * 4 <= 48 * 1024) << "attention tiles exceed 48 KB";
+  return b;
+}
+
+const kir::AttentionDesc& desc(const kir::Kernel& k) {
+  TCC_CHECK(k.kind == kir::Kind::Attention && k.attention.has_value()) << k.name << " is not an attention kernel";
+  return *k.attention;
+}
+
+// The output's strides per batch, head and row: the kernel's one store's.
+std::array<SymExpr, 3> output_strides(const kir::Kernel& k) {
+  for (const kir::Instr& in : k.body)
+    if (in.op == kir::Op::Store) return {in.index.strides[0], in.index.strides[1], in.index.strides[2]};
+  TCC_CHECK(false) << k.name << " stores nothing";
+  return {};
+}
+
+std::string expr(const SymExpr& e) { return "(" + emitc::size_expr(e) + ")"; }
+
+// sum of coordinate * stride over the terms with a stride.
+std::string offset(const std::vector<std::pair<std::string, SymExpr>>& terms) {
+  std::string out;
+  for (const auto& [coord, stride] : terms) {
+    if (stride == SymExpr()) continue;
+    out += (out.empty() ? "" : " + ") + coord + " * " + expr(stride);
+  }
+  return out.empty() ? "0" : out;
+}
+
+std::string p(int buffer) { return "p" + std::to_string(buffer); }
+
+class CudaAttention : emitc::CodeWriter {
+ public:
+  explicit CudaAttention(const kir::Kernel& k) : k_(k), a_(desc(k)), b_(blocking(a_)) {}
+
+  std::string print() {
+    const std::string D = std::to_string(a_.head_size), DV = std::to_string(a_.v_head_size);
+    const std::string BM = std::to_string(b_.rows), T = std::to_string(b_.threads()), R = std::to_string(kRows);
+    const std::string neg_inf = emitc::literal(-INFINITY, DType::F32);
+    const std::array<SymExpr, 3> ys = output_strides(k_);
+    out_ += emitc::cuda_signature(k_, false, b_.threads());
+    line("const int64_t SQ = " + expr(a_.q_len) + ", SK = " + expr(a_.kv_len) + ";");
+    line("const int64_t b = blockIdx.x / " + std::to_string(a_.heads) + ", h = blockIdx.x % " +
+         std::to_string(a_.heads) + ", hk = h / " + std::to_string(a_.heads / a_.kv_heads) + ";");
+    line("const int64_t i0 = (int64_t)blockIdx.y * " + BM + ";");
+    line("const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;");
+    line("const float* __restrict__ Q = " + p(a_.q) + " + " + offset({{"b", a_.q_strides[0]}, {"h", a_.q_strides[1]}}) + ";");
+    line("const float* __restrict__ K = " + p(a_.k) + " + " + offset({{"b", a_.k_strides[0]}, {"hk", a_.k_strides[1]}}) + ";");
+    line("const float* __restrict__ V = " + p(a_.v) + " + " + offset({{"b", a_.v_strides[0]}, {"hk", a_.v_strides[1]}}) + ";");
+    line("__shared__ float qs[" + BM + "][" + D + "];");
+    line("__shared__ float kv[" + std::to_string(kKeys) + "][" + std::to_string(b_.pitch) + "];");
+    open("for (int t = tid; t < " + BM + " * " + D + "; t += " + T + ")");
+    line("const int r = t / " + D + ", d = t % " + D + ";");
+    line("qs[r][d] = i0 + r < SQ ? Q[(i0 + r) * " + expr(a_.q_strides[2]) + " + d] : 0.f;");
+    close();
+    line("float m[" + R + "], l[" + R + "], o[" + R + "][" + std::to_string(b_.chunks) + "];");
+    open("for (int r = 0; r < " + R + "; ++r)");
+    line("m[r] = " + neg_inf + ";");
+    line("l[r] = 0.f;");
+    line("for (int c = 0; c < " + std::to_string(b_.chunks) + "; ++c) o[r][c] = 0.f;");
+    close();
+    // Keys after the block's last query row are hidden from all its rows.
+    line(std::string("const int64_t kv_end = ") + (a_.causal ? "SK < i0 + " + BM + " ? SK : i0 + " + BM : "SK") + ";");
+    open("for (int64_t j0 = 0; j0 < kv_end; j0 += " + std::to_string(kKeys) + ")");
+    load_tile("K", a_.k_strides[2], a_.head_size);
+    scores();
+    load_tile("V", a_.v_strides[2], a_.v_head_size);
+    line("const int n = SK - j0 < " + std::to_string(kKeys) + " ? (int)(SK - j0) : " + std::to_string(kKeys) + ";");
+    open("for (int jj = 0; jj < n; ++jj)");
+    open("for (int r = 0; r < " + R + "; ++r)");
+    line("const float pj = __shfl_sync(0xffffffffu, pr[r], jj);");
+    columns("o[r][c] += pj * kv[jj][e];");
+    close();
+    close();
+    close();
+    open("for (int r = 0; r < " + R + "; ++r)");
+    line("const int64_t i = i0 + warp * " + R + " + r;");
+    line("if (i >= SQ) continue;");
+    line("float* __restrict__ Y = " + p(static_cast<int>(k_.buffers.size()) - 1) + " + " +
+         offset({{"b", ys[0]}, {"h", ys[1]}, {"i", ys[2]}}) + ";");
+    line("const float inv = l[r] > 0.f ? 1.f / l[r] : 0.f;");
+    columns("Y[e] = o[r][c] * inv;");
+    close();
+    out_ += "}\n";
+    return out_;
+  }
+
+ private:
+  // Rows j0 .. j0 + 31 of K or V (zeros past the last key) into kv, between barriers.
+  void load_tile(const std::string& from, const SymExpr& row_stride, int64_t size) {
+    const std::string S = std::to_string(size);
+    line("__syncthreads();");
+    open("for (int t = tid; t < " + std::to_string(kKeys) + " * " + S + "; t += " + std::to_string(b_.threads()) + ")");
+    line("const int r = t / " + S + ", d = t % " + S + ";");
+    line("kv[r][d] = j0 + r < SK ? " + from + "[(j0 + r) * " + expr(row_stride) + " + d] : 0.f;");
+    close();
+    line("__syncthreads();");
+  }
+
+  // Lane j's score of key j0 + j for each of the warp's rows, then the rows' online softmax step.
+  void scores() {
+    const std::string R = std::to_string(kRows);
+    const std::string neg_inf = emitc::literal(-INFINITY, DType::F32);
+    line("const int64_t j = j0 + lane;");
+    line("float pr[" + R + "];");
+    line("float sr[" + R + "] = {};");
+    open("for (int d = 0; d < " + std::to_string(a_.head_size) + "; ++d)");
+    line("const float kd = kv[lane][d];");
+    line("for (int r = 0; r < " + R + "; ++r) sr[r] += qs[warp * " + R + " + r][d] * kd;");
+    close();
+    open("for (int r = 0; r < " + R + "; ++r)");
+    line("const int64_t i = i0 + warp * " + R + " + r;");
+    line("float s = sr[r] * " + emitc::literal(a_.scale, DType::F32) + ";");
+    if (a_.softcap > 0) {
+      std::string cap = emitc::literal(a_.softcap, DType::F32);
+      line("s = " + cap + " * tanhf(s / " + cap + ");");
+    }
+    line(std::string("bool hidden = j >= SK || i >= SQ") + (a_.causal ? " || j > i" : "") + ";");
+    if (a_.mask >= 0) {
+      const std::string at = p(a_.mask) + "[" +
+                             offset({{"b", a_.mask_strides[0]}, {"h", a_.mask_strides[1]}, {"i", a_.mask_strides[2]},
+                                     {"j", a_.mask_strides[3]}}) + "]";
+      if (k_.buffers[static_cast<size_t>(a_.mask)].dtype == DType::Bool) line("hidden = hidden || !" + at + ";");
+      else line("if (!hidden) s += " + at + ";");
+    }
+    line("if (hidden) s = " + neg_inf + ";");
+    line("float top = s;");
+    line("for (int x = 16; x > 0; x >>= 1) top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, x));");
+    line("const float m_new = fmaxf(m[r], top);");
+    line("const bool none = m_new == " + neg_inf + ";");
+    line("const float pj = none ? 0.f : expf(s - m_new);");
+    line("const float alpha = none ? 1.f : expf(m[r] - m_new);");
+    line("float sum = pj;");
+    line("for (int x = 16; x > 0; x >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, x);");
+    line("l[r] = l[r] * alpha + sum;");
+    line("for (int c = 0; c < " + std::to_string(b_.chunks) + "; ++c) o[r][c] *= alpha;");
+    line("m[r] = m_new;");
+    line("pr[r] = pj;");
+    close();
+  }
+
+  // `body` for each of the lane's output columns e = c * 32 + lane (c its chunk).
+  void columns(const std::string& body) {
+    open("for (int c = 0; c < " + std::to_string(b_.chunks) + "; ++c)");
+    line("const int e = c * 32 + lane;");
+    if (a_.v_head_size % 32 != 0) line("if (e >= " + std::to_string(a_.v_head_size) + ") break;");
+    line(body);
+    close();
+  }
+
+  const kir::Kernel& k_;
+  const kir::AttentionDesc& a_;
+  Blocking b_;
+};
+
+class HostAttention : emitc::CodeWriter {
+ public:
+  explicit HostAttention(const kir::Kernel& k) : k_(k), a_(desc(k)) {}
+
+  std::string print() {
+    out_ += "extern \"C\" void " + k_.name + "(void* const* buffers, const int64_t* sizes) {\n";
+    for (size_t b = 0; b < k_.buffers.size(); ++b) {
+      const kir::Buffer& buf = k_.buffers[b];
+      std::string type = std::string(buf.output ? "" : "const ") + emitc::storage_type(buf.dtype) + "*";
+      line(type + " " + p(static_cast<int>(b)) + " = (" + type + ")buffers[" + std::to_string(b) + "];");
+    }
+    for (size_t s = 0; s < k_.size_params.size(); ++s)
+      line("const int64_t " + emitc::size_var(k_.size_params[s]) + " = sizes[" + std::to_string(s) + "];");
+    line("(void)sizes;");
+    const std::array<SymExpr, 3> ys = output_strides(k_);
+    const std::string DV = std::to_string(a_.v_head_size);
+    line("const int64_t SQ = " + expr(a_.q_len) + ", SK = " + expr(a_.kv_len) + ";");
+    open("for (int64_t b = 0; b < " + expr(a_.batch) + "; ++b)");
+    open("for (int64_t h = 0; h < " + std::to_string(a_.heads) + "; ++h)");
+    line("const int64_t hk = h / " + std::to_string(a_.heads / a_.kv_heads) + ";");
+    open("for (int64_t i = 0; i < SQ; ++i)");
+    line("const float* q = " + p(a_.q) + " + " + offset({{"b", a_.q_strides[0]}, {"h", a_.q_strides[1]}, {"i", a_.q_strides[2]}}) + ";");
+    const std::string neg_inf = emitc::literal(-INFINITY, DType::F64);
+    line("double m = " + neg_inf + ", l = 0, o[" + DV + "] = {};");
+    open(std::string("for (int64_t j = 0; j < ") + (a_.causal ? "(i + 1 < SK ? i + 1 : SK)" : "SK") + "; ++j)");
+    line("const float* k = " + p(a_.k) + " + " + offset({{"b", a_.k_strides[0]}, {"hk", a_.k_strides[1]}, {"j", a_.k_strides[2]}}) + ";");
+    line("const float* v = " + p(a_.v) + " + " + offset({{"b", a_.v_strides[0]}, {"hk", a_.v_strides[1]}, {"j", a_.v_strides[2]}}) + ";");
+    line("double s = 0;");
+    line("for (int d = 0; d < " + std::to_string(a_.head_size) + "; ++d) s += (double)q[d] * k[d];");
+    line("s *= " + emitc::literal(a_.scale, DType::F64) + ";");
+    if (a_.softcap > 0) {
+      std::string cap = emitc::literal(a_.softcap, DType::F64);
+      line("s = " + cap + " * tanh(s / " + cap + ");");
+    }
+    if (a_.mask >= 0) {
+      const std::string at = p(a_.mask) + "[" +
+                             offset({{"b", a_.mask_strides[0]}, {"h", a_.mask_strides[1]}, {"i", a_.mask_strides[2]},
+                                     {"j", a_.mask_strides[3]}}) + "]";
+      if (k_.buffers[static_cast<size_t>(a_.mask)].dtype == DType::Bool) line("if (!" + at + ") continue;");
+      else line("s += " + at + ";");
+    }
+    line("if (s == " + neg_inf + ") continue;");
+    line("const double m_new = s > m ? s : m, alpha = exp(m - m_new), pj = exp(s - m_new);");
+    line("l = l * alpha + pj;");
+    line("for (int e = 0; e < " + DV + "; ++e) o[e] = o[e] * alpha + pj * v[e];");
+    line("m = m_new;");
+    close();
+    line("float* y = " + p(static_cast<int>(k_.buffers.size()) - 1) + " + " +
+         offset({{"b", ys[0]}, {"h", ys[1]}, {"i", ys[2]}}) + ";");
+    line("for (int e = 0; e < " + DV + "; ++e) y[e] = l > 0 ? (float)(o[e] / l) : 0.f;");
+    close();
+    close();
+    close();
+    out_ += "}\n";
+    return out_;
+  }
+
+ private:
+  const kir::Kernel& k_;
+  const kir::AttentionDesc& a_;
+};
+
+}  // namespace
+
+std::string emit_attention_cuda(const kir::Kernel& k) { return CudaAttention(k).print(); }
+
+std::string emit_attention_host(const kir::Kernel& k) { return HostAttention(k).print(); }
+
+LaunchConfig attention_launch(const kir::Kernel& k) {
+  const kir::AttentionDesc& a = desc(k);
+  Blocking b = blocking(a);
+  LaunchConfig c;
+  c.grid[0] = a.batch * SymExpr::constant(a.heads);
+  c.grid[1] = (a.q_len + SymExpr::constant(b.rows - 1)).floordiv(SymExpr::constant(b.rows));
+  c.block[0] = b.threads();
+  return c;
+}
+
+}  // namespace tcc

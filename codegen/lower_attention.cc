@@ -1,0 +1,77 @@
+// Attention kernels: a tcc::Attention or ONNX Attention node whose kernel role
+// is Attention, lowered to its AttentionDesc (lowering.h, kernel_ir.h).
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "codegen/lowering.h"
+#include "src/ops/kernel_roles.h"
+
+namespace tcc::lowering {
+
+namespace {
+
+// Element strides per batch, head and row of a [batch, heads, seq, size] view
+// of a 4-D operand (that shape) or a 3-D one ([batch, seq, heads * size]).
+std::array<SymExpr, 3> head_strides(const std::vector<SymExpr>& shape, const SymExpr& heads, const SymExpr& size) {
+  if (shape.size() == 4) return {shape[1] * shape[2] * shape[3], shape[2] * shape[3], shape[3]};
+  return {shape[1] * shape[2], size, heads * size};
+}
+
+}  // namespace
+
+void Lowering::setup_attention(const Node& a) {
+  k_.kind = kir::Kind::Attention;
+  if (fusion_.num_outputs() != 1 || body_.outputs().front() != a.output(0))
+    fail(&a, "is lowered only as a kernel of its own");
+  for (size_t i = 0; i < a.num_inputs(); ++i)
+    if (a.input(i) != nullptr && !is_body_input(a.input(i))) fail(&a, "an operand is not a body input");
+  const std::vector<SymExpr> qs = shape_of(a.input(0)), ks = shape_of(a.input(1)), vs = shape_of(a.input(2));
+  const bool four_d = qs.size() == 4;
+  kir::AttentionDesc d;
+  d.q = input_buffer(a.input(0));
+  d.k = input_buffer(a.input(1));
+  d.v = input_buffer(a.input(2));
+  auto static_dim = [&](const SymExpr& e, const char* what) {
+    if (!e.is_constant()) fail(&a, std::string(what) + " is not static");
+    return e.constant_value();
+  };
+  d.heads = four_d ? static_dim(qs[1], "the head count") : a.get_int("q_num_heads", 0);
+  d.kv_heads = four_d ? static_dim(ks[1], "the kv head count") : a.get_int("kv_num_heads", 0);
+  if (d.heads < 1 || d.kv_heads < 1) fail(&a, "has no head counts");
+  d.head_size = four_d ? static_dim(qs[3], "the head size") : static_dim(qs[2], "Q's hidden size") / d.heads;
+  d.v_head_size = four_d ? static_dim(vs[3], "V's head size") : static_dim(vs[2], "V's hidden size") / d.kv_heads;
+  d.batch = qs[0];
+  d.q_len = qs[four_d ? 2 : 1];
+  d.kv_len = ks[four_d ? 2 : 1];
+  const SymExpr heads = c(d.heads), kv_heads = c(d.kv_heads);
+  d.q_strides = head_strides(qs, heads, c(d.head_size));
+  d.k_strides = head_strides(ks, kv_heads, c(d.head_size));
+  d.v_strides = head_strides(vs, kv_heads, c(d.v_head_size));
+  if (a.has_input(3)) {
+    // Right-aligned onto [batch, heads, q_len, kv_len]; an axis of 1 other than the last is broadcast.
+    const Value* m = a.input(3);
+    d.mask = input_buffer(m);
+    const std::vector<SymExpr> ms = shape_of(m), strides = row_major(ms);
+    for (size_t ax = 0; ax < ms.size(); ++ax)
+      if (ax + 1 == ms.size() || !is_one(ms[ax])) d.mask_strides[4 - ms.size() + ax] = strides[ax];
+  }
+  d.scale = a.has_attr("scale") ? a.get_float("scale", 1) : 1 / std::sqrt(static_cast<double>(d.head_size));
+  d.softcap = a.get_float("softcap", 0);
+  d.causal = a.get_int("is_causal", 0) != 0;
+  k_.domain = {d.batch, heads, d.q_len, c(d.v_head_size)};
+  k_.attention = d;
+
+  const int y = static_cast<int>(fusion_.num_inputs());
+  const std::vector<SymExpr> ys = k_.buffers[static_cast<size_t>(y)].shape;
+  std::array<SymExpr, 3> y_strides = head_strides(ys, heads, c(d.v_head_size));
+  Instr st;
+  st.op = Op::Store;
+  st.dtype = a.output(0)->type().dtype();
+  st.args = {emit(Op::AttentionAcc, st.dtype, {})};
+  st.buffer = y;
+  st.index.strides = {y_strides[0], y_strides[1], y_strides[2], c(1)};
+  emit(std::move(st));
+}
+
+}  // namespace tcc::lowering
