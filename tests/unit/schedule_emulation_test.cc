@@ -108,8 +108,9 @@ void expect_emulated_runs_match(const ScheduledModel& s, const std::vector<kir::
     if (v->is_initializer()) continue;
     std::vector<int64_t> shape;
     for (const Dim& d : v->type().shape()) shape.push_back(*d.expr().evaluate(sizes));
-    Tensor t(DType::F32, shape);
-    for (int64_t i = 0; i < t.numel(); ++i) t.set_f64(i, normal(rng));
+    // Bools (an attention's mask) are true three times in four.
+    Tensor t(v->type().dtype() == DType::Bool ? DType::Bool : DType::F32, shape);
+    for (int64_t i = 0; i < t.numel(); ++i) t.set_f64(i, t.dtype() == DType::Bool ? rng() % 4 != 0 : normal(rng));
     inputs.emplace(v->name(), std::move(t));
   }
   Interpreter interp;
@@ -441,12 +442,12 @@ TEST(Scatter, EmulatedOnTheHostAtomicUpdatesMatchTheInterpreter) {
 }
 
 // The attention template (codegen/attention_template.h): grouped-query causal
-// heads, 3-D operands with an additive mask and soft-capping, and a head of
-// 160 (two warps a block), over a full and a partial key tile and two blocks
+// heads, 3-D operands with an additive mask and soft-capping, a head of 160
+// (two warps a block) and a boolean mask, over a full and a partial key tile and two blocks
 // of query rows.
 TEST(Attention, EmulatedOnTheHostFlashTilesMatchTheInterpreter) {
   ScheduledModel s = schedule_model("tests/kernels/attention.tir");
-  ASSERT_EQ(s.schedule.kernels.size(), 3u);
+  ASSERT_EQ(s.schedule.kernels.size(), 4u);
   for (const kir::Kernel& k : s.schedule.kernels) EXPECT_EQ(k.kind, kir::Kind::Attention) << k.name;
   fs::path dir = make_temp_dir("tcc_attention");
   KernelVariants v = variants(s, [](const kir::Kernel& k, const KernelConfig& c) { return c == default_config(k); });
