@@ -472,14 +472,28 @@ void arange(AtenNode& n) {
 
 // ---- attention -----------------------------------------------------------------
 
-// softmax(q k^T * scale + mask) v, torch's math reference.
+// softmax(q k^T * scale + mask) v, torch's math reference. Operands of rank 4
+// are one tcc::Attention (src/ops/attention.cc), grouped-query heads included
+// (enable_gqa: query head h reads kv head h / (Hq / Hkv), as ONNX's Attention),
+// a row the mask hides everywhere zero as torch's safe softmax makes it; other
+// ranks are spelled out.
 bool sdpa(AtenNode& n) {
-  if (n.b("enable_gqa", false) || n.f("dropout_p", 0.0) != 0.0) return false;
+  if (n.f("dropout_p", 0.0) != 0.0) return false;
   Value* q = n.tensor("query");
   Value* k = n.tensor("key");
   Value* v = n.tensor("value");
   size_t r = n.rank(q);
-  if (r < 2 || n.rank(k) != r) return false;
+  Value* mask = n.opt_tensor("attn_mask");
+  const bool causal = n.b("is_causal", false);
+  if (r == 4 && n.rank(k) == 4 && n.rank(v) == 4 && !(mask && causal)) {
+    std::map<std::string, Attribute> attrs = {{"is_causal", int_attr(causal)}};
+    if (n.has("scale")) attrs["scale"] = Attribute::of_float(static_cast<float>(n.f("scale")));
+    std::vector<Value*> ins = {q, k, v};
+    if (mask) ins.push_back(n.dtype(mask) == DType::Bool ? mask : n.cast(mask, n.dtype(q)));
+    n.set_out(0, n.op("Attention", ins, attrs, n.out_name(0), "tcc"));
+    return true;
+  }
+  if (n.b("enable_gqa", false) || r < 2 || n.rank(k) != r) return false;
   const Dims& qd = *n.dims(q);
   const Dims& kd = *n.dims(k);
   DType t = n.dtype(q);
@@ -496,10 +510,8 @@ bool sdpa(AtenNode& n) {
   Value* s = n.op("MatMul", {q, n.op("Transpose", {k}, {{"perm", ints_attr(perm)}})});
   s = n.op("Mul", {s, n.scalar_const(scale, t)});
   Value* neg_inf = n.scalar_const(-std::numeric_limits<double>::infinity(), t);
-  if (Value* mask = n.opt_tensor("attn_mask")) {
-    s = n.dtype(mask) == DType::Bool ? n.op("Where", {mask, s, neg_inf}) : n.op("Add", {s, n.cast(mask, t)});
-  }
-  if (n.b("is_causal", false)) {
+  if (mask) s = n.dtype(mask) == DType::Bool ? n.op("Where", {mask, s, neg_inf}) : n.op("Add", {s, n.cast(mask, t)});
+  if (causal) {
     Value* ones = n.op("Expand", {n.scalar_const(1, DType::Bool), n.shape_tensor({qd[r - 2].expr(), kd[r - 2].expr()})});
     Value* causal = n.op("Trilu", {n.typed(ones, DType::Bool)}, {{"upper", int_attr(0)}});
     s = n.op("Where", {n.typed(causal, DType::Bool), s, neg_inf});
