@@ -148,7 +148,10 @@ bool resolve_shapes(Graph& g, PassContext& ctx) {
   struct Rewrite {
     Node* node;
     std::map<std::string, Attribute> attrs;
-    std::vector<Value*> inputs;  // the tcc op's: the data a movement op reads; none for Size and Range
+    // Whether the tcc op reads the node's input 0 (a movement op's data; not
+    // Size and Range). Read when the node is replaced, not before: an earlier
+    // rewrite may have replaced the node that computes it (a Reshape of a Reshape).
+    bool reads_data;
   };
   std::vector<Rewrite> rewrites;
   for (const auto& up : g.nodes()) {
@@ -159,11 +162,11 @@ bool resolve_shapes(Graph& g, PassContext& ctx) {
     if (OpRegistry::get().lookup(n) == nullptr) continue;
     if (n.op_type() == "Size") {
       if (auto dims = resolved_dims(n.input(0), bound); dims && !n.input(0)->type().fully_static())
-        rewrites.push_back({&n, {{"dims", Attribute::of_strings(*dims)}}, {}});
+        rewrites.push_back({&n, {{"dims", Attribute::of_strings(*dims)}}, false});
       continue;
     }
     if (n.op_type() == "Range") {
-      if (auto attrs = range_attrs(n, bound, info)) rewrites.push_back({&n, std::move(*attrs), {}});
+      if (auto attrs = range_attrs(n, bound, info)) rewrites.push_back({&n, std::move(*attrs), false});
       continue;
     }
     bool reshape_like = n.op_type() == "Reshape" || n.op_type() == "Expand";
@@ -183,15 +186,17 @@ bool resolve_shapes(Graph& g, PassContext& ctx) {
       attrs = std::move(*s);
     }
     attrs["shape"] = Attribute::of_strings(*dims);
-    rewrites.push_back({&n, std::move(attrs), {n.input(0)}});
+    rewrites.push_back({&n, std::move(attrs), true});
   }
   if (rewrites.empty()) return false;
   for (Rewrite& r : rewrites) {
     Node& old = *r.node;
     std::string op = old.op_type(), name = old.name(), source = old.source();
     Type type = old.output(0)->type();
+    std::vector<Value*> inputs;
+    if (r.reads_data) inputs.push_back(old.input(0));
     replace_nodes(g, {&old}, {old.output(0)}, [&](Node* before, const std::vector<std::string>& names) {
-      Node* n = g.insert_node(before, op, r.inputs, names, std::string(kTccDomain), name);
+      Node* n = g.insert_node(before, op, inputs, names, std::string(kTccDomain), name);
       n->set_source(source);
       n->output(0)->set_type(type);
       for (auto& [k, a] : r.attrs) n->set_attr(k, std::move(a));
