@@ -56,7 +56,8 @@ struct CompileTimings {
 struct AutotuneSummary {
   std::vector<std::string> sources;  // per kernel: measured | cache | heuristic
   int measured = 0, from_cache = 0, heuristic = 0;
-  std::string note;  // one line: whose measurements were used, or why none were
+  int budget_cut = 0;  // of those from the cache or by heuristics, the ones the tuning budget left unmeasured
+  std::string note;    // one line: whose measurements were used, or why none were; what the budget cut
 };
 
 struct ModuleContents {

@@ -188,6 +188,7 @@ std::vector<KernelConfig> candidates(const kir::Kernel& k) {
 }
 
 std::string config_text(const kir::Kernel& k, const KernelConfig& c) {
+  if (k.kind == kir::Kind::Attention) return "attention template";
   if (k.kind == kir::Kind::Gemm && c.tile > 0)
     return gemm_template_text(c);
   if (k.kind == kir::Kind::Gemm) return "cublaslt #" + std::to_string(c.algo);

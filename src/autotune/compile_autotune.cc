@@ -35,7 +35,8 @@ bool mode_autotunes(const CompileMode& m) {
 
 std::vector<KernelConfig> compile_autotune(const std::vector<kir::Kernel>& kernels,
                                            const std::map<std::string, int64_t>& sizes, const std::string& cache_path,
-                                           const std::string& device_name, AutotuneSummary& summary) {
+                                           const std::string& device_name, double budget_s,
+                                           AutotuneSummary& summary) {
   autotune::LoadedCache cache;
   if (!cache_path.empty()) {
     cache = autotune::load_cache(cache_path);
@@ -47,6 +48,7 @@ std::vector<KernelConfig> compile_autotune(const std::vector<kir::Kernel>& kerne
   options.cache = &cache.entries;
   options.device_name = device_name;
   options.measurer = gpu ? &*gpu : nullptr;
+  options.budget_s = budget_s;
   autotune::ProgressBar bar = autotune::ProgressBar::for_stderr("kernels tuned");
   if (gpu) options.progress = [&](size_t done, size_t total) { bar.update(done, total); };
   autotune::TuneResult r = autotune::tune_kernels(kernels, sizes, options);
@@ -58,8 +60,9 @@ std::vector<KernelConfig> compile_autotune(const std::vector<kir::Kernel>& kerne
   summary.measured = r.by_measurement;
   summary.from_cache = r.from_cache;
   summary.heuristic = r.by_heuristic;
+  summary.budget_cut = r.cut_by_budget;
   if (gpu)
-    summary.note = r.device_note;
+    summary.note = r.device_note + autotune::budget_summary(r, budget_s);
   else if (cache_path.empty())
     summary.note = "no GPU (" + no_gpu + ") and no --cache: heuristic configurations";
   else

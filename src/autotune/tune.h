@@ -56,6 +56,11 @@ struct KernelChoice {
   std::string note;                 // a cache entry that did not fit, a failed default...
 };
 
+// What `--tune-budget` defaults to: seconds of measuring (candidates' NVRTC
+// builds and timings) in which a model of the zoo's size tunes its heaviest
+// kernels, so a cold max-autotune compile ends within about a minute.
+inline constexpr double kDefaultTuneBudgetSeconds = 45;
+
 struct TuneOptions {
   const std::vector<CacheEntry>* cache = nullptr;  // entries read from --cache (and imports)
   std::string device_name;  // without a GPU: whose cache entries to use (--device-name)
@@ -63,6 +68,14 @@ struct TuneOptions {
   bool measure_cached = false;   // with a GPU: re-measure kernels the cache already has
   bool refine = true;            // coordinate descent around the best of the grid
   std::function<void(size_t done, size_t total)> progress;
+  // Seconds the measuring may take in all (0: no limit). Kernels are measured
+  // in order of their estimated share of the step (bytes moved and FLOPs at
+  // `sizes`), so a budget buys the heaviest first; a kernel whose signature an
+  // earlier one of this run had is tuned once. Once the budget is spent, no
+  // further candidate is timed: a kernel being measured keeps its best so far,
+  // the rest their cache entry or default (cut_by_budget counts them).
+  double budget_s = 0;
+  std::function<double()> clock;  // seconds, monotonic; unset: std::chrono::steady_clock
 };
 
 struct TuneResult {
@@ -71,7 +84,15 @@ struct TuneResult {
   std::vector<CacheEntry> measured;   // new cache entries (only measured ones)
   std::string device_note;            // one line: whose entries were used, or why none
   int from_cache = 0, by_measurement = 0, by_heuristic = 0;
+  int cut_by_budget = 0;   // kernels the budget left unmeasured (counted in from_cache or by_heuristic)
+  int shared = 0;          // kernels that took an earlier kernel's measurement (counted in by_measurement)
+  double spent_s = 0;      // seconds the tuning took
 };
+
+// The note of a candidate or kernel the budget left unmeasured.
+std::string budget_note(double budget_s);
+// "; 41.2 s of the 45 s budget, 3 kernels left unmeasured" (empty without a budget).
+std::string budget_summary(const TuneResult& r, double budget_s);
 
 TuneResult tune_kernels(const std::vector<kir::Kernel>& kernels, const std::map<std::string, int64_t>& sizes,
                         const TuneOptions& options);

@@ -222,7 +222,7 @@ CompileResult compile(const CompileRequest& req) {
   if (autotunes) {
     m.autotune.emplace();
     m.configs = compile_autotune(r.schedule.kernels, hinted_sizes(g, o.shape_hints, kUnhintedRunSize), req.cache,
-                                 req.device_name, *m.autotune);
+                                 req.device_name, req.tune_budget_s, *m.autotune);
     after("autotune");
   }
 

@@ -31,6 +31,7 @@
 #include "codegen/profiles.h"
 #include "codegen/schedule.h"
 #include "passes/pass_manager.h"
+#include "src/autotune/tune.h"
 #include "src/compiler/saved_activations.h"
 #include "src/compiler/train_flags.h"
 
@@ -48,6 +49,7 @@ struct CompileRequest {
   bool time_passes = false;  // the pass manager's table of times and counters, on stderr
   std::string cache;         // tuning cache (modes that autotune)
   std::string device_name;   // whose cache entries to use without a GPU (modes that autotune)
+  double tune_budget_s = autotune::kDefaultTuneBudgetSeconds;  // seconds of measuring (0: no limit)
   // Called after each stage that runs, with its name (kCompileStages) and the
   // main graph as that stage left it.
   std::function<void(const std::string& stage, const Graph& graph)> print_after;

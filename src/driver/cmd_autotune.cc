@@ -31,6 +31,7 @@ struct AutotuneCli {
   std::string import_file;
   std::string export_file;
   bool no_refine = false;
+  double budget_s = autotune::kDefaultTuneBudgetSeconds;
 };
 
 // A cache the user names for --import or --export must be one.
@@ -94,6 +95,7 @@ ExitCode run_autotune(AutotuneCli& c) {
   options.measurer = gpu ? &*gpu : nullptr;
   options.measure_cached = true;
   options.refine = !c.no_refine;
+  options.budget_s = c.budget_s;
   autotune::ProgressBar bar = autotune::ProgressBar::for_stderr("kernels");
   if (gpu) options.progress = [&](size_t done, size_t total) { bar.update(done, total); };
   autotune::TuneResult r = autotune::tune_kernels(schedule.kernels, sizes, options);
@@ -103,7 +105,7 @@ ExitCode run_autotune(AutotuneCli& c) {
     std::cout << "tcc autotune: no GPU present (" << no_gpu << "): configurations chosen by heuristics and from the "
               << "cache (" << r.device_note << "); nothing measured, nothing written to " << c.cache << "\n";
   else
-    std::cout << "tcc autotune: " << r.device_note << "\n";
+    std::cout << "tcc autotune: " << r.device_note << autotune::budget_summary(r, c.budget_s) << "\n";
   std::cout << autotune::tuning_table(schedule.kernels, r, steps);
   if (!r.measured.empty()) {
     autotune::print_warnings("autotune", autotune::add_to_cache(c.cache, r.measured));
@@ -126,6 +128,11 @@ CommandRunner setup_autotune(CLI::App& cmd) {
                  "Without a GPU: use the cache entries of this device (as the driver names it)");
   cmd.add_option("--shape-hint", c->shape_hints, "Sizes of symbolic dims to tune at, e.g. batch=8,seq=128 (default 8)");
   cmd.add_flag("--no-refine", c->no_refine, "Skip the coordinate-descent refinement around the best candidate");
+  cmd.add_option("--tune-budget", c->budget_s,
+                 "Seconds of measuring, heaviest kernels first; what it leaves keeps its cache entry or default "
+                 "(0: no limit)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd.add_option("--import", c->import_file, "Add the valid entries of this cache file to --cache");
   cmd.add_option("--export", c->export_file, "Write the valid entries of --cache to this file");
   return [c]() { return run_autotune(*c); };

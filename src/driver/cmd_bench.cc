@@ -20,6 +20,7 @@
 
 #include "codegen/profiles.h"
 #include "frontends/load_model.h"
+#include "src/autotune/compile_autotune.h"
 #include "src/driver/commands.h"
 #include "src/driver/run_support.h"
 #include "src/interp/interpreter.h"
@@ -44,6 +45,7 @@ struct BenchOptions {
   double duration = 0;
   bool check = false;
   bool bound_inputs = false;
+  double tune_budget = autotune::kDefaultTuneBudgetSeconds;
 };
 
 // Steps of each traced mode `tcc profile` records with CUPTI.
@@ -149,10 +151,13 @@ ExitCode run_bench(const BenchOptions& o) {
   std::vector<profiler::BenchSettings> settings;
   for (const CompileMode* mode : modes) {
     std::string dir = (scratch / mode->name).string();
+    std::vector<std::string> tuning;
+    if (mode_autotunes(*mode)) tuning = {"--tune-budget", std::to_string(o.tune_budget)};
     std::cerr << cmd << ": " << mode->name << ": compiling for this GPU (tcc compile";
     for (const std::string& flag : device_flags(arch)) std::cerr << " " << flag;
+    for (const std::string& flag : tuning) std::cerr << " " << flag;
     std::cerr << ")\n";
-    double compile_s = compile_module(o.model, dir, mode->name, hints, arch);
+    double compile_s = compile_module(o.model, dir, mode->name, hints, arch, tuning);
     profiler::BenchSettings& s = settings.emplace_back();
     s.warmup = o.warmup;
     s.iterations = o.iterations;
@@ -201,6 +206,10 @@ CommandRunner setup(CLI::App& cmd, bool profile) {
   cmd.add_option("--iterations", o->iterations, "Timed steps (default: until the median is stable)");
   cmd.add_option("--duration", o->duration, "Time steps for this many seconds instead");
   cmd.add_option("--device", o->device, "Device profile for the roofline (default: from the GPU's name)");
+  cmd.add_option("--tune-budget", o->tune_budget,
+                 "Seconds of measuring each autotuning mode's compile may take (0: no limit)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd.add_flag("--check", o->check, "Compare each mode's outputs with the reference interpreter; exit 1 on a mismatch");
   cmd.add_flag("--bound-inputs", o->bound_inputs,
                "CUDA graph modes: time the replay alone, as for a caller that writes its inputs into the graph's "

@@ -220,6 +220,10 @@ CommandRunner setup_compile(CLI::App& cmd) {
                                      "see tcc autotune)");
   cmd.add_option("--device-name", req.device_name,
                  "Without a GPU: use the tuning cache entries of this device (as the driver names it)");
+  cmd.add_option("--tune-budget", req.tune_budget_s,
+                 "Seconds of measuring the tuning may take, heaviest kernels first (modes that autotune; 0: no limit)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd.add_flag("--list-modes", c->list_modes, "List the compile modes and what each turns on, and exit");
   cmd.add_option("--print-after", c->print_after,
                  "Print the main graph as text IR to stderr after these compile stages (repeatable): load, shapes, "

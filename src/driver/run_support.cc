@@ -109,8 +109,10 @@ std::vector<std::string> device_flags(const std::string& device_arch) {
 }
 
 double compile_module(const std::string& model, const std::string& dir, const std::string& mode,
-                      const std::string& shape_hints, const std::string& device_arch) {
+                      const std::string& shape_hints, const std::string& device_arch,
+                      const std::vector<std::string>& extra_flags) {
   std::vector<std::string> args = {"tcc", "compile", model, "-o", dir, "--mode", mode};
+  args.insert(args.end(), extra_flags.begin(), extra_flags.end());
   if (!shape_hints.empty()) args.insert(args.end(), {"--shape-hint", shape_hints});
   if (!device_arch.empty())
     for (const std::string& flag : device_flags(device_arch)) args.push_back(flag);

@@ -33,13 +33,14 @@ std::string npy_file_name(const std::string& value_name);
 // written for. The default compiles sm_80 and sm_90.
 extern const std::vector<std::string> kCubinArchs;
 
-// Runs `tcc compile MODEL -o DIR --mode MODE` (this binary, so the compile is
+// Runs `tcc compile MODEL -o DIR --mode MODE [EXTRA_FLAGS...]` (this binary, so the compile is
 // exactly the command users run and its time is what they would see) with
 // its summary suppressed. With a `device_arch` ("sm_90"), the module is for
 // that GPU only, as a JIT compiles (device_flags). Returns the wall time in
 // seconds; InputError when the compile fails (its own message is on stderr).
 double compile_module(const std::string& model, const std::string& dir, const std::string& mode,
-                      const std::string& shape_hints, const std::string& device_arch);
+                      const std::string& shape_hints, const std::string& device_arch,
+                      const std::vector<std::string>& extra_flags = {});
 
 // The `tcc compile` flags of a module for one GPU of `device_arch`: no host
 // kernels, and the device's cubin alone (no other arch, no PTX) when tcc has

@@ -3,10 +3,12 @@
 // table `tcc autotune` prints from it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
 #include "codegen/emit.h"
+#include "codegen/memory_plan.h"
 #include "src/autotune/candidates.h"
 #include "src/autotune/signature.h"
 #include "src/autotune/table.h"
@@ -19,14 +21,16 @@ namespace {
 // Fastest at 128 threads, one row per block and float4 where legal (10 us),
 // a row cache or tiles saving a quarter microsecond; 1024-thread configs "fail to
 // compile"; library kernels are fastest with the third-ranked algorithm and
-// "offer" only seven; records what it was asked.
+// "offer" only seven; records what it was asked, each timing taking a second
+// of the fixture's clock.
 class FakeBench : public KernelBench {
  public:
-  FakeBench(std::set<std::string>& timed, const kir::Kernel& k, bool default_fails)
-      : timed_(timed), k_(k), default_fails_(default_fails) {}
+  FakeBench(std::set<std::string>& timed, double& clock, const kir::Kernel& k, bool default_fails)
+      : timed_(timed), clock_(clock), k_(k), default_fails_(default_fails) {}
   void precompile(const std::vector<KernelConfig>& configs) override { precompiled_ += configs.size(); }
   std::optional<double> time_us(const KernelConfig& c, std::string& note) override {
     timed_.insert(k_.name + " " + config_text(k_, c));
+    clock_ += 1;
     if (c.block == 1024 || (default_fails_ && c == default_config(k_))) {
       note = "failed to compile: synthetic";
       return std::nullopt;
@@ -46,6 +50,7 @@ class FakeBench : public KernelBench {
 
  private:
   std::set<std::string>& timed_;
+  double& clock_;
   const kir::Kernel& k_;
   bool default_fails_;
 };
@@ -56,7 +61,7 @@ class AutotuneTune : public ::testing::Test {
     model_ = schedule_model("tests/fixtures/gpt2_block.onnx");
     measurer_.device = {"Fake GPU", "sm_90", "13.0", "13.0"};
     measurer_.bench = [this](const kir::Kernel& k, const std::map<std::string, int64_t>&) {
-      return std::make_unique<FakeBench>(timed_, k, k.name == failing_default_);
+      return std::make_unique<FakeBench>(timed_, clock_, k, k.name == failing_default_);
     };
   }
   const std::vector<kir::Kernel>& kernels() const { return model_.schedule.kernels; }
@@ -65,8 +70,64 @@ class AutotuneTune : public ::testing::Test {
   ScheduledModel model_;
   Measurer measurer_;
   std::set<std::string> timed_;
+  double clock_ = 0;
   std::string failing_default_;
 };
+
+// Whether any candidate of kernel `name` was timed.
+bool timed_kernel(const std::set<std::string>& timed, const std::string& name) {
+  return std::any_of(timed.begin(), timed.end(), [&](const std::string& t) { return t.rfind(name + " ", 0) == 0; });
+}
+
+// A budget of 12 timings: the heaviest kernel (the block's MLP GEMM or
+// attention, by bytes and FLOPs) is measured first, timing stops once the
+// budget is spent, and the kernels after it keep their defaults with the
+// budget's note.
+TEST_F(AutotuneTune, BudgetMeasuresTheHeaviestKernelsFirstAndStops) {
+  TuneOptions o;
+  o.measurer = &measurer_;
+  o.budget_s = 12;
+  o.clock = [this] { return clock_; };
+  TuneResult r = tune_kernels(kernels(), {}, o);
+  EXPECT_GE(clock_, 12);
+  EXPECT_LE(clock_, 12 + 1);  // the timing that crossed the budget is the last
+  EXPECT_GT(r.cut_by_budget, 0);
+  EXPECT_EQ(r.by_measurement + r.by_heuristic, tunable());
+  EXPECT_EQ(r.by_heuristic, r.cut_by_budget);
+  EXPECT_DOUBLE_EQ(r.spent_s, clock_);
+  size_t heaviest = 0;
+  uint64_t most = 0;
+  for (size_t i = 0; i < kernels().size(); ++i) {
+    uint64_t w = static_cast<uint64_t>(evaluate_bytes(bytes_moved(kernels()[i]), {}) +
+                                       evaluate_bytes(flop_count(kernels()[i]), {}) / 16);
+    if (w > most) most = w, heaviest = i;
+  }
+  EXPECT_EQ(r.kernels[heaviest].source, KernelChoice::Source::Measured) << kernels()[heaviest].name;
+  for (size_t i = 0; i < kernels().size(); ++i) {
+    const KernelChoice& c = r.kernels[i];
+    if (c.source != KernelChoice::Source::Heuristic) continue;
+    EXPECT_FALSE(timed_kernel(timed_, kernels()[i].name)) << kernels()[i].name;
+    EXPECT_EQ(c.note, budget_note(12)) << kernels()[i].name;
+    EXPECT_EQ(c.config, default_config(kernels()[i]));
+  }
+  EXPECT_EQ(budget_summary(r, 12).rfind("; " , 0), 0u);
+  EXPECT_NE(budget_summary(r, 12).find("kernels left unmeasured"), std::string::npos) << budget_summary(r, 12);
+}
+
+// Two kernels of one signature (the same kernel twice): timed once, both take its choice.
+TEST_F(AutotuneTune, IdenticalKernelsAreTunedOnce) {
+  std::vector<kir::Kernel> twice = {kernels().front(), kernels().front()};
+  twice[1].name += "_again";
+  TuneOptions o;
+  o.measurer = &measurer_;
+  TuneResult r = tune_kernels(twice, {}, o);
+  EXPECT_EQ(r.shared, 1);
+  EXPECT_EQ(r.by_measurement, 2);
+  EXPECT_EQ(r.measured.size(), 1u);
+  EXPECT_FALSE(timed_kernel(timed_, twice[1].name));
+  EXPECT_EQ(r.configs[0], r.configs[1]);
+  EXPECT_EQ(r.kernels[1].note, "tuned once with " + twice[0].name + " (the same signature)");
+}
 
 TEST_F(AutotuneTune, MeasuresEveryKernelAndRecordsTheFastest) {
   TuneOptions o;
