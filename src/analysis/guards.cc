@@ -5,6 +5,28 @@
 
 namespace tcc {
 
+namespace {
+
+// c10's ScalarType name of a dtype ("Float", "Double", "Half", "Long"), as
+// TENSOR_MATCH's dtype failures write it.
+std::string scalar_type_name(DType t) {
+  switch (t) {
+    case DType::F16: return "Half";
+    case DType::BF16: return "BFloat16";
+    case DType::F32: return "Float";
+    case DType::F64: return "Double";
+    case DType::I8: return "Char";
+    case DType::U8: return "Byte";
+    case DType::I16: return "Short";
+    case DType::I32: return "Int";
+    case DType::I64: return "Long";
+    case DType::Bool: return "Bool";
+    default: return torch_dtype_name(t);
+  }
+}
+
+}  // namespace
+
 // Whether dim d of input i is the innermost dim of a tensor of rank 2 or more:
 // a symbolic size there is also guarded through the outer dim's stride
 // (`x.stride()[d-1] == x.size()[d]`), which a size of 0 breaks (torch makes
@@ -124,8 +146,8 @@ std::vector<std::string> GuardSet::failures(const CallRecord& call, const int64_
   for (int i : inputs_) {
     const InputSignature& in = sig_->inputs[i];
     if (dtypes_[i] != DType::Undefined && call.dtypes[i] != dtypes_[i])
-      out.push_back(prefix + "tensor '" + in.name + "' dtype mismatch. expected " + torch_dtype_name(dtypes_[i]) +
-                    ", actual " + torch_dtype_name(call.dtypes[i]));
+      out.push_back(prefix + "tensor '" + in.name + "' dtype mismatch. expected " + scalar_type_name(dtypes_[i]) +
+                    ", actual " + scalar_type_name(call.dtypes[i]));
     // torch checks a tensor's device and requires_grad before its sizes, its strides after them.
     if (std::string placement = placement_failure(i, call); !placement.empty()) out.push_back(prefix + placement);
     const size_t reasons_before_sizes = out.size();

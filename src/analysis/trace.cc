@@ -348,8 +348,10 @@ class TraceBuilder {
     const InputSignature& in = sig_.inputs[idx];
     auto dt = parse_torch_dtype(dtype_text);
     if (!dt) throw InputError(where() + ": input '" + in.name + "': unknown dtype '" + std::string(dtype_text) + "'");
-    if (in.dtype != DType::Undefined && *dt != in.dtype)
-      fail(in.name, "dtype " + torch_dtype_name(in.dtype), torch_dtype_name(*dt));
+    // A float input may arrive in another float dtype (torch retraces; the guards see the change):
+    // the graph's breaks do not depend on which. Anything else must be the model's dtype.
+    if (in.dtype != DType::Undefined && *dt != in.dtype && !(is_float(in.dtype) && is_float(*dt)))
+      fail(in.name, "dtype " + torch_dtype_name(in.dtype) + " (or another float dtype)", torch_dtype_name(*dt));
     if (shape_.size() != in.fixed.size())
       fail(in.name, "rank " + std::to_string(in.fixed.size()), "rank " + std::to_string(shape_.size()) + " " +
                                                                      shape_text(shape_));
