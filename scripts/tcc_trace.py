@@ -10,13 +10,16 @@ same name (`names={"param": "input"}` renames): a tensor as its shape and
 dtype, with "requires_grad", "device" and "stride" where they are not the
 defaults (False, CPU, row-major), which torch's TENSOR_MATCH guards; a Python
 float, int or bool as {"scalar": v}, which torch guards by value or makes
-symbolic. Other arguments (None, lists, modules) are left out. The recorder
-reads tensors through their attributes only (shape, dtype, stride(),
-requires_grad, device), so it needs no import of torch itself.
+symbolic. Other arguments (None, lists, modules) are left out. A call made
+with grad mode off (under torch.no_grad()) adds "$grad_mode": false, which
+torch's GLOBAL_STATE guard checks. The recorder reads tensors through their
+attributes only (shape, dtype, stride(), requires_grad, device) and grad mode
+from the torch the program imported, so it needs no import of torch itself.
 """
 import functools
 import inspect
 import json
+import sys
 
 __all__ = ["record", "entry"]
 
@@ -65,6 +68,9 @@ def record(fn, path, names=None):
             e = entry(value)
             if e is not None:
                 line[names.get(name, name)] = e
+        torch = sys.modules.get("torch")
+        if torch is not None and not torch.is_grad_enabled():
+            line["$grad_mode"] = False
         out.write(json.dumps(line) + "\n")
         out.flush()
         return fn(*args, **kwargs)

@@ -91,6 +91,7 @@ std::string GuardSet::stride_failure(int i, const CallRecord& call, const int64_
 }
 
 bool GuardSet::check(const CallRecord& call, const int64_t* values) const {
+  if (grad_mode_ && call.grad_mode != *grad_mode_) return false;
   for (int i : inputs_) {
     if (dtypes_[i] != DType::Undefined && call.dtypes[i] != dtypes_[i]) return false;
     if (float_guarded_[i] && call.floats[i] != float_values_[i]) return false;
@@ -143,6 +144,8 @@ bool GuardSet::breaks_fact(const int64_t* values, std::string* fact_text) const 
 std::vector<std::string> GuardSet::failures(const CallRecord& call, const int64_t* values) const {
   std::vector<std::string> out;
   const std::string prefix = compile_id_ + ": ";
+  // The global state guard comes first.
+  if (grad_mode_ && call.grad_mode != *grad_mode_) out.push_back(prefix + "GLOBAL_STATE changed: grad_mode");
   for (int i : inputs_) {
     const InputSignature& in = sig_->inputs[i];
     if (dtypes_[i] != DType::Undefined && call.dtypes[i] != dtypes_[i])

@@ -43,6 +43,8 @@ class GuardSet {
   std::vector<bool>& float_guarded() { return float_guarded_; }
   std::vector<double>& float_values() { return float_values_; }
   std::vector<Relation>& relations() { return relations_; }
+  // The grad mode the variant was compiled under (GLOBAL_STATE); nullopt: not guarded.
+  std::optional<bool>& grad_mode() { return grad_mode_; }
   // Per input: the layout a tensor input had when the variant was compiled
   // (TENSOR_MATCH's device, requires_grad and strides); nullopt: not a tensor the graph reads.
   std::vector<std::optional<TensorLayout>>& layouts() { return layouts_; }
@@ -88,6 +90,7 @@ class GuardSet {
   std::vector<double> float_values_;
   std::vector<Relation> relations_;
   std::vector<std::optional<TensorLayout>> layouts_;
+  std::optional<bool> grad_mode_;
 };
 
 }  // namespace tcc

@@ -133,6 +133,7 @@ class GraphSimulator {
     g.float_guarded().assign(n, false);
     g.float_values().assign(n, 0.0);
     g.layouts().assign(n, std::nullopt);
+    g.grad_mode() = rec.grad_mode;
     for (int i : inputs_) {
       EntryKind k = rec.kinds[i];
       if (k == EntryKind::Tensor) {

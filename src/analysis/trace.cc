@@ -15,6 +15,9 @@ namespace tcc {
 
 namespace {
 
+// A call's grad mode, beside its inputs: `"$grad_mode": false` (default true).
+constexpr std::string_view kGradModeKey = "$grad_mode";
+
 // A JSON reader for the one shape of object a trace line has. Hand-written
 // because a general JSON DOM costs more per line than the whole simulation;
 // strings without escapes come back as views into the line, so a common line
@@ -187,6 +190,7 @@ class TraceBuilder {
     std::fill(layouts_.begin(), layouts_.end(), 0u);
     std::fill(floats_.begin(), floats_.end(), 0.0);
     std::fill(values_.begin(), values_.end(), -1);
+    grad_mode_ = true;
     LineParser p(text, trace_.file, line_);
     parse(p);
     trace_.calls.push_back(intern());
@@ -223,6 +227,11 @@ class TraceBuilder {
       do {
         std::string_view name = p.string(name_scratch_);
         p.expect(':', "after an input name");
+        if (name == kGradModeKey) {
+          grad_mode_ = p.literal("true");
+          if (!grad_mode_ && !p.literal("false")) p.fail("\"$grad_mode\" must be true or false");
+          continue;
+        }
         int idx = find_input(name, previous);
         if (idx < 0) {
           std::string known;
@@ -420,13 +429,15 @@ class TraceBuilder {
       mix(std::bit_cast<uint64_t>(floats_[i]));
     }
     for (int64_t v : values_) mix(static_cast<uint64_t>(v));
+    mix(grad_mode_);
     const size_t n = trace_.num_inputs, k = trace_.num_classes;
     int64_t found = rows_.find(h, [&](uint32_t row) {
       return std::equal(kinds_.begin(), kinds_.end(), trace_.kinds.begin() + row * n) &&
              std::equal(dtypes_.begin(), dtypes_.end(), trace_.dtypes.begin() + row * n) &&
              std::equal(layouts_.begin(), layouts_.end(), trace_.layouts.begin() + row * n) &&
              (n == 0 || std::memcmp(floats_.data(), trace_.floats.data() + row * n, n * sizeof(double)) == 0) &&
-             std::equal(values_.begin(), values_.end(), trace_.class_values.begin() + row * k);
+             std::equal(values_.begin(), values_.end(), trace_.class_values.begin() + row * k) &&
+             (trace_.grad_modes[row] != 0) == grad_mode_;
     });
     if (found >= 0) return static_cast<uint32_t>(found);
     check_facts();
@@ -435,6 +446,7 @@ class TraceBuilder {
     trace_.layouts.insert(trace_.layouts.end(), layouts_.begin(), layouts_.end());
     trace_.floats.insert(trace_.floats.end(), floats_.begin(), floats_.end());
     trace_.class_values.insert(trace_.class_values.end(), values_.begin(), values_.end());
+    trace_.grad_modes.push_back(grad_mode_);
     rows_.insert(h);
     return static_cast<uint32_t>(trace_.distinct_count++);
   }
@@ -448,6 +460,7 @@ class TraceBuilder {
   std::vector<EntryKind> kinds_;
   std::vector<DType> dtypes_;
   std::vector<uint32_t> layouts_;
+  bool grad_mode_ = true;
   std::vector<double> floats_;
   std::vector<int64_t> values_;
   std::vector<int64_t> shape_;

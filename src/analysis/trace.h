@@ -91,6 +91,7 @@ struct CallRecord {
   const uint32_t* layouts;      // per input: its TensorLayout in layout_table
   const std::vector<TensorLayout>* layout_table;
   const TensorLayout& layout(int input) const { return (*layout_table)[layouts[input]]; }
+  bool grad_mode = true;  // torch.is_grad_enabled() at the call (GLOBAL_STATE)
 };
 
 // The distinct calls as rows of struct-of-arrays storage: row r holds
@@ -107,11 +108,13 @@ struct Trace {
   std::vector<int64_t> class_values;
   std::vector<uint32_t> layouts;
   std::vector<TensorLayout> layout_table = {TensorLayout{}};
+  std::vector<uint8_t> grad_modes;  // per row: whether grad mode was on
   std::vector<uint32_t> calls;  // per call (trace order): its row
 
   CallRecord distinct(uint32_t row) const {
     return {kinds.data() + row * num_inputs, dtypes.data() + row * num_inputs, floats.data() + row * num_inputs,
-            class_values.data() + row * num_classes, layouts.data() + row * num_inputs, &layout_table};
+            class_values.data() + row * num_classes, layouts.data() + row * num_inputs, &layout_table,
+            grad_modes[row] != 0};
   }
 };
 

@@ -1,10 +1,11 @@
 """scripts/tcc_trace.py records a loop's calls as the trace explain reads.
 
 Tensors are stand-ins with torch's attributes (shape, dtype, stride(),
-requires_grad, device), so the test needs no torch: the loops of
-tests/fidelity/2.15/requires_grad_change and stride_change, recorded, give
-the prediction tcc gives for the oracle's traces, which matches what real
-torch did (the recording's compiles and first guard failure).
+requires_grad, device), and grad mode a stand-in torch module's, so the test
+needs no torch: the loops of tests/fidelity/2.15/requires_grad_change,
+stride_change and grad_mode_change, recorded, give the prediction tcc gives
+for the oracle's traces, which matches what real torch did (the recording's
+compiles and first guard failure).
 
 Usage: recorder_test.py TCC SOURCE_DIR
 """
@@ -13,6 +14,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import types
 
 
 class FakeTensor:
@@ -46,15 +48,19 @@ def main():
 
     failures = 0
     model = "tests/fidelity/models/relu2d.tir"
+    # Each call: its tensor and whether grad mode is on.
     loops = {
-        "requires_grad_change": [FakeTensor([4, 8]), FakeTensor([4, 8], requires_grad=True)],
-        "stride_change": [FakeTensor([4, 8]), FakeTensor([4, 8], stride=[1, 4])],
+        "requires_grad_change": [(FakeTensor([4, 8]), True), (FakeTensor([4, 8], requires_grad=True), True)],
+        "stride_change": [(FakeTensor([4, 8]), True), (FakeTensor([4, 8], stride=[1, 4]), True)],
+        "grad_mode_change": [(FakeTensor([4, 8]), True), (FakeTensor([4, 8]), False), (FakeTensor([4, 8]), True)],
     }
+    grad = [True]
+    sys.modules["torch"] = types.SimpleNamespace(is_grad_enabled=lambda: grad[0])
     with tempfile.TemporaryDirectory() as tmp:
-        for scenario, xs in loops.items():
+        for scenario, calls in loops.items():
             path = os.path.join(tmp, scenario + ".jsonl")
             step = tcc_trace.record(lambda x: x, path)
-            for x in xs:
+            for x, grad[0] in calls:
                 step(x)
             step.close()
             got = explain(tcc, root, model, path)
