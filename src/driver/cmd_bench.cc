@@ -150,9 +150,9 @@ ExitCode run_bench(const BenchOptions& o) {
   for (const CompileMode* mode : modes) {
     std::string dir = (scratch / mode->name).string();
     std::cerr << cmd << ": " << mode->name << ": compiling for this GPU (tcc compile";
-    for (const std::string& flag : device_flags(arch)) std::cerr << " " << flag;
+    for (const std::string& flag : device_flags(arch, m.device)) std::cerr << " " << flag;
     std::cerr << ")\n";
-    double compile_s = compile_module(o.model, dir, mode->name, hints, arch);
+    double compile_s = compile_module(o.model, dir, mode->name, hints, arch, m.device);
     profiler::BenchSettings& s = settings.emplace_back();
     s.warmup = o.warmup;
     s.iterations = o.iterations;
