@@ -8,6 +8,7 @@
 
 #include "codegen/kernel_config.h"
 #include "codegen/kernel_ir.h"
+#include "codegen/kernel_schedule.h"
 
 namespace tcc {
 
@@ -27,7 +28,7 @@ struct LaunchConfig {
 // parameters (buffer pointers in Kernel::buffers order, then one int64_t per
 // size parameter, then the workspace pointer when launch_config gives one).
 // `configs` holds one KernelConfig per kernel, or is empty for every kernel's
-// default_config.
+// default_config (kernel_schedule.h) for the default device.
 std::string emit_cuda(const std::vector<kir::Kernel>& kernels, const std::vector<KernelConfig>& configs = {});
 // Whether kernel k with `config` is a library call with no CUDA source: every
 // Conv kernel (cuDNN) and a Gemm kernel unless config.tile picks tcc's template.
@@ -41,32 +42,11 @@ std::vector<std::vector<size_t>> shard_kernels(const std::vector<kir::Kernel>& k
 LaunchConfig launch_config(const kir::Kernel& k, const KernelConfig& config);
 LaunchConfig launch_config(const kir::Kernel& k);  // with default_config(k)
 
-// The emitter's own choices: 256-thread pointwise blocks moving four f32
-// elements per access where vectorizes(k), or tiled where transpose_axis(k)
-// finds an axis; column reductions whose rows split
-// in columns (column_split); other reductions row_reduction_config.
-KernelConfig default_config(const kir::Kernel& k);
-// One row per block of a power of two from 64 to 512 threads giving each
-// thread about eight elements (128 threads for rows of symbolic length),
-// split as reduction_split says, with the row cache fitting_row_cache gives.
-KernelConfig row_reduction_config(const kir::Kernel& k);
 // Empty where c's row_cache is valid for reduction kernel k, else why not: a
 // cache needs one block per row (no split, no columns), a later pass that reads
 // what an earlier one computed, at most 64 registers of cached values per
 // thread, and a static row that fits row_cache x block.
 std::string row_cache_refusal(const kir::Kernel& k, const KernelConfig& c);
-// The smallest power-of-two row cache at c's block that holds a whole row (of
-// a symbolic length: of 1024 elements), or 0 where none may (row_cache_refusal).
-int fitting_row_cache(const kir::Kernel& k, const KernelConfig& c);
-// The split of a column reduction's default columns config: enough slices of
-// its rows for sixteen blocks per H100 SM; 0 where the default is
-// row_reduction_config (not reduces_columns, rows that do not split, or a
-// symbolic row count).
-int column_split(const kir::Kernel& k);
-// Kernel i's config: configs[i], or its default_config when `configs` is empty
-// (a module compiled without tuning).
-KernelConfig config_of(const std::vector<kir::Kernel>& kernels, const std::vector<KernelConfig>& configs, size_t i);
-
 // Whether a pointwise kernel can move four f32 elements per access (float4).
 bool vectorizes(const kir::Kernel& k);
 
@@ -90,11 +70,6 @@ bool splits_rows(const kir::Kernel& k);
 // rows. One block per row reads one float from each 32-byte sector there;
 // KernelConfig::columns lets a warp read 32 rows' elements together.
 bool reduces_columns(const kir::Kernel& k);
-
-// The emitter's choice of KernelConfig::split: 1 (one block per row) unless
-// the rows are few and long and splits_rows(k) (emit_cuda.cc says when). Split
-// kernels launch a grid of [rows, split, 1] and take a workspace.
-int reduction_split(const kir::Kernel& k);
 
 // Host C++: one `extern "C" void NAME(void* const* buffers, const int64_t* sizes)`
 // per kernel of every kind (Gemm and Conv as loops), buffers and sizes in the kernel's

@@ -34,23 +34,11 @@ using emitc::define;
 using emitc::size_expr;
 using kir::Op;
 
-constexpr int kPointwiseBlock = 256;
 // Tiled pointwise kernels (KernelConfig::tiled) turn kTile x kTile tiles
 // round in shared memory; a static extent below kMinTiledExtent along either
 // tile axis would leave most of each tile empty.
 constexpr int kTile = 32;
 constexpr int64_t kMinTiledExtent = 8;
-// Row reductions give each thread about kRowElementsPerThread elements of its
-// slice, in a power of two of kMinRowBlock to kMaxRowBlock threads, and rows of
-// symbolic length kSymbolicRowBlock. The H100's tables (bench/results,
-// 2026-11-25, the GPT-2 block's training step) put rows of 512 and 768 at their
-// fastest with 64 or 128 threads (softmax over 512: 152 us at 64, 168 at 128,
-// 207 at 256), and 1024 threads last in every table.
-constexpr int kRowElementsPerThread = 8;
-constexpr int kMinRowBlock = 64;
-constexpr int kMaxRowBlock = 512;
-constexpr int kSymbolicRowBlock = 128;
-constexpr int kVectorWidth = 4;
 constexpr int64_t kInt32Limit = int64_t{1} << 31;
 
 // Split reductions. One block per row leaves most of the GPU idle when rows are
@@ -66,35 +54,9 @@ constexpr int64_t kInt32Limit = int64_t{1} << 31;
 // row's result before its next pass. Column reductions (reduces_columns) split
 // the same way, a block taking a slice of 32 neighbouring rows, and each of
 // its threads along x arrives for its own row. The host target has no split: it runs a
-// row in one loop. The thresholds, in one place:
-// - kSplitMaxRows: from an H100's SM count of rows on, one block per row
-//   already gives every SM a block.
-// - kSplitMinRowLength: a static row shorter than this is at most 64 KB of
-//   f32, which one block reduces in a few microseconds; partials and atomics
-//   would cost about what they save.
-// - kSplitBlocks: the blocks wanted in all, two per SM of that GPU.
-// - kSplitMinSlice: the elements each block still reduces, so that a block's
-//   start-up and its partial's round trip stay small beside its work.
-// Rows of symbolic length (with a static row count under kSplitMaxRows) split
-// too, since they may be long; such a kernel uses only the slices the length
-// needs at run time (one slice: no workspace traffic at all).
-constexpr int64_t kSplitMaxRows = 132;
-constexpr int64_t kSplitMinRowLength = 16384;
-constexpr int64_t kSplitBlocks = 2 * 132;
-constexpr int64_t kSplitMinSlice = 4096;
-// Column reductions (reduces_columns) read a row's elements in 256-thread
-// blocks of kColumnRows rows by 8 (KernelConfig::columns) by default where
-// their rows split and their row count is static: every warp then reads 128
-// contiguous bytes, where one block per row reads 4 bytes of each 32-byte
-// sector. The rows are cut into as many slices as kColumnSplitBlocks blocks
-// need (at most kColumnMaxSplit), each of at least kColumnMinSlice elements
-// (32 per thread along y). The H100's tables (2026-11-25: bias gradients over
-// 4096 rows of 768 to 3072 columns) were fastest at 16 slices of 256 rows,
-// 1.3x to 1.6x faster than the two blocks per SM that split 3 to 11 ways.
-constexpr int kColumnBlock = 256;
-constexpr int64_t kColumnSplitBlocks = 16 * 132;
-constexpr int64_t kColumnMaxSplit = 64;
-constexpr int64_t kColumnMinSlice = 256;
+// row in one loop. Which kernels split, and how many ways, is kernel_schedule.cc's
+// choice (reduction_split, column_split).
+
 // Row caches (KernelConfig::row_cache). A body with passes after the first
 // (softmax: max, sum, store; layer norm: mean, variance, store) reads its row
 // once per pass. With a cache of R, the thread holding elements
@@ -102,13 +64,9 @@ constexpr int64_t kColumnMinSlice = 256;
 // later pass reads, so every element is loaded and computed once, as Inductor's
 // persistent reductions do. The passes unroll over u and accumulate in the
 // looped path's order, so both paths give the same bits.
-// - kRowCacheRegisters: the 32-bit registers one thread's cached values may
-//   take (an 8-byte value takes two); larger caches would spill.
-// - kSymbolicCachedRow: a row of symbolic length is cached by default up to
-//   this many elements, which covers the sequence lengths attention sees at
-//   GPT-2 sizes; a longer row takes the looped path, chosen at each launch.
+// kRowCacheRegisters: the 32-bit registers one thread's cached values may
+// take (an 8-byte value takes two); larger caches would spill.
 constexpr int kRowCacheRegisters = 64;
-constexpr int64_t kSymbolicCachedRow = 1024;
 // The looped path's elements per unrolled iteration (CudaKernel::looped).
 constexpr int kLoopUnroll = 4;
 // The workspace: rows x split partials of 8 bytes (every accumulator type
@@ -255,21 +213,6 @@ RowCachePlan plan_row_cache(const kir::Kernel& k, const emitc::ReductionPlan& p)
   for (size_t i = 0; i < k.body.size(); ++i)
     if (c.kept[i]) c.registers += dtype_size(k.body[i].dtype) == 8 ? 2 : 1;
   return c;
-}
-
-// A power of two from 32 to 1024 giving each thread about four elements of a
-// static row (of a slice, when the row is split); rows of symbolic length get
-// a fixed middle size.
-int reduction_block(const kir::Kernel& k) {
-  SymExpr len = row_length(k);
-  int64_t split = reduction_split(k);
-  if (!len.is_constant() && split == 1) return kSymbolicRowBlock;
-  // A symbolic row that splits is cut into slices of kSplitMinSlice elements.
-  int64_t slice = len.is_constant() ? (len.constant_value() + split - 1) / split : kSplitMinSlice;
-  int64_t want = (slice + kRowElementsPerThread - 1) / kRowElementsPerThread;
-  int b = kMinRowBlock;
-  while (b < kMaxRowBlock && b < want) b *= 2;
-  return b;
 }
 
 class CudaKernel : emitc::CodeWriter {
@@ -683,14 +626,6 @@ class CudaKernel : emitc::CodeWriter {
 
 }  // namespace
 
-KernelConfig row_reduction_config(const kir::Kernel& k) {
-  KernelConfig c;
-  c.block = reduction_block(k);
-  c.split = reduction_split(k);
-  c.row_cache = fitting_row_cache(k, c);
-  return c;
-}
-
 std::string row_cache_refusal(const kir::Kernel& k, const KernelConfig& c) {
   if (c.row_cache == 0) return "";
   const int R = c.row_cache;
@@ -708,46 +643,6 @@ std::string row_cache_refusal(const kir::Kernel& k, const KernelConfig& c) {
     return "a row of " + std::to_string(len.constant_value()) + " elements does not fit " + std::to_string(R) +
            " per thread of " + std::to_string(c.block);
   return "";
-}
-
-int fitting_row_cache(const kir::Kernel& k, const KernelConfig& c) {
-  if (k.kind != kir::Kind::Reduction || c.block < 1) return 0;
-  SymExpr len = row_length(k);
-  int64_t want = len.is_constant() ? len.constant_value() : kSymbolicCachedRow;
-  int64_t per_thread = (want + c.block - 1) / c.block;
-  int R = 1;
-  while (R < per_thread && R < kMaxRowCache) R *= 2;
-  KernelConfig cached = c;
-  cached.row_cache = R;
-  return R >= per_thread && row_cache_refusal(k, cached).empty() ? R : 0;
-}
-
-int column_split(const kir::Kernel& k) {
-  if (!reduces_columns(k) || !splits_rows(k)) return 0;
-  SymExpr rows = row_count(k), len = row_length(k);
-  if (!rows.is_constant() || rows.constant_value() < 1) return 0;
-  int64_t groups = (rows.constant_value() + kColumnRows - 1) / kColumnRows;
-  int64_t split = std::min(kColumnMaxSplit, (kColumnSplitBlocks + groups - 1) / groups);
-  if (len.is_constant()) split = std::min(split, len.constant_value() / kColumnMinSlice);
-  return static_cast<int>(std::max<int64_t>(split, 1));
-}
-
-KernelConfig default_config(const kir::Kernel& k) {
-  KernelConfig c;
-  if (k.kind == kir::Kind::Pointwise) {
-    c.block = kPointwiseBlock;
-    c.vector_width = vectorizes(k) ? kVectorWidth : 1;
-    c.tiled = transpose_axis(k) >= 0;
-  } else if (k.kind == kir::Kind::Reduction) {
-    if (int split = column_split(k)) {
-      c.block = kColumnBlock;
-      c.columns = true;
-      c.split = split;
-    } else {
-      c = row_reduction_config(k);
-    }
-  }
-  return c;
 }
 
 std::string emit_cuda(const std::vector<kir::Kernel>& kernels, const std::vector<KernelConfig>& configs) {
@@ -772,10 +667,6 @@ std::string emit_cuda(const std::vector<kir::Kernel>& kernels, const std::vector
     else if (!runs_library(k, c)) out += "\n" + CudaKernel(k, c).print();
   }
   return out;
-}
-
-KernelConfig config_of(const std::vector<kir::Kernel>& kernels, const std::vector<KernelConfig>& configs, size_t i) {
-  return configs.empty() ? default_config(kernels[i]) : configs[i];
 }
 
 bool runs_library(const kir::Kernel& k, const KernelConfig& config) {
@@ -821,16 +712,6 @@ bool splits_rows(const kir::Kernel& k) {
   if (k.kind != kir::Kind::Reduction) return false;
   emitc::ReductionPlan p = emitc::plan_reduction(k);
   return p.reductions.size() == 1 && p.passes.back().empty();
-}
-
-int reduction_split(const kir::Kernel& k) {
-  if (!splits_rows(k)) return 1;
-  SymExpr rows = row_count(k), len = row_length(k);
-  if (!rows.is_constant() || rows.constant_value() < 1 || rows.constant_value() >= kSplitMaxRows) return 1;
-  if (len.is_constant() && len.constant_value() < kSplitMinRowLength) return 1;
-  int64_t split = (kSplitBlocks + rows.constant_value() - 1) / rows.constant_value();
-  if (len.is_constant()) split = std::min(split, len.constant_value() / kSplitMinSlice);
-  return split > 1 ? static_cast<int>(split) : 1;
 }
 
 LaunchConfig launch_config(const kir::Kernel& k, const KernelConfig& config) {

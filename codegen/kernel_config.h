@@ -1,8 +1,10 @@
 // How one kernel is emitted and launched: the knobs autotuning (src/autotune)
 // turns. It lives in codegen because it is the emitter's input (and, for the
-// library calls, the manifest's); codegen/emit_cuda.cc's default_config() gives
-// today's fixed choices, so a module compiled without tuning is unchanged.
+// library calls, the manifest's); codegen/kernel_schedule.h's default_config()
+// gives the choices without tuning.
 #pragma once
+
+#include <cstdint>
 
 #include "src/module/kernel_abi.h"
 
@@ -15,6 +17,14 @@ inline constexpr int kMaxRowCache = 16;
 
 // The rows a column-reduction block takes side by side: a warp's worth.
 constexpr int kColumnRows = 32;
+// The f32 elements a vectorized access moves (a float4).
+inline constexpr int kVectorWidth = 4;
+// The fewest elements one block of a split row reduces (a slice), so that a
+// block's start-up and its partial's round trip stay small beside its work; a
+// row of symbolic length is cut into slices of this many at run time.
+// kColumnMinSlice: the same for column reductions (32 per thread along y).
+inline constexpr int64_t kSplitMinSlice = 4096;
+inline constexpr int64_t kColumnMinSlice = 256;
 
 struct KernelConfig {
   int block = 256;          // threads per block (a multiple of 32, at most 1024)

@@ -413,6 +413,8 @@ int Lowering::size_value(DType dtype, const SymExpr& size) {
 // The frame a value naturally lines up with: a keepdims=0 reduction's result
 // and what is computed from it alone use the kept axes (frame 1), everything
 // else the main frame (0); -1 for values that take their consumer's frame.
+// A value with more axes than the kept frame, such as x - max(x) with
+// keepdims=0, broadcasts the result back over the reduced input: frame 0.
 int Lowering::natural_frame(const Value* v) {
   if (auto it = natural_.find(v); it != natural_.end()) return it->second;
   int frame = -1;
@@ -427,6 +429,7 @@ int Lowering::natural_frame(const Value* v) {
         int f = in == nullptr ? -1 : natural_frame(in);
         if (f == 0 || frame < 0) frame = f == 0 ? 0 : std::max(frame, f);
       }
+      if (frame == 1 && shape_of(v).size() > frames_[1].shape.size()) frame = 0;
     }
   }
   natural_.emplace(v, frame);

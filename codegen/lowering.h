@@ -142,6 +142,8 @@ class Lowering {
   // The frame a value naturally lines up with: a keepdims=0 reduction's result
   // and what is computed from it alone use the kept axes (frame 1), everything
   // else the main frame (0); -1 for values that take their consumer's frame.
+  // A value with more axes than the kept frame, such as x - max(x) with
+  // keepdims=0, broadcasts the result back over the reduced input: frame 0.
   int natural_frame(const Value* v);
   int lower(const Value* v, int frame);
   int lower_uncached(const Value* v, int frame);

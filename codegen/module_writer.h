@@ -33,7 +33,7 @@ struct CompileOptions {
   std::vector<std::string> archs = {"sm_80", "sm_90"};
   bool ptx = true;
   bool host = true;                           // host.cc / host.so: the kernels' CPU versions (tcc run --host)
-  std::string device = "h100";                // roofline estimates in the report
+  std::string device = kDefaultDevice;         // the schedule's SM count, the report's roofline estimates
   std::map<std::string, int64_t> shape_hints;  // report sizes for symbols; unhinted ones are 1
 };
 

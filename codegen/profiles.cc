@@ -81,6 +81,7 @@ const Profiles& profiles() {
         d.description = field<std::string>(j, "description", f);
         d.arch = field<std::string>(j, "arch", f);
         d.sms = field<int>(j, "sms", f);
+        TCC_CHECK(d.sms > 0) << "profiles/" << f.path << " has " << d.sms << " SMs";
         d.bytes_per_s = field<double>(j, "memory_bandwidth_tb_per_s", f) * 1e12;
         d.tensor_flop_per_s = field<double>(j, "tensor_core_tflop_per_s", f) * 1e12;
         d.fp32_flop_per_s = field<double>(j, "fp32_tflop_per_s", f) * 1e12;
@@ -114,6 +115,7 @@ const std::vector<DeviceProfile>& all_devices() { return profiles().devices; }
 
 const CompileMode& find_mode(const std::string& name) { return find_named(all_modes(), name, "mode"); }
 const DeviceProfile& find_device(const std::string& name) { return find_named(all_devices(), name, "device"); }
+const DeviceProfile& default_device() { return find_device(kDefaultDevice); }
 
 std::string modes_table() {
   std::ostringstream os;

@@ -23,7 +23,9 @@ struct CompileMode {
   std::vector<const Feature*> features;  // what it turns on
 };
 
-// Peak rates for the roofline estimates of the compile report.
+// A GPU the compile targets: its SM count for the schedule's decisions
+// (codegen/kernel_schedule.h), its peak rates for the roofline estimates of
+// the compile report.
 struct DeviceProfile {
   std::string name;         // --device value: "h100"
   std::string description;  // "NVIDIA H100 SXM 80GB (HBM3)"
@@ -34,6 +36,9 @@ struct DeviceProfile {
   double fp32_flop_per_s = 0;    // f32 without tensor cores
 };
 
+// The device `tcc compile` targets without --device.
+inline constexpr const char* kDefaultDevice = "h100";
+
 const std::vector<Feature>& all_features();
 const std::vector<CompileMode>& all_modes();      // by name
 const std::vector<DeviceProfile>& all_devices();  // by name
@@ -41,6 +46,7 @@ const std::vector<DeviceProfile>& all_devices();  // by name
 // An unknown name is an InputError listing the known ones.
 const CompileMode& find_mode(const std::string& name);
 const DeviceProfile& find_device(const std::string& name);
+const DeviceProfile& default_device();  // find_device(kDefaultDevice)
 
 // The table `tcc compile --list-modes` prints: each mode, its description and
 // its features, unbuilt ones marked with the reason.

@@ -322,12 +322,38 @@ class Fuser {
 
   // ---- 2. reduction ---------------------------------------------------------
 
+  // Whether a value of the kept shape, broadcast over the full shape, lines up
+  // with the kept axes. Always with keepdims=1; with keepdims=0 broadcasting
+  // right-aligns it, so its axes fall on the trailing ones (or on ones of extent
+  // 1): x - max(x) over every axis or over the leading ones lines up, over
+  // axis 1 of [n, n] it would read another row's result, which the row's
+  // kernel never computes.
+  static bool kept_lines_up(const Group& gr) {
+    size_t lead = gr.full.size() - gr.kept.size();
+    if (lead == 0) return true;
+    size_t k = 0;  // the kept value's axis that full axis a is
+    for (size_t a = 0; a < gr.full.size(); ++a) {
+      if (std::binary_search(gr.axes.begin(), gr.axes.end(), static_cast<int64_t>(a))) continue;
+      const Dim& d = gr.kept[k];
+      if (a != lead + k && !(d.is_static() && d.value() == 1)) return false;
+      ++k;
+    }
+    return true;
+  }
+
   // Whether n computes over the group's shapes: a pointwise node producing the
-  // full or the kept shape, or a reduction like the group's.
+  // full or the kept shape, or a reduction like the group's. A full-shaped node
+  // reading a kept-shaped value stays out where that value would not line up
+  // (kept_lines_up); whether the value is the group's result or comes from
+  // outside, since the node that computes it may join after n.
   bool fits_reduction(const Group& gr, const Node& n) const {
     if (role(&n) == KernelRole::Pointwise) {
       const Dims& s = shape_of(n.output(0));
-      return s == gr.full || s == gr.kept;
+      if (s == gr.kept) return true;
+      if (s != gr.full) return false;
+      return kept_lines_up(gr) || std::none_of(n.inputs().begin(), n.inputs().end(), [&](const Value* in) {
+               return in != nullptr && shape_of(in) == gr.kept;
+             });
     }
     if (role(&n) != KernelRole::Reduction) return false;
     std::optional<std::vector<int64_t>> axes = reduction_axes(n);

@@ -116,8 +116,8 @@ std::string invalid_reason(const kir::Kernel& k, const KernelConfig& c) {
   return row_cache_refusal(k, c);
 }
 
-std::vector<KernelConfig> candidates(const kir::Kernel& k) {
-  std::vector<KernelConfig> out = {default_config(k)};
+std::vector<KernelConfig> candidates(const kir::Kernel& k, const DeviceProfile& device) {
+  std::vector<KernelConfig> out = {default_config(k, device)};
   auto add = [&](const KernelConfig& c) {
     if (invalid_reason(k, c).empty() && std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
   };
@@ -154,7 +154,7 @@ std::vector<KernelConfig> candidates(const kir::Kernel& k) {
   } else {
     std::vector<int> rows = {1};
     if (many_rows(k)) rows = {1, 2, 4};
-    const KernelConfig row_default = row_reduction_config(k);
+    const KernelConfig row_default = row_reduction_config(k, device);
     KernelConfig c;
     // Each with the row cache that fits it (where the body may cache one) and without.
     for (int r : rows)

@@ -10,6 +10,7 @@
 
 #include "codegen/kernel_config.h"
 #include "codegen/kernel_ir.h"
+#include "codegen/profiles.h"
 
 namespace tcc::autotune {
 
@@ -18,8 +19,8 @@ namespace tcc::autotune {
 // or for an all-f32 gemm `tile` (tcc's template) instead.
 std::string invalid_reason(const kir::Kernel& k, const KernelConfig& c);
 
-// The grid to benchmark for a Pointwise or Reduction kernel, default_config(k)
-// first, the rest in a fixed order without duplicates, all valid for k:
+// The grid to benchmark for a Pointwise or Reduction kernel, default_config(k,
+// device) first, the rest in a fixed order without duplicates, all valid for k:
 //   pointwise: block 64..1024 x vector width 1 (and 4 where the kernel vectorizes),
 //     and 32 x 32 tiles at each block where transpose_axis finds an axis;
 //   reduction: block 32..1024 x rows per block 1, 2, 4 (more rows only for many rows),
@@ -29,7 +30,7 @@ std::string invalid_reason(const kir::Kernel& k, const KernelConfig& c);
 //   the library does not offer for the problem fails to run and is dropped);
 //   gemm with f32 operands: also tcc's tensor-core template at each of kGemmTiles,
 //   and at its two-stage tiles of 64 x 64 or less split-K by 2, 4 and 8.
-std::vector<KernelConfig> candidates(const kir::Kernel& k);
+std::vector<KernelConfig> candidates(const kir::Kernel& k, const DeviceProfile& device = default_device());
 
 // "block=256 vec=4" or "block=256 tiled" (pointwise), "block=128 rows=2",
 // "block=64 rows=1 cache=8" or "block=256 rows=1 split=16" (reduction), "cublaslt #2" (gemm: cuBLASLt's third-ranked algorithm),

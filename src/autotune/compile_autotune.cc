@@ -34,9 +34,9 @@ bool mode_autotunes(const CompileMode& m) {
 }
 
 std::vector<KernelConfig> compile_autotune(const std::vector<kir::Kernel>& kernels,
-                                           const std::map<std::string, int64_t>& sizes, const std::string& cache_path,
-                                           const std::string& device_name, double budget_s,
-                                           AutotuneSummary& summary) {
+                                           const std::map<std::string, int64_t>& sizes, const DeviceProfile& device,
+                                           const std::string& cache_path, const std::string& device_name,
+                                           double budget_s, AutotuneSummary& summary) {
   autotune::LoadedCache cache;
   if (!cache_path.empty()) {
     cache = autotune::load_cache(cache_path);
@@ -46,6 +46,7 @@ std::vector<KernelConfig> compile_autotune(const std::vector<kir::Kernel>& kerne
   std::optional<autotune::Measurer> gpu = autotune::gpu_measurer(no_gpu);
   autotune::TuneOptions options;
   options.cache = &cache.entries;
+  options.device = &device;
   options.device_name = device_name;
   options.measurer = gpu ? &*gpu : nullptr;
   options.budget_s = budget_s;

@@ -22,12 +22,12 @@ bool mode_autotunes(const CompileMode& m);
 
 // One config per kernel, measured on the GPU when there is one within
 // `budget_s` seconds (0: no limit; new measurements go to the cache at
-// `cache_path` when given), else from the cache, else default_config;
-// `summary` says which and why.
+// `cache_path` when given), else from the cache, else default_config for
+// `device`; `summary` says which and why.
 std::vector<KernelConfig> compile_autotune(const std::vector<kir::Kernel>& kernels,
-                                           const std::map<std::string, int64_t>& sizes, const std::string& cache_path,
-                                           const std::string& device_name, double budget_s,
-                                           AutotuneSummary& summary);
+                                           const std::map<std::string, int64_t>& sizes, const DeviceProfile& device,
+                                           const std::string& cache_path, const std::string& device_name,
+                                           double budget_s, AutotuneSummary& summary);
 
 namespace autotune {
 

@@ -71,7 +71,7 @@ double weight(const kir::Kernel& k, const std::map<std::string, int64_t>& sizes)
 void measure(const kir::Kernel& k, const std::map<std::string, int64_t>& sizes, const TuneOptions& o,
              const Budget& budget, KernelChoice& choice, TuneResult& result) {
   std::unique_ptr<KernelBench> bench = o.measurer->bench(k, sizes);
-  std::vector<KernelConfig> grid = candidates(k);
+  std::vector<KernelConfig> grid = candidates(k, *o.device);
   bench->precompile(grid);
   for (const KernelConfig& c : grid) {
     CandidateRow row{c, std::nullopt, ""};
@@ -169,7 +169,7 @@ TuneResult tune_kernels(const std::vector<kir::Kernel>& kernels, const std::map<
     KernelChoice choice;
     choice.op = op_summary(k, sizes);
     choice.signature = kernel_signature(k, sizes);
-    choice.config = default_config(k);
+    choice.config = default_config(k, *o.device);
     const CacheEntry* entry = nullptr;
     if (o.cache && o.measurer) entry = find_entry(*o.cache, o.measurer->device, choice.signature);
     else if (o.cache && !name.empty()) entry = find_entry_by_name(*o.cache, name, choice.signature);
@@ -209,7 +209,7 @@ TuneResult tune_kernels(const std::vector<kir::Kernel>& kernels, const std::map<
       }
     }
     if (choice.rows.empty())
-      for (const KernelConfig& c : candidates(k)) {
+      for (const KernelConfig& c : candidates(k, *o.device)) {
         CandidateRow row{c, std::nullopt, "not measured"};
         if (entry && c == entry->config) row = {c, entry->time_us, ""};
         choice.rows.push_back(row);

@@ -13,6 +13,7 @@
 
 #include "codegen/kernel_config.h"
 #include "codegen/kernel_ir.h"
+#include "codegen/profiles.h"
 #include "src/autotune/tuning_cache.h"
 
 namespace tcc::autotune {
@@ -62,6 +63,7 @@ struct KernelChoice {
 inline constexpr double kDefaultTuneBudgetSeconds = 45;
 
 struct TuneOptions {
+  const DeviceProfile* device = &default_device();  // the heuristic's and the grid's default_config
   const std::vector<CacheEntry>* cache = nullptr;  // entries read from --cache (and imports)
   std::string device_name;  // without a GPU: whose cache entries to use (--device-name)
   Measurer* measurer = nullptr;  // null: no GPU

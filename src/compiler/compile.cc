@@ -122,7 +122,7 @@ std::vector<CudaBinary> build(const CompileRequest& req, const ModuleContents& m
     for (const std::vector<size_t>& group : shard_kernels(kernels, generated, units)) {
       std::vector<KernelConfig> configs;
       for (size_t i : group)
-        if (!m.configs.empty()) configs.push_back(m.configs[i]);
+        configs.push_back(m.configs[i]);
       sources.shards.push_back(emit_cuda(kernels_of(kernels, group), configs));
     }
     auto binaries = compile_cuda(sources, o.archs, o.ptx, nvrtc_jobs);
@@ -218,12 +218,16 @@ CompileResult compile(const CompileRequest& req) {
   t.memory = ms_since(stage);
   after("memory");
 
+  // Every kernel's config, for the target device: measured or cached in modes
+  // that autotune, else the schedule's defaults.
   ModuleContents m;
   if (autotunes) {
     m.autotune.emplace();
-    m.configs = compile_autotune(r.schedule.kernels, hinted_sizes(g, o.shape_hints, kUnhintedRunSize), req.cache,
-                                 req.device_name, req.tune_budget_s, *m.autotune);
+    m.configs = compile_autotune(r.schedule.kernels, hinted_sizes(g, o.shape_hints, kUnhintedRunSize), device,
+                                 req.cache, req.device_name, req.tune_budget_s, *m.autotune);
     after("autotune");
+  } else {
+    m.configs = default_configs(r.schedule.kernels, device);
   }
 
   stage = Clock::now();

@@ -154,10 +154,10 @@ ExitCode run_bench(const BenchOptions& o) {
     std::vector<std::string> tuning;
     if (mode_autotunes(*mode)) tuning = {"--tune-budget", std::to_string(o.tune_budget)};
     std::cerr << cmd << ": " << mode->name << ": compiling for this GPU (tcc compile";
-    for (const std::string& flag : device_flags(arch)) std::cerr << " " << flag;
+    for (const std::string& flag : device_flags(arch, m.device)) std::cerr << " " << flag;
     for (const std::string& flag : tuning) std::cerr << " " << flag;
     std::cerr << ")\n";
-    double compile_s = compile_module(o.model, dir, mode->name, hints, arch, tuning);
+    double compile_s = compile_module(o.model, dir, mode->name, hints, arch, m.device, tuning);
     profiler::BenchSettings& s = settings.emplace_back();
     s.warmup = o.warmup;
     s.iterations = o.iterations;

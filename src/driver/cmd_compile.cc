@@ -213,7 +213,9 @@ CommandRunner setup_compile(CLI::App& cmd) {
                  "threads to spare (default: hardware threads)");
   cmd.add_option("--shape-hint", c->shape_hints, "Sizes of symbolic dims for the report (default 1) and for "
                                                  "max-autotune's measurements (default 8), e.g. batch=8,seq=128");
-  cmd.add_option("--device", req.options.device, "Device profile for the report's estimates: " + devices)
+  cmd.add_option("--device", req.options.device,
+                 "Target device profile (its SM count sizes split reductions, its peak rates the report's "
+                 "estimates): " + devices)
       ->capture_default_str();
   cmd.add_flag("--time-passes", req.time_passes, "Print a table of pass times and counters to stderr");
   cmd.add_option("--cache", req.cache, "Tuning cache to take kernel configurations from (modes that autotune; "

@@ -103,19 +103,22 @@ bool is_module_dir(const std::string& path) { return fs::is_regular_file(fs::pat
 
 const std::vector<std::string> kCubinArchs = {"sm_80", "sm_86", "sm_89", "sm_90"};
 
-std::vector<std::string> device_flags(const std::string& device_arch) {
-  if (std::find(kCubinArchs.begin(), kCubinArchs.end(), device_arch) == kCubinArchs.end()) return {"--no-host"};
-  return {"--no-host", "--arch", device_arch, "--no-ptx"};
+std::vector<std::string> device_flags(const std::string& device_arch, const std::string& device) {
+  std::vector<std::string> flags = {"--no-host"};
+  if (std::find(kCubinArchs.begin(), kCubinArchs.end(), device_arch) != kCubinArchs.end())
+    flags.insert(flags.end(), {"--arch", device_arch, "--no-ptx"});
+  if (!device.empty()) flags.insert(flags.end(), {"--device", device});
+  return flags;
 }
 
 double compile_module(const std::string& model, const std::string& dir, const std::string& mode,
-                      const std::string& shape_hints, const std::string& device_arch,
+                      const std::string& shape_hints, const std::string& device_arch, const std::string& device,
                       const std::vector<std::string>& extra_flags) {
   std::vector<std::string> args = {"tcc", "compile", model, "-o", dir, "--mode", mode};
   args.insert(args.end(), extra_flags.begin(), extra_flags.end());
   if (!shape_hints.empty()) args.insert(args.end(), {"--shape-hint", shape_hints});
   if (!device_arch.empty())
-    for (const std::string& flag : device_flags(device_arch)) args.push_back(flag);
+    for (const std::string& flag : device_flags(device_arch, device)) args.push_back(flag);
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

@@ -36,16 +36,18 @@ extern const std::vector<std::string> kCubinArchs;
 // Runs `tcc compile MODEL -o DIR --mode MODE [EXTRA_FLAGS...]` (this binary, so the compile is
 // exactly the command users run and its time is what they would see) with
 // its summary suppressed. With a `device_arch` ("sm_90"), the module is for
-// that GPU only, as a JIT compiles (device_flags). Returns the wall time in
-// seconds; InputError when the compile fails (its own message is on stderr).
+// that GPU only, as a JIT compiles (device_flags), scheduled for the device
+// profile `device` where one is named. Returns the wall time in seconds;
+// InputError when the compile fails (its own message is on stderr).
 double compile_module(const std::string& model, const std::string& dir, const std::string& mode,
-                      const std::string& shape_hints, const std::string& device_arch,
+                      const std::string& shape_hints, const std::string& device_arch, const std::string& device = "",
                       const std::vector<std::string>& extra_flags = {});
 
 // The `tcc compile` flags of a module for one GPU of `device_arch`: no host
 // kernels, and the device's cubin alone (no other arch, no PTX) when tcc has
 // that target; a device newer than every target keeps them all and the PTX.
-std::vector<std::string> device_flags(const std::string& device_arch);
+// A named device profile `device` adds its --device.
+std::vector<std::string> device_flags(const std::string& device_arch, const std::string& device = "");
 
 // A directory that is a compiled module (holds manifest.json).
 bool is_module_dir(const std::string& path);

@@ -690,6 +690,9 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, CompiledModule,
                                                            {{"batch", 2}}},
                                            // Split reductions: their GPU numerics are checked against the host run.
                                            CompiledFixture{"long_rows", "tests/kernels/long_rows.tir", {{"n", 70000}}},
+                                           // keepdims=0 results broadcast back over what they reduce.
+                                           CompiledFixture{"keepdims_broadcast", "tests/kernels/keepdims_broadcast.tir",
+                                                           {{"n", 37}}},
                                            // A causal mask computed once per binding (binding constants).
                                            CompiledFixture{"causal_mask", "tests/fixtures/causal_mask.tir",
                                                            {{"b", 2}, {"s", 5}}},
