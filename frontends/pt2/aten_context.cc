@@ -127,6 +127,8 @@ std::vector<Value*> AtenNode::tensors(const std::string& arg) const {
 
 std::vector<Value*> AtenNode::opt_tensors(const std::string& arg) const {
   const json* a = arg_json(arg);
+  // A list with no None in it is serialized as plain tensors.
+  if (a && union_kind(*a) == "as_tensors") return tensors(arg);
   if (!a || union_kind(*a) != "as_optional_tensors" || !(*a)["as_optional_tensors"].is_array())
     wrong_kind(arg, "a list of optional tensors");
   std::vector<Value*> out;

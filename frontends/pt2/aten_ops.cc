@@ -8,6 +8,7 @@
 // the shape torch recorded, never a re-derivation of -1s and broadcasting.
 // A target with no rule here becomes an opaque node in the importer.
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <unordered_map>
 
@@ -78,6 +79,18 @@ Rule compare(const std::string& onnx_op, bool negate = false) {
 Rule logical(const std::string& onnx_op) {
   return [=](AtenNode& n) {
     n.result(onnx_op, {n.cast(n.tensor("self"), DType::Bool), n.cast(n.tensor("other"), DType::Bool)});
+  };
+}
+
+// bitwise_and / __and__ (and or, xor): logical on bools, bitwise on integers.
+Rule bitwise(const std::string& logical_op) {
+  return [=](AtenNode& n) {
+    DType t = n.out_meta(0).dtype;
+    Value* a = n.cast(n.tensor("self"), t);
+    Value* b = n.cast(n.tensor("other"), t);
+    if (t == DType::Bool) n.result(logical_op, {a, b});
+    else if (is_integer(t)) n.result("Bitwise" + logical_op, {a, b});
+    else n.fail("a bitwise " + logical_op + " of " + std::string(dtype_name(t)) + " tensors");
   };
 }
 
@@ -392,11 +405,21 @@ void select(AtenNode& n) {
   n.result("Gather", {x, n.sym_scalar(n.sym("index"))}, {{"axis", int_attr(axis)}});
 }
 
+// torch.cat skips 1-D tensors of size 0 whatever the others' rank (a key /
+// value cache's empty start, as Hugging Face's DynamicCache writes it).
 void cat(AtenNode& n) {
-  std::vector<Value*> in = n.tensors("tensors");
-  if (in.empty()) n.fail("cat of no tensors");
+  std::vector<Value*> in;
+  for (Value* v : n.tensors("tensors")) {
+    const Dims& d = *n.dims(v);
+    if (!(d.size() == 1 && d[0].is_static() && d[0].value() == 0)) in.push_back(v);
+  }
+  if (in.empty()) n.fail("cat of no tensors (or only empty ones)");
   DType t = n.out_meta(0).dtype;
   for (Value*& v : in) v = n.cast(v, t);
+  if (in.size() == 1) {
+    n.set_out(0, in[0]);
+    return;
+  }
   n.result("Concat", in, {{"axis", int_attr(norm_axis(n, n.i("dim", 0), n.rank(in[0])))}});
 }
 
@@ -408,17 +431,64 @@ void split(AtenNode& n) {
   n.op_n("Split", {x, n.shape_tensor(sizes)}, n.num_outputs(), {{"axis", int_attr(axis)}});
 }
 
+// x[i0, i1, ...]: one index tensor is a Gather along its dim; several leading
+// ones (no None among them) broadcast together and pick elements by their
+// tuples, a GatherND over the tuples stacked along a new last axis. Boolean
+// masks (data-dependent sizes) and indices after a None stay unmapped.
 bool index_tensor(AtenNode& n) {
   std::vector<Value*> idx = n.opt_tensors("indices");
-  int found = -1;
-  for (size_t k = 0; k < idx.size(); ++k) {
-    if (!idx[k]) continue;
-    if (found >= 0) return false;  // advanced indexing over several dims
-    found = static_cast<int>(k);
+  std::vector<size_t> present;
+  for (size_t k = 0; k < idx.size(); ++k)
+    if (idx[k]) present.push_back(k);
+  if (present.empty()) return false;
+  for (size_t k : present)
+    if (n.dtype(idx[k]) == DType::Bool) return false;
+  if (present.size() == 1) {
+    n.result("Gather", {n.tensor("self"), idx[present[0]]}, {{"axis", int_attr(static_cast<int64_t>(present[0]))}});
+    return true;
   }
-  if (found < 0 || n.dtype(idx[found]) == DType::Bool) return false;
-  n.result("Gather", {n.tensor("self"), idx[found]}, {{"axis", int_attr(found)}});
+  if (present.back() + 1 != present.size()) return false;  // only leading indices
+  Value* x = n.tensor("self");
+  std::vector<SymExpr> out = out_dims(n);
+  const size_t rest = n.rank(x) - present.size();
+  std::vector<SymExpr> broadcast(out.begin(), out.end() - static_cast<std::ptrdiff_t>(rest));
+  Value* shape = n.shape_tensor(broadcast);
+  std::vector<Value*> columns;
+  for (size_t k : present) {
+    Value* full = n.op("Expand", {n.cast(idx[k], DType::I64), shape});
+    columns.push_back(n.op("Unsqueeze", {full, n.ints_const({static_cast<int64_t>(broadcast.size())})}));
+  }
+  Value* tuples = n.op("Concat", columns, {{"axis", int_attr(-1)}});
+  n.result("GatherND", {x, tuples});
   return true;
+}
+
+// torch.cumsum: a CumSum in the output's dtype (a bool or integer input sums as int64).
+void cumsum(AtenNode& n) {
+  Value* x = n.tensor("self");
+  n.result("CumSum", {n.cast(x, n.out_meta(0).dtype), n.ints_const({norm_axis(n, n.i("dim"), n.rank(x))})});
+}
+
+// torch.diff: prepend and append joined along dim, then n times x[1:] - x[:-1] along it.
+void diff(AtenNode& n) {
+  Value* x = n.tensor("self");
+  const int64_t axis = norm_axis(n, n.i("dim", -1), n.rank(x));
+  std::vector<Value*> parts;
+  if (Value* pre = n.opt_tensor("prepend")) parts.push_back(pre);
+  parts.push_back(x);
+  if (Value* post = n.opt_tensor("append")) parts.push_back(post);
+  DType t = n.out_meta(0).dtype;
+  for (Value*& v : parts) v = n.cast(v, t);
+  Value* v = parts.size() == 1 ? parts[0] : n.op("Concat", parts, {{"axis", int_attr(axis)}});
+  const int64_t times = n.i("n", 1);
+  if (times < 1) n.fail("diff of order " + std::to_string(times));
+  Value* ax = n.ints_const({axis});
+  for (int64_t k = 0; k < times; ++k) {
+    Value* hi = n.op("Slice", {v, n.ints_const({1}), n.ints_const({INT64_MAX}), ax});
+    Value* lo = n.op("Slice", {v, n.ints_const({0}), n.ints_const({-1}), ax});
+    if (k + 1 == times) n.result(t == DType::Bool ? "Xor" : "Sub", {hi, lo});
+    else v = n.op(t == DType::Bool ? "Xor" : "Sub", {hi, lo});
+  }
 }
 
 void index_select(AtenNode& n) {
@@ -545,8 +615,14 @@ const std::unordered_map<std::string, std::function<bool(AtenNode&)>>& rules() {
     add({"aten.le.Tensor", "aten.le.Scalar"}, compare("LessOrEqual"));
     add({"aten.gt.Tensor", "aten.gt.Scalar"}, compare("Greater"));
     add({"aten.ge.Tensor", "aten.ge.Scalar"}, compare("GreaterOrEqual"));
-    add({"aten.logical_and.default", "aten.bitwise_and.Tensor"}, logical("And"));
-    add({"aten.logical_or.default", "aten.bitwise_or.Tensor"}, logical("Or"));
+    add({"aten.logical_and.default"}, logical("And"));
+    add({"aten.logical_or.default"}, logical("Or"));
+    add({"aten.logical_xor.default"}, logical("Xor"));
+    add({"aten.bitwise_and.Tensor", "aten.__and__.Tensor"}, bitwise("And"));
+    add({"aten.bitwise_or.Tensor", "aten.__or__.Tensor"}, bitwise("Or"));
+    add({"aten.bitwise_xor.Tensor", "aten.__xor__.Tensor"}, bitwise("Xor"));
+    add({"aten.cumsum.default"}, cumsum);
+    add({"aten.diff.default"}, diff);
     add({"aten.logical_not.default"}, [](AtenNode& n) { n.result("Not", {n.cast(n.tensor("self"), DType::Bool)}); });
     add({"aten.bitwise_not.default"}, [](AtenNode& n) {
       if (n.dtype(n.tensor("self")) != DType::Bool) n.fail("bitwise_not of a non-bool tensor is not supported");
@@ -571,7 +647,7 @@ const std::unordered_map<std::string, std::function<bool(AtenNode&)>>& rules() {
     add({"aten.gelu.default"}, gelu);
     add({"aten.hardtanh.default"}, hardtanh);
     add({"aten.leaky_relu.default"}, leaky_relu);
-    add({"aten.clone.default", "aten.contiguous.default", "aten.alias.default", "aten.detach.default",
+    add({"aten.clone.default", "aten.contiguous.default", "aten.alias.default", "aten.detach.default", "aten.detach_.default",
          "aten.lift_fresh_copy.default", "aten.dropout.default", "aten.feature_dropout.default"},
         alias);
     add({"aten._to_copy.default", "aten.to.dtype", "aten.to.dtype_layout", "aten.type_as.default"}, to_dtype);

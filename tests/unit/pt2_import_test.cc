@@ -35,7 +35,7 @@ void PrintTo(const Program& p, std::ostream* os) { *os << p.file; }
 
 std::vector<Program> programs() {
   std::vector<Program> out;
-  for (const char* m : {"mlp", "cnn", "gpt_block"})
+  for (const char* m : {"mlp", "cnn", "gpt_block", "hf_gpt2"})
     for (const char* suffix : {".pt2", ".core.pt2"}) out.push_back({m, std::string(m) + suffix});
   return out;
 }
