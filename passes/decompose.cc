@@ -10,6 +10,7 @@
 #include <unordered_set>
 
 #include "passes/pass.h"
+#include "src/ops/kernel_roles.h"
 #include "src/ops/op_registry.h"
 
 namespace tcc {
@@ -26,7 +27,9 @@ bool decompose(Graph& g, PassContext& ctx) {
     std::unordered_set<const Node*> unused;
     for (Node* n : candidates) {
       const OpDef* def = OpRegistry::get().lookup(*n);
-      if (def == nullptr || !def->decompose) continue;
+      // A node one kernel computes whole (an attention) keeps its form: its
+      // decomposition is for the nodes that kernel refuses, and for the backward.
+      if (def == nullptr || !def->decompose || kernel_role(*n) == KernelRole::Attention) continue;
       const std::string op = n->op_type();
       Expansion e(g, *n);
       if (!def->decompose(e)) {

@@ -7,6 +7,8 @@
 #include "src/autodiff/grad_rules.h"
 #include "src/autodiff/loss.h"
 #include "src/ir/emitter.h"
+#include "src/ops/decomposition.h"
+#include "src/ops/op_registry.h"
 #include "src/shape/shape_inference.h"
 
 namespace tcc {
@@ -18,6 +20,22 @@ void model_error(const Graph& g, const std::string& msg) {
 }
 
 // ---------------------------------------------------------------- training graph
+
+// Nodes whose op has no gradient rule but a decomposition (an Attention the
+// fused kernel would compute whole) are replaced by their pieces, which have
+// rules, so the backward differentiates through them.
+void expand_composites_without_rules(Graph& g) {
+  std::vector<Node*> candidates;
+  for (const auto& n : g.nodes()) candidates.push_back(n.get());
+  std::unordered_set<const Node*> taken_over;
+  for (Node* n : candidates) {
+    const OpDef* def = OpRegistry::get().lookup(*n);
+    if (def == nullptr || def->grad || !def->decompose) continue;
+    Expansion e(g, *n);
+    if (def->decompose(e) && !e.finished()) taken_over.insert(n);
+  }
+  if (!taken_over.empty()) g.erase_nodes_if([&](const Node& n) { return taken_over.count(&n) > 0; });
+}
 
 bool glob_match(const std::string& pattern, const std::string& name) {
   // Iterative matcher with one backtrack point for the last `*`.
@@ -184,7 +202,7 @@ class Backward {
   }
 
   void differentiate(const Node& n, std::vector<Value*> dys, std::vector<bool> wants) {
-    const GradRule* rule = n.domain().empty() ? find_grad_rule(n) : nullptr;
+    const GradRule* rule = find_grad_rule(n);
     if (!rule) {
       std::string why = no_grad_rule_reason(n);
       n.fail("tcc has no gradient rule for " + (n.domain().empty() ? "" : n.domain() + "::") + n.op_type() +
@@ -262,6 +280,8 @@ TrainingGraph build_training_graph(Model& model, const TrainOptions& opts) {
 
   Value* loss = opts.builtin_loss ? build_builtin_loss(g, *opts.builtin_loss)
                                   : find_output(g, opts.loss_output, "--loss");
+  infer_shapes(g);
+  expand_composites_without_rules(g);
   ShapeInfo info = infer_shapes(g);
   const Type& lt = loss->type();
   bool scalar = lt.is_tensor() && lt.has_rank() &&

@@ -420,11 +420,11 @@ bool known_dims(const Value* v) {
 // opset 13 (Unsqueeze's axes input, Softmax along one axis), where its dims
 // are unknown, for nonpad_kv_seqlen and the window attributes, when its
 // present or qk_matmul_output outputs are read, for a mask shorter than the
-// keys and for a softmax_precision other than T; and where the fused kernel
-// computes the node (attention_kernel_refusal).
+// keys and for a softmax_precision other than T. passes/decompose leaves the
+// nodes the fused kernel computes whole (attention_kernel_refusal); autodiff
+// differentiates any Attention through these pieces.
 bool decompose_attention(Expansion& e) {
   const Node& n = e.node();
-  if (kernel_role(n) == KernelRole::Attention) return false;
   if (e.onnx_opset() < 13 || !e.only_first_output_used() || n.has_input(kNonpad) || n.has_attr("left_window_size") ||
       n.has_attr("right_window_size"))
     return false;

@@ -104,6 +104,12 @@ Value* scatter_back(GradContext& c, Value* zeros, Value* index, Value* g, int64_
 // g divided by the elements averaged into each output (x's size over y's).
 Value* mean_share(GradContext& c);
 
+// The rules of the ops that only move or broadcast their data, shared by the
+// ONNX ops and tcc's symbolic-shape forms (tcc::Reshape, tcc::Expand):
+// Reshape's dy back to x's shape, Expand's dy summed over what it broadcast.
+void reshape_rule(GradContext& c);
+void expand_rule(GradContext& c);
+
 // g to the elements equal to y, split evenly among ties (as torch.amax);
 // `reduce` counts the ties with the reduction's axes kept.
 void to_extrema(GradContext& c, Value* g, Value* y, const std::function<Value*(Value*)>& reduce);

@@ -787,7 +787,6 @@ void space_to_depth_rule(GradContext& c) {
 }
 
 // d expand(x) = g summed back to x's shape
-void expand_rule(GradContext& c) { c.set(0, c.unbroadcast(c.dy(), 0)); }
 
 // Split(x) -> y0, y1 as y0 = Slice(x, 0, n0), y1 = Slice(x, n0, n0 + n1), ...
 // (decomposition.h): a Slice with constant arguments is an affine load, so each
@@ -824,6 +823,8 @@ bool decompose_split(Expansion& e) {
 }
 
 }  // namespace
+
+void expand_rule(GradContext& c) { c.set(0, c.unbroadcast(c.dy(), 0)); }
 
 void register_movement_ops(OpRegistry& r) {
   r.add(OpDef{"", "Transpose", 1, kMovement, infer_transpose, eval_transpose, {}})

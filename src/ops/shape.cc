@@ -525,9 +525,9 @@ void dropout_rule(GradContext& c) {
 void identity_rule(GradContext& c) { c.set(0, c.dy()); }
 
 // Reshape, Flatten, Squeeze, Unsqueeze: g reshaped to x's shape
-void reshape_rule(GradContext& c) { c.set(0, c.e().op("Reshape", {c.dy(), c.e().shape_of(c.in(0))})); }
-
 }  // namespace
+
+void reshape_rule(GradContext& c) { c.set(0, c.e().op("Reshape", {c.dy(), c.e().shape_of(c.in(0))})); }
 
 void register_shape_ops(OpRegistry& r) {
   r.add(OpDef{"", "Shape", 1, kShapeOnly, infer_shape, eval_shape, {}});

@@ -467,6 +467,14 @@ const RuleCase kRuleCases[] = {
      "f64[3, 4]"},
     {"LpNormalization_p1", "  const %w: f64[2, 3, 4] = $R\n", "  %y: f64[2, 3, 4] = LpNormalization(%w) {p = 1}\n",
      "f64[2, 3, 4]"},
+    // No rule of its own: differentiated through its decomposition (autodiff expands it first).
+    {"Attention_gqa_causal",
+     "  const %wq: f64[1, 4, 3, 2] = $R\n  const %wk: f64[1, 2, 3, 2] = $R\n  const %wv: f64[1, 2, 3, 2] = $R\n",
+     "  %y: f64[1, 4, 3, 2] = Attention(%wq, %wk, %wv) {is_causal = 1}\n", "f64[1, 4, 3, 2]", 23},
+    {"Attention_3d_mask_softcap",
+     "  const %w: f64[2, 3, 4] = $R\n  const %m: f64[3, 3] = $R\n",
+     "  %y: f64[2, 3, 4] = Attention(%w, %w, %w, %m) {q_num_heads = 2, kv_num_heads = 2, softcap = 2.0}\n",
+     "f64[2, 3, 4]", 23},
     // Cropped along one axis, padded (an odd difference) along another.
     {"CenterCropPad", "  const %w: f64[2, 5, 2] = $R\n  const %s: i64[2] = [2, 5]\n",
      "  %y: f64[2, 2, 5] = CenterCropPad(%w, %s) {axes = [1, -1]}\n", "f64[2, 2, 5]", 18},

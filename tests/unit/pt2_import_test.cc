@@ -85,6 +85,26 @@ TEST_P(Pt2Program, CompilesWithNoHostStepAndMatchesTorch) {
 
 INSTANTIATE_TEST_SUITE_P(Programs, Pt2Program, ::testing::ValuesIn(programs()), test_name);
 
+// --train on the GPT-style block: its scaled_dot_product_attention is one
+// tcc::Attention, which autodiff differentiates through its decomposition.
+TEST(Pt2Import, TrainingStepCompilesWithNoHostStep) {
+  fs::path dir = make_temp_dir("tcc_pt2_train");
+  CompileRequest req;
+  req.model = (kPt2 / "gpt_block.pt2").string();
+  req.output = (dir / "module").string();
+  req.options = quick_compile_options();
+  auto m = load_model(req.model);
+  req.train.train = true;
+  req.train.loss_fn = "cross_entropy";
+  req.train.loss_on = m->graph->outputs().at(0)->name();
+  req.train.label = "label";
+  CompileResult r = compile(req);
+  EXPECT_TRUE(r.fallbacks.empty());
+  ASSERT_TRUE(r.training.has_value());
+  EXPECT_FALSE(r.training->params.empty());
+  fs::remove_all(dir);
+}
+
 TEST(Pt2Import, SignatureBecomesInputsAndInitializers) {
   auto m = load_model((kPt2 / "gpt_block.pt2").string());
   const Graph& g = *m->graph;
