@@ -14,7 +14,7 @@ void register_shape_ops(OpRegistry& r);           // Shape, Size, Reshape, Squee
 void register_movement_ops(OpRegistry& r);        // Transpose, Slice, Split, Concat, Expand, Tile, Pad, Trilu, DepthToSpace, SpaceToDepth
 void register_gather_scatter_ops(OpRegistry& r);  // Gather, GatherElements, GatherND, ScatterElements, ScatterND, Compress
 void register_conv_pool_ops(OpRegistry& r);       // Conv, ConvTranspose, MaxPool, AveragePool, LpPool, global pools (GlobalLpPool)
-void register_normalization_ops(OpRegistry& r);   // BatchNormalization, InstanceNormalization, LpNormalization
+void register_normalization_ops(OpRegistry& r);   // Batch-, Instance-, Group-, RMS-, LpNormalization, MVN, LRN
 void register_resize_ops(OpRegistry& r);          // Resize
 void register_loss_ops(OpRegistry& r);            // NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
 void register_data_dependent_ops(OpRegistry& r);  // NonZero, Unique, TopK
