@@ -10,6 +10,7 @@ void register_bitwise_ops(OpRegistry& r);         // BitwiseAnd, BitwiseOr, Bitw
 void register_reduction_ops(OpRegistry& r);       // Reduce*, ArgMax/ArgMin, Softmax, LogSoftmax, Hardmax, LayerNorm, CumSum
 void register_linalg_ops(OpRegistry& r);          // MatMul, Gemm, Einsum
 void register_attention_ops(OpRegistry& r);       // Attention
+void register_rotary_embedding_ops(OpRegistry& r);  // RotaryEmbedding
 void register_shape_ops(OpRegistry& r);           // Shape, Size, Reshape, Squeeze, Unsqueeze, Flatten, Identity, Dropout, Constant, ConstantOfShape, Range
 void register_movement_ops(OpRegistry& r);        // Transpose, Slice, Split, Concat, Expand, Tile, Pad, Trilu, DepthToSpace, SpaceToDepth
 void register_gather_scatter_ops(OpRegistry& r);  // Gather, GatherElements, GatherND, ScatterElements, ScatterND, Compress
