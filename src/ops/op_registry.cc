@@ -103,6 +103,7 @@ const OpRegistry& OpRegistry::get() {
     register_tcc_ops(r);
     register_sequence_ops(r);
     register_generator_ops(r);
+    register_text_ops(r);
     return r;
   }();
   return registry;
