@@ -1,6 +1,7 @@
 #include "src/ops/decomposition.h"
 
 #include "src/interp/interpreter.h"
+#include "src/ops/fusion.h"
 #include "src/ir/replace_nodes.h"
 
 namespace tcc {
@@ -92,6 +93,27 @@ Value* Expansion::reduce(const std::string& piece, const std::string& op, Value*
                          const Type& type) {
   auto [ins, attrs] = reduce_spelling(op, x, axes);
   return add(piece, op, ins, type, std::move(attrs));
+}
+
+namespace {
+
+Attribute dims_attr(const Dims& dims) {
+  std::vector<std::string> texts;
+  for (const Dim& d : dims) texts.push_back(d.str());
+  return Attribute::of_strings(std::move(texts));
+}
+
+}  // namespace
+
+Value* Expansion::reshape(const std::string& piece, Value* x, const Dims& dims) {
+  g_.set_opset(std::string(kTccDomain), 1);
+  return add(piece, "Reshape", {x}, Type::tensor(x->type().dtype(), dims), {{"shape", dims_attr(dims)}},
+             std::string(kTccDomain));
+}
+
+void Expansion::finish_reshape(const std::string& piece, Value* x) {
+  g_.set_opset(std::string(kTccDomain), 1);
+  finish(piece, "Reshape", {x}, {{"shape", dims_attr(n_.output(0)->type().shape())}}, std::string(kTccDomain));
 }
 
 void Expansion::finish(const std::string& piece, const std::string& op, const std::vector<Value*>& ins,

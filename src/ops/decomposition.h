@@ -63,11 +63,16 @@ class Expansion {
   // A Reduce* op over `axes`, keeping dims, as the imported opset spells it.
   Value* reduce(const std::string& piece, const std::string& op, Value* x, const std::vector<int64_t>& axes,
                 const Type& type);
+  // x's elements in row-major order as `dims`, which may be symbolic: a
+  // tcc::Reshape, a view of x's buffer.
+  Value* reshape(const std::string& piece, Value* x, const Dims& dims);
 
   // The last piece, which takes over output 0 (value and name). An empty
   // `piece` keeps the node's own name; `domain` is the piece's op domain.
   void finish(const std::string& piece, const std::string& op, const std::vector<Value*>& ins,
               std::map<std::string, Attribute> attrs = {}, const std::string& domain = "");
+  // finish() with reshape() to the node's output shape as the last piece.
+  void finish_reshape(const std::string& piece, Value* x);
   // finish() with a reduction as the last piece.
   void finish_reduce(const std::string& piece, const std::string& op, Value* x, const std::vector<int64_t>& axes);
   // Output i's readers read v instead; the pass erases the node afterwards.

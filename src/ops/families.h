@@ -7,14 +7,15 @@ class OpRegistry;
 void register_elementwise_ops(OpRegistry& r);     // arithmetic, Neg, Abs, Sign, Relu, comparisons, logic, Cast, Where, Clip
 void register_unary_float_ops(OpRegistry& r);     // float math functions, activations, IsNaN, IsInf
 void register_bitwise_ops(OpRegistry& r);         // BitwiseAnd, BitwiseOr, BitwiseXor, BitwiseNot, BitShift
-void register_reduction_ops(OpRegistry& r);       // Reduce*, ArgMax/ArgMin, Softmax, LogSoftmax, LayerNorm, CumSum
+void register_reduction_ops(OpRegistry& r);       // Reduce*, ArgMax/ArgMin, Softmax, LogSoftmax, Hardmax, LayerNorm, CumSum
 void register_linalg_ops(OpRegistry& r);          // MatMul, Gemm, Einsum
 void register_attention_ops(OpRegistry& r);       // Attention
+void register_rotary_embedding_ops(OpRegistry& r);  // RotaryEmbedding
 void register_shape_ops(OpRegistry& r);           // Shape, Size, Reshape, Squeeze, Unsqueeze, Flatten, Identity, Dropout, Constant, ConstantOfShape, Range
 void register_movement_ops(OpRegistry& r);        // Transpose, Slice, Split, Concat, Expand, Tile, Pad, Trilu, DepthToSpace, SpaceToDepth
 void register_gather_scatter_ops(OpRegistry& r);  // Gather, GatherElements, GatherND, ScatterElements, ScatterND, Compress
 void register_conv_pool_ops(OpRegistry& r);       // Conv, ConvTranspose, MaxPool, AveragePool, LpPool, global pools (GlobalLpPool)
-void register_normalization_ops(OpRegistry& r);   // BatchNormalization, InstanceNormalization, LpNormalization
+void register_normalization_ops(OpRegistry& r);   // Batch-, Instance-, Group-, RMS-, LpNormalization, MVN, LRN
 void register_resize_ops(OpRegistry& r);          // Resize
 void register_loss_ops(OpRegistry& r);            // NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
 void register_data_dependent_ops(OpRegistry& r);  // NonZero, Unique, TopK
@@ -26,6 +27,7 @@ void register_spatial_ops(OpRegistry& r);        // GridSample, AffineGrid, Defo
 void register_detection_ops(OpRegistry& r);      // RoiAlign, MaxRoiPool, NonMaxSuppression
 void register_tcc_ops(OpRegistry& r);             // tcc::Fusion, tcc::Reshape, tcc::Expand, tcc::Slice
 void register_sequence_ops(OpRegistry& r);        // Sequence*, ConcatFromSequence, SplitToSequence, Optional*
+void register_text_ops(OpRegistry& r);            // TfIdfVectorizer
 void register_generator_ops(OpRegistry& r);       // OneHot, EyeLike, RandomNormal, RandomUniform, *Like, Bernoulli, Multinomial
 
 }  // namespace tcc

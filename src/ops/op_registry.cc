@@ -85,6 +85,7 @@ const OpRegistry& OpRegistry::get() {
     register_reduction_ops(r);
     register_linalg_ops(r);
     register_attention_ops(r);
+    register_rotary_embedding_ops(r);
     register_shape_ops(r);
     register_movement_ops(r);
     register_gather_scatter_ops(r);
@@ -102,6 +103,7 @@ const OpRegistry& OpRegistry::get() {
     register_tcc_ops(r);
     register_sequence_ops(r);
     register_generator_ops(r);
+    register_text_ops(r);
     return r;
   }();
   return registry;

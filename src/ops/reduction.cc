@@ -1,4 +1,4 @@
-// Ops that reduce along axes: Reduce*, ArgMax/ArgMin, Softmax/LogSoftmax,
+// Ops that reduce along axes: Reduce*, ArgMax/ArgMin, Softmax/LogSoftmax, Hardmax,
 // LayerNormalization and CumSum (a scan, kept here because it walks an axis
 // the same way).
 //
@@ -12,6 +12,7 @@
 #include <optional>
 #include <set>
 
+#include "src/ops/elementwise.h"
 #include "src/ops/families.h"
 #include "src/ops/op_helpers.h"
 #include "src/ops/op_registry.h"
@@ -20,7 +21,6 @@ namespace tcc {
 
 namespace {
 
-const std::vector<DType> kFloat = {DType::F32, DType::F16, DType::BF16, DType::F64};
 const std::vector<DType> kNumeric = {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I64, DType::I32,
                                      DType::I16, DType::I8,  DType::U64,  DType::U32, DType::U16, DType::U8};
 
@@ -341,6 +341,32 @@ Tensor softmax_kernel(const EvalContext& ctx, bool log) {
 }
 
 // ---------------------------------------------------------------------------
+// Hardmax (opset 13: along one axis): 1 at the first maximum of each line, 0 elsewhere.
+
+void infer_hardmax(InferContext& ctx) {
+  const Type* x = ranked_or_unranked_output(ctx);
+  if (!x) return;
+  normalize_axis(ctx.node(), ctx.node().get_int("axis", -1), static_cast<int64_t>(x->rank()));
+  ctx.set_output_type(0, *x);
+}
+
+Tensor hardmax_kernel(const EvalContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  int64_t axis = normalize_axis(ctx.node(), ctx.node().get_int("axis", -1), static_cast<int64_t>(x.rank()));
+  AxisSplit s = split_at(x.shape(), axis);
+  Tensor out(x.dtype(), x.shape());
+  for (int64_t o = 0; o < s.outer; ++o)
+    for (int64_t in = 0; in < s.inner; ++in) {
+      auto at = [&](int64_t j) { return (o * s.len + j) * s.inner + in; };
+      int64_t first = 0;
+      for (int64_t j = 1; j < s.len; ++j)
+        if (x.get_f64(at(j)) > x.get_f64(at(first))) first = j;
+      if (s.len > 0) out.set_f64(at(first), 1);
+    }
+  return out;
+}
+
+// ---------------------------------------------------------------------------
 // LayerNormalization: normalizes over axes [axis, rank).
 
 DType stash_dtype(const Node& n) {
@@ -646,6 +672,40 @@ bool decompose_softmax(Expansion& e) {
   return true;
 }
 
+// Hardmax -> Cast(Equal(i, ReduceMin(Where(Equal(x, ReduceMax(x)), i, L)))),
+// i each element's index along the axis (a constant) and L its length: the
+// smallest index of a maximum, so that of ties the first wins. Two reduction
+// kernels. Needs a static length along the axis.
+bool decompose_hardmax(Expansion& e) {
+  const Node& n = e.node();
+  const Type* x = e.ranked_float_input(0);
+  if (x == nullptr || x->rank() == 0) return false;
+  auto rank = static_cast<int64_t>(x->rank());
+  int64_t axis = n.get_int("axis", -1);
+  if (axis < -rank || axis >= rank) return false;
+  if (axis < 0) axis += rank;
+  const Dim& len = x->shape()[static_cast<size_t>(axis)];
+  if (!len.is_static()) return false;
+  std::vector<int64_t> axes = {axis};
+  Type kept = Expansion::kept_type(*x, axes);
+  Type index_type = Type::tensor(DType::I32, x->shape()), kept_index = Type::tensor(DType::I32, kept.shape());
+  // [L, 1, ..., 1]: broadcasts along the axis.
+  std::vector<int64_t> index_shape(static_cast<size_t>(rank - axis), 1);
+  index_shape[0] = len.value();
+  Tensor index(DType::I32, index_shape);
+  for (int64_t j = 0; j < len.value(); ++j) index.set_i64(j, j);
+  Value* i = e.constant("index", std::move(index));
+  Value* in = n.input(0);
+  Value* top = e.reduce("ReduceMax", "ReduceMax", in, axes, kept);
+  Value* is_top = e.add("Equal", "Equal", {in, top}, Type::tensor(DType::Bool, x->shape()));
+  Value* none = e.scalar("length", static_cast<double>(len.value()), DType::I32);
+  Value* at = e.add("Where", "Where", {is_top, i, none}, index_type);
+  Value* first = e.reduce("ReduceMin", "ReduceMin", at, axes, kept_index);
+  Value* hit = e.add("Equal_1", "Equal", {i, first}, Type::tensor(DType::Bool, x->shape()));
+  e.finish("Cast", "Cast", {hit}, {{"to", Attribute::of_int(static_cast<int64_t>(x->dtype()))}});
+  return true;
+}
+
 // LayerNormalization -> d = x - ReduceMean(x); d / Sqrt(ReduceMean(d*d) + eps) * scale + B.
 // Not when its mean / inverse-std outputs are read, or when stash_type differs
 // from the input's dtype (the pieces would compute in a narrower type).
@@ -718,6 +778,10 @@ void register_reduction_ops(OpRegistry& r) {
               [](EvalContext& ctx) { return std::vector<Tensor>{softmax_kernel(ctx, true)}; }, kFloat})
       .gradient(log_softmax_rule)
       .decomposition(decompose_softmax);
+  r.add(OpDef{"", "Hardmax", 13, kReduction, infer_hardmax,
+              [](EvalContext& ctx) { return std::vector<Tensor>{hardmax_kernel(ctx)}; }, kFloat})
+      .gradient(zero_rule)
+      .decomposition(decompose_hardmax);
   r.add(OpDef{"", "LayerNormalization", 17, kReduction, infer_layer_norm, layer_norm_kernel, kFloat})
       .gradient(layer_norm_rule)
       .decomposition(decompose_layer_norm);

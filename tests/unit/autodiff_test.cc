@@ -482,6 +482,31 @@ const RuleCase kRuleCases[] = {
      "  %y: f64[1, 2, 4, 6] = DepthToSpace(%w) {blocksize = 2}\n", "f64[1, 2, 4, 6]"},
     {"SpaceToDepth", "  const %w: f64[1, 2, 4, 6] = $R\n",
      "  %y: f64[1, 8, 2, 3] = SpaceToDepth(%w) {blocksize = 2}\n", "f64[1, 8, 2, 3]"},
+    // Scale broadcast onto the normalized axes from a single value per last axis.
+    {"RMSNormalization_axis", "  const %w: f64[2, 3, 4] = $R\n  const %ws: f64[4] = $R\n",
+     "  %y: f64[2, 3, 4] = RMSNormalization(%w, %ws) {axis = -2, epsilon = 0.01, stash_type = 11}\n",
+     "f64[2, 3, 4]", 23},
+    // Opset 18: scale and bias per group; 21: per channel.
+    {"GroupNormalization_opset18", "  const %w: f64[2, 4, 3] = $R\n  const %ws: f64[2] = $R\n  const %wb: f64[2] = $R\n",
+     "  %y: f64[2, 4, 3] = GroupNormalization(%w, %ws, %wb) {num_groups = 2, epsilon = 0.01}\n", "f64[2, 4, 3]", 18},
+    {"GroupNormalization_opset21", "  const %w: f64[2, 4, 3] = $R\n  const %ws: f64[4] = $R\n  const %wb: f64[4] = $R\n",
+     "  %y: f64[2, 4, 3] = GroupNormalization(%w, %ws, %wb) {num_groups = 2, stash_type = 11}\n", "f64[2, 4, 3]",
+     21},
+    {"MeanVarianceNormalization", "  const %w: f64[2, 3, 2, 2] = $R\n",
+     "  %y: f64[2, 3, 2, 2] = MeanVarianceNormalization(%w)\n", "f64[2, 3, 2, 2]"},
+    {"MeanVarianceNormalization_axes", "  const %w: f64[3, 4] = $R\n",
+     "  %y: f64[3, 4] = MeanVarianceNormalization(%w) {axes = [1]}\n", "f64[3, 4]"},
+    // An even size: the window reaches one channel further after than before.
+    {"LRN", "  const %w: f64[2, 5, 2, 3] = $R\n",
+     "  %y: f64[2, 5, 2, 3] = LRN(%w) {size = 4, alpha = 0.5, beta = 0.75, bias = 1.5}\n", "f64[2, 5, 2, 3]"},
+    {"RotaryEmbedding_interleaved_positions",
+     "  const %w: f64[2, 2, 3, 6] = $R\n  const %cos: f64[5, 2] = $R\n  const %sin: f64[5, 2] = $R\n"
+     "  const %ids: i64[2, 3] = [0, 4, 2, 1, 1, 3]\n",
+     "  %y: f64[2, 2, 3, 6] = RotaryEmbedding(%w, %cos, %sin, %ids) {interleaved = 1, rotary_embedding_dim = 4}\n",
+     "f64[2, 2, 3, 6]", 23},
+    {"RotaryEmbedding_3d", "  const %w: f64[2, 3, 8] = $R\n  const %cos: f64[2, 3, 2] = $R\n  const %sin: f64[2, 3, 2] = $R\n",
+     "  %y: f64[2, 3, 8] = RotaryEmbedding(%w, %cos, %sin) {num_heads = 2}\n", "f64[2, 3, 8]", 23},
+    {"Hardmax", "  const %w: f64[3, 4] = $R\n", "  %y: f64[3, 4] = Hardmax(%w) {axis = 0}\n", "f64[3, 4]"},
 };
 
 INSTANTIATE_TEST_SUITE_P(Autodiff, GradRule, ::testing::ValuesIn(kRuleCases),

@@ -1,9 +1,13 @@
-// Shape rules (symbolic) and reference kernels of the nn op family.
+// Shape rules (symbolic) and reference kernels of the nn op family, the
+// normalizations, Hardmax and RotaryEmbedding against their decompositions, and
+// TfIdfVectorizer.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
+#include "passes/pass.h"
 #include "src/interp/interpreter.h"
+#include "src/ir/text.h"
 #include "src/shape/shape_inference.h"
 
 namespace tcc {
@@ -272,6 +276,234 @@ TEST(NnKernels, SoftmaxCrossEntropyWithLogProb) {
   auto out = run(f.g, {{"x", Tensor(DType::F64, {1, 2})}, {"t", Tensor::from_i64({1}, {1})}});
   EXPECT_DOUBLE_EQ(out[0].get_f64(0), std::log(2.0));
   EXPECT_EQ(values(out[1]), (std::vector<double>{-std::log(2.0), -std::log(2.0)}));
+}
+
+// ---------------------------------------------------------------- ops with a decomposition
+
+// Output 0 of a model in tcc's text form by the reference kernels, then by
+// the pieces decompose rewrites its one op into (checked to have fired).
+struct TwoWays {
+  std::vector<double> reference, decomposed;
+};
+
+TwoWays run_two_ways(const std::string& text, const std::map<std::string, Tensor>& ins) {
+  auto m = parse_model(text);
+  infer_shapes(*m->graph);
+  TwoWays out;
+  out.reference = values(Interpreter().run(*m->graph, ins).at(0));
+  PassContext ctx;
+  EXPECT_TRUE(decompose(*m->graph, ctx)) << "decompose did not fire on\n" << text;
+  out.decomposed = values(Interpreter().run(*m->graph, ins).at(0));
+  return out;
+}
+
+void expect_near(const std::vector<double>& got, const std::vector<double>& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6) << what << " element " << i;
+}
+
+void expect_both(const TwoWays& got, const std::vector<double>& want) {
+  expect_near(got.reference, want, "reference");
+  expect_near(got.decomposed, want, "decomposed");
+}
+
+Tensor f32(const std::vector<float>& v, std::vector<int64_t> shape) { return Tensor::from_f32(v, std::move(shape)); }
+
+// Of tied maxima, the first along the axis wins (ONNX's Hardmax is argmax's one-hot).
+TEST(NnDecomposed, HardmaxPicksTheFirstOfTiedMaxima) {
+  Tensor x = f32({1, 3, 3, 0, 2, 2, 2, 2, 2, 3, 1, 0}, {3, 4});
+  expect_both(run_two_ways(R"(graph main opset(ai.onnx: 13) {
+  input %x: f32[3, 4]
+  %y: f32[3, 4] = Hardmax(%x) {axis = 1}
+  output %y
+})",
+                           {{"x", x}}),
+              {0, 1, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0});
+  expect_both(run_two_ways(R"(graph main opset(ai.onnx: 13) {
+  input %x: f32[3, 4]
+  %y: f32[3, 4] = Hardmax(%x) {axis = 0}
+  output %y
+})",
+                           {{"x", x}}),
+              {0, 1, 1, 0, 1, 0, 0, 1, 0, 0, 0, 0});
+}
+
+// Axis 1 normalizes each row, axis 0 the whole tensor; scale broadcasts along the last axis.
+TEST(NnDecomposed, RmsNormalizationAxisEpsilonAndScale) {
+  std::map<std::string, Tensor> in = {{"x", f32({1, 7, -10, 10}, {2, 2})}, {"s", f32({1, 10}, {2})}};
+  // Rows: mean squares 25 and 100, so 1 / 5 and 1 / 10.
+  expect_both(run_two_ways(R"(graph main opset(ai.onnx: 23) {
+  input %x: f32[2, 2]
+  input %s: f32[2]
+  %y: f32[2, 2] = RMSNormalization(%x, %s) {axis = 1, epsilon = 0.0}
+  output %y
+})",
+                           in),
+              {0.2, 14, -1, 10});
+  // All four: mean square 62.5, plus epsilon 1.5 is 64.
+  expect_both(run_two_ways(R"(graph main opset(ai.onnx: 23) {
+  input %x: f32[2, 2]
+  input %s: f32[2]
+  %y: f32[2, 2] = RMSNormalization(%x, %s) {axis = 0, epsilon = 1.5}
+  output %y
+})",
+                           in),
+              {0.125, 8.75, -1.25, 12.5});
+}
+
+// Groups [0, 2] and [5, 7]: variance 1, plus epsilon 3, so each normalizes to [-0.5, 0.5].
+TEST(NnDecomposed, GroupNormalizationEpsilonPerGroupThenPerChannelAffine) {
+  std::map<std::string, Tensor> in = {{"x", f32({0, 2, 5, 7}, {1, 4, 1})}};
+  in["s"] = f32({2, 4}, {2});
+  in["b"] = f32({1, -1}, {2});
+  expect_both(run_two_ways(R"(graph main opset(ai.onnx: 18) {
+  input %x: f32[1, 4, 1]
+  input %s: f32[2]
+  input %b: f32[2]
+  %y: f32[1, 4, 1] = GroupNormalization(%x, %s, %b) {num_groups = 2, epsilon = 3.0}
+  output %y
+})",
+                           in),
+              {0, 2, -3, 1});
+  in["s"] = f32({1, 2, 3, 4}, {4});
+  in["b"] = f32({0, 0, 0, 1}, {4});
+  expect_both(run_two_ways(R"(graph main opset(ai.onnx: 21) {
+  input %x: f32[1, 4, 1]
+  input %s: f32[4]
+  input %b: f32[4]
+  %y: f32[1, 4, 1] = GroupNormalization(%x, %s, %b) {num_groups = 2, epsilon = 3.0}
+  output %y
+})",
+                           in),
+              {-0.5, 1, -1.5, 3});
+}
+
+TEST(NnDecomposed, GroupNormalizationNamesGroupsThatDoNotDivideTheChannels) {
+  Fixture f;
+  f.g.set_opset("", 21);
+  Value* x = f.in("x", DType::F32, D({1, 6, 2}));
+  Value* s = f.in("s", DType::F32, D({6}));
+  Node* n = f.node("GroupNormalization", {x, s, s}, {"y"});
+  n->set_attr("num_groups", Attribute::of_int(4));
+  try {
+    infer_shapes(f.g);
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("num_groups (4) must divide the 6 channels"), std::string::npos) << e.what();
+  }
+}
+
+// A row of zeros has no variance: 0 / (0 + 1e-9) is 0.
+TEST(NnDecomposed, MeanVarianceNormalizationOverOneAxis) {
+  expect_both(run_two_ways(R"(graph main opset(ai.onnx: 13) {
+  input %x: f32[2, 2]
+  %y: f32[2, 2] = MeanVarianceNormalization(%x) {axes = [1]}
+  output %y
+})",
+                           {{"x", f32({1, 3, 0, 0}, {2, 2})}}),
+              {-1, 1, 0, 0});
+}
+
+// size 2: each channel and the next; alpha / size = 1, so y = x / (1 + sum of squares).
+TEST(NnDecomposed, LrnEvenWindowReachesTheNextChannel) {
+  expect_both(run_two_ways(R"(graph main opset(ai.onnx: 13) {
+  input %x: f32[1, 3, 1]
+  %y: f32[1, 3, 1] = LRN(%x) {size = 2, alpha = 2.0, beta = 1.0, bias = 1.0}
+  output %y
+})",
+                           {{"x", f32({1, 2, 3}, {1, 3, 1})}}),
+              {1.0 / 6, 2.0 / 14, 3.0 / 10});
+}
+
+// Two tokens at positions 2 and 0; the caches' rows: position 0 is angle 0
+// for pair 0 and 90 degrees for pair 1, position 2 90 and 180 degrees.
+constexpr const char* kRotary = R"(graph main opset(ai.onnx: 23) {
+  input %x: f32[1, 1, 2, 4]
+  const %cos: f32[3, 2] = [1.0, 0.0, 0.5, 0.5, 0.0, -1.0]
+  const %sin: f32[3, 2] = [0.0, 1.0, 0.5, 0.5, 1.0, 0.0]
+  const %ids: i64[1, 2] = [2, 0]
+  %y: f32[1, 1, 2, 4] = RotaryEmbedding(%x, %cos, %sin, %ids) ATTRS
+  output %y
+})";
+
+std::string rotary(const std::string& attrs) {
+  std::string text = kRotary;
+  return text.replace(text.find("ATTRS"), 5, attrs);
+}
+
+TEST(NnDecomposed, RotaryEmbeddingPairsHalvesOrNeighboursAtPositionIds) {
+  std::map<std::string, Tensor> in = {{"x", f32({1, 2, 3, 4, 5, 6, 7, 8}, {1, 1, 2, 4})}};
+  // Pairs (x0, x2) and (x1, x3): token 0 turns them by 90 and 180 degrees, token 1 by 0 and 90.
+  expect_both(run_two_ways(rotary("{interleaved = 0}"), in), {-3, -2, 1, -4, 5, -8, 7, 6});
+  // Pairs (x0, x1) and (x2, x3).
+  expect_both(run_two_ways(rotary("{interleaved = 1}"), in), {-2, 1, -3, -4, 5, 6, -8, 7});
+}
+
+// A 3-D input of 2 heads, each rotating its first 2 of 4 features (one pair,
+// cache values per token), the others kept.
+TEST(NnDecomposed, RotaryEmbeddingThreeDimensionalPartialRotation) {
+  std::map<std::string, Tensor> in = {{"x", f32({1, 2, 3, 4, 5, 6, 7, 8}, {1, 1, 8})},
+                                      {"c", f32({0}, {1, 1, 1})},
+                                      {"s", f32({1}, {1, 1, 1})}};
+  expect_both(run_two_ways(R"(graph main opset(ai.onnx: 23) {
+  input %x: f32[1, 1, 8]
+  input %c: f32[1, 1, 1]
+  input %s: f32[1, 1, 1]
+  %y: f32[1, 1, 8] = RotaryEmbedding(%x, %c, %s) {num_heads = 2, rotary_embedding_dim = 2}
+  output %y
+})",
+                           in),
+              {-2, 1, 3, 4, -6, 5, 7, 8});
+}
+
+// ---------------------------------------------------------------- TfIdfVectorizer
+
+// The ONNX example's pool: unigrams 2, 3, 5, 4 (columns 0-3), bigrams (5, 6),
+// (7, 8), (6, 7) (columns 4-6). ONNX's node tests are opset 9, older than tcc
+// reads, so these are its cases at opset 13.
+constexpr const char* kTfIdf = R"(graph main opset(ai.onnx: 13) {
+  input %x: i32[2, 6]
+  %y: f32[2, 7] = TfIdfVectorizer(%x) {mode = "MODE", min_gram_length = MIN, max_gram_length = 2, max_skip_count = SKIP, ngram_counts = [0, 4], ngram_indexes = [0, 1, 2, 3, 4, 5, 6], pool_int64s = [2, 3, 5, 4, 5, 6, 7, 8, 6, 7], weights = [0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5]}
+  output %y
+})";
+
+std::vector<double> tfidf(const std::string& mode, int min_length, int skip) {
+  std::string text = kTfIdf;
+  for (auto [key, v] : {std::pair<std::string, std::string>{"MODE", mode}, {"MIN", std::to_string(min_length)},
+                        {"SKIP", std::to_string(skip)}})
+    text.replace(text.find(key), key.size(), v);
+  auto m = parse_model(text);
+  Tensor x(DType::I32, {2, 6});
+  std::vector<int64_t> tokens = {1, 1, 3, 3, 3, 7, 8, 6, 7, 5, 6, 8};
+  for (int64_t i = 0; i < x.numel(); ++i) x.set_i64(i, tokens[static_cast<size_t>(i)]);
+  return values(Interpreter().run(*m->graph, {{"x", x}}).at(0));
+}
+
+TEST(TextKernels, TfIdfVectorizerCountsUnigramsOnceAndBigramsPerSkip) {
+  // Row 0: unigram 3 three times. Row 1: unigram 5; (5, 6) and (6, 7) adjacent, (7, 8) two tokens apart.
+  EXPECT_EQ(tfidf("TF", 1, 5), (std::vector<double>{0, 3, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1, 1, 1}));
+  EXPECT_EQ(tfidf("TF", 2, 0), (std::vector<double>{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1}));
+  // One skip does not reach (7, 8). TFIDF weighs each count, IDF each column that counted anything.
+  EXPECT_EQ(tfidf("TFIDF", 1, 1), (std::vector<double>{0, 3, 0, 0, 0, 0, 0, 0, 0, 1.5, 0, 2.5, 0, 3.5}));
+  EXPECT_EQ(tfidf("IDF", 1, 1), (std::vector<double>{0, 1, 0, 0, 0, 0, 0, 0, 0, 1.5, 0, 2.5, 0, 3.5}));
+}
+
+TEST(TextKernels, TfIdfVectorizerRefusesStringTokens) {
+  Fixture f;
+  Value* x = f.in("x", DType::String, D({4}));
+  Node* n = f.node("TfIdfVectorizer", {x}, {"y"});
+  n->set_attr("mode", Attribute::of_string("TF"));
+  n->set_attr("min_gram_length", Attribute::of_int(1));
+  n->set_attr("max_gram_length", Attribute::of_int(1));
+  n->set_attr("ngram_counts", Attribute::of_ints({0}));
+  n->set_attr("ngram_indexes", Attribute::of_ints({0}));
+  n->set_attr("pool_int64s", Attribute::of_ints({1}));
+  try {
+    infer_shapes(f.g);
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("integer tokens"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
