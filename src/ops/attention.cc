@@ -357,21 +357,10 @@ class AttentionExpansion {
  public:
   AttentionExpansion(Expansion& e, DType t) : e_(e), t_(t) {}
 
-  static Attribute dims_attr(const Dims& dims) {
-    std::vector<std::string> texts;
-    for (const Dim& d : dims) texts.push_back(d.str());
-    return Attribute::of_strings(std::move(texts));
-  }
   Value* op(const std::string& piece, const std::string& op, const std::vector<Value*>& ins, Dims shape,
             std::map<std::string, Attribute> attrs = {}, DType dtype = DType::Undefined) {
     return e_.add(piece, op, ins, Type::tensor(dtype == DType::Undefined ? t_ : dtype, std::move(shape)),
                   std::move(attrs));
-  }
-  Value* tcc_op(const std::string& piece, const std::string& op, Value* x, Dims shape) {
-    e_.graph().set_opset(std::string(kTccDomain), 1);
-    Attribute a = dims_attr(shape);
-    return e_.add(piece, op, {x}, Type::tensor(x->type().dtype(), std::move(shape)), {{"shape", std::move(a)}},
-                  std::string(kTccDomain));
   }
   Value* transpose(const std::string& piece, Value* x, std::vector<int64_t> perm) {
     Dims in = x->type().shape(), out;
@@ -381,7 +370,7 @@ class AttentionExpansion {
   // [batch, seq, heads * size] -> [batch, heads, seq, size].
   Value* split_heads(const std::string& name, Value* x, const Dim& heads, const Dim& size) {
     const Dims& s = x->type().shape();
-    Value* r = tcc_op("Reshape_" + name, "Reshape", x, {s[0], s[1], heads, size});
+    Value* r = e_.reshape("Reshape_" + name, x, {s[0], s[1], heads, size});
     return transpose("Transpose_" + name, r, {0, 2, 1, 3});
   }
   // [batch, kv_heads, seq, size] -> [batch, kv_heads * group, seq, size], each head repeated group times in place.
@@ -389,13 +378,8 @@ class AttentionExpansion {
     if (group == 1) return x;
     Dims s = x->type().shape();
     Value* u = op("Unsqueeze_" + name, "Unsqueeze", {x, e_.i64("axis_" + name, 2)}, {s[0], s[1], 1, s[2], s[3]});
-    Value* x5 = tcc_op("Expand_" + name, "Expand", u, {s[0], s[1], group, s[2], s[3]});
-    return tcc_op("Reshape_" + name, "Reshape", x5, {s[0], Dim(s[1].expr() * SymExpr::constant(group)), s[2], s[3]});
-  }
-  Value* range(const std::string& piece, int64_t start, const Dim& length) {
-    e_.graph().set_opset(std::string(kTccDomain), 1);
-    return e_.add(piece, "Range", {}, Type::tensor(DType::I64, {length}),
-                  {{"start", Attribute::of_int(start)}, {"shape", dims_attr({length})}}, std::string(kTccDomain));
+    Value* x5 = e_.expand("Expand_" + name, u, {s[0], s[1], group, s[2], s[3]});
+    return e_.reshape("Reshape_" + name, x5, {s[0], Dim(s[1].expr() * SymExpr::constant(group)), s[2], s[3]});
   }
 
  private:
@@ -503,9 +487,9 @@ bool decompose_attention(Expansion& e) {
                                                : to_work("mask", mask);
   }
   if (causal) {
-    Value* rows = x.op("Unsqueeze_rows", "Unsqueeze", {x.range("Range_rows", offset.value(), q_len), e.i64("axis_rows", 1)},
+    Value* rows = x.op("Unsqueeze_rows", "Unsqueeze", {e.range("Range_rows", offset.value(), q_len), e.i64("axis_rows", 1)},
                        {q_len, 1}, {}, DType::I64);
-    Value* allowed = x.op("LessOrEqual_causal", "LessOrEqual", {x.range("Range_keys", 0, keys), rows}, {q_len, keys}, {},
+    Value* allowed = x.op("LessOrEqual_causal", "LessOrEqual", {e.range("Range_keys", 0, keys), rows}, {q_len, keys}, {},
                           DType::Bool);
     Dims shape = {q_len, keys};
     if (bias) {
@@ -535,11 +519,10 @@ bool decompose_attention(Expansion& e) {
     Value* yt = x.transpose("Transpose_y", y, {0, 2, 1, 3});
     const Dims merged = n.output(kY)->type().shape();
     if (work == t) {
-      e.graph().set_opset(std::string(kTccDomain), 1);
-      e.finish("Reshape_y", "Reshape", {yt}, {{"shape", AttentionExpansion::dims_attr(merged)}}, std::string(kTccDomain));
+      e.finish_reshape("Reshape_y", yt);
       return true;
     }
-    y = x.tcc_op("Reshape_y", "Reshape", yt, merged);
+    y = e.reshape("Reshape_y", yt, merged);
   }
   e.finish("Cast_y", "Cast", {y}, {{"to", Attribute::of_int(static_cast<int64_t>(t))}});
   return true;

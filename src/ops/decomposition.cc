@@ -111,6 +111,18 @@ Value* Expansion::reshape(const std::string& piece, Value* x, const Dims& dims) 
              std::string(kTccDomain));
 }
 
+Value* Expansion::expand(const std::string& piece, Value* x, const Dims& dims) {
+  g_.set_opset(std::string(kTccDomain), 1);
+  return add(piece, "Expand", {x}, Type::tensor(x->type().dtype(), dims), {{"shape", dims_attr(dims)}},
+             std::string(kTccDomain));
+}
+
+Value* Expansion::range(const std::string& piece, int64_t start, const Dim& length) {
+  g_.set_opset(std::string(kTccDomain), 1);
+  return add(piece, "Range", {}, Type::tensor(DType::I64, {length}),
+             {{"start", Attribute::of_int(start)}, {"shape", dims_attr({length})}}, std::string(kTccDomain));
+}
+
 void Expansion::finish_reshape(const std::string& piece, Value* x) {
   g_.set_opset(std::string(kTccDomain), 1);
   finish(piece, "Reshape", {x}, {{"shape", dims_attr(n_.output(0)->type().shape())}}, std::string(kTccDomain));

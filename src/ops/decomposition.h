@@ -66,6 +66,10 @@ class Expansion {
   // x's elements in row-major order as `dims`, which may be symbolic: a
   // tcc::Reshape, a view of x's buffer.
   Value* reshape(const std::string& piece, Value* x, const Dims& dims);
+  // x broadcast to `dims` (symbolic or not): a tcc::Expand.
+  Value* expand(const std::string& piece, Value* x, const Dims& dims);
+  // The i64s start, start + 1, ... of a symbolic `length`: a tcc::Range, which reads no tensor.
+  Value* range(const std::string& piece, int64_t start, const Dim& length);
 
   // The last piece, which takes over output 0 (value and name). An empty
   // `piece` keeps the node's own name; `domain` is the piece's op domain.
