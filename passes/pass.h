@@ -55,6 +55,7 @@ bool canonicalize(Graph& g, PassContext& ctx);
 bool constant_fold(Graph& g, PassContext& ctx);
 bool simplify_algebra(Graph& g, PassContext& ctx);
 bool cse(Graph& g, PassContext& ctx);
+bool fuse_attention(Graph& g, PassContext& ctx);
 bool fold_transpose_matmul(Graph& g, PassContext& ctx);
 bool fold_batchnorm_conv(Graph& g, PassContext& ctx);
 bool resolve_shapes(Graph& g, PassContext& ctx);

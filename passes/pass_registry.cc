@@ -35,6 +35,10 @@ const std::vector<PassInfo>& all_passes() {
        Phase::Optimize, simplify_algebra},
       // After folding and simplification, more nodes have identical inputs.
       {"cse", "Merge nodes with the same op, inputs and attributes", Phase::Optimize, cse},
+      // After the cleanups, so an exporter's attention reads as one pattern (constants folded, shape chains
+      // resolved, duplicates merged); before decompose, which expands what the fused kernel cannot take.
+      {"fuse_attention", "MatMul(Q, K^T), scale, mask, Softmax, MatMul with V become one tcc::Attention (grouped-query "
+                         "repeats, K^T spellings, causal masks recognized)", Phase::Optimize, fuse_attention},
       {"fold_transpose_matmul", "2-D MatMul of a Transpose, or scaled by a constant, becomes Gemm (transA/transB/alpha)",
        Phase::Optimize, fold_transpose_matmul},
       {"fold_batchnorm_conv", "Fold inference BatchNormalization into the Conv before it", Phase::Optimize,

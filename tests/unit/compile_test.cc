@@ -93,15 +93,16 @@ TEST_F(CompileTest, ManifestHasTheDocumentedKeys) {
 }
 
 // The report's kernel table says how each kernel runs on the GPU: GPT-2's
-// layer norms and softmax keep their rows in registers, K's transpose goes
-// through tiles, its GEMMs are cuBLASLt calls.
+// layer norms keep their rows in registers, its attention is the fused
+// attention kernel, the head splits are vectorized copies, its GEMMs are
+// cuBLASLt calls.
 TEST_F(CompileTest, ReportNamesEachKernelsSchedule) {
   CliResult r = compile("gpt2_block.onnx", "g", "--no-host --arch sm_90 --no-ptx");
   ASSERT_EQ(r.code, 0) << r.output;
   std::string report = read_file(dir_ / "g" / "report.md");
   EXPECT_NE(report.find("| kernel | kind | schedule | steps |"), std::string::npos) << report;
-  for (const char* row : {"| reduction | block 64, rows 1, row cache 1 |", "| reduction | block 128, rows 1, row cache 8 |",
-                          "| pointwise | block 256, tiled |", "| gemm | cuBLASLt algorithm #0 |"})
+  for (const char* row : {"| reduction | block 64, rows 1, row cache 1 |", "| attention | block 256, rows 1 |",
+                          "| pointwise | block 256, vector 4 |", "| gemm | cuBLASLt algorithm #0 |"})
     EXPECT_NE(report.find(row), std::string::npos) << row << "\n" << report;
 }
 

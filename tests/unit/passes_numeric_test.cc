@@ -197,6 +197,63 @@ const Case kCases[] = {
   output %y
 }
 )"},
+    // Grouped-query heads repeated in place, both sides scaled, a bool mask that
+    // hides keys (of two, so rows often entirely: Softmax's NaN meets the guard).
+    {"fuse_attention", "fuse_attention", R"(graph main opset(ai.onnx: 18, tcc: 1) {
+  input %q: f32[2, 4, 3, 8]
+  input %k: f32[2, 2, 2, 8]
+  input %v: f32[2, 2, 2, 6]
+  input %hidden: bool[2, 1, 3, 2]
+  const %ax: i64[1] = [2]
+  const %root: f32[] = [0.59460354]
+  const %ninf: f32[] = [-inf]
+  const %zero: f32[] = [0.0]
+  %ku: f32[2, 2, 1, 2, 8] = Unsqueeze(%k, %ax)
+  %ke: f32[2, 2, 2, 2, 8] = tcc::Expand(%ku) {shape = ["2", "2", "2", "2", "8"]}
+  %kr: f32[2, 4, 2, 8] = tcc::Reshape(%ke) {shape = ["2", "4", "2", "8"]}
+  %vu: f32[2, 2, 1, 2, 6] = Unsqueeze(%v, %ax)
+  %ve: f32[2, 2, 2, 2, 6] = tcc::Expand(%vu) {shape = ["2", "2", "2", "2", "6"]}
+  %vr: f32[2, 4, 2, 6] = tcc::Reshape(%ve) {shape = ["2", "4", "2", "6"]}
+  %kt: f32[2, 4, 8, 2] = Transpose(%kr) {perm = [0, 1, 3, 2]}
+  %qs: f32[2, 4, 3, 8] = Mul(%q, %root)
+  %kts: f32[2, 4, 8, 2] = Mul(%kt, %root)
+  %qk: f32[2, 4, 3, 2] = MatMul(%qs, %kts)
+  %l: f32[2, 4, 3, 2] = Where(%hidden, %ninf, %qk)
+  %p: f32[2, 4, 3, 2] = Softmax(%l) {axis = -1}
+  %nan: bool[2, 4, 3, 2] = IsNaN(%p)
+  %pg: f32[2, 4, 3, 2] = Where(%nan, %zero, %p)
+  %y: f32[2, 4, 3, 6] = MatMul(%pg, %vr)
+  output %y
+}
+)"},
+    // The legacy exporter's causal mask and K^T, and a finfo.min fill turned into an additive mask.
+    {"fuse_attention_causal", "fuse_attention", R"(graph main opset(ai.onnx: 17) {
+  input %q: f32[2, 4, 5, 8]
+  input %x: f32[2, 5, 4, 8]
+  input %v: f32[2, 4, 5, 8]
+  input %keep: bool[2, 1, 1, 5]
+  const %n: i64[2] = [5, 5]
+  const %zero_k: i64[] = [0]
+  const %zero: f32[] = [0.0]
+  const %ninf: f32[] = [-inf]
+  const %min: f32[] = [-3.4028235e+38]
+  const %four: f32[] = [4.0]
+  %ones: f32[5, 5] = ConstantOfShape(%n) {value = tensor<f32[1]> [1.0]}
+  %tril: f32[5, 5] = Trilu(%ones, %zero_k) {upper = 0}
+  %hidden: bool[5, 5] = Equal(%tril, %zero)
+  %kt: f32[2, 4, 8, 5] = Transpose(%x) {perm = [0, 2, 3, 1]}
+  %qk: f32[2, 4, 5, 5] = MatMul(%q, %kt)
+  %sc: f32[2, 4, 5, 5] = Div(%qk, %four)
+  %l: f32[2, 4, 5, 5] = Where(%hidden, %ninf, %sc)
+  %p: f32[2, 4, 5, 5] = Softmax(%l) {axis = -1}
+  %y: f32[2, 4, 5, 8] = MatMul(%p, %v)
+  %qk2: f32[2, 4, 5, 5] = MatMul(%y, %kt)
+  %l2: f32[2, 4, 5, 5] = Where(%keep, %qk2, %min)
+  %p2: f32[2, 4, 5, 5] = Softmax(%l2) {axis = -1}
+  %y2: f32[2, 4, 5, 8] = MatMul(%p2, %v)
+  output %y2
+}
+)"},
 };
 
 // The model of `text` twice, shapes inferred: the original and the copy a pass rewrites.

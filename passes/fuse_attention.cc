@@ -1,0 +1,761 @@
+// fuse_attention: the attention an exporter spells out -- MatMul(Q, K^T), a
+// scale, an optional mask, Softmax over the keys, an optional guard that zeroes
+// rows the mask hides entirely, MatMul with V -- becomes one tcc::Attention node
+// (src/ops/attention.cc), which the fused attention kernel computes without the
+// [batch, heads, q_len, kv_len] scores in memory. The nodes that make Q, K and V
+// (head splits, rotary embeddings) stay; the new node reads 4-D Q [B, Hq, Sq, D],
+// K [B, Hkv, Skv, D] and V [B, Hkv, Skv, Dv].
+//
+// Recognized, starting from each Softmax over the last axis:
+//   - the products as 4-D MatMuls, or as 3-D MatMuls of [B*H, ...] reshapes of
+//     4-D values whose result is reshaped back (torch's bmm);
+//   - K^T as Transpose(K, [0, 1, 3, 2]); as reshape -> Transpose [0, 2, 1] ->
+//     reshape of K (dynamo); as a Transpose of another value (legacy's
+//     Transpose(x, [0, 2, 3, 1])), K then a new Transpose of that value; as
+//     anything else, K then a new Transpose of K^T;
+//   - scales: Mul or Div by a one-element constant, of Q, of K^T and of the
+//     scores, any number of them (torch's SDPA decomposition scales Q and K by
+//     sqrt(scale) each); the `scale` attribute is their product;
+//   - masks: Add(scores, M) of a float M (attn_mask = M); Where(c, scores, fill)
+//     and Where(c, fill, scores) with a fill of -inf (attn_mask = c, or its
+//     negation) or a finite fill <= -1e30 (attn_mask = a new Where(c, 0, fill),
+//     which adds what the Where put in place of the score: the same up to
+//     rounding, since |score| is below half an ulp of the fill);
+//   - a mask provably causal (below) with -inf or a fill <= -1e30 where it
+//     hides is dropped and is_causal = 1 set instead;
+//   - guards: Where(IsNaN(P), 0, P) and Where(no key of the row finite, 0, P)
+//     (torch's SDPA decompositions, ONNX and core ATen);
+//   - grouped-query heads: K and V each repeated in place, Reshape of
+//     Expand or Tile of Unsqueeze (query head h reads kv head h / group, as
+//     Attention does), are read before the repeat. Another layout of the
+//     repeat (head h reading h % Hkv) stays in place, which is still correct.
+// Causal masks, [..., Sq, Skv] true or nonzero exactly where key j <= query i
+// (or exactly where j > i, negated): constants checked element by element;
+// Trilu of all-nonzero values (lower with k = 0, upper with k = 1); ranges
+// compared (j - i <= 0, i - j < 0 and the like); through Not, Equal to 0,
+// Cast, And with all-true values, slices that start at 0 and broadcasts that
+// keep the last two axes.
+//
+// Attention gives zeros for a row whose bias is -inf everywhere, where Softmax
+// gives NaN. So the rewrite needs a guard, a causal mask (each row keeps its
+// diagonal), or a float mask proven finite (constants, Where of finite values,
+// bools cast, movement of those: HF's finfo.min masks); otherwise the subgraph
+// stays. With a guard, the rewrite differs only where Q, K or V hold NaN or
+// infinities.
+//
+// Expects: shapes inferred (every dim of the values involved known, symbolic
+// or static), ONNX opset 13 or later (Attention's decomposition needs it).
+// Leaves alone: subgraphs whose scores, probabilities or other intermediates
+// have readers outside them or are model outputs, nodes inside regions,
+// masks that do not broadcast onto the scores or whose last axis is not the
+// keys', and operands whose batch or head counts disagree.
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "passes/pass.h"
+#include "passes/rewrite.h"
+#include "src/ir/replace_nodes.h"
+#include "src/ops/fusion.h"
+
+namespace tcc {
+namespace {
+
+constexpr double kLargeNegative = -1e30;  // a fill at or below this hides a key as -inf does
+constexpr int kMaxDepth = 16;             // how far the mask analyses look back
+
+// n is `op` in the ONNX domain, or tcc's attribute-shaped twin (tcc::Reshape, Expand, Slice, Range).
+bool is_op(const Node* n, std::string_view op) {
+  return n && n->op_type() == op && (n->domain().empty() || n->domain() == kTccDomain);
+}
+bool is_onnx(const Node* n, std::string_view op) { return n && n->op_type() == op && n->domain().empty(); }
+
+bool known(const Value* v) {
+  if (!v || !v->type().is_tensor() || !v->type().has_rank()) return false;
+  for (const Dim& d : v->type().shape())
+    if (d.is_unknown()) return false;
+  return true;
+}
+const Dims& dims(const Value* v) { return v->type().shape(); }
+bool rank_is(const Value* v, size_t r) { return known(v) && v->type().rank() == r; }
+
+Dim product(const Dim& a, const Dim& b) { return Dim(a.expr() * b.expr()); }
+
+// ---- operands ------------------------------------------------------------------
+
+// x3 [a*b, m, n] as the reshape of a 4-D [a, b, m, n] (a bmm operand): that value.
+Value* unmerged(Value* x3) {
+  const Node* p = x3->producer();
+  if (!is_op(p, "Reshape") || !rank_is(x3, 3) || !rank_is(p->input(0), 4)) return nullptr;
+  const Dims &s = dims(p->input(0)), &t = dims(x3);
+  return product(s[0], s[1]) == t[0] && s[2] == t[1] && s[3] == t[2] ? p->input(0) : nullptr;
+}
+
+// y4 [a, b, m, n] as the reshape of a 3-D [a*b, m, n] (a bmm result): that value.
+Value* merged(Value* y4) {
+  const Node* p = y4->producer();
+  if (!is_op(p, "Reshape") || !rank_is(y4, 4) || !rank_is(p->input(0), 3)) return nullptr;
+  const Dims &s = dims(y4), &t = dims(p->input(0));
+  return product(s[0], s[1]) == t[0] && s[2] == t[1] && s[3] == t[2] ? p->input(0) : nullptr;
+}
+
+// An Expand or Identity that changes nothing: its input.
+Value* through_noop(Value* v) {
+  while (const Node* p = v->producer()) {
+    if (!(is_op(p, "Expand") || is_onnx(p, "Identity")) || p->input(0)->type() != v->type()) break;
+    v = p->input(0);
+  }
+  return v;
+}
+
+// v without its scales (Mul or Div by a one-element constant) and no-op
+// broadcasts, whose product multiplies `scale`. Nodes stripped join `body`
+// when given (the scores' scales, which the new node replaces).
+Value* strip_scales(Value* v, double& scale, std::unordered_set<const Node*>* body) {
+  for (;;) {
+    Node* p = v->producer();
+    Value* next = nullptr;
+    if (is_onnx(p, "Mul") || is_onnx(p, "Div")) {
+      for (size_t i = p->op_type() == "Div" ? 1 : 0; i < 2 && !next; ++i) {
+        std::optional<double> c = scalar_constant(p->input(i));
+        Value* x = p->input(1 - i);
+        if (!c || !std::isfinite(*c) || *c == 0 || x->type() != v->type()) continue;
+        scale = p->op_type() == "Div" ? scale / *c : scale * *c;
+        next = x;
+      }
+    } else if (Value* x = through_noop(v); x != v) {
+      next = x;
+    }
+    if (!next) return v;
+    if (body) body->insert(p);
+    v = next;
+  }
+}
+
+// A Q, K or V input of the new node: v, or Transpose(v, perm) when perm is set.
+struct Operand {
+  Value* v = nullptr;
+  std::vector<int64_t> perm;
+
+  Dims shape() const {
+    if (perm.empty()) return dims(v);
+    Dims out;
+    for (int64_t p : perm) out.push_back(dims(v)[static_cast<size_t>(p)]);
+    return out;
+  }
+};
+
+// K from K^T [B, H, D, Skv].
+Operand untransposed(Value* kt) {
+  const Node* p = kt->producer();
+  if (is_onnx(p, "Transpose") && known(p->input(0))) {
+    std::vector<int64_t> perm = p->get_ints("perm", {3, 2, 1, 0});
+    if (perm.size() == 4) {
+      std::swap(perm[2], perm[3]);
+      if (perm == std::vector<int64_t>{0, 1, 2, 3}) return {p->input(0), {}};
+      return {p->input(0), perm};
+    }
+  }
+  // dynamo: [B*H, S, D] -> Transpose [0, 2, 1] -> [B, H, D, S].
+  if (Value* t3 = merged(kt); t3 && is_onnx(t3->producer(), "Transpose") &&
+                              t3->producer()->get_ints("perm") == std::vector<int64_t>{0, 2, 1})
+    if (Value* k = unmerged(t3->producer()->input(0))) return {k, {}};
+  return {kt, {0, 1, 3, 2}};
+}
+
+// x [B, Hkv*g, S, D] as x0 [B, Hkv, S, D] with each head repeated g times in
+// place (Reshape of Expand or Tile of [B, Hkv, 1, S, D]): {x0, g}; else {x, 1}.
+std::pair<Value*, int64_t> unrepeated(Value* x) {
+  const Node* r = x->producer();
+  if (!is_op(r, "Reshape") || !rank_is(x, 4) || !rank_is(r->input(0), 5)) return {x, 1};
+  Value* e = r->input(0);
+  const Dims &xs = dims(x), &es = dims(e);
+  const Node* ep = e->producer();
+  if (!(is_op(ep, "Expand") || is_onnx(ep, "Tile")) || !es[2].is_static() || es[2].value() < 2) return {x, 1};
+  if (xs[0] != es[0] || xs[1] != product(es[1], es[2]) || xs[2] != es[3] || xs[3] != es[4]) return {x, 1};
+  Value* u = ep->input(0);
+  if (!rank_is(u, 5) || dims(u) != Dims{es[0], es[1], Dim(1), es[3], es[4]}) return {x, 1};
+  // Inserting an axis of size 1 moves no data: any Unsqueeze or Reshape to this shape will do.
+  const Node* up = u->producer();
+  if (!(is_onnx(up, "Unsqueeze") || is_op(up, "Reshape")) || !rank_is(up->input(0), 4)) return {x, 1};
+  Value* x0 = up->input(0);
+  if (dims(x0) != Dims{es[0], es[1], es[3], es[4]}) return {x, 1};
+  return {x0, es[2].value()};
+}
+
+// ---- what the mask's values are ------------------------------------------------------
+
+bool all_elements(const Value* v, bool (*pred)(double)) {
+  std::optional<Tensor> t = constant_value(v);
+  if (!t) return false;
+  for (int64_t i = 0; i < t->numel(); ++i)
+    if (!pred(t->get_f64(i))) return false;
+  return true;
+}
+
+// Every element is `pred`: a constant, its broadcast, or a ConstantOfShape's value.
+bool filled_with(const Value* v, bool (*pred)(double)) {
+  const Node* p = v->producer();
+  if (is_op(p, "Expand")) return filled_with(p->input(0), pred);
+  if (is_onnx(p, "ConstantOfShape")) {
+    const Tensor* value = p->get_tensor("value");
+    return pred(value && value->numel() == 1 ? value->get_f64(0) : 0.0);
+  }
+  return all_elements(v, pred);
+}
+bool is_zero_value(double x) { return x == 0; }
+bool is_nonzero_value(double x) { return x != 0; }
+bool is_finite_value(double x) { return std::isfinite(x); }
+bool hides(double x) { return x <= kLargeNegative; }
+bool is_zeros(const Value* v) { return filled_with(v, is_zero_value); }
+bool is_nonzeros(const Value* v) { return filled_with(v, is_nonzero_value); }
+
+// Ops that move elements and keep each one's value.
+bool is_movement(const Node* n) {
+  for (const char* op : {"Reshape", "Expand", "Slice"})
+    if (is_op(n, op)) return true;
+  for (const char* op : {"Unsqueeze", "Squeeze", "Transpose", "Identity", "Gather"})
+    if (is_onnx(n, op)) return true;
+  return false;
+}
+
+// A float mask whose elements are finite whatever the inputs.
+bool finite_mask(const Value* v, int depth = 0) {
+  if (depth > kMaxDepth) return false;
+  const Node* p = v->producer();
+  if (!p) return all_elements(v, is_finite_value);
+  if (is_onnx(p, "Where")) return finite_mask(p->input(1), depth + 1) && finite_mask(p->input(2), depth + 1);
+  if (is_onnx(p, "Cast")) {  // to a type whose range holds every value of the source's
+    DType from = p->input(0)->type().dtype(), to = v->type().dtype();
+    bool wider = to == DType::F64 || (to == DType::F32 && from != DType::F64) || to == from;
+    if (is_float(from)) return wider && finite_mask(p->input(0), depth + 1);
+    return from == DType::Bool || to == DType::F32 || to == DType::F64;
+  }
+  if (is_movement(p)) return finite_mask(p->input(0), depth + 1);
+  return filled_with(v, is_finite_value);
+}
+
+// Whether n keeps the last two axes of its input as they are (a broadcast or
+// reshape around them), or keeps their leading part (a slice from 0 by 1).
+bool keeps_last_two(const Node* n) {
+  const Value* in = n->input(0);
+  const Value* out = n->output(0);
+  if (!known(in) || !known(out) || in->type().rank() < 2 || out->type().rank() < 2) return false;
+  const Dims &a = dims(in), &b = dims(out);
+  bool same = a[a.size() - 2] == b[b.size() - 2] && a.back() == b.back();
+  if (is_op(n, "Reshape") || is_op(n, "Expand") || is_onnx(n, "Unsqueeze") || is_onnx(n, "Squeeze") ||
+      is_onnx(n, "Identity"))
+    return same;
+  if (!is_op(n, "Slice") || out->type().rank() != in->type().rank()) return false;
+  std::vector<int64_t> starts, axes, steps;
+  if (n->domain() == kTccDomain) {
+    starts = n->get_ints("starts"), axes = n->get_ints("axes"), steps = n->get_ints("steps");
+  } else {
+    std::optional<Tensor> s = constant_value(n->input(1));
+    std::optional<Tensor> ax = n->has_input(3) ? constant_value(n->input(3)) : std::nullopt;
+    std::optional<Tensor> st = n->has_input(4) ? constant_value(n->input(4)) : std::nullopt;
+    if (!s || (n->has_input(3) && !ax) || (n->has_input(4) && !st)) return false;
+    for (int64_t i = 0; i < s->numel(); ++i) {
+      starts.push_back(s->get_i64(i));
+      axes.push_back(ax ? ax->get_i64(i) : i);
+      steps.push_back(st ? st->get_i64(i) : 1);
+    }
+  }
+  const auto rank = static_cast<int64_t>(a.size());
+  for (size_t i = 0; i < axes.size(); ++i) {
+    int64_t axis = axes[i] < 0 ? axes[i] + rank : axes[i];
+    if (axis >= rank - 2 && (starts.at(i) != 0 || (i < steps.size() ? steps[i] : 1) != 1)) return false;
+  }
+  return true;
+}
+
+// An integer grid a * row + b * col + c over the last two axes.
+struct Linear {
+  int64_t a = 0, b = 0, c = 0;
+};
+
+// v as a Linear: a one-element constant, a Range (start, step 1) along the
+// row or column axis (where its one dim that is not 1 sits), sums and
+// differences of those.
+std::optional<Linear> linear_index(const Value* v, int depth = 0) {
+  if (depth > kMaxDepth || !known(v) || is_float(v->type().dtype())) return std::nullopt;
+  if (std::optional<double> c = scalar_constant(v)) return Linear{0, 0, static_cast<int64_t>(*c)};
+  const Node* p = v->producer();
+  if (is_onnx(p, "Add") || is_onnx(p, "Sub")) {
+    std::optional<Linear> x = linear_index(p->input(0), depth + 1), y = linear_index(p->input(1), depth + 1);
+    if (!x || !y) return std::nullopt;
+    int64_t sign = p->op_type() == "Sub" ? -1 : 1;
+    return Linear{x->a + sign * y->a, x->b + sign * y->b, x->c + sign * y->c};
+  }
+  // Which axis holds the range: the one dim that is not 1.
+  const Dims& s = dims(v);
+  int64_t axis = -1;
+  for (size_t i = 0; i < s.size(); ++i)
+    if (s[i] != Dim(1)) {
+      if (axis >= 0) return std::nullopt;
+      axis = static_cast<int64_t>(i);
+    }
+  if (axis < 0) return std::nullopt;
+  const auto rank = static_cast<int64_t>(s.size());
+  if (axis != rank - 1 && axis != rank - 2) return std::nullopt;
+  while (p && (is_onnx(p, "Unsqueeze") || is_op(p, "Reshape"))) p = p->input(0)->producer();
+  std::optional<int64_t> start;
+  if (is_op(p, "Range") && p->domain() == kTccDomain && p->get_int("delta", 0) == 1) start = p->get_int("start", 0);
+  if (is_onnx(p, "Range") && scalar_constant(p->input(2)) == 1.0)
+    if (std::optional<double> s0 = scalar_constant(p->input(0))) start = static_cast<int64_t>(*s0);
+  if (!start) return std::nullopt;
+  return axis == rank - 1 ? Linear{0, 1, *start} : Linear{1, 0, *start};
+}
+
+// +1: v is true (nonzero) exactly where its column j <= its row i over its
+// last two axes; -1: exactly where j > i; 0: not known.
+int causal_pattern(const Value* v, int depth = 0) {
+  if (depth > kMaxDepth || !known(v) || v->type().rank() < 2) return 0;
+  const Node* p = v->producer();
+  if (std::optional<Tensor> t = constant_value(v)) {
+    const int64_t cols = t->shape().back(), rows = t->shape()[t->shape().size() - 2];
+    bool lower = true, upper = true;
+    for (int64_t e = 0; e < t->numel(); ++e) {
+      const int64_t j = e % cols, i = (e / cols) % rows;
+      const bool set = t->get_f64(e) != 0;
+      lower = lower && set == (j <= i);
+      upper = upper && set == (j > i);
+    }
+    return lower ? 1 : upper ? -1 : 0;
+  }
+  if (!p) return 0;
+  if (is_onnx(p, "Not")) return -causal_pattern(p->input(0), depth + 1);
+  if (is_onnx(p, "Equal")) {  // x == 0 negates x
+    for (size_t i = 0; i < 2; ++i)
+      if (scalar_constant(p->input(i)) == 0.0) return -causal_pattern(p->input(1 - i), depth + 1);
+    return 0;
+  }
+  if (is_onnx(p, "Cast")) {
+    DType from = p->input(0)->type().dtype(), to = v->type().dtype();
+    bool keeps_nonzero = to == DType::Bool || from == DType::Bool || (!is_float(from) && is_float(to));
+    return keeps_nonzero ? causal_pattern(p->input(0), depth + 1) : 0;
+  }
+  if (is_onnx(p, "And")) {
+    for (size_t i = 0; i < 2; ++i)
+      if (is_nonzeros(p->input(i))) return causal_pattern(p->input(1 - i), depth + 1);
+    return 0;
+  }
+  if (is_onnx(p, "Where") && is_nonzeros(p->input(1)) && is_zeros(p->input(2))) return causal_pattern(p->input(0), depth + 1);
+  if (is_onnx(p, "Where") && is_zeros(p->input(1)) && is_nonzeros(p->input(2))) return -causal_pattern(p->input(0), depth + 1);
+  if (is_onnx(p, "Trilu") && is_nonzeros(p->input(0))) {
+    std::optional<double> k = p->has_input(1) ? scalar_constant(p->input(1)) : std::optional<double>(0.0);
+    bool upper = p->get_int("upper", 1) != 0;
+    if (k == 0.0 && !upper) return 1;
+    if (k == 1.0 && upper) return -1;
+    return 0;
+  }
+  for (const char* op : {"LessOrEqual", "Less", "GreaterOrEqual", "Greater"}) {
+    if (!is_onnx(p, op)) continue;
+    std::optional<Linear> x = linear_index(p->input(0)), y = linear_index(p->input(1));
+    if (!x || !y) return 0;
+    // Each comparison as e <= t over integers, e = +-(x - y).
+    const bool flip = p->op_type()[0] == 'G', strict = p->op_type().back() != 'l';
+    const int64_t sign = flip ? -1 : 1;
+    const int64_t a = sign * (x->a - y->a), b = sign * (x->b - y->b), t = (strict ? -1 : 0) - sign * (x->c - y->c);
+    if (a == -1 && b == 1 && t == 0) return 1;    // j - i <= 0
+    if (a == 1 && b == -1 && t == -1) return -1;  // i - j <= -1
+    return 0;
+  }
+  if (is_movement(p) && keeps_last_two(p)) return causal_pattern(p->input(0), depth + 1);
+  return 0;
+}
+
+// v's last two axes are [rows, cols] exactly (a causal proof needs the whole grid).
+bool grid_is(const Value* v, const Dim& rows, const Dim& cols) {
+  return known(v) && v->type().rank() >= 2 && dims(v)[v->type().rank() - 2] == rows && dims(v).back() == cols;
+}
+
+// An additive mask that is 0 where j <= i and hides the rest.
+bool causal_additive(const Value* m, const Dim& rows, const Dim& cols, int depth = 0) {
+  if (depth > kMaxDepth || !grid_is(m, rows, cols)) return false;
+  const Node* p = m->producer();
+  if (is_movement(p) && keeps_last_two(p)) return causal_additive(p->input(0), rows, cols, depth + 1);
+  if (!is_onnx(p, "Where") || !grid_is(p->input(0), rows, cols)) return false;
+  if (is_zeros(p->input(1)) && filled_with(p->input(2), hides)) return causal_pattern(p->input(0)) == 1;
+  if (filled_with(p->input(1), hides) && is_zeros(p->input(2))) return causal_pattern(p->input(0)) == -1;
+  return false;
+}
+
+// The mask broadcasts onto the scores [B, Hq, Sq, Skv], keys along its last axis.
+bool broadcasts_onto(const Value* m, const Dims& scores) {
+  if (!known(m) || m->type().rank() < 1 || m->type().rank() > 4 || dims(m).back() != scores[3]) return false;
+  const size_t r = m->type().rank();
+  for (size_t a = 0; a + 1 < r; ++a)
+    if (dims(m)[a] != Dim(1) && dims(m)[a] != scores[4 - r + a]) return false;
+  return true;
+}
+
+// ---- the match -------------------------------------------------------------------
+
+// What the new node reads as attn_mask.
+struct Mask {
+  enum class Form { None, AsIs, Negated, FromBool } form = Form::None;
+  Value* v = nullptr;  // the mask, the bool to negate, or the bool a float mask is built from
+  double fill = 0;     // FromBool: the value where v hides
+  bool hide_when_true = false;  // FromBool
+};
+
+struct Match {
+  std::unordered_set<const Node*> body;  // replaced by the new node
+  Operand q, k, v;
+  double scale = 1;
+  Mask mask;
+  bool causal = false, guarded = false;
+  Value* y = nullptr;  // the output the new node takes over
+  const Node* last = nullptr;  // the node producing y: the new node's name and source
+};
+
+// Readers of each value: node inputs, region captures, graph outputs.
+class Readers {
+ public:
+  explicit Readers(const Graph& g) : users_(g.compute_users()) {
+    for (const auto& n : g.nodes())
+      for (const Value* v : n->captures()) ++extra_[v];
+    for (const Value* v : g.outputs()) ++extra_[v];
+  }
+  // The nodes reading v; null when something other than a node input reads it.
+  const std::vector<std::pair<Node*, size_t>>* nodes_only(const Value* v) const {
+    if (extra_.count(v)) return nullptr;
+    auto it = users_.find(v);
+    return it == users_.end() ? &none_ : &it->second;
+  }
+  size_t count(const Value* v) const {
+    auto it = users_.find(v);
+    auto e = extra_.find(v);
+    return (it == users_.end() ? 0 : it->second.size()) + (e == extra_.end() ? 0 : e->second);
+  }
+
+ private:
+  std::unordered_map<const Value*, std::vector<std::pair<Node*, size_t>>> users_;
+  std::unordered_map<const Value*, size_t> extra_;
+  std::vector<std::pair<Node*, size_t>> none_;
+};
+
+// The only node reading v, else null.
+Node* sole_reader(const Readers& r, const Value* v) {
+  const auto* users = r.nodes_only(v);
+  return users && users->size() == 1 ? users->front().first : nullptr;
+}
+
+// h = (some element of the row of `logits` is not -inf), keepdims over the
+// last axis: core ATen's any(logits != -inf), ReduceMax over a cast.
+bool row_has_finite(const Value* h, const Value* logits, std::unordered_set<const Node*>& body) {
+  const Node* p = h->producer();
+  std::vector<const Node*> seen;
+  if (is_onnx(p, "Cast") && h->type().dtype() == DType::Bool) seen.push_back(p), p = p->input(0)->producer();
+  if (!is_onnx(p, "ReduceMax") || p->get_int("keepdims", 1) != 1) return false;
+  std::vector<int64_t> axes = p->get_ints("axes");
+  if (p->has_input(1)) {
+    std::optional<Tensor> t = constant_value(p->input(1));
+    if (!t) return false;
+    axes.clear();
+    for (int64_t i = 0; i < t->numel(); ++i) axes.push_back(t->get_i64(i));
+  }
+  if (axes.size() != 1 || (axes[0] != -1 && axes[0] != 3)) return false;
+  seen.push_back(p), p = p->input(0)->producer();
+  if (is_onnx(p, "Cast")) seen.push_back(p), p = p->input(0)->producer();
+  if (!is_onnx(p, "Not")) return false;
+  seen.push_back(p), p = p->input(0)->producer();
+  if (!is_onnx(p, "Equal") || p->input(0) != logits || scalar_constant(p->input(1)) != -std::numeric_limits<double>::infinity())
+    return false;
+  seen.push_back(p);
+  body.insert(seen.begin(), seen.end());
+  return true;
+}
+
+// The scores' MatMul behind `s` (through scales and torch's bmm reshape):
+// fills q, k and the scale.
+bool match_scores(Value* s, Match& m) {
+  s = strip_scales(s, m.scale, &m.body);
+  Node* mm = s->producer();
+  bool bmm = false;
+  if (Value* s3 = merged(s)) {
+    m.body.insert(mm);
+    s = strip_scales(s3, m.scale, &m.body);
+    mm = s->producer();
+    bmm = true;
+  }
+  if (!is_onnx(mm, "MatMul")) return false;
+  m.body.insert(mm);
+  Value* q = mm->input(0);
+  Value* kt = mm->input(1);
+  if (bmm) {
+    q = unmerged(strip_scales(q, m.scale, nullptr));
+    kt = unmerged(strip_scales(kt, m.scale, nullptr));
+    if (!q || !kt) return false;
+  }
+  m.q.v = strip_scales(q, m.scale, nullptr);
+  m.k = untransposed(strip_scales(kt, m.scale, nullptr));
+  return rank_is(m.q.v, 4) && known(m.k.v);
+}
+
+// The bias between the scores and the Softmax's input `logits`, then the scores.
+bool match_bias(Value* logits, Match& m) {
+  Node* p = logits->producer();
+  if (is_onnx(p, "Add") && is_float(logits->type().dtype())) {
+    for (size_t i = 0; i < 2; ++i) {
+      Match attempt = m;
+      attempt.body.insert(p);
+      if (p->input(i)->type() != logits->type() || !match_scores(p->input(i), attempt)) continue;
+      Value* mask = p->input(1 - i);
+      if (mask->type().dtype() != logits->type().dtype()) return false;
+      attempt.mask = {Mask::Form::AsIs, mask};
+      m = std::move(attempt);
+      return true;
+    }
+    return false;
+  }
+  if (is_onnx(p, "Where")) {
+    for (size_t i = 1; i < 3; ++i) {
+      std::optional<double> fill = scalar_constant(p->input(i));
+      if (!fill) continue;
+      Match attempt = m;
+      attempt.body.insert(p);
+      if (p->input(3 - i)->type() != logits->type() || !match_scores(p->input(3 - i), attempt)) continue;
+      attempt.mask = {Mask::Form::FromBool, p->input(0), *fill, i == 1};
+      m = std::move(attempt);
+      return true;
+    }
+    return false;
+  }
+  return match_scores(logits, m);
+}
+
+// Decides how the mask goes in (or that the subgraph stays): see the header.
+bool settle_mask(Match& m, const Dims& scores) {
+  Mask& mask = m.mask;
+  const Dim &rows = scores[2], &cols = scores[3];
+  if (mask.form == Mask::Form::None) return true;
+  if (!broadcasts_onto(mask.v, scores)) return false;
+  if (mask.form == Mask::Form::AsIs) {
+    if (causal_additive(mask.v, rows, cols)) {
+      m.causal = true, mask = {};
+      return true;
+    }
+    return m.guarded || finite_mask(mask.v);
+  }
+  if (!hides(mask.fill)) return false;
+  if (grid_is(mask.v, rows, cols) && causal_pattern(mask.v) == (mask.hide_when_true ? -1 : 1)) {
+    m.causal = true, mask = {};
+    return true;
+  }
+  if (std::isfinite(mask.fill)) return true;  // a float mask, built from the bool
+  if (!m.guarded) return false;
+  if (!mask.hide_when_true) {
+    mask = {Mask::Form::AsIs, mask.v};
+  } else if (is_onnx(mask.v->producer(), "Not")) {
+    mask = {Mask::Form::AsIs, mask.v->producer()->input(0)};
+  } else {
+    mask.form = Mask::Form::Negated;
+  }
+  return true;
+}
+
+// The attention around `softmax`, or nothing.
+std::optional<Match> match_attention(Node& softmax, const Readers& readers, int64_t onnx_opset) {
+  Value* logits = softmax.input(0);
+  Value* p = softmax.output(0);
+  if (onnx_opset < 13 || !rank_is(p, 4) || !is_float(p->type().dtype())) return std::nullopt;
+  if (int64_t axis = softmax.get_int("axis", -1); axis != -1 && axis != 3) return std::nullopt;
+  const Dims scores = dims(p);
+  Match m;
+  m.body.insert(&softmax);
+
+  // After the Softmax: an optional guard, then MatMul with V (maybe as bmm).
+  Node* next = sole_reader(readers, p);
+  const auto* p_users = readers.nodes_only(p);
+  if (!next && p_users && p_users->size() == 2) {
+    Node* a = (*p_users)[0].first;
+    Node* b = (*p_users)[1].first;
+    if (is_onnx(b, "IsNaN")) std::swap(a, b);
+    if (is_onnx(a, "IsNaN") && is_onnx(b, "Where") && b->input(0) == a->output(0) && b->input(2) == p &&
+        is_zeros(b->input(1)) && b->output(0)->type() == p->type()) {
+      m.body.insert({a, b});
+      m.guarded = true;
+      next = sole_reader(readers, b->output(0));
+      p = b->output(0);
+    }
+  } else if (is_onnx(next, "Where") && next->input(2) == p && is_zeros(next->input(1)) &&
+             next->output(0)->type() == p->type() && is_onnx(next->input(0)->producer(), "Not") &&
+             row_has_finite(next->input(0)->producer()->input(0), logits, m.body)) {
+    m.body.insert({next, next->input(0)->producer()});
+    m.guarded = true;
+    p = next->output(0);
+    next = sole_reader(readers, p);
+  }
+  bool bmm = false;
+  if (next && is_op(next, "Expand") && next->output(0)->type() == p->type()) {
+    m.body.insert(next);
+    p = next->output(0);
+    next = sole_reader(readers, p);
+  }
+  if (next && is_op(next, "Reshape") && unmerged(next->output(0)) == p) {
+    m.body.insert(next);
+    p = next->output(0);
+    next = sole_reader(readers, p);
+    bmm = true;
+  }
+  if (!is_onnx(next, "MatMul") || next->input(0) != p) return std::nullopt;
+  m.body.insert(next);
+  m.y = next->output(0);
+  Value* v = next->input(1);
+  if (bmm) {
+    Node* split = sole_reader(readers, m.y);
+    if (!split || !is_op(split, "Reshape") || merged(split->output(0)) != m.y) return std::nullopt;
+    m.body.insert(split);
+    m.y = split->output(0);
+    v = unmerged(through_noop(v));
+    if (!v) return std::nullopt;
+  }
+  m.v.v = through_noop(v);
+  m.last = m.y->producer();
+
+  // Before the Softmax: the bias, the scale, the scores' MatMul.
+  if (!match_bias(logits, m) || !settle_mask(m, scores)) return std::nullopt;
+
+  // Grouped-query heads: both K and V read before the same repeat, or neither.
+  if (m.k.perm.empty()) {
+    auto [k0, gk] = unrepeated(m.k.v);
+    auto [v0, gv] = unrepeated(m.v.v);
+    if (gk > 1 && gk == gv) m.k.v = k0, m.v.v = v0;
+  }
+
+  // The operands agree with the scores and the output.
+  if (!known(m.q.v) || !known(m.k.v) || !rank_is(m.v.v, 4) || !rank_is(m.y, 4)) return std::nullopt;
+  const Dims q = dims(m.q.v), k = m.k.shape(), vs = dims(m.v.v), y = dims(m.y);
+  if (k.size() != 4 || q[0] != scores[0] || q[1] != scores[1] || q[2] != scores[2] || k[0] != q[0] || k[2] != scores[3] ||
+      k[3] != q[3] || vs[0] != q[0] || vs[1] != k[1] || vs[2] != k[2] || y != Dims{q[0], q[1], q[2], vs[3]})
+    return std::nullopt;
+  if (!k[1].is_static() || !q[1].is_static() || k[1].value() < 1 || q[1].value() % k[1].value() != 0) return std::nullopt;
+  const DType t = m.q.v->type().dtype();
+  if (m.k.v->type().dtype() != t || m.v.v->type().dtype() != t || m.y->type().dtype() != t) return std::nullopt;
+
+  // Every intermediate is read only inside the subgraph, and none is an operand.
+  for (const Value* in : {m.q.v, m.k.v, m.v.v, m.mask.v})
+    if (in && m.body.count(in->producer())) return std::nullopt;
+  for (const Node* n : m.body)
+    for (const Value* out : n->outputs()) {
+      if (out == m.y) continue;
+      const auto* users = readers.nodes_only(out);
+      if (!users) return std::nullopt;
+      for (const auto& [user, index] : *users)
+        if (!m.body.count(user)) return std::nullopt;
+    }
+  return m;
+}
+
+// ---- the rewrite -------------------------------------------------------------------
+
+Value* add_node(Graph& g, Node* before, const std::string& op, const std::vector<Value*>& ins, const std::string& name,
+                Type type, std::map<std::string, Attribute> attrs = {}) {
+  Node* n = g.insert_node(before, op, ins, {g.fresh_name(name)}, "", name);
+  n->output(0)->set_type(std::move(type));
+  for (auto& [k, a] : attrs) n->set_attr(k, std::move(a));
+  return n->output(0);
+}
+
+Value* scalar(Graph& g, const std::string& name, double x, DType t) {
+  Tensor c(t, {});
+  c.set_f64(0, x);
+  return g.add_initializer(g.fresh_name(name), std::move(c));
+}
+
+// Erases what no longer has readers, starting from `seeds`.
+void erase_dead(Graph& g, std::vector<Node*> seeds) {
+  Readers readers(g);
+  std::unordered_map<const Value*, size_t> uses;
+  std::unordered_set<const Node*> dead;
+  auto uses_of = [&](const Value* v) -> size_t& {
+    auto it = uses.find(v);
+    return it != uses.end() ? it->second : uses.emplace(v, readers.count(v)).first->second;
+  };
+  while (!seeds.empty()) {
+    Node* n = seeds.back();
+    seeds.pop_back();
+    if (dead.count(n) || !n->regions().empty()) continue;
+    bool unused = true;
+    for (const Value* out : n->outputs()) unused = unused && uses_of(out) == 0;
+    if (!unused) continue;
+    dead.insert(n);
+    for (Value* in : n->inputs()) {
+      if (!in) continue;
+      --uses_of(in);
+      if (in->producer()) seeds.push_back(in->producer());
+    }
+  }
+  if (!dead.empty()) g.erase_nodes_if([&](const Node& n) { return dead.count(&n) > 0; });
+}
+
+void rewrite(Graph& g, const Match& m, PassStats& stats) {
+  const std::string name = m.last->name().empty() ? "attention" : m.last->name();
+  const std::string source = m.last->source();
+  const Type type = m.y->type();
+  const DType t = type.dtype();
+  std::vector<Node*> seeds;
+  for (const Node* n : m.body)
+    for (Value* in : n->inputs())
+      if (in && in->producer() && !m.body.count(in->producer())) seeds.push_back(in->producer());
+  g.set_opset(std::string(kTccDomain), 1);
+  replace_nodes(g, m.body, {m.y}, [&](Node* before, const std::vector<std::string>& names) {
+    auto operand = [&](const Operand& o, const char* what) {
+      if (o.perm.empty()) return o.v;
+      return add_node(g, before, "Transpose", {o.v}, name + "/" + what, Type::tensor(t, o.shape()),
+                      {{"perm", Attribute::of_ints(o.perm)}});
+    };
+    std::vector<Value*> ins = {operand(m.q, "Transpose_q"), operand(m.k, "Transpose_k"), operand(m.v, "Transpose_v")};
+    const Mask& mask = m.mask;
+    const Type mask_type = mask.v ? mask.v->type() : Type();
+    if (mask.form == Mask::Form::AsIs) ins.push_back(mask.v);
+    if (mask.form == Mask::Form::Negated) ins.push_back(add_node(g, before, "Not", {mask.v}, name + "/Not_mask", mask_type));
+    if (mask.form == Mask::Form::FromBool) {
+      Value* zero = scalar(g, name + "/zero", 0, t);
+      Value* fill = scalar(g, name + "/fill", mask.fill, t);
+      ins.push_back(add_node(g, before, "Where", {mask.v, mask.hide_when_true ? fill : zero, mask.hide_when_true ? zero : fill},
+                             name + "/Where_mask", Type::tensor(t, mask_type.shape())));
+    }
+    Node* att = g.insert_node(before, "Attention", ins, names, std::string(kTccDomain), name);
+    att->set_source(source);
+    att->output(0)->set_type(type);
+    att->set_attr("scale", Attribute::of_float(static_cast<float>(m.scale)));
+    if (m.causal) att->set_attr("is_causal", Attribute::of_int(1));
+    return att;
+  });
+  erase_dead(g, std::move(seeds));
+  stats.add("attention_fused");
+  if (m.causal) stats.add("causal_masks");
+  if (m.guarded) stats.add("guards_dropped");
+}
+
+}  // namespace
+
+bool fuse_attention(Graph& g, PassContext& ctx) {
+  auto opset = g.opsets().find("");
+  const int64_t onnx_opset = opset == g.opsets().end() ? 0 : opset->second;
+  std::unordered_set<const Node*> declined;
+  bool changed = false;
+  for (bool again = true; again;) {
+    again = false;
+    Readers readers(g);
+    for (const auto& n : g.nodes()) {
+      if (!is_onnx(n.get(), "Softmax") || declined.count(n.get())) continue;
+      std::optional<Match> m = match_attention(*n, readers, onnx_opset);
+      if (!m) {
+        declined.insert(n.get());
+        continue;
+      }
+      rewrite(g, *m, ctx.stats);
+      changed = again = true;
+      break;
+    }
+  }
+  return changed;
+}
+
+}  // namespace tcc
