@@ -220,13 +220,17 @@ TEST_P(FakeDriverModel, LaunchesFollowTheScheduleAndTheManifestsLaunchShapes) {
   FakeDevice dev(GetParam().train ? training_step(model, dir_) : model, dir_ / "module");
   const runtime::Module& m = dev.module();
   // Blocks of two dimensions: a training step's bias gradients reduce
-  // columns, and GPT-2's attention turns K round through tiles.
+  // columns. GPT-2's attention is one attention kernel (a grid of two
+  // dimensions); its training step differentiates the attention's pieces.
   auto two_dimensional = [&](kir::Kind kind) {
     return std::any_of(m.kernels.begin(), m.kernels.end(),
                        [&](const runtime::KernelInfo& k) { return k.block[1] > 1 && k.kind == kind; });
   };
   EXPECT_EQ(two_dimensional(kir::Kind::Reduction), GetParam().train);
-  EXPECT_EQ(two_dimensional(kir::Kind::Pointwise), std::string(GetParam().name).rfind("gpt2", 0) == 0);
+  const bool attention = std::any_of(m.kernels.begin(), m.kernels.end(), [](const runtime::KernelInfo& k) {
+    return k.kind == kir::Kind::Attention;
+  });
+  EXPECT_EQ(attention, std::string(GetParam().name).rfind("gpt2", 0) == 0 && !GetParam().train);
   for (int64_t size : {8, 37}) {
     fake_cuda::clear_log();
     FakeDevice::Runs runs = dev.run_both(size, static_cast<unsigned>(size));
@@ -314,13 +318,17 @@ TEST_F(FakeDriver, BindingConstantsComputedOncePerBindingNeverPerStep) {
 }
 
 // A GPT-style block as torch's legacy exporter writes it (tests/zoo): its
-// causal mask comes from Shape -> Gather -> ConstantOfShape -> Trilu. The
-// module captures (no host step is left), a steady step is launches alone,
-// and the graph replays it at a new batch of inputs as the host computes them.
+// causal mask comes from Shape -> Gather -> ConstantOfShape -> Trilu, which
+// fuse_attention proves causal, so the attention kernel masks it and no
+// binding constant is left. The module captures (no host step is left), a
+// steady step is launches alone, and the graph replays it at a new batch of
+// inputs as the host computes them.
 TEST_F(FakeDriver, ExportedGptBlockStepIsLaunchesAloneAndReplays) {
   FakeDevice dev(fs::path(TCC_SOURCE_DIR) / "tests/zoo/gpt_block_legacy/model.onnx", dir_ / "module");
   ASSERT_EQ(runtime::capture_blocker(dev.module()), "");
-  EXPECT_FALSE(dev.module().binding_steps.empty());
+  EXPECT_TRUE(dev.module().binding_steps.empty());
+  EXPECT_TRUE(std::any_of(dev.module().kernels.begin(), dev.module().kernels.end(),
+                          [](const runtime::KernelInfo& k) { return k.kind == kir::Kind::Attention; }));
   FakeDevice::Buffers in = dev.inputs(6, 1);
   FakeDevice::Buffers out = dev.outputs(in);
   std::unique_ptr<runtime::CudaGraph> graph = runtime::capture_cuda(
