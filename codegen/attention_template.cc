@@ -186,15 +186,7 @@ class HostAttention : emitc::CodeWriter {
   explicit HostAttention(const kir::Kernel& k) : k_(k), a_(desc(k)) {}
 
   std::string print() {
-    out_ += "extern \"C\" void " + k_.name + "(void* const* buffers, const int64_t* sizes) {\n";
-    for (size_t b = 0; b < k_.buffers.size(); ++b) {
-      const kir::Buffer& buf = k_.buffers[b];
-      std::string type = std::string(buf.output ? "" : "const ") + emitc::storage_type(buf.dtype) + "*";
-      line(type + " " + p(static_cast<int>(b)) + " = (" + type + ")buffers[" + std::to_string(b) + "];");
-    }
-    for (size_t s = 0; s < k_.size_params.size(); ++s)
-      line("const int64_t " + emitc::size_var(k_.size_params[s]) + " = sizes[" + std::to_string(s) + "];");
-    line("(void)sizes;");
+    out_ += emitc::host_signature(k_);
     const std::array<SymExpr, 3> ys = output_strides(k_);
     const std::string DV = std::to_string(a_.v_head_size);
     line("const int64_t SQ = " + expr(a_.q_len) + ", SK = " + expr(a_.kv_len) + ";");

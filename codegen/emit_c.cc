@@ -316,6 +316,18 @@ std::string cuda_signature(const kir::Kernel& k, bool workspace, int launch_boun
   return out + ") {\n";
 }
 
+std::string host_signature(const kir::Kernel& k) {
+  std::string out = "extern \"C\" void " + k.name + "(void* const* buffers, const int64_t* sizes) {\n";
+  for (size_t b = 0; b < k.buffers.size(); ++b) {
+    const kir::Buffer& buf = k.buffers[b];
+    std::string type = std::string(buf.output ? "" : "const ") + storage_type(buf.dtype) + "*";
+    out += "  " + type + " p" + std::to_string(b) + " = (" + type + ")buffers[" + std::to_string(b) + "];\n";
+  }
+  for (size_t s = 0; s < k.size_params.size(); ++s)
+    out += "  const int64_t " + size_var(k.size_params[s]) + " = sizes[" + std::to_string(s) + "];\n";
+  return out + "  (void)buffers;\n  (void)sizes;\n";
+}
+
 const char* compute_type(DType t) {
   switch (t) {
     case DType::F32:

@@ -50,6 +50,10 @@ bool divisible_by(const SymExpr& e, int64_t d);
 // void NAME(const T0* __restrict__ p0, ..., int64_t s_x, ...[, void* __restrict__ ws]) {`:
 // emit_cuda's parameter convention (codegen/emit.h). A launch bound of 0 leaves it out.
 std::string cuda_signature(const kir::Kernel& k, bool workspace, int launch_bound = 0);
+// The opening of a host kernel, `extern "C" void NAME(void* const* buffers,
+// const int64_t* sizes) {`, and its first lines: buffer b as `p<b>` of its
+// storage type, each size parameter as its size_var (emit_host's convention).
+std::string host_signature(const kir::Kernel& k);
 
 // The type a value is computed in (f16/bf16: float; bool: bool) and the type a
 // buffer element is stored as (f16/bf16: uint16_t; bool: uint8_t).

@@ -19,16 +19,7 @@ class HostKernel : emitc::CodeWriter {
   explicit HostKernel(const kir::Kernel& k) : k_(k) {}
 
   std::string print() {
-    out_ += "extern \"C\" void " + k_.name + "(void* const* buffers, const int64_t* sizes) {\n";
-    for (size_t b = 0; b < k_.buffers.size(); ++b) {
-      const kir::Buffer& buf = k_.buffers[b];
-      std::string type = std::string(buf.output ? "" : "const ") + emitc::storage_type(buf.dtype) + "*";
-      line(type + " p" + std::to_string(b) + " = (" + type + ")buffers[" + std::to_string(b) + "];");
-    }
-    for (size_t s = 0; s < k_.size_params.size(); ++s)
-      line("const int64_t " + emitc::size_var(k_.size_params[s]) + " = sizes[" + std::to_string(s) + "];");
-    line("(void)buffers;");
-    line("(void)sizes;");
+    out_ += emitc::host_signature(k_);
     // On the GPU the runtime zeroes these outputs, or copies the one output's
     // initial value, before the launch; here the kernel does.
     for (size_t b = 0; b < k_.buffers.size(); ++b) {

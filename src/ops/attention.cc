@@ -309,6 +309,31 @@ std::vector<Tensor> eval_attention(EvalContext& ctx) {
 
 // ---- the fused kernel ------------------------------------------------------------
 
+// How an Attention node's Q, K and V split into heads, from their types: the
+// head counts (attributes for 3-D operands) and each head's size (unknown
+// where a dim is); nullopt where the counts are not static and positive with
+// the query heads a multiple of the kv heads.
+struct HeadLayout {
+  bool four_d;
+  int64_t heads, kv_heads;
+  Dim head, v_head;
+};
+
+std::optional<HeadLayout> head_layout(const Node& n) {
+  const Dims& q = n.input(kQ)->type().shape();
+  const Dims& k = n.input(kK)->type().shape();
+  const Dims& v = n.input(kV)->type().shape();
+  const bool four_d = q.size() == 4;
+  Dim heads = four_d ? q[1] : Dim(n.get_int("q_num_heads", 0));
+  Dim kv_heads = four_d ? k[1] : Dim(n.get_int("kv_num_heads", 0));
+  if (!heads.is_static() || !kv_heads.is_static() || heads.value() < 1 || kv_heads.value() < 1 ||
+      heads.value() % kv_heads.value() != 0)
+    return std::nullopt;
+  return HeadLayout{four_d, heads.value(), kv_heads.value(),
+                    four_d ? q[3] : per_head(n, q[2], heads.value(), "Q"),
+                    four_d ? v[3] : per_head(n, v[2], kv_heads.value(), "V")};
+}
+
 // The largest head sizes the fused kernel keeps (codegen/attention_template.h).
 constexpr int64_t kMaxKernelHeadSize = 256;
 
@@ -328,20 +353,15 @@ std::string attention_kernel_refusal(const Node& n) {
   for (const Type* t : {&q, &k, &v})
     if (t->dtype() != DType::F32) return "its operands are not f32";
   if (dtype_attr(n, DType::F32, "softmax_precision") != DType::F32) return "its softmax_precision is not f32";
-  const bool four_d = q.rank() == 4;
-  Dim heads = four_d ? q.shape()[1] : Dim(n.get_int("q_num_heads", 0));
-  Dim kv_heads = four_d ? k.shape()[1] : Dim(n.get_int("kv_num_heads", 0));
-  if (!heads.is_static() || !kv_heads.is_static() || kv_heads.value() < 1 || heads.value() % kv_heads.value() != 0)
-    return "its head counts are not static";
-  Dim head = four_d ? q.shape()[3] : per_head(n, q.shape()[2], heads.value(), "Q");
-  Dim v_head = four_d ? v.shape()[3] : per_head(n, v.shape()[2], kv_heads.value(), "V");
-  if (!head.is_static() || !v_head.is_static() || head.value() > kMaxKernelHeadSize ||
-      v_head.value() > kMaxKernelHeadSize)
+  std::optional<HeadLayout> h = head_layout(n);
+  if (!h) return "its head counts are not static";
+  if (!h->head.is_static() || !h->v_head.is_static() || h->head.value() > kMaxKernelHeadSize ||
+      h->v_head.value() > kMaxKernelHeadSize)
     return "its head sizes are not static or exceed " + std::to_string(kMaxKernelHeadSize);
   if (!n.has_input(kMask)) return "";
   const Type& m = n.input(kMask)->type();
   if (m.dtype() != DType::Bool && m.dtype() != DType::F32) return "its mask is neither bool nor f32";
-  const Dims target = {q.shape()[0], heads, q.shape()[four_d ? 2 : 1], k.shape()[four_d ? 2 : 1]};
+  const Dims target = {q.shape()[0], h->heads, q.shape()[h->four_d ? 2 : 1], k.shape()[h->four_d ? 2 : 1]};
   if (m.rank() < 1 || m.rank() > 4 || m.shape().back() != target[3]) return "its mask's last axis is not the keys'";
   for (size_t a = 0; a + 1 < m.rank(); ++a) {
     const Dim& d = m.shape()[a];
@@ -427,18 +447,16 @@ bool decompose_attention(Expansion& e) {
     if (in->type().dtype() != t || t == work) return in;
     return x.op("Cast_" + name, "Cast", {in}, in->type().shape(), {{"to", Attribute::of_int(static_cast<int64_t>(work))}});
   };
-  const Dims qs = q->type().shape(), ks = k->type().shape(), vs = v->type().shape();
-  const bool four_d = qs.size() == 4;
-  Dim heads = four_d ? qs[1] : Dim(n.get_int("q_num_heads", 0));
-  Dim kv_heads = four_d ? ks[1] : Dim(n.get_int("kv_num_heads", 0));
-  if (!heads.is_static() || !kv_heads.is_static() || heads.value() % kv_heads.value() != 0) return false;
+  std::optional<HeadLayout> layout = head_layout(n);
+  if (!layout || layout->head.is_unknown() || layout->v_head.is_unknown()) return false;
+  const Dims qs = q->type().shape();
+  const bool four_d = layout->four_d;
+  const Dim heads(layout->heads), kv_heads(layout->kv_heads);
   q = to_work("q", q), k = to_work("k", k), v = to_work("v", v);
   if (!four_d) {
-    Dim head = per_head(n, qs[2], heads.value(), "Q"), v_head = per_head(n, vs[2], kv_heads.value(), "V");
-    if (head.is_unknown() || v_head.is_unknown()) return false;
-    q = x.split_heads("q", q, heads, head);
-    k = x.split_heads("k", k, kv_heads, head);
-    v = x.split_heads("v", v, kv_heads, v_head);
+    q = x.split_heads("q", q, heads, layout->head);
+    k = x.split_heads("k", k, kv_heads, layout->head);
+    v = x.split_heads("v", v, kv_heads, layout->v_head);
   }
   const Dim batch = qs[0], q_len = q->type().shape()[2], head = q->type().shape()[3];
   if (past) {
