@@ -99,6 +99,8 @@ AttentionDims attention_dims(InferContext& ctx) {
   require_equal(ctx, k.shape()[0], d.batch, "Q's and K's batch sizes");
   require_equal(ctx, v.shape()[0], d.batch, "Q's and V's batch sizes");
   require_equal(ctx, v.shape()[v.rank() == 4 ? 2 : 1], d.kv_len, "K's and V's sequence lengths");
+  for (const Dim* h : {&d.q_heads, &d.kv_heads})
+    if (h->is_static() && h->value() < 1) ctx.fail("Q, K and V need at least one head, got " + h->str());
   if (d.q_heads.is_static() && d.kv_heads.is_static() && d.q_heads.value() % d.kv_heads.value() != 0)
     ctx.fail("Q's " + d.q_heads.str() + " heads are not a multiple of K's and V's " + d.kv_heads.str());
   if (ctx.has_input(kPastKey) != ctx.has_input(kPastValue)) ctx.fail("past_key and past_value come together");
@@ -227,6 +229,7 @@ std::vector<Tensor> eval_attention(EvalContext& ctx) {
     require_shape(ctx, k, {batch, kv_len, kvh * head}, "K");
     require_shape(ctx, v, {batch, kv_len, kvh * v_head}, "V");
   }
+  if (qh < 1 || kvh < 1) ctx.fail("Q, K and V need at least one head");
   if (qh % kvh != 0) ctx.fail("Q's " + std::to_string(qh) + " heads are not a multiple of K's " + std::to_string(kvh));
   const Tensor* past_k = ctx.has_input(kPastKey) ? &ctx.input(kPastKey) : nullptr;
   const Tensor* past_v = ctx.has_input(kPastValue) ? &ctx.input(kPastValue) : nullptr;

@@ -161,6 +161,14 @@ TEST(AttentionOp, BadOperandsAreNamed) {
 })").find("Q's 6 heads are not a multiple of K's and V's 4"),
             std::string::npos);
   EXPECT_NE(infer_error(R"(graph main opset(ai.onnx: 23) {
+  input %q: f32[2, 6, 5, 8]
+  input %k: f32[2, 0, 5, 8]
+  input %v: f32[2, 0, 5, 8]
+  %y: f32[2, 6, 5, 8] = Attention(%q, %k, %v) name("attn")
+  output %y
+})").find("Q, K and V need at least one head, got 0"),
+            std::string::npos);
+  EXPECT_NE(infer_error(R"(graph main opset(ai.onnx: 23) {
   input %q: f32[2, 2, 5, 8]
   input %k: f32[2, 2, 5, 4]
   input %v: f32[2, 2, 5, 8]
