@@ -81,16 +81,34 @@ void analyze(Graph& g, Analysis& a) {
   a.guards.emplace(declared_guards(a.signature, all_inputs, 0));
 }
 
+// --disable-passes: known passes, and none the later stages depend on.
+void check_disabled_passes(const std::vector<std::string>& names) {
+  for (const std::string& name : names) {
+    if (!find_pass(name)) {
+      std::string known;
+      for (const PassInfo& p : all_passes()) known += (known.empty() ? "" : ", ") + std::string(p.name);
+      throw InputError("--disable-passes: unknown pass '" + name + "' (passes: " + known + ")");
+    }
+    if (name == "decompose" || name == "fuse")
+      throw InputError("--disable-passes: '" + name + "' cannot be left out: scheduling and code generation read "
+                       "the graph in the form it leaves (--mode eager compiles without fusing)");
+  }
+}
+
 // passes: the pipeline through Fuse. The min-cut minimizes saved bytes, a
 // proxy: where the memory planner finds saving everything peaks lower, the
 // module keeps the save-all graph.
-std::vector<PassRecord> run_passes(Model& model, const CompileMode& mode, bool save_all, bool time_passes) {
+std::vector<PassRecord> run_passes(Model& model, const CompileMode& mode, bool save_all,
+                                   const std::vector<std::string>& disabled, bool time_passes) {
   PassManagerOptions options;
   options.time_passes = time_passes;
   options.fusion = std::any_of(mode.features.begin(), mode.features.end(),
                                [](const Feature* f) { return f->name == "fusion"; });
   std::vector<const PassInfo*> pipeline = build_pipeline("", Phase::Fuse);
-  if (save_all) std::erase_if(pipeline, [](const PassInfo* p) { return p->name == "recompute_activations"; });
+  std::erase_if(pipeline, [&](const PassInfo* p) {
+    return (save_all && p->name == "recompute_activations") ||
+           std::find(disabled.begin(), disabled.end(), p->name) != disabled.end();
+  });
   PassManager pm(pipeline, options, std::cerr);
   pm.run(model);
   return pm.records();
@@ -182,6 +200,7 @@ CompileResult compile(const CompileRequest& req) {
   if (!autotunes && (!req.cache.empty() || !req.device_name.empty()))
     throw InputError("tcc compile: --cache and --device-name apply to modes that autotune (max-autotune, "
                      "max-autotune-no-cudagraphs), not to --mode " + r.mode->name);
+  check_disabled_passes(req.disabled_passes);
   CompileTimings& t = r.timings;
   auto after = [&](const char* stage) {
     if (req.print_after) req.print_after(stage, *r.model->graph);
@@ -202,7 +221,7 @@ CompileResult compile(const CompileRequest& req) {
 
   stage = Clock::now();
   r.save_all = r.activations && r.activations->save_all_peak < r.activations->min_cut_peak;
-  r.passes = run_passes(*r.model, *r.mode, r.save_all, req.time_passes);
+  r.passes = run_passes(*r.model, *r.mode, r.save_all, req.disabled_passes, req.time_passes);
   t.passes = ms_since(stage);
   after("passes");
   const Graph& g = *r.model->graph;

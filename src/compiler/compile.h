@@ -50,6 +50,9 @@ struct CompileRequest {
   std::string cache;         // tuning cache (modes that autotune)
   std::string device_name;   // whose cache entries to use without a GPU (modes that autotune)
   double tune_budget_s = autotune::kDefaultTuneBudgetSeconds;  // seconds of measuring (0: no limit)
+  // Passes left out of the pipeline, to measure what one buys (fuse_attention,
+  // say); decompose and fuse cannot be: the later stages read their output.
+  std::vector<std::string> disabled_passes;
   // Called after each stage that runs, with its name (kCompileStages) and the
   // main graph as that stage left it.
   std::function<void(const std::string& stage, const Graph& graph)> print_after;

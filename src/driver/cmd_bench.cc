@@ -40,7 +40,7 @@ struct BenchOptions {
   bool profile = false;  // tcc profile: trace kernels, --report required
   std::string model;
   std::string modes = "eager,default,reduce-overhead";
-  std::string inputs, shapes, report, recorded, device;
+  std::string inputs, shapes, report, recorded, device, disabled_passes;
   int warmup = 10, iterations = 0;
   double duration = 0;
   bool check = false;
@@ -132,7 +132,8 @@ ExitCode run_bench(const BenchOptions& o) {
   m.device = o.device.empty() ? profile_for(m.device_name) : o.device;
   m.date = now_iso8601();
   if (const char* commit = std::getenv("TCC_COMMIT")) m.commit = commit;
-  m.source = std::string(cmd) + " on " + m.device_name;
+  m.source = std::string(cmd) + " on " + m.device_name +
+             (o.disabled_passes.empty() ? "" : " without the passes " + o.disabled_passes);
   m.sizes = symbol_sizes(g, inputs);
   std::string hints;
   for (const auto& [name, v] : m.sizes) hints += (hints.empty() ? "" : ",") + name + "=" + std::to_string(v);
@@ -151,13 +152,14 @@ ExitCode run_bench(const BenchOptions& o) {
   std::vector<profiler::BenchSettings> settings;
   for (const CompileMode* mode : modes) {
     std::string dir = (scratch / mode->name).string();
-    std::vector<std::string> tuning;
-    if (mode_autotunes(*mode)) tuning = {"--tune-budget", std::to_string(o.tune_budget)};
+    std::vector<std::string> flags;
+    if (mode_autotunes(*mode)) flags = {"--tune-budget", std::to_string(o.tune_budget)};
+    if (!o.disabled_passes.empty()) flags.insert(flags.end(), {"--disable-passes", o.disabled_passes});
     std::cerr << cmd << ": " << mode->name << ": compiling for this GPU (tcc compile";
     for (const std::string& flag : device_flags(arch, m.device)) std::cerr << " " << flag;
-    for (const std::string& flag : tuning) std::cerr << " " << flag;
+    for (const std::string& flag : flags) std::cerr << " " << flag;
     std::cerr << ")\n";
-    double compile_s = compile_module(o.model, dir, mode->name, hints, arch, m.device, tuning);
+    double compile_s = compile_module(o.model, dir, mode->name, hints, arch, m.device, flags);
     profiler::BenchSettings& s = settings.emplace_back();
     s.warmup = o.warmup;
     s.iterations = o.iterations;
@@ -210,6 +212,8 @@ CommandRunner setup(CLI::App& cmd, bool profile) {
                  "Seconds of measuring each autotuning mode's compile may take (0: no limit)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  cmd.add_option("--disable-passes", o->disabled_passes,
+                 "Compile every mode without these graph passes (tcc compile --disable-passes), e.g. fuse_attention");
   cmd.add_flag("--check", o->check, "Compare each mode's outputs with the reference interpreter; exit 1 on a mismatch");
   cmd.add_flag("--bound-inputs", o->bound_inputs,
                "CUDA graph modes: time the replay alone, as for a caller that writes its inputs into the graph's "

@@ -117,6 +117,11 @@ void print_summary(const CompileRequest& req, const CompileResult& r) {
             << schedule.fallback_copies << " host<->device copies\n"
             << "  arena:     " << human_bytes(evaluate_bytes(r.memory.arena_bytes, r.sizes)) << at << " ("
             << human_bytes(evaluate_bytes(r.memory.unplanned_bytes, r.sizes)) << " unplanned)\n";
+  if (!req.disabled_passes.empty()) {
+    std::cout << "  disabled:  ";
+    for (size_t i = 0; i < req.disabled_passes.size(); ++i) std::cout << (i ? ", " : "") << req.disabled_passes[i];
+    std::cout << " (--disable-passes)\n";
+  }
   if (r.training) {
     const TrainingGraph& training = *r.training;
     std::cout << "  training:  loss '" << training.loss << "', " << training.params.size()
@@ -230,6 +235,10 @@ CommandRunner setup_compile(CLI::App& cmd) {
   cmd.add_option("--print-after", c->print_after,
                  "Print the main graph as text IR to stderr after these compile stages (repeatable): load, shapes, "
                  "passes, schedule, memory, autotune, emit, build, write")
+      ->delimiter(',');
+  cmd.add_option("--disable-passes", req.disabled_passes,
+                 "Leave these graph passes out (comma-separated; tcc opt --list-passes names them), to measure what "
+                 "one buys, e.g. fuse_attention")
       ->delimiter(',');
   add_train_flags(cmd, req.train);
   return [c]() { return run_compile(*c); };

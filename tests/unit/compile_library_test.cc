@@ -141,6 +141,38 @@ TEST_F(CompileLibrary, ChecksTheRequestBeforeReadingTheModel) {
   EXPECT_FALSE(fs::exists(dir_ / "module"));
 }
 
+// --disable-passes leaves a pass out to measure what it buys: without
+// fuse_attention, GPT-2's attention is the score GEMMs and softmax it was
+// exported as. Unknown passes, and those the later stages need, are refused
+// before the model is read.
+TEST_F(CompileLibrary, DisabledPassesAreLeftOut) {
+  auto attention_kernels = [](const CompileResult& r) {
+    return std::count_if(r.schedule.kernels.begin(), r.schedule.kernels.end(),
+                         [](const kir::Kernel& k) { return k.attention.has_value(); });
+  };
+  CompileRequest req = request("gpt2_block.onnx");
+  EXPECT_EQ(attention_kernels(compile(req)), 1);
+  req.disabled_passes = {"fuse_attention"};
+  CompileResult without = compile(req);
+  EXPECT_EQ(attention_kernels(without), 0);
+  EXPECT_TRUE(std::none_of(without.passes.begin(), without.passes.end(),
+                           [](const PassRecord& p) { return p.name == "fuse_attention"; }));
+  const std::pair<const char*, const char*> refused[] = {
+      {"no_such_pass", "--disable-passes: unknown pass 'no_such_pass'"},
+      {"fuse", "--disable-passes: 'fuse' cannot be left out"},
+      {"decompose", "--disable-passes: 'decompose' cannot be left out"}};
+  for (const auto& [pass, message] : refused) {
+    CompileRequest bad = request("no_such_model.onnx");
+    bad.disabled_passes = {pass};
+    try {
+      compile(bad);
+      FAIL() << "compiled with --disable-passes " << pass;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
+  }
+}
+
 // Models of the trigonometric, activation and bitwise ops (tests/kernels, where
 // kernel_numerics_test runs their kernels against the interpreter) compile
 // into generated kernels alone: no node is left to a host step.
