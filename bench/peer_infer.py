@@ -338,7 +338,7 @@ def main(argv):
     today = datetime.date.today().isoformat()
     path = pathlib.Path(args.out or ROOT / "bench" / "results" / f"{today}-{device}-peer-infer.json")
     results = json.loads(path.read_text()) if path.exists() else {"models": {}}
-    commit = git_commit()
+    commit = os.environ.get("TCC_COMMIT") or git_commit()  # gpu-check's package names the binary's
     results.update({"date": today, "device": device, "git_commit": commit, **versions,
                     "steps": args.steps, "warmup": args.warmup})
     os.environ["TCC_COMMIT"] = commit  # tcc bench's report records it
