@@ -358,7 +358,9 @@ class GemmTemplateGpu : public ::testing::Test {
 // and of K has a partial tile; the first config timed (cuBLASLt's first
 // choice) is the reference each configuration must match (src/autotune/kernel_timer.cc).
 // Times k's library call and then every template configuration at `sizes`;
-// timing a candidate first checks its output against the library call's.
+// timing a candidate first checks its output against the library call's, so
+// one autotuning drops for its time alone (over the bound of ten times the
+// default) has matched it.
 void expect_every_config_matches_the_library(const kir::Kernel& k, const std::map<std::string, int64_t>& sizes) {
   std::unique_ptr<autotune::KernelBench> bench = runtime::cuda_measurer().bench(k, sizes);
   std::vector<KernelConfig> grid = {KernelConfig{}};
@@ -367,7 +369,8 @@ void expect_every_config_matches_the_library(const kir::Kernel& k, const std::ma
   for (const KernelConfig& c : grid) {
     std::string note;
     std::optional<double> t = bench->time_us(c, note);
-    EXPECT_TRUE(t) << k.name << " " << autotune::config_text(k, c) << ": " << note;
+    EXPECT_TRUE(t || note.starts_with("over the time bound")) << k.name << " " << autotune::config_text(k, c) << ": "
+                                                              << note;
   }
 }
 
@@ -378,7 +381,8 @@ TEST_F(GemmTemplateGpu, EveryConfigMatchesTheLibraryAtOddSizes) {
 
 // On the device, every tile passes the check at K = 16384, four times the K at
 // which every unsplit tile failed it on the H100 before each step's products
-// were summed apart (GemmTemplate.EmulatedLongKStaysF32Accurate).
+// were summed apart (GemmTemplate.EmulatedLongKStaysF32Accurate); on the H200
+// on 2026-11-27 all did, and the single-block tiles then exceeded the time bound.
 TEST_F(GemmTemplateGpu, EveryConfigMatchesTheLibraryAtLongK) {
   fs::path dir = make_temp_dir("tcc_gemm_long_k_gpu");
   ScheduledModel s = long_k_gemm(dir);
