@@ -10,24 +10,38 @@ namespace tcc {
 
 namespace {
 
-constexpr int kRows = 4;   // query rows per warp
-constexpr int kKeys = 32;  // keys per tile: one per lane
+constexpr int kKeys = 32;  // keys per shared tile
 
-// The block's shape for a description: warps, query rows, the shared tile's
-// row pitch (floats) and the output columns per lane.
+// Heads up to this size take the split layout; larger ones the warp layout,
+// whose per-thread registers do not grow with the head (see attention_template.h).
+constexpr int64_t kSplitMaxHead = 64;
+constexpr int kSplits = 4;       // split layout: lanes per query row, each taking every fourth key
+constexpr int kSplitWarps = 4;   // split layout: warps per block (32 query rows)
+constexpr int kWarpRows = 4;     // warp layout: query rows per warp
+
+// The block's shape for a description.
 struct Blocking {
-  int warps, rows, pitch, chunks;
+  bool split;  // the split layout (else the warp layout)
+  int warps;   // per block
+  int rows;    // query rows per block
   int threads() const { return 32 * warps; }
 };
 
 Blocking blocking(const kir::AttentionDesc& a) {
   TCC_CHECK(a.head_size >= 1 && a.head_size <= 256 && a.v_head_size >= 1 && a.v_head_size <= 256)
       << "attention head sizes " << a.head_size << ", " << a.v_head_size << " are outside 1..256";
+  if (a.head_size <= kSplitMaxHead && a.v_head_size <= kSplitMaxHead)
+    return {true, kSplitWarps, kSplitWarps * 32 / kSplits};
   int warps = a.head_size <= 128 && a.v_head_size <= 128 ? 8 : 2;
-  Blocking b{warps, warps * kRows, static_cast<int>(std::max(a.head_size, a.v_head_size)) + 1,
-             static_cast<int>((a.v_head_size + 31) / 32)};
-  TCC_CHECK((b.rows * a.head_size + kKeys * b.pitch) * 4 <= 48 * 1024) << "attention tiles exceed 48 KB";
-  return b;
+  return {false, warps, warps * kWarpRows};
+}
+
+// A shared tile's row pitch in floats for rows of `size`: a multiple of four
+// (16-byte rows for float4 loads) whose quarter is odd, so the rows kSplits
+// lanes read at once start in different 16-byte bank groups.
+int split_pitch(int64_t size) {
+  int pitch = static_cast<int>((size + 3) / 4 * 4);
+  return (pitch / 4) % 2 == 1 ? pitch : pitch + 4;
 }
 
 const kir::AttentionDesc& desc(const kir::Kernel& k) {
@@ -57,13 +71,183 @@ std::string offset(const std::vector<std::pair<std::string, SymExpr>>& terms) {
 
 std::string p(int buffer) { return "p" + std::to_string(buffer); }
 
-class CudaAttention : emitc::CodeWriter {
+// Lines that soft-cap the f32 score `s` of query i and key j and set it to -inf
+// where the key is hidden from the query: where `outside` holds (past the keys
+// or the queries), after i under causal masking, or by the mask (a false bool,
+// or an additive -inf).
+std::vector<std::string> masked_score(const kir::Kernel& k, const kir::AttentionDesc& a, const std::string& outside) {
+  std::vector<std::string> lines;
+  if (a.softcap > 0) {
+    std::string cap = emitc::literal(a.softcap, DType::F32);
+    lines.push_back("s = " + cap + " * tanhf(s / " + cap + ");");
+  }
+  lines.push_back("bool hidden = " + outside + (a.causal ? " || j > i" : "") + ";");
+  if (a.mask >= 0) {
+    const std::string at = p(a.mask) + "[" +
+                           offset({{"b", a.mask_strides[0]}, {"h", a.mask_strides[1]}, {"i", a.mask_strides[2]},
+                                   {"j", a.mask_strides[3]}}) + "]";
+    if (k.buffers[static_cast<size_t>(a.mask)].dtype == DType::Bool) lines.push_back("hidden = hidden || !" + at + ";");
+    else lines.push_back("if (!hidden) s += " + at + ";");
+  }
+  lines.push_back("if (hidden) s = " + emitc::literal(-INFINITY, DType::F32) + ";");
+  return lines;
+}
+
+// The split layout: kSplits neighbouring lanes share a query row, which each
+// holds in registers, and take every kSplits-th key of the shared tiles with
+// their own online softmax; the lanes' partial rows merge by shuffles at the end.
+class SplitAttention : emitc::CodeWriter {
  public:
-  explicit CudaAttention(const kir::Kernel& k) : k_(k), a_(desc(k)), b_(blocking(a_)) {}
+  explicit SplitAttention(const kir::Kernel& k)
+      : k_(k), a_(desc(k)), b_(blocking(a_)), kp_(split_pitch(a_.head_size)), vp_(split_pitch(a_.v_head_size)) {
+    TCC_CHECK(b_.split) << k.name << ": head sizes " << a_.head_size << ", " << a_.v_head_size
+                        << " take the warp layout";
+  }
 
   std::string print() {
     const std::string D = std::to_string(a_.head_size), DV = std::to_string(a_.v_head_size);
-    const std::string BM = std::to_string(b_.rows), T = std::to_string(b_.threads()), R = std::to_string(kRows);
+    const std::string S = std::to_string(kSplits), G = std::to_string(kKeys / kSplits);
+    const std::string T = std::to_string(b_.threads()), BN = std::to_string(kKeys);
+    const std::string neg_inf = emitc::literal(-INFINITY, DType::F32);
+    const std::array<SymExpr, 3> ys = output_strides(k_);
+    out_ += emitc::cuda_signature(k_, false, b_.threads());
+    line("const int64_t SQ = " + expr(a_.q_len) + ", SK = " + expr(a_.kv_len) + ";");
+    line("const int64_t b = blockIdx.x / " + std::to_string(a_.heads) + ", h = blockIdx.x % " +
+         std::to_string(a_.heads) + ", hk = h / " + std::to_string(a_.heads / a_.kv_heads) + ";");
+    line("const int tid = threadIdx.x, split = tid % " + S + ";");
+    line("const int64_t i0 = (int64_t)blockIdx.y * " + std::to_string(b_.rows) + ", i = i0 + tid / " + S + ";");
+    line("const bool live = i < SQ;");
+    line("const float* __restrict__ Q = " + p(a_.q) + " + " + offset({{"b", a_.q_strides[0]}, {"h", a_.q_strides[1]}}) + ";");
+    line("const float* __restrict__ K = " + p(a_.k) + " + " + offset({{"b", a_.k_strides[0]}, {"hk", a_.k_strides[1]}}) + ";");
+    line("const float* __restrict__ V = " + p(a_.v) + " + " + offset({{"b", a_.v_strides[0]}, {"hk", a_.v_strides[1]}}) + ";");
+    line("__shared__ __align__(16) float ks[" + BN + "][" + std::to_string(kp_) + "];");
+    line("__shared__ __align__(16) float vs[" + BN + "][" + std::to_string(vp_) + "];");
+    line("float q[" + D + "], o[" + DV + "];");
+    line("#pragma unroll");
+    line("for (int d = 0; d < " + D + "; ++d) q[d] = live ? Q[i * " + expr(a_.q_strides[2]) + " + d] : 0.f;");
+    line("#pragma unroll");
+    line("for (int e = 0; e < " + DV + "; ++e) o[e] = 0.f;");
+    line("float m = " + neg_inf + ", l = 0.f;");
+    // Keys after the block's last query row are hidden from all its rows.
+    line(std::string("const int64_t kv_end = ") +
+         (a_.causal ? "SK < i0 + " + std::to_string(b_.rows) + " ? SK : i0 + " + std::to_string(b_.rows) : "SK") + ";");
+    open("for (int64_t j0 = 0; j0 < kv_end; j0 += " + BN + ")");
+    line("__syncthreads();");
+    load_tile("ks", "K", a_.k_strides[2], a_.head_size);
+    load_tile("vs", "V", a_.v_strides[2], a_.v_head_size);
+    line("__syncthreads();");
+    // This lane's keys of the tile: split, split + S, ...
+    line("float sc[" + G + "];");
+    line("float top = " + neg_inf + ";");
+    line("#pragma unroll");
+    open("for (int u = 0; u < " + G + "; ++u)");
+    line("const int x = u * " + S + " + split;");
+    line("const int64_t j = j0 + x;");
+    dot("ks[x]", a_.head_size);
+    line("float s = acc * " + emitc::literal(a_.scale, DType::F32) + ";");
+    for (const std::string& l : masked_score(k_, a_, "!live || j >= SK")) line(l);
+    line("sc[u] = s;");
+    line("top = fmaxf(top, s);");
+    close();
+    // Online softmax over the lane's keys of the tile, one rescale per tile.
+    open("if (top != " + neg_inf + ")");
+    line("const float m_new = fmaxf(m, top), alpha = expf(m - m_new);");
+    line("l *= alpha;");
+    line("#pragma unroll");
+    line("for (int e = 0; e < " + DV + "; ++e) o[e] *= alpha;");
+    line("#pragma unroll");
+    open("for (int u = 0; u < " + G + "; ++u)");
+    line("const float pj = expf(sc[u] - m_new);");
+    line("l += pj;");
+    axpy("vs[u * " + S + " + split]", a_.v_head_size);
+    close();
+    line("m = m_new;");
+    close();
+    close();
+    // Merge the row's kSplits partial states (max, sum, output) by shuffles.
+    open("for (int x = 1; x < " + S + "; x <<= 1)");
+    line("const float m_other = __shfl_xor_sync(0xffffffffu, m, x), l_other = __shfl_xor_sync(0xffffffffu, l, x);");
+    line("const float m_new = fmaxf(m, m_other);");
+    line("const bool none = m_new == " + neg_inf + ";");
+    line("const float a_self = none ? 0.f : expf(m - m_new), a_other = none ? 0.f : expf(m_other - m_new);");
+    line("l = l * a_self + l_other * a_other;");
+    line("#pragma unroll");
+    line("for (int e = 0; e < " + DV + "; ++e) o[e] = o[e] * a_self + __shfl_xor_sync(0xffffffffu, o[e], x) * a_other;");
+    line("m = m_new;");
+    close();
+    line("if (!live) return;");
+    line("float* __restrict__ Y = " + p(static_cast<int>(k_.buffers.size()) - 1) + " + " +
+         offset({{"b", ys[0]}, {"h", ys[1]}, {"i", ys[2]}}) + ";");
+    line("const float inv = l > 0.f ? 1.f / l : 0.f;");
+    line("#pragma unroll");
+    line("for (int e = 0; e < " + DV + "; ++e) if (e % " + S + " == split) Y[e] = o[e] * inv;");
+    out_ += "}\n";
+    return out_;
+  }
+
+ private:
+  // Rows j0 .. j0 + kKeys - 1 of K or V (zeros past the last key) into a shared tile.
+  void load_tile(const std::string& tile, const std::string& from, const SymExpr& row_stride, int64_t size) {
+    const std::string S = std::to_string(size);
+    open("for (int t = threadIdx.x; t < " + std::to_string(kKeys) + " * " + S + "; t += " +
+         std::to_string(b_.threads()) + ")");
+    line("const int r = t / " + S + ", d = t % " + S + ";");
+    line(tile + "[r][d] = j0 + r < SK ? " + from + "[(j0 + r) * " + expr(row_stride) + " + d] : 0.f;");
+    close();
+  }
+
+  // acc = sum of q[d] * row[d] over d < size, four at a time from a 16-byte
+  // shared load where size allows.
+  void dot(const std::string& row, int64_t size) {
+    line("float acc = 0.f;");
+    line("#pragma unroll");
+    if (size % 4 == 0) {
+      open("for (int d = 0; d < " + std::to_string(size) + "; d += 4)");
+      line("const float4 r4 = *reinterpret_cast<const float4*>(&" + row + "[d]);");
+      line("acc += q[d] * r4.x;");
+      line("acc += q[d + 1] * r4.y;");
+      line("acc += q[d + 2] * r4.z;");
+      line("acc += q[d + 3] * r4.w;");
+      close();
+    } else {
+      line("for (int d = 0; d < " + std::to_string(size) + "; ++d) acc += q[d] * " + row + "[d];");
+    }
+  }
+
+  // o[e] += pj * row[e] over the value columns.
+  void axpy(const std::string& row, int64_t size) {
+    line("#pragma unroll");
+    if (size % 4 == 0) {
+      open("for (int e = 0; e < " + std::to_string(size) + "; e += 4)");
+      line("const float4 r4 = *reinterpret_cast<const float4*>(&" + row + "[e]);");
+      line("o[e] += pj * r4.x;");
+      line("o[e + 1] += pj * r4.y;");
+      line("o[e + 2] += pj * r4.z;");
+      line("o[e + 3] += pj * r4.w;");
+      close();
+    } else {
+      line("for (int e = 0; e < " + std::to_string(size) + "; ++e) o[e] += pj * " + row + "[e];");
+    }
+  }
+
+  const kir::Kernel& k_;
+  const kir::AttentionDesc& a_;
+  Blocking b_;
+  int kp_, vp_;  // the key and value tiles' row pitches (split_pitch)
+};
+
+// The warp layout: lane j scores key j of the tile for each of its warp's rows.
+class WarpAttention : emitc::CodeWriter {
+ public:
+  explicit WarpAttention(const kir::Kernel& k) : k_(k), a_(desc(k)), b_(blocking(a_)) {
+    pitch_ = static_cast<int>(std::max(a_.head_size, a_.v_head_size)) + 1;
+    chunks_ = static_cast<int>((a_.v_head_size + 31) / 32);
+    TCC_CHECK((b_.rows * a_.head_size + kKeys * pitch_) * 4 <= 48 * 1024) << "attention tiles exceed 48 KB";
+  }
+
+  std::string print() {
+    const std::string D = std::to_string(a_.head_size), DV = std::to_string(a_.v_head_size);
+    const std::string BM = std::to_string(b_.rows), T = std::to_string(b_.threads()), R = std::to_string(kWarpRows);
     const std::string neg_inf = emitc::literal(-INFINITY, DType::F32);
     const std::array<SymExpr, 3> ys = output_strides(k_);
     out_ += emitc::cuda_signature(k_, false, b_.threads());
@@ -76,16 +260,16 @@ class CudaAttention : emitc::CodeWriter {
     line("const float* __restrict__ K = " + p(a_.k) + " + " + offset({{"b", a_.k_strides[0]}, {"hk", a_.k_strides[1]}}) + ";");
     line("const float* __restrict__ V = " + p(a_.v) + " + " + offset({{"b", a_.v_strides[0]}, {"hk", a_.v_strides[1]}}) + ";");
     line("__shared__ float qs[" + BM + "][" + D + "];");
-    line("__shared__ float kv[" + std::to_string(kKeys) + "][" + std::to_string(b_.pitch) + "];");
+    line("__shared__ float kv[" + std::to_string(kKeys) + "][" + std::to_string(pitch_) + "];");
     open("for (int t = tid; t < " + BM + " * " + D + "; t += " + T + ")");
     line("const int r = t / " + D + ", d = t % " + D + ";");
     line("qs[r][d] = i0 + r < SQ ? Q[(i0 + r) * " + expr(a_.q_strides[2]) + " + d] : 0.f;");
     close();
-    line("float m[" + R + "], l[" + R + "], o[" + R + "][" + std::to_string(b_.chunks) + "];");
+    line("float m[" + R + "], l[" + R + "], o[" + R + "][" + std::to_string(chunks_) + "];");
     open("for (int r = 0; r < " + R + "; ++r)");
     line("m[r] = " + neg_inf + ";");
     line("l[r] = 0.f;");
-    line("for (int c = 0; c < " + std::to_string(b_.chunks) + "; ++c) o[r][c] = 0.f;");
+    line("for (int c = 0; c < " + std::to_string(chunks_) + "; ++c) o[r][c] = 0.f;");
     close();
     // Keys after the block's last query row are hidden from all its rows.
     line(std::string("const int64_t kv_end = ") + (a_.causal ? "SK < i0 + " + BM + " ? SK : i0 + " + BM : "SK") + ";");
@@ -127,7 +311,7 @@ class CudaAttention : emitc::CodeWriter {
 
   // Lane j's score of key j0 + j for each of the warp's rows, then the rows' online softmax step.
   void scores() {
-    const std::string R = std::to_string(kRows);
+    const std::string R = std::to_string(kWarpRows);
     const std::string neg_inf = emitc::literal(-INFINITY, DType::F32);
     line("const int64_t j = j0 + lane;");
     line("float pr[" + R + "];");
@@ -139,19 +323,7 @@ class CudaAttention : emitc::CodeWriter {
     open("for (int r = 0; r < " + R + "; ++r)");
     line("const int64_t i = i0 + warp * " + R + " + r;");
     line("float s = sr[r] * " + emitc::literal(a_.scale, DType::F32) + ";");
-    if (a_.softcap > 0) {
-      std::string cap = emitc::literal(a_.softcap, DType::F32);
-      line("s = " + cap + " * tanhf(s / " + cap + ");");
-    }
-    line(std::string("bool hidden = j >= SK || i >= SQ") + (a_.causal ? " || j > i" : "") + ";");
-    if (a_.mask >= 0) {
-      const std::string at = p(a_.mask) + "[" +
-                             offset({{"b", a_.mask_strides[0]}, {"h", a_.mask_strides[1]}, {"i", a_.mask_strides[2]},
-                                     {"j", a_.mask_strides[3]}}) + "]";
-      if (k_.buffers[static_cast<size_t>(a_.mask)].dtype == DType::Bool) line("hidden = hidden || !" + at + ";");
-      else line("if (!hidden) s += " + at + ";");
-    }
-    line("if (hidden) s = " + neg_inf + ";");
+    for (const std::string& l : masked_score(k_, a_, "j >= SK || i >= SQ")) line(l);
     line("float top = s;");
     line("for (int x = 16; x > 0; x >>= 1) top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, x));");
     line("const float m_new = fmaxf(m[r], top);");
@@ -161,7 +333,7 @@ class CudaAttention : emitc::CodeWriter {
     line("float sum = pj;");
     line("for (int x = 16; x > 0; x >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, x);");
     line("l[r] = l[r] * alpha + sum;");
-    line("for (int c = 0; c < " + std::to_string(b_.chunks) + "; ++c) o[r][c] *= alpha;");
+    line("for (int c = 0; c < " + std::to_string(chunks_) + "; ++c) o[r][c] *= alpha;");
     line("m[r] = m_new;");
     line("pr[r] = pj;");
     close();
@@ -169,7 +341,7 @@ class CudaAttention : emitc::CodeWriter {
 
   // `body` for each of the lane's output columns e = c * 32 + lane (c its chunk).
   void columns(const std::string& body) {
-    open("for (int c = 0; c < " + std::to_string(b_.chunks) + "; ++c)");
+    open("for (int c = 0; c < " + std::to_string(chunks_) + "; ++c)");
     line("const int e = c * 32 + lane;");
     if (a_.v_head_size % 32 != 0) line("if (e >= " + std::to_string(a_.v_head_size) + ") break;");
     line(body);
@@ -179,6 +351,8 @@ class CudaAttention : emitc::CodeWriter {
   const kir::Kernel& k_;
   const kir::AttentionDesc& a_;
   Blocking b_;
+  int pitch_;   // the shared tile's row pitch: one float past the longer head, so 32 rows hit 32 banks
+  int chunks_;  // output columns per lane: e = c * 32 + lane
 };
 
 class HostAttention : emitc::CodeWriter {
@@ -237,9 +411,17 @@ class HostAttention : emitc::CodeWriter {
 
 }  // namespace
 
-std::string emit_attention_cuda(const kir::Kernel& k) { return CudaAttention(k).print(); }
+std::string emit_attention_cuda(const kir::Kernel& k) {
+  return blocking(desc(k)).split ? SplitAttention(k).print() : WarpAttention(k).print();
+}
 
 std::string emit_attention_host(const kir::Kernel& k) { return HostAttention(k).print(); }
+
+std::string attention_schedule(const kir::Kernel& k) {
+  Blocking b = blocking(desc(k));
+  return std::string(b.split ? "split layout" : "warp layout") + ", block " + std::to_string(b.threads()) + ", rows " +
+         std::to_string(b.rows) + (b.split ? ", " + std::to_string(kSplits) + " lanes a row" : "");
+}
 
 LaunchConfig attention_launch(const kir::Kernel& k) {
   const kir::AttentionDesc& a = desc(k);

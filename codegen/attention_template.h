@@ -3,18 +3,27 @@
 // [batch, heads, q_len, kv_len] scores are never written to memory.
 //
 // CUDA: one block per (batch x head, tile of BM query rows), grid [batch *
-// heads, ceil(q_len / BM)]. Each warp owns R = 4 query rows; the block's query
-// tile sits in shared memory. Keys advance 32 at a time through one shared
-// tile, which holds the keys, then the values: lane j scores key j against
-// each of its warp's rows (the query row read by all lanes at once, the key row
-// padded by one float so the 32 rows hit 32 banks), the rows' running maxima
-// and sums move on by warp shuffles (online softmax, as FlashAttention-2), and
-// each lane accumulates its columns of the output rows from the value tile
-// (lane e holds columns e, e + 32, ...). With causal masking, key tiles after
-// the block's last query row are skipped. A row hidden everywhere ends with a
-// zero sum and is stored as zeros. Head sizes up to 256, static; BM is 32 for
-// head sizes up to 128 (8 warps) and 8 above (2 warps), keeping the static
-// shared memory under 48 KB. f32 on the CUDA cores, exact to f32 rounding.
+// heads, ceil(q_len / BM)]. Keys advance 32 at a time through shared tiles;
+// the rows' running maxima and sums move on as FlashAttention-2's online
+// softmax does; with causal masking, key tiles after the block's last query
+// row are skipped; a row hidden everywhere ends with a zero sum and is stored
+// as zeros. f32 on the CUDA cores, exact to f32 rounding. Two layouts:
+//
+// - split (both head sizes up to 64): four neighbouring lanes share a query
+//   row, held in registers with its output row, and each takes every fourth
+//   key of the tiles, whose rows it reads as float4s (row pitches chosen so
+//   the four rows read at once fall in different banks); each lane keeps its
+//   own running max and sum, rescaling once per tile, and the four partial
+//   rows merge by shuffles at the end. A score costs one shared load per
+//   four FMAs, so the FMA units, not shared memory, set the pace; BM is 32
+//   (four warps).
+// - warp (larger heads, whose rows would not fit in registers): each warp owns
+//   R = 4 query rows of the block's query tile in shared memory; lane j
+//   scores key j against each row (the key row padded by one float so the
+//   32 rows hit 32 banks), the maxima and sums move by warp shuffles, and
+//   lane e accumulates output columns e, e + 32, ...; BM is 32 for heads up
+//   to 128 (8 warps) and 8 above (2 warps), under 48 KB of shared memory.
+//
 // Not built: tensor cores (mma.sync, wgmma), f16 / bf16, the backward pass,
 // split-KV for long keys with few query tiles.
 //
@@ -35,5 +44,8 @@ std::string emit_attention_cuda(const kir::Kernel& k);
 std::string emit_attention_host(const kir::Kernel& k);
 // Grid [batch * heads, ceil(q_len / BM)] of the kernel's block.
 LaunchConfig attention_launch(const kir::Kernel& k);
+// The layout in words, for the manifest and reports: "split layout, block
+// 128, rows 32, 4 lanes a row".
+std::string attention_schedule(const kir::Kernel& k);
 
 }  // namespace tcc

@@ -101,7 +101,7 @@ TEST_F(CompileTest, ReportNamesEachKernelsSchedule) {
   ASSERT_EQ(r.code, 0) << r.output;
   std::string report = read_file(dir_ / "g" / "report.md");
   EXPECT_NE(report.find("| kernel | kind | schedule | steps |"), std::string::npos) << report;
-  for (const char* row : {"| reduction | block 64, rows 1, row cache 1 |", "| attention | block 256, rows 1 |",
+  for (const char* row : {"| reduction | block 64, rows 1, row cache 1 |", "| attention | split layout, block 128, rows 32, 4 lanes a row |",
                           "| pointwise | block 256, vector 4 |", "| gemm | cuBLASLt algorithm #0 |"})
     EXPECT_NE(report.find(row), std::string::npos) << row << "\n" << report;
 }

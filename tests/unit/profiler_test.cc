@@ -599,7 +599,7 @@ TEST_F(ProfilerTest, KernelsCarryTheirScheduleFromTheManifest) {
   for (const profiler::KernelSpec& k : specs) schedule[k.kind] += k.schedule + ";";
   EXPECT_NE(schedule["gemm"].find("cuBLASLt algorithm #0;"), std::string::npos) << schedule["gemm"];
   EXPECT_NE(schedule["pointwise"].find("block 256, vector 4;"), std::string::npos) << schedule["pointwise"];
-  EXPECT_NE(schedule["attention"].find("block 256, rows 1;"), std::string::npos) << schedule["attention"];
+  EXPECT_NE(schedule["attention"].find("split layout, block 128, rows 32, 4 lanes a row;"), std::string::npos) << schedule["attention"];
   EXPECT_NE(schedule["reduction"].find(", row cache "), std::string::npos) << schedule["reduction"];
 
   json recording = profiler::to_json(profiler::read_measurement(recorded("gpt2_block")));
