@@ -12,33 +12,41 @@ namespace {
 
 constexpr int kKeys = 32;  // keys per shared tile
 
-// Heads up to this size take the split layout; larger ones the warp layout,
-// whose per-thread registers do not grow with the head (see attention_template.h).
+// Heads up to this size may take the split layout; larger ones take the warp
+// layout, whose per-thread registers do not grow with the head.
 constexpr int64_t kSplitMaxHead = 64;
-constexpr int kSplits = 4;       // split layout: lanes per query row, each taking every fourth key
-constexpr int kSplitWarps = 4;   // split layout: warps per block (32 query rows)
-constexpr int kWarpRows = 4;     // warp layout: query rows per warp
+constexpr int kWarpRows = 4;  // warp layout: query rows per warp
+constexpr int kMaxThreads = 256;
 
-// The block's shape for a description.
+bool splits(const kir::AttentionDesc& a) { return a.head_size <= kSplitMaxHead && a.v_head_size <= kSplitMaxHead; }
+
+// The block's shape under a config.
 struct Blocking {
-  bool split;  // the split layout (else the warp layout)
-  int warps;   // per block
-  int rows;    // query rows per block
+  int lanes;  // lanes to a query row: the split layout; 0 the warp layout
+  int warps;  // per block
+  int rows;   // query rows per block
   int threads() const { return 32 * warps; }
 };
 
-Blocking blocking(const kir::AttentionDesc& a) {
+Blocking blocking(const kir::AttentionDesc& a, const KernelConfig& c) {
   TCC_CHECK(a.head_size >= 1 && a.head_size <= 256 && a.v_head_size >= 1 && a.v_head_size <= 256)
       << "attention head sizes " << a.head_size << ", " << a.v_head_size << " are outside 1..256";
-  if (a.head_size <= kSplitMaxHead && a.v_head_size <= kSplitMaxHead)
-    return {true, kSplitWarps, kSplitWarps * 32 / kSplits};
-  int warps = a.head_size <= 128 && a.v_head_size <= 128 ? 8 : 2;
-  return {false, warps, warps * kWarpRows};
+  int warps = c.block / 32;
+  return {c.lanes_per_row, warps, c.lanes_per_row > 0 ? warps * 32 / c.lanes_per_row : warps * kWarpRows};
+}
+
+// The warp layout's shared row pitch: one float past the longer head, so 32 rows hit 32 banks.
+int warp_pitch(const kir::AttentionDesc& a) { return static_cast<int>(std::max(a.head_size, a.v_head_size)) + 1; }
+
+// The warp layout's static shared memory: the block's query rows and one key or value tile.
+int64_t warp_shared_bytes(const kir::AttentionDesc& a, const Blocking& b) {
+  return (b.rows * a.head_size + kKeys * warp_pitch(a)) * 4;
 }
 
 // A shared tile's row pitch in floats for rows of `size`: a multiple of four
-// (16-byte rows for float4 loads) whose quarter is odd, so the rows kSplits
-// lanes read at once start in different 16-byte bank groups.
+// (16-byte rows for float4 loads) whose quarter is odd, so the up to eight
+// neighbouring rows a split layout's lanes read at once start in different
+// 16-byte bank groups.
 int split_pitch(int64_t size) {
   int pitch = static_cast<int>((size + 3) / 4 * 4);
   return (pitch / 4) % 2 == 1 ? pitch : pitch + 4;
@@ -93,20 +101,17 @@ std::vector<std::string> masked_score(const kir::Kernel& k, const kir::Attention
   return lines;
 }
 
-// The split layout: kSplits neighbouring lanes share a query row, which each
-// holds in registers, and take every kSplits-th key of the shared tiles with
-// their own online softmax; the lanes' partial rows merge by shuffles at the end.
+// The split layout: L neighbouring lanes share a query row, which each holds
+// in registers, and take every L-th key of the shared tiles with their own
+// online softmax; the lanes' partial rows merge by shuffles at the end.
 class SplitAttention : emitc::CodeWriter {
  public:
-  explicit SplitAttention(const kir::Kernel& k)
-      : k_(k), a_(desc(k)), b_(blocking(a_)), kp_(split_pitch(a_.head_size)), vp_(split_pitch(a_.v_head_size)) {
-    TCC_CHECK(b_.split) << k.name << ": head sizes " << a_.head_size << ", " << a_.v_head_size
-                        << " take the warp layout";
-  }
+  SplitAttention(const kir::Kernel& k, const KernelConfig& c)
+      : k_(k), a_(desc(k)), b_(blocking(a_, c)), kp_(split_pitch(a_.head_size)), vp_(split_pitch(a_.v_head_size)) {}
 
   std::string print() {
     const std::string D = std::to_string(a_.head_size), DV = std::to_string(a_.v_head_size);
-    const std::string S = std::to_string(kSplits), G = std::to_string(kKeys / kSplits);
+    const std::string S = std::to_string(b_.lanes), G = std::to_string(kKeys / b_.lanes);
     const std::string T = std::to_string(b_.threads()), BN = std::to_string(kKeys);
     const std::string neg_inf = emitc::literal(-INFINITY, DType::F32);
     const std::array<SymExpr, 3> ys = output_strides(k_);
@@ -164,7 +169,7 @@ class SplitAttention : emitc::CodeWriter {
     line("m = m_new;");
     close();
     close();
-    // Merge the row's kSplits partial states (max, sum, output) by shuffles.
+    // Merge the row's lanes' partial states (max, sum, output) by shuffles.
     open("for (int x = 1; x < " + S + "; x <<= 1)");
     line("const float m_other = __shfl_xor_sync(0xffffffffu, m, x), l_other = __shfl_xor_sync(0xffffffffu, l, x);");
     line("const float m_new = fmaxf(m, m_other);");
@@ -239,11 +244,9 @@ class SplitAttention : emitc::CodeWriter {
 // The warp layout: lane j scores key j of the tile for each of its warp's rows.
 class WarpAttention : emitc::CodeWriter {
  public:
-  explicit WarpAttention(const kir::Kernel& k) : k_(k), a_(desc(k)), b_(blocking(a_)) {
-    pitch_ = static_cast<int>(std::max(a_.head_size, a_.v_head_size)) + 1;
-    chunks_ = static_cast<int>((a_.v_head_size + 31) / 32);
-    TCC_CHECK((b_.rows * a_.head_size + kKeys * pitch_) * 4 <= 48 * 1024) << "attention tiles exceed 48 KB";
-  }
+  WarpAttention(const kir::Kernel& k, const KernelConfig& c)
+      : k_(k), a_(desc(k)), b_(blocking(a_, c)), pitch_(warp_pitch(a_)),
+        chunks_(static_cast<int>((a_.v_head_size + 31) / 32)) {}
 
   std::string print() {
     const std::string D = std::to_string(a_.head_size), DV = std::to_string(a_.v_head_size);
@@ -351,7 +354,7 @@ class WarpAttention : emitc::CodeWriter {
   const kir::Kernel& k_;
   const kir::AttentionDesc& a_;
   Blocking b_;
-  int pitch_;   // the shared tile's row pitch: one float past the longer head, so 32 rows hit 32 banks
+  int pitch_;   // the shared tile's row pitch (warp_pitch)
   int chunks_;  // output columns per lane: e = c * 32 + lane
 };
 
@@ -411,26 +414,69 @@ class HostAttention : emitc::CodeWriter {
 
 }  // namespace
 
-std::string emit_attention_cuda(const kir::Kernel& k) {
-  return blocking(desc(k)).split ? SplitAttention(k).print() : WarpAttention(k).print();
+KernelConfig attention_default_config(const kir::Kernel& k) {
+  const kir::AttentionDesc& a = desc(k);
+  KernelConfig c;
+  if (splits(a)) {
+    c.block = 128;
+    c.lanes_per_row = 4;
+  } else {
+    c.block = a.head_size <= 128 && a.v_head_size <= 128 ? 256 : 64;
+  }
+  return c;
+}
+
+std::string attention_refusal(const kir::Kernel& k, const KernelConfig& c) {
+  const kir::AttentionDesc& a = desc(k);
+  KernelConfig knobs;
+  knobs.block = c.block;
+  knobs.lanes_per_row = c.lanes_per_row;
+  if (c != knobs) return "attention kernels choose their threads per block and lanes to a query row, nothing else";
+  if (c.block < 32 || c.block > kMaxThreads || c.block % 32 != 0)
+    return "block " + std::to_string(c.block) + " is not a multiple of 32 from 32 to " + std::to_string(kMaxThreads);
+  if (c.lanes_per_row != 0 && c.lanes_per_row != 2 && c.lanes_per_row != 4 && c.lanes_per_row != 8)
+    return "lanes to a query row " + std::to_string(c.lanes_per_row) + " is not 0 (the warp layout), 2, 4 or 8";
+  if (c.lanes_per_row > 0 && !splits(a))
+    return "heads of " + std::to_string(std::max(a.head_size, a.v_head_size)) +
+           " do not fit the split layout's registers (up to " + std::to_string(kSplitMaxHead) + ")";
+  if (c.lanes_per_row == 0 && warp_shared_bytes(a, blocking(a, c)) > 48 * 1024)
+    return "the warp layout's tiles at block " + std::to_string(c.block) + " exceed 48 KB of shared memory";
+  return "";
+}
+
+std::vector<KernelConfig> attention_configs(const kir::Kernel& k) {
+  std::vector<KernelConfig> out;
+  KernelConfig c;
+  for (int lanes : {0, 2, 4, 8})
+    for (c.block = 64; c.block <= kMaxThreads; c.block *= 2) {
+      c.lanes_per_row = lanes;
+      if (attention_refusal(k, c).empty()) out.push_back(c);
+    }
+  return out;
+}
+
+std::string emit_attention_cuda(const kir::Kernel& k, const KernelConfig& c) {
+  std::string refusal = attention_refusal(k, c);
+  TCC_CHECK(refusal.empty()) << k.name << ": " << refusal;
+  return c.lanes_per_row > 0 ? SplitAttention(k, c).print() : WarpAttention(k, c).print();
 }
 
 std::string emit_attention_host(const kir::Kernel& k) { return HostAttention(k).print(); }
 
-std::string attention_schedule(const kir::Kernel& k) {
-  Blocking b = blocking(desc(k));
-  return std::string(b.split ? "split layout" : "warp layout") + ", block " + std::to_string(b.threads()) + ", rows " +
-         std::to_string(b.rows) + (b.split ? ", " + std::to_string(kSplits) + " lanes a row" : "");
+std::string attention_schedule(const kir::Kernel& k, const KernelConfig& c) {
+  Blocking b = blocking(desc(k), c);
+  return std::string(b.lanes > 0 ? "split layout" : "warp layout") + ", block " + std::to_string(b.threads()) +
+         ", rows " + std::to_string(b.rows) + (b.lanes > 0 ? ", " + std::to_string(b.lanes) + " lanes a row" : "");
 }
 
-LaunchConfig attention_launch(const kir::Kernel& k) {
+LaunchConfig attention_launch(const kir::Kernel& k, const KernelConfig& c) {
   const kir::AttentionDesc& a = desc(k);
-  Blocking b = blocking(a);
-  LaunchConfig c;
-  c.grid[0] = a.batch * SymExpr::constant(a.heads);
-  c.grid[1] = (a.q_len + SymExpr::constant(b.rows - 1)).floordiv(SymExpr::constant(b.rows));
-  c.block[0] = b.threads();
-  return c;
+  Blocking b = blocking(a, c);
+  LaunchConfig l;
+  l.grid[0] = a.batch * SymExpr::constant(a.heads);
+  l.grid[1] = (a.q_len + SymExpr::constant(b.rows - 1)).floordiv(SymExpr::constant(b.rows));
+  l.block[0] = b.threads();
+  return l;
 }
 
 }  // namespace tcc

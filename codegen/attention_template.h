@@ -9,20 +9,24 @@
 // row are skipped; a row hidden everywhere ends with a zero sum and is stored
 // as zeros. f32 on the CUDA cores, exact to f32 rounding. Two layouts:
 //
-// - split (both head sizes up to 64): four neighbouring lanes share a query
-//   row, held in registers with its output row, and each takes every fourth
-//   key of the tiles, whose rows it reads as float4s (row pitches chosen so
-//   the four rows read at once fall in different banks); each lane keeps its
-//   own running max and sum, rescaling once per tile, and the four partial
-//   rows merge by shuffles at the end. A score costs one shared load per
-//   four FMAs, so the FMA units, not shared memory, set the pace; BM is 32
-//   (four warps).
-// - warp (larger heads, whose rows would not fit in registers): each warp owns
-//   R = 4 query rows of the block's query tile in shared memory; lane j
-//   scores key j against each row (the key row padded by one float so the
-//   32 rows hit 32 banks), the maxima and sums move by warp shuffles, and
-//   lane e accumulates output columns e, e + 32, ...; BM is 32 for heads up
-//   to 128 (8 warps) and 8 above (2 warps), under 48 KB of shared memory.
+// - split (both head sizes up to 64): L neighbouring lanes (2, 4 or 8; 4 by
+//   default) share a query row, held in registers with its output row, and
+//   each takes every L-th key of the tiles, whose rows it reads as float4s
+//   (row pitches chosen so the rows read at once fall in different banks);
+//   each lane keeps its own running max and sum, rescaling once per tile, and
+//   the partial rows merge by shuffles at the end. A score costs one shared
+//   load per four FMAs, so the FMA units, not shared memory, set the pace;
+//   BM is block / L (32 by default: 128 threads).
+// - warp (any head; the only one above 64, whose rows would not fit in
+//   registers): each warp owns R = 4 query rows of the block's query tile in
+//   shared memory; lane j scores key j against each row (the key row padded
+//   by one float so the 32 rows hit 32 banks), the maxima and sums move by
+//   warp shuffles, and lane e accumulates output columns e, e + 32, ...; BM
+//   is 4 per warp, with 8 warps for heads up to 128 and 2 above by default,
+//   under 48 KB of shared memory.
+//
+// The layout, L and the threads per block are KernelConfig knobs
+// (lanes_per_row, block) that max-autotune measures.
 //
 // Not built: tensor cores (mma.sync, wgmma), f16 / bf16, the backward pass,
 // split-KV for long keys with few query tiles.
@@ -31,21 +35,33 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "codegen/emit.h"
+#include "codegen/kernel_config.h"
 #include "codegen/kernel_ir.h"
 
 namespace tcc {
 
-// The kernel's CUDA function: `extern "C" __global__` named k.name with
-// emit_cuda's parameter convention.
-std::string emit_attention_cuda(const kir::Kernel& k);
+// Each config's CUDA function (`extern "C" __global__` named k.name with
+// emit_cuda's parameter convention); the config must pass attention_refusal.
+std::string emit_attention_cuda(const kir::Kernel& k, const KernelConfig& c);
 // The kernel's host function, with emit_host's convention.
 std::string emit_attention_host(const kir::Kernel& k);
-// Grid [batch * heads, ceil(q_len / BM)] of the kernel's block.
-LaunchConfig attention_launch(const kir::Kernel& k);
+// Grid [batch * heads, ceil(q_len / BM)] of the config's block.
+LaunchConfig attention_launch(const kir::Kernel& k, const KernelConfig& c);
+
+// Without tuning: the split layout with four lanes to a row in blocks of 128
+// where the heads allow, else the warp layout.
+KernelConfig attention_default_config(const kir::Kernel& k);
+// Why the config cannot run k ("" where it can): knobs other than block and
+// lanes_per_row, blocks outside 32..256, the split layout for heads above 64,
+// the warp layout's tiles past 48 KB.
+std::string attention_refusal(const kir::Kernel& k, const KernelConfig& c);
+// Every config autotuning measures: each layout at blocks of 64, 128 and 256.
+std::vector<KernelConfig> attention_configs(const kir::Kernel& k);
 // The layout in words, for the manifest and reports: "split layout, block
 // 128, rows 32, 4 lanes a row".
-std::string attention_schedule(const kir::Kernel& k);
+std::string attention_schedule(const kir::Kernel& k, const KernelConfig& c);
 
 }  // namespace tcc

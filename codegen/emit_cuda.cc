@@ -663,7 +663,7 @@ std::string emit_cuda(const std::vector<kir::Kernel>& kernels, const std::vector
     const kir::Kernel& k = kernels[i];
     KernelConfig c = config_of(kernels, configs, i);
     if (c.tile > 0) out += "\n" + emit_gemm_template(k, c);
-    else if (k.kind == kir::Kind::Attention) out += "\n" + emit_attention_cuda(k);
+    else if (k.kind == kir::Kind::Attention) out += "\n" + emit_attention_cuda(k, c);
     else if (!runs_library(k, c)) out += "\n" + CudaKernel(k, c).print();
   }
   return out;
@@ -762,7 +762,7 @@ LaunchConfig launch_config(const kir::Kernel& k, const KernelConfig& config) {
     case kir::Kind::Conv:  // cuDNN
       break;
     case kir::Kind::Attention:
-      c = attention_launch(k);
+      c = attention_launch(k, config);
       break;
   }
   return c;

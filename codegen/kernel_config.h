@@ -56,6 +56,10 @@ struct KernelConfig {
   // Gemm: 0 runs the cuBLASLt call (algorithm `algo`); t >= 1 runs tcc's own
   // tensor-core kernel with tile shape kGemmTiles[t - 1] (codegen/gemm_template.h).
   int tile = 0;
+  // Attention: 0 takes the warp layout (a lane to a key); 2, 4 or 8 the split
+  // layout's lanes to a query row, each taking every that-many-th key (heads up
+  // to 64; codegen/attention_template.h). `block` is its threads per block.
+  int lanes_per_row = 0;
 
   // Every knob compared, in declaration order: configs key maps (the timer's compiled candidates).
   auto operator<=>(const KernelConfig&) const = default;

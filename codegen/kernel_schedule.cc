@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "codegen/attention_template.h"
 #include "codegen/emit.h"
 #include "codegen/emit_c.h"
 
@@ -76,6 +77,8 @@ KernelConfig default_config(const kir::Kernel& k, const DeviceProfile& device) {
     c.block = kPointwiseBlock;
     c.vector_width = vectorizes(k) ? kVectorWidth : 1;
     c.tiled = transpose_axis(k) >= 0;
+  } else if (k.kind == kir::Kind::Attention) {
+    c = attention_default_config(k);
   } else if (k.kind == kir::Kind::Reduction) {
     if (int split = column_split(k, device)) {
       c.block = kColumnBlock;

@@ -122,7 +122,7 @@ std::string schedule_text(const kir::Kernel& k, const KernelConfig& c) {
   if (c.tile > 0) return "tcc template " + gemm_template_text(c);
   if (k.kind == kir::Kind::Gemm) return "cuBLASLt algorithm #" + std::to_string(c.algo);
   if (k.kind == kir::Kind::Conv) return "cuDNN algorithm #" + std::to_string(c.algo);
-  if (k.kind == kir::Kind::Attention) return attention_schedule(k);
+  if (k.kind == kir::Kind::Attention) return attention_schedule(k, c);
   std::string s = "block " + std::to_string(c.block);
   if (k.kind == kir::Kind::Pointwise) return s + (c.tiled ? ", tiled" : ", vector " + std::to_string(c.vector_width));
   s += c.columns ? ", columns" : ", rows " + std::to_string(c.rows_per_block);

@@ -119,6 +119,8 @@ ojson kernel_json(const ModuleContents& m, size_t index) {
       t["config"] = {{"algo", config.algo}, {"tile", config.tile}, {"split", config.split}};
     else if (k.kind == kir::Kind::Conv)
       t["config"] = {{"algo", config.algo}};
+    else if (k.kind == kir::Kind::Attention)
+      t["config"] = {{"block", config.block}, {"lanes_per_row", config.lanes_per_row}};
     else
       t["config"] = {{"block", config.block},
                      {"vector_width", config.vector_width},

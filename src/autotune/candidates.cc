@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "codegen/attention_template.h"
 #include "codegen/emit.h"
 #include "codegen/gemm_template.h"
 
@@ -69,8 +70,7 @@ std::vector<KernelConfig> neighbours(const kir::Kernel& k, const KernelConfig& c
 }  // namespace
 
 std::string invalid_reason(const kir::Kernel& k, const KernelConfig& c) {
-  // The attention template's blocking follows from its head sizes (codegen/attention_template.h).
-  if (k.kind == kir::Kind::Attention) return c == default_config(k) ? "" : "attention kernels have no knobs to tune";
+  if (k.kind == kir::Kind::Attention) return attention_refusal(k, c);
   if (chooses_library_algorithm(k)) {
     KernelConfig launch_knobs = c;
     launch_knobs.algo = 0;
@@ -121,7 +121,9 @@ std::vector<KernelConfig> candidates(const kir::Kernel& k, const DeviceProfile& 
   auto add = [&](const KernelConfig& c) {
     if (invalid_reason(k, c).empty() && std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
   };
-  if (chooses_library_algorithm(k)) {
+  if (k.kind == kir::Kind::Attention) {
+    for (const KernelConfig& c : attention_configs(k)) add(c);
+  } else if (chooses_library_algorithm(k)) {
     for (int algo = 1; algo < kLibraryAlgos; ++algo) {
       KernelConfig c;
       c.algo = algo;
@@ -188,7 +190,9 @@ std::vector<KernelConfig> candidates(const kir::Kernel& k, const DeviceProfile& 
 }
 
 std::string config_text(const kir::Kernel& k, const KernelConfig& c) {
-  if (k.kind == kir::Kind::Attention) return "attention template";
+  if (k.kind == kir::Kind::Attention)
+    return "block=" + std::to_string(c.block) +
+           (c.lanes_per_row > 0 ? " lanes=" + std::to_string(c.lanes_per_row) : " warp layout");
   if (k.kind == kir::Kind::Gemm && c.tile > 0)
     return gemm_template_text(c);
   if (k.kind == kir::Kind::Gemm) return "cublaslt #" + std::to_string(c.algo);

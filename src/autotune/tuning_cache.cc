@@ -83,6 +83,8 @@ CacheEntry read_entry(const json& j) {
   e.config.row_cache = c.contains("row_cache") ? int_field(c, "row_cache", 0, kMaxRowCache, "config.") : 0;
   // Nor, before tiled transposes, tiled: element by element.
   e.config.tiled = c.contains("tiled") && int_field(c, "tiled", 0, 1, "config.") == 1;
+  // Nor, before the attention kernel's split layout, lanes_per_row: the warp layout.
+  e.config.lanes_per_row = c.contains("lanes_per_row") ? int_field(c, "lanes_per_row", 0, 8, "config.") : 0;
   e.time_us = time_field(j, "time_us");
   e.default_time_us = time_field(j, "default_time_us");
   e.candidates = int_field(j, "candidates", 1, 1 << 20);
@@ -103,7 +105,8 @@ ojson entry_json(const CacheEntry& e) {
                  {"tile", e.config.tile},
                  {"columns", e.config.columns ? 1 : 0},
                  {"row_cache", e.config.row_cache},
-                 {"tiled", e.config.tiled ? 1 : 0}};
+                 {"tiled", e.config.tiled ? 1 : 0},
+                 {"lanes_per_row", e.config.lanes_per_row}};
   j["time_us"] = e.time_us;
   j["default_time_us"] = e.default_time_us;
   j["candidates"] = e.candidates;

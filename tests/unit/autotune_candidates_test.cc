@@ -176,6 +176,46 @@ TEST_F(AutotuneCandidates, InvalidConfigsSayWhy) {
   EXPECT_EQ(config_text(vectorizable(), {512, 4, 1}), "block=512 vec=4");
 }
 
+// Attention kernels choose a layout and a block: heads up to 64 take the split
+// layout at 2, 4 or 8 lanes to a row or the warp layout, at 64, 128 and 256
+// threads; a head of 160 only the warp layout, where its tiles fit 48 KB.
+TEST_F(AutotuneCandidates, AttentionChoosesItsLayoutAndBlock) {
+  ScheduledModel s = schedule_model("tests/kernels/attention.tir");
+  auto named = [&](const std::string& node) -> const kir::Kernel& {
+    for (const kir::Kernel& k : s.schedule.kernels)
+      if (k.nodes == std::vector<std::string>{node}) return k;
+    throw std::runtime_error("no kernel computes " + node);
+  };
+  const kir::Kernel& small = named("gqa_causal");
+  const kir::Kernel& wide = named("wide_heads");
+  std::vector<KernelConfig> grid = candidates(small);
+  EXPECT_EQ(grid.size(), 12u);
+  EXPECT_EQ(grid.front().lanes_per_row, 4);
+  EXPECT_EQ(grid.front().block, 128);
+  for (int lanes : {0, 2, 4, 8})
+    EXPECT_EQ(std::count_if(grid.begin(), grid.end(), [&](const KernelConfig& c) { return c.lanes_per_row == lanes; }),
+              3)
+        << lanes;
+  std::vector<KernelConfig> wide_grid = candidates(wide);
+  EXPECT_EQ(wide_grid.size(), 3u);
+  for (const KernelConfig& c : wide_grid) EXPECT_EQ(c.lanes_per_row, 0);
+
+  KernelConfig c = default_config(small);
+  c.lanes_per_row = 3;
+  EXPECT_NE(invalid_reason(small, c).find("not 0 (the warp layout), 2, 4 or 8"), std::string::npos);
+  c = default_config(small);
+  c.block = 512;
+  EXPECT_NE(invalid_reason(small, c).find("from 32 to 256"), std::string::npos);
+  c = default_config(small);
+  c.vector_width = 4;
+  EXPECT_NE(invalid_reason(small, c).find("nothing else"), std::string::npos);
+  c = default_config(wide);
+  c.lanes_per_row = 4;
+  EXPECT_NE(invalid_reason(wide, c).find("do not fit the split layout's registers"), std::string::npos);
+  EXPECT_EQ(config_text(small, grid.front()), "block=128 lanes=4");
+  EXPECT_EQ(config_text(wide, wide_grid.front()), "block=64 warp layout");
+}
+
 TEST_F(AutotuneCandidates, CoordinateDescentFindsTheMinimumOfABowlCostingEachConfigOnce) {
   const kir::Kernel& k = vectorizable();
   // Cheapest at block 128 with scalar accesses; each step away costs more.

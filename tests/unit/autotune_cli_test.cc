@@ -245,9 +245,17 @@ TEST_F(AutotuneCompile, CachedConfigsAreAppliedReportedAndDeterministic) {
       continue;
     }
     EXPECT_EQ(mk["autotune"]["config"]["block"], want.block);
-    EXPECT_EQ(mk["autotune"]["config"]["vector_width"], want.vector_width);
+    if (k.kind == kir::Kind::Attention) {
+      // The last attention candidate: the split layout, eight lanes to a row, 256 threads.
+      EXPECT_EQ(want.lanes_per_row, 8);
+      EXPECT_EQ(mk["autotune"]["config"]["lanes_per_row"], want.lanes_per_row);
+      EXPECT_EQ(mk["schedule"], "split layout, block 256, rows 32, 8 lanes a row");
+    } else {
+      EXPECT_EQ(mk["autotune"]["config"]["vector_width"], want.vector_width);
+    }
     EXPECT_EQ(mk["launch"]["block"][0], want.block);
     EXPECT_EQ(mk["launch"]["grid"][0], launch_config(k, want).grid[0].str());
+    EXPECT_EQ(mk["launch"]["grid"][1], launch_config(k, want).grid[1].str());
   }
   EXPECT_EQ(from_cache, static_cast<int>(entries.size()));
   // The runtime reads a template gemm's manifest entry (a launch, no library) and runs the module.

@@ -443,15 +443,19 @@ TEST(Scatter, EmulatedOnTheHostAtomicUpdatesMatchTheInterpreter) {
 
 // The attention template (codegen/attention_template.h): grouped-query causal
 // heads, 3-D operands with an additive mask and soft-capping, a boolean mask
-// and causal heads of 6 in the split layout, a head of 160 in the warp layout
-// (two warps a block), over a full and a partial key tile and two blocks of
-// query rows.
+// and causal heads of 6, each in the split layout with 2, 4 and 8 lanes to a
+// row and in the warp layout, and a head of 160 in the warp layout; over a full
+// and a partial key tile and two or more blocks of query rows. Every default,
+// and every candidate of 64 threads (the autotuning grid's other blocks change
+// only how many rows a block takes).
 TEST(Attention, EmulatedOnTheHostFlashTilesMatchTheInterpreter) {
   ScheduledModel s = schedule_model("tests/kernels/attention.tir");
   ASSERT_EQ(s.schedule.kernels.size(), 5u);
   for (const kir::Kernel& k : s.schedule.kernels) EXPECT_EQ(k.kind, kir::Kind::Attention) << k.name;
   fs::path dir = make_temp_dir("tcc_attention");
-  KernelVariants v = variants(s, [](const kir::Kernel& k, const KernelConfig& c) { return c == default_config(k); });
+  KernelVariants v =
+      variants(s, [](const kir::Kernel& k, const KernelConfig& c) { return c == default_config(k) || c.block == 64; });
+  EXPECT_EQ(v.kernels.size(), 4 * 5 + 1u);
   SharedLibrary lib = emulated_library(v, dir);
   expect_emulated_runs_match(s, v.kernels, v.configs, lib, {{"b", 2}, {"s", 37}});
   fs::remove_all(dir);
