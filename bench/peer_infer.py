@@ -13,8 +13,10 @@ and mode:
 
   pytorch  eager, default, reduce-overhead (max-autotune with --torch-max-autotune):
            each row in a fresh process with an empty inductor cache
-  tcc      eager, default, reduce-overhead, max-autotune: `tcc bench MODEL --modes M
-           --inputs DIR` on the exported model, one mode per command
+  tcc      eager, default, reduce-overhead, max-autotune: `tcc profile MODEL --modes M
+           --inputs DIR` on the exported model, one mode per command (timed as `tcc bench`
+           times, then a few steps traced with CUPTI: the row keeps its heaviest kernels
+           and where the traced step's time went)
 
 Columns, per row:
 
@@ -286,7 +288,7 @@ def tcc_row(runner, spec, mode, work, first_call):
     args = runner.args
     report = work / f"report-{mode}"
     row = {"framework": "tcc", "mode": mode}
-    ok, out, wall_s = runner.tcc([args.tcc, "bench", str(work / "model.onnx"), "--modes", mode, "--inputs",
+    ok, out, wall_s = runner.tcc([args.tcc, "profile", str(work / "model.onnx"), "--modes", mode, "--inputs",
                                   str(work / "inputs"), "--warmup", str(args.warmup), "--iterations",
                                   str(args.steps), "--report", str(report)])
     if args.dry_run:
@@ -297,7 +299,11 @@ def tcc_row(runner, spec, mode, work, first_call):
         r = json.load(f)["modes"][0]
     row.update({"steps_per_s": r["steps_per_s"], "steps_per_s_from": r.get("steps_per_s_from"),
                 "cold_compile_s": r["compile_s"], "median_latency_ms": r["latency_ms"]["median"],
-                "note": r.get("note", ""), "bench_wall_s": wall_s})
+                "note": r.get("note", ""), "bench_wall_s": wall_s,
+                "step_us": r.get("step_time", {}).get("us_per_step"),
+                "kernels": [{key: k.get(key) for key in ("name", "kind", "schedule", "time_per_step_us",
+                                                          "roofline_fraction", "bound")}
+                            for k in sorted(r.get("kernels", []), key=lambda k: -k["time_per_step_us"])[:8]]})
     if "first_run_s" in first_call:
         row["first_call_s"] = r["compile_s"] + first_call["first_run_s"]
         row["tcc_first_run_s"] = first_call["first_run_s"]
@@ -341,7 +347,7 @@ def main(argv):
     commit = os.environ.get("TCC_COMMIT") or git_commit()  # gpu-check's package names the binary's
     results.update({"date": today, "device": device, "git_commit": commit, **versions,
                     "steps": args.steps, "warmup": args.warmup})
-    os.environ["TCC_COMMIT"] = commit  # tcc bench's report records it
+    os.environ["TCC_COMMIT"] = commit  # tcc profile's report records it
 
     def save():  # after every row, so a run cut short keeps what it measured
         for entry in results["models"].values():
