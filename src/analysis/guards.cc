@@ -102,6 +102,9 @@ bool GuardSet::check(const CallRecord& call, const int64_t* values) const {
     if (g.kind == ClassGuard::Static && values[c] != g.value) return false;
     if (g.kind == ClassGuard::Symbolic && !g.unbacked && values[c] < 2) return false;
     if (g.kind == ClassGuard::Symbolic && values[c] == 0 && zero_breaks_stride(static_cast<int>(c))) return false;
+    if (g.kind == ClassGuard::Symbolic)
+      for (const RangeBound& b : range_bounds(static_cast<int>(c)))
+        if (!b.holds(values[c])) return false;
   }
   for (const Relation& r : relations_)
     if (values[r.a] != values[r.b]) return false;
@@ -191,6 +194,11 @@ std::vector<std::string> GuardSet::failures(const CallRecord& call, const int64_
       if (g.kind == ClassGuard::Symbolic && !g.unbacked && v < 2)
         out.push_back(prefix + "2 <= " + sig_->source_str(i, static_cast<int>(d)) + " (actual " + std::to_string(v) +
                       ")");
+      if (g.kind == ClassGuard::Symbolic)
+        for (const RangeBound& b : range_bounds(c))
+          if (!b.holds(v))
+            out.push_back(prefix + b.text(sig_->source_str(i, static_cast<int>(d))) + " (actual " +
+                          std::to_string(v) + ")");
     }
     // A stride differs only where the sizes agreed: torch words a tensor's first failure.
     if (out.size() == reasons_before_sizes)
@@ -204,6 +212,15 @@ std::vector<std::string> GuardSet::failures(const CallRecord& call, const int64_
                     std::to_string(values[r.b]) + " vs " + std::to_string(values[r.a]) + ")");
     }
   if (std::string fact; breaks_fact(values, &fact)) out.push_back(prefix + fact);
+  return out;
+}
+
+std::vector<GuardSet::RangeBound> GuardSet::range_bounds(int cls) const {
+  auto it = sig_->class_ranges.find(cls);
+  if (it == sig_->class_ranges.end()) return {};
+  std::vector<RangeBound> out;
+  if (it->second.min > (classes_[cls].unbacked ? 0 : 2)) out.push_back({false, it->second.min});
+  if (it->second.max) out.push_back({true, *it->second.max});
   return out;
 }
 
@@ -300,6 +317,11 @@ nlohmann::json GuardSet::to_json() const {
       if (std::find(inputs_.begin(), inputs_.end(), i) != inputs_.end()) sources.push_back(sig_->source_str(i, d));
     if (!classes_[c].unbacked)
       guards.push_back({{"kind", "SHAPE_ENV"}, {"expr", "2 <= " + symbol_name(c)}, {"sources", sources}});
+    if (!sources.empty())
+      for (const RangeBound& b : range_bounds(c))
+        guards.push_back({{"kind", "SHAPE_ENV"},
+                          {"expr", b.text(sources[0].get<std::string>())},
+                          {"sources", json::array({sources[0]})}});
     for (size_t k = 1; k < sources.size(); ++k)
       guards.push_back({{"kind", "SHAPE_ENV"},
                         {"expr", sources[k].get<std::string>() + " == " + sources[0].get<std::string>()},

@@ -66,6 +66,18 @@ class GuardSet {
   bool breaks_fact(const int64_t* values, std::string* fact_text = nullptr) const;
 
  private:
+  // A class's declared range (ModelSignature::class_ranges) as guards on one
+  // of its sources: `source >= MIN` where that says more than the `2 <= sN`
+  // every backed size has, `source <= MAX` where bounded.
+  struct RangeBound {
+    bool upper = false;
+    int64_t bound = 0;
+    bool holds(int64_t v) const { return upper ? v <= bound : v >= bound; }
+    std::string text(const std::string& source) const {
+      return source + (upper ? " <= " : " >= ") + std::to_string(bound);
+    }
+  };
+  std::vector<RangeBound> range_bounds(int cls) const;
   std::string symbol_name(int cls) const;
   bool stride_guarded(int input, int dim) const;
   bool zero_breaks_stride(int cls) const;

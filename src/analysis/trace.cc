@@ -614,6 +614,39 @@ ModelSignature build_signature(const Graph& g, const ShapeInfo& info) {
   return sig;
 }
 
+void read_size_ranges(ModelSignature& sig, const std::map<std::string, std::string>& metadata,
+                      const std::string& file) {
+  constexpr std::string_view kPrefix = "pt2.range.";
+  for (int c = 0; c < sig.num_classes(); ++c) {
+    auto it = metadata.find(std::string(kPrefix) + sig.class_symbol[c]);
+    if (it == metadata.end()) continue;
+    const std::string& text = it->second;
+    auto fail = [&]() {
+      throw InputError(file + ": the range of symbol '" + sig.class_symbol[c] + "' is '" + text +
+                       "'; expected [MIN, MAX] with MAX an integer or inf");
+    };
+    size_t comma = text.find(", ");
+    if (text.size() < 6 || text.front() != '[' || text.back() != ']' || comma == std::string::npos) fail();
+    std::string lo = text.substr(1, comma - 1), hi = text.substr(comma + 2, text.size() - comma - 3);
+    SizeRange r;
+    auto integer = [&](const std::string& s) {
+      size_t used = 0;
+      int64_t v = 0;
+      try {
+        v = std::stoll(s, &used);
+      } catch (const std::exception&) {
+        fail();
+      }
+      if (used != s.size() || v < 0) fail();
+      return v;
+    };
+    r.min = integer(lo);
+    if (hi != "inf") r.max = integer(hi);
+    if (r.max && *r.max < r.min) fail();
+    sig.class_ranges[c] = r;
+  }
+}
+
 Trace parse_trace(std::string_view text, const std::string& file, const ModelSignature& sig) {
   TraceBuilder builder(file, sig);
   size_t pos = 0;

@@ -52,11 +52,19 @@ struct ShapeFact {
   std::optional<int64_t> broken_at(const std::map<std::string, int64_t>& symbols) const;
 };
 
+// The sizes an exported program accepts for one of its symbols (a .pt2's
+// range_constraints): at least min, and at most max where bounded.
+struct SizeRange {
+  int64_t min = 0;
+  std::optional<int64_t> max;
+};
+
 struct ModelSignature {
   std::vector<InputSignature> inputs;
   std::vector<std::string> class_symbol;                 // per class: the model's name for it
   std::vector<std::vector<std::pair<int, int>>> class_sources;  // per class: (input, dim); dim -1 for a scalar
   std::vector<ShapeFact> facts;
+  std::map<int, SizeRange> class_ranges;  // per class the model declares a range for
   int num_classes() const { return static_cast<int>(class_symbol.size()); }
   // The class symbols bound to one call's class values.
   std::map<std::string, int64_t> symbol_values(const int64_t* class_values) const;
@@ -68,6 +76,13 @@ struct ModelSignature {
 // Builds the signature of g's inputs (types after infer_shapes) and the facts
 // its Reshapes and Slices rely on.
 ModelSignature build_signature(const Graph& g, const ShapeInfo& info);
+
+// The ranges a model's metadata declares for its symbols ("pt2.range.s23" =
+// "[2, 64]", "[2, inf]" unbounded: what the .pt2 frontend keeps of
+// range_constraints), onto the classes of those symbols. A range that cannot
+// be read is an InputError naming the model file.
+void read_size_ranges(ModelSignature& sig, const std::map<std::string, std::string>& metadata,
+                      const std::string& file);
 
 enum class EntryKind : uint8_t { Absent, Tensor, FloatScalar, IntScalar, BoolScalar };
 

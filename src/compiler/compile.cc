@@ -55,7 +55,8 @@ std::unique_ptr<Model> load(const CompileRequest& req, CompileResult& r, std::fu
 // shapes: inference, what a module cannot carry, and explain's view of the
 // model as written: why nodes break the graph, and the guards of the whole
 // graph compiled as one variant from its declared types.
-void analyze(Graph& g, Analysis& a) {
+void analyze(Model& model, Analysis& a) {
+  Graph& g = *model.graph;
   ShapeInfo info = infer_shapes(g);
   refuse_what_modules_cannot_carry(g);
   refuse_unsolved_static_dims(info.env);
@@ -72,6 +73,7 @@ void analyze(Graph& g, Analysis& a) {
     a.breaks.emplace(b.node->name(), b);
   }
   a.signature = build_signature(g, info);
+  read_size_ranges(a.signature, model.metadata, model.path);
   // Explain treats an integer scalar input as torch.compile treats a Python
   // int, a dynamic size it guards (`2 <= s0`). A module reads it as data on
   // every call (CumSum's axis, a Range bound), for every value: no guard.
@@ -215,7 +217,7 @@ CompileResult compile(const CompileRequest& req) {
 
   stage = Clock::now();
   Analysis analysis;
-  analyze(*r.model->graph, analysis);
+  analyze(*r.model, analysis);
   t.shapes = ms_since(stage);
   after("shapes");
 

@@ -6,12 +6,15 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "frontends/load_model.h"
+#include "src/analysis/trace.h"
 #include "src/interp/interpreter.h"
 #include "src/shape/shape_inference.h"
 #include "tests/unit/cli_util.h"
@@ -126,6 +129,59 @@ TEST(Pt2Import, SignatureBecomesInputsAndInitializers) {
   EXPECT_EQ(m->metadata["pt2.range." + seq], "[2, 11]");
   EXPECT_EQ(m->metadata["pt2.dialect"], "TRAINING");
   EXPECT_EQ(m->producer.rfind("torch 2.", 0), 0u) << m->producer;
+}
+
+// range_constraints become guards: the module refuses a sequence past the
+// exported range (seq <= 11: the position table has 12 rows) before it runs,
+// explain lists the bounds among the guards, and a range that cannot be read
+// is an input error naming the archive and the symbol.
+TEST(Pt2Import, RangeConstraintsBecomeGuards) {
+  const fs::path archive = kPt2 / "gpt_block.pt2";
+  fs::path dir = make_temp_dir("tcc_pt2_ranges");
+  compile_with_no_host_step(archive, dir / "module");
+  std::ifstream manifest_file(dir / "module" / "manifest.json");
+  json manifest = json::parse(manifest_file);
+  std::set<std::string> exprs;
+  for (const json& g : manifest["guards"])
+    if (g.contains("expr")) exprs.insert(g["expr"].get<std::string>());
+  EXPECT_TRUE(exprs.count("ids.size()[0] <= 64")) << manifest["guards"].dump(1);
+  EXPECT_TRUE(exprs.count("ids.size()[1] <= 11")) << manifest["guards"].dump(1);
+  tcc_module* module = nullptr;
+  ASSERT_EQ(tcc_module_load((dir / "module").c_str(), &module), TCC_OK) << tcc_last_error();
+  for (int64_t seq : {11, 12}) {
+    std::map<std::string, Tensor> inputs = {{"ids", Tensor(DType::I64, {3, seq})}};
+    std::vector<tcc_tensor> ins = module_inputs(module, inputs);
+    int64_t dims[8];
+    int32_t rank = 0;
+    tcc_status status = tcc_module_output_shape(module, ins.data(), ins.size(), 0, dims, 8, &rank);
+    if (seq == 11) {
+      EXPECT_EQ(status, TCC_OK) << tcc_last_error();
+    } else {
+      EXPECT_EQ(status, TCC_ERROR_INVALID_ARGUMENT);
+      EXPECT_NE(std::string(tcc_last_error()).find("guard 'ids.size()[1] <= 11'"), std::string::npos)
+          << tcc_last_error();
+    }
+  }
+  tcc_module_free(module);
+  fs::remove_all(dir);
+
+  CliResult r = run_tcc("explain " + shell_quote(archive.string()) + " --format json", "", 60);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("ids.size()[1] <= 11"), std::string::npos) << r.output;
+
+  auto m = load_model(archive.string());
+  ShapeInfo info = infer_shapes(*m->graph);
+  ModelSignature sig = build_signature(*m->graph, info);
+  std::string seq = m->graph->inputs()[0]->type().shape()[1].str();
+  m->metadata["pt2.range." + seq] = "[2, eleven]";
+  try {
+    read_size_ranges(sig, m->metadata, archive.string());
+    ADD_FAILURE() << "read the range [2, eleven]";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find(archive.string() + ": the range of symbol '" + seq + "' is '[2, eleven]'"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(Pt2Import, NodesCarryTheUsersSourceAndModule) {
