@@ -53,7 +53,7 @@ std::string GuardSet::placement_failure(int i, const CallRecord& call) const {
   if (i >= static_cast<int>(layouts_.size()) || !layouts_[i]) return "";
   const TensorLayout& want = *layouts_[i];
   const TensorLayout& got = call.layout(i);
-  const std::string name = "tensor '" + sig_->inputs[i].name + "' ";
+  const std::string name = "tensor '" + spelled(sig_->inputs[i].name) + "' ";
   if (want.device != got.device)
     return name + "device mismatch. expected " + (want.device.empty() ? "the default device" : want.device) +
            ", actual " + (got.device.empty() ? "the default device" : got.device);
@@ -62,13 +62,14 @@ std::string GuardSet::placement_failure(int i, const CallRecord& call) const {
   return "";
 }
 
-std::string GuardSet::stride_failure(int i, const CallRecord& call, const int64_t* values) const {
-  if (i >= static_cast<int>(layouts_.size()) || !layouts_[i]) return "";
-  const TensorLayout& want = *layouts_[i];
+std::string GuardSet::stride_failure(int i, const CallRecord& call, const int64_t* values, bool always) const {
+  const bool laid_out = i < static_cast<int>(layouts_.size()) && layouts_[i];
+  if (!laid_out && !always) return "";
+  const TensorLayout want = laid_out ? *layouts_[i] : TensorLayout{};
   const TensorLayout& got = call.layout(i);
-  const std::string name = "tensor '" + sig_->inputs[i].name + "' ";
+  const std::string name = "tensor '" + spelled(sig_->inputs[i].name) + "' ";
   // Row-major on both sides: the sizes' own guards decide (0-sized dims included).
-  if (want.strides.empty() && got.strides.empty()) return "";
+  if (want.strides.empty() && got.strides.empty() && !always) return "";
   // The call's strides: the trace's, or row-major over its sizes.
   const InputSignature& in = sig_->inputs[i];
   std::vector<int64_t> contiguous(in.fixed.size());
@@ -148,25 +149,32 @@ std::vector<std::string> GuardSet::failures(const CallRecord& call, const int64_
   std::vector<std::string> out;
   const std::string prefix = compile_id_ + ": ";
   // The global state guard comes first.
-  if (grad_mode_ && call.grad_mode != *grad_mode_) out.push_back(prefix + "GLOBAL_STATE changed: grad_mode");
+  if (grad_mode_ && call.grad_mode != *grad_mode_)
+    out.push_back(prefix + (rules_.legacy_guard_failures ? "___check_global_state()" : "GLOBAL_STATE changed: grad_mode"));
   for (int i : inputs_) {
     const InputSignature& in = sig_->inputs[i];
     if (dtypes_[i] != DType::Undefined && call.dtypes[i] != dtypes_[i])
-      out.push_back(prefix + "tensor '" + in.name + "' dtype mismatch. expected " + scalar_type_name(dtypes_[i]) +
+      out.push_back(prefix + "tensor '" + spelled(in.name) + "' dtype mismatch. expected " + scalar_type_name(dtypes_[i]) +
                     ", actual " + scalar_type_name(call.dtypes[i]));
     // torch checks a tensor's device and requires_grad before its sizes, its strides after them.
     if (std::string placement = placement_failure(i, call); !placement.empty()) out.push_back(prefix + placement);
     const size_t reasons_before_sizes = out.size();
+    if (rules_.legacy_guard_failures && dtypes_[i] != DType::Undefined)
+      if (std::string first = legacy_tensor_failure(i, call, values); !first.empty()) {
+        out.push_back(prefix + first);
+        continue;
+      }
     if (float_guarded_[i] && call.floats[i] != float_values_[i])
-      out.push_back(prefix + in.name + " == " + format_float(float_values_[i]) + " (now " +
+      out.push_back(prefix + spelled(in.name) + " == " + format_float(float_values_[i]) + " (now " +
                     format_float(call.floats[i]) + ")");
     if (in.scalar_class >= 0) {
       const ClassGuard& g = classes_[in.scalar_class];
       int64_t v = values[in.scalar_class];
       if (g.kind == ClassGuard::Static && v != g.value)
-        out.push_back(prefix + in.name + " == " + std::to_string(g.value) + " (now " + std::to_string(v) + ")");
+        out.push_back(prefix + spelled(in.name) + " == " + std::to_string(g.value) + " (now " + std::to_string(v) +
+                      ")");
       if (g.kind == ClassGuard::Symbolic && !g.unbacked && v < 2)
-        out.push_back(prefix + "2 <= " + in.name + " (now " + std::to_string(v) + ")");
+        out.push_back(prefix + "2 <= " + spelled(in.name) + " (now " + std::to_string(v) + ")");
     }
     for (size_t d = 0; d < in.dim_class.size(); ++d) {
       int c = in.dim_class[d];
@@ -178,13 +186,13 @@ std::vector<std::string> GuardSet::failures(const CallRecord& call, const int64_
       // share a size (tests/fidelity/2.15/example_captions_*: 'labels', not 'input_ids').
       if (last_read_source(c) != std::pair<int, int>{i, static_cast<int>(d)}) continue;
       if (g.kind == ClassGuard::Static && v != g.value)
-        out.push_back(prefix + "tensor '" + in.name + "' size mismatch at index " + std::to_string(d) +
+        out.push_back(prefix + "tensor '" + spelled(in.name) + "' size mismatch at index " + std::to_string(d) +
                       ". expected " + std::to_string(g.value) + ", actual " + std::to_string(v));
       if (g.kind == ClassGuard::Symbolic && v == 0 && zero_breaks_stride(c)) {
         // Reported at the source whose stride carries it.
         for (auto [si, sd] : sig_->class_sources[c])
           if (std::find(inputs_.begin(), inputs_.end(), si) != inputs_.end() && stride_guarded(si, sd)) {
-            const std::string& name = sig_->inputs[si].name;
+            const std::string name = spelled(sig_->inputs[si].name);
             out.push_back(prefix + name + ".stride()[" + std::to_string(sd - 1) + "] == " + name + ".size()[" +
                           std::to_string(sd) + "] (actual 0)");
             break;
@@ -192,23 +200,23 @@ std::vector<std::string> GuardSet::failures(const CallRecord& call, const int64_
         continue;
       }
       if (g.kind == ClassGuard::Symbolic && !g.unbacked && v < 2)
-        out.push_back(prefix + "2 <= " + sig_->source_str(i, static_cast<int>(d)) + " (actual " + std::to_string(v) +
+        out.push_back(prefix + "2 <= " + spelled_source(i, static_cast<int>(d)) + " (actual " + std::to_string(v) +
                       ")");
       if (g.kind == ClassGuard::Symbolic)
         for (const RangeBound& b : range_bounds(c))
           if (!b.holds(v))
-            out.push_back(prefix + b.text(sig_->source_str(i, static_cast<int>(d))) + " (actual " +
+            out.push_back(prefix + b.text(spelled_source(i, static_cast<int>(d))) + " (actual " +
                           std::to_string(v) + ")");
     }
     // A stride differs only where the sizes agreed: torch words a tensor's first failure.
-    if (out.size() == reasons_before_sizes)
+    if (out.size() == reasons_before_sizes && !rules_.legacy_guard_failures)
       if (std::string strides = stride_failure(i, call, values); !strides.empty()) out.push_back(prefix + strides);
   }
   for (const Relation& r : relations_)
     if (values[r.a] != values[r.b]) {
       auto [ia, da] = sig_->class_sources[r.a].front();
       auto [ib, db] = sig_->class_sources[r.b].front();
-      out.push_back(prefix + sig_->source_str(ib, db) + " == " + sig_->source_str(ia, da) + " (" +
+      out.push_back(prefix + spelled_source(ib, db) + " == " + spelled_source(ia, da) + " (" +
                     std::to_string(values[r.b]) + " vs " + std::to_string(values[r.a]) + ")");
     }
   if (std::string fact; breaks_fact(values, &fact)) out.push_back(prefix + fact);
@@ -225,6 +233,51 @@ std::vector<GuardSet::RangeBound> GuardSet::range_bounds(int cls) const {
 }
 
 std::string GuardSet::symbol_name(int cls) const { return "s" + std::to_string(classes_[cls].symbol); }
+
+std::string GuardSet::legacy_tensor_failure(int i, const CallRecord& call, const int64_t* values) const {
+  const InputSignature& in = sig_->inputs[i];
+  const std::vector<std::optional<int64_t>> want = sizes(i);
+  const size_t rank = want.size();
+  std::vector<int64_t> got(rank);
+  for (size_t d = 0; d < rank; ++d) got[d] = in.fixed[d] ? *in.fixed[d] : values[in.dim_class[d]];
+  // A size this input reports: static here and, where its class is shared, read last here.
+  auto reported_here = [&](size_t d) {
+    int c = in.dim_class[d];
+    return c < 0 || last_read_source(c) == std::pair<int, int>{i, static_cast<int>(d)};
+  };
+  auto mismatched = [&](size_t d) { return want[d] && *want[d] != got[d]; };
+  const TensorLayout& layout = call.layout(i);
+  for (size_t d = 0; d < rank; ++d) {
+    if (mismatched(d)) {
+      if (!reported_here(d)) return "";
+      return "tensor '" + spelled(in.name) + "' size mismatch at index " + std::to_string(d) + ". expected " +
+             std::to_string(*want[d]) + ", actual " + std::to_string(got[d]);
+    }
+    // The stride of d is the product of the sizes after it (row-major on both sides, unless the call says).
+    int64_t expected = 1, actual = 1;
+    bool known = true, owned = true;
+    for (size_t k = d + 1; k < rank; ++k) {  // torch's contiguous strides: a 0-sized dim counts as 1
+      if (!want[k]) known = false;
+      else expected *= std::max<int64_t>(*want[k], 1);
+      actual *= std::max<int64_t>(got[k], 1);
+      if (mismatched(k) && !reported_here(k)) owned = false;
+    }
+    if (!layout.strides.empty()) actual = layout.strides[d];
+    if (known && owned && expected != actual)
+      return "tensor '" + spelled(in.name) + "' stride mismatch at index " + std::to_string(d) + ". expected " +
+             std::to_string(expected) + ", actual " + std::to_string(actual);
+  }
+  return "";
+}
+
+std::string GuardSet::spelled(const std::string& input) const {
+  return rules_.local_source_names ? "L['" + input + "']" : input;
+}
+
+std::string GuardSet::spelled_source(int input, int dim) const {
+  std::string name = spelled(sig_->inputs[input].name);
+  return dim < 0 ? name : name + ".size()[" + std::to_string(dim) + "]";
+}
 
 std::vector<std::optional<int64_t>> GuardSet::sizes(int input) const {
   const InputSignature& in = sig_->inputs[input];

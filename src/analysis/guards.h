@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "src/analysis/torch_rules.h"
 #include "src/analysis/trace.h"
 
 namespace tcc {
@@ -37,6 +38,8 @@ class GuardSet {
   GuardSet(const ModelSignature& sig, std::string compile_id) : sig_(&sig), compile_id_(std::move(compile_id)) {}
 
   const std::string& compile_id() const { return compile_id_; }
+  // The release whose wording failures() uses (default: the newest modelled).
+  void set_rules(const TorchRules& rules) { rules_ = rules; }
   std::vector<int>& inputs() { return inputs_; }  // model inputs this graph reads
   std::vector<ClassGuard>& classes() { return classes_; }
   std::vector<DType>& dtypes() { return dtypes_; }      // per input; Undefined: not guarded
@@ -79,6 +82,13 @@ class GuardSet {
   };
   std::vector<RangeBound> range_bounds(int cls) const;
   std::string symbol_name(int cls) const;
+  // A tensor input's first failed size or stride, dim by dim as releases before
+  // 2.6 check them (size then stride of each dim); "" when none fails here.
+  std::string legacy_tensor_failure(int input, const CallRecord& call, const int64_t* values) const;
+  // An input as the release's guard failures spell it: x, or L['x'].
+  std::string spelled(const std::string& input) const;
+  // "x.size()[1]" (or "L['x'].size()[1]"), a scalar's own name.
+  std::string spelled_source(int input, int dim) const;
   bool stride_guarded(int input, int dim) const;
   bool zero_breaks_stride(int cls) const;
   std::pair<int, int> last_read_source(int cls) const;  // (input, dim)  // a size of 0 in this symbolic class fails a stride guard
@@ -90,8 +100,10 @@ class GuardSet {
   // Where input i's device or requires_grad differs from the call's, in
   // torch's words (without the compile id); "" when both match.
   std::string placement_failure(int input, const CallRecord& call) const;
-  // Where the call's strides of input i differ (torch checks them after the sizes); "" when they match.
-  std::string stride_failure(int input, const CallRecord& call, const int64_t* values) const;
+  // Where the call's strides of input i differ (torch checks them after the
+  // sizes; before 2.6, first); "" when they match. Unless `always`, only where
+  // a side has strides other than row-major (the sizes' guards decide the rest).
+  std::string stride_failure(int input, const CallRecord& call, const int64_t* values, bool always = false) const;
 
   const ModelSignature* sig_;
   std::string compile_id_;
@@ -103,6 +115,7 @@ class GuardSet {
   std::vector<Relation> relations_;
   std::vector<std::optional<TensorLayout>> layouts_;
   std::optional<bool> grad_mode_;
+  TorchRules rules_;
 };
 
 }  // namespace tcc

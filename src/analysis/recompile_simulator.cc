@@ -24,6 +24,10 @@ class GraphSimulator {
 
   // Returns false when this call ran eagerly for this graph.
   bool call(size_t index, uint32_t id, const CallRecord& rec, const int64_t* values, SimResult& out) {
+    if (sim_.frame_skipped) {
+      ++sim_.eager_calls;
+      return false;
+    }
     uint8_t& m = memo_[id];
     if (m == kServed) return true;
     if (m == kEager) {
@@ -35,8 +39,8 @@ class GraphSimulator {
         m = kServed;
         return true;
       }
-    bool at_limit = static_cast<int>(sim_.variants.size()) >= opts_.effective_recompile_limit() ||
-                    (opts_.stance == Stance::EagerOnRecompile && !sim_.variants.empty());
+    const bool over_limit = static_cast<int>(sim_.variants.size()) >= opts_.effective_recompile_limit();
+    const bool at_limit = over_limit || (opts_.stance == Stance::EagerOnRecompile && !sim_.variants.empty());
     // Reasons are worded only for recompiles and the first eager call: a
     // trace of a million new float values must not build a million messages.
     RecompileEvent ev;
@@ -52,6 +56,7 @@ class GraphSimulator {
     }
     if (at_limit) {
       m = kEager;
+      sim_.frame_skipped = over_limit && !opts_.rules.cache_runs_after_limit;
       ++sim_.eager_calls;
       if (!sim_.first_eager) sim_.first_eager = std::move(ev);
       return false;
@@ -105,13 +110,15 @@ class GraphSimulator {
 
   // Whether a float scalar input is guarded by value in the variant compiled
   // now (TorchRules): always with specialize_float; otherwise until its value
-  // changes under automatic dynamic, and never under --dynamic true from 2.8.
+  // changes under automatic dynamic (under --dynamic false too before 2.8), and
+  // never under --dynamic true from 2.8.
   bool float_guarded(int i, double value) {
     const TorchRules& rules = opts_.rules;
     if (rules.specialize_float) return true;
     if (opts_.dynamic == DynamicMode::True && rules.dynamic_floats_at_first_compile) return false;
     if (!first_float_[i]) first_float_[i] = value;
-    else if (opts_.dynamic != DynamicMode::False && rules.automatic_dynamic && value != *first_float_[i])
+    else if ((opts_.dynamic != DynamicMode::False || !rules.dynamic_false_keeps_float_guards) &&
+             rules.automatic_dynamic && value != *first_float_[i])
       float_dynamic_[i] = true;
     return !float_dynamic_[i];
   }
@@ -126,6 +133,7 @@ class GraphSimulator {
 
   GuardSet compile(const CallRecord& rec, const int64_t* values) {
     GuardSet g(sig_, std::to_string(graph_) + "/" + std::to_string(sim_.variants.size()));
+    g.set_rules(opts_.rules);
     size_t n = sig_.inputs.size();
     g.inputs() = inputs_;
     g.classes().resize(sig_.num_classes());

@@ -83,6 +83,9 @@ struct GraphSimulation {
   size_t eager_calls = 0;
   // First call that ran eagerly and why (empty when none did).
   std::optional<RecompileEvent> first_eager;
+  // The recompile limit was hit where TorchRules::cache_runs_after_limit is
+  // false: every later call runs eagerly.
+  bool frame_skipped = false;
 };
 
 struct SimResult {

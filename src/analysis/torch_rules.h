@@ -6,7 +6,6 @@
 #pragma once
 
 #include <string>
-#include <vector>
 
 namespace tcc {
 
@@ -22,28 +21,36 @@ struct TorchRules {
   // Under dynamic=True floats are graph inputs from the first compile (without
   // it they became inputs only by automatic dynamic).
   bool dynamic_floats_at_first_compile = true;
+  // Under dynamic=False floats keep their value guards; before, a changed value
+  // made them graph inputs as under automatic dynamic (recorded: 2.7; 2.8 keeps them).
+  bool dynamic_false_keeps_float_guards = true;
   int recompile_limit = 8;
   std::string recompile_limit_name = "recompile_limit";  // the torch._dynamo.config name
   bool has_mark_unbacked = true;
   bool has_set_stance = true;  // torch.compiler.set_stance, with eager_on_recompile / fail_on_recompile
+  // Past the recompile limit a call still runs a variant compiled before whose
+  // guards it passes; before it, hitting the limit skipped the frame, and every
+  // later call ran eagerly.
+  bool cache_runs_after_limit = true;
+  // Guard-failure wording. Before 2.6 a tensor's strides are checked before its
+  // sizes (a changed inner size reads "stride mismatch at index 0"), and the
+  // grad-mode guard is ___check_global_state() (recorded: 2.3; 2.6 words them as
+  // 2.15 does). 2.3's reasons also lack the "G/V: " compile id, which tcc keeps.
+  bool legacy_guard_failures = false;
+  // Before kPlainSourceMinor, reasons spell inputs as the frame's locals:
+  // tensor 'L['x']', L['lr'] == 0.1 (recorded on 2.3 and 2.6; 2.7 writes x, lr).
+  bool local_source_names = false;
 
   std::string version() const { return "2." + std::to_string(minor); }
 };
 
 // The newest release the rules model.
 constexpr int kNewestTorchMinor = 15;
+// The first release whose guard failures spell inputs plainly (x, not L['x']).
+constexpr int kPlainSourceMinor = 7;
 
 // The rules of release "X.Y" (a patch "X.Y.Z" reads as X.Y); an InputError for
 // a release before 2.0 or after the newest modelled.
 TorchRules torch_rules(const std::string& version);
-
-// One row of the table in docs/EXPLAIN.md: the release where a rule changed.
-struct TorchRuleChange {
-  int minor;
-  std::string rule;
-  std::string change;
-  std::string pytorch_pr;
-};
-const std::vector<TorchRuleChange>& torch_rule_changes();
 
 }  // namespace tcc

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -683,8 +684,11 @@ Trace read_trace(const std::string& path, const ModelSignature& sig) {
 }
 
 std::string format_float(double v) {
+  // Python's repr: the shortest round-trip digits, positional from 1e-4 up to 1e16, else scientific.
   char buf[64];
-  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  const double mag = std::fabs(v);
+  const bool positional = v == 0 || !std::isfinite(v) || (mag >= 1e-4 && mag < 1e16);
+  auto r = std::to_chars(buf, buf + sizeof buf, v, positional ? std::chars_format::fixed : std::chars_format::scientific);
   std::string s(buf, r.ptr);
   if (s.find_first_of(".en") == std::string::npos) s += ".0";
   return s;

@@ -32,6 +32,7 @@ struct ExplainCli {
   std::string torch_version = "2." + std::to_string(kNewestTorchMinor);
   std::string stance = "default";
   int recompile_limit = -1;  // -1: the release's default
+  bool specialize_float = false;
   ExplainOptions opts;
   bool fail_on_recompile = false;
   int max_recompiles = -1;
@@ -176,6 +177,7 @@ std::pair<nlohmann::json, std::string> explain_model_cli(ExplainCli& c, std::str
                        : c.dynamic == "false" ? DynamicMode::False
                                               : DynamicMode::Auto;
   c.opts.sim.rules = torch_rules(c.torch_version);
+  if (c.specialize_float) c.opts.sim.rules.specialize_float = true;
   if (c.recompile_limit != -1) {
     if (c.recompile_limit < 1) throw InputError("--recompile-limit must be at least 1");
     c.opts.sim.recompile_limit = c.recompile_limit;
@@ -257,6 +259,8 @@ CommandRunner setup_explain(CLI::App& cmd) {
   cmd.add_option("--mark-static", c->opts.mark_static, "INPUT:DIM never symbolic (repeatable)");
   cmd.add_option("--recompile-limit", c->recompile_limit,
                  "Variants per graph before eager fallback (default: the release's, 8 since 2.2)");
+  cmd.add_flag("--specialize-float", c->specialize_float,
+               "torch._dynamo.config.specialize_float=True: every float guarded by value (the default before 2.6)");
   cmd.add_option("--torch-version", c->torch_version,
                  "PyTorch release X.Y whose rules the simulation follows (2.0 to the default, the newest modelled)")
       ->capture_default_str();
