@@ -112,7 +112,7 @@ class SplitAttention : emitc::CodeWriter {
   std::string print() {
     const std::string D = std::to_string(a_.head_size), DV = std::to_string(a_.v_head_size);
     const std::string S = std::to_string(b_.lanes), G = std::to_string(kKeys / b_.lanes);
-    const std::string T = std::to_string(b_.threads()), BN = std::to_string(kKeys);
+    const std::string BN = std::to_string(kKeys);
     const std::string neg_inf = emitc::literal(-INFINITY, DType::F32);
     const std::array<SymExpr, 3> ys = output_strides(k_);
     out_ += emitc::cuda_signature(k_, false, b_.threads());

@@ -11,13 +11,13 @@
 
 namespace tcc {
 
-namespace {
-
 std::string known_passes() {
   std::string s;
   for (const PassInfo& p : all_passes()) s += (s.empty() ? "" : ", ") + std::string(p.name);
   return s;
 }
+
+namespace {
 
 std::string counters_text(const PassStats& stats) {
   std::string s;

@@ -36,6 +36,8 @@ struct PassRecord {
 // without the passes of phases after `stop_after`. An unknown pass or phase
 // is an InputError listing the known ones.
 std::vector<const PassInfo*> build_pipeline(const std::string& spec, std::optional<Phase> stop_after = {});
+// Every pass's name in pipeline order, comma-separated, for help and error messages.
+std::string known_passes();
 // Parses a --stop-after= value; an unknown phase is an InputError.
 Phase parse_phase_or_throw(const std::string& name);
 

@@ -62,14 +62,13 @@ std::string GuardSet::placement_failure(int i, const CallRecord& call) const {
   return "";
 }
 
-std::string GuardSet::stride_failure(int i, const CallRecord& call, const int64_t* values, bool always) const {
-  const bool laid_out = i < static_cast<int>(layouts_.size()) && layouts_[i];
-  if (!laid_out && !always) return "";
-  const TensorLayout want = laid_out ? *layouts_[i] : TensorLayout{};
+std::string GuardSet::stride_failure(int i, const CallRecord& call, const int64_t* values) const {
+  if (i >= static_cast<int>(layouts_.size()) || !layouts_[i]) return "";
+  const TensorLayout& want = *layouts_[i];
   const TensorLayout& got = call.layout(i);
   const std::string name = "tensor '" + spelled(sig_->inputs[i].name) + "' ";
   // Row-major on both sides: the sizes' own guards decide (0-sized dims included).
-  if (want.strides.empty() && got.strides.empty() && !always) return "";
+  if (want.strides.empty() && got.strides.empty()) return "";
   // The call's strides: the trace's, or row-major over its sizes.
   const InputSignature& in = sig_->inputs[i];
   std::vector<int64_t> contiguous(in.fixed.size());

@@ -100,10 +100,8 @@ class GuardSet {
   // Where input i's device or requires_grad differs from the call's, in
   // torch's words (without the compile id); "" when both match.
   std::string placement_failure(int input, const CallRecord& call) const;
-  // Where the call's strides of input i differ (torch checks them after the
-  // sizes; before 2.6, first); "" when they match. Unless `always`, only where
-  // a side has strides other than row-major (the sizes' guards decide the rest).
-  std::string stride_failure(int input, const CallRecord& call, const int64_t* values, bool always = false) const;
+  // Where the call's strides of input i differ (torch checks them after the sizes); "" when they match.
+  std::string stride_failure(int input, const CallRecord& call, const int64_t* values) const;
 
   const ModelSignature* sig_;
   std::string compile_id_;

@@ -86,11 +86,8 @@ void analyze(Model& model, Analysis& a) {
 // --disable-passes: known passes, and none the later stages depend on.
 void check_disabled_passes(const std::vector<std::string>& names) {
   for (const std::string& name : names) {
-    if (!find_pass(name)) {
-      std::string known;
-      for (const PassInfo& p : all_passes()) known += (known.empty() ? "" : ", ") + std::string(p.name);
-      throw InputError("--disable-passes: unknown pass '" + name + "' (passes: " + known + ")");
-    }
+    if (!find_pass(name))
+      throw InputError("--disable-passes: unknown pass '" + name + "' (passes: " + known_passes() + ")");
     if (name == "decompose" || name == "fuse")
       throw InputError("--disable-passes: '" + name + "' cannot be left out: scheduling and code generation read "
                        "the graph in the form it leaves (--mode eager compiles without fusing)");

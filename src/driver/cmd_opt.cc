@@ -58,11 +58,9 @@ ExitCode run_opt(OptOptions o) {
 
 CommandRunner setup_opt(CLI::App& cmd) {
   auto o = std::make_shared<OptOptions>();
-  std::string pass_names;
-  for (const PassInfo& p : all_passes()) pass_names += (pass_names.empty() ? "" : ", ") + std::string(p.name);
   cmd.add_option("model", o->model, "ONNX model or tcc text IR");
   cmd.add_option("--passes", o->passes, "Comma-separated passes to run (default: all, in pipeline order): " +
-                                            pass_names);
+                                            known_passes());
   cmd.add_option("--stop-after", o->stop_after, "Stop after this phase: import, optimize, fuse, codegen");
   cmd.add_flag("--print-ir-after-all", o->pm.print_ir_after_all, "Print the IR to stderr after every pass");
   cmd.add_flag("--print-ir-after-change", o->pm.print_ir_after_change,
