@@ -50,6 +50,7 @@ struct Pt2Program {
   std::map<std::string, SymExpr> syms;         // sym int name -> expression
   std::map<std::string, Value*> values;        // tensor name -> value bound to it
   std::set<std::string> used;                  // names some node or output reads
+  std::map<std::string, size_t> last_reader;   // per name, the last node reading it (past the end: an output)
 };
 
 class AtenNode {

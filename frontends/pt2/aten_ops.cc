@@ -144,6 +144,16 @@ void hardtanh(AtenNode& n) {
   n.result("Clip", {n.tensor("self"), n.scalar_const(n.f("min_val", -1.0), t), n.scalar_const(n.f("max_val", 1.0), t)});
 }
 
+// clamp(self, min=None, max=None): Clip with the bounds given.
+void clamp(AtenNode& n) {
+  Value* x = n.tensor("self");
+  DType t = n.dtype(x);
+  std::vector<Value*> in = {x, n.has("min") ? n.scalar_const(n.f("min"), t) : nullptr,
+                            n.has("max") ? n.scalar_const(n.f("max"), t) : nullptr};
+  while (!in.back()) in.pop_back();
+  n.result("Clip", in);
+}
+
 void leaky_relu(AtenNode& n) {
   n.result("LeakyRelu", {n.tensor("self")}, {{"alpha", Attribute::of_float(static_cast<float>(n.f("negative_slope", 0.01)))}});
 }
@@ -601,7 +611,7 @@ const std::unordered_map<std::string, std::function<bool(AtenNode&)>>& rules() {
       for (const char* name : names) (*t)[name] = r;
     };
     // pointwise
-    add({"aten.add.Tensor", "aten.add.Scalar"}, binary("Add", true));
+    add({"aten.add.Tensor", "aten.add.Scalar", "aten.add_.Tensor"}, binary("Add", true));
     add({"aten.sub.Tensor", "aten.sub.Scalar"}, binary("Sub", true));
     add({"aten.rsub.Scalar", "aten.rsub.Tensor"}, binary("Sub", true, true));
     add({"aten.mul.Tensor", "aten.mul.Scalar"}, binary("Mul"));
@@ -630,7 +640,14 @@ const std::unordered_map<std::string, std::function<bool(AtenNode&)>>& rules() {
     });
     add({"aten.where.self", "aten.where.ScalarSelf", "aten.where.ScalarOther", "aten.where.Scalar"}, where);
     add({"aten.masked_fill.Scalar", "aten.masked_fill.Tensor"}, masked_fill);
-    add({"aten.relu.default"}, unary("Relu"));
+    // An in-place op (relu_) maps as its functional form: the importer lets it
+    // only where nothing reads the operand it writes afterwards.
+    add({"aten.relu.default", "aten.relu_.default"}, unary("Relu"));
+    add({"aten.hardswish.default", "aten.hardswish_.default"}, unary("HardSwish"));
+    // torch's hardsigmoid: relu6(x + 3) / 6.
+    add({"aten.hardsigmoid.default", "aten.hardsigmoid_.default"},
+        unary("HardSigmoid", {{"alpha", Attribute::of_float(1.0f / 6)}, {"beta", Attribute::of_float(0.5f)}}));
+    add({"aten.clamp.default", "aten.clamp_.default"}, clamp);
     add({"aten.sigmoid.default"}, unary("Sigmoid"));
     add({"aten.tanh.default"}, unary("Tanh"));
     add({"aten.exp.default"}, unary("Exp"));
@@ -648,9 +665,10 @@ const std::unordered_map<std::string, std::function<bool(AtenNode&)>>& rules() {
     add({"aten.hardtanh.default"}, hardtanh);
     add({"aten.leaky_relu.default"}, leaky_relu);
     add({"aten.clone.default", "aten.contiguous.default", "aten.alias.default", "aten.detach.default", "aten.detach_.default",
-         "aten.lift_fresh_copy.default", "aten.dropout.default", "aten.feature_dropout.default"},
+         "aten.lift_fresh_copy.default", "aten.dropout.default", "aten.dropout_.default", "aten.feature_dropout.default"},
         alias);
-    add({"aten._to_copy.default", "aten.to.dtype", "aten.to.dtype_layout", "aten.type_as.default"}, to_dtype);
+    add({"aten._to_copy.default", "aten.to.dtype", "aten.to.dtype_layout", "aten.to.device", "aten.type_as.default"},
+        to_dtype);
     // products
     add({"aten.linear.default"}, linear);
     add({"aten.addmm.default"}, addmm);

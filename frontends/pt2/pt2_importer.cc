@@ -239,11 +239,16 @@ class Importer {
       p_.syms[it.key()] = sym_value(r, it.value(), "symbolic int '" + it.key() + "'");
   }
 
-  // Every tensor name some node argument or output spec mentions.
+  // Every tensor name some node argument or output spec mentions, and the last
+  // node that reads it.
   void collect_uses(const JsonReader& r, const json& nodes, const json& sig) {
+    size_t reader = 0;
     std::function<void(const json&)> walk = [&](const json& j) {
       if (j.is_object()) {
-        if (j.size() == 1 && j.contains("name") && j["name"].is_string()) p_.used.insert(j["name"].get<std::string>());
+        if (j.size() == 1 && j.contains("name") && j["name"].is_string()) {
+          p_.used.insert(j["name"].get<std::string>());
+          p_.last_reader[j["name"].get<std::string>()] = reader;
+        }
         for (auto it = j.begin(); it != j.end(); ++it) walk(it.value());
       } else if (j.is_array()) {
         for (const json& e : j) walk(e);
@@ -252,8 +257,26 @@ class Importer {
     for (const json& n : nodes) {
       if (!n.is_object() || !n.contains("inputs")) r.fail("a node of the graph has no inputs list");
       walk(n["inputs"]);
+      ++reader;
     }
     if (sig.contains("output_specs")) walk(sig["output_specs"]);
+  }
+
+  // An in-place op (relu_, add_.Tensor: the op's name ends in '_') writes its
+  // first operand; it maps as its functional form only where no later node
+  // reads that operand, else it stays opaque. detach_ writes no values.
+  bool writes_a_read_operand(const json& node, const std::string& target, size_t index) const {
+    size_t dot = target.find('.'), end = target.find('.', dot + 1);
+    std::string op = target.substr(dot + 1, end == std::string::npos ? std::string::npos : end - dot - 1);
+    if (op.empty() || op.back() != '_' || op == "detach_") return false;
+    const json& ins = node["inputs"];
+    if (!ins.is_array() || ins.empty() || !ins[0].is_object() || !ins[0].contains("arg")) return false;
+    const json& arg = ins[0]["arg"];
+    if (!arg.is_object() || !arg.contains("as_tensor") || !arg["as_tensor"].contains("name") ||
+        !arg["as_tensor"]["name"].is_string())
+      return false;
+    auto it = p_.last_reader.find(arg["as_tensor"]["name"].get<std::string>());
+    return it != p_.last_reader.end() && it->second != index;
   }
 
   // ---- weights ----------------------------------------------------------------
@@ -453,7 +476,7 @@ class Importer {
     if (is_aten_noop(target)) return;
     AtenNode n(p_, node, target, name, node_source(node));
     size_t first_new = p_.graph->nodes().size();
-    if (!lower_aten_node(n)) opaque(n, node);
+    if (writes_a_read_operand(node, target, index) || !lower_aten_node(n)) opaque(n, node);
     std::set<const Node*> emitted;
     for (size_t i = first_new; i < p_.graph->nodes().size(); ++i) emitted.insert(p_.graph->nodes()[i].get());
     for (size_t k = 0; k < n.num_outputs(); ++k) {

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -260,6 +261,29 @@ TEST_F(Pt2BadInput, CliExitsTwoNamingTheArchive) {
   CliResult r = run_tcc("opt " + shell_quote(p.string()));
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("bad.pt2: entry 'mlp/archive_version'"), std::string::npos) << r.output;
+}
+
+// An in-place op maps as its functional form only where nothing reads the
+// operand it writes afterwards: the MLP's silu node, made relu_ of its own
+// operand, becomes a Relu; made relu_ of `gelu`, which a later mul reads, it
+// stays an opaque aten node (a graph break), since tcc's values do not change
+// after they are computed.
+TEST_F(Pt2BadInput, InPlaceOpMapsOnlyWhereItsOperandIsNotReadAfter) {
+  auto aten_relu_nodes = [](const Model& m) {
+    return std::count_if(m.graph->nodes().begin(), m.graph->nodes().end(),
+                         [](const auto& n) { return n->op_type() == "aten.relu_.default"; });
+  };
+  const json original = model();
+  for (const char* operand : {"linear_1", "gelu"}) {
+    json j = original;
+    json& silu = j["graph_module"]["graph"]["nodes"][3];
+    ASSERT_EQ(silu["target"], "torch.ops.aten.silu.default");
+    silu["target"] = "torch.ops.aten.relu_.default";
+    silu["inputs"][0]["arg"]["as_tensor"]["name"] = operand;
+    set_model(j);
+    auto m = load_model(write().string());
+    EXPECT_EQ(aten_relu_nodes(*m), operand == std::string("gelu") ? 1 : 0) << operand;
+  }
 }
 
 }  // namespace

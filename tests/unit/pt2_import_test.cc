@@ -1,8 +1,10 @@
 // torch.export .pt2 archives (tests/pt2, written by scripts/gen-pt2 with
-// PyPI's torch): an MLP, a CNN and a GPT-style block, each in the training IR
-// and in core ATen. The interpreter and the compiled module's host build match
-// torch's outputs, compile has no host step, explain finds no graph break, and
-// the graph signature's parameters, buffers, symbols and sources arrive.
+// PyPI's torch): an MLP, a CNN, a GPT-style block, transformers' GPT-2 and
+// torchvision's MobileNetV3 (in-place activations in the training IR, clamp in
+// core ATen), each in the training IR and in core ATen. The interpreter and
+// the compiled module's host build match torch's outputs, compile has no host
+// step, explain finds no graph break, and the graph signature's parameters,
+// buffers, symbols and sources arrive.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -38,7 +40,7 @@ void PrintTo(const Program& p, std::ostream* os) { *os << p.file; }
 
 std::vector<Program> programs() {
   std::vector<Program> out;
-  for (const char* m : {"mlp", "cnn", "gpt_block", "hf_gpt2"})
+  for (const char* m : {"mlp", "cnn", "gpt_block", "hf_gpt2", "mobilenetv3"})
     for (const char* suffix : {".pt2", ".core.pt2"}) out.push_back({m, std::string(m) + suffix});
   return out;
 }
