@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "codegen/emit_c.h"
 #include "src/diag/errors.h"
@@ -101,30 +102,70 @@ std::vector<std::string> masked_score(const kir::Kernel& k, const kir::Attention
   return lines;
 }
 
+// What both CUDA layouts write alike: the opening (sizes, the block's batch
+// and head, the operands' rows), the shared tiles' loads, the causal bound
+// of the keys and the output row.
+class CudaAttentionWriter : protected emitc::CodeWriter {
+ protected:
+  CudaAttentionWriter(const kir::Kernel& k, const KernelConfig& c) : k_(k), a_(desc(k)), b_(blocking(a_, c)) {}
+
+  // The signature, SQ and SK, the block's b, h and hk, and Q, K and V at them.
+  void prologue() {
+    out_ += emitc::cuda_signature(k_, false, b_.threads());
+    line("const int64_t SQ = " + expr(a_.q_len) + ", SK = " + expr(a_.kv_len) + ";");
+    line("const int64_t b = blockIdx.x / " + std::to_string(a_.heads) + ", h = blockIdx.x % " +
+         std::to_string(a_.heads) + ", hk = h / " + std::to_string(a_.heads / a_.kv_heads) + ";");
+    line("const int64_t i0 = (int64_t)blockIdx.y * " + std::to_string(b_.rows) + ";");
+    line("const float* __restrict__ Q = " + p(a_.q) + " + " + offset({{"b", a_.q_strides[0]}, {"h", a_.q_strides[1]}}) + ";");
+    line("const float* __restrict__ K = " + p(a_.k) + " + " + offset({{"b", a_.k_strides[0]}, {"hk", a_.k_strides[1]}}) + ";");
+    line("const float* __restrict__ V = " + p(a_.v) + " + " + offset({{"b", a_.v_strides[0]}, {"hk", a_.v_strides[1]}}) + ";");
+  }
+
+  // kv_end: keys after the block's last query row are hidden from all its rows.
+  void key_bound() {
+    const std::string BM = std::to_string(b_.rows);
+    line(std::string("const int64_t kv_end = ") + (a_.causal ? "SK < i0 + " + BM + " ? SK : i0 + " + BM : "SK") + ";");
+  }
+
+  // Rows j0 .. j0 + kKeys - 1 of K or V (zeros past the last key) into a shared tile.
+  void load_tile(const std::string& tile, const std::string& from, const SymExpr& row_stride, int64_t size) {
+    const std::string S = std::to_string(size);
+    open("for (int t = threadIdx.x; t < " + std::to_string(kKeys) + " * " + S + "; t += " +
+         std::to_string(b_.threads()) + ")");
+    line("const int r = t / " + S + ", d = t % " + S + ";");
+    line(tile + "[r][d] = j0 + r < SK ? " + from + "[(j0 + r) * " + expr(row_stride) + " + d] : 0.f;");
+    close();
+  }
+
+  // Y: output row i of the block's batch and head.
+  void output_row() {
+    const std::array<SymExpr, 3> ys = output_strides(k_);
+    line("float* __restrict__ Y = " + p(static_cast<int>(k_.buffers.size()) - 1) + " + " +
+         offset({{"b", ys[0]}, {"h", ys[1]}, {"i", ys[2]}}) + ";");
+  }
+
+  const kir::Kernel& k_;
+  const kir::AttentionDesc& a_;
+  Blocking b_;
+};
+
 // The split layout: L neighbouring lanes share a query row, which each holds
 // in registers, and take every L-th key of the shared tiles with their own
 // online softmax; the lanes' partial rows merge by shuffles at the end.
-class SplitAttention : emitc::CodeWriter {
+class SplitAttention : CudaAttentionWriter {
  public:
   SplitAttention(const kir::Kernel& k, const KernelConfig& c)
-      : k_(k), a_(desc(k)), b_(blocking(a_, c)), kp_(split_pitch(a_.head_size)), vp_(split_pitch(a_.v_head_size)) {}
+      : CudaAttentionWriter(k, c), kp_(split_pitch(a_.head_size)), vp_(split_pitch(a_.v_head_size)) {}
 
   std::string print() {
     const std::string D = std::to_string(a_.head_size), DV = std::to_string(a_.v_head_size);
     const std::string S = std::to_string(b_.lanes), G = std::to_string(kKeys / b_.lanes);
     const std::string BN = std::to_string(kKeys);
     const std::string neg_inf = emitc::literal(-INFINITY, DType::F32);
-    const std::array<SymExpr, 3> ys = output_strides(k_);
-    out_ += emitc::cuda_signature(k_, false, b_.threads());
-    line("const int64_t SQ = " + expr(a_.q_len) + ", SK = " + expr(a_.kv_len) + ";");
-    line("const int64_t b = blockIdx.x / " + std::to_string(a_.heads) + ", h = blockIdx.x % " +
-         std::to_string(a_.heads) + ", hk = h / " + std::to_string(a_.heads / a_.kv_heads) + ";");
+    prologue();
     line("const int tid = threadIdx.x, split = tid % " + S + ";");
-    line("const int64_t i0 = (int64_t)blockIdx.y * " + std::to_string(b_.rows) + ", i = i0 + tid / " + S + ";");
+    line("const int64_t i = i0 + tid / " + S + ";");
     line("const bool live = i < SQ;");
-    line("const float* __restrict__ Q = " + p(a_.q) + " + " + offset({{"b", a_.q_strides[0]}, {"h", a_.q_strides[1]}}) + ";");
-    line("const float* __restrict__ K = " + p(a_.k) + " + " + offset({{"b", a_.k_strides[0]}, {"hk", a_.k_strides[1]}}) + ";");
-    line("const float* __restrict__ V = " + p(a_.v) + " + " + offset({{"b", a_.v_strides[0]}, {"hk", a_.v_strides[1]}}) + ";");
     line("__shared__ __align__(16) float ks[" + BN + "][" + std::to_string(kp_) + "];");
     line("__shared__ __align__(16) float vs[" + BN + "][" + std::to_string(vp_) + "];");
     line("float q[" + D + "], o[" + DV + "];");
@@ -133,9 +174,7 @@ class SplitAttention : emitc::CodeWriter {
     line("#pragma unroll");
     line("for (int e = 0; e < " + DV + "; ++e) o[e] = 0.f;");
     line("float m = " + neg_inf + ", l = 0.f;");
-    // Keys after the block's last query row are hidden from all its rows.
-    line(std::string("const int64_t kv_end = ") +
-         (a_.causal ? "SK < i0 + " + std::to_string(b_.rows) + " ? SK : i0 + " + std::to_string(b_.rows) : "SK") + ";");
+    key_bound();
     open("for (int64_t j0 = 0; j0 < kv_end; j0 += " + BN + ")");
     line("__syncthreads();");
     load_tile("ks", "K", a_.k_strides[2], a_.head_size);
@@ -148,7 +187,10 @@ class SplitAttention : emitc::CodeWriter {
     open("for (int u = 0; u < " + G + "; ++u)");
     line("const int x = u * " + S + " + split;");
     line("const int64_t j = j0 + x;");
-    dot("ks[x]", a_.head_size);
+    line("float acc = 0.f;");
+    vector_loop("ks[x]", a_.head_size, [](const std::string& k, const std::string& n) {
+      return "acc += q[" + n + "] * " + k + ";";
+    });
     line("float s = acc * " + emitc::literal(a_.scale, DType::F32) + ";");
     for (const std::string& l : masked_score(k_, a_, "!live || j >= SK")) line(l);
     line("sc[u] = s;");
@@ -164,7 +206,9 @@ class SplitAttention : emitc::CodeWriter {
     open("for (int u = 0; u < " + G + "; ++u)");
     line("const float pj = expf(sc[u] - m_new);");
     line("l += pj;");
-    axpy("vs[u * " + S + " + split]", a_.v_head_size);
+    vector_loop("vs[u * " + S + " + split]", a_.v_head_size, [](const std::string& v, const std::string& n) {
+      return "o[" + n + "] += pj * " + v + ";";
+    });
     close();
     line("m = m_new;");
     close();
@@ -181,8 +225,7 @@ class SplitAttention : emitc::CodeWriter {
     line("m = m_new;");
     close();
     line("if (!live) return;");
-    line("float* __restrict__ Y = " + p(static_cast<int>(k_.buffers.size()) - 1) + " + " +
-         offset({{"b", ys[0]}, {"h", ys[1]}, {"i", ys[2]}}) + ";");
+    output_row();
     line("const float inv = l > 0.f ? 1.f / l : 0.f;");
     line("#pragma unroll");
     line("for (int e = 0; e < " + DV + "; ++e) if (e % " + S + " == split) Y[e] = o[e] * inv;");
@@ -191,77 +234,40 @@ class SplitAttention : emitc::CodeWriter {
   }
 
  private:
-  // Rows j0 .. j0 + kKeys - 1 of K or V (zeros past the last key) into a shared tile.
-  void load_tile(const std::string& tile, const std::string& from, const SymExpr& row_stride, int64_t size) {
-    const std::string S = std::to_string(size);
-    open("for (int t = threadIdx.x; t < " + std::to_string(kKeys) + " * " + S + "; t += " +
-         std::to_string(b_.threads()) + ")");
-    line("const int r = t / " + S + ", d = t % " + S + ";");
-    line(tile + "[r][d] = j0 + r < SK ? " + from + "[(j0 + r) * " + expr(row_stride) + " + d] : 0.f;");
-    close();
-  }
-
-  // acc = sum of q[d] * row[d] over d < size, four at a time from a 16-byte
-  // shared load where size allows.
-  void dot(const std::string& row, int64_t size) {
-    line("float acc = 0.f;");
+  // `step(x, n)` for each n < size, with x row[n] of a shared tile, unrolled;
+  // four elements a 16-byte load where size allows.
+  void vector_loop(const std::string& row, int64_t size,
+                   const std::function<std::string(const std::string&, const std::string&)>& step) {
+    const std::string n = std::to_string(size);
     line("#pragma unroll");
     if (size % 4 == 0) {
-      open("for (int d = 0; d < " + std::to_string(size) + "; d += 4)");
-      line("const float4 r4 = *reinterpret_cast<const float4*>(&" + row + "[d]);");
-      line("acc += q[d] * r4.x;");
-      line("acc += q[d + 1] * r4.y;");
-      line("acc += q[d + 2] * r4.z;");
-      line("acc += q[d + 3] * r4.w;");
+      open("for (int n = 0; n < " + n + "; n += 4)");
+      line("const float4 r4 = *reinterpret_cast<const float4*>(&" + row + "[n]);");
+      line(step("r4.x", "n"));
+      line(step("r4.y", "n + 1"));
+      line(step("r4.z", "n + 2"));
+      line(step("r4.w", "n + 3"));
       close();
     } else {
-      line("for (int d = 0; d < " + std::to_string(size) + "; ++d) acc += q[d] * " + row + "[d];");
+      line("for (int n = 0; n < " + n + "; ++n) " + step(row + "[n]", "n"));
     }
   }
 
-  // o[e] += pj * row[e] over the value columns.
-  void axpy(const std::string& row, int64_t size) {
-    line("#pragma unroll");
-    if (size % 4 == 0) {
-      open("for (int e = 0; e < " + std::to_string(size) + "; e += 4)");
-      line("const float4 r4 = *reinterpret_cast<const float4*>(&" + row + "[e]);");
-      line("o[e] += pj * r4.x;");
-      line("o[e + 1] += pj * r4.y;");
-      line("o[e + 2] += pj * r4.z;");
-      line("o[e + 3] += pj * r4.w;");
-      close();
-    } else {
-      line("for (int e = 0; e < " + std::to_string(size) + "; ++e) o[e] += pj * " + row + "[e];");
-    }
-  }
-
-  const kir::Kernel& k_;
-  const kir::AttentionDesc& a_;
-  Blocking b_;
   int kp_, vp_;  // the key and value tiles' row pitches (split_pitch)
 };
 
 // The warp layout: lane j scores key j of the tile for each of its warp's rows.
-class WarpAttention : emitc::CodeWriter {
+class WarpAttention : CudaAttentionWriter {
  public:
   WarpAttention(const kir::Kernel& k, const KernelConfig& c)
-      : k_(k), a_(desc(k)), b_(blocking(a_, c)), pitch_(warp_pitch(a_)),
-        chunks_(static_cast<int>((a_.v_head_size + 31) / 32)) {}
+      : CudaAttentionWriter(k, c), pitch_(warp_pitch(a_)), chunks_(static_cast<int>((a_.v_head_size + 31) / 32)) {}
 
   std::string print() {
     const std::string D = std::to_string(a_.head_size), DV = std::to_string(a_.v_head_size);
     const std::string BM = std::to_string(b_.rows), T = std::to_string(b_.threads()), R = std::to_string(kWarpRows);
     const std::string neg_inf = emitc::literal(-INFINITY, DType::F32);
-    const std::array<SymExpr, 3> ys = output_strides(k_);
-    out_ += emitc::cuda_signature(k_, false, b_.threads());
-    line("const int64_t SQ = " + expr(a_.q_len) + ", SK = " + expr(a_.kv_len) + ";");
-    line("const int64_t b = blockIdx.x / " + std::to_string(a_.heads) + ", h = blockIdx.x % " +
-         std::to_string(a_.heads) + ", hk = h / " + std::to_string(a_.heads / a_.kv_heads) + ";");
-    line("const int64_t i0 = (int64_t)blockIdx.y * " + BM + ";");
+    prologue();
     line("const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;");
-    line("const float* __restrict__ Q = " + p(a_.q) + " + " + offset({{"b", a_.q_strides[0]}, {"h", a_.q_strides[1]}}) + ";");
-    line("const float* __restrict__ K = " + p(a_.k) + " + " + offset({{"b", a_.k_strides[0]}, {"hk", a_.k_strides[1]}}) + ";");
-    line("const float* __restrict__ V = " + p(a_.v) + " + " + offset({{"b", a_.v_strides[0]}, {"hk", a_.v_strides[1]}}) + ";");
     line("__shared__ float qs[" + BM + "][" + D + "];");
     line("__shared__ float kv[" + std::to_string(kKeys) + "][" + std::to_string(pitch_) + "];");
     open("for (int t = tid; t < " + BM + " * " + D + "; t += " + T + ")");
@@ -274,12 +280,11 @@ class WarpAttention : emitc::CodeWriter {
     line("l[r] = 0.f;");
     line("for (int c = 0; c < " + std::to_string(chunks_) + "; ++c) o[r][c] = 0.f;");
     close();
-    // Keys after the block's last query row are hidden from all its rows.
-    line(std::string("const int64_t kv_end = ") + (a_.causal ? "SK < i0 + " + BM + " ? SK : i0 + " + BM : "SK") + ";");
+    key_bound();
     open("for (int64_t j0 = 0; j0 < kv_end; j0 += " + std::to_string(kKeys) + ")");
-    load_tile("K", a_.k_strides[2], a_.head_size);
+    load_tile_between_barriers("K", a_.k_strides[2], a_.head_size);
     scores();
-    load_tile("V", a_.v_strides[2], a_.v_head_size);
+    load_tile_between_barriers("V", a_.v_strides[2], a_.v_head_size);
     line("const int n = SK - j0 < " + std::to_string(kKeys) + " ? (int)(SK - j0) : " + std::to_string(kKeys) + ";");
     open("for (int jj = 0; jj < n; ++jj)");
     open("for (int r = 0; r < " + R + "; ++r)");
@@ -291,8 +296,7 @@ class WarpAttention : emitc::CodeWriter {
     open("for (int r = 0; r < " + R + "; ++r)");
     line("const int64_t i = i0 + warp * " + R + " + r;");
     line("if (i >= SQ) continue;");
-    line("float* __restrict__ Y = " + p(static_cast<int>(k_.buffers.size()) - 1) + " + " +
-         offset({{"b", ys[0]}, {"h", ys[1]}, {"i", ys[2]}}) + ";");
+    output_row();
     line("const float inv = l[r] > 0.f ? 1.f / l[r] : 0.f;");
     columns("Y[e] = o[r][c] * inv;");
     close();
@@ -301,14 +305,10 @@ class WarpAttention : emitc::CodeWriter {
   }
 
  private:
-  // Rows j0 .. j0 + 31 of K or V (zeros past the last key) into kv, between barriers.
-  void load_tile(const std::string& from, const SymExpr& row_stride, int64_t size) {
-    const std::string S = std::to_string(size);
+  // K's or V's rows of the tile into kv, the one tile both share, between barriers.
+  void load_tile_between_barriers(const std::string& from, const SymExpr& row_stride, int64_t size) {
     line("__syncthreads();");
-    open("for (int t = tid; t < " + std::to_string(kKeys) + " * " + S + "; t += " + std::to_string(b_.threads()) + ")");
-    line("const int r = t / " + S + ", d = t % " + S + ";");
-    line("kv[r][d] = j0 + r < SK ? " + from + "[(j0 + r) * " + expr(row_stride) + " + d] : 0.f;");
-    close();
+    load_tile("kv", from, row_stride, size);
     line("__syncthreads();");
   }
 
@@ -351,9 +351,6 @@ class WarpAttention : emitc::CodeWriter {
     close();
   }
 
-  const kir::Kernel& k_;
-  const kir::AttentionDesc& a_;
-  Blocking b_;
   int pitch_;   // the shared tile's row pitch (warp_pitch)
   int chunks_;  // output columns per lane: e = c * 32 + lane
 };
