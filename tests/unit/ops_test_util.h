@@ -13,6 +13,16 @@
 
 namespace tcc::testing {
 
+// The message shape inference rejects g with; "(no error)" when it accepts g.
+inline std::string shape_error(Graph& g) {
+  try {
+    infer_shapes(g);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
 // A tensor type from dim texts: f32t({"batch", "seq", "768"}) is f32[batch, seq, 768].
 inline Type tensor_type(DType dt, const std::vector<std::string>& dims) {
   Dims d;
@@ -104,14 +114,7 @@ struct OneOp {
     return Interpreter().run(g, m).at(0);
   }
   // The message shape inference rejects the node with.
-  std::string error() {
-    try {
-      infer_shapes(g);
-    } catch (const InputError& e) {
-      return e.what();
-    }
-    return "(no error)";
-  }
+  std::string error() { return shape_error(g); }
   Graph g;
   Node* node = nullptr;
 };
