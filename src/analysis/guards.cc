@@ -274,8 +274,7 @@ std::string GuardSet::spelled(const std::string& input) const {
 }
 
 std::string GuardSet::spelled_source(int input, int dim) const {
-  std::string name = spelled(sig_->inputs[input].name);
-  return dim < 0 ? name : name + ".size()[" + std::to_string(dim) + "]";
+  return size_source(spelled(sig_->inputs[input].name), dim);
 }
 
 std::vector<std::optional<int64_t>> GuardSet::sizes(int input) const {

@@ -562,10 +562,11 @@ int ModelSignature::find_input(std::string_view name) const {
   return -1;
 }
 
-std::string ModelSignature::source_str(int input, int dim) const {
-  if (dim < 0) return inputs[input].name;
-  return inputs[input].name + ".size()[" + std::to_string(dim) + "]";
+std::string size_source(const std::string& name, int dim) {
+  return dim < 0 ? name : name + ".size()[" + std::to_string(dim) + "]";
 }
+
+std::string ModelSignature::source_str(int input, int dim) const { return size_source(inputs[input].name, dim); }
 
 ModelSignature build_signature(const Graph& g, const ShapeInfo& info) {
   ModelSignature sig;

@@ -73,6 +73,10 @@ struct ModelSignature {
   std::string source_str(int input, int dim) const;
 };
 
+// Dim `dim` of the input spelled `name`, as torch's guards write it:
+// "x.size()[1]", or the name itself for a scalar (dim -1).
+std::string size_source(const std::string& name, int dim);
+
 // Builds the signature of g's inputs (types after infer_shapes) and the facts
 // its Reshapes and Slices rely on.
 ModelSignature build_signature(const Graph& g, const ShapeInfo& info);

@@ -97,6 +97,7 @@ TEST(Fidelity, TccMatchesRecordedTorch) {
         auto [id, text] = split_reason(reason.get<std::string>(), true);
         tcc_reasons[e["call"].template get<size_t>()].emplace(id, text);  // keeps the first per variant
       }
+    static const std::regex kCompileId(R"(^\d+/\d+: )");
     bool ids = true;
     std::map<size_t, std::vector<std::string>> torch_lists;
     for (const auto& e : torch["recompiles"])
@@ -104,7 +105,7 @@ TEST(Fidelity, TccMatchesRecordedTorch) {
         const std::string r = reason.get<std::string>();
         size_t call = e["call"].template get<size_t>();
         torch_lists[call].push_back(r);
-        if (!std::regex_search(r, std::regex(R"(^\d+/\d+: )"))) {
+        if (!std::regex_search(r, kCompileId)) {
           ids = false;
           continue;
         }
