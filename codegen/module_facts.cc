@@ -16,19 +16,22 @@ namespace tcc {
 
 namespace {
 
-bool on_tensor_cores(const kir::Kernel& k) {
-  if ((k.kind != kir::Kind::Gemm && k.kind != kir::Kind::Conv) || k.buffers.empty()) return false;
-  DType t = k.buffers.front().dtype;
-  return t == DType::F16 || t == DType::BF16;
+// The peak rate of a kernel's arithmetic: tensor cores for f16 and bf16
+// products, at half that rate for tf32 (as on Ampere and Hopper), else the f32 units.
+double peak_flop_per_s(const std::string& precision, const DeviceProfile& d) {
+  if (precision == "f16" || precision == "bf16") return d.tensor_flop_per_s;
+  if (precision == "tf32") return d.tensor_flop_per_s / 2;
+  return d.fp32_flop_per_s;
 }
 
-KernelEstimate estimate(const kir::Kernel& k, const DeviceProfile& d, const std::map<std::string, int64_t>& sizes) {
+KernelEstimate estimate(const kir::Kernel& k, Precision precision, const DeviceProfile& d,
+                        const std::map<std::string, int64_t>& sizes) {
   KernelEstimate e;
+  e.precision = kernel_precision(k, precision);
   e.bytes = kir::bytes_moved(k).evaluate(sizes);
   e.flop = kir::flop_count(k).evaluate(sizes);
   double memory = e.bytes ? static_cast<double>(*e.bytes) / d.bytes_per_s : 0;
-  double compute =
-      e.flop ? static_cast<double>(*e.flop) / (on_tensor_cores(k) ? d.tensor_flop_per_s : d.fp32_flop_per_s) : 0;
+  double compute = e.flop ? static_cast<double>(*e.flop) / peak_flop_per_s(e.precision, d) : 0;
   e.seconds = std::max(memory, compute);
   e.compute_bound = compute > memory;
   return e;
@@ -101,7 +104,7 @@ ModuleFacts gather_module_facts(const ModuleContents& m) {
 
   f.kernels.resize(m.schedule->kernels.size());
   for (size_t k = 0; k < m.schedule->kernels.size(); ++k)
-    f.kernels[k] = estimate(m.schedule->kernels[k], *m.device, f.sizes);
+    f.kernels[k] = estimate(m.schedule->kernels[k], m.options.precision, *m.device, f.sizes);
   std::unordered_map<std::string, const Node*> by_name;
   for (const auto& n : g.nodes()) by_name.emplace(n->name(), n.get());
   for (const Step& s : m.schedule->steps) {
@@ -116,6 +119,20 @@ ModuleFacts gather_module_facts(const ModuleContents& m) {
     f.step_nodes.push_back(std::move(nodes));
   }
   return f;
+}
+
+std::string kernel_precision(const kir::Kernel& k, Precision precision) {
+  if ((k.kind == kir::Kind::Gemm || k.kind == kir::Kind::Conv) && !k.buffers.empty()) {
+    DType operand = k.buffers.front().dtype;
+    return operand == DType::F32 && precision == Precision::TF32 ? "tf32" : std::string(dtype_name(operand));
+  }
+  bool any_float = false;
+  for (const kir::Buffer& b : k.buffers) {
+    if (b.dtype == DType::F64) return "f64";
+    any_float |= is_float(b.dtype);
+  }
+  if (any_float) return "f32";
+  return k.buffers.empty() ? "none" : std::string(dtype_name(k.buffers.back().dtype));
 }
 
 std::string schedule_text(const kir::Kernel& k, const KernelConfig& c) {

@@ -25,6 +25,7 @@ struct KernelEstimate {
   std::optional<int64_t> bytes, flop;
   double seconds = 0;              // one run, roofline: the slower of memory and compute
   bool compute_bound = false;
+  std::string precision;           // kernel_precision
 };
 
 struct ModuleFacts {
@@ -40,6 +41,12 @@ struct ModuleFacts {
 };
 
 ModuleFacts gather_module_facts(const ModuleContents& m);
+
+// The arithmetic a kernel's products or math run in: a GEMM's or convolution's
+// operand dtype ("f16", "bf16", "f32", or "tf32" for f32 operands in a module
+// compiled with --precision tf32); a generated kernel computes f16 and bf16
+// elements in f32 ("f32", "f64"), or names its integer or bool output dtype.
+std::string kernel_precision(const kir::Kernel& k, Precision precision);
 
 // How a kernel runs on the GPU: its library and algorithm, or its generated
 // schedule ("block 64, rows 1, row cache 8", "block 256, tiled").

@@ -62,6 +62,7 @@ ojson report_json(const ModuleContents& m, const ModuleFacts& f, const CompileTi
   ojson j;
   j["model"] = fs::path(m.model).filename().string();
   j["mode"] = m.mode->name;
+  j["precision"] = precision_name(m.options.precision);
   j["device"] = {{"name", d.name},
                  {"description", d.description},
                  {"bytes_per_s", d.bytes_per_s},
@@ -83,6 +84,7 @@ ojson report_json(const ModuleContents& m, const ModuleFacts& f, const CompileTi
     const KernelEstimate& e = f.kernels[i];
     kernels.push_back({{"name", k.name},
                        {"kind", kir::kind_name(k.kind)},
+                       {"precision", e.precision},
                        {"steps", e.steps},
                        {"nodes", k.nodes},
                        {"bytes_moved", size_json(kir::bytes_moved(k))},
@@ -150,6 +152,7 @@ std::string report_md(const ModuleContents& m, const ModuleFacts& f, const Compi
   for (const KernelEstimate& e : f.kernels) kernel_steps += e.steps;
   auto at_sizes = [&](const SymExpr& e) { return bytes_text(e.evaluate(f.sizes)); };
   os << "## Summary\n\n| | |\n|---|---|\n";
+  os << "| precision | " << precision_name(m.options.precision) << " |\n";
   os << "| kernels | " << m.schedule->kernels.size() << " compiled, run by " << kernel_steps << " steps |\n";
   os << "| fallbacks | " << m.fallbacks.size() << " nodes on the host, " << m.schedule->fallback_copies
      << " tensor copies |\n";
@@ -162,12 +165,12 @@ std::string report_md(const ModuleContents& m, const ModuleFacts& f, const Compi
   os << "| weights | " << bytes_text(f.weights_bytes) << " in " << f.weights.size() << " tensors |\n";
   os << "| estimated time | " << fmt("%.2f", total_estimate_us(m, f)) << " us |\n\n";
 
-  os << "## Kernels\n\n| kernel | kind | schedule | steps | bytes | FLOP | est. us | bound | nodes |\n"
-        "|---|---|---|---:|---:|---:|---:|---|---|\n";
+  os << "## Kernels\n\n| kernel | kind | precision | schedule | steps | bytes | FLOP | est. us | bound | nodes |\n"
+        "|---|---|---|---|---:|---:|---:|---:|---|---|\n";
   for (size_t i = 0; i < m.schedule->kernels.size(); ++i) {
     const kir::Kernel& k = m.schedule->kernels[i];
     const KernelEstimate& e = f.kernels[i];
-    os << "| " << k.name << " | " << kir::kind_name(k.kind) << " | "
+    os << "| " << k.name << " | " << kir::kind_name(k.kind) << " | " << e.precision << " | "
        << schedule_text(k, config_of(m.schedule->kernels, m.configs, i)) << " | " << e.steps << " | "
        << bytes_text(e.bytes) << " | " << (e.flop ? std::to_string(*e.flop) : "?") << " | "
        << fmt("%.2f", e.seconds * 1e6) << " | " << (e.compute_bound ? "compute" : "memory") << " | "

@@ -149,6 +149,7 @@ ojson manifest_json(const ModuleContents& m, const ModuleFacts& f, const std::st
     if (!ec && !rel.empty()) j["model_path"] = rel.generic_string();
   }
   j["mode"] = m.mode->name;
+  j["precision"] = precision_name(m.options.precision);
   j["options"] = {{"arch", m.options.archs}, {"ptx", m.options.ptx}, {"host", m.options.host}};
   ojson features = ojson::array();
   for (const Feature* feat : m.mode->features) {

@@ -22,6 +22,7 @@
 #include "codegen/schedule.h"
 #include "codegen/toolchain.h"
 #include "passes/pass_manager.h"
+#include "passes/pass.h"
 #include "src/analysis/guards.h"
 #include "src/module/manifest_format.h"
 
@@ -35,6 +36,7 @@ struct CompileOptions {
   bool host = true;                           // host.cc / host.so: the kernels' CPU versions (tcc run --host)
   std::string device = kDefaultDevice;         // the schedule's SM count, the report's roofline estimates
   std::map<std::string, int64_t> shape_hints;  // report sizes for symbols; unhinted ones are 1
+  Precision precision = Precision::FP32;       // --precision: the autocast pass, and TF32 for the libraries
 };
 
 // Why a node runs on the host instead of in a kernel.

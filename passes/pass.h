@@ -3,6 +3,7 @@
 // own file under passes/, listed once in pass_registry.cc.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -21,11 +22,23 @@ struct PassStats {
   void add(const std::string& name, int64_t n = 1) { counters[name] += n; }
 };
 
+// The arithmetic a compiled model runs in (--precision), as trtexec's --fp16 /
+// --bf16 and torch's allow_tf32 / autocast: fp32, exact; tf32, tensor cores
+// for the f32 products of GEMMs and convolutions; fp16 and bf16, products in
+// that dtype accumulated in f32, by autocast's rules (passes/autocast.cc).
+enum class Precision { FP32, TF32, FP16, BF16 };
+inline constexpr std::array<Precision, 4> kPrecisions = {Precision::FP32, Precision::TF32, Precision::FP16,
+                                                         Precision::BF16};
+
+std::string_view precision_name(Precision p);
+std::optional<Precision> parse_precision(std::string_view name);
+
 // State shared by the passes of one pipeline run. The pass manager resets
 // `stats` before each pass.
 struct PassContext {
   PassStats stats;
   bool fusion = true;  // false: fuse gives every node a kernel of its own (the eager mode's baseline)
+  Precision precision = Precision::FP32;
 };
 
 using PassFn = bool (*)(Graph&, PassContext&);
@@ -58,6 +71,7 @@ bool cse(Graph& g, PassContext& ctx);
 bool fuse_attention(Graph& g, PassContext& ctx);
 bool fold_transpose_matmul(Graph& g, PassContext& ctx);
 bool fold_batchnorm_conv(Graph& g, PassContext& ctx);
+bool autocast(Graph& g, PassContext& ctx);
 bool resolve_shapes(Graph& g, PassContext& ctx);
 bool recompute_activations(Graph& g, PassContext& ctx);
 bool decompose(Graph& g, PassContext& ctx);

@@ -60,6 +60,7 @@ bool PassManager::run(Model& m) {
   for (const PassInfo* p : passes_) {
     PassContext ctx;
     ctx.fusion = options_.fusion;
+    ctx.precision = options_.precision;
     // Comparing printed text (not the pass's own flag) decides "changed" for
     // printing, so a pass that under-reports still shows its effect; only paid
     // for when printing is asked for.

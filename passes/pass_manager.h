@@ -22,6 +22,7 @@ struct PassManagerOptions {
   bool print_ir_after_change = false;
   bool time_passes = false;
   bool fusion = true;  // PassContext::fusion of every pass
+  Precision precision = Precision::FP32;  // PassContext::precision of every pass
 };
 
 // What one pass did, for --time-passes.

@@ -43,6 +43,11 @@ const std::vector<PassInfo>& all_passes() {
        Phase::Optimize, fold_transpose_matmul},
       {"fold_batchnorm_conv", "Fold inference BatchNormalization into the Conv before it", Phase::Optimize,
        fold_batchnorm_conv},
+      // After the folds, so weights are converted once in their final form, and after fuse_attention, so the
+      // fused attention is cast as one op.
+      {"autocast", "--precision fp16/bf16: matrix products and convolutions read low-precision operands (weights "
+                   "converted once); softmax, norms, sums and attention read f32, as torch.autocast",
+       Phase::Optimize, autocast},
       // Last: sweeps what the passes above left unused.
       {"dce", "Remove nodes and initializers that no graph output depends on", Phase::Optimize, dce},
       // First in its phase: after cse, which would merge recomputed copies back into their originals, and

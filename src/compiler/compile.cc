@@ -97,10 +97,11 @@ void check_disabled_passes(const std::vector<std::string>& names) {
 // passes: the pipeline through Fuse. The min-cut minimizes saved bytes, a
 // proxy: where the memory planner finds saving everything peaks lower, the
 // module keeps the save-all graph.
-std::vector<PassRecord> run_passes(Model& model, const CompileMode& mode, bool save_all,
+std::vector<PassRecord> run_passes(Model& model, const CompileMode& mode, Precision precision, bool save_all,
                                    const std::vector<std::string>& disabled, bool time_passes) {
   PassManagerOptions options;
   options.time_passes = time_passes;
+  options.precision = precision;
   options.fusion = std::any_of(mode.features.begin(), mode.features.end(),
                                [](const Feature* f) { return f->name == "fusion"; });
   std::vector<const PassInfo*> pipeline = build_pipeline("", Phase::Fuse);
@@ -220,7 +221,7 @@ CompileResult compile(const CompileRequest& req) {
 
   stage = Clock::now();
   r.save_all = r.activations && r.activations->save_all_peak < r.activations->min_cut_peak;
-  r.passes = run_passes(*r.model, *r.mode, r.save_all, req.disabled_passes, req.time_passes);
+  r.passes = run_passes(*r.model, *r.mode, req.options.precision, r.save_all, req.disabled_passes, req.time_passes);
   t.passes = ms_since(stage);
   after("passes");
   const Graph& g = *r.model->graph;

@@ -28,6 +28,7 @@ struct AutotuneCli {
   std::string mode = "max-autotune";
   std::string device_name;
   std::string shape_hints;
+  std::string precision = "fp32";
   std::string import_file;
   std::string export_file;
   bool no_refine = false;
@@ -78,7 +79,9 @@ ExitCode run_autotune(AutotuneCli& c) {
   auto model = load_model(c.model);
   std::map<std::string, int64_t> sizes = hinted_sizes(*model->graph, hints, kUnhintedRunSize);
   infer_shapes(*model->graph);
-  PassManager pm(build_pipeline("", Phase::Fuse), PassManagerOptions{}, std::cerr);
+  PassManagerOptions pass_options;
+  pass_options.precision = precision_of(c.precision);
+  PassManager pm(build_pipeline("", Phase::Fuse), pass_options, std::cerr);
   pm.run(*model);
   Schedule schedule = build_schedule(*model->graph);
   std::vector<int> steps(schedule.kernels.size(), 0);
@@ -127,6 +130,7 @@ CommandRunner setup_autotune(CLI::App& cmd) {
   cmd.add_option("--device-name", c->device_name,
                  "Without a GPU: use the cache entries of this device (as the driver names it)");
   cmd.add_option("--shape-hint", c->shape_hints, "Sizes of symbolic dims to tune at, e.g. batch=8,seq=128 (default 8)");
+  add_precision_option(cmd, c->precision);
   cmd.add_flag("--no-refine", c->no_refine, "Skip the coordinate-descent refinement around the best candidate");
   cmd.add_option("--tune-budget", c->budget_s,
                  "Seconds of measuring, heaviest kernels first; what it leaves keeps its cache entry or default "

@@ -41,6 +41,7 @@ struct BenchOptions {
   std::string model;
   std::string modes = "eager,default,reduce-overhead";
   std::string inputs, shapes, report, recorded, device, disabled_passes;
+  std::string precision = "fp32";
   int warmup = 10, iterations = 0;
   double duration = 0;
   bool check = false;
@@ -155,6 +156,7 @@ ExitCode run_bench(const BenchOptions& o) {
     std::vector<std::string> flags;
     if (mode_autotunes(*mode)) flags = {"--tune-budget", std::to_string(o.tune_budget)};
     if (!o.disabled_passes.empty()) flags.insert(flags.end(), {"--disable-passes", o.disabled_passes});
+    if (o.precision != "fp32") flags.insert(flags.end(), {"--precision", o.precision});
     std::cerr << cmd << ": " << mode->name << ": compiling for this GPU (tcc compile";
     for (const std::string& flag : device_flags(arch, m.device)) std::cerr << " " << flag;
     for (const std::string& flag : flags) std::cerr << " " << flag;
@@ -171,7 +173,8 @@ ExitCode run_bench(const BenchOptions& o) {
     m.modes.push_back(profiler::bench_on_gpu(dir, mode->name, inputs, s, o.check ? &outs : nullptr));
     m.modes.back().compile_s = compile_s;
     for (size_t i = 0; o.check && i < expected.size(); ++i) {
-      OutputCheck c = i < outs.size() ? check_output(g.outputs()[i]->name(), expected[i], outs[i])
+      OutputCheck c = i < outs.size() ? check_output(g.outputs()[i]->name(), expected[i], outs[i],
+                                                     precision_of(o.precision))
                                       : OutputCheck{g.outputs()[i]->name(), 0, 0, 0, "missing"};
       std::cout << mode->name << ": " << c.name << ": " << (c.ok() ? "ok" : "MISMATCH") << " (max abs err "
                 << fmt::format("{:.3g}", c.max_abs) << ", max rel err " << fmt::format("{:.3g}", c.max_rel)
@@ -214,6 +217,7 @@ CommandRunner setup(CLI::App& cmd, bool profile) {
       ->check(CLI::NonNegativeNumber);
   cmd.add_option("--disable-passes", o->disabled_passes,
                  "Compile every mode without these graph passes (tcc compile --disable-passes), e.g. fuse_attention");
+  add_precision_option(cmd, o->precision);
   cmd.add_flag("--check", o->check, "Compare each mode's outputs with the reference interpreter; exit 1 on a mismatch");
   cmd.add_flag("--bound-inputs", o->bound_inputs,
                "CUDA graph modes: time the replay alone, as for a caller that writes its inputs into the graph's "

@@ -24,6 +24,7 @@ struct CompileCli {
   CompileRequest request;
   std::string archs = "sm_80,sm_90";
   std::string shape_hints;
+  std::string precision = "fp32";
   std::vector<std::string> print_after;
   bool no_ptx = false;
   bool no_host = false;
@@ -117,6 +118,19 @@ void print_summary(const CompileRequest& req, const CompileResult& r) {
             << schedule.fallback_copies << " host<->device copies\n"
             << "  arena:     " << human_bytes(evaluate_bytes(r.memory.arena_bytes, r.sizes)) << at << " ("
             << human_bytes(evaluate_bytes(r.memory.unplanned_bytes, r.sizes)) << " unplanned)\n";
+  if (req.options.precision != Precision::FP32) {
+    std::cout << "  precision: " << precision_name(req.options.precision);
+    for (const PassRecord& p : r.passes) {
+      if (p.name != "autocast") continue;
+      auto count = [&](const char* counter) {
+        auto it = p.stats.counters.find(counter);
+        return it == p.stats.counters.end() ? int64_t{0} : it->second;
+      };
+      std::cout << " (autocast: " << count("casts_inserted") << " casts, " << count("constants_converted")
+                << " weights converted, " << count("outputs_cast_back") << " outputs cast back)";
+    }
+    std::cout << "\n";
+  }
   if (!req.disabled_passes.empty()) {
     std::cout << "  disabled:  ";
     for (size_t i = 0; i < req.disabled_passes.size(); ++i) std::cout << (i ? ", " : "") << req.disabled_passes[i];
@@ -179,6 +193,7 @@ ExitCode run_compile(CompileCli& c) {
   req.options.ptx = !c.no_ptx;
   req.options.host = !c.no_host;
   req.options.shape_hints = parse_sizes(c.shape_hints, "--shape-hint");
+  req.options.precision = precision_of(c.precision);
   std::set<std::string> dump;
   for (const std::string& name : c.print_after) {
     if (std::find_if(kCompileStages.begin(), kCompileStages.end(), [&](const char* s) { return name == s; }) ==
@@ -240,6 +255,7 @@ CommandRunner setup_compile(CLI::App& cmd) {
                  "Leave these graph passes out (comma-separated; tcc opt --list-passes names them), to measure what "
                  "one buys, e.g. fuse_attention")
       ->delimiter(',');
+  add_precision_option(cmd, c->precision);
   add_train_flags(cmd, req.train);
   return [c]() { return run_compile(*c); };
 }

@@ -22,6 +22,7 @@ struct OptOptions {
   bool list_passes = false;
   bool no_shape_inference = false;
   bool verify_each = false;
+  std::string precision = "fp32";
   PassManagerOptions pm;
 };
 
@@ -43,6 +44,7 @@ ExitCode run_opt(OptOptions o) {
   std::optional<Phase> stop;
   if (!o.stop_after.empty()) stop = parse_phase_or_throw(o.stop_after);
   auto passes = build_pipeline(o.passes, stop);
+  o.pm.precision = precision_of(o.precision);
 
   auto model = load_model(o.model);
   if (!o.no_shape_inference) infer_shapes(*model->graph);
@@ -68,6 +70,7 @@ CommandRunner setup_opt(CLI::App& cmd) {
   cmd.add_flag("--time-passes", o->pm.time_passes, "Print a table of pass times and counters to stderr");
   cmd.add_flag("--verify-each", o->verify_each, "Run the IR verifier after every pass (always on in debug builds)");
   cmd.add_flag("--no-shape-inference", o->no_shape_inference, "Keep the types the model declares");
+  add_precision_option(cmd, o->precision);
   cmd.add_flag("--list-passes", o->list_passes, "List the passes (name, phase, summary) and exit");
   cmd.add_option("-o,--output", o->output, "Write the IR here instead of stdout");
   return [o]() { return run_opt(*o); };

@@ -45,6 +45,7 @@ struct RunOptions {
   std::string shapes;
   std::string out_dir;
   std::string format = "pb";
+  std::string precision = "fp32";  // when the target is a model: what it is compiled at
   bool reference = false;
   bool host = false;
   bool check = false;
@@ -86,15 +87,19 @@ std::map<std::string, std::vector<std::string>> step_sources(const std::string& 
 class StepChecker {
  public:
   // `sources`: the source nodes of each step, by its node's name.
-  StepChecker(std::map<std::string, Tensor> reference, std::map<std::string, std::vector<std::string>> sources)
-      : reference_(std::move(reference)), sources_(std::move(sources)) {}
+  // `precision`: the module's; its low-precision values are compared in the reference's dtype.
+  StepChecker(std::map<std::string, Tensor> reference, std::map<std::string, std::vector<std::string>> sources,
+              Precision precision)
+      : reference_(std::move(reference)), sources_(std::move(sources)), precision_(precision) {}
 
   void operator()(const std::string& kernel, const std::string& node, const std::map<std::string, Tensor>& written) {
     Row row{rows_.size(), kernel.empty() ? "host: " + node : kernel, {}, {}};
     for (const auto& [name, t] : written) {
       auto it = reference_.find(name);
       if (it == reference_.end()) continue;
-      OutputCheck c = check_output(name, it->second, t);
+      const Tensor& expected = it->second;
+      OutputCheck c = check_output(name, expected, t.dtype() == expected.dtype() ? t : t.cast(expected.dtype()),
+                                   precision_);
       row.compared.push_back(c);
       if (!c.ok() && !first_bad_) first_bad_ = rows_.size();
     }
@@ -151,6 +156,7 @@ class StepChecker {
   static std::string node_list(const std::vector<std::string>& nodes) { return abbreviated(nodes, 3, " nodes"); }
   std::map<std::string, Tensor> reference_;
   std::map<std::string, std::vector<std::string>> sources_;
+  Precision precision_;
   std::vector<Row> rows_;
   std::optional<size_t> first_bad_;
 };
@@ -185,6 +191,14 @@ std::map<std::string, Tensor> module_inputs(const std::string& module_dir, const
     if (!given.count(name) && v && v->is_initializer()) given.emplace(name, v->initializer());
   }
   return given;
+}
+
+// The --precision a module was compiled at (fp32 where its manifest predates
+// the field or does not parse: load_module reports a broken manifest).
+Precision module_precision(const std::string& module_dir) {
+  nlohmann::json j = read_module_json(module_dir, kManifestFile);
+  if (j.is_discarded() || !j.contains("precision") || !j["precision"].is_string()) return Precision::FP32;
+  return parse_precision(j["precision"].get<std::string>()).value_or(Precision::FP32);
 }
 
 // The graph a module computes: --model, else the manifest's `model_path`
@@ -255,6 +269,7 @@ ExitCode run(const RunOptions& o) {
 
   std::vector<Tensor> outs, expected;
   std::optional<StepChecker> steps;
+  Precision precision = Precision::FP32;
   if (o.reference) {
     outs = Interpreter().run(g, inputs);
   } else {
@@ -263,13 +278,16 @@ ExitCode run(const RunOptions& o) {
     if (!is_module_dir(o.target)) {
       scratch = std::make_unique<ScratchDir>();
       module = (scratch->path / "module").string();
-      compile_module(o.target, module, "default", o.shapes, o.host ? "" : profiler::gpu_arch());
+      std::vector<std::string> flags;
+      if (o.precision != "fp32") flags = {"--precision", o.precision};
+      compile_module(o.target, module, "default", o.shapes, o.host ? "" : profiler::gpu_arch(), "", flags);
     }
+    precision = module_precision(module);
     profiler::StepInspector inspect;
     if (o.check_steps) {
       std::map<std::string, Tensor> values;
       expected = Interpreter().run(g, inputs, &values);
-      steps.emplace(std::move(values), step_sources(module));
+      steps.emplace(std::move(values), step_sources(module), precision);
       inspect = std::ref(*steps);
     }
     std::map<std::string, Tensor> given = module_inputs(module, model_path, g, inputs);
@@ -284,14 +302,15 @@ ExitCode run(const RunOptions& o) {
   bool steps_ok = !steps || steps->report(std::cout);
   bool ok = expected.size() == outs.size();
   for (size_t i = 0; i < expected.size() && i < outs.size(); ++i) {
-    OutputCheck c = check_output(g.outputs()[i]->name(), expected[i], outs[i]);
-    Tolerance tol = tolerance_for(expected[i].dtype());
+    OutputCheck c = check_output(g.outputs()[i]->name(), expected[i], outs[i], precision);
+    Tolerance tol = tolerance_for(expected[i].dtype(), precision);
     if (!c.problem.empty())
       std::cout << c.name << ": MISMATCH " << c.problem << "\n";
     else
       std::cout << c.name << ": " << (c.ok() ? "ok" : "MISMATCH") << "  max abs err "
                 << fmt::format("{:.3g}", c.max_abs) << ", max rel err " << fmt::format("{:.3g}", c.max_rel) << "  ("
-                << dtype_name(expected[i].dtype()) << " tolerance " << fmt::format("{:g}", tol.abs) << " + "
+                << dtype_name(expected[i].dtype()) << (precision == Precision::FP32 ? "" : " at " + std::string(precision_name(precision)))
+                << " tolerance " << fmt::format("{:g}", tol.abs) << " + "
                 << fmt::format("{:g}", tol.rel) << "*|ref|"
                 << (c.ok() ? "" : "; " + std::to_string(c.mismatches) + " elements outside") << ")\n";
     ok &= c.ok();
@@ -312,6 +331,7 @@ CommandRunner setup_run(CLI::App& cmd) {
   cmd.add_option("--shapes", o->shapes, "Without --inputs: random inputs with these symbolic sizes, e.g. batch=8 (others: 8)");
   cmd.add_option("--model", o->model, "The reference model of a module directory (default: the one it names)");
   cmd.add_flag("--reference", o->reference, "Run the model on the CPU reference interpreter");
+  add_precision_option(cmd, o->precision);
   cmd.add_flag("--host", o->host, "Run the compiled module on the CPU (host.so) instead of the GPU");
   cmd.add_flag("--check", o->check, "Compare every output with the reference interpreter; exit 1 on a mismatch");
   cmd.add_flag("--check-steps", o->check_steps,

@@ -31,6 +31,23 @@ void write_output(const std::string& path, const std::string& text) {
   if (!(f << text)) throw InputError(path + ": cannot write the output file");
 }
 
+void add_precision_option(CLI::App& cmd, std::string& precision) {
+  std::vector<std::string> names;
+  for (Precision p : kPrecisions) names.emplace_back(precision_name(p));
+  cmd.add_option("--precision", precision,
+                 "Arithmetic of the compiled model: fp32 (exact), tf32 (tensor cores for f32 GEMMs and "
+                 "convolutions), fp16 or bf16 (products in that dtype with f32 accumulation, by torch.autocast's "
+                 "rules; inputs and outputs keep their dtypes)")
+      ->capture_default_str()
+      ->check(CLI::IsMember(names));
+}
+
+Precision precision_of(const std::string& name) {
+  std::optional<Precision> p = parse_precision(name);
+  if (!p) throw InputError("--precision must be fp32, tf32, fp16 or bf16, not '" + name + "'");
+  return *p;
+}
+
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> parts;
   size_t start = 0;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "passes/pass.h"
 #include "src/diag/errors.h"
 
 namespace tcc {
@@ -39,6 +40,13 @@ CommandRunner setup_ops(CLI::App& cmd);
 // A command's text output: to stdout when `path` is empty or "-", else to the
 // file (an InputError naming it when it cannot be written).
 void write_output(const std::string& path, const std::string& text);
+
+// --precision on the commands that compile a model (compile, run, bench,
+// profile, autotune, opt): fp32 (the default), tf32, fp16 or bf16, checked
+// by CLI11 as the flags are parsed.
+void add_precision_option(CLI::App& cmd, std::string& precision);
+// The Precision of a value add_precision_option accepted.
+Precision precision_of(const std::string& name);
 
 // "a,b,,c" -> {"a", "b", "", "c"}.
 std::vector<std::string> split(const std::string& s, char sep);

@@ -139,17 +139,21 @@ double compile_module(const std::string& model, const std::string& dir, const st
   return seconds;
 }
 
-Tolerance tolerance_for(DType dtype) {
+Tolerance tolerance_for(DType dtype, Precision precision) {
+  Tolerance t;
   switch (dtype) {
-    case DType::F64: return {1e-9, 1e-9};
-    case DType::F32: return {1e-4, 1e-4};
-    case DType::F16: return {1e-2, 1e-2};
-    case DType::BF16: return {2e-2, 2e-2};
+    case DType::F64: t = {1e-9, 1e-9}; break;
+    case DType::F32: t = {1e-4, 1e-4}; break;
+    case DType::F16: t = {1e-2, 1e-2}; break;
+    case DType::BF16: t = {2e-2, 2e-2}; break;
     default: return {0, 0};  // integers and bool: exact
   }
+  // tf32 and fp16 keep 10 bits of mantissa in their products, bf16 7.
+  double p = precision == Precision::BF16 ? 5e-2 : precision == Precision::FP32 ? 0 : 1e-2;
+  return {std::max(t.abs, p), std::max(t.rel, p)};
 }
 
-OutputCheck check_output(const std::string& name, const Tensor& expected, const Tensor& actual) {
+OutputCheck check_output(const std::string& name, const Tensor& expected, const Tensor& actual, Precision precision) {
   OutputCheck c;
   c.name = name;
   if (expected.dtype() != actual.dtype() || expected.shape() != actual.shape()) {
@@ -157,7 +161,7 @@ OutputCheck check_output(const std::string& name, const Tensor& expected, const 
                 std::string(dtype_name(actual.dtype())) + shape_str(actual.shape());
     return c;
   }
-  Tolerance tol = tolerance_for(expected.dtype());
+  Tolerance tol = tolerance_for(expected.dtype(), precision);
   for (int64_t i = 0; i < expected.numel(); ++i) {
     double e = expected.get_f64(i), a = actual.get_f64(i);
     if (std::isnan(e) || std::isnan(a)) {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "passes/pass.h"
 #include "src/ir/graph.h"
 #include "src/ir/tensor.h"
 
@@ -57,7 +58,10 @@ bool is_module_dir(const std::string& path);
 struct Tolerance {
   double abs = 0, rel = 0;
 };
-Tolerance tolerance_for(DType dtype);
+// The tolerance of an output of `dtype` from a model compiled at `precision`:
+// the looser of the dtype's and the precision's (fp16 and tf32 1e-2, bf16 5e-2,
+// each absolute plus relative to the reference).
+Tolerance tolerance_for(DType dtype, Precision precision = Precision::FP32);
 
 struct OutputCheck {
   std::string name;
@@ -66,6 +70,7 @@ struct OutputCheck {
   std::string problem;  // a dtype or shape disagreement
   bool ok() const { return mismatches == 0 && problem.empty(); }
 };
-OutputCheck check_output(const std::string& name, const Tensor& expected, const Tensor& actual);
+OutputCheck check_output(const std::string& name, const Tensor& expected, const Tensor& actual,
+                         Precision precision = Precision::FP32);
 
 }  // namespace tcc

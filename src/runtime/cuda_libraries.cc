@@ -224,7 +224,9 @@ int LibraryCalls::gemm(const KernelInfo& k, const GemmProblem& p, const std::vec
   GemmPlan& plan = gemm_plans_[&k];
   if (!plan.built || plan.key != key) {
     plan.release();
-    cublasComputeType_t compute = f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
+    cublasComputeType_t compute = f64                                ? CUBLAS_COMPUTE_64F
+                                  : tf32 && in_type == DType::F32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                                  : CUBLAS_COMPUTE_32F;
     cudaDataType_t scale_type = f64 ? CUDA_R_64F : CUDA_R_32F;
     CublasLt::check(lt.desc_create(&plan.desc, compute, scale_type), "cublasLtMatmulDescCreate");
     cublasOperation_t op_first = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -331,9 +333,12 @@ int LibraryCalls::conv(const KernelInfo& k, const ConvProblem& p, const std::vec
                            p.dilations.data(), CUDNN_CROSS_CORRELATION, f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT),
               what + ": cudnnSetConvolutionNdDescriptor");
     dnn.check(dnn.conv_set_groups(plan.conv, static_cast<int>(c.groups)), what + ": cudnnSetConvolutionGroupCount");
-    // CUDNN_DEFAULT_MATH lets f32 convolutions run as TF32 on Ampere and later;
-    // FMA keeps them f32, as the host run and cuBLASLt's CUBLAS_COMPUTE_32F are.
-    cudnnMathType_t math = dtype == DType::F32 ? CUDNN_FMA_MATH : f64 ? CUDNN_DEFAULT_MATH : CUDNN_TENSOR_OP_MATH;
+    // CUDNN_DEFAULT_MATH lets f32 convolutions run as TF32 on Ampere and later,
+    // which --precision tf32 asks for; FMA keeps them f32, as the host run and
+    // cuBLASLt's CUBLAS_COMPUTE_32F are.
+    cudnnMathType_t math = dtype == DType::F32 ? (tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH)
+                           : f64               ? CUDNN_DEFAULT_MATH
+                                               : CUDNN_TENSOR_OP_MATH;
     dnn.check(dnn.conv_set_math(plan.conv, math), what + ": cudnnSetConvolutionMathType");
     if (c.activation == "relu") {
       dnn.check(dnn.act_create(&plan.act), what + ": cudnnCreateActivationDescriptor");

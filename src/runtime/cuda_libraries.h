@@ -53,6 +53,9 @@ class LibraryCalls {
   // Frees the handles, workspace and plans; the context they were made in must be current.
   void release();
 
+  // f32 products on tensor cores as TF32 (a module compiled with --precision tf32).
+  bool tf32 = false;
+
  private:
   void ensure_workspace();
 

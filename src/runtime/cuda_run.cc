@@ -153,6 +153,7 @@ CudaState& device_state(Module& m, const Driver& d, CUcontext ctx, CUstream stre
   }
   auto s = std::unique_ptr<CudaState, CudaStateDeleter>(new CudaState);
   s->ctx = ctx;
+  s->libraries.tf32 = m.tf32;
   CUdevice dev;
   d.check(d.ctx_get_device(&dev), "cuCtxGetDevice");
   int major = 0, minor = 0;

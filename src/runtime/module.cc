@@ -55,6 +55,7 @@ class Loader {
 
   void load() {
     check_module_format(root_);
+    precision();
     signature();
     weights();
     memory();
@@ -68,6 +69,16 @@ class Loader {
   }
 
  private:
+  // Absent in modules older than --precision: fp32.
+  void precision() {
+    if (!root_.has("precision")) return;
+    ManifestField p = root_["precision"];
+    std::string name = p.str();
+    if (name != "fp32" && name != "tf32" && name != "fp16" && name != "bf16")
+      p.fail("unknown precision '" + name + "' (fp32, tf32, fp16 or bf16)");
+    m_.tf32 = name == "tf32";
+  }
+
   int add_value(const ManifestField& where, ValueInfo::Where kind, int index, const TensorSig& sig) {
     int id = static_cast<int>(m_.values.size());
     if (!m_.value_ids.emplace(sig.name, id).second) where.fail("value '" + sig.name + "' is declared twice");

@@ -165,6 +165,7 @@ struct GraphStats {
 
 struct Module {
   std::string dir;
+  bool tf32 = false;  // --precision tf32: f32 GEMMs and convolutions multiply on tensor cores as TF32
   std::vector<TensorSig> inputs, outputs;
   std::map<std::string, std::pair<int, int>> symbols;  // symbol -> (input, axis)
   // Data-dependent sizes (NonZero's count): symbol -> (value id, axis) of the

@@ -58,7 +58,7 @@ TEST_F(CompileTest, ManifestHasTheDocumentedKeys) {
     std::string text = read_file(dir_ / model / "manifest.json");
     json m = json::parse(text);
     std::vector<std::string> keys = {"format", "format_version", "tcc_version", "model", "model_path", "mode",
-                                     "options", "features", "inputs", "outputs", "symbols",
+                                     "precision", "options", "features", "inputs", "outputs", "symbols",
                                      "guards", "weights", "memory", "cuda", "host",
                                      "kernels", "schedule", "fallback_copies"};
     size_t at = 0;
@@ -72,6 +72,7 @@ TEST_F(CompileTest, ManifestHasTheDocumentedKeys) {
     EXPECT_EQ(m["format_version"], 1);
     EXPECT_EQ(m["model"], model);
     EXPECT_EQ(m["mode"], "default");
+    EXPECT_EQ(m["precision"], "fp32");
     EXPECT_EQ(m["options"]["arch"], json::array({"sm_90"}));
     EXPECT_EQ(m["inputs"].size(), 1u);
     ASSERT_FALSE(m["kernels"].empty()) << model;
@@ -92,6 +93,39 @@ TEST_F(CompileTest, ManifestHasTheDocumentedKeys) {
   }
 }
 
+// --precision: fp16 and bf16 make the GPT-2 block's GEMMs low precision (the
+// report names each kernel's), the attention stays one f32 kernel, and the
+// host build of the module matches the reference interpreter within the
+// precision's tolerance; tf32 keeps the graph f32 and marks the GEMMs tf32,
+// which the manifest tells the runtime. An unknown precision exits 2.
+TEST_F(CompileTest, PrecisionModesLowerTheProductsAndStayWithinTolerance) {
+  for (const char* precision : {"fp16", "bf16", "tf32"}) {
+    CliResult r = compile("gpt2_block.onnx", precision, std::string("--arch sm_90 --no-ptx --precision ") + precision);
+    ASSERT_EQ(r.code, 0) << r.output;
+    EXPECT_NE(r.output.find(std::string("precision: ") + precision), std::string::npos) << r.output;
+    EXPECT_EQ(manifest(precision)["precision"], precision);
+    json report = json::parse(read_file(dir_ / precision / "report.json"));
+    EXPECT_EQ(report["precision"], precision);
+    std::string gemm = std::string(precision) == "fp16" ? "f16" : std::string(precision) == "bf16" ? "bf16" : "tf32";
+    int low_gemms = 0, attention = 0;
+    for (const json& k : report["kernels"]) {
+      if (k["kind"] == "gemm" && k["precision"] == gemm) ++low_gemms;
+      if (k["kind"] == "attention") {
+        ++attention;
+        EXPECT_EQ(k["precision"], "f32") << k.dump();
+      }
+    }
+    EXPECT_EQ(low_gemms, 4) << precision << ": the QKV, output, and two MLP projections";
+    EXPECT_EQ(attention, 1) << precision;
+    CliResult run = run_tcc("run " + shell_quote((dir_ / precision).string()) + " --host --check --shapes batch=2,seq=16");
+    EXPECT_EQ(run.code, 0) << run.output;
+    EXPECT_NE(run.output.find(std::string("at ") + precision + " tolerance"), std::string::npos) << run.output;
+  }
+  CliResult bad = compile("mlp.onnx", "bad", "--precision fp8");
+  EXPECT_EQ(bad.code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--precision"), std::string::npos) << bad.output;
+}
+
 // The report's kernel table says how each kernel runs on the GPU: GPT-2's
 // layer norms keep their rows in registers, its attention is the fused
 // attention kernel, the head splits are vectorized copies, its GEMMs are
@@ -100,9 +134,10 @@ TEST_F(CompileTest, ReportNamesEachKernelsSchedule) {
   CliResult r = compile("gpt2_block.onnx", "g", "--no-host --arch sm_90 --no-ptx");
   ASSERT_EQ(r.code, 0) << r.output;
   std::string report = read_file(dir_ / "g" / "report.md");
-  EXPECT_NE(report.find("| kernel | kind | schedule | steps |"), std::string::npos) << report;
-  for (const char* row : {"| reduction | block 64, rows 1, row cache 1 |", "| attention | split layout, block 128, rows 32, 4 lanes a row |",
-                          "| pointwise | block 256, vector 4 |", "| gemm | cuBLASLt algorithm #0 |"})
+  EXPECT_NE(report.find("| kernel | kind | precision | schedule | steps |"), std::string::npos) << report;
+  for (const char* row : {"| reduction | f32 | block 64, rows 1, row cache 1 |",
+                          "| attention | f32 | split layout, block 128, rows 32, 4 lanes a row |",
+                          "| pointwise | f32 | block 256, vector 4 |", "| gemm | f32 | cuBLASLt algorithm #0 |"})
     EXPECT_NE(report.find(row), std::string::npos) << row << "\n" << report;
 }
 

@@ -20,6 +20,7 @@ struct RunFlags {
   std::string passes;
   std::optional<Phase> stop_after;
   bool shape_inference = true;
+  Precision precision = Precision::FP32;
 };
 
 // The subset of `tcc opt` flags that change what the pipeline computes.
@@ -29,6 +30,8 @@ RunFlags parse_run_line(const std::string& line) {
     if (arg.rfind("--passes=", 0) == 0) flags.passes = arg.substr(9);
     else if (arg.rfind("--stop-after=", 0) == 0) flags.stop_after = parse_phase_or_throw(arg.substr(13));
     else if (arg == "--no-shape-inference") flags.shape_inference = false;
+    else if (arg.rfind("--precision=", 0) == 0 && parse_precision(arg.substr(12)))
+      flags.precision = *parse_precision(arg.substr(12));
     else throw InputError("unsupported flag in RUN line: " + arg);
   }
   return flags;
@@ -39,6 +42,7 @@ std::string run_pipeline(const std::string& input, const RunFlags& flags, const 
   if (flags.shape_inference) infer_shapes(*model->graph);
   PassManagerOptions options;
   options.verify = true;
+  options.precision = flags.precision;
   std::ostringstream report;
   PassManager pm(build_pipeline(flags.passes, flags.stop_after), options, report);
   pm.run(*model);

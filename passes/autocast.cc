@@ -1,0 +1,221 @@
+// autocast: with --precision fp16 or bf16, the model computes its products in
+// that dtype, by the rules torch.autocast applies on CUDA, read for ONNX ops.
+//
+//   - Matrix products (MatMul, Gemm, Conv, ConvTranspose) read their float
+//     operands in the low dtype: f32 activations through a Cast, f32
+//     constants (weights, biases) converted once, here. Their results are
+//     low; the libraries accumulate in f32.
+//   - Ops that need f32's range or precision (softmax, the normalizations,
+//     sums and products over many elements, exp, log, pow and the other
+//     functions autocast keeps in f32, the losses) read f32: low operands are
+//     cast up. So does attention (ONNX's and the fused tcc::Attention), which
+//     torch runs in low precision: tcc's attention kernel computes f32 only,
+//     and in f32 it stays one kernel rather than its three-kernel expansion.
+//   - Every other op runs in the dtype of what it reads. When its operands
+//     mix low and f32 the low ones are cast up (torch's type promotion); when
+//     they are all low its f32 constants are converted down (in torch these
+//     are Python scalars and a Linear's bias, which do not promote).
+//   - The model keeps its signature: a graph output that became low is cast
+//     back, and so are a node's operands when it holds regions (If, Loop,
+//     Scan), whose bodies stay as they are.
+//
+// Only f32 values change dtype. Resize's roi and scales are parameters, not
+// data, and keep theirs. With fp32 and tf32 the pass changes nothing (tf32 is
+// the libraries' math mode, codegen's business).
+#include <map>
+#include <set>
+#include <unordered_map>
+
+#include "passes/pass.h"
+#include "src/ir/replace_nodes.h"
+#include "src/ops/decomposition.h"  // constant_value
+#include "src/ops/fusion.h"         // kTccDomain
+
+namespace tcc {
+
+namespace {
+
+enum class Cast { Low, F32, Follow };
+
+const std::set<std::string>& low_ops() {
+  static const std::set<std::string> ops = {"MatMul", "Gemm", "Conv", "ConvTranspose"};
+  return ops;
+}
+
+const std::set<std::string>& f32_ops() {
+  static const std::set<std::string> ops = {
+      "Softmax", "LogSoftmax", "LayerNormalization", "GroupNormalization", "InstanceNormalization",
+      "RMSNormalization", "LpNormalization", "BatchNormalization", "MeanVarianceNormalization", "LRN",
+      "ReduceSum", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare",
+      "CumSum", "Exp", "Log", "Pow", "Reciprocal", "Softplus", "Acos", "Asin", "Cosh", "Sinh", "Tan",
+      "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss", "Attention"};
+  return ops;
+}
+
+// Inputs that are parameters of the op rather than data in its dtype.
+bool keeps_dtype(const Node& n, size_t i) { return n.op_type() == "Resize" && (i == 1 || i == 2); }
+
+// Whether the op's float output takes its dtype from an attribute or another
+// input (Cast's `to`, CastLike's target, a *Like op's `dtype`), not from the
+// data it reads.
+bool output_dtype_is_set(const Node& n) {
+  return n.has_attr("to") || n.has_attr("dtype") || n.op_type() == "CastLike";
+}
+
+class Autocast {
+ public:
+  Autocast(Graph& g, DType low, PassStats& stats) : g_(g), low_(low), stats_(stats) {}
+
+  bool run() {
+    for (Value* v : g_.outputs()) signature_.emplace(v, v->type().dtype());
+    std::vector<Node*> nodes;
+    for (const auto& n : g_.nodes()) nodes.push_back(n.get());
+    for (Node* n : nodes) visit(*n);
+    for (Value* v : std::vector<Value*>(g_.outputs())) restore_dtype(v);
+    return changed_;
+  }
+
+ private:
+  Cast rule(const Node& n) const {
+    if (!n.regions().empty() || several_model_outputs(n)) return Cast::F32;
+    if (!n.domain().empty() && n.domain() != kTccDomain) return Cast::Follow;
+    if (low_ops().count(n.op_type())) return Cast::Low;
+    if (f32_ops().count(n.op_type())) return Cast::F32;
+    return Cast::Follow;
+  }
+
+  // A node with more than one output in the signature is left in f32: the
+  // signature is restored one output at a time (restore_dtype).
+  bool several_model_outputs(const Node& n) const {
+    int count = 0;
+    for (const Value* v : n.outputs()) count += signature_.count(v) ? 1 : 0;
+    return count > 1;
+  }
+
+  void visit(Node& n) {
+    std::vector<size_t> floats;
+    for (size_t i = 0; i < n.num_inputs(); ++i) {
+      const Value* v = n.input(i);
+      if (v && !keeps_dtype(n, i) && v->type().is_tensor() &&
+          (v->type().dtype() == DType::F32 || v->type().dtype() == low_))
+        floats.push_back(i);
+    }
+    switch (rule(n)) {
+      case Cast::Low:
+        for (size_t i : floats) set_dtype(n, i, low_);
+        lower_outputs(n);
+        break;
+      case Cast::F32:
+        for (size_t i : floats) set_dtype(n, i, DType::F32);
+        for (const Value* read : n.captures())
+          if (read->type().is_tensor() && read->type().dtype() == low_) {
+            Value* c = g_.find(read->name());
+            Value* up = cast(c, DType::F32, n);
+            for (Graph* r : n.regions()) r->replace_all_uses(c, up);
+          }
+        break;
+      case Cast::Follow: {
+        bool any_low = false, any_f32 = false;
+        for (size_t i : floats)
+          if (!constant_value(n.input(i))) (n.input(i)->type().dtype() == low_ ? any_low : any_f32) = true;
+        if (any_low && any_f32) {
+          for (size_t i : floats) set_dtype(n, i, DType::F32);
+        } else if (any_low) {
+          for (size_t i : floats) set_dtype(n, i, low_);
+          if (!output_dtype_is_set(n)) lower_outputs(n);
+        }
+        break;
+      }
+    }
+  }
+
+  void set_dtype(Node& n, size_t i, DType to) {
+    if (n.input(i)->type().dtype() == to) return;
+    n.set_input(i, cast(n.input(i), to, n));
+    changed_ = true;
+  }
+
+  void lower_outputs(Node& n) {
+    for (Value* v : n.outputs())
+      if (v->type().is_tensor() && v->type().dtype() == DType::F32) {
+        v->set_type(Type::tensor(low_, v->type().shape()));
+        changed_ = true;
+      }
+  }
+
+  // v in dtype `to`: a constant converted now, anything else through one Cast
+  // (before `user`, the first node that asks for it), each made once.
+  Value* cast(Value* v, DType to, Node& user) {
+    auto key = std::make_pair(v, to);
+    auto it = casts_.find(key);
+    if (it != casts_.end()) return it->second;
+    std::string name = g_.fresh_name(v->name() + "/" + std::string(dtype_name(to)));
+    Value* out;
+    if (std::optional<Tensor> t = constant_value(v)) {
+      out = g_.add_initializer(name, t->cast(to));
+      stats_.add("constants_converted");
+    } else {
+      Node* c = g_.insert_node(&user, "Cast", {v}, {name}, "", name);
+      c->set_attr("to", Attribute::of_int(static_cast<int64_t>(to)));
+      c->set_source(user.source());
+      out = c->output(0);
+      out->set_type(Type::tensor(to, v->type().shape()));
+      stats_.add("casts_inserted");
+    }
+    casts_.emplace(key, out);
+    return out;
+  }
+
+  // A graph output that became low gets its dtype back: its producer is
+  // rebuilt under a fresh output name and a Cast takes over the output's name.
+  void restore_dtype(Value* v) {
+    DType want = signature_.at(v);
+    Node* p = v->producer();
+    if (!p || v->type().dtype() == want) return;
+    std::string low_name = g_.fresh_name(v->name() + "/" + std::string(dtype_name(low_)));
+    Node* low = g_.insert_node(p, p->op_type(), p->inputs(), {low_name}, p->domain(), p->name());
+    for (const auto& [key, a] : p->attrs()) low->set_attr(key, a);
+    low->set_source(p->source());
+    low->output(0)->set_type(v->type());
+    replace_nodes(g_, {p}, {v}, [&](Node* before, const std::vector<std::string>& names) {
+      Node* c = g_.insert_node(before, "Cast", {low->output(0)}, names, "", p->name() + "/Cast");
+      c->set_attr("to", Attribute::of_int(static_cast<int64_t>(want)));
+      c->set_source(low->source());
+      c->output(0)->set_type(Type::tensor(want, low->output(0)->type().shape()));
+      return c;
+    });
+    stats_.add("outputs_cast_back");
+  }
+
+  Graph& g_;
+  DType low_;
+  PassStats& stats_;
+  std::unordered_map<const Value*, DType> signature_;
+  std::map<std::pair<Value*, DType>, Value*> casts_;
+  bool changed_ = false;
+};
+
+}  // namespace
+
+std::string_view precision_name(Precision p) {
+  switch (p) {
+    case Precision::FP32: return "fp32";
+    case Precision::TF32: return "tf32";
+    case Precision::FP16: return "fp16";
+    case Precision::BF16: return "bf16";
+  }
+  return "fp32";
+}
+
+std::optional<Precision> parse_precision(std::string_view name) {
+  for (Precision p : kPrecisions)
+    if (precision_name(p) == name) return p;
+  return std::nullopt;
+}
+
+bool autocast(Graph& g, PassContext& ctx) {
+  if (ctx.precision != Precision::FP16 && ctx.precision != Precision::BF16) return false;
+  return Autocast(g, ctx.precision == Precision::FP16 ? DType::F16 : DType::BF16, ctx.stats).run();
+}
+
+}  // namespace tcc
