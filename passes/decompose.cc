@@ -5,6 +5,9 @@
 // (`tcc ops` lists them). A piece may decompose in turn (Attention's Softmax):
 // the pass repeats until no node changes.
 //
+// A main-graph output a piece took over (Expansion::take_over) keeps its name
+// through an Identity of that piece, made once the node is gone.
+//
 // Expects: a verified graph with shapes inferred. Leaves alone: nodes inside
 // regions, and any node its decomposition declines (each says when).
 #include <unordered_set>
@@ -25,6 +28,7 @@ bool decompose(Graph& g, PassContext& ctx) {
     for (const auto& n : g.nodes())
       if (!declined.count(n.get())) candidates.push_back(n.get());
     std::unordered_set<const Node*> unused;
+    std::vector<std::pair<size_t, std::string>> moved;
     for (Node* n : candidates) {
       const OpDef* def = OpRegistry::get().lookup(*n);
       // A node one kernel computes whole (an attention) keeps its form: its
@@ -37,11 +41,21 @@ bool decompose(Graph& g, PassContext& ctx) {
         continue;
       }
       if (!e.finished()) unused.insert(n);
+      moved.insert(moved.end(), e.moved_outputs().begin(), e.moved_outputs().end());
       dead_inputs |= e.dead_inputs();
       ctx.stats.add("decomposed_" + op);
       changed = again = true;
     }
     if (!unused.empty()) g.erase_nodes_if([&](const Node& n) { return unused.count(&n) > 0; });
+    std::vector<Value*> outputs = g.outputs();
+    for (const auto& [position, name] : moved) {
+      Value* piece = outputs[position];
+      Node* id = g.add_node("Identity", {piece}, {name}, "", name);
+      id->output(0)->set_type(piece->type());
+      if (piece->producer()) id->set_source(piece->producer()->source());
+      outputs[position] = id->output(0);
+    }
+    g.set_outputs(std::move(outputs));
   }
   if (dead_inputs) dce(g, ctx);
   return changed;

@@ -426,14 +426,15 @@ bool known_dims(const Value* v) {
 // 3-D heads merged back. Declines (the node stays a host step) before ONNX
 // opset 13 (Unsqueeze's axes input, Softmax along one axis), where its dims
 // are unknown, for nonpad_kv_seqlen and the window attributes, when its
-// present or qk_matmul_output outputs are read, for a mask shorter than the
-// keys and for a softmax_precision other than T. passes/decompose leaves the
+// qk_matmul_output is read, for a mask shorter than the keys and for a
+// softmax_precision other than T. The present outputs (a decoder's KV cache)
+// are the K and V pieces, past included. passes/decompose leaves the
 // nodes the fused kernel computes whole (attention_kernel_refusal); autodiff
 // differentiates any Attention through these pieces.
 bool decompose_attention(Expansion& e) {
   const Node& n = e.node();
-  if (e.onnx_opset() < 13 || !e.only_first_output_used() || n.has_input(kNonpad) || n.has_attr("left_window_size") ||
-      n.has_attr("right_window_size"))
+  if (e.onnx_opset() < 13 || (n.num_outputs() > kScores && e.used(n.output(kScores))) ||
+      n.has_input(kNonpad) || n.has_attr("left_window_size") || n.has_attr("right_window_size"))
     return false;
   Value* q = n.input(kQ);
   Value* k = n.input(kK);
@@ -477,6 +478,15 @@ bool decompose_attention(Expansion& e) {
   if (causal && !offset.is_static()) return false;
   Value* mask = n.has_input(kMask) ? n.input(kMask) : nullptr;
   if (mask && (!known_dims(mask) || mask->type().rank() == 0 || mask->type().shape().back() != keys)) return false;
+  // The cache the next step reads, in T.
+  auto present = [&](size_t out, const std::string& name, Value* cache) {
+    if (n.num_outputs() <= out || !e.used(n.output(out))) return;
+    e.take_over(out, t == work ? cache
+                               : x.op("Cast_" + name, "Cast", {cache}, cache->type().shape(),
+                                      {{"to", Attribute::of_int(static_cast<int64_t>(t))}}, t));
+  };
+  present(kPresentKey, "present_key", k);
+  present(kPresentValue, "present_value", v);
 
   const int64_t group = heads.value() / kv_heads.value();
   k = x.repeat_heads("k", k, group);

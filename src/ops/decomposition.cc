@@ -146,7 +146,12 @@ void Expansion::finish_reduce(const std::string& piece, const std::string& op, V
   finish(piece, op, ins, std::move(attrs));
 }
 
-void Expansion::take_over(size_t i, Value* v) { g_.replace_all_uses(n_.output(i), v); }
+void Expansion::take_over(size_t i, Value* v) {
+  const std::vector<Value*>& outs = g_.outputs();
+  for (size_t p = 0; p < outs.size(); ++p)
+    if (outs[p] == n_.output(i)) moved_outputs_.emplace_back(p, n_.output(i)->name());
+  g_.replace_all_uses(n_.output(i), v);
+}
 
 std::pair<std::vector<Value*>, std::map<std::string, Attribute>> Expansion::reduce_spelling(
     const std::string& op, Value* x, const std::vector<int64_t>& axes) {

@@ -80,6 +80,8 @@ class Expansion {
   // finish() with a reduction as the last piece.
   void finish_reduce(const std::string& piece, const std::string& op, Value* x, const std::vector<int64_t>& axes);
   // Output i's readers read v instead; the pass erases the node afterwards.
+  // An output of the main graph keeps its name, the model's signature: once
+  // the node is gone the pass gives the name to an Identity of v (moved_outputs).
   void take_over(size_t i, Value* v);
   // The node's inputs may be left without readers (the zeros a scatter no
   // longer reads, and what only sized them): the pass sweeps dead code.
@@ -87,6 +89,9 @@ class Expansion {
 
   bool finished() const { return finished_; }
   bool dead_inputs() const { return dead_inputs_; }
+  // The main-graph outputs take_over moved to a piece: each one's position in
+  // the graph's outputs and the name it had.
+  const std::vector<std::pair<size_t, std::string>>& moved_outputs() const { return moved_outputs_; }
 
  private:
   // Axes are an attribute before opset 18 (ReduceSum: 13), a constant input from then on.
@@ -99,6 +104,7 @@ class Expansion {
   std::string prefix_, name_, source_;  // kept: finish() erases n_ before building the last piece
   Value* axes_ = nullptr;
   bool finished_ = false, dead_inputs_ = false;
+  std::vector<std::pair<size_t, std::string>> moved_outputs_;
 };
 
 // An op's decomposition: true when it replaced the node (see above).

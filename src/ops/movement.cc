@@ -793,8 +793,7 @@ void space_to_depth_rule(GradContext& c) {
 // part fuses into its consumers' kernels. The parts' sizes come from the output
 // types shape inference gave them, so every way of spelling the split (a
 // `split` input or attribute, num_outputs, equal parts) is covered by one rule.
-// Not when a part's size is symbolic or a part is a graph output (its name is
-// the model's signature).
+// Not when a part's size is symbolic.
 bool decompose_split(Expansion& e) {
   const Node& n = e.node();
   const Value* x = n.input(0);
@@ -807,7 +806,6 @@ bool decompose_split(Expansion& e) {
   for (size_t i = 0; i < n.num_outputs(); ++i) {
     const Type& t = n.output(i)->type();
     if (!t.is_tensor() || !t.has_rank() || t.rank() != x->type().rank() || !t.shape()[axis].is_static()) return false;
-    if (e.is_graph_output(n.output(i))) return false;
     sizes.push_back(t.shape()[axis].value());
   }
   Value* axes = e.i64("axes", axis);

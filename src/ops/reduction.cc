@@ -706,13 +706,14 @@ bool decompose_hardmax(Expansion& e) {
   return true;
 }
 
-// LayerNormalization -> d = x - ReduceMean(x); d / Sqrt(ReduceMean(d*d) + eps) * scale + B.
-// Not when its mean / inverse-std outputs are read, or when stash_type differs
-// from the input's dtype (the pieces would compute in a narrower type).
+// LayerNormalization -> d = x - ReduceMean(x); d / Sqrt(ReduceMean(d*d) + eps) * scale + B,
+// its Mean output the ReduceMean and its InvStdDev output the Reciprocal of the Sqrt.
+// Not when stash_type differs from the input's dtype (the pieces would compute
+// in a narrower type).
 bool decompose_layer_norm(Expansion& e) {
   const Node& n = e.node();
   const Type* x = e.ranked_float_input(0);
-  if (x == nullptr || !n.has_input(1) || !e.only_first_output_used()) return false;
+  if (x == nullptr || !n.has_input(1)) return false;
   std::optional<DType> stash = dtype_from_onnx(static_cast<int32_t>(n.get_int("stash_type", 1)));
   if (!stash || *stash != x->dtype()) return false;
   auto rank = static_cast<int64_t>(x->rank());
@@ -730,6 +731,8 @@ bool decompose_layer_norm(Expansion& e) {
   Value* var = e.reduce("ReduceMean_1", "ReduceMean", sq, axes, kept);
   Value* eps = e.scalar("epsilon", n.get_float("epsilon", 1e-5f), x->dtype());
   Value* sd = e.add("Sqrt", "Sqrt", {e.add("Add", "Add", {var, eps}, kept)}, kept);
+  if (n.num_outputs() > 1 && e.used(n.output(1))) e.take_over(1, mean);
+  if (n.num_outputs() > 2 && e.used(n.output(2))) e.take_over(2, e.add("Reciprocal", "Reciprocal", {sd}, kept));
   Value* normed = e.add("Div", "Div", {d, sd}, *x);
   if (bias == nullptr) {
     e.finish("Mul_1", "Mul", {normed, scale});
