@@ -192,12 +192,13 @@ TEST_F(CompileLibrary, PointwiseMathAndBitwiseOpsNeedNoHostStep) {
   }
 }
 
-// Ops that compile through a decomposition (a decoder's Resize ×2, nearest
-// then linear, with constant scales; tests/kernels) leave no host step with a
-// symbolic batch, and the module's host build computes what the interpreter
-// computes on the original nodes.
+// Upsampling that compiles through a decomposition (tests/kernels: a
+// decoder's Resize ×2, nearest then linear, with constant scales; a
+// ConvTranspose with a constant W) leaves no host step with a symbolic batch,
+// and the module's host build computes what the interpreter computes on the
+// original nodes.
 TEST_F(CompileLibrary, DecomposedUpsamplingNeedsNoHostStep) {
-  for (const char* model : {"resize.tir"}) {
+  for (const char* model : {"resize.tir", "conv_transpose.tir"}) {
     fs::path file = fs::path(TCC_SOURCE_DIR) / "tests/kernels" / model;
     compile_with_no_host_step(file, dir_ / model);
     if (HasFatalFailure()) return;
