@@ -182,13 +182,15 @@ void conv_transpose_rule(GradContext& c) {
 // [N, C, i s, ...]; a negative padding is a Slice, and the part of one side's
 // padding the other lacks a Pad, as cuDNN pads both sides alike. W becomes
 // [M, C/G, kernel...]: per group its two channel axes swapped, its taps
-// reversed, computed here; B is the Conv's own. Not when W is not a constant
-// or placement rejects the node (it stays a host step and says why).
+// reversed, computed here; B is the Conv's own. Not when W is not a constant,
+// for more than 3 spatial dims, or when placement rejects the node (it stays a
+// host step and says why).
 bool decompose_conv_transpose(Expansion& e) {
   const Node& n = e.node();
   const Type* x = e.ranked_float_input(0);
   std::optional<Tensor> w = constant_value(n.input(1));
-  if (x == nullptr || !w || x->rank() < 3 || w->rank() != x->rank()) return false;
+  // cuDNN convolves 1 to 3 spatial dims: a Conv of more would be a host step all the same.
+  if (x == nullptr || !w || x->rank() < 3 || x->rank() > 5 || w->rank() != x->rank()) return false;
   const Dims& xd = x->shape();
   size_t ns = x->rank() - 2, rank = x->rank();
   int64_t group = n.get_int("group", 1), cin = w->shape()[0], mg = w->shape()[1];
