@@ -1,5 +1,6 @@
-// Sliding-window ops: convolutions (Conv, ConvTranspose) and pools (MaxPool,
-// AveragePool, LpPool, GlobalAveragePool, GlobalMaxPool, GlobalLpPool).
+// Sliding-window ops: convolutions (Conv; ConvTranspose in conv_transpose.cc)
+// and pools (MaxPool, AveragePool, LpPool, GlobalAveragePool, GlobalMaxPool,
+// GlobalLpPool).
 //
 // Shape rules keep batch and spatial dims symbolic: a window op's output size
 // is (in + pads - extent) // stride + 1 as a SymExpr, so `seq` stays `seq`
@@ -10,6 +11,7 @@
 #include <limits>
 #include <numeric>
 
+#include "src/ops/conv_pool.h"
 #include "src/ops/families.h"
 #include "src/ops/op_helpers.h"
 #include "src/ops/op_registry.h"
@@ -21,23 +23,8 @@ const std::vector<DType> kFloatTypes = {DType::F32, DType::F16, DType::BF16, DTy
 
 SymExpr C(int64_t v) { return SymExpr::constant(v); }
 
-// Python-style floor division: ConvTranspose splits negative total paddings.
-int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
+}  // namespace
 
-// Sliding-window attributes of Conv, ConvTranspose and the pools, defaults filled in.
-struct Window {
-  std::vector<int64_t> kernel;  // -1 where the kernel size is not known statically
-  std::vector<int64_t> strides, dilations;
-  std::vector<int64_t> pads;  // all begins, then all ends
-  std::string auto_pad;
-  bool ceil_mode = false;
-
-  size_t rank() const { return kernel.size(); }
-  int64_t extent(size_t i) const { return dilations[i] * (kernel[i] - 1) + 1; }
-  bool same() const { return auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER"; }
-};
-
-// `kernel` is the fallback when the node has no kernel_shape (Conv reads W's dims).
 Window read_window(const Node& n, size_t nspatial, std::vector<int64_t> kernel) {
   Window w;
   w.kernel = n.has_attr("kernel_shape") ? n.get_ints("kernel_shape") : std::move(kernel);
@@ -72,6 +59,8 @@ Window read_window(const Node& n, size_t nspatial, std::vector<int64_t> kernel) 
     n.fail("expected auto_pad NOTSET, SAME_UPPER, SAME_LOWER or VALID, got '" + w.auto_pad + "'");
   return w;
 }
+
+namespace {
 
 // Output size of a sliding window along spatial dim i. With no ShapeEnv (in
 // kernels) every input is static and so is the result.
@@ -128,11 +117,11 @@ void resolve_pads(const Window& w, const std::vector<int64_t>& in, const std::ve
   }
 }
 
+}  // namespace
+
 std::vector<int64_t> spatial_of(const std::vector<int64_t>& shape) {
   return std::vector<int64_t>(shape.begin() + 2, shape.end());
 }
-
-}  // namespace
 
 // ---------------------------------------------------------------- Conv
 
@@ -217,121 +206,6 @@ void infer_conv(InferContext& ctx) {
 std::vector<Tensor> eval_conv(EvalContext& ctx) {
   const Tensor& x = ctx.input(0);
   return {conv_compute(ctx, x, ctx.input(1), ctx.has_input(2) ? &ctx.input(2) : nullptr, x.dtype())};
-}
-
-// ------------------------------------------------------- ConvTranspose
-
-// Spatial output sizes given by output_shape (which may also list N and C).
-std::vector<int64_t> convtranspose_output_shape(const Node& n, size_t ns) {
-  std::vector<int64_t> os = n.get_ints("output_shape");
-  if (os.empty()) return os;
-  if (os.size() == ns + 2) os.erase(os.begin(), os.begin() + 2);
-  if (os.size() != ns)
-    n.fail("expected output_shape to have " + std::to_string(ns) + " spatial sizes, got " + std::to_string(os.size()));
-  return os;
-}
-
-void infer_convtranspose(InferContext& ctx) {
-  const Type& x = ranked_nchw(ctx, 0);
-  const Type& w = ctx.ranked_input(1);
-  if (w.rank() != x.rank()) ctx.fail("expected W of rank " + std::to_string(x.rank()) + ", got " + w.str());
-  size_t ns = x.rank() - 2;
-  const Node& n = ctx.node();
-  int64_t group = n.get_int("group", 1);
-  if (group < 1) ctx.fail("expected group >= 1, got " + std::to_string(group));
-  std::vector<int64_t> kernel(ns, -1);
-  for (size_t i = 0; i < ns; ++i)
-    if (w.shape()[2 + i].is_static()) kernel[i] = w.shape()[2 + i].value();
-  Window win = read_window(n, ns, kernel);
-  std::vector<int64_t> opad = n.get_ints("output_padding", std::vector<int64_t>(ns, 0));
-  if (opad.size() != ns) ctx.fail("expected output_padding to have " + std::to_string(ns) + " values");
-  if (!x.shape()[1].is_unknown() && !w.shape()[0].is_unknown() &&
-      !ctx.env().unify(x.shape()[1], w.shape()[0], &n))
-    ctx.fail("expected X's channels (" + x.shape()[1].str() + ") to equal W's first dim (" + w.shape()[0].str() + ")");
-  std::vector<int64_t> os = convtranspose_output_shape(n, ns);
-  Dims out = {x.shape()[0], w.shape()[1].is_unknown() ? ctx.env().fresh("u") : Dim(w.shape()[1].expr() * C(group))};
-  for (size_t i = 0; i < ns; ++i) {
-    const Dim& in = x.shape()[2 + i];
-    if (!os.empty()) {
-      out.push_back(Dim(os[i]));
-    } else if (in.is_unknown() || kernel[i] < 0) {
-      out.push_back(ctx.env().fresh("u"));
-    } else if (win.same()) {
-      out.push_back(Dim(in.expr() * C(win.strides[i])));
-    } else {
-      int64_t pads = win.auto_pad == "VALID" ? 0 : win.pads[i] + win.pads[ns + i];
-      out.push_back(Dim((in.expr() - C(1)) * C(win.strides[i]) + C(opad[i] + win.extent(i) - pads)));
-    }
-  }
-  ctx.set_output_type(0, Type::tensor(x.dtype(), out));
-}
-
-std::vector<Tensor> eval_convtranspose(EvalContext& ctx) {
-  const Tensor& x = ctx.input(0);
-  const Tensor& w = ctx.input(1);
-  const Node& n = ctx.node();
-  check_nchw(ctx, x);
-  if (w.rank() != x.rank()) ctx.fail("expected W of rank " + std::to_string(x.rank()) + ", got " + shape_str(w.shape()));
-  size_t ns = x.rank() - 2;
-  int64_t group = n.get_int("group", 1);
-  int64_t n_batch = x.shape()[0], cin = x.shape()[1], mg = w.shape()[1];
-  if (group < 1 || w.shape()[0] != cin || cin % group != 0)
-    ctx.fail("expected W's first dim (" + std::to_string(w.shape()[0]) + ") to equal X's channels (" +
-             std::to_string(cin) + "), divisible by group (" + std::to_string(group) + ")");
-  int64_t m = mg * group, cg = cin / group;
-  std::vector<int64_t> kshape = spatial_of(w.shape()), in = spatial_of(x.shape());
-  Window win = read_window(n, ns, kshape);
-  std::vector<int64_t> opad = n.get_ints("output_padding", std::vector<int64_t>(ns, 0));
-  if (opad.size() != ns) ctx.fail("expected output_padding to have " + std::to_string(ns) + " values");
-  std::vector<int64_t> os = convtranspose_output_shape(n, ns);
-  std::vector<int64_t> out(ns), pb(ns);
-  for (size_t i = 0; i < ns; ++i) {
-    int64_t full = win.strides[i] * (in[i] - 1) + opad[i] + win.extent(i);
-    if (!os.empty() || win.same()) {
-      // Padding is whatever makes the full output land on the requested size.
-      out[i] = os.empty() ? in[i] * win.strides[i] : os[i];
-      int64_t total = full - out[i];
-      pb[i] = win.auto_pad == "SAME_UPPER" ? floor_div(total, 2) : total - floor_div(total, 2);
-    } else {
-      pb[i] = win.auto_pad == "VALID" ? 0 : win.pads[i];
-      out[i] = full - (win.auto_pad == "VALID" ? 0 : win.pads[i] + win.pads[ns + i]);
-    }
-    if (out[i] < 0) ctx.fail("computed a negative output size " + std::to_string(out[i]));
-  }
-  std::vector<int64_t> yshape = {n_batch, m};
-  yshape.insert(yshape.end(), out.begin(), out.end());
-  int64_t in_vol = product(in), kvol = product(kshape), out_vol = product(out);
-  std::vector<double> acc(n_batch * m * out_vol, 0.0);
-  for (int64_t b = 0; b < n_batch; ++b)
-    for (int64_t oc = 0; oc < m; ++oc) {
-      double bias = ctx.has_input(2) ? ctx.input(2).get_f64(oc) : 0.0;
-      for (int64_t o = 0; o < out_vol; ++o) acc[(b * m + oc) * out_vol + o] = bias;
-    }
-  auto offsets = all_indices(kshape);
-  auto positions = all_indices(in);
-  std::vector<int64_t> ostr = row_major_strides(out);
-  for (int64_t b = 0; b < n_batch; ++b)
-    for (int64_t c = 0; c < cin; ++c) {
-      int64_t g = c / cg;
-      for (int64_t p = 0; p < in_vol; ++p) {
-        double xv = x.get_f64((b * cin + c) * in_vol + p);
-        for (int64_t k = 0; k < kvol; ++k) {
-          int64_t yoff = 0;
-          bool inside = true;
-          for (size_t i = 0; i < ns && inside; ++i) {
-            int64_t q = positions[p][i] * win.strides[i] - pb[i] + offsets[k][i] * win.dilations[i];
-            inside = q >= 0 && q < out[i];
-            yoff += q * ostr[i];
-          }
-          if (!inside) continue;
-          for (int64_t j = 0; j < mg; ++j)
-            acc[(b * m + g * mg + j) * out_vol + yoff] += xv * w.get_f64((c * mg + j) * kvol + k);
-        }
-      }
-    }
-  Tensor y(x.dtype(), yshape);
-  for (size_t i = 0; i < acc.size(); ++i) y.set_f64(static_cast<int64_t>(i), acc[i]);
-  return {y};
 }
 
 // ---------------------------------------------------------------- Pools
@@ -450,13 +324,7 @@ std::vector<Tensor> eval_global_pool(EvalContext& ctx, PoolKind kind) {
 // ---------------------------------------------------------------------------
 // Gradients (gradient.h)
 
-// A sliding window's attributes with explicit pads, one entry per spatial dim;
-// fails naming the node for auto_pad SAME (its pads depend on the input's size)
-// and, where `need_static`, for symbolic spatial dims of x.
-struct ExplicitWindow {
-  std::vector<int64_t> kernel, strides, dilations, begin, end, in, out;  // in / out: x's and y's spatial dims
-  int64_t extent(size_t i) const { return dilations[i] * (kernel[i] - 1) + 1; }
-};
+}  // namespace
 
 ExplicitWindow window_of(GradContext& c, const std::vector<int64_t>& kernel) {
   std::string auto_pad = c.node().get_string("auto_pad", "NOTSET");
@@ -491,8 +359,12 @@ Attrs window_attrs(const std::vector<int64_t>& strides, const std::vector<int64_
           {"pads", Attribute::of_ints(pads)}};
 }
 
+namespace {
+
 // Swaps the batch and channel axes of a value of the given rank.
 Value* swap01(GradContext& c, Value* x, size_t rank) { return swap_axes(c, x, rank, 0, 1); }
+
+}  // namespace
 
 // The gradient of a convolution's weights W [K, C/G, kernel...] from its
 // input `x` [N, C, in...] and the gradient `g` [N, K, out...] of its output
@@ -541,7 +413,6 @@ Value* weight_gradient(GradContext& c, Value* x, Value* g, const ExplicitWindow&
   return e.op("Reshape", {all, e.ints(shape)});
 }
 
-// The static kernel dims of a convolution's W (dims 2...), failing naming the node otherwise.
 std::vector<int64_t> kernel_of(GradContext& c, const char* op) {
   const Dims& wd = c.dims(c.in(1));
   std::vector<int64_t> kernel;
@@ -552,12 +423,13 @@ std::vector<int64_t> kernel_of(GradContext& c, const char* op) {
   return kernel;
 }
 
-// The bias gradient of a convolution: g summed over every axis but the channel.
 Value* bias_gradient(GradContext& c, size_t rank) {
   std::vector<int64_t> axes = {0};
   for (size_t i = 2; i < rank; ++i) axes.push_back(static_cast<int64_t>(i));
   return c.e().reduce("ReduceSum", c.dy(), axes, false);
 }
+
+namespace {
 
 // y = conv(x, w) + b, stride s, dilation d, pads p (begin) and q (end) per spatial dim:
 //   db = g summed over every axis but the channel;
@@ -617,28 +489,6 @@ void conv_rule(GradContext& c) {
     }
   }
   if (c.wants(1)) c.set(1, weight_gradient(c, c.in(0), g, w, w.out, group, wd[0].value(), wd[1].value()));
-}
-
-// y = conv_transpose(x, w) + b, w [C, K/G, kernel...], explicit pads:
-//   dx = the convolution of g with w, same strides, dilations, pads and groups
-//        (y's size was chosen so that it comes back to x's);
-//   dw = weight_gradient with the roles swapped: g is the input, x the gradient;
-//   db = g summed over every axis but the channel.
-void conv_transpose_rule(GradContext& c) {
-  const Node& n = c.node();
-  if (n.has_attr("output_shape")) c.fail("tcc differentiates ConvTranspose with explicit pads, not output_shape");
-  const Dims& wd = c.dims(c.in(1));
-  std::vector<int64_t> kernel = kernel_of(c, "ConvTranspose");
-  ExplicitWindow w = window_of(c, kernel);
-  size_t rank = kernel.size() + 2;
-  int64_t group = n.get_int("group", 1);
-  if (c.wants(2)) c.set(2, bias_gradient(c, rank));
-  if (c.wants(0)) {
-    Attrs attrs = window_attrs(w.strides, w.dilations, w.begin, w.end);
-    attrs["group"] = Attribute::of_int(group);
-    c.set(0, c.e().op("Conv", {c.dy(), c.in(1)}, std::move(attrs)));
-  }
-  if (c.wants(1)) c.set(1, weight_gradient(c, c.dy(), c.in(0), w, w.in, group, wd[0].value(), wd[1].value()));
 }
 
 // MaxPool: g goes to the element each window took. The pool runs again with its
@@ -784,8 +634,6 @@ void register_conv_pool_ops(OpRegistry& r) {
   r.add(OpDef{"", "Conv", 11, kContraction, infer_conv, eval_conv, kFloatTypes})
       .kernel_role(KernelRole::Convolution, [](const Node& n) { return conv_window(n, nullptr).empty(); })
       .gradient(conv_rule);
-  r.add(OpDef{"", "ConvTranspose", 11, kContraction, infer_convtranspose, eval_convtranspose, kFloatTypes})
-      .gradient(conv_transpose_rule);
   r.add(OpDef{"", "MaxPool", 12, kReduction, infer_pool,
               [](EvalContext& c) { return eval_pool(c, PoolKind::Max); },
               {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I8, DType::U8, DType::I64}})

@@ -14,7 +14,8 @@ void register_rotary_embedding_ops(OpRegistry& r);  // RotaryEmbedding
 void register_shape_ops(OpRegistry& r);           // Shape, Size, Reshape, Squeeze, Unsqueeze, Flatten, Identity, Dropout, Constant, ConstantOfShape, Range
 void register_movement_ops(OpRegistry& r);        // Transpose, Slice, Split, Concat, Expand, Tile, Pad, Trilu, DepthToSpace, SpaceToDepth
 void register_gather_scatter_ops(OpRegistry& r);  // Gather, GatherElements, GatherND, ScatterElements, ScatterND, Compress
-void register_conv_pool_ops(OpRegistry& r);       // Conv, ConvTranspose, MaxPool, AveragePool, LpPool, global pools (GlobalLpPool)
+void register_conv_pool_ops(OpRegistry& r);       // Conv, MaxPool, AveragePool, LpPool, global pools (GlobalLpPool)
+void register_conv_transpose_ops(OpRegistry& r);  // ConvTranspose
 void register_normalization_ops(OpRegistry& r);   // Batch-, Instance-, Group-, RMS-, LpNormalization, MVN, LRN
 void register_resize_ops(OpRegistry& r);          // Resize
 void register_loss_ops(OpRegistry& r);            // NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss

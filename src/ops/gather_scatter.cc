@@ -281,11 +281,11 @@ std::vector<Tensor> eval_compress(EvalContext& ctx) {
 
 // Gathers of any dtype (the integer ones that pick shape values from shapes
 // alone run once per binding; masks are bool), whose indices are a buffer the
-// kernel reads: constant indices are a Slice when there is one
-// (passes/decompose.cc) and otherwise left to the host, as is a one-element
-// table; GatherND's index tuples have a static length.
+// kernel reads, constant ones too (Resize's tables; one constant index is a
+// Slice, passes/decompose.cc); a one-element constant table is left to the
+// host; GatherND's index tuples have a static length.
 KernelRole gather_role(const Node& n) {
-  if (constant_input(n, 1) || (constant_input(n, 0) && single_element(n.input(0)->type()))) return KernelRole::None;
+  if (constant_input(n, 0) && single_element(n.input(0)->type())) return KernelRole::None;
   DType index = n.input(1)->type().dtype();
   if (index != DType::I64 && index != DType::I32) return KernelRole::None;
   const Dims& idx = n.input(1)->type().shape();

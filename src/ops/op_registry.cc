@@ -90,6 +90,7 @@ const OpRegistry& OpRegistry::get() {
     register_movement_ops(r);
     register_gather_scatter_ops(r);
     register_conv_pool_ops(r);
+    register_conv_transpose_ops(r);
     register_normalization_ops(r);
     register_resize_ops(r);
     register_loss_ops(r);

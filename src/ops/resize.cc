@@ -3,6 +3,7 @@
 // scaled by a whole factor (or divided by one); kernels compute in double.
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "src/ops/families.h"
 #include "src/ops/op_helpers.h"
@@ -82,7 +83,8 @@ void infer_resize(InferContext& ctx) {
   ctx.set_output_type(0, Type::tensor(x.dtype(), out));
 }
 
-// One output coordinate's taps along one axis.
+// One output coordinate's taps along one axis: the weighted sum of the inputs
+// at `index`, or extrapolation_value where tf_crop_and_resize extrapolates.
 struct Taps {
   std::vector<int64_t> index;
   std::vector<double> weight;
@@ -95,9 +97,21 @@ struct ResizeAttrs {
   bool exclude_outside = false, antialias = false;
 };
 
+ResizeAttrs resize_attrs(const Node& n) {
+  ResizeAttrs at;
+  at.mode = n.get_string("mode", "nearest");
+  at.coord = n.get_string("coordinate_transformation_mode", "half_pixel");
+  at.nearest_mode = n.get_string("nearest_mode", "round_prefer_floor");
+  at.cubic_a = n.get_float("cubic_coeff_a", -0.75f);
+  at.extrapolation = n.get_float("extrapolation_value", 0.0f);
+  at.exclude_outside = n.get_int("exclude_outside", 0) != 0;
+  at.antialias = n.get_int("antialias", 0) != 0;
+  return at;
+}
+
 // Source coordinate of output coordinate y (the ONNX coordinate transforms).
-double source_coordinate(const EvalContext& ctx, const ResizeAttrs& at, double y, double scale, int64_t in,
-                         int64_t out_int, double roi_begin, double roi_end, bool& extrapolated) {
+double source_coordinate(const Node& n, const ResizeAttrs& at, double y, double scale, int64_t in, int64_t out_int,
+                         double roi_begin, double roi_end, bool& extrapolated) {
   double out_f = scale * static_cast<double>(in);
   double win = static_cast<double>(in);
   extrapolated = false;
@@ -117,12 +131,12 @@ double source_coordinate(const EvalContext& ctx, const ResizeAttrs& at, double y
     extrapolated = xo < 0 || xo > win - 1;
     return xo;
   }
-  ctx.fail("unsupported coordinate_transformation_mode '" + m + "'");
+  n.fail("unsupported coordinate_transformation_mode '" + m + "'");
 }
 
 // Taps of one output coordinate: x = base + ratio with ratio in (0, 1]; tap j
 // sits at base + first + j.
-Taps resize_taps(const EvalContext& ctx, const ResizeAttrs& at, double x, double scale, int64_t in) {
+Taps resize_taps(const Node& n, const ResizeAttrs& at, double x, double scale, int64_t in) {
   double base = std::ceil(x) - 1;
   double ratio = x - base;
   Taps t;
@@ -135,7 +149,7 @@ Taps resize_taps(const EvalContext& ctx, const ResizeAttrs& at, double x, double
     else if (at.nearest_mode == "round_prefer_floor") up = ratio > 0.5;
     else if (at.nearest_mode == "round_prefer_ceil") up = ratio >= 0.5;
     else if (at.nearest_mode == "floor") up = false;
-    else ctx.fail("unsupported nearest_mode '" + at.nearest_mode + "'");
+    else n.fail("unsupported nearest_mode '" + at.nearest_mode + "'");
     w = {up ? 0.0 : 1.0, up ? 1.0 : 0.0};
   } else if (at.mode == "linear") {
     // Antialiasing widens the triangle filter by 1/scale when downsampling.
@@ -145,7 +159,7 @@ Taps resize_taps(const EvalContext& ctx, const ResizeAttrs& at, double x, double
     first = static_cast<int64_t>(std::floor(-2 / s)) + 1;
     for (int64_t i = first; i < 2 - first; ++i) w.push_back(cubic_convolution((i - ratio) * s, at.cubic_a));
   } else {
-    ctx.fail("expected mode nearest, linear or cubic, got '" + at.mode + "'");
+    n.fail("expected mode nearest, linear or cubic, got '" + at.mode + "'");
   }
   if (at.antialias && at.mode != "nearest") {
     double sum = 0;
@@ -167,95 +181,111 @@ Taps resize_taps(const EvalContext& ctx, const ResizeAttrs& at, double x, double
   return t;
 }
 
-std::vector<Tensor> eval_resize(EvalContext& ctx) {
-  const Tensor& x = ctx.input(0);
-  const Node& n = ctx.node();
-  int64_t r = static_cast<int64_t>(x.rank());
+// What Resize does along one axis it changes: output coordinate y (of `out`)
+// reads taps[y] of the axis's `in` inputs.
+struct AxisResize {
+  int64_t axis = 0, in = 0, out = 0;
+  std::vector<Taps> taps;
+};
+
+// The axes Resize changes, in the order it resizes them (interpolation is
+// separable), each with its taps: the reference kernel and the decomposition
+// both follow this plan. `shape` is x's, -1 where a dim is not known, which an
+// axis may only be where a scale of 1 leaves it alone; roi, scales and sizes
+// are null where absent or empty.
+std::vector<AxisResize> resize_plan(const Node& n, const ResizeAttrs& at, const std::vector<int64_t>& shape,
+                                    const Tensor* roi, const Tensor* scales, const Tensor* sizes) {
+  int64_t r = static_cast<int64_t>(shape.size());
   auto axes = resize_axes(n, r);
-  ResizeAttrs at;
-  at.mode = n.get_string("mode", "nearest");
-  at.coord = n.get_string("coordinate_transformation_mode", "half_pixel");
-  at.nearest_mode = n.get_string("nearest_mode", "round_prefer_floor");
-  at.cubic_a = n.get_float("cubic_coeff_a", -0.75f);
-  at.extrapolation = n.get_float("extrapolation_value", 0.0f);
-  at.exclude_outside = n.get_int("exclude_outside", 0) != 0;
-  at.antialias = n.get_int("antialias", 0) != 0;
   std::string policy = n.get_string("keep_aspect_ratio_policy", "stretch");
+  auto known = [&](int64_t a) {
+    if (shape[a] < 0) n.fail("expected a static size along axis " + std::to_string(a) + ", which it resizes");
+    return shape[a];
+  };
   std::vector<double> scale(r, 1.0);
-  std::vector<int64_t> out = x.shape();
-  auto present = [&](size_t i) { return ctx.has_input(i) && ctx.input(i).numel() > 0; };
+  std::vector<int64_t> out = shape;
   size_t na = axes.size();
-  if (present(3)) {
-    std::vector<int64_t> sizes = ctx.input(3).to_i64_vector();
-    if (sizes.size() != na) ctx.fail("expected sizes to have " + std::to_string(na) + " values");
-    for (size_t i = 0; i < na; ++i)
-      scale[axes[i]] = static_cast<double>(sizes[i]) / static_cast<double>(x.shape()[axes[i]]);
+  if (sizes) {
+    std::vector<int64_t> sz = sizes->to_i64_vector();
+    if (sz.size() != na) n.fail("expected sizes to have " + std::to_string(na) + " values");
+    for (size_t i = 0; i < na; ++i) scale[axes[i]] = static_cast<double>(sz[i]) / static_cast<double>(known(axes[i]));
     if (policy == "stretch") {
-      for (size_t i = 0; i < na; ++i) out[axes[i]] = sizes[i];
+      for (size_t i = 0; i < na; ++i) out[axes[i]] = sz[i];
     } else if (policy == "not_larger" || policy == "not_smaller") {
       double s = scale[axes[0]];
       for (int64_t a : axes) s = policy == "not_larger" ? std::min(s, scale[a]) : std::max(s, scale[a]);
       for (int64_t a : axes) {
         scale[a] = s;
-        out[a] = static_cast<int64_t>(s * static_cast<double>(x.shape()[a]) + 0.5);
+        out[a] = static_cast<int64_t>(s * static_cast<double>(shape[a]) + 0.5);
       }
     } else {
-      ctx.fail("expected keep_aspect_ratio_policy stretch, not_larger or not_smaller, got '" + policy + "'");
+      n.fail("expected keep_aspect_ratio_policy stretch, not_larger or not_smaller, got '" + policy + "'");
     }
-  } else if (present(2)) {
-    const Tensor& sc = ctx.input(2);
-    if (sc.numel() != static_cast<int64_t>(na)) ctx.fail("expected scales to have " + std::to_string(na) + " values");
+  } else if (scales) {
+    if (scales->numel() != static_cast<int64_t>(na)) n.fail("expected scales to have " + std::to_string(na) + " values");
     for (size_t i = 0; i < na; ++i) {
-      scale[axes[i]] = sc.get_f64(i);
-      if (!(scale[axes[i]] > 0)) ctx.fail("expected positive scales, got " + std::to_string(scale[axes[i]]));
-      out[axes[i]] = static_cast<int64_t>(std::floor(scale[axes[i]] * static_cast<double>(x.shape()[axes[i]])));
+      int64_t a = axes[i];
+      scale[a] = scales->get_f64(i);
+      if (!(scale[a] > 0)) n.fail("expected positive scales, got " + std::to_string(scale[a]));
+      if (scale[a] != 1 || shape[a] >= 0) out[a] = static_cast<int64_t>(std::floor(scale[a] * static_cast<double>(known(a))));
     }
   } else {
-    ctx.fail("expected a scales or a sizes input");
+    n.fail("expected a scales or a sizes input");
   }
   std::vector<double> roi_begin(r, 0.0), roi_end(r, 1.0);
-  if (present(1)) {
-    const Tensor& roi = ctx.input(1);
-    if (roi.numel() != static_cast<int64_t>(2 * na)) ctx.fail("expected roi to have " + std::to_string(2 * na) + " values");
+  if (roi) {
+    if (roi->numel() != static_cast<int64_t>(2 * na)) n.fail("expected roi to have " + std::to_string(2 * na) + " values");
     for (size_t i = 0; i < na; ++i) {
-      roi_begin[axes[i]] = roi.get_f64(i);
-      roi_end[axes[i]] = roi.get_f64(na + i);
+      roi_begin[axes[i]] = roi->get_f64(i);
+      roi_end[axes[i]] = roi->get_f64(na + i);
     }
   }
   bool crop = at.coord == "tf_crop_and_resize";
-  // Interpolation is separable: resize one axis at a time, in double.
-  std::vector<int64_t> shape = x.shape();
-  std::vector<double> data(x.numel());
-  for (int64_t i = 0; i < x.numel(); ++i) data[i] = x.get_f64(i);
+  std::vector<AxisResize> plan;
   for (int64_t a : axes) {
     bool trivial_roi = !crop || (roi_begin[a] == 0 && roi_end[a] == 1);
     if (std::fabs(scale[a] - 1) < 1e-9 && out[a] == shape[a] && trivial_roi) continue;
-    int64_t in = shape[a];
-    std::vector<Taps> taps(out[a]);
-    for (int64_t y = 0; y < out[a]; ++y) {
+    AxisResize ax{a, known(a), out[a], std::vector<Taps>(out[a])};
+    for (int64_t y = 0; y < ax.out; ++y) {
       bool extrapolated = false;
-      double xo = source_coordinate(ctx, at, static_cast<double>(y), scale[a], in, out[a], roi_begin[a], roi_end[a],
+      double xo = source_coordinate(n, at, static_cast<double>(y), scale[a], ax.in, ax.out, roi_begin[a], roi_end[a],
                                     extrapolated);
-      taps[y] = resize_taps(ctx, at, xo, scale[a], in);
-      taps[y].extrapolated = extrapolated;
+      ax.taps[y] = resize_taps(n, at, xo, scale[a], ax.in);
+      ax.taps[y].extrapolated = extrapolated;
     }
+    plan.push_back(std::move(ax));
+  }
+  return plan;
+}
+
+std::vector<Tensor> eval_resize(EvalContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  auto given = [&](size_t i) { return ctx.has_input(i) && ctx.input(i).numel() > 0 ? &ctx.input(i) : nullptr; };
+  ResizeAttrs at = resize_attrs(ctx.node());
+  std::vector<AxisResize> plan = resize_plan(ctx.node(), at, x.shape(), given(1), given(2), given(3));
+  // One axis at a time, in double.
+  std::vector<int64_t> shape = x.shape();
+  std::vector<double> data(x.numel());
+  for (int64_t i = 0; i < x.numel(); ++i) data[i] = x.get_f64(i);
+  for (const AxisResize& ax : plan) {
+    int64_t a = ax.axis;
     int64_t outer = product(std::vector<int64_t>(shape.begin(), shape.begin() + a));
     int64_t inner = product(shape, a + 1);
-    std::vector<double> next(outer * out[a] * inner);
+    std::vector<double> next(outer * ax.out * inner);
     for (int64_t o = 0; o < outer; ++o)
-      for (int64_t y = 0; y < out[a]; ++y)
+      for (int64_t y = 0; y < ax.out; ++y)
         for (int64_t i = 0; i < inner; ++i) {
+          const Taps& t = ax.taps[y];
           double v = 0;
-          if (taps[y].extrapolated) {
+          if (t.extrapolated) {
             v = at.extrapolation;
           } else {
-            for (size_t j = 0; j < taps[y].index.size(); ++j)
-              v += taps[y].weight[j] * data[(o * in + taps[y].index[j]) * inner + i];
+            for (size_t j = 0; j < t.index.size(); ++j) v += t.weight[j] * data[(o * ax.in + t.index[j]) * inner + i];
           }
-          next[(o * out[a] + y) * inner + i] = v;
+          next[(o * ax.out + y) * inner + i] = v;
         }
     data = std::move(next);
-    shape[a] = out[a];
+    shape[a] = ax.out;
   }
   Tensor result(x.dtype(), shape);
   for (int64_t i = 0; i < result.numel(); ++i) result.set_f64(i, data[i]);
@@ -452,12 +482,135 @@ void resize_rule(GradContext& c) {
   c.set(0, g);
 }
 
+// ---------------------------------------------------------------------------
+// Decomposition (decomposition.h)
+
+// One resized axis as the pieces read it: per tap, a table of indices along
+// the axis and one of weights (broadcast along the axes after it), and what
+// extrapolated rows add.
+struct AxisTables {
+  int64_t axis = 0, out = 0;
+  std::vector<Tensor> index, weight;
+  std::optional<Tensor> extrapolation;
+  bool selects = true;  // each row reads one input, weighed 1: Gathers alone
+};
+
+AxisTables axis_tables(const AxisResize& ax, double extrapolation, DType dtype, int64_t rank) {
+  // Each row's taps, the weights of one index added up and zero weights dropped (nearest's other tap).
+  std::vector<std::vector<std::pair<int64_t, double>>> rows(ax.out);
+  bool extrapolates = false;
+  size_t count = 1;
+  for (int64_t y = 0; y < ax.out; ++y) {
+    const Taps& t = ax.taps[y];
+    extrapolates = extrapolates || t.extrapolated;
+    for (size_t j = 0; j < t.index.size() && !t.extrapolated; ++j) {
+      if (t.weight[j] == 0) continue;
+      auto same = std::find_if(rows[y].begin(), rows[y].end(), [&](const auto& p) { return p.first == t.index[j]; });
+      if (same != rows[y].end()) same->second += t.weight[j];
+      else rows[y].emplace_back(t.index[j], t.weight[j]);
+    }
+    count = std::max(count, rows[y].size());
+  }
+  AxisTables tables{ax.axis, ax.out, {}, {}, std::nullopt, !extrapolates};
+  for (const auto& row : rows) tables.selects = tables.selects && row.size() == 1 && row[0].second == 1;
+  std::vector<int64_t> column(static_cast<size_t>(rank - ax.axis), 1);
+  column[0] = ax.out;
+  for (size_t j = 0; j < count; ++j) {
+    Tensor index(DType::I64, {ax.out}), weight(dtype, column);
+    for (int64_t y = 0; y < ax.out; ++y) {
+      bool has = j < rows[y].size();  // a row with fewer taps reads its first again, weighed 0
+      index.set_i64(y, rows[y].empty() ? 0 : rows[y][has ? j : 0].first);
+      weight.set_f64(y, has ? rows[y][j].second : 0.0);
+    }
+    tables.index.push_back(std::move(index));
+    tables.weight.push_back(std::move(weight));
+  }
+  if (extrapolates && extrapolation != 0) {
+    tables.extrapolation = Tensor(dtype, column);
+    for (int64_t y = 0; y < ax.out; ++y) tables.extrapolation->set_f64(y, ax.taps[y].extrapolated ? extrapolation : 0.0);
+  }
+  return tables;
+}
+
+// Resize with constant roi, scales and sizes whose resized axes have static
+// sizes (a symbolic batch is copied) follows resize_plan, the reference's own
+// taps: each resized axis in turn is the sum over taps of a Gather along it
+// with a constant index table, times the tap's weights; nearest is one Gather
+// per axis and no product. Rows tf_crop_and_resize extrapolates weigh every
+// tap 0 and add extrapolation_value. An integer tensor takes Gathers alone
+// (the reference rounds its double sum once, the pieces would round each
+// product). Not when an argument is not a constant, or when resize_plan
+// rejects the node: it stays a host step, which says why when it runs.
+bool decompose_resize(Expansion& e) {
+  const Node& n = e.node();
+  const Type& x = n.input(0)->type();
+  if (!x.is_tensor() || !x.has_rank()) return false;
+  std::vector<std::optional<Tensor>> args(4);
+  for (size_t i = 1; i < 4; ++i) {
+    if (!n.has_input(i)) continue;
+    args[i] = constant_value(n.input(i));
+    if (!args[i]) return false;
+  }
+  auto given = [&](size_t i) { return args[i] && args[i]->numel() > 0 ? &*args[i] : nullptr; };
+  std::vector<int64_t> shape;
+  for (const Dim& d : x.shape()) shape.push_back(d.is_static() ? d.value() : -1);
+  ResizeAttrs at;
+  std::vector<AxisResize> plan;
+  try {
+    at = resize_attrs(n);
+    plan = resize_plan(n, at, shape, given(1), given(2), given(3));
+  } catch (const InputError&) {
+    return false;
+  }
+  auto rank = static_cast<int64_t>(x.rank());
+  std::vector<AxisTables> axes;
+  for (const AxisResize& ax : plan) {
+    axes.push_back(axis_tables(ax, at.extrapolation, x.dtype(), rank));
+    if (!axes.back().selects && !is_float(x.dtype())) return false;
+  }
+  if (axes.empty()) {
+    e.finish("Identity", "Identity", {n.input(0)});
+    return true;
+  }
+  // A piece, or (`last`) the one that takes over the node's output.
+  auto piece = [&](bool last, const std::string& name, const std::string& op, const std::vector<Value*>& ins,
+                   const Type& type, std::map<std::string, Attribute> attrs = {}) -> Value* {
+    if (!last) return e.add(name, op, ins, type, std::move(attrs));
+    e.finish(name, op, ins, std::move(attrs));
+    return nullptr;
+  };
+  Value* y = n.input(0);
+  Dims dims = x.shape();
+  for (size_t k = 0; k < axes.size(); ++k) {
+    const AxisTables& t = axes[k];
+    std::string axis = std::to_string(t.axis);
+    dims[t.axis] = Dim(t.out);
+    Type type = Type::tensor(x.dtype(), dims);
+    bool last = k + 1 == axes.size(), summed_last = last && !t.extrapolation;
+    Value* sum = nullptr;
+    for (size_t j = 0; j < t.index.size(); ++j) {
+      std::string tap = axis + "_" + std::to_string(j);
+      bool final_tap = summed_last && j + 1 == t.index.size();
+      Value* g = piece(final_tap && t.selects, "Gather_" + tap, "Gather", {y, e.constant("index_" + tap, t.index[j])},
+                       type, {{"axis", Attribute::of_int(t.axis)}});
+      if (!t.selects)
+        g = piece(final_tap && j == 0, "Mul_" + tap, "Mul", {g, e.constant("weight_" + tap, t.weight[j])}, type);
+      sum = j == 0 ? g : piece(final_tap, "Add_" + tap, "Add", {sum, g}, type);
+    }
+    if (t.extrapolation)
+      sum = piece(last, "Extrapolate_" + axis, "Add", {sum, e.constant("extrapolation_" + axis, *t.extrapolation)}, type);
+    y = sum;
+  }
+  return true;
+}
+
 }  // namespace
 
 void register_resize_ops(OpRegistry& r) {
   r.add(OpDef{"", "Resize", 11, 0, infer_resize, eval_resize,
               {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I8, DType::U8, DType::I32, DType::I64}})
-      .gradient(resize_rule);
+      .gradient(resize_rule)
+      .decomposition(decompose_resize);
 }
 
 }  // namespace tcc
