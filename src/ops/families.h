@@ -12,7 +12,8 @@ void register_linalg_ops(OpRegistry& r);          // MatMul, Gemm, Einsum
 void register_attention_ops(OpRegistry& r);       // Attention
 void register_rotary_embedding_ops(OpRegistry& r);  // RotaryEmbedding
 void register_shape_ops(OpRegistry& r);           // Shape, Size, Reshape, Squeeze, Unsqueeze, Flatten, Identity, Dropout, Constant, ConstantOfShape, Range
-void register_movement_ops(OpRegistry& r);        // Transpose, Slice, Split, Concat, Expand, Tile, Pad, Trilu, DepthToSpace, SpaceToDepth
+void register_movement_ops(OpRegistry& r);        // Transpose, Slice, Split, Concat, Expand, Pad
+void register_rearrange_ops(OpRegistry& r);       // Tile, Trilu, DepthToSpace, SpaceToDepth
 void register_gather_scatter_ops(OpRegistry& r);  // Gather, GatherElements, GatherND, ScatterElements, ScatterND, Compress
 void register_conv_pool_ops(OpRegistry& r);       // Conv, ConvTranspose, MaxPool, AveragePool, LpPool, global pools (GlobalLpPool)
 void register_normalization_ops(OpRegistry& r);   // Batch-, Instance-, Group-, RMS-, LpNormalization, MVN, LRN

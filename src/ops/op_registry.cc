@@ -88,6 +88,7 @@ const OpRegistry& OpRegistry::get() {
     register_rotary_embedding_ops(r);
     register_shape_ops(r);
     register_movement_ops(r);
+    register_rearrange_ops(r);
     register_gather_scatter_ops(r);
     register_conv_pool_ops(r);
     register_normalization_ops(r);
