@@ -7,7 +7,8 @@ class OpRegistry;
 void register_elementwise_ops(OpRegistry& r);     // arithmetic, Neg, Abs, Sign, Relu, comparisons, logic, Cast, Where, Clip
 void register_unary_float_ops(OpRegistry& r);     // float math functions, activations, IsNaN, IsInf
 void register_bitwise_ops(OpRegistry& r);         // BitwiseAnd, BitwiseOr, BitwiseXor, BitwiseNot, BitShift
-void register_reduction_ops(OpRegistry& r);       // Reduce*, ArgMax/ArgMin, Softmax, LogSoftmax, Hardmax, LayerNorm, CumSum
+void register_reduce_ops(OpRegistry& r);          // Reduce*
+void register_reduction_ops(OpRegistry& r);       // ArgMax/ArgMin, Softmax, LogSoftmax, Hardmax, LayerNorm, CumSum
 void register_linalg_ops(OpRegistry& r);          // MatMul, Gemm, Einsum
 void register_attention_ops(OpRegistry& r);       // Attention
 void register_rotary_embedding_ops(OpRegistry& r);  // RotaryEmbedding

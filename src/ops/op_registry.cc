@@ -82,6 +82,7 @@ const OpRegistry& OpRegistry::get() {
     register_elementwise_ops(r);
     register_unary_float_ops(r);
     register_bitwise_ops(r);
+    register_reduce_ops(r);
     register_reduction_ops(r);
     register_linalg_ops(r);
     register_attention_ops(r);
