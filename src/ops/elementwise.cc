@@ -515,6 +515,69 @@ void where_rule(GradContext& c) {
   if (c.wants(2)) c.set(2, c.unbroadcast(c.e().op("Where", {c.in(0), zero, c.dy()}), 2));
 }
 
+// ---------------------------------------------------------------------------
+// Decompositions (decomposition.h)
+
+// The variadic ops as a chain of their binary op, Sum(a, b, c) -> Add(Add(a,
+// b), c), whose pieces fuse into one kernel; Mean divides the sum by the count.
+// Max and Min with two operands are a kernel already. A partial result has the
+// rank of the widest operand it read, and along each axis the output's dim
+// unless every operand it read has 1 there (or lacks the axis): broadcasting
+// makes every dim that is not 1 equal to the output's. Needs ranked operands.
+bool decompose_variadic(Expansion& e) {
+  const Node& n = e.node();
+  const std::string& op = n.op_type();
+  bool extremum = op == "Max" || op == "Min";
+  if (extremum && n.num_inputs() == 2) return false;
+  const Type& out = n.output(0)->type();
+  if (!out.is_tensor() || !out.has_rank()) return false;
+  for (const Value* in : n.inputs())
+    if (in == nullptr || !in->type().is_tensor() || !in->type().has_rank() || in->type().rank() > out.rank())
+      return false;
+  if (n.num_inputs() == 1) {
+    e.finish("Identity", "Identity", {n.input(0)});
+    return true;
+  }
+  // Whether every operand read so far has 1 at each of the output's axes.
+  std::vector<bool> ones(out.rank(), true);
+  size_t rank = 0;
+  auto read = [&](const Value* v) {
+    const Dims& d = v->type().shape();
+    size_t skip = out.rank() - d.size();
+    for (size_t k = 0; k < d.size(); ++k)
+      if (d[k] != Dim(1)) ones[skip + k] = false;
+    rank = std::max(rank, d.size());
+  };
+  auto partial_type = [&] {
+    Dims d;
+    for (size_t k = out.rank() - rank; k < out.rank(); ++k) d.push_back(ones[k] ? Dim(1) : out.shape()[k]);
+    return Type::tensor(out.dtype(), d);
+  };
+  std::string binary = extremum ? op : "Add";
+  read(n.input(0));
+  Value* acc = n.input(0);
+  for (size_t i = 1; i < n.num_inputs(); ++i) {
+    read(n.input(i));
+    std::string piece = binary + (i == 1 ? "" : "_" + std::to_string(i - 1));
+    if (i + 1 == n.num_inputs() && op != "Mean") {
+      e.finish(piece, binary, {acc, n.input(i)});
+      return true;
+    }
+    acc = e.add(piece, binary, {acc, n.input(i)}, partial_type());
+  }
+  e.finish("Div", "Div", {acc, e.scalar("count", static_cast<double>(n.num_inputs()), out.dtype())});
+  return true;
+}
+
+// CastLike(x, like) -> Cast(x) to like's element type.
+bool decompose_cast_like(Expansion& e) {
+  const Node& n = e.node();
+  Value* like = n.input(1);
+  if (!like->type().is_tensor() || like->type().dtype() == DType::Undefined) return false;
+  e.finish("Cast", "Cast", {n.input(0)}, {{"to", Attribute::of_int(static_cast<int64_t>(like->type().dtype()))}});
+  return true;
+}
+
 void register_arithmetic(OpRegistry& r) {
   add_op(r, "Add", 7, kNumeric,
          infer_same_dtype([](const std::vector<Dim>& a) { return Dim(a[0].expr() + a[1].expr()); }),
@@ -578,24 +641,24 @@ void register_arithmetic(OpRegistry& r) {
         if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
       return a < b ? b : a;
     })};
-  }).pointwise_kernel(scalar(ScalarOp::Max), two_inputs).gradient(extremum_rule);
+  }).pointwise_kernel(scalar(ScalarOp::Max), two_inputs).gradient(extremum_rule).decomposition(decompose_variadic);
   add_op(r, "Min", 8, kNumeric, infer_same_dtype(minmax_value(false)), [](EvalContext& ctx) {
     return std::vector<Tensor>{fold_numeric(ctx, ctx.input(0).dtype(), [](auto a, auto b) {
       if constexpr (std::is_same_v<decltype(a), double>)
         if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
       return b < a ? b : a;
     })};
-  }).pointwise_kernel(scalar(ScalarOp::Min), two_inputs).gradient(extremum_rule);
+  }).pointwise_kernel(scalar(ScalarOp::Min), two_inputs).gradient(extremum_rule).decomposition(decompose_variadic);
   add_op(r, "Sum", 8, kFloat, infer_same_dtype(), [](EvalContext& ctx) {
     return std::vector<Tensor>{fold_numeric(ctx, ctx.input(0).dtype(), [](auto a, auto b) { return a + b; })};
-  }).gradient(sum_rule);
+  }).gradient(sum_rule).decomposition(decompose_variadic);
   add_op(r, "Mean", 8, kFloat, infer_same_dtype(), [](EvalContext& ctx) {
     Tensor sum = fold_numeric(ctx, DType::F64, [](auto a, auto b) { return a + b; });
     Tensor out(ctx.input(0).dtype(), sum.shape());
     double n = static_cast<double>(ctx.num_inputs());
     for (int64_t i = 0; i < out.numel(); ++i) out.set_f64(i, sum.get_f64(i) / n);
     return std::vector<Tensor>{out};
-  }).gradient(sum_rule);
+  }).gradient(sum_rule).decomposition(decompose_variadic);
 }
 
 void register_unary(OpRegistry& r) {
@@ -695,7 +758,8 @@ void register_select_and_cast(OpRegistry& r) {
            infer_cast(ctx, to);
          },
          [](EvalContext& ctx) { return std::vector<Tensor>{cast_kernel(ctx, ctx.input(1).dtype())}; })
-      .gradient(cast_rule);
+      .gradient(cast_rule)
+      .decomposition(decompose_cast_like);
 
   add_op(r, "Clip", 11, kNumeric,
          [](InferContext& ctx) {

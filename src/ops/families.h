@@ -7,12 +7,14 @@ class OpRegistry;
 void register_elementwise_ops(OpRegistry& r);     // arithmetic, Neg, Abs, Sign, Relu, comparisons, logic, Cast, Where, Clip
 void register_unary_float_ops(OpRegistry& r);     // float math functions, activations, IsNaN, IsInf
 void register_bitwise_ops(OpRegistry& r);         // BitwiseAnd, BitwiseOr, BitwiseXor, BitwiseNot, BitShift
-void register_reduction_ops(OpRegistry& r);       // Reduce*, ArgMax/ArgMin, Softmax, LogSoftmax, Hardmax, LayerNorm, CumSum
+void register_reduce_ops(OpRegistry& r);          // Reduce*
+void register_reduction_ops(OpRegistry& r);       // ArgMax/ArgMin, Softmax, LogSoftmax, Hardmax, LayerNorm, CumSum
 void register_linalg_ops(OpRegistry& r);          // MatMul, Gemm, Einsum
 void register_attention_ops(OpRegistry& r);       // Attention
 void register_rotary_embedding_ops(OpRegistry& r);  // RotaryEmbedding
 void register_shape_ops(OpRegistry& r);           // Shape, Size, Reshape, Squeeze, Unsqueeze, Flatten, Identity, Dropout, Constant, ConstantOfShape, Range
-void register_movement_ops(OpRegistry& r);        // Transpose, Slice, Split, Concat, Expand, Tile, Pad, Trilu, DepthToSpace, SpaceToDepth
+void register_movement_ops(OpRegistry& r);        // Transpose, Slice, Split, Concat, Expand, Pad
+void register_rearrange_ops(OpRegistry& r);       // Tile, Trilu, DepthToSpace, SpaceToDepth
 void register_gather_scatter_ops(OpRegistry& r);  // Gather, GatherElements, GatherND, ScatterElements, ScatterND, Compress
 void register_conv_pool_ops(OpRegistry& r);       // Conv, MaxPool, AveragePool, LpPool, global pools (GlobalLpPool)
 void register_conv_transpose_ops(OpRegistry& r);  // ConvTranspose

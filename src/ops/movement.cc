@@ -1,6 +1,6 @@
 // Movement ops: ops that only move elements (Transpose, Slice, Split, Concat,
-// Expand, Tile, Pad, Trilu, DepthToSpace, SpaceToDepth; the indexed ones are in
-// gather_scatter.cc).
+// Expand, Pad; the indexed ones are in gather_scatter.cc, Tile, Trilu,
+// DepthToSpace and SpaceToDepth in rearrange.cc).
 //
 // Shape rules stay symbolic and also carry the contents of 1-D shape tensors
 // through Slice, Split and Concat, so Concat(b, s, [-1]) is [batch, seq, -1].
@@ -373,7 +373,7 @@ std::vector<Tensor> eval_concat(EvalContext& ctx) {
   return {out};
 }
 
-// ---- Expand, Tile -----------------------------------------------------------
+// ---- Expand -----------------------------------------------------------------
 
 void infer_expand(InferContext& ctx) {
   require_index_vector(ctx, 1, "shape");
@@ -400,44 +400,6 @@ std::vector<Tensor> eval_expand(EvalContext& ctx) {
   Tensor out(in.dtype(), out_shape);
   for (int64_t i = 0; i < out.numel(); ++i) copy_element(out, i, in, at(i));
   return {out};
-}
-
-void infer_tile(InferContext& ctx) {
-  require_index_vector(ctx, 1, "repeats");
-  if (!inputs_ranked(ctx, {0})) return;
-  const Type& in = ctx.input_type(0);
-  auto reps = input_values(ctx, 1);
-  if (!reps) {
-    ctx.set_output_type(0, Type::tensor(in.dtype(), Dims(in.rank(), Dim::unknown())));
-    return;
-  }
-  if (reps->size() != in.rank())
-    ctx.fail("repeats has " + std::to_string(reps->size()) + " entries for an input of rank " +
-             std::to_string(in.rank()));
-  Dims out;
-  for (size_t k = 0; k < in.rank(); ++k) {
-    const Dim& d = in.shape()[k];
-    const Dim& r = (*reps)[k];
-    out.push_back(d.is_unknown() || r.is_unknown() ? Dim::unknown() : Dim(d.expr() * r.expr()));
-  }
-  ctx.set_output_type(0, Type::tensor(in.dtype(), out));
-}
-
-std::vector<Tensor> eval_tile(EvalContext& ctx) {
-  const Tensor& in = ctx.input(0);
-  std::vector<int64_t> reps = ctx.input(1).to_i64_vector();
-  if (reps.size() != in.rank()) ctx.fail("repeats must have one entry per input dim");
-  std::vector<int64_t> out_shape;
-  for (size_t k = 0; k < in.rank(); ++k) {
-    if (reps[k] < 0) ctx.fail("repeats must not be negative");
-    out_shape.push_back(in.shape()[k] * reps[k]);
-  }
-  std::vector<int64_t> st = row_major_strides(in.shape());
-  return {remap(in, out_shape, [&](const std::vector<int64_t>& idx) {
-    int64_t f = 0;
-    for (size_t k = 0; k < idx.size(); ++k) f += (idx[k] % in.shape()[k]) * st[k];
-    return f;
-  })};
 }
 
 // ---- Pad --------------------------------------------------------------------
@@ -533,104 +495,6 @@ std::vector<Tensor> eval_pad(EvalContext& ctx) {
         return f;
       },
       &fill)};
-}
-
-// ---- Trilu ------------------------------------------------------------------
-
-void infer_trilu(InferContext& ctx) {
-  if (!inputs_ranked(ctx, {0})) return;
-  const Type& in = ctx.input_type(0);
-  if (in.rank() < 2) ctx.fail("input must have rank >= 2, got " + in.str());
-  ctx.set_output_type(0, in);
-}
-
-std::vector<Tensor> eval_trilu(EvalContext& ctx) {
-  const Tensor& in = ctx.input(0);
-  if (in.rank() < 2) ctx.fail("input must have rank >= 2");
-  int64_t k = ctx.has_input(1) ? ctx.input(1).get_i64(0) : 0;
-  bool upper = ctx.node().get_int("upper", 1) != 0;
-  Tensor zero(in.dtype(), {});
-  size_t r = in.rank();
-  std::vector<int64_t> st = row_major_strides(in.shape());
-  return {remap(
-      in, in.shape(),
-      [&](const std::vector<int64_t>& idx) {
-        int64_t diag = idx[r - 1] - idx[r - 2];  // column minus row
-        bool keep = upper ? diag >= k : diag <= k;
-        return keep ? flat_index(idx, st) : int64_t{-1};
-      },
-      &zero)};
-}
-
-// ---- DepthToSpace, SpaceToDepth -----------------------------------------------
-
-int64_t blocksize(const Node& n) {
-  int64_t b = n.get_int("blocksize", 0);
-  if (b < 1) n.fail("blocksize must be positive, got " + std::to_string(b));
-  return b;
-}
-
-void infer_depth_to_space(InferContext& ctx) {
-  if (!inputs_ranked(ctx, {0})) return;
-  const Type& in = ctx.input_type(0);
-  if (in.rank() != 4) ctx.fail("input must be 4-D [N, C, H, W], got " + in.str());
-  int64_t b = blocksize(ctx.node());
-  const Dims& s = in.shape();
-  Dim c = Dim::unknown();
-  if (!s[1].is_unknown()) {
-    auto q = s[1].expr().exact_div(SymExpr::constant(b * b));
-    if (!q && s[1].is_static())
-      ctx.fail("channels " + s[1].str() + " are not divisible by blocksize^2 = " + std::to_string(b * b));
-    c = q ? Dim(*q) : Dim(s[1].expr().floordiv(SymExpr::constant(b * b)));
-  }
-  auto times = [b](const Dim& d) { return d.is_unknown() ? d : Dim(d.expr() * SymExpr::constant(b)); };
-  ctx.set_output_type(0, Type::tensor(in.dtype(), {s[0], c, times(s[2]), times(s[3])}));
-}
-
-std::vector<Tensor> eval_depth_to_space(EvalContext& ctx) {
-  const Tensor& in = ctx.input(0);
-  if (in.rank() != 4) ctx.fail("input must be 4-D");
-  int64_t b = blocksize(ctx.node());
-  bool crd = ctx.node().get_string("mode", "DCR") == "CRD";
-  const auto& s = in.shape();
-  if (s[1] % (b * b) != 0) ctx.fail("channels are not divisible by blocksize^2");
-  int64_t c_out = s[1] / (b * b);
-  std::vector<int64_t> st = row_major_strides(s);
-  return {remap(in, {s[0], c_out, s[2] * b, s[3] * b}, [&](const std::vector<int64_t>& idx) {
-    int64_t bi = idx[2] % b, bj = idx[3] % b;
-    int64_t ch = crd ? idx[1] * b * b + bi * b + bj : (bi * b + bj) * c_out + idx[1];
-    return idx[0] * st[0] + ch * st[1] + (idx[2] / b) * st[2] + (idx[3] / b) * st[3];
-  })};
-}
-
-void infer_space_to_depth(InferContext& ctx) {
-  if (!inputs_ranked(ctx, {0})) return;
-  const Type& in = ctx.input_type(0);
-  if (in.rank() != 4) ctx.fail("input must be 4-D [N, C, H, W], got " + in.str());
-  int64_t b = blocksize(ctx.node());
-  const Dims& s = in.shape();
-  auto div = [&](const Dim& d) {
-    if (d.is_unknown()) return d;
-    auto q = d.expr().exact_div(SymExpr::constant(b));
-    if (!q && d.is_static()) ctx.fail("spatial size " + d.str() + " is not divisible by blocksize " + std::to_string(b));
-    return q ? Dim(*q) : Dim(d.expr().floordiv(SymExpr::constant(b)));
-  };
-  Dim c = s[1].is_unknown() ? s[1] : Dim(s[1].expr() * SymExpr::constant(b * b));
-  ctx.set_output_type(0, Type::tensor(in.dtype(), {s[0], c, div(s[2]), div(s[3])}));
-}
-
-std::vector<Tensor> eval_space_to_depth(EvalContext& ctx) {
-  const Tensor& in = ctx.input(0);
-  if (in.rank() != 4) ctx.fail("input must be 4-D");
-  int64_t b = blocksize(ctx.node());
-  const auto& s = in.shape();
-  if (s[2] % b != 0 || s[3] % b != 0) ctx.fail("spatial sizes are not divisible by blocksize");
-  std::vector<int64_t> st = row_major_strides(s);
-  return {remap(in, {s[0], s[1] * b * b, s[2] / b, s[3] / b}, [&](const std::vector<int64_t>& idx) {
-    int64_t c = idx[1] % s[1], blk = idx[1] / s[1];
-    int64_t bi = blk / b, bj = blk % b;
-    return idx[0] * st[0] + c * st[1] + (idx[2] * b + bi) * st[2] + (idx[3] * b + bj) * st[3];
-  })};
 }
 
 // ---------------------------------------------------------------------------
@@ -754,38 +618,6 @@ void pad_rule(GradContext& c) {
   c.set(0, c.e().op("Slice", {c.dy(), c.e().ints(starts), c.e().ints(ends), c.e().ints(axes)}));
 }
 
-// Tile: the copies of g summed, with g seen as [r0, d0, r1, d1, ...]
-void tile_rule(GradContext& c) {
-  if (c.wants(1)) c.fail("Tile's repeats have no gradient");
-  const Dims& xd = c.dims(c.in(0));
-  std::vector<int64_t> repeats = c.const_ints(1, "Tile's repeats"), split, copies;
-  for (size_t i = 0; i < xd.size(); ++i) {
-    if (!xd[i].is_static()) c.fail("the gradient of Tile needs static input dims, got " + c.in(0)->type().str());
-    split.push_back(repeats.at(i));
-    split.push_back(xd[i].value());
-    copies.push_back(static_cast<int64_t>(2 * i));
-  }
-  Value* parts = c.e().op("Reshape", {c.dy(), c.e().ints(split)});
-  c.set(0, c.e().reduce("ReduceSum", parts, copies, false));
-}
-
-// Trilu: g with the same triangle kept
-void trilu_rule(GradContext& c) {
-  std::vector<Value*> ins = {c.dy()};
-  if (c.node().num_inputs() > 1 && c.in(1)) ins.push_back(c.in(1));
-  c.set(0, c.e().op("Trilu", ins, int_attr("upper", c.node().get_int("upper", 1))));
-}
-
-// DepthToSpace (DCR) and SpaceToDepth undo each other.
-void depth_to_space_rule(GradContext& c) {
-  if (c.node().get_string("mode", "DCR") != "DCR") c.fail("tcc differentiates DepthToSpace in DCR mode only");
-  c.set(0, c.e().op("SpaceToDepth", {c.dy()}, int_attr("blocksize", c.node().get_int("blocksize", 1))));
-}
-void space_to_depth_rule(GradContext& c) {
-  Attrs attrs{{"blocksize", Attribute::of_int(c.node().get_int("blocksize", 1))}, {"mode", Attribute::of_string("DCR")}};
-  c.set(0, c.e().op("DepthToSpace", {c.dy()}, std::move(attrs)));
-}
-
 // d expand(x) = g summed back to x's shape
 
 // Split(x) -> y0, y1 as y0 = Slice(x, 0, n0), y1 = Slice(x, n0, n0 + n1), ...
@@ -836,11 +668,7 @@ void register_movement_ops(OpRegistry& r) {
   r.add(OpDef{"", "Expand", 8, kMovement, infer_expand, eval_expand, {}})
       .kernel_role(KernelRole::Movement, [](const Node& n) { return argument_refusal(n).empty(); })
       .gradient(expand_rule);
-  r.add(OpDef{"", "Tile", 6, kMovement, infer_tile, eval_tile, {}}).gradient(tile_rule);
   r.add(OpDef{"", "Pad", 11, kMovement, infer_pad, eval_pad, {}}).kernel_role(KernelRole::Indexed, pad_role).gradient(pad_rule);
-  r.add(OpDef{"", "Trilu", 14, kMovement, infer_trilu, eval_trilu, {}}).gradient(trilu_rule);
-  r.add(OpDef{"", "DepthToSpace", 11, kMovement, infer_depth_to_space, eval_depth_to_space, {}}).gradient(depth_to_space_rule);
-  r.add(OpDef{"", "SpaceToDepth", 1, kMovement, infer_space_to_depth, eval_space_to_depth, {}}).gradient(space_to_depth_rule);
 }
 
 }  // namespace tcc

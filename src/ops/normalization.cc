@@ -259,6 +259,40 @@ bool decompose_batchnorm(Expansion& e) {
   return true;
 }
 
+// InstanceNormalization -> d = x - ReduceMean(x); d / Sqrt(ReduceMean(d * d) +
+// eps) * scale + B, the means over the spatial axes of each sample and channel,
+// scale and B viewed as [C, 1, ..., 1]: one reduction kernel.
+bool decompose_instance_norm(Expansion& e) {
+  const Node& n = e.node();
+  const Type* x = e.ranked_float_input(0);
+  if (x == nullptr || x->rank() < 3 || n.num_inputs() != 3) return false;
+  for (size_t i = 1; i < 3; ++i) {
+    const Type& t = n.input(i)->type();
+    if (!t.is_tensor() || !t.has_rank() || t.rank() != 1 || t.shape()[0] != x->shape()[1] || t.dtype() != x->dtype())
+      return false;
+  }
+  std::vector<int64_t> spatial;
+  for (size_t k = 2; k < x->rank(); ++k) spatial.push_back(static_cast<int64_t>(k));
+  Type kept = Expansion::kept_type(*x, spatial);
+  Dims channel_dims(x->rank() - 1, Dim(1));
+  channel_dims[0] = x->shape()[1];
+  Type params = Type::tensor(x->dtype(), channel_dims);
+  std::vector<int64_t> channel_shape(x->rank() - 1, 1);
+  channel_shape[0] = -1;
+  Value* target = e.constant("channel_shape", Tensor::from_i64(channel_shape, {static_cast<int64_t>(x->rank() - 1)}));
+  Value* in = n.input(0);
+  Value* mean = e.reduce("ReduceMean", "ReduceMean", in, spatial, kept);
+  Value* d = e.add("Sub", "Sub", {in, mean}, *x);
+  Value* var = e.reduce("ReduceMean_1", "ReduceMean", e.add("Mul", "Mul", {d, d}, *x), spatial, kept);
+  Value* eps = e.scalar("epsilon", n.get_float("epsilon", 1e-5f), x->dtype());
+  Value* sd = e.add("Sqrt", "Sqrt", {e.add("Add", "Add", {var, eps}, kept)}, kept);
+  Value* normed = e.add("Div", "Div", {d, sd}, *x);
+  Value* scale = e.add("Reshape_scale", "Reshape", {n.input(1), target}, params);
+  Value* bias = e.add("Reshape_bias", "Reshape", {n.input(2), target}, params);
+  e.finish("Add_1", "Add", {e.add("Mul_1", "Mul", {normed, scale}, *x), bias});
+  return true;
+}
+
 // LpNormalization, y = x / n with n = ||x||_p along the axis:
 //   dx = (g - s * sum(g * y)) / n, s = y for p = 2 (n = sqrt(sum x^2)) and
 //   s = sign(x) for p = 1 (n = sum |x|).
@@ -713,7 +747,8 @@ void register_normalization_ops(OpRegistry& r) {
       .gradient(batch_norm_rule)
       .decomposition(decompose_batchnorm);
   r.add(OpDef{"", "InstanceNormalization", 6, kReduction, infer_instancenorm, eval_instancenorm, kFloatTypes})
-      .gradient(instance_norm_rule);
+      .gradient(instance_norm_rule)
+      .decomposition(decompose_instance_norm);
   r.add(OpDef{"", "LpNormalization", 1, kReduction, infer_lp_normalization, eval_lp_normalization, kFloatTypes})
       .gradient(lp_normalization_rule)
       .decomposition(decompose_lp_normalization);

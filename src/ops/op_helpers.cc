@@ -186,6 +186,14 @@ bool inputs_ranked(InferContext& ctx, std::initializer_list<size_t> inputs) {
   return true;
 }
 
+const Type* ranked_or_unranked_output(InferContext& ctx, DType out_dtype) {
+  const Type& t = ctx.input_type(0);
+  if (t.is_tensor() && t.has_rank()) return &t;
+  if (out_dtype == DType::Undefined && t.is_tensor()) out_dtype = t.dtype();
+  ctx.set_output_type(0, Type::tensor_unranked(out_dtype));
+  return nullptr;
+}
+
 DType input_dtype(const InferContext& ctx, size_t i) {
   if (!ctx.has_input(i)) return DType::Undefined;
   const Type& t = ctx.input_type(i);

@@ -134,6 +134,11 @@ Tensor remap(const Tensor& src, const std::vector<int64_t>& out_shape, F from, c
 // infer. An input that is not a tensor at all is an error naming the node.
 bool inputs_ranked(InferContext& ctx, std::initializer_list<size_t> inputs);
 
+// Input 0 when its rank is known. Otherwise output 0 becomes an unranked tensor
+// of out_dtype (Undefined: input 0's), since an If whose branches disagree,
+// say, is not an error, and the caller's rule stops (the reductions').
+const Type* ranked_or_unranked_output(InferContext& ctx, DType out_dtype = DType::Undefined);
+
 // Input i's element type; Undefined where it is absent or no tensor.
 DType input_dtype(const InferContext& ctx, size_t i);
 

@@ -82,12 +82,14 @@ const OpRegistry& OpRegistry::get() {
     register_elementwise_ops(r);
     register_unary_float_ops(r);
     register_bitwise_ops(r);
+    register_reduce_ops(r);
     register_reduction_ops(r);
     register_linalg_ops(r);
     register_attention_ops(r);
     register_rotary_embedding_ops(r);
     register_shape_ops(r);
     register_movement_ops(r);
+    register_rearrange_ops(r);
     register_gather_scatter_ops(r);
     register_conv_pool_ops(r);
     register_conv_transpose_ops(r);

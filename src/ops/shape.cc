@@ -521,6 +521,27 @@ void dropout_rule(GradContext& c) {
   c.set(0, c.dy());
 }
 
+// Dropout at inference (training_mode absent or a constant false; ratio is
+// then not read, nor range-checked as the reference does) -> Identity(x), and
+// the mask, where read, an all-true Expand (decomposition.h). Not when the mask is a graph output: only output 0
+// keeps its name.
+bool decompose_dropout(Expansion& e) {
+  const Node& n = e.node();
+  if (n.num_inputs() > 2 && n.has_input(2)) {
+    std::optional<double> training = scalar_constant(n.input(2));
+    if (!training || *training != 0) return false;
+  }
+  if (n.num_outputs() > 1 && e.used(n.output(1))) {
+    const Type& x = n.input(0)->type();
+    if (e.is_graph_output(n.output(1)) || !x.is_tensor() || !x.has_rank()) return false;
+    Tensor all_true(DType::Bool, {});
+    all_true.set_i64(0, 1);
+    e.take_over(1, e.expand("Expand", e.constant("true", std::move(all_true)), x.shape()));
+  }
+  e.finish("Identity", "Identity", {n.input(0)});
+  return true;
+}
+
 // Identity: g
 void identity_rule(GradContext& c) { c.set(0, c.dy()); }
 
@@ -546,7 +567,9 @@ void register_shape_ops(OpRegistry& r) {
   r.add(OpDef{"", "Identity", 1, kMovement, infer_identity, eval_identity, {}}).kernel_role(KernelRole::Movement).gradient(identity_rule);
   // Random only in training mode; the trait is per op, so it is set for every
   // Dropout, which keeps constant folding from fixing a random mask.
-  r.add(OpDef{"", "Dropout", 12, kRandom, infer_dropout, eval_dropout, {}}).gradient(dropout_rule);
+  r.add(OpDef{"", "Dropout", 12, kRandom, infer_dropout, eval_dropout, {}})
+      .gradient(dropout_rule)
+      .decomposition(decompose_dropout);
   r.add(OpDef{"", "Constant", 1, kConstant, infer_constant, eval_constant, {}});
   r.add(OpDef{"", "ConstantOfShape", 9, kConstant, infer_constant_of_shape, eval_constant_of_shape, {}});
   r.add(OpDef{"", "Range", 11, 0, infer_range, eval_range, kRangeTypes});

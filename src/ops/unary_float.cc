@@ -367,7 +367,15 @@ void register_unary_float_ops(OpRegistry& r) {
     double alpha = attr(n, "alpha", 1.67326319217681884765625f);
     double gamma = attr(n, "gamma", 1.05070102214813232421875f);
     return x > 0 ? gamma * x : gamma * alpha * std::expm1(x);
-  }).gradient(selu_rule);
+  }).pointwise_kernel(unary([](const Node& n, ScalarBuilder& b, int x, const auto& k) {
+    DType dt = out_dtype(n);
+    double alpha = attr(n, "alpha", 1.67326319217681884765625f);
+    double gamma = attr(n, "gamma", 1.05070102214813232421875f);
+    int positive = b.op(ScalarOp::Greater, DType::Bool, {x, k(0)});
+    int em1 = b.op(ScalarOp::Sub, dt, {b.op(ScalarOp::Exp, dt, {x}), k(1)});
+    int below = b.op(ScalarOp::Mul, dt, {k(gamma * alpha), em1});
+    return b.op(ScalarOp::Where, dt, {positive, b.op(ScalarOp::Mul, dt, {k(gamma), x}), below});
+  })).gradient(selu_rule);
   add_unary_float(r, "Gelu", 20, [](const Node& n, double x) {
     std::string approx = n.get_string("approximate", "none");
     if (approx == "tanh")

@@ -29,12 +29,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A kernel, a host fallback (Selu has no kernel) and a kernel again: the
+// A kernel, a host fallback (TopK has no kernel) and a kernel again: the
 // fallback's input goes to the host and its output comes back.
 constexpr const char* kFallbackModel = R"(graph fallback_between_kernels opset(ai.onnx: 17) {
   input %x: f32[n, 4]
+  const %k: i64[1] = [4]
   %r: f32[n, 4] = Relu(%x) name("relu")
-  %c: f32[n, 4] = Selu(%r) name("selu")
+  %c: f32[n, 4], %i: i64[n, 4] = TopK(%r, %k) {axis = 1} name("topk")
   %y: f32[n, 4] = Exp(%c) name("exp")
   output %y
 }
@@ -272,7 +273,7 @@ INSTANTIATE_TEST_SUITE_P(Models, FakeDriverModel,
 
 TEST_F(FakeDriver, HostFallbackBetweenKernelsCopiesBothWays) {
   FakeDevice dev(write_model(dir_, kFallbackModel), dir_ / "module");
-  ASSERT_EQ(runtime::capture_blocker(dev.module()), "host fallback node 'selu' (it synchronizes with the host)");
+  ASSERT_EQ(runtime::capture_blocker(dev.module()), "host fallback node 'topk' (it synchronizes with the host)");
   for (int64_t n : {2, 5, 300}) {
     FakeDevice::Runs runs = dev.run_both(n, static_cast<unsigned>(n));
     EXPECT_EQ(runs.device, runs.host) << "n=" << n;
@@ -408,7 +409,7 @@ TEST_F(FakeDriver, GraphPerBindingRunsStepByStepWhatCannotBeCaptured) {
   runtime::GraphStats stats = runtime::graph_stats(dev.module());
   EXPECT_EQ(stats.captures, 0u);
   EXPECT_EQ(stats.uncaptured_runs, 1u);
-  EXPECT_EQ(stats.not_captured, "host fallback node 'selu' (it synchronizes with the host)");
+  EXPECT_EQ(stats.not_captured, "host fallback node 'topk' (it synchronizes with the host)");
 }
 
 // NonZero's count on the device path: the fallback produces it, the arena
@@ -604,7 +605,7 @@ TEST_F(FakeDriver, BenchCountsTheStepsReduceOverheadCouldNotCapture) {
   settings.cuda_graph = true;
   profiler::ModeMeasurement r =
       profiler::bench_on_gpu((dir_ / "module").string(), "reduce-overhead", {{"x", x}}, settings, nullptr);
-  const std::string why = "host fallback node 'selu' (it synchronizes with the host)";
+  const std::string why = "host fallback node 'topk' (it synchronizes with the host)";
   EXPECT_EQ(r.note, "skipping cudagraphs due to " + why);
   EXPECT_FALSE(r.cuda_graph);
   ASSERT_TRUE(r.graphs);
