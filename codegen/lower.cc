@@ -345,7 +345,11 @@ bool Lowering::reads_reduced_axes(const kir::Index& ix) const {
 int Lowering::emit(Instr in) {
   if (k_.kind == kir::Kind::Reduction) {
     switch (in.op) {
-      case Op::Load: in.row = !reads_reduced_axes(in.index); break;
+      // A guarded load is an element value when its guard is.
+      case Op::Load:
+        in.row = !reads_reduced_axes(in.index) &&
+                 std::all_of(in.args.begin(), in.args.end(), [&](int a) { return k_.body[a].row; });
+        break;
       case Op::Coord: in.row = in.axis < static_cast<int>(k_.domain.size()) - k_.reduce_axes; break;
       case Op::Const:
       case Op::SizeValue:
@@ -353,6 +357,9 @@ int Lowering::emit(Instr in) {
       case Op::ReduceMax:
       case Op::ReduceMin:
       case Op::ReduceProd: in.row = true; break;
+      // A running sum differs along the row even where its operand does not
+      // (a load whose stride along the row is 0, as it is when a dim is 0).
+      case Op::ScanSum: in.row = false; break;
       default:
         in.row = std::all_of(in.args.begin(), in.args.end(), [&](int a) { return k_.body[a].row; });
     }

@@ -6,12 +6,16 @@
 // the pass repeats until no node changes.
 //
 // A main-graph output a piece took over (Expansion::take_over) keeps its name
-// through an Identity of that piece, made once the node is gone.
+// through an Identity of that piece, made once the node is gone. A node the
+// module computes once per binding of the symbols (a causal mask's Trilu over
+// a ConstantOfShape: binding_constants.h) stays whole: its pieces would be
+// kernels that run every step.
 //
 // Expects: a verified graph with shapes inferred. Leaves alone: nodes inside
 // regions, and any node its decomposition declines (each says when).
 #include <unordered_set>
 
+#include "passes/binding_constants.h"
 #include "passes/pass.h"
 #include "src/ops/kernel_roles.h"
 #include "src/ops/op_registry.h"
@@ -22,6 +26,7 @@ bool decompose(Graph& g, PassContext& ctx) {
   bool changed = false, dead_inputs = false;
   // Declined nodes stay in the graph until the pass ends, so their addresses are not reused.
   std::unordered_set<const Node*> declined;
+  const ConstantAnalysis shape_determined = analyze_constants(g);
   for (bool again = true; again;) {
     again = false;
     std::vector<Node*> candidates;
@@ -33,7 +38,9 @@ bool decompose(Graph& g, PassContext& ctx) {
       const OpDef* def = OpRegistry::get().lookup(*n);
       // A node one kernel computes whole (an attention) keeps its form: its
       // decomposition is for the nodes that kernel refuses, and for the backward.
-      if (def == nullptr || !def->decompose || kernel_role(*n) == KernelRole::Attention) continue;
+      if (def == nullptr || !def->decompose || kernel_role(*n) == KernelRole::Attention ||
+          shape_determined.per_binding.count(n) || shape_determined.constant_nodes.count(n))
+        continue;
       const std::string op = n->op_type();
       Expansion e(g, *n);
       if (!def->decompose(e)) {

@@ -58,12 +58,6 @@ bool Expansion::only_first_output_used() const {
   return true;
 }
 
-bool Expansion::is_graph_output(const Value* v) const {
-  for (const Value* out : g_.outputs())
-    if (out == v) return true;
-  return false;
-}
-
 Type Expansion::kept_type(const Type& x, const std::vector<int64_t>& axes) {
   Dims d = x.shape();
   for (int64_t a : axes) d[a] = Dim(1);

@@ -49,8 +49,6 @@ class Expansion {
   bool used(const Value* v) const;
   // Whether only the node's output 0 is read.
   bool only_first_output_used() const;
-  // Whether v is an output of the main graph (its name is the model's signature).
-  bool is_graph_output(const Value* v) const;
   // x's type with the listed axes kept as size 1 (a keepdims reduction's).
   static Type kept_type(const Type& x, const std::vector<int64_t>& axes);
 

@@ -225,7 +225,6 @@ OpDef& add_reduce(OpRegistry& r, const std::string& name, ReduceKind kind, std::
               [kind](EvalContext& ctx) { return std::vector<Tensor>{reduce_kernel(ctx, kind)}; }, std::move(dtypes)});
 }
 
-
 // ---------------------------------------------------------------------------
 // Gradients (gradient.h)
 

@@ -523,8 +523,7 @@ void dropout_rule(GradContext& c) {
 
 // Dropout at inference (training_mode absent or a constant false; ratio is
 // then not read, nor range-checked as the reference does) -> Identity(x), and
-// the mask, where read, an all-true Expand (decomposition.h). Not when the mask is a graph output: only output 0
-// keeps its name.
+// the mask, where read, an all-true Expand (decomposition.h).
 bool decompose_dropout(Expansion& e) {
   const Node& n = e.node();
   if (n.num_inputs() > 2 && n.has_input(2)) {
@@ -533,7 +532,7 @@ bool decompose_dropout(Expansion& e) {
   }
   if (n.num_outputs() > 1 && e.used(n.output(1))) {
     const Type& x = n.input(0)->type();
-    if (e.is_graph_output(n.output(1)) || !x.is_tensor() || !x.has_rank()) return false;
+    if (!x.is_tensor() || !x.has_rank()) return false;
     Tensor all_true(DType::Bool, {});
     all_true.set_i64(0, 1);
     e.take_over(1, e.expand("Expand", e.constant("true", std::move(all_true)), x.shape()));

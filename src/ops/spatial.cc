@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 
+#include "src/ops/conv_pool.h"  // spatial_of
 #include "src/ops/families.h"
 #include "src/ops/op_helpers.h"
 #include "src/ops/op_registry.h"
@@ -20,10 +21,6 @@ const std::vector<DType> kNumeric = {DType::F32, DType::F16, DType::BF16, DType:
                                      DType::I16, DType::I8,  DType::U8,   DType::U16, DType::U32, DType::U64};
 
 SymExpr C(int64_t v) { return SymExpr::constant(v); }
-
-std::vector<int64_t> spatial_of(const std::vector<int64_t>& shape) {
-  return std::vector<int64_t>(shape.begin() + 2, shape.end());
-}
 
 // Interpolating kernels read elements as numbers: strings are refused.
 void require_numeric(const Node& n, DType dt, const char* what) {

@@ -2,7 +2,7 @@
 // reference interpreter, or against modules tcc compiles.
 //
 // Usage: tcc_conformance [--dir DIR] [--exclusions FILE] [--filter SUBSTRING] [--verbose]
-//                        [--compiled TCC [--on-gpu]] [--shard I/N]
+//                        [--compiled TCC [--host-steps FILE] [--on-gpu]] [--shard I/N]
 //   e.g. build-x/tests/conformance/tcc_conformance --filter test_conv --verbose
 //
 // DIR holds one folder per test (model.onnx, test_data_set_N/input_K.pb and
@@ -29,6 +29,11 @@
 // generated kernels, lowering, fusion and memory plan) is compared instead of
 // the interpreter's, with the same tolerances. A model compile refuses (exit 2)
 // is skipped with its message as the reason; any other compile failure fails.
+// A module that runs on the host, for want of a kernel, an op to which `tcc
+// ops` gives a GPU path fails the test unless the host-steps file (`test_name
+// reason` per line) lists it with the reason, and a listed test whose module
+// runs every such op on the GPU fails too, so that the list stays true; the
+// per-op table counts each op's tests with a host step of any kind.
 // A model with a sequence or optional graph input or output is skipped: a
 // module's inputs and outputs are tensors.
 // With --on-gpu the module runs on the GPU instead (tcc_module_run_cuda on
@@ -41,6 +46,7 @@
 // 2 for bad usage or a bad exclusions file; 77 when DIR does not exist (ctest
 // reports the test as skipped: onnx is not installed).
 #include <google/protobuf/unknown_field_set.h>
+#include <nlohmann/json.hpp>
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
@@ -68,6 +74,7 @@
 #include "frontends/onnx/tensor_io.h"
 #include "frontends/onnx/tensor_proto.h"
 #include "src/interp/interpreter.h"
+#include "src/ops/fusion.h"
 #include "src/ops/op_registry.h"
 #include "src/runtime/module.h"
 #include "src/shape/shape_inference.h"
@@ -87,6 +94,7 @@ constexpr int kExitSkipped = 77;
 struct Options {
   std::string dir = TCC_ONNX_NODE_DIR;
   std::string exclusions = TCC_CONFORMANCE_EXCLUSIONS;
+  std::string host_steps = TCC_CONFORMANCE_HOST_STEPS;
   std::string filter;
   bool verbose = false;
   std::string compiled;  // a tcc binary: compare its modules' host runs
@@ -101,6 +109,11 @@ struct Result {
   std::string op;  // the op the test is about, for the per-op table
   Outcome outcome = Outcome::Passed;
   std::string detail;  // failure message, skip reason or exclusion reason
+  // With --compiled: the ops of the module's host steps (fallback steps of
+  // its schedule, not the binding steps that run once per binding of sizes),
+  // and of those the ops `tcc ops` gives a GPU path that ran on the host for
+  // want of a kernel (not because their output's size depends on data).
+  std::set<std::string> host_ops, missed_gpu_paths;
 };
 
 std::string onnx_dtype_name(int32_t onnx_type) {
@@ -496,7 +509,11 @@ class CompiledModule {
                                        ": " + line;
       return;
     }
-    if (tcc_module_load(dir_.c_str(), &module_) != TCC_OK) failed_ = std::string("tcc_module_load: ") + tcc_last_error();
+    if (tcc_module_load(dir_.c_str(), &module_) != TCC_OK) {
+      failed_ = std::string("tcc_module_load: ") + tcc_last_error();
+      return;
+    }
+    read_host_steps();
   }
   ~CompiledModule() {
     tcc_module_free(module_);
@@ -508,6 +525,8 @@ class CompiledModule {
 
   const std::string& refused() const { return refused_; }
   const std::string& failed() const { return failed_; }
+  const std::set<std::string>& host_ops() const { return host_ops_; }
+  const std::set<std::string>& missed_gpu_paths() const { return missed_gpu_paths_; }
 
   // Outputs whose size depends on the data, which the run asks memory for
   // (tcc_module_set_output_allocator): a host tensor, and on the GPU device
@@ -596,9 +615,27 @@ class CompiledModule {
   }
 
  private:
+  // The fallback steps report.json lists: into host_ops_ each one's op, and
+  // into missed_gpu_paths_ those left without a kernel though tcc ops gives
+  // their op a GPU path.
+  void read_host_steps() {
+    std::ifstream report_file(dir_ / "report.json");
+    nlohmann::json report = nlohmann::json::parse(report_file);
+    for (const auto& f : report.value("fallbacks", nlohmann::json::array())) {
+      std::string op = f.at("op_type").get<std::string>();
+      host_ops_.insert(op);
+      const OpRegistry& ops = OpRegistry::get();
+      const OpDef* def = ops.lookup("", op, kMaxOpset);
+      if (!def) def = ops.lookup(std::string(kTccDomain), op, kMaxOpset);
+      if (f.at("reason") == "no_kernel" && def && std::string(gpu_path(*def)) != "host")
+        missed_gpu_paths_.insert(op + " (gpu: " + gpu_path(*def) + ")");
+    }
+  }
+
   fs::path dir_;
   tcc_module* module_ = nullptr;
   std::string refused_, failed_;
+  std::set<std::string> host_ops_, missed_gpu_paths_;
 };
 
 // Loads, shapes and runs one supported test (with `tcc`, its compiled module,
@@ -623,6 +660,8 @@ void run_supported(const fs::path& test_dir, const std::string& tcc, bool on_gpu
       return;
     }
     execute = [&](std::map<std::string, Tensor>& feeds) { return compiled->run(feeds, on_gpu); };
+    r.host_ops = compiled->host_ops();
+    r.missed_gpu_paths = compiled->missed_gpu_paths();
   }
   std::vector<const Value*> inputs;
   for (const Value* v : g.inputs())
@@ -657,8 +696,29 @@ void run_supported(const fs::path& test_dir, const std::string& tcc, bool on_gpu
   r.outcome = Outcome::Passed;
 }
 
+// `tcc ops` promises a GPU path for an op whose gpu column is kernel or
+// library. A compiled test whose module runs such an op on the host for want
+// of a kernel (not because its output's size depends on data, which keeps any
+// op on the host) must be listed in the host-steps file with the reason its
+// module cannot keep the promise, and a listed test must still break it.
+void check_host_steps(Result& r, const std::map<std::string, std::string>& host_steps) {
+  if (r.outcome != Outcome::Passed) return;
+  std::string missed;
+  for (const std::string& op : r.missed_gpu_paths) missed += (missed.empty() ? "" : ", ") + op;
+  bool listed = host_steps.count(r.test) > 0;
+  if (!missed.empty() && !listed) {
+    r.outcome = Outcome::Failed;
+    r.detail = "its module runs " + missed +
+               " on the host for want of a kernel, though tcc ops gives it a GPU path; list the test in the "
+               "host-steps file with why";
+  } else if (missed.empty() && listed) {
+    r.outcome = Outcome::Failed;
+    r.detail = "the host-steps file lists it, but its module runs every op with a GPU path there: remove the entry";
+  }
+}
+
 Result run_test(const fs::path& test_dir, const std::map<std::string, std::string>& exclusions,
-                const Options& opt) {
+                const std::map<std::string, std::string>& host_steps, const Options& opt) {
   Result r;
   r.test = test_dir.filename().string();
   std::optional<onnx::ModelProto> read = read_model_proto(test_dir / "model.onnx");
@@ -692,16 +752,18 @@ Result run_test(const fs::path& test_dir, const std::map<std::string, std::strin
     r.outcome = Outcome::Failed;
     r.detail = e.what();
   }
+  if (!opt.compiled.empty()) check_host_steps(r, host_steps);
   return r;
 }
 
 // `test_name  reason` per line; '#' starts a comment. An entry without a
-// reason is an error: every exclusion must say why.
-std::map<std::string, std::string> read_exclusions(const std::string& path) {
+// reason is an error: every exclusion or listed host step must say why.
+// `entry` names an entry in messages ("exclusion", "host step").
+std::map<std::string, std::string> read_reasons(const std::string& path, const std::string& entry) {
   std::map<std::string, std::string> out;
   if (path.empty()) return out;
   std::ifstream f(path);
-  if (!f) throw InputError(path + ": cannot open the exclusions file");
+  if (!f) throw InputError(path + ": cannot open the " + entry + " file");
   std::string line;
   for (int lineno = 1; std::getline(f, line); ++lineno) {
     line = line.substr(0, line.find('#'));
@@ -712,16 +774,18 @@ std::map<std::string, std::string> read_exclusions(const std::string& path) {
     std::getline(is >> std::ws, reason);
     while (!reason.empty() && std::isspace(static_cast<unsigned char>(reason.back()))) reason.pop_back();
     if (reason.empty())
-      throw InputError(path + ":" + std::to_string(lineno) + ": exclusion of '" + name + "' gives no reason");
+      throw InputError(path + ":" + std::to_string(lineno) + ": " + entry + " of '" + name + "' gives no reason");
     if (!out.emplace(name, reason).second)
-      throw InputError(path + ":" + std::to_string(lineno) + ": '" + name + "' is excluded twice");
+      throw InputError(path + ":" + std::to_string(lineno) + ": '" + name + "' is listed twice");
   }
   return out;
 }
 
-void print_op_table(const std::vector<Result>& results) {
+// Per op: the tests' outcomes, and with `compiled` how many of their modules
+// run a step on the host.
+void print_op_table(const std::vector<Result>& results, bool compiled) {
   struct Counts {
-    int pass = 0, fail = 0, skip = 0, excluded = 0;
+    int pass = 0, fail = 0, skip = 0, excluded = 0, host = 0;
   };
   std::map<std::string, Counts> by_op;
   for (const Result& r : results) {
@@ -732,10 +796,15 @@ void print_op_table(const std::vector<Result>& results) {
       case Outcome::Skipped: ++c.skip; break;
       case Outcome::Excluded: ++c.excluded; break;
     }
+    if (!r.host_ops.empty()) ++c.host;
   }
-  std::printf("\nPer-op summary\n%-34s %6s %6s %6s %9s\n", "op", "pass", "fail", "skip", "excluded");
-  for (const auto& [op, c] : by_op)
-    std::printf("%-34s %6d %6d %6d %9d\n", op.c_str(), c.pass, c.fail, c.skip, c.excluded);
+  std::printf("\nPer-op summary\n%-34s %6s %6s %6s %9s%s\n", "op", "pass", "fail", "skip", "excluded",
+              compiled ? "   host" : "");
+  for (const auto& [op, c] : by_op) {
+    std::printf("%-34s %6d %6d %6d %9d", op.c_str(), c.pass, c.fail, c.skip, c.excluded);
+    if (compiled) std::printf(" %6d", c.host);
+    std::printf("\n");
+  }
 }
 
 // A compile refusal without what names one model: the op of the node it
@@ -770,7 +839,7 @@ void print_skip_reasons(const std::vector<Result>& results) {
 int usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s [--dir DIR] [--exclusions FILE] [--filter SUBSTRING] [--verbose] [--compiled TCC "
-               "[--on-gpu]] [--shard I/N]\n",
+               "[--host-steps FILE] [--on-gpu]] [--shard I/N]\n",
                argv0);
   return 2;
 }
@@ -790,6 +859,8 @@ int run(int argc, char** argv) {
       opt.dir = *v;
     } else if (a == "--exclusions" && (v = value())) {
       opt.exclusions = *v;
+    } else if (a == "--host-steps" && (v = value())) {
+      opt.host_steps = *v;
     } else if (a == "--filter" && (v = value())) {
       opt.filter = *v;
     } else if (a == "--compiled" && (v = value())) {
@@ -814,7 +885,9 @@ int run(int argc, char** argv) {
     std::printf("SKIPPED: --on-gpu needs a CUDA device\n");
     return kExitSkipped;
   }
-  std::map<std::string, std::string> exclusions = read_exclusions(opt.exclusions);
+  std::map<std::string, std::string> exclusions = read_reasons(opt.exclusions, "exclusion");
+  std::map<std::string, std::string> host_steps =
+      opt.compiled.empty() ? std::map<std::string, std::string>{} : read_reasons(opt.host_steps, "host step");
 
   std::vector<fs::path> tests;
   for (const auto& e : fs::directory_iterator(opt.dir)) {
@@ -831,9 +904,12 @@ int run(int argc, char** argv) {
       mine.push_back(tests[i]);
     tests = std::move(mine);
   }
-  if (opt.filter.empty())
+  if (opt.filter.empty()) {
     for (const auto& [name, reason] : exclusions)
       if (!present.count(name)) std::printf("warning: excluded test '%s' does not exist\n", name.c_str());
+    for (const auto& [name, reason] : host_steps)
+      if (!present.count(name)) std::printf("warning: host-steps test '%s' does not exist\n", name.c_str());
+  }
 
   std::printf("ONNX node conformance: %zu tests in %s%s\n", tests.size(), opt.dir.c_str(),
               opt.compiled.empty() ? " (reference interpreter)"
@@ -842,7 +918,7 @@ int run(int argc, char** argv) {
   std::vector<Result> results;
   int passed = 0, failed = 0, skipped = 0, excluded = 0;
   for (const fs::path& t : tests) {
-    Result r = run_test(t, exclusions, opt);
+    Result r = run_test(t, exclusions, host_steps, opt);
     switch (r.outcome) {
       case Outcome::Passed:
         ++passed;
@@ -864,7 +940,7 @@ int run(int argc, char** argv) {
     std::fflush(stdout);
     results.push_back(std::move(r));
   }
-  print_op_table(results);
+  print_op_table(results, !opt.compiled.empty());
   print_skip_reasons(results);
   std::printf("\npassed %d, failed %d, skipped %d, excluded %d (of %zu)\n", passed, failed, skipped, excluded,
               tests.size());
