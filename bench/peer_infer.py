@@ -18,6 +18,10 @@ and mode:
            times, then a few steps traced with CUPTI: the row keeps its heaviest kernels
            and where the traced step's time went)
 
+A mode may name a precision, `default@bf16` or `tcc:default@fp16`: PyTorch's row runs
+under torch.autocast("cuda", dtype) (tf32: with allow_tf32 for matmuls and cuDNN), tcc's
+compiles with `--precision`; without one a row is fp32. Every row records its precision.
+
 Columns, per row:
 
   steps_per_s        forward passes per second, steps enqueued back to back with one
@@ -42,7 +46,7 @@ Every subprocess runs under --timeout. Results go to
 bench/results/<date>-<device>-peer-infer.json with the date, the device, the
 git commit and the versions.
 
-Usage: bench/peer_infer.py [--tcc build/tcc] [--models gpt2,vit] [--modes eager,tcc:default] [--dry-run]
+Usage: bench/peer_infer.py [--tcc build/tcc] [--models gpt2,vit] [--modes eager,tcc:default,default@bf16] [--dry-run]
 """
 import argparse
 import datetime
@@ -63,6 +67,7 @@ import zoo_models  # noqa: E402  (no torch at import)
 from peer_train import TCC_MODES, TORCH_MODES, run_tcc  # noqa: E402
 
 DEFAULT_MODES = ["eager", "default", "reduce-overhead", "max-autotune"]
+PRECISIONS = ["fp32", "tf32", "fp16", "bf16"]
 # gpt2_legacy's PyTorch rows would be gpt2's again (the same module), and gen-zoo's TorchScript
 # export of it fails; name it in --models to run it.
 DEFAULT_MODELS = [n for n in zoo_models.MODELS if n != "gpt2_legacy"]
@@ -77,7 +82,8 @@ def parse_args(argv):
                     help="comma-separated, of: " + ", ".join(zoo_models.MODELS) + " (default: all but gpt2_legacy)")
     ap.add_argument("--modes", default=",".join(DEFAULT_MODES),
                     help="comma-separated modes: a plain mode is a row of each framework, pytorch:M or tcc:M "
-                         "one framework's; torch's max-autotune only with --torch-max-autotune")
+                         "one framework's, M@bf16 (fp16, tf32) at that precision; torch's max-autotune only "
+                         "with --torch-max-autotune")
     ap.add_argument("--torch-max-autotune", action="store_true", help="add PyTorch's max-autotune rows (slow)")
     ap.add_argument("--steps", type=int, default=100, help="steps per timed batch")
     ap.add_argument("--warmup", type=int, default=10, help="steps before timing")
@@ -94,10 +100,15 @@ def parse_args(argv):
 
 
 def wanted_rows(args):
-    """[(framework, mode)] in the order they run: PyTorch eager first, the reference of the others."""
+    """[(framework, mode, precision)] in the order they run: PyTorch eager first, the reference of
+    the others."""
     rows = []
     for item in args.modes.split(","):
-        framework, _, mode = item.rpartition(":")
+        spec, _, precision = item.partition("@")
+        framework, _, mode = spec.rpartition(":")
+        precision = precision or "fp32"
+        if precision not in PRECISIONS:
+            sys.exit(f"--modes: unknown precision in '{item}' (precisions: {', '.join(PRECISIONS)})")
         frameworks = [framework] if framework else ["pytorch", "tcc"]
         for fw in frameworks:
             known = TORCH_MODES if fw == "pytorch" else TCC_MODES if fw == "tcc" else []
@@ -106,11 +117,11 @@ def wanted_rows(args):
                          "frameworks: pytorch, tcc)")
             if fw == "pytorch" and mode == "max-autotune" and not args.torch_max_autotune and not framework:
                 continue
-            if (fw, mode) not in rows:
-                rows.append((fw, mode))
+            if (fw, mode, precision) not in rows:
+                rows.append((fw, mode, precision))
     order = {("pytorch", m): i for i, m in enumerate(TORCH_MODES)}
     order.update({("tcc", m): len(TORCH_MODES) + i for i, m in enumerate(TCC_MODES)})
-    return sorted(rows, key=order.get)
+    return sorted(rows, key=lambda r: (order[r[:2]], PRECISIONS.index(r[2])))
 
 
 def size_hints(spec):
@@ -120,8 +131,9 @@ def size_hints(spec):
 # ----------------------------------------------------------------------------- subprocesses (torch inside)
 
 def child_main(argv, args):
-    """The work done in a subprocess: `--child prepare MODEL DIR`, `--child torch-row MODEL MODE DIR
-    RESULT`, `--child device-name RESULT`. Each writes its result as JSON to the file named last."""
+    """The work done in a subprocess: `--child prepare MODEL DIR`, `--child torch-row MODEL MODE
+    PRECISION DIR RESULT`, `--child device-name RESULT`. Each writes its result as JSON to the file
+    named last."""
     what = argv[0]
     if what == "torch-row":  # before torch is imported: this process's compiles start cold
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="inductor-cache-")
@@ -132,7 +144,7 @@ def child_main(argv, args):
         result = prepare(torch, argv[1], pathlib.Path(argv[2]))
     elif what == "torch-row":
         try:
-            result = torch_row(torch, argv[1], argv[2], pathlib.Path(argv[3]), args)
+            result = torch_row(torch, argv[1], argv[2], argv[3], pathlib.Path(argv[4]), args)
         finally:
             shutil.rmtree(os.environ["TORCHINDUCTOR_CACHE_DIR"], ignore_errors=True)
     else:
@@ -175,15 +187,20 @@ def prepare(torch, name, work):
     return result
 
 
-def torch_row(torch, name, mode, work, args):
+def torch_row(torch, name, mode, precision, work, args):
+    import contextlib
     import numpy as np
-    row = {"framework": "pytorch", "mode": mode}
+    row = {"framework": "pytorch", "mode": mode, "precision": precision}
     try:
         model = zoo_models.build(torch, name).cuda()
         spec = zoo_models.MODELS[name]
         inputs = [torch.from_numpy(np.load(work / "inputs" / f"{n}.npy")).cuda() for n, _ in spec.inputs]
         fn = model if mode == "eager" else torch.compile(model, mode=mode)
-        with torch.inference_mode():
+        if precision == "tf32":  # fp32 keeps torch's defaults (cuDNN may use TF32, matmuls do not)
+            torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+        low = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(precision)
+        autocast = torch.autocast("cuda", dtype=low) if low else contextlib.nullcontext()
+        with torch.inference_mode(), autocast:
             torch.cuda.synchronize()
             t0 = time.perf_counter()
             out = fn(*inputs)
@@ -284,13 +301,13 @@ def tcc_first_call(runner, spec, work):
     return result
 
 
-def tcc_row(runner, spec, mode, work, first_call):
+def tcc_row(runner, spec, mode, precision, work, first_call):
     args = runner.args
-    report = work / f"report-{mode}"
-    row = {"framework": "tcc", "mode": mode}
+    report = work / f"report-{mode}-{precision}"
+    row = {"framework": "tcc", "mode": mode, "precision": precision}
     ok, out, wall_s = runner.tcc([args.tcc, "profile", str(work / "model.onnx"), "--modes", mode, "--inputs",
                                   str(work / "inputs"), "--warmup", str(args.warmup), "--iterations",
-                                  str(args.steps), "--report", str(report)])
+                                  str(args.steps), "--precision", precision, "--report", str(report)])
     if args.dry_run:
         return row
     if not ok:
@@ -307,7 +324,7 @@ def tcc_row(runner, spec, mode, work, first_call):
     if "first_run_s" in first_call:
         row["first_call_s"] = r["compile_s"] + first_call["first_run_s"]
         row["tcc_first_run_s"] = first_call["first_run_s"]
-    if "max_abs_diff" in first_call:
+    if "max_abs_diff" in first_call and precision == "fp32":  # the fp32 default module's run
         row["max_abs_diff"] = first_call["max_abs_diff"]
     if "error" in first_call:
         row["first_call_error"] = first_call["error"]
@@ -353,7 +370,8 @@ def main(argv):
         for entry in results["models"].values():
             entry["rows"] = entry.pop("rows")  # last, under what describes the model
             eager = next((r.get("steps_per_s") for r in entry["rows"]
-                          if r["framework"] == "pytorch" and r["mode"] == "eager"), None)
+                          if r["framework"] == "pytorch" and r["mode"] == "eager"
+                          and r.get("precision", "fp32") == "fp32"), None)
             for r in entry["rows"]:
                 if eager and r.get("steps_per_s"):
                     r["speedup_vs_eager"] = r["steps_per_s"] / eager
@@ -361,17 +379,20 @@ def main(argv):
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(results, indent=2, default=str) + "\n")
 
-    known = tcc_known_modes(runner) if any(fw == "tcc" for fw, _ in rows_wanted) else set()
+    known = tcc_known_modes(runner) if any(fw == "tcc" for fw, _, _ in rows_wanted) else set()
     for name in names:
         spec = zoo_models.MODELS[name]
         work = pathlib.Path(args.work_dir) / name
         entry = results["models"].setdefault(name, {"rows": []})
 
-        def done(fw, mode):
-            row = next((r for r in entry["rows"] if r["framework"] == fw and r["mode"] == mode), None)
+        def key(r):
+            return r["framework"], r["mode"], r.get("precision", "fp32")
+
+        def done(wanted):
+            row = next((r for r in entry["rows"] if key(r) == wanted), None)
             return row is not None and not args.force and not (args.retry_errors and "error" in row)
 
-        todo = [(fw, m) for fw, m in rows_wanted if not done(fw, m)]
+        todo = [w for w in rows_wanted if not done(w)]
         if not todo:
             print(f"{name}: every row already measured (--force reruns them)", file=sys.stderr)
             continue
@@ -385,26 +406,27 @@ def main(argv):
             entry.update(info or {})
             entry.pop("prepare_error", None)
         first_call_ran = False
-        for fw, mode in todo:
+        for fw, mode, precision in todo:
+            failed = {"framework": fw, "mode": mode, "precision": precision}
             if fw == "pytorch":
-                row, err = runner.child("torch-row", name, mode, work)
-                row = row or {"framework": fw, "mode": mode, "error": err}
+                row, err = runner.child("torch-row", name, mode, precision, work)
+                row = row or {**failed, "error": err}
             elif known is None:
-                row = {"framework": fw, "mode": mode, "error": f"no tcc binary at {args.tcc} (build it, or --tcc)"}
+                row = {**failed, "error": f"no tcc binary at {args.tcc} (build it, or --tcc)"}
             elif mode not in known:
-                row = {"framework": fw, "mode": mode, "error": f"tcc has no '{mode}' mode"}
+                row = {**failed, "error": f"tcc has no '{mode}' mode"}
             else:
                 stale = "tcc_first_call" not in entry or args.force or (
                     args.retry_errors and "error" in entry["tcc_first_call"])
                 if stale and not first_call_ran:  # once per model and run
                     entry["tcc_first_call"] = tcc_first_call(runner, spec, work)
                     first_call_ran = True
-                row = tcc_row(runner, spec, mode, work, entry["tcc_first_call"])
+                row = tcc_row(runner, spec, mode, precision, work, entry["tcc_first_call"])
             if args.dry_run:
                 continue
-            entry["rows"] = [r for r in entry["rows"] if (r["framework"], r["mode"]) != (fw, mode)] + [row]
+            entry["rows"] = [r for r in entry["rows"] if key(r) != (fw, mode, precision)] + [row]
             save()
-            print(f"{name} {fw} {mode}: " + json.dumps({k: v for k, v in row.items() if k != "note"}),
+            print(f"{name} {fw} {mode} {precision}: " + json.dumps({k: v for k, v in row.items() if k != "note"}),
                   file=sys.stderr, flush=True)
     save()
     if not args.dry_run:

@@ -126,6 +126,26 @@ TEST_F(CompileTest, PrecisionModesLowerTheProductsAndStayWithinTolerance) {
   EXPECT_NE(bad.output.find("--precision"), std::string::npos) << bad.output;
 }
 
+// --train --precision bf16 is mixed-precision training: the forward and
+// backward GEMMs read bf16, while the parameters, Adam's moments and every
+// updated value stay f32 (the master weights).
+TEST_F(CompileTest, MixedPrecisionTrainingKeepsF32MasterWeights) {
+  CliResult r = compile("mlp.onnx", "train", "--arch sm_90 --no-ptx --no-host --train --loss-fn mse --loss-on output "
+                                             "--label target --optimizer adam --precision bf16");
+  ASSERT_EQ(r.code, 0) << r.output;
+  json m = manifest("train");
+  for (const char* side : {"inputs", "outputs"})
+    for (const json& v : m[side]) EXPECT_EQ(v["dtype"], "f32") << side << ": " << v.dump();
+  json report = json::parse(read_file(dir_ / "train" / "report.json"));
+  int gemms = 0;
+  for (const json& k : report["kernels"])
+    if (k["kind"] == "gemm") {
+      ++gemms;
+      EXPECT_EQ(k["precision"], "bf16") << k.dump();
+    }
+  EXPECT_EQ(gemms, 5) << "two forward GEMMs, three for their gradients";
+}
+
 // The report's kernel table says how each kernel runs on the GPU: GPT-2's
 // layer norms keep their rows in registers, its attention is the fused
 // attention kernel, the head splits are vectorized copies, its GEMMs are
@@ -374,23 +394,22 @@ TEST_F(CompileTest, DataDependentSizesCountAsOneInTheSummary) {
   EXPECT_NE(r.output.find("  arena:     0.5 KiB (0.5 KiB unplanned)"), std::string::npos) << r.output;
 }
 
-// A causal mask built from the sequence length (Shape -> Gather, which
-// decompose makes a Slice and a Squeeze -> Unsqueeze -> Concat ->
-// ConstantOfShape, then Add and Trilu) runs once per binding:
-// the manifest lists those nodes as binding steps writing binding constants,
-// the schedule has no host step left, and the Equal that compares the mask
-// with zero stays in the kernel that reads it.
+// A causal mask built from the sequence length (Shape -> Gather ->
+// Unsqueeze -> Concat -> ConstantOfShape, then Add and Trilu) runs once per
+// binding, its nodes whole (decompose leaves the Gather and the Trilu alone):
+// the manifest lists them as binding steps writing binding constants, the
+// schedule has no host step left, and the Equal that compares the mask with
+// zero stays in the kernel that reads it.
 TEST_F(CompileTest, ShapeDeterminedValuesBecomeBindingConstants) {
   CliResult r = compile("causal_mask.tir", "causal", "--arch sm_90 --no-ptx");
   ASSERT_EQ(r.code, 0) << r.output;
-  EXPECT_NE(r.output.find("  binding:   8 nodes computed once per binding"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("  binding:   7 nodes computed once per binding"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("  fallbacks: 0 nodes on the host"), std::string::npos) << r.output;
   json m = manifest("causal");
   std::vector<std::string> nodes, values;
   for (const json& step : m["binding_constants"]["steps"]) nodes.push_back(step["fallback"]);
   for (const json& v : m["binding_constants"]["values"]) values.push_back(v["name"]);
-  EXPECT_EQ(nodes, (std::vector<std::string>{"shape", "seq_len/Slice", "seq_len/Squeeze", "unsqueeze", "dims", "zeros",
-                                              "ones", "tril"}));
+  EXPECT_EQ(nodes, (std::vector<std::string>{"shape", "seq_len", "unsqueeze", "dims", "zeros", "ones", "tril"}));
   EXPECT_EQ(values.back(), "tri");
   EXPECT_EQ(m["binding_constants"]["values"].back()["shape"], json::parse(R"(["s", "s"])"));
   for (const json& step : m["schedule"]) EXPECT_TRUE(step.contains("kernel")) << step.dump();
@@ -398,7 +417,7 @@ TEST_F(CompileTest, ShapeDeterminedValuesBecomeBindingConstants) {
   for (const json& step : m["schedule"])
     for (const json& v : step["reads"]) reads_mask = reads_mask || v == "tri";
   EXPECT_TRUE(reads_mask) << m["schedule"].dump();
-  EXPECT_NE(read_file(dir_ / "causal" / "report.md").find("| binding constants | 8 nodes"), std::string::npos);
+  EXPECT_NE(read_file(dir_ / "causal" / "report.md").find("| binding constants | 7 nodes"), std::string::npos);
 }
 
 // Few long rows become split reductions: a grid of [rows, slices, 1] and a
