@@ -126,6 +126,17 @@ TEST_F(CompileTest, PrecisionModesLowerTheProductsAndStayWithinTolerance) {
   EXPECT_NE(bad.output.find("--precision"), std::string::npos) << bad.output;
 }
 
+// A CumSum whose rows are empty elsewhere (a dim of 0 makes its load's stride
+// along the scanned axis 0) still lowers to a scan over element values, so it
+// compiles and its host run gives the empty result (a mutation campaign's
+// finding: the load and the scan were taken for row values, an internal error).
+TEST_F(CompileTest, ScanOverAZeroSizeDimCompiles) {
+  CliResult r = compile("cumsum_empty_rows.tir", "scan", "--arch sm_90 --no-ptx");
+  ASSERT_EQ(r.code, 0) << r.output;
+  CliResult run = run_tcc("run " + shell_quote((dir_ / "scan").string()) + " --host --check --shapes b=3");
+  EXPECT_EQ(run.code, 0) << run.output;
+}
+
 // --train --precision bf16 is mixed-precision training: the forward and
 // backward GEMMs read bf16, while the parameters, Adam's moments and every
 // updated value stay f32 (the master weights).
