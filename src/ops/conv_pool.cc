@@ -628,6 +628,42 @@ bool decompose_global_lp_pool(Expansion& e) {
   return true;
 }
 
+// LpPool(x) -> (sum over each window of |x|^p)^(1/p), the sum an AveragePool
+// with count_include_pad (the same window) times the kernel's volume: |x| for
+// p 1, x * x then Sqrt for p 2, Pow(Abs(x), p) then Pow(1 / p) otherwise; one
+// pool kernel with its pointwise neighbours. Padding adds 0 to the sum as it
+// does to the average. Not for p < 1, nor in ceil_mode, where a window running
+// past the end padding averages over fewer cells than the kernel's volume, nor
+// for a window the pool kernel refuses (decomposition.h).
+bool decompose_lp_pool(Expansion& e) {
+  const Node& n = e.node();
+  const Type* x = e.ranked_float_input(0);
+  auto p = static_cast<double>(n.get_int("p", 2));
+  if (x == nullptr || p < 1 || n.get_int("ceil_mode", 0) != 0 || !pool_window(n, nullptr).empty()) return false;
+  Value* in = n.input(0);
+  Value* powered = p == 1   ? e.add("Abs", "Abs", {in}, *x)
+                   : p == 2 ? e.add("Mul", "Mul", {in, in}, *x)
+                            : e.add("Pow", "Pow", {e.add("Abs", "Abs", {in}, *x), e.scalar("p", p, x->dtype())}, *x);
+  std::map<std::string, Attribute> window{{"count_include_pad", Attribute::of_int(1)}};
+  for (const char* name : {"auto_pad", "kernel_shape", "strides", "pads", "dilations"})
+    if (n.has_attr(name)) window.emplace(name, *n.attr(name));
+  const Type& y = n.output(0)->type();
+  Value* mean = e.add("AveragePool", "AveragePool", {powered}, y, std::move(window));
+  int64_t volume = 1;
+  for (int64_t k : n.get_ints("kernel_shape")) volume *= k;
+  Value* volume_v = e.scalar("volume", static_cast<double>(volume), x->dtype());
+  if (p == 1) {
+    e.finish("Mul_1", "Mul", {mean, volume_v});
+    return true;
+  }
+  Value* sum = e.add("Mul_1", "Mul", {mean, volume_v}, y);
+  if (p == 2)
+    e.finish("Sqrt", "Sqrt", {sum});
+  else
+    e.finish("Pow_1", "Pow", {sum, e.scalar("inverse_p", 1 / p, x->dtype())});
+  return true;
+}
+
 }  // namespace
 
 void register_conv_pool_ops(OpRegistry& r) {
@@ -645,7 +681,8 @@ void register_conv_pool_ops(OpRegistry& r) {
       .gradient(average_pool_rule);
   r.add(OpDef{"", "LpPool", 11, kReduction, infer_pool, [](EvalContext& c) { return eval_pool(c, PoolKind::Lp); },
               kFloatTypes})
-      .gradient(lp_pool_rule);
+      .gradient(lp_pool_rule)
+      .decomposition(decompose_lp_pool);
   r.add(OpDef{"", "GlobalAveragePool", 1, kReduction, infer_global_pool,
               [](EvalContext& c) { return eval_global_pool(c, PoolKind::Average); }, kFloatTypes})
       .gradient(global_average_pool_rule)

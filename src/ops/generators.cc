@@ -289,10 +289,66 @@ std::vector<Tensor> eval_multinomial(EvalContext& ctx) {
   return {out};
 }
 
+// ---------------------------------------------------------------------------
+// Decompositions (decomposition.h)
+
+// OneHot(indices, depth, values) -> Where(Equal(index, iota), on, off), one
+// pointwise kernel: the indices as i64 (a Cast truncates float ones, as the
+// reference does), negative ones wrapped by adding depth (from opset 11),
+// viewed with a 1 at `axis` and compared with a tcc::Range of depth viewed as
+// [depth, 1, ...] across the axes after it. An index outside [0, depth) after
+// wrapping matches nothing: a row of off. off and on are scalar constants, or
+// Gathers of a computed `values`. Needs a constant depth; the indices' dims
+// may be symbolic.
+bool decompose_one_hot(Expansion& e) {
+  const Node& n = e.node();
+  const Type& indices = n.input(0)->type();
+  const Type& out = n.output(0)->type();
+  std::optional<Tensor> depth_t = constant_value(n.input(1));
+  if (!depth_t || depth_t->numel() != 1 || !indices.is_tensor() || !indices.has_rank() || !indices.fully_shaped() ||
+      !out.is_tensor() || !out.has_rank() || out.dtype() == DType::String)
+    return false;
+  int64_t depth = integer_at(*depth_t, 0);
+  size_t axis = static_cast<size_t>(normalize_axis(n, n.get_int("axis", -1), static_cast<int64_t>(out.rank())));
+  Type index_type = Type::tensor(DType::I64, indices.shape());
+  Value* index = n.input(0);
+  if (indices.dtype() != DType::I64)
+    index = e.add("Cast", "Cast", {index}, index_type, {{"to", Attribute::of_int(static_cast<int64_t>(DType::I64))}});
+  if (e.onnx_opset() >= 11) {
+    Value* negative = e.add("Less", "Less", {index, e.constant("zero", Tensor::scalar_i64(0))},
+                            Type::tensor(DType::Bool, indices.shape()));
+    Value* wrapped = e.add("Add", "Add", {index, e.constant("depth", Tensor::scalar_i64(depth))}, index_type);
+    index = e.add("Where", "Where", {negative, wrapped, index}, index_type);
+  }
+  Dims viewed = indices.shape();
+  viewed.insert(viewed.begin() + static_cast<std::ptrdiff_t>(axis), Dim(1));
+  Dims iota_dims(out.rank() - axis, Dim(1));
+  iota_dims[0] = Dim(depth);
+  Value* iota = e.range("Range", 0, Dim(depth));
+  if (iota_dims.size() > 1) iota = e.reshape("Reshape_1", iota, iota_dims);
+  Value* hot =
+      e.add("Equal", "Equal", {e.reshape("Reshape", index, viewed), iota}, Type::tensor(DType::Bool, out.shape()));
+  Value* off = nullptr;
+  Value* on = nullptr;
+  if (std::optional<Tensor> values = constant_value(n.input(2))) {
+    Tensor off_t(values->dtype(), {}), on_t(values->dtype(), {});
+    copy_element(off_t, 0, *values, 0);
+    copy_element(on_t, 0, *values, 1);
+    off = e.constant("off", std::move(off_t));
+    on = e.constant("on", std::move(on_t));
+  } else {
+    Type element = Type::tensor(out.dtype(), {});
+    off = e.add("Gather", "Gather", {n.input(2), e.constant("first", Tensor::scalar_i64(0))}, element);
+    on = e.add("Gather_1", "Gather", {n.input(2), e.constant("second", Tensor::scalar_i64(1))}, element);
+  }
+  e.finish("Where_1", "Where", {hot, on, off});
+  return true;
+}
+
 }  // namespace
 
 void register_generator_ops(OpRegistry& r) {
-  r.add(OpDef{"", "OneHot", 9, 0, infer_one_hot, eval_one_hot, {}});
+  r.add(OpDef{"", "OneHot", 9, 0, infer_one_hot, eval_one_hot, {}}).decomposition(decompose_one_hot);
   r.add(OpDef{"", "EyeLike", 9, kShapeOnly, infer_eye_like, eval_eye_like, {}}).pointwise_kernel(eye_like_expression);
   r.add(OpDef{"", "RandomNormal", 1, kRandom | kConstant, infer_random, eval_random<fill_normal>, {}});
   r.add(OpDef{"", "RandomUniform", 1, kRandom | kConstant, infer_random, eval_random<fill_uniform>, {}});

@@ -436,13 +436,75 @@ bool decompose_layer_norm(Expansion& e) {
   return true;
 }
 
+// ArgMax(x) -> ReduceMin(Where(Equal(x, ReduceMax(x)), i, L)) along the axis,
+// as an i64: i each element's index (L - 1 - index with select_last_index,
+// the answer then L - 1 minus the minimum) and L the axis's length, so that of
+// ties the first (or last) wins. ArgMin: ReduceMin in place of ReduceMax. As
+// the reference, which compares with > (<), a float x skips NaNs, except that
+// a NaN first element is the answer: ReduceMax reads NaNs as -inf (ReduceMin:
+// +inf), which no NaN equals, and a Where picks 0 where x's first element is
+// NaN. Two reduction kernels. Needs a static length along the axis; not for
+// u64, which the reference compares as i64 (values from 2^63 read negative).
+bool decompose_arg(Expansion& e) {
+  const Node& n = e.node();
+  const Type& x = n.input(0)->type();
+  if (!x.is_tensor() || !x.has_rank() || x.rank() == 0 || !x.fully_shaped() || x.dtype() == DType::U64) return false;
+  auto rank = static_cast<int64_t>(x.rank());
+  int64_t axis = n.get_int("axis", 0);
+  if (axis < -rank || axis >= rank) return false;
+  if (axis < 0) axis += rank;
+  const Dim& len = x.shape()[static_cast<size_t>(axis)];
+  if (!len.is_static() || len.value() < 1) return false;
+  bool is_max = n.op_type() == "ArgMax", last = n.get_int("select_last_index", 0) != 0, floats = is_float(x.dtype());
+  int64_t l = len.value();
+  std::vector<int64_t> axes = {axis};
+  Type kept = Expansion::kept_type(x, axes), kept_index = Type::tensor(DType::I32, kept.shape());
+  // [L, 1, ..., 1]: broadcasts along the axis.
+  std::vector<int64_t> index_shape(static_cast<size_t>(rank - axis), 1);
+  index_shape[0] = l;
+  Tensor index(DType::I32, index_shape);
+  for (int64_t j = 0; j < l; ++j) index.set_i64(j, last ? l - 1 - j : j);
+  Value* in = n.input(0);
+  Type mask = Type::tensor(DType::Bool, x.shape());
+  Value* read = in;
+  if (floats) {
+    double skip = is_max ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
+    Value* nan = e.add("IsNaN", "IsNaN", {in}, mask);
+    read = e.add("Where", "Where", {nan, e.scalar("skip", skip, x.dtype()), in}, x);
+  }
+  const char* extreme = is_max ? "ReduceMax" : "ReduceMin";
+  Value* top = e.reduce(extreme, extreme, read, axes, kept);
+  Value* is_top = e.add("Equal", "Equal", {in, top}, mask);
+  Value* none = e.scalar("length", static_cast<double>(l), DType::I32);
+  Value* at = e.add("Where_1", "Where", {is_top, e.constant("index", std::move(index)), none},
+                    Type::tensor(DType::I32, x.shape()));
+  Value* answer = e.reduce("ReduceMin", "ReduceMin", at, axes, kept_index);
+  if (last)
+    answer = e.add("Sub", "Sub", {e.scalar("last", static_cast<double>(l - 1), DType::I32), answer}, kept_index);
+  if (floats) {
+    Value* first = e.add("Gather", "Gather", {in, e.i64("first", 0)}, kept, {{"axis", Attribute::of_int(axis)}});
+    Value* nan_first = e.add("IsNaN_1", "IsNaN", {first}, Type::tensor(DType::Bool, kept.shape()));
+    answer = e.add("Where_2", "Where", {nan_first, e.scalar("zero", 0, DType::I32), answer}, kept_index);
+  }
+  std::map<std::string, Attribute> to_i64{{"to", Attribute::of_int(static_cast<int64_t>(DType::I64))}};
+  if (n.get_int("keepdims", 1) != 0) {
+    e.finish("Cast", "Cast", {answer}, std::move(to_i64));
+    return true;
+  }
+  Value* wide = e.add("Cast", "Cast", {answer}, Type::tensor(DType::I64, kept.shape()), std::move(to_i64));
+  e.finish_reshape("Reshape", wide);
+  return true;
+}
+
 }  // namespace
 
 void register_reduction_ops(OpRegistry& r) {
   r.add(OpDef{"", "ArgMax", 12, kReduction, infer_arg,
-              [](EvalContext& ctx) { return std::vector<Tensor>{arg_kernel(ctx, true)}; }, kNumeric});
+              [](EvalContext& ctx) { return std::vector<Tensor>{arg_kernel(ctx, true)}; }, kNumeric})
+      .decomposition(decompose_arg);
   r.add(OpDef{"", "ArgMin", 12, kReduction, infer_arg,
-              [](EvalContext& ctx) { return std::vector<Tensor>{arg_kernel(ctx, false)}; }, kNumeric});
+              [](EvalContext& ctx) { return std::vector<Tensor>{arg_kernel(ctx, false)}; }, kNumeric})
+      .decomposition(decompose_arg);
   r.add(OpDef{"", "Softmax", 13, kReduction, infer_same,
               [](EvalContext& ctx) { return std::vector<Tensor>{softmax_kernel(ctx, false)}; }, kFloat})
       .gradient(softmax_rule)
