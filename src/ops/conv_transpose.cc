@@ -13,8 +13,6 @@
 namespace tcc {
 namespace {
 
-const std::vector<DType> kFloatTypes = {DType::F32, DType::F16, DType::BF16, DType::F64};
-
 SymExpr C(int64_t v) { return SymExpr::constant(v); }
 
 // Python-style floor division: ConvTranspose splits negative total paddings.

@@ -16,9 +16,6 @@ namespace tcc {
 
 namespace {
 
-const std::vector<DType> kNumeric = {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I64, DType::I32,
-                                     DType::I16, DType::I8,  DType::U8,   DType::U16, DType::U32, DType::U64};
-
 // Three-way comparison of elements a and b of t: strings by text, floats by
 // value (NaN above everything, equal to NaN), integers exactly.
 int compare_elements(const Tensor& t, int64_t a, int64_t b) {

@@ -25,8 +25,6 @@ namespace tcc {
 
 namespace {
 
-const std::vector<DType> kNumeric = {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I64, DType::I32,
-                                     DType::I16, DType::I8,  DType::U64,  DType::U32, DType::U16, DType::U8};
 const std::vector<DType> kSignedNumeric = {DType::F32, DType::F16, DType::BF16, DType::F64,
                                            DType::I64, DType::I32, DType::I16,  DType::I8};
 const std::vector<DType> kAll = {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I64,
@@ -649,10 +647,10 @@ void register_arithmetic(OpRegistry& r) {
       return b < a ? b : a;
     })};
   }).pointwise_kernel(scalar(ScalarOp::Min), two_inputs).gradient(extremum_rule).decomposition(decompose_variadic);
-  add_op(r, "Sum", 8, kFloat, infer_same_dtype(), [](EvalContext& ctx) {
+  add_op(r, "Sum", 8, kFloatTypes, infer_same_dtype(), [](EvalContext& ctx) {
     return std::vector<Tensor>{fold_numeric(ctx, ctx.input(0).dtype(), [](auto a, auto b) { return a + b; })};
   }).gradient(sum_rule).decomposition(decompose_variadic);
-  add_op(r, "Mean", 8, kFloat, infer_same_dtype(), [](EvalContext& ctx) {
+  add_op(r, "Mean", 8, kFloatTypes, infer_same_dtype(), [](EvalContext& ctx) {
     Tensor sum = fold_numeric(ctx, DType::F64, [](auto a, auto b) { return a + b; });
     Tensor out(ctx.input(0).dtype(), sum.shape());
     double n = static_cast<double>(ctx.num_inputs());

@@ -8,11 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "src/ops/op_helpers.h"
 #include "src/ops/op_registry.h"
 
 namespace tcc {
-
-inline const std::vector<DType> kFloat = {DType::F32, DType::F16, DType::BF16, DType::F64};
 
 // The symbolic contents of a rank-0/1 integer output, from those of the inputs.
 using ValueFn = std::function<std::optional<Dim>(const std::vector<Dim>&)>;

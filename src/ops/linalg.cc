@@ -19,9 +19,6 @@ namespace tcc {
 
 namespace {
 
-const std::vector<DType> kNumeric = {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I64, DType::I32,
-                                     DType::I16, DType::I8,  DType::U64,  DType::U32, DType::U16, DType::U8};
-
 // True when input i is a tensor of known rank (absent optional inputs count).
 // Inputs of unknown rank (an If whose branches disagree, say) make the result
 // unranked rather than an error.

@@ -16,8 +16,6 @@
 namespace tcc {
 namespace {
 
-const std::vector<DType> kFloatTypes = {DType::F32, DType::F16, DType::BF16, DType::F64};
-
 // -------------------------------------------------------- Normalization
 
 // Training mode: opset 14 made it an attribute; before, asking for the

@@ -11,6 +11,11 @@
 
 namespace tcc {
 
+// The element types most ops accept: the floats, and the floats with the integers.
+inline const std::vector<DType> kFloatTypes = {DType::F32, DType::F16, DType::BF16, DType::F64};
+inline const std::vector<DType> kNumeric = {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I64, DType::I32,
+                                            DType::I16, DType::I8,  DType::U8,   DType::U16, DType::U32, DType::U64};
+
 // Slice bounds at or beyond this magnitude are the "to the end" / "from the
 // start" sentinels (exporters write INT64_MAX, INT32_MAX, or their negatives).
 // A plain bound on a symbolic dim is taken to lie within it (src/ops/movement.cc),

@@ -15,9 +15,6 @@ namespace tcc {
 
 namespace {
 
-const std::vector<DType> kNumeric = {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I64, DType::I32,
-                                     DType::I16, DType::I8,  DType::U64,  DType::U32, DType::U16, DType::U8};
-
 // ---------------------------------------------------------------------------
 // Axis walking
 
@@ -506,18 +503,18 @@ void register_reduction_ops(OpRegistry& r) {
               [](EvalContext& ctx) { return std::vector<Tensor>{arg_kernel(ctx, false)}; }, kNumeric})
       .decomposition(decompose_arg);
   r.add(OpDef{"", "Softmax", 13, kReduction, infer_same,
-              [](EvalContext& ctx) { return std::vector<Tensor>{softmax_kernel(ctx, false)}; }, kFloat})
+              [](EvalContext& ctx) { return std::vector<Tensor>{softmax_kernel(ctx, false)}; }, kFloatTypes})
       .gradient(softmax_rule)
       .decomposition(decompose_softmax);
   r.add(OpDef{"", "LogSoftmax", 13, kReduction, infer_same,
-              [](EvalContext& ctx) { return std::vector<Tensor>{softmax_kernel(ctx, true)}; }, kFloat})
+              [](EvalContext& ctx) { return std::vector<Tensor>{softmax_kernel(ctx, true)}; }, kFloatTypes})
       .gradient(log_softmax_rule)
       .decomposition(decompose_softmax);
   r.add(OpDef{"", "Hardmax", 13, kReduction, infer_hardmax,
-              [](EvalContext& ctx) { return std::vector<Tensor>{hardmax_kernel(ctx)}; }, kFloat})
+              [](EvalContext& ctx) { return std::vector<Tensor>{hardmax_kernel(ctx)}; }, kFloatTypes})
       .gradient(zero_rule)
       .decomposition(decompose_hardmax);
-  r.add(OpDef{"", "LayerNormalization", 17, kReduction, infer_layer_norm, layer_norm_kernel, kFloat})
+  r.add(OpDef{"", "LayerNormalization", 17, kReduction, infer_layer_norm, layer_norm_kernel, kFloatTypes})
       .gradient(layer_norm_rule)
       .decomposition(decompose_layer_norm);
   r.add(OpDef{"", "CumSum", 11, kReduction, infer_same,

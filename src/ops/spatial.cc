@@ -16,10 +16,6 @@
 namespace tcc {
 namespace {
 
-const std::vector<DType> kFloatTypes = {DType::F32, DType::F16, DType::BF16, DType::F64};
-const std::vector<DType> kNumeric = {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I64, DType::I32,
-                                     DType::I16, DType::I8,  DType::U8,   DType::U16, DType::U32, DType::U64};
-
 SymExpr C(int64_t v) { return SymExpr::constant(v); }
 
 // Interpolating kernels read elements as numbers: strings are refused.

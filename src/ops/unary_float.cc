@@ -37,7 +37,7 @@ Tensor unary_float(const EvalContext& ctx, const std::function<double(double)>& 
 
 OpDef& add_unary_float(OpRegistry& r, const std::string& name, int64_t since,
                        std::function<double(const Node&, double)> f) {
-  return add_op(r, name, since, kFloat, infer_same_dtype(), [f](EvalContext& ctx) {
+  return add_op(r, name, since, kFloatTypes, infer_same_dtype(), [f](EvalContext& ctx) {
     const Node& n = ctx.node();
     return std::vector<Tensor>{unary_float(ctx, [&](double x) { return f(n, x); })};
   });
