@@ -713,7 +713,8 @@ void check_host_steps(Result& r, const std::map<std::string, std::string>& host_
                "host-steps file with why";
   } else if (missed.empty() && listed) {
     r.outcome = Outcome::Failed;
-    r.detail = "the host-steps file lists it, but its module runs every op with a GPU path there: remove the entry";
+    r.detail = "the host-steps file lists it, but its module runs no op on the host for want of a kernel: remove "
+               "the entry";
   }
 }
 
