@@ -27,7 +27,7 @@
 #include "module.h"
 #include "tests/fake_cuda/fake_cuda.h"
 #include "tests/fake_cuda/fake_module.h"
-#include "tests/unit/temp_dir.h"
+#include "tests/unit/support/temp_dir.h"
 
 namespace tcc::bench {
 namespace {

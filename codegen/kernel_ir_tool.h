@@ -1,5 +1,5 @@
 // What `tcc kir` does to kernels, as a function: the kernel-IR tests
-// (tests/unit/kernel_ir_file_test.cc) run it in-process as the graph pass
+// (tests/unit/codegen/kernel_ir_file_test.cc) run it in-process as the graph pass
 // tests run the pass manager.
 #pragma once
 

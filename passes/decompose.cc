@@ -59,7 +59,10 @@ bool decompose(Graph& g, PassContext& ctx) {
       Value* piece = outputs[position];
       Node* id = g.add_node("Identity", {piece}, {name}, "", name);
       id->output(0)->set_type(piece->type());
-      if (piece->producer()) id->set_source(piece->producer()->source());
+      if (piece->producer()) {
+        id->set_source(piece->producer()->source());
+        id->set_part(piece->producer()->part());
+      }
       outputs[position] = id->output(0);
     }
     g.set_outputs(std::move(outputs));

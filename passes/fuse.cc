@@ -497,6 +497,7 @@ void materialize(Graph& g, const Group& gr, const std::vector<Value*>& exported,
     for (const Value* out : m->outputs()) names.push_back(g.fresh_name(out->name()));
     Node* copy = body->add_node(m->op_type(), ins, names, m->domain(), m->name());
     copy->set_source(m->source());
+    copy->set_part(m->part());
     for (const auto& [k, a] : m->attrs()) copy->set_attr(k, a);
     for (size_t i = 0; i < m->num_outputs(); ++i) {
       Value* out = m->output(i);

@@ -39,7 +39,7 @@ namespace {
 std::string candidate_key(const Node& n, const std::unordered_map<const Value*, std::vector<std::pair<Node*, size_t>>>& users) {
   if (!is_fusion(n) || fusion_kind(n) != FusionKind::Pointwise) return "";
   for (const auto& b : fusion_body(n).nodes())
-    if (step_part(*b) != StepPart::Optimizer) return "";
+    if (b->part() != StepPart::Optimizer) return "";
   std::string key = n.output(0)->type().str();
   for (const Value* out : n.outputs()) {
     auto it = users.find(out);
@@ -74,6 +74,7 @@ void merge(Graph& g, const std::vector<Node*>& members) {
       for (const Value* out : n->outputs()) names.push_back(g.fresh_name(out->name()));
       Node* copy = body->add_node(n->op_type(), ins, names, n->domain(), n->name());
       copy->set_source(n->source());
+      copy->set_part(n->part());
       for (const auto& [k, a] : n->attrs()) copy->set_attr(k, a);
       for (size_t i = 0; i < n->num_outputs(); ++i) {
         copy->output(i)->set_type(n->output(i)->type());

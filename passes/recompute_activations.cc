@@ -21,9 +21,9 @@
 // backward reads can be recomputed by recomputable nodes. Of equally cheap cuts
 // the one nearest the sink is taken: a Relu's output rather than the Gemm
 // output it reads, which would otherwise be written only to be saved and would
-// keep the Relu out of the Gemm's epilogue. Each value the
-// backward reads and the cut does not save is recomputed by copies of its
-// producers (named `recompute/<node>`), placed just before the first backward
+// keep the Relu out of the Gemm's epilogue. Each value the backward reads and
+// the cut does not save is recomputed by copies of its producers (named
+// `recompute/<node>`, of part Backward), placed just before the first backward
 // node that needs it; forward nodes left without readers are removed.
 //
 // Sizes of symbolic dims: every symbol counts as kRepresentativeSize, so the
@@ -56,7 +56,7 @@ constexpr int64_t kInfinite = std::numeric_limits<int64_t>::max() / 4;
 // than infinite, so the cut stays finite.
 constexpr int64_t kUnknownBytes = int64_t{1} << 40;
 
-bool is_backward(const Node& n) { return step_part(n) != StepPart::Forward; }
+bool is_backward(const Node& n) { return n.part() != StepPart::Forward; }
 
 bool recomputable(const Node& n) {
   KernelRole r = kernel_role(n);

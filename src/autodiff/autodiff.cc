@@ -169,7 +169,7 @@ class Backward {
     if (!depends_.count(loss))
       model_error(g_, "the loss '" + loss->name() + "' does not depend on any parameter");
 
-    Emitter seed_e(g_, "grad/seed");
+    Emitter seed_e(g_, "grad/seed", StepPart::Backward);
     add_contribution(loss, seed_e.op("ConstantOfShape", {seed_e.shape_of(loss)},
                                      {{"value", Attribute::of_tensor(one(loss->type().dtype()))}}));
     for (auto it = forward.rbegin(); it != forward.rend(); ++it) {
@@ -210,7 +210,7 @@ class Backward {
     }
     std::string label = n.name().empty() ? n.op_type() : n.name();
     if (!label.empty() && label.front() == '/') label.erase(0, 1);
-    Emitter e(g_, "grad/" + label);
+    Emitter e(g_, "grad/" + label, StepPart::Backward);
     GradContext ctx(n, e, constant_, std::move(dys), wants);
     (*rule)(ctx);
     for (size_t i = 0; i < wants.size(); ++i) {
@@ -234,7 +234,7 @@ class Backward {
     if (parts.size() == 1) return parts.front();
     std::string label = user && !user->name().empty() ? user->name() : v->name();
     if (!label.empty() && label.front() == '/') label.erase(0, 1);
-    Emitter e(g_, "grad/" + label + "/accumulate");
+    Emitter e(g_, "grad/" + label + "/accumulate", StepPart::Backward);
     Value* sum = parts.front();
     for (size_t i = 1; i < parts.size(); ++i) sum = e.op("Add", {sum, parts[i]});
     return sum;
@@ -307,7 +307,7 @@ TrainingGraph build_training_graph(Model& model, const TrainOptions& opts) {
   g.set_outputs({loss});
   if (opts.optimizer.kind == OptimizerKind::None) {
     for (size_t i = 0; i < trained.size(); ++i) {
-      Emitter e(g, "grad/" + trained[i]->name());
+      Emitter e(g, "grad/" + trained[i]->name(), StepPart::Backward);
       g.add_output(e.named("grad_" + trained[i]->name(), "Identity", {trained_grads[i]}));
     }
   } else {
@@ -318,22 +318,6 @@ TrainingGraph build_training_graph(Model& model, const TrainOptions& opts) {
   remove_dead_nodes(g);
   infer_shapes(g);
   return out;
-}
-
-StepPart step_part(const Node& n) {
-  const std::string& name = n.name();
-  if (name.rfind("grad/", 0) == 0 || name.rfind("recompute/", 0) == 0) return StepPart::Backward;
-  if (name.rfind("optimizer/", 0) == 0) return StepPart::Optimizer;
-  return StepPart::Forward;
-}
-
-const char* step_part_name(StepPart p) {
-  switch (p) {
-    case StepPart::Forward: return "forward";
-    case StepPart::Backward: return "backward";
-    case StepPart::Optimizer: return "optimizer";
-  }
-  return "forward";
 }
 
 }  // namespace tcc

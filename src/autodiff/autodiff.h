@@ -14,8 +14,10 @@
 //  - Outputs: the loss first, then either `grad_<param>` for every parameter
 //    (no optimizer) or the optimizer's updated parameters and state. The
 //    forward model's other outputs are dropped, with the nodes only they used.
-//  - Backward nodes are named `grad/<forward node name>/<Op>.<n>`, loss nodes
-//    `loss/<Op>.<n>`, optimizer nodes `optimizer/<param>/<Op>.<n>`.
+//  - Backward nodes are of part Backward (Node::part) and named
+//    `grad/<forward node name>/<Op>.<n>`; loss nodes are Forward, named
+//    `loss/<Op>.<n>`; optimizer nodes are of part Optimizer, named
+//    `optimizer/<param>/<Op>.<n>`.
 //
 // Gradients are accumulated in reverse topological order, summed where a value
 // has several users, and summed back to an operand's shape where it was
@@ -71,14 +73,6 @@ struct TrainingGraph {
 // options (unknown output, no matching parameter, non-scalar loss) and models
 // the autodiff cannot handle are InputErrors.
 TrainingGraph build_training_graph(Model& model, const TrainOptions& opts);
-
-// Which part of a training step a node belongs to, from the names above:
-// `grad/...` and `recompute/...` (forward values computed again for the
-// backward, passes/recompute_activations) are Backward, `optimizer/...` is
-// Optimizer, everything else (the model and `loss/...`) is Forward.
-enum class StepPart { Forward, Backward, Optimizer };
-StepPart step_part(const Node& n);
-const char* step_part_name(StepPart p);  // "forward", "backward", "optimizer"
 
 // Shell-style glob: `*` any run of characters, `?` any one character.
 bool glob_match(const std::string& pattern, const std::string& name);

@@ -65,11 +65,11 @@ OptimizerIO append_optimizer_step(Graph& g, const std::vector<Value*>& params, c
   Value* bias_correction2 = nullptr;
   Value* decay = nullptr;  // adamw: 1 - lr * weight_decay, likewise shared
   if (opts.kind == OptimizerKind::AdamW && wd != 0) {
-    Emitter e(g, "optimizer/decay");
+    Emitter e(g, "optimizer/decay", StepPart::Optimizer);
     decay = e.op("Sub", {e.scalar(1.0, DType::F32), e.op("Mul", {io.lr, e.scalar(wd, DType::F32)})});
   }
   if (adam) {
-    Emitter e(g, "optimizer/bias_correction");
+    Emitter e(g, "optimizer/bias_correction", StepPart::Optimizer);
     bias_correction1 = e.op("Sub", {e.scalar(1.0, DType::F32), e.op("Pow", {e.scalar(opts.beta1, DType::F32), io.step})});
     bias_correction2 = e.op("Sub", {e.scalar(1.0, DType::F32), e.op("Pow", {e.scalar(opts.beta2, DType::F32), io.step})});
   }
@@ -78,7 +78,7 @@ OptimizerIO append_optimizer_step(Graph& g, const std::vector<Value*>& params, c
     Value* p = params[i];
     Value* grad = grads[i];
     DType dt = p->type().dtype();
-    Emitter e(g, "optimizer/" + p->name());
+    Emitter e(g, "optimizer/" + p->name(), StepPart::Optimizer);
     auto c = [&](double v) { return e.scalar(v, dt); };
     auto as_dtype = [&](Value* v) {
       return dt == DType::F32 ? v : e.op("Cast", {v}, {{"to", Attribute::of_int(static_cast<int64_t>(dt))}});

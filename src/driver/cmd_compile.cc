@@ -77,7 +77,7 @@ void print_optimizer_steps(const CompileResult& r) {
   auto update_only = [&](const Step& s) {
     if (s.kind != Step::Kind::Kernel) return false;
     const auto& body = fusion_body(*nodes.at(s.node)).nodes();
-    return std::all_of(body.begin(), body.end(), [](const auto& n) { return step_part(*n) == StepPart::Optimizer; });
+    return std::all_of(body.begin(), body.end(), [](const auto& n) { return n->part() == StepPart::Optimizer; });
   };
   std::map<std::string, const Step*> writer;
   for (const Step& s : r.schedule.steps)

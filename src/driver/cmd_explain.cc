@@ -68,13 +68,13 @@ nlohmann::json training_json(const TrainingGraph& tg, const TrainFlags& f, const
   nlohmann::json graphs = nlohmann::json::array();
   for (const CompiledRegion& region : r.partition.regions) {
     std::map<StepPart, int> count;
-    for (const Node* n : region.nodes) ++count[step_part(*n)];
+    for (const Node* n : region.nodes) ++count[n->part()];
     graphs.push_back({{"graph", region.id}, {"forward", count[StepPart::Forward]},
                       {"backward", count[StepPart::Backward]}, {"optimizer", count[StepPart::Optimizer]}});
   }
   nlohmann::json breaks = nlohmann::json::array();
   for (const GraphBreak& b : r.partition.breaks)
-    breaks.push_back({{"node", b.node->name()}, {"part", step_part_name(step_part(*b.node))}});
+    breaks.push_back({{"node", b.node->name()}, {"part", step_part_name(b.node->part())}});
   nlohmann::json sizes = nlohmann::json::object();
   for (const auto& [name, v] : saved.sizes) sizes[name] = v;
   return {{"loss", tg.loss},

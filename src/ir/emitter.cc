@@ -2,7 +2,7 @@
 
 namespace tcc {
 
-Emitter::Emitter(Graph& g, std::string prefix) : g_(g), prefix_(std::move(prefix)) {
+Emitter::Emitter(Graph& g, std::string prefix, StepPart part) : g_(g), prefix_(std::move(prefix)), part_(part) {
   auto it = g.opsets().find("");
   opset_ = it == g.opsets().end() ? 0 : it->second;
 }
@@ -15,6 +15,7 @@ std::vector<Value*> Emitter::op_n(const std::string& op_type, const std::vector<
   std::vector<std::string> outs;
   for (size_t i = 0; i < num_outputs; ++i) outs.push_back(num_outputs == 1 ? name : name + ":" + std::to_string(i));
   Node* n = g_.add_node(op_type, inputs, outs, "", name);
+  n->set_part(part_);
   for (auto& [k, a] : attrs) n->set_attr(k, std::move(a));
   return n->outputs();
 }
@@ -27,6 +28,7 @@ Value* Emitter::op(const std::string& op_type, const std::vector<Value*>& inputs
 Value* Emitter::named(const std::string& name, const std::string& op_type, const std::vector<Value*>& inputs,
                       std::map<std::string, Attribute> attrs) {
   Node* n = g_.add_node(op_type, inputs, {name}, "", fresh(op_type));
+  n->set_part(part_);
   for (auto& [k, a] : attrs) n->set_attr(k, std::move(a));
   return n->output(0);
 }

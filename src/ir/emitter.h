@@ -14,8 +14,9 @@ namespace tcc {
 
 class Emitter {
  public:
-  // Nodes are named `<prefix>/<Op>.<n>`; their single output takes the same name.
-  Emitter(Graph& g, std::string prefix);
+  // Nodes are named `<prefix>/<Op>.<n>`, their single output takes the same
+  // name, and they compute `part` of the step.
+  Emitter(Graph& g, std::string prefix, StepPart part = StepPart::Forward);
 
   Graph& graph() { return g_; }
   int64_t opset() const { return opset_; }
@@ -49,6 +50,7 @@ class Emitter {
   std::string fresh(const std::string& op_type);
   Graph& g_;
   std::string prefix_;
+  StepPart part_;
   int64_t opset_;
 };
 

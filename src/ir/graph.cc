@@ -19,6 +19,15 @@ Attribute Attribute::of_graph(std::shared_ptr<Graph> v) { Attribute a; a.kind = 
 
 // ---- Node ------------------------------------------------------------------
 
+const char* step_part_name(StepPart p) {
+  switch (p) {
+    case StepPart::Forward: return "forward";
+    case StepPart::Backward: return "backward";
+    case StepPart::Optimizer: return "optimizer";
+  }
+  return "forward";
+}
+
 int64_t Node::opset() const {
   const auto& ops = graph_->opsets();
   auto it = ops.find(domain_ == "ai.onnx" ? "" : domain_);
@@ -197,6 +206,7 @@ Node* Graph::insert_node(Node* before, const std::string& op_type, const std::ve
                          const std::vector<std::string>& output_names, const std::string& domain,
                          const std::string& name) {
   auto n = make_node(op_type, inputs, output_names, domain, name);
+  if (before) n->part_ = before->part_;
   auto it = std::find_if(nodes_.begin(), nodes_.end(), [&](const auto& p) { return p.get() == before; });
   return nodes_.insert(it, std::move(n))->get();
 }
@@ -336,6 +346,7 @@ void Graph::clone_into(Graph& dst, std::unordered_map<const Value*, Value*>& map
     for (const Value* v : n->outputs_) outs.push_back(v->name_);
     Node* copy = dst.add_node(n->op_type_, {}, outs, n->domain_, n->name_);
     copy->source_ = n->source_;
+    copy->part_ = n->part_;
     for (size_t i = 0; i < outs.size(); ++i) copy_value(n->outputs_[i], copy->outputs_[i]);
   }
   auto mapped = [&](const Value* v) -> Value* {

@@ -80,6 +80,14 @@ struct Attribute {
   static Attribute of_graph(std::shared_ptr<Graph> v);
 };
 
+// The part of a training step a node computes. Autodiff and the optimizer
+// mark the nodes they add; a pass that rewrites a node gives what replaces it
+// the node's part (Graph::insert_node, replace_nodes). A model's own graph is
+// all Forward.
+enum class StepPart { Forward, Backward, Optimizer };
+constexpr StepPart kStepParts[] = {StepPart::Forward, StepPart::Backward, StepPart::Optimizer};
+const char* step_part_name(StepPart p);  // "forward", "backward", "optimizer"
+
 class Node {
  public:
   const std::string& op_type() const { return op_type_; }
@@ -90,6 +98,8 @@ class Node {
   const std::string& source() const { return source_; }
   void set_source(std::string s) { source_ = std::move(s); }
   Graph* graph() const { return graph_; }
+  StepPart part() const { return part_; }
+  void set_part(StepPart p) { part_ = p; }
   // Opset version of this node's domain, from the model's imports.
   int64_t opset() const;
 
@@ -133,6 +143,7 @@ class Node {
  private:
   friend class Graph;
   std::string op_type_, domain_, name_, source_;
+  StepPart part_ = StepPart::Forward;
   Graph* graph_ = nullptr;
   std::vector<Value*> inputs_;
   std::vector<Value*> outputs_;
@@ -171,11 +182,12 @@ class Graph {
   Value* add_initializer(const std::string& name, Tensor data);
   void add_output(Value* v) { outputs_.push_back(v); }
   void set_outputs(std::vector<Value*> vs) { outputs_ = std::move(vs); }
-  // Appends a node; creates one output value per name.
+  // Appends a node, of part Forward; creates one output value per name.
   Node* add_node(const std::string& op_type, const std::vector<Value*>& inputs,
                  const std::vector<std::string>& output_names, const std::string& domain = "",
                  const std::string& name = "");
-  // Inserts a node just before `before` (appends when null).
+  // Inserts a node just before `before`, of before's part (appends a Forward
+  // node when null).
   Node* insert_node(Node* before, const std::string& op_type, const std::vector<Value*>& inputs,
                     const std::vector<std::string>& output_names, const std::string& domain = "",
                     const std::string& name = "");

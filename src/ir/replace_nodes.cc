@@ -1,5 +1,6 @@
 #include "src/ir/replace_nodes.h"
 
+#include <algorithm>
 #include <unordered_map>
 
 namespace tcc {
@@ -49,9 +50,19 @@ Node* replace_nodes(Graph& g, const std::unordered_set<const Node*>& nodes, cons
   for (auto it = g.nodes().rbegin(); it != g.nodes().rend() && !nodes.count(it->get()); ++it) before = it->get();
   std::vector<Reads> kept_reads;
   for (const Value* v : kept) kept_reads.push_back(std::move(reads[v]));
+  StepPart part = StepPart::Forward;
+  for (const Node* n : nodes) part = std::max(part, n->part());
   g.erase_nodes_if([&](const Node& n) { return nodes.count(&n) != 0; });
+  auto position = [&](const Node* n) {
+    auto it = std::find_if(g.nodes().begin(), g.nodes().end(), [&](const auto& p) { return p.get() == n; });
+    return static_cast<size_t>(it - g.nodes().begin());
+  };
+  size_t first_new = position(before);
 
   Node* node = build(before, names);
+  // What the build inserted sits just before `before`; it computes the latest
+  // part of the step any replaced node did.
+  for (size_t i = first_new, end = position(before); i < end; ++i) g.nodes()[i]->set_part(part);
   TCC_CHECK(node->num_outputs() == kept.size()) << "replacement '" << node->name() << "' has the wrong output count";
   for (size_t k = 0; k < kept_reads.size(); ++k) {
     for (auto [user, i] : kept_reads[k].inputs) user->set_input(i, node->output(k));

@@ -25,7 +25,9 @@ namespace tcc {
 // the new node then replaces kept[i] everywhere outside `nodes`. `before` is
 // the first node after the last of `nodes` (null at the end of the graph), so
 // the new node sits where the last replaced node was; callers that replace
-// non-contiguous nodes restore topological order with g.topo_sort().
+// non-contiguous nodes restore topological order with g.topo_sort(). What
+// the build inserts computes the latest part of the step (StepPart) that any
+// of `nodes` did.
 Node* replace_nodes(Graph& g, const std::unordered_set<const Node*>& nodes, const std::vector<Value*>& kept,
                     const std::function<Node*(Node* before, const std::vector<std::string>& names)>& build);
 

@@ -194,6 +194,7 @@ class Printer {
     }
     if (!n.name().empty()) out += " name(" + quote(n.name()) + ")";
     if (!n.source().empty()) out += " loc(" + quote(n.source()) + ")";
+    if (n.part() != StepPart::Forward) out += " part(" + quote(step_part_name(n.part())) + ")";
     out += "\n";
   }
 
@@ -568,8 +569,17 @@ class Parser : TextCursor {
       expect("}");
     }
     std::string node_name = metadata("name"), source = metadata("loc");
+    size_t part_at = pos();
+    std::string part = metadata("part");
     Node* n = g.add_node(op, inputs, names, domain, node_name);
     n->set_source(source);
+    if (!part.empty()) {
+      auto named = std::find_if(std::begin(kStepParts), std::end(kStepParts),
+                                [&](StepPart p) { return part == step_part_name(p); });
+      if (named == std::end(kStepParts))
+        fail_at(part_at, "expected part \"forward\", \"backward\" or \"optimizer\", got \"" + part + "\"");
+      n->set_part(*named);
+    }
     for (size_t i = 0; i < names.size(); ++i) n->output(i)->set_type(types[i]);
     for (auto& [name, a] : attrs) {
       if (a.g) a.g->set_parent(&g, n);

@@ -45,50 +45,36 @@
 // Exit code: 0 when no supported, non-excluded test failed; 1 when one did;
 // 2 for bad usage or a bad exclusions file; 77 when DIR does not exist (ctest
 // reports the test as skipped: onnx is not installed).
-#include <google/protobuf/unknown_field_set.h>
-#include <nlohmann/json.hpp>
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
-#include <cmath>
+#include <cctype>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iostream>
-#include <iterator>
 #include <map>
 #include <optional>
 #include <set>
 #include <sstream>
-#include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include "frontends/load_model.h"
-#include "frontends/onnx/tensor_io.h"
-#include "frontends/onnx/tensor_proto.h"
 #include "src/interp/interpreter.h"
-#include "src/ops/fusion.h"
 #include "src/ops/op_registry.h"
-#include "src/runtime/module.h"
 #include "src/shape/shape_inference.h"
-#include "tcc_runtime.h"
+#include "tests/conformance/compiled_module.h"
+#include "tests/conformance/test_data.h"
 
 namespace fs = std::filesystem;
 
-namespace tcc {
+namespace tcc::conformance {
 namespace {
 
-constexpr int64_t kMinOpset = 13;
-constexpr int64_t kMaxOpset = 23;
-constexpr double kRtol = 1e-3;
-constexpr double kAtol = 1e-7;
 constexpr int kExitSkipped = 77;
 
 struct Options {
@@ -310,333 +296,8 @@ std::string op_of_test(const fs::path& test_dir, const onnx::ModelProto& m) {
   return best.empty() ? "(no nodes)" : best;
 }
 
-std::string multi_index(int64_t flat, const std::vector<int64_t>& shape) {
-  std::vector<int64_t> idx(shape.size());
-  for (size_t i = shape.size(); i-- > 0;) {
-    if (shape[i] > 0) {
-      idx[i] = flat % shape[i];
-      flat /= shape[i];
-    }
-  }
-  return shape_str(idx);
-}
-
-std::string format_number(double v) {
-  std::ostringstream os;
-  os.precision(9);
-  os << v;
-  return os.str();
-}
-
-std::string kind_name(const Tensor& t) {
-  return t.is_sequence() ? "a sequence" : t.is_optional() ? "an optional" : "a tensor";
-}
-
-// Empty when `actual` matches `expected`; otherwise the first mismatch.
-// Sequences and optionals match element by element.
-std::string compare(const Tensor& expected, const Tensor& actual) {
-  if (expected.kind() != actual.kind()) return kind_name(actual) + ", expected " + kind_name(expected);
-  if (expected.kind() != Tensor::Kind::Tensor) {
-    const std::vector<Tensor>& e = expected.elements();
-    const std::vector<Tensor>& a = actual.elements();
-    if (e.size() != a.size())
-      return std::to_string(a.size()) + " elements, expected " + std::to_string(e.size());
-    for (size_t i = 0; i < e.size(); ++i) {
-      std::string mismatch = compare(e[i], a[i]);
-      if (!mismatch.empty()) return "element " + std::to_string(i) + ": " + mismatch;
-    }
-    return "";
-  }
-  if (expected.dtype() != actual.dtype())
-    return "dtype " + std::string(dtype_name(actual.dtype())) + ", expected " + std::string(dtype_name(expected.dtype()));
-  if (expected.shape() != actual.shape())
-    return "shape " + shape_str(actual.shape()) + ", expected " + shape_str(expected.shape());
-  if (expected.dtype() == DType::String) {
-    for (int64_t i = 0; i < expected.numel(); ++i)
-      if (expected.strings()[i] != actual.strings()[i])
-        return "index " + multi_index(i, expected.shape()) + ": expected \"" + expected.strings()[i] +
-               "\", actual \"" + actual.strings()[i] + "\"";
-    return "";
-  }
-  bool exact = !is_float(expected.dtype());
-  for (int64_t i = 0; i < expected.numel(); ++i) {
-    bool ok;
-    std::string e, a;
-    if (exact) {
-      int64_t x = expected.get_i64(i), y = actual.get_i64(i);
-      ok = x == y;
-      e = std::to_string(x), a = std::to_string(y);
-    } else {
-      double x = expected.get_f64(i), y = actual.get_f64(i);
-      if (std::isnan(x) || std::isnan(y))
-        ok = std::isnan(x) && std::isnan(y);
-      else if (std::isinf(x) || std::isinf(y))
-        ok = x == y;
-      else
-        ok = std::fabs(y - x) <= kAtol + kRtol * std::fabs(x);
-      e = format_number(x), a = format_number(y);
-    }
-    if (!ok) return "index " + multi_index(i, expected.shape()) + ": expected " + e + ", actual " + a;
-  }
-  return "";
-}
-
-std::vector<fs::path> data_sets(const fs::path& test_dir) {
-  std::vector<fs::path> sets;
-  for (const auto& e : fs::directory_iterator(test_dir))
-    if (e.is_directory() && e.path().filename().string().rfind("test_data_set_", 0) == 0) sets.push_back(e.path());
-  std::sort(sets.begin(), sets.end());
-  return sets;
-}
-
-std::vector<fs::path> numbered_files(const fs::path& dir, const std::string& prefix) {
-  std::vector<fs::path> files;
-  for (int k = 0;; ++k) {
-    fs::path p = dir / (prefix + std::to_string(k) + ".pb");
-    if (!fs::exists(p)) break;
-    files.push_back(p);
-  }
-  return files;
-}
-
-// The dtype of the tensors a sequence or optional type holds; Undefined when unknown.
-DType element_dtype(const Type& t) {
-  if (t.is_tensor()) return t.dtype();
-  return t.kind() == Type::Kind::Sequence || t.kind() == Type::Kind::Optional ? element_dtype(t.elem())
-                                                                                  : DType::Undefined;
-}
-
-// The tensors (field 3) and sequences (field 5) of a SequenceProto or
-// OptionalProto, both of which number their fields so. They are read field by
-// field: their generated classes come with the ONNX_ML protobuf, which tcc
-// does not build with.
-struct ValueFields {
-  std::vector<std::string> tensors, sequences;
-};
-
-ValueFields value_fields(const std::string& bytes, const std::string& path, const std::string& what) {
-  google::protobuf::UnknownFieldSet set;
-  if (!set.ParseFromString(bytes)) throw InputError(path + ": not a readable " + what + " file");
-  ValueFields f;
-  for (int i = 0; i < set.field_count(); ++i) {
-    const google::protobuf::UnknownField& field = set.field(i);
-    if (field.number() == 3 || field.number() == 5) {
-      if (field.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
-        throw InputError(path + ": not a readable " + what + " file");
-      (field.number() == 3 ? f.tensors : f.sequences).push_back(field.length_delimited());
-    } else if (field.number() > 3) {
-      throw InputError(path + ": a " + what + " of sparse tensors, maps or optionals, which tcc does not read");
-    }
-  }
-  return f;
-}
-
-Tensor tensor_from_bytes(const std::string& bytes, const fs::path& path) {
-  onnx::TensorProto p;
-  if (!p.ParseFromString(bytes)) throw InputError(path.string() + ": an element is not a readable TensorProto");
-  return tensor_from_proto(p, {path.string(), path.parent_path().string(), ""});
-}
-
-Tensor sequence_from_bytes(const std::string& bytes, const Type& type, const fs::path& path) {
-  ValueFields f = value_fields(bytes, path.string(), "SequenceProto");
-  if (!f.sequences.empty()) throw InputError(path.string() + ": a sequence of sequences, which tcc does not read");
-  std::vector<Tensor> elems;
-  for (const std::string& t : f.tensors) {
-    elems.push_back(tensor_from_bytes(t, path));
-    if (elems.back().dtype() != elems.front().dtype())
-      throw InputError(path.string() + ": a sequence of tensors of several dtypes");
-  }
-  DType dt = elems.empty() ? element_dtype(type) : elems.front().dtype();
-  return Tensor::sequence(dt, std::move(elems));
-}
-
-// One value of a data set, read as the graph value's type says: a
-// TensorProto, or a SequenceProto or OptionalProto.
-Tensor read_value_pb(const fs::path& path, const Type& type) {
-  bool sequence = type.kind() == Type::Kind::Sequence, optional = type.kind() == Type::Kind::Optional;
-  if (!sequence && !optional) return read_tensor_pb(path.string());
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw InputError(path.string() + ": cannot open");
-  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  if (sequence) return sequence_from_bytes(bytes, type, path);
-  ValueFields fields = value_fields(bytes, path.string(), "OptionalProto");
-  std::vector<Tensor> value;
-  for (const std::string& t : fields.tensors) value.push_back(tensor_from_bytes(t, path));
-  for (const std::string& s : fields.sequences) value.push_back(sequence_from_bytes(s, type.elem(), path));
-  if (value.size() > 1) throw InputError(path.string() + ": an OptionalProto of several values");
-  DType dt = value.empty() ? element_dtype(type) : value.front().dtype();
-  return Tensor::optional(dt, std::move(value));
-}
-
 // Runs the graph on one data set's inputs (by name); returns its outputs.
 using Execute = std::function<std::vector<Tensor>(std::map<std::string, Tensor>&)>;
-
-std::string shell_quoted(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-// A module `tcc compile` wrote, loaded for host or GPU runs, and its folder,
-// both gone with it.
-class CompiledModule {
- public:
-  // Compiles `model` with `tcc` into a fresh folder under the system's temp
-  // folder: for the host (and sm_90, so that NVRTC takes every kernel), or
-  // for this GPU alone (`on_gpu`). On failure `refused` (exit 2: the model is
-  // outside what the compiler takes) or `failed` holds tcc's first error line.
-  CompiledModule(const std::string& tcc, const fs::path& model, bool on_gpu) {
-    static int counter = 0;
-    dir_ = fs::temp_directory_path() /
-           ("tcc_conformance_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    std::string command = shell_quoted(tcc) + " compile " + shell_quoted(model.string()) + " -o " +
-                          shell_quoted(dir_.string()) +
-                          (on_gpu ? " --arch native --no-ptx --no-host 2>&1" : " --arch sm_90 --no-ptx 2>&1");
-    FILE* p = ::popen(command.c_str(), "r");
-    if (!p) throw std::runtime_error("cannot start " + command);
-    std::string output;
-    char buf[4096];
-    for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) output.append(buf, n);
-    int status = ::pclose(p);
-    if (status != 0) {
-      std::string line = output.substr(0, output.find('\n'));
-      size_t error = output.find("error: ");
-      if (error != std::string::npos) line = output.substr(error, output.find('\n', error) - error);
-      bool refused = WIFEXITED(status) && WEXITSTATUS(status) == 2;
-      (refused ? refused_ : failed_) = "tcc compile " +
-                                       (WIFEXITED(status) ? "exit " + std::to_string(WEXITSTATUS(status))
-                                                          : "killed by signal " + std::to_string(WTERMSIG(status))) +
-                                       ": " + line;
-      return;
-    }
-    if (tcc_module_load(dir_.c_str(), &module_) != TCC_OK) {
-      failed_ = std::string("tcc_module_load: ") + tcc_last_error();
-      return;
-    }
-    read_host_steps();
-  }
-  ~CompiledModule() {
-    tcc_module_free(module_);
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  CompiledModule(const CompiledModule&) = delete;
-  CompiledModule& operator=(const CompiledModule&) = delete;
-
-  const std::string& refused() const { return refused_; }
-  const std::string& failed() const { return failed_; }
-  const std::set<std::string>& host_ops() const { return host_ops_; }
-  const std::set<std::string>& missed_gpu_paths() const { return missed_gpu_paths_; }
-
-  // Outputs whose size depends on the data, which the run asks memory for
-  // (tcc_module_set_output_allocator): a host tensor, and on the GPU device
-  // memory copied back after the run.
-  struct SizedOutputs {
-    std::vector<Tensor>* outs = nullptr;
-    bool on_gpu = false;
-    std::vector<void*> device;
-    ~SizedOutputs() {
-      for (void* p : device) runtime::device::release(p);
-    }
-    static void* allocate(void* ctx, size_t output, const int64_t* shape, int32_t rank, size_t nbytes) {
-      auto* s = static_cast<SizedOutputs*>(ctx);
-      Tensor& t = (*s->outs)[output];
-      t = Tensor(t.dtype(), std::vector<int64_t>(shape, shape + rank));
-      if (!s->on_gpu) return t.raw_mut();
-      s->device.resize(s->outs->size(), nullptr);
-      return s->device[output] = runtime::device::alloc(nbytes);
-    }
-  };
-
-  // The module's host run (or GPU run) on `feeds`, matched to its inputs by name.
-  std::vector<Tensor> run(std::map<std::string, Tensor>& feeds, bool on_gpu) {
-    auto check = [](tcc_status s, const char* what) {
-      if (s != TCC_OK) throw std::runtime_error(std::string(what) + ": " + tcc_last_error());
-    };
-    std::vector<tcc_tensor> ins;
-    for (size_t i = 0; i < tcc_module_num_inputs(module_); ++i) {
-      auto it = feeds.find(tcc_module_input_name(module_, i));
-      if (it == feeds.end())
-        throw std::runtime_error(std::string("no data for module input '") + tcc_module_input_name(module_, i) + "'");
-      Tensor& t = it->second;
-      ins.push_back({t.raw_mut(), static_cast<tcc_dtype>(t.dtype()), static_cast<int32_t>(t.rank()), t.shape().data()});
-    }
-    std::vector<Tensor> outs;
-    std::vector<tcc_tensor> c_outs;
-    std::vector<bool> sized;  // a dim of -1: the run allocates it
-    for (size_t i = 0; i < tcc_module_num_outputs(module_); ++i) {
-      tcc_dtype dtype;
-      int32_t rank = 0;
-      int64_t dims[16];
-      check(tcc_module_tensor_info(module_, 1, i, &dtype, &rank, dims, 16), "tcc_module_tensor_info");
-      check(tcc_module_output_shape(module_, ins.data(), ins.size(), i, dims, 16, &rank), "tcc_module_output_shape");
-      sized.push_back(std::any_of(dims, dims + rank, [](int64_t d) { return d < 0; }));
-      outs.emplace_back(static_cast<DType>(dtype), sized.back() ? std::vector<int64_t>(static_cast<size_t>(rank), 0)
-                                                                 : std::vector<int64_t>(dims, dims + rank));
-    }
-    for (size_t i = 0; i < outs.size(); ++i)
-      c_outs.push_back({sized[i] ? nullptr : outs[i].raw_mut(), static_cast<tcc_dtype>(outs[i].dtype()),
-                        static_cast<int32_t>(outs[i].rank()), outs[i].shape().data()});
-    SizedOutputs allocation;
-    allocation.outs = &outs;
-    allocation.on_gpu = on_gpu;
-    check(tcc_module_set_output_allocator(module_, &SizedOutputs::allocate, &allocation), "output allocator");
-    if (!on_gpu) {
-      check(tcc_module_run_host(module_, ins.data(), ins.size(), c_outs.data(), c_outs.size()), "tcc_module_run_host");
-      return outs;
-    }
-    // Device copies of every tensor, freed on the way out whatever happens.
-    struct DeviceCopies {
-      std::vector<void*> ptrs;
-      ~DeviceCopies() {
-        for (void* p : ptrs) runtime::device::release(p);
-      }
-      tcc_tensor of(tcc_tensor t, size_t nbytes, bool upload) {
-        ptrs.push_back(runtime::device::alloc(nbytes));
-        if (upload && nbytes > 0) runtime::device::upload(ptrs.back(), t.data, nbytes);
-        t.data = ptrs.back();
-        return t;
-      }
-    } device;
-    std::vector<tcc_tensor> d_ins, d_outs;
-    for (size_t i = 0; i < ins.size(); ++i) {
-      const Tensor& t = feeds.at(tcc_module_input_name(module_, i));
-      d_ins.push_back(device.of(ins[i], t.nbytes(), true));
-    }
-    for (size_t i = 0; i < outs.size(); ++i)
-      d_outs.push_back(sized[i] ? c_outs[i] : device.of(c_outs[i], outs[i].nbytes(), false));
-    check(tcc_module_run_cuda(module_, d_ins.data(), d_ins.size(), d_outs.data(), d_outs.size(), nullptr),
-          "tcc_module_run_cuda");
-    for (size_t i = 0; i < outs.size(); ++i) {
-      const void* from = sized[i] ? allocation.device[i] : d_outs[i].data;
-      if (outs[i].nbytes() > 0) runtime::device::download(outs[i].raw_mut(), from, outs[i].nbytes());
-    }
-    return outs;
-  }
-
- private:
-  // The fallback steps report.json lists: into host_ops_ each one's op, and
-  // into missed_gpu_paths_ those left without a kernel though tcc ops gives
-  // their op a GPU path.
-  void read_host_steps() {
-    std::ifstream report_file(dir_ / "report.json");
-    nlohmann::json report = nlohmann::json::parse(report_file);
-    for (const auto& f : report.value("fallbacks", nlohmann::json::array())) {
-      std::string op = f.at("op_type").get<std::string>();
-      host_ops_.insert(op);
-      const OpRegistry& ops = OpRegistry::get();
-      const OpDef* def = ops.lookup("", op, kMaxOpset);
-      if (!def) def = ops.lookup(std::string(kTccDomain), op, kMaxOpset);
-      if (f.at("reason") == "no_kernel" && def && std::string(gpu_path(*def)) != "host")
-        missed_gpu_paths_.insert(op + " (gpu: " + gpu_path(*def) + ")");
-    }
-  }
-
-  fs::path dir_;
-  tcc_module* module_ = nullptr;
-  std::string refused_, failed_;
-  std::set<std::string> host_ops_, missed_gpu_paths_;
-};
 
 // Loads, shapes and runs one supported test (with `tcc`, its compiled module,
 // on the GPU with `on_gpu`); fills outcome and detail.
@@ -949,11 +610,11 @@ int run(int argc, char** argv) {
 }
 
 }  // namespace
-}  // namespace tcc
+}  // namespace tcc::conformance
 
 int main(int argc, char** argv) {
   try {
-    return tcc::run(argc, argv);
+    return tcc::conformance::run(argc, argv);
   } catch (const tcc::InputError& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;

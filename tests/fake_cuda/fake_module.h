@@ -9,8 +9,8 @@
 
 #include "codegen/emit.h"
 #include "codegen/module_writer.h"
-#include "tests/unit/autotune_util.h"
-#include "tests/unit/cli_util.h"
+#include "tests/unit/autotune/autotune_util.h"
+#include "tests/unit/support/cli_util.h"
 
 namespace tcc {
 

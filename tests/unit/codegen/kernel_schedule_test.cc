@@ -1,0 +1,109 @@
+// The schedule decisions of codegen/kernel_schedule.h read the target
+// device's SM count: a GPU with fewer SMs splits few long rows fewer ways and
+// stops splitting at fewer rows; one with as many SMs decides alike.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "codegen/emit.h"
+#include "codegen/kernel_schedule.h"
+#include "tests/unit/support/compile_util.h"
+#include "tests/unit/codegen/emit_kernels.h"
+#include "tests/unit/support/temp_dir.h"
+
+namespace tcc {
+namespace {
+
+namespace fs = std::filesystem;
+using kir::Op;
+using namespace emit_kernels;
+
+// y[r] = sum of x[r, :], rows of `len` elements.
+kir::Kernel sum_rows(int64_t rows, int64_t len) {
+  KernelBuilder kb("k", kir::Kind::Reduction, {S(rows), S(len)}, 1);
+  int x = kb.buffer("x", DType::F32, {S(rows), S(len)});
+  int y = kb.buffer("y", DType::F32, {S(rows)}, true);
+  kb.store(y, {S(1), S(0)}, kb.op(Op::ReduceSum, DType::F32, {kb.load(x, DType::F32, {S(len), S(1)})}, true), true);
+  return kb.done();
+}
+
+// y[c] = sum of x[:, c] over `rows` rows of `cols` columns: rows side by side in memory.
+kir::Kernel sum_columns(int64_t rows, int64_t cols) {
+  KernelBuilder kb("k", kir::Kind::Reduction, {S(cols), S(rows)}, 1);
+  int x = kb.buffer("x", DType::F32, {S(rows), S(cols)});
+  int y = kb.buffer("y", DType::F32, {S(cols)}, true);
+  kb.store(y, {S(1), S(0)}, kb.op(Op::ReduceSum, DType::F32, {kb.load(x, DType::F32, {S(1), S(cols)})}, true), true);
+  return kb.done();
+}
+
+TEST(KernelSchedule, ProfilesDifferInSmCount) {
+  EXPECT_EQ(default_device().name, "h100");
+  EXPECT_EQ(default_device().sms, 132);
+  EXPECT_EQ(find_device("h200").sms, 132);
+  EXPECT_EQ(find_device("a100").sms, 108);
+}
+
+// Two blocks per SM in all, and no split from as many rows as SMs on.
+TEST(KernelSchedule, RowSplitsFollowTheSmCount) {
+  const DeviceProfile& h100 = find_device("h100");
+  const DeviceProfile& h200 = find_device("h200");
+  const DeviceProfile& a100 = find_device("a100");
+  kir::Kernel global_sum = sum_rows(1, 1 << 24);
+  EXPECT_EQ(reduction_split(global_sum, h100), 264);
+  EXPECT_EQ(reduction_split(global_sum, h200), 264);
+  EXPECT_EQ(reduction_split(global_sum, a100), 216);
+  EXPECT_EQ(reduction_split(global_sum), reduction_split(global_sum, h100));
+  kir::Kernel rows_120 = sum_rows(120, 1 << 20);
+  EXPECT_EQ(reduction_split(rows_120, h100), 3);
+  EXPECT_EQ(reduction_split(rows_120, a100), 1);
+  EXPECT_EQ(default_config(rows_120, h100).split, 3);
+  EXPECT_EQ(default_config(rows_120, a100).split, 1);
+  // Slices of at least 4096 elements bound the split on either device.
+  EXPECT_EQ(reduction_split(sum_rows(4, 16384), h100), 4);
+  EXPECT_EQ(reduction_split(sum_rows(4, 16384), a100), 4);
+}
+
+// Sixteen column blocks per SM: 4096 columns are 128 blocks of 32 rows side
+// by side, so 17 slices on 132 SMs and 14 on 108.
+TEST(KernelSchedule, ColumnSplitsFollowTheSmCount) {
+  kir::Kernel bias_grad = sum_columns(65536, 4096);
+  EXPECT_EQ(column_split(bias_grad, find_device("h100")), 17);
+  EXPECT_EQ(column_split(bias_grad, find_device("a100")), 14);
+  KernelConfig c = default_config(bias_grad, find_device("a100"));
+  EXPECT_TRUE(c.columns);
+  EXPECT_EQ(c.split, 14);
+  EXPECT_EQ(launch_config(bias_grad, c).grid[1], S(14));
+}
+
+// `tcc compile --device` decides the module's schedule: long_rows.tir's
+// global-length maxima split two blocks per SM of the device it names.
+TEST(KernelSchedule, CompileSplitsForTheTargetDevice) {
+  fs::path dir = make_temp_dir("tcc_kernel_schedule");
+  auto schedules = [&](const std::string& device) {
+    CompileOptions o = quick_compile_options();
+    o.host = false;
+    o.device = device;
+    compile_model(std::string(TCC_SOURCE_DIR) + "/tests/kernels/long_rows.tir", dir / device, o);
+    std::ifstream in(dir / device / "manifest.json");
+    std::stringstream text;
+    text << in.rdbuf();
+    nlohmann::json manifest = nlohmann::json::parse(text.str());
+    std::vector<std::string> out;
+    for (const auto& k : manifest.at("kernels")) out.push_back(k.at("schedule"));
+    return out;
+  };
+  std::vector<std::string> h100 = schedules("h100"), a100 = schedules("a100");
+  ASSERT_EQ(h100.size(), 3u);
+  ASSERT_EQ(a100.size(), 3u);
+  EXPECT_EQ(h100[1], "block 512, rows 1, split 132");
+  EXPECT_EQ(a100[1], "block 512, rows 1, split 108");
+  EXPECT_EQ(h100[0], a100[0]);  // four rows of 65536: sixteen slices of 4096 on either
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace tcc

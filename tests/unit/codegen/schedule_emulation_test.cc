@@ -1,0 +1,465 @@
+// The GPU's schedules of generated kernels: which reductions take column
+// blocks (KernelConfig::columns), and the CUDA text of column, split and
+// row-cache reductions, of tiled transposes, of scatters and of attention, compiled by NVRTC and run on
+// the host by tests/unit/codegen/cuda_emulator.h against the reference interpreter, at
+// the configurations autotuning tries.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <functional>
+#include <fstream>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "codegen/emit.h"
+#include "codegen/emit_c.h"
+#include "codegen/toolchain.h"
+#include "src/autotune/candidates.h"
+#include "src/interp/interpreter.h"
+#include "src/module/shared_library.h"
+#include "tests/unit/autotune/autotune_util.h"
+#include "tests/unit/codegen/emulated_launch.h"
+#include "tests/unit/support/temp_dir.h"
+
+namespace tcc {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<KernelConfig> column_configs(const kir::Kernel& k) {
+  std::vector<KernelConfig> out;
+  for (const KernelConfig& c : autotune::candidates(k))
+    if (c.columns) out.push_back(c);
+  return out;
+}
+
+// The config of `configs` that config_text spells `text`.
+const KernelConfig* find_config(const kir::Kernel& k, const std::vector<KernelConfig>& configs,
+                                const std::string& text) {
+  for (const KernelConfig& c : configs)
+    if (autotune::config_text(k, c) == text) return &c;
+  return nullptr;
+}
+
+TEST(ColumnReduction, TakesReductionsWhoseRowsLieSideBySide) {
+  ScheduledModel columns = schedule_model("tests/kernels/column_reductions.tir");
+  ASSERT_EQ(columns.schedule.kernels.size(), 3u);
+  for (const kir::Kernel& k : columns.schedule.kernels) {
+    EXPECT_TRUE(reduces_columns(k)) << k.name;
+    // The default reads in columns where the rows split (the sum and the max):
+    // 2 or 3 column blocks of 32 rows, so the 64 slices the symbolic b may fill.
+    KernelConfig d = default_config(k);
+    EXPECT_EQ(d.columns, splits_rows(k)) << k.name;
+    EXPECT_EQ(column_split(k), splits_rows(k) ? 64 : 0) << k.name;
+    std::vector<KernelConfig> configs = column_configs(k);
+    // Blocks of 64 to 1024 threads; the single-pass sum and max also 2 to 64 slices per row.
+    ASSERT_EQ(configs.size(), splits_rows(k) ? 11u : 5u) << k.name;
+    ASSERT_TRUE(row_count(k).is_constant());
+    const SymExpr blocks = SymExpr::constant((row_count(k).constant_value() + 31) / 32);
+    const KernelConfig* widest = find_config(k, configs, "block=1024 columns");
+    ASSERT_NE(widest, nullptr) << k.name;
+    LaunchConfig l = launch_config(k, *widest);
+    EXPECT_EQ(l.block, (std::array<int, 3>{32, 32, 1}));
+    EXPECT_EQ(l.grid[0], blocks) << k.name;
+    EXPECT_EQ(l.workspace_bytes, SymExpr());
+    if (!splits_rows(k)) continue;
+    const KernelConfig* most = find_config(k, configs, "block=256 columns split=64");
+    ASSERT_NE(most, nullptr) << k.name;
+    EXPECT_EQ(*most, d) << k.name;
+    l = launch_config(k, *most);
+    EXPECT_EQ(l.block, (std::array<int, 3>{32, 8, 1}));
+    EXPECT_EQ(l.grid[0], blocks) << k.name;
+    EXPECT_EQ(l.grid[1], SymExpr::constant(64));
+    EXPECT_EQ(l.workspace_bytes, row_count(k) * SymExpr::constant(64 * 8 + 4));
+  }
+  // Static extents: slices of at least 256 rows, and none where the column
+  // blocks alone fill the GPU.
+  ScheduledModel fixed = schedule_model("tests/kernels/column_reductions_static.tir");
+  ASSERT_EQ(fixed.schedule.kernels.size(), 2u);
+  EXPECT_EQ(column_split(fixed.schedule.kernels[0]), 4);
+  EXPECT_EQ(column_split(fixed.schedule.kernels[1]), 1);
+  EXPECT_TRUE(default_config(fixed.schedule.kernels[1]).columns);
+  // Rows of contiguous elements (softmax and layer norm over the last axis),
+  // a reduction over a middle axis whose rows are not adjacent, and kernels
+  // that are no reduction take no columns.
+  for (const char* model : {"tests/kernels/softmax.tir", "tests/kernels/layernorm.tir", "tests/kernels/concat.tir"})
+    for (const kir::Kernel& k : schedule_model(model).schedule.kernels) {
+      EXPECT_FALSE(reduces_columns(k)) << model << " " << k.name;
+      KernelConfig c = default_config(k);
+      c.columns = true;
+      EXPECT_FALSE(autotune::invalid_reason(k, c).empty()) << model << " " << k.name;
+    }
+}
+
+// Runs every kernel of `kernels` (configs[i] each, from `lib`) on random inputs
+// at `sizes` and compares its outputs with the interpreter's run of s's graph.
+void expect_emulated_runs_match(const ScheduledModel& s, const std::vector<kir::Kernel>& kernels,
+                                const std::vector<KernelConfig>& configs, const SharedLibrary& lib,
+                                const std::map<std::string, int64_t>& sizes) {
+  const Graph& g = *s.model->graph;
+  std::mt19937 rng(11);
+  std::normal_distribution<double> normal(0, 1);
+  std::map<std::string, Tensor> inputs;
+  for (const Value* v : g.inputs()) {
+    if (v->is_initializer()) continue;
+    std::vector<int64_t> shape;
+    for (const Dim& d : v->type().shape()) shape.push_back(*d.expr().evaluate(sizes));
+    // Bools (an attention's mask) are true three times in four.
+    Tensor t(v->type().dtype() == DType::Bool ? DType::Bool : DType::F32, shape);
+    for (int64_t i = 0; i < t.numel(); ++i) t.set_f64(i, t.dtype() == DType::Bool ? rng() % 4 != 0 : normal(rng));
+    inputs.emplace(v->name(), std::move(t));
+  }
+  Interpreter interp;
+  std::vector<Tensor> outs = interp.run(g, inputs);
+  std::map<std::string, Tensor> want;
+  for (size_t i = 0; i < outs.size(); ++i) want.emplace(g.outputs()[i]->name(), outs[i]);
+
+  for (size_t ki = 0; ki < kernels.size(); ++ki) {
+    const kir::Kernel& k = kernels[ki];
+    SCOPED_TRACE(k.name + " " + autotune::config_text(k, configs[ki]));
+    std::vector<Tensor> buffers;
+    for (const kir::Buffer& b : k.buffers) {
+      ASSERT_TRUE(b.output ? want.count(b.name) : inputs.count(b.name)) << b.name << " is no graph input or output";
+      buffers.push_back(b.output ? Tensor(DType::F32, want.at(b.name).shape()) : inputs.at(b.name));
+      if (b.output)
+        for (int64_t i = 0; i < buffers.back().numel(); ++i) buffers.back().set_f64(i, std::nan(""));
+    }
+    std::vector<void*> ptrs;
+    for (Tensor& t : buffers) ptrs.push_back(t.raw_mut());
+    std::vector<int64_t> args;
+    for (const std::string& p : k.size_params) args.push_back(sizes.at(p));
+    LaunchConfig l = launch_config(k, configs[ki]);
+    auto launch = reinterpret_cast<EmulatedLaunch>(lib.symbol("launch_" + k.name));
+    ASSERT_NE(launch, nullptr);
+    // Zeroed, as the runtime allocates it; launched twice, since each launch must leave the counters at 0.
+    std::vector<char> workspace(l.workspace_bytes == SymExpr() ? 0 : *l.workspace_bytes.evaluate(sizes));
+    for (int run = 0; run < (configs[ki].split > 1 ? 2 : 1); ++run)
+      launch(ptrs.data(), args.data(), workspace.data(), static_cast<unsigned>(*l.grid[0].evaluate(sizes)),
+             static_cast<unsigned>(*l.grid[1].evaluate(sizes)), 1, static_cast<unsigned>(l.block[0]),
+             static_cast<unsigned>(l.block[1]));
+    for (size_t b = 0; b < k.buffers.size(); ++b) {
+      if (!k.buffers[b].output) continue;
+      const Tensor& got = buffers[b];
+      const Tensor& expected = want.at(k.buffers[b].name);
+      // f32 sums of up to 9000 terms against the interpreter's doubles: within 1e-4 of
+      // the largest result (a wrong element or row is off by its own size).
+      double largest = 0;
+      for (int64_t i = 0; i < expected.numel(); ++i) largest = std::max(largest, std::fabs(expected.get_f64(i)));
+      int64_t bad = 0;
+      for (int64_t i = 0; i < got.numel(); ++i) {
+        double a = got.get_f64(i), e = expected.get_f64(i);
+        if (!(std::fabs(a - e) <= 1e-4 * largest + 1e-4 * std::fabs(e)) && bad++ < 5)
+          ADD_FAILURE() << k.buffers[b].name << " element " << i << ": emulated " << a << ", interpreter " << e;
+      }
+      EXPECT_EQ(bad, 0) << bad << " of " << got.numel() << " elements of " << k.buffers[b].name << " differ";
+    }
+  }
+}
+
+// Copies of s's kernels, one per config `pick` keeps of each kernel's
+// autotuning candidates (and its default where `pick` keeps it), named apart.
+struct KernelVariants {
+  std::vector<kir::Kernel> kernels;
+  std::vector<KernelConfig> configs;
+};
+KernelVariants variants(const ScheduledModel& s, const std::function<bool(const kir::Kernel&, const KernelConfig&)>& pick) {
+  KernelVariants out;
+  for (const kir::Kernel& base : s.schedule.kernels) {
+    std::vector<KernelConfig> grid;
+    for (const KernelConfig& c : autotune::candidates(base))
+      if (pick(base, c)) grid.push_back(c);
+    for (size_t i = 0; i < grid.size(); ++i) {
+      out.kernels.push_back(base);
+      out.kernels.back().name = base.name + "_c" + std::to_string(i);
+      out.configs.push_back(grid[i]);
+    }
+  }
+  return out;
+}
+
+// The CUDA text of v, which NVRTC must take as it is, built for the host with
+// the host prelude in place of NVRTC's (fixed-width types, bit casts), keeping
+// the combiners, the block and column combines, whose member functions are
+// inline, not static, and a launcher per kernel.
+SharedLibrary emulated_library(const KernelVariants& v, const fs::path& dir) {
+  std::string cuda = emit_cuda(v.kernels, v.configs);
+  std::vector<CudaBinary> bins = compile_cuda(cuda, {"sm_90"}, false, 1);
+  EXPECT_EQ(bins.size(), 1u);
+  std::vector<std::string> symbols = cubin_symbols(bins.at(0).bytes);
+  for (const kir::Kernel& k : v.kernels)
+    EXPECT_NE(std::find(symbols.begin(), symbols.end(), k.name), symbols.end()) << k.name;
+  size_t combiners = cuda.find("struct tcc_sum");
+  EXPECT_NE(combiners, std::string::npos);
+  std::string source = "#include \"" + std::string(TCC_SOURCE_DIR) + "/tests/unit/codegen/cuda_emulator.h\"\n" +
+                       emitc::prelude(emitc::Target::Host) + "#undef TCC_FN\n#define TCC_FN inline\n" +
+                       cuda.substr(combiners);
+  for (size_t i = 0; i < v.kernels.size(); ++i)
+    source += emulated_launcher(v.kernels[i], launch_config(v.kernels[i], v.configs[i]).workspace_bytes != SymExpr());
+  std::ofstream(dir / "emulated.cc") << source;
+  compile_host_library((dir / "emulated.cc").string(), (dir / "emulated.so").string());
+  return SharedLibrary((dir / "emulated.so").string());
+}
+
+TEST(ColumnReduction, EmulatedOnTheHostEveryBlockAndSplitMatchesTheInterpreter) {
+  ScheduledModel s = schedule_model("tests/kernels/column_reductions.tir");
+  fs::path dir = make_temp_dir("tcc_column_reduction");
+  // The emulator runs a thread per CUDA thread: a few slices suffice, and the
+  // default's 64, most of whose blocks find no slice at these sizes.
+  KernelVariants v = variants(s, [](const kir::Kernel& k, const KernelConfig& c) {
+    return c.columns && (c.split <= 4 || c == default_config(k));
+  });
+  SharedLibrary lib = emulated_library(v, dir);
+  // Columns of 9000 rows fill 36 slices of 256 (kColumnMinSlice); columns of
+  // 600 fill three, so split 4 leaves its last block without one.
+  for (int64_t b : {9000, 600}) {
+    SCOPED_TRACE("b=" + std::to_string(b));
+    expect_emulated_runs_match(s, v.kernels, v.configs, lib, {{"b", b}});
+  }
+  fs::remove_all(dir);
+}
+
+// Rows cut into slices (KernelConfig::split) in blocks of threads along x,
+// combined by warp shuffles: long static rows, rows of symbolic length, and a
+// max that also stores the elements it reduces (in its one pass, so it splits).
+TEST(SplitReduction, EmulatedOnTheHostRowSlicesMatchTheInterpreter) {
+  ScheduledModel s = schedule_model("tests/kernels/long_rows.tir");
+  for (const kir::Kernel& k : s.schedule.kernels) EXPECT_TRUE(splits_rows(k)) << k.name;
+  fs::path dir = make_temp_dir("tcc_split_reduction");
+  KernelVariants v = variants(s, [](const kir::Kernel&, const KernelConfig& c) {
+    return !c.columns && c.rows_per_block == 1 && c.block <= 512 && c.split <= 4;
+  });
+  int split = 0;
+  for (const KernelConfig& c : v.configs) split += c.split > 1;
+  EXPECT_GT(split, 0) << "no candidate splits rows";
+  SharedLibrary lib = emulated_library(v, dir);
+  // 20000 fills five slices of 4096 (kSplitMinSlice), so split 4 takes two
+  // slices' worth per block; 3000 fills one, and the other blocks return.
+  for (int64_t n : {20000, 3000}) {
+    SCOPED_TRACE("n=" + std::to_string(n));
+    expect_emulated_runs_match(s, v.kernels, v.configs, lib, {{"n", n}});
+  }
+  fs::remove_all(dir);
+}
+
+// Rows kept in registers (KernelConfig::row_cache): softmax and layer norm
+// over static rows, and over rows of symbolic length that fit every cached
+// candidate's cache (300), fit some (1000: not 16 x 32 threads), and fit none
+// (1500: the looped path the kernel keeps beside the cache), at every cached
+// candidate of up to 256 threads and one row per block or several.
+TEST(RowCache, EmulatedOnTheHostCachedRowsMatchTheInterpreter) {
+  const std::pair<const char*, std::vector<std::map<std::string, int64_t>>> models[] = {
+      {"tests/kernels/softmax.tir", {{{"b", 3}}}},
+      {"tests/kernels/layernorm.tir", {{{"b", 2}, {"s", 5}}}},
+      {"tests/kernels/symbolic_rows.tir", {{{"b", 2}, {"n", 300}}, {{"b", 2}, {"n", 1000}}, {{"b", 2}, {"n", 1500}}}},
+  };
+  for (const auto& [model, bindings] : models) {
+    SCOPED_TRACE(model);
+    ScheduledModel s = schedule_model(model);
+    KernelVariants v = variants(s, [](const kir::Kernel&, const KernelConfig& c) {
+      return c.row_cache > 0 && c.block <= 256 && c.rows_per_block <= 2;
+    });
+    ASSERT_FALSE(v.kernels.empty());
+    for (const kir::Kernel& k : s.schedule.kernels) EXPECT_GT(default_config(k).row_cache, 0) << k.name;
+    fs::path dir = make_temp_dir("tcc_row_cache");
+    SharedLibrary lib = emulated_library(v, dir);
+    for (const std::map<std::string, int64_t>& sizes : bindings) {
+      SCOPED_TRACE(sizes.count("n") ? "n=" + std::to_string(sizes.at("n")) : "static rows");
+      expect_emulated_runs_match(s, v.kernels, v.configs, lib, sizes);
+    }
+    fs::remove_all(dir);
+  }
+}
+
+// Transposes through shared-memory tiles (KernelConfig::tiled): attention's
+// K^T over a symbolic length that fills whole tiles (64) and one that leaves
+// the edge tiles partly empty (45), a transpose added to a tensor read in
+// order, and static 37 x 45 transposes, at every tiled candidate up to 256
+// threads (8 rows of 32 and fewer, each thread taking several rows of a tile).
+TEST(TiledTranspose, EmulatedOnTheHostTilesMatchTheInterpreter) {
+  ScheduledModel s = schedule_model("tests/kernels/transposes.tir");
+  ASSERT_EQ(s.schedule.kernels.size(), 3u);
+  std::vector<int> axes;
+  for (const kir::Kernel& k : s.schedule.kernels) {
+    axes.push_back(transpose_axis(k));
+    EXPECT_TRUE(default_config(k).tiled) << k.name;
+    EXPECT_EQ(launch_config(k).block, (std::array<int, 3>{32, 8, 1})) << k.name;
+  }
+  // K^T's heads and head dim merge into one axis of 64 (collapse_axes), across which it reads.
+  std::sort(axes.begin(), axes.end());
+  EXPECT_EQ(axes, (std::vector<int>{0, 1, 1}));
+  // Kernels that read in the order they write take no tiles.
+  for (const char* model : {"tests/kernels/pointwise_chain.tir", "tests/kernels/concat.tir", "tests/kernels/softmax.tir"})
+    for (const kir::Kernel& k : schedule_model(model).schedule.kernels) {
+      EXPECT_EQ(transpose_axis(k), -1) << model << " " << k.name;
+      EXPECT_FALSE(default_config(k).tiled) << model << " " << k.name;
+    }
+  fs::path dir = make_temp_dir("tcc_tiled_transpose");
+  KernelVariants v = variants(s, [](const kir::Kernel&, const KernelConfig& c) { return c.tiled && c.block <= 256; });
+  ASSERT_EQ(v.kernels.size(), 3u * 3u);  // 64, 128 and 256 threads
+  SharedLibrary lib = emulated_library(v, dir);
+  for (int64_t len : {45, 64}) {
+    SCOPED_TRACE("s=" + std::to_string(len));
+    expect_emulated_runs_match(s, v.kernels, v.configs, lib, {{"b", 2}, {"s", len}});
+  }
+  fs::remove_all(dir);
+}
+
+// Pointwise kernels as float4s on the host: axes that collapse_axes merged,
+// a bias broadcast along rows, a movement chain's copy, and concats. A guard that
+// no aligned four straddle (each input's range along the last axis starts at a
+// multiple of four, or the concat is along another axis) holds for the four
+// elements, so each input is read as float4s where it holds; a concat that
+// splits some four is read element by element.
+TEST(VectorPointwise, EmulatedOnTheHostFloat4sMatchTheInterpreter) {
+  ScheduledModel quads = schedule_model("tests/kernels/concat_quads.tir");
+  ASSERT_EQ(quads.schedule.kernels.size(), 3u);
+  std::vector<bool> vectorized;
+  for (const kir::Kernel& k : quads.schedule.kernels) vectorized.push_back(default_config(k).vector_width == 4);
+  EXPECT_EQ(vectorized, (std::vector<bool>{true, true, false}));
+  std::string cuda = emit_cuda({quads.schedule.kernels[0]}, {default_config(quads.schedule.kernels[0])});
+  EXPECT_NE(cuda.find(" ? *(const float4*)(p1 + "), std::string::npos) << cuda;
+
+  const std::pair<const char*, std::map<std::string, int64_t>> cases[] = {
+      {"tests/kernels/concat_quads.tir", {{"b", 3}, {"s", 5}}},
+      {"tests/kernels/contiguous_axes.tir", {{"b", 2}, {"s", 3}}},
+      {"tests/kernels/movement_chain.tir", {{"b", 3}, {"s", 5}}}};
+  for (const auto& [model, sizes] : cases) {
+    SCOPED_TRACE(model);
+    ScheduledModel s = schedule_model(model);
+    fs::path dir = make_temp_dir("tcc_vector_pointwise");
+    KernelVariants v = variants(s, [](const kir::Kernel& k, const KernelConfig& c) {
+      return vectorizes(k) ? c.block == 128 && c.vector_width == 4 : c == default_config(k);
+    });
+    ASSERT_EQ(v.kernels.size(), s.schedule.kernels.size());
+    EXPECT_TRUE(std::any_of(v.configs.begin(), v.configs.end(), [](const KernelConfig& c) { return c.vector_width == 4; }));
+    SharedLibrary lib = emulated_library(v, dir);
+    expect_emulated_runs_match(s, v.kernels, v.configs, lib, sizes);
+    fs::remove_all(dir);
+  }
+}
+
+// CumSum on the GPU: a row in tiles of the block's threads, each tile's
+// running sums a warp-shuffle scan combined through shared memory, carried
+// from tile to tile. Rows of 150 take three tiles of 64 threads (the last
+// partly past the row) or one of 256, one or two rows per block; and a
+// reversed exclusive scan along the first of three axes.
+TEST(Scan, EmulatedOnTheHostBlockScansMatchTheInterpreter) {
+  ScheduledModel s = schedule_model("tests/kernels/cumsum.tir");
+  ASSERT_EQ(s.schedule.kernels.size(), 2u);
+  for (const kir::Kernel& k : s.schedule.kernels) {
+    EXPECT_EQ(k.kind, kir::Kind::Reduction) << k.name;
+    EXPECT_TRUE(emitc::scans(k)) << k.name;
+    EXPECT_FALSE(reduces_columns(k)) << k.name;
+    KernelConfig d = default_config(k);
+    EXPECT_EQ(d.split, 1) << k.name;
+    EXPECT_EQ(d.row_cache, 0) << k.name;
+  }
+  KernelVariants v = variants(s, [](const kir::Kernel&, const KernelConfig& c) {
+    return (c.block == 64 || c.block == 256) && c.rows_per_block <= 2;
+  });
+  ASSERT_GE(v.kernels.size(), 4u);
+  fs::path dir = make_temp_dir("tcc_scan");
+  SharedLibrary lib = emulated_library(v, dir);
+  expect_emulated_runs_match(s, v.kernels, v.configs, lib, {{"b", 3}});
+  fs::remove_all(dir);
+}
+
+// Scatters' combining stores on the GPU: the output starts as a copy of the
+// data (the runtime's copy, made here), and a block's threads combine their
+// updates into it at once, through atomicAdd and tcc_atomic's compare-and-swap.
+// Every combining scatter of tests/kernels/scatter.tir (add, mul, max, min; f32
+// and i64; repeated indices) matches the interpreter, float adds within their
+// order's rounding. Reduction none leaves one of several updates to an element,
+// on the GPU unspecified which: the host library's tests check those.
+TEST(Scatter, EmulatedOnTheHostAtomicUpdatesMatchTheInterpreter) {
+  ScheduledModel s = schedule_model("tests/kernels/scatter.tir");
+  KernelVariants v;
+  std::vector<const Node*> nodes;
+  for (const Step& step : s.schedule.steps) {
+    ASSERT_EQ(step.kind, Step::Kind::Kernel) << step.node;
+    const kir::Kernel& k = s.schedule.kernels.at(static_cast<size_t>(step.kernel));
+    bool combines = std::any_of(k.body.begin(), k.body.end(),
+                                [](const kir::Instr& in) { return in.accumulate != kir::Accumulate::None; });
+    if (!combines) continue;
+    EXPECT_GE(k.copy_from, 0) << step.node;
+    v.kernels.push_back(k);
+    v.kernels.back().name = k.name + "_" + std::to_string(nodes.size());
+    v.configs.push_back(default_config(k));
+    for (const auto& n : s.model->graph->nodes())
+      if (n->name() == step.node) nodes.push_back(n.get());
+    ASSERT_EQ(nodes.size(), v.kernels.size()) << step.node;
+  }
+  ASSERT_EQ(v.kernels.size(), 5u);
+  fs::path dir = make_temp_dir("tcc_scatter");
+  SharedLibrary lib = emulated_library(v, dir);
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<double> real(-2.0, 2.0);
+  std::uniform_int_distribution<int64_t> index(-9, 9);
+  const std::map<std::string, int64_t> sizes = {{"n", 6}};
+  Interpreter interp;
+  for (size_t i = 0; i < v.kernels.size(); ++i) {
+    const kir::Kernel& k = v.kernels[i];
+    SCOPED_TRACE(nodes[i]->name());
+    std::vector<Tensor> buffers;
+    for (const kir::Buffer& b : k.buffers) {
+      std::vector<int64_t> shape;
+      for (const SymExpr& d : b.shape) shape.push_back(*d.evaluate(sizes));
+      buffers.emplace_back(b.dtype, shape);
+      for (int64_t e = 0; e < buffers.back().numel(); ++e)
+        buffers.back().set_f64(e, is_float(b.dtype) ? real(rng) : static_cast<double>(index(rng)));
+    }
+    std::vector<const Tensor*> inputs;
+    for (size_t b = 0; b + 1 < buffers.size(); ++b) inputs.push_back(&buffers[b]);
+    ASSERT_EQ(inputs.size(), nodes[i]->num_inputs());
+    Tensor want = interp.eval_node(*nodes[i], inputs).at(0);
+    Tensor& got = buffers.back();
+    got = buffers.at(static_cast<size_t>(k.copy_from)).clone();
+    std::vector<void*> ptrs;
+    for (Tensor& t : buffers) ptrs.push_back(t.raw_mut());
+    std::vector<int64_t> args;
+    for (const std::string& p : k.size_params) args.push_back(sizes.at(p));
+    LaunchConfig l = launch_config(k, v.configs[i]);
+    auto launch = reinterpret_cast<EmulatedLaunch>(lib.symbol("launch_" + k.name));
+    ASSERT_NE(launch, nullptr);
+    launch(ptrs.data(), args.data(), nullptr, static_cast<unsigned>(*l.grid[0].evaluate(sizes)),
+           static_cast<unsigned>(*l.grid[1].evaluate(sizes)), static_cast<unsigned>(*l.grid[2].evaluate(sizes)),
+           static_cast<unsigned>(l.block[0]), static_cast<unsigned>(l.block[1]));
+    ASSERT_EQ(got.shape(), want.shape());
+    int64_t bad = 0;
+    for (int64_t e = 0; e < got.numel(); ++e) {
+      bool same = is_float(want.dtype()) ? std::fabs(got.get_f64(e) - want.get_f64(e)) <= 1e-5 * (1 + std::fabs(want.get_f64(e)))
+                                         : got.get_i64(e) == want.get_i64(e);
+      if (!same && bad++ < 5)
+        ADD_FAILURE() << "element " << e << ": emulated " << got.get_f64(e) << ", interpreter " << want.get_f64(e);
+    }
+    EXPECT_EQ(bad, 0) << bad << " of " << got.numel() << " elements differ";
+  }
+  fs::remove_all(dir);
+}
+
+// The attention template (codegen/attention_template.h): grouped-query causal
+// heads, 3-D operands with an additive mask and soft-capping, a boolean mask
+// and causal heads of 6, each in the split layout with 2, 4 and 8 lanes to a
+// row and in the warp layout, and a head of 160 in the warp layout; over a full
+// and a partial key tile and two or more blocks of query rows. Every default,
+// and every candidate of 64 threads (the autotuning grid's other blocks change
+// only how many rows a block takes).
+TEST(Attention, EmulatedOnTheHostFlashTilesMatchTheInterpreter) {
+  ScheduledModel s = schedule_model("tests/kernels/attention.tir");
+  ASSERT_EQ(s.schedule.kernels.size(), 5u);
+  for (const kir::Kernel& k : s.schedule.kernels) EXPECT_EQ(k.kind, kir::Kind::Attention) << k.name;
+  fs::path dir = make_temp_dir("tcc_attention");
+  KernelVariants v =
+      variants(s, [](const kir::Kernel& k, const KernelConfig& c) { return c == default_config(k) || c.block == 64; });
+  EXPECT_EQ(v.kernels.size(), 4 * 5 + 1u);
+  SharedLibrary lib = emulated_library(v, dir);
+  expect_emulated_runs_match(s, v.kernels, v.configs, lib, {{"b", 2}, {"s", 37}});
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace tcc

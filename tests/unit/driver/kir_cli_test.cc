@@ -1,0 +1,81 @@
+// `tcc kir` as a command (src/driver/cmd_kir.cc): a model's kernels come out as
+// kernel IR that reads back unchanged, malformed or invalid kernel IR exits 2
+// with the parser's or verifier's message, and the flags are checked. What the
+// passes and emitters do on text is tested by tests/kernel_ir/.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "tests/unit/support/cli_util.h"
+#include "tests/unit/support/temp_dir.h"
+
+namespace tcc {
+namespace {
+
+namespace fs = std::filesystem;
+
+class KirCli : public testing::Test {
+ protected:
+  void SetUp() override { dir_ = make_temp_dir("tcc_kir_cli_test"); }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string write(const std::string& name, const std::string& text) {
+    fs::path p = dir_ / name;
+    std::ofstream(p) << text;
+    return shell_quote(p.string());
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(KirCli, LowersAModelAndReadsItsKernelsBack) {
+  std::string model = shell_quote(std::string(TCC_SOURCE_DIR) + "/tests/kernels/softmax.tir");
+  CliResult lowered = run_tcc("kir " + model + " -o " + shell_quote((dir_ / "softmax.kir").string()));
+  ASSERT_EQ(lowered.code, 0) << lowered.output;
+  std::ifstream in(dir_ / "softmax.kir");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text.rfind("kernel tcc_k0_reduction reduction domain [", 0), 0u) << text;
+  CliResult again = run_tcc("kir " + shell_quote((dir_ / "softmax.kir").string()));
+  EXPECT_EQ(again.code, 0);
+  EXPECT_EQ(again.output, text);
+}
+
+TEST_F(KirCli, InvalidKernelIrExitsTwoWithTheMessage) {
+  std::string bad = write("bad.kir",
+                          "kernel k pointwise domain [4]\n"
+                          "  buffer x: f32[4] in\n"
+                          "  buffer y: f32[4] out\n"
+                          "  %0: f32 = load x [1]\n"
+                          "  %1: f32 = add %0, %2\n"
+                          "  %2 = store y [1], %0\n");
+  CliResult r = run_tcc("kir " + bad);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("bad.kir:5:3: %1 (add) reads %2, which is not defined before it"), std::string::npos)
+      << r.output;
+  CliResult syntax = run_tcc("kir " + write("syntax.kir", "kernel k pointwise domain [4\n"));
+  EXPECT_EQ(syntax.code, 2);
+  EXPECT_NE(syntax.output.find("syntax.kir:2:1: expected ']', got end of file"), std::string::npos) << syntax.output;
+}
+
+TEST_F(KirCli, UnknownPassOrEmitExitsTwo) {
+  std::string ok = write("ok.kir",
+                         "kernel k pointwise domain [4]\n"
+                         "  buffer y: f32[4] out\n"
+                         "  %0: f32 = const 1\n"
+                         "  %1 = store y [1], %0\n");
+  CliResult pass = run_tcc("kir " + ok + " --passes=collapse_axes,fold");
+  EXPECT_EQ(pass.code, 2);
+  EXPECT_NE(pass.output.find("unknown kernel-IR pass 'fold' (known: collapse_axes)"), std::string::npos)
+      << pass.output;
+  CliResult emit = run_tcc("kir " + ok + " --emit=ptx");
+  EXPECT_EQ(emit.code, 2);
+  EXPECT_NE(emit.output.find("unknown --emit 'ptx' (known: ir, cuda, c)"), std::string::npos) << emit.output;
+  CliResult list = run_tcc("kir --list-passes");
+  EXPECT_EQ(list.code, 0);
+  EXPECT_EQ(list.output.rfind("collapse_axes  ", 0), 0u) << list.output;
+}
+
+}  // namespace
+}  // namespace tcc

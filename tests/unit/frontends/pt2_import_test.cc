@@ -1,0 +1,202 @@
+// torch.export .pt2 archives (tests/pt2, written by scripts/gen-pt2 with
+// PyPI's torch): an MLP, a CNN, a GPT-style block, transformers' GPT-2 and
+// torchvision's MobileNetV3 (in-place activations in the training IR, clamp in
+// core ATen), each in the training IR and in core ATen. The interpreter and
+// the compiled module's host build match torch's outputs, compile has no host
+// step, explain finds no graph break, and the graph signature's parameters,
+// buffers, symbols and sources arrive.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "frontends/load_model.h"
+#include "src/analysis/trace.h"
+#include "src/interp/interpreter.h"
+#include "src/shape/shape_inference.h"
+#include "tests/unit/support/cli_util.h"
+#include "tests/unit/support/example_models.h"
+#include "tests/unit/support/temp_dir.h"
+
+namespace tcc {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const fs::path kPt2 = fs::path(TCC_SOURCE_DIR) / "tests/pt2";
+
+struct Program {
+  std::string model;  // folder of inputs and outputs
+  std::string file;   // archive
+};
+
+void PrintTo(const Program& p, std::ostream* os) { *os << p.file; }
+
+std::vector<Program> programs() {
+  std::vector<Program> out;
+  for (const char* m : {"mlp", "cnn", "gpt_block", "hf_gpt2", "mobilenetv3"})
+    for (const char* suffix : {".pt2", ".core.pt2"}) out.push_back({m, std::string(m) + suffix});
+  return out;
+}
+
+std::string test_name(const ::testing::TestParamInfo<Program>& i) {
+  std::string n = i.param.file.substr(0, i.param.file.size() - 4);
+  for (char& c : n)
+    if (c == '.') c = '_';
+  return n;
+}
+
+std::map<std::string, Tensor> inputs_of(const std::string& model) { return read_example_inputs(kPt2 / model); }
+
+Tensor expected_of(const std::string& model) { return read_example_outputs(kPt2 / model).at(0); }
+
+class Pt2Program : public ::testing::TestWithParam<Program> {
+ protected:
+  void SetUp() override { dir_ = make_temp_dir("tcc_pt2_test"); }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+};
+
+TEST_P(Pt2Program, InterpreterMatchesTorch) {
+  auto m = load_model((kPt2 / GetParam().file).string());
+  infer_shapes(*m->graph);
+  Interpreter interp;
+  std::vector<Tensor> out = interp.run(*m->graph, inputs_of(GetParam().model));
+  ASSERT_EQ(out.size(), 1u);
+  expect_close_to(out[0], expected_of(GetParam().model), GetParam().file, "torch");
+}
+
+TEST_P(Pt2Program, ExplainFindsNoGraphBreak) {
+  CliResult r = run_tcc("explain " + shell_quote((kPt2 / GetParam().file).string()) + " --format json", "", 60);
+  ASSERT_EQ(r.code, 0) << r.output;
+  json j = json::parse(r.output.substr(r.output.find('{')));
+  EXPECT_EQ(j["graph_break_count"], 0) << j["graph_breaks"].dump(1);
+}
+
+TEST_P(Pt2Program, CompilesWithNoHostStepAndMatchesTorch) {
+  compile_with_no_host_step(kPt2 / GetParam().file, dir_ / "module");
+  if (HasFatalFailure()) return;
+  std::map<std::string, Tensor> inputs = inputs_of(GetParam().model);
+  std::vector<Tensor> outs = run_module_on_host(dir_ / "module", inputs);
+  ASSERT_EQ(outs.size(), 1u);
+  expect_close_to(outs[0], expected_of(GetParam().model), GetParam().file + " (host build)", "torch");
+}
+
+INSTANTIATE_TEST_SUITE_P(Programs, Pt2Program, ::testing::ValuesIn(programs()), test_name);
+
+// --train on the GPT-style block: its scaled_dot_product_attention is one
+// tcc::Attention, which autodiff differentiates through its decomposition.
+TEST(Pt2Import, TrainingStepCompilesWithNoHostStep) {
+  fs::path dir = make_temp_dir("tcc_pt2_train");
+  CompileRequest req;
+  req.model = (kPt2 / "gpt_block.pt2").string();
+  req.output = (dir / "module").string();
+  req.options = quick_compile_options();
+  auto m = load_model(req.model);
+  req.train.train = true;
+  req.train.loss_fn = "cross_entropy";
+  req.train.loss_on = m->graph->outputs().at(0)->name();
+  req.train.label = "label";
+  CompileResult r = compile(req);
+  EXPECT_TRUE(r.fallbacks.empty());
+  ASSERT_TRUE(r.training.has_value());
+  EXPECT_FALSE(r.training->params.empty());
+  fs::remove_all(dir);
+}
+
+TEST(Pt2Import, SignatureBecomesInputsAndInitializers) {
+  auto m = load_model((kPt2 / "gpt_block.pt2").string());
+  const Graph& g = *m->graph;
+  ASSERT_EQ(g.inputs().size(), 1u);
+  EXPECT_EQ(g.inputs()[0]->name(), "ids");
+  const Type& t = g.inputs()[0]->type();
+  ASSERT_TRUE(t.is_tensor() && t.rank() == 2);
+  EXPECT_EQ(t.dtype(), DType::I64);
+  EXPECT_FALSE(t.shape()[0].is_static());
+  EXPECT_FALSE(t.shape()[1].is_static());
+  // Parameters and buffers, named by their module path.
+  std::set<std::string> inits;
+  for (const Value* v : g.initializers()) inits.insert(v->name());
+  for (const char* name : {"tok.weight", "blocks.0.qkv.weight", "blocks.1.ln2.bias", "blocks.1.mask", "head.weight"})
+    EXPECT_TRUE(inits.count(name)) << name;
+  // range_constraints: batch in [2, 64], seq in [2, 11].
+  std::string batch = t.shape()[0].str(), seq = t.shape()[1].str();
+  EXPECT_EQ(m->metadata["pt2.range." + batch], "[2, 64]");
+  EXPECT_EQ(m->metadata["pt2.range." + seq], "[2, 11]");
+  EXPECT_EQ(m->metadata["pt2.dialect"], "TRAINING");
+  EXPECT_EQ(m->producer.rfind("torch 2.", 0), 0u) << m->producer;
+}
+
+// range_constraints become guards: the module refuses a sequence past the
+// exported range (seq <= 11: the position table has 12 rows) before it runs,
+// explain lists the bounds among the guards, and a range that cannot be read
+// is an input error naming the archive and the symbol.
+TEST(Pt2Import, RangeConstraintsBecomeGuards) {
+  const fs::path archive = kPt2 / "gpt_block.pt2";
+  fs::path dir = make_temp_dir("tcc_pt2_ranges");
+  compile_with_no_host_step(archive, dir / "module");
+  std::ifstream manifest_file(dir / "module" / "manifest.json");
+  json manifest = json::parse(manifest_file);
+  std::set<std::string> exprs;
+  for (const json& g : manifest["guards"])
+    if (g.contains("expr")) exprs.insert(g["expr"].get<std::string>());
+  EXPECT_TRUE(exprs.count("ids.size()[0] <= 64")) << manifest["guards"].dump(1);
+  EXPECT_TRUE(exprs.count("ids.size()[1] <= 11")) << manifest["guards"].dump(1);
+  tcc_module* module = nullptr;
+  ASSERT_EQ(tcc_module_load((dir / "module").c_str(), &module), TCC_OK) << tcc_last_error();
+  for (int64_t seq : {11, 12}) {
+    std::map<std::string, Tensor> inputs = {{"ids", Tensor(DType::I64, {3, seq})}};
+    std::vector<tcc_tensor> ins = module_inputs(module, inputs);
+    int64_t dims[8];
+    int32_t rank = 0;
+    tcc_status status = tcc_module_output_shape(module, ins.data(), ins.size(), 0, dims, 8, &rank);
+    if (seq == 11) {
+      EXPECT_EQ(status, TCC_OK) << tcc_last_error();
+    } else {
+      EXPECT_EQ(status, TCC_ERROR_INVALID_ARGUMENT);
+      EXPECT_NE(std::string(tcc_last_error()).find("guard 'ids.size()[1] <= 11'"), std::string::npos)
+          << tcc_last_error();
+    }
+  }
+  tcc_module_free(module);
+  fs::remove_all(dir);
+
+  CliResult r = run_tcc("explain " + shell_quote(archive.string()) + " --format json", "", 60);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("ids.size()[1] <= 11"), std::string::npos) << r.output;
+
+  auto m = load_model(archive.string());
+  ShapeInfo info = infer_shapes(*m->graph);
+  ModelSignature sig = build_signature(*m->graph, info);
+  std::string seq = m->graph->inputs()[0]->type().shape()[1].str();
+  m->metadata["pt2.range." + seq] = "[2, eleven]";
+  try {
+    read_size_ranges(sig, m->metadata, archive.string());
+    ADD_FAILURE() << "read the range [2, eleven]";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find(archive.string() + ": the range of symbol '" + seq + "' is '[2, eleven]'"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Pt2Import, NodesCarryTheUsersSourceAndModule) {
+  auto m = load_model((kPt2 / "mlp.pt2").string());
+  bool found = false;
+  for (const auto& n : m->graph->nodes()) {
+    if (n->op_type() != "Gemm") continue;
+    EXPECT_NE(n->source().find("gen-pt2:"), std::string::npos) << n->source();
+    EXPECT_NE(n->source().find("(fc"), std::string::npos) << n->source();
+    found = true;
+  }
+  EXPECT_TRUE(found);
+}
+
+}  // namespace
+}  // namespace tcc

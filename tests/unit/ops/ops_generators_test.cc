@@ -1,0 +1,265 @@
+// Shape rules and reference kernels of the generator ops (OneHot, EyeLike and
+// the random generators), ReverseSequence and Det. The random generators'
+// streams are tcc's own, so their tests check what the spec promises: shape,
+// dtype, range, moments over many samples, and one stream per seed.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "src/ops/kernel_roles.h"
+#include "src/ops/op_registry.h"
+#include "tests/unit/ops/ops_test_util.h"
+
+namespace tcc {
+namespace {
+
+using testing::f32;
+using testing::floats;
+using testing::i64;
+using testing::OneOp;
+using testing::OpGraph;
+using testing::tensor_type;
+
+using Attrs = std::map<std::string, Attribute>;
+
+TEST(GeneratorOps, OneHotPutsTheAxisWhereAsked) {
+  OpGraph t(11);
+  Value* ind = t.input("ind", tensor_type(DType::I64, {"2", "2"}));
+  Value* values = t.g.add_initializer("values", f32({-1, 5}, {2}));
+  Value* last = t.op("OneHot", {ind, t.scalar(3), values});
+  Value* first = t.op("OneHot", {ind, t.scalar(3), values}, {{"axis", Attribute::of_int(0)}});
+  t.infer();
+  EXPECT_EQ(last->type().str(), "f32[2, 2, 3]");
+  EXPECT_EQ(first->type().str(), "f32[3, 2, 2]");
+  // -1 wraps to 2; 3 and -4 are out of range, a row of "off".
+  auto out = t.run({last, first}, {{"ind", i64({0, -1, 3, -4}, {2, 2})}});
+  EXPECT_EQ(floats(out[0]), (std::vector<double>{5, -1, -1, -1, -1, 5, -1, -1, -1, -1, -1, -1}));
+  EXPECT_EQ(floats(out[1]), (std::vector<double>{5, -1, -1, -1, -1, -1, -1, -1, -1, 5, -1, -1}));
+}
+
+TEST(GeneratorOps, OneHotOfARuntimeDepthHasAFreshDim) {
+  OneOp op("OneHot", {tensor_type(DType::F32, {"n"}), tensor_type(DType::F32, {}), tensor_type(DType::I32, {"2"})},
+           {}, 11);
+  EXPECT_EQ(op.type(), "i32[n, u0]");
+  Tensor values(DType::I32, {2});
+  values.set_i64(1, 1);
+  // Float indices truncate toward zero: 1.7 is 1.
+  Tensor out = op.run({f32({1.7f, 0}, {2}), Tensor::scalar_f32(2), values});
+  EXPECT_EQ(out.shape(), (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(out.to_i64_vector(), (std::vector<int64_t>{0, 1, 1, 0}));
+}
+
+TEST(GeneratorOps, OneHotBeforeOpset11KeepsNegativeIndicesOff) {
+  OneOp op("OneHot", {tensor_type(DType::I64, {"1"}), tensor_type(DType::I64, {}), tensor_type(DType::F32, {"2"})},
+           {}, 10);
+  EXPECT_EQ(floats(op.run({i64({-1}, {1}), Tensor::scalar_i64(2), f32({0, 1}, {2})})), (std::vector<double>{0, 0}));
+}
+
+TEST(GeneratorOps, OneHotRefusesBadOperands) {
+  OneOp values("OneHot", {tensor_type(DType::I64, {"2"}), tensor_type(DType::I64, {}), tensor_type(DType::F32, {"3"})});
+  EXPECT_NE(values.error().find("values must be a 1-D tensor of 2 elements"), std::string::npos) << values.error();
+  OneOp depth("OneHot", {tensor_type(DType::I64, {"2"}), tensor_type(DType::I64, {"2"}), tensor_type(DType::F32, {"2"})});
+  EXPECT_NE(depth.error().find("depth must be a scalar"), std::string::npos) << depth.error();
+  OneOp run("OneHot", {tensor_type(DType::I64, {"1"}), tensor_type(DType::I64, {}), tensor_type(DType::F32, {"2"})});
+  EXPECT_THROW(run.run({i64({0}, {1}), Tensor::scalar_i64(0), f32({0, 1}, {2})}), InputError);
+}
+
+TEST(GeneratorOps, EyeLikeShiftsTheDiagonalByK) {
+  OneOp up("EyeLike", {tensor_type(DType::F32, {"3", "4"})}, {{"k", Attribute::of_int(1)}});
+  EXPECT_EQ(up.type(), "f32[3, 4]");
+  EXPECT_EQ(floats(up.run({Tensor(DType::F32, {3, 4})})),
+            (std::vector<double>{0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1}));
+  OneOp down("EyeLike", {tensor_type(DType::F32, {"3", "2"})},
+             {{"k", Attribute::of_int(-1)}, {"dtype", Attribute::of_int(static_cast<int64_t>(DType::I32))}});
+  EXPECT_EQ(down.type(), "i32[3, 2]");
+  Tensor out = down.run({Tensor(DType::F32, {3, 2})});
+  EXPECT_EQ(out.dtype(), DType::I32);
+  EXPECT_EQ(out.to_i64_vector(), (std::vector<int64_t>{0, 0, 1, 0, 0, 1}));
+  OneOp cube("EyeLike", {tensor_type(DType::F32, {"2", "2", "2"})});
+  EXPECT_NE(cube.error().find("expected a 2-D input"), std::string::npos) << cube.error();
+}
+
+TEST(GeneratorOps, EyeLikeHasAKernelExpression) {
+  const OpDef* def = OpRegistry::get().lookup("", "EyeLike", 17);
+  ASSERT_NE(def, nullptr);
+  EXPECT_TRUE(def->pointwise != nullptr);
+  OneOp op("EyeLike", {tensor_type(DType::F32, {"3", "3"})});
+  op.type();
+  EXPECT_EQ(kernel_role(*op.node), KernelRole::Pointwise);
+}
+
+// ---- random generators ----------------------------------------------------------
+
+struct Moments {
+  double mean = 0, variance = 0, min = INFINITY, max = -INFINITY;
+};
+
+Moments moments(const Tensor& t) {
+  Moments m;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    double v = t.get_f64(i);
+    m.mean += v;
+    m.min = std::min(m.min, v);
+    m.max = std::max(m.max, v);
+  }
+  m.mean /= static_cast<double>(t.numel());
+  for (int64_t i = 0; i < t.numel(); ++i) m.variance += (t.get_f64(i) - m.mean) * (t.get_f64(i) - m.mean);
+  m.variance /= static_cast<double>(t.numel());
+  return m;
+}
+
+Attribute ints(std::vector<int64_t> v) { return Attribute::of_ints(std::move(v)); }
+
+TEST(RandomOps, UniformStaysInItsRangeWithItsMoments) {
+  OneOp op("RandomUniform", {}, {{"shape", ints({200, 100})}, {"low", Attribute::of_float(2)},
+                                 {"high", Attribute::of_float(5)}, {"seed", Attribute::of_float(7)}});
+  EXPECT_EQ(op.type(), "f32[200, 100]");
+  Tensor out = op.run({});
+  ASSERT_EQ(out.dtype(), DType::F32);
+  Moments m = moments(out);
+  EXPECT_GE(m.min, 2.0);
+  EXPECT_LT(m.max, 5.0);
+  // 20000 draws: the mean's standard error is 0.006, the variance's 0.005.
+  EXPECT_NEAR(m.mean, 3.5, 0.05);
+  EXPECT_NEAR(m.variance, 9.0 / 12.0, 0.04);
+}
+
+TEST(RandomOps, NormalHasItsMeanAndScale) {
+  OneOp op("RandomNormal", {}, {{"shape", ints({20000})}, {"mean", Attribute::of_float(1)},
+                                {"scale", Attribute::of_float(2)},
+                                {"dtype", Attribute::of_int(static_cast<int64_t>(DType::F64))}});
+  EXPECT_EQ(op.type(), "f64[20000]");
+  Moments m = moments(op.run({}));
+  EXPECT_NEAR(m.mean, 1.0, 0.1);
+  EXPECT_NEAR(m.variance, 4.0, 0.25);
+}
+
+TEST(RandomOps, OneSeedGivesOneStream) {
+  auto draw = [](const char* op, float seed) {
+    return OneOp(op, {}, {{"shape", ints({64})}, {"seed", Attribute::of_float(seed)}}).run({});
+  };
+  for (const char* op : {"RandomUniform", "RandomNormal"}) {
+    EXPECT_TRUE(draw(op, 3).identical(draw(op, 3))) << op;
+    EXPECT_FALSE(draw(op, 3).identical(draw(op, 4))) << op;
+  }
+}
+
+TEST(RandomOps, LikeOpsTakeTheInputsShapeAndDtype) {
+  OneOp half("RandomUniformLike", {tensor_type(DType::F16, {"n", "3"})});
+  EXPECT_EQ(half.type(), "f16[n, 3]");
+  Tensor out = half.run({Tensor(DType::F16, {500, 3})});
+  ASSERT_EQ(out.dtype(), DType::F16);
+  EXPECT_EQ(out.shape(), (std::vector<int64_t>{500, 3}));
+  Moments m = moments(out);
+  EXPECT_GE(m.min, 0.0);
+  EXPECT_LT(m.max, 1.0);
+  OneOp normal("RandomNormalLike", {tensor_type(DType::I64, {"4"})},
+               {{"dtype", Attribute::of_int(static_cast<int64_t>(DType::F32))}});
+  EXPECT_EQ(normal.type(), "f32[4]");
+  OneOp untyped("RandomNormalLike", {tensor_type(DType::I64, {"4"})});
+  EXPECT_NE(untyped.error().find("generates float16, float or double"), std::string::npos) << untyped.error();
+}
+
+TEST(RandomOps, RandomDtypesFollowTheOpset) {
+  Attrs bf16 = {{"shape", ints({2})}, {"dtype", Attribute::of_int(static_cast<int64_t>(DType::BF16))}};
+  EXPECT_EQ(OneOp("RandomUniform", {}, bf16, 22).type(), "bf16[2]");
+  EXPECT_NE(OneOp("RandomUniform", {}, bf16, 21).error().find("not bf16"), std::string::npos);
+  Attrs i32 = {{"shape", ints({2})}, {"dtype", Attribute::of_int(static_cast<int64_t>(DType::I32))}};
+  EXPECT_NE(OneOp("RandomNormal", {}, i32).error().find("not i32"), std::string::npos);
+  EXPECT_NE(OneOp("RandomNormal", {}).error().find("needs a 'shape'"), std::string::npos);
+  EXPECT_TRUE(OpRegistry::get().lookup("", "RandomNormal", 17)->has(kRandom));
+}
+
+TEST(RandomOps, BernoulliDrawsOnesWithProbabilityP) {
+  OneOp op("Bernoulli", {tensor_type(DType::F32, {"20000"})},
+           {{"dtype", Attribute::of_int(static_cast<int64_t>(DType::I32))}, {"seed", Attribute::of_float(1)}}, 15);
+  EXPECT_EQ(op.type(), "i32[20000]");
+  Tensor p(DType::F32, {20000});
+  for (int64_t i = 0; i < p.numel(); ++i) p.set_f64(i, i % 2 == 0 ? 0.3 : (i % 4 == 1 ? 0.0 : 1.0));
+  Tensor out = op.run({p});
+  ASSERT_EQ(out.dtype(), DType::I32);
+  int64_t ones = 0;
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    int64_t v = out.get_i64(i);
+    ASSERT_TRUE(v == 0 || v == 1);
+    if (i % 4 == 1) {
+      ASSERT_EQ(v, 0) << "p = 0 at " << i;
+    }
+    if (i % 4 == 3) {
+      ASSERT_EQ(v, 1) << "p = 1 at " << i;
+    }
+    if (i % 2 == 0) ones += v;
+  }
+  // 10000 draws at p = 0.3: the frequency's standard error is 0.0046.
+  EXPECT_NEAR(static_cast<double>(ones) / 10000, 0.3, 0.025);
+  EXPECT_TRUE(out.identical(op.run({p})));
+  EXPECT_THROW(op.run({f32(std::vector<float>(20000, 1.5f), {20000})}), InputError);
+}
+
+TEST(RandomOps, MultinomialSamplesBySoftmaxOfTheLogits) {
+  OneOp op("Multinomial", {tensor_type(DType::F32, {"2", "3"})}, {{"sample_size", Attribute::of_int(6000)}});
+  EXPECT_EQ(op.type(), "i32[2, 6000]");
+  // Row 0: probabilities 0.2, 0.8, 0; row 1: class 2 only.
+  float zero = -std::numeric_limits<float>::infinity();
+  Tensor x = f32({std::log(0.2f), std::log(0.8f), zero, zero, zero, 0.0f}, {2, 3});
+  Tensor out = op.run({x});
+  ASSERT_EQ(out.dtype(), DType::I32);
+  int64_t counts[3] = {0, 0, 0};
+  for (int64_t s = 0; s < 6000; ++s) {
+    ++counts[out.get_i64(s)];
+    ASSERT_EQ(out.get_i64(6000 + s), 2);
+  }
+  EXPECT_EQ(counts[2], 0);
+  // The frequency's standard error is 0.005.
+  EXPECT_NEAR(static_cast<double>(counts[0]) / 6000, 0.2, 0.03);
+  OneOp i64_out("Multinomial", {tensor_type(DType::F32, {"b", "3"})},
+                {{"dtype", Attribute::of_int(static_cast<int64_t>(DType::I64))}});
+  EXPECT_EQ(i64_out.type(), "i64[b, 1]");
+  OneOp f32_out("Multinomial", {tensor_type(DType::F32, {"1", "3"})},
+                {{"dtype", Attribute::of_int(static_cast<int64_t>(DType::F32))}});
+  EXPECT_NE(f32_out.error().find("int32 or int64"), std::string::npos) << f32_out.error();
+}
+
+// ---- ReverseSequence, Det ----------------------------------------------------------
+
+TEST(ReverseSequenceOp, ReversesEachBatchEntrysPrefix) {
+  // The spec's example: time along axis 0, batch along axis 1.
+  OneOp op("ReverseSequence", {tensor_type(DType::F32, {"4", "4"}), tensor_type(DType::I64, {"4"})}, {}, 10);
+  EXPECT_EQ(op.type(), "f32[4, 4]");
+  Tensor x = testing::iota_f32({4, 4});
+  EXPECT_EQ(floats(op.run({x, i64({4, 3, 2, 1}, {4})})),
+            (std::vector<double>{12, 9, 6, 3, 8, 5, 2, 7, 4, 1, 10, 11, 0, 13, 14, 15}));
+  OneOp batch_first("ReverseSequence", {tensor_type(DType::F32, {"2", "3"}), tensor_type(DType::I64, {"2"})},
+                    {{"batch_axis", Attribute::of_int(0)}, {"time_axis", Attribute::of_int(1)}}, 10);
+  EXPECT_EQ(floats(batch_first.run({testing::iota_f32({2, 3}), i64({2, 0}, {2})})),
+            (std::vector<double>{1, 0, 2, 3, 4, 5}));
+  EXPECT_THROW(batch_first.run({testing::iota_f32({2, 3}), i64({4, 0}, {2})}), InputError);
+  OneOp lens("ReverseSequence", {tensor_type(DType::F32, {"2", "3"}), tensor_type(DType::I64, {"5"})}, {}, 10);
+  EXPECT_NE(lens.error().find("one length per batch entry"), std::string::npos) << lens.error();
+  OneOp axes("ReverseSequence", {tensor_type(DType::F32, {"2", "3"}), tensor_type(DType::I64, {"3"})},
+             {{"batch_axis", Attribute::of_int(1)}, {"time_axis", Attribute::of_int(1)}}, 10);
+  EXPECT_NE(axes.error().find("batch_axis and time_axis"), std::string::npos) << axes.error();
+}
+
+TEST(DetOp, DeterminantsOfABatch) {
+  OneOp op("Det", {tensor_type(DType::F32, {"b", "3", "3"})}, {}, 11);
+  EXPECT_EQ(op.type(), "f32[b]");
+  // 2*(3*1 - 0) + 1*(0 - 3*1) = 3; a row swap of the identity, -1 (its
+  // elimination swaps pivot rows); a matrix of two proportional rows, 0.
+  Tensor x = f32({2, 0, 1, 0, 3, 0, 1, 0, 1,  //
+                  0, 1, 0, 1, 0, 0, 0, 0, 1,  //
+                  1, 2, 3, 2, 4, 6, 0, 1, 1},
+                 {3, 3, 3});
+  std::vector<double> det = floats(op.run({x}));
+  ASSERT_EQ(det.size(), 3u);
+  EXPECT_NEAR(det[0], 3, 1e-6);
+  EXPECT_NEAR(det[1], -1, 1e-6);
+  EXPECT_NEAR(det[2], 0, 1e-6);
+  OneOp rect("Det", {tensor_type(DType::F32, {"2", "3"})}, {}, 11);
+  EXPECT_NE(rect.error().find("matrix dims"), std::string::npos) << rect.error();
+}
+
+}  // namespace
+}  // namespace tcc

@@ -1,0 +1,76 @@
+// Models that come with examples (input_N.pb and output_N.pb beside them, as
+// the ONNX node tests and tests/zoo, tests/pt2 lay them out): reading the
+// examples, compiling a model with no host step (through the compiler library),
+// running the module's host build and comparing with the example's outputs.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "frontends/onnx/tensor_io.h"
+#include "tcc_runtime.h"
+#include "tests/unit/support/compile_util.h"
+#include "tests/unit/runtime/module_test_util.h"
+
+namespace tcc {
+
+// input_0.pb, input_1.pb, ... of `dir`, by the names they carry.
+inline std::map<std::string, Tensor> read_example_inputs(const std::filesystem::path& dir) {
+  std::map<std::string, Tensor> inputs;
+  for (int i = 0; std::filesystem::exists(dir / ("input_" + std::to_string(i) + ".pb")); ++i) {
+    std::string name;
+    Tensor t = read_tensor_pb((dir / ("input_" + std::to_string(i) + ".pb")).string(), &name);
+    inputs.emplace(name, t);
+  }
+  return inputs;
+}
+
+// output_0.pb, output_1.pb, ... of `dir`, in order.
+inline std::vector<Tensor> read_example_outputs(const std::filesystem::path& dir) {
+  std::vector<Tensor> outputs;
+  for (int i = 0; std::filesystem::exists(dir / ("output_" + std::to_string(i) + ".pb")); ++i)
+    outputs.push_back(read_tensor_pb((dir / ("output_" + std::to_string(i) + ".pb")).string()));
+  return outputs;
+}
+
+// Relative 1e-4, of at least 1 (`tcc run --check`'s f32 tolerance), against
+// what `reference` (ONNX Runtime, torch) computed.
+inline void expect_close_to(const Tensor& got, const Tensor& want, const std::string& what,
+                            const std::string& reference) {
+  ASSERT_EQ(got.shape(), want.shape()) << what;
+  double worst = 0;
+  for (int64_t e = 0; e < want.numel(); ++e)
+    worst = std::max(worst, std::fabs(got.get_f64(e) - want.get_f64(e)) / (1 + std::fabs(want.get_f64(e))));
+  EXPECT_LE(worst, 1e-4) << what << ": largest |tcc - " << reference << "| / (1 + |" << reference << "|)";
+}
+
+// Compiles MODEL into MODULE for sm_90 without PTX, expecting no host
+// (fallback) step in its schedule.
+inline void compile_with_no_host_step(const std::filesystem::path& model, const std::filesystem::path& module) {
+  CompileResult r = compile_model(model, module, quick_compile_options());
+  for (const FallbackReason& f : r.fallbacks) ADD_FAILURE() << "a host step: " << f.node << " (" << f.op_type << "): " << f.message;
+}
+
+// The outputs of a module directory's host build on `inputs` (by name).
+inline std::vector<Tensor> run_module_on_host(const std::filesystem::path& module,
+                                              std::map<std::string, Tensor>& inputs) {
+  tcc_module* m = nullptr;
+  if (tcc_module_load(module.c_str(), &m) != TCC_OK) throw std::runtime_error(tcc_last_error());
+  std::vector<tcc_tensor> ins = module_inputs(m, inputs);
+  std::vector<Tensor> outs = module_output_tensors(m, ins);
+  std::vector<tcc_tensor> c_outs = c_tensors(outs);
+  tcc_status status = tcc_module_run_host(m, ins.data(), ins.size(), c_outs.data(), c_outs.size());
+  std::string error = tcc_last_error();
+  tcc_module_free(m);
+  if (status != TCC_OK) throw std::runtime_error(error);
+  return outs;
+}
+
+}  // namespace tcc
