@@ -80,6 +80,15 @@ std::string offset(const std::vector<std::pair<std::string, SymExpr>>& terms) {
 
 std::string p(int buffer) { return "p" + std::to_string(buffer); }
 
+DType dtype_of(const kir::Kernel& k, int buffer) { return k.buffers[static_cast<size_t>(buffer)].dtype; }
+
+// Buffer `buffer`'s element type in memory (f16 and bf16 as their bits) and
+// `element`, one of its elements, read as a float.
+std::string stored(const kir::Kernel& k, int buffer) { return emitc::storage_type(dtype_of(k, buffer)); }
+std::string read(const kir::Kernel& k, int buffer, const std::string& element) {
+  return emitc::decode(element, dtype_of(k, buffer));
+}
+
 // Lines that soft-cap the f32 score `s` of query i and key j and set it to -inf
 // where the key is hidden from the query: where `outside` holds (past the keys
 // or the queries), after i under causal masking, or by the mask (a false bool,
@@ -95,8 +104,8 @@ std::vector<std::string> masked_score(const kir::Kernel& k, const kir::Attention
     const std::string at = p(a.mask) + "[" +
                            offset({{"b", a.mask_strides[0]}, {"h", a.mask_strides[1]}, {"i", a.mask_strides[2]},
                                    {"j", a.mask_strides[3]}}) + "]";
-    if (k.buffers[static_cast<size_t>(a.mask)].dtype == DType::Bool) lines.push_back("hidden = hidden || !" + at + ";");
-    else lines.push_back("if (!hidden) s += " + at + ";");
+    if (dtype_of(k, a.mask) == DType::Bool) lines.push_back("hidden = hidden || !" + at + ";");
+    else lines.push_back("if (!hidden) s += " + read(k, a.mask, at) + ";");
   }
   lines.push_back("if (hidden) s = " + emitc::literal(-INFINITY, DType::F32) + ";");
   return lines;
@@ -116,9 +125,12 @@ class CudaAttentionWriter : protected emitc::CodeWriter {
     line("const int64_t b = blockIdx.x / " + std::to_string(a_.heads) + ", h = blockIdx.x % " +
          std::to_string(a_.heads) + ", hk = h / " + std::to_string(a_.heads / a_.kv_heads) + ";");
     line("const int64_t i0 = (int64_t)blockIdx.y * " + std::to_string(b_.rows) + ";");
-    line("const float* __restrict__ Q = " + p(a_.q) + " + " + offset({{"b", a_.q_strides[0]}, {"h", a_.q_strides[1]}}) + ";");
-    line("const float* __restrict__ K = " + p(a_.k) + " + " + offset({{"b", a_.k_strides[0]}, {"hk", a_.k_strides[1]}}) + ";");
-    line("const float* __restrict__ V = " + p(a_.v) + " + " + offset({{"b", a_.v_strides[0]}, {"hk", a_.v_strides[1]}}) + ";");
+    line("const " + stored(k_, a_.q) + "* __restrict__ Q = " + p(a_.q) + " + " +
+         offset({{"b", a_.q_strides[0]}, {"h", a_.q_strides[1]}}) + ";");
+    line("const " + stored(k_, a_.k) + "* __restrict__ K = " + p(a_.k) + " + " +
+         offset({{"b", a_.k_strides[0]}, {"hk", a_.k_strides[1]}}) + ";");
+    line("const " + stored(k_, a_.v) + "* __restrict__ V = " + p(a_.v) + " + " +
+         offset({{"b", a_.v_strides[0]}, {"hk", a_.v_strides[1]}}) + ";");
   }
 
   // kv_end: keys after the block's last query row are hidden from all its rows.
@@ -127,22 +139,29 @@ class CudaAttentionWriter : protected emitc::CodeWriter {
     line(std::string("const int64_t kv_end = ") + (a_.causal ? "SK < i0 + " + BM + " ? SK : i0 + " + BM : "SK") + ";");
   }
 
-  // Rows j0 .. j0 + kKeys - 1 of K or V (zeros past the last key) into a shared tile.
-  void load_tile(const std::string& tile, const std::string& from, const SymExpr& row_stride, int64_t size) {
+  // Rows j0 .. j0 + kKeys - 1 of K or V (buffer `buffer`; zeros past the
+  // last key) into a shared tile of floats.
+  void load_tile(const std::string& tile, const std::string& from, int buffer, const SymExpr& row_stride,
+                 int64_t size) {
     const std::string S = std::to_string(size);
     open("for (int t = threadIdx.x; t < " + std::to_string(kKeys) + " * " + S + "; t += " +
          std::to_string(b_.threads()) + ")");
     line("const int r = t / " + S + ", d = t % " + S + ";");
-    line(tile + "[r][d] = j0 + r < SK ? " + from + "[(j0 + r) * " + expr(row_stride) + " + d] : 0.f;");
+    line(tile + "[r][d] = j0 + r < SK ? " + read(k_, buffer, from + "[(j0 + r) * " + expr(row_stride) + " + d]") +
+         " : 0.f;");
     close();
   }
 
   // Y: output row i of the block's batch and head.
   void output_row() {
     const std::array<SymExpr, 3> ys = output_strides(k_);
-    line("float* __restrict__ Y = " + p(static_cast<int>(k_.buffers.size()) - 1) + " + " +
-         offset({{"b", ys[0]}, {"h", ys[1]}, {"i", ys[2]}}) + ";");
+    line(stored(k_, y()) + "* __restrict__ Y = " + p(y()) + " + " + offset({{"b", ys[0]}, {"h", ys[1]}, {"i", ys[2]}}) +
+         ";");
   }
+
+  // The output buffer, and `value` encoded for it.
+  int y() const { return static_cast<int>(k_.buffers.size()) - 1; }
+  std::string store(const std::string& value) const { return emitc::encode(value, dtype_of(k_, y())); }
 
   const kir::Kernel& k_;
   const kir::AttentionDesc& a_;
@@ -170,15 +189,16 @@ class SplitAttention : CudaAttentionWriter {
     line("__shared__ __align__(16) float vs[" + BN + "][" + std::to_string(vp_) + "];");
     line("float q[" + D + "], o[" + DV + "];");
     line("#pragma unroll");
-    line("for (int d = 0; d < " + D + "; ++d) q[d] = live ? Q[i * " + expr(a_.q_strides[2]) + " + d] : 0.f;");
+    line("for (int d = 0; d < " + D + "; ++d) q[d] = live ? " + read(k_, a_.q, "Q[i * " + expr(a_.q_strides[2]) + " + d]") +
+         " : 0.f;");
     line("#pragma unroll");
     line("for (int e = 0; e < " + DV + "; ++e) o[e] = 0.f;");
     line("float m = " + neg_inf + ", l = 0.f;");
     key_bound();
     open("for (int64_t j0 = 0; j0 < kv_end; j0 += " + BN + ")");
     line("__syncthreads();");
-    load_tile("ks", "K", a_.k_strides[2], a_.head_size);
-    load_tile("vs", "V", a_.v_strides[2], a_.v_head_size);
+    load_tile("ks", "K", a_.k, a_.k_strides[2], a_.head_size);
+    load_tile("vs", "V", a_.v, a_.v_strides[2], a_.v_head_size);
     line("__syncthreads();");
     // This lane's keys of the tile: split, split + S, ...
     line("float sc[" + G + "];");
@@ -228,7 +248,7 @@ class SplitAttention : CudaAttentionWriter {
     output_row();
     line("const float inv = l > 0.f ? 1.f / l : 0.f;");
     line("#pragma unroll");
-    line("for (int e = 0; e < " + DV + "; ++e) if (e % " + S + " == split) Y[e] = o[e] * inv;");
+    line("for (int e = 0; e < " + DV + "; ++e) if (e % " + S + " == split) Y[e] = " + store("o[e] * inv") + ";");
     out_ += "}\n";
     return out_;
   }
@@ -272,7 +292,7 @@ class WarpAttention : CudaAttentionWriter {
     line("__shared__ float kv[" + std::to_string(kKeys) + "][" + std::to_string(pitch_) + "];");
     open("for (int t = tid; t < " + BM + " * " + D + "; t += " + T + ")");
     line("const int r = t / " + D + ", d = t % " + D + ";");
-    line("qs[r][d] = i0 + r < SQ ? Q[(i0 + r) * " + expr(a_.q_strides[2]) + " + d] : 0.f;");
+    line("qs[r][d] = i0 + r < SQ ? " + read(k_, a_.q, "Q[(i0 + r) * " + expr(a_.q_strides[2]) + " + d]") + " : 0.f;");
     close();
     line("float m[" + R + "], l[" + R + "], o[" + R + "][" + std::to_string(chunks_) + "];");
     open("for (int r = 0; r < " + R + "; ++r)");
@@ -282,9 +302,9 @@ class WarpAttention : CudaAttentionWriter {
     close();
     key_bound();
     open("for (int64_t j0 = 0; j0 < kv_end; j0 += " + std::to_string(kKeys) + ")");
-    load_tile_between_barriers("K", a_.k_strides[2], a_.head_size);
+    load_tile_between_barriers("K", a_.k, a_.k_strides[2], a_.head_size);
     scores();
-    load_tile_between_barriers("V", a_.v_strides[2], a_.v_head_size);
+    load_tile_between_barriers("V", a_.v, a_.v_strides[2], a_.v_head_size);
     line("const int n = SK - j0 < " + std::to_string(kKeys) + " ? (int)(SK - j0) : " + std::to_string(kKeys) + ";");
     open("for (int jj = 0; jj < n; ++jj)");
     open("for (int r = 0; r < " + R + "; ++r)");
@@ -298,7 +318,7 @@ class WarpAttention : CudaAttentionWriter {
     line("if (i >= SQ) continue;");
     output_row();
     line("const float inv = l[r] > 0.f ? 1.f / l[r] : 0.f;");
-    columns("Y[e] = o[r][c] * inv;");
+    columns("Y[e] = " + store("o[r][c] * inv") + ";");
     close();
     out_ += "}\n";
     return out_;
@@ -306,9 +326,9 @@ class WarpAttention : CudaAttentionWriter {
 
  private:
   // K's or V's rows of the tile into kv, the one tile both share, between barriers.
-  void load_tile_between_barriers(const std::string& from, const SymExpr& row_stride, int64_t size) {
+  void load_tile_between_barriers(const std::string& from, int buffer, const SymExpr& row_stride, int64_t size) {
     line("__syncthreads();");
-    load_tile("kv", from, row_stride, size);
+    load_tile("kv", from, buffer, row_stride, size);
     line("__syncthreads();");
   }
 
@@ -368,14 +388,18 @@ class HostAttention : emitc::CodeWriter {
     open("for (int64_t h = 0; h < " + std::to_string(a_.heads) + "; ++h)");
     line("const int64_t hk = h / " + std::to_string(a_.heads / a_.kv_heads) + ";");
     open("for (int64_t i = 0; i < SQ; ++i)");
-    line("const float* q = " + p(a_.q) + " + " + offset({{"b", a_.q_strides[0]}, {"h", a_.q_strides[1]}, {"i", a_.q_strides[2]}}) + ";");
+    line("const " + stored(k_, a_.q) + "* q = " + p(a_.q) + " + " +
+         offset({{"b", a_.q_strides[0]}, {"h", a_.q_strides[1]}, {"i", a_.q_strides[2]}}) + ";");
     const std::string neg_inf = emitc::literal(-INFINITY, DType::F64);
     line("double m = " + neg_inf + ", l = 0, o[" + DV + "] = {};");
     open(std::string("for (int64_t j = 0; j < ") + (a_.causal ? "(i + 1 < SK ? i + 1 : SK)" : "SK") + "; ++j)");
-    line("const float* k = " + p(a_.k) + " + " + offset({{"b", a_.k_strides[0]}, {"hk", a_.k_strides[1]}, {"j", a_.k_strides[2]}}) + ";");
-    line("const float* v = " + p(a_.v) + " + " + offset({{"b", a_.v_strides[0]}, {"hk", a_.v_strides[1]}, {"j", a_.v_strides[2]}}) + ";");
+    line("const " + stored(k_, a_.k) + "* k = " + p(a_.k) + " + " +
+         offset({{"b", a_.k_strides[0]}, {"hk", a_.k_strides[1]}, {"j", a_.k_strides[2]}}) + ";");
+    line("const " + stored(k_, a_.v) + "* v = " + p(a_.v) + " + " +
+         offset({{"b", a_.v_strides[0]}, {"hk", a_.v_strides[1]}, {"j", a_.v_strides[2]}}) + ";");
     line("double s = 0;");
-    line("for (int d = 0; d < " + std::to_string(a_.head_size) + "; ++d) s += (double)q[d] * k[d];");
+    line("for (int d = 0; d < " + std::to_string(a_.head_size) + "; ++d) s += (double)" + read(k_, a_.q, "q[d]") +
+         " * " + read(k_, a_.k, "k[d]") + ";");
     line("s *= " + emitc::literal(a_.scale, DType::F64) + ";");
     if (a_.softcap > 0) {
       std::string cap = emitc::literal(a_.softcap, DType::F64);
@@ -385,18 +409,19 @@ class HostAttention : emitc::CodeWriter {
       const std::string at = p(a_.mask) + "[" +
                              offset({{"b", a_.mask_strides[0]}, {"h", a_.mask_strides[1]}, {"i", a_.mask_strides[2]},
                                      {"j", a_.mask_strides[3]}}) + "]";
-      if (k_.buffers[static_cast<size_t>(a_.mask)].dtype == DType::Bool) line("if (!" + at + ") continue;");
-      else line("s += " + at + ";");
+      if (dtype_of(k_, a_.mask) == DType::Bool) line("if (!" + at + ") continue;");
+      else line("s += " + read(k_, a_.mask, at) + ";");
     }
     line("if (s == " + neg_inf + ") continue;");
     line("const double m_new = s > m ? s : m, alpha = exp(m - m_new), pj = exp(s - m_new);");
     line("l = l * alpha + pj;");
-    line("for (int e = 0; e < " + DV + "; ++e) o[e] = o[e] * alpha + pj * v[e];");
+    line("for (int e = 0; e < " + DV + "; ++e) o[e] = o[e] * alpha + pj * " + read(k_, a_.v, "v[e]") + ";");
     line("m = m_new;");
     close();
-    line("float* y = " + p(static_cast<int>(k_.buffers.size()) - 1) + " + " +
-         offset({{"b", ys[0]}, {"h", ys[1]}, {"i", ys[2]}}) + ";");
-    line("for (int e = 0; e < " + DV + "; ++e) y[e] = l > 0 ? (float)(o[e] / l) : 0.f;");
+    const int y = static_cast<int>(k_.buffers.size()) - 1;
+    line(stored(k_, y) + "* y = " + p(y) + " + " + offset({{"b", ys[0]}, {"h", ys[1]}, {"i", ys[2]}}) + ";");
+    line("for (int e = 0; e < " + DV + "; ++e) y[e] = " +
+         emitc::encode("(l > 0 ? (float)(o[e] / l) : 0.f)", dtype_of(k_, y)) + ";");
     close();
     close();
     close();

@@ -7,7 +7,9 @@
 // the rows' running maxima and sums move on as FlashAttention-2's online
 // softmax does; with causal masking, key tiles after the block's last query
 // row are skipped; a row hidden everywhere ends with a zero sum and is stored
-// as zeros. f32 on the CUDA cores, exact to f32 rounding. Two layouts:
+// as zeros. f32 on the CUDA cores, exact to f32 rounding: f16 and bf16
+// operands (--precision fp16 / bf16) are read into f32 tiles and the output
+// rounded once to its dtype. Two layouts:
 //
 // - split (both head sizes up to 64): L neighbouring lanes (2, 4 or 8; 4 by
 //   default) share a query row, held in registers with its output row, and
@@ -28,8 +30,8 @@
 // The layout, L and the threads per block are KernelConfig knobs
 // (lanes_per_row, block) that max-autotune measures.
 //
-// Not built: tensor cores (mma.sync, wgmma), f16 / bf16, the backward pass,
-// split-KV for long keys with few query tiles.
+// Not built: tensor cores (mma.sync, wgmma), the backward pass, split-KV for
+// long keys with few query tiles.
 //
 // Host: the same online softmax per query row, in double.
 #pragma once

@@ -258,11 +258,14 @@ class Verifier {
       fail(-1, "attention heads " + std::to_string(a.heads) + " are not a positive multiple of kv_heads " +
                    std::to_string(a.kv_heads));
     if (a.head_size < 1 || a.v_head_size < 1) fail(-1, "attention head sizes must be positive");
-    for (int b : {a.q, a.k, a.v})
-      if (k_.buffers[static_cast<size_t>(b)].dtype != DType::F32) fail(-1, "attention operands q, k and v must be f32");
-    if (a.mask >= 0 && k_.buffers[static_cast<size_t>(a.mask)].dtype != DType::F32 &&
-        k_.buffers[static_cast<size_t>(a.mask)].dtype != DType::Bool)
-      fail(-1, "an attention mask must be bool or f32");
+    auto dtype = [&](int b) { return k_.buffers[static_cast<size_t>(b)].dtype; };
+    const DType t = dtype(a.q);
+    if (t != DType::F32 && t != DType::F16 && t != DType::BF16)
+      fail(-1, "attention operands must be f32, f16 or bf16, not " + std::string(dtype_name(t)));
+    if (dtype(a.k) != t || dtype(a.v) != t || dtype(static_cast<int>(k_.buffers.size()) - 1) != t)
+      fail(-1, "attention operands q, k and v and the output must share a dtype");
+    if (a.mask >= 0 && dtype(a.mask) != DType::Bool && dtype(a.mask) != t)
+      fail(-1, "an attention mask must be bool or of the operands' dtype");
     if (rank_ != 4) fail(-1, "an attention kernel's domain is [batch, heads, q_len, v_head_size], of rank 4");
     one_accumulation(Op::AttentionAcc);
   }

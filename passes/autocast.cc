@@ -1,16 +1,17 @@
 // autocast: with --precision fp16 or bf16, the model computes its products in
 // that dtype, by the rules torch.autocast applies on CUDA, read for ONNX ops.
 //
-//   - Matrix products (MatMul, Gemm, Conv, ConvTranspose) read their float
-//     operands in the low dtype: f32 activations through a Cast, f32
-//     constants (weights, biases) converted once, here. Their results are
-//     low; the libraries accumulate in f32.
+//   - Matrix products (MatMul, Gemm, Conv, ConvTranspose) and attention
+//     (ONNX's and the fused tcc::Attention, as torch's
+//     scaled_dot_product_attention) read their float operands in the low
+//     dtype: f32 activations through a Cast, f32 constants (weights, biases)
+//     converted once, here. Their results are low; the libraries and the
+//     attention kernel accumulate in f32, and an attention that decomposes
+//     computes its softmax in f32.
 //   - Ops that need f32's range or precision (softmax, the normalizations,
 //     sums and products over many elements, exp, log, pow and the other
 //     functions autocast keeps in f32, the losses) read f32: low operands are
-//     cast up. So does attention (ONNX's and the fused tcc::Attention), which
-//     torch runs in low precision: tcc's attention kernel computes f32 only,
-//     and in f32 it stays one kernel rather than its three-kernel expansion.
+//     cast up.
 //   - Every other op runs in the dtype of what it reads. When its operands
 //     mix low and f32 the low ones are cast up (torch's type promotion); when
 //     they are all low its f32 constants are converted down (in torch these
@@ -38,7 +39,7 @@ namespace {
 enum class Cast { Low, F32, Follow };
 
 const std::set<std::string>& low_ops() {
-  static const std::set<std::string> ops = {"MatMul", "Gemm", "Conv", "ConvTranspose"};
+  static const std::set<std::string> ops = {"MatMul", "Gemm", "Conv", "ConvTranspose", "Attention"};
   return ops;
 }
 
@@ -48,7 +49,7 @@ const std::set<std::string>& f32_ops() {
       "RMSNormalization", "LpNormalization", "BatchNormalization", "MeanVarianceNormalization", "LRN",
       "ReduceSum", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare",
       "CumSum", "Exp", "Log", "Pow", "Reciprocal", "Softplus", "Acos", "Asin", "Cosh", "Sinh", "Tan",
-      "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss", "Attention"};
+      "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss"};
   return ops;
 }
 

@@ -45,8 +45,8 @@ const std::vector<PassInfo>& all_passes() {
        fold_batchnorm_conv},
       // After the folds, so weights are converted once in their final form, and after fuse_attention, so the
       // fused attention is cast as one op.
-      {"autocast", "--precision fp16/bf16: matrix products and convolutions read low-precision operands (weights "
-                   "converted once); softmax, norms, sums and attention read f32, as torch.autocast",
+      {"autocast", "--precision fp16/bf16: matrix products, convolutions and attention read low-precision operands "
+                   "(weights converted once); softmax, norms and sums read f32, as torch.autocast",
        Phase::Optimize, autocast},
       // Last: sweeps what the passes above left unused.
       {"dce", "Remove nodes and initializers that no graph output depends on", Phase::Optimize, dce},

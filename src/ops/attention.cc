@@ -341,11 +341,12 @@ std::optional<HeadLayout> head_layout(const Node& n) {
 constexpr int64_t kMaxKernelHeadSize = 256;
 
 // Why the fused attention kernel cannot compute n, or "" when it can (its
-// kernel role is then Attention, and decompose leaves it whole): f32 Q, K and V
-// of static head counts and head sizes up to 256 (symbolic batch and
-// sequences), only Y read, no cache, no nonpad_kv_seqlen, no window, a
-// softmax_precision of f32 if any, and a bool or f32 mask whose last axis is
-// the keys' and whose others broadcast onto [batch, heads, q_len].
+// kernel role is then Attention, and decompose leaves it whole): Q, K and V
+// of one dtype, f32, f16 or bf16 (the kernel computes in f32), of static head
+// counts and head sizes up to 256 (symbolic batch and sequences), only Y read,
+// no cache, no nonpad_kv_seqlen, no window, a softmax_precision of f32 or T if
+// any, and a bool or T mask whose last axis is the keys' and whose others
+// broadcast onto [batch, heads, q_len].
 std::string attention_kernel_refusal(const Node& n) {
   if (n.num_outputs() != 1) return "it has present or qk_matmul_output outputs";
   if (n.has_input(kPastKey) || n.has_input(kPastValue) || n.has_input(kNonpad)) return "it has a cache or nonpad_kv_seqlen";
@@ -353,9 +354,11 @@ std::string attention_kernel_refusal(const Node& n) {
   const Type& q = n.input(kQ)->type();
   const Type& k = n.input(kK)->type();
   const Type& v = n.input(kV)->type();
-  for (const Type* t : {&q, &k, &v})
-    if (t->dtype() != DType::F32) return "its operands are not f32";
-  if (dtype_attr(n, DType::F32, "softmax_precision") != DType::F32) return "its softmax_precision is not f32";
+  const DType t = q.dtype();
+  if (t != DType::F32 && t != DType::F16 && t != DType::BF16) return "its operands are not f32, f16 or bf16";
+  if (k.dtype() != t || v.dtype() != t) return "its operands' dtypes differ";
+  if (DType p = dtype_attr(n, t, "softmax_precision"); p != DType::F32 && p != t)
+    return "its softmax_precision is neither f32 nor its operands'";
   std::optional<HeadLayout> h = head_layout(n);
   if (!h) return "its head counts are not static";
   if (!h->head.is_static() || !h->v_head.is_static() || h->head.value() > kMaxKernelHeadSize ||
@@ -363,7 +366,7 @@ std::string attention_kernel_refusal(const Node& n) {
     return "its head sizes are not static or exceed " + std::to_string(kMaxKernelHeadSize);
   if (!n.has_input(kMask)) return "";
   const Type& m = n.input(kMask)->type();
-  if (m.dtype() != DType::Bool && m.dtype() != DType::F32) return "its mask is neither bool nor f32";
+  if (m.dtype() != DType::Bool && m.dtype() != t) return "its mask is neither bool nor of its operands' dtype";
   const Dims target = {q.shape()[0], h->heads, q.shape()[h->four_d ? 2 : 1], k.shape()[h->four_d ? 2 : 1]};
   if (m.rank() < 1 || m.rank() > 4 || m.shape().back() != target[3]) return "its mask's last axis is not the keys'";
   for (size_t a = 0; a + 1 < m.rank(); ++a) {

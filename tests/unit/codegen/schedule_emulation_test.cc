@@ -109,7 +109,7 @@ void expect_emulated_runs_match(const ScheduledModel& s, const std::vector<kir::
     std::vector<int64_t> shape;
     for (const Dim& d : v->type().shape()) shape.push_back(*d.expr().evaluate(sizes));
     // Bools (an attention's mask) are true three times in four.
-    Tensor t(v->type().dtype() == DType::Bool ? DType::Bool : DType::F32, shape);
+    Tensor t(v->type().dtype(), shape);
     for (int64_t i = 0; i < t.numel(); ++i) t.set_f64(i, t.dtype() == DType::Bool ? rng() % 4 != 0 : normal(rng));
     inputs.emplace(v->name(), std::move(t));
   }
@@ -124,7 +124,7 @@ void expect_emulated_runs_match(const ScheduledModel& s, const std::vector<kir::
     std::vector<Tensor> buffers;
     for (const kir::Buffer& b : k.buffers) {
       ASSERT_TRUE(b.output ? want.count(b.name) : inputs.count(b.name)) << b.name << " is no graph input or output";
-      buffers.push_back(b.output ? Tensor(DType::F32, want.at(b.name).shape()) : inputs.at(b.name));
+      buffers.push_back(b.output ? Tensor(want.at(b.name).dtype(), want.at(b.name).shape()) : inputs.at(b.name));
       if (b.output)
         for (int64_t i = 0; i < buffers.back().numel(); ++i) buffers.back().set_f64(i, std::nan(""));
     }
@@ -146,13 +146,15 @@ void expect_emulated_runs_match(const ScheduledModel& s, const std::vector<kir::
       const Tensor& got = buffers[b];
       const Tensor& expected = want.at(k.buffers[b].name);
       // f32 sums of up to 9000 terms against the interpreter's doubles: within 1e-4 of
-      // the largest result (a wrong element or row is off by its own size).
+      // the largest result (a wrong element or row is off by its own size); an f16 or
+      // bf16 output rounded once from each may differ in its last place.
+      const double tol = expected.dtype() == DType::F16 ? 1e-3 : expected.dtype() == DType::BF16 ? 8e-3 : 1e-4;
       double largest = 0;
       for (int64_t i = 0; i < expected.numel(); ++i) largest = std::max(largest, std::fabs(expected.get_f64(i)));
       int64_t bad = 0;
       for (int64_t i = 0; i < got.numel(); ++i) {
         double a = got.get_f64(i), e = expected.get_f64(i);
-        if (!(std::fabs(a - e) <= 1e-4 * largest + 1e-4 * std::fabs(e)) && bad++ < 5)
+        if (!(std::fabs(a - e) <= tol * largest + tol * std::fabs(e)) && bad++ < 5)
           ADD_FAILURE() << k.buffers[b].name << " element " << i << ": emulated " << a << ", interpreter " << e;
       }
       EXPECT_EQ(bad, 0) << bad << " of " << got.numel() << " elements of " << k.buffers[b].name << " differ";
@@ -456,6 +458,20 @@ TEST(Attention, EmulatedOnTheHostFlashTilesMatchTheInterpreter) {
   KernelVariants v =
       variants(s, [](const kir::Kernel& k, const KernelConfig& c) { return c == default_config(k) || c.block == 64; });
   EXPECT_EQ(v.kernels.size(), 4 * 5 + 1u);
+  SharedLibrary lib = emulated_library(v, dir);
+  expect_emulated_runs_match(s, v.kernels, v.configs, lib, {{"b", 2}, {"s", 37}});
+  fs::remove_all(dir);
+}
+
+// The same template over f16 and bf16 operands and masks, which it reads into
+// f32 and whose outputs it rounds once: every default and 64-thread candidate.
+TEST(Attention, EmulatedOnTheHostLowPrecisionMatchesTheInterpreter) {
+  ScheduledModel s = schedule_model("tests/kernels/attention_low.tir");
+  ASSERT_EQ(s.schedule.kernels.size(), 5u);
+  for (const kir::Kernel& k : s.schedule.kernels) EXPECT_EQ(k.kind, kir::Kind::Attention) << k.name;
+  fs::path dir = make_temp_dir("tcc_attention_low");
+  KernelVariants v =
+      variants(s, [](const kir::Kernel& k, const KernelConfig& c) { return c == default_config(k) || c.block == 64; });
   SharedLibrary lib = emulated_library(v, dir);
   expect_emulated_runs_match(s, v.kernels, v.configs, lib, {{"b", 2}, {"s", 37}});
   fs::remove_all(dir);
