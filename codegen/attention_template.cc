@@ -17,15 +17,37 @@ constexpr int kKeys = 32;  // keys per shared tile
 // layout, whose per-thread registers do not grow with the head.
 constexpr int64_t kSplitMaxHead = 64;
 constexpr int kWarpRows = 4;  // warp layout: query rows per warp
+constexpr int kMmaRows = 16;  // mma layout: query rows per warp, an m16 tile
+// Heads up to this size may take the mma layout, whose query fragments and
+// output accumulators stay in registers.
+constexpr int64_t kMmaMaxHead = 128;
 constexpr int kMaxThreads = 256;
 
 bool splits(const kir::AttentionDesc& a) { return a.head_size <= kSplitMaxHead && a.v_head_size <= kSplitMaxHead; }
 
+DType operand_dtype(const kir::Kernel& k, const kir::AttentionDesc& a) {
+  return k.buffers[static_cast<size_t>(a.q)].dtype;
+}
+
+// Why the mma layout cannot compute k ("" where it can): it multiplies f16 or
+// bf16 on the tensor cores, 16 head elements at a time for the scores and 8
+// for the output.
+std::string mma_refusal(const kir::Kernel& k, const kir::AttentionDesc& a) {
+  DType t = operand_dtype(k, a);
+  if (t != DType::F16 && t != DType::BF16) return "the tensor-core layout multiplies f16 or bf16, not " +
+                                                  std::string(dtype_name(t));
+  if (a.head_size % 16 != 0 || a.v_head_size % 8 != 0 || a.head_size > kMmaMaxHead || a.v_head_size > kMmaMaxHead)
+    return "the tensor-core layout takes heads that are multiples of 16 (values 8) up to " +
+           std::to_string(kMmaMaxHead);
+  return "";
+}
+
 // The block's shape under a config.
 struct Blocking {
-  int lanes;  // lanes to a query row: the split layout; 0 the warp layout
+  int lanes;  // lanes to a query row: the split layout; 0 the warp and mma layouts
   int warps;  // per block
   int rows;   // query rows per block
+  bool mma;   // the tensor-core layout
   int threads() const { return 32 * warps; }
 };
 
@@ -33,7 +55,8 @@ Blocking blocking(const kir::AttentionDesc& a, const KernelConfig& c) {
   TCC_CHECK(a.head_size >= 1 && a.head_size <= 256 && a.v_head_size >= 1 && a.v_head_size <= 256)
       << "attention head sizes " << a.head_size << ", " << a.v_head_size << " are outside 1..256";
   int warps = c.block / 32;
-  return {c.lanes_per_row, warps, c.lanes_per_row > 0 ? warps * 32 / c.lanes_per_row : warps * kWarpRows};
+  int rows = c.mma ? warps * kMmaRows : c.lanes_per_row > 0 ? warps * 32 / c.lanes_per_row : warps * kWarpRows;
+  return {c.lanes_per_row, warps, rows, c.mma};
 }
 
 // The warp layout's shared row pitch: one float past the longer head, so 32 rows hit 32 banks.
@@ -52,6 +75,11 @@ int split_pitch(int64_t size) {
   int pitch = static_cast<int>((size + 3) / 4 * 4);
   return (pitch / 4) % 2 == 1 ? pitch : pitch + 4;
 }
+
+// The mma layout's shared row pitch in 16-bit elements for rows of `size`:
+// a whole number of 32-bit words that is four times an odd number, so the
+// eight rows and four word columns a fragment load reads hit 32 banks.
+int mma_pitch(int64_t size) { return 2 * split_pitch((size + 1) / 2); }
 
 const kir::AttentionDesc& desc(const kir::Kernel& k) {
   TCC_CHECK(k.kind == kir::Kind::Attention && k.attention.has_value()) << k.name << " is not an attention kernel";
@@ -375,6 +403,155 @@ class WarpAttention : CudaAttentionWriter {
   int chunks_;  // output columns per lane: e = c * 32 + lane
 };
 
+// The mma layout (f16 and bf16): each warp takes 16 query rows as an m16
+// tile. Lane l holds rows l/4 and l/4 + 8 of it; its query fragments stay in
+// registers for the whole key loop. Per tile of 32 keys (K as stored, V
+// transposed, both in shared memory as their 16-bit bits) the scores come
+// from mma.sync.m16n8k16 into f32, the online softmax runs on them in
+// registers (each row's four lanes agree on its maximum by two shuffles),
+// the probabilities are packed to the operand dtype as the A fragments of
+// the next mma, with V, into the f32 output accumulators, FlashAttention-2's
+// register reuse. Each lane sums its own probabilities; the row's four sums
+// merge at the end.
+class MmaAttention : CudaAttentionWriter {
+ public:
+  MmaAttention(const kir::Kernel& k, const KernelConfig& c)
+      : CudaAttentionWriter(k, c), kp_(mma_pitch(a_.head_size)), vp_(mma_pitch(kKeys)),
+        mma_(operand_dtype(k, a_) == DType::F16 ? "tcc_mma_f16" : "tcc_mma_bf16") {}
+
+  std::string print() {
+    const int D = static_cast<int>(a_.head_size), DV = static_cast<int>(a_.v_head_size);
+    const std::string KS = std::to_string(D / 16), NO = std::to_string(DV / 8), BN = std::to_string(kKeys);
+    const std::string T = std::to_string(b_.threads());
+    const std::string neg_inf = emitc::literal(-INFINITY, DType::F32);
+    prologue();
+    line("const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;");
+    line("const int64_t r0 = i0 + warp * " + std::to_string(kMmaRows) + " + g, r1 = r0 + 8;");
+    line("__shared__ __align__(16) uint16_t ks[" + BN + "][" + std::to_string(kp_) + "];");
+    line("__shared__ __align__(16) uint16_t vt[" + std::to_string(DV) + "][" + std::to_string(vp_) + "];");
+    // The query rows as A fragments, k-step kk holding head elements 16 kk .. 16 kk + 15.
+    line("uint32_t qa[" + KS + "][4];");
+    open("for (int kk = 0; kk < " + KS + "; ++kk)");
+    line("const int c = kk * 16 + 2 * t;");
+    line("qa[kk][0] = " + query_pair("r0", "c") + ";");
+    line("qa[kk][1] = " + query_pair("r1", "c") + ";");
+    line("qa[kk][2] = " + query_pair("r0", "c + 8") + ";");
+    line("qa[kk][3] = " + query_pair("r1", "c + 8") + ";");
+    close();
+    line("float o[" + NO + "][4];");
+    line("for (int n = 0; n < " + NO + "; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;");
+    line("float m0 = " + neg_inf + ", m1 = " + neg_inf + ", l0 = 0.f, l1 = 0.f;");
+    key_bound();
+    open("for (int64_t j0 = 0; j0 < kv_end; j0 += " + BN + ")");
+    line("__syncthreads();");
+    open("for (int x = tid; x < " + BN + " * " + std::to_string(D) + "; x += " + T + ")");
+    line("const int r = x / " + std::to_string(D) + ", d = x % " + std::to_string(D) + ";");
+    line("ks[r][d] = j0 + r < SK ? K[(j0 + r) * " + expr(a_.k_strides[2]) + " + d] : (uint16_t)0;");
+    close();
+    open("for (int x = tid; x < " + BN + " * " + std::to_string(DV) + "; x += " + T + ")");
+    line("const int r = x / " + std::to_string(DV) + ", d = x % " + std::to_string(DV) + ";");
+    line("vt[d][r] = j0 + r < SK ? V[(j0 + r) * " + expr(a_.v_strides[2]) + " + d] : (uint16_t)0;");
+    close();
+    line("__syncthreads();");
+    // Scores of the warp's 16 rows against the tile's keys, eight keys an n-tile.
+    line("float sc[4][4];");
+    open("for (int nt = 0; nt < 4; ++nt)");
+    line("sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0.f;");
+    open("for (int kk = 0; kk < " + KS + "; ++kk)");
+    line("const uint32_t kb[2] = {" + shared_pair("ks", "nt * 8 + g", "kk * 16 + 2 * t") + ", " +
+         shared_pair("ks", "nt * 8 + g", "kk * 16 + 2 * t + 8") + "};");
+    line(mma_ + "(sc[nt], qa[kk], kb);");
+    close();
+    // Scaled and masked: element q of n-tile nt is row q < 2 ? r0 : r1, key j0 + 8 nt + 2 t + q % 2.
+    open("for (int q = 0; q < 4; ++q)");
+    line("const int64_t i = q < 2 ? r0 : r1, j = j0 + nt * 8 + 2 * t + (q & 1);");
+    line("float s = sc[nt][q] * " + emitc::literal(a_.scale, DType::F32) + ";");
+    for (const std::string& l : masked_score(k_, a_, "j >= SK || i >= SQ")) line(l);
+    line("sc[nt][q] = s;");
+    close();
+    close();
+    line("float top0 = " + neg_inf + ", top1 = " + neg_inf + ";");
+    open("for (int nt = 0; nt < 4; ++nt)");
+    line("top0 = fmaxf(top0, fmaxf(sc[nt][0], sc[nt][1]));");
+    line("top1 = fmaxf(top1, fmaxf(sc[nt][2], sc[nt][3]));");
+    close();
+    open("for (int x = 1; x < 4; x <<= 1)");
+    line("top0 = fmaxf(top0, __shfl_xor_sync(0xffffffffu, top0, x));");
+    line("top1 = fmaxf(top1, __shfl_xor_sync(0xffffffffu, top1, x));");
+    close();
+    line("const float n0 = fmaxf(m0, top0), n1 = fmaxf(m1, top1);");
+    line("const float a0 = n0 == " + neg_inf + " ? 1.f : expf(m0 - n0), a1 = n1 == " + neg_inf + " ? 1.f : expf(m1 - n1);");
+    open("for (int nt = 0; nt < 4; ++nt)");
+    line("sc[nt][0] = n0 == " + neg_inf + " ? 0.f : expf(sc[nt][0] - n0);");
+    line("sc[nt][1] = n0 == " + neg_inf + " ? 0.f : expf(sc[nt][1] - n0);");
+    line("sc[nt][2] = n1 == " + neg_inf + " ? 0.f : expf(sc[nt][2] - n1);");
+    line("sc[nt][3] = n1 == " + neg_inf + " ? 0.f : expf(sc[nt][3] - n1);");
+    close();
+    line("l0 = l0 * a0 + sc[0][0] + sc[0][1] + sc[1][0] + sc[1][1] + sc[2][0] + sc[2][1] + sc[3][0] + sc[3][1];");
+    line("l1 = l1 * a1 + sc[0][2] + sc[0][3] + sc[1][2] + sc[1][3] + sc[2][2] + sc[2][3] + sc[3][2] + sc[3][3];");
+    line("m0 = n0;");
+    line("m1 = n1;");
+    open("for (int n = 0; n < " + NO + "; ++n)");
+    line("o[n][0] *= a0;");
+    line("o[n][1] *= a0;");
+    line("o[n][2] *= a1;");
+    line("o[n][3] *= a1;");
+    close();
+    // The probabilities of keys 16 kh .. 16 kh + 15 (n-tiles 2 kh and 2 kh + 1) are an A fragment as they lie.
+    open("for (int kh = 0; kh < 2; ++kh)");
+    line("const uint32_t pa[4] = {" + pack("sc[2 * kh][0]", "sc[2 * kh][1]") + ", " +
+         pack("sc[2 * kh][2]", "sc[2 * kh][3]") + ", " + pack("sc[2 * kh + 1][0]", "sc[2 * kh + 1][1]") + ", " +
+         pack("sc[2 * kh + 1][2]", "sc[2 * kh + 1][3]") + "};");
+    open("for (int n = 0; n < " + NO + "; ++n)");
+    line("const uint32_t vb[2] = {" + shared_pair("vt", "n * 8 + g", "kh * 16 + 2 * t") + ", " +
+         shared_pair("vt", "n * 8 + g", "kh * 16 + 2 * t + 8") + "};");
+    line(mma_ + "(o[n], pa, vb);");
+    close();
+    close();
+    close();
+    open("for (int x = 1; x < 4; x <<= 1)");
+    line("l0 += __shfl_xor_sync(0xffffffffu, l0, x);");
+    line("l1 += __shfl_xor_sync(0xffffffffu, l1, x);");
+    close();
+    store_row("r0", "l0", 0);
+    store_row("r1", "l1", 2);
+    out_ += "}\n";
+    return out_;
+  }
+
+ private:
+  // Elements c and c + 1 of Q's row `row` (zeros past the queries), as one f16x2 / bf16x2 register.
+  std::string query_pair(const std::string& row, const std::string& c) const {
+    const std::string at = "Q[" + row + " * " + expr(a_.q_strides[2]) + " + " + c + "]";
+    const std::string next = "Q[" + row + " * " + expr(a_.q_strides[2]) + " + " + c + " + 1]";
+    return "(" + row + " < SQ ? (uint32_t)" + at + " | ((uint32_t)" + next + " << 16) : 0u)";
+  }
+  // Elements c and c + 1 of a shared tile's row, one 32-bit load.
+  static std::string shared_pair(const std::string& tile, const std::string& row, const std::string& c) {
+    return "*reinterpret_cast<const uint32_t*>(&" + tile + "[" + row + "][" + c + "])";
+  }
+  // Two f32 values rounded to the operand dtype, the first in the low half.
+  std::string pack(const std::string& lo, const std::string& hi) const {
+    const DType t = operand_dtype(k_, a_);
+    return "(uint32_t)" + emitc::encode(lo, t) + " | ((uint32_t)" + emitc::encode(hi, t) + " << 16)";
+  }
+  // Row `row` of the output from accumulator elements first and first + 1 of each n-tile.
+  void store_row(const std::string& row, const std::string& sum, int first) {
+    open("if (" + row + " < SQ)");
+    line("const int64_t i = " + row + ";");
+    output_row();
+    line("const float inv = " + sum + " > 0.f ? 1.f / " + sum + " : 0.f;");
+    open("for (int n = 0; n < " + std::to_string(a_.v_head_size / 8) + "; ++n)");
+    line("Y[n * 8 + 2 * t] = " + store("o[n][" + std::to_string(first) + "] * inv") + ";");
+    line("Y[n * 8 + 2 * t + 1] = " + store("o[n][" + std::to_string(first + 1) + "] * inv") + ";");
+    close();
+    close();
+  }
+
+  int kp_, vp_;       // the key tile's and the transposed value tile's row pitches (mma_pitch)
+  std::string mma_;   // the helper that issues the operand dtype's mma.sync
+};
+
 class HostAttention : emitc::CodeWriter {
  public:
   explicit HostAttention(const kir::Kernel& k) : k_(k), a_(desc(k)) {}
@@ -436,10 +613,27 @@ class HostAttention : emitc::CodeWriter {
 
 }  // namespace
 
+// static: every translation unit that holds an mma attention kernel has its
+// own copy, so relocatable shards linked into one cubin do not collide.
+const char* const kAttentionMmaHelpers = R"(static __device__ __forceinline__ void tcc_mma_f16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+static __device__ __forceinline__ void tcc_mma_bf16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+)";
+
 KernelConfig attention_default_config(const kir::Kernel& k) {
   const kir::AttentionDesc& a = desc(k);
   KernelConfig c;
-  if (splits(a)) {
+  if (mma_refusal(k, a).empty()) {
+    c.block = 128;
+    c.mma = true;
+  } else if (splits(a)) {
     c.block = 128;
     c.lanes_per_row = 4;
   } else {
@@ -453,9 +647,13 @@ std::string attention_refusal(const kir::Kernel& k, const KernelConfig& c) {
   KernelConfig knobs;
   knobs.block = c.block;
   knobs.lanes_per_row = c.lanes_per_row;
-  if (c != knobs) return "attention kernels choose their threads per block and lanes to a query row, nothing else";
+  knobs.mma = c.mma;
+  if (c != knobs)
+    return "attention kernels choose their threads per block, lanes to a query row and the tensor-core layout, "
+           "nothing else";
   if (c.block < 32 || c.block > kMaxThreads || c.block % 32 != 0)
     return "block " + std::to_string(c.block) + " is not a multiple of 32 from 32 to " + std::to_string(kMaxThreads);
+  if (c.mma) return c.lanes_per_row != 0 ? "the tensor-core layout has no lanes to a query row" : mma_refusal(k, a);
   if (c.lanes_per_row != 0 && c.lanes_per_row != 2 && c.lanes_per_row != 4 && c.lanes_per_row != 8)
     return "lanes to a query row " + std::to_string(c.lanes_per_row) + " is not 0 (the warp layout), 2, 4 or 8";
   if (c.lanes_per_row > 0 && !splits(a))
@@ -469,6 +667,10 @@ std::string attention_refusal(const kir::Kernel& k, const KernelConfig& c) {
 std::vector<KernelConfig> attention_configs(const kir::Kernel& k) {
   std::vector<KernelConfig> out;
   KernelConfig c;
+  c.mma = true;
+  for (c.block = 64; c.block <= kMaxThreads; c.block *= 2)
+    if (attention_refusal(k, c).empty()) out.push_back(c);
+  c.mma = false;
   for (int lanes : {0, 2, 4, 8})
     for (c.block = 64; c.block <= kMaxThreads; c.block *= 2) {
       c.lanes_per_row = lanes;
@@ -480,6 +682,7 @@ std::vector<KernelConfig> attention_configs(const kir::Kernel& k) {
 std::string emit_attention_cuda(const kir::Kernel& k, const KernelConfig& c) {
   std::string refusal = attention_refusal(k, c);
   TCC_CHECK(refusal.empty()) << k.name << ": " << refusal;
+  if (c.mma) return MmaAttention(k, c).print();
   return c.lanes_per_row > 0 ? SplitAttention(k, c).print() : WarpAttention(k, c).print();
 }
 
@@ -487,7 +690,8 @@ std::string emit_attention_host(const kir::Kernel& k) { return HostAttention(k).
 
 std::string attention_schedule(const kir::Kernel& k, const KernelConfig& c) {
   Blocking b = blocking(desc(k), c);
-  return std::string(b.lanes > 0 ? "split layout" : "warp layout") + ", block " + std::to_string(b.threads()) +
+  return std::string(b.mma ? "tensor-core layout (mma.sync m16n8k16)" : b.lanes > 0 ? "split layout" : "warp layout") +
+         ", block " + std::to_string(b.threads()) +
          ", rows " + std::to_string(b.rows) + (b.lanes > 0 ? ", " + std::to_string(b.lanes) + " lanes a row" : "");
 }
 

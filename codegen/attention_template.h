@@ -27,11 +27,18 @@
 //   is 4 per warp, with 8 warps for heads up to 128 and 2 above by default,
 //   under 48 KB of shared memory.
 //
-// The layout, L and the threads per block are KernelConfig knobs
-// (lanes_per_row, block) that max-autotune measures.
+// - mma (f16 and bf16 operands, heads multiples of 16 up to 128; values of
+//   8): each warp takes 16 query rows through mma.sync.m16n8k16 with f32
+//   accumulation, the scores and the online softmax in registers, the
+//   probabilities packed as the next mma's operand (FlashAttention-2's
+//   register reuse); K and the transposed V tile in shared memory as 16-bit
+//   bits. BM is 16 per warp, 4 warps by default.
 //
-// Not built: tensor cores (mma.sync, wgmma), the backward pass, split-KV for
-// long keys with few query tiles.
+// The layout, L and the threads per block are KernelConfig knobs
+// (lanes_per_row, mma, block) that max-autotune measures.
+//
+// Not built: wgmma, the backward pass, split-KV for long keys with few query
+// tiles.
 //
 // Host: the same online softmax per query row, in double.
 #pragma once
@@ -52,15 +59,20 @@ std::string emit_attention_cuda(const kir::Kernel& k, const KernelConfig& c);
 std::string emit_attention_host(const kir::Kernel& k);
 // Grid [batch * heads, ceil(q_len / BM)] of the config's block.
 LaunchConfig attention_launch(const kir::Kernel& k, const KernelConfig& c);
+// The device functions the mma layout calls (mma.sync for f16 and for bf16),
+// once in a CUDA source that holds such a kernel.
+extern const char* const kAttentionMmaHelpers;
 
-// Without tuning: the split layout with four lanes to a row in blocks of 128
+// Without tuning: the mma layout in blocks of 128 where the dtype and heads
+// allow, else the split layout with four lanes to a row in blocks of 128
 // where the heads allow, else the warp layout.
 KernelConfig attention_default_config(const kir::Kernel& k);
-// Why the config cannot run k ("" where it can): knobs other than block and
-// lanes_per_row, blocks outside 32..256, the split layout for heads above 64,
-// the warp layout's tiles past 48 KB.
+// Why the config cannot run k ("" where it can): knobs other than block,
+// lanes_per_row and mma, blocks outside 32..256, the split layout for heads
+// above 64, the warp layout's tiles past 48 KB, the mma layout for f32 or
+// heads it does not take.
 std::string attention_refusal(const kir::Kernel& k, const KernelConfig& c);
-// Every config autotuning measures: each layout at blocks of 64, 128 and 256.
+// Every config autotuning measures: each layout k allows at blocks of 64, 128 and 256.
 std::vector<KernelConfig> attention_configs(const kir::Kernel& k);
 // The layout in words, for the manifest and reports: "split layout, block
 // 128, rows 32, 4 lanes a row".

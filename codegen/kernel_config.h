@@ -60,6 +60,9 @@ struct KernelConfig {
   // layout's lanes to a query row, each taking every that-many-th key (heads up
   // to 64; codegen/attention_template.h). `block` is its threads per block.
   int lanes_per_row = 0;
+  // Attention over f16 or bf16: the tensor-core layout (mma.sync, 16 query
+  // rows a warp; lanes_per_row 0).
+  bool mma = false;
 
   // Every knob compared, in declaration order: configs key maps (the timer's compiled candidates).
   auto operator<=>(const KernelConfig&) const = default;

@@ -120,7 +120,7 @@ ojson kernel_json(const ModuleContents& m, size_t index) {
     else if (k.kind == kir::Kind::Conv)
       t["config"] = {{"algo", config.algo}};
     else if (k.kind == kir::Kind::Attention)
-      t["config"] = {{"block", config.block}, {"lanes_per_row", config.lanes_per_row}};
+      t["config"] = {{"block", config.block}, {"lanes_per_row", config.lanes_per_row}, {"mma", config.mma}};
     else
       t["config"] = {{"block", config.block},
                      {"vector_width", config.vector_width},

@@ -192,7 +192,7 @@ std::vector<KernelConfig> candidates(const kir::Kernel& k, const DeviceProfile& 
 std::string config_text(const kir::Kernel& k, const KernelConfig& c) {
   if (k.kind == kir::Kind::Attention)
     return "block=" + std::to_string(c.block) +
-           (c.lanes_per_row > 0 ? " lanes=" + std::to_string(c.lanes_per_row) : " warp layout");
+           (c.mma ? " mma" : c.lanes_per_row > 0 ? " lanes=" + std::to_string(c.lanes_per_row) : " warp layout");
   if (k.kind == kir::Kind::Gemm && c.tile > 0)
     return gemm_template_text(c);
   if (k.kind == kir::Kind::Gemm) return "cublaslt #" + std::to_string(c.algo);

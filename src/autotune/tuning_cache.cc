@@ -85,6 +85,8 @@ CacheEntry read_entry(const json& j) {
   e.config.tiled = c.contains("tiled") && int_field(c, "tiled", 0, 1, "config.") == 1;
   // Nor, before the attention kernel's split layout, lanes_per_row: the warp layout.
   e.config.lanes_per_row = c.contains("lanes_per_row") ? int_field(c, "lanes_per_row", 0, 8, "config.") : 0;
+  // Nor, before its tensor-core layout, mma: the CUDA cores.
+  e.config.mma = c.contains("mma") && int_field(c, "mma", 0, 1, "config.") == 1;
   e.time_us = time_field(j, "time_us");
   e.default_time_us = time_field(j, "default_time_us");
   e.candidates = int_field(j, "candidates", 1, 1 << 20);
@@ -106,7 +108,8 @@ ojson entry_json(const CacheEntry& e) {
                  {"columns", e.config.columns ? 1 : 0},
                  {"row_cache", e.config.row_cache},
                  {"tiled", e.config.tiled ? 1 : 0},
-                 {"lanes_per_row", e.config.lanes_per_row}};
+                 {"lanes_per_row", e.config.lanes_per_row},
+                 {"mma", e.config.mma ? 1 : 0}};
   j["time_us"] = e.time_us;
   j["default_time_us"] = e.default_time_us;
   j["candidates"] = e.candidates;

@@ -2,8 +2,8 @@
 // interpreter without a GPU: the GEMM template (codegen/gemm_template.cc: its
 // tiling, guards, double buffering and epilogue) and reductions (column
 // blocks' shared-memory combine, block reductions' warp shuffles, split rows'
-// arrivals), scatters' atomic updates and the attention kernel's tiles and
-// shuffles. Test code only: the tests
+// arrivals), scatters' atomic updates and the attention kernel's tiles,
+// shuffles and tensor-core fragments. Test code only: the tests
 // compile this header together with the emitted kernels into a shared library
 // with the host compiler.
 //
@@ -17,7 +17,12 @@
 // fragment layout for .tf32:
 //   A (16x8, row): register q of lane l holds row l/4 + 8*(q%2), column l%4 + 4*(q/2);
 //   B (8x8, col):  register q of lane l holds row l%4 + 4*q, column l/4;
-//   C, D (16x8):   register q of lane l holds row l/4 + 8*(q/2), column 2*(l%4) + q%2.
+//   C, D (16x8):   register q of lane l holds row l/4 + 8*(q/2), column 2*(l%4) + q%2;
+// and mma.sync.m16n8k16 for .f16 and .bf16 (the attention template's), whose
+// registers hold two elements each, the lower column or row in the low half:
+//   A (16x16, row): register q of lane l holds row l/4 + 8*(q%2), columns 2*(l%4) + 8*(q/2) and one more;
+//   B (16x8, col):  register q of lane l holds rows 2*(l%4) + 8*q and one more, column l/4;
+//   C, D as for .tf32.
 #pragma once
 
 #include <math.h>
@@ -223,6 +228,45 @@ inline void tcc_cp_async16(float* shared, const float* global, int bytes) {
 }
 inline void tcc_cp_async_commit() {}
 template <int pending> void tcc_cp_async_wait() {}
+
+namespace tcc_emu {
+// An IEEE half's value.
+inline float half_value(uint16_t h) {
+  const int exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff;
+  const float sign = h & 0x8000 ? -1.f : 1.f;
+  if (exponent == 0x1f) return mantissa ? NAN : sign * INFINITY;
+  if (exponent == 0) return sign * std::ldexp(static_cast<float>(mantissa), -24);
+  return sign * std::ldexp(static_cast<float>(mantissa | 0x400), exponent - 25);
+}
+inline float bfloat_value(uint16_t b) { return as_float(static_cast<uint32_t>(b) << 16); }
+
+// m16n8k16 over 16-bit elements that `value` reads, by the layouts above.
+template <float (*value)(uint16_t)>
+void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  const unsigned lane = thread_index.x % 32;
+  Warp& w = *block.warps[thread_index.x / 32];
+  std::memcpy(w.a[lane], a, sizeof a);
+  std::memcpy(w.b[lane], b, sizeof b);
+  w.barrier.arrive_and_wait();
+  auto half = [](uint32_t reg, unsigned upper) { return value(static_cast<uint16_t>(upper ? reg >> 16 : reg)); };
+  auto A = [&](unsigned r, unsigned k) { return half(w.a[(r % 8) * 4 + (k % 8) / 2][r / 8 + 2 * (k / 8)], k % 2); };
+  auto B = [&](unsigned k, unsigned n) { return half(w.b[n * 4 + (k % 8) / 2][k / 8], k % 2); };
+  for (unsigned q = 0; q < 4; ++q) {
+    unsigned row = lane / 4 + 8 * (q / 2), col = 2 * (lane % 4) + q % 2;
+    double sum = d[q];
+    for (unsigned k = 0; k < 16; ++k) sum += static_cast<double>(A(row, k)) * B(k, col);
+    d[q] = toward_zero(sum);
+  }
+  w.barrier.arrive_and_wait();
+}
+}  // namespace tcc_emu
+
+inline void tcc_mma_f16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  tcc_emu::mma_m16n8k16<tcc_emu::half_value>(d, a, b);
+}
+inline void tcc_mma_bf16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  tcc_emu::mma_m16n8k16<tcc_emu::bfloat_value>(d, a, b);
+}
 
 inline void tcc_mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
   const unsigned lane = tcc_emu::thread_index.x % 32;

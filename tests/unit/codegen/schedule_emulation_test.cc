@@ -7,14 +7,17 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <fstream>
 #include <map>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "codegen/attention_template.h"
 #include "codegen/emit.h"
 #include "codegen/emit_c.h"
 #include "codegen/toolchain.h"
@@ -196,6 +199,9 @@ SharedLibrary emulated_library(const KernelVariants& v, const fs::path& dir) {
     EXPECT_NE(std::find(symbols.begin(), symbols.end(), k.name), symbols.end()) << k.name;
   size_t combiners = cuda.find("struct tcc_sum");
   EXPECT_NE(combiners, std::string::npos);
+  // The emulator has its own mma helpers.
+  if (size_t helpers = cuda.find(kAttentionMmaHelpers); helpers != std::string::npos)
+    cuda.erase(helpers, std::strlen(kAttentionMmaHelpers));
   std::string source = "#include \"" + std::string(TCC_SOURCE_DIR) + "/tests/unit/codegen/cuda_emulator.h\"\n" +
                        emitc::prelude(emitc::Target::Host) + "#undef TCC_FN\n#define TCC_FN inline\n" +
                        cuda.substr(combiners);
@@ -463,8 +469,10 @@ TEST(Attention, EmulatedOnTheHostFlashTilesMatchTheInterpreter) {
   fs::remove_all(dir);
 }
 
-// The same template over f16 and bf16 operands and masks, which it reads into
-// f32 and whose outputs it rounds once: every default and 64-thread candidate.
+// The same template over f16 and bf16 operands and masks: the CUDA-core
+// layouts read them into f32, the tensor-core layout multiplies them by
+// mma.sync (emulated by the PTX ISA's fragment layouts); each output is
+// rounded once. Every default and 64-thread candidate.
 TEST(Attention, EmulatedOnTheHostLowPrecisionMatchesTheInterpreter) {
   ScheduledModel s = schedule_model("tests/kernels/attention_low.tir");
   ASSERT_EQ(s.schedule.kernels.size(), 5u);
@@ -472,6 +480,15 @@ TEST(Attention, EmulatedOnTheHostLowPrecisionMatchesTheInterpreter) {
   fs::path dir = make_temp_dir("tcc_attention_low");
   KernelVariants v =
       variants(s, [](const kir::Kernel& k, const KernelConfig& c) { return c == default_config(k) || c.block == 64; });
+  // The f16 heads of 16 take the tensor-core layout by default (4 warps, 64
+  // rows: one block) and at 2 warps (two blocks); the 3-D heads of 20 and the
+  // head of 160 cannot.
+  const std::set<std::string> tensor_cores = {"gqa_causal_f16", "bool_mask_f16", "f16_mask"};
+  for (const kir::Kernel& k : s.schedule.kernels)
+    EXPECT_EQ(default_config(k).mma, tensor_cores.count(k.nodes.front()) == 1) << k.nodes.front();
+  int mma_variants = 0;
+  for (const KernelConfig& c : v.configs) mma_variants += c.mma ? 1 : 0;
+  EXPECT_EQ(mma_variants, 3 * 2);
   SharedLibrary lib = emulated_library(v, dir);
   expect_emulated_runs_match(s, v.kernels, v.configs, lib, {{"b", 2}, {"s", 37}});
   fs::remove_all(dir);
