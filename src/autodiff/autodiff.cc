@@ -23,7 +23,8 @@ void model_error(const Graph& g, const std::string& msg) {
 
 // Nodes whose op has no gradient rule but a decomposition (an Attention the
 // fused kernel would compute whole) are replaced by their pieces, which have
-// rules, so the backward differentiates through them.
+// rules, so the backward differentiates through them. A node with no float
+// output (NonZero's indices) passes no gradient and stays whole.
 void expand_composites_without_rules(Graph& g) {
   std::vector<Node*> candidates;
   for (const auto& n : g.nodes()) candidates.push_back(n.get());
@@ -31,6 +32,9 @@ void expand_composites_without_rules(Graph& g) {
   for (Node* n : candidates) {
     const OpDef* def = OpRegistry::get().lookup(*n);
     if (def == nullptr || def->grad || !def->decompose) continue;
+    if (std::none_of(n->outputs().begin(), n->outputs().end(),
+                     [](const Value* v) { return v->type().is_tensor() && is_float(v->type().dtype()); }))
+      continue;
     Expansion e(g, *n);
     if (def->decompose(e) && !e.finished()) taken_over.insert(n);
   }

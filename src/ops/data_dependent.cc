@@ -8,6 +8,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "src/ops/decomposition.h"
 #include "src/ops/families.h"
 #include "src/ops/op_helpers.h"
 #include "src/ops/op_registry.h"
@@ -190,6 +191,72 @@ std::vector<Tensor> eval_topk(EvalContext& ctx) {
 }
 
 // ---------------------------------------------------------------------------
+// Decompositions (decomposition.h)
+
+// NonZero(x) of rank r -> kernels around one small host step, the two-phase
+// call a size the data decides needs: the flags x != 0 (Not(Equal), or x
+// itself for bools), their running count (CumSum) and total (ReduceSum),
+// [r, total] (Mul, Add), and ConstantOfShape of it -- the host step, which
+// reads two integers back and binds the output's count symbol, so the
+// runtime sizes what follows. Each flagged element then scatters its
+// coordinates (broadcast ranges, one per axis) to column count - 1 of a zero
+// matrix with one more column, where unflagged elements land
+// (ScatterElements), and a Slice drops that column. Declines for rank 0 and
+// unknown dims.
+bool decompose_nonzero(Expansion& e) {
+  const Node& n = e.node();
+  const Type& x = n.input(0)->type();
+  const Type& y = n.output(0)->type();
+  if (!x.is_tensor() || !x.fully_shaped() || x.rank() == 0 || !y.is_tensor() || !y.fully_shaped()) return false;
+  const Dims& dims = x.shape();
+  const auto r = static_cast<int64_t>(dims.size());
+  const Dim count = y.shape()[1], total = dims_product(dims);
+  auto tensor = [](DType t, Dims shape) { return Type::tensor(t, std::move(shape)); };
+  Value* flags = n.input(0);
+  if (x.dtype() != DType::Bool) {
+    Value* equal = e.add("Equal", "Equal", {flags, e.scalar("zero", 0, x.dtype())}, tensor(DType::Bool, dims));
+    flags = e.add("Not", "Not", {equal}, tensor(DType::Bool, dims));
+  }
+  Value* flat = e.reshape("Reshape_flags", flags, {total});
+  Value* ones = e.add("Cast", "Cast", {flat}, tensor(DType::I64, {total}),
+                      {{"to", Attribute::of_int(static_cast<int64_t>(DType::I64))}});
+  Value* running = e.add("CumSum", "CumSum", {ones, e.i64("axis", 0)}, tensor(DType::I64, {total}));
+  Value* found = e.reduce("ReduceSum", "ReduceSum", ones, {0}, tensor(DType::I64, {1}));
+  // [r, total] as r * (1, 0) + total * (0, 1), on a kernel.
+  Tensor unit(DType::I64, {2}), rank_row(DType::I64, {2});
+  unit.set_i64(1, 1);
+  rank_row.set_i64(0, r);
+  Value* placed = e.add("Mul_shape", "Mul", {found, e.constant("unit", unit)}, tensor(DType::I64, {2}));
+  Value* shape = e.add("Add_shape", "Add", {placed, e.constant("rank", rank_row)}, tensor(DType::I64, {2}));
+  Tensor zero(DType::I64, {1});
+  Value* zeros = e.add("ConstantOfShape", "ConstantOfShape", {shape}, tensor(DType::I64, {Dim(r), count}),
+                       {{"value", Attribute::of_tensor(zero)}});
+  const Dim wider(count.expr() + SymExpr::constant(1));
+  Value* spare = e.constant("spare", Tensor(DType::I64, {r, 1}));
+  Value* data = e.add("Concat_spare", "Concat", {zeros, spare}, tensor(DType::I64, {Dim(r), wider}),
+                      {{"axis", Attribute::of_int(1)}});
+  Value* last = e.add("Sub", "Sub", {running, e.scalar("one", 1, DType::I64)}, tensor(DType::I64, {total}));
+  Value* column = e.add("Where", "Where", {flat, last, found}, tensor(DType::I64, {total}));
+  Value* columns = e.expand("Expand_columns", e.reshape("Reshape_columns", column, {Dim(1), total}), {Dim(r), total});
+  std::vector<Value*> coordinates;
+  for (int64_t a = 0; a < r; ++a) {
+    Dims along(dims.size(), Dim(1));
+    along[static_cast<size_t>(a)] = dims[static_cast<size_t>(a)];
+    const std::string axis = std::to_string(a);
+    Value* index = e.reshape("Reshape_axis" + axis, e.range("Range_axis" + axis, 0, dims[static_cast<size_t>(a)]), along);
+    coordinates.push_back(e.reshape("Reshape_coordinates" + axis, e.expand("Expand_axis" + axis, index, dims),
+                                    {Dim(1), total}));
+  }
+  Value* updates = r == 1 ? coordinates.front()
+                          : e.add("Concat_coordinates", "Concat", coordinates, tensor(DType::I64, {Dim(r), total}),
+                                  {{"axis", Attribute::of_int(0)}});
+  Value* scattered = e.add("ScatterElements", "ScatterElements", {data, columns, updates},
+                           tensor(DType::I64, {Dim(r), wider}), {{"axis", Attribute::of_int(1)}});
+  e.finish("Slice", "Slice", {scattered, e.i64("starts", 0), e.i64("ends", -1), e.i64("axes", 1)});
+  return true;
+}
+
+// ---------------------------------------------------------------------------
 // Gradients (gradient.h)
 
 // TopK: the values' gradient put back where they came from (the indices are
@@ -204,7 +271,8 @@ void top_k_rule(GradContext& c) {
 void register_data_dependent_ops(OpRegistry& r) {
   std::vector<DType> nonzero_types = kNumeric;
   nonzero_types.push_back(DType::Bool);
-  r.add(OpDef{"", "NonZero", 9, kDataDependentShape, infer_nonzero, eval_nonzero, nonzero_types});
+  r.add(OpDef{"", "NonZero", 9, kDataDependentShape, infer_nonzero, eval_nonzero, nonzero_types})
+      .decomposition(decompose_nonzero);
   r.add(OpDef{"", "Unique", 11, kDataDependentShape, infer_unique, eval_unique, {}});
   // Not marked data-dependent: with k known (static or symbolic) its shape is
   // not; the rule gives a fresh symbol when k is unknown, which explain reports.
