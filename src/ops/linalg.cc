@@ -109,7 +109,55 @@ Tensor subtract_zero_point(const EvalContext& ctx, size_t xi, size_t zi, int64_t
   return out;
 }
 
+bool zero_point_fits(const Node& n, size_t xi, size_t zi, int64_t axis) {
+  const Type& x = n.input(xi)->type();
+  if (!x.is_tensor() || !x.fully_shaped()) return false;
+  if (!n.has_input(zi)) return true;
+  const Type& z = n.input(zi)->type();
+  if (!z.is_tensor() || !z.has_rank()) return false;
+  if (single_element(z)) return true;
+  return axis >= 0 && z.rank() == 1 && z.shape()[0] == x.shape()[static_cast<size_t>(axis)];
+}
+
+Value* zero_point_shifted(Expansion& e, size_t xi, size_t zi, int64_t axis) {
+  const Node& n = e.node();
+  const std::string tag = std::to_string(xi);
+  auto f64 = [&](const std::string& piece, Value* v) {
+    return e.add(piece, "Cast", {v}, Type::tensor(DType::F64, v->type().shape()),
+                 {{"to", Attribute::of_int(static_cast<int64_t>(DType::F64))}});
+  };
+  Value* x = f64("Cast_" + tag, n.input(xi));
+  if (!n.has_input(zi)) return x;
+  Value* z = f64("Cast_zero_point_" + tag, n.input(zi));
+  const Dims& dims = x->type().shape();
+  // One per index along a middle axis: viewed with ones after it to broadcast there.
+  if (!single_element(n.input(zi)->type()) && static_cast<size_t>(axis) + 1 < dims.size()) {
+    Dims along(dims.size() - static_cast<size_t>(axis), Dim(1));
+    along[0] = dims[static_cast<size_t>(axis)];
+    z = e.reshape("Reshape_zero_point_" + tag, z, along);
+  }
+  return e.add("Sub_" + tag, "Sub", {x, z}, Type::tensor(DType::F64, dims));
+}
+
 namespace {
+
+// MatMulInteger(A, B, a_zero_point, b_zero_point) -> MatMul of the operands
+// less their zero points (per tensor, per row of A, per column of B) in f64,
+// exact, cast to int32: a cuBLASLt product, which multiplies floats only.
+// Declines 1-D operands and unknown dims.
+bool decompose_matmul_integer(Expansion& e) {
+  const Node& n = e.node();
+  const Type& a = n.input(0)->type();
+  const Type& b = n.input(1)->type();
+  const Type& y = n.output(0)->type();
+  if (!y.is_tensor() || !y.fully_shaped() || !a.has_rank() || !b.has_rank() || a.rank() < 2 || b.rank() < 2) return false;
+  const auto rows = static_cast<int64_t>(a.rank()) - 2, columns = static_cast<int64_t>(b.rank()) - 1;
+  if (!zero_point_fits(n, 0, 2, rows) || !zero_point_fits(n, 1, 3, columns)) return false;
+  Value* product = e.add("MatMul", "MatMul", {zero_point_shifted(e, 0, 2, rows), zero_point_shifted(e, 1, 3, columns)},
+                         Type::tensor(DType::F64, y.shape()));
+  e.finish("Cast", "Cast", {product}, {{"to", Attribute::of_int(static_cast<int64_t>(DType::I32))}});
+  return true;
+}
 
 // ---------------------------------------------------------------------------
 // Gemm: Y = alpha * A' * B' + beta * C, A' and B' optionally transposed, C
@@ -696,7 +744,8 @@ void register_linalg_ops(OpRegistry& r) {
                 Tensor b = subtract_zero_point(ctx, 1, 3, column_axis(ctx.input(1)));
                 return std::vector<Tensor>{matmul_compute(ctx.node(), a, b, DType::I32)};
               },
-              {DType::U8, DType::I8, DType::I32}});
+              {DType::U8, DType::I8, DType::I32}})
+      .decomposition(decompose_matmul_integer);
   r.add(OpDef{"", "Gemm", 11, kContraction, infer_gemm,
               [](EvalContext& ctx) { return std::vector<Tensor>{gemm_kernel(ctx)}; }, kNumeric})
       .kernel_role(KernelRole::Contraction, [](const Node& n) { return argument_refusal(n).empty(); })

@@ -11,6 +11,8 @@
 
 namespace tcc {
 
+class Expansion;
+
 // The element types most ops accept: the floats, and the floats with the integers.
 inline const std::vector<DType> kFloatTypes = {DType::F32, DType::F16, DType::BF16, DType::F64};
 inline const std::vector<DType> kNumeric = {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I64, DType::I32,
@@ -55,6 +57,14 @@ int64_t column_axis(const Tensor& b);
 // point is one value, or one per index along `axis` of input xi (axis -1: one
 // value only). Fails naming the node on any other length.
 Tensor subtract_zero_point(const EvalContext& ctx, size_t xi, size_t zi, int64_t axis);
+// The same as pieces of a decomposition (decomposition.h), in f64, which
+// holds every product and sum of the integer contractions exactly:
+// zero_point_fits says whether node n's zero point zi is absent, one value,
+// or one per index along `axis` of input xi (whose dims must be known);
+// zero_point_shifted then builds Cast(x, f64) - Cast(zero point, f64), the
+// zero point reshaped to run along `axis`.
+bool zero_point_fits(const Node& n, size_t xi, size_t zi, int64_t axis);
+Value* zero_point_shifted(Expansion& e, size_t xi, size_t zi, int64_t axis);
 
 // Convolution (src/ops/conv_pool.cc), shared with the integer and quantized
 // ones. conv_dims: the output dims of X (input xi) convolved with W (input

@@ -422,6 +422,167 @@ std::vector<Tensor> eval_conv_integer(EvalContext& ctx) {
                        DType::I32)};
 }
 
+// ---------------------------------------------------------------------------
+// Decompositions (decomposition.h): the reference's arithmetic, op for op, on
+// kernels and the libraries. The integer accumulators are f64 products of
+// the operands less their zero points (zero_point_shifted), which f64 holds
+// exactly; the requantization multiplies, rounds and adds in f64 as
+// `requantize` does, its multiplier computed in f32 as the reference rounds it.
+
+Value* cast_to(Expansion& e, const std::string& piece, Value* v, DType t) {
+  return e.add(piece, "Cast", {v}, Type::tensor(t, v->type().shape()),
+               {{"to", Attribute::of_int(static_cast<int64_t>(t))}});
+}
+
+// round_half_even(acc * multiplier) + zero_point, cast to the zero point's type.
+void finish_requantize(Expansion& e, Value* acc, Value* multiplier, Value* zero_point) {
+  const Type& t = acc->type();
+  Value* scaled = e.add("Mul_requantize", "Mul", {acc, cast_to(e, "Cast_multiplier", multiplier, DType::F64)}, t);
+  Value* rounded_acc = e.add("Round", "Round", {scaled}, t);
+  Value* shifted = e.add("Add_zero_point", "Add", {rounded_acc, cast_to(e, "Cast_zero_point_y", zero_point, DType::F64)}, t);
+  e.finish("Cast", "Cast", {shifted}, {{"to", Attribute::of_int(static_cast<int64_t>(zero_point->type().dtype()))}});
+}
+
+// A scale of one element, or one per index along `axis` of a tensor of
+// `rank` (reshaped to run along it); null when it is neither.
+Value* scale_along(Expansion& e, const std::string& piece, Value* scale, const Dim& extent, size_t axis, size_t rank) {
+  const Type& t = scale->type();
+  if (!t.is_tensor() || !t.has_rank()) return nullptr;
+  if (single_element(t)) return scale;
+  if (t.rank() != 1 || t.shape()[0] != extent) return nullptr;
+  if (axis + 1 == rank) return scale;
+  Dims along(rank - axis, Dim(1));
+  along[0] = extent;
+  return e.reshape(piece, scale, along);
+}
+
+// The broadcast shape of values whose dims are 1 wherever another's is not.
+Dims broadcast_of(std::initializer_list<const Value*> vs) {
+  size_t rank = 0;
+  for (const Value* v : vs) rank = std::max(rank, v->type().rank());
+  Dims out(rank, Dim(1));
+  for (const Value* v : vs) {
+    const Dims& d = v->type().shape();
+    for (size_t i = 0; i < d.size(); ++i)
+      if (d[i] != Dim(1)) out[rank - d.size() + i] = d[i];
+  }
+  return out;
+}
+
+bool single_f32(const Value* v) {
+  return v->type().is_tensor() && v->type().has_rank() && single_element(v->type()) && v->type().dtype() == DType::F32;
+}
+
+// DynamicQuantizeLinear -> ReduceMax and ReduceMin (with 0), the scale
+// (max - min, or 1 when they meet, / 255), the zero point
+// round(clip(-min / scale, 0, 255)) and x / scale rounded plus it, all in
+// f32 as the reference computes them.
+bool decompose_dynamic_quantize(Expansion& e) {
+  const Node& n = e.node();
+  const Type& x = n.input(0)->type();
+  if (!x.is_tensor() || !x.fully_shaped() || x.dtype() != DType::F32) return false;
+  std::vector<int64_t> axes(x.rank());
+  for (size_t a = 0; a < axes.size(); ++a) axes[a] = static_cast<int64_t>(a);
+  const Type scalar = Type::tensor(DType::F32, {}), kept = Expansion::kept_type(x, axes);
+  Value* zero = e.scalar("zero", 0, DType::F32);
+  auto extreme = [&](const std::string& reduce, const std::string& with) {
+    Value* r = e.reshape("Reshape_" + reduce, e.reduce(reduce, reduce, n.input(0), axes, kept), {});
+    return e.add(with, with, {r, zero}, scalar);
+  };
+  Value* hi = extreme("ReduceMax", "Max");
+  Value* lo = extreme("ReduceMin", "Min");
+  Value* span = e.add("Where_span", "Where",
+                      {e.add("Equal", "Equal", {hi, lo}, Type::tensor(DType::Bool, {})), e.scalar("one", 1, DType::F32),
+                       e.add("Sub", "Sub", {hi, lo}, scalar)},
+                      scalar);
+  Value* scale = e.add("Div_scale", "Div", {span, e.scalar("levels", 255, DType::F32)}, scalar);
+  Value* offset = e.add("Div_offset", "Div", {e.add("Neg", "Neg", {lo}, scalar), scale}, scalar);
+  Value* clipped = e.add("Clip", "Clip", {offset, zero, e.scalar("top", 255, DType::F32)}, scalar);
+  Value* zero_point = e.add("Round_zero_point", "Round", {clipped}, scalar);
+  if (n.num_outputs() > 1) e.take_over(1, scale);
+  if (n.num_outputs() > 2) e.take_over(2, cast_to(e, "Cast_zero_point", zero_point, DType::U8));
+  const Type xt = Type::tensor(DType::F32, x.shape());
+  Value* q = e.add("Round", "Round", {e.add("Div", "Div", {n.input(0), scale}, xt)}, xt);
+  e.finish("Cast", "Cast", {e.add("Add", "Add", {q, zero_point}, xt)},
+           {{"to", Attribute::of_int(static_cast<int64_t>(DType::U8))}});
+  return true;
+}
+
+// QLinearMatMul -> MatMulInteger's product in f64, requantized by
+// a_scale * b_scale / y_scale in f32 (scales per tensor, per row of a, per
+// column of b). Declines other scale dtypes, 1-D operands, unknown dims.
+bool decompose_qlinear_matmul(Expansion& e) {
+  const Node& n = e.node();
+  const Type& a = n.input(0)->type();
+  const Type& b = n.input(3)->type();
+  const Type& y = n.output(0)->type();
+  if (!y.is_tensor() || !y.fully_shaped() || !a.has_rank() || !b.has_rank() || a.rank() < 2 || b.rank() < 2) return false;
+  const size_t rows = a.rank() - 2, columns = b.rank() - 1;
+  if (!zero_point_fits(n, 0, 2, static_cast<int64_t>(rows)) || !zero_point_fits(n, 3, 5, static_cast<int64_t>(columns)))
+    return false;
+  if (n.input(1)->type().dtype() != DType::F32 || n.input(4)->type().dtype() != DType::F32 || !single_f32(n.input(6)) ||
+      !n.input(7)->type().has_rank() || !single_element(n.input(7)->type()))
+    return false;
+  const Type& as = n.input(1)->type();
+  const Type& bs = n.input(4)->type();
+  const bool per_row = as.has_rank() && !single_element(as), per_column = bs.has_rank() && !single_element(bs);
+  if ((per_row && (as.rank() != 1 || as.shape()[0] != a.shape()[rows])) ||
+      (per_column && (bs.rank() != 1 || bs.shape()[0] != b.shape()[columns])))
+    return false;
+  Value* acc = e.add("MatMul", "MatMul", {zero_point_shifted(e, 0, 2, static_cast<int64_t>(rows)),
+                                          zero_point_shifted(e, 3, 5, static_cast<int64_t>(columns))},
+                     Type::tensor(DType::F64, y.shape()));
+  Value* row_scale = per_row ? e.reshape("Reshape_a_scale", n.input(1), {a.shape()[rows], Dim(1)}) : n.input(1);
+  Value* product =
+      e.add("Mul_scales", "Mul", {row_scale, n.input(4)}, Type::tensor(DType::F32, broadcast_of({row_scale, n.input(4)})));
+  Value* multiplier =
+      e.add("Div_scales", "Div", {product, n.input(6)}, Type::tensor(DType::F32, broadcast_of({product, n.input(6)})));
+  finish_requantize(e, acc, multiplier, n.input(7));
+  return true;
+}
+
+// QLinearConv -> ConvInteger's convolution in f64 with the int32 bias,
+// requantized by x_scale * w_scale / y_scale in f32 (w's per output channel).
+bool decompose_qlinear_conv(Expansion& e) {
+  const Node& n = e.node();
+  const Type& x = n.input(0)->type();
+  const Type& w = n.input(3)->type();
+  const Type& y = n.output(0)->type();
+  if (!y.is_tensor() || !y.fully_shaped() || !w.has_rank() || w.rank() < 3 || !zero_point_fits(n, 0, 2, -1) ||
+      !zero_point_fits(n, 3, 5, 0) || !single_f32(n.input(1)) || !single_f32(n.input(6)) ||
+      !n.input(7)->type().has_rank() || !single_element(n.input(7)->type()) || !x.has_rank() ||
+      n.input(4)->type().dtype() != DType::F32)
+    return false;
+  Value* w_scale = scale_along(e, "Reshape_w_scale", n.input(4), w.shape()[0], 1, y.rank());
+  if (w_scale == nullptr) return false;
+  std::vector<Value*> operands = {zero_point_shifted(e, 0, 2, -1), zero_point_shifted(e, 3, 5, 0)};
+  if (n.has_input(8)) operands.push_back(cast_to(e, "Cast_bias", n.input(8), DType::F64));
+  std::map<std::string, Attribute> window(n.attrs().begin(), n.attrs().end());
+  Value* acc = e.add("Conv", "Conv", operands, Type::tensor(DType::F64, y.shape()), window);
+  Value* product =
+      e.add("Mul_scales", "Mul", {n.input(1), w_scale}, Type::tensor(DType::F32, broadcast_of({n.input(1), w_scale})));
+  Value* multiplier =
+      e.add("Div_scales", "Div", {product, n.input(6)}, Type::tensor(DType::F32, broadcast_of({product, n.input(6)})));
+  finish_requantize(e, acc, multiplier, n.input(7));
+  return true;
+}
+
+// ConvInteger -> Conv of the operands less their zero points (x's per
+// tensor, w's per output channel) in f64, exact, cast to int32.
+bool decompose_conv_integer(Expansion& e) {
+  const Node& n = e.node();
+  const Type& w = n.input(1)->type();
+  const Type& y = n.output(0)->type();
+  if (!y.is_tensor() || !y.fully_shaped() || !w.has_rank() || w.rank() < 3 || !zero_point_fits(n, 0, 2, -1) ||
+      !zero_point_fits(n, 1, 3, 0))
+    return false;
+  std::map<std::string, Attribute> window(n.attrs().begin(), n.attrs().end());
+  Value* acc = e.add("Conv", "Conv", {zero_point_shifted(e, 0, 2, -1), zero_point_shifted(e, 1, 3, 0)},
+                     Type::tensor(DType::F64, y.shape()), window);
+  e.finish("Cast", "Cast", {acc}, {{"to", Attribute::of_int(static_cast<int64_t>(DType::I32))}});
+  return true;
+}
+
 }  // namespace
 
 void register_quantization_ops(OpRegistry& r) {
@@ -432,13 +593,17 @@ void register_quantization_ops(OpRegistry& r) {
   r.add(OpDef{"", "DequantizeLinear", 13, kPointwise, infer_dequantize, eval_dequantize, linear})
       .pointwise_kernel(dequantize_expr, lines_up_pointwise);
   r.add(OpDef{"", "DynamicQuantizeLinear", 11, kReduction, infer_dynamic_quantize, eval_dynamic_quantize,
-              {DType::F32, DType::U8}});
+              {DType::F32, DType::U8}})
+      .decomposition(decompose_dynamic_quantize);
   r.add(OpDef{"", "QLinearMatMul", 10, kContraction, infer_qlinear_matmul, eval_qlinear_matmul,
-              {DType::I8, DType::U8, DType::F32, DType::F16, DType::BF16}});
+              {DType::I8, DType::U8, DType::F32, DType::F16, DType::BF16}})
+      .decomposition(decompose_qlinear_matmul);
   r.add(OpDef{"", "QLinearConv", 10, kContraction, infer_qlinear_conv, eval_qlinear_conv,
-              {DType::I8, DType::U8, DType::F32, DType::I32}});
+              {DType::I8, DType::U8, DType::F32, DType::I32}})
+      .decomposition(decompose_qlinear_conv);
   r.add(OpDef{"", "ConvInteger", 10, kContraction, infer_conv_integer, eval_conv_integer,
-              {DType::I8, DType::U8, DType::I32}});
+              {DType::I8, DType::U8, DType::I32}})
+      .decomposition(decompose_conv_integer);
 }
 
 }  // namespace tcc
