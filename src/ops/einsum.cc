@@ -2,7 +2,8 @@
 // equation ("bij,bjk->bik"), with repeated labels (diagonals), "..." (the
 // broadcast dims) and ONNX's implicit output (the labels used once, sorted).
 // Its kernel is a plain index loop accumulating in double (floats) or int64
-// (integers); its gradient is Einsums of the other operands.
+// (integers); its gradient is Einsums of the other operands; its
+// decomposition is the MatMul, Mul, reductions and movements it spells.
 #include <algorithm>
 #include <cctype>
 #include <map>
@@ -368,12 +369,206 @@ void einsum_rule(GradContext& c) {
   }
 }
 
+// ---------------------------------------------------------------------------
+// Decompositions (decomposition.h)
+
+// An Einsum operand as its decomposition has it: a value with one label per
+// dim, kGone where a dim of size 1 is left by a label summed away.
+constexpr int kGone = -2;
+struct Labelled {
+  Value* v;
+  std::vector<int> labels;
+};
+
+// Operand x (labelled `labels`) with each repeated label read once, on its
+// diagonal ("ii": Where(i == i', x, 0) summed over i'), and the labels not in
+// `keep` summed away; `tag` tells its pieces from the other operand's.
+Labelled reduce_operand(Expansion& e, const std::string& tag, Value* x, const std::vector<int>& labels,
+                        const std::set<int>& keep) {
+  const Type& t = x->type();
+  size_t rank = labels.size();
+  // 0, 1, ... along `axis` (one tcc::Range per repeated label).
+  std::map<size_t, Value*> ranges, indices;
+  auto along = [&](size_t axis, size_t first) {
+    std::string at = tag + "_" + std::to_string(axis);
+    Value*& r = ranges[first];
+    if (!r) r = e.range("Range" + at, 0, t.shape()[first]);
+    Value*& v = indices[axis];
+    Dims dims(rank, Dim(1));
+    dims[axis] = t.shape()[axis];
+    if (!v) v = e.reshape("Reshape" + at, r, dims);
+    return v;
+  };
+  Value* on = nullptr;
+  Dims on_dims(rank, Dim(1));
+  std::vector<int64_t> summed;
+  Labelled out{x, {}};
+  for (size_t a = 0; a < rank; ++a) {
+    size_t first = static_cast<size_t>(std::find(labels.begin(), labels.end(), labels[a]) - labels.begin());
+    bool kept = first == a && keep.count(labels[a]) > 0;
+    out.labels.push_back(kept ? labels[a] : kGone);
+    if (!kept) summed.push_back(static_cast<int64_t>(a));
+    if (first == a) continue;
+    Dims pair(rank, Dim(1));
+    pair[first] = pair[a] = on_dims[first] = on_dims[a] = t.shape()[a];
+    std::string at = tag + "_" + std::to_string(a);
+    Value* same =
+        e.add("Equal" + at, "Equal", {along(first, first), along(a, first)}, Type::tensor(DType::Bool, pair));
+    on = on ? e.add("And" + at, "And", {on, same}, Type::tensor(DType::Bool, on_dims)) : same;
+  }
+  if (on) out.v = e.add("Where" + tag, "Where", {on, x, e.scalar("zero", 0, t.dtype())}, t);
+  if (!summed.empty()) out.v = e.reduce("ReduceSum" + tag, "ReduceSum", out.v, summed, Expansion::kept_type(t, summed));
+  return out;
+}
+
+// Where each of `to`'s labels is in `from`: the perm of a Transpose from one to the other.
+std::vector<int64_t> positions(const std::vector<int>& from, const std::vector<int>& to) {
+  std::vector<int64_t> perm;
+  for (int l : to) perm.push_back(std::find(from.begin(), from.end(), l) - from.begin());
+  return perm;
+}
+
+// The labels of `x` but kGone, in order.
+std::vector<int> present(const Labelled& x) {
+  std::vector<int> have;
+  for (int l : x.labels)
+    if (l != kGone) have.push_back(l);
+  return have;
+}
+
+// x with its labels in the order they have in `order` (a superset), viewed as `dims`.
+Value* arranged(Expansion& e, const std::string& tag, const Labelled& x, const std::vector<int>& order,
+                const Dims& dims) {
+  std::vector<int> have = present(x), want;
+  for (int l : order)
+    if (std::find(have.begin(), have.end(), l) != have.end()) want.push_back(l);
+  Value* v = x.v;
+  const Dims& shape = v->type().shape();
+  if (have != want) {
+    Dims squeezed, moved;
+    for (size_t a = 0; a < x.labels.size(); ++a)
+      if (x.labels[a] != kGone) squeezed.push_back(shape[a]);
+    std::vector<int64_t> perm = positions(have, want);
+    for (int64_t p : perm) moved.push_back(squeezed[static_cast<size_t>(p)]);
+    if (squeezed != shape) v = e.reshape("Squeeze" + tag, v, squeezed);
+    v = e.add("Transpose" + tag, "Transpose", {v}, Type::tensor(v->type().dtype(), moved),
+              {{"perm", Attribute::of_ints(perm)}});
+  }
+  return v->type().shape() == dims ? v : e.reshape("Reshape" + tag, v, dims);
+}
+
+// Einsum -> the movements, reductions and product it spells. Each operand
+// first reads its repeated labels on their diagonal and sums away the labels
+// nothing else has (reduce_operand). One operand is then viewed and
+// transposed as the output. Two are a MatMul of [batch..., M, K] by
+// [batch..., K, N] (M and N: the output's labels only the first or only the
+// second has; K: the labels both have and the output lacks), viewed and
+// transposed as the output; or, with no K, a broadcast Mul. Needs one or two
+// operands of known shapes, each label one size wherever it occurs ("..."
+// broadcast against 1 is left alone) and, for a MatMul, floats.
+bool decompose_einsum(Expansion& e) {
+  const Node& n = e.node();
+  size_t count = n.num_inputs();
+  const Type& y = n.output(0)->type();
+  if (count < 1 || count > 2 || !y.is_tensor() || !y.has_rank()) return false;
+  std::vector<int64_t> ranks;
+  for (size_t i = 0; i < count; ++i) {
+    const Type& t = n.input(i)->type();
+    if (!t.is_tensor() || !t.has_rank() || !t.fully_shaped()) return false;
+    ranks.push_back(static_cast<int64_t>(t.rank()));
+  }
+  Einsum eq = parse_einsum(n, ranks);
+  std::map<int, Dim> size;
+  for (size_t i = 0; i < count; ++i)
+    for (size_t d = 0; d < eq.inputs[i].size(); ++d) {
+      auto [it, fresh] = size.emplace(eq.inputs[i][d], n.input(i)->type().shape()[d]);
+      if (!fresh && it->second != n.input(i)->type().shape()[d]) return false;
+    }
+  const std::vector<int>& out = eq.output;
+  auto has = [](const std::vector<int>& labels, int l) {
+    return std::find(labels.begin(), labels.end(), l) != labels.end();
+  };
+  std::vector<int> batch, m, k, nn;
+  if (count == 2) {
+    for (int l : out) {
+      if (has(eq.inputs[0], l) && has(eq.inputs[1], l)) batch.push_back(l);
+      else (has(eq.inputs[0], l) ? m : nn).push_back(l);
+    }
+    for (int l : eq.inputs[0])
+      if (has(eq.inputs[1], l) && !has(out, l) && !has(k, l)) k.push_back(l);
+    if (!k.empty() && !is_float(y.dtype())) return false;
+  }
+  std::vector<Labelled> terms;
+  for (size_t i = 0; i < count; ++i) {
+    std::set<int> keep(out.begin(), out.end());
+    if (count == 2) keep.insert(eq.inputs[1 - i].begin(), eq.inputs[1 - i].end());
+    terms.push_back(reduce_operand(e, "_" + std::to_string(i), n.input(i), eq.inputs[i], keep));
+  }
+  auto dims_of_labels = [&](const std::vector<int>& labels) {
+    Dims dims;
+    for (int l : labels) dims.push_back(size.at(l));
+    return dims;
+  };
+  if (count == 1) {
+    const Labelled& x = terms[0];
+    if (present(x) == out) {
+      if (x.v == n.input(0)) e.finish("Identity", "Identity", {x.v});
+      else e.finish_reshape("Reshape", x.v);
+    } else {
+      e.finish("Transpose", "Transpose", {arranged(e, "_0", x, present(x), dims_of_labels(present(x)))},
+               {{"perm", Attribute::of_ints(positions(present(x), out))}});
+    }
+    return true;
+  }
+  if (k.empty()) {
+    std::vector<Value*> factors;
+    for (size_t i = 0; i < 2; ++i) {
+      Dims dims;
+      for (int l : out) dims.push_back(has(present(terms[i]), l) ? size.at(l) : Dim(1));
+      factors.push_back(arranged(e, "_" + std::to_string(i), terms[i], out, dims));
+    }
+    e.finish("Mul", "Mul", factors);
+    return true;
+  }
+  Dims batch_dims = dims_of_labels(batch);
+  Dim rows = dims_product(dims_of_labels(m)), inner = dims_product(dims_of_labels(k)),
+      cols = dims_product(dims_of_labels(nn));
+  auto joined = [](std::vector<int> a, const std::vector<int>& b, const std::vector<int>& c) {
+    a.insert(a.end(), b.begin(), b.end());
+    a.insert(a.end(), c.begin(), c.end());
+    return a;
+  };
+  auto matrices = [&](const Dim& r, const Dim& c) {
+    Dims dims = batch_dims;
+    dims.push_back(r);
+    dims.push_back(c);
+    return dims;
+  };
+  Value* a = arranged(e, "_0", terms[0], joined(batch, m, k), matrices(rows, inner));
+  Value* b = arranged(e, "_1", terms[1], joined(batch, k, nn), matrices(inner, cols));
+  std::vector<int> product = joined(batch, m, nn);
+  Dims grouped = matrices(rows, cols), split = dims_of_labels(product);
+  if (product == out && grouped == split) {
+    e.finish("MatMul", "MatMul", {a, b});
+    return true;
+  }
+  Value* p = e.add("MatMul", "MatMul", {a, b}, Type::tensor(y.dtype(), grouped));
+  if (product == out) {
+    e.finish_reshape("Reshape", p);
+    return true;
+  }
+  if (grouped != split) p = e.reshape("Reshape", p, split);
+  e.finish("Transpose", "Transpose", {p}, {{"perm", Attribute::of_ints(positions(product, out))}});
+  return true;
+}
+
 }  // namespace
 
 void register_einsum_ops(OpRegistry& r) {
   r.add(OpDef{"", "Einsum", 12, kContraction, infer_einsum,
               [](EvalContext& ctx) { return std::vector<Tensor>{einsum_kernel(ctx)}; }, kNumeric})
-      .gradient(einsum_rule);
+      .gradient(einsum_rule)
+      .decomposition(decompose_einsum);
 }
 
 }  // namespace tcc
