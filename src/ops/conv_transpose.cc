@@ -208,9 +208,6 @@ bool decompose_conv_transpose(Expansion& e) {
   }
   if (win.kernel != kernel) return false;
   DType dt = x->dtype();
-  auto ints = [&](const std::string& hint, const std::vector<int64_t>& values) {
-    return e.constant(hint, Tensor::from_i64(values, {static_cast<int64_t>(values.size())}));
-  };
   Value* v = n.input(0);
   Dims dims = xd;
   bool spread = std::any_of(win.strides.begin(), win.strides.end(), [](int64_t s) { return s > 1; });
@@ -226,7 +223,7 @@ bool decompose_conv_transpose(Expansion& e) {
     Dims padded = split;
     for (size_t i = 0; i < ns; ++i) padded[3 + 2 * i] = Dim(win.strides[i]);
     v = e.reshape("Reshape", v, split);
-    v = e.add("Pad", "Pad", {v, ints("pads", pads)}, Type::tensor(dt, padded));
+    v = e.add("Pad", "Pad", {v, e.i64s("pads", pads)}, Type::tensor(dt, padded));
     v = e.reshape("Reshape_1", v, dims);
   }
   // The Conv's padding before and after each spatial dim of the spread input.
@@ -248,10 +245,11 @@ bool decompose_conv_transpose(Expansion& e) {
     pads_more = pads_more || b != a;
   }
   if (slices)
-    v = e.add("Slice", "Slice", {v, ints("starts", starts), ints("ends", ends), ints("axes", axes)}, Type::tensor(dt, dims));
+    v = e.add("Slice", "Slice", {v, e.i64s("starts", starts), e.i64s("ends", ends), e.i64s("axes", axes)},
+              Type::tensor(dt, dims));
   if (pads_more) {
     for (size_t i = 0; i < ns; ++i) dims[2 + i] = Dim(dims[2 + i].value() + extra[2 + i] + extra[rank + 2 + i]);
-    v = e.add("Pad_1", "Pad", {v, ints("pads_1", extra)}, Type::tensor(dt, dims));
+    v = e.add("Pad_1", "Pad", {v, e.i64s("pads_1", extra)}, Type::tensor(dt, dims));
   }
   // W [C, M/G, taps] -> [M, C/G, taps reversed]: filter g M/G + j, channel c of
   // group g reads W[g C/G + c, j] at the mirrored tap.

@@ -83,6 +83,10 @@ Value* Expansion::scalar(const std::string& hint, double v, DType dtype) {
 
 Value* Expansion::i64(const std::string& hint, int64_t v) { return constant(hint, Tensor::from_i64({v}, {1})); }
 
+Value* Expansion::i64s(const std::string& hint, const std::vector<int64_t>& values) {
+  return constant(hint, Tensor::from_i64(values, {static_cast<int64_t>(values.size())}));
+}
+
 Value* Expansion::reduce(const std::string& piece, const std::string& op, Value* x, const std::vector<int64_t>& axes,
                          const Type& type) {
   auto [ins, attrs] = reduce_spelling(op, x, axes);
@@ -150,8 +154,9 @@ void Expansion::take_over(size_t i, Value* v) {
 std::pair<std::vector<Value*>, std::map<std::string, Attribute>> Expansion::reduce_spelling(
     const std::string& op, Value* x, const std::vector<int64_t>& axes) {
   if (onnx_opset() >= (op == "ReduceSum" ? 13 : 18)) {
-    if (!axes_) axes_ = constant("axes", Tensor::from_i64(axes, {static_cast<int64_t>(axes.size())}));
-    return {{x, axes_}, {{"keepdims", Attribute::of_int(1)}}};
+    Value*& given = axes_[axes];
+    if (!given) given = i64s("axes", axes);
+    return {{x, given}, {{"keepdims", Attribute::of_int(1)}}};
   }
   return {{x}, {{"keepdims", Attribute::of_int(1)}, {"axes", Attribute::of_ints(axes)}}};
 }

@@ -58,6 +58,7 @@ class Expansion {
   Value* constant(const std::string& hint, Tensor t);
   Value* scalar(const std::string& hint, double v, DType dtype);
   Value* i64(const std::string& hint, int64_t v);  // a one-element 1-D i64 constant
+  Value* i64s(const std::string& hint, const std::vector<int64_t>& values);  // a 1-D i64 constant
   // A Reduce* op over `axes`, keeping dims, as the imported opset spells it.
   Value* reduce(const std::string& piece, const std::string& op, Value* x, const std::vector<int64_t>& axes,
                 const Type& type);
@@ -100,7 +101,7 @@ class Expansion {
   Graph& g_;
   Node& n_;
   std::string prefix_, name_, source_;  // kept: finish() erases n_ before building the last piece
-  Value* axes_ = nullptr;
+  std::map<std::vector<int64_t>, Value*> axes_;  // one constant per distinct axes list
   bool finished_ = false, dead_inputs_ = false;
   std::vector<std::pair<size_t, std::string>> moved_outputs_;
 };

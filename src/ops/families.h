@@ -9,7 +9,8 @@ void register_unary_float_ops(OpRegistry& r);     // float math functions, activ
 void register_bitwise_ops(OpRegistry& r);         // BitwiseAnd, BitwiseOr, BitwiseXor, BitwiseNot, BitShift
 void register_reduce_ops(OpRegistry& r);          // Reduce*
 void register_reduction_ops(OpRegistry& r);       // ArgMax/ArgMin, Softmax, LogSoftmax, Hardmax, LayerNorm, CumSum
-void register_linalg_ops(OpRegistry& r);          // MatMul, Gemm, Einsum
+void register_linalg_ops(OpRegistry& r);          // MatMul, MatMulInteger, Gemm, Det
+void register_einsum_ops(OpRegistry& r);          // Einsum
 void register_attention_ops(OpRegistry& r);       // Attention
 void register_rotary_embedding_ops(OpRegistry& r);  // RotaryEmbedding
 void register_shape_ops(OpRegistry& r);           // Shape, Size, Reshape, Squeeze, Unsqueeze, Flatten, Identity, Dropout, Constant, ConstantOfShape, Range

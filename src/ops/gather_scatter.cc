@@ -540,6 +540,31 @@ bool decompose_select(Expansion& e) {
   return true;
 }
 
+// ReverseSequence(x, lens) -> GatherElements(x, from, axis = time) with from =
+// Where(t < lens[b], lens[b] - 1 - t, t) over a tcc::Range t along the time
+// axis and lens viewed along the batch axis, expanded to x's shape. Needs x's
+// dims known (symbolic too); lens may be data. Unlike the reference kernel, it
+// does not check that each length lies in [0, T].
+bool decompose_reverse_sequence(Expansion& e) {
+  const Node& n = e.node();
+  const Type& x = n.input(0)->type();
+  if (!x.is_tensor() || !x.has_rank() || x.rank() < 2 || !x.fully_shaped()) return false;
+  auto [batch, time] = batch_time_axes(n);
+  Dims along_time(x.rank(), Dim(1)), along_batch(x.rank(), Dim(1)), both(x.rank(), Dim(1));
+  along_time[time] = both[time] = x.shape()[time];
+  along_batch[batch] = both[batch] = x.shape()[batch];
+  Type batch_type = Type::tensor(DType::I64, along_batch), index_type = Type::tensor(DType::I64, both);
+  Value* t = e.reshape("Reshape", e.range("Range", 0, x.shape()[time]), along_time);
+  Value* len = e.reshape("Reshape_1", n.input(1), along_batch);
+  Value* last = e.add("Sub", "Sub", {len, e.scalar("one", 1, DType::I64)}, batch_type);
+  Value* reversed = e.add("Sub_1", "Sub", {last, t}, index_type);
+  Value* inside = e.add("Less", "Less", {t, len}, Type::tensor(DType::Bool, both));
+  Value* from = e.add("Where", "Where", {inside, reversed, t}, index_type);
+  e.finish("GatherElements", "GatherElements", {n.input(0), e.expand("Expand", from, x.shape())},
+           {{"axis", Attribute::of_int(time)}});
+  return true;
+}
+
 }  // namespace
 
 Tensor scatter_elements(const Node& n, Tensor out, const Tensor& ind, const Tensor& upd, const std::string& reduction) {
@@ -573,7 +598,8 @@ void register_gather_scatter_ops(OpRegistry& r) {
       .gradient(scatter_rule);
   r.add(OpDef{"", "Compress", 11, kMovement | kDataDependentShape, infer_compress, eval_compress, {}})
       .gradient(compress_rule);
-  r.add(OpDef{"", "ReverseSequence", 10, kMovement, infer_reverse_sequence, eval_reverse_sequence, {}});
+  r.add(OpDef{"", "ReverseSequence", 10, kMovement, infer_reverse_sequence, eval_reverse_sequence, {}})
+      .decomposition(decompose_reverse_sequence);
 }
 
 }  // namespace tcc

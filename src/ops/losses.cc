@@ -1,6 +1,7 @@
 // The training losses NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss
 // over scores [N, C, D...] and integer targets [N, D...].
 #include <cmath>
+#include <numeric>
 
 #include "src/ops/families.h"
 #include "src/ops/op_helpers.h"
@@ -149,15 +150,90 @@ void class_loss_rule(GradContext& c) {
   c.set(0, e.op("Sub", {dlogp, mul(c, softmax, e.reduce("ReduceSum", dlogp, {1}, true))}));
 }
 
+// ---------------------------------------------------------------------------
+// Decompositions (decomposition.h)
+
+// NegativeLogLikelihoodLoss(x, t, w) -> -GatherElements(x, t viewed as
+// [N, 1, D...], axis 1) * w[t] (Gather), where a target equal to ignore_index
+// reads class 0 and weighs 0 (Where); reduction sum is a ReduceSum of that,
+// mean its ReduceSum over the weights' (a ReduceMean without weights or
+// ignore_index). SoftmaxCrossEntropyLoss is the same over LogSoftmax(x, axis
+// 1), which is its log_prob output. Needs x of known shape and a float dtype,
+// and for SoftmaxCrossEntropyLoss of rank > 2 opset 13 (LogSoftmax before it
+// normalizes over the flattened C, D...). A target out of [0, C) is not
+// checked, as the reference kernel does.
+bool decompose_class_loss(Expansion& e) {
+  const Node& n = e.node();
+  const Type* x = e.ranked_float_input(0);
+  const Type& target = n.input(1)->type();
+  bool sce = n.op_type() == "SoftmaxCrossEntropyLoss";
+  if (x == nullptr || x->rank() < 2 || !target.is_tensor() || (sce && x->rank() > 2 && e.onnx_opset() < 13))
+    return false;
+  DType dt = x->dtype(), it = target.dtype();
+  Dims per_dims = {x->shape()[0]};  // [N, D...]
+  per_dims.insert(per_dims.end(), x->shape().begin() + 2, x->shape().end());
+  Type per = Type::tensor(dt, per_dims);
+  Value* logp = n.input(0);
+  if (sce) {
+    logp = e.add("LogSoftmax", "LogSoftmax", {logp}, *x, {{"axis", Attribute::of_int(1)}});
+    if (n.num_outputs() > 1 && e.used(n.output(1))) e.take_over(1, logp);
+  }
+  Value* label = n.input(1);
+  Value* ignored = nullptr;
+  if (n.has_attr("ignore_index")) {
+    Value* ignore = e.scalar("ignore_index", static_cast<double>(n.get_int("ignore_index", 0)), it);
+    ignored = e.add("Equal", "Equal", {label, ignore}, Type::tensor(DType::Bool, per_dims));
+    label = e.add("Where", "Where", {ignored, e.scalar("class_0", 0, it), label}, Type::tensor(it, per_dims));
+  }
+  Dims column = per_dims;
+  column.insert(column.begin() + 1, Dim(1));
+  Value* picked = e.add("GatherElements", "GatherElements", {logp, e.reshape("Reshape", label, column)},
+                        Type::tensor(dt, column), {{"axis", Attribute::of_int(1)}});
+  picked = e.reshape("Reshape_1", picked, per_dims);
+  Value* weight = nullptr;
+  if (n.num_inputs() > 2 && n.has_input(2)) weight = e.add("Gather", "Gather", {n.input(2), label}, per);
+  if (ignored) {
+    Value* kept_weight = weight ? weight : e.scalar("one", 1, dt);
+    weight = e.add("Where_1", "Where", {ignored, e.scalar("zero", 0, dt), kept_weight}, per);
+  }
+  std::string reduction = n.get_string("reduction", "mean");
+  if (reduction == "none" && !weight) {
+    e.finish("Neg", "Neg", {picked});
+    return true;
+  }
+  Value* loss = e.add("Neg", "Neg", {picked}, per);
+  if (reduction == "none") {
+    e.finish("Mul", "Mul", {loss, weight});
+    return true;
+  }
+  if (weight) loss = e.add("Mul", "Mul", {loss, weight}, per);
+  std::vector<int64_t> all(per_dims.size());
+  std::iota(all.begin(), all.end(), int64_t{0});
+  Type kept = Expansion::kept_type(per, all);
+  Value* total = nullptr;
+  if (reduction == "sum") {
+    total = e.reduce("ReduceSum", "ReduceSum", loss, all, kept);
+  } else if (weight) {
+    Value* weights = e.reduce("ReduceSum_1", "ReduceSum", weight, all, kept);
+    total = e.add("Div", "Div", {e.reduce("ReduceSum", "ReduceSum", loss, all, kept), weights}, kept);
+  } else {
+    total = e.reduce("ReduceMean", "ReduceMean", loss, all, kept);
+  }
+  e.finish_reshape("Reshape_2", total);
+  return true;
+}
+
 }  // namespace
 
 void register_loss_ops(OpRegistry& r) {
   r.add(OpDef{"", "NegativeLogLikelihoodLoss", 12, kReduction, [](InferContext& c) { infer_loss(c, false); },
               eval_nll, kLossTypes})
-      .gradient(class_loss_rule);
+      .gradient(class_loss_rule)
+      .decomposition(decompose_class_loss);
   r.add(OpDef{"", "SoftmaxCrossEntropyLoss", 12, kReduction, [](InferContext& c) { infer_loss(c, true); }, eval_sce,
               kLossTypes})
-      .gradient(class_loss_rule);
+      .gradient(class_loss_rule)
+      .decomposition(decompose_class_loss);
 }
 
 }  // namespace tcc

@@ -235,7 +235,7 @@ bool decompose_batchnorm(Expansion& e) {
     if (!target) {
       std::vector<int64_t> shape(x->rank() - 1, 1);
       shape[0] = -1;
-      target = e.constant("channel_shape", Tensor::from_i64(shape, {static_cast<int64_t>(shape.size())}));
+      target = e.i64s("channel_shape", shape);
     }
     return e.add("Reshape_" + piece, "Reshape", {n.input(i), target}, channel_type);
   };
@@ -277,7 +277,7 @@ bool decompose_instance_norm(Expansion& e) {
   Type params = Type::tensor(x->dtype(), channel_dims);
   std::vector<int64_t> channel_shape(x->rank() - 1, 1);
   channel_shape[0] = -1;
-  Value* target = e.constant("channel_shape", Tensor::from_i64(channel_shape, {static_cast<int64_t>(x->rank() - 1)}));
+  Value* target = e.i64s("channel_shape", channel_shape);
   Value* in = n.input(0);
   Value* mean = e.reduce("ReduceMean", "ReduceMean", in, spatial, kept);
   Value* d = e.add("Sub", "Sub", {in, mean}, *x);
@@ -551,7 +551,7 @@ bool decompose_group_norm(Expansion& e) {
   Type grouped = Type::tensor(x->dtype(), {xd[0], groups, per, dims_product(Dims(xd.begin() + 2, xd.end()))});
   Type kept = Expansion::kept_type(grouped, {2, 3});
   Type params = Type::tensor(x->dtype(), {groups, affine, 1});
-  Value* target = e.constant("affine_shape", Tensor::from_i64({groups, affine, 1}, {3}));
+  Value* target = e.i64s("affine_shape", {groups, affine, 1});
   Value* xg = e.reshape("Reshape", n.input(0), grouped.shape());
   Value* mean = e.reduce("ReduceMean", "ReduceMean", xg, {2, 3}, kept);
   Value* d = e.add("Sub", "Sub", {xg, mean}, grouped);

@@ -85,6 +85,7 @@ const OpRegistry& OpRegistry::get() {
     register_reduce_ops(r);
     register_reduction_ops(r);
     register_linalg_ops(r);
+    register_einsum_ops(r);
     register_attention_ops(r);
     register_rotary_embedding_ops(r);
     register_shape_ops(r);

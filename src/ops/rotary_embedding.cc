@@ -180,7 +180,7 @@ bool decompose_rotary_embedding(Expansion& e) {
                           e.i64("pair_axis", pair_axis), e.i64("partner_step", -1)},
                          pairs);
   // A cache at the input's positions, [batch, seq, R/2], with axes of 1 for the heads and the pair.
-  Value* cache_axes = e.constant("cache_axes", Tensor::from_i64({four_d ? 1 : 2, pair_axis}, {2}));
+  Value* cache_axes = e.i64s("cache_axes", {four_d ? 1 : 2, pair_axis});
   auto cache = [&](size_t i, const std::string& name) {
     Value* c = n.input(i);
     if (has_positions) {

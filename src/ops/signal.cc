@@ -4,12 +4,16 @@
 // A complex tensor is a real one with a trailing dim of 2 (real, imaginary); a
 // real signal has a trailing dim of 1. Kernels compute in double: a transform
 // of a power-of-two length is a radix-2 FFT (O(n log n)), any other length the
-// direct O(n^2) sum. The windows and the mel matrix read only their scalar
-// operands, so with constant operands shape inference folds them (try_fold runs
-// these kernels) and constant_fold leaves initializers in their place.
+// direct O(n^2) sum. DFT and STFT with constant parameters decompose into a
+// MatMul by a constant twiddle matrix. The windows and the mel matrix read only
+// their scalar operands, so with constant operands shape inference folds them
+// (try_fold runs these kernels) and constant_fold leaves initializers in their
+// place; with sizes from shapes they are computed once per binding of the
+// symbols (passes/binding_constants.h), so they need no decomposition.
 #include <cmath>
 #include <complex>
 #include <numbers>
+#include <optional>
 
 #include "src/ops/families.h"
 #include "src/ops/op_helpers.h"
@@ -224,6 +228,112 @@ std::vector<Tensor> eval_dft(EvalContext& ctx) {
   return {y};
 }
 
+// The most entries of the twiddle matrix a DFT or STFT decomposes into: past
+// it the matrix outweighs the signal, and the host's FFT is the better path.
+constexpr int64_t kMaxTwiddles = int64_t{1} << 22;
+
+// The [length * channels, bins * out_channels] matrix that takes a line of
+// `length` points, each of `channels` values (real, imaginary), to the bins of
+// its transform of `points` points: entry ((t, c), (k, c')) is what part c of
+// x[t] adds to part c' of bin k, as `transform` and eval_dft's padding,
+// truncation and mirroring have it. For x[t] = a + ib read as a + i s b (s =
+// -1 where irfft mirrors it), w (a + i s b) = (wr a - s wi b) + i (wi a + s wr b).
+Tensor twiddle_matrix(DftMode mode, int64_t length, int64_t channels, int64_t points, int64_t bins,
+                      int64_t out_channels, DType dtype) {
+  int64_t cols = bins * out_channels;
+  std::vector<double> m(static_cast<size_t>(length * channels * cols), 0.0);
+  double sign = mode.inverse ? 1.0 : -1.0, scale = mode.inverse ? 1.0 / static_cast<double>(points) : 1.0;
+  for (int64_t j = 0; j < points; ++j) {
+    bool mirrored = mode.half_inverse() && j > points / 2;
+    int64_t t = mirrored ? points - j : j;
+    if (t >= length) continue;
+    double s = mirrored ? -1.0 : 1.0;
+    for (int64_t k = 0; k < bins; ++k) {
+      double angle = sign * 2 * std::numbers::pi * static_cast<double>((k * j) % points) / static_cast<double>(points);
+      Complex w = std::polar(scale, angle);
+      size_t re = static_cast<size_t>(t * channels * cols + k * out_channels), im = re + static_cast<size_t>(cols);
+      m[re] += w.real();
+      if (out_channels == 2) m[re + 1] += w.imag();
+      if (channels == 1) continue;
+      m[im] -= s * w.imag();
+      if (out_channels == 2) m[im + 1] += s * w.real();
+    }
+  }
+  Tensor out(dtype, {length * channels, cols});
+  for (size_t i = 0; i < m.size(); ++i) out.set_f64(static_cast<int64_t>(i), m[i]);
+  return out;
+}
+
+// The one value of a constant scalar input as an integer, or `absent` where
+// the node leaves it out; nullopt where it is data.
+std::optional<int64_t> constant_int(const Node& n, size_t i, int64_t absent) {
+  if (n.num_inputs() <= i || !n.has_input(i)) return absent;
+  std::optional<double> v = scalar_constant(n.input(i));
+  if (!v) return std::nullopt;
+  return static_cast<int64_t>(*v);
+}
+
+// DFT -> a MatMul of x's lines along the axis (moved next to the channels by
+// a Transpose and flattened with them) by a constant twiddle_matrix, whose
+// bins are viewed and moved back into the axis's place. Needs a float x whose
+// axis and channels are static, the axis and dft_length constant, and at most
+// kMaxTwiddles entries.
+bool decompose_dft(Expansion& e) {
+  const Node& n = e.node();
+  const Type* x = e.ranked_float_input(0);
+  const Type& y = n.output(0)->type();
+  if (x == nullptr || x->rank() < 2 || !y.is_tensor() || !y.has_rank() || !y.fully_shaped()) return false;
+  auto rank = static_cast<int64_t>(x->rank());
+  std::optional<int64_t> axis = n.opset() < 20 ? n.get_int("axis", 1) : constant_int(n, 2, -2);
+  if (!axis) return false;
+  if (*axis < 0) *axis += rank;
+  if (*axis < 0 || *axis > rank - 2) return false;
+  const Dim& along = x->shape()[static_cast<size_t>(*axis)];
+  if (!along.is_static() || !x->shape().back().is_static()) return false;
+  DftMode mode = dft_mode(n);
+  int64_t length = along.value(), channels = x->shape().back().value();
+  std::optional<int64_t> points = constant_int(n, 1, mode.half_inverse() ? 2 * (length - 1) : length);
+  if (!points || *points < 1 || (channels != 1 && channels != 2)) return false;
+  int64_t bins = mode.half_forward() ? *points / 2 + 1 : *points, out_channels = mode.half_inverse() ? 1 : 2;
+  if (length * channels > kMaxTwiddles / (bins * out_channels)) return false;
+  // x as [others..., length, channels]: the other dims first, in order.
+  std::vector<int64_t> perm;
+  Dims lines;
+  for (int64_t a = 0; a < rank - 1; ++a)
+    if (a != *axis) {
+      perm.push_back(a);
+      lines.push_back(x->shape()[static_cast<size_t>(a)]);
+    }
+  perm.push_back(*axis);
+  perm.push_back(rank - 1);
+  bool moved = *axis != rank - 2;
+  Value* v = n.input(0);
+  if (moved) {
+    Dims dims = lines;
+    dims.push_back(along);
+    dims.push_back(Dim(channels));
+    v = e.add("Transpose", "Transpose", {v}, Type::tensor(x->dtype(), dims), {{"perm", Attribute::of_ints(perm)}});
+  }
+  if (lines.empty()) lines.push_back(Dim(1));
+  Dims flat = lines, spectrum = lines;
+  flat.push_back(Dim(length * channels));
+  spectrum.push_back(Dim(bins * out_channels));
+  Value* m = e.constant("twiddles", twiddle_matrix(mode, length, channels, *points, bins, out_channels, x->dtype()));
+  Value* product =
+      e.add("MatMul", "MatMul", {e.reshape("Reshape", v, flat), m}, Type::tensor(x->dtype(), spectrum));
+  if (!moved) {
+    e.finish_reshape("Reshape_1", product);
+    return true;
+  }
+  Dims split = lines;
+  split.push_back(Dim(bins));
+  split.push_back(Dim(out_channels));
+  std::vector<int64_t> back(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) back[static_cast<size_t>(perm[i])] = static_cast<int64_t>(i);
+  e.finish("Transpose_1", "Transpose", {e.reshape("Reshape_1", product, split)}, {{"perm", Attribute::of_ints(back)}});
+  return true;
+}
+
 // ---------------------------------------------------------------- STFT
 
 // STFT(signal [batch, length, 1 or 2], frame_step, window, frame_length):
@@ -311,6 +421,50 @@ std::vector<Tensor> eval_stft(EvalContext& ctx) {
   return {y};
 }
 
+// STFT -> the frames as a Gather along x's length of a constant [frames,
+// frame_length] index (f frame_step + t), times the window viewed as
+// [frame_length, 1], then DFT's MatMul by a twiddle_matrix, viewed as [batch,
+// frames, bins, 2]. Needs a float x whose length and channels are static,
+// frame_step constant, the frame length static (the window's or a constant
+// frame_length), and at most kMaxTwiddles entries.
+bool decompose_stft(Expansion& e) {
+  const Node& n = e.node();
+  const Type* x = e.ranked_float_input(0);
+  const Type& y = n.output(0)->type();
+  if (x == nullptr || x->rank() != 3 || !x->shape()[1].is_static() || !x->shape()[2].is_static() || !y.is_tensor() ||
+      !y.has_rank() || !y.fully_shaped())
+    return false;
+  int64_t length = x->shape()[1].value(), channels = x->shape()[2].value();
+  std::optional<int64_t> step = constant_int(n, 1, 0), frame = constant_int(n, 3, length);
+  Value* window = n.num_inputs() > 2 && n.has_input(2) ? n.input(2) : nullptr;
+  if (window) {
+    const Type& w = window->type();
+    if (!w.is_tensor() || !w.has_rank() || w.rank() != 1 || !w.shape()[0].is_static()) return false;
+    if (n.num_inputs() <= 3 || !n.has_input(3)) frame = w.shape()[0].value();
+    if (frame != w.shape()[0].value()) return false;
+  }
+  bool onesided = n.get_int("onesided", 1) != 0;
+  if (!step || *step < 1 || !frame || *frame < 1 || *frame > length || (channels != 1 && channels != 2) ||
+      (onesided && channels == 2))
+    return false;
+  int64_t frames = (length - *frame) / *step + 1, bins = onesided ? *frame / 2 + 1 : *frame;
+  if (*frame * channels > kMaxTwiddles / (bins * 2)) return false;
+  std::vector<int64_t> samples(static_cast<size_t>(frames * *frame));
+  for (int64_t f = 0; f < frames; ++f)
+    for (int64_t t = 0; t < *frame; ++t) samples[static_cast<size_t>(f * *frame + t)] = f * *step + t;
+  const Dim& batch = x->shape()[0];
+  Type framed = Type::tensor(x->dtype(), {batch, Dim(frames), Dim(*frame), Dim(channels)});
+  Value* v = e.add("Gather", "Gather", {n.input(0), e.constant("frames", Tensor::from_i64(samples, {frames, *frame}))},
+                   framed, {{"axis", Attribute::of_int(1)}});
+  if (window) v = e.add("Mul", "Mul", {v, e.reshape("Reshape", window, {Dim(*frame), Dim(1)})}, framed);
+  DftMode forward{false, onesided};
+  Value* m = e.constant("twiddles", twiddle_matrix(forward, *frame, channels, *frame, bins, 2, x->dtype()));
+  Value* lines = e.reshape("Reshape_1", v, {batch, Dim(frames), Dim(*frame * channels)});
+  e.finish_reshape("Reshape_2", e.add("MatMul", "MatMul", {lines, m},
+                                      Type::tensor(x->dtype(), {batch, Dim(frames), Dim(bins * 2)})));
+  return true;
+}
+
 // ---------------------------------------------------------------- windows
 
 // A generalized cosine window, w[t] = a0 - a1 cos(2 pi t / N) + a2 cos(4 pi t / N),
@@ -394,8 +548,8 @@ std::vector<Tensor> eval_mel(EvalContext& ctx) {
 }  // namespace
 
 void register_signal_ops(OpRegistry& r) {
-  r.add(OpDef{"", "DFT", 17, 0, infer_dft, eval_dft, {}});
-  r.add(OpDef{"", "STFT", 17, 0, infer_stft, eval_stft, {}});
+  r.add(OpDef{"", "DFT", 17, 0, infer_dft, eval_dft, {}}).decomposition(decompose_dft);
+  r.add(OpDef{"", "STFT", 17, 0, infer_stft, eval_stft, {}}).decomposition(decompose_stft);
   auto window = [&r](const char* op, CosineWindow c) {
     r.add(OpDef{"", op, 17, kConstant, infer_window, [c](EvalContext& ctx) { return eval_window(ctx, c); }, {}});
   };

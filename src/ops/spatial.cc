@@ -237,8 +237,15 @@ void infer_affine_grid(InferContext& ctx) {
   ctx.set_output_type(0, Type::tensor(theta.dtype(), out));
 }
 
+// Position i of d along an axis, between -1 and 1: the centres of d cells, or
+// (align_corners) d points from -1 to 1.
+double grid_coordinate(int64_t i, int64_t d, bool align_corners) {
+  if (align_corners) return d == 1 ? -1.0 : -1 + 2.0 * static_cast<double>(i) / static_cast<double>(d - 1);
+  return -1 + (2.0 * static_cast<double>(i) + 1) / static_cast<double>(d);
+}
+
 // grid[n, ..., :] = theta[n] @ (x, y[, z], 1), with (x, y, z) the position's
-// coordinates evenly spaced from -1 to 1 (W's along x, H's along y, D's along z).
+// grid_coordinate (W's along x, H's along y, D's along z).
 std::vector<Tensor> eval_affine_grid(EvalContext& ctx) {
   const Tensor& theta = ctx.input(0);
   std::vector<int64_t> size = ctx.input(1).to_i64_vector();
@@ -253,10 +260,6 @@ std::vector<Tensor> eval_affine_grid(EvalContext& ctx) {
   std::vector<int64_t> spatial(size.begin() + 2, size.end());
   if (std::any_of(spatial.begin(), spatial.end(), [](int64_t d) { return d < 0; }))
     ctx.fail("expected non-negative sizes, got " + shape_str(size));
-  auto coordinate = [&](int64_t i, int64_t d) {
-    if (align == 1) return d == 1 ? -1.0 : -1 + 2.0 * static_cast<double>(i) / static_cast<double>(d - 1);
-    return -1 + (2.0 * static_cast<double>(i) + 1) / static_cast<double>(d);
-  };
   std::vector<int64_t> gshape = {size[0]};
   gshape.insert(gshape.end(), spatial.begin(), spatial.end());
   gshape.push_back(nd);
@@ -266,7 +269,7 @@ std::vector<Tensor> eval_affine_grid(EvalContext& ctx) {
   for (int64_t b = 0; b < size[0]; ++b) {
     std::vector<int64_t> idx(nd, 0);
     for (int64_t p = 0; p < positions; ++p) {
-      for (int64_t k = 0; k < nd; ++k) homo[k] = coordinate(idx[nd - 1 - k], spatial[nd - 1 - k]);
+      for (int64_t k = 0; k < nd; ++k) homo[k] = grid_coordinate(idx[nd - 1 - k], spatial[nd - 1 - k], align == 1);
       for (int64_t row = 0; row < nd; ++row) {
         double v = 0;
         for (int64_t col = 0; col <= nd; ++col) v += theta.get_f64((b * nd + row) * (nd + 1) + col) * homo[col];
@@ -648,16 +651,144 @@ void center_crop_pad_rule(GradContext& c) {
   c.set(0, c.e().op("CenterCropPad", {c.dy(), c.e().shape_of(c.in(0))}));
 }
 
+// ---------------------------------------------------------------------------
+// Decompositions (decomposition.h)
+
+// CenterCropPad(x, shape) -> a Slice of the centred window along the axes it
+// crops, then a Pad with zeros along those it pads (floor(|in - out| / 2)
+// before, the rest after), as the reference kernel places them. Needs shape
+// constant and x's dims along the axes static.
+bool decompose_center_crop_pad(Expansion& e) {
+  const Node& n = e.node();
+  const Type& x = n.input(0)->type();
+  std::optional<Tensor> shape = constant_value(n.input(1));
+  if (!x.is_tensor() || !x.has_rank() || !shape) return false;
+  auto rank = static_cast<int64_t>(x.rank());
+  std::vector<int64_t> axes = crop_pad_axes(n, rank);
+  if (shape->numel() != static_cast<int64_t>(axes.size())) return false;
+  std::vector<int64_t> starts, ends, cropped, pads(2 * x.rank(), 0);
+  Dims dims = x.shape();
+  bool pad = false;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    int64_t a = axes[i], want = shape->get_i64(static_cast<int64_t>(i));
+    if (!dims[a].is_static() || want < 0) return false;
+    int64_t diff = dims[a].value() - want;
+    if (diff > 0) {
+      cropped.push_back(a);
+      starts.push_back(diff / 2);
+      ends.push_back(diff / 2 + want);
+    } else if (diff < 0) {
+      pads[a] = -diff / 2;
+      pads[a + rank] = -diff - pads[a];
+      pad = true;
+    }
+  }
+  if (cropped.empty() && !pad) {
+    e.finish("Identity", "Identity", {n.input(0)});
+    return true;
+  }
+  std::vector<Value*> slice = {n.input(0), e.i64s("starts", starts), e.i64s("ends", ends), e.i64s("axes", cropped)};
+  if (!pad) {
+    e.finish("Slice", "Slice", slice);
+    return true;
+  }
+  Value* v = n.input(0);
+  if (!cropped.empty()) {
+    for (size_t i = 0; i < cropped.size(); ++i) dims[cropped[i]] = Dim(ends[i] - starts[i]);
+    v = e.add("Slice", "Slice", slice, Type::tensor(x.dtype(), dims));
+  }
+  e.finish("Pad", "Pad", {v, e.i64s("pads", pads)});
+  return true;
+}
+
+// AffineGrid(theta, size) -> MatMul of the constant base grid [positions,
+// nd + 1] (each position's grid_coordinate x, y[, z], then 1) by theta
+// transposed to [N, nd + 1, nd], viewed as [N, spatial..., nd]. Needs a float
+// theta and size constant.
+bool decompose_affine_grid(Expansion& e) {
+  const Node& n = e.node();
+  const Type* theta = e.ranked_float_input(0);
+  std::optional<Tensor> size = constant_value(n.input(1));
+  int64_t align = n.get_int("align_corners", 0);
+  if (theta == nullptr || theta->rank() != 3 || !size || (size->numel() != 4 && size->numel() != 5) ||
+      (align != 0 && align != 1))
+    return false;
+  std::vector<int64_t> spatial = size->to_i64_vector();
+  spatial.erase(spatial.begin(), spatial.begin() + 2);
+  auto nd = static_cast<int64_t>(spatial.size());
+  if (std::any_of(spatial.begin(), spatial.end(), [](int64_t d) { return d < 0; })) return false;
+  int64_t positions = product(spatial);
+  Tensor base(theta->dtype(), {positions, nd + 1});
+  std::vector<int64_t> idx(spatial.size(), 0);
+  for (int64_t p = 0; p < positions; ++p) {
+    for (int64_t k = 0; k < nd; ++k)
+      base.set_f64(p * (nd + 1) + k, grid_coordinate(idx[nd - 1 - k], spatial[nd - 1 - k], align == 1));
+    base.set_f64(p * (nd + 1) + nd, 1.0);
+    advance(idx, spatial);
+  }
+  const Dim& batch = theta->shape()[0];
+  Value* turned = e.add("Transpose", "Transpose", {n.input(0)}, Type::tensor(theta->dtype(), {batch, nd + 1, nd}),
+                        {{"perm", Attribute::of_ints({0, 2, 1})}});
+  Value* grid = e.add("MatMul", "MatMul", {e.constant("base_grid", std::move(base)), turned},
+                      Type::tensor(theta->dtype(), {batch, positions, nd}));
+  e.finish_reshape("Reshape", grid);
+  return true;
+}
+
+// MaxUnpool(X, I, output_shape) -> ScatterElements of X's elements, at I's
+// flat indices, into zeros (a tcc::Expand of 0) of the unpooled shape's
+// elements, viewed as that shape, and zero padded after it up to
+// output_shape. Needs X's shape static and output_shape constant or absent.
+// Unlike the reference kernel, it does not check I's indices.
+bool decompose_max_unpool(Expansion& e) {
+  const Node& n = e.node();
+  const Type& x = n.input(0)->type();
+  if (!x.is_tensor() || !x.has_rank() || x.rank() < 3 || !x.fully_static()) return false;
+  size_t ns = x.rank() - 2;
+  UnpoolAttrs a = unpool_attrs(n, ns);
+  std::vector<int64_t> full = {x.shape()[0].value(), x.shape()[1].value()};
+  for (size_t i = 0; i < ns; ++i)
+    full.push_back((x.shape()[2 + i].value() - 1) * a.strides[i] - a.pads[i] - a.pads[ns + i] + a.kernel[i]);
+  std::vector<int64_t> out = full;
+  if (n.num_inputs() > 2 && n.has_input(2)) {
+    std::optional<Tensor> given = constant_value(n.input(2));
+    if (!given) return false;
+    out = given->to_i64_vector();
+  }
+  if (out.size() != full.size()) return false;
+  for (size_t i = 0; i < out.size(); ++i)
+    if (full[i] < 0 || out[i] < full[i]) return false;
+  int64_t numel = 1;
+  for (const Dim& d : x.shape()) numel *= d.value();
+  int64_t elements = product(full);
+  Type scattered_type = Type::tensor(x.dtype(), {Dim(elements)});
+  Value* zeros = e.expand("Expand", e.scalar("zero", 0, x.dtype()), {Dim(elements)});
+  Value* at = e.reshape("Reshape", n.input(1), {Dim(numel)});
+  Value* values = e.reshape("Reshape_1", n.input(0), {Dim(numel)});
+  Value* scattered = e.add("ScatterElements", "ScatterElements", {zeros, at, values}, scattered_type,
+                           {{"axis", Attribute::of_int(0)}});
+  if (out == full) {
+    e.finish_reshape("Reshape_2", scattered);
+    return true;
+  }
+  std::vector<int64_t> pads(2 * out.size(), 0);
+  for (size_t i = 0; i < out.size(); ++i) pads[out.size() + i] = out[i] - full[i];
+  e.finish("Pad", "Pad", {e.reshape("Reshape_2", scattered, dims_of(full)), e.i64s("pads", pads)});
+  return true;
+}
+
 }  // namespace
 
 void register_spatial_ops(OpRegistry& r) {
   r.add(OpDef{"", "GridSample", 16, 0, infer_grid_sample, eval_grid_sample, kNumeric});
-  r.add(OpDef{"", "AffineGrid", 20, 0, infer_affine_grid, eval_affine_grid, {}});
+  r.add(OpDef{"", "AffineGrid", 20, 0, infer_affine_grid, eval_affine_grid, {}}).decomposition(decompose_affine_grid);
   r.add(OpDef{"", "DeformConv", 19, kContraction, infer_deform_conv, eval_deform_conv, kFloatTypes});
   r.add(OpDef{"", "Col2Im", 18, 0, infer_col2im, eval_col2im, kNumeric});
-  r.add(OpDef{"", "MaxUnpool", 9, kMovement, infer_max_unpool, eval_max_unpool, {}});
+  r.add(OpDef{"", "MaxUnpool", 9, kMovement, infer_max_unpool, eval_max_unpool, {}})
+      .decomposition(decompose_max_unpool);
   r.add(OpDef{"", "CenterCropPad", 18, kMovement, infer_center_crop_pad, eval_center_crop_pad, {}})
-      .gradient(center_crop_pad_rule);
+      .gradient(center_crop_pad_rule)
+      .decomposition(decompose_center_crop_pad);
 }
 
 }  // namespace tcc
