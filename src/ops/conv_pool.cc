@@ -17,11 +17,6 @@
 #include "src/ops/op_registry.h"
 
 namespace tcc {
-namespace {
-
-SymExpr C(int64_t v) { return SymExpr::constant(v); }
-
-}  // namespace
 
 Window read_window(const Node& n, size_t nspatial, std::vector<int64_t> kernel) {
   Window w;

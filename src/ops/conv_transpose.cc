@@ -13,8 +13,6 @@
 namespace tcc {
 namespace {
 
-SymExpr C(int64_t v) { return SymExpr::constant(v); }
-
 // Python-style floor division: ConvTranspose splits negative total paddings.
 int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
 

@@ -27,7 +27,8 @@ void register_control_flow_ops(OpRegistry& r);    // If, Loop, Scan
 void register_recurrent_ops(OpRegistry& r);       // RNN, GRU, LSTM
 void register_signal_ops(OpRegistry& r);          // DFT, STFT, HannWindow, HammingWindow, BlackmanWindow, MelWeightMatrix
 void register_quantization_ops(OpRegistry& r);    // QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, QLinearMatMul, QLinearConv, ConvInteger
-void register_spatial_ops(OpRegistry& r);        // GridSample, AffineGrid, DeformConv, Col2Im, MaxUnpool, CenterCropPad
+void register_spatial_ops(OpRegistry& r);        // AffineGrid, Col2Im, MaxUnpool, CenterCropPad
+void register_sampling_ops(OpRegistry& r);       // GridSample, DeformConv
 void register_detection_ops(OpRegistry& r);      // RoiAlign, MaxRoiPool, NonMaxSuppression
 void register_tcc_ops(OpRegistry& r);             // tcc::Fusion, tcc::Reshape, tcc::Expand, tcc::Slice
 void register_sequence_ops(OpRegistry& r);        // Sequence*, ConcatFromSequence, SplitToSequence, Optional*

@@ -160,6 +160,10 @@ void check_nchw(const EvalContext& ctx, const Tensor& x) {
   if (x.rank() < 3) ctx.fail("expected an input of rank >= 3 ([N, C, spatial...]), got shape " + shape_str(x.shape()));
 }
 
+void require_numeric(const Node& n, DType dt, const char* what) {
+  if (dt == DType::String) n.fail(std::string(what) + " must hold numbers, got string");
+}
+
 double cubic_convolution(double d, double a) {
   d = std::fabs(d);
   if (d <= 1) return ((a + 2) * d - (a + 3)) * d * d + 1;

@@ -107,6 +107,13 @@ void check_nchw(const EvalContext& ctx, const Tensor& x);
 // and GridSample's cubic taps; a = -0.75 is torch's, -0.5 Keys' own).
 double cubic_convolution(double d, double a);
 
+// A constant for the symbolic size arithmetic of the spatial shape rules.
+inline SymExpr C(int64_t v) { return SymExpr::constant(v); }
+
+// Interpolating and rearranging kernels read elements as numbers: strings
+// are refused, naming n.
+void require_numeric(const Node& n, DType dt, const char* what);
+
 // Static dims of a concrete shape.
 Dims dims_of(const std::vector<int64_t>& shape);
 

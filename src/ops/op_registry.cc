@@ -103,6 +103,7 @@ const OpRegistry& OpRegistry::get() {
     register_signal_ops(r);
     register_quantization_ops(r);
     register_spatial_ops(r);
+    register_sampling_ops(r);
     register_detection_ops(r);
     register_tcc_ops(r);
     register_sequence_ops(r);
