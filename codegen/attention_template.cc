@@ -217,8 +217,8 @@ class SplitAttention : CudaAttentionWriter {
     line("__shared__ __align__(16) float vs[" + BN + "][" + std::to_string(vp_) + "];");
     line("float q[" + D + "], o[" + DV + "];");
     line("#pragma unroll");
-    line("for (int d = 0; d < " + D + "; ++d) q[d] = live ? " + read(k_, a_.q, "Q[i * " + expr(a_.q_strides[2]) + " + d]") +
-         " : 0.f;");
+    const std::string q_at = "Q[i * " + expr(a_.q_strides[2]) + " + d]";
+    line("for (int d = 0; d < " + D + "; ++d) q[d] = live ? " + read(k_, a_.q, q_at) + " : 0.f;");
     line("#pragma unroll");
     line("for (int e = 0; e < " + DV + "; ++e) o[e] = 0.f;");
     line("float m = " + neg_inf + ", l = 0.f;");
@@ -480,7 +480,8 @@ class MmaAttention : CudaAttentionWriter {
     line("top1 = fmaxf(top1, __shfl_xor_sync(0xffffffffu, top1, x));");
     close();
     line("const float n0 = fmaxf(m0, top0), n1 = fmaxf(m1, top1);");
-    line("const float a0 = n0 == " + neg_inf + " ? 1.f : expf(m0 - n0), a1 = n1 == " + neg_inf + " ? 1.f : expf(m1 - n1);");
+    line("const float a0 = n0 == " + neg_inf + " ? 1.f : expf(m0 - n0);");
+    line("const float a1 = n1 == " + neg_inf + " ? 1.f : expf(m1 - n1);");
     open("for (int nt = 0; nt < 4; ++nt)");
     line("sc[nt][0] = n0 == " + neg_inf + " ? 0.f : expf(sc[nt][0] - n0);");
     line("sc[nt][1] = n0 == " + neg_inf + " ? 0.f : expf(sc[nt][1] - n0);");

@@ -243,7 +243,8 @@ bool decompose_nonzero(Expansion& e) {
     Dims along(dims.size(), Dim(1));
     along[static_cast<size_t>(a)] = dims[static_cast<size_t>(a)];
     const std::string axis = std::to_string(a);
-    Value* index = e.reshape("Reshape_axis" + axis, e.range("Range_axis" + axis, 0, dims[static_cast<size_t>(a)]), along);
+    Value* index =
+        e.reshape("Reshape_axis" + axis, e.range("Range_axis" + axis, 0, dims[static_cast<size_t>(a)]), along);
     coordinates.push_back(e.reshape("Reshape_coordinates" + axis, e.expand("Expand_axis" + axis, index, dims),
                                     {Dim(1), total}));
   }

@@ -148,7 +148,8 @@ bool decompose_matmul_integer(Expansion& e) {
   const Type& a = n.input(0)->type();
   const Type& b = n.input(1)->type();
   const Type& y = n.output(0)->type();
-  if (!y.is_tensor() || !y.fully_shaped() || !a.has_rank() || !b.has_rank() || a.rank() < 2 || b.rank() < 2) return false;
+  if (!y.is_tensor() || !y.fully_shaped() || !a.has_rank() || !b.has_rank() || a.rank() < 2 || b.rank() < 2)
+    return false;
   const auto rows = static_cast<int64_t>(a.rank()) - 2, columns = static_cast<int64_t>(b.rank()) - 1;
   if (!zero_point_fits(n, 0, 2, rows) || !zero_point_fits(n, 1, 3, columns)) return false;
   Value* product = e.add("MatMul", "MatMul", {zero_point_shifted(e, 0, 2, rows), zero_point_shifted(e, 1, 3, columns)},

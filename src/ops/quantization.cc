@@ -439,7 +439,8 @@ void finish_requantize(Expansion& e, Value* acc, Value* multiplier, Value* zero_
   const Type& t = acc->type();
   Value* scaled = e.add("Mul_requantize", "Mul", {acc, cast_to(e, "Cast_multiplier", multiplier, DType::F64)}, t);
   Value* rounded_acc = e.add("Round", "Round", {scaled}, t);
-  Value* shifted = e.add("Add_zero_point", "Add", {rounded_acc, cast_to(e, "Cast_zero_point_y", zero_point, DType::F64)}, t);
+  Value* offset = cast_to(e, "Cast_zero_point_y", zero_point, DType::F64);
+  Value* shifted = e.add("Add_zero_point", "Add", {rounded_acc, offset}, t);
   e.finish("Cast", "Cast", {shifted}, {{"to", Attribute::of_int(static_cast<int64_t>(zero_point->type().dtype()))}});
 }
 
@@ -516,7 +517,8 @@ bool decompose_qlinear_matmul(Expansion& e) {
   const Type& a = n.input(0)->type();
   const Type& b = n.input(3)->type();
   const Type& y = n.output(0)->type();
-  if (!y.is_tensor() || !y.fully_shaped() || !a.has_rank() || !b.has_rank() || a.rank() < 2 || b.rank() < 2) return false;
+  if (!y.is_tensor() || !y.fully_shaped() || !a.has_rank() || !b.has_rank() || a.rank() < 2 || b.rank() < 2)
+    return false;
   const size_t rows = a.rank() - 2, columns = b.rank() - 1;
   if (!zero_point_fits(n, 0, 2, static_cast<int64_t>(rows)) || !zero_point_fits(n, 3, 5, static_cast<int64_t>(columns)))
     return false;
@@ -533,8 +535,8 @@ bool decompose_qlinear_matmul(Expansion& e) {
                                           zero_point_shifted(e, 3, 5, static_cast<int64_t>(columns))},
                      Type::tensor(DType::F64, y.shape()));
   Value* row_scale = per_row ? e.reshape("Reshape_a_scale", n.input(1), {a.shape()[rows], Dim(1)}) : n.input(1);
-  Value* product =
-      e.add("Mul_scales", "Mul", {row_scale, n.input(4)}, Type::tensor(DType::F32, broadcast_of({row_scale, n.input(4)})));
+  Value* product = e.add("Mul_scales", "Mul", {row_scale, n.input(4)},
+                         Type::tensor(DType::F32, broadcast_of({row_scale, n.input(4)})));
   Value* multiplier =
       e.add("Div_scales", "Div", {product, n.input(6)}, Type::tensor(DType::F32, broadcast_of({product, n.input(6)})));
   finish_requantize(e, acc, multiplier, n.input(7));

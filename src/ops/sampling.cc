@@ -376,7 +376,9 @@ bool decompose_grid_sample(Expansion& e) {
   auto op = [&](const std::string& piece, const std::string& name, const std::vector<Value*>& ins,
                 DType t = DType::F64) { return e.add(piece, name, ins, Type::tensor(t, np)); };
   auto number = [&](const std::string& hint, double v) { return e.scalar(hint, v, DType::F64); };
-  auto to = [](DType t) { return std::map<std::string, Attribute>{{"to", Attribute::of_int(static_cast<int64_t>(t))}}; };
+  auto to = [](DType t) {
+    return std::map<std::string, Attribute>{{"to", Attribute::of_int(static_cast<int64_t>(t))}};
+  };
   Value* zero = number("zero", 0);
   Value* one = number("one", 1);
   Value* two = number("two", 2);
@@ -403,7 +405,8 @@ bool decompose_grid_sample(Expansion& e) {
     Value* v = m.align_corners
                    ? op("Mul_extent" + a, "Mul", {op("Div_half" + a, "Div", {shifted, two}), number("span" + a, d - 1)})
                    : op("Div_half" + a, "Div",
-                        {op("Sub_half" + a, "Sub", {op("Mul_extent" + a, "Mul", {shifted, number("span" + a, d)}), one}),
+                        {op("Sub_half" + a, "Sub",
+                            {op("Mul_extent" + a, "Mul", {shifted, number("span" + a, d)}), one}),
                          two});
     const bool nearest = m.interpolation == Interpolation::Nearest;
     if (nearest) v = op("Round" + a, "Round", {v});
@@ -416,7 +419,8 @@ bool decompose_grid_sample(Expansion& e) {
       if (hi - lo <= 0) return op("Add_lo" + t, "Add", {op("Mul_flat" + t, "Mul", {u, zero}), low});
       Value* below = op("Less_lo" + t, "Less", {u, low}, DType::Bool);
       Value* above = op("Greater_hi" + t, "Greater", {u, high}, DType::Bool);
-      Value* past = op("Where_past" + t, "Where", {below, op("Sub_lo" + t, "Sub", {low, u}), op("Sub_hi" + t, "Sub", {u, high})});
+      Value* past = op("Where_past" + t, "Where",
+                       {below, op("Sub_lo" + t, "Sub", {low, u}), op("Sub_hi" + t, "Sub", {u, high})});
       Value* range = number("range" + t, hi - lo);
       Value* flips = op("Floor_flips" + t, "Floor", {op("Div_flips" + t, "Div", {past, range})});
       Value* rest = op("Sub_rest" + t, "Sub", {past, op("Mul_flips" + t, "Mul", {flips, range})});
@@ -451,7 +455,8 @@ bool decompose_grid_sample(Expansion& e) {
     Value* frac = op("Sub_frac" + a, "Sub", {v, base});
     auto neighbour = [&](int offset) {
       if (offset == 0) return base;
-      return op("Add_tap" + a + "_" + std::to_string(offset + 1), "Add", {base, number("offset" + a + "_" + std::to_string(offset + 1), offset)});
+      const std::string t = a + "_" + std::to_string(offset + 1);
+      return op("Add_tap" + t, "Add", {base, number("offset" + t, offset)});
     };
     if (m.interpolation == Interpolation::Linear) {
       tap(a + "_0", base, op("Sub_weight" + a, "Sub", {one, frac}));
@@ -464,17 +469,21 @@ bool decompose_grid_sample(Expansion& e) {
     auto distance = [&](int j) -> Value* {
       if (j == 1) return frac;
       Value* c = number("distance" + a + "_" + std::to_string(j), j == 0 ? 1 : j - 1);
-      return j == 0 ? op("Add_distance" + a + "_0", "Add", {frac, c}) : op("Sub_distance" + a + "_" + std::to_string(j), "Sub", {c, frac});
+      const std::string t = a + "_" + std::to_string(j);
+      return j == 0 ? op("Add_distance" + t, "Add", {frac, c}) : op("Sub_distance" + t, "Sub", {c, frac});
     };
     for (int j = 0; j < 4; ++j) {
       const std::string t = a + "_" + std::to_string(j);
       Value* dj = distance(j);
       Value* w;
       if (j == 1 || j == 2) {  // ((a + 2) d - (a + 3)) d d + 1
-        Value* inner = op("Sub_inner" + t, "Sub", {op("Mul_inner" + t, "Mul", {number("a2" + t, ka + 2), dj}), number("a3" + t, ka + 3)});
-        w = op("Add_inner" + t, "Add", {op("Mul_inner_dd" + t, "Mul", {op("Mul_inner_d" + t, "Mul", {inner, dj}), dj}), one});
+        Value* inner = op("Sub_inner" + t, "Sub",
+                          {op("Mul_inner" + t, "Mul", {number("a2" + t, ka + 2), dj}), number("a3" + t, ka + 3)});
+        Value* squared = op("Mul_inner_dd" + t, "Mul", {op("Mul_inner_d" + t, "Mul", {inner, dj}), dj});
+        w = op("Add_inner" + t, "Add", {squared, one});
       } else {  // ((a d - 5 a) d + 8 a) d - 4 a
-        Value* p = op("Sub_outer" + t, "Sub", {op("Mul_outer" + t, "Mul", {number("a" + t, ka), dj}), number("a5" + t, 5 * ka)});
+        Value* p = op("Sub_outer" + t, "Sub",
+                      {op("Mul_outer" + t, "Mul", {number("a" + t, ka), dj}), number("a5" + t, 5 * ka)});
         p = op("Add_outer" + t, "Add", {op("Mul_outer_d" + t, "Mul", {p, dj}), number("a8" + t, 8 * ka)});
         w = op("Sub_outer_4a" + t, "Sub", {op("Mul_outer_dd" + t, "Mul", {p, dj}), number("a4" + t, 4 * ka)});
       }
@@ -498,14 +507,17 @@ bool decompose_grid_sample(Expansion& e) {
                                     : op("Mul_stride" + t + "_" + std::to_string(k), "Mul",
                                          {tp.index, number("stride" + t + "_" + std::to_string(k), strides[k])});
       index = index ? op("Add_index" + t + "_" + std::to_string(k), "Add", {index, term}) : term;
-      if (tp.weight) weight = weight ? op("Mul_weight" + t + "_" + std::to_string(k), "Mul", {weight, tp.weight}) : tp.weight;
+      if (tp.weight)
+        weight = weight ? op("Mul_weight" + t + "_" + std::to_string(k), "Mul", {weight, tp.weight}) : tp.weight;
     }
-    Value* at = e.expand("Expand_index" + t,
-                         e.reshape("Reshape_index" + t, op("Cast_index" + t, "Cast", {index}, DType::I64), {batch, Dim(1), positions}),
-                         ncp);
-    Value* read = e.add("GatherElements" + t, "GatherElements", {flat_x, at}, f64(ncp), {{"axis", Attribute::of_int(2)}});
-    if (weight)
-      read = e.add("Mul_read" + t, "Mul", {read, e.reshape("Reshape_weight" + t, weight, {batch, Dim(1), positions})}, f64(ncp));
+    Value* flat = op("Cast_index" + t, "Cast", {index}, DType::I64);
+    Value* at = e.expand("Expand_index" + t, e.reshape("Reshape_index" + t, flat, {batch, Dim(1), positions}), ncp);
+    Value* read =
+        e.add("GatherElements" + t, "GatherElements", {flat_x, at}, f64(ncp), {{"axis", Attribute::of_int(2)}});
+    if (weight) {
+      Value* spread = e.reshape("Reshape_weight" + t, weight, {batch, Dim(1), positions});
+      read = e.add("Mul_read" + t, "Mul", {read, spread}, f64(ncp));
+    }
     sum = sum ? e.add("Add_taps" + t, "Add", {sum, read}, f64(ncp)) : read;
     size_t k = r;
     while (k > 0 && ++pick[k - 1] == taps[k - 1].size()) pick[--k] = 0;
