@@ -500,12 +500,14 @@ void unrolled_step(Unroller& u, const Recurrent& r, const std::vector<Activation
   }
 }
 
-// Declines a sequence length that is not static (the steps are unrolled),
-// sequence_lens with a reverse direction (each batch row would start at its
-// own step) and opsets before 11 (Slice and Clip take their bounds as inputs
-// from there on): such nodes stay host steps. With sequence_lens, a row's
-// steps at or past its length keep its states and write zeros to Y, and a
-// length of 0 leaves zero final states, as the reference does.
+// Declines a sequence length that is not static (the steps are unrolled) and
+// opsets before 11 (Slice and Clip take their bounds as inputs from there
+// on): such nodes stay host steps. With sequence_lens, a row's steps at or
+// past its length keep its states and write zeros to Y, and a length of 0
+// leaves zero final states, as the reference does; a backward direction,
+// whose rows each start at their own last step, runs forward over each row's
+// first `length` steps reversed (ReverseSequence, which decomposes in turn)
+// and reverses its Y back.
 bool decompose_recurrent(Expansion& e, Cell cell) {
   const Node& n = e.node();
   const Type& xt = n.input(kX)->type();
@@ -515,7 +517,6 @@ bool decompose_recurrent(Expansion& e, Cell cell) {
     return false;
   Recurrent r = read_recurrent(n, cell);
   Value* lens = n.input(kSeqLens);
-  if (lens && (r.directions == 2 || r.reverse)) return false;
   const size_t seq_axis = static_cast<size_t>(r.layout);
   const Dim seq_dim = xt.shape()[seq_axis], batch = xt.shape()[1 - seq_axis];
   const Dim input = xt.shape()[2], hidden_dim = yt.shape().back();
@@ -563,6 +564,12 @@ bool decompose_recurrent(Expansion& e, Cell cell) {
     return e.reshape("Reshape_valid", less, {batch, 1});
   };
   Value* first_valid = lens ? valid(0) : nullptr;
+  Value* lens64 = nullptr;
+  auto reverse_rows = [&](const std::string& piece, Value* v) {
+    if (!lens64) lens64 = u.cast("Cast_sequence_lens", lens, DType::I64);
+    return e.add(piece, "ReverseSequence", {v, lens64}, v->type(),
+                 {{"batch_axis", Attribute::of_int(1)}, {"time_axis", Attribute::of_int(0)}});
+  };
 
   auto used = [&](size_t o) { return o < n.num_outputs() && e.used(n.output(o)); };
   const bool want_y = used(0);
@@ -587,13 +594,15 @@ bool decompose_recurrent(Expansion& e, Cell cell) {
         sw.p.push_back(u.slice(dir + "/Slice_P", in(kP), {d, g * hs}, {d + 1, (g + 1) * hs}, {0, 1}, {1, hs}));
     Value* h = initial(kInitH, d);
     Value* c = initial(kInitC, d);
+    const bool rows_reversed = lens && r.backward(d);
+    Value* source = rows_reversed ? reverse_rows(dir + "/ReverseSequence_x", xw) : xw;
     std::vector<Value*> steps(static_cast<size_t>(seq));
     for (int64_t k = 0; k < seq; ++k) {
-      const int64_t t = r.backward(d) ? seq - 1 - k : k;
+      const int64_t t = r.backward(d) && !rows_reversed ? seq - 1 - k : k;
       const std::string tag = dir + "/t" + std::to_string(t);
       Value* xw_t =
           e.reshape(tag + "/Reshape_x",
-                    u.slice(tag + "/Slice_x", xw, {t, d * rows}, {t + 1, (d + 1) * rows}, {0, 2}, {1, batch, rows}),
+                    u.slice(tag + "/Slice_x", source, {t, d * rows}, {t + 1, (d + 1) * rows}, {0, 2}, {1, batch, rows}),
                     {batch, Dim(rows)});
       Value* prev_h = h;
       Value* prev_c = c;
@@ -612,7 +621,12 @@ bool decompose_recurrent(Expansion& e, Cell cell) {
     }
     if (want_y) {
       for (Value*& s : steps) s = e.reshape(dir + "/Reshape_y", s, {1, 1, batch, hs});
-      ys[static_cast<size_t>(d)] = u.concat(dir + "/Concat_y", steps, 0, {seq, 1, batch, hs});
+      Value* y = u.concat(dir + "/Concat_y", steps, 0, {seq, 1, batch, hs});
+      if (rows_reversed)
+        y = e.reshape(dir + "/Reshape_y_reversed",
+                      reverse_rows(dir + "/ReverseSequence_y", e.reshape(dir + "/Reshape_y_rows", y, {seq, batch, hs})),
+                      {seq, 1, batch, hs});
+      ys[static_cast<size_t>(d)] = y;
     }
     final_h.push_back(h);
     final_c.push_back(c);
