@@ -22,6 +22,18 @@ std::optional<double> scalar_constant(const Value* v) {
   return t->get_f64(0);
 }
 
+Dims broadcast_of(const std::vector<Value*>& vs) {
+  size_t rank = 0;
+  for (const Value* v : vs) rank = std::max(rank, v->type().rank());
+  Dims out(rank, Dim(1));
+  for (const Value* v : vs) {
+    const Dims& d = v->type().shape();
+    for (size_t i = 0; i < d.size(); ++i)
+      if (d[i] != Dim(1)) out[rank - d.size() + i] = d[i];
+  }
+  return out;
+}
+
 namespace {
 
 bool reads(const Graph& g, const Value* v) {

@@ -33,6 +33,9 @@ std::optional<Tensor> constant_value(const Value* v);
 // The one element of a constant with a single element, as double.
 std::optional<double> scalar_constant(const Value* v);
 
+// The broadcast shape of values whose dims are 1 wherever another's is not.
+Dims broadcast_of(const std::vector<Value*>& vs);
+
 class Expansion {
  public:
   Expansion(Graph& g, Node& n)

@@ -457,19 +457,6 @@ Value* scale_along(Expansion& e, const std::string& piece, Value* scale, const D
   return e.reshape(piece, scale, along);
 }
 
-// The broadcast shape of values whose dims are 1 wherever another's is not.
-Dims broadcast_of(std::initializer_list<const Value*> vs) {
-  size_t rank = 0;
-  for (const Value* v : vs) rank = std::max(rank, v->type().rank());
-  Dims out(rank, Dim(1));
-  for (const Value* v : vs) {
-    const Dims& d = v->type().shape();
-    for (size_t i = 0; i < d.size(); ++i)
-      if (d[i] != Dim(1)) out[rank - d.size() + i] = d[i];
-  }
-  return out;
-}
-
 bool single_f32(const Value* v) {
   return v->type().is_tensor() && v->type().has_rank() && single_element(v->type()) && v->type().dtype() == DType::F32;
 }

@@ -6,12 +6,15 @@
 // final states are those after its last valid step (zero for a length of 0,
 // as ONNX Runtime gives). Layout 0 is [seq, batch, ...] for X and Y and [dirs, batch,
 // hidden] for the states; layout 1 (opset 14) puts batch first. Kernels
-// compute in double and round once to X's dtype.
+// compute in double and round once to X's dtype. Over a static sequence a
+// node decomposes into MatMuls and pointwise kernels, step by step
+// (decompose_recurrent).
 #include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <optional>
 
+#include "src/ops/decomposition.h"
 #include "src/ops/families.h"
 #include "src/ops/op_helpers.h"
 #include "src/ops/op_registry.h"
@@ -25,17 +28,11 @@ const std::vector<DType> kTypes = {DType::F32, DType::F16, DType::BF16, DType::F
 
 enum Input : size_t { kX, kW, kR, kB, kSeqLens, kInitH, kInitC, kP };
 const char* const kInputNames[] = {"X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P"};
+const char* const kOutputNames[] = {"Y", "Y_h", "Y_c"};
 
 enum class Cell { Rnn, Gru, Lstm };
 
 // -------------------------------------------------------- Activations
-
-// One of the activation functions the spec lists, with its alpha and beta.
-struct Activation {
-  double (*f)(double x, double alpha, double beta) = nullptr;
-  double alpha = 0, beta = 0;
-  double operator()(double x) const { return f(x, alpha, beta); }
-};
 
 // How many of alpha and beta a function takes and their defaults, which are
 // those of the ONNX ops of the same name (Affine and ScaledTanh, which have
@@ -62,6 +59,13 @@ const ActivationSpec kActivations[] = {
     {"Softsign", false, false, 0, 0, [](double x, double, double) { return x / (1 + std::abs(x)); }},
     {"Softplus", false, false, 0, 0,
      [](double x, double, double) { return std::max(x, 0.0) + std::log1p(std::exp(-std::abs(x))); }},
+};
+
+// One of the activation functions the spec lists, with its alpha and beta.
+struct Activation {
+  const ActivationSpec* spec = nullptr;
+  double alpha = 0, beta = 0;
+  double operator()(double x) const { return spec->f(x, alpha, beta); }
 };
 
 // Activation names compare case-insensitively, as ONNX Runtime reads them.
@@ -113,7 +117,7 @@ std::vector<std::vector<Activation>> read_activations(const Node& n, const Recur
     for (const ActivationSpec& s : kActivations)
       if (same_name(names[i], s.name)) spec = &s;
     if (!spec) n.fail("unknown activation '" + names[i] + "'");
-    Activation act{spec->f, spec->alpha, spec->beta};
+    Activation act{spec, spec->alpha, spec->beta};
     if (spec->takes_alpha && next_alpha < alphas.size()) act.alpha = alphas[next_alpha++];
     if (spec->takes_beta && next_beta < betas.size()) act.beta = betas[next_beta++];
     out[i / defaults.size()].push_back(act);
@@ -342,14 +346,321 @@ std::vector<Tensor> eval_recurrent(EvalContext& ctx, Cell cell) {
   return outs;
 }
 
+// -------------------------------------------------------- Decomposition
+
+// A node unrolled over its static sequence into kernels and library calls: one
+// MatMul projects every step's input for all directions and gates, then each
+// step adds MatMul(h, R^T) and the biases, slices out the gates and applies
+// their activations (pointwise pieces, which fuse) in f32 (f64 for f64 X).
+class Unroller {
+ public:
+  Unroller(Expansion& e, const Recurrent& r, DType dt, int64_t hidden) : e_(e), r_(r), dt_(dt), hidden_(hidden) {}
+
+  Value* op(const std::string& piece, const std::string& op, const std::vector<Value*>& ins, const Dims& dims,
+            std::map<std::string, Attribute> attrs = {}) {
+    return e_.add(piece, op, ins, Type::tensor(dt_, dims), std::move(attrs));
+  }
+
+  // A 1-D i64 constant, one per list (Slice bounds recur at every step).
+  Value* ints(const std::vector<int64_t>& values) {
+    Value*& c = ints_[values];
+    if (!c) c = e_.i64s("index", values);
+    return c;
+  }
+
+  // A scalar of the compute dtype, one constant per value.
+  Value* scalar(double v) {
+    Value*& c = scalars_[v];
+    if (!c) c = e_.scalar("scalar", v, dt_);
+    return c;
+  }
+
+  Value* slice(const std::string& piece, Value* x, const std::vector<int64_t>& starts, const std::vector<int64_t>& ends,
+               const std::vector<int64_t>& axes, const Dims& dims) {
+    return op(piece, "Slice", {x, ints(starts), ints(ends), ints(axes)}, dims);
+  }
+
+  // Columns [from, to) of m [rows, columns].
+  Value* columns(const std::string& piece, Value* m, int64_t from, int64_t to) {
+    return slice(piece, m, {from}, {to}, {1}, {m->type().shape()[0], Dim(to - from)});
+  }
+
+  // Gate g's columns of v [batch, k * hidden].
+  Value* gate(const std::string& piece, Value* v, int64_t g) {
+    return slice(piece, v, {g * hidden_}, {(g + 1) * hidden_}, {1}, {v->type().shape()[0], Dim(hidden_)});
+  }
+
+  Value* concat(const std::string& piece, const std::vector<Value*>& vs, int64_t axis, const Dims& dims) {
+    return vs.size() == 1 ? vs[0] : op(piece, "Concat", vs, dims, {{"axis", Attribute::of_int(axis)}});
+  }
+
+  // The input as the compute dtype, and a result back as the node's.
+  Value* cast(const std::string& piece, Value* v, DType to) {
+    if (v->type().dtype() == to) return v;
+    return e_.add(piece, "Cast", {v}, Type::tensor(to, v->type().shape()),
+                  {{"to", Attribute::of_int(static_cast<int64_t>(to))}});
+  }
+
+  // a(x), its input bounded by clip: the ONNX op of the activation's name
+  // with its alpha and beta, or for Affine and ScaledTanh (no longer ONNX
+  // ops) the scale and shift they stand for.
+  Value* activate(const std::string& piece, const Activation& a, Value* x) {
+    if (r_.clip) x = pointwise(piece + "_Clip", "Clip", {x, scalar(-*r_.clip), scalar(*r_.clip)});
+    const std::string name = a.spec->name;
+    if (name == "Affine") return add(piece + "_Add", mul(piece + "_Mul", x, scalar(a.alpha)), scalar(a.beta));
+    if (name == "ScaledTanh") {
+      Value* t = pointwise(piece + "_Tanh", "Tanh", {mul(piece + "_Mul", x, scalar(a.beta))});
+      return mul(piece + "_Scale", t, scalar(a.alpha));
+    }
+    std::map<std::string, Attribute> attrs;
+    if (a.spec->takes_alpha) attrs["alpha"] = Attribute::of_float(static_cast<float>(a.alpha));
+    if (a.spec->takes_beta) attrs["beta"] = Attribute::of_float(static_cast<float>(a.beta));
+    return pointwise(piece + "_" + name, name, {x}, std::move(attrs));
+  }
+
+  // h R^T + Rb, of R^T's columns.
+  Value* recurrent(const std::string& piece, Value* h, Value* rt, Value* rb) {
+    Dims out = {h->type().shape()[0], rt->type().shape()[1]};
+    Value* y = op(piece + "_MatMul", "MatMul", {h, rt}, out);
+    return rb ? op(piece + "_Add_Rb", "Add", {y, rb}, out) : y;
+  }
+
+  // A pointwise piece of the compute dtype: its operands broadcast (a
+  // missing initial state is zeros [1, hidden] until the first step).
+  Value* pointwise(const std::string& piece, const std::string& op, const std::vector<Value*>& ins,
+                   std::map<std::string, Attribute> attrs = {}) {
+    return e_.add(piece, op, ins, Type::tensor(dt_, broadcast_of(ins)), std::move(attrs));
+  }
+  Value* add(const std::string& piece, Value* a, Value* b) { return pointwise(piece, "Add", {a, b}); }
+  Value* mul(const std::string& piece, Value* a, Value* b) { return pointwise(piece, "Mul", {a, b}); }
+  Value* sub(const std::string& piece, Value* a, Value* b) { return pointwise(piece, "Sub", {a, b}); }
+  Value* where(const std::string& piece, Value* mask, Value* a, Value* b) {
+    return pointwise(piece, "Where", {mask, a, b});
+  }
+
+ private:
+  Expansion& e_;
+  const Recurrent& r_;
+  DType dt_;
+  int64_t hidden_;
+  std::map<double, Value*> scalars_;
+  std::map<std::vector<int64_t>, Value*> ints_;
+};
+
+// One direction's weights as pieces: R^T [hidden, gates * hidden], Rb
+// [1, gates * hidden] and the peepholes i, o, f [1, hidden] each (null when
+// absent). A GRU without linear_before_reset multiplies R_h by r * h apart:
+// rt and rb then hold z and r's columns, rt_h and rb_h h's.
+struct StepWeights {
+  Value* rt = nullptr;
+  Value* rb = nullptr;
+  Value* rt_h = nullptr;
+  Value* rb_h = nullptr;
+  std::vector<Value*> p;
+};
+
+// The states after step `tag` of one direction, from xw (the step's input
+// projection with Wb, [batch, gates * hidden]), as the reference's step().
+void unrolled_step(Unroller& u, const Recurrent& r, const std::vector<Activation>& act, const StepWeights& wt,
+                   const std::string& tag, Value* xw, Value*& h, Value*& c) {
+  auto piece = [&](const std::string& what) { return tag + "/" + what; };
+  if (r.cell == Cell::Rnn) {
+    h = u.activate(piece("f"), act[0], u.add(piece("Add"), xw, u.recurrent(piece("R"), h, wt.rt, wt.rb)));
+  } else if (r.cell == Cell::Gru) {
+    Value* hr = u.recurrent(piece("R"), h, wt.rt, wt.rb);
+    auto sum = [&](const std::string& name, int64_t g) {
+      return u.add(piece("Add_" + name), u.gate(piece("Slice_x" + name), xw, g),
+                   u.gate(piece("Slice_h" + name), hr, g));
+    };
+    Value* z = u.activate(piece("f_z"), act[0], sum("z", 0));
+    Value* reset = u.activate(piece("f_r"), act[0], sum("r", 1));
+    // The candidate's recurrent term: r * (h Rh^T + Rbh) with
+    // linear_before_reset, else (r * h) Rh^T + Rbh.
+    Value* recur = r.linear_before_reset
+                       ? u.mul(piece("Mul_reset"), reset, u.gate(piece("Slice_hh"), hr, 2))
+                       : u.recurrent(piece("Rh"), u.mul(piece("Mul_reset"), reset, h), wt.rt_h, wt.rb_h);
+    Value* cand = u.activate(piece("g"), act[1], u.add(piece("Add_h"), u.gate(piece("Slice_xh"), xw, 2), recur));
+    // (1 - z) * cand + z * h
+    h = u.add(piece("Add_state"), cand, u.mul(piece("Mul_z"), z, u.sub(piece("Sub_state"), h, cand)));
+  } else {
+    Value* s = u.add(piece("Add"), xw, u.recurrent(piece("R"), h, wt.rt, wt.rb));
+    // Gate g's sum, plus the peephole term P_g * state when P is given.
+    auto pre = [&](const std::string& name, int64_t g, size_t peephole, Value* state) {
+      Value* v = u.gate(piece("Slice_" + name), s, g);
+      if (wt.p.empty()) return v;
+      return u.add(piece("Add_p" + name), v, u.mul(piece("Mul_p" + name), wt.p[peephole], state));
+    };
+    Value* i = u.activate(piece("f_i"), act[0], pre("i", 0, 0, c));
+    Value* f =
+        r.input_forget ? u.sub(piece("Sub_f"), u.scalar(1), i) : u.activate(piece("f_f"), act[0], pre("f", 2, 2, c));
+    Value* g = u.activate(piece("g"), act[1], u.gate(piece("Slice_c"), s, 3));
+    c = u.add(piece("Add_c"), u.mul(piece("Mul_fc"), f, c), u.mul(piece("Mul_ig"), i, g));
+    Value* o = u.activate(piece("f_o"), act[0], pre("o", 1, 1, c));
+    h = u.mul(piece("Mul_h"), o, u.activate(piece("h"), act[2], c));
+  }
+}
+
+// Declines a sequence length that is not static (the steps are unrolled) and
+// opsets before 11 (Slice and Clip take their bounds as inputs from there
+// on): such nodes stay host steps. With sequence_lens, a row's steps at or
+// past its length keep its states and write zeros to Y, and a length of 0
+// leaves zero final states, as the reference does; a backward direction,
+// whose rows each start at their own last step, runs forward over each row's
+// first `length` steps reversed (ReverseSequence, which decomposes in turn)
+// and reverses its Y back.
+bool decompose_recurrent(Expansion& e, Cell cell) {
+  const Node& n = e.node();
+  const Type& xt = n.input(kX)->type();
+  const Type& yt = n.output(0)->type();
+  if (e.onnx_opset() < 11 || !xt.is_tensor() || !xt.has_rank() || xt.rank() != 3 || !is_float(xt.dtype()) ||
+      !yt.is_tensor() || !yt.has_rank())
+    return false;
+  Recurrent r = read_recurrent(n, cell);
+  Value* lens = n.input(kSeqLens);
+  const size_t seq_axis = static_cast<size_t>(r.layout);
+  const Dim seq_dim = xt.shape()[seq_axis], batch = xt.shape()[1 - seq_axis];
+  const Dim input = xt.shape()[2], hidden_dim = yt.shape().back();
+  if (!seq_dim.is_static() || seq_dim.value() == 0 || !input.is_static() || !hidden_dim.is_static()) return false;
+  const int64_t seq = seq_dim.value(), hs = hidden_dim.value(), dirs = r.directions, rows = r.gates * hs;
+  const DType dt = xt.dtype() == DType::F64 ? DType::F64 : DType::F32;
+  Unroller u(e, r, dt, hs);
+  // Input i in the compute dtype (null when absent), cast once.
+  std::map<size_t, Value*> cast_inputs;
+  auto in = [&](size_t i) {
+    Value*& v = cast_inputs[i];
+    if (!v && n.input(i)) v = u.cast("Cast_" + std::string(kInputNames[i]), n.input(i), dt);
+    return v;
+  };
+
+  // Every step's input projection X W^T + Wb: [seq, batch, dirs * rows].
+  Value* x = in(kX);
+  if (r.layout == 1)
+    x = u.op("Transpose_X", "Transpose", {x}, {seq, batch, input}, {{"perm", Attribute::of_ints({1, 0, 2})}});
+  Value* w = e.reshape("Reshape_W", in(kW), {dirs * rows, input});
+  Value* wt = u.op("Transpose_W", "Transpose", {w}, {input, dirs * rows}, {{"perm", Attribute::of_ints({1, 0})}});
+  Value* xw = u.op("MatMul_X", "MatMul", {x, wt}, {seq, batch, dirs * rows});
+  Value* b = in(kB);
+  if (b) {
+    Value* wb = e.reshape("Reshape_Wb", u.slice("Slice_Wb", b, {0}, {rows}, {1}, {dirs, rows}), {dirs * rows});
+    xw = u.op("Add_Wb", "Add", {xw, wb}, {seq, batch, dirs * rows});
+  }
+  // Row d of a state input [dirs, batch, hidden] (batch first in layout 1),
+  // or zeros [1, hidden] that the first step broadcasts.
+  Value* zeros = nullptr;
+  auto initial = [&](size_t i, int64_t d) {
+    Value* v = in(i);
+    if (!v) {
+      if (!zeros) zeros = e.constant("zeros", Tensor(dt, {1, hs}));
+      return zeros;
+    }
+    Dims one = r.layout == 0 ? Dims{1, batch, hs} : Dims{batch, 1, hs};
+    return e.reshape("Reshape_" + std::string(kInputNames[i]),
+                     u.slice("Slice_" + std::string(kInputNames[i]), v, {d}, {d + 1}, {r.layout}, one), {batch, hs});
+  };
+  // Whether step t is within each row's length: [batch, 1].
+  auto valid = [&](int64_t t) {
+    Value* less = e.add("Less", "Less", {e.scalar("t", static_cast<double>(t), lens->type().dtype()), lens},
+                        Type::tensor(DType::Bool, {batch}));
+    return e.reshape("Reshape_valid", less, {batch, 1});
+  };
+  Value* first_valid = lens ? valid(0) : nullptr;
+  Value* lens64 = nullptr;
+  auto reverse_rows = [&](const std::string& piece, Value* v) {
+    if (!lens64) lens64 = u.cast("Cast_sequence_lens", lens, DType::I64);
+    return e.add(piece, "ReverseSequence", {v, lens64}, v->type(),
+                 {{"batch_axis", Attribute::of_int(1)}, {"time_axis", Attribute::of_int(0)}});
+  };
+
+  auto used = [&](size_t o) { return o < n.num_outputs() && e.used(n.output(o)); };
+  const bool want_y = used(0);
+  std::vector<Value*> ys(static_cast<size_t>(dirs)), final_h, final_c;
+  for (int64_t d = 0; d < dirs; ++d) {
+    const std::string dir = "d" + std::to_string(d);
+    StepWeights sw;
+    Value* rd =
+        e.reshape(dir + "/Reshape_R", u.slice(dir + "/Slice_R", in(kR), {d}, {d + 1}, {0}, {1, rows, hs}), {rows, hs});
+    sw.rt = u.op(dir + "/Transpose_R", "Transpose", {rd}, {hs, rows}, {{"perm", Attribute::of_ints({1, 0})}});
+    if (b) sw.rb = u.slice(dir + "/Slice_Rb", b, {d, rows}, {d + 1, 2 * rows}, {0, 1}, {1, rows});
+    if (cell == Cell::Gru && !r.linear_before_reset) {
+      sw.rt_h = u.columns(dir + "/Slice_R_h", sw.rt, 2 * hs, rows);
+      sw.rt = u.columns(dir + "/Slice_R_zr", sw.rt, 0, 2 * hs);
+      if (b) {
+        sw.rb_h = u.columns(dir + "/Slice_Rb_h", sw.rb, 2 * hs, rows);
+        sw.rb = u.columns(dir + "/Slice_Rb_zr", sw.rb, 0, 2 * hs);
+      }
+    }
+    if (cell == Cell::Lstm && n.input(kP))
+      for (int64_t g = 0; g < 3; ++g)
+        sw.p.push_back(u.slice(dir + "/Slice_P", in(kP), {d, g * hs}, {d + 1, (g + 1) * hs}, {0, 1}, {1, hs}));
+    Value* h = initial(kInitH, d);
+    Value* c = initial(kInitC, d);
+    const bool rows_reversed = lens && r.backward(d);
+    Value* source = rows_reversed ? reverse_rows(dir + "/ReverseSequence_x", xw) : xw;
+    std::vector<Value*> steps(static_cast<size_t>(seq));
+    for (int64_t k = 0; k < seq; ++k) {
+      const int64_t t = r.backward(d) && !rows_reversed ? seq - 1 - k : k;
+      const std::string tag = dir + "/t" + std::to_string(t);
+      Value* xw_t =
+          e.reshape(tag + "/Reshape_x",
+                    u.slice(tag + "/Slice_x", source, {t, d * rows}, {t + 1, (d + 1) * rows}, {0, 2}, {1, batch, rows}),
+                    {batch, Dim(rows)});
+      Value* prev_h = h;
+      Value* prev_c = c;
+      unrolled_step(u, r, r.activations[static_cast<size_t>(d)], sw, tag, xw_t, h, c);
+      steps[static_cast<size_t>(t)] = h;
+      if (lens) {
+        Value* mask = t == 0 ? first_valid : valid(t);
+        if (want_y) steps[static_cast<size_t>(t)] = u.where(tag + "/Where_y", mask, h, u.scalar(0));
+        h = u.where(tag + "/Where_h", mask, h, prev_h);
+        if (cell == Cell::Lstm) c = u.where(tag + "/Where_c", mask, c, prev_c);
+      }
+    }
+    if (lens) {
+      h = u.where(dir + "/Where_final_h", first_valid, h, u.scalar(0));
+      if (cell == Cell::Lstm) c = u.where(dir + "/Where_final_c", first_valid, c, u.scalar(0));
+    }
+    if (want_y) {
+      for (Value*& s : steps) s = e.reshape(dir + "/Reshape_y", s, {1, 1, batch, hs});
+      Value* y = u.concat(dir + "/Concat_y", steps, 0, {seq, 1, batch, hs});
+      if (rows_reversed)
+        y = e.reshape(dir + "/Reshape_y_reversed",
+                      reverse_rows(dir + "/ReverseSequence_y", e.reshape(dir + "/Reshape_y_rows", y, {seq, batch, hs})),
+                      {seq, 1, batch, hs});
+      ys[static_cast<size_t>(d)] = y;
+    }
+    final_h.push_back(h);
+    final_c.push_back(c);
+  }
+
+  // The outputs read, in the node's layout and dtype.
+  auto output = [&](size_t o, Value* v, const std::vector<int64_t>& batch_first) {
+    if (r.layout == 1)
+      v = u.op("Transpose_" + std::string(kOutputNames[o]), "Transpose", {v}, n.output(o)->type().shape(),
+               {{"perm", Attribute::of_ints(batch_first)}});
+    e.take_over(o, u.cast("Cast_" + std::string(kOutputNames[o]), v, xt.dtype()));
+  };
+  // The directions' final states [dirs, batch, hidden].
+  auto stacked = [&](size_t o, std::vector<Value*> states) {
+    const std::string name = kOutputNames[o];
+    for (Value*& s : states) s = e.reshape("Reshape_" + name, s, {1, batch, hs});
+    return u.concat("Concat_" + name, states, 0, {dirs, batch, hs});
+  };
+  if (want_y) output(0, u.concat("Concat_Y", ys, 1, {seq, dirs, batch, hs}), {2, 0, 1, 3});
+  if (used(1)) output(1, stacked(1, final_h), {1, 0, 2});
+  if (cell == Cell::Lstm && used(2)) output(2, stacked(2, final_c), {1, 0, 2});
+  return true;
+}
+
 OpDef recurrent_op(const char* name, Cell cell) {
-  return OpDef{"", name, 7, 0, [cell](InferContext& ctx) { infer_recurrent(ctx, cell); },
-               [cell](EvalContext& ctx) { return eval_recurrent(ctx, cell); }, kTypes};
+  OpDef def{"", name, 7, 0, [cell](InferContext& ctx) { infer_recurrent(ctx, cell); },
+             [cell](EvalContext& ctx) { return eval_recurrent(ctx, cell); }, kTypes};
+  def.decomposition([cell](Expansion& e) { return decompose_recurrent(e, cell); });
+  return def;
 }
 
 }  // namespace
 
-// No kernel role: a compiled module runs these as host steps. No gradient rule.
+// No kernel role: they decompose into kernels and MatMuls (above). No gradient rule.
 void register_recurrent_ops(OpRegistry& r) {
   r.add(recurrent_op("RNN", Cell::Rnn));
   r.add(recurrent_op("GRU", Cell::Gru));
