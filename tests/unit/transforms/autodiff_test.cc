@@ -475,6 +475,22 @@ const RuleCase kRuleCases[] = {
      "  const %w: f64[2, 3, 4] = $R\n  const %m: f64[3, 3] = $R\n",
      "  %y: f64[2, 3, 4] = Attention(%w, %w, %w, %m) {q_num_heads = 2, kv_num_heads = 2, softcap = 2.0}\n",
      "f64[2, 3, 4]", 23},
+    // No rules of their own either: differentiated through their unrolled decompositions
+    // (two steps of three rows; LSTM's peepholes, GRU's linear_before_reset, RNN both ways).
+    {"LSTM_peepholes",
+     "  const %w: f64[2, 3, 2] = $R\n  const %wx: f64[1, 12, 2] = $R\n  const %wr: f64[1, 12, 3] = $R\n"
+     "  const %wb: f64[1, 24] = $R\n  const %wp: f64[1, 9] = $R\n",
+     "  %y: f64[2, 1, 3, 3] = LSTM(%w, %wx, %wr, %wb, none, none, none, %wp) {hidden_size = 3}\n",
+     "f64[2, 1, 3, 3]", 14},
+    {"GRU_linear_before_reset",
+     "  const %w: f64[2, 3, 2] = $R\n  const %wx: f64[1, 9, 2] = $R\n  const %wr: f64[1, 9, 3] = $R\n"
+     "  const %wb: f64[1, 18] = $R\n",
+     "  %y: f64[2, 1, 3, 3] = GRU(%w, %wx, %wr, %wb) {hidden_size = 3, linear_before_reset = 1}\n",
+     "f64[2, 1, 3, 3]", 14},
+    {"RNN_bidirectional",
+     "  const %w: f64[2, 3, 2] = $R\n  const %wx: f64[2, 3, 2] = $R\n  const %wr: f64[2, 3, 3] = $R\n",
+     "  %y: f64[2, 2, 3, 3] = RNN(%w, %wx, %wr) {hidden_size = 3, direction = \"bidirectional\"}\n",
+     "f64[2, 2, 3, 3]", 14},
     // Cropped along one axis, padded (an odd difference) along another.
     {"CenterCropPad", "  const %w: f64[2, 5, 2] = $R\n  const %s: i64[2] = [2, 5]\n",
      "  %y: f64[2, 2, 5] = CenterCropPad(%w, %s) {axes = [1, -1]}\n", "f64[2, 2, 5]", 18},
