@@ -452,7 +452,7 @@ bool decompose_attention(Expansion& e) {
   AttentionExpansion x(e, work);
   auto to_work = [&](const std::string& name, Value* in) {
     if (in->type().dtype() != t || t == work) return in;
-    return x.op("Cast_" + name, "Cast", {in}, in->type().shape(), {{"to", Attribute::of_int(static_cast<int64_t>(work))}});
+    return e.cast("Cast_" + name, in, work);
   };
   std::optional<HeadLayout> layout = head_layout(n);
   if (!layout || layout->head.is_unknown() || layout->v_head.is_unknown()) return false;
@@ -484,9 +484,7 @@ bool decompose_attention(Expansion& e) {
   // The cache the next step reads, in T.
   auto present = [&](size_t out, const std::string& name, Value* cache) {
     if (n.num_outputs() <= out || !e.used(n.output(out))) return;
-    e.take_over(out, t == work ? cache
-                               : x.op("Cast_" + name, "Cast", {cache}, cache->type().shape(),
-                                      {{"to", Attribute::of_int(static_cast<int64_t>(t))}}, t));
+    e.take_over(out, e.cast("Cast_" + name, cache, t));
   };
   present(kPresentKey, "present_key", k);
   present(kPresentValue, "present_value", v);

@@ -218,8 +218,7 @@ bool decompose_nonzero(Expansion& e) {
     flags = e.add("Not", "Not", {equal}, tensor(DType::Bool, dims));
   }
   Value* flat = e.reshape("Reshape_flags", flags, {total});
-  Value* ones = e.add("Cast", "Cast", {flat}, tensor(DType::I64, {total}),
-                      {{"to", Attribute::of_int(static_cast<int64_t>(DType::I64))}});
+  Value* ones = e.cast("Cast", flat, DType::I64);
   Value* running = e.add("CumSum", "CumSum", {ones, e.i64("axis", 0)}, tensor(DType::I64, {total}));
   Value* found = e.reduce("ReduceSum", "ReduceSum", ones, {0}, tensor(DType::I64, {1}));
   // [r, total] as r * (1, 0) + total * (0, 1), on a kernel.

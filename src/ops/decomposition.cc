@@ -127,6 +127,12 @@ Value* Expansion::expand(const std::string& piece, Value* x, const Dims& dims) {
              std::string(kTccDomain));
 }
 
+Value* Expansion::cast(const std::string& piece, Value* x, DType to) {
+  if (x->type().dtype() == to) return x;
+  return add(piece, "Cast", {x}, Type::tensor(to, x->type().shape()),
+             {{"to", Attribute::of_int(static_cast<int64_t>(to))}});
+}
+
 Value* Expansion::range(const std::string& piece, int64_t start, const Dim& length) {
   g_.set_opset(std::string(kTccDomain), 1);
   return add(piece, "Range", {}, Type::tensor(DType::I64, {length}),

@@ -311,9 +311,7 @@ bool decompose_one_hot(Expansion& e) {
   int64_t depth = integer_at(*depth_t, 0);
   size_t axis = static_cast<size_t>(normalize_axis(n, n.get_int("axis", -1), static_cast<int64_t>(out.rank())));
   Type index_type = Type::tensor(DType::I64, indices.shape());
-  Value* index = n.input(0);
-  if (indices.dtype() != DType::I64)
-    index = e.add("Cast", "Cast", {index}, index_type, {{"to", Attribute::of_int(static_cast<int64_t>(DType::I64))}});
+  Value* index = e.cast("Cast", n.input(0), DType::I64);
   if (e.onnx_opset() >= 11) {
     Value* negative = e.add("Less", "Less", {index, e.constant("zero", Tensor::scalar_i64(0))},
                             Type::tensor(DType::Bool, indices.shape()));

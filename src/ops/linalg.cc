@@ -120,13 +120,9 @@ bool zero_point_fits(const Node& n, size_t xi, size_t zi, int64_t axis) {
 Value* zero_point_shifted(Expansion& e, size_t xi, size_t zi, int64_t axis) {
   const Node& n = e.node();
   const std::string tag = std::to_string(xi);
-  auto f64 = [&](const std::string& piece, Value* v) {
-    return e.add(piece, "Cast", {v}, Type::tensor(DType::F64, v->type().shape()),
-                 {{"to", Attribute::of_int(static_cast<int64_t>(DType::F64))}});
-  };
-  Value* x = f64("Cast_" + tag, n.input(xi));
+  Value* x = e.cast("Cast_" + tag, n.input(xi), DType::F64);
   if (!n.has_input(zi)) return x;
-  Value* z = f64("Cast_zero_point_" + tag, n.input(zi));
+  Value* z = e.cast("Cast_zero_point_" + tag, n.input(zi), DType::F64);
   const Dims& dims = x->type().shape();
   // One per index along a middle axis: viewed with ones after it to broadcast there.
   if (!single_element(n.input(zi)->type()) && static_cast<size_t>(axis) + 1 < dims.size()) {

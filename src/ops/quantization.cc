@@ -429,17 +429,12 @@ std::vector<Tensor> eval_conv_integer(EvalContext& ctx) {
 // exactly; the requantization multiplies, rounds and adds in f64 as
 // `requantize` does, its multiplier computed in f32 as the reference rounds it.
 
-Value* cast_to(Expansion& e, const std::string& piece, Value* v, DType t) {
-  return e.add(piece, "Cast", {v}, Type::tensor(t, v->type().shape()),
-               {{"to", Attribute::of_int(static_cast<int64_t>(t))}});
-}
-
 // round_half_even(acc * multiplier) + zero_point, cast to the zero point's type.
 void finish_requantize(Expansion& e, Value* acc, Value* multiplier, Value* zero_point) {
   const Type& t = acc->type();
-  Value* scaled = e.add("Mul_requantize", "Mul", {acc, cast_to(e, "Cast_multiplier", multiplier, DType::F64)}, t);
+  Value* scaled = e.add("Mul_requantize", "Mul", {acc, e.cast("Cast_multiplier", multiplier, DType::F64)}, t);
   Value* rounded_acc = e.add("Round", "Round", {scaled}, t);
-  Value* offset = cast_to(e, "Cast_zero_point_y", zero_point, DType::F64);
+  Value* offset = e.cast("Cast_zero_point_y", zero_point, DType::F64);
   Value* shifted = e.add("Add_zero_point", "Add", {rounded_acc, offset}, t);
   e.finish("Cast", "Cast", {shifted}, {{"to", Attribute::of_int(static_cast<int64_t>(zero_point->type().dtype()))}});
 }
@@ -488,7 +483,7 @@ bool decompose_dynamic_quantize(Expansion& e) {
   Value* clipped = e.add("Clip", "Clip", {offset, zero, e.scalar("top", 255, DType::F32)}, scalar);
   Value* zero_point = e.add("Round_zero_point", "Round", {clipped}, scalar);
   if (n.num_outputs() > 1) e.take_over(1, scale);
-  if (n.num_outputs() > 2) e.take_over(2, cast_to(e, "Cast_zero_point", zero_point, DType::U8));
+  if (n.num_outputs() > 2) e.take_over(2, e.cast("Cast_zero_point", zero_point, DType::U8));
   const Type xt = Type::tensor(DType::F32, x.shape());
   Value* q = e.add("Round", "Round", {e.add("Div", "Div", {n.input(0), scale}, xt)}, xt);
   e.finish("Cast", "Cast", {e.add("Add", "Add", {q, zero_point}, xt)},
@@ -545,7 +540,7 @@ bool decompose_qlinear_conv(Expansion& e) {
   Value* w_scale = scale_along(e, "Reshape_w_scale", n.input(4), w.shape()[0], 1, y.rank());
   if (w_scale == nullptr) return false;
   std::vector<Value*> operands = {zero_point_shifted(e, 0, 2, -1), zero_point_shifted(e, 3, 5, 0)};
-  if (n.has_input(8)) operands.push_back(cast_to(e, "Cast_bias", n.input(8), DType::F64));
+  if (n.has_input(8)) operands.push_back(e.cast("Cast_bias", n.input(8), DType::F64));
   std::map<std::string, Attribute> window(n.attrs().begin(), n.attrs().end());
   Value* acc = e.add("Conv", "Conv", operands, Type::tensor(DType::F64, y.shape()), window);
   Value* product =

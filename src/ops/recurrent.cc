@@ -394,13 +394,6 @@ class Unroller {
     return vs.size() == 1 ? vs[0] : op(piece, "Concat", vs, dims, {{"axis", Attribute::of_int(axis)}});
   }
 
-  // The input as the compute dtype, and a result back as the node's.
-  Value* cast(const std::string& piece, Value* v, DType to) {
-    if (v->type().dtype() == to) return v;
-    return e_.add(piece, "Cast", {v}, Type::tensor(to, v->type().shape()),
-                  {{"to", Attribute::of_int(static_cast<int64_t>(to))}});
-  }
-
   // a(x), its input bounded by clip: the ONNX op of the activation's name
   // with its alpha and beta, or for Affine and ScaledTanh (no longer ONNX
   // ops) the scale and shift they stand for.
@@ -528,7 +521,7 @@ bool decompose_recurrent(Expansion& e, Cell cell) {
   std::map<size_t, Value*> cast_inputs;
   auto in = [&](size_t i) {
     Value*& v = cast_inputs[i];
-    if (!v && n.input(i)) v = u.cast("Cast_" + std::string(kInputNames[i]), n.input(i), dt);
+    if (!v && n.input(i)) v = e.cast("Cast_" + std::string(kInputNames[i]), n.input(i), dt);
     return v;
   };
 
@@ -566,7 +559,7 @@ bool decompose_recurrent(Expansion& e, Cell cell) {
   Value* first_valid = lens ? valid(0) : nullptr;
   Value* lens64 = nullptr;
   auto reverse_rows = [&](const std::string& piece, Value* v) {
-    if (!lens64) lens64 = u.cast("Cast_sequence_lens", lens, DType::I64);
+    if (!lens64) lens64 = e.cast("Cast_sequence_lens", lens, DType::I64);
     return e.add(piece, "ReverseSequence", {v, lens64}, v->type(),
                  {{"batch_axis", Attribute::of_int(1)}, {"time_axis", Attribute::of_int(0)}});
   };
@@ -637,7 +630,7 @@ bool decompose_recurrent(Expansion& e, Cell cell) {
     if (r.layout == 1)
       v = u.op("Transpose_" + std::string(kOutputNames[o]), "Transpose", {v}, n.output(o)->type().shape(),
                {{"perm", Attribute::of_ints(batch_first)}});
-    e.take_over(o, u.cast("Cast_" + std::string(kOutputNames[o]), v, xt.dtype()));
+    e.take_over(o, e.cast("Cast_" + std::string(kOutputNames[o]), v, xt.dtype()));
   };
   // The directions' final states [dirs, batch, hidden].
   auto stacked = [&](size_t o, std::vector<Value*> states) {

@@ -483,13 +483,11 @@ bool decompose_arg(Expansion& e) {
     Value* nan_first = e.add("IsNaN_1", "IsNaN", {first}, Type::tensor(DType::Bool, kept.shape()));
     answer = e.add("Where_2", "Where", {nan_first, e.scalar("zero", 0, DType::I32), answer}, kept_index);
   }
-  std::map<std::string, Attribute> to_i64{{"to", Attribute::of_int(static_cast<int64_t>(DType::I64))}};
   if (n.get_int("keepdims", 1) != 0) {
-    e.finish("Cast", "Cast", {answer}, std::move(to_i64));
+    e.finish("Cast", "Cast", {answer}, {{"to", Attribute::of_int(static_cast<int64_t>(DType::I64))}});
     return true;
   }
-  Value* wide = e.add("Cast", "Cast", {answer}, Type::tensor(DType::I64, kept.shape()), std::move(to_i64));
-  e.finish_reshape("Reshape", wide);
+  e.finish_reshape("Reshape", e.cast("Cast", answer, DType::I64));
   return true;
 }
 

@@ -376,13 +376,10 @@ bool decompose_grid_sample(Expansion& e) {
   auto op = [&](const std::string& piece, const std::string& name, const std::vector<Value*>& ins,
                 DType t = DType::F64) { return e.add(piece, name, ins, Type::tensor(t, np)); };
   auto number = [&](const std::string& hint, double v) { return e.scalar(hint, v, DType::F64); };
-  auto to = [](DType t) {
-    return std::map<std::string, Attribute>{{"to", Attribute::of_int(static_cast<int64_t>(t))}};
-  };
   Value* zero = number("zero", 0);
   Value* one = number("one", 1);
   Value* two = number("two", 2);
-  Value* g = e.reshape("Reshape_grid", e.add("Cast_grid", "Cast", {n.input(1)}, f64(grid.shape()), to(DType::F64)),
+  Value* g = e.reshape("Reshape_grid", e.cast("Cast_grid", n.input(1), DType::F64),
                        {batch, positions, Dim(static_cast<int64_t>(r))});
 
   struct Tap {
@@ -440,7 +437,7 @@ bool decompose_grid_sample(Expansion& e) {
                            {op("GreaterOrEqual_first" + t, "GreaterOrEqual", {i, zero}, DType::Bool),
                             op("LessOrEqual_last" + t, "LessOrEqual", {i, last}, DType::Bool)},
                            DType::Bool);
-        Value* keep = e.add("Cast_inside" + t, "Cast", {inside}, f64(np), to(DType::F64));
+        Value* keep = e.cast("Cast_inside" + t, inside, DType::F64);
         weight = weight ? op("Mul_inside" + t, "Mul", {weight, keep}) : keep;
       }
       // A reflected integer index stays an integer: the reference's truncation is exact.
@@ -491,7 +488,7 @@ bool decompose_grid_sample(Expansion& e) {
     }
   }
 
-  Value* flat_x = e.reshape("Reshape_x", e.add("Cast_x", "Cast", {n.input(0)}, f64(x.shape()), to(DType::F64)),
+  Value* flat_x = e.reshape("Reshape_x", e.cast("Cast_x", n.input(0), DType::F64),
                             {batch, channels, Dim(product(sizes))});
   const std::vector<int64_t> strides = row_major_strides(sizes);
   const Dims ncp = {batch, channels, positions};
@@ -510,7 +507,7 @@ bool decompose_grid_sample(Expansion& e) {
       if (tp.weight)
         weight = weight ? op("Mul_weight" + t + "_" + std::to_string(k), "Mul", {weight, tp.weight}) : tp.weight;
     }
-    Value* flat = op("Cast_index" + t, "Cast", {index}, DType::I64);
+    Value* flat = e.cast("Cast_index" + t, index, DType::I64);
     Value* at = e.expand("Expand_index" + t, e.reshape("Reshape_index" + t, flat, {batch, Dim(1), positions}), ncp);
     Value* read =
         e.add("GatherElements" + t, "GatherElements", {flat_x, at}, f64(ncp), {{"axis", Attribute::of_int(2)}});
@@ -527,7 +524,8 @@ bool decompose_grid_sample(Expansion& e) {
     e.finish_reshape("Reshape_y", sum);
     return true;
   }
-  e.finish("Cast_y", "Cast", {e.reshape("Reshape_y", sum, y.shape())}, to(x.dtype()));
+  e.finish("Cast_y", "Cast", {e.reshape("Reshape_y", sum, y.shape())},
+           {{"to", Attribute::of_int(static_cast<int64_t>(x.dtype()))}});
   return true;
 }
 
