@@ -449,37 +449,42 @@ TEST(Scatter, EmulatedOnTheHostAtomicUpdatesMatchTheInterpreter) {
   fs::remove_all(dir);
 }
 
-// The attention template (codegen/attention_template.h): grouped-query causal
-// heads, 3-D operands with an additive mask and soft-capping, a boolean mask
-// and causal heads of 6, each in the split layout with 2, 4 and 8 lanes to a
-// row and in the warp layout, and a head of 160 in the warp layout; over a full
-// and a partial key tile and two or more blocks of query rows. Every default,
-// and every candidate of 64 threads (the autotuning grid's other blocks change
-// only how many rows a block takes).
-TEST(Attention, EmulatedOnTheHostFlashTilesMatchTheInterpreter) {
-  ScheduledModel s = schedule_model("tests/kernels/attention.tir");
-  ASSERT_EQ(s.schedule.kernels.size(), 5u);
+// Every default and 64-thread candidate of the five attention kernels of s
+// (the autotuning grid's other blocks change only how many rows a block
+// takes).
+KernelVariants attention_variants(const ScheduledModel& s) {
+  EXPECT_EQ(s.schedule.kernels.size(), 5u);
   for (const kir::Kernel& k : s.schedule.kernels) EXPECT_EQ(k.kind, kir::Kind::Attention) << k.name;
-  fs::path dir = make_temp_dir("tcc_attention");
-  KernelVariants v =
-      variants(s, [](const kir::Kernel& k, const KernelConfig& c) { return c == default_config(k) || c.block == 64; });
-  EXPECT_EQ(v.kernels.size(), 4 * 5 + 1u);
+  return variants(s, [](const kir::Kernel& k, const KernelConfig& c) { return c == default_config(k) || c.block == 64; });
+}
+
+// v's CUDA text emulated against the interpreter over 37 keys and queries: a
+// full and a partial key tile, and two or more blocks of query rows.
+void expect_emulated_attention_matches(const ScheduledModel& s, const KernelVariants& v, const std::string& dir_name) {
+  fs::path dir = make_temp_dir(dir_name);
   SharedLibrary lib = emulated_library(v, dir);
   expect_emulated_runs_match(s, v.kernels, v.configs, lib, {{"b", 2}, {"s", 37}});
   fs::remove_all(dir);
 }
 
+// The attention template (codegen/attention_template.h): grouped-query causal
+// heads, 3-D operands with an additive mask and soft-capping, a boolean mask
+// and causal heads of 6, each in the split layout with 2, 4 and 8 lanes to a
+// row and in the warp layout, and a head of 160 in the warp layout.
+TEST(Attention, EmulatedOnTheHostFlashTilesMatchTheInterpreter) {
+  ScheduledModel s = schedule_model("tests/kernels/attention.tir");
+  KernelVariants v = attention_variants(s);
+  EXPECT_EQ(v.kernels.size(), 4 * 5 + 1u);
+  expect_emulated_attention_matches(s, v, "tcc_attention");
+}
+
 // The same template over f16 and bf16 operands and masks: the CUDA-core
 // layouts read them into f32, the tensor-core layout multiplies them by
 // mma.sync (emulated by the PTX ISA's fragment layouts); each output is
-// rounded once. Every default and 64-thread candidate.
+// rounded once.
 TEST(Attention, EmulatedOnTheHostLowPrecisionMatchesTheInterpreter) {
   ScheduledModel s = schedule_model("tests/kernels/attention_low.tir");
-  ASSERT_EQ(s.schedule.kernels.size(), 5u);
-  for (const kir::Kernel& k : s.schedule.kernels) EXPECT_EQ(k.kind, kir::Kind::Attention) << k.name;
-  fs::path dir = make_temp_dir("tcc_attention_low");
-  KernelVariants v =
-      variants(s, [](const kir::Kernel& k, const KernelConfig& c) { return c == default_config(k) || c.block == 64; });
+  KernelVariants v = attention_variants(s);
   // The f16 heads of 16 take the tensor-core layout by default (4 warps, 64
   // rows: one block) and at 2 warps (two blocks); the 3-D heads of 20 and the
   // head of 160 cannot.
@@ -489,9 +494,7 @@ TEST(Attention, EmulatedOnTheHostLowPrecisionMatchesTheInterpreter) {
   int mma_variants = 0;
   for (const KernelConfig& c : v.configs) mma_variants += c.mma ? 1 : 0;
   EXPECT_EQ(mma_variants, 3 * 2);
-  SharedLibrary lib = emulated_library(v, dir);
-  expect_emulated_runs_match(s, v.kernels, v.configs, lib, {{"b", 2}, {"s", 37}});
-  fs::remove_all(dir);
+  expect_emulated_attention_matches(s, v, "tcc_attention_low");
 }
 
 }  // namespace

@@ -9,12 +9,16 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "frontends/load_model.h"
 #include "frontends/onnx/tensor_io.h"
+#include "src/interp/interpreter.h"
+#include "src/shape/shape_inference.h"
 #include "tcc_runtime.h"
 #include "tests/unit/support/compile_util.h"
 #include "tests/unit/runtime/module_test_util.h"
@@ -71,6 +75,36 @@ inline std::vector<Tensor> run_module_on_host(const std::filesystem::path& modul
   tcc_module_free(m);
   if (status != TCC_OK) throw std::runtime_error(error);
   return outs;
+}
+
+// Compiles MODEL with no host step, then at each size of its one symbol
+// `symbol` runs the module's host build and the reference interpreter on the
+// same inputs, which `fill(name, tensor)` writes for each graph input of that
+// size, and hands every output to `check(got, expected, what)`.
+inline void expect_module_matches_interpreter(
+    const std::filesystem::path& model_path, const std::filesystem::path& module, const std::string& symbol,
+    const std::vector<int64_t>& sizes, const std::function<void(const std::string&, Tensor&)>& fill,
+    const std::function<void(const Tensor&, const Tensor&, const std::string&)>& check) {
+  compile_with_no_host_step(model_path, module);
+  if (::testing::Test::HasFatalFailure()) return;
+  std::unique_ptr<Model> model = load_model(model_path.string());
+  infer_shapes(*model->graph);
+  for (int64_t size : sizes) {
+    std::map<std::string, Tensor> inputs;
+    for (const Value* in : model->graph->inputs()) {
+      if (in->is_initializer()) continue;
+      std::vector<int64_t> shape;
+      for (const Dim& d : in->type().shape()) shape.push_back(*d.expr().evaluate({{symbol, size}}));
+      Tensor t(in->type().dtype(), shape);
+      fill(in->name(), t);
+      inputs.emplace(in->name(), std::move(t));
+    }
+    std::vector<Tensor> expected = Interpreter().run(*model->graph, inputs);
+    std::vector<Tensor> got = run_module_on_host(module, inputs);
+    ASSERT_EQ(got.size(), expected.size());
+    for (size_t o = 0; o < got.size(); ++o)
+      check(got[o], expected[o], model->graph->outputs()[o]->name() + " at " + symbol + "=" + std::to_string(size));
+  }
 }
 
 }  // namespace tcc
