@@ -4,12 +4,16 @@
 #include <cmath>
 #include <functional>
 
+#include "codegen/attention_emit.h"
+#include "codegen/attention_grad_template.h"
 #include "codegen/emit_c.h"
 #include "src/diag/errors.h"
 
 namespace tcc {
 
 namespace {
+
+using namespace attention_emit;
 
 constexpr int kKeys = 32;  // keys per shared tile
 
@@ -92,51 +96,6 @@ std::array<SymExpr, 3> output_strides(const kir::Kernel& k) {
     if (in.op == kir::Op::Store) return {in.index.strides[0], in.index.strides[1], in.index.strides[2]};
   TCC_CHECK(false) << k.name << " stores nothing";
   return {};
-}
-
-std::string expr(const SymExpr& e) { return "(" + emitc::size_expr(e) + ")"; }
-
-// sum of coordinate * stride over the terms with a stride.
-std::string offset(const std::vector<std::pair<std::string, SymExpr>>& terms) {
-  std::string out;
-  for (const auto& [coord, stride] : terms) {
-    if (stride == SymExpr()) continue;
-    out += (out.empty() ? "" : " + ") + coord + " * " + expr(stride);
-  }
-  return out.empty() ? "0" : out;
-}
-
-std::string p(int buffer) { return "p" + std::to_string(buffer); }
-
-DType dtype_of(const kir::Kernel& k, int buffer) { return k.buffers[static_cast<size_t>(buffer)].dtype; }
-
-// Buffer `buffer`'s element type in memory (f16 and bf16 as their bits) and
-// `element`, one of its elements, read as a float.
-std::string stored(const kir::Kernel& k, int buffer) { return emitc::storage_type(dtype_of(k, buffer)); }
-std::string read(const kir::Kernel& k, int buffer, const std::string& element) {
-  return emitc::decode(element, dtype_of(k, buffer));
-}
-
-// Lines that soft-cap the f32 score `s` of query i and key j and set it to -inf
-// where the key is hidden from the query: where `outside` holds (past the keys
-// or the queries), after i under causal masking, or by the mask (a false bool,
-// or an additive -inf).
-std::vector<std::string> masked_score(const kir::Kernel& k, const kir::AttentionDesc& a, const std::string& outside) {
-  std::vector<std::string> lines;
-  if (a.softcap > 0) {
-    std::string cap = emitc::literal(a.softcap, DType::F32);
-    lines.push_back("s = " + cap + " * tanhf(s / " + cap + ");");
-  }
-  lines.push_back("bool hidden = " + outside + (a.causal ? " || j > i" : "") + ";");
-  if (a.mask >= 0) {
-    const std::string at = p(a.mask) + "[" +
-                           offset({{"b", a.mask_strides[0]}, {"h", a.mask_strides[1]}, {"i", a.mask_strides[2]},
-                                   {"j", a.mask_strides[3]}}) + "]";
-    if (dtype_of(k, a.mask) == DType::Bool) lines.push_back("hidden = hidden || !" + at + ";");
-    else lines.push_back("if (!hidden) s += " + read(k, a.mask, at) + ";");
-  }
-  lines.push_back("if (hidden) s = " + emitc::literal(-INFINITY, DType::F32) + ";");
-  return lines;
 }
 
 // What both CUDA layouts write alike: the opening (sizes, the block's batch
@@ -630,6 +589,7 @@ static __device__ __forceinline__ void tcc_mma_bf16(float (&d)[4], const uint32_
 
 KernelConfig attention_default_config(const kir::Kernel& k) {
   const kir::AttentionDesc& a = desc(k);
+  if (a.pass != kir::AttentionPass::Forward) return attention_grad_default_config(k);
   KernelConfig c;
   if (mma_refusal(k, a).empty()) {
     c.block = 128;
@@ -645,6 +605,7 @@ KernelConfig attention_default_config(const kir::Kernel& k) {
 
 std::string attention_refusal(const kir::Kernel& k, const KernelConfig& c) {
   const kir::AttentionDesc& a = desc(k);
+  if (a.pass != kir::AttentionPass::Forward) return attention_grad_refusal(k, c);
   KernelConfig knobs;
   knobs.block = c.block;
   knobs.lanes_per_row = c.lanes_per_row;
@@ -666,6 +627,7 @@ std::string attention_refusal(const kir::Kernel& k, const KernelConfig& c) {
 }
 
 std::vector<KernelConfig> attention_configs(const kir::Kernel& k) {
+  if (desc(k).pass != kir::AttentionPass::Forward) return attention_grad_configs(k);
   std::vector<KernelConfig> out;
   KernelConfig c;
   c.mma = true;
@@ -681,15 +643,20 @@ std::vector<KernelConfig> attention_configs(const kir::Kernel& k) {
 }
 
 std::string emit_attention_cuda(const kir::Kernel& k, const KernelConfig& c) {
+  if (desc(k).pass != kir::AttentionPass::Forward) return emit_attention_grad_cuda(k, c);
   std::string refusal = attention_refusal(k, c);
   TCC_CHECK(refusal.empty()) << k.name << ": " << refusal;
   if (c.mma) return MmaAttention(k, c).print();
   return c.lanes_per_row > 0 ? SplitAttention(k, c).print() : WarpAttention(k, c).print();
 }
 
-std::string emit_attention_host(const kir::Kernel& k) { return HostAttention(k).print(); }
+std::string emit_attention_host(const kir::Kernel& k) {
+  if (desc(k).pass != kir::AttentionPass::Forward) return emit_attention_grad_host(k);
+  return HostAttention(k).print();
+}
 
 std::string attention_schedule(const kir::Kernel& k, const KernelConfig& c) {
+  if (desc(k).pass != kir::AttentionPass::Forward) return attention_grad_schedule(k, c);
   Blocking b = blocking(desc(k), c);
   return std::string(b.mma ? "tensor-core layout (mma.sync m16n8k16)" : b.lanes > 0 ? "split layout" : "warp layout") +
          ", block " + std::to_string(b.threads()) +
@@ -697,6 +664,7 @@ std::string attention_schedule(const kir::Kernel& k, const KernelConfig& c) {
 }
 
 LaunchConfig attention_launch(const kir::Kernel& k, const KernelConfig& c) {
+  if (desc(k).pass != kir::AttentionPass::Forward) return attention_grad_launch(k, c);
   const kir::AttentionDesc& a = desc(k);
   Blocking b = blocking(a, c);
   LaunchConfig l;

@@ -37,8 +37,10 @@
 // The layout, L and the threads per block are KernelConfig knobs
 // (lanes_per_row, mma, block) that max-autotune measures.
 //
-// Not built: wgmma, the backward pass, split-KV for long keys with few query
-// tiles.
+// The backward's passes (AttentionDesc::pass other than Forward) are
+// attention_grad_template.h's; the functions below hand them over.
+//
+// Not built: wgmma, split-KV for long keys with few query tiles.
 //
 // Host: the same online softmax per query row, in double.
 #pragma once

@@ -136,7 +136,12 @@ class Printer {
             " kv_len=" + a.kv_len.str() + " q_strides=" + strides(a.q_strides.data(), 3) +
             " k_strides=" + strides(a.k_strides.data(), 3) + " v_strides=" + strides(a.v_strides.data(), 3) +
             " mask_strides=" + strides(a.mask_strides.data(), 4) + " scale=" + format_double(a.scale) +
-            " softcap=" + format_double(a.softcap) + " causal=" + std::to_string(a.causal) + "\n";
+            " softcap=" + format_double(a.softcap) + " causal=" + std::to_string(a.causal);
+    if (a.pass != AttentionPass::Forward)
+      out_ += std::string(" pass=") + attention_pass_name(a.pass) + " dout=" + buffer_ref(a.dout) +
+              " aux=" + buffer_ref(a.aux) + " dout_strides=" + strides(a.dout_strides.data(), 3) +
+              " aux_strides=" + strides(a.aux_strides.data(), 3);
+    out_ += "\n";
   }
 
   void instr(int i, const Instr& in) {
@@ -195,6 +200,18 @@ const char* accumulate_name(Accumulate a) {
     case Accumulate::Min: return "min";
   }
   TCC_CHECK(false) << "unnamed accumulation " << static_cast<int>(a);
+  return "";
+}
+
+const char* attention_pass_name(AttentionPass p) {
+  switch (p) {
+    case AttentionPass::Forward: return "forward";
+    case AttentionPass::Stats: return "stats";
+    case AttentionPass::GradQ: return "grad_q";
+    case AttentionPass::GradK: return "grad_k";
+    case AttentionPass::GradV: return "grad_v";
+  }
+  TCC_CHECK(false) << "unnamed attention pass " << static_cast<int>(p);
   return "";
 }
 
@@ -277,8 +294,19 @@ SymExpr flop_count(const Kernel& k) {
       // Per output element: its share of Q K^T (2 * head_size * kv_len over v_head_size elements) and of P V.
       TCC_CHECK(k.attention.has_value()) << "kernel " << k.name << " has an attention_acc but no attention description";
       const AttentionDesc& a = *k.attention;
-      SymExpr scores = SymExpr::constant(2 * a.head_size) * a.kv_len;
-      per_point = per_point + scores.floordiv(SymExpr::constant(a.v_head_size)) + SymExpr::constant(2) * a.kv_len;
+      const SymExpr d = SymExpr::constant(a.head_size), dv = SymExpr::constant(a.v_head_size), two = SymExpr::constant(2);
+      // The backward's per row of its domain: each score (2 d), dY . V (2 dv) and the accumulation, over the
+      // keys of a query row or the query rows of a key's group.
+      const SymExpr group_rows = SymExpr::constant(a.heads / a.kv_heads) * a.q_len;
+      switch (a.pass) {
+        case AttentionPass::Forward:
+          per_point = per_point + (two * d * a.kv_len).floordiv(dv) + two * a.kv_len;
+          break;
+        case AttentionPass::Stats: per_point = per_point + d * a.kv_len + dv; break;
+        case AttentionPass::GradQ: per_point = per_point + (two * (d + d + dv) * a.kv_len).floordiv(d); break;
+        case AttentionPass::GradK: per_point = per_point + (two * (d + d + dv) * group_rows).floordiv(d); break;
+        case AttentionPass::GradV: per_point = per_point + (two * (d + dv + dv) * group_rows).floordiv(dv); break;
+      }
     } else if (in.row && in.op != Op::ReduceSum && in.op != Op::ReduceMax && in.op != Op::ReduceMin &&
                in.op != Op::ReduceProd) {
       per_row = per_row + SymExpr::constant(1);

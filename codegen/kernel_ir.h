@@ -140,9 +140,26 @@ inline const char* kind_name(Kind kind) { return kernel_kind_name(kind); }
 // mask through strides per batch, head, query row and key (0 where it is
 // broadcast). The domain is the output's view [batch, heads, q_len,
 // v_head_size]; one store writes Y there.
+//
+// The backward (tcc::AttentionGrad, src/ops/attention_grad.cc) takes the same
+// description with a pass other than Forward, dY (read as Y is written) and an
+// auxiliary operand: Y for Stats, whose domain is [batch, heads, q_len, 2] and
+// whose store writes (lse, dY . Y) per query row in f32; the statistics
+// ([batch, heads, q_len, 2] f32) for GradQ, GradK and GradV, whose domains are
+// dQ's [batch, heads, q_len, head_size], dK's [batch, kv_heads, kv_len,
+// head_size] and dV's [batch, kv_heads, kv_len, v_head_size] views, stored in
+// Q's, K's and V's layouts.
+enum class AttentionPass { Forward, Stats, GradQ, GradK, GradV };
+
+// "forward", "stats", "grad_q", "grad_k", "grad_v": the text form's names.
+const char* attention_pass_name(AttentionPass p);
+
 struct AttentionDesc {
   int q = -1, k = -1, v = -1;  // buffers
   int mask = -1;               // a buffer of bool or the compute dtype, or -1
+  AttentionPass pass = AttentionPass::Forward;
+  int dout = -1, aux = -1;     // the backward's dY and its Y or statistics (buffers), else -1
+  std::array<SymExpr, 3> dout_strides, aux_strides;  // per batch, head, row
   int64_t heads = 1, kv_heads = 1, head_size = 1, v_head_size = 1;
   SymExpr batch, q_len, kv_len;
   std::array<SymExpr, 3> q_strides, k_strides, v_strides;  // per batch, head, row

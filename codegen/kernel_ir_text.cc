@@ -313,6 +313,22 @@ class KernelParser : TextCursor {
     a.softcap = real();
     field("causal");
     a.causal = flag();
+    if (!keyword("pass")) return a;
+    expect("=");
+    size_t at = pos();
+    const std::string name = ident("an attention pass");
+    for (AttentionPass p : {AttentionPass::Stats, AttentionPass::GradQ, AttentionPass::GradK, AttentionPass::GradV})
+      if (name == attention_pass_name(p)) a.pass = p;
+    if (a.pass == AttentionPass::Forward)
+      fail_at(at, "expected an attention pass (stats, grad_q, grad_k, grad_v), got '" + name + "'");
+    field("dout");
+    a.dout = buffer_ref(k, false);
+    field("aux");
+    a.aux = buffer_ref(k, false);
+    field("dout_strides");
+    a.dout_strides = fixed_exprs<3>("strides (batch, head, row)");
+    field("aux_strides");
+    a.aux_strides = fixed_exprs<3>("strides (batch, head, row)");
     return a;
   }
 

@@ -262,11 +262,22 @@ class Verifier {
     const DType t = dtype(a.q);
     if (t != DType::F32 && t != DType::F16 && t != DType::BF16)
       fail(-1, "attention operands must be f32, f16 or bf16, not " + std::string(dtype_name(t)));
-    if (dtype(a.k) != t || dtype(a.v) != t || dtype(static_cast<int>(k_.buffers.size()) - 1) != t)
-      fail(-1, "attention operands q, k and v and the output must share a dtype");
+    const bool forward = a.pass == AttentionPass::Forward, stats = a.pass == AttentionPass::Stats;
+    const DType out = stats ? DType::F32 : t;
+    if (dtype(a.k) != t || dtype(a.v) != t || dtype(static_cast<int>(k_.buffers.size()) - 1) != out)
+      fail(-1, std::string("attention operands q, k and v must share a dtype, which the output has") +
+                   (stats ? " (f32: the statistics)" : ""));
     if (a.mask >= 0 && dtype(a.mask) != DType::Bool && dtype(a.mask) != t)
       fail(-1, "an attention mask must be bool or of the operands' dtype");
-    if (rank_ != 4) fail(-1, "an attention kernel's domain is [batch, heads, q_len, v_head_size], of rank 4");
+    if (forward != (a.dout < 0) || forward != (a.aux < 0))
+      fail(-1, "the attention backward's passes, and they alone, read dout and aux");
+    if (!forward) {
+      input_operand("attention", "dout", a.dout, false);
+      input_operand("attention", "aux", a.aux, false);
+      if (dtype(a.dout) != t || dtype(a.aux) != (stats ? t : DType::F32))
+        fail(-1, "an attention backward's dout is of the operands' dtype, its aux too (Y) or f32 (statistics)");
+    }
+    if (rank_ != 4) fail(-1, "an attention kernel's domain is [batch, heads, rows, size], of rank 4");
     one_accumulation(Op::AttentionAcc);
   }
 
@@ -293,7 +304,7 @@ class Verifier {
         mentions(*e, -1, "the gemm description");
     if (const auto& a = k_.attention) {
       for (const SymExpr* e : {&a->batch, &a->q_len, &a->kv_len}) mentions(*e, -1, "the attention description");
-      for (const auto* v : {&a->q_strides, &a->k_strides, &a->v_strides})
+      for (const auto* v : {&a->q_strides, &a->k_strides, &a->v_strides, &a->dout_strides, &a->aux_strides})
         for (const SymExpr& e : *v) mentions(e, -1, "the attention description");
       for (const SymExpr& e : a->mask_strides) mentions(e, -1, "the attention description");
     }

@@ -1,5 +1,6 @@
 // Attention kernels: a tcc::Attention or ONNX Attention node whose kernel role
-// is Attention, lowered to its AttentionDesc (lowering.h, kernel_ir.h).
+// is Attention, or a pass of the backward (tcc::AttentionGrad), lowered to its
+// AttentionDesc (lowering.h, kernel_ir.h).
 #include <cmath>
 #include <string>
 #include <vector>
@@ -59,12 +60,33 @@ void Lowering::setup_attention(const Node& a) {
   d.scale = a.has_attr("scale") ? a.get_float("scale", 1) : 1 / std::sqrt(static_cast<double>(d.head_size));
   d.softcap = a.get_float("softcap", 0);
   d.causal = a.get_int("is_causal", 0) != 0;
-  k_.domain = {d.batch, heads, d.q_len, c(d.v_head_size)};
-  k_.attention = d;
 
+  // The output's view and layout: Y's, the statistics' or the gradient operand's.
   const int y = static_cast<int>(fusion_.num_inputs());
   const std::vector<SymExpr> ys = k_.buffers[static_cast<size_t>(y)].shape;
-  std::array<SymExpr, 3> y_strides = head_strides(ys, heads, c(d.v_head_size));
+  SymExpr rows = d.q_len, row_heads = heads;
+  int64_t size = d.v_head_size;
+  if (a.op_type() == "AttentionGrad") {
+    const std::string wrt = a.get_string("wrt", "");
+    d.pass = wrt == "stats" ? kir::AttentionPass::Stats
+             : wrt == "q"   ? kir::AttentionPass::GradQ
+             : wrt == "k"   ? kir::AttentionPass::GradK
+                            : kir::AttentionPass::GradV;
+    d.dout = input_buffer(a.input(4));
+    d.aux = input_buffer(a.input(5));
+    d.dout_strides = head_strides(shape_of(a.input(4)), heads, c(d.v_head_size));
+    d.aux_strides = d.pass == kir::AttentionPass::Stats ? head_strides(shape_of(a.input(5)), heads, c(d.v_head_size))
+                                                        : head_strides(shape_of(a.input(5)), heads, c(2));
+    const bool keys = d.pass == kir::AttentionPass::GradK || d.pass == kir::AttentionPass::GradV;
+    if (keys) rows = d.kv_len, row_heads = kv_heads;
+    size = d.pass == kir::AttentionPass::Stats ? 2
+           : d.pass == kir::AttentionPass::GradV ? d.v_head_size
+                                                 : d.head_size;
+  }
+  k_.domain = {d.batch, row_heads, rows, c(size)};
+  k_.attention = d;
+
+  std::array<SymExpr, 3> y_strides = head_strides(ys, row_heads, c(size));
   Instr st;
   st.op = Op::Store;
   st.dtype = a.output(0)->type().dtype();

@@ -126,8 +126,9 @@ std::string kernel_precision(const kir::Kernel& k, Precision precision) {
     DType operand = k.buffers.front().dtype;
     return operand == DType::F32 && precision == Precision::TF32 ? "tf32" : std::string(dtype_name(operand));
   }
-  // Attention reads its operands in their dtype and computes in f32 on the CUDA cores, tf32 or not.
-  if (k.kind == kir::Kind::Attention) return std::string(dtype_name(k.buffers.back().dtype));
+  // Attention (and its backward) reads its operands in their dtype and computes in f32 on the CUDA cores, tf32 or
+  // not, or f16 / bf16 on the tensor cores.
+  if (k.kind == kir::Kind::Attention) return std::string(dtype_name(k.buffers[static_cast<size_t>(k.attention->q)].dtype));
   bool any_float = false;
   for (const kir::Buffer& b : k.buffers) {
     if (b.dtype == DType::F64) return "f64";

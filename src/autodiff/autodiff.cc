@@ -21,26 +21,6 @@ void model_error(const Graph& g, const std::string& msg) {
 
 // ---------------------------------------------------------------- training graph
 
-// Nodes whose op has no gradient rule but a decomposition (an Attention the
-// fused kernel would compute whole) are replaced by their pieces, which have
-// rules, so the backward differentiates through them. A node with no float
-// output (NonZero's indices) passes no gradient and stays whole.
-void expand_composites_without_rules(Graph& g) {
-  std::vector<Node*> candidates;
-  for (const auto& n : g.nodes()) candidates.push_back(n.get());
-  std::unordered_set<const Node*> taken_over;
-  for (Node* n : candidates) {
-    const OpDef* def = OpRegistry::get().lookup(*n);
-    if (def == nullptr || def->grad || !def->decompose) continue;
-    if (std::none_of(n->outputs().begin(), n->outputs().end(),
-                     [](const Value* v) { return v->type().is_tensor() && is_float(v->type().dtype()); }))
-      continue;
-    Expansion e(g, *n);
-    if (def->decompose(e) && !e.finished()) taken_over.insert(n);
-  }
-  if (!taken_over.empty()) g.erase_nodes_if([&](const Node& n) { return taken_over.count(&n) > 0; });
-}
-
 bool glob_match(const std::string& pattern, const std::string& name) {
   // Iterative matcher with one backtrack point for the last `*`.
   size_t p = 0, n = 0, star = std::string::npos, mark = 0;
@@ -90,6 +70,44 @@ std::unordered_set<const Value*> configuration_values(const Graph& g) {
     for (size_t i = 0; i < n->num_inputs(); ++i) (configures(*n, i) ? config : data).insert(n->input(i));
   for (const Value* v : data) config.erase(v);
   return config;
+}
+
+// The float values that depend on a parameter through float values.
+std::unordered_set<const Value*> float_dependents(const Graph& g, const std::vector<Value*>& params) {
+  std::unordered_set<const Value*> depends(params.begin(), params.end());
+  for (const auto& n : g.nodes()) {
+    bool any = false;
+    for (Value* v : n->inputs()) any |= v && depends.count(v) && is_float_value(v);
+    if (!any) continue;
+    for (Value* o : n->outputs())
+      if (is_float_value(o)) depends.insert(o);
+  }
+  return depends;
+}
+
+// Nodes whose op has no gradient rule, or a rule that does not cover them (a
+// fused Attention whose float mask is trained), but a decomposition are
+// replaced by their pieces, which have rules, so the backward differentiates
+// through them. A node with no float output (NonZero's indices) passes no
+// gradient and stays whole.
+void expand_composites_without_rules(Graph& g, const std::vector<Value*>& params) {
+  const std::unordered_set<const Value*> depends = float_dependents(g, params);
+  std::vector<Node*> candidates;
+  for (const auto& n : g.nodes()) candidates.push_back(n.get());
+  std::unordered_set<const Node*> taken_over;
+  for (Node* n : candidates) {
+    const OpDef* def = OpRegistry::get().lookup(*n);
+    if (def == nullptr || !def->decompose) continue;
+    if (def->grad) {
+      std::vector<bool> wants;
+      for (size_t i = 0; i < n->num_inputs(); ++i) wants.push_back(depends.count(n->input(i)) && !configures(*n, i));
+      if (!def->grad_applies || def->grad_applies(*n, wants)) continue;
+    }
+    if (std::none_of(n->outputs().begin(), n->outputs().end(), is_float_value)) continue;
+    Expansion e(g, *n);
+    if (def->decompose(e) && !e.finished()) taken_over.insert(n);
+  }
+  if (!taken_over.empty()) g.erase_nodes_if([&](const Node& n) { return taken_over.count(&n) > 0; });
 }
 
 // Float initializers matching the patterns, in initializer order, but for
@@ -151,15 +169,7 @@ class Backward {
     std::vector<Node*> forward;
     for (const auto& n : g_.nodes()) forward.push_back(n.get());
 
-    // Values that depend on a parameter through float values.
-    for (Value* p : params) depends_.insert(p);
-    for (Node* n : forward) {
-      bool any = false;
-      for (Value* v : n->inputs()) any |= v && depends_.count(v) && is_float_value(v);
-      if (!any) continue;
-      for (Value* o : n->outputs())
-        if (is_float_value(o)) depends_.insert(o);
-    }
+    depends_ = float_dependents(g_, params);
     // Of those, the ones the loss depends on.
     std::unordered_set<const Value*> needed{loss};
     for (auto it = forward.rbegin(); it != forward.rend(); ++it) {
@@ -285,7 +295,7 @@ TrainingGraph build_training_graph(Model& model, const TrainOptions& opts) {
   Value* loss = opts.builtin_loss ? build_builtin_loss(g, *opts.builtin_loss)
                                   : find_output(g, opts.loss_output, "--loss");
   infer_shapes(g);
-  expand_composites_without_rules(g);
+  expand_composites_without_rules(g, params);
   ShapeInfo info = infer_shapes(g);
   const Type& lt = loss->type();
   bool scalar = lt.is_tensor() && lt.has_rank() &&

@@ -10,11 +10,11 @@ Emitter::Emitter(Graph& g, std::string prefix, StepPart part) : g_(g), prefix_(s
 std::string Emitter::fresh(const std::string& op_type) { return g_.fresh_name(prefix_ + "/" + op_type); }
 
 std::vector<Value*> Emitter::op_n(const std::string& op_type, const std::vector<Value*>& inputs, size_t num_outputs,
-                                  std::map<std::string, Attribute> attrs) {
+                                  std::map<std::string, Attribute> attrs, const std::string& domain) {
   std::string name = fresh(op_type);
   std::vector<std::string> outs;
   for (size_t i = 0; i < num_outputs; ++i) outs.push_back(num_outputs == 1 ? name : name + ":" + std::to_string(i));
-  Node* n = g_.add_node(op_type, inputs, outs, "", name);
+  Node* n = g_.add_node(op_type, inputs, outs, domain, name);
   n->set_part(part_);
   for (auto& [k, a] : attrs) n->set_attr(k, std::move(a));
   return n->outputs();

@@ -24,7 +24,7 @@ class Emitter {
   Value* op(const std::string& op_type, const std::vector<Value*>& inputs,
             std::map<std::string, Attribute> attrs = {});
   std::vector<Value*> op_n(const std::string& op_type, const std::vector<Value*>& inputs, size_t num_outputs,
-                           std::map<std::string, Attribute> attrs = {});
+                           std::map<std::string, Attribute> attrs = {}, const std::string& domain = "");
   // A value with a chosen name (graph outputs of the training step).
   Value* named(const std::string& name, const std::string& op_type, const std::vector<Value*>& inputs,
               std::map<std::string, Attribute> attrs = {});

@@ -25,6 +25,7 @@
 #include <cmath>
 #include <limits>
 
+#include "src/ops/attention.h"
 #include "src/ops/decomposition.h"
 #include "src/ops/families.h"
 #include "src/ops/fusion.h"
@@ -35,19 +36,11 @@
 namespace tcc {
 namespace {
 
-enum : size_t { kQ, kK, kV, kMask, kPastKey, kPastValue, kNonpad };
+using namespace attn;
+
 enum : size_t { kY, kPresentKey, kPresentValue, kScores };
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
-
-// A head count attribute of 3-D inputs; fails naming it when it is missing or not positive.
-int64_t heads_attr(const Node& n, const char* attr) {
-  int64_t h = n.get_int(attr, 0);
-  if (h <= 0)
-    n.fail(std::string("3-D Q, K and V need a positive ") + attr + " attribute, got " +
-           (n.has_attr(attr) ? std::to_string(h) : "none"));
-  return h;
-}
 
 // d / heads, failing where d is static and not a multiple of heads.
 Dim per_head(const Node& n, const Dim& d, int64_t heads, const char* what) {
@@ -138,23 +131,6 @@ void infer_attention(InferContext& ctx) {
   if (ctx.num_outputs() > kScores) ctx.set_output_type(kScores, Type::tensor(t, {d.batch, d.q_heads, d.q_len, total}));
 }
 
-// A 4-D [batch, heads, seq, size] reading of a 3-D or 4-D operand.
-struct HeadView {
-  const Tensor* t = nullptr;
-  int64_t batch = 0, head = 0, row = 0;  // element strides
-  double at(int64_t b, int64_t h, int64_t s, int64_t e) const { return t->get_f64(b * batch + h * head + s * row + e); }
-};
-
-HeadView view_4d(const Tensor& t) {
-  const auto& s = t.shape();
-  return {&t, s[1] * s[2] * s[3], s[2] * s[3], s[3]};
-}
-
-HeadView view_3d(const Tensor& t, int64_t heads) {
-  const auto& s = t.shape();
-  return {&t, s[1] * s[2], s[2] / heads, s[2]};
-}
-
 // past (when given) followed by the new rows: [batch, heads, past + seq, size].
 Tensor present(const Tensor* past, const HeadView& now, int64_t batch, int64_t heads, int64_t seq, int64_t size) {
   int64_t p = past ? past->shape()[2] : 0;
@@ -167,41 +143,6 @@ Tensor present(const Tensor* past, const HeadView& now, int64_t batch, int64_t h
         for (int64_t e = 0; e < size; ++e) out.set_f64(o++, s < p ? pv.at(b, h, s, e) : now.at(b, h, s - p, e));
   return out;
 }
-
-// The mask broadcast (right-aligned) onto [batch, q_heads, q_len, keys]; a
-// column past its last one is masked.
-class MaskView {
- public:
-  MaskView(const EvalContext& ctx, const Tensor* m, const std::vector<int64_t>& target) : m_(m) {
-    if (!m_) return;
-    const auto& s = m_->shape();
-    if (s.empty() || s.size() > 4 || s.back() > target[3])
-      ctx.fail("attn_mask " + shape_str(s) + " does not broadcast onto the scores " + shape_str(target) +
-               " (its last axis may be shorter than the keys)");
-    cols_ = s.back();
-    int64_t stride = 1;
-    for (size_t k = s.size(); k-- > 0;) {
-      size_t axis = 4 - s.size() + k;
-      if (k + 1 != s.size() && s[k] != 1 && s[k] != target[axis])
-        ctx.fail("attn_mask " + shape_str(s) + " does not broadcast onto the scores " + shape_str(target));
-      strides_[axis] = s[k] == 1 && k + 1 != s.size() ? 0 : stride;
-      stride *= s[k];
-    }
-  }
-  // The bias the mask adds at (b, h, i, j).
-  double bias(int64_t b, int64_t h, int64_t i, int64_t j) const {
-    if (!m_) return 0;
-    if (j >= cols_) return kNegInf;
-    double v = m_->get_f64(b * strides_[0] + h * strides_[1] + i * strides_[2] + j * strides_[3]);
-    if (m_->dtype() == DType::Bool) return v != 0 ? 0 : kNegInf;
-    return v;
-  }
-
- private:
-  const Tensor* m_;
-  int64_t cols_ = 0;
-  int64_t strides_[4] = {0, 0, 0, 0};
-};
 
 // Fails unless t has the expected shape.
 void require_shape(const EvalContext& ctx, const Tensor& t, const std::vector<int64_t>& want, const char* what) {
@@ -339,42 +280,6 @@ std::optional<HeadLayout> head_layout(const Node& n) {
 
 // The largest head sizes the fused kernel keeps (codegen/attention_template.h).
 constexpr int64_t kMaxKernelHeadSize = 256;
-
-// Why the fused attention kernel cannot compute n, or "" when it can (its
-// kernel role is then Attention, and decompose leaves it whole): Q, K and V
-// of one dtype, f32, f16 or bf16 (the kernel computes in f32), of static head
-// counts and head sizes up to 256 (symbolic batch and sequences), only Y read,
-// no cache, no nonpad_kv_seqlen, no window, a softmax_precision of f32 or T if
-// any, and a bool or T mask whose last axis is the keys' and whose others
-// broadcast onto [batch, heads, q_len].
-std::string attention_kernel_refusal(const Node& n) {
-  if (n.num_outputs() != 1) return "it has present or qk_matmul_output outputs";
-  if (n.has_input(kPastKey) || n.has_input(kPastValue) || n.has_input(kNonpad)) return "it has a cache or nonpad_kv_seqlen";
-  if (n.has_attr("left_window_size") || n.has_attr("right_window_size")) return "it has a sliding window";
-  const Type& q = n.input(kQ)->type();
-  const Type& k = n.input(kK)->type();
-  const Type& v = n.input(kV)->type();
-  const DType t = q.dtype();
-  if (t != DType::F32 && t != DType::F16 && t != DType::BF16) return "its operands are not f32, f16 or bf16";
-  if (k.dtype() != t || v.dtype() != t) return "its operands' dtypes differ";
-  if (DType p = dtype_attr(n, t, "softmax_precision"); p != DType::F32 && p != t)
-    return "its softmax_precision is neither f32 nor its operands'";
-  std::optional<HeadLayout> h = head_layout(n);
-  if (!h) return "its head counts are not static";
-  if (!h->head.is_static() || !h->v_head.is_static() || h->head.value() > kMaxKernelHeadSize ||
-      h->v_head.value() > kMaxKernelHeadSize)
-    return "its head sizes are not static or exceed " + std::to_string(kMaxKernelHeadSize);
-  if (!n.has_input(kMask)) return "";
-  const Type& m = n.input(kMask)->type();
-  if (m.dtype() != DType::Bool && m.dtype() != t) return "its mask is neither bool nor of its operands' dtype";
-  const Dims target = {q.shape()[0], h->heads, q.shape()[h->four_d ? 2 : 1], k.shape()[h->four_d ? 2 : 1]};
-  if (m.rank() < 1 || m.rank() > 4 || m.shape().back() != target[3]) return "its mask's last axis is not the keys'";
-  for (size_t a = 0; a + 1 < m.rank(); ++a) {
-    const Dim& d = m.shape()[a];
-    if (d != Dim(1) && d != target[4 - m.rank() + a]) return "its mask does not broadcast onto the scores";
-  }
-  return "";
-}
 
 // ---- decomposition ------------------------------------------------------------
 
@@ -531,16 +436,19 @@ bool decompose_attention(Expansion& e) {
     bias = x.op("Where_causal", "Where", {allowed, bias ? bias : zero, neg_inf}, shape);
     bias_shape = shape;
   }
-  Value* logits = bias ? x.op("Add_bias", "Add", {s, bias}, scores_shape) : s;
-  Value* p = x.op("Softmax", "Softmax", {logits}, scores_shape, {{"axis", Attribute::of_int(-1)}});
+  // A row the bias hides entirely attends to nothing: its bias becomes 0, so
+  // that Softmax, and its gradient, stay finite, and its probabilities 0.
+  Value* hidden = nullptr;
   if (mask) {
-    // A row the bias hides entirely attends to nothing (Softmax would give NaN).
     int64_t last = static_cast<int64_t>(bias_shape.size()) - 1;
     Type kept = Expansion::kept_type(Type::tensor(work, bias_shape), {last});
     Value* top = e.reduce("ReduceMax_bias", "ReduceMax", bias, {last}, kept);
-    Value* hidden = x.op("Equal_hidden", "Equal", {top, neg_inf}, kept.shape(), {}, DType::Bool);
-    p = x.op("Where_hidden", "Where", {hidden, zero, p}, scores_shape);
+    hidden = x.op("Equal_hidden", "Equal", {top, neg_inf}, kept.shape(), {}, DType::Bool);
+    bias = x.op("Where_hidden_bias", "Where", {hidden, zero, bias}, bias_shape);
   }
+  Value* logits = bias ? x.op("Add_bias", "Add", {s, bias}, scores_shape) : s;
+  Value* p = x.op("Softmax", "Softmax", {logits}, scores_shape, {{"axis", Attribute::of_int(-1)}});
+  if (hidden) p = x.op("Where_hidden", "Where", {hidden, zero, p}, scores_shape);
   const Dim v_head = v->type().shape()[3];
   if (four_d && work == t) {
     e.finish("MatMul_values", "MatMul", {p, v});
@@ -562,15 +470,97 @@ bool decompose_attention(Expansion& e) {
 
 }  // namespace
 
+namespace attn {
+
+int64_t heads_attr(const Node& n, const char* attr) {
+  int64_t h = n.get_int(attr, 0);
+  if (h <= 0)
+    n.fail(std::string("3-D Q, K and V need a positive ") + attr + " attribute, got " +
+           (n.has_attr(attr) ? std::to_string(h) : "none"));
+  return h;
+}
+
+HeadView view_4d(const Tensor& t) {
+  const auto& s = t.shape();
+  return {&t, s[1] * s[2] * s[3], s[2] * s[3], s[3]};
+}
+
+HeadView view_3d(const Tensor& t, int64_t heads) {
+  const auto& s = t.shape();
+  return {&t, s[1] * s[2], s[2] / heads, s[2]};
+}
+
+MaskView::MaskView(const EvalContext& ctx, const Tensor* m, const std::vector<int64_t>& target) : m_(m) {
+  if (!m_) return;
+  const auto& s = m_->shape();
+  if (s.empty() || s.size() > 4 || s.back() > target[3])
+    ctx.fail("attn_mask " + shape_str(s) + " does not broadcast onto the scores " + shape_str(target) +
+             " (its last axis may be shorter than the keys)");
+  cols_ = s.back();
+  int64_t stride = 1;
+  for (size_t k = s.size(); k-- > 0;) {
+    size_t axis = 4 - s.size() + k;
+    if (k + 1 != s.size() && s[k] != 1 && s[k] != target[axis])
+      ctx.fail("attn_mask " + shape_str(s) + " does not broadcast onto the scores " + shape_str(target));
+    strides_[axis] = s[k] == 1 && k + 1 != s.size() ? 0 : stride;
+    stride *= s[k];
+  }
+}
+
+double MaskView::bias(int64_t b, int64_t h, int64_t i, int64_t j) const {
+  if (!m_) return 0;
+  if (j >= cols_) return kNegInf;
+  double v = m_->get_f64(b * strides_[0] + h * strides_[1] + i * strides_[2] + j * strides_[3]);
+  if (m_->dtype() == DType::Bool) return v != 0 ? 0 : kNegInf;
+  return v;
+}
+
+std::string operands_refusal(const Node& n) {
+  const Type& q = n.input(kQ)->type();
+  const Type& k = n.input(kK)->type();
+  const Type& v = n.input(kV)->type();
+  const DType t = q.dtype();
+  if (t != DType::F32 && t != DType::F16 && t != DType::BF16) return "its operands are not f32, f16 or bf16";
+  if (k.dtype() != t || v.dtype() != t) return "its operands' dtypes differ";
+  if (DType p = dtype_attr(n, t, "softmax_precision"); p != DType::F32 && p != t)
+    return "its softmax_precision is neither f32 nor its operands'";
+  std::optional<HeadLayout> h = head_layout(n);
+  if (!h) return "its head counts are not static";
+  if (!h->head.is_static() || !h->v_head.is_static() || h->head.value() > kMaxKernelHeadSize ||
+      h->v_head.value() > kMaxKernelHeadSize)
+    return "its head sizes are not static or exceed " + std::to_string(kMaxKernelHeadSize);
+  if (!n.has_input(kMask)) return "";
+  const Type& m = n.input(kMask)->type();
+  if (m.dtype() != DType::Bool && m.dtype() != t) return "its mask is neither bool nor of its operands' dtype";
+  const Dims target = {q.shape()[0], h->heads, q.shape()[h->four_d ? 2 : 1], k.shape()[h->four_d ? 2 : 1]};
+  if (m.rank() < 1 || m.rank() > 4 || m.shape().back() != target[3]) return "its mask's last axis is not the keys'";
+  for (size_t a = 0; a + 1 < m.rank(); ++a) {
+    const Dim& d = m.shape()[a];
+    if (d != Dim(1) && d != target[4 - m.rank() + a]) return "its mask does not broadcast onto the scores";
+  }
+  return "";
+}
+
+std::string attention_kernel_refusal(const Node& n) {
+  if (n.num_outputs() != 1) return "it has present or qk_matmul_output outputs";
+  if (n.has_input(kPastKey) || n.has_input(kPastValue) || n.has_input(kNonpad)) return "it has a cache or nonpad_kv_seqlen";
+  if (n.has_attr("left_window_size") || n.has_attr("right_window_size")) return "it has a sliding window";
+  return operands_refusal(n);
+}
+
+}  // namespace attn
+
 void register_attention_ops(OpRegistry& r) {
   // Any element types: Q, K and V are float (infer_attention checks), attn_mask bool or float, nonpad_kv_seqlen i64.
-  auto role = [](const Node& n) { return attention_kernel_refusal(n).empty(); };
+  auto role = [](const Node& n) { return attn::attention_kernel_refusal(n).empty(); };
   r.add(OpDef{"", "Attention", 23, 0, infer_attention, eval_attention, {}})
       .kernel_role(KernelRole::Attention, role)
+      .gradient(attn::attention_gradient, attn::fused_backward_applies)
       .decomposition(decompose_attention);
   // The same op at any opset: what passes/fuse_attention writes for the attention an exporter spelled out.
   r.add(OpDef{std::string(kTccDomain), "Attention", 1, 0, infer_attention, eval_attention, {}})
       .kernel_role(KernelRole::Attention, role)
+      .gradient(attn::attention_gradient, attn::fused_backward_applies)
       .decomposition(decompose_attention);
 }
 

@@ -12,6 +12,7 @@ void register_reduction_ops(OpRegistry& r);       // ArgMax/ArgMin, Softmax, Log
 void register_linalg_ops(OpRegistry& r);          // MatMul, MatMulInteger, Gemm, Det
 void register_einsum_ops(OpRegistry& r);          // Einsum
 void register_attention_ops(OpRegistry& r);       // Attention
+void register_attention_grad_ops(OpRegistry& r);  // tcc::AttentionGrad
 void register_rotary_embedding_ops(OpRegistry& r);  // RotaryEmbedding
 void register_shape_ops(OpRegistry& r);           // Shape, Size, Reshape, Squeeze, Unsqueeze, Flatten, Identity, Dropout, Constant, ConstantOfShape, Range
 void register_movement_ops(OpRegistry& r);        // Transpose, Slice, Split, Concat, Expand, Pad

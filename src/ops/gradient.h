@@ -66,6 +66,9 @@ class GradContext {
 };
 
 using GradRule = std::function<void(GradContext&)>;
+// Whether a rule covers a node, given which of its inputs need a gradient;
+// where it does not, autodiff differentiates the op's decomposition instead.
+using GradApplies = std::function<bool(const Node&, const std::vector<bool>& wants)>;
 
 // ---- helpers the families' rules share
 

@@ -87,6 +87,7 @@ const OpRegistry& OpRegistry::get() {
     register_linalg_ops(r);
     register_einsum_ops(r);
     register_attention_ops(r);
+    register_attention_grad_ops(r);
     register_rotary_embedding_ops(r);
     register_shape_ops(r);
     register_movement_ops(r);
@@ -138,8 +139,9 @@ OpDef& OpDef::pointwise_kernel(PointwiseFn f, std::function<bool(const Node&)> a
   return kernel_role(KernelRole::Pointwise, std::move(applies));
 }
 
-OpDef& OpDef::gradient(GradRule rule) {
+OpDef& OpDef::gradient(GradRule rule, GradApplies applies) {
   grad = std::move(rule);
+  grad_applies = std::move(applies);
   return *this;
 }
 

@@ -140,6 +140,9 @@ struct OpDef {
   PointwiseFn pointwise = nullptr;
   // The gradient rule (gradient.h); unset: tcc does not differentiate the op.
   GradRule grad = nullptr;
+  // Where the rule covers a node (every node when unset); elsewhere autodiff
+  // differentiates the decomposition's pieces.
+  GradApplies grad_applies = nullptr;
   // The ops a node is rewritten into before fusion (decomposition.h); unset:
   // the op is lowered as it is.
   DecomposeFn decompose = nullptr;
@@ -151,7 +154,7 @@ struct OpDef {
   OpDef& kernel_role(KernelRole declared, std::function<KernelRole(const Node&)> role);
   // The Pointwise role, for nodes where `applies` holds, computed by `f`.
   OpDef& pointwise_kernel(PointwiseFn f, std::function<bool(const Node&)> applies = nullptr);
-  OpDef& gradient(GradRule rule);
+  OpDef& gradient(GradRule rule, GradApplies applies = nullptr);
   OpDef& decomposition(DecomposeFn f);
 };
 

@@ -497,5 +497,23 @@ TEST(Attention, EmulatedOnTheHostLowPrecisionMatchesTheInterpreter) {
   expect_emulated_attention_matches(s, v, "tcc_attention_low");
 }
 
+// The attention backward's passes (codegen/attention_grad_template.h): the
+// statistics, dQ, dK and dV of grouped-query causal heads, of 3-D operands
+// with an additive mask, of a head of 160 and under a boolean mask, each at
+// its default block of four rows and at two rows a block.
+TEST(AttentionBackward, EmulatedOnTheHostPassesMatchTheInterpreter) {
+  ScheduledModel s = schedule_model("tests/kernels/attention_grad.tir");
+  ASSERT_EQ(s.schedule.kernels.size(), 11u);
+  for (const kir::Kernel& k : s.schedule.kernels) {
+    ASSERT_EQ(k.kind, kir::Kind::Attention) << k.name;
+    EXPECT_NE(k.attention->pass, kir::AttentionPass::Forward) << k.name;
+  }
+  KernelVariants v = variants(s, [](const kir::Kernel& k, const KernelConfig& c) {
+    return c == default_config(k) || c.block == 64;
+  });
+  EXPECT_EQ(v.kernels.size(), 22u);
+  expect_emulated_attention_matches(s, v, "tcc_attention_grad");
+}
+
 }  // namespace
 }  // namespace tcc

@@ -233,6 +233,10 @@ INSTANTIATE_TEST_SUITE_P(
         // Token ids below the 64-word vocabulary; its embeddings' gradients are atomic scatter-adds.
         TrainCase{"captioning_momentum", "examples/train_captioning/model.onnx", "--loss loss --optimizer momentum",
                   LossKind::Mse, "", 2, 64, OptimizerKind::Momentum, "loss"},
+        // Attention's gradients are the fused backward's passes (tcc::AttentionGrad), kernels of their own.
+        TrainCase{"attention_momentum", "tests/train/attention_layer.tir",
+                  "--loss-fn mse --loss-on y --label target --optimizer momentum", LossKind::Mse, "y", 3, 16,
+                  OptimizerKind::Momentum},
         // The seed of a summed loss's backward is a small constant the gradient kernel expands.
         TrainCase{"summed_loss_sgd", "tests/train/summed_loss.tir", "--loss loss --optimizer sgd", LossKind::Mse, "", 3, 4,
                   OptimizerKind::Sgd, "loss"}),

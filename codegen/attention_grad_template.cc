@@ -1,0 +1,384 @@
+#include "codegen/attention_grad_template.h"
+
+#include <cmath>
+
+#include "codegen/attention_emit.h"
+#include "codegen/emit_c.h"
+#include "src/diag/errors.h"
+
+namespace tcc {
+
+namespace {
+
+using namespace attention_emit;
+using kir::AttentionPass;
+
+constexpr int kMaxThreads = 256;
+
+const kir::AttentionDesc& grad_desc(const kir::Kernel& k) {
+  TCC_CHECK(k.kind == kir::Kind::Attention && k.attention && k.attention->pass != AttentionPass::Forward)
+      << k.name << " is not an attention backward kernel";
+  TCC_CHECK(k.attention->softcap == 0) << k.name << ": the attention backward does not soft-cap";
+  return *k.attention;
+}
+
+// Whether the pass's rows are key rows of a kv head (GradK, GradV) rather than query rows of a head.
+bool key_rows(const kir::AttentionDesc& a) { return a.pass == AttentionPass::GradK || a.pass == AttentionPass::GradV; }
+
+// The output row's size: the statistics' two, a head's or a value head's.
+int64_t row_size(const kir::AttentionDesc& a) {
+  return a.pass == AttentionPass::Stats ? 2 : a.pass == AttentionPass::GradV ? a.v_head_size : a.head_size;
+}
+
+// The output's strides per batch, head and row: the kernel's one store's.
+std::array<SymExpr, 3> out_strides(const kir::Kernel& k) {
+  for (const kir::Instr& in : k.body)
+    if (in.op == kir::Op::Store) return {in.index.strides[0], in.index.strides[1], in.index.strides[2]};
+  TCC_CHECK(false) << k.name << " stores nothing";
+  return {};
+}
+
+// Text both targets share: the operands' rows, the output row, a score.
+class GradWriter : protected emitc::CodeWriter {
+ protected:
+  explicit GradWriter(const kir::Kernel& k) : k_(k), a_(grad_desc(k)), o_(static_cast<int>(k.buffers.size()) - 1) {}
+
+  std::string G() const { return std::to_string(a_.heads / a_.kv_heads); }
+  std::string D() const { return std::to_string(a_.head_size); }
+  std::string DV() const { return std::to_string(a_.v_head_size); }
+
+  // `const T* name = buffer + b * s0 + <head> * s1 [+ <row> * s2];`
+  void row_pointer(const std::string& name, int buffer, const std::array<SymExpr, 3>& s, const std::string& head,
+                   const std::string& row) {
+    std::vector<std::pair<std::string, SymExpr>> terms = {{"b", s[0]}, {head, s[1]}};
+    if (!row.empty()) terms.push_back({row, s[2]});
+    line("const " + stored(k_, buffer) + "* __restrict__ " + name + " = " + p(buffer) + " + " + offset(terms) + ";");
+  }
+
+  // The output row of batch b, row head hr, row r.
+  void output_row() {
+    const std::array<SymExpr, 3> os = out_strides(k_);
+    line(stored(k_, o_) + "* __restrict__ O = " + p(o_) + " + " +
+         offset({{"b", os[0]}, {"hr", os[1]}, {"r", os[2]}}) + ";");
+  }
+
+  // Element `e` of dY's, Y's or the statistics' row `row` (pointers dY and A
+  // at the head) and of K's and V's (at the kv head).
+  std::string at(const char* base, int buffer, const SymExpr& row_stride, const std::string& row,
+                 const std::string& e) const {
+    return read(k_, buffer, std::string(base) + "[" + row + " * " + expr(row_stride) + " + " + e + "]");
+  }
+
+  const kir::Kernel& k_;
+  const kir::AttentionDesc& a_;
+  int o_;  // the output buffer
+};
+
+class CudaAttentionGrad : GradWriter {
+ public:
+  CudaAttentionGrad(const kir::Kernel& k, const KernelConfig& c) : GradWriter(k), warps_(c.block / 32) {}
+
+  std::string print() {
+    const std::string neg_inf = emitc::literal(-INFINITY, DType::F32);
+    const std::string RH = std::to_string(key_rows(a_) ? a_.kv_heads : a_.heads);
+    out_ += emitc::cuda_signature(k_, false, warps_ * 32);
+    line("const int64_t SQ = " + expr(a_.q_len) + ", SK = " + expr(a_.kv_len) + ";");
+    line("const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;");
+    line("const int64_t b = blockIdx.x / " + RH + ", hr = blockIdx.x % " + RH + ";");
+    line("const int64_t r = (int64_t)blockIdx.y * " + std::to_string(warps_) + " + warp;");
+    line(std::string("if (r >= ") + (key_rows(a_) ? "SK" : "SQ") + ") return;");
+    output_row();
+    const int chunks = static_cast<int>((row_size(a_) + 31) / 32);
+    if (a_.pass != AttentionPass::Stats) {
+      line("float acc[" + std::to_string(chunks) + "];");
+      line("for (int t = 0; t < " + std::to_string(chunks) + "; ++t) acc[t] = 0.f;");
+    }
+    if (key_rows(a_)) key_row_pass(neg_inf);
+    else query_row_pass(neg_inf);
+    if (a_.pass != AttentionPass::Stats) {
+      line("#pragma unroll");
+      open("for (int t = 0; t < " + std::to_string(chunks) + "; ++t)");
+      line("const int e = lane + 32 * t;");
+      line("if (e < " + std::to_string(row_size(a_)) + ") O[e] = " + emitc::encode("acc[t]", dtype_of(k_, o_)) + ";");
+      close();
+    }
+    out_ += "}\n";
+    return out_;
+  }
+
+ private:
+  // Lines that set the f32 score s of query row i and key j (K pointing at
+  // the key's row when `key_row` is empty, else at the kv head) from Q's row.
+  void score(const std::string& q_row, const std::string& k_row, const std::string& live) {
+    line("float s = " + emitc::literal(-INFINITY, DType::F32) + ";");
+    open("if (" + live + ")");
+    line("float dot = 0.f;");
+    line("for (int d = 0; d < " + D() + "; ++d) dot += " + read(k_, a_.q, q_row + "[d]") + " * " +
+         read(k_, a_.k, k_row + "[d]") + ";");
+    line("s = dot * " + emitc::literal(a_.scale, DType::F32) + ";");
+    for (const std::string& l : masked_score(k_, a_, "false")) line(l);
+    close();
+  }
+
+  void warp_sum(const std::string& v) {
+    line("for (int x = 16; x > 0; x >>= 1) " + v + " += __shfl_xor_sync(0xffffffffu, " + v + ", x);");
+  }
+
+  // acc[t] += (lane u's c) * row[lane + 32 t] for the n rows from `first` of
+  // `base` (a row stride apart).
+  void accumulate(const std::string& n, const std::string& base, int buffer, const SymExpr& stride,
+                  const std::string& first) {
+    const int chunks = static_cast<int>((row_size(a_) + 31) / 32);
+    open("for (int u = 0; u < " + n + "; ++u)");
+    line("const float cu = __shfl_sync(0xffffffffu, c, u);");
+    line("#pragma unroll");
+    open("for (int t = 0; t < " + std::to_string(chunks) + "; ++t)");
+    line("const int e = lane + 32 * t;");
+    line("if (e < " + std::to_string(row_size(a_)) + ") acc[t] += cu * " +
+         at(base.c_str(), buffer, stride, "(" + first + " + u)", "e") + ";");
+    close();
+    close();
+  }
+
+  // Stats and GradQ: the warp's query row i against the keys, 32 at a time.
+  void query_row_pass(const std::string& neg_inf) {
+    line("const int64_t h = hr, hk = h / " + G() + ", i = r;");
+    row_pointer("Q", a_.q, a_.q_strides, "h", "i");
+    row_pointer("K", a_.k, a_.k_strides, "hk", "");
+    row_pointer("V", a_.v, a_.v_strides, "hk", "");
+    row_pointer("dY", a_.dout, a_.dout_strides, "h", "i");
+    row_pointer("A", a_.aux, a_.aux_strides, "h", "i");
+    line(std::string("const int64_t kv_end = ") + (a_.causal ? "i + 1 < SK ? i + 1 : SK" : "SK") + ";");
+    if (a_.pass == AttentionPass::Stats) {
+      line("float m = " + neg_inf + ", l = 0.f;");
+      open("for (int64_t j0 = 0; j0 < kv_end; j0 += 32)");
+      line("const int64_t j = j0 + lane;");
+      score("Q", "(K + j * " + expr(a_.k_strides[2]) + ")", "j < kv_end");
+      line("float top = s;");
+      line("for (int x = 16; x > 0; x >>= 1) top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, x));");
+      line("if (top == " + neg_inf + ") continue;");
+      line("const float m_new = fmaxf(m, top);");
+      line("float e = s == " + neg_inf + " ? 0.f : expf(s - m_new);");
+      warp_sum("e");
+      line("l = l * expf(m - m_new) + e;");
+      line("m = m_new;");
+      close();
+      line("float dd = 0.f;");
+      line("for (int e = lane; e < " + DV() + "; e += 32) dd += " + read(k_, a_.dout, "dY[e]") + " * " +
+           read(k_, a_.aux, "A[e]") + ";");
+      warp_sum("dd");
+      open("if (lane == 0)");
+      line("O[0] = m == " + neg_inf + " ? m : m + logf(l);");
+      line("O[1] = dd;");
+      close();
+      return;
+    }
+    line("const float lse = A[0], dd = A[1];");
+    open("if (lse != " + neg_inf + ")");
+    open("for (int64_t j0 = 0; j0 < kv_end; j0 += 32)");
+    line("const int64_t j = j0 + lane;");
+    score("Q", "(K + j * " + expr(a_.k_strides[2]) + ")", "j < kv_end");
+    line("float c = 0.f;");
+    open("if (s != " + neg_inf + ")");
+    line("float dp = 0.f;");
+    line("for (int e = 0; e < " + DV() + "; ++e) dp += " + read(k_, a_.dout, "dY[e]") + " * " +
+         at("V", a_.v, a_.v_strides[2], "j", "e") + ";");
+    line("c = expf(s - lse) * (dp - dd) * " + emitc::literal(a_.scale, DType::F32) + ";");
+    close();
+    line("const int n = kv_end - j0 < 32 ? (int)(kv_end - j0) : 32;");
+    accumulate("n", "K", a_.k, a_.k_strides[2], "j0");
+    close();
+    close();
+  }
+
+  // GradK and GradV: the warp's key row j against the query rows of its kv
+  // head's group, 32 at a time.
+  void key_row_pass(const std::string& neg_inf) {
+    const bool grad_k = a_.pass == AttentionPass::GradK;
+    line("const int64_t hk = hr, j = r;");
+    row_pointer("Kj", a_.k, a_.k_strides, "hk", "j");
+    row_pointer("Vj", a_.v, a_.v_strides, "hk", "j");
+    open("for (int g = 0; g < " + G() + "; ++g)");
+    line("const int64_t h = hk * " + G() + " + g;");
+    row_pointer("Q", a_.q, a_.q_strides, "h", "");
+    row_pointer("dY", a_.dout, a_.dout_strides, "h", "");
+    row_pointer("A", a_.aux, a_.aux_strides, "h", "");
+    open(std::string("for (int64_t i0 = ") + (a_.causal ? "j" : "0") + "; i0 < SQ; i0 += 32)");
+    line("const int64_t i = i0 + lane;");
+    score("(Q + i * " + expr(a_.q_strides[2]) + ")", "Kj", "i < SQ");
+    line("float c = 0.f;");
+    open("if (s != " + neg_inf + ")");
+    line("const float lse = A[i * " + expr(a_.aux_strides[2]) + "];");
+    open("if (lse != " + neg_inf + ")");
+    if (grad_k) {
+      line("float dp = 0.f;");
+      line("for (int e = 0; e < " + DV() + "; ++e) dp += " + at("dY", a_.dout, a_.dout_strides[2], "i", "e") + " * " +
+           read(k_, a_.v, "Vj[e]") + ";");
+      line("c = expf(s - lse) * (dp - A[i * " + expr(a_.aux_strides[2]) + " + 1]) * " +
+           emitc::literal(a_.scale, DType::F32) + ";");
+    } else {
+      line("c = expf(s - lse);");
+    }
+    close();
+    close();
+    line("const int n = SQ - i0 < 32 ? (int)(SQ - i0) : 32;");
+    if (grad_k) accumulate("n", "Q", a_.q, a_.q_strides[2], "i0");
+    else accumulate("n", "dY", a_.dout, a_.dout_strides[2], "i0");
+    close();
+    close();
+  }
+
+  int warps_;
+};
+
+// The host kernel: the same sums per output row, in double.
+class HostAttentionGrad : GradWriter {
+ public:
+  explicit HostAttentionGrad(const kir::Kernel& k) : GradWriter(k) {}
+
+  std::string print() {
+    out_ += emitc::host_signature(k_);
+    const std::string neg_inf = emitc::literal(-INFINITY, DType::F64);
+    line("const int64_t SQ = " + expr(a_.q_len) + ", SK = " + expr(a_.kv_len) + ";");
+    open("for (int64_t b = 0; b < " + expr(a_.batch) + "; ++b)");
+    const bool keys = key_rows(a_);
+    open("for (int64_t hr = 0; hr < " + std::to_string(keys ? a_.kv_heads : a_.heads) + "; ++hr)");
+    open(std::string("for (int64_t r = 0; r < ") + (keys ? "SK" : "SQ") + "; ++r)");
+    output_row();
+    const std::string size = std::to_string(row_size(a_));
+    line("double acc[" + size + "] = {};");
+    if (keys) {
+      line("const int64_t hk = hr, j = r;");
+      row_pointer("Kj", a_.k, a_.k_strides, "hk", "j");
+      row_pointer("Vj", a_.v, a_.v_strides, "hk", "j");
+      open("for (int64_t h = hk * " + G() + "; h < (hk + 1) * " + G() + "; ++h)");
+      row_pointer("A", a_.aux, a_.aux_strides, "h", "");
+      open(std::string("for (int64_t i = ") + (a_.causal ? "j" : "0") + "; i < SQ; ++i)");
+      row_pointer("Q", a_.q, a_.q_strides, "h", "i");
+      row_pointer("dY", a_.dout, a_.dout_strides, "h", "i");
+      score("Kj");
+      line("const double lse = A[i * " + expr(a_.aux_strides[2]) + "];");
+      line("if (lse == " + neg_inf + ") continue;");
+      if (a_.pass == AttentionPass::GradK) {
+        dp("Vj");
+        line("const double c = exp(s - lse) * (dp - A[i * " + expr(a_.aux_strides[2]) + " + 1]) * " +
+             emitc::literal(a_.scale, DType::F64) + ";");
+        line("for (int e = 0; e < " + D() + "; ++e) acc[e] += c * " + read(k_, a_.q, "Q[e]") + ";");
+      } else {
+        line("const double c = exp(s - lse);");
+        line("for (int e = 0; e < " + DV() + "; ++e) acc[e] += c * " + read(k_, a_.dout, "dY[e]") + ";");
+      }
+      close();
+      close();
+    } else {
+      line("const int64_t h = hr, hk = h / " + G() + ", i = r;");
+      row_pointer("Q", a_.q, a_.q_strides, "h", "i");
+      row_pointer("dY", a_.dout, a_.dout_strides, "h", "i");
+      row_pointer("A", a_.aux, a_.aux_strides, "h", "i");
+      const bool stats = a_.pass == AttentionPass::Stats;
+      if (stats) line("double m = " + neg_inf + ", l = 0;");
+      else line("const double lse = A[0], dd = A[1];");
+      open(std::string("for (int64_t j = 0; j < ") + (a_.causal ? "(i + 1 < SK ? i + 1 : SK)" : "SK") + "; ++j)");
+      row_pointer("Kj", a_.k, a_.k_strides, "hk", "j");
+      row_pointer("Vj", a_.v, a_.v_strides, "hk", "j");
+      score("Kj");
+      if (stats) {
+        line("const double m_new = s > m ? s : m;");
+        line("l = l * exp(m - m_new) + exp(s - m_new);");
+        line("m = m_new;");
+      } else {
+        line("if (lse == " + neg_inf + ") continue;");
+        dp("Vj");
+        line("const double c = exp(s - lse) * (dp - dd) * " + emitc::literal(a_.scale, DType::F64) + ";");
+        line("for (int e = 0; e < " + D() + "; ++e) acc[e] += c * " + read(k_, a_.k, "Kj[e]") + ";");
+      }
+      close();
+      if (stats) {
+        line("acc[0] = m == " + neg_inf + " ? m : m + log(l);");
+        line("for (int e = 0; e < " + DV() + "; ++e) acc[1] += (double)" + read(k_, a_.dout, "dY[e]") + " * " +
+             read(k_, a_.aux, "A[e]") + ";");
+      }
+    }
+    line("for (int e = 0; e < " + size + "; ++e) O[e] = " + emitc::encode("(float)acc[e]", dtype_of(k_, o_)) + ";");
+    close();
+    close();
+    close();
+    out_ += "}\n";
+    return out_;
+  }
+
+ private:
+  // double s: query row Q against the key row `k_row`, masked; a hidden key `continue`s.
+  void score(const std::string& k_row) {
+    line("double s = 0;");
+    line("for (int d = 0; d < " + D() + "; ++d) s += (double)" + read(k_, a_.q, "Q[d]") + " * " +
+         read(k_, a_.k, k_row + "[d]") + ";");
+    line("s *= " + emitc::literal(a_.scale, DType::F64) + ";");
+    if (a_.mask < 0) return;
+    const std::string m = p(a_.mask) + "[" +
+                          offset({{"b", a_.mask_strides[0]}, {"h", a_.mask_strides[1]}, {"i", a_.mask_strides[2]},
+                                  {"j", a_.mask_strides[3]}}) + "]";
+    if (dtype_of(k_, a_.mask) == DType::Bool) line("if (!" + m + ") continue;");
+    else line("s += " + read(k_, a_.mask, m) + ";");
+    line("if (s == " + emitc::literal(-INFINITY, DType::F64) + ") continue;");
+  }
+
+  // double dp = dY . V_j.
+  void dp(const std::string& v_row) {
+    line("double dp = 0;");
+    line("for (int e = 0; e < " + DV() + "; ++e) dp += (double)" + read(k_, a_.dout, "dY[e]") + " * " +
+         read(k_, a_.v, v_row + "[e]") + ";");
+  }
+};
+
+}  // namespace
+
+std::string emit_attention_grad_cuda(const kir::Kernel& k, const KernelConfig& c) {
+  std::string refusal = attention_grad_refusal(k, c);
+  TCC_CHECK(refusal.empty()) << k.name << ": " << refusal;
+  return CudaAttentionGrad(k, c).print();
+}
+
+std::string emit_attention_grad_host(const kir::Kernel& k) { return HostAttentionGrad(k).print(); }
+
+LaunchConfig attention_grad_launch(const kir::Kernel& k, const KernelConfig& c) {
+  const kir::AttentionDesc& a = grad_desc(k);
+  const int warps = c.block / 32;
+  LaunchConfig l;
+  l.grid[0] = a.batch * SymExpr::constant(key_rows(a) ? a.kv_heads : a.heads);
+  l.grid[1] = ((key_rows(a) ? a.kv_len : a.q_len) + SymExpr::constant(warps - 1)).floordiv(SymExpr::constant(warps));
+  l.block[0] = c.block;
+  return l;
+}
+
+KernelConfig attention_grad_default_config(const kir::Kernel& k) {
+  grad_desc(k);
+  KernelConfig c;
+  c.block = 128;
+  return c;
+}
+
+std::string attention_grad_refusal(const kir::Kernel& k, const KernelConfig& c) {
+  grad_desc(k);
+  KernelConfig knobs;
+  knobs.block = c.block;
+  if (c != knobs) return "the attention backward's kernels choose their threads per block, nothing else";
+  if (c.block < 32 || c.block > kMaxThreads || c.block % 32 != 0)
+    return "block " + std::to_string(c.block) + " is not a multiple of 32 from 32 to " + std::to_string(kMaxThreads);
+  return "";
+}
+
+std::vector<KernelConfig> attention_grad_configs(const kir::Kernel& k) {
+  std::vector<KernelConfig> out;
+  KernelConfig c;
+  for (c.block = 64; c.block <= kMaxThreads; c.block *= 2)
+    if (attention_grad_refusal(k, c).empty()) out.push_back(c);
+  return out;
+}
+
+std::string attention_grad_schedule(const kir::Kernel& k, const KernelConfig& c) {
+  return std::string("backward ") + kir::attention_pass_name(grad_desc(k).pass) + " pass, a warp per row, block " +
+         std::to_string(c.block);
+}
+
+}  // namespace tcc

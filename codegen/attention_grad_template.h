@@ -1,0 +1,49 @@
+// The attention backward's kernels: the CUDA and host code of the Kind::Attention
+// kernels whose AttentionDesc pass is Stats, GradQ, GradK or GradV
+// (tcc::AttentionGrad, src/ops/attention_grad.cc), FlashAttention-2's backward
+// split so that no pass needs atomics: each recomputes the scores from Q and
+// K, and the [batch, heads, q_len, kv_len] probabilities are never in memory.
+//
+// CUDA: a warp per row of the pass's output (a query row for Stats and GradQ,
+// a key row of a kv head for GradK and GradV), block / 32 rows to a block,
+// grid [batch * row heads, ceil(rows / warps)]. The lanes score 32 keys (or
+// query rows) at a time, one each, reduce the statistics by shuffles, and
+// then take the output's columns lane, lane + 32, ... : each lane's
+// coefficient (P, or dS = P (dY . V - D) * scale) goes round the warp by
+// shuffles and every lane accumulates its columns of the operand row it
+// weighs (K for dQ, Q for dK, dY for dV), read along the row, coalesced.
+// Operands are read from global memory (the block's warps share their head's
+// rows through the caches); f32 on the CUDA cores, f16 and bf16 read into
+// f32 and the output rounded once. GradK and GradV sum over the query heads
+// of their kv head's group and, under causal masking, start at the key's row.
+//
+// Host: the same sums per output row, in double.
+//
+// Not built: shared-memory tiles of K / V or Q / dY, tensor cores, one kernel
+// computing dK and dV together. Untuned: no GPU has measured it yet.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "codegen/emit.h"
+#include "codegen/kernel_config.h"
+#include "codegen/kernel_ir.h"
+
+namespace tcc {
+
+std::string emit_attention_grad_cuda(const kir::Kernel& k, const KernelConfig& c);
+std::string emit_attention_grad_host(const kir::Kernel& k);
+// Grid [batch * row heads, ceil(rows / (block / 32))] of the config's block.
+LaunchConfig attention_grad_launch(const kir::Kernel& k, const KernelConfig& c);
+// Without tuning: blocks of 128 (four rows).
+KernelConfig attention_grad_default_config(const kir::Kernel& k);
+// Why the config cannot run k ("" where it can): knobs other than block, and
+// blocks outside 32..256.
+std::string attention_grad_refusal(const kir::Kernel& k, const KernelConfig& c);
+// Every config autotuning measures: blocks of 64, 128 and 256.
+std::vector<KernelConfig> attention_grad_configs(const kir::Kernel& k);
+// The pass and its blocking in words: "backward grad_k pass, a warp per row, block 128".
+std::string attention_grad_schedule(const kir::Kernel& k, const KernelConfig& c);
+
+}  // namespace tcc
