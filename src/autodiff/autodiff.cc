@@ -4,6 +4,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "passes/pass.h"
 #include "src/autodiff/grad_rules.h"
 #include "src/autodiff/loss.h"
 #include "src/ir/emitter.h"
@@ -289,6 +290,15 @@ TrainingGraph build_training_graph(Model& model, const TrainOptions& opts) {
   if (opset == g.opsets().end() || opset->second < 13)
     model_error(g, "training graphs need a model at ONNX opset 13 or newer");
 
+  // The attention an exporter spells out becomes one tcc::Attention first, so
+  // that the backward is the fused one, not the pieces' around a [batch,
+  // heads, seq, seq] softmax. Each promotion below drops the initializers
+  // nothing reads (the fused pattern's constants among them): none may be
+  // among those selected.
+  infer_shapes(g);
+  PassContext fusing;
+  fuse_attention(g, fusing);
+  g.remove_unused_initializers();
   std::vector<Value*> params;
   for (Value* p : select_params(g, opts.param_patterns)) params.push_back(promote_to_input(g, p));
 

@@ -6,6 +6,9 @@
 // codegen) sees an ordinary graph.
 //
 // What the rewritten graph looks like:
+//  - The attention the model spells out (MatMul, Softmax, MatMul) is one
+//    tcc::Attention (passes/fuse_attention.cc) before anything is
+//    differentiated, so that its gradient is the fused backward's.
 //  - Parameters (float initializers matching the patterns) become graph inputs
 //    whose default value is their initial data (`input %w: f32[..] = ...` in
 //    the text IR, an initializer listed among the inputs in ONNX). They change
