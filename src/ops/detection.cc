@@ -471,6 +471,121 @@ bool decompose_roi_align(Expansion& e) {
   return true;
 }
 
+// MaxRoiPool -> two masked max reductions, over x then over y, of X's image
+// at each region's batch index (a Gather of X along its batch): per axis, in
+// f64, the region's corners scaled and rounded half away from zero (Floor of
+// the magnitude, plus 1 where the fraction is at least a half, signed again)
+// give each bin's span [floor(i bin), ceil((i + 1) bin)) from the start,
+// clipped to the image, and a mask [R, bins, size] of the pixels in it; a
+// masked-out pixel reads -inf. A bin whose span is empty along either axis
+// is 0. Needs C, H and W static. Unlike the reference kernel, it does not
+// check the batch indices or refuse NaN coordinates.
+bool decompose_max_roi_pool(Expansion& e) {
+  const Node& n = e.node();
+  const Type* x = e.ranked_float_input(0);
+  const Type& rois = n.input(1)->type();
+  const Type& y = n.output(0)->type();
+  if (x == nullptr || x->rank() != 4 || !rois.is_tensor() || !is_float(rois.dtype()) || !y.is_tensor() ||
+      !y.fully_shaped())
+    return false;
+  const Dims& xd = x->shape();
+  if (!xd[1].is_static() || !xd[2].is_static() || !xd[3].is_static()) return false;
+  const std::vector<int64_t> pooled = pooled_shape(n);
+  const int64_t channels = xd[1].value(), h = xd[2].value(), w = xd[3].value();
+  const Dim regions = y.shape()[0];
+  auto f64 = [](const Dims& d) { return Type::tensor(DType::F64, d); };
+  auto bools = [](const Dims& d) { return Type::tensor(DType::Bool, d); };
+  auto number = [&](const std::string& hint, double v) { return e.scalar(hint, v, DType::F64); };
+  Value* r = e.cast("Cast_rois", n.input(1), DType::F64);
+  auto columns = [&](const std::string& piece, int64_t from, int64_t to) {
+    return e.add(piece, "Slice",
+                 {r, e.i64("starts_" + piece, from), e.i64("ends_" + piece, to), e.i64("axes_" + piece, 1)},
+                 f64({regions, Dim(to - from)}));
+  };
+  Value* batch = e.cast("Cast_batch", e.reshape("Reshape_batch", columns("Slice_batch", 0, 1), {regions}), DType::I64);
+  Value* image =
+      e.add("Gather", "Gather", {n.input(0), batch}, Type::tensor(x->dtype(), {regions, Dim(channels), Dim(h), Dim(w)}),
+            {{"axis", Attribute::of_int(0)}});
+  const Dims corner_dims = {regions, Dim(4)};
+  Value* scaled =
+      e.add("Mul_scale", "Mul", {columns("Slice_corners", 1, 5), number("scale", n.get_float("spatial_scale", 1.0f))},
+            f64(corner_dims));
+  Value* magnitude = e.add("Abs", "Abs", {scaled}, f64(corner_dims));
+  Value* whole = e.add("Floor", "Floor", {magnitude}, f64(corner_dims));
+  Value* up = e.add("GreaterOrEqual_half", "GreaterOrEqual",
+                    {e.add("Sub_fraction", "Sub", {magnitude, whole}, f64(corner_dims)), number("half", 0.5)},
+                    bools(corner_dims));
+  Value* rounded = e.add("Mul_sign", "Mul",
+                         {e.add("Sign", "Sign", {scaled}, f64(corner_dims)),
+                          e.add("Add_up", "Add", {whole, e.cast("Cast_up", up, DType::F64)}, f64(corner_dims))},
+                         f64(corner_dims));
+
+  // Per axis: the mask [R, bins, size] of each bin's pixels and whether the bin is empty [R, bins, 1].
+  struct AxisSpans {
+    Value* mask;
+    Value* empty;
+  };
+  auto spans = [&](const std::string& t, int64_t first, int64_t bins, int64_t size) {
+    const Dims column = {regions, Dim(1)}, per_bin = {regions, Dim(bins)}, edge = {regions, Dim(bins), Dim(1)};
+    auto corner = [&](const std::string& c, int64_t col) {
+      return e.add("Slice_" + c + t, "Slice",
+                   {rounded, e.i64("starts_" + c + t, col), e.i64("ends_" + c + t, col + 1), e.i64("axes_" + c + t, 1)},
+                   f64(column));
+    };
+    Value* start = corner("start", first);
+    Value* extent =
+        e.add("Add_extent" + t, "Add",
+              {e.add("Sub_extent" + t, "Sub", {corner("end", first + 2), start}, f64(column)), number("one" + t, 1)},
+              f64(column));
+    Value* bin = e.add("Div_bin" + t, "Div",
+                       {e.add("Max_extent" + t, "Max", {extent, number("least" + t, 1)}, f64(column)),
+                        number("bins" + t, static_cast<double>(bins))},
+                       f64(column));
+    std::vector<double> firsts, lasts, pixels;
+    for (int64_t i = 0; i < bins; ++i) firsts.push_back(static_cast<double>(i));
+    for (int64_t i = 0; i < bins; ++i) lasts.push_back(static_cast<double>(i + 1));
+    for (int64_t i = 0; i < size; ++i) pixels.push_back(static_cast<double>(i));
+    Value* zero = number("zero" + t, 0);
+    Value* limit = number("size" + t, static_cast<double>(size));
+    auto bound = [&](const std::string& b, const std::string& round, const std::vector<double>& at) {
+      Value* v = e.add("Mul_" + b + t, "Mul", {bin, e.numbers(b + t, at, {1, bins}, DType::F64)}, f64(per_bin));
+      v = e.add("Add_" + b + t, "Add", {e.add(round + "_" + b + t, round, {v}, f64(per_bin)), start}, f64(per_bin));
+      return e.reshape("Reshape_" + b + t, e.add("Clip_" + b + t, "Clip", {v, zero, limit}, f64(per_bin)), edge);
+    };
+    Value* lo = bound("from", "Floor", firsts);
+    Value* hi = bound("to", "Ceil", lasts);
+    Value* at = e.numbers("pixels" + t, pixels, {1, 1, size}, DType::F64);
+    const Dims grid = {regions, Dim(bins), Dim(size)};
+    Value* mask = e.add("And_span" + t, "And",
+                        {e.add("GreaterOrEqual_from" + t, "GreaterOrEqual", {at, lo}, bools(grid)),
+                         e.add("Less_to" + t, "Less", {at, hi}, bools(grid))},
+                        bools(grid));
+    return AxisSpans{mask, e.add("LessOrEqual_empty" + t, "LessOrEqual", {hi, lo}, bools(edge))};
+  };
+  const int64_t ph = pooled[0], pw = pooled[1];
+  AxisSpans sy = spans("_y", 1, ph, h), sx = spans("_x", 0, pw, w);
+  Value* none = e.scalar("none", -std::numeric_limits<double>::infinity(), x->dtype());
+  auto masked_max = [&](const std::string& t, Value* v, Value* mask, const Dims& dims, int64_t axis) {
+    Type type = Type::tensor(x->dtype(), dims);
+    Value* m = e.add("Where" + t, "Where", {mask, v, none}, type);
+    return e.reduce("ReduceMax" + t, "ReduceMax", m, {axis}, Expansion::kept_type(type, {axis}));
+  };
+  const Dim c(channels);
+  Value* along_x = masked_max("_x", e.reshape("Reshape_image", image, {regions, c, Dim(h), Dim(1), Dim(w)}),
+                              e.reshape("Reshape_mask_x", sx.mask, {regions, Dim(1), Dim(1), Dim(pw), Dim(w)}),
+                              {regions, c, Dim(h), Dim(pw), Dim(w)}, 4);
+  Value* along_y = masked_max("_y", e.reshape("Reshape_rows", along_x, {regions, c, Dim(1), Dim(h), Dim(pw)}),
+                              e.reshape("Reshape_mask_y", sy.mask, {regions, Dim(1), Dim(ph), Dim(h), Dim(1)}),
+                              {regions, c, Dim(ph), Dim(h), Dim(pw)}, 3);
+  Value* empty = e.add("Or_empty", "Or",
+                       {e.reshape("Reshape_empty_y", sy.empty, {regions, Dim(1), Dim(ph), Dim(1)}),
+                        e.reshape("Reshape_empty_x", sx.empty, {regions, Dim(1), Dim(1), Dim(pw)})},
+                       bools({regions, Dim(1), Dim(ph), Dim(pw)}));
+  e.finish("Where_empty", "Where",
+           {empty, e.scalar("empty", 0, x->dtype()), e.reshape("Reshape_pooled", along_y, y.shape())});
+  return true;
+}
+
 }  // namespace
 
 void register_detection_ops(OpRegistry& r) {
@@ -479,7 +594,8 @@ void register_detection_ops(OpRegistry& r) {
   with_indices.push_back(DType::I64);
   r.add(OpDef{"", "RoiAlign", 10, kReduction, infer_roi_align, eval_roi_align, with_indices})
       .decomposition(decompose_roi_align);
-  r.add(OpDef{"", "MaxRoiPool", 1, kReduction, infer_max_roi_pool, eval_max_roi_pool, float_types});
+  r.add(OpDef{"", "MaxRoiPool", 1, kReduction, infer_max_roi_pool, eval_max_roi_pool, float_types})
+      .decomposition(decompose_max_roi_pool);
   r.add(OpDef{"", "NonMaxSuppression", 10, kDataDependentShape, infer_nms, eval_nms, {DType::F32, DType::I64}});
 }
 

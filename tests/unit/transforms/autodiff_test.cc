@@ -492,7 +492,7 @@ const RuleCase kRuleCases[] = {
      "  %y: f64[2, 2, 3, 3] = RNN(%w, %wx, %wr) {hidden_size = 3, direction = \"bidirectional\"}\n",
      "f64[2, 2, 3, 3]", 14},
     // Through their decompositions as well: RoiAlign's weighed taps (avg and
-    // max), Col2Im's gathered pieces.
+    // max), MaxRoiPool's masked maxima, Col2Im's gathered pieces.
     {"RoiAlign_avg",
      "  const %w: f64[2, 2, 4, 5] = $R\n  const %rois: f64[2, 4] = [0.3, 0.7, 6.1, 5.3, 1.9, 0.2, 8.6, 7.7]\n"
      "  const %ind: i64[2] = [1, 0]\n",
@@ -503,6 +503,10 @@ const RuleCase kRuleCases[] = {
      "  const %w: f64[1, 2, 4, 5] = $R\n  const %rois: f64[1, 4] = [0.6, 0.3, 3.1, 2.8]\n  const %ind: i64[1] = [0]\n",
      "  %y: f64[1, 2, 2, 2] = RoiAlign(%w, %rois, %ind) {coordinate_transformation_mode = \"output_half_pixel\", "
      "mode = \"max\", output_height = 2, output_width = 2, sampling_ratio = 2}\n",
+     "f64[1, 2, 2, 2]", 22},
+    {"MaxRoiPool",
+     "  const %w: f64[1, 2, 4, 5] = $R\n  const %rois: f64[1, 5] = [0.0, 1.2, 0.4, 7.9, 5.6]\n",
+     "  %y: f64[1, 2, 2, 2] = MaxRoiPool(%w, %rois) {pooled_shape = [2, 2], spatial_scale = 0.5}\n",
      "f64[1, 2, 2, 2]", 22},
     {"Col2Im",
      "  const %w: f64[1, 4, 6] = $R\n  const %image: i64[2] = [3, 4]\n  const %block: i64[2] = [2, 2]\n",
