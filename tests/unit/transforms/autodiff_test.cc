@@ -492,7 +492,7 @@ const RuleCase kRuleCases[] = {
      "  %y: f64[2, 2, 3, 3] = RNN(%w, %wx, %wr) {hidden_size = 3, direction = \"bidirectional\"}\n",
      "f64[2, 2, 3, 3]", 14},
     // Through their decompositions as well: RoiAlign's weighed taps (avg and
-    // max), MaxRoiPool's masked maxima, Col2Im's gathered pieces.
+    // max), MaxRoiPool's masked maxima, Col2Im's gathered pieces, Det's products.
     {"RoiAlign_avg",
      "  const %w: f64[2, 2, 4, 5] = $R\n  const %rois: f64[2, 4] = [0.3, 0.7, 6.1, 5.3, 1.9, 0.2, 8.6, 7.7]\n"
      "  const %ind: i64[2] = [1, 0]\n",
@@ -511,6 +511,7 @@ const RuleCase kRuleCases[] = {
     {"Col2Im",
      "  const %w: f64[1, 4, 6] = $R\n  const %image: i64[2] = [3, 4]\n  const %block: i64[2] = [2, 2]\n",
      "  %y: f64[1, 1, 3, 4] = Col2Im(%w, %image, %block)\n", "f64[1, 1, 3, 4]", 18},
+    {"Det", "  const %w: f64[2, 3, 3] = $R\n", "  %y: f64[2] = Det(%w)\n", "f64[2]", 22},
     // Cropped along one axis, padded (an odd difference) along another.
     {"CenterCropPad", "  const %w: f64[2, 5, 2] = $R\n  const %s: i64[2] = [2, 5]\n",
      "  %y: f64[2, 2, 5] = CenterCropPad(%w, %s) {axes = [1, -1]}\n", "f64[2, 2, 5]", 18},
