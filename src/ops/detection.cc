@@ -1,6 +1,8 @@
 // Object-detection ops: RoiAlign and MaxRoiPool (pooling over regions of an
 // image) and NonMaxSuppression (whose output size depends on the scores, so
 // it carries kDataDependentShape and its count is a fresh symbol, as NonZero's).
+// RoiAlign and MaxRoiPool decompose into a Gather of X and reductions over
+// each bin (at the end of the file).
 #include <algorithm>
 #include <cmath>
 #include <limits>
