@@ -99,6 +99,13 @@ Value* Expansion::i64s(const std::string& hint, const std::vector<int64_t>& valu
   return constant(hint, Tensor::from_i64(values, {static_cast<int64_t>(values.size())}));
 }
 
+Value* Expansion::numbers(const std::string& hint, const std::vector<double>& values, const std::vector<int64_t>& shape,
+                          DType dtype) {
+  Tensor t(dtype, shape);
+  for (size_t i = 0; i < values.size(); ++i) t.set_f64(static_cast<int64_t>(i), values[i]);
+  return constant(hint, std::move(t));
+}
+
 Value* Expansion::reduce(const std::string& piece, const std::string& op, Value* x, const std::vector<int64_t>& axes,
                          const Type& type) {
   auto [ins, attrs] = reduce_spelling(op, x, axes);

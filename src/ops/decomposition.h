@@ -62,6 +62,9 @@ class Expansion {
   Value* scalar(const std::string& hint, double v, DType dtype);
   Value* i64(const std::string& hint, int64_t v);  // a one-element 1-D i64 constant
   Value* i64s(const std::string& hint, const std::vector<int64_t>& values);  // a 1-D i64 constant
+  // A constant of `dtype` and `shape` holding `values` in row-major order.
+  Value* numbers(const std::string& hint, const std::vector<double>& values, const std::vector<int64_t>& shape,
+                 DType dtype);
   // A Reduce* op over `axes`, keeping dims, as the imported opset spells it.
   Value* reduce(const std::string& piece, const std::string& op, Value* x, const std::vector<int64_t>& axes,
                 const Type& type);

@@ -1,6 +1,8 @@
 // Object-detection ops: RoiAlign and MaxRoiPool (pooling over regions of an
 // image) and NonMaxSuppression (whose output size depends on the scores, so
 // it carries kDataDependentShape and its count is a fresh symbol, as NonZero's).
+// RoiAlign and MaxRoiPool decompose into a Gather of X and reductions over
+// each bin (at the end of the file).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -316,14 +318,286 @@ std::vector<Tensor> eval_nms(EvalContext& ctx) {
   return {Tensor::from_i64(selected, {static_cast<int64_t>(selected.size() / 3), 3})};
 }
 
+// ---------------------------------------------------------------------------
+// Decompositions (decomposition.h)
+
+// Taps of more samples than this make RoiAlign's gathered tensor too large to decompose.
+constexpr int64_t kMaxRoiAlignTaps = 64;
+
+// RoiAlign -> one Gather of X's elements at every sample's four bilinear
+// taps, times their weights, reduced per bin: ReduceSum divided by the
+// sample count (avg) or ReduceMax (max). The taps are separable: per axis
+// (y from rois' columns 1 and 3 over H, x from 0 and 2 over W), in f64 as
+// the reference computes, each region's scaled start and extent give its
+// sample coordinates [R, bins, samples]; a coordinate more than one pixel
+// outside reads nothing (weight and index 0), others are clamped at 0 and
+// at the last pixel (roi_point), giving two indices and the weights 1 - frac
+// and frac. The flat index of X's element is then batch_index * C*H*W +
+// channel * H*W + y * W + x over [R, C, bins_y, bins_x, taps_y, taps_x].
+// Needs C, H and W static and a positive sampling_ratio: with 0 the sample
+// count is ceil(bin size), read from the rois, and the node stays a host
+// step. Unlike the reference kernel, it does not check batch_indices.
+bool decompose_roi_align(Expansion& e) {
+  const Node& n = e.node();
+  const Type* x = e.ranked_float_input(0);
+  const Type& rois = n.input(1)->type();
+  const Type& y = n.output(0)->type();
+  if (x == nullptr || x->rank() != 4 || !rois.is_tensor() || !is_float(rois.dtype()) || !y.is_tensor() ||
+      !y.fully_shaped())
+    return false;
+  const RoiAlignAttrs a = roi_align_attrs(n);
+  const Dims& xd = x->shape();
+  if (a.sampling_ratio == 0 || 4 * a.sampling_ratio * a.sampling_ratio > kMaxRoiAlignTaps || !xd[1].is_static() ||
+      !xd[2].is_static() || !xd[3].is_static())
+    return false;
+  const int64_t channels = xd[1].value(), h = xd[2].value(), w = xd[3].value(), s = a.sampling_ratio;
+  const Dim regions = y.shape()[0];
+  auto f64 = [](const Dims& d) { return Type::tensor(DType::F64, d); };
+  auto number = [&](const std::string& hint, double v) { return e.scalar(hint, v, DType::F64); };
+  Value* scaled =
+      e.add("Mul_scale", "Mul", {e.cast("Cast_rois", n.input(1), DType::F64), number("scale", a.spatial_scale)},
+            f64({regions, Dim(4)}));
+  if (a.half_pixel) scaled = e.add("Sub_half", "Sub", {scaled, number("half", 0.5)}, f64({regions, Dim(4)}));
+
+  // One axis's taps of the samples of every region and bin, each [R, bins, samples, 2].
+  struct AxisTaps {
+    Value* index;
+    Value* weight;
+  };
+  auto axis_taps = [&](const std::string& t, int64_t first, int64_t bins, int64_t size) {
+    const Dims column = {regions, Dim(1)}, samples = {regions, Dim(bins), Dim(s)},
+               taps = {regions, Dim(bins), Dim(s), Dim(2)};
+    auto corner = [&](const std::string& c, int64_t col) {
+      Value* v =
+          e.add("Slice_" + c + t, "Slice",
+                {scaled, e.i64("starts_" + c + t, col), e.i64("ends_" + c + t, col + 1), e.i64("axes_" + c + t, 1)},
+                f64(column));
+      return e.reshape("Reshape_" + c + t, v, {regions, Dim(1), Dim(1)});
+    };
+    Value* start = corner("start", first);
+    Value* extent = e.add("Sub_extent" + t, "Sub", {corner("end", first + 2), start}, f64({regions, Dim(1), Dim(1)}));
+    if (!a.half_pixel)
+      extent = e.add("Max_extent" + t, "Max", {extent, number("one" + t, 1)}, f64({regions, Dim(1), Dim(1)}));
+    Value* bin = e.add("Div_bin" + t, "Div", {extent, number("bins" + t, static_cast<double>(bins))},
+                       f64({regions, Dim(1), Dim(1)}));
+    // start + bin * b + (i + 0.5) * bin / s, as the reference sums them.
+    std::vector<double> bin_offsets, sample_offsets;
+    for (int64_t b = 0; b < bins; ++b) bin_offsets.push_back(static_cast<double>(b));
+    for (int64_t i = 0; i < s; ++i) sample_offsets.push_back(static_cast<double>(i) + 0.5);
+    Value* to_bin =
+        e.add("Mul_bin" + t, "Mul", {bin, e.numbers("bin_offsets" + t, bin_offsets, {1, bins, 1}, DType::F64)},
+              f64({regions, Dim(bins), Dim(1)}));
+    Value* to_sample =
+        e.add("Mul_sample" + t, "Mul", {bin, e.numbers("sample_offsets" + t, sample_offsets, {1, 1, s}, DType::F64)},
+              f64({regions, Dim(1), Dim(s)}));
+    to_sample = e.add("Div_samples" + t, "Div", {to_sample, number("samples" + t, static_cast<double>(s))},
+                      f64({regions, Dim(1), Dim(s)}));
+    Value* at = e.add("Add_sample" + t, "Add",
+                      {e.add("Add_bin" + t, "Add", {start, to_bin}, f64({regions, Dim(bins), Dim(1)})), to_sample},
+                      f64(samples));
+    auto compare = [&](const std::string& piece, const std::string& op, Value* l, Value* r) {
+      return e.add(piece + t, op, {l, r}, Type::tensor(DType::Bool, samples));
+    };
+    Value* last = number("last" + t, static_cast<double>(size - 1));
+    Value* inside =
+        e.add("And_inside" + t, "And",
+              {compare("GreaterOrEqual_inside", "GreaterOrEqual", at, number("before" + t, -1)),
+               compare("LessOrEqual_inside", "LessOrEqual", at, number("after" + t, static_cast<double>(size)))},
+              Type::tensor(DType::Bool, samples));
+    Value* clamped = e.add("Max_clamp" + t, "Max", {at, number("zero" + t, 0)}, f64(samples));
+    Value* low = e.add("Floor" + t, "Floor", {clamped}, f64(samples));
+    Value* frac = e.add("Where_frac" + t, "Where",
+                        {compare("GreaterOrEqual_edge", "GreaterOrEqual", low, last), number("flat" + t, 0),
+                         e.add("Sub_frac" + t, "Sub", {clamped, low}, f64(samples))},
+                        f64(samples));
+    const Dims one_tap = {regions, Dim(bins), Dim(s), Dim(1)};
+    Value* index = e.add(
+        "Min_index" + t, "Min",
+        {e.add("Add_tap" + t, "Add",
+               {e.reshape("Reshape_low" + t, low, one_tap), e.numbers("tap_offsets" + t, {0, 1}, {2}, DType::F64)},
+               f64(taps)),
+         last},
+        f64(taps));
+    // The weights 1 - frac and frac: 1 + frac * -1 and 0 + frac * 1.
+    Value* weight = e.add(
+        "Add_weight" + t, "Add",
+        {e.numbers("weight_base" + t, {1, 0}, {2}, DType::F64),
+         e.add("Mul_weight" + t, "Mul",
+               {e.reshape("Reshape_frac" + t, frac, one_tap), e.numbers("weight_slope" + t, {-1, 1}, {2}, DType::F64)},
+               f64(taps))},
+        f64(taps));
+    Value* keep = e.reshape("Reshape_inside" + t, inside, one_tap);
+    Value* zero = number("outside" + t, 0);
+    return AxisTaps{e.add("Where_index" + t, "Where", {keep, index, zero}, f64(taps)),
+                    e.add("Where_weight" + t, "Where", {keep, weight, zero}, f64(taps))};
+  };
+  AxisTaps ty = axis_taps("_y", 1, a.height, h), tx = axis_taps("_x", 0, a.width, w);
+
+  const Dim oh(a.height), ow(a.width), sy(2 * s), sx(2 * s);
+  const Dims rows = {regions, Dim(1), oh, Dim(1), sy, Dim(1)}, cols = {regions, Dim(1), Dim(1), ow, Dim(1), sx};
+  const Dims planar = {regions, Dim(1), oh, ow, sy, sx}, full = {regions, Dim(channels), oh, ow, sy, sx};
+  Value* row_at = e.add("Mul_row", "Mul",
+                        {e.reshape("Reshape_row", ty.index, rows), number("width", static_cast<double>(w))}, f64(rows));
+  Value* pixel =
+      e.cast("Cast_pixel", e.add("Add_pixel", "Add", {row_at, e.reshape("Reshape_col", tx.index, cols)}, f64(planar)),
+             DType::I64);
+  auto i64_type = [](const Dims& d) { return Type::tensor(DType::I64, d); };
+  const Dims per_region = {regions, Dim(1), Dim(1), Dim(1), Dim(1), Dim(1)};
+  Value* image = e.add("Mul_image", "Mul",
+                       {e.reshape("Reshape_batch", e.cast("Cast_batch", n.input(2), DType::I64), per_region),
+                        e.i64("image_size", channels * h * w)},
+                       i64_type(per_region));
+  const Dims per_channel = {Dim(1), Dim(channels), Dim(1), Dim(1), Dim(1), Dim(1)};
+  Value* plane = e.add("Mul_plane", "Mul",
+                       {e.reshape("Reshape_channel", e.range("Range_channel", 0, Dim(channels)), per_channel),
+                        e.i64("plane_size", h * w)},
+                       i64_type(per_channel));
+  Value* base =
+      e.add("Add_base", "Add", {image, plane}, i64_type({regions, Dim(channels), Dim(1), Dim(1), Dim(1), Dim(1)}));
+  Value* index = e.add("Add_index", "Add", {base, pixel}, i64_type(full));
+  Value* flat = e.reshape("Reshape_x", n.input(0), {dims_product(xd)});
+  Value* read =
+      e.add("Gather", "Gather", {flat, index}, Type::tensor(x->dtype(), full), {{"axis", Attribute::of_int(0)}});
+  Value* weight = e.add(
+      "Mul_weights", "Mul",
+      {e.reshape("Reshape_weight_y", ty.weight, rows), e.reshape("Reshape_weight_x", tx.weight, cols)}, f64(planar));
+  Value* taps =
+      e.add("Mul_taps", "Mul", {read, e.cast("Cast_weights", weight, x->dtype())}, Type::tensor(x->dtype(), full));
+  const Type reduced = Expansion::kept_type(Type::tensor(x->dtype(), full), {4, 5});
+  if (a.max) {
+    e.finish_reshape("Reshape_y", e.reduce("ReduceMax", "ReduceMax", taps, {4, 5}, reduced));
+    return true;
+  }
+  Value* sum = e.reshape("Reshape_y", e.reduce("ReduceSum", "ReduceSum", taps, {4, 5}, reduced), y.shape());
+  e.finish("Div_count", "Div", {sum, e.scalar("count", static_cast<double>(s * s), x->dtype())});
+  return true;
+}
+
+// MaxRoiPool -> two masked max reductions, over x then over y, of X's image
+// at each region's batch index (a Gather of X along its batch): per axis, in
+// f64, the region's corners scaled and rounded half away from zero (Floor of
+// the magnitude, plus 1 where the fraction is at least a half, signed again)
+// give each bin's span [floor(i bin), ceil((i + 1) bin)) from the start,
+// clipped to the image, and a mask [R, bins, size] of the pixels in it; a
+// masked-out pixel reads -inf. A bin whose span is empty along either axis
+// is 0. Needs C, H and W static. Unlike the reference kernel, it does not
+// check the batch indices or refuse NaN coordinates.
+bool decompose_max_roi_pool(Expansion& e) {
+  const Node& n = e.node();
+  const Type* x = e.ranked_float_input(0);
+  const Type& rois = n.input(1)->type();
+  const Type& y = n.output(0)->type();
+  if (x == nullptr || x->rank() != 4 || !rois.is_tensor() || !is_float(rois.dtype()) || !y.is_tensor() ||
+      !y.fully_shaped())
+    return false;
+  const Dims& xd = x->shape();
+  if (!xd[1].is_static() || !xd[2].is_static() || !xd[3].is_static()) return false;
+  const std::vector<int64_t> pooled = pooled_shape(n);
+  const int64_t channels = xd[1].value(), h = xd[2].value(), w = xd[3].value();
+  const Dim regions = y.shape()[0];
+  auto f64 = [](const Dims& d) { return Type::tensor(DType::F64, d); };
+  auto bools = [](const Dims& d) { return Type::tensor(DType::Bool, d); };
+  auto number = [&](const std::string& hint, double v) { return e.scalar(hint, v, DType::F64); };
+  Value* r = e.cast("Cast_rois", n.input(1), DType::F64);
+  auto columns = [&](const std::string& piece, int64_t from, int64_t to) {
+    return e.add(piece, "Slice",
+                 {r, e.i64("starts_" + piece, from), e.i64("ends_" + piece, to), e.i64("axes_" + piece, 1)},
+                 f64({regions, Dim(to - from)}));
+  };
+  Value* batch = e.cast("Cast_batch", e.reshape("Reshape_batch", columns("Slice_batch", 0, 1), {regions}), DType::I64);
+  Value* image =
+      e.add("Gather", "Gather", {n.input(0), batch}, Type::tensor(x->dtype(), {regions, Dim(channels), Dim(h), Dim(w)}),
+            {{"axis", Attribute::of_int(0)}});
+  const Dims corner_dims = {regions, Dim(4)};
+  Value* scaled =
+      e.add("Mul_scale", "Mul", {columns("Slice_corners", 1, 5), number("scale", n.get_float("spatial_scale", 1.0f))},
+            f64(corner_dims));
+  Value* magnitude = e.add("Abs", "Abs", {scaled}, f64(corner_dims));
+  Value* whole = e.add("Floor", "Floor", {magnitude}, f64(corner_dims));
+  Value* up = e.add("GreaterOrEqual_half", "GreaterOrEqual",
+                    {e.add("Sub_fraction", "Sub", {magnitude, whole}, f64(corner_dims)), number("half", 0.5)},
+                    bools(corner_dims));
+  Value* rounded = e.add("Mul_sign", "Mul",
+                         {e.add("Sign", "Sign", {scaled}, f64(corner_dims)),
+                          e.add("Add_up", "Add", {whole, e.cast("Cast_up", up, DType::F64)}, f64(corner_dims))},
+                         f64(corner_dims));
+
+  // Per axis: the mask [R, bins, size] of each bin's pixels and whether the bin is empty [R, bins, 1].
+  struct AxisSpans {
+    Value* mask;
+    Value* empty;
+  };
+  auto spans = [&](const std::string& t, int64_t first, int64_t bins, int64_t size) {
+    const Dims column = {regions, Dim(1)}, per_bin = {regions, Dim(bins)}, edge = {regions, Dim(bins), Dim(1)};
+    auto corner = [&](const std::string& c, int64_t col) {
+      return e.add("Slice_" + c + t, "Slice",
+                   {rounded, e.i64("starts_" + c + t, col), e.i64("ends_" + c + t, col + 1), e.i64("axes_" + c + t, 1)},
+                   f64(column));
+    };
+    Value* start = corner("start", first);
+    Value* extent =
+        e.add("Add_extent" + t, "Add",
+              {e.add("Sub_extent" + t, "Sub", {corner("end", first + 2), start}, f64(column)), number("one" + t, 1)},
+              f64(column));
+    Value* bin = e.add("Div_bin" + t, "Div",
+                       {e.add("Max_extent" + t, "Max", {extent, number("least" + t, 1)}, f64(column)),
+                        number("bins" + t, static_cast<double>(bins))},
+                       f64(column));
+    std::vector<double> firsts, lasts, pixels;
+    for (int64_t i = 0; i < bins; ++i) firsts.push_back(static_cast<double>(i));
+    for (int64_t i = 0; i < bins; ++i) lasts.push_back(static_cast<double>(i + 1));
+    for (int64_t i = 0; i < size; ++i) pixels.push_back(static_cast<double>(i));
+    Value* zero = number("zero" + t, 0);
+    Value* limit = number("size" + t, static_cast<double>(size));
+    auto bound = [&](const std::string& b, const std::string& round, const std::vector<double>& at) {
+      Value* v = e.add("Mul_" + b + t, "Mul", {bin, e.numbers(b + t, at, {1, bins}, DType::F64)}, f64(per_bin));
+      v = e.add("Add_" + b + t, "Add", {e.add(round + "_" + b + t, round, {v}, f64(per_bin)), start}, f64(per_bin));
+      return e.reshape("Reshape_" + b + t, e.add("Clip_" + b + t, "Clip", {v, zero, limit}, f64(per_bin)), edge);
+    };
+    Value* lo = bound("from", "Floor", firsts);
+    Value* hi = bound("to", "Ceil", lasts);
+    Value* at = e.numbers("pixels" + t, pixels, {1, 1, size}, DType::F64);
+    const Dims grid = {regions, Dim(bins), Dim(size)};
+    Value* mask = e.add("And_span" + t, "And",
+                        {e.add("GreaterOrEqual_from" + t, "GreaterOrEqual", {at, lo}, bools(grid)),
+                         e.add("Less_to" + t, "Less", {at, hi}, bools(grid))},
+                        bools(grid));
+    return AxisSpans{mask, e.add("LessOrEqual_empty" + t, "LessOrEqual", {hi, lo}, bools(edge))};
+  };
+  const int64_t ph = pooled[0], pw = pooled[1];
+  AxisSpans sy = spans("_y", 1, ph, h), sx = spans("_x", 0, pw, w);
+  Value* none = e.scalar("none", -std::numeric_limits<double>::infinity(), x->dtype());
+  auto masked_max = [&](const std::string& t, Value* v, Value* mask, const Dims& dims, int64_t axis) {
+    Type type = Type::tensor(x->dtype(), dims);
+    Value* m = e.add("Where" + t, "Where", {mask, v, none}, type);
+    return e.reduce("ReduceMax" + t, "ReduceMax", m, {axis}, Expansion::kept_type(type, {axis}));
+  };
+  const Dim c(channels);
+  Value* along_x = masked_max("_x", e.reshape("Reshape_image", image, {regions, c, Dim(h), Dim(1), Dim(w)}),
+                              e.reshape("Reshape_mask_x", sx.mask, {regions, Dim(1), Dim(1), Dim(pw), Dim(w)}),
+                              {regions, c, Dim(h), Dim(pw), Dim(w)}, 4);
+  Value* along_y = masked_max("_y", e.reshape("Reshape_rows", along_x, {regions, c, Dim(1), Dim(h), Dim(pw)}),
+                              e.reshape("Reshape_mask_y", sy.mask, {regions, Dim(1), Dim(ph), Dim(h), Dim(1)}),
+                              {regions, c, Dim(ph), Dim(h), Dim(pw)}, 3);
+  Value* empty = e.add("Or_empty", "Or",
+                       {e.reshape("Reshape_empty_y", sy.empty, {regions, Dim(1), Dim(ph), Dim(1)}),
+                        e.reshape("Reshape_empty_x", sx.empty, {regions, Dim(1), Dim(1), Dim(pw)})},
+                       bools({regions, Dim(1), Dim(ph), Dim(pw)}));
+  e.finish("Where_empty", "Where",
+           {empty, e.scalar("empty", 0, x->dtype()), e.reshape("Reshape_pooled", along_y, y.shape())});
+  return true;
+}
+
 }  // namespace
 
 void register_detection_ops(OpRegistry& r) {
   const std::vector<DType> float_types = {DType::F32, DType::F16, DType::BF16, DType::F64};
   std::vector<DType> with_indices = float_types;
   with_indices.push_back(DType::I64);
-  r.add(OpDef{"", "RoiAlign", 10, kReduction, infer_roi_align, eval_roi_align, with_indices});
-  r.add(OpDef{"", "MaxRoiPool", 1, kReduction, infer_max_roi_pool, eval_max_roi_pool, float_types});
+  r.add(OpDef{"", "RoiAlign", 10, kReduction, infer_roi_align, eval_roi_align, with_indices})
+      .decomposition(decompose_roi_align);
+  r.add(OpDef{"", "MaxRoiPool", 1, kReduction, infer_max_roi_pool, eval_max_roi_pool, float_types})
+      .decomposition(decompose_max_roi_pool);
   r.add(OpDef{"", "NonMaxSuppression", 10, kDataDependentShape, infer_nms, eval_nms, {DType::F32, DType::I64}});
 }
 

@@ -364,6 +364,55 @@ std::vector<Tensor> eval_det(EvalContext& ctx) {
   return {out};
 }
 
+// Det of matrices up to this size decomposes: n! products of n entries each.
+constexpr int64_t kMaxLeibnizDet = 4;
+
+// Det -> Leibniz's formula in f64: X's matrices viewed as [*, M * M], one
+// Gather of the M! permutations' entries [*, M!, M] (entry (i, p(i)) of
+// each), ReduceProd over them, times each permutation's sign, ReduceSum,
+// cast back. Needs M static, 1 to kMaxLeibnizDet; larger matrices stay a
+// host step (elimination needs pivots chosen from the data).
+bool decompose_det(Expansion& e) {
+  const Node& n = e.node();
+  const Type* x = e.ranked_float_input(0);
+  if (x == nullptr || x->rank() < 2 || !x->shape().back().is_static()) return false;
+  const int64_t m = x->shape().back().value();
+  if (m < 1 || m > kMaxLeibnizDet) return false;
+  std::vector<int64_t> order(static_cast<size_t>(m)), entries;
+  std::vector<double> signs;
+  for (int64_t i = 0; i < m; ++i) order[static_cast<size_t>(i)] = i;
+  do {
+    int64_t inversions = 0;
+    for (int64_t i = 0; i < m; ++i) {
+      entries.push_back(i * m + order[static_cast<size_t>(i)]);
+      for (int64_t j = i + 1; j < m; ++j) inversions += order[static_cast<size_t>(i)] > order[static_cast<size_t>(j)];
+    }
+    signs.push_back(inversions % 2 == 0 ? 1.0 : -1.0);
+  } while (std::next_permutation(order.begin(), order.end()));
+  const auto terms = static_cast<int64_t>(signs.size());
+  const Dims batch(x->shape().begin(), x->shape().end() - 2);
+  auto f64 = [&](std::vector<Dim> tail) {
+    Dims d = batch;
+    d.insert(d.end(), tail.begin(), tail.end());
+    return Type::tensor(DType::F64, d);
+  };
+  const auto axis = static_cast<int64_t>(batch.size());
+  Value* flat = e.reshape("Reshape", e.cast("Cast", n.input(0), DType::F64), f64({Dim(m * m)}).shape());
+  Value* picked = e.add("Gather", "Gather", {flat, e.constant("entries", Tensor::from_i64(entries, {terms, m}))},
+                        f64({Dim(terms), Dim(m)}), {{"axis", Attribute::of_int(axis)}});
+  Value* products = e.reduce("ReduceProd", "ReduceProd", picked, {axis + 1}, f64({Dim(terms), Dim(1)}));
+  Value* signed_products =
+      e.add("Mul", "Mul", {products, e.numbers("signs", signs, {terms, 1}, DType::F64)}, f64({Dim(terms), Dim(1)}));
+  Value* sum = e.reduce("ReduceSum", "ReduceSum", signed_products, {axis}, f64({Dim(1), Dim(1)}));
+  if (x->dtype() == DType::F64) {
+    e.finish_reshape("Reshape_1", sum);
+    return true;
+  }
+  e.finish("Cast_1", "Cast", {e.reshape("Reshape_1", sum, batch)},
+           {{"to", Attribute::of_int(static_cast<int64_t>(x->dtype()))}});
+  return true;
+}
+
 }  // namespace
 
 void register_linalg_ops(OpRegistry& r) {
@@ -398,7 +447,8 @@ void register_linalg_ops(OpRegistry& r) {
       .kernel_role(KernelRole::Contraction, [](const Node& n) { return argument_refusal(n).empty(); })
       .gradient(gemm_rule)
       .decomposition(decompose_gemm);
-  r.add(OpDef{"", "Det", 11, 0, infer_det, eval_det, {DType::F16, DType::BF16, DType::F32, DType::F64}});
+  r.add(OpDef{"", "Det", 11, 0, infer_det, eval_det, {DType::F16, DType::BF16, DType::F32, DType::F64}})
+      .decomposition(decompose_det);
 }
 
 }  // namespace tcc

@@ -370,6 +370,69 @@ bool decompose_center_crop_pad(Expansion& e) {
   return true;
 }
 
+// Col2Im decomposes only while its [pixels, block size] index table stays this small.
+constexpr int64_t kMaxCol2ImEntries = int64_t{1} << 22;
+
+// Col2Im(input [N, C * B, L], image_shape, block_shape) -> y[n, c, q] = the
+// sum, over the block offsets k whose window position l(k, q) lands on pixel
+// q, of input[n, c * B + k, l]: input viewed as [N, C, B * L], one Gather
+// along its last axis of a constant [pixels, B] table of k * L + l, times a
+// constant 0/1 mask of the offsets that land, summed over k (ReduceSum).
+// Each pixel adds its pieces in the reference's order, with no atomics, in
+// any numeric dtype. Needs image_shape and block_shape constant, input's
+// dims 1 and 2 static, and at most kMaxCol2ImEntries table entries.
+bool decompose_col2im(Expansion& e) {
+  const Node& n = e.node();
+  const Type& x = n.input(0)->type();
+  std::optional<Tensor> image_given = constant_value(n.input(1)), block_given = constant_value(n.input(2));
+  if (!x.is_tensor() || !x.has_rank() || x.rank() != 3 || !x.shape()[1].is_static() || !x.shape()[2].is_static() ||
+      !image_given || !block_given)
+    return false;
+  std::vector<int64_t> image = image_given->to_i64_vector(), block = block_given->to_i64_vector();
+  if (image.empty() || image.size() != block.size() ||
+      std::any_of(block.begin(), block.end(), [](int64_t b) { return b < 1; }) ||
+      std::any_of(image.begin(), image.end(), [](int64_t d) { return d < 0; }))
+    return false;
+  SlidingWindow sw;
+  if (!sliding_window(n, block, image, &sw).empty()) return false;
+  const size_t nd = image.size();
+  std::vector<int64_t> blocks(nd);
+  for (size_t i = 0; i < nd; ++i) {
+    int64_t span = image[i] + sw.begin[i] + sw.end[i] - sw.dilations[i] * (block[i] - 1) - 1;
+    blocks[i] = span < 0 ? 0 : span / sw.strides[i] + 1;
+  }
+  const int64_t bvol = product(block), nblocks = product(blocks), ivol = product(image);
+  if (x.shape()[1].value() % bvol != 0 || x.shape()[2].value() != nblocks || nblocks == 0 || ivol == 0 ||
+      ivol > kMaxCol2ImEntries / bvol)
+    return false;
+  const Dim batch = x.shape()[0], channels(x.shape()[1].value() / bvol);
+  std::vector<int64_t> table(static_cast<size_t>(ivol * bvol), 0);
+  std::vector<double> lands(table.size(), 0.0);
+  const std::vector<int64_t> strides = row_major_strides(image);
+  const auto offsets = all_indices(block);
+  const auto positions = all_indices(blocks);
+  for (int64_t k = 0; k < bvol; ++k)
+    for (int64_t l = 0; l < nblocks; ++l) {
+      int64_t q = 0;
+      bool inside = true;
+      for (size_t i = 0; i < nd && inside; ++i) {
+        int64_t p = positions[l][i] * sw.strides[i] - sw.begin[i] + offsets[k][i] * sw.dilations[i];
+        inside = p >= 0 && p < image[i];
+        q += p * strides[i];
+      }
+      if (!inside) continue;
+      table[static_cast<size_t>(q * bvol + k)] = k * nblocks + l;
+      lands[static_cast<size_t>(q * bvol + k)] = 1.0;
+    }
+  const Type pieces = Type::tensor(x.dtype(), {batch, channels, Dim(ivol), Dim(bvol)});
+  Value* rows = e.reshape("Reshape", n.input(0), {batch, channels, Dim(bvol * nblocks)});
+  Value* read = e.add("Gather", "Gather", {rows, e.constant("table", Tensor::from_i64(table, {ivol, bvol}))}, pieces,
+                      {{"axis", Attribute::of_int(2)}});
+  Value* landed = e.add("Mul", "Mul", {read, e.numbers("lands", lands, {ivol, bvol}, x.dtype())}, pieces);
+  e.finish_reshape("Reshape_1", e.reduce("ReduceSum", "ReduceSum", landed, {3}, Expansion::kept_type(pieces, {3})));
+  return true;
+}
+
 // AffineGrid(theta, size) -> MatMul of the constant base grid [positions,
 // nd + 1] (each position's grid_coordinate x, y[, z], then 1) by theta
 // transposed to [N, nd + 1, nd], viewed as [N, spatial..., nd]. Needs a float
@@ -450,7 +513,7 @@ bool decompose_max_unpool(Expansion& e) {
 
 void register_spatial_ops(OpRegistry& r) {
   r.add(OpDef{"", "AffineGrid", 20, 0, infer_affine_grid, eval_affine_grid, {}}).decomposition(decompose_affine_grid);
-  r.add(OpDef{"", "Col2Im", 18, 0, infer_col2im, eval_col2im, kNumeric});
+  r.add(OpDef{"", "Col2Im", 18, 0, infer_col2im, eval_col2im, kNumeric}).decomposition(decompose_col2im);
   r.add(OpDef{"", "MaxUnpool", 9, kMovement, infer_max_unpool, eval_max_unpool, {}})
       .decomposition(decompose_max_unpool);
   r.add(OpDef{"", "CenterCropPad", 18, kMovement, infer_center_crop_pad, eval_center_crop_pad, {}})

@@ -491,6 +491,27 @@ const RuleCase kRuleCases[] = {
      "  const %w: f64[2, 3, 2] = $R\n  const %wx: f64[2, 3, 2] = $R\n  const %wr: f64[2, 3, 3] = $R\n",
      "  %y: f64[2, 2, 3, 3] = RNN(%w, %wx, %wr) {hidden_size = 3, direction = \"bidirectional\"}\n",
      "f64[2, 2, 3, 3]", 14},
+    // Through their decompositions as well: RoiAlign's weighed taps (avg and
+    // max), MaxRoiPool's masked maxima, Col2Im's gathered pieces, Det's products.
+    {"RoiAlign_avg",
+     "  const %w: f64[2, 2, 4, 5] = $R\n  const %rois: f64[2, 4] = [0.3, 0.7, 6.1, 5.3, 1.9, 0.2, 8.6, 7.7]\n"
+     "  const %ind: i64[2] = [1, 0]\n",
+     "  %y: f64[2, 2, 2, 3] = RoiAlign(%w, %rois, %ind) {output_height = 2, output_width = 3, sampling_ratio = 2, "
+     "spatial_scale = 0.5}\n",
+     "f64[2, 2, 2, 3]", 22},
+    {"RoiAlign_max_output_half_pixel",
+     "  const %w: f64[1, 2, 4, 5] = $R\n  const %rois: f64[1, 4] = [0.6, 0.3, 3.1, 2.8]\n  const %ind: i64[1] = [0]\n",
+     "  %y: f64[1, 2, 2, 2] = RoiAlign(%w, %rois, %ind) {coordinate_transformation_mode = \"output_half_pixel\", "
+     "mode = \"max\", output_height = 2, output_width = 2, sampling_ratio = 2}\n",
+     "f64[1, 2, 2, 2]", 22},
+    {"MaxRoiPool",
+     "  const %w: f64[1, 2, 4, 5] = $R\n  const %rois: f64[1, 5] = [0.0, 1.2, 0.4, 7.9, 5.6]\n",
+     "  %y: f64[1, 2, 2, 2] = MaxRoiPool(%w, %rois) {pooled_shape = [2, 2], spatial_scale = 0.5}\n",
+     "f64[1, 2, 2, 2]", 22},
+    {"Col2Im",
+     "  const %w: f64[1, 4, 6] = $R\n  const %image: i64[2] = [3, 4]\n  const %block: i64[2] = [2, 2]\n",
+     "  %y: f64[1, 1, 3, 4] = Col2Im(%w, %image, %block)\n", "f64[1, 1, 3, 4]", 18},
+    {"Det", "  const %w: f64[2, 3, 3] = $R\n", "  %y: f64[2] = Det(%w)\n", "f64[2]", 22},
     // Cropped along one axis, padded (an odd difference) along another.
     {"CenterCropPad", "  const %w: f64[2, 5, 2] = $R\n  const %s: i64[2] = [2, 5]\n",
      "  %y: f64[2, 2, 5] = CenterCropPad(%w, %s) {axes = [1, -1]}\n", "f64[2, 2, 5]", 18},
