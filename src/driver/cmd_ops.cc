@@ -1,7 +1,7 @@
 // `tcc ops [--format text|json|markdown]`: every op tcc knows, with the opsets
 // its definition covers, whether the reference interpreter runs it, its GPU
-// path in a compiled module (gpu_path: kernel, library or host) and whether it
-// has a gradient rule. README's op table is this command's markdown.
+// path in a compiled module (gpu_path: kernel, library or host) and whether
+// autodiff differentiates it (a gradient rule, or its decomposition's pieces). README's op table is this command's markdown.
 #include <algorithm>
 #include <map>
 #include <sstream>
@@ -34,7 +34,7 @@ std::vector<OpRow> op_rows() {
     // A default-domain definition covers every opset from its own up to the newest tcc reads.
     int64_t last = d->domain.empty() ? std::max(d->since_version, kMaxOpset) : d->since_version;
     rows.push_back({d->domain, d->op_type, d->since_version, last, static_cast<bool>(d->eval),
-                    static_cast<bool>(d->grad), gpu_path(*d)});
+                    d->grad || d->grad_by_decomposition, gpu_path(*d)});
   }
   std::sort(rows.begin(), rows.end(), [](const OpRow& a, const OpRow& b) {
     return std::tie(a.domain, a.name) < std::tie(b.domain, b.name);

@@ -595,9 +595,11 @@ void register_detection_ops(OpRegistry& r) {
   std::vector<DType> with_indices = float_types;
   with_indices.push_back(DType::I64);
   r.add(OpDef{"", "RoiAlign", 10, kReduction, infer_roi_align, eval_roi_align, with_indices})
-      .decomposition(decompose_roi_align);
+      .decomposition(decompose_roi_align)
+      .trains_through_decomposition();
   r.add(OpDef{"", "MaxRoiPool", 1, kReduction, infer_max_roi_pool, eval_max_roi_pool, float_types})
-      .decomposition(decompose_max_roi_pool);
+      .decomposition(decompose_max_roi_pool)
+      .trains_through_decomposition();
   r.add(OpDef{"", "NonMaxSuppression", 10, kDataDependentShape, infer_nms, eval_nms, {DType::F32, DType::I64}});
 }
 

@@ -448,7 +448,8 @@ void register_linalg_ops(OpRegistry& r) {
       .gradient(gemm_rule)
       .decomposition(decompose_gemm);
   r.add(OpDef{"", "Det", 11, 0, infer_det, eval_det, {DType::F16, DType::BF16, DType::F32, DType::F64}})
-      .decomposition(decompose_det);
+      .decomposition(decompose_det)
+      .trains_through_decomposition();
 }
 
 }  // namespace tcc

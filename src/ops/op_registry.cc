@@ -150,6 +150,11 @@ OpDef& OpDef::decomposition(DecomposeFn f) {
   return *this;
 }
 
+OpDef& OpDef::trains_through_decomposition() {
+  grad_by_decomposition = true;
+  return *this;
+}
+
 const char* gpu_path(const OpDef& def) {
   if (def.declared_role == KernelRole::Contraction || def.declared_role == KernelRole::Convolution) return "library";
   if (def.declared_role != KernelRole::None || def.decompose) return "kernel";

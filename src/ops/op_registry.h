@@ -146,6 +146,9 @@ struct OpDef {
   // The ops a node is rewritten into before fusion (decomposition.h); unset:
   // the op is lowered as it is.
   DecomposeFn decompose = nullptr;
+  // Whether autodiff differentiates the op through its decomposition's pieces
+  // (it has no rule of its own), checked against finite differences like a rule.
+  bool grad_by_decomposition = false;
 
   bool has(OpTrait t) const { return (traits & t) != 0; }
   // A kernel role for nodes where `applies` holds (every node when unset).
@@ -156,6 +159,8 @@ struct OpDef {
   OpDef& pointwise_kernel(PointwiseFn f, std::function<bool(const Node&)> applies = nullptr);
   OpDef& gradient(GradRule rule, GradApplies applies = nullptr);
   OpDef& decomposition(DecomposeFn f);
+  // Marks an op whose decomposition autodiff differentiates (grad_by_decomposition).
+  OpDef& trains_through_decomposition();
 };
 
 // How a compiled module runs the op's nodes on the GPU (what `tcc ops`

@@ -647,7 +647,7 @@ bool decompose_recurrent(Expansion& e, Cell cell) {
 OpDef recurrent_op(const char* name, Cell cell) {
   OpDef def{"", name, 7, 0, [cell](InferContext& ctx) { infer_recurrent(ctx, cell); },
              [cell](EvalContext& ctx) { return eval_recurrent(ctx, cell); }, kTypes};
-  def.decomposition([cell](Expansion& e) { return decompose_recurrent(e, cell); });
+  def.decomposition([cell](Expansion& e) { return decompose_recurrent(e, cell); }).trains_through_decomposition();
   return def;
 }
 

@@ -513,7 +513,9 @@ bool decompose_max_unpool(Expansion& e) {
 
 void register_spatial_ops(OpRegistry& r) {
   r.add(OpDef{"", "AffineGrid", 20, 0, infer_affine_grid, eval_affine_grid, {}}).decomposition(decompose_affine_grid);
-  r.add(OpDef{"", "Col2Im", 18, 0, infer_col2im, eval_col2im, kNumeric}).decomposition(decompose_col2im);
+  r.add(OpDef{"", "Col2Im", 18, 0, infer_col2im, eval_col2im, kNumeric})
+      .decomposition(decompose_col2im)
+      .trains_through_decomposition();
   r.add(OpDef{"", "MaxUnpool", 9, kMovement, infer_max_unpool, eval_max_unpool, {}})
       .decomposition(decompose_max_unpool);
   r.add(OpDef{"", "CenterCropPad", 18, kMovement, infer_center_crop_pad, eval_center_crop_pad, {}})

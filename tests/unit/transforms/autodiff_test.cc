@@ -2,6 +2,10 @@
 // interpreter (float64). Whole models, losses and optimizers: autodiff_training_test.cc.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <iterator>
+
+#include "src/ops/op_registry.h"
 #include "tests/unit/ops/grad_check.h"
 
 namespace tcc {
@@ -548,6 +552,18 @@ const RuleCase kRuleCases[] = {
 
 INSTANTIATE_TEST_SUITE_P(Autodiff, GradRule, ::testing::ValuesIn(kRuleCases),
                          [](const auto& info) { return info.param.name; });
+
+// An op that trains through its decomposition (OpDef::grad_by_decomposition,
+// which `tcc ops` reports as a gradient) has a case above: its name, or its
+// name and a variant.
+TEST(GradRuleCases, CoverEveryOpThatTrainsThroughItsDecomposition) {
+  for (const OpDef* def : OpRegistry::get().all()) {
+    if (!def->grad_by_decomposition) continue;
+    EXPECT_TRUE(std::any_of(std::begin(kRuleCases), std::end(kRuleCases), [&](const RuleCase& c) {
+      return c.name == def->op_type || c.name.rfind(def->op_type + "_", 0) == 0;
+    })) << def->op_type << " has no finite-difference case";
+  }
+}
 
 }  // namespace
 }  // namespace tcc
