@@ -3,7 +3,8 @@
 //
 //   - Matrix products (MatMul, Gemm, Conv, ConvTranspose) and attention
 //     (ONNX's and the fused tcc::Attention, as torch's
-//     scaled_dot_product_attention) read their float operands in the low
+//     scaled_dot_product_attention, and its backward's tcc::AttentionGrad,
+//     whose row statistics stay f32) read their float operands in the low
 //     dtype: f32 activations through a Cast, f32 constants (weights, biases)
 //     converted once, here. Their results are low; the libraries and the
 //     attention kernel accumulate in f32, and an attention that decomposes
@@ -39,7 +40,7 @@ namespace {
 enum class Cast { Low, F32, Follow };
 
 const std::set<std::string>& low_ops() {
-  static const std::set<std::string> ops = {"MatMul", "Gemm", "Conv", "ConvTranspose", "Attention"};
+  static const std::set<std::string> ops = {"MatMul", "Gemm", "Conv", "ConvTranspose", "Attention", "AttentionGrad"};
   return ops;
 }
 
@@ -53,8 +54,14 @@ const std::set<std::string>& f32_ops() {
   return ops;
 }
 
-// Inputs that are parameters of the op rather than data in its dtype.
-bool keeps_dtype(const Node& n, size_t i) { return n.op_type() == "Resize" && (i == 1 || i == 2); }
+// The row statistics a tcc::AttentionGrad pass computes (wrt "stats") or reads (its last input).
+bool attention_statistics(const Node& n) { return n.op_type() == "AttentionGrad" && n.get_string("wrt", "") == "stats"; }
+
+// Inputs that are parameters of the op rather than data in its dtype, or f32 whatever the data's.
+bool keeps_dtype(const Node& n, size_t i) {
+  return (n.op_type() == "Resize" && (i == 1 || i == 2)) ||
+         (n.op_type() == "AttentionGrad" && i == 5 && !attention_statistics(n));
+}
 
 // Whether the op's float output takes its dtype from an attribute or another
 // input (Cast's `to`, CastLike's target, a *Like op's `dtype`), not from the
@@ -104,7 +111,7 @@ class Autocast {
     switch (rule(n)) {
       case Cast::Low:
         for (size_t i : floats) set_dtype(n, i, low_);
-        lower_outputs(n);
+        if (!attention_statistics(n)) lower_outputs(n);
         break;
       case Cast::F32:
         for (size_t i : floats) set_dtype(n, i, DType::F32);

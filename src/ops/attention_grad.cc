@@ -163,14 +163,16 @@ std::vector<Tensor> eval_attention_grad(EvalContext& ctx) {
 
 // Why the fused backward kernels cannot compute n, or "" when they can: the
 // forward kernel's operands, no soft-capping, dY of the operands' dtype, and
-// Y of it too (stats) or f32 statistics.
+// Y of it too (stats) or f32 statistics; f32 statistics out, or a gradient of
+// the operands' dtype.
 std::string attention_grad_kernel_refusal(const Node& n) {
   if (n.get_float("softcap", 0) != 0) return "it soft-caps the scores";
   if (std::string why = operands_refusal(n); !why.empty()) return why;
   const DType t = n.input(kQ)->type().dtype();
   if (n.input(kDY)->type().dtype() != t) return "dY's dtype is not the operands'";
-  const DType aux = n.input(kAux)->type().dtype();
-  if (aux != (wrt_of(n) == Wrt::Stats ? t : DType::F32)) return "Y or the statistics are not of the expected dtype";
+  const bool stats = wrt_of(n) == Wrt::Stats;
+  if (n.input(kAux)->type().dtype() != (stats ? t : DType::F32)) return "Y or the statistics are not of the expected dtype";
+  if (n.output(0)->type().dtype() != (stats ? DType::F32 : t)) return "its output is not of the expected dtype";
   return "";
 }
 
