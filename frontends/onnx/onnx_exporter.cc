@@ -12,6 +12,7 @@
 #include <sstream>
 #include <vector>
 
+#include "frontends/onnx/node_metadata.h"
 #include "frontends/onnx/tensor_proto.h"
 
 namespace tcc {
@@ -112,8 +113,10 @@ void graph_to_proto(const Graph& g, onnx::GraphProto* gp, std::vector<const Valu
       if (!out->type().is_unknown()) value_info(*out, gp->add_value_info());
     }
     for (const auto& [name, a] : n->attrs()) attribute_to_proto(name, a, np->add_attribute());
-    // The importer reads a source location back from the doc string's first line.
+    // The importer reads a source location back from the doc string's first line, a training step's part
+    // from the node's metadata.
     if (!n->source().empty()) np->set_doc_string(n->source());
+    if (n->part() != StepPart::Forward) add_node_metadata(np, kStepPartKey, step_part_name(n->part()));
   }
   for (const Value* v : g.outputs()) value_info(*v, gp->add_output());
 }

@@ -2,9 +2,11 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <unordered_set>
 
+#include "frontends/onnx/node_metadata.h"
 #include "frontends/onnx/tensor_proto.h"
 #include "frontends/read_file.h"
 
@@ -13,9 +15,6 @@ namespace tcc {
 namespace {
 
 constexpr int64_t kMinOpset = 13;
-// NodeProto.metadata_props (field 9) is newer than the ONNX protobuf classes
-// tcc links (1.12), so it arrives as an unknown field.
-constexpr int kNodeMetadataPropsField = 9;
 // Longer dim_params are names, not expressions; the bound also keeps symbolic
 // expansion of hostile text cheap.
 constexpr size_t kMaxDimExprLength = 64;
@@ -52,19 +51,6 @@ std::string first_line(const std::string& text, size_t max_len) {
   std::string line = text.substr(b, std::min(e == std::string::npos ? text.size() : e, b + max_len) - b);
   while (!line.empty() && (line.back() == ' ' || line.back() == '\t')) line.pop_back();
   return line;
-}
-
-std::vector<std::pair<std::string, std::string>> node_metadata(const onnx::NodeProto& np) {
-  std::vector<std::pair<std::string, std::string>> props;
-  const auto& unknown = np.unknown_fields();
-  for (int i = 0; i < unknown.field_count(); ++i) {
-    const auto& f = unknown.field(i);
-    if (f.number() != kNodeMetadataPropsField || f.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
-      continue;
-    onnx::StringStringEntryProto entry;
-    if (entry.ParseFromString(f.length_delimited())) props.emplace_back(entry.key(), entry.value());
-  }
-  return props;
 }
 
 // Where the exporter says the node came from: a stack frame ("m.py:12") when
@@ -260,6 +246,15 @@ class Importer {
 
   void link_node(onnx::NodeProto& np, Node& n, Graph& g) {
     n.set_source(node_source(np));
+    for (const auto& [key, value] : node_metadata(np)) {
+      if (key != kStepPartKey) continue;
+      auto part = std::find_if(std::begin(kStepParts), std::end(kStepParts),
+                               [&](StepPart p) { return value == step_part_name(p); });
+      if (part == std::end(kStepParts))
+        fail("node '" + n.name() + "' (" + n.op_type() + ") has " + kStepPartKey + " '" + value +
+             "', expected forward, backward or optimizer");
+      n.set_part(*part);
+    }
     for (int i = 0; i < np.input_size(); ++i) {
       const std::string& in = np.input(i);
       if (in.empty()) {

@@ -28,7 +28,7 @@ namespace fs = std::filesystem;
 
 std::string fixture(const std::string& name) { return std::string(TCC_SOURCE_DIR) + "/tests/fixtures/" + name + ".onnx"; }
 
-// Writes m, reads it back, and checks structure and outputs.
+// Writes m, reads it back, and checks structure (a training step's parts too: node metadata) and outputs.
 void expect_round_trip(const Model& m, int64_t size) {
   std::unique_ptr<Model> back = import_onnx_bytes(export_onnx_bytes(m), "exported.onnx");
   const Graph& a = *m.graph;
@@ -41,6 +41,7 @@ void expect_round_trip(const Model& m, int64_t size) {
     EXPECT_EQ(x.op_type(), y.op_type());
     EXPECT_EQ(x.domain(), y.domain());
     EXPECT_EQ(x.source(), y.source());
+    EXPECT_EQ(x.part(), y.part()) << x.name();
     ASSERT_EQ(x.attrs().size(), y.attrs().size()) << x.name();
     for (size_t o = 0; o < x.num_outputs(); ++o) {
       EXPECT_EQ(x.output(o)->name(), y.output(o)->name());
