@@ -39,13 +39,15 @@ inline std::string read(const kir::Kernel& k, int buffer, const std::string& ele
 // Lines that soft-cap the f32 score `s` of query i and key j of batch b and
 // head h and set it to -inf where the key is hidden from the query: where
 // `outside` holds (past the keys or the queries), after i under causal
-// masking, or by the mask (a false bool, or an additive -inf).
+// masking, or by the mask (a false bool, or an additive -inf). Where
+// `derivative` names a float, the soft-cap's derivative is assigned to it.
 inline std::vector<std::string> masked_score(const kir::Kernel& k, const kir::AttentionDesc& a,
-                                             const std::string& outside) {
+                                             const std::string& outside, const std::string& derivative = "") {
   std::vector<std::string> lines;
   if (a.softcap > 0) {
     std::string cap = emitc::literal(a.softcap, DType::F32);
     lines.push_back("s = " + cap + " * tanhf(s / " + cap + ");");
+    if (!derivative.empty()) lines.push_back(derivative + " = 1.f - (s / " + cap + ") * (s / " + cap + ");");
   }
   lines.push_back("bool hidden = " + outside + (a.causal ? " || j > i" : "") + ";");
   if (a.mask >= 0) {

@@ -18,7 +18,6 @@ constexpr int kMaxThreads = 256;
 const kir::AttentionDesc& grad_desc(const kir::Kernel& k) {
   TCC_CHECK(k.kind == kir::Kind::Attention && k.attention && k.attention->pass != AttentionPass::Forward)
       << k.name << " is not an attention backward kernel";
-  TCC_CHECK(k.attention->softcap == 0) << k.name << ": the attention backward does not soft-cap";
   return *k.attention;
 }
 
@@ -109,16 +108,22 @@ class CudaAttentionGrad : GradWriter {
  private:
   // Lines that set the f32 score s of query row i and key j (K pointing at
   // the key's row when `key_row` is empty, else at the kv head) from Q's row.
+  // With soft-capping, dcap is its derivative at the score.
   void score(const std::string& q_row, const std::string& k_row, const std::string& live) {
     line("float s = " + emitc::literal(-INFINITY, DType::F32) + ";");
+    if (capped()) line("float dcap = 0.f;");
     open("if (" + live + ")");
     line("float dot = 0.f;");
     line("for (int d = 0; d < " + D() + "; ++d) dot += " + read(k_, a_.q, q_row + "[d]") + " * " +
          read(k_, a_.k, k_row + "[d]") + ";");
     line("s = dot * " + emitc::literal(a_.scale, DType::F32) + ";");
-    for (const std::string& l : masked_score(k_, a_, "false")) line(l);
+    for (const std::string& l : masked_score(k_, a_, "false", capped() ? "dcap" : "")) line(l);
     close();
   }
+
+  // Whether the gradient passes' coefficients carry the soft-cap's derivative.
+  bool capped() const { return a_.softcap > 0 && a_.pass != AttentionPass::Stats; }
+  std::string cap_factor() const { return capped() ? " * dcap" : ""; }
 
   void warp_sum(const std::string& v) {
     line("for (int x = 16; x > 0; x >>= 1) " + v + " += __shfl_xor_sync(0xffffffffu, " + v + ", x);");
@@ -183,7 +188,7 @@ class CudaAttentionGrad : GradWriter {
     line("float dp = 0.f;");
     line("for (int e = 0; e < " + DV() + "; ++e) dp += " + read(k_, a_.dout, "dY[e]") + " * " +
          at("V", a_.v, a_.v_strides[2], "j", "e") + ";");
-    line("c = expf(s - lse) * (dp - dd) * " + emitc::literal(a_.scale, DType::F32) + ";");
+    line("c = expf(s - lse) * (dp - dd) * " + emitc::literal(a_.scale, DType::F32) + cap_factor() + ";");
     close();
     line("const int n = kv_end - j0 < 32 ? (int)(kv_end - j0) : 32;");
     accumulate("n", "K", a_.k, a_.k_strides[2], "j0");
@@ -215,7 +220,7 @@ class CudaAttentionGrad : GradWriter {
       line("for (int e = 0; e < " + DV() + "; ++e) dp += " + at("dY", a_.dout, a_.dout_strides[2], "i", "e") + " * " +
            read(k_, a_.v, "Vj[e]") + ";");
       line("c = expf(s - lse) * (dp - A[i * " + expr(a_.aux_strides[2]) + " + 1]) * " +
-           emitc::literal(a_.scale, DType::F32) + ";");
+           emitc::literal(a_.scale, DType::F32) + cap_factor() + ";");
     } else {
       line("c = expf(s - lse);");
     }
@@ -262,7 +267,7 @@ class HostAttentionGrad : GradWriter {
       if (a_.pass == AttentionPass::GradK) {
         dp("Vj");
         line("const double c = exp(s - lse) * (dp - A[i * " + expr(a_.aux_strides[2]) + " + 1]) * " +
-             emitc::literal(a_.scale, DType::F64) + ";");
+             emitc::literal(a_.scale, DType::F64) + (capped() ? " * dcap" : "") + ";");
         line("for (int e = 0; e < " + D() + "; ++e) acc[e] += c * " + read(k_, a_.q, "Q[e]") + ";");
       } else {
         line("const double c = exp(s - lse);");
@@ -289,7 +294,8 @@ class HostAttentionGrad : GradWriter {
       } else {
         line("if (lse == " + neg_inf + ") continue;");
         dp("Vj");
-        line("const double c = exp(s - lse) * (dp - dd) * " + emitc::literal(a_.scale, DType::F64) + ";");
+        line("const double c = exp(s - lse) * (dp - dd) * " + emitc::literal(a_.scale, DType::F64) +
+             (capped() ? " * dcap" : "") + ";");
         line("for (int e = 0; e < " + D() + "; ++e) acc[e] += c * " + read(k_, a_.k, "Kj[e]") + ";");
       }
       close();
@@ -308,12 +314,21 @@ class HostAttentionGrad : GradWriter {
   }
 
  private:
-  // double s: query row Q against the key row `k_row`, masked; a hidden key `continue`s.
+  bool capped() const { return a_.softcap > 0 && a_.pass != AttentionPass::Stats; }
+
+  // double s: query row Q against the key row `k_row`, soft-capped (dcap: the
+  // cap's derivative, for the gradients) and masked; a hidden key `continue`s.
   void score(const std::string& k_row) {
     line("double s = 0;");
     line("for (int d = 0; d < " + D() + "; ++d) s += (double)" + read(k_, a_.q, "Q[d]") + " * " +
          read(k_, a_.k, k_row + "[d]") + ";");
     line("s *= " + emitc::literal(a_.scale, DType::F64) + ";");
+    if (a_.softcap > 0) {
+      const std::string cap = emitc::literal(a_.softcap, DType::F64);
+      line("const double t = tanh(s / " + cap + ");");
+      line("s = " + cap + " * t;");
+      if (capped()) line("const double dcap = 1 - t * t;");
+    }
     if (a_.mask < 0) return;
     const std::string m = p(a_.mask) + "[" +
                           offset({{"b", a_.mask_strides[0]}, {"h", a_.mask_strides[1]}, {"i", a_.mask_strides[2]},

@@ -9,7 +9,8 @@
 // grid [batch * row heads, ceil(rows / warps)]. The lanes score 32 keys (or
 // query rows) at a time, one each, reduce the statistics by shuffles, and
 // then take the output's columns lane, lane + 32, ... : each lane's
-// coefficient (P, or dS = P (dY . V - D) * scale) goes round the warp by
+// coefficient (P, or dS = P (dY . V - D) * scale, times the soft-cap's
+// derivative where the scores are capped) goes round the warp by
 // shuffles and every lane accumulates its columns of the operand row it
 // weighs (K for dQ, Q for dK, dY for dV), read along the row, coalesced.
 // Operands are read from global memory (the block's warps share their head's

@@ -55,8 +55,7 @@ std::string operands_refusal(const Node& n);
 std::string attention_kernel_refusal(const Node& n);
 
 // The Attention nodes the fused backward (tcc::AttentionGrad) differentiates:
-// those the fused kernel computes, without soft-capping, whose mask, if
-// float, needs no gradient. Elsewhere autodiff differentiates the
+// those the fused kernel computes whose mask, if float, needs no gradient. Elsewhere autodiff differentiates the
 // decomposition's pieces.
 bool fused_backward_applies(const Node& n, const std::vector<bool>& wants);
 // Attention's gradient rule: the row statistics (log-sum-exp of the scores

@@ -8,13 +8,15 @@
 //   wrt="k":     dK_j = scale * sum_i dS_ij Q_i,
 //   wrt="v":     dV_j = sum_i P_ij dY_i,
 //
-// with P_ij = exp(s_ij - lse_i), dS_ij = P_ij (dY_i . V_j - D_i), and for a
+// with P_ij = exp(s_ij - lse_i), dS_ij = P_ij (dY_i . V_j - D_i) times the
+// soft-cap's derivative 1 - tanh^2 where the scores are soft-capped, and for a
 // grouped kv head the sums over its query heads. Inputs: Q, K, V and the
 // optional mask of the Attention node (slots as there), dY, then Y (stats) or
 // the statistics (the gradients). Attributes: wrt and the Attention node's
-// scale, is_causal, q_num_heads and kv_num_heads. The scores s_ij are the
-// forward kernel's: Q_i . K_j * scale plus the mask's bias, -inf where causal
-// masking hides j > i; a row hidden everywhere has lse -inf and passes no
+// scale, softcap, is_causal, q_num_heads and kv_num_heads. The scores s_ij are
+// the forward kernel's: Q_i . K_j * scale, soft-capped (softcap * tanh(s /
+// softcap)) where softcap > 0, plus the mask's bias, -inf where causal masking
+// hides j > i; a row hidden everywhere has lse -inf and passes no
 // gradient.
 #include <cmath>
 #include <limits>
@@ -99,13 +101,26 @@ std::vector<Tensor> eval_attention_grad(EvalContext& ctx) {
   const MaskView mask(ctx, ctx.has_input(kMask) ? &ctx.input(kMask) : nullptr, {batch, qh, q_len, kv_len});
   const double scale = n.has_attr("scale") ? n.get_float("scale", 1) : 1 / std::sqrt(static_cast<double>(head));
   const bool causal = n.get_int("is_causal", 0) != 0;
+  const double softcap = n.get_float("softcap", 0);
   constexpr double kNegInf = -std::numeric_limits<double>::infinity();
-  auto score = [&](int64_t b, int64_t h, int64_t i, int64_t j) {
-    if (causal && j > i) return kNegInf;
+  // The score of (i, j) and the soft-cap's derivative there (1 where it does not cap).
+  struct Score {
+    double s, dcap;
+  };
+  auto score_of = [&](int64_t b, int64_t h, int64_t i, int64_t j) -> Score {
+    if (causal && j > i) return {kNegInf, 0};
     double s = 0;
     for (int64_t e = 0; e < head; ++e) s += qv.at(b, h, i, e) * kv.at(b, h / (qh / kvh), j, e);
-    return s * scale + mask.bias(b, h, i, j);
+    s *= scale;
+    double dcap = 1;
+    if (softcap > 0) {
+      const double t = std::tanh(s / softcap);
+      s = softcap * t;
+      dcap = 1 - t * t;
+    }
+    return {s + mask.bias(b, h, i, j), dcap};
   };
+  auto score = [&](int64_t b, int64_t h, int64_t i, int64_t j) { return score_of(b, h, i, j).s; };
 
   if (wrt == Wrt::Stats) {
     const HeadView yv = four_d ? view_4d(aux) : view_3d(aux, qh);
@@ -139,7 +154,7 @@ std::vector<Tensor> eval_attention_grad(EvalContext& ctx) {
         if (lse == kNegInf) continue;
         const int64_t kh = h / (qh / kvh);
         for (int64_t j = 0; j < kv_len; ++j) {
-          const double s = score(b, h, i, j);
+          const auto [s, dcap] = score_of(b, h, i, j);
           if (s == kNegInf) continue;
           const double p = std::exp(s - lse);
           if (wrt == Wrt::V) {
@@ -149,7 +164,7 @@ std::vector<Tensor> eval_attention_grad(EvalContext& ctx) {
           }
           double dp = 0;
           for (int64_t e = 0; e < v_head; ++e) dp += dyv.at(b, h, i, e) * vv.at(b, kh, j, e);
-          const double ds = p * (dp - d) * scale;
+          const double ds = p * (dp - d) * scale * dcap;
           for (int64_t e = 0; e < head; ++e) {
             if (wrt == Wrt::Q) acc[static_cast<size_t>(flat(four_d, b, h, i, e, heads, seq, size))] += ds * kv.at(b, kh, j, e);
             else acc[static_cast<size_t>(flat(four_d, b, kh, j, e, heads, seq, size))] += ds * qv.at(b, h, i, e);
@@ -162,11 +177,10 @@ std::vector<Tensor> eval_attention_grad(EvalContext& ctx) {
 }
 
 // Why the fused backward kernels cannot compute n, or "" when they can: the
-// forward kernel's operands, no soft-capping, dY of the operands' dtype, and
+// forward kernel's operands, dY of the operands' dtype, and
 // Y of it too (stats) or f32 statistics; f32 statistics out, or a gradient of
 // the operands' dtype.
 std::string attention_grad_kernel_refusal(const Node& n) {
-  if (n.get_float("softcap", 0) != 0) return "it soft-caps the scores";
   if (std::string why = operands_refusal(n); !why.empty()) return why;
   const DType t = n.input(kQ)->type().dtype();
   if (n.input(kDY)->type().dtype() != t) return "dY's dtype is not the operands'";
@@ -179,8 +193,7 @@ std::string attention_grad_kernel_refusal(const Node& n) {
 }  // namespace
 
 bool fused_backward_applies(const Node& n, const std::vector<bool>& wants) {
-  return attention_kernel_refusal(n).empty() && n.get_float("softcap", 0) == 0 &&
-         !(n.has_input(kMask) && kMask < wants.size() && wants[kMask]);
+  return attention_kernel_refusal(n).empty() && !(n.has_input(kMask) && kMask < wants.size() && wants[kMask]);
 }
 
 void attention_gradient(GradContext& c) {
@@ -189,12 +202,12 @@ void attention_gradient(GradContext& c) {
   for (size_t i = 0; i < n.num_inputs(); ++i) wants.push_back(c.wants(i));
   if (!fused_backward_applies(n, wants)) {
     std::string why = attention_kernel_refusal(n);
-    if (why.empty()) why = n.get_float("softcap", 0) != 0 ? "it soft-caps the scores" : "its float mask is trained";
+    if (why.empty()) why = "its float mask is trained";
     c.fail("tcc differentiates this Attention neither through the fused backward (" + why +
            ") nor through its decomposition, which declined it");
   }
   std::map<std::string, Attribute> attrs;
-  for (const char* a : {"scale", "is_causal", "q_num_heads", "kv_num_heads"})
+  for (const char* a : {"scale", "softcap", "is_causal", "q_num_heads", "kv_num_heads"})
     if (const Attribute* v = n.attr(a)) attrs[a] = *v;
   Emitter& e = c.e();
   e.graph().set_opset(std::string(kTccDomain), 1);

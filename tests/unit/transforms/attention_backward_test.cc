@@ -89,6 +89,10 @@ const FusedCase kCases[] = {
      "  const %m: bool[3, 5] = [true, false, true, true, false, false, false, false, false, false, true, true, "
      "false, true, true]\n",
      "  %y: $T[1, 2, 3, 4] = Attention(%wq, %wkv, %wkv, %m)\n", "$T[1, 2, 3, 4]", true},
+    {"softcap_causal",
+     "  const %wq: $T[1, 2, 4, 6] = $R\n  const %wk: $T[1, 2, 4, 6] = $R\n",
+     "  %y: $T[1, 2, 4, 6] = Attention(%wq, %wk, %wk) {is_causal = 1, scale = 2.0, softcap = 1.5}\n",
+     "$T[1, 2, 4, 6]", true},
     // A trained additive mask (a learned bias) needs the scores' gradient: the decomposition's.
     {"trained_mask",
      "  const %wq: $T[1, 2, 3, 4] = $R\n  const %wk: $T[1, 2, 3, 4] = $R\n  const %wm: $T[3, 3] = $R\n",
