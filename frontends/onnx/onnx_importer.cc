@@ -246,12 +246,13 @@ class Importer {
 
   void link_node(onnx::NodeProto& np, Node& n, Graph& g) {
     n.set_source(node_source(np));
-    for (const auto& [key, value] : node_metadata(np)) {
-      if (key != kStepPartKey) continue;
+    for (const auto& entry : node_metadata(np)) {
+      if (entry.first != kStepPartKey) continue;
+      const std::string& name = entry.second;
       auto part = std::find_if(std::begin(kStepParts), std::end(kStepParts),
-                               [&](StepPart p) { return value == step_part_name(p); });
+                               [&](StepPart p) { return name == step_part_name(p); });
       if (part == std::end(kStepParts))
-        fail("node '" + n.name() + "' (" + n.op_type() + ") has " + kStepPartKey + " '" + value +
+        fail("node '" + n.name() + "' (" + n.op_type() + ") has " + kStepPartKey + " '" + name +
              "', expected forward, backward or optimizer");
       n.set_part(*part);
     }
