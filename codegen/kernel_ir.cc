@@ -64,6 +64,9 @@ class Printer {
     if (k_.gemm) gemm(*k_.gemm);
     if (k_.conv) conv(*k_.conv);
     if (k_.attention) attention(*k_.attention);
+    if (k_.topk)
+      out_ += "  topk x=" + buffer_ref(k_.topk->x) + " length=" + std::to_string(k_.topk->length) +
+              " largest=" + std::to_string(k_.topk->largest) + "\n";
     for (size_t i = 0; i < k_.body.size(); ++i) instr(static_cast<int>(i), k_.body[i]);
     return out_;
   }
@@ -235,6 +238,8 @@ const char* op_name(Op op) {
     case Op::MatMulAcc: return "matmul_acc";
     case Op::ConvAcc: return "conv_acc";
     case Op::AttentionAcc: return "attention_acc";
+    case Op::TopKValue: return "topk_value";
+    case Op::TopKIndex: return "topk_index";
   }
   TCC_CHECK(false) << "unnamed kernel op " << static_cast<int>(op);
   return "";
@@ -279,6 +284,8 @@ SymExpr bytes_moved(const Kernel& k) {
 }
 
 SymExpr flop_count(const Kernel& k) {
+  // TopK: a comparison per element of the row for each selection.
+  if (k.topk) return domain_size(k) * SymExpr::constant(k.topk->length);
   SymExpr per_point, per_row;
   for (const Instr& in : k.body) {
     if (!counts_as_flop(in.op)) continue;

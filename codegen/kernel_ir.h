@@ -86,6 +86,11 @@ enum class Op {
   // Attention kernels only: element coord[3] of the attention output row of
   // query coord[2] in head coord[1] of batch coord[0] (see AttentionDesc).
   AttentionAcc,
+  // TopK kernels only: the value and the (i64) index along the axis of the
+  // coord[1]-th element, in TopK's order, of the row at (coord[0], coord[2])
+  // (see TopKDesc).
+  TopKValue,
+  TopKIndex,
 };
 
 // How a store combines its value with the element it writes: replaces it, or
@@ -168,6 +173,18 @@ struct AttentionDesc {
   bool causal = false;
 };
 
+// A TopK kernel (Kind::TopK) selects, for each row of `length` elements of
+// input buffer x, read as [outer, length, inner] (the row at (o, i) steps by
+// inner), its k elements first in TopK's order: largest (or smallest) first,
+// NaN above every number, equal values by lower index first (the
+// interpreter's eval_topk). The domain is the outputs' [outer, k, inner]; a
+// store of TopKValue writes Values there, one of TopKIndex the Indices.
+struct TopKDesc {
+  int x = -1;  // the input buffer
+  int64_t length = 1;
+  bool largest = true;
+};
+
 struct Kernel {
   std::string name;                     // the symbol in the cubin and in host.so
   Kind kind = Kind::Pointwise;
@@ -179,6 +196,7 @@ struct Kernel {
   std::optional<GemmDesc> gemm;         // Kind::Gemm
   std::optional<ConvDesc> conv;         // Kind::Conv
   std::optional<AttentionDesc> attention;  // Kind::Attention
+  std::optional<TopKDesc> topk;         // Kind::TopK
   std::vector<std::string> nodes;       // names of the source nodes fused into it
   bool zero_outputs = false;            // outputs are zeroed before each launch (accumulating stores)
   int copy_from = -1;                   // the one output starts as a copy of this input buffer (of its dtype

@@ -20,7 +20,7 @@ namespace tcc::kir {
 
 namespace {
 
-constexpr Kind kKinds[] = {Kind::Pointwise, Kind::Reduction, Kind::Gemm, Kind::Conv, Kind::Attention};
+constexpr Kind kKinds[] = {Kind::Pointwise, Kind::Reduction, Kind::Gemm, Kind::Conv, Kind::Attention, Kind::TopK};
 
 // Stops of an expression: it never holds a space, and lists and the domain end it.
 constexpr const char* kExprStops = " \t\r,]|";
@@ -74,6 +74,7 @@ class KernelParser : TextCursor {
     if (keyword("gemm")) k.gemm = gemm(k);
     if (keyword("conv")) k.conv = conv(k);
     if (keyword("attention")) k.attention = attention(k);
+    if (keyword("topk")) k.topk = topk(k);
     std::vector<size_t> instr_at;
     while (peek() == '%') {
       instr_at.push_back(pos());
@@ -87,10 +88,10 @@ class KernelParser : TextCursor {
 
   Kind kind() {
     size_t at = pos();
-    std::string id = ident("a kernel kind (pointwise, reduction, gemm, conv, attention)");
+    std::string id = ident("a kernel kind (pointwise, reduction, gemm, conv, attention, topk)");
     for (Kind kind : kKinds)
       if (id == kind_name(kind)) return kind;
-    fail_at(at, "expected a kernel kind (pointwise, reduction, gemm, conv, attention), got '" + id + "'");
+    fail_at(at, "expected a kernel kind (pointwise, reduction, gemm, conv, attention, topk), got '" + id + "'");
   }
 
   SymExpr expr(const std::string& what) {
@@ -332,6 +333,17 @@ class KernelParser : TextCursor {
     return a;
   }
 
+  TopKDesc topk(const Kernel& k) {
+    TopKDesc t;
+    field("x");
+    t.x = buffer_ref(k, false);
+    field("length");
+    t.length = integer();
+    field("largest");
+    t.largest = flag();
+    return t;
+  }
+
   // A number that fits an int and is not negative: an instruction's or an axis's.
   int index(const char* what) {
     size_t at = pos();
@@ -415,8 +427,8 @@ class KernelParser : TextCursor {
 std::optional<Op> op_by_name(std::string_view name) {
   static const std::map<std::string, Op, std::less<>> ops = [] {
     std::map<std::string, Op, std::less<>> m;
-    // Op::AttentionAcc is the last op of kernel_ir.h's list.
-    for (int o = static_cast<int>(Op::Load); o <= static_cast<int>(Op::AttentionAcc); ++o)
+    // Op::TopKIndex is the last op of kernel_ir.h's list.
+    for (int o = static_cast<int>(Op::Load); o <= static_cast<int>(Op::TopKIndex); ++o)
       m.emplace(op_name(static_cast<Op>(o)), static_cast<Op>(o));
     return m;
   }();

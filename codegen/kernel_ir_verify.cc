@@ -27,7 +27,9 @@ std::pair<size_t, size_t> arity(Op op) {
     case Op::Coord:
     case Op::MatMulAcc:
     case Op::ConvAcc:
-    case Op::AttentionAcc: return {0, 0};
+    case Op::AttentionAcc:
+    case Op::TopKValue:
+    case Op::TopKIndex: return {0, 0};
     case Op::Where: return {3, 3};
     default: break;
   }
@@ -48,6 +50,7 @@ class Verifier {
     if (k_.gemm) gemm(*k_.gemm);
     if (k_.conv) conv(*k_.conv);
     if (k_.attention) attention(*k_.attention);
+    if (k_.topk) topk(*k_.topk);
     sizes();
   }
 
@@ -71,6 +74,7 @@ class Verifier {
     if (k_.conv.has_value() != (k_.kind == Kind::Conv)) fail(-1, "a conv description belongs to a conv kernel only");
     if (k_.attention.has_value() != (k_.kind == Kind::Attention))
       fail(-1, "an attention description belongs to an attention kernel only");
+    if (k_.topk.has_value() != (k_.kind == Kind::TopK)) fail(-1, "a topk description belongs to a topk kernel only");
   }
 
   void buffers() {
@@ -131,6 +135,8 @@ class Verifier {
     if (in.op == Op::ConvAcc && k_.kind != Kind::Conv) fail(i, what(i) + " is in a " + kind_name(k_.kind) + " kernel, not a conv kernel");
     if (in.op == Op::AttentionAcc && k_.kind != Kind::Attention)
       fail(i, what(i) + " is in a " + kind_name(k_.kind) + " kernel, not an attention kernel");
+    if ((in.op == Op::TopKValue || in.op == Op::TopKIndex) && k_.kind != Kind::TopK)
+      fail(i, what(i) + " is in a " + kind_name(k_.kind) + " kernel, not a topk kernel");
   }
 
   void access(int i, const Instr& in) {
@@ -279,6 +285,33 @@ class Verifier {
     }
     if (rank_ != 4) fail(-1, "an attention kernel's domain is [batch, heads, rows, size], of rank 4");
     one_accumulation(Op::AttentionAcc);
+  }
+
+  // Values and Indices as the domain [outer, k, inner] steps through them: each selection stored at most once.
+  void topk(const TopKDesc& t) const {
+    input_operand("topk", "x", t.x, false);
+    if (rank_ != 3 || !k_.domain[1].is_constant())
+      fail(-1, "a topk kernel's domain is [outer, k, inner], of rank 3 with a static k");
+    const int64_t k = k_.domain[1].constant_value();
+    if (k < 1 || t.length < k)
+      fail(-1, "topk selects k = " + std::to_string(k) + " of rows of " + std::to_string(t.length) +
+                   " (at least one, at most the row)");
+    const DType x = k_.buffers[static_cast<size_t>(t.x)].dtype;
+    for (size_t i = 0; i < k_.body.size(); ++i) {
+      const Instr& in = k_.body[i];
+      const int n = static_cast<int>(i);
+      if (in.op == Op::TopKValue && in.dtype != x)
+        fail(n, what(n) + " is " + std::string(dtype_name(in.dtype)) + ", not x's " + std::string(dtype_name(x)));
+      if (in.op == Op::TopKIndex && in.dtype != DType::I64) fail(n, what(n) + " is not i64");
+      if (in.op == Op::Load) fail(n, what(n) + ": a topk kernel reads x through its description only");
+      if (in.op != Op::Store) continue;
+      if (in.args.size() != 1 || (at(in.args[0]).op != Op::TopKValue && at(in.args[0]).op != Op::TopKIndex))
+        fail(n, what(n) + " stores no topk_value or topk_index (unguarded)");
+      if (in.accumulate != Accumulate::None || in.dynamic >= 0 || in.index.offset != SymExpr())
+        fail(n, what(n) + " is not a plain store at the point");
+      if (k_.buffers[static_cast<size_t>(in.buffer)].dtype != at(in.args[0]).dtype)
+        fail(n, what(n) + " stores into a buffer of another dtype");
+    }
   }
 
   void sizes() const {

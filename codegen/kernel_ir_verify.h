@@ -24,6 +24,10 @@
 // - Gemm and conv: exactly one matmul_acc (conv_acc), only in its kind of
 //   kernel; the descriptor's operands are input buffers, its activation known,
 //   a conv's per-spatial-dim lists one entry per spatial axis of the domain.
+// - TopK: a TopKDesc in topk kernels only, its x an input buffer; the domain
+//   [outer, k, inner] with a static k from 1 to the row's length; no loads;
+//   every store plainly writes a topk_value (x's dtype) or topk_index (i64)
+//   into a buffer of its dtype.
 // - Initial outputs: zeroed or copied first, not both; a copy is of an input
 //   buffer of the one output's dtype and shape.
 #pragma once

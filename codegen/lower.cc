@@ -67,15 +67,18 @@ kir::Kernel Lowering::run() {
   const Node* scatter = nullptr;    // iterates its updates, stores by index
   const Node* scan = nullptr;       // scans its rows, stores each element
   const Node* attention = nullptr;  // stores its one output itself
+  const Node* topk = nullptr;       // stores its outputs itself
   for (const auto& n : body_.nodes()) {
     if (is_scatter(*n)) scatter = n.get();
     if (is_scan(*n)) scan = n.get();
     if (kernel_role(*n) == KernelRole::Attention) attention = n.get();
+    if (kernel_role(*n) == KernelRole::TopK) topk = n.get();
   }
   switch (fusion_kind(fusion_)) {
     case FusionKind::Pointwise:
     case FusionKind::Single:
       if (attention) setup_attention(*attention);
+      else if (topk) setup_topk(*topk);
       else if (scatter) setup_scatter(*scatter);
       else if (scan) setup_scan(*scan);
       else setup_pointwise();
@@ -92,7 +95,7 @@ kir::Kernel Lowering::run() {
   }
   if (scatter) lower_scatter(*scatter);
   else if (scan) lower_scan(*scan);
-  else if (!attention)
+  else if (!attention && !topk)
     for (size_t j = 0; j < body_.outputs().size(); ++j)
       store_output(body_.outputs()[j], static_cast<int>(fusion_.num_inputs() + j));
   collect_size_params();

@@ -2,7 +2,8 @@
 // lower.cc holds the frames, views, values and the pointwise and reduction
 // bodies every kind shares; lower_indexed.cc the kernels whose loads are
 // guarded or indexed (Concat, Pad, the gathers, the scatters, pools);
-// lower_library.cc the gemm and conv kernels a library call computes.
+// lower_library.cc the gemm and conv kernels a library call computes;
+// lower_attention.cc and lower_topk.cc the templates' descriptions.
 // Internal to codegen.
 #pragma once
 
@@ -264,6 +265,10 @@ class Lowering {
   // AttentionDesc, the domain [batch, heads, q_len, v_head_size] and one store of
   // its AttentionAcc.
   void setup_attention(const Node& a);
+  // A TopK node, the kernel's one node (lower_topk.cc): its TopKDesc, the
+  // domain [outer, k, inner] and a store of TopKValue into Values and of
+  // TopKIndex into Indices, of those the graph reads.
+  void setup_topk(const Node& t);
 
   // Records an addend of the convolution in d: a residual of the output's
   // shape, or a bias with one value per output channel.

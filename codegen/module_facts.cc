@@ -9,6 +9,7 @@
 #include "codegen/attention_template.h"
 #include "codegen/emit.h"
 #include "codegen/gemm_template.h"
+#include "codegen/topk_template.h"
 #include "src/interp/interpreter.h"
 #include "src/ops/fusion.h"
 
@@ -129,6 +130,8 @@ std::string kernel_precision(const kir::Kernel& k, Precision precision) {
   // Attention (and its backward) reads its operands in their dtype and computes in f32 on the CUDA cores, tf32 or
   // not, or f16 / bf16 on the tensor cores.
   if (k.kind == kir::Kind::Attention) return std::string(dtype_name(k.buffers[static_cast<size_t>(k.attention->q)].dtype));
+  // TopK compares and copies its input's elements exactly, in their own dtype.
+  if (k.kind == kir::Kind::TopK) return std::string(dtype_name(k.buffers.front().dtype));
   bool any_float = false;
   for (const kir::Buffer& b : k.buffers) {
     if (b.dtype == DType::F64) return "f64";
@@ -143,6 +146,7 @@ std::string schedule_text(const kir::Kernel& k, const KernelConfig& c) {
   if (k.kind == kir::Kind::Gemm) return "cuBLASLt algorithm #" + std::to_string(c.algo);
   if (k.kind == kir::Kind::Conv) return "cuDNN algorithm #" + std::to_string(c.algo);
   if (k.kind == kir::Kind::Attention) return attention_schedule(k, c);
+  if (k.kind == kir::Kind::TopK) return topk_schedule(k, c);
   std::string s = "block " + std::to_string(c.block);
   if (k.kind == kir::Kind::Pointwise) return s + (c.tiled ? ", tiled" : ", vector " + std::to_string(c.vector_width));
   s += c.columns ? ", columns" : ", rows " + std::to_string(c.rows_per_block);

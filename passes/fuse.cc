@@ -117,7 +117,7 @@ class Fuser {
       if (role(n) == KernelRole::Contraction) grow_gemm(*n);
       else if (role(n) == KernelRole::Convolution) grow_conv(*n);
     for (Node* n : order_)
-      if (role(n) == KernelRole::Attention) start(*n, FusionKind::Single);
+      if (role(n) == KernelRole::Attention || role(n) == KernelRole::TopK) start(*n, FusionKind::Single);
     for (Node* n : order_)
       if (role(n) == KernelRole::Reduction && !taken(n)) grow_reduction(*n);
     for (Node* n : order_)
@@ -468,8 +468,8 @@ void materialize(Graph& g, const Group& gr, const std::vector<Value*>& exported,
       data.insert(m->inputs().begin(), m->inputs().end());
     else if (role == KernelRole::Reduction)
       data.insert(m->input(0));
-    else if (role == KernelRole::Movement)
-      buffers.insert(m->input(0));
+    else if (role == KernelRole::Movement || role == KernelRole::TopK)
+      buffers.insert(m->input(0));  // TopK's k is a literal
     else if (role == KernelRole::Contraction || role == KernelRole::Convolution || role == KernelRole::Attention)
       buffers.insert(m->inputs().begin(), m->inputs().end());
     else if (role == KernelRole::Indexed && (m->op_type() == "Pad" || m->op_type() == "CumSum"))

@@ -7,7 +7,7 @@ namespace tcc {
 namespace {
 constexpr std::pair<KernelKind, const char*> kKindNames[] = {
     {KernelKind::Pointwise, "pointwise"}, {KernelKind::Reduction, "reduction"}, {KernelKind::Gemm, "gemm"},
-    {KernelKind::Conv, "conv"}, {KernelKind::Attention, "attention"}};
+    {KernelKind::Conv, "conv"}, {KernelKind::Attention, "attention"}, {KernelKind::TopK, "topk"}};
 }  // namespace
 
 const char* kernel_kind_name(KernelKind kind) {

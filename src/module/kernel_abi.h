@@ -18,8 +18,9 @@ namespace tcc {
 // from (its manifest's "algo", the rank the runtime asks the library for).
 inline constexpr int kLibraryAlgos = 8;
 
-enum class KernelKind { Pointwise, Reduction, Gemm, Conv, Attention };
-const char* kernel_kind_name(KernelKind kind);  // "pointwise", "reduction", "gemm", "conv", "attention"
+enum class KernelKind { Pointwise, Reduction, Gemm, Conv, Attention, TopK };
+// "pointwise", "reduction", "gemm", "conv", "attention", "topk"
+const char* kernel_kind_name(KernelKind kind);
 std::optional<KernelKind> parse_kernel_kind(std::string_view name);
 
 // How the runtime calls cuBLASLt for a Gemm kernel: D = act(alpha * op(A) op(B) + beta * C + bias).

@@ -10,6 +10,7 @@
 
 #include "src/ops/decomposition.h"
 #include "src/ops/families.h"
+#include "src/ops/kernel_roles.h"
 #include "src/ops/op_helpers.h"
 #include "src/ops/op_registry.h"
 
@@ -276,7 +277,10 @@ void register_data_dependent_ops(OpRegistry& r) {
   r.add(OpDef{"", "Unique", 11, kDataDependentShape, infer_unique, eval_unique, {}});
   // Not marked data-dependent: with k known (static or symbolic) its shape is
   // not; the rule gives a fresh symbol when k is unknown, which explain reports.
-  r.add(OpDef{"", "TopK", 11, kReduction, infer_topk, eval_topk, kNumeric}).gradient(top_k_rule);
+  // With a constant k over a static axis it is a kernel of its own (codegen/topk_template.h).
+  r.add(OpDef{"", "TopK", 11, kReduction, infer_topk, eval_topk, kNumeric})
+      .kernel_role(KernelRole::TopK, [](const Node& n) { return topk_kernel_refusal(n).empty(); })
+      .gradient(top_k_rule);
 }
 
 }  // namespace tcc

@@ -202,8 +202,25 @@ bool swaps_last_two_axes(const Node& n) {
   return n.get_ints("perm", {}) == perm;
 }
 
+std::string topk_kernel_refusal(const Node& n) {
+  if (!literal_input(n, 1)) return "k is computed at run time; the kernel needs it constant";
+  const Type& x = n.input(0)->type();
+  if (!x.is_tensor() || !x.has_rank() || x.rank() == 0) return "X is not a tensor of known rank 1 or more";
+  const int64_t rank = static_cast<int64_t>(x.rank());
+  const int64_t axis = n.get_int("axis", -1);
+  if (axis < -rank || axis >= rank) return "axis " + std::to_string(axis) + " is out of range";
+  const auto at = static_cast<size_t>(axis < 0 ? axis + rank : axis);
+  if (!x.shape()[at].is_static()) return "the axis is symbolic; the kernel walks static rows";
+  const Type& values = n.output(0)->type();
+  if (!values.is_tensor() || !values.has_rank() || values.rank() != x.rank() || !values.shape()[at].is_static() ||
+      values.shape()[at].value() < 1)
+    return "k is not a constant of at least 1";
+  return "";
+}
+
 std::string kernel_refusal(const Node& n) {
   if (!n.domain().empty()) return "";
+  if (n.op_type() == "TopK") return topk_kernel_refusal(n);
   if (n.op_type() == "Conv") return conv_window(n, nullptr);
   if (n.op_type() == "MaxPool" || n.op_type() == "AveragePool") return pool_window(n, nullptr);
   return argument_refusal(n);

@@ -34,6 +34,7 @@ enum class KernelRole {
                 // is scanned (kir::Op::ScanSum)
   Attention,    // Attention / tcc::Attention that attention_kernel_refusal accepts: one kernel of its own
                 // (codegen/attention_template.h), the scores never written to memory
+  TopK,         // TopK that topk_kernel_refusal accepts: one kernel of its own (codegen/topk_template.h)
 };
 
 // The role of n: its OpDef's `kernel` role, given its attributes, dtypes and
@@ -126,8 +127,13 @@ constexpr int64_t kMaxPoolTaps = 64;
 // dtypes, a window of more than kMaxPoolTaps taps, SAME padding of a symbolic dim.
 std::string pool_window(const Node& n, PoolWindow* w);
 
+// Why TopK node n gets no kernel, or "" when it gets one: k must be a
+// constant of at least 1 (so the outputs' shape is static along the axis) and
+// the axis static, the row the kernel walks.
+std::string topk_kernel_refusal(const Node& n);
+
 // Why a node whose op a generated kernel can compute got none ("" when there is
-// no more to say than that it is not supported): conv_window's and pool_window's answers,
+// no more to say than that it is not supported): conv_window's, pool_window's and topk_kernel_refusal's answers,
 // for a Reshape, Expand or Slice whose shape or bounds are computed at run time, that, and
 // for an integer MatMul or Gemm, that cuBLASLt multiplies floating-point matrices.
 std::string kernel_refusal(const Node& n);

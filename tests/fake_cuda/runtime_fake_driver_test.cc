@@ -29,14 +29,14 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A kernel, a host fallback (TopK has no kernel) and a kernel again: the
-// fallback's input goes to the host and its output comes back.
+// A kernel, a host fallback (TopK along a symbolic axis has no kernel) and a
+// kernel again: the fallback's input goes to the host and its output comes back.
 constexpr const char* kFallbackModel = R"(graph fallback_between_kernels opset(ai.onnx: 17) {
   input %x: f32[n, 4]
-  const %k: i64[1] = [4]
+  const %k: i64[1] = [2]
   %r: f32[n, 4] = Relu(%x) name("relu")
-  %c: f32[n, 4], %i: i64[n, 4] = TopK(%r, %k) {axis = 1} name("topk")
-  %y: f32[n, 4] = Exp(%c) name("exp")
+  %c: f32[2, 4], %i: i64[2, 4] = TopK(%r, %k) {axis = 0} name("topk")
+  %y: f32[2, 4] = Exp(%c) name("exp")
   output %y
 }
 )";

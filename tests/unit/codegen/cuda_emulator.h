@@ -2,8 +2,8 @@
 // interpreter without a GPU: the GEMM template (codegen/gemm_template.cc: its
 // tiling, guards, double buffering and epilogue) and reductions (column
 // blocks' shared-memory combine, block reductions' warp shuffles, split rows'
-// arrivals), scatters' atomic updates and the attention kernel's tiles,
-// shuffles and tensor-core fragments. Test code only: the tests
+// arrivals), scatters' atomic updates, the attention kernel's tiles,
+// shuffles and tensor-core fragments, and the TopK kernel's teams. Test code only: the tests
 // compile this header together with the emitted kernels into a shared library
 // with the host compiler.
 //

@@ -1,6 +1,6 @@
 // The GPU's schedules of generated kernels: which reductions take column
 // blocks (KernelConfig::columns), and the CUDA text of column, split and
-// row-cache reductions, of tiled transposes, of scatters and of attention, compiled by NVRTC and run on
+// row-cache reductions, of tiled transposes, of scatters, of attention and of TopK, compiled by NVRTC and run on
 // the host by tests/unit/codegen/cuda_emulator.h against the reference interpreter, at
 // the configurations autotuning tries.
 #include <gtest/gtest.h>
@@ -98,22 +98,29 @@ TEST(ColumnReduction, TakesReductionsWhoseRowsLieSideBySide) {
     }
 }
 
+// An input element of dtype t.
+using Draw = std::function<double(DType t, std::mt19937& rng)>;
+
+// Normal values; bools (an attention's mask) true three times in four.
+double normal_or_bool(DType t, std::mt19937& rng) {
+  std::normal_distribution<double> normal(0, 1);
+  return t == DType::Bool ? rng() % 4 != 0 : normal(rng);
+}
+
 // Runs every kernel of `kernels` (configs[i] each, from `lib`) on random inputs
 // at `sizes` and compares its outputs with the interpreter's run of s's graph.
 void expect_emulated_runs_match(const ScheduledModel& s, const std::vector<kir::Kernel>& kernels,
                                 const std::vector<KernelConfig>& configs, const SharedLibrary& lib,
-                                const std::map<std::string, int64_t>& sizes) {
+                                const std::map<std::string, int64_t>& sizes, const Draw& draw = normal_or_bool) {
   const Graph& g = *s.model->graph;
   std::mt19937 rng(11);
-  std::normal_distribution<double> normal(0, 1);
   std::map<std::string, Tensor> inputs;
   for (const Value* v : g.inputs()) {
     if (v->is_initializer()) continue;
     std::vector<int64_t> shape;
     for (const Dim& d : v->type().shape()) shape.push_back(*d.expr().evaluate(sizes));
-    // Bools (an attention's mask) are true three times in four.
     Tensor t(v->type().dtype(), shape);
-    for (int64_t i = 0; i < t.numel(); ++i) t.set_f64(i, t.dtype() == DType::Bool ? rng() % 4 != 0 : normal(rng));
+    for (int64_t i = 0; i < t.numel(); ++i) t.set_f64(i, draw(t.dtype(), rng));
     inputs.emplace(v->name(), std::move(t));
   }
   Interpreter interp;
@@ -157,7 +164,8 @@ void expect_emulated_runs_match(const ScheduledModel& s, const std::vector<kir::
       int64_t bad = 0;
       for (int64_t i = 0; i < got.numel(); ++i) {
         double a = got.get_f64(i), e = expected.get_f64(i);
-        if (!(std::fabs(a - e) <= tol * largest + tol * std::fabs(e)) && bad++ < 5)
+        const bool both_nan = std::isnan(a) && std::isnan(e);
+        if (!both_nan && !(std::fabs(a - e) <= tol * largest + tol * std::fabs(e)) && bad++ < 5)
           ADD_FAILURE() << k.buffers[b].name << " element " << i << ": emulated " << a << ", interpreter " << e;
       }
       EXPECT_EQ(bad, 0) << bad << " of " << got.numel() << " elements of " << k.buffers[b].name << " differ";
@@ -513,6 +521,29 @@ TEST(AttentionBackward, EmulatedOnTheHostPassesMatchTheInterpreter) {
   });
   EXPECT_EQ(v.kernels.size(), 30u);
   expect_emulated_attention_matches(s, v, "tcc_attention_grad");
+}
+
+// The TopK template (codegen/topk_template.h) at its default and every
+// candidate of up to 128 threads: a warp per row, teams of two warps and of
+// four (their bests meet in shared memory), over rows of 6 to 700 elements
+// (longer than any block, so each lane scans several). The values repeat and
+// an eighth are NaN (none in the integer rows), so ties and NaN order the
+// selections as the interpreter does: largest first with NaN above every
+// number, smallest first with NaN last, equal values by lower index.
+TEST(TopK, EmulatedOnTheHostTiesAndNaNMatchTheInterpreter) {
+  ScheduledModel s = schedule_model("tests/kernels/topk.tir");
+  for (const kir::Kernel& k : s.schedule.kernels) EXPECT_EQ(k.kind, kir::Kind::TopK) << k.name;
+  KernelVariants v = variants(s, [](const kir::Kernel& k, const KernelConfig& c) {
+    return c == default_config(k) || c.block <= 128;
+  });
+  EXPECT_EQ(v.kernels.size(), 5 * 5 + 6u);  // the rows of 700 default to a block of 256
+  fs::path dir = make_temp_dir("tcc_topk");
+  SharedLibrary lib = emulated_library(v, dir);
+  expect_emulated_runs_match(s, v.kernels, v.configs, lib, {{"b", 3}}, [](DType t, std::mt19937& rng) {
+    const unsigned r = rng() % 8;
+    return r == 0 && is_float(t) ? std::nan("") : static_cast<double>(r % 4) - 1.5;
+  });
+  fs::remove_all(dir);
 }
 
 }  // namespace

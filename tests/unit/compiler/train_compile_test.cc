@@ -239,6 +239,9 @@ INSTANTIATE_TEST_SUITE_P(
                   OptimizerKind::Momentum},
         // The seed of a summed loss's backward is a small constant the gradient kernel expands.
         TrainCase{"summed_loss_sgd", "tests/train/summed_loss.tir", "--loss loss --optimizer sgd", LossKind::Mse, "", 3, 4,
+                  OptimizerKind::Sgd, "loss"},
+        // The forward's TopK is a kernel; its backward scatters into zeros at the Indices that kernel wrote.
+        TrainCase{"topk_sgd", "tests/train/topk_loss.tir", "--loss loss --optimizer sgd", LossKind::Mse, "", 3, 4,
                   OptimizerKind::Sgd, "loss"}),
     [](const auto& info) { return std::string(info.param.name); });
 
