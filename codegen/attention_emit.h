@@ -1,8 +1,10 @@
 // What the attention templates' writers share (attention_template.cc, the
 // forward; attention_grad_template.cc, the backward's passes): how they name
-// buffers and sizes in the emitted text and mask a score.
+// buffers and sizes in the emitted text, find the output's strides and mask
+// a score.
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <string>
 #include <utility>
@@ -10,6 +12,7 @@
 
 #include "codegen/emit_c.h"
 #include "codegen/kernel_ir.h"
+#include "src/diag/errors.h"
 
 namespace tcc::attention_emit {
 
@@ -36,6 +39,34 @@ inline std::string read(const kir::Kernel& k, int buffer, const std::string& ele
   return emitc::decode(element, dtype_of(k, buffer));
 }
 
+// The output's strides per batch, head and row: the kernel's one store's.
+inline std::array<SymExpr, 3> output_strides(const kir::Kernel& k) {
+  for (const kir::Instr& in : k.body)
+    if (in.op == kir::Op::Store) return {in.index.strides[0], in.index.strides[1], in.index.strides[2]};
+  TCC_CHECK(false) << k.name << " stores nothing";
+  return {};
+}
+
+// The mask's element at query i and key j of batch b and head h (the mask must be present).
+inline std::string mask_element(const kir::AttentionDesc& a) {
+  return p(a.mask) + "[" +
+         offset({{"b", a.mask_strides[0]}, {"h", a.mask_strides[1]}, {"i", a.mask_strides[2]}, {"j", a.mask_strides[3]}}) +
+         "]";
+}
+
+// The host kernels' lines that add the mask to the double score `s` of query
+// i and key j and `continue` past a key the mask hides (a false bool, or an
+// additive -inf).
+inline std::vector<std::string> host_masked_score(const kir::Kernel& k, const kir::AttentionDesc& a) {
+  std::vector<std::string> lines;
+  if (a.mask >= 0) {
+    if (dtype_of(k, a.mask) == DType::Bool) lines.push_back("if (!" + mask_element(a) + ") continue;");
+    else lines.push_back("s += " + read(k, a.mask, mask_element(a)) + ";");
+  }
+  lines.push_back("if (s == " + emitc::literal(-INFINITY, DType::F64) + ") continue;");
+  return lines;
+}
+
 // Lines that soft-cap the f32 score `s` of query i and key j of batch b and
 // head h and set it to -inf where the key is hidden from the query: where
 // `outside` holds (past the keys or the queries), after i under causal
@@ -51,11 +82,8 @@ inline std::vector<std::string> masked_score(const kir::Kernel& k, const kir::At
   }
   lines.push_back("bool hidden = " + outside + (a.causal ? " || j > i" : "") + ";");
   if (a.mask >= 0) {
-    const std::string at = p(a.mask) + "[" +
-                           offset({{"b", a.mask_strides[0]}, {"h", a.mask_strides[1]}, {"i", a.mask_strides[2]},
-                                   {"j", a.mask_strides[3]}}) + "]";
-    if (dtype_of(k, a.mask) == DType::Bool) lines.push_back("hidden = hidden || !" + at + ";");
-    else lines.push_back("if (!hidden) s += " + read(k, a.mask, at) + ";");
+    if (dtype_of(k, a.mask) == DType::Bool) lines.push_back("hidden = hidden || !" + mask_element(a) + ";");
+    else lines.push_back("if (!hidden) s += " + read(k, a.mask, mask_element(a)) + ";");
   }
   lines.push_back("if (hidden) s = " + emitc::literal(-INFINITY, DType::F32) + ";");
   return lines;

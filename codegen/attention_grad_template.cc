@@ -29,14 +29,6 @@ int64_t row_size(const kir::AttentionDesc& a) {
   return a.pass == AttentionPass::Stats ? 2 : a.pass == AttentionPass::GradV ? a.v_head_size : a.head_size;
 }
 
-// The output's strides per batch, head and row: the kernel's one store's.
-std::array<SymExpr, 3> out_strides(const kir::Kernel& k) {
-  for (const kir::Instr& in : k.body)
-    if (in.op == kir::Op::Store) return {in.index.strides[0], in.index.strides[1], in.index.strides[2]};
-  TCC_CHECK(false) << k.name << " stores nothing";
-  return {};
-}
-
 // Text both targets share: the operands' rows, the output row, a score.
 class GradWriter : protected emitc::CodeWriter {
  protected:
@@ -56,7 +48,7 @@ class GradWriter : protected emitc::CodeWriter {
 
   // The output row of batch b, row head hr, row r.
   void output_row() {
-    const std::array<SymExpr, 3> os = out_strides(k_);
+    const std::array<SymExpr, 3> os = output_strides(k_);
     line(stored(k_, o_) + "* __restrict__ O = " + p(o_) + " + " +
          offset({{"b", os[0]}, {"hr", os[1]}, {"r", os[2]}}) + ";");
   }
@@ -67,6 +59,9 @@ class GradWriter : protected emitc::CodeWriter {
                  const std::string& e) const {
     return read(k_, buffer, std::string(base) + "[" + row + " * " + expr(row_stride) + " + " + e + "]");
   }
+
+  // Whether the gradient passes' coefficients carry the soft-cap's derivative.
+  bool capped() const { return a_.softcap > 0 && a_.pass != AttentionPass::Stats; }
 
   const kir::Kernel& k_;
   const kir::AttentionDesc& a_;
@@ -121,8 +116,6 @@ class CudaAttentionGrad : GradWriter {
     close();
   }
 
-  // Whether the gradient passes' coefficients carry the soft-cap's derivative.
-  bool capped() const { return a_.softcap > 0 && a_.pass != AttentionPass::Stats; }
   std::string cap_factor() const { return capped() ? " * dcap" : ""; }
 
   void warp_sum(const std::string& v) {
@@ -314,8 +307,6 @@ class HostAttentionGrad : GradWriter {
   }
 
  private:
-  bool capped() const { return a_.softcap > 0 && a_.pass != AttentionPass::Stats; }
-
   // double s: query row Q against the key row `k_row`, soft-capped (dcap: the
   // cap's derivative, for the gradients) and masked; a hidden key `continue`s.
   void score(const std::string& k_row) {
@@ -329,13 +320,8 @@ class HostAttentionGrad : GradWriter {
       line("s = " + cap + " * t;");
       if (capped()) line("const double dcap = 1 - t * t;");
     }
-    if (a_.mask < 0) return;
-    const std::string m = p(a_.mask) + "[" +
-                          offset({{"b", a_.mask_strides[0]}, {"h", a_.mask_strides[1]}, {"i", a_.mask_strides[2]},
-                                  {"j", a_.mask_strides[3]}}) + "]";
-    if (dtype_of(k_, a_.mask) == DType::Bool) line("if (!" + m + ") continue;");
-    else line("s += " + read(k_, a_.mask, m) + ";");
-    line("if (s == " + emitc::literal(-INFINITY, DType::F64) + ") continue;");
+    if (a_.mask >= 0)
+      for (const std::string& l : host_masked_score(k_, a_)) line(l);
   }
 
   // double dp = dY . V_j.

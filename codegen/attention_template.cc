@@ -90,14 +90,6 @@ const kir::AttentionDesc& desc(const kir::Kernel& k) {
   return *k.attention;
 }
 
-// The output's strides per batch, head and row: the kernel's one store's.
-std::array<SymExpr, 3> output_strides(const kir::Kernel& k) {
-  for (const kir::Instr& in : k.body)
-    if (in.op == kir::Op::Store) return {in.index.strides[0], in.index.strides[1], in.index.strides[2]};
-  TCC_CHECK(false) << k.name << " stores nothing";
-  return {};
-}
-
 // What both CUDA layouts write alike: the opening (sizes, the block's batch
 // and head, the operands' rows), the shared tiles' loads, the causal bound
 // of the keys and the output row.
@@ -542,14 +534,7 @@ class HostAttention : emitc::CodeWriter {
       std::string cap = emitc::literal(a_.softcap, DType::F64);
       line("s = " + cap + " * tanh(s / " + cap + ");");
     }
-    if (a_.mask >= 0) {
-      const std::string at = p(a_.mask) + "[" +
-                             offset({{"b", a_.mask_strides[0]}, {"h", a_.mask_strides[1]}, {"i", a_.mask_strides[2]},
-                                     {"j", a_.mask_strides[3]}}) + "]";
-      if (dtype_of(k_, a_.mask) == DType::Bool) line("if (!" + at + ") continue;");
-      else line("s += " + read(k_, a_.mask, at) + ";");
-    }
-    line("if (s == " + neg_inf + ") continue;");
+    for (const std::string& l : host_masked_score(k_, a_)) line(l);
     line("const double m_new = s > m ? s : m, alpha = exp(m - m_new), pj = exp(s - m_new);");
     line("l = l * alpha + pj;");
     line("for (int e = 0; e < " + DV + "; ++e) o[e] = o[e] * alpha + pj * " + read(k_, a_.v, "v[e]") + ";");

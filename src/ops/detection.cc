@@ -324,6 +324,19 @@ std::vector<Tensor> eval_nms(EvalContext& ctx) {
 // Taps of more samples than this make RoiAlign's gathered tensor too large to decompose.
 constexpr int64_t kMaxRoiAlignTaps = 64;
 
+// What RoiAlign's and MaxRoiPool's decompositions need of their node: X,
+// 4-D and float with known dims (returned), float rois and an output of known
+// shape; null otherwise.
+const Type* region_image(const Expansion& e) {
+  const Type* x = e.ranked_float_input(0);
+  const Type& rois = e.node().input(1)->type();
+  const Type& y = e.node().output(0)->type();
+  if (x == nullptr || x->rank() != 4 || !rois.is_tensor() || !is_float(rois.dtype()) || !y.is_tensor() ||
+      !y.fully_shaped())
+    return nullptr;
+  return x;
+}
+
 // RoiAlign -> one Gather of X's elements at every sample's four bilinear
 // taps, times their weights, reduced per bin: ReduceSum divided by the
 // sample count (avg) or ReduceMax (max). The taps are separable: per axis
@@ -339,12 +352,9 @@ constexpr int64_t kMaxRoiAlignTaps = 64;
 // step. Unlike the reference kernel, it does not check batch_indices.
 bool decompose_roi_align(Expansion& e) {
   const Node& n = e.node();
-  const Type* x = e.ranked_float_input(0);
-  const Type& rois = n.input(1)->type();
+  const Type* x = region_image(e);
+  if (x == nullptr) return false;
   const Type& y = n.output(0)->type();
-  if (x == nullptr || x->rank() != 4 || !rois.is_tensor() || !is_float(rois.dtype()) || !y.is_tensor() ||
-      !y.fully_shaped())
-    return false;
   const RoiAlignAttrs a = roi_align_attrs(n);
   const Dims& xd = x->shape();
   if (a.sampling_ratio == 0 || 4 * a.sampling_ratio * a.sampling_ratio > kMaxRoiAlignTaps || !xd[1].is_static() ||
@@ -484,12 +494,9 @@ bool decompose_roi_align(Expansion& e) {
 // check the batch indices or refuse NaN coordinates.
 bool decompose_max_roi_pool(Expansion& e) {
   const Node& n = e.node();
-  const Type* x = e.ranked_float_input(0);
-  const Type& rois = n.input(1)->type();
+  const Type* x = region_image(e);
+  if (x == nullptr) return false;
   const Type& y = n.output(0)->type();
-  if (x == nullptr || x->rank() != 4 || !rois.is_tensor() || !is_float(rois.dtype()) || !y.is_tensor() ||
-      !y.fully_shaped())
-    return false;
   const Dims& xd = x->shape();
   if (!xd[1].is_static() || !xd[2].is_static() || !xd[3].is_static()) return false;
   const std::vector<int64_t> pooled = pooled_shape(n);
