@@ -120,6 +120,46 @@ void infer_col2im(InferContext& ctx) {
   ctx.set_output_type(0, Type::tensor(x.dtype(), out));
 }
 
+// Col2Im's sliding window over the image: its blocks per axis, and the
+// sizes of a block, of the blocks and of the image.
+struct Col2ImLayout {
+  std::vector<int64_t> image, block, blocks;
+  int64_t bvol = 0, nblocks = 0, ivol = 0;
+};
+
+Col2ImLayout col2im_layout(const std::vector<int64_t>& image, const std::vector<int64_t>& block,
+                           const SlidingWindow& sw) {
+  Col2ImLayout out{image, block, std::vector<int64_t>(image.size())};
+  for (size_t i = 0; i < image.size(); ++i) {
+    int64_t span = image[i] + sw.begin[i] + sw.end[i] - sw.dilations[i] * (block[i] - 1) - 1;
+    out.blocks[i] = span < 0 ? 0 : span / sw.strides[i] + 1;
+  }
+  out.bvol = product(block), out.nblocks = product(out.blocks), out.ivol = product(image);
+  return out;
+}
+
+// For offset k of block l, the flat image pixel it adds to (at k * nblocks +
+// l; -1 where it falls in the padding). Callers bound the layout's sizes
+// first: this is bvol * nblocks entries.
+std::vector<int64_t> col2im_pixels(const Col2ImLayout& layout, const SlidingWindow& sw) {
+  const std::vector<int64_t> strides = row_major_strides(layout.image);
+  const auto offsets = all_indices(layout.block);
+  const auto positions = all_indices(layout.blocks);
+  std::vector<int64_t> pixel(static_cast<size_t>(layout.bvol * layout.nblocks), -1);
+  for (int64_t k = 0; k < layout.bvol; ++k)
+    for (int64_t l = 0; l < layout.nblocks; ++l) {
+      int64_t at = 0;
+      bool inside = true;
+      for (size_t i = 0; i < layout.image.size() && inside; ++i) {
+        int64_t p = positions[l][i] * sw.strides[i] - sw.begin[i] + offsets[k][i] * sw.dilations[i];
+        inside = p >= 0 && p < layout.image[i];
+        at += p * strides[i];
+      }
+      if (inside) pixel[static_cast<size_t>(k * layout.nblocks + l)] = at;
+    }
+  return pixel;
+}
+
 // Each column's block of values is added into the image at the block's window
 // position, blocks in row-major order of the sliding window's positions.
 std::vector<Tensor> eval_col2im(EvalContext& ctx) {
@@ -134,33 +174,19 @@ std::vector<Tensor> eval_col2im(EvalContext& ctx) {
     ctx.fail("expected positive block sizes and non-negative image sizes, got " + shape_str(block) + " and " + shape_str(image));
   SlidingWindow sw;
   if (std::string why = sliding_window(ctx.node(), block, image, &sw); !why.empty()) ctx.fail(why);
-  size_t nd = image.size();
-  std::vector<int64_t> blocks(nd);
-  for (size_t i = 0; i < nd; ++i) {
-    int64_t span = image[i] + sw.begin[i] + sw.end[i] - sw.dilations[i] * (block[i] - 1) - 1;
-    blocks[i] = span < 0 ? 0 : span / sw.strides[i] + 1;
-  }
-  int64_t bvol = product(block), nblocks = product(blocks), ivol = product(image);
+  const Col2ImLayout layout = col2im_layout(image, block, sw);
+  const int64_t bvol = layout.bvol, nblocks = layout.nblocks, ivol = layout.ivol;
   if (x.shape()[1] % bvol != 0 || x.shape()[2] != nblocks)
     ctx.fail("expected input of shape (N, C * " + std::to_string(bvol) + ", " + std::to_string(nblocks) +
              ") for blocks " + shape_str(block) + " over image " + shape_str(image) + ", got " + shape_str(x.shape()));
   int64_t batch = x.shape()[0], channels = x.shape()[1] / bvol;
   std::vector<double> acc(batch * channels * ivol, 0.0);
-  std::vector<int64_t> istr = row_major_strides(image);
-  auto offsets = all_indices(block);
-  auto positions = all_indices(blocks);
+  const std::vector<int64_t> pixel = col2im_pixels(layout, sw);
   for (int64_t bc = 0; bc < batch * channels; ++bc)
     for (int64_t k = 0; k < bvol; ++k)
-      for (int64_t l = 0; l < nblocks; ++l) {
-        int64_t at = 0;
-        bool inside = true;
-        for (size_t i = 0; i < nd && inside; ++i) {
-          int64_t p = positions[l][i] * sw.strides[i] - sw.begin[i] + offsets[k][i] * sw.dilations[i];
-          inside = p >= 0 && p < image[i];
-          at += p * istr[i];
-        }
-        if (inside) acc[bc * ivol + at] += x.get_f64((bc * bvol + k) * nblocks + l);
-      }
+      for (int64_t l = 0; l < nblocks; ++l)
+        if (int64_t at = pixel[static_cast<size_t>(k * nblocks + l)]; at >= 0)
+          acc[bc * ivol + at] += x.get_f64((bc * bvol + k) * nblocks + l);
   std::vector<int64_t> yshape = {batch, channels};
   yshape.insert(yshape.end(), image.begin(), image.end());
   Tensor y(x.dtype(), yshape);
@@ -395,32 +421,19 @@ bool decompose_col2im(Expansion& e) {
     return false;
   SlidingWindow sw;
   if (!sliding_window(n, block, image, &sw).empty()) return false;
-  const size_t nd = image.size();
-  std::vector<int64_t> blocks(nd);
-  for (size_t i = 0; i < nd; ++i) {
-    int64_t span = image[i] + sw.begin[i] + sw.end[i] - sw.dilations[i] * (block[i] - 1) - 1;
-    blocks[i] = span < 0 ? 0 : span / sw.strides[i] + 1;
-  }
-  const int64_t bvol = product(block), nblocks = product(blocks), ivol = product(image);
+  const Col2ImLayout layout = col2im_layout(image, block, sw);
+  const int64_t bvol = layout.bvol, nblocks = layout.nblocks, ivol = layout.ivol;
   if (x.shape()[1].value() % bvol != 0 || x.shape()[2].value() != nblocks || nblocks == 0 || ivol == 0 ||
       ivol > kMaxCol2ImEntries / bvol)
     return false;
   const Dim batch = x.shape()[0], channels(x.shape()[1].value() / bvol);
   std::vector<int64_t> table(static_cast<size_t>(ivol * bvol), 0);
   std::vector<double> lands(table.size(), 0.0);
-  const std::vector<int64_t> strides = row_major_strides(image);
-  const auto offsets = all_indices(block);
-  const auto positions = all_indices(blocks);
+  const std::vector<int64_t> pixel = col2im_pixels(layout, sw);
   for (int64_t k = 0; k < bvol; ++k)
     for (int64_t l = 0; l < nblocks; ++l) {
-      int64_t q = 0;
-      bool inside = true;
-      for (size_t i = 0; i < nd && inside; ++i) {
-        int64_t p = positions[l][i] * sw.strides[i] - sw.begin[i] + offsets[k][i] * sw.dilations[i];
-        inside = p >= 0 && p < image[i];
-        q += p * strides[i];
-      }
-      if (!inside) continue;
+      const int64_t q = pixel[static_cast<size_t>(k * nblocks + l)];
+      if (q < 0) continue;
       table[static_cast<size_t>(q * bvol + k)] = k * nblocks + l;
       lands[static_cast<size_t>(q * bvol + k)] = 1.0;
     }
