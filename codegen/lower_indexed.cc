@@ -380,26 +380,41 @@ int Lowering::lower_gather_nd(const Node& p, int frame) {
   return emit(std::move(load));
 }
 
-// MaxPool and AveragePool, the window unrolled: at output point (n, c, o...),
-// tap r... reads X at o * stride - pad_begin + r * dilation along each
-// spatial dim. Where that position can fall outside the input (known from
-// the static extents, else assumed), the tap's load is guarded by it, so no
-// address outside X is read: MaxPool takes -inf there, AveragePool 0, and
-// AveragePool's divisor counts the taps inside the input (or, with
-// count_include_pad, those before the end padding: ceil_mode windows reach past it).
+// MaxPool, AveragePool and depthwise Conv, the window unrolled: at output
+// point (n, c, o...), tap r... reads X at o * stride - pad_begin + r * dilation
+// along each spatial dim. Where that position can fall outside the input
+// (known from the static extents, else assumed), the tap's load is guarded by
+// it, so no address outside X is read: MaxPool takes -inf there, AveragePool
+// and Conv 0, and AveragePool's divisor counts the taps inside the input (or,
+// with count_include_pad, those before the end padding: ceil_mode windows
+// reach past it). Conv weighs tap r by W[c, 0, r...] and adds B[c].
 // MaxPool's Indices output is the flat position in X of the tap each point took:
 // the first inside tap, then any that is greater or NaN, as the interpreter
 // scans. Records the value of each output in values_.
 void Lowering::lower_pool(const Node& p, int frame) {
   if (frame != 0 || k_.kind != kir::Kind::Pointwise) fail(&p, "is lowered only as a kernel of its own");
+  const bool conv = p.op_type() == "Conv";
   PoolWindow w;
-  if (std::string why = pool_window(p, &w); !why.empty()) fail(&p, why);
+  if (std::string why = conv ? depthwise_window(p, &w) : pool_window(p, &w); !why.empty()) fail(&p, why);
   View x = view_of(p.input(0));
   std::vector<SymExpr> out = shape_of(p.output(0));
   const std::vector<int>& to_domain = frames_[0].to_domain;
   size_t ns = w.kernel.size();
   DType dt = p.output(0)->type().dtype();
   bool max = p.op_type() == "MaxPool";
+  // Channel c's element of a per-channel operand: B[c], or W[c, 0, tap...].
+  auto per_channel = [&](const Value* v, const std::vector<int64_t>& tap) {
+    View operand = view_of(v);
+    Instr load;
+    load.op = Op::Load;
+    load.dtype = dt;
+    load.buffer = operand.buffer;
+    load.index = kir::Index{std::vector<SymExpr>(k_.domain.size()), operand.offset};
+    load.index.strides[to_domain[1]] = operand.strides[0];
+    for (size_t d = 0; d < tap.size(); ++d)
+      load.index.offset = load.index.offset + operand.strides[2 + d] * c(tap[d]);
+    return emit(std::move(load));
+  };
   bool indices = max && p.num_outputs() > 1 && p.output(1) != nullptr;
   std::vector<SymExpr> x_strides = row_major(x.shape);
   int plane = -1;  // the flat position of (n, c, 0...) in X
@@ -451,6 +466,7 @@ void Lowering::lower_pool(const Node& p, int frame) {
     }
     if (inside >= 0) load.args = {inside};
     int loaded = emit(std::move(load)), value = loaded;
+    if (conv) value = emit(Op::Mul, dt, {loaded, per_channel(p.input(1), tap)});
     if (max && inside >= 0)
       value = emit(Op::Where, dt, {inside, value, constant(dt, -std::numeric_limits<double>::infinity())});
     if (indices) {
@@ -472,6 +488,7 @@ void Lowering::lower_pool(const Node& p, int frame) {
     }
     result = result < 0 ? value : emit(max ? Op::Max : Op::Add, dt, {result, value});
     int counts = w.count_include_pad ? in_padding : inside;
+    if (conv) continue;
     if (!max && counts < 0) {
       ++always_counted;
     } else if (!max) {
@@ -480,7 +497,9 @@ void Lowering::lower_pool(const Node& p, int frame) {
     }
   }
   if (indices) values_.emplace(std::make_pair(p.output(1), frame), best);
-  if (!max) {
+  if (conv) {
+    if (p.has_input(2)) result = emit(Op::Add, dt, {result, per_channel(p.input(2), {})});
+  } else if (!max) {
     int divisor = constant(dt, static_cast<double>(always_counted));
     if (counted >= 0) divisor = always_counted == 0 ? counted : emit(Op::Add, dt, {counted, divisor});
     result = emit(Op::Div, dt, {result, divisor});

@@ -17,14 +17,16 @@
 //      and epilogue) and reductions of the same shape over the same axes
 //      (softmax's max then sum, layernorm's two means);
 //   3. pointwise: each remaining pointwise node grows over connected pointwise
-//      nodes computing over the same output shape (inputs may broadcast);
+//      nodes computing over the same output shape (inputs may broadcast), and
+//      over a pool or depthwise Conv of that output shape whose operands come
+//      from outside the group (the window op leads; its epilogue follows);
 //   4. movement leaves: a movement node whose every reader is in one pointwise
 //      or reduction group joins it (its data comes from outside, so its loads
 //      stay affine; a movement op on an intermediate never joins); visited
 //      last to first, so a chain of them (Slice then Slice of a mask) joins
 //      whole and its loads compose;
-//   5. single: every Concat, Gather, ScatterAdd and pool is a kernel of its own,
-//      and so is every other movement node, except that one reading the end of
+//   5. single: every Concat, Gather, ScatterAdd and pool that step 3 left is a
+//      kernel of its own, and so is every other movement node, except that one reading the end of
 //      such a chain, as its only reader, extends it (one copy kernel for a
 //      Slice, a reshape that splits axes and a Transpose: split_axes says which
 //      reshapes compose with strides). Before grouping, a movement node read
@@ -390,10 +392,38 @@ class Fuser {
 
   // ---- 3. pointwise ---------------------------------------------------------
 
+  // A pool or depthwise Conv (role Indexed, lowered by its unrolled window): it
+  // may lead a pointwise kernel whose shape is its output's, reading its
+  // operands from buffers.
+  bool is_window(const Node& n) const {
+    return role(&n) == KernelRole::Indexed &&
+           (n.op_type() == "MaxPool" || n.op_type() == "AveragePool" || n.op_type() == "Conv");
+  }
+
+  // Whether a node of group gr computes one of `window`'s operands.
+  bool feeds_window(const Group& gr, const Node& window) const {
+    for (const Value* in : window.inputs())
+      if (in != nullptr && in->producer() != nullptr && in->producer()->graph() == &g_ &&
+          &group(in->producer()) == &gr)
+        return true;
+    return false;
+  }
+
+  // Pointwise nodes over the same output shape, and a window op whose operands
+  // come from outside the group (its epilogue: a bias, an activation) -- never
+  // a pointwise node that computes a window member's operand.
   void grow_pointwise(Node& p) {
     Group& gr = start(p, FusionKind::Pointwise);
     gr.full = shape_of(p.output(0));
-    grow(gr, [&](const Node& n) { return role(&n) == KernelRole::Pointwise && shape_of(n.output(0)) == gr.full; });
+    grow(gr, [&](const Node& n) {
+      if (shape_of(n.output(0)) != gr.full) return false;
+      if (is_window(n)) return !feeds_window(gr, n);
+      if (role(&n) != KernelRole::Pointwise) return false;
+      for (const Value* out : n.outputs())
+        for (const Node* r : readers(out))
+          if (&group(r) == &gr && is_window(*r)) return false;
+      return true;
+    });
   }
 
   // ---- 4. movement leaves ---------------------------------------------------

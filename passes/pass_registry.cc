@@ -43,6 +43,10 @@ const std::vector<PassInfo>& all_passes() {
        Phase::Optimize, fold_transpose_matmul},
       {"fold_batchnorm_conv", "Fold inference BatchNormalization into the Conv before it", Phase::Optimize,
        fold_batchnorm_conv},
+      // After the batch-norm fold, so the Conv it becomes a product of carries the folded bias.
+      {"conv1x1_matmul", "1x1 Conv (stride 1, no padding, one group) becomes a MatMul of its weights by the "
+                         "input's channels: cuBLASLt rather than cuDNN, whose calls cost more host time",
+       Phase::Optimize, conv1x1_matmul},
       // After the folds, so weights are converted once in their final form, and after fuse_attention, so the
       // fused attention is cast as one op.
       {"autocast", "--precision fp16/bf16: matrix products, convolutions and attention read low-precision operands "

@@ -661,7 +661,11 @@ bool decompose_lp_pool(Expansion& e) {
 
 void register_conv_pool_ops(OpRegistry& r) {
   r.add(OpDef{"", "Conv", 11, kContraction, infer_conv, eval_conv, kFloatTypes})
-      .kernel_role(KernelRole::Convolution, [](const Node& n) { return conv_window(n, nullptr).empty(); })
+      .kernel_role(KernelRole::Convolution,
+                   [](const Node& n) {
+                     if (!conv_window(n, nullptr).empty()) return KernelRole::None;
+                     return depthwise_window(n, nullptr).empty() ? KernelRole::Indexed : KernelRole::Convolution;
+                   })
       .gradient(conv_rule);
   r.add(OpDef{"", "MaxPool", 12, kReduction, infer_pool,
               [](EvalContext& c) { return eval_pool(c, PoolKind::Max); },

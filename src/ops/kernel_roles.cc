@@ -164,6 +164,29 @@ std::string pool_window(const Node& n, PoolWindow* out) {
   return "";
 }
 
+std::string depthwise_window(const Node& n, PoolWindow* out) {
+  ConvWindow cw;
+  if (std::string why = conv_window(n, &cw); !why.empty()) return why;
+  const Dim& channels = n.input(0)->type().shape()[1];
+  const Dim& filters = n.input(1)->type().shape()[0];
+  if (!channels.is_static() || cw.groups != channels.value() || !filters.is_static() ||
+      filters.value() != channels.value())
+    return "not a depthwise convolution (one filter per input channel)";
+  int64_t taps = 1;
+  for (int64_t k : cw.kernel) taps *= std::min(k, kMaxPoolTaps + 1);
+  if (taps > kMaxPoolTaps)
+    return "a window of more than " + std::to_string(kMaxPoolTaps) + " taps (the kernel unrolls its window)";
+  if (out != nullptr) {
+    out->kernel = std::move(cw.kernel);
+    out->strides = std::move(cw.strides);
+    out->dilations = std::move(cw.dilations);
+    out->pads_begin = cw.pads;
+    out->pads_end = std::move(cw.pads);
+    out->count_include_pad = false;
+  }
+  return "";
+}
+
 bool is_reshape(const Node& n) {
   static const std::unordered_set<std::string_view> kReshapes = {"Reshape", "Flatten", "Squeeze", "Unsqueeze"};
   return (n.domain().empty() && kReshapes.count(n.op_type())) || (n.domain() == kTccDomain && n.op_type() == "Reshape");

@@ -127,6 +127,14 @@ constexpr int64_t kMaxPoolTaps = 64;
 // dtypes, a window of more than kMaxPoolTaps taps, SAME padding of a symbolic dim.
 std::string pool_window(const Node& n, PoolWindow* w);
 
+// Resolves the window of a depthwise Conv (one filter per input channel: W
+// [C, 1, k...] with group C) into *w and returns "", or returns why the node
+// is not one a generated kernel computes: what conv_window refuses, another
+// grouping, or a window of more than kMaxPoolTaps taps. Such a Conv is a pool
+// that weighs its taps: a generated kernel of its own (role Indexed) rather than
+// a cuDNN call, whose host time per call is many launches'.
+std::string depthwise_window(const Node& n, PoolWindow* w);
+
 // Why TopK node n gets no kernel, or "" when it gets one: k must be a
 // constant of at least 1 (so the outputs' shape is static along the axis) and
 // the axis static, the row the kernel walks.

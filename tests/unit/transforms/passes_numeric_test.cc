@@ -372,6 +372,56 @@ TEST(PassNumerics, SimplifyAlgebraKeepsAddOfPositiveZero) {
   EXPECT_EQ(count_ops(*m->graph, "Add"), 1u);
 }
 
+// conv1x1_matmul adds nodes (views, a bias Add) where the cases above remove
+// them: each shape it rewrites -- pixels with a bias, one pixel (Gemm), a 1-D
+// Conv with weights computed in the graph, a 3-D Conv -- computes the Conv's values.
+TEST(PassNumerics, Conv1x1MatmulComputesTheConvolution) {
+  const char* cases[] = {
+      R"(graph main opset(ai.onnx: 17) {
+  input %x: f32[2, 3, 4, 5]
+  input %w: f32[6, 3, 1, 1]
+  input %b: f32[6]
+  %y: f32[2, 6, 4, 5] = Conv(%x, %w, %b)
+  %r: f32[2, 6, 4, 5] = Relu(%y)
+  output %r
+})",
+      R"(graph main opset(ai.onnx: 17) {
+  input %x: f32[3, 5, 1, 1]
+  input %w: f32[4, 5, 1, 1]
+  input %b: f32[4]
+  %y: f32[3, 4, 1, 1] = Conv(%x, %w, %b)
+  %r: f32[3, 4, 1, 1] = Sigmoid(%y)
+  output %r
+})",
+      R"(graph main opset(ai.onnx: 17) {
+  input %x: f32[2, 3, 7]
+  input %w: f32[2, 3, 1]
+  %wn: f32[2, 3, 1] = Neg(%w)
+  %y: f32[2, 2, 7] = Conv(%x, %wn)
+  %r: f32[2, 2, 7] = Relu(%y)
+  output %r
+})",
+      R"(graph main opset(ai.onnx: 17) {
+  input %x: f32[1, 2, 3, 2, 2]
+  input %w: f32[3, 2, 1, 1, 1]
+  input %b: f32[3]
+  %y: f32[1, 3, 3, 2, 2] = Conv(%x, %w, %b)
+  %r: f32[1, 3, 3, 2, 2] = Relu(%y)
+  output %r
+})",
+  };
+  for (const char* text : cases) {
+    auto [original, rewritten] = parse_twice(text);
+    ASSERT_TRUE(optimize(*rewritten, "conv1x1_matmul")) << text;
+    EXPECT_EQ(count_ops(*rewritten->graph, "Conv"), 0u) << print_model(*rewritten);
+    for (uint32_t seed = 1; seed <= 2; ++seed) {
+      Inputs in = random_inputs(*original->graph, seed);
+      Interpreter a, b;
+      expect_close(a.run(*original->graph, in), b.run(*rewritten->graph, in), text);
+    }
+  }
+}
+
 // ---- The exported fixtures ----------------------------------------------------
 
 std::string fixture_path(const std::string& rel) { return std::string(TCC_SOURCE_DIR) + "/tests/fixtures/" + rel; }
