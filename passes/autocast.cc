@@ -1,6 +1,7 @@
 // autocast: with --precision fp16 or bf16, the model computes its products in
 // that dtype, by the rules torch.autocast applies on CUDA, read for ONNX ops.
 //
+// Each op's class is its OpDef's `autocast` (src/ops, beside the op):
 //   - Matrix products (MatMul, Gemm, Conv, ConvTranspose) and attention
 //     (ONNX's and the fused tcc::Attention, as torch's
 //     scaled_dot_product_attention, and its backward's tcc::AttentionGrad,
@@ -25,34 +26,16 @@
 // data, and keep theirs. With fp32 and tf32 the pass changes nothing (tf32 is
 // the libraries' math mode, codegen's business).
 #include <map>
-#include <set>
 #include <unordered_map>
 
 #include "passes/pass.h"
 #include "src/ir/replace_nodes.h"
 #include "src/ops/decomposition.h"  // constant_value
-#include "src/ops/fusion.h"         // kTccDomain
+#include "src/ops/op_registry.h"
 
 namespace tcc {
 
 namespace {
-
-enum class Cast { Low, F32, Follow };
-
-const std::set<std::string>& low_ops() {
-  static const std::set<std::string> ops = {"MatMul", "Gemm", "Conv", "ConvTranspose", "Attention", "AttentionGrad"};
-  return ops;
-}
-
-const std::set<std::string>& f32_ops() {
-  static const std::set<std::string> ops = {
-      "Softmax", "LogSoftmax", "LayerNormalization", "GroupNormalization", "InstanceNormalization",
-      "RMSNormalization", "LpNormalization", "BatchNormalization", "MeanVarianceNormalization", "LRN",
-      "ReduceSum", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare",
-      "CumSum", "Exp", "Log", "Pow", "Reciprocal", "Softplus", "Acos", "Asin", "Cosh", "Sinh", "Tan",
-      "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss"};
-  return ops;
-}
 
 // The row statistics a tcc::AttentionGrad pass computes (wrt "stats") or reads (its last input).
 bool attention_statistics(const Node& n) { return n.op_type() == "AttentionGrad" && n.get_string("wrt", "") == "stats"; }
@@ -84,12 +67,11 @@ class Autocast {
   }
 
  private:
-  Cast rule(const Node& n) const {
-    if (!n.regions().empty() || several_model_outputs(n)) return Cast::F32;
-    if (!n.domain().empty() && n.domain() != kTccDomain) return Cast::Follow;
-    if (low_ops().count(n.op_type())) return Cast::Low;
-    if (f32_ops().count(n.op_type())) return Cast::F32;
-    return Cast::Follow;
+  // The op's class (OpDef::autocast), but f32 for a node with regions or several outputs in the signature.
+  AutocastClass rule(const Node& n) const {
+    if (!n.regions().empty() || several_model_outputs(n)) return AutocastClass::F32;
+    const OpDef* def = OpRegistry::get().lookup(n);
+    return def != nullptr ? def->autocast : AutocastClass::Follow;
   }
 
   // A node with more than one output in the signature is left in f32: the
@@ -109,11 +91,11 @@ class Autocast {
         floats.push_back(i);
     }
     switch (rule(n)) {
-      case Cast::Low:
+      case AutocastClass::Low:
         for (size_t i : floats) set_dtype(n, i, low_);
         if (!attention_statistics(n)) lower_outputs(n);
         break;
-      case Cast::F32:
+      case AutocastClass::F32:
         for (size_t i : floats) set_dtype(n, i, DType::F32);
         for (const Value* read : n.captures())
           if (read->type().is_tensor() && read->type().dtype() == low_) {
@@ -122,7 +104,7 @@ class Autocast {
             for (Graph* r : n.regions()) r->replace_all_uses(c, up);
           }
         break;
-      case Cast::Follow: {
+      case AutocastClass::Follow: {
         bool any_low = false, any_f32 = false;
         for (size_t i : floats)
           if (!constant_value(n.input(i))) (n.input(i)->type().dtype() == low_ ? any_low : any_f32) = true;

@@ -20,6 +20,7 @@
 #include <set>
 
 #include "passes/rewrite.h"
+#include "src/ops/op_registry.h"
 
 namespace tcc {
 
@@ -150,27 +151,30 @@ bool simplify_transpose(Node& n, Rewriter& rw) {
   return true;
 }
 
-const std::vector<RewriteRule> kRules = {
-    {"Add", "constants_moved_right", constant_to_right},        // Add(c, x) -> Add(x, c)
-    {"Mul", "constants_moved_right", constant_to_right},        // Mul(c, x) -> Mul(x, c)
-    {"And", "constants_moved_right", constant_to_right},        // And(c, x) -> And(x, c)
-    {"Or", "constants_moved_right", constant_to_right},         // Or(c, x) -> Or(x, c)
-    {"Xor", "constants_moved_right", constant_to_right},        // Xor(c, x) -> Xor(x, c)
-    {"Equal", "constants_moved_right", constant_to_right},      // Equal(c, x) -> Equal(x, c)
-    {"BitwiseAnd", "constants_moved_right", constant_to_right}, // BitwiseAnd(c, x) -> BitwiseAnd(x, c)
-    {"BitwiseOr", "constants_moved_right", constant_to_right},  // BitwiseOr(c, x) -> BitwiseOr(x, c)
-    {"BitwiseXor", "constants_moved_right", constant_to_right}, // BitwiseXor(c, x) -> BitwiseXor(x, c)
-    {"Identity", "identities_removed", remove_identity},        // Identity(x) -> x
-    {"Dropout", "dropouts_removed", remove_inference_dropout},  // Dropout(x) -> x (inference)
-    {"Cast", "casts_removed", remove_noop_cast},                // Cast(x: T, to=T) -> x
-    {"Reshape", "reshapes_folded", fold_reshape_chain},         // Reshape(Reshape(x, s1), s2) -> Reshape(x, s2)
-    {"Squeeze", "squeeze_pairs_removed", cancel_squeeze_pair},  // Squeeze(Unsqueeze(x, a), a) -> x
-    {"Unsqueeze", "squeeze_pairs_removed", cancel_squeeze_pair},// Unsqueeze(Squeeze(x, a), a) -> x
-    {"Transpose", "transposes_simplified", simplify_transpose}, // Transpose(Transpose(x, p), q) -> Transpose(x, p[q])
-};
+// Add(c, x) -> Add(x, c) for every op its OpDef calls commutative (Add, Mul,
+// Equal, And, Or, Xor, the bitwise ones), then the other rules.
+const std::vector<RewriteRule>& rules() {
+  static const std::vector<RewriteRule> table = [] {
+    std::vector<RewriteRule> r;
+    for (const OpDef* def : OpRegistry::get().all())
+      if (def->commutative && def->domain.empty()) r.push_back({def->op_type, "constants_moved_right", constant_to_right});
+    std::sort(r.begin(), r.end(), [](const RewriteRule& a, const RewriteRule& b) { return a.op_type < b.op_type; });
+    r.insert(r.end(), {
+        {"Identity", "identities_removed", remove_identity},          // Identity(x) -> x
+        {"Dropout", "dropouts_removed", remove_inference_dropout},    // Dropout(x) -> x (inference)
+        {"Cast", "casts_removed", remove_noop_cast},                  // Cast(x: T, to=T) -> x
+        {"Reshape", "reshapes_folded", fold_reshape_chain},           // Reshape(Reshape(x, s1), s2) -> Reshape(x, s2)
+        {"Squeeze", "squeeze_pairs_removed", cancel_squeeze_pair},    // Squeeze(Unsqueeze(x, a), a) -> x
+        {"Unsqueeze", "squeeze_pairs_removed", cancel_squeeze_pair},  // Unsqueeze(Squeeze(x, a), a) -> x
+        {"Transpose", "transposes_simplified", simplify_transpose},   // Transpose(Transpose(x, p), q) -> Transpose(x, p[q])
+    });
+    return r;
+  }();
+  return table;
+}
 
 }  // namespace
 
-bool canonicalize(Graph& g, PassContext& ctx) { return apply_rewrites(g, kRules, ctx.stats); }
+bool canonicalize(Graph& g, PassContext& ctx) { return apply_rewrites(g, rules(), ctx.stats); }
 
 }  // namespace tcc

@@ -60,8 +60,9 @@ const std::vector<PassInfo>& all_passes() {
                                 "rest are recomputed before their backward readers", Phase::Fuse,
        recompute_activations},
       // Composite ops become primitives first, so fuse can group them with their neighbours.
-      {"decompose", "Softmax, LogSoftmax, LayerNormalization and inference BatchNormalization into reductions and "
-                    "pointwise ops; global pools into reductions; Split into Slices", Phase::Fuse, decompose},
+      {"decompose", "Ops with an OpDef decomposition into ops that have kernels (Softmax, the norms, global pools, "
+                    "Split, recurrent cells, DFT, the quantized contractions, ...)",
+       Phase::Fuse, decompose},
       {"fuse", "Group nodes into tcc::Fusion kernels: pointwise chains, reductions with prologues and epilogues, "
                "MatMul/Gemm with cuBLASLt epilogues, lone movement ops", Phase::Fuse, fuse},
       // After fuse: it merges the pointwise fusions fuse made of each parameter's update.

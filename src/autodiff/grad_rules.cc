@@ -11,13 +11,6 @@ const GradRule* find_grad_rule(const Node& n) {
   return def && def->grad ? &def->grad : nullptr;
 }
 
-std::vector<std::string> grad_rule_ops() {
-  std::vector<std::string> ops;
-  for (const OpDef* def : OpRegistry::get().all())
-    if (def->domain.empty() && def->grad) ops.push_back(def->op_type);
-  return ops;
-}
-
 std::string no_grad_rule_reason(const Node& n) {
   if (!OpRegistry::get().lookup(n.domain(), n.op_type(), n.opset())) return OpRegistry::get().why_unsupported(n);
   if (n.op_type() == "If" || n.op_type() == "Loop" || n.op_type() == "Scan")

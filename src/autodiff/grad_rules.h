@@ -4,7 +4,6 @@
 #pragma once
 
 #include <string>
-#include <vector>
 
 #include "src/ir/graph.h"
 #include "src/ops/gradient.h"
@@ -14,8 +13,6 @@ namespace tcc {
 // The rule for a node's op, or null when there is none (or tcc does not
 // support the op at the node's opset).
 const GradRule* find_grad_rule(const Node& n);
-// The ops (default domain) that have a rule.
-std::vector<std::string> grad_rule_ops();
 // Why an op has no rule, for ops tcc does not support or knows it cannot
 // differentiate yet; empty otherwise.
 std::string no_grad_rule_reason(const Node& n);

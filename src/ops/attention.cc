@@ -556,12 +556,14 @@ void register_attention_ops(OpRegistry& r) {
   r.add(OpDef{"", "Attention", 23, 0, infer_attention, eval_attention, {}})
       .kernel_role(KernelRole::Attention, role)
       .gradient(attn::attention_gradient, attn::fused_backward_applies)
-      .decomposition(decompose_attention);
+      .decomposition(decompose_attention)
+      .under_autocast(AutocastClass::Low);
   // The same op at any opset: what passes/fuse_attention writes for the attention an exporter spelled out.
   r.add(OpDef{std::string(kTccDomain), "Attention", 1, 0, infer_attention, eval_attention, {}})
       .kernel_role(KernelRole::Attention, role)
       .gradient(attn::attention_gradient, attn::fused_backward_applies)
-      .decomposition(decompose_attention);
+      .decomposition(decompose_attention)
+      .under_autocast(AutocastClass::Low);
 }
 
 }  // namespace tcc

@@ -228,7 +228,8 @@ void attention_gradient(GradContext& c) {
 void register_attention_grad_ops(OpRegistry& r) {
   r.add(OpDef{std::string(kTccDomain), "AttentionGrad", 1, 0, attn::infer_attention_grad, attn::eval_attention_grad, {}})
       .kernel_role(KernelRole::Attention,
-                   [](const Node& n) { return attn::attention_grad_kernel_refusal(n).empty(); });
+                   [](const Node& n) { return attn::attention_grad_kernel_refusal(n).empty(); })
+      .under_autocast(AutocastClass::Low);
 }
 
 }  // namespace tcc

@@ -59,13 +59,13 @@ Tensor bitshift_kernel(const EvalContext& ctx) {
 void register_bitwise_ops(OpRegistry& r) {
   add_op(r, "BitwiseAnd", 18, kInteger, infer_same_dtype(), [](EvalContext& ctx) {
     return std::vector<Tensor>{combine_bits(ctx, [](int64_t a, int64_t b) { return a & b; })};
-  }).pointwise_kernel(scalar(ScalarOp::BitAnd));
+  }).pointwise_kernel(scalar(ScalarOp::BitAnd)).commutes();
   add_op(r, "BitwiseOr", 18, kInteger, infer_same_dtype(), [](EvalContext& ctx) {
     return std::vector<Tensor>{combine_bits(ctx, [](int64_t a, int64_t b) { return a | b; })};
-  }).pointwise_kernel(scalar(ScalarOp::BitOr));
+  }).pointwise_kernel(scalar(ScalarOp::BitOr)).commutes();
   add_op(r, "BitwiseXor", 18, kInteger, infer_same_dtype(), [](EvalContext& ctx) {
     return std::vector<Tensor>{combine_bits(ctx, [](int64_t a, int64_t b) { return a ^ b; })};
-  }).pointwise_kernel(scalar(ScalarOp::BitXor));
+  }).pointwise_kernel(scalar(ScalarOp::BitXor)).commutes();
   add_op(r, "BitwiseNot", 18, kInteger, infer_same_dtype(), [](EvalContext& ctx) {
     const Tensor& x = ctx.input(0);
     Tensor out(x.dtype(), x.shape());

@@ -666,7 +666,8 @@ void register_conv_pool_ops(OpRegistry& r) {
                      if (!conv_window(n, nullptr).empty()) return KernelRole::None;
                      return depthwise_window(n, nullptr).empty() ? KernelRole::Indexed : KernelRole::Convolution;
                    })
-      .gradient(conv_rule);
+      .gradient(conv_rule)
+      .under_autocast(AutocastClass::Low);
   r.add(OpDef{"", "MaxPool", 12, kReduction, infer_pool,
               [](EvalContext& c) { return eval_pool(c, PoolKind::Max); },
               {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I8, DType::U8, DType::I64}})

@@ -275,7 +275,8 @@ bool decompose_conv_transpose(Expansion& e) {
 void register_conv_transpose_ops(OpRegistry& r) {
   r.add(OpDef{"", "ConvTranspose", 11, kContraction, infer_convtranspose, eval_convtranspose, kFloatTypes})
       .gradient(conv_transpose_rule)
-      .decomposition(decompose_conv_transpose);
+      .decomposition(decompose_conv_transpose)
+      .under_autocast(AutocastClass::Low);
 }
 
 }  // namespace tcc

@@ -582,7 +582,7 @@ void register_arithmetic(OpRegistry& r) {
          [](EvalContext& ctx) {
            return std::vector<Tensor>{
                fold_numeric(ctx, ctx.input(0).dtype(), [](auto a, auto b) { return wrap_add(a, b); })};
-         }).pointwise_kernel(scalar(ScalarOp::Add)).gradient(add_rule);
+         }).pointwise_kernel(scalar(ScalarOp::Add)).gradient(add_rule).commutes();
   add_op(r, "Sub", 7, kNumeric,
          infer_same_dtype([](const std::vector<Dim>& a) { return Dim(a[0].expr() - a[1].expr()); }),
          [](EvalContext& ctx) {
@@ -594,7 +594,7 @@ void register_arithmetic(OpRegistry& r) {
          [](EvalContext& ctx) {
            return std::vector<Tensor>{
                fold_numeric(ctx, ctx.input(0).dtype(), [](auto a, auto b) { return wrap_mul(a, b); })};
-         }).pointwise_kernel(scalar(ScalarOp::Mul)).gradient(mul_rule);
+         }).pointwise_kernel(scalar(ScalarOp::Mul)).gradient(mul_rule).commutes();
   add_op(r, "Div", 7, kNumeric,
          infer_same_dtype([](const std::vector<Dim>& a) { return div_values(a[0], a[1]); }),
          [](EvalContext& ctx) {
@@ -614,7 +614,7 @@ void register_arithmetic(OpRegistry& r) {
         return b.op(n.get_int("fmod", 0) != 0 ? ScalarOp::Fmod : ScalarOp::Mod, out_dtype(n), in);
       }).gradient(mod_rule);
   add_op(r, "Pow", 7, kNumeric, infer_same_dtype(nullptr, false),
-         [](EvalContext& ctx) { return std::vector<Tensor>{pow_kernel(ctx)}; }).pointwise_kernel(scalar(ScalarOp::Pow)).gradient(pow_rule);
+         [](EvalContext& ctx) { return std::vector<Tensor>{pow_kernel(ctx)}; }).pointwise_kernel(scalar(ScalarOp::Pow)).gradient(pow_rule).under_autocast(AutocastClass::F32);
 
   // Variadic.
   auto minmax_value = [](bool is_max) {
@@ -695,7 +695,7 @@ void register_compare_and_logic(OpRegistry& r) {
            if (!eq) return std::nullopt;
            return Dim(*eq ? 1 : 0);
          }),
-         [](EvalContext& ctx) { return std::vector<Tensor>{compare(ctx, [](auto a, auto b) { return a == b; })}; }).pointwise_kernel(scalar(ScalarOp::Equal));
+         [](EvalContext& ctx) { return std::vector<Tensor>{compare(ctx, [](auto a, auto b) { return a == b; })}; }).pointwise_kernel(scalar(ScalarOp::Equal)).commutes();
   auto ordered = [&r](const std::string& name, auto pred,
                       std::function<std::optional<bool>(const Dim&, const Dim&)> sym) -> OpDef& {
     return add_op(r, name, name.find("OrEqual") == std::string::npos ? 9 : 12, kAll,
@@ -722,13 +722,13 @@ void register_compare_and_logic(OpRegistry& r) {
   }).pointwise_kernel(scalar(ScalarOp::Not));
   add_op(r, "And", 7, kBool, infer_bool(), [](EvalContext& ctx) {
     return std::vector<Tensor>{compare(ctx, [](auto a, auto b) { return a != decltype(a){} && b != decltype(b){}; })};
-  }).pointwise_kernel(scalar(ScalarOp::And));
+  }).pointwise_kernel(scalar(ScalarOp::And)).commutes();
   add_op(r, "Or", 7, kBool, infer_bool(), [](EvalContext& ctx) {
     return std::vector<Tensor>{compare(ctx, [](auto a, auto b) { return a != decltype(a){} || b != decltype(b){}; })};
-  }).pointwise_kernel(scalar(ScalarOp::Or));
+  }).pointwise_kernel(scalar(ScalarOp::Or)).commutes();
   add_op(r, "Xor", 7, kBool, infer_bool(), [](EvalContext& ctx) {
     return std::vector<Tensor>{compare(ctx, [](auto a, auto b) { return (a != decltype(a){}) != (b != decltype(b){}); })};
-  }).pointwise_kernel(scalar(ScalarOp::Xor));
+  }).pointwise_kernel(scalar(ScalarOp::Xor)).commutes();
 }
 
 void register_select_and_cast(OpRegistry& r) {

@@ -429,7 +429,8 @@ void register_linalg_ops(OpRegistry& r) {
               },
               kNumeric})
       .kernel_role(KernelRole::Contraction, [](const Node& n) { return argument_refusal(n).empty() && strided_batches(n); })
-      .gradient(matmul_rule);
+      .gradient(matmul_rule)
+      .under_autocast(AutocastClass::Low);
   r.add(OpDef{"", "MatMulInteger", 10, kContraction,
               [](InferContext& ctx) {
                 if (!ranked(ctx, 0) || !ranked(ctx, 1)) ctx.set_output_type(0, Type::tensor_unranked(DType::I32));
@@ -446,7 +447,8 @@ void register_linalg_ops(OpRegistry& r) {
               [](EvalContext& ctx) { return std::vector<Tensor>{gemm_kernel(ctx)}; }, kNumeric})
       .kernel_role(KernelRole::Contraction, [](const Node& n) { return argument_refusal(n).empty(); })
       .gradient(gemm_rule)
-      .decomposition(decompose_gemm);
+      .decomposition(decompose_gemm)
+      .under_autocast(AutocastClass::Low);
   r.add(OpDef{"", "Det", 11, 0, infer_det, eval_det, {DType::F16, DType::BF16, DType::F32, DType::F64}})
       .decomposition(decompose_det)
       .trains_through_decomposition();

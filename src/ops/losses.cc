@@ -229,11 +229,13 @@ void register_loss_ops(OpRegistry& r) {
   r.add(OpDef{"", "NegativeLogLikelihoodLoss", 12, kReduction, [](InferContext& c) { infer_loss(c, false); },
               eval_nll, kLossTypes})
       .gradient(class_loss_rule)
-      .decomposition(decompose_class_loss);
+      .decomposition(decompose_class_loss)
+      .under_autocast(AutocastClass::F32);
   r.add(OpDef{"", "SoftmaxCrossEntropyLoss", 12, kReduction, [](InferContext& c) { infer_loss(c, true); }, eval_sce,
               kLossTypes})
       .gradient(class_loss_rule)
-      .decomposition(decompose_class_loss);
+      .decomposition(decompose_class_loss)
+      .under_autocast(AutocastClass::F32);
 }
 
 }  // namespace tcc

@@ -743,25 +743,32 @@ bool decompose_lrn(Expansion& e) {
 void register_normalization_ops(OpRegistry& r) {
   r.add(OpDef{"", "BatchNormalization", 9, kReduction, infer_batchnorm, eval_batchnorm, kFloatTypes})
       .gradient(batch_norm_rule)
-      .decomposition(decompose_batchnorm);
+      .decomposition(decompose_batchnorm)
+      .under_autocast(AutocastClass::F32);
   r.add(OpDef{"", "InstanceNormalization", 6, kReduction, infer_instancenorm, eval_instancenorm, kFloatTypes})
       .gradient(instance_norm_rule)
-      .decomposition(decompose_instance_norm);
+      .decomposition(decompose_instance_norm)
+      .under_autocast(AutocastClass::F32);
   r.add(OpDef{"", "LpNormalization", 1, kReduction, infer_lp_normalization, eval_lp_normalization, kFloatTypes})
       .gradient(lp_normalization_rule)
-      .decomposition(decompose_lp_normalization);
+      .decomposition(decompose_lp_normalization)
+      .under_autocast(AutocastClass::F32);
   r.add(OpDef{"", "RMSNormalization", 23, kReduction, infer_rms_norm, eval_rms_norm, kFloatTypes})
       .gradient(rms_norm_rule)
-      .decomposition(decompose_rms_norm);
+      .decomposition(decompose_rms_norm)
+      .under_autocast(AutocastClass::F32);
   r.add(OpDef{"", "GroupNormalization", 18, kReduction, infer_group_norm, eval_group_norm, kFloatTypes})
       .gradient(group_norm_rule)
-      .decomposition(decompose_group_norm);
+      .decomposition(decompose_group_norm)
+      .under_autocast(AutocastClass::F32);
   r.add(OpDef{"", "MeanVarianceNormalization", 9, kReduction, infer_mvn, eval_mvn, kFloatTypes})
       .gradient(mvn_rule)
-      .decomposition(decompose_mvn);
+      .decomposition(decompose_mvn)
+      .under_autocast(AutocastClass::F32);
   r.add(OpDef{"", "LRN", 1, kReduction, infer_lrn, eval_lrn, kFloatTypes})
       .gradient(lrn_rule)
-      .decomposition(decompose_lrn);
+      .decomposition(decompose_lrn)
+      .under_autocast(AutocastClass::F32);
 }
 
 }  // namespace tcc

@@ -134,6 +134,16 @@ OpDef& OpDef::kernel_role(KernelRole declared, std::function<KernelRole(const No
   return *this;
 }
 
+OpDef& OpDef::under_autocast(AutocastClass a) {
+  autocast = a;
+  return *this;
+}
+
+OpDef& OpDef::commutes() {
+  commutative = true;
+  return *this;
+}
+
 OpDef& OpDef::pointwise_kernel(PointwiseFn f, std::function<bool(const Node&)> applies) {
   pointwise = std::move(f);
   return kernel_role(KernelRole::Pointwise, std::move(applies));

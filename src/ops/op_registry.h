@@ -118,6 +118,14 @@ class EvalContext {
   Interpreter& interp_;
 };
 
+// How --precision fp16 / bf16 treats an op's float operands (passes/autocast.cc),
+// as torch.autocast's op lists do.
+enum class AutocastClass {
+  Follow,  // computes in its inputs' dtype (most ops)
+  Low,     // a matrix product, convolution or attention: low-precision operands, f32 accumulation
+  F32,     // numerically sensitive (softmax, norms, sums, exp and log, losses): f32 operands
+};
+
 using InferFn = std::function<void(InferContext&)>;
 using EvalFn = std::function<std::vector<Tensor>(EvalContext&)>;
 
@@ -149,6 +157,10 @@ struct OpDef {
   // Whether autodiff differentiates the op through its decomposition's pieces
   // (it has no rule of its own), checked against finite differences like a rule.
   bool grad_by_decomposition = false;
+  // Its class under autocast.
+  AutocastClass autocast = AutocastClass::Follow;
+  // A binary op whose two operands commute (canonicalize moves a constant one to the right).
+  bool commutative = false;
 
   bool has(OpTrait t) const { return (traits & t) != 0; }
   // A kernel role for nodes where `applies` holds (every node when unset).
@@ -161,6 +173,8 @@ struct OpDef {
   OpDef& decomposition(DecomposeFn f);
   // Marks an op whose decomposition autodiff differentiates (grad_by_decomposition).
   OpDef& trains_through_decomposition();
+  OpDef& under_autocast(AutocastClass a);
+  OpDef& commutes();
 };
 
 // How a compiled module runs the op's nodes on the GPU (what `tcc ops`

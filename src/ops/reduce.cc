@@ -377,7 +377,8 @@ bool decompose_reduce(Expansion& e) {
 void register_reduce_ops(OpRegistry& r) {
   add_reduce(r, "ReduceSum", ReduceKind::Sum, kNumeric)
       .kernel_role(KernelRole::Reduction, reduces_in_kernel)
-      .gradient(reduce_sum_rule);
+      .gradient(reduce_sum_rule)
+      .under_autocast(AutocastClass::F32);
   add_reduce(r, "ReduceMean", ReduceKind::Mean, kNumeric)
       .kernel_role(KernelRole::Reduction, reduces_in_kernel)
       .gradient(reduce_mean_rule);
@@ -391,18 +392,28 @@ void register_reduce_ops(OpRegistry& r) {
       .gradient(reduce_extremum_rule);
   add_reduce(r, "ReduceProd", ReduceKind::Prod, kNumeric)
       .kernel_role(KernelRole::Reduction, reduces_in_kernel)
-      .gradient(reduce_prod_rule);
-  add_reduce(r, "ReduceL1", ReduceKind::L1, kNumeric).gradient(reduce_l1_rule).decomposition(decompose_reduce);
-  add_reduce(r, "ReduceL2", ReduceKind::L2, kNumeric).gradient(reduce_l2_rule).decomposition(decompose_reduce);
+      .gradient(reduce_prod_rule)
+      .under_autocast(AutocastClass::F32);
+  add_reduce(r, "ReduceL1", ReduceKind::L1, kNumeric)
+      .gradient(reduce_l1_rule)
+      .decomposition(decompose_reduce)
+      .under_autocast(AutocastClass::F32);
+  add_reduce(r, "ReduceL2", ReduceKind::L2, kNumeric)
+      .gradient(reduce_l2_rule)
+      .decomposition(decompose_reduce)
+      .under_autocast(AutocastClass::F32);
   add_reduce(r, "ReduceSumSquare", ReduceKind::SumSquare, kNumeric)
       .gradient(reduce_sum_square_rule)
-      .decomposition(decompose_reduce);
+      .decomposition(decompose_reduce)
+      .under_autocast(AutocastClass::F32);
   add_reduce(r, "ReduceLogSum", ReduceKind::LogSum, kNumeric)
       .gradient(reduce_log_sum_rule)
-      .decomposition(decompose_reduce);
+      .decomposition(decompose_reduce)
+      .under_autocast(AutocastClass::F32);
   add_reduce(r, "ReduceLogSumExp", ReduceKind::LogSumExp, kNumeric)
       .gradient(reduce_log_sum_rule)
-      .decomposition(decompose_reduce);
+      .decomposition(decompose_reduce)
+      .under_autocast(AutocastClass::F32);
 
 }
 

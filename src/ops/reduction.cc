@@ -503,22 +503,26 @@ void register_reduction_ops(OpRegistry& r) {
   r.add(OpDef{"", "Softmax", 13, kReduction, infer_same,
               [](EvalContext& ctx) { return std::vector<Tensor>{softmax_kernel(ctx, false)}; }, kFloatTypes})
       .gradient(softmax_rule)
-      .decomposition(decompose_softmax);
+      .decomposition(decompose_softmax)
+      .under_autocast(AutocastClass::F32);
   r.add(OpDef{"", "LogSoftmax", 13, kReduction, infer_same,
               [](EvalContext& ctx) { return std::vector<Tensor>{softmax_kernel(ctx, true)}; }, kFloatTypes})
       .gradient(log_softmax_rule)
-      .decomposition(decompose_softmax);
+      .decomposition(decompose_softmax)
+      .under_autocast(AutocastClass::F32);
   r.add(OpDef{"", "Hardmax", 13, kReduction, infer_hardmax,
               [](EvalContext& ctx) { return std::vector<Tensor>{hardmax_kernel(ctx)}; }, kFloatTypes})
       .gradient(zero_rule)
       .decomposition(decompose_hardmax);
   r.add(OpDef{"", "LayerNormalization", 17, kReduction, infer_layer_norm, layer_norm_kernel, kFloatTypes})
       .gradient(layer_norm_rule)
-      .decomposition(decompose_layer_norm);
+      .decomposition(decompose_layer_norm)
+      .under_autocast(AutocastClass::F32);
   r.add(OpDef{"", "CumSum", 11, kReduction, infer_same,
               [](EvalContext& ctx) { return std::vector<Tensor>{cumsum_kernel(ctx)}; }, kNumeric})
       .kernel_role(KernelRole::Indexed, scans_in_kernel)
-      .gradient(cum_sum_rule);
+      .gradient(cum_sum_rule)
+      .under_autocast(AutocastClass::F32);
 }
 
 }  // namespace tcc

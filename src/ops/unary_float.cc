@@ -313,19 +313,19 @@ void hard_swish_rule(GradContext& c) {
 
 void register_unary_float_ops(OpRegistry& r) {
   add_unary_float(r, "Sqrt", 6, [](const Node&, double x) { return std::sqrt(x); }).pointwise_kernel(scalar(ScalarOp::Sqrt)).gradient(sqrt_rule);
-  add_unary_float(r, "Reciprocal", 6, [](const Node&, double x) { return 1.0 / x; }).pointwise_kernel(scalar(ScalarOp::Reciprocal)).gradient(reciprocal_rule);
-  add_unary_float(r, "Exp", 6, [](const Node&, double x) { return std::exp(x); }).pointwise_kernel(scalar(ScalarOp::Exp)).gradient(exp_rule);
-  add_unary_float(r, "Log", 6, [](const Node&, double x) { return std::log(x); }).pointwise_kernel(scalar(ScalarOp::Log)).gradient(log_rule);
+  add_unary_float(r, "Reciprocal", 6, [](const Node&, double x) { return 1.0 / x; }).pointwise_kernel(scalar(ScalarOp::Reciprocal)).gradient(reciprocal_rule).under_autocast(AutocastClass::F32);
+  add_unary_float(r, "Exp", 6, [](const Node&, double x) { return std::exp(x); }).pointwise_kernel(scalar(ScalarOp::Exp)).gradient(exp_rule).under_autocast(AutocastClass::F32);
+  add_unary_float(r, "Log", 6, [](const Node&, double x) { return std::log(x); }).pointwise_kernel(scalar(ScalarOp::Log)).gradient(log_rule).under_autocast(AutocastClass::F32);
   add_unary_float(r, "Erf", 9, [](const Node&, double x) { return std::erf(x); }).pointwise_kernel(scalar(ScalarOp::Erf)).gradient(erf_rule);
   add_unary_float(r, "Tanh", 6, [](const Node&, double x) { return std::tanh(x); }).pointwise_kernel(scalar(ScalarOp::Tanh)).gradient(tanh_rule);
   add_unary_float(r, "Sin", 7, [](const Node&, double x) { return std::sin(x); }).pointwise_kernel(scalar(ScalarOp::Sin)).gradient(sin_rule);
   add_unary_float(r, "Cos", 7, [](const Node&, double x) { return std::cos(x); }).pointwise_kernel(scalar(ScalarOp::Cos)).gradient(cos_rule);
-  add_unary_float(r, "Tan", 7, [](const Node&, double x) { return std::tan(x); }).pointwise_kernel(scalar(ScalarOp::Tan)).gradient(tan_rule);
-  add_unary_float(r, "Asin", 7, [](const Node&, double x) { return std::asin(x); }).pointwise_kernel(scalar(ScalarOp::Asin)).gradient(asin_rule);
-  add_unary_float(r, "Acos", 7, [](const Node&, double x) { return std::acos(x); }).pointwise_kernel(scalar(ScalarOp::Acos)).gradient(acos_rule);
+  add_unary_float(r, "Tan", 7, [](const Node&, double x) { return std::tan(x); }).pointwise_kernel(scalar(ScalarOp::Tan)).gradient(tan_rule).under_autocast(AutocastClass::F32);
+  add_unary_float(r, "Asin", 7, [](const Node&, double x) { return std::asin(x); }).pointwise_kernel(scalar(ScalarOp::Asin)).gradient(asin_rule).under_autocast(AutocastClass::F32);
+  add_unary_float(r, "Acos", 7, [](const Node&, double x) { return std::acos(x); }).pointwise_kernel(scalar(ScalarOp::Acos)).gradient(acos_rule).under_autocast(AutocastClass::F32);
   add_unary_float(r, "Atan", 7, [](const Node&, double x) { return std::atan(x); }).pointwise_kernel(scalar(ScalarOp::Atan)).gradient(atan_rule);
-  add_unary_float(r, "Sinh", 9, [](const Node&, double x) { return std::sinh(x); }).pointwise_kernel(scalar(ScalarOp::Sinh)).gradient(sinh_rule);
-  add_unary_float(r, "Cosh", 9, [](const Node&, double x) { return std::cosh(x); }).pointwise_kernel(scalar(ScalarOp::Cosh)).gradient(cosh_rule);
+  add_unary_float(r, "Sinh", 9, [](const Node&, double x) { return std::sinh(x); }).pointwise_kernel(scalar(ScalarOp::Sinh)).gradient(sinh_rule).under_autocast(AutocastClass::F32);
+  add_unary_float(r, "Cosh", 9, [](const Node&, double x) { return std::cosh(x); }).pointwise_kernel(scalar(ScalarOp::Cosh)).gradient(cosh_rule).under_autocast(AutocastClass::F32);
   add_unary_float(r, "Asinh", 9, [](const Node&, double x) { return std::asinh(x); }).pointwise_kernel(scalar(ScalarOp::Asinh)).gradient(asinh_rule);
   add_unary_float(r, "Acosh", 9, [](const Node&, double x) { return std::acosh(x); }).pointwise_kernel(scalar(ScalarOp::Acosh)).gradient(acosh_rule);
   add_unary_float(r, "Atanh", 9, [](const Node&, double x) { return std::atanh(x); }).pointwise_kernel(scalar(ScalarOp::Atanh)).gradient(atanh_rule);
@@ -336,7 +336,7 @@ void register_unary_float_ops(OpRegistry& r) {
   add_unary_float(r, "Sigmoid", 6, [](const Node&, double x) { return 1.0 / (1.0 + std::exp(-x)); }).pointwise_kernel(scalar(ScalarOp::Sigmoid)).gradient(sigmoid_rule);
   add_unary_float(r, "Softplus", 1, [](const Node&, double x) { return softplus(x); }).pointwise_kernel([](const Node& n, ScalarBuilder& b, const std::vector<int>& in) {
     return softplus(b, out_dtype(n), in[0]);
-  }).gradient(softplus_rule);
+  }).gradient(softplus_rule).under_autocast(AutocastClass::F32);
   add_unary_float(r, "HardSigmoid", 6, [](const Node& n, double x) {
     return std::clamp(attr(n, "alpha", 0.2f) * x + attr(n, "beta", 0.5f), 0.0, 1.0);
   }).pointwise_kernel(unary([](const Node& n, ScalarBuilder& b, int x, const auto& k) {

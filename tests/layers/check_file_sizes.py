@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fails when a source file in src/, frontends/, passes/ or codegen/ is over the line limit.
+"""Fails when a source file (C++ or Python) of the project's code, tests, benchmarks, examples or scripts is over the line limit.
 
 The files still over it are named in an allow-list (one path a line, relative
 to SOURCE_DIR; '#' starts a comment), which may only shrink: a file over the
@@ -10,7 +10,16 @@ Usage: check_file_sizes.py SOURCE_DIR ALLOW_LIST [LIMIT]
 import os
 import sys
 
-FOLDERS = ("src", "frontends", "passes", "codegen")
+FOLDERS = ("src", "frontends", "passes", "codegen", "profiles", "tests", "bench", "examples", "scripts")
+SUFFIXES = (".h", ".cc", ".c", ".py")
+
+
+def is_python_script(path):
+    """An executable script without a suffix whose first line names python."""
+    if os.path.splitext(path)[1] or not os.access(path, os.X_OK):
+        return False
+    with open(path, "rb") as f:
+        return b"python" in f.readline()
 
 
 def main(source_dir, allow_list, limit=900):
@@ -20,7 +29,7 @@ def main(source_dir, allow_list, limit=900):
     for folder in FOLDERS:
         for root, _, files in os.walk(os.path.join(source_dir, folder)):
             for name in files:
-                if name.endswith((".h", ".cc")):
+                if name.endswith(SUFFIXES) or is_python_script(os.path.join(root, name)):
                     path = os.path.join(root, name)
                     with open(path, "rb") as f:
                         lines[os.path.relpath(path, source_dir)] = f.read().count(b"\n")

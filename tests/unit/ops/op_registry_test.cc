@@ -1,10 +1,11 @@
-// Every registry that says something about an op agrees with the op registry:
-// the kernel expressions, kernel roles and gradient rules name registered ops,
-// and each pointwise expression builds, for a node of its op, what the
-// lowering can emit.
+// What the op registry says of each op holds together: each pointwise
+// expression builds, for a node of its op, what the lowering can emit, and the
+// facts an OpDef gathers (role, expression, decomposition, autocast class,
+// commutativity) agree with one another.
 #include <gtest/gtest.h>
 
-#include "src/autodiff/grad_rules.h"
+#include <algorithm>
+
 #include "src/ir/graph.h"
 #include "src/ops/op_registry.h"
 
@@ -49,9 +50,33 @@ TEST(OpRegistry, PointwiseExpressionsBuildForTheirOps) {
   EXPECT_GE(checked, 40);
 }
 
-TEST(OpRegistry, GradientRulesNameRegisteredOps) {
-  for (const std::string& op : grad_rule_ops())
-    EXPECT_NE(OpRegistry::get().lookup("", op, 23), nullptr) << "a gradient rule for '" << op << "', which tcc does not know";
+// What one OpDef says about its op holds together: a kernel expression comes
+// with the Pointwise role, training through a decomposition needs one, an
+// autocast class is given to float ops, and a commutative op is a pointwise
+// binary op with an expression.
+TEST(OpRegistry, DefinitionsAgree) {
+  int autocast = 0, commutative = 0;
+  for (const OpDef* def : OpRegistry::get().all()) {
+    const std::string op = def->domain + "::" + def->op_type;
+    if (def->pointwise) {
+      EXPECT_EQ(def->declared_role, KernelRole::Pointwise) << op;
+    }
+    if (def->grad_by_decomposition) {
+      EXPECT_TRUE(def->decompose) << op << " trains through a decomposition it lacks";
+    }
+    if (def->autocast != AutocastClass::Follow) {
+      ++autocast;
+      const bool takes_f32 = def->dtypes.empty() || std::find(def->dtypes.begin(), def->dtypes.end(), DType::F32) !=
+                                                       def->dtypes.end();
+      EXPECT_TRUE(takes_f32) << op << " has an autocast class but computes no f32";
+    }
+    if (def->commutative) {
+      ++commutative;
+      EXPECT_TRUE(def->has(kPointwise) && def->pointwise) << op << " commutes but is not a pointwise op with an expression";
+    }
+  }
+  EXPECT_GE(autocast, 30);
+  EXPECT_GE(commutative, 9);
 }
 
 }  // namespace
