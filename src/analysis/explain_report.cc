@@ -51,6 +51,8 @@ ExplainReport explain_model(Model& model, const ExplainOptions& opts, const OpRe
   for (const std::string& spec : opts.mark_unbacked)
     r.options.mark_unbacked.insert(parse_mark(r.signature, spec, "--mark-unbacked"));
   const TorchRules& rules = r.options.rules;
+  if (!opts.mark_static.empty() && !rules.has_mark_static)
+    throw InputError("--mark-static: torch " + rules.version() + " has no mark_static (new in 2.1)");
   if (!opts.mark_unbacked.empty() && !rules.has_mark_unbacked)
     throw InputError("--mark-unbacked: torch " + rules.version() + " has no mark_unbacked (new in 2.5)");
   if (r.options.stance != Stance::Default && !rules.has_set_stance)

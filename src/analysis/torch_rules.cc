@@ -26,6 +26,7 @@ TorchRules torch_rules(const std::string& version) {
   r.automatic_dynamic = minor >= 1;
   r.recompile_limit = minor >= 2 ? 8 : 64;
   r.recompile_limit_name = minor >= 7 ? "recompile_limit" : "cache_size_limit";
+  r.has_mark_static = minor >= 1;
   r.has_mark_unbacked = minor >= 5;
   r.specialize_float = minor < 6;
   r.has_set_stance = minor >= 6;

@@ -26,6 +26,7 @@ struct TorchRules {
   bool dynamic_false_keeps_float_guards = true;
   int recompile_limit = 8;
   std::string recompile_limit_name = "recompile_limit";  // the torch._dynamo.config name
+  bool has_mark_static = true;
   bool has_mark_unbacked = true;
   bool has_set_stance = true;  // torch.compiler.set_stance, with eager_on_recompile / fail_on_recompile
   // Past the recompile limit a call still runs a variant compiled before whose

@@ -226,6 +226,8 @@ TEST(ExplainSimulate, TorchVersionsAndTheirLimits) {
   EXPECT_EQ(torch_rules("2.3").recompile_limit_name, "cache_size_limit");
   EXPECT_EQ(torch_rules("2.15.1").recompile_limit_name, "recompile_limit");
   EXPECT_FALSE(torch_rules("2.0").automatic_dynamic);
+  EXPECT_FALSE(torch_rules("2.0").has_mark_static);
+  EXPECT_TRUE(torch_rules("2.1").has_mark_static);
   EXPECT_THROW(torch_rules("1.13"), InputError);
   EXPECT_THROW(torch_rules("2.99"), InputError);
   EXPECT_THROW(torch_rules("two"), InputError);
