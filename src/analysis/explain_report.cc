@@ -51,6 +51,7 @@ ExplainReport explain_model(Model& model, const ExplainOptions& opts, const OpRe
   for (const std::string& spec : opts.mark_unbacked)
     r.options.mark_unbacked.insert(parse_mark(r.signature, spec, "--mark-unbacked"));
   const TorchRules& rules = r.options.rules;
+  for (GraphBreak& b : r.partition.breaks) b.torch_reason = torch_break_reason(b.node->op_type(), rules);
   if (!opts.mark_static.empty() && !rules.has_mark_static)
     throw InputError("--mark-static: torch " + rules.version() + " has no mark_static (new in 2.1)");
   if (!opts.mark_unbacked.empty() && !rules.has_mark_unbacked)
@@ -86,6 +87,11 @@ std::string render_text(const ExplainReport& r) {
       os << "  Break Reason " << i + 1 << ": [" << b.reason << "] " << node_label(*b.node);
       if (!b.node->source().empty()) os << " at " << b.node->source();
       os << "\n    " << b.message << "\n    hint: " << b.hint << "\n";
+      if (!b.torch_reason.empty()) {
+        os << "    torch " << r.options.rules.version() << ": ";
+        for (char c : b.torch_reason) os << c << (c == '\n' ? "    " : "");  // its explanation and hint under the title
+        os << "\n";
+      }
     }
   }
   os << "Ops per Graph:\n";
@@ -156,7 +162,8 @@ nlohmann::json render_json(const ExplainReport& r) {
   json breaks = json::array();
   for (const GraphBreak& b : p.breaks)
     breaks.push_back({{"node", b.node->name()}, {"op_type", b.node->op_type()}, {"reason", b.reason},
-                      {"message", b.message}, {"hint", b.hint}, {"source", b.node->source()}});
+                      {"message", b.message}, {"hint", b.hint}, {"source", b.node->source()},
+                      {"torch_reason", b.torch_reason}});
   j["graph_breaks"] = breaks;
   size_t op_count = 0;
   json graphs = json::array();

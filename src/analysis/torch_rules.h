@@ -50,6 +50,16 @@ constexpr int kNewestTorchMinor = 15;
 // The first release whose guard failures spell inputs plainly (x, not L['x']).
 constexpr int kPlainSourceMinor = 7;
 
+// torch's reason for a graph break at an op of `op_type` that tcc breaks at,
+// in release r's words up to their first blank line (after it torch adds a
+// developer context, the user's stack with file paths, and links); empty where
+// tcc does not know torch's words for that op.
+std::string torch_break_reason(const std::string& op_type, const TorchRules& r);
+
+// The first release wording graph breaks as a title, an explanation and a hint
+// (recorded: 2.6 writes one line, 2.7 the three).
+constexpr int kStructuredBreakMinor = 7;
+
 // The rules of release "X.Y" (a patch "X.Y.Z" reads as X.Y); an InputError for
 // a release before 2.0 or after the newest modelled.
 TorchRules torch_rules(const std::string& version);

@@ -2,7 +2,10 @@
 // tests/fidelity/<torch X.Y>/ (written by scripts/torch-oracle; no torch needed
 // here) is simulated by the `tcc explain` binary with the recording's model,
 // trace and flags, and the counts must equal torch's: compiles, recompiles,
-// eager fallback calls, graph breaks. Reasons are compared per recompiling
+// eager fallback calls, graph breaks. Each distinct graph break's reason, up
+// to its first blank line (after which torch gives a developer context, the
+// user's stack with file paths and line numbers, and links), must be tcc's
+// wording of torch's (explain's `torch_reason`). Reasons are compared per recompiling
 // call: for each earlier variant torch names, its one failed check (torch
 // reports the first) must equal tcc's first failed guard of that variant,
 // after tcc's value note (" (now 0.2)", " (actual 0)", " (9 vs 8)") is cut;
@@ -20,6 +23,7 @@
 #include <algorithm>
 #include <map>
 #include <regex>
+#include <set>
 #include <string>
 
 namespace {
@@ -88,6 +92,14 @@ TEST(Fidelity, TccMatchesRecordedTorch) {
     EXPECT_EQ(j["recompile_count"], torch["recompile_count"]);
     EXPECT_EQ(j["eager_fallback_calls"], torch["eager_fallback_calls"]);
     EXPECT_EQ(j["graph_break_count"], torch["graph_breaks"]);
+    // Torch's distinct break reasons up to their first blank line, against tcc's wording of torch's.
+    std::set<std::string> tcc_breaks, torch_breaks;
+    for (const auto& b : j["graph_breaks"]) tcc_breaks.insert(b["torch_reason"].get<std::string>());
+    for (const auto& reason : torch["graph_break_reasons"]) {
+      const std::string text = reason.get<std::string>();
+      torch_breaks.insert(text.substr(0, text.find("\n\n")));
+    }
+    EXPECT_EQ(tcc_breaks, torch_breaks);
     // Per recompiling call: variant -> its first failed check. Releases before
     // 2.6 word a reason without its variant's compile id: there the checks are
     // compared as one list per call, tcc's first per variant against torch's.
