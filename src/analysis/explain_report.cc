@@ -1,5 +1,6 @@
 #include "src/analysis/explain_report.h"
 
+#include <algorithm>
 #include <sstream>
 
 namespace tcc {
@@ -35,6 +36,25 @@ std::string node_label(const Node& n) {
   return (n.name().empty() ? "<unnamed>" : n.name()) + " (" + n.op_type() + ")";
 }
 
+// A break the simulation found, at the first node of its graph that reads the input.
+GraphBreak simulated_break(const ExplainReport& r, const SimBreak& sb) {
+  const std::string& input = r.signature.inputs[sb.input].name;
+  GraphBreak b;
+  for (const Node* n : r.partition.regions[sb.graph].nodes)
+    if (std::any_of(n->inputs().begin(), n->inputs().end(), [&](const Value* v) { return v && v->name() == input; })) {
+      b.node = n;
+      break;
+    }
+  TCC_CHECK(b.node) << "graph " << sb.graph << " does not read '" << input << "'";
+  b.reason = "data_dependent_shape";
+  b.message = "torch " + r.options.rules.version() + " recompiles call " + std::to_string(sb.call) + " (a 0 in '" +
+              input + "' dim " + std::to_string(sb.dim) +
+              ", unbacked) with the dim still unbacked and cannot decide the output's strides: the call runs eagerly";
+  b.hint = "mark the dim dynamic rather than unbacked, or use torch 2.10 or later (a variant static in it compiles)";
+  b.torch_reason = sb.torch_reason;
+  return b;
+}
+
 }  // namespace
 
 ExplainReport explain_model(Model& model, const ExplainOptions& opts, const OpRegistry& registry) {
@@ -67,6 +87,7 @@ ExplainReport explain_model(Model& model, const ExplainOptions& opts, const OpRe
   r.trace_path = opts.trace_path;
   Trace trace = read_trace(opts.trace_path, r.signature);
   r.sim = simulate(r.signature, r.partition.regions, trace, r.options);
+  for (const SimBreak& sb : r.sim->breaks) r.partition.breaks.push_back(simulated_break(r, sb));
   for (GraphSimulation& g : r.sim->graphs) r.guards.push_back(g.variants);
   r.advice = compute_advice(r.signature, r.partition.regions, trace, r.options, *r.sim);
   return r;

@@ -30,6 +30,7 @@ TorchRules torch_rules(const std::string& version) {
   r.recompile_limit_name = minor >= 7 ? "recompile_limit" : "cache_size_limit";
   r.has_mark_static = minor >= 1;
   r.has_mark_unbacked = minor >= 5;
+  r.unbacked_zero_breaks = minor >= 5 && minor <= 8;
   r.specialize_float = minor < 6;
   r.has_set_stance = minor >= 6;
   r.dynamic_floats_at_first_compile = minor >= 8;

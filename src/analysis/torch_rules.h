@@ -28,6 +28,13 @@ struct TorchRules {
   std::string recompile_limit_name = "recompile_limit";  // the torch._dynamo.config name
   bool has_mark_static = true;
   bool has_mark_unbacked = true;
+  // A recompile for a 0 in an unbacked innermost dim (its outer stride's guard
+  // failed) traces the dim still unbacked with the outer stride no longer u0;
+  // computing an elementwise op's output strides then compares u0 with the
+  // outer size, which torch cannot guard: the graph breaks there, nothing is
+  // compiled, and the call runs eagerly (recorded: 2.6 to 2.8; 2.10 compiles a
+  // variant static in the dim).
+  bool unbacked_zero_breaks = false;
   bool has_set_stance = true;  // torch.compiler.set_stance, with eager_on_recompile / fail_on_recompile
   // Past the recompile limit a call still runs a variant compiled before whose
   // guards it passes; before it, hitting the limit skipped the frame, and every
