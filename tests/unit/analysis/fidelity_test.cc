@@ -11,7 +11,9 @@
 // after tcc's value note (" (now 0.2)", " (actual 0)", " (9 vs 8)") is cut;
 // the order of variants is not compared (torch lists them most recently used
 // first, tcc newest first). Recordings of releases whose reasons carry no
-// compile id (2.3) compare each call's checks as one list. Scenarios marked
+// compile id (2.3) compare each call's checks as one list. A recording's
+// "sources" say how torch's guards name an input passed otherwise than by its
+// name (a compiled nn.Module's argument: args[0]). Scenarios marked
 // not_simulated are counted and named in the output.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -104,9 +106,13 @@ TEST(Fidelity, TccMatchesRecordedTorch) {
     // 2.6 word a reason without its variant's compile id: there the checks are
     // compared as one list per call, tcc's first per variant against torch's.
     std::map<size_t, std::map<std::string, std::string>> tcc_reasons, torch_reasons;
+    const nlohmann::json sources = rec.value("sources", nlohmann::json::object());
     for (const auto& e : j["recompiles"])
       for (const auto& reason : e["reasons"]) {
         auto [id, text] = split_reason(reason.get<std::string>(), true);
+        // How torch's guards name an input that is not passed under its own name.
+        for (const auto& [input, source] : sources.items())
+          text = std::regex_replace(text, std::regex("'" + input + "'"), "'" + source.get<std::string>() + "'");
         tcc_reasons[e["call"].template get<size_t>()].emplace(id, text);  // keeps the first per variant
       }
     static const std::regex kCompileId(R"(^\d+/\d+: )");
