@@ -1,5 +1,6 @@
 #include "src/analysis/explain_report.h"
 
+#include <algorithm>
 #include <sstream>
 
 namespace tcc {
@@ -35,6 +36,25 @@ std::string node_label(const Node& n) {
   return (n.name().empty() ? "<unnamed>" : n.name()) + " (" + n.op_type() + ")";
 }
 
+// A break the simulation found, at the first node of its graph that reads the input.
+GraphBreak simulated_break(const ExplainReport& r, const SimBreak& sb) {
+  const std::string& input = r.signature.inputs[sb.input].name;
+  GraphBreak b;
+  for (const Node* n : r.partition.regions[sb.graph].nodes)
+    if (std::any_of(n->inputs().begin(), n->inputs().end(), [&](const Value* v) { return v && v->name() == input; })) {
+      b.node = n;
+      break;
+    }
+  TCC_CHECK(b.node) << "graph " << sb.graph << " does not read '" << input << "'";
+  b.reason = "data_dependent_shape";
+  b.message = "torch " + r.options.rules.version() + " recompiles call " + std::to_string(sb.call) + " (a 0 in '" +
+              input + "' dim " + std::to_string(sb.dim) +
+              ", unbacked) with the dim still unbacked and cannot decide the output's strides: the call runs eagerly";
+  b.hint = "mark the dim dynamic rather than unbacked, or use torch 2.10 or later (a variant static in it compiles)";
+  b.torch_reason = sb.torch_reason;
+  return b;
+}
+
 }  // namespace
 
 ExplainReport explain_model(Model& model, const ExplainOptions& opts, const OpRegistry& registry) {
@@ -51,6 +71,9 @@ ExplainReport explain_model(Model& model, const ExplainOptions& opts, const OpRe
   for (const std::string& spec : opts.mark_unbacked)
     r.options.mark_unbacked.insert(parse_mark(r.signature, spec, "--mark-unbacked"));
   const TorchRules& rules = r.options.rules;
+  for (GraphBreak& b : r.partition.breaks) b.torch_reason = torch_break_reason(b.node->op_type(), rules);
+  if (!opts.mark_static.empty() && !rules.has_mark_static)
+    throw InputError("--mark-static: torch " + rules.version() + " has no mark_static (new in 2.1)");
   if (!opts.mark_unbacked.empty() && !rules.has_mark_unbacked)
     throw InputError("--mark-unbacked: torch " + rules.version() + " has no mark_unbacked (new in 2.5)");
   if (r.options.stance != Stance::Default && !rules.has_set_stance)
@@ -64,6 +87,7 @@ ExplainReport explain_model(Model& model, const ExplainOptions& opts, const OpRe
   r.trace_path = opts.trace_path;
   Trace trace = read_trace(opts.trace_path, r.signature);
   r.sim = simulate(r.signature, r.partition.regions, trace, r.options);
+  for (const SimBreak& sb : r.sim->breaks) r.partition.breaks.push_back(simulated_break(r, sb));
   for (GraphSimulation& g : r.sim->graphs) r.guards.push_back(g.variants);
   r.advice = compute_advice(r.signature, r.partition.regions, trace, r.options, *r.sim);
   return r;
@@ -84,6 +108,11 @@ std::string render_text(const ExplainReport& r) {
       os << "  Break Reason " << i + 1 << ": [" << b.reason << "] " << node_label(*b.node);
       if (!b.node->source().empty()) os << " at " << b.node->source();
       os << "\n    " << b.message << "\n    hint: " << b.hint << "\n";
+      if (!b.torch_reason.empty()) {
+        os << "    torch " << r.options.rules.version() << ": ";
+        for (char c : b.torch_reason) os << c << (c == '\n' ? "    " : "");  // its explanation and hint under the title
+        os << "\n";
+      }
     }
   }
   os << "Ops per Graph:\n";
@@ -154,7 +183,8 @@ nlohmann::json render_json(const ExplainReport& r) {
   json breaks = json::array();
   for (const GraphBreak& b : p.breaks)
     breaks.push_back({{"node", b.node->name()}, {"op_type", b.node->op_type()}, {"reason", b.reason},
-                      {"message", b.message}, {"hint", b.hint}, {"source", b.node->source()}});
+                      {"message", b.message}, {"hint", b.hint}, {"source", b.node->source()},
+                      {"torch_reason", b.torch_reason}});
   j["graph_breaks"] = breaks;
   size_t op_count = 0;
   json graphs = json::array();

@@ -27,6 +27,9 @@ struct GraphBreak {
   std::string reason;   // unsupported_op, data_dependent_shape, data_dependent_control_flow, non_tensor_value
   std::string message;  // one line: what is wrong
   std::string hint;     // one line: what the user can do
+  // torch's words for it in the selected release, up to their first blank
+  // line (explain_model sets it); empty where tcc does not know them.
+  std::string torch_reason;
 };
 
 struct CompiledRegion {

@@ -61,6 +61,13 @@ class GraphSimulator {
       if (!sim_.first_eager) sim_.first_eager = std::move(ev);
       return false;
     }
+    if (std::optional<SimBreak> b = unbacked_zero_break(index, values)) {
+      m = kEager;
+      ++sim_.eager_calls;
+      auto same = [&](const SimBreak& o) { return o.graph == b->graph && o.torch_reason == b->torch_reason; };
+      if (std::none_of(out.breaks.begin(), out.breaks.end(), same)) out.breaks.push_back(std::move(*b));
+      return false;
+    }
     sim_.variants.push_back(compile(rec, values));
     TCC_CHECK(sim_.variants.back().check(rec, values)) << "variant " << sim_.variants.back().compile_id()
                                                        << " rejects the call it was compiled for";
@@ -129,6 +136,29 @@ class GraphSimulator {
           std::find(inputs_.begin(), inputs_.end(), i) != inputs_.end())
         return true;
     return false;
+  }
+
+  // Under TorchRules::unbacked_zero_breaks, the break a recompile for a 0 in
+  // an unbacked innermost dim meets: torch compares the unbacked size with the
+  // size of the dim outside it (the strides of both being 1) and cannot guard it.
+  std::optional<SimBreak> unbacked_zero_break(size_t call, const int64_t* values) const {
+    if (!opts_.rules.unbacked_zero_breaks || sim_.variants.empty()) return std::nullopt;
+    int unbacked_seen = 0;
+    for (int c : class_order_) {
+      if (!opts_.mark_unbacked.count(c)) continue;
+      int symbol = unbacked_seen++;
+      if (values[c] != 0 || !zero_in_innermost_dim(c)) continue;
+      for (auto [i, d] : sig_.class_sources[c]) {
+        if (d <= 0 || std::find(inputs_.begin(), inputs_.end(), i) == inputs_.end()) continue;
+        int outer = sig_.inputs[i].dim_class[d - 1];
+        std::string size = outer >= 0 ? std::to_string(values[outer]) : std::to_string(*sig_.inputs[i].fixed[d - 1]);
+        std::string u = "u" + std::to_string(symbol), expr = u + " > " + size;
+        return SimBreak{graph_, call, i, d,
+                        "Could not guard on data-dependent expression " + expr + " (unhinted: " + expr +
+                            ").  (Size-like symbols: " + u + ")"};
+      }
+    }
+    return std::nullopt;
   }
 
   GuardSet compile(const CallRecord& rec, const int64_t* values) {

@@ -88,6 +88,14 @@ struct GraphSimulation {
   bool frame_skipped = false;
 };
 
+// A graph break the simulation finds at a call (TorchRules::unbacked_zero_breaks).
+struct SimBreak {
+  int graph = 0;
+  size_t call = 0;
+  int input = 0, dim = 0;    // the unbacked dim that is 0
+  std::string torch_reason;  // torch's words, up to their first blank line
+};
+
 struct SimResult {
   size_t calls = 0;
   size_t compiles = 0;
@@ -95,6 +103,7 @@ struct SimResult {
   size_t eager_fallback_calls = 0;  // calls in which at least one graph ran eagerly
   std::vector<GraphSimulation> graphs;
   std::vector<RecompileEvent> recompiles;  // in call order
+  std::vector<SimBreak> breaks;            // distinct by graph and torch_reason, in call order
   std::set<RecompileCause> causes;
 };
 

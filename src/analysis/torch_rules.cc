@@ -1,5 +1,7 @@
 #include "src/analysis/torch_rules.h"
 
+#include <map>
+
 #include "src/diag/errors.h"
 
 namespace tcc {
@@ -26,7 +28,9 @@ TorchRules torch_rules(const std::string& version) {
   r.automatic_dynamic = minor >= 1;
   r.recompile_limit = minor >= 2 ? 8 : 64;
   r.recompile_limit_name = minor >= 7 ? "recompile_limit" : "cache_size_limit";
+  r.has_mark_static = minor >= 1;
   r.has_mark_unbacked = minor >= 5;
+  r.unbacked_zero_breaks = minor >= 5 && minor <= 8;
   r.specialize_float = minor < 6;
   r.has_set_stance = minor >= 6;
   r.dynamic_floats_at_first_compile = minor >= 8;
@@ -35,6 +39,19 @@ TorchRules torch_rules(const std::string& version) {
   r.legacy_guard_failures = minor < 6;
   r.local_source_names = minor < kPlainSourceMinor;
   return r;
+}
+
+std::string torch_break_reason(const std::string& op_type, const TorchRules& r) {
+  // The ops whose output shape depends on tensor data, by their aten overload
+  // (recorded: nonzero on 2.3 to 2.15, in the old words on 2.3 and 2.6).
+  static const std::map<std::string, std::string> kDynamicShapeOps = {{"NonZero", "aten.nonzero.default"}};
+  auto it = kDynamicShapeOps.find(op_type);
+  if (it == kDynamicShapeOps.end()) return "";
+  const std::string config = "torch._dynamo.config.capture_dynamic_output_shape_ops = True";
+  if (r.minor < kStructuredBreakMinor) return "dynamic shape operator: " + it->second + "; to enable, set " + config;
+  return "Dynamic shape operator\n  Explanation: Operator `" + it->second +
+         "`'s output shape depends on input Tensor data.\n  Hint: Enable tracing of dynamic shape operators with `" +
+         config + "`";
 }
 
 }  // namespace tcc

@@ -26,7 +26,15 @@ struct TorchRules {
   bool dynamic_false_keeps_float_guards = true;
   int recompile_limit = 8;
   std::string recompile_limit_name = "recompile_limit";  // the torch._dynamo.config name
+  bool has_mark_static = true;
   bool has_mark_unbacked = true;
+  // A recompile for a 0 in an unbacked innermost dim (its outer stride's guard
+  // failed) traces the dim still unbacked with the outer stride no longer u0;
+  // computing an elementwise op's output strides then compares u0 with the
+  // outer size, which torch cannot guard: the graph breaks there, nothing is
+  // compiled, and the call runs eagerly (recorded: 2.6 to 2.8; 2.10 compiles a
+  // variant static in the dim).
+  bool unbacked_zero_breaks = false;
   bool has_set_stance = true;  // torch.compiler.set_stance, with eager_on_recompile / fail_on_recompile
   // Past the recompile limit a call still runs a variant compiled before whose
   // guards it passes; before it, hitting the limit skipped the frame, and every
@@ -48,6 +56,16 @@ struct TorchRules {
 constexpr int kNewestTorchMinor = 15;
 // The first release whose guard failures spell inputs plainly (x, not L['x']).
 constexpr int kPlainSourceMinor = 7;
+
+// torch's reason for a graph break at an op of `op_type` that tcc breaks at,
+// in release r's words up to their first blank line (after it torch adds a
+// developer context, the user's stack with file paths, and links); empty where
+// tcc does not know torch's words for that op.
+std::string torch_break_reason(const std::string& op_type, const TorchRules& r);
+
+// The first release wording graph breaks as a title, an explanation and a hint
+// (recorded: 2.6 writes one line, 2.7 the three).
+constexpr int kStructuredBreakMinor = 7;
 
 // The rules of release "X.Y" (a patch "X.Y.Z" reads as X.Y); an InputError for
 // a release before 2.0 or after the newest modelled.

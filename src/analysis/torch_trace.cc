@@ -133,6 +133,16 @@ std::vector<std::string> guard_kinds(const Record& r) {
   return kinds;
 }
 
+// "skipping cudagraphs due to X. Found from : \n   File \"F\", line N, in f\n ...": the
+// reason up to its stack, and the last "F:N" the stack names.
+void parse_cudagraph_skip(const std::string& text, TorchCompile& c) {
+  static const std::regex kFrame(R"re(File "([^"]+)", line ([0-9]+))re");
+  size_t end = std::min(text.find(" Found from"), text.find('\n'));
+  c.cudagraph_skip = trimmed(text.substr(0, end));
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), kFrame); it != std::sregex_iterator(); ++it)
+    c.cudagraph_skip_source = (*it)[1].str() + ":" + (*it)[2].str();
+}
+
 std::string seconds_text(double s) {
   std::ostringstream out;
   out << std::fixed << std::setprecision(s < 10 ? 3 : 1) << s << " s";
@@ -206,6 +216,7 @@ TorchTrace read_torch_trace(const std::string& dir) {
         tc.seconds = field<double>(c, "entire_frame_compile_time_s", 0.0);
         std::string fail_type = field<std::string>(c, "fail_type", "");
         if (!fail_type.empty()) tc.failure = fail_type + ": " + field<std::string>(c, "fail_reason", "");
+        parse_cudagraph_skip(field<std::string>(c, "cudagraph_skip_reason", ""), tc);
         if (t.torch_version.empty()) t.torch_version = field<std::string>(c, "pytorch_version", "");
         t.compiles.push_back(std::move(tc));
       }
@@ -256,6 +267,9 @@ std::string torch_trace_text(const TorchTrace& t) {
     out << "  [" << c.compile_id << "] " << c.frame << " (" << c.source << "): " << c.guards << " guards ("
         << c.shape_env_guards << " on shapes), " << c.ops << " ops, " << seconds_text(c.seconds) << "\n";
     if (!c.failure.empty()) out << "      failed: " << c.failure << "\n";
+    if (!c.cudagraph_skip.empty())
+      out << "      not CUDA-graphed: " << c.cudagraph_skip
+          << (c.cudagraph_skip_source.empty() ? "" : " (at " + c.cudagraph_skip_source + ")") << "\n";
   }
   return out.str();
 }
@@ -269,6 +283,10 @@ nlohmann::json torch_trace_json(const TorchTrace& t) {
                         {"guards", c.guards},         {"shape_env_guards", c.shape_env_guards},
                         {"guard_kinds", c.guard_kinds}, {"ops", c.ops},     {"seconds", c.seconds}};
     if (!c.failure.empty()) j["failure"] = c.failure;
+    if (!c.cudagraph_skip.empty()) {
+      j["cudagraph_skip_reason"] = c.cudagraph_skip;
+      j["cudagraph_skip_source"] = c.cudagraph_skip_source;
+    }
     compiles.push_back(j);
     seconds += c.seconds;
   }

@@ -4,7 +4,8 @@
 // ending in one JSON object, followed by its payload, one tab-indented line
 // each. tcc reads the torch version, the interned file names, the start of
 // each frame's compile, graph-break reasons, the guards of each compile,
-// recompile reasons and compilation metrics; it skips every other record.
+// recompile reasons and compilation metrics (with the cudagraph skip reason);
+// it skips every other record.
 //
 // Graph breaks are reported once per source location and reason (torch logs a
 // break again each time it recompiles the frame), in the kinds of explain's
@@ -25,6 +26,11 @@ struct TorchCompile {
   int64_t guards = 0, shape_env_guards = 0, ops = 0;
   double seconds = 0;  // dynamo's whole-frame compile time
   std::string failure;  // fail_type: fail_reason, when the compile failed
+  // Why the compiled graph was not CUDA-graphed under mode="reduce-overhead"
+  // (or the cudagraphs backend): torch's first line ("skipping cudagraphs due
+  // to cpu device (arg0_1)."), and the user's "file:line" its stack names last;
+  // empty when it was, or was not asked to be.
+  std::string cudagraph_skip, cudagraph_skip_source;
   std::vector<std::string> guard_kinds;  // the guards of its tree ("TENSOR_MATCH", "EQUALS_MATCH", ...)
 };
 

@@ -78,6 +78,7 @@ def main():
         "a report without a trace": any(r["trace"] is None for r in reports),
         "torch's graph breaks and recompiles": any(t["graph_breaks"] for t in torch_runs)
         and any(t["recompiles"] for t in torch_runs),
+        "a cudagraph skip reason": any("cudagraph_skip_reason" in c for t in torch_runs for c in t["compiles"]),
     }
     for what, ok in seen.items():
         if not ok:
@@ -102,6 +103,7 @@ def main():
         "a torch recompile reason without its compile id": lambda r: r["torch_trace"]["recompiles"][0].update(
             reasons=["lr == 0.1"]),
         "a torch report missing its compiles": lambda r: r["torch_trace"].pop("compiles"),
+        "an empty cudagraph skip reason": lambda r: r["torch_trace"]["compiles"][0].update(cudagraph_skip_reason=""),
     }
     mutations.update(torch_mutations)
     for what, mutate in mutations.items():

@@ -226,13 +226,16 @@ TEST(ExplainSimulate, TorchVersionsAndTheirLimits) {
   EXPECT_EQ(torch_rules("2.3").recompile_limit_name, "cache_size_limit");
   EXPECT_EQ(torch_rules("2.15.1").recompile_limit_name, "recompile_limit");
   EXPECT_FALSE(torch_rules("2.0").automatic_dynamic);
+  EXPECT_FALSE(torch_rules("2.0").has_mark_static);
+  EXPECT_TRUE(torch_rules("2.1").has_mark_static);
   EXPECT_THROW(torch_rules("1.13"), InputError);
   EXPECT_THROW(torch_rules("2.99"), InputError);
   EXPECT_THROW(torch_rules("two"), InputError);
 }
 
 // mark_unbacked: symbolic with 1 (no 0/1 specialization), but a 0 in an
-// innermost dim fails the outer stride's guard, as in torch 2.15; mark_static
+// innermost dim fails the outer stride's guard, as in torch 2.15 (2.7 breaks
+// the graph at the recompile and runs such calls eagerly); mark_static
 // keeps a dim static under automatic dynamic.
 TEST(ExplainSimulate, MarkUnbackedAndMarkStatic) {
   SimCase sc(false);
@@ -243,6 +246,15 @@ TEST(ExplainSimulate, MarkUnbackedAndMarkStatic) {
   ASSERT_EQ(r.recompiles.size(), 1u);
   EXPECT_EQ(r.recompiles[0].call, 3u);
   EXPECT_EQ(r.recompiles[0].reasons[0], "0/0: x.stride()[0] == x.size()[1] (actual 0)");
+  o.rules = torch_rules("2.7");  // 2.5 to 2.8: the recompile for the 0 breaks the graph instead
+  SimResult old = sc.run(call(8, 8) + call(8, 9) + call(8, 1) + call(8, 0) + call(8, 10) + call(8, 0), o);
+  EXPECT_EQ(old.compiles, 1u);
+  EXPECT_TRUE(old.recompiles.empty());
+  EXPECT_EQ(old.eager_fallback_calls, 2u);
+  ASSERT_EQ(old.breaks.size(), 1u);
+  EXPECT_EQ(old.breaks[0].call, 3u);
+  EXPECT_EQ(old.breaks[0].torch_reason,
+            "Could not guard on data-dependent expression u0 > 8 (unhinted: u0 > 8).  (Size-like symbols: u0)");
   SimOptions st;
   st.mark_static.insert(sc.sig.inputs[0].dim_class[1]);
   EXPECT_EQ(sc.run(call(8, 8) + call(8, 9) + call(8, 10), st).compiles, 3u);

@@ -1,9 +1,9 @@
 // `tcc explain --torch-trace DIR`: what real torch.compile (torch 2.15, CPU,
-// the eager backend) logged under TORCH_TRACE for small programs
-// (tests/explain/torch_trace, written by scripts/gen-torch-trace): every
-// graph break once with torch's reason and the user's line, every recompile
-// with torch's guard failures, guards and times per compile, the CI gates
-// and --baseline.
+// the eager backend; the cudagraphs backend for cudagraph_skip) logged under
+// TORCH_TRACE for small programs (tests/explain/torch_trace, written by
+// scripts/gen-torch-trace): every graph break once with torch's reason and the
+// user's line, every recompile with torch's guard failures, guards, times and
+// CUDA-graph skip reasons per compile, the CI gates and --baseline.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -38,6 +38,21 @@ TEST(TorchTrace, FloatLearningRateCompilesTwice) {
   EXPECT_EQ(t.recompiles[0].frame, "step");
   EXPECT_EQ(t.recompiles[0].reasons, std::vector<std::string>{"0/0: lr == 0.1"});
   EXPECT_TRUE(t.breaks.empty());
+}
+
+// A graph that is not CUDA-graphed: torch's reason (its first line) and the user's line it names.
+TEST(TorchTrace, CudagraphSkipReasonsAreReported) {
+  tcc::TorchTrace t = tcc::read_torch_trace(fixture("cudagraph_skip"));
+  ASSERT_EQ(t.compiles.size(), 1u);
+  const std::string reason = "skipping cudagraphs due to skipping cudagraphs due to cpu device (arg0_1).";
+  EXPECT_EQ(t.compiles[0].cudagraph_skip, reason);
+  EXPECT_EQ(t.compiles[0].cudagraph_skip_source, "/work/example/cudagraph_skip.py:4");
+  EXPECT_NE(tcc::torch_trace_text(t).find("not CUDA-graphed: " + reason + " (at /work/example/cudagraph_skip.py:4)"),
+            std::string::npos);
+  EXPECT_EQ(tcc::torch_trace_json(t)["compiles"][0]["cudagraph_skip_reason"], reason);
+  tcc::TorchTrace plain = tcc::read_torch_trace(fixture("float_lr"));
+  EXPECT_TRUE(plain.compiles[0].cudagraph_skip.empty());
+  EXPECT_FALSE(tcc::torch_trace_json(plain)["compiles"][0].contains("cudagraph_skip_reason"));
 }
 
 TEST(TorchTrace, VaryingLengthRecompilesOnceForTheSize) {

@@ -2,13 +2,18 @@
 // tests/fidelity/<torch X.Y>/ (written by scripts/torch-oracle; no torch needed
 // here) is simulated by the `tcc explain` binary with the recording's model,
 // trace and flags, and the counts must equal torch's: compiles, recompiles,
-// eager fallback calls, graph breaks. Reasons are compared per recompiling
+// eager fallback calls, graph breaks. Each distinct graph break's reason, up
+// to its first blank line (after which torch gives a developer context, the
+// user's stack with file paths and line numbers, and links), must be tcc's
+// wording of torch's (explain's `torch_reason`). Reasons are compared per recompiling
 // call: for each earlier variant torch names, its one failed check (torch
 // reports the first) must equal tcc's first failed guard of that variant,
 // after tcc's value note (" (now 0.2)", " (actual 0)", " (9 vs 8)") is cut;
 // the order of variants is not compared (torch lists them most recently used
 // first, tcc newest first). Recordings of releases whose reasons carry no
-// compile id (2.3) compare each call's checks as one list. Scenarios marked
+// compile id (2.3) compare each call's checks as one list. A recording's
+// "sources" say how torch's guards name an input passed otherwise than by its
+// name (a compiled nn.Module's argument: args[0]). Scenarios marked
 // not_simulated are counted and named in the output.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -20,6 +25,7 @@
 #include <algorithm>
 #include <map>
 #include <regex>
+#include <set>
 #include <string>
 
 namespace {
@@ -88,13 +94,25 @@ TEST(Fidelity, TccMatchesRecordedTorch) {
     EXPECT_EQ(j["recompile_count"], torch["recompile_count"]);
     EXPECT_EQ(j["eager_fallback_calls"], torch["eager_fallback_calls"]);
     EXPECT_EQ(j["graph_break_count"], torch["graph_breaks"]);
+    // Torch's distinct break reasons up to their first blank line, against tcc's wording of torch's.
+    std::set<std::string> tcc_breaks, torch_breaks;
+    for (const auto& b : j["graph_breaks"]) tcc_breaks.insert(b["torch_reason"].get<std::string>());
+    for (const auto& reason : torch["graph_break_reasons"]) {
+      const std::string text = reason.get<std::string>();
+      torch_breaks.insert(text.substr(0, text.find("\n\n")));
+    }
+    EXPECT_EQ(tcc_breaks, torch_breaks);
     // Per recompiling call: variant -> its first failed check. Releases before
     // 2.6 word a reason without its variant's compile id: there the checks are
     // compared as one list per call, tcc's first per variant against torch's.
     std::map<size_t, std::map<std::string, std::string>> tcc_reasons, torch_reasons;
+    const nlohmann::json sources = rec.value("sources", nlohmann::json::object());
     for (const auto& e : j["recompiles"])
       for (const auto& reason : e["reasons"]) {
         auto [id, text] = split_reason(reason.get<std::string>(), true);
+        // How torch's guards name an input that is not passed under its own name.
+        for (const auto& [input, source] : sources.items())
+          text = std::regex_replace(text, std::regex("'" + input + "'"), "'" + source.get<std::string>() + "'");
         tcc_reasons[e["call"].template get<size_t>()].emplace(id, text);  // keeps the first per variant
       }
     static const std::regex kCompileId(R"(^\d+/\d+: )");
