@@ -186,6 +186,66 @@ TEST(Pt2Import, RangeConstraintsBecomeGuards) {
   }
 }
 
+// A call outside range_constraints is one the exported program refuses (its
+// input check raises): explain lists it and exits 1 naming the dim, the range
+// and the call, whether a recompile, --dynamic true or --mark-dynamic would
+// make its variant symbolic, and for a lone first call as well; calls within
+// the range still recompile as usual.
+TEST(Pt2Import, ExplainRejectsCallsOutsideTheExportedRange) {
+  const fs::path archive = kPt2 / "gpt_block.pt2";
+  fs::path dir = make_temp_dir("tcc_pt2_range_trace");
+  auto trace = [&](const std::string& name, std::initializer_list<int> seqs) {
+    fs::path p = dir / (name + ".jsonl");
+    std::ofstream f(p);
+    for (int seq : seqs) f << "{\"ids\": {\"shape\": [3, " << seq << "], \"dtype\": \"int64\"}}\n";
+    return shell_quote(p.string());
+  };
+  const std::string model = shell_quote(archive.string());
+  struct Case {
+    std::string trace, flags;
+    size_t call;
+  };
+  for (const Case& c : {Case{trace("grow", {5, 12}), "", 1}, Case{trace("grow", {5, 12}), "--dynamic false", 1},
+                        Case{trace("lone", {12}), "", 0}, Case{trace("lone", {12}), "--dynamic true", 0},
+                        Case{trace("lone", {12}), "--mark-dynamic ids:1", 0}}) {
+    CliResult r = run_tcc("explain " + model + " --trace " + c.trace + " " + c.flags, "", 60);
+    const std::string why = "call " + std::to_string(c.call) + ": ids.size()[1] = 12 is outside the exported range [2, 11]";
+    EXPECT_EQ(r.code, 1) << c.flags << "\n" << r.output;
+    EXPECT_NE(r.output.find("Rejected Calls: 1 "), std::string::npos) << c.flags << "\n" << r.output;
+    EXPECT_NE(r.output.find("  " + why), std::string::npos) << c.flags << "\n" << r.output;
+    EXPECT_NE(r.output.find("gate tripped: the exported program raises at " + why), std::string::npos)
+        << c.flags << "\n" << r.output;
+    EXPECT_NE(r.output.find("Compiles: " + std::to_string(c.call == 1 ? 1 : 0) + "\n"), std::string::npos)
+        << c.flags << "\n" << r.output;
+  }
+
+  // Within the range: the second length recompiles with seq symbolic, whose
+  // variant carries the range's bound; nothing is rejected.
+  CliResult ok = run_tcc("explain " + model + " --trace " + trace("within", {5, 11, 7}) + " --format json", "", 60);
+  ASSERT_EQ(ok.code, 0) << ok.output;
+  json j = json::parse(ok.output.substr(ok.output.find('{')));
+  EXPECT_EQ(j["rejected_call_count"], 0);
+  EXPECT_TRUE(j["rejected_calls"].empty());
+  EXPECT_EQ(j["recompile_count"], 1) << j["recompiles"].dump(1);
+  EXPECT_NE(j["graphs"][0]["guards"].dump().find("ids.size()[1] <= 11"), std::string::npos);
+
+  // The JSON lists each distinct rejected call once, at its first call, and counts them all.
+  CliResult bad = run_tcc("explain " + model + " --trace " + trace("mixed", {12, 5, 12, 70}) + " --format json", "", 60);
+  ASSERT_EQ(bad.code, 1) << bad.output;
+  // The report, then the gate's line on stderr.
+  const size_t report_end = bad.output.rfind("\n}") + 2;
+  j = json::parse(bad.output.substr(bad.output.find('{'), report_end - bad.output.find('{')));
+  EXPECT_NE(bad.output.find("gate tripped: the exported program raises at call 0: ", report_end), std::string::npos)
+      << bad.output;
+  EXPECT_EQ(j["rejected_call_count"], 3);
+  ASSERT_EQ(j["rejected_calls"].size(), 2u) << j["rejected_calls"].dump(1);
+  EXPECT_EQ(j["rejected_calls"][1]["call"], 3);
+  EXPECT_NE(j["rejected_calls"][1]["reason"].get<std::string>().find("ids.size()[1] = 70 is outside the exported range [2, 11]"),
+            std::string::npos);
+  EXPECT_EQ(j["compiles"], 1);
+  fs::remove_all(dir);
+}
+
 TEST(Pt2Import, NodesCarryTheUsersSourceAndModule) {
   auto m = load_model((kPt2 / "mlp.pt2").string());
   bool found = false;
