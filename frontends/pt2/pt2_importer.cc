@@ -127,7 +127,7 @@ class Importer {
     read_syms(r, g);
     const json& nodes = r.get(g, "nodes", json::value_t::array, "the graph");
     collect_uses(r, nodes, sig);
-    read_inputs(r, sig);
+    read_inputs(r, sig, *m);
     for (size_t i = 0; i < nodes.size(); ++i) import_node(r, nodes[i], i);
     read_outputs(r, sig);
     if (auto v = prog.find("verifiers"); v != prog.end() && v->is_array() && !v->empty() && (*v)[0].is_string())
@@ -403,7 +403,11 @@ class Importer {
     return it->second;
   }
 
-  void read_inputs(const JsonReader& r, const json& sig) {
+  // User inputs become graph inputs; parameters, buffers and lifted constants
+  // initializers, of which the parameters are the model's trainable ones
+  // (metadata "tcc.parameters": their names, one a line).
+  void read_inputs(const JsonReader& r, const json& sig, Model& model) {
+    std::string& parameters = model.metadata["tcc.parameters"];
     const json& specs = r.get(sig, "input_specs", json::value_t::array, "the signature");
     for (size_t i = 0; i < specs.size(); ++i) {
       const json& s = specs[i];
@@ -428,6 +432,7 @@ class Importer {
         Value* v = p_.graph->add_initializer(fqn, saved_tensor(fqn, m));
         v->set_type(Type::tensor(m.dtype, m.dims));
         p_.values[name] = v;
+        if (kind == "parameter") parameters += (parameters.empty() ? "" : "\n") + fqn;
       } else {
         r.fail(where + " is a '" + kind + "' input, which tcc does not read");
       }

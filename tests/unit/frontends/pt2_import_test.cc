@@ -11,11 +11,13 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "frontends/load_model.h"
+#include "src/autodiff/autodiff.h"
 #include "src/analysis/trace.h"
 #include "src/interp/interpreter.h"
 #include "src/shape/shape_inference.h"
@@ -108,6 +110,58 @@ TEST(Pt2Import, TrainingStepCompilesWithNoHostStep) {
   ASSERT_TRUE(r.training.has_value());
   EXPECT_FALSE(r.training->params.empty());
   fs::remove_all(dir);
+}
+
+// --train trains the graph signature's parameters: the MLP's three Linear
+// layers, not its buffer `scale` nor the constants torch lifted
+// (mul_const.1, div_const.2), which stay initializers the step does not
+// update; --params filters among the parameters.
+TEST(Pt2Import, TrainingTrainsTheSignaturesParameters) {
+  const std::set<std::string> linear = {"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias", "fc3.weight", "fc3.bias"};
+  auto options = [](const Model& m) {
+    TrainOptions o;
+    o.builtin_loss = BuiltinLoss{LossKind::Mse, m.graph->outputs().at(0)->name(), "label"};
+    o.optimizer.kind = OptimizerKind::Sgd;
+    return o;
+  };
+  for (const char* file : {"mlp.pt2", "mlp.core.pt2"}) {
+    auto m = load_model((kPt2 / file).string());
+    std::istringstream declared(m->metadata["tcc.parameters"]);
+    std::set<std::string> names;
+    for (std::string name; std::getline(declared, name);) names.insert(name);
+    EXPECT_EQ(names, linear) << file;
+    std::set<std::string> floats;
+    for (const Value* v : m->graph->initializers())
+      if (is_float(v->initializer().dtype())) floats.insert(v->name());
+    EXPECT_TRUE(floats.count("scale")) << file;
+    EXPECT_GT(floats.size(), linear.size()) << file;
+
+    TrainingGraph tg = build_training_graph(*m, options(*m));
+    EXPECT_EQ(std::set<std::string>(tg.params.begin(), tg.params.end()), linear) << file;
+    EXPECT_TRUE(tg.frozen.empty()) << file;
+    const Value* scale = m->graph->find("scale");
+    ASSERT_NE(scale, nullptr) << file;
+    EXPECT_TRUE(scale->is_initializer()) << file;
+    for (const Value* in : m->graph->inputs()) EXPECT_NE(in->name(), "scale") << file;
+    for (const Value* out : m->graph->outputs()) EXPECT_EQ(out->name().find("scale"), std::string::npos) << file;
+  }
+
+  auto m = load_model((kPt2 / "mlp.pt2").string());
+  TrainOptions o = options(*m);
+  o.param_patterns = {"fc1.*"};
+  TrainingGraph tg = build_training_graph(*m, o);
+  EXPECT_EQ(std::set<std::string>(tg.params.begin(), tg.params.end()),
+            (std::set<std::string>{"fc1.weight", "fc1.bias"}));
+  m = load_model((kPt2 / "mlp.pt2").string());
+  o.param_patterns = {"scale"};
+  try {
+    build_training_graph(*m, o);
+    ADD_FAILURE() << "--params scale trained a buffer";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--params 'scale' matches no float parameter (buffers and constants are not trained)"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(Pt2Import, SignatureBecomesInputsAndInitializers) {
