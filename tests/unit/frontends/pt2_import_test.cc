@@ -300,6 +300,33 @@ TEST(Pt2Import, ExplainRejectsCallsOutsideTheExportedRange) {
   fs::remove_all(dir);
 }
 
+// The compile reports name the source of each kernel's nodes: the MLP's GEMM
+// kernels compute fc1, fc2 and fc3, each at its line of scripts/gen-pt2.
+TEST(Pt2Import, CompileReportNamesEachKernelsSources) {
+  fs::path dir = make_temp_dir("tcc_pt2_report");
+  CliResult r = run_tcc("compile " + shell_quote((kPt2 / "mlp.pt2").string()) + " -o " +
+                            shell_quote((dir / "m").string()) + " --no-host --arch sm_90 --no-ptx",
+                        "", 120);
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::ifstream report_file(dir / "m" / "report.json");
+  json report = json::parse(report_file);
+  std::set<std::string> gemm_modules;
+  for (const json& k : report["kernels"]) {
+    ASSERT_TRUE(k.contains("sources")) << k.dump();
+    for (const json& src : k["sources"]) {
+      std::string text = src.get<std::string>();
+      EXPECT_EQ(text.rfind("gen-pt2:", 0), 0u) << text;
+      if (k["kind"] == "gemm" && text.find(" (fc") != std::string::npos) gemm_modules.insert(text.substr(text.find('(')));
+    }
+  }
+  EXPECT_EQ(gemm_modules, (std::set<std::string>{"(fc1)", "(fc2)", "(fc3)"})) << report["kernels"].dump(1);
+  std::ifstream md_file(dir / "m" / "report.md");
+  std::string md((std::istreambuf_iterator<char>(md_file)), std::istreambuf_iterator<char>());
+  EXPECT_NE(md.find("| bound | nodes | source |"), std::string::npos) << md;
+  EXPECT_NE(md.find(" (fc1) |"), std::string::npos) << md;
+  fs::remove_all(dir);
+}
+
 TEST(Pt2Import, NodesCarryTheUsersSourceAndModule) {
   auto m = load_model((kPt2 / "mlp.pt2").string());
   bool found = false;
