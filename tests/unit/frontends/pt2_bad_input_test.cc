@@ -185,6 +185,30 @@ TEST_F(Pt2BadInput, UnknownArchiveVersion) {
   EXPECT_NE(e.find("entry 'mlp/archive_version': is '7', which tcc does not know"), std::string::npos) << e;
 }
 
+// The layouts older releases save: torch 2.8's archive pickles the weights
+// (data/weights/model.pt), 2.7 and earlier write serialized_exported_program.json.
+TEST_F(Pt2BadInput, OlderTorchLayoutsNameTheirRelease) {
+  const auto original = entries_;
+  entries_.erase(std::remove_if(entries_.begin(), entries_.end(),
+                                [](const auto& e) { return e.first.find("_config.json") != std::string::npos; }),
+                 entries_.end());
+  entries_.emplace_back("mlp/data/weights/model.pt", "pickled state dict");
+  std::string e = load_error(write());
+  EXPECT_NE(e.find("entry 'mlp/data/weights/model.pt': holds the weights pickled, as torch 2.8 saves them; tcc reads "
+                   "the raw weights torch 2.9 and later save (data/weights/model_weights_config.json)"),
+            std::string::npos)
+      << e;
+
+  entries_ = original;
+  entries_.emplace_back("mlp/serialized_exported_program.json", "{}");
+  e = load_error(write());
+  EXPECT_NE(e.find("entry 'mlp/serialized_exported_program.json': is the archive torch 2.7 and earlier save (weights "
+                   "pickled); tcc reads the raw weights torch 2.9 and later save: re-save the program with torch 2.9 "
+                   "or later"),
+            std::string::npos)
+      << e;
+}
+
 TEST_F(Pt2BadInput, UnknownSchemaVersion) {
   json j = model();
   j["schema_version"]["major"] = 99;
