@@ -253,6 +253,29 @@ TEST_F(Pt2BadInput, JsonOfTheWrongShape) {
       << e;
 }
 
+// A convolution or pool of an operand without batch, channel and spatial dims
+// (the MLP's first node made a pool of the rank-1 buffer, or a convolution
+// with it as the weight) names the node and the argument.
+TEST_F(Pt2BadInput, PoolOrConvOfTooFewDims) {
+  const json original = model();
+  for (const char* target : {"max_pool2d.default", "avg_pool2d.default", "conv2d.default"}) {
+    json j = original;
+    json& node = j["graph_module"]["graph"]["nodes"][0];
+    node["target"] = std::string("torch.ops.aten.") + target;
+    bool conv = std::string(target) == "conv2d.default";
+    node["inputs"] = json::array({{{"name", conv ? "input" : "self"}, {"arg", {{"as_tensor", {{"name", conv ? "x" : "b_scale"}}}}}},
+                                  {{"name", "kernel_size"}, {"arg", {{"as_ints", {2, 2}}}}}});
+    if (conv) node["inputs"][1] = {{"name", "weight"}, {"arg", {{"as_tensor", {{"name", "b_scale"}}}}}};
+    set_model(j);
+    std::string e = load_error(write());
+    EXPECT_NE(e.find(std::string("(aten.") + target + ")"), std::string::npos) << e;
+    EXPECT_NE(e.find(std::string("argument '") + (conv ? "weight" : "self") +
+                     "' has rank 1; expected batch, channels and spatial dims"),
+              std::string::npos)
+        << e;
+  }
+}
+
 TEST_F(Pt2BadInput, NotAProgramArchive) {
   entries_.erase(std::remove_if(entries_.begin(), entries_.end(),
                                 [](const auto& e) { return e.first.find("archive_format") != std::string::npos; }),
