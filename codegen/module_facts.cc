@@ -5,6 +5,7 @@
 #include <functional>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "codegen/attention_template.h"
 #include "codegen/emit.h"
@@ -108,16 +109,25 @@ ModuleFacts gather_module_facts(const ModuleContents& m) {
     f.kernels[k] = estimate(m.schedule->kernels[k], m.options.precision, *m.device, f.sizes);
   std::unordered_map<std::string, const Node*> by_name;
   for (const auto& n : g.nodes()) by_name.emplace(n->name(), n.get());
+  f.kernel_sources.resize(m.schedule->kernels.size());
+  std::vector<std::unordered_set<std::string>> sources_seen(m.schedule->kernels.size());
   for (const Step& s : m.schedule->steps) {
-    if (s.kind == Step::Kind::Kernel) ++f.kernels.at(s.kernel).steps;
+    std::vector<const Node*> ran;
     std::vector<std::string> nodes;
     auto it = by_name.find(s.node);
     if (it != by_name.end() && is_fusion(*it->second)) {
-      for (const auto& n : fusion_body(*it->second).nodes()) nodes.push_back(n->name());
+      for (const auto& n : fusion_body(*it->second).nodes()) ran.push_back(n.get());
+      for (const Node* n : ran) nodes.push_back(n->name());
     } else {
+      if (it != by_name.end()) ran.push_back(it->second);
       nodes.push_back(s.node);
     }
     f.step_nodes.push_back(std::move(nodes));
+    if (s.kind != Step::Kind::Kernel) continue;
+    ++f.kernels.at(s.kernel).steps;
+    for (const Node* n : ran)
+      if (!n->source().empty() && sources_seen[s.kernel].insert(n->source()).second)
+        f.kernel_sources[s.kernel].push_back(n->source());
   }
   return f;
 }

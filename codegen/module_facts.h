@@ -38,6 +38,10 @@ struct ModuleFacts {
   int64_t weights_bytes = 0;
   std::vector<KernelEstimate> kernels;
   std::vector<std::vector<std::string>> step_nodes;  // per step: the source nodes it runs
+  // Per kernel: the distinct sources (Node::source: a .pt2's user frame and
+  // module, an ONNX exporter's stack frame) of the nodes its steps run, in
+  // schedule order; empty where the model records none.
+  std::vector<std::vector<std::string>> kernel_sources;
 };
 
 ModuleFacts gather_module_facts(const ModuleContents& m);

@@ -1,6 +1,7 @@
 // report.json and report.md (see module_report.h).
 #include "codegen/module_report.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -46,6 +47,15 @@ double total_estimate_us(const ModuleContents& m, const ModuleFacts& f) {
   return us;
 }
 
+// A kernel's sources for the Markdown table: the first few, then how many more.
+constexpr size_t kSourcesShown = 3;
+std::string sources_text(const std::vector<std::string>& sources) {
+  std::vector<std::string> shown(sources.begin(), sources.begin() + std::min(sources.size(), kSourcesShown));
+  std::string s = join(shown, "; ");
+  if (sources.size() > shown.size()) s += " (+" + std::to_string(sources.size() - shown.size()) + " more)";
+  return s;
+}
+
 std::string md_escape(const std::string& s) {
   std::string out;
   for (char c : s) {
@@ -87,6 +97,7 @@ ojson report_json(const ModuleContents& m, const ModuleFacts& f, const CompileTi
                        {"precision", e.precision},
                        {"steps", e.steps},
                        {"nodes", k.nodes},
+                       {"sources", f.kernel_sources[i]},
                        {"bytes_moved", size_json(kir::bytes_moved(k))},
                        {"flop", size_json(kir::flop_count(k))},
                        {"bytes_at_sizes", e.bytes ? ojson(*e.bytes) : ojson(nullptr)},
@@ -165,8 +176,8 @@ std::string report_md(const ModuleContents& m, const ModuleFacts& f, const Compi
   os << "| weights | " << bytes_text(f.weights_bytes) << " in " << f.weights.size() << " tensors |\n";
   os << "| estimated time | " << fmt("%.2f", total_estimate_us(m, f)) << " us |\n\n";
 
-  os << "## Kernels\n\n| kernel | kind | precision | schedule | steps | bytes | FLOP | est. us | bound | nodes |\n"
-        "|---|---|---|---|---:|---:|---:|---:|---|---|\n";
+  os << "## Kernels\n\n| kernel | kind | precision | schedule | steps | bytes | FLOP | est. us | bound | nodes | source |\n"
+        "|---|---|---|---|---:|---:|---:|---:|---|---|---|\n";
   for (size_t i = 0; i < m.schedule->kernels.size(); ++i) {
     const kir::Kernel& k = m.schedule->kernels[i];
     const KernelEstimate& e = f.kernels[i];
@@ -174,7 +185,7 @@ std::string report_md(const ModuleContents& m, const ModuleFacts& f, const Compi
        << schedule_text(k, config_of(m.schedule->kernels, m.configs, i)) << " | " << e.steps << " | "
        << bytes_text(e.bytes) << " | " << (e.flop ? std::to_string(*e.flop) : "?") << " | "
        << fmt("%.2f", e.seconds * 1e6) << " | " << (e.compute_bound ? "compute" : "memory") << " | "
-       << md_escape(join(k.nodes, ", ")) << " |\n";
+       << md_escape(join(k.nodes, ", ")) << " | " << md_escape(sources_text(f.kernel_sources[i])) << " |\n";
   }
   os << "\n## Nodes -> kernels\n\n| step | kernel | source nodes |\n|---:|---|---|\n";
   for (size_t i = 0; i < m.schedule->steps.size(); ++i) {

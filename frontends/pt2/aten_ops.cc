@@ -196,6 +196,15 @@ void matmul(AtenNode& n) {
 
 // ---- convolution and normalization ------------------------------------------
 
+// The spatial dims of a convolution's or pool's tensor argument: its rank
+// past the batch and channel dims (one at least).
+size_t spatial_dims(AtenNode& n, const std::string& arg) {
+  size_t rank = n.rank(n.tensor(arg));
+  if (rank < 3)
+    n.fail("argument '" + arg + "' has rank " + std::to_string(rank) + "; expected batch, channels and spatial dims");
+  return rank - 2;
+}
+
 std::vector<int64_t> per_dim(AtenNode& n, const std::string& arg, size_t k, int64_t def) {
   std::vector<int64_t> v = n.has(arg) ? n.ints(arg) : std::vector<int64_t>{def};
   if (v.size() == 1) v.assign(k, v[0]);
@@ -207,7 +216,7 @@ void conv(AtenNode& n) {
   Value* x = n.tensor("input");
   Value* w = n.tensor("weight");
   Value* bias = n.opt_tensor("bias");
-  size_t k = n.rank(w) - 2;
+  size_t k = spatial_dims(n, "weight");
   std::map<std::string, Attribute> attrs = {{"strides", ints_attr(per_dim(n, "stride", k, 1))},
                                             {"dilations", ints_attr(per_dim(n, "dilation", k, 1))},
                                             {"group", int_attr(n.i("groups", 1))}};
@@ -289,7 +298,7 @@ void max_pool(AtenNode& n) {
     if (n.out_used(k)) n.fail("the indices output is not supported");
   Value* x = n.tensor("self");
   std::vector<int64_t> kernel = n.ints("kernel_size");
-  size_t k = n.rank(x) - 2;
+  size_t k = spatial_dims(n, "self");
   if (kernel.size() == 1) kernel.assign(k, kernel[0]);
   std::vector<int64_t> stride = n.ints("stride", std::vector<int64_t>{});
   stride = stride.empty() ? kernel : per_dim(n, "stride", k, 1);
@@ -303,7 +312,7 @@ void max_pool(AtenNode& n) {
 void avg_pool(AtenNode& n) {
   if (n.has("divisor_override")) n.fail("divisor_override is not supported");
   Value* x = n.tensor("self");
-  size_t k = n.rank(x) - 2;
+  size_t k = spatial_dims(n, "self");
   std::vector<int64_t> kernel = per_dim(n, "kernel_size", k, 1);
   std::vector<int64_t> stride = n.ints("stride", std::vector<int64_t>{});
   stride = stride.empty() ? kernel : per_dim(n, "stride", k, 1);

@@ -105,6 +105,11 @@ class Importer {
   std::unique_ptr<Model> run() {
     check_format();
     std::string model_entry = find_model();
+    model_name_ = model_entry.substr(7, model_entry.size() - 12);  // models/<name>.json
+    if (std::string legacy = "data/weights/" + model_name_ + ".pt"; a_.has(legacy))
+      a_.fail(legacy, "holds the weights pickled, as torch 2.8 saves them; tcc reads the raw weights torch 2.9 and "
+                      "later save (data/weights/" + model_name_ + "_weights_config.json): re-save the program with "
+                      "torch 2.9 or later");
     json prog = parse_json(a_, model_entry);
     JsonReader r(a_, model_entry);
     check_schema(r, prog);
@@ -127,7 +132,7 @@ class Importer {
     read_syms(r, g);
     const json& nodes = r.get(g, "nodes", json::value_t::array, "the graph");
     collect_uses(r, nodes, sig);
-    read_inputs(r, sig);
+    read_inputs(r, sig, *m);
     for (size_t i = 0; i < nodes.size(); ++i) import_node(r, nodes[i], i);
     read_outputs(r, sig);
     if (auto v = prog.find("verifiers"); v != prog.end() && v->is_array() && !v->empty() && (*v)[0].is_string())
@@ -139,7 +144,8 @@ class Importer {
   void check_format() {
     if (a_.has("serialized_exported_program.json"))
       a_.fail("serialized_exported_program.json",
-              "is torch's archive format before 2.7 (weights pickled); re-save the program with torch 2.7 or later");
+              "is the archive torch 2.7 and earlier save (weights pickled); tcc reads the raw weights torch 2.9 and "
+              "later save: re-save the program with torch 2.9 or later");
     if (!a_.has("archive_format")) a_.fail("archive_format", "is missing: not a torch.export.save archive");
     std::string format = trim(a_.read("archive_format"));
     if (format != "pt2") a_.fail("archive_format", "says '" + format.substr(0, 40) + "', expected 'pt2'");
@@ -286,13 +292,18 @@ class Importer {
     json config;
   };
 
-  const Payload* payload(const std::string& folder, const std::string& config_name) {
+  // "data/weights/model_weights_config.json" for the program "model".
+  std::string config_entry(const std::string& folder) const {
+    return folder + model_name_ + (folder == "data/weights/" ? "_weights_config.json" : "_constants_config.json");
+  }
+
+  const Payload* payload(const std::string& folder) {
     auto it = payloads_.find(folder);
     if (it != payloads_.end()) return &it->second;
     Payload p{folder, json::object()};
-    if (a_.has(folder + config_name)) {
-      json j = parse_json(a_, folder + config_name);
-      JsonReader r(a_, folder + config_name);
+    if (a_.has(config_entry(folder))) {
+      json j = parse_json(a_, config_entry(folder));
+      JsonReader r(a_, config_entry(folder));
       p.config = r.get(j, "config", json::value_t::object, "the config");
     }
     return &payloads_.emplace(folder, std::move(p)).first->second;
@@ -301,19 +312,17 @@ class Importer {
   // The tensor torch saved under `fqn` (its storage, viewed with its sizes,
   // strides and offset), from the weights and then the constants.
   Tensor saved_tensor(const std::string& fqn, const Pt2TensorMeta& graph_meta) {
-    for (auto [folder, config] : {std::pair{"data/weights/", "model_weights_config.json"},
-                                  std::pair{"data/constants/", "model_constants_config.json"}}) {
-      const Payload* p = payload(folder, config);
+    for (const char* folder : {"data/weights/", "data/constants/"}) {
+      const Payload* p = payload(folder);
       auto it = p->config.find(fqn);
       if (it == p->config.end()) continue;
       return read_payload(*p, fqn, *it, graph_meta);
     }
-    a_.fail("data/weights/model_weights_config.json", "has no tensor '" + fqn + "' (nor do the constants)");
+    a_.fail(config_entry("data/weights/"), "has no tensor '" + fqn + "' (nor do the constants)");
   }
 
   Tensor read_payload(const Payload& p, const std::string& fqn, const json& e, const Pt2TensorMeta& graph_meta) {
-    std::string config_entry = p.folder + (p.folder == "data/weights/" ? "model_weights_config.json" : "model_constants_config.json");
-    JsonReader r(a_, config_entry);
+    JsonReader r(a_, config_entry(p.folder));
     std::string what = "tensor '" + fqn + "'";
     std::string file = r.get(e, "path_name", json::value_t::string, what).get<std::string>();
     if (file.empty() || file.find('/') != std::string::npos || file.find('\\') != std::string::npos || file == ".." ||
@@ -403,7 +412,11 @@ class Importer {
     return it->second;
   }
 
-  void read_inputs(const JsonReader& r, const json& sig) {
+  // User inputs become graph inputs; parameters, buffers and lifted constants
+  // initializers, of which the parameters are the model's trainable ones
+  // (metadata "tcc.parameters": their names, one a line).
+  void read_inputs(const JsonReader& r, const json& sig, Model& model) {
+    std::string& parameters = model.metadata["tcc.parameters"];
     const json& specs = r.get(sig, "input_specs", json::value_t::array, "the signature");
     for (size_t i = 0; i < specs.size(); ++i) {
       const json& s = specs[i];
@@ -428,6 +441,7 @@ class Importer {
         Value* v = p_.graph->add_initializer(fqn, saved_tensor(fqn, m));
         v->set_type(Type::tensor(m.dtype, m.dims));
         p_.values[name] = v;
+        if (kind == "parameter") parameters += (parameters.empty() ? "" : "\n") + fqn;
       } else {
         r.fail(where + " is a '" + kind + "' input, which tcc does not read");
       }
@@ -543,6 +557,7 @@ class Importer {
   }
 
   Pt2Archive& a_;
+  std::string model_name_;  // "model": the program's entry is models/model.json
   Pt2Program p_;
   std::map<std::string, Payload> payloads_;
   std::map<std::string, std::string> storages_;

@@ -1,17 +1,21 @@
 // torch.export .pt2 frontend: an ExportedProgram archive -> tcc IR.
 //
-// Reads what torch.export.save writes (torch 2.7 and later: a zip with the
-// program as JSON and the weights as raw storages), in either dialect: the
-// training IR of torch.export.export or core ATen after run_decompositions().
-// The graph signature's parameters, buffers and tensor constants become
-// initializers named by their module path ("blocks.0.qkv.weight"); user inputs
-// become graph inputs; symbolic sizes keep torch's symbol names ("s23") and
-// the program's range_constraints are kept in the model's metadata
-// ("pt2.range.s23" = "[2, 64]"). Each ATen op maps onto ONNX ops
-// (aten_ops.cc); an op with no mapping becomes an opaque node (domain "aten",
-// op type "aten.foo.default") whose outputs keep torch's types, which explain
-// reports as a graph break. Each node's source is the user's stack frame and
-// module path ("model.py:12 (blocks.0.attn)").
+// Reads what torch.export.save writes since torch 2.9 (a zip with the program
+// as JSON and the weights as raw storages listed in data/weights/
+// model_weights_config.json; torch 2.8's archive, whose weights are pickled,
+// and the zip of 2.7 and earlier are refused naming their release), in either
+// dialect: the training IR of torch.export.export or core ATen after
+// run_decompositions(). The graph signature's parameters, buffers and tensor
+// constants become initializers named by their module path
+// ("blocks.0.qkv.weight"); user inputs become graph inputs. The model's
+// metadata keeps what the rest of tcc reads of the signature: the parameters'
+// names, one a line ("tcc.parameters": what --train trains, not the buffers
+// and constants), and the range_constraints ("pt2.range.s23" = "[2, 64]");
+// symbolic sizes keep torch's symbol names ("s23"). Each ATen op maps onto
+// ONNX ops (aten_ops.cc); an op with no mapping becomes an opaque node (domain
+// "aten", op type "aten.foo.default") whose outputs keep torch's types, which
+// explain reports as a graph break. Each node's source is the user's stack
+// frame and module path ("model.py:12 (blocks.0.attn)").
 #pragma once
 
 #include <memory>

@@ -16,6 +16,8 @@ std::string outcome(size_t compiles, size_t eager, bool mention_no_eager) {
 }
 
 bool improves(const SimResult& alt, const SimResult& base) {
+  // Padding past a declared range makes the program refuse calls: never advice.
+  if (alt.rejected_call_count > base.rejected_call_count) return false;
   if (alt.eager_fallback_calls != base.eager_fallback_calls)
     return alt.eager_fallback_calls < base.eager_fallback_calls;
   return alt.compiles < base.compiles;

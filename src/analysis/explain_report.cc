@@ -143,6 +143,11 @@ std::string render_text(const ExplainReport& r) {
      << r.options.effective_recompile_limit() << ", specialize_float "
      << (r.options.rules.specialize_float ? "True" : "False") << ")\n";
   os << "Calls: " << s.calls << "\n";
+  if (s.rejected_call_count > 0) {
+    os << "Rejected Calls: " << s.rejected_call_count
+       << " (outside the exported program's range_constraints: torch.export's module raises on them)\n";
+    for (const RejectedCall& c : s.rejected_calls) os << "  call " << c.call << ": " << c.reason << "\n";
+  }
   os << "Compiles: " << s.compiles << "\n";
   os << "Recompiles: " << s.recompile_count << "\n";
   for (const RecompileEvent& e : s.recompiles) {
@@ -202,6 +207,8 @@ nlohmann::json render_json(const ExplainReport& r) {
   j["graphs"] = graphs;
   if (!r.sim) {
     j["calls"] = 0;
+    j["rejected_call_count"] = 0;
+    j["rejected_calls"] = json::array();
     j["compiles"] = 0;
     j["recompile_count"] = 0;
     j["recompiles"] = json::array();
@@ -213,6 +220,10 @@ nlohmann::json render_json(const ExplainReport& r) {
   const SimResult& s = *r.sim;
   j["trace"] = r.trace_path;
   j["calls"] = s.calls;
+  j["rejected_call_count"] = s.rejected_call_count;
+  json rejected = json::array();
+  for (const RejectedCall& c : s.rejected_calls) rejected.push_back({{"call", c.call}, {"reason", c.reason}});
+  j["rejected_calls"] = rejected;
   j["compiles"] = s.compiles;
   j["recompile_count"] = s.recompile_count;
   json recs = json::array();

@@ -226,7 +226,7 @@ std::vector<GuardSet::RangeBound> GuardSet::range_bounds(int cls) const {
   auto it = sig_->class_ranges.find(cls);
   if (it == sig_->class_ranges.end()) return {};
   std::vector<RangeBound> out;
-  if (it->second.min > (classes_[cls].unbacked ? 0 : 2)) out.push_back({false, it->second.min});
+  if (it->second.min > 2) out.push_back({false, it->second.min});
   if (it->second.max) out.push_back({true, *it->second.max});
   return out;
 }

@@ -70,8 +70,8 @@ class GuardSet {
 
  private:
   // A class's declared range (ModelSignature::class_ranges) as guards on one
-  // of its sources: `source >= MIN` where that says more than the `2 <= sN`
-  // every backed size has, `source <= MAX` where bounded.
+  // of its sources: `source >= MIN` where MIN is above 2 (below, the program
+  // accepts 0 and 1 too: SizeRange::admits), `source <= MAX` where bounded.
   struct RangeBound {
     bool upper = false;
     int64_t bound = 0;

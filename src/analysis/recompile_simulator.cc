@@ -233,6 +233,18 @@ class GraphSimulator {
   GraphSimulation sim_;
 };
 
+// Why the exported program refuses a call with these class values (the first
+// declared range one breaks); "" when it accepts it.
+std::string range_violation(const ModelSignature& sig, const int64_t* values) {
+  for (const auto& [c, range] : sig.class_ranges) {
+    if (values[c] < 0 || range.admits(values[c])) continue;
+    auto [input, dim] = sig.class_sources[c].front();
+    return sig.source_str(input, dim) + " = " + std::to_string(values[c]) + " is outside the exported range " +
+           range.str() + " of " + sig.class_symbol[c];
+  }
+  return "";
+}
+
 }  // namespace
 
 std::vector<int> region_input_indices(const ModelSignature& sig, const CompiledRegion& r) {
@@ -262,10 +274,21 @@ SimResult simulate(const ModelSignature& sig, const std::vector<CompiledRegion>&
         if (v > 0) v = (v + m - 1) / m * m;
       }
   }
+  // Per distinct call: 0 not yet checked against the declared ranges, 1 accepted, 2 rejected.
+  std::vector<uint8_t> admitted(trace.distinct_count, 0);
   for (size_t i = 0; i < trace.calls.size(); ++i) {
     uint32_t id = trace.calls[i];
     CallRecord rec = trace.distinct(id);
     const int64_t* values = padded.empty() ? rec.class_values : padded.data() + id * trace.num_classes;
+    if (admitted[id] == 0) {
+      std::string why = range_violation(sig, values);
+      admitted[id] = why.empty() ? 1 : 2;
+      if (!why.empty() && out.rejected_calls.size() < kListedRejections) out.rejected_calls.push_back({i, why});
+    }
+    if (admitted[id] == 2) {
+      ++out.rejected_call_count;
+      continue;
+    }
     bool eager = false;
     for (GraphSimulator& g : graphs) eager |= !g.call(i, id, rec, values, out);
     if (eager) ++out.eager_fallback_calls;

@@ -3,6 +3,8 @@
 // fallback.
 //
 // Rules (docs/EXPLAIN.md has the user-facing version):
+//  0. A call outside the model's declared ranges (a .pt2's range_constraints)
+//     is rejected: the exported program raises, nothing compiles or runs.
 //  1. The first call compiles variant 0 with every size static, except
 //     classes made symbolic by --dynamic true or --mark-dynamic.
 //  2. A call that passes some variant's guards reuses it. Otherwise, under
@@ -96,8 +98,21 @@ struct SimBreak {
   std::string torch_reason;  // torch's words, up to their first blank line
 };
 
+// A call outside the exported program's range_constraints
+// (ModelSignature::class_ranges): torch.export's module raises on it before
+// anything compiles, so no graph sees it.
+struct RejectedCall {
+  size_t call = 0;
+  std::string reason;  // "ids.size()[1] = 12 is outside the exported range [2, 11] of s1"
+};
+
+// The rejected calls a result words: the first of each distinct call, up to this many.
+constexpr size_t kListedRejections = 8;
+
 struct SimResult {
   size_t calls = 0;
+  size_t rejected_call_count = 0;
+  std::vector<RejectedCall> rejected_calls;
   size_t compiles = 0;
   size_t recompile_count = 0;
   size_t eager_fallback_calls = 0;  // calls in which at least one graph ran eagerly

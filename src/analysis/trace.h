@@ -57,6 +57,10 @@ struct ShapeFact {
 struct SizeRange {
   int64_t min = 0;
   std::optional<int64_t> max;
+  // Whether the program accepts size v, as torch.export's input check does:
+  // the minimum binds only above 2 (0 and 1 pass whatever the range says).
+  bool admits(int64_t v) const { return (min <= 2 || v >= min) && (!max || v <= *max); }
+  std::string str() const { return "[" + std::to_string(min) + ", " + (max ? std::to_string(*max) : "inf") + "]"; }
 };
 
 struct ModelSignature {

@@ -1,6 +1,7 @@
 #include "src/autodiff/autodiff.h"
 
 #include <algorithm>
+#include <sstream>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -111,15 +112,33 @@ void expand_composites_without_rules(Graph& g, const std::vector<Value*>& params
   if (!taken_over.empty()) g.erase_nodes_if([&](const Node& n) { return taken_over.count(&n) > 0; });
 }
 
+// The initializers a model declares trainable: metadata "tcc.parameters",
+// their names one a line (a .pt2's graph signature parameters, not its buffers
+// or constants); nullopt where the model does not say (ONNX, text IR).
+std::optional<std::unordered_set<std::string>> declared_parameters(const Model& model) {
+  auto it = model.metadata.find("tcc.parameters");
+  if (it == model.metadata.end()) return std::nullopt;
+  std::unordered_set<std::string> names;
+  std::istringstream lines(it->second);
+  for (std::string name; std::getline(lines, name);) names.insert(name);
+  return names;
+}
+
 // Float initializers matching the patterns, in initializer order, but for
-// configuration values (running statistics, Resize scales, ...). A pattern that matches nothing is an error: it is almost
-// certainly a typo.
-std::vector<Value*> select_params(Graph& g, const std::vector<std::string>& patterns) {
+// configuration values (running statistics, Resize scales, ...) and, where the
+// model declares its parameters, initializers it does not declare. A pattern
+// that matches nothing is an error: it is almost certainly a typo.
+std::vector<Value*> select_params(const Model& model, const std::vector<std::string>& patterns) {
+  Graph& g = *model.graph;
   std::vector<Value*> params;
   std::vector<bool> pattern_used(patterns.size(), false);
   std::unordered_set<const Value*> configuration = configuration_values(g);
+  const std::optional<std::unordered_set<std::string>> declared = declared_parameters(model);
+  const std::string candidates = declared ? "float parameter (buffers and constants are not trained)"
+                                          : "float initializer";
   for (Value* v : g.initializers()) {
     if (!is_float(v->initializer().dtype()) || configuration.count(v)) continue;
+    if (declared && !declared->count(v->name())) continue;
     bool match = patterns.empty();
     for (size_t i = 0; i < patterns.size(); ++i)
       if (glob_match(patterns[i], v->name())) match = pattern_used[i] = true;
@@ -127,8 +146,8 @@ std::vector<Value*> select_params(Graph& g, const std::vector<std::string>& patt
   }
   for (size_t i = 0; i < patterns.size(); ++i)
     if (!pattern_used[i])
-      model_error(g, "--params '" + patterns[i] + "' matches no float initializer");
-  if (params.empty()) model_error(g, "the model has no float initializer to train");
+      model_error(g, "--params '" + patterns[i] + "' matches no " + candidates);
+  if (params.empty()) model_error(g, "the model has no " + candidates + " to train");
   return params;
 }
 
@@ -300,7 +319,7 @@ TrainingGraph build_training_graph(Model& model, const TrainOptions& opts) {
   fuse_attention(g, fusing);
   g.remove_unused_initializers();
   std::vector<Value*> params;
-  for (Value* p : select_params(g, opts.param_patterns)) params.push_back(promote_to_input(g, p));
+  for (Value* p : select_params(model, opts.param_patterns)) params.push_back(promote_to_input(g, p));
 
   Value* loss = opts.builtin_loss ? build_builtin_loss(g, *opts.builtin_loss)
                                   : find_output(g, opts.loss_output, "--loss");

@@ -9,7 +9,8 @@
 //  - The attention the model spells out (MatMul, Softmax, MatMul) is one
 //    tcc::Attention (passes/fuse_attention.cc) before anything is
 //    differentiated, so that its gradient is the fused backward's.
-//  - Parameters (float initializers matching the patterns) become graph inputs
+//  - Parameters (float initializers matching the patterns; of a model that
+//    declares its parameters, such as a .pt2, only those) become graph inputs
 //    whose default value is their initial data (`input %w: f32[..] = ...` in
 //    the text IR, an initializer listed among the inputs in ONNX). They change
 //    every step, so they are inputs; the defaults keep the initial weights, and
@@ -56,7 +57,8 @@ struct BuiltinLoss {
 struct TrainOptions {
   std::string loss_output;                 // a model output that is the loss, or
   std::optional<BuiltinLoss> builtin_loss;  // a loss tcc builds (exactly one of the two)
-  // Globs (`*`, `?`) over initializer names; empty means every float initializer.
+  // Globs (`*`, `?`) over initializer names; empty means every float
+  // initializer (every declared parameter where the model declares them).
   std::vector<std::string> param_patterns;
   OptimizerOptions optimizer;
   // The learning rate arrives as a Python float would (a value-guarded scalar)

@@ -124,7 +124,7 @@ CommandRunner setup_autotune(CLI::App& cmd) {
   std::string modes;
   for (const CompileMode& m : all_modes())
     if (mode_autotunes(m)) modes += (modes.empty() ? "" : ", ") + m.name;
-  cmd.add_option("model", c->model, "ONNX model or tcc text IR whose kernels to tune");
+  cmd.add_option("model", c->model, "ONNX model, .pt2 archive or tcc text IR whose kernels to tune");
   cmd.add_option("--cache", c->cache, "Tuning cache file to read and fill (created when missing)");
   cmd.add_option("--mode", c->mode, "Autotuning mode: " + modes)->capture_default_str();
   cmd.add_option("--device-name", c->device_name,

@@ -200,7 +200,7 @@ CommandRunner setup(CLI::App& cmd, bool profile) {
   o->profile = profile;
   std::string modes;
   for (const CompileMode& m : all_modes()) modes += (modes.empty() ? "" : ", ") + m.name;
-  cmd.add_option("model", o->model, "ONNX model or tcc text IR");
+  cmd.add_option("model", o->model, "ONNX model, .pt2 archive or tcc text IR");
   cmd.add_option("--modes", o->modes, "Comma-separated modes to compare: " + modes)->capture_default_str();
   cmd.add_option("--inputs", o->inputs, "Directory of inputs: input_N.pb or <name>.npy");
   cmd.add_option("--shapes", o->shapes, "Without --inputs: random inputs with these symbolic sizes, e.g. batch=8 (others: 8)");

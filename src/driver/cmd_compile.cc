@@ -220,7 +220,7 @@ CommandRunner setup_compile(CLI::App& cmd) {
   for (const CompileMode& m : all_modes()) modes += (modes.empty() ? "" : ", ") + m.name;
   for (const DeviceProfile& d : all_devices()) devices += (devices.empty() ? "" : ", ") + d.name;
   CompileRequest& req = c->request;
-  cmd.add_option("model", req.model, "ONNX model or tcc text IR");
+  cmd.add_option("model", req.model, "ONNX model, .pt2 archive or tcc text IR");
   cmd.add_option("-o,--output", req.output, "Module directory to write (created; a previous module there is replaced)");
   cmd.add_option("--mode", req.options.mode, "Compile mode: " + modes)->capture_default_str();
   cmd.add_option("--arch", c->archs, "Comma-separated cubin architectures (native: this machine's GPU)")

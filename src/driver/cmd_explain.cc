@@ -122,6 +122,12 @@ std::string tripped_gate(const ExplainCli& c, const ExplainReport& r) {
            b.message + ")";
   }
   if (!r.sim) return "";
+  if (!r.sim->rejected_calls.empty()) {
+    const RejectedCall& first = r.sim->rejected_calls.front();
+    return "the exported program raises at call " + std::to_string(first.call) + ": " + first.reason + " (" +
+           std::to_string(r.sim->rejected_call_count) + " call" + (r.sim->rejected_call_count == 1 ? "" : "s") +
+           " outside its range_constraints)";
+  }
   if (c.stance == "fail_on_recompile" && !r.sim->recompiles.empty()) {
     const RecompileEvent& e = r.sim->recompiles.front();
     return "set_stance('fail_on_recompile'): torch raises at call " + std::to_string(e.call) + " [" + e.compile_id +

@@ -1,4 +1,4 @@
-// `tcc opt MODEL --passes=a,b`: loads a model (ONNX or text IR), infers
+// `tcc opt MODEL --passes=a,b`: loads a model (ONNX, .pt2 or text IR), infers
 // shapes, runs passes and prints the resulting text IR. The text-in/text-out
 // tool that pass tests are written against (tests/passes/, scripts/update-pass-tests).
 #include <algorithm>
@@ -60,7 +60,7 @@ ExitCode run_opt(OptOptions o) {
 
 CommandRunner setup_opt(CLI::App& cmd) {
   auto o = std::make_shared<OptOptions>();
-  cmd.add_option("model", o->model, "ONNX model or tcc text IR");
+  cmd.add_option("model", o->model, "ONNX model, .pt2 archive or tcc text IR");
   cmd.add_option("--passes", o->passes, "Comma-separated passes to run (default: all, in pipeline order): " +
                                             known_passes());
   cmd.add_option("--stop-after", o->stop_after, "Stop after this phase: import, optimize, fuse, codegen");

@@ -326,7 +326,7 @@ ExitCode run(const RunOptions& o) {
 
 CommandRunner setup_run(CLI::App& cmd) {
   auto o = std::make_shared<RunOptions>();
-  cmd.add_option("model", o->target, "ONNX model, tcc text IR, or a module directory from tcc compile")->required();
+  cmd.add_option("model", o->target, "ONNX model, .pt2 archive, tcc text IR, or a module directory from tcc compile")->required();
   cmd.add_option("--inputs", o->inputs, "Directory of inputs: input_N.pb (ONNX test layout) or <name>.npy");
   cmd.add_option("--shapes", o->shapes, "Without --inputs: random inputs with these symbolic sizes, e.g. batch=8 (others: 8)");
   cmd.add_option("--model", o->model, "The reference model of a module directory (default: the one it names)");

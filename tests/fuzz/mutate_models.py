@@ -7,7 +7,8 @@ out of range, an op swapped for another, an input rewired or dropped, a dtype
 or dim changed, a node deleted or duplicated.
 
 Each case is a bundled model (ONNX through the onnx package, text IR token by
-token) mutated one to three times, then given to `tcc explain`, `tcc compile`,
+token, a torch.export .pt2 archive through its program's JSON and weights
+config) mutated one to three times, then given to `tcc explain`, `tcc compile`,
 with --reference `tcc run --reference`, and with --train `tcc explain --train`
 (autodiff, the saved-activation partition and Adam on an MSE loss of the first
 output). Every run must end in exit 0, 1 or 2 (a result, a gate, a clear error): exit 3 (an internal error), a signal
@@ -20,6 +21,8 @@ Exits 1 when any run was a finding, 77 (ctest's skip) without the onnx package.
 """
 import argparse
 import copy
+import io
+import json
 import pathlib
 import random
 import re
@@ -27,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zipfile
 
 OPS = ["Add", "Mul", "Div", "Sub", "Pow", "Relu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Erf", "Neg", "Gelu",
        "Identity", "Transpose", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Expand", "Tile", "Slice", "Split",
@@ -35,6 +39,9 @@ OPS = ["Add", "Mul", "Div", "Sub", "Pow", "Relu", "Sigmoid", "Tanh", "Exp", "Log
        "AveragePool", "Pad", "Range", "Shape", "ConstantOfShape"]
 INTS = [-5, -3, -1, 0, 1, 2, 3, 7, 9, 64, 1 << 31, 1 << 40, -(1 << 40)]
 DTYPES = {"f32": 1, "i32": 6, "i64": 7, "bool": 9, "f16": 10, "f64": 11, "bf16": 16}
+ATEN = ["aten.relu.default", "aten.add.Tensor", "aten.mul.Tensor", "aten.view.default", "aten.permute.default",
+        "aten.sum.dim_IntList", "aten.mm.default", "aten.softmax.int", "aten.cat.default", "aten.linear.default",
+        "aten.slice.Tensor", "aten.expand.default", "aten.embedding.default", "aten.no_such_op.default"]
 
 NUMBER = re.compile(r"(?<![A-Za-z_%.\"])-?\d+(?:\.\d+)?")
 OP_CALL = re.compile(r"= ([A-Z][A-Za-z]+)\(")
@@ -126,17 +133,86 @@ def mutate_text(text, rng):
     return text
 
 
+def pt2_entry(entries, tail):
+    """The archive entry <root>/<tail>, or None."""
+    return next((name for name in entries if name.endswith("/" + tail)), None)
+
+
+def mutate_pt2(entries, rng):
+    """A .pt2 archive (entry name -> bytes) with its program or its weights config changed once."""
+    entries = dict(entries)
+    program_entry = pt2_entry(entries, "models/model.json")
+    config_entry = pt2_entry(entries, "data/weights/model_weights_config.json")
+    program = json.loads(entries[program_entry])
+    graph = program["graph_module"]["graph"]
+    nodes, tensors = graph["nodes"], graph["tensor_values"]
+    kind = rng.randrange(8)
+    if kind == 0 and nodes:
+        rng.choice(nodes)["target"] = "torch.ops." + rng.choice(ATEN)
+    elif kind == 1 and nodes:
+        args = [a["arg"] for a in rng.choice(nodes)["inputs"] if "as_int" in a["arg"] or "as_ints" in a["arg"]]
+        if args:
+            a = rng.choice(args)
+            if "as_int" in a:
+                a["as_int"] = rng.choice(INTS)
+            elif a["as_ints"]:
+                a["as_ints"][rng.randrange(len(a["as_ints"]))] = rng.choice(INTS)
+    elif kind == 2 and nodes:
+        args = [a["arg"]["as_tensor"] for a in rng.choice(nodes)["inputs"] if "as_tensor" in a["arg"]]
+        if args:
+            rng.choice(args)["name"] = rng.choice(list(tensors) + ["nowhere"])
+    elif kind == 3 and nodes:
+        del nodes[rng.randrange(len(nodes))]
+    elif kind == 4 and tensors:
+        t = tensors[rng.choice(list(tensors))]
+        if t["sizes"] and rng.random() < 0.7:
+            t["sizes"][rng.randrange(len(t["sizes"]))] = {"as_int": rng.choice([0, 1, 2, 7, 1 << 31])}
+        else:
+            t["dtype"] = rng.randrange(-1, 20)
+    elif kind == 5 and program.get("range_constraints"):
+        r = program["range_constraints"][rng.choice(list(program["range_constraints"]))]
+        r[rng.choice(["min_val", "max_val"])] = rng.choice([0, 1, 3, 5, 1 << 40, -3, None])
+    elif kind == 6 and nodes:
+        nodes.insert(rng.randrange(len(nodes) + 1), copy.deepcopy(rng.choice(nodes)))
+    elif config_entry:
+        config = json.loads(entries[config_entry])
+        if config.get("config"):
+            e = config["config"][rng.choice(list(config["config"]))]
+            meta = e.get("tensor_meta", {})
+            if rng.random() < 0.5 and meta.get("sizes"):
+                meta["sizes"][rng.randrange(len(meta["sizes"]))] = {"as_int": rng.choice([0, 1, 3, 1 << 40])}
+            else:
+                e["path_name"] = rng.choice(["weight_0", "weight_9", "../models/model.json", ""])
+        entries[config_entry] = json.dumps(config).encode()
+    entries[program_entry] = json.dumps(program).encode()
+    return entries
+
+
+def pt2_bytes(entries):
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as z:
+        for name, data in entries.items():
+            z.writestr(name, data)
+    return buf.getvalue()
+
+
 def first_output(case, suffix):
     """The name of the case's first graph output, or None."""
     if suffix == ".onnx":
         return case.graph.output[0].name if case.graph.output else None
+    if suffix == ".pt2":
+        try:
+            spec = json.loads(case[pt2_entry(case, "models/model.json")])["graph_module"]["signature"]["output_specs"][0]
+            return next(iter(spec.values()))["arg"]["as_tensor"]["name"]
+        except (KeyError, IndexError, TypeError, StopIteration, ValueError):
+            return None
     m = re.search(r"^\s*output %(\S+)", case, re.MULTILINE)
     return m.group(1) if m else None
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("models", nargs="+", help=".onnx and .tir models to mutate")
+    ap.add_argument("models", nargs="+", help=".onnx, .tir and .pt2 models to mutate")
     ap.add_argument("--tcc", required=True, help="the tcc binary")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--cases", type=int, default=0, help="stop after this many cases (0: run --seconds)")
@@ -156,7 +232,13 @@ def main():
     seeds = []
     for path in sorted(args.models):
         p = pathlib.Path(path)
-        seeds.append((p.suffix, onnx.load(str(p)) if p.suffix == ".onnx" else p.read_text()))
+        if p.suffix == ".onnx":
+            seeds.append((p.suffix, onnx.load(str(p))))
+        elif p.suffix == ".pt2":
+            with zipfile.ZipFile(p) as z:
+                seeds.append((p.suffix, {name: z.read(name) for name in z.namelist()}))
+        else:
+            seeds.append((p.suffix, p.read_text()))
     out = pathlib.Path(args.out)
     work = pathlib.Path(tempfile.mkdtemp(prefix="tcc-mutate-"))
     deadline = time.time() + args.seconds
@@ -164,10 +246,16 @@ def main():
     while (args.cases and cases < args.cases) or (not args.cases and time.time() < deadline):
         suffix, seed = rng.choice(seeds)
         case = copy.deepcopy(seed) if suffix == ".onnx" else seed
+        mutate = {".onnx": mutate_onnx, ".pt2": mutate_pt2}.get(suffix, mutate_text)
         for _ in range(rng.randint(1, 3)):
-            case = mutate_onnx(case, rng) if suffix == ".onnx" else mutate_text(case, rng)
+            case = mutate(case, rng)
         path = work / f"case{suffix}"
-        path.write_bytes(case.SerializeToString()) if suffix == ".onnx" else path.write_text(case)
+        if suffix == ".onnx":
+            path.write_bytes(case.SerializeToString())
+        elif suffix == ".pt2":
+            path.write_bytes(pt2_bytes(case))
+        else:
+            path.write_text(case)
         cases += 1
         commands = [["explain", str(path)],
                     ["compile", str(path), "-o", str(work / "module"), "--no-host", "--no-ptx", "--arch", "sm_90",

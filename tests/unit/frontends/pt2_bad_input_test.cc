@@ -185,6 +185,30 @@ TEST_F(Pt2BadInput, UnknownArchiveVersion) {
   EXPECT_NE(e.find("entry 'mlp/archive_version': is '7', which tcc does not know"), std::string::npos) << e;
 }
 
+// The layouts older releases save: torch 2.8's archive pickles the weights
+// (data/weights/model.pt), 2.7 and earlier write serialized_exported_program.json.
+TEST_F(Pt2BadInput, OlderTorchLayoutsNameTheirRelease) {
+  const auto original = entries_;
+  entries_.erase(std::remove_if(entries_.begin(), entries_.end(),
+                                [](const auto& e) { return e.first.find("_config.json") != std::string::npos; }),
+                 entries_.end());
+  entries_.emplace_back("mlp/data/weights/model.pt", "pickled state dict");
+  std::string e = load_error(write());
+  EXPECT_NE(e.find("entry 'mlp/data/weights/model.pt': holds the weights pickled, as torch 2.8 saves them; tcc reads "
+                   "the raw weights torch 2.9 and later save (data/weights/model_weights_config.json)"),
+            std::string::npos)
+      << e;
+
+  entries_ = original;
+  entries_.emplace_back("mlp/serialized_exported_program.json", "{}");
+  e = load_error(write());
+  EXPECT_NE(e.find("entry 'mlp/serialized_exported_program.json': is the archive torch 2.7 and earlier save (weights "
+                   "pickled); tcc reads the raw weights torch 2.9 and later save: re-save the program with torch 2.9 "
+                   "or later"),
+            std::string::npos)
+      << e;
+}
+
 TEST_F(Pt2BadInput, UnknownSchemaVersion) {
   json j = model();
   j["schema_version"]["major"] = 99;
@@ -227,6 +251,29 @@ TEST_F(Pt2BadInput, JsonOfTheWrongShape) {
   e = load_error(write());
   EXPECT_NE(e.find("tensor 'x''s size has the symbolic size 'Max(s1, 3)', which tcc cannot read"), std::string::npos)
       << e;
+}
+
+// A convolution or pool of an operand without batch, channel and spatial dims
+// (the MLP's first node made a pool of the rank-1 buffer, or a convolution
+// with it as the weight) names the node and the argument.
+TEST_F(Pt2BadInput, PoolOrConvOfTooFewDims) {
+  const json original = model();
+  for (const char* target : {"max_pool2d.default", "avg_pool2d.default", "conv2d.default"}) {
+    json j = original;
+    json& node = j["graph_module"]["graph"]["nodes"][0];
+    node["target"] = std::string("torch.ops.aten.") + target;
+    bool conv = std::string(target) == "conv2d.default";
+    node["inputs"] = json::array({{{"name", conv ? "input" : "self"}, {"arg", {{"as_tensor", {{"name", conv ? "x" : "b_scale"}}}}}},
+                                  {{"name", "kernel_size"}, {"arg", {{"as_ints", {2, 2}}}}}});
+    if (conv) node["inputs"][1] = {{"name", "weight"}, {"arg", {{"as_tensor", {{"name", "b_scale"}}}}}};
+    set_model(j);
+    std::string e = load_error(write());
+    EXPECT_NE(e.find(std::string("(aten.") + target + ")"), std::string::npos) << e;
+    EXPECT_NE(e.find(std::string("argument '") + (conv ? "weight" : "self") +
+                     "' has rank 1; expected batch, channels and spatial dims"),
+              std::string::npos)
+        << e;
+  }
 }
 
 TEST_F(Pt2BadInput, NotAProgramArchive) {

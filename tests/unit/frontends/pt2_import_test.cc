@@ -11,11 +11,13 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "frontends/load_model.h"
+#include "src/autodiff/autodiff.h"
 #include "src/analysis/trace.h"
 #include "src/interp/interpreter.h"
 #include "src/shape/shape_inference.h"
@@ -110,6 +112,58 @@ TEST(Pt2Import, TrainingStepCompilesWithNoHostStep) {
   fs::remove_all(dir);
 }
 
+// --train trains the graph signature's parameters: the MLP's three Linear
+// layers, not its buffer `scale` nor the constants torch lifted
+// (mul_const.1, div_const.2), which stay initializers the step does not
+// update; --params filters among the parameters.
+TEST(Pt2Import, TrainingTrainsTheSignaturesParameters) {
+  const std::set<std::string> linear = {"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias", "fc3.weight", "fc3.bias"};
+  auto options = [](const Model& m) {
+    TrainOptions o;
+    o.builtin_loss = BuiltinLoss{LossKind::Mse, m.graph->outputs().at(0)->name(), "label"};
+    o.optimizer.kind = OptimizerKind::Sgd;
+    return o;
+  };
+  for (const char* file : {"mlp.pt2", "mlp.core.pt2"}) {
+    auto m = load_model((kPt2 / file).string());
+    std::istringstream declared(m->metadata["tcc.parameters"]);
+    std::set<std::string> names;
+    for (std::string name; std::getline(declared, name);) names.insert(name);
+    EXPECT_EQ(names, linear) << file;
+    std::set<std::string> floats;
+    for (const Value* v : m->graph->initializers())
+      if (is_float(v->initializer().dtype())) floats.insert(v->name());
+    EXPECT_TRUE(floats.count("scale")) << file;
+    EXPECT_GT(floats.size(), linear.size()) << file;
+
+    TrainingGraph tg = build_training_graph(*m, options(*m));
+    EXPECT_EQ(std::set<std::string>(tg.params.begin(), tg.params.end()), linear) << file;
+    EXPECT_TRUE(tg.frozen.empty()) << file;
+    const Value* scale = m->graph->find("scale");
+    ASSERT_NE(scale, nullptr) << file;
+    EXPECT_TRUE(scale->is_initializer()) << file;
+    for (const Value* in : m->graph->inputs()) EXPECT_NE(in->name(), "scale") << file;
+    for (const Value* out : m->graph->outputs()) EXPECT_EQ(out->name().find("scale"), std::string::npos) << file;
+  }
+
+  auto m = load_model((kPt2 / "mlp.pt2").string());
+  TrainOptions o = options(*m);
+  o.param_patterns = {"fc1.*"};
+  TrainingGraph tg = build_training_graph(*m, o);
+  EXPECT_EQ(std::set<std::string>(tg.params.begin(), tg.params.end()),
+            (std::set<std::string>{"fc1.weight", "fc1.bias"}));
+  m = load_model((kPt2 / "mlp.pt2").string());
+  o.param_patterns = {"scale"};
+  try {
+    build_training_graph(*m, o);
+    ADD_FAILURE() << "--params scale trained a buffer";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--params 'scale' matches no float parameter (buffers and constants are not trained)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Pt2Import, SignatureBecomesInputsAndInitializers) {
   auto m = load_model((kPt2 / "gpt_block.pt2").string());
   const Graph& g = *m->graph;
@@ -184,6 +238,93 @@ TEST(Pt2Import, RangeConstraintsBecomeGuards) {
               std::string::npos)
         << e.what();
   }
+}
+
+// A call outside range_constraints is one the exported program refuses (its
+// input check raises): explain lists it and exits 1 naming the dim, the range
+// and the call, whether a recompile, --dynamic true or --mark-dynamic would
+// make its variant symbolic, and for a lone first call as well; calls within
+// the range still recompile as usual.
+TEST(Pt2Import, ExplainRejectsCallsOutsideTheExportedRange) {
+  const fs::path archive = kPt2 / "gpt_block.pt2";
+  fs::path dir = make_temp_dir("tcc_pt2_range_trace");
+  auto trace = [&](const std::string& name, std::initializer_list<int> seqs) {
+    fs::path p = dir / (name + ".jsonl");
+    std::ofstream f(p);
+    for (int seq : seqs) f << "{\"ids\": {\"shape\": [3, " << seq << "], \"dtype\": \"int64\"}}\n";
+    return shell_quote(p.string());
+  };
+  const std::string model = shell_quote(archive.string());
+  struct Case {
+    std::string trace, flags;
+    size_t call;
+  };
+  for (const Case& c : {Case{trace("grow", {5, 12}), "", 1}, Case{trace("grow", {5, 12}), "--dynamic false", 1},
+                        Case{trace("lone", {12}), "", 0}, Case{trace("lone", {12}), "--dynamic true", 0},
+                        Case{trace("lone", {12}), "--mark-dynamic ids:1", 0}}) {
+    CliResult r = run_tcc("explain " + model + " --trace " + c.trace + " " + c.flags, "", 60);
+    const std::string why = "call " + std::to_string(c.call) + ": ids.size()[1] = 12 is outside the exported range [2, 11]";
+    EXPECT_EQ(r.code, 1) << c.flags << "\n" << r.output;
+    EXPECT_NE(r.output.find("Rejected Calls: 1 "), std::string::npos) << c.flags << "\n" << r.output;
+    EXPECT_NE(r.output.find("  " + why), std::string::npos) << c.flags << "\n" << r.output;
+    EXPECT_NE(r.output.find("gate tripped: the exported program raises at " + why), std::string::npos)
+        << c.flags << "\n" << r.output;
+    EXPECT_NE(r.output.find("Compiles: " + std::to_string(c.call == 1 ? 1 : 0) + "\n"), std::string::npos)
+        << c.flags << "\n" << r.output;
+  }
+
+  // Within the range: the second length recompiles with seq symbolic, whose
+  // variant carries the range's bound; nothing is rejected.
+  CliResult ok = run_tcc("explain " + model + " --trace " + trace("within", {5, 11, 7}) + " --format json", "", 60);
+  ASSERT_EQ(ok.code, 0) << ok.output;
+  json j = json::parse(ok.output.substr(ok.output.find('{')));
+  EXPECT_EQ(j["rejected_call_count"], 0);
+  EXPECT_TRUE(j["rejected_calls"].empty());
+  EXPECT_EQ(j["recompile_count"], 1) << j["recompiles"].dump(1);
+  EXPECT_NE(j["graphs"][0]["guards"].dump().find("ids.size()[1] <= 11"), std::string::npos);
+
+  // The JSON lists each distinct rejected call once, at its first call, and counts them all.
+  CliResult bad = run_tcc("explain " + model + " --trace " + trace("mixed", {12, 5, 12, 70}) + " --format json", "", 60);
+  ASSERT_EQ(bad.code, 1) << bad.output;
+  // The report, then the gate's line on stderr.
+  const size_t report_end = bad.output.rfind("\n}") + 2;
+  j = json::parse(bad.output.substr(bad.output.find('{'), report_end - bad.output.find('{')));
+  EXPECT_NE(bad.output.find("gate tripped: the exported program raises at call 0: ", report_end), std::string::npos)
+      << bad.output;
+  EXPECT_EQ(j["rejected_call_count"], 3);
+  ASSERT_EQ(j["rejected_calls"].size(), 2u) << j["rejected_calls"].dump(1);
+  EXPECT_EQ(j["rejected_calls"][1]["call"], 3);
+  EXPECT_NE(j["rejected_calls"][1]["reason"].get<std::string>().find("ids.size()[1] = 70 is outside the exported range [2, 11]"),
+            std::string::npos);
+  EXPECT_EQ(j["compiles"], 1);
+  fs::remove_all(dir);
+}
+
+// The compile reports name the source of each kernel's nodes: the MLP's GEMM
+// kernels compute fc1, fc2 and fc3, each at its line of scripts/gen-pt2.
+TEST(Pt2Import, CompileReportNamesEachKernelsSources) {
+  fs::path dir = make_temp_dir("tcc_pt2_report");
+  CliResult r = run_tcc("compile " + shell_quote((kPt2 / "mlp.pt2").string()) + " -o " +
+                            shell_quote((dir / "m").string()) + " --no-host --arch sm_90 --no-ptx",
+                        "", 120);
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::ifstream report_file(dir / "m" / "report.json");
+  json report = json::parse(report_file);
+  std::set<std::string> gemm_modules;
+  for (const json& k : report["kernels"]) {
+    ASSERT_TRUE(k.contains("sources")) << k.dump();
+    for (const json& src : k["sources"]) {
+      std::string text = src.get<std::string>();
+      EXPECT_EQ(text.rfind("gen-pt2:", 0), 0u) << text;
+      if (k["kind"] == "gemm" && text.find(" (fc") != std::string::npos) gemm_modules.insert(text.substr(text.find('(')));
+    }
+  }
+  EXPECT_EQ(gemm_modules, (std::set<std::string>{"(fc1)", "(fc2)", "(fc3)"})) << report["kernels"].dump(1);
+  std::ifstream md_file(dir / "m" / "report.md");
+  std::string md((std::istreambuf_iterator<char>(md_file)), std::istreambuf_iterator<char>());
+  EXPECT_NE(md.find("| bound | nodes | source |"), std::string::npos) << md;
+  EXPECT_NE(md.find(" (fc1) |"), std::string::npos) << md;
+  fs::remove_all(dir);
 }
 
 TEST(Pt2Import, NodesCarryTheUsersSourceAndModule) {
