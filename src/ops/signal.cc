@@ -9,12 +9,14 @@
 // their scalar operands, so with constant operands shape inference folds them
 // (try_fold runs these kernels) and constant_fold leaves initializers in their
 // place; with sizes from shapes they are computed once per binding of the
-// symbols (passes/binding_constants.h), so they need no decomposition.
+// symbols (passes/binding_constants.h). A window whose size comes from data
+// decomposes into kernels around the host step that reads the size back.
 #include <cmath>
 #include <complex>
 #include <numbers>
 #include <optional>
 
+#include "src/ops/decomposition.h"
 #include "src/ops/families.h"
 #include "src/ops/op_helpers.h"
 #include "src/ops/op_registry.h"
@@ -473,10 +475,11 @@ struct CosineWindow {
   double a0, a1, a2;
 };
 
+// A size from tensor data is a fresh symbol, like NonZero's count.
 void infer_window(InferContext& ctx) {
   Dim size = scalar_dim(ctx, 0);
   require_at_least(ctx, size, 0, "the window size");
-  ctx.set_output_type(0, Type::tensor(output_datatype(ctx.node()), {size}));
+  ctx.set_output_type(0, Type::tensor(output_datatype(ctx.node()), {size.is_unknown() ? ctx.env().fresh("u") : size}));
 }
 
 // A symmetric window of one point is [1] (as torch's), where the formula would divide by 0.
@@ -492,6 +495,43 @@ std::vector<Tensor> eval_window(EvalContext& ctx, CosineWindow c) {
     y.set_f64(t, period == 0 ? 1.0 : c.a0 - c.a1 * std::cos(phase) + c.a2 * std::cos(2 * phase));
   }
   return {y};
+}
+
+// A window whose size comes from tensor data (its length a symbol no input
+// shape binds) -> kernels around one host step, which reads the size back
+// (Expansion::counted_range): over t = 0..size-1, in f64 as the reference
+// computes it, phase = 2 pi t / N, a0 - a1 cos(phase) (+ a2 cos(2 phase)),
+// 1 where N is 0, cast to output_datatype.
+bool decompose_window(Expansion& e, CosineWindow c) {
+  const Node& n = e.node();
+  const Type& y = n.output(0)->type();
+  const Type& size = n.input(0)->type();
+  if (!y.is_tensor() || !e.data_dependent(y.shape()[0]) || !size.is_tensor() || !size.fully_static() ||
+      dims_product(size.shape()) != Dim(1))
+    return false;
+  const Dim length = y.shape()[0];
+  const Type scalar = Type::tensor(DType::F64, {}), line = Type::tensor(DType::F64, {length});
+  Value* count = e.cast("Cast_count", n.input(0), DType::I64);
+  Value* t = e.cast("Cast_index", e.counted_range("Index", count, length), DType::F64);
+  Value* period = e.cast("Cast_size", n.input(0), DType::F64);
+  if (size.rank() != 0) period = e.reshape("Reshape_size", period, {});
+  if (n.get_int("periodic", 1) == 0)
+    period = e.add("Sub_period", "Sub", {period, e.scalar("one", 1, DType::F64)}, scalar);
+  Value* angle = e.add("Mul_angle", "Mul", {e.scalar("two_pi", 2 * std::numbers::pi, DType::F64), t}, line);
+  Value* phase = e.add("Div_phase", "Div", {angle, period}, line);
+  auto term = [&](const std::string& tag, Value* at, double a) {
+    return e.add("Mul_" + tag, "Mul", {e.scalar(tag, a, DType::F64), e.add("Cos_" + tag, "Cos", {at}, line)}, line);
+  };
+  Value* w = e.add("Sub", "Sub", {e.scalar("a0", c.a0, DType::F64), term("a1", phase, c.a1)}, line);
+  if (c.a2 != 0) {
+    Value* twice = e.add("Mul_twice", "Mul", {phase, e.scalar("two", 2, DType::F64)}, line);
+    w = e.add("Add", "Add", {w, term("a2", twice, c.a2)}, line);
+  }
+  Value* degenerate =
+      e.add("Equal", "Equal", {period, e.scalar("zero", 0, DType::F64)}, Type::tensor(DType::Bool, {}));
+  Value* window = e.add("Where", "Where", {degenerate, e.scalar("unit", 1, DType::F64), w}, line);
+  e.finish("Cast", "Cast", {window}, {{"to", Attribute::of_int(static_cast<int64_t>(y.dtype()))}});
+  return true;
 }
 
 // ---------------------------------------------------------------- MelWeightMatrix
@@ -551,7 +591,8 @@ void register_signal_ops(OpRegistry& r) {
   r.add(OpDef{"", "DFT", 17, 0, infer_dft, eval_dft, {}}).decomposition(decompose_dft);
   r.add(OpDef{"", "STFT", 17, 0, infer_stft, eval_stft, {}}).decomposition(decompose_stft);
   auto window = [&r](const char* op, CosineWindow c) {
-    r.add(OpDef{"", op, 17, kConstant, infer_window, [c](EvalContext& ctx) { return eval_window(ctx, c); }, {}});
+    r.add(OpDef{"", op, 17, kConstant, infer_window, [c](EvalContext& ctx) { return eval_window(ctx, c); }, {}})
+        .decomposition([c](Expansion& e) { return decompose_window(e, c); });
   };
   window("HannWindow", {0.5, 0.5, 0.0});
   window("HammingWindow", {25.0 / 46.0, 21.0 / 46.0, 0.0});
