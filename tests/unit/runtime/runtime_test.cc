@@ -524,15 +524,16 @@ TEST(DataDependentSizes, OutputsComeFromTheCallersAllocator) {
   fs::remove_all(dir);
 }
 
-// Range with bounds from data, windows of a size read at run time and Compress
-// (tests/fixtures/data_dependent.tir) run on kernels around one host step
-// each, a ConstantOfShape that reads the size back and binds it; every output
-// comes from the caller's allocator and equals the interpreter's bit for bit.
-TEST(DataDependentSizes, RangesWindowsAndCompressMatchTheInterpreterExactly) {
+// Range with bounds from data, windows of a size read at run time, Compress
+// and MelWeightMatrix (tests/fixtures/data_dependent.tir) run on kernels around
+// one host step each, a ConstantOfShape that reads the size back and binds it;
+// every output comes from the caller's allocator and equals the interpreter's
+// bit for bit.
+TEST(DataDependentSizes, RangesWindowsCompressAndMelWeightsMatchTheInterpreterExactly) {
   fs::path dir = fresh_dir("data_dependent");
   std::string model_path = std::string(TCC_SOURCE_DIR) + "/tests/fixtures/data_dependent.tir";
   CompileResult r = compile_model(model_path, dir / "module", quick_compile_options());
-  EXPECT_EQ(r.fallbacks.size(), 5u);
+  EXPECT_EQ(r.fallbacks.size(), 6u);
   for (const FallbackReason& f : r.fallbacks) EXPECT_EQ(f.op_type, "ConstantOfShape") << f.node;
   tcc_module* m = nullptr;
   ASSERT_EQ(tcc_module_load((dir / "module").c_str(), &m), TCC_OK) << tcc_last_error();
@@ -558,14 +559,24 @@ TEST(DataDependentSizes, RangesWindowsAndCompressMatchTheInterpreterExactly) {
     }
     inputs["size"] = Tensor::scalar_i64(n + 2);
     for (int64_t i = 0; i < n; ++i) inputs["keep"].set_i64(i, i % 3 != 1);
+    // Mel bands from 100 Hz to 3.9 kHz over a spectrogram of 33 bins at 8 kHz.
+    inputs["mels"] = Tensor::scalar_i64(n + 5);
+    inputs["dft"] = Tensor::scalar_i64(64);
+    inputs["rate"] = Tensor::scalar_i64(8000);
+    inputs["lower"] = Tensor::scalar_f32(100.0f);
+    inputs["upper"] = Tensor::scalar_f32(3900.0f);
     std::vector<Tensor> expected = Interpreter().run(*model->graph, inputs);
     std::vector<tcc_tensor> ins = module_inputs(m, inputs);
     Allocation a;
     std::vector<tcc_tensor> outs;
-    for (const Tensor& e : expected) {
-      std::vector<int64_t> shape = e.shape();
-      shape[0] = 0;  // the data decides it
-      a.tensors.emplace_back(e.dtype(), shape);
+    a.tensors.reserve(expected.size());  // outs point at their shapes
+    for (size_t i = 0; i < expected.size(); ++i) {
+      int64_t dims[2];
+      int32_t rank = 0;
+      ASSERT_EQ(tcc_module_output_shape(m, ins.data(), ins.size(), i, dims, 2, &rank), TCC_OK) << tcc_last_error();
+      std::vector<int64_t> shape(dims, dims + rank);
+      for (int64_t& d : shape) d = std::max<int64_t>(d, 0);  // -1: the data decides it
+      a.tensors.emplace_back(expected[i].dtype(), shape);
       outs.push_back(c_tensor(a.tensors.back()));
       outs.back().data = nullptr;
     }
