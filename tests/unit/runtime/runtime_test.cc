@@ -524,16 +524,16 @@ TEST(DataDependentSizes, OutputsComeFromTheCallersAllocator) {
   fs::remove_all(dir);
 }
 
-// Range with bounds from data, windows of a size read at run time, Compress
-// and MelWeightMatrix (tests/fixtures/data_dependent.tir) run on kernels around
-// one host step each, a ConstantOfShape that reads the size back and binds it;
-// every output comes from the caller's allocator and equals the interpreter's
-// bit for bit.
-TEST(DataDependentSizes, RangesWindowsCompressAndMelWeightsMatchTheInterpreterExactly) {
+// Range with bounds from data, windows of a size read at run time, Compress,
+// MelWeightMatrix and NonMaxSuppression (tests/fixtures/data_dependent.tir)
+// run on kernels around one host step each, a ConstantOfShape that reads the
+// size back and binds it; every output comes from the caller's allocator and
+// equals the interpreter's bit for bit.
+TEST(DataDependentSizes, SizesFromDataRunOnKernelsAndMatchTheInterpreterExactly) {
   fs::path dir = fresh_dir("data_dependent");
   std::string model_path = std::string(TCC_SOURCE_DIR) + "/tests/fixtures/data_dependent.tir";
   CompileResult r = compile_model(model_path, dir / "module", quick_compile_options());
-  EXPECT_EQ(r.fallbacks.size(), 6u);
+  EXPECT_EQ(r.fallbacks.size(), 7u);
   for (const FallbackReason& f : r.fallbacks) EXPECT_EQ(f.op_type, "ConstantOfShape") << f.node;
   tcc_module* m = nullptr;
   ASSERT_EQ(tcc_module_load((dir / "module").c_str(), &m), TCC_OK) << tcc_last_error();
@@ -565,6 +565,11 @@ TEST(DataDependentSizes, RangesWindowsCompressAndMelWeightsMatchTheInterpreterEx
     inputs["rate"] = Tensor::scalar_i64(8000);
     inputs["lower"] = Tensor::scalar_f32(100.0f);
     inputs["upper"] = Tensor::scalar_f32(3900.0f);
+    // Random boxes (any diagonal) and scores: at most n / 4 + 1 boxes a class
+    // above a score of -0.5 and an IoU of 0.2.
+    inputs["max_boxes"] = Tensor::from_i64({n / 4 + 1}, {1});
+    inputs["iou"] = Tensor::from_f32({0.2f}, {1});
+    inputs["score_min"] = Tensor::from_f32({-0.5f}, {1});
     std::vector<Tensor> expected = Interpreter().run(*model->graph, inputs);
     std::vector<tcc_tensor> ins = module_inputs(m, inputs);
     Allocation a;
