@@ -232,7 +232,8 @@ bool decompose_nonzero(Expansion& e) {
   Value* zeros = e.add("ConstantOfShape", "ConstantOfShape", {shape}, tensor(DType::I64, {Dim(r), count}),
                        {{"value", Attribute::of_tensor(zero)}});
   const Dim wider(count.expr() + SymExpr::constant(1));
-  Value* spare = e.constant("spare", Tensor(DType::I64, {r, 1}));
+  // Expanded from a scalar, not a constant: the Concat kernel reads no single-element constant (rank 1).
+  Value* spare = e.expand("Expand_spare", e.scalar("spare", 0, DType::I64), {Dim(r), Dim(1)});
   Value* data = e.add("Concat_spare", "Concat", {zeros, spare}, tensor(DType::I64, {Dim(r), wider}),
                       {{"axis", Attribute::of_int(1)}});
   Value* last = e.add("Sub", "Sub", {running, e.scalar("one", 1, DType::I64)}, tensor(DType::I64, {total}));

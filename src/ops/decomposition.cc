@@ -146,6 +146,17 @@ Value* Expansion::range(const std::string& piece, int64_t start, const Dim& leng
              {{"start", Attribute::of_int(start)}, {"shape", dims_attr({length})}}, std::string(kTccDomain));
 }
 
+Value* Expansion::counted_range(const std::string& piece, Value* count, const Dim& length) {
+  Value* shape = reshape(piece + "_count", count, {Dim(1)});
+  Value* zeros = add(piece + "_size", "ConstantOfShape", {shape}, Type::tensor(DType::I64, {length}),
+                     {{"value", Attribute::of_tensor(Tensor(DType::I64, {1}))}});
+  return add(piece, "Add", {zeros, range(piece + "_index", 0, length)}, Type::tensor(DType::I64, {length}));
+}
+
+bool Expansion::data_dependent(const Dim& d) const {
+  return d.is_symbolic() && d.expr().is_symbol() && !g_.bound_symbols().count(d.expr().symbol_name());
+}
+
 void Expansion::finish_reshape(const std::string& piece, Value* x) {
   g_.set_opset(std::string(kTccDomain), 1);
   finish(piece, "Reshape", {x}, {{"shape", dims_attr(n_.output(0)->type().shape())}}, std::string(kTccDomain));

@@ -77,6 +77,14 @@ class Expansion {
   Value* cast(const std::string& piece, Value* x, DType to);
   // The i64s start, start + 1, ... of a symbolic `length`: a tcc::Range, which reads no tensor.
   Value* range(const std::string& piece, int64_t start, const Dim& length);
+  // The i64s 0, 1, ..., length - 1 where the data decides `length`, a symbol
+  // no input shape binds: `count`, a one-element i64 computed on kernels, is
+  // read back by a ConstantOfShape, the one host step, which binds the symbol
+  // so the runtime sizes what follows (the two-phase call, docs/MODULE.md);
+  // a tcc::Range added to its zeros counts.
+  Value* counted_range(const std::string& piece, Value* count, const Dim& length);
+  // Whether d is one symbol that no input shape binds: a size the data decides.
+  bool data_dependent(const Dim& d) const;
 
   // The last piece, which takes over output 0 (value and name). An empty
   // `piece` keeps the node's own name; `domain` is the piece's op domain.

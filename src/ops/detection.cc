@@ -2,7 +2,8 @@
 // image) and NonMaxSuppression (whose output size depends on the scores, so
 // it carries kDataDependentShape and its count is a fresh symbol, as NonZero's).
 // RoiAlign and MaxRoiPool decompose into a Gather of X and reductions over
-// each bin (at the end of the file).
+// each bin, NonMaxSuppression into pairwise tests and masked reductions around
+// a NonZero (at the end of the file).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -595,6 +596,183 @@ bool decompose_max_roi_pool(Expansion& e) {
   return true;
 }
 
+// Boxes per batch beyond which NonMaxSuppression is not decomposed: its
+// greedy selection takes one reduction per box (a host step instead).
+constexpr int64_t kMaxNmsBoxes = 64;
+
+// NonMaxSuppression -> kernels around the one host step of the NonZero that
+// compacts the selection (which binds its count), with no sort: in f64 as
+// the reference computes it, box j precedes box k in a class when its score
+// is higher (NaN as -inf), or equal at a lower index; j suppresses k when
+// both have area, their union is positive and IoU exceeds the threshold.
+// The greedy selection is the fixed point of keep[k] = above threshold and
+// no kept box that precedes k suppresses it, reached after one step per box
+// (the first t boxes in score order are settled after t steps); then a kept
+// box's place is how many kept boxes precede it, and those placed below
+// max_output_boxes_per_class are selected. Laid out by place, selection p
+// of (batch, class) is the box kept at place p, present for p below the
+// count, so NonZero lists (batch, class, place) in the reference's order and
+// a GatherND of the box at each place completes the triple. Needs the shapes
+// static but for the batch and classes, at most kMaxNmsBoxes boxes, and the
+// optional scalars of one element (or empty, as absent).
+bool decompose_nms(Expansion& e) {
+  const Node& n = e.node();
+  const Type& boxes = n.input(0)->type();
+  const Type& scores = n.input(1)->type();
+  const Type& y = n.output(0)->type();
+  if (!boxes.is_tensor() || !boxes.fully_shaped() || boxes.rank() != 3 || !scores.is_tensor() ||
+      !scores.fully_shaped() || scores.rank() != 3 || !y.is_tensor() || !y.fully_shaped() ||
+      !e.data_dependent(y.shape()[0]))
+    return false;
+  const Dim batch = scores.shape()[0], classes = scores.shape()[1], boxes_dim = scores.shape()[2];
+  if (!boxes_dim.is_static() || boxes_dim.value() < 1 || boxes_dim.value() > kMaxNmsBoxes) return false;
+  const int64_t count = boxes_dim.value();
+  const Dim nb(count);
+  // Optional scalar input i: null when absent or empty.
+  std::vector<Value*> scalars(5, nullptr);
+  for (size_t i = 2; i < 5 && i < n.num_inputs(); ++i) {
+    if (!n.has_input(i)) continue;
+    const Type& t = n.input(i)->type();
+    if (!t.is_tensor() || !t.fully_static()) return false;
+    Dim size = dims_product(t.shape());
+    if (size == Dim(0)) continue;
+    if (size != Dim(1)) return false;
+    scalars[i] = t.rank() == 0 ? n.input(i) : e.reshape("Reshape_scalar" + std::to_string(i), n.input(i), {});
+  }
+  auto f64 = [](Dims d) { return Type::tensor(DType::F64, std::move(d)); };
+  auto f32 = [](Dims d) { return Type::tensor(DType::F32, std::move(d)); };
+  auto bools = [](Dims d) { return Type::tensor(DType::Bool, std::move(d)); };
+  const Dims pair_boxes = {batch, Dim(1), nb, nb}, pair = {batch, classes, nb, nb};
+  const Dims row = {batch, classes, Dim(1), nb}, column = {batch, classes, nb, Dim(1)};
+  Value* zero = e.scalar("zero", 0, DType::F64);
+  auto positive = [&](const std::string& tag, Value* v, const Dims& d) {
+    return e.add("Greater_" + tag, "Greater", {v, zero}, bools(d));
+  };
+  auto both = [&](const std::string& tag, Value* a, Value* b, const Dims& d) {
+    return e.add("And_" + tag, "And", {a, b}, bools(d));
+  };
+  // Each box's extents, [batch, boxes], whichever format it came in.
+  Value* corners = e.cast("Cast_boxes", n.input(0), DType::F64);
+  std::vector<Value*> coordinate;
+  for (int64_t c = 0; c < 4; ++c) {
+    const std::string t = std::to_string(c);
+    Value* one = e.add("Slice_box" + t, "Slice",
+                       {corners, e.i64("starts" + t, c), e.i64("ends" + t, c + 1), e.i64("axes" + t, 2)},
+                       f64({batch, nb, Dim(1)}));
+    coordinate.push_back(e.reshape("Reshape_box" + t, one, {batch, nb}));
+  }
+  const Dims per_box = {batch, nb};
+  Value *x0, *x1, *y0, *y1;
+  if (n.get_int("center_point_box", 0) == 1) {
+    Value* two = e.scalar("two", 2, DType::F64);
+    Value* half_w = e.add("Div_width", "Div", {coordinate[2], two}, f64(per_box));
+    Value* half_h = e.add("Div_height", "Div", {coordinate[3], two}, f64(per_box));
+    x0 = e.add("Sub_x0", "Sub", {coordinate[0], half_w}, f64(per_box));
+    x1 = e.add("Add_x1", "Add", {coordinate[0], half_w}, f64(per_box));
+    y0 = e.add("Sub_y0", "Sub", {coordinate[1], half_h}, f64(per_box));
+    y1 = e.add("Add_y1", "Add", {coordinate[1], half_h}, f64(per_box));
+  } else {
+    x0 = e.add("Min_x0", "Min", {coordinate[1], coordinate[3]}, f64(per_box));
+    x1 = e.add("Max_x1", "Max", {coordinate[1], coordinate[3]}, f64(per_box));
+    y0 = e.add("Min_y0", "Min", {coordinate[0], coordinate[2]}, f64(per_box));
+    y1 = e.add("Max_y1", "Max", {coordinate[0], coordinate[2]}, f64(per_box));
+  }
+  Value* width = e.add("Sub_width", "Sub", {x1, x0}, f64(per_box));
+  Value* area = e.add("Mul_area", "Mul", {width, e.add("Sub_height", "Sub", {y1, y0}, f64(per_box))}, f64(per_box));
+  // Box j (axis 2) against box k (axis 3).
+  auto as_j = [&](const std::string& tag, Value* v) {
+    return e.reshape("Reshape_j_" + tag, v, {batch, Dim(1), nb, Dim(1)});
+  };
+  auto as_k = [&](const std::string& tag, Value* v) {
+    return e.reshape("Reshape_k_" + tag, v, {batch, Dim(1), Dim(1), nb});
+  };
+  auto extent = [&](const std::string& tag, Value* lo, Value* hi) {
+    Value* top = e.add("Min_" + tag, "Min", {as_j(tag + "1", hi), as_k(tag + "1", hi)}, f64(pair_boxes));
+    Value* bottom = e.add("Max_" + tag, "Max", {as_j(tag + "0", lo), as_k(tag + "0", lo)}, f64(pair_boxes));
+    return e.add("Sub_" + tag, "Sub", {top, bottom}, f64(pair_boxes));
+  };
+  Value *w = extent("x", x0, x1), *h = extent("y", y0, y1);
+  Value *area_j = as_j("area", area), *area_k = as_k("area", area);
+  Value* inter = e.add("Mul_inter", "Mul", {w, h}, f64(pair_boxes));
+  Value* uni = e.add("Sub_union", "Sub", {e.add("Add_union", "Add", {area_k, area_j}, f64(pair_boxes)), inter},
+                     f64(pair_boxes));
+  Value* iou = e.add("Div_iou", "Div", {inter, uni}, f64(pair_boxes));
+  Value* threshold = scalars[3] ? e.cast("Cast_iou_threshold", scalars[3], DType::F64) : zero;
+  Value* overlap = e.add("Greater_iou", "Greater", {iou, threshold}, bools(pair_boxes));
+  Value* has_area = both("area", positive("area_j", area_j, {batch, Dim(1), nb, Dim(1)}),
+                         positive("area_k", area_k, {batch, Dim(1), Dim(1), nb}), pair_boxes);
+  Value* suppresses = both("extents", positive("w", w, pair_boxes), positive("h", h, pair_boxes), pair_boxes);
+  suppresses = both("with_area", suppresses, has_area, pair_boxes);
+  suppresses = both("union", suppresses, positive("union", uni, pair_boxes), pair_boxes);
+  suppresses = both("iou", suppresses, overlap, pair_boxes);
+  // Score order: higher first, NaN as -inf, ties by the lower index.
+  Value* s = e.cast("Cast_scores", n.input(1), DType::F64);
+  const Dims per_class = {batch, classes, nb};
+  s = e.add("Where_nan", "Where",
+            {e.add("IsNaN", "IsNaN", {s}, bools(per_class)),
+             e.scalar("lowest", -std::numeric_limits<double>::infinity(), DType::F64), s},
+            f64(per_class));
+  Value *s_j = e.reshape("Reshape_score_j", s, column), *s_k = e.reshape("Reshape_score_k", s, row);
+  Value* index = e.range("Range", 0, nb);
+  Value* index_j = e.reshape("Reshape_index_j", index, {nb, Dim(1)});
+  Value* lower = e.add("Less_index", "Less", {index_j, e.reshape("Reshape_index_k", index, {Dim(1), nb})},
+                       bools({nb, nb}));
+  Value* tie = both("tie", e.add("Equal_score", "Equal", {s_j, s_k}, bools(pair)), lower, pair);
+  Value* precedes = e.add("Or_precedes", "Or", {e.add("Greater_score", "Greater", {s_j, s_k}, bools(pair)), tie},
+                          bools(pair));
+  Value* blocks = e.cast("Cast_blocks", both("blocks", precedes, suppresses, pair), DType::F32);
+  Value* before = e.cast("Cast_before", precedes, DType::F32);
+  Value* valid = scalars[4] ? e.cast("Cast_valid", e.add("Greater_score_threshold", "Greater",
+                                                        {s_k, e.cast("Cast_score_threshold", scalars[4], DType::F64)},
+                                                        bools(row)),
+                                     DType::F32)
+                            : e.expand("Expand_valid", e.scalar("all", 1, DType::F32), row);
+  // The greedy selection's fixed point: one step per box.
+  Value* keep = valid;
+  Value* none = e.scalar("none", 0, DType::F32);
+  for (int64_t t = 1; t < count; ++t) {
+    const std::string step = std::to_string(t);
+    Value* hits = e.add("Mul_hits" + step, "Mul", {e.reshape("Reshape_keep" + step, keep, column), blocks}, f32(pair));
+    Value* hit = e.reduce("ReduceMax" + step, "ReduceMax", hits, {2}, f32(row));
+    Value* free = e.cast("Cast_free" + step, e.add("Equal_free" + step, "Equal", {hit, none}, bools(row)), DType::F32);
+    keep = e.add("Mul_keep" + step, "Mul", {valid, free}, f32(row));
+  }
+  // Each kept box's place among the kept ones; those placed below the limit are selected.
+  Value* place = e.reduce("ReduceSum_place", "ReduceSum",
+                          e.add("Mul_place", "Mul", {e.reshape("Reshape_kept", keep, column), before}, f32(pair)), {2},
+                          f32(row));
+  Value* limit = scalars[2] ? e.cast("Cast_limit",
+                                     e.add("Max_limit", "Max", {e.cast("Cast_limit_i64", scalars[2], DType::I64),
+                                                                e.scalar("no_boxes", 0, DType::I64)},
+                                           Type::tensor(DType::I64, {})),
+                                     DType::F32)
+                            : none;
+  Value* below = e.cast("Cast_below", e.add("Less_limit", "Less", {place, limit}, bools(row)), DType::F32);
+  Value* selected = e.add("Mul_selected", "Mul", {keep, below}, f32(row));
+  // Laid out by place: slot p (axis 2) holds the box selected at place p.
+  Value* slot = e.cast("Cast_slot", index_j, DType::F32);
+  Value* here = e.cast("Cast_at_slot", e.add("Equal_slot", "Equal", {place, slot}, bools(pair)), DType::F32);
+  Value* at_slot = e.add("Mul_at_slot", "Mul", {selected, here}, f32(pair));
+  Value* box_index = e.cast("Cast_box_index", e.reshape("Reshape_box_index", index, {Dim(1), nb}), DType::F32);
+  Value* by_slot = e.reduce("ReduceSum_by_slot", "ReduceSum",
+                            e.add("Mul_by_slot", "Mul", {at_slot, box_index}, f32(pair)), {3}, f32(column));
+  Value* chosen = e.reduce("ReduceSum_chosen", "ReduceSum", selected, {3}, f32({batch, classes, Dim(1), Dim(1)}));
+  Value* occupied = e.add("Less_occupied", "Less", {slot, chosen}, bools(column));
+  const Dim found = y.shape()[0];
+  Value* positions = e.add("NonZero", "NonZero", {e.reshape("Reshape_occupied", occupied, per_class)},
+                           Type::tensor(DType::I64, {Dim(3), found}));
+  Value* triples = e.add("Transpose", "Transpose", {positions}, Type::tensor(DType::I64, {found, Dim(3)}),
+                         {{"perm", Attribute::of_ints({1, 0})}});
+  Value* boxes_at = e.cast("Cast_boxes_at", e.reshape("Reshape_by_slot", by_slot, per_class), DType::I64);
+  Value* picked = e.add("GatherND", "GatherND", {boxes_at, triples}, Type::tensor(DType::I64, {found}));
+  Value* pairs = e.add("Slice_pairs", "Slice",
+                       {triples, e.i64("pair_starts", 0), e.i64("pair_ends", 2), e.i64("pair_axes", 1)},
+                       Type::tensor(DType::I64, {found, Dim(2)}));
+  e.finish("Concat", "Concat", {pairs, e.reshape("Reshape_picked", picked, {found, Dim(1)})},
+           {{"axis", Attribute::of_int(1)}});
+  return true;
+}
+
 }  // namespace
 
 void register_detection_ops(OpRegistry& r) {
@@ -607,7 +785,8 @@ void register_detection_ops(OpRegistry& r) {
   r.add(OpDef{"", "MaxRoiPool", 1, kReduction, infer_max_roi_pool, eval_max_roi_pool, float_types})
       .decomposition(decompose_max_roi_pool)
       .trains_through_decomposition();
-  r.add(OpDef{"", "NonMaxSuppression", 10, kDataDependentShape, infer_nms, eval_nms, {DType::F32, DType::I64}});
+  r.add(OpDef{"", "NonMaxSuppression", 10, kDataDependentShape, infer_nms, eval_nms, {DType::F32, DType::I64}})
+      .decomposition(decompose_nms);
 }
 
 }  // namespace tcc

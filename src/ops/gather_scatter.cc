@@ -565,6 +565,36 @@ bool decompose_reverse_sequence(Expansion& e) {
   return true;
 }
 
+// Compress(x, condition) -> Gather of the positions NonZero finds in the
+// condition (which decomposes into kernels around the one host step that binds
+// the count), along the axis, or over x flattened when there is none. A
+// condition longer than the dim is sliced to it; one shorter leaves the rest
+// out by itself. Needs the condition's length and the dim both static, or
+// equal, and the output's count a size the data decides.
+bool decompose_compress(Expansion& e) {
+  const Node& n = e.node();
+  const Type& x = n.input(0)->type();
+  const Type& cond = n.input(1)->type();
+  const Type& y = n.output(0)->type();
+  if (!x.is_tensor() || !x.fully_shaped() || !cond.is_tensor() || !cond.has_rank() || cond.rank() != 1 ||
+      !y.is_tensor() || !y.fully_shaped())
+    return false;
+  bool has_axis = n.has_attr("axis");
+  int64_t axis = has_axis ? normalize_axis(n, n.get_int("axis", 0), static_cast<int64_t>(x.rank())) : 0;
+  const Dim d = has_axis ? x.shape()[axis] : dims_product(x.shape()), c = cond.shape()[0];
+  const Dim count = y.shape()[has_axis ? axis : 0];
+  if (!e.data_dependent(count) || (c != d && !(c.is_static() && d.is_static()))) return false;
+  Value* flags = n.input(1);
+  if (c.is_static() && c.value() > d.value())
+    flags = e.add("Slice", "Slice", {flags, e.i64("starts", 0), e.i64("ends", d.value()), e.i64("axes", 0)},
+                  Type::tensor(cond.dtype(), {d}));
+  Value* found = e.add("NonZero", "NonZero", {flags}, Type::tensor(DType::I64, {Dim(1), count}));
+  Value* data = has_axis ? n.input(0) : e.reshape("Reshape_data", n.input(0), {d});
+  e.finish("Gather", "Gather", {data, e.reshape("Reshape_positions", found, {count})},
+           {{"axis", Attribute::of_int(axis)}});
+  return true;
+}
+
 }  // namespace
 
 Tensor scatter_elements(const Node& n, Tensor out, const Tensor& ind, const Tensor& upd, const std::string& reduction) {
@@ -597,7 +627,8 @@ void register_gather_scatter_ops(OpRegistry& r) {
       .kernel_role(KernelRole::Indexed, scatter_role)
       .gradient(scatter_rule);
   r.add(OpDef{"", "Compress", 11, kMovement | kDataDependentShape, infer_compress, eval_compress, {}})
-      .gradient(compress_rule);
+      .gradient(compress_rule)
+      .decomposition(decompose_compress);
   r.add(OpDef{"", "ReverseSequence", 10, kMovement, infer_reverse_sequence, eval_reverse_sequence, {}})
       .decomposition(decompose_reverse_sequence);
 }

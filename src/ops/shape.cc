@@ -11,6 +11,7 @@
 #include <limits>
 #include <random>
 
+#include "src/ops/decomposition.h"
 #include "src/ops/families.h"
 #include "src/ops/op_helpers.h"
 #include "src/ops/op_registry.h"
@@ -507,6 +508,60 @@ std::vector<Tensor> eval_range(EvalContext& ctx) {
   return {out};
 }
 
+// Range whose bounds come from tensor data (its length a symbol no input
+// shape binds; constant ranges fold, shape-derived ones become tcc::Range or
+// are computed once per binding) -> kernels around one host step: the length
+// max(ceil((limit - start) / delta), 0) as the reference computes it, in f64
+// for float ranges and exactly for integer ones (the span in delta's direction
+// plus |delta| - 1, at least 0, over |delta| by a truncating Div; |delta| is
+// taken at least 1, so a delta of 0, which the reference refuses, divides by
+// nothing), read back to bind the symbol (Expansion::counted_range), then
+// start + i * delta over its indices i, in f64 rounded to a float dtype, in
+// i64 narrowed to an integer one.
+bool decompose_range(Expansion& e) {
+  const Node& n = e.node();
+  const Type& y = n.output(0)->type();
+  if (!y.is_tensor() || !y.has_rank() || y.rank() != 1 || !e.data_dependent(y.shape()[0])) return false;
+  for (size_t i = 0; i < 3; ++i) {
+    const Type& t = n.input(i)->type();
+    if (!t.is_tensor() || !t.fully_static() || dims_product(t.shape()) != Dim(1)) return false;
+  }
+  const Dim length = y.shape()[0];
+  const DType dt = y.dtype(), wide = is_float(dt) ? DType::F64 : DType::I64;
+  const Type scalar = Type::tensor(wide, {}), line = Type::tensor(wide, {length});
+  auto operand = [&](size_t i, const std::string& name) {
+    Value* v = e.cast("Cast_" + name, n.input(i), wide);
+    return v->type().rank() == 0 ? v : e.reshape("Reshape_" + name, v, {});
+  };
+  Value *start = operand(0, "start"), *limit = operand(1, "limit"), *delta = operand(2, "delta");
+  Value* zero = e.scalar("zero", 0, wide);
+  Value* count = nullptr;
+  if (is_float(dt)) {
+    Value* span = e.add("Sub_span", "Sub", {limit, start}, scalar);
+    Value* steps = e.add("Ceil", "Ceil", {e.add("Div_steps", "Div", {span, delta}, scalar)}, scalar);
+    count = e.cast("Cast_count", e.add("Max_count", "Max", {steps, zero}, scalar), DType::I64);
+  } else {
+    Value* backwards = e.add("Less", "Less", {delta, zero}, Type::tensor(DType::Bool, {}));
+    Value* span = e.add("Where_span", "Where",
+                        {backwards, e.add("Sub_down", "Sub", {start, limit}, scalar),
+                         e.add("Sub_up", "Sub", {limit, start}, scalar)},
+                        scalar);
+    Value* one = e.scalar("one", 1, wide);
+    Value* step = e.add("Max_step", "Max", {e.add("Abs", "Abs", {delta}, scalar), one}, scalar);
+    Value* rounded = e.add("Sub_round", "Sub", {e.add("Add_round", "Add", {span, step}, scalar), one}, scalar);
+    count = e.add("Div_count", "Div", {e.add("Max_count", "Max", {rounded, zero}, scalar), step}, scalar);
+  }
+  Value* index = e.cast("Cast_index", e.counted_range("Index", count, length), wide);
+  Value* offset = e.add("Mul", "Mul", {index, delta}, line);
+  if (wide == dt) {
+    e.finish("Add", "Add", {start, offset});
+  } else {
+    Value* values = e.add("Add", "Add", {start, offset}, line);
+    e.finish("Cast", "Cast", {values}, {{"to", Attribute::of_int(static_cast<int64_t>(dt))}});
+  }
+  return true;
+}
+
 std::vector<Tensor> eval_identity(EvalContext& ctx) { return {ctx.input(0)}; }
 
 // ---------------------------------------------------------------------------
@@ -571,7 +626,7 @@ void register_shape_ops(OpRegistry& r) {
       .decomposition(decompose_dropout);
   r.add(OpDef{"", "Constant", 1, kConstant, infer_constant, eval_constant, {}});
   r.add(OpDef{"", "ConstantOfShape", 9, kConstant, infer_constant_of_shape, eval_constant_of_shape, {}});
-  r.add(OpDef{"", "Range", 11, 0, infer_range, eval_range, kRangeTypes});
+  r.add(OpDef{"", "Range", 11, 0, infer_range, eval_range, kRangeTypes}).decomposition(decompose_range);
 }
 
 }  // namespace tcc

@@ -9,12 +9,15 @@
 // their scalar operands, so with constant operands shape inference folds them
 // (try_fold runs these kernels) and constant_fold leaves initializers in their
 // place; with sizes from shapes they are computed once per binding of the
-// symbols (passes/binding_constants.h), so they need no decomposition.
+// symbols (passes/binding_constants.h). A window or mel matrix whose size
+// comes from data decomposes into kernels around the host step that reads the
+// size back.
 #include <cmath>
 #include <complex>
 #include <numbers>
 #include <optional>
 
+#include "src/ops/decomposition.h"
 #include "src/ops/families.h"
 #include "src/ops/op_helpers.h"
 #include "src/ops/op_registry.h"
@@ -473,10 +476,11 @@ struct CosineWindow {
   double a0, a1, a2;
 };
 
+// A size from tensor data is a fresh symbol, like NonZero's count.
 void infer_window(InferContext& ctx) {
   Dim size = scalar_dim(ctx, 0);
   require_at_least(ctx, size, 0, "the window size");
-  ctx.set_output_type(0, Type::tensor(output_datatype(ctx.node()), {size}));
+  ctx.set_output_type(0, Type::tensor(output_datatype(ctx.node()), {size.is_unknown() ? ctx.env().fresh("u") : size}));
 }
 
 // A symmetric window of one point is [1] (as torch's), where the formula would divide by 0.
@@ -494,6 +498,43 @@ std::vector<Tensor> eval_window(EvalContext& ctx, CosineWindow c) {
   return {y};
 }
 
+// A window whose size comes from tensor data (its length a symbol no input
+// shape binds) -> kernels around one host step, which reads the size back
+// (Expansion::counted_range): over t = 0..size-1, in f64 as the reference
+// computes it, phase = 2 pi t / N, a0 - a1 cos(phase) (+ a2 cos(2 phase)),
+// 1 where N is 0, cast to output_datatype.
+bool decompose_window(Expansion& e, CosineWindow c) {
+  const Node& n = e.node();
+  const Type& y = n.output(0)->type();
+  const Type& size = n.input(0)->type();
+  if (!y.is_tensor() || !e.data_dependent(y.shape()[0]) || !size.is_tensor() || !size.fully_static() ||
+      dims_product(size.shape()) != Dim(1))
+    return false;
+  const Dim length = y.shape()[0];
+  const Type scalar = Type::tensor(DType::F64, {}), line = Type::tensor(DType::F64, {length});
+  Value* count = e.cast("Cast_count", n.input(0), DType::I64);
+  Value* t = e.cast("Cast_index", e.counted_range("Index", count, length), DType::F64);
+  Value* period = e.cast("Cast_size", n.input(0), DType::F64);
+  if (size.rank() != 0) period = e.reshape("Reshape_size", period, {});
+  if (n.get_int("periodic", 1) == 0)
+    period = e.add("Sub_period", "Sub", {period, e.scalar("one", 1, DType::F64)}, scalar);
+  Value* angle = e.add("Mul_angle", "Mul", {e.scalar("two_pi", 2 * std::numbers::pi, DType::F64), t}, line);
+  Value* phase = e.add("Div_phase", "Div", {angle, period}, line);
+  auto term = [&](const std::string& tag, Value* at, double a) {
+    return e.add("Mul_" + tag, "Mul", {e.scalar(tag, a, DType::F64), e.add("Cos_" + tag, "Cos", {at}, line)}, line);
+  };
+  Value* w = e.add("Sub", "Sub", {e.scalar("a0", c.a0, DType::F64), term("a1", phase, c.a1)}, line);
+  if (c.a2 != 0) {
+    Value* twice = e.add("Mul_twice", "Mul", {phase, e.scalar("two", 2, DType::F64)}, line);
+    w = e.add("Add", "Add", {w, term("a2", twice, c.a2)}, line);
+  }
+  Value* degenerate =
+      e.add("Equal", "Equal", {period, e.scalar("zero", 0, DType::F64)}, Type::tensor(DType::Bool, {}));
+  Value* window = e.add("Where", "Where", {degenerate, e.scalar("unit", 1, DType::F64), w}, line);
+  e.finish("Cast", "Cast", {window}, {{"to", Attribute::of_int(static_cast<int64_t>(y.dtype()))}});
+  return true;
+}
+
 // ---------------------------------------------------------------- MelWeightMatrix
 
 // MelWeightMatrix(num_mel_bins, dft_length, sample_rate, lower_edge_hertz,
@@ -506,7 +547,10 @@ void infer_mel(InferContext& ctx) {
   Dim mels = scalar_dim(ctx, 0), dft = scalar_dim(ctx, 1);
   require_at_least(ctx, mels, 0, "num_mel_bins");
   require_at_least(ctx, dft, 1, "dft_length");
-  ctx.set_output_type(0, Type::tensor(output_datatype(ctx.node()), {half_spectrum(dft), mels}));
+  // Sizes from tensor data are fresh symbols, like NonZero's count.
+  Dim bins = dft.is_unknown() ? ctx.env().fresh("u") : half_spectrum(dft);
+  if (mels.is_unknown()) mels = ctx.env().fresh("u");
+  ctx.set_output_type(0, Type::tensor(output_datatype(ctx.node()), {bins, mels}));
 }
 
 std::vector<Tensor> eval_mel(EvalContext& ctx) {
@@ -545,18 +589,113 @@ std::vector<Tensor> eval_mel(EvalContext& ctx) {
   return {y};
 }
 
+// MelWeightMatrix with a size from tensor data (each output dim static or a
+// symbol no input shape binds, one at least) -> kernels around one host step:
+// [dft_length / 2 + 1, num_mel_bins] read back by a ConstantOfShape, which
+// binds the symbols; then, in f64 as the reference computes it, each column
+// m's band edges lo, mid, hi (the bins of mel points m, m + 1, m + 2) and at
+// row j 0 below lo, (j - lo) / (mid - lo) below mid, 1 at mid, (hi - j) /
+// (hi - mid) below hi, 0 beyond. log10 is Log / ln 10, which may differ from
+// the reference's log10 in the last bit, moving an edge only where a point
+// falls that close to a bin's boundary. Edges outside the spectrogram, which
+// the reference refuses, are not checked.
+bool decompose_mel(Expansion& e) {
+  const Node& n = e.node();
+  const Type& y = n.output(0)->type();
+  if (!y.is_tensor() || !y.has_rank() || y.rank() != 2) return false;
+  const Dim bins = y.shape()[0], mels = y.shape()[1];
+  if (!(e.data_dependent(bins) || e.data_dependent(mels)) || !(bins.is_static() || e.data_dependent(bins)) ||
+      !(mels.is_static() || e.data_dependent(mels)))
+    return false;
+  for (size_t i = 0; i < 5; ++i) {
+    const Type& t = n.input(i)->type();
+    if (!t.is_tensor() || !t.fully_static() || dims_product(t.shape()) != Dim(1)) return false;
+  }
+  const Dim cells(bins.expr() * mels.expr());
+  const Type scalar = Type::tensor(DType::F64, {}), grid = Type::tensor(DType::F64, {cells}),
+             flags = Type::tensor(DType::Bool, {cells}), integer = Type::tensor(DType::I64, {}),
+             positions = Type::tensor(DType::I64, {cells});
+  auto operand = [&](size_t i, const std::string& name, DType t) {
+    Value* v = e.cast("Cast_" + name, n.input(i), t);
+    return v->type().rank() == 0 ? v : e.reshape("Reshape_" + name, v, {});
+  };
+  auto number = [&](const std::string& name, double v) { return e.scalar(name, v, DType::F64); };
+  auto whole = [&](const std::string& name, int64_t v) { return e.scalar(name, static_cast<double>(v), DType::I64); };
+  Value *mel_count = operand(0, "mels", DType::I64), *dft = operand(1, "dft", DType::I64);
+  Value *rate = operand(2, "rate", DType::F64), *lower = operand(3, "lower", DType::F64);
+  Value* upper = operand(4, "upper", DType::F64);
+  // The shape [dft / 2 + 1, mels] as bins * (1, 0) + mels * (0, 1), on kernels.
+  const Type pair = Type::tensor(DType::I64, {Dim(2)});
+  Value* bin_count = e.add("Add_bins", "Add", {e.add("Div_bins", "Div", {dft, whole("two", 2)}, integer), whole("one_bin", 1)},
+                           integer);
+  Value* shape = e.add("Add_shape", "Add",
+                       {e.add("Mul_bins", "Mul", {bin_count, e.i64s("rows", {1, 0})}, pair),
+                        e.add("Mul_mels", "Mul", {mel_count, e.i64s("columns", {0, 1})}, pair)},
+                       pair);
+  Value* zeros = e.add("ConstantOfShape", "ConstantOfShape", {shape}, Type::tensor(DType::I64, {bins, mels}),
+                       {{"value", Attribute::of_tensor(Tensor(DType::I64, {1}))}});
+  // Each cell's row j and column m from its row-major position, counted over
+  // the zeros so that every kernel of the grid runs after the read-back.
+  Value* at = e.add("Add_cells", "Add",
+                    {e.reshape("Reshape_zeros", zeros, {cells}), e.range("Range_cells", 0, cells)}, positions);
+  Value* row = e.add("Div_row", "Div", {at, mel_count}, positions);
+  Value* column = e.add("Sub_column", "Sub", {at, e.add("Mul_row", "Mul", {row, mel_count}, positions)}, positions);
+  Value *j = e.cast("Cast_j", row, DType::F64), *m = e.cast("Cast_m", column, DType::F64);
+  Value *ln10 = number("ln10", std::log(10.0)), *one = number("one", 1);
+  Value *hz_scale = number("hz_scale", 700), *mel_scale = number("mel_scale", 2595);
+  // mel = 2595 log10(1 + hz / 700)
+  auto to_mel = [&](const std::string& tag, Value* hz) {
+    Value* ratio = e.add("Div_hz" + tag, "Div", {hz, hz_scale}, scalar);
+    Value* log = e.add("Log" + tag, "Log", {e.add("Add_hz" + tag, "Add", {one, ratio}, scalar)}, scalar);
+    Value* log10 = e.add("Div_log" + tag, "Div", {log, ln10}, scalar);
+    return e.add("Mul_mel" + tag, "Mul", {mel_scale, log10}, scalar);
+  };
+  Value* low_mel = to_mel("_lower", lower);
+  Value* points =
+      e.cast("Cast_points", e.add("Add_points", "Add", {mel_count, whole("two_points", 2)}, integer), DType::F64);
+  Value* span = e.add("Sub_span", "Sub", {to_mel("_upper", upper), low_mel}, scalar);
+  Value* step = e.add("Div_step", "Div", {span, points}, scalar);
+  Value* scale = e.cast("Cast_scale", e.add("Add_scale", "Add", {dft, whole("one_scale", 1)}, integer), DType::F64);
+  // The bin of mel point m + k: floor((dft + 1) hz / rate), hz = 700 (10^((m step + low_mel) / 2595) - 1).
+  Value* ten = number("ten", 10);
+  auto edge = [&](int k) {
+    const std::string t = std::to_string(k);
+    Value* point = k == 0 ? m : e.add("Add_point" + t, "Add", {m, number("k" + t, k)}, grid);
+    Value* mel = e.add("Add_mel" + t, "Add", {e.add("Mul_step" + t, "Mul", {point, step}, grid), low_mel}, grid);
+    Value* exponent = e.add("Div_mel" + t, "Div", {mel, mel_scale}, grid);
+    Value* power = e.add("Pow" + t, "Pow", {ten, exponent}, grid);
+    Value* hz = e.add("Mul_hz" + t, "Mul", {hz_scale, e.add("Sub_hz" + t, "Sub", {power, one}, grid)}, grid);
+    Value* bin = e.add("Div_bin" + t, "Div", {e.add("Mul_bin" + t, "Mul", {scale, hz}, grid), rate}, grid);
+    return e.add("Floor" + t, "Floor", {bin}, grid);
+  };
+  Value *lo = edge(0), *mid = edge(1), *hi = edge(2);
+  Value* rising = e.add("Div_rising", "Div",
+                        {e.add("Sub_rising", "Sub", {j, lo}, grid), e.add("Sub_rise", "Sub", {mid, lo}, grid)}, grid);
+  Value* falling = e.add("Div_falling", "Div",
+                         {e.add("Sub_falling", "Sub", {hi, j}, grid), e.add("Sub_fall", "Sub", {hi, mid}, grid)}, grid);
+  Value* zero = number("zero", 0);
+  Value* v = e.add("Where_beyond", "Where", {e.add("Less_hi", "Less", {j, hi}, flags), falling, zero}, grid);
+  v = e.add("Where_mid", "Where", {e.add("Equal_mid", "Equal", {j, mid}, flags), number("peak", 1), v}, grid);
+  v = e.add("Where_rising", "Where", {e.add("Less_mid", "Less", {j, mid}, flags), rising, v}, grid);
+  v = e.add("Where_below", "Where", {e.add("Less_lo", "Less", {j, lo}, flags), zero, v}, grid);
+  e.finish_reshape("Reshape", e.add("Cast", "Cast", {v}, Type::tensor(y.dtype(), {cells}),
+                                    {{"to", Attribute::of_int(static_cast<int64_t>(y.dtype()))}}));
+  return true;
+}
+
 }  // namespace
 
 void register_signal_ops(OpRegistry& r) {
   r.add(OpDef{"", "DFT", 17, 0, infer_dft, eval_dft, {}}).decomposition(decompose_dft);
   r.add(OpDef{"", "STFT", 17, 0, infer_stft, eval_stft, {}}).decomposition(decompose_stft);
   auto window = [&r](const char* op, CosineWindow c) {
-    r.add(OpDef{"", op, 17, kConstant, infer_window, [c](EvalContext& ctx) { return eval_window(ctx, c); }, {}});
+    r.add(OpDef{"", op, 17, kConstant, infer_window, [c](EvalContext& ctx) { return eval_window(ctx, c); }, {}})
+        .decomposition([c](Expansion& e) { return decompose_window(e, c); });
   };
   window("HannWindow", {0.5, 0.5, 0.0});
   window("HammingWindow", {25.0 / 46.0, 21.0 / 46.0, 0.0});
   window("BlackmanWindow", {0.42, 0.5, 0.08});
-  r.add(OpDef{"", "MelWeightMatrix", 17, kConstant, infer_mel, eval_mel, {}});
+  r.add(OpDef{"", "MelWeightMatrix", 17, kConstant, infer_mel, eval_mel, {}}).decomposition(decompose_mel);
 }
 
 }  // namespace tcc

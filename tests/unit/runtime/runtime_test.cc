@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -518,6 +519,80 @@ TEST(DataDependentSizes, OutputsComeFromTheCallersAllocator) {
         EXPECT_NEAR(a.tensors[i].get_f64(e), expected[i].get_f64(e), 1e-6 * (1 + std::fabs(expected[i].get_f64(e))));
     }
     ASSERT_EQ(tcc_module_set_output_allocator(m, nullptr, nullptr), TCC_OK);
+  }
+  tcc_module_free(m);
+  fs::remove_all(dir);
+}
+
+// Range with bounds from data, windows of a size read at run time, Compress,
+// MelWeightMatrix and NonMaxSuppression (tests/fixtures/data_dependent.tir)
+// run on kernels around one host step each, a ConstantOfShape that reads the
+// size back and binds it; every output comes from the caller's allocator and
+// equals the interpreter's bit for bit.
+TEST(DataDependentSizes, SizesFromDataRunOnKernelsAndMatchTheInterpreterExactly) {
+  fs::path dir = fresh_dir("data_dependent");
+  std::string model_path = std::string(TCC_SOURCE_DIR) + "/tests/fixtures/data_dependent.tir";
+  CompileResult r = compile_model(model_path, dir / "module", quick_compile_options());
+  EXPECT_EQ(r.fallbacks.size(), 7u);
+  for (const FallbackReason& f : r.fallbacks) EXPECT_EQ(f.op_type, "ConstantOfShape") << f.node;
+  tcc_module* m = nullptr;
+  ASSERT_EQ(tcc_module_load((dir / "module").c_str(), &m), TCC_OK) << tcc_last_error();
+  std::unique_ptr<Model> model = load_model(model_path);
+  infer_shapes(*model->graph);
+  struct Allocation {
+    std::vector<Tensor> tensors;  // of the expected dtypes, sized when allocated
+    static void* allocate(void* ctx, size_t output, const int64_t* shape, int32_t rank, size_t) {
+      Tensor& t = static_cast<Allocation*>(ctx)->tensors[output];
+      t = Tensor(t.dtype(), std::vector<int64_t>(shape, shape + rank));
+      return t.raw_mut();
+    }
+  };
+  for (int64_t n : {3, 17}) {
+    std::map<std::string, Tensor> inputs = random_inputs(*model->graph, n, static_cast<uint32_t>(n));
+    // Bounds whose float span is no whole number of steps; an integer range downwards.
+    inputs["start"] = Tensor::scalar_f32(0.1f);
+    inputs["limit"] = Tensor::scalar_f32(2.35f + static_cast<float>(n));
+    inputs["delta"] = Tensor::scalar_f32(0.3f);
+    for (auto [name, v] : {std::pair{"istart", 7}, {"ilimit", -6 - static_cast<int>(n)}, {"idelta", -4}}) {
+      inputs[name] = Tensor(DType::I32, {});
+      inputs[name].set_i64(0, v);
+    }
+    inputs["size"] = Tensor::scalar_i64(n + 2);
+    for (int64_t i = 0; i < n; ++i) inputs["keep"].set_i64(i, i % 3 != 1);
+    // Mel bands from 100 Hz to 3.9 kHz over a spectrogram of 33 bins at 8 kHz.
+    inputs["mels"] = Tensor::scalar_i64(n + 5);
+    inputs["dft"] = Tensor::scalar_i64(64);
+    inputs["rate"] = Tensor::scalar_i64(8000);
+    inputs["lower"] = Tensor::scalar_f32(100.0f);
+    inputs["upper"] = Tensor::scalar_f32(3900.0f);
+    // Random boxes (any diagonal) and scores: at most n / 4 + 1 boxes a class
+    // above a score of -0.5 and an IoU of 0.2.
+    inputs["max_boxes"] = Tensor::from_i64({n / 4 + 1}, {1});
+    inputs["iou"] = Tensor::from_f32({0.2f}, {1});
+    inputs["score_min"] = Tensor::from_f32({-0.5f}, {1});
+    std::vector<Tensor> expected = Interpreter().run(*model->graph, inputs);
+    std::vector<tcc_tensor> ins = module_inputs(m, inputs);
+    Allocation a;
+    std::vector<tcc_tensor> outs;
+    a.tensors.reserve(expected.size());  // outs point at their shapes
+    for (size_t i = 0; i < expected.size(); ++i) {
+      int64_t dims[2];
+      int32_t rank = 0;
+      ASSERT_EQ(tcc_module_output_shape(m, ins.data(), ins.size(), i, dims, 2, &rank), TCC_OK) << tcc_last_error();
+      std::vector<int64_t> shape(dims, dims + rank);
+      for (int64_t& d : shape) d = std::max<int64_t>(d, 0);  // -1: the data decides it
+      a.tensors.emplace_back(expected[i].dtype(), shape);
+      outs.push_back(c_tensor(a.tensors.back()));
+      outs.back().data = nullptr;
+    }
+    ASSERT_EQ(tcc_module_set_output_allocator(m, &Allocation::allocate, &a), TCC_OK);
+    ASSERT_EQ(tcc_module_run_host(m, ins.data(), ins.size(), outs.data(), outs.size()), TCC_OK) << tcc_last_error();
+    for (size_t i = 0; i < expected.size(); ++i) {
+      const std::string what = model->graph->outputs()[i]->name() + " n=" + std::to_string(n);
+      ASSERT_EQ(a.tensors[i].shape(), expected[i].shape()) << what;
+      const std::byte *got = a.tensors[i].raw(), *want = expected[i].raw();
+      EXPECT_TRUE(std::equal(want, want + expected[i].nbytes(), got)) << what;
+    }
   }
   tcc_module_free(m);
   fs::remove_all(dir);
