@@ -237,6 +237,25 @@ void expect_rank(const Node& n, size_t i, size_t got, size_t want) {
            std::to_string(got));
 }
 
+// Operands W (R for a tcc::Recurrence, which has no W and holds operand i
+// at i - 1) and after, where their types are known, have the shapes
+// input_shape gives.
+void expect_operand_shapes(InferContext& ctx, const Recurrent& r, const Sizes& s, bool projected) {
+  const Node& n = ctx.node();
+  for (size_t i = projected ? kR : kW; i <= kP; ++i) {
+    const size_t at = projected ? i - 1 : i;
+    if (at >= ctx.num_inputs()) break;
+    const Type& t = ctx.input_type(at);
+    if (!ctx.has_input(at) || !t.is_tensor() || !t.has_rank()) continue;
+    Dims want = input_shape(r, i, s);
+    expect_rank(n, i, t.rank(), want.size());
+    for (size_t k = 0; k < want.size(); ++k)
+      if (!ctx.env().unify(t.shape()[k], want[k], &n))
+        ctx.fail("expected " + std::string(kInputNames[i]) + " of shape " + dims_str(ctx.env().canonical(want)) +
+                 ", got " + dims_str(t.shape()));
+  }
+}
+
 void infer_recurrent(InferContext& ctx, Cell cell) {
   const Node& n = ctx.node();
   Recurrent r = read_recurrent(n, cell);
@@ -250,16 +269,7 @@ void infer_recurrent(InferContext& ctx, Cell cell) {
   size_t seq_axis = static_cast<size_t>(r.layout);
   Sizes s{known(x[seq_axis]), known(x[1 - seq_axis]), known(x[2]),
           r.hidden_size ? Dim(*r.hidden_size) : known(rw[2])};
-  for (size_t i = kW; i < ctx.num_inputs(); ++i) {
-    const Type& t = ctx.input_type(i);
-    if (!ctx.has_input(i) || !t.is_tensor() || !t.has_rank()) continue;
-    Dims want = input_shape(r, i, s);
-    expect_rank(n, i, t.rank(), want.size());
-    for (size_t k = 0; k < want.size(); ++k)
-      if (!ctx.env().unify(t.shape()[k], want[k], &n))
-        ctx.fail("expected " + std::string(kInputNames[i]) + " of shape " + dims_str(ctx.env().canonical(want)) +
-                 ", got " + dims_str(t.shape()));
-  }
+  expect_operand_shapes(ctx, r, s, false);
   DType dt = ctx.input_type(kX).dtype();
   ctx.set_output_type(0, Type::tensor(dt, ctx.env().canonical(y_shape(r, s))));
   for (size_t o = 1; o < ctx.num_outputs(); ++o)
@@ -448,11 +458,19 @@ Cell cell_of(const Node& n) {
 void infer_recurrence(InferContext& ctx) {
   const Node& n = ctx.node();
   Recurrent r = read_recurrent(n, cell_of(n));
+  // XW, R, B, initial_h, initial_c and P of one dtype, f32 or f64; sequence_lens i32.
+  require_one_dtype(ctx, 0, {1, 2, 4, 5, 6});
+  const DType dt = ctx.input_type(0).dtype();
+  if (dt != DType::F32 && dt != DType::F64) ctx.fail("expected XW of f32 or f64");
+  if (ctx.has_input(3) && ctx.input_type(3).is_tensor() && ctx.input_type(3).dtype() != DType::I32)
+    ctx.fail("expected sequence_lens of i32");
   if (!inputs_ranked(ctx, {0})) return;
   const Dims& xw = ctx.input_type(0).shape();
   if (xw.size() != 3 || !r.hidden_size) ctx.fail("expected XW of rank 3 and a hidden_size");
   Sizes s{xw[0], xw[1], Dim(1), Dim(*r.hidden_size)};
-  const DType dt = ctx.input_type(0).dtype();
+  if (!ctx.env().unify(xw[2], times(r.directions * r.gates, s.hidden), &n))
+    ctx.fail("expected XW's last dim to be directions x gates x hidden_size, got " + dims_str(xw));
+  expect_operand_shapes(ctx, r, s, true);
   ctx.set_output_type(0, Type::tensor(dt, ctx.env().canonical(y_shape(r, s))));
   for (size_t o = 1; o < ctx.num_outputs(); ++o)
     ctx.set_output_type(o, Type::tensor(dt, ctx.env().canonical(state_shape(r, s))));
