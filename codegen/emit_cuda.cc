@@ -24,6 +24,7 @@
 #include "codegen/emit_cuda_helpers.h"
 #include "codegen/attention_template.h"
 #include "codegen/gemm_template.h"
+#include "codegen/recurrence_template.h"
 #include "codegen/topk_template.h"
 #include "src/diag/errors.h"
 
@@ -668,6 +669,7 @@ std::string emit_cuda(const std::vector<kir::Kernel>& kernels, const std::vector
     if (c.tile > 0) out += "\n" + emit_gemm_template(k, c);
     else if (k.kind == kir::Kind::Attention) out += "\n" + emit_attention_cuda(k, c);
     else if (k.kind == kir::Kind::TopK) out += "\n" + emit_topk_cuda(k, c);
+    else if (k.kind == kir::Kind::Recurrence) out += "\n" + emit_recurrence_cuda(k, c);
     else if (!runs_library(k, c)) out += "\n" + CudaKernel(k, c).print();
   }
   return out;
@@ -770,6 +772,9 @@ LaunchConfig launch_config(const kir::Kernel& k, const KernelConfig& config) {
       break;
     case kir::Kind::TopK:
       c = topk_launch(k, config);
+      break;
+    case kir::Kind::Recurrence:
+      c = recurrence_launch(k, config);
       break;
   }
   return c;

@@ -4,6 +4,7 @@
 
 #include "codegen/attention_template.h"
 #include "codegen/emit_c.h"
+#include "codegen/recurrence_template.h"
 #include "codegen/topk_template.h"
 #include "src/diag/errors.h"
 
@@ -205,8 +206,9 @@ std::string emit_host(const std::vector<kir::Kernel>& kernels) {
   out += emitc::prelude(emitc::Target::Host);
   for (const kir::Kernel& k : kernels)
     out += "\n" + (k.kind == kir::Kind::Attention ? emit_attention_host(k)
-                    : k.kind == kir::Kind::TopK    ? emit_topk_host(k)
-                                                   : HostKernel(k).print());
+                    : k.kind == kir::Kind::TopK       ? emit_topk_host(k)
+                    : k.kind == kir::Kind::Recurrence ? emit_recurrence_host(k)
+                                                      : HostKernel(k).print());
   return out;
 }
 

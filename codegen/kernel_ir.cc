@@ -67,6 +67,7 @@ class Printer {
     if (k_.topk)
       out_ += "  topk x=" + buffer_ref(k_.topk->x) + " length=" + std::to_string(k_.topk->length) +
               " largest=" + std::to_string(k_.topk->largest) + "\n";
+    if (k_.recurrence) recurrence(*k_.recurrence);
     for (size_t i = 0; i < k_.body.size(); ++i) instr(static_cast<int>(i), k_.body[i]);
     return out_;
   }
@@ -147,6 +148,16 @@ class Printer {
     out_ += "\n";
   }
 
+  void recurrence(const RecurrenceDesc& r) {
+    out_ += std::string("  recurrence cell=") + recurrent_cell_name(r.cell) +
+            " directions=" + std::to_string(r.directions) + " hidden=" + std::to_string(r.hidden) +
+            " reverse=" + std::to_string(r.reverse) + " clip=" + format_double(r.clip) +
+            " linear_before_reset=" + std::to_string(r.linear_before_reset) +
+            " input_forget=" + std::to_string(r.input_forget) + " seq=" + r.seq.str() + " batch=" + r.batch.str();
+    for (const auto& [key, b] : recurrence_buffers(r)) out_ += std::string(" ") + key + "=" + buffer_ref(b);
+    out_ += "\n";
+  }
+
   void instr(int i, const Instr& in) {
     out_ += "  %" + std::to_string(i);
     if (in.op != Op::Store) out_ += ": " + std::string(dtype_name(in.dtype));
@@ -162,7 +173,7 @@ class Printer {
       out_ += " " + format_double(in.value);
     } else if (in.op == Op::SizeValue) {
       out_ += " " + in.size.str();
-    } else if (in.op == Op::Coord) {
+    } else if (in.op == Op::Coord || in.op == Op::RecurrenceArg || in.op == Op::RecurrenceResult) {
       out_ += " " + std::to_string(in.axis);
     }
     for (size_t a = 0; a < in.args.size(); ++a) {
@@ -193,6 +204,27 @@ bool counts_as_flop(Op op) {
 }
 
 }  // namespace
+
+const char* recurrent_cell_name(RecurrentCell c) {
+  switch (c) {
+    case RecurrentCell::Rnn: return "rnn";
+    case RecurrentCell::Gru: return "gru";
+    case RecurrentCell::Lstm: return "lstm";
+  }
+  return "";
+}
+
+std::vector<std::pair<const char*, int*>> recurrence_buffers(RecurrenceDesc& r) {
+  return {{"xw", &r.xw},         {"r", &r.r}, {"b", &r.b},   {"lens", &r.lens},
+          {"init_h", &r.init_h}, {"init_c", &r.init_c},    {"p", &r.p}, {"y", &r.y},
+          {"y_h", &r.y_h},       {"y_c", &r.y_c}};
+}
+
+std::vector<std::pair<const char*, int>> recurrence_buffers(const RecurrenceDesc& r) {
+  std::vector<std::pair<const char*, int>> out;
+  for (const auto& [key, b] : recurrence_buffers(const_cast<RecurrenceDesc&>(r))) out.emplace_back(key, *b);
+  return out;
+}
 
 const char* accumulate_name(Accumulate a) {
   switch (a) {
@@ -240,6 +272,8 @@ const char* op_name(Op op) {
     case Op::AttentionAcc: return "attention_acc";
     case Op::TopKValue: return "topk_value";
     case Op::TopKIndex: return "topk_index";
+    case Op::RecurrenceArg: return "recurrence_arg";
+    case Op::RecurrenceResult: return "recurrence_result";
   }
   TCC_CHECK(false) << "unnamed kernel op " << static_cast<int>(op);
   return "";
@@ -286,6 +320,9 @@ SymExpr bytes_moved(const Kernel& k) {
 SymExpr flop_count(const Kernel& k) {
   // TopK: a comparison per element of the row for each selection.
   if (k.topk) return domain_size(k) * SymExpr::constant(k.topk->length);
+  // Recurrence: each step's h R^T, a multiply and an add per weight.
+  if (const auto& r = k.recurrence)
+    return domain_size(k) * r->seq * SymExpr::constant(2 * r->gates() * r->hidden * r->hidden);
   SymExpr per_point, per_row;
   for (const Instr& in : k.body) {
     if (!counts_as_flop(in.op)) continue;

@@ -44,6 +44,7 @@
 #include "src/ir/sym.h"
 #include "src/module/kernel_abi.h"
 #include "src/ops/pointwise.h"
+#include "src/ops/recurrent.h"
 
 namespace tcc::kir {
 
@@ -91,6 +92,12 @@ enum class Op {
   // (see TopKDesc).
   TopKValue,
   TopKIndex,
+  // Recurrence kernels only: the (clipped) argument of activation `axis` of
+  // the RecurrenceDesc (direction axis / functions, function axis %
+  // functions), and, its one argument, that activation's value there. The
+  // instructions between them compute the function (scalar instructions).
+  RecurrenceArg,
+  RecurrenceResult,
 };
 
 // How a store combines its value with the element it writes: replaces it, or
@@ -101,6 +108,8 @@ enum class Accumulate { None, Add, Mul, Max, Min };
 const char* accumulate_name(Accumulate a);  // "", "add", "mul", "max", "min"
 
 const char* op_name(Op op);
+// "rnn", "gru", "lstm": the text form's names of a recurrence's cell.
+const char* recurrent_cell_name(RecurrentCell c);
 // The kernel instruction of a pointwise op's scalar instruction.
 constexpr Op kernel_op(ScalarOp op) { return static_cast<Op>(static_cast<int>(Op::Neg) + static_cast<int>(op)); }
 static_assert(kernel_op(ScalarOp::Where) == Op::Where, "kir::Op holds scalar_ops.def in its order");
@@ -113,7 +122,7 @@ struct Instr {
   Index index;               // Load / Store
   double value = 0;          // Const
   SymExpr size;              // SizeValue
-  int axis = -1;             // Coord
+  int axis = -1;             // Coord; RecurrenceArg and RecurrenceResult: the activation
   int dynamic = -1;          // Load, Store: an earlier i64 instruction whose value scales dynamic_stride
   SymExpr dynamic_stride;
   Accumulate accumulate = Accumulate::None;  // Store
@@ -185,6 +194,35 @@ struct TopKDesc {
   bool largest = true;
 };
 
+// A recurrence kernel (Kind::Recurrence) runs tcc::Recurrence (src/ops/recurrent.h):
+// RNN, GRU or LSTM over a sequence of `seq` steps (symbolic or not) from
+// each step's input projection xw [seq, batch, directions * gates * hidden].
+// The domain is [directions, batch]: each point runs its row's steps
+// (sequence_lens honoured: a row of length L runs steps 0..L-1, backward
+// from L-1 for direction 1 or a reverse one), h (and c) kept from step to
+// step. Step t adds h R^T + Rb to xw's gates, clips, applies the
+// activations (the body's RecurrenceArg .. RecurrenceResult, two or three a
+// direction, the cell's order: f, g, h) and writes h to y [seq, directions,
+// batch, hidden]; y's steps past a row's length are zero, y_h and y_c hold
+// the states after the row's last step (zero for a length of 0). Buffers of
+// -1 are absent (inputs) or not read (outputs); every float buffer is of
+// one dtype, f32 or f64, lens i32.
+struct RecurrenceDesc {
+  RecurrentCell cell = RecurrentCell::Rnn;
+  int64_t directions = 1, hidden = 1;
+  bool reverse = false;  // one direction, run backward
+  double clip = 0;       // 0: none
+  bool linear_before_reset = false, input_forget = false;
+  SymExpr seq, batch;
+  int xw = -1, r = -1, b = -1, lens = -1, init_h = -1, init_c = -1, p = -1;  // inputs
+  int y = -1, y_h = -1, y_c = -1;                                            // outputs
+  int64_t functions() const { return recurrent_functions(cell); }
+  int64_t gates() const { return recurrent_gates(cell); }
+};
+// The descriptor's buffers by their text form's keys, inputs then outputs.
+std::vector<std::pair<const char*, int>> recurrence_buffers(const RecurrenceDesc& r);
+std::vector<std::pair<const char*, int*>> recurrence_buffers(RecurrenceDesc& r);
+
 struct Kernel {
   std::string name;                     // the symbol in the cubin and in host.so
   Kind kind = Kind::Pointwise;
@@ -197,6 +235,7 @@ struct Kernel {
   std::optional<ConvDesc> conv;         // Kind::Conv
   std::optional<AttentionDesc> attention;  // Kind::Attention
   std::optional<TopKDesc> topk;         // Kind::TopK
+  std::optional<RecurrenceDesc> recurrence;  // Kind::Recurrence
   std::vector<std::string> nodes;       // names of the source nodes fused into it
   bool zero_outputs = false;            // outputs are zeroed before each launch (accumulating stores)
   int copy_from = -1;                   // the one output starts as a copy of this input buffer (of its dtype

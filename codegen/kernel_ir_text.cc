@@ -20,7 +20,8 @@ namespace tcc::kir {
 
 namespace {
 
-constexpr Kind kKinds[] = {Kind::Pointwise, Kind::Reduction, Kind::Gemm, Kind::Conv, Kind::Attention, Kind::TopK};
+constexpr Kind kKinds[] = {Kind::Pointwise, Kind::Reduction, Kind::Gemm, Kind::Conv,
+                           Kind::Attention, Kind::TopK,      Kind::Recurrence};
 
 // Stops of an expression: it never holds a space, and lists and the domain end it.
 constexpr const char* kExprStops = " \t\r,]|";
@@ -75,6 +76,7 @@ class KernelParser : TextCursor {
     if (keyword("conv")) k.conv = conv(k);
     if (keyword("attention")) k.attention = attention(k);
     if (keyword("topk")) k.topk = topk(k);
+    if (keyword("recurrence")) k.recurrence = recurrence(k);
     std::vector<size_t> instr_at;
     while (peek() == '%') {
       instr_at.push_back(pos());
@@ -88,10 +90,11 @@ class KernelParser : TextCursor {
 
   Kind kind() {
     size_t at = pos();
-    std::string id = ident("a kernel kind (pointwise, reduction, gemm, conv, attention, topk)");
+    std::string id = ident("a kernel kind (pointwise, reduction, gemm, conv, attention, topk, recurrence)");
     for (Kind kind : kKinds)
       if (id == kind_name(kind)) return kind;
-    fail_at(at, "expected a kernel kind (pointwise, reduction, gemm, conv, attention, topk), got '" + id + "'");
+    fail_at(at, "expected a kernel kind (pointwise, reduction, gemm, conv, attention, topk, recurrence), got '" + id +
+                    "'");
   }
 
   SymExpr expr(const std::string& what) {
@@ -344,6 +347,38 @@ class KernelParser : TextCursor {
     return t;
   }
 
+  RecurrenceDesc recurrence(const Kernel& k) {
+    RecurrenceDesc r;
+    field("cell");
+    size_t at = pos();
+    const std::string cell = ident("a cell (rnn, gru, lstm)");
+    bool known = false;
+    for (RecurrentCell c : {RecurrentCell::Rnn, RecurrentCell::Gru, RecurrentCell::Lstm})
+      if (cell == recurrent_cell_name(c)) r.cell = c, known = true;
+    if (!known) fail_at(at, "expected a cell (rnn, gru, lstm), got '" + cell + "'");
+    field("directions");
+    r.directions = integer();
+    field("hidden");
+    r.hidden = integer();
+    field("reverse");
+    r.reverse = flag();
+    field("clip");
+    r.clip = real();
+    field("linear_before_reset");
+    r.linear_before_reset = flag();
+    field("input_forget");
+    r.input_forget = flag();
+    field("seq");
+    r.seq = expr("an expression");
+    field("batch");
+    r.batch = expr("an expression");
+    for (const auto& [key, b] : recurrence_buffers(r)) {
+      field(key);
+      *b = buffer_ref(k, true);
+    }
+    return r;
+  }
+
   // A number that fits an int and is not negative: an instruction's or an axis's.
   int index(const char* what) {
     size_t at = pos();
@@ -393,6 +428,7 @@ class KernelParser : TextCursor {
       if (in.op == Op::Const) in.value = real();
       else if (in.op == Op::SizeValue) in.size = expr("a size expression");
       else if (in.op == Op::Coord) in.axis = index("an axis");
+      else if (in.op == Op::RecurrenceArg || in.op == Op::RecurrenceResult) in.axis = index("an activation");
       if (operand_next()) {
         do in.args.push_back(instr_ref());
         while (accept(","));
@@ -427,8 +463,8 @@ class KernelParser : TextCursor {
 std::optional<Op> op_by_name(std::string_view name) {
   static const std::map<std::string, Op, std::less<>> ops = [] {
     std::map<std::string, Op, std::less<>> m;
-    // Op::TopKIndex is the last op of kernel_ir.h's list.
-    for (int o = static_cast<int>(Op::Load); o <= static_cast<int>(Op::TopKIndex); ++o)
+    // Op::RecurrenceResult is the last op of kernel_ir.h's list.
+    for (int o = static_cast<int>(Op::Load); o <= static_cast<int>(Op::RecurrenceResult); ++o)
       m.emplace(op_name(static_cast<Op>(o)), static_cast<Op>(o));
     return m;
   }();

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "src/ops/kernel_roles.h"
+#include "src/ops/recurrent.h"
 
 namespace tcc::kir {
 
@@ -29,7 +30,9 @@ std::pair<size_t, size_t> arity(Op op) {
     case Op::ConvAcc:
     case Op::AttentionAcc:
     case Op::TopKValue:
-    case Op::TopKIndex: return {0, 0};
+    case Op::TopKIndex:
+    case Op::RecurrenceArg: return {0, 0};
+    case Op::RecurrenceResult: return {1, 1};
     case Op::Where: return {3, 3};
     default: break;
   }
@@ -51,6 +54,7 @@ class Verifier {
     if (k_.conv) conv(*k_.conv);
     if (k_.attention) attention(*k_.attention);
     if (k_.topk) topk(*k_.topk);
+    if (k_.recurrence) recurrence(*k_.recurrence);
     sizes();
   }
 
@@ -75,6 +79,8 @@ class Verifier {
     if (k_.attention.has_value() != (k_.kind == Kind::Attention))
       fail(-1, "an attention description belongs to an attention kernel only");
     if (k_.topk.has_value() != (k_.kind == Kind::TopK)) fail(-1, "a topk description belongs to a topk kernel only");
+    if (k_.recurrence.has_value() != (k_.kind == Kind::Recurrence))
+      fail(-1, "a recurrence description belongs to a recurrence kernel only");
   }
 
   void buffers() {
@@ -137,6 +143,8 @@ class Verifier {
       fail(i, what(i) + " is in a " + kind_name(k_.kind) + " kernel, not an attention kernel");
     if ((in.op == Op::TopKValue || in.op == Op::TopKIndex) && k_.kind != Kind::TopK)
       fail(i, what(i) + " is in a " + kind_name(k_.kind) + " kernel, not a topk kernel");
+    if ((in.op == Op::RecurrenceArg || in.op == Op::RecurrenceResult) && k_.kind != Kind::Recurrence)
+      fail(i, what(i) + " is in a " + kind_name(k_.kind) + " kernel, not a recurrence kernel");
   }
 
   void access(int i, const Instr& in) {
@@ -212,6 +220,9 @@ class Verifier {
     std::vector<bool> stored(k_.buffers.size(), false);
     for (const Instr& in : k_.body)
       if (in.op == Op::Store) stored[static_cast<size_t>(in.buffer)] = true;
+    if (const auto& r = k_.recurrence)
+      for (int b : {r->y, r->y_h, r->y_c})
+        if (declared(b)) stored[static_cast<size_t>(b)] = true;
     for (size_t b = 0; b < k_.buffers.size(); ++b)
       if (k_.buffers[b].output && !stored[b]) fail(-1, "output buffer '" + k_.buffers[b].name + "' is never stored");
   }
@@ -312,6 +323,63 @@ class Verifier {
       if (k_.buffers[static_cast<size_t>(in.buffer)].dtype != at(in.args[0]).dtype)
         fail(n, what(n) + " stores into a buffer of another dtype");
     }
+  }
+
+  // The operands and outputs the cell has, of one float dtype; each
+  // activation computed once from its argument by scalar instructions.
+  void recurrence(const RecurrenceDesc& r) const {
+    if (rank_ != 2) fail(-1, "a recurrence kernel's domain is [directions, batch], of rank 2");
+    if (r.directions != 1 && r.directions != 2) fail(-1, "a recurrence runs 1 or 2 directions");
+    if (r.directions == 2 && r.reverse) fail(-1, "a bidirectional recurrence is not also reverse");
+    if (k_.domain[0] != SymExpr::constant(r.directions) || k_.domain[1] != r.batch)
+      fail(-1, "a recurrence kernel's domain is not [directions, batch]");
+    if (r.hidden < 1) fail(-1, "a recurrence's hidden size is below 1");
+    const bool lstm = r.cell == RecurrentCell::Lstm;
+    input_operand("recurrence", "xw", r.xw, false);
+    input_operand("recurrence", "r", r.r, false);
+    for (auto [role, b] : {std::pair<const char*, int>{"b", r.b}, {"lens", r.lens}, {"init_h", r.init_h},
+                           {"init_c", r.init_c}, {"p", r.p}})
+      input_operand("recurrence", role, b, true);
+    if (!lstm && (r.init_c >= 0 || r.p >= 0 || r.y_c >= 0))
+      fail(-1, "only an LSTM recurrence has init_c, p and y_c");
+    const DType t = k_.buffers[static_cast<size_t>(r.xw)].dtype;
+    if (t != DType::F32 && t != DType::F64)
+      fail(-1, "a recurrence computes in f32 or f64, not " + std::string(dtype_name(t)));
+    if (recurrence_shared_elements(r.cell, r.hidden, r.linear_before_reset) * static_cast<int64_t>(dtype_size(t)) >
+        kRecurrenceSharedBytes)
+      fail(-1, "a recurrence of hidden size " + std::to_string(r.hidden) + " does not fit shared memory");
+    std::vector<bool> outputs(k_.buffers.size(), false);
+    for (const auto& [role, b] : recurrence_buffers(r)) {
+      if (b < 0) continue;
+      if (!declared(b)) fail(-1, std::string("recurrence buffer ") + role + " is not declared");
+      const Buffer& buf = k_.buffers[static_cast<size_t>(b)];
+      const bool output = std::string(role).rfind("y", 0) == 0;
+      if (output != buf.output)
+        fail(-1, std::string("recurrence buffer ") + role + " is not an " + (output ? "output" : "input"));
+      if (output) outputs[static_cast<size_t>(b)] = true;
+      const DType want = b == r.lens ? DType::I32 : t;
+      if (buf.dtype != want)
+        fail(-1, std::string("recurrence buffer ") + role + " is " + std::string(dtype_name(buf.dtype)) + ", not " +
+                     std::string(dtype_name(want)));
+    }
+    for (size_t b = 0; b < k_.buffers.size(); ++b)
+      if (k_.buffers[b].output && !outputs[b]) fail(-1, "output '" + k_.buffers[b].name + "' is none of y, y_h, y_c");
+    const int64_t activations = r.directions * r.functions();
+    std::vector<int> results(static_cast<size_t>(activations), 0);
+    for (size_t i = 0; i < k_.body.size(); ++i) {
+      const Instr& in = k_.body[i];
+      const int n = static_cast<int>(i);
+      if (in.op == Op::Load || in.op == Op::Store || in.op == Op::Coord)
+        fail(n, what(n) + ": a recurrence kernel's body computes its activations only");
+      if (in.op != Op::RecurrenceArg && in.op != Op::RecurrenceResult) continue;
+      if (in.axis < 0 || in.axis >= activations)
+        fail(n, what(n) + " names activation " + std::to_string(in.axis) + " of " + std::to_string(activations));
+      if (in.dtype != t) fail(n, what(n) + " is not of the recurrence's dtype");
+      if (in.op == Op::RecurrenceResult) ++results[static_cast<size_t>(in.axis)];
+    }
+    for (int64_t a = 0; a < activations; ++a)
+      if (results[static_cast<size_t>(a)] != 1)
+        fail(-1, "activation " + std::to_string(a) + " has not one recurrence_result");
   }
 
   void sizes() const {

@@ -28,6 +28,12 @@
 //   [outer, k, inner] with a static k from 1 to the row's length; no loads;
 //   every store plainly writes a topk_value (x's dtype) or topk_index (i64)
 //   into a buffer of its dtype.
+// - Recurrence: a RecurrenceDesc in recurrence kernels only, over the domain
+//   [directions, batch]; xw and r input buffers, b, lens, init_h (and an
+//   LSTM's init_c and p) input buffers or absent, every output one of y, y_h
+//   (and an LSTM's y_c); one float dtype, f32 or f64, lens i32; states and
+//   gate sums within kRecurrenceSharedBytes; a body of scalar instructions
+//   and recurrence_arg / recurrence_result, one result per activation.
 // - Initial outputs: zeroed or copied first, not both; a copy is of an input
 //   buffer of the one output's dtype and shape.
 #pragma once

@@ -7,6 +7,7 @@
 #include "codegen/attention_template.h"
 #include "codegen/emit.h"
 #include "codegen/emit_c.h"
+#include "codegen/recurrence_template.h"
 #include "codegen/topk_template.h"
 
 namespace tcc {
@@ -82,6 +83,8 @@ KernelConfig default_config(const kir::Kernel& k, const DeviceProfile& device) {
     c = attention_default_config(k);
   } else if (k.kind == kir::Kind::TopK) {
     c = topk_default_config(k);
+  } else if (k.kind == kir::Kind::Recurrence) {
+    c = recurrence_default_config(k);
   } else if (k.kind == kir::Kind::Reduction) {
     if (int split = column_split(k, device)) {
       c.block = kColumnBlock;

@@ -68,17 +68,20 @@ kir::Kernel Lowering::run() {
   const Node* scan = nullptr;       // scans its rows, stores each element
   const Node* attention = nullptr;  // stores its one output itself
   const Node* topk = nullptr;       // stores its outputs itself
+  const Node* recurrence = nullptr; // writes its outputs itself
   for (const auto& n : body_.nodes()) {
     if (is_scatter(*n)) scatter = n.get();
     if (is_scan(*n)) scan = n.get();
     if (kernel_role(*n) == KernelRole::Attention) attention = n.get();
     if (kernel_role(*n) == KernelRole::TopK) topk = n.get();
+    if (kernel_role(*n) == KernelRole::Recurrence) recurrence = n.get();
   }
   switch (fusion_kind(fusion_)) {
     case FusionKind::Pointwise:
     case FusionKind::Single:
       if (attention) setup_attention(*attention);
       else if (topk) setup_topk(*topk);
+      else if (recurrence) setup_recurrence(*recurrence);
       else if (scatter) setup_scatter(*scatter);
       else if (scan) setup_scan(*scan);
       else setup_pointwise();
@@ -95,7 +98,7 @@ kir::Kernel Lowering::run() {
   }
   if (scatter) lower_scatter(*scatter);
   else if (scan) lower_scan(*scan);
-  else if (!attention && !topk)
+  else if (!attention && !topk && !recurrence)
     for (size_t j = 0; j < body_.outputs().size(); ++j)
       store_output(body_.outputs()[j], static_cast<int>(fusion_.num_inputs() + j));
   collect_size_params();
@@ -565,6 +568,10 @@ void Lowering::collect_size_params() {
     for (const auto* v : {&a->q_strides, &a->k_strides, &a->v_strides})
       for (const SymExpr& e : *v) add(e);
     for (const SymExpr& e : a->mask_strides) add(e);
+  }
+  if (k_.recurrence) {
+    add(k_.recurrence->seq);
+    add(k_.recurrence->batch);
   }
   if (k_.conv) {
     for (const SymExpr* e : {&k_.conv->n, &k_.conv->c, &k_.conv->k}) add(*e);

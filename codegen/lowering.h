@@ -3,7 +3,8 @@
 // bodies every kind shares; lower_indexed.cc the kernels whose loads are
 // guarded or indexed (Concat, Pad, the gathers, the scatters, pools);
 // lower_library.cc the gemm and conv kernels a library call computes;
-// lower_attention.cc and lower_topk.cc the templates' descriptions.
+// lower_attention.cc, lower_topk.cc and lower_recurrence.cc the templates'
+// descriptions.
 // Internal to codegen.
 #pragma once
 
@@ -269,6 +270,10 @@ class Lowering {
   // domain [outer, k, inner] and a store of TopKValue into Values and of
   // TopKIndex into Indices, of those the graph reads.
   void setup_topk(const Node& t);
+  // A tcc::Recurrence node, the kernel's one node (lower_recurrence.cc): its
+  // RecurrenceDesc, the domain [directions, batch] and each activation's
+  // RecurrenceArg, scalar instructions and RecurrenceResult.
+  void setup_recurrence(const Node& n);
 
   // Records an addend of the convolution in d: a residual of the output's
   // shape, or a bias with one value per output channel.

@@ -10,6 +10,7 @@
 #include "codegen/attention_template.h"
 #include "codegen/emit.h"
 #include "codegen/gemm_template.h"
+#include "codegen/recurrence_template.h"
 #include "codegen/topk_template.h"
 #include "src/interp/interpreter.h"
 #include "src/ops/fusion.h"
@@ -142,6 +143,8 @@ std::string kernel_precision(const kir::Kernel& k, Precision precision) {
   if (k.kind == kir::Kind::Attention) return std::string(dtype_name(k.buffers[static_cast<size_t>(k.attention->q)].dtype));
   // TopK compares and copies its input's elements exactly, in their own dtype.
   if (k.kind == kir::Kind::TopK) return std::string(dtype_name(k.buffers.front().dtype));
+  // The recurrence computes in its operands' f32 or f64, on the CUDA cores.
+  if (k.kind == kir::Kind::Recurrence) return std::string(dtype_name(k.buffers.front().dtype));
   bool any_float = false;
   for (const kir::Buffer& b : k.buffers) {
     if (b.dtype == DType::F64) return "f64";
@@ -157,6 +160,7 @@ std::string schedule_text(const kir::Kernel& k, const KernelConfig& c) {
   if (k.kind == kir::Kind::Conv) return "cuDNN algorithm #" + std::to_string(c.algo);
   if (k.kind == kir::Kind::Attention) return attention_schedule(k, c);
   if (k.kind == kir::Kind::TopK) return topk_schedule(k, c);
+  if (k.kind == kir::Kind::Recurrence) return recurrence_schedule(k, c);
   std::string s = "block " + std::to_string(c.block);
   if (k.kind == kir::Kind::Pointwise) return s + (c.tiled ? ", tiled" : ", vector " + std::to_string(c.vector_width));
   s += c.columns ? ", columns" : ", rows " + std::to_string(c.rows_per_block);

@@ -107,6 +107,7 @@ void expand_composites_without_rules(Graph& g, const std::vector<Value*>& params
     }
     if (std::none_of(n->outputs().begin(), n->outputs().end(), is_float_value)) continue;
     Expansion e(g, *n);
+    e.for_autodiff();
     if (def->decompose(e) && !e.finished()) taken_over.insert(n);
   }
   if (!taken_over.empty()) g.erase_nodes_if([&](const Node& n) { return taken_over.count(&n) > 0; });

@@ -7,7 +7,8 @@ namespace tcc {
 namespace {
 constexpr std::pair<KernelKind, const char*> kKindNames[] = {
     {KernelKind::Pointwise, "pointwise"}, {KernelKind::Reduction, "reduction"}, {KernelKind::Gemm, "gemm"},
-    {KernelKind::Conv, "conv"}, {KernelKind::Attention, "attention"}, {KernelKind::TopK, "topk"}};
+    {KernelKind::Conv, "conv"}, {KernelKind::Attention, "attention"}, {KernelKind::TopK, "topk"},
+    {KernelKind::Recurrence, "recurrence"}};
 }  // namespace
 
 const char* kernel_kind_name(KernelKind kind) {

@@ -78,9 +78,17 @@ Type Expansion::kept_type(const Type& x, const std::vector<int64_t>& axes) {
 
 Value* Expansion::add(const std::string& piece, const std::string& op, const std::vector<Value*>& ins,
                       const Type& type, std::map<std::string, Attribute> attrs, const std::string& domain) {
-  Node* p = g_.insert_node(&n_, op, ins, {g_.fresh_name(prefix_ + "/" + piece)}, domain, prefix_ + "/" + piece);
-  setup(*p, type, std::move(attrs));
-  return p->output(0);
+  return add_outputs(piece, op, ins, {type}, std::move(attrs), domain).front();
+}
+
+std::vector<Value*> Expansion::add_outputs(const std::string& piece, const std::string& op,
+                                           const std::vector<Value*>& ins, const std::vector<Type>& types,
+                                           std::map<std::string, Attribute> attrs, const std::string& domain) {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < types.size(); ++i) names.push_back(g_.fresh_name(prefix_ + "/" + piece));
+  Node* p = g_.insert_node(&n_, op, ins, names, domain, prefix_ + "/" + piece);
+  setup(*p, types, std::move(attrs));
+  return p->outputs();
 }
 
 Value* Expansion::constant(const std::string& hint, Tensor t) {
@@ -168,7 +176,7 @@ void Expansion::finish(const std::string& piece, const std::string& op, const st
   std::string name = piece.empty() ? name_ : prefix_ + "/" + piece;
   replace_nodes(g_, {&n_}, {n_.output(0)}, [&](Node* before, const std::vector<std::string>& names) {
     Node* p = g_.insert_node(before, op, ins, names, domain, name);
-    setup(*p, type, std::move(attrs));
+    setup(*p, {type}, std::move(attrs));
     return p;
   });
   finished_ = true;
@@ -197,9 +205,9 @@ std::pair<std::vector<Value*>, std::map<std::string, Attribute>> Expansion::redu
   return {{x}, {{"keepdims", Attribute::of_int(1)}, {"axes", Attribute::of_ints(axes)}}};
 }
 
-void Expansion::setup(Node& p, const Type& type, std::map<std::string, Attribute> attrs) {
+void Expansion::setup(Node& p, const std::vector<Type>& types, std::map<std::string, Attribute> attrs) {
   p.set_source(source_);
-  p.output(0)->set_type(type);
+  for (size_t i = 0; i < types.size(); ++i) p.output(i)->set_type(types[i]);
   for (auto& [k, a] : attrs) p.set_attr(k, std::move(a));
 }
 

@@ -43,6 +43,10 @@ class Expansion {
 
   Graph& graph() { return g_; }
   const Node& node() const { return n_; }
+  // Autodiff's expansions (src/autodiff): every piece must be one it
+  // differentiates, so a decomposition with a choice takes those pieces.
+  void for_autodiff() { for_autodiff_ = true; }
+  bool differentiates() const { return for_autodiff_; }
 
   // The graph's default-domain opset: how the ONNX pieces are spelled (a tcc-domain node's own opset is tcc's).
   int64_t onnx_opset() const;
@@ -58,6 +62,10 @@ class Expansion {
   // A piece computing `op` (of `domain`) of `ins`, of the given type.
   Value* add(const std::string& piece, const std::string& op, const std::vector<Value*>& ins, const Type& type,
              std::map<std::string, Attribute> attrs = {}, const std::string& domain = "");
+  // A piece of several outputs, one of each type.
+  std::vector<Value*> add_outputs(const std::string& piece, const std::string& op, const std::vector<Value*>& ins,
+                                  const std::vector<Type>& types, std::map<std::string, Attribute> attrs = {},
+                                  const std::string& domain = "");
   Value* constant(const std::string& hint, Tensor t);
   Value* scalar(const std::string& hint, double v, DType dtype);
   Value* i64(const std::string& hint, int64_t v);  // a one-element 1-D i64 constant
@@ -112,13 +120,13 @@ class Expansion {
   // Axes are an attribute before opset 18 (ReduceSum: 13), a constant input from then on.
   std::pair<std::vector<Value*>, std::map<std::string, Attribute>> reduce_spelling(const std::string& op, Value* x,
                                                                                    const std::vector<int64_t>& axes);
-  void setup(Node& p, const Type& type, std::map<std::string, Attribute> attrs);
+  void setup(Node& p, const std::vector<Type>& types, std::map<std::string, Attribute> attrs);
 
   Graph& g_;
   Node& n_;
   std::string prefix_, name_, source_;  // kept: finish() erases n_ before building the last piece
   std::map<std::vector<int64_t>, Value*> axes_;  // one constant per distinct axes list
-  bool finished_ = false, dead_inputs_ = false;
+  bool finished_ = false, dead_inputs_ = false, for_autodiff_ = false;
   std::vector<std::pair<size_t, std::string>> moved_outputs_;
 };
 

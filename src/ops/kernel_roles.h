@@ -35,6 +35,8 @@ enum class KernelRole {
   Attention,    // Attention / tcc::Attention that attention_kernel_refusal accepts: one kernel of its own
                 // (codegen/attention_template.h), the scores never written to memory
   TopK,         // TopK that topk_kernel_refusal accepts: one kernel of its own (codegen/topk_template.h)
+  Recurrence,   // tcc::Recurrence (src/ops/recurrent.h), which RNN, GRU and LSTM decompose into: one
+                // persistent kernel of its own (codegen/recurrence_template.h)
 };
 
 // The role of n: its OpDef's `kernel` role, given its attributes, dtypes and

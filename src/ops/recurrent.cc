@@ -6,16 +6,23 @@
 // final states are those after its last valid step (zero for a length of 0,
 // as ONNX Runtime gives). Layout 0 is [seq, batch, ...] for X and Y and [dirs, batch,
 // hidden] for the states; layout 1 (opset 14) puts batch first. Kernels
-// compute in double and round once to X's dtype. Over a static sequence a
-// node decomposes into MatMuls and pointwise kernels, step by step
-// (decompose_recurrent).
+// compute in double and round once to X's dtype. A node decomposes into one
+// MatMul projecting every step's input, then either its steps unrolled into
+// MatMuls and pointwise kernels (a short static sequence) or one
+// tcc::Recurrence, the persistent kernel (src/ops/recurrent.h), for a long or
+// symbolic one (decompose_recurrent).
+#include "src/ops/recurrent.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <functional>
 #include <optional>
 
 #include "src/ops/decomposition.h"
 #include "src/ops/families.h"
+#include "src/ops/fusion.h"
+#include "src/ops/kernel_roles.h"
 #include "src/ops/op_helpers.h"
 #include "src/ops/op_registry.h"
 
@@ -29,36 +36,78 @@ const std::vector<DType> kTypes = {DType::F32, DType::F16, DType::BF16, DType::F
 enum Input : size_t { kX, kW, kR, kB, kSeqLens, kInitH, kInitC, kP };
 const char* const kInputNames[] = {"X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P"};
 const char* const kOutputNames[] = {"Y", "Y_h", "Y_c"};
+const char* const kCellNames[] = {"RNN", "GRU", "LSTM"};  // the ONNX ops, tcc::Recurrence's `cell`
 
-enum class Cell { Rnn, Gru, Lstm };
+using Cell = RecurrentCell;
 
 // -------------------------------------------------------- Activations
 
 // How many of alpha and beta a function takes and their defaults, which are
 // those of the ONNX ops of the same name (Affine and ScaledTanh, which have
-// none, default to the identity scale: alpha 1, beta 0 / 1).
+// none, default to the identity scale: alpha 1, beta 0 / 1); the reference's
+// function f and the persistent kernel's expression of it (`kernel`, over x
+// in dtype t).
 struct ActivationSpec {
   const char* name;
   bool takes_alpha, takes_beta;
   double alpha, beta;
   double (*f)(double x, double alpha, double beta);
+  int (*kernel)(ScalarBuilder& b, DType t, int x, double alpha, double beta);
 };
 
+int unary(ScalarBuilder& b, ScalarOp op, DType t, int x) { return b.op(op, t, {x}); }
+int binary(ScalarBuilder& b, ScalarOp op, DType t, int x, int y) { return b.op(op, t, {x, y}); }
+int scaled(ScalarBuilder& b, DType t, int x, double v) { return binary(b, ScalarOp::Mul, t, x, b.constant(t, v)); }
+// x where x >= from, else `otherwise`.
+int at_least(ScalarBuilder& b, DType t, int x, double from, int otherwise) {
+  const int kept = b.op(ScalarOp::GreaterOrEqual, DType::Bool, {x, b.constant(t, from)});
+  return b.op(ScalarOp::Where, t, {kept, x, otherwise});
+}
+
 const ActivationSpec kActivations[] = {
-    {"Relu", false, false, 0, 0, [](double x, double, double) { return std::max(x, 0.0); }},
-    {"Tanh", false, false, 0, 0, [](double x, double, double) { return std::tanh(x); }},
+    {"Relu", false, false, 0, 0, [](double x, double, double) { return std::max(x, 0.0); },
+     [](ScalarBuilder& b, DType t, int x, double, double) { return unary(b, ScalarOp::Relu, t, x); }},
+    {"Tanh", false, false, 0, 0, [](double x, double, double) { return std::tanh(x); },
+     [](ScalarBuilder& b, DType t, int x, double, double) { return unary(b, ScalarOp::Tanh, t, x); }},
     {"Sigmoid", false, false, 0, 0,
-     [](double x, double, double) { return x >= 0 ? 1 / (1 + std::exp(-x)) : std::exp(x) / (1 + std::exp(x)); }},
-    {"Affine", true, true, 1, 0, [](double x, double a, double b) { return a * x + b; }},
-    {"LeakyRelu", true, false, 0.01, 0, [](double x, double a, double) { return x >= 0 ? x : a * x; }},
-    {"ThresholdedRelu", true, false, 1, 0, [](double x, double a, double) { return x >= a ? x : 0.0; }},
-    {"ScaledTanh", true, true, 1, 1, [](double x, double a, double b) { return a * std::tanh(b * x); }},
-    {"HardSigmoid", true, true, 0.2, 0.5,
-     [](double x, double a, double b) { return std::clamp(a * x + b, 0.0, 1.0); }},
-    {"Elu", true, false, 1, 0, [](double x, double a, double) { return x >= 0 ? x : a * std::expm1(x); }},
-    {"Softsign", false, false, 0, 0, [](double x, double, double) { return x / (1 + std::abs(x)); }},
+     [](double x, double, double) { return x >= 0 ? 1 / (1 + std::exp(-x)) : std::exp(x) / (1 + std::exp(x)); },
+     [](ScalarBuilder& b, DType t, int x, double, double) { return unary(b, ScalarOp::Sigmoid, t, x); }},
+    {"Affine", true, true, 1, 0, [](double x, double a, double b) { return a * x + b; },
+     [](ScalarBuilder& b, DType t, int x, double alpha, double beta) {
+       return binary(b, ScalarOp::Add, t, scaled(b, t, x, alpha), b.constant(t, beta));
+     }},
+    {"LeakyRelu", true, false, 0.01, 0, [](double x, double a, double) { return x >= 0 ? x : a * x; },
+     [](ScalarBuilder& b, DType t, int x, double alpha, double) {
+       return at_least(b, t, x, 0, scaled(b, t, x, alpha));
+     }},
+    {"ThresholdedRelu", true, false, 1, 0, [](double x, double a, double) { return x >= a ? x : 0.0; },
+     [](ScalarBuilder& b, DType t, int x, double alpha, double) { return at_least(b, t, x, alpha, b.constant(t, 0)); }},
+    {"ScaledTanh", true, true, 1, 1, [](double x, double a, double b) { return a * std::tanh(b * x); },
+     [](ScalarBuilder& b, DType t, int x, double alpha, double beta) {
+       return scaled(b, t, unary(b, ScalarOp::Tanh, t, scaled(b, t, x, beta)), alpha);
+     }},
+    {"HardSigmoid", true, true, 0.2, 0.5, [](double x, double a, double b) { return std::clamp(a * x + b, 0.0, 1.0); },
+     [](ScalarBuilder& b, DType t, int x, double alpha, double beta) {
+       const int line = binary(b, ScalarOp::Add, t, scaled(b, t, x, alpha), b.constant(t, beta));
+       return binary(b, ScalarOp::Max, t, binary(b, ScalarOp::Min, t, line, b.constant(t, 1)), b.constant(t, 0));
+     }},
+    {"Elu", true, false, 1, 0, [](double x, double a, double) { return x >= 0 ? x : a * std::expm1(x); },
+     [](ScalarBuilder& b, DType t, int x, double alpha, double) {
+       const int em1 = binary(b, ScalarOp::Sub, t, unary(b, ScalarOp::Exp, t, x), b.constant(t, 1));
+       return at_least(b, t, x, 0, scaled(b, t, em1, alpha));
+     }},
+    {"Softsign", false, false, 0, 0, [](double x, double, double) { return x / (1 + std::abs(x)); },
+     [](ScalarBuilder& b, DType t, int x, double, double) {
+       const int one_plus_abs = binary(b, ScalarOp::Add, t, b.constant(t, 1), unary(b, ScalarOp::Abs, t, x));
+       return binary(b, ScalarOp::Div, t, x, one_plus_abs);
+     }},
     {"Softplus", false, false, 0, 0,
-     [](double x, double, double) { return std::max(x, 0.0) + std::log1p(std::exp(-std::abs(x))); }},
+     [](double x, double, double) { return std::max(x, 0.0) + std::log1p(std::exp(-std::abs(x))); },
+     [](ScalarBuilder& b, DType t, int x, double, double) {
+       const int tail = unary(b, ScalarOp::Exp, t, unary(b, ScalarOp::Neg, t, unary(b, ScalarOp::Abs, t, x)));
+       const int log1p = unary(b, ScalarOp::Log, t, binary(b, ScalarOp::Add, t, b.constant(t, 1), tail));
+       return binary(b, ScalarOp::Add, t, unary(b, ScalarOp::Relu, t, x), log1p);
+     }},
 };
 
 // One of the activation functions the spec lists, with its alpha and beta.
@@ -128,7 +177,7 @@ std::vector<std::vector<Activation>> read_activations(const Node& n, const Recur
 Recurrent read_recurrent(const Node& n, Cell cell) {
   Recurrent r;
   r.cell = cell;
-  r.gates = cell == Cell::Rnn ? 1 : cell == Cell::Gru ? 3 : 4;
+  r.gates = recurrent_gates(cell);
   std::string direction = n.get_string("direction", "forward");
   if (direction == "bidirectional") r.directions = 2;
   else if (direction == "reverse") r.reverse = true;
@@ -188,6 +237,25 @@ void expect_rank(const Node& n, size_t i, size_t got, size_t want) {
            std::to_string(got));
 }
 
+// Operands W (R for a tcc::Recurrence, which has no W and holds operand i
+// at i - 1) and after, where their types are known, have the shapes
+// input_shape gives.
+void expect_operand_shapes(InferContext& ctx, const Recurrent& r, const Sizes& s, bool projected) {
+  const Node& n = ctx.node();
+  for (size_t i = projected ? kR : kW; i <= kP; ++i) {
+    const size_t at = projected ? i - 1 : i;
+    if (at >= ctx.num_inputs()) break;
+    const Type& t = ctx.input_type(at);
+    if (!ctx.has_input(at) || !t.is_tensor() || !t.has_rank()) continue;
+    Dims want = input_shape(r, i, s);
+    expect_rank(n, i, t.rank(), want.size());
+    for (size_t k = 0; k < want.size(); ++k)
+      if (!ctx.env().unify(t.shape()[k], want[k], &n))
+        ctx.fail("expected " + std::string(kInputNames[i]) + " of shape " + dims_str(ctx.env().canonical(want)) +
+                 ", got " + dims_str(t.shape()));
+  }
+}
+
 void infer_recurrent(InferContext& ctx, Cell cell) {
   const Node& n = ctx.node();
   Recurrent r = read_recurrent(n, cell);
@@ -201,16 +269,7 @@ void infer_recurrent(InferContext& ctx, Cell cell) {
   size_t seq_axis = static_cast<size_t>(r.layout);
   Sizes s{known(x[seq_axis]), known(x[1 - seq_axis]), known(x[2]),
           r.hidden_size ? Dim(*r.hidden_size) : known(rw[2])};
-  for (size_t i = kW; i < ctx.num_inputs(); ++i) {
-    const Type& t = ctx.input_type(i);
-    if (!ctx.has_input(i) || !t.is_tensor() || !t.has_rank()) continue;
-    Dims want = input_shape(r, i, s);
-    expect_rank(n, i, t.rank(), want.size());
-    for (size_t k = 0; k < want.size(); ++k)
-      if (!ctx.env().unify(t.shape()[k], want[k], &n))
-        ctx.fail("expected " + std::string(kInputNames[i]) + " of shape " + dims_str(ctx.env().canonical(want)) +
-                 ", got " + dims_str(t.shape()));
-  }
+  expect_operand_shapes(ctx, r, s, false);
   DType dt = ctx.input_type(kX).dtype();
   ctx.set_output_type(0, Type::tensor(dt, ctx.env().canonical(y_shape(r, s))));
   for (size_t o = 1; o < ctx.num_outputs(); ++o)
@@ -219,10 +278,10 @@ void infer_recurrent(InferContext& ctx, Cell cell) {
 
 // -------------------------------------------------------- Kernels
 
-// One direction's weights: W [gates*H, I], R [gates*H, H], the biases Wb and
-// Rb [gates*H] each, the peepholes P [3H] (i, o, f); all read as doubles.
+// One direction's recurrent weights: R [gates*H, H], its bias Rb [gates*H]
+// and the peepholes P [3H] (i, o, f); all read as doubles.
 struct Weights {
-  std::vector<double> w, r, wb, rb, p;
+  std::vector<double> r, rb, p;
 };
 
 std::vector<double> slice(const Tensor* t, int64_t from, int64_t count) {
@@ -246,12 +305,12 @@ std::vector<double> affine(const std::vector<double>& m, const std::vector<doubl
   return y;
 }
 
-// One step of a cell: the states h (and c for LSTM) after input x.
-void step(const Recurrent& r, const std::vector<Activation>& act, const Weights& wt, const std::vector<double>& x,
+// One step of a cell: the states h (and c for LSTM) after the input whose
+// projection (x W^T + Wb) is xw.
+void step(const Recurrent& r, const std::vector<Activation>& act, const Weights& wt, const std::vector<double>& xw,
           std::vector<double>& h, std::vector<double>& c) {
   int64_t hs = static_cast<int64_t>(h.size());
   size_t hn = h.size();
-  std::vector<double> xw = affine(wt.w, x, wt.wb, 0, r.gates * hs);
   std::vector<double> hr = affine(wt.r, h, wt.rb, 0, r.gates * hs);
   // The input and recurrent terms of `gate` at unit j. `clip` bounds every
   // activation's input; LSTM's cell state is clipped only on its way into h.
@@ -295,6 +354,66 @@ void expect_shape(const EvalContext& ctx, size_t i, const Dims& want) {
              shape_str(t.shape()));
 }
 
+// The input of a node's operand i of the ONNX op (X, W, R, ...), or null
+// where absent; tcc::Recurrence has no W and reads its XW where X is.
+class Operands {
+ public:
+  Operands(const EvalContext& ctx, bool projected) : ctx_(ctx), projected_(projected) {}
+  const Tensor* operator()(size_t i) const {
+    TCC_CHECK(!projected_ || i != kW) << "tcc::Recurrence has no W";
+    const size_t at = projected_ && i > kW ? i - 1 : i;
+    return ctx_.has_input(at) ? &ctx_.input(at) : nullptr;
+  }
+  bool projected() const { return projected_; }
+
+ private:
+  const EvalContext& ctx_;
+  bool projected_;
+};
+
+// Every direction and batch row of the recurrence, from each step's input
+// projection `project(d, t, b)` (X W^T + Wb, [gates * hidden]): Y, Y_h and
+// Y_c in the layout of r.
+std::vector<Tensor> run_recurrence(EvalContext& ctx, const Recurrent& r, const Operands& in, DType dt, int64_t seq,
+                                   int64_t batch, int64_t hs,
+                                   const std::function<std::vector<double>(int64_t, int64_t, int64_t)>& project) {
+  const Tensor *lens = in(kSeqLens), *init_h = in(kInitH), *init_c = in(kInitC);
+  Sizes s{seq, batch, 1, hs};
+  Dims y_dims = y_shape(r, s), state_dims = state_shape(r, s);
+  Tensor y(dt, *static_values(&y_dims)), y_h(dt, *static_values(&state_dims)), y_c = y_h.clone();
+  // Flat offsets of Y's row (t, d, b) and a state's row (d, b).
+  auto y_at = [&](int64_t t, int64_t d, int64_t b) {
+    return (r.layout == 0 ? (t * r.directions + d) * batch + b : (b * seq + t) * r.directions + d) * hs;
+  };
+  auto state_at = [&](int64_t d, int64_t b) { return (r.layout == 0 ? d * batch + b : b * r.directions + d) * hs; };
+  int64_t rows = r.gates * hs;
+  for (int64_t d = 0; d < r.directions; ++d) {
+    Weights wt{slice(in(kR), d * rows * hs, rows * hs), slice(in(kB), d * 2 * rows + rows, rows),
+               slice(r.cell == Cell::Lstm ? in(kP) : nullptr, d * 3 * hs, 3 * hs)};
+    for (int64_t b = 0; b < batch; ++b) {
+      int64_t len = lens ? lens->get_i64(b) : seq;
+      if (in.projected()) len = std::clamp<int64_t>(len, 0, seq);
+      if (len < 0 || len > seq)
+        ctx.fail("expected sequence_lens in [0, " + std::to_string(seq) + "], got " + std::to_string(len) +
+                 " for batch entry " + std::to_string(b));
+      if (len == 0) continue;
+      std::vector<double> h = slice(init_h, state_at(d, b), hs), c = slice(init_c, state_at(d, b), hs);
+      for (int64_t k = 0; k < len; ++k) {
+        int64_t t = r.backward(d) ? len - 1 - k : k;
+        step(r, r.activations[static_cast<size_t>(d)], wt, project(d, t, b), h, c);
+        for (int64_t j = 0; j < hs; ++j) y.set_f64(y_at(t, d, b) + j, h[static_cast<size_t>(j)]);
+      }
+      for (int64_t j = 0; j < hs; ++j) {
+        y_h.set_f64(state_at(d, b) + j, h[static_cast<size_t>(j)]);
+        y_c.set_f64(state_at(d, b) + j, c[static_cast<size_t>(j)]);
+      }
+    }
+  }
+  std::vector<Tensor> outs = {y, y_h, y_c};
+  outs.resize(ctx.num_outputs());
+  return outs;
+}
+
 std::vector<Tensor> eval_recurrent(EvalContext& ctx, Cell cell) {
   const Node& n = ctx.node();
   Recurrent r = read_recurrent(n, cell);
@@ -308,42 +427,65 @@ std::vector<Tensor> eval_recurrent(EvalContext& ctx, Cell cell) {
   Sizes s{seq, batch, in, hs};
   for (size_t i = kW; i < ctx.num_inputs(); ++i)
     if (ctx.has_input(i)) expect_shape(ctx, i, input_shape(r, i, s));
-  auto opt = [&](size_t i) { return ctx.has_input(i) ? &ctx.input(i) : nullptr; };
-  const Tensor *lens = opt(kSeqLens), *init_h = opt(kInitH), *init_c = opt(kInitC);
-  Dims y_dims = y_shape(r, s), state_dims = state_shape(r, s);
-  Tensor y(x.dtype(), *static_values(&y_dims)), y_h(x.dtype(), *static_values(&state_dims)), y_c = y_h.clone();
-  // Flat offsets of X's row (t, b), Y's row (t, d, b) and a state's row (d, b).
-  auto x_at = [&](int64_t t, int64_t b) { return (r.layout == 0 ? t * batch + b : b * seq + t) * in; };
-  auto y_at = [&](int64_t t, int64_t d, int64_t b) {
-    return (r.layout == 0 ? (t * r.directions + d) * batch + b : (b * seq + t) * r.directions + d) * hs;
+  const Operands operands(ctx, false);
+  const int64_t rows = r.gates * hs;
+  // Per direction: W [rows, in] and Wb [rows].
+  struct Projection {
+    std::vector<double> w, wb;
   };
-  auto state_at = [&](int64_t d, int64_t b) { return (r.layout == 0 ? d * batch + b : b * r.directions + d) * hs; };
-  int64_t rows = r.gates * hs;
-  for (int64_t d = 0; d < r.directions; ++d) {
-    Weights wt{slice(&ctx.input(kW), d * rows * in, rows * in), slice(&rw, d * rows * hs, rows * hs),
-               slice(opt(kB), d * 2 * rows, rows), slice(opt(kB), d * 2 * rows + rows, rows),
-               slice(cell == Cell::Lstm ? opt(kP) : nullptr, d * 3 * hs, 3 * hs)};
-    for (int64_t b = 0; b < batch; ++b) {
-      int64_t len = lens ? lens->get_i64(b) : seq;
-      if (len < 0 || len > seq)
-        ctx.fail("expected sequence_lens in [0, " + std::to_string(seq) + "], got " + std::to_string(len) +
-                 " for batch entry " + std::to_string(b));
-      if (len == 0) continue;
-      std::vector<double> h = slice(init_h, state_at(d, b), hs), c = slice(init_c, state_at(d, b), hs);
-      for (int64_t k = 0; k < len; ++k) {
-        int64_t t = r.backward(d) ? len - 1 - k : k;
-        step(r, r.activations[static_cast<size_t>(d)], wt, slice(&x, x_at(t, b), in), h, c);
-        for (int64_t j = 0; j < hs; ++j) y.set_f64(y_at(t, d, b) + j, h[static_cast<size_t>(j)]);
-      }
-      for (int64_t j = 0; j < hs; ++j) {
-        y_h.set_f64(state_at(d, b) + j, h[static_cast<size_t>(j)]);
-        y_c.set_f64(state_at(d, b) + j, c[static_cast<size_t>(j)]);
-      }
-    }
-  }
-  std::vector<Tensor> outs = {y, y_h, y_c};
-  outs.resize(ctx.num_outputs());
-  return outs;
+  std::vector<Projection> wt;
+  for (int64_t d = 0; d < r.directions; ++d)
+    wt.push_back(Projection{slice(&ctx.input(kW), d * rows * in, rows * in), slice(operands(kB), d * 2 * rows, rows)});
+  // X's row (t, b) projected by direction d's W and Wb.
+  auto project = [&](int64_t d, int64_t t, int64_t b) {
+    const int64_t at = (r.layout == 0 ? t * batch + b : b * seq + t) * in;
+    const Projection& w = wt[static_cast<size_t>(d)];
+    return affine(w.w, slice(&x, at, in), w.wb, 0, rows);
+  };
+  return run_recurrence(ctx, r, operands, x.dtype(), seq, batch, hs, project);
+}
+
+// -------------------------------------------------------- tcc::Recurrence
+
+Cell cell_of(const Node& n) {
+  const std::string name = n.get_string("cell", "");
+  for (int c = 0; c < 3; ++c)
+    if (name == kCellNames[c]) return static_cast<Cell>(c);
+  n.fail("expected cell 'RNN', 'GRU' or 'LSTM', got '" + name + "'");
+}
+
+// Y [seq, dirs, batch, hidden] and the states [dirs, batch, hidden] from XW [seq, batch, dirs * gates * hidden].
+void infer_recurrence(InferContext& ctx) {
+  const Node& n = ctx.node();
+  Recurrent r = read_recurrent(n, cell_of(n));
+  // XW, R, B, initial_h, initial_c and P of one dtype, f32 or f64; sequence_lens i32.
+  require_one_dtype(ctx, 0, {1, 2, 4, 5, 6});
+  const DType dt = ctx.input_type(0).dtype();
+  if (dt != DType::F32 && dt != DType::F64) ctx.fail("expected XW of f32 or f64");
+  if (ctx.has_input(3) && ctx.input_type(3).is_tensor() && ctx.input_type(3).dtype() != DType::I32)
+    ctx.fail("expected sequence_lens of i32");
+  if (!inputs_ranked(ctx, {0})) return;
+  const Dims& xw = ctx.input_type(0).shape();
+  if (xw.size() != 3 || !r.hidden_size) ctx.fail("expected XW of rank 3 and a hidden_size");
+  Sizes s{xw[0], xw[1], Dim(1), Dim(*r.hidden_size)};
+  if (!ctx.env().unify(xw[2], times(r.directions * r.gates, s.hidden), &n))
+    ctx.fail("expected XW's last dim to be directions x gates x hidden_size, got " + dims_str(xw));
+  expect_operand_shapes(ctx, r, s, true);
+  ctx.set_output_type(0, Type::tensor(dt, ctx.env().canonical(y_shape(r, s))));
+  for (size_t o = 1; o < ctx.num_outputs(); ++o)
+    ctx.set_output_type(o, Type::tensor(dt, ctx.env().canonical(state_shape(r, s))));
+}
+
+std::vector<Tensor> eval_recurrence(EvalContext& ctx) {
+  const Node& n = ctx.node();
+  Recurrent r = read_recurrent(n, cell_of(n));
+  const Tensor& xw = ctx.input(0);
+  if (xw.rank() != 3 || !r.hidden_size) ctx.fail("expected XW of rank 3 and a hidden_size");
+  const int64_t seq = xw.shape()[0], batch = xw.shape()[1], rows = r.gates * *r.hidden_size;
+  auto project = [&](int64_t d, int64_t t, int64_t b) {
+    return slice(&xw, (t * batch + b) * xw.shape()[2] + d * rows, rows);
+  };
+  return run_recurrence(ctx, r, Operands(ctx, true), xw.dtype(), seq, batch, *r.hidden_size, project);
 }
 
 // -------------------------------------------------------- Decomposition
@@ -493,14 +635,63 @@ void unrolled_step(Unroller& u, const Recurrent& r, const std::vector<Activation
   }
 }
 
-// Declines a sequence length that is not static (the steps are unrolled) and
-// opsets before 11 (Slice and Clip take their bounds as inputs from there
-// on): such nodes stay host steps. With sequence_lens, a row's steps at or
-// past its length keep its states and write zeros to Y, and a length of 0
-// leaves zero final states, as the reference does; a backward direction,
-// whose rows each start at their own last step, runs forward over each row's
-// first `length` steps reversed (ReverseSequence, which decomposes in turn)
-// and reverses its Y back.
+// Output o (Y, Y_h, Y_c) from v, in layout 0 and the compute dtype: in the
+// node's layout and dtype, taking over the node's output.
+void take_output(Expansion& e, const Recurrent& r, size_t o, Value* v) {
+  const Node& n = e.node();
+  const std::vector<int64_t> batch_first = o == 0 ? std::vector<int64_t>{2, 0, 1, 3} : std::vector<int64_t>{1, 0, 2};
+  if (r.layout == 1)
+    v = e.add("Transpose_" + std::string(kOutputNames[o]), "Transpose", {v},
+              Type::tensor(v->type().dtype(), n.output(o)->type().shape()),
+              {{"perm", Attribute::of_ints(batch_first)}});
+  e.take_over(o, e.cast("Cast_" + std::string(kOutputNames[o]), v, n.input(kX)->type().dtype()));
+}
+
+// The recurrence as one tcc::Recurrence, the persistent kernel, over every
+// step's projection xw [seq, batch, dirs * gates * hidden] (`in`: the node's
+// inputs in the compute dtype dt), its initial states in layout 0.
+void persistent_recurrence(Expansion& e, const Recurrent& r, Cell cell, Value* xw,
+                           const std::function<Value*(size_t)>& in, DType dt, int64_t hs) {
+  const Node& n = e.node();
+  const Dim seq = xw->type().shape()[0], batch = xw->type().shape()[1], dirs(r.directions), hidden(hs);
+  const Dims state = {dirs, batch, hidden};
+  auto layout0 = [&](size_t i) {
+    Value* v = in(i);
+    if (!v || r.layout == 0) return v;
+    return e.add("Transpose_" + std::string(kInputNames[i]), "Transpose", {v}, Type::tensor(dt, state),
+                 {{"perm", Attribute::of_ints({1, 0, 2})}});
+  };
+  std::map<std::string, Attribute> attrs = n.attrs();
+  attrs.erase("layout");
+  attrs["cell"] = Attribute::of_string(kCellNames[static_cast<int>(cell)]);
+  attrs["hidden_size"] = Attribute::of_int(hs);
+  std::vector<Value*> ins = {xw, in(kR), in(kB), n.input(kSeqLens), layout0(kInitH)};
+  if (cell == Cell::Lstm) ins.insert(ins.end(), {layout0(kInitC), in(kP)});
+  while (ins.back() == nullptr) ins.pop_back();
+  std::vector<Type> types = {Type::tensor(dt, {seq, dirs, batch, hidden}), Type::tensor(dt, state)};
+  if (cell == Cell::Lstm) types.push_back(Type::tensor(dt, state));
+  e.graph().set_opset(std::string(kTccDomain), 1);
+  std::vector<Value*> outs = e.add_outputs("Recurrence", "Recurrence", ins, types, std::move(attrs),
+                                           std::string(kTccDomain));
+  for (size_t o = 0; o < outs.size(); ++o)
+    if (o < n.num_outputs() && e.used(n.output(o))) take_output(e, r, o, outs[o]);
+}
+
+// A static sequence of up to kUnrolledSteps steps unrolls: a MatMul over the
+// batch and a few pointwise kernels a step, launches that cost little over so
+// few steps, and pieces autodiff differentiates (training always unrolls).
+// A longer or symbolic one runs the persistent kernel, one launch whose
+// states never leave shared memory, where its hidden size fits
+// (recurrence_shared_elements); a symbolic one that does not stays a host step.
+constexpr int64_t kUnrolledSteps = 16;
+
+// Declines opsets before 11 (Slice and Clip take their bounds as inputs from
+// there on): such nodes stay host steps. Unrolled, with sequence_lens, a
+// row's steps at or past its length keep its states and write zeros to Y, and
+// a length of 0 leaves zero final states, as the reference does; a backward
+// direction, whose rows each start at their own last step, runs forward over
+// each row's first `length` steps reversed (ReverseSequence, which decomposes
+// in turn) and reverses its Y back.
 bool decompose_recurrent(Expansion& e, Cell cell) {
   const Node& n = e.node();
   const Type& xt = n.input(kX)->type();
@@ -513,9 +704,14 @@ bool decompose_recurrent(Expansion& e, Cell cell) {
   const size_t seq_axis = static_cast<size_t>(r.layout);
   const Dim seq_dim = xt.shape()[seq_axis], batch = xt.shape()[1 - seq_axis];
   const Dim input = xt.shape()[2], hidden_dim = yt.shape().back();
-  if (!seq_dim.is_static() || seq_dim.value() == 0 || !input.is_static() || !hidden_dim.is_static()) return false;
-  const int64_t seq = seq_dim.value(), hs = hidden_dim.value(), dirs = r.directions, rows = r.gates * hs;
+  if ((seq_dim.is_static() && seq_dim.value() == 0) || !input.is_static() || !hidden_dim.is_static()) return false;
+  const int64_t hs = hidden_dim.value(), dirs = r.directions, rows = r.gates * hs;
   const DType dt = xt.dtype() == DType::F64 ? DType::F64 : DType::F32;
+  const bool persistent =
+      !e.differentiates() && (!seq_dim.is_static() || seq_dim.value() > kUnrolledSteps) &&
+      recurrence_shared_elements(cell, hs, r.linear_before_reset) * static_cast<int64_t>(dtype_size(dt)) <=
+          kRecurrenceSharedBytes;
+  if (!seq_dim.is_static() && !persistent) return false;
   Unroller u(e, r, dt, hs);
   // Input i in the compute dtype (null when absent), cast once.
   std::map<size_t, Value*> cast_inputs;
@@ -528,15 +724,20 @@ bool decompose_recurrent(Expansion& e, Cell cell) {
   // Every step's input projection X W^T + Wb: [seq, batch, dirs * rows].
   Value* x = in(kX);
   if (r.layout == 1)
-    x = u.op("Transpose_X", "Transpose", {x}, {seq, batch, input}, {{"perm", Attribute::of_ints({1, 0, 2})}});
+    x = u.op("Transpose_X", "Transpose", {x}, {seq_dim, batch, input}, {{"perm", Attribute::of_ints({1, 0, 2})}});
   Value* w = e.reshape("Reshape_W", in(kW), {dirs * rows, input});
   Value* wt = u.op("Transpose_W", "Transpose", {w}, {input, dirs * rows}, {{"perm", Attribute::of_ints({1, 0})}});
-  Value* xw = u.op("MatMul_X", "MatMul", {x, wt}, {seq, batch, dirs * rows});
+  Value* xw = u.op("MatMul_X", "MatMul", {x, wt}, {seq_dim, batch, dirs * rows});
   Value* b = in(kB);
   if (b) {
     Value* wb = e.reshape("Reshape_Wb", u.slice("Slice_Wb", b, {0}, {rows}, {1}, {dirs, rows}), {dirs * rows});
-    xw = u.op("Add_Wb", "Add", {xw, wb}, {seq, batch, dirs * rows});
+    xw = u.op("Add_Wb", "Add", {xw, wb}, {seq_dim, batch, dirs * rows});
   }
+  if (persistent) {
+    persistent_recurrence(e, r, cell, xw, in, dt, hs);
+    return true;
+  }
+  const int64_t seq = seq_dim.value();
   // Row d of a state input [dirs, batch, hidden] (batch first in layout 1),
   // or zeros [1, hidden] that the first step broadcasts.
   Value* zeros = nullptr;
@@ -625,22 +826,15 @@ bool decompose_recurrent(Expansion& e, Cell cell) {
     final_c.push_back(c);
   }
 
-  // The outputs read, in the node's layout and dtype.
-  auto output = [&](size_t o, Value* v, const std::vector<int64_t>& batch_first) {
-    if (r.layout == 1)
-      v = u.op("Transpose_" + std::string(kOutputNames[o]), "Transpose", {v}, n.output(o)->type().shape(),
-               {{"perm", Attribute::of_ints(batch_first)}});
-    e.take_over(o, e.cast("Cast_" + std::string(kOutputNames[o]), v, xt.dtype()));
-  };
   // The directions' final states [dirs, batch, hidden].
   auto stacked = [&](size_t o, std::vector<Value*> states) {
     const std::string name = kOutputNames[o];
     for (Value*& s : states) s = e.reshape("Reshape_" + name, s, {1, batch, hs});
     return u.concat("Concat_" + name, states, 0, {dirs, batch, hs});
   };
-  if (want_y) output(0, u.concat("Concat_Y", ys, 1, {seq, dirs, batch, hs}), {2, 0, 1, 3});
-  if (used(1)) output(1, stacked(1, final_h), {1, 0, 2});
-  if (cell == Cell::Lstm && used(2)) output(2, stacked(2, final_c), {1, 0, 2});
+  if (want_y) take_output(e, r, 0, u.concat("Concat_Y", ys, 1, {seq, dirs, batch, hs}));
+  if (used(1)) take_output(e, r, 1, stacked(1, final_h));
+  if (cell == Cell::Lstm && used(2)) take_output(e, r, 2, stacked(2, final_c));
   return true;
 }
 
@@ -653,11 +847,41 @@ OpDef recurrent_op(const char* name, Cell cell) {
 
 }  // namespace
 
-// No kernel role: they decompose into kernels and MatMuls (above). No gradient rule.
+RecurrenceAttrs recurrence_attrs(const Node& n) {
+  const Recurrent r = read_recurrent(n, cell_of(n));
+  if (!r.hidden_size) n.fail("expected a hidden_size");
+  RecurrenceAttrs a;
+  a.cell = r.cell;
+  a.directions = r.directions;
+  a.reverse = r.reverse;
+  a.hidden = *r.hidden_size;
+  a.clip = r.clip;
+  a.linear_before_reset = r.linear_before_reset;
+  a.input_forget = r.input_forget;
+  return a;
+}
+
+int recurrence_activation(const Node& n, int64_t d, int64_t f, ScalarBuilder& b, DType t, int x) {
+  const Recurrent r = read_recurrent(n, cell_of(n));
+  const Activation& a = r.activations.at(static_cast<size_t>(d)).at(static_cast<size_t>(f));
+  return a.spec->kernel(b, t, x, a.alpha, a.beta);
+}
+
+int64_t recurrence_shared_elements(RecurrentCell cell, int64_t hidden, bool linear_before_reset) {
+  const int64_t states = cell == Cell::Lstm ? 2 : 1;
+  const int64_t reset_h = cell == Cell::Gru && !linear_before_reset ? 1 : 0;
+  return (states + recurrent_gates(cell) + reset_h) * hidden;
+}
+
+// The ONNX ops have no kernel role: they decompose into MatMuls and kernels
+// (above), tcc::Recurrence into the persistent kernel. No gradient rule.
 void register_recurrent_ops(OpRegistry& r) {
   r.add(recurrent_op("RNN", Cell::Rnn));
   r.add(recurrent_op("GRU", Cell::Gru));
   r.add(recurrent_op("LSTM", Cell::Lstm));
+  r.add(OpDef{std::string(kTccDomain), "Recurrence", 1, 0, infer_recurrence, eval_recurrence,
+              {DType::F32, DType::F64, DType::I32}})
+      .kernel_role(KernelRole::Recurrence);
 }
 
 }  // namespace tcc

@@ -1,8 +1,8 @@
 // The GPU's schedules of generated kernels: which reductions take column
 // blocks (KernelConfig::columns), and the CUDA text of column, split and
-// row-cache reductions, of tiled transposes, of scatters, of attention and of TopK, compiled by NVRTC and run on
-// the host by tests/unit/codegen/cuda_emulator.h against the reference interpreter, at
-// the configurations autotuning tries.
+// row-cache reductions, of tiled transposes, of scatters, of attention, of TopK and of the
+// recurrence, compiled by NVRTC and run on the host by tests/unit/codegen/cuda_emulator.h
+// against the reference interpreter, at the configurations autotuning tries.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -542,6 +542,29 @@ TEST(TopK, EmulatedOnTheHostTiesAndNaNMatchTheInterpreter) {
   expect_emulated_runs_match(s, v.kernels, v.configs, lib, {{"b", 3}}, [](DType t, std::mt19937& rng) {
     const unsigned r = rng() % 8;
     return r == 0 && is_float(t) ? std::nan("") : static_cast<double>(r % 4) - 1.5;
+  });
+  fs::remove_all(dir);
+}
+
+// The persistent recurrence (codegen/recurrence_template.h) of every cell,
+// forward, reverse and bidirectional, with sequence_lens (drawn from -2 to 6
+// over 5 steps, so clamped at both ends), at its default block of one warp
+// and at two warps (threads with no unit still meet every barrier). Every
+// step's phases meet at __syncthreads: a missing one lets a thread read h
+// before its step is written.
+TEST(Recurrence, EmulatedOnTheHostEveryCellAndDirectionMatchesTheInterpreter) {
+  ScheduledModel s = schedule_model("tests/kernels/recurrence.tir");
+  ASSERT_EQ(s.schedule.kernels.size(), 7u);
+  for (const kir::Kernel& k : s.schedule.kernels) EXPECT_EQ(k.kind, kir::Kind::Recurrence) << k.name;
+  KernelVariants v = variants(s, [](const kir::Kernel& k, const KernelConfig& c) {
+    return c == default_config(k) || c.block == 64;
+  });
+  EXPECT_EQ(v.kernels.size(), 14u);
+  fs::path dir = make_temp_dir("tcc_recurrence");
+  SharedLibrary lib = emulated_library(v, dir);
+  expect_emulated_runs_match(s, v.kernels, v.configs, lib, {{"s", 5}, {"b", 3}}, [](DType t, std::mt19937& rng) {
+    std::normal_distribution<double> normal(0, 0.7);
+    return t == DType::I32 ? static_cast<double>(rng() % 9) - 2 : normal(rng);
   });
   fs::remove_all(dir);
 }
