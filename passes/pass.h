@@ -71,6 +71,7 @@ bool cse(Graph& g, PassContext& ctx);
 bool fuse_attention(Graph& g, PassContext& ctx);
 bool fold_transpose_matmul(Graph& g, PassContext& ctx);
 bool fold_batchnorm_conv(Graph& g, PassContext& ctx);
+bool fuse_qdq(Graph& g, PassContext& ctx);
 bool autocast(Graph& g, PassContext& ctx);
 bool resolve_shapes(Graph& g, PassContext& ctx);
 bool recompute_activations(Graph& g, PassContext& ctx);
