@@ -46,7 +46,7 @@ std::optional<Value*> difference(Expansion& e, const std::string& tag, const Int
     return e.numbers("difference_" + tag, d, shape, DType::I32);
   }
   Value* z = e.cast("Cast_zero_point_" + tag, o.zero_point, DType::I32);
-  if (!single && z->type().shape() != dims) z = e.reshape("Reshape_zero_point_" + tag, z, dims);
+  if (z->type().shape() != dims) z = e.reshape("Reshape_zero_point_" + tag, z, dims);
   return e.add("Sub_zero_point_" + tag, "Sub", {e.scalar("shift_" + tag, static_cast<double>(shift), DType::I32), z},
                i32_of(dims));
 }
