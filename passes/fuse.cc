@@ -262,13 +262,17 @@ class Fuser {
   void grow_gemm(Node& mm) {
     Group& gr = start(mm, FusionKind::Gemm);
     // A MatMul reads an operand that only it reads transposed, in place.
-    if (mm.op_type() == "MatMul")
+    const bool int8 = mm.op_type() == "MatMulInteger";
+    if (mm.op_type() == "MatMul" || int8)
       for (Value* operand : {mm.input(0), mm.input(1)}) {
         Node* t = operand->producer();
         if (t != nullptr && t->graph() == &g_ && swaps_last_two_axes(*t) && only_reader(operand) == &mm &&
             !taken(t) && !operand->type().shape().empty())
           try_merge(gr, *t);
       }
+    // The int8 product's corrections and requantization are int32 and f64
+    // pointwise work of their own: cuBLASLt's epilogues are float.
+    if (int8) return;
     const Dims& out = shape_of(mm.output(0));
     bool bias = false, residual = false;
     if (mm.op_type() == "Gemm" && mm.has_input(2)) {

@@ -72,6 +72,7 @@ bool fuse_attention(Graph& g, PassContext& ctx);
 bool fold_transpose_matmul(Graph& g, PassContext& ctx);
 bool fold_batchnorm_conv(Graph& g, PassContext& ctx);
 bool conv1x1_matmul(Graph& g, PassContext& ctx);
+bool fuse_qdq(Graph& g, PassContext& ctx);
 bool autocast(Graph& g, PassContext& ctx);
 bool resolve_shapes(Graph& g, PassContext& ctx);
 bool recompute_activations(Graph& g, PassContext& ctx);

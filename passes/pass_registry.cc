@@ -24,6 +24,9 @@ const std::vector<PassInfo>& all_passes() {
       // Canonical spellings first, so the passes after match one form.
       {"canonicalize", "Constants of commutative ops to the right; drop Identity, inference Dropout, no-op "
                        "Cast; merge Reshape, Squeeze/Unsqueeze and Transpose pairs", Phase::Optimize, canonicalize},
+      // Before constant_fold, which would dequantize the weights into f32 initializers.
+      {"fuse_qdq", "QuantizeLinear(Conv / MatMul / Gemm of DequantizeLinear'd operands) becomes QLinearConv / "
+                   "QLinearMatMul, as ONNX Runtime executes the QDQ form", Phase::Optimize, fuse_qdq},
       {"constant_fold", "Replace values shape inference proves constant (static shape chains included) by "
                         "initializers", Phase::Optimize, constant_fold},
       // After folding: what is still a runtime shape chain is either data-dependent or symbolic.

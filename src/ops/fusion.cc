@@ -48,10 +48,10 @@ std::string check_gemm_body(const Graph& body) {
       continue;
     }
     if (swaps_last_two_axes(*n)) {
-      // An operand read transposed: only a MatMul may read it.
+      // An operand read transposed: only a MatMul (or MatMulInteger's int8 form) may read it.
       for (const auto& r : body.nodes())
         for (const Value* in : r->inputs())
-          if (in == n->output(0) && r->op_type() != "MatMul")
+          if (in == n->output(0) && r->op_type() != "MatMul" && r->op_type() != "MatMulInteger")
             return who(*n) + " transposes an operand, but " + who(*r) + " reads it";
       continue;
     }

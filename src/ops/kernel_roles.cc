@@ -218,7 +218,7 @@ std::optional<std::vector<int>> split_axes(const std::vector<SymExpr>& in, const
 bool swaps_last_two_axes(const Node& n) {
   if (n.op_type() != "Transpose" || !n.domain().empty() || n.num_inputs() != 1) return false;
   const Type& t = n.input(0)->type();
-  if (!t.is_tensor() || !is_float(t.dtype()) || !t.has_rank() || t.rank() < 2) return false;
+  if (!t.is_tensor() || (!is_float(t.dtype()) && t.dtype() != DType::I8) || !t.has_rank() || t.rank() < 2) return false;
   std::vector<int64_t> perm(t.rank());
   std::iota(perm.begin(), perm.end(), int64_t{0});
   std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);

@@ -80,8 +80,8 @@ bool strided_batches(const Node& n);
 constexpr int64_t kMaxLiteralElements = 64;
 bool is_literal(DType dtype, int64_t rank, int64_t numel);
 
-// A Transpose (default domain) of a float tensor of rank 2 or more that swaps
-// the last two axes and keeps the others: a MatMul reads its input as that
+// A Transpose (default domain) of a float or int8 tensor of rank 2 or more that swaps the last two axes
+// and keeps the others: a MatMul (or MatMulInteger's int8 form, int8_product.h) reads its input as that
 // operand, transposed, instead of a copy (passes/fuse.cc takes it into the
 // GEMM's fusion, codegen/lower.cc sets the operand's trans flag). A weight's
 // transpose read by a batched MatMul (a backward's dY @ W^T) is the common case;

@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "src/ops/families.h"
+#include "src/ops/int8_product.h"
 #include "src/ops/op_helpers.h"
 #include "src/ops/op_registry.h"
 
@@ -135,17 +136,25 @@ Value* zero_point_shifted(Expansion& e, size_t xi, size_t zi, int64_t axis) {
 
 namespace {
 
-// MatMulInteger(A, B, a_zero_point, b_zero_point) -> MatMul of the operands
+// MatMulInteger(A, B, a_zero_point, b_zero_point) -> the int8 product with
+// its zero-point corrections (int8_product.h), or, where that declines (batch
+// dims one strided-batched call cannot express), the MatMul of the operands
 // less their zero points (per tensor, per row of A, per column of B) in f64,
-// exact, cast to int32: a cuBLASLt product, which multiplies floats only.
-// Declines 1-D operands and unknown dims.
+// exact, cast to int32. Declines the int8 form itself, 1-D operands and
+// unknown dims.
 bool decompose_matmul_integer(Expansion& e) {
   const Node& n = e.node();
   const Type& a = n.input(0)->type();
   const Type& b = n.input(1)->type();
   const Type& y = n.output(0)->type();
-  if (!y.is_tensor() || !y.fully_shaped() || !a.has_rank() || !b.has_rank() || a.rank() < 2 || b.rank() < 2)
+  if (int8_product_form(n) || !y.is_tensor() || !y.fully_shaped() || !a.has_rank() || !b.has_rank() || a.rank() < 2 ||
+      b.rank() < 2)
     return false;
+  auto zero_point = [&](size_t i) { return n.has_input(i) ? n.input(i) : nullptr; };
+  if (Value* acc = int8_accumulator(e, {n.input(0), zero_point(2)}, {n.input(1), zero_point(3)}, y.shape())) {
+    e.take_over(0, acc);
+    return true;
+  }
   const auto rows = static_cast<int64_t>(a.rank()) - 2, columns = static_cast<int64_t>(b.rank()) - 1;
   if (!zero_point_fits(n, 0, 2, rows) || !zero_point_fits(n, 1, 3, columns)) return false;
   Value* product = e.add("MatMul", "MatMul", {zero_point_shifted(e, 0, 2, rows), zero_point_shifted(e, 1, 3, columns)},
@@ -442,6 +451,7 @@ void register_linalg_ops(OpRegistry& r) {
                 return std::vector<Tensor>{matmul_compute(ctx.node(), a, b, DType::I32)};
               },
               {DType::U8, DType::I8, DType::I32}})
+      .kernel_role(KernelRole::Contraction, int8_product_form)
       .decomposition(decompose_matmul_integer);
   r.add(OpDef{"", "Gemm", 11, kContraction, infer_gemm,
               [](EvalContext& ctx) { return std::vector<Tensor>{gemm_kernel(ctx)}; }, kNumeric})

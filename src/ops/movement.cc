@@ -510,11 +510,13 @@ KernelRole concat_role(const Node& n) {
   return KernelRole::Indexed;
 }
 
-// Constant pads, fill and axes: a guarded copy (constant mode) or a gather
-// from computed coordinates (edge, reflect, wrap).
+// Constant pads, fill and axes of a float or integer tensor (im2col pads
+// int8 data): a guarded copy (constant mode) or a gather from computed
+// coordinates (edge, reflect, wrap).
 KernelRole pad_role(const Node& n) {
   static const std::unordered_set<std::string_view> modes = {"constant", "edge", "reflect", "wrap"};
-  if (!is_float(n.output(0)->type().dtype()) || !modes.count(n.get_string("mode", "constant"))) return KernelRole::None;
+  DType dt = n.output(0)->type().dtype();
+  if ((!is_float(dt) && !is_integer(dt)) || !modes.count(n.get_string("mode", "constant"))) return KernelRole::None;
   for (size_t i = 1; i < n.num_inputs(); ++i)
     if (n.has_input(i) && !literal_input(n, i)) return KernelRole::None;
   return n.has_input(1) ? KernelRole::Indexed : KernelRole::None;

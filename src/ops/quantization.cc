@@ -20,6 +20,8 @@
 #include <vector>
 
 #include "src/ops/families.h"
+#include "src/ops/int8_product.h"
+#include "src/ops/kernel_roles.h"
 #include "src/ops/op_helpers.h"
 #include "src/ops/op_registry.h"
 
@@ -424,10 +426,125 @@ std::vector<Tensor> eval_conv_integer(EvalContext& ctx) {
 
 // ---------------------------------------------------------------------------
 // Decompositions (decomposition.h): the reference's arithmetic, op for op, on
-// kernels and the libraries. The integer accumulators are f64 products of
-// the operands less their zero points (zero_point_shifted), which f64 holds
-// exactly; the requantization multiplies, rounds and adds in f64 as
-// `requantize` does, its multiplier computed in f32 as the reference rounds it.
+// kernels and the libraries. The integer accumulators are int8 products with
+// int32 accumulation (int8_product.h; convolutions through im2col); where
+// those decline (grouped convolutions, a runtime zero point of a convolution's
+// x, symbolic channels, spatial dims or K, batch dims no strided-batched call
+// expresses, graphs below opset 11) they
+// are f64 products of the operands less their zero points
+// (zero_point_shifted), which f64 holds exactly. The requantization
+// multiplies, rounds and adds in f64 as `requantize` does, its multiplier
+// computed in f32 as the reference rounds it.
+
+// The exact int32 accumulator of node n's convolution of input xi (zero
+// point input xzi: absent or one constant) with input wi (zero point wzi: per
+// tensor or per output channel), plus an int32 bias when given, as y's dims
+// [N, M, out...]: im2col into the int8 product (int8_product.h). x becomes
+// int8, padded with the int8 value its correction maps to 0 (its zero point
+// less the shift), its spatial dims flattened and gathered by a constant
+// table of each tap's position for each output position into rows of
+// [N * out, C * taps], which multiply W as [C * taps, M] (a constant W laid
+// out at compile time). im2col rather than a generated convolution kernel:
+// the product is then cuBLASLt's int8 tensor-core GEMM, at the cost of one
+// int8 copy of x per tap. Declines groups other than 1, channels, spatial
+// dims or W not static (the batch may be symbolic), a zero point of x that is
+// not one constant, and windows sliding_window refuses (the caller keeps the
+// f64 convolution).
+Value* conv_int8_accumulator(Expansion& e, size_t xi, size_t xzi, size_t wi, size_t wzi, Value* bias) {
+  const Node& n = e.node();
+  const Type& xt = n.input(xi)->type();
+  const Type& wt = n.input(wi)->type();
+  const Type& yt = n.output(0)->type();
+  if (!xt.is_tensor() || !wt.is_tensor() || !yt.is_tensor() || !xt.fully_shaped() || !wt.fully_static() ||
+      !yt.fully_shaped() || xt.rank() < 3 || wt.rank() != xt.rank() || yt.rank() != xt.rank() ||
+      n.get_int("group", 1) != 1 || e.onnx_opset() < 11)
+    return nullptr;
+  // The batch may be symbolic; the channels, the spatial dims and the window are static.
+  for (const Type* t : {&xt, &yt})
+    for (size_t d = 1; d < t->rank(); ++d)
+      if (!t->shape()[d].is_static()) return nullptr;
+  std::optional<Tensor> xz = n.has_input(xzi) ? constant_value(n.input(xzi)) : std::nullopt;
+  if (n.has_input(xzi) && (!xz || xz->numel() != 1)) return nullptr;
+  if (!zero_point_fits(n, wi, wzi, 0)) return nullptr;
+  // Static extents (the symbolic batch's is not read).
+  auto sizes = [](const Type& t) {
+    std::vector<int64_t> v;
+    for (const Dim& d : t.shape()) v.push_back(d.is_static() ? d.value() : 0);
+    return v;
+  };
+  const std::vector<int64_t> xs = sizes(xt), ws = sizes(wt), ys = sizes(yt);
+  const size_t spatial = xs.size() - 2;
+  const std::vector<int64_t> kernel(ws.begin() + 2, ws.end());
+  SlidingWindow sw;
+  if (!sliding_window(n, kernel, {xs.begin() + 2, xs.end()}, &sw).empty() || ws[1] != xs[1]) return nullptr;
+  const Dim& batch = xt.shape()[0];
+  const int64_t channels = xs[1], filters = ws[0];
+  const int64_t taps = product(kernel, 0), outs = product(ys, 2);
+  // Padded extents and each padded spatial dim's stride in the flattened plane.
+  std::vector<int64_t> padded(spatial), pitch(spatial, 1);
+  for (size_t d = 0; d < spatial; ++d) padded[d] = xs[d + 2] + sw.begin[d] + sw.end[d];
+  for (size_t d = spatial; d-- > 1;) pitch[d - 1] = pitch[d] * padded[d];
+  const int64_t plane = pitch[0] * padded[0];
+  Value* x8 = as_int8(e, "x", n.input(xi));
+  const int64_t fill = (xz ? xz->get_i64(0) : 0) - (xt.dtype() == DType::U8 ? 128 : 0);
+  if (std::any_of(sw.begin.begin(), sw.begin.end(), [](int64_t p) { return p != 0; }) ||
+      std::any_of(sw.end.begin(), sw.end.end(), [](int64_t p) { return p != 0; })) {
+    std::vector<int64_t> pads(2 * xs.size(), 0);
+    Dims dims = {batch, Dim(channels)};
+    for (size_t d = 0; d < spatial; ++d) {
+      pads[d + 2] = sw.begin[d];
+      pads[xs.size() + d + 2] = sw.end[d];
+      dims.push_back(Dim(padded[d]));
+    }
+    x8 = e.add("Pad", "Pad", {x8, e.i64s("pads", pads), e.scalar("fill", static_cast<double>(fill), DType::I8)},
+               Type::tensor(DType::I8, dims));
+  }
+  Value* flat = e.reshape("Reshape_x", x8, {batch, Dim(channels), Dim(plane)});
+  // table[t][q]: the flattened padded position tap t of output position q reads.
+  std::vector<int64_t> table(static_cast<size_t>(taps * outs));
+  for (int64_t t = 0; t < taps; ++t)
+    for (int64_t q = 0; q < outs; ++q) {
+      int64_t pos = 0, tr = t, qr = q;
+      for (size_t d = spatial; d-- > 0;) {
+        int64_t r = tr % kernel[d], o = qr % ys[d + 2];
+        tr /= kernel[d];
+        qr /= ys[d + 2];
+        pos += (o * sw.strides[d] + r * sw.dilations[d]) * pitch[d];
+      }
+      table[static_cast<size_t>(t * outs + q)] = pos;
+    }
+  Value* gathered = e.add("Gather", "Gather", {flat, e.constant("taps", Tensor::from_i64(table, {taps, outs}))},
+                          Type::tensor(DType::I8, {batch, Dim(channels), Dim(taps), Dim(outs)}),
+                          {{"axis", Attribute::of_int(2)}});
+  Value* by_output = e.add("Transpose_rows", "Transpose", {gathered},
+                           Type::tensor(DType::I8, {batch, Dim(outs), Dim(channels), Dim(taps)}),
+                           {{"perm", Attribute::of_ints({0, 3, 1, 2})}});
+  const int64_t depth = channels * taps;
+  const Dim positions = dims_product({batch, Dim(outs)});
+  Value* rows = e.reshape("Reshape_rows", by_output, {positions, Dim(depth)});
+  Value* weights = nullptr;
+  if (std::optional<Tensor> w = constant_value(n.input(wi))) {
+    Tensor columns(w->dtype(), {depth, filters});
+    for (int64_t m = 0; m < filters; ++m)
+      for (int64_t i = 0; i < depth; ++i) columns.set_i64(i * filters + m, w->get_i64(m * depth + i));
+    weights = e.constant("w_columns", std::move(columns));
+  } else {
+    Value* w2 = e.reshape("Reshape_w", n.input(wi), {Dim(filters), Dim(depth)});
+    weights = e.add("Transpose_w", "Transpose", {w2}, Type::tensor(wt.dtype(), {Dim(depth), Dim(filters)}),
+                    {{"perm", Attribute::of_ints({1, 0})}});
+  }
+  Value* acc = int8_accumulator(e, {rows, n.has_input(xzi) ? n.input(xzi) : nullptr, xt.dtype() == DType::U8},
+                                {weights, n.has_input(wzi) ? n.input(wzi) : nullptr},
+                                {positions, Dim(filters)});
+  TCC_CHECK(acc != nullptr) << "the int8 product declined im2col's static matrices";
+  const Type flat_acc = Type::tensor(DType::I32, {positions, Dim(filters)});
+  if (bias != nullptr) acc = e.add("Add_bias", "Add", {acc, bias}, flat_acc);
+  Value* split = e.reshape("Reshape_acc", acc, {batch, Dim(outs), Dim(filters)});
+  Value* channels_first = e.add("Transpose_acc", "Transpose", {split},
+                                Type::tensor(DType::I32, {batch, Dim(filters), Dim(outs)}),
+                                {{"perm", Attribute::of_ints({0, 2, 1})}});
+  return e.reshape("Reshape_y", channels_first, yt.shape());
+}
 
 // round_half_even(acc * multiplier) + zero_point, cast to the zero point's type.
 void finish_requantize(Expansion& e, Value* acc, Value* multiplier, Value* zero_point) {
@@ -491,7 +608,7 @@ bool decompose_dynamic_quantize(Expansion& e) {
   return true;
 }
 
-// QLinearMatMul -> MatMulInteger's product in f64, requantized by
+// QLinearMatMul -> MatMulInteger's product (int8, else f64), requantized by
 // a_scale * b_scale / y_scale in f32 (scales per tensor, per row of a, per
 // column of b). Declines other scale dtypes, 1-D operands, unknown dims.
 bool decompose_qlinear_matmul(Expansion& e) {
@@ -513,9 +630,12 @@ bool decompose_qlinear_matmul(Expansion& e) {
   if ((per_row && (as.rank() != 1 || as.shape()[0] != a.shape()[rows])) ||
       (per_column && (bs.rank() != 1 || bs.shape()[0] != b.shape()[columns])))
     return false;
-  Value* acc = e.add("MatMul", "MatMul", {zero_point_shifted(e, 0, 2, static_cast<int64_t>(rows)),
-                                          zero_point_shifted(e, 3, 5, static_cast<int64_t>(columns))},
-                     Type::tensor(DType::F64, y.shape()));
+  Value* acc = int8_accumulator(e, {n.input(0), n.input(2)}, {n.input(3), n.input(5)}, y.shape());
+  acc = acc ? e.cast("Cast_accumulator", acc, DType::F64)
+            : e.add("MatMul", "MatMul",
+                    {zero_point_shifted(e, 0, 2, static_cast<int64_t>(rows)),
+                     zero_point_shifted(e, 3, 5, static_cast<int64_t>(columns))},
+                    Type::tensor(DType::F64, y.shape()));
   Value* row_scale = per_row ? e.reshape("Reshape_a_scale", n.input(1), {a.shape()[rows], Dim(1)}) : n.input(1);
   Value* product = e.add("Mul_scales", "Mul", {row_scale, n.input(4)},
                          Type::tensor(DType::F32, broadcast_of({row_scale, n.input(4)})));
@@ -525,8 +645,9 @@ bool decompose_qlinear_matmul(Expansion& e) {
   return true;
 }
 
-// QLinearConv -> ConvInteger's convolution in f64 with the int32 bias,
-// requantized by x_scale * w_scale / y_scale in f32 (w's per output channel).
+// QLinearConv -> ConvInteger's convolution (im2col into the int8 product, else
+// in f64) with the int32 bias, requantized by x_scale * w_scale / y_scale in
+// f32 (w's per output channel).
 bool decompose_qlinear_conv(Expansion& e) {
   const Node& n = e.node();
   const Type& x = n.input(0)->type();
@@ -539,10 +660,15 @@ bool decompose_qlinear_conv(Expansion& e) {
     return false;
   Value* w_scale = scale_along(e, "Reshape_w_scale", n.input(4), w.shape()[0], 1, y.rank());
   if (w_scale == nullptr) return false;
-  std::vector<Value*> operands = {zero_point_shifted(e, 0, 2, -1), zero_point_shifted(e, 3, 5, 0)};
-  if (n.has_input(8)) operands.push_back(e.cast("Cast_bias", n.input(8), DType::F64));
-  std::map<std::string, Attribute> window(n.attrs().begin(), n.attrs().end());
-  Value* acc = e.add("Conv", "Conv", operands, Type::tensor(DType::F64, y.shape()), window);
+  Value* acc = conv_int8_accumulator(e, 0, 2, 3, 5, n.has_input(8) ? n.input(8) : nullptr);
+  if (acc != nullptr) {
+    acc = e.cast("Cast_accumulator", acc, DType::F64);
+  } else {
+    std::vector<Value*> operands = {zero_point_shifted(e, 0, 2, -1), zero_point_shifted(e, 3, 5, 0)};
+    if (n.has_input(8)) operands.push_back(e.cast("Cast_bias", n.input(8), DType::F64));
+    std::map<std::string, Attribute> window(n.attrs().begin(), n.attrs().end());
+    acc = e.add("Conv", "Conv", operands, Type::tensor(DType::F64, y.shape()), window);
+  }
   Value* product =
       e.add("Mul_scales", "Mul", {n.input(1), w_scale}, Type::tensor(DType::F32, broadcast_of({n.input(1), w_scale})));
   Value* multiplier =
@@ -551,8 +677,9 @@ bool decompose_qlinear_conv(Expansion& e) {
   return true;
 }
 
-// ConvInteger -> Conv of the operands less their zero points (x's per
-// tensor, w's per output channel) in f64, exact, cast to int32.
+// ConvInteger -> im2col into the int8 product, or, where that declines, Conv
+// of the operands less their zero points (x's per tensor, w's per output
+// channel) in f64, exact, cast to int32.
 bool decompose_conv_integer(Expansion& e) {
   const Node& n = e.node();
   const Type& w = n.input(1)->type();
@@ -560,6 +687,10 @@ bool decompose_conv_integer(Expansion& e) {
   if (!y.is_tensor() || !y.fully_shaped() || !w.has_rank() || w.rank() < 3 || !zero_point_fits(n, 0, 2, -1) ||
       !zero_point_fits(n, 1, 3, 0))
     return false;
+  if (Value* acc = conv_int8_accumulator(e, 0, 2, 1, 3, nullptr)) {
+    e.take_over(0, acc);
+    return true;
+  }
   std::map<std::string, Attribute> window(n.attrs().begin(), n.attrs().end());
   Value* acc = e.add("Conv", "Conv", {zero_point_shifted(e, 0, 2, -1), zero_point_shifted(e, 1, 3, 0)},
                      Type::tensor(DType::F64, y.shape()), window);

@@ -108,6 +108,8 @@ cudaDataType_t cuda_type(DType t) {
     case DType::F16: return CUDA_R_16F;
     case DType::BF16: return CUDA_R_16BF;
     case DType::F64: return CUDA_R_64F;
+    case DType::I8: return CUDA_R_8I;
+    case DType::I32: return CUDA_R_32I;
     default: throw CudaError("cuBLASLt matmul of " + std::string(dtype_name(t)) + " is not supported");
   }
 }
@@ -201,6 +203,9 @@ int LibraryCalls::gemm(const KernelInfo& k, const GemmProblem& p, const std::vec
   const int d_index = k.num_reads;
   DType in_type = k.buffers[g.a].dtype, out_type = k.buffers[d_index].dtype;
   bool f64 = in_type == DType::F64;
+  // int8 operands (MatMulInteger's int8 form, src/ops/linalg.cc) accumulate
+  // exactly in int32, with int32 alpha and beta.
+  bool int8 = in_type == DType::I8;
   CUdeviceptr c = g.residual >= 0 ? buf[g.residual] : buf[d_index];
   cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   if (g.activation == "relu") epilogue = g.bias >= 0 ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
@@ -225,9 +230,10 @@ int LibraryCalls::gemm(const KernelInfo& k, const GemmProblem& p, const std::vec
   if (!plan.built || plan.key != key) {
     plan.release();
     cublasComputeType_t compute = f64                                ? CUBLAS_COMPUTE_64F
+                                  : int8                             ? CUBLAS_COMPUTE_32I
                                   : tf32 && in_type == DType::F32 ? CUBLAS_COMPUTE_32F_FAST_TF32
                                                                   : CUBLAS_COMPUTE_32F;
-    cudaDataType_t scale_type = f64 ? CUDA_R_64F : CUDA_R_32F;
+    cudaDataType_t scale_type = f64 ? CUDA_R_64F : int8 ? CUDA_R_32I : CUDA_R_32F;
     CublasLt::check(lt.desc_create(&plan.desc, compute, scale_type), "cublasLtMatmulDescCreate");
     cublasOperation_t op_first = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasOperation_t op_second = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -282,8 +288,9 @@ int LibraryCalls::gemm(const KernelInfo& k, const GemmProblem& p, const std::vec
 
   double alpha64 = g.alpha, beta64 = g.residual >= 0 ? g.beta : 0.0;
   float alpha32 = static_cast<float>(alpha64), beta32 = static_cast<float>(beta64);
-  const void* alpha = f64 ? static_cast<const void*>(&alpha64) : &alpha32;
-  const void* beta = f64 ? static_cast<const void*>(&beta64) : &beta32;
+  int32_t alpha_i32 = static_cast<int32_t>(alpha64), beta_i32 = static_cast<int32_t>(beta64);
+  const void* alpha = f64 ? static_cast<const void*>(&alpha64) : int8 ? static_cast<const void*>(&alpha_i32) : &alpha32;
+  const void* beta = f64 ? static_cast<const void*>(&beta64) : int8 ? static_cast<const void*>(&beta_i32) : &beta32;
   cublasStatus_t status =
       lt.matmul(lt_, plan.desc, alpha, reinterpret_cast<void*>(buf[g.b]), plan.first,
                 reinterpret_cast<void*>(buf[g.a]), plan.second, beta, reinterpret_cast<void*>(c), plan.out,

@@ -1,11 +1,13 @@
 // The integer and quantized ops compiled (tests/fixtures/quantized_ops.tir):
-// they decompose onto kernels and the f64 library products, so the module
-// has no host step, and its host build gives the interpreter's integers
-// exactly, over the full ranges of its int8 and uint8 inputs.
+// they decompose onto kernels and cuBLASLt's int8 products (the convolutions
+// through im2col), with no f64 product left and no host step, and the
+// module's host build gives the interpreter's integers exactly, over the full
+// ranges of its int8 and uint8 inputs.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <random>
 #include <string>
 
@@ -17,7 +19,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-TEST(QuantizedOps, DecomposeOntoKernelsAndMatchTheInterpreterExactly) {
+TEST(QuantizedOps, DecomposeOntoInt8ProductsAndMatchTheInterpreterExactly) {
   fs::path dir = make_temp_dir("tcc_quantized_ops");
   std::mt19937 rng(5);
   // Integers over their whole range, scales in [0.01, 0.1), x around 0.
@@ -36,6 +38,9 @@ TEST(QuantizedOps, DecomposeOntoKernelsAndMatchTheInterpreterExactly) {
   };
   expect_module_matches_interpreter(fs::path(TCC_SOURCE_DIR) / "tests/fixtures/quantized_ops.tir", dir / "module", "b",
                                     {2, 5}, fill, exactly);
+  std::map<std::string, int> kernels = library_kernels(dir / "module");
+  EXPECT_EQ(kernels["gemm i8"], 4);
+  EXPECT_EQ(kernels.size(), 1u) << "a float library product is left";
   fs::remove_all(dir);
 }
 

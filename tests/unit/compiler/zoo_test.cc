@@ -51,6 +51,20 @@ TEST_P(Zoo, CompilesWithNoHostStepAndMatchesOnnxRuntime) {
     expect_close_to(outs[i], expected[i], "output " + std::to_string(i), "ONNX Runtime");
 }
 
+// ONNX Runtime's QDQ ResNet: fuse_qdq makes each convolution a QLinearConv,
+// which computes as im2col into cuBLASLt's int8 product; no float convolution
+// is left. The classifier's Gemm has a bias QLinearMatMul cannot add, so it
+// stays one f32 product.
+TEST(ZooQuantized, ResnetQdqConvolvesInInt8) {
+  fs::path dir = make_temp_dir("tcc_zoo_qdq");
+  compile_with_no_host_step(kZoo / "resnet_qdq" / "model.onnx", dir / "module");
+  std::map<std::string, int> kernels = library_kernels(dir / "module");
+  EXPECT_GT(kernels["gemm i8"], 0);
+  EXPECT_EQ(kernels["gemm f32"], 1);
+  EXPECT_EQ(kernels["conv f32"] + kernels["conv f64"] + kernels["gemm f64"], 0);
+  fs::remove_all(dir);
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, Zoo, ::testing::ValuesIn(zoo_models()),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 

@@ -9,8 +9,10 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -60,6 +62,22 @@ inline void expect_close_to(const Tensor& got, const Tensor& want, const std::st
 inline void compile_with_no_host_step(const std::filesystem::path& model, const std::filesystem::path& module) {
   CompileResult r = compile_model(model, module, quick_compile_options());
   for (const FallbackReason& f : r.fallbacks) ADD_FAILURE() << "a host step: " << f.node << " (" << f.op_type << "): " << f.message;
+}
+
+// How many of a module directory's kernels are library products of each
+// kind and operand dtype: "gemm i8", "gemm f32", "conv f64", ... (the dtype
+// of a gemm's A, of a conv's x), read from its manifest.
+inline std::map<std::string, int> library_kernels(const std::filesystem::path& module) {
+  std::ifstream in(module / "manifest.json");
+  nlohmann::json m = nlohmann::json::parse(in);
+  std::map<std::string, int> counts;
+  for (const nlohmann::json& k : m["kernels"]) {
+    std::string kind = k["kind"];
+    if (kind != "gemm" && kind != "conv") continue;
+    int operand = kind == "gemm" ? k["gemm"]["a"].get<int>() : k["conv"]["x"].get<int>();
+    ++counts[kind + " " + k["buffers"][operand]["dtype"].get<std::string>()];
+  }
+  return counts;
 }
 
 // The outputs of a module directory's host build on `inputs` (by name).

@@ -483,5 +483,25 @@ TEST(FixtureNumerics, ResNetBatchNormAfterAddStays) {
   EXPECT_EQ(count_ops(*m->graph, "BatchNormalization"), 1u);
 }
 
+// ONNX Runtime's QDQ ResNet (tests/zoo/resnet_qdq): fuse_qdq makes its 20
+// convolutions the QLinearConvs ONNX Runtime runs for them (the classifier's
+// Gemm, whose bias is a float, stays), and the interpreter on the fused graph
+// gives ONNX Runtime's recorded logits.
+TEST(FixtureNumerics, QdqResNetFusesIntoQLinearConvsAndKeepsOnnxRuntimesOutputs) {
+  const std::string dir = std::string(TCC_SOURCE_DIR) + "/tests/zoo/resnet_qdq/";
+  auto m = load_model(dir + "model.onnx");
+  infer_shapes(*m->graph);
+  ASSERT_TRUE(optimize(*m, "fuse_qdq"));
+  EXPECT_EQ(count_ops(*m->graph, "QLinearConv"), 20u);
+  EXPECT_EQ(count_ops(*m->graph, "Conv"), 0u);
+  EXPECT_EQ(count_ops(*m->graph, "Gemm"), 1u);
+  Interpreter interpreter;
+  std::vector<Tensor> got = interpreter.run(*m->graph, {{"images", read_tensor_pb(dir + "input_0.pb")}});
+  Tensor ort = read_tensor_pb(dir + "output_0.pb");
+  ASSERT_EQ(got[0].shape(), ort.shape());
+  for (int64_t i = 0; i < ort.numel(); ++i)
+    ASSERT_LE(std::fabs(got[0].get_f64(i) - ort.get_f64(i)), 1e-4 * (1 + std::fabs(ort.get_f64(i)))) << "element " << i;
+}
+
 }  // namespace
 }  // namespace tcc
