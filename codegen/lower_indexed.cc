@@ -402,9 +402,12 @@ void Lowering::lower_pool(const Node& p, int frame) {
   size_t ns = w.kernel.size();
   DType dt = p.output(0)->type().dtype();
   bool max = p.op_type() == "MaxPool";
+  // A depthwise Conv's W and B, viewed once for every tap.
+  View weights, bias;
+  if (conv) weights = view_of(p.input(1));
+  if (conv && p.has_input(2)) bias = view_of(p.input(2));
   // Channel c's element of a per-channel operand: B[c], or W[c, 0, tap...].
-  auto per_channel = [&](const Value* v, const std::vector<int64_t>& tap) {
-    View operand = view_of(v);
+  auto per_channel = [&](const View& operand, const std::vector<int64_t>& tap) {
     Instr load;
     load.op = Op::Load;
     load.dtype = dt;
@@ -466,7 +469,7 @@ void Lowering::lower_pool(const Node& p, int frame) {
     }
     if (inside >= 0) load.args = {inside};
     int loaded = emit(std::move(load)), value = loaded;
-    if (conv) value = emit(Op::Mul, dt, {loaded, per_channel(p.input(1), tap)});
+    if (conv) value = emit(Op::Mul, dt, {loaded, per_channel(weights, tap)});
     if (max && inside >= 0)
       value = emit(Op::Where, dt, {inside, value, constant(dt, -std::numeric_limits<double>::infinity())});
     if (indices) {
@@ -498,7 +501,7 @@ void Lowering::lower_pool(const Node& p, int frame) {
   }
   if (indices) values_.emplace(std::make_pair(p.output(1), frame), best);
   if (conv) {
-    if (p.has_input(2)) result = emit(Op::Add, dt, {result, per_channel(p.input(2), {})});
+    if (p.has_input(2)) result = emit(Op::Add, dt, {result, per_channel(bias, {})});
   } else if (!max) {
     int divisor = constant(dt, static_cast<double>(always_counted));
     if (counted >= 0) divisor = always_counted == 0 ? counted : emit(Op::Add, dt, {counted, divisor});
