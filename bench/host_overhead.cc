@@ -79,7 +79,7 @@ Prepared& prepared(const std::string& model) {
       }
       return tcc_tensor{p.memory[next++], static_cast<tcc_dtype>(dtype), static_cast<int32_t>(s.size()), s.data()};
     };
-    for (const runtime::TensorSig& sig : p.module->inputs) {
+    for (const TensorSig& sig : p.module->inputs) {
       std::vector<int64_t> shape;
       for (const SymExpr& d : sig.shape) shape.push_back(d.is_constant() ? d.constant_value() : *size);
       run.inputs.push_back(tensor(shape, sig.dtype));

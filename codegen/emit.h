@@ -9,19 +9,13 @@
 #include "codegen/kernel_config.h"
 #include "codegen/kernel_ir.h"
 #include "codegen/kernel_schedule.h"
+#include "src/module/manifest_records.h"
 
 namespace tcc {
 
-// How the runtime launches a generated CUDA kernel. Grid extents are
-// expressions over the kernel's size parameters, evaluated at run time.
-struct LaunchConfig {
-  std::array<SymExpr, 3> grid = {SymExpr::constant(1), SymExpr::constant(1), SymExpr::constant(1)};
-  std::array<int, 3> block = {1, 1, 1};
-  int shared_bytes = 0;
-  // Bytes of device memory, zeroed when allocated, that the kernel takes as one
-  // more trailing `void*` argument (split reductions); 0: no workspace argument.
-  SymExpr workspace_bytes;
-};
+// How the runtime launches a generated kernel: the module's record
+// (src/module/manifest_records.h), as launch_config computes it.
+using LaunchConfig = KernelLaunch;
 
 // CUDA C++ for NVRTC, self-contained (no #include), one `extern "C" __global__`
 // function per kernel that does not run_library, named Kernel::name, with

@@ -777,6 +777,8 @@ LaunchConfig launch_config(const kir::Kernel& k, const KernelConfig& config) {
       c = recurrence_launch(k, config);
       break;
   }
+  c.zero_outputs = k.zero_outputs;
+  c.copy_from = k.copy_from;
   return c;
 }
 

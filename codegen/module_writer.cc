@@ -15,7 +15,9 @@
 #include "codegen/gemm_template.h"
 #include "codegen/module_facts.h"
 #include "codegen/module_report.h"
+#include "src/diag/errors.h"
 #include "src/ir/text.h"
+#include "src/module/manifest_records.h"
 
 namespace tcc {
 
@@ -24,61 +26,16 @@ using ojson = nlohmann::ordered_json;
 
 namespace {
 
-ojson type_shape_json(const Type& t) {
-  ojson a = ojson::array();
-  if (!t.has_rank()) return a;
-  for (const Dim& d : t.shape()) {
-    if (d.is_unknown())
-      a.push_back("?");
-    else
-      a.push_back(size_json(d.expr()));
+// A graph value the module names: its type is fully known once the compile
+// pipeline has inferred shapes.
+TensorSig value_sig(const Value& v) {
+  TensorSig sig{v.name(), v.type().dtype(), {}};
+  TCC_CHECK(v.type().has_rank()) << "module value " << v.name() << " has no rank";
+  for (const Dim& d : v.type().shape()) {
+    TCC_CHECK(!d.is_unknown()) << "module value " << v.name() << " has an unknown dim";
+    sig.shape.push_back(d.expr());
   }
-  return a;
-}
-
-ojson tensor_json(const Value& v) {
-  return {{"name", v.name()}, {"dtype", dtype_name(v.type().dtype())}, {"shape", type_shape_json(v.type())}};
-}
-
-ojson gemm_json(const kir::GemmDesc& g) {
-  auto s = [](const SymExpr& e) { return e.str(); };
-  return {{"a", g.a},
-          {"b", g.b},
-          {"trans_a", g.trans_a},
-          {"trans_b", g.trans_b},
-          {"batch", s(g.batch)},
-          {"m", s(g.m)},
-          {"n", s(g.n)},
-          {"k", s(g.k)},
-          {"lda", s(g.lda)},
-          {"ldb", s(g.ldb)},
-          {"ldd", s(g.ldd)},
-          {"stride_a", s(g.stride_a)},
-          {"stride_b", s(g.stride_b)},
-          {"stride_d", s(g.stride_d)},
-          {"alpha", g.alpha},
-          {"beta", g.beta},
-          {"bias", g.bias},
-          {"residual", g.residual},
-          {"activation", g.activation}};
-}
-
-ojson conv_json(const kir::ConvDesc& c) {
-  return {{"x", c.x},
-          {"w", c.w},
-          {"n", size_json(c.n)},
-          {"c", size_json(c.c)},
-          {"k", size_json(c.k)},
-          {"in", shape_json(c.in)},
-          {"out", shape_json(c.out)},
-          {"kernel", c.kernel},
-          {"strides", c.strides},
-          {"dilations", c.dilations},
-          {"pads", c.pads},
-          {"groups", c.groups},
-          {"bias", c.bias},
-          {"residual", c.residual},
-          {"activation", c.activation}};
+  return sig;
 }
 
 ojson kernel_json(const ModuleContents& m, size_t index) {
@@ -93,26 +50,12 @@ ojson kernel_json(const ModuleContents& m, size_t index) {
   j["schedule"] = schedule_text(k, config);
   j["nodes"] = k.nodes;
   ojson bufs = ojson::array();
-  for (const kir::Buffer& b : k.buffers)
-    bufs.push_back({{"dtype", dtype_name(b.dtype)}, {"shape", shape_json(b.shape)}, {"output", b.output}});
+  for (const kir::Buffer& b : k.buffers) bufs.push_back(param_json({b.dtype, b.shape, b.output}));
   j["buffers"] = bufs;
   j["sizes"] = k.size_params;
-  if (k.kind == kir::Kind::Gemm) {
-    j["gemm"] = gemm_json(*k.gemm);
-    j["gemm"]["algo"] = config.algo;
-  } else if (k.kind == kir::Kind::Conv) {
-    j["conv"] = conv_json(*k.conv);
-    j["conv"]["algo"] = config.algo;
-  }
-  if (!runs_library(k, config)) {
-    LaunchConfig l = launch_config(k, config);
-    j["launch"] = {{"grid", {l.grid[0].str(), l.grid[1].str(), l.grid[2].str()}},
-                   {"block", {l.block[0], l.block[1], l.block[2]}},
-                   {"shared_bytes", l.shared_bytes}};
-    if (l.workspace_bytes != SymExpr()) j["launch"]["workspace_bytes"] = size_json(l.workspace_bytes);
-    if (k.zero_outputs) j["launch"]["zero_outputs"] = true;
-    if (k.copy_from >= 0) j["launch"]["copy_from"] = k.copy_from;
-  }
+  if (k.kind == kir::Kind::Gemm) j["gemm"] = gemm_json(*k.gemm, config.algo);
+  if (k.kind == kir::Kind::Conv) j["conv"] = conv_json(*k.conv, config.algo);
+  if (!runs_library(k, config)) j["launch"] = launch_json(launch_config(k, config));
   if (m.autotune) {
     ojson t = {{"source", m.autotune->sources.at(index)}};
     if (k.kind == kir::Kind::Gemm)
@@ -164,8 +107,8 @@ ojson manifest_json(const ModuleContents& m, const ModuleFacts& f, const std::st
   }
   j["features"] = features;
   ojson inputs = ojson::array(), outputs = ojson::array();
-  for (const Value* v : g.inputs()) inputs.push_back(tensor_json(*v));
-  for (const Value* v : g.outputs()) outputs.push_back(tensor_json(*v));
+  for (const Value* v : g.inputs()) inputs.push_back(tensor_json(value_sig(*v)));
+  for (const Value* v : g.outputs()) outputs.push_back(tensor_json(value_sig(*v)));
   j["inputs"] = inputs;
   j["outputs"] = outputs;
   ojson symbols = ojson::object();
@@ -178,23 +121,15 @@ ojson manifest_json(const ModuleContents& m, const ModuleFacts& f, const std::st
   ojson tensors = ojson::array();
   for (size_t i = 0; i < f.weights.size(); ++i) {
     const auto& [v, data] = f.weights[i];
-    ojson shape = ojson::array();
-    for (int64_t d : data.shape()) shape.push_back(d);
-    tensors.push_back({{"name", v->name()},
-                       {"dtype", dtype_name(data.dtype())},
-                       {"shape", shape},
-                       {"offset", f.weight_offsets[i]},
-                       {"nbytes", static_cast<int64_t>(data.nbytes())}});
+    TensorSig sig{v->name(), data.dtype(), {}};
+    for (int64_t d : data.shape()) sig.shape.push_back(SymExpr::constant(d));
+    tensors.push_back(placed_json({std::move(sig), SymExpr::constant(f.weight_offsets[i]),
+                                   SymExpr::constant(static_cast<int64_t>(data.nbytes()))}));
   }
   j["weights"] = {{"file", kWeightsFile}, {"tensors", tensors}};
 
   ojson buffers = ojson::array();
-  for (const PlannedBuffer& b : m.memory->buffers)
-    buffers.push_back({{"name", b.value},
-                       {"dtype", dtype_name(b.dtype)},
-                       {"shape", shape_json(b.shape)},
-                       {"offset", size_json(b.offset)},
-                       {"nbytes", size_json(b.nbytes)}});
+  for (const PlannedBuffer& b : m.memory->buffers) buffers.push_back(placed_json({{b.value, b.dtype, b.shape}, b.offset, b.nbytes}));
   j["memory"] = {{"arena_bytes", size_json(m.memory->arena_bytes)},
                  {"unplanned_bytes", size_json(m.memory->unplanned_bytes)},
                  {"buffers", buffers}};
@@ -223,7 +158,7 @@ ojson manifest_json(const ModuleContents& m, const ModuleFacts& f, const std::st
     ojson values = ojson::array(), steps = ojson::array();
     for (const Step& s : m.schedule->binding_steps) {
       steps.push_back(step_json(s));
-      for (const std::string& name : s.writes) values.push_back(tensor_json(*g.find(name)));
+      for (const std::string& name : s.writes) values.push_back(tensor_json(value_sig(*g.find(name))));
     }
     j["binding_constants"] = {{"values", values}, {"steps", steps}};
   }

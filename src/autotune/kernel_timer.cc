@@ -249,7 +249,7 @@ class CudaKernelBench : public autotune::KernelBench {
     info.kind = k_.kind;
     info.library_call = true;
     for (const kir::Buffer& b : k_.buffers) {
-      info.buffers.push_back({b.name, b.dtype, b.shape});
+      info.buffers.push_back({b.dtype, b.shape, b.output});
       info.num_reads += b.output ? 0 : 1;
     }
     if (k_.gemm) info.gemm = runtime::GemmInfo{*k_.gemm, c.algo};

@@ -203,7 +203,7 @@ CompileResult compile(const CompileRequest& req) {
   check_disabled_passes(req.disabled_passes);
   CompileTimings& t = r.timings;
   auto after = [&](const char* stage) {
-    if (req.print_after) req.print_after(stage, *r.model->graph);
+    if (req.print_after) req.print_after(stage, r);
   };
   auto start = Clock::now();
 

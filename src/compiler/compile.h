@@ -40,6 +40,8 @@ namespace tcc {
 inline constexpr std::array<const char*, 9> kCompileStages = {
     "load", "shapes", "passes", "schedule", "memory", "autotune", "emit", "build", "write"};
 
+struct CompileResult;
+
 struct CompileRequest {
   std::string model;   // the model file: ONNX, .pt2 or tcc text IR
   std::string output;  // the module directory (created; a previous module there is replaced)
@@ -54,8 +56,10 @@ struct CompileRequest {
   // say); decompose and fuse cannot be: the later stages read their output.
   std::vector<std::string> disabled_passes;
   // Called after each stage that runs, with its name (kCompileStages) and the
-  // main graph as that stage left it.
-  std::function<void(const std::string& stage, const Graph& graph)> print_after;
+  // result as far as it is built: the main graph as that stage left it
+  // (`model`), from `schedule` on the kernels (in kernel IR, after the
+  // kernel-IR passes), from `memory` on the memory plan.
+  std::function<void(const std::string& stage, const CompileResult& so_far)> print_after;
 };
 
 struct CompileResult {

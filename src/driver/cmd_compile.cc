@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "codegen/kernel_ir_text.h"
 #include "src/compiler/compile.h"
 #include "src/driver/commands.h"
 #include "src/driver/run_support.h"
@@ -205,8 +206,12 @@ ExitCode run_compile(CompileCli& c) {
     dump.insert(name);
   }
   if (!dump.empty())
-    req.print_after = [dump](const std::string& stage, const Graph& g) {
-      if (dump.count(stage)) std::cerr << "// ----- IR after compile stage " << stage << " -----\n" << print_graph(g);
+    req.print_after = [dump](const std::string& stage, const CompileResult& r) {
+      if (!dump.count(stage)) return;
+      std::cerr << "// ----- IR after compile stage " << stage << " -----\n" << print_graph(*r.model->graph);
+      if (!r.schedule.kernels.empty())
+        std::cerr << "// ----- kernel IR after compile stage " << stage << " -----\n"
+                  << kir::print_kernels(r.schedule.kernels);
     };
   print_summary(req, compile(req));
   return ExitCode::Ok;
@@ -248,8 +253,9 @@ CommandRunner setup_compile(CLI::App& cmd) {
       ->check(CLI::NonNegativeNumber);
   cmd.add_flag("--list-modes", c->list_modes, "List the compile modes and what each turns on, and exit");
   cmd.add_option("--print-after", c->print_after,
-                 "Print the main graph as text IR to stderr after these compile stages (repeatable): load, shapes, "
-                 "passes, schedule, memory, autotune, emit, build, write")
+                 "Print the main graph as text IR, and from `schedule` on its kernels as kernel IR, to stderr after "
+                 "these compile stages (repeatable): load, shapes, passes, schedule, memory, autotune, emit, build, "
+                 "write")
       ->delimiter(',');
   cmd.add_option("--disable-passes", req.disabled_passes,
                  "Leave these graph passes out (comma-separated; tcc opt --list-passes names them), to measure what "

@@ -56,7 +56,7 @@ struct DeviceTensors {
 
 std::vector<const Tensor*> ordered_inputs(const runtime::Module& m, const std::map<std::string, Tensor>& inputs) {
   std::vector<const Tensor*> out;
-  for (const runtime::TensorSig& sig : m.inputs) {
+  for (const TensorSig& sig : m.inputs) {
     auto it = inputs.find(sig.name);
     if (it == inputs.end()) throw InputError("no value given for the module's input '" + sig.name + "'");
     out.push_back(&it->second);

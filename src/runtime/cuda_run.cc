@@ -227,13 +227,13 @@ BoundRun::Launch launch_arguments(const KernelInfo& k, const Binding& b) {
   for (const SymExpr& e : k.sizes) l.sizes.push_back(evaluate(e, b, k, "sizes"));
   static constexpr int64_t kGridLimit[3] = {INT32_MAX, 65535, 65535};
   for (int i = 0; i < 3; ++i) {
-    int64_t g = std::max<int64_t>(1, evaluate(k.grid[i], b, k, "launch.grid"));
+    int64_t g = std::max<int64_t>(1, evaluate(k.launch.grid[i], b, k, "launch.grid"));
     if (g > kGridLimit[i])
       throw CudaError("kernel '" + k.name + "': grid extent " + std::to_string(g) + " exceeds the device limit");
     l.grid[i] = static_cast<unsigned>(g);
   }
-  if (k.workspace_bytes != SymExpr()) {
-    l.workspace_bytes = evaluate(k.workspace_bytes, b, k, "launch.workspace_bytes");
+  if (k.launch.workspace_bytes != SymExpr()) {
+    l.workspace_bytes = evaluate(k.launch.workspace_bytes, b, k, "launch.workspace_bytes");
     if (l.workspace_bytes <= 0)
       throw BadModule("manifest.json: kernel '" + k.name + "' launch.workspace_bytes: evaluates to " +
                       std::to_string(l.workspace_bytes) + " bytes");
@@ -424,11 +424,11 @@ void enqueue_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_te
     for (int id : step.reads) buf.push_back(ptr[id]);
     for (int id : step.writes) buf.push_back(ptr[id]);
     const KernelInfo& k = m.kernels[step.kernel];
-    if (k.zero_outputs)
+    if (k.launch.zero_outputs)
       for (int id : step.writes)
         if (b.nbytes[id] > 0) d.check(d.memset_d8_async(ptr[id], 0, b.nbytes[id], stream), "cuMemsetD8Async (outputs)");
-    if (k.copy_from >= 0) {
-      int from = step.reads[static_cast<size_t>(k.copy_from)], to = step.writes.front();
+    if (k.launch.copy_from >= 0) {
+      int from = step.reads[static_cast<size_t>(k.launch.copy_from)], to = step.writes.front();
       if (b.nbytes[to] > 0)
         d.check(d.copy_dtod_async(ptr[to], ptr[from], b.nbytes[to], stream), "cuMemcpyDtoDAsync (outputs)");
     }
@@ -443,8 +443,8 @@ void enqueue_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_te
       CUdeviceptr workspace =
           l.workspace_bytes > 0 ? kernel_workspace(s, d, step.kernel, l.workspace_bytes, stream) : 0;
       kernel_params(buf, l.sizes, workspace, s.params);
-      CUresult r = d.launch(s.functions[step.kernel], l.grid[0], l.grid[1], l.grid[2], k.block[0], k.block[1],
-                            k.block[2], k.shared_bytes, stream, s.params.data(), nullptr);
+      CUresult r = d.launch(s.functions[step.kernel], l.grid[0], l.grid[1], l.grid[2], k.launch.block[0], k.launch.block[1],
+                            k.launch.block[2], k.launch.shared_bytes, stream, s.params.data(), nullptr);
       if (r != CUDA_SUCCESS) d.check(r, ("cuLaunchKernel " + k.name).c_str());
     }
     if (m.step_observer) m.step_observer(step, false);

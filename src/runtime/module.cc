@@ -24,8 +24,6 @@ void AlignedBytes::Free::operator()(std::byte* p) const { ::operator delete(p, s
 
 namespace {
 
-TensorSig tensor_sig(const ManifestField& f) { return {f["name"].str(), f["dtype"].dtype(), f["shape"].shape()}; }
-
 // A file the manifest names, which must stay inside the module directory.
 std::string module_file(const std::string& dir, const std::string& name, const ManifestField& f) {
   fs::path p(name);
@@ -86,6 +84,10 @@ class Loader {
     return id;
   }
 
+  // The inputs' shapes, read before the symbols they bind.
+  const SizeCheck unchecked_ = [](const SymExpr&, const ManifestField&) {};
+  const SizeCheck bound_ = [this](const SymExpr& e, const ManifestField& where) { check_bound(e, where); };
+
   // Symbols a size expression may mention: those the inputs bind.
   void check_bound(const SymExpr& e, const ManifestField& where) {
     for (const std::string& s : e.symbols())
@@ -100,7 +102,7 @@ class Loader {
   void signature() {
     ManifestField ins = root_["inputs"];
     for (size_t i = 0; i < ins.size(); ++i) {
-      TensorSig sig = tensor_sig(ins[i]);
+      TensorSig sig = read_tensor(ins[i], unchecked_);
       m_.inputs.push_back(sig);
       m_.input_names.push_back(sig.name);
       add_value(ins[i], ValueInfo::Where::Input, static_cast<int>(i), sig);
@@ -123,8 +125,7 @@ class Loader {
     // Outputs are registered after the steps that write them are known; here only their signature.
     ManifestField outs = root_["outputs"];
     for (size_t i = 0; i < outs.size(); ++i) {
-      TensorSig sig = tensor_sig(outs[i]);
-      check_bound(sig.shape, outs[i]["shape"]);
+      TensorSig sig = read_tensor(outs[i], bound_);
       m_.outputs.push_back(sig);
       m_.output_names.push_back(sig.name);
     }
@@ -139,20 +140,9 @@ class Loader {
     std::copy(bytes.begin(), bytes.end(), reinterpret_cast<char*>(m_.weight_data.data()));
     for (size_t i = 0; i < tensors.size(); ++i) {
       ManifestField t = tensors[i];
-      TensorSig sig = tensor_sig(t);
-      std::vector<int64_t> dims;
-      for (size_t d = 0; d < sig.shape.size(); ++d) {
-        if (!sig.shape[d].is_constant()) t["shape"][d].fail("a weight's dims must be static");
-        dims.push_back(sig.shape[d].constant_value());
-      }
-      int64_t numel = checked_numel(dims);
-      int64_t offset = t["offset"].integer(0, INT64_MAX);
-      int64_t nbytes = t["nbytes"].integer(0, INT64_MAX);
-      if (numel < 0 || nbytes / static_cast<int64_t>(dtype_size(sig.dtype)) != numel ||
-          nbytes % static_cast<int64_t>(dtype_size(sig.dtype)) != 0)
-        t["nbytes"].fail(std::to_string(nbytes) + " bytes do not hold " + std::string(dtype_name(sig.dtype)) +
-                         shape_str(dims));
-      if (offset % AlignedBytes::kAlignment != 0) t["offset"].fail("not 256-byte aligned");
+      PlacedTensor w = read_weight(t, AlignedBytes::kAlignment);
+      const TensorSig& sig = w.sig;
+      int64_t offset = w.offset.constant_value(), nbytes = w.nbytes.constant_value();
       if (offset > static_cast<int64_t>(bytes.size()) || nbytes > static_cast<int64_t>(bytes.size()) - offset)
         t.fail("weight '" + sig.name + "' (bytes " + std::to_string(offset) + ".." + std::to_string(offset + nbytes) +
                ") lies past the end of weights.bin (" + std::to_string(bytes.size()) + " bytes)");
@@ -168,15 +158,10 @@ class Loader {
     check_bound(m_.arena_bytes, mem["arena_bytes"]);
     ManifestField bufs = mem["buffers"];
     for (size_t i = 0; i < bufs.size(); ++i) {
-      ManifestField b = bufs[i];
-      TensorSig sig = tensor_sig(b);
-      BufferInfo range{b["offset"].expr(), b["nbytes"].expr()};
-      check_bound(sig.shape, b["shape"]);
-      check_bound(range.offset, b["offset"]);
-      check_bound(range.nbytes, b["nbytes"]);
-      m_.buffers.push_back(sig);
-      m_.buffer_ranges.push_back(range);
-      add_value(b, ValueInfo::Where::Buffer, static_cast<int>(i), sig);
+      PlacedTensor b = read_placed(bufs[i], bound_);
+      m_.buffers.push_back(b.sig);
+      m_.buffer_ranges.push_back({b.offset, b.nbytes});
+      add_value(bufs[i], ValueInfo::Where::Buffer, static_cast<int>(i), b.sig);
     }
   }
 
@@ -186,8 +171,7 @@ class Loader {
     if (!root_.has("binding_constants")) return;
     ManifestField values = root_["binding_constants"]["values"];
     for (size_t i = 0; i < values.size(); ++i) {
-      TensorSig sig = tensor_sig(values[i]);
-      check_bound(sig.shape, values[i]["shape"]);
+      TensorSig sig = read_tensor(values[i], bound_);
       m_.binding_constants.push_back(sig);
       add_value(values[i], ValueInfo::Where::BindingConstant, static_cast<int>(i), sig);
     }
@@ -218,12 +202,11 @@ class Loader {
       ManifestField bufs = k["buffers"];
       bool seen_output = false;
       for (size_t b = 0; b < bufs.size(); ++b) {
-        bool output = bufs[b]["output"].boolean();
-        if (seen_output && !output) bufs[b]["output"].fail("inputs must come before outputs");
-        seen_output |= output;
-        info.num_reads += output ? 0 : 1;
-        info.buffers.push_back({"", bufs[b]["dtype"].dtype(), bufs[b]["shape"].shape()});
-        check_bound(info.buffers.back().shape, bufs[b]["shape"]);
+        KernelParam param = read_param(bufs[b], bound_);
+        if (seen_output && !param.output) bufs[b].fail("inputs must come before outputs");
+        seen_output |= param.output;
+        info.num_reads += param.output ? 0 : 1;
+        info.buffers.push_back(std::move(param));
       }
       ManifestField sizes = k["sizes"];
       for (size_t s = 0; s < sizes.size(); ++s) {
@@ -235,158 +218,19 @@ class Loader {
         info.sizes.push_back(size);
       }
       if (info.num_reads == static_cast<int>(info.buffers.size())) bufs.fail("the kernel writes no buffer");
-      if (info.kind == KernelKind::Gemm) info.gemm = gemm(k["gemm"], info.buffers.size());
-      if (info.kind == KernelKind::Conv) info.conv = conv(k["conv"], info);
+      const int num_buffers = static_cast<int>(info.buffers.size());
+      if (info.kind == KernelKind::Gemm) info.gemm = GemmInfo{read_gemm(k["gemm"], num_buffers, bound_), read_algo(k["gemm"])};
+      if (info.kind == KernelKind::Conv)
+        info.conv = ConvInfo{read_conv(k["conv"], info.buffers, info.num_reads, bound_), read_algo(k["conv"])};
       // A gemm kernel with a launch is tcc's template, in the cubin; without, a cuBLASLt call.
       info.library_call = info.kind == KernelKind::Conv || (info.kind == KernelKind::Gemm && !k.has("launch"));
-      if (!info.library_call) {
-        ManifestField launch = k["launch"];
-        for (size_t d = 0; d < 3; ++d) {
-          if (launch["grid"].size() != 3) launch["grid"].fail("expected 3 extents");
-          if (launch["block"].size() != 3) launch["block"].fail("expected 3 extents");
-          info.grid[d] = launch["grid"][d].expr();
-          check_bound(info.grid[d], launch["grid"][d]);
-          info.block[d] = static_cast<int>(launch["block"][d].integer(1, 1024));
-        }
-        info.shared_bytes = static_cast<int>(launch["shared_bytes"].integer(0, 1 << 30));
-        if (launch.has("workspace_bytes")) {
-          ManifestField ws = launch["workspace_bytes"];
-          info.workspace_bytes = ws.expr();
-          check_bound(info.workspace_bytes, ws);
-          if (info.kind != KernelKind::Reduction && info.kind != KernelKind::Gemm)
-            ws.fail("only split reductions and split-K gemm templates take a workspace");
-          if (info.workspace_bytes.is_constant() && info.workspace_bytes.constant_value() <= 0)
-            ws.fail("expected a positive byte count, got " + info.workspace_bytes.str());
-        }
-        info.zero_outputs = launch.has("zero_outputs") && launch["zero_outputs"].boolean();
-        if (launch.has("copy_from")) {
-          ManifestField from = launch["copy_from"];
-          info.copy_from = static_cast<int>(from.integer(0, info.num_reads - 1));
-          const TensorSig &in = info.buffers[static_cast<size_t>(info.copy_from)], &out = info.buffers.back();
-          if (info.zero_outputs || info.buffers.size() != static_cast<size_t>(info.num_reads) + 1 ||
-              in.dtype != out.dtype || in.shape != out.shape)
-            from.fail("expected an input of the dtype and shape of the kernel's one output, which is not zeroed");
-        }
-      }
+      if (!info.library_call) info.launch = read_launch(k["launch"], info.kind, info.buffers, info.num_reads, bound_);
       if (m_.host_library) {
         info.host = reinterpret_cast<HostKernelFn>(m_.host_library->symbol(info.name));
         if (!info.host) k["name"].fail("'" + info.name + "' is not defined in host.so");
       }
       m_.kernels.push_back(std::move(info));
     }
-  }
-
-  // The library algorithm's rank; modules written before autotuning chose one have none: 0.
-  static int algo(const ManifestField& f) {
-    return f.has("algo") ? static_cast<int>(f["algo"].integer(0, kLibraryAlgos - 1)) : 0;
-  }
-
-  GemmInfo gemm(const ManifestField& g, size_t num_buffers) {
-    GemmInfo info;
-    int n = static_cast<int>(num_buffers);
-    info.a = static_cast<int>(g["a"].integer(0, n - 1));
-    info.b = static_cast<int>(g["b"].integer(0, n - 1));
-    info.bias = static_cast<int>(g["bias"].integer(-1, n - 1));
-    info.residual = static_cast<int>(g["residual"].integer(-1, n - 1));
-    info.trans_a = g["trans_a"].boolean();
-    info.trans_b = g["trans_b"].boolean();
-    auto sym = [&](const char* key) {
-      SymExpr e = g[key].expr();
-      check_bound(e, g[key]);
-      return e;
-    };
-    info.batch = sym("batch");
-    info.m = sym("m");
-    info.n = sym("n");
-    info.k = sym("k");
-    info.lda = sym("lda");
-    info.ldb = sym("ldb");
-    info.ldd = sym("ldd");
-    info.stride_a = sym("stride_a");
-    info.stride_b = sym("stride_b");
-    info.stride_d = sym("stride_d");
-    info.alpha = g["alpha"].number();
-    info.beta = g["beta"].number();
-    info.activation = g["activation"].str();
-    if (info.activation != "none" && info.activation != "relu" && info.activation != "gelu_tanh")
-      g["activation"].fail("unknown activation '" + info.activation + "'");
-    info.algo = algo(g);
-    return info;
-  }
-
-  // Checks a conv description against the kernel's buffers: x [n, c, in...],
-  // w [k, c / groups, kernel...], the first output y [n, k, out...], a bias of k
-  // elements, a residual shaped like y, all of one float dtype.
-  ConvInfo conv(const ManifestField& f, const KernelInfo& kernel) {
-    ConvInfo info;
-    int reads = kernel.num_reads;
-    auto buffer = [&](const char* key, int64_t lo) { return static_cast<int>(f[key].integer(lo, reads - 1)); };
-    info.x = buffer("x", 0);
-    info.w = buffer("w", 0);
-    info.bias = buffer("bias", -1);
-    info.residual = buffer("residual", -1);
-    auto sym = [&](const ManifestField& e) {
-      SymExpr v = e.expr();
-      check_bound(v, e);
-      return v;
-    };
-    info.n = sym(f["n"]);
-    info.c = sym(f["c"]);
-    info.k = sym(f["k"]);
-    auto ints = [&](const char* key, int64_t lo) {
-      ManifestField a = f[key];
-      std::vector<int64_t> v;
-      for (size_t i = 0; i < a.size(); ++i) v.push_back(a[i].integer(lo, INT32_MAX));
-      return v;
-    };
-    info.kernel = ints("kernel", 1);
-    info.strides = ints("strides", 1);
-    info.dilations = ints("dilations", 1);
-    info.pads = ints("pads", 0);
-    size_t ns = info.kernel.size();
-    if (ns < 1 || ns > 3) f["kernel"].fail("expected 1 to 3 spatial dims, got " + std::to_string(ns));
-    for (const char* key : {"strides", "dilations", "pads", "in", "out"})
-      if (f[key].size() != ns) f[key].fail("expected " + std::to_string(ns) + " values, one per spatial dim");
-    for (size_t i = 0; i < ns; ++i) {
-      info.in.push_back(sym(f["in"][i]));
-      info.out.push_back(sym(f["out"][i]));
-    }
-    info.groups = f["groups"].integer(1, INT32_MAX);
-    info.activation = f["activation"].str();
-    if (info.activation != "none" && info.activation != "relu")
-      f["activation"].fail("unknown activation '" + info.activation + "'");
-    info.algo = algo(f);
-
-    const TensorSig& y = kernel.buffers[reads];
-    if (!is_float(y.dtype)) f.fail("convolves " + std::string(dtype_name(y.dtype)) + "; expected a float dtype");
-    auto expect_shape = [&](const char* key, int index, const std::vector<SymExpr>& want) {
-      const TensorSig& b = kernel.buffers[index];
-      if (b.dtype != y.dtype) f[key].fail("buffer " + std::to_string(index) + " is not " + std::string(dtype_name(y.dtype)));
-      if (b.shape != want) {
-        std::string text;
-        for (const SymExpr& d : want) text += (text.empty() ? "" : ", ") + d.str();
-        f[key].fail("buffer " + std::to_string(index) + " does not have the shape [" + text + "]");
-      }
-    };
-    std::optional<SymExpr> per_group = info.c.exact_div(SymExpr::constant(info.groups));
-    if (!per_group || !info.k.exact_div(SymExpr::constant(info.groups))) f["groups"].fail("does not divide c and k");
-    std::vector<SymExpr> xs = {info.n, info.c}, ws = {info.k, *per_group}, ys = {info.n, info.k};
-    xs.insert(xs.end(), info.in.begin(), info.in.end());
-    for (int64_t r : info.kernel) ws.push_back(SymExpr::constant(r));
-    ys.insert(ys.end(), info.out.begin(), info.out.end());
-    expect_shape("x", info.x, xs);
-    expect_shape("w", info.w, ws);
-    expect_shape("out", reads, ys);
-    if (info.residual >= 0) expect_shape("residual", info.residual, ys);
-    if (info.bias >= 0) {
-      const TensorSig& b = kernel.buffers[info.bias];
-      SymExpr numel = SymExpr::constant(1);
-      for (const SymExpr& d : b.shape) numel = numel * d;
-      if (b.dtype != y.dtype || numel != info.k)
-        f["bias"].fail("buffer " + std::to_string(info.bias) + " is not " + std::string(dtype_name(y.dtype)) +
-                       " with k elements");
-    }
-    return info;
   }
 
   void fallbacks() {

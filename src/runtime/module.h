@@ -22,6 +22,7 @@
 #include "src/ir/graph.h"
 #include "src/module/kernel_abi.h"
 #include "src/module/manifest_format.h"
+#include "src/module/manifest_records.h"
 #include "src/module/shared_library.h"
 #include "tcc_runtime.h"
 
@@ -60,12 +61,6 @@ class AlignedBytes {
   };
   std::unique_ptr<std::byte[], Free> data_;
   size_t size_ = 0;
-};
-
-struct TensorSig {
-  std::string name;
-  DType dtype = DType::F32;
-  std::vector<SymExpr> shape;
 };
 
 // Every tensor a schedule step can name, and where it lives.
@@ -117,15 +112,10 @@ struct ConvInfo : ConvDesc {
 struct KernelInfo {
   std::string name;
   KernelKind kind = KernelKind::Pointwise;
-  std::vector<TensorSig> buffers;  // parameters, reads then writes
-  int num_reads = 0;               // buffers[num_reads] is the first output (D of a Gemm)
+  std::vector<KernelParam> buffers;  // parameters, reads then writes
+  int num_reads = 0;                 // buffers[num_reads] is the first output (D of a Gemm)
   std::vector<SymExpr> sizes;
-  std::array<SymExpr, 3> grid;
-  std::array<int, 3> block = {1, 1, 1};
-  int shared_bytes = 0;
-  SymExpr workspace_bytes;  // zeroed device memory passed after the sizes; 0: none (docs/MODULE.md)
-  bool zero_outputs = false;  // the outputs are zeroed before each launch (accumulating stores)
-  int copy_from = -1;         // the one output starts as a copy of this input before each launch (scatters)
+  KernelLaunch launch;  // generated kernels (not library calls)
   std::optional<GemmInfo> gemm;
   std::optional<ConvInfo> conv;
   // Run through cuBLASLt or cuDNN, with no function in the cubin: conv kernels,

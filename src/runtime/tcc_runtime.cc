@@ -88,11 +88,11 @@ tcc_status tcc_module_tensor_info(const tcc_module* m, int output, size_t i, tcc
   if (!m) return null_argument("module");
   if (!dtype || !rank) return null_argument(!dtype ? "dtype" : "rank");
   return guarded([&] {
-    const std::vector<tcc::runtime::TensorSig>& sigs = output ? m->impl->outputs : m->impl->inputs;
+    const std::vector<tcc::TensorSig>& sigs = output ? m->impl->outputs : m->impl->inputs;
     if (i >= sigs.size())
       throw tcc::runtime::InvalidArgument(std::string(output ? "output " : "input ") + std::to_string(i) + " of " +
                                           std::to_string(sigs.size()));
-    const tcc::runtime::TensorSig& sig = sigs[i];
+    const tcc::TensorSig& sig = sigs[i];
     *dtype = static_cast<tcc_dtype>(sig.dtype);
     *rank = static_cast<int32_t>(sig.shape.size());
     if (static_cast<int32_t>(sig.shape.size()) > max_rank || (!shape_out && !sig.shape.empty()))

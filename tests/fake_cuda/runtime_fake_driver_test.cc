@@ -110,7 +110,7 @@ class FakeDevice {
     std::mt19937 rng(seed);
     std::normal_distribution<float> dist(0.0f, 1.0f);
     Buffers b;
-    for (const runtime::TensorSig& sig : module_->inputs) {
+    for (const TensorSig& sig : module_->inputs) {
       EXPECT_EQ(sig.dtype, DType::F32) << sig.name;
       std::vector<int64_t> shape;
       for (const SymExpr& d : sig.shape) shape.push_back(d.is_constant() ? d.constant_value() : size);
@@ -225,7 +225,7 @@ TEST_P(FakeDriverModel, LaunchesFollowTheScheduleAndTheManifestsLaunchShapes) {
   // dimensions), and in its training step the fused backward's passes too.
   auto two_dimensional = [&](kir::Kind kind) {
     return std::any_of(m.kernels.begin(), m.kernels.end(),
-                       [&](const runtime::KernelInfo& k) { return k.block[1] > 1 && k.kind == kind; });
+                       [&](const runtime::KernelInfo& k) { return k.launch.block[1] > 1 && k.kind == kind; });
   };
   EXPECT_EQ(two_dimensional(kir::Kind::Reduction), GetParam().train);
   const bool attention = std::any_of(m.kernels.begin(), m.kernels.end(), [](const runtime::KernelInfo& k) {
@@ -248,10 +248,10 @@ TEST_P(FakeDriverModel, LaunchesFollowTheScheduleAndTheManifestsLaunchShapes) {
       const runtime::KernelInfo& k = m.kernels[kernel_steps[i]->kernel];
       EXPECT_EQ(log[i].kernel, k.name) << "launch " << i;
       EXPECT_FALSE(log[i].from_graph);
-      EXPECT_EQ(log[i].shared_bytes, static_cast<unsigned>(k.shared_bytes)) << k.name;
+      EXPECT_EQ(log[i].shared_bytes, static_cast<unsigned>(k.launch.shared_bytes)) << k.name;
       for (int d = 0; d < 3; ++d) {
-        EXPECT_EQ(log[i].block[d], static_cast<unsigned>(k.block[d])) << k.name;
-        EXPECT_EQ(log[i].grid[d], static_cast<unsigned>(std::max<int64_t>(1, runtime::evaluate(k.grid[d], b, "grid"))))
+        EXPECT_EQ(log[i].block[d], static_cast<unsigned>(k.launch.block[d])) << k.name;
+        EXPECT_EQ(log[i].grid[d], static_cast<unsigned>(std::max<int64_t>(1, runtime::evaluate(k.launch.grid[d], b, "grid"))))
             << k.name << " at size " << size;
       }
     }

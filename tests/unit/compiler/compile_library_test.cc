@@ -61,9 +61,11 @@ TEST_F(CompileLibrary, StageHookSeesTheStagesInOrder) {
   CompileRequest req = request("mlp.onnx");
   std::vector<std::string> stages;
   std::vector<int> fused;
-  req.print_after = [&](const std::string& stage, const Graph& g) {
+  std::vector<size_t> kernels;
+  req.print_after = [&](const std::string& stage, const CompileResult& so_far) {
     stages.push_back(stage);
-    fused.push_back(fusions(g));
+    fused.push_back(fusions(*so_far.model->graph));
+    kernels.push_back(so_far.schedule.kernels.size());
   };
   CompileResult r = compile(req);
   EXPECT_EQ(stages, (std::vector<std::string>{"load", "shapes", "passes", "schedule", "memory", "emit", "build",
@@ -73,6 +75,9 @@ TEST_F(CompileLibrary, StageHookSeesTheStagesInOrder) {
   EXPECT_EQ(fused[1], 0);
   EXPECT_GT(fused[2], 0);
   EXPECT_EQ(fused.back(), fusions(*r.model->graph));
+  EXPECT_EQ(kernels[2], 0u);  // the kernels come with the schedule
+  EXPECT_EQ(kernels[3], r.schedule.kernels.size());
+  EXPECT_GT(kernels[3], 0u);
   for (const std::string& s : stages)
     EXPECT_NE(std::find(kCompileStages.begin(), kCompileStages.end(), s), kCompileStages.end()) << s;
 }
@@ -82,7 +87,7 @@ TEST_F(CompileLibrary, StageHookSeesTheStagesInOrder) {
 TEST_F(CompileLibrary, AutotuneModesRunTheAutotuneStage) {
   CompileRequest req = request("mlp.onnx", "max-autotune");
   std::vector<std::string> stages;
-  req.print_after = [&](const std::string& stage, const Graph&) { stages.push_back(stage); };
+  req.print_after = [&](const std::string& stage, const CompileResult&) { stages.push_back(stage); };
   CompileResult r = compile(req);
   auto at = std::find(stages.begin(), stages.end(), "autotune");
   ASSERT_NE(at, stages.end());

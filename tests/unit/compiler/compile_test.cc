@@ -174,10 +174,11 @@ TEST_F(CompileTest, ReportNamesEachKernelsSchedule) {
 }
 
 // --print-after dumps the main graph after the named stages, in stage order,
-// to stderr: as loaded (no tcc::Fusion yet), then fused. An unknown stage is
-// refused with the list of stages.
+// to stderr: as loaded (no tcc::Fusion yet), then fused; from the schedule on
+// the kernels too, as kernel IR. An unknown stage is refused with the list of
+// stages.
 TEST_F(CompileTest, PrintAfterDumpsTheNamedStages) {
-  CliResult r = compile("mlp.onnx", "m", "--no-host --arch sm_90 --no-ptx --print-after passes,load");
+  CliResult r = compile("mlp.onnx", "m", "--no-host --arch sm_90 --no-ptx --print-after passes,load,schedule");
   ASSERT_EQ(r.code, 0) << r.output;
   size_t load = r.output.find("// ----- IR after compile stage load -----\n");
   size_t passes = r.output.find("// ----- IR after compile stage passes -----\n");
@@ -188,6 +189,11 @@ TEST_F(CompileTest, PrintAfterDumpsTheNamedStages) {
   EXPECT_EQ(r.output.substr(load, passes - load).find("tcc::Fusion"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("tcc::Fusion", passes), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("  kernels:"), std::string::npos) << r.output;
+  size_t kernels = r.output.find("// ----- kernel IR after compile stage schedule -----\n");
+  ASSERT_NE(kernels, std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("kernel IR after compile stage passes"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("\nkernel ", kernels), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(" gemm domain [", kernels), std::string::npos) << r.output;
 
   CliResult bad = compile("mlp.onnx", "bad", "--print-after lowering");
   EXPECT_EQ(bad.code, 2) << bad.output;
