@@ -3,7 +3,16 @@
 
 The layers, their folders and their dependencies come from layers.json, which
 CMake writes from the same tcc_layer() calls that define the libraries, so the
-check and the link graph cannot drift apart. Usage: check_includes.py SOURCE_DIR LAYERS_JSON
+check and the link graph cannot drift apart.
+
+With TESTS_ALLOW, the unit tests are checked too: tests/unit/<x> tests layer
+tcc_<x> (driver: the tcc executable) and includes that layer, the layers it
+depends on, the headers every test may make its fixtures with (FIXTURES) and
+test helpers of folders whose layer it may include. Includes still breaking
+that rule are named in TESTS_ALLOW ("<test file>: <header>" a line, '#'
+starts a comment), a list that may only shrink: an unlisted one fails, and so
+does a listed one that is gone.
+Usage: check_includes.py SOURCE_DIR LAYERS_JSON [TESTS_ALLOW]
 """
 import json
 import os
@@ -11,9 +20,65 @@ import re
 import sys
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+# What any test may include to load and prepare its fixtures, whatever its layer.
+FIXTURES = {"frontends/load_model.h", "frontends/onnx/tensor_io.h", "src/shape/shape_inference.h"}
 
 
-def main(source_dir, layers_json):
+def includes(path):
+    """(line number, included path) of each quoted include of a file."""
+    with open(path) as f:
+        for number, line in enumerate(f, 1):
+            m = INCLUDE.match(line)
+            if m:
+                yield number, m.group(1)
+
+
+def test_layer(folder, layers):
+    """The layer tests/unit/<folder> tests: tcc_<folder> (or <folder>), or the layer owning src/<folder>."""
+    for name in ("tcc_" + folder, folder):
+        if name in layers:
+            return name
+    for name, layer in layers.items():
+        if "src/" + folder in layer["dirs"]:
+            return name
+    return None
+
+
+def check_tests(source_dir, layers, layer_of, allowed, allow_list):
+    with open(allow_list) as f:
+        listed = {line.split("#")[0].strip() for line in f} - {""}
+    unit = os.path.join(source_dir, "tests", "unit")
+    found, errors = set(), []
+    for folder in sorted(os.listdir(unit)):
+        name = test_layer(folder, layers)
+        if name is None:
+            continue  # shared helpers (support)
+        for entry in sorted(os.listdir(os.path.join(unit, folder))):
+            if not entry.endswith((".h", ".cc")):
+                continue
+            source = f"tests/unit/{folder}/{entry}"
+            for number, target in includes(os.path.join(source_dir, source)):
+                if target in FIXTURES or not os.path.exists(os.path.join(source_dir, target)):
+                    continue
+                parts = target.split("/")
+                if parts[:2] == ["tests", "unit"] and len(parts) == 4:
+                    target_layer = test_layer(parts[2], layers)  # a helper of another test folder
+                else:
+                    target_layer = layer_of(target)
+                if target_layer is None or target_layer in allowed[name]:
+                    continue
+                key = f"{source}: {target}"
+                found.add(key)
+                if key not in listed:
+                    errors.append(f"{source}:{number}: a test of {name} includes {target} of {target_layer}, "
+                                  f"which {name} does not depend on: move the test to tests/unit of the layer "
+                                  f"it tests")
+    for key in sorted(listed - found):
+        errors.append(f"{allow_list}: '{key}' is no longer included: take it off the list")
+    return errors, len(listed)
+
+
+def main(source_dir, layers_json, tests_allow=None):
     with open(layers_json) as f:
         layers = json.load(f)
     owner = {}  # folder -> layer
@@ -57,11 +122,16 @@ def main(source_dir, layers_json):
                         errors.append(f"{source}:{number}: {name} includes {target} of {target_layer}, "
                                       f"which it does not depend on (it depends on: "
                                       f"{', '.join(sorted(allowed[name] - {name})) or 'nothing'})")
+    summary = f"{len(errors)} upward or sideways include(s) in {len(owner)} folders of {len(layers)} layers"
+    if tests_allow:
+        test_errors, listed = check_tests(source_dir, layers, layer_of, allowed, tests_allow)
+        errors += test_errors
+        summary += f"; {len(test_errors)} problem(s) in the unit tests, {listed} include(s) listed as allowed"
     for e in errors:
         print(e)
-    print(f"{len(errors)} upward or sideways include(s) in {len(owner)} folders of {len(layers)} layers")
+    print(summary)
     return 1 if errors else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], sys.argv[2]))
+    sys.exit(main(*sys.argv[1:4]))

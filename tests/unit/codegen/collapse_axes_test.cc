@@ -9,7 +9,7 @@
 
 #include "codegen/collapse_axes.h"
 #include "codegen/emit.h"
-#include "tests/unit/autotune/autotune_util.h"
+#include "tests/unit/codegen/schedule_util.h"
 
 namespace tcc {
 namespace {

@@ -15,7 +15,7 @@
 #include "codegen/kernel_ir_text.h"
 #include "codegen/kernel_ir_verify.h"
 #include "src/diag/errors.h"
-#include "tests/unit/autotune/autotune_util.h"
+#include "tests/unit/codegen/schedule_util.h"
 
 namespace tcc {
 namespace {
