@@ -258,6 +258,147 @@ bool decompose_nonzero(Expansion& e) {
   return true;
 }
 
+// Unique compares its slices pairwise on kernels: at most kUniquePairElements
+// element comparisons ([n, n, slice]), of slices of at most
+// kUniqueSliceElements elements, whose comparisons weigh as bits of an i64.
+constexpr int64_t kUniquePairElements = int64_t{1} << 24;
+constexpr int64_t kUniqueSliceElements = 62;
+
+// Unique(x) -> kernels around one small host step, as NonZero: the n slices
+// along the axis (or the elements) compared pairwise, S[a, b] the sign of
+// slice a against slice b (each element's Greater minus Less, NaN above
+// every number and equal to NaN, weighted by 2^(L-1-l) and summed, so the
+// first difference decides). A slice is a first occurrence where no earlier
+// one equals it; its group's size is how many equal it. The inverse index is
+// the number of first occurrences below a's slice (sorted) or before its
+// group's first occurrence (the least equal index; sorted = 0). Their count
+// is read back by a ConstantOfShape of [2, count], the host step that binds
+// the output's size; each first occurrence scatters its index and its
+// group's size to its group's place (the rest to a spare column, sliced off),
+// and Y gathers the first occurrences' slices. Declines strings, bools,
+// unknown or symbolic dims, slices or comparisons past the limits above, and
+// autodiff (Unique has no gradient).
+bool decompose_unique(Expansion& e) {
+  const Node& n = e.node();
+  const Type& x = n.input(0)->type();
+  const Type& y = n.output(0)->type();
+  if (e.differentiates() || !x.is_tensor() || !x.fully_shaped() || x.rank() == 0 || !y.is_tensor() ||
+      !y.fully_shaped() || x.dtype() == DType::String || x.dtype() == DType::Bool)
+    return false;
+  std::vector<int64_t> shape;
+  for (const Dim& d : x.shape()) {
+    if (!d.is_static()) return false;
+    shape.push_back(d.value());
+  }
+  const bool has_axis = n.has_attr("axis");
+  const int64_t axis = has_axis ? normalize_axis(n, n.get_int("axis", 0), static_cast<int64_t>(x.rank())) : 0;
+  if (!has_axis) shape = {product(shape)};
+  int64_t outer = 1, inner = 1;
+  const int64_t count = shape[axis];
+  for (int64_t k = 0; k < axis; ++k) outer *= shape[k];
+  for (size_t k = axis + 1; k < shape.size(); ++k) inner *= shape[k];
+  const int64_t slice = outer * inner;
+  const Dim u = y.shape()[has_axis ? axis : 0];
+  if (!e.data_dependent(u) || slice > kUniqueSliceElements || count * count * slice > kUniquePairElements) return false;
+  auto tensor = [](DType t, Dims d) { return Type::tensor(t, std::move(d)); };
+  const Dim c(count), l(slice), one(1);
+  // The slices as rows [n, L], in f64 when floats (exact for each float dtype).
+  Value* rows = e.cast("Cast_x", n.input(0), is_float(x.dtype()) ? DType::F64 : x.dtype());
+  const DType dt = rows->type().dtype();
+  if (outer > 1) {
+    rows = e.reshape("Reshape_slices", rows, {Dim(outer), c, Dim(inner)});
+    rows = e.add("Transpose_slices", "Transpose", {rows}, tensor(dt, {c, Dim(outer), Dim(inner)}),
+                 {{"perm", Attribute::of_ints({1, 0, 2})}});
+  }
+  Value* left = e.reshape("Reshape_left", rows, {c, one, l});
+  Value* right = e.reshape("Reshape_right", rows, {one, c, l});
+  const Dims pairs = {c, c, l};
+  Value* above = e.add("Greater", "Greater", {left, right}, tensor(DType::Bool, pairs));
+  Value* below = e.add("Less", "Less", {left, right}, tensor(DType::Bool, pairs));
+  if (is_float(x.dtype())) {
+    Value* nan_left = e.add("IsNaN_left", "IsNaN", {left}, tensor(DType::Bool, {c, one, l}));
+    Value* nan_right = e.add("IsNaN_right", "IsNaN", {right}, tensor(DType::Bool, {one, c, l}));
+    auto only = [&](const std::string& piece, Value* a, Value* b) {
+      Value* not_b = e.add("Not_" + piece, "Not", {b}, b->type());
+      return e.add("And_" + piece, "And", {a, not_b}, tensor(DType::Bool, pairs));
+    };
+    above = e.add("Or_above", "Or", {above, only("nan_left", nan_left, nan_right)}, tensor(DType::Bool, pairs));
+    below = e.add("Or_below", "Or", {below, only("nan_right", nan_right, nan_left)}, tensor(DType::Bool, pairs));
+  }
+  Value* sign = e.add("Sub_sign", "Sub",
+                      {e.cast("Cast_above", above, DType::I64), e.cast("Cast_below", below, DType::I64)},
+                      tensor(DType::I64, pairs));
+  if (slice > 1) {
+    std::vector<double> bits;
+    for (int64_t k = 0; k < slice; ++k) bits.push_back(static_cast<double>(int64_t{1} << (slice - 1 - k)));
+    sign = e.add("Mul_bits", "Mul", {sign, e.numbers("bits", bits, {slice}, DType::I64)}, tensor(DType::I64, pairs));
+    sign = e.reduce("ReduceSum_sign", "ReduceSum", sign, {2}, tensor(DType::I64, {c, c, one}));
+  }
+  Value* order = e.reshape("Reshape_order", sign, {c, c});
+  Value* zero = e.scalar("zero", 0, DType::I64);
+  Value* equal = e.add("Equal", "Equal", {order, zero}, tensor(DType::Bool, {c, c}));
+  Value* equal_count = e.cast("Cast_equal", equal, DType::I64);
+  // earlier[a, b]: b < a.
+  Value* index_row = e.reshape("Reshape_index_row", e.range("Range", 0, c), {one, c});
+  Value* index_column = e.reshape("Reshape_index_column", index_row, {c, one});
+  Value* earlier = e.add("Less_earlier", "Less", {index_row, index_column}, tensor(DType::Bool, {c, c}));
+  Value* repeated = e.add("And_repeats", "And", {equal, earlier}, tensor(DType::Bool, {c, c}));
+  Value* repeats = e.reduce("ReduceSum_repeats", "ReduceSum", e.cast("Cast_repeats", repeated, DType::I64), {1},
+                            tensor(DType::I64, {c, one}));
+  Value* first = e.add("Equal_first", "Equal", {repeats, zero}, tensor(DType::Bool, {c, one}));
+  Value* firsts = e.cast("Cast_first", first, DType::I64);
+  Value* group_size = e.reduce("ReduceSum_size", "ReduceSum", equal_count, {1}, tensor(DType::I64, {c, one}));
+  // precedes[b, a]: first occurrence b comes before a's group.
+  Value* precedes;
+  if (n.get_int("sorted", 1) != 0) {
+    precedes = e.add("Less_sorted", "Less", {order, zero}, tensor(DType::Bool, {c, c}));
+  } else {
+    Value* past = e.scalar("past", static_cast<double>(count), DType::I64);
+    Value* where = e.add("Where_least", "Where", {equal, index_row, past}, tensor(DType::I64, {c, c}));
+    Value* least = e.reduce("ReduceMin_least", "ReduceMin", where, {1}, tensor(DType::I64, {c, one}));
+    precedes = e.add("Less_first", "Less", {index_column, e.reshape("Reshape_least", least, {one, c})},
+                     tensor(DType::Bool, {c, c}));
+  }
+  Value* before = e.add("Mul_before", "Mul", {e.cast("Cast_precedes", precedes, DType::I64), firsts},
+                        tensor(DType::I64, {c, c}));
+  Value* place = e.reshape(
+      "Reshape_place", e.reduce("ReduceSum_place", "ReduceSum", before, {0}, tensor(DType::I64, {one, c})), {c});
+  Value* found = e.reduce("ReduceSum_found", "ReduceSum", e.reshape("Reshape_firsts", firsts, {c}), {0},
+                          tensor(DType::I64, {one}));
+  // [2, u] as 2 * (1, 0) + u * (0, 1), on a kernel; its zeros, and a spare column.
+  Value* shape_row = e.add("Add_shape", "Add",
+                           {e.add("Mul_shape", "Mul", {found, e.i64s("unit", {0, 1})}, tensor(DType::I64, {Dim(2)})),
+                            e.i64s("rows", {2, 0})},
+                           tensor(DType::I64, {Dim(2)}));
+  Value* zeros = e.add("ConstantOfShape", "ConstantOfShape", {shape_row}, tensor(DType::I64, {Dim(2), u}),
+                       {{"value", Attribute::of_tensor(Tensor(DType::I64, {1}))}});
+  const Dim wider(u.expr() + SymExpr::constant(1));
+  Value* spare = e.expand("Expand_spare", e.scalar("spare", 0, DType::I64), {Dim(2), one});
+  Value* data = e.add("Concat_spare", "Concat", {zeros, spare}, tensor(DType::I64, {Dim(2), wider}),
+                      {{"axis", Attribute::of_int(1)}});
+  Value* column = e.add("Where_column", "Where", {e.reshape("Reshape_first", first, {c}), place, found},
+                        tensor(DType::I64, {c}));
+  Value* columns = e.expand("Expand_columns", e.reshape("Reshape_columns", column, {one, c}), {Dim(2), c});
+  Value* updates = e.add("Concat_updates", "Concat", {index_row, e.reshape("Reshape_size", group_size, {one, c})},
+                         tensor(DType::I64, {Dim(2), c}), {{"axis", Attribute::of_int(0)}});
+  Value* scattered = e.add("ScatterElements", "ScatterElements", {data, columns, updates},
+                           tensor(DType::I64, {Dim(2), wider}), {{"axis", Attribute::of_int(1)}});
+  auto row = [&](const std::string& piece, int64_t r) {
+    Value* one_row = e.add("Slice_" + piece, "Slice",
+                           {scattered, e.i64s(piece + "_starts", {r, 0}), e.i64s(piece + "_ends", {r + 1, -1}),
+                            e.i64s(piece + "_axes", {0, 1})},
+                           tensor(DType::I64, {one, u}));
+    return e.reshape("Reshape_" + piece, one_row, {u});
+  };
+  Value* indices = row("indices", 0);
+  if (n.num_outputs() > 1) e.take_over(1, indices);
+  if (n.num_outputs() > 2) e.take_over(2, place);
+  if (n.num_outputs() > 3) e.take_over(3, row("counts", 1));
+  Value* source = has_axis ? n.input(0) : e.reshape("Reshape_data", n.input(0), {c});
+  e.finish("Gather", "Gather", {source, indices}, {{"axis", Attribute::of_int(axis)}});
+  return true;
+}
+
 // ---------------------------------------------------------------------------
 // Gradients (gradient.h)
 
@@ -275,7 +416,7 @@ void register_data_dependent_ops(OpRegistry& r) {
   nonzero_types.push_back(DType::Bool);
   r.add(OpDef{"", "NonZero", 9, kDataDependentShape, infer_nonzero, eval_nonzero, nonzero_types})
       .decomposition(decompose_nonzero);
-  r.add(OpDef{"", "Unique", 11, kDataDependentShape, infer_unique, eval_unique, {}});
+  r.add(OpDef{"", "Unique", 11, kDataDependentShape, infer_unique, eval_unique, {}}).decomposition(decompose_unique);
   // Not marked data-dependent: with k known (static or symbolic) its shape is
   // not; the rule gives a fresh symbol when k is unknown, which explain reports.
   // With a constant k over a static axis it is a kernel of its own (codegen/topk_template.h).

@@ -5,10 +5,12 @@
 // allows (a grid's output positions, a deformable conv's sliding window);
 // kernels are direct loops computing in double, as the rest of the interpreter.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 
 #include "src/ops/conv_pool.h"  // spatial_of
+#include "src/ops/decomposition.h"
 #include "src/ops/families.h"
 #include "src/ops/op_helpers.h"
 #include "src/ops/op_registry.h"
@@ -529,11 +531,146 @@ bool decompose_grid_sample(Expansion& e) {
   return true;
 }
 
+// DeformConv -> a deformable im2col, then one batched MatMul per group and
+// the bias Add. The im2col samples x as the reference does, in f64: per
+// spatial axis each tap's position in its window (a constant [taps,
+// positions] table) plus the tap's offset, its two linear taps (Floor and the
+// fraction), a tap outside the image weighing 0 and its index clipped into
+// it; each combination of one tap per axis gathers x at its flat index, once
+// per channel of the offset group (GatherElements), times the product of its
+// weights, and their sum times the mask is the column. The columns, as the
+// gemm's x dtype, are laid out [group, channels * taps, batch * positions], so
+// each group's W is one matrix the whole batch shares. Declines dims that are
+// not static, batch aside, and autodiff (DeformConv has no gradient).
+bool decompose_deform_conv(Expansion& e) {
+  const Node& n = e.node();
+  const Type& x = n.input(0)->type();
+  const Type& w = n.input(1)->type();
+  const Type& offset = n.input(2)->type();
+  const Type& y = n.output(0)->type();
+  auto static_after_batch = [](const Type& t) {
+    return t.is_tensor() && t.fully_shaped() && t.rank() >= 3 &&
+           std::all_of(t.shape().begin() + 1, t.shape().end(), [](const Dim& d) { return d.is_static(); });
+  };
+  if (e.differentiates() || !static_after_batch(x) || !static_after_batch(offset) || !static_after_batch(y) ||
+      !w.is_tensor() || !w.fully_shaped() || !is_float(x.dtype()) ||
+      std::any_of(w.shape().begin(), w.shape().end(), [](const Dim& d) { return !d.is_static(); }))
+    return false;
+  const size_t r = x.rank() - 2;
+  auto rr = static_cast<int64_t>(r);
+  std::vector<int64_t> in, out, wk;
+  for (size_t i = 0; i < r; ++i) {
+    in.push_back(x.shape()[2 + i].value());
+    out.push_back(offset.shape()[2 + i].value());
+    wk.push_back(w.shape()[2 + i].value());
+  }
+  const DeformAttrs a = deform_attrs(n, wk);
+  const int64_t cin = x.shape()[1].value(), m = w.shape()[0].value(), cg = w.shape()[1].value();
+  if (cin != cg * a.group || m % a.group != 0 || cin % a.offset_group != 0) return false;
+  const int64_t kvol = product(wk), positions = product(out), per_offset_group = cin / a.offset_group;
+  const int64_t og = a.offset_group, g = a.group, mg = m / g, columns = kvol * positions;
+  const Dim batch = x.shape()[0];
+  const Dims samples = {batch, Dim(og), Dim(kvol), Dim(positions)};
+  auto f64 = [](const Dims& d) { return Type::tensor(DType::F64, d); };
+  auto op = [&](const std::string& piece, const std::string& name, const std::vector<Value*>& ins,
+                DType t = DType::F64) { return e.add(piece, name, ins, Type::tensor(t, samples)); };
+  auto number = [&](const std::string& hint, double v) { return e.scalar(hint, v, DType::F64); };
+  Value* zero = number("zero", 0);
+  Value* one = number("one", 1);
+  Value* offsets = e.reshape("Reshape_offset", e.cast("Cast_offset", n.input(2), DType::F64),
+                             {batch, Dim(og), Dim(kvol), Dim(rr), Dim(positions)});
+  const auto taps_k = all_indices(wk);
+  const auto places = all_indices(out);
+  struct Tap {
+    Value* index;   // f64, within the image
+    Value* weight;  // f64, 0 outside it
+  };
+  std::vector<std::array<Tap, 2>> taps(r);
+  for (size_t i = 0; i < r; ++i) {
+    const std::string s = std::to_string(i);
+    std::vector<double> window;
+    for (int64_t k = 0; k < kvol; ++k)
+      for (int64_t o = 0; o < positions; ++o)
+        window.push_back(static_cast<double>(places[o][i] * a.window.strides[i] - a.window.begin[i] +
+                                             taps_k[k][i] * a.window.dilations[i]));
+    Value* along = e.reshape(
+        "Reshape_offset" + s,
+        e.add("Slice_offset" + s, "Slice",
+              {offsets, e.i64("starts" + s, static_cast<int64_t>(i)),
+               e.i64("ends" + s, static_cast<int64_t>(i) + 1), e.i64("axes" + s, 3)},
+              f64({batch, Dim(og), Dim(kvol), Dim(1), Dim(positions)})),
+        samples);
+    Value* v = op("Add_window" + s, "Add", {along, e.numbers("window" + s, window, {kvol, positions}, DType::F64)});
+    Value* base = op("Floor" + s, "Floor", {v});
+    Value* frac = op("Sub_frac" + s, "Sub", {v, base});
+    Value* last = number("last" + s, static_cast<double>(in[i] - 1));
+    auto tap = [&](const std::string& t, Value* index, Value* weight) {
+      Value* inside = op("And_inside" + t, "And",
+                         {op("GreaterOrEqual_first" + t, "GreaterOrEqual", {index, zero}, DType::Bool),
+                          op("LessOrEqual_last" + t, "LessOrEqual", {index, last}, DType::Bool)},
+                         DType::Bool);
+      return Tap{op("Clip_index" + t, "Clip", {index, zero, last}),
+                 op("Mul_inside" + t, "Mul", {weight, e.cast("Cast_inside" + t, inside, DType::F64)})};
+    };
+    taps[i][0] = tap(s + "_0", base, op("Sub_weight" + s, "Sub", {one, frac}));
+    taps[i][1] = tap(s + "_1", op("Add_next" + s, "Add", {base, one}), frac);
+  }
+
+  const Dims spread = {batch, Dim(og), Dim(1), Dim(columns)};
+  const Dims gathered = {batch, Dim(og), Dim(per_offset_group), Dim(columns)};
+  Value* flat_x = e.reshape("Reshape_x", e.cast("Cast_x", n.input(0), DType::F64),
+                            {batch, Dim(og), Dim(per_offset_group), Dim(product(in))});
+  const std::vector<int64_t> strides = row_major_strides(in);
+  Value* sum = nullptr;
+  for (size_t combination = 0; combination < (size_t{1} << r); ++combination) {
+    const std::string t = std::to_string(combination);
+    Value* index = nullptr;
+    Value* weight = nullptr;
+    for (size_t i = 0; i < r; ++i) {
+      const Tap& tp = taps[i][(combination >> (r - 1 - i)) & 1];
+      const std::string ti = t + "_" + std::to_string(i);
+      Value* term = strides[i] == 1 ? tp.index
+                                    : op("Mul_stride" + ti, "Mul", {tp.index, number("stride" + ti, strides[i])});
+      index = index ? op("Add_index" + ti, "Add", {index, term}) : term;
+      weight = weight ? op("Mul_weight" + ti, "Mul", {weight, tp.weight}) : tp.weight;
+    }
+    Value* at = e.expand("Expand_index" + t,
+                         e.reshape("Reshape_index" + t, e.cast("Cast_index" + t, index, DType::I64), spread), gathered);
+    Value* read = e.add("GatherElements" + t, "GatherElements", {flat_x, at}, f64(gathered),
+                        {{"axis", Attribute::of_int(3)}});
+    read = e.add("Mul_read" + t, "Mul", {read, e.reshape("Reshape_weight" + t, weight, spread)}, f64(gathered));
+    sum = sum ? e.add("Add_taps" + t, "Add", {sum, read}, f64(gathered)) : read;
+  }
+  if (n.has_input(4))
+    sum = e.add("Mul_mask", "Mul",
+                {sum, e.reshape("Reshape_mask", e.cast("Cast_mask", n.input(4), DType::F64), spread)}, f64(gathered));
+  const DType dt = x.dtype();
+  const Dims grouped = {batch, Dim(g), Dim(cg * kvol), Dim(positions)};
+  Value* cols = e.reshape("Reshape_cols", e.cast("Cast_cols", sum, dt), grouped);
+  cols = e.add("Transpose_cols", "Transpose", {cols}, Type::tensor(dt, {Dim(g), Dim(cg * kvol), batch, Dim(positions)}),
+               {{"perm", Attribute::of_ints({1, 2, 0, 3})}});
+  const Dim batch_positions(batch.expr() * C(positions));
+  cols = e.reshape("Reshape_columns", cols, {Dim(g), Dim(cg * kvol), batch_positions});
+  Value* filters = e.reshape("Reshape_w", n.input(1), {Dim(g), Dim(mg), Dim(cg * kvol)});
+  Value* gemm = e.add("MatMul", "MatMul", {filters, cols}, Type::tensor(dt, {Dim(g), Dim(mg), batch_positions}));
+  gemm = e.reshape("Reshape_product", gemm, {Dim(g), Dim(mg), batch, Dim(positions)});
+  Value* result = e.add("Transpose_y", "Transpose", {gemm}, Type::tensor(dt, {batch, Dim(g), Dim(mg), Dim(positions)}),
+                        {{"perm", Attribute::of_ints({2, 0, 1, 3})}});
+  if (!n.has_input(3)) {
+    e.finish_reshape("Reshape_y", result);
+    return true;
+  }
+  Value* bias = e.reshape("Reshape_b", n.input(3), {Dim(g), Dim(mg), Dim(1)});
+  e.finish_reshape("Reshape_y", e.add("Add_bias", "Add", {result, bias}, result->type()));
+  return true;
+}
+
 }  // namespace
 
 void register_sampling_ops(OpRegistry& r) {
   r.add(OpDef{"", "GridSample", 16, 0, infer_grid_sample, eval_grid_sample, kNumeric}).decomposition(decompose_grid_sample);
-  r.add(OpDef{"", "DeformConv", 19, kContraction, infer_deform_conv, eval_deform_conv, kFloatTypes});
+  r.add(OpDef{"", "DeformConv", 19, kContraction, infer_deform_conv, eval_deform_conv, kFloatTypes})
+      .decomposition(decompose_deform_conv);
 }
 
 }  // namespace tcc

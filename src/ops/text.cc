@@ -1,17 +1,16 @@
 // Text featurization: TfIdfVectorizer over integer tokens (string tokens are
 // outside tcc's scope: no kernel reads strings).
 //
-// TfIdfVectorizer stays a host step. Its work is a lookup of every n-gram of
-// every row (with skips) in a table of pooled n-grams, then counts per
-// output column: the table is a hash of token sequences, which none of the
-// ops with GPU kernels express short of comparing every n-gram with every
-// pooled one, and its inputs are token ids, small next to the models that
-// read its output.
+// On the GPU TfIdfVectorizer decomposes onto kernels (decompose_tfidf): in
+// place of the reference's table lookup, each pooled n-gram is compared with
+// every window of the row that could hold it; rows are token ids, short next
+// to the models that read the output.
 #include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "src/ops/decomposition.h"
 #include "src/ops/families.h"
 #include "src/ops/op_helpers.h"
 #include "src/ops/op_registry.h"
@@ -116,11 +115,95 @@ std::vector<Tensor> eval_tfidf(EvalContext& ctx) {
   return {y};
 }
 
+// ---------------------------------------------------------------------------
+// Decompositions (decomposition.h)
+
+// TfIdfVectorizer -> per n-gram length L, the row's windows of L tokens at
+// every skip (a Gather of a constant table of their positions; a unigram's
+// once) compared with each pooled L-gram (Equal), a window matching where all
+// L tokens do (ReduceMin), the matches summed over the windows (ReduceSum):
+// each pooled n-gram's count, exact in f32. A Gather of the counts (and a
+// zero for a column no n-gram counts into, or whose n-grams the row is too
+// short for) puts each column's n-grams in place, summed where several share
+// a column; the weighting is pointwise. Declines a symbolic row length and a
+// table without n-grams in range.
+bool decompose_tfidf(Expansion& e) {
+  const Node& n = e.node();
+  const Type& x = n.input(0)->type();
+  if (!x.is_tensor() || !x.fully_shaped() || !x.shape().back().is_static()) return false;
+  const NgramTable t = ngram_table(n);
+  if (t.column_of.empty()) return false;
+  const int64_t len = x.shape().back().value();
+  const Dim rows = x.rank() == 1 ? Dim(1) : x.shape()[0];
+  Value* tokens = e.reshape("Reshape_x", n.input(0), {rows, Dim(len)});
+  auto f32 = [](const Dims& d) { return Type::tensor(DType::F32, d); };
+  // Pooled n-grams in the table's order, by length; each one's column.
+  std::vector<std::vector<int64_t>> sources(static_cast<size_t>(t.columns));
+  std::vector<Value*> counts;
+  int64_t pooled = 0;
+  for (int64_t length = t.min_length; length <= t.max_length; ++length) {
+    std::vector<int64_t> positions;
+    for (int64_t skip = 0; skip <= (length == 1 ? 0 : t.max_skip); ++skip)
+      for (int64_t start = 0; start + (length - 1) * (skip + 1) < len; ++start)
+        for (int64_t k = 0; k < length; ++k) positions.push_back(start + k * (skip + 1));
+    const auto windows = static_cast<int64_t>(positions.size()) / length;
+    if (windows == 0) continue;  // longer than the row: its n-grams' columns read the zero
+    std::vector<double> pool;
+    int64_t grams = 0;
+    for (const auto& [gram, column] : t.column_of)
+      if (static_cast<int64_t>(gram.size()) == length) {
+        pool.insert(pool.end(), gram.begin(), gram.end());
+        sources[static_cast<size_t>(column)].push_back(pooled + grams++);
+      }
+    if (grams == 0) continue;
+    const std::string l = std::to_string(length);
+    Tensor table(DType::I64, {windows, length});
+    for (size_t i = 0; i < positions.size(); ++i) table.set_i64(static_cast<int64_t>(i), positions[i]);
+    Value* read = e.add("Gather_windows" + l, "Gather", {tokens, e.constant("windows" + l, table)},
+                        Type::tensor(x.dtype(), {rows, Dim(windows), Dim(length)}), {{"axis", Attribute::of_int(1)}});
+    read = e.reshape("Reshape_windows" + l, read, {rows, Dim(windows), Dim(1), Dim(length)});
+    const Dims pairs = {rows, Dim(windows), Dim(grams), Dim(length)};
+    Value* equal = e.add("Equal" + l, "Equal", {read, e.numbers("pool" + l, pool, {grams, length}, x.dtype())},
+                         Type::tensor(DType::Bool, pairs));
+    Value* match = e.cast("Cast_match" + l, equal, DType::F32);
+    if (length > 1)
+      match = e.reduce("ReduceMin" + l, "ReduceMin", match, {3}, f32({rows, Dim(windows), Dim(grams), Dim(1)}));
+    Value* count = e.reduce("ReduceSum" + l, "ReduceSum", match, {1}, f32({rows, Dim(1), Dim(grams), Dim(1)}));
+    counts.push_back(e.reshape("Reshape_count" + l, count, {rows, Dim(grams)}));
+    pooled += grams;
+  }
+  // The last slot is a zero, read by columns no n-gram counts into.
+  counts.push_back(e.expand("Expand_zero", e.scalar("zero", 0, DType::F32), {rows, Dim(1)}));
+  Value* all = e.add("Concat_counts", "Concat", counts, f32({rows, Dim(pooled + 1)}), {{"axis", Attribute::of_int(1)}});
+  size_t shared = 1;
+  for (const auto& s : sources) shared = std::max(shared, s.size());
+  const Dims out = {rows, Dim(t.columns)};
+  Value* tf = nullptr;
+  for (size_t j = 0; j < shared; ++j) {
+    Tensor from(DType::I64, {t.columns});
+    for (size_t c = 0; c < sources.size(); ++c)
+      from.set_i64(static_cast<int64_t>(c), j < sources[c].size() ? sources[c][j] : pooled);
+    const std::string s = std::to_string(j);
+    Value* placed = e.add("Gather_columns" + s, "Gather", {all, e.constant("columns" + s, from)}, f32(out),
+                          {{"axis", Attribute::of_int(1)}});
+    tf = tf ? e.add("Add_columns" + s, "Add", {tf, placed}, f32(out)) : placed;
+  }
+  std::vector<double> weights(t.weights.begin(), t.weights.begin() + (t.weights.empty() ? 0 : t.columns));
+  Value* weighted = tf;
+  if (t.weighting == Weighting::IDF)
+    weighted = e.add("Min_seen", "Min", {tf, e.scalar("one", 1, DType::F32)}, f32(out));
+  if (t.weighting != Weighting::TF && !weights.empty())
+    weighted = e.add("Mul_weights", "Mul", {weighted, e.numbers("weights", weights, {t.columns}, DType::F32)},
+                     f32(out));
+  e.finish_reshape("Reshape_y", weighted);
+  return true;
+}
+
 }  // namespace
 
 void register_text_ops(OpRegistry& r) {
   // Any element types: the tokens are i32 or i64 (infer_tfidf checks), the output f32.
-  r.add(OpDef{"", "TfIdfVectorizer", 9, 0, infer_tfidf, eval_tfidf, {}});
+  r.add(OpDef{"", "TfIdfVectorizer", 9, 0, infer_tfidf, eval_tfidf, {}}).decomposition(decompose_tfidf);
 }
 
 }  // namespace tcc
