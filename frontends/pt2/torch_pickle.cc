@@ -374,7 +374,8 @@ class Unpickler {
   }
 
   std::map<std::string, PickledTensor> result() {
-    const Obj& d = expect(pop(), Obj::Kind::Dict, "the pickled value");
+    Ref top = pop();
+    const Obj& d = expect(top, Obj::Kind::Dict, "the pickled value");
     std::map<std::string, PickledTensor> out;
     for (const auto& [k, v] : d.dict) out.emplace(k, v->tensor);
     return out;
