@@ -75,13 +75,11 @@ Pt2Archive::Pt2Archive(std::string bytes, std::string file, Pt2Limits limits)
       throw InputError(file_ + ": entry '" + name + "' " + why);
     if (!name.empty() && name.back() == '/') continue;  // a folder
     size_t slash = name.find('/');
-    if (slash == std::string::npos)
-      throw InputError(file_ + ": entry '" + name + "' lies outside the archive's top-level folder");
-    std::string root = name.substr(0, slash + 1);
-    if (root_.empty()) root_ = root;
-    if (root != root_)
+    std::string root = slash == std::string::npos ? "" : name.substr(0, slash + 1);
+    if (entries_.empty()) root_ = root;
+    if (root != root_ && !root_.empty())
       throw InputError(file_ + ": entries '" + root_ + "...' and '" + name +
-                       "' lie in two top-level folders; a .pt2 archive has one");
+                       "' lie in different top-level folders; a .pt2 archive has one, or none");
     if (st.size > limits.small_entry_bytes && st.size / std::max<uint64_t>(st.comp_size, 1) > limits.max_ratio)
       throw InputError(file_ + ": entry '" + name + "' would inflate from " + std::to_string(st.comp_size) +
                        " to " + std::to_string(st.size) + " bytes, more than " + std::to_string(limits.max_ratio) +
@@ -90,10 +88,10 @@ Pt2Archive::Pt2Archive(std::string bytes, std::string file, Pt2Limits limits)
     if (st.size > limits.max_total_bytes || total > limits.max_total_bytes)
       throw InputError(file_ + ": the .pt2 archive's entries add up to more than " +
                        std::to_string(limits.max_total_bytes >> 30) + " GiB uncompressed (at '" + name + "')");
-    if (!entries_.emplace(name.substr(slash + 1), static_cast<uint64_t>(i)).second)
+    if (!entries_.emplace(name.substr(root_.size()), static_cast<uint64_t>(i)).second)
       throw InputError(file_ + ": entry '" + name + "' appears twice");
   }
-  if (root_.empty()) throw InputError(file_ + ": the .pt2 archive holds no files");
+  if (entries_.empty()) throw InputError(file_ + ": the .pt2 archive holds no files");
 }
 
 Pt2Archive::~Pt2Archive() = default;

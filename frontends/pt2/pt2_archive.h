@@ -1,12 +1,15 @@
-// The zip container of a torch.export.save archive (.pt2), read through libzip.
+// The zip container of a torch.export.save archive (.pt2), or of a torch.save
+// file inside one, read through libzip.
 //
-// torch writes one top-level folder per archive ("<name>/"), holding
-// archive_format ("pt2"), archive_version, models/<model>.json (the program),
-// data/weights/ and data/constants/ (raw tensor storages, each folder with a
-// JSON config naming them). This class only reads entries; what they mean is
-// pt2_importer's business. Every entry name is checked when the archive is
-// opened: none may be absolute, climb out with "..", or lie outside the one
-// top-level folder; declared sizes are capped (a zip bomb is refused before
+// Since torch 2.8, torch writes one top-level folder per archive ("<name>/"),
+// holding archive_format ("pt2"), archive_version, models/<model>.json (the
+// program), data/weights/ and data/constants/ (tensor storages); torch 2.7
+// and earlier write their entries (serialized_exported_program.json, ...) at
+// the top, with no folder; torch.save's zip has one folder too. This class
+// only reads entries; what they mean is pt2_importer's business. Every entry
+// name is checked when the archive is opened: none may be absolute, climb out
+// with "..", or lie outside the top-level folder the first entry names (if it
+// names one); declared sizes are capped (a zip bomb is refused before
 // anything is inflated) and every read returns exactly the declared size.
 #pragma once
 
@@ -40,7 +43,8 @@ class Pt2Archive {
   Pt2Archive& operator=(const Pt2Archive&) = delete;
 
   const std::string& file() const { return file_; }
-  // The archive's top-level folder, with its trailing '/'.
+  // The archive's top-level folder, with its trailing '/'; "" in an archive
+  // with no folder.
   const std::string& root() const { return root_; }
   // Entry paths below root() (no root prefix).
   bool has(const std::string& path) const { return entries_.count(path) != 0; }

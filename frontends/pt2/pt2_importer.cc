@@ -5,7 +5,9 @@
 #include <cstring>
 
 #include "frontends/pt2/aten_context.h"
+#include "frontends/pt2/pt2_storage.h"
 #include "frontends/pt2/sym_text.h"
+#include "frontends/pt2/torch_pickle.h"
 
 namespace tcc {
 
@@ -16,9 +18,13 @@ using json = nlohmann::json;
 // The opset the ATen rules emit (Gelu's approximate, ReduceMean's axes input).
 constexpr int64_t kPt2Opset = 20;
 // Program schema majors tcc reads (torch/_export/serde/schema.py's
-// SCHEMA_VERSION): 8 is torch 2.5 and later.
+// SCHEMA_VERSION): 8 is torch 2.5 and later (8.7 in 2.7, 8.8 in 2.8).
 constexpr int64_t kSchemaMajor = 8;
 const char* const kArchiveVersions[] = {"0"};
+// torch 2.7 and earlier: the program and torch.save'd dicts at the top of the zip.
+const char* const kFlatProgram = "serialized_exported_program.json";
+const char* const kFlatWeights = "serialized_state_dict.pt";
+const char* const kFlatConstants = "serialized_constants.pt";
 constexpr size_t kMaxSourceLength = 120;
 
 std::string trim(std::string s) {
@@ -49,8 +55,38 @@ class JsonReader {
   std::string entry_;
 };
 
+// torch 2.6 and earlier write a float that is not finite as Python's json
+// module does, a bare NaN, Infinity or -Infinity, which JSON has not; later
+// releases write the string, which the argument readers take. Quotes the bare
+// ones (outside strings).
+std::string quote_nonfinite(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (in_string) {
+      out += c;
+      if (c == '\\' && i + 1 < text.size()) out += text[++i];
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    bool quoted = false;
+    for (const char* token : {"-Infinity", "Infinity", "NaN"})
+      if (text.compare(i, std::strlen(token), token) == 0) {
+        out += std::string("\"") + token + "\"";
+        i += std::strlen(token) - 1;
+        quoted = true;
+        break;
+      }
+    if (!quoted) out += c;
+  }
+  return out;
+}
+
 json parse_json(const Pt2Archive& a, const std::string& entry) {
-  std::string text = a.read(entry);
+  std::string text = quote_nonfinite(a.read(entry));
   json j = json::parse(text, nullptr, false);
   if (j.is_discarded()) a.fail(entry, "is not valid JSON");
   if (!j.is_object()) a.fail(entry, "is not a JSON object");
@@ -98,18 +134,18 @@ std::string node_source(const json& node) {
   return s.substr(0, kMaxSourceLength);
 }
 
+// The name of the archive at `file` ("a/mlp.core.pt2" -> "mlp.core").
+std::string archive_stem(const std::string& file) {
+  std::string base = file.substr(file.find_last_of('/') == std::string::npos ? 0 : file.find_last_of('/') + 1);
+  return base.size() > 4 && base.compare(base.size() - 4, 4, ".pt2") == 0 ? base.substr(0, base.size() - 4) : base;
+}
+
 class Importer {
  public:
-  Importer(Pt2Archive& a) : a_(a) {}
+  Importer(Pt2Archive& a, Pt2Limits limits) : a_(a), limits_(limits), storages_(a) {}
 
   std::unique_ptr<Model> run() {
-    check_format();
-    std::string model_entry = find_model();
-    model_name_ = model_entry.substr(7, model_entry.size() - 12);  // models/<name>.json
-    if (std::string legacy = "data/weights/" + model_name_ + ".pt"; a_.has(legacy))
-      a_.fail(legacy, "holds the weights pickled, as torch 2.8 saves them; tcc reads the raw weights torch 2.9 and "
-                      "later save (data/weights/" + model_name_ + "_weights_config.json): re-save the program with "
-                      "torch 2.9 or later");
+    std::string model_entry = a_.has(kFlatProgram) ? open_flat() : open_folder();
     json prog = parse_json(a_, model_entry);
     JsonReader r(a_, model_entry);
     check_schema(r, prog);
@@ -126,7 +162,7 @@ class Importer {
     const json& gm = r.get(prog, "graph_module", json::value_t::object, "the program");
     const json& g = r.get(gm, "graph", json::value_t::object, "graph_module");
     const json& sig = r.get(gm, "signature", json::value_t::object, "graph_module");
-    m->graph->set_name(a_.root().substr(0, a_.root().size() - 1));
+    m->graph->set_name(a_.root().empty() ? archive_stem(a_.file()) : a_.root().substr(0, a_.root().size() - 1));
     read_ranges(r, prog, *m);
     read_metas(r, g);
     read_syms(r, g);
@@ -141,11 +177,32 @@ class Importer {
   }
 
  private:
+  // torch 2.7 and earlier: the program, and the state dict and constants as
+  // torch.save'd dicts, at the top of the zip. Returns the program's entry.
+  std::string open_flat() {
+    weights_entry_ = kFlatWeights;
+    weights_ = std::make_unique<TorchSavedDict>(a_, kFlatWeights, limits_);
+    if (a_.has(kFlatConstants)) constants_ = std::make_unique<TorchSavedDict>(a_, kFlatConstants, limits_);
+    return kFlatProgram;
+  }
+
+  // torch 2.8 and later: one folder, the program in models/<name>.json, the
+  // weights and constants torch.save'd dicts (2.8: data/weights/<name>.pt) or
+  // raw storages listed in a JSON config (2.9 and later). Returns the program's entry.
+  std::string open_folder() {
+    check_format();
+    std::string model_entry = find_model();
+    model_name_ = model_entry.substr(7, model_entry.size() - 12);  // models/<name>.json
+    if (std::string pickled = "data/weights/" + model_name_ + ".pt"; a_.has(pickled)) {
+      weights_entry_ = pickled;
+      weights_ = std::make_unique<TorchSavedDict>(a_, pickled, limits_);
+      if (std::string c = "data/constants/" + model_name_ + ".pt"; a_.has(c))
+        constants_ = std::make_unique<TorchSavedDict>(a_, c, limits_);
+    }
+    return model_entry;
+  }
+
   void check_format() {
-    if (a_.has("serialized_exported_program.json"))
-      a_.fail("serialized_exported_program.json",
-              "is the archive torch 2.7 and earlier save (weights pickled); tcc reads the raw weights torch 2.9 and "
-              "later save: re-save the program with torch 2.9 or later");
     if (!a_.has("archive_format")) a_.fail("archive_format", "is missing: not a torch.export.save archive");
     std::string format = trim(a_.read("archive_format"));
     if (format != "pt2") a_.fail("archive_format", "says '" + format.substr(0, 40) + "', expected 'pt2'");
@@ -312,6 +369,7 @@ class Importer {
   // The tensor torch saved under `fqn` (its storage, viewed with its sizes,
   // strides and offset), from the weights and then the constants.
   Tensor saved_tensor(const std::string& fqn, const Pt2TensorMeta& graph_meta) {
+    if (weights_) return pickled_tensor(fqn, graph_meta);
     for (const char* folder : {"data/weights/", "data/constants/"}) {
       const Payload* p = payload(folder);
       auto it = p->config.find(fqn);
@@ -319,6 +377,20 @@ class Importer {
       return read_payload(*p, fqn, *it, graph_meta);
     }
     a_.fail(config_entry("data/weights/"), "has no tensor '" + fqn + "' (nor do the constants)");
+  }
+
+  Tensor pickled_tensor(const std::string& fqn, const Pt2TensorMeta& graph_meta) {
+    for (TorchSavedDict* d : {weights_.get(), constants_.get()}) {
+      if (!d || !d->has(fqn)) continue;
+      Tensor t = d->tensor(fqn);
+      std::vector<Dim> dims(t.shape().begin(), t.shape().end());
+      if (t.dtype() != graph_meta.dtype || dims != graph_meta.dims)
+        d->archive().fail("data.pkl", "tensor '" + fqn + "' is " + Type::tensor(t.dtype(), dims).str() +
+                                          " but the graph reads it as " +
+                                          Type::tensor(graph_meta.dtype, graph_meta.dims).str());
+      return t;
+    }
+    a_.fail(weights_entry_, "has no tensor '" + fqn + "' (nor do the constants)");
   }
 
   Tensor read_payload(const Payload& p, const std::string& fqn, const json& e, const Pt2TensorMeta& graph_meta) {
@@ -331,77 +403,26 @@ class Importer {
     if (e.value("use_pickle", false)) r.fail(what + " is pickled; tcc reads raw tensor storages only");
     const json& tm = r.get(e, "tensor_meta", json::value_t::object, what);
     Pt2TensorMeta m = meta(r, tm, what);
-    std::vector<int64_t> shape;
+    StorageView view{m.dtype, {}, {}, 0};
     for (const Dim& d : m.dims) {
       if (!d.is_static()) r.fail(what + " has a symbolic size");
-      shape.push_back(d.value());
+      view.sizes.push_back(d.value());
     }
     if (m.dtype != graph_meta.dtype || m.dims != graph_meta.dims)
       r.fail(what + " is " + Type::tensor(m.dtype, m.dims).str() + " but the graph reads it as " +
              Type::tensor(graph_meta.dtype, graph_meta.dims).str());
-    std::vector<int64_t> strides;
     if (tm.contains("strides"))
       for (const json& s : r.get(tm, "strides", json::value_t::array, what)) {
         SymExpr v = sym_value(r, s, what + "'s stride");
         if (!v.is_constant() || v.constant_value() < 0) r.fail(what + " has a symbolic or negative stride");
-        strides.push_back(v.constant_value());
+        view.strides.push_back(v.constant_value());
       }
-    int64_t offset = 0;
     if (tm.contains("storage_offset")) {
       SymExpr o = sym_value(r, tm["storage_offset"], what + "'s storage_offset");
       if (!o.is_constant() || o.constant_value() < 0) r.fail(what + " has a symbolic or negative storage offset");
-      offset = o.constant_value();
+      view.offset = o.constant_value();
     }
-    std::vector<int64_t> contiguous(shape.size(), 1);
-    int64_t numel = 1;
-    for (size_t d = shape.size(); d-- > 0;) {
-      contiguous[d] = numel;
-      if (shape[d] != 0 && numel > (int64_t{1} << 50) / shape[d]) r.fail(what + " has more elements than tcc can hold");
-      numel *= shape[d];
-    }
-    if (strides.empty()) strides = contiguous;
-    if (strides.size() != shape.size()) r.fail(what + " has " + std::to_string(strides.size()) + " strides for rank " + std::to_string(shape.size()));
-
-    std::string entry = p.folder + file;
-    size_t esize = dtype_size(m.dtype);
-    uint64_t nbytes = a_.size(entry);
-    if (nbytes == 0) return Tensor(m.dtype, shape);  // torch saves fake or empty tensors without bytes: zeros
-    if (nbytes % esize != 0)
-      a_.fail(entry, "holds " + std::to_string(nbytes) + " bytes, not a whole number of " +
-                         std::string(dtype_name(m.dtype)) + " elements (for " + what + ")");
-    int64_t storage = static_cast<int64_t>(nbytes / esize);
-    int64_t last = offset;
-    for (size_t d = 0; d < shape.size(); ++d)
-      if (shape[d] > 0) last += (shape[d] - 1) * strides[d];
-    if (numel > 0 && last >= storage)
-      a_.fail(entry, "holds " + std::to_string(storage) + " elements, but " + what + " of shape " +
-                         shape_text(shape) + " reads element " + std::to_string(last));
-    std::string bytes = read_cached(entry);
-    if (offset == 0 && strides == contiguous && storage == numel)
-      return Tensor::from_string_bytes(m.dtype, shape, std::move(bytes));
-    Tensor t(m.dtype, shape);
-    for (int64_t i = 0; i < numel; ++i) {
-      int64_t rem = i, src = offset;
-      for (size_t d = shape.size(); d-- > 0;) {
-        src += (rem % shape[d]) * strides[d];
-        rem /= shape[d];
-      }
-      std::memcpy(t.raw_mut() + i * esize, bytes.data() + src * esize, esize);
-    }
-    return t;
-  }
-
-  static std::string shape_text(const std::vector<int64_t>& s) {
-    std::string t = "[";
-    for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
-    return t + "]";
-  }
-
-  // Tied weights share one storage file; read it once.
-  std::string read_cached(const std::string& entry) {
-    auto it = storages_.find(entry);
-    if (it == storages_.end()) it = storages_.emplace(entry, a_.read(entry)).first;
-    return it->second;
+    return storages_.view(p.folder + file, view, what, true);
   }
 
   // ---- signature -----------------------------------------------------------------
@@ -557,10 +578,15 @@ class Importer {
   }
 
   Pt2Archive& a_;
+  Pt2Limits limits_;
   std::string model_name_;  // "model": the program's entry is models/model.json
   Pt2Program p_;
+  // Raw storages (torch 2.9 and later), by their configs.
   std::map<std::string, Payload> payloads_;
-  std::map<std::string, std::string> storages_;
+  StorageReader storages_;
+  // torch.save'd dicts (torch 2.8 and earlier); weights_entry_ holds weights_.
+  std::string weights_entry_;
+  std::unique_ptr<TorchSavedDict> weights_, constants_;
 };
 
 }  // namespace
@@ -572,7 +598,7 @@ std::unique_ptr<Model> import_pt2_bytes(std::string bytes, const std::string& pa
   Pt2Archive archive(std::move(bytes), file, limits);
   std::unique_ptr<Model> m;
   try {
-    m = Importer(archive).run();
+    m = Importer(archive, limits).run();
   } catch (const nlohmann::json::exception& e) {
     // Accessors check types before reading, so this is a shape they missed.
     throw InputError(file + ": the program's JSON has an unexpected shape: " + e.what());

@@ -1,10 +1,12 @@
 // torch.export .pt2 frontend: an ExportedProgram archive -> tcc IR.
 //
-// Reads what torch.export.save writes since torch 2.9 (a zip with the program
-// as JSON and the weights as raw storages listed in data/weights/
-// model_weights_config.json; torch 2.8's archive, whose weights are pickled,
-// and the zip of 2.7 and earlier are refused naming their release), in either
-// dialect: the training IR of torch.export.export or core ATen after
+// Reads what torch.export.save writes since torch 2.6 (schema 8): torch 2.9's
+// and later's zip (the program in models/model.json, the weights raw storages
+// listed in data/weights/model_weights_config.json), torch 2.8's (the same
+// program, the weights and constants torch.save'd dicts in data/weights/model.pt
+// and data/constants/model.pt) and 2.7's and earlier (the program in
+// serialized_exported_program.json, the dicts in serialized_state_dict.pt and
+// serialized_constants.pt; torch_pickle reads them), in either dialect: the training IR of torch.export.export or core ATen after
 // run_decompositions(). The graph signature's parameters, buffers and tensor
 // constants become initializers named by their module path
 // ("blocks.0.qkv.weight"); user inputs become graph inputs. The model's

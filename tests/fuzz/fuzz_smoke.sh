@@ -31,7 +31,7 @@ cmake -S "$src" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo 
 cmake --build "$build" --target tcc_fuzzers -j 2
 
 status=0
-for target in fuzz_onnx_import fuzz_pt2_import fuzz_text_parser; do
+for target in fuzz_onnx_import fuzz_pt2_import fuzz_torch_pickle fuzz_text_parser; do
   # New inputs go to a corpus inside the build, never into the source tree.
   corpus="$build/corpus/$target"
   artifacts="$build/artifacts/$target"

@@ -3,7 +3,6 @@
 // archive. The archives are tests/pt2/mlp.pt2 with one thing changed, written
 // here through libzip.
 #include <gtest/gtest.h>
-#include <zip.h>
 
 #include <filesystem>
 #include <fstream>
@@ -19,6 +18,7 @@
 #include "src/shape/shape_inference.h"
 #include "tests/unit/support/cli_util.h"
 #include "tests/unit/support/temp_dir.h"
+#include "tests/unit/support/zip_entries.h"
 
 namespace tcc {
 namespace {
@@ -28,30 +28,11 @@ using nlohmann::json;
 
 const fs::path kMlp = fs::path(TCC_SOURCE_DIR) / "tests/pt2/mlp.pt2";
 
-// The entries of an archive, in order.
-std::vector<std::pair<std::string, std::string>> read_entries(const fs::path& p) {
-  int err = 0;
-  zip_t* z = zip_open(p.c_str(), ZIP_RDONLY, &err);
-  EXPECT_NE(z, nullptr);
-  std::vector<std::pair<std::string, std::string>> out;
-  for (zip_int64_t i = 0; i < zip_get_num_entries(z, 0); ++i) {
-    zip_stat_t st;
-    zip_stat_index(z, i, 0, &st);
-    std::string data(st.size, '\0');
-    zip_file_t* f = zip_fopen_index(z, i, 0);
-    zip_fread(f, data.data(), st.size);
-    zip_fclose(f);
-    out.emplace_back(st.name, data);
-  }
-  zip_discard(z);
-  return out;
-}
-
 class Pt2BadInput : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = make_temp_dir("tcc_pt2_bad");
-    entries_ = read_entries(kMlp);
+    entries_ = read_zip(read_file_bytes(kMlp.string(), "model"));
   }
   void TearDown() override { fs::remove_all(dir_); }
 
@@ -67,16 +48,7 @@ class Pt2BadInput : public ::testing::Test {
   // Writes the entries (stored, or deflated where `deflate` says) as a zip.
   fs::path write(const std::function<bool(const std::string&)>& deflate = nullptr) {
     fs::path p = dir_ / "bad.pt2";
-    fs::remove(p);
-    int err = 0;
-    zip_t* z = zip_open(p.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &err);
-    for (const auto& [name, data] : entries_) {
-      zip_source_t* s = zip_source_buffer(z, data.data(), data.size(), 0);
-      zip_int64_t i = zip_file_add(z, name.c_str(), s, ZIP_FL_ENC_UTF_8);
-      EXPECT_GE(i, 0) << name;
-      zip_set_file_compression(z, i, deflate && deflate(name) ? ZIP_CM_DEFLATE : ZIP_CM_STORE, 0);
-    }
-    EXPECT_EQ(zip_close(z), 0);
+    std::ofstream(p, std::ios::binary | std::ios::trunc) << write_zip(entries_, deflate);
     return p;
   }
 
@@ -93,7 +65,7 @@ class Pt2BadInput : public ::testing::Test {
   }
 
   fs::path dir_;
-  std::vector<std::pair<std::string, std::string>> entries_;
+  ZipEntries entries_;
 };
 
 TEST_F(Pt2BadInput, RewrittenArchiveStillLoads) { EXPECT_NO_THROW(load_model(write().string())); }
@@ -121,6 +93,17 @@ TEST_F(Pt2BadInput, EntryEscapingTheArchive) {
   entries_.emplace_back("mlp/../../etc/passwd", "x");
   std::string e = load_error(write());
   EXPECT_NE(e.find("entry 'mlp/../../etc/passwd' escapes the archive"), std::string::npos) << e;
+}
+
+// An archive has its entries in one top-level folder (torch 2.8 and later) or
+// at the top (2.7 and earlier), not both.
+TEST_F(Pt2BadInput, EntriesInAndOutsideTheFolder) {
+  entries_.emplace_back("version", "8.7");
+  std::string e = load_error(write());
+  EXPECT_NE(e.find("bad.pt2: entries 'mlp/...' and 'version' lie in different top-level folders; a .pt2 archive has "
+                   "one, or none"),
+            std::string::npos)
+      << e;
 }
 
 TEST_F(Pt2BadInput, WeightPathEscapingItsFolder) {
@@ -183,30 +166,6 @@ TEST_F(Pt2BadInput, UnknownArchiveVersion) {
   entry("archive_version") = "7";
   std::string e = load_error(write());
   EXPECT_NE(e.find("entry 'mlp/archive_version': is '7', which tcc does not know"), std::string::npos) << e;
-}
-
-// The layouts older releases save: torch 2.8's archive pickles the weights
-// (data/weights/model.pt), 2.7 and earlier write serialized_exported_program.json.
-TEST_F(Pt2BadInput, OlderTorchLayoutsNameTheirRelease) {
-  const auto original = entries_;
-  entries_.erase(std::remove_if(entries_.begin(), entries_.end(),
-                                [](const auto& e) { return e.first.find("_config.json") != std::string::npos; }),
-                 entries_.end());
-  entries_.emplace_back("mlp/data/weights/model.pt", "pickled state dict");
-  std::string e = load_error(write());
-  EXPECT_NE(e.find("entry 'mlp/data/weights/model.pt': holds the weights pickled, as torch 2.8 saves them; tcc reads "
-                   "the raw weights torch 2.9 and later save (data/weights/model_weights_config.json)"),
-            std::string::npos)
-      << e;
-
-  entries_ = original;
-  entries_.emplace_back("mlp/serialized_exported_program.json", "{}");
-  e = load_error(write());
-  EXPECT_NE(e.find("entry 'mlp/serialized_exported_program.json': is the archive torch 2.7 and earlier save (weights "
-                   "pickled); tcc reads the raw weights torch 2.9 and later save: re-save the program with torch 2.9 "
-                   "or later"),
-            std::string::npos)
-      << e;
 }
 
 TEST_F(Pt2BadInput, UnknownSchemaVersion) {

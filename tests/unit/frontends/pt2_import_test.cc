@@ -7,6 +7,7 @@
 // buffers, symbols and sources arrive.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -40,17 +41,24 @@ struct Program {
 
 void PrintTo(const Program& p, std::ostream* os) { *os << p.file; }
 
+// Older releases' layouts (torch<major.minor>/, the MLP and the GPT-style block).
+const char* const kOldReleases[] = {"torch2.6", "torch2.7", "torch2.8"};
+
 std::vector<Program> programs() {
   std::vector<Program> out;
   for (const char* m : {"mlp", "cnn", "gpt_block", "hf_gpt2", "mobilenetv3"})
     for (const char* suffix : {".pt2", ".core.pt2"}) out.push_back({m, std::string(m) + suffix});
+  for (std::string release : kOldReleases)
+    for (const char* m : {"mlp", "gpt_block"})
+      for (const char* suffix : {".pt2", ".core.pt2"})
+        out.push_back({release + "/" + m, release + "/" + m + suffix});
   return out;
 }
 
 std::string test_name(const ::testing::TestParamInfo<Program>& i) {
   std::string n = i.param.file.substr(0, i.param.file.size() - 4);
   for (char& c : n)
-    if (c == '.') c = '_';
+    if (c == '.' || c == '/') c = '_';
   return n;
 }
 
@@ -162,6 +170,30 @@ TEST(Pt2Import, TrainingTrainsTheSignaturesParameters) {
               std::string::npos)
         << e.what();
   }
+}
+
+// The layouts of torch 2.8 (weights torch.save'd in the folder) and 2.7 and
+// earlier (no folder, serialized_exported_program.json) carry the same
+// signature: the MLP's Linear layers are its parameters, its buffer `scale`
+// an initializer; the graph is named by the folder, or by the file without one.
+TEST(Pt2Import, OlderLayoutsKeepTheSignature) {
+  const std::set<std::string> linear = {"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias", "fc3.weight", "fc3.bias"};
+  for (std::string release : kOldReleases)
+    for (const char* file : {"mlp.pt2", "mlp.core.pt2"}) {
+      const std::string path = release + "/" + file;
+      auto m = load_model((kPt2 / path).string());
+      std::istringstream declared(m->metadata["tcc.parameters"]);
+      std::set<std::string> names;
+      for (std::string name; std::getline(declared, name);) names.insert(name);
+      EXPECT_EQ(names, linear) << path;
+      const Value* scale = m->graph->find("scale");
+      ASSERT_NE(scale, nullptr) << path;
+      ASSERT_TRUE(scale->is_initializer()) << path;
+      EXPECT_EQ(scale->initializer().shape(), std::vector<int64_t>{4}) << path;
+      EXPECT_FLOAT_EQ(scale->initializer().data<float>()[3], 1.5f) << path;
+      EXPECT_EQ(m->producer.rfind("torch " + release.substr(5) + ".", 0), 0u) << m->producer;
+      EXPECT_EQ(m->graph->name(), std::string(file).substr(0, std::strlen(file) - 4)) << path;
+    }
 }
 
 TEST(Pt2Import, SignatureBecomesInputsAndInitializers) {
