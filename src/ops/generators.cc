@@ -3,20 +3,21 @@
 // RandomNormalLike, RandomUniformLike, Bernoulli and Multinomial.
 //
 // EyeLike's kernel expression is built from the point's coordinates alone.
-// The random ops (kRandom: never folded, merged or recomputed) draw from a
-// generator seeded by their `seed` attribute, so one seed gives one stream
-// in the interpreter and in compiled modules' host steps; without a seed the
-// stream is seed 0's, as training-mode Dropout's (shape.cc). The streams are
-// tcc's own: ONNX leaves the generator to the implementation.
+// The random ops (kRandom: never folded or merged) draw from the stream their
+// `seed` attribute keys (random_stream.h), seed 0's without one, as
+// training-mode Dropout's (shape.cc): element i's draw depends on the key and
+// i alone, so the interpreter and a generated kernel (an expression of the
+// point's element index; Multinomial decomposes onto kernels) draw the same
+// bits. The streams are tcc's own: ONNX leaves the generator to the
+// implementation.
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
-#include <random>
 
 #include "src/ops/families.h"
 #include "src/ops/op_helpers.h"
 #include "src/ops/op_registry.h"
+#include "src/ops/random_stream.h"
 
 namespace tcc {
 
@@ -128,14 +129,6 @@ int eye_like_expression(const Node& n, ScalarBuilder& b, const std::vector<int>&
 
 // ---- random generators ----------------------------------------------------------
 
-// The generator of a random node, seeded by the bits of its float `seed`.
-std::mt19937_64 generator(const Node& n) {
-  float seed = n.get_float("seed", 0.0f);
-  uint32_t bits = 0;
-  std::memcpy(&bits, &seed, sizeof bits);
-  return std::mt19937_64(bits);
-}
-
 // Fails unless dt is a float type the random generators produce at n's opset
 // (bfloat16 from opset 22).
 void require_random_float(const Node& n, DType dt) {
@@ -168,30 +161,48 @@ std::vector<int64_t> shape_attr(const Node& n) {
   return shape;
 }
 
-// Draws uniform values in [low, high) as they round to out's dtype: a draw
-// that rounds onto high (or below low, in float16) is drawn again.
-void fill_uniform(const Node& n, Tensor& out) {
+// RandomUniform's bounds: low < high.
+std::pair<double, double> uniform_bounds(const Node& n) {
   double low = n.get_float("low", 0.0f), high = n.get_float("high", 1.0f);
   if (!(low < high)) n.fail("needs low < high, got low " + std::to_string(low) + " and high " + std::to_string(high));
-  std::mt19937_64 gen = generator(n);
+  return {low, high};
+}
+
+// Uniform values in [low, high): low + (high - low) u in double, rounded to
+// out's dtype; one that rounds onto high is low instead.
+void fill_uniform(const Node& n, Tensor& out) {
+  auto [low, high] = uniform_bounds(n);
+  PhiloxKey key = random_key(n);
   for (int64_t i = 0; i < out.numel(); ++i) {
-    for (int tries = 0;; ++tries) {
-      if (tries == 64)
-        n.fail("no " + std::string(dtype_name(out.dtype())) + " value lies in [" + std::to_string(low) + ", " +
-               std::to_string(high) + ")");
-      out.set_f64(i, low + (high - low) * std::generate_canonical<double, 53>(gen));
-      double v = out.get_f64(i);
-      if (v >= low && v < high) break;
-    }
+    out.set_f64(i, low + (high - low) * uniform_draw(key, i));
+    if (!(out.get_f64(i) < high)) out.set_f64(i, low);
   }
 }
 
-// Normal values of `mean` and standard deviation `scale`.
+// Normal values of `mean` and standard deviation `scale`: mean + scale z in double.
 void fill_normal(const Node& n, Tensor& out) {
   double mean = n.get_float("mean", 0.0f), scale = n.get_float("scale", 1.0f);
-  std::mt19937_64 gen = generator(n);
-  std::normal_distribution<double> normal(0.0, 1.0);
-  for (int64_t i = 0; i < out.numel(); ++i) out.set_f64(i, mean + scale * normal(gen));
+  PhiloxKey key = random_key(n);
+  for (int64_t i = 0; i < out.numel(); ++i) out.set_f64(i, mean + scale * normal_draw(key, i));
+}
+
+// fill_uniform's value at the point, as an expression.
+int uniform_expression(const Node& n, ScalarBuilder& b, const std::vector<int>&) {
+  auto [low, high] = uniform_bounds(n);
+  DType dt = n.output(0)->type().dtype();
+  int scaled = b.op(ScalarOp::Mul, DType::F64, {b.constant(DType::F64, high - low), uniform_draw(n, b)});
+  int value = b.op(ScalarOp::Cast, dt, {b.op(ScalarOp::Add, DType::F64, {b.constant(DType::F64, low), scaled})});
+  int below = b.op(ScalarOp::Less, DType::Bool,
+                   {b.op(ScalarOp::Cast, DType::F64, {value}), b.constant(DType::F64, high)});
+  return b.op(ScalarOp::Where, dt, {below, value, b.constant(dt, low)});
+}
+
+// fill_normal's value at the point, as an expression.
+int normal_expression(const Node& n, ScalarBuilder& b, const std::vector<int>&) {
+  double mean = n.get_float("mean", 0.0f), scale = n.get_float("scale", 1.0f);
+  int scaled = b.op(ScalarOp::Mul, DType::F64, {b.constant(DType::F64, scale), normal_draw(n, b)});
+  return b.op(ScalarOp::Cast, n.output(0)->type().dtype(),
+              {b.op(ScalarOp::Add, DType::F64, {b.constant(DType::F64, mean), scaled})});
 }
 
 void infer_random(InferContext& ctx) {
@@ -230,13 +241,21 @@ void infer_bernoulli(InferContext& ctx) {
 std::vector<Tensor> eval_bernoulli(EvalContext& ctx) {
   const Tensor& p = ctx.input(0);
   Tensor out(numeric_dtype_attr(ctx.node(), p.dtype()), p.shape());
-  std::mt19937_64 gen = generator(ctx.node());
+  PhiloxKey key = random_key(ctx.node());
   for (int64_t i = 0; i < p.numel(); ++i) {
     double prob = p.get_f64(i);
     if (!(prob >= 0 && prob <= 1)) ctx.fail("probability " + std::to_string(prob) + " is outside [0, 1]");
-    out.set_i64(i, std::generate_canonical<double, 53>(gen) < prob ? 1 : 0);
+    out.set_i64(i, uniform_draw(key, i) < prob ? 1 : 0);
   }
   return {out};
+}
+
+// 1 where the point's uniform draw is below p there; the kernel does not
+// check that p lies in [0, 1] (below 0 gives 0, above 1 gives 1).
+int bernoulli_expression(const Node& n, ScalarBuilder& b, const std::vector<int>& in) {
+  int hit = b.op(ScalarOp::Less, DType::Bool, {uniform_draw(n, b), b.op(ScalarOp::Cast, DType::F64, {in[0]})});
+  DType dt = n.output(0)->type().dtype();
+  return dt == DType::Bool ? hit : b.op(ScalarOp::Cast, dt, {hit});
 }
 
 // Multinomial(x [batch, classes] of unnormalized log-probabilities):
@@ -271,7 +290,7 @@ std::vector<Tensor> eval_multinomial(EvalContext& ctx) {
   int64_t batch = x.shape()[0], classes = x.shape()[1], samples = sample_size(ctx.node());
   if (classes == 0) ctx.fail("cannot sample from zero classes");
   Tensor out(multinomial_dtype(ctx.node()), {batch, samples});
-  std::mt19937_64 gen = generator(ctx.node());
+  PhiloxKey key = random_key(ctx.node());
   std::vector<double> cumulative(static_cast<size_t>(classes));
   for (int64_t b = 0; b < batch; ++b) {
     double top = -std::numeric_limits<double>::infinity();
@@ -280,7 +299,7 @@ std::vector<Tensor> eval_multinomial(EvalContext& ctx) {
     double sum = 0;
     for (int64_t c = 0; c < classes; ++c) cumulative[c] = sum += std::exp(x.get_f64(b * classes + c) - top);
     for (int64_t s = 0; s < samples; ++s) {
-      double u = std::generate_canonical<double, 53>(gen) * sum;
+      double u = uniform_draw(key, b * samples + s) * sum;
       int64_t c = 0;
       while (c < classes - 1 && cumulative[c] <= u) ++c;
       out.set_i64(b * samples + s, c);
@@ -343,17 +362,65 @@ bool decompose_one_hot(Expansion& e) {
   return true;
 }
 
+// Multinomial(x) -> Min(count, classes - 1) of each draw, in f64 as the
+// reference computes it: weights Exp(x - ReduceMax(x)), their CumSum along the
+// classes, each draw's point RandomUniformLike (the node's seed, one draw per
+// output element) times the row's total (the cumulative's last column), and
+// count the number of cumulative weights at or below the point: the first
+// class whose cumulative weight passes it. Needs a static class count (the
+// last column's place) and opset 12 (CumSum, LessOrEqual); the reference's checks of x (a row of no finite
+// log-probability) are not made.
+bool decompose_multinomial(Expansion& e) {
+  const Node& n = e.node();
+  const Type& x = n.input(0)->type();
+  const Type& out = n.output(0)->type();
+  if (!x.is_tensor() || !x.has_rank() || x.rank() != 2 || x.shape()[0].is_unknown() || !x.shape()[1].is_static() ||
+      x.shape()[1].value() < 1 || !out.is_tensor() || e.onnx_opset() < 12)
+    return false;
+  Dim batch = x.shape()[0];
+  int64_t classes = x.shape()[1].value(), samples = sample_size(n);
+  Type rows = Type::tensor(DType::F64, {batch, Dim(classes)});
+  Type draws_type = Type::tensor(DType::F64, {batch, Dim(samples)});
+  Value* logits = e.cast("Cast", n.input(0), DType::F64);
+  Value* top = e.reduce("ReduceMax", "ReduceMax", logits, {1}, Expansion::kept_type(rows, {1}));
+  Value* weights = e.add("Exp", "Exp", {e.add("Sub", "Sub", {logits, top}, rows)}, rows);
+  Value* cumulative = e.add("CumSum", "CumSum", {weights, e.constant("axis", Tensor::scalar_i64(1))}, rows);
+  Value* total = e.add("Gather", "Gather", {cumulative, e.i64("last", classes - 1)},
+                       Type::tensor(DType::F64, {batch, Dim(1)}), {{"axis", Attribute::of_int(1)}});
+  std::map<std::string, Attribute> seed;
+  if (const Attribute* a = n.attr("seed")) seed["seed"] = *a;
+  Value* draws = e.add("RandomUniformLike", "RandomUniformLike", {e.expand("Expand", total, draws_type.shape())},
+                       draws_type, seed);
+  Value* points = e.add("Mul", "Mul", {draws, total}, draws_type);
+  Value* at_or_below = e.add("LessOrEqual", "LessOrEqual",
+                             {e.reshape("Reshape", cumulative, {batch, Dim(1), Dim(classes)}),
+                              e.reshape("Reshape_1", points, {batch, Dim(samples), Dim(1)})},
+                             Type::tensor(DType::Bool, {batch, Dim(samples), Dim(classes)}));
+  Value* count = e.reduce("ReduceSum", "ReduceSum", e.cast("Cast_1", at_or_below, DType::I64), {2},
+                          Expansion::kept_type(Type::tensor(DType::I64, at_or_below->type().shape()), {2}));
+  Value* index = e.add("Min", "Min", {count, e.constant("last_class", Tensor::scalar_i64(classes - 1))},
+                       count->type());
+  e.finish_reshape("Reshape_2", e.cast("Cast_2", index, multinomial_dtype(n)));
+  return true;
+}
+
 }  // namespace
 
 void register_generator_ops(OpRegistry& r) {
   r.add(OpDef{"", "OneHot", 9, 0, infer_one_hot, eval_one_hot, {}}).decomposition(decompose_one_hot);
   r.add(OpDef{"", "EyeLike", 9, kShapeOnly, infer_eye_like, eval_eye_like, {}}).pointwise_kernel(eye_like_expression);
-  r.add(OpDef{"", "RandomNormal", 1, kRandom | kConstant, infer_random, eval_random<fill_normal>, {}});
-  r.add(OpDef{"", "RandomUniform", 1, kRandom | kConstant, infer_random, eval_random<fill_uniform>, {}});
-  r.add(OpDef{"", "RandomNormalLike", 1, kRandom, infer_random_like, eval_random_like<fill_normal>, {}});
-  r.add(OpDef{"", "RandomUniformLike", 1, kRandom, infer_random_like, eval_random_like<fill_uniform>, {}});
-  r.add(OpDef{"", "Bernoulli", 15, kRandom, infer_bernoulli, eval_bernoulli, {}});
-  r.add(OpDef{"", "Multinomial", 7, kRandom, infer_multinomial, eval_multinomial, {}});
+  r.add(OpDef{"", "RandomNormal", 1, kRandom | kConstant, infer_random, eval_random<fill_normal>, {}})
+      .pointwise_kernel(normal_expression);
+  r.add(OpDef{"", "RandomUniform", 1, kRandom | kConstant, infer_random, eval_random<fill_uniform>, {}})
+      .pointwise_kernel(uniform_expression);
+  r.add(OpDef{"", "RandomNormalLike", 1, kRandom, infer_random_like, eval_random_like<fill_normal>, {}})
+      .pointwise_kernel(normal_expression);
+  r.add(OpDef{"", "RandomUniformLike", 1, kRandom, infer_random_like, eval_random_like<fill_uniform>, {}})
+      .pointwise_kernel(uniform_expression);
+  r.add(OpDef{"", "Bernoulli", 15, kRandom, infer_bernoulli, eval_bernoulli, {}})
+      .pointwise_kernel(bernoulli_expression);
+  r.add(OpDef{"", "Multinomial", 7, kRandom, infer_multinomial, eval_multinomial, {}})
+      .decomposition(decompose_multinomial);
 }
 
 }  // namespace tcc

@@ -15,7 +15,8 @@ namespace tcc {
 enum class KernelRole {
   None,         // not generated: runs as a library call of its own or on the host
   Pointwise,    // elementwise with broadcasting (Add, Exp, Gelu, Cast, Where, Clip, ...), tcc::Size
-                // (an element count over the kernel's size parameters) and tcc::Range (from the coordinate)
+                // (an element count over the kernel's size parameters), tcc::Range (from the coordinate)
+                // and the random generators (Philox draws of the element index, random_stream.h)
   Reduction,    // ReduceSum/Mean/Max/Min/Prod over constant axes, Softmax/LogSoftmax/LayerNorm
                 // (decomposed before fusion), ArgMax excluded
   Movement,     // Reshape / tcc::Reshape, Transpose, Unsqueeze, Squeeze, Expand / tcc::Expand,

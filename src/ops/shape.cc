@@ -9,12 +9,12 @@
 // exporters' Shape -> Gather -> Concat -> Reshape chains symbolic.
 #include <cmath>
 #include <limits>
-#include <random>
 
 #include "src/ops/decomposition.h"
 #include "src/ops/families.h"
 #include "src/ops/op_helpers.h"
 #include "src/ops/op_registry.h"
+#include "src/ops/random_stream.h"
 
 namespace tcc {
 
@@ -333,9 +333,10 @@ void infer_dropout(InferContext& ctx) {
 }
 
 // Inference (and training with ratio 0) is the identity with an all-true mask.
-// Training with a ratio draws the mask from a generator seeded by the `seed`
-// attribute (0 when absent), so a run is reproducible but will not match other
-// runtimes' random streams.
+// Training with a ratio keeps element i where uniform_draw of the stream the
+// `seed` attribute keys (random_stream.h; seed 0's when absent) is at least
+// the ratio, and scales it by 1 / (1 - ratio) in double: a run is
+// reproducible but will not match other runtimes' random streams.
 std::vector<Tensor> eval_dropout(EvalContext& ctx) {
   const Tensor& x = ctx.input(0);
   double ratio = ctx.has_input(1) ? ctx.input(1).get_f64(0) : 0.5;
@@ -347,12 +348,11 @@ std::vector<Tensor> eval_dropout(EvalContext& ctx) {
     for (int64_t i = 0; i < mask.numel(); ++i) mask.set_i64(i, 1);
     outs = {x, mask};
   } else {
-    std::mt19937_64 gen(static_cast<uint64_t>(ctx.node().get_int("seed", 0)));
-    std::uniform_real_distribution<double> uniform(0.0, 1.0);
+    PhiloxKey key = random_key(ctx.node());
     Tensor y(x.dtype(), x.shape());
     double scale = 1.0 / (1.0 - ratio);
     for (int64_t i = 0; i < x.numel(); ++i) {
-      bool keep = uniform(gen) >= ratio;
+      bool keep = uniform_draw(key, i) >= ratio;
       mask.set_i64(i, keep);
       y.set_f64(i, keep ? x.get_f64(i) * scale : 0.0);
     }
@@ -576,14 +576,56 @@ void dropout_rule(GradContext& c) {
   c.set(0, c.dy());
 }
 
+// Dropout whose training_mode may be true -> the reference's steps in double:
+// the mask GreaterOrEqual(RandomUniformLike(x) in f64 with the node's seed as
+// a float, ratio), y Where(mask, x * (1 / (1 - ratio)), 0) cast back to x's
+// dtype; a constant ratio's threshold and scale are literals. A training_mode
+// computed at run time (`training`, else null) ORs its negation into the mask
+// and makes the scale 1 when false, which gives x itself as the reference
+// does. A constant ratio outside [0, 1) stays with the reference, which
+// rejects it; a computed one is not checked.
+bool decompose_training_dropout(Expansion& e, Value* training) {
+  const Node& n = e.node();
+  const Type& x = n.input(0)->type();
+  if (!x.is_tensor() || !x.has_rank() || !is_float(x.dtype())) return false;
+  std::optional<double> ratio = n.has_input(1) ? scalar_constant(n.input(1)) : 0.5;
+  if (ratio && !(*ratio >= 0 && *ratio < 1)) return false;
+  Type doubles = Type::tensor(DType::F64, x.shape());
+  Type bools = Type::tensor(DType::Bool, x.shape());
+  Value* threshold = ratio ? e.scalar("ratio", *ratio, DType::F64) : e.cast("Cast", n.input(1), DType::F64);
+  std::map<std::string, Attribute> attrs = {{"dtype", Attribute::of_int(static_cast<int64_t>(DType::F64))}};
+  if (n.has_attr("seed")) attrs["seed"] = Attribute::of_float(static_cast<float>(n.get_int("seed", 0)));
+  Value* draws = e.add("RandomUniformLike", "RandomUniformLike", {n.input(0)}, doubles, attrs);
+  Value* keep = e.add("GreaterOrEqual", "GreaterOrEqual", {draws, threshold}, bools);
+  Value* scale = nullptr;
+  if (ratio) {
+    scale = e.scalar("scale", 1.0 / (1.0 - *ratio), DType::F64);
+  } else {
+    Value* one = e.scalar("one", 1.0, DType::F64);
+    scale = e.add("Div", "Div", {one, e.add("Sub", "Sub", {one, threshold}, threshold->type())}, threshold->type());
+  }
+  if (training) {
+    Value* on = e.cast("Cast_3", training, DType::Bool);
+    keep = e.add("Or", "Or", {e.add("Not", "Not", {on}, on->type()), keep}, bools);
+    scale = e.add("Where_1", "Where", {on, scale, e.scalar("unscaled", 1.0, DType::F64)}, scale->type());
+  }
+  Value* scaled = e.add("Mul", "Mul", {e.cast("Cast_1", n.input(0), DType::F64), scale}, doubles);
+  Value* kept = e.add("Where", "Where", {keep, scaled, e.scalar("zero", 0.0, DType::F64)}, doubles);
+  if (n.num_outputs() > 1 && e.used(n.output(1))) e.take_over(1, keep);
+  e.finish("Cast_2", "Cast", {kept}, {{"to", Attribute::of_int(static_cast<int64_t>(x.dtype()))}});
+  return true;
+}
+
 // Dropout at inference (training_mode absent or a constant false; ratio is
 // then not read, nor range-checked as the reference does) -> Identity(x), and
-// the mask, where read, an all-true Expand (decomposition.h).
+// the mask, where read, an all-true Expand (decomposition.h); otherwise
+// decompose_training_dropout.
 bool decompose_dropout(Expansion& e) {
   const Node& n = e.node();
   if (n.num_inputs() > 2 && n.has_input(2)) {
     std::optional<double> training = scalar_constant(n.input(2));
-    if (!training || *training != 0) return false;
+    if (!training) return decompose_training_dropout(e, n.input(2));
+    if (*training != 0) return decompose_training_dropout(e, nullptr);
   }
   if (n.num_outputs() > 1 && e.used(n.output(1))) {
     const Type& x = n.input(0)->type();

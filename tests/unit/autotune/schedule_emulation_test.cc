@@ -358,6 +358,20 @@ TEST(VectorPointwise, EmulatedOnTheHostFloat4sMatchTheInterpreter) {
   }
 }
 
+// The random generators' kernels as the GPU runs them: each thread draws its
+// elements' Philox blocks from their indices (64-bit unsigned products, shifts
+// and masks, then double math) as the interpreter does; a wrong word, shift
+// or mapping moves values far beyond the tolerance.
+TEST(RandomOps, EmulatedOnTheHostDrawsMatchTheInterpreter) {
+  ScheduledModel s = schedule_model("tests/kernels/random.tir");
+  KernelVariants v = variants(s, [](const kir::Kernel& k, const KernelConfig& c) { return c == default_config(k); });
+  ASSERT_EQ(v.kernels.size(), s.schedule.kernels.size());
+  fs::path dir = make_temp_dir("tcc_random_ops");
+  SharedLibrary lib = emulated_library(v, dir);
+  expect_emulated_runs_match(s, v.kernels, v.configs, lib, {{"n", 5}});
+  fs::remove_all(dir);
+}
+
 // CumSum on the GPU: a row in tiles of the block's threads, each tile's
 // running sums a warp-shuffle scan combined through shared memory, carried
 // from tile to tile. Rows of 150 take three tiles of 64 threads (the last

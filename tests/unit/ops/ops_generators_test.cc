@@ -1,7 +1,9 @@
 // Shape rules and reference kernels of the generator ops (OneHot, EyeLike and
 // the random generators), ReverseSequence and Det. The random generators'
 // streams are tcc's own, so their tests check what the spec promises: shape,
-// dtype, range, moments over many samples, and one stream per seed.
+// dtype, range, moments over many samples, and one stream per seed; the
+// generator under them, Philox4x32-10, is checked against the published
+// known answers and its documented mappings to uniform and normal draws.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,6 +12,7 @@
 
 #include "src/ops/kernel_roles.h"
 #include "src/ops/op_registry.h"
+#include "src/ops/random_stream.h"
 #include "tests/unit/ops/ops_test_util.h"
 
 namespace tcc {
@@ -111,6 +114,34 @@ Moments moments(const Tensor& t) {
 }
 
 Attribute ints(std::vector<int64_t> v) { return Attribute::of_ints(std::move(v)); }
+
+// The known-answer vectors of Random123 (the paper's reference implementation)
+// for Philox4x32 with 10 rounds: counter, key -> block.
+TEST(RandomStream, PhiloxGivesThePublishedKnownAnswers) {
+  EXPECT_EQ(philox4x32_10({0, 0, 0, 0}, {0, 0}), (PhiloxBlock{0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}));
+  EXPECT_EQ(philox4x32_10({0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff}, {0xffffffff, 0xffffffff}),
+            (PhiloxBlock{0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}));
+  EXPECT_EQ(philox4x32_10({0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344}, {0xa4093822, 0x299f31d0}),
+            (PhiloxBlock{0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}));
+}
+
+// Element i's draws come from the block of counter (i's low and high words,
+// 0, 0) under the key of the node's seed: 53 bits of words 0 and 1 make the
+// uniform, and Box-Muller the normal from those and words 2 and 3.
+TEST(RandomStream, DrawsAreTheDocumentedMappingsOfTheBlock) {
+  PhiloxKey key = {0x40e00000, 0};  // the bits of the float 7
+  OpGraph t;
+  EXPECT_EQ(random_key(*t.node("RandomUniform", {}, 1, {{"seed", Attribute::of_float(7.0f)}})), key);
+  EXPECT_EQ(random_key(*t.node("Dropout", {}, 1, {{"seed", Attribute::of_int(7)}})), key);
+  EXPECT_EQ(random_key(*t.node("RandomUniform", {})), (PhiloxKey{0, 0}));
+  for (int64_t i : {int64_t{0}, int64_t{5}, (int64_t{3} << 32) + 11}) {
+    PhiloxBlock w = philox4x32_10({static_cast<uint32_t>(i), static_cast<uint32_t>(i >> 32), 0, 0}, key);
+    double u = std::ldexp(static_cast<double>((uint64_t{w[0]} << 21) | (w[1] >> 11)), -53);
+    double v = std::ldexp(static_cast<double>((uint64_t{w[2]} << 21) | (w[3] >> 11)), -53);
+    EXPECT_EQ(uniform_draw(key, i), u) << i;
+    EXPECT_EQ(normal_draw(key, i), std::sqrt(-2.0 * std::log(1.0 - u)) * std::cos(2 * M_PI * v)) << i;
+  }
+}
 
 TEST(RandomOps, UniformStaysInItsRangeWithItsMoments) {
   OneOp op("RandomUniform", {}, {{"shape", ints({200, 100})}, {"low", Attribute::of_float(2)},

@@ -602,6 +602,39 @@ TEST(DataDependentSizes, SizesFromDataRunOnKernelsAndMatchTheInterpreterExactly)
   fs::remove_all(dir);
 }
 
+// The random ops (tests/fixtures/random_ops.tir) compile onto kernels with no
+// host step, and the module's draws are the interpreter's bit for bit, the
+// same on a second call; a Dropout switched off at run time is the identity.
+TEST(RandomOps, CompiledModuleDrawsTheInterpretersBitsOnKernels) {
+  fs::path dir = fresh_dir("random_ops");
+  std::string model_path = std::string(TCC_SOURCE_DIR) + "/tests/fixtures/random_ops.tir";
+  CompileResult r = compile_model(model_path, dir / "module", quick_compile_options());
+  for (const FallbackReason& f : r.fallbacks) ADD_FAILURE() << "host step " << f.op_type << " " << f.node;
+  tcc_module* m = nullptr;
+  ASSERT_EQ(tcc_module_load((dir / "module").c_str(), &m), TCC_OK) << tcc_last_error();
+  std::unique_ptr<Model> model = load_model(model_path);
+  infer_shapes(*model->graph);
+  std::map<std::string, Tensor> inputs = random_inputs(*model->graph, 9, 5);
+  for (int call = 0; call < 3; ++call) {
+    inputs["train"] = Tensor(DType::Bool, {});
+    inputs["train"].set_i64(0, call < 2);
+    std::vector<Tensor> expected = Interpreter().run(*model->graph, inputs);
+    std::vector<tcc_tensor> ins = module_inputs(m, inputs);
+    std::vector<Tensor> outs = module_output_tensors(m, ins);
+    std::vector<tcc_tensor> c_outs = c_tensors(outs);
+    ASSERT_EQ(tcc_module_run_host(m, ins.data(), ins.size(), c_outs.data(), c_outs.size()), TCC_OK) << tcc_last_error();
+    ASSERT_EQ(outs.size(), expected.size());
+    for (size_t i = 0; i < outs.size(); ++i) {
+      const std::string what = std::string(tcc_module_output_name(m, i)) + " call " + std::to_string(call);
+      ASSERT_EQ(outs[i].dtype(), expected[i].dtype()) << what;
+      ASSERT_EQ(outs[i].shape(), expected[i].shape()) << what;
+      EXPECT_TRUE(outs[i].identical(expected[i])) << what;
+    }
+  }
+  tcc_module_free(m);
+  fs::remove_all(dir);
+}
+
 class CompiledModule : public ::testing::TestWithParam<CompiledFixture> {
  protected:
   void SetUp() override {
@@ -777,7 +810,9 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, CompiledModule,
                                                            {{"b", 2}, {"s", 5}}},
                                            // A host fallback whose region reads values of the main graph.
                                            CompiledFixture{"region_captures", "tests/fixtures/region_captures.tir",
-                                                           {{"b", 3}}}),
+                                                           {{"b", 3}}},
+                                           // The random ops' kernels: the GPU draws the host build's stream.
+                                           CompiledFixture{"random_ops", "tests/fixtures/random_ops.tir", {{"b", 3}}}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
