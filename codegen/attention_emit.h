@@ -39,12 +39,25 @@ inline std::string read(const kir::Kernel& k, int buffer, const std::string& ele
   return emitc::decode(element, dtype_of(k, buffer));
 }
 
-// The output's strides per batch, head and row: the kernel's one store's.
-inline std::array<SymExpr, 3> output_strides(const kir::Kernel& k) {
+// The kernel's one store: of Y, the statistics or a gradient.
+inline const kir::Instr& output_store(const kir::Kernel& k) {
   for (const kir::Instr& in : k.body)
-    if (in.op == kir::Op::Store) return {in.index.strides[0], in.index.strides[1], in.index.strides[2]};
+    if (in.op == kir::Op::Store) return in;
   TCC_CHECK(false) << k.name << " stores nothing";
-  return {};
+  return k.body.front();
+}
+
+// The output buffer the store writes, and its strides per batch, head and row.
+inline int output_buffer(const kir::Kernel& k) { return output_store(k).buffer; }
+inline std::array<SymExpr, 3> output_strides(const kir::Kernel& k) {
+  const kir::Instr& st = output_store(k);
+  return {st.index.strides[0], st.index.strides[1], st.index.strides[2]};
+}
+
+// The element of the log-sum-exp buffer (f32 [batch, heads, q_len]) at query
+// row i of batch b and head h.
+inline std::string lse_element(const kir::AttentionDesc& a) {
+  return p(a.lse) + "[(b * " + std::to_string(a.heads) + " + h) * SQ + i]";
 }
 
 // The mask's element at query i and key j of batch b and head h (the mask must be present).

@@ -21,10 +21,12 @@ const kir::AttentionDesc& grad_desc(const kir::Kernel& k) {
   return *k.attention;
 }
 
-// Whether the pass's rows are key rows of a kv head (GradK, GradV) rather than query rows of a head.
-bool key_rows(const kir::AttentionDesc& a) { return a.pass == AttentionPass::GradK || a.pass == AttentionPass::GradV; }
+// Whether the pass's rows are key rows of a kv head (GradK, GradV, GradKV) rather than query rows of a head.
+bool key_rows(const kir::AttentionDesc& a) {
+  return a.pass == AttentionPass::GradK || a.pass == AttentionPass::GradV || a.pass == AttentionPass::GradKV;
+}
 
-// The output row's size: the statistics' two, a head's or a value head's.
+// The stored output row's size: the statistics' two, a head's (dQ, dK) or a value head's (dV).
 int64_t row_size(const kir::AttentionDesc& a) {
   return a.pass == AttentionPass::Stats ? 2 : a.pass == AttentionPass::GradV ? a.v_head_size : a.head_size;
 }
@@ -32,7 +34,7 @@ int64_t row_size(const kir::AttentionDesc& a) {
 // Text both targets share: the operands' rows, the output row, a score.
 class GradWriter : protected emitc::CodeWriter {
  protected:
-  explicit GradWriter(const kir::Kernel& k) : k_(k), a_(grad_desc(k)), o_(static_cast<int>(k.buffers.size()) - 1) {}
+  explicit GradWriter(const kir::Kernel& k) : k_(k), a_(grad_desc(k)), o_(output_buffer(k)) {}
 
   std::string G() const { return std::to_string(a_.heads / a_.kv_heads); }
   std::string D() const { return std::to_string(a_.head_size); }
@@ -46,12 +48,19 @@ class GradWriter : protected emitc::CodeWriter {
     line("const " + stored(k_, buffer) + "* __restrict__ " + name + " = " + p(buffer) + " + " + offset(terms) + ";");
   }
 
-  // The output row of batch b, row head hr, row r.
+  // The output row of batch b, row head hr, row r; GradKV's dV row too.
   void output_row() {
     const std::array<SymExpr, 3> os = output_strides(k_);
     line(stored(k_, o_) + "* __restrict__ O = " + p(o_) + " + " +
          offset({{"b", os[0]}, {"hr", os[1]}, {"r", os[2]}}) + ";");
+    if (a_.pass == AttentionPass::GradKV)
+      line(stored(k_, a_.dv) + "* __restrict__ OV = " + p(a_.dv) + " + " +
+           offset({{"b", a_.dv_strides[0]}, {"hr", a_.dv_strides[1]}, {"r", a_.dv_strides[2]}}) + ";");
   }
+
+  // Whether the pass accumulates dK (GradK, GradKV) and dV (GradV, GradKV).
+  bool grad_k() const { return a_.pass == AttentionPass::GradK || a_.pass == AttentionPass::GradKV; }
+  bool grad_v() const { return a_.pass == AttentionPass::GradV || a_.pass == AttentionPass::GradKV; }
 
   // Element `e` of dY's, Y's or the statistics' row `row` (pointers dY and A
   // at the head) and of K's and V's (at the kv head).
@@ -82,25 +91,39 @@ class CudaAttentionGrad : GradWriter {
     line("const int64_t r = (int64_t)blockIdx.y * " + std::to_string(warps_) + " + warp;");
     line(std::string("if (r >= ") + (key_rows(a_) ? "SK" : "SQ") + ") return;");
     output_row();
-    const int chunks = static_cast<int>((row_size(a_) + 31) / 32);
-    if (a_.pass != AttentionPass::Stats) {
-      line("float acc[" + std::to_string(chunks) + "];");
-      line("for (int t = 0; t < " + std::to_string(chunks) + "; ++t) acc[t] = 0.f;");
+    if (a_.pass == AttentionPass::Stats) {
+      statistics();
+      out_ += "}\n";
+      return out_;
     }
+    declare_accumulator("acc", row_size(a_));
+    if (a_.pass == AttentionPass::GradKV) declare_accumulator("accv", a_.v_head_size);
     if (key_rows(a_)) key_row_pass(neg_inf);
     else query_row_pass(neg_inf);
-    if (a_.pass != AttentionPass::Stats) {
-      line("#pragma unroll");
-      open("for (int t = 0; t < " + std::to_string(chunks) + "; ++t)");
-      line("const int e = lane + 32 * t;");
-      line("if (e < " + std::to_string(row_size(a_)) + ") O[e] = " + emitc::encode("acc[t]", dtype_of(k_, o_)) + ";");
-      close();
-    }
+    store_accumulator("acc", "O", o_, row_size(a_));
+    if (a_.pass == AttentionPass::GradKV) store_accumulator("accv", "OV", a_.dv, a_.v_head_size);
     out_ += "}\n";
     return out_;
   }
 
  private:
+  static int chunks(int64_t size) { return static_cast<int>((size + 31) / 32); }
+
+  // float acc[chunks]: the lane's elements lane + 32 t of an output row of `size`.
+  void declare_accumulator(const std::string& acc, int64_t size) {
+    line("float " + acc + "[" + std::to_string(chunks(size)) + "];");
+    line("for (int t = 0; t < " + std::to_string(chunks(size)) + "; ++t) " + acc + "[t] = 0.f;");
+  }
+
+  void store_accumulator(const std::string& acc, const std::string& row, int buffer, int64_t size) {
+    line("#pragma unroll");
+    open("for (int t = 0; t < " + std::to_string(chunks(size)) + "; ++t)");
+    line("const int e = lane + 32 * t;");
+    line("if (e < " + std::to_string(size) + ") " + row + "[e] = " + emitc::encode(acc + "[t]", dtype_of(k_, buffer)) +
+         ";");
+    close();
+  }
+
   // Lines that set the f32 score s of query row i and key j (K pointing at
   // the key's row when `key_row` is empty, else at the kv head) from Q's row.
   // With soft-capping, dcap is its derivative at the score.
@@ -122,23 +145,37 @@ class CudaAttentionGrad : GradWriter {
     line("for (int x = 16; x > 0; x >>= 1) " + v + " += __shfl_xor_sync(0xffffffffu, " + v + ", x);");
   }
 
-  // acc[t] += (lane u's c) * row[lane + 32 t] for the n rows from `first` of
-  // `base` (a row stride apart).
+  // acc[t] += (lane u's coefficient) * row[lane + 32 t] for the n rows of
+  // `size` from `first` of `base` (a row stride apart).
   void accumulate(const std::string& n, const std::string& base, int buffer, const SymExpr& stride,
-                  const std::string& first) {
-    const int chunks = static_cast<int>((row_size(a_) + 31) / 32);
+                  const std::string& first, const std::string& coefficient, const std::string& acc, int64_t size) {
     open("for (int u = 0; u < " + n + "; ++u)");
-    line("const float cu = __shfl_sync(0xffffffffu, c, u);");
+    line("const float cu = __shfl_sync(0xffffffffu, " + coefficient + ", u);");
     line("#pragma unroll");
-    open("for (int t = 0; t < " + std::to_string(chunks) + "; ++t)");
+    open("for (int t = 0; t < " + std::to_string(chunks(size)) + "; ++t)");
     line("const int e = lane + 32 * t;");
-    line("if (e < " + std::to_string(row_size(a_)) + ") acc[t] += cu * " +
+    line("if (e < " + std::to_string(size) + ") " + acc + "[t] += cu * " +
          at(base.c_str(), buffer, stride, "(" + first + " + u)", "e") + ";");
     close();
     close();
   }
 
-  // Stats and GradQ: the warp's query row i against the keys, 32 at a time.
+  // Stats: the warp's query row's saved log-sum-exp beside dY . Y; no score.
+  void statistics() {
+    line("const int64_t h = hr, i = r;");
+    row_pointer("dY", a_.dout, a_.dout_strides, "h", "i");
+    row_pointer("A", a_.aux, a_.aux_strides, "h", "i");
+    line("float dd = 0.f;");
+    line("for (int e = lane; e < " + DV() + "; e += 32) dd += " + read(k_, a_.dout, "dY[e]") + " * " +
+         read(k_, a_.aux, "A[e]") + ";");
+    warp_sum("dd");
+    open("if (lane == 0)");
+    line("O[0] = " + lse_element(a_) + ";");
+    line("O[1] = dd;");
+    close();
+  }
+
+  // GradQ: the warp's query row i against the keys, 32 at a time.
   void query_row_pass(const std::string& neg_inf) {
     line("const int64_t h = hr, hk = h / " + G() + ", i = r;");
     row_pointer("Q", a_.q, a_.q_strides, "h", "i");
@@ -147,30 +184,6 @@ class CudaAttentionGrad : GradWriter {
     row_pointer("dY", a_.dout, a_.dout_strides, "h", "i");
     row_pointer("A", a_.aux, a_.aux_strides, "h", "i");
     line(std::string("const int64_t kv_end = ") + (a_.causal ? "i + 1 < SK ? i + 1 : SK" : "SK") + ";");
-    if (a_.pass == AttentionPass::Stats) {
-      line("float m = " + neg_inf + ", l = 0.f;");
-      open("for (int64_t j0 = 0; j0 < kv_end; j0 += 32)");
-      line("const int64_t j = j0 + lane;");
-      score("Q", "(K + j * " + expr(a_.k_strides[2]) + ")", "j < kv_end");
-      line("float top = s;");
-      line("for (int x = 16; x > 0; x >>= 1) top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, x));");
-      line("if (top == " + neg_inf + ") continue;");
-      line("const float m_new = fmaxf(m, top);");
-      line("float e = s == " + neg_inf + " ? 0.f : expf(s - m_new);");
-      warp_sum("e");
-      line("l = l * expf(m - m_new) + e;");
-      line("m = m_new;");
-      close();
-      line("float dd = 0.f;");
-      line("for (int e = lane; e < " + DV() + "; e += 32) dd += " + read(k_, a_.dout, "dY[e]") + " * " +
-           read(k_, a_.aux, "A[e]") + ";");
-      warp_sum("dd");
-      open("if (lane == 0)");
-      line("O[0] = m == " + neg_inf + " ? m : m + logf(l);");
-      line("O[1] = dd;");
-      close();
-      return;
-    }
     line("const float lse = A[0], dd = A[1];");
     open("if (lse != " + neg_inf + ")");
     open("for (int64_t j0 = 0; j0 < kv_end; j0 += 32)");
@@ -184,15 +197,15 @@ class CudaAttentionGrad : GradWriter {
     line("c = expf(s - lse) * (dp - dd) * " + emitc::literal(a_.scale, DType::F32) + cap_factor() + ";");
     close();
     line("const int n = kv_end - j0 < 32 ? (int)(kv_end - j0) : 32;");
-    accumulate("n", "K", a_.k, a_.k_strides[2], "j0");
+    accumulate("n", "K", a_.k, a_.k_strides[2], "j0", "c", "acc", a_.head_size);
     close();
     close();
   }
 
-  // GradK and GradV: the warp's key row j against the query rows of its kv
-  // head's group, 32 at a time.
+  // GradK, GradV and GradKV: the warp's key row j against the query rows of
+  // its kv head's group, 32 at a time; GradKV accumulates dK (acc, from
+  // dS_ij) and dV (accv, from P_ij) from the same scores.
   void key_row_pass(const std::string& neg_inf) {
-    const bool grad_k = a_.pass == AttentionPass::GradK;
     line("const int64_t hk = hr, j = r;");
     row_pointer("Kj", a_.k, a_.k_strides, "hk", "j");
     row_pointer("Vj", a_.v, a_.v_strides, "hk", "j");
@@ -205,23 +218,29 @@ class CudaAttentionGrad : GradWriter {
     line("const int64_t i = i0 + lane;");
     score("(Q + i * " + expr(a_.q_strides[2]) + ")", "Kj", "i < SQ");
     line("float c = 0.f;");
+    if (a_.pass == AttentionPass::GradKV) line("float cv = 0.f;");
     open("if (s != " + neg_inf + ")");
     line("const float lse = A[i * " + expr(a_.aux_strides[2]) + "];");
     open("if (lse != " + neg_inf + ")");
-    if (grad_k) {
+    if (grad_k()) {
+      line("const float pj = expf(s - lse);");
       line("float dp = 0.f;");
       line("for (int e = 0; e < " + DV() + "; ++e) dp += " + at("dY", a_.dout, a_.dout_strides[2], "i", "e") + " * " +
            read(k_, a_.v, "Vj[e]") + ";");
-      line("c = expf(s - lse) * (dp - A[i * " + expr(a_.aux_strides[2]) + " + 1]) * " +
-           emitc::literal(a_.scale, DType::F32) + cap_factor() + ";");
+      line("c = pj * (dp - A[i * " + expr(a_.aux_strides[2]) + " + 1]) * " + emitc::literal(a_.scale, DType::F32) +
+           cap_factor() + ";");
+      if (grad_v()) line("cv = pj;");
     } else {
       line("c = expf(s - lse);");
     }
     close();
     close();
     line("const int n = SQ - i0 < 32 ? (int)(SQ - i0) : 32;");
-    if (grad_k) accumulate("n", "Q", a_.q, a_.q_strides[2], "i0");
-    else accumulate("n", "dY", a_.dout, a_.dout_strides[2], "i0");
+    if (grad_k()) accumulate("n", "Q", a_.q, a_.q_strides[2], "i0", "c", "acc", a_.head_size);
+    if (a_.pass == AttentionPass::GradV)
+      accumulate("n", "dY", a_.dout, a_.dout_strides[2], "i0", "c", "acc", a_.v_head_size);
+    if (a_.pass == AttentionPass::GradKV)
+      accumulate("n", "dY", a_.dout, a_.dout_strides[2], "i0", "cv", "accv", a_.v_head_size);
     close();
     close();
   }
@@ -243,8 +262,24 @@ class HostAttentionGrad : GradWriter {
     open("for (int64_t hr = 0; hr < " + std::to_string(keys ? a_.kv_heads : a_.heads) + "; ++hr)");
     open(std::string("for (int64_t r = 0; r < ") + (keys ? "SK" : "SQ") + "; ++r)");
     output_row();
+    if (a_.pass == AttentionPass::Stats) {
+      line("const int64_t h = hr, i = r;");
+      row_pointer("dY", a_.dout, a_.dout_strides, "h", "i");
+      row_pointer("A", a_.aux, a_.aux_strides, "h", "i");
+      line("double dd = 0;");
+      line("for (int e = 0; e < " + DV() + "; ++e) dd += (double)" + read(k_, a_.dout, "dY[e]") + " * " +
+           read(k_, a_.aux, "A[e]") + ";");
+      line("O[0] = " + lse_element(a_) + ";");
+      line("O[1] = (float)dd;");
+      close();
+      close();
+      close();
+      out_ += "}\n";
+      return out_;
+    }
     const std::string size = std::to_string(row_size(a_));
     line("double acc[" + size + "] = {};");
+    if (a_.pass == AttentionPass::GradKV) line("double accv[" + DV() + "] = {};");
     if (keys) {
       line("const int64_t hk = hr, j = r;");
       row_pointer("Kj", a_.k, a_.k_strides, "hk", "j");
@@ -257,15 +292,16 @@ class HostAttentionGrad : GradWriter {
       score("Kj");
       line("const double lse = A[i * " + expr(a_.aux_strides[2]) + "];");
       line("if (lse == " + neg_inf + ") continue;");
-      if (a_.pass == AttentionPass::GradK) {
+      line("const double pj = exp(s - lse);");
+      if (grad_k()) {
         dp("Vj");
-        line("const double c = exp(s - lse) * (dp - A[i * " + expr(a_.aux_strides[2]) + " + 1]) * " +
+        line("const double c = pj * (dp - A[i * " + expr(a_.aux_strides[2]) + " + 1]) * " +
              emitc::literal(a_.scale, DType::F64) + (capped() ? " * dcap" : "") + ";");
         line("for (int e = 0; e < " + D() + "; ++e) acc[e] += c * " + read(k_, a_.q, "Q[e]") + ";");
-      } else {
-        line("const double c = exp(s - lse);");
-        line("for (int e = 0; e < " + DV() + "; ++e) acc[e] += c * " + read(k_, a_.dout, "dY[e]") + ";");
       }
+      if (grad_v())
+        line("for (int e = 0; e < " + DV() + "; ++e) " + (grad_k() ? "accv" : "acc") + "[e] += pj * " +
+             read(k_, a_.dout, "dY[e]") + ";");
       close();
       close();
     } else {
@@ -273,32 +309,22 @@ class HostAttentionGrad : GradWriter {
       row_pointer("Q", a_.q, a_.q_strides, "h", "i");
       row_pointer("dY", a_.dout, a_.dout_strides, "h", "i");
       row_pointer("A", a_.aux, a_.aux_strides, "h", "i");
-      const bool stats = a_.pass == AttentionPass::Stats;
-      if (stats) line("double m = " + neg_inf + ", l = 0;");
-      else line("const double lse = A[0], dd = A[1];");
+      line("const double lse = A[0], dd = A[1];");
       open(std::string("for (int64_t j = 0; j < ") + (a_.causal ? "(i + 1 < SK ? i + 1 : SK)" : "SK") + "; ++j)");
       row_pointer("Kj", a_.k, a_.k_strides, "hk", "j");
       row_pointer("Vj", a_.v, a_.v_strides, "hk", "j");
       score("Kj");
-      if (stats) {
-        line("const double m_new = s > m ? s : m;");
-        line("l = l * exp(m - m_new) + exp(s - m_new);");
-        line("m = m_new;");
-      } else {
-        line("if (lse == " + neg_inf + ") continue;");
-        dp("Vj");
-        line("const double c = exp(s - lse) * (dp - dd) * " + emitc::literal(a_.scale, DType::F64) +
-             (capped() ? " * dcap" : "") + ";");
-        line("for (int e = 0; e < " + D() + "; ++e) acc[e] += c * " + read(k_, a_.k, "Kj[e]") + ";");
-      }
+      line("if (lse == " + neg_inf + ") continue;");
+      dp("Vj");
+      line("const double c = exp(s - lse) * (dp - dd) * " + emitc::literal(a_.scale, DType::F64) +
+           (capped() ? " * dcap" : "") + ";");
+      line("for (int e = 0; e < " + D() + "; ++e) acc[e] += c * " + read(k_, a_.k, "Kj[e]") + ";");
       close();
-      if (stats) {
-        line("acc[0] = m == " + neg_inf + " ? m : m + log(l);");
-        line("for (int e = 0; e < " + DV() + "; ++e) acc[1] += (double)" + read(k_, a_.dout, "dY[e]") + " * " +
-             read(k_, a_.aux, "A[e]") + ";");
-      }
     }
     line("for (int e = 0; e < " + size + "; ++e) O[e] = " + emitc::encode("(float)acc[e]", dtype_of(k_, o_)) + ";");
+    if (a_.pass == AttentionPass::GradKV)
+      line("for (int e = 0; e < " + DV() + "; ++e) OV[e] = " + emitc::encode("(float)accv[e]", dtype_of(k_, a_.dv)) +
+           ";");
     close();
     close();
     close();

@@ -1,27 +1,30 @@
 // The attention backward's kernels: the CUDA and host code of the Kind::Attention
-// kernels whose AttentionDesc pass is Stats, GradQ, GradK or GradV
+// kernels whose AttentionDesc pass is Stats, GradQ, GradKV, GradK or GradV
 // (tcc::AttentionGrad, src/ops/attention_grad.cc), FlashAttention-2's backward
-// split so that no pass needs atomics: each recomputes the scores from Q and
-// K, and the [batch, heads, q_len, kv_len] probabilities are never in memory.
+// split so that no pass needs atomics: Stats puts the log-sum-exp the forward
+// saved beside D = dY . Y per query row (no score); GradQ and GradKV (or GradK
+// or GradV alone, where only one is wanted) recompute the scores from Q and K
+// and the saved log-sum-exp, and the [batch, heads, q_len, kv_len]
+// probabilities are never in memory.
 //
 // CUDA: a warp per row of the pass's output (a query row for Stats and GradQ,
-// a key row of a kv head for GradK and GradV), block / 32 rows to a block,
-// grid [batch * row heads, ceil(rows / warps)]. The lanes score 32 keys (or
-// query rows) at a time, one each, reduce the statistics by shuffles, and
-// then take the output's columns lane, lane + 32, ... : each lane's
-// coefficient (P, or dS = P (dY . V - D) * scale, times the soft-cap's
-// derivative where the scores are capped) goes round the warp by
-// shuffles and every lane accumulates its columns of the operand row it
-// weighs (K for dQ, Q for dK, dY for dV), read along the row, coalesced.
-// Operands are read from global memory (the block's warps share their head's
-// rows through the caches); f32 on the CUDA cores, f16 and bf16 read into
-// f32 and the output rounded once. GradK and GradV sum over the query heads
-// of their kv head's group and, under causal masking, start at the key's row.
+// a key row of a kv head for GradKV, GradK and GradV), block / 32 rows to a
+// block, grid [batch * row heads, ceil(rows / warps)]. The lanes score 32 keys
+// (or query rows) at a time, one each, and then take the output's columns
+// lane, lane + 32, ... : each lane's coefficient (P, or dS = P (dY . V - D) *
+// scale, times the soft-cap's derivative where the scores are capped) goes
+// round the warp by shuffles and every lane accumulates its columns of the
+// operand row it weighs (K for dQ, Q for dK, dY for dV), read along the row,
+// coalesced; GradKV accumulates dK and dV from the same scores. Operands are
+// read from global memory (the block's warps share their head's rows through
+// the caches); f32 on the CUDA cores, f16 and bf16 read into f32 and the
+// outputs rounded once. The key-row passes sum over the query heads of their
+// kv head's group and, under causal masking, start at the key's row.
 //
 // Host: the same sums per output row, in double.
 //
-// Not built: shared-memory tiles of K / V or Q / dY, tensor cores, one kernel
-// computing dK and dV together. Untuned: no GPU has measured it yet.
+// Not built: shared-memory tiles of K / V or Q / dY, tensor cores. Untuned:
+// no GPU has measured it yet.
 #pragma once
 
 #include <string>

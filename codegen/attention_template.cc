@@ -139,8 +139,17 @@ class CudaAttentionWriter : protected emitc::CodeWriter {
   }
 
   // The output buffer, and `value` encoded for it.
-  int y() const { return static_cast<int>(k_.buffers.size()) - 1; }
+  int y() const { return output_buffer(k_); }
   std::string store(const std::string& value) const { return emitc::encode(value, dtype_of(k_, y())); }
+
+  // Where the forward saves its log-sum-exp: row i's, from its maximum m and
+  // sum l, written where `writer` holds (one thread of those sharing the row).
+  void store_lse(const std::string& m, const std::string& l, const std::string& writer) {
+    if (a_.lse < 0) return;
+    const std::string neg_inf = emitc::literal(-INFINITY, DType::F32);
+    line("if (" + writer + ") " + lse_element(a_) + " = " + m + " == " + neg_inf + " ? " + m + " : " + m + " + logf(" +
+         l + ");");
+  }
 
   const kir::Kernel& k_;
   const kir::AttentionDesc& a_;
@@ -224,6 +233,7 @@ class SplitAttention : CudaAttentionWriter {
     line("m = m_new;");
     close();
     line("if (!live) return;");
+    store_lse("m", "l", "split == 0");
     output_row();
     line("const float inv = l > 0.f ? 1.f / l : 0.f;");
     line("#pragma unroll");
@@ -295,6 +305,7 @@ class WarpAttention : CudaAttentionWriter {
     open("for (int r = 0; r < " + R + "; ++r)");
     line("const int64_t i = i0 + warp * " + R + " + r;");
     line("if (i >= SQ) continue;");
+    store_lse("m[r]", "l[r]", "lane == 0");
     output_row();
     line("const float inv = l[r] > 0.f ? 1.f / l[r] : 0.f;");
     columns("Y[e] = " + store("o[r][c] * inv") + ";");
@@ -465,8 +476,8 @@ class MmaAttention : CudaAttentionWriter {
     line("l0 += __shfl_xor_sync(0xffffffffu, l0, x);");
     line("l1 += __shfl_xor_sync(0xffffffffu, l1, x);");
     close();
-    store_row("r0", "l0", 0);
-    store_row("r1", "l1", 2);
+    store_row("r0", "m0", "l0", 0);
+    store_row("r1", "m1", "l1", 2);
     out_ += "}\n";
     return out_;
   }
@@ -487,10 +498,12 @@ class MmaAttention : CudaAttentionWriter {
     const DType t = operand_dtype(k_, a_);
     return "(uint32_t)" + emitc::encode(lo, t) + " | ((uint32_t)" + emitc::encode(hi, t) + " << 16)";
   }
-  // Row `row` of the output from accumulator elements first and first + 1 of each n-tile.
-  void store_row(const std::string& row, const std::string& sum, int first) {
+  // Row `row` of the output from accumulator elements first and first + 1 of
+  // each n-tile, and its log-sum-exp from its maximum `top` and sum.
+  void store_row(const std::string& row, const std::string& top, const std::string& sum, int first) {
     open("if (" + row + " < SQ)");
     line("const int64_t i = " + row + ";");
+    store_lse(top, sum, "t == 0");
     output_row();
     line("const float inv = " + sum + " > 0.f ? 1.f / " + sum + " : 0.f;");
     open("for (int n = 0; n < " + std::to_string(a_.v_head_size / 8) + "; ++n)");
@@ -540,7 +553,9 @@ class HostAttention : emitc::CodeWriter {
     line("for (int e = 0; e < " + DV + "; ++e) o[e] = o[e] * alpha + pj * " + read(k_, a_.v, "v[e]") + ";");
     line("m = m_new;");
     close();
-    const int y = static_cast<int>(k_.buffers.size()) - 1;
+    const int y = output_buffer(k_);
+    if (a_.lse >= 0)
+      line(lse_element(a_) + " = m == " + neg_inf + " ? (float)m : (float)(m + log(l));");
     line(stored(k_, y) + "* y = " + p(y) + " + " + offset({{"b", ys[0]}, {"h", ys[1]}, {"i", ys[2]}}) + ";");
     line("for (int e = 0; e < " + DV + "; ++e) y[e] = " +
          emitc::encode("(l > 0 ? (float)(o[e] / l) : 0.f)", dtype_of(k_, y)) + ";");

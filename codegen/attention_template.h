@@ -7,7 +7,10 @@
 // the rows' running maxima and sums move on as FlashAttention-2's online
 // softmax does; with causal masking, key tiles after the block's last query
 // row are skipped; a row hidden everywhere ends with a zero sum and is stored
-// as zeros. f32 on the CUDA cores, exact to f32 rounding: f16 and bf16
+// as zeros. Where the forward is trained (AttentionDesc::lse), the thread
+// that stores a row's end also writes its log-sum-exp, max + log(sum), -inf
+// for a hidden row: the statistic the backward reads instead of recomputing
+// the scores. f32 on the CUDA cores, exact to f32 rounding: f16 and bf16
 // operands (--precision fp16 / bf16) are read into f32 tiles and the output
 // rounded once to its dtype. Two layouts:
 //

@@ -141,10 +141,13 @@ class Printer {
             " k_strides=" + strides(a.k_strides.data(), 3) + " v_strides=" + strides(a.v_strides.data(), 3) +
             " mask_strides=" + strides(a.mask_strides.data(), 4) + " scale=" + format_double(a.scale) +
             " softcap=" + format_double(a.softcap) + " causal=" + std::to_string(a.causal);
+    if (a.lse >= 0) out_ += " lse=" + buffer_ref(a.lse);
     if (a.pass != AttentionPass::Forward)
       out_ += std::string(" pass=") + attention_pass_name(a.pass) + " dout=" + buffer_ref(a.dout) +
               " aux=" + buffer_ref(a.aux) + " dout_strides=" + strides(a.dout_strides.data(), 3) +
               " aux_strides=" + strides(a.aux_strides.data(), 3);
+    if (a.pass == AttentionPass::GradKV)
+      out_ += " dv=" + buffer_ref(a.dv) + " dv_strides=" + strides(a.dv_strides.data(), 3);
     out_ += "\n";
   }
 
@@ -245,6 +248,7 @@ const char* attention_pass_name(AttentionPass p) {
     case AttentionPass::GradQ: return "grad_q";
     case AttentionPass::GradK: return "grad_k";
     case AttentionPass::GradV: return "grad_v";
+    case AttentionPass::GradKV: return "grad_kv";
   }
   TCC_CHECK(false) << "unnamed attention pass " << static_cast<int>(p);
   return "";
@@ -339,17 +343,19 @@ SymExpr flop_count(const Kernel& k) {
       TCC_CHECK(k.attention.has_value()) << "kernel " << k.name << " has an attention_acc but no attention description";
       const AttentionDesc& a = *k.attention;
       const SymExpr d = SymExpr::constant(a.head_size), dv = SymExpr::constant(a.v_head_size), two = SymExpr::constant(2);
-      // The backward's per row of its domain: each score (2 d), dY . V (2 dv) and the accumulation, over the
-      // keys of a query row or the query rows of a key's group.
+      // The backward's gradient passes per row of their domain: each score (2 d), dY . V (2 dv) and the
+      // accumulations, over the keys of a query row or the query rows of a key's group; the statistics' dY . Y
+      // (2 dv over its two elements), no score.
       const SymExpr group_rows = SymExpr::constant(a.heads / a.kv_heads) * a.q_len;
       switch (a.pass) {
         case AttentionPass::Forward:
           per_point = per_point + (two * d * a.kv_len).floordiv(dv) + two * a.kv_len;
           break;
-        case AttentionPass::Stats: per_point = per_point + d * a.kv_len + dv; break;
+        case AttentionPass::Stats: per_point = per_point + dv; break;
         case AttentionPass::GradQ: per_point = per_point + (two * (d + d + dv) * a.kv_len).floordiv(d); break;
         case AttentionPass::GradK: per_point = per_point + (two * (d + d + dv) * group_rows).floordiv(d); break;
         case AttentionPass::GradV: per_point = per_point + (two * (d + dv + dv) * group_rows).floordiv(dv); break;
+        case AttentionPass::GradKV: per_point = per_point + (two * (d + d + dv + dv) * group_rows).floordiv(d); break;
       }
     } else if (in.row && in.op != Op::ReduceSum && in.op != Op::ReduceMax && in.op != Op::ReduceMin &&
                in.op != Op::ReduceProd) {

@@ -153,19 +153,23 @@ inline const char* kind_name(Kind kind) { return kernel_kind_name(kind); }
 // axis is contiguous: a 3-D operand's heads lie side by side along it), the
 // mask through strides per batch, head, query row and key (0 where it is
 // broadcast). The domain is the output's view [batch, heads, q_len,
-// v_head_size]; one store writes Y there.
+// v_head_size]; one store writes Y there. Where the forward is trained, its
+// online softmax's log-sum-exp of each query row (-inf for a row hidden
+// everywhere) goes to the output buffer `lse` too, f32 [batch, heads, q_len].
 //
 // The backward (tcc::AttentionGrad, src/ops/attention_grad.cc) takes the same
 // description with a pass other than Forward, dY (read as Y is written) and an
-// auxiliary operand: Y for Stats, whose domain is [batch, heads, q_len, 2] and
-// whose store writes (lse, dY . Y) per query row in f32; the statistics
-// ([batch, heads, q_len, 2] f32) for GradQ, GradK and GradV, whose domains are
-// dQ's [batch, heads, q_len, head_size], dK's [batch, kv_heads, kv_len,
-// head_size] and dV's [batch, kv_heads, kv_len, v_head_size] views, stored in
-// Q's, K's and V's layouts.
-enum class AttentionPass { Forward, Stats, GradQ, GradK, GradV };
+// auxiliary operand: Y for Stats, which reads the forward's `lse` and whose
+// domain is [batch, heads, q_len, 2], its store writing (lse, dY . Y) per
+// query row in f32 (no score is recomputed); the statistics ([batch, heads,
+// q_len, 2] f32) for GradQ, GradK, GradV and GradKV, whose domains are dQ's
+// [batch, heads, q_len, head_size], dK's [batch, kv_heads, kv_len, head_size]
+// (GradK, GradKV) and dV's [batch, kv_heads, kv_len, v_head_size] views,
+// stored in Q's, K's and V's layouts. GradKV, one pass over each key row,
+// writes dV too: to the output buffer `dv` through `dv_strides`.
+enum class AttentionPass { Forward, Stats, GradQ, GradK, GradV, GradKV };
 
-// "forward", "stats", "grad_q", "grad_k", "grad_v": the text form's names.
+// "forward", "stats", "grad_q", "grad_k", "grad_v", "grad_kv": the text form's names.
 const char* attention_pass_name(AttentionPass p);
 
 struct AttentionDesc {
@@ -174,6 +178,9 @@ struct AttentionDesc {
   AttentionPass pass = AttentionPass::Forward;
   int dout = -1, aux = -1;     // the backward's dY and its Y or statistics (buffers), else -1
   std::array<SymExpr, 3> dout_strides, aux_strides;  // per batch, head, row
+  int lse = -1;  // Forward: the log-sum-exp it also writes, Stats: the one it reads (buffers), else -1
+  int dv = -1;   // GradKV: dV's output buffer, else -1
+  std::array<SymExpr, 3> dv_strides;  // per batch, kv head, row
   int64_t heads = 1, kv_heads = 1, head_size = 1, v_head_size = 1;
   SymExpr batch, q_len, kv_len;
   std::array<SymExpr, 3> q_strides, k_strides, v_strides;  // per batch, head, row

@@ -317,14 +317,19 @@ class KernelParser : TextCursor {
     a.softcap = real();
     field("causal");
     a.causal = flag();
+    if (keyword("lse")) {
+      expect("=");
+      a.lse = buffer_ref(k, false);
+    }
     if (!keyword("pass")) return a;
     expect("=");
     size_t at = pos();
     const std::string name = ident("an attention pass");
-    for (AttentionPass p : {AttentionPass::Stats, AttentionPass::GradQ, AttentionPass::GradK, AttentionPass::GradV})
+    for (AttentionPass p : {AttentionPass::Stats, AttentionPass::GradQ, AttentionPass::GradK, AttentionPass::GradV,
+                            AttentionPass::GradKV})
       if (name == attention_pass_name(p)) a.pass = p;
     if (a.pass == AttentionPass::Forward)
-      fail_at(at, "expected an attention pass (stats, grad_q, grad_k, grad_v), got '" + name + "'");
+      fail_at(at, "expected an attention pass (stats, grad_q, grad_k, grad_v, grad_kv), got '" + name + "'");
     field("dout");
     a.dout = buffer_ref(k, false);
     field("aux");
@@ -333,6 +338,11 @@ class KernelParser : TextCursor {
     a.dout_strides = fixed_exprs<3>("strides (batch, head, row)");
     field("aux_strides");
     a.aux_strides = fixed_exprs<3>("strides (batch, head, row)");
+    if (a.pass != AttentionPass::GradKV) return a;
+    field("dv");
+    a.dv = buffer_ref(k, false);
+    field("dv_strides");
+    a.dv_strides = fixed_exprs<3>("strides (batch, head, row)");
     return a;
   }
 

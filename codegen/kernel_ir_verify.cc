@@ -223,6 +223,9 @@ class Verifier {
     if (const auto& r = k_.recurrence)
       for (int b : {r->y, r->y_h, r->y_c})
         if (declared(b)) stored[static_cast<size_t>(b)] = true;
+    if (const auto& a = k_.attention)
+      for (int b : {a->pass == AttentionPass::Forward ? a->lse : -1, a->dv})
+        if (declared(b)) stored[static_cast<size_t>(b)] = true;
     for (size_t b = 0; b < k_.buffers.size(); ++b)
       if (k_.buffers[b].output && !stored[b]) fail(-1, "output buffer '" + k_.buffers[b].name + "' is never stored");
   }
@@ -281,9 +284,25 @@ class Verifier {
       fail(-1, "attention operands must be f32, f16 or bf16, not " + std::string(dtype_name(t)));
     const bool forward = a.pass == AttentionPass::Forward, stats = a.pass == AttentionPass::Stats;
     const DType out = stats ? DType::F32 : t;
-    if (dtype(a.k) != t || dtype(a.v) != t || dtype(static_cast<int>(k_.buffers.size()) - 1) != out)
+    one_accumulation(Op::AttentionAcc);
+    int stored = -1;
+    for (const Instr& in : k_.body)
+      if (in.op == Op::Store) stored = in.buffer;
+    if (dtype(a.k) != t || dtype(a.v) != t || !declared(stored) || dtype(stored) != out)
       fail(-1, std::string("attention operands q, k and v must share a dtype, which the output has") +
                    (stats ? " (f32: the statistics)" : ""));
+    if (forward || stats) {
+      if (stats) input_operand("attention", "lse", a.lse, false);
+      else if (a.lse != -1 && (!declared(a.lse) || !k_.buffers[static_cast<size_t>(a.lse)].output))
+        fail(-1, "an attention forward's lse is an output buffer");
+      if (a.lse != -1 && dtype(a.lse) != DType::F32) fail(-1, "an attention's lse is f32");
+    } else if (a.lse != -1) {
+      fail(-1, "only the attention forward and its statistics pass have an lse");
+    }
+    const bool kv = a.pass == AttentionPass::GradKV;
+    if (kv != (a.dv != -1)) fail(-1, "the attention backward's grad_kv pass, and it alone, writes dv");
+    if (kv && (!declared(a.dv) || !k_.buffers[static_cast<size_t>(a.dv)].output || dtype(a.dv) != t))
+      fail(-1, "an attention backward's dv is an output buffer of the operands' dtype");
     if (a.mask >= 0 && dtype(a.mask) != DType::Bool && dtype(a.mask) != t)
       fail(-1, "an attention mask must be bool or of the operands' dtype");
     if (forward != (a.dout < 0) || forward != (a.aux < 0))
@@ -295,7 +314,6 @@ class Verifier {
         fail(-1, "an attention backward's dout is of the operands' dtype, its aux too (Y) or f32 (statistics)");
     }
     if (rank_ != 4) fail(-1, "an attention kernel's domain is [batch, heads, rows, size], of rank 4");
-    one_accumulation(Op::AttentionAcc);
   }
 
   // Values and Indices as the domain [outer, k, inner] steps through them: each selection stored at most once.
@@ -405,7 +423,8 @@ class Verifier {
         mentions(*e, -1, "the gemm description");
     if (const auto& a = k_.attention) {
       for (const SymExpr* e : {&a->batch, &a->q_len, &a->kv_len}) mentions(*e, -1, "the attention description");
-      for (const auto* v : {&a->q_strides, &a->k_strides, &a->v_strides, &a->dout_strides, &a->aux_strides})
+      for (const auto* v : {&a->q_strides, &a->k_strides, &a->v_strides, &a->dout_strides, &a->aux_strides,
+                              &a->dv_strides})
         for (const SymExpr& e : *v) mentions(e, -1, "the attention description");
       for (const SymExpr& e : a->mask_strides) mentions(e, -1, "the attention description");
     }

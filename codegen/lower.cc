@@ -66,7 +66,7 @@ kir::Kernel Lowering::run() {
   for (size_t i = 0; i < fusion_.num_outputs(); ++i) add_buffer(fusion_.output(i), true);
   const Node* scatter = nullptr;    // iterates its updates, stores by index
   const Node* scan = nullptr;       // scans its rows, stores each element
-  const Node* attention = nullptr;  // stores its one output itself
+  const Node* attention = nullptr;  // stores its outputs itself
   const Node* topk = nullptr;       // stores its outputs itself
   const Node* recurrence = nullptr; // writes its outputs itself
   for (const auto& n : body_.nodes()) {

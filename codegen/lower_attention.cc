@@ -1,6 +1,7 @@
 // Attention kernels: a tcc::Attention or ONNX Attention node whose kernel role
-// is Attention, or a pass of the backward (tcc::AttentionGrad), lowered to its
-// AttentionDesc (lowering.h, kernel_ir.h).
+// is Attention (with the log-sum-exp it saves for its backward, if read), or a
+// pass of the backward (tcc::AttentionGrad; grad_kv's dK and dV), lowered to
+// its AttentionDesc (lowering.h, kernel_ir.h).
 #include <cmath>
 #include <string>
 #include <vector>
@@ -23,8 +24,17 @@ std::array<SymExpr, 3> head_strides(const std::vector<SymExpr>& shape, const Sym
 
 void Lowering::setup_attention(const Node& a) {
   k_.kind = kir::Kind::Attention;
-  if (fusion_.num_outputs() != 1 || body_.outputs().front() != a.output(0))
-    fail(&a, "is lowered only as a kernel of its own");
+  // The output the store writes (Y, the statistics or a gradient), and the
+  // forward's log-sum-exp or grad_kv's dV, which the template writes.
+  int y = -1, second = -1;
+  for (size_t j = 0; j < body_.outputs().size(); ++j) {
+    const Value* out = body_.outputs()[j];
+    const int buffer = static_cast<int>(fusion_.num_inputs() + j);
+    if (out == a.output(0)) y = buffer;
+    else if (a.num_outputs() > 1 && out == a.output(1)) second = buffer;
+    else fail(&a, "is lowered only as a kernel of its own");
+  }
+  if (y < 0) fail(&a, "is lowered only where its first output is read");
   for (size_t i = 0; i < a.num_inputs(); ++i)
     if (a.input(i) != nullptr && !is_body_input(a.input(i))) fail(&a, "an operand is not a body input");
   const std::vector<SymExpr> qs = shape_of(a.input(0)), ks = shape_of(a.input(1)), vs = shape_of(a.input(2));
@@ -62,22 +72,31 @@ void Lowering::setup_attention(const Node& a) {
   d.causal = a.get_int("is_causal", 0) != 0;
 
   // The output's view and layout: Y's, the statistics' or the gradient operand's.
-  const int y = static_cast<int>(fusion_.num_inputs());
   const std::vector<SymExpr> ys = k_.buffers[static_cast<size_t>(y)].shape;
   SymExpr rows = d.q_len, row_heads = heads;
   int64_t size = d.v_head_size;
-  if (a.op_type() == "AttentionGrad") {
+  if (a.op_type() != "AttentionGrad") {
+    d.lse = second;
+  } else {
     const std::string wrt = a.get_string("wrt", "");
     d.pass = wrt == "stats" ? kir::AttentionPass::Stats
              : wrt == "q"   ? kir::AttentionPass::GradQ
              : wrt == "k"   ? kir::AttentionPass::GradK
-                            : kir::AttentionPass::GradV;
+             : wrt == "v"   ? kir::AttentionPass::GradV
+                            : kir::AttentionPass::GradKV;
     d.dout = input_buffer(a.input(4));
     d.aux = input_buffer(a.input(5));
     d.dout_strides = head_strides(shape_of(a.input(4)), heads, c(d.v_head_size));
     d.aux_strides = d.pass == kir::AttentionPass::Stats ? head_strides(shape_of(a.input(5)), heads, c(d.v_head_size))
                                                         : head_strides(shape_of(a.input(5)), heads, c(2));
-    const bool keys = d.pass == kir::AttentionPass::GradK || d.pass == kir::AttentionPass::GradV;
+    if (d.pass == kir::AttentionPass::Stats) d.lse = input_buffer(a.input(6));
+    if (d.pass == kir::AttentionPass::GradKV) {
+      if (second < 0) fail(&a, "is lowered only where its dV is read");
+      d.dv = second;
+      d.dv_strides = head_strides(k_.buffers[static_cast<size_t>(second)].shape, kv_heads, c(d.v_head_size));
+    }
+    const bool keys = d.pass == kir::AttentionPass::GradK || d.pass == kir::AttentionPass::GradV ||
+                      d.pass == kir::AttentionPass::GradKV;
     if (keys) rows = d.kv_len, row_heads = kv_heads;
     size = d.pass == kir::AttentionPass::Stats ? 2
            : d.pass == kir::AttentionPass::GradV ? d.v_head_size

@@ -30,6 +30,7 @@
 
 #include "passes/pass.h"
 #include "src/ir/replace_nodes.h"
+#include "src/ops/attention.h"      // saves_lse
 #include "src/ops/decomposition.h"  // constant_value
 #include "src/ops/op_registry.h"
 
@@ -40,10 +41,18 @@ namespace {
 // The row statistics a tcc::AttentionGrad pass computes (wrt "stats") or reads (its last input).
 bool attention_statistics(const Node& n) { return n.op_type() == "AttentionGrad" && n.get_string("wrt", "") == "stats"; }
 
-// Inputs that are parameters of the op rather than data in its dtype, or f32 whatever the data's.
+// Inputs that are parameters of the op rather than data in its dtype, or f32
+// whatever the data's: the attention backward's row statistics and the
+// log-sum-exp its statistics pass reads.
 bool keeps_dtype(const Node& n, size_t i) {
   return (n.op_type() == "Resize" && (i == 1 || i == 2)) ||
-         (n.op_type() == "AttentionGrad" && i == 5 && !attention_statistics(n));
+         (n.op_type() == "AttentionGrad" && i == (attention_statistics(n) ? 6 : 5));
+}
+
+// Outputs that stay f32 whatever the operands: those statistics, and the
+// log-sum-exp a tcc::Attention saves for its backward.
+bool f32_output(const Node& n, size_t out) {
+  return attention_statistics(n) || (attn::saves_lse(n) && out == 1);
 }
 
 // Whether the op's float output takes its dtype from an attribute or another
@@ -93,7 +102,7 @@ class Autocast {
     switch (rule(n)) {
       case AutocastClass::Low:
         for (size_t i : floats) set_dtype(n, i, low_);
-        if (!attention_statistics(n)) lower_outputs(n);
+        lower_outputs(n);
         break;
       case AutocastClass::F32:
         for (size_t i : floats) set_dtype(n, i, DType::F32);
@@ -126,8 +135,8 @@ class Autocast {
   }
 
   void lower_outputs(Node& n) {
-    for (Value* v : n.outputs())
-      if (v->type().is_tensor() && v->type().dtype() == DType::F32) {
+    for (size_t o = 0; o < n.num_outputs(); ++o)
+      if (Value* v = n.output(o); !f32_output(n, o) && v->type().is_tensor() && v->type().dtype() == DType::F32) {
         v->set_type(Type::tensor(low_, v->type().shape()));
         changed_ = true;
       }

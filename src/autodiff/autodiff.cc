@@ -113,6 +113,23 @@ void expand_composites_without_rules(Graph& g, const std::vector<Value*>& params
   if (!taken_over.empty()) g.erase_nodes_if([&](const Node& n) { return taken_over.count(&n) > 0; });
 }
 
+// Nodes whose gradient rule covers them and reads something the forward
+// saves for it (OpDef::save_for_gradient: an Attention's log-sum-exp) are
+// rewritten to output it, where they depend on a parameter.
+void save_for_gradients(Graph& g, const std::vector<Value*>& params) {
+  const std::unordered_set<const Value*> depends = float_dependents(g, params);
+  std::vector<std::pair<Node*, const OpDef*>> saving;
+  for (const auto& n : g.nodes()) {
+    const OpDef* def = OpRegistry::get().lookup(*n);
+    if (def == nullptr || !def->save_for_gradient) continue;
+    std::vector<bool> wants;
+    for (size_t i = 0; i < n->num_inputs(); ++i) wants.push_back(depends.count(n->input(i)) && !configures(*n, i));
+    if (std::find(wants.begin(), wants.end(), true) == wants.end()) continue;
+    if (!def->grad_applies || def->grad_applies(*n, wants)) saving.emplace_back(n.get(), def);
+  }
+  for (const auto& [n, def] : saving) def->save_for_gradient(g, *n);
+}
+
 // The initializers a model declares trainable: metadata "tcc.parameters",
 // their names one a line (a .pt2's graph signature parameters, not its buffers
 // or constants); nullopt where the model does not say (ONNX, text IR).
@@ -326,6 +343,7 @@ TrainingGraph build_training_graph(Model& model, const TrainOptions& opts) {
                                   : find_output(g, opts.loss_output, "--loss");
   infer_shapes(g);
   expand_composites_without_rules(g, params);
+  save_for_gradients(g, params);
   ShapeInfo info = infer_shapes(g);
   const Type& lt = loss->type();
   bool scalar = lt.is_tensor() && lt.has_rank() &&

@@ -8,7 +8,9 @@
 // What the rewritten graph looks like:
 //  - The attention the model spells out (MatMul, Softmax, MatMul) is one
 //    tcc::Attention (passes/fuse_attention.cc) before anything is
-//    differentiated, so that its gradient is the fused backward's.
+//    differentiated, so that its gradient is the fused backward's; an
+//    attention that is differentiated also outputs each query row's
+//    log-sum-exp (OpDef::save_for_gradient), which that backward reads.
 //  - Parameters (float initializers matching the patterns; of a model that
 //    declares its parameters, such as a .pt2, only those) become graph inputs
 //    whose default value is their initial data (`input %w: f32[..] = ...` in

@@ -21,6 +21,11 @@
 // qk_matmul_output follows the ONNX reference implementation the node tests
 // were generated with: modes 0 and 1 give the (soft-capped) scores, 2 the
 // scores plus the bias, 3 the probabilities.
+//
+// tcc::Attention outputs Y and, where autodiff saves it for the fused
+// backward (attention_grad.cc), each query row's log-sum-exp of its logits
+// (f32 [batch, heads, q_len], -inf for a row that attends to nothing), never
+// the cache or the scores.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -125,6 +130,11 @@ void infer_attention(InferContext& ctx) {
     Dim hidden = d.v_head.is_unknown() ? Dim::unknown() : Dim(d.v_head.expr() * d.q_heads.expr());
     ctx.set_output_type(kY, Type::tensor(t, {d.batch, d.q_len, hidden}));
   }
+  if (ctx.node().domain() == kTccDomain) {
+    if (ctx.num_outputs() > 2) ctx.fail("tcc::Attention outputs Y and at most its rows' log-sum-exp");
+    if (ctx.num_outputs() > 1) ctx.set_output_type(1, Type::tensor(DType::F32, {d.batch, d.q_heads, d.q_len}));
+    return;
+  }
   if (ctx.num_outputs() > kPresentKey) ctx.set_output_type(kPresentKey, Type::tensor(t, {d.batch, d.kv_heads, total, d.head}));
   if (ctx.num_outputs() > kPresentValue)
     ctx.set_output_type(kPresentValue, Type::tensor(t, {d.batch, d.kv_heads, total, d.v_head}));
@@ -201,6 +211,7 @@ std::vector<Tensor> eval_attention(EvalContext& ctx) {
   const DType out_dt = q.dtype();
   Tensor y = four_d ? Tensor(out_dt, {batch, qh, q_len, v_head}) : Tensor(out_dt, {batch, q_len, qh * v_head});
   Tensor scores_out(out_dt, {batch, qh, q_len, keys});
+  Tensor lse(DType::F32, {batch, qh, q_len});
   std::vector<double> score(static_cast<size_t>(keys)), bias(static_cast<size_t>(keys)), prob(static_cast<size_t>(keys));
   const int64_t group = qh / kvh;
   for (int64_t b = 0; b < batch; ++b) {
@@ -231,6 +242,7 @@ std::vector<Tensor> eval_attention(EvalContext& ctx) {
         const double shift = top == kNegInf ? 0 : top;
         double sum = 0;
         for (int64_t j = 0; j < keys; ++j) sum += prob[j] = std::exp(rounded(rounded(score[j] + bias[j], dt), softmax_dt) - shift);
+        lse.set_f64((b * qh + h) * q_len + i, attends ? shift + std::log(sum) : kNegInf);
         if (sum == 0) sum = 1;
         for (int64_t j = 0; j < keys; ++j) prob[j] = attends ? rounded(rounded(prob[j] / sum, softmax_dt), dt) : 0;
         const int64_t row = ((b * qh + h) * q_len + i) * keys;
@@ -245,6 +257,7 @@ std::vector<Tensor> eval_attention(EvalContext& ctx) {
       }
     }
   }
+  if (saves_lse(n)) return {std::move(y), std::move(lse)};
   std::vector<Tensor> outs{std::move(y), std::move(pk), std::move(pv), std::move(scores_out)};
   outs.resize(ctx.num_outputs());
   return outs;
@@ -335,13 +348,13 @@ bool known_dims(const Value* v) {
 // opset 13 (Unsqueeze's axes input, Softmax along one axis), where its dims
 // are unknown, for nonpad_kv_seqlen and the window attributes, when its
 // qk_matmul_output is read, for a mask shorter than the keys and for a
-// softmax_precision other than T. The present outputs (a decoder's KV cache)
+// softmax_precision other than T, and where it saves its log-sum-exp. The present outputs (a decoder's KV cache)
 // are the K and V pieces, past included. passes/decompose leaves the
 // nodes the fused kernel computes whole (attention_kernel_refusal); autodiff
 // differentiates any Attention through these pieces.
 bool decompose_attention(Expansion& e) {
   const Node& n = e.node();
-  if (e.onnx_opset() < 13 || (n.num_outputs() > kScores && e.used(n.output(kScores))) ||
+  if (e.onnx_opset() < 13 || saves_lse(n) || (n.num_outputs() > kScores && e.used(n.output(kScores))) ||
       n.has_input(kNonpad) || n.has_attr("left_window_size") || n.has_attr("right_window_size"))
     return false;
   Value* q = n.input(kQ);
@@ -541,8 +554,12 @@ std::string operands_refusal(const Node& n) {
   return "";
 }
 
+bool saves_lse(const Node& n) {
+  return n.op_type() == "Attention" && n.domain() == kTccDomain && n.num_outputs() == 2;
+}
+
 std::string attention_kernel_refusal(const Node& n) {
-  if (n.num_outputs() != 1) return "it has present or qk_matmul_output outputs";
+  if (n.num_outputs() != 1 && !saves_lse(n)) return "it has present or qk_matmul_output outputs";
   if (n.has_input(kPastKey) || n.has_input(kPastValue) || n.has_input(kNonpad)) return "it has a cache or nonpad_kv_seqlen";
   if (n.has_attr("left_window_size") || n.has_attr("right_window_size")) return "it has a sliding window";
   return operands_refusal(n);
@@ -555,13 +572,13 @@ void register_attention_ops(OpRegistry& r) {
   auto role = [](const Node& n) { return attn::attention_kernel_refusal(n).empty(); };
   r.add(OpDef{"", "Attention", 23, 0, infer_attention, eval_attention, {}})
       .kernel_role(KernelRole::Attention, role)
-      .gradient(attn::attention_gradient, attn::fused_backward_applies)
+      .gradient(attn::attention_gradient, attn::fused_backward_applies, attn::save_log_sum_exp)
       .decomposition(decompose_attention)
       .under_autocast(AutocastClass::Low);
   // The same op at any opset: what passes/fuse_attention writes for the attention an exporter spelled out.
   r.add(OpDef{std::string(kTccDomain), "Attention", 1, 0, infer_attention, eval_attention, {}})
       .kernel_role(KernelRole::Attention, role)
-      .gradient(attn::attention_gradient, attn::fused_backward_applies)
+      .gradient(attn::attention_gradient, attn::fused_backward_applies, attn::save_log_sum_exp)
       .decomposition(decompose_attention)
       .under_autocast(AutocastClass::Low);
 }

@@ -49,18 +49,30 @@ class MaskView {
 // q_len].
 std::string operands_refusal(const Node& n);
 
+// Whether n is a tcc::Attention that also outputs each query row's
+// log-sum-exp of its scores (output 1, f32 [batch, heads, q_len], -inf for a
+// row hidden everywhere), which the fused backward reads instead of
+// recomputing the scores; autodiff adds that output (save_log_sum_exp).
+bool saves_lse(const Node& n);
+
 // Why the fused attention kernel cannot compute Attention node n, or "" when
 // it can (its kernel role is then Attention, and decompose leaves it whole):
-// operands_refusal's, only Y read, no cache, no nonpad_kv_seqlen, no window.
+// operands_refusal's, only Y (and the log-sum-exp) read, no cache, no
+// nonpad_kv_seqlen, no window.
 std::string attention_kernel_refusal(const Node& n);
 
 // The Attention nodes the fused backward (tcc::AttentionGrad) differentiates:
 // those the fused kernel computes whose mask, if float, needs no gradient. Elsewhere autodiff differentiates the
 // decomposition's pieces.
 bool fused_backward_applies(const Node& n, const std::vector<bool>& wants);
-// Attention's gradient rule: the row statistics (log-sum-exp of the scores
-// and dY . Y per query row), then dQ, dK and dV as needed, each one
-// tcc::AttentionGrad node (attention_grad.cc).
+// Attention's gradient rule (attention_grad.cc), for a node that saves its
+// log-sum-exp: the row statistics (that log-sum-exp beside dY . Y per query
+// row), then dQ and, from one pass over the key rows, dK and dV, each pass
+// one tcc::AttentionGrad node.
 void attention_gradient(GradContext& c);
+// Replaces Attention node n, which autodiff differentiates through
+// attention_gradient, by a tcc::Attention that also outputs the log-sum-exp
+// (saves_lse) its forward kernel computes along the way.
+void save_log_sum_exp(Graph& g, Node& n);
 
 }  // namespace tcc::attn

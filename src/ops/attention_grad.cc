@@ -1,23 +1,25 @@
 // tcc::AttentionGrad: the fused attention backward, as FlashAttention-2
-// computes it, in passes that each recompute the scores from Q and K rather
-// than keep the [batch, heads, q_len, kv_len] probabilities:
+// computes it, from the log-sum-exp the forward saved (tcc::Attention's
+// second output) and passes that each recompute the scores from Q and K
+// rather than keep the [batch, heads, q_len, kv_len] probabilities:
 //
-//   wrt="stats": per query row, lse_i = log sum_j exp(s_ij) and
-//                D_i = dY_i . Y_i, as [batch, heads, q_len, 2] f32;
+//   wrt="stats": per query row, the saved lse_i beside D_i = dY_i . Y_i, as
+//                [batch, heads, q_len, 2] f32 (no score is recomputed);
 //   wrt="q":     dQ_i = scale * sum_j dS_ij K_j,
-//   wrt="k":     dK_j = scale * sum_i dS_ij Q_i,
-//   wrt="v":     dV_j = sum_i P_ij dY_i,
+//   wrt="kv":    dK_j = scale * sum_i dS_ij Q_i and dV_j = sum_i P_ij dY_i,
+//                both from one pass over each key row (outputs dK, dV);
+//   wrt="k", wrt="v": one of the two, where only one is wanted,
 //
 // with P_ij = exp(s_ij - lse_i), dS_ij = P_ij (dY_i . V_j - D_i) times the
 // soft-cap's derivative 1 - tanh^2 where the scores are soft-capped, and for a
 // grouped kv head the sums over its query heads. Inputs: Q, K, V and the
-// optional mask of the Attention node (slots as there), dY, then Y (stats) or
-// the statistics (the gradients). Attributes: wrt and the Attention node's
-// scale, softcap, is_causal, q_num_heads and kv_num_heads. The scores s_ij are
-// the forward kernel's: Q_i . K_j * scale, soft-capped (softcap * tanh(s /
-// softcap)) where softcap > 0, plus the mask's bias, -inf where causal masking
-// hides j > i; a row hidden everywhere has lse -inf and passes no
-// gradient.
+// optional mask of the Attention node (slots as there), dY, then Y and the
+// saved log-sum-exp (stats) or the statistics (the gradients). Attributes:
+// wrt and the Attention node's scale, softcap, is_causal, q_num_heads and
+// kv_num_heads. The scores s_ij are the forward kernel's: Q_i . K_j * scale,
+// soft-capped (softcap * tanh(s / softcap)) where softcap > 0, plus the
+// mask's bias, -inf where causal masking hides j > i; a row hidden everywhere
+// has lse -inf and passes no gradient.
 #include <cmath>
 #include <limits>
 
@@ -31,9 +33,9 @@ namespace tcc {
 namespace attn {
 namespace {
 
-enum : size_t { kDY = 4, kAux = 5 };
+enum : size_t { kDY = 4, kAux = 5, kLse = 6 };
 
-enum class Wrt { Stats, Q, K, V };
+enum class Wrt { Stats, Q, K, V, KV };
 
 Wrt wrt_of(const Node& n) {
   const std::string w = n.get_string("wrt", "");
@@ -41,7 +43,8 @@ Wrt wrt_of(const Node& n) {
   if (w == "q") return Wrt::Q;
   if (w == "k") return Wrt::K;
   if (w == "v") return Wrt::V;
-  n.fail("wrt must be stats, q, k or v, got '" + w + "'");
+  if (w == "kv") return Wrt::KV;
+  n.fail("wrt must be stats, q, k, v or kv, got '" + w + "'");
 }
 
 void infer_attention_grad(InferContext& ctx) {
@@ -60,6 +63,10 @@ void infer_attention_grad(InferContext& ctx) {
     case Wrt::Q: ctx.set_output_type(0, q); return;
     case Wrt::K: ctx.set_output_type(0, ctx.ranked_input(kK)); return;
     case Wrt::V: ctx.set_output_type(0, ctx.ranked_input(kV)); return;
+    case Wrt::KV:
+      ctx.set_output_type(0, ctx.ranked_input(kK));
+      ctx.set_output_type(1, ctx.ranked_input(kV));
+      return;
   }
 }
 
@@ -120,32 +127,33 @@ std::vector<Tensor> eval_attention_grad(EvalContext& ctx) {
     }
     return {s + mask.bias(b, h, i, j), dcap};
   };
-  auto score = [&](int64_t b, int64_t h, int64_t i, int64_t j) { return score_of(b, h, i, j).s; };
 
   if (wrt == Wrt::Stats) {
+    if (!ctx.has_input(kLse)) ctx.fail("the statistics pass reads the forward's log-sum-exp (input 6)");
+    const Tensor& lse = ctx.input(kLse);
+    if (lse.shape() != std::vector<int64_t>{batch, qh, q_len})
+      ctx.fail("the log-sum-exp has shape " + shape_str(lse.shape()) + ", expected " +
+               shape_str({batch, qh, q_len}));
     const HeadView yv = four_d ? view_4d(aux) : view_3d(aux, qh);
     Tensor stats(DType::F32, stats_shape);
     for (int64_t b = 0; b < batch; ++b)
       for (int64_t h = 0; h < qh; ++h)
         for (int64_t i = 0; i < q_len; ++i) {
-          double top = kNegInf;
-          for (int64_t j = 0; j < kv_len; ++j) top = std::max(top, score(b, h, i, j));
-          double sum = 0;
-          if (top != kNegInf)
-            for (int64_t j = 0; j < kv_len; ++j) sum += std::exp(score(b, h, i, j) - top);
           double d = 0;
           for (int64_t e = 0; e < v_head; ++e) d += dyv.at(b, h, i, e) * yv.at(b, h, i, e);
-          const int64_t row = ((b * qh + h) * q_len + i) * 2;
-          stats.set_f64(row, top == kNegInf ? kNegInf : top + std::log(sum));
-          stats.set_f64(row + 1, d);
+          const int64_t row = (b * qh + h) * q_len + i;
+          stats.set_f64(row * 2, lse.get_f64(row));
+          stats.set_f64(row * 2 + 1, d);
         }
     return {std::move(stats)};
   }
 
-  const Tensor& x = wrt == Wrt::Q ? q : wrt == Wrt::K ? k : v;
-  std::vector<double> acc(static_cast<size_t>(x.numel()), 0.0);
-  const int64_t heads = wrt == Wrt::Q ? qh : kvh, seq = wrt == Wrt::Q ? q_len : kv_len;
-  const int64_t size = wrt == Wrt::V ? v_head : head;
+  const bool grad_k = wrt == Wrt::K || wrt == Wrt::KV, grad_v = wrt == Wrt::V || wrt == Wrt::KV;
+  std::vector<double> dq(wrt == Wrt::Q ? static_cast<size_t>(q.numel()) : 0);
+  std::vector<double> dk(grad_k ? static_cast<size_t>(k.numel()) : 0), dv(grad_v ? static_cast<size_t>(v.numel()) : 0);
+  auto at = [&](int64_t b, int64_t h, int64_t s, int64_t e, int64_t heads, int64_t seq, int64_t size) {
+    return static_cast<size_t>(flat(four_d, b, h, s, e, heads, seq, size));
+  };
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t h = 0; h < qh; ++h)
       for (int64_t i = 0; i < q_len; ++i) {
@@ -157,36 +165,44 @@ std::vector<Tensor> eval_attention_grad(EvalContext& ctx) {
           const auto [s, dcap] = score_of(b, h, i, j);
           if (s == kNegInf) continue;
           const double p = std::exp(s - lse);
-          if (wrt == Wrt::V) {
-            for (int64_t e = 0; e < v_head; ++e)
-              acc[static_cast<size_t>(flat(four_d, b, kh, j, e, heads, seq, size))] += p * dyv.at(b, h, i, e);
-            continue;
-          }
+          if (grad_v)
+            for (int64_t e = 0; e < v_head; ++e) dv[at(b, kh, j, e, kvh, kv_len, v_head)] += p * dyv.at(b, h, i, e);
+          if (wrt == Wrt::V) continue;
           double dp = 0;
           for (int64_t e = 0; e < v_head; ++e) dp += dyv.at(b, h, i, e) * vv.at(b, kh, j, e);
           const double ds = p * (dp - d) * scale * dcap;
           for (int64_t e = 0; e < head; ++e) {
-            if (wrt == Wrt::Q) acc[static_cast<size_t>(flat(four_d, b, h, i, e, heads, seq, size))] += ds * kv.at(b, kh, j, e);
-            else acc[static_cast<size_t>(flat(four_d, b, kh, j, e, heads, seq, size))] += ds * qv.at(b, h, i, e);
+            if (wrt == Wrt::Q) dq[at(b, h, i, e, qh, q_len, head)] += ds * kv.at(b, kh, j, e);
+            if (grad_k) dk[at(b, kh, j, e, kvh, kv_len, head)] += ds * qv.at(b, h, i, e);
           }
         }
       }
-  Tensor out(x.dtype(), x.shape());
-  for (size_t e = 0; e < acc.size(); ++e) out.set_f64(static_cast<int64_t>(e), acc[e]);
-  return {std::move(out)};
+  auto tensor_of = [](const Tensor& like, const std::vector<double>& acc) {
+    Tensor out(like.dtype(), like.shape());
+    for (size_t e = 0; e < acc.size(); ++e) out.set_f64(static_cast<int64_t>(e), acc[e]);
+    return out;
+  };
+  std::vector<Tensor> outs;
+  if (wrt == Wrt::Q) outs.push_back(tensor_of(q, dq));
+  if (grad_k) outs.push_back(tensor_of(k, dk));
+  if (grad_v) outs.push_back(tensor_of(v, dv));
+  return outs;
 }
 
 // Why the fused backward kernels cannot compute n, or "" when they can: the
-// forward kernel's operands, dY of the operands' dtype, and
-// Y of it too (stats) or f32 statistics; f32 statistics out, or a gradient of
-// the operands' dtype.
+// forward kernel's operands, dY of the operands' dtype, and Y of it too with
+// the f32 log-sum-exp (stats) or f32 statistics; f32 statistics out, or
+// gradients of the operands' dtype.
 std::string attention_grad_kernel_refusal(const Node& n) {
   if (std::string why = operands_refusal(n); !why.empty()) return why;
   const DType t = n.input(kQ)->type().dtype();
   if (n.input(kDY)->type().dtype() != t) return "dY's dtype is not the operands'";
   const bool stats = wrt_of(n) == Wrt::Stats;
   if (n.input(kAux)->type().dtype() != (stats ? t : DType::F32)) return "Y or the statistics are not of the expected dtype";
-  if (n.output(0)->type().dtype() != (stats ? DType::F32 : t)) return "its output is not of the expected dtype";
+  if (stats && (!n.has_input(kLse) || n.input(kLse)->type().dtype() != DType::F32))
+    return "it reads no f32 log-sum-exp";
+  for (const Value* out : n.outputs())
+    if (out->type().dtype() != (stats ? DType::F32 : t)) return "an output is not of the expected dtype";
   return "";
 }
 
@@ -209,18 +225,45 @@ void attention_gradient(GradContext& c) {
   std::map<std::string, Attribute> attrs;
   for (const char* a : {"scale", "softcap", "is_causal", "q_num_heads", "kv_num_heads"})
     if (const Attribute* v = n.attr(a)) attrs[a] = *v;
+  TCC_CHECK(saves_lse(n)) << n.name() << ": autodiff differentiates an Attention once it saves its log-sum-exp";
   Emitter& e = c.e();
   e.graph().set_opset(std::string(kTccDomain), 1);
-  auto pass = [&](const char* wrt, Value* aux) {
+  auto pass = [&](const char* wrt, std::vector<Value*> aux, size_t outputs) {
     attrs["wrt"] = Attribute::of_string(wrt);
-    Value* mask = n.has_input(kMask) ? n.input(kMask) : nullptr;
-    return e.op_n("AttentionGrad", {c.in(kQ), c.in(kK), c.in(kV), mask, c.dy(), aux}, 1, attrs,
-                  std::string(kTccDomain)).front();
+    std::vector<Value*> ins = {c.in(kQ), c.in(kK), c.in(kV), n.has_input(kMask) ? n.input(kMask) : nullptr, c.dy()};
+    ins.insert(ins.end(), aux.begin(), aux.end());
+    return e.op_n("AttentionGrad", ins, outputs, attrs, std::string(kTccDomain));
   };
-  Value* stats = pass("stats", c.out());
-  if (c.wants(kQ)) c.set(kQ, pass("q", stats));
-  if (c.wants(kK)) c.set(kK, pass("k", stats));
-  if (c.wants(kV)) c.set(kV, pass("v", stats));
+  Value* stats = pass("stats", {c.out(0), c.out(1)}, 1).front();
+  if (c.wants(kQ)) c.set(kQ, pass("q", {stats}, 1).front());
+  if (c.wants(kK) && c.wants(kV)) {
+    const std::vector<Value*> dkv = pass("kv", {stats}, 2);
+    c.set(kK, dkv[0]);
+    c.set(kV, dkv[1]);
+  } else if (c.wants(kK)) {
+    c.set(kK, pass("k", {stats}, 1).front());
+  } else if (c.wants(kV)) {
+    c.set(kV, pass("v", {stats}, 1).front());
+  }
+}
+
+void save_log_sum_exp(Graph& g, Node& n) {
+  if (saves_lse(n)) return;
+  g.set_opset(std::string(kTccDomain), 1);
+  // Twice, so that Y keeps its name: a stand-in takes over n's Y, then the
+  // node that outputs the log-sum-exp takes it over under Y's name.
+  auto with_lse = [&](Node& from, const std::string& y) {
+    Node* t = g.insert_node(&from, "Attention", from.inputs(), {y, g.fresh_name(y + "/lse")},
+                            std::string(kTccDomain), from.name());
+    for (const auto& [name, a] : from.attrs()) t->set_attr(name, a);
+    t->set_source(from.source());
+    t->output(0)->set_type(from.output(0)->type());
+    g.replace_all_uses(from.output(0), t->output(0));
+    g.erase_nodes_if([&](const Node& x) { return &x == &from; });
+    return t;
+  };
+  const std::string y = n.output(0)->name();
+  with_lse(*with_lse(n, g.fresh_name(y)), y);
 }
 
 }  // namespace attn

@@ -69,6 +69,10 @@ using GradRule = std::function<void(GradContext&)>;
 // Whether a rule covers a node, given which of its inputs need a gradient;
 // where it does not, autodiff differentiates the op's decomposition instead.
 using GradApplies = std::function<bool(const Node&, const std::vector<bool>& wants)>;
+// Rewrites a forward node the rule covers, before the backward is built, so
+// that it also outputs what the rule reads (Attention: each query row's
+// log-sum-exp, which its kernel computes anyway).
+using SaveForGradient = std::function<void(Graph&, Node&)>;
 
 // ---- helpers the families' rules share
 

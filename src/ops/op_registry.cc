@@ -149,9 +149,10 @@ OpDef& OpDef::pointwise_kernel(PointwiseFn f, std::function<bool(const Node&)> a
   return kernel_role(KernelRole::Pointwise, std::move(applies));
 }
 
-OpDef& OpDef::gradient(GradRule rule, GradApplies applies) {
+OpDef& OpDef::gradient(GradRule rule, GradApplies applies, SaveForGradient save) {
   grad = std::move(rule);
   grad_applies = std::move(applies);
+  save_for_gradient = std::move(save);
   return *this;
 }
 

@@ -151,6 +151,8 @@ struct OpDef {
   // Where the rule covers a node (every node when unset); elsewhere autodiff
   // differentiates the decomposition's pieces.
   GradApplies grad_applies = nullptr;
+  // What autodiff does to a node the rule covers first (gradient.h); unset: nothing.
+  SaveForGradient save_for_gradient = nullptr;
   // The ops a node is rewritten into before fusion (decomposition.h); unset:
   // the op is lowered as it is.
   DecomposeFn decompose = nullptr;
@@ -169,7 +171,7 @@ struct OpDef {
   OpDef& kernel_role(KernelRole declared, std::function<KernelRole(const Node&)> role);
   // The Pointwise role, for nodes where `applies` holds, computed by `f`.
   OpDef& pointwise_kernel(PointwiseFn f, std::function<bool(const Node&)> applies = nullptr);
-  OpDef& gradient(GradRule rule, GradApplies applies = nullptr);
+  OpDef& gradient(GradRule rule, GradApplies applies = nullptr, SaveForGradient save = nullptr);
   OpDef& decomposition(DecomposeFn f);
   // Marks an op whose decomposition autodiff differentiates (grad_by_decomposition).
   OpDef& trains_through_decomposition();

@@ -2,7 +2,9 @@
 // against the gradients autodiff takes through Attention's decomposition,
 // which GradRule.MatchesFiniteDifferences checks against finite differences:
 // the same model in f32 takes the fused passes, in f64 (which the fused
-// kernels do not take) the decomposition, and their gradients agree.
+// kernels do not take) the decomposition, and their gradients agree. The
+// fused backward reads the log-sum-exp its forward saved and runs the passes
+// each case names: dK and dV from one pass where both are wanted.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -19,6 +21,7 @@ struct FusedCase {
   std::string body;   // computes %y of type `ytype`
   std::string ytype;
   bool fused;  // whether the f32 model takes the fused backward
+  std::string passes;  // then its passes' wrt, in graph order
 };
 
 std::ostream& operator<<(std::ostream& os, const FusedCase& c) { return os << c.name; }
@@ -59,6 +62,20 @@ TEST_P(FusedAttentionBackward, MatchesTheDecompositionsGradients) {
   EXPECT_EQ(count_ops(*fused->graph, "AttentionGrad") > 0, c.fused);
   EXPECT_EQ(count_ops(*fused->graph, "Softmax") > 0, !c.fused);
   EXPECT_EQ(count_ops(*decomposed->graph, "AttentionGrad"), 0u);
+  // The forward saves its rows' log-sum-exp, which the statistics pass reads.
+  const Node* forward = nullptr;
+  std::string passes;
+  for (const auto& n : fused->graph->nodes()) {
+    if (n->op_type() == "Attention") forward = n.get();
+    if (n->op_type() != "AttentionGrad") continue;
+    passes += (passes.empty() ? "" : ",") + n->get_string("wrt", "");
+    if (n->get_string("wrt", "") == "stats") {
+      ASSERT_NE(forward, nullptr);
+      ASSERT_EQ(forward->num_outputs(), 2u);
+      EXPECT_EQ(n->input(6), forward->output(1));
+    }
+  }
+  EXPECT_EQ(passes, c.passes);
 
   Interpreter interp;
   std::vector<Tensor> got = interp.run(*fused->graph, {});
@@ -77,26 +94,33 @@ TEST_P(FusedAttentionBackward, MatchesTheDecompositionsGradients) {
 const FusedCase kCases[] = {
     {"gqa_causal",
      "  const %wq: $T[2, 4, 5, 8] = $R\n  const %wk: $T[2, 2, 5, 8] = $R\n  const %wv: $T[2, 2, 5, 6] = $R\n",
-     "  %y: $T[2, 4, 5, 6] = Attention(%wq, %wk, %wv) {is_causal = 1}\n", "$T[2, 4, 5, 6]", true},
+     "  %y: $T[2, 4, 5, 6] = Attention(%wq, %wk, %wv) {is_causal = 1}\n", "$T[2, 4, 5, 6]", true, "stats,q,kv"},
     // One parameter in all three slots: its gradient sums dQ, dK and dV; the mask is a constant.
     {"3d_additive_mask",
      "  const %w: $T[2, 4, 12] = $R\n  const %m: $T[4, 4] = $R\n",
      "  %y: $T[2, 4, 12] = Attention(%w, %w, %w, %m) {q_num_heads = 3, kv_num_heads = 3, scale = 0.3}\n",
-     "$T[2, 4, 12]", true},
+     "$T[2, 4, 12]", true, "stats,q,kv"},
     // Query row 1 sees no key: its row passes no gradient.
     {"bool_mask_hidden_row",
      "  const %wq: $T[1, 2, 3, 4] = $R\n  const %wkv: $T[1, 2, 5, 4] = $R\n"
      "  const %m: bool[3, 5] = [true, false, true, true, false, false, false, false, false, false, true, true, "
      "false, true, true]\n",
-     "  %y: $T[1, 2, 3, 4] = Attention(%wq, %wkv, %wkv, %m)\n", "$T[1, 2, 3, 4]", true},
+     "  %y: $T[1, 2, 3, 4] = Attention(%wq, %wkv, %wkv, %m)\n", "$T[1, 2, 3, 4]", true, "stats,q,kv"},
     {"softcap_causal",
      "  const %wq: $T[1, 2, 4, 6] = $R\n  const %wk: $T[1, 2, 4, 6] = $R\n",
      "  %y: $T[1, 2, 4, 6] = Attention(%wq, %wk, %wk) {is_causal = 1, scale = 2.0, softcap = 1.5}\n",
-     "$T[1, 2, 4, 6]", true},
+     "$T[1, 2, 4, 6]", true, "stats,q,kv"},
+    // V is no parameter: dK alone; Q and K no parameters: dV alone.
+    {"frozen_values",
+     "  const %wq: $T[1, 2, 4, 6] = $R\n  const %wk: $T[1, 1, 4, 6] = $R\n  const %v: $T[1, 1, 4, 3] = $R\n",
+     "  %y: $T[1, 2, 4, 3] = Attention(%wq, %wk, %v) {is_causal = 1}\n", "$T[1, 2, 4, 3]", true, "stats,q,k"},
+    {"values_only",
+     "  const %q: $T[1, 2, 4, 6] = $R\n  const %k: $T[1, 2, 4, 6] = $R\n  const %wv: $T[1, 2, 4, 5] = $R\n",
+     "  %y: $T[1, 2, 4, 5] = Attention(%q, %k, %wv)\n", "$T[1, 2, 4, 5]", true, "stats,v"},
     // A trained additive mask (a learned bias) needs the scores' gradient: the decomposition's.
     {"trained_mask",
      "  const %wq: $T[1, 2, 3, 4] = $R\n  const %wk: $T[1, 2, 3, 4] = $R\n  const %wm: $T[3, 3] = $R\n",
-     "  %y: $T[1, 2, 3, 4] = Attention(%wq, %wk, %wk, %wm)\n", "$T[1, 2, 3, 4]", false},
+     "  %y: $T[1, 2, 3, 4] = Attention(%wq, %wk, %wk, %wm)\n", "$T[1, 2, 3, 4]", false, ""},
 };
 
 INSTANTIATE_TEST_SUITE_P(Autodiff, FusedAttentionBackward, ::testing::ValuesIn(kCases),
