@@ -50,7 +50,7 @@ TEST(OpsCommand, GpuPathAndGradientFollowTheDefinitions) {
   for (const Case& c : {Case{"", "Add", "kernel", true}, Case{"", "MatMul", "library", true},
                         Case{"", "Conv", "library", true}, Case{"", "Softmax", "kernel", true},
                         Case{"", "NonZero", "kernel", false}, Case{"", "Unique", "kernel", false},
-                        Case{"", "Multinomial", "host", false},
+                        Case{"", "Multinomial", "kernel", false}, Case{"", "Loop", "host", false},
                         Case{"tcc", "Fusion", "host", false}}) {
     const nlohmann::json* op = find_op(j, c.domain, c.name);
     ASSERT_NE(op, nullptr) << c.name;
