@@ -368,10 +368,10 @@ std::string emit_attention_grad_cuda(const kir::Kernel& k, const KernelConfig& c
 
 std::string emit_attention_grad_host(const kir::Kernel& k) { return HostAttentionGrad(k).print(); }
 
-LaunchConfig attention_grad_launch(const kir::Kernel& k, const KernelConfig& c) {
+KernelLaunch attention_grad_launch(const kir::Kernel& k, const KernelConfig& c) {
   const kir::AttentionDesc& a = grad_desc(k);
   const int warps = c.block / 32;
-  LaunchConfig l;
+  KernelLaunch l;
   l.grid[0] = a.batch * SymExpr::constant(key_rows(a) ? a.kv_heads : a.heads);
   l.grid[1] = ((key_rows(a) ? a.kv_len : a.q_len) + SymExpr::constant(warps - 1)).floordiv(SymExpr::constant(warps));
   l.block[0] = c.block;

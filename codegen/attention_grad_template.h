@@ -39,7 +39,7 @@ namespace tcc {
 std::string emit_attention_grad_cuda(const kir::Kernel& k, const KernelConfig& c);
 std::string emit_attention_grad_host(const kir::Kernel& k);
 // Grid [batch * row heads, ceil(rows / (block / 32))] of the config's block.
-LaunchConfig attention_grad_launch(const kir::Kernel& k, const KernelConfig& c);
+KernelLaunch attention_grad_launch(const kir::Kernel& k, const KernelConfig& c);
 // Without tuning: blocks of 128 (four rows).
 KernelConfig attention_grad_default_config(const kir::Kernel& k);
 // Why the config cannot run k ("" where it can): knobs other than block, and

@@ -663,11 +663,11 @@ std::string attention_schedule(const kir::Kernel& k, const KernelConfig& c) {
          ", rows " + std::to_string(b.rows) + (b.lanes > 0 ? ", " + std::to_string(b.lanes) + " lanes a row" : "");
 }
 
-LaunchConfig attention_launch(const kir::Kernel& k, const KernelConfig& c) {
+KernelLaunch attention_launch(const kir::Kernel& k, const KernelConfig& c) {
   if (desc(k).pass != kir::AttentionPass::Forward) return attention_grad_launch(k, c);
   const kir::AttentionDesc& a = desc(k);
   Blocking b = blocking(a, c);
-  LaunchConfig l;
+  KernelLaunch l;
   l.grid[0] = a.batch * SymExpr::constant(a.heads);
   l.grid[1] = (a.q_len + SymExpr::constant(b.rows - 1)).floordiv(SymExpr::constant(b.rows));
   l.block[0] = b.threads();

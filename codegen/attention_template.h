@@ -63,7 +63,7 @@ std::string emit_attention_cuda(const kir::Kernel& k, const KernelConfig& c);
 // The kernel's host function, with emit_host's convention.
 std::string emit_attention_host(const kir::Kernel& k);
 // Grid [batch * heads, ceil(q_len / BM)] of the config's block.
-LaunchConfig attention_launch(const kir::Kernel& k, const KernelConfig& c);
+KernelLaunch attention_launch(const kir::Kernel& k, const KernelConfig& c);
 // The device functions the mma layout calls (mma.sync for f16 and for bf16),
 // once in a CUDA source that holds such a kernel.
 extern const char* const kAttentionMmaHelpers;

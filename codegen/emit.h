@@ -13,10 +13,6 @@
 
 namespace tcc {
 
-// How the runtime launches a generated kernel: the module's record
-// (src/module/manifest_records.h), as launch_config computes it.
-using LaunchConfig = KernelLaunch;
-
 // CUDA C++ for NVRTC, self-contained (no #include), one `extern "C" __global__`
 // function per kernel that does not run_library, named Kernel::name, with
 // parameters (buffer pointers in Kernel::buffers order, then one int64_t per
@@ -33,8 +29,10 @@ bool runs_library(const kir::Kernel& k, const KernelConfig& config);
 // (codegen/toolchain.h). Empty when fewer than two groups would be made.
 std::vector<std::vector<size_t>> shard_kernels(const std::vector<kir::Kernel>& kernels, std::vector<size_t> order,
                                                int units);
-LaunchConfig launch_config(const kir::Kernel& k, const KernelConfig& config);
-LaunchConfig launch_config(const kir::Kernel& k);  // with default_config(k)
+// How the runtime launches kernel k at `config`: the module's launch record
+// (src/module/manifest_records.h), its grid over the kernel's size parameters.
+KernelLaunch launch_config(const kir::Kernel& k, const KernelConfig& config);
+KernelLaunch launch_config(const kir::Kernel& k);  // with default_config(k)
 
 // Empty where c's row_cache is valid for reduction kernel k, else why not: a
 // cache needs one block per row (no split, no columns), a later pass that reads

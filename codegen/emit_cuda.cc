@@ -720,8 +720,8 @@ bool splits_rows(const kir::Kernel& k) {
   return p.reductions.size() == 1 && p.passes.back().empty();
 }
 
-LaunchConfig launch_config(const kir::Kernel& k, const KernelConfig& config) {
-  LaunchConfig c;
+KernelLaunch launch_config(const kir::Kernel& k, const KernelConfig& config) {
+  KernelLaunch c;
   switch (k.kind) {
     case kir::Kind::Pointwise: {
       if (config.tiled) {
@@ -782,6 +782,6 @@ LaunchConfig launch_config(const kir::Kernel& k, const KernelConfig& config) {
   return c;
 }
 
-LaunchConfig launch_config(const kir::Kernel& k) { return launch_config(k, default_config(k)); }
+KernelLaunch launch_config(const kir::Kernel& k) { return launch_config(k, default_config(k)); }
 
 }  // namespace tcc

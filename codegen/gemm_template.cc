@@ -338,10 +338,10 @@ std::string emit_gemm_template(const kir::Kernel& k, const KernelConfig& config)
   return TemplateEmitter(k, tile_of(config.tile), config.split).print();
 }
 
-LaunchConfig gemm_template_launch(const kir::Kernel& k, const KernelConfig& config) {
+KernelLaunch gemm_template_launch(const kir::Kernel& k, const KernelConfig& config) {
   const GemmTile& t = tile_of(config.tile);
   const kir::GemmDesc& g = *k.gemm;
-  LaunchConfig c;
+  KernelLaunch c;
   c.grid[0] = (g.m + SymExpr::constant(t.bm - 1)).floordiv(SymExpr::constant(t.bm));
   c.grid[1] = (g.n + SymExpr::constant(t.bn - 1)).floordiv(SymExpr::constant(t.bn));
   c.grid[2] = g.batch * SymExpr::constant(config.split);

@@ -80,6 +80,6 @@ extern const char* const kGemmTemplateHelpers;
 
 // Grid [ceil(m / BM), ceil(n / BN), batch * split]; with split, a workspace of
 // tiles x (split x BM x BN floats + a uint32 counter), zeroed when allocated.
-LaunchConfig gemm_template_launch(const kir::Kernel& k, const KernelConfig& config);
+KernelLaunch gemm_template_launch(const kir::Kernel& k, const KernelConfig& config);
 
 }  // namespace tcc

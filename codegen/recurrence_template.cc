@@ -235,8 +235,8 @@ std::string emit_recurrence_cuda(const kir::Kernel& k, const KernelConfig& c) {
 
 std::string emit_recurrence_host(const kir::Kernel& k) { return HostRecurrence(k).print(); }
 
-LaunchConfig recurrence_launch(const kir::Kernel& k, const KernelConfig& c) {
-  LaunchConfig l;
+KernelLaunch recurrence_launch(const kir::Kernel& k, const KernelConfig& c) {
+  KernelLaunch l;
   l.grid[0] = SymExpr::constant(desc(k).directions) * desc(k).batch;
   l.block[0] = c.block;
   return l;

@@ -38,7 +38,7 @@ std::string emit_recurrence_cuda(const kir::Kernel& k, const KernelConfig& c);
 // The kernel's host function, with emit_host's convention.
 std::string emit_recurrence_host(const kir::Kernel& k);
 // Grid [directions * batch] of the config's block.
-LaunchConfig recurrence_launch(const kir::Kernel& k, const KernelConfig& c);
+KernelLaunch recurrence_launch(const kir::Kernel& k, const KernelConfig& c);
 
 // Without tuning: a thread per row of R (gates * hidden), in whole warps, from 32 to 256.
 KernelConfig recurrence_default_config(const kir::Kernel& k);

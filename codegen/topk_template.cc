@@ -181,9 +181,9 @@ std::string emit_topk_cuda(const kir::Kernel& k, const KernelConfig& c) {
 
 std::string emit_topk_host(const kir::Kernel& k) { return HostTopK(k).print(); }
 
-LaunchConfig topk_launch(const kir::Kernel& k, const KernelConfig& c) {
+KernelLaunch topk_launch(const kir::Kernel& k, const KernelConfig& c) {
   const SymExpr per_block = SymExpr::constant(c.rows_per_block);
-  LaunchConfig l;
+  KernelLaunch l;
   l.grid[0] = (k.domain[0] * k.domain[2] + per_block - SymExpr::constant(1)).floordiv(per_block);
   l.block[0] = c.block;
   return l;

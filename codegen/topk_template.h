@@ -37,7 +37,7 @@ std::string emit_topk_cuda(const kir::Kernel& k, const KernelConfig& c);
 // The kernel's host function, with emit_host's convention.
 std::string emit_topk_host(const kir::Kernel& k);
 // Grid [ceil(rows / rows_per_block)] of the config's block.
-LaunchConfig topk_launch(const kir::Kernel& k, const KernelConfig& c);
+KernelLaunch topk_launch(const kir::Kernel& k, const KernelConfig& c);
 
 // Without tuning: a warp per row for rows up to kTopKWarpRow elements (four
 // rows to a block of 128), else a block of 256 per row.

@@ -168,7 +168,7 @@ class CudaKernelBench : public autotune::KernelBench {
   }
 
   void launch(CUfunction f, const KernelConfig& c) {
-    LaunchConfig l = launch_config(k_, c);
+    KernelLaunch l = launch_config(k_, c);
     std::vector<CUdeviceptr> buffers;
     for (const auto& b : buffers_) buffers.push_back(b->ptr);
     CUdeviceptr ws =
@@ -183,7 +183,7 @@ class CudaKernelBench : public autotune::KernelBench {
   }
 
   // A split reduction's or split-K gemm's workspace (codegen/emit.h's
-  // LaunchConfig). Its arrival counters start at zero and every launch leaves
+  // KernelLaunch). Its arrival counters start at zero and every launch leaves
   // them so, but where they lie depends on the candidate (its split, its tile):
   // the memory is cleared whenever another candidate takes it, since two
   // candidates may ask for the same size with their counters in different

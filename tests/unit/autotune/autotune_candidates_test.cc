@@ -252,7 +252,7 @@ TEST_F(AutotuneCandidates, DefaultConfigsEmitTodaysCode) {
   for (const kir::Kernel& k : ks) defaults.push_back(default_config(k));
   EXPECT_EQ(emit_cuda(ks, defaults), emit_cuda(ks));
   for (const kir::Kernel& k : ks) {
-    LaunchConfig a = launch_config(k), b = launch_config(k, default_config(k));
+    KernelLaunch a = launch_config(k), b = launch_config(k, default_config(k));
     EXPECT_EQ(a.grid[0], b.grid[0]);
     EXPECT_EQ(a.block, b.block);
   }
@@ -262,12 +262,12 @@ TEST_F(AutotuneCandidates, EmitterHonoursTheConfig) {
   const kir::Kernel& pw = vectorizable();
   EXPECT_NE(emit_cuda({pw}, {{256, 4, 1}}).find("float4"), std::string::npos);
   EXPECT_EQ(emit_cuda({pw}, {{256, 1, 1}}).find("float4"), std::string::npos);
-  LaunchConfig l = launch_config(pw, {128, 4, 1});
+  KernelLaunch l = launch_config(pw, {128, 4, 1});
   EXPECT_EQ(l.block[0], 128);
   EXPECT_EQ(l.grid[0], (domain_size(pw) + SymExpr::constant(511)).floordiv(SymExpr::constant(512)));
 
   const kir::Kernel& red = reduction();
-  LaunchConfig r = launch_config(red, {64, 1, 4});
+  KernelLaunch r = launch_config(red, {64, 1, 4});
   EXPECT_EQ(r.block[0], 64);
   EXPECT_EQ(r.grid[0], (row_count(red) + SymExpr::constant(3)).floordiv(SymExpr::constant(4)));
   // A tuned module still compiles: every candidate of every kernel goes through NVRTC.

@@ -154,7 +154,7 @@ TEST(GemmTemplate, GridCoversTheOutputEveryBatchAndSlice) {
   for (const KernelConfig& c : template_configs(k)) {
     SCOPED_TRACE(gemm_template_text(c));
     const GemmTile& t = kGemmTiles[static_cast<size_t>(c.tile - 1)];
-    LaunchConfig l = launch_config(k, c);
+    KernelLaunch l = launch_config(k, c);
     int64_t tiles_m = (200 + t.bm - 1) / t.bm, tiles_n = (200 + t.bn - 1) / t.bn;
     EXPECT_EQ(*l.grid[0].evaluate(sizes), tiles_m);
     EXPECT_EQ(*l.grid[1].evaluate(sizes), tiles_n);
@@ -263,7 +263,7 @@ TEST(GemmTemplate, EmulatedOnTheHostEveryConfigMatchesTheInterpreter) {
         }
       std::vector<int64_t> sizes;
       for (const std::string& s : k.size_params) sizes.push_back(cases[m].sizes.at(s));
-      LaunchConfig l = launch_config(k, c);
+      KernelLaunch l = launch_config(k, c);
       unsigned grid[3];
       for (int d = 0; d < 3; ++d) grid[d] = static_cast<unsigned>(*l.grid[d].evaluate(cases[m].sizes));
       // Zeroed, as the runtime allocates it; launched twice, since each launch must leave the counters at 0.

@@ -65,7 +65,7 @@ TEST(ColumnReduction, TakesReductionsWhoseRowsLieSideBySide) {
     const SymExpr blocks = SymExpr::constant((row_count(k).constant_value() + 31) / 32);
     const KernelConfig* widest = find_config(k, configs, "block=1024 columns");
     ASSERT_NE(widest, nullptr) << k.name;
-    LaunchConfig l = launch_config(k, *widest);
+    KernelLaunch l = launch_config(k, *widest);
     EXPECT_EQ(l.block, (std::array<int, 3>{32, 32, 1}));
     EXPECT_EQ(l.grid[0], blocks) << k.name;
     EXPECT_EQ(l.workspace_bytes, SymExpr());
@@ -142,7 +142,7 @@ void expect_emulated_runs_match(const ScheduledModel& s, const std::vector<kir::
     for (Tensor& t : buffers) ptrs.push_back(t.raw_mut());
     std::vector<int64_t> args;
     for (const std::string& p : k.size_params) args.push_back(sizes.at(p));
-    LaunchConfig l = launch_config(k, configs[ki]);
+    KernelLaunch l = launch_config(k, configs[ki]);
     auto launch = reinterpret_cast<EmulatedLaunch>(lib.symbol("launch_" + k.name));
     ASSERT_NE(launch, nullptr);
     // Zeroed, as the runtime allocates it; launched twice, since each launch must leave the counters at 0.
@@ -452,7 +452,7 @@ TEST(Scatter, EmulatedOnTheHostAtomicUpdatesMatchTheInterpreter) {
     for (Tensor& t : buffers) ptrs.push_back(t.raw_mut());
     std::vector<int64_t> args;
     for (const std::string& p : k.size_params) args.push_back(sizes.at(p));
-    LaunchConfig l = launch_config(k, v.configs[i]);
+    KernelLaunch l = launch_config(k, v.configs[i]);
     auto launch = reinterpret_cast<EmulatedLaunch>(lib.symbol("launch_" + k.name));
     ASSERT_NE(launch, nullptr);
     launch(ptrs.data(), args.data(), nullptr, static_cast<unsigned>(*l.grid[0].evaluate(sizes)),

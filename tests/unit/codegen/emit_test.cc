@@ -195,15 +195,15 @@ TEST(EmitC, SizeExpressionsFloorDivide) {
 }
 
 TEST(EmitC, LaunchConfigsMatchTheKernels) {
-  LaunchConfig add = launch_config(add_relu());  // vectorized: 4 elements per thread
+  KernelLaunch add = launch_config(add_relu());  // vectorized: 4 elements per thread
   EXPECT_EQ(add.grid[0].str(), ((sym("b") * S(8) + S(1023)).floordiv(S(1024))).str());
   EXPECT_EQ(add.block[0], 256);
-  LaunchConfig tr = launch_config(transpose());
+  KernelLaunch tr = launch_config(transpose());
   EXPECT_EQ(tr.grid[0], S(1));
-  LaunchConfig sm = launch_config(softmax());
+  KernelLaunch sm = launch_config(softmax());
   EXPECT_EQ(sm.grid[0], sym("r"));
   EXPECT_EQ(sm.block[0], 128);  // a row of symbolic length
-  LaunchConfig mean = launch_config(row_mean());
+  KernelLaunch mean = launch_config(row_mean());
   EXPECT_EQ(mean.grid[0], S(3));
   EXPECT_EQ(mean.block[0] % 32, 0);
   EXPECT_EQ(mean.shared_bytes, 0);
@@ -284,7 +284,7 @@ TEST(EmitC, LongRowsSplitAcrossBlocks) {
   EXPECT_NE(cu.find("__device__ bool tcc_split_arrive("), std::string::npos);
   EXPECT_EQ(emit_cuda({short_row_sum()}).find("tcc_split_arrive"), std::string::npos);
   EXPECT_EQ(reduction_split(long_row_sum()), 16);
-  LaunchConfig c = launch_config(long_row_sum());
+  KernelLaunch c = launch_config(long_row_sum());
   EXPECT_EQ(c.grid[0], S(4));
   EXPECT_EQ(c.grid[1], S(16));
   EXPECT_EQ(c.grid[2], S(1));
@@ -301,7 +301,7 @@ TEST(EmitC, SymbolicLongRowsSplitAtRunTime) {
   EXPECT_NE(text.find("const int64_t slices = (len + 4095) / 4096;"), std::string::npos) << text;
   EXPECT_NE(text.find("if (blockIdx.y >= split) return;"), std::string::npos) << text;
   EXPECT_NE(text.find("tcc_split_combine<int64_t>(ws, r, split, tcc_maxop(), "), std::string::npos) << text;
-  LaunchConfig c = launch_config(symbolic_row_max());
+  KernelLaunch c = launch_config(symbolic_row_max());
   EXPECT_EQ(c.grid[1], S(132));
   EXPECT_EQ(c.block[0], 512);  // eight elements a thread of a 4096-element slice
   EXPECT_EQ(c.workspace_bytes, S(2 * 132 * 8 + 2 * 4));
@@ -364,7 +364,7 @@ TEST(EmitC, SplitFollowsTheConfig) {
   std::string text = kernel_text(emit_cuda({short_row_sum()}, {c}), "k_short_sum");
   EXPECT_NE(text.find("void* __restrict__ ws)"), std::string::npos) << text;
   EXPECT_NE(emit_cuda({short_row_sum()}, {c}).find("__device__ bool tcc_split_arrive("), std::string::npos);
-  LaunchConfig l = launch_config(short_row_sum(), c);
+  KernelLaunch l = launch_config(short_row_sum(), c);
   EXPECT_EQ(l.grid[0], S(3));
   EXPECT_EQ(l.grid[1], S(8));
   EXPECT_EQ(l.workspace_bytes, S(3 * 8 * 8 + 3 * 4));
@@ -544,7 +544,7 @@ TEST(EmitC, ShortRowsReduceInOneBlockPerRow) {
   }
 }
 )");
-  LaunchConfig c = launch_config(short_row_sum());
+  KernelLaunch c = launch_config(short_row_sum());
   EXPECT_EQ(c.grid[0], S(3));
   EXPECT_EQ(c.grid[1], S(1));
   EXPECT_EQ(c.workspace_bytes, S(0));

@@ -236,7 +236,7 @@ TEST_F(AutotuneCompile, CachedConfigsAreAppliedReportedAndDeterministic) {
       EXPECT_EQ(mk["template"], gemm_template_text(want));
       EXPECT_FALSE(mk.contains("library"));
       EXPECT_EQ(mk["launch"]["block"][0], kGemmTiles[static_cast<size_t>(want.tile - 1)].threads());
-      LaunchConfig l = launch_config(k, want);
+      KernelLaunch l = launch_config(k, want);
       EXPECT_EQ(mk["launch"]["grid"][2], l.grid[2].str());
       EXPECT_TRUE(mk["launch"].contains("workspace_bytes")) << mk.dump();
       std::string cubin = read(dir_ / "a" / "kernels.sm_90.cubin");
