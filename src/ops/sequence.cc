@@ -59,11 +59,14 @@ const Tensor& tensor_input(const EvalContext& ctx, size_t i) {
   return t;
 }
 
-// Fails unless input i, where its type is known, is a scalar integer (a position).
+// Fails unless input i, where its type is known, is a scalar integer (a
+// position), or a one-element 1-D tensor as ONNX's own opset-12 node tests
+// feed it (position() reads either).
 void require_position(InferContext& ctx, size_t i) {
   const Type& t = ctx.input_type(i);
   if (!ctx.has_input(i) || !t.is_tensor()) return;
-  if ((t.dtype() != DType::I32 && t.dtype() != DType::I64) || (t.has_rank() && t.rank() != 0))
+  const bool one_element = t.has_rank() && t.rank() == 1 && t.shape()[0].is_static() && t.shape()[0].value() == 1;
+  if ((t.dtype() != DType::I32 && t.dtype() != DType::I64) || (t.has_rank() && t.rank() != 0 && !one_element))
     ctx.fail("position must be an int32 or int64 scalar, got " + t.str());
 }
 

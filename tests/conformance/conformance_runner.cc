@@ -11,8 +11,10 @@
 // that is a sequence or an optional of tensors is a SequenceProto or
 // OptionalProto file, run as the interpreter's sequence and optional values.
 //
-// A test is supported when the model's default-domain opset is 13..23, its
-// graph inputs and outputs are tensors, sequences or optionals, and every
+// A test is supported when the model's default-domain opset is 13..23 (or
+// older, when every node's op is defined at 13 as at the model's opset: ONNX's
+// schema at 13 dates from no later than the model's opset; such a model runs
+// as opset 13, a copy of it with that opset import), its graph inputs and outputs are tensors, sequences or optionals, and every
 // node, regions included, has an OpDef whose dtypes allow the dtypes of the
 // node's tensors, and no TypeProto attribute (tcc's IR holds none); other
 // tests are skipped and their reasons counted. Supported
@@ -45,6 +47,7 @@
 // Exit code: 0 when no supported, non-excluded test failed; 1 when one did;
 // 2 for bad usage or a bad exclusions file; 77 when DIR does not exist (ctest
 // reports the test as skipped: onnx is not installed).
+#include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
@@ -62,6 +65,8 @@
 #include <string>
 #include <unordered_map>
 #include <vector>
+
+#include <unistd.h>
 
 #include "frontends/load_model.h"
 #include "src/interp/interpreter.h"
@@ -148,6 +153,7 @@ class SupportCheck {
   std::string why_unsupported(const onnx::ModelProto& m) {
     auto it = opsets_.find("");
     if (it == opsets_.end()) return "no default-domain opset";
+    if (it->second < kMinOpset && unchanged_since(m.graph(), it->second)) it->second = kMinOpset;
     if (it->second < kMinOpset || it->second > kMaxOpset)
       return "opset " + std::to_string(it->second) + " outside " + std::to_string(kMinOpset) + ".." +
              std::to_string(kMaxOpset);
@@ -160,6 +166,19 @@ class SupportCheck {
   }
 
  private:
+  // Whether every default-domain node of g (regions included) has the
+  // definition at kMinOpset that it has at `opset`.
+  static bool unchanged_since(const onnx::GraphProto& g, int64_t opset) {
+    for (const auto& n : g.node()) {
+      if (!n.domain().empty() && n.domain() != "ai.onnx") continue;
+      const auto* schema = ONNX_NAMESPACE::OpSchemaRegistry::Schema(n.op_type(), static_cast<int>(kMinOpset), "");
+      if (schema == nullptr || schema->since_version() > opset) return false;
+      for (const auto& a : n.attribute())
+        if (a.has_g() && !unchanged_since(a.g(), opset)) return false;
+    }
+    return true;
+  }
+
   std::string check_graph(const onnx::GraphProto& g, std::vector<std::unordered_map<std::string, int32_t>>& scopes) {
     scopes.emplace_back();
     auto& types = scopes.back();
@@ -301,8 +320,9 @@ using Execute = std::function<std::vector<Tensor>(std::map<std::string, Tensor>&
 
 // Loads, shapes and runs one supported test (with `tcc`, its compiled module,
 // on the GPU with `on_gpu`); fills outcome and detail.
-void run_supported(const fs::path& test_dir, const std::string& tcc, bool on_gpu, Result& r) {
-  std::unique_ptr<Model> model = load_model((test_dir / "model.onnx").string());
+void run_supported(const fs::path& test_dir, const fs::path& model_path, const std::string& tcc, bool on_gpu,
+                   Result& r) {
+  std::unique_ptr<Model> model = load_model(model_path.string());
   infer_shapes(*model->graph);
   std::string why = check_inferred_dtypes(*model->graph);
   if (!why.empty()) {
@@ -314,7 +334,7 @@ void run_supported(const fs::path& test_dir, const std::string& tcc, bool on_gpu
   std::unique_ptr<CompiledModule> compiled;
   Execute execute = [&](std::map<std::string, Tensor>& feeds) { return Interpreter().run(g, feeds); };
   if (!tcc.empty()) {
-    compiled = std::make_unique<CompiledModule>(tcc, test_dir / "model.onnx", on_gpu);
+    compiled = std::make_unique<CompiledModule>(tcc, model_path, on_gpu);
     if (!compiled->refused().empty() || !compiled->failed().empty()) {
       r.outcome = compiled->refused().empty() ? Outcome::Failed : Outcome::Skipped;
       r.detail = compiled->refused().empty() ? compiled->failed() : compiled->refused();
@@ -379,6 +399,37 @@ void check_host_steps(Result& r, const std::map<std::string, std::string>& host_
   }
 }
 
+// The test's model.onnx, or, when its default-domain opset is below
+// kMinOpset (a model SupportCheck found unchanged at kMinOpset), a copy of it
+// importing kMinOpset, removed with this.
+class LiftedModel {
+ public:
+  LiftedModel(const fs::path& test_dir, const onnx::ModelProto& proto) : path_(test_dir / "model.onnx") {
+    onnx::ModelProto lifted = proto;
+    bool changed = false;
+    for (auto& o : *lifted.mutable_opset_import())
+      if ((o.domain().empty() || o.domain() == "ai.onnx") && o.version() < kMinOpset) {
+        o.set_version(kMinOpset);
+        changed = true;
+      }
+    if (!changed) return;
+    dir_ = fs::temp_directory_path() / ("tcc_conformance_" + std::to_string(::getpid()) + "_" +
+                                        test_dir.filename().string());
+    fs::create_directories(dir_);
+    path_ = dir_ / "model.onnx";
+    std::ofstream out(path_, std::ios::binary);
+    if (!lifted.SerializeToOstream(&out) || !out.flush()) throw InputError(path_.string() + ": cannot write");
+  }
+  ~LiftedModel() {
+    std::error_code ec;
+    if (!dir_.empty()) fs::remove_all(dir_, ec);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_, dir_;
+};
+
 Result run_test(const fs::path& test_dir, const std::map<std::string, std::string>& exclusions,
                 const std::map<std::string, std::string>& host_steps, const Options& opt) {
   Result r;
@@ -409,7 +460,8 @@ Result run_test(const fs::path& test_dir, const std::map<std::string, std::strin
     return r;
   }
   try {
-    run_supported(test_dir, opt.compiled, opt.on_gpu, r);
+    LiftedModel lifted(test_dir, proto);
+    run_supported(test_dir, lifted.path(), opt.compiled, opt.on_gpu, r);
   } catch (const std::exception& e) {
     r.outcome = Outcome::Failed;
     r.detail = e.what();
