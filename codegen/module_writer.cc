@@ -249,6 +249,9 @@ std::map<std::string, int64_t> hinted_sizes(const Graph& g, const std::map<std::
   return sizes;
 }
 
+namespace {
+
+// Makes `dir` an empty module directory: creates it, or clears a previous module there.
 void prepare_module_dir(const std::string& dir) {
   std::error_code ec;
   fs::path p(dir);
@@ -271,29 +274,34 @@ void write_module_file(const std::string& dir, const std::string& name, const st
     throw InputError(path + ": cannot write");
 }
 
-ModuleWriter::ModuleWriter(std::string dir, const ModuleContents& m)
-    : dir_(std::move(dir)), m_(m), facts_(std::make_unique<ModuleFacts>(gather_module_facts(m))) {
-  weights_ = std::async(std::launch::async, [this] { write_weights(dir_, *facts_); });
-}
+}  // namespace
 
-ModuleWriter::~ModuleWriter() {
-  if (weights_.valid()) weights_.wait();
-}
-
-void ModuleWriter::finish() {
+void write_module_dir(const std::string& dir, const ModuleContents& m) {
   auto start = std::chrono::steady_clock::now();
-  write_module_file(dir_, kManifestFile, manifest_json(m_, *facts_, dir_).dump(2) + "\n");
-  write_module_file(dir_, kCudaSourceFile, m_.cuda_source);
-  for (const CudaBinary& b : m_.binaries) write_module_file(dir_, b.file, std::string(b.bytes.begin(), b.bytes.end()));
-  if (!m_.fallbacks.empty() || !m_.schedule->binding_steps.empty())
-    write_module_file(dir_, kFallbackFile, fallback_tir(m_));
-  weights_.get();
+  prepare_module_dir(dir);
+  ModuleFacts facts = gather_module_facts(m);
+  auto weights = std::async(std::launch::async, [&] { write_weights(dir, facts); });
+  try {
+    write_module_file(dir, kManifestFile, manifest_json(m, facts, dir).dump(2) + "\n");
+    write_module_file(dir, kCudaSourceFile, m.cuda_source);
+    for (const CudaBinary& b : m.binaries) write_module_file(dir, b.file, std::string(b.bytes.begin(), b.bytes.end()));
+    if (m.options.host) {
+      write_module_file(dir, kHostSourceFile, m.host_source);
+      write_module_file(dir, kHostLibraryFile, std::string(m.host_library.begin(), m.host_library.end()));
+    }
+    if (!m.fallbacks.empty() || !m.schedule->binding_steps.empty())
+      write_module_file(dir, kFallbackFile, fallback_tir(m));
+  } catch (...) {
+    weights.wait();
+    throw;
+  }
+  weights.get();
   // The reports come last so that their timings include writing everything else.
-  CompileTimings t = m_.timings;
+  CompileTimings t = m.timings;
   t.write = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   t.total += t.write;
-  write_module_file(dir_, "report.json", report_json(m_, *facts_, t).dump(2) + "\n");
-  write_module_file(dir_, "report.md", report_md(m_, *facts_, t));
+  write_module_file(dir, "report.json", report_json(m, facts, t).dump(2) + "\n");
+  write_module_file(dir, "report.md", report_md(m, facts, t));
 }
 
 }  // namespace tcc

@@ -9,9 +9,7 @@
 #pragma once
 
 #include <cstdint>
-#include <future>
 #include <map>
-#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -81,44 +79,22 @@ struct ModuleContents {
   std::optional<AutotuneSummary> autotune;  // set when the mode autotunes
   std::string cuda_source;
   std::vector<CudaBinary> binaries;
+  std::string host_source;         // with options.host: host.cc
+  std::vector<char> host_library;  // with options.host: host.so, built from it
   CompileTimings timings;
 };
 
 // The feature whose manifest entry carries the AutotuneSummary.
 inline constexpr const char* kAutotuneFeature = "autotune_kernels";
 
-// Makes `dir` an empty module directory: creates it, or clears a previous
-// module there. A non-empty directory that holds no manifest.json is an
-// InputError (tcc does not delete what it did not write).
-void prepare_module_dir(const std::string& dir);
-
-// Writes `text` to dir/name; failures are InputErrors naming the file.
-void write_module_file(const std::string& dir, const std::string& name, const std::string& text);
-
-struct ModuleFacts;  // what several of a module's files are made from (module_facts.h)
-
-// Writes a module directory in two parts. The constructor gathers what the
-// files share from `m`'s graph, schedule, device and options, and starts
-// writing weights.bin on its own thread, beside NVRTC and the host compiler;
-// finish(), once `m`'s binaries, fallbacks and timings are in, writes
-// manifest.json, kernels.cu, the CUDA binaries, fallback.tir (when there are
-// fallbacks), report.json and report.md, and waits for the weights (their
-// errors are finish()'s). host.cc is written before either, with
-// write_module_file, because the host compiler builds host.so from it.
-class ModuleWriter {
- public:
-  ModuleWriter(std::string dir, const ModuleContents& m);
-  ~ModuleWriter();  // waits for the weights' thread
-  ModuleWriter(const ModuleWriter&) = delete;
-  ModuleWriter& operator=(const ModuleWriter&) = delete;
-  void finish();
-
- private:
-  std::string dir_;
-  const ModuleContents& m_;
-  std::unique_ptr<ModuleFacts> facts_;
-  std::future<void> weights_;
-};
+// Writes the module directory `dir` (created; a previous module there is
+// replaced, but a non-empty directory that holds no manifest.json is an
+// InputError: tcc does not delete what it did not write): manifest.json,
+// kernels.cu, the CUDA binaries, host.cc and host.so (with options.host),
+// fallback.tir (when there are fallbacks), weights.bin (on its own thread,
+// beside the rest), then report.json and report.md, whose timings add the
+// write to `m.timings`. Failures are InputErrors naming the file.
+void write_module_dir(const std::string& dir, const ModuleContents& m);
 
 // The size a symbol without a hint takes where kernels run: the random inputs
 // of `tcc run` / `tcc bench` and the shapes autotuning measures at, so a tuned

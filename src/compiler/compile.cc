@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <future>
 #include <iostream>
+#include <iterator>
 #include <numeric>
 #include <thread>
 #include <unordered_map>
@@ -17,6 +19,7 @@
 #include "src/analysis/recompile_simulator.h"
 #include "src/autotune/compile_autotune.h"
 #include "src/compiler/module_checks.h"
+#include "src/compiler/scratch_dir.h"
 #include "src/ops/kernel_roles.h"
 #include "src/shape/shape_inference.h"
 
@@ -30,13 +33,9 @@ double ms_since(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
 }
 
-// What the shapes stage learns about the model as written. The guards point
-// at the signature, so an Analysis stays where analyze() filled it.
-struct Analysis {
-  std::unordered_map<std::string, GraphBreak> breaks;  // by node name
-  ModelSignature signature;
-  std::optional<GuardSet> guards;
-};
+// Why nodes of the model as written break the graph, by node name: the
+// shapes stage's, for the fallbacks' reasons.
+using Breaks = std::unordered_map<std::string, GraphBreak>;
 
 // load: the model, and with --train its training step (inputs gain the label,
 // lr, step and optimizer state; outputs are the loss and the updated
@@ -54,8 +53,9 @@ std::unique_ptr<Model> load(const CompileRequest& req, CompileResult& r, std::fu
 
 // shapes: inference, what a module cannot carry, and explain's view of the
 // model as written: why nodes break the graph, and the guards of the whole
-// graph compiled as one variant from its declared types.
-void analyze(Model& model, Analysis& a) {
+// graph compiled as one variant from its declared types (into the result).
+Breaks analyze(Model& model, CompileResult& r) {
+  Breaks breaks;
   Graph& g = *model.graph;
   ShapeInfo info = infer_shapes(g);
   refuse_what_modules_cannot_carry(g);
@@ -70,17 +70,19 @@ void analyze(Model& model, Analysis& a) {
       b.node->fail((known ? b.message : OpRegistry::get().why_unsupported(*b.node)) +
                    "; tcc has no implementation of it, on the GPU or the host, so a compiled module could not run "
                    "(tcc explain reports it as a graph break)");
-    a.breaks.emplace(b.node->name(), b);
+    breaks.emplace(b.node->name(), b);
   }
-  a.signature = build_signature(g, info);
-  read_size_ranges(a.signature, model.metadata, model.path);
+  r.signature = std::make_unique<ModelSignature>(build_signature(g, info));
+  ModelSignature& signature = *r.signature;
+  read_size_ranges(signature, model.metadata, model.path);
   // Explain treats an integer scalar input as torch.compile treats a Python
   // int, a dynamic size it guards (`2 <= s0`). A module reads it as data on
   // every call (CumSum's axis, a Range bound), for every value: no guard.
-  for (InputSignature& in : a.signature.inputs) in.scalar_class = -1;
-  std::vector<int> all_inputs(a.signature.inputs.size());
+  for (InputSignature& in : signature.inputs) in.scalar_class = -1;
+  std::vector<int> all_inputs(signature.inputs.size());
   std::iota(all_inputs.begin(), all_inputs.end(), 0);
-  a.guards.emplace(declared_guards(a.signature, all_inputs, 0));
+  r.guards.emplace(declared_guards(signature, all_inputs, 0));
+  return breaks;
 }
 
 // --disable-passes: known passes, and none the later stages depend on.
@@ -120,27 +122,42 @@ std::vector<kir::Kernel> kernels_of(const std::vector<kir::Kernel>& kernels, con
   return out;
 }
 
+// The host library built from `shards` (and `source`, host.cc, when there is
+// one shard), in a scratch directory: the module keeps its bytes.
+std::vector<char> build_host_library(const std::string& source, const std::vector<std::string>& shards, int jobs) {
+  ScratchDir scratch("tcc-host");
+  std::string source_file = (scratch.path / kHostSourceFile).string();
+  std::string library_file = (scratch.path / kHostLibraryFile).string();
+  std::ofstream(source_file, std::ios::binary) << source;
+  compile_host_library(source_file, library_file, shards, jobs);
+  std::ifstream in(library_file, std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in.eof() && in.fail()) throw InternalError(library_file + ": cannot read the host library");
+  return bytes;
+}
+
 // build: NVRTC and the host compiler at the same time. The host compiler's
 // share of the threads is a quarter (about its part of the work on the bundled
 // models), in shards once that is two or more; NVRTC's programs, in shards of
 // their own, take the rest (all of them without a host build).
-std::vector<CudaBinary> build(const CompileRequest& req, const ModuleContents& m, CompileTimings& t) {
-  const CompileOptions& o = m.options;
-  const std::vector<kir::Kernel>& kernels = m.schedule->kernels;
+void build(const CompileRequest& req, CompileResult& r) {
+  const CompileOptions& o = r.options;
+  const std::vector<kir::Kernel>& kernels = r.schedule.kernels;
+  CompileTimings& t = r.timings;
   int jobs = req.jobs > 0 ? req.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   int host_jobs = std::max(1, jobs / 4);
   int nvrtc_jobs = o.host && host_jobs > 1 ? jobs - host_jobs : jobs;
   auto nvrtc = std::async(std::launch::async, [&] {
     auto begin = Clock::now();
-    CudaSources sources(m.cuda_source);
+    CudaSources sources(r.cuda_source);
     std::vector<size_t> generated;
     for (size_t i = 0; i < kernels.size(); ++i)
-      if (!runs_library(kernels[i], config_of(kernels, m.configs, i))) generated.push_back(i);
+      if (!runs_library(kernels[i], config_of(kernels, r.configs, i))) generated.push_back(i);
     int units = cuda_shard_count(generated.size(), o.archs.size(), nvrtc_jobs);
     for (const std::vector<size_t>& group : shard_kernels(kernels, generated, units)) {
       std::vector<KernelConfig> configs;
       for (size_t i : group)
-        configs.push_back(m.configs[i]);
+        configs.push_back(r.configs[i]);
       sources.shards.push_back(emit_cuda(kernels_of(kernels, group), configs));
     }
     auto binaries = compile_cuda(sources, o.archs, o.ptx, nvrtc_jobs);
@@ -155,20 +172,19 @@ std::vector<CudaBinary> build(const CompileRequest& req, const ModuleContents& m
       std::iota(every.begin(), every.end(), size_t{0});
       for (const std::vector<size_t>& group : shard_kernels(kernels, every, host_jobs))
         host_shards.push_back(emit_host(kernels_of(kernels, group)));
-      compile_host_library(req.output + "/" + kHostSourceFile, req.output + "/" + kHostLibraryFile, host_shards,
-                           host_jobs);
+      r.host_library = build_host_library(r.host_source, host_shards, host_jobs);
     } catch (...) {
       nvrtc.wait();
       throw;
     }
     t.host = ms_since(begin);
   }
-  return nvrtc.get();
+  r.binaries = nvrtc.get();
 }
 
 // Why each fallback step runs on the host: a graph break explain reports, or
 // a node no generated kernel computes.
-std::vector<FallbackReason> fallback_reasons(const Graph& g, const Schedule& schedule, const Analysis& a,
+std::vector<FallbackReason> fallback_reasons(const Graph& g, const Schedule& schedule, const Breaks& breaks,
                                              int& graph_breaks) {
   std::vector<FallbackReason> reasons;
   std::unordered_map<std::string, const Node*> nodes;
@@ -176,8 +192,8 @@ std::vector<FallbackReason> fallback_reasons(const Graph& g, const Schedule& sch
   for (const Step& s : schedule.steps) {
     if (s.kind != Step::Kind::Fallback) continue;
     const Node* n = nodes.at(s.node);
-    auto it = a.breaks.find(s.node);
-    if (it != a.breaks.end()) {
+    auto it = breaks.find(s.node);
+    if (it != breaks.end()) {
       ++graph_breaks;
       reasons.push_back({s.node, n->op_type(), it->second.reason, it->second.message});
     } else {
@@ -194,8 +210,11 @@ std::vector<FallbackReason> fallback_reasons(const Graph& g, const Schedule& sch
 CompileResult compile(const CompileRequest& req) {
   const CompileOptions& o = req.options;
   CompileResult r;
+  r.model_file = req.model;
+  r.reference = req.train.train ? req.train.emit_onnx : req.model;
+  r.options = o;
   r.mode = &find_mode(o.mode);
-  const DeviceProfile& device = find_device(o.device);
+  r.device = &find_device(o.device);
   bool autotunes = mode_autotunes(*r.mode);
   if (!autotunes && (!req.cache.empty() || !req.device_name.empty()))
     throw InputError("tcc compile: --cache and --device-name apply to modes that autotune (max-autotune, "
@@ -214,8 +233,7 @@ CompileResult compile(const CompileRequest& req) {
   after("load");
 
   stage = Clock::now();
-  Analysis analysis;
-  analyze(*r.model, analysis);
+  Breaks breaks = analyze(*r.model, r);
   t.shapes = ms_since(stage);
   after("shapes");
 
@@ -239,53 +257,61 @@ CompileResult compile(const CompileRequest& req) {
 
   // Every kernel's config, for the target device: measured or cached in modes
   // that autotune, else the schedule's defaults.
-  ModuleContents m;
   if (autotunes) {
-    m.autotune.emplace();
-    m.configs = compile_autotune(r.schedule.kernels, hinted_sizes(g, o.shape_hints, kUnhintedRunSize), device,
-                                 req.cache, req.device_name, req.tune_budget_s, *m.autotune);
+    r.autotune.emplace();
+    r.configs = compile_autotune(r.schedule.kernels, hinted_sizes(g, o.shape_hints, kUnhintedRunSize), *r.device,
+                                 req.cache, req.device_name, req.tune_budget_s, *r.autotune);
     after("autotune");
   } else {
-    m.configs = default_configs(r.schedule.kernels, device);
+    r.configs = default_configs(r.schedule.kernels, *r.device);
   }
 
   stage = Clock::now();
-  m.cuda_source = emit_cuda(r.schedule.kernels, m.configs);
-  m.model = req.model;
-  m.reference = req.train.train ? req.train.emit_onnx : req.model;
-  m.options = o;
-  m.mode = r.mode;
-  m.device = &device;
-  m.graph = &g;
-  m.guards = &*analysis.guards;
-  m.schedule = &r.schedule;
-  m.memory = &r.memory;
-  prepare_module_dir(req.output);
-  if (o.host) write_module_file(req.output, kHostSourceFile, emit_host(r.schedule.kernels));
+  r.cuda_source = emit_cuda(r.schedule.kernels, r.configs);
+  if (o.host) r.host_source = emit_host(r.schedule.kernels);
   t.emit = ms_since(stage);
   after("emit");
 
-  // The weights' write starts here, beside NVRTC and the host compiler.
-  ModuleWriter writer(req.output, m);
-  m.binaries = build(req, m, t);
+  build(req, r);
+  r.fallbacks = fallback_reasons(g, r.schedule, breaks, r.graph_breaks);
+  t.total = ms_since(start);
   after("build");
 
-  stage = Clock::now();
-  m.fallbacks = fallback_reasons(g, r.schedule, analysis, r.graph_breaks);
-  m.passes = r.passes;
-  m.timings = t;
-  m.timings.total = ms_since(start);
-  writer.finish();
-  t.write = ms_since(stage);
-  t.total = ms_since(start);
-  r.fallbacks = m.fallbacks;
-  r.autotune = m.autotune;
-  after("write");
+  if (!req.output.empty()) {
+    write_module(r, req.output);
+    after("write");
+  }
   // The ONNX write ran beside everything since the load; what is left of it is waited for here.
   auto written = Clock::now();
   emitted.get();
   r.emit_onnx_wait = ms_since(written);
   return r;
+}
+
+void write_module(CompileResult& r, const std::string& dir) {
+  auto start = Clock::now();
+  ModuleContents m;
+  m.model = r.model_file;
+  m.reference = r.reference;
+  m.options = r.options;
+  m.mode = r.mode;
+  m.device = r.device;
+  m.graph = r.model->graph.get();
+  m.guards = &*r.guards;
+  m.schedule = &r.schedule;
+  m.memory = &r.memory;
+  m.passes = r.passes;
+  m.fallbacks = r.fallbacks;
+  m.configs = r.configs;
+  m.autotune = r.autotune;
+  m.cuda_source = r.cuda_source;
+  m.binaries = r.binaries;
+  m.host_source = r.host_source;
+  m.host_library = r.host_library;
+  m.timings = r.timings;
+  write_module_dir(dir, m);
+  r.timings.write = ms_since(start);
+  r.timings.total += r.timings.write;
 }
 
 }  // namespace tcc

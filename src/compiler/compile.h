@@ -1,6 +1,7 @@
-// The compiler as a library: from a model file to the module directory of
-// docs/MODULE.md, on a machine with or without a GPU, as straight-line stages
-// (compile.cc), each named in kCompileStages:
+// The compiler as a library: from a model file to a module in memory (the
+// CompileResult: what the module directory of docs/MODULE.md holds), on a
+// machine with or without a GPU, as straight-line stages (compile.cc), each
+// named in kCompileStages:
 //
 //   load       the model, and with --train its training step
 //   shapes     shape inference; explain's analysis: why nodes break the graph,
@@ -12,9 +13,11 @@
 //   autotune   a configuration per kernel (only in modes that autotune)
 //   emit       CUDA C++ and host C++
 //   build      NVRTC || the host compiler, at the same time
-//   write      manifest, binaries, weights, reports
+//   write      the module directory: manifest, binaries, weights, reports
+//              (write_module; only when the request names an output)
 //
-// `tcc compile` is its flags, this, and a summary printed from the result.
+// `tcc compile` is its flags, this, and a summary printed from the result;
+// `tcc run`, `bench` and `profile` call it too (src/driver/run_support.h).
 #pragma once
 
 #include <array>
@@ -44,7 +47,9 @@ struct CompileResult;
 
 struct CompileRequest {
   std::string model;   // the model file: ONNX, .pt2 or tcc text IR
-  std::string output;  // the module directory (created; a previous module there is replaced)
+  // The module directory the write stage writes (write_module); empty: the
+  // module stays in memory, and nothing is written.
+  std::string output;
   CompileOptions options;
   TrainFlags train;
   int jobs = 0;              // threads for NVRTC and the host compiler; 0: one per hardware thread
@@ -62,28 +67,49 @@ struct CompileRequest {
   std::function<void(const std::string& stage, const CompileResult& so_far)> print_after;
 };
 
+// The compiled module, and what the compile learned on the way.
 struct CompileResult {
+  std::string model_file;  // the request's model
+  // The file holding the graph the module computes: the model, or with
+  // --train the training graph --emit-onnx writes (empty when none does).
+  std::string reference;
+  CompileOptions options;
   const CompileMode* mode = nullptr;
+  const DeviceProfile* device = nullptr;
   std::unique_ptr<Model> model;  // after the passes: the fused graph the module computes
+  std::unique_ptr<ModelSignature> signature;  // the model's inputs as written, which the guards point at
+  std::optional<GuardSet> guards;             // what the module assumes about its inputs
   Schedule schedule;
   MemoryPlan memory;
   std::vector<FallbackReason> fallbacks;  // one per fallback step, in schedule order
   int graph_breaks = 0;                   // of the fallbacks, those explain reports as graph breaks
-  std::optional<AutotuneSummary> autotune;         // set when the mode autotunes
+  std::vector<KernelConfig> configs;       // per kernel, as emitted
+  std::optional<AutotuneSummary> autotune;  // set when the mode autotunes
+  std::string cuda_source;                  // kernels.cu
+  std::vector<CudaBinary> binaries;         // per arch: a cubin, or the newest arch's PTX
+  std::string host_source;                  // with options.host: host.cc, the kernels' CPU versions
+  std::vector<char> host_library;           // with options.host: host.so, built from host_source
   std::optional<TrainingGraph> training;           // with --train
   std::optional<SavedActivations> activations;     // with --train: both choices' peaks
   bool save_all = false;  // with --train: the module keeps every activation (no recompute_activations)
   std::vector<PassRecord> passes;
   std::map<std::string, int64_t> sizes;  // each symbol at its --shape-hint, else 1
-  // Per stage; `write` is writing the module directory, `total` everything up
-  // to that, without the wait for --emit-onnx's file (`emit_onnx_wait`).
+  // Per stage; `write` is writing the module directory (0 until written),
+  // `total` everything up to that, without the wait for --emit-onnx's file
+  // (`emit_onnx_wait`).
   CompileTimings timings;
   double emit_onnx_wait = 0;
 };
 
-// Compiles `request.model` into the module directory `request.output`. The
-// mode, device and tuning flags are checked before the model is read. Errors
-// in the model or the request are InputErrors.
+// Compiles `request.model` into a module, written to `request.output` when
+// one is named. The mode, device and tuning flags are checked before the model
+// is read. Errors in the model or the request are InputErrors.
 CompileResult compile(const CompileRequest& request);
+
+// The write stage: the module directory `dir` of docs/MODULE.md from a
+// compile's result (created; a previous module there is replaced; a non-empty
+// directory that is not a module is an InputError). Sets the result's
+// `write` time and adds it to `total`, as the reports record them.
+void write_module(CompileResult& result, const std::string& dir);
 
 }  // namespace tcc

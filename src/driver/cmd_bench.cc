@@ -6,7 +6,7 @@
 //                   [--warmup N] [--iterations N | --duration S] [--check]
 //   tcc profile MODEL --report DIR ...   bench plus CUPTI kernel tracing
 //
-// Each mode is compiled with `tcc compile --mode` (eager: one kernel per node)
+// Each mode is compiled in process as `tcc compile --mode` would (eager: one kernel per node)
 // and timed by profiler::bench_on_gpu; reduce-overhead and max-autotune replay
 // a CUDA graph per binding of the symbolic dims. Without a GPU both commands say so and exit 2, but
 // `--from-recorded FILE` (`tcc profile --replay FILE`) writes the reports of
@@ -21,6 +21,7 @@
 #include "codegen/profiles.h"
 #include "frontends/load_model.h"
 #include "src/autotune/compile_autotune.h"
+#include "src/compiler/scratch_dir.h"
 #include "src/driver/commands.h"
 #include "src/driver/run_support.h"
 #include "src/interp/interpreter.h"
@@ -142,17 +143,15 @@ ExitCode run_bench(const BenchOptions& o) {
   std::vector<Tensor> expected;
   if (o.check) expected = Interpreter().run(g, inputs);
   bool all_match = true;
-  fs::path scratch = fs::temp_directory_path() / ("tcc-bench-" + std::to_string(::getpid()));
-  struct Cleanup {
-    fs::path dir;
-    ~Cleanup() {
-      std::error_code ec;
-      fs::remove_all(dir, ec);
-    }
-  } cleanup{scratch};
+  ScratchDir scratch_dir("tcc-bench");
+  const fs::path& scratch = scratch_dir.path;
   std::vector<profiler::BenchSettings> settings;
   for (const CompileMode* mode : modes) {
     std::string dir = (scratch / mode->name).string();
+    CompileRequest req = module_request(o.model, dir, mode->name, hints, arch, m.device);
+    req.tune_budget_s = o.tune_budget;
+    if (!o.disabled_passes.empty()) req.disabled_passes = split(o.disabled_passes, ',');
+    req.options.precision = precision_of(o.precision);
     std::vector<std::string> flags;
     if (mode_autotunes(*mode)) flags = {"--tune-budget", std::to_string(o.tune_budget)};
     if (!o.disabled_passes.empty()) flags.insert(flags.end(), {"--disable-passes", o.disabled_passes});
@@ -161,7 +160,7 @@ ExitCode run_bench(const BenchOptions& o) {
     for (const std::string& flag : device_flags(arch, m.device)) std::cerr << " " << flag;
     for (const std::string& flag : flags) std::cerr << " " << flag;
     std::cerr << ")\n";
-    double compile_s = compile_module(o.model, dir, mode->name, hints, arch, m.device, flags);
+    double compile_s = compile_module(req);
     profiler::BenchSettings& s = settings.emplace_back();
     s.warmup = o.warmup;
     s.iterations = o.iterations;

@@ -23,6 +23,7 @@
 
 #include "frontends/load_model.h"
 #include "frontends/onnx/tensor_io.h"
+#include "src/compiler/scratch_dir.h"
 #include "src/driver/commands.h"
 #include "src/driver/run_support.h"
 #include "src/interp/interpreter.h"
@@ -236,20 +237,6 @@ void write_outputs(const RunOptions& o, const Graph& g, const std::vector<Tensor
   }
 }
 
-// A temporary module directory, removed when the run ends.
-struct ScratchDir {
-  fs::path path;
-  ScratchDir() {
-    std::string pattern = (fs::temp_directory_path() / "tcc-run-XXXXXX").string();
-    if (!mkdtemp(pattern.data())) throw InputError("cannot create a temporary directory in " + pattern);
-    path = pattern;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
-
 ExitCode run(const RunOptions& o) {
   if (o.reference + o.host > 1) throw InputError("tcc run: choose one of --reference and --host");
   if (o.reference && (o.check || o.check_steps))
@@ -276,11 +263,11 @@ ExitCode run(const RunOptions& o) {
     std::unique_ptr<ScratchDir> scratch;
     std::string module = o.target;
     if (!is_module_dir(o.target)) {
-      scratch = std::make_unique<ScratchDir>();
+      scratch = std::make_unique<ScratchDir>("tcc-run");
       module = (scratch->path / "module").string();
-      std::vector<std::string> flags;
-      if (o.precision != "fp32") flags = {"--precision", o.precision};
-      compile_module(o.target, module, "default", o.shapes, o.host ? "" : profiler::gpu_arch(), "", flags);
+      CompileRequest req = module_request(o.target, module, "default", o.shapes, o.host ? "" : profiler::gpu_arch());
+      req.options.precision = precision_of(o.precision);
+      compile_module(req);
     }
     precision = module_precision(module);
     profiler::StepInspector inspect;

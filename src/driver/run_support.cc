@@ -1,27 +1,20 @@
 // Shared by the commands that run models (run_support.h).
 #include "src/driver/run_support.h"
 
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <filesystem>
 #include <random>
 #include <regex>
 
 #include "codegen/module_writer.h"
+#include "src/driver/commands.h"
 #include "frontends/onnx/tensor_io.h"
 #include "src/diag/errors.h"
 #include "src/ir/sym.h"
 
 namespace fs = std::filesystem;
-
-extern char** environ;
 
 namespace tcc {
 
@@ -103,40 +96,44 @@ bool is_module_dir(const std::string& path) { return fs::is_regular_file(fs::pat
 
 const std::vector<std::string> kCubinArchs = {"sm_80", "sm_86", "sm_89", "sm_90"};
 
+namespace {
+
+bool has_cubin_target(const std::string& arch) {
+  return std::find(kCubinArchs.begin(), kCubinArchs.end(), arch) != kCubinArchs.end();
+}
+
+}  // namespace
+
 std::vector<std::string> device_flags(const std::string& device_arch, const std::string& device) {
   std::vector<std::string> flags = {"--no-host"};
-  if (std::find(kCubinArchs.begin(), kCubinArchs.end(), device_arch) != kCubinArchs.end())
-    flags.insert(flags.end(), {"--arch", device_arch, "--no-ptx"});
+  if (has_cubin_target(device_arch)) flags.insert(flags.end(), {"--arch", device_arch, "--no-ptx"});
   if (!device.empty()) flags.insert(flags.end(), {"--device", device});
   return flags;
 }
 
-double compile_module(const std::string& model, const std::string& dir, const std::string& mode,
-                      const std::string& shape_hints, const std::string& device_arch, const std::string& device,
-                      const std::vector<std::string>& extra_flags) {
-  std::vector<std::string> args = {"tcc", "compile", model, "-o", dir, "--mode", mode};
-  args.insert(args.end(), extra_flags.begin(), extra_flags.end());
-  if (!shape_hints.empty()) args.insert(args.end(), {"--shape-hint", shape_hints});
-  if (!device_arch.empty())
-    for (const std::string& flag : device_flags(device_arch, device)) args.push_back(flag);
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
-  auto start = std::chrono::steady_clock::now();
-  pid_t pid = 0;
-  int err = posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (err != 0) throw InternalError("cannot start `tcc compile` (" + std::string(std::strerror(err)) + ")");
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+CompileRequest module_request(const std::string& model, const std::string& dir, const std::string& mode,
+                              const std::string& shape_hints, const std::string& device_arch,
+                              const std::string& device) {
+  CompileRequest req;
+  req.model = model;
+  req.output = dir;
+  req.options.mode = mode;
+  req.options.shape_hints = parse_sizes(shape_hints, "--shape-hint");
+  if (!device_arch.empty()) {
+    req.options.host = false;
+    if (has_cubin_target(device_arch)) {
+      req.options.archs = {device_arch};
+      req.options.ptx = false;
+    }
+    if (!device.empty()) req.options.device = device;
   }
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    throw InputError(model + ": tcc compile --mode " + mode + " failed (see above)");
-  return seconds;
+  return req;
+}
+
+double compile_module(const CompileRequest& request) {
+  auto start = std::chrono::steady_clock::now();
+  compile(request);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 Tolerance tolerance_for(DType dtype, Precision precision) {

@@ -1,6 +1,6 @@
 // What the commands that run models share (run, bench, profile): reading or
-// making inputs, compiling a model into a module with `tcc compile`, and
-// comparing outputs with the reference interpreter's.
+// making inputs, compiling a model into a module with the compiler library,
+// and comparing outputs with the reference interpreter's.
 #pragma once
 
 #include <map>
@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "passes/pass.h"
+#include "src/compiler/compile.h"
 #include "src/ir/graph.h"
 #include "src/ir/tensor.h"
 
@@ -34,15 +35,18 @@ std::string npy_file_name(const std::string& value_name);
 // written for. The default compiles sm_80 and sm_90.
 extern const std::vector<std::string> kCubinArchs;
 
-// Runs `tcc compile MODEL -o DIR --mode MODE [EXTRA_FLAGS...]` (this binary, so the compile is
-// exactly the command users run and its time is what they would see) with
-// its summary suppressed. With a `device_arch` ("sm_90"), the module is for
-// that GPU only, as a JIT compiles (device_flags), scheduled for the device
-// profile `device` where one is named. Returns the wall time in seconds;
-// InputError when the compile fails (its own message is on stderr).
-double compile_module(const std::string& model, const std::string& dir, const std::string& mode,
-                      const std::string& shape_hints, const std::string& device_arch, const std::string& device = "",
-                      const std::vector<std::string>& extra_flags = {});
+// The request of `tcc compile MODEL -o DIR --mode MODE --shape-hint HINTS`.
+// With a `device_arch` ("sm_90"), the module is for that GPU only, as a JIT
+// compiles (the options device_flags spells), scheduled for the device
+// profile `device` where one is named.
+CompileRequest module_request(const std::string& model, const std::string& dir, const std::string& mode,
+                              const std::string& shape_hints, const std::string& device_arch,
+                              const std::string& device = "");
+
+// Compiles and writes the module `request` asks for, in this process, printing
+// no summary; returns the wall time in seconds. The compiler's errors pass
+// through: an InputError for a model or request it refuses.
+double compile_module(const CompileRequest& request);
 
 // The `tcc compile` flags of a module for one GPU of `device_arch`: no host
 // kernels, and the device's cubin alone (no other arch, no PTX) when tcc has

@@ -1,5 +1,6 @@
 // The compiler as a library (src/compiler/compile.h), called in process: the
-// stages in order with the graph each leaves, the result against the module
+// stages in order with the graph each leaves, the module in memory and the
+// directory write_module writes from it, the result against the module
 // directory it wrote, and the request's checks.
 #include <gtest/gtest.h>
 
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "frontends/load_model.h"
+#include "codegen/toolchain.h"
 #include "src/compiler/compile.h"
 #include "src/interp/interpreter.h"
 #include "src/ops/fusion.h"
@@ -80,6 +82,89 @@ TEST_F(CompileLibrary, StageHookSeesTheStagesInOrder) {
   EXPECT_GT(kernels[3], 0u);
   for (const std::string& s : stages)
     EXPECT_NE(std::find(kCompileStages.begin(), kCompileStages.end(), s), kCompileStages.end()) << s;
+}
+
+std::vector<char> read_bytes(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::vector<char>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// Without an output, the module stays in memory: the stages up to build run
+// (no write), and the result holds the CUDA source, a cubin defining every
+// generated kernel, and the host source and library (an ELF shared object)
+// defining each kernel's CPU version. Nothing is written where a module could
+// go.
+TEST_F(CompileLibrary, CompilesIntoMemory) {
+  CompileRequest req = request("trig_activations.tir");
+  req.model = std::string(TCC_SOURCE_DIR) + "/tests/kernels/trig_activations.tir";
+  req.output.clear();
+  req.options.host = true;
+  std::vector<std::string> stages;
+  req.print_after = [&](const std::string& stage, const CompileResult&) { stages.push_back(stage); };
+  CompileResult r = compile(req);
+  EXPECT_EQ(stages, (std::vector<std::string>{"load", "shapes", "passes", "schedule", "memory", "emit", "build"}));
+  EXPECT_EQ(r.timings.write, 0);
+  EXPECT_TRUE(fs::is_empty(dir_));
+  ASSERT_FALSE(r.schedule.kernels.empty());
+  EXPECT_EQ(r.configs.size(), r.schedule.kernels.size());
+  ASSERT_EQ(r.binaries.size(), 1u);
+  EXPECT_EQ(r.binaries[0].arch, "sm_90");
+  EXPECT_EQ(r.binaries[0].file, "kernels.sm_90.cubin");
+  std::vector<std::string> symbols = cubin_symbols(r.binaries[0].bytes);
+  ASSERT_GE(r.host_library.size(), 4u);
+  EXPECT_EQ(std::string(r.host_library.begin(), r.host_library.begin() + 4), "\x7f" "ELF");
+  for (const kir::Kernel& k : r.schedule.kernels) {
+    EXPECT_NE(r.cuda_source.find(k.name), std::string::npos) << k.name;
+    EXPECT_NE(r.host_source.find(k.name), std::string::npos) << k.name;
+    EXPECT_NE(std::find(symbols.begin(), symbols.end(), k.name), symbols.end()) << k.name << " is not in the cubin";
+  }
+  std::string library(r.host_library.begin(), r.host_library.end());
+  for (const kir::Kernel& k : r.schedule.kernels) EXPECT_NE(library.find(k.name), std::string::npos) << k.name;
+}
+
+// write_module writes the module in memory as a directory: the binaries and
+// the host library byte for byte, a manifest of its kernels and schedule, the
+// write's time; the host build computes what the interpreter does. A
+// non-empty directory that is not a module is refused.
+TEST_F(CompileLibrary, WritesTheModuleInMemory) {
+  CompileRequest req = request("trig_activations.tir");
+  req.model = std::string(TCC_SOURCE_DIR) + "/tests/kernels/trig_activations.tir";
+  req.output.clear();
+  req.options.host = true;
+  CompileResult r = compile(req);
+  fs::path module = dir_ / "module";
+  write_module(r, module.string());
+  EXPECT_GT(r.timings.write, 0);
+  ASSERT_EQ(r.binaries.size(), 1u);
+  EXPECT_EQ(read_bytes(module / r.binaries[0].file), r.binaries[0].bytes);
+  EXPECT_EQ(read_bytes(module / "host.so"), r.host_library);
+  std::vector<char> host_source = read_bytes(module / "host.cc");
+  EXPECT_EQ(std::string(host_source.begin(), host_source.end()), r.host_source);
+  json manifest = read_json(module / "manifest.json");
+  ASSERT_EQ(manifest["kernels"].size(), r.schedule.kernels.size());
+  for (size_t i = 0; i < r.schedule.kernels.size(); ++i)
+    EXPECT_EQ(manifest["kernels"][i]["name"], r.schedule.kernels[i].name);
+  EXPECT_EQ(manifest["schedule"].size(), r.schedule.steps.size());
+  EXPECT_TRUE(fs::exists(module / "report.json"));
+
+  std::unique_ptr<Model> loaded = load_model(req.model);
+  std::map<std::string, Tensor> inputs = random_inputs(*loaded->graph, 3, 1);
+  std::vector<Tensor> want = Interpreter().run(*loaded->graph, inputs);
+  std::vector<Tensor> got = run_module_on_host(module, inputs);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    expect_close_to(got[i], want[i], "output " + std::to_string(i), "the interpreter");
+
+  fs::path other = dir_ / "not_a_module";
+  fs::create_directories(other);
+  std::ofstream(other / "notes.txt") << "mine";
+  try {
+    write_module(r, other.string());
+    FAIL() << "wrote over a directory that is not a module";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("not empty and not a tcc module"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(fs::exists(other / "notes.txt"));
 }
 
 // In a mode that autotunes, the autotune stage runs between memory and emit,
