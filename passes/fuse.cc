@@ -63,6 +63,7 @@
 #include "passes/rewrite.h"
 #include "src/ops/fusion.h"
 #include "src/ops/kernel_roles.h"
+#include "src/ops/op_registry.h"
 
 namespace tcc {
 
@@ -286,24 +287,21 @@ class Fuser {
     // added along it is cuBLASLt's bias (one value per column).
     bool drops_n = mm.op_type() == "MatMul" && shape_of(mm.input(1)).size() == 1;
     auto bias_along_n = [drops_n](const Dims& b, const Dims& o) { return !drops_n && is_bias_shape(b, o); };
-    grow_epilogue(gr, mm, bias, residual, bias_along_n, [](const Node& r) {
-      return r.op_type() == "Relu" || (r.op_type() == "Gelu" && r.get_string("approximate", "none") == "tanh");
-    });
+    grow_epilogue(gr, mm, bias, residual, bias_along_n, kGemmEpilogue);
   }
 
-  // Conv's own B is the bias; cuDNN adds a residual and applies Relu.
+  // Conv's own B is the bias; cuDNN adds a residual and applies its activation.
   void grow_conv(Node& conv) {
     Group& gr = start(conv, FusionKind::Conv);
-    grow_epilogue(gr, conv, conv.has_input(2), false, is_channel_bias_shape,
-                  [](const Node& r) { return r.op_type() == "Relu"; });
+    grow_epilogue(gr, conv, conv.has_input(2), false, is_channel_bias_shape, kConvEpilogue);
   }
 
   // Grows a library call's group along its only-reader chain: at most one bias
   // Add (shape per `is_bias`), at most one residual Add of the output's shape,
-  // then optionally an activation, which ends it. `bias` / `residual` say which
-  // slots the call itself already fills.
-  template <typename IsBias, typename IsActivation>
-  void grow_epilogue(Group& gr, const Node& op, bool bias, bool residual, IsBias is_bias, IsActivation is_activation) {
+  // then optionally an activation the `library`'s epilogue applies (OpDef::epilogues),
+  // which ends it. `bias` / `residual` say which slots the call itself already fills.
+  template <typename IsBias>
+  void grow_epilogue(Group& gr, const Node& op, bool bias, bool residual, IsBias is_bias, LibraryEpilogue library) {
     const Dims& out = shape_of(op.output(0));
     DType dtype = op.output(0)->type().dtype();
     const Node* tail = &op;
@@ -311,7 +309,7 @@ class Fuser {
       Node* r = only_reader(tail->output(0));
       if (r == nullptr || role(r) != KernelRole::Pointwise || taken(r)) return;
       if (r->output(0)->type().dtype() != dtype) return;
-      bool activation = is_activation(*r);
+      bool activation = library_epilogue(*r, library);
       if (r->op_type() == "Add" && r->num_inputs() == 2) {
         const Value* other = r->input(0) == tail->output(0) ? r->input(1) : r->input(0);
         if (other->type().dtype() != dtype) return;

@@ -2,22 +2,12 @@
 
 #include <algorithm>
 #include <map>
-#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
 namespace tcc {
 
 namespace {
-
-const std::set<std::string>& non_tensor_ops() {
-  static const std::set<std::string> ops = {
-      "SequenceConstruct", "SequenceEmpty",     "SequenceAt",         "SequenceInsert",
-      "SequenceErase",     "SequenceLength",    "SequenceMap",        "SplitToSequence",
-      "ConcatFromSequence", "Optional",         "OptionalGetElement", "OptionalHasElement",
-      "StringNormalizer",  "StringConcat",      "StringSplit",        "RegexFullMatch"};
-  return ops;
-}
 
 // Inputs whose values set the output shape: fed from tensor data they make the
 // shape data-dependent; fed from shapes or constants they do not.
@@ -96,7 +86,8 @@ class BreakClassifier {
       if (v && !culprit && bad_type(v)) culprit = v;
     for (const Value* v : n.outputs())
       if (!culprit && bad_type(v)) culprit = v;
-    if (!culprit && !non_tensor_ops().count(n.op_type())) return false;
+    const OpDef* def = registry_.lookup(n);
+    if (!culprit && !(def && def->has(kNonTensor))) return false;
     b.reason = "non_tensor_value";
     b.message = culprit ? n.op_type() + " handles " + value_ref(culprit) + " of type " + culprit->type().str() +
                               "; tcc compiles tensors only"

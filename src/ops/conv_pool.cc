@@ -661,21 +661,20 @@ bool decompose_lp_pool(Expansion& e) {
 
 void register_conv_pool_ops(OpRegistry& r) {
   r.add(OpDef{"", "Conv", 11, kContraction, infer_conv, eval_conv, kFloatTypes})
-      .kernel_role(KernelRole::Convolution,
-                   [](const Node& n) {
-                     if (!conv_window(n, nullptr).empty()) return KernelRole::None;
-                     return depthwise_window(n, nullptr).empty() ? KernelRole::Indexed : KernelRole::Convolution;
-                   })
+      .kernel_unless(KernelRole::Convolution, [](const Node& n) { return conv_window(n, nullptr); },
+                     [](const Node& n) {
+                       return depthwise_window(n, nullptr).empty() ? KernelRole::Indexed : KernelRole::Convolution;
+                     })
       .gradient(conv_rule)
       .under_autocast(AutocastClass::Low);
   r.add(OpDef{"", "MaxPool", 12, kReduction, infer_pool,
               [](EvalContext& c) { return eval_pool(c, PoolKind::Max); },
               {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I8, DType::U8, DType::I64}})
-      .kernel_role(KernelRole::Indexed, [](const Node& n) { return pool_window(n, nullptr).empty(); })
+      .kernel_unless(KernelRole::Indexed, [](const Node& n) { return pool_window(n, nullptr); })
       .gradient(max_pool_rule);
   r.add(OpDef{"", "AveragePool", 11, kReduction, infer_pool,
               [](EvalContext& c) { return eval_pool(c, PoolKind::Average); }, kFloatTypes})
-      .kernel_role(KernelRole::Indexed, [](const Node& n) { return pool_window(n, nullptr).empty(); })
+      .kernel_unless(KernelRole::Indexed, [](const Node& n) { return pool_window(n, nullptr); })
       .gradient(average_pool_rule);
   r.add(OpDef{"", "LpPool", 11, kReduction, infer_pool, [](EvalContext& c) { return eval_pool(c, PoolKind::Lp); },
               kFloatTypes})

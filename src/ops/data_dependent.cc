@@ -421,7 +421,7 @@ void register_data_dependent_ops(OpRegistry& r) {
   // not; the rule gives a fresh symbol when k is unknown, which explain reports.
   // With a constant k over a static axis it is a kernel of its own (codegen/topk_template.h).
   r.add(OpDef{"", "TopK", 11, kReduction, infer_topk, eval_topk, kNumeric})
-      .kernel_role(KernelRole::TopK, [](const Node& n) { return topk_kernel_refusal(n).empty(); })
+      .kernel_unless(KernelRole::TopK, topk_kernel_refusal)
       .gradient(top_k_rule);
 }
 

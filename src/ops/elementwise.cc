@@ -685,7 +685,10 @@ void register_unary(OpRegistry& r) {
   }).pointwise_kernel(scalar(ScalarOp::Sign)).gradient(zero_rule);
   add_op(r, "Relu", 6, kSignedNumeric, infer_same_dtype(), [](EvalContext& ctx) {
     return std::vector<Tensor>{unary_numeric(ctx, [](auto a) { return a < decltype(a){0} ? decltype(a){0} : a; })};
-  }).pointwise_kernel(scalar(ScalarOp::Relu)).gradient(relu_rule);
+  })
+      .pointwise_kernel(scalar(ScalarOp::Relu))
+      .gradient(relu_rule)
+      .library_epilogue(kGemmEpilogue | kConvEpilogue);
 }
 
 void register_compare_and_logic(OpRegistry& r) {

@@ -4,6 +4,7 @@
 #include <array>
 
 #include "src/ops/kernel_roles.h"
+#include "src/ops/op_registry.h"
 
 namespace tcc {
 
@@ -40,7 +41,6 @@ std::string check_reduction_body(const Graph& body) {
 }
 
 std::string check_gemm_body(const Graph& body) {
-  static const std::array<std::string_view, 3> kEpilogue = {"Add", "Relu", "Gelu"};
   size_t contractions = 0;
   for (const auto& n : body.nodes()) {
     if (kernel_role(*n) == KernelRole::Contraction) {
@@ -55,11 +55,12 @@ std::string check_gemm_body(const Graph& body) {
             return who(*n) + " transposes an operand, but " + who(*r) + " reads it";
       continue;
     }
-    if (std::find(kEpilogue.begin(), kEpilogue.end(), n->op_type()) == kEpilogue.end())
+    if (n->op_type() == "Add") continue;  // the bias or the residual
+    if (n->op_type() == "Gelu" && !library_epilogue(*n, kGemmEpilogue))
+      return who(*n) + " is an erf Gelu; cuBLASLt's Gelu epilogue is the tanh approximation";
+    if (!library_epilogue(*n, kGemmEpilogue))
       return who(*n) + " is not an epilogue cuBLASLt applies (bias or residual Add, Relu, tanh Gelu) nor a "
                        "transposed operand";
-    if (n->op_type() == "Gelu" && n->get_string("approximate", "none") != "tanh")
-      return who(*n) + " is an erf Gelu; cuBLASLt's Gelu epilogue is the tanh approximation";
   }
   if (contractions != 1) return "the body has " + std::to_string(contractions) + " MatMul/Gemm nodes, not one";
   return "";
@@ -85,7 +86,7 @@ std::string check_kind(FusionKind kind, const Graph& body) {
       size_t convs = counts[static_cast<size_t>(KernelRole::Convolution)];
       if (convs != 1) return "a conv body holds " + std::to_string(convs) + " Conv nodes, not one";
       for (const auto& n : body.nodes())
-        if (kernel_role(*n) != KernelRole::Convolution && n->op_type() != "Add" && n->op_type() != "Relu")
+        if (kernel_role(*n) != KernelRole::Convolution && n->op_type() != "Add" && !library_epilogue(*n, kConvEpilogue))
           return who(*n) + " is not an epilogue cuDNN applies (bias or residual Add, Relu)";
       return "";
     }

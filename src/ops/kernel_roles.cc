@@ -65,18 +65,9 @@ bool literal_input(const Node& n, size_t i) {
   return is_literal(t.dtype(), static_cast<int64_t>(t.rank()), numel);
 }
 
-std::string argument_refusal(const Node& n) {
-  const std::string& op = n.op_type();
-  if (op == "MatMul" || op == "Gemm") {
-    DType t = n.num_outputs() > 0 && n.output(0) ? n.output(0)->type().dtype() : DType::Undefined;
-    if (t != DType::F32 && t != DType::F16 && t != DType::BF16 && t != DType::F64)
-      return "cuBLASLt multiplies floating-point matrices, and this one is " + std::string(dtype_name(t));
-  }
-  if ((op == "Reshape" || op == "Expand") && n.has_input(1) && !literal_input(n, 1))
+std::string computed_shape_refusal(const Node& n) {
+  if (n.has_input(1) && !literal_input(n, 1))
     return "its target shape is computed at run time from values shape inference cannot follow";
-  if (op == "Slice")
-    for (size_t i = 1; i < n.num_inputs(); ++i)
-      if (!literal_input(n, i)) return "its bounds are computed at run time from values shape inference cannot follow";
   return "";
 }
 
@@ -242,11 +233,13 @@ std::string topk_kernel_refusal(const Node& n) {
 }
 
 std::string kernel_refusal(const Node& n) {
-  if (!n.domain().empty()) return "";
-  if (n.op_type() == "TopK") return topk_kernel_refusal(n);
-  if (n.op_type() == "Conv") return conv_window(n, nullptr);
-  if (n.op_type() == "MaxPool" || n.op_type() == "AveragePool") return pool_window(n, nullptr);
-  return argument_refusal(n);
+  const OpDef* def = OpRegistry::get().lookup(n);
+  return def != nullptr && def->refusal ? def->refusal(n) : "";
+}
+
+bool library_epilogue(const Node& n, uint32_t library) {
+  const OpDef* def = OpRegistry::get().lookup(n);
+  return def != nullptr && (def->epilogues & library) != 0 && (!def->epilogue_applies || def->epilogue_applies(n));
 }
 
 bool atomic_update_dtype(DType dtype) {

@@ -45,6 +45,11 @@ enum class KernelRole {
 // tensors, or whose op tcc does not know at its opset, is None.
 KernelRole kernel_role(const Node& n);
 
+// Whether a library call's epilogue (LibraryEpilogue: cuBLASLt's after a
+// GEMM, cuDNN's after a convolution) applies n as its activation: its OpDef's
+// `epilogues`.
+bool library_epilogue(const Node& n, uint32_t library);
+
 // Whether the GPU updates an element of `dtype` atomically (a combining store:
 // atomicAdd, or a compare-and-swap of its 4 or 8 bytes): f32, f64, i32, i64.
 bool atomic_update_dtype(DType dtype);
@@ -56,15 +61,13 @@ bool constant_input(const Node& n, size_t i);
 bool literal_input(const Node& n, size_t i);
 // Whether every dim of t is a static 1.
 bool single_element(const Type& t);
-// Why a MatMul, Gemm, Reshape, Expand or Slice gets no kernel for its types or
-// arguments, or "": cuBLASLt multiplies floating-point matrices only (an
-// integer MatMul runs on the host); a Reshape's or Expand's target and a
-// Slice's bounds must be literals. One computed at run time that shape
-// inference could follow became tcc::Reshape / Expand / Slice
-// (resolve_shapes); any other is read from data and leaves the output's dims
-// at what the model declares, which nothing checked: the host runs the node,
-// reading its arguments.
-std::string argument_refusal(const Node& n);
+// Why a Reshape or Expand gets no kernel, or "": its target shape must be a
+// literal. One computed at run time that shape inference could follow became
+// tcc::Reshape / Expand (resolve_shapes); any other is read from data and
+// leaves the output's dims at what the model declares, which nothing checked:
+// the host runs the node, reading its arguments. (Slice's bounds, movement.cc,
+// and cuBLASLt's float operands, linalg.cc, are refused alike.)
+std::string computed_shape_refusal(const Node& n);
 // Whether one strided-batched call computes MatMul n: each operand's batch
 // dims (those before its last two, aligned right, 1 where it has fewer) are
 // all 1, or match the output's wherever the output's is not 1. A
@@ -144,9 +147,7 @@ std::string depthwise_window(const Node& n, PoolWindow* w);
 std::string topk_kernel_refusal(const Node& n);
 
 // Why a node whose op a generated kernel can compute got none ("" when there is
-// no more to say than that it is not supported): conv_window's, pool_window's and topk_kernel_refusal's answers,
-// for a Reshape, Expand or Slice whose shape or bounds are computed at run time, that, and
-// for an integer MatMul or Gemm, that cuBLASLt multiplies floating-point matrices.
+// no more to say than that it is not supported): its OpDef's refusal.
 std::string kernel_refusal(const Node& n);
 
 }  // namespace tcc

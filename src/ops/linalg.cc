@@ -422,6 +422,15 @@ bool decompose_det(Expansion& e) {
   return true;
 }
 
+// Why cuBLASLt does not multiply MatMul or Gemm node n: it multiplies
+// floating-point matrices only (an integer product runs on the host).
+std::string float_product_refusal(const Node& n) {
+  DType t = n.num_outputs() > 0 && n.output(0) ? n.output(0)->type().dtype() : DType::Undefined;
+  if (t != DType::F32 && t != DType::F16 && t != DType::BF16 && t != DType::F64)
+    return "cuBLASLt multiplies floating-point matrices, and this one is " + std::string(dtype_name(t));
+  return "";
+}
+
 }  // namespace
 
 void register_linalg_ops(OpRegistry& r) {
@@ -437,7 +446,7 @@ void register_linalg_ops(OpRegistry& r) {
                     matmul_compute(ctx.node(), ctx.input(0), ctx.input(1), ctx.input(0).dtype())};
               },
               kNumeric})
-      .kernel_role(KernelRole::Contraction, [](const Node& n) { return argument_refusal(n).empty() && strided_batches(n); })
+      .kernel_unless(KernelRole::Contraction, float_product_refusal, strided_batches)
       .gradient(matmul_rule)
       .under_autocast(AutocastClass::Low);
   r.add(OpDef{"", "MatMulInteger", 10, kContraction,
@@ -455,7 +464,7 @@ void register_linalg_ops(OpRegistry& r) {
       .decomposition(decompose_matmul_integer);
   r.add(OpDef{"", "Gemm", 11, kContraction, infer_gemm,
               [](EvalContext& ctx) { return std::vector<Tensor>{gemm_kernel(ctx)}; }, kNumeric})
-      .kernel_role(KernelRole::Contraction, [](const Node& n) { return argument_refusal(n).empty(); })
+      .kernel_unless(KernelRole::Contraction, float_product_refusal)
       .gradient(gemm_rule)
       .decomposition(decompose_gemm)
       .under_autocast(AutocastClass::Low);

@@ -654,6 +654,14 @@ bool decompose_split(Expansion& e) {
   return true;
 }
 
+// Why Slice node n gets no kernel: its bounds must be literals (as a
+// Reshape's target shape, computed_shape_refusal).
+std::string computed_bounds_refusal(const Node& n) {
+  for (size_t i = 1; i < n.num_inputs(); ++i)
+    if (!literal_input(n, i)) return "its bounds are computed at run time from values shape inference cannot follow";
+  return "";
+}
+
 }  // namespace
 
 void expand_rule(GradContext& c) { c.set(0, c.unbroadcast(c.dy(), 0)); }
@@ -663,12 +671,12 @@ void register_movement_ops(OpRegistry& r) {
       .kernel_role(KernelRole::Movement)
       .gradient(transpose_rule);
   r.add(OpDef{"", "Slice", 10, kMovement, infer_slice, eval_slice, {}})
-      .kernel_role(KernelRole::Movement, [](const Node& n) { return argument_refusal(n).empty(); })
+      .kernel_unless(KernelRole::Movement, computed_bounds_refusal)
       .gradient(slice_rule);
   r.add(OpDef{"", "Split", 1, kMovement, infer_split, eval_split, {}}).gradient(split_rule).decomposition(decompose_split);
   r.add(OpDef{"", "Concat", 4, kMovement, infer_concat, eval_concat, {}}).kernel_role(KernelRole::Indexed, concat_role).gradient(concat_rule);
   r.add(OpDef{"", "Expand", 8, kMovement, infer_expand, eval_expand, {}})
-      .kernel_role(KernelRole::Movement, [](const Node& n) { return argument_refusal(n).empty(); })
+      .kernel_unless(KernelRole::Movement, computed_shape_refusal)
       .gradient(expand_rule);
   r.add(OpDef{"", "Pad", 11, kMovement, infer_pad, eval_pad, {}}).kernel_role(KernelRole::Indexed, pad_role).gradient(pad_rule);
 }

@@ -134,6 +134,26 @@ OpDef& OpDef::kernel_role(KernelRole declared, std::function<KernelRole(const No
   return *this;
 }
 
+OpDef& OpDef::kernel_unless(KernelRole role, KernelRefusal why, std::function<bool(const Node&)> applies) {
+  refusal = why;
+  return kernel_role(role, [why = std::move(why), applies = std::move(applies)](const Node& n) {
+    return why(n).empty() && (!applies || applies(n));
+  });
+}
+
+OpDef& OpDef::kernel_unless(KernelRole declared, KernelRefusal why, std::function<KernelRole(const Node&)> role) {
+  refusal = why;
+  return kernel_role(declared, [why = std::move(why), role = std::move(role)](const Node& n) {
+    return why(n).empty() ? role(n) : KernelRole::None;
+  });
+}
+
+OpDef& OpDef::library_epilogue(uint32_t libraries, std::function<bool(const Node&)> applies) {
+  epilogues = libraries;
+  epilogue_applies = std::move(applies);
+  return *this;
+}
+
 OpDef& OpDef::under_autocast(AutocastClass a) {
   autocast = a;
   return *this;

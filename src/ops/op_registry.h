@@ -38,6 +38,14 @@ enum OpTrait : uint32_t {
   kControlFlow = 1u << 6,         // If, Loop, Scan
   kRandom = 1u << 7,              // Dropout in training mode, random generators
   kConstant = 1u << 8,            // Constant, ConstantOfShape: no tensor inputs read
+  kNonTensor = 1u << 9,           // works on sequence or optional values: never compiled (a graph break)
+};
+
+// The library calls whose epilogue can apply a node as the activation after
+// their product (OpDef::epilogues).
+enum LibraryEpilogue : uint32_t {
+  kGemmEpilogue = 1u << 0,  // cuBLASLt's, after a MatMul or Gemm
+  kConvEpilogue = 1u << 1,  // cuDNN's, after a Conv
 };
 
 // What a shape rule sees of one node: input types, constant inputs, symbolic
@@ -128,6 +136,9 @@ enum class AutocastClass {
 
 using InferFn = std::function<void(InferContext&)>;
 using EvalFn = std::function<std::vector<Tensor>(EvalContext&)>;
+// Why a node gets no generated kernel or library call although its op has a
+// kernel role, or "" when it gets one.
+using KernelRefusal = std::function<std::string(const Node&)>;
 
 struct OpDef {
   std::string domain;  // "" for the ONNX default domain
@@ -144,6 +155,11 @@ struct OpDef {
   std::function<KernelRole(const Node&)> kernel = nullptr;
   // The role `kernel` gives the nodes it does not refuse.
   KernelRole declared_role = KernelRole::None;
+  // Why `kernel` refuses a node, where the arguments or attributes say (a
+  // computed target shape, an integer product, a window cuDNN cannot
+  // express): what a fallback step's message adds (kernel_refusal). Unset:
+  // nothing more to say than that the node gets no kernel.
+  KernelRefusal refusal = nullptr;
   // The scalar expression of an op whose nodes take the Pointwise role.
   PointwiseFn pointwise = nullptr;
   // The gradient rule (gradient.h); unset: tcc does not differentiate the op.
@@ -163,12 +179,24 @@ struct OpDef {
   AutocastClass autocast = AutocastClass::Follow;
   // A binary op whose two operands commute (canonicalize moves a constant one to the right).
   bool commutative = false;
+  // The library calls whose epilogue applies a node of the op as their
+  // activation (LibraryEpilogue bits; passes/fuse.cc grows a GEMM's or
+  // convolution's group by such a node), for the nodes `epilogue_applies`
+  // accepts (every node when unset).
+  uint32_t epilogues = 0;
+  std::function<bool(const Node&)> epilogue_applies = nullptr;
 
   bool has(OpTrait t) const { return (traits & t) != 0; }
   // A kernel role for nodes where `applies` holds (every node when unset).
   OpDef& kernel_role(KernelRole role, std::function<bool(const Node&)> applies = nullptr);
   // Role `declared` or None, as `role` decides per node.
   OpDef& kernel_role(KernelRole declared, std::function<KernelRole(const Node&)> role);
+  // Role `role` for the nodes `why` does not refuse (and `applies` accepts,
+  // where given); `why` is the op's refusal.
+  OpDef& kernel_unless(KernelRole role, KernelRefusal why, std::function<bool(const Node&)> applies = nullptr);
+  // Role `declared` or None, as `role` decides per node, for the nodes `why`
+  // does not refuse; `why` is the op's refusal.
+  OpDef& kernel_unless(KernelRole declared, KernelRefusal why, std::function<KernelRole(const Node&)> role);
   // The Pointwise role, for nodes where `applies` holds, computed by `f`.
   OpDef& pointwise_kernel(PointwiseFn f, std::function<bool(const Node&)> applies = nullptr);
   OpDef& gradient(GradRule rule, GradApplies applies = nullptr, SaveForGradient save = nullptr);
@@ -177,6 +205,8 @@ struct OpDef {
   OpDef& trains_through_decomposition();
   OpDef& under_autocast(AutocastClass a);
   OpDef& commutes();
+  // An activation the `libraries`' epilogues apply, for nodes where `applies` holds.
+  OpDef& library_epilogue(uint32_t libraries, std::function<bool(const Node&)> applies = nullptr);
 };
 
 // How a compiled module runs the op's nodes on the GPU (what `tcc ops`

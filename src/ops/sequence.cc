@@ -428,18 +428,19 @@ std::vector<Tensor> eval_optional_get_element(EvalContext& ctx) {
 }  // namespace
 
 void register_sequence_ops(OpRegistry& r) {
-  r.add(OpDef{"", "SequenceConstruct", 11, 0, infer_sequence_construct, eval_sequence_construct, {}});
-  r.add(OpDef{"", "SequenceEmpty", 11, kConstant, infer_sequence_empty, eval_sequence_empty, {}});
-  r.add(OpDef{"", "SequenceAt", 11, 0, infer_sequence_at, eval_sequence_at, {}});
-  r.add(OpDef{"", "SequenceInsert", 11, 0, infer_sequence_insert, eval_sequence_insert, {}});
-  r.add(OpDef{"", "SequenceErase", 11, 0, infer_sequence_erase, eval_sequence_erase, {}});
-  r.add(OpDef{"", "SequenceLength", 11, 0, infer_sequence_length, eval_sequence_length, {}});
-  r.add(OpDef{"", "ConcatFromSequence", 11, kMovement, infer_concat_from_sequence, eval_concat_from_sequence, {}});
-  r.add(OpDef{"", "SplitToSequence", 11, kMovement, infer_split_to_sequence, eval_split_to_sequence, {}});
-  r.add(OpDef{"", "SequenceMap", 17, kControlFlow, infer_sequence_map, eval_sequence_map, {}});
-  r.add(OpDef{"", "Optional", 15, 0, infer_optional, eval_optional, {}});
-  r.add(OpDef{"", "OptionalHasElement", 15, 0, infer_optional_has_element, eval_optional_has_element, {}});
-  r.add(OpDef{"", "OptionalGetElement", 15, 0, infer_optional_get_element, eval_optional_get_element, {}});
+  r.add(OpDef{"", "SequenceConstruct", 11, kNonTensor, infer_sequence_construct, eval_sequence_construct, {}});
+  r.add(OpDef{"", "SequenceEmpty", 11, kConstant | kNonTensor, infer_sequence_empty, eval_sequence_empty, {}});
+  r.add(OpDef{"", "SequenceAt", 11, kNonTensor, infer_sequence_at, eval_sequence_at, {}});
+  r.add(OpDef{"", "SequenceInsert", 11, kNonTensor, infer_sequence_insert, eval_sequence_insert, {}});
+  r.add(OpDef{"", "SequenceErase", 11, kNonTensor, infer_sequence_erase, eval_sequence_erase, {}});
+  r.add(OpDef{"", "SequenceLength", 11, kNonTensor, infer_sequence_length, eval_sequence_length, {}});
+  r.add(OpDef{"", "ConcatFromSequence", 11, kMovement | kNonTensor, infer_concat_from_sequence,
+              eval_concat_from_sequence, {}});
+  r.add(OpDef{"", "SplitToSequence", 11, kMovement | kNonTensor, infer_split_to_sequence, eval_split_to_sequence, {}});
+  r.add(OpDef{"", "SequenceMap", 17, kControlFlow | kNonTensor, infer_sequence_map, eval_sequence_map, {}});
+  r.add(OpDef{"", "Optional", 15, kNonTensor, infer_optional, eval_optional, {}});
+  r.add(OpDef{"", "OptionalHasElement", 15, kNonTensor, infer_optional_has_element, eval_optional_has_element, {}});
+  r.add(OpDef{"", "OptionalGetElement", 15, kNonTensor, infer_optional_get_element, eval_optional_get_element, {}});
 }
 
 }  // namespace tcc

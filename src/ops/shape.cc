@@ -651,7 +651,7 @@ void register_shape_ops(OpRegistry& r) {
   r.add(OpDef{"", "Size", 1, kShapeOnly, infer_size,
               [](EvalContext& ctx) { return std::vector<Tensor>{Tensor::scalar_i64(ctx.input(0).numel())}; }, {}});
   r.add(OpDef{"", "Reshape", 5, kMovement, infer_reshape, eval_reshape, {}})
-      .kernel_role(KernelRole::Movement, [](const Node& n) { return argument_refusal(n).empty(); })
+      .kernel_unless(KernelRole::Movement, computed_shape_refusal)
       .gradient(reshape_rule);
   r.add(OpDef{"", "Squeeze", 1, kMovement, infer_squeeze, eval_squeeze, {}})
       .kernel_role(KernelRole::Movement, [](const Node& n) { return !n.has_input(1) || literal_input(n, 1); })

@@ -397,7 +397,10 @@ void register_unary_float_ops(OpRegistry& r) {
     int half_x = bin(ScalarOp::Mul, k(0.5), x);
     int one_plus = bin(ScalarOp::Add, k(1), inner);
     return bin(ScalarOp::Mul, half_x, one_plus);
-  })).gradient(gelu_rule);
+  }))
+      .gradient(gelu_rule)
+      // cuBLASLt's Gelu epilogue is the tanh approximation.
+      .library_epilogue(kGemmEpilogue, [](const Node& n) { return n.get_string("approximate", "none") == "tanh"; });
   // max(0, x) + min(0, alpha (exp(x / alpha) - 1)): x, or the Elu of x / alpha scaled by alpha below 0.
   add_unary_float(r, "Celu", 12, [](const Node& n, double x) {
     double alpha = celu_alpha(n);

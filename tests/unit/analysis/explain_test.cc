@@ -19,6 +19,7 @@ OpRegistry registry_of(std::initializer_list<const char*> ops) {
     OpDef d;
     d.op_type = op;
     if (std::string(op) == "Relu") d.dtypes = {DType::F32, DType::F16};
+    if (std::string(op) == "SequenceConstruct") d.traits = kNonTensor;
     r.add(std::move(d));
   }
   return r;
@@ -87,7 +88,7 @@ TEST(ExplainPartition, EachReasonCode) {
   Node* seq = f.g.add_node("SequenceConstruct", {x}, {"sq"}, "", "seq");
   f.g.set_outputs({unk->output(0), relu64->output(0), iff->output(0), seq->output(0)});
   ShapeInfo info;
-  Partition p = partition_graph(f.g, info, registry_of({"Relu", "If"}));
+  Partition p = partition_graph(f.g, info, registry_of({"Relu", "If", "SequenceConstruct"}));
   ASSERT_EQ(p.breaks.size(), 4u);
   EXPECT_EQ(p.breaks[0].reason, "unsupported_op");
   EXPECT_NE(p.breaks[0].message.find("com.vendor"), std::string::npos);

@@ -1,12 +1,14 @@
 // What the op registry says of each op holds together: each pointwise
 // expression builds, for a node of its op, what the lowering can emit, and the
-// facts an OpDef gathers (role, expression, decomposition, autocast class,
-// commutativity) agree with one another.
+// facts an OpDef gathers (role, expression, refusal, library epilogues,
+// decomposition, autocast class, commutativity, the non-tensor trait) agree
+// with one another.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
 #include "src/ir/graph.h"
+#include "src/ops/kernel_roles.h"
 #include "src/ops/op_registry.h"
 
 namespace tcc {
@@ -77,6 +79,79 @@ TEST(OpRegistry, DefinitionsAgree) {
   }
   EXPECT_GE(autocast, 30);
   EXPECT_GE(commutative, 9);
+}
+
+// The kernel facts of an OpDef agree: a refusal belongs to an op with a kernel
+// role; an op a library epilogue applies is a pointwise op with an
+// expression (the fuse pass grows a GEMM or convolution only by pointwise
+// nodes); an op on sequences or optionals takes no kernel at all.
+TEST(OpRegistry, KernelFactsAgree) {
+  std::vector<std::string> refusing, epilogues;
+  int non_tensor = 0;
+  for (const OpDef* def : OpRegistry::get().all()) {
+    const std::string op = def->domain + "::" + def->op_type;
+    if (def->refusal) {
+      refusing.push_back(def->op_type);
+      EXPECT_TRUE(def->kernel && def->declared_role != KernelRole::None) << op << " refuses a kernel role it lacks";
+    }
+    if (def->epilogues != 0) {
+      epilogues.push_back(def->op_type);
+      EXPECT_EQ(def->declared_role, KernelRole::Pointwise) << op;
+      EXPECT_TRUE(def->pointwise) << op << " is a library epilogue without a kernel expression";
+      EXPECT_EQ(def->epilogues & ~uint32_t{kGemmEpilogue | kConvEpilogue}, 0u) << op;
+    }
+    if (def->has(kNonTensor)) {
+      ++non_tensor;
+      EXPECT_FALSE(def->kernel || def->pointwise || def->refusal || def->epilogues) << op << " works on non-tensors";
+    }
+  }
+  std::sort(refusing.begin(), refusing.end());
+  EXPECT_EQ(refusing, (std::vector<std::string>{"AveragePool", "Conv", "Expand", "Gemm", "MatMul", "MaxPool",
+                                                "Reshape", "Slice", "TopK"}));
+  EXPECT_EQ(epilogues, (std::vector<std::string>{"Gelu", "Relu"}));
+  EXPECT_EQ(non_tensor, 12);
+}
+
+// On nodes: a node the refusal refuses takes no role, and kernel_refusal
+// says why; one it accepts takes the declared role. The epilogues apply
+// where the op says: Relu after both libraries, Gelu's tanh form after
+// cuBLASLt only.
+TEST(OpRegistry, RefusalsAndEpiloguesOnNodes) {
+  Graph g;
+  g.set_opset("", 20);
+  auto input = [&](const std::string& name, DType t, std::vector<Dim> dims) {
+    return g.add_input(name, Type::tensor(t, std::move(dims)));
+  };
+  auto node = [&](const std::string& op, std::vector<Value*> in, DType t, std::vector<Dim> dims) {
+    std::string name = op + std::to_string(g.nodes().size());
+    Node* n = g.add_node(op, std::move(in), {name}, "", name);
+    n->output(0)->set_type(Type::tensor(t, std::move(dims)));
+    return n;
+  };
+  for (DType t : {DType::F32, DType::I64}) {
+    std::string s(dtype_name(t));
+    Node* mm = node("MatMul", {input("a" + s, t, {Dim(2), Dim(3)}), input("b" + s, t, {Dim(3), Dim(4)})}, t,
+                    {Dim(2), Dim(4)});
+    EXPECT_EQ(kernel_refusal(*mm).empty(), t == DType::F32) << s << ": " << kernel_refusal(*mm);
+    EXPECT_EQ(kernel_role(*mm), t == DType::F32 ? KernelRole::Contraction : KernelRole::None) << s;
+  }
+  Node* reshape = node("Reshape", {input("x", DType::F32, {Dim(6)}), input("shape", DType::I64, {Dim(2)})}, DType::F32,
+                       {Dim(2), Dim(3)});
+  EXPECT_EQ(kernel_refusal(*reshape),
+            "its target shape is computed at run time from values shape inference cannot follow");
+  EXPECT_EQ(kernel_role(*reshape), KernelRole::None);
+
+  Value* x = input("y", DType::F32, {Dim(4)});
+  Node* relu = node("Relu", {x}, DType::F32, {Dim(4)});
+  Node* tanh_gelu = node("Gelu", {x}, DType::F32, {Dim(4)});
+  tanh_gelu->set_attr("approximate", Attribute::of_string("tanh"));
+  Node* erf_gelu = node("Gelu", {x}, DType::F32, {Dim(4)});
+  Node* exp = node("Exp", {x}, DType::F32, {Dim(4)});
+  EXPECT_TRUE(library_epilogue(*relu, kGemmEpilogue) && library_epilogue(*relu, kConvEpilogue));
+  EXPECT_TRUE(library_epilogue(*tanh_gelu, kGemmEpilogue));
+  EXPECT_FALSE(library_epilogue(*tanh_gelu, kConvEpilogue));
+  EXPECT_FALSE(library_epilogue(*erf_gelu, kGemmEpilogue));
+  EXPECT_FALSE(library_epilogue(*exp, kGemmEpilogue) || library_epilogue(*exp, kConvEpilogue));
 }
 
 }  // namespace
