@@ -5,14 +5,11 @@ The layers, their folders and their dependencies come from layers.json, which
 CMake writes from the same tcc_layer() calls that define the libraries, so the
 check and the link graph cannot drift apart.
 
-With TESTS_ALLOW, the unit tests are checked too: tests/unit/<x> tests layer
-tcc_<x> (driver: the tcc executable) and includes that layer, the layers it
-depends on, the headers every test may make its fixtures with (FIXTURES) and
-test helpers of folders whose layer it may include. Includes still breaking
-that rule are named in TESTS_ALLOW ("<test file>: <header>" a line, '#'
-starts a comment), a list that may only shrink: an unlisted one fails, and so
-does a listed one that is gone.
-Usage: check_includes.py SOURCE_DIR LAYERS_JSON [TESTS_ALLOW]
+The unit tests are checked too: tests/unit/<x> tests layer tcc_<x> (driver:
+the tcc executable) and includes that layer, the layers it depends on, the
+headers every test may make its fixtures with (FIXTURES) and test helpers of
+folders whose layer it may include.
+Usage: check_includes.py SOURCE_DIR LAYERS_JSON
 """
 import json
 import os
@@ -44,11 +41,9 @@ def test_layer(folder, layers):
     return None
 
 
-def check_tests(source_dir, layers, layer_of, allowed, allow_list):
-    with open(allow_list) as f:
-        listed = {line.split("#")[0].strip() for line in f} - {""}
+def check_tests(source_dir, layers, layer_of, allowed):
     unit = os.path.join(source_dir, "tests", "unit")
-    found, errors = set(), []
+    errors = []
     for folder in sorted(os.listdir(unit)):
         name = test_layer(folder, layers)
         if name is None:
@@ -67,18 +62,13 @@ def check_tests(source_dir, layers, layer_of, allowed, allow_list):
                     target_layer = layer_of(target)
                 if target_layer is None or target_layer in allowed[name]:
                     continue
-                key = f"{source}: {target}"
-                found.add(key)
-                if key not in listed:
-                    errors.append(f"{source}:{number}: a test of {name} includes {target} of {target_layer}, "
-                                  f"which {name} does not depend on: move the test to tests/unit of the layer "
-                                  f"it tests")
-    for key in sorted(listed - found):
-        errors.append(f"{allow_list}: '{key}' is no longer included: take it off the list")
-    return errors, len(listed)
+                errors.append(f"{source}:{number}: a test of {name} includes {target} of {target_layer}, "
+                              f"which {name} does not depend on: move the test to tests/unit of the layer "
+                              f"it tests")
+    return errors
 
 
-def main(source_dir, layers_json, tests_allow=None):
+def main(source_dir, layers_json):
     with open(layers_json) as f:
         layers = json.load(f)
     owner = {}  # folder -> layer
@@ -123,10 +113,9 @@ def main(source_dir, layers_json, tests_allow=None):
                                       f"which it does not depend on (it depends on: "
                                       f"{', '.join(sorted(allowed[name] - {name})) or 'nothing'})")
     summary = f"{len(errors)} upward or sideways include(s) in {len(owner)} folders of {len(layers)} layers"
-    if tests_allow:
-        test_errors, listed = check_tests(source_dir, layers, layer_of, allowed, tests_allow)
-        errors += test_errors
-        summary += f"; {len(test_errors)} problem(s) in the unit tests, {listed} include(s) listed as allowed"
+    test_errors = check_tests(source_dir, layers, layer_of, allowed)
+    errors += test_errors
+    summary += f"; {len(test_errors)} in the unit tests"
     for e in errors:
         print(e)
     print(summary)
@@ -134,4 +123,4 @@ def main(source_dir, layers_json, tests_allow=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main(*sys.argv[1:4]))
+    sys.exit(main(*sys.argv[1:3]))

@@ -1,7 +1,8 @@
 // Hand-built kernels the emitter and toolchain tests share: each kind of
 // kernel the lowering makes (pointwise with broadcasts and transposes,
 // reductions of short, long and symbolic rows, softmax, gemm epilogues, f16
-// casts, integer arithmetic), built instruction by instruction.
+// casts, integer arithmetic), built instruction by instruction; and the text
+// of one kernel in emitted CUDA.
 #pragma once
 
 #include <string>
@@ -241,6 +242,14 @@ inline kir::Kernel symbolic_row_max() {
 inline std::vector<kir::Kernel> all_kernels() {
   return {add_relu(), transpose(), softmax(), row_mean(), gemm_bias_relu(), batched_gemm_trans_b(), f16_cast(),
           int_ops(), short_row_sum(), long_row_sum(), symbolic_row_max()};
+}
+
+// The CUDA text of one kernel of emit_cuda's output, from its signature to its closing brace.
+inline std::string kernel_text(const std::string& cu, const std::string& name) {
+  size_t at = cu.find(" void " + name + "(");
+  if (at == std::string::npos) return "";
+  at = cu.rfind("extern \"C\" __global__", at);
+  return cu.substr(at, cu.find("\n}\n", at) + 3 - at);
 }
 
 }  // namespace tcc::emit_kernels

@@ -20,7 +20,6 @@
 #include "codegen/toolchain.h"
 #include "src/diag/errors.h"
 #include "src/module/shared_library.h"
-#include "src/runtime/cuda_driver.h"
 #include "tests/unit/codegen/emit_kernels.h"
 #include "tests/unit/support/temp_dir.h"
 
@@ -209,14 +208,6 @@ TEST(EmitC, LaunchConfigsMatchTheKernels) {
   EXPECT_EQ(mean.shared_bytes, 0);
 }
 
-// The CUDA text of one kernel of emit_cuda's output, from its signature to its closing brace.
-std::string kernel_text(const std::string& cu, const std::string& name) {
-  size_t at = cu.find(" void " + name + "(");
-  if (at == std::string::npos) return "";
-  at = cu.rfind("extern \"C\" __global__", at);
-  return cu.substr(at, cu.find("\n}\n", at) + 3 - at);
-}
-
 // Four rows of 65536: 16 slices of 4096 elements per row (kSplitMinSlice caps
 // the 66 that would fill the GPU), each block reducing its slice with 1024
 // threads; the last block of a row combines the 16 partials and stores.
@@ -305,26 +296,6 @@ TEST(EmitC, SymbolicLongRowsSplitAtRunTime) {
   EXPECT_EQ(c.grid[1], S(132));
   EXPECT_EQ(c.block[0], 512);  // eight elements a thread of a 4096-element slice
   EXPECT_EQ(c.workspace_bytes, S(2 * 132 * 8 + 2 * 4));
-}
-
-// The runtime and the autotuning timer launch every generated kernel with
-// kernel_params: as many parameters as its signature declares, the workspace
-// of a split reduction included (cuLaunchKernel cannot check the count).
-TEST(EmitC, LaunchParamsMatchTheSignature) {
-  for (const kir::Kernel& k : all_kernels()) {
-    KernelConfig config = default_config(k);
-    if (k.kind == kir::Kind::Gemm) config.tile = 1;  // the template; the library call has no signature
-    if (runs_library(k, config)) continue;
-    std::string text = kernel_text(emit_cuda({k}, {config}), k.name);
-    std::string signature = text.substr(0, text.find(") {"));
-    size_t declared = static_cast<size_t>(std::count(signature.begin(), signature.end(), ',')) + 1;
-    std::vector<CUdeviceptr> buffers(k.buffers.size(), 0x1000);
-    std::vector<int64_t> sizes(k.size_params.size(), 1);
-    CUdeviceptr workspace = launch_config(k, config).workspace_bytes == SymExpr() ? 0 : 0x2000;
-    std::vector<void*> params;
-    runtime::kernel_params(buffers, sizes, workspace, params);
-    EXPECT_EQ(params.size(), declared) << signature;
-  }
 }
 
 // Which reductions split: few long rows of a single-pass body only.

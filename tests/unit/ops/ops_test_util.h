@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -82,6 +83,23 @@ inline std::vector<double> floats(const Tensor& t) {
   std::vector<double> v;
   for (int64_t i = 0; i < t.numel(); ++i) v.push_back(t.get_f64(i));
   return v;
+}
+// Inputs of g's types with its symbols at `sizes`: floats standard normal,
+// bools true three times in four.
+inline std::map<std::string, Tensor> random_normal_inputs(const Graph& g, const std::map<std::string, int64_t>& sizes,
+                                                          uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::map<std::string, Tensor> in;
+  for (const Value* v : g.inputs()) {
+    std::vector<int64_t> shape;
+    for (const Dim& d : v->type().shape()) shape.push_back(*d.expr().evaluate(sizes));
+    Tensor t(v->type().dtype(), shape);
+    for (int64_t i = 0; i < t.numel(); ++i)
+      t.set_f64(i, v->type().dtype() == DType::Bool ? (rng() % 4 != 0) : normal(rng));
+    in.emplace(v->name(), std::move(t));
+  }
+  return in;
 }
 // A tensor of any dtype from values in row-major order.
 inline Tensor tensor_of(DType dt, const std::vector<double>& v, std::vector<int64_t> shape) {

@@ -10,7 +10,7 @@
 #include <cmath>
 #include <string>
 
-#include "tests/unit/ops/grad_check.h"
+#include "tests/unit/transforms/grad_check.h"
 
 namespace tcc {
 namespace {

@@ -6,7 +6,7 @@
 #include <iterator>
 
 #include "src/ops/op_registry.h"
-#include "tests/unit/ops/grad_check.h"
+#include "tests/unit/transforms/grad_check.h"
 
 namespace tcc {
 namespace {

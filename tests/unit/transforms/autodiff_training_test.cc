@@ -7,7 +7,7 @@
 
 #include "frontends/load_model.h"
 #include "tests/unit/support/cli_util.h"
-#include "tests/unit/ops/grad_check.h"
+#include "tests/unit/transforms/grad_check.h"
 
 namespace tcc {
 namespace {
