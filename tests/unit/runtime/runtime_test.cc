@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -605,6 +606,8 @@ TEST(DataDependentSizes, SizesFromDataRunOnKernelsAndMatchTheInterpreterExactly)
 // The random ops (tests/fixtures/random_ops.tir) compile onto kernels with no
 // host step, and the module's draws are the interpreter's bit for bit, the
 // same on a second call; a Dropout switched off at run time is the identity.
+// Probabilities and a computed ratio outside ONNX's ranges (NaN included)
+// give the same defined results on both paths.
 TEST(RandomOps, CompiledModuleDrawsTheInterpretersBitsOnKernels) {
   fs::path dir = fresh_dir("random_ops");
   std::string model_path = std::string(TCC_SOURCE_DIR) + "/tests/fixtures/random_ops.tir";
@@ -615,9 +618,14 @@ TEST(RandomOps, CompiledModuleDrawsTheInterpretersBitsOnKernels) {
   std::unique_ptr<Model> model = load_model(model_path);
   infer_shapes(*model->graph);
   std::map<std::string, Tensor> inputs = random_inputs(*model->graph, 9, 5);
-  for (int call = 0; call < 3; ++call) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  Tensor& p_raw = inputs["p_raw"];
+  for (int64_t i = 0; i < p_raw.numel(); ++i) p_raw.set_f64(i, std::array<double, 4>{-0.5, 1.5, nan, 0.5}[i % 4]);
+  const std::array<double, 4> ratios = {0.3, -0.5, 1.0, nan};
+  for (int call = 0; call < 4; ++call) {
     inputs["train"] = Tensor(DType::Bool, {});
-    inputs["train"].set_i64(0, call < 2);
+    inputs["train"].set_i64(0, call != 2);
+    inputs["ratio_in"] = Tensor::from_f32({static_cast<float>(ratios[call])}, {});
     std::vector<Tensor> expected = Interpreter().run(*model->graph, inputs);
     std::vector<tcc_tensor> ins = module_inputs(m, inputs);
     std::vector<Tensor> outs = module_output_tensors(m, ins);
