@@ -643,6 +643,40 @@ TEST(RandomOps, CompiledModuleDrawsTheInterpretersBitsOnKernels) {
   fs::remove_all(dir);
 }
 
+// If, Loop and Scan whose shapes allow it (tests/fixtures/control_flow.tir)
+// decompose onto kernels, no host step, and compute what the interpreter does
+// on either side of the If's computed condition.
+TEST(ControlFlow, DecomposedRegionsMatchTheInterpreterWithNoHostStep) {
+  fs::path dir = fresh_dir("control_flow");
+  std::string model_path = std::string(TCC_SOURCE_DIR) + "/tests/fixtures/control_flow.tir";
+  CompileResult r = compile_model(model_path, dir / "module", quick_compile_options());
+  for (const FallbackReason& f : r.fallbacks) ADD_FAILURE() << "host step " << f.op_type << " " << f.node;
+  tcc_module* m = nullptr;
+  ASSERT_EQ(tcc_module_load((dir / "module").c_str(), &m), TCC_OK) << tcc_last_error();
+  std::unique_ptr<Model> model = load_model(model_path);
+  infer_shapes(*model->graph);
+  for (double sign : {1.0, -1.0}) {
+    std::map<std::string, Tensor> inputs = random_inputs(*model->graph, 3, 7);
+    Tensor& x = inputs["x"];
+    for (int64_t i = 0; i < x.numel(); ++i) x.set_f64(i, sign * (0.25 + std::fabs(x.get_f64(i))));
+    std::vector<Tensor> expected = Interpreter().run(*model->graph, inputs);
+    std::vector<tcc_tensor> ins = module_inputs(m, inputs);
+    std::vector<Tensor> outs = module_output_tensors(m, ins);
+    std::vector<tcc_tensor> c_outs = c_tensors(outs);
+    ASSERT_EQ(tcc_module_run_host(m, ins.data(), ins.size(), c_outs.data(), c_outs.size()), TCC_OK) << tcc_last_error();
+    ASSERT_EQ(outs.size(), expected.size());
+    for (size_t i = 0; i < outs.size(); ++i) {
+      const std::string what = std::string(tcc_module_output_name(m, i)) + " sign " + std::to_string(sign);
+      ASSERT_EQ(outs[i].shape(), expected[i].shape()) << what;
+      for (int64_t k = 0; k < outs[i].numel(); ++k)
+        EXPECT_NEAR(outs[i].get_f64(k), expected[i].get_f64(k), 1e-6 + 1e-6 * std::fabs(expected[i].get_f64(k)))
+            << what << " element " << k;
+    }
+  }
+  tcc_module_free(m);
+  fs::remove_all(dir);
+}
+
 class CompiledModule : public ::testing::TestWithParam<CompiledFixture> {
  protected:
   void SetUp() override {
@@ -819,6 +853,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, CompiledModule,
                                            // A host fallback whose region reads values of the main graph.
                                            CompiledFixture{"region_captures", "tests/fixtures/region_captures.tir",
                                                            {{"b", 3}}},
+                                           // If, Loop and Scan decomposed onto kernels.
+                                           CompiledFixture{"control_flow", "tests/fixtures/control_flow.tir", {{"b", 3}}},
                                            // The random ops' kernels: the GPU draws the host build's stream.
                                            CompiledFixture{"random_ops", "tests/fixtures/random_ops.tir", {{"b", 3}}}),
                          [](const auto& info) { return std::string(info.param.name); });
