@@ -366,9 +366,10 @@ bool inlinable(Expansion& e, const Graph& body, bool repeated) {
 
 // Whether running n cannot fail, whatever the data, once inference has checked
 // its static shapes: an If evaluates both branches when it decomposes. Random
-// ops, data-sized outputs, integer division, strings and the indexed ops (an
-// index out of range fails) may; movement ops and reductions only with
-// constant arguments past their data (Concat's are all data).
+// ops, data-sized outputs, strings and the indexed ops (an index out of range
+// fails) may; movement ops and reductions only with constant arguments past
+// their data (Concat's are all data). Pointwise ops never do (an integer
+// division by zero gives 0).
 bool cannot_fail(const Node& n) {
   const OpDef* def = OpRegistry::get().lookup(n);
   if (!def || def->has(kRandom) || def->has(kDataDependentShape) || def->has(kControlFlow)) return false;
@@ -376,7 +377,6 @@ bool cannot_fail(const Node& n) {
     for (const Value* v : *vs)
       if (v && (!v->type().is_tensor() || v->type().dtype() == DType::String)) return false;
   const std::string& op = n.op_type();
-  if (op == "Div" || op == "Mod") return is_float(n.output(0)->type().dtype());
   if (def->has(kPointwise) || def->has(kShapeOnly) || def->has(kConstant) || def->has(kContraction)) return true;
   if (!def->has(kMovement) && !def->has(kReduction)) return false;
   if (op.rfind("Gather", 0) == 0 || op.rfind("Scatter", 0) == 0 || op == "Compress") return false;
