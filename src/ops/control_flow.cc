@@ -4,11 +4,16 @@
 // Shape rules infer the regions and merge what differs: a dim two branches (or
 // two loop iterations) disagree on becomes a fresh symbol, so the result stays
 // ranked and as symbolic as the program allows. Kernels run the regions on the
-// reference interpreter.
+// reference interpreter. Decompositions inline the regions into the main graph
+// where the shapes allow it (an If of a constant condition, or of a computed
+// one between branches that cannot fail; a Loop of a constant trip count; a
+// Scan of a static length), so that their ops get kernels; elsewhere the node
+// is a host step, which is what `tcc ops` reports.
 #include <algorithm>
 #include <cstring>
 #include <limits>
 
+#include "src/ops/decomposition.h"
 #include "src/ops/families.h"
 #include "src/ops/op_helpers.h"
 #include "src/ops/op_registry.h"
@@ -101,8 +106,14 @@ void infer_if(InferContext& ctx) {
   if (then_t.size() != ctx.num_outputs() || else_t.size() != ctx.num_outputs())
     ctx.fail("expected both branches to produce " + std::to_string(ctx.num_outputs()) + " outputs, got " +
              std::to_string(then_t.size()) + " and " + std::to_string(else_t.size()));
+  // A constant condition (a shape test, folded) takes one branch: its types.
+  const Tensor* cond_value = ctx.input_const(0);
+  bool taken = cond_value && cond_value->numel() == 1;
   for (size_t i = 0; i < then_t.size(); ++i)
-    ctx.set_output_type(i, merge_types(ctx, then_t[i], else_t[i], "output " + std::to_string(i) + " of the branches"));
+    ctx.set_output_type(i, !taken                      ? merge_types(ctx, then_t[i], else_t[i],
+                                                                     "output " + std::to_string(i) + " of the branches")
+                           : cond_value->get_i64(0) != 0 ? then_t[i]
+                                                         : else_t[i]);
 }
 
 std::vector<Tensor> eval_if(EvalContext& ctx) {
@@ -322,12 +333,281 @@ std::vector<Tensor> eval_scan(EvalContext& ctx) {
   return results;
 }
 
+// ---------------------------------------------------------------- Decompositions
+
+// The most nodes the copies of a Loop's or Scan's body may add, every
+// iteration together; a longer unrolling stays a host step.
+constexpr size_t kMaxUnrolledNodes = 256;
+
+// Whether every dim of t is static or a symbol an input shape binds, so that
+// copies of the region value it types can be planned once per iteration.
+bool plannable(const Expansion& e, const Type& t) {
+  if (!t.is_tensor() || !t.fully_shaped()) return false;
+  return std::none_of(t.shape().begin(), t.shape().end(), [&](const Dim& d) { return e.data_dependent(d); });
+}
+
+// Whether `body` can be copied into the main graph: no nested regions, every
+// value it reads its own or the main graph's, and, where it is copied once per
+// iteration (`repeated`), no op whose output size the data decides (its copies
+// would share one symbol) and every value's type plannable.
+bool inlinable(Expansion& e, const Graph& body, bool repeated) {
+  for (const auto& n : body.nodes()) {
+    const OpDef* def = OpRegistry::get().lookup(*n);
+    if (!def || !n->regions().empty() || (repeated && def->has(kDataDependentShape))) return false;
+    for (const Value* v : n->inputs())
+      if (v && v->graph() != &body && v->graph() != &e.graph()) return false;
+    for (const Value* v : n->outputs())
+      if (repeated && !plannable(e, v->type())) return false;
+  }
+  for (const Value* v : body.outputs())
+    if (v->graph() != &body && v->graph() != &e.graph()) return false;
+  return true;
+}
+
+// Whether running n cannot fail, whatever the data, once inference has checked
+// its static shapes: an If evaluates both branches when it decomposes. Random
+// ops, data-sized outputs, strings and the indexed ops (an index out of range
+// fails) may; movement ops and reductions only with constant arguments past
+// their data (Concat's are all data). Pointwise ops never do (an integer
+// division by zero gives 0).
+bool cannot_fail(const Node& n) {
+  const OpDef* def = OpRegistry::get().lookup(n);
+  if (!def || def->has(kRandom) || def->has(kDataDependentShape) || def->has(kControlFlow)) return false;
+  for (const auto* vs : {&n.inputs(), &n.outputs()})
+    for (const Value* v : *vs)
+      if (v && (!v->type().is_tensor() || v->type().dtype() == DType::String)) return false;
+  const std::string& op = n.op_type();
+  if (def->has(kPointwise) || def->has(kShapeOnly) || def->has(kConstant) || def->has(kContraction)) return true;
+  if (!def->has(kMovement) && !def->has(kReduction)) return false;
+  if (op.rfind("Gather", 0) == 0 || op.rfind("Scatter", 0) == 0 || op == "Compress") return false;
+  if (op == "Concat") return true;
+  for (size_t i = 1; i < n.num_inputs(); ++i)
+    if (n.has_input(i) && !constant_value(n.input(i))) return false;
+  return true;
+}
+
+// Copies `body`'s nodes before the node, as pieces "<tag>/<node name>": a value
+// of the region is read as `env` maps it (the region's inputs, which the caller
+// sets, then each copy's outputs), a region initializer as a constant, a
+// main-graph value as itself. Returns the copies of the region's outputs.
+std::vector<Value*> inline_region(Expansion& e, const Graph& body, std::map<const Value*, Value*> env,
+                                  const std::string& tag) {
+  auto read = [&](const Value* v) -> Value* {
+    if (!v) return nullptr;
+    if (auto it = env.find(v); it != env.end()) return it->second;
+    if (v->graph() != &body) return const_cast<Value*>(v);
+    return env[v] = e.constant(tag + "/" + v->name(), v->initializer());
+  };
+  for (const auto& n : body.nodes()) {
+    std::vector<Value*> ins;
+    for (const Value* v : n->inputs()) ins.push_back(read(v));
+    std::vector<Type> types;
+    for (const Value* v : n->outputs()) types.push_back(v->type());
+    std::string name = tag + "/" + (n->name().empty() ? n->op_type() : n->name());
+    std::vector<Value*> outs = e.add_outputs(name, n->op_type(), ins, types, n->attrs(), n->domain());
+    for (size_t i = 0; i < outs.size(); ++i) env[n->output(i)] = outs[i];
+  }
+  std::vector<Value*> results;
+  for (const Value* v : body.outputs()) results.push_back(read(v));
+  return results;
+}
+
+// parts (each of the same type) stacked along a new axis `axis`: each viewed
+// with a 1 there, then one Concat.
+Value* stack_values(Expansion& e, const std::string& piece, const std::vector<Value*>& parts, int64_t axis,
+                    const Type& type) {
+  std::vector<Value*> views;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    Dims d = parts[i]->type().shape();
+    d.insert(d.begin() + axis, Dim(1));
+    views.push_back(e.reshape(piece + "_" + std::to_string(i), parts[i], d));
+  }
+  return e.add(piece, "Concat", views, type, {{"axis", Attribute::of_int(axis)}});
+}
+
+// Whether t is a tensor of one element and static dims (a scalar or [1]).
+bool single_static_element(const Type& t) {
+  return t.is_tensor() && t.fully_static() && dims_product(t.shape()) == Dim(1);
+}
+
+// If of a constant condition -> the taken branch's nodes. If of a computed
+// one-element condition -> both branches' nodes and Where(condition, then,
+// else) per output, where the branches' outputs have one plannable type each
+// and every node of both cannot fail (cannot_fail), since the branch the
+// condition rejects runs too. Otherwise the host runs the If.
+bool decompose_if(Expansion& e) {
+  const Node& n = e.node();
+  const Graph* then_g = n.get_graph("then_branch");
+  const Graph* else_g = n.get_graph("else_branch");
+  if (!then_g || !else_g || then_g->outputs().size() != n.num_outputs() ||
+      else_g->outputs().size() != n.num_outputs())
+    return false;
+  if (std::optional<double> cond = scalar_constant(n.input(0))) {
+    const Graph& taken = *cond != 0 ? *then_g : *else_g;
+    if (!inlinable(e, taken, false)) return false;
+    std::vector<Value*> outs = inline_region(e, taken, {}, *cond != 0 ? "then" : "else");
+    for (size_t i = 0; i < outs.size(); ++i) e.take_over(i, outs[i]);
+    e.leaves_dead_inputs();
+    return true;
+  }
+  const Type& cond_t = n.input(0)->type();
+  if (!single_static_element(cond_t)) return false;
+  for (const Graph* g : {then_g, else_g}) {
+    if (!inlinable(e, *g, true)) return false;
+    for (const auto& node : g->nodes())
+      if (!cannot_fail(*node)) return false;
+  }
+  for (size_t i = 0; i < n.num_outputs(); ++i) {
+    const Type& t = then_g->outputs()[i]->type();
+    if (!plannable(e, t) || t != else_g->outputs()[i]->type() || t != n.output(i)->type()) return false;
+  }
+  Value* cond = cond_t.rank() == 0 ? n.input(0) : e.reshape("condition", n.input(0), {});
+  std::vector<Value*> then_outs = inline_region(e, *then_g, {}, "then");
+  std::vector<Value*> else_outs = inline_region(e, *else_g, {}, "else");
+  for (size_t i = 0; i < n.num_outputs(); ++i)
+    e.take_over(i, e.add("Where_" + std::to_string(i), "Where", {cond, then_outs[i], else_outs[i]},
+                         n.output(i)->type()));
+  return true;
+}
+
+// A one-element constant of the type of region input v (a scalar or [1]).
+Value* constant_like(Expansion& e, const std::string& hint, const Value* v, int64_t value) {
+  const Type& t = v->type();
+  std::vector<int64_t> shape;
+  for (const Dim& d : t.shape()) shape.push_back(d.value());
+  Tensor c(t.dtype(), shape);
+  c.set_i64(0, value);
+  return e.constant(hint, std::move(c));
+}
+
+// Whether the region inputs `ins` and outputs `outs` of carried values have
+// the carried values' own plannable types: no iteration changes them.
+bool carried_types_hold(const Expansion& e, const std::vector<Value*>& carried, const std::vector<Value*>& ins,
+                        const std::vector<Value*>& outs) {
+  for (size_t i = 0; i < carried.size(); ++i) {
+    const Type& t = carried[i]->type();
+    if (!plannable(e, t) || ins[i]->type() != t || outs[i]->type() != t) return false;
+  }
+  return true;
+}
+
+// Loop of a constant trip count M >= 1 and a condition that stays true (absent
+// or constant true, the body passing it through or returning a true constant)
+// -> the body copied M times, iteration k reading the constant k and the
+// carried values of iteration k - 1; each scan output the iterations' values
+// stacked. Only where the carried values keep their types and the copies stay
+// within kMaxUnrolledNodes; otherwise the host runs the Loop.
+bool decompose_loop(Expansion& e) {
+  const Node& n = e.node();
+  const Graph* body = n.get_graph("body");
+  size_t n_carried = n.num_inputs() > 2 ? n.num_inputs() - 2 : 0;
+  if (!body || body->inputs().size() != n_carried + 2 || body->outputs().size() != n.num_outputs() + 1) return false;
+  std::optional<double> trips = n.has_input(0) ? scalar_constant(n.input(0)) : std::nullopt;
+  std::optional<double> cond = n.has_input(1) ? scalar_constant(n.input(1)) : 1.0;
+  if (!trips || *trips < 1 || !cond || *cond == 0 || !body_keeps_going(*body) ||
+      *trips * static_cast<double>(body->nodes().size()) > kMaxUnrolledNodes || !inlinable(e, *body, true))
+    return false;
+  std::vector<Value*> carried(n.inputs().begin() + 2, n.inputs().end());
+  const std::vector<Value*>& ins = body->inputs();
+  const std::vector<Value*>& outs = body->outputs();
+  if (!carried_types_hold(e, carried, {ins.begin() + 2, ins.end()}, {outs.begin() + 1, outs.begin() + 1 + n_carried}) ||
+      !single_static_element(ins[0]->type()) || !single_static_element(ins[1]->type()))
+    return false;
+  for (size_t k = n_carried; k < n.num_outputs(); ++k)
+    if (!plannable(e, n.output(k)->type())) return false;
+  Value* keep_going = constant_like(e, "condition", ins[1], 1);
+  std::vector<std::vector<Value*>> scans(n.num_outputs() - n_carried);
+  for (int64_t it = 0; it < static_cast<int64_t>(*trips); ++it) {
+    std::string tag = "iteration" + std::to_string(it);
+    std::map<const Value*, Value*> env = {{ins[0], constant_like(e, tag + "/number", ins[0], it)}, {ins[1], keep_going}};
+    for (size_t i = 0; i < n_carried; ++i) env[ins[2 + i]] = carried[i];
+    std::vector<Value*> results = inline_region(e, *body, env, tag);
+    for (size_t i = 0; i < n_carried; ++i) carried[i] = results[1 + i];
+    for (size_t k = 0; k < scans.size(); ++k) scans[k].push_back(results[1 + n_carried + k]);
+  }
+  // The copies of what computes the condition are left unread, as are M and
+  // the condition themselves.
+  e.leaves_dead_inputs();
+  for (size_t i = 0; i < n_carried; ++i) e.take_over(i, carried[i]);
+  for (size_t k = 0; k < scans.size(); ++k)
+    e.take_over(n_carried + k, stack_values(e, "scan_output" + std::to_string(k), scans[k], 0,
+                                            n.output(n_carried + k)->type()));
+  return true;
+}
+
+// Scan of a static length L >= 1 -> the body copied L times, iteration t
+// reading each scan input's slice t (L - 1 - t when reversed, a Gather of one
+// constant index) and the state of iteration t - 1; each scan output the
+// iterations' values stacked along its axis (in reverse order when
+// reversed). Only where the state keeps its types and the copies stay within
+// kMaxUnrolledNodes; otherwise the host runs the Scan.
+bool decompose_scan(Expansion& e) {
+  const Node& n = e.node();
+  const Graph* body = n.get_graph("body");
+  if (!body || !inlinable(e, *body, true)) return false;
+  int64_t m = n.get_int("num_scan_inputs", 0);
+  if (m < 1 || static_cast<size_t>(m) > n.num_inputs() || body->outputs().size() != n.num_outputs()) return false;
+  size_t n_state = n.num_inputs() - static_cast<size_t>(m);
+  if (n_state > n.num_outputs()) return false;
+  std::vector<int64_t> in_ranks, out_ranks;
+  for (size_t j = n_state; j < n.num_inputs(); ++j) {
+    const Type& t = n.input(j)->type();
+    if (!plannable(e, t)) return false;
+    in_ranks.push_back(static_cast<int64_t>(t.rank()));
+  }
+  for (size_t k = n_state; k < body->outputs().size(); ++k) {
+    const Type& t = body->outputs()[k]->type();
+    out_ranks.push_back(t.has_rank() ? static_cast<int64_t>(t.rank()) : -1);
+  }
+  ScanAttrs a = read_scan(n, *body, in_ranks, out_ranks);
+  const Dim& len = n.input(a.n_state)->type().shape()[a.in_axes[0]];
+  if (!len.is_static() || len.value() < 1 ||
+      len.value() * static_cast<int64_t>(body->nodes().size()) > static_cast<int64_t>(kMaxUnrolledNodes))
+    return false;
+  const std::vector<Value*>& ins = body->inputs();
+  const std::vector<Value*>& outs = body->outputs();
+  std::vector<Value*> state(n.inputs().begin(), n.inputs().begin() + a.n_state);
+  if (!carried_types_hold(e, state, {ins.begin(), ins.begin() + a.n_state}, {outs.begin(), outs.begin() + a.n_state}))
+    return false;
+  for (size_t j = 0; j < a.n_in; ++j)
+    if (!plannable(e, ins[a.n_state + j]->type())) return false;
+  for (size_t k = 0; k < a.n_out; ++k)
+    if (!plannable(e, n.output(a.n_state + k)->type())) return false;
+  int64_t steps = len.value();
+  std::vector<std::vector<Value*>> parts(a.n_out);
+  for (int64_t t = 0; t < steps; ++t) {
+    std::string tag = "iteration" + std::to_string(t);
+    std::map<const Value*, Value*> env;
+    for (size_t i = 0; i < a.n_state; ++i) env[ins[i]] = state[i];
+    for (size_t j = 0; j < a.n_in; ++j) {
+      int64_t at = a.in_dirs[j] ? steps - 1 - t : t;
+      Tensor index = Tensor::scalar_i64(at);
+      env[ins[a.n_state + j]] =
+          e.add(tag + "/slice" + std::to_string(j), "Gather",
+                {n.input(a.n_state + j), e.constant(tag + "/at" + std::to_string(j), std::move(index))},
+                ins[a.n_state + j]->type(), {{"axis", Attribute::of_int(a.in_axes[j])}});
+    }
+    std::vector<Value*> results = inline_region(e, *body, env, tag);
+    for (size_t i = 0; i < a.n_state; ++i) state[i] = results[i];
+    for (size_t k = 0; k < a.n_out; ++k) parts[k].push_back(results[a.n_state + k]);
+  }
+  // Each Gather's constant index is left unread once the Gather becomes a Slice.
+  e.leaves_dead_inputs();
+  for (size_t i = 0; i < a.n_state; ++i) e.take_over(i, state[i]);
+  for (size_t k = 0; k < a.n_out; ++k) {
+    if (a.out_dirs[k]) std::reverse(parts[k].begin(), parts[k].end());
+    e.take_over(a.n_state + k, stack_values(e, "scan_output" + std::to_string(k), parts[k], a.out_axes[k],
+                                            n.output(a.n_state + k)->type()));
+  }
+  return true;
+}
+
 }  // namespace
 
 void register_control_flow_ops(OpRegistry& r) {
-  r.add(OpDef{"", "If", 11, kControlFlow, infer_if, eval_if, {}});
-  r.add(OpDef{"", "Loop", 11, kControlFlow, infer_loop, eval_loop, {}});
-  r.add(OpDef{"", "Scan", 9, kControlFlow, infer_scan, eval_scan, {}});
+  r.add(OpDef{"", "If", 11, kControlFlow, infer_if, eval_if, {}}).decomposition(decompose_if);
+  r.add(OpDef{"", "Loop", 11, kControlFlow, infer_loop, eval_loop, {}}).decomposition(decompose_loop);
+  r.add(OpDef{"", "Scan", 9, kControlFlow, infer_scan, eval_scan, {}}).decomposition(decompose_scan);
 }
 
 }  // namespace tcc

@@ -231,9 +231,17 @@ std::vector<Tensor> eval_random_like(EvalContext& ctx) {
 }
 
 // Bernoulli(p): 1 with probability p, else 0, in `dtype` (p's by default).
+// ONNX asks for p in [0, 1]: a constant p outside it is refused here, so both
+// the interpreter and a compiled module refuse the model; p from data is not
+// checked on either path, and `u < p` makes a p at or below 0 (or NaN) give
+// 0 and one at or above 1 give 1.
 void infer_bernoulli(InferContext& ctx) {
   const Type& p = ctx.input_type(0);
   if (p.is_tensor()) require_random_float(ctx.node(), p.dtype());
+  if (const Tensor* c = ctx.input_const(0))
+    for (int64_t i = 0; i < c->numel(); ++i)
+      if (!(c->get_f64(i) >= 0 && c->get_f64(i) <= 1))
+        ctx.fail("probability " + std::to_string(c->get_f64(i)) + " is outside [0, 1]");
   DType dt = numeric_dtype_attr(ctx.node(), input_dtype(ctx, 0));
   ctx.set_output_type(0, p.is_tensor() && p.has_rank() ? Type::tensor(dt, p.shape()) : Type::tensor_unranked(dt));
 }
@@ -242,16 +250,11 @@ std::vector<Tensor> eval_bernoulli(EvalContext& ctx) {
   const Tensor& p = ctx.input(0);
   Tensor out(numeric_dtype_attr(ctx.node(), p.dtype()), p.shape());
   PhiloxKey key = random_key(ctx.node());
-  for (int64_t i = 0; i < p.numel(); ++i) {
-    double prob = p.get_f64(i);
-    if (!(prob >= 0 && prob <= 1)) ctx.fail("probability " + std::to_string(prob) + " is outside [0, 1]");
-    out.set_i64(i, uniform_draw(key, i) < prob ? 1 : 0);
-  }
+  for (int64_t i = 0; i < p.numel(); ++i) out.set_i64(i, uniform_draw(key, i) < p.get_f64(i) ? 1 : 0);
   return {out};
 }
 
-// 1 where the point's uniform draw is below p there; the kernel does not
-// check that p lies in [0, 1] (below 0 gives 0, above 1 gives 1).
+// 1 where the point's uniform draw is below p there, as the reference.
 int bernoulli_expression(const Node& n, ScalarBuilder& b, const std::vector<int>& in) {
   int hit = b.op(ScalarOp::Less, DType::Bool, {uniform_draw(n, b), b.op(ScalarOp::Cast, DType::F64, {in[0]})});
   DType dt = n.output(0)->type().dtype();

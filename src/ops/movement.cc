@@ -438,8 +438,12 @@ void infer_pad(InferContext& ctx) {
   auto pads = input_values(ctx, 1);
   std::optional<std::vector<int64_t>> axes = all_axes(rank);
   if (ctx.has_input(3)) axes = static_values(ctx.input_values(3));
+  // A dim the data decides (pads or axes read from data) is a fresh symbol,
+  // which the host step that pads binds.
   if (!pads || !axes) {
-    ctx.set_output_type(0, Type::tensor(in.dtype(), Dims(rank, Dim::unknown())));
+    Dims out;
+    for (int64_t k = 0; k < rank; ++k) out.push_back(ctx.env().fresh("u"));
+    ctx.set_output_type(0, Type::tensor(in.dtype(), out));
     return;
   }
   auto per_axis = pads_per_axis<Dim>(ctx.node(), *pads, *axes, rank, Dim(0));
@@ -447,7 +451,7 @@ void infer_pad(InferContext& ctx) {
   for (int64_t k = 0; k < rank; ++k) {
     const Dim& d = in.shape()[k];
     auto [b, e] = per_axis[k];
-    out.push_back(d.is_unknown() || b.is_unknown() || e.is_unknown() ? Dim::unknown()
+    out.push_back(d.is_unknown() || b.is_unknown() || e.is_unknown() ? ctx.env().fresh("u")
                                                                      : Dim(d.expr() + b.expr() + e.expr()));
   }
   ctx.set_output_type(0, Type::tensor(in.dtype(), out));

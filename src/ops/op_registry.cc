@@ -188,6 +188,9 @@ OpDef& OpDef::trains_through_decomposition() {
 
 const char* gpu_path(const OpDef& def) {
   if (def.declared_role == KernelRole::Contraction || def.declared_role == KernelRole::Convolution) return "library";
+  // Control flow decomposes only where a node's shapes and constants allow it
+  // (control_flow.cc), which the common node does not meet: the host.
+  if (def.has(kControlFlow)) return "host";
   if (def.declared_role != KernelRole::None || def.decompose) return "kernel";
   return "host";
 }

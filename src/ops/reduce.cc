@@ -84,9 +84,24 @@ void infer_reduce(InferContext& ctx) {
   ReduceAxes ra = reduce_axes_from(n, in_axes, present);
   int64_t rank = static_cast<int64_t>(x.rank());
   if (!ra.known) {
-    // The axes are data: with keepdims the rank survives but no dim is certain.
-    if (keepdims) ctx.set_output_type(0, Type::tensor(x.dtype(), Dims(x.rank())));
-    else ctx.set_output_type(0, Type::tensor_unranked(x.dtype()));
+    // The axes are data: each dim is the input's or gone (1 with keepdims) as
+    // the data decides, a fresh symbol the host step that reduces binds. The
+    // rank survives with keepdims; without, it loses the axes' count where
+    // that is static (no axis repeats; none reduces every axis, or none).
+    const Type& axes_t = ctx.input_type(1);
+    std::optional<int64_t> out_rank;
+    if (keepdims) out_rank = rank;
+    else if (axes_t.is_tensor() && axes_t.has_rank() && axes_t.rank() == 1 && axes_t.shape()[0].is_static())
+      out_rank = axes_t.shape()[0].value() > 0                    ? rank - axes_t.shape()[0].value()
+                 : n.get_int("noop_with_empty_axes", 0) != 0 ? rank
+                                                             : 0;
+    if (!out_rank || *out_rank < 0) {
+      ctx.set_output_type(0, Type::tensor_unranked(x.dtype()));
+      return;
+    }
+    Dims out;
+    for (int64_t k = 0; k < *out_rank; ++k) out.push_back(ctx.env().fresh("u"));
+    ctx.set_output_type(0, Type::tensor(x.dtype(), out));
     return;
   }
   std::set<int64_t> axes = normalized_axes(n, ra, rank);

@@ -324,27 +324,34 @@ void infer_identity(InferContext& ctx) {
   if (auto vals = input_values(ctx, 0)) ctx.set_output_values(0, *vals);
 }
 
+// ONNX asks for a ratio in [0, 1): a constant ratio outside it is refused
+// here, so both the interpreter and a compiled module refuse the model.
 void infer_dropout(InferContext& ctx) {
   const Type& in = ctx.input_type(0);
+  if (const Tensor* ratio = ctx.num_inputs() > 1 && ctx.has_input(1) ? ctx.input_const(1) : nullptr)
+    if (ratio->numel() == 1 && !(ratio->get_f64(0) >= 0 && ratio->get_f64(0) < 1))
+      ctx.fail("ratio must be in [0, 1), got " + std::to_string(ratio->get_f64(0)));
   ctx.set_output_type(0, in);
   if (ctx.num_outputs() > 1)
     ctx.set_output_type(1, in.has_rank() ? Type::tensor(DType::Bool, in.shape()) : Type::tensor_unranked(DType::Bool));
   if (auto vals = input_values(ctx, 0)) ctx.set_output_values(0, *vals);
 }
 
-// Inference (and training with ratio 0) is the identity with an all-true mask.
-// Training with a ratio keeps element i where uniform_draw of the stream the
-// `seed` attribute keys (random_stream.h; seed 0's when absent) is at least
-// the ratio, and scales it by 1 / (1 - ratio) in double: a run is
-// reproducible but will not match other runtimes' random streams.
+// Inference (and training with ratio 0) is the identity with an all-true mask;
+// the ratio is read in training only. Training with a ratio keeps element i
+// where uniform_draw of the stream the `seed` attribute keys (random_stream.h;
+// seed 0's when absent) is at least the ratio, and scales it by
+// 1 / (1 - ratio) in double: a run is reproducible but will not match other
+// runtimes' random streams. A ratio from data outside [0, 1), which the shape
+// rule cannot see, is defined as the kernels compute it: at or below 0 the
+// identity, at or above 1 (or NaN) every element dropped.
 std::vector<Tensor> eval_dropout(EvalContext& ctx) {
   const Tensor& x = ctx.input(0);
   double ratio = ctx.has_input(1) ? ctx.input(1).get_f64(0) : 0.5;
   bool training = ctx.has_input(2) && ctx.input(2).get_i64(0) != 0;
-  if (ratio < 0 || ratio >= 1) ctx.fail("ratio must be in [0, 1), got " + std::to_string(ratio));
   Tensor mask(DType::Bool, x.shape());
   std::vector<Tensor> outs;
-  if (!training || ratio == 0) {
+  if (!training || ratio <= 0) {
     for (int64_t i = 0; i < mask.numel(); ++i) mask.set_i64(i, 1);
     outs = {x, mask};
   } else {
@@ -582,14 +589,14 @@ void dropout_rule(GradContext& c) {
 // dtype; a constant ratio's threshold and scale are literals. A training_mode
 // computed at run time (`training`, else null) ORs its negation into the mask
 // and makes the scale 1 when false, which gives x itself as the reference
-// does. A constant ratio outside [0, 1) stays with the reference, which
-// rejects it; a computed one is not checked.
+// does. A computed ratio's scale is 1 / (1 - max(ratio, 0)), so that one
+// outside [0, 1) gives the reference's defined result (eval_dropout); the
+// shape rule refuses a constant one.
 bool decompose_training_dropout(Expansion& e, Value* training) {
   const Node& n = e.node();
   const Type& x = n.input(0)->type();
   if (!x.is_tensor() || !x.has_rank() || !is_float(x.dtype())) return false;
   std::optional<double> ratio = n.has_input(1) ? scalar_constant(n.input(1)) : 0.5;
-  if (ratio && !(*ratio >= 0 && *ratio < 1)) return false;
   Type doubles = Type::tensor(DType::F64, x.shape());
   Type bools = Type::tensor(DType::Bool, x.shape());
   Value* threshold = ratio ? e.scalar("ratio", *ratio, DType::F64) : e.cast("Cast", n.input(1), DType::F64);
@@ -602,7 +609,8 @@ bool decompose_training_dropout(Expansion& e, Value* training) {
     scale = e.scalar("scale", 1.0 / (1.0 - *ratio), DType::F64);
   } else {
     Value* one = e.scalar("one", 1.0, DType::F64);
-    scale = e.add("Div", "Div", {one, e.add("Sub", "Sub", {one, threshold}, threshold->type())}, threshold->type());
+    Value* dropped = e.add("Max", "Max", {threshold, e.scalar("zero_ratio", 0.0, DType::F64)}, threshold->type());
+    scale = e.add("Div", "Div", {one, e.add("Sub", "Sub", {one, dropped}, threshold->type())}, threshold->type());
   }
   if (training) {
     Value* on = e.cast("Cast_3", training, DType::Bool);

@@ -11,6 +11,12 @@ that ONNX's own version converter can take down to opset 23 (and the checker
 then accepts), a variant <test>_opset23 is added with the converted model and
 the original data sets: ONNX's expectations, ONNX's conversion.
 
+The tests of If, Loop and Scan on tensors exist only below opset 13, and the
+runner cannot run them as opset 13 (those ops' schemas changed at 11 and 13),
+so each such test that the version converter takes up to 13 with its graph
+inputs and outputs unchanged (Scan's opset-8 batch axis changes them) gets a
+variant <test>_opset13 the same way.
+
 The folder is argv[1]; a stamp with the onnx version makes later configures
 reuse it.
 """
@@ -24,6 +30,8 @@ import onnx
 from onnx import numpy_helper
 
 OPSET = 23  # the newest opset tcc reads
+MIN_OPSET = 13  # the oldest
+CONTROL_FLOW = ("If", "Loop", "Scan")
 
 
 def proto_of(value, value_info):
@@ -53,7 +61,21 @@ def write_case(case, folder):
                     f.write(proto_of(value, infos[k]).SerializeToString())
 
 
-def add_opset23_variants(out):
+def has_control_flow(graph):
+    for n in graph.node:
+        if n.op_type in CONTROL_FLOW:
+            return True
+        if any(a.type == onnx.AttributeProto.GRAPH and has_control_flow(a.g) for a in n.attribute):
+            return True
+    return False
+
+
+def signature(graph):
+    return [(v.name, v.type.SerializeToString()) for v in list(graph.input) + list(graph.output)]
+
+
+def add_converted_variants(out):
+    """The opset-23 variants of newer tests and the opset-13 ones of control flow (above)."""
     from onnx import version_converter
 
     for name in sorted(os.listdir(out)):
@@ -63,14 +85,22 @@ def add_opset23_variants(out):
             continue
         model = onnx.load(path)
         opset = [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")]
-        if not opset or opset[0] <= OPSET:
+        if not opset:
+            continue
+        if opset[0] > OPSET:
+            target = OPSET
+        elif opset[0] < MIN_OPSET and has_control_flow(model.graph):
+            target = MIN_OPSET
+        else:
             continue
         try:
-            converted = version_converter.convert_version(model, OPSET)
+            converted = version_converter.convert_version(model, target)
             onnx.checker.check_model(converted, full_check=True)
         except Exception:  # no adapter, or a type the older opset does not allow
             continue
-        variant = os.path.join(out, f"{name}_opset{OPSET}")
+        if target == MIN_OPSET and signature(converted.graph) != signature(model.graph):
+            continue
+        variant = os.path.join(out, f"{name}_opset{target}")
         os.makedirs(variant)
         onnx.save(converted, os.path.join(variant, "model.onnx"))
         for data in os.listdir(folder):
@@ -81,7 +111,7 @@ def add_opset23_variants(out):
 def main():
     out = os.path.abspath(sys.argv[1])
     stamp = os.path.join(out, ".onnx_version")
-    version = f"onnx {onnx.__version__}, variants at opset {OPSET}"
+    version = f"onnx {onnx.__version__}, variants at opsets {OPSET} and {MIN_OPSET}"
     if os.path.exists(stamp) and open(stamp).read() == version:
         print(out)
         return
@@ -100,7 +130,7 @@ def main():
             cases = node.collect_testcases(None)
         for case in cases:
             write_case(case, os.path.join(out, case.name))
-    add_opset23_variants(out)
+    add_converted_variants(out)
     with open(stamp, "w") as f:
         f.write(version)
     print(out)

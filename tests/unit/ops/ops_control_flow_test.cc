@@ -60,6 +60,16 @@ TEST(ControlFlowShapes, IfMergesBranchTypes) {
   EXPECT_TRUE(t.shape()[1].is_symbolic() && t.shape()[1].expr().is_symbol()) << t.str();
 }
 
+// A constant condition (a shape test, once folded) takes one branch: its types.
+TEST(ControlFlowShapes, IfOfAConstantConditionTakesItsBranchsTypes) {
+  for (bool c : {true, false}) {
+    IfModel m({S("batch"), 4}, {S("batch"), 8});
+    m.node->set_input(0, m.g.add_initializer("constant_cond", scalar_bool(c)));
+    infer_shapes(m.g);
+    EXPECT_EQ(m.node->output(0)->type().str(), c ? "f32[batch, 4]" : "f32[batch, 8]");
+  }
+}
+
 TEST(ControlFlowKernels, IfRunsTheChosenBranch) {
   IfModel m({2}, {3});
   for (bool c : {true, false}) {

@@ -226,7 +226,19 @@ TEST(RandomOps, BernoulliDrawsOnesWithProbabilityP) {
   // 10000 draws at p = 0.3: the frequency's standard error is 0.0046.
   EXPECT_NEAR(static_cast<double>(ones) / 10000, 0.3, 0.025);
   EXPECT_TRUE(out.identical(op.run({p})));
-  EXPECT_THROW(op.run({f32(std::vector<float>(20000, 1.5f), {20000})}), InputError);
+}
+
+// ONNX asks for p in [0, 1]. From data, what lies outside is defined as the
+// kernel computes it (u < p): at or below 0, and NaN, give 0; at or above 1,
+// 1. A constant outside is refused by the shape rule, on every path.
+TEST(RandomOps, BernoulliOutsideTheUnitIntervalIsDefinedOrRefused) {
+  OneOp op("Bernoulli", {tensor_type(DType::F32, {"8"})}, {}, 15);
+  float nan = std::numeric_limits<float>::quiet_NaN();
+  Tensor out = op.run({f32({-0.5f, 1.5f, nan, -1e30f, 1e30f, 0.0f, 1.0f, 2.0f}, {8})});
+  EXPECT_EQ(floats(out), (std::vector<double>{0, 1, 0, 0, 1, 0, 1, 1}));
+  OpGraph t(15);
+  t.op("Bernoulli", {t.g.add_initializer("p", f32({0.5f, 1.25f}, {2}))});
+  EXPECT_THROW(t.infer(), InputError);
 }
 
 TEST(RandomOps, MultinomialSamplesBySoftmaxOfTheLogits) {

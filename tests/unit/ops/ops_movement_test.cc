@@ -220,6 +220,19 @@ TEST(MovementOps, ExpandAndTileFromShapeValues) {
   EXPECT_EQ(out[1].get_f64(6 * 3 + 4), 2);
 }
 
+// Pads read from data: every dim is a fresh symbol, which the host step that
+// pads binds.
+TEST(MovementOps, PadsFromDataGiveFreshSymbols) {
+  OpGraph t(19);
+  Value* x = t.input("x", tensor_type(DType::F32, {"batch", "3"}));
+  Value* pads = t.input("pads", tensor_type(DType::I64, {"4"}));
+  Value* y = t.op("Pad", {x, pads});
+  t.infer();
+  EXPECT_EQ(y->type().str(), "f32[u0, u1]");
+  Tensor p = Tensor::from_i64({0, 1, 2, 0}, {4});
+  EXPECT_EQ(t.run({y}, {{"x", iota_f32({1, 3})}, {"pads", p}})[0].shape(), (std::vector<int64_t>{3, 4}));
+}
+
 TEST(MovementOps, PadModes) {
   OpGraph t(19);
   Value* x = t.input("x", tensor_type(DType::F32, {"batch", "3"}));

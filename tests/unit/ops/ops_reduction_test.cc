@@ -14,6 +14,7 @@ namespace tcc {
 namespace {
 
 using testing::floats;
+using testing::OpGraph;
 using testing::tensor_of;
 using testing::tensor_type;
 
@@ -61,6 +62,26 @@ TEST(ReductionShapes, AxesInputFromOpset18AndReduceSumFrom13) {
   EXPECT_EQ(OpOnX("ReduceL2", x, {}, {{"noop_with_empty_axes", Attribute::of_int(1)}}, 18).type(),
             "f32[batch, seq, 768]");
   EXPECT_EQ(OpOnX("ReduceL2", x, {}, {{"keepdims", Attribute::of_int(0)}}, 18).type(), "f32[]");
+}
+
+// Axes read from data: each kept dim is a fresh symbol (the input's or 1, as
+// the data decides), which the host step that reduces binds; without keepdims
+// the rank loses the axes' count when that is static.
+TEST(ReductionShapes, AxesFromDataGiveFreshSymbols) {
+  auto reduce = [](std::vector<std::string> axes_dims, int64_t keepdims, int64_t noop = 0) {
+    OpGraph t(18);
+    Value* x = t.input("x", tensor_type(DType::F32, {"batch", "seq", "768"}));
+    Value* axes = t.input("axes", tensor_type(DType::I64, std::move(axes_dims)));
+    Value* y = t.op("ReduceSum", {x, axes},
+                    {{"keepdims", Attribute::of_int(keepdims)}, {"noop_with_empty_axes", Attribute::of_int(noop)}});
+    t.infer();
+    return y->type().str();
+  };
+  EXPECT_EQ(reduce({"2"}, 1), "f32[u0, u1, u2]");
+  EXPECT_EQ(reduce({"2"}, 0), "f32[u0]");
+  EXPECT_EQ(reduce({"0"}, 0), "f32[]");
+  EXPECT_EQ(reduce({"0"}, 0, 1), "f32[u0, u1, u2]");
+  EXPECT_EQ(reduce({"n"}, 0), "f32[*]");
 }
 
 TEST(ReductionShapes, AxesAttributeWhereAnInputIsExpectedIsAnError) {

@@ -3,6 +3,8 @@
 // Constant, ConstantOfShape, Range, Dropout.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "tests/unit/ops/ops_test_util.h"
 
 namespace tcc {
@@ -253,6 +255,40 @@ TEST(ShapeOps, DropoutInTrainingScalesKeptElements) {
   }
   EXPECT_GT(kept, 400);
   EXPECT_LT(kept, 600);
+}
+
+// ONNX asks for a ratio in [0, 1). One from data outside it is defined as the
+// kernels compute it: at or below 0 the identity, at or above 1 or NaN every
+// element dropped; at inference it is not read. A constant one is refused.
+TEST(ShapeOps, DropoutRatioOutsideItsRangeIsDefinedOrRefused) {
+  OpGraph t;
+  Value* x = t.input("x", tensor_type(DType::F32, {"4"}));
+  Value* ratio = t.input("ratio", tensor_type(DType::F32, {}));
+  Value* train = t.input("train", tensor_type(DType::Bool, {}));
+  Node* d = t.node("Dropout", {x, ratio, train}, 2);
+  t.infer();
+  Tensor in = testing::iota_f32({4});
+  auto run = [&](float r, bool training) {
+    Tensor on(DType::Bool, {});
+    on.set_i64(0, training);
+    return t.run({d->output(0), d->output(1)}, {{"x", in}, {"ratio", Tensor::from_f32({r}, {})}, {"train", on}});
+  };
+  for (float r : {-0.5f, 0.0f}) {
+    auto out = run(r, true);
+    EXPECT_EQ(testing::floats(out[0]), testing::floats(in)) << r;
+    EXPECT_EQ(out[1].to_i64_vector(), (std::vector<int64_t>{1, 1, 1, 1})) << r;
+  }
+  for (float r : {1.0f, 7.0f, std::numeric_limits<float>::quiet_NaN()}) {
+    auto out = run(r, true);
+    EXPECT_EQ(testing::floats(out[0]), (std::vector<double>{0, 0, 0, 0})) << r;
+    EXPECT_EQ(out[1].to_i64_vector(), (std::vector<int64_t>{0, 0, 0, 0})) << r;
+  }
+  EXPECT_EQ(testing::floats(run(2.0f, false)[0]), testing::floats(in));
+
+  OpGraph c;
+  Value* cx = c.input("x", tensor_type(DType::F32, {"4"}));
+  c.node("Dropout", {cx, c.g.add_initializer("ratio", Tensor::from_f32({1.0f}, {}))}, 2);
+  EXPECT_THROW(c.infer(), InputError);
 }
 
 }  // namespace

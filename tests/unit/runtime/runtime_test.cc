@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -605,6 +606,8 @@ TEST(DataDependentSizes, SizesFromDataRunOnKernelsAndMatchTheInterpreterExactly)
 // The random ops (tests/fixtures/random_ops.tir) compile onto kernels with no
 // host step, and the module's draws are the interpreter's bit for bit, the
 // same on a second call; a Dropout switched off at run time is the identity.
+// Probabilities and a computed ratio outside ONNX's ranges (NaN included)
+// give the same defined results on both paths.
 TEST(RandomOps, CompiledModuleDrawsTheInterpretersBitsOnKernels) {
   fs::path dir = fresh_dir("random_ops");
   std::string model_path = std::string(TCC_SOURCE_DIR) + "/tests/fixtures/random_ops.tir";
@@ -615,9 +618,14 @@ TEST(RandomOps, CompiledModuleDrawsTheInterpretersBitsOnKernels) {
   std::unique_ptr<Model> model = load_model(model_path);
   infer_shapes(*model->graph);
   std::map<std::string, Tensor> inputs = random_inputs(*model->graph, 9, 5);
-  for (int call = 0; call < 3; ++call) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  Tensor& p_raw = inputs["p_raw"];
+  for (int64_t i = 0; i < p_raw.numel(); ++i) p_raw.set_f64(i, std::array<double, 4>{-0.5, 1.5, nan, 0.5}[i % 4]);
+  const std::array<double, 4> ratios = {0.3, -0.5, 1.0, nan};
+  for (int call = 0; call < 4; ++call) {
     inputs["train"] = Tensor(DType::Bool, {});
-    inputs["train"].set_i64(0, call < 2);
+    inputs["train"].set_i64(0, call != 2);
+    inputs["ratio_in"] = Tensor::from_f32({static_cast<float>(ratios[call])}, {});
     std::vector<Tensor> expected = Interpreter().run(*model->graph, inputs);
     std::vector<tcc_tensor> ins = module_inputs(m, inputs);
     std::vector<Tensor> outs = module_output_tensors(m, ins);
@@ -629,6 +637,40 @@ TEST(RandomOps, CompiledModuleDrawsTheInterpretersBitsOnKernels) {
       ASSERT_EQ(outs[i].dtype(), expected[i].dtype()) << what;
       ASSERT_EQ(outs[i].shape(), expected[i].shape()) << what;
       EXPECT_TRUE(outs[i].identical(expected[i])) << what;
+    }
+  }
+  tcc_module_free(m);
+  fs::remove_all(dir);
+}
+
+// If, Loop and Scan whose shapes allow it (tests/fixtures/control_flow.tir)
+// decompose onto kernels, no host step, and compute what the interpreter does
+// on either side of the If's computed condition.
+TEST(ControlFlow, DecomposedRegionsMatchTheInterpreterWithNoHostStep) {
+  fs::path dir = fresh_dir("control_flow");
+  std::string model_path = std::string(TCC_SOURCE_DIR) + "/tests/fixtures/control_flow.tir";
+  CompileResult r = compile_model(model_path, dir / "module", quick_compile_options());
+  for (const FallbackReason& f : r.fallbacks) ADD_FAILURE() << "host step " << f.op_type << " " << f.node;
+  tcc_module* m = nullptr;
+  ASSERT_EQ(tcc_module_load((dir / "module").c_str(), &m), TCC_OK) << tcc_last_error();
+  std::unique_ptr<Model> model = load_model(model_path);
+  infer_shapes(*model->graph);
+  for (double sign : {1.0, -1.0}) {
+    std::map<std::string, Tensor> inputs = random_inputs(*model->graph, 3, 7);
+    Tensor& x = inputs["x"];
+    for (int64_t i = 0; i < x.numel(); ++i) x.set_f64(i, sign * (0.25 + std::fabs(x.get_f64(i))));
+    std::vector<Tensor> expected = Interpreter().run(*model->graph, inputs);
+    std::vector<tcc_tensor> ins = module_inputs(m, inputs);
+    std::vector<Tensor> outs = module_output_tensors(m, ins);
+    std::vector<tcc_tensor> c_outs = c_tensors(outs);
+    ASSERT_EQ(tcc_module_run_host(m, ins.data(), ins.size(), c_outs.data(), c_outs.size()), TCC_OK) << tcc_last_error();
+    ASSERT_EQ(outs.size(), expected.size());
+    for (size_t i = 0; i < outs.size(); ++i) {
+      const std::string what = std::string(tcc_module_output_name(m, i)) + " sign " + std::to_string(sign);
+      ASSERT_EQ(outs[i].shape(), expected[i].shape()) << what;
+      for (int64_t k = 0; k < outs[i].numel(); ++k)
+        EXPECT_NEAR(outs[i].get_f64(k), expected[i].get_f64(k), 1e-6 + 1e-6 * std::fabs(expected[i].get_f64(k)))
+            << what << " element " << k;
     }
   }
   tcc_module_free(m);
@@ -811,6 +853,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, CompiledModule,
                                            // A host fallback whose region reads values of the main graph.
                                            CompiledFixture{"region_captures", "tests/fixtures/region_captures.tir",
                                                            {{"b", 3}}},
+                                           // If, Loop and Scan decomposed onto kernels.
+                                           CompiledFixture{"control_flow", "tests/fixtures/control_flow.tir", {{"b", 3}}},
                                            // The random ops' kernels: the GPU draws the host build's stream.
                                            CompiledFixture{"random_ops", "tests/fixtures/random_ops.tir", {{"b", 3}}}),
                          [](const auto& info) { return std::string(info.param.name); });
