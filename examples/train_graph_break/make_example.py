@@ -11,8 +11,9 @@ counted with torch.nonzero (a data-dependent shape, so a graph break):
 
 The compiled-autograd tutorial's first point: a break in the forward splits
 torch's backward as well, one backward graph per forward graph. `tcc explain
---train` shows where tcc's backward lands instead (tcc differentiates the whole
-model, so the backward splits only where it depends on the break's result).
+--train` predicts torch's frames for the step: the two forward graphs, their two
+backward graphs, the recompile of the graph after the break when nonzero's
+count changes, and the compiled optimizer step.
 
 model.tir   the model (weights uniform in +-1/sqrt(16), seeded)
 trace.jsonl 20 training steps of batch 8, lr and step as 0-d tensors

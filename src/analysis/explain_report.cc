@@ -40,7 +40,9 @@ std::string node_label(const Node& n) {
 GraphBreak simulated_break(const ExplainReport& r, const SimBreak& sb) {
   const std::string& input = r.signature.inputs[sb.input].name;
   GraphBreak b;
-  for (const Node* n : r.partition.regions[sb.graph].nodes)
+  auto region = std::find_if(r.partition.regions.begin(), r.partition.regions.end(),
+                             [&](const CompiledRegion& c) { return c.id == sb.graph; });
+  for (const Node* n : region->nodes)
     if (std::any_of(n->inputs().begin(), n->inputs().end(), [&](const Value* v) { return v && v->name() == input; })) {
       b.node = n;
       break;
@@ -72,6 +74,10 @@ ExplainReport explain_model(Model& model, const ExplainOptions& opts, const OpRe
     r.options.mark_unbacked.insert(parse_mark(r.signature, spec, "--mark-unbacked"));
   const TorchRules& rules = r.options.rules;
   for (GraphBreak& b : r.partition.breaks) b.torch_reason = torch_break_reason(b.node->op_type(), rules);
+  if (opts.training) {
+    r.partition = torch_training_frames(r.partition, *model.graph, *opts.training, rules);
+    if (int lr = r.signature.find_input(opts.training->lr); lr >= 0) r.signature.inputs[lr].source = kLrSource;
+  }
   if (!opts.mark_static.empty() && !rules.has_mark_static)
     throw InputError("--mark-static: torch " + rules.version() + " has no mark_static (new in 2.1)");
   if (!opts.mark_unbacked.empty() && !rules.has_mark_unbacked)
@@ -161,7 +167,7 @@ std::string render_text(const ExplainReport& r) {
   for (size_t g = 0; g < s.graphs.size(); ++g) {
     const auto& fe = s.graphs[g].first_eager;
     if (!fe) continue;
-    os << "  graph " << g << ": ";
+    os << "  graph " << p.regions[g].id << ": ";
     if (r.options.stance == Stance::EagerOnRecompile && s.graphs[g].variants.size() < static_cast<size_t>(r.options.effective_recompile_limit()))
       os << "stance eager_on_recompile";
     else

@@ -11,6 +11,7 @@
 #include "src/analysis/advice.h"
 #include "src/analysis/partition.h"
 #include "src/analysis/recompile_simulator.h"
+#include "src/analysis/training_frames.h"
 
 namespace tcc {
 
@@ -19,6 +20,8 @@ struct ExplainOptions {
   std::vector<std::string> mark_dynamic;  // "INPUT:DIM"
   std::vector<std::string> mark_unbacked;  // "INPUT:DIM"
   std::vector<std::string> mark_static;    // "INPUT:DIM"
+  // A training step (explain --train): its graphs are torch's frames for it (training_frames.h).
+  std::optional<TrainingStepFrames> training;
   SimOptions sim;
 };
 

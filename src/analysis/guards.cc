@@ -49,12 +49,37 @@ std::pair<int, int> GuardSet::last_read_source(int c) const {
   return last;
 }
 
+namespace {
+
+// torch's backend dispatch key of a device type ("cuda:1" -> "CUDA"); "" for
+// the default device (the CPU) and types tcc does not know.
+std::string backend_key(const std::string& device) {
+  static const std::map<std::string, std::string> keys = {
+      {"", "CPU"}, {"cpu", "CPU"}, {"cuda", "CUDA"}, {"meta", "Meta"}, {"mps", "MPS"}, {"xpu", "XPU"}};
+  auto it = keys.find(device.substr(0, device.find(':')));
+  return it == keys.end() ? "" : it->second;
+}
+
+std::string dispatch_key_set(const std::string& backend) {
+  return "DispatchKeySet(" + backend + ", BackendSelect, ADInplaceOrView, Autograd" + backend + ")";
+}
+
+}  // namespace
+
+std::string GuardSet::dispatch_key_failure(int i, const CallRecord& call) const {
+  if (i >= static_cast<int>(layouts_.size()) || !layouts_[i]) return "";
+  const std::string want = backend_key(layouts_[i]->device), got = backend_key(call.layout(i).device);
+  if (want.empty() || got.empty() || want == got) return "";
+  return "tensor '" + spelled_input(i) + "' dispatch key set mismatch. expected " +
+         dispatch_key_set(want) + ", actual " + dispatch_key_set(got);
+}
+
 std::string GuardSet::placement_failure(int i, const CallRecord& call) const {
   if (i >= static_cast<int>(layouts_.size()) || !layouts_[i]) return "";
   const TensorLayout& want = *layouts_[i];
   const TensorLayout& got = call.layout(i);
-  const std::string name = "tensor '" + spelled(sig_->inputs[i].name) + "' ";
-  if (want.device != got.device)
+  const std::string name = "tensor '" + spelled_input(i) + "' ";
+  if (want.device != got.device && dispatch_key_failure(i, call).empty())
     return name + "device mismatch. expected " + (want.device.empty() ? "the default device" : want.device) +
            ", actual " + (got.device.empty() ? "the default device" : got.device);
   if (want.requires_grad != got.requires_grad)
@@ -66,7 +91,7 @@ std::string GuardSet::stride_failure(int i, const CallRecord& call, const int64_
   if (i >= static_cast<int>(layouts_.size()) || !layouts_[i]) return "";
   const TensorLayout& want = *layouts_[i];
   const TensorLayout& got = call.layout(i);
-  const std::string name = "tensor '" + spelled(sig_->inputs[i].name) + "' ";
+  const std::string name = "tensor '" + spelled_input(i) + "' ";
   // Row-major on both sides: the sizes' own guards decide (0-sized dims included).
   if (want.strides.empty() && got.strides.empty()) return "";
   // The call's strides: the trace's, or row-major over its sizes.
@@ -95,7 +120,9 @@ bool GuardSet::check(const CallRecord& call, const int64_t* values) const {
   for (int i : inputs_) {
     if (dtypes_[i] != DType::Undefined && call.dtypes[i] != dtypes_[i]) return false;
     if (float_guarded_[i] && call.floats[i] != float_values_[i]) return false;
-    if (!placement_failure(i, call).empty() || !stride_failure(i, call, values).empty()) return false;
+    if (!dispatch_key_failure(i, call).empty() || !placement_failure(i, call).empty() ||
+        !stride_failure(i, call, values).empty())
+      return false;
   }
   for (size_t c = 0; c < classes_.size(); ++c) {
     const ClassGuard& g = classes_[c];
@@ -152,8 +179,10 @@ std::vector<std::string> GuardSet::failures(const CallRecord& call, const int64_
     out.push_back(prefix + (rules_.legacy_guard_failures ? "___check_global_state()" : "GLOBAL_STATE changed: grad_mode"));
   for (int i : inputs_) {
     const InputSignature& in = sig_->inputs[i];
+    // torch checks a tensor's dispatch key set (its backend) first, then dtype, device and requires_grad.
+    if (std::string keys = dispatch_key_failure(i, call); !keys.empty()) out.push_back(prefix + keys);
     if (dtypes_[i] != DType::Undefined && call.dtypes[i] != dtypes_[i])
-      out.push_back(prefix + "tensor '" + spelled(in.name) + "' dtype mismatch. expected " + scalar_type_name(dtypes_[i]) +
+      out.push_back(prefix + "tensor '" + spelled_input(i) + "' dtype mismatch. expected " + scalar_type_name(dtypes_[i]) +
                     ", actual " + scalar_type_name(call.dtypes[i]));
     // torch checks a tensor's device and requires_grad before its sizes, its strides after them.
     if (std::string placement = placement_failure(i, call); !placement.empty()) out.push_back(prefix + placement);
@@ -164,16 +193,16 @@ std::vector<std::string> GuardSet::failures(const CallRecord& call, const int64_
         continue;
       }
     if (float_guarded_[i] && call.floats[i] != float_values_[i])
-      out.push_back(prefix + spelled(in.name) + " == " + format_float(float_values_[i]) + " (now " +
+      out.push_back(prefix + spelled_input(i) + " == " + format_float(float_values_[i]) + " (now " +
                     format_float(call.floats[i]) + ")");
     if (in.scalar_class >= 0) {
       const ClassGuard& g = classes_[in.scalar_class];
       int64_t v = values[in.scalar_class];
       if (g.kind == ClassGuard::Static && v != g.value)
-        out.push_back(prefix + spelled(in.name) + " == " + std::to_string(g.value) + " (now " + std::to_string(v) +
+        out.push_back(prefix + spelled_input(i) + " == " + std::to_string(g.value) + " (now " + std::to_string(v) +
                       ")");
       if (g.kind == ClassGuard::Symbolic && !g.unbacked && v < 2)
-        out.push_back(prefix + "2 <= " + spelled(in.name) + " (now " + std::to_string(v) + ")");
+        out.push_back(prefix + "2 <= " + spelled_input(i) + " (now " + std::to_string(v) + ")");
     }
     for (size_t d = 0; d < in.dim_class.size(); ++d) {
       int c = in.dim_class[d];
@@ -185,13 +214,13 @@ std::vector<std::string> GuardSet::failures(const CallRecord& call, const int64_
       // share a size (tests/fidelity/2.15/example_captions_*: 'labels', not 'input_ids').
       if (last_read_source(c) != std::pair<int, int>{i, static_cast<int>(d)}) continue;
       if (g.kind == ClassGuard::Static && v != g.value)
-        out.push_back(prefix + "tensor '" + spelled(in.name) + "' size mismatch at index " + std::to_string(d) +
+        out.push_back(prefix + "tensor '" + spelled_input(i) + "' size mismatch at index " + std::to_string(d) +
                       ". expected " + std::to_string(g.value) + ", actual " + std::to_string(v));
       if (g.kind == ClassGuard::Symbolic && v == 0 && zero_breaks_stride(c)) {
         // Reported at the source whose stride carries it.
         for (auto [si, sd] : sig_->class_sources[c])
           if (std::find(inputs_.begin(), inputs_.end(), si) != inputs_.end() && stride_guarded(si, sd)) {
-            const std::string name = spelled(sig_->inputs[si].name);
+            const std::string name = spelled_input(si);
             out.push_back(prefix + name + ".stride()[" + std::to_string(sd - 1) + "] == " + name + ".size()[" +
                           std::to_string(sd) + "] (actual 0)");
             break;
@@ -249,7 +278,7 @@ std::string GuardSet::legacy_tensor_failure(int i, const CallRecord& call, const
   for (size_t d = 0; d < rank; ++d) {
     if (mismatched(d)) {
       if (!reported_here(d)) return "";
-      return "tensor '" + spelled(in.name) + "' size mismatch at index " + std::to_string(d) + ". expected " +
+      return "tensor '" + spelled_input(i) + "' size mismatch at index " + std::to_string(d) + ". expected " +
              std::to_string(*want[d]) + ", actual " + std::to_string(got[d]);
     }
     // The stride of d is the product of the sizes after it (row-major on both sides, unless the call says).
@@ -263,7 +292,7 @@ std::string GuardSet::legacy_tensor_failure(int i, const CallRecord& call, const
     }
     if (!layout.strides.empty()) actual = layout.strides[d];
     if (known && owned && expected != actual)
-      return "tensor '" + spelled(in.name) + "' stride mismatch at index " + std::to_string(d) + ". expected " +
+      return "tensor '" + spelled_input(i) + "' stride mismatch at index " + std::to_string(d) + ". expected " +
              std::to_string(expected) + ", actual " + std::to_string(actual);
   }
   return "";
@@ -273,8 +302,16 @@ std::string GuardSet::spelled(const std::string& input) const {
   return rules_.local_source_names ? "L['" + input + "']" : input;
 }
 
+std::string GuardSet::spelled_input(int input) const {
+  const InputSignature& in = sig_->inputs[input];
+  if (in.source.empty()) return spelled(in.name);
+  // The frame's local is the source's head: L['self'].param_groups[0]['lr'] where locals are spelled so.
+  size_t tail = in.source.find_first_of(".[");
+  return spelled(in.source.substr(0, tail)) + (tail == std::string::npos ? "" : in.source.substr(tail));
+}
+
 std::string GuardSet::spelled_source(int input, int dim) const {
-  return size_source(spelled(sig_->inputs[input].name), dim);
+  return size_source(spelled_input(input), dim);
 }
 
 std::vector<std::optional<int64_t>> GuardSet::sizes(int input) const {

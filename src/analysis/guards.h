@@ -87,6 +87,8 @@ class GuardSet {
   std::string legacy_tensor_failure(int input, const CallRecord& call, const int64_t* values) const;
   // An input as the release's guard failures spell it: x, or L['x'].
   std::string spelled(const std::string& input) const;
+  // Input i as torch's guards name it: its source where it has one, its name otherwise.
+  std::string spelled_input(int input) const;
   // "x.size()[1]" (or "L['x'].size()[1]"), a scalar's own name.
   std::string spelled_source(int input, int dim) const;
   bool stride_guarded(int input, int dim) const;
@@ -97,8 +99,12 @@ class GuardSet {
   std::optional<SymExpr> fact_expr(const ShapeFact& f) const;
   std::vector<std::optional<int64_t>> sizes(int input) const;    // nullopt: symbolic
   std::vector<std::optional<int64_t>> strides(int input) const;
-  // Where input i's device or requires_grad differs from the call's, in
-  // torch's words (without the compile id); "" when both match.
+  // Where input i's device type differs from the call's: torch checks a
+  // tensor's dispatch key set first, which names the backend; "" when the type
+  // matches or is one tcc cannot name.
+  std::string dispatch_key_failure(int input, const CallRecord& call) const;
+  // Where input i's device (the same type, another index) or requires_grad
+  // differs from the call's, in torch's words (without the compile id); "" when both match.
   std::string placement_failure(int input, const CallRecord& call) const;
   // Where the call's strides of input i differ (torch checks them after the sizes); "" when they match.
   std::string stride_failure(int input, const CallRecord& call, const int64_t* values) const;

@@ -247,18 +247,25 @@ Partition partition_graph(const Graph& g, const ShapeInfo& info, const OpRegistr
   for (int& r : region_of_level)
     if (r >= 0) {
       r = static_cast<int>(p.regions.size());
-      p.regions.push_back(CompiledRegion{r, {}, {}});
+      p.regions.push_back(CompiledRegion{r, {}, {}, {}});
     }
   std::vector<std::unordered_set<const Value*>> region_reads(p.regions.size());
+  std::unordered_set<const Value*> data_dependent;  // outputs of breaks whose sizes the data sets
   for (size_t i = 0; i < g.nodes().size(); ++i) {
-    if (is_break[i]) continue;
-    int r = region_of_level[node_level[i]];
     const Node& n = *g.nodes()[i];
+    if (is_break[i]) {
+      if (always_data_dependent(n.op_type())) data_dependent.insert(n.outputs().begin(), n.outputs().end());
+      continue;
+    }
+    int r = region_of_level[node_level[i]];
     p.regions[r].nodes.push_back(&n);
     reads.clear();
     collect_reads(n, g, reads);
-    for (const Value* v : reads)
+    std::vector<const Value*>& dd = p.regions[r].data_dependent_inputs;
+    for (const Value* v : reads) {
       if (v->is_graph_input() && !v->is_initializer()) region_reads[r].insert(v);
+      if (data_dependent.count(v) && std::find(dd.begin(), dd.end(), v) == dd.end()) dd.push_back(v);
+    }
   }
   for (auto& r : p.regions)
     for (const Value* in : g.inputs())

@@ -36,6 +36,10 @@ struct CompiledRegion {
   int id = 0;
   std::vector<const Node*> nodes;        // in graph order
   std::vector<const Value*> graph_inputs;  // model inputs the region reads, in model order
+  // Results of breaks whose sizes the data sets (NonZero, Unique, Compress)
+  // that the region reads: torch's frame resuming after the break takes such a
+  // result as an input (`___stack0`) whose size changes from call to call.
+  std::vector<const Value*> data_dependent_inputs;
 };
 
 struct Partition {

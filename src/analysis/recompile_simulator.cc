@@ -10,9 +10,9 @@ constexpr int64_t kUnset = -2;
 
 class GraphSimulator {
  public:
-  GraphSimulator(const ModelSignature& sig, std::vector<int> inputs, int graph, const SimOptions& opts,
-                 size_t distinct)
-      : sig_(sig), inputs_(std::move(inputs)), graph_(graph), opts_(opts),
+  GraphSimulator(const ModelSignature& sig, std::vector<int> inputs, int graph, bool data_dependent,
+                 const SimOptions& opts, size_t distinct)
+      : sig_(sig), inputs_(std::move(inputs)), graph_(graph), data_dependent_(data_dependent), opts_(opts),
         first_value_(sig.num_classes(), kUnset), dynamic_(sig.num_classes(), false),
         first_float_(sig.inputs.size()), float_dynamic_(sig.inputs.size(), false), memo_(distinct, kUnknown) {
     for (int i : inputs_) {
@@ -29,16 +29,20 @@ class GraphSimulator {
       return false;
     }
     uint8_t& m = memo_[id];
-    if (m == kServed) return true;
+    // A break result's data-dependent size (the graph's ___stack0) changes at
+    // the next call: no variant compiled while it was static passes it.
+    const bool size_changed = data_dependent_ && !sim_.variants.empty() && !data_dependent_symbolic_;
+    if (m == kServed && !size_changed) return true;
     if (m == kEager) {
       ++sim_.eager_calls;
       return false;
     }
-    for (size_t v = sim_.variants.size(); v-- > 0;)
-      if (sim_.variants[v].check(rec, values)) {
-        m = kServed;
-        return true;
-      }
+    if (!size_changed)
+      for (size_t v = sim_.variants.size(); v-- > 0;)
+        if (sim_.variants[v].check(rec, values)) {
+          m = kServed;
+          return true;
+        }
     const bool over_limit = static_cast<int>(sim_.variants.size()) >= opts_.effective_recompile_limit();
     const bool at_limit = over_limit || (opts_.stance == Stance::EagerOnRecompile && !sim_.variants.empty());
     // Reasons are worded only for recompiles and the first eager call: a
@@ -48,8 +52,13 @@ class GraphSimulator {
     if (!at_limit || !sim_.first_eager) {
       const size_t n = sim_.variants.size();
       for (size_t v = n; v-- > 0;) {
-        if (n - v <= kWordedVariants)
+        if (n - v <= kWordedVariants) {
           for (std::string& r : sim_.variants[v].failures(rec, values)) ev.reasons.push_back(std::move(r));
+          // torch's data-dependent results (nonzero's, unique's) carry that size first.
+          if (size_changed)
+            ev.reasons.push_back(sim_.variants[v].compile_id() +
+                                 ": tensor '___stack0' size mismatch at index 0 (data-dependent)");
+        }
         note_causes(sim_.variants[v], rec, values, out.causes);
       }
       ev.unlisted_variants = n > kWordedVariants ? n - kWordedVariants : 0;
@@ -69,6 +78,10 @@ class GraphSimulator {
       return false;
     }
     sim_.variants.push_back(compile(rec, values));
+    // Automatic dynamic makes the size symbolic at its first change, --dynamic true at the first compile.
+    data_dependent_symbolic_ =
+        opts_.dynamic == DynamicMode::True ||
+        (opts_.dynamic == DynamicMode::Auto && opts_.rules.automatic_dynamic && sim_.variants.size() > 1);
     TCC_CHECK(sim_.variants.back().check(rec, values)) << "variant " << sim_.variants.back().compile_id()
                                                        << " rejects the call it was compiled for";
     ++out.compiles;
@@ -223,6 +236,8 @@ class GraphSimulator {
   const ModelSignature& sig_;
   std::vector<int> inputs_;
   int graph_;
+  bool data_dependent_;                  // reads a break result whose size the data sets
+  bool data_dependent_symbolic_ = false;  // that size is symbolic in the newest variant
   const SimOptions& opts_;
   std::vector<int> class_order_;
   std::vector<int64_t> first_value_;
@@ -263,7 +278,8 @@ SimResult simulate(const ModelSignature& sig, const std::vector<CompiledRegion>&
   out.calls = trace.calls.size();
   std::vector<GraphSimulator> graphs;
   for (const CompiledRegion& r : regions)
-    graphs.emplace_back(sig, region_input_indices(sig, r), r.id, opts, trace.distinct_count);
+    graphs.emplace_back(sig, region_input_indices(sig, r), r.id, !r.data_dependent_inputs.empty(), opts,
+                        trace.distinct_count);
   // Padding is applied once per distinct call, in a copy of the class values.
   std::vector<int64_t> padded;
   if (!opts.pad_multiple.empty()) {

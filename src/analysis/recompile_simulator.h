@@ -18,6 +18,10 @@
 //  5. At most recompile_limit variants per graph (under the stance
 //     eager_on_recompile: one); a call needing another runs eagerly and is
 //     counted.
+//  6. A graph reading a break result whose size the data sets (nonzero's;
+//     CompiledRegion::data_dependent_inputs) sees that size change at the call
+//     after its first compile: a recompile that makes it symbolic under
+//     automatic dynamic, one per call up to the limit under --dynamic false.
 // Checks are memoized per distinct call: once a call passes a variant it
 // always will, and once the limit is hit a failing call always fails.
 #pragma once

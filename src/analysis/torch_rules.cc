@@ -54,4 +54,10 @@ std::string torch_break_reason(const std::string& op_type, const TorchRules& r) 
          config + "`";
 }
 
+std::string torch_user_break_reason(const TorchRules& r) {
+  if (r.minor < kStructuredBreakMinor) return "";
+  return "Call to `torch._dynamo.graph_break()`\n  Explanation: User-inserted graph break. Message: None\n  Hint: "
+         "Remove the `torch._dynamo.graph_break()` call.";
+}
+
 }  // namespace tcc

@@ -63,6 +63,11 @@ constexpr int kPlainSourceMinor = 7;
 // tcc does not know torch's words for that op.
 std::string torch_break_reason(const std::string& op_type, const TorchRules& r);
 
+// torch's words for a torch._dynamo.graph_break() call (torch.optim makes one
+// around every step), up to their first blank line; empty before the release
+// that words breaks as a title, an explanation and a hint (not recorded).
+std::string torch_user_break_reason(const TorchRules& r);
+
 // The first release wording graph breaks as a title, an explanation and a hint
 // (recorded: 2.6 writes one line, 2.7 the three).
 constexpr int kStructuredBreakMinor = 7;

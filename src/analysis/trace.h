@@ -33,6 +33,9 @@ struct InputSignature {
   std::vector<std::optional<int64_t>> fixed;  // per dim: the size the model fixes, if any
   std::vector<int> dim_class;                 // per dim: its class (-1 for a fixed dim)
   int scalar_class = -1;                      // class of an int scalar's value
+  // How torch's guards name the input where it is not a local of the frame by
+  // its name, an attribute path from one ("self.param_groups[0]['lr']"); empty otherwise.
+  std::string source;
 };
 
 // A fact an op relies on, over class values. Divisible: `expr % value == 0`

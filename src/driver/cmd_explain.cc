@@ -58,19 +58,18 @@ void simulate_training_inputs(ExplainCli& c, const TrainingGraph& tg, const Mode
   }
 }
 
-// The training step's side of the report: how the graph breaks split the
-// forward, the backward and the update into compiled graphs (each graph's
-// nodes by part; a break in the forward splits the backward too, because the
-// backward of the nodes after the break depends on it), and what the backward
-// saves at the --shape-hint sizes.
+// The training step's side of the report: torch's frames for it
+// (src/analysis/training_frames.h: each compiled graph, forward or optimizer
+// step, with its nodes; the backward graphs AOTAutograd compiles, one per
+// forward graph), and what the backward saves at the --shape-hint sizes.
 nlohmann::json training_json(const TrainingGraph& tg, const TrainFlags& f, const ExplainReport& r,
                              const SavedActivations& saved) {
   nlohmann::json graphs = nlohmann::json::array();
+  int forward_graphs = 0;
   for (const CompiledRegion& region : r.partition.regions) {
-    std::map<StepPart, int> count;
-    for (const Node* n : region.nodes) ++count[n->part()];
-    graphs.push_back({{"graph", region.id}, {"forward", count[StepPart::Forward]},
-                      {"backward", count[StepPart::Backward]}, {"optimizer", count[StepPart::Optimizer]}});
+    StepPart part = region.nodes.front()->part();
+    forward_graphs += part == StepPart::Forward;
+    graphs.push_back({{"graph", region.id}, {"part", step_part_name(part)}, {"nodes", region.nodes.size()}});
   }
   nlohmann::json breaks = nlohmann::json::array();
   for (const GraphBreak& b : r.partition.breaks)
@@ -80,7 +79,9 @@ nlohmann::json training_json(const TrainingGraph& tg, const TrainFlags& f, const
   return {{"loss", tg.loss},
           {"params", tg.params},
           {"optimizer", f.optimizer},
+          {"loss_compiled", f.loss_fn.empty()},
           {"graphs", graphs},
+          {"backward_graphs", forward_graphs},
           {"breaks", breaks},
           {"saved_activations",
            {{"backward_reads", saved.backward_reads},
@@ -95,18 +96,21 @@ std::string training_text(const nlohmann::json& t, const SavedActivations& saved
   std::ostringstream out;
   out << "\nTraining step: loss '" << t["loss"].get<std::string>() << "', " << t["params"].size()
       << " parameters, optimizer " << t["optimizer"].get<std::string>() << "\n";
-  int backward_graphs = 0;
+  out << "  torch's frames: torch.compile(model) (the loss " << (t["loss_compiled"].get<bool>() ? "in it" : "eager")
+      << "), the backward" << (t["optimizer"] == "none" ? "" : ", a compiled opt.step()") << "\n";
   for (const auto& g : t["graphs"]) {
-    out << "  graph " << g["graph"].get<int>() << ": " << g["forward"].get<int>() << " forward, "
-        << g["backward"].get<int>() << " backward, " << g["optimizer"].get<int>() << " optimizer nodes\n";
-    backward_graphs += g["backward"].get<int>() > 0;
+    bool step = g["part"] == "optimizer";
+    int id = g["graph"].get<int>();
+    out << "  graph " << id << ": " << (step ? "the optimizer step, " : "forward, ") << g["nodes"].get<int>()
+        << " nodes";
+    if (step) out << " (frame " << id - 1 << ", opt.step's wrapper, breaks on purpose and compiles nothing)";
+    out << "\n";
   }
+  const int backward = t["backward_graphs"].get<int>();
+  out << "  backward: AOTAutograd compiles " << backward << " graph" << (backward == 1 ? "" : "s")
+      << ", one per forward graph, at the first backward, with no guards of its own\n";
   for (const auto& b : t["breaks"])
     out << "  break " << b["node"].get<std::string>() << " is in the " << b["part"].get<std::string>() << "\n";
-  if (!t["breaks"].empty())
-    out << "  the backward runs as " << backward_graphs << " compiled graph" << (backward_graphs == 1 ? "" : "s")
-        << ": tcc differentiates the whole model, so backward nodes split only where they depend on a break's "
-           "result, not once per forward graph\n";
   std::istringstream lines(describe_saved_activations(saved));
   for (std::string line; std::getline(lines, line);) out << "  " << line << "\n";
   return out.str();
@@ -198,6 +202,7 @@ std::pair<nlohmann::json, std::string> explain_model_cli(ExplainCli& c, std::str
   std::optional<SavedActivations> saved;
   if (tg) {
     simulate_training_inputs(c, *tg, *model);
+    c.opts.training = TrainingStepFrames{tg->lr, !c.train.loss_fn.empty()};
     saved = compare_saved_activations(*model, hints);
   } else if (!hints.empty()) {
     throw InputError("--shape-hint needs --train (it sizes the training step's memory comparison)");

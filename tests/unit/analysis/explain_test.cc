@@ -354,7 +354,7 @@ std::string with_layout(int b, int s, const std::string& layout) {
 
 // TENSOR_MATCH guards a tensor's device, requires_grad and strides as well as
 // its sizes, in the order torch checks them, and words each as torch does
-// (tests/fidelity/2.15/requires_grad_change, stride_change).
+// (tests/fidelity/2.15/requires_grad_change, stride_change, device_change).
 TEST(ExplainSimulate, DeviceRequiresGradAndStridesAreGuarded) {
   SimCase sc(false);
   SimResult grad = sc.run(call(4, 8) + with_layout(4, 8, "\"requires_grad\": true") + call(4, 8));
@@ -371,12 +371,44 @@ TEST(ExplainSimulate, DeviceRequiresGradAndStridesAreGuarded) {
   SimResult device = sc.run(with_layout(4, 8, "\"device\": \"cuda:0\"") + with_layout(4, 8, "\"device\": \"cuda:1\""));
   ASSERT_EQ(device.recompiles.size(), 1u);
   EXPECT_EQ(device.recompiles[0].reasons[0], "0/0: tensor 'x' device mismatch. expected cuda:0, actual cuda:1");
+  // Another device type is another backend: torch's first check, the dispatch key set, fails
+  // (tests/fidelity/2.15/device_change), and the device's own check is not worded as well.
+  SimResult backend = sc.run(call(4, 8) + with_layout(4, 8, "\"device\": \"meta\""));
+  ASSERT_EQ(backend.recompiles.size(), 1u);
+  EXPECT_EQ(backend.recompiles[0].reasons,
+            std::vector<std::string>{"0/0: tensor 'x' dispatch key set mismatch. expected DispatchKeySet(CPU, "
+                                     "BackendSelect, ADInplaceOrView, AutogradCPU), actual DispatchKeySet(Meta, "
+                                     "BackendSelect, ADInplaceOrView, AutogradMeta)"});
 
   // A size change is worded as the size mismatch alone, though the strides differ too.
   SimResult size = sc.run(with_layout(4, 8, "\"stride\": [8, 1]") + with_layout(4, 9, "\"stride\": [9, 1]"));
   ASSERT_EQ(size.recompiles.size(), 1u);
   EXPECT_EQ(size.recompiles[0].reasons,
             std::vector<std::string>{"0/0: tensor 'x' size mismatch at index 1. expected 8, actual 9"});
+}
+
+// A graph reading a break result whose size the data sets (nonzero's) sees it
+// change at the next call, though the trace's calls are all alike: one
+// recompile under automatic dynamic, every call up to the limit under
+// dynamic=False (tests/fidelity/2.15/example_train_graph_break).
+TEST(ExplainSimulate, DataDependentBreakResultRecompiles) {
+  SimCase sc(false);
+  sc.p.regions[0].data_dependent_inputs = {sc.f.g.inputs()[0]};
+  const std::string calls = call(4, 8) + call(4, 8) + call(4, 8) + call(4, 8) + call(4, 8);
+  SimResult automatic = sc.run(calls);
+  EXPECT_EQ(automatic.compiles, 2u);
+  ASSERT_EQ(automatic.recompiles.size(), 1u);
+  EXPECT_EQ(automatic.recompiles[0].call, 1u);
+  EXPECT_EQ(automatic.recompiles[0].reasons,
+            std::vector<std::string>{"0/0: tensor '___stack0' size mismatch at index 0 (data-dependent)"});
+  SimOptions fixed;
+  fixed.dynamic = DynamicMode::False;
+  fixed.recompile_limit = 3;
+  SimResult limited = sc.run(calls, fixed);
+  EXPECT_EQ(limited.compiles, 3u);
+  EXPECT_EQ(limited.eager_fallback_calls, 2u);
+  fixed.dynamic = DynamicMode::True;
+  EXPECT_EQ(sc.run(calls, fixed).compiles, 1u);
 }
 
 TEST(ExplainTrace, LayoutKeysAreChecked) {

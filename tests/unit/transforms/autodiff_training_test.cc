@@ -379,9 +379,11 @@ TEST(Autodiff, GlobMatch) {
 }
 
 // The compiled-optimizer documents' run: Adam over ten Linear layers with a
-// LinearLR schedule. A tensor lr compiles once; an lr passed as a Python
-// float recompiles for each of its 6 distinct values under the documents'
-// torch (--torch-version 2.3, specialize_float=True).
+// LinearLR schedule, in torch's frames (the forward, frame 0; opt.step's
+// wrapper, frame 1, which breaks; Adam.step, frame 2). A tensor lr compiles the
+// step once; an lr passed as a Python float recompiles it for each of its 6
+// distinct values under the documents' torch (--torch-version 2.3,
+// specialize_float=True), its guard named as torch's optimizer frame names it.
 TEST(Autodiff, ExplainTrainLrSchedule) {
   std::string dir = std::string(TCC_SOURCE_DIR) + "/examples/train_linear10/";
   std::string base = "explain " + shell_quote(dir + "model.tir") + " --trace " + shell_quote(dir + "trace.jsonl") +
@@ -389,17 +391,20 @@ TEST(Autodiff, ExplainTrainLrSchedule) {
   CliResult tensor = run_tcc(base);
   ASSERT_EQ(tensor.code, 0) << tensor.output;
   auto j = nlohmann::json::parse(tensor.output);
-  EXPECT_EQ(j["compiles"], 1);
+  EXPECT_EQ(j["compiles"], 2);
   EXPECT_EQ(j["recompile_count"], 0);
-  EXPECT_EQ(j["graph_break_count"], 0);
+  EXPECT_EQ(j["graph_break_count"], 1);
+  EXPECT_EQ(j["graph_breaks"][0]["reason"], "optimizer_step");
   CliResult scalar = run_tcc(base + " --lr-as-scalar --torch-version 2.3");
   ASSERT_EQ(scalar.code, 0) << scalar.output;
   j = nlohmann::json::parse(scalar.output);
-  EXPECT_EQ(j["compiles"], 6);
+  EXPECT_EQ(j["compiles"], 7);
   EXPECT_EQ(j["recompile_count"], 5);
+  EXPECT_EQ(j["recompiles"][0]["reasons"][0],
+            "2/0: L['self'].param_groups[0]['lr'] == 0.003333333333333333 (now 0.004666666666666667)");
   CliResult text = run_tcc("explain " + shell_quote(dir + "model.tir") + " --trace " + shell_quote(dir + "trace.jsonl") +
                            " --train --loss-fn mse --loss-on y --label target --optimizer adam --lr-as-scalar --torch-version 2.3");
-  EXPECT_NE(text.output.find("hold 'lr' in a tensor input: 1 compile instead of 6 compiles"), std::string::npos)
+  EXPECT_NE(text.output.find("hold 'lr' in a tensor input: 2 compiles instead of 7 compiles"), std::string::npos)
       << text.output;
   CliResult no_train = run_tcc("explain " + shell_quote(dir + "model.tir") + " --optimizer adam");
   EXPECT_EQ(no_train.code, 2);
