@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "codegen/attention_emit.h"
+#include "codegen/block_config.h"
 #include "codegen/emit_c.h"
 #include "src/diag/errors.h"
 
@@ -380,27 +381,16 @@ KernelLaunch attention_grad_launch(const kir::Kernel& k, const KernelConfig& c) 
 
 KernelConfig attention_grad_default_config(const kir::Kernel& k) {
   grad_desc(k);
-  KernelConfig c;
-  c.block = 128;
-  return c;
+  return block_config(128);
 }
 
 std::string attention_grad_refusal(const kir::Kernel& k, const KernelConfig& c) {
   grad_desc(k);
-  KernelConfig knobs;
-  knobs.block = c.block;
-  if (c != knobs) return "the attention backward's kernels choose their threads per block, nothing else";
-  if (c.block < 32 || c.block > kMaxThreads || c.block % 32 != 0)
-    return "block " + std::to_string(c.block) + " is not a multiple of 32 from 32 to " + std::to_string(kMaxThreads);
-  return "";
+  return block_config_refusal(c, "the attention backward's kernels", kMaxThreads);
 }
 
 std::vector<KernelConfig> attention_grad_configs(const kir::Kernel& k) {
-  std::vector<KernelConfig> out;
-  KernelConfig c;
-  for (c.block = 64; c.block <= kMaxThreads; c.block *= 2)
-    if (attention_grad_refusal(k, c).empty()) out.push_back(c);
-  return out;
+  return block_configs(64, kMaxThreads, {1}, [&](const KernelConfig& c) { return attention_grad_refusal(k, c); });
 }
 
 std::string attention_grad_schedule(const kir::Kernel& k, const KernelConfig& c) {

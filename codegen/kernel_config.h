@@ -1,7 +1,8 @@
 // How one kernel is emitted and launched: the knobs autotuning (src/autotune)
 // turns. It lives in codegen because it is the emitter's input (and, for the
-// library calls, the manifest's); codegen/kernel_schedule.h's default_config()
-// gives the choices without tuning.
+// library calls, the manifest's); the schedule passes of
+// codegen/kernel_schedule.h make the choices without tuning, into each
+// kernel's Kernel::schedule (the kernel IR's `schedule` line).
 #pragma once
 
 #include <cstdint>
@@ -10,6 +11,11 @@
 
 namespace tcc {
 
+// Threads per block (KernelConfig::block): a multiple of 32 from kMinBlock to kMaxBlock.
+inline constexpr int kMinBlock = 32;
+inline constexpr int kMaxBlock = 1024;
+// The most rows one reduction block takes in turn (KernelConfig::rows_per_block, a power of two).
+inline constexpr int kMaxRowsPerBlock = 8;
 // The most blocks that may share one reduction row.
 inline constexpr int kMaxSplit = 1024;
 // The most row elements one thread of a reduction keeps in registers (KernelConfig::row_cache).

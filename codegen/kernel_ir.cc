@@ -68,11 +68,25 @@ class Printer {
       out_ += "  topk x=" + buffer_ref(k_.topk->x) + " length=" + std::to_string(k_.topk->length) +
               " largest=" + std::to_string(k_.topk->largest) + "\n";
     if (k_.recurrence) recurrence(*k_.recurrence);
+    if (k_.schedule && !anonymous_) schedule(*k_.schedule);
     for (size_t i = 0; i < k_.body.size(); ++i) instr(static_cast<int>(i), k_.body[i]);
     return out_;
   }
 
  private:
+  // `schedule block=N` and every other knob that is not KernelConfig's default.
+  void schedule(const KernelConfig& c) {
+    static const KernelConfig defaults;
+    out_ += "  schedule block=" + std::to_string(c.block);
+    for (const ScheduleKnob& knob : schedule_knobs()) {
+      int value = knob.number ? c.*knob.number : c.*knob.flag;
+      int fallback = knob.number ? defaults.*knob.number : defaults.*knob.flag;
+      if (knob.number != &KernelConfig::block && value != fallback)
+        out_ += " " + std::string(knob.name) + "=" + std::to_string(value);
+    }
+    out_ += "\n";
+  }
+
   void header() {
     out_ += "kernel ";
     if (!anonymous_) out_ += name_text(k_.name) + " ";
@@ -284,6 +298,23 @@ const char* op_name(Op op) {
 }
 
 std::string print_kernel(const Kernel& k) { return Printer(k, false).print(); }
+
+const std::vector<ScheduleKnob>& schedule_knobs() {
+  static const std::vector<ScheduleKnob> knobs = {
+      {"block", &KernelConfig::block},
+      {"vector_width", &KernelConfig::vector_width},
+      {"rows_per_block", &KernelConfig::rows_per_block},
+      {"split", &KernelConfig::split},
+      {"columns", nullptr, &KernelConfig::columns},
+      {"row_cache", &KernelConfig::row_cache},
+      {"tiled", nullptr, &KernelConfig::tiled},
+      {"algo", &KernelConfig::algo},
+      {"tile", &KernelConfig::tile},
+      {"lanes_per_row", &KernelConfig::lanes_per_row},
+      {"mma", nullptr, &KernelConfig::mma},
+  };
+  return knobs;
+}
 
 SymExpr domain_size(const Kernel& k) { return product(k.domain, 0, k.domain.size()); }
 

@@ -40,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/kernel_config.h"
 #include "src/ir/dtype.h"
 #include "src/ir/sym.h"
 #include "src/module/kernel_abi.h"
@@ -243,6 +244,11 @@ struct Kernel {
   std::optional<AttentionDesc> attention;  // Kind::Attention
   std::optional<TopKDesc> topk;         // Kind::TopK
   std::optional<RecurrenceDesc> recurrence;  // Kind::Recurrence
+  // The launch and layout choices the emitter reads (codegen/kernel_config.h),
+  // as the schedule passes (codegen/kernel_schedule.h) left them; none until a
+  // schedule pass runs, and then the emitter takes default_config. Not part of
+  // structural_key: the choices follow from the structure and the device.
+  std::optional<KernelConfig> schedule;
   std::vector<std::string> nodes;       // names of the source nodes fused into it
   bool zero_outputs = false;            // outputs are zeroed before each launch (accumulating stores)
   int copy_from = -1;                   // the one output starts as a copy of this input buffer (of its dtype
@@ -264,6 +270,15 @@ struct Kernel {
 //     %3: f32 = relu %2
 //     %4 = store y [768, 1], %3
 std::string print_kernel(const Kernel& k);
+
+// The knobs of the `schedule` line, in KernelConfig's order: each an int
+// (`number`) or a 0/1 flag (`flag`) of the config.
+struct ScheduleKnob {
+  const char* name;
+  int KernelConfig::*number = nullptr;
+  bool KernelConfig::*flag = nullptr;
+};
+const std::vector<ScheduleKnob>& schedule_knobs();
 
 // Number of elements in the domain, and in its outer (row) part.
 SymExpr domain_size(const Kernel& k);

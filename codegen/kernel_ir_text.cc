@@ -77,6 +77,7 @@ class KernelParser : TextCursor {
     if (keyword("attention")) k.attention = attention(k);
     if (keyword("topk")) k.topk = topk(k);
     if (keyword("recurrence")) k.recurrence = recurrence(k);
+    if (keyword("schedule")) k.schedule = schedule();
     std::vector<size_t> instr_at;
     while (peek() == '%') {
       instr_at.push_back(pos());
@@ -355,6 +356,37 @@ class KernelParser : TextCursor {
     field("largest");
     t.largest = flag();
     return t;
+  }
+
+  // `key=value` knobs (schedule_knobs) up to the first instruction or the
+  // next kernel, each at most once; the others keep KernelConfig's defaults.
+  KernelConfig schedule() {
+    KernelConfig c;
+    std::vector<std::string> seen;
+    while (pos() < t_.size() && peek() != '%' && peek_ident() != "kernel") {
+      size_t at = pos();
+      std::string key = ident("a schedule knob");
+      const ScheduleKnob* knob = nullptr;
+      std::string known;
+      for (const ScheduleKnob& s : schedule_knobs()) {
+        if (key == s.name) knob = &s;
+        known += (known.empty() ? "" : " ") + std::string(s.name);
+      }
+      if (knob == nullptr) fail_at(at, "expected a schedule knob (" + known + "), got '" + key + "'");
+      if (std::find(seen.begin(), seen.end(), key) != seen.end())
+        fail_at(at, "schedule knob '" + key + "' is given twice");
+      seen.push_back(key);
+      expect("=");
+      if (knob->flag) {
+        c.*knob->flag = flag();
+      } else {
+        size_t value_at = pos();
+        int64_t v = integer();
+        if (v < 0 || v > INT_MAX) fail_at(value_at, "expected a schedule value from 0 to " + std::to_string(INT_MAX));
+        c.*knob->number = static_cast<int>(v);
+      }
+    }
+    return c;
   }
 
   RecurrenceDesc recurrence(const Kernel& k) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "codegen/kernel_schedule.h"
 #include "src/ops/kernel_roles.h"
 #include "src/ops/recurrent.h"
 
@@ -56,6 +57,11 @@ class Verifier {
     if (k_.topk) topk(*k_.topk);
     if (k_.recurrence) recurrence(*k_.recurrence);
     sizes();
+    // Last: the emitters' refusals read a kernel that is otherwise valid.
+    if (k_.schedule) {
+      std::string why = config_refusal(k_, *k_.schedule);
+      if (!why.empty()) fail(-1, "schedule: " + why);
+    }
   }
 
  private:

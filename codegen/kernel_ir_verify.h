@@ -36,6 +36,8 @@
 //   and recurrence_arg / recurrence_result, one result per activation.
 // - Initial outputs: zeroed or copied first, not both; a copy is of an input
 //   buffer of the one output's dtype and shape.
+// - Schedule: one the emitters can print for the kernel (config_refusal,
+//   codegen/kernel_schedule.h).
 #pragma once
 
 #include <optional>

@@ -1,9 +1,11 @@
 #include "codegen/kernel_passes.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "codegen/collapse_axes.h"
 #include "codegen/kernel_ir_verify.h"
+#include "codegen/kernel_schedule.h"
 #include "src/diag/errors.h"
 
 namespace tcc::kir {
@@ -17,12 +19,28 @@ void verify_after(const Kernel& k, const std::string& step) {
                         print_kernel(k));
 }
 
+// collapse_axes, counting the axes it merges away.
+Kernel collapse_axes_pass(Kernel k, KernelPassContext& ctx) {
+  size_t axes = k.domain.size();
+  k = collapse_axes(std::move(k));
+  if (k.domain.size() < axes) ctx.stats.add("axes merged", static_cast<int64_t>(axes - k.domain.size()));
+  return k;
+}
+
 }  // namespace
 
 const std::vector<KernelPassInfo>& all_kernel_passes() {
   static const std::vector<KernelPassInfo> passes = {
       {"collapse_axes", "Merge neighbouring domain axes that every load and store steps through as one",
-       collapse_axes},
+       collapse_axes_pass},
+      {"vectorize", "Move four f32 elements per access (float4) in pointwise kernels that allow it",
+       vectorize_pass},
+      {"split_reductions",
+       "Share the rows of a reduction with too few rows for the device among blocks, or take them in columns",
+       split_reductions_pass},
+      {"choose_schedule",
+       "Choose each kernel's block size, tiles, row cache and template layout for the device",
+       choose_schedule_pass},
   };
   return passes;
 }
@@ -54,11 +72,22 @@ std::vector<const KernelPassInfo*> kernel_pipeline(const std::string& names) {
   return pipeline;
 }
 
-Kernel run_kernel_passes(Kernel k, const std::vector<const KernelPassInfo*>& passes) {
+KernelPassRunner::KernelPassRunner(std::vector<const KernelPassInfo*> passes, const DeviceProfile& device)
+    : passes_(std::move(passes)), device_(device) {
+  for (const KernelPassInfo* p : passes_) records_.push_back(PassRecord{p->name, 0, false, {}});
+}
+
+Kernel KernelPassRunner::run(Kernel k) {
   verify_after(k, "lowering");
-  for (const KernelPassInfo* p : passes) {
-    k = p->run(std::move(k));
-    verify_after(k, p->name);
+  for (size_t i = 0; i < passes_.size(); ++i) {
+    KernelPassContext ctx{device_, {}};
+    auto start = std::chrono::steady_clock::now();
+    k = passes_[i]->run(std::move(k), ctx);
+    PassRecord& r = records_[i];
+    r.wall_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    for (const auto& [name, n] : ctx.stats.counters) r.stats.add(name, n);
+    r.changed = r.changed || !ctx.stats.counters.empty();
+    verify_after(k, passes_[i]->name);
   }
   return k;
 }

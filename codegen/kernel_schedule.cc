@@ -7,6 +7,7 @@
 #include "codegen/attention_template.h"
 #include "codegen/emit.h"
 #include "codegen/emit_c.h"
+#include "codegen/gemm_template.h"
 #include "codegen/recurrence_template.h"
 #include "codegen/topk_template.h"
 
@@ -32,24 +33,24 @@ constexpr int kSymbolicRowBlock = 128;
 // - kSplitMinRowLength: a static row shorter than this is at most 64 KB of
 //   f32, which one block reduces in a few microseconds; partials and atomics
 //   would cost about what they save.
-// - kSplitBlocksPerSm: the blocks wanted in all, per SM of the device.
+// - DeviceProfile::split_blocks_per_sm: the blocks wanted in all, per SM of
+//   the device (2 in every profile: the H100's tables, bench/results).
 // - kSplitMinSlice (kernel_config.h): the elements each block still reduces.
 // Rows of symbolic length (with a static row count under the SM count) split
 // too, since they may be long; such a kernel uses only the slices the length
 // needs at run time (one slice: no workspace traffic at all).
 constexpr int64_t kSplitMinRowLength = 16384;
-constexpr int64_t kSplitBlocksPerSm = 2;
 // Column reductions (reduces_columns) read a row's elements in 256-thread
 // blocks of kColumnRows rows by 8 (KernelConfig::columns) by default where
 // their rows split and their row count is static: every warp then reads 128
 // contiguous bytes, where one block per row reads 4 bytes of each 32-byte
-// sector. The rows are cut into as many slices as kColumnBlocksPerSm blocks
-// per SM need (at most kColumnMaxSplit), each of at least kColumnMinSlice
-// elements. The H100's tables (bench/results, 2026-11-25: bias gradients over
-// 4096 rows of 768 to 3072 columns) were fastest at 16 slices of 256 rows,
-// ahead of the two blocks per SM of row splits.
+// sector. The rows are cut into as many slices as the device profile's
+// column_blocks_per_sm blocks per SM need (at most kColumnMaxSplit), each of
+// at least kColumnMinSlice elements. The H100's tables (bench/results,
+// 2026-11-25: bias gradients over 4096 rows of 768 to 3072 columns) were
+// fastest at 16 slices of 256 rows, ahead of the two blocks per SM of row
+// splits; every profile takes 16.
 constexpr int kColumnBlock = 256;
-constexpr int64_t kColumnBlocksPerSm = 16;
 constexpr int64_t kColumnMaxSplit = 64;
 // A row of symbolic length is cached (KernelConfig::row_cache) by default up
 // to this many elements, which covers the sequence lengths attention sees at
@@ -57,11 +58,10 @@ constexpr int64_t kColumnMaxSplit = 64;
 constexpr int64_t kSymbolicCachedRow = 1024;
 
 // A power of two from 64 to 512 giving each thread about eight elements of a
-// static row (of a slice, when the row is split); rows of symbolic length get
-// a fixed middle size.
-int reduction_block(const kir::Kernel& k, const DeviceProfile& device) {
+// static row (of a slice, when the row is split `split` ways); unsplit rows of
+// symbolic length get a fixed middle size.
+int reduction_block(const kir::Kernel& k, int split) {
   SymExpr len = row_length(k);
-  int64_t split = reduction_split(k, device);
   if (!len.is_constant() && split == 1) return kSymbolicRowBlock;
   // A symbolic row that splits is cut into slices of kSplitMinSlice elements.
   int64_t slice = len.is_constant() ? (len.constant_value() + split - 1) / split : kSplitMinSlice;
@@ -71,14 +71,48 @@ int reduction_block(const kir::Kernel& k, const DeviceProfile& device) {
   return b;
 }
 
+// c's block and row cache for a reduction taking one row per block, split as c says.
+KernelConfig schedule_rows(const kir::Kernel& k, KernelConfig c) {
+  c.block = reduction_block(k, c.split);
+  c.row_cache = fitting_row_cache(k, c);
+  return c;
+}
+
 }  // namespace
 
-KernelConfig default_config(const kir::Kernel& k, const DeviceProfile& device) {
-  KernelConfig c;
+kir::Kernel vectorize_pass(kir::Kernel k, kir::KernelPassContext& ctx) {
+  if (k.kind != kir::Kind::Pointwise || !vectorizes(k)) return k;
+  KernelConfig c = k.schedule.value_or(KernelConfig{});
+  if (c.vector_width == kVectorWidth) return k;
+  c.vector_width = kVectorWidth;
+  k.schedule = c;
+  ctx.stats.add("vectorized");
+  return k;
+}
+
+kir::Kernel split_reductions_pass(kir::Kernel k, kir::KernelPassContext& ctx) {
+  if (k.kind != kir::Kind::Reduction) return k;
+  KernelConfig c = k.schedule.value_or(KernelConfig{});
+  if (int split = column_split(k, ctx.device)) {
+    c.columns = true;
+    c.split = split;
+  } else {
+    c.columns = false;
+    c.split = reduction_split(k, ctx.device);
+  }
+  if (c == k.schedule.value_or(KernelConfig{})) return k;
+  k.schedule = c;
+  if (c.columns) ctx.stats.add("in columns");
+  else if (c.split > 1) ctx.stats.add("rows split");
+  return k;
+}
+
+kir::Kernel choose_schedule_pass(kir::Kernel k, kir::KernelPassContext& ctx) {
+  KernelConfig c = k.schedule.value_or(KernelConfig{});
   if (k.kind == kir::Kind::Pointwise) {
     c.block = kPointwiseBlock;
-    c.vector_width = vectorizes(k) ? kVectorWidth : 1;
     c.tiled = transpose_axis(k) >= 0;
+    if (c.tiled) ctx.stats.add("tiled");
   } else if (k.kind == kir::Kind::Attention) {
     c = attention_default_config(k);
   } else if (k.kind == kir::Kind::TopK) {
@@ -86,29 +120,35 @@ KernelConfig default_config(const kir::Kernel& k, const DeviceProfile& device) {
   } else if (k.kind == kir::Kind::Recurrence) {
     c = recurrence_default_config(k);
   } else if (k.kind == kir::Kind::Reduction) {
-    if (int split = column_split(k, device)) {
+    if (c.columns) {
       c.block = kColumnBlock;
-      c.columns = true;
-      c.split = split;
     } else {
-      c = row_reduction_config(k, device);
+      c = schedule_rows(k, c);
+      if (c.row_cache > 0) ctx.stats.add("row caches");
     }
   }
-  return c;
+  if (!k.schedule || c != *k.schedule) ctx.stats.add("scheduled");
+  k.schedule = c;
+  return k;
 }
 
-std::vector<KernelConfig> default_configs(const std::vector<kir::Kernel>& kernels, const DeviceProfile& device) {
+KernelConfig default_config(const kir::Kernel& k, const DeviceProfile& device) {
+  kir::Kernel copy = k;
+  copy.schedule.reset();
+  kir::KernelPassContext ctx{device, {}};
+  return *choose_schedule_pass(split_reductions_pass(vectorize_pass(std::move(copy), ctx), ctx), ctx).schedule;
+}
+
+std::vector<KernelConfig> scheduled_configs(const std::vector<kir::Kernel>& kernels) {
   std::vector<KernelConfig> out;
-  for (const kir::Kernel& k : kernels) out.push_back(default_config(k, device));
+  for (size_t i = 0; i < kernels.size(); ++i) out.push_back(config_of(kernels, {}, i));
   return out;
 }
 
 KernelConfig row_reduction_config(const kir::Kernel& k, const DeviceProfile& device) {
   KernelConfig c;
-  c.block = reduction_block(k, device);
   c.split = reduction_split(k, device);
-  c.row_cache = fitting_row_cache(k, c);
-  return c;
+  return schedule_rows(k, c);
 }
 
 int fitting_row_cache(const kir::Kernel& k, const KernelConfig& c) {
@@ -128,7 +168,7 @@ int column_split(const kir::Kernel& k, const DeviceProfile& device) {
   SymExpr rows = row_count(k), len = row_length(k);
   if (!rows.is_constant() || rows.constant_value() < 1) return 0;
   int64_t groups = (rows.constant_value() + kColumnRows - 1) / kColumnRows;
-  int64_t blocks = kColumnBlocksPerSm * device.sms;
+  int64_t blocks = static_cast<int64_t>(device.column_blocks_per_sm) * device.sms;
   int64_t split = std::min(kColumnMaxSplit, (blocks + groups - 1) / groups);
   if (len.is_constant()) split = std::min(split, len.constant_value() / kColumnMinSlice);
   return static_cast<int>(std::max<int64_t>(split, 1));
@@ -139,14 +179,65 @@ int reduction_split(const kir::Kernel& k, const DeviceProfile& device) {
   SymExpr rows = row_count(k), len = row_length(k);
   if (!rows.is_constant() || rows.constant_value() < 1 || rows.constant_value() >= device.sms) return 1;
   if (len.is_constant() && len.constant_value() < kSplitMinRowLength) return 1;
-  int64_t blocks = kSplitBlocksPerSm * device.sms;
+  int64_t blocks = static_cast<int64_t>(device.split_blocks_per_sm) * device.sms;
   int64_t split = (blocks + rows.constant_value() - 1) / rows.constant_value();
   if (len.is_constant()) split = std::min(split, len.constant_value() / kSplitMinSlice);
   return split > 1 ? static_cast<int>(split) : 1;
 }
 
+std::string config_refusal(const kir::Kernel& k, const KernelConfig& c) {
+  if (k.kind == kir::Kind::Attention) return attention_refusal(k, c);
+  if (k.kind == kir::Kind::TopK) return topk_refusal(k, c);
+  if (k.kind == kir::Kind::Recurrence) return recurrence_refusal(k, c);
+  if (k.kind == kir::Kind::Gemm || k.kind == kir::Kind::Conv) {
+    KernelConfig launch_knobs = c;
+    launch_knobs.algo = 0;
+    launch_knobs.tile = 0;
+    launch_knobs.split = 1;
+    if (launch_knobs != KernelConfig{})
+      return "gemm and conv kernels choose a library algorithm (and gemm kernels a template tile and split), "
+             "nothing else";
+    if (c.algo < 0 || c.algo >= kLibraryAlgos)
+      return "algorithm rank " + std::to_string(c.algo) + " is not from 0 to " + std::to_string(kLibraryAlgos - 1);
+    if (c.tile == 0) return c.split == 1 ? "" : "only the template splits K";
+    if (k.kind == kir::Kind::Conv) return "conv kernels have no template";
+    if (c.tile < 0 || c.tile > static_cast<int>(kGemmTiles.size()))
+      return "template tile " + std::to_string(c.tile) + " is not from 1 to " + std::to_string(kGemmTiles.size());
+    if (c.algo != 0) return "the template runs no library algorithm";
+    if (c.split < 1 || c.split > kMaxGemmSplit)
+      return "split " + std::to_string(c.split) + " is not from 1 to " + std::to_string(kMaxGemmSplit);
+    return gemm_template_refusal(k);
+  }
+  if (c.algo != 0) return "only gemm and conv kernels choose a library algorithm";
+  if (c.tile != 0) return "only gemm kernels choose a template tile";
+  if (c.block < kMinBlock || c.block > kMaxBlock || c.block % 32 != 0)
+    return "block " + std::to_string(c.block) + " is not a multiple of 32 from 32 to 1024";
+  if (c.vector_width != 1 && c.vector_width != 4)
+    return "vector width " + std::to_string(c.vector_width) + " is not 1 or 4";
+  if (c.vector_width == 4 && !vectorizes(k))
+    return "vector width 4 needs an f32 pointwise kernel with float4-aligned accesses";
+  if (c.tiled && transpose_axis(k) < 0)
+    return "only a pointwise kernel that reads along one axis and writes along the last goes through tiles";
+  bool power_of_two = c.rows_per_block > 0 && (c.rows_per_block & (c.rows_per_block - 1)) == 0;
+  if (c.rows_per_block > kMaxRowsPerBlock || !power_of_two)
+    return "rows per block " + std::to_string(c.rows_per_block) + " is not a power of two from 1 to 8";
+  if (c.rows_per_block != 1 && k.kind != kir::Kind::Reduction) return "rows per block applies to reductions only";
+  if (c.split < 1 || c.split > kMaxSplit) return "split " + std::to_string(c.split) + " is not from 1 to " + std::to_string(kMaxSplit);
+  if (c.split != 1 && !splits_rows(k))
+    return "only a reduction that reduces once and stores row values alone splits its rows";
+  if (c.split != 1 && c.rows_per_block != 1) return "a split reduction takes one block per slice of a row";
+  if (c.columns) {
+    if (!reduces_columns(k)) return "only a reduction over columns (rows side by side in memory) takes them in columns";
+    if (c.rows_per_block != 1) return "a column reduction's blocks do not loop over rows";
+    if (c.block < 2 * kColumnRows)
+      return "a column reduction's block has " + std::to_string(kColumnRows) + " rows and at least two threads each";
+  }
+  return row_cache_refusal(k, c);
+}
+
 KernelConfig config_of(const std::vector<kir::Kernel>& kernels, const std::vector<KernelConfig>& configs, size_t i) {
-  return configs.empty() ? default_config(kernels[i]) : configs[i];
+  if (!configs.empty()) return configs[i];
+  return kernels[i].schedule ? *kernels[i].schedule : default_config(kernels[i]);
 }
 
 }  // namespace tcc

@@ -82,6 +82,10 @@ const Profiles& profiles() {
         d.arch = field<std::string>(j, "arch", f);
         d.sms = field<int>(j, "sms", f);
         TCC_CHECK(d.sms > 0) << "profiles/" << f.path << " has " << d.sms << " SMs";
+        d.split_blocks_per_sm = field<int>(j, "split_blocks_per_sm", f);
+        d.column_blocks_per_sm = field<int>(j, "column_blocks_per_sm", f);
+        TCC_CHECK(d.split_blocks_per_sm > 0 && d.column_blocks_per_sm > 0)
+            << "profiles/" << f.path << " aims for no blocks per SM";
         d.bytes_per_s = field<double>(j, "memory_bandwidth_tb_per_s", f) * 1e12;
         d.tensor_flop_per_s = field<double>(j, "tensor_core_tflop_per_s", f) * 1e12;
         d.fp32_flop_per_s = field<double>(j, "fp32_tflop_per_s", f) * 1e12;

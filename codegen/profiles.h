@@ -23,14 +23,16 @@ struct CompileMode {
   std::vector<const Feature*> features;  // what it turns on
 };
 
-// A GPU the compile targets: its SM count for the schedule's decisions
-// (codegen/kernel_schedule.h), its peak rates for the roofline estimates of
-// the compile report.
+// A GPU the compile targets: its SM count and the blocks per SM the split
+// reductions aim for, for the schedule's decisions (codegen/kernel_schedule.h),
+// its peak rates for the roofline estimates of the compile report.
 struct DeviceProfile {
   std::string name;         // --device value: "h100"
   std::string description;  // "NVIDIA H100 SXM 80GB (HBM3)"
   std::string arch;         // "sm_90"
   int sms = 0;
+  int split_blocks_per_sm = 0;   // blocks in all, per SM, for a few long rows split among blocks
+  int column_blocks_per_sm = 0;  // the same for column reductions' slices
   double bytes_per_s = 0;        // peak memory bandwidth
   double tensor_flop_per_s = 0;  // dense f16/bf16 on tensor cores
   double fp32_flop_per_s = 0;    // f32 without tensor cores

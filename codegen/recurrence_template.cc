@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "codegen/block_config.h"
 #include "codegen/emit_c.h"
 #include "src/diag/errors.h"
 
@@ -244,27 +245,16 @@ KernelLaunch recurrence_launch(const kir::Kernel& k, const KernelConfig& c) {
 
 KernelConfig recurrence_default_config(const kir::Kernel& k) {
   const int64_t rows = desc(k).gates() * desc(k).hidden;
-  KernelConfig c;
-  c.block = static_cast<int>(std::clamp<int64_t>((rows + 31) / 32 * 32, 32, 256));
-  return c;
+  return block_config(static_cast<int>(std::clamp<int64_t>((rows + 31) / 32 * 32, 32, 256)));
 }
 
 std::string recurrence_refusal(const kir::Kernel& k, const KernelConfig& c) {
   desc(k);
-  KernelConfig knobs;
-  knobs.block = c.block;
-  if (c != knobs) return "recurrence kernels choose their threads per block, nothing else";
-  if (c.block < 32 || c.block > kMaxThreads || c.block % 32 != 0)
-    return "block " + std::to_string(c.block) + " is not a multiple of 32 from 32 to " + std::to_string(kMaxThreads);
-  return "";
+  return block_config_refusal(c, "recurrence kernels", kMaxThreads);
 }
 
 std::vector<KernelConfig> recurrence_configs(const kir::Kernel& k) {
-  std::vector<KernelConfig> out;
-  KernelConfig c;
-  for (c.block = 32; c.block <= 512; c.block *= 2)
-    if (recurrence_refusal(k, c).empty()) out.push_back(c);
-  return out;
+  return block_configs(32, 512, {1}, [&](const KernelConfig& c) { return recurrence_refusal(k, c); });
 }
 
 std::string recurrence_schedule(const kir::Kernel& k, const KernelConfig& c) {

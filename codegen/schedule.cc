@@ -37,7 +37,11 @@ bool only_reshapes(const Node& n) {
 
 class Scheduler {
  public:
-  explicit Scheduler(const Graph& g) : g_(g), users_(g.compute_users()), analysis_(analyze_constants(g)) {
+  Scheduler(const Graph& g, const DeviceProfile& device)
+      : g_(g),
+        users_(g.compute_users()),
+        analysis_(analyze_constants(g)),
+        kernel_passes_(kir::default_kernel_pipeline(), device) {
     for (const Value* v : g.outputs()) graph_outputs_.insert(v);
   }
 
@@ -52,6 +56,7 @@ class Scheduler {
         fallback_step(*n);
       }
     }
+    s_.kernel_passes = kernel_passes_.records();
     return std::move(s_);
   }
 
@@ -79,8 +84,7 @@ class Scheduler {
   }
 
   void kernel_step(const Node& n) {
-    static const std::vector<const kir::KernelPassInfo*> passes = kir::default_kernel_pipeline();
-    kir::Kernel k = kir::run_kernel_passes(lower_fusion(n, n.name()), passes);
+    kir::Kernel k = kernel_passes_.run(lower_fusion(n, n.name()));
     std::string key = structural_key(k);
     auto [it, fresh] = kernel_of_key_.emplace(key, static_cast<int>(s_.kernels.size()));
     if (fresh) {
@@ -144,6 +148,7 @@ class Scheduler {
   const Graph& g_;
   std::unordered_map<const Value*, std::vector<std::pair<Node*, size_t>>> users_;
   ConstantAnalysis analysis_;
+  kir::KernelPassRunner kernel_passes_;
   std::unordered_set<const Value*> graph_outputs_, on_host_;
   std::unordered_map<std::string, int> kernel_of_key_;
   // Values written by steps or views, each to the step-written value whose buffer holds it.
@@ -153,6 +158,6 @@ class Scheduler {
 
 }  // namespace
 
-Schedule build_schedule(const Graph& g) { return Scheduler(g).run(); }
+Schedule build_schedule(const Graph& g, const DeviceProfile& device) { return Scheduler(g, device).run(); }
 
 }  // namespace tcc

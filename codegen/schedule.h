@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "codegen/kernel_ir.h"
+#include "codegen/profiles.h"
+#include "passes/pass_manager.h"
 #include "src/ir/graph.h"
 
 namespace tcc {
@@ -44,16 +46,20 @@ struct Schedule {
   std::vector<Step> binding_steps;
   std::vector<ViewAlias> views;      // in schedule order
   int fallback_copies = 0;           // host<->device tensor copies the fallbacks need
+  // The kernel-IR passes that ran, in order: each one's time and counters
+  // over every fusion lowered (before regional reuse).
+  std::vector<PassRecord> kernel_passes;
 };
 
 // Lowers every fusion node of g (codegen/lower.h) and runs the kernel-IR
-// passes on it, verified after each (codegen/kernel_passes.h), reusing one kernel for
+// passes on it for `device` (the schedule passes choose for it), verified after
+// each (codegen/kernel_passes.h), reusing one kernel for
 // structurally identical fusions, and makes every other node with tensor data a
 // Fallback step. Constant nodes and nodes computing only from constants get no
 // step: the module carries their values. Nodes whose values a binding of the
 // symbols determines are binding steps (analyze_constants). A reshape-only fusion of a value a step
 // writes, when the reshape is no graph output, is a ViewAlias instead of a step.
 // Kernel names are tcc_k<N>_<kind>, numbered in schedule order.
-Schedule build_schedule(const Graph& g);
+Schedule build_schedule(const Graph& g, const DeviceProfile& device = default_device());
 
 }  // namespace tcc

@@ -1,5 +1,6 @@
 #include "codegen/topk_template.h"
 
+#include "codegen/block_config.h"
 #include "codegen/emit_c.h"
 #include "src/diag/errors.h"
 
@@ -190,24 +191,13 @@ KernelLaunch topk_launch(const kir::Kernel& k, const KernelConfig& c) {
 }
 
 KernelConfig topk_default_config(const kir::Kernel& k) {
-  KernelConfig c;
-  if (desc(k).length <= kTopKWarpRow) {
-    c.block = 128;
-    c.rows_per_block = 4;
-  } else {
-    c.block = 256;
-  }
-  return c;
+  return desc(k).length <= kTopKWarpRow ? block_config(128, 4) : block_config(256);
 }
 
 std::string topk_refusal(const kir::Kernel& k, const KernelConfig& c) {
   TCC_CHECK(k.kind == kir::Kind::TopK) << k.name << " is not a topk kernel";
-  KernelConfig knobs;
-  knobs.block = c.block;
-  knobs.rows_per_block = c.rows_per_block;
-  if (c != knobs) return "topk kernels choose their threads per block and rows per block, nothing else";
-  if (c.block < 32 || c.block > kMaxThreads || c.block % 32 != 0)
-    return "block " + std::to_string(c.block) + " is not a multiple of 32 from 32 to " + std::to_string(kMaxThreads);
+  std::string why = block_config_refusal(c, "topk kernels", kMaxThreads, true);
+  if (!why.empty()) return why;
   if (c.rows_per_block < 1 || c.rows_per_block > kMaxRows || c.block % (32 * c.rows_per_block) != 0)
     return "rows per block " + std::to_string(c.rows_per_block) + " does not give each row whole warps of block " +
            std::to_string(c.block) + " (at most " + std::to_string(kMaxRows) + " rows)";
@@ -215,12 +205,9 @@ std::string topk_refusal(const kir::Kernel& k, const KernelConfig& c) {
 }
 
 std::vector<KernelConfig> topk_configs(const kir::Kernel& k) {
-  std::vector<KernelConfig> out;
-  KernelConfig c;
-  for (c.block = 64; c.block <= 512; c.block *= 2)
-    for (c.rows_per_block = 1; c.rows_per_block <= kMaxRows; c.rows_per_block *= 2)
-      if (topk_refusal(k, c).empty()) out.push_back(c);
-  return out;
+  std::vector<int> rows;
+  for (int r = 1; r <= kMaxRows; r *= 2) rows.push_back(r);
+  return block_configs(64, 512, rows, [&](const KernelConfig& c) { return topk_refusal(k, c); });
 }
 
 std::string topk_schedule(const kir::Kernel& k, const KernelConfig& c) {

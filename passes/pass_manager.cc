@@ -93,16 +93,18 @@ bool PassManager::run(Model& m) {
   return any_changed;
 }
 
-std::string PassManager::timing_table() const {
+std::string PassManager::timing_table() const { return tcc::timing_table(records_); }
+
+std::string timing_table(const std::vector<PassRecord>& records) {
   size_t width = 4;
-  for (const auto& r : records_) width = std::max(width, r.name.size());
+  for (const auto& r : records) width = std::max(width, r.name.size());
   std::string s;
   char line[256];
   std::snprintf(line, sizeof line, "%-*s  %10s  %-7s  %s\n", static_cast<int>(width), "pass", "wall ms", "changed",
                 "counters");
   s += line;
   double total = 0;
-  for (const auto& r : records_) {
+  for (const auto& r : records) {
     total += r.wall_ms;
     std::snprintf(line, sizeof line, "%-*s  %10.3f  %-7s  ", static_cast<int>(width), r.name.c_str(), r.wall_ms,
                   r.changed ? "yes" : "no");

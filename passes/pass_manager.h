@@ -42,6 +42,10 @@ std::string known_passes();
 // Parses a --stop-after= value; an unknown phase is an InputError.
 Phase parse_phase_or_throw(const std::string& name);
 
+// The --time-passes table of a pipeline's records: pass, wall ms, changed,
+// counters, and the total (the kernel-IR passes' too, codegen/kernel_passes.h).
+std::string timing_table(const std::vector<PassRecord>& records);
+
 class PassManager {
  public:
   // IR dumps and the timing table go to `report` (stderr in `tcc opt`, so the
@@ -53,7 +57,7 @@ class PassManager {
   bool run(Model& m);
 
   const std::vector<PassRecord>& records() const { return records_; }
-  // The --time-passes table: pass, wall ms, changed, counters.
+  // timing_table(records()).
   std::string timing_table() const;
 
  private:

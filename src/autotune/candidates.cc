@@ -12,10 +12,7 @@ namespace tcc::autotune {
 
 namespace {
 
-constexpr int kMinBlock = 32, kMaxBlock = 1024, kMaxRowsPerBlock = 8;
 constexpr int kGemmSplits[] = {2, 4, 8};
-
-bool power_of_two(int v) { return v > 0 && (v & (v - 1)) == 0; }
 
 // Gemm and conv kernels pick among a library's algorithms (gemm also tcc's template), not launch knobs.
 bool chooses_library_algorithm(const kir::Kernel& k) { return k.kind == kir::Kind::Gemm || k.kind == kir::Kind::Conv; }
@@ -33,7 +30,7 @@ std::vector<KernelConfig> neighbours(const kir::Kernel& k, const KernelConfig& c
   std::vector<KernelConfig> out;
   if (chooses_library_algorithm(k)) return out;
   auto add = [&](KernelConfig n) {
-    if (n != c && invalid_reason(k, n).empty()) out.push_back(n);
+    if (n != c && config_refusal(k, n).empty()) out.push_back(n);
   };
   // A cached row keeps fitting its cache at the new block size.
   for (int block : {c.block * 2, c.block / 2}) {
@@ -71,59 +68,10 @@ std::vector<KernelConfig> neighbours(const kir::Kernel& k, const KernelConfig& c
 
 }  // namespace
 
-std::string invalid_reason(const kir::Kernel& k, const KernelConfig& c) {
-  if (k.kind == kir::Kind::Attention) return attention_refusal(k, c);
-  if (k.kind == kir::Kind::TopK) return topk_refusal(k, c);
-  if (k.kind == kir::Kind::Recurrence) return recurrence_refusal(k, c);
-  if (chooses_library_algorithm(k)) {
-    KernelConfig launch_knobs = c;
-    launch_knobs.algo = 0;
-    launch_knobs.tile = 0;
-    launch_knobs.split = 1;
-    if (launch_knobs != KernelConfig{})
-      return "gemm and conv kernels choose a library algorithm (and gemm kernels a template tile and split), "
-             "nothing else";
-    if (c.algo < 0 || c.algo >= kLibraryAlgos)
-      return "algorithm rank " + std::to_string(c.algo) + " is not from 0 to " + std::to_string(kLibraryAlgos - 1);
-    if (c.tile == 0) return c.split == 1 ? "" : "only the template splits K";
-    if (k.kind == kir::Kind::Conv) return "conv kernels have no template";
-    if (c.tile < 0 || c.tile > static_cast<int>(kGemmTiles.size()))
-      return "template tile " + std::to_string(c.tile) + " is not from 1 to " + std::to_string(kGemmTiles.size());
-    if (c.algo != 0) return "the template runs no library algorithm";
-    if (c.split < 1 || c.split > kMaxGemmSplit)
-      return "split " + std::to_string(c.split) + " is not from 1 to " + std::to_string(kMaxGemmSplit);
-    return gemm_template_refusal(k);
-  }
-  if (c.algo != 0) return "only gemm and conv kernels choose a library algorithm";
-  if (c.tile != 0) return "only gemm kernels choose a template tile";
-  if (c.block < kMinBlock || c.block > kMaxBlock || c.block % 32 != 0)
-    return "block " + std::to_string(c.block) + " is not a multiple of 32 from 32 to 1024";
-  if (c.vector_width != 1 && c.vector_width != 4)
-    return "vector width " + std::to_string(c.vector_width) + " is not 1 or 4";
-  if (c.vector_width == 4 && !vectorizes(k))
-    return "vector width 4 needs an f32 pointwise kernel with float4-aligned accesses";
-  if (c.tiled && transpose_axis(k) < 0)
-    return "only a pointwise kernel that reads along one axis and writes along the last goes through tiles";
-  if (c.rows_per_block < 1 || c.rows_per_block > kMaxRowsPerBlock || !power_of_two(c.rows_per_block))
-    return "rows per block " + std::to_string(c.rows_per_block) + " is not a power of two from 1 to 8";
-  if (c.rows_per_block != 1 && k.kind != kir::Kind::Reduction) return "rows per block applies to reductions only";
-  if (c.split < 1 || c.split > kMaxSplit) return "split " + std::to_string(c.split) + " is not from 1 to " + std::to_string(kMaxSplit);
-  if (c.split != 1 && !splits_rows(k))
-    return "only a reduction that reduces once and stores row values alone splits its rows";
-  if (c.split != 1 && c.rows_per_block != 1) return "a split reduction takes one block per slice of a row";
-  if (c.columns) {
-    if (!reduces_columns(k)) return "only a reduction over columns (rows side by side in memory) takes them in columns";
-    if (c.rows_per_block != 1) return "a column reduction's blocks do not loop over rows";
-    if (c.block < 2 * kColumnRows)
-      return "a column reduction's block has " + std::to_string(kColumnRows) + " rows and at least two threads each";
-  }
-  return row_cache_refusal(k, c);
-}
-
 std::vector<KernelConfig> candidates(const kir::Kernel& k, const DeviceProfile& device) {
   std::vector<KernelConfig> out = {default_config(k, device)};
   auto add = [&](const KernelConfig& c) {
-    if (invalid_reason(k, c).empty() && std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
+    if (config_refusal(k, c).empty() && std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
   };
   if (k.kind == kir::Kind::Attention) {
     for (const KernelConfig& c : attention_configs(k)) add(c);

@@ -10,14 +10,10 @@
 
 #include "codegen/kernel_config.h"
 #include "codegen/kernel_ir.h"
+#include "codegen/kernel_schedule.h"
 #include "codegen/profiles.h"
 
 namespace tcc::autotune {
-
-// Empty when the config is valid for the kernel, else why not ("vector width 4
-// needs a float4-aligned f32 kernel"). Gemm and conv kernels take only `algo`,
-// or for an all-f32 gemm `tile` (tcc's template) instead.
-std::string invalid_reason(const kir::Kernel& k, const KernelConfig& c);
 
 // The grid to benchmark for a Pointwise or Reduction kernel, default_config(k,
 // device) first, the rest in a fixed order without duplicates, all valid for k:

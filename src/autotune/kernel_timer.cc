@@ -107,7 +107,7 @@ class CudaKernelBench : public autotune::KernelBench {
   void precompile(const std::vector<KernelConfig>& configs) override {
     std::vector<KernelConfig> todo;
     for (const KernelConfig& c : configs)
-      if (!runs_library(k_, c) && !compiled_.count(c) && autotune::invalid_reason(k_, c).empty())
+      if (!runs_library(k_, c) && !compiled_.count(c) && config_refusal(k_, c).empty())
         todo.push_back(c);
     size_t jobs = std::max(1u, std::thread::hardware_concurrency());
     for (size_t at = 0; at < todo.size(); at += jobs) {
@@ -127,7 +127,7 @@ class CudaKernelBench : public autotune::KernelBench {
   }
 
   std::optional<double> time_us(const KernelConfig& c, std::string& note) override {
-    std::string invalid = autotune::invalid_reason(k_, c);
+    std::string invalid = config_refusal(k_, c);
     if (!invalid.empty()) {
       note = "invalid: " + invalid;
       return std::nullopt;

@@ -174,7 +174,7 @@ TuneResult tune_kernels(const std::vector<kir::Kernel>& kernels, const std::map<
     if (o.cache && o.measurer) entry = find_entry(*o.cache, o.measurer->device, choice.signature);
     else if (o.cache && !name.empty()) entry = find_entry_by_name(*o.cache, name, choice.signature);
     std::string why_not;
-    if (entry) why_not = invalid_reason(k, entry->config);
+    if (entry) why_not = config_refusal(k, entry->config);
     if (entry && !why_not.empty()) {
       choice.note = "cache entry ignored: " + why_not;
       entry = nullptr;

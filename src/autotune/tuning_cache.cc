@@ -58,7 +58,7 @@ double time_field(const json& j, const std::string& key) {
 }
 
 // Range checks only: whether a config fits a kernel is checked when it is
-// applied (candidates.h invalid_reason), since the file does not hold the kernel.
+// applied (config_refusal, codegen/kernel_schedule.h), since the file does not hold the kernel.
 CacheEntry read_entry(const json& j) {
   if (!j.is_object()) throw BadField{"not an object"};
   CacheEntry e;

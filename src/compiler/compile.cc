@@ -246,7 +246,8 @@ CompileResult compile(const CompileRequest& req) {
   r.sizes = hinted_sizes(g, o.shape_hints);
 
   stage = Clock::now();
-  r.schedule = build_schedule(g);
+  r.schedule = build_schedule(g, *r.device);
+  if (req.time_passes) std::cerr << timing_table(r.schedule.kernel_passes);
   t.schedule = ms_since(stage);
   after("schedule");
 
@@ -263,7 +264,7 @@ CompileResult compile(const CompileRequest& req) {
                                  req.cache, req.device_name, req.tune_budget_s, *r.autotune);
     after("autotune");
   } else {
-    r.configs = default_configs(r.schedule.kernels, *r.device);
+    r.configs = scheduled_configs(r.schedule.kernels);
   }
 
   stage = Clock::now();

@@ -53,7 +53,7 @@ struct CompileRequest {
   CompileOptions options;
   TrainFlags train;
   int jobs = 0;              // threads for NVRTC and the host compiler; 0: one per hardware thread
-  bool time_passes = false;  // the pass manager's table of times and counters, on stderr
+  bool time_passes = false;  // the tables of the graph and kernel-IR passes' times and counters, on stderr
   std::string cache;         // tuning cache (modes that autotune)
   std::string device_name;   // whose cache entries to use without a GPU (modes that autotune)
   double tune_budget_s = autotune::kDefaultTuneBudgetSeconds;  // seconds of measuring (0: no limit)

@@ -1,4 +1,4 @@
-// `tcc kir FILE --passes=a,b --emit=ir|cuda|c`: the kernel IR's text-in /
+// `tcc kir FILE --passes=a,b --device=D --emit=ir|cuda|c`: the kernel IR's text-in /
 // text-out tool, as `tcc opt` is the graph IR's. FILE.kir is kernel IR text
 // (docs/KERNEL_IR.md); any other FILE is a model whose kernels are lowered as
 // `tcc compile` lowers them (the way to get kernel IR to start from). The
@@ -27,16 +27,17 @@ struct KirOptions {
   std::string passes;
   std::string emit = "ir";
   std::string output;
+  std::string device = kDefaultDevice;
   bool list_passes = false;
 };
 
-// The kernels build_schedule makes of a model, through the fuse phase.
-std::vector<kir::Kernel> lower_model(const std::string& path) {
+// The kernels build_schedule makes of a model for `device`, through the fuse phase.
+std::vector<kir::Kernel> lower_model(const std::string& path, const DeviceProfile& device) {
   auto model = load_model(path);
   infer_shapes(*model->graph);
   std::ostringstream report;
   PassManager(build_pipeline("", Phase::Fuse), PassManagerOptions{}, report).run(*model);
-  return build_schedule(*model->graph).kernels;
+  return build_schedule(*model->graph, device).kernels;
 }
 
 ExitCode run_kir(const KirOptions& o) {
@@ -48,10 +49,11 @@ ExitCode run_kir(const KirOptions& o) {
     return ExitCode::Ok;
   }
   if (o.file.empty()) throw InputError("tcc kir: a FILE is required (or --list-passes)");
+  const DeviceProfile& device = find_device(o.device);
   std::vector<kir::Kernel> kernels = std::filesystem::path(o.file).extension() == ".kir"
                                          ? kir::parse_kernels(read_file_bytes(o.file, "kernel IR file"), o.file)
-                                         : lower_model(o.file);
-  write_output(o.output, kir::run_kernel_tool(std::move(kernels), o.passes, o.emit));
+                                         : lower_model(o.file, device);
+  write_output(o.output, kir::run_kernel_tool(std::move(kernels), o.passes, o.emit, o.device));
   return ExitCode::Ok;
 }
 
@@ -64,6 +66,9 @@ CommandRunner setup_kir(CLI::App& cmd) {
   cmd.add_option("file", o->file, "Kernel IR (.kir), or a model whose kernels are lowered as tcc compile does");
   cmd.add_option("--passes", o->passes, "Comma-separated kernel-IR passes to run, in order (default: none): " +
                                             pass_names);
+  std::string devices;
+  for (const DeviceProfile& d : all_devices()) devices += (devices.empty() ? "" : ", ") + d.name;
+  cmd.add_option("--device", o->device, "GPU the schedule passes choose for: " + devices)->capture_default_str();
   cmd.add_option("--emit", o->emit, "What to print: ir (kernel IR text), cuda (CUDA C++), c (host C++)");
   cmd.add_flag("--list-passes", o->list_passes, "List the kernel-IR passes (name, summary) and exit");
   cmd.add_option("-o,--output", o->output, "Write the output here instead of stdout");

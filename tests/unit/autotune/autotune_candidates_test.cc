@@ -47,7 +47,7 @@ TEST_F(AutotuneCandidates, GridStartsAtTheDefaultAndHoldsOnlyValidDistinctConfig
       ASSERT_FALSE(grid.empty());
       EXPECT_EQ(grid.front(), default_config(k)) << k.name;
       for (size_t i = 0; i < grid.size(); ++i) {
-        EXPECT_EQ(invalid_reason(k, grid[i]), "") << k.name << " " << config_text(k, grid[i]);
+        EXPECT_EQ(config_refusal(k, grid[i]), "") << k.name << " " << config_text(k, grid[i]);
         for (size_t j = 0; j < i; ++j) EXPECT_NE(grid[i], grid[j]) << k.name;
       }
       bool any_vec4 = std::any_of(grid.begin(), grid.end(), [](const KernelConfig& c) { return c.vector_width == 4; });
@@ -89,36 +89,36 @@ TEST_F(AutotuneCandidates, GemmsChooseALibraryAlgorithmOrATemplateTile) {
   EXPECT_EQ(config_text(gemm, grid[kLibraryAlgos]), "tf32x3 128x128x16 2x4");
   KernelConfig launch_knob;
   launch_knob.block = 128;
-  EXPECT_NE(invalid_reason(gemm, launch_knob).find("choose a library algorithm"), std::string::npos);
+  EXPECT_NE(config_refusal(gemm, launch_knob).find("choose a library algorithm"), std::string::npos);
   KernelConfig past_the_end;
   past_the_end.algo = kLibraryAlgos;
-  EXPECT_NE(invalid_reason(gemm, past_the_end).find("is not from 0 to 7"), std::string::npos);
+  EXPECT_NE(config_refusal(gemm, past_the_end).find("is not from 0 to 7"), std::string::npos);
   KernelConfig both;
   both.algo = 1;
   both.tile = 1;
-  EXPECT_EQ(invalid_reason(gemm, both), "the template runs no library algorithm");
+  EXPECT_EQ(config_refusal(gemm, both), "the template runs no library algorithm");
   KernelConfig no_such_tile;
   no_such_tile.tile = static_cast<int>(kGemmTiles.size()) + 1;
-  EXPECT_EQ(invalid_reason(gemm, no_such_tile), "template tile 9 is not from 1 to 8");
+  EXPECT_EQ(config_refusal(gemm, no_such_tile), "template tile 9 is not from 1 to 8");
   KernelConfig library_split;
   library_split.split = 2;
-  EXPECT_EQ(invalid_reason(gemm, library_split), "only the template splits K");
+  EXPECT_EQ(config_refusal(gemm, library_split), "only the template splits K");
   KernelConfig too_many_slices;
   too_many_slices.tile = 1;
   too_many_slices.split = kMaxGemmSplit + 1;
-  EXPECT_EQ(invalid_reason(gemm, too_many_slices), "split 17 is not from 1 to 16");
+  EXPECT_EQ(config_refusal(gemm, too_many_slices), "split 17 is not from 1 to 16");
   KernelConfig on_generated;
   on_generated.algo = 1;
-  EXPECT_NE(invalid_reason(reduction(), on_generated).find("only gemm and conv kernels"), std::string::npos);
+  EXPECT_NE(config_refusal(reduction(), on_generated).find("only gemm and conv kernels"), std::string::npos);
   KernelConfig tile_on_generated;
   tile_on_generated = default_config(reduction());
   tile_on_generated.tile = 1;
-  EXPECT_EQ(invalid_reason(reduction(), tile_on_generated), "only gemm kernels choose a template tile");
+  EXPECT_EQ(config_refusal(reduction(), tile_on_generated), "only gemm kernels choose a template tile");
   // The template computes f32 only: an f16 gemm keeps the library's algorithms.
   kir::Kernel half = gemm;
   for (kir::Buffer& b : half.buffers) b.dtype = DType::F16;
   EXPECT_EQ(candidates(half).size(), static_cast<size_t>(kLibraryAlgos));
-  EXPECT_NE(invalid_reason(half, grid.back()).find("the template computes f32 operands only"), std::string::npos);
+  EXPECT_NE(config_refusal(half, grid.back()).find("the template computes f32 operands only"), std::string::npos);
   // The grid is every choice: descent has nowhere to go.
   int costed = 0;
   std::optional<DescentResult> d = coordinate_descent(gemm, grid[3], [&](const KernelConfig&) -> std::optional<double> {
@@ -138,7 +138,7 @@ TEST_F(AutotuneCandidates, ConvsChooseAmongCudnnAlgorithmsOnly) {
   EXPECT_EQ(config_text(k, grid.back()), "cudnn #7");
   KernelConfig tile;
   tile.tile = 1;
-  EXPECT_EQ(invalid_reason(k, tile), "conv kernels have no template");
+  EXPECT_EQ(config_refusal(k, tile), "conv kernels have no template");
 }
 
 TEST_F(AutotuneCandidates, SplittableReductionsAlsoTrySplitFactors) {
@@ -155,23 +155,23 @@ TEST_F(AutotuneCandidates, SplittableReductionsAlsoTrySplitFactors) {
       c.split = 64;
       EXPECT_NE(std::find(grid.begin(), grid.end(), c), grid.end()) << k.name;
       c.rows_per_block = 2;
-      EXPECT_NE(invalid_reason(k, c).find("one block per slice"), std::string::npos);
+      EXPECT_NE(config_refusal(k, c).find("one block per slice"), std::string::npos);
     }
   EXPECT_GT(splittable, 0);
   const kir::Kernel& red = reduction();
   KernelConfig c = default_config(red);
   c.split = 2 * kMaxSplit;
-  EXPECT_NE(invalid_reason(red, c).find("is not from 1 to 1024"), std::string::npos);
+  EXPECT_NE(config_refusal(red, c).find("is not from 1 to 1024"), std::string::npos);
 }
 
 TEST_F(AutotuneCandidates, InvalidConfigsSayWhy) {
   const kir::Kernel& red = reduction();
-  EXPECT_NE(invalid_reason(red, {48, 1, 1}).find("multiple of 32"), std::string::npos);
-  EXPECT_NE(invalid_reason(red, {2048, 1, 1}).find("multiple of 32 from 32 to 1024"), std::string::npos);
-  EXPECT_NE(invalid_reason(red, {256, 4, 1}).find("vector width 4 needs"), std::string::npos);
-  EXPECT_NE(invalid_reason(red, {256, 1, 3}).find("rows per block 3"), std::string::npos);
-  EXPECT_NE(invalid_reason(vectorizable(), {256, 4, 2}).find("reductions only"), std::string::npos);
-  EXPECT_NE(invalid_reason(vectorizable(), {256, 2, 1}).find("vector width 2"), std::string::npos);
+  EXPECT_NE(config_refusal(red, {48, 1, 1}).find("multiple of 32"), std::string::npos);
+  EXPECT_NE(config_refusal(red, {2048, 1, 1}).find("multiple of 32 from 32 to 1024"), std::string::npos);
+  EXPECT_NE(config_refusal(red, {256, 4, 1}).find("vector width 4 needs"), std::string::npos);
+  EXPECT_NE(config_refusal(red, {256, 1, 3}).find("rows per block 3"), std::string::npos);
+  EXPECT_NE(config_refusal(vectorizable(), {256, 4, 2}).find("reductions only"), std::string::npos);
+  EXPECT_NE(config_refusal(vectorizable(), {256, 2, 1}).find("vector width 2"), std::string::npos);
   EXPECT_EQ(config_text(red, {128, 1, 2}), "block=128 rows=2");
   EXPECT_EQ(config_text(vectorizable(), {512, 4, 1}), "block=512 vec=4");
 }
@@ -202,16 +202,16 @@ TEST_F(AutotuneCandidates, AttentionChoosesItsLayoutAndBlock) {
 
   KernelConfig c = default_config(small);
   c.lanes_per_row = 3;
-  EXPECT_NE(invalid_reason(small, c).find("not 0 (the warp layout), 2, 4 or 8"), std::string::npos);
+  EXPECT_NE(config_refusal(small, c).find("not 0 (the warp layout), 2, 4 or 8"), std::string::npos);
   c = default_config(small);
   c.block = 512;
-  EXPECT_NE(invalid_reason(small, c).find("from 32 to 256"), std::string::npos);
+  EXPECT_NE(config_refusal(small, c).find("from 32 to 256"), std::string::npos);
   c = default_config(small);
   c.vector_width = 4;
-  EXPECT_NE(invalid_reason(small, c).find("nothing else"), std::string::npos);
+  EXPECT_NE(config_refusal(small, c).find("nothing else"), std::string::npos);
   c = default_config(wide);
   c.lanes_per_row = 4;
-  EXPECT_NE(invalid_reason(wide, c).find("do not fit the split layout's registers"), std::string::npos);
+  EXPECT_NE(config_refusal(wide, c).find("do not fit the split layout's registers"), std::string::npos);
   EXPECT_EQ(config_text(small, grid.front()), "block=128 lanes=4");
   EXPECT_EQ(config_text(wide, wide_grid.front()), "block=64 warp layout");
 }

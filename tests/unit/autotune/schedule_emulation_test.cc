@@ -94,7 +94,7 @@ TEST(ColumnReduction, TakesReductionsWhoseRowsLieSideBySide) {
       EXPECT_FALSE(reduces_columns(k)) << model << " " << k.name;
       KernelConfig c = default_config(k);
       c.columns = true;
-      EXPECT_FALSE(autotune::invalid_reason(k, c).empty()) << model << " " << k.name;
+      EXPECT_FALSE(config_refusal(k, c).empty()) << model << " " << k.name;
     }
 }
 

@@ -1,6 +1,6 @@
 // Runs the kernel-IR tests under tests/kernel_ir/<pass-or-emitter>/<case>.kir
 // (the file layout and the matching: tests/unit/support/file_check.h). The RUN line
-// holds `tcc kir` flags (--passes=, --emit=); each case runs what
+// holds `tcc kir` flags (--passes=, --emit=, --device=); each case runs what
 // `tcc kir FILE <RUN flags>` runs, in-process: parse and verify, the passes
 // with the verifier after each, then print or emit. Error messages name the
 // file as tests/kernel_ir/<dir>/<case>.kir, with the file's line numbers.
@@ -18,6 +18,7 @@ namespace {
 struct KirFlags {
   std::string passes;
   std::string emit = "ir";
+  std::string device = kDefaultDevice;
 };
 
 KirFlags parse_kir_run_line(const std::string& line) {
@@ -25,6 +26,7 @@ KirFlags parse_kir_run_line(const std::string& line) {
   for (const std::string& arg : file_check::run_flags(line)) {
     if (arg.rfind("--passes=", 0) == 0) flags.passes = arg.substr(9);
     else if (arg.rfind("--emit=", 0) == 0) flags.emit = arg.substr(7);
+    else if (arg.rfind("--device=", 0) == 0) flags.device = arg.substr(9);
     else throw InputError("unsupported flag in RUN line: " + arg);
   }
   return flags;
@@ -39,7 +41,7 @@ TEST_P(KernelIrFile, MatchesExpectations) {
   file_check::expect_cases(
       file, lines,
       [&](const std::string& input) {
-        return kir::run_kernel_tool(kir::parse_kernels(input, file), flags.passes, flags.emit);
+        return kir::run_kernel_tool(kir::parse_kernels(input, file), flags.passes, flags.emit, flags.device);
       },
       "(scripts/update-pass-tests rewrites EXPECT and ERROR lines)");
 }
@@ -50,9 +52,11 @@ INSTANTIATE_TEST_SUITE_P(KernelIr, KernelIrFile, testing::ValuesIn(file_check::t
                          });
 
 TEST(KernelIrFileHarness, ReadsTheRunLine) {
-  KirFlags flags = parse_kir_run_line("// RUN: --passes=collapse_axes --emit=cuda");
+  KirFlags flags = parse_kir_run_line("// RUN: --passes=collapse_axes --emit=cuda --device=a100");
   EXPECT_EQ(flags.passes, "collapse_axes");
   EXPECT_EQ(flags.emit, "cuda");
+  EXPECT_EQ(flags.device, "a100");
+  EXPECT_EQ(parse_kir_run_line("// RUN:").device, kDefaultDevice);
   EXPECT_EQ(parse_kir_run_line("// RUN:").emit, "ir");
   EXPECT_THROW(parse_kir_run_line("// RUN: --no-shape-inference"), InputError);
 }

@@ -1,4 +1,4 @@
-// The schedule decisions of codegen/kernel_schedule.h read the target
+// The schedule decisions of codegen/kernel_schedule.h (the schedule passes build_schedule runs) read the target
 // device's SM count: a GPU with fewer SMs splits few long rows fewer ways and
 // stops splitting at fewer rows; one with as many SMs decides alike.
 #include <gtest/gtest.h>
@@ -13,6 +13,7 @@
 #include "codegen/kernel_schedule.h"
 #include "tests/unit/support/compile_util.h"
 #include "tests/unit/codegen/emit_kernels.h"
+#include "tests/unit/codegen/schedule_util.h"
 #include "tests/unit/support/temp_dir.h"
 
 namespace tcc {
@@ -77,6 +78,38 @@ TEST(KernelSchedule, ColumnSplitsFollowTheSmCount) {
   EXPECT_TRUE(c.columns);
   EXPECT_EQ(c.split, 14);
   EXPECT_EQ(launch_config(bias_grad, c).grid[1], S(14));
+}
+
+// build_schedule runs the kernel-IR pipeline, the schedule passes last: every
+// kernel carries what default_config chooses for it, and each pass's
+// counters add up over the kernels.
+TEST(KernelSchedule, TheScheduleStageRunsTheSchedulePasses) {
+  ScheduledModel m = schedule_model("tests/fixtures/gpt2_block.onnx");
+  ASSERT_FALSE(m.schedule.kernels.empty());
+  for (const kir::Kernel& k : m.schedule.kernels) {
+    ASSERT_TRUE(k.schedule.has_value()) << k.name;
+    EXPECT_EQ(*k.schedule, default_config(k)) << k.name;
+  }
+  std::vector<std::string> names;
+  for (const PassRecord& r : m.schedule.kernel_passes) names.push_back(r.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"collapse_axes", "vectorize", "split_reductions", "choose_schedule"}));
+  const PassRecord& vectorize = m.schedule.kernel_passes[1];
+  const PassRecord& choose = m.schedule.kernel_passes[3];
+  EXPECT_TRUE(vectorize.changed);
+  EXPECT_GT(vectorize.stats.counters.at("vectorized"), 0);
+  EXPECT_TRUE(choose.changed);
+  EXPECT_GT(choose.stats.counters.at("scheduled"), 0);
+  EXPECT_GT(choose.stats.counters.at("row caches"), 0);  // softmax and the layer norms
+}
+
+// The schedule passes read the device build_schedule is given.
+TEST(KernelSchedule, BuildScheduleSchedulesForTheDevice) {
+  ScheduledModel m = schedule_model("tests/kernels/long_rows.tir");
+  for (const char* device : {"h100", "a100"}) {
+    Schedule s = build_schedule(*m.model->graph, find_device(device));
+    for (const kir::Kernel& k : s.kernels) EXPECT_EQ(*k.schedule, default_config(k, find_device(device))) << k.name;
+    EXPECT_EQ(s.kernels.at(1).schedule->split, device == std::string("h100") ? 132 : 108);
+  }
 }
 
 // `tcc compile --device` decides the module's schedule: long_rows.tir's

@@ -173,6 +173,23 @@ TEST_F(CompileTest, ReportNamesEachKernelsSchedule) {
     EXPECT_NE(report.find(row), std::string::npos) << row << "\n" << report;
 }
 
+// --time-passes prints the graph passes' table, then the kernel-IR passes'
+// (the schedule stage's pipeline), each with its counters.
+TEST_F(CompileTest, TimePassesTimesTheKernelIrPassesToo) {
+  CliResult r = compile("mlp.onnx", "t", "--no-host --arch sm_90 --no-ptx --time-passes");
+  ASSERT_EQ(r.code, 0) << r.output;
+  size_t fuse = r.output.find("\nfuse ");
+  size_t collapse = r.output.find("\ncollapse_axes ");
+  ASSERT_NE(fuse, std::string::npos) << r.output;
+  ASSERT_NE(collapse, std::string::npos) << r.output;
+  EXPECT_LT(fuse, collapse);
+  size_t vectorize = r.output.find("\nvectorize ", collapse);
+  size_t split = r.output.find("\nsplit_reductions ", vectorize);
+  size_t choose = r.output.find("\nchoose_schedule ", split);
+  ASSERT_NE(choose, std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("scheduled=", choose), std::string::npos) << r.output;
+}
+
 // --print-after dumps the main graph after the named stages, in stage order,
 // to stderr: as loaded (no tcc::Fusion yet), then fused; from the schedule on
 // the kernels too, as kernel IR. An unknown stage is refused with the list of
@@ -194,6 +211,8 @@ TEST_F(CompileTest, PrintAfterDumpsTheNamedStages) {
   EXPECT_EQ(r.output.find("kernel IR after compile stage passes"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("\nkernel ", kernels), std::string::npos) << r.output;
   EXPECT_NE(r.output.find(" gemm domain [", kernels), std::string::npos) << r.output;
+  // The schedule passes' choices are in the kernel IR.
+  EXPECT_NE(r.output.find("\n  schedule block=", kernels), std::string::npos) << r.output;
 
   CliResult bad = compile("mlp.onnx", "bad", "--print-after lowering");
   EXPECT_EQ(bad.code, 2) << bad.output;

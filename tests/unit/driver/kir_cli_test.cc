@@ -1,5 +1,5 @@
 // `tcc kir` as a command (src/driver/cmd_kir.cc): a model's kernels come out as
-// kernel IR that reads back unchanged, malformed or invalid kernel IR exits 2
+// kernel IR, scheduled for --device, that reads back unchanged, malformed or invalid kernel IR exits 2
 // with the parser's or verifier's message, and the flags are checked. What the
 // passes and emitters do on text is tested by tests/kernel_ir/.
 #include <gtest/gtest.h>
@@ -37,6 +37,7 @@ TEST_F(KirCli, LowersAModelAndReadsItsKernelsBack) {
   std::ifstream in(dir_ / "softmax.kir");
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_EQ(text.rfind("kernel tcc_k0_reduction reduction domain [", 0), 0u) << text;
+  EXPECT_NE(text.find("\n  schedule block="), std::string::npos) << text;
   CliResult again = run_tcc("kir " + shell_quote((dir_ / "softmax.kir").string()));
   EXPECT_EQ(again.code, 0);
   EXPECT_EQ(again.output, text);
@@ -59,7 +60,7 @@ TEST_F(KirCli, InvalidKernelIrExitsTwoWithTheMessage) {
   EXPECT_NE(syntax.output.find("syntax.kir:2:1: expected ']', got end of file"), std::string::npos) << syntax.output;
 }
 
-TEST_F(KirCli, UnknownPassOrEmitExitsTwo) {
+TEST_F(KirCli, UnknownPassDeviceOrEmitExitsTwo) {
   std::string ok = write("ok.kir",
                          "kernel k pointwise domain [4]\n"
                          "  buffer y: f32[4] out\n"
@@ -67,8 +68,13 @@ TEST_F(KirCli, UnknownPassOrEmitExitsTwo) {
                          "  %1 = store y [1], %0\n");
   CliResult pass = run_tcc("kir " + ok + " --passes=collapse_axes,fold");
   EXPECT_EQ(pass.code, 2);
-  EXPECT_NE(pass.output.find("unknown kernel-IR pass 'fold' (known: collapse_axes)"), std::string::npos)
+  EXPECT_NE(pass.output.find("unknown kernel-IR pass 'fold' (known: collapse_axes, vectorize, split_reductions, "
+                             "choose_schedule)"),
+            std::string::npos)
       << pass.output;
+  CliResult device = run_tcc("kir " + ok + " --passes=choose_schedule --device=v100");
+  EXPECT_EQ(device.code, 2);
+  EXPECT_NE(device.output.find("v100"), std::string::npos) << device.output;
   CliResult emit = run_tcc("kir " + ok + " --emit=ptx");
   EXPECT_EQ(emit.code, 2);
   EXPECT_NE(emit.output.find("unknown --emit 'ptx' (known: ir, cuda, c)"), std::string::npos) << emit.output;
