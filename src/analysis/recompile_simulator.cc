@@ -56,8 +56,9 @@ class GraphSimulator {
           for (std::string& r : sim_.variants[v].failures(rec, values)) ev.reasons.push_back(std::move(r));
           // torch's data-dependent results (nonzero's, unique's) carry that size first.
           if (size_changed)
-            ev.reasons.push_back(sim_.variants[v].compile_id() +
-                                 ": tensor '___stack0' size mismatch at index 0 (data-dependent)");
+            ev.reasons.push_back(sim_.variants[v].compile_id() + ": tensor '" +
+                                 (opts_.rules.local_source_names ? "L['___stack0']" : "___stack0") +
+                                 "' size mismatch at index 0 (data-dependent)");
         }
         note_causes(sim_.variants[v], rec, values, out.causes);
       }

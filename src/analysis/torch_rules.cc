@@ -55,7 +55,8 @@ std::string torch_break_reason(const std::string& op_type, const TorchRules& r) 
 }
 
 std::string torch_user_break_reason(const TorchRules& r) {
-  if (r.minor < kStructuredBreakMinor) return "";
+  // Recorded on 2.6: dynamo skips the function, naming the file that defines it.
+  if (r.minor < kStructuredBreakMinor) return "'skip function graph_break in file torch/_dynamo/decorators.py'";
   return "Call to `torch._dynamo.graph_break()`\n  Explanation: User-inserted graph break. Message: None\n  Hint: "
          "Remove the `torch._dynamo.graph_break()` call.";
 }

@@ -64,8 +64,9 @@ constexpr int kPlainSourceMinor = 7;
 std::string torch_break_reason(const std::string& op_type, const TorchRules& r);
 
 // torch's words for a torch._dynamo.graph_break() call (torch.optim makes one
-// around every step), up to their first blank line; empty before the release
-// that words breaks as a title, an explanation and a hint (not recorded).
+// around every step), up to their first blank line; before the release that
+// words breaks as a title, an explanation and a hint, dynamo's skip of the
+// function (recorded on 2.6).
 std::string torch_user_break_reason(const TorchRules& r);
 
 // The first release wording graph breaks as a title, an explanation and a hint
