@@ -72,8 +72,9 @@ std::vector<const KernelPassInfo*> kernel_pipeline(const std::string& names) {
   return pipeline;
 }
 
-KernelPassRunner::KernelPassRunner(std::vector<const KernelPassInfo*> passes, const DeviceProfile& device)
-    : passes_(std::move(passes)), device_(device) {
+KernelPassRunner::KernelPassRunner(std::vector<const KernelPassInfo*> passes, const DeviceProfile& device,
+                                   AfterKernelPass after)
+    : passes_(std::move(passes)), device_(device), after_(std::move(after)) {
   for (const KernelPassInfo* p : passes_) records_.push_back(PassRecord{p->name, 0, false, {}});
 }
 
@@ -88,6 +89,7 @@ Kernel KernelPassRunner::run(Kernel k) {
     for (const auto& [name, n] : ctx.stats.counters) r.stats.add(name, n);
     r.changed = r.changed || !ctx.stats.counters.empty();
     verify_after(k, passes_[i]->name);
+    if (after_) after_(*passes_[i], k, !ctx.stats.counters.empty());
   }
   return k;
 }

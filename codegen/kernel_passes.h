@@ -6,6 +6,7 @@
 // decision) and add one line to all_kernel_passes, where it should run.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,10 @@ std::vector<const KernelPassInfo*> default_kernel_pipeline();
 // InputError listing the known ones.
 std::vector<const KernelPassInfo*> kernel_pipeline(const std::string& names);
 
+// Called after each pass on each kernel, with whether the pass counted a
+// change in that kernel: what `tcc kir --print-ir-after-all` prints from.
+using AfterKernelPass = std::function<void(const KernelPassInfo& pass, const Kernel& k, bool changed)>;
+
 // Runs `passes` on kernels for one device, verifying (codegen/kernel_ir_verify.h)
 // each kernel before the first pass and after each: a kernel that breaks an
 // invariant is an InternalError naming the kernel and the step that produced
@@ -44,7 +49,8 @@ std::vector<const KernelPassInfo*> kernel_pipeline(const std::string& names);
 // when it counted anything (each pass counts what it changes).
 class KernelPassRunner {
  public:
-  KernelPassRunner(std::vector<const KernelPassInfo*> passes, const DeviceProfile& device);
+  KernelPassRunner(std::vector<const KernelPassInfo*> passes, const DeviceProfile& device,
+                   AfterKernelPass after = {});
 
   Kernel run(Kernel k);
 
@@ -53,6 +59,7 @@ class KernelPassRunner {
  private:
   std::vector<const KernelPassInfo*> passes_;
   const DeviceProfile& device_;
+  AfterKernelPass after_;
   std::vector<PassRecord> records_;
 };
 

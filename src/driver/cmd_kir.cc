@@ -1,5 +1,6 @@
 // `tcc kir FILE --passes=a,b --device=D --emit=ir|cuda|c`: the kernel IR's text-in /
-// text-out tool, as `tcc opt` is the graph IR's. FILE.kir is kernel IR text
+// text-out tool, as `tcc opt` is the graph IR's (--print-ir-after-all,
+// --print-ir-after-change and --time-passes write to stderr as there). FILE.kir is kernel IR text
 // (docs/KERNEL_IR.md); any other FILE is a model whose kernels are lowered as
 // `tcc compile` lowers them (the way to get kernel IR to start from). The
 // kernel-IR tests under tests/kernel_ir/ are written against it.
@@ -24,10 +25,8 @@ namespace {
 
 struct KirOptions {
   std::string file;
-  std::string passes;
-  std::string emit = "ir";
+  kir::KernelToolOptions tool;
   std::string output;
-  std::string device = kDefaultDevice;
   bool list_passes = false;
 };
 
@@ -49,11 +48,11 @@ ExitCode run_kir(const KirOptions& o) {
     return ExitCode::Ok;
   }
   if (o.file.empty()) throw InputError("tcc kir: a FILE is required (or --list-passes)");
-  const DeviceProfile& device = find_device(o.device);
+  const DeviceProfile& device = find_device(o.tool.device);
   std::vector<kir::Kernel> kernels = std::filesystem::path(o.file).extension() == ".kir"
                                          ? kir::parse_kernels(read_file_bytes(o.file, "kernel IR file"), o.file)
                                          : lower_model(o.file, device);
-  write_output(o.output, kir::run_kernel_tool(std::move(kernels), o.passes, o.emit, o.device));
+  write_output(o.output, kir::run_kernel_tool(std::move(kernels), o.tool, std::cerr));
   return ExitCode::Ok;
 }
 
@@ -64,12 +63,16 @@ CommandRunner setup_kir(CLI::App& cmd) {
   std::string pass_names;
   for (const kir::KernelPassInfo& p : kir::all_kernel_passes()) pass_names += (pass_names.empty() ? "" : ", ") + p.name;
   cmd.add_option("file", o->file, "Kernel IR (.kir), or a model whose kernels are lowered as tcc compile does");
-  cmd.add_option("--passes", o->passes, "Comma-separated kernel-IR passes to run, in order (default: none): " +
+  cmd.add_option("--passes", o->tool.passes, "Comma-separated kernel-IR passes to run, in order (default: none): " +
                                             pass_names);
   std::string devices;
   for (const DeviceProfile& d : all_devices()) devices += (devices.empty() ? "" : ", ") + d.name;
-  cmd.add_option("--device", o->device, "GPU the schedule passes choose for: " + devices)->capture_default_str();
-  cmd.add_option("--emit", o->emit, "What to print: ir (kernel IR text), cuda (CUDA C++), c (host C++)");
+  cmd.add_option("--device", o->tool.device, "GPU the schedule passes choose for: " + devices)->capture_default_str();
+  cmd.add_option("--emit", o->tool.emit, "What to print: ir (kernel IR text), cuda (CUDA C++), c (host C++)");
+  cmd.add_flag("--print-ir-after-all", o->tool.print_ir_after_all, "Print each kernel to stderr after every pass");
+  cmd.add_flag("--print-ir-after-change", o->tool.print_ir_after_change,
+               "Print each kernel to stderr after each pass that changed it");
+  cmd.add_flag("--time-passes", o->tool.time_passes, "Print a table of pass times and counters to stderr");
   cmd.add_flag("--list-passes", o->list_passes, "List the kernel-IR passes (name, summary) and exit");
   cmd.add_option("-o,--output", o->output, "Write the output here instead of stdout");
   return [o]() { return run_kir(*o); };

@@ -7,6 +7,8 @@
 // scripts/update-pass-tests rewrites EXPECT blocks and ERROR lines from build/tcc.
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include "codegen/kernel_ir_text.h"
 #include "codegen/kernel_ir_tool.h"
 #include "src/diag/errors.h"
@@ -15,14 +17,8 @@
 namespace tcc {
 namespace {
 
-struct KirFlags {
-  std::string passes;
-  std::string emit = "ir";
-  std::string device = kDefaultDevice;
-};
-
-KirFlags parse_kir_run_line(const std::string& line) {
-  KirFlags flags;
+kir::KernelToolOptions parse_kir_run_line(const std::string& line) {
+  kir::KernelToolOptions flags;
   for (const std::string& arg : file_check::run_flags(line)) {
     if (arg.rfind("--passes=", 0) == 0) flags.passes = arg.substr(9);
     else if (arg.rfind("--emit=", 0) == 0) flags.emit = arg.substr(7);
@@ -37,11 +33,12 @@ class KernelIrFile : public testing::TestWithParam<std::string> {};
 TEST_P(KernelIrFile, MatchesExpectations) {
   std::string file = "tests/kernel_ir/" + GetParam();
   std::vector<std::string> lines = file_check::read_lines(file);
-  KirFlags flags = parse_kir_run_line(lines[0]);
+  kir::KernelToolOptions flags = parse_kir_run_line(lines[0]);
   file_check::expect_cases(
       file, lines,
       [&](const std::string& input) {
-        return kir::run_kernel_tool(kir::parse_kernels(input, file), flags.passes, flags.emit, flags.device);
+        std::ostringstream report;
+        return kir::run_kernel_tool(kir::parse_kernels(input, file), flags, report);
       },
       "(scripts/update-pass-tests rewrites EXPECT and ERROR lines)");
 }
@@ -52,7 +49,7 @@ INSTANTIATE_TEST_SUITE_P(KernelIr, KernelIrFile, testing::ValuesIn(file_check::t
                          });
 
 TEST(KernelIrFileHarness, ReadsTheRunLine) {
-  KirFlags flags = parse_kir_run_line("// RUN: --passes=collapse_axes --emit=cuda --device=a100");
+  kir::KernelToolOptions flags = parse_kir_run_line("// RUN: --passes=collapse_axes --emit=cuda --device=a100");
   EXPECT_EQ(flags.passes, "collapse_axes");
   EXPECT_EQ(flags.emit, "cuda");
   EXPECT_EQ(flags.device, "a100");

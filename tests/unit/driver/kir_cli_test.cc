@@ -60,6 +60,30 @@ TEST_F(KirCli, InvalidKernelIrExitsTwoWithTheMessage) {
   EXPECT_NE(syntax.output.find("syntax.kir:2:1: expected ']', got end of file"), std::string::npos) << syntax.output;
 }
 
+TEST_F(KirCli, PrintsEachKernelAfterThePassesAndTimesThem) {
+  std::string two_d = write("two_d.kir",
+                            "kernel k pointwise domain [4, 8]\n"
+                            "  buffer x: f32[4, 8] in\n"
+                            "  buffer y: f32[4, 8] out\n"
+                            "  %0: f32 = load x [8, 1]\n"
+                            "  %1 = store y [8, 1], %0\n");
+  std::string passes = " --passes=collapse_axes,split_reductions";
+  CliResult all = run_tcc("kir " + two_d + passes + " --print-ir-after-all");
+  ASSERT_EQ(all.code, 0) << all.output;
+  EXPECT_NE(all.output.find("// ----- kernel IR of k after collapse_axes -----\nkernel k pointwise domain [32]"),
+            std::string::npos)
+      << all.output;
+  EXPECT_NE(all.output.find("// ----- kernel IR of k after split_reductions (unchanged) -----"), std::string::npos)
+      << all.output;
+  CliResult changed = run_tcc("kir " + two_d + passes + " --print-ir-after-change");
+  ASSERT_EQ(changed.code, 0) << changed.output;
+  EXPECT_NE(changed.output.find("after collapse_axes -----"), std::string::npos) << changed.output;
+  EXPECT_EQ(changed.output.find("after split_reductions"), std::string::npos) << changed.output;
+  CliResult timed = run_tcc("kir " + two_d + passes + " --time-passes");
+  ASSERT_EQ(timed.code, 0) << timed.output;
+  EXPECT_NE(timed.output.find("axes merged=1"), std::string::npos) << timed.output;
+}
+
 TEST_F(KirCli, UnknownPassDeviceOrEmitExitsTwo) {
   std::string ok = write("ok.kir",
                          "kernel k pointwise domain [4]\n"
