@@ -501,12 +501,15 @@ bool decompose_loop(Expansion& e) {
   const Node& n = e.node();
   const Graph* body = n.get_graph("body");
   size_t n_carried = n.num_inputs() > 2 ? n.num_inputs() - 2 : 0;
-  if (!body || body->inputs().size() != n_carried + 2 || body->outputs().size() != n.num_outputs() + 1) return false;
-  std::optional<double> trips = n.has_input(0) ? scalar_constant(n.input(0)) : std::nullopt;
+  if (!body || body->inputs().size() != n_carried + 2 || body->outputs().size() != n.num_outputs() + 1 ||
+      !n.has_input(0))
+    return false;
+  std::optional<double> trips = scalar_constant(n.input(0));
   std::optional<double> cond = n.has_input(1) ? scalar_constant(n.input(1)) : 1.0;
   if (!trips || *trips < 1 || !cond || *cond == 0 || !body_keeps_going(*body) ||
       *trips * static_cast<double>(body->nodes().size()) > kMaxUnrolledNodes || !inlinable(e, *body, true))
     return false;
+  const auto trip_count = static_cast<int64_t>(*trips);
   std::vector<Value*> carried(n.inputs().begin() + 2, n.inputs().end());
   const std::vector<Value*>& ins = body->inputs();
   const std::vector<Value*>& outs = body->outputs();
@@ -517,7 +520,7 @@ bool decompose_loop(Expansion& e) {
     if (!plannable(e, n.output(k)->type())) return false;
   Value* keep_going = constant_like(e, "condition", ins[1], 1);
   std::vector<std::vector<Value*>> scans(n.num_outputs() - n_carried);
-  for (int64_t it = 0; it < static_cast<int64_t>(*trips); ++it) {
+  for (int64_t it = 0; it < trip_count; ++it) {
     std::string tag = "iteration" + std::to_string(it);
     std::map<const Value*, Value*> env = {{ins[0], constant_like(e, tag + "/number", ins[0], it)}, {ins[1], keep_going}};
     for (size_t i = 0; i < n_carried; ++i) env[ins[2 + i]] = carried[i];
