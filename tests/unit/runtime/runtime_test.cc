@@ -29,6 +29,7 @@
 #include "tcc_runtime.h"
 #include "tests/unit/support/cli_util.h"
 #include "tests/unit/support/compile_util.h"
+#include "tests/unit/support/example_models.h"
 #include "tests/unit/runtime/module_test_util.h"
 
 namespace tcc {
@@ -611,10 +612,7 @@ TEST(DataDependentSizes, SizesFromDataRunOnKernelsAndMatchTheInterpreterExactly)
 TEST(RandomOps, CompiledModuleDrawsTheInterpretersBitsOnKernels) {
   fs::path dir = fresh_dir("random_ops");
   std::string model_path = std::string(TCC_SOURCE_DIR) + "/tests/fixtures/random_ops.tir";
-  CompileResult r = compile_model(model_path, dir / "module", quick_compile_options());
-  for (const FallbackReason& f : r.fallbacks) ADD_FAILURE() << "host step " << f.op_type << " " << f.node;
-  tcc_module* m = nullptr;
-  ASSERT_EQ(tcc_module_load((dir / "module").c_str(), &m), TCC_OK) << tcc_last_error();
+  compile_with_no_host_step(model_path, dir / "module");
   std::unique_ptr<Model> model = load_model(model_path);
   infer_shapes(*model->graph);
   std::map<std::string, Tensor> inputs = random_inputs(*model->graph, 9, 5);
@@ -627,19 +625,15 @@ TEST(RandomOps, CompiledModuleDrawsTheInterpretersBitsOnKernels) {
     inputs["train"].set_i64(0, call != 2);
     inputs["ratio_in"] = Tensor::from_f32({static_cast<float>(ratios[call])}, {});
     std::vector<Tensor> expected = Interpreter().run(*model->graph, inputs);
-    std::vector<tcc_tensor> ins = module_inputs(m, inputs);
-    std::vector<Tensor> outs = module_output_tensors(m, ins);
-    std::vector<tcc_tensor> c_outs = c_tensors(outs);
-    ASSERT_EQ(tcc_module_run_host(m, ins.data(), ins.size(), c_outs.data(), c_outs.size()), TCC_OK) << tcc_last_error();
+    std::vector<Tensor> outs = run_module_on_host(dir / "module", inputs);
     ASSERT_EQ(outs.size(), expected.size());
     for (size_t i = 0; i < outs.size(); ++i) {
-      const std::string what = std::string(tcc_module_output_name(m, i)) + " call " + std::to_string(call);
+      const std::string what = model->graph->outputs()[i]->name() + " call " + std::to_string(call);
       ASSERT_EQ(outs[i].dtype(), expected[i].dtype()) << what;
       ASSERT_EQ(outs[i].shape(), expected[i].shape()) << what;
       EXPECT_TRUE(outs[i].identical(expected[i])) << what;
     }
   }
-  tcc_module_free(m);
   fs::remove_all(dir);
 }
 
@@ -649,10 +643,7 @@ TEST(RandomOps, CompiledModuleDrawsTheInterpretersBitsOnKernels) {
 TEST(ControlFlow, DecomposedRegionsMatchTheInterpreterWithNoHostStep) {
   fs::path dir = fresh_dir("control_flow");
   std::string model_path = std::string(TCC_SOURCE_DIR) + "/tests/fixtures/control_flow.tir";
-  CompileResult r = compile_model(model_path, dir / "module", quick_compile_options());
-  for (const FallbackReason& f : r.fallbacks) ADD_FAILURE() << "host step " << f.op_type << " " << f.node;
-  tcc_module* m = nullptr;
-  ASSERT_EQ(tcc_module_load((dir / "module").c_str(), &m), TCC_OK) << tcc_last_error();
+  compile_with_no_host_step(model_path, dir / "module");
   std::unique_ptr<Model> model = load_model(model_path);
   infer_shapes(*model->graph);
   for (double sign : {1.0, -1.0}) {
@@ -660,20 +651,16 @@ TEST(ControlFlow, DecomposedRegionsMatchTheInterpreterWithNoHostStep) {
     Tensor& x = inputs["x"];
     for (int64_t i = 0; i < x.numel(); ++i) x.set_f64(i, sign * (0.25 + std::fabs(x.get_f64(i))));
     std::vector<Tensor> expected = Interpreter().run(*model->graph, inputs);
-    std::vector<tcc_tensor> ins = module_inputs(m, inputs);
-    std::vector<Tensor> outs = module_output_tensors(m, ins);
-    std::vector<tcc_tensor> c_outs = c_tensors(outs);
-    ASSERT_EQ(tcc_module_run_host(m, ins.data(), ins.size(), c_outs.data(), c_outs.size()), TCC_OK) << tcc_last_error();
+    std::vector<Tensor> outs = run_module_on_host(dir / "module", inputs);
     ASSERT_EQ(outs.size(), expected.size());
     for (size_t i = 0; i < outs.size(); ++i) {
-      const std::string what = std::string(tcc_module_output_name(m, i)) + " sign " + std::to_string(sign);
+      const std::string what = model->graph->outputs()[i]->name() + " sign " + std::to_string(sign);
       ASSERT_EQ(outs[i].shape(), expected[i].shape()) << what;
       for (int64_t k = 0; k < outs[i].numel(); ++k)
         EXPECT_NEAR(outs[i].get_f64(k), expected[i].get_f64(k), 1e-6 + 1e-6 * std::fabs(expected[i].get_f64(k)))
             << what << " element " << k;
     }
   }
-  tcc_module_free(m);
   fs::remove_all(dir);
 }
 
