@@ -35,20 +35,6 @@ bool all_equal(const std::vector<int64_t>& v, int64_t x) {
   return std::all_of(v.begin(), v.end(), [&](int64_t e) { return e == x; });
 }
 
-// A Reshape of v to `target` (0 keeps v's dim, -1 takes the rest), of type t, inserted before `at`;
-// v itself where it has that type already (a 1-D Conv's input and product).
-Value* reshape(Node& at, Value* v, const std::vector<int64_t>& target, const Type& t) {
-  if (v->type() == t) return v;
-  Graph& g = *at.graph();
-  Tensor shape(DType::I64, {static_cast<int64_t>(target.size())});
-  for (size_t i = 0; i < target.size(); ++i) shape.set_i64(static_cast<int64_t>(i), target[i]);
-  Value* s = g.add_initializer(g.fresh_name(v->name() + ".shape"), std::move(shape));
-  Node* r = g.insert_node(&at, "Reshape", {v, s}, {g.fresh_name(v->name() + ".view")}, "", at.name());
-  r->set_source(at.source());
-  r->output(0)->set_type(t);
-  return r->output(0);
-}
-
 // v (static) viewed as `sizes`: a new initializer when v is constant, else a Reshape before `at`.
 Value* view(Node& at, Value* v, const std::vector<int64_t>& sizes) {
   Dims dims(sizes.begin(), sizes.end());
@@ -56,7 +42,7 @@ Value* view(Node& at, Value* v, const std::vector<int64_t>& sizes) {
     Graph& g = *at.graph();
     return g.add_initializer(g.fresh_name(v->name()), t->reshaped(sizes));
   }
-  return reshape(at, v, sizes, Type::tensor(v->type().dtype(), dims));
+  return insert_reshape(*at.graph(), &at, v, sizes, Type::tensor(v->type().dtype(), dims), at.name(), at.source());
 }
 
 bool conv_to_matmul(Node& conv, Rewriter& rw) {
@@ -81,22 +67,23 @@ bool conv_to_matmul(Node& conv, Rewriter& rw) {
   Graph& g = *conv.graph();
   Value* result = nullptr;
   if (all_equal(spatial, 1)) {
-    Value* rows = reshape(conv, x, {0, ci}, Type::tensor(dt, {out[0], Dim(ci)}));
+    Value* rows = insert_reshape(g, &conv, x, {0, ci}, Type::tensor(dt, {out[0], Dim(ci)}), conv.name(), conv.source());
     std::vector<Value*> operands = {rows, w};
     if (conv.has_input(2)) operands.push_back(conv.input(2));
     Node* gemm = g.insert_node(&conv, "Gemm", operands, {g.fresh_name(y->name())}, "", conv.name());
     gemm->set_source(conv.source());
     gemm->set_attr("transB", Attribute::of_int(1));
     gemm->output(0)->set_type(Type::tensor(dt, {out[0], Dim(co)}));
-    result = reshape(conv, gemm->output(0), back, y->type());
+    result = insert_reshape(g, &conv, gemm->output(0), back, y->type(), conv.name(), conv.source());
   } else {
     Dim pixels = out[2];
     for (size_t d = 3; d < out.size(); ++d) pixels = Dim(pixels.expr() * out[d].expr());
-    Value* columns = reshape(conv, x, {0, ci, -1}, Type::tensor(dt, {out[0], Dim(ci), pixels}));
+    Value* columns = insert_reshape(g, &conv, x, {0, ci, -1}, Type::tensor(dt, {out[0], Dim(ci), pixels}), conv.name(),
+                                   conv.source());
     Node* mm = g.insert_node(&conv, "MatMul", {w, columns}, {g.fresh_name(y->name())}, "", conv.name());
     mm->set_source(conv.source());
     mm->output(0)->set_type(Type::tensor(dt, {out[0], Dim(co), pixels}));
-    result = reshape(conv, mm->output(0), back, y->type());
+    result = insert_reshape(g, &conv, mm->output(0), back, y->type(), conv.name(), conv.source());
     if (conv.has_input(2)) {
       std::vector<int64_t> along(out.size() - 1, 1);
       along[0] = co;

@@ -23,6 +23,12 @@
 //     rounding, since |score| is below half an ulp of the fill);
 //   - a mask provably causal (below) with -inf or a fill <= -1e30 where it
 //     hides is dropped and is_causal = 1 set instead;
+//   - shifted windows (Swin): scores [B*W, H, S, S] (plus a mask that is the
+//     same for every image) viewed as [B, W, H, S, S], a mask [1, W, 1|H, S, S]
+//     added (the same for every image too) and viewed back. The new node
+//     then computes the windows as heads: Q, K, V and its output viewed as
+//     [B, W*H, S, D] (free when they are contiguous), the two masks summed
+//     into one [1, W*H, S, S], which depends on no image;
 //   - guards: Where(IsNaN(P), 0, P) and Where(no key of the row finite, 0, P)
 //     (torch's SDPA decompositions, ONNX and core ATen);
 //   - grouped-query heads: K and V each repeated in place, Reshape of
@@ -49,6 +55,7 @@
 // have readers outside them or are model outputs, nodes inside regions,
 // masks that do not broadcast onto the scores or whose last axis is not the
 // keys', and operands whose batch or head counts disagree.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -402,11 +409,19 @@ struct Mask {
   bool hide_when_true = false;  // FromBool
 };
 
+// Shifted windows: the scores' view [batch, count, H, S, S] and the mask added there.
+struct Windows {
+  Value* mask = nullptr;
+  Dim batch;
+  int64_t count = 0;
+};
+
 struct Match {
   std::unordered_set<const Node*> body;  // replaced by the new node
   Operand q, k, v;
   double scale = 1;
   Mask mask;
+  std::optional<Windows> windows;
   bool causal = false, guarded = false;
   Value* y = nullptr;  // the output the new node takes over
   const Node* last = nullptr;  // the node producing y: the new node's name and source
@@ -496,9 +511,51 @@ bool match_scores(Value* s, Match& m) {
   return rank_is(m.q.v, 4) && known(m.k.v);
 }
 
+bool match_bias(Value* logits, Match& m);
+
+// v broadcasts onto `onto` without varying along its first axis (the same for every image).
+bool same_for_every_image(const Value* v, const Dims& onto) {
+  if (!known(v) || v->type().rank() > onto.size()) return false;
+  const size_t r = v->type().rank(), shift = onto.size() - r;
+  for (size_t a = 0; a < r; ++a)
+    if (dims(v)[a] != Dim(1) && (a + shift == 0 || dims(v)[a] != onto[a + shift])) return false;
+  return true;
+}
+
+// logits = view back of (view [B, W, H, S, S] of x) + mask, x the scores plus
+// an optional additive mask (see the header): matches x and records the windows.
+bool match_windows(Value* logits, Match& m) {
+  Node* merge = logits->producer();
+  if (!is_op(merge, "Reshape") || !rank_is(logits, 4) || !rank_is(merge->input(0), 5)) return false;
+  Value* sum = merge->input(0);
+  Node* add = sum->producer();
+  const Dims &s4 = dims(logits), &s5 = dims(sum);
+  if (!is_onnx(add, "Add") || sum->type().dtype() != logits->type().dtype() || !s5[1].is_static() ||
+      product(s5[0], s5[1]) != s4[0] || s5[2] != s4[1] || s5[3] != s4[2] || s5[4] != s4[3])
+    return false;
+  for (size_t i = 0; i < 2; ++i) {
+    Value* split = add->input(i);
+    Value* mask = add->input(1 - i);
+    const Node* sp = split->producer();
+    if (split->type() != sum->type() || !is_op(sp, "Reshape") || sp->input(0)->type() != logits->type() ||
+        mask->type().dtype() != sum->type().dtype() || !same_for_every_image(mask, s5))
+      continue;
+    Match attempt = m;
+    attempt.body.insert({merge, add, sp});
+    if (!match_bias(sp->input(0), attempt) || attempt.windows ||
+        (attempt.mask.form != Mask::Form::None && attempt.mask.form != Mask::Form::AsIs))
+      continue;
+    attempt.windows = Windows{mask, s5[0], s5[1].value()};
+    m = std::move(attempt);
+    return true;
+  }
+  return false;
+}
+
 // The bias between the scores and the Softmax's input `logits`, then the scores.
 bool match_bias(Value* logits, Match& m) {
   Node* p = logits->producer();
+  if (match_windows(logits, m)) return true;
   if (is_onnx(p, "Add") && is_float(logits->type().dtype())) {
     for (size_t i = 0; i < 2; ++i) {
       Match attempt = m;
@@ -532,6 +589,12 @@ bool match_bias(Value* logits, Match& m) {
 bool settle_mask(Match& m, const Dims& scores) {
   Mask& mask = m.mask;
   const Dim &rows = scores[2], &cols = scores[3];
+  if (m.windows) {  // both masks are summed as they are: finite, the same for every image, static
+    for (const Value* v : {mask.v, m.windows->mask})
+      if (v && !(known(v) && v->type().fully_static() && (m.guarded || finite_mask(v)))) return false;
+    return scores[1].is_static() && rows.is_static() && cols.is_static() &&
+           (!mask.v || same_for_every_image(mask.v, scores));
+  }
   if (mask.form == Mask::Form::None) return true;
   if (!broadcasts_onto(mask.v, scores)) return false;
   if (mask.form == Mask::Form::AsIs) {
@@ -638,7 +701,7 @@ std::optional<Match> match_attention(Node& softmax, const Readers& readers, int6
   if (m.k.v->type().dtype() != t || m.v.v->type().dtype() != t || m.y->type().dtype() != t) return std::nullopt;
 
   // Every intermediate is read only inside the subgraph, and none is an operand.
-  for (const Value* in : {m.q.v, m.k.v, m.v.v, m.mask.v})
+  for (const Value* in : {m.q.v, m.k.v, m.v.v, m.mask.v, m.windows ? m.windows->mask : nullptr})
     if (in && m.body.count(in->producer())) return std::nullopt;
   for (const Node* n : m.body)
     for (const Value* out : n->outputs()) {
@@ -693,6 +756,40 @@ void erase_dead(Graph& g, std::vector<Node*> seeds) {
   if (!dead.empty()) g.erase_nodes_if([&](const Node& n) { return dead.count(&n) > 0; });
 }
 
+// Shifted windows as heads: [B*W, H, S, D] viewed as [B, W*H, S, D].
+Type windows_as_heads(const Type& t, const Windows& w) {
+  const Dims& d = t.shape();
+  return Type::tensor(t.dtype(), {w.batch, Dim(w.count * d[1].value()), d[2], d[3]});
+}
+
+// The mask of the windows as heads, [1, W*H, S, S]: the windows' mask [.., W, 1|H, S, S]
+// plus the scores' mask [.., 1|H, S, S] (given the window axis), broadcast and viewed.
+Value* windows_mask(Graph& g, Node* before, const Match& m, const Dims& scores, const std::string& name) {
+  const Windows& w = *m.windows;
+  const DType t = w.mask->type().dtype();
+  const int64_t heads = scores[1].value(), rows = scores[2].value(), cols = scores[3].value();
+  const std::vector<int64_t> full = {1, w.count, heads, rows, cols};
+  Value* sum = w.mask;
+  if (Value* bias = m.mask.v) {
+    // Both right-aligned onto [B, W, H, S, S]: the bias (its image axis, if any, is 1) leaves out the window axis.
+    auto padded = [](const Value* v) {
+      std::vector<int64_t> out(5 - v->type().rank(), 1);
+      for (const Dim& d : dims(v)) out.push_back(d.value());
+      return out;
+    };
+    std::vector<int64_t> broadcast = padded(w.mask), b = padded(bias);
+    for (size_t a = 0; a < 5; ++a) broadcast[a] = std::max(broadcast[a], b[a]);
+    sum = add_node(g, before, "Add", {w.mask, bias}, name + "/Add_masks",
+                   Type::tensor(t, Dims(broadcast.begin(), broadcast.end())));
+  }
+  Value* all = sum;
+  if (dims(sum).size() != full.size() || dims(sum) != Dims(full.begin(), full.end()))
+    all = add_node(g, before, "Expand", {sum, add_i64_constant(g, name + "/mask_shape", full)}, name + "/Expand_mask",
+                   Type::tensor(t, Dims(full.begin(), full.end())));
+  return add_node(g, before, "Reshape", {all, add_i64_constant(g, name + "/heads_shape", {1, w.count * heads, rows, cols})},
+                  name + "/Reshape_mask", Type::tensor(t, {Dim(1), Dim(w.count * heads), Dim(rows), Dim(cols)}));
+}
+
 void rewrite(Graph& g, const Match& m, PassStats& stats) {
   const std::string name = m.last->name().empty() ? "attention" : m.last->name();
   const std::string source = m.last->source();
@@ -710,9 +807,18 @@ void rewrite(Graph& g, const Match& m, PassStats& stats) {
                       {{"perm", Attribute::of_ints(o.perm)}});
     };
     std::vector<Value*> ins = {operand(m.q, "Transpose_q"), operand(m.k, "Transpose_k"), operand(m.v, "Transpose_v")};
+    if (m.windows) {
+      const Dims scores = {type.shape()[0], type.shape()[1], type.shape()[2], m.k.shape()[2]};
+      for (Value*& x : ins) {
+        const int64_t heads = dims(x)[1].value();
+        x = insert_reshape(g, before, x, {-1, m.windows->count * heads, 0, 0}, windows_as_heads(x->type(), *m.windows),
+                           name, source);
+      }
+      ins.push_back(windows_mask(g, before, m, scores, name));
+    }
     const Mask& mask = m.mask;
     const Type mask_type = mask.v ? mask.v->type() : Type();
-    if (mask.form == Mask::Form::AsIs) ins.push_back(mask.v);
+    if (mask.form == Mask::Form::AsIs && !m.windows) ins.push_back(mask.v);
     if (mask.form == Mask::Form::Negated) ins.push_back(add_node(g, before, "Not", {mask.v}, name + "/Not_mask", mask_type));
     if (mask.form == Mask::Form::FromBool) {
       Value* zero = scalar(g, name + "/zero", 0, t);
@@ -720,17 +826,25 @@ void rewrite(Graph& g, const Match& m, PassStats& stats) {
       ins.push_back(add_node(g, before, "Where", {mask.v, mask.hide_when_true ? fill : zero, mask.hide_when_true ? zero : fill},
                              name + "/Where_mask", Type::tensor(t, mask_type.shape())));
     }
-    Node* att = g.insert_node(before, "Attention", ins, names, std::string(kTccDomain), name);
+    Node* att = g.insert_node(before, "Attention", ins, m.windows ? std::vector{g.fresh_name(name)} : names,
+                              std::string(kTccDomain), name);
     att->set_source(source);
-    att->output(0)->set_type(type);
+    att->output(0)->set_type(m.windows ? windows_as_heads(type, *m.windows) : type);
     att->set_attr("scale", Attribute::of_float(static_cast<float>(m.scale)));
     if (m.causal) att->set_attr("is_causal", Attribute::of_int(1));
-    return att;
+    if (!m.windows) return att;
+    Node* back = g.insert_node(before, "Reshape",
+                               {att->output(0), add_i64_constant(g, name + "/shape", {-1, type.shape()[1].value(), 0, 0})},
+                               names, "", name);
+    back->set_source(source);
+    back->output(0)->set_type(type);
+    return back;
   });
   erase_dead(g, std::move(seeds));
   stats.add("attention_fused");
   if (m.causal) stats.add("causal_masks");
   if (m.guarded) stats.add("guards_dropped");
+  if (m.windows) stats.add("windows_as_heads");
 }
 
 }  // namespace

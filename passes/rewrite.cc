@@ -55,6 +55,22 @@ bool is_model_output(const Value* v) {
   return false;
 }
 
+Value* add_i64_constant(Graph& g, const std::string& name, const std::vector<int64_t>& values) {
+  Tensor t(DType::I64, {static_cast<int64_t>(values.size())});
+  for (size_t i = 0; i < values.size(); ++i) t.set_i64(static_cast<int64_t>(i), values[i]);
+  return g.add_initializer(g.fresh_name(name), std::move(t));
+}
+
+Value* insert_reshape(Graph& g, Node* before, Value* v, const std::vector<int64_t>& target, const Type& t,
+                      const std::string& name, const std::string& source) {
+  if (v->type() == t) return v;
+  Value* s = add_i64_constant(g, v->name() + ".shape", target);
+  Node* r = g.insert_node(before, "Reshape", {v, s}, {g.fresh_name(v->name() + ".view")}, "", name);
+  r->set_source(source);
+  r->output(0)->set_type(t);
+  return r->output(0);
+}
+
 bool Rewriter::replace(Value* from, Value* to) {
   if (is_model_output(from) || from->type() != to->type()) return false;
   from->graph()->replace_all_uses(from, to);

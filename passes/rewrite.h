@@ -10,6 +10,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <string_view>
 #include <unordered_set>
 #include <vector>
@@ -21,6 +22,14 @@ namespace tcc {
 
 // True when v is an output of the main graph.
 bool is_model_output(const Value* v);
+
+// A new i64 initializer of g holding `values` (a shape operand), named from `name`.
+Value* add_i64_constant(Graph& g, const std::string& name, const std::vector<int64_t>& values);
+
+// A Reshape of v to `target` (0 keeps v's dim, -1 takes the rest), of type t, inserted into g before `before`
+// (at the end when null) as node `name` from `source`; v itself where it has type t already.
+Value* insert_reshape(Graph& g, Node* before, Value* v, const std::vector<int64_t>& target, const Type& t,
+                      const std::string& name, const std::string& source);
 
 class Rewriter {
  public:
