@@ -59,7 +59,14 @@ MODELS = {s.name: s for s in [
         notes="GQA, RoPE, RMSNorm, SiLU MLP"),
     _lm("bert", "transformers BertModel (2 layers, d 64, 4 heads)", mask=True,
         notes="bidirectional attention with a padding attention_mask"),
+    _lm("phi", "transformers PhiModel (2 layers, d 64, 4 heads, rotary on half of each head)",
+        notes="attention and MLP in parallel from one LayerNorm, partial RoPE, tanh GELU"),
+    _lm("gemma", "transformers GemmaModel (2 layers, d 64, 4 heads of 16, 1 kv head)",
+        notes="multi-query attention, RMSNorm scaling by 1 + weight, GeGLU MLP, embeddings scaled by sqrt(d)"),
     _vision("vit", "torchvision VisionTransformer (32x32, patch 8, 2 layers, d 64, 4 heads)", 32),
+    _vision("swin", "torchvision SwinTransformer (64x64, patch 4, 2 stages of 2 blocks, d 16, window 4)", 64),
+    _vision("convnext", "torchvision ConvNeXt (2 stages of 16 and 32 channels)", 32),
+    _vision("efficientnet", "torchvision EfficientNet (3 MBConv stages, 8 to 24 channels)", 32),
     _vision("resnet", "torchvision BasicBlock ResNet-18 layout at 1/8 width (8..64 channels)", 32),
     _vision("mobilenetv3", "torchvision mobilenet_v3_small(width_mult=0.25)", 64),
     Spec("gpt_block_legacy", "plain torch pre-LN GPT block (d 64, 4 heads, tril causal mask)", "legacy",
@@ -193,10 +200,35 @@ def build(torch, name):
                                          num_attention_heads=4, intermediate_size=128,
                                          max_position_embeddings=MAX_POSITIONS)
         model = _wrap_lm(torch, transformers.BertModel(config, add_pooling_layer=False), True)
+    elif name == "phi":
+        import transformers
+        config = transformers.PhiConfig(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                        num_attention_heads=4, partial_rotary_factor=0.5,
+                                        max_position_embeddings=MAX_POSITIONS)
+        model = _wrap_lm(torch, transformers.PhiModel(config), False)
+    elif name == "gemma":
+        import transformers
+        config = transformers.GemmaConfig(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                          num_attention_heads=4, num_key_value_heads=1, head_dim=16,
+                                          max_position_embeddings=MAX_POSITIONS)
+        model = _wrap_lm(torch, transformers.GemmaModel(config), False)
     elif name == "vit":
         import torchvision
         model = torchvision.models.VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=4,
                                                      hidden_dim=64, mlp_dim=128, num_classes=10)
+    elif name == "swin":
+        from torchvision.models.swin_transformer import SwinTransformer
+        model = SwinTransformer(patch_size=[4, 4], embed_dim=16, depths=[2, 2], num_heads=[2, 4], window_size=[4, 4],
+                                stochastic_depth_prob=0.0, num_classes=10)
+    elif name == "convnext":
+        from torchvision.models.convnext import CNBlockConfig, ConvNeXt
+        # layer_scale 0.5 instead of torchvision's 1e-6, which would leave each block an identity.
+        model = ConvNeXt([CNBlockConfig(16, 32, 2), CNBlockConfig(32, None, 2)], layer_scale=0.5, num_classes=10)
+    elif name == "efficientnet":
+        from torchvision.models.efficientnet import EfficientNet, MBConvConfig
+        model = EfficientNet([MBConvConfig(1, 3, 1, 16, 8, 1), MBConvConfig(4, 3, 2, 8, 16, 2),
+                              MBConvConfig(4, 5, 2, 16, 24, 1)], dropout=0.2, stochastic_depth_prob=0.0,
+                             num_classes=10)
     elif name == "resnet":
         model = _tiny_resnet(torch)
     elif name == "mobilenetv3":
