@@ -532,6 +532,31 @@ AxisTables axis_tables(const AxisResize& ax, double extrapolation, DType dtype, 
   return tables;
 }
 
+// Sizes computed from shapes (torch's upsample writes Concat(Shape(x)[:2],
+// [h, w])) under the stretch policy are the output's dims, which shape
+// inference knows: as scales, 1 where an axis keeps its (maybe symbolic) dim
+// and out / in where a static one changes, as the reference computes them
+// from sizes. Null when the output's dims do not say.
+std::optional<Tensor> sizes_as_scales(const Node& n) {
+  const Type &x = n.input(0)->type(), &y = n.output(0)->type();
+  if (n.get_string("keep_aspect_ratio_policy", "stretch") != "stretch" || !y.is_tensor() || !y.has_rank() ||
+      y.rank() != x.rank())
+    return std::nullopt;
+  std::vector<int64_t> axes = resize_axes(n, static_cast<int64_t>(x.rank()));
+  Tensor scales(DType::F64, {static_cast<int64_t>(axes.size())});
+  for (size_t i = 0; i < axes.size(); ++i) {
+    const Dim &in = x.shape()[axes[i]], &out = y.shape()[axes[i]];
+    if (in == out) {
+      scales.set_f64(static_cast<int64_t>(i), 1.0);
+    } else if (in.is_static() && out.is_static() && in.value() > 0) {
+      scales.set_f64(static_cast<int64_t>(i), static_cast<double>(out.value()) / static_cast<double>(in.value()));
+    } else {
+      return std::nullopt;
+    }
+  }
+  return scales;
+}
+
 // Resize with constant roi, scales and sizes whose resized axes have static
 // sizes (a symbolic batch is copied) follows resize_plan, the reference's own
 // taps: each resized axis in turn is the sum over taps of a Gather along it
@@ -539,17 +564,22 @@ AxisTables axis_tables(const AxisResize& ax, double extrapolation, DType dtype, 
 // per axis and no product. Rows tf_crop_and_resize extrapolates weigh every
 // tap 0 and add extrapolation_value. An integer tensor takes Gathers alone
 // (the reference rounds its double sum once, the pieces would round each
-// product). Not when an argument is not a constant, or when resize_plan
-// rejects the node: it stays a host step, which says why when it runs.
+// product). Sizes from shapes count as constant where sizes_as_scales reads
+// them off the output. Not when an argument is not a constant, or when
+// resize_plan rejects the node: it stays a host step, which says why when it
+// runs.
 bool decompose_resize(Expansion& e) {
   const Node& n = e.node();
   const Type& x = n.input(0)->type();
   if (!x.is_tensor() || !x.has_rank()) return false;
   std::vector<std::optional<Tensor>> args(4);
+  bool sizes_from_output = false;
   for (size_t i = 1; i < 4; ++i) {
     if (!n.has_input(i)) continue;
     args[i] = constant_value(n.input(i));
-    if (!args[i]) return false;
+    if (args[i]) continue;
+    if (i != 3 || !(args[2] = sizes_as_scales(n))) return false;
+    sizes_from_output = true;
   }
   auto given = [&](size_t i) { return args[i] && args[i]->numel() > 0 ? &*args[i] : nullptr; };
   std::vector<int64_t> shape;
@@ -565,9 +595,12 @@ bool decompose_resize(Expansion& e) {
   auto rank = static_cast<int64_t>(x.rank());
   std::vector<AxisTables> axes;
   for (const AxisResize& ax : plan) {
+    const Dim& y = n.output(0)->type().shape()[ax.axis];
+    if (sizes_from_output && !(y.is_static() && y.value() == ax.out)) return false;  // floor(in * out / in) != out
     axes.push_back(axis_tables(ax, at.extrapolation, x.dtype(), rank));
     if (!axes.back().selects && !is_float(x.dtype())) return false;
   }
+  if (sizes_from_output) e.leaves_dead_inputs();  // the shape arithmetic that made the sizes
   if (axes.empty()) {
     e.finish("Identity", "Identity", {n.input(0)});
     return true;
