@@ -259,8 +259,14 @@ std::string SymExpr::str() const {
     int64_t mag = c < 0 ? -c : c;
     if (c < 0) s += "-";
     else if (i > 0) s += "+";
+    // An opaque division reads as one factor only at the head of a product
+    // with a positive sign: "(a)//(b)*((c)//(d))", "-((a)//(b))", since
+    // * and // bind left to right and unary minus before both.
     std::string body;
-    for (const auto& atom : m) body += (body.empty() ? "" : "*") + atom;
+    for (const auto& atom : m) {
+      const bool wrap = is_opaque_atom(atom) && (!body.empty() || c < 0);
+      body += (body.empty() ? "" : "*") + (wrap ? "(" + atom + ")" : atom);
+    }
     if (body.empty()) body = std::to_string(mag);
     else if (mag != 1) body += "*" + std::to_string(mag);
     s += body;

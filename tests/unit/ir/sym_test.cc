@@ -1,6 +1,7 @@
 #include "src/ir/sym.h"
 
 #include <gtest/gtest.h>
+#include <map>
 
 #include "src/ir/shape_env.h"
 
@@ -54,6 +55,26 @@ TEST(SymExpr, NestedFloorDivisionsEvaluate) {
   EXPECT_EQ(parsed->evaluate({{"seq", 100}}), e.evaluate({{"seq", 100}}));
   EXPECT_EQ(S("n").floordiv(S("m")).evaluate({{"n", 5}, {"m", 0}}), std::nullopt);
   EXPECT_EQ(S("n").floordiv(S("m")).evaluate({{"n", 5}}), std::nullopt);
+}
+
+// A strided convolution's output area: a product of two divisions, and a
+// division negated. Both must read back as they were, since * and // bind
+// left to right: "(h-1)//(2)*(w-1)//(2)" would be ((h-1)//2*(w-1))//2.
+TEST(SymExpr, ProductsAndNegationsOfDivisionsRoundTrip) {
+  SymExpr oh = (S("h") - C(1)).floordiv(C(2)), ow = (S("w") - C(1)).floordiv(C(2));
+  SymExpr area = oh * ow * S("n") * C(16);
+  EXPECT_EQ(area.str(), "(h-1)//(2)*((w-1)//(2))*n*16");
+  EXPECT_EQ(C(8) - oh, SymExpr::parse("-((h-1)//(2))+8"));
+  EXPECT_EQ((C(8) - oh).str(), "-((h-1)//(2))+8");
+  const std::map<std::string, int64_t> at = {{"h", 16}, {"w", 9}, {"n", 2}};
+  for (const SymExpr& e : {area, C(8) - oh, oh * oh - ow * C(3)}) {
+    auto parsed = SymExpr::parse(e.str());
+    ASSERT_TRUE(parsed) << e.str();
+    EXPECT_EQ(*parsed, e) << e.str();
+    EXPECT_EQ(parsed->evaluate(at), e.evaluate(at)) << e.str();
+  }
+  EXPECT_EQ(area.evaluate(at), 7 * 4 * 2 * 16);
+  EXPECT_EQ((C(8) - oh).evaluate(at), 8 - 7);
 }
 
 TEST(SymExpr, ParseRoundTrip) {

@@ -155,7 +155,7 @@ TEST(MovementOps, SplitEqualSymbolicAndExplicit) {
   EXPECT_EQ(qkv->output(0)->type().str(), "f32[batch, seq, 768]");
   EXPECT_EQ(qkv->output(2)->type().str(), "f32[batch, seq, 768]");
   EXPECT_EQ(halves->output(0)->type().str(), "f32[batch, (seq+1)//(2), 2304]");
-  EXPECT_EQ(halves->output(1)->type().str(), "f32[batch, -(seq+1)//(2)+seq, 2304]");
+  EXPECT_EQ(halves->output(1)->type().str(), "f32[batch, -((seq+1)//(2))+seq, 2304]");
   EXPECT_EQ(parts->output(1)->type().str(), "f32[batch, seq, 4]");
   EXPECT_EQ(t.values(shape_parts->output(0)), "[batch, seq]");
   EXPECT_EQ(t.values(shape_parts->output(1)), "[2304]");
