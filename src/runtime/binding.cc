@@ -50,6 +50,7 @@ void check_guards(const Module& m, const Binding& b, const tcc_tensor* inputs, S
   for (const Guard& g : m.guards) {
     const tcc_tensor* t = g.input >= 0 ? &inputs[g.input] : nullptr;
     bool ok = true;
+    std::string values;  // a failed Shape guard's sizes
     switch (g.kind) {
       case Guard::Kind::Dtype: ok = static_cast<DType>(t->dtype) == g.dtype; break;
       case Guard::Kind::Size: ok = t->shape[g.axis] == g.size; break;
@@ -64,11 +65,15 @@ void check_guards(const Module& m, const Binding& b, const tcc_tensor* inputs, S
         int64_t rhs = evaluate(g.rhs, b, "guard '" + g.text + "'");
         if (g.modulus > 0) lhs = ((lhs % g.modulus) + g.modulus) % g.modulus;
         ok = compare(lhs, g.cmp, rhs);
+        for (size_t s = 0; !ok && s < g.sources.size(); ++s)
+          values += (s == 0 ? " (" : ", ") + g.sources[s].first + " = " +
+                    std::to_string(evaluate(g.sources[s].second, b, "guard '" + g.text + "'")) +
+                    (s + 1 == g.sources.size() ? ")" : "");
         break;
       }
     }
     if (!ok)
-      throw InvalidArgument("inputs fail the module's guard '" + g.text + "'" +
+      throw InvalidArgument("inputs fail the module's guard '" + g.text + "'" + values +
                             (g.needed_by.empty() ? "" : ", which " + g.needed_by + " relies on"));
   }
 }

@@ -463,7 +463,11 @@ class Loader {
     if (g.has("sources")) {
       ManifestField sources = g["sources"];
       std::vector<std::string> spellings;
-      for (size_t s = 0; s < sources.size(); ++s) spellings.push_back(sources[s].str());
+      for (size_t s = 0; s < sources.size(); ++s) {
+        spellings.push_back(sources[s].str());
+        if (std::optional<std::string> placeholder = source_symbol(spellings.back()))
+          guard.sources.emplace_back(spellings.back(), SymExpr::symbol(*placeholder));
+      }
       // Longest first, so `x.size()[1]` is not cut short by a shorter spelling inside it.
       std::sort(spellings.begin(), spellings.end(), [](const auto& a, const auto& b) { return a.size() > b.size(); });
       for (const std::string& src : spellings) {
