@@ -42,11 +42,11 @@ bool only_reshapes(const Node& n) {
 
 class Scheduler {
  public:
-  Scheduler(const Graph& g, const DeviceProfile& device)
+  Scheduler(const Graph& g, const DeviceProfile& device, kir::AfterKernelPass after)
       : g_(g),
         users_(g.compute_users()),
         analysis_(analyze_constants(g)),
-        kernel_passes_(kir::default_kernel_pipeline(), device) {
+        kernel_passes_(kir::default_kernel_pipeline(), device, std::move(after)) {
     for (const Value* v : g.outputs()) graph_outputs_.insert(v);
   }
 
@@ -163,6 +163,8 @@ class Scheduler {
 
 }  // namespace
 
-Schedule build_schedule(const Graph& g, const DeviceProfile& device) { return Scheduler(g, device).run(); }
+Schedule build_schedule(const Graph& g, const DeviceProfile& device, kir::AfterKernelPass after) {
+  return Scheduler(g, device, std::move(after)).run();
+}
 
 }  // namespace tcc
