@@ -59,6 +59,20 @@ class GradWriter : protected emitc::CodeWriter {
            offset({{"b", a_.dv_strides[0]}, {"hr", a_.dv_strides[1]}, {"r", a_.dv_strides[2]}}) + ";");
   }
 
+  // The statistics pass's query row i of head h: dY's and Y's rows.
+  void statistics_row() {
+    line("const int64_t h = hr, i = r;");
+    row_pointer("dY", a_.dout, a_.dout_strides, "h", "i");
+    row_pointer("A", a_.aux, a_.aux_strides, "h", "i");
+  }
+
+  // A key-row pass's key row j of kv head hk: K's and V's rows.
+  void key_row() {
+    line("const int64_t hk = hr, j = r;");
+    row_pointer("Kj", a_.k, a_.k_strides, "hk", "j");
+    row_pointer("Vj", a_.v, a_.v_strides, "hk", "j");
+  }
+
   // Whether the pass accumulates dK (GradK, GradKV) and dV (GradV, GradKV).
   bool grad_k() const { return a_.pass == AttentionPass::GradK || a_.pass == AttentionPass::GradKV; }
   bool grad_v() const { return a_.pass == AttentionPass::GradV || a_.pass == AttentionPass::GradKV; }
@@ -163,9 +177,7 @@ class CudaAttentionGrad : GradWriter {
 
   // Stats: the warp's query row's saved log-sum-exp beside dY . Y; no score.
   void statistics() {
-    line("const int64_t h = hr, i = r;");
-    row_pointer("dY", a_.dout, a_.dout_strides, "h", "i");
-    row_pointer("A", a_.aux, a_.aux_strides, "h", "i");
+    statistics_row();
     line("float dd = 0.f;");
     line("for (int e = lane; e < " + DV() + "; e += 32) dd += " + read(k_, a_.dout, "dY[e]") + " * " +
          read(k_, a_.aux, "A[e]") + ";");
@@ -207,9 +219,7 @@ class CudaAttentionGrad : GradWriter {
   // its kv head's group, 32 at a time; GradKV accumulates dK (acc, from
   // dS_ij) and dV (accv, from P_ij) from the same scores.
   void key_row_pass(const std::string& neg_inf) {
-    line("const int64_t hk = hr, j = r;");
-    row_pointer("Kj", a_.k, a_.k_strides, "hk", "j");
-    row_pointer("Vj", a_.v, a_.v_strides, "hk", "j");
+    key_row();
     open("for (int g = 0; g < " + G() + "; ++g)");
     line("const int64_t h = hk * " + G() + " + g;");
     row_pointer("Q", a_.q, a_.q_strides, "h", "");
@@ -264,9 +274,7 @@ class HostAttentionGrad : GradWriter {
     open(std::string("for (int64_t r = 0; r < ") + (keys ? "SK" : "SQ") + "; ++r)");
     output_row();
     if (a_.pass == AttentionPass::Stats) {
-      line("const int64_t h = hr, i = r;");
-      row_pointer("dY", a_.dout, a_.dout_strides, "h", "i");
-      row_pointer("A", a_.aux, a_.aux_strides, "h", "i");
+      statistics_row();
       line("double dd = 0;");
       line("for (int e = 0; e < " + DV() + "; ++e) dd += (double)" + read(k_, a_.dout, "dY[e]") + " * " +
            read(k_, a_.aux, "A[e]") + ";");
@@ -282,9 +290,7 @@ class HostAttentionGrad : GradWriter {
     line("double acc[" + size + "] = {};");
     if (a_.pass == AttentionPass::GradKV) line("double accv[" + DV() + "] = {};");
     if (keys) {
-      line("const int64_t hk = hr, j = r;");
-      row_pointer("Kj", a_.k, a_.k_strides, "hk", "j");
-      row_pointer("Vj", a_.v, a_.v_strides, "hk", "j");
+      key_row();
       open("for (int64_t h = hk * " + G() + "; h < (hk + 1) * " + G() + "; ++h)");
       row_pointer("A", a_.aux, a_.aux_strides, "h", "");
       open(std::string("for (int64_t i = ") + (a_.causal ? "j" : "0") + "; i < SQ; ++i)");

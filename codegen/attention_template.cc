@@ -6,6 +6,7 @@
 
 #include "codegen/attention_emit.h"
 #include "codegen/attention_grad_template.h"
+#include "codegen/block_config.h"
 #include "codegen/emit_c.h"
 #include "src/diag/errors.h"
 
@@ -613,8 +614,7 @@ std::string attention_refusal(const kir::Kernel& k, const KernelConfig& c) {
   if (c != knobs)
     return "attention kernels choose their threads per block, lanes to a query row and the tensor-core layout, "
            "nothing else";
-  if (c.block < 32 || c.block > kMaxThreads || c.block % 32 != 0)
-    return "block " + std::to_string(c.block) + " is not a multiple of 32 from 32 to " + std::to_string(kMaxThreads);
+  if (std::string why = block_refusal(c.block, kMaxThreads); !why.empty()) return why;
   if (c.mma) return c.lanes_per_row != 0 ? "the tensor-core layout has no lanes to a query row" : mma_refusal(k, a);
   if (c.lanes_per_row != 0 && c.lanes_per_row != 2 && c.lanes_per_row != 4 && c.lanes_per_row != 8)
     return "lanes to a query row " + std::to_string(c.lanes_per_row) + " is not 0 (the warp layout), 2, 4 or 8";

@@ -2,6 +2,12 @@
 
 namespace tcc {
 
+std::string block_refusal(int block, int max_block) {
+  if (block >= kMinBlock && block <= max_block && block % 32 == 0) return "";
+  return "block " + std::to_string(block) + " is not a multiple of 32 from " + std::to_string(kMinBlock) + " to " +
+         std::to_string(max_block);
+}
+
 KernelConfig block_config(int block, int rows_per_block) {
   KernelConfig c;
   c.block = block;
@@ -12,9 +18,7 @@ KernelConfig block_config(int block, int rows_per_block) {
 std::string block_config_refusal(const KernelConfig& c, const std::string& kernels, int max_block, bool rows) {
   if (c != block_config(c.block, rows ? c.rows_per_block : 1))
     return kernels + " choose their threads per block" + (rows ? " and rows per block" : "") + ", nothing else";
-  if (c.block < 32 || c.block > max_block || c.block % 32 != 0)
-    return "block " + std::to_string(c.block) + " is not a multiple of 32 from 32 to " + std::to_string(max_block);
-  return "";
+  return block_refusal(c.block, max_block);
 }
 
 std::vector<KernelConfig> block_configs(int first, int last, const std::vector<int>& rows,

@@ -1,7 +1,7 @@
 // The config of the templates that choose only their threads per block (the
 // attention backward's passes, recurrence) or that and their rows per block
 // (TopK): KernelConfig's defaults but for those two knobs, one refusal and one
-// candidate grid for all of them.
+// candidate grid for all of them; and the block sizes every template takes.
 #pragma once
 
 #include <functional>
@@ -12,6 +12,8 @@
 
 namespace tcc {
 
+// "" where `block` is a multiple of 32 from kMinBlock to max_block; else why not.
+std::string block_refusal(int block, int max_block);
 // KernelConfig's defaults but for the block and the rows per block.
 KernelConfig block_config(int block, int rows_per_block = 1);
 // "" where c sets no knob but its block (and its rows per block where `rows`),

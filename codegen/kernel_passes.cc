@@ -45,6 +45,18 @@ const std::vector<KernelPassInfo>& all_kernel_passes() {
   return passes;
 }
 
+const KernelPassInfo* find_kernel_pass(std::string_view name) {
+  for (const KernelPassInfo& p : all_kernel_passes())
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+std::string known_kernel_passes() {
+  std::string known;
+  for (const KernelPassInfo& p : all_kernel_passes()) known += (known.empty() ? "" : ", ") + p.name;
+  return known;
+}
+
 std::vector<const KernelPassInfo*> default_kernel_pipeline() {
   std::vector<const KernelPassInfo*> pipeline;
   for (const KernelPassInfo& p : all_kernel_passes()) pipeline.push_back(&p);
@@ -58,14 +70,9 @@ std::vector<const KernelPassInfo*> kernel_pipeline(const std::string& names) {
   while (start <= names.size()) {
     size_t end = std::min(names.find(',', start), names.size());
     std::string name = names.substr(start, end - start);
-    const KernelPassInfo* found = nullptr;
-    for (const KernelPassInfo& p : all_kernel_passes())
-      if (p.name == name) found = &p;
-    if (found == nullptr) {
-      std::string known;
-      for (const KernelPassInfo& p : all_kernel_passes()) known += (known.empty() ? "" : ", ") + p.name;
-      throw InputError("unknown kernel-IR pass '" + name + "' (known: " + known + ")");
-    }
+    const KernelPassInfo* found = find_kernel_pass(name);
+    if (found == nullptr)
+      throw InputError("unknown kernel-IR pass '" + name + "' (known: " + known_kernel_passes() + ")");
     pipeline.push_back(found);
     start = end + 1;
   }

@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "codegen/kernel_ir.h"
@@ -30,6 +31,10 @@ struct KernelPassInfo {
 };
 
 const std::vector<KernelPassInfo>& all_kernel_passes();
+// Null when no pass has this name.
+const KernelPassInfo* find_kernel_pass(std::string_view name);
+// Every pass's name in list order, comma-separated, for help and error messages.
+std::string known_kernel_passes();
 
 // Every pass, in list order: what build_schedule runs.
 std::vector<const KernelPassInfo*> default_kernel_pipeline();

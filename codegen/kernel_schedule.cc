@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "codegen/attention_template.h"
+#include "codegen/block_config.h"
 #include "codegen/emit.h"
 #include "codegen/emit_c.h"
 #include "codegen/gemm_template.h"
@@ -210,8 +211,7 @@ std::string config_refusal(const kir::Kernel& k, const KernelConfig& c) {
   }
   if (c.algo != 0) return "only gemm and conv kernels choose a library algorithm";
   if (c.tile != 0) return "only gemm kernels choose a template tile";
-  if (c.block < kMinBlock || c.block > kMaxBlock || c.block % 32 != 0)
-    return "block " + std::to_string(c.block) + " is not a multiple of 32 from 32 to 1024";
+  if (std::string why = block_refusal(c.block, kMaxBlock); !why.empty()) return why;
   if (c.vector_width != 1 && c.vector_width != 4)
     return "vector width " + std::to_string(c.vector_width) + " is not 1 or 4";
   if (c.vector_width == 4 && !vectorizes(k))

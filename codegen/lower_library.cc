@@ -8,6 +8,7 @@
 #include "codegen/lowering.h"
 #include "src/ops/fusion.h"
 #include "src/ops/kernel_roles.h"
+#include "src/ops/op_registry.h"
 
 namespace tcc::lowering {
 
@@ -136,13 +137,14 @@ Lowering::Addend Lowering::add_to_gemm(const Node& at, const Value* v, kir::Gemm
 // and fills in bias, residual and activation.
 void Lowering::describe_epilogue(const Node& mm, kir::GemmDesc& g) {
   walk_epilogue(mm, "cuBLASLt", [&](const Node& u, const Value* v) { add_to_gemm(u, v, g); },
-                [&](const Node& u) {
-                  bool tanh = u.get_string("approximate", "none") == "tanh";
-                  if (u.op_type() == "Gelu" && !tanh)
-                    fail(&u, "is an erf Gelu; cuBLASLt's Gelu is the tanh approximation");
-                  if (u.op_type() != "Relu" && u.op_type() != "Gelu") fail(&u, "is not an epilogue cuBLASLt applies");
-                  g.activation = u.op_type() == "Relu" ? "relu" : "gelu_tanh";
-                });
+                [&](const Node& u) { g.activation = activation(u, "cuBLASLt", kGemmEpilogue); });
+}
+
+std::string Lowering::activation(const Node& u, const std::string& library, uint32_t epilogue) {
+  std::string name = epilogue_activation(u, epilogue);
+  if (!name.empty()) return name;
+  std::string what = epilogue_refusal(u, epilogue);
+  fail(&u, what.empty() ? "is not an epilogue " + library + " applies" : "is " + what);
 }
 
 void Lowering::setup_conv() {
@@ -189,10 +191,7 @@ void Lowering::setup_conv() {
   }
   values_.emplace(std::make_pair(cv->output(0), 0), result);
   walk_epilogue(*cv, "cuDNN", [&](const Node& u, const Value* v) { add_to_conv(u, v, d); },
-                [&](const Node& u) {
-                  if (u.op_type() != "Relu") fail(&u, "is not an epilogue cuDNN applies");
-                  d.activation = "relu";
-                });
+                [&](const Node& u) { d.activation = activation(u, "cuDNN", kConvEpilogue); });
   k_.conv = d;
 }
 

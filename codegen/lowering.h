@@ -232,6 +232,10 @@ class Lowering {
   // and fills in bias, residual and activation.
   void describe_epilogue(const Node& mm, kir::GemmDesc& g);
 
+  // The activation `library`'s epilogue (LibraryEpilogue `epilogue`) applies
+  // as u, as its call names it; fails saying why u is none.
+  std::string activation(const Node& u, const std::string& library, uint32_t epilogue);
+
   // Walks the epilogue chain from op's result to the body's one output: each
   // step is an Add of the running value and another value (`add`) or an
   // activation (`activate`, which fails for what the library does not apply).

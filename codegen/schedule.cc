@@ -9,13 +9,18 @@
 #include "passes/binding_constants.h"
 #include "src/ops/fusion.h"
 #include "src/ops/kernel_roles.h"
+#include "src/ops/op_registry.h"
 
 namespace tcc {
 
 namespace {
 
-// Ops that read only their input's shape, which the host knows without a copy.
-bool reads_shape_only(const Node& n) { return n.domain().empty() && (n.op_type() == "Shape" || n.op_type() == "Size"); }
+// Whether n's op reads only its inputs' shapes (kShapeOnly), which the host
+// knows without a copy: the runtime's fallback copies nothing in for it.
+bool reads_shape_only(const Node& n) {
+  const OpDef* def = OpRegistry::get().lookup(n);
+  return def != nullptr && def->has(kShapeOnly);
+}
 
 // Whether a and b are tensors of one dtype whose element counts are provably equal.
 bool same_bytes(const Type& a, const Type& b) {
@@ -37,11 +42,11 @@ bool only_reshapes(const Node& n) {
 
 class Scheduler {
  public:
-  Scheduler(const Graph& g, const DeviceProfile& device)
+  Scheduler(const Graph& g, const DeviceProfile& device, kir::AfterKernelPass after)
       : g_(g),
         users_(g.compute_users()),
         analysis_(analyze_constants(g)),
-        kernel_passes_(kir::default_kernel_pipeline(), device) {
+        kernel_passes_(kir::default_kernel_pipeline(), device, std::move(after)) {
     for (const Value* v : g.outputs()) graph_outputs_.insert(v);
   }
 
@@ -158,6 +163,8 @@ class Scheduler {
 
 }  // namespace
 
-Schedule build_schedule(const Graph& g, const DeviceProfile& device) { return Scheduler(g, device).run(); }
+Schedule build_schedule(const Graph& g, const DeviceProfile& device, kir::AfterKernelPass after) {
+  return Scheduler(g, device, std::move(after)).run();
+}
 
 }  // namespace tcc

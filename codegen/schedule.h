@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "codegen/kernel_ir.h"
+#include "codegen/kernel_passes.h"
 #include "codegen/profiles.h"
 #include "passes/pass_manager.h"
 #include "src/ir/graph.h"
@@ -59,7 +60,9 @@ struct Schedule {
 // step: the module carries their values. Nodes whose values a binding of the
 // symbols determines are binding steps (analyze_constants). A reshape-only fusion of a value a step
 // writes, when the reshape is no graph output, is a ViewAlias instead of a step.
-// Kernel names are tcc_k<N>_<kind>, numbered in schedule order.
-Schedule build_schedule(const Graph& g, const DeviceProfile& device = default_device());
+// Kernel names are tcc_k<N>_<kind>, numbered in schedule order; `after` sees
+// each kernel after each pass, named after its fusion node.
+Schedule build_schedule(const Graph& g, const DeviceProfile& device = default_device(),
+                        kir::AfterKernelPass after = {});
 
 }  // namespace tcc

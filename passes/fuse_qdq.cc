@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "passes/rewrite.h"
+#include "src/ops/op_registry.h"
 
 namespace tcc {
 
@@ -117,12 +118,13 @@ Value* exact_bias(const Value* b, const Quantization& x, const Quantization& w) 
 // The lowest value of an 8-bit type.
 int64_t lowest(DType t) { return t == DType::I8 ? -128 : 0; }
 
-// The contraction Q quantizes (through a Relu that Q's saturation makes
-// redundant), read by nothing else; null otherwise.
+// The contraction Q quantizes (through a Relu, kZeroFloor, that Q's
+// saturation makes redundant), read by nothing else; null otherwise.
 Node* quantized_contraction(Node& q, const Quantization& y, Rewriter& rw) {
   Value* v = q.input(0);
   Node* p = v->producer();
-  if (p && p->op_type() == "Relu" && onnx_op(*p) && rw.num_uses(v) == 1 && !is_model_output(v) &&
+  const OpDef* def = p ? OpRegistry::get().lookup(*p) : nullptr;
+  if (def && def->has(kZeroFloor) && rw.num_uses(v) == 1 && !is_model_output(v) &&
       y.zero_points.get_i64(0) == lowest(y.zero_points.dtype())) {
     v = p->input(0);
     p = v->producer();

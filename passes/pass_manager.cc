@@ -88,6 +88,7 @@ bool PassManager::run(Model& m) {
         report_ << "// ----- IR after " << p->name << (after != before ? "" : " (unchanged)") << " -----\n"
                 << after;
     }
+    if (options_.after_pass) options_.after_pass(*p, m);
   }
   if (options_.time_passes) report_ << timing_table();
   return any_changed;

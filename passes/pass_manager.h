@@ -3,6 +3,7 @@
 // after each change, per-pass timing and counters, and the `passes` log topic.
 #pragma once
 
+#include <functional>
 #include <iosfwd>
 #include <optional>
 #include <string>
@@ -23,6 +24,9 @@ struct PassManagerOptions {
   bool time_passes = false;
   bool fusion = true;  // PassContext::fusion of every pass
   Precision precision = Precision::FP32;  // PassContext::precision of every pass
+  // Called after each pass (and its verification) with the model as the pass
+  // left it: tcc compile --print-after's graph passes.
+  std::function<void(const PassInfo& pass, const Model& m)> after_pass;
 };
 
 // What one pass did, for --time-passes.

@@ -1,7 +1,6 @@
 #include "src/analysis/partition.h"
 
 #include <algorithm>
-#include <map>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -9,20 +8,8 @@ namespace tcc {
 
 namespace {
 
-// Inputs whose values set the output shape: fed from tensor data they make the
-// shape data-dependent; fed from shapes or constants they do not.
-const std::map<std::string, std::vector<size_t>>& shape_operands() {
-  static const std::map<std::string, std::vector<size_t>> ops = {
-      {"Reshape", {1}},        {"Expand", {1}},    {"Tile", {1}},      {"Range", {0, 1, 2}},
-      {"ConstantOfShape", {0}}, {"Slice", {1, 2, 3, 4}}, {"TopK", {1}}, {"Pad", {1}},
-      {"OneHot", {1}},         {"Resize", {2, 3}}, {"Upsample", {1}},  {"Unsqueeze", {1}},
-      {"Squeeze", {1}}};
-  return ops;
-}
-
-bool always_data_dependent(const std::string& op) {
-  return op == "NonZero" || op == "Unique" || op == "Compress";
-}
+// Whether the data decides the size of a node's outputs, whatever its inputs (NonZero's count).
+bool data_sized(const OpDef* def) { return def && def->has(kDataDependentShape); }
 
 std::string value_ref(const Value* v) { return "'%" + v->name() + "'"; }
 
@@ -43,16 +30,15 @@ class BreakClassifier {
 
   // Records which node outputs are computed from shapes and constants only.
   void note_outputs(const Node& n) {
+    const OpDef* def = registry_.lookup(n);
     bool independent;
-    if (n.op_type() == "Shape" || n.op_type() == "Size") {
+    if (def && def->has(kShapeOnly)) {
       independent = true;
-    } else if (always_data_dependent(n.op_type()) || !n.regions().empty()) {
+    } else if (data_sized(def) || !n.regions().empty()) {
       independent = false;
     } else if (n.num_inputs() == 0) {
-      const OpDef* def = registry_.lookup(n);
-      independent = n.op_type() == "Constant" || (def && def->has(kConstant) && !def->has(kRandom));
+      independent = def && def->has(kConstant) && !def->has(kRandom);
     } else {
-      const OpDef* def = registry_.lookup(n);
       independent = !(def && def->has(kRandom));
       for (const Value* in : n.inputs())
         if (in && !shape_derived(in)) independent = false;
@@ -97,28 +83,15 @@ class BreakClassifier {
   }
 
   bool control_flow(const Node& n, GraphBreak& b) {
+    const OpDef* def = registry_.lookup(n);
+    if (!def || !def->region_choice) return false;
     const std::string& op = n.op_type();
-    if (op != "If" && op != "Loop") return false;
-    const Value* data_operand = nullptr;
-    if (op == "If") {
-      if (n.has_input(0) && !is_const(n.input(0))) data_operand = n.input(0);
-    } else {
-      if (n.has_input(0) && !is_const(n.input(0))) data_operand = n.input(0);
-      else if (n.has_input(1) && !is_const(n.input(1))) data_operand = n.input(1);
-      else if (!loop_condition_fixed(n)) data_operand = n.get_graph("body")->outputs().at(0);
-      else if (!n.has_input(0)) data_operand = n.input(1);
-    }
-    if (data_operand) {
+    const RegionChoice& choice = *def->region_choice;
+    if (const Value* data = choice.data_operand(n, [this](const Value* v) { return is_const(v); })) {
       b.reason = "data_dependent_control_flow";
-      b.message = op == "If"
-                      ? "If branches on " + value_ref(data_operand) +
-                            ", computed from tensor data; tcc does not compile device-side control flow, so "
-                            "the branch runs eagerly"
-                      : "Loop's trip count or condition " + value_ref(data_operand) +
-                            " comes from tensor data; tcc does not compile device-side control flow, so the "
-                            "loop runs eagerly";
-      b.hint = op == "If" ? "compute both branches and pick with Where, or make the condition a constant"
-                          : "give the loop a constant trip count (tcc then unrolls it)";
+      b.message = op + "'s " + choice.what + " " + value_ref(data) +
+                  " comes from tensor data; tcc does not compile device-side control flow, so the node runs eagerly";
+      b.hint = def->break_hint;
       return true;
     }
     // A constant condition or trip count is resolved at compile time; the
@@ -137,35 +110,22 @@ class BreakClassifier {
     return false;
   }
 
-  // The body's condition output is the condition it was given, or a constant.
-  bool loop_condition_fixed(const Node& n) const {
-    const Graph* body = n.get_graph("body");
-    if (!body || body->outputs().empty()) return false;
-    const Value* cond_out = body->outputs()[0];
-    if (is_const(cond_out)) return true;
-    return body->inputs().size() > 1 && cond_out == body->inputs()[1];
-  }
-
   bool data_dependent_shape(const Node& n, GraphBreak& b) {
     const std::string& op = n.op_type();
     const OpDef* def = registry_.lookup(n);
-    if (always_data_dependent(op) || (def && def->has(kDataDependentShape))) {
+    if (data_sized(def)) {
       b.reason = "data_dependent_shape";
       b.message = op + "'s output size depends on the values of its input, not only on shapes";
-      b.hint = op == "NonZero" || op == "Compress"
-                   ? "keep shapes static: multiply by the mask or select with Where instead of gathering elements"
-                   : "keep shapes static (pad to a fixed size), or accept an eager step here";
+      b.hint = def->break_hint.empty() ? "keep shapes static (pad to a fixed size), or accept an eager step here"
+                                       : def->break_hint;
       return true;
     }
-    auto it = shape_operands().find(op);
-    if (it == shape_operands().end()) return false;
-    for (size_t i : it->second) {
+    if (!def) return false;
+    for (size_t i : def->shape_inputs) {
       if (!n.has_input(i) || shape_derived(n.input(i))) continue;
       b.reason = "data_dependent_shape";
-      b.message = op == "TopK" ? "TopK's k " + value_ref(n.input(i)) + " comes from tensor data"
-                               : op + "'s input " + std::to_string(i) + " " + value_ref(n.input(i)) +
-                                     " comes from tensor data, not from shapes or constants, so the output "
-                                     "shape depends on data";
+      b.message = op + "'s input " + std::to_string(i) + " " + value_ref(n.input(i)) +
+                  " comes from tensor data, not from shapes or constants, so the output shape depends on data";
       b.hint = "compute it from Shape ops or constants (exporters' shape chains compile)";
       return true;
     }
@@ -254,7 +214,7 @@ Partition partition_graph(const Graph& g, const ShapeInfo& info, const OpRegistr
   for (size_t i = 0; i < g.nodes().size(); ++i) {
     const Node& n = *g.nodes()[i];
     if (is_break[i]) {
-      if (always_data_dependent(n.op_type())) data_dependent.insert(n.outputs().begin(), n.outputs().end());
+      if (data_sized(registry.lookup(n))) data_dependent.insert(n.outputs().begin(), n.outputs().end());
       continue;
     }
     int r = region_of_level[node_level[i]];

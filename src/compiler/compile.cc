@@ -99,11 +99,12 @@ void check_disabled_passes(const std::vector<std::string>& names) {
 // passes: the pipeline through Fuse. The min-cut minimizes saved bytes, a
 // proxy: where the memory planner finds saving everything peaks lower, the
 // module keeps the save-all graph.
-std::vector<PassRecord> run_passes(Model& model, const CompileMode& mode, Precision precision, bool save_all,
-                                   const std::vector<std::string>& disabled, bool time_passes) {
+std::vector<PassRecord> run_passes(Model& model, const CompileRequest& req, const CompileMode& mode, bool save_all) {
+  const std::vector<std::string>& disabled = req.disabled_passes;
   PassManagerOptions options;
-  options.time_passes = time_passes;
-  options.precision = precision;
+  options.time_passes = req.time_passes;
+  options.precision = req.options.precision;
+  options.after_pass = req.after_graph_pass;
   options.fusion = std::any_of(mode.features.begin(), mode.features.end(),
                                [](const Feature* f) { return f->name == "fusion"; });
   std::vector<const PassInfo*> pipeline = build_pipeline("", Phase::Fuse);
@@ -239,14 +240,14 @@ CompileResult compile(const CompileRequest& req) {
 
   stage = Clock::now();
   r.save_all = r.activations && r.activations->save_all_peak < r.activations->min_cut_peak;
-  r.passes = run_passes(*r.model, *r.mode, req.options.precision, r.save_all, req.disabled_passes, req.time_passes);
+  r.passes = run_passes(*r.model, req, *r.mode, r.save_all);
   t.passes = ms_since(stage);
   after("passes");
   const Graph& g = *r.model->graph;
   r.sizes = hinted_sizes(g, o.shape_hints);
 
   stage = Clock::now();
-  r.schedule = build_schedule(g, *r.device);
+  r.schedule = build_schedule(g, *r.device, req.after_kernel_pass);
   if (req.time_passes) std::cerr << timing_table(r.schedule.kernel_passes);
   t.schedule = ms_since(stage);
   after("schedule");

@@ -65,6 +65,11 @@ struct CompileRequest {
   // (`model`), from `schedule` on the kernels (in kernel IR, after the
   // kernel-IR passes), from `memory` on the memory plan.
   std::function<void(const std::string& stage, const CompileResult& so_far)> print_after;
+  // Called after each graph pass the passes stage runs, with the model as the
+  // pass left it, and after each kernel-IR pass the schedule stage runs, with
+  // each kernel as the pass left it (named after its fusion node).
+  std::function<void(const PassInfo& pass, const Model& model)> after_graph_pass;
+  kir::AfterKernelPass after_kernel_pass;
 };
 
 // The compiled module, and what the compile learned on the way.

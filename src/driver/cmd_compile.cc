@@ -195,16 +195,35 @@ ExitCode run_compile(CompileCli& c) {
   req.options.host = !c.no_host;
   req.options.shape_hints = parse_sizes(c.shape_hints, "--shape-hint");
   req.options.precision = precision_of(c.precision);
-  std::set<std::string> dump;
+  // --print-after names compile stages, graph passes and kernel-IR passes.
+  std::set<std::string> dump, graph_passes, kernel_passes;
   for (const std::string& name : c.print_after) {
-    if (std::find_if(kCompileStages.begin(), kCompileStages.end(), [&](const char* s) { return name == s; }) ==
+    if (std::find_if(kCompileStages.begin(), kCompileStages.end(), [&](const char* s) { return name == s; }) !=
         kCompileStages.end()) {
-      std::string valid;
-      for (const char* s : kCompileStages) valid += (valid.empty() ? "" : ", ") + std::string(s);
-      throw InputError("--print-after: unknown stage '" + name + "' (stages: " + valid + ")");
+      dump.insert(name);
+    } else if (find_pass(name)) {
+      graph_passes.insert(name);
+    } else if (kir::find_kernel_pass(name)) {
+      kernel_passes.insert(name);
+    } else {
+      std::string stages;
+      for (const char* s : kCompileStages) stages += (stages.empty() ? "" : ", ") + std::string(s);
+      throw InputError("--print-after: unknown stage or pass '" + name + "' (stages: " + stages +
+                       "; graph passes: " + known_passes() + "; kernel-IR passes: " + kir::known_kernel_passes() +
+                       ")");
     }
-    dump.insert(name);
   }
+  if (!graph_passes.empty())
+    req.after_graph_pass = [graph_passes](const PassInfo& pass, const Model& m) {
+      if (graph_passes.count(std::string(pass.name)))
+        std::cerr << "// ----- IR after graph pass " << pass.name << " -----\n" << print_graph(*m.graph);
+    };
+  if (!kernel_passes.empty())
+    req.after_kernel_pass = [kernel_passes](const kir::KernelPassInfo& pass, const kir::Kernel& k, bool) {
+      if (kernel_passes.count(pass.name))
+        std::cerr << "// ----- kernel IR of " << k.name << " after kernel-IR pass " << pass.name << " -----\n"
+                  << kir::print_kernel(k);
+    };
   if (!dump.empty())
     req.print_after = [dump](const std::string& stage, const CompileResult& r) {
       if (!dump.count(stage)) return;
@@ -255,7 +274,8 @@ CommandRunner setup_compile(CLI::App& cmd) {
   cmd.add_option("--print-after", c->print_after,
                  "Print the main graph as text IR, and from `schedule` on its kernels as kernel IR, to stderr after "
                  "these compile stages (repeatable): load, shapes, passes, schedule, memory, autotune, emit, build, "
-                 "write")
+                 "write; or the main graph after these graph passes (tcc opt --list-passes), or each kernel after "
+                 "these kernel-IR passes (tcc kir --list-passes)")
       ->delimiter(',');
   cmd.add_option("--disable-passes", req.disabled_passes,
                  "Leave these graph passes out (comma-separated; tcc opt --list-passes names them), to measure what "

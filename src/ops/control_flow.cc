@@ -11,6 +11,7 @@
 // is a host step, which is what `tcc ops` reports.
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <limits>
 
 #include "src/ops/decomposition.h"
@@ -605,11 +606,45 @@ bool decompose_scan(Expansion& e) {
   return true;
 }
 
+// ---------------------------------------------------------------- What data decides
+
+using Known = std::function<bool(const Value*)>;
+
+// If's condition, where it is not known.
+const Value* if_data_operand(const Node& n, const Known& known) {
+  return n.has_input(0) && !known(n.input(0)) ? n.input(0) : nullptr;
+}
+
+// Whether the Loop body's condition output is the condition it was given, or known.
+bool loop_condition_fixed(const Node& n, const Known& known) {
+  const Graph* body = n.get_graph("body");
+  if (!body || body->outputs().empty()) return false;
+  const Value* cond_out = body->outputs()[0];
+  if (known(cond_out)) return true;
+  return body->inputs().size() > 1 && cond_out == body->inputs()[1];
+}
+
+// Loop's trip count or condition where one is not known, the body's condition
+// output where it computes a new one, or with no trip count the condition,
+// which alone ends the loop.
+const Value* loop_data_operand(const Node& n, const Known& known) {
+  if (n.has_input(0) && !known(n.input(0))) return n.input(0);
+  if (n.has_input(1) && !known(n.input(1))) return n.input(1);
+  if (!loop_condition_fixed(n, known)) return n.get_graph("body")->outputs().at(0);
+  return n.has_input(0) ? nullptr : n.input(1);
+}
+
 }  // namespace
 
 void register_control_flow_ops(OpRegistry& r) {
-  r.add(OpDef{"", "If", 11, kControlFlow, infer_if, eval_if, {}}).decomposition(decompose_if);
-  r.add(OpDef{"", "Loop", 11, kControlFlow, infer_loop, eval_loop, {}}).decomposition(decompose_loop);
+  r.add(OpDef{"", "If", 11, kControlFlow, infer_if, eval_if, {}})
+      .regions_chosen_by({"condition", if_data_operand})
+      .hint_at_break("compute both branches and pick with Where, or make the condition a constant")
+      .decomposition(decompose_if);
+  r.add(OpDef{"", "Loop", 11, kControlFlow, infer_loop, eval_loop, {}})
+      .regions_chosen_by({"trip count or condition", loop_data_operand})
+      .hint_at_break("give the loop a constant trip count (tcc then unrolls it)")
+      .decomposition(decompose_loop);
   r.add(OpDef{"", "Scan", 9, kControlFlow, infer_scan, eval_scan, {}}).decomposition(decompose_scan);
 }
 

@@ -415,12 +415,14 @@ void register_data_dependent_ops(OpRegistry& r) {
   std::vector<DType> nonzero_types = kNumeric;
   nonzero_types.push_back(DType::Bool);
   r.add(OpDef{"", "NonZero", 9, kDataDependentShape, infer_nonzero, eval_nonzero, nonzero_types})
+      .hint_at_break(kSelectInPlace)
       .decomposition(decompose_nonzero);
   r.add(OpDef{"", "Unique", 11, kDataDependentShape, infer_unique, eval_unique, {}}).decomposition(decompose_unique);
   // Not marked data-dependent: with k known (static or symbolic) its shape is
   // not; the rule gives a fresh symbol when k is unknown, which explain reports.
   // With a constant k over a static axis it is a kernel of its own (codegen/topk_template.h).
   r.add(OpDef{"", "TopK", 11, kReduction, infer_topk, eval_topk, kNumeric})
+      .shape_from_inputs({1})
       .kernel_unless(KernelRole::TopK, topk_kernel_refusal)
       .gradient(top_k_rule);
 }

@@ -688,7 +688,8 @@ void register_unary(OpRegistry& r) {
   })
       .pointwise_kernel(scalar(ScalarOp::Relu))
       .gradient(relu_rule)
-      .library_epilogue(kGemmEpilogue | kConvEpilogue);
+      .library_epilogue(kGemmEpilogue | kConvEpilogue, "relu")
+      .with_trait(kZeroFloor);
 }
 
 void register_compare_and_logic(OpRegistry& r) {

@@ -56,8 +56,7 @@ std::string check_gemm_body(const Graph& body) {
       continue;
     }
     if (n->op_type() == "Add") continue;  // the bias or the residual
-    if (n->op_type() == "Gelu" && !library_epilogue(*n, kGemmEpilogue))
-      return who(*n) + " is an erf Gelu; cuBLASLt's Gelu epilogue is the tanh approximation";
+    if (std::string what = epilogue_refusal(*n, kGemmEpilogue); !what.empty()) return who(*n) + " is " + what;
     if (!library_epilogue(*n, kGemmEpilogue))
       return who(*n) + " is not an epilogue cuBLASLt applies (bias or residual Add, Relu, tanh Gelu) nor a "
                        "transposed operand";

@@ -627,6 +627,7 @@ void register_gather_scatter_ops(OpRegistry& r) {
       .kernel_role(KernelRole::Indexed, scatter_role)
       .gradient(scatter_rule);
   r.add(OpDef{"", "Compress", 11, kMovement | kDataDependentShape, infer_compress, eval_compress, {}})
+      .hint_at_break(kSelectInPlace)
       .gradient(compress_rule)
       .decomposition(decompose_compress);
   r.add(OpDef{"", "ReverseSequence", 10, kMovement, infer_reverse_sequence, eval_reverse_sequence, {}})

@@ -410,7 +410,7 @@ bool decompose_multinomial(Expansion& e) {
 }  // namespace
 
 void register_generator_ops(OpRegistry& r) {
-  r.add(OpDef{"", "OneHot", 9, 0, infer_one_hot, eval_one_hot, {}}).decomposition(decompose_one_hot);
+  r.add(OpDef{"", "OneHot", 9, 0, infer_one_hot, eval_one_hot, {}}).shape_from_inputs({1}).decomposition(decompose_one_hot);
   r.add(OpDef{"", "EyeLike", 9, kShapeOnly, infer_eye_like, eval_eye_like, {}}).pointwise_kernel(eye_like_expression);
   r.add(OpDef{"", "RandomNormal", 1, kRandom | kConstant, infer_random, eval_random<fill_normal>, {}})
       .pointwise_kernel(normal_expression);

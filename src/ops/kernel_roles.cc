@@ -237,9 +237,18 @@ std::string kernel_refusal(const Node& n) {
   return def != nullptr && def->refusal ? def->refusal(n) : "";
 }
 
-bool library_epilogue(const Node& n, uint32_t library) {
+std::string epilogue_activation(const Node& n, uint32_t library) {
   const OpDef* def = OpRegistry::get().lookup(n);
-  return def != nullptr && (def->epilogues & library) != 0 && (!def->epilogue_applies || def->epilogue_applies(n));
+  if (def == nullptr || (def->epilogues & library) == 0) return "";
+  return def->epilogue_refusal && !def->epilogue_refusal(n).empty() ? "" : def->activation;
+}
+
+bool library_epilogue(const Node& n, uint32_t library) { return !epilogue_activation(n, library).empty(); }
+
+std::string epilogue_refusal(const Node& n, uint32_t library) {
+  const OpDef* def = OpRegistry::get().lookup(n);
+  if (def == nullptr || (def->epilogues & library) == 0 || !def->epilogue_refusal) return "";
+  return def->epilogue_refusal(n);
 }
 
 bool atomic_update_dtype(DType dtype) {

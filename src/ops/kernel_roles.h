@@ -45,10 +45,16 @@ enum class KernelRole {
 // tensors, or whose op tcc does not know at its opset, is None.
 KernelRole kernel_role(const Node& n);
 
-// Whether a library call's epilogue (LibraryEpilogue: cuBLASLt's after a
-// GEMM, cuDNN's after a convolution) applies n as its activation: its OpDef's
-// `epilogues`.
+// The activation a library call's epilogue (LibraryEpilogue: cuBLASLt's after
+// a GEMM, cuDNN's after a convolution) applies n as, named as the module's
+// library calls name it ("relu", "gelu_tanh"), or "" when it applies none:
+// its OpDef's library_epilogue.
+std::string epilogue_activation(const Node& n, uint32_t library);
+// Whether epilogue_activation(n, library) names one.
 bool library_epilogue(const Node& n, uint32_t library);
+// What n is where its op is an activation the library's epilogue applies
+// but not for n ("an erf Gelu; ..."), or "".
+std::string epilogue_refusal(const Node& n, uint32_t library);
 
 // Whether the GPU updates an element of `dtype` atomically (a combining store:
 // atomicAdd, or a compare-and-swap of its 4 or 8 bytes): f32, f64, i32, i64.

@@ -675,14 +675,19 @@ void register_movement_ops(OpRegistry& r) {
       .kernel_role(KernelRole::Movement)
       .gradient(transpose_rule);
   r.add(OpDef{"", "Slice", 10, kMovement, infer_slice, eval_slice, {}})
+      .shape_from_inputs({1, 2, 3, 4})
       .kernel_unless(KernelRole::Movement, computed_bounds_refusal)
       .gradient(slice_rule);
   r.add(OpDef{"", "Split", 1, kMovement, infer_split, eval_split, {}}).gradient(split_rule).decomposition(decompose_split);
   r.add(OpDef{"", "Concat", 4, kMovement, infer_concat, eval_concat, {}}).kernel_role(KernelRole::Indexed, concat_role).gradient(concat_rule);
   r.add(OpDef{"", "Expand", 8, kMovement, infer_expand, eval_expand, {}})
+      .shape_from_inputs({1})
       .kernel_unless(KernelRole::Movement, computed_shape_refusal)
       .gradient(expand_rule);
-  r.add(OpDef{"", "Pad", 11, kMovement, infer_pad, eval_pad, {}}).kernel_role(KernelRole::Indexed, pad_role).gradient(pad_rule);
+  r.add(OpDef{"", "Pad", 11, kMovement, infer_pad, eval_pad, {}})
+      .shape_from_inputs({1})
+      .kernel_role(KernelRole::Indexed, pad_role)
+      .gradient(pad_rule);
 }
 
 }  // namespace tcc

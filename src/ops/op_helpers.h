@@ -24,6 +24,11 @@ inline const std::vector<DType> kNumeric = {DType::F32, DType::F16, DType::BF16,
 // which the compiled graph's guards check (src/analysis/trace.cc).
 inline constexpr int64_t kSliceSentinel = 2147483647;
 
+// What explain suggests instead of an op that gathers the elements a mask
+// selects (NonZero, Compress), whose count the data decides (OpDef::break_hint).
+inline constexpr const char* kSelectInPlace =
+    "keep shapes static: multiply by the mask or select with Where instead of gathering elements";
+
 // Maps a possibly negative axis into [0, rank); fails naming the node when out of range.
 int64_t normalize_axis(const Node& n, int64_t axis, int64_t rank);
 

@@ -148,9 +148,30 @@ OpDef& OpDef::kernel_unless(KernelRole declared, KernelRefusal why, std::functio
   });
 }
 
-OpDef& OpDef::library_epilogue(uint32_t libraries, std::function<bool(const Node&)> applies) {
+OpDef& OpDef::library_epilogue(uint32_t libraries, std::string name, KernelRefusal why) {
   epilogues = libraries;
-  epilogue_applies = std::move(applies);
+  activation = std::move(name);
+  epilogue_refusal = std::move(why);
+  return *this;
+}
+
+OpDef& OpDef::with_trait(OpTrait t) {
+  traits |= t;
+  return *this;
+}
+
+OpDef& OpDef::shape_from_inputs(std::vector<size_t> inputs) {
+  shape_inputs = std::move(inputs);
+  return *this;
+}
+
+OpDef& OpDef::regions_chosen_by(RegionChoice choice) {
+  region_choice = std::move(choice);
+  return *this;
+}
+
+OpDef& OpDef::hint_at_break(std::string hint) {
+  break_hint = std::move(hint);
   return *this;
 }
 

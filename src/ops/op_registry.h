@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -39,6 +40,8 @@ enum OpTrait : uint32_t {
   kRandom = 1u << 7,              // Dropout in training mode, random generators
   kConstant = 1u << 8,            // Constant, ConstantOfShape: no tensor inputs read
   kNonTensor = 1u << 9,           // works on sequence or optional values: never compiled (a graph break)
+  kZeroFloor = 1u << 10,          // max(x, 0): redundant before a quantization whose zero point is its type's
+                                  // lowest value, which saturates alike (passes/fuse_qdq.cc drops it there)
 };
 
 // The library calls whose epilogue can apply a node as the activation after
@@ -46,6 +49,15 @@ enum OpTrait : uint32_t {
 enum LibraryEpilogue : uint32_t {
   kGemmEpilogue = 1u << 0,  // cuBLASLt's, after a MatMul or Gemm
   kConvEpilogue = 1u << 1,  // cuDNN's, after a Conv
+};
+
+// How data decides the regions a control-flow op runs (If's branch, Loop's
+// trips): explain's data_dependent_control_flow break, OpDef::region_choice.
+struct RegionChoice {
+  std::string what;  // what decides, as explain names it: "condition", "trip count or condition"
+  // The operand that decides, where `known` (a compile-time constant) fails
+  // for it; null when the host knows what runs.
+  std::function<const Value*(const Node&, const std::function<bool(const Value*)>& known)> data_operand;
 };
 
 // What a shape rule sees of one node: input types, constant inputs, symbolic
@@ -181,10 +193,21 @@ struct OpDef {
   bool commutative = false;
   // The library calls whose epilogue applies a node of the op as their
   // activation (LibraryEpilogue bits; passes/fuse.cc grows a GEMM's or
-  // convolution's group by such a node), for the nodes `epilogue_applies`
-  // accepts (every node when unset).
+  // convolution's group by such a node, the lowering names `activation` in
+  // the call), for the nodes `epilogue_refusal` does not refuse (every node
+  // when unset; it says what such a node is: "an erf Gelu; ...").
   uint32_t epilogues = 0;
-  std::function<bool(const Node&)> epilogue_applies = nullptr;
+  std::string activation = "";  // as the module's library calls name it: "relu", "gelu_tanh"
+  KernelRefusal epilogue_refusal = nullptr;
+  // Inputs whose values set the output's shape (Reshape's shape, Slice's
+  // bounds, TopK's k): the host must know them, so one computed from tensor
+  // data makes the output's shape data-dependent (explain's partition).
+  std::vector<size_t> shape_inputs = {};
+  // Of a control-flow op whose regions run as data decides (If, Loop).
+  std::optional<RegionChoice> region_choice = std::nullopt;
+  // What explain suggests instead of a node of the op that breaks the graph
+  // (a data-dependent size, a choice of regions); "": the break reason's own hint.
+  std::string break_hint = "";
 
   bool has(OpTrait t) const { return (traits & t) != 0; }
   // A kernel role for nodes where `applies` holds (every node when unset).
@@ -205,8 +228,13 @@ struct OpDef {
   OpDef& trains_through_decomposition();
   OpDef& under_autocast(AutocastClass a);
   OpDef& commutes();
-  // An activation the `libraries`' epilogues apply, for nodes where `applies` holds.
-  OpDef& library_epilogue(uint32_t libraries, std::function<bool(const Node&)> applies = nullptr);
+  // The activation `name` that the `libraries`' epilogues apply, for the nodes `why` does not refuse.
+  OpDef& library_epilogue(uint32_t libraries, std::string name, KernelRefusal why = nullptr);
+  OpDef& with_trait(OpTrait t);
+  // The inputs whose values set the output's shape (shape_inputs).
+  OpDef& shape_from_inputs(std::vector<size_t> inputs);
+  OpDef& regions_chosen_by(RegionChoice choice);
+  OpDef& hint_at_break(std::string hint);
 };
 
 // How a compiled module runs the op's nodes on the GPU (what `tcc ops`

@@ -282,7 +282,10 @@ bool decompose_block_shuffle(Expansion& e) {
 }  // namespace
 
 void register_rearrange_ops(OpRegistry& r) {
-  r.add(OpDef{"", "Tile", 6, kMovement, infer_tile, eval_tile, {}}).gradient(tile_rule).decomposition(decompose_tile);
+  r.add(OpDef{"", "Tile", 6, kMovement, infer_tile, eval_tile, {}})
+      .shape_from_inputs({1})
+      .gradient(tile_rule)
+      .decomposition(decompose_tile);
   r.add(OpDef{"", "Trilu", 14, kMovement, infer_trilu, eval_trilu, {}})
       .gradient(trilu_rule)
       .decomposition(decompose_trilu);

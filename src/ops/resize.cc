@@ -642,6 +642,7 @@ bool decompose_resize(Expansion& e) {
 void register_resize_ops(OpRegistry& r) {
   r.add(OpDef{"", "Resize", 11, 0, infer_resize, eval_resize,
               {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I8, DType::U8, DType::I32, DType::I64}})
+      .shape_from_inputs({2, 3})
       .gradient(resize_rule)
       .decomposition(decompose_resize);
 }

@@ -659,12 +659,15 @@ void register_shape_ops(OpRegistry& r) {
   r.add(OpDef{"", "Size", 1, kShapeOnly, infer_size,
               [](EvalContext& ctx) { return std::vector<Tensor>{Tensor::scalar_i64(ctx.input(0).numel())}; }, {}});
   r.add(OpDef{"", "Reshape", 5, kMovement, infer_reshape, eval_reshape, {}})
+      .shape_from_inputs({1})
       .kernel_unless(KernelRole::Movement, computed_shape_refusal)
       .gradient(reshape_rule);
   r.add(OpDef{"", "Squeeze", 1, kMovement, infer_squeeze, eval_squeeze, {}})
+      .shape_from_inputs({1})
       .kernel_role(KernelRole::Movement, [](const Node& n) { return !n.has_input(1) || literal_input(n, 1); })
       .gradient(reshape_rule);
   r.add(OpDef{"", "Unsqueeze", 1, kMovement, infer_unsqueeze, eval_unsqueeze, {}})
+      .shape_from_inputs({1})
       .kernel_role(KernelRole::Movement, [](const Node& n) { return !n.has_input(1) || literal_input(n, 1); })
       .gradient(reshape_rule);
   r.add(OpDef{"", "Flatten", 1, kMovement, infer_flatten, eval_flatten, {}}).kernel_role(KernelRole::Movement).gradient(reshape_rule);
@@ -675,8 +678,11 @@ void register_shape_ops(OpRegistry& r) {
       .gradient(dropout_rule)
       .decomposition(decompose_dropout);
   r.add(OpDef{"", "Constant", 1, kConstant, infer_constant, eval_constant, {}});
-  r.add(OpDef{"", "ConstantOfShape", 9, kConstant, infer_constant_of_shape, eval_constant_of_shape, {}});
-  r.add(OpDef{"", "Range", 11, 0, infer_range, eval_range, kRangeTypes}).decomposition(decompose_range);
+  r.add(OpDef{"", "ConstantOfShape", 9, kConstant, infer_constant_of_shape, eval_constant_of_shape, {}})
+      .shape_from_inputs({0});
+  r.add(OpDef{"", "Range", 11, 0, infer_range, eval_range, kRangeTypes})
+      .shape_from_inputs({0, 1, 2})
+      .decomposition(decompose_range);
 }
 
 }  // namespace tcc

@@ -399,8 +399,10 @@ void register_unary_float_ops(OpRegistry& r) {
     return bin(ScalarOp::Mul, half_x, one_plus);
   }))
       .gradient(gelu_rule)
-      // cuBLASLt's Gelu epilogue is the tanh approximation.
-      .library_epilogue(kGemmEpilogue, [](const Node& n) { return n.get_string("approximate", "none") == "tanh"; });
+      .library_epilogue(kGemmEpilogue, "gelu_tanh", [](const Node& n) -> std::string {
+        if (n.get_string("approximate", "none") == "tanh") return "";
+        return "an erf Gelu; cuBLASLt's Gelu epilogue is the tanh approximation";
+      });
   // max(0, x) + min(0, alpha (exp(x / alpha) - 1)): x, or the Elu of x / alpha scaled by alpha below 0.
   add_unary_float(r, "Celu", 12, [](const Node& n, double x) {
     double alpha = celu_alpha(n);

@@ -471,13 +471,18 @@ TEST(Scatter, EmulatedOnTheHostAtomicUpdatesMatchTheInterpreter) {
   fs::remove_all(dir);
 }
 
-// Every default and 64-thread candidate of the five attention kernels of s
-// (the autotuning grid's other blocks change only how many rows a block
-// takes).
+// A kernel's default config and its 64-thread candidates (the autotuning
+// grid's other blocks of the attention and recurrence templates change only
+// how many rows a block takes).
+bool default_or_block_64(const kir::Kernel& k, const KernelConfig& c) {
+  return c == default_config(k) || c.block == 64;
+}
+
+// Every default and 64-thread candidate of the five attention kernels of s.
 KernelVariants attention_variants(const ScheduledModel& s) {
   EXPECT_EQ(s.schedule.kernels.size(), 5u);
   for (const kir::Kernel& k : s.schedule.kernels) EXPECT_EQ(k.kind, kir::Kind::Attention) << k.name;
-  return variants(s, [](const kir::Kernel& k, const KernelConfig& c) { return c == default_config(k) || c.block == 64; });
+  return variants(s, default_or_block_64);
 }
 
 // v's CUDA text emulated against the interpreter over 37 keys and queries: a
@@ -535,9 +540,7 @@ TEST(AttentionBackward, EmulatedOnTheHostPassesMatchTheInterpreter) {
     ASSERT_EQ(k.kind, kir::Kind::Attention) << k.name;
     EXPECT_NE(k.attention->pass, kir::AttentionPass::Forward) << k.name;
   }
-  KernelVariants v = variants(s, [](const kir::Kernel& k, const KernelConfig& c) {
-    return c == default_config(k) || c.block == 64;
-  });
+  KernelVariants v = variants(s, default_or_block_64);
   EXPECT_EQ(v.kernels.size(), 38u);
   expect_emulated_attention_matches(s, v, "tcc_attention_grad");
 }
@@ -575,9 +578,7 @@ TEST(Recurrence, EmulatedOnTheHostEveryCellAndDirectionMatchesTheInterpreter) {
   ScheduledModel s = schedule_model("tests/kernels/recurrence.tir");
   ASSERT_EQ(s.schedule.kernels.size(), 7u);
   for (const kir::Kernel& k : s.schedule.kernels) EXPECT_EQ(k.kind, kir::Kind::Recurrence) << k.name;
-  KernelVariants v = variants(s, [](const kir::Kernel& k, const KernelConfig& c) {
-    return c == default_config(k) || c.block == 64;
-  });
+  KernelVariants v = variants(s, default_or_block_64);
   EXPECT_EQ(v.kernels.size(), 14u);
   fs::path dir = make_temp_dir("tcc_recurrence");
   SharedLibrary lib = emulated_library(v, dir);

@@ -214,10 +214,41 @@ TEST_F(CompileTest, PrintAfterDumpsTheNamedStages) {
   // The schedule passes' choices are in the kernel IR.
   EXPECT_NE(r.output.find("\n  schedule block=", kernels), std::string::npos) << r.output;
 
+}
+
+// --print-after also takes graph passes, printing the main graph after each
+// (canonicalize's has no fusion yet, fuse's has), and kernel-IR passes,
+// printing each kernel after each, named after its fusion node; a name that is
+// neither a stage nor a pass is refused with the lists of all three.
+TEST_F(CompileTest, PrintAfterTakesGraphAndKernelPasses) {
+  CliResult r =
+      compile("mlp.onnx", "m", "--no-host --arch sm_90 --no-ptx --print-after fuse,split_reductions,canonicalize");
+  ASSERT_EQ(r.code, 0) << r.output;
+  size_t canonicalize = r.output.find("// ----- IR after graph pass canonicalize -----\ngraph main");
+  size_t fuse = r.output.find("// ----- IR after graph pass fuse -----\ngraph main");
+  ASSERT_NE(canonicalize, std::string::npos) << r.output;
+  ASSERT_NE(fuse, std::string::npos) << r.output;
+  EXPECT_LT(canonicalize, fuse);
+  EXPECT_EQ(r.output.substr(canonicalize, fuse - canonicalize).find("tcc::Fusion"), std::string::npos) << r.output;
+  size_t kernel = r.output.find("// ----- kernel IR of ", fuse);
+  ASSERT_NE(kernel, std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("tcc::Fusion", fuse), std::string::npos) << r.output;
+  EXPECT_LT(r.output.find("tcc::Fusion", fuse), kernel) << r.output;
+  size_t line_end = r.output.find('\n', kernel);
+  const std::string title_end = " after kernel-IR pass split_reductions -----";
+  EXPECT_EQ(r.output.substr(line_end - title_end.size(), title_end.size()), title_end) << r.output;
+  EXPECT_EQ(r.output.compare(line_end + 1, 7, "kernel "), 0) << r.output;
+  EXPECT_EQ(r.output.find("after kernel-IR pass vectorize"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("IR after graph pass dce"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("IR after compile stage"), std::string::npos) << r.output;
+
   CliResult bad = compile("mlp.onnx", "bad", "--print-after lowering");
   EXPECT_EQ(bad.code, 2) << bad.output;
-  EXPECT_NE(bad.output.find("--print-after: unknown stage 'lowering' (stages: load, shapes, passes, schedule, memory, "
-                            "autotune, emit, build, write)"),
+  EXPECT_NE(bad.output.find("--print-after: unknown stage or pass 'lowering' (stages: load, shapes, passes, schedule, "
+                            "memory, autotune, emit, build, write; graph passes: canonicalize, "),
+            std::string::npos)
+      << bad.output;
+  EXPECT_NE(bad.output.find("; kernel-IR passes: collapse_axes, vectorize, split_reductions, choose_schedule)"),
             std::string::npos)
       << bad.output;
 }

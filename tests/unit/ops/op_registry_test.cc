@@ -1,11 +1,15 @@
 // What the op registry says of each op holds together: each pointwise
 // expression builds, for a node of its op, what the lowering can emit, and the
 // facts an OpDef gathers (role, expression, refusal, library epilogues,
-// decomposition, autocast class, commutativity, the non-tensor trait) agree
+// decomposition, autocast class, commutativity, the non-tensor trait, the
+// inputs that set a shape, what chooses a control-flow op's regions) agree
 // with one another.
 #include <gtest/gtest.h>
 
+#include <onnx/defs/schema.h>
+
 #include <algorithm>
+#include <set>
 
 #include "src/ir/graph.h"
 #include "src/ops/kernel_roles.h"
@@ -96,6 +100,7 @@ TEST(OpRegistry, KernelFactsAgree) {
     }
     if (def->epilogues != 0) {
       epilogues.push_back(def->op_type);
+      EXPECT_FALSE(def->activation.empty()) << op << " is a library epilogue its calls cannot name";
       EXPECT_EQ(def->declared_role, KernelRole::Pointwise) << op;
       EXPECT_TRUE(def->pointwise) << op << " is a library epilogue without a kernel expression";
       EXPECT_EQ(def->epilogues & ~uint32_t{kGemmEpilogue | kConvEpilogue}, 0u) << op;
@@ -104,12 +109,87 @@ TEST(OpRegistry, KernelFactsAgree) {
       ++non_tensor;
       EXPECT_FALSE(def->kernel || def->pointwise || def->refusal || def->epilogues) << op << " works on non-tensors";
     }
+    if (def->epilogues == 0) {
+      EXPECT_TRUE(def->activation.empty() && !def->epilogue_refusal) << op << " names an activation no library applies";
+    }
+    if (def->has(kZeroFloor)) {
+      EXPECT_TRUE(def->has(kPointwise) && def->pointwise) << op << " floors at zero but is no pointwise op";
+    }
   }
   std::sort(refusing.begin(), refusing.end());
   EXPECT_EQ(refusing, (std::vector<std::string>{"AveragePool", "Conv", "Expand", "Gemm", "MatMul", "MaxPool",
                                                 "Reshape", "Slice", "TopK"}));
   EXPECT_EQ(epilogues, (std::vector<std::string>{"Gelu", "Relu"}));
   EXPECT_EQ(non_tensor, 12);
+}
+
+// What explain's partition reads of an OpDef holds together: the inputs whose
+// values set a shape are inputs of ONNX's schema of the op (at opset 17), each
+// listed once, in order; an op whose regions data chooses is a control-flow op;
+// a break hint belongs to an op that breaks (a data-sized output, regions data
+// chooses).
+TEST(OpRegistry, PartitionFactsAgree) {
+  std::vector<std::string> shaped, chosen;
+  for (const OpDef* def : OpRegistry::get().all()) {
+    const std::string op = def->domain + "::" + def->op_type;
+    if (!def->shape_inputs.empty()) {
+      shaped.push_back(def->op_type);
+      const auto* schema = ONNX_NAMESPACE::OpSchemaRegistry::Schema(def->op_type, 17, def->domain);
+      ASSERT_NE(schema, nullptr) << op;
+      const std::vector<size_t>& in = def->shape_inputs;
+      EXPECT_TRUE(std::is_sorted(in.begin(), in.end()) && std::adjacent_find(in.begin(), in.end()) == in.end())
+          << op << "'s shape inputs are not listed once each, in order";
+      for (size_t i : in) EXPECT_LT(i, schema->inputs().size()) << op << " has no input " << i;
+    }
+    if (def->region_choice) {
+      chosen.push_back(def->op_type);
+      EXPECT_TRUE(def->has(kControlFlow)) << op;
+      EXPECT_TRUE(!def->region_choice->what.empty() && def->region_choice->data_operand) << op;
+    }
+    if (!def->break_hint.empty()) {
+      EXPECT_TRUE(def->has(kDataDependentShape) || def->region_choice) << op << " has a hint for a break it never makes";
+    }
+  }
+  std::sort(shaped.begin(), shaped.end());
+  EXPECT_EQ(shaped, (std::vector<std::string>{"ConstantOfShape", "Expand", "OneHot", "Pad", "Range", "Reshape", "Resize",
+                                              "Slice", "Squeeze", "Tile", "TopK", "Unsqueeze"}));
+  std::sort(chosen.begin(), chosen.end());
+  EXPECT_EQ(chosen, (std::vector<std::string>{"If", "Loop"}));
+}
+
+// On nodes: If's and Loop's deciding operand is the condition or trip count
+// that is not known, and none when every one is; a Loop whose body computes a
+// new condition is decided by that output.
+TEST(OpRegistry, RegionChoicesOnNodes) {
+  Graph g;
+  g.set_opset("", 17);
+  Value* cond = g.add_input("cond", Type::tensor(DType::Bool, {}));
+  Value* trips = g.add_input("trips", Type::tensor(DType::I64, {}));
+  std::set<const Value*> known_values;
+  auto known = [&](const Value* v) { return known_values.count(v) > 0; };
+  const OpDef* if_def = OpRegistry::get().lookup("", "If", 17);
+  const OpDef* loop_def = OpRegistry::get().lookup("", "Loop", 17);
+  ASSERT_TRUE(if_def && if_def->region_choice && loop_def && loop_def->region_choice);
+
+  Node* branch = g.add_node("If", {cond}, {"o"}, "", "branch");
+  EXPECT_EQ(if_def->region_choice->data_operand(*branch, known), cond);
+
+  auto body = std::make_shared<Graph>();
+  body->add_input("i", Type::tensor(DType::I64, {}));
+  Value* cond_in = body->add_input("c", Type::tensor(DType::Bool, {}));
+  body->add_output(cond_in);
+  Node* loop = g.add_node("Loop", {trips, cond}, {}, "", "loop");
+  body->set_parent(&g, loop);
+  loop->set_attr("body", Attribute::of_graph(body));
+  EXPECT_EQ(loop_def->region_choice->data_operand(*loop, known), trips);
+  known_values = {trips};
+  EXPECT_EQ(loop_def->region_choice->data_operand(*loop, known), cond);
+  known_values = {trips, cond};
+  EXPECT_EQ(if_def->region_choice->data_operand(*branch, known), nullptr);
+  EXPECT_EQ(loop_def->region_choice->data_operand(*loop, known), nullptr);
+  Node* flip = body->add_node("Not", {cond_in}, {"flipped"}, "", "flip");
+  body->set_outputs({flip->output(0)});
+  EXPECT_EQ(loop_def->region_choice->data_operand(*loop, known), flip->output(0));
 }
 
 // On nodes: a node the refusal refuses takes no role, and kernel_refusal
@@ -152,6 +232,12 @@ TEST(OpRegistry, RefusalsAndEpiloguesOnNodes) {
   EXPECT_FALSE(library_epilogue(*tanh_gelu, kConvEpilogue));
   EXPECT_FALSE(library_epilogue(*erf_gelu, kGemmEpilogue));
   EXPECT_FALSE(library_epilogue(*exp, kGemmEpilogue) || library_epilogue(*exp, kConvEpilogue));
+  EXPECT_EQ(epilogue_activation(*relu, kConvEpilogue), "relu");
+  EXPECT_EQ(epilogue_activation(*tanh_gelu, kGemmEpilogue), "gelu_tanh");
+  EXPECT_EQ(epilogue_refusal(*erf_gelu, kGemmEpilogue),
+            "an erf Gelu; cuBLASLt's Gelu epilogue is the tanh approximation");
+  EXPECT_EQ(epilogue_refusal(*erf_gelu, kConvEpilogue), "");
+  EXPECT_EQ(epilogue_refusal(*tanh_gelu, kGemmEpilogue), "");
 }
 
 }  // namespace
