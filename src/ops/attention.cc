@@ -346,16 +346,17 @@ bool known_dims(const Value* v) {
 // entirely set to zero (Where on ReduceMax of the bias), MatMul with V, and
 // 3-D heads merged back. Declines (the node stays a host step) before ONNX
 // opset 13 (Unsqueeze's axes input, Softmax along one axis), where its dims
-// are unknown, for nonpad_kv_seqlen and the window attributes, when its
-// qk_matmul_output is read, for a mask shorter than the keys and for a
-// softmax_precision other than T, and where it saves its log-sum-exp. The present outputs (a decoder's KV cache)
-// are the K and V pieces, past included. passes/decompose leaves the
+// are unknown, for nonpad_kv_seqlen and the window attributes, for a mask
+// shorter than the keys and for a softmax_precision other than T, and where it
+// saves its log-sum-exp. The present outputs (a decoder's KV cache) are the K
+// and V pieces, past included; qk_matmul_output is the scores piece (modes 0
+// and 1), it plus the bias before hidden rows' zeroing (2) or the
+// probabilities (3), in T. passes/decompose leaves the
 // nodes the fused kernel computes whole (attention_kernel_refusal); autodiff
 // differentiates any Attention through these pieces.
 bool decompose_attention(Expansion& e) {
   const Node& n = e.node();
-  if (e.onnx_opset() < 13 || saves_lse(n) || (n.num_outputs() > kScores && e.used(n.output(kScores))) ||
-      n.has_input(kNonpad) || n.has_attr("left_window_size") || n.has_attr("right_window_size"))
+  if (e.onnx_opset() < 13 || saves_lse(n) || n.has_input(kNonpad) || n.has_attr("left_window_size") || n.has_attr("right_window_size"))
     return false;
   Value* q = n.input(kQ);
   Value* k = n.input(kK);
@@ -449,6 +450,7 @@ bool decompose_attention(Expansion& e) {
     bias = x.op("Where_causal", "Where", {allowed, bias ? bias : zero, neg_inf}, shape);
     bias_shape = shape;
   }
+  Value* full_bias = bias;
   // A row the bias hides entirely attends to nothing: its bias becomes 0, so
   // that Softmax, and its gradient, stay finite, and its probabilities 0.
   Value* hidden = nullptr;
@@ -462,6 +464,13 @@ bool decompose_attention(Expansion& e) {
   Value* logits = bias ? x.op("Add_bias", "Add", {s, bias}, scores_shape) : s;
   Value* p = x.op("Softmax", "Softmax", {logits}, scores_shape, {{"axis", Attribute::of_int(-1)}});
   if (hidden) p = x.op("Where_hidden", "Where", {hidden, zero, p}, scores_shape);
+  if (n.num_outputs() > kScores && e.used(n.output(kScores))) {
+    const int64_t mode = n.get_int("qk_matmul_output_mode", 0);
+    Value* out = mode == 3                ? p
+                 : mode == 2 && full_bias ? x.op("Add_qk_bias", "Add", {s, full_bias}, scores_shape)
+                                          : s;
+    e.take_over(kScores, e.cast("Cast_qk_matmul_output", out, t));
+  }
   const Dim v_head = v->type().shape()[3];
   if (four_d && work == t) {
     e.finish("MatMul_values", "MatMul", {p, v});
