@@ -387,10 +387,13 @@ int Lowering::lower_gather_nd(const Node& p, int frame) {
 // it, so no address outside X is read: MaxPool takes -inf there, AveragePool
 // and Conv 0, and AveragePool's divisor counts the taps inside the input (or,
 // with count_include_pad, those before the end padding: ceil_mode windows
-// reach past it). Conv weighs tap r by W[c, 0, r...] and adds B[c].
-// MaxPool's Indices output is the flat position in X of the tap each point took:
-// the first inside tap, then any that is greater or NaN, as the interpreter
-// scans. Records the value of each output in values_.
+// reach past it). Conv weighs tap r by W[c, 0, r...] and adds B[c]. An int8
+// or uint8 MaxPool takes the dtype's least value outside the input, and 0
+// where no tap is inside, as the interpreter.
+// MaxPool's Indices output is the flat position in X of the tap each point took
+// (its spatial part row-major, or column-major with storage_order 1): the first
+// inside tap, then any that is greater or NaN, as the interpreter scans.
+// Records the value of each output in values_.
 void Lowering::lower_pool(const Node& p, int frame) {
   if (frame != 0 || k_.kind != kir::Kind::Pointwise) fail(&p, "is lowered only as a kernel of its own");
   const bool conv = p.op_type() == "Conv";
@@ -402,6 +405,7 @@ void Lowering::lower_pool(const Node& p, int frame) {
   size_t ns = w.kernel.size();
   DType dt = p.output(0)->type().dtype();
   bool max = p.op_type() == "MaxPool";
+  bool exact = max && is_integer(dt);  // int8 or uint8 (pool_window)
   // A depthwise Conv's W and B, viewed once for every tap.
   View weights, bias;
   if (conv) weights = view_of(p.input(1));
@@ -420,6 +424,14 @@ void Lowering::lower_pool(const Node& p, int frame) {
   };
   bool indices = max && p.num_outputs() > 1 && p.output(1) != nullptr;
   std::vector<SymExpr> x_strides = row_major(x.shape);
+  std::vector<SymExpr> index_strides = x_strides;
+  if (p.get_int("storage_order", 0) != 0) {
+    SymExpr stride = c(1);
+    for (size_t d = 0; d < ns; ++d) {
+      index_strides[2 + d] = stride;
+      stride = stride * x.shape[2 + d];
+    }
+  }
   int plane = -1;  // the flat position of (n, c, 0...) in X
   if (indices)
     plane = emit(Op::Add, DType::I64,
@@ -470,25 +482,28 @@ void Lowering::lower_pool(const Node& p, int frame) {
     if (inside >= 0) load.args = {inside};
     int loaded = emit(std::move(load)), value = loaded;
     if (conv) value = emit(Op::Mul, dt, {loaded, per_channel(weights, tap)});
-    if (max && inside >= 0)
-      value = emit(Op::Where, dt, {inside, value, constant(dt, -std::numeric_limits<double>::infinity())});
+    if (max && inside >= 0) {
+      double least = !exact ? -std::numeric_limits<double>::infinity() : dt == DType::I8 ? -128 : 0;
+      value = emit(Op::Where, dt, {inside, value, constant(dt, least)});
+    }
     if (indices) {
       int at = plane;
       for (size_t d = 0; d < ns; ++d)
         at = emit(Op::Add, DType::I64,
                   {at, emit(Op::Mul, DType::I64,
                             {position(d, tap[d] * w.dilations[d] - w.pads_begin[d]),
-                             size_value(DType::I64, x_strides[2 + d])})});
+                             size_value(DType::I64, index_strides[2 + d])})});
       int took = inside;
       if (have != kNever) {
-        int better = emit(Op::Or, DType::Bool, {emit(Op::Greater, DType::Bool, {loaded, result}),
-                                                emit(Op::IsNaN, DType::Bool, {loaded})});
+        int better = emit(Op::Greater, DType::Bool, {loaded, result});
+        if (!exact) better = emit(Op::Or, DType::Bool, {better, emit(Op::IsNaN, DType::Bool, {loaded})});
         if (have >= 0) better = emit(Op::Or, DType::Bool, {better, emit(Op::Not, DType::Bool, {have})});
         took = all(took, better);
       }
       best = took < 0 ? at : emit(Op::Where, DType::I64, {took, at, best < 0 ? constant(DType::I64, -1) : best});
-      have = have == -1 || inside < 0 ? -1 : have == kNever ? inside : emit(Op::Or, DType::Bool, {have, inside});
     }
+    if (indices || exact)
+      have = have == -1 || inside < 0 ? -1 : have == kNever ? inside : emit(Op::Or, DType::Bool, {have, inside});
     result = result < 0 ? value : emit(max ? Op::Max : Op::Add, dt, {result, value});
     int counts = w.count_include_pad ? in_padding : inside;
     if (conv) continue;
@@ -500,6 +515,7 @@ void Lowering::lower_pool(const Node& p, int frame) {
     }
   }
   if (indices) values_.emplace(std::make_pair(p.output(1), frame), best);
+  if (exact && have >= 0) result = emit(Op::Where, dt, {have, result, constant(dt, 0)});
   if (conv) {
     if (p.has_input(2)) result = emit(Op::Add, dt, {result, per_channel(bias, {})});
   } else if (!max) {

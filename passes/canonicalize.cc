@@ -9,6 +9,7 @@
 //   Reshape(Reshape(x, s1), s2) -> Reshape(x, s2)
 //   Squeeze(Unsqueeze(x, a), a) -> x, Unsqueeze(Squeeze(x, a), a) -> x
 //   Transpose(Transpose(x, p), q) -> Transpose(x, p[q]); Transpose(x, identity) -> x
+//   Constant {value_ints = v} -> Constant {value = tensor v}   (value_float(s), value_int(s) alike)
 //
 // Expects: a verified graph; types make more rules fire (Cast needs x's
 // dtype, axes and default perms need ranks) but none is required.
@@ -151,6 +152,22 @@ bool simplify_transpose(Node& n, Rewriter& rw) {
   return true;
 }
 
+// Constant {value_ints = [0, 2]} -> Constant {value = i64[2] [0, 2]}: the
+// spelling kernels read literals from (constant_of), so a Reduce*'s axes or a
+// Slice's bounds from an ONNX function's Constant are kernel arguments.
+bool spell_constant_as_tensor(Node& n, Rewriter&) {
+  static const char* kNumbers[] = {"value_float", "value_floats", "value_int", "value_ints"};
+  const char* spelled = nullptr;
+  for (const char* k : kNumbers)
+    if (n.has_attr(k)) spelled = k;
+  if (spelled == nullptr || n.num_outputs() != 1) return false;
+  std::optional<Tensor> t = constant_value(n.output(0));
+  if (!t) return false;
+  n.remove_attr(spelled);
+  n.set_attr("value", Attribute::of_tensor(std::move(*t)));
+  return true;
+}
+
 // Add(c, x) -> Add(x, c) for every op its OpDef calls commutative (Add, Mul,
 // Equal, And, Or, Xor, the bitwise ones), then the other rules.
 const std::vector<RewriteRule>& rules() {
@@ -167,6 +184,7 @@ const std::vector<RewriteRule>& rules() {
         {"Squeeze", "squeeze_pairs_removed", cancel_squeeze_pair},    // Squeeze(Unsqueeze(x, a), a) -> x
         {"Unsqueeze", "squeeze_pairs_removed", cancel_squeeze_pair},  // Unsqueeze(Squeeze(x, a), a) -> x
         {"Transpose", "transposes_simplified", simplify_transpose},   // Transpose(Transpose(x, p), q) -> Transpose(x, p[q])
+        {"Constant", "constants_spelled_as_tensors", spell_constant_as_tensor},  // {value_ints = v} -> {value = v}
     });
     return r;
   }();

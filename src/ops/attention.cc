@@ -346,16 +346,19 @@ bool known_dims(const Value* v) {
 // entirely set to zero (Where on ReduceMax of the bias), MatMul with V, and
 // 3-D heads merged back. Declines (the node stays a host step) before ONNX
 // opset 13 (Unsqueeze's axes input, Softmax along one axis), where its dims
-// are unknown, for nonpad_kv_seqlen and the window attributes, when its
-// qk_matmul_output is read, for a mask shorter than the keys and for a
-// softmax_precision other than T, and where it saves its log-sum-exp. The present outputs (a decoder's KV cache)
-// are the K and V pieces, past included. passes/decompose leaves the
-// nodes the fused kernel computes whole (attention_kernel_refusal); autodiff
-// differentiates any Attention through these pieces.
+// are unknown, for nonpad_kv_seqlen and the window attributes, for a mask
+// shorter than the keys, for a softmax_precision other than T or the f32 that
+// f16 and bf16 compute in, and where it saves its log-sum-exp. The present
+// outputs (a decoder's KV cache) are the K and V pieces, past included;
+// qk_matmul_output is the scores piece (modes 0 and 1), it plus the bias
+// before hidden rows' zeroing (2) or the probabilities (3), in T.
+// passes/decompose leaves the nodes the fused kernel computes whole
+// (attention_kernel_refusal); autodiff differentiates any Attention through
+// these pieces.
 bool decompose_attention(Expansion& e) {
   const Node& n = e.node();
-  if (e.onnx_opset() < 13 || saves_lse(n) || (n.num_outputs() > kScores && e.used(n.output(kScores))) ||
-      n.has_input(kNonpad) || n.has_attr("left_window_size") || n.has_attr("right_window_size"))
+  if (e.onnx_opset() < 13 || saves_lse(n) || n.has_input(kNonpad) || n.has_attr("left_window_size") ||
+      n.has_attr("right_window_size"))
     return false;
   Value* q = n.input(kQ);
   Value* k = n.input(kK);
@@ -364,9 +367,9 @@ bool decompose_attention(Expansion& e) {
   if (!known_dims(q) || !known_dims(k) || !known_dims(v) || (past && (!known_dims(n.input(kPastKey)) || !known_dims(n.input(kPastValue)))))
     return false;
   const DType t = q->type().dtype();
-  if (dtype_attr(n, t, "softmax_precision") != t) return false;
   // f16 and bf16 compute in f32, as the op's reference does; Y rounds to T at the end.
   const DType work = t == DType::F16 || t == DType::BF16 ? DType::F32 : t;
+  if (DType p = dtype_attr(n, t, "softmax_precision"); p != t && p != work) return false;
   AttentionExpansion x(e, work);
   auto to_work = [&](const std::string& name, Value* in) {
     if (in->type().dtype() != t || t == work) return in;
@@ -449,6 +452,7 @@ bool decompose_attention(Expansion& e) {
     bias = x.op("Where_causal", "Where", {allowed, bias ? bias : zero, neg_inf}, shape);
     bias_shape = shape;
   }
+  Value* full_bias = bias;
   // A row the bias hides entirely attends to nothing: its bias becomes 0, so
   // that Softmax, and its gradient, stay finite, and its probabilities 0.
   Value* hidden = nullptr;
@@ -462,6 +466,13 @@ bool decompose_attention(Expansion& e) {
   Value* logits = bias ? x.op("Add_bias", "Add", {s, bias}, scores_shape) : s;
   Value* p = x.op("Softmax", "Softmax", {logits}, scores_shape, {{"axis", Attribute::of_int(-1)}});
   if (hidden) p = x.op("Where_hidden", "Where", {hidden, zero, p}, scores_shape);
+  if (n.num_outputs() > kScores && e.used(n.output(kScores))) {
+    const int64_t mode = n.get_int("qk_matmul_output_mode", 0);
+    Value* out = mode == 3                ? p
+                 : mode == 2 && full_bias ? x.op("Add_qk_bias", "Add", {s, full_bias}, scores_shape)
+                                          : s;
+    e.take_over(kScores, e.cast("Cast_qk_matmul_output", out, t));
+  }
   const Dim v_head = v->type().shape()[3];
   if (four_d && work == t) {
     e.finish("MatMul_values", "MatMul", {p, v});

@@ -657,6 +657,53 @@ bool decompose_lp_pool(Expansion& e) {
   return true;
 }
 
+// A MaxPool (its Indices unread) or AveragePool whose window has more taps
+// than the pool kernel unrolls (kMaxPoolTaps) -> one pool along each spatial
+// dim in turn, its kernel, stride, dilation and pads, 1 and 0 elsewhere: the
+// window is a box, so its maximum, its sum and its count of inside (or padded)
+// taps are products of per-dim ones, and each pool is a kernel of few taps.
+// Needs float x of two or more spatial dims, each dim's window within
+// kMaxPoolTaps, and known output dims.
+bool decompose_separable_pool(Expansion& e) {
+  const Node& n = e.node();
+  const Type* x = e.ranked_float_input(0);
+  const Type& y = n.output(0)->type();
+  if (x == nullptr || x->rank() < 4 || !y.is_tensor() || !y.has_rank() || !y.fully_shaped() ||
+      (n.num_outputs() > 1 && e.used(n.output(1))))
+    return false;
+  const size_t ns = x->rank() - 2;
+  std::vector<int64_t> kernel = n.get_ints("kernel_shape"), in;
+  if (kernel.size() != ns || product(kernel) <= kMaxPoolTaps ||
+      std::any_of(kernel.begin(), kernel.end(), [](int64_t k) { return k < 1 || k > kMaxPoolTaps; }))
+    return false;
+  for (size_t d = 0; d < ns; ++d) in.push_back(x->shape()[2 + d].is_static() ? x->shape()[2 + d].value() : -1);
+  SlidingWindow sw;
+  if (!sliding_window(n, kernel, in, &sw).empty()) return false;
+  const std::string op = n.op_type();
+  Value* v = n.input(0);
+  Dims dims = x->shape();
+  for (size_t d = 0; d < ns; ++d) {
+    auto along = [&](int64_t value, int64_t elsewhere) {
+      std::vector<int64_t> list(ns, elsewhere);
+      list[d] = value;
+      return Attribute::of_ints(std::move(list));
+    };
+    std::vector<int64_t> pads(2 * ns, 0);
+    pads[d] = sw.begin[d];
+    pads[ns + d] = sw.end[d];
+    std::map<std::string, Attribute> attrs = {{"kernel_shape", along(kernel[d], 1)},
+                                              {"strides", along(sw.strides[d], 1)},
+                                              {"dilations", along(sw.dilations[d], 1)},
+                                              {"pads", Attribute::of_ints(std::move(pads))},
+                                              {"ceil_mode", Attribute::of_int(n.get_int("ceil_mode", 0))}};
+    if (op == "AveragePool") attrs["count_include_pad"] = Attribute::of_int(n.get_int("count_include_pad", 0));
+    dims[2 + d] = y.shape()[2 + d];
+    v = e.add(op + "_" + std::to_string(d), op, {v}, Type::tensor(x->dtype(), dims), std::move(attrs));
+  }
+  e.take_over(0, v);
+  return true;
+}
+
 }  // namespace
 
 void register_conv_pool_ops(OpRegistry& r) {
@@ -671,11 +718,13 @@ void register_conv_pool_ops(OpRegistry& r) {
               [](EvalContext& c) { return eval_pool(c, PoolKind::Max); },
               {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I8, DType::U8, DType::I64}})
       .kernel_unless(KernelRole::Indexed, [](const Node& n) { return pool_window(n, nullptr); })
-      .gradient(max_pool_rule);
+      .gradient(max_pool_rule)
+      .decomposition(decompose_separable_pool);
   r.add(OpDef{"", "AveragePool", 11, kReduction, infer_pool,
               [](EvalContext& c) { return eval_pool(c, PoolKind::Average); }, kFloatTypes})
       .kernel_unless(KernelRole::Indexed, [](const Node& n) { return pool_window(n, nullptr); })
-      .gradient(average_pool_rule);
+      .gradient(average_pool_rule)
+      .decomposition(decompose_separable_pool);
   r.add(OpDef{"", "LpPool", 11, kReduction, infer_pool, [](EvalContext& c) { return eval_pool(c, PoolKind::Lp); },
               kFloatTypes})
       .gradient(lp_pool_rule)

@@ -168,8 +168,43 @@ void conv_transpose_rule(GradContext& c) {
 // ---------------------------------------------------------------------------
 // Decomposition (decomposition.h)
 
-// ConvTranspose with a constant W and static spatial dims (the batch may be
-// symbolic) as the Conv cuDNN runs: output q reads input p where
+// W [C, M/G, kernel...] as the Conv's [M, C/G, kernel...]: per group its two
+// channel axes swapped, its taps reversed (filter g M/G + j, channel c of group
+// g reads W[g C/G + c, j] at the mirrored tap). A constant W is computed here;
+// any other on the device, as W viewed [G, C/G, M/G, taps], transposed to
+// [G, M/G, C/G, taps], its taps read backwards (a Slice of step -1) and viewed
+// as the Conv's: movement kernels, no host step.
+Value* conv_weights(Expansion& e, const std::vector<int64_t>& w_shape, int64_t group) {
+  const Node& n = e.node();
+  int64_t cin = w_shape[0], mg = w_shape[1], cg = cin / group;
+  std::vector<int64_t> kernel = spatial_of(w_shape);
+  int64_t taps = product(kernel);
+  std::vector<int64_t> flipped_shape = {mg * group, cg};
+  flipped_shape.insert(flipped_shape.end(), kernel.begin(), kernel.end());
+  if (std::optional<Tensor> w = constant_value(n.input(1))) {
+    Tensor flipped(w->dtype(), flipped_shape);
+    for (int64_t g = 0; g < group; ++g)
+      for (int64_t j = 0; j < mg; ++j)
+        for (int64_t c = 0; c < cg; ++c)
+          for (int64_t t = 0; t < taps; ++t)
+            flipped.set_f64(((g * mg + j) * cg + c) * taps + (taps - 1 - t),
+                            w->get_f64(((g * cg + c) * mg + j) * taps + t));
+    return e.constant("W", std::move(flipped));
+  }
+  DType dt = n.input(1)->type().dtype();
+  Dims swapped = {Dim(group), Dim(mg), Dim(cg), Dim(taps)};
+  Value* v = e.reshape("Reshape_W", n.input(1), {Dim(group), Dim(cg), Dim(mg), Dim(taps)});
+  v = e.add("Transpose_W", "Transpose", {v}, Type::tensor(dt, swapped), {{"perm", Attribute::of_ints({0, 2, 1, 3})}});
+  v = e.add("Slice_W", "Slice",
+            {v, e.i64s("starts_W", {-1}), e.i64s("ends_W", {-taps - 1}), e.i64s("axes_W", {3}), e.i64s("steps_W", {-1})},
+            Type::tensor(dt, swapped));
+  Dims dims;
+  for (int64_t d : flipped_shape) dims.push_back(Dim(d));
+  return e.reshape("Reshape_W_1", v, dims);
+}
+
+// ConvTranspose with a W of static shape and static spatial dims (the batch
+// may be symbolic) as the Conv cuDNN runs: output q reads input p where
 // q = p s - pb + t d (tap t, begin padding pb from placement), so with the
 // input's elements spread s apart, zeros between, and the taps reversed it is
 // a stride-1 convolution of dilation d, padded d (k - 1) - pb before and
@@ -177,21 +212,23 @@ void conv_transpose_rule(GradContext& c) {
 // [N, C, i, 1, ...], pads each 1 to s with zeros and views it back as
 // [N, C, i s, ...]; a negative padding is a Slice, and the part of one side's
 // padding the other lacks a Pad, as cuDNN pads both sides alike. W becomes
-// [M, C/G, kernel...]: per group its two channel axes swapped, its taps
-// reversed, computed here; B is the Conv's own. Not when W is not a constant,
-// for more than 3 spatial dims, or when placement rejects the node (it stays a
-// host step and says why).
+// the Conv's (conv_weights); B is the Conv's own. Not for more than 3 spatial
+// dims, or when placement rejects the node (it stays a host step and says why).
 bool decompose_conv_transpose(Expansion& e) {
   const Node& n = e.node();
   const Type* x = e.ranked_float_input(0);
-  std::optional<Tensor> w = constant_value(n.input(1));
+  const Type& wt = n.input(1)->type();
   // cuDNN convolves 1 to 3 spatial dims: a Conv of more would be a host step all the same.
-  if (x == nullptr || !w || x->rank() < 3 || x->rank() > 5 || w->rank() != x->rank()) return false;
+  if (x == nullptr || x->rank() < 3 || x->rank() > 5 || !wt.is_tensor() || !wt.has_rank() || !wt.fully_static() ||
+      wt.rank() != x->rank())
+    return false;
+  std::vector<int64_t> w_shape;
+  for (const Dim& d : wt.shape()) w_shape.push_back(d.value());
   const Dims& xd = x->shape();
   size_t ns = x->rank() - 2, rank = x->rank();
-  int64_t group = n.get_int("group", 1), cin = w->shape()[0], mg = w->shape()[1];
+  int64_t group = n.get_int("group", 1), cin = w_shape[0];
   if (group < 1 || cin % group != 0 || !xd[1].is_static() || xd[1].value() != cin) return false;
-  std::vector<int64_t> kernel = spatial_of(w->shape()), in;
+  std::vector<int64_t> kernel = spatial_of(w_shape), in;
   for (size_t i = 0; i < ns; ++i) {
     if (!xd[2 + i].is_static()) return false;
     in.push_back(xd[2 + i].value());
@@ -249,18 +286,7 @@ bool decompose_conv_transpose(Expansion& e) {
     for (size_t i = 0; i < ns; ++i) dims[2 + i] = Dim(dims[2 + i].value() + extra[2 + i] + extra[rank + 2 + i]);
     v = e.add("Pad_1", "Pad", {v, e.i64s("pads_1", extra)}, Type::tensor(dt, dims));
   }
-  // W [C, M/G, taps] -> [M, C/G, taps reversed]: filter g M/G + j, channel c of
-  // group g reads W[g C/G + c, j] at the mirrored tap.
-  int64_t cg = cin / group, taps = product(kernel);
-  std::vector<int64_t> flipped_shape = {mg * group, cg};
-  flipped_shape.insert(flipped_shape.end(), kernel.begin(), kernel.end());
-  Tensor flipped(w->dtype(), flipped_shape);
-  for (int64_t g = 0; g < group; ++g)
-    for (int64_t j = 0; j < mg; ++j)
-      for (int64_t c = 0; c < cg; ++c)
-        for (int64_t t = 0; t < taps; ++t)
-          flipped.set_f64(((g * mg + j) * cg + c) * taps + (taps - 1 - t), w->get_f64(((g * cg + c) * mg + j) * taps + t));
-  std::vector<Value*> ins = {v, e.constant("W", std::move(flipped))};
+  std::vector<Value*> ins = {v, conv_weights(e, w_shape, group)};
   if (n.has_input(2)) ins.push_back(n.input(2));
   e.finish("Conv", "Conv", ins,
            {{"kernel_shape", Attribute::of_ints(kernel)},

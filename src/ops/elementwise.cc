@@ -781,17 +781,14 @@ void register_select_and_cast(OpRegistry& r) {
                                                                   : Type::tensor_unranked(dt));
          },
          [](EvalContext& ctx) { return std::vector<Tensor>{clip_kernel(ctx)}; })
+      // max(x, min), then min(that, max): max everywhere when min > max, as
+      // the reference. A bound is a literal or a scalar the kernel loads.
       .pointwise_kernel(
           [](const Node& n, ScalarBuilder& b, const std::vector<int>& in) {
             int x = in[0];
             if (in.size() > 1 && in[1] >= 0) x = b.op(ScalarOp::Max, out_dtype(n), {x, in[1]});
             if (in.size() > 2 && in[2] >= 0) x = b.op(ScalarOp::Min, out_dtype(n), {x, in[2]});
             return x;
-          },
-          [](const Node& n) {
-            for (size_t i = 1; i < n.num_inputs(); ++i)
-              if (!literal_input(n, i)) return false;
-            return true;
           })
       .gradient(clip_rule);
 }

@@ -127,12 +127,12 @@ std::string conv_window(const Node& n, ConvWindow* out) {
 
 std::string pool_window(const Node& n, PoolWindow* out) {
   if (n.num_inputs() != 1 || n.input(0) == nullptr) return "a pool takes one input";
-  if (n.num_outputs() > 1 && n.output(1) != nullptr && n.get_int("storage_order", 0) != 0)
-    return "MaxPool's column-major Indices (storage_order 1) are computed on the host";
   const Value* x = n.input(0);
   if (!x->type().is_tensor() || !x->type().has_rank()) return "X is not a tensor of known rank";
   DType dt = x->type().dtype();
-  if (!is_float(dt)) return "pool kernels compute float dtypes, not " + std::string(dtype_name(dt));
+  bool bytes = n.op_type() == "MaxPool" && (dt == DType::I8 || dt == DType::U8);
+  if (!is_float(dt) && !bytes)
+    return "pool kernels compute float dtypes (and int8 and uint8 maxima), not " + std::string(dtype_name(dt));
   std::vector<int64_t> xs = static_dims(x);
   if (xs.size() < 3) return "X has no spatial dims";
   PoolWindow pw;

@@ -135,8 +135,9 @@ struct PoolWindow {
 constexpr int64_t kMaxPoolTaps = 64;
 
 // Resolves the window of a MaxPool or AveragePool node into *w and returns "",
-// or returns why the node gets no pool kernel: MaxPool's column-major Indices, non-float
-// dtypes, a window of more than kMaxPoolTaps taps, SAME padding of a symbolic dim.
+// or returns why the node gets no pool kernel: dtypes other than float ones (and
+// int8 and uint8 for MaxPool), a window of more than kMaxPoolTaps taps, SAME
+// padding of a symbolic dim.
 std::string pool_window(const Node& n, PoolWindow* w);
 
 // Resolves the window of a depthwise Conv (one filter per input channel: W

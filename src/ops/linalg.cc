@@ -431,6 +431,39 @@ std::string float_product_refusal(const Node& n) {
   return "";
 }
 
+// MatMul whose operands broadcast over different batch dims ([3, 1, m, k] @
+// [1, 2, k, n]), which no one strided-batched call expresses
+// (strided_batches): each operand whose batch dims are neither all 1 nor the
+// output's is expanded to the output's (a tcc::Expand, copied by its kernel),
+// then the two are multiplied. Needs known dims and a product cuBLASLt takes.
+bool decompose_matmul_batches(Expansion& e) {
+  const Node& n = e.node();
+  const Type& y = n.output(0)->type();
+  if (strided_batches(n) || !float_product_refusal(n).empty() || !y.is_tensor() || !y.fully_shaped()) return false;
+  for (size_t i = 0; i < 2; ++i)
+    if (!n.input(i)->type().is_tensor() || !n.input(i)->type().fully_shaped()) return false;
+  const Dims batch(y.shape().begin(), y.shape().end() - 2);
+  std::vector<Value*> operands;
+  for (size_t i = 0; i < 2; ++i) {
+    Value* v = n.input(i);
+    const Type& t = v->type();
+    if (t.rank() < 3) {  // no batch dims of its own
+      operands.push_back(v);
+      continue;
+    }
+    Dims own(t.shape().begin(), t.shape().end() - 2);
+    bool all_one = std::all_of(own.begin(), own.end(), [](const Dim& d) { return d.is_static() && d.value() == 1; });
+    if (!all_one && own != batch) {
+      Dims dims = batch;
+      dims.insert(dims.end(), t.shape().end() - 2, t.shape().end());
+      v = e.expand("Expand_" + std::to_string(i), v, dims);
+    }
+    operands.push_back(v);
+  }
+  e.finish("MatMul", "MatMul", operands);
+  return true;
+}
+
 }  // namespace
 
 void register_linalg_ops(OpRegistry& r) {
@@ -448,6 +481,7 @@ void register_linalg_ops(OpRegistry& r) {
               kNumeric})
       .kernel_unless(KernelRole::Contraction, float_product_refusal, strided_batches)
       .gradient(matmul_rule)
+      .decomposition(decompose_matmul_batches)
       .under_autocast(AutocastClass::Low);
   r.add(OpDef{"", "MatMulInteger", 10, kContraction,
               [](InferContext& ctx) {

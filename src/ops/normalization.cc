@@ -205,20 +205,69 @@ void instance_norm_rule(GradContext& c) {
   if (c.wants(2)) c.set(2, e.reduce("ReduceSum", g, others, false));
 }
 
-// Inference BatchNormalization -> (x - mean) * s + B with s = scale / Sqrt(var + eps),
-// folded to a constant when scale and var are constants (decomposition.h).
-// Not in training mode or with its running-statistics outputs.
-bool decompose_batchnorm(Expansion& e) {
-  const Node& n = e.node();
-  const Type* x = e.ranked_float_input(0);
-  if (x == nullptr || x->rank() < 2 || n.num_inputs() != 5 || !e.only_first_output_used()) return false;
-  if (n.opset() >= 14 ? n.get_int("training_mode", 0) != 0 : n.num_outputs() > 1) return false;
+// Whether BatchNormalization n's scale, B, mean and var are [C] vectors of x's dtype.
+bool per_channel_inputs(const Node& n, const Type& x) {
+  if (n.num_inputs() != 5) return false;
   for (size_t i = 1; i < 5; ++i) {
     const Value* p = n.input(i);
     if (p == nullptr || !p->type().is_tensor() || !p->type().has_rank() || p->type().rank() != 1 ||
-        p->type().shape()[0] != x->shape()[1] || p->type().dtype() != x->dtype())
+        p->type().shape()[0] != x.shape()[1] || p->type().dtype() != x.dtype())
       return false;
   }
+  return true;
+}
+
+// Training BatchNormalization -> the batch's statistics over every axis but
+// the channels, mean = ReduceMean(x) and var = ReduceMean((x - mean)^2) (the
+// population variance), y = (x - mean) / Sqrt(var + eps) * scale + B; the
+// running statistics input * momentum + the batch's * (1 - momentum), and
+// (before opset 14) the saved mean and var, the batch's.
+bool decompose_batchnorm_training(Expansion& e) {
+  const Node& n = e.node();
+  const Type* x = e.ranked_float_input(0);
+  if (x == nullptr || x->rank() < 2 || !per_channel_inputs(n, *x)) return false;
+  const DType dt = x->dtype();
+  const Dim& channels = x->shape()[1];
+  std::vector<int64_t> others = {0};
+  for (size_t k = 2; k < x->rank(); ++k) others.push_back(static_cast<int64_t>(k));
+  const Type kept = Expansion::kept_type(*x, others), vector = Type::tensor(dt, {channels});
+  Dims channel_dims(x->rank() - 1, Dim(1));
+  channel_dims[0] = channels;
+  Value* in = n.input(0);
+  Value* mean = e.reduce("ReduceMean", "ReduceMean", in, others, kept);
+  Value* d = e.add("Sub", "Sub", {in, mean}, *x);
+  Value* var = e.reduce("ReduceMean_1", "ReduceMean", e.add("Mul", "Mul", {d, d}, *x), others, kept);
+  Value* eps = e.scalar("epsilon", n.get_float("epsilon", 1e-5f), dt);
+  Value* sd = e.add("Sqrt", "Sqrt", {e.add("Add", "Add", {var, eps}, kept)}, kept);
+  Value* normed = e.add("Div", "Div", {d, sd}, *x);
+  Value* scaled = e.add("Mul_1", "Mul", {normed, e.reshape("Reshape_scale", n.input(1), channel_dims)}, *x);
+  Value* batch_mean = e.reshape("Reshape_mean", mean, {channels});
+  Value* batch_var = e.reshape("Reshape_var", var, {channels});
+  const double momentum = n.get_float("momentum", 0.9f);
+  Value* keep = e.scalar("momentum", momentum, dt);
+  Value* take = e.scalar("one_less_momentum", 1 - momentum, dt);
+  auto running = [&](size_t i, Value* batch, const std::string& tag) {
+    return e.add("Add_" + tag, "Add",
+                 {e.add("Mul_" + tag, "Mul", {n.input(i), keep}, vector),
+                  e.add("Mul_batch_" + tag, "Mul", {batch, take}, vector)},
+                 vector);
+  };
+  const std::vector<std::pair<size_t, Value*>> stats = {
+      {1, running(3, batch_mean, "mean")}, {2, running(4, batch_var, "var")}, {3, batch_mean}, {4, batch_var}};
+  for (const auto& [i, v] : stats)
+    if (i < n.num_outputs() && n.output(i) != nullptr) e.take_over(i, v);
+  e.finish("Add_1", "Add", {scaled, e.reshape("Reshape_bias", n.input(2), channel_dims)});
+  return true;
+}
+
+// Inference BatchNormalization -> (x - mean) * s + B with s = scale / Sqrt(var + eps),
+// folded to a constant when scale and var are constants (decomposition.h).
+// In training mode, decompose_batchnorm_training.
+bool decompose_batchnorm(Expansion& e) {
+  const Node& n = e.node();
+  if (batchnorm_training(n)) return decompose_batchnorm_training(e);
+  const Type* x = e.ranked_float_input(0);
+  if (x == nullptr || x->rank() < 2 || !e.only_first_output_used() || !per_channel_inputs(n, *x)) return false;
   // Per-channel [C] vectors broadcast against [N, C, ...] as [C, 1, ..., 1].
   Dims channel_dims(x->rank() - 1, Dim(1));
   channel_dims[0] = x->shape()[1];

@@ -242,19 +242,60 @@ std::vector<Tensor> eval_dequantize(EvalContext& ctx) {
 // ---------------------------------------------------------------------------
 // Kernel expressions of QuantizeLinear and DequantizeLinear. A pointwise
 // kernel reads each input at the point, broadcasting NumPy-style, so a scale
-// and zero point line up with x when they have one element or run along x's
-// last axis; other per-axis and blocked layouts run on the host.
+// and zero point line up with x when they have one element, run along x's
+// last axis, or have x's shape (blocks of 1). Other per-axis and blocked
+// layouts (opset 21 on) decompose into blocks of 1 (below); before opset 21,
+// which has no blocks, a per-axis one along another axis runs on the host.
 
 bool lines_up_pointwise(const Node& n) {
-  if (block_size(n) != 0) return false;
+  int64_t block = block_size(n);
+  if (block > 1) return false;
   const Type& x = n.input(0)->type();
   int64_t rank = static_cast<int64_t>(x.rank());
   for (size_t i = 1; i < 3; ++i) {
     const Value* v = n.input(i);
     if (v == nullptr) continue;
     if (v->type().rank() > x.rank()) return false;
-    if (!single_element(v->type()) && normalize_axis(n, n.get_int("axis", 1), rank) != rank - 1) return false;
+    if (!single_element(v->type()) && block == 0 && normalize_axis(n, n.get_int("axis", 1), rank) != rank - 1)
+      return false;
   }
+  return true;
+}
+
+// QuantizeLinear or DequantizeLinear whose scale and zero point do not line
+// up with x -> the same op over them spread to x's shape, in blocks of 1:
+// a per-axis [D] viewed as [D, 1, ...] and expanded, a blocked one's blocks
+// gathered along the axis (index k / B at k). Needs opset 21 (blocks), x's
+// dims known and the axis's static.
+bool decompose_scale_layout(Expansion& e) {
+  const Node& n = e.node();
+  const Type& x = n.input(0)->type();
+  const Type& s = n.input(1)->type();
+  if (n.opset() < 21 || lines_up_pointwise(n) || !is_ranked(x) || !x.fully_shaped() || !is_ranked(s)) return false;
+  const Dims zp = n.has_input(2) && is_ranked(n.input(2)->type()) ? n.input(2)->type().shape() : s.shape();
+  ScaleLayout l = scale_layout(n, x.shape(), s.shape(), &zp);
+  const size_t axis = static_cast<size_t>(l.axis);
+  const Dim& extent = x.shape()[axis];
+  if (!extent.is_static()) return false;
+  auto spread = [&](size_t i, const std::string& tag) -> Value* {
+    Value* v = n.input(i);
+    if (l.per_tensor) return v;
+    if (l.block == 0) {
+      Dims along(x.rank() - axis, Dim(1));
+      along[0] = extent;
+      return e.expand("Expand_" + tag, e.reshape("Reshape_" + tag, v, along), x.shape());
+    }
+    std::vector<int64_t> block_of(static_cast<size_t>(extent.value()));
+    for (size_t k = 0; k < block_of.size(); ++k) block_of[k] = static_cast<int64_t>(k) / l.block;
+    return e.add("Gather_" + tag, "Gather", {v, e.i64s("blocks_" + tag, block_of)},
+                 Type::tensor(v->type().dtype(), x.shape()), {{"axis", Attribute::of_int(l.axis)}});
+  };
+  std::vector<Value*> ins = {n.input(0), spread(1, "scale")};
+  if (n.has_input(2)) ins.push_back(spread(2, "zero_point"));
+  std::map<std::string, Attribute> attrs(n.attrs().begin(), n.attrs().end());
+  attrs["block_size"] = Attribute::of_int(1);
+  const std::string op = n.op_type();  // finish erases n before building the node
+  e.finish("", op, ins, std::move(attrs));
   return true;
 }
 
@@ -609,8 +650,12 @@ bool decompose_dynamic_quantize(Expansion& e) {
 }
 
 // QLinearMatMul -> MatMulInteger's product (int8, else f64), requantized by
-// a_scale * b_scale / y_scale in f32 (scales per tensor, per row of a, per
-// column of b). Declines other scale dtypes, 1-D operands, unknown dims.
+// a_scale * b_scale / y_scale (scales per tensor, per row of a, per column of
+// b) computed in f32 and rounded to the scales' dtype after each step, as the
+// reference rounds them: f32 holds a product of two f16 or bf16 scales exactly
+// and rounds their quotient to the nearest f32, which then rounds to the
+// nearest f16 or bf16 as the exact quotient would (24 bits are at least twice
+// their 11 or 8, plus 2). Declines 1-D operands, unknown dims.
 bool decompose_qlinear_matmul(Expansion& e) {
   const Node& n = e.node();
   const Type& a = n.input(0)->type();
@@ -621,8 +666,10 @@ bool decompose_qlinear_matmul(Expansion& e) {
   const size_t rows = a.rank() - 2, columns = b.rank() - 1;
   if (!zero_point_fits(n, 0, 2, static_cast<int64_t>(rows)) || !zero_point_fits(n, 3, 5, static_cast<int64_t>(columns)))
     return false;
-  if (n.input(1)->type().dtype() != DType::F32 || n.input(4)->type().dtype() != DType::F32 || !single_f32(n.input(6)) ||
-      !n.input(7)->type().has_rank() || !single_element(n.input(7)->type()))
+  const DType st = n.input(1)->type().dtype();
+  const Type& ys = n.input(6)->type();
+  if (!is_float(st) || st == DType::F64 || n.input(4)->type().dtype() != st || ys.dtype() != st || !ys.has_rank() ||
+      !single_element(ys) || !n.input(7)->type().has_rank() || !single_element(n.input(7)->type()))
     return false;
   const Type& as = n.input(1)->type();
   const Type& bs = n.input(4)->type();
@@ -637,11 +684,15 @@ bool decompose_qlinear_matmul(Expansion& e) {
                      zero_point_shifted(e, 3, 5, static_cast<int64_t>(columns))},
                     Type::tensor(DType::F64, y.shape()));
   Value* row_scale = per_row ? e.reshape("Reshape_a_scale", n.input(1), {a.shape()[rows], Dim(1)}) : n.input(1);
-  Value* product = e.add("Mul_scales", "Mul", {row_scale, n.input(4)},
-                         Type::tensor(DType::F32, broadcast_of({row_scale, n.input(4)})));
+  Value* a_scale = e.cast("Cast_a_scale", row_scale, DType::F32);
+  Value* b_scale = e.cast("Cast_b_scale", n.input(4), DType::F32);
+  Value* y_scale = e.cast("Cast_y_scale", n.input(6), DType::F32);
+  Value* product =
+      e.add("Mul_scales", "Mul", {a_scale, b_scale}, Type::tensor(DType::F32, broadcast_of({a_scale, b_scale})));
+  product = e.cast("Cast_product_f32", e.cast("Cast_product", product, st), DType::F32);
   Value* multiplier =
-      e.add("Div_scales", "Div", {product, n.input(6)}, Type::tensor(DType::F32, broadcast_of({product, n.input(6)})));
-  finish_requantize(e, acc, multiplier, n.input(7));
+      e.add("Div_scales", "Div", {product, y_scale}, Type::tensor(DType::F32, broadcast_of({product, y_scale})));
+  finish_requantize(e, acc, e.cast("Cast_multiplier_scale", multiplier, st), n.input(7));
   return true;
 }
 
@@ -704,9 +755,11 @@ void register_quantization_ops(OpRegistry& r) {
   const std::vector<DType> linear = {DType::F32, DType::F16, DType::BF16, DType::I32,
                                      DType::I8,  DType::U8,  DType::I16,  DType::U16};
   r.add(OpDef{"", "QuantizeLinear", 13, kPointwise, infer_quantize, eval_quantize, linear})
-      .pointwise_kernel(quantize_expr, lines_up_pointwise);
+      .pointwise_kernel(quantize_expr, lines_up_pointwise)
+      .decomposition(decompose_scale_layout);
   r.add(OpDef{"", "DequantizeLinear", 13, kPointwise, infer_dequantize, eval_dequantize, linear})
-      .pointwise_kernel(dequantize_expr, lines_up_pointwise);
+      .pointwise_kernel(dequantize_expr, lines_up_pointwise)
+      .decomposition(decompose_scale_layout);
   r.add(OpDef{"", "DynamicQuantizeLinear", 11, kReduction, infer_dynamic_quantize, eval_dynamic_quantize,
               {DType::F32, DType::U8}})
       .decomposition(decompose_dynamic_quantize);

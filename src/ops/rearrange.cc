@@ -222,25 +222,27 @@ bool decompose_tile(Expansion& e) {
 
 // Trilu(x, k) -> Where(keep, x, 0) with keep = column - row >= k (upper) or
 // <= k (lower) over the last two axes, the rows and columns tcc::Ranges: the
-// mask depends on the shape only, so it is computed in x's kernel. Needs k
-// constant or absent; the dims may be symbolic.
+// mask is computed in x's kernel, which reads k, a one-element i64 of rank up
+// to 2 (constant or from data), where it compares; an absent k is 0. The dims
+// may be symbolic.
 bool decompose_trilu(Expansion& e) {
   const Node& n = e.node();
   const Type& x = n.input(0)->type();
   if (!x.is_tensor() || !x.has_rank() || x.rank() < 2 || !x.fully_shaped()) return false;
-  int64_t k = 0;
+  Value* k = nullptr;
   if (n.num_inputs() > 1 && n.has_input(1)) {
-    std::optional<Tensor> c = constant_value(n.input(1));
-    if (!c || c->numel() != 1) return false;
-    k = c->get_i64(0);
+    const Type& kt = n.input(1)->type();
+    if (!kt.is_tensor() || !kt.has_rank() || kt.rank() > 2 || !single_element(kt) || kt.dtype() != DType::I64)
+      return false;
+    k = n.input(1);
   }
   const Dim& rows = x.shape()[x.rank() - 2];
   const Dim& cols = x.shape()[x.rank() - 1];
   Value* row = e.reshape("Reshape", e.range("Range", 0, rows), {rows, Dim(1)});
   Value* diagonal = e.add("Sub", "Sub", {e.range("Range_1", 0, cols), row}, Type::tensor(DType::I64, {rows, cols}));
   std::string compare = n.get_int("upper", 1) != 0 ? "GreaterOrEqual" : "LessOrEqual";
-  Value* keep = e.add(compare, compare, {diagonal, e.constant("k", Tensor::scalar_i64(k))},
-                      Type::tensor(DType::Bool, {rows, cols}));
+  if (k == nullptr) k = e.constant("k", Tensor::scalar_i64(0));
+  Value* keep = e.add(compare, compare, {diagonal, k}, Type::tensor(DType::Bool, {rows, cols}));
   e.finish("Where", "Where", {keep, n.input(0), e.scalar("zero", 0, x.dtype())});
   return true;
 }

@@ -491,6 +491,42 @@ bool decompose_arg(Expansion& e) {
   return true;
 }
 
+// CumSum with its axis read from data -> a CumSum along each literal axis,
+// the one the axis names picked per element by Wheres (axis k or k - rank):
+// one scan kernel per axis, the choice on the device (a 1-D x has one axis to
+// scan). An axis out of range, which the reference refuses, picks the last
+// axis. Needs x's rank and an axis of one element.
+bool decompose_cumsum(Expansion& e) {
+  const Node& n = e.node();
+  const Type& x = n.input(0)->type();
+  const Type& a = n.input(1)->type();
+  if (scans_in_kernel(n) || !x.is_tensor() || !x.has_rank() || x.rank() == 0 || !a.is_tensor() || !a.has_rank() ||
+      a.rank() > 1 || !single_element(a))
+    return false;
+  const auto rank = static_cast<int64_t>(x.rank());
+  Value* axis = rank > 1 ? e.reshape("Reshape_axis", n.input(1), {}) : nullptr;
+  std::map<std::string, Attribute> attrs(n.attrs().begin(), n.attrs().end());
+  Value* result = nullptr;
+  const Type flag = Type::tensor(DType::Bool, {});
+  for (int64_t k = rank - 1; k >= 0; --k) {
+    std::string tag = std::to_string(k);
+    Value* along = e.scalar("axis_" + tag, static_cast<double>(k), a.dtype());
+    Value* scan = e.add("CumSum_" + tag, "CumSum", {n.input(0), along}, x, attrs);
+    if (result == nullptr) {
+      result = scan;
+      continue;
+    }
+    Value* from_end = e.scalar("axis_from_end_" + tag, static_cast<double>(k - rank), a.dtype());
+    Value* named = e.add("Or_" + tag, "Or",
+                         {e.add("Equal_" + tag, "Equal", {axis, along}, flag),
+                          e.add("Equal_from_end_" + tag, "Equal", {axis, from_end}, flag)},
+                         flag);
+    result = e.add("Where_" + tag, "Where", {named, scan, result}, x);
+  }
+  e.take_over(0, result);
+  return true;
+}
+
 }  // namespace
 
 void register_reduction_ops(OpRegistry& r) {
@@ -522,6 +558,7 @@ void register_reduction_ops(OpRegistry& r) {
               [](EvalContext& ctx) { return std::vector<Tensor>{cumsum_kernel(ctx)}; }, kNumeric})
       .kernel_role(KernelRole::Indexed, scans_in_kernel)
       .gradient(cum_sum_rule)
+      .decomposition(decompose_cumsum)
       .under_autocast(AutocastClass::F32);
 }
 
