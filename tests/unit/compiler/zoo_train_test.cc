@@ -121,6 +121,57 @@ TEST_P(ZooTrain, StepsMatchTheInterpreterAndLowerTheLoss) {
   for (const std::string& p : tg.params) expect_close_to(host.at(p), ref.at(p), p + " after the steps", "the interpreter");
 }
 
+// --train --precision bf16 trains as torch.autocast(bf16) with f32 master
+// weights: the step's products read bf16 copies of the weights, but the
+// parameters and the optimizer's state stay f32 tensors, updated in f32. One
+// momentum step of updates (lr * g) far below a bf16 weight's spacing moves
+// each parameter as the f32 interpreter's step does, to bf16's tolerance
+// (`tcc run --check`'s): a bf16 weight, or a bf16 update, would not move.
+TEST(ZooTrainBf16, Gpt2KeepsF32MasterWeightsAndOptimizerState) {
+  constexpr double kBf16Tolerance = 5e-2;
+  fs::path dir = make_temp_dir("tcc_zoo_train_bf16");
+  CompileRequest req;
+  req.model = (kZoo / "gpt2" / "model.onnx").string();
+  req.output = (dir / "module").string();
+  req.options = quick_compile_options();
+  req.options.precision = Precision::BF16;
+  req.train = mse_momentum("last_hidden_state");
+  CompileResult compiled = compile(req);
+  bool any_bf16 = false;
+  for (const auto& n : compiled.model->graph->nodes())
+    for (const Value* v : n->outputs()) any_bf16 |= v->type().is_tensor() && v->type().dtype() == DType::BF16;
+  EXPECT_TRUE(any_bf16) << "autocast left no bf16 value";
+  for (const Value* v : compiled.model->graph->inputs()) {
+    if (v->is_initializer()) {
+      EXPECT_EQ(v->type().dtype(), DType::F32) << v->name();
+    }
+  }
+  for (const Value* v : compiled.model->graph->outputs()) EXPECT_EQ(v->type().dtype(), DType::F32) << v->name();
+
+  std::unique_ptr<Model> step = load_model(req.model);
+  const TrainingGraph tg = *apply_train_flags(req.train, *step);
+  std::map<std::string, Tensor> inputs = step_inputs("gpt2", *step->graph, tg, 1e-3f);
+  std::map<std::string, Tensor> host = inputs, ref = inputs;
+  std::vector<Tensor> h = run_module_on_host(dir / "module", host);
+  std::vector<Tensor> r = Interpreter().run(*step->graph, ref);
+  ASSERT_EQ(h.size(), r.size());
+  EXPECT_NEAR(h[0].get_f64(0), r[0].get_f64(0), kBf16Tolerance * (1 + std::fabs(r[0].get_f64(0))));
+  feed_back(*step->graph, h, host);
+  feed_back(*step->graph, r, ref);
+  for (const std::string& p : tg.params) {
+    const Tensor& before = inputs.at(p);
+    double diff = 0, norm = 0;
+    for (int64_t e = 0; e < before.numel(); ++e) {
+      double want = ref.at(p).get_f64(e) - before.get_f64(e), got = host.at(p).get_f64(e) - before.get_f64(e);
+      diff += (got - want) * (got - want);
+      norm += want * want;
+    }
+    EXPECT_GT(norm, 0) << p;
+    EXPECT_LE(std::sqrt(diff), kBf16Tolerance * std::sqrt(norm)) << p << "'s update";
+  }
+  fs::remove_all(dir);
+}
+
 // ONNX Runtime's QDQ ResNet keeps its weights as int8 initializers that
 // DequantizeLinear reads: the exporter's parameters are computed values, no
 // float initializer is one, and --train says so.
