@@ -158,7 +158,7 @@ std::vector<Value*> select_params(const Model& model, const std::vector<std::str
       model_error(g, "--params '" + patterns[i] + "' matches no " + candidates);
   if (params.empty()) model_error(g, "the model has no " + candidates + " to train");
   from = patterns.empty() ? (declared ? "the exporter's graph signature" : "the float initializers")
-                          : (declared ? "--params among the exporter's graph signature's" : "--params");
+                          : (declared ? "the exporter's graph signature, chosen by --params" : "--params");
   return params;
 }
 

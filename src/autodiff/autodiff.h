@@ -74,8 +74,8 @@ struct TrainingGraph {
   std::string loss;                 // the loss output's name
   std::vector<std::string> params;  // trained parameters, in graph-input order
   // Where the parameter set came from: "the exporter's graph signature", "the
-  // float initializers", "--params" or "--params among the exporter's graph
-  // signature's" (the summaries' "12 parameters from ...").
+  // float initializers", "--params" or "the exporter's graph signature, chosen
+  // by --params" (the summaries' "12 parameters from ...").
   std::string params_from;
   std::vector<std::string> frozen;  // matching parameters the loss does not depend on (inputs, no update)
   std::string lr, step;             // optimizer inputs (empty when there are none)

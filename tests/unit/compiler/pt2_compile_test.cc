@@ -87,6 +87,7 @@ TEST(Pt2Import, TrainingTrainsTheSignaturesParameters) {
   TrainingGraph tg = build_training_graph(*m, o);
   EXPECT_EQ(std::set<std::string>(tg.params.begin(), tg.params.end()),
             (std::set<std::string>{"fc1.weight", "fc1.bias"}));
+  EXPECT_EQ(tg.params_from, "the exporter's graph signature, chosen by --params");
   m = load_model((kPt2 / "mlp.pt2").string());
   o.param_patterns = {"scale"};
   try {
