@@ -12,7 +12,7 @@
 #include <sstream>
 #include <vector>
 
-#include "frontends/onnx/node_metadata.h"
+#include "frontends/onnx/metadata_props.h"
 #include "frontends/onnx/tensor_proto.h"
 
 namespace tcc {

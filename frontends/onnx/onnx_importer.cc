@@ -6,7 +6,8 @@
 #include <filesystem>
 #include <unordered_set>
 
-#include "frontends/onnx/node_metadata.h"
+#include "frontends/onnx/graph_signature.h"
+#include "frontends/onnx/metadata_props.h"
 #include "frontends/onnx/tensor_proto.h"
 #include "frontends/read_file.h"
 
@@ -109,6 +110,7 @@ class Importer {
     if (!mp.has_graph()) fail("the model has no graph");
     reserve_names(mp.graph());
     import_graph(*mp.mutable_graph(), *m->graph);
+    mark_initializer_roles(mp.graph(), *m->graph);
     return m;
   }
 

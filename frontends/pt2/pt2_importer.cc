@@ -168,7 +168,7 @@ class Importer {
     read_syms(r, g);
     const json& nodes = r.get(g, "nodes", json::value_t::array, "the graph");
     collect_uses(r, nodes, sig);
-    read_inputs(r, sig, *m);
+    read_inputs(r, sig);
     for (size_t i = 0; i < nodes.size(); ++i) import_node(r, nodes[i], i);
     read_outputs(r, sig);
     if (auto v = prog.find("verifiers"); v != prog.end() && v->is_array() && !v->empty() && (*v)[0].is_string())
@@ -434,10 +434,9 @@ class Importer {
   }
 
   // User inputs become graph inputs; parameters, buffers and lifted constants
-  // initializers, of which the parameters are the model's trainable ones
-  // (metadata "tcc.parameters": their names, one a line).
-  void read_inputs(const JsonReader& r, const json& sig, Model& model) {
-    std::string& parameters = model.metadata["tcc.parameters"];
+  // initializers of that role (Value::role), the parameters the model's
+  // trainable ones.
+  void read_inputs(const JsonReader& r, const json& sig) {
     const json& specs = r.get(sig, "input_specs", json::value_t::array, "the signature");
     for (size_t i = 0; i < specs.size(); ++i) {
       const json& s = specs[i];
@@ -462,7 +461,9 @@ class Importer {
         Value* v = p_.graph->add_initializer(fqn, saved_tensor(fqn, m));
         v->set_type(Type::tensor(m.dtype, m.dims));
         p_.values[name] = v;
-        if (kind == "parameter") parameters += (parameters.empty() ? "" : "\n") + fqn;
+        v->set_role(kind == "parameter" ? InitializerRole::Parameter
+                    : kind == "buffer"  ? InitializerRole::Buffer
+                                        : InitializerRole::Constant);
       } else {
         r.fail(where + " is a '" + kind + "' input, which tcc does not read");
       }

@@ -9,11 +9,10 @@
 // serialized_constants.pt; torch_pickle reads them), in either dialect: the training IR of torch.export.export or core ATen after
 // run_decompositions(). The graph signature's parameters, buffers and tensor
 // constants become initializers named by their module path
-// ("blocks.0.qkv.weight"); user inputs become graph inputs. The model's
-// metadata keeps what the rest of tcc reads of the signature: the parameters'
-// names, one a line ("tcc.parameters": what --train trains, not the buffers
-// and constants), and the range_constraints ("pt2.range.s23" = "[2, 64]");
-// symbolic sizes keep torch's symbol names ("s23"). Each ATen op maps onto
+// ("blocks.0.qkv.weight"), each with its role (Value::role: the parameters are
+// what --train trains, not the buffers and constants); user inputs become graph
+// inputs. The model's metadata keeps the range_constraints ("pt2.range.s23" =
+// "[2, 64]"); symbolic sizes keep torch's symbol names ("s23"). Each ATen op maps onto
 // ONNX ops (aten_ops.cc); an op with no mapping becomes an opaque node (domain
 // "aten", op type "aten.foo.default") whose outputs keep torch's types, which
 // explain reports as a graph break. Each node's source is the user's stack

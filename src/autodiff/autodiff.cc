@@ -1,7 +1,6 @@
 #include "src/autodiff/autodiff.h"
 
 #include <algorithm>
-#include <sstream>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -130,33 +129,25 @@ void save_for_gradients(Graph& g, const std::vector<Value*>& params) {
   for (const auto& [n, def] : saving) def->save_for_gradient(g, *n);
 }
 
-// The initializers a model declares trainable: metadata "tcc.parameters",
-// their names one a line (a .pt2's graph signature parameters, not its buffers
-// or constants); nullopt where the model does not say (ONNX, text IR).
-std::optional<std::unordered_set<std::string>> declared_parameters(const Model& model) {
-  auto it = model.metadata.find("tcc.parameters");
-  if (it == model.metadata.end()) return std::nullopt;
-  std::unordered_set<std::string> names;
-  std::istringstream lines(it->second);
-  for (std::string name; std::getline(lines, name);) names.insert(name);
-  return names;
-}
-
 // Float initializers matching the patterns, in initializer order, but for
 // configuration values (running statistics, Resize scales, ...) and, where the
-// model declares its parameters, initializers it does not declare. A pattern
-// that matches nothing is an error: it is almost certainly a typo.
-std::vector<Value*> select_params(const Model& model, const std::vector<std::string>& patterns) {
+// exporter marked its initializers' roles (Value::role: a .pt2's or the dynamo
+// exporter's graph signature), those it does not mark parameters. A pattern
+// that matches nothing is an error: it is almost certainly a typo. `from` says
+// where the set came from.
+std::vector<Value*> select_params(const Model& model, const std::vector<std::string>& patterns, std::string& from) {
   Graph& g = *model.graph;
   std::vector<Value*> params;
   std::vector<bool> pattern_used(patterns.size(), false);
   std::unordered_set<const Value*> configuration = configuration_values(g);
-  const std::optional<std::unordered_set<std::string>> declared = declared_parameters(model);
-  const std::string candidates = declared ? "float parameter (buffers and constants are not trained)"
-                                          : "float initializer";
+  const bool declared = std::any_of(g.initializers().begin(), g.initializers().end(),
+                                    [](const Value* v) { return v->role() != InitializerRole::Unmarked; });
+  const std::string candidates =
+      declared ? "parameter of the exporter's graph signature (buffers and constants are not trained)"
+               : "float initializer";
   for (Value* v : g.initializers()) {
     if (!is_float(v->initializer().dtype()) || configuration.count(v)) continue;
-    if (declared && !declared->count(v->name())) continue;
+    if (declared && v->role() != InitializerRole::Parameter) continue;
     bool match = patterns.empty();
     for (size_t i = 0; i < patterns.size(); ++i)
       if (glob_match(patterns[i], v->name())) match = pattern_used[i] = true;
@@ -166,6 +157,8 @@ std::vector<Value*> select_params(const Model& model, const std::vector<std::str
     if (!pattern_used[i])
       model_error(g, "--params '" + patterns[i] + "' matches no " + candidates);
   if (params.empty()) model_error(g, "the model has no " + candidates + " to train");
+  from = patterns.empty() ? (declared ? "the exporter's graph signature" : "the float initializers")
+                          : (declared ? "the exporter's graph signature, chosen by --params" : "--params");
   return params;
 }
 
@@ -337,7 +330,8 @@ TrainingGraph build_training_graph(Model& model, const TrainOptions& opts) {
   fuse_attention(g, fusing);
   g.remove_unused_initializers();
   std::vector<Value*> params;
-  for (Value* p : select_params(model, opts.param_patterns)) params.push_back(promote_to_input(g, p));
+  std::string params_from;
+  for (Value* p : select_params(model, opts.param_patterns, params_from)) params.push_back(promote_to_input(g, p));
 
   Value* loss = opts.builtin_loss ? build_builtin_loss(g, *opts.builtin_loss)
                                   : find_output(g, opts.loss_output, "--loss");
@@ -356,6 +350,7 @@ TrainingGraph build_training_graph(Model& model, const TrainOptions& opts) {
 
   TrainingGraph out;
   out.loss = loss->name();
+  out.params_from = params_from;
   std::vector<Value*> trained, trained_grads;
   for (size_t i = 0; i < params.size(); ++i) {
     if (grads[i]) {

@@ -11,8 +11,9 @@
 //    differentiated, so that its gradient is the fused backward's; an
 //    attention that is differentiated also outputs each query row's
 //    log-sum-exp (OpDef::save_for_gradient), which that backward reads.
-//  - Parameters (float initializers matching the patterns; of a model that
-//    declares its parameters, such as a .pt2, only those) become graph inputs
+//  - Parameters (float initializers matching the patterns; of a model whose
+//    exporter marks its initializers' roles (Value::role: a .pt2, the dynamo
+//    exporter's ONNX), only its parameters) become graph inputs
 //    whose default value is their initial data (`input %w: f32[..] = ...` in
 //    the text IR, an initializer listed among the inputs in ONNX). They change
 //    every step, so they are inputs; the defaults keep the initial weights, and
@@ -60,7 +61,7 @@ struct TrainOptions {
   std::string loss_output;                 // a model output that is the loss, or
   std::optional<BuiltinLoss> builtin_loss;  // a loss tcc builds (exactly one of the two)
   // Globs (`*`, `?`) over initializer names; empty means every float
-  // initializer (every declared parameter where the model declares them).
+  // initializer (every parameter where the exporter marks initializers' roles).
   std::vector<std::string> param_patterns;
   OptimizerOptions optimizer;
   // The learning rate arrives as a Python float would (a value-guarded scalar)
@@ -72,6 +73,10 @@ struct TrainOptions {
 struct TrainingGraph {
   std::string loss;                 // the loss output's name
   std::vector<std::string> params;  // trained parameters, in graph-input order
+  // Where the parameter set came from: "the exporter's graph signature", "the
+  // float initializers", "--params" or "the exporter's graph signature, chosen
+  // by --params" (the summaries' "12 parameters from ...").
+  std::string params_from;
   std::vector<std::string> frozen;  // matching parameters the loss does not depend on (inputs, no update)
   std::string lr, step;             // optimizer inputs (empty when there are none)
 };

@@ -140,7 +140,7 @@ void print_summary(const CompileRequest& req, const CompileResult& r) {
   if (r.training) {
     const TrainingGraph& training = *r.training;
     std::cout << "  training:  loss '" << training.loss << "', " << training.params.size()
-              << " parameters, optimizer " << req.train.optimizer
+              << " parameters from " << training.params_from << ", optimizer " << req.train.optimizer
               << (training.lr.empty()     ? ""
                   : training.step.empty() ? " (lr is an input)"
                                           : " (lr and step are inputs)")

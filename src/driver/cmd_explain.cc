@@ -78,6 +78,7 @@ nlohmann::json training_json(const TrainingGraph& tg, const TrainFlags& f, const
   for (const auto& [name, v] : saved.sizes) sizes[name] = v;
   return {{"loss", tg.loss},
           {"params", tg.params},
+          {"params_from", tg.params_from},
           {"optimizer", f.optimizer},
           {"loss_compiled", f.loss_fn.empty()},
           {"graphs", graphs},
@@ -95,7 +96,8 @@ nlohmann::json training_json(const TrainingGraph& tg, const TrainFlags& f, const
 std::string training_text(const nlohmann::json& t, const SavedActivations& saved) {
   std::ostringstream out;
   out << "\nTraining step: loss '" << t["loss"].get<std::string>() << "', " << t["params"].size()
-      << " parameters, optimizer " << t["optimizer"].get<std::string>() << "\n";
+      << " parameters from " << t["params_from"].get<std::string>() << ", optimizer "
+      << t["optimizer"].get<std::string>() << "\n";
   out << "  torch's frames: torch.compile(model) (the loss " << (t["loss_compiled"].get<bool>() ? "in it" : "eager")
       << "), the backward" << (t["optimizer"] == "none" ? "" : ", a compiled opt.step()") << "\n";
   for (const auto& g : t["graphs"]) {

@@ -11,7 +11,8 @@ void add_train_flags(CLI::App& cmd, TrainFlags& f) {
   cmd.add_option("--loss-on", f.loss_on, "Model output the built-in loss reads");
   cmd.add_option("--label", f.label, "Input holding the targets of the built-in loss");
   cmd.add_option("--params", f.opts.param_patterns,
-                 "Glob over initializer names to train (repeatable; default: every float initializer, a .pt2's parameters)");
+                 "Glob over initializer names to train (repeatable; default: the parameters of the exporter's graph "
+                 "signature (a .pt2, torch's dynamo ONNX export), else every float initializer)");
   cmd.add_option("--optimizer", f.optimizer, "Update appended to the step")
       ->check(CLI::IsMember({"none", "sgd", "momentum", "adam", "adamw"}))
       ->capture_default_str();

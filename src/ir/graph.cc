@@ -336,6 +336,7 @@ void Graph::clone_into(Graph& dst, std::unordered_map<const Value*, Value*>& map
   auto copy_value = [&](const Value* from, Value* to) {
     to->type_ = from->type_;
     to->init_ = from->init_;
+    to->role_ = from->role_;
     map[from] = to;
   };
   for (const Value* v : inputs_) copy_value(v, dst.add_input(v->name_, v->type_));

@@ -30,6 +30,12 @@ inline constexpr int64_t kMaxOpset = 23;
 class Graph;
 class Node;
 
+// What the exporter says an initializer holds, where it says so (torch's graph
+// signature, as a .pt2 and the dynamo exporter's ONNX metadata carry it): a
+// parameter the model trains, a buffer (BatchNorm's running statistics, RoPE's
+// frequencies) or a constant. Unmarked where the exporter says nothing.
+enum class InitializerRole { Unmarked, Parameter, Buffer, Constant };
+
 class Value {
  public:
   const std::string& name() const { return name_; }
@@ -43,6 +49,8 @@ class Value {
   bool is_initializer() const { return init_.has_value(); }
   const Tensor& initializer() const { return *init_; }
   void set_initializer(Tensor t) { init_ = std::move(t); }
+  InitializerRole role() const { return role_; }
+  void set_role(InitializerRole r) { role_ = r; }
   // A diagnostic about this value: names the node that computes it (the model
   // file alone for an input or initializer).
   [[noreturn]] void fail(const std::string& msg) const;
@@ -56,6 +64,7 @@ class Value {
   Graph* graph_ = nullptr;
   bool is_input_ = false;
   std::optional<Tensor> init_;
+  InitializerRole role_ = InitializerRole::Unmarked;
 };
 
 struct Attribute {

@@ -8,7 +8,6 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -62,9 +61,9 @@ TEST(Pt2Import, TrainingTrainsTheSignaturesParameters) {
   };
   for (const char* file : {"mlp.pt2", "mlp.core.pt2"}) {
     auto m = load_model((kPt2 / file).string());
-    std::istringstream declared(m->metadata["tcc.parameters"]);
     std::set<std::string> names;
-    for (std::string name; std::getline(declared, name);) names.insert(name);
+    for (const Value* v : m->graph->initializers())
+      if (v->role() == InitializerRole::Parameter) names.insert(v->name());
     EXPECT_EQ(names, linear) << file;
     std::set<std::string> floats;
     for (const Value* v : m->graph->initializers())
@@ -88,13 +87,16 @@ TEST(Pt2Import, TrainingTrainsTheSignaturesParameters) {
   TrainingGraph tg = build_training_graph(*m, o);
   EXPECT_EQ(std::set<std::string>(tg.params.begin(), tg.params.end()),
             (std::set<std::string>{"fc1.weight", "fc1.bias"}));
+  EXPECT_EQ(tg.params_from, "the exporter's graph signature, chosen by --params");
   m = load_model((kPt2 / "mlp.pt2").string());
   o.param_patterns = {"scale"};
   try {
     build_training_graph(*m, o);
     ADD_FAILURE() << "--params scale trained a buffer";
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("--params 'scale' matches no float parameter (buffers and constants are not trained)"),
+    EXPECT_NE(std::string(e.what()).find(
+                  "--params 'scale' matches no parameter of the exporter's graph signature (buffers and constants are "
+                  "not trained)"),
               std::string::npos)
         << e.what();
   }

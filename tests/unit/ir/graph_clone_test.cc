@@ -62,6 +62,14 @@ TEST(GraphClone, SharesTensorStorage) {
   EXPECT_EQ(copy->graph->initializers().at(0)->initializer().raw(), m->graph->initializers().at(0)->initializer().raw());
 }
 
+// What the exporter said of an initializer (a parameter, a buffer) survives the copy.
+TEST(GraphClone, KeepsInitializerRoles) {
+  std::unique_ptr<Model> m = parse_model(kNested, "nested.tir");
+  m->graph->initializers().at(0)->set_role(InitializerRole::Buffer);
+  std::unique_ptr<Model> copy = clone_model(*m);
+  EXPECT_EQ(copy->graph->initializers().at(0)->role(), InitializerRole::Buffer);
+}
+
 TEST(GraphClone, ChangesToTheCopyLeaveTheOriginal) {
   std::unique_ptr<Model> m = parse_model(kNested, "nested.tir");
   std::string before = print_model(*m);

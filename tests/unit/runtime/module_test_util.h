@@ -37,6 +37,17 @@ inline std::map<std::string, Tensor> random_inputs(const Graph& g, int64_t size,
   return inputs;
 }
 
+// A training step's next inputs: each output `<x>.updated` of `step` (a
+// parameter or optimizer state) becomes input `<x>`.
+inline void feed_back(const Graph& step, const std::vector<Tensor>& outs, std::map<std::string, Tensor>& inputs) {
+  const std::string suffix = ".updated";
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const std::string& name = step.outputs().at(i)->name();
+    if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+      inputs[name.substr(0, name.size() - suffix.size())] = outs[i].clone();
+  }
+}
+
 inline tcc_tensor c_tensor(Tensor& t) {
   return {t.raw_mut(), static_cast<tcc_dtype>(t.dtype()), static_cast<int32_t>(t.rank()), t.shape().data()};
 }
