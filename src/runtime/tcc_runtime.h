@@ -97,7 +97,8 @@ tcc_status tcc_module_run_cuda(tcc_module* m, const tcc_tensor* inputs, size_t n
                                size_t num_outputs, void* stream);
 
 /* One run captured as a CUDA graph (reduce-overhead): each launch replays it on the tensors given at capture,
- * so the caller copies new inputs into those (static) buffers before a launch and reads the outputs after. */
+ * so the caller copies new inputs into those (static) buffers before a launch and reads the outputs after.
+ * Each launch is a call of the module (it advances the random offset), which must still be loaded. */
 typedef struct tcc_cuda_graph tcc_cuda_graph;
 
 /* Runs the module once on `stream`, then captures one run as a CUDA graph. `stream` must be a created stream,
