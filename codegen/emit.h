@@ -16,7 +16,9 @@ namespace tcc {
 // CUDA C++ for NVRTC, self-contained (no #include), one `extern "C" __global__`
 // function per kernel that does not run_library, named Kernel::name, with
 // parameters (buffer pointers in Kernel::buffers order, then one int64_t per
-// size parameter, then the workspace pointer when launch_config gives one).
+// size parameter, then the workspace pointer when launch_config gives one,
+// then the random offset's address when the kernel draws_random). A module's
+// kRandomOffsetAdvance is not among them (emitc::random_offset_advance).
 // `configs` holds one KernelConfig per kernel, or is empty for every kernel's
 // default_config (kernel_schedule.h) for the default device.
 std::string emit_cuda(const std::vector<kir::Kernel>& kernels, const std::vector<KernelConfig>& configs = {});
@@ -65,7 +67,8 @@ bool reduces_columns(const kir::Kernel& k);
 
 // Host C++: one `extern "C" void NAME(void* const* buffers, const int64_t* sizes)`
 // per kernel of every kind (Gemm and Conv as loops), buffers and sizes in the kernel's
-// parameter order. Compiled with the system compiler into host.so.
+// parameter order, the random offset's address after the buffers where the
+// kernel draws_random. Compiled with the system compiler into host.so.
 std::string emit_host(const std::vector<kir::Kernel>& kernels);
 
 }  // namespace tcc

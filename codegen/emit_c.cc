@@ -312,7 +312,11 @@ std::string cuda_signature(const kir::Kernel& k, bool workspace, int launch_boun
     out += sep + "int64_t " + size_var(s);
     sep = ", ";
   }
-  if (workspace) out += sep + "void* __restrict__ ws";
+  if (workspace) {
+    out += sep + "void* __restrict__ ws";
+    sep = ", ";
+  }
+  if (kir::draws_random(k)) out += sep + "const uint64_t* __restrict__ ro";
   return out + ") {\n";
 }
 
@@ -325,7 +329,16 @@ std::string host_signature(const kir::Kernel& k) {
   }
   for (size_t s = 0; s < k.size_params.size(); ++s)
     out += "  const int64_t " + size_var(k.size_params[s]) + " = sizes[" + std::to_string(s) + "];\n";
+  if (kir::draws_random(k))
+    out += "  const uint64_t* ro = (const uint64_t*)buffers[" + std::to_string(k.buffers.size()) + "];\n";
   return out + "  (void)buffers;\n  (void)sizes;\n";
+}
+
+std::string random_offset_advance(Target t) {
+  if (t == Target::Cuda)
+    return std::string("\nextern \"C\" __global__ void ") + kRandomOffsetAdvance + "(uint64_t* ro) { *ro += 1; }\n";
+  return std::string("\nextern \"C\" void ") + kRandomOffsetAdvance +
+         "(void* const* buffers, const int64_t*) { *(uint64_t*)buffers[0] += 1; }\n";
 }
 
 const char* compute_type(DType t) {
@@ -438,6 +451,7 @@ std::string instr_expr(const kir::Kernel& k, int i) {
     case Op::Const: return lit(in.value);
     case Op::SizeValue: return convert(paren(size_expr(in.size)), DType::I64, t);
     case Op::Coord: return convert("c" + std::to_string(in.axis), DType::I64, t);
+    case Op::RandomOffset: return "(*ro)";
     case Op::Cast: return convert(a(0), arg(k, in, 0).dtype, t);
     case Op::Neg: return flt ? "-" + a(0) : wrapping("-", t, "0", a(0));
     case Op::Abs:

@@ -47,13 +47,21 @@ std::string size_var(const std::string& symbol);
 bool divisible_by(const SymExpr& e, int64_t d);
 
 // The opening of a CUDA kernel, `extern "C" __global__ [__launch_bounds__(n)]
-// void NAME(const T0* __restrict__ p0, ..., int64_t s_x, ...[, void* __restrict__ ws]) {`:
-// emit_cuda's parameter convention (codegen/emit.h). A launch bound of 0 leaves it out.
+// void NAME(const T0* __restrict__ p0, ..., int64_t s_x, ...[, void* __restrict__ ws]
+// [, const uint64_t* __restrict__ ro]) {`: emit_cuda's parameter convention
+// (codegen/emit.h), `ro` the random offset of a kernel that draws_random. A
+// launch bound of 0 leaves it out.
 std::string cuda_signature(const kir::Kernel& k, bool workspace, int launch_bound = 0);
 // The opening of a host kernel, `extern "C" void NAME(void* const* buffers,
 // const int64_t* sizes) {`, and its first lines: buffer b as `p<b>` of its
-// storage type, each size parameter as its size_var (emit_host's convention).
+// storage type, each size parameter as its size_var, and for a kernel that
+// draws_random `ro`, the random offset's pointer after the buffers (emit_host's
+// convention).
 std::string host_signature(const kir::Kernel& k);
+
+// The kernel kRandomOffsetAdvance (src/module/kernel_abi.h), for a translation
+// unit that already holds the prelude.
+std::string random_offset_advance(Target t);
 
 // The type a value is computed in (f16/bf16: float; bool: bool) and the type a
 // buffer element is stored as (f16/bf16: uint16_t; bool: uint8_t).

@@ -779,6 +779,7 @@ KernelLaunch launch_config(const kir::Kernel& k, const KernelConfig& config) {
   }
   c.zero_outputs = k.zero_outputs;
   c.copy_from = k.copy_from;
+  c.random_offset = kir::draws_random(k);
   return c;
 }
 

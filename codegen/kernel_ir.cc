@@ -1,5 +1,6 @@
 #include "codegen/kernel_ir.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -213,6 +214,7 @@ bool counts_as_flop(Op op) {
     case Op::Const:
     case Op::SizeValue:
     case Op::Coord:
+    case Op::RandomOffset:
     case Op::Cast:
       return false;
     default:
@@ -275,6 +277,7 @@ const char* op_name(Op op) {
     case Op::Const: return "const";
     case Op::SizeValue: return "size";
     case Op::Coord: return "coord";
+    case Op::RandomOffset: return "random_offset";
 #define TCC_SCALAR_OP(name, text) \
   case Op::name:                  \
     return text;
@@ -397,6 +400,10 @@ SymExpr flop_count(const Kernel& k) {
     }
   }
   return per_point * domain_size(k) + per_row * row_count(k);
+}
+
+bool draws_random(const Kernel& k) {
+  return std::any_of(k.body.begin(), k.body.end(), [](const Instr& in) { return in.op == Op::RandomOffset; });
 }
 
 std::string structural_key(const Kernel& k) { return Printer(k, true).print(); }

@@ -66,6 +66,8 @@ enum class Op {
   Const,  // `value` in `dtype`
   SizeValue,  // `size` (a SymExpr over the size parameters) converted to `dtype`
   Coord,      // the point's coordinate along domain axis `axis`, converted to `dtype`
+  RandomOffset,  // u64: the module's random offset, the index of the call (docs/MODULE.md, "Random ops"),
+                 // read through the kernel's random-offset argument (draws_random)
   // The pointwise instructions of src/ops/scalar_ops.def (Neg ... Where), in its order.
 #define TCC_SCALAR_OP(name, text) name,
 #include "src/ops/scalar_ops.def"
@@ -291,6 +293,10 @@ SymExpr row_length(const Kernel& k);
 // floating-point operations. For the report and the profiler's roofline.
 SymExpr bytes_moved(const Kernel& k);
 SymExpr flop_count(const Kernel& k);
+
+// Whether the kernel reads the module's random offset (Op::RandomOffset): it
+// takes one more argument, a pointer to the u64 offset (docs/MODULE.md).
+bool draws_random(const Kernel& k);
 
 // Structural key: equal for kernels that differ only in name and buffer names,
 // so identical layers compile one kernel (regional reuse).

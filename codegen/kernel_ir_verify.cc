@@ -27,6 +27,7 @@ std::pair<size_t, size_t> arity(Op op) {
     case Op::Const:
     case Op::SizeValue:
     case Op::Coord:
+    case Op::RandomOffset:
     case Op::MatMulAcc:
     case Op::ConvAcc:
     case Op::AttentionAcc:
@@ -149,6 +150,10 @@ class Verifier {
       fail(i, what(i) + " is in a " + kind_name(k_.kind) + " kernel, not an attention kernel");
     if ((in.op == Op::TopKValue || in.op == Op::TopKIndex) && k_.kind != Kind::TopK)
       fail(i, what(i) + " is in a " + kind_name(k_.kind) + " kernel, not a topk kernel");
+    if (in.op == Op::RandomOffset && k_.kind != Kind::Pointwise && k_.kind != Kind::Reduction)
+      fail(i, what(i) + " is in a " + kind_name(k_.kind) + " kernel, not a pointwise or reduction kernel");
+    if (in.op == Op::RandomOffset && in.dtype != DType::U64)
+      fail(i, what(i) + " gives u64, not " + std::string(dtype_name(in.dtype)));
     if ((in.op == Op::RecurrenceArg || in.op == Op::RecurrenceResult) && k_.kind != Kind::Recurrence)
       fail(i, what(i) + " is in a " + kind_name(k_.kind) + " kernel, not a recurrence kernel");
   }

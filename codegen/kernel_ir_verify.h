@@ -12,7 +12,8 @@
 // - Body (SSA): operands are earlier instructions; each op has its operand
 //   count; loads and stores name declared buffers with one stride per domain
 //   axis, stores only outputs (accumulating ones f32, f64, i32 or i64 outputs), guards
-//   are bool, dynamic indices integer values; coord reads an axis of the domain.
+//   are bool, dynamic indices integer values; coord reads an axis of the domain;
+//   random_offset is a u64 of a pointwise or reduction kernel.
 // - Dtypes: unary math and arithmetic keep their operands' dtype (pow: its
 //   base's), comparisons, is_nan, and/or/xor/not give bool, logic reads bool,
 //   where selects by a bool between two values of its dtype, a reduction

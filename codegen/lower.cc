@@ -359,6 +359,7 @@ int Lowering::emit(Instr in) {
       case Op::Coord: in.row = in.axis < static_cast<int>(k_.domain.size()) - k_.reduce_axes; break;
       case Op::Const:
       case Op::SizeValue:
+      case Op::RandomOffset:
       case Op::ReduceSum:
       case Op::ReduceMax:
       case Op::ReduceMin:
@@ -372,7 +373,8 @@ int Lowering::emit(Instr in) {
   }
   // Loads and constants are pure: one instruction per distinct one.
   std::string key;
-  if (in.op == Op::Load || in.op == Op::Const || in.op == Op::SizeValue || in.op == Op::Coord) {
+  if (in.op == Op::Load || in.op == Op::Const || in.op == Op::SizeValue || in.op == Op::Coord ||
+      in.op == Op::RandomOffset) {
     key = std::to_string(static_cast<int>(in.op)) + " " + std::string(dtype_name(in.dtype)) + " " +
           std::to_string(in.buffer) + " " + in.index.offset.str() + " " + in.size.str() + " " +
           std::to_string(in.axis) + " " + std::to_string(in.dynamic) + " " + in.dynamic_stride.str() + " ";
@@ -531,6 +533,7 @@ int Lowering::lower_pointwise(const Node& p, int frame) {
       return at >= 0 ? l_.coordinate(at) : l_.constant(DType::I64, 0);
     }
     int size(DType dtype, const SymExpr& size) override { return l_.size_value(dtype, size); }
+    int random_offset() override { return l_.emit(Op::RandomOffset, DType::U64, {}); }
     Lowering& l_;
     int frame_;
   } builder(*this, frame);

@@ -47,6 +47,7 @@ void Lowering::setup_recurrence(const Node& n) {
     int constant(DType dtype, double value) override { return l_.constant(dtype, value); }
     int coordinate(const Node&, int) override { throw InternalError("an activation reads no coordinate"); }
     int size(DType dtype, const SymExpr& size) override { return l_.size_value(dtype, size); }
+    int random_offset() override { throw InternalError("an activation draws no random value"); }
     Lowering& l_;
   } builder(*this);
   for (int64_t dir = 0; dir < d.directions; ++dir)

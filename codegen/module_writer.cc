@@ -2,6 +2,7 @@
 // reports are module_report.cc's.
 #include "codegen/module_writer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -18,6 +19,7 @@
 #include "src/diag/errors.h"
 #include "src/ir/text.h"
 #include "src/module/manifest_records.h"
+#include "src/ops/op_registry.h"
 
 namespace tcc {
 
@@ -79,6 +81,22 @@ ojson kernel_json(const ModuleContents& m, size_t index) {
   return j;
 }
 
+// Whether a call draws random values (docs/MODULE.md, "Random ops"): a kernel
+// reads the random offset or a fallback step runs a random op.
+bool module_draws_random(const ModuleContents& m) {
+  const std::vector<kir::Kernel>& kernels = m.schedule->kernels;
+  if (std::any_of(kernels.begin(), kernels.end(), [](const kir::Kernel& k) { return kir::draws_random(k); }))
+    return true;
+  std::set<std::string> fallbacks;
+  for (const Step& s : m.schedule->steps)
+    if (s.kind == Step::Kind::Fallback) fallbacks.insert(s.node);
+  for (const auto& n : m.graph->nodes()) {
+    const OpDef* def = OpRegistry::get().lookup(*n);
+    if (fallbacks.count(n->name()) && def && def->has(kRandom)) return true;
+  }
+  return false;
+}
+
 ojson manifest_json(const ModuleContents& m, const ModuleFacts& f, const std::string& dir) {
   const Graph& g = *m.graph;
   ojson j;
@@ -94,6 +112,7 @@ ojson manifest_json(const ModuleContents& m, const ModuleFacts& f, const std::st
   j["mode"] = m.mode->name;
   j["precision"] = precision_name(m.options.precision);
   j["options"] = {{"arch", m.options.archs}, {"ptx", m.options.ptx}, {"host", m.options.host}};
+  j["random"] = module_draws_random(m);
   ojson features = ojson::array();
   for (const Feature* feat : m.mode->features) {
     ojson e = {{"name", feat->name}, {"status", feat->built ? "built" : "unbuilt"}};

@@ -100,6 +100,12 @@ class CudaKernelBench : public autotune::KernelBench {
       if (!b.output && t.nbytes()) d.check(d.copy_htod(buffers_.back()->ptr, t.raw(), t.nbytes()), "cuMemcpyHtoD");
       shapes_.push_back(shape);
     }
+    // A kernel that draws reads the random offset, here a module's first call's.
+    if (kir::draws_random(k)) {
+      random_offset_ = std::make_unique<DeviceBuffer>(d, sizeof(uint64_t));
+      const uint64_t first_call = 0;
+      d.check(d.copy_htod(random_offset_->ptr, &first_call, sizeof first_call), "cuMemcpyHtoD (random offset)");
+    }
   }
 
   // NVRTC takes far longer than timing a candidate: compile the ones not yet
@@ -173,8 +179,9 @@ class CudaKernelBench : public autotune::KernelBench {
     for (const auto& b : buffers_) buffers.push_back(b->ptr);
     CUdeviceptr ws =
         l.workspace_bytes == SymExpr() ? 0 : workspace(static_cast<size_t>(at_sizes(l.workspace_bytes)), c);
+    CUdeviceptr random_offset = random_offset_ ? random_offset_->ptr : 0;
     std::vector<void*> params;
-    kernel_params(buffers, size_args_, ws, params);
+    kernel_params(buffers, size_args_, ws, random_offset, params);
     unsigned grid[3];
     for (int i = 0; i < 3; ++i) grid[i] = static_cast<unsigned>(std::max<int64_t>(1, at_sizes(l.grid[i])));
     d_.check(d_.launch(f, grid[0], grid[1], grid[2], l.block[0], l.block[1], l.block[2], l.shared_bytes, nullptr,
@@ -347,6 +354,7 @@ class CudaKernelBench : public autotune::KernelBench {
   std::vector<std::unique_ptr<DeviceBuffer>> buffers_;
   std::unique_ptr<DeviceBuffer> workspace_;
   std::optional<KernelConfig> workspace_user_;  // the candidate whose counters the workspace holds
+  std::unique_ptr<DeviceBuffer> random_offset_;  // a u64 of 0, for kernels that draws_random
   std::vector<std::vector<int64_t>> shapes_;
   std::vector<Tensor> reference_;
   std::vector<double> reference_scale_;  // per output: its largest finite magnitude, at least 1

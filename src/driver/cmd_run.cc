@@ -12,7 +12,9 @@
 //
 // Inputs are read from --inputs DIR (input_N.pb or <name>.npy), or made at
 // random with --shapes SYMBOL=SIZE,... Outputs are written as output_N.pb or
-// <name>.npy.
+// <name>.npy. --random-offset K runs as a module's call K (docs/MODULE.md,
+// "Random ops"): the random ops draw what they draw in that call, on every
+// target, so a run of a training loop's step K can be reproduced and checked.
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -47,6 +49,7 @@ struct RunOptions {
   std::string out_dir;
   std::string format = "pb";
   std::string precision = "fp32";  // when the target is a model: what it is compiled at
+  uint64_t random_offset = 0;
   bool reference = false;
   bool host = false;
   bool check = false;
@@ -254,11 +257,13 @@ ExitCode run(const RunOptions& o) {
   std::map<std::string, Tensor> inputs =
       o.inputs.empty() ? random_inputs(g, parse_sizes(o.shapes, "--shapes"), 0) : read_inputs(g, o.inputs);
 
+  Interpreter reference;
+  reference.set_random_offset(o.random_offset);
   std::vector<Tensor> outs, expected;
   std::optional<StepChecker> steps;
   Precision precision = Precision::FP32;
   if (o.reference) {
-    outs = Interpreter().run(g, inputs);
+    outs = reference.run(g, inputs);
   } else {
     std::unique_ptr<ScratchDir> scratch;
     std::string module = o.target;
@@ -273,19 +278,20 @@ ExitCode run(const RunOptions& o) {
     profiler::StepInspector inspect;
     if (o.check_steps) {
       std::map<std::string, Tensor> values;
-      expected = Interpreter().run(g, inputs, &values);
+      expected = reference.run(g, inputs, &values);
       steps.emplace(std::move(values), step_sources(module), precision);
       inspect = std::ref(*steps);
     }
     std::map<std::string, Tensor> given = module_inputs(module, model_path, g, inputs);
-    outs = o.host ? profiler::run_on_host(module, given, inspect) : profiler::run_on_gpu(module, given, inspect);
+    outs = o.host ? profiler::run_on_host(module, given, o.random_offset, inspect)
+                  : profiler::run_on_gpu(module, given, o.random_offset, inspect);
   }
   if (!check) {
     write_outputs(o, g, outs);
     return ExitCode::Ok;
   }
 
-  if (!steps) expected = Interpreter().run(g, inputs);
+  if (!steps) expected = reference.run(g, inputs);
   bool steps_ok = !steps || steps->report(std::cout);
   bool ok = expected.size() == outs.size();
   for (size_t i = 0; i < expected.size() && i < outs.size(); ++i) {
@@ -320,6 +326,8 @@ CommandRunner setup_run(CLI::App& cmd) {
   cmd.add_flag("--reference", o->reference, "Run the model on the CPU reference interpreter");
   add_precision_option(cmd, o->precision);
   cmd.add_flag("--host", o->host, "Run the compiled module on the CPU (host.so) instead of the GPU");
+  cmd.add_option("--random-offset", o->random_offset,
+                 "Run as the module's call K: the random ops draw what that call draws (default 0, the first)");
   cmd.add_flag("--check", o->check, "Compare every output with the reference interpreter; exit 1 on a mismatch");
   cmd.add_flag("--check-steps", o->check_steps,
                "--check, and every value each kernel step writes too: shows the first step that disagrees");

@@ -4,6 +4,7 @@
 // in double, rounded once to the output dtype) over speed.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <unordered_map>
@@ -34,6 +35,12 @@ class Interpreter {
   // evaluate their symbolic target dims with.
   const std::map<std::string, int64_t>& symbols() const { return symbols_; }
 
+  // The random offset the random ops draw at (docs/MODULE.md, "Random ops"):
+  // 0 unless set, as a module's first call; `tcc run --random-offset K` runs
+  // the reference at call K of a module.
+  uint64_t random_offset() const { return random_offset_; }
+  void set_random_offset(uint64_t offset) { random_offset_ = offset; }
+
   // Runs a region with positional inputs; the region may read values of the
   // scopes that are running (the enclosing graph's values).
   std::vector<Tensor> run_region(const Graph& g, const std::vector<Tensor>& inputs);
@@ -59,6 +66,7 @@ class Interpreter {
   std::vector<Scope*> scopes_;  // innermost last
   std::map<std::string, int64_t> symbols_;
   std::map<std::string, std::string> symbol_sources_;  // symbol -> "input 'x' dim 1", for conflicts
+  uint64_t random_offset_ = 0;
 };
 
 // Checks that a tensor fits a declared type: dtype, rank and every static dim;

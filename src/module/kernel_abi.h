@@ -55,7 +55,16 @@ struct ConvDesc {
 };
 
 // A host-library kernel: `extern "C" void NAME(void* const* buffers, const int64_t* sizes)`,
-// buffers and sizes in the kernel's parameter order.
+// buffers and sizes in the kernel's parameter order (a kernel that reads the
+// random offset finds its pointer after the buffers).
 using HostKernelFn = void (*)(void* const* buffers, const int64_t* sizes);
+
+// The kernel that kernels.cu and host.so hold besides the module's own when
+// some of those read the random offset (docs/MODULE.md, "Random ops"): one
+// thread adding 1 to the u64 offset, launched after each call's steps so that
+// a captured CUDA graph advances it at every replay. CUDA:
+// `NAME(uint64_t* ro)`, one block of one thread; host: a HostKernelFn with the
+// offset's address as buffers[0].
+inline constexpr const char* kRandomOffsetAdvance = "tcc_advance_random_offset";
 
 }  // namespace tcc

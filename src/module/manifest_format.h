@@ -21,7 +21,7 @@ namespace tcc {
 // version it was built with; any change a loader of the previous version would
 // misread bumps it.
 inline constexpr const char* kModuleFormat = "tcc-module";
-inline constexpr int64_t kModuleFormatVersion = 1;
+inline constexpr int64_t kModuleFormatVersion = 2;
 
 // Files inside the module directory.
 inline constexpr const char* kManifestFile = "manifest.json";

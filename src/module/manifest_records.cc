@@ -224,6 +224,7 @@ ojson launch_json(const KernelLaunch& l) {
   if (l.workspace_bytes != SymExpr()) j["workspace_bytes"] = size_json(l.workspace_bytes);
   if (l.zero_outputs) j["zero_outputs"] = true;
   if (l.copy_from >= 0) j["copy_from"] = l.copy_from;
+  if (l.random_offset) j["random_offset"] = true;
   return j;
 }
 
@@ -254,6 +255,9 @@ KernelLaunch read_launch(const ManifestField& f, KernelKind kind, const std::vec
         in.shape != out.shape)
       from.fail("expected an input of the dtype and shape of the kernel's one output, which is not zeroed");
   }
+  l.random_offset = f.has("random_offset") && f["random_offset"].boolean();
+  if (l.random_offset && kind != KernelKind::Pointwise && kind != KernelKind::Reduction)
+    f["random_offset"].fail("only pointwise and reduction kernels read the random offset");
   return l;
 }
 

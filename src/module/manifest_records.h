@@ -70,7 +70,8 @@ int read_algo(const ManifestField& call);
 // extents are expressions over the kernel's size parameters; a workspace is
 // zeroed device memory passed after the sizes (none: 0); zero_outputs zeroes
 // the outputs before each launch (accumulating stores); copy_from (>= 0)
-// starts the one output as a copy of that input (scatters).
+// starts the one output as a copy of that input (scatters); random_offset
+// passes the module's random offset's address last (the random ops).
 struct KernelLaunch {
   std::array<SymExpr, 3> grid = {SymExpr::constant(1), SymExpr::constant(1), SymExpr::constant(1)};
   std::array<int, 3> block = {1, 1, 1};
@@ -78,10 +79,12 @@ struct KernelLaunch {
   SymExpr workspace_bytes;
   bool zero_outputs = false;
   int copy_from = -1;
+  bool random_offset = false;
 };
 nlohmann::ordered_json launch_json(const KernelLaunch& l);
 // A workspace is for split reductions and split-K gemm templates only;
-// copy_from names an input like the kernel's one output.
+// copy_from names an input like the kernel's one output; random_offset is for
+// pointwise and reduction kernels only.
 KernelLaunch read_launch(const ManifestField& f, KernelKind kind, const std::vector<KernelParam>& params,
                          int num_reads, const SizeCheck& check);
 

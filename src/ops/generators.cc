@@ -5,11 +5,11 @@
 // EyeLike's kernel expression is built from the point's coordinates alone.
 // The random ops (kRandom: never folded or merged) draw from the stream their
 // `seed` attribute keys (random_stream.h), seed 0's without one, as
-// training-mode Dropout's (shape.cc): element i's draw depends on the key and
-// i alone, so the interpreter and a generated kernel (an expression of the
-// point's element index; Multinomial decomposes onto kernels) draw the same
-// bits. The streams are tcc's own: ONNX leaves the generator to the
-// implementation.
+// training-mode Dropout's (shape.cc): element i's draw depends on the key, i
+// and the call's random offset alone, so the interpreter and a generated
+// kernel (an expression of the point's element index and the offset;
+// Multinomial decomposes onto kernels) draw the same bits. The streams are
+// tcc's own: ONNX leaves the generator to the implementation.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -170,20 +170,20 @@ std::pair<double, double> uniform_bounds(const Node& n) {
 
 // Uniform values in [low, high): low + (high - low) u in double, rounded to
 // out's dtype; one that rounds onto high is low instead.
-void fill_uniform(const Node& n, Tensor& out) {
+void fill_uniform(const Node& n, uint64_t offset, Tensor& out) {
   auto [low, high] = uniform_bounds(n);
   PhiloxKey key = random_key(n);
   for (int64_t i = 0; i < out.numel(); ++i) {
-    out.set_f64(i, low + (high - low) * uniform_draw(key, i));
+    out.set_f64(i, low + (high - low) * uniform_draw(key, i, offset));
     if (!(out.get_f64(i) < high)) out.set_f64(i, low);
   }
 }
 
 // Normal values of `mean` and standard deviation `scale`: mean + scale z in double.
-void fill_normal(const Node& n, Tensor& out) {
+void fill_normal(const Node& n, uint64_t offset, Tensor& out) {
   double mean = n.get_float("mean", 0.0f), scale = n.get_float("scale", 1.0f);
   PhiloxKey key = random_key(n);
-  for (int64_t i = 0; i < out.numel(); ++i) out.set_f64(i, mean + scale * normal_draw(key, i));
+  for (int64_t i = 0; i < out.numel(); ++i) out.set_f64(i, mean + scale * normal_draw(key, i, offset));
 }
 
 // fill_uniform's value at the point, as an expression.
@@ -215,18 +215,18 @@ void infer_random_like(InferContext& ctx) {
   ctx.set_output_type(0, x.is_tensor() && x.has_rank() ? Type::tensor(dt, x.shape()) : Type::tensor_unranked(dt));
 }
 
-template <void (*fill)(const Node&, Tensor&)>
+template <void (*fill)(const Node&, uint64_t, Tensor&)>
 std::vector<Tensor> eval_random(EvalContext& ctx) {
   Tensor out(random_dtype(ctx.node()), shape_attr(ctx.node()));
-  fill(ctx.node(), out);
+  fill(ctx.node(), ctx.random_offset(), out);
   return {out};
 }
 
-template <void (*fill)(const Node&, Tensor&)>
+template <void (*fill)(const Node&, uint64_t, Tensor&)>
 std::vector<Tensor> eval_random_like(EvalContext& ctx) {
   const Tensor& x = ctx.input(0);
   Tensor out(random_like_dtype(ctx.node(), x.dtype()), x.shape());
-  fill(ctx.node(), out);
+  fill(ctx.node(), ctx.random_offset(), out);
   return {out};
 }
 
@@ -250,7 +250,8 @@ std::vector<Tensor> eval_bernoulli(EvalContext& ctx) {
   const Tensor& p = ctx.input(0);
   Tensor out(numeric_dtype_attr(ctx.node(), p.dtype()), p.shape());
   PhiloxKey key = random_key(ctx.node());
-  for (int64_t i = 0; i < p.numel(); ++i) out.set_i64(i, uniform_draw(key, i) < p.get_f64(i) ? 1 : 0);
+  for (int64_t i = 0; i < p.numel(); ++i)
+    out.set_i64(i, uniform_draw(key, i, ctx.random_offset()) < p.get_f64(i) ? 1 : 0);
   return {out};
 }
 
@@ -302,7 +303,7 @@ std::vector<Tensor> eval_multinomial(EvalContext& ctx) {
     double sum = 0;
     for (int64_t c = 0; c < classes; ++c) cumulative[c] = sum += std::exp(x.get_f64(b * classes + c) - top);
     for (int64_t s = 0; s < samples; ++s) {
-      double u = uniform_draw(key, b * samples + s) * sum;
+      double u = uniform_draw(key, b * samples + s, ctx.random_offset()) * sum;
       int64_t c = 0;
       while (c < classes - 1 && cumulative[c] <= u) ++c;
       out.set_i64(b * samples + s, c);

@@ -76,6 +76,8 @@ std::vector<Tensor> EvalContext::run_region(const Graph& g, const std::vector<Te
 
 const std::map<std::string, int64_t>& EvalContext::symbols() const { return interp_.symbols(); }
 
+uint64_t EvalContext::random_offset() const { return interp_.random_offset(); }
+
 const OpRegistry& OpRegistry::get() {
   static const OpRegistry registry = [] {
     OpRegistry r;

@@ -130,6 +130,8 @@ class EvalContext {
   std::vector<Tensor> run_region(const Graph& g, const std::vector<Tensor>& inputs);
   // Symbol values bound from the graph inputs' shapes when the run started.
   const std::map<std::string, int64_t>& symbols() const;
+  // The random offset the run draws at (Interpreter::random_offset).
+  uint64_t random_offset() const;
   [[noreturn]] void fail(const std::string& msg) const { node_.fail(msg); }
 
  private:

@@ -32,6 +32,9 @@ class ScalarBuilder {
   virtual int coordinate(const Node& n, int axis) = 0;
   // A size over the kernel's symbols, as `dtype`.
   virtual int size(DType dtype, const SymExpr& size) = 0;
+  // The module's random offset, the index of the call (docs/MODULE.md,
+  // "Random ops"), as a u64.
+  virtual int random_offset() = 0;
 };
 
 // The op's value at the point, from its inputs' values there (-1 for an

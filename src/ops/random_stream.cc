@@ -77,21 +77,22 @@ std::array<typename A::Word, 4> rounds(A& a, std::array<typename A::Word, 4> c, 
   return c;
 }
 
-// The block of element `index` (a Word holding all 64 bits of it).
+// The block of element `index` at random offset `offset` (Words holding all
+// 64 bits of each).
 template <class A>
-std::array<typename A::Word, 4> block(A& a, typename A::Word index, PhiloxKey key) {
-  return rounds(a, {a.low(index), a.high(index), a.word(0), a.word(0)}, key);
+std::array<typename A::Word, 4> block(A& a, typename A::Word index, typename A::Word offset, PhiloxKey key) {
+  return rounds(a, {a.low(index), a.high(index), a.low(offset), a.high(offset)}, key);
 }
 
 template <class A>
-typename A::Real uniform(A& a, typename A::Word index, PhiloxKey key) {
-  auto w = block(a, index, key);
+typename A::Real uniform(A& a, typename A::Word index, typename A::Word offset, PhiloxKey key) {
+  auto w = block(a, index, offset, key);
   return a.unit(w[0], w[1]);
 }
 
 template <class A>
-typename A::Real normal(A& a, typename A::Word index, PhiloxKey key) {
-  auto w = block(a, index, key);
+typename A::Real normal(A& a, typename A::Word index, typename A::Word offset, PhiloxKey key) {
+  auto w = block(a, index, offset, key);
   auto radius = a.sqrt(a.scale(a.log(a.one_minus(a.unit(w[0], w[1]))), -2.0));
   return a.product(radius, a.cos(a.scale(a.unit(w[2], w[3]), kTwoPi)));
 }
@@ -130,24 +131,26 @@ PhiloxKey random_key(const Node& n) {
   return {bits, 0};
 }
 
-double uniform_draw(PhiloxKey key, int64_t index) {
+double uniform_draw(PhiloxKey key, int64_t index, uint64_t offset) {
   HostArithmetic a;
-  return uniform(a, static_cast<uint64_t>(index), key);
+  return uniform(a, static_cast<uint64_t>(index), offset, key);
 }
 
-double normal_draw(PhiloxKey key, int64_t index) {
+double normal_draw(PhiloxKey key, int64_t index, uint64_t offset) {
   HostArithmetic a;
-  return normal(a, static_cast<uint64_t>(index), key);
+  return normal(a, static_cast<uint64_t>(index), offset, key);
 }
 
 int uniform_draw(const Node& n, ScalarBuilder& b) {
   KernelArithmetic a{b};
-  return uniform(a, element_index(n, b), random_key(n));
+  int index = element_index(n, b);
+  return uniform(a, index, b.random_offset(), random_key(n));
 }
 
 int normal_draw(const Node& n, ScalarBuilder& b) {
   KernelArithmetic a{b};
-  return normal(a, element_index(n, b), random_key(n));
+  int index = element_index(n, b);
+  return normal(a, index, b.random_offset(), random_key(n));
 }
 
 }  // namespace tcc

@@ -340,11 +340,11 @@ void infer_dropout(InferContext& ctx) {
 // Inference (and training with ratio 0) is the identity with an all-true mask;
 // the ratio is read in training only. Training with a ratio keeps element i
 // where uniform_draw of the stream the `seed` attribute keys (random_stream.h;
-// seed 0's when absent) is at least the ratio, and scales it by
-// 1 / (1 - ratio) in double: a run is reproducible but will not match other
-// runtimes' random streams. A ratio from data outside [0, 1), which the shape
-// rule cannot see, is defined as the kernels compute it: at or below 0 the
-// identity, at or above 1 (or NaN) every element dropped.
+// seed 0's when absent), at the run's random offset, is at least the ratio,
+// and scales it by 1 / (1 - ratio) in double: a run is reproducible but will
+// not match other runtimes' random streams. A ratio from data outside [0, 1),
+// which the shape rule cannot see, is defined as the kernels compute it: at
+// or below 0 the identity, at or above 1 (or NaN) every element dropped.
 std::vector<Tensor> eval_dropout(EvalContext& ctx) {
   const Tensor& x = ctx.input(0);
   double ratio = ctx.has_input(1) ? ctx.input(1).get_f64(0) : 0.5;
@@ -359,7 +359,7 @@ std::vector<Tensor> eval_dropout(EvalContext& ctx) {
     Tensor y(x.dtype(), x.shape());
     double scale = 1.0 / (1.0 - ratio);
     for (int64_t i = 0; i < x.numel(); ++i) {
-      bool keep = uniform_draw(key, i) >= ratio;
+      bool keep = uniform_draw(key, i, ctx.random_offset()) >= ratio;
       mask.set_i64(i, keep);
       y.set_f64(i, keep ? x.get_f64(i) * scale : 0.0);
     }
@@ -575,12 +575,17 @@ std::vector<Tensor> eval_identity(EvalContext& ctx) { return {ctx.input(0)}; }
 // Gradients (gradient.h)
 
 // Dropout at inference (no training_mode, or a constant false one): the identity
-void dropout_rule(GradContext& c) {
-  const Tensor* training = c.node().num_inputs() > 2 && c.in(2) ? c.constant(2) : nullptr;
-  if ((c.node().num_inputs() > 2 && c.in(2) && (!training || training->get_f64(0) != 0)) ||
-      c.node().get_int("is_test", 1) == 0)
-    c.fail("tcc differentiates Dropout at inference only (training_mode absent or false)");
-  c.set(0, c.dy());
+void dropout_rule(GradContext& c) { c.set(0, c.dy()); }
+
+// Where dropout_rule covers a Dropout: at inference. A training one is
+// differentiated through its decomposition (g kept where the mask is, times
+// 1 / (1 - ratio)), so the backward reads the mask the forward drew in the
+// same call.
+bool dropout_infers(const Node& n, const std::vector<bool>&) {
+  if (n.get_int("is_test", 1) == 0) return false;
+  if (n.num_inputs() <= 2 || !n.has_input(2)) return true;
+  std::optional<double> training = scalar_constant(n.input(2));
+  return training && *training == 0;
 }
 
 // Dropout whose training_mode may be true -> the reference's steps in double:
@@ -675,7 +680,7 @@ void register_shape_ops(OpRegistry& r) {
   // Random only in training mode; the trait is per op, so it is set for every
   // Dropout, which keeps constant folding from fixing a random mask.
   r.add(OpDef{"", "Dropout", 12, kRandom, infer_dropout, eval_dropout, {}})
-      .gradient(dropout_rule)
+      .gradient(dropout_rule, dropout_infers)
       .decomposition(decompose_dropout);
   r.add(OpDef{"", "Constant", 1, kConstant, infer_constant, eval_constant, {}});
   r.add(OpDef{"", "ConstantOfShape", 9, kConstant, infer_constant_of_shape, eval_constant_of_shape, {}})

@@ -240,6 +240,8 @@ CuptiTrace::Result CuptiTrace::finish() {
   std::vector<KernelActivity> steps;
   std::map<uint32_t, std::vector<KernelActivity>> replays;  // by the correlation id of their graph launch
   for (const KernelRecord& k : s.kernels) {
+    // The random offset's advance is the module's bookkeeping, no step of it.
+    if (k.name == kRandomOffsetAdvance) continue;
     KernelActivity a{k.name, static_cast<int>(k.stream), static_cast<int64_t>(k.start), static_cast<int64_t>(k.end)};
     if (k.graph != 0) {
       replays[k.correlation].push_back(std::move(a));

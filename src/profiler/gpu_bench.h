@@ -62,13 +62,15 @@ void trace_on_gpu(const std::string& module_dir, const std::map<std::string, Ten
 using StepInspector =
     std::function<void(const std::string& kernel, const std::string& node, const std::map<std::string, Tensor>& written)>;
 
-// One run of the module on the host (host.so and the reference implementation for fallbacks).
+// One run of the module on the host (host.so and the reference implementation
+// for fallbacks), as its call `random_offset` (docs/MODULE.md, "Random ops").
 std::vector<Tensor> run_on_host(const std::string& module_dir, const std::map<std::string, Tensor>& inputs,
-                                const StepInspector& inspect = {});
+                                uint64_t random_offset = 0, const StepInspector& inspect = {});
 
-// One run of the module on the GPU, inputs uploaded and outputs downloaded.
+// One run of the module on the GPU, inputs uploaded and outputs downloaded, as
+// its call `random_offset`.
 std::vector<Tensor> run_on_gpu(const std::string& module_dir, const std::map<std::string, Tensor>& inputs,
-                               const StepInspector& inspect = {});
+                               uint64_t random_offset = 0, const StepInspector& inspect = {});
 
 // The device's name as the driver reports it ("NVIDIA H100 80GB HBM3").
 std::string gpu_name();

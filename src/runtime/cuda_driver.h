@@ -108,14 +108,18 @@ inline const Driver& driver() {
 // cuLaunchKernel's parameter list for a generated kernel, written into
 // `params`, in the order codegen/emit_cuda.cc declares the parameters: each
 // buffer's device pointer, each size parameter as an int64, then the workspace
-// of a split reduction when `workspace` is not 0. The list points into the
-// arguments, which must outlive the launch; the driver only reads through it.
+// of a split reduction when `workspace` is not 0, then the random offset's
+// device address for a kernel that reads it when `random_offset` is not 0.
+// The list points into the arguments, which must outlive the launch; the
+// driver only reads through it.
 inline void kernel_params(const std::vector<CUdeviceptr>& buffers, const std::vector<int64_t>& sizes,
-                          const CUdeviceptr& workspace, std::vector<void*>& params) {
+                          const CUdeviceptr& workspace, const CUdeviceptr& random_offset,
+                          std::vector<void*>& params) {
   params.clear();
   for (const CUdeviceptr& p : buffers) params.push_back(const_cast<CUdeviceptr*>(&p));
   for (const int64_t& s : sizes) params.push_back(const_cast<int64_t*>(&s));
   if (workspace) params.push_back(const_cast<CUdeviceptr*>(&workspace));
+  if (random_offset) params.push_back(const_cast<CUdeviceptr*>(&random_offset));
 }
 
 // The calling thread's context, or device 0's primary context made current.

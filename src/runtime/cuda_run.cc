@@ -104,6 +104,10 @@ struct CudaState {
   DeviceMemory arena;
   size_t arena_bytes = 0;
   LibraryCalls libraries;
+  // The device copy of the module's random offset and the kernel that
+  // advances it, where kernels read it (KernelLaunch::random_offset).
+  DeviceMemory random_offset;
+  CUfunction advance_random_offset = nullptr;
   // Per kernel, the zeroed workspace of a split reduction (launch.workspace_bytes).
   struct KernelWorkspace {
     DeviceMemory ptr;
@@ -125,6 +129,7 @@ struct CudaState {
     // What no CUDA graph still holds is freed here, in the module's context.
     bound.clear();
     arena.reset();
+    random_offset.reset();
     kernel_workspaces.clear();
     if (weights) d.mem_free(weights);
     libraries.release();
@@ -171,6 +176,11 @@ CudaState& device_state(Module& m, const Driver& d, CUcontext ctx, CUstream stre
     if (!k.library_call) d.check(d.module_function(&f, s->module, k.name.c_str()), k.name.c_str());
     s->functions.push_back(f);
   }
+  if (std::any_of(m.kernels.begin(), m.kernels.end(), [](const KernelInfo& k) { return k.launch.random_offset; })) {
+    d.check(d.module_function(&s->advance_random_offset, s->module, kRandomOffsetAdvance), kRandomOffsetAdvance);
+    s->random_offset = device_alloc(d, sizeof(uint64_t), "cuMemAlloc (random offset)");
+    m.random_offset_on_device = false;
+  }
   if (m.weight_data.size() > 0) {
     // A cuMemcpyHtoD from pageable memory may return before its DMA lands and
     // is not ordered with non-blocking streams: copy on the run's stream and wait.
@@ -181,6 +191,19 @@ CudaState& device_state(Module& m, const Driver& d, CUcontext ctx, CUstream stre
   }
   m.cuda = std::move(s);
   return *m.cuda;
+}
+
+// Makes the device copy of the random offset the module's, where it may
+// differ, before a call's work on `stream` reads it: from pageable memory, on
+// the stream, waited for (as the weights).
+void upload_random_offset(Module& m, CUstream stream) {
+  const CudaState& s = *m.cuda;
+  if (!s.random_offset || m.random_offset_on_device) return;
+  const Driver& d = driver();
+  d.check(d.copy_htod_async(address(s.random_offset), &m.random_offset, sizeof m.random_offset, stream),
+          "cuMemcpyHtoDAsync (random offset)");
+  d.check(d.stream_sync(stream), "cuStreamSynchronize");
+  m.random_offset_on_device = true;
 }
 
 // `stream` is the run's: the caller may still be writing the input on it, and
@@ -320,6 +343,7 @@ void enqueue_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_te
   auto stream = static_cast<CUstream>(stream_handle);
   CudaState& s = device_state(m, d, current_context(d), stream);
 
+  upload_random_offset(m, stream);
   const BoundRun& run = bound_run(s, m, inputs, num_inputs, stream);
   // Sizes that depend on data are bound as the fallbacks producing them run:
   // into this run's own copy of the binding.
@@ -442,7 +466,8 @@ void enqueue_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_te
     } else {
       CUdeviceptr workspace =
           l.workspace_bytes > 0 ? kernel_workspace(s, d, step.kernel, l.workspace_bytes, stream) : 0;
-      kernel_params(buf, l.sizes, workspace, s.params);
+      CUdeviceptr random_offset = k.launch.random_offset ? address(s.random_offset) : 0;
+      kernel_params(buf, l.sizes, workspace, random_offset, s.params);
       CUresult r = d.launch(s.functions[step.kernel], l.grid[0], l.grid[1], l.grid[2], k.launch.block[0], k.launch.block[1],
                             k.launch.block[2], k.launch.shared_bytes, stream, s.params.data(), nullptr);
       if (r != CUDA_SUCCESS) d.check(r, ("cuLaunchKernel " + k.name).c_str());
@@ -452,12 +477,21 @@ void enqueue_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_te
   }
 
   if (!b.complete) throw BadModule("manifest.json: a data-dependent size was never produced by its fallback step");
+  // The call's last kernel advances the device copy of the random offset, so
+  // a graph that captured the call advances it at every replay.
+  if (s.advance_random_offset) {
+    CUdeviceptr offset = address(s.random_offset);
+    void* params[] = {&offset};
+    d.check(d.launch(s.advance_random_offset, 1, 1, 1, 1, 1, 1, 0, stream, params, nullptr),
+            "cuLaunchKernel (random offset)");
+  }
   for (size_t i = 0; i < num_outputs; ++i) {
     int id = m.output_values[i];
     if (m.values[id].where != ValueInfo::Where::Output && b.nbytes[id] > 0)
       d.check(d.copy_dtod_async(reinterpret_cast<CUdeviceptr>(outputs[i].data), ptr[id], b.nbytes[id], stream),
               "cuMemcpyDtoDAsync");
   }
+  if (m.random) ++m.random_offset;
 }
 
 void run_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor* outputs, size_t num_outputs,
@@ -493,7 +527,9 @@ CudaGraph::~CudaGraph() {
 
 void CudaGraph::launch(void* stream) {
   const Driver& d = driver();
+  if (random_) upload_random_offset(*random_, static_cast<CUstream>(stream));
   d.check(d.graph_launch(static_cast<CUgraphExec>(exec_), static_cast<CUstream>(stream)), "cuGraphLaunch");
+  if (random_) ++random_->random_offset;
 }
 
 std::unique_ptr<CudaGraph> capture_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor* outputs,
@@ -504,11 +540,16 @@ std::unique_ptr<CudaGraph> capture_cuda(Module& m, const tcc_tensor* inputs, siz
   // One plain run first: loading the module, the arena, cuBLASLt's handle and
   // workspace allocate, which a capture does not allow.
   run_cuda(m, inputs, num_inputs, outputs, num_outputs, stream_handle);
-  std::unique_ptr<CudaGraph> graph = capture_stream(
-      stream_handle, [&] { enqueue_cuda(m, inputs, num_inputs, outputs, num_outputs, stream_handle); });
+  // The capture records a call but runs none: the random offset stays.
+  uint64_t offset = m.random_offset;
+  std::unique_ptr<CudaGraph> graph = capture_stream(stream_handle, [&] {
+    enqueue_cuda(m, inputs, num_inputs, outputs, num_outputs, stream_handle);
+    m.random_offset = offset;
+  });
+  if (m.random) graph->random_ = &m;
   // What the captured launches read that the module may replace later.
   const CudaState& s = *m.cuda;
-  graph->memory_ = {s.arena, s.bound.front().constants};
+  graph->memory_ = {s.arena, s.bound.front().constants, s.random_offset};
   for (const CudaState::KernelWorkspace& w : s.kernel_workspaces) graph->memory_.push_back(w.ptr);
   return graph;
 }

@@ -35,7 +35,9 @@ void run_fallback(const Module& m, const StepInfo& step, const Binding& b, const
   // What the node's regions read of fallback.tir (a Scan body's constants).
   std::unordered_map<const Value*, Tensor> captured;
   for (const Value* v : n.captures()) captured.emplace(v, value(v));
-  std::vector<Tensor> results = Interpreter(b.symbols).eval_node(n, args, captured);
+  Interpreter interp(b.symbols);
+  interp.set_random_offset(m.random_offset);
+  std::vector<Tensor> results = interp.eval_node(n, args, captured);
   for (int id : step.writes) {
     const ValueInfo& info = m.values[id];
     auto out = std::find_if(n.outputs().begin(), n.outputs().end(),

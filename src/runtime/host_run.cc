@@ -2,7 +2,8 @@
 // reference interpreter, all on buffers placed in one arena as the memory plan
 // says — the same layout the device run uses, so a wrong plan shows up here.
 // The binding constants are computed for every run: the host run is the
-// reference path, not a fast one.
+// reference path, not a fast one. Kernels that draw random values read the
+// module's random offset itself, which the run advances at its end.
 #include <cstring>
 
 #include "module.h"
@@ -83,6 +84,7 @@ void run_host(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor
     args.clear();
     for (int id : step.reads) args.push_back(ptr[id]);
     for (int id : step.writes) args.push_back(ptr[id]);
+    if (k.launch.random_offset) args.push_back(&m.random_offset);
     sizes.clear();
     for (const SymExpr& s : k.sizes) sizes.push_back(evaluate(s, b, k, "sizes"));
     check_kernel_buffers(m, step, b);
@@ -92,6 +94,10 @@ void run_host(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor
 
   // Outputs that are inputs or weights were not written by any step.
   if (!b.complete) throw BadModule("manifest.json: a data-dependent size was never produced by its fallback step");
+  if (m.random) {
+    ++m.random_offset;
+    m.random_offset_on_device = false;
+  }
   for (size_t i = 0; i < num_outputs; ++i) {
     int id = m.output_values[i];
     if (m.values[id].where != ValueInfo::Where::Output)

@@ -62,6 +62,7 @@ class Loader {
     kernels();
     fallbacks();
     schedule();
+    random();
     guards();
     cuda();
   }
@@ -230,6 +231,25 @@ class Loader {
         if (!info.host) k["name"].fail("'" + info.name + "' is not defined in host.so");
       }
       m_.kernels.push_back(std::move(info));
+    }
+  }
+
+  // Whether calls draw random values: true where a kernel reads the random
+  // offset, which host.so's kRandomOffsetAdvance then advances, or a fallback
+  // runs a random op.
+  void random() {
+    ManifestField flag = root_["random"];
+    m_.random = flag.boolean();
+    for (const KernelInfo& k : m_.kernels) {
+      if (!k.launch.random_offset) continue;
+      if (!m_.random) flag.fail("false, but kernel '" + k.name + "' reads the random offset");
+      if (m_.host_library && !m_.host_library->symbol(kRandomOffsetAdvance))
+        flag.fail(std::string("'") + kRandomOffsetAdvance + "' is not defined in host.so");
+    }
+    for (const StepInfo& step : m_.steps) {
+      const OpDef* def = step.fallback ? OpRegistry::get().lookup(*step.fallback) : nullptr;
+      if (def && def->has(kRandom) && !m_.random)
+        flag.fail("false, but fallback node '" + step.node + "' draws random values");
     }
   }
 
@@ -564,6 +584,11 @@ std::unique_ptr<Module> load_module(const std::string& dir) {
   if (manifest.is_discarded()) throw BadModule("manifest.json: not valid JSON");
   Loader(*m, manifest).load();
   return m;
+}
+
+void set_random_offset(Module& m, uint64_t offset) {
+  m.random_offset = offset;
+  m.random_offset_on_device = false;
 }
 
 }  // namespace tcc::runtime

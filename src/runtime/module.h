@@ -182,6 +182,15 @@ struct Module {
   std::vector<int> output_values;  // value id of each output (it may be an input or a weight)
   std::unique_ptr<Model> fallback_model;
   std::unique_ptr<SharedLibrary> host_library;  // null when compiled with --no-host (GPU only)
+  // Whether a call draws random values (manifest "random"): it draws at
+  // random_offset, then advances it by one (docs/MODULE.md, "Random ops").
+  // Kernels that read it (KernelLaunch::random_offset) read a copy in device
+  // memory on the GPU, which kRandomOffsetAdvance advances after each call;
+  // random_offset_on_device is false while that copy may differ (a new
+  // context, a host run, the setter) and the next device call uploads it.
+  bool random = false;
+  uint64_t random_offset = 0;
+  bool random_offset_on_device = false;
   std::vector<CudaBinaryFile> cuda_binaries;
   // Declared after `cuda`, so destroyed before it: the graphs go first.
   std::unique_ptr<CudaState, CudaStateDeleter> cuda;
@@ -203,6 +212,10 @@ struct Module {
 };
 
 std::unique_ptr<Module> load_module(const std::string& dir);
+
+// Makes the module's next call its call `offset`: its random ops draw what
+// that call draws (docs/MODULE.md, "Random ops"), on the host or the device.
+void set_random_offset(Module& m, uint64_t offset);
 
 // What one call's input shapes make of the module's symbolic sizes.
 struct Binding {
@@ -281,6 +294,8 @@ bool cuda_available();
 
 // One run recorded as a CUDA graph: each launch replays it on the memory the
 // capture saw, so callers copy new inputs into the captured input buffers.
+// A replay is a call of the module: it draws at the module's random offset,
+// which the captured kRandomOffsetAdvance then advances on the device.
 // The graph keeps the module's memory it reads alive, so runs at other shapes
 // in between (which may grow the arena) do not pull it away.
 class CudaGraph {
@@ -292,6 +307,9 @@ class CudaGraph {
   friend std::unique_ptr<CudaGraph> capture_stream(void*, const std::function<void()>&);
   friend std::unique_ptr<CudaGraph> capture_cuda(Module&, const tcc_tensor*, size_t, tcc_tensor*, size_t, void*);
   void* exec_ = nullptr;  // CUgraphExec
+  // The module whose random offset each replay advances (one that draws
+  // random values), which must outlive the graph; else null.
+  Module* random_ = nullptr;
   // Device memory the graph reads that the module may replace while the graph
   // lives (its arena as bindings grow, workspaces, binding constants).
   std::vector<std::shared_ptr<const void>> memory_;

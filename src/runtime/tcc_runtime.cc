@@ -138,6 +138,19 @@ tcc_status tcc_module_set_output_allocator(tcc_module* m, tcc_output_allocator a
   return TCC_OK;
 }
 
+tcc_status tcc_module_random_offset(const tcc_module* m, uint64_t* out) {
+  if (!m) return null_argument("module");
+  if (!out) return null_argument("out");
+  *out = m->impl->random_offset;
+  return TCC_OK;
+}
+
+tcc_status tcc_module_set_random_offset(tcc_module* m, uint64_t offset) {
+  if (!m) return null_argument("module");
+  tcc::runtime::set_random_offset(*m->impl, offset);
+  return TCC_OK;
+}
+
 tcc_status tcc_module_run_host(tcc_module* m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor* outputs,
                                size_t num_outputs) {
   if (!m) return null_argument("module");

@@ -77,6 +77,16 @@ tcc_status tcc_module_output_shape(const tcc_module* m, const tcc_tensor* inputs
 typedef void* (*tcc_output_allocator)(void* ctx, size_t output, const int64_t* shape, int32_t rank, size_t nbytes);
 tcc_status tcc_module_set_output_allocator(tcc_module* m, tcc_output_allocator allocate, void* ctx);
 
+/* The random offset of the module's next call (docs/MODULE.md, "Random ops"): the random ops of call k of a
+ * module draw from Philox counters whose upper words are k, so each call draws new values, reproducibly. A module
+ * that draws random values starts at 0, and each call (tcc_module_run_host, tcc_module_run_cuda, the run that
+ * tcc_module_capture_cuda makes first, each tcc_cuda_graph_launch, each tcc_module_run_cuda_graphs) draws at the
+ * offset, then advances it by one; a replayed CUDA graph reads and advances it on the device. Setting it makes the
+ * next call draw as call `offset` does, on the host or the device (as `tcc run --random-offset` does), to
+ * reproduce a run. */
+tcc_status tcc_module_random_offset(const tcc_module* m, uint64_t* out);
+tcc_status tcc_module_set_random_offset(tcc_module* m, uint64_t offset);
+
 /* Runs the module on the host (host.so and the reference implementation for fallbacks). */
 tcc_status tcc_module_run_host(tcc_module* m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor* outputs,
                                size_t num_outputs);
@@ -87,7 +97,8 @@ tcc_status tcc_module_run_cuda(tcc_module* m, const tcc_tensor* inputs, size_t n
                                size_t num_outputs, void* stream);
 
 /* One run captured as a CUDA graph (reduce-overhead): each launch replays it on the tensors given at capture,
- * so the caller copies new inputs into those (static) buffers before a launch and reads the outputs after. */
+ * so the caller copies new inputs into those (static) buffers before a launch and reads the outputs after.
+ * Each launch is a call of the module (it advances the random offset), which must still be loaded. */
 typedef struct tcc_cuda_graph tcc_cuda_graph;
 
 /* Runs the module once on `stream`, then captures one run as a CUDA graph. `stream` must be a created stream,

@@ -159,8 +159,16 @@ class FakeDevice {
  private:
   // cuLaunchKernel's parameters are the buffers' device pointers, then the
   // sizes (codegen/emit_cuda.cc's order, which host kernels share), then a
-  // split reduction's workspace, which the host kernel does not take.
+  // split reduction's workspace, which the host kernel does not take, then
+  // the random offset's address, which it takes after the buffers. The
+  // kernel advancing the offset takes that address alone.
   std::function<void()> bind(const std::string& name, void** params) {
+    if (name == kRandomOffsetAdvance) {
+      auto advance = reinterpret_cast<HostKernelFn>(module_->host_library->symbol(kRandomOffsetAdvance));
+      void* offset = nullptr;
+      std::memcpy(&offset, params[0], sizeof offset);
+      return [advance, offset] { advance(&offset, nullptr); };
+    }
     auto it = kernels_.find(name);
     if (it == kernels_.end()) {
       ADD_FAILURE() << "launch of '" << name << "', which the module does not declare";
@@ -171,6 +179,11 @@ class FakeDevice {
     std::vector<int64_t> sizes(k.sizes.size());
     for (size_t i = 0; i < buffers.size(); ++i) std::memcpy(&buffers[i], params[i], sizeof(void*));
     for (size_t i = 0; i < sizes.size(); ++i) std::memcpy(&sizes[i], params[buffers.size() + i], sizeof(int64_t));
+    if (k.launch.random_offset) {
+      size_t at = buffers.size() + sizes.size() + (k.launch.workspace_bytes == SymExpr() ? 0 : 1);
+      buffers.emplace_back();
+      std::memcpy(&buffers.back(), params[at], sizeof(void*));
+    }
     return [host = k.host, buffers, sizes] { host(buffers.data(), sizes.data()); };
   }
 
@@ -471,6 +484,50 @@ TEST_F(FakeDriver, ArenaFollowsTheBindingAndIsFreedWithTheModule) {
     }
   }
   EXPECT_EQ(fake_cuda::live_allocations(), before);
+}
+
+// Random draws, a dropout of what they shift: f32 in and out, on kernels.
+constexpr const char* kRandomModel = R"(graph random_step opset(ai.onnx: 18) {
+  input %x: f32[n, 4]
+  const %ratio: f32[] = [0.25]
+  const %training: bool[] = [true]
+  %u: f32[n, 4] = RandomUniformLike(%x) {seed = 1.0} name("uniform_like")
+  %s: f32[n, 4] = Add(%u, %x) name("shifted")
+  %y: f32[n, 4], %mask: bool[n, 4] = Dropout(%s, %ratio, %training) {seed = 4} name("dropout")
+  output %y
+}
+)";
+
+// A replayed CUDA graph is a call: it draws at the module's random offset,
+// which the captured advance kernel moves on the device, so replays draw what
+// the host build draws call after call; setting the offset is uploaded
+// before the next replay.
+TEST_F(FakeDriver, ReplayedGraphDrawsAtTheNextRandomOffset) {
+  FakeDevice dev(write_model(dir_, kRandomModel), dir_ / "module");
+  runtime::Module& m = dev.module();
+  ASSERT_TRUE(m.random);
+  FakeDevice::Buffers in = dev.inputs(6, 1);
+  FakeDevice::Buffers out = dev.outputs(in);
+  std::unique_ptr<runtime::CudaGraph> graph =
+      runtime::capture_cuda(m, in.tensors.data(), in.tensors.size(), out.tensors.data(), out.tensors.size(), dev.stream());
+  EXPECT_EQ(m.random_offset, 1u) << "the capture's first run is call 0; the capture itself is no call";
+  std::vector<std::vector<std::vector<float>>> calls = {out.download()};
+  for (int replay = 0; replay < 2; ++replay) {
+    std::vector<fake_cuda::Launch> log = dev.replay(*graph, in, in);
+    ASSERT_FALSE(log.empty());
+    EXPECT_EQ(log.back().kernel, kRandomOffsetAdvance);
+    EXPECT_TRUE(log.back().from_graph);
+    calls.push_back(out.download());
+  }
+  EXPECT_EQ(m.random_offset, 3u);
+  EXPECT_NE(calls[0], calls[1]);
+  EXPECT_NE(calls[1], calls[2]);
+  runtime::set_random_offset(m, 0);
+  for (size_t k = 0; k < calls.size(); ++k) EXPECT_EQ(calls[k], dev.run_host(in)) << "call " << k;
+  runtime::set_random_offset(m, 1);
+  dev.replay(*graph, in, in);
+  EXPECT_EQ(out.download(), calls[1]);
+  EXPECT_EQ(m.random_offset, 2u);
 }
 
 TEST_F(FakeDriver, GraphReplaysTheCapturedRunOnNewInputs) {

@@ -18,7 +18,8 @@ using namespace emit_kernels;
 
 // The runtime and the autotuning timer launch every generated kernel with
 // kernel_params: as many parameters as its signature declares, the workspace
-// of a split reduction included (cuLaunchKernel cannot check the count).
+// of a split reduction and the random offset of a kernel that draws included
+// (cuLaunchKernel cannot check the count).
 TEST(EmitC, LaunchParamsMatchTheSignature) {
   for (const kir::Kernel& k : all_kernels()) {
     KernelConfig config = default_config(k);
@@ -30,8 +31,9 @@ TEST(EmitC, LaunchParamsMatchTheSignature) {
     std::vector<CUdeviceptr> buffers(k.buffers.size(), 0x1000);
     std::vector<int64_t> sizes(k.size_params.size(), 1);
     CUdeviceptr workspace = launch_config(k, config).workspace_bytes == SymExpr() ? 0 : 0x2000;
+    CUdeviceptr random_offset = kir::draws_random(k) ? 0x3000 : 0;
     std::vector<void*> params;
-    runtime::kernel_params(buffers, sizes, workspace, params);
+    runtime::kernel_params(buffers, sizes, workspace, random_offset, params);
     EXPECT_EQ(params.size(), declared) << signature;
   }
 }

@@ -108,7 +108,8 @@ double normal_or_bool(DType t, std::mt19937& rng) {
 }
 
 // Runs every kernel of `kernels` (configs[i] each, from `lib`) on random inputs
-// at `sizes` and compares its outputs with the interpreter's run of s's graph.
+// at `sizes` and compares its outputs with the interpreter's run of s's graph,
+// both at a random offset other than 0 (a module's fourth call).
 void expect_emulated_runs_match(const ScheduledModel& s, const std::vector<kir::Kernel>& kernels,
                                 const std::vector<KernelConfig>& configs, const SharedLibrary& lib,
                                 const std::map<std::string, int64_t>& sizes, const Draw& draw = normal_or_bool) {
@@ -123,7 +124,9 @@ void expect_emulated_runs_match(const ScheduledModel& s, const std::vector<kir::
     for (int64_t i = 0; i < t.numel(); ++i) t.set_f64(i, draw(t.dtype(), rng));
     inputs.emplace(v->name(), std::move(t));
   }
+  const uint64_t offset = 3;
   Interpreter interp;
+  interp.set_random_offset(offset);
   std::vector<Tensor> outs = interp.run(g, inputs);
   std::map<std::string, Tensor> want;
   for (size_t i = 0; i < outs.size(); ++i) want.emplace(g.outputs()[i]->name(), outs[i]);
@@ -140,6 +143,7 @@ void expect_emulated_runs_match(const ScheduledModel& s, const std::vector<kir::
     }
     std::vector<void*> ptrs;
     for (Tensor& t : buffers) ptrs.push_back(t.raw_mut());
+    if (kir::draws_random(k)) ptrs.push_back(const_cast<uint64_t*>(&offset));
     std::vector<int64_t> args;
     for (const std::string& p : k.size_params) args.push_back(sizes.at(p));
     KernelLaunch l = launch_config(k, configs[ki]);

@@ -177,8 +177,12 @@ TEST_F(KernelNumerics, HostKernelsMatchTheInterpreter) {
     const CompiledModel& c = (*models_)[m];
     SCOPED_TRACE(c.file);
     std::mt19937 rng(static_cast<uint32_t>(1234 + m));
-    // A whole run binds the model's symbols, which tcc::Reshape and friends read.
+    // A whole run binds the model's symbols, which tcc::Reshape and friends
+    // read; the random ops draw at a random offset other than 0 (a module's
+    // third call), which the kernels read through their offset argument.
+    uint64_t offset = 2;
     Interpreter interp;
+    interp.set_random_offset(offset);
     interp.run(*c.model->graph, random_graph_inputs(*c.model->graph, c.sizes, rng));
     for (const Step& step : c.schedule.steps) {
       if (step.kind != Step::Kind::Kernel) continue;
@@ -202,6 +206,7 @@ TEST_F(KernelNumerics, HostKernelsMatchTheInterpreter) {
         tensors.emplace_back(k.buffers[b].dtype, concrete(k.buffers[b].shape, c.sizes));
       std::vector<void*> buffers;
       for (Tensor& t : tensors) buffers.push_back(t.raw_mut());
+      if (kir::draws_random(k)) buffers.push_back(&offset);
       std::vector<int64_t> sizes;
       for (const std::string& s : k.size_params) sizes.push_back(c.sizes.at(s));
       auto fn = reinterpret_cast<HostKernelFn>(lib_->symbol(prefix(m) + k.name));

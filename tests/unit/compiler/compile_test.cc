@@ -58,7 +58,7 @@ TEST_F(CompileTest, ManifestHasTheDocumentedKeys) {
     std::string text = read_file(dir_ / model / "manifest.json");
     json m = json::parse(text);
     std::vector<std::string> keys = {"format", "format_version", "tcc_version", "model", "model_path", "mode",
-                                     "precision", "options", "features", "inputs", "outputs", "symbols",
+                                     "precision", "options", "random", "features", "inputs", "outputs", "symbols",
                                      "guards", "weights", "memory", "cuda", "host",
                                      "kernels", "schedule", "fallback_copies"};
     size_t at = 0;
@@ -69,7 +69,8 @@ TEST_F(CompileTest, ManifestHasTheDocumentedKeys) {
       at = pos;
     }
     EXPECT_EQ(m["format"], "tcc-module");
-    EXPECT_EQ(m["format_version"], 1);
+    EXPECT_EQ(m["format_version"], 2);
+    EXPECT_EQ(m["random"], false);
     EXPECT_EQ(m["model"], model);
     EXPECT_EQ(m["mode"], "default");
     EXPECT_EQ(m["precision"], "fp32");

@@ -27,6 +27,7 @@ struct CountingBuilder : ScalarBuilder {
   int constant(DType, double) override { return next++; }
   int coordinate(const Node&, int) override { return next++; }
   int size(DType, const SymExpr&) override { return next++; }
+  int random_offset() override { return next++; }
   int next = 0;
 };
 

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "src/ops/kernel_roles.h"
 #include "src/ops/op_registry.h"
@@ -125,22 +126,43 @@ TEST(RandomStream, PhiloxGivesThePublishedKnownAnswers) {
             (PhiloxBlock{0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}));
 }
 
-// Element i's draws come from the block of counter (i's low and high words,
-// 0, 0) under the key of the node's seed: 53 bits of words 0 and 1 make the
-// uniform, and Box-Muller the normal from those and words 2 and 3.
+// Element i's draws at random offset k come from the block of counter (i's
+// low and high words, k's low and high words) under the key of the node's
+// seed: 53 bits of words 0 and 1 make the uniform, and Box-Muller the normal
+// from those and words 2 and 3.
 TEST(RandomStream, DrawsAreTheDocumentedMappingsOfTheBlock) {
   PhiloxKey key = {0x40e00000, 0};  // the bits of the float 7
   OpGraph t;
   EXPECT_EQ(random_key(*t.node("RandomUniform", {}, 1, {{"seed", Attribute::of_float(7.0f)}})), key);
   EXPECT_EQ(random_key(*t.node("Dropout", {}, 1, {{"seed", Attribute::of_int(7)}})), key);
   EXPECT_EQ(random_key(*t.node("RandomUniform", {})), (PhiloxKey{0, 0}));
-  for (int64_t i : {int64_t{0}, int64_t{5}, (int64_t{3} << 32) + 11}) {
-    PhiloxBlock w = philox4x32_10({static_cast<uint32_t>(i), static_cast<uint32_t>(i >> 32), 0, 0}, key);
-    double u = std::ldexp(static_cast<double>((uint64_t{w[0]} << 21) | (w[1] >> 11)), -53);
-    double v = std::ldexp(static_cast<double>((uint64_t{w[2]} << 21) | (w[3] >> 11)), -53);
-    EXPECT_EQ(uniform_draw(key, i), u) << i;
-    EXPECT_EQ(normal_draw(key, i), std::sqrt(-2.0 * std::log(1.0 - u)) * std::cos(2 * M_PI * v)) << i;
-  }
+  for (uint64_t k : {uint64_t{0}, uint64_t{1}, (uint64_t{5} << 32) + 2})
+    for (int64_t i : {int64_t{0}, int64_t{5}, (int64_t{3} << 32) + 11}) {
+      PhiloxBlock w = philox4x32_10({static_cast<uint32_t>(i), static_cast<uint32_t>(i >> 32),
+                                     static_cast<uint32_t>(k), static_cast<uint32_t>(k >> 32)},
+                                    key);
+      double u = std::ldexp(static_cast<double>((uint64_t{w[0]} << 21) | (w[1] >> 11)), -53);
+      double v = std::ldexp(static_cast<double>((uint64_t{w[2]} << 21) | (w[3] >> 11)), -53);
+      EXPECT_EQ(uniform_draw(key, i, k), u) << i << " at offset " << k;
+      EXPECT_EQ(normal_draw(key, i, k), std::sqrt(-2.0 * std::log(1.0 - u)) * std::cos(2 * M_PI * v))
+          << i << " at offset " << k;
+    }
+}
+
+// The interpreter draws at its random offset: 0 unless set, and each offset
+// its own values, the same whenever it is set again.
+TEST(RandomOps, EachRandomOffsetDrawsItsOwnValues) {
+  OpGraph t;
+  Node* n = t.node("RandomUniform", {}, 1, {{"shape", ints({64})}, {"seed", Attribute::of_float(3)}});
+  auto draw = [&](std::optional<uint64_t> offset) {
+    Interpreter interp;
+    if (offset) interp.set_random_offset(*offset);
+    return interp.eval_node(*n, {}).at(0);
+  };
+  EXPECT_TRUE(draw(std::nullopt).identical(draw(0)));
+  EXPECT_FALSE(draw(0).identical(draw(1)));
+  EXPECT_TRUE(draw(uint64_t{1} << 40).identical(draw(uint64_t{1} << 40)));
+  EXPECT_FALSE(draw(1).identical(draw(uint64_t{1} << 32)));
 }
 
 TEST(RandomOps, UniformStaysInItsRangeWithItsMoments) {

@@ -80,8 +80,8 @@ const char* kFallbackTir = R"(graph fallback opset(ai.onnx: 17) {
 
 json hand_manifest() {
   return json::parse(R"({
-    "format": "tcc-module", "format_version": 1, "tcc_version": "0.1.0", "model": "hand.tir", "mode": "default",
-    "options": {"arch": ["sm_90"], "ptx": false, "dynamic": "auto"},
+    "format": "tcc-module", "format_version": 2, "tcc_version": "0.1.0", "model": "hand.tir", "mode": "default",
+    "options": {"arch": ["sm_90"], "ptx": false, "dynamic": "auto"}, "random": false,
     "inputs": [{"name": "x", "dtype": "f32", "shape": ["b", 4]}],
     "outputs": [{"name": "y", "dtype": "f32", "shape": ["b", 4]}],
     "symbols": {"b": {"input": "x", "axis": 0}},
@@ -274,8 +274,11 @@ TEST_F(HandModule, ShapeGuardsRelateInputDims) {
 
 TEST_F(HandModule, RefusesBadManifestsNamingTheField) {
   expect_bad_module([](json& j) { j["format"] = "onnx"; }, "manifest.json: format: not a tcc module ('onnx')");
-  expect_bad_module([](json& j) { j["format_version"] = 2; },
-                    "manifest.json: format_version: version 2 is not supported (this runtime reads 1)");
+  expect_bad_module([](json& j) { j["format_version"] = 1; },
+                    "manifest.json: format_version: version 1 is not supported (this runtime reads 2)");
+  expect_bad_module([](json& j) { j.erase("random"); }, "manifest.json: random: missing");
+  expect_bad_module([](json& j) { j["kernels"][0]["launch"]["random_offset"] = true; },
+                    "manifest.json: random: false, but kernel 'tcc_k0_pointwise' reads the random offset");
   expect_bad_module([](json& j) { j.erase("schedule"); }, "manifest.json: schedule: missing");
   expect_bad_module([](json& j) { j["inputs"][0]["dtype"] = "f33"; }, "manifest.json: inputs[0].dtype: unknown dtype 'f33'");
   expect_bad_module([](json& j) { j["inputs"][0]["shape"][0] = "b+"; },
@@ -718,7 +721,11 @@ class CompiledModule : public ::testing::TestWithParam<CompiledFixture> {
 TEST_P(CompiledModule, HostRunMatchesTheReferenceInterpreter) {
   for (int64_t scale : {1, 2}) {
     std::map<std::string, Tensor> inputs = random_inputs(scale, static_cast<unsigned>(scale));
-    std::vector<Tensor> expected = Interpreter().run(*model_->graph, inputs);
+    uint64_t call = 0;  // random ops draw at the call's offset
+    ASSERT_EQ(tcc_module_random_offset(module_, &call), TCC_OK);
+    Interpreter reference;
+    reference.set_random_offset(call);
+    std::vector<Tensor> expected = reference.run(*model_->graph, inputs);
     std::vector<tcc_tensor> ins = module_inputs(module_, inputs);
     std::vector<Tensor> outs = module_output_tensors(module_, ins);
     std::vector<tcc_tensor> c_outs = c_tensors(outs);
@@ -768,8 +775,10 @@ TEST_P(CompiledModule, CudaRunMatchesHostRun) {
   }
   std::vector<tcc_tensor> c_device = c_tensors(device_outs);
   for (size_t i = 0; i < c_device.size(); ++i) d_outs.push_back(to_device(c_device[i], device_outs[i].nbytes(), false));
-  // Twice: split reductions must leave their workspace's counters at zero for the next run.
+  // Twice: split reductions must leave their workspace's counters at zero for
+  // the next run. Each draws at the host run's random offset.
   for (int run = 0; run < 2; ++run) {
+    ASSERT_EQ(tcc_module_set_random_offset(module_, 0), TCC_OK);
     ASSERT_EQ(tcc_module_run_cuda(module_, d_ins.data(), d_ins.size(), d_outs.data(), d_outs.size(), nullptr), TCC_OK)
         << tcc_last_error();
     for (size_t i = 0; i < d_outs.size(); ++i) {
