@@ -49,8 +49,10 @@ ModuleFacts gather_module_facts(const ModuleContents& m) {
     if (!in->type().has_rank()) continue;
     const Dims& dims = in->type().shape();
     for (size_t a = 0; a < dims.size(); ++a)
-      if (dims[a].is_symbolic() && dims[a].expr().is_symbol())
-        f.symbols.emplace(dims[a].expr().symbol_name(), std::make_pair(in->name(), static_cast<int>(a)));
+      if (auto scaled = dims[a].expr().scaled_symbol()) {
+        auto [it, added] = f.symbols.try_emplace(scaled->first, SymbolSource{in->name(), static_cast<int>(a), scaled->second});
+        if (!added && it->second.scale > 1 && scaled->second == 1) it->second = {in->name(), static_cast<int>(a), 1};
+      }
   }
   for (const Step& s : m.schedule->steps) {
     if (s.kind != Step::Kind::Fallback) continue;

@@ -28,8 +28,15 @@ struct KernelEstimate {
   std::string precision;           // kernel_precision
 };
 
+// Where a run reads a symbol: the dim of an input that is `scale` times it.
+struct SymbolSource {
+  std::string input;
+  int axis = 0;
+  int64_t scale = 1;
+};
+
 struct ModuleFacts {
-  std::map<std::string, std::pair<std::string, int>> symbols;  // symbol -> (input, axis), first occurrence
+  std::map<std::string, SymbolSource> symbols;  // a whole dim where one holds the symbol, else the first multiple
   // Data-dependent sizes (NonZero's count): symbol -> (the value a fallback step writes, axis), first occurrence.
   std::map<std::string, std::pair<std::string, int>> value_symbols;
   std::map<std::string, int64_t> sizes;                        // report sizes per symbol

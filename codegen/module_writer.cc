@@ -131,7 +131,10 @@ ojson manifest_json(const ModuleContents& m, const ModuleFacts& f, const std::st
   j["inputs"] = inputs;
   j["outputs"] = outputs;
   ojson symbols = ojson::object();
-  for (const auto& [name, where] : f.symbols) symbols[name] = {{"input", where.first}, {"axis", where.second}};
+  for (const auto& [name, where] : f.symbols) {
+    symbols[name] = {{"input", where.input}, {"axis", where.axis}};
+    if (where.scale != 1) symbols[name]["scale"] = where.scale;
+  }
   for (const auto& [name, where] : f.value_symbols) symbols[name] = {{"value", where.first}, {"axis", where.second}};
   j["symbols"] = symbols;
   // The guard set is explain's JSON; re-parsed so its objects keep their (sorted) key order.

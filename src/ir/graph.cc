@@ -307,7 +307,7 @@ std::set<std::string> Graph::bound_symbols() const {
     const Type& t = in->type();
     if (!t.is_tensor() || !t.has_rank()) continue;
     for (const Dim& d : t.shape())
-      if (d.is_symbolic() && d.expr().is_symbol()) bound.insert(d.expr().symbol_name());
+      if (auto scaled = d.expr().scaled_symbol()) bound.insert(scaled->first);
   }
   return bound;
 }

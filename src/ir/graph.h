@@ -218,7 +218,8 @@ class Graph {
   bool topo_sort();
 
   // Symbols a run can read off its inputs' shapes: those that are a whole dim
-  // of a graph input of this (main) graph.
+  // of a graph input of this (main) graph, or a whole dim divided by a
+  // constant (torch.export's derived dims: an input dim 32*h binds h).
   std::set<std::string> bound_symbols() const;
 
   // Users of every value: (node, input index). Graph outputs are not listed.

@@ -83,6 +83,13 @@ const std::string& SymExpr::symbol_name() const {
   return terms_.begin()->first[0];
 }
 
+std::optional<std::pair<std::string, int64_t>> SymExpr::scaled_symbol() const {
+  if (terms_.size() != 1 || terms_.begin()->first.size() != 1 || terms_.begin()->second < 1 ||
+      is_opaque_atom(terms_.begin()->first[0]))
+    return std::nullopt;
+  return std::pair{terms_.begin()->first[0], terms_.begin()->second};
+}
+
 SymExpr SymExpr::operator+(const SymExpr& o) const {
   SymExpr r = *this;
   for (const auto& [m, c] : o.terms_) r.add_term(m, c);

@@ -13,6 +13,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tcc {
@@ -29,6 +30,9 @@ class SymExpr {
   // True when the expression is exactly one symbol with coefficient 1.
   bool is_symbol() const;
   const std::string& symbol_name() const;  // only valid when is_symbol()
+  // {name, c} when the expression is c*name for a named symbol and a constant c >= 1 (torch.export's derived
+  // dims, 32*h); nullopt otherwise.
+  std::optional<std::pair<std::string, int64_t>> scaled_symbol() const;
 
   SymExpr operator+(const SymExpr& o) const;
   SymExpr operator-(const SymExpr& o) const;

@@ -181,7 +181,8 @@ Binding bind(const Module& m, const tcc_tensor* inputs, size_t num_inputs, Scala
   for (size_t i = 0; i < num_inputs; ++i) check_tensor_arg(inputs[i], m.inputs[i], "input");
 
   Binding b;
-  for (const auto& [name, source] : m.symbols) b.symbols[name] = inputs[source.first].shape[source.second];
+  // A derived dim that the scale does not divide then fails the input dims' check below.
+  for (const auto& [name, source] : m.symbols) b.symbols[name] = inputs[source.input].shape[source.axis] / source.scale;
   for (size_t i = 0; i < num_inputs; ++i) {
     const TensorSig& sig = m.inputs[i];
     for (size_t d = 0; d < sig.shape.size(); ++d) {

@@ -1,6 +1,7 @@
 #include "module.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <new>
@@ -120,7 +121,8 @@ class Loader {
       auto it = std::find_if(m_.inputs.begin(), m_.inputs.end(), [&](const TensorSig& t) { return t.name == input; });
       if (it == m_.inputs.end()) s["input"].fail("'" + input + "' is not an input");
       int64_t axis = s["axis"].integer(0, static_cast<int64_t>(it->shape.size()) - 1);
-      m_.symbols[name] = {static_cast<int>(it - m_.inputs.begin()), static_cast<int>(axis)};
+      int64_t scale = s.has("scale") ? s["scale"].integer(1, INT32_MAX) : 1;
+      m_.symbols[name] = {static_cast<int>(it - m_.inputs.begin()), static_cast<int>(axis), scale};
     }
     for (size_t i = 0; i < m_.inputs.size(); ++i) check_bound(m_.inputs[i].shape, ins[i]["shape"]);
     // Outputs are registered after the steps that write them are known; here only their signature.
@@ -551,7 +553,7 @@ class Loader {
     int axis = std::stoi(digits);
     if (axis >= static_cast<int>(m_.inputs[input].shape.size())) return std::nullopt;
     std::string name = "__in" + std::to_string(input) + "_" + std::to_string(axis);
-    m_.symbols.emplace(name, std::pair{input, axis});
+    m_.symbols.emplace(name, Module::SymbolSource{input, axis});
     placeholders_.insert(name);
     return name;
   }

@@ -160,7 +160,12 @@ struct Module {
   std::string dir;
   bool tf32 = false;  // --precision tf32: f32 GEMMs and convolutions multiply on tensor cores as TF32
   std::vector<TensorSig> inputs, outputs;
-  std::map<std::string, std::pair<int, int>> symbols;  // symbol -> (input, axis)
+  // symbol -> where a call reads it: dim `axis` of input `input`, `scale` times the symbol.
+  struct SymbolSource {
+    int input = 0, axis = 0;
+    int64_t scale = 1;
+  };
+  std::map<std::string, SymbolSource> symbols;
   // Data-dependent sizes (NonZero's count): symbol -> (value id, axis) of the
   // value a fallback step writes, bound once that step has run.
   std::map<std::string, std::pair<int, int>> value_symbols;
