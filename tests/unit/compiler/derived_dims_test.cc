@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "src/runtime/tcc_runtime.h"
+#include "tcc_runtime.h"
 #include "tests/unit/support/example_models.h"
 #include "tests/unit/support/temp_dir.h"
 
