@@ -567,9 +567,31 @@ void split_rule(GradContext& c) {
   c.set(0, e.op("Concat", parts, int_attr("axis", axis)));
 }
 
-// d slice = g padded with zeros back to x's shape. Needs constant starts,
-// ends and axes, unit steps, and static sizes on the sliced axes (the padding
-// is computed here).
+// g of dims gd, [.., m, ..] along axis a, spread to every k-th place,
+// [.., (m-1)*k+1, ..] with zeros between: each element gets k-1 zeros after
+// it (Unsqueeze, Pad, Reshape), and the zeros after the last are cut. gd[a]
+// becomes the new size.
+Value* spread(GradContext& c, Value* g, Dims& gd, int64_t a, int64_t k) {
+  const auto axis = static_cast<size_t>(a);
+  if (!gd[axis].is_static()) c.fail("the gradient of a strided Slice needs a static size on axis " + std::to_string(a));
+  const int64_t m = gd[axis].value();
+  std::vector<int64_t> pads(2 * (gd.size() + 1), 0), target(gd.size(), 0);
+  pads[gd.size() + 1 + axis + 1] = k - 1;
+  target[axis] = m * k;
+  for (size_t i = axis + 1; i < gd.size(); ++i) {
+    if (!gd[i].is_static()) c.fail("the gradient of a strided Slice needs static sizes after axis " + std::to_string(a));
+    target[i] = gd[i].value();
+  }
+  Emitter& e = c.e();
+  Value* padded = e.op("Pad", {e.unsqueeze(g, {a + 1}), e.ints(pads)});
+  Value* flat = e.op("Reshape", {padded, e.ints(target)});
+  gd[axis] = Dim((m - 1) * k + 1);
+  return e.op("Slice", {flat, e.ints({0}), e.ints({(m - 1) * k + 1}), e.ints({a})});
+}
+
+// d slice = g padded with zeros back to x's shape, spread along the axes a
+// step above 1 skips. Needs constant starts, ends, axes and steps, positive
+// steps, and static sizes on the sliced axes (the padding is computed here).
 void slice_rule(GradContext& c) {
   const Node& n = c.node();
   const Dims& xd = c.dims(c.in(0));
@@ -580,23 +602,30 @@ void slice_rule(GradContext& c) {
   } else {
     for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
   }
-  if (n.has_input(4))
-    for (int64_t s : c.const_ints(4, "Slice's steps"))
-      if (s != 1) c.fail("tcc differentiates Slice only with unit steps, got step " + std::to_string(s));
+  std::vector<int64_t> steps(axes.size(), 1);
+  if (n.has_input(4)) steps = c.const_ints(4, "Slice's steps");
+  if (steps.size() != axes.size()) c.fail("Slice's steps do not give one step per axis");
   size_t rank = xd.size();
   std::vector<int64_t> pads(2 * rank, 0);
+  Value* g = c.dy();
+  Dims gd = c.dims(c.out());  // g's, as the strided axes spread
   for (size_t i = 0; i < axes.size(); ++i) {
     int64_t a = c.axis(axes[i], rank);
     const Dim& d = xd[static_cast<size_t>(a)];
     if (!d.is_static())
       c.fail("the gradient of Slice needs a static size on sliced axis " + std::to_string(a) + ", got " + d.str());
+    if (steps[i] < 1) c.fail("tcc differentiates Slice only with positive steps, got step " + std::to_string(steps[i]));
     int64_t size = d.value();
     auto clamp = [&](int64_t v) { return std::clamp(v < 0 ? v + size : v, int64_t{0}, size); };
     int64_t s = clamp(starts[i]), t = std::max(clamp(ends[i]), s);
+    if (steps[i] > 1 && t > s) {
+      g = spread(c, g, gd, a, steps[i]);
+      t = s + gd[static_cast<size_t>(a)].value();
+    }
     pads[static_cast<size_t>(a)] = s;
     pads[rank + static_cast<size_t>(a)] = size - t;
   }
-  c.set(0, c.e().op("Pad", {c.dy(), c.e().ints(pads)}));
+  c.set(0, c.e().op("Pad", {g, c.e().ints(pads)}));
 }
 
 // Pad with a constant: g cut back to x, dropping what the pads added.

@@ -280,6 +280,10 @@ const RuleCase kRuleCases[] = {
      "f64[2, 2]"},
     {"Slice", "  const %w: f64[4, 5] = $R\n  const %st: i64[2] = [1, -4]\n  const %en: i64[2] = [3, 100]\n",
      "  %y: f64[2, 4] = Slice(%w, %st, %en)\n", "f64[2, 4]"},
+    // Swin's patch merging, x[:, 1::2, 0::3]: zeros between the picked rows and columns, and after the last.
+    {"Slice_strided", "  const %w: f64[2, 6, 7] = $R\n  const %st: i64[2] = [1, 0]\n  const %en: i64[2] = [6, 7]\n"
+     "  const %ax: i64[2] = [1, 2]\n  const %sp: i64[2] = [2, 3]\n",
+     "  %y: f64[2, 3, 3] = Slice(%w, %st, %en, %ax, %sp)\n", "f64[2, 3, 3]"},
     {"Gather_repeated_indices", "  const %w: f64[3, 4] = $R\n  const %i: i64[2, 2] = [3, 0, -1, 1]\n",
      "  %y: f64[3, 2, 2] = Gather(%w, %i) {axis = 1}\n", "f64[3, 2, 2]"},
     {"Gather_scalar_index", "  const %w: f64[3, 4] = $R\n  const %i: i64[] = [2]\n",
