@@ -484,28 +484,29 @@ class Loader {
     std::string text = guard.text, needed_by;
     if (g.has("sources")) {
       ManifestField sources = g["sources"];
-      std::vector<std::string> spellings;
+      // Each spelling with its placeholder; none for a node name (fact guards cite the node that needs them).
+      std::vector<std::pair<std::string, std::optional<std::string>>> spellings;
       for (size_t s = 0; s < sources.size(); ++s) {
-        spellings.push_back(sources[s].str());
-        if (std::optional<std::string> placeholder = source_symbol(spellings.back()))
-          guard.sources.emplace_back(spellings.back(), SymExpr::symbol(*placeholder));
+        const std::string src = sources[s].str();
+        spellings.emplace_back(src, source_symbol(src));
+        if (spellings.back().second) guard.sources.emplace_back(src, SymExpr::symbol(*spellings.back().second));
       }
+      // `2 <= sN`: sN is the size of the first source.
+      const std::optional<std::string> first = spellings.empty() ? std::nullopt : spellings.front().second;
       // Longest first, so `x.size()[1]` is not cut short by a shorter spelling inside it.
-      std::sort(spellings.begin(), spellings.end(), [](const auto& a, const auto& b) { return a.size() > b.size(); });
-      for (const std::string& src : spellings) {
-        std::optional<std::string> placeholder = source_symbol(src);
-        if (!placeholder) {  // a node name: fact guards cite the node that needs them
+      std::sort(spellings.begin(), spellings.end(),
+                [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+      for (const auto& [src, placeholder] : spellings) {
+        if (!placeholder) {
           needed_by = src;
           continue;
         }
         for (size_t at = text.find(src); at != std::string::npos; at = text.find(src, at + placeholder->size()))
           text.replace(at, src.size(), *placeholder);
       }
-      // `2 <= sN`: sN is the size of the first source.
-      if (text.rfind("2 <= ", 0) == 0 && sources.size() > 0) {
+      if (text.rfind("2 <= ", 0) == 0 && first) {
         std::string sym = text.substr(5);
-        std::optional<std::string> placeholder = source_symbol(sources[size_t{0}].str());
-        if (is_symbol_name(sym) && placeholder) shape_aliases_[sym] = SymExpr::symbol(*placeholder);
+        if (is_symbol_name(sym)) shape_aliases_[sym] = SymExpr::symbol(*first);
       }
     }
     auto side = [&](const std::string& s) {

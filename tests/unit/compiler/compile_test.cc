@@ -214,7 +214,6 @@ TEST_F(CompileTest, PrintAfterDumpsTheNamedStages) {
   EXPECT_NE(r.output.find(" gemm domain [", kernels), std::string::npos) << r.output;
   // The schedule passes' choices are in the kernel IR.
   EXPECT_NE(r.output.find("\n  schedule block=", kernels), std::string::npos) << r.output;
-
 }
 
 // --print-after also takes graph passes, printing the main graph after each
