@@ -327,7 +327,8 @@ CommandRunner setup_run(CLI::App& cmd) {
   add_precision_option(cmd, o->precision);
   cmd.add_flag("--host", o->host, "Run the compiled module on the CPU (host.so) instead of the GPU");
   cmd.add_option("--random-offset", o->random_offset,
-                 "Run as the module's call K: the random ops draw what that call draws (default 0, the first)");
+                 "Run as the module's call K: the random ops draw what that call draws (default 0, the first)")
+      ->check(CLI::NonNegativeNumber);
   cmd.add_flag("--check", o->check, "Compare every output with the reference interpreter; exit 1 on a mismatch");
   cmd.add_flag("--check-steps", o->check_steps,
                "--check, and every value each kernel step writes too: shows the first step that disagrees");

@@ -119,6 +119,10 @@ TEST_F(RandomOffset, EachCallDrawsTheInterpretersBitsAtTheNextOffset) {
   CliResult r = run_tcc("run " + shell_quote((dir_ / "module").string()) + " --host --check --random-offset 7 --shapes b=4",
                         kNoGpuEnv, 120);
   EXPECT_EQ(r.code, 0) << r.output;
+  // A negative call is refused, not wrapped around to 2^64 - 1.
+  CliResult negative = run_tcc("run " + shell_quote((dir_ / "module").string()) + " --host --random-offset -1");
+  EXPECT_EQ(negative.code, 2) << negative.output;
+  EXPECT_NE(negative.output.find("--random-offset"), std::string::npos) << negative.output;
 }
 
 // A module that draws nothing keeps its offset at 0.
