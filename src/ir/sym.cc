@@ -141,6 +141,16 @@ SymExpr SymExpr::floordiv(const SymExpr& d) const {
   TCC_CHECK(!(d.is_constant() && d.constant_value() == 0)) << "division by zero";
   if (auto q = exact_div(d)) return *q;
   if (is_constant() && d.is_constant()) return constant(floor_div(constant_value(), d.constant_value()));
+  // (q*d + r)//d == q + r//d for an integer q: the terms d divides leave the division, so a strided
+  // conv's (32*h-1)//2 is 16*h-1 and a chain of them stays a multiple of h.
+  SymExpr quotient, rest;
+  for (const auto& [m, c] : terms_) {
+    SymExpr term;
+    term.add_term(m, c);
+    if (auto q = term.exact_div(d)) quotient = quotient + *q;
+    else rest = rest + term;
+  }
+  if (quotient != SymExpr()) return quotient + rest.floordiv(d);
   return symbol("(" + str() + ")//(" + d.str() + ")");
 }
 
