@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "src/ops/families.h"
+#include "src/ops/fusion.h"
 #include "src/ops/op_helpers.h"
 #include "src/ops/op_registry.h"
 
@@ -292,6 +293,67 @@ std::vector<Tensor> eval_resize(EvalContext& ctx) {
   return {result};
 }
 
+// ---------------------------------------------------------------- tcc::ResizeTable
+
+// One tap's table along one axis of a Resize by the ratio scale_num /
+// scale_den, for the input x it reads the shape of: `table` "index", the i64
+// index of the tap along the axis for each of the out = floor(in * scale)
+// output coordinates (in nearest mode the one tap the rounding picks), or
+// "weight", its weight [out, 1, ...] in x's dtype broadcast along the axes after
+// it. It carries the Resize's attributes and computes with resize_taps, so its
+// tables are the reference's taps; it reads shapes only, so a module computes
+// it once per binding of the symbols (a binding constant).
+struct TableAttrs {
+  int64_t axis = 0, tap = 0, num = 1, den = 1;
+  bool weight = false;
+};
+
+TableAttrs table_attrs(const Node& n) {
+  TableAttrs t{n.get_int("axis", 0), n.get_int("tap", 0), n.get_int("scale_num", 1), n.get_int("scale_den", 1),
+               n.get_string("table", "index") == "weight"};
+  if (t.num < 1 || t.den < 1 || t.tap < 0) n.fail("expected a positive scale_num and scale_den and a tap >= 0");
+  return t;
+}
+
+void infer_resize_table(InferContext& ctx) {
+  const Type& x = ctx.ranked_input(0);
+  TableAttrs t = table_attrs(ctx.node());
+  int64_t axis = normalize_axis(ctx.node(), t.axis, static_cast<int64_t>(x.rank()));
+  const Dim& in = x.shape()[axis];
+  Dim out = in.is_static() ? Dim(in.value() * t.num / t.den)
+                           : Dim((in.expr() * SymExpr::constant(t.num)).floordiv(SymExpr::constant(t.den)));
+  if (!t.weight) {
+    ctx.set_output_type(0, Type::tensor(DType::I64, {out}));
+    return;
+  }
+  Dims column(x.rank() - static_cast<size_t>(axis), Dim(1));
+  column[0] = out;
+  ctx.set_output_type(0, Type::tensor(x.dtype(), column));
+}
+
+std::vector<Tensor> eval_resize_table(EvalContext& ctx) {
+  const Node& n = ctx.node();
+  const Tensor& x = ctx.input(0);
+  TableAttrs t = table_attrs(n);
+  auto rank = static_cast<int64_t>(x.shape().size());
+  int64_t axis = normalize_axis(n, t.axis, rank), in = x.shape()[axis], out = in * t.num / t.den;
+  ResizeAttrs at = resize_attrs(n);
+  double scale = static_cast<double>(t.num) / static_cast<double>(t.den);
+  std::vector<int64_t> column(static_cast<size_t>(rank - axis), 1);
+  column[0] = out;
+  Tensor table = t.weight ? Tensor(x.dtype(), column) : Tensor(DType::I64, {out});
+  for (int64_t y = 0; y < out; ++y) {
+    bool extrapolated = false;
+    double xo = source_coordinate(n, at, static_cast<double>(y), scale, in, out, 0.0, 1.0, extrapolated);
+    Taps taps = resize_taps(n, at, xo, scale, in);
+    size_t j = at.mode == "nearest" ? (taps.weight[0] == 1 ? 0 : 1) : static_cast<size_t>(t.tap);
+    if (j >= taps.index.size()) n.fail("has tap " + std::to_string(t.tap) + " of " + std::to_string(taps.index.size()));
+    if (t.weight) table.set_f64(y, taps.weight[j]);
+    else table.set_i64(y, taps.index[j]);
+  }
+  return {table};
+}
+
 // ---------------------------------------------------------------------------
 // Gradients (gradient.h)
 
@@ -557,6 +619,141 @@ std::optional<Tensor> sizes_as_scales(const Node& n) {
   return scales;
 }
 
+// One resized axis as the pieces read it: per tap, its index table along the
+// axis and, unless every row selects one input weighed 1, its weight table;
+// what extrapolated rows add, if anything.
+struct AxisPieces {
+  int64_t axis = 0;
+  Dim out;
+  std::vector<Value*> index, weight;
+  Value* extrapolation = nullptr;
+};
+
+// Each axis in turn the sum over its taps of a Gather along it times the tap's
+// weights (a Gather alone where the rows select), plus what extrapolated rows
+// add; the last piece takes over the node's output.
+void resize_pieces(Expansion& e, const std::vector<AxisPieces>& axes) {
+  const Node& n = e.node();
+  auto piece = [&](bool last, const std::string& name, const std::string& op, const std::vector<Value*>& ins,
+                   const Type& type, std::map<std::string, Attribute> attrs = {}) -> Value* {
+    if (!last) return e.add(name, op, ins, type, std::move(attrs));
+    e.finish(name, op, ins, std::move(attrs));
+    return nullptr;
+  };
+  Value* y = n.input(0);
+  Dims dims = y->type().shape();
+  for (size_t k = 0; k < axes.size(); ++k) {
+    const AxisPieces& t = axes[k];
+    std::string axis = std::to_string(t.axis);
+    dims[t.axis] = t.out;
+    Type type = Type::tensor(y->type().dtype(), dims);
+    bool last = k + 1 == axes.size(), summed_last = last && !t.extrapolation, selects = t.weight.empty();
+    Value* sum = nullptr;
+    for (size_t j = 0; j < t.index.size(); ++j) {
+      std::string tap = axis + "_" + std::to_string(j);
+      bool final_tap = summed_last && j + 1 == t.index.size();
+      Value* g = piece(final_tap && selects, "Gather_" + tap, "Gather", {y, t.index[j]}, type,
+                       {{"axis", Attribute::of_int(t.axis)}});
+      if (!selects) g = piece(final_tap && j == 0, "Mul_" + tap, "Mul", {g, t.weight[j]}, type);
+      sum = j == 0 ? g : piece(final_tap, "Add_" + tap, "Add", {sum, g}, type);
+    }
+    if (t.extrapolation) sum = piece(last, "Extrapolate_" + axis, "Add", {sum, t.extrapolation}, type);
+    y = sum;
+  }
+}
+
+// A resized axis's ratio out / in as scale_num / scale_den where it is a whole
+// factor or the inverse of one, the same for every binding: from a constant
+// scale, or from sizes the shapes computed (the output's dims) when in and out
+// are multiples of each other, as the reference's sizes / in then is.
+struct AxisRatio {
+  int64_t axis = 0, num = 1, den = 1;
+};
+
+std::optional<AxisRatio> axis_ratio(int64_t axis, const Dim& in, const Dim& out, const Tensor* scales, size_t i) {
+  if (in.is_unknown() || out.is_unknown()) return std::nullopt;
+  if (scales) {
+    double s = scales->get_f64(static_cast<int64_t>(i)), inv = 1.0 / s;
+    AxisRatio r{axis};
+    if (s >= 1 && s == std::floor(s)) r.num = static_cast<int64_t>(s);
+    else if (s > 0 && inv == std::floor(inv) && s * inv == 1.0) r.den = static_cast<int64_t>(inv);
+    else return std::nullopt;
+    SymExpr floor_out = (in.expr() * SymExpr::constant(r.num)).floordiv(SymExpr::constant(r.den));
+    if (floor_out != out.expr()) return std::nullopt;
+    return r;
+  }
+  if (std::optional<SymExpr> up = out.expr().exact_div(in.expr()); up && up->is_constant() && up->constant_value() >= 1)
+    return AxisRatio{axis, up->constant_value(), 1};
+  if (std::optional<SymExpr> down = in.expr().exact_div(out.expr());
+      down && down->is_constant() && down->constant_value() >= 1)
+    return AxisRatio{axis, 1, down->constant_value()};
+  return std::nullopt;
+}
+
+// Resize along axes whose sizes the binding decides (torch's upsample of an
+// image of symbolic height and width), by ratios that do not (axis_ratio): its
+// taps depend on the sizes alone, so each tap's index and weight tables are
+// tcc::ResizeTable nodes, which a module computes once per binding, and the
+// pieces are those of the constant tables. Every tap is kept, as the
+// reference weighs them, where the constant tables merge equal indices. Not
+// for tf_crop_and_resize (its roi), another aspect-ratio policy, a ratio that
+// is no whole factor or its inverse, an integer tensor that interpolates, or
+// autodiff (the tables have no gradient rule; Resize's own rule applies).
+bool decompose_symbolic_resize(Expansion& e, const ResizeAttrs& at, const Tensor* scales, bool sizes_from_shapes) {
+  const Node& n = e.node();
+  const Type &x = n.input(0)->type(), &out = n.output(0)->type();
+  if (e.differentiates() || at.coord == "tf_crop_and_resize" || !out.is_tensor() || !out.has_rank() || out.rank() != x.rank() ||
+      (sizes_from_shapes && n.get_string("keep_aspect_ratio_policy", "stretch") != "stretch") ||
+      (at.mode != "nearest" && !is_float(x.dtype())))
+    return false;
+  std::vector<int64_t> axes = resize_axes(n, static_cast<int64_t>(x.rank()));
+  std::vector<std::pair<AxisRatio, size_t>> ratios;  // and the taps of each output coordinate
+  for (size_t i = 0; i < axes.size(); ++i) {
+    std::optional<AxisRatio> r = axis_ratio(axes[i], x.shape()[axes[i]], out.shape()[axes[i]], scales, i);
+    if (!r) return false;
+    if (r->num == r->den) continue;
+    double scale = static_cast<double>(r->num) / static_cast<double>(r->den);
+    try {  // the modes the tables will compute with
+      bool extrapolated = false;
+      source_coordinate(n, at, 0.0, scale, r->den, r->num, 0.0, 1.0, extrapolated);
+      ratios.emplace_back(*r, at.mode == "nearest" ? 1 : resize_taps(n, at, 0.5, scale, r->den).index.size());
+    } catch (const InputError&) {
+      return false;
+    }
+  }
+  std::map<std::string, Attribute> carried;
+  for (const auto& [name, value] : n.attrs())
+    if (name != "axes" && name != "keep_aspect_ratio_policy") carried[name] = value;
+  std::vector<AxisPieces> pieces;
+  for (const auto& [r, taps] : ratios) {
+    AxisPieces p;
+    p.axis = r.axis;
+    p.out = out.shape()[r.axis];
+    auto table = [&](const std::string& kind, size_t j) {
+      std::map<std::string, Attribute> attrs = carried;
+      attrs["axis"] = Attribute::of_int(r.axis);
+      attrs["tap"] = Attribute::of_int(static_cast<int64_t>(j));
+      attrs["scale_num"] = Attribute::of_int(r.num);
+      attrs["scale_den"] = Attribute::of_int(r.den);
+      attrs["table"] = Attribute::of_string(kind);
+      Dims dims(kind == "index" ? 1 : x.rank() - static_cast<size_t>(r.axis), Dim(1));
+      dims[0] = p.out;
+      return e.add(kind + "_" + std::to_string(r.axis) + "_" + std::to_string(j), "ResizeTable", {n.input(0)},
+                   Type::tensor(kind == "index" ? DType::I64 : x.dtype(), dims), std::move(attrs),
+                   std::string(kTccDomain));
+    };
+    for (size_t j = 0; j < taps; ++j) {
+      p.index.push_back(table("index", j));
+      if (at.mode != "nearest") p.weight.push_back(table("weight", j));
+    }
+    pieces.push_back(std::move(p));
+  }
+  if (sizes_from_shapes) e.leaves_dead_inputs();
+  if (pieces.empty()) e.finish("Identity", "Identity", {n.input(0)});
+  else resize_pieces(e, pieces);
+  return true;
+}
+
 // Resize with constant roi, scales and sizes whose resized axes have static
 // sizes (a symbolic batch is copied) follows resize_plan, the reference's own
 // taps: each resized axis in turn is the sum over taps of a Gather along it
@@ -565,75 +762,66 @@ std::optional<Tensor> sizes_as_scales(const Node& n) {
 // tap 0 and add extrapolation_value. An integer tensor takes Gathers alone
 // (the reference rounds its double sum once, the pieces would round each
 // product). Sizes from shapes count as constant where sizes_as_scales reads
-// them off the output. Not when an argument is not a constant, or when
-// resize_plan rejects the node: it stays a host step, which says why when it
-// runs.
+// them off the output. Resized axes of symbolic sizes take
+// decompose_symbolic_resize. Not when an argument is not a constant, or when
+// neither applies: it stays a host step, which says why when it runs.
 bool decompose_resize(Expansion& e) {
   const Node& n = e.node();
   const Type& x = n.input(0)->type();
   if (!x.is_tensor() || !x.has_rank()) return false;
   std::vector<std::optional<Tensor>> args(4);
-  bool sizes_from_output = false;
+  bool sizes_from_output = false, sizes_from_shapes = false;
   for (size_t i = 1; i < 4; ++i) {
     if (!n.has_input(i)) continue;
     args[i] = constant_value(n.input(i));
     if (args[i]) continue;
-    if (i != 3 || !(args[2] = sizes_as_scales(n))) return false;
-    sizes_from_output = true;
+    if (i != 3) return false;
+    sizes_from_shapes = true;
+    sizes_from_output = static_cast<bool>(args[2] = sizes_as_scales(n));
   }
   auto given = [&](size_t i) { return args[i] && args[i]->numel() > 0 ? &*args[i] : nullptr; };
   std::vector<int64_t> shape;
   for (const Dim& d : x.shape()) shape.push_back(d.is_static() ? d.value() : -1);
   ResizeAttrs at;
-  std::vector<AxisResize> plan;
   try {
     at = resize_attrs(n);
-    plan = resize_plan(n, at, shape, given(1), given(2), given(3));
   } catch (const InputError&) {
     return false;
   }
+  if (sizes_from_shapes && !sizes_from_output) return decompose_symbolic_resize(e, at, nullptr, true);
+  std::vector<AxisResize> plan;
+  try {
+    plan = resize_plan(n, at, shape, given(1), given(2), given(3));
+  } catch (const InputError&) {  // a resized axis of symbolic size, or arguments the reference refuses
+    return !given(3) && decompose_symbolic_resize(e, at, sizes_from_output ? nullptr : given(2), sizes_from_output);
+  }
   auto rank = static_cast<int64_t>(x.rank());
-  std::vector<AxisTables> axes;
+  std::vector<AxisTables> tables;
   for (const AxisResize& ax : plan) {
     const Dim& y = n.output(0)->type().shape()[ax.axis];
     if (sizes_from_output && !(y.is_static() && y.value() == ax.out)) return false;  // floor(in * out / in) != out
-    axes.push_back(axis_tables(ax, at.extrapolation, x.dtype(), rank));
-    if (!axes.back().selects && !is_float(x.dtype())) return false;
+    tables.push_back(axis_tables(ax, at.extrapolation, x.dtype(), rank));
+    if (!tables.back().selects && !is_float(x.dtype())) return false;
   }
   if (sizes_from_output) e.leaves_dead_inputs();  // the shape arithmetic that made the sizes
-  if (axes.empty()) {
+  if (tables.empty()) {
     e.finish("Identity", "Identity", {n.input(0)});
     return true;
   }
-  // A piece, or (`last`) the one that takes over the node's output.
-  auto piece = [&](bool last, const std::string& name, const std::string& op, const std::vector<Value*>& ins,
-                   const Type& type, std::map<std::string, Attribute> attrs = {}) -> Value* {
-    if (!last) return e.add(name, op, ins, type, std::move(attrs));
-    e.finish(name, op, ins, std::move(attrs));
-    return nullptr;
-  };
-  Value* y = n.input(0);
-  Dims dims = x.shape();
-  for (size_t k = 0; k < axes.size(); ++k) {
-    const AxisTables& t = axes[k];
-    std::string axis = std::to_string(t.axis);
-    dims[t.axis] = Dim(t.out);
-    Type type = Type::tensor(x.dtype(), dims);
-    bool last = k + 1 == axes.size(), summed_last = last && !t.extrapolation;
-    Value* sum = nullptr;
+  std::vector<AxisPieces> pieces;
+  for (const AxisTables& t : tables) {
+    AxisPieces p;
+    p.axis = t.axis;
+    p.out = Dim(t.out);
     for (size_t j = 0; j < t.index.size(); ++j) {
-      std::string tap = axis + "_" + std::to_string(j);
-      bool final_tap = summed_last && j + 1 == t.index.size();
-      Value* g = piece(final_tap && t.selects, "Gather_" + tap, "Gather", {y, e.constant("index_" + tap, t.index[j])},
-                       type, {{"axis", Attribute::of_int(t.axis)}});
-      if (!t.selects)
-        g = piece(final_tap && j == 0, "Mul_" + tap, "Mul", {g, e.constant("weight_" + tap, t.weight[j])}, type);
-      sum = j == 0 ? g : piece(final_tap, "Add_" + tap, "Add", {sum, g}, type);
+      std::string tap = std::to_string(t.axis) + "_" + std::to_string(j);
+      p.index.push_back(e.constant("index_" + tap, t.index[j]));
+      if (!t.selects) p.weight.push_back(e.constant("weight_" + tap, t.weight[j]));
     }
-    if (t.extrapolation)
-      sum = piece(last, "Extrapolate_" + axis, "Add", {sum, e.constant("extrapolation_" + axis, *t.extrapolation)}, type);
-    y = sum;
+    if (t.extrapolation) p.extrapolation = e.constant("extrapolation_" + std::to_string(t.axis), *t.extrapolation);
+    pieces.push_back(std::move(p));
   }
+  resize_pieces(e, pieces);
   return true;
 }
 
@@ -645,6 +833,7 @@ void register_resize_ops(OpRegistry& r) {
       .shape_from_inputs({2, 3})
       .gradient(resize_rule)
       .decomposition(decompose_resize);
+  r.add(OpDef{std::string(kTccDomain), "ResizeTable", 1, kShapeOnly, infer_resize_table, eval_resize_table, {}});
 }
 
 }  // namespace tcc
