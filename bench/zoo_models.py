@@ -48,6 +48,12 @@ def _vision(name, source, size, bench_batch=256):
                 {"batch": bench_batch})
 
 
+def _segmentation(name, source, notes):
+    """Images of any size that is a multiple of 32: height and width are torch.export's derived dims."""
+    return Spec(name, source, "dynamo", (("images", ("batch", 3, "32*h", "32*w")),), "logits",
+                {"batch": 2, "h": 2, "w": 3}, {"batch": 64, "h": 8, "w": 8}, notes)
+
+
 MODELS = {s.name: s for s in [
     _lm("gpt2", "transformers GPT2Model (2 layers, d 64, 4 heads)",
         notes="input_ids only: the causal mask depends on the shapes alone"),
@@ -69,6 +75,10 @@ MODELS = {s.name: s for s in [
     _vision("efficientnet", "torchvision EfficientNet (3 MBConv stages, 8 to 24 channels)", 32),
     _vision("resnet", "torchvision BasicBlock ResNet-18 layout at 1/8 width (8..64 channels)", 32),
     _vision("mobilenetv3", "torchvision mobilenet_v3_small(width_mult=0.25)", 64),
+    _segmentation("lraspp", "torchvision LRASPP head (16 channels, 3 classes) on a dilated "
+                  "mobilenet_v3_small(width_mult=0.25)",
+                  "height and width symbolic multiples of 32: strided convolutions, then bilinear upsampling "
+                  "to sizes computed from shapes"),
     Spec("gpt_block_legacy", "plain torch pre-LN GPT block (d 64, 4 heads, tril causal mask)", "legacy",
          (("x", ("batch", "seq", 64)),), "y", {"batch": 2, "seq": 16}, {"batch": 8, "seq": 512},
          "the causal mask is torch.tril(torch.ones(T, T)) of the runtime seq length"),
@@ -119,6 +129,30 @@ def _gpt_block(torch, d=64, heads=4):
             return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x))))
 
     return GptBlock()
+
+
+def _lraspp(torch):
+    """torchvision's LR-ASPP segmentation head on a small MobileNetV3, returning the logits tensor."""
+    from torchvision.models import mobilenet_v3_small
+    from torchvision.models._utils import IntermediateLayerGetter
+    from torchvision.models.segmentation.lraspp import LRASPP
+    features = mobilenet_v3_small(weights=None, width_mult=0.25, dilated=True).features
+    # torchvision's own choice of taps: the last stride-8 block for the low branch, the last block for the high.
+    stages = [0] + [i for i, b in enumerate(features) if getattr(b, "_is_cn", False)] + [len(features) - 1]
+    low, high = stages[-4], stages[-1]
+    backbone = IntermediateLayerGetter(features, return_layers={str(low): "low", str(high): "high"})
+    head = LRASPP(backbone, features[low].out_channels, features[high].out_channels, num_classes=3,
+                  inter_channels=16)
+
+    class Logits(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = head
+
+        def forward(self, images):
+            return self.model(images)["out"]
+
+    return Logits()
 
 
 def _tiny_resnet(torch, widths=(8, 16, 32, 64), blocks=(2, 2, 2, 2), classes=10):
@@ -234,6 +268,8 @@ def build(torch, name):
     elif name == "mobilenetv3":
         import torchvision
         model = torchvision.models.mobilenet_v3_small(weights=None, width_mult=0.25, num_classes=10)
+    elif name == "lraspp":
+        model = _lraspp(torch)
     elif name == "gpt_block_legacy":
         model = _gpt_block(torch)
     else:
@@ -249,9 +285,17 @@ def build(torch, name):
     return model.float().eval()
 
 
+def _size(dim, sizes):
+    """A dim's size: an int, a symbol, or a multiple of one ("32*h")."""
+    if isinstance(dim, int):
+        return dim
+    factor, _, symbol = dim.rpartition("*")
+    return int(factor or 1) * sizes[symbol]
+
+
 def input_shapes(name, sizes):
     """{input name: concrete shape} at these symbol sizes."""
-    return {n: tuple(sizes[d] if isinstance(d, str) else d for d in dims) for n, dims in MODELS[name].inputs}
+    return {n: tuple(_size(d, sizes) for d in dims) for n, dims in MODELS[name].inputs}
 
 
 def make_inputs(torch, name, sizes):
@@ -286,8 +330,14 @@ def export(torch, name, model, inputs, path, opset=None):
         return opset
     opset = opset or DYNAMO_OPSET
     Dim = torch.export.Dim
-    symbols = {"batch": Dim("batch", min=2, max=4096), "seq": Dim("seq", min=2, max=MAX_POSITIONS)}
-    dynamic = tuple({i: symbols[d] for i, d in enumerate(dims) if isinstance(d, str)} for _, dims in spec.inputs)
+    symbols = {"batch": Dim("batch", min=2, max=4096), "seq": Dim("seq", min=2, max=MAX_POSITIONS),
+               "h": Dim("h", min=1, max=64), "w": Dim("w", min=1, max=64)}
+
+    def dynamic_dim(d):
+        factor, _, symbol = d.rpartition("*")
+        return int(factor) * symbols[symbol] if factor else symbols[symbol]
+
+    dynamic = tuple({i: dynamic_dim(d) for i, d in enumerate(dims) if isinstance(d, str)} for _, dims in spec.inputs)
     kwargs = {} if opset is None else {"opset_version": opset}
     torch.onnx.export(model, args, path, input_names=names, output_names=[spec.output], dynamic_shapes=dynamic,
                       dynamo=True, external_data=False, **kwargs)

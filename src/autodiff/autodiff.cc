@@ -77,6 +77,8 @@ std::unordered_set<const Value*> configuration_values(const Graph& g) {
 std::unordered_set<const Value*> float_dependents(const Graph& g, const std::vector<Value*>& params) {
   std::unordered_set<const Value*> depends(params.begin(), params.end());
   for (const auto& n : g.nodes()) {
+    const OpDef* def = OpRegistry::get().lookup(*n);
+    if (def != nullptr && def->has(kShapeOnly)) continue;  // reads its inputs' shapes, not their values
     bool any = false;
     for (Value* v : n->inputs()) any |= v && depends.count(v) && is_float_value(v);
     if (!any) continue;

@@ -76,6 +76,10 @@ Type Expansion::kept_type(const Type& x, const std::vector<int64_t>& axes) {
   return Type::tensor(x.dtype(), d);
 }
 
+void Expansion::imports(const std::string& domain) {
+  if (domain == kTccDomain) g_.set_opset(domain, 1);
+}
+
 Value* Expansion::add(const std::string& piece, const std::string& op, const std::vector<Value*>& ins,
                       const Type& type, std::map<std::string, Attribute> attrs, const std::string& domain) {
   return add_outputs(piece, op, ins, {type}, std::move(attrs), domain).front();
@@ -86,6 +90,7 @@ std::vector<Value*> Expansion::add_outputs(const std::string& piece, const std::
                                            std::map<std::string, Attribute> attrs, const std::string& domain) {
   std::vector<std::string> names;
   for (size_t i = 0; i < types.size(); ++i) names.push_back(g_.fresh_name(prefix_ + "/" + piece));
+  imports(domain);
   Node* p = g_.insert_node(&n_, op, ins, names, domain, prefix_ + "/" + piece);
   setup(*p, types, std::move(attrs));
   return p->outputs();
@@ -131,13 +136,11 @@ Attribute dims_attr(const Dims& dims) {
 }  // namespace
 
 Value* Expansion::reshape(const std::string& piece, Value* x, const Dims& dims) {
-  g_.set_opset(std::string(kTccDomain), 1);
   return add(piece, "Reshape", {x}, Type::tensor(x->type().dtype(), dims), {{"shape", dims_attr(dims)}},
              std::string(kTccDomain));
 }
 
 Value* Expansion::expand(const std::string& piece, Value* x, const Dims& dims) {
-  g_.set_opset(std::string(kTccDomain), 1);
   return add(piece, "Expand", {x}, Type::tensor(x->type().dtype(), dims), {{"shape", dims_attr(dims)}},
              std::string(kTccDomain));
 }
@@ -149,7 +152,6 @@ Value* Expansion::cast(const std::string& piece, Value* x, DType to) {
 }
 
 Value* Expansion::range(const std::string& piece, int64_t start, const Dim& length) {
-  g_.set_opset(std::string(kTccDomain), 1);
   return add(piece, "Range", {}, Type::tensor(DType::I64, {length}),
              {{"start", Attribute::of_int(start)}, {"shape", dims_attr({length})}}, std::string(kTccDomain));
 }
@@ -166,7 +168,6 @@ bool Expansion::data_dependent(const Dim& d) const {
 }
 
 void Expansion::finish_reshape(const std::string& piece, Value* x) {
-  g_.set_opset(std::string(kTccDomain), 1);
   finish(piece, "Reshape", {x}, {{"shape", dims_attr(n_.output(0)->type().shape())}}, std::string(kTccDomain));
 }
 
@@ -174,6 +175,7 @@ void Expansion::finish(const std::string& piece, const std::string& op, const st
                        std::map<std::string, Attribute> attrs, const std::string& domain) {
   Type type = n_.output(0)->type();
   std::string name = piece.empty() ? name_ : prefix_ + "/" + piece;
+  imports(domain);
   replace_nodes(g_, {&n_}, {n_.output(0)}, [&](Node* before, const std::vector<std::string>& names) {
     Node* p = g_.insert_node(before, op, ins, names, domain, name);
     setup(*p, {type}, std::move(attrs));

@@ -117,6 +117,8 @@ class Expansion {
   const std::vector<std::pair<size_t, std::string>>& moved_outputs() const { return moved_outputs_; }
 
  private:
+  // The graph imports a piece's domain: tcc's own ops are tcc opset 1.
+  void imports(const std::string& domain);
   // Axes are an attribute before opset 18 (ReduceSum: 13), a constant input from then on.
   std::pair<std::vector<Value*>, std::map<std::string, Attribute>> reduce_spelling(const std::string& op, Value* x,
                                                                                    const std::vector<int64_t>& axes);

@@ -503,7 +503,6 @@ bool decompose_scatter_add(Expansion& e) {
   e.finish("", "ScatterAdd", {n.input(1), n.input(2)},
            {{"axis", Attribute::of_int(n.get_int("axis", 0))}, {"shape", Attribute::of_strings(shape)}},
            std::string(kTccDomain));
-  e.graph().set_opset(std::string(kTccDomain), 1);
   e.leaves_dead_inputs();
   return true;
 }

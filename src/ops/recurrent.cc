@@ -670,7 +670,6 @@ void persistent_recurrence(Expansion& e, const Recurrent& r, Cell cell, Value* x
   while (ins.back() == nullptr) ins.pop_back();
   std::vector<Type> types = {Type::tensor(dt, {seq, dirs, batch, hidden}), Type::tensor(dt, state)};
   if (cell == Cell::Lstm) types.push_back(Type::tensor(dt, state));
-  e.graph().set_opset(std::string(kTccDomain), 1);
   std::vector<Value*> outs = e.add_outputs("Recurrence", "Recurrence", ins, types, std::move(attrs),
                                            std::string(kTccDomain));
   for (size_t o = 0; o < outs.size(); ++o)

@@ -544,6 +544,20 @@ void resize_rule(GradContext& c) {
   c.set(0, g);
 }
 
+// The rule builds its matrices from static sizes: where a resized axis changes
+// a symbolic size, autodiff differentiates the decomposition instead (Gathers
+// of tables each binding computes).
+bool resize_rule_applies(const Node& n, const std::vector<bool>&) {
+  const Type &x = n.input(0)->type(), &y = n.output(0)->type();
+  if (!x.is_tensor() || !x.has_rank() || !y.is_tensor() || !y.has_rank() || x.rank() != y.rank()) return true;
+  for (int64_t a : resize_axes(n, static_cast<int64_t>(x.rank()))) {
+    const Dim &in = x.shape()[a], &out = y.shape()[a];
+    bool kept = !in.is_unknown() && !out.is_unknown() && in.expr() == out.expr();
+    if (!kept && !(in.is_static() && out.is_static())) return false;
+  }
+  return true;
+}
+
 // ---------------------------------------------------------------------------
 // Decomposition (decomposition.h)
 
@@ -697,12 +711,12 @@ std::optional<AxisRatio> axis_ratio(int64_t axis, const Dim& in, const Dim& out,
 // pieces are those of the constant tables. Every tap is kept, as the
 // reference weighs them, where the constant tables merge equal indices. Not
 // for tf_crop_and_resize (its roi), another aspect-ratio policy, a ratio that
-// is no whole factor or its inverse, an integer tensor that interpolates, or
-// autodiff (the tables have no gradient rule; Resize's own rule applies).
+// is no whole factor or its inverse, or an integer tensor that interpolates.
+// Autodiff differentiates the pieces: the tables, read off shapes, pass none.
 bool decompose_symbolic_resize(Expansion& e, const ResizeAttrs& at, const Tensor* scales, bool sizes_from_shapes) {
   const Node& n = e.node();
   const Type &x = n.input(0)->type(), &out = n.output(0)->type();
-  if (e.differentiates() || at.coord == "tf_crop_and_resize" || !out.is_tensor() || !out.has_rank() || out.rank() != x.rank() ||
+  if (at.coord == "tf_crop_and_resize" || !out.is_tensor() || !out.has_rank() || out.rank() != x.rank() ||
       (sizes_from_shapes && n.get_string("keep_aspect_ratio_policy", "stretch") != "stretch") ||
       (at.mode != "nearest" && !is_float(x.dtype())))
     return false;
@@ -831,7 +845,7 @@ void register_resize_ops(OpRegistry& r) {
   r.add(OpDef{"", "Resize", 11, 0, infer_resize, eval_resize,
               {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I8, DType::U8, DType::I32, DType::I64}})
       .shape_from_inputs({2, 3})
-      .gradient(resize_rule)
+      .gradient(resize_rule, resize_rule_applies)
       .decomposition(decompose_resize);
   r.add(OpDef{std::string(kTccDomain), "ResizeTable", 1, kShapeOnly, infer_resize_table, eval_resize_table, {}});
 }
