@@ -41,6 +41,8 @@ TEST(SymExpr, FloorDivisionTakesOutTheTermsItDivides) {
   EXPECT_EQ(x.str(), "h*4");
   EXPECT_EQ((S("b") * S("s") + S("w")).floordiv(S("s")).str(), "(w)//(s)+b");
   EXPECT_EQ((S("h") * C(-4) + S("w") + C(3)).floordiv(C(-2)).str(), "(w+3)//(-2)+h*2");
+  for (const SymExpr& e : {(S("b") * S("s") + S("w")).floordiv(S("s")), (S("h") * C(-4) + S("w") + C(3)).floordiv(C(-2))})
+    EXPECT_EQ(SymExpr::parse(e.str()), e) << e.str();
   for (int64_t h = -9; h <= 9; ++h)
     for (int64_t w = -9; w <= 9; ++w) {
       std::map<std::string, int64_t> env{{"h", h}, {"w", w}};
