@@ -164,20 +164,22 @@ inline const char* kind_name(Kind kind) { return kernel_kind_name(kind); }
 // description with a pass other than Forward, dY (read as Y is written) and an
 // auxiliary operand: Y for Stats, which reads the forward's `lse` and whose
 // domain is [batch, heads, q_len, 2], its store writing (lse, dY . Y) per
-// query row in f32 (no score is recomputed); the statistics ([batch, heads,
-// q_len, 2] f32) for GradQ, GradK, GradV and GradKV, whose domains are dQ's
-// [batch, heads, q_len, head_size], dK's [batch, kv_heads, kv_len, head_size]
-// (GradK, GradKV) and dV's [batch, kv_heads, kv_len, v_head_size] views,
-// stored in Q's, K's and V's layouts. GradKV, one pass over each key row,
-// writes dV too: to the output buffer `dv` through `dv_strides`.
+// query row in f32 (no score is recomputed, so it takes no Q, K, V or mask:
+// those are -1, their sizes and strides the node's operands'); the statistics
+// ([batch, heads, q_len, 2] f32) for GradQ, GradK, GradV and GradKV, whose
+// domains are dQ's [batch, heads, q_len, head_size], dK's [batch, kv_heads,
+// kv_len, head_size] (GradK, GradKV) and dV's [batch, kv_heads, kv_len,
+// v_head_size] views, stored in Q's, K's and V's layouts. GradKV, one pass
+// over each key row, writes dV too: to the output buffer `dv` through
+// `dv_strides`.
 enum class AttentionPass { Forward, Stats, GradQ, GradK, GradV, GradKV };
 
 // "forward", "stats", "grad_q", "grad_k", "grad_v", "grad_kv": the text form's names.
 const char* attention_pass_name(AttentionPass p);
 
 struct AttentionDesc {
-  int q = -1, k = -1, v = -1;  // buffers
-  int mask = -1;               // a buffer of bool or the compute dtype, or -1
+  int q = -1, k = -1, v = -1;  // buffers; -1 in the Stats pass
+  int mask = -1;               // a buffer of bool or the compute dtype, or -1 (always in the Stats pass)
   AttentionPass pass = AttentionPass::Forward;
   int dout = -1, aux = -1;     // the backward's dY and its Y or statistics (buffers), else -1
   std::array<SymExpr, 3> dout_strides, aux_strides;  // per batch, head, row

@@ -286,12 +286,13 @@ class KernelParser : TextCursor {
 
   AttentionDesc attention(const Kernel& k) {
     AttentionDesc a;
+    // -1 in the statistics pass, which the verifier checks.
     field("q");
-    a.q = buffer_ref(k, false);
+    a.q = buffer_ref(k, true);
     field("k");
-    a.k = buffer_ref(k, false);
+    a.k = buffer_ref(k, true);
     field("v");
-    a.v = buffer_ref(k, false);
+    a.v = buffer_ref(k, true);
     field("mask");
     a.mask = buffer_ref(k, true);
     for (auto [key, n] : std::initializer_list<std::pair<const char*, int64_t*>>{

@@ -281,25 +281,38 @@ class Verifier {
   }
 
   void attention(const AttentionDesc& a) const {
-    input_operand("attention", "q", a.q, false);
-    input_operand("attention", "k", a.k, false);
-    input_operand("attention", "v", a.v, false);
-    input_operand("attention", "mask", a.mask, true);
+    const bool forward = a.pass == AttentionPass::Forward, stats = a.pass == AttentionPass::Stats;
+    if (stats) {
+      // It reads dY, Y and the log-sum-exp alone.
+      if (a.q != -1 || a.k != -1 || a.v != -1 || a.mask != -1)
+        fail(-1, "an attention statistics pass reads no q, k, v or mask (each -1)");
+    } else {
+      input_operand("attention", "q", a.q, false);
+      input_operand("attention", "k", a.k, false);
+      input_operand("attention", "v", a.v, false);
+      input_operand("attention", "mask", a.mask, true);
+    }
     if (a.heads < 1 || a.kv_heads < 1 || a.heads % a.kv_heads != 0)
       fail(-1, "attention heads " + std::to_string(a.heads) + " are not a positive multiple of kv_heads " +
                    std::to_string(a.kv_heads));
     if (a.head_size < 1 || a.v_head_size < 1) fail(-1, "attention head sizes must be positive");
+    if (forward != (a.dout < 0) || forward != (a.aux < 0))
+      fail(-1, "the attention backward's passes, and they alone, read dout and aux");
+    if (!forward) {
+      input_operand("attention", "dout", a.dout, false);
+      input_operand("attention", "aux", a.aux, false);
+    }
     auto dtype = [&](int b) { return k_.buffers[static_cast<size_t>(b)].dtype; };
-    const DType t = dtype(a.q);
+    // The operands' dtype: Q's, or dY's in the statistics pass (which has no Q).
+    const DType t = dtype(stats ? a.dout : a.q);
     if (t != DType::F32 && t != DType::F16 && t != DType::BF16)
       fail(-1, "attention operands must be f32, f16 or bf16, not " + std::string(dtype_name(t)));
-    const bool forward = a.pass == AttentionPass::Forward, stats = a.pass == AttentionPass::Stats;
     const DType out = stats ? DType::F32 : t;
     one_accumulation(Op::AttentionAcc);
     int stored = -1;
     for (const Instr& in : k_.body)
       if (in.op == Op::Store) stored = in.buffer;
-    if (dtype(a.k) != t || dtype(a.v) != t || !declared(stored) || dtype(stored) != out)
+    if ((!stats && (dtype(a.k) != t || dtype(a.v) != t)) || !declared(stored) || dtype(stored) != out)
       fail(-1, std::string("attention operands q, k and v must share a dtype, which the output has") +
                    (stats ? " (f32: the statistics)" : ""));
     if (forward || stats) {
@@ -316,11 +329,7 @@ class Verifier {
       fail(-1, "an attention backward's dv is an output buffer of the operands' dtype");
     if (a.mask >= 0 && dtype(a.mask) != DType::Bool && dtype(a.mask) != t)
       fail(-1, "an attention mask must be bool or of the operands' dtype");
-    if (forward != (a.dout < 0) || forward != (a.aux < 0))
-      fail(-1, "the attention backward's passes, and they alone, read dout and aux");
     if (!forward) {
-      input_operand("attention", "dout", a.dout, false);
-      input_operand("attention", "aux", a.aux, false);
       if (dtype(a.dout) != t || dtype(a.aux) != (stats ? t : DType::F32))
         fail(-1, "an attention backward's dout is of the operands' dtype, its aux too (Y) or f32 (statistics)");
     }

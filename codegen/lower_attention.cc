@@ -20,6 +20,27 @@ std::array<SymExpr, 3> head_strides(const std::vector<SymExpr>& shape, const Sym
   return {shape[1] * shape[2], size, heads * size};
 }
 
+// The statistics pass reads dY, Y and the forward's log-sum-exp alone: its
+// kernel keeps those buffers and its output, losing Q, K, V and the mask
+// (where no operand it reads shares them), which its description then names
+// as -1.
+void drop_statistics_operands(kir::Kernel& k) {
+  kir::AttentionDesc& a = *k.attention;
+  std::vector<int> index(k.buffers.size(), -1);
+  std::vector<kir::Buffer> kept;
+  for (size_t b = 0; b < k.buffers.size(); ++b) {
+    const int i = static_cast<int>(b);
+    if (!k.buffers[b].output && i != a.dout && i != a.aux && i != a.lse) continue;
+    index[b] = static_cast<int>(kept.size());
+    kept.push_back(std::move(k.buffers[b]));
+  }
+  k.buffers = std::move(kept);
+  a.q = a.k = a.v = a.mask = -1;
+  for (int* b : {&a.dout, &a.aux, &a.lse}) *b = index[static_cast<size_t>(*b)];
+  for (kir::Instr& in : k.body)
+    if (in.buffer >= 0) in.buffer = index[static_cast<size_t>(in.buffer)];
+}
+
 }  // namespace
 
 void Lowering::setup_attention(const Node& a) {
@@ -113,6 +134,7 @@ void Lowering::setup_attention(const Node& a) {
   st.buffer = y;
   st.index.strides = {y_strides[0], y_strides[1], y_strides[2], c(1)};
   emit(std::move(st));
+  if (d.pass == kir::AttentionPass::Stats) drop_statistics_operands(k_);
 }
 
 }  // namespace tcc::lowering

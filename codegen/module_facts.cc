@@ -142,7 +142,10 @@ std::string kernel_precision(const kir::Kernel& k, Precision precision) {
   }
   // Attention (and its backward) reads its operands in their dtype and computes in f32 on the CUDA cores, tf32 or
   // not, or f16 / bf16 on the tensor cores.
-  if (k.kind == kir::Kind::Attention) return std::string(dtype_name(k.buffers[static_cast<size_t>(k.attention->q)].dtype));
+  if (k.kind == kir::Kind::Attention) {
+    const kir::AttentionDesc& a = *k.attention;  // the statistics pass has dY, not Q
+    return std::string(dtype_name(k.buffers[static_cast<size_t>(a.q >= 0 ? a.q : a.dout)].dtype));
+  }
   // TopK compares and copies its input's elements exactly, in their own dtype.
   if (k.kind == kir::Kind::TopK) return std::string(dtype_name(k.buffers.front().dtype));
   // The recurrence computes in its operands' f32 or f64, on the CUDA cores.

@@ -90,6 +90,11 @@ class Scheduler {
 
   void kernel_step(const Node& n) {
     kir::Kernel k = kernel_passes_.run(lower_fusion(n, n.name()));
+    // The kernel's input buffers are n's inputs it reads (the attention
+    // statistics pass reads no Q, K, V or mask), in its order.
+    std::vector<std::string> reads;
+    for (const kir::Buffer& b : k.buffers)
+      if (!b.output) reads.push_back(b.name);
     std::string key = structural_key(k);
     auto [it, fresh] = kernel_of_key_.emplace(key, static_cast<int>(s_.kernels.size()));
     if (fresh) {
@@ -100,7 +105,7 @@ class Scheduler {
     step.kind = Step::Kind::Kernel;
     step.kernel = it->second;
     step.node = n.name();
-    for (const Value* v : n.inputs()) step.reads.push_back(v->name());
+    step.reads = std::move(reads);
     for (const Value* v : n.outputs()) {
       step.writes.push_back(v->name());
       planned_.emplace(v, v);

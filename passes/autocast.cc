@@ -22,15 +22,17 @@
 //     back, and so are a node's operands when it holds regions (If, Loop,
 //     Scan), whose bodies stay as they are.
 //
-// Only f32 values change dtype. Resize's roi and scales are parameters, not
-// data, and keep theirs. With fp32 and tf32 the pass changes nothing (tf32 is
-// the libraries' math mode, codegen's business).
+// Only f32 values change dtype. The inputs an op's OpDef says autocast leaves
+// (autocast_keeps: Resize's roi and scales, parameters rather than data; the
+// attention backward's row statistics) keep theirs, and the outputs it says
+// stay f32 (f32_output: an attention's log-sum-exp and row statistics) do.
+// With fp32 and tf32 the pass changes nothing (tf32 is the libraries' math
+// mode, codegen's business).
 #include <map>
 #include <unordered_map>
 
 #include "passes/pass.h"
 #include "src/ir/replace_nodes.h"
-#include "src/ops/attention.h"      // saves_lse
 #include "src/ops/decomposition.h"  // constant_value
 #include "src/ops/op_registry.h"
 
@@ -38,28 +40,21 @@ namespace tcc {
 
 namespace {
 
-// The row statistics a tcc::AttentionGrad pass computes (wrt "stats") or reads (its last input).
-bool attention_statistics(const Node& n) { return n.op_type() == "AttentionGrad" && n.get_string("wrt", "") == "stats"; }
-
-// Inputs that are parameters of the op rather than data in its dtype, or f32
-// whatever the data's: the attention backward's row statistics and the
-// log-sum-exp its statistics pass reads.
-bool keeps_dtype(const Node& n, size_t i) {
-  return (n.op_type() == "Resize" && (i == 1 || i == 2)) ||
-         (n.op_type() == "AttentionGrad" && i == (attention_statistics(n) ? 6 : 5));
+// Whether input i of n keeps its dtype (OpDef::autocast_keeps).
+bool keeps_dtype(const OpDef* def, const Node& n, size_t i) {
+  return def && def->autocast_keeps && def->autocast_keeps(n, i);
 }
 
-// Outputs that stay f32 whatever the operands: those statistics, and the
-// log-sum-exp a tcc::Attention saves for its backward.
-bool f32_output(const Node& n, size_t out) {
-  return attention_statistics(n) || (attn::saves_lse(n) && out == 1);
+// Whether output `out` of n stays f32 whatever the operands (OpDef::f32_output).
+bool f32_output(const OpDef* def, const Node& n, size_t out) {
+  return def && def->f32_output && def->f32_output(n, out);
 }
 
-// Whether the op's float output takes its dtype from an attribute or another
-// input (Cast's `to`, CastLike's target, a *Like op's `dtype`), not from the
+// Whether the op's float output takes its dtype from a target (kTargetDType:
+// Cast's `to`, CastLike's second input) or a *Like op's `dtype`, not from the
 // data it reads.
-bool output_dtype_is_set(const Node& n) {
-  return n.has_attr("to") || n.has_attr("dtype") || n.op_type() == "CastLike";
+bool output_dtype_is_set(const OpDef* def, const Node& n) {
+  return (def && def->has(kTargetDType)) || n.has_attr("dtype");
 }
 
 class Autocast {
@@ -77,9 +72,8 @@ class Autocast {
 
  private:
   // The op's class (OpDef::autocast), but f32 for a node with regions or several outputs in the signature.
-  AutocastClass rule(const Node& n) const {
+  AutocastClass rule(const OpDef* def, const Node& n) const {
     if (!n.regions().empty() || several_model_outputs(n)) return AutocastClass::F32;
-    const OpDef* def = OpRegistry::get().lookup(n);
     return def != nullptr ? def->autocast : AutocastClass::Follow;
   }
 
@@ -92,17 +86,18 @@ class Autocast {
   }
 
   void visit(Node& n) {
+    const OpDef* def = OpRegistry::get().lookup(n);
     std::vector<size_t> floats;
     for (size_t i = 0; i < n.num_inputs(); ++i) {
       const Value* v = n.input(i);
-      if (v && !keeps_dtype(n, i) && v->type().is_tensor() &&
+      if (v && !keeps_dtype(def, n, i) && v->type().is_tensor() &&
           (v->type().dtype() == DType::F32 || v->type().dtype() == low_))
         floats.push_back(i);
     }
-    switch (rule(n)) {
+    switch (rule(def, n)) {
       case AutocastClass::Low:
         for (size_t i : floats) set_dtype(n, i, low_);
-        lower_outputs(n);
+        lower_outputs(def, n);
         break;
       case AutocastClass::F32:
         for (size_t i : floats) set_dtype(n, i, DType::F32);
@@ -121,7 +116,7 @@ class Autocast {
           for (size_t i : floats) set_dtype(n, i, DType::F32);
         } else if (any_low) {
           for (size_t i : floats) set_dtype(n, i, low_);
-          if (!output_dtype_is_set(n)) lower_outputs(n);
+          if (!output_dtype_is_set(def, n)) lower_outputs(def, n);
         }
         break;
       }
@@ -134,9 +129,9 @@ class Autocast {
     changed_ = true;
   }
 
-  void lower_outputs(Node& n) {
+  void lower_outputs(const OpDef* def, Node& n) {
     for (size_t o = 0; o < n.num_outputs(); ++o)
-      if (Value* v = n.output(o); !f32_output(n, o) && v->type().is_tensor() && v->type().dtype() == DType::F32) {
+      if (Value* v = n.output(o); !f32_output(def, n, o) && v->type().is_tensor() && v->type().dtype() == DType::F32) {
         v->set_type(Type::tensor(low_, v->type().shape()));
         changed_ = true;
       }

@@ -262,9 +262,10 @@ class Fuser {
 
   void grow_gemm(Node& mm) {
     Group& gr = start(mm, FusionKind::Gemm);
-    // A MatMul reads an operand that only it reads transposed, in place.
+    // A MatMul reads an operand that only it reads transposed, in place (kTransposedOperands).
+    const OpDef* def = OpRegistry::get().lookup(mm);
     const bool int8 = mm.op_type() == "MatMulInteger";
-    if (mm.op_type() == "MatMul" || int8)
+    if (def != nullptr && def->has(kTransposedOperands))
       for (Value* operand : {mm.input(0), mm.input(1)}) {
         Node* t = operand->producer();
         if (t != nullptr && t->graph() == &g_ && swaps_last_two_axes(*t) && only_reader(operand) == &mm &&
@@ -395,12 +396,12 @@ class Fuser {
 
   // ---- 3. pointwise ---------------------------------------------------------
 
-  // A pool or depthwise Conv (role Indexed, lowered by its unrolled window): it
-  // may lead a pointwise kernel whose shape is its output's, reading its
-  // operands from buffers.
+  // A pool or depthwise Conv (kWindow, role Indexed: lowered by its unrolled
+  // window): it may lead a pointwise kernel whose shape is its output's,
+  // reading its operands from buffers.
   bool is_window(const Node& n) const {
-    return role(&n) == KernelRole::Indexed &&
-           (n.op_type() == "MaxPool" || n.op_type() == "AveragePool" || n.op_type() == "Conv");
+    const OpDef* def = OpRegistry::get().lookup(n);
+    return role(&n) == KernelRole::Indexed && def != nullptr && def->has(kWindow);
   }
 
   // Whether a node of group gr computes one of `window`'s operands.
@@ -506,10 +507,11 @@ void materialize(Graph& g, const Group& gr, const std::vector<Value*>& exported,
     else if (role == KernelRole::Contraction || role == KernelRole::Convolution || role == KernelRole::Attention ||
              role == KernelRole::Recurrence)
       buffers.insert(m->inputs().begin(), m->inputs().end());
-    else if (role == KernelRole::Indexed && (m->op_type() == "Pad" || m->op_type() == "CumSum"))
-      buffers.insert(m->input(0));  // Pad's pads, fill and axes, CumSum's axis are literals
     else if (role == KernelRole::Indexed)
-      buffers.insert(m->inputs().begin(), m->inputs().end());  // a few integers too: tables, indices, parts
+      // All but the literals its op names (literal_inputs: Pad's pads, fill and
+      // axes, CumSum's axis); a few integers too: tables, indices, parts.
+      for (size_t i = 0; i < m->num_inputs(); ++i)
+        if (!kernel_literal_input(*m, i)) buffers.insert(m->input(i));
   }
   for (const Node* m : gr.members)
     for (Value* v : m->inputs()) {

@@ -53,22 +53,12 @@ namespace {
 
 bool is_float_value(const Value* v) { return v && v->type().is_tensor() && is_float(v->type().dtype()); }
 
-// Whether input i of n configures the op rather than carrying data a gradient
-// flows through: a BatchNormalization's running mean and variance (buffers, in
-// PyTorch's terms), Resize's roi, scales and sizes, Dropout's ratio, Range's bounds.
-bool configures(const Node& n, size_t i) {
-  if (!n.domain().empty()) return false;
-  const std::string& op = n.op_type();
-  return (op == "BatchNormalization" && i >= 3) || (op == "Resize" && i >= 1) || (op == "Dropout" && i == 1) ||
-         op == "Range";
-}
-
 // Float values only configuring slots read: never parameters. A value that
 // any data slot reads is not one.
 std::unordered_set<const Value*> configuration_values(const Graph& g) {
   std::unordered_set<const Value*> config, data;
   for (const auto& n : g.nodes())
-    for (size_t i = 0; i < n->num_inputs(); ++i) (configures(*n, i) ? config : data).insert(n->input(i));
+    for (size_t i = 0; i < n->num_inputs(); ++i) (config_input(*n, i) ? config : data).insert(n->input(i));
   for (const Value* v : data) config.erase(v);
   return config;
 }
@@ -103,7 +93,7 @@ void expand_composites_without_rules(Graph& g, const std::vector<Value*>& params
     if (def == nullptr || !def->decompose) continue;
     if (def->grad) {
       std::vector<bool> wants;
-      for (size_t i = 0; i < n->num_inputs(); ++i) wants.push_back(depends.count(n->input(i)) && !configures(*n, i));
+      for (size_t i = 0; i < n->num_inputs(); ++i) wants.push_back(depends.count(n->input(i)) && !config_input(*n, i));
       if (!def->grad_applies || def->grad_applies(*n, wants)) continue;
     }
     if (std::none_of(n->outputs().begin(), n->outputs().end(), is_float_value)) continue;
@@ -124,7 +114,7 @@ void save_for_gradients(Graph& g, const std::vector<Value*>& params) {
     const OpDef* def = OpRegistry::get().lookup(*n);
     if (def == nullptr || !def->save_for_gradient) continue;
     std::vector<bool> wants;
-    for (size_t i = 0; i < n->num_inputs(); ++i) wants.push_back(depends.count(n->input(i)) && !configures(*n, i));
+    for (size_t i = 0; i < n->num_inputs(); ++i) wants.push_back(depends.count(n->input(i)) && !config_input(*n, i));
     if (std::find(wants.begin(), wants.end(), true) == wants.end()) continue;
     if (!def->grad_applies || def->grad_applies(*n, wants)) saving.emplace_back(n.get(), def);
   }
@@ -232,7 +222,7 @@ class Backward {
       std::vector<bool> wants;
       for (size_t i = 0; i < n->num_inputs(); ++i) {
         Value* v = n->input(i);
-        wants.push_back(v && needed.count(v) && depends_.count(v) && !configures(*n, i));
+        wants.push_back(v && needed.count(v) && depends_.count(v) && !config_input(*n, i));
       }
       differentiate(*n, std::move(dys), std::move(wants));
     }

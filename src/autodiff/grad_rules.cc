@@ -12,9 +12,9 @@ const GradRule* find_grad_rule(const Node& n) {
 }
 
 std::string no_grad_rule_reason(const Node& n) {
-  if (!OpRegistry::get().lookup(n.domain(), n.op_type(), n.opset())) return OpRegistry::get().why_unsupported(n);
-  if (n.op_type() == "If" || n.op_type() == "Loop" || n.op_type() == "Scan")
-    return "tcc does not differentiate through control flow";
+  const OpDef* def = OpRegistry::get().lookup(n);
+  if (!def) return OpRegistry::get().why_unsupported(n);
+  if (def->has(kControlFlow)) return "tcc does not differentiate through control flow";
   return "";
 }
 

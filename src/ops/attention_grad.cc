@@ -47,6 +47,12 @@ Wrt wrt_of(const Node& n) {
   n.fail("wrt must be stats, q, k, v or kv, got '" + w + "'");
 }
 
+// Under autocast, the f32 row statistics a statistics pass computes (each
+// output), and what each pass reads in f32: the forward's log-sum-exp or the
+// statistics.
+bool computes_statistics(const Node& n, size_t) { return n.get_string("wrt", "") == "stats"; }
+bool reads_statistics(const Node& n, size_t i) { return i == (computes_statistics(n, 0) ? kLse : kAux); }
+
 void infer_attention_grad(InferContext& ctx) {
   if (!inputs_ranked(ctx, {kQ, kK, kV})) return;
   const Node& n = ctx.node();
@@ -272,7 +278,8 @@ void register_attention_grad_ops(OpRegistry& r) {
   r.add(OpDef{std::string(kTccDomain), "AttentionGrad", 1, 0, attn::infer_attention_grad, attn::eval_attention_grad, {}})
       .kernel_role(KernelRole::Attention,
                    [](const Node& n) { return attn::attention_grad_kernel_refusal(n).empty(); })
-      .under_autocast(AutocastClass::Low);
+      .under_autocast(AutocastClass::Low)
+      .keeps_under_autocast(attn::reads_statistics, attn::computes_statistics);
 }
 
 }  // namespace tcc

@@ -707,20 +707,20 @@ bool decompose_separable_pool(Expansion& e) {
 }  // namespace
 
 void register_conv_pool_ops(OpRegistry& r) {
-  r.add(OpDef{"", "Conv", 11, kContraction, infer_conv, eval_conv, kFloatTypes})
+  r.add(OpDef{"", "Conv", 11, kContraction | kWindow, infer_conv, eval_conv, kFloatTypes})
       .kernel_unless(KernelRole::Convolution, [](const Node& n) { return conv_window(n, nullptr); },
                      [](const Node& n) {
                        return depthwise_window(n, nullptr).empty() ? KernelRole::Indexed : KernelRole::Convolution;
                      })
       .gradient(conv_rule)
       .under_autocast(AutocastClass::Low);
-  r.add(OpDef{"", "MaxPool", 12, kReduction, infer_pool,
+  r.add(OpDef{"", "MaxPool", 12, kReduction | kWindow, infer_pool,
               [](EvalContext& c) { return eval_pool(c, PoolKind::Max); },
               {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I8, DType::U8, DType::I64}})
       .kernel_unless(KernelRole::Indexed, [](const Node& n) { return pool_window(n, nullptr); })
       .gradient(max_pool_rule)
       .decomposition(decompose_separable_pool);
-  r.add(OpDef{"", "AveragePool", 11, kReduction, infer_pool,
+  r.add(OpDef{"", "AveragePool", 11, kReduction | kWindow, infer_pool,
               [](EvalContext& c) { return eval_pool(c, PoolKind::Average); }, kFloatTypes})
       .kernel_unless(KernelRole::Indexed, [](const Node& n) { return pool_window(n, nullptr); })
       .gradient(average_pool_rule)

@@ -752,7 +752,10 @@ void register_select_and_cast(OpRegistry& r) {
     if (is_integer(to) && is_integer(input_dtype(ctx, 0))) propagate_values(ctx, identity_value);
   };
   add_op(r, "Cast", 6, kAll, [infer_cast](InferContext& ctx) { infer_cast(ctx, cast_target(ctx.node())); },
-         [](EvalContext& ctx) { return std::vector<Tensor>{cast_kernel(ctx, cast_target(ctx.node()))}; }).pointwise_kernel(scalar(ScalarOp::Cast)).gradient(cast_rule);
+         [](EvalContext& ctx) { return std::vector<Tensor>{cast_kernel(ctx, cast_target(ctx.node()))}; })
+      .with_trait(kTargetDType)
+      .pointwise_kernel(scalar(ScalarOp::Cast))
+      .gradient(cast_rule);
   add_op(r, "CastLike", 15, kAll,
          [infer_cast](InferContext& ctx) {
            DType to = input_dtype(ctx, 1);
@@ -760,6 +763,7 @@ void register_select_and_cast(OpRegistry& r) {
            infer_cast(ctx, to);
          },
          [](EvalContext& ctx) { return std::vector<Tensor>{cast_kernel(ctx, ctx.input(1).dtype())}; })
+      .with_trait(kTargetDType)
       .gradient(cast_rule)
       .decomposition(decompose_cast_like);
 

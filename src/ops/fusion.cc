@@ -20,6 +20,11 @@ constexpr std::array<std::pair<FusionKind, std::string_view>, 5> kKindNames = {{
 
 std::string who(const Node& n) { return "node '" + n.name() + "' (" + n.op_type() + ")"; }
 
+bool reads_transposed(const Node& n) {
+  const OpDef* def = OpRegistry::get().lookup(n);
+  return def != nullptr && def->has(kTransposedOperands);
+}
+
 std::string check_reduction_body(const Graph& body) {
   const Node* first = nullptr;
   std::optional<std::vector<int64_t>> first_axes;
@@ -48,18 +53,18 @@ std::string check_gemm_body(const Graph& body) {
       continue;
     }
     if (swaps_last_two_axes(*n)) {
-      // An operand read transposed: only a MatMul (or MatMulInteger's int8 form) may read it.
+      // An operand read transposed: only a product that reads one in place (kTransposedOperands) may read it.
       for (const auto& r : body.nodes())
         for (const Value* in : r->inputs())
-          if (in == n->output(0) && r->op_type() != "MatMul" && r->op_type() != "MatMulInteger")
+          if (in == n->output(0) && !reads_transposed(*r))
             return who(*n) + " transposes an operand, but " + who(*r) + " reads it";
       continue;
     }
     if (n->op_type() == "Add") continue;  // the bias or the residual
     if (std::string what = epilogue_refusal(*n, kGemmEpilogue); !what.empty()) return who(*n) + " is " + what;
     if (!library_epilogue(*n, kGemmEpilogue))
-      return who(*n) + " is not an epilogue cuBLASLt applies (bias or residual Add, Relu, tanh Gelu) nor a "
-                       "transposed operand";
+      return who(*n) + " is not an epilogue cuBLASLt applies (a bias or residual Add, or an activation: " +
+             epilogue_ops(kGemmEpilogue) + ") nor a transposed operand";
   }
   if (contractions != 1) return "the body has " + std::to_string(contractions) + " MatMul/Gemm nodes, not one";
   return "";
@@ -86,7 +91,8 @@ std::string check_kind(FusionKind kind, const Graph& body) {
       if (convs != 1) return "a conv body holds " + std::to_string(convs) + " Conv nodes, not one";
       for (const auto& n : body.nodes())
         if (kernel_role(*n) != KernelRole::Convolution && n->op_type() != "Add" && !library_epilogue(*n, kConvEpilogue))
-          return who(*n) + " is not an epilogue cuDNN applies (bias or residual Add, Relu)";
+          return who(*n) + " is not an epilogue cuDNN applies (a bias or residual Add, or an activation: " +
+                 epilogue_ops(kConvEpilogue) + ")";
       return "";
     }
     case FusionKind::Single: {
@@ -97,8 +103,8 @@ std::string check_kind(FusionKind kind, const Graph& body) {
         return "";
       for (size_t i = 0; i < nodes.size(); ++i)
         if (kernel_role(*nodes[i]) != KernelRole::Movement || (i > 0 && nodes[i]->input(0) != nodes[i - 1]->output(0)))
-          return "a single body is a chain of movement nodes (each reading the one before) or one Concat, "
-                 "Gather, scatter, pool, attention, TopK or recurrence";
+          return "a single body is a chain of movement nodes (each reading the one before) or one node of the "
+                 "Indexed, Attention, TopK or Recurrence kernel role";
       if (body.outputs().size() != 1 || body.outputs().front() != nodes.back()->output(0))
         return "a movement chain's one output is its last node's";
       return "";

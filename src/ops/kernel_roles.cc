@@ -251,6 +251,13 @@ std::string epilogue_refusal(const Node& n, uint32_t library) {
   return def->epilogue_refusal(n);
 }
 
+std::string epilogue_ops(uint32_t library) {
+  std::string ops;
+  for (const OpDef* def : OpRegistry::get().all())
+    if ((def->epilogues & library) != 0) ops += (ops.empty() ? "" : ", ") + def->op_type;
+  return ops;
+}
+
 bool atomic_update_dtype(DType dtype) {
   return dtype == DType::F32 || dtype == DType::F64 || dtype == DType::I32 || dtype == DType::I64;
 }

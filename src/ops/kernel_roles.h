@@ -55,6 +55,9 @@ bool library_epilogue(const Node& n, uint32_t library);
 // What n is where its op is an activation the library's epilogue applies
 // but not for n ("an erf Gelu; ..."), or "".
 std::string epilogue_refusal(const Node& n, uint32_t library);
+// The ops whose nodes the library's epilogue may apply, as a message lists
+// them ("Gelu, Relu").
+std::string epilogue_ops(uint32_t library);
 
 // Whether the GPU updates an element of `dtype` atomically (a combining store:
 // atomicAdd, or a compare-and-swap of its 4 or 8 bytes): f32, f64, i32, i64.

@@ -467,7 +467,7 @@ bool decompose_matmul_batches(Expansion& e) {
 }  // namespace
 
 void register_linalg_ops(OpRegistry& r) {
-  r.add(OpDef{"", "MatMul", 1, kContraction,
+  r.add(OpDef{"", "MatMul", 1, kContraction | kTransposedOperands,
               [](InferContext& ctx) {
                 require_one_dtype(ctx, 0, {1});
                 DType dt = input_dtype(ctx, 0);
@@ -483,7 +483,7 @@ void register_linalg_ops(OpRegistry& r) {
       .gradient(matmul_rule)
       .decomposition(decompose_matmul_batches)
       .under_autocast(AutocastClass::Low);
-  r.add(OpDef{"", "MatMulInteger", 10, kContraction,
+  r.add(OpDef{"", "MatMulInteger", 10, kContraction | kTransposedOperands,
               [](InferContext& ctx) {
                 if (!ranked(ctx, 0) || !ranked(ctx, 1)) ctx.set_output_type(0, Type::tensor_unranked(DType::I32));
                 else ctx.set_output_type(0, Type::tensor(DType::I32, matmul_dims(ctx, 0, 1)));

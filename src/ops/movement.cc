@@ -716,6 +716,7 @@ void register_movement_ops(OpRegistry& r) {
   r.add(OpDef{"", "Pad", 11, kMovement, infer_pad, eval_pad, {}})
       .shape_from_inputs({1})
       .kernel_role(KernelRole::Indexed, pad_role)
+      .literals_at({1, 2, 3})
       .gradient(pad_rule);
 }
 

@@ -791,6 +791,7 @@ bool decompose_lrn(Expansion& e) {
 
 void register_normalization_ops(OpRegistry& r) {
   r.add(OpDef{"", "BatchNormalization", 9, kReduction, infer_batchnorm, eval_batchnorm, kFloatTypes})
+      .configured_by({3, 4})
       .gradient(batch_norm_rule)
       .decomposition(decompose_batchnorm)
       .under_autocast(AutocastClass::F32);

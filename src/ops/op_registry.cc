@@ -1,5 +1,7 @@
 #include "src/ops/op_registry.h"
 
+#include <algorithm>
+
 #include "src/interp/interpreter.h"
 #include "src/ops/families.h"
 
@@ -182,6 +184,23 @@ OpDef& OpDef::under_autocast(AutocastClass a) {
   return *this;
 }
 
+OpDef& OpDef::keeps_under_autocast(std::function<bool(const Node&, size_t)> inputs,
+                                   std::function<bool(const Node&, size_t)> f32_outputs) {
+  autocast_keeps = std::move(inputs);
+  f32_output = std::move(f32_outputs);
+  return *this;
+}
+
+OpDef& OpDef::configured_by(std::vector<size_t> inputs) {
+  config_inputs = std::move(inputs);
+  return *this;
+}
+
+OpDef& OpDef::literals_at(std::vector<size_t> inputs) {
+  literal_inputs = std::move(inputs);
+  return *this;
+}
+
 OpDef& OpDef::commutes() {
   commutative = true;
   return *this;
@@ -246,5 +265,21 @@ std::vector<const OpDef*> OpRegistry::all() const {
   });
   return v;
 }
+
+namespace {
+
+// Whether n's op lists input i in `inputs` (one of OpDef's input lists).
+bool listed(const Node& n, std::vector<size_t> OpDef::*inputs, size_t i) {
+  const OpDef* def = OpRegistry::get().lookup(n);
+  if (def == nullptr) return false;
+  const std::vector<size_t>& in = def->*inputs;
+  return std::find(in.begin(), in.end(), i) != in.end();
+}
+
+}  // namespace
+
+bool config_input(const Node& n, size_t i) { return listed(n, &OpDef::config_inputs, i); }
+
+bool kernel_literal_input(const Node& n, size_t i) { return listed(n, &OpDef::literal_inputs, i); }
 
 }  // namespace tcc

@@ -42,6 +42,12 @@ enum OpTrait : uint32_t {
   kNonTensor = 1u << 9,           // works on sequence or optional values: never compiled (a graph break)
   kZeroFloor = 1u << 10,          // max(x, 0): redundant before a quantization whose zero point is its type's
                                   // lowest value, which saturates alike (passes/fuse_qdq.cc drops it there)
+  kWindow = 1u << 11,             // slides a window over its input (pools, Conv): a node of the Indexed role is
+                                  // an unrolled window, which may lead a pointwise kernel (passes/fuse.cc)
+  kTargetDType = 1u << 12,        // its output's dtype is a target's (Cast's `to`, CastLike's second input),
+                                  // not that of the data it reads: autocast never lowers it
+  kTransposedOperands = 1u << 13, // a matrix product whose library call reads an operand transposed in place (its
+                                  // transpose flag): its group takes a Transpose only it reads (passes/fuse.cc)
 };
 
 // The library calls whose epilogue can apply a node as the activation after
@@ -191,6 +197,22 @@ struct OpDef {
   bool grad_by_decomposition = false;
   // Its class under autocast.
   AutocastClass autocast = AutocastClass::Follow;
+  // Under autocast, the inputs of a node left in their dtype, parameters
+  // rather than data in the node's (Resize's roi and scales, an attention
+  // backward's row statistics), and the outputs that stay f32 whatever it
+  // computes in (an attention's log-sum-exp, its backward's row statistics);
+  // unset: none.
+  std::function<bool(const Node&, size_t input)> autocast_keeps = nullptr;
+  std::function<bool(const Node&, size_t output)> f32_output = nullptr;
+  // Inputs that configure the op rather than carry data a gradient flows
+  // through (BatchNormalization's running statistics, Resize's roi, scales
+  // and sizes, Dropout's ratio, Range's bounds): autodiff differentiates
+  // nothing through them, and a float value only they read is no parameter.
+  std::vector<size_t> config_inputs = {};
+  // Inputs of a node of the Indexed role that its kernel takes as literals
+  // when they are constant (Pad's pads, fill and axes, CumSum's axis); its
+  // other inputs are buffers the kernel indexes (passes/fuse.cc).
+  std::vector<size_t> literal_inputs = {};
   // A binary op whose two operands commute (canonicalize moves a constant one to the right).
   bool commutative = false;
   // The library calls whose epilogue applies a node of the op as their
@@ -229,6 +251,11 @@ struct OpDef {
   // Marks an op whose decomposition autodiff differentiates (grad_by_decomposition).
   OpDef& trains_through_decomposition();
   OpDef& under_autocast(AutocastClass a);
+  // The inputs autocast leaves and the outputs that stay f32 (autocast_keeps, f32_output; either may be unset).
+  OpDef& keeps_under_autocast(std::function<bool(const Node&, size_t)> inputs,
+                              std::function<bool(const Node&, size_t)> f32_outputs);
+  OpDef& configured_by(std::vector<size_t> inputs);
+  OpDef& literals_at(std::vector<size_t> inputs);
   OpDef& commutes();
   // The activation `name` that the `libraries`' epilogues apply, for the nodes `why` does not refuse.
   OpDef& library_epilogue(uint32_t libraries, std::string name, KernelRefusal why = nullptr);
@@ -264,5 +291,10 @@ class OpRegistry {
  private:
   std::unordered_map<std::string, OpDef> defs_;  // key: domain + "::" + op_type
 };
+
+// Whether input i of n configures its op (OpDef::config_inputs).
+bool config_input(const Node& n, size_t i);
+// Whether input i of n is one its op's kernel takes as a literal when constant (OpDef::literal_inputs).
+bool kernel_literal_input(const Node& n, size_t i);
 
 }  // namespace tcc

@@ -557,6 +557,7 @@ void register_reduction_ops(OpRegistry& r) {
   r.add(OpDef{"", "CumSum", 11, kReduction, infer_same,
               [](EvalContext& ctx) { return std::vector<Tensor>{cumsum_kernel(ctx)}; }, kNumeric})
       .kernel_role(KernelRole::Indexed, scans_in_kernel)
+      .literals_at({1})
       .gradient(cum_sum_rule)
       .decomposition(decompose_cumsum)
       .under_autocast(AutocastClass::F32);

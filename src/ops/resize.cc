@@ -845,6 +845,8 @@ void register_resize_ops(OpRegistry& r) {
   r.add(OpDef{"", "Resize", 11, 0, infer_resize, eval_resize,
               {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I8, DType::U8, DType::I32, DType::I64}})
       .shape_from_inputs({2, 3})
+      .configured_by({1, 2, 3})
+      .keeps_under_autocast([](const Node&, size_t i) { return i == 1 || i == 2; }, nullptr)
       .gradient(resize_rule, resize_rule_applies)
       .decomposition(decompose_resize);
   r.add(OpDef{std::string(kTccDomain), "ResizeTable", 1, kShapeOnly, infer_resize_table, eval_resize_table, {}});

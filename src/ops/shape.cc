@@ -680,6 +680,7 @@ void register_shape_ops(OpRegistry& r) {
   // Random only in training mode; the trait is per op, so it is set for every
   // Dropout, which keeps constant folding from fixing a random mask.
   r.add(OpDef{"", "Dropout", 12, kRandom, infer_dropout, eval_dropout, {}})
+      .configured_by({1})
       .gradient(dropout_rule, dropout_infers)
       .decomposition(decompose_dropout);
   r.add(OpDef{"", "Constant", 1, kConstant, infer_constant, eval_constant, {}});
@@ -687,6 +688,7 @@ void register_shape_ops(OpRegistry& r) {
       .shape_from_inputs({0});
   r.add(OpDef{"", "Range", 11, 0, infer_range, eval_range, kRangeTypes})
       .shape_from_inputs({0, 1, 2})
+      .configured_by({0, 1, 2})
       .decomposition(decompose_range);
 }
 

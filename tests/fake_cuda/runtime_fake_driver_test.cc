@@ -198,15 +198,13 @@ fs::path write_model(const fs::path& dir, const std::string& text) {
   return p;
 }
 
-class FakeDriver : public ::testing::Test {
+class FakeDriver : public TempDirTest {
  protected:
   void SetUp() override {
     ASSERT_TRUE(runtime::cuda_available()) << "the fake driver is linked in, so the runtime must find a device";
     fake_cuda::clear_log();
-    dir_ = make_temp_dir("tcc_fake_driver");
+    TempDirTest::SetUp();
   }
-  void TearDown() override { fs::remove_all(dir_); }
-  fs::path dir_;
 };
 
 struct ModelCase {

@@ -9,6 +9,7 @@
 
 #include "src/analysis/advice.h"
 #include "src/analysis/explain_report.h"
+#include "tests/unit/support/input_error.h"
 
 namespace tcc {
 namespace {
@@ -285,16 +286,9 @@ TEST(ExplainSimulate, MarkDynamicAndDynamicTrueStartSymbolic) {
 
 TEST(ExplainTrace, ContradictionsAreInputErrors) {
   SimCase sc(false);
-  auto err = [&](const std::string& line) {
-    try {
-      sc.run(call(2, 2) + line);
-    } catch (const InputError& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
+  auto err = [&](const std::string& line) { return input_error([&] { sc.run(call(2, 2) + line); }); };
   // A float input may change float dtype (a recompile); not to an integer one.
-  EXPECT_EQ(err("{\"x\": {\"shape\": [2, 2], \"dtype\": \"float16\"}}"), "no error");
+  EXPECT_EQ(err("{\"x\": {\"shape\": [2, 2], \"dtype\": \"float16\"}}"), "(no error)");
   EXPECT_EQ(err("{\"x\": {\"shape\": [2, 2], \"dtype\": \"int64\"}}"),
             "t.jsonl:2: input 'x': expected dtype float32 (or another float dtype), actual int64");
   EXPECT_EQ(err("{\"x\": {\"shape\": [2], \"dtype\": \"float32\"}}"),
@@ -339,13 +333,9 @@ TEST(ExplainTrace, FileReadInBlocksMatchesText) {
   EXPECT_EQ(file.class_values, text.class_values);
   EXPECT_EQ(file.distinct_count, 700u);
   std::ofstream(path, std::ios::binary) << t << bad;
-  try {
-    read_trace(path, sc.sig);
-    ADD_FAILURE() << "no error";
-  } catch (const InputError& e) {
-    EXPECT_EQ(std::string(e.what()),
-              path + ":" + std::to_string(lines + 1) + ": input 'x': expected rank 2, actual rank 1 [8]");
-  }
+  const std::string what = input_error([&] { read_trace(path, sc.sig); });
+  EXPECT_EQ(what,
+            path + ":" + std::to_string(lines + 1) + ": input 'x': expected rank 2, actual rank 1 [8]");
   std::filesystem::remove(path);
 }
 
@@ -415,14 +405,7 @@ TEST(ExplainSimulate, DataDependentBreakResultRecompiles) {
 
 TEST(ExplainTrace, LayoutKeysAreChecked) {
   SimCase sc(false);
-  auto err = [&](const std::string& layout) {
-    try {
-      sc.run(with_layout(2, 2, layout));
-    } catch (const InputError& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
+  auto err = [&](const std::string& layout) { return input_error([&] { sc.run(with_layout(2, 2, layout)); }); };
   EXPECT_EQ(err("\"stride\": [1]"), "t.jsonl:1: input 'x': expected one stride per dim (2), actual 1 strides");
   EXPECT_NE(err("\"requires_grad\": 1").find("\"requires_grad\" must be true or false"), std::string::npos);
   EXPECT_NE(err("\"strides\": [2, 1]").find("unknown key \"strides\""), std::string::npos);

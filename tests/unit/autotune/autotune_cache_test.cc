@@ -46,14 +46,12 @@ std::string read(const fs::path& p) {
 
 void write(const fs::path& p, const std::string& text) { std::ofstream(p, std::ios::binary) << text; }
 
-class AutotuneCache : public ::testing::Test {
+class AutotuneCache : public TempDirTest {
  protected:
   void SetUp() override {
-    dir_ = make_temp_dir("tcc_autotune_cache");
+    TempDirTest::SetUp();
     path_ = (dir_ / "tune.json").string();
   }
-  void TearDown() override { fs::remove_all(dir_); }
-  fs::path dir_;
   std::string path_;
 };
 

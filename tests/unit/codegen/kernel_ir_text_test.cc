@@ -16,6 +16,7 @@
 #include "codegen/kernel_ir_verify.h"
 #include "src/diag/errors.h"
 #include "tests/unit/codegen/schedule_util.h"
+#include "tests/unit/support/input_error.h"
 
 namespace tcc {
 namespace {
@@ -91,12 +92,7 @@ TEST(KernelIrText, OddNamesRoundTrip) {
 }
 
 std::string parse_error(const std::string& text) {
-  try {
-    kir::parse_kernels(text, "t.kir");
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "no error";
+  return input_error([&] { kir::parse_kernels(text, "t.kir"); });
 }
 
 TEST(KernelIrText, MalformedTextNamesFileLineAndColumn) {

@@ -101,15 +101,18 @@ Tensor random_tensor(DType t, std::vector<int64_t> shape, std::mt19937& rng) {
   return x;
 }
 
+// Random contents of v's type at the given sizes.
+Tensor random_value(const Value& v, const std::map<std::string, int64_t>& sizes, std::mt19937& rng) {
+  std::vector<SymExpr> shape;
+  for (const Dim& d : v.type().shape()) shape.push_back(d.expr());
+  return random_tensor(v.type().dtype(), concrete(shape, sizes), rng);
+}
+
 std::map<std::string, Tensor> random_graph_inputs(const Graph& g, const std::map<std::string, int64_t>& sizes,
                                                   std::mt19937& rng) {
   std::map<std::string, Tensor> in;
-  for (const Value* v : g.inputs()) {
-    if (v->is_initializer()) continue;
-    std::vector<SymExpr> shape;
-    for (const Dim& d : v->type().shape()) shape.push_back(d.expr());
-    in.emplace(v->name(), random_tensor(v->type().dtype(), concrete(shape, sizes), rng));
-  }
+  for (const Value* v : g.inputs())
+    if (!v->is_initializer()) in.emplace(v->name(), random_value(*v, sizes, rng));
   return in;
 }
 
@@ -192,20 +195,27 @@ TEST_F(KernelNumerics, HostKernelsMatchTheInterpreter) {
       for (const auto& n : c.model->graph->nodes())
         if (n->name() == step.node) node = n.get();
       ASSERT_NE(node, nullptr);
-      ASSERT_EQ(node->num_inputs() + node->num_outputs(), k.buffers.size());
+      ASSERT_EQ(step.reads.size() + node->num_outputs(), k.buffers.size());
+      // The node's inputs (some of which a kernel may not read: the attention
+      // statistics pass reads no Q, K, V or mask), then its outputs.
       std::vector<Tensor> tensors;
-      for (size_t i = 0; i < node->num_inputs(); ++i) {
-        const Value* v = node->input(i);
-        tensors.push_back(v->is_initializer() ? v->initializer()
-                                              : random_tensor(k.buffers[i].dtype, concrete(k.buffers[i].shape, c.sizes), rng));
-      }
+      for (const Value* v : node->inputs())
+        tensors.push_back(v->is_initializer() ? v->initializer() : random_value(*v, c.sizes, rng));
       std::vector<const Tensor*> inputs;
       for (const Tensor& t : tensors) inputs.push_back(&t);
       std::vector<Tensor> want = interp.eval_node(*node, inputs);
-      for (size_t b = node->num_inputs(); b < k.buffers.size(); ++b)
+      for (size_t b = step.reads.size(); b < k.buffers.size(); ++b)
         tensors.emplace_back(k.buffers[b].dtype, concrete(k.buffers[b].shape, c.sizes));
+      // The kernel's arguments: the inputs it reads, named by the step, then the outputs.
       std::vector<void*> buffers;
-      for (Tensor& t : tensors) buffers.push_back(t.raw_mut());
+      for (const std::string& read : step.reads)
+        for (size_t i = 0; i < node->num_inputs(); ++i)
+          if (node->input(i)->name() == read) {
+            buffers.push_back(tensors[i].raw_mut());
+            break;
+          }
+      ASSERT_EQ(buffers.size(), step.reads.size());
+      for (size_t o = 0; o < node->num_outputs(); ++o) buffers.push_back(tensors[node->num_inputs() + o].raw_mut());
       if (kir::draws_random(k)) buffers.push_back(&offset);
       std::vector<int64_t> sizes;
       for (const std::string& s : k.size_params) sizes.push_back(c.sizes.at(s));

@@ -19,6 +19,7 @@
 #include "src/ops/fusion.h"
 #include "tests/unit/support/compile_util.h"
 #include "tests/unit/support/example_models.h"
+#include "tests/unit/support/input_error.h"
 #include "tests/unit/support/temp_dir.h"
 
 namespace tcc {
@@ -38,11 +39,8 @@ int fusions(const Graph& g) {
   return static_cast<int>(std::count_if(g.nodes().begin(), g.nodes().end(), [](const auto& n) { return is_fusion(*n); }));
 }
 
-class CompileLibrary : public ::testing::Test {
+class CompileLibrary : public TempDirTest {
  protected:
-  void SetUp() override { dir_ = make_temp_dir("tcc_compile_library_test"); }
-  void TearDown() override { fs::remove_all(dir_); }
-
   CompileRequest request(const std::string& model, const std::string& mode = "default") {
     CompileRequest r;
     r.model = fixture(model);
@@ -52,8 +50,6 @@ class CompileLibrary : public ::testing::Test {
     r.options.mode = mode;
     return r;
   }
-
-  fs::path dir_;
 };
 
 // print_after sees every stage of the default mode once, in order (no
@@ -158,12 +154,8 @@ TEST_F(CompileLibrary, WritesTheModuleInMemory) {
   fs::path other = dir_ / "not_a_module";
   fs::create_directories(other);
   std::ofstream(other / "notes.txt") << "mine";
-  try {
-    write_module(r, other.string());
-    FAIL() << "wrote over a directory that is not a module";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("not empty and not a tcc module"), std::string::npos) << e.what();
-  }
+  const std::string what = input_error([&] { write_module(r, other.string()); });
+  EXPECT_NE(what.find("not empty and not a tcc module"), std::string::npos) << what;
   EXPECT_TRUE(fs::exists(other / "notes.txt"));
 }
 
@@ -223,13 +215,8 @@ TEST_F(CompileLibrary, ResultMatchesTheManifest) {
 TEST_F(CompileLibrary, ChecksTheRequestBeforeReadingTheModel) {
   CompileRequest req = request("no_such_model.onnx");
   req.cache = (dir_ / "cache.json").string();
-  try {
-    compile(req);
-    FAIL() << "compiled a missing model";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("--cache and --device-name apply to modes that autotune"), std::string::npos)
-        << e.what();
-  }
+  const std::string what = input_error([&] { compile(req); });
+  EXPECT_NE(what.find("--cache and --device-name apply to modes that autotune"), std::string::npos) << what;
   EXPECT_FALSE(fs::exists(dir_ / "module"));
 }
 
@@ -256,12 +243,8 @@ TEST_F(CompileLibrary, DisabledPassesAreLeftOut) {
   for (const auto& [pass, message] : refused) {
     CompileRequest bad = request("no_such_model.onnx");
     bad.disabled_passes = {pass};
-    try {
-      compile(bad);
-      FAIL() << "compiled with --disable-passes " << pass;
-    } catch (const InputError& e) {
-      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
-    }
+    const std::string what = input_error([&] { compile(bad); });
+    EXPECT_NE(what.find(message), std::string::npos) << what;
   }
 }
 

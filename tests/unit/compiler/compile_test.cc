@@ -32,21 +32,14 @@ std::string read_file(const fs::path& p) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-class CompileTest : public ::testing::Test {
+class CompileTest : public TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = make_temp_dir("tcc_compile_test");
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   // Compiles a fixture into dir_/name and returns the tool's result.
   CliResult compile(const std::string& model, const std::string& name, const std::string& flags = "") {
     return run_tcc("compile " + shell_quote(fixture(model)) + " -o " + shell_quote((dir_ / name).string()) + " " +
                    flags);
   }
   json manifest(const std::string& name) { return json::parse(read_file(dir_ / name / "manifest.json")); }
-
-  fs::path dir_;
 };
 
 TEST_F(CompileTest, ManifestHasTheDocumentedKeys) {

@@ -32,12 +32,7 @@ std::vector<std::string> zoo_models() {
   return names;
 }
 
-class Zoo : public ::testing::TestWithParam<std::string> {
- protected:
-  void SetUp() override { dir_ = make_temp_dir("tcc_zoo_test"); }
-  void TearDown() override { fs::remove_all(dir_); }
-  fs::path dir_;
-};
+class Zoo : public TempDirFixture<::testing::TestWithParam<std::string>> {};
 
 TEST_P(Zoo, CompilesWithNoHostStepAndMatchesOnnxRuntime) {
   fs::path model = kZoo / GetParam();

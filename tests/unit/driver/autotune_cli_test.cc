@@ -34,12 +34,8 @@ std::string read(const fs::path& p) {
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
-class AutotuneCli : public ::testing::Test {
+class AutotuneCli : public TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = make_temp_dir("tcc_autotune_cli");
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   std::string at(const std::string& name) const { return shell_quote((dir_ / name).string()); }
 
   // A cache with one entry per kernel of gpt2_block, each a valid config other
@@ -52,8 +48,6 @@ class AutotuneCli : public ::testing::Test {
     return cache_entries(s.schedule, sizes, {device, "sm_90", "13.0", "13.0"},
                          [](const kir::Kernel& k) { return autotune::candidates(k).back(); });
   }
-
-  fs::path dir_;
 };
 
 TEST_F(AutotuneCli, WithoutAGpuSaysSoPrintsTheTableAndWritesNothing) {

@@ -5,7 +5,6 @@
 // level in onnx_import_test.cc; these tests prove the driver reports them.
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -15,6 +14,7 @@
 #include <vector>
 
 #include "tests/unit/support/cli_util.h"
+#include "tests/unit/support/temp_dir.h"
 
 namespace tcc {
 namespace {
@@ -58,17 +58,14 @@ onnx::TensorProto* initializer_named(onnx::ModelProto& mp, const std::string& na
   return mp.mutable_graph()->mutable_initializer(0);
 }
 
-class BadInput : public ::testing::Test {
+class BadInput : public TempDirTest {
  protected:
   void SetUp() override {
-    root_ = fs::temp_directory_path() / ("tcc-badinput-" + std::to_string(getpid()) + "-" +
-                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(root_);
-    fs::create_directories(root_ / "model");
+    TempDirTest::SetUp();
+    fs::create_directories(dir_ / "model");
   }
-  void TearDown() override { fs::remove_all(root_); }
 
-  std::string model_path(const std::string& file = "model.onnx") const { return (root_ / "model" / file).string(); }
+  std::string model_path(const std::string& file = "model.onnx") const { return (dir_ / "model" / file).string(); }
 
   std::string write_model(const onnx::ModelProto& mp) {
     std::string bytes;
@@ -81,7 +78,7 @@ class BadInput : public ::testing::Test {
   // directory so a test that wrongly succeeds leaves nothing behind.
   std::vector<std::string> commands_on(const std::string& model) const {
     std::string m = shell_quote(model);
-    return {"opt " + m, "run " + m + " --reference -o " + shell_quote((root_ / "out").string()), "explain " + m};
+    return {"opt " + m, "run " + m + " --reference -o " + shell_quote((dir_ / "out").string()), "explain " + m};
   }
 
   // Runs `args`, expecting exit 2 and one message that starts by naming
@@ -100,8 +97,6 @@ class BadInput : public ::testing::Test {
   void expect_input_error_everywhere(const std::string& model, const std::vector<std::string>& fragments) const {
     for (const auto& args : commands_on(model)) expect_input_error(args, model, fragments);
   }
-
-  fs::path root_;
 };
 
 TEST_F(BadInput, EmptyFile) {
@@ -113,7 +108,7 @@ TEST_F(BadInput, EmptyFile) {
 // any read; a FIFO nobody writes to is tensor_io_test.cc's (it waits seconds).
 TEST_F(BadInput, DevicesAndDirectoriesAreRefused) {
   expect_input_error_everywhere("/dev/zero", {"expected model file, found a device or socket"});
-  expect_input_error_everywhere(root_.string(), {"expected model file, found a directory"});
+  expect_input_error_everywhere(dir_.string(), {"expected model file, found a directory"});
 }
 
 TEST_F(BadInput, TruncatedOnnx) {
@@ -218,7 +213,7 @@ class BadInputExternalData : public BadInput {
     e->set_value(location);
     return write_model(mp);
   }
-  fs::path outside() const { return root_ / "outside.bin"; }
+  fs::path outside() const { return dir_ / "outside.bin"; }
 };
 
 TEST_F(BadInputExternalData, AbsolutePathIsRefused) {
@@ -233,7 +228,7 @@ TEST_F(BadInputExternalData, DotDotPathIsRefused) {
 }
 
 TEST_F(BadInputExternalData, SymlinkOutOfTheFolderIsRefused) {
-  fs::create_symlink(outside(), root_ / "model" / "link.bin");
+  fs::create_symlink(outside(), dir_ / "model" / "link.bin");
   expect_input_error_everywhere(model_with_external_weight("link.bin"),
                                 {"tensor 'fc1.weight' has external data path 'link.bin', which resolves to '" +
                                  fs::weakly_canonical(outside()).string() + "', outside the model's folder"});
@@ -257,11 +252,11 @@ TEST_F(BadInput, UnsupportedOpInReferenceRunNamesTheNode) {
   std::string inputs = (fs::path(TCC_SOURCE_DIR) / "tests" / "fixtures" / "mlp").string();
   expect_input_error(
       "run " + shell_quote(model) + " --reference --inputs " + shell_quote(inputs) + " -o " +
-          shell_quote((root_ / "out").string()),
+          shell_quote((dir_ / "out").string()),
       model,
       {"node '/relu/Relu' (Frobnicate) at mlp.py:9: op 'Frobnicate' (domain 'com.example') is not supported by "
        "tcc; the reference interpreter cannot run it"});
-  EXPECT_FALSE(fs::exists(root_ / "out"));
+  EXPECT_FALSE(fs::exists(dir_ / "out"));
 }
 
 TEST_F(BadInput, UnsupportedOpInCompileNamesTheNode) {
@@ -269,11 +264,11 @@ TEST_F(BadInput, UnsupportedOpInCompileNamesTheNode) {
   // a named graph break in explain, and compile refuses it by name: no module
   // could run it.
   std::string model = write_model(mlp_with_foreign_relu("ReluGrad", "com.microsoft"));
-  expect_input_error("compile " + shell_quote(model) + " -o " + shell_quote((root_ / "module").string()), model,
+  expect_input_error("compile " + shell_quote(model) + " -o " + shell_quote((dir_ / "module").string()), model,
                      {"node '/relu/Relu' (ReluGrad) at mlp.py:9: op 'ReluGrad' (domain 'com.microsoft') is not "
                       "supported by tcc; tcc has no implementation of it, on the GPU or the host, so a compiled "
                       "module could not run"});
-  EXPECT_FALSE(fs::exists(root_ / "module"));
+  EXPECT_FALSE(fs::exists(dir_ / "module"));
   CliResult r = run_tcc("explain " + shell_quote(model));
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("[unsupported_op] /relu/Relu (ReluGrad)"), std::string::npos) << r.output;
@@ -291,10 +286,10 @@ TEST_F(BadInput, CompileRefusesAnOutputWhoseSizeIsUnknown) {
              "  %z = Neg(%y) name(\"negate\")\n"
              "  output %z\n"
              "}\n");
-  expect_input_error("compile " + shell_quote(model) + " -o " + shell_quote((root_ / "module").string()), model,
+  expect_input_error("compile " + shell_quote(model) + " -o " + shell_quote((dir_ / "module").string()), model,
                      {"node 'negate' (Neg): output 'z' has type f32[?, ?], whose size along axis 0 neither the "
                       "inputs' shapes nor a node's output give, so a compiled module cannot size it"});
-  EXPECT_FALSE(fs::exists(root_ / "module"));
+  EXPECT_FALSE(fs::exists(dir_ / "module"));
 }
 
 TEST_F(BadInput, CompileRefusesAValueWhoseRankDependsOnData) {
@@ -316,9 +311,9 @@ TEST_F(BadInput, CompileRefusesAValueWhoseRankDependsOnData) {
              "  %z: f32[*] = Neg(%y) name(\"negate\")\n"
              "  output %z\n"
              "}\n");
-  expect_input_error("compile " + shell_quote(model) + " -o " + shell_quote((root_ / "module").string()), model,
+  expect_input_error("compile " + shell_quote(model) + " -o " + shell_quote((dir_ / "module").string()), model,
                      {"node 'pick' (If): writes 'y' of type f32[*], whose shape depends on input data"});
-  EXPECT_FALSE(fs::exists(root_ / "module"));
+  EXPECT_FALSE(fs::exists(dir_ / "module"));
   EXPECT_EQ(run_tcc("explain " + shell_quote(model)).code, 0);
 }
 
@@ -331,10 +326,10 @@ TEST_F(BadInput, CompileRefusesASequenceOutput) {
              "  %s = SplitToSequence(%x) name(\"split\")\n"
              "  output %s\n"
              "}\n");
-  expect_input_error("compile " + shell_quote(model) + " -o " + shell_quote((root_ / "module").string()), model,
+  expect_input_error("compile " + shell_quote(model) + " -o " + shell_quote((dir_ / "module").string()), model,
                      {"node 'split' (SplitToSequence): output 's' is of type seq<f32[1, 2]>; a compiled module takes "
                       "and returns tensors only"});
-  EXPECT_FALSE(fs::exists(root_ / "module"));
+  EXPECT_FALSE(fs::exists(dir_ / "module"));
 }
 
 TEST_F(BadInput, NodeArityIsCheckedAgainstOnnxSchemas) {
@@ -476,9 +471,9 @@ TEST_F(BadInput, CompileRefusesNamesThatAreNotUtf8) {
   // manifest is JSON, which holds UTF-8 only.
   std::string model = model_path("model.tir");
   write_file(model, "graph g opset(ai.onnx: 17) {\n  input %x: f32[4]\n  %\"y\\xff\" = Neg(%x)\n  output %\"y\\xff\"\n}\n");
-  expect_input_error("compile " + shell_quote(model) + " -o " + shell_quote((root_ / "module").string()), model,
+  expect_input_error("compile " + shell_quote(model) + " -o " + shell_quote((dir_ / "module").string()), model,
                      {"' is not valid UTF-8; a compiled module's manifest is JSON"});
-  EXPECT_FALSE(fs::exists(root_ / "module"));
+  EXPECT_FALSE(fs::exists(dir_ / "module"));
   EXPECT_EQ(run_tcc("explain " + shell_quote(model)).code, 0);
 }
 
@@ -492,15 +487,15 @@ TEST_F(BadInput, DimsEqualToAStaticSizeMustFixASymbol) {
                           "]\n  input %bias: f32[" + bias +
                           "]\n  %y = Add(%x, %bias) name(\"op\")\n  output %y\n}\n");
   };
-  const std::string out = " -o " + shell_quote((root_ / "module").string()) + " --no-host --arch sm_90 --no-ptx";
+  const std::string out = " -o " + shell_quote((dir_ / "module").string()) + " --no-host --arch sm_90 --no-ptx";
   write("b+1", 24);
   CliResult r = run_tcc("compile " + shell_quote(model) + out);
   EXPECT_EQ(r.code, 0) << r.output;
-  fs::remove_all(root_ / "module");
+  fs::remove_all(dir_ / "module");
   write("b*b", 24);
   expect_input_error("compile " + shell_quote(model) + out, model,
                      {"node 'op' (Add): its dims '24' and 'b*b' must be equal, which fixes no symbol"});
-  EXPECT_FALSE(fs::exists(root_ / "module"));
+  EXPECT_FALSE(fs::exists(dir_ / "module"));
   EXPECT_EQ(run_tcc("explain " + shell_quote(model)).code, 0);
   write("b*2", 23);
   expect_input_error_everywhere(model, {"node 'op' (Add): cannot broadcast dimension 23 with b*2"});
@@ -548,7 +543,7 @@ TEST_F(BadInput, TextIrUseBeforeDefinition) {
 }
 
 TEST_F(BadInput, MalformedTraceLineNamesTheLine) {
-  std::string trace = (root_ / "calls.jsonl").string();
+  std::string trace = (dir_ / "calls.jsonl").string();
   write_file(trace,
              "{\"input\": {\"shape\": [8, 32], \"dtype\": \"float32\"}}\n"
              "{\"input\": {\"shape\": [8, 32], \"dtype\": \"float32\"}\n");

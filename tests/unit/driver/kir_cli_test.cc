@@ -16,18 +16,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class KirCli : public testing::Test {
+class KirCli : public TempDirTest {
  protected:
-  void SetUp() override { dir_ = make_temp_dir("tcc_kir_cli_test"); }
-  void TearDown() override { fs::remove_all(dir_); }
-
   std::string write(const std::string& name, const std::string& text) {
     fs::path p = dir_ / name;
     std::ofstream(p) << text;
     return shell_quote(p.string());
   }
-
-  fs::path dir_;
 };
 
 TEST_F(KirCli, LowersAModelAndReadsItsKernelsBack) {

@@ -4,12 +4,14 @@
 
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
-#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
+
+#include "tests/unit/support/input_error.h"
+#include "tests/unit/support/temp_dir.h"
 
 namespace tcc {
 namespace {
@@ -78,15 +80,9 @@ std::unique_ptr<Model> import(const onnx::ModelProto& mp, const std::string& pat
   return import_onnx_bytes(bytes_of(mp), path);
 }
 
-// The InputError message importing these bytes gives; fails the test if none.
+// The InputError message importing these bytes gives.
 std::string error_of_bytes(const std::string& bytes, const std::string& path = "m.onnx") {
-  try {
-    import_onnx_bytes(bytes, path);
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "import succeeded";
-  return "";
+  return input_error([&] { import_onnx_bytes(bytes, path); });
 }
 std::string error_of(const onnx::ModelProto& mp, const std::string& path = "m.onnx") {
   return error_of_bytes(bytes_of(mp), path);
@@ -391,18 +387,14 @@ TEST(OnnxImport, SourceLocationsFromMetadataAndDocString) {
 
 // A model folder holding weights/w.bin (3 floats after a 6-byte header) and a
 // file outside the folder, for the external-data rules.
-class OnnxExternalData : public ::testing::Test {
+class OnnxExternalData : public TempDirTest {
  protected:
   void SetUp() override {
-    root_ = fs::temp_directory_path() /
-            ("tcc_onnx_ext_" + std::to_string(getpid()) + "_" +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(root_);
-    fs::create_directories(root_ / "model" / "weights");
-    write(root_ / "model" / "weights" / "w.bin");
-    write(root_ / "outside.bin");
+    TempDirTest::SetUp();
+    fs::create_directories(dir_ / "model" / "weights");
+    write(dir_ / "model" / "weights" / "w.bin");
+    write(dir_ / "outside.bin");
   }
-  void TearDown() override { fs::remove_all(root_); }
 
   void write(const fs::path& p) {
     std::ofstream f(p, std::ios::binary);
@@ -426,9 +418,7 @@ class OnnxExternalData : public ::testing::Test {
     }
     return mp;
   }
-  std::string model_path() const { return (root_ / "model" / "model.onnx").string(); }
-
-  fs::path root_;
+  std::string model_path() const { return (dir_ / "model" / "model.onnx").string(); }
   std::vector<float> w_ = {1.5f, -2.f, 3.f};
 };
 
@@ -445,7 +435,7 @@ TEST_F(OnnxExternalData, FileInsideTheFolderIsRead) {
 }
 
 TEST_F(OnnxExternalData, AbsolutePathIsRefused) {
-  std::string abs = (root_ / "model" / "weights" / "w.bin").string();
+  std::string abs = (dir_ / "model" / "weights" / "w.bin").string();
   std::string e = error_of(model(abs), model_path());
   EXPECT_NE(e.find(model_path() + ": tensor 'w'"), std::string::npos) << e;
   EXPECT_NE(e.find("'" + abs + "', which is absolute"), std::string::npos) << e;
@@ -458,10 +448,10 @@ TEST_F(OnnxExternalData, DotDotIsRefused) {
 }
 
 TEST_F(OnnxExternalData, SymlinkLeadingOutsideIsRefused) {
-  fs::create_symlink(root_ / "outside.bin", root_ / "model" / "link.bin");
+  fs::create_symlink(dir_ / "outside.bin", dir_ / "model" / "link.bin");
   std::string e = error_of(model("link.bin"), model_path());
   EXPECT_NE(e.find("tensor 'w' has external data path 'link.bin', which resolves to '" +
-                   fs::weakly_canonical(root_ / "outside.bin").string() + "', outside the model's folder"),
+                   fs::weakly_canonical(dir_ / "outside.bin").string() + "', outside the model's folder"),
             std::string::npos)
       << e;
 }

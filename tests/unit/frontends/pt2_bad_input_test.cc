@@ -17,6 +17,7 @@
 #include "frontends/read_file.h"
 #include "src/shape/shape_inference.h"
 #include "tests/unit/support/cli_util.h"
+#include "tests/unit/support/input_error.h"
 #include "tests/unit/support/temp_dir.h"
 #include "tests/unit/support/zip_entries.h"
 
@@ -28,13 +29,12 @@ using nlohmann::json;
 
 const fs::path kMlp = fs::path(TCC_SOURCE_DIR) / "tests/pt2/mlp.pt2";
 
-class Pt2BadInput : public ::testing::Test {
+class Pt2BadInput : public TempDirTest {
  protected:
   void SetUp() override {
-    dir_ = make_temp_dir("tcc_pt2_bad");
+    TempDirTest::SetUp();
     entries_ = read_zip(read_file_bytes(kMlp.string(), "model"));
   }
-  void TearDown() override { fs::remove_all(dir_); }
 
   std::string& entry(const std::string& path) {
     for (auto& [name, data] : entries_)
@@ -52,19 +52,14 @@ class Pt2BadInput : public ::testing::Test {
     return p;
   }
 
-  // The InputError loading `p` throws (fails the test if it loads).
+  // The InputError loading `p` throws.
   std::string load_error(const fs::path& p) {
-    try {
+    return input_error([&] {
       auto m = load_model(p.string());
       infer_shapes(*m->graph);
-    } catch (const InputError& e) {
-      return e.what();
-    }
-    ADD_FAILURE() << p << " loaded";
-    return "";
+    });
   }
 
-  fs::path dir_;
   ZipEntries entries_;
 };
 
@@ -153,13 +148,8 @@ TEST_F(Pt2BadInput, ZipBombIsRefusedBeforeInflating) {
 TEST_F(Pt2BadInput, TotalSizeIsCapped) {
   Pt2Limits limits;
   limits.max_total_bytes = 4096;
-  try {
-    import_pt2_bytes(read_file_bytes(kMlp.string(), "model"), "mlp.pt2", limits);
-    FAIL() << "loaded";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("mlp.pt2: the .pt2 archive's entries add up to more than"), std::string::npos)
-        << e.what();
-  }
+  const std::string what = input_error([&] { import_pt2_bytes(read_file_bytes(kMlp.string(), "model"), "mlp.pt2", limits); });
+  EXPECT_NE(what.find("mlp.pt2: the .pt2 archive's entries add up to more than"), std::string::npos) << what;
 }
 
 TEST_F(Pt2BadInput, UnknownArchiveVersion) {

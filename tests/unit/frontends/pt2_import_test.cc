@@ -64,12 +64,7 @@ std::map<std::string, Tensor> inputs_of(const std::string& model) { return read_
 
 Tensor expected_of(const std::string& model) { return read_example_outputs(kPt2 / model).at(0); }
 
-class Pt2Program : public ::testing::TestWithParam<Program> {
- protected:
-  void SetUp() override { dir_ = make_temp_dir("tcc_pt2_test"); }
-  void TearDown() override { fs::remove_all(dir_); }
-  fs::path dir_;
-};
+class Pt2Program : public TempDirFixture<::testing::TestWithParam<Program>> {};
 
 TEST_P(Pt2Program, InterpreterMatchesTorch) {
   auto m = load_model((kPt2 / GetParam().file).string());

@@ -14,6 +14,7 @@
 #include "frontends/load_model.h"
 #include "frontends/read_file.h"
 #include "tests/unit/support/cli_util.h"
+#include "tests/unit/support/input_error.h"
 #include "tests/unit/support/temp_dir.h"
 #include "tests/unit/support/zip_entries.h"
 
@@ -38,7 +39,7 @@ void replace_once(std::string& s, const std::string& from, const std::string& to
   s.replace(at, from.size(), to);
 }
 
-class Pt2PickleBadInput : public ::testing::Test {
+class Pt2PickleBadInput : public TempDirTest {
  protected:
   // `archive` (below tests/pt2) holds the torch.save zip `saved`.
   void open(const std::string& archive, const std::string& saved) {
@@ -47,10 +48,9 @@ class Pt2PickleBadInput : public ::testing::Test {
     inner_ = read_zip(entry(outer_, saved_));
   }
   void SetUp() override {
-    dir_ = make_temp_dir("tcc_pt2_pickle");
+    TempDirTest::SetUp();
     open("torch2.7/mlp.pt2", "serialized_state_dict.pt");
   }
-  void TearDown() override { fs::remove_all(dir_); }
 
   std::string& pickle() { return entry(inner_, "archive/data.pkl"); }
 
@@ -64,13 +64,7 @@ class Pt2PickleBadInput : public ::testing::Test {
   // The InputError's message loading the rewritten archive.
   std::string error() {
     fs::path p = write();
-    try {
-      load_model(p.string());
-    } catch (const InputError& e) {
-      return e.what();
-    }
-    ADD_FAILURE() << "the rewritten archive loaded";
-    return "";
+    return input_error([&] { load_model(p.string()); });
   }
 
   // "<dir>/bad.pt2/serialized_state_dict.pt: entry 'archive/data.pkl': "
@@ -78,7 +72,6 @@ class Pt2PickleBadInput : public ::testing::Test {
     return (dir_ / "bad.pt2").string() + "/" + saved_ + ": entry 'archive/" + inner_entry + "': ";
   }
 
-  fs::path dir_;
   std::string saved_;
   ZipEntries outer_, inner_;
 };

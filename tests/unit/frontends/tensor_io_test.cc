@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -15,22 +14,16 @@
 #include "frontends/onnx/tensor_proto.h"
 #include "frontends/read_file.h"
 #include "src/diag/errors.h"
+#include "tests/unit/support/input_error.h"
+#include "tests/unit/support/temp_dir.h"
 
 namespace tcc {
 namespace {
 
 namespace fs = std::filesystem;
 
-class TensorIo : public ::testing::Test {
+class TensorIo : public TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("tcc_tensor_io_" + std::to_string(getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
   void write_bytes(const std::string& p, const std::string& bytes) const {
     std::ofstream f(p, std::ios::binary);
@@ -42,16 +35,6 @@ class TensorIo : public ::testing::Test {
     ss << f.rdbuf();
     return ss.str();
   }
-  template <typename F>
-  std::string error_of(F f) const {
-    try {
-      f();
-    } catch (const InputError& e) {
-      return e.what();
-    }
-    ADD_FAILURE() << "no InputError";
-    return "";
-  }
 
   // A tensor of every supported dtype holding 0, 1, 2, ... (strings "s0", ...).
   static Tensor iota(DType dt, std::vector<int64_t> shape) {
@@ -62,8 +45,6 @@ class TensorIo : public ::testing::Test {
     }
     return t;
   }
-
-  fs::path dir_;
 };
 
 TEST_F(TensorIo, PbRoundTripsEveryDtype) {
@@ -95,12 +76,12 @@ TEST_F(TensorIo, PbReadsTypedFields) {
 
 TEST_F(TensorIo, PbBadFiles) {
   std::string missing = path("missing.pb");
-  EXPECT_EQ(error_of([&] { read_tensor_pb(missing); }), missing + ": cannot open tensor file");
+  EXPECT_EQ(input_error([&] { read_tensor_pb(missing); }), missing + ": cannot open tensor file");
   write_bytes(path("empty.pb"), "");
-  EXPECT_EQ(error_of([&] { read_tensor_pb(path("empty.pb")); }),
+  EXPECT_EQ(input_error([&] { read_tensor_pb(path("empty.pb")); }),
             path("empty.pb") + ": not a valid TensorProto file (the file is empty)");
   write_bytes(path("junk.pb"), "\xff\xff\xff\xff junk");
-  EXPECT_EQ(error_of([&] { read_tensor_pb(path("junk.pb")); }),
+  EXPECT_EQ(input_error([&] { read_tensor_pb(path("junk.pb")); }),
             path("junk.pb") + ": not a valid TensorProto file (protobuf parse failed)");
   onnx::TensorProto p;
   p.set_name("x");
@@ -108,7 +89,7 @@ TEST_F(TensorIo, PbBadFiles) {
   p.add_dims(4);
   p.set_raw_data(std::string(12, '\0'));
   write_bytes(path("short.pb"), p.SerializeAsString());
-  EXPECT_EQ(error_of([&] { read_tensor_pb(path("short.pb")); }),
+  EXPECT_EQ(input_error([&] { read_tensor_pb(path("short.pb")); }),
             path("short.pb") + ": tensor 'x' has 12 bytes of raw_data but shape [4] of f32 needs 16 bytes");
 }
 
@@ -159,17 +140,17 @@ TEST_F(TensorIo, NpyMatchesNumpyBytes) {
 
 TEST_F(TensorIo, NpyRefusesBfloat16AndStrings) {
   Tensor bf(DType::BF16, {2});
-  EXPECT_EQ(error_of([&] { write_npy(path("bf.npy"), bf); }),
+  EXPECT_EQ(input_error([&] { write_npy(path("bf.npy"), bf); }),
             path("bf.npy") + ": bfloat16 has no NumPy dtype, so it cannot be written as .npy; write a .pb file or "
                              "cast to f32");
   Tensor str(DType::String, {1});
-  EXPECT_EQ(error_of([&] { write_npy(path("s.npy"), str); }), path("s.npy") + ": str tensors cannot be written as .npy");
+  EXPECT_EQ(input_error([&] { write_npy(path("s.npy"), str); }), path("s.npy") + ": str tensors cannot be written as .npy");
 }
 
 TEST_F(TensorIo, NpyBadFiles) {
   auto error_for = [&](const std::string& bytes) {
     write_bytes(path("bad.npy"), bytes);
-    return error_of([&] { read_npy(path("bad.npy")); });
+    return input_error([&] { read_npy(path("bad.npy")); });
   };
   std::string prefix = path("bad.npy") + ": not a valid .npy file: ";
   auto with_header = [](std::string header_text) {
@@ -218,19 +199,19 @@ TEST_F(TensorIo, ReadFileBytesKeepsEveryByteAndReadsPipes) {
   std::thread writer([&] { write_bytes(path("pipe"), bytes + bytes); });
   EXPECT_EQ(read_file_bytes(path("pipe"), "test file"), bytes + bytes);
   writer.join();
-  EXPECT_EQ(error_of([&] { read_file_bytes(path("missing.bin"), "test file"); }),
+  EXPECT_EQ(input_error([&] { read_file_bytes(path("missing.bin"), "test file"); }),
             path("missing.bin") + ": cannot open test file");
 }
 
 // What would hang or exhaust memory if read to its end is refused by name.
 TEST_F(TensorIo, ReadFileBytesRefusesWhatNeverEnds) {
   ASSERT_EQ(mkfifo(path("silent").c_str(), 0600), 0);
-  EXPECT_EQ(error_of([&] { read_file_bytes(path("silent"), "test file", std::chrono::milliseconds(50)); }),
+  EXPECT_EQ(input_error([&] { read_file_bytes(path("silent"), "test file", std::chrono::milliseconds(50)); }),
             path("silent") + ": no test file bytes arrived from the pipe in 50 ms (is anything writing to it?)");
-  EXPECT_EQ(error_of([&] { read_file_bytes("/dev/zero", "test file"); }),
+  EXPECT_EQ(input_error([&] { read_file_bytes("/dev/zero", "test file"); }),
             "/dev/zero: expected test file, found a device or socket; give a regular file or a pipe");
   fs::create_directories(path("dir"));
-  EXPECT_EQ(error_of([&] { read_file_bytes(path("dir"), "test file"); }),
+  EXPECT_EQ(input_error([&] { read_file_bytes(path("dir"), "test file"); }),
             path("dir") + ": expected test file, found a directory");
 }
 

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "src/ir/verifier.h"
+#include "tests/unit/support/input_error.h"
 
 namespace tcc {
 namespace {
@@ -20,12 +21,7 @@ void expect_round_trip(const std::string& text) {
 
 // The message of the InputError that parsing `text` throws.
 std::string parse_error(const std::string& text) {
-  try {
-    parse_model(text, "t.tir");
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "(no error)";
+  return input_error([&] { parse_model(text, "t.tir"); });
 }
 
 TEST(TextIr, RoundTripsHeaderTypesAndMetadata) {

@@ -2,8 +2,9 @@
 // expression builds, for a node of its op, what the lowering can emit, and the
 // facts an OpDef gathers (role, expression, refusal, library epilogues,
 // decomposition, autocast class, commutativity, the non-tensor trait, the
-// inputs that set a shape, what chooses a control-flow op's regions) agree
-// with one another.
+// inputs that set a shape, what chooses a control-flow op's regions, the
+// inputs that configure an op or that its kernel takes as literals, what
+// autocast leaves) agree with one another.
 #include <gtest/gtest.h>
 
 #include <onnx/defs/schema.h>
@@ -12,6 +13,7 @@
 #include <set>
 
 #include "src/ir/graph.h"
+#include "src/ops/fusion.h"
 #include "src/ops/kernel_roles.h"
 #include "src/ops/op_registry.h"
 
@@ -156,6 +158,104 @@ TEST(OpRegistry, PartitionFactsAgree) {
                                               "Slice", "Squeeze", "Tile", "TopK", "Unsqueeze"}));
   std::sort(chosen.begin(), chosen.end());
   EXPECT_EQ(chosen, (std::vector<std::string>{"If", "Loop"}));
+}
+
+// The input and dtype facts of an OpDef agree: the inputs that configure an
+// op and those its kernel takes as literals are listed once each, in order;
+// the former are inputs of ONNX's schema (at opset 17), the latter never the
+// data (input 0) of an op that declares the Indexed role; a window op's nodes
+// take the Indexed role where the kernel unrolls their window; an op that
+// reads a transposed operand in place is a contraction; what autocast leaves
+// belongs to an op it changes.
+TEST(OpRegistry, InputFactsAgree) {
+  std::vector<std::string> configured, literals, windows, transposed, targets, kept;
+  for (const OpDef* def : OpRegistry::get().all()) {
+    const std::string op = def->domain + "::" + def->op_type;
+    for (const std::vector<size_t>* in : {&def->config_inputs, &def->literal_inputs}) {
+      if (in->empty()) continue;
+      (in == &def->config_inputs ? configured : literals).push_back(def->op_type);
+      EXPECT_TRUE(std::is_sorted(in->begin(), in->end()) && std::adjacent_find(in->begin(), in->end()) == in->end())
+          << op << "'s inputs are not listed once each, in order";
+    }
+    if (!def->config_inputs.empty()) {
+      const auto* schema = ONNX_NAMESPACE::OpSchemaRegistry::Schema(def->op_type, 17, def->domain);
+      ASSERT_NE(schema, nullptr) << op;
+      for (size_t i : def->config_inputs) EXPECT_LT(i, schema->inputs().size()) << op << " has no input " << i;
+    }
+    for (size_t i : def->literal_inputs) EXPECT_GT(i, 0u) << op << " takes its data as a literal";
+    if (!def->literal_inputs.empty()) {
+      EXPECT_EQ(def->declared_role, KernelRole::Indexed) << op << " has literals but no kernel of its own";
+    }
+    if (def->has(kWindow)) {
+      windows.push_back(def->op_type);
+      EXPECT_TRUE(def->declared_role == KernelRole::Indexed || def->declared_role == KernelRole::Convolution) << op;
+    }
+    if (def->has(kTransposedOperands)) {
+      transposed.push_back(def->op_type);
+      EXPECT_TRUE(def->has(kContraction)) << op;
+    }
+    if (def->has(kTargetDType)) targets.push_back(def->op_type);
+    if (def->autocast_keeps || def->f32_output) {
+      kept.push_back(def->domain + "::" + def->op_type);
+      EXPECT_TRUE(def->autocast == AutocastClass::Low || def->autocast_keeps) << op << " is low nowhere";
+    }
+  }
+  std::sort(configured.begin(), configured.end());
+  EXPECT_EQ(configured, (std::vector<std::string>{"BatchNormalization", "Dropout", "Range", "Resize"}));
+  std::sort(literals.begin(), literals.end());
+  EXPECT_EQ(literals, (std::vector<std::string>{"CumSum", "Pad"}));
+  std::sort(windows.begin(), windows.end());
+  EXPECT_EQ(windows, (std::vector<std::string>{"AveragePool", "Conv", "MaxPool"}));
+  std::sort(transposed.begin(), transposed.end());
+  EXPECT_EQ(transposed, (std::vector<std::string>{"MatMul", "MatMulInteger"}));
+  std::sort(targets.begin(), targets.end());
+  EXPECT_EQ(targets, (std::vector<std::string>{"Cast", "CastLike"}));
+  std::sort(kept.begin(), kept.end());
+  EXPECT_EQ(kept, (std::vector<std::string>{"::Attention", "::Resize", "tcc::Attention", "tcc::AttentionGrad"}));
+}
+
+// On nodes: the inputs a Pad's kernel takes as literals and a Resize's that
+// configure it; what autocast leaves of a tcc::AttentionGrad (its statistics
+// pass's log-sum-exp input and statistics output, the statistics input of
+// the others), of a Resize (its roi and scales) and of a tcc::Attention that
+// saves its log-sum-exp (that output).
+TEST(OpRegistry, InputFactsOnNodes) {
+  Graph g;
+  g.set_opset("", 17);
+  g.set_opset(std::string(kTccDomain), 1);
+  Value* x = g.add_input("x", Type::tensor(DType::F32, {Dim(4)}));
+  Node* pad = g.add_node("Pad", {x, x, x}, {"padded"}, "", "pad");
+  EXPECT_FALSE(kernel_literal_input(*pad, 0));
+  EXPECT_TRUE(kernel_literal_input(*pad, 1) && kernel_literal_input(*pad, 2));
+  Node* resize = g.add_node("Resize", {x, x, x}, {"resized"}, "", "resize");
+  EXPECT_FALSE(config_input(*resize, 0) || config_input(*pad, 1));
+  EXPECT_TRUE(config_input(*resize, 1) && config_input(*resize, 2));
+  const OpDef* resize_def = OpRegistry::get().lookup(*resize);
+  ASSERT_TRUE(resize_def && resize_def->autocast_keeps);
+  EXPECT_FALSE(resize_def->autocast_keeps(*resize, 0));
+  EXPECT_TRUE(resize_def->autocast_keeps(*resize, 1) && resize_def->autocast_keeps(*resize, 2));
+
+  const OpDef* grad_def = OpRegistry::get().lookup(std::string(kTccDomain), "AttentionGrad", 1);
+  ASSERT_TRUE(grad_def && grad_def->autocast_keeps && grad_def->f32_output);
+  std::vector<Value*> ins(7, x);
+  Node* stats = g.add_node("AttentionGrad", ins, {"stats"}, std::string(kTccDomain), "stats");
+  stats->set_attr("wrt", Attribute::of_string("stats"));
+  Node* dq = g.add_node("AttentionGrad", std::vector<Value*>(6, x), {"dq"}, std::string(kTccDomain), "dq");
+  dq->set_attr("wrt", Attribute::of_string("q"));
+  for (size_t i = 0; i < 7; ++i) {
+    EXPECT_EQ(grad_def->autocast_keeps(*stats, i), i == 6) << i;
+    EXPECT_EQ(grad_def->autocast_keeps(*dq, i), i == 5) << i;
+  }
+  EXPECT_TRUE(grad_def->f32_output(*stats, 0));
+  EXPECT_FALSE(grad_def->f32_output(*dq, 0));
+
+  const OpDef* attention_def = OpRegistry::get().lookup(std::string(kTccDomain), "Attention", 1);
+  ASSERT_TRUE(attention_def && attention_def->f32_output);
+  Node* saving = g.add_node("Attention", {x, x, x}, {"y", "lse"}, std::string(kTccDomain), "saving");
+  Node* plain = g.add_node("Attention", {x, x, x}, {"y2"}, std::string(kTccDomain), "plain");
+  EXPECT_FALSE(attention_def->f32_output(*saving, 0));
+  EXPECT_TRUE(attention_def->f32_output(*saving, 1));
+  EXPECT_FALSE(attention_def->f32_output(*plain, 0));
 }
 
 // On nodes: If's and Loop's deciding operand is the condition or trip count

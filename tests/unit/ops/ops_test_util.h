@@ -11,17 +11,13 @@
 #include "src/interp/interpreter.h"
 #include "src/ir/graph.h"
 #include "src/shape/shape_inference.h"
+#include "tests/unit/support/input_error.h"
 
 namespace tcc::testing {
 
 // The message shape inference rejects g with; "(no error)" when it accepts g.
 inline std::string shape_error(Graph& g) {
-  try {
-    infer_shapes(g);
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "(no error)";
+  return input_error([&] { infer_shapes(g); });
 }
 
 // A tensor type from dim texts: f32t({"batch", "seq", "768"}) is f32[batch, seq, 768].

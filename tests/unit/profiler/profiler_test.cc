@@ -21,6 +21,7 @@
 #include "src/profiler/report.h"
 #include "tcc_runtime.h"
 #include "tests/unit/support/cli_util.h"
+#include "tests/unit/support/input_error.h"
 #include "tests/unit/support/temp_dir.h"
 
 namespace tcc {
@@ -41,20 +42,13 @@ std::string read_file(const fs::path& p) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-class ProfilerTest : public ::testing::Test {
+class ProfilerTest : public TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = make_temp_dir("tcc_profiler_test");
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   // `tcc bench --from-recorded` into dir_/name.
   CliResult replay(const std::string& model, const std::string& name) {
     return run_tcc("bench --from-recorded " + shell_quote(recorded(model)) + " --report " +
                    shell_quote((dir_ / name).string()));
   }
-
-  fs::path dir_;
 };
 
 const profiler::ModeSummary& mode(const Summary& s, const std::string& name) {
@@ -217,26 +211,16 @@ TEST(ProfilerSummary, StepsPerSecondComeFromBackToBackBatches) {
   EXPECT_EQ(r["modes"][0]["steps_per_s_from"], "back_to_back");
   EXPECT_EQ(r["modes"][0]["pipelined_steps"], 40);
   once["modes"][0]["pipelined_steps"] = -1;
-  try {
-    profiler::measurement_from_json(once, "rec.json");
-    FAIL();
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("rec.json: modes[0].pipelined_steps: expected a count"), std::string::npos)
-        << e.what();
-  }
+  const std::string what = input_error([&] { profiler::measurement_from_json(once, "rec.json"); });
+  EXPECT_NE(what.find("rec.json: modes[0].pipelined_steps: expected a count"), std::string::npos) << what;
 }
 
 TEST(ProfilerSummary, BadRecordingsNameTheField) {
   json j = profiler::to_json(profiler::read_measurement(recorded("mlp")));
   j["modes"][1]["activities"][0]["kernel"] = "tcc_k99_nothing";
-  try {
-    profiler::measurement_from_json(j, "rec.json");
-    FAIL();
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("rec.json: modes[1].activities[0]: kernel 'tcc_k99_nothing'"),
-              std::string::npos)
-        << e.what();
-  }
+  const std::string what = input_error([&] { profiler::measurement_from_json(j, "rec.json"); });
+  EXPECT_NE(what.find("rec.json: modes[1].activities[0]: kernel 'tcc_k99_nothing'"),
+            std::string::npos) << what;
   j = profiler::to_json(profiler::read_measurement(recorded("mlp")));
   j["modes"][0].erase("latencies_ms");
   EXPECT_THROW(profiler::measurement_from_json(j, "rec.json"), InputError);

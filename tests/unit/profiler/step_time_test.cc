@@ -10,6 +10,7 @@
 #include "src/diag/errors.h"
 #include "src/profiler/measurement.h"
 #include "src/profiler/step_time.h"
+#include "tests/unit/support/input_error.h"
 
 namespace tcc {
 namespace {
@@ -174,14 +175,9 @@ TEST(StepTime, RecordedTimelinesRoundTripAndOldRecordingsLoad) {
 
   nlohmann::json bad = once;
   bad["modes"][0]["spans"][0]["kind"] = "kernel";
-  try {
-    profiler::measurement_from_json(bad, "rec.json");
-    FAIL();
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("rec.json: modes[0].spans[0].kind: expected copy, host_step or sync"),
-              std::string::npos)
-        << e.what();
-  }
+  const std::string what = input_error([&] { profiler::measurement_from_json(bad, "rec.json"); });
+  EXPECT_NE(what.find("rec.json: modes[0].spans[0].kind: expected copy, host_step or sync"),
+            std::string::npos) << what;
   bad = once;
   bad["modes"][0]["step_windows"][0]["end_ns"] = -1;
   EXPECT_THROW(profiler::measurement_from_json(bad, "rec.json"), InputError);

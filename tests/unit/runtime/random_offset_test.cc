@@ -71,12 +71,7 @@ bool all_identical(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
   return true;
 }
 
-class RandomOffset : public ::testing::Test {
- protected:
-  void SetUp() override { dir_ = make_temp_dir("tcc_random_offset"); }
-  void TearDown() override { fs::remove_all(dir_); }
-  fs::path dir_;
-};
+class RandomOffset : public TempDirTest {};
 
 // tests/fixtures/random_ops.tir (every random op on kernels): consecutive
 // calls draw at offsets 0, 1, 2, each the interpreter's bits there and no

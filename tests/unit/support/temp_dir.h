@@ -1,19 +1,40 @@
 // A fresh directory under the system's temporary directory, for tests that
-// write files (modules, caches, reports); the caller removes it.
+// write files (modules, caches, reports).
 #pragma once
 
+#include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <stdexcept>
 #include <string>
 
 namespace tcc {
 
+// A new directory named prefix_XXXXXX; the caller removes it.
 inline std::filesystem::path make_temp_dir(const std::string& prefix) {
   std::string tmpl = (std::filesystem::temp_directory_path() / (prefix + "_XXXXXX")).string();
   if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed for " + tmpl);
   return tmpl;
 }
+
+// A fixture whose tests each get a fresh directory, dir_ (named after the
+// test suite), removed after the test. Base: ::testing::Test, or a
+// ::testing::TestWithParam<T> for a parameterized suite.
+template <typename Base = ::testing::Test>
+class TempDirFixture : public Base {
+ protected:
+  void SetUp() override {
+    std::string suite = ::testing::UnitTest::GetInstance()->current_test_info()->test_suite_name();
+    std::replace(suite.begin(), suite.end(), '/', '_');
+    dir_ = make_temp_dir("tcc_" + suite);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::filesystem::path dir_;
+};
+
+using TempDirTest = TempDirFixture<>;
 
 }  // namespace tcc

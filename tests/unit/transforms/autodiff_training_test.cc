@@ -7,6 +7,7 @@
 
 #include "frontends/load_model.h"
 #include "tests/unit/support/cli_util.h"
+#include "tests/unit/support/input_error.h"
 #include "tests/unit/transforms/grad_check.h"
 
 namespace tcc {
@@ -295,12 +296,7 @@ TEST(Autodiff, OptimizerUpdatesMatchHandComputed) {
 
 std::string error_of(const std::string& text, TrainOptions opts) {
   std::unique_ptr<Model> m = parse_model(text, "m.tir");
-  try {
-    build_training_graph(*m, opts);
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "no error";
+  return input_error([&] { build_training_graph(*m, opts); });
 }
 
 // Float initializers that only configure an op (Resize's roi and scales,

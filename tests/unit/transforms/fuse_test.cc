@@ -16,6 +16,7 @@
 #include "src/ir/verifier.h"
 #include "src/ops/fusion.h"
 #include "src/shape/shape_inference.h"
+#include "tests/unit/support/input_error.h"
 
 namespace tcc {
 namespace {
@@ -254,14 +255,9 @@ TEST(SymbolBinding, TccShapesEvaluateWithInputSizes) {
 
 TEST(SymbolBinding, InputsDisagreeingOnASymbolAreNamed) {
   auto m = parse_model(kSymbolic, "s.tir");
-  try {
-    Interpreter().run(*m->graph, {{"x", Tensor(DType::F32, {2, 3, 4})}, {"m", Tensor(DType::F32, {5, 2})}});
-    FAIL() << "expected an InputError";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("symbol 'seq' is 3 by input 'x' dim 1 but 5 by input 'm' dim 0"),
-              std::string::npos)
-        << e.what();
-  }
+  const std::string what = input_error(
+      [&] { Interpreter().run(*m->graph, {{"x", Tensor(DType::F32, {2, 3, 4})}, {"m", Tensor(DType::F32, {5, 2})}}); });
+  EXPECT_NE(what.find("symbol 'seq' is 3 by input 'x' dim 1 but 5 by input 'm' dim 0"), std::string::npos) << what;
 }
 
 TEST(SymbolBinding, UnboundSymbolNamesTheNode) {
@@ -272,14 +268,9 @@ TEST(SymbolBinding, UnboundSymbolNamesTheNode) {
 }
 )",
                        "u.tir");
-  try {
-    Interpreter().run(*m->graph, {{"x", Tensor(DType::F32, {6})}});
-    FAIL() << "expected an InputError";
-  } catch (const InputError& e) {
-    std::string what = e.what();
-    EXPECT_NE(what.find("'r'"), std::string::npos) << what;
-    EXPECT_NE(what.find("no graph input binds 'n'"), std::string::npos) << what;
-  }
+  const std::string what = input_error([&] { Interpreter().run(*m->graph, {{"x", Tensor(DType::F32, {6})}}); });
+  EXPECT_NE(what.find("'r'"), std::string::npos) << what;
+  EXPECT_NE(what.find("no graph input binds 'n'"), std::string::npos) << what;
 }
 
 // ---- verify_fusion --------------------------------------------------------------
