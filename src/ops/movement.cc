@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <set>
 #include <string_view>
 #include <unordered_set>
 
@@ -660,7 +661,9 @@ void pad_rule(GradContext& c) {
 // part fuses into its consumers' kernels. The parts' sizes come from the output
 // types shape inference gave them, so every way of spelling the split (a
 // `split` input or attribute, num_outputs, equal parts) is covered by one rule.
-// Not when a part's size is symbolic.
+// A part's size may be symbolic over symbols the inputs bind (seq // 2 and
+// seq - seq // 2): the parts are then tcc::Slice, whose starts and shapes are
+// SymExpr texts the kernels read as sizes. Not when the data decides a size.
 bool decompose_split(Expansion& e) {
   const Node& n = e.node();
   const Value* x = n.input(0);
@@ -669,20 +672,36 @@ bool decompose_split(Expansion& e) {
   int64_t axis = n.get_int("axis", 0);
   if (axis < 0) axis += rank;
   if (axis < 0 || axis >= rank) return false;
-  std::vector<int64_t> sizes;
+  bool symbolic = false;
   for (size_t i = 0; i < n.num_outputs(); ++i) {
     const Type& t = n.output(i)->type();
-    if (!t.is_tensor() || !t.has_rank() || t.rank() != x->type().rank() || !t.shape()[axis].is_static()) return false;
-    sizes.push_back(t.shape()[axis].value());
+    if (!t.is_tensor() || !t.has_rank() || t.rank() != x->type().rank() || t.shape()[axis].is_unknown()) return false;
+    symbolic |= !t.shape()[axis].is_static();
   }
-  Value* axes = e.i64("axes", axis);
-  int64_t start = 0;
+  if (symbolic) {
+    const std::set<std::string> bound = e.graph().bound_symbols();
+    for (size_t i = 0; i < n.num_outputs(); ++i) {
+      const Type& t = n.output(i)->type();
+      if (!t.fully_shaped()) return false;
+      for (const Dim& d : t.shape())
+        for (const std::string& s : d.expr().symbols())
+          if (!bound.count(s)) return false;
+    }
+    e.leaves_dead_inputs();  // sizes computed from the input's shape, which no kernel needs now
+  }
+  Value* axes = symbolic ? nullptr : e.i64("axes", axis);
+  SymExpr start = SymExpr::constant(0);
   for (size_t i = 0; i < n.num_outputs(); ++i) {
     std::string part = std::to_string(i);
-    Value* starts = e.i64("starts_" + part, start);
-    Value* ends = e.i64("ends_" + part, start + sizes[i]);
-    e.take_over(i, e.add("Slice_" + part, "Slice", {n.input(0), starts, ends, axes}, n.output(i)->type()));
-    start += sizes[i];
+    const Type& t = n.output(i)->type();
+    SymExpr end = start + t.shape()[axis].expr();
+    Value* v = symbolic ? e.slice("Slice_" + part, n.input(0), axis, Dim(start), t.shape())
+                        : e.add("Slice_" + part, "Slice",
+                                {n.input(0), e.i64("starts_" + part, start.constant_value()),
+                                 e.i64("ends_" + part, end.constant_value()), axes},
+                                t);
+    e.take_over(i, v);
+    start = end;
   }
   return true;
 }
