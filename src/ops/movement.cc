@@ -590,10 +590,32 @@ Value* spread(GradContext& c, Value* g, Dims& gd, int64_t a, int64_t k) {
   return e.op("Slice", {flat, e.ints({0}), e.ints({(m - 1) * k + 1}), e.ints({a})});
 }
 
+// d slice along one axis by step 1, where that axis's size is symbolic or
+// the bounds are computed at run time (x[:, seq // 2 :]): g between zeros
+// cut from zeros like x by the slice's own bounds, [0, start) before it and
+// [end, size) after it. Whether it applies: one constant axis, step 1.
+bool concat_between_zeros(GradContext& c) {
+  const Node& n = c.node();
+  if (n.opset() < 10 || !n.has_input(3) || !c.constant(3) || c.constant(3)->numel() != 1) return false;
+  if (n.has_input(4) && (!c.constant(4) || c.const_ints(4, "Slice's steps") != std::vector<int64_t>{1})) return false;
+  const Dims& xd = c.dims(c.in(0));
+  int64_t a = c.axis(c.const_ints(3, "Slice's axes")[0], xd.size());
+  if (xd[static_cast<size_t>(a)].is_static() && c.constant(1) && c.constant(2)) return false;
+  Emitter& e = c.e();
+  Value* zeros = e.zeros_like(c.in(0), c.dtype());
+  Value* axes = e.ints({a});
+  Value* before = e.op("Slice", {zeros, e.ints({0}), c.in(1), axes});
+  Value* after = e.op("Slice", {zeros, c.in(2), e.ints({std::numeric_limits<int64_t>::max()}), axes});
+  c.set(0, e.op("Concat", {before, c.dy(), after}, int_attr("axis", a)));
+  return true;
+}
+
 // d slice = g padded with zeros back to x's shape, spread along the axes a
 // step above 1 skips. Needs constant starts, ends, axes and steps, positive
-// steps, and static sizes on the sliced axes (the padding is computed here).
+// steps, and static sizes on the sliced axes (the padding is computed here),
+// except where concat_between_zeros applies.
 void slice_rule(GradContext& c) {
+  if (concat_between_zeros(c)) return;
   const Node& n = c.node();
   const Dims& xd = c.dims(c.in(0));
   std::vector<int64_t> starts = c.const_ints(1, "Slice's starts"), ends = c.const_ints(2, "Slice's ends");
