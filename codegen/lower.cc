@@ -314,9 +314,10 @@ std::vector<int64_t> Lowering::constant_ints(const Node& p, size_t input) {
 View Lowering::slice(const Node& p, const View& in, std::vector<SymExpr> out_shape) {
   size_t rank = in.shape.size();
   std::vector<int64_t> axes, starts, steps;
+  Dims tcc_starts;  // tcc::Slice's, normalized and possibly symbolic
   if (p.domain() == kTccDomain) {
     axes = p.get_ints("axes");
-    starts = p.get_ints("starts");
+    tcc_starts = parse_shape_attr(p, "starts");
     steps = p.get_ints("steps");
   } else if (p.opset() < 10) {
     axes = p.get_ints("axes");
@@ -326,15 +327,16 @@ View Lowering::slice(const Node& p, const View& in, std::vector<SymExpr> out_sha
     if (p.has_input(3)) axes = constant_ints(p, 3);
     if (p.has_input(4)) steps = constant_ints(p, 4);
   }
+  size_t n = p.domain() == kTccDomain ? tcc_starts.size() : starts.size();
   if (axes.empty())
-    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
-  if (steps.empty()) steps.assign(starts.size(), 1);
-  if (axes.size() != starts.size() || steps.size() != starts.size()) fail(&p, "starts, axes and steps differ in length");
+    for (size_t i = 0; i < n; ++i) axes.push_back(static_cast<int64_t>(i));
+  if (steps.empty()) steps.assign(n, 1);
+  if (axes.size() != n || steps.size() != n) fail(&p, "starts, axes and steps differ in length");
   View out{in.buffer, std::move(out_shape), in.strides, in.offset};
   for (size_t i = 0; i < axes.size(); ++i) {
     int64_t a = axes[i] < 0 ? axes[i] + static_cast<int64_t>(rank) : axes[i];
     if (a < 0 || a >= static_cast<int64_t>(rank)) fail(&p, "axis " + std::to_string(axes[i]) + " is out of range");
-    SymExpr start = p.domain() == kTccDomain ? c(starts[i]) : slice_start(in.shape[a], starts[i], steps[i]);
+    SymExpr start = p.domain() == kTccDomain ? tcc_starts[i].expr() : slice_start(in.shape[a], starts[i], steps[i]);
     out.offset = out.offset + start * in.strides[a];
     out.strides[a] = in.strides[a] * c(steps[i]);
   }

@@ -66,6 +66,7 @@
 #include "passes/rewrite.h"
 #include "src/ir/replace_nodes.h"
 #include "src/ops/fusion.h"
+#include "src/ops/op_helpers.h"
 
 namespace tcc {
 namespace {
@@ -256,16 +257,17 @@ bool keeps_last_two(const Node* n) {
       is_onnx(n, "Identity"))
     return same;
   if (!is_op(n, "Slice") || out->type().rank() != in->type().rank()) return false;
-  std::vector<int64_t> starts, axes, steps;
+  Dims starts;
+  std::vector<int64_t> axes, steps;
   if (n->domain() == kTccDomain) {
-    starts = n->get_ints("starts"), axes = n->get_ints("axes"), steps = n->get_ints("steps");
+    starts = parse_shape_attr(*n, "starts"), axes = n->get_ints("axes"), steps = n->get_ints("steps");
   } else {
     std::optional<Tensor> s = constant_value(n->input(1));
     std::optional<Tensor> ax = n->has_input(3) ? constant_value(n->input(3)) : std::nullopt;
     std::optional<Tensor> st = n->has_input(4) ? constant_value(n->input(4)) : std::nullopt;
     if (!s || (n->has_input(3) && !ax) || (n->has_input(4) && !st)) return false;
     for (int64_t i = 0; i < s->numel(); ++i) {
-      starts.push_back(s->get_i64(i));
+      starts.push_back(Dim(s->get_i64(i)));
       axes.push_back(ax ? ax->get_i64(i) : i);
       steps.push_back(st ? st->get_i64(i) : 1);
     }
@@ -273,7 +275,7 @@ bool keeps_last_two(const Node* n) {
   const auto rank = static_cast<int64_t>(a.size());
   for (size_t i = 0; i < axes.size(); ++i) {
     int64_t axis = axes[i] < 0 ? axes[i] + rank : axes[i];
-    if (axis >= rank - 2 && (starts.at(i) != 0 || (i < steps.size() ? steps[i] : 1) != 1)) return false;
+    if (axis >= rank - 2 && (starts.at(i) != Dim(0) || (i < steps.size() ? steps[i] : 1) != 1)) return false;
   }
   return true;
 }

@@ -21,9 +21,10 @@
 // reading no tensor: x's data no longer has to outlive the node, and the
 // count is a size parameter of whatever kernel uses it.
 //
-// A Slice is resolved when its starts, axes and steps are known integers
-// (steps positive, starts normalizable at compile time) and only its ends
-// depend on symbols; its output shape says where each axis ends.
+// A Slice is resolved when its axes and steps are known integers (steps
+// positive) and its starts are known dims over bound symbols, constant or
+// computed from shapes (x[:, seq // 2 :]); its output shape says where each
+// axis ends, and the starts become SymExpr texts as the shape's dims.
 //
 // Expects: a verified graph; types are re-inferred here. Sets the model's
 // "tcc" opset import to 1 when it rewrites anything.
@@ -101,12 +102,25 @@ std::optional<std::vector<int64_t>> known_ints(const Node& n, size_t i, const Sh
   return static_values(&it->second);
 }
 
-// tcc::Slice attributes for a Slice whose bounds resolve, or nullopt.
-std::optional<std::map<std::string, Attribute>> slice_attrs(const Node& n, const ShapeInfo& info) {
+// The contents of input i as dims, whether constant or only known to shape
+// inference (symbolic entries included).
+std::optional<Dims> known_dims(const Node& n, size_t i, const ShapeInfo& info) {
+  if (auto c = constant_value(n.input(i))) return dims_of(c->to_i64_vector());
+  auto it = info.values.find(n.input(i));
+  if (it == info.values.end()) return std::nullopt;
+  return it->second;
+}
+
+// tcc::Slice attributes for a Slice whose bounds resolve, or nullopt. A start
+// is normalized where it is read: clamped into a static dim, counted from the
+// end of a symbolic one when negative, and otherwise, as shape inference takes
+// bounds on a symbolic dim, within it (seq//2).
+std::optional<std::map<std::string, Attribute>> slice_attrs(const Node& n, const ShapeInfo& info,
+                                                            const std::set<std::string>& bound) {
   const Type& x = n.input(0)->type();
   if (!x.is_tensor() || !x.fully_shaped()) return std::nullopt;
   auto rank = static_cast<int64_t>(x.rank());
-  std::optional<std::vector<int64_t>> starts = known_ints(n, 1, info);
+  std::optional<Dims> starts = known_dims(n, 1, info);
   if (!starts) return std::nullopt;
   std::vector<int64_t> axes, steps(starts->size(), 1);
   for (size_t k = 0; k < starts->size(); ++k) axes.push_back(static_cast<int64_t>(k));
@@ -121,23 +135,27 @@ std::optional<std::map<std::string, Attribute>> slice_attrs(const Node& n, const
     steps = *s;
   }
   if (axes.size() != starts->size() || steps.size() != starts->size()) return std::nullopt;
+  std::vector<std::string> texts;
   for (size_t k = 0; k < axes.size(); ++k) {
     if (axes[k] < -rank || axes[k] >= rank || steps[k] <= 0) return std::nullopt;
     if (axes[k] < 0) axes[k] += rank;
     const Dim& d = x.shape()[axes[k]];
-    int64_t& s = (*starts)[k];
-    if (s < 0) {
-      if (!d.is_static()) return std::nullopt;
-      s = std::max<int64_t>(0, s + d.value());
-    } else if (d.is_static()) {
-      s = std::min(s, d.value());
-    } else if (s != 0) {
-      // A positive start past a symbolic end would need clamping at run time.
+    Dim s = (*starts)[k];
+    if (s.is_static() && d.is_static()) {
+      s = Dim(std::clamp<int64_t>(s.value() < 0 ? s.value() + d.value() : s.value(), 0, d.value()));
+    } else if (s.is_static() && s.value() < 0) {
+      if (s.value() <= -kSliceSentinel) return std::nullopt;
+      s = Dim(d.expr() + SymExpr::constant(s.value()));
+    } else if (s.is_static() && s.value() >= kSliceSentinel) {
       return std::nullopt;
     }
+    for (const std::string& sym : s.expr().symbols())
+      if (!bound.count(sym)) return std::nullopt;
+    texts.push_back(s.str());
   }
-  return std::map<std::string, Attribute>{
-      {"axes", Attribute::of_ints(axes)}, {"starts", Attribute::of_ints(*starts)}, {"steps", Attribute::of_ints(steps)}};
+  return std::map<std::string, Attribute>{{"axes", Attribute::of_ints(axes)},
+                                          {"starts", Attribute::of_strings(texts)},
+                                          {"steps", Attribute::of_ints(steps)}};
 }
 
 }  // namespace
@@ -181,7 +199,7 @@ bool resolve_shapes(Graph& g, PassContext& ctx) {
     if (!dims) continue;
     std::map<std::string, Attribute> attrs;
     if (!reshape_like) {
-      auto s = slice_attrs(n, info);
+      auto s = slice_attrs(n, info, bound);
       if (!s) continue;
       attrs = std::move(*s);
     }

@@ -145,6 +145,16 @@ Value* Expansion::expand(const std::string& piece, Value* x, const Dims& dims) {
              std::string(kTccDomain));
 }
 
+Value* Expansion::slice(const std::string& piece, Value* x, int64_t axis, const Dim& start, const Dims& dims) {
+  g_.set_opset(std::string(kTccDomain), 1);
+  return add(piece, "Slice", {x}, Type::tensor(x->type().dtype(), dims),
+             {{"axes", Attribute::of_ints({axis})},
+              {"starts", dims_attr({start})},
+              {"steps", Attribute::of_ints({1})},
+              {"shape", dims_attr(dims)}},
+             std::string(kTccDomain));
+}
+
 Value* Expansion::cast(const std::string& piece, Value* x, DType to) {
   if (x->type().dtype() == to) return x;
   return add(piece, "Cast", {x}, Type::tensor(to, x->type().shape()),

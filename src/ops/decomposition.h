@@ -81,6 +81,9 @@ class Expansion {
   Value* reshape(const std::string& piece, Value* x, const Dims& dims);
   // x broadcast to `dims` (symbolic or not): a tcc::Expand.
   Value* expand(const std::string& piece, Value* x, const Dims& dims);
+  // x from `start` along `axis` (a SymExpr, non-negative) by step 1, of
+  // `dims` (symbolic or not): a tcc::Slice, a view of x.
+  Value* slice(const std::string& piece, Value* x, int64_t axis, const Dim& start, const Dims& dims);
   // x as dtype `to`: a Cast of the same shape, or x itself when it already is.
   Value* cast(const std::string& piece, Value* x, DType to);
   // The i64s start, start + 1, ... of a symbolic `length`: a tcc::Range, which reads no tensor.

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <set>
 #include <string_view>
 #include <unordered_set>
 
@@ -589,10 +590,32 @@ Value* spread(GradContext& c, Value* g, Dims& gd, int64_t a, int64_t k) {
   return e.op("Slice", {flat, e.ints({0}), e.ints({(m - 1) * k + 1}), e.ints({a})});
 }
 
+// d slice along one axis by step 1, where that axis's size is symbolic or
+// the bounds are computed at run time (x[:, seq // 2 :]): g between zeros
+// cut from zeros like x by the slice's own bounds, [0, start) before it and
+// [end, size) after it. Whether it applies: one constant axis, step 1.
+bool concat_between_zeros(GradContext& c) {
+  const Node& n = c.node();
+  if (n.opset() < 10 || !n.has_input(3) || !c.constant(3) || c.constant(3)->numel() != 1) return false;
+  if (n.has_input(4) && (!c.constant(4) || c.const_ints(4, "Slice's steps") != std::vector<int64_t>{1})) return false;
+  const Dims& xd = c.dims(c.in(0));
+  int64_t a = c.axis(c.const_ints(3, "Slice's axes")[0], xd.size());
+  if (xd[static_cast<size_t>(a)].is_static() && c.constant(1) && c.constant(2)) return false;
+  Emitter& e = c.e();
+  Value* zeros = e.zeros_like(c.in(0), c.dtype());
+  Value* axes = e.ints({a});
+  Value* before = e.op("Slice", {zeros, e.ints({0}), c.in(1), axes});
+  Value* after = e.op("Slice", {zeros, c.in(2), e.ints({std::numeric_limits<int64_t>::max()}), axes});
+  c.set(0, e.op("Concat", {before, c.dy(), after}, int_attr("axis", a)));
+  return true;
+}
+
 // d slice = g padded with zeros back to x's shape, spread along the axes a
 // step above 1 skips. Needs constant starts, ends, axes and steps, positive
-// steps, and static sizes on the sliced axes (the padding is computed here).
+// steps, and static sizes on the sliced axes (the padding is computed here),
+// except where concat_between_zeros applies.
 void slice_rule(GradContext& c) {
+  if (concat_between_zeros(c)) return;
   const Node& n = c.node();
   const Dims& xd = c.dims(c.in(0));
   std::vector<int64_t> starts = c.const_ints(1, "Slice's starts"), ends = c.const_ints(2, "Slice's ends");
@@ -660,7 +683,9 @@ void pad_rule(GradContext& c) {
 // part fuses into its consumers' kernels. The parts' sizes come from the output
 // types shape inference gave them, so every way of spelling the split (a
 // `split` input or attribute, num_outputs, equal parts) is covered by one rule.
-// Not when a part's size is symbolic.
+// A part's size may be symbolic over symbols the inputs bind (seq // 2 and
+// seq - seq // 2): the parts are then tcc::Slice, whose starts and shapes are
+// SymExpr texts the kernels read as sizes. Not when the data decides a size.
 bool decompose_split(Expansion& e) {
   const Node& n = e.node();
   const Value* x = n.input(0);
@@ -669,20 +694,36 @@ bool decompose_split(Expansion& e) {
   int64_t axis = n.get_int("axis", 0);
   if (axis < 0) axis += rank;
   if (axis < 0 || axis >= rank) return false;
-  std::vector<int64_t> sizes;
+  bool symbolic = false;
   for (size_t i = 0; i < n.num_outputs(); ++i) {
     const Type& t = n.output(i)->type();
-    if (!t.is_tensor() || !t.has_rank() || t.rank() != x->type().rank() || !t.shape()[axis].is_static()) return false;
-    sizes.push_back(t.shape()[axis].value());
+    if (!t.is_tensor() || !t.has_rank() || t.rank() != x->type().rank() || t.shape()[axis].is_unknown()) return false;
+    symbolic |= !t.shape()[axis].is_static();
   }
-  Value* axes = e.i64("axes", axis);
-  int64_t start = 0;
+  if (symbolic) {
+    const std::set<std::string> bound = e.graph().bound_symbols();
+    for (size_t i = 0; i < n.num_outputs(); ++i) {
+      const Type& t = n.output(i)->type();
+      if (!t.fully_shaped()) return false;
+      for (const Dim& d : t.shape())
+        for (const std::string& s : d.expr().symbols())
+          if (!bound.count(s)) return false;
+    }
+    e.leaves_dead_inputs();  // sizes computed from the input's shape, which no kernel needs now
+  }
+  Value* axes = symbolic ? nullptr : e.i64("axes", axis);
+  SymExpr start = SymExpr::constant(0);
   for (size_t i = 0; i < n.num_outputs(); ++i) {
     std::string part = std::to_string(i);
-    Value* starts = e.i64("starts_" + part, start);
-    Value* ends = e.i64("ends_" + part, start + sizes[i]);
-    e.take_over(i, e.add("Slice_" + part, "Slice", {n.input(0), starts, ends, axes}, n.output(i)->type()));
-    start += sizes[i];
+    const Type& t = n.output(i)->type();
+    SymExpr end = start + t.shape()[axis].expr();
+    Value* v = symbolic ? e.slice("Slice_" + part, n.input(0), axis, Dim(start), t.shape())
+                        : e.add("Slice_" + part, "Slice",
+                                {n.input(0), e.i64("starts_" + part, start.constant_value()),
+                                 e.i64("ends_" + part, end.constant_value()), axes},
+                                t);
+    e.take_over(i, v);
+    start = end;
   }
   return true;
 }

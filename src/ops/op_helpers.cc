@@ -261,4 +261,18 @@ std::string sliding_window(const Node& n, const std::vector<int64_t>& kernel, co
   return "";
 }
 
+Dims parse_shape_attr(const Node& n, const std::string& attr) {
+  const Attribute* a = n.attr(attr);
+  if (a == nullptr || a->kind != Attribute::Kind::Strings)
+    n.fail("needs a '" + attr + "' attribute listing dims as symbolic expressions, e.g. [\"batch\", \"seq*12\"]");
+  Dims dims;
+  for (const std::string& text : a->strings) {
+    std::optional<SymExpr> e = SymExpr::parse(text);
+    if (!e) n.fail("'" + text + "' in " + attr + " is not a symbolic expression");
+    if (e->is_constant() && e->constant_value() < 0) n.fail("'" + text + "' in " + attr + " is negative");
+    dims.push_back(Dim(*e));
+  }
+  return dims;
+}
+
 }  // namespace tcc

@@ -29,6 +29,11 @@ inline constexpr int64_t kSliceSentinel = 2147483647;
 inline constexpr const char* kSelectInPlace =
     "keep shapes static: multiply by the mask or select with Where instead of gathering elements";
 
+// n's attribute `attr` listing non-negative dims as SymExpr texts (a tcc
+// op's target shape, tcc::Slice's starts); fails naming n when it is absent
+// or a text is not one.
+Dims parse_shape_attr(const Node& n, const std::string& attr);
+
 // Maps a possibly negative axis into [0, rank); fails naming the node when out of range.
 int64_t normalize_axis(const Node& n, int64_t axis, int64_t rank);
 

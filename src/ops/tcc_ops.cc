@@ -6,7 +6,9 @@
 //     shape an exporter computed at run time (Shape -> Gather -> Concat), with
 //     that shape written as SymExpr texts over the symbols the graph inputs
 //     bind ("batch", "seq*12"), so no host work computes it
-//     (passes/resolve_shapes.cc).
+//     (passes/resolve_shapes.cc). tcc::Slice's starts are such texts too
+//     ("seq//2"), as are those of the parts of a Split along a symbolic axis
+//     (decompose_split in src/ops/movement.cc).
 //   - tcc::Range() {start, delta, shape, to}: the integers start, start + delta,
 //     ... of the one-dim `shape` (a SymExpr text), in dtype `to`: an integer
 //     Range whose length resolved to bound symbols (position ids), reading no
@@ -51,20 +53,6 @@ std::vector<Tensor> eval_fusion(EvalContext& ctx) {
 }
 
 // ---- symbolic target shapes -------------------------------------------------
-
-Dims parse_shape_attr(const Node& n, const std::string& attr) {
-  const Attribute* a = n.attr(attr);
-  if (a == nullptr || a->kind != Attribute::Kind::Strings)
-    n.fail("needs a '" + attr + "' attribute listing dims as symbolic expressions, e.g. [\"batch\", \"seq*12\"]");
-  Dims dims;
-  for (const std::string& text : a->strings) {
-    std::optional<SymExpr> e = SymExpr::parse(text);
-    if (!e) n.fail("'" + text + "' in " + attr + " is not a symbolic expression");
-    if (e->is_constant() && e->constant_value() < 0) n.fail("'" + text + "' in " + attr + " is negative");
-    dims.push_back(Dim(*e));
-  }
-  return dims;
-}
 
 // The concrete target shape under the symbols this run bound.
 std::vector<int64_t> eval_shape_attr(const EvalContext& ctx, const std::string& attr) {
@@ -119,20 +107,21 @@ std::vector<Tensor> eval_tcc_expand(EvalContext& ctx) {
 }
 
 // tcc::Slice(x) {axes, starts, steps, shape}: along each listed axis, output
-// index i reads input index starts[k] + i * steps[k] (starts already
-// normalized, non-negative); `shape` is the whole output shape.
+// index i reads input index starts[k] + i * steps[k]; `starts` are SymExpr
+// texts already normalized (non-negative: "1", "seq//2"), `shape` is the
+// whole output shape.
 struct SliceAttrs {
-  std::vector<int64_t> axes, starts, steps;
+  std::vector<int64_t> axes, steps;
+  Dims starts;
 };
 
 SliceAttrs slice_attrs(const Node& n, size_t rank) {
-  SliceAttrs s{n.get_ints("axes"), n.get_ints("starts"), n.get_ints("steps")};
+  SliceAttrs s{n.get_ints("axes"), n.get_ints("steps"), parse_shape_attr(n, "starts")};
   if (s.starts.size() != s.axes.size() || s.steps.size() != s.axes.size())
     n.fail("axes, starts and steps must have the same length");
   for (size_t k = 0; k < s.axes.size(); ++k) {
     if (s.axes[k] < 0 || s.axes[k] >= static_cast<int64_t>(rank))
       n.fail("axis " + std::to_string(s.axes[k]) + " is out of range for rank " + std::to_string(rank));
-    if (s.starts[k] < 0) n.fail("starts must be normalized (non-negative)");
     if (s.steps[k] == 0) n.fail("steps must not be 0");
   }
   return s;
@@ -152,9 +141,10 @@ std::vector<Tensor> eval_tcc_slice(EvalContext& ctx) {
   std::vector<int64_t> out_shape = eval_shape_attr(ctx, "shape");
   if (out_shape.size() != in.rank()) ctx.fail("shape does not have the input's rank");
   SliceAttrs s = slice_attrs(ctx.node(), in.rank());
+  std::vector<int64_t> starts = eval_shape_attr(ctx, "starts");
   std::vector<int64_t> start(in.rank(), 0), step(in.rank(), 1);
   for (size_t k = 0; k < s.axes.size(); ++k) {
-    start[s.axes[k]] = s.starts[k];
+    start[s.axes[k]] = starts[k];
     step[s.axes[k]] = s.steps[k];
   }
   for (size_t k = 0; k < in.rank(); ++k) {

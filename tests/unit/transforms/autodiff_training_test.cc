@@ -93,6 +93,42 @@ TEST(Autodiff, NearestResizeSymbolicBatch) {
   }
 }
 
+// Slices along a symbolic axis: x[:, seq // 2 :] (the start computed from the
+// shape) and a causal LM's x[:, :-1] * x[:, 1:]. The gradient is the incoming
+// one between zeros cut by the slice's own bounds, at even and odd sizes.
+TEST(Autodiff, SliceAlongSymbolicAxis) {
+  std::string text = fill_random(R"(graph main opset(ai.onnx: 17) {
+  input %x: f64[2, seq]
+  const %w: f64[2, 1] = $R
+  const %one: i64[] = [1]
+  const %two: i64[] = [2]
+  const %zero1: i64[1] = [0]
+  const %one1: i64[1] = [1]
+  const %minus1: i64[1] = [-1]
+  const %end: i64[1] = [9223372036854775807]
+  %m: f64[2, seq] = Mul(%x, %w)
+  %shape: i64[2] = Shape(%m)
+  %seq: i64[] = Gather(%shape, %one) {axis = 0}
+  %half: i64[] = Div(%seq, %two)
+  %half1: i64[1] = Unsqueeze(%half, %zero1)
+  %tail = Slice(%m, %half1, %end, %one1)
+  %head = Slice(%m, %zero1, %minus1, %one1)
+  %shifted = Slice(%m, %one1, %end, %one1)
+  %p = Mul(%head, %shifted)
+  %t = Sin(%tail)
+  %lp: f64[] = ReduceSum(%p) {keepdims = 0}
+  %lt: f64[] = ReduceSum(%t) {keepdims = 0}
+  %loss: f64[] = Add(%lp, %lt)
+  output %loss
+}
+)", 5);
+  for (int64_t seq : {3, 6}) {
+    Tensor x(DType::F64, {2, seq});
+    for (int64_t i = 0; i < x.numel(); ++i) x.set_f64(i, std::cos(static_cast<double>(i)));
+    check_gradients(text, {{"x", x}});
+  }
+}
+
 TEST(Autodiff, BuiltinLossesOnSymbolicBatch) {
   std::string text = fill_random(R"(graph main opset(ai.onnx: 17) {
   input %x: f64[batch, 3]

@@ -227,10 +227,12 @@ constexpr const char* kSymbolic = R"(graph main opset(ai.onnx: 17, tcc: 1) {
   input %m: f32[seq, 2]
   %y: f32[batch, seq*2, 2] = tcc::Reshape(%x) {shape = ["batch", "seq*2", "2"]} name("r")
   %e: f32[3, seq, 2] = tcc::Expand(%m) {shape = ["3", "seq", "2"]} name("e")
-  %s: f32[batch, 1, 4] = tcc::Slice(%x) {axes = [1], starts = [1], steps = [2], shape = ["batch", "1", "4"]} name("s")
+  %s: f32[batch, 1, 4] = tcc::Slice(%x) {axes = [1], starts = ["1"], steps = [2], shape = ["batch", "1", "4"]} name("s")
+  %h: f32[batch, seq-seq//2, 4] = tcc::Slice(%x) {axes = [1], starts = ["seq//2"], steps = [1], shape = ["batch", "seq-seq//2", "4"]} name("h")
   output %y
   output %e
   output %s
+  output %h
 }
 )";
 
@@ -251,6 +253,10 @@ TEST(SymbolBinding, TccShapesEvaluateWithInputSizes) {
   ASSERT_EQ(out[2].shape(), (std::vector<int64_t>{2, 1, 4}));
   EXPECT_EQ(out[2].get_f64(0), 4.0);
   EXPECT_EQ(out[2].get_f64(7), 19.0);
+  // Rows 1 and 2 (from seq//2) of each batch: elements 4..11 and 16..23.
+  ASSERT_EQ(out[3].shape(), (std::vector<int64_t>{2, 2, 4}));
+  EXPECT_EQ(out[3].get_f64(0), 4.0);
+  EXPECT_EQ(out[3].get_f64(15), 23.0);
 }
 
 TEST(SymbolBinding, InputsDisagreeingOnASymbolAreNamed) {
