@@ -24,6 +24,7 @@
 #include "codegen/emit_cuda_helpers.h"
 #include "codegen/attention_template.h"
 #include "codegen/gemm_template.h"
+#include "codegen/nms_template.h"
 #include "codegen/recurrence_template.h"
 #include "codegen/topk_template.h"
 #include "src/diag/errors.h"
@@ -670,6 +671,7 @@ std::string emit_cuda(const std::vector<kir::Kernel>& kernels, const std::vector
     else if (k.kind == kir::Kind::Attention) out += "\n" + emit_attention_cuda(k, c);
     else if (k.kind == kir::Kind::TopK) out += "\n" + emit_topk_cuda(k, c);
     else if (k.kind == kir::Kind::Recurrence) out += "\n" + emit_recurrence_cuda(k, c);
+    else if (k.kind == kir::Kind::Nms) out += "\n" + emit_nms_cuda(k, c);
     else if (!runs_library(k, c)) out += "\n" + CudaKernel(k, c).print();
   }
   return out;
@@ -775,6 +777,9 @@ KernelLaunch launch_config(const kir::Kernel& k, const KernelConfig& config) {
       break;
     case kir::Kind::Recurrence:
       c = recurrence_launch(k, config);
+      break;
+    case kir::Kind::Nms:
+      c = nms_launch(k, config);
       break;
   }
   c.zero_outputs = k.zero_outputs;

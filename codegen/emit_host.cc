@@ -4,6 +4,7 @@
 
 #include "codegen/attention_template.h"
 #include "codegen/emit_c.h"
+#include "codegen/nms_template.h"
 #include "codegen/recurrence_template.h"
 #include "codegen/topk_template.h"
 #include "src/diag/errors.h"
@@ -208,6 +209,7 @@ std::string emit_host(const std::vector<kir::Kernel>& kernels) {
     out += "\n" + (k.kind == kir::Kind::Attention ? emit_attention_host(k)
                     : k.kind == kir::Kind::TopK       ? emit_topk_host(k)
                     : k.kind == kir::Kind::Recurrence ? emit_recurrence_host(k)
+                    : k.kind == kir::Kind::Nms        ? emit_nms_host(k)
                                                       : HostKernel(k).print());
   return out;
 }

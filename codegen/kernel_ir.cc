@@ -69,6 +69,11 @@ class Printer {
       out_ += "  topk x=" + buffer_ref(k_.topk->x) + " length=" + std::to_string(k_.topk->length) +
               " largest=" + std::to_string(k_.topk->largest) + "\n";
     if (k_.recurrence) recurrence(*k_.recurrence);
+    if (k_.nms) {
+      out_ += "  nms center=" + std::to_string(k_.nms->center) + " boxes=" + k_.nms->boxes.str();
+      for (const auto& [key, b] : nms_buffers(*k_.nms)) out_ += std::string(" ") + key + "=" + buffer_ref(b);
+      out_ += "\n";
+    }
     if (k_.schedule && !anonymous_) schedule(*k_.schedule);
     for (size_t i = 0; i < k_.body.size(); ++i) instr(static_cast<int>(i), k_.body[i]);
     return out_;
@@ -239,6 +244,18 @@ std::vector<std::pair<const char*, int*>> recurrence_buffers(RecurrenceDesc& r) 
           {"y_h", &r.y_h},       {"y_c", &r.y_c}};
 }
 
+std::vector<std::pair<const char*, int*>> nms_buffers(NmsDesc& n) {
+  return {{"box_data", &n.box_data},   {"scores", &n.scores},     {"max_output", &n.max_output},
+          {"iou_threshold", &n.iou_threshold}, {"score_threshold", &n.score_threshold},
+          {"selected", &n.selected}, {"count", &n.count}};
+}
+
+std::vector<std::pair<const char*, int>> nms_buffers(const NmsDesc& n) {
+  std::vector<std::pair<const char*, int>> out;
+  for (const auto& [key, b] : nms_buffers(const_cast<NmsDesc&>(n))) out.emplace_back(key, *b);
+  return out;
+}
+
 std::vector<std::pair<const char*, int>> recurrence_buffers(const RecurrenceDesc& r) {
   std::vector<std::pair<const char*, int>> out;
   for (const auto& [key, b] : recurrence_buffers(const_cast<RecurrenceDesc&>(r))) out.emplace_back(key, *b);
@@ -361,6 +378,8 @@ SymExpr flop_count(const Kernel& k) {
   // Recurrence: each step's h R^T, a multiply and an add per weight.
   if (const auto& r = k.recurrence)
     return domain_size(k) * r->seq * SymExpr::constant(2 * r->gates() * r->hidden * r->hidden);
+  // NMS: an IoU test of each pair of boxes, about a dozen operations.
+  if (k.nms) return domain_size(k) * k.nms->boxes * k.nms->boxes * SymExpr::constant(12);
   SymExpr per_point, per_row;
   for (const Instr& in : k.body) {
     if (!counts_as_flop(in.op)) continue;

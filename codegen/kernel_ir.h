@@ -235,6 +235,23 @@ struct RecurrenceDesc {
 std::vector<std::pair<const char*, int>> recurrence_buffers(const RecurrenceDesc& r);
 std::vector<std::pair<const char*, int*>> recurrence_buffers(RecurrenceDesc& r);
 
+// An NMS kernel (Kind::Nms) runs tcc::NmsSelect (src/ops/detection.cc): for
+// each (batch, class), the domain [batch, classes], the greedy selection of
+// NonMaxSuppression over `boxes` boxes: boxes [batch, boxes, 4] f32 (corners,
+// or centers and sizes where `center`), scores [batch, classes, boxes] f32,
+// the optional scalars max_output (i64), iou_threshold and score_threshold
+// (f32; -1: absent). It writes `selected` [batch, classes, boxes] i64, the
+// box at each place (-1 past the count), and `count` [batch, classes] i64.
+struct NmsDesc {
+  bool center = false;
+  SymExpr boxes;
+  int box_data = -1, scores = -1, max_output = -1, iou_threshold = -1, score_threshold = -1;  // inputs
+  int selected = -1, count = -1;                                                            // outputs
+};
+// The descriptor's buffers by their text form's keys, inputs then outputs.
+std::vector<std::pair<const char*, int>> nms_buffers(const NmsDesc& n);
+std::vector<std::pair<const char*, int*>> nms_buffers(NmsDesc& n);
+
 struct Kernel {
   std::string name;                     // the symbol in the cubin and in host.so
   Kind kind = Kind::Pointwise;
@@ -248,6 +265,7 @@ struct Kernel {
   std::optional<AttentionDesc> attention;  // Kind::Attention
   std::optional<TopKDesc> topk;         // Kind::TopK
   std::optional<RecurrenceDesc> recurrence;  // Kind::Recurrence
+  std::optional<NmsDesc> nms;           // Kind::Nms
   // The launch and layout choices the emitter reads (codegen/kernel_config.h),
   // as the schedule passes (codegen/kernel_schedule.h) left them; none until a
   // schedule pass runs, and then the emitter takes default_config. Not part of

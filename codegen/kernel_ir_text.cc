@@ -20,8 +20,8 @@ namespace tcc::kir {
 
 namespace {
 
-constexpr Kind kKinds[] = {Kind::Pointwise, Kind::Reduction, Kind::Gemm, Kind::Conv,
-                           Kind::Attention, Kind::TopK,      Kind::Recurrence};
+constexpr Kind kKinds[] = {Kind::Pointwise, Kind::Reduction, Kind::Gemm,      Kind::Conv,
+                           Kind::Attention, Kind::TopK,      Kind::Recurrence, Kind::Nms};
 
 // Stops of an expression: it never holds a space, and lists and the domain end it.
 constexpr const char* kExprStops = " \t\r,]|";
@@ -77,6 +77,7 @@ class KernelParser : TextCursor {
     if (keyword("attention")) k.attention = attention(k);
     if (keyword("topk")) k.topk = topk(k);
     if (keyword("recurrence")) k.recurrence = recurrence(k);
+    if (keyword("nms")) k.nms = nms(k);
     if (keyword("schedule")) k.schedule = schedule();
     std::vector<size_t> instr_at;
     while (peek() == '%') {
@@ -91,11 +92,11 @@ class KernelParser : TextCursor {
 
   Kind kind() {
     size_t at = pos();
-    std::string id = ident("a kernel kind (pointwise, reduction, gemm, conv, attention, topk, recurrence)");
+    std::string id = ident("a kernel kind (pointwise, reduction, gemm, conv, attention, topk, recurrence, nms)");
     for (Kind kind : kKinds)
       if (id == kind_name(kind)) return kind;
-    fail_at(at, "expected a kernel kind (pointwise, reduction, gemm, conv, attention, topk, recurrence), got '" + id +
-                    "'");
+    fail_at(at, "expected a kernel kind (pointwise, reduction, gemm, conv, attention, topk, recurrence, nms), got '" +
+                    id + "'");
   }
 
   SymExpr expr(const std::string& what) {
@@ -388,6 +389,19 @@ class KernelParser : TextCursor {
       }
     }
     return c;
+  }
+
+  NmsDesc nms(const Kernel& k) {
+    NmsDesc n;
+    field("center");
+    n.center = flag();
+    field("boxes");
+    n.boxes = expr("an expression");
+    for (const auto& [key, b] : nms_buffers(n)) {
+      field(key);
+      *b = buffer_ref(k, true);
+    }
+    return n;
   }
 
   RecurrenceDesc recurrence(const Kernel& k) {

@@ -57,6 +57,7 @@ class Verifier {
     if (k_.attention) attention(*k_.attention);
     if (k_.topk) topk(*k_.topk);
     if (k_.recurrence) recurrence(*k_.recurrence);
+    if (k_.nms) nms(*k_.nms);
     sizes();
     // Last: the emitters' refusals read a kernel that is otherwise valid.
     if (k_.schedule) {
@@ -88,6 +89,7 @@ class Verifier {
     if (k_.topk.has_value() != (k_.kind == Kind::TopK)) fail(-1, "a topk description belongs to a topk kernel only");
     if (k_.recurrence.has_value() != (k_.kind == Kind::Recurrence))
       fail(-1, "a recurrence description belongs to a recurrence kernel only");
+    if (k_.nms.has_value() != (k_.kind == Kind::Nms)) fail(-1, "an nms description belongs to an nms kernel only");
   }
 
   void buffers() {
@@ -234,6 +236,9 @@ class Verifier {
     if (const auto& r = k_.recurrence)
       for (int b : {r->y, r->y_h, r->y_c})
         if (declared(b)) stored[static_cast<size_t>(b)] = true;
+    if (const auto& n = k_.nms)
+      for (int b : {n->selected, n->count})
+        if (declared(b)) stored[static_cast<size_t>(b)] = true;
     if (const auto& a = k_.attention)
       for (int b : {a->pass == AttentionPass::Forward ? a->lse : -1, a->dv})
         if (declared(b)) stored[static_cast<size_t>(b)] = true;
@@ -361,6 +366,28 @@ class Verifier {
       if (k_.buffers[static_cast<size_t>(in.buffer)].dtype != at(in.args[0]).dtype)
         fail(n, what(n) + " stores into a buffer of another dtype");
     }
+  }
+
+  // The boxes and scores (f32), the optional scalars, and the two i64
+  // outputs over the domain [batch, classes]; no body.
+  void nms(const NmsDesc& n) const {
+    if (rank_ != 2) fail(-1, "an nms kernel's domain is [batch, classes], of rank 2");
+    if (!k_.body.empty()) fail(0, "an nms kernel has no instructions");
+    // nms_buffers' order: box_data, scores, the three optional scalars (max_output first), selected, count.
+    const auto buffers = nms_buffers(n);
+    for (size_t i = 0; i < buffers.size(); ++i) {
+      const auto& [role, b] = buffers[i];
+      const bool output = i >= 5, optional = i >= 2 && i < 5;
+      if (optional && b == -1) continue;
+      if (!declared(b) || k_.buffers[static_cast<size_t>(b)].output != output)
+        fail(-1, std::string("nms buffer ") + role + " is not an " + (output ? "output" : "input") + " buffer");
+      const DType want = output || i == 2 ? DType::I64 : DType::F32;
+      if (k_.buffers[static_cast<size_t>(b)].dtype != want)
+        fail(-1, std::string("nms buffer ") + role + " is not " + std::string(dtype_name(want)));
+    }
+    for (size_t b = 0; b < k_.buffers.size(); ++b)
+      if (k_.buffers[b].output && static_cast<int>(b) != n.selected && static_cast<int>(b) != n.count)
+        fail(-1, "output '" + k_.buffers[b].name + "' is neither selected nor count");
   }
 
   // The operands and outputs the cell has, of one float dtype; each

@@ -35,6 +35,10 @@
 //   (and an LSTM's y_c); one float dtype, f32 or f64, lens i32; states and
 //   gate sums within kRecurrenceSharedBytes; a body of scalar instructions
 //   and recurrence_arg / recurrence_result, one result per activation.
+// - Nms: an NmsDesc in nms kernels only, over the domain [batch, classes],
+//   with no body; box_data and scores f32 input buffers, max_output (i64),
+//   iou_threshold and score_threshold (f32) input buffers or absent, the
+//   outputs selected and count, i64.
 // - Initial outputs: zeroed or copied first, not both; a copy is of an input
 //   buffer of the one output's dtype and shape.
 // - Schedule: one the emitters can print for the kernel (config_refusal,

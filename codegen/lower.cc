@@ -69,12 +69,14 @@ kir::Kernel Lowering::run() {
   const Node* attention = nullptr;  // stores its outputs itself
   const Node* topk = nullptr;       // stores its outputs itself
   const Node* recurrence = nullptr; // writes its outputs itself
+  const Node* nms = nullptr;        // writes its outputs itself
   for (const auto& n : body_.nodes()) {
     if (is_scatter(*n)) scatter = n.get();
     if (is_scan(*n)) scan = n.get();
     if (kernel_role(*n) == KernelRole::Attention) attention = n.get();
     if (kernel_role(*n) == KernelRole::TopK) topk = n.get();
     if (kernel_role(*n) == KernelRole::Recurrence) recurrence = n.get();
+    if (kernel_role(*n) == KernelRole::Nms) nms = n.get();
   }
   switch (fusion_kind(fusion_)) {
     case FusionKind::Pointwise:
@@ -82,6 +84,7 @@ kir::Kernel Lowering::run() {
       if (attention) setup_attention(*attention);
       else if (topk) setup_topk(*topk);
       else if (recurrence) setup_recurrence(*recurrence);
+      else if (nms) setup_nms(*nms);
       else if (scatter) setup_scatter(*scatter);
       else if (scan) setup_scan(*scan);
       else setup_pointwise();
@@ -98,7 +101,7 @@ kir::Kernel Lowering::run() {
   }
   if (scatter) lower_scatter(*scatter);
   else if (scan) lower_scan(*scan);
-  else if (!attention && !topk && !recurrence)
+  else if (!attention && !topk && !recurrence && !nms)
     for (size_t j = 0; j < body_.outputs().size(); ++j)
       store_output(body_.outputs()[j], static_cast<int>(fusion_.num_inputs() + j));
   collect_size_params();
@@ -578,6 +581,7 @@ void Lowering::collect_size_params() {
     add(k_.recurrence->seq);
     add(k_.recurrence->batch);
   }
+  if (k_.nms) add(k_.nms->boxes);
   if (k_.conv) {
     for (const SymExpr* e : {&k_.conv->n, &k_.conv->c, &k_.conv->k}) add(*e);
     for (const SymExpr& e : k_.conv->in) add(e);

@@ -3,8 +3,8 @@
 // bodies every kind shares; lower_indexed.cc the kernels whose loads are
 // guarded or indexed (Concat, Pad, the gathers, the scatters, pools);
 // lower_library.cc the gemm and conv kernels a library call computes;
-// lower_attention.cc, lower_topk.cc and lower_recurrence.cc the templates'
-// descriptions.
+// lower_attention.cc, lower_topk.cc, lower_recurrence.cc and lower_nms.cc
+// the templates' descriptions.
 // Internal to codegen.
 #pragma once
 
@@ -278,6 +278,9 @@ class Lowering {
   // RecurrenceDesc, the domain [directions, batch] and each activation's
   // RecurrenceArg, scalar instructions and RecurrenceResult.
   void setup_recurrence(const Node& n);
+  // A tcc::NmsSelect node, the kernel's one node (lower_nms.cc): its NmsDesc
+  // over the domain [batch, classes].
+  void setup_nms(const Node& n);
 
   // Records an addend of the convolution in d: a residual of the output's
   // shape, or a bias with one value per output channel.

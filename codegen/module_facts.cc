@@ -10,6 +10,7 @@
 #include "codegen/attention_template.h"
 #include "codegen/emit.h"
 #include "codegen/gemm_template.h"
+#include "codegen/nms_template.h"
 #include "codegen/recurrence_template.h"
 #include "codegen/topk_template.h"
 #include "src/interp/interpreter.h"
@@ -150,6 +151,8 @@ std::string kernel_precision(const kir::Kernel& k, Precision precision) {
   if (k.kind == kir::Kind::TopK) return std::string(dtype_name(k.buffers.front().dtype));
   // The recurrence computes in its operands' f32 or f64, on the CUDA cores.
   if (k.kind == kir::Kind::Recurrence) return std::string(dtype_name(k.buffers.front().dtype));
+  // NMS reads f32 boxes and scores and computes in f64, as the interpreter.
+  if (k.kind == kir::Kind::Nms) return "f64";
   bool any_float = false;
   for (const kir::Buffer& b : k.buffers) {
     if (b.dtype == DType::F64) return "f64";
@@ -166,6 +169,7 @@ std::string schedule_text(const kir::Kernel& k, const KernelConfig& c) {
   if (k.kind == kir::Kind::Attention) return attention_schedule(k, c);
   if (k.kind == kir::Kind::TopK) return topk_schedule(k, c);
   if (k.kind == kir::Kind::Recurrence) return recurrence_schedule(k, c);
+  if (k.kind == kir::Kind::Nms) return nms_schedule(k, c);
   std::string s = "block " + std::to_string(c.block);
   if (k.kind == kir::Kind::Pointwise) return s + (c.tiled ? ", tiled" : ", vector " + std::to_string(c.vector_width));
   s += c.columns ? ", columns" : ", rows " + std::to_string(c.rows_per_block);

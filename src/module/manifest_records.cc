@@ -241,8 +241,8 @@ KernelLaunch read_launch(const ManifestField& f, KernelKind kind, const std::vec
   if (f.has("workspace_bytes")) {
     ManifestField ws = f["workspace_bytes"];
     l.workspace_bytes = read_size(ws, check);
-    if (kind != KernelKind::Reduction && kind != KernelKind::Gemm)
-      ws.fail("only split reductions and split-K gemm templates take a workspace");
+    if (kind != KernelKind::Reduction && kind != KernelKind::Gemm && kind != KernelKind::Nms)
+      ws.fail("only split reductions, split-K gemm templates and NMS kernels take a workspace");
     if (l.workspace_bytes.is_constant() && l.workspace_bytes.constant_value() <= 0)
       ws.fail("expected a positive byte count, got " + l.workspace_bytes.str());
   }

@@ -82,7 +82,7 @@ struct KernelLaunch {
   bool random_offset = false;
 };
 nlohmann::ordered_json launch_json(const KernelLaunch& l);
-// A workspace is for split reductions and split-K gemm templates only;
+// A workspace is for split reductions, split-K gemm templates and NMS kernels only;
 // copy_from names an input like the kernel's one output; random_offset is for
 // pointwise and reduction kernels only.
 KernelLaunch read_launch(const ManifestField& f, KernelKind kind, const std::vector<KernelParam>& params,

@@ -2,13 +2,16 @@
 // image) and NonMaxSuppression (whose output size depends on the scores, so
 // it carries kDataDependentShape and its count is a fresh symbol, as NonZero's).
 // RoiAlign and MaxRoiPool decompose into a Gather of X and reductions over
-// each bin, NonMaxSuppression into pairwise tests and masked reductions around
-// a NonZero (at the end of the file).
+// each bin, NonMaxSuppression into tcc::NmsSelect, its selection kernel,
+// around a NonZero (at the end of the file).
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
+#include "src/ops/decomposition.h"
 #include "src/ops/families.h"
+#include "src/ops/fusion.h"
+#include "src/ops/kernel_roles.h"
 #include "src/ops/op_helpers.h"
 #include "src/ops/op_registry.h"
 
@@ -231,7 +234,8 @@ std::vector<Tensor> eval_max_roi_pool(EvalContext& ctx) {
 
 // ---------------------------------------------------------------- NonMaxSuppression
 
-void infer_nms(InferContext& ctx) {
+// Checks NonMaxSuppression's (and tcc::NmsSelect's) boxes and scores.
+void check_nms_operands(InferContext& ctx) {
   const Type& boxes = ctx.ranked_input(0);
   const Type& scores = ctx.ranked_input(1);
   int64_t center = ctx.node().get_int("center_point_box", 0);
@@ -243,7 +247,20 @@ void infer_nms(InferContext& ctx) {
       !ctx.env().unify(boxes.shape()[1], scores.shape()[2], &ctx.node()))
     ctx.fail("expected scores of shape (num_batches, num_classes, num_boxes) for boxes " + boxes.str() + ", got " +
              scores.str());
+}
+
+void infer_nms(InferContext& ctx) {
+  check_nms_operands(ctx);
   ctx.set_output_type(0, Type::tensor(DType::I64, {ctx.env().fresh("u"), Dim(3)}));
+}
+
+// tcc::NmsSelect: per batch and class, the box selected at each place (-1
+// past the count), [batch, classes, boxes], and the count, [batch, classes].
+void infer_nms_select(InferContext& ctx) {
+  check_nms_operands(ctx);
+  const Dims& scores = ctx.input_type(1).shape();
+  ctx.set_output_type(0, Type::tensor(DType::I64, scores));
+  ctx.set_output_type(1, Type::tensor(DType::I64, {scores[0], scores[1]}));
 }
 
 // A box as its x and y extents, whichever corners or center format it came in.
@@ -277,7 +294,8 @@ double optional_scalar(EvalContext& ctx, size_t i, double def) {
 // Per batch and class: boxes above score_threshold in descending score order
 // (ties: the lower box index first), each kept unless its IoU with a box kept
 // before exceeds iou_threshold, up to max_output_boxes_per_class (default 0).
-std::vector<Tensor> eval_nms(EvalContext& ctx) {
+// The selected boxes of each (batch, class), batch-major.
+std::vector<std::vector<int64_t>> nms_selections(EvalContext& ctx) {
   const Tensor& boxes = ctx.input(0);
   const Tensor& scores = ctx.input(1);
   bool center = ctx.node().get_int("center_point_box", 0) == 1;
@@ -289,11 +307,10 @@ std::vector<Tensor> eval_nms(EvalContext& ctx) {
   int64_t max_out = has_max ? std::max<int64_t>(ctx.input(2).get_i64(0), 0) : 0;
   if (has_max && ctx.input(2).numel() != 1) ctx.fail("expected max_output_boxes_per_class to be a scalar");
   double iou = optional_scalar(ctx, 3, 0.0);
-  if (!(iou >= 0 && iou <= 1)) ctx.fail("expected iou_threshold in [0, 1], got " + std::to_string(iou));
   bool filter = ctx.has_input(4) && ctx.input(4).numel() > 0;
   double score_min = optional_scalar(ctx, 4, 0.0);
   int64_t batches = boxes.shape()[0], n = boxes.shape()[1], classes = scores.shape()[1];
-  std::vector<int64_t> selected;
+  std::vector<std::vector<int64_t>> selected;
   std::vector<int64_t> order;
   std::vector<Box> kept;
   for (int64_t b = 0; b < batches; ++b)
@@ -308,15 +325,46 @@ std::vector<Tensor> eval_nms(EvalContext& ctx) {
         if (!filter || score(i) > score_min) order.push_back(i);
       std::stable_sort(order.begin(), order.end(), [&](int64_t i, int64_t j) { return score(i) > score(j); });
       kept.clear();
+      selected.emplace_back();
       for (int64_t i : order) {
         if (static_cast<int64_t>(kept.size()) >= max_out) break;
         Box box = read_box(boxes, (b * n + i) * 4, center);
         if (std::any_of(kept.begin(), kept.end(), [&](const Box& k) { return overlaps(box, k, iou); })) continue;
         kept.push_back(box);
-        selected.insert(selected.end(), {b, c, i});
+        selected.back().push_back(i);
       }
     }
-  return {Tensor::from_i64(selected, {static_cast<int64_t>(selected.size() / 3), 3})};
+  return selected;
+}
+
+// The triples (batch, class, box). The iou_threshold is checked here, not in
+// nms_selections: tcc::NmsSelect, which cannot fail on the device, takes any.
+std::vector<Tensor> eval_nms(EvalContext& ctx) {
+  const double iou = optional_scalar(ctx, 3, 0.0);
+  if (!(iou >= 0 && iou <= 1)) ctx.fail("expected iou_threshold in [0, 1], got " + std::to_string(iou));
+  const std::vector<std::vector<int64_t>> selections = nms_selections(ctx);
+  const int64_t classes = ctx.input(1).shape()[1];
+  std::vector<int64_t> triples;
+  for (size_t r = 0; r < selections.size(); ++r) {
+    const auto row = static_cast<int64_t>(r);
+    for (int64_t i : selections[r]) triples.insert(triples.end(), {row / classes, row % classes, i});
+  }
+  return {Tensor::from_i64(triples, {static_cast<int64_t>(triples.size() / 3), 3})};
+}
+
+std::vector<Tensor> eval_nms_select(EvalContext& ctx) {
+  const std::vector<std::vector<int64_t>> selections = nms_selections(ctx);
+  const std::vector<int64_t>& shape = ctx.input(1).shape();
+  const int64_t n = shape[2];
+  Tensor selected(DType::I64, shape), count(DType::I64, {shape[0], shape[1]});
+  for (size_t r = 0; r < selections.size(); ++r) {
+    const auto row = static_cast<int64_t>(r);
+    const auto found = static_cast<int64_t>(selections[r].size());
+    for (int64_t p = 0; p < n; ++p)
+      selected.set_i64(row * n + p, p < found ? selections[r][static_cast<size_t>(p)] : -1);
+    count.set_i64(row, found);
+  }
+  return {selected, count};
 }
 
 // ---------------------------------------------------------------------------
@@ -596,178 +644,53 @@ bool decompose_max_roi_pool(Expansion& e) {
   return true;
 }
 
-// Boxes per batch beyond which NonMaxSuppression is not decomposed: its
-// greedy selection takes one reduction per box (a host step instead).
-constexpr int64_t kMaxNmsBoxes = 64;
-
-// NonMaxSuppression -> kernels around the one host step of the NonZero that
-// compacts the selection (which binds its count), with no sort: in f64 as
-// the reference computes it, box j precedes box k in a class when its score
-// is higher (NaN as -inf), or equal at a lower index; j suppresses k when
-// both have area, their union is positive and IoU exceeds the threshold.
-// The greedy selection is the fixed point of keep[k] = above threshold and
-// no kept box that precedes k suppresses it, reached after one step per box
-// (the first t boxes in score order are settled after t steps); then a kept
-// box's place is how many kept boxes precede it, and those placed below
-// max_output_boxes_per_class are selected. Laid out by place, selection p
-// of (batch, class) is the box kept at place p, present for p below the
-// count, so NonZero lists (batch, class, place) in the reference's order and
-// a GatherND of the box at each place completes the triple. Needs the shapes
-// static but for the batch and classes, at most kMaxNmsBoxes boxes, and the
-// optional scalars of one element (or empty, as absent).
+// NonMaxSuppression -> tcc::NmsSelect, the kernel that selects each (batch,
+// class)'s boxes in place order and counts them (codegen/nms_template.h),
+// then the one host step of the NonZero that compacts the selection (which
+// binds its count): place p of (batch, class) is occupied below the count,
+// so NonZero lists (batch, class, place) in the reference's order and a
+// GatherND of the box at each place completes the triple. Any box count,
+// static or symbolic; the optional scalars of one element (or empty, as
+// absent), read on the device.
 bool decompose_nms(Expansion& e) {
   const Node& n = e.node();
   const Type& boxes = n.input(0)->type();
   const Type& scores = n.input(1)->type();
   const Type& y = n.output(0)->type();
-  if (!boxes.is_tensor() || !boxes.fully_shaped() || boxes.rank() != 3 || !scores.is_tensor() ||
-      !scores.fully_shaped() || scores.rank() != 3 || !y.is_tensor() || !y.fully_shaped() ||
-      !e.data_dependent(y.shape()[0]))
+  if (!boxes.is_tensor() || !boxes.has_rank() || boxes.rank() != 3 || boxes.dtype() != DType::F32 ||
+      !scores.is_tensor() || !scores.has_rank() || scores.rank() != 3 || scores.dtype() != DType::F32 ||
+      !y.is_tensor() || !y.has_rank() || !e.data_dependent(y.shape()[0]))
     return false;
-  const Dim batch = scores.shape()[0], classes = scores.shape()[1], boxes_dim = scores.shape()[2];
-  if (!boxes_dim.is_static() || boxes_dim.value() < 1 || boxes_dim.value() > kMaxNmsBoxes) return false;
-  const int64_t count = boxes_dim.value();
-  const Dim nb(count);
-  // Optional scalar input i: null when absent or empty.
-  std::vector<Value*> scalars(5, nullptr);
+  const Dim batch = scores.shape()[0], classes = scores.shape()[1], count = scores.shape()[2];
+  // The optional scalars as 0-D tensors; null when absent or empty.
+  std::vector<Value*> ins = {n.input(0), n.input(1)};
   for (size_t i = 2; i < 5 && i < n.num_inputs(); ++i) {
+    ins.push_back(nullptr);
     if (!n.has_input(i)) continue;
     const Type& t = n.input(i)->type();
     if (!t.is_tensor() || !t.fully_static()) return false;
     Dim size = dims_product(t.shape());
     if (size == Dim(0)) continue;
     if (size != Dim(1)) return false;
-    scalars[i] = t.rank() == 0 ? n.input(i) : e.reshape("Reshape_scalar" + std::to_string(i), n.input(i), {});
+    ins.back() = t.rank() == 0 ? n.input(i) : e.reshape("Reshape_scalar" + std::to_string(i), n.input(i), {});
   }
-  auto f64 = [](Dims d) { return Type::tensor(DType::F64, std::move(d)); };
-  auto f32 = [](Dims d) { return Type::tensor(DType::F32, std::move(d)); };
-  auto bools = [](Dims d) { return Type::tensor(DType::Bool, std::move(d)); };
-  const Dims pair_boxes = {batch, Dim(1), nb, nb}, pair = {batch, classes, nb, nb};
-  const Dims row = {batch, classes, Dim(1), nb}, column = {batch, classes, nb, Dim(1)};
-  Value* zero = e.scalar("zero", 0, DType::F64);
-  auto positive = [&](const std::string& tag, Value* v, const Dims& d) {
-    return e.add("Greater_" + tag, "Greater", {v, zero}, bools(d));
-  };
-  auto both = [&](const std::string& tag, Value* a, Value* b, const Dims& d) {
-    return e.add("And_" + tag, "And", {a, b}, bools(d));
-  };
-  // Each box's extents, [batch, boxes], whichever format it came in.
-  Value* corners = e.cast("Cast_boxes", n.input(0), DType::F64);
-  std::vector<Value*> coordinate;
-  for (int64_t c = 0; c < 4; ++c) {
-    const std::string t = std::to_string(c);
-    Value* one = e.add("Slice_box" + t, "Slice",
-                       {corners, e.i64("starts" + t, c), e.i64("ends" + t, c + 1), e.i64("axes" + t, 2)},
-                       f64({batch, nb, Dim(1)}));
-    coordinate.push_back(e.reshape("Reshape_box" + t, one, {batch, nb}));
-  }
-  const Dims per_box = {batch, nb};
-  Value *x0, *x1, *y0, *y1;
-  if (n.get_int("center_point_box", 0) == 1) {
-    Value* two = e.scalar("two", 2, DType::F64);
-    Value* half_w = e.add("Div_width", "Div", {coordinate[2], two}, f64(per_box));
-    Value* half_h = e.add("Div_height", "Div", {coordinate[3], two}, f64(per_box));
-    x0 = e.add("Sub_x0", "Sub", {coordinate[0], half_w}, f64(per_box));
-    x1 = e.add("Add_x1", "Add", {coordinate[0], half_w}, f64(per_box));
-    y0 = e.add("Sub_y0", "Sub", {coordinate[1], half_h}, f64(per_box));
-    y1 = e.add("Add_y1", "Add", {coordinate[1], half_h}, f64(per_box));
-  } else {
-    x0 = e.add("Min_x0", "Min", {coordinate[1], coordinate[3]}, f64(per_box));
-    x1 = e.add("Max_x1", "Max", {coordinate[1], coordinate[3]}, f64(per_box));
-    y0 = e.add("Min_y0", "Min", {coordinate[0], coordinate[2]}, f64(per_box));
-    y1 = e.add("Max_y1", "Max", {coordinate[0], coordinate[2]}, f64(per_box));
-  }
-  Value* width = e.add("Sub_width", "Sub", {x1, x0}, f64(per_box));
-  Value* area = e.add("Mul_area", "Mul", {width, e.add("Sub_height", "Sub", {y1, y0}, f64(per_box))}, f64(per_box));
-  // Box j (axis 2) against box k (axis 3).
-  auto as_j = [&](const std::string& tag, Value* v) {
-    return e.reshape("Reshape_j_" + tag, v, {batch, Dim(1), nb, Dim(1)});
-  };
-  auto as_k = [&](const std::string& tag, Value* v) {
-    return e.reshape("Reshape_k_" + tag, v, {batch, Dim(1), Dim(1), nb});
-  };
-  auto extent = [&](const std::string& tag, Value* lo, Value* hi) {
-    Value* top = e.add("Min_" + tag, "Min", {as_j(tag + "1", hi), as_k(tag + "1", hi)}, f64(pair_boxes));
-    Value* bottom = e.add("Max_" + tag, "Max", {as_j(tag + "0", lo), as_k(tag + "0", lo)}, f64(pair_boxes));
-    return e.add("Sub_" + tag, "Sub", {top, bottom}, f64(pair_boxes));
-  };
-  Value *w = extent("x", x0, x1), *h = extent("y", y0, y1);
-  Value *area_j = as_j("area", area), *area_k = as_k("area", area);
-  Value* inter = e.add("Mul_inter", "Mul", {w, h}, f64(pair_boxes));
-  Value* uni = e.add("Sub_union", "Sub", {e.add("Add_union", "Add", {area_k, area_j}, f64(pair_boxes)), inter},
-                     f64(pair_boxes));
-  Value* iou = e.add("Div_iou", "Div", {inter, uni}, f64(pair_boxes));
-  Value* threshold = scalars[3] ? e.cast("Cast_iou_threshold", scalars[3], DType::F64) : zero;
-  Value* overlap = e.add("Greater_iou", "Greater", {iou, threshold}, bools(pair_boxes));
-  Value* has_area = both("area", positive("area_j", area_j, {batch, Dim(1), nb, Dim(1)}),
-                         positive("area_k", area_k, {batch, Dim(1), Dim(1), nb}), pair_boxes);
-  Value* suppresses = both("extents", positive("w", w, pair_boxes), positive("h", h, pair_boxes), pair_boxes);
-  suppresses = both("with_area", suppresses, has_area, pair_boxes);
-  suppresses = both("union", suppresses, positive("union", uni, pair_boxes), pair_boxes);
-  suppresses = both("iou", suppresses, overlap, pair_boxes);
-  // Score order: higher first, NaN as -inf, ties by the lower index.
-  Value* s = e.cast("Cast_scores", n.input(1), DType::F64);
-  const Dims per_class = {batch, classes, nb};
-  s = e.add("Where_nan", "Where",
-            {e.add("IsNaN", "IsNaN", {s}, bools(per_class)),
-             e.scalar("lowest", -std::numeric_limits<double>::infinity(), DType::F64), s},
-            f64(per_class));
-  Value *s_j = e.reshape("Reshape_score_j", s, column), *s_k = e.reshape("Reshape_score_k", s, row);
-  Value* index = e.range("Range", 0, nb);
-  Value* index_j = e.reshape("Reshape_index_j", index, {nb, Dim(1)});
-  Value* lower = e.add("Less_index", "Less", {index_j, e.reshape("Reshape_index_k", index, {Dim(1), nb})},
-                       bools({nb, nb}));
-  Value* tie = both("tie", e.add("Equal_score", "Equal", {s_j, s_k}, bools(pair)), lower, pair);
-  Value* precedes = e.add("Or_precedes", "Or", {e.add("Greater_score", "Greater", {s_j, s_k}, bools(pair)), tie},
-                          bools(pair));
-  Value* blocks = e.cast("Cast_blocks", both("blocks", precedes, suppresses, pair), DType::F32);
-  Value* before = e.cast("Cast_before", precedes, DType::F32);
-  Value* valid = scalars[4] ? e.cast("Cast_valid", e.add("Greater_score_threshold", "Greater",
-                                                        {s_k, e.cast("Cast_score_threshold", scalars[4], DType::F64)},
-                                                        bools(row)),
-                                     DType::F32)
-                            : e.expand("Expand_valid", e.scalar("all", 1, DType::F32), row);
-  // The greedy selection's fixed point: one step per box.
-  Value* keep = valid;
-  Value* none = e.scalar("none", 0, DType::F32);
-  for (int64_t t = 1; t < count; ++t) {
-    const std::string step = std::to_string(t);
-    Value* hits = e.add("Mul_hits" + step, "Mul", {e.reshape("Reshape_keep" + step, keep, column), blocks}, f32(pair));
-    Value* hit = e.reduce("ReduceMax" + step, "ReduceMax", hits, {2}, f32(row));
-    Value* free = e.cast("Cast_free" + step, e.add("Equal_free" + step, "Equal", {hit, none}, bools(row)), DType::F32);
-    keep = e.add("Mul_keep" + step, "Mul", {valid, free}, f32(row));
-  }
-  // Each kept box's place among the kept ones; those placed below the limit are selected.
-  Value* place = e.reduce("ReduceSum_place", "ReduceSum",
-                          e.add("Mul_place", "Mul", {e.reshape("Reshape_kept", keep, column), before}, f32(pair)), {2},
-                          f32(row));
-  Value* limit = scalars[2] ? e.cast("Cast_limit",
-                                     e.add("Max_limit", "Max", {e.cast("Cast_limit_i64", scalars[2], DType::I64),
-                                                                e.scalar("no_boxes", 0, DType::I64)},
-                                           Type::tensor(DType::I64, {})),
-                                     DType::F32)
-                            : none;
-  Value* below = e.cast("Cast_below", e.add("Less_limit", "Less", {place, limit}, bools(row)), DType::F32);
-  Value* selected = e.add("Mul_selected", "Mul", {keep, below}, f32(row));
-  // Laid out by place: slot p (axis 2) holds the box selected at place p.
-  Value* slot = e.cast("Cast_slot", index_j, DType::F32);
-  Value* here = e.cast("Cast_at_slot", e.add("Equal_slot", "Equal", {place, slot}, bools(pair)), DType::F32);
-  Value* at_slot = e.add("Mul_at_slot", "Mul", {selected, here}, f32(pair));
-  Value* box_index = e.cast("Cast_box_index", e.reshape("Reshape_box_index", index, {Dim(1), nb}), DType::F32);
-  Value* by_slot = e.reduce("ReduceSum_by_slot", "ReduceSum",
-                            e.add("Mul_by_slot", "Mul", {at_slot, box_index}, f32(pair)), {3}, f32(column));
-  Value* chosen = e.reduce("ReduceSum_chosen", "ReduceSum", selected, {3}, f32({batch, classes, Dim(1), Dim(1)}));
-  Value* occupied = e.add("Less_occupied", "Less", {slot, chosen}, bools(column));
+  while (ins.back() == nullptr) ins.pop_back();
+  const Dims per_class = {batch, classes, count};
+  auto i64 = [](Dims d) { return Type::tensor(DType::I64, std::move(d)); };
+  std::vector<Value*> selection = e.add_outputs(
+      "NmsSelect", "NmsSelect", ins, {i64(per_class), i64({batch, classes})},
+      {{"center_point_box", Attribute::of_int(n.get_int("center_point_box", 0))}}, std::string(kTccDomain));
+  Value* place = e.reshape("Reshape_place", e.range("Range", 0, count), {Dim(1), Dim(1), count});
+  Value* found_here = e.reshape("Reshape_count", selection[1], {batch, classes, Dim(1)});
+  Value* occupied = e.add("Less_occupied", "Less", {place, found_here}, Type::tensor(DType::Bool, per_class));
   const Dim found = y.shape()[0];
-  Value* positions = e.add("NonZero", "NonZero", {e.reshape("Reshape_occupied", occupied, per_class)},
-                           Type::tensor(DType::I64, {Dim(3), found}));
-  Value* triples = e.add("Transpose", "Transpose", {positions}, Type::tensor(DType::I64, {found, Dim(3)}),
+  Value* positions = e.add("NonZero", "NonZero", {occupied}, i64({Dim(3), found}));
+  Value* triples = e.add("Transpose", "Transpose", {positions}, i64({found, Dim(3)}),
                          {{"perm", Attribute::of_ints({1, 0})}});
-  Value* boxes_at = e.cast("Cast_boxes_at", e.reshape("Reshape_by_slot", by_slot, per_class), DType::I64);
-  Value* picked = e.add("GatherND", "GatherND", {boxes_at, triples}, Type::tensor(DType::I64, {found}));
+  Value* picked = e.add("GatherND", "GatherND", {selection[0], triples}, i64({found}));
   Value* pairs = e.add("Slice_pairs", "Slice",
                        {triples, e.i64("pair_starts", 0), e.i64("pair_ends", 2), e.i64("pair_axes", 1)},
-                       Type::tensor(DType::I64, {found, Dim(2)}));
+                       i64({found, Dim(2)}));
   e.finish("Concat", "Concat", {pairs, e.reshape("Reshape_picked", picked, {found, Dim(1)})},
            {{"axis", Attribute::of_int(1)}});
   return true;
@@ -787,6 +710,9 @@ void register_detection_ops(OpRegistry& r) {
       .trains_through_decomposition();
   r.add(OpDef{"", "NonMaxSuppression", 10, kDataDependentShape, infer_nms, eval_nms, {DType::F32, DType::I64}})
       .decomposition(decompose_nms);
+  r.add(OpDef{std::string(kTccDomain), "NmsSelect", 1, 0, infer_nms_select, eval_nms_select,
+              {DType::F32, DType::I64}})
+      .kernel_role(KernelRole::Nms);
 }
 
 }  // namespace tcc

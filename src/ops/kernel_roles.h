@@ -38,6 +38,8 @@ enum class KernelRole {
   TopK,         // TopK that topk_kernel_refusal accepts: one kernel of its own (codegen/topk_template.h)
   Recurrence,   // tcc::Recurrence (src/ops/recurrent.h), which RNN, GRU and LSTM decompose into: one
                 // persistent kernel of its own (codegen/recurrence_template.h)
+  Nms,          // tcc::NmsSelect, which NonMaxSuppression decomposes into: one kernel of its own
+                // (codegen/nms_template.h)
 };
 
 // The role of n: its OpDef's `kernel` role, given its attributes, dtypes and

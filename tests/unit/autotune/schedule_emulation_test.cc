@@ -572,6 +572,25 @@ TEST(TopK, EmulatedOnTheHostTiesAndNaNMatchTheInterpreter) {
   fs::remove_all(dir);
 }
 
+// The NMS template (codegen/nms_template.h) at its default block and at 64
+// threads (several boxes and mask words a thread, one warp scanning) over 70
+// boxes (two mask words a row) and a symbolic 90: coordinates and scores of
+// eight levels in [0, 1), so scores tie, boxes coincide or have no area, and
+// the thresholds drawn from them are valid; limits from 0 to 39.
+TEST(Nms, EmulatedOnTheHostTiesAndDegenerateBoxesMatchTheInterpreter) {
+  ScheduledModel s = schedule_model("tests/kernels/nms.tir");
+  ASSERT_EQ(s.schedule.kernels.size(), 3u);
+  for (const kir::Kernel& k : s.schedule.kernels) EXPECT_EQ(k.kind, kir::Kind::Nms) << k.name;
+  KernelVariants v = variants(s, default_or_block_64);
+  EXPECT_EQ(v.kernels.size(), 6u);
+  fs::path dir = make_temp_dir("tcc_nms");
+  SharedLibrary lib = emulated_library(v, dir);
+  expect_emulated_runs_match(s, v.kernels, v.configs, lib, {{"b", 2}, {"n", 90}}, [](DType t, std::mt19937& rng) {
+    return t == DType::I64 ? static_cast<double>(rng() % 40) : static_cast<double>(rng() % 8) / 8;
+  });
+  fs::remove_all(dir);
+}
+
 // The persistent recurrence (codegen/recurrence_template.h) of every cell,
 // forward, reverse and bidirectional, with sequence_lens (drawn from -2 to 6
 // over 5 steps, so clamped at both ends), at its default block of one warp

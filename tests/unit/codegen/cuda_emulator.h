@@ -3,7 +3,8 @@
 // tiling, guards, double buffering and epilogue) and reductions (column
 // blocks' shared-memory combine, block reductions' warp shuffles, split rows'
 // arrivals), scatters' atomic updates, the attention kernel's tiles,
-// shuffles and tensor-core fragments, and the TopK kernel's teams. Test code only: the tests
+// shuffles and tensor-core fragments, the TopK kernel's teams and the NMS kernel's
+// phases and warp scan. Test code only: the tests
 // compile this header together with the emitted kernels into a shared library
 // with the host compiler.
 //
@@ -174,6 +175,9 @@ struct __align__(16) float4 {
   float x, y, z, w;
 };
 inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
+
+// A product no multiply-add fuses (the NMS kernel's IoU).
+inline double __dmul_rn(double a, double b) { return a * b; }
 
 inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline unsigned atomicAdd(unsigned* p, unsigned v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }

@@ -99,8 +99,8 @@ TEST(KernelIrText, MalformedTextNamesFileLineAndColumn) {
   const std::string head = "kernel k pointwise domain [4]\n  buffer x: f32[4] in\n  buffer y: f32[4] out\n";
   EXPECT_EQ(parse_error(""), "t.kir:1:1: expected 'kernel', got end of file");
   EXPECT_EQ(parse_error("kernel k loop domain [4]\n"),
-            "t.kir:1:10: expected a kernel kind (pointwise, reduction, gemm, conv, attention, topk, recurrence), got "
-            "'loop'");
+            "t.kir:1:10: expected a kernel kind (pointwise, reduction, gemm, conv, attention, topk, recurrence, "
+            "nms), got 'loop'");
   EXPECT_EQ(parse_error("kernel k pointwise domain [4 | 2]\n"), "t.kir:1:30: only a reduction kernel's domain has a '|'");
   EXPECT_EQ(parse_error("kernel k reduction domain [4, 2]\n"),
             "t.kir:1:32: expected '|' between a reduction's outer and reduced axes, got ']'");

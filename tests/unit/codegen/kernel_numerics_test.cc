@@ -172,7 +172,8 @@ TEST_F(KernelNumerics, EveryFusionPatternBecomesKernels) {
     for (const kir::Kernel& k : c.schedule.kernels) kinds.insert(k.kind);
   }
   EXPECT_EQ(kinds, (std::set<kir::Kind>{kir::Kind::Pointwise, kir::Kind::Reduction, kir::Kind::Gemm, kir::Kind::Conv,
-                                        kir::Kind::Attention, kir::Kind::TopK, kir::Kind::Recurrence}));
+                                        kir::Kind::Attention, kir::Kind::TopK, kir::Kind::Recurrence,
+                                        kir::Kind::Nms}));
 }
 
 TEST_F(KernelNumerics, HostKernelsMatchTheInterpreter) {

@@ -156,8 +156,8 @@ TEST(ManifestRecords, LaunchesRoundTripAndCheckWorkspaceAndCopy) {
   EXPECT_EQ(refusal([&] {
               read_launch(ManifestField(j, "kernels[1].launch"), KernelKind::Pointwise, params, 1, Recorded().check());
             }),
-            "manifest.json: kernels[1].launch.workspace_bytes: only split reductions and split-K gemm templates "
-            "take a workspace");
+            "manifest.json: kernels[1].launch.workspace_bytes: only split reductions, split-K gemm templates "
+            "and NMS kernels take a workspace");
 
   KernelLaunch scatter;
   scatter.copy_from = 0;

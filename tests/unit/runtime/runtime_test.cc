@@ -326,8 +326,8 @@ TEST_F(HandModule, RefusesBadManifestsNamingTheField) {
       },
                     "manifest.json: kernels[0].gemm: expected an object");
   expect_bad_module([](json& j) { j["kernels"][0]["launch"]["workspace_bytes"] = 64; },
-                    "manifest.json: kernels[0].launch.workspace_bytes: only split reductions and split-K gemm templates "
-                    "take a workspace");
+                    "manifest.json: kernels[0].launch.workspace_bytes: only split reductions, split-K gemm templates "
+                    "and NMS kernels take a workspace");
   auto reduction_with_workspace = [](json bytes) {
     return [bytes](json& j) {
       j["kernels"][0]["kind"] = "reduction";
