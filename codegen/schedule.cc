@@ -42,8 +42,9 @@ bool only_reshapes(const Node& n) {
 
 class Scheduler {
  public:
-  Scheduler(const Graph& g, const DeviceProfile& device, kir::AfterKernelPass after)
+  Scheduler(const Graph& g, const DeviceProfile& device, kir::AfterKernelPass after, Precision precision)
       : g_(g),
+        precision_(precision),
         users_(g.compute_users()),
         analysis_(analyze_constants(g)),
         kernel_passes_(kir::default_kernel_pipeline(), device, std::move(after)) {
@@ -89,7 +90,7 @@ class Scheduler {
   }
 
   void kernel_step(const Node& n) {
-    kir::Kernel k = kernel_passes_.run(lower_fusion(n, n.name()));
+    kir::Kernel k = kernel_passes_.run(lower_fusion(n, n.name(), precision_));
     std::string key = structural_key(k);
     auto [it, fresh] = kernel_of_key_.emplace(key, static_cast<int>(s_.kernels.size()));
     if (fresh) {
@@ -151,6 +152,7 @@ class Scheduler {
   }
 
   const Graph& g_;
+  Precision precision_;
   std::unordered_map<const Value*, std::vector<std::pair<Node*, size_t>>> users_;
   ConstantAnalysis analysis_;
   kir::KernelPassRunner kernel_passes_;
@@ -163,8 +165,9 @@ class Scheduler {
 
 }  // namespace
 
-Schedule build_schedule(const Graph& g, const DeviceProfile& device, kir::AfterKernelPass after) {
-  return Scheduler(g, device, std::move(after)).run();
+Schedule build_schedule(const Graph& g, const DeviceProfile& device, kir::AfterKernelPass after,
+                        Precision precision) {
+  return Scheduler(g, device, std::move(after), precision).run();
 }
 
 }  // namespace tcc
