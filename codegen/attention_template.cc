@@ -24,22 +24,29 @@ constexpr int64_t kSplitMaxHead = 64;
 constexpr int kWarpRows = 4;  // warp layout: query rows per warp
 constexpr int kMmaRows = 16;  // mma layout: query rows per warp, an m16 tile
 // Heads up to this size may take the mma layout, whose query fragments and
-// output accumulators stay in registers.
+// output accumulators stay in registers (TF32's query fragments twice f16's).
 constexpr int64_t kMmaMaxHead = 128;
 constexpr int kMaxThreads = 256;
 
 bool splits(const kir::AttentionDesc& a) { return a.head_size <= kSplitMaxHead && a.v_head_size <= kSplitMaxHead; }
 
 DType operand_dtype(const kir::Kernel& k, const kir::AttentionDesc& a) {
-  return k.buffers[static_cast<size_t>(a.q)].dtype;
+  return k.buffers[static_cast<size_t>(a.q >= 0 ? a.q : a.dout)].dtype;  // the statistics pass has dY, not Q
 }
 
 // Why the mma layout cannot compute k ("" where it can): it multiplies f16 or
 // bf16 on the tensor cores, 16 head elements at a time for the scores and 8
-// for the output.
+// for the output, or f32 as TF32 where the module's precision is tf32, 8 at a
+// time for both.
 std::string mma_refusal(const kir::Kernel& k, const kir::AttentionDesc& a) {
   DType t = operand_dtype(k, a);
-  if (t != DType::F16 && t != DType::BF16) return "the tensor-core layout multiplies f16 or bf16, not " +
+  if (t == DType::F32) {
+    if (!a.tf32) return "the tensor-core layout multiplies f32 only as TF32 (--precision tf32)";
+    if (a.head_size % 8 != 0 || a.v_head_size % 8 != 0 || a.head_size > kMmaMaxHead || a.v_head_size > kMmaMaxHead)
+      return "the TF32 tensor-core layout takes heads that are multiples of 8 up to " + std::to_string(kMmaMaxHead);
+    return "";
+  }
+  if (t != DType::F16 && t != DType::BF16) return "the tensor-core layout multiplies f16, bf16 or TF32, not " +
                                                   std::string(dtype_name(t));
   if (a.head_size % 16 != 0 || a.v_head_size % 8 != 0 || a.head_size > kMmaMaxHead || a.v_head_size > kMmaMaxHead)
     return "the tensor-core layout takes heads that are multiples of 16 (values 8) up to " +
@@ -366,40 +373,62 @@ class WarpAttention : CudaAttentionWriter {
   int chunks_;  // output columns per lane: e = c * 32 + lane
 };
 
-// The mma layout (f16 and bf16): each warp takes 16 query rows as an m16
-// tile. Lane l holds rows l/4 and l/4 + 8 of it; its query fragments stay in
-// registers for the whole key loop. Per tile of 32 keys (K as stored, V
-// transposed, both in shared memory as their 16-bit bits) the scores come
-// from mma.sync.m16n8k16 into f32, the online softmax runs on them in
-// registers (each row's four lanes agree on its maximum by two shuffles),
-// the probabilities are packed to the operand dtype as the A fragments of
-// the next mma, with V, into the f32 output accumulators, FlashAttention-2's
-// register reuse. Each lane sums its own probabilities; the row's four sums
-// merge at the end.
+// The mma layout: each warp takes 16 query rows as an m16 tile. Lane l holds
+// rows l/4 and l/4 + 8 of it; its query fragments stay in registers for the
+// whole key loop. Per tile of 32 keys in shared memory the scores come from
+// mma.sync into f32, the online softmax runs on them in registers (each
+// row's four lanes agree on its maximum by two shuffles), and the
+// probabilities become the A fragments of the next mma, with V, into the f32
+// output accumulators, FlashAttention-2's register reuse. Each lane sums its
+// own probabilities; the row's four sums merge at the end.
+//
+// f16 and bf16 (m16n8k16): K as stored and V transposed, both as their
+// 16-bit bits; a lane's probabilities of an n-tile, keys 2 t and 2 t + 1,
+// pack into the A fragment as they lie.
+// TF32 (f32 operands under --precision tf32, m16n8k8): K and V as stored,
+// rounded to TF32 (cvt.rna) as the tiles load, Q as its fragments do and the
+// probabilities as they become A fragments. The accumulator holds keys 2 t
+// and 2 t + 1 of an n-tile where the A fragment wants columns t and t + 4,
+// so the P V product takes the n-tile's keys in the order 0, 2, 4, 6, 1, 3,
+// 5, 7: column t is key 2 t, column t + 4 key 2 t + 1, and V's B fragment
+// reads the same keys' rows; no shuffle moves a probability.
 class MmaAttention : CudaAttentionWriter {
  public:
   MmaAttention(const kir::Kernel& k, const KernelConfig& c)
-      : CudaAttentionWriter(k, c), kp_(mma_pitch(a_.head_size)), vp_(mma_pitch(kKeys)),
-        mma_(operand_dtype(k, a_) == DType::F16 ? "tcc_mma_f16" : "tcc_mma_bf16") {}
+      : CudaAttentionWriter(k, c), tf32_(operand_dtype(k, a_) == DType::F32),
+        kp_(tf32_ ? split_pitch(a_.head_size) : mma_pitch(a_.head_size)),
+        vp_(tf32_ ? split_pitch(a_.v_head_size) : mma_pitch(kKeys)),
+        mma_(tf32_ ? "tcc_mma_tf32" : operand_dtype(k, a_) == DType::F16 ? "tcc_mma_f16" : "tcc_mma_bf16") {}
 
   std::string print() {
     const int D = static_cast<int>(a_.head_size), DV = static_cast<int>(a_.v_head_size);
-    const std::string KS = std::to_string(D / 16), NO = std::to_string(DV / 8), BN = std::to_string(kKeys);
+    const int K = tf32_ ? 8 : 16;  // head elements an mma's k-step takes
+    const std::string KS = std::to_string(D / K), NO = std::to_string(DV / 8), BN = std::to_string(kKeys);
     const std::string T = std::to_string(b_.threads());
     const std::string neg_inf = emitc::literal(-INFINITY, DType::F32);
     prologue();
     line("const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;");
     line("const int64_t r0 = i0 + warp * " + std::to_string(kMmaRows) + " + g, r1 = r0 + 8;");
-    line("__shared__ __align__(16) uint16_t ks[" + BN + "][" + std::to_string(kp_) + "];");
-    line("__shared__ __align__(16) uint16_t vt[" + std::to_string(DV) + "][" + std::to_string(vp_) + "];");
-    // The query rows as A fragments, k-step kk holding head elements 16 kk .. 16 kk + 15.
+    const std::string bits = tf32_ ? "uint32_t" : "uint16_t";
+    line("__shared__ __align__(16) " + bits + " ks[" + BN + "][" + std::to_string(kp_) + "];");
+    if (tf32_) line("__shared__ __align__(16) uint32_t vs[" + BN + "][" + std::to_string(vp_) + "];");
+    else line("__shared__ __align__(16) uint16_t vt[" + std::to_string(DV) + "][" + std::to_string(vp_) + "];");
+    // The query rows as A fragments, k-step kk holding head elements K kk .. K kk + K - 1.
     line("uint32_t qa[" + KS + "][4];");
     open("for (int kk = 0; kk < " + KS + "; ++kk)");
-    line("const int c = kk * 16 + 2 * t;");
-    line("qa[kk][0] = " + query_pair("r0", "c") + ";");
-    line("qa[kk][1] = " + query_pair("r1", "c") + ";");
-    line("qa[kk][2] = " + query_pair("r0", "c + 8") + ";");
-    line("qa[kk][3] = " + query_pair("r1", "c + 8") + ";");
+    if (tf32_) {
+      line("const int c = kk * 8 + t;");
+      line("qa[kk][0] = " + query_tf32("r0", "c") + ";");
+      line("qa[kk][1] = " + query_tf32("r1", "c") + ";");
+      line("qa[kk][2] = " + query_tf32("r0", "c + 4") + ";");
+      line("qa[kk][3] = " + query_tf32("r1", "c + 4") + ";");
+    } else {
+      line("const int c = kk * 16 + 2 * t;");
+      line("qa[kk][0] = " + query_pair("r0", "c") + ";");
+      line("qa[kk][1] = " + query_pair("r1", "c") + ";");
+      line("qa[kk][2] = " + query_pair("r0", "c + 8") + ";");
+      line("qa[kk][3] = " + query_pair("r1", "c + 8") + ";");
+    }
     close();
     line("float o[" + NO + "][4];");
     line("for (int n = 0; n < " + NO + "; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;");
@@ -409,11 +438,13 @@ class MmaAttention : CudaAttentionWriter {
     line("__syncthreads();");
     open("for (int x = tid; x < " + BN + " * " + std::to_string(D) + "; x += " + T + ")");
     line("const int r = x / " + std::to_string(D) + ", d = x % " + std::to_string(D) + ";");
-    line("ks[r][d] = j0 + r < SK ? K[(j0 + r) * " + expr(a_.k_strides[2]) + " + d] : (uint16_t)0;");
+    line("ks[r][d] = j0 + r < SK ? " + tile_element("K[(j0 + r) * " + expr(a_.k_strides[2]) + " + d]") + " : (" +
+         bits + ")0;");
     close();
     open("for (int x = tid; x < " + BN + " * " + std::to_string(DV) + "; x += " + T + ")");
     line("const int r = x / " + std::to_string(DV) + ", d = x % " + std::to_string(DV) + ";");
-    line("vt[d][r] = j0 + r < SK ? V[(j0 + r) * " + expr(a_.v_strides[2]) + " + d] : (uint16_t)0;");
+    line(std::string(tf32_ ? "vs[r][d]" : "vt[d][r]") + " = j0 + r < SK ? " +
+         tile_element("V[(j0 + r) * " + expr(a_.v_strides[2]) + " + d]") + " : (" + bits + ")0;");
     close();
     line("__syncthreads();");
     // Scores of the warp's 16 rows against the tile's keys, eight keys an n-tile.
@@ -421,8 +452,11 @@ class MmaAttention : CudaAttentionWriter {
     open("for (int nt = 0; nt < 4; ++nt)");
     line("sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0.f;");
     open("for (int kk = 0; kk < " + KS + "; ++kk)");
-    line("const uint32_t kb[2] = {" + shared_pair("ks", "nt * 8 + g", "kk * 16 + 2 * t") + ", " +
-         shared_pair("ks", "nt * 8 + g", "kk * 16 + 2 * t + 8") + "};");
+    if (tf32_)
+      line("const uint32_t kb[2] = {ks[nt * 8 + g][kk * 8 + t], ks[nt * 8 + g][kk * 8 + t + 4]};");
+    else
+      line("const uint32_t kb[2] = {" + shared_pair("ks", "nt * 8 + g", "kk * 16 + 2 * t") + ", " +
+           shared_pair("ks", "nt * 8 + g", "kk * 16 + 2 * t + 8") + "};");
     line(mma_ + "(sc[nt], qa[kk], kb);");
     close();
     // Scaled and masked: element q of n-tile nt is row q < 2 ? r0 : r1, key j0 + 8 nt + 2 t + q % 2.
@@ -461,17 +495,8 @@ class MmaAttention : CudaAttentionWriter {
     line("o[n][2] *= a1;");
     line("o[n][3] *= a1;");
     close();
-    // The probabilities of keys 16 kh .. 16 kh + 15 (n-tiles 2 kh and 2 kh + 1) are an A fragment as they lie.
-    open("for (int kh = 0; kh < 2; ++kh)");
-    line("const uint32_t pa[4] = {" + pack("sc[2 * kh][0]", "sc[2 * kh][1]") + ", " +
-         pack("sc[2 * kh][2]", "sc[2 * kh][3]") + ", " + pack("sc[2 * kh + 1][0]", "sc[2 * kh + 1][1]") + ", " +
-         pack("sc[2 * kh + 1][2]", "sc[2 * kh + 1][3]") + "};");
-    open("for (int n = 0; n < " + NO + "; ++n)");
-    line("const uint32_t vb[2] = {" + shared_pair("vt", "n * 8 + g", "kh * 16 + 2 * t") + ", " +
-         shared_pair("vt", "n * 8 + g", "kh * 16 + 2 * t + 8") + "};");
-    line(mma_ + "(o[n], pa, vb);");
-    close();
-    close();
+    if (tf32_) probabilities_times_v_tf32(NO);
+    else probabilities_times_v(NO);
     close();
     open("for (int x = 1; x < 4; x <<= 1)");
     line("l0 += __shfl_xor_sync(0xffffffffu, l0, x);");
@@ -484,6 +509,39 @@ class MmaAttention : CudaAttentionWriter {
   }
 
  private:
+  // f16 and bf16: the probabilities of keys 16 kh .. 16 kh + 15 (n-tiles 2 kh
+  // and 2 kh + 1) are an A fragment as they lie.
+  void probabilities_times_v(const std::string& NO) {
+    open("for (int kh = 0; kh < 2; ++kh)");
+    line("const uint32_t pa[4] = {" + pack("sc[2 * kh][0]", "sc[2 * kh][1]") + ", " +
+         pack("sc[2 * kh][2]", "sc[2 * kh][3]") + ", " + pack("sc[2 * kh + 1][0]", "sc[2 * kh + 1][1]") + ", " +
+         pack("sc[2 * kh + 1][2]", "sc[2 * kh + 1][3]") + "};");
+    open("for (int n = 0; n < " + NO + "; ++n)");
+    line("const uint32_t vb[2] = {" + shared_pair("vt", "n * 8 + g", "kh * 16 + 2 * t") + ", " +
+         shared_pair("vt", "n * 8 + g", "kh * 16 + 2 * t + 8") + "};");
+    line(mma_ + "(o[n], pa, vb);");
+    close();
+    close();
+  }
+  // TF32: n-tile nt's probabilities as an A fragment whose column t is key
+  // 2 t and column t + 4 key 2 t + 1, and V's rows of those keys as B.
+  void probabilities_times_v_tf32(const std::string& NO) {
+    open("for (int nt = 0; nt < 4; ++nt)");
+    line("const uint32_t pa[4] = {tcc_tf32(sc[nt][0]), tcc_tf32(sc[nt][2]), tcc_tf32(sc[nt][1]), tcc_tf32(sc[nt][3])};");
+    open("for (int n = 0; n < " + NO + "; ++n)");
+    line("const uint32_t vb[2] = {vs[nt * 8 + 2 * t][n * 8 + g], vs[nt * 8 + 2 * t + 1][n * 8 + g]};");
+    line(mma_ + "(o[n], pa, vb);");
+    close();
+    close();
+  }
+  // Element c of Q's row `row` rounded to TF32 (zero past the queries).
+  std::string query_tf32(const std::string& row, const std::string& c) const {
+    return "(" + row + " < SQ ? tcc_tf32(Q[" + row + " * " + expr(a_.q_strides[2]) + " + " + c + "]) : 0u)";
+  }
+  // A K or V element as its shared tile holds it: TF32 bits, or the 16-bit bits as stored.
+  std::string tile_element(const std::string& element) const {
+    return tf32_ ? "tcc_tf32(" + element + ")" : element;
+  }
   // Elements c and c + 1 of Q's row `row` (zeros past the queries), as one f16x2 / bf16x2 register.
   std::string query_pair(const std::string& row, const std::string& c) const {
     const std::string at = "Q[" + row + " * " + expr(a_.q_strides[2]) + " + " + c + "]";
@@ -514,7 +572,8 @@ class MmaAttention : CudaAttentionWriter {
     close();
   }
 
-  int kp_, vp_;       // the key tile's and the transposed value tile's row pitches (mma_pitch)
+  bool tf32_;         // f32 operands as TF32 (m16n8k8), else f16 or bf16 (m16n8k16)
+  int kp_, vp_;       // the key tile's and the value tile's (transposed for f16 and bf16) row pitches
   std::string mma_;   // the helper that issues the operand dtype's mma.sync
 };
 
@@ -588,6 +647,25 @@ static __device__ __forceinline__ void tcc_mma_bf16(float (&d)[4], const uint32_
 }
 )";
 
+const char* const kAttentionTf32Helpers = R"(static __device__ __forceinline__ uint32_t tcc_tf32(float x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return r;
+}
+)";
+
+bool attention_tf32(const kir::Kernel& k, const KernelConfig& c) {
+  const kir::AttentionDesc& a = desc(k);
+  return a.pass == kir::AttentionPass::Forward && c.mma && operand_dtype(k, a) == DType::F32;
+}
+
+std::string attention_precision(const kir::Kernel& k) {
+  const kir::AttentionDesc& a = desc(k);
+  if (a.pass == kir::AttentionPass::Forward && operand_dtype(k, a) == DType::F32 && mma_refusal(k, a).empty())
+    return "tf32";
+  return std::string(dtype_name(operand_dtype(k, a)));
+}
+
 KernelConfig attention_default_config(const kir::Kernel& k) {
   const kir::AttentionDesc& a = desc(k);
   if (a.pass != kir::AttentionPass::Forward) return attention_grad_default_config(k);
@@ -658,7 +736,9 @@ std::string emit_attention_host(const kir::Kernel& k) {
 std::string attention_schedule(const kir::Kernel& k, const KernelConfig& c) {
   if (desc(k).pass != kir::AttentionPass::Forward) return attention_grad_schedule(k, c);
   Blocking b = blocking(desc(k), c);
-  return std::string(b.mma ? "tensor-core layout (mma.sync m16n8k16)" : b.lanes > 0 ? "split layout" : "warp layout") +
+  const bool tf32 = operand_dtype(k, desc(k)) == DType::F32;
+  return std::string(b.mma ? (tf32 ? "tensor-core layout (mma.sync m16n8k8 tf32)" : "tensor-core layout (mma.sync m16n8k16)")
+                           : b.lanes > 0 ? "split layout" : "warp layout") +
          ", block " + std::to_string(b.threads()) +
          ", rows " + std::to_string(b.rows) + (b.lanes > 0 ? ", " + std::to_string(b.lanes) + " lanes a row" : "");
 }

@@ -10,9 +10,9 @@
 // as zeros. Where the forward is trained (AttentionDesc::lse), the thread
 // that stores a row's end also writes its log-sum-exp, max + log(sum), -inf
 // for a hidden row: the statistic the backward reads instead of recomputing
-// the scores. f32 on the CUDA cores, exact to f32 rounding: f16 and bf16
-// operands (--precision fp16 / bf16) are read into f32 tiles and the output
-// rounded once to its dtype. Two layouts:
+// the scores. The split and warp layouts compute f32 on the CUDA cores, exact
+// to f32 rounding: f16 and bf16 operands (--precision fp16 / bf16) are read
+// into f32 tiles and the output rounded once to its dtype. Three layouts:
 //
 // - split (both head sizes up to 64): L neighbouring lanes (2, 4 or 8; 4 by
 //   default) share a query row, held in registers with its output row, and
@@ -35,7 +35,13 @@
 //   accumulation, the scores and the online softmax in registers, the
 //   probabilities packed as the next mma's operand (FlashAttention-2's
 //   register reuse); K and the transposed V tile in shared memory as 16-bit
-//   bits. BM is 16 per warp, 4 warps by default.
+//   bits. BM is 16 per warp, 4 warps by default. f32 operands under
+//   --precision tf32 (AttentionDesc::tf32; heads multiples of 8 up to 128)
+//   take it through mma.sync.m16n8k8.tf32, Q, K, V and the probabilities
+//   rounded to TF32 by cvt.rna.tf32.f32 (10 explicit mantissa bits, so each
+//   product's operands within 2^-11 relative), accumulated in f32; K and V
+//   lie in shared memory as TF32 bits, V untransposed. Under fp32 the mma
+//   layout is refused and the kernel stays exact.
 //
 // The layout, L and the threads per block are KernelConfig knobs
 // (lanes_per_row, mma, block) that max-autotune measures.
@@ -65,22 +71,33 @@ std::string emit_attention_host(const kir::Kernel& k);
 // Grid [batch * heads, ceil(q_len / BM)] of the config's block.
 KernelLaunch attention_launch(const kir::Kernel& k, const KernelConfig& c);
 // The device functions the mma layout calls (mma.sync for f16 and for bf16),
-// once in a CUDA source that holds such a kernel.
+// once in a CUDA source that holds such a kernel; for f32 operands
+// (attention_tf32) it calls kAttentionTf32Helpers' tcc_tf32 (cvt.rna.tf32.f32)
+// and gemm_template.h's kMmaTf32Helper instead.
 extern const char* const kAttentionMmaHelpers;
+extern const char* const kAttentionTf32Helpers;
+// Whether config c runs k's products on the tensor cores in TF32: the mma
+// layout of a forward over f32 operands (AttentionDesc::tf32).
+bool attention_tf32(const kir::Kernel& k, const KernelConfig& c);
+// The precision of k's products for the report: "tf32" where the mma layout
+// may take its f32 operands (AttentionDesc::tf32, heads it takes), else its
+// operands' dtype (f32 exact on the CUDA cores, f16 or bf16).
+std::string attention_precision(const kir::Kernel& k);
 
-// Without tuning: the mma layout in blocks of 128 where the dtype and heads
-// allow, else the split layout with four lanes to a row in blocks of 128
+// Without tuning: the mma layout in blocks of 128 where the dtype (f16, bf16,
+// or f32 under tf32) and heads allow, else the split layout with four lanes to a row in blocks of 128
 // where the heads allow, else the warp layout.
 KernelConfig attention_default_config(const kir::Kernel& k);
 // Why the config cannot run k ("" where it can): knobs other than block,
 // lanes_per_row and mma, blocks outside 32..256, the split layout for heads
-// above 64, the warp layout's tiles past 48 KB, the mma layout for f32 or
-// heads it does not take.
+// above 64, the warp layout's tiles past 48 KB, the mma layout for f32
+// outside tf32 or heads it does not take.
 std::string attention_refusal(const kir::Kernel& k, const KernelConfig& c);
 // Every config autotuning measures: each layout k allows at blocks of 64, 128 and 256.
 std::vector<KernelConfig> attention_configs(const kir::Kernel& k);
 // The layout in words, for the manifest and reports: "split layout, block
-// 128, rows 32, 4 lanes a row".
+// 128, rows 32, 4 lanes a row", "tensor-core layout (mma.sync m16n8k8 tf32),
+// block 128, rows 64".
 std::string attention_schedule(const kir::Kernel& k, const KernelConfig& c);
 
 }  // namespace tcc

@@ -74,9 +74,13 @@ std::string gemm_template_text(const KernelConfig& config);
 // The kernel's CUDA for config.tile and config.split (an `extern "C"
 // __global__` function named k.name with emit_cuda's parameter convention,
 // the workspace last when split), and the helpers every such kernel calls,
-// which a translation unit includes once.
+// which a translation unit includes once, followed by kMmaTf32Helper.
 std::string emit_gemm_template(const kir::Kernel& k, const KernelConfig& config);
 extern const char* const kGemmTemplateHelpers;
+// tcc_mma_tf32, mma.sync.m16n8k8 over TF32 operands into f32: the template's
+// and the attention's TF32 layout's (attention_tf32), once in a translation
+// unit that holds either.
+extern const char* const kMmaTf32Helper;
 
 // Grid [ceil(m / BM), ceil(n / BN), batch * split]; with split, a workspace of
 // tiles x (split x BM x BN floats + a uint32 counter), zeroed when allocated.

@@ -161,6 +161,7 @@ class Printer {
             " k_strides=" + strides(a.k_strides.data(), 3) + " v_strides=" + strides(a.v_strides.data(), 3) +
             " mask_strides=" + strides(a.mask_strides.data(), 4) + " scale=" + format_double(a.scale) +
             " softcap=" + format_double(a.softcap) + " causal=" + std::to_string(a.causal);
+    if (a.tf32) out_ += " tf32=1";
     if (a.lse >= 0) out_ += " lse=" + buffer_ref(a.lse);
     if (a.pass != AttentionPass::Forward)
       out_ += std::string(" pass=") + attention_pass_name(a.pass) + " dout=" + buffer_ref(a.dout) +

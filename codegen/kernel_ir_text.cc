@@ -320,6 +320,10 @@ class KernelParser : TextCursor {
     a.softcap = real();
     field("causal");
     a.causal = flag();
+    if (keyword("tf32")) {
+      expect("=");
+      a.tf32 = flag();
+    }
     if (keyword("lse")) {
       expect("=");
       a.lse = buffer_ref(k, false);

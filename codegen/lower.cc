@@ -55,7 +55,8 @@ bool is_scatter(const Node& n) {
   return n.domain().empty() && (n.op_type() == "ScatterElements" || n.op_type() == "ScatterND");
 }
 
-Lowering::Lowering(const Node& fusion, const std::string& name) : fusion_(fusion), body_(fusion_body(fusion)) {
+Lowering::Lowering(const Node& fusion, const std::string& name, Precision precision)
+    : fusion_(fusion), body_(fusion_body(fusion)), precision_(precision) {
   k_.name = name;
 }
 
@@ -592,8 +593,8 @@ void Lowering::collect_size_params() {
 
 }  // namespace lowering
 
-kir::Kernel lower_fusion(const Node& fusion, const std::string& kernel_name) {
-  return lowering::Lowering(fusion, kernel_name).run();
+kir::Kernel lower_fusion(const Node& fusion, const std::string& kernel_name, Precision precision) {
+  return lowering::Lowering(fusion, kernel_name, precision).run();
 }
 
 }  // namespace tcc

@@ -98,6 +98,7 @@ void Lowering::setup_attention(const Node& a) {
   int64_t size = d.v_head_size;
   if (a.op_type() != "AttentionGrad") {
     d.lse = second;
+    d.tf32 = precision_ == Precision::TF32 && k_.buffers[static_cast<size_t>(d.q)].dtype == DType::F32;
   } else {
     const std::string wrt = a.get_string("wrt", "");
     d.pass = wrt == "stats" ? kir::AttentionPass::Stats

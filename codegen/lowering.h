@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "codegen/kernel_ir.h"
+#include "passes/pass.h"
 #include "src/ir/graph.h"
 
 namespace tcc::lowering {
@@ -53,7 +54,7 @@ bool is_scan(const Node& n);
 
 class Lowering {
  public:
-  Lowering(const Node& fusion, const std::string& name);
+  Lowering(const Node& fusion, const std::string& name, Precision precision);
   kir::Kernel run();
 
  private:
@@ -292,6 +293,7 @@ class Lowering {
   void collect_size_params();
   const Node& fusion_;
   const Graph& body_;
+  Precision precision_;  // --precision: TF32 marks an f32 attention forward (lower_attention.cc)
   kir::Kernel k_;
   std::vector<Frame> frames_;
   std::vector<int64_t> axes_;  // reduction kernels: the reduced axes of the frame-0 shape

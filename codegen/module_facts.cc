@@ -141,12 +141,9 @@ std::string kernel_precision(const kir::Kernel& k, Precision precision) {
     DType operand = k.buffers.front().dtype;
     return operand == DType::F32 && precision == Precision::TF32 ? "tf32" : std::string(dtype_name(operand));
   }
-  // Attention (and its backward) reads its operands in their dtype and computes in f32 on the CUDA cores, tf32 or
-  // not, or f16 / bf16 on the tensor cores.
-  if (k.kind == kir::Kind::Attention) {
-    const kir::AttentionDesc& a = *k.attention;  // the statistics pass has dY, not Q
-    return std::string(dtype_name(k.buffers[static_cast<size_t>(a.q >= 0 ? a.q : a.dout)].dtype));
-  }
+  // Attention reads its operands in their dtype: f32 on the CUDA cores (its backward under tf32 too), TF32 on the
+  // tensor cores where the module's precision is tf32 and its heads allow, or f16 / bf16 on the tensor cores.
+  if (k.kind == kir::Kind::Attention) return attention_precision(k);
   // TopK compares and copies its input's elements exactly, in their own dtype.
   if (k.kind == kir::Kind::TopK) return std::string(dtype_name(k.buffers.front().dtype));
   // The recurrence computes in its operands' f32 or f64, on the CUDA cores.

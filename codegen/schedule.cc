@@ -42,8 +42,9 @@ bool only_reshapes(const Node& n) {
 
 class Scheduler {
  public:
-  Scheduler(const Graph& g, const DeviceProfile& device, kir::AfterKernelPass after)
+  Scheduler(const Graph& g, const DeviceProfile& device, kir::AfterKernelPass after, Precision precision)
       : g_(g),
+        precision_(precision),
         users_(g.compute_users()),
         analysis_(analyze_constants(g)),
         kernel_passes_(kir::default_kernel_pipeline(), device, std::move(after)) {
@@ -89,7 +90,7 @@ class Scheduler {
   }
 
   void kernel_step(const Node& n) {
-    kir::Kernel k = kernel_passes_.run(lower_fusion(n, n.name()));
+    kir::Kernel k = kernel_passes_.run(lower_fusion(n, n.name(), precision_));
     // The kernel's input buffers are n's inputs it reads (the attention
     // statistics pass reads no Q, K, V or mask), in its order.
     std::vector<std::string> reads;
@@ -156,6 +157,7 @@ class Scheduler {
   }
 
   const Graph& g_;
+  Precision precision_;
   std::unordered_map<const Value*, std::vector<std::pair<Node*, size_t>>> users_;
   ConstantAnalysis analysis_;
   kir::KernelPassRunner kernel_passes_;
@@ -168,8 +170,9 @@ class Scheduler {
 
 }  // namespace
 
-Schedule build_schedule(const Graph& g, const DeviceProfile& device, kir::AfterKernelPass after) {
-  return Scheduler(g, device, std::move(after)).run();
+Schedule build_schedule(const Graph& g, const DeviceProfile& device, kir::AfterKernelPass after,
+                        Precision precision) {
+  return Scheduler(g, device, std::move(after), precision).run();
 }
 
 }  // namespace tcc

@@ -61,8 +61,9 @@ struct Schedule {
 // symbols determines are binding steps (analyze_constants). A reshape-only fusion of a value a step
 // writes, when the reshape is no graph output, is a ViewAlias instead of a step.
 // Kernel names are tcc_k<N>_<kind>, numbered in schedule order; `after` sees
-// each kernel after each pass, named after its fusion node.
+// each kernel after each pass, named after its fusion node. `precision` is
+// --precision, which the lowering reads (lower_fusion).
 Schedule build_schedule(const Graph& g, const DeviceProfile& device = default_device(),
-                        kir::AfterKernelPass after = {});
+                        kir::AfterKernelPass after = {}, Precision precision = Precision::FP32);
 
 }  // namespace tcc

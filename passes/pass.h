@@ -23,9 +23,9 @@ struct PassStats {
 };
 
 // The arithmetic a compiled model runs in (--precision), as trtexec's --fp16 /
-// --bf16 and torch's allow_tf32 / autocast: fp32, exact; tf32, tensor cores
-// for the f32 products of GEMMs and convolutions; fp16 and bf16, products in
-// that dtype accumulated in f32, by autocast's rules (passes/autocast.cc).
+// --bf16 and torch's allow_tf32 / autocast: fp32, exact; tf32, tensor cores for
+// the f32 products of GEMMs, convolutions and attention; fp16 and bf16, products
+// in that dtype accumulated in f32, by autocast's rules (passes/autocast.cc).
 enum class Precision { FP32, TF32, FP16, BF16 };
 inline constexpr std::array<Precision, 4> kPrecisions = {Precision::FP32, Precision::TF32, Precision::FP16,
                                                          Precision::BF16};

@@ -261,7 +261,7 @@ CompileResult compile(const CompileRequest& req) {
   r.sizes = hinted_sizes(g, o.shape_hints);
 
   stage = Clock::now();
-  r.schedule = build_schedule(g, *r.device, req.after_kernel_pass);
+  r.schedule = build_schedule(g, *r.device, req.after_kernel_pass, o.precision);
   if (req.time_passes) std::cerr << timing_table(r.schedule.kernel_passes);
   t.schedule = ms_since(stage);
   after("schedule");

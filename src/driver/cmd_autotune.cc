@@ -83,7 +83,7 @@ ExitCode run_autotune(AutotuneCli& c) {
   pass_options.precision = precision_of(c.precision);
   PassManager pm(build_pipeline("", Phase::Fuse), pass_options, std::cerr);
   pm.run(*model);
-  Schedule schedule = build_schedule(*model->graph);
+  Schedule schedule = build_schedule(*model->graph, default_device(), {}, pass_options.precision);
   std::vector<int> steps(schedule.kernels.size(), 0);
   for (const Step& s : schedule.steps)
     if (s.kind == Step::Kind::Kernel) ++steps.at(s.kernel);

@@ -35,8 +35,8 @@ void add_precision_option(CLI::App& cmd, std::string& precision) {
   std::vector<std::string> names;
   for (Precision p : kPrecisions) names.emplace_back(precision_name(p));
   cmd.add_option("--precision", precision,
-                 "Arithmetic of the compiled model: fp32 (exact), tf32 (tensor cores for f32 GEMMs and "
-                 "convolutions), fp16 or bf16 (products in that dtype with f32 accumulation, by torch.autocast's "
+                 "Arithmetic of the compiled model: fp32 (exact), tf32 (tensor cores for f32 GEMMs, "
+                 "convolutions and attention), fp16 or bf16 (products in that dtype with f32 accumulation, by torch.autocast's "
                  "rules; inputs and outputs keep their dtypes)")
       ->capture_default_str()
       ->check(CLI::IsMember(names));

@@ -20,6 +20,7 @@
 #include "codegen/attention_template.h"
 #include "codegen/emit.h"
 #include "codegen/emit_c.h"
+#include "codegen/gemm_template.h"
 #include "codegen/toolchain.h"
 #include "src/autotune/candidates.h"
 #include "src/interp/interpreter.h"
@@ -161,8 +162,15 @@ void expect_emulated_runs_match(const ScheduledModel& s, const std::vector<kir::
       const Tensor& expected = want.at(k.buffers[b].name);
       // f32 sums of up to 9000 terms against the interpreter's doubles: within 1e-4 of
       // the largest result (a wrong element or row is off by its own size); an f16 or
-      // bf16 output rounded once from each may differ in its last place.
-      const double tol = expected.dtype() == DType::F16 ? 1e-3 : expected.dtype() == DType::BF16 ? 8e-3 : 1e-4;
+      // bf16 output rounded once from each may differ in its last place. TF32
+      // attention rounds Q, K, V and the probabilities to 10 mantissa bits (2^-11
+      // relative each), so a score moves by up to a few times 2^-11 of scale *
+      // sum |q_d k_d|, and an output, a weighted mean of V's rows, by as much
+      // relative to the largest (heads up to 128 of normal values: at most 0.9 x
+      // 2^-11 in the test models): allowed 4 x 2^-11.
+      const bool tf32 = k.kind == kir::Kind::Attention && attention_tf32(k, configs[ki]);
+      const double tol = tf32 ? std::ldexp(4, -11)
+                         : expected.dtype() == DType::F16 ? 1e-3 : expected.dtype() == DType::BF16 ? 8e-3 : 1e-4;
       double largest = 0;
       for (int64_t i = 0; i < expected.numel(); ++i) largest = std::max(largest, std::fabs(expected.get_f64(i)));
       int64_t bad = 0;
@@ -211,9 +219,9 @@ SharedLibrary emulated_library(const KernelVariants& v, const fs::path& dir) {
     EXPECT_NE(std::find(symbols.begin(), symbols.end(), k.name), symbols.end()) << k.name;
   size_t combiners = cuda.find("struct tcc_sum");
   EXPECT_NE(combiners, std::string::npos);
-  // The emulator has its own mma helpers.
-  if (size_t helpers = cuda.find(kAttentionMmaHelpers); helpers != std::string::npos)
-    cuda.erase(helpers, std::strlen(kAttentionMmaHelpers));
+  // The emulator has its own mma and cvt helpers.
+  for (const char* helper : {kAttentionMmaHelpers, kAttentionTf32Helpers, kMmaTf32Helper})
+    if (size_t at = cuda.find(helper); at != std::string::npos) cuda.erase(at, std::strlen(helper));
   std::string source = "#include \"" + std::string(TCC_SOURCE_DIR) + "/tests/unit/codegen/cuda_emulator.h\"\n" +
                        emitc::prelude(emitc::Target::Host) + "#undef TCC_FN\n#define TCC_FN inline\n" +
                        cuda.substr(combiners);
@@ -526,6 +534,43 @@ TEST(Attention, EmulatedOnTheHostLowPrecisionMatchesTheInterpreter) {
   for (const KernelConfig& c : v.configs) mma_variants += c.mma ? 1 : 0;
   EXPECT_EQ(mma_variants, 3 * 2);
   expect_emulated_attention_matches(s, v, "tcc_attention_low");
+}
+
+// f32 attention compiled with --precision tf32: the heads that are multiples
+// of 8 up to 128 (32 causal and grouped, 24 under an additive mask with
+// soft-capping, 64 with values of 128 under a bool mask, 128) take the
+// tensor-core layout by default, through mma.sync.m16n8k8.tf32 and
+// cvt.rna.tf32.f32 (the emulator's TF32 rounding and fragments), within the
+// TF32 tolerance over a symbolic seq of 37 (a partial key tile); their split
+// and warp candidates and the heads of 6 stay on the CUDA cores, exact to the
+// f32 tolerance. At fp32 no kernel takes the tensor cores.
+TEST(Attention, EmulatedOnTheHostTf32TensorCoresMatchTheInterpreter) {
+  ScheduledModel s = schedule_model("tests/kernels/attention_tf32.tir", Precision::TF32);
+  KernelVariants v = attention_variants(s);
+  for (const kir::Kernel& k : s.schedule.kernels) {
+    const bool tensor_cores = k.nodes.front() != "odd_heads";
+    EXPECT_EQ(k.attention->tf32, true) << k.nodes.front();
+    EXPECT_EQ(default_config(k).mma, tensor_cores) << k.nodes.front();
+    EXPECT_EQ(attention_precision(k), tensor_cores ? "tf32" : "f32") << k.nodes.front();
+  }
+  int tf32_variants = 0;
+  for (size_t i = 0; i < v.kernels.size(); ++i) tf32_variants += attention_tf32(v.kernels[i], v.configs[i]);
+  EXPECT_EQ(tf32_variants, 4 * 2);
+  const std::string cuda = emit_cuda(s.schedule.kernels, {});
+  EXPECT_NE(cuda.find("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"), std::string::npos);
+  EXPECT_NE(cuda.find("cvt.rna.tf32.f32"), std::string::npos);
+  EXPECT_EQ(cuda.find("m16n8k16"), std::string::npos) << "no f16 or bf16 helper";
+  expect_emulated_attention_matches(s, v, "tcc_attention_tf32");
+
+  for (const kir::Kernel& k : schedule_model("tests/kernels/attention_tf32.tir").schedule.kernels) {
+    EXPECT_FALSE(k.attention->tf32) << k.nodes.front();
+    EXPECT_FALSE(default_config(k).mma) << k.nodes.front();
+    KernelConfig mma;
+    mma.block = 128;
+    mma.mma = true;
+    EXPECT_NE(attention_refusal(k, mma), "") << k.nodes.front();
+    EXPECT_EQ(attention_precision(k), "f32") << k.nodes.front();
+  }
 }
 
 // The attention backward's passes (codegen/attention_grad_template.h): the

@@ -3,7 +3,7 @@
 // tiling, guards, double buffering and epilogue) and reductions (column
 // blocks' shared-memory combine, block reductions' warp shuffles, split rows'
 // arrivals), scatters' atomic updates, the attention kernel's tiles,
-// shuffles and tensor-core fragments, the TopK kernel's teams and the NMS kernel's
+// shuffles and tensor-core fragments (f16, bf16 and TF32), the TopK kernel's teams and the NMS kernel's
 // phases and warp scan. Test code only: the tests
 // compile this header together with the emitted kernels into a shared library
 // with the host compiler.
@@ -11,11 +11,14 @@
 // Each block runs as one std::thread per CUDA thread; __syncthreads is a
 // barrier of the block's threads, `__shared__` arrays are function statics
 // (blocks run one after another, so split-K's arrival counter sees the grid's order). The template's device helpers are replaced:
-// cp.async copies at once (its waits are then no-ops), cvt.rna.tf32 rounds the
-// low 13 mantissa bits to nearest with ties away from zero, and
-// mma.sync.m16n8k8 gathers the warp's fragments and gives each lane its part
-// of D (accumulated as the hardware does, toward_zero) by the PTX ISA's
-// fragment layout for .tf32:
+// cp.async copies at once (its waits are then no-ops), cvt.rna.tf32.f32
+// (tcc_tf32, tcc_tf32_split) rounds away the low 13 mantissa bits, to nearest
+// with ties away from zero, keeping 10 explicit bits (infinities stay, NaN
+// stays NaN), and mma.sync.m16n8k8 gathers the warp's fragments and gives
+// each lane its part of D (accumulated as the hardware does, toward_zero) by
+// the PTX ISA's fragment layout for .tf32, reading only each operand's upper
+// 19 bits (sign, exponent, 10 mantissa bits: the low 13 of an operand no cvt
+// rounded are dropped, as the tensor cores drop them):
 //   A (16x8, row): register q of lane l holds row l/4 + 8*(q%2), column l%4 + 4*(q/2);
 //   B (8x8, col):  register q of lane l holds row l%4 + 4*q, column l/4;
 //   C, D (16x8):   register q of lane l holds row l/4 + 8*(q/2), column 2*(l%4) + q%2;
@@ -207,10 +210,21 @@ template <class T, class W> T tcc_emu_atomic_add(T* p, T v) {
 inline float atomicAdd(float* p, float v) { return tcc_emu_atomic_add<float, unsigned>(p, v); }
 inline double atomicAdd(double* p, double v) { return tcc_emu_atomic_add<double, unsigned long long>(p, v); }
 
+namespace tcc_emu {
+constexpr uint32_t kTf32Bits = 0xFFFFE000u;  // sign, exponent and the 10 mantissa bits TF32 keeps
+// cvt.rna.tf32.f32: the magnitude's bits plus half of the dropped place, so a
+// tie rounds away from zero; a carry out of the mantissa steps the exponent.
+inline uint32_t tf32_bits(float v) {
+  const uint32_t bits = as_bits(v);
+  if ((bits & 0x7F800000u) == 0x7F800000u) return (bits & kTf32Bits) | (bits & 0x007FFFFFu ? 0x00400000u : 0u);
+  return (bits + 0x1000u) & kTf32Bits;
+}
+}  // namespace tcc_emu
+
+inline uint32_t tcc_tf32(float x) { return tcc_emu::tf32_bits(x); }
 inline void tcc_tf32_split(float x, uint32_t& big, uint32_t& small) {
-  auto round = [](float v) { return (tcc_emu::as_bits(v) + 0x1000u) & 0xFFFFE000u; };
-  big = round(x);
-  small = round(x - tcc_emu::as_float(big));
+  big = tcc_emu::tf32_bits(x);
+  small = tcc_emu::tf32_bits(x - tcc_emu::as_float(big));
 }
 
 // Blocks run one at a time, so arrival order is the grid's; every slice but
@@ -278,8 +292,9 @@ inline void tcc_mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (
   std::memcpy(w.a[lane], a, sizeof a);
   std::memcpy(w.b[lane], b, sizeof b);
   w.barrier.arrive_and_wait();
-  auto A = [&](unsigned r, unsigned k) { return tcc_emu::as_float(w.a[(r % 8) * 4 + k % 4][r / 8 + 2 * (k / 4)]); };
-  auto B = [&](unsigned k, unsigned n) { return tcc_emu::as_float(w.b[n * 4 + k % 4][k / 4]); };
+  auto tf32 = [](uint32_t reg) { return tcc_emu::as_float(reg & tcc_emu::kTf32Bits); };
+  auto A = [&](unsigned r, unsigned k) { return tf32(w.a[(r % 8) * 4 + k % 4][r / 8 + 2 * (k / 4)]); };
+  auto B = [&](unsigned k, unsigned n) { return tf32(w.b[n * 4 + k % 4][k / 4]); };
   for (unsigned q = 0; q < 4; ++q) {
     unsigned row = lane / 4 + 8 * (q / 2), col = 2 * (lane % 4) + q % 2;
     double sum = d[q];

@@ -57,6 +57,19 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, KernelIrRoundTrip, testing::ValuesIn(lowered_
                            return name;
                          });
 
+// Attention compiled with --precision tf32 says so (tf32=1) and reads back
+// to the same TF32 tensor-core CUDA; at fp32 the text has no tf32 key.
+TEST(KernelIrText, Tf32AttentionRoundTrips) {
+  std::vector<kir::Kernel> kernels = schedule_model("tests/kernels/attention_tf32.tir", Precision::TF32).schedule.kernels;
+  std::string text = kir::print_kernels(kernels);
+  EXPECT_NE(text.find(" causal=1 tf32=1 lse="), std::string::npos) << text;
+  std::vector<kir::Kernel> parsed = kir::parse_kernels(text, "tf32.kir");
+  EXPECT_EQ(kir::print_kernels(parsed), text);
+  EXPECT_EQ(emit_cuda(parsed), emit_cuda(kernels));
+  std::string fp32 = kir::print_kernels(schedule_model("tests/kernels/attention_tf32.tir").schedule.kernels);
+  EXPECT_EQ(fp32.find(" tf32="), std::string::npos) << fp32;
+}
+
 TEST(KernelIrText, EveryOpNameReadsBack) {
   for (int o = static_cast<int>(kir::Op::Load); o <= static_cast<int>(kir::Op::ConvAcc); ++o)
     EXPECT_EQ(kir::op_by_name(kir::op_name(static_cast<kir::Op>(o))), static_cast<kir::Op>(o)) << o;

@@ -19,14 +19,17 @@ struct ScheduledModel {
   Schedule schedule;
 };
 
-// `path` relative to the source tree ("tests/fixtures/gpt2_block.onnx", "tests/kernels/softmax.tir"), or absolute.
-inline ScheduledModel schedule_model(const std::string& path) {
+// `path` relative to the source tree ("tests/fixtures/gpt2_block.onnx", "tests/kernels/softmax.tir"), or absolute;
+// `precision` as --precision gives it.
+inline ScheduledModel schedule_model(const std::string& path, Precision precision = Precision::FP32) {
   ScheduledModel s;
   s.model = load_model((std::filesystem::path(TCC_SOURCE_DIR) / path).string());
   infer_shapes(*s.model->graph);
   std::ostringstream log;
-  PassManager(build_pipeline("", Phase::Fuse), PassManagerOptions{}, log).run(*s.model);
-  s.schedule = build_schedule(*s.model->graph);
+  PassManagerOptions options;
+  options.precision = precision;
+  PassManager(build_pipeline("", Phase::Fuse), options, log).run(*s.model);
+  s.schedule = build_schedule(*s.model->graph, default_device(), {}, precision);
   return s;
 }
 

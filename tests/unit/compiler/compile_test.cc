@@ -91,8 +91,9 @@ TEST_F(CompileTest, ManifestHasTheDocumentedKeys) {
 // low precision (the report names each kernel's; the attention stays one
 // kernel), and the host build of the module matches the reference interpreter
 // within the precision's tolerance; tf32 keeps the graph f32 and marks the
-// GEMMs tf32, which the manifest tells the runtime, while the attention kernel
-// computes f32. An unknown precision exits 2.
+// GEMMs tf32, which the manifest tells the runtime, and the attention kernel
+// (heads of 16) multiplies on the tensor cores in TF32 (mma.sync.m16n8k8,
+// operands rounded by cvt.rna.tf32.f32). An unknown precision exits 2.
 TEST_F(CompileTest, PrecisionModesLowerTheProductsAndStayWithinTolerance) {
   for (const char* precision : {"fp16", "bf16", "tf32"}) {
     CliResult r = compile("gpt2_block.onnx", precision, std::string("--arch sm_90 --no-ptx --precision ") + precision);
@@ -107,9 +108,13 @@ TEST_F(CompileTest, PrecisionModesLowerTheProductsAndStayWithinTolerance) {
       if (k["kind"] == "gemm" && k["precision"] == gemm) ++low_gemms;
       if (k["kind"] == "attention") {
         ++attention;
-        EXPECT_EQ(k["precision"], gemm == "tf32" ? "f32" : gemm) << k.dump();
+        EXPECT_EQ(k["precision"], gemm) << k.dump();
       }
     }
+    const std::string cu = read_file(dir_ / precision / "kernels.cu");
+    const bool tf32 = gemm == "tf32";
+    EXPECT_EQ(cu.find("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") != std::string::npos, tf32) << precision;
+    EXPECT_EQ(cu.find("cvt.rna.tf32.f32") != std::string::npos, tf32) << precision;
     EXPECT_EQ(low_gemms, 4) << precision << ": the QKV, output, and two MLP projections";
     EXPECT_EQ(attention, 1) << precision;
     CliResult run = run_tcc("run " + shell_quote((dir_ / precision).string()) + " --host --check --shapes batch=2,seq=16");
