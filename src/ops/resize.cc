@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <utility>
 
 #include "src/ops/families.h"
 #include "src/ops/fusion.h"
@@ -32,13 +33,19 @@ bool nonempty_input(const InferContext& ctx, size_t i) {
 }
 
 // floor(in * scale) symbolically: exact for integer scales and their inverses.
+// {num, den}: scale as num / 1 where it is a whole factor, 1 / den where it
+// is exactly the inverse of one; nullopt otherwise.
+std::optional<std::pair<int64_t, int64_t>> whole_ratio(double scale) {
+  double inv = 1.0 / scale;
+  if (scale >= 1 && scale == std::floor(scale)) return std::make_pair(static_cast<int64_t>(scale), int64_t{1});
+  if (inv == std::floor(inv) && scale * inv == 1.0) return std::make_pair(int64_t{1}, static_cast<int64_t>(inv));
+  return std::nullopt;
+}
+
 Dim scaled_dim(InferContext& ctx, const Dim& in, double scale) {
   if (in.is_static()) return Dim(static_cast<int64_t>(std::floor(scale * static_cast<double>(in.value()))));
-  if (!in.is_unknown()) {
-    double inv = 1.0 / scale;
-    if (scale >= 1 && scale == std::floor(scale)) return Dim(in.expr() * SymExpr::constant(static_cast<int64_t>(scale)));
-    if (inv == std::floor(inv) && scale * inv == 1.0) return Dim(in.expr().floordiv(SymExpr::constant(static_cast<int64_t>(inv))));
-  }
+  if (std::optional<std::pair<int64_t, int64_t>> r = whole_ratio(scale); r && !in.is_unknown())
+    return Dim((in.expr() * SymExpr::constant(r->first)).floordiv(SymExpr::constant(r->second)));
   return ctx.env().fresh("u");
 }
 
@@ -687,11 +694,10 @@ struct AxisRatio {
 std::optional<AxisRatio> axis_ratio(int64_t axis, const Dim& in, const Dim& out, const Tensor* scales, size_t i) {
   if (in.is_unknown() || out.is_unknown()) return std::nullopt;
   if (scales) {
-    double s = scales->get_f64(static_cast<int64_t>(i)), inv = 1.0 / s;
-    AxisRatio r{axis};
-    if (s >= 1 && s == std::floor(s)) r.num = static_cast<int64_t>(s);
-    else if (s > 0 && inv == std::floor(inv) && s * inv == 1.0) r.den = static_cast<int64_t>(inv);
-    else return std::nullopt;
+    double s = scales->get_f64(static_cast<int64_t>(i));
+    std::optional<std::pair<int64_t, int64_t>> whole = s > 0 ? whole_ratio(s) : std::nullopt;
+    if (!whole) return std::nullopt;
+    AxisRatio r{axis, whole->first, whole->second};
     SymExpr floor_out = (in.expr() * SymExpr::constant(r.num)).floordiv(SymExpr::constant(r.den));
     if (floor_out != out.expr()) return std::nullopt;
     return r;
