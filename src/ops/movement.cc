@@ -593,7 +593,9 @@ Value* spread(GradContext& c, Value* g, Dims& gd, int64_t a, int64_t k) {
 // d slice along one axis by step 1, where that axis's size is symbolic or
 // the bounds are computed at run time (x[:, seq // 2 :]): g between zeros
 // cut from zeros like x by the slice's own bounds, [0, start) before it and
-// [end, size) after it. Whether it applies: one constant axis, step 1.
+// what follows g's length from start after it (not [end, size), which
+// overlaps [0, start) when the slice is empty with end before start).
+// Whether it applies: one constant axis, step 1.
 bool concat_between_zeros(GradContext& c) {
   const Node& n = c.node();
   if (n.opset() < 10 || !n.has_input(3) || !c.constant(3) || c.constant(3)->numel() != 1) return false;
@@ -605,7 +607,10 @@ bool concat_between_zeros(GradContext& c) {
   Value* zeros = e.zeros_like(c.in(0), c.dtype());
   Value* axes = e.ints({a});
   Value* before = e.op("Slice", {zeros, e.ints({0}), c.in(1), axes});
-  Value* after = e.op("Slice", {zeros, c.in(2), e.ints({std::numeric_limits<int64_t>::max()}), axes});
+  Value* to_end = e.ints({std::numeric_limits<int64_t>::max()});
+  Value* from_start = e.op("Slice", {zeros, c.in(1), to_end, axes});
+  Value* g_len = e.op("Slice", {e.shape_of(c.dy()), axes, e.ints({a + 1})});
+  Value* after = e.op("Slice", {from_start, g_len, to_end, axes});
   c.set(0, e.op("Concat", {before, c.dy(), after}, int_attr("axis", a)));
   return true;
 }

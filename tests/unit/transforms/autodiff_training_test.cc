@@ -94,8 +94,9 @@ TEST(Autodiff, NearestResizeSymbolicBatch) {
 }
 
 // Slices along a symbolic axis: x[:, seq // 2 :] (the start computed from the
-// shape) and a causal LM's x[:, :-1] * x[:, 1:]. The gradient is the incoming
-// one between zeros cut by the slice's own bounds, at even and odd sizes.
+// shape), a causal LM's x[:, :-1] * x[:, 1:] and an empty x[:, 4:2]. The
+// gradient is the incoming one between zeros cut by the slice's own bounds, at
+// even and odd sizes.
 TEST(Autodiff, SliceAlongSymbolicAxis) {
   std::string text = fill_random(R"(graph main opset(ai.onnx: 17) {
   input %x: f64[2, seq]
@@ -106,6 +107,8 @@ TEST(Autodiff, SliceAlongSymbolicAxis) {
   const %one1: i64[1] = [1]
   const %minus1: i64[1] = [-1]
   const %end: i64[1] = [9223372036854775807]
+  const %two1: i64[1] = [2]
+  const %four1: i64[1] = [4]
   %m: f64[2, seq] = Mul(%x, %w)
   %shape: i64[2] = Shape(%m)
   %seq: i64[] = Gather(%shape, %one) {axis = 0}
@@ -118,7 +121,10 @@ TEST(Autodiff, SliceAlongSymbolicAxis) {
   %t = Sin(%tail)
   %lp: f64[] = ReduceSum(%p) {keepdims = 0}
   %lt: f64[] = ReduceSum(%t) {keepdims = 0}
-  %loss: f64[] = Add(%lp, %lt)
+  %empty = Slice(%m, %four1, %two1, %one1)
+  %le: f64[] = ReduceSum(%empty) {keepdims = 0}
+  %lpt: f64[] = Add(%lp, %lt)
+  %loss: f64[] = Add(%lpt, %le)
   output %loss
 }
 )", 5);
