@@ -10,6 +10,7 @@
 //   Squeeze(Unsqueeze(x, a), a) -> x, Unsqueeze(Squeeze(x, a), a) -> x
 //   Transpose(Transpose(x, p), q) -> Transpose(x, p[q]); Transpose(x, identity) -> x
 //   Constant {value_ints = v} -> Constant {value = tensor v}   (value_float(s), value_int(s) alike)
+//   SequenceAt(SplitToSequence(x, split), i) -> Slice(x, ...)  (i constant; see read_split_piece)
 //
 // Expects: a verified graph; types make more rules fire (Cast needs x's
 // dtype, axes and default perms need ranks) but none is required.
@@ -18,6 +19,7 @@
 // with its mask read, Reshape chains whose outer shape has a 0 entry (it
 // copies a dim of the inner result), and ops in non-default domains.
 #include <algorithm>
+#include <limits>
 #include <set>
 
 #include "passes/rewrite.h"
@@ -168,6 +170,83 @@ bool spell_constant_as_tensor(Node& n, Rewriter&) {
   return true;
 }
 
+// SequenceAt(SplitToSequence(x, split), i) -> piece i of x as a Slice along
+// the split's axis, for a constant position i: a sequence read at a known place
+// is a tensor op, so a model that splits with torch.chunk (which torch writes
+// as SplitToSequence where the chunk size is computed from the shapes)
+// compiles with no sequence left. Piece i, by split:
+//   a scalar k, i >= 0     [i*k, (i+1)*k), computed from k (the last one clamps)
+//   constant sizes s       [s0 + ... + s(i-1), s0 + ... + si)
+//   none                   [i, i+1), squeezed when keepdims is 0
+// The Slice takes the SequenceAt's type; shape inference then refines it. A
+// SequenceAt that is a model output stays (its name is the signature).
+bool read_split_piece(Node& n, Rewriter& rw) {
+  const Node* split = n.input(0)->producer();
+  std::optional<double> at = scalar_constant(n.input(1));
+  const Type& x = split ? split->input(0)->type() : n.input(0)->type();
+  if (!split || split->op_type() != "SplitToSequence" || !split->domain().empty() || !at || !x.is_tensor() ||
+      !x.has_rank() || x.rank() == 0 || is_model_output(n.output(0)))
+    return false;
+  Graph& g = *n.graph();
+  const std::string name = n.name().empty() ? n.output(0)->name() : n.name();
+  const int64_t rank = static_cast<int64_t>(x.rank());
+  int64_t axis = split->get_int("axis", 0);
+  if (axis < -rank || axis >= rank) return false;
+  if (axis < 0) axis += rank;
+  int64_t i = static_cast<int64_t>(*at);
+  auto node = [&](const std::string& piece, const std::string& op, const std::vector<Value*>& ins, const Type& t) {
+    Node* p = g.insert_node(&n, op, ins, {g.fresh_name(name + "/" + piece)}, "", name + "/" + piece);
+    p->set_source(n.source());
+    p->output(0)->set_type(t);
+    return p;
+  };
+  Value *start = nullptr, *end = nullptr;
+  bool squeeze = false;
+  if (!split->has_input(1)) {
+    if (i < 0 && x.shape()[static_cast<size_t>(axis)].is_static()) i += x.shape()[static_cast<size_t>(axis)].value();
+    if (i < -1) return false;
+    start = add_i64_constant(g, name + ".start", {i});
+    end = add_i64_constant(g, name + ".end", {i == -1 ? std::numeric_limits<int64_t>::max() : i + 1});
+    squeeze = split->get_int("keepdims", 1) == 0;
+  } else if (std::optional<Tensor> sizes = constant_value(split->input(1)); sizes && sizes->rank() == 1) {
+    std::vector<int64_t> s = sizes->to_i64_vector();
+    if (i < 0) i += static_cast<int64_t>(s.size());
+    if (i < 0 || i >= static_cast<int64_t>(s.size())) return false;
+    int64_t offset = 0;
+    for (int64_t k = 0; k < i; ++k) offset += s[static_cast<size_t>(k)];
+    start = add_i64_constant(g, name + ".start", {offset});
+    end = add_i64_constant(g, name + ".end", {offset + s[static_cast<size_t>(i)]});
+  } else {
+    const Type& k = split->input(1)->type();
+    if (i < 0 || !k.is_tensor() || !k.has_rank() || k.rank() != 0) return false;
+    Value* chunk = split->input(1);
+    Type i64_1 = Type::tensor(DType::I64, {Dim(1)});
+    if (k.dtype() != DType::I64) {
+      Node* cast = node("chunk", "Cast", {chunk}, Type::tensor(DType::I64, {}));
+      cast->set_attr("to", Attribute::of_int(static_cast<int64_t>(DType::I64)));
+      chunk = cast->output(0);
+    }
+    start = node("start", "Mul", {chunk, add_i64_constant(g, name + ".index", {i})}, i64_1)->output(0);
+    end = node("end", "Mul", {chunk, add_i64_constant(g, name + ".next", {i + 1})}, i64_1)->output(0);
+  }
+  const Type& element = n.output(0)->type();
+  Type sliced = element;
+  if (squeeze) {
+    Dims d = x.shape();
+    d[static_cast<size_t>(axis)] = Dim(1);
+    sliced = Type::tensor(x.dtype(), d);
+  }
+  Value* axes = add_i64_constant(g, name + ".axes", {axis});
+  Node* piece = node("slice", "Slice", {split->input(0), start, end, axes}, sliced);
+  if (squeeze) {
+    bool axes_input = n.opset() >= 13;
+    piece = node("squeeze", "Squeeze", axes_input ? std::vector<Value*>{piece->output(0), axes} : std::vector<Value*>{piece->output(0)},
+                 element);
+    if (!axes_input) piece->set_attr("axes", Attribute::of_ints({axis}));
+  }
+  return rw.replace(n.output(0), piece->output(0));
+}
+
 // Add(c, x) -> Add(x, c) for every op its OpDef calls commutative (Add, Mul,
 // Equal, And, Or, Xor, the bitwise ones), then the other rules.
 const std::vector<RewriteRule>& rules() {
@@ -185,6 +264,7 @@ const std::vector<RewriteRule>& rules() {
         {"Unsqueeze", "squeeze_pairs_removed", cancel_squeeze_pair},  // Unsqueeze(Squeeze(x, a), a) -> x
         {"Transpose", "transposes_simplified", simplify_transpose},   // Transpose(Transpose(x, p), q) -> Transpose(x, p[q])
         {"Constant", "constants_spelled_as_tensors", spell_constant_as_tensor},  // {value_ints = v} -> {value = v}
+        {"SequenceAt", "split_pieces_read", read_split_piece},        // SplitToSequence(x)[i] -> Slice(x)
     });
     return r;
   }();

@@ -497,30 +497,58 @@ void reshape_facts(const Graph& g, const ShapeInfo& info, std::vector<ShapeFact>
   }
 }
 
+// Whether e >= 0 wherever the symbols' own guards hold: each symbol is at
+// least 2 (`2 <= sN`: 0 and 1 are specialized).
+bool holds_at_guarded_sizes(const SymExpr& e) {
+  std::map<std::string, SymExpr> at_least_two;
+  for (const std::string& s : e.symbols()) at_least_two[s] = SymExpr::symbol(s) + SymExpr::constant(2);
+  return e.substitute(at_least_two).provably_nonnegative();
+}
+
 // The bounds of a Slice that are plain indices (not the sentinels) on a
 // symbolic dim: shape inference and the kernels that read the slice take each
 // to lie within the dim, a start s >= 0 as dim >= s (dim > s stepping
-// backwards), an end e >= 0 as dim >= e, a negative bound b as dim >= -b.
-// Facts the symbols' own guards imply are left out.
+// backwards), an end e >= 0 as dim >= e, a negative bound b as dim >= -b. A
+// bound computed from the shapes (seq // 2, stepping forwards) is taken to lie
+// in [0, dim] unless it is shown to lie at or past the end, where it clamps.
+// Facts that hold wherever the symbols' own guards do are left out.
 void slice_facts(const Graph& g, const ShapeInfo& info, std::vector<ShapeFact>& out) {
   for (const auto& n : g.nodes()) {
     if (n->op_type() != "Slice" || !n->domain().empty()) continue;
     const Type& t = n->input(0)->type();
     if (!t.is_tensor() || !t.has_rank()) continue;
-    auto constant = [&](size_t i) -> std::optional<std::vector<int64_t>> {
-      if (!n->has_input(i)) return std::vector<int64_t>{};
-      auto c = info.consts.find(n->input(i));
-      if (c == info.consts.end()) return std::nullopt;
-      return c->second.to_i64_vector();
+    const std::string who = "Slice '" + n->name() + "'";
+    // Input i's contents: constants, or shape values (symbolic where computed from the shapes).
+    auto contents = [&](size_t i) -> std::optional<Dims> {
+      if (!n->has_input(i)) return Dims{};
+      if (auto c = info.consts.find(n->input(i)); c != info.consts.end()) {
+        Dims d;
+        for (int64_t v : c->second.to_i64_vector()) d.push_back(Dim(v));
+        return d;
+      }
+      if (auto v = info.values.find(n->input(i)); v != info.values.end()) return v->second;
+      return std::nullopt;
     };
-    std::optional<std::vector<int64_t>> starts, ends, axes, steps;
+    auto ints = [](const Dims& d) -> std::optional<std::vector<int64_t>> {
+      std::vector<int64_t> v;
+      for (const Dim& x : d) {
+        if (!x.is_static()) return std::nullopt;
+        v.push_back(x.value());
+      }
+      return v;
+    };
+    std::optional<Dims> starts, ends;
+    std::optional<std::vector<int64_t>> axes, steps;
     if (n->opset() < 10) {
-      starts = n->get_ints("starts", {});
-      ends = n->get_ints("ends", {});
+      starts = Dims{}, ends = Dims{};
+      for (int64_t v : n->get_ints("starts", {})) starts->push_back(Dim(v));
+      for (int64_t v : n->get_ints("ends", {})) ends->push_back(Dim(v));
       axes = n->get_ints("axes", {});
       steps = std::vector<int64_t>{};
     } else {
-      starts = constant(1), ends = constant(2), axes = constant(3), steps = constant(4);
+      starts = contents(1), ends = contents(2);
+      if (auto a = contents(3)) axes = ints(*a);
+      if (auto k = contents(4)) steps = ints(*k);
     }
     if (!starts || !ends || !axes || !steps || starts->size() != ends->size()) continue;
     int64_t rank = t.rank();
@@ -528,15 +556,25 @@ void slice_facts(const Graph& g, const ShapeInfo& info, std::vector<ShapeFact>& 
       int64_t axis = i < axes->size() ? (*axes)[i] : static_cast<int64_t>(i);
       if (axis < 0) axis += rank;
       if (axis < 0 || axis >= rank || !t.shape()[axis].is_symbolic()) continue;
+      const SymExpr& dim = t.shape()[axis].expr();
       bool backwards = i < steps->size() && (*steps)[i] < 0;
       int64_t need = 0;
-      for (int64_t b : {(*starts)[i], (*ends)[i]}) {
-        if (b >= kSliceSentinel || b <= -kSliceSentinel) continue;
-        need = std::max(need, b < 0 ? -b : b + (backwards && b == (*starts)[i] ? 1 : 0));
+      for (bool is_start : {true, false}) {
+        const Dim& b = is_start ? (*starts)[i] : (*ends)[i];
+        if (b.is_unknown()) continue;
+        if (!b.is_static()) {
+          if (backwards || (b.expr() - dim).provably_nonnegative()) continue;
+          if (!holds_at_guarded_sizes(b.expr())) out.push_back({ShapeFact::Kind::AtLeast, b.expr(), 0, who});
+          if (!holds_at_guarded_sizes(dim - b.expr()))
+            out.push_back({ShapeFact::Kind::AtLeast, dim - b.expr(), 0, who});
+          continue;
+        }
+        int64_t v = b.value();
+        if (v >= kSliceSentinel || v <= -kSliceSentinel) continue;
+        need = std::max(need, v < 0 ? -v : v + (backwards && is_start ? 1 : 0));
       }
-      // A symbol's `2 <= sN` guard (0 and 1 are specialized) already says dim >= 2.
-      const SymExpr& dim = t.shape()[axis].expr();
-      if (need > (dim.is_symbol() ? 2 : 0)) out.push_back({ShapeFact::Kind::AtLeast, dim, need, "Slice '" + n->name() + "'"});
+      if (!holds_at_guarded_sizes(dim - SymExpr::constant(need)))
+        out.push_back({ShapeFact::Kind::AtLeast, dim, need, who});
     }
   }
 }

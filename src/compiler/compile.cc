@@ -105,7 +105,6 @@ std::vector<PassRecord> run_passes(Model& model, const CompileRequest& req, cons
   PassManagerOptions options;
   options.time_passes = req.time_passes;
   options.precision = req.options.precision;
-  options.after_pass = req.after_graph_pass;
   options.fusion = std::any_of(mode.features.begin(), mode.features.end(),
                                [](const Feature* f) { return f->name == "fusion"; });
   std::vector<const PassInfo*> pipeline = build_pipeline("", Phase::Fuse);
@@ -113,6 +112,15 @@ std::vector<PassRecord> run_passes(Model& model, const CompileRequest& req, cons
     return (save_all && p->name == "recompute_activations") ||
            std::find(disabled.begin(), disabled.end(), p->name) != disabled.end();
   });
+  // Outputs are sized once the Optimize passes have refined the types, and
+  // before fuse, so a refusal names the node that writes the output.
+  auto last_optimize = std::find_if(pipeline.rbegin(), pipeline.rend(),
+                                    [](const PassInfo* p) { return p->phase == Phase::Optimize; });
+  if (last_optimize == pipeline.rend()) refuse_unsized_outputs(*model.graph);
+  options.after_pass = [&](const PassInfo& p, const Model& m) {
+    if (last_optimize != pipeline.rend() && &p == *last_optimize) refuse_unsized_outputs(*m.graph);
+    if (req.after_graph_pass) req.after_graph_pass(p, m);
+  };
   PassManager pm(pipeline, options, std::cerr);
   pm.run(model);
   return pm.records();

@@ -43,12 +43,6 @@ void refuse_names_json_cannot_hold(const Graph& g) {
 
 void refuse_what_modules_cannot_carry(const Graph& g) {
   refuse_names_json_cannot_hold(g);
-  std::set<std::string> bound = g.bound_symbols();
-  for (const auto& n : g.nodes())
-    for (const Value* v : n->outputs())
-      if (v && v->type().is_tensor() && v->type().has_rank())
-        for (const Dim& d : v->type().shape())
-          if (d.is_symbolic() && d.expr().is_symbol()) bound.insert(d.expr().symbol_name());
   auto refuse_strings = [](const Value* v, const char* what) {
     if (v->type().is_tensor() && v->type().dtype() == DType::String)
       v->fail(std::string(what) + " '" + v->name() +
@@ -60,6 +54,17 @@ void refuse_what_modules_cannot_carry(const Graph& g) {
     if (v->type().kind() == Type::Kind::Sequence || v->type().kind() == Type::Kind::Optional)
       v->fail("output '" + v->name() + "' is of type " + v->type().str() +
               "; a compiled module takes and returns tensors only");
+  }
+}
+
+void refuse_unsized_outputs(const Graph& g) {
+  std::set<std::string> bound = g.bound_symbols();
+  for (const auto& n : g.nodes())
+    for (const Value* v : n->outputs())
+      if (v && v->type().is_tensor() && v->type().has_rank())
+        for (const Dim& d : v->type().shape())
+          if (d.is_symbolic() && d.expr().is_symbol()) bound.insert(d.expr().symbol_name());
+  for (const Value* v : g.outputs()) {
     if (!v->type().is_tensor() || !v->type().has_rank()) continue;
     auto refuse_size = [&](const std::string& size) {
       v->fail("output '" + v->name() + "' has type " + v->type().str() + ", whose size " + size +

@@ -1,5 +1,6 @@
-// What a compiled module cannot carry, refused by name before the pipeline
-// does any work on it.
+// What a compiled module cannot carry, refused by name: before the pipeline
+// does any work on the model, and its outputs' sizes once the graph passes
+// have refined them.
 #pragma once
 
 #include "src/ir/graph.h"
@@ -7,12 +8,17 @@
 
 namespace tcc {
 
-// Names JSON cannot hold, string tensors (modules hold numeric buffers),
-// sequence and optional outputs, and outputs whose size no run can know: an unknown dim, or a symbol that neither
+// Names JSON cannot hold, string tensors (modules hold numeric buffers), and
+// sequence and optional outputs.
+void refuse_what_modules_cannot_carry(const Graph& g);
+
+// Outputs whose size no run can know: an unknown dim, or a symbol that neither
 // an input's dim nor a node's output gives. A size a node produces from data
 // (NonZero's count, as a dim of its output) is bound when that node has run;
-// the caller's output allocator provides such an output's memory.
-void refuse_what_modules_cannot_carry(const Graph& g);
+// the caller's output allocator provides such an output's memory. Checked
+// once the graph passes have refined the types (a SplitToSequence's piece
+// read as a Slice has the size its sequence's element type leaves unknown).
+void refuse_unsized_outputs(const Graph& g);
 
 // A dim that must equal a static size but is a product of symbols (b*b
 // broadcast against 24) binds no symbol (ShapeEnv::unify), so the kernels

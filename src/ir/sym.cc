@@ -256,6 +256,24 @@ std::set<std::string> SymExpr::symbols() const {
   return out;
 }
 
+bool SymExpr::provably_nonnegative() const {
+  // The first division, a*(N//d) alone in its term, leaves for its bound:
+  // d*this >= d*rest + a*(N - d + 1) when a > 0, d*rest + a*N when a < 0.
+  // this is an integer, so it is >= 0 once d*this >= -(d - 1).
+  for (const auto& [m, a] : terms_) {
+    if (std::none_of(m.begin(), m.end(), is_opaque_atom)) continue;
+    if (m.size() != 1) return false;
+    const auto& [num, den] = division_parts(m[0]);
+    if (!den.is_constant() || den.constant_value() <= 0) return false;
+    int64_t d = den.constant_value();
+    SymExpr rest = *this;
+    rest.add_term(m, -a);
+    SymExpr bound = a > 0 ? num - constant(d - 1) : num;
+    return (rest * constant(d) + bound * constant(a) + constant(d - 1)).provably_nonnegative();
+  }
+  return std::all_of(terms_.begin(), terms_.end(), [](const auto& t) { return t.second >= 0; });
+}
+
 bool SymExpr::mentions_in_division(const std::string& sym) const {
   std::set<std::string> inside;
   for (const auto& [m, c] : terms_)

@@ -50,6 +50,11 @@ class SymExpr {
   // Value under a full assignment of the symbols; nullopt if a symbol is missing
   // or a division's denominator evaluates to 0.
   std::optional<int64_t> evaluate(const std::map<std::string, int64_t>& env) const;
+  // True when the expression is >= 0 wherever its symbols are (sizes are
+  // never negative), as far as bounding its floor divisions by a positive
+  // constant shows, N - d + 1 <= d*(N//d) <= N: "seq+1", "seq-seq//2" and
+  // torch.chunk's "2*((seq+1)//2)-seq" are; "seq-1" and "seq//2-seq" are not.
+  bool provably_nonnegative() const;
   // Named symbols this expression mentions (including inside opaque atoms).
   std::set<std::string> symbols() const;
   // Whether `sym` appears inside one of its opaque divisions ("(b*s)//(4*s)").

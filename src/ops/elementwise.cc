@@ -67,18 +67,6 @@ const Dims* values_of(InferContext& ctx, size_t i, Dims& storage) {
   return &storage;
 }
 
-// True when e is a product of symbols with a positive coefficient: a size, so
-// never negative. Shape values are such products in exporters' chains.
-bool known_nonnegative(const SymExpr& e) {
-  if (e.is_constant()) return e.constant_value() >= 0;
-  if (e.is_symbol()) return true;
-  for (const std::string& s : e.symbols()) {
-    auto q = e.exact_div(SymExpr::symbol(s));
-    if (q) return known_nonnegative(*q);
-  }
-  return false;
-}
-
 // Applies f elementwise to the symbolic contents of all inputs (broadcasting
 // length-1 vectors) and records the result as output 0's contents.
 void propagate_values(InferContext& ctx, const ValueFn& f) {
@@ -119,7 +107,7 @@ std::optional<Dim> div_values(const Dim& a, const Dim& b) {
   if (b.is_static() && b.value() == 0) return std::nullopt;
   if (a.is_static() && b.is_static()) return Dim(a.value() / b.value());
   if (auto q = a.expr().exact_div(b.expr())) return Dim(*q);
-  if (b.is_static() && b.value() > 0 && known_nonnegative(a.expr())) return Dim(a.expr().floordiv(b.expr()));
+  if (b.is_static() && b.value() > 0 && a.expr().provably_nonnegative()) return Dim(a.expr().floordiv(b.expr()));
   return std::nullopt;
 }
 
@@ -128,8 +116,8 @@ std::optional<Dim> div_values(const Dim& a, const Dim& b) {
 std::optional<bool> equal_values(const Dim& a, const Dim& b) {
   if (a == b) return true;
   if (a.is_static() && b.is_static()) return false;
-  if (a.is_static() && a.value() < 0 && known_nonnegative(b.expr())) return false;
-  if (b.is_static() && b.value() < 0 && known_nonnegative(a.expr())) return false;
+  if (a.is_static() && a.value() < 0 && b.expr().provably_nonnegative()) return false;
+  if (b.is_static() && b.value() < 0 && a.expr().provably_nonnegative()) return false;
   return std::nullopt;
 }
 
@@ -137,8 +125,8 @@ std::optional<bool> equal_values(const Dim& a, const Dim& b) {
 std::optional<bool> less_equal_values(const Dim& a, const Dim& b) {
   if (a == b) return true;
   if (a.is_static() && b.is_static()) return a.value() <= b.value();
-  if (a.is_static() && a.value() <= 0 && known_nonnegative(b.expr())) return true;
-  if (b.is_static() && b.value() < 0 && known_nonnegative(a.expr())) return false;
+  if (a.is_static() && a.value() <= 0 && b.expr().provably_nonnegative()) return true;
+  if (b.is_static() && b.value() < 0 && a.expr().provably_nonnegative()) return false;
   return std::nullopt;
 }
 

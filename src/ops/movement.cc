@@ -93,14 +93,16 @@ SliceRange slice_static(int64_t d, int64_t s, int64_t e, int64_t k) {
 }
 
 // The same on symbolic sizes and bounds, under the in-range assumption of the
-// file comment; the sentinels still clamp to the ends.
+// file comment; the sentinels still clamp to the ends, and so does a symbolic
+// bound shown to lie at or past the end (torch.chunk's last piece ends at
+// 2*((seq+1)//2), which is seq or seq+1).
 std::optional<Dim> slice_len(const Dim& d, const Dim& s, const Dim& e, int64_t k) {
   if (d.is_unknown() || s.is_unknown() || e.is_unknown()) return std::nullopt;
   if (d.is_static() && s.is_static() && e.is_static()) return Dim(slice_static(d.value(), s.value(), e.value(), k).len);
   const SymExpr D = d.expr();
   auto c = [](int64_t v) { return SymExpr::constant(v); };
   auto bound = [&](const Dim& x, bool is_start) {
-    if (!x.is_static()) return x.expr();
+    if (!x.is_static()) return k > 0 && (x.expr() - D).provably_nonnegative() ? D : x.expr();
     int64_t v = x.value();
     if (v >= kSliceSentinel) return k > 0 ? D : D - c(1);
     if (v <= -kSliceSentinel) return k > 0 || is_start ? c(0) : c(-1);

@@ -11,8 +11,9 @@
 //     binding and resizes on kernels, the downsampled dims rounding down.
 //   - symbolic_slices.tir: splits and slices whose bounds are expressions of
 //     the size (torch.chunk, a split at seq // 2, slices from seq // 2 by 2
-//     and from -3 to seq - 1, a causal LM's shifted pair), each part a
-//     tcc::Slice whose start is a SymExpr.
+//     and from -3 to seq - 1, a causal LM's shifted pair, torch.chunk of a
+//     computed size as Slices past the end and as SplitToSequence), each
+//     part a tcc::Slice whose start is a SymExpr.
 #include <gtest/gtest.h>
 
 #include <filesystem>

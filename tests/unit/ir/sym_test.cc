@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <map>
+#include <vector>
 
 #include "src/ir/shape_env.h"
 
@@ -29,6 +30,49 @@ TEST(SymExpr, ExactDivision) {
   EXPECT_FALSE(e.exact_div(C(3)));
   EXPECT_FALSE(S("seq").exact_div(S("batch")));
   EXPECT_EQ((S("s") * C(12) + C(24)).floordiv(C(12)).str(), "s+2");
+}
+
+// Sizes are never negative; a floor division by a positive constant d is
+// bounded by N - d + 1 <= d*(N//d) <= N, which decides torch.chunk's last
+// piece (its end 2*((seq+1)//2) lies at or past seq) and leaves the rest
+// undecided.
+TEST(SymExpr, ProvablyNonnegative) {
+  SymExpr half_up = (S("seq") + C(1)).floordiv(C(2));
+  EXPECT_TRUE(C(0).provably_nonnegative());
+  EXPECT_TRUE(S("seq").provably_nonnegative());
+  EXPECT_TRUE((S("batch") * S("seq") * C(4) + S("seq") + C(1)).provably_nonnegative());
+  EXPECT_TRUE(half_up.provably_nonnegative());
+  EXPECT_TRUE((half_up * C(2) - S("seq")).provably_nonnegative());
+  EXPECT_TRUE((S("seq") - S("seq").floordiv(C(2))).provably_nonnegative());
+  EXPECT_TRUE((S("seq") - half_up).provably_nonnegative());
+  EXPECT_FALSE(C(-1).provably_nonnegative());
+  EXPECT_FALSE((S("seq") - C(1)).provably_nonnegative());
+  EXPECT_FALSE((S("a") - S("b")).provably_nonnegative());
+  EXPECT_FALSE((S("seq") - C(3)).floordiv(C(2)).provably_nonnegative());
+  EXPECT_FALSE((S("seq").floordiv(C(2)) - S("seq")).provably_nonnegative());
+  EXPECT_FALSE((S("seq") - half_up * C(2)).provably_nonnegative());
+  EXPECT_FALSE(S("a").floordiv(S("b")).provably_nonnegative());
+}
+
+// What it proves holds: every sum of up to three terms c*seq, c*((seq+r)//d)
+// and a constant that it calls non-negative is so at seq = 0..40.
+TEST(SymExpr, ProvablyNonnegativeIsSound) {
+  std::vector<SymExpr> terms;
+  for (int64_t c : {-2, -1, 1, 2, 3}) {
+    terms.push_back(S("seq") * C(c));
+    for (int64_t d : {2, 3, 4})
+      for (int64_t r : {-1, 0, 1, 3}) terms.push_back((S("seq") + C(r)).floordiv(C(d)) * C(c));
+  }
+  int proven = 0;
+  for (const SymExpr& a : terms)
+    for (const SymExpr& b : terms)
+      for (int64_t k : {-2, -1, 0, 1}) {
+        SymExpr e = a + b + C(k);
+        if (!e.provably_nonnegative()) continue;
+        ++proven;
+        for (int64_t seq = 0; seq <= 40; ++seq) ASSERT_GE(*e.evaluate({{"seq", seq}}), 0) << e.str() << " at " << seq;
+      }
+  EXPECT_GT(proven, 1000);
 }
 
 // The terms a divisor divides leave the division ((q*d + r)//d == q + r//d):
