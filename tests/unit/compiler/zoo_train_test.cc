@@ -35,7 +35,6 @@ struct ZooModel {
   std::string name;
   std::string output;  // the output the mse loss reads
   bool dynamo = false;
-  bool symbolic_image = false;  // an image input of symbolic height or width
 };
 
 void PrintTo(const ZooModel& m, std::ostream* os) { *os << m.name; }
@@ -48,10 +47,7 @@ std::vector<ZooModel> float_models() {
   for (const json& m : zoo["models"]) {
     std::string name = m["name"];
     if (!fs::exists(kZoo / name / "model.onnx") || m["exporter"] == "onnxruntime.quantization") continue;
-    const json& dims = m["inputs"][0]["dims"];
-    bool symbolic_image =
-        m["inputs"][0]["name"] == "images" && dims.size() == 4 && (dims[2].is_string() || dims[3].is_string());
-    models.push_back({name, m["outputs"][0]["name"], m["exporter"] == "dynamo", symbolic_image});
+    models.push_back({name, m["outputs"][0]["name"], m["exporter"] == "dynamo"});
   }
   return models;
 }
@@ -86,7 +82,6 @@ class ZooTrain : public TempDirFixture<::testing::TestWithParam<ZooModel>> {};
 
 TEST_P(ZooTrain, StepsMatchTheInterpreterAndLowerTheLoss) {
   const ZooModel& zm = GetParam();
-  if (zm.symbolic_image) GTEST_SKIP() << "tcc differentiates convolutions and pools over static spatial dims only";
   const fs::path model = kZoo / zm.name / "model.onnx";
   CompileRequest req;
   req.model = model.string();
