@@ -134,7 +134,8 @@ TEST(Autodiff, SliceAlongSymbolicAxis) {
 // gradients a ConvTranspose whose output padding is 1 along 2h, a constant,
 // and open along h, where it is cut to x's size), a grouped dilated one, a
 // 1x1 one (its weight gradient a product over the symbolic N*O, not a
-// convolution of g's size) and a strided pool, at two sizes.
+// convolution of g's size), a strided AveragePool, a MaxPool and a
+// GlobalAveragePool, at two sizes.
 TEST(Autodiff, WindowsOverSymbolicImage) {
   std::string text = fill_random(R"(graph main opset(ai.onnx: 17) {
   input %x: f64[2, 4, h, 2*h]
@@ -152,7 +153,12 @@ TEST(Autodiff, WindowsOverSymbolicImage) {
   %p = AveragePool(%c4) {kernel_shape = [3, 3], strides = [2, 2], pads = [1, 1, 1, 1]}
   %u = ConvTranspose(%p, %w5) {strides = [2, 2], pads = [1, 1, 1, 1], output_padding = [1, 1]}
   %t = Sin(%u)
-  %loss: f64[] = ReduceSum(%t) {keepdims = 0}
+  %mp = MaxPool(%c3) {kernel_shape = [2, 2], strides = [2, 2]}
+  %ga = GlobalAveragePool(%mp)
+  %s = Sin(%ga)
+  %lt: f64[] = ReduceSum(%t) {keepdims = 0}
+  %ls: f64[] = ReduceSum(%s) {keepdims = 0}
+  %loss: f64[] = Add(%lt, %ls)
   output %loss
 }
 )", 7);
