@@ -335,10 +335,11 @@ ExplicitWindow window_of(GradContext& c, const std::vector<int64_t>& kernel) {
   const Dims& xd = c.dims(c.in(0));
   const Dims& yd = c.dims(c.out());
   for (size_t i = 0; i < ns; ++i) {
-    if (!xd[2 + i].is_static() || !yd[2 + i].is_static())
-      c.fail("the gradient of a sliding window needs static spatial dims, not " + c.in(0)->type().str());
-    w.in.push_back(xd[2 + i].value());
-    w.out.push_back(yd[2 + i].value());
+    if (xd[2 + i].is_unknown() || yd[2 + i].is_unknown())
+      c.fail("the gradient of a sliding window needs known spatial dims, not " + c.in(0)->type().str() + " -> " +
+             c.out()->type().str());
+    w.in.push_back(xd[2 + i]);
+    w.out.push_back(yd[2 + i]);
   }
   return w;
 }
@@ -363,18 +364,23 @@ Value* swap01(GradContext& c, Value* x, size_t rank) { return swap_axes(c, x, ra
 // input `x` [N, C, in...] and the gradient `g` [N, K, out...] of its output
 // (`out` the spatial dims of g), with w's strides, dilations and pads:
 //   dw[k, c, r] = sum over n, o of x[n, c, o s - p + r d] g[n, k, o].
-// Ungrouped: a convolution of x with g, batch and channel axes swapped
-// (batch is its symbolic channel axis), stride d and dilation s, cut to the
-// window's taps. Grouped, tap by tap: x_r is x (zero-padded) read at o s + r d,
-// and dw[g, kg, cg, r] = sum over n, o of g[n, g, kg, o] x_r[n, g, cg, o], one
-// batched product over the groups, [G, K/G, N*O] @ [G, N*O, C/G], per tap.
-Value* weight_gradient(GradContext& c, Value* x, Value* g, const ExplicitWindow& w, const std::vector<int64_t>& out,
-                       int64_t group, int64_t k, int64_t cg) {
+// Ungrouped over static `out`: a convolution of x with g, batch and channel
+// axes swapped (batch is its symbolic channel axis), stride d and dilation s,
+// cut to the window's taps. Grouped, or over symbolic `out` (g as that
+// convolution's kernel would have a symbolic size), tap by tap: x_r is x
+// (zero-padded) read at o s + r d, and dw[g, kg, cg, r] = sum over n, o of
+// g[n, g, kg, o] x_r[n, g, cg, o], one batched product over the groups,
+// [G, K/G, N*O] @ [G, N*O, C/G], per tap. Over a symbolic `out`, x_r ends
+// where the later taps' reach (k - 1 - r) d before the padded end, which
+// leaves out elements without knowing out.
+Value* weight_gradient(GradContext& c, Value* x, Value* g, const ExplicitWindow& w, const Dims& out, int64_t group,
+                       int64_t k, int64_t cg) {
   Emitter& e = c.e();
   size_t ns = w.kernel.size(), rank = ns + 2;
   std::vector<int64_t> spatial;
   for (size_t i = 0; i < ns; ++i) spatial.push_back(static_cast<int64_t>(2 + i));
-  if (group == 1) {
+  bool static_out = std::all_of(out.begin(), out.end(), [](const Dim& d) { return d.is_static(); });
+  if (group == 1 && static_out) {
     Value* dw = e.op("Conv", {swap01(c, x, rank), swap01(c, g, rank)}, window_attrs(w.dilations, w.strides, w.begin, w.end));
     dw = e.op("Slice", {dw, e.ints(std::vector<int64_t>(ns, 0)), e.ints(w.kernel), e.ints(spatial)});
     return swap01(c, dw, rank);
@@ -393,7 +399,9 @@ Value* weight_gradient(GradContext& c, Value* x, Value* g, const ExplicitWindow&
     std::vector<int64_t> starts, stops;
     for (size_t i = 0; i < ns; ++i) {
       starts.push_back(tap[i] * w.dilations[i]);
-      stops.push_back(starts.back() + (out[i] - 1) * w.strides[i] + 1);
+      int64_t reach = (w.kernel[i] - 1 - tap[i]) * w.dilations[i];
+      if (static_out) stops.push_back(starts.back() + (out[i].value() - 1) * w.strides[i] + 1);
+      else stops.push_back(reach > 0 ? -reach : std::numeric_limits<int64_t>::max());
     }
     Value* xr = e.op("Slice", {padded, e.ints(starts), e.ints(stops), e.ints(spatial), e.ints(w.strides)});
     xr = e.op("Reshape", {xr, e.ints({0, group, cg, -1})});
@@ -424,12 +432,45 @@ Value* bias_gradient(GradContext& c, size_t rank) {
 
 namespace {
 
+// The spatial sizes of the node's input x, Shape(x)[2:]: symbolic ones too.
+Value* spatial_sizes(GradContext& c) {
+  Emitter& e = c.e();
+  return e.op("Slice", {e.shape_of(c.in(0)), e.ints({2}), e.ints({std::numeric_limits<int64_t>::max()})});
+}
+
+// v, shaped like the window's output, spread back onto x by the transposed
+// convolution with weights `wt`: ConvTranspose with the window's strides,
+// dilations, pads and groups, its output padding filling x's size, the
+// remainder in - ((out - 1) s + extent - pads) per spatial dim. Where
+// symbolic sizes leave that remainder open ((in + pads - extent) mod s, of
+// x's size), the padding is s - 1, the most it can be, and the result is cut
+// to x's spatial dims.
+Value* transposed_window(GradContext& c, const ExplicitWindow& w, Value* v, Value* wt, int64_t group) {
+  Emitter& e = c.e();
+  size_t ns = w.kernel.size();
+  std::vector<int64_t> output_padding, spatial;
+  bool cut = false;
+  for (size_t i = 0; i < ns; ++i) {
+    SymExpr rest = w.in[i].expr() - ((w.out[i].expr() - C(1)) * C(w.strides[i]) +
+                                      C(w.extent(i) - w.begin[i] - w.end[i]));
+    cut = cut || !rest.is_constant();
+    output_padding.push_back(rest.is_constant() ? rest.constant_value() : w.strides[i] - 1);
+    spatial.push_back(static_cast<int64_t>(2 + i));
+  }
+  Attrs attrs = window_attrs(w.strides, w.dilations, w.begin, w.end);
+  attrs["group"] = Attribute::of_int(group);
+  attrs["output_padding"] = Attribute::of_ints(output_padding);
+  Value* dx = e.op("ConvTranspose", {v, wt}, std::move(attrs));
+  if (!cut) return dx;
+  return e.op("Slice", {dx, e.ints(std::vector<int64_t>(ns, 0)), spatial_sizes(c), e.ints(spatial)});
+}
+
 // y = conv(x, w) + b, stride s, dilation d, pads p (begin) and q (end) per spatial dim:
 //   db = g summed over every axis but the channel;
 //   dx = the transposed convolution of g with w. With stride 1 and pads no larger
 //        than the window (d (k-1) >= p, q) that is a convolution of g with w's
 //        taps reversed and its two channel axes swapped, pads d (k-1) - p and
-//        d (k-1) - q; otherwise ConvTranspose, output_padding filling x's size;
+//        d (k-1) - q; otherwise ConvTranspose (transposed_window);
 //   dw = weight_gradient(x, g).
 void conv_rule(GradContext& c) {
   Emitter& e = c.e();
@@ -472,13 +513,7 @@ void conv_rule(GradContext& c) {
       attrs["group"] = Attribute::of_int(group);
       c.set(0, e.op("Conv", {g, wt}, std::move(attrs)));
     } else {
-      std::vector<int64_t> output_padding;
-      for (size_t i = 0; i < ns; ++i)
-        output_padding.push_back(w.in[i] - ((w.out[i] - 1) * w.strides[i] + w.extent(i) - w.begin[i] - w.end[i]));
-      Attrs attrs = window_attrs(w.strides, w.dilations, w.begin, w.end);
-      attrs["group"] = Attribute::of_int(group);
-      attrs["output_padding"] = Attribute::of_ints(output_padding);
-      c.set(0, e.op("ConvTranspose", {g, c.in(1)}, std::move(attrs)));
+      c.set(0, transposed_window(c, w, g, c.in(1), group));
     }
   }
   if (c.wants(1)) c.set(1, weight_gradient(c, c.in(0), g, w, w.out, group, wd[0].value(), wd[1].value()));
@@ -508,29 +543,25 @@ Value* spread_over_windows(GradContext& c, const ExplicitWindow& w, Value* v) {
   const Dim& channels = c.dims(c.in(0))[1];
   if (!channels.is_static())
     c.fail("the gradient of " + c.node().op_type() + " needs static channels, not " + channels.str());
-  Emitter& e = c.e();
-  std::vector<int64_t> output_padding, weights = {channels.value(), 1};
+  std::vector<int64_t> weights = {channels.value(), 1};
   weights.insert(weights.end(), w.kernel.begin(), w.kernel.end());
-  for (size_t i = 0; i < w.kernel.size(); ++i)
-    output_padding.push_back(w.in[i] - ((w.out[i] - 1) * w.strides[i] + w.extent(i) - w.begin[i] - w.end[i]));
-  Attrs attrs = window_attrs(w.strides, w.dilations, w.begin, w.end);
-  attrs["group"] = Attribute::of_int(channels.value());
-  attrs["output_padding"] = Attribute::of_ints(output_padding);
-  return e.op("ConvTranspose", {v, e.op("Expand", {scalar(c, 1.0), e.ints(weights)})}, std::move(attrs));
+  return transposed_window(c, w, v, c.e().op("Expand", {scalar(c, 1.0), c.e().ints(weights)}), channels.value());
 }
 
 // AveragePool: g / divisor spread back over each window. The divisor
 // is the window's size with count_include_pad, else the number of its taps
-// inside x: a convolution of ones over x's extent.
+// inside x: a convolution of ones over x's extent, [1, 1, in...] (symbolic
+// sizes read from x's shape).
 void average_pool_rule(GradContext& c) {
   const Node& n = c.node();
   if (n.get_int("ceil_mode", 0) != 0) c.fail("tcc differentiates AveragePool without ceil_mode only");
   std::vector<int64_t> kernel = n.get_ints("kernel_shape");
   ExplicitWindow w = window_of(c, kernel);
   Emitter& e = c.e();
-  auto ones = [&](std::vector<int64_t> shape) { return e.op("Expand", {scalar(c, 1.0), e.ints(shape)}); };
+  auto ones = [&](Value* shape) { return e.op("Expand", {scalar(c, 1.0), shape}); };
   std::vector<int64_t> plane = {1, 1}, taps = {1, 1};
-  plane.insert(plane.end(), w.in.begin(), w.in.end());
+  for (const Dim& d : w.in)
+    if (d.is_static()) plane.push_back(d.value());
   taps.insert(taps.end(), kernel.begin(), kernel.end());
   Value* divisor;
   if (n.get_int("count_include_pad", 0) != 0) {
@@ -538,7 +569,11 @@ void average_pool_rule(GradContext& c) {
     for (int64_t k : kernel) size *= k;
     divisor = scalar(c, static_cast<double>(size));
   } else {
-    divisor = e.op("Conv", {ones(plane), ones(taps)}, window_attrs(w.strides, w.dilations, w.begin, w.end));
+    Value* plane_shape = plane.size() == taps.size()
+                             ? e.ints(plane)
+                             : e.op("Concat", {e.ints({1, 1}), spatial_sizes(c)}, int_attr("axis", 0));
+    divisor = e.op("Conv", {ones(plane_shape), ones(e.ints(taps))},
+                   window_attrs(w.strides, w.dilations, w.begin, w.end));
   }
   c.set(0, spread_over_windows(c, w, e.op("Div", {c.dy(), divisor})));
 }

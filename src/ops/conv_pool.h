@@ -32,9 +32,10 @@ std::vector<int64_t> spatial_of(const std::vector<int64_t>& shape);
 
 // A sliding window's attributes with explicit pads, one entry per spatial dim;
 // window_of fails naming the node for auto_pad SAME (its pads depend on the
-// input's size) and for symbolic spatial dims of x.
+// input's size). x's and y's spatial dims may be symbolic.
 struct ExplicitWindow {
-  std::vector<int64_t> kernel, strides, dilations, begin, end, in, out;  // in / out: x's and y's spatial dims
+  std::vector<int64_t> kernel, strides, dilations, begin, end;
+  Dims in, out;  // x's and y's spatial dims
   int64_t extent(size_t i) const { return dilations[i] * (kernel[i] - 1) + 1; }
 };
 
@@ -45,9 +46,9 @@ Attrs window_attrs(const std::vector<int64_t>& strides, const std::vector<int64_
                    const std::vector<int64_t>& begin, const std::vector<int64_t>& end);
 
 // The gradient of a convolution's weights W [K, C/G, kernel...] from its input
-// x and the gradient g of its output (conv_pool.cc says how).
-Value* weight_gradient(GradContext& c, Value* x, Value* g, const ExplicitWindow& w, const std::vector<int64_t>& out,
-                       int64_t group, int64_t k, int64_t cg);
+// x and the gradient g of its output, `out` g's spatial dims (conv_pool.cc says how).
+Value* weight_gradient(GradContext& c, Value* x, Value* g, const ExplicitWindow& w, const Dims& out, int64_t group,
+                       int64_t k, int64_t cg);
 
 // The static kernel dims of a convolution's W (dims 2...), failing naming the node otherwise.
 std::vector<int64_t> kernel_of(GradContext& c, const char* op);

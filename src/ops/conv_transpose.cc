@@ -3,6 +3,8 @@
 // and spatial dims symbolic; its kernel is a direct loop computing in double.
 // On the GPU it is a Conv (decomposition below).
 #include <algorithm>
+#include <cstddef>
+#include <limits>
 #include <optional>
 
 #include "src/ops/conv_pool.h"
@@ -203,8 +205,8 @@ Value* conv_weights(Expansion& e, const std::vector<int64_t>& w_shape, int64_t g
   return e.reshape("Reshape_W_1", v, dims);
 }
 
-// ConvTranspose with a W of static shape and static spatial dims (the batch
-// may be symbolic) as the Conv cuDNN runs: output q reads input p where
+// ConvTranspose with a W of static shape (the batch and spatial dims may be
+// symbolic) as the Conv cuDNN runs: output q reads input p where
 // q = p s - pb + t d (tap t, begin padding pb from placement), so with the
 // input's elements spread s apart, zeros between, and the taps reversed it is
 // a stride-1 convolution of dilation d, padded d (k - 1) - pb before and
@@ -212,15 +214,19 @@ Value* conv_weights(Expansion& e, const std::vector<int64_t>& w_shape, int64_t g
 // [N, C, i, 1, ...], pads each 1 to s with zeros and views it back as
 // [N, C, i s, ...]; a negative padding is a Slice, and the part of one side's
 // padding the other lacks a Pad, as cuDNN pads both sides alike. W becomes
-// the Conv's (conv_weights); B is the Conv's own. Not for more than 3 spatial
-// dims, or when placement rejects the node (it stays a host step and says why).
+// the Conv's (conv_weights); B is the Conv's own. Over symbolic spatial dims
+// the pads must be explicit (no auto_pad SAME, no output_shape), and then the
+// padding after, s (i - 1) + output_padding + extent - pads + pb - i s, is a
+// constant. Not for more than 3 spatial dims, or when placement rejects the
+// node (it stays a host step and says why).
 bool decompose_conv_transpose(Expansion& e) {
   const Node& n = e.node();
   const Type* x = e.ranked_float_input(0);
   const Type& wt = n.input(1)->type();
+  const Type& yt = n.output(0)->type();
   // cuDNN convolves 1 to 3 spatial dims: a Conv of more would be a host step all the same.
   if (x == nullptr || x->rank() < 3 || x->rank() > 5 || !wt.is_tensor() || !wt.has_rank() || !wt.fully_static() ||
-      wt.rank() != x->rank())
+      wt.rank() != x->rank() || !yt.is_tensor() || !yt.has_rank() || yt.rank() != x->rank())
     return false;
   std::vector<int64_t> w_shape;
   for (const Dim& d : wt.shape()) w_shape.push_back(d.value());
@@ -230,22 +236,55 @@ bool decompose_conv_transpose(Expansion& e) {
   if (group < 1 || cin % group != 0 || !xd[1].is_static() || xd[1].value() != cin) return false;
   std::vector<int64_t> kernel = spatial_of(w_shape), in;
   for (size_t i = 0; i < ns; ++i) {
-    if (!xd[2 + i].is_static()) return false;
-    in.push_back(xd[2 + i].value());
+    if (xd[2 + i].is_unknown() || yt.shape()[2 + i].is_unknown()) return false;
+    if (xd[2 + i].is_static()) in.push_back(xd[2 + i].value());
   }
   Window win;
-  std::vector<int64_t> out, pb;
+  Dims out(yt.shape().begin() + 2, yt.shape().end());
+  std::vector<int64_t> pb(ns, 0);
   try {
     win = read_window(n, ns, kernel);
-    std::tie(out, pb) = placement(n, win, in);
+    if (in.size() == ns) {
+      std::vector<int64_t> placed;
+      std::tie(placed, pb) = placement(n, win, in);
+      out.assign(placed.begin(), placed.end());
+    } else if (win.same() || n.has_attr("output_shape")) {
+      return false;
+    } else if (win.auto_pad == "NOTSET") {
+      pb.assign(win.pads.begin(), win.pads.begin() + static_cast<std::ptrdiff_t>(ns));
+    }
   } catch (const InputError&) {
     return false;
   }
   if (win.kernel != kernel) return false;
   DType dt = x->dtype();
-  Value* v = n.input(0);
   Dims dims = xd;
   bool spread = std::any_of(win.strides.begin(), win.strides.end(), [](int64_t s) { return s > 1; });
+  if (spread)
+    for (size_t i = 0; i < ns; ++i) dims[2 + i] = Dim(xd[2 + i].expr() * C(win.strides[i]));
+  // The Conv's padding before and after each spatial dim of the spread input.
+  std::vector<int64_t> before(ns), after(ns), starts(ns), ends(ns), axes(ns), conv_pads(2 * ns), extra(2 * rank, 0);
+  bool slices = false, pads_more = false;
+  Dims cut_dims = dims;
+  for (size_t i = 0; i < ns; ++i) {
+    const Dim& length = dims[2 + i];
+    SymExpr after_i = out[i].expr() + C(pb[i]) - length.expr();
+    if (!after_i.is_constant()) return false;
+    before[i] = win.extent(i) - 1 - pb[i];
+    after[i] = after_i.constant_value();
+    int64_t cut = std::max<int64_t>(0, -after[i]);
+    starts[i] = std::max<int64_t>(0, -before[i]);
+    ends[i] = length.is_static() ? length.value() - cut : cut > 0 ? -cut : std::numeric_limits<int64_t>::max();
+    axes[i] = static_cast<int64_t>(2 + i);
+    slices = slices || starts[i] > 0 || cut > 0;
+    cut_dims[2 + i] = Dim(length.expr() - C(starts[i] + cut));
+    int64_t b = std::max<int64_t>(0, before[i]), a = std::max<int64_t>(0, after[i]), both = std::min(a, b);
+    conv_pads[i] = conv_pads[ns + i] = both;
+    extra[2 + i] = b - both;
+    extra[rank + 2 + i] = a - both;
+    pads_more = pads_more || b != a;
+  }
+  Value* v = n.input(0);
   if (spread) {
     Dims split = {xd[0], xd[1]};
     std::vector<int64_t> pads(2 * (2 + 2 * ns), 0);
@@ -253,7 +292,6 @@ bool decompose_conv_transpose(Expansion& e) {
       split.push_back(xd[2 + i]);
       split.push_back(Dim(1));
       pads[2 + 2 * ns + 3 + 2 * i] = win.strides[i] - 1;  // after the 1 of spatial dim i
-      dims[2 + i] = Dim(in[i] * win.strides[i]);
     }
     Dims padded = split;
     for (size_t i = 0; i < ns; ++i) padded[3 + 2 * i] = Dim(win.strides[i]);
@@ -261,30 +299,13 @@ bool decompose_conv_transpose(Expansion& e) {
     v = e.add("Pad", "Pad", {v, e.i64s("pads", pads)}, Type::tensor(dt, padded));
     v = e.reshape("Reshape_1", v, dims);
   }
-  // The Conv's padding before and after each spatial dim of the spread input.
-  std::vector<int64_t> before(ns), after(ns), starts(ns), ends(ns), axes(ns), conv_pads(2 * ns), extra(2 * rank, 0);
-  bool slices = false, pads_more = false;
-  for (size_t i = 0; i < ns; ++i) {
-    int64_t length = dims[2 + i].value();
-    before[i] = win.extent(i) - 1 - pb[i];
-    after[i] = out[i] + pb[i] - length;
-    starts[i] = std::max<int64_t>(0, -before[i]);
-    ends[i] = length - std::max<int64_t>(0, -after[i]);
-    axes[i] = static_cast<int64_t>(2 + i);
-    slices = slices || starts[i] > 0 || ends[i] < length;
-    dims[2 + i] = Dim(ends[i] - starts[i]);
-    int64_t b = std::max<int64_t>(0, before[i]), a = std::max<int64_t>(0, after[i]), both = std::min(a, b);
-    conv_pads[i] = conv_pads[ns + i] = both;
-    extra[2 + i] = b - both;
-    extra[rank + 2 + i] = a - both;
-    pads_more = pads_more || b != a;
-  }
   if (slices)
     v = e.add("Slice", "Slice", {v, e.i64s("starts", starts), e.i64s("ends", ends), e.i64s("axes", axes)},
-              Type::tensor(dt, dims));
+              Type::tensor(dt, cut_dims));
   if (pads_more) {
-    for (size_t i = 0; i < ns; ++i) dims[2 + i] = Dim(dims[2 + i].value() + extra[2 + i] + extra[rank + 2 + i]);
-    v = e.add("Pad_1", "Pad", {v, e.i64s("pads_1", extra)}, Type::tensor(dt, dims));
+    for (size_t i = 0; i < ns; ++i)
+      cut_dims[2 + i] = Dim(cut_dims[2 + i].expr() + C(extra[2 + i] + extra[rank + 2 + i]));
+    v = e.add("Pad_1", "Pad", {v, e.i64s("pads_1", extra)}, Type::tensor(dt, cut_dims));
   }
   std::vector<Value*> ins = {v, conv_weights(e, w_shape, group)};
   if (n.has_input(2)) ins.push_back(n.input(2));

@@ -14,6 +14,8 @@
 //     and from -3 to seq - 1, a causal LM's shifted pair, torch.chunk of a
 //     computed size as Slices past the end and as SplitToSequence), each
 //     part a tcc::Slice whose start is a SymExpr.
+//   - symbolic_conv_transpose.tir: strided ConvTransposes, the input
+//     gradient of a strided convolution, as Convs of the spread input.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -53,7 +55,8 @@ TEST_P(SymbolicSizes, ModuleMatchesTheInterpreter) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, SymbolicSizes,
                          ::testing::Values(SymbolicFixture{"strided_image", "s", {8, 13, 16, 21}},
                                            SymbolicFixture{"symbolic_resize", "s", {2, 5, 8, 11}},
-                                           SymbolicFixture{"symbolic_slices", "seq", {4, 7, 10, 13}}),
+                                           SymbolicFixture{"symbolic_slices", "seq", {4, 7, 10, 13}},
+                                           SymbolicFixture{"symbolic_conv_transpose", "s", {3, 4, 7}}),
                          [](const ::testing::TestParamInfo<SymbolicFixture>& i) { return i.param.name; });
 
 }  // namespace

@@ -252,7 +252,10 @@ INSTANTIATE_TEST_SUITE_P(
                   OptimizerKind::Sgd, "loss"},
         // The forward's TopK is a kernel; its backward scatters into zeros at the Indices that kernel wrote.
         TrainCase{"topk_sgd", "tests/train/topk_loss.tir", "--loss loss --optimizer sgd", LossKind::Mse, "", 3, 4,
-                  OptimizerKind::Sgd, "loss"}),
+                  OptimizerKind::Sgd, "loss"},
+        // Convolutions, a pool and a ConvTranspose over an image of symbolic size (batch and s both 5 here).
+        TrainCase{"symbolic_image_momentum", "tests/train/symbolic_image.tir", "--loss loss --optimizer momentum",
+                  LossKind::Mse, "", 5, 4, OptimizerKind::Momentum, "loss"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(TrainCompileCli, TrainingFlagsNeedTrain) {

@@ -57,11 +57,14 @@ inline void expect_close_to(const Tensor& got, const Tensor& want, const std::st
   EXPECT_LE(worst, 1e-4) << what << ": largest |tcc - " << reference << "| / (1 + |" << reference << "|)";
 }
 
-// Compiles MODEL into MODULE for sm_90 without PTX, expecting no host
-// (fallback) step in its schedule.
-inline void compile_with_no_host_step(const std::filesystem::path& model, const std::filesystem::path& module) {
-  CompileResult r = compile_model(model, module, quick_compile_options());
+// Fails the test for each host (fallback) step in a compiled module's schedule.
+inline void expect_no_host_step(const CompileResult& r) {
   for (const FallbackReason& f : r.fallbacks) ADD_FAILURE() << "a host step: " << f.node << " (" << f.op_type << "): " << f.message;
+}
+
+// Compiles MODEL into MODULE for sm_90 without PTX, expecting no host step.
+inline void compile_with_no_host_step(const std::filesystem::path& model, const std::filesystem::path& module) {
+  expect_no_host_step(compile_model(model, module, quick_compile_options()));
 }
 
 // How many of a module directory's kernels are library products of each

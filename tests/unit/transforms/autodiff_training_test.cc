@@ -135,6 +135,46 @@ TEST(Autodiff, SliceAlongSymbolicAxis) {
   }
 }
 
+// Convolutions, a ConvTranspose and an AveragePool over an image of symbolic
+// size h x 2h: a depthwise and a plain strided convolution (their input
+// gradients a ConvTranspose whose output padding is 1 along 2h, a constant,
+// and open along h, where it is cut to x's size), a grouped dilated one, a
+// 1x1 one (its weight gradient a product over the symbolic N*O, not a
+// convolution of g's size), a strided AveragePool, a MaxPool and a
+// GlobalAveragePool, at two sizes.
+TEST(Autodiff, WindowsOverSymbolicImage) {
+  std::string text = fill_random(R"(graph main opset(ai.onnx: 17) {
+  input %x: f64[2, 4, h, 2*h]
+  const %w0: f64[1, 4, 1, 1] = $R
+  const %w1: f64[4, 1, 3, 3] = $R
+  const %w2: f64[6, 2, 3, 3] = $R
+  const %w3: f64[4, 6, 1, 1] = $R
+  const %w4: f64[4, 4, 3, 3] = $R
+  const %w5: f64[4, 2, 3, 3] = $R
+  %m = Mul(%x, %w0)
+  %c1 = Conv(%m, %w1) {group = 4, strides = [2, 2], pads = [1, 1, 1, 1]}
+  %c2 = Conv(%c1, %w2) {group = 2, dilations = [2, 1], pads = [2, 1, 2, 1]}
+  %c3 = Conv(%c2, %w3)
+  %c4 = Conv(%c3, %w4) {strides = [2, 2], pads = [1, 0, 1, 0]}
+  %p = AveragePool(%c4) {kernel_shape = [3, 3], strides = [2, 2], pads = [1, 1, 1, 1]}
+  %u = ConvTranspose(%p, %w5) {strides = [2, 2], pads = [1, 1, 1, 1], output_padding = [1, 1]}
+  %t = Sin(%u)
+  %mp = MaxPool(%c3) {kernel_shape = [2, 2], strides = [2, 2]}
+  %ga = GlobalAveragePool(%mp)
+  %s = Sin(%ga)
+  %lt: f64[] = ReduceSum(%t) {keepdims = 0}
+  %ls: f64[] = ReduceSum(%s) {keepdims = 0}
+  %loss: f64[] = Add(%lt, %ls)
+  output %loss
+}
+)", 7);
+  for (int64_t h : {5, 8}) {
+    Tensor x(DType::F64, {2, 4, h, 2 * h});
+    for (int64_t i = 0; i < x.numel(); ++i) x.set_f64(i, std::cos(static_cast<double>(i)));
+    check_gradients(text, {{"x", x}});
+  }
+}
+
 TEST(Autodiff, BuiltinLossesOnSymbolicBatch) {
   std::string text = fill_random(R"(graph main opset(ai.onnx: 17) {
   input %x: f64[batch, 3]
