@@ -67,6 +67,7 @@
 #include "src/ir/replace_nodes.h"
 #include "src/ops/fusion.h"
 #include "src/ops/op_helpers.h"
+#include "src/ops/op_registry.h"
 
 namespace tcc {
 namespace {
@@ -220,13 +221,10 @@ bool hides(double x) { return x <= kLargeNegative; }
 bool is_zeros(const Value* v) { return filled_with(v, is_zero_value); }
 bool is_nonzeros(const Value* v) { return filled_with(v, is_nonzero_value); }
 
-// Ops that move elements and keep each one's value.
+// Ops that move elements and keep each one's value (their OpDef's kRearranges).
 bool is_movement(const Node* n) {
-  for (const char* op : {"Reshape", "Expand", "Slice"})
-    if (is_op(n, op)) return true;
-  for (const char* op : {"Unsqueeze", "Squeeze", "Transpose", "Identity", "Gather"})
-    if (is_onnx(n, op)) return true;
-  return false;
+  const OpDef* def = n ? OpRegistry::get().lookup(*n) : nullptr;
+  return def != nullptr && def->has(kRearranges);
 }
 
 // A float mask whose elements are finite whatever the inputs.

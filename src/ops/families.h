@@ -33,7 +33,7 @@ void register_sampling_ops(OpRegistry& r);       // GridSample, DeformConv
 void register_detection_ops(OpRegistry& r);      // RoiAlign, MaxRoiPool, NonMaxSuppression
 void register_tcc_ops(OpRegistry& r);             // tcc::Fusion, tcc::Reshape, tcc::Expand, tcc::Slice
 void register_sequence_ops(OpRegistry& r);        // Sequence*, ConcatFromSequence, SplitToSequence, Optional*
-void register_text_ops(OpRegistry& r);            // TfIdfVectorizer
+void register_text_ops(OpRegistry& r);            // TfIdfVectorizer, StringConcat
 void register_generator_ops(OpRegistry& r);       // OneHot, EyeLike, RandomNormal, RandomUniform, *Like, Bernoulli, Multinomial
 
 }  // namespace tcc

@@ -613,11 +613,11 @@ Tensor scatter_elements(const Node& n, Tensor out, const Tensor& ind, const Tens
 }
 
 void register_gather_scatter_ops(OpRegistry& r) {
-  r.add(OpDef{"", "Gather", 1, kMovement, infer_gather, eval_gather, {}}).kernel_role(KernelRole::Indexed, gather_role).gradient(gather_rule).decomposition(decompose_select);
-  r.add(OpDef{"", "GatherElements", 11, kMovement, infer_gather_elements, eval_gather_elements, {}})
+  r.add(OpDef{"", "Gather", 1, kMovement | kRearranges, infer_gather, eval_gather, {}}).kernel_role(KernelRole::Indexed, gather_role).gradient(gather_rule).decomposition(decompose_select);
+  r.add(OpDef{"", "GatherElements", 11, kMovement | kRearranges, infer_gather_elements, eval_gather_elements, {}})
       .kernel_role(KernelRole::Indexed, gather_role)
       .gradient(gather_elements_rule);
-  r.add(OpDef{"", "GatherND", 12, kMovement, infer_gather_nd, eval_gather_nd, {}}).kernel_role(KernelRole::Indexed, gather_role).gradient(gather_elements_rule);
+  r.add(OpDef{"", "GatherND", 12, kMovement | kRearranges, infer_gather_nd, eval_gather_nd, {}}).kernel_role(KernelRole::Indexed, gather_role).gradient(gather_elements_rule);
   r.add(OpDef{"", "ScatterElements", 11, kMovement, infer_scatter_elements, eval_scatter_elements, {}})
       .kernel_role(KernelRole::Indexed, scatter_role)
       .gradient(scatter_rule)
@@ -625,11 +625,11 @@ void register_gather_scatter_ops(OpRegistry& r) {
   r.add(OpDef{"", "ScatterND", 11, kMovement, infer_same_as_data, eval_scatter_nd, {}})
       .kernel_role(KernelRole::Indexed, scatter_role)
       .gradient(scatter_rule);
-  r.add(OpDef{"", "Compress", 11, kMovement | kDataDependentShape, infer_compress, eval_compress, {}})
+  r.add(OpDef{"", "Compress", 11, kMovement | kRearranges | kDataDependentShape, infer_compress, eval_compress, {}})
       .hint_at_break(kSelectInPlace)
       .gradient(compress_rule)
       .decomposition(decompose_compress);
-  r.add(OpDef{"", "ReverseSequence", 10, kMovement, infer_reverse_sequence, eval_reverse_sequence, {}})
+  r.add(OpDef{"", "ReverseSequence", 10, kMovement | kRearranges, infer_reverse_sequence, eval_reverse_sequence, {}})
       .decomposition(decompose_reverse_sequence);
 }
 

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <numeric>
-#include <string_view>
-#include <unordered_set>
 
 #include "src/ops/fusion.h"
 #include "src/ops/op_helpers.h"
@@ -179,8 +177,8 @@ std::string depthwise_window(const Node& n, PoolWindow* out) {
 }
 
 bool is_reshape(const Node& n) {
-  static const std::unordered_set<std::string_view> kReshapes = {"Reshape", "Flatten", "Squeeze", "Unsqueeze"};
-  return (n.domain().empty() && kReshapes.count(n.op_type())) || (n.domain() == kTccDomain && n.op_type() == "Reshape");
+  const OpDef* def = OpRegistry::get().lookup(n);
+  return def != nullptr && def->has(kReshape);
 }
 
 std::optional<std::vector<int>> split_axes(const std::vector<SymExpr>& in, const std::vector<SymExpr>& out) {

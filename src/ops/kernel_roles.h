@@ -103,8 +103,9 @@ bool is_literal(DType dtype, int64_t rank, int64_t numel);
 // 2-D MatMuls have usually become Gemms already (fold_transpose_matmul).
 bool swaps_last_two_axes(const Node& n);
 
-// Whether movement node n only gives its data a new shape (Reshape of either
-// domain, Flatten, Squeeze, Unsqueeze): the same row-major elements.
+// Whether movement node n only gives its data a new shape (its op's
+// kReshape trait: Reshape of either domain, Flatten, Squeeze, Unsqueeze): the
+// same row-major elements.
 bool is_reshape(const Node& n);
 
 // Whether a reshape from `in` to `out` only splits axes: every input axis of

@@ -748,16 +748,16 @@ std::string computed_bounds_refusal(const Node& n) {
 void expand_rule(GradContext& c) { c.set(0, c.unbroadcast(c.dy(), 0)); }
 
 void register_movement_ops(OpRegistry& r) {
-  r.add(OpDef{"", "Transpose", 1, kMovement, infer_transpose, eval_transpose, {}})
+  r.add(OpDef{"", "Transpose", 1, kMovement | kRearranges, infer_transpose, eval_transpose, {}})
       .kernel_role(KernelRole::Movement)
       .gradient(transpose_rule);
-  r.add(OpDef{"", "Slice", 10, kMovement, infer_slice, eval_slice, {}})
+  r.add(OpDef{"", "Slice", 10, kMovement | kRearranges, infer_slice, eval_slice, {}})
       .shape_from_inputs({1, 2, 3, 4})
       .kernel_unless(KernelRole::Movement, computed_bounds_refusal)
       .gradient(slice_rule);
-  r.add(OpDef{"", "Split", 1, kMovement, infer_split, eval_split, {}}).gradient(split_rule).decomposition(decompose_split);
+  r.add(OpDef{"", "Split", 1, kMovement | kRearranges, infer_split, eval_split, {}}).gradient(split_rule).decomposition(decompose_split);
   r.add(OpDef{"", "Concat", 4, kMovement, infer_concat, eval_concat, {}}).kernel_role(KernelRole::Indexed, concat_role).gradient(concat_rule);
-  r.add(OpDef{"", "Expand", 8, kMovement, infer_expand, eval_expand, {}})
+  r.add(OpDef{"", "Expand", 8, kMovement | kRearranges, infer_expand, eval_expand, {}})
       .shape_from_inputs({1})
       .kernel_unless(KernelRole::Movement, computed_shape_refusal)
       .gradient(expand_rule);

@@ -48,6 +48,11 @@ enum OpTrait : uint32_t {
                                   // not that of the data it reads: autocast never lowers it
   kTransposedOperands = 1u << 13, // a matrix product whose library call reads an operand transposed in place (its
                                   // transpose flag): its group takes a Transpose only it reads (passes/fuse.cc)
+  kRearranges = 1u << 14,         // each output element is an element of its data input (input 0), moved, repeated
+                                  // or left out, none computed or filled in (reshapes, transposes, broadcasts,
+                                  // slices, gathers): passes/fuse_attention.cc reads a mask's values through it
+  kReshape = 1u << 15,            // its output is its data input's elements in the same row-major order, only the
+                                  // shape new (Reshape, Flatten, Squeeze, Unsqueeze): is_reshape (kernel_roles.h)
 };
 
 // The library calls whose epilogue can apply a node as the activation after

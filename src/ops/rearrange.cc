@@ -284,17 +284,17 @@ bool decompose_block_shuffle(Expansion& e) {
 }  // namespace
 
 void register_rearrange_ops(OpRegistry& r) {
-  r.add(OpDef{"", "Tile", 6, kMovement, infer_tile, eval_tile, {}})
+  r.add(OpDef{"", "Tile", 6, kMovement | kRearranges, infer_tile, eval_tile, {}})
       .shape_from_inputs({1})
       .gradient(tile_rule)
       .decomposition(decompose_tile);
   r.add(OpDef{"", "Trilu", 14, kMovement, infer_trilu, eval_trilu, {}})
       .gradient(trilu_rule)
       .decomposition(decompose_trilu);
-  r.add(OpDef{"", "DepthToSpace", 11, kMovement, infer_depth_to_space, eval_depth_to_space, {}})
+  r.add(OpDef{"", "DepthToSpace", 11, kMovement | kRearranges, infer_depth_to_space, eval_depth_to_space, {}})
       .gradient(depth_to_space_rule)
       .decomposition(decompose_block_shuffle);
-  r.add(OpDef{"", "SpaceToDepth", 1, kMovement, infer_space_to_depth, eval_space_to_depth, {}})
+  r.add(OpDef{"", "SpaceToDepth", 1, kMovement | kRearranges, infer_space_to_depth, eval_space_to_depth, {}})
       .gradient(space_to_depth_rule)
       .decomposition(decompose_block_shuffle);
 }

@@ -663,20 +663,20 @@ void register_shape_ops(OpRegistry& r) {
   r.add(OpDef{"", "Shape", 1, kShapeOnly, infer_shape, eval_shape, {}});
   r.add(OpDef{"", "Size", 1, kShapeOnly, infer_size,
               [](EvalContext& ctx) { return std::vector<Tensor>{Tensor::scalar_i64(ctx.input(0).numel())}; }, {}});
-  r.add(OpDef{"", "Reshape", 5, kMovement, infer_reshape, eval_reshape, {}})
+  r.add(OpDef{"", "Reshape", 5, kMovement | kRearranges | kReshape, infer_reshape, eval_reshape, {}})
       .shape_from_inputs({1})
       .kernel_unless(KernelRole::Movement, computed_shape_refusal)
       .gradient(reshape_rule);
-  r.add(OpDef{"", "Squeeze", 1, kMovement, infer_squeeze, eval_squeeze, {}})
+  r.add(OpDef{"", "Squeeze", 1, kMovement | kRearranges | kReshape, infer_squeeze, eval_squeeze, {}})
       .shape_from_inputs({1})
       .kernel_role(KernelRole::Movement, [](const Node& n) { return !n.has_input(1) || literal_input(n, 1); })
       .gradient(reshape_rule);
-  r.add(OpDef{"", "Unsqueeze", 1, kMovement, infer_unsqueeze, eval_unsqueeze, {}})
+  r.add(OpDef{"", "Unsqueeze", 1, kMovement | kRearranges | kReshape, infer_unsqueeze, eval_unsqueeze, {}})
       .shape_from_inputs({1})
       .kernel_role(KernelRole::Movement, [](const Node& n) { return !n.has_input(1) || literal_input(n, 1); })
       .gradient(reshape_rule);
-  r.add(OpDef{"", "Flatten", 1, kMovement, infer_flatten, eval_flatten, {}}).kernel_role(KernelRole::Movement).gradient(reshape_rule);
-  r.add(OpDef{"", "Identity", 1, kMovement, infer_identity, eval_identity, {}}).kernel_role(KernelRole::Movement).gradient(identity_rule);
+  r.add(OpDef{"", "Flatten", 1, kMovement | kRearranges | kReshape, infer_flatten, eval_flatten, {}}).kernel_role(KernelRole::Movement).gradient(reshape_rule);
+  r.add(OpDef{"", "Identity", 1, kMovement | kRearranges, infer_identity, eval_identity, {}}).kernel_role(KernelRole::Movement).gradient(identity_rule);
   // Random only in training mode; the trait is per op, so it is set for every
   // Dropout, which keeps constant folding from fixing a random mask.
   r.add(OpDef{"", "Dropout", 12, kRandom, infer_dropout, eval_dropout, {}})

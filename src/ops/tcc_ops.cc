@@ -225,13 +225,13 @@ std::vector<Tensor> eval_tcc_scatter_add(EvalContext& ctx) {
 void register_tcc_ops(OpRegistry& r) {
   const std::string d(kTccDomain);
   r.add(OpDef{d, std::string(kFusionOp), 1, 0, infer_fusion, eval_fusion, {}});
-  r.add(OpDef{d, "Reshape", 1, kMovement, infer_tcc_reshape, eval_tcc_reshape, {}})
+  r.add(OpDef{d, "Reshape", 1, kMovement | kRearranges | kReshape, infer_tcc_reshape, eval_tcc_reshape, {}})
       .kernel_role(KernelRole::Movement)
       .gradient(reshape_rule);
-  r.add(OpDef{d, "Expand", 1, kMovement, infer_tcc_expand, eval_tcc_expand, {}})
+  r.add(OpDef{d, "Expand", 1, kMovement | kRearranges, infer_tcc_expand, eval_tcc_expand, {}})
       .kernel_role(KernelRole::Movement)
       .gradient(expand_rule);
-  r.add(OpDef{d, "Slice", 1, kMovement, infer_tcc_slice, eval_tcc_slice, {}}).kernel_role(KernelRole::Movement);
+  r.add(OpDef{d, "Slice", 1, kMovement | kRearranges, infer_tcc_slice, eval_tcc_slice, {}}).kernel_role(KernelRole::Movement);
   r.add(OpDef{d, "Size", 1, kShapeOnly, infer_tcc_size, eval_tcc_size, {}}).pointwise_kernel([](const Node& n, ScalarBuilder& b, const std::vector<int>&) {
     // The product of its dims attribute.
     SymExpr numel = SymExpr::constant(1);

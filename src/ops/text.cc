@@ -1,5 +1,6 @@
-// Text featurization: TfIdfVectorizer over integer tokens (string tokens are
-// outside tcc's scope: no kernel reads strings).
+// Text: TfIdfVectorizer over integer tokens (string tokens are outside tcc's
+// scope: no kernel reads strings), and StringConcat, which the reference
+// interpreter runs (a compiled module takes and returns no strings).
 //
 // On the GPU TfIdfVectorizer decomposes onto kernels (decompose_tfidf): in
 // place of the reference's table lookup, each pooled n-gram is compared with
@@ -199,11 +200,29 @@ bool decompose_tfidf(Expansion& e) {
   return true;
 }
 
+// StringConcat: each element A's followed by B's, broadcast as NumPy does.
+void infer_string_concat(InferContext& ctx) {
+  for (size_t i = 0; i < 2; ++i)
+    if (ctx.ranked_input(i).dtype() != DType::String)
+      ctx.fail("expected string operands, got " + std::string(dtype_name(ctx.ranked_input(i).dtype())));
+  ctx.set_output_type(0, Type::tensor(DType::String, broadcast_dims(ctx, {ctx.ranked_input(0).shape(),
+                                                                          ctx.ranked_input(1).shape()})));
+}
+
+std::vector<Tensor> eval_string_concat(EvalContext& ctx) {
+  const Tensor &a = ctx.input(0), &b = ctx.input(1);
+  Tensor y(DType::String, broadcast_shapes(ctx.node(), {a.shape(), b.shape()}));
+  BroadcastIndexer from_a(y.shape(), a.shape()), from_b(y.shape(), b.shape());
+  for (int64_t i = 0; i < y.numel(); ++i) y.strings_mut()[i] = a.strings()[from_a(i)] + b.strings()[from_b(i)];
+  return {y};
+}
+
 }  // namespace
 
 void register_text_ops(OpRegistry& r) {
   // Any element types: the tokens are i32 or i64 (infer_tfidf checks), the output f32.
   r.add(OpDef{"", "TfIdfVectorizer", 9, 0, infer_tfidf, eval_tfidf, {}}).decomposition(decompose_tfidf);
+  r.add(OpDef{"", "StringConcat", 20, 0, infer_string_concat, eval_string_concat, {DType::String}});
 }
 
 }  // namespace tcc

@@ -10,6 +10,7 @@
 #include "src/analysis/advice.h"
 #include "src/analysis/explain_report.h"
 #include "tests/unit/support/input_error.h"
+#include "tests/unit/support/temp_dir.h"
 
 namespace tcc {
 namespace {
@@ -324,7 +325,8 @@ TEST(ExplainTrace, FileReadInBlocksMatchesText) {
   for (int i = 0; t.size() < 3u << 20; ++i) t += i == 5000 ? "\n" : call(8, 2 + i % 700);
   std::string bad = "{\"x\": {\"shape\": [8], \"dtype\": \"float32\"}}";
   size_t lines = static_cast<size_t>(std::count(t.begin(), t.end(), '\n'));
-  std::string path = (std::filesystem::temp_directory_path() / "tcc_explain_blocks.jsonl").string();
+  const std::filesystem::path dir = make_temp_dir("tcc_explain_blocks");
+  const std::string path = (dir / "trace.jsonl").string();
   std::ofstream(path, std::ios::binary) << t << call(8, 3).substr(0, call(8, 3).size() - 1);
   Trace file = read_trace(path, sc.sig);
   Trace text = parse_trace(t + call(8, 3), path, sc.sig);
@@ -336,7 +338,7 @@ TEST(ExplainTrace, FileReadInBlocksMatchesText) {
   const std::string what = input_error([&] { read_trace(path, sc.sig); });
   EXPECT_EQ(what,
             path + ":" + std::to_string(lines + 1) + ": input 'x': expected rank 2, actual rank 1 [8]");
-  std::filesystem::remove(path);
+  std::filesystem::remove_all(dir);
 }
 
 std::string with_layout(int b, int s, const std::string& layout) {

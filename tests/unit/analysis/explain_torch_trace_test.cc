@@ -13,6 +13,7 @@
 #include "src/analysis/torch_trace.h"
 #include "src/diag/errors.h"
 #include "tests/unit/support/cli_util.h"
+#include "tests/unit/support/temp_dir.h"
 
 namespace {
 
@@ -98,9 +99,7 @@ TEST(TorchTrace, ABreakLoggedOncePerCompileIsReportedOnce) {
 
 TEST(TorchTrace, BadFoldersAndRecordsAreInputErrors) {
   EXPECT_THROW(tcc::read_torch_trace(fixture("no_such_scenario")), tcc::InputError);
-  fs::path dir = fs::temp_directory_path() / "tcc_torch_trace_bad";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  fs::path dir = tcc::make_temp_dir("tcc_torch_trace_bad");
   EXPECT_THROW(tcc::read_torch_trace(dir.string()), tcc::InputError);  // no *.log
   std::ofstream(dir / "rank_0.log") << "V1127 17:12:40.814000 1363 torch/_dynamo/utils.py:2473] {\"str\": [\n";
   try {
@@ -125,7 +124,8 @@ TEST(TorchTraceCli, GatesApplyToTorchsNumbers) {
 // A run compared with its own report has nothing new; compared with another
 // scenario's, its breaks and recompiles are new and named.
 TEST(TorchTraceCli, BaselineFailsOnlyOnWhatItLacks) {
-  fs::path report = fs::temp_directory_path() / "tcc_torch_trace_baseline.json";
+  const fs::path dir = tcc::make_temp_dir("tcc_torch_trace_baseline");
+  const fs::path report = dir / "baseline.json";
   ASSERT_EQ(run_tcc("explain --torch-trace " + fixture("data_dependent_branch") + " --format json -o " +
                     report.string())
                 .code,
@@ -139,6 +139,7 @@ TEST(TorchTraceCli, BaselineFailsOnlyOnWhatItLacks) {
   EXPECT_EQ(run_tcc("explain --torch-trace " + fixture("float_lr") + " --baseline " + report.string()).code, 2);
   EXPECT_EQ(run_tcc("explain --baseline " + report.string()).code, 2);
   EXPECT_EQ(run_tcc("explain").code, 2);
+  fs::remove_all(dir);
 }
 
 }  // namespace

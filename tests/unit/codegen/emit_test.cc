@@ -31,14 +31,14 @@ using kir::Op;
 using namespace emit_kernels;
 
 
-class EmitTest : public ::testing::Test {
+class EmitTest : public TempDirSuite {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new fs::path(make_temp_dir("tcc_emit_test"));
+    TempDirSuite::SetUpTestSuite();
     // The library is built as tcc compile builds it on many threads: shards of
     // the kernels compiled at once and linked (every test below calls into it).
     std::vector<kir::Kernel> ks = all_kernels();
-    std::ofstream(*dir_ / "host.cc") << emit_host(ks);
+    std::ofstream(suite_dir_ / "host.cc") << emit_host(ks);
     std::vector<std::string> shards;
     std::vector<size_t> every(ks.size());
     std::iota(every.begin(), every.end(), size_t{0});
@@ -48,14 +48,13 @@ class EmitTest : public ::testing::Test {
       shards.push_back(emit_host(shard));
     }
     ASSERT_EQ(shards.size(), 3u);
-    compile_host_library((*dir_ / "host.cc").string(), (*dir_ / "host.so").string(), shards, 2);
-    ASSERT_FALSE(fs::exists(*dir_ / "host.so.shards"));
-    lib_ = new SharedLibrary((*dir_ / "host.so").string());
+    compile_host_library((suite_dir_ / "host.cc").string(), (suite_dir_ / "host.so").string(), shards, 2);
+    ASSERT_FALSE(fs::exists(suite_dir_ / "host.so.shards"));
+    lib_ = new SharedLibrary((suite_dir_ / "host.so").string());
   }
   static void TearDownTestSuite() {
     delete lib_;
-    fs::remove_all(*dir_);
-    delete dir_;
+    TempDirSuite::TearDownTestSuite();
   }
 
   static void call(const std::string& name, std::vector<void*> buffers, std::vector<int64_t> sizes) {
@@ -64,11 +63,9 @@ class EmitTest : public ::testing::Test {
     fn(buffers.data(), sizes.data());
   }
 
-  static fs::path* dir_;
   static SharedLibrary* lib_;
 };
 
-fs::path* EmitTest::dir_ = nullptr;
 SharedLibrary* EmitTest::lib_ = nullptr;
 
 std::vector<float> ramp(size_t n, float scale, float shift) {

@@ -127,9 +127,10 @@ bool close(const Tensor& got, const Tensor& want, int64_t i) {
   return std::fabs(a - b) <= tol + tol * std::fabs(b);
 }
 
-class KernelNumerics : public ::testing::Test {
+class KernelNumerics : public TempDirSuite {
  protected:
   static void SetUpTestSuite() {
+    TempDirSuite::SetUpTestSuite();
     models_ = new std::vector<CompiledModel>();
     for (const fs::path& f : files_in("tests/kernels", ".tir")) models_->push_back(fuse_and_schedule(f));
     // One library for every model: kernels take a per-model prefix, since
@@ -140,26 +141,22 @@ class KernelNumerics : public ::testing::Test {
         k.name = prefix(m) + k.name;
         all.push_back(std::move(k));
       }
-    dir_ = new fs::path(make_temp_dir("tcc_kernel_numerics"));
-    std::ofstream(*dir_ / "host.cc") << emit_host(all);
-    compile_host_library((*dir_ / "host.cc").string(), (*dir_ / "host.so").string());
-    lib_ = new SharedLibrary((*dir_ / "host.so").string());
+    std::ofstream(suite_dir_ / "host.cc") << emit_host(all);
+    compile_host_library((suite_dir_ / "host.cc").string(), (suite_dir_ / "host.so").string());
+    lib_ = new SharedLibrary((suite_dir_ / "host.so").string());
   }
   static void TearDownTestSuite() {
     delete lib_;
-    fs::remove_all(*dir_);
-    delete dir_;
     delete models_;
+    TempDirSuite::TearDownTestSuite();
   }
   static std::string prefix(size_t m) { return "m" + std::to_string(m) + "_"; }
 
   static std::vector<CompiledModel>* models_;
-  static fs::path* dir_;
   static SharedLibrary* lib_;
 };
 
 std::vector<CompiledModel>* KernelNumerics::models_ = nullptr;
-fs::path* KernelNumerics::dir_ = nullptr;
 SharedLibrary* KernelNumerics::lib_ = nullptr;
 
 TEST_F(KernelNumerics, EveryFusionPatternBecomesKernels) {

@@ -24,6 +24,7 @@
 #include "tcc_runtime.h"
 #include "tests/unit/support/cli_util.h"
 #include "tests/unit/runtime/module_test_util.h"
+#include "tests/unit/support/temp_dir.h"
 
 namespace tcc {
 namespace {
@@ -87,20 +88,19 @@ std::vector<Tensor> run_module_on_device(tcc_module* m, std::map<std::string, Te
   return outs;
 }
 
-class TrainCompile : public ::testing::TestWithParam<TrainCase> {
+class TrainCompile : public TempDirFixture<::testing::TestWithParam<TrainCase>> {
  protected:
   void SetUp() override {
+    TempDirFixture::SetUp();
     const TrainCase& c = GetParam();
     std::string model = std::string(TCC_SOURCE_DIR) + "/" + c.model;
-    dir_ = fs::temp_directory_path() / ("tcc_train_compile_" + std::to_string(getpid()) + "_" + c.name);
-    fs::remove_all(dir_);
     // sm_90 only (the GPU machines' architecture): the captioning step has over a hundred kernels.
-    CliResult r = run_tcc("compile " + shell_quote(model) + " -o " + shell_quote(dir_.string()) +
+    CliResult r = run_tcc("compile " + shell_quote(model) + " -o " + shell_quote(module_dir().string()) +
                               " --arch sm_90 --no-ptx --train " + c.flags,
                           "", 120);
     ASSERT_EQ(r.code, 0) << r.output;
     summary_ = r.output;
-    ASSERT_EQ(tcc_module_load(dir_.c_str(), &module_), TCC_OK) << tcc_last_error();
+    ASSERT_EQ(tcc_module_load(module_dir().c_str(), &module_), TCC_OK) << tcc_last_error();
 
     // The reference: the same training graph, built in-process from the same options.
     reference_ = load_model(model);
@@ -129,12 +129,12 @@ class TrainCompile : public ::testing::TestWithParam<TrainCase> {
   }
   void TearDown() override {
     tcc_module_free(module_);
-    fs::remove_all(dir_);
+    TempDirFixture::TearDown();
   }
+  fs::path module_dir() const { return dir_ / "module"; }
 
   void ten_steps(const std::function<std::vector<Tensor>(std::map<std::string, Tensor>&)>& run);
 
-  fs::path dir_;
   std::string summary_;
   tcc_module* module_ = nullptr;
   std::unique_ptr<Model> reference_;
@@ -170,7 +170,7 @@ TEST_P(TrainCompile, OneStepMatchesTheReferenceInterpreter) {
   if (std::string(GetParam().name) == "attention_momentum") {
     // The forward kernel also writes its rows' log-sum-exp; the backward is
     // three kernels: the statistics (no score recomputed), dQ, and dK with dV.
-    const nlohmann::json manifest = nlohmann::json::parse(std::ifstream(dir_ / "manifest.json"));
+    const nlohmann::json manifest = nlohmann::json::parse(std::ifstream(module_dir() / "manifest.json"));
     std::vector<std::string> passes;
     for (const auto& k : manifest["kernels"]) {
       if (k["kind"] != "attention") continue;

@@ -20,6 +20,7 @@
 #include "src/shape/shape_inference.h"
 #include "tests/unit/support/cli_util.h"
 #include "tests/unit/runtime/module_test_util.h"
+#include "tests/unit/support/temp_dir.h"
 
 namespace tcc {
 namespace {
@@ -103,8 +104,7 @@ TEST(OnnxExport, FusedGraphWithTccOpsRoundTrips) {
 }
 
 TEST(OnnxExport, EmitOnnxFlag) {
-  fs::path dir = fs::temp_directory_path() / ("tcc_emit_onnx_" + std::to_string(getpid()));
-  fs::create_directories(dir);
+  fs::path dir = make_temp_dir("tcc_emit_onnx");
   std::string model = shell_quote(fixture("mlp"));
   std::string train = " --train --loss-fn mse --loss-on output --label target --optimizer sgd";
   CliResult r = run_tcc("explain " + model + train + " --emit-onnx " + shell_quote((dir / "a.onnx").string()) +

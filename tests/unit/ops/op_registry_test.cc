@@ -1,8 +1,8 @@
 // What the op registry says of each op holds together: each pointwise
 // expression builds, for a node of its op, what the lowering can emit, and the
 // facts an OpDef gathers (role, expression, refusal, library epilogues,
-// decomposition, autocast class, commutativity, the non-tensor trait, the
-// inputs that set a shape, what chooses a control-flow op's regions, the
+// decomposition, autocast class, commutativity, the non-tensor trait, what
+// rearranges or reshapes its data, the inputs that set a shape, what chooses a control-flow op's regions, the
 // inputs that configure an op or that its kernel takes as literals, what
 // autocast leaves) agree with one another.
 #include <gtest/gtest.h>
@@ -124,6 +124,47 @@ TEST(OpRegistry, KernelFactsAgree) {
                                                 "Reshape", "Slice", "TopK"}));
   EXPECT_EQ(epilogues, (std::vector<std::string>{"Gelu", "Relu"}));
   EXPECT_EQ(non_tensor, 12);
+}
+
+// What an OpDef says of moving data holds together: an op that rearranges its
+// data (fuse_attention reads a mask through it) is a movement op, as is every
+// op whose kernel role is an affine view of its data (Movement); an op that
+// only reshapes its data (is_reshape) rearranges it and takes the Movement role.
+TEST(OpRegistry, MovementFactsAgree) {
+  std::vector<std::string> rearranging, reshapes;
+  for (const OpDef* def : OpRegistry::get().all()) {
+    const std::string op = def->domain + "::" + def->op_type;
+    if (def->has(kRearranges)) {
+      rearranging.push_back(op);
+      EXPECT_TRUE(def->has(kMovement)) << op << " rearranges its data but is no movement op";
+    }
+    if (def->declared_role == KernelRole::Movement) {
+      EXPECT_TRUE(def->has(kRearranges)) << op << " is a view of its data that does not rearrange it";
+    }
+    if (def->has(kReshape)) {
+      reshapes.push_back(op);
+      EXPECT_TRUE(def->has(kRearranges)) << op << " reshapes its data but does not rearrange it";
+      EXPECT_EQ(def->declared_role, KernelRole::Movement) << op;
+    }
+  }
+  std::sort(rearranging.begin(), rearranging.end());
+  std::sort(reshapes.begin(), reshapes.end());
+  EXPECT_EQ(rearranging, (std::vector<std::string>{
+                             "::Compress", "::DepthToSpace", "::Expand", "::Flatten", "::Gather", "::GatherElements",
+                             "::GatherND", "::Identity", "::Reshape", "::ReverseSequence", "::Slice", "::SpaceToDepth",
+                             "::Split", "::Squeeze", "::Tile", "::Transpose", "::Unsqueeze", "tcc::Expand",
+                             "tcc::Reshape", "tcc::Slice"}));
+  EXPECT_EQ(reshapes,
+            (std::vector<std::string>{"::Flatten", "::Reshape", "::Squeeze", "::Unsqueeze", "tcc::Reshape"}));
+
+  Graph g;
+  g.set_opset("", 17);
+  g.set_opset(std::string(kTccDomain), 1);
+  Value* x = g.add_input("x", Type::tensor(DType::F32, {Dim(4)}));
+  EXPECT_TRUE(is_reshape(*g.add_node("Reshape", {x, x}, {"r"}, "", "r")));
+  EXPECT_TRUE(is_reshape(*g.add_node("Reshape", {x}, {"t"}, std::string(kTccDomain), "t")));
+  EXPECT_FALSE(is_reshape(*g.add_node("Transpose", {x}, {"p"}, "", "p")));
+  EXPECT_FALSE(is_reshape(*g.add_node("Identity", {x}, {"i"}, "", "i")));
 }
 
 // What explain's partition reads of an OpDef holds together: the inputs whose

@@ -58,6 +58,23 @@ inline std::vector<tcc_tensor> c_tensors(std::vector<Tensor>& ts) {
   return c;
 }
 
+// The caller's output allocator (tcc_module_set_output_allocator) into host
+// tensors, one per output: each keeps the dtype it holds before the run and
+// takes the shape the module asks for, whose byte count must agree.
+struct OutputAllocation {
+  std::vector<Tensor> tensors;
+  int calls = 0;
+
+  static void* allocate(void* ctx, size_t output, const int64_t* shape, int32_t rank, size_t nbytes) {
+    auto* a = static_cast<OutputAllocation*>(ctx);
+    ++a->calls;
+    Tensor& t = a->tensors.at(output);
+    t = Tensor(t.dtype(), std::vector<int64_t>(shape, shape + rank));
+    EXPECT_EQ(t.nbytes(), nbytes) << "output " << output;
+    return t.raw_mut();
+  }
+};
+
 // `inputs` (by name) in the module's input order.
 inline std::vector<tcc_tensor> module_inputs(const tcc_module* m, std::map<std::string, Tensor>& inputs) {
   std::vector<tcc_tensor> c;

@@ -53,43 +53,32 @@ std::map<std::string, Tensor> nms_inputs(int64_t n, int64_t max_boxes, uint32_t 
           {"score_min", Tensor::from_f32({0.2f}, {1})}};
 }
 
-TEST(NmsModule, KernelsAroundOneHostStepEachMatchTheInterpreterExactly) {
-  fs::path dir = make_temp_dir("tcc_nms_module");
+class NmsModule : public TempDirTest {};
+
+TEST_F(NmsModule, KernelsAroundOneHostStepEachMatchTheInterpreterExactly) {
   const std::string model_path = std::string(TCC_SOURCE_DIR) + "/tests/fixtures/nms.tir";
-  CompileResult r = compile_model(model_path, dir / "module", quick_compile_options());
+  CompileResult r = compile_model(model_path, dir_ / "module", quick_compile_options());
   EXPECT_EQ(r.fallbacks.size(), 2u);
   for (const FallbackReason& f : r.fallbacks) EXPECT_EQ(f.op_type, "ConstantOfShape") << f.node;
-  std::ifstream in(dir / "module" / "manifest.json");
+  std::ifstream in(dir_ / "module" / "manifest.json");
   const nlohmann::json manifest = nlohmann::json::parse(in);
   int nms_kernels = 0;
   for (const nlohmann::json& k : manifest["kernels"]) nms_kernels += k["kind"] == "nms";
   EXPECT_EQ(nms_kernels, 2);
   tcc_module* m = nullptr;
-  ASSERT_EQ(tcc_module_load((dir / "module").c_str(), &m), TCC_OK) << tcc_last_error();
+  ASSERT_EQ(tcc_module_load((dir_ / "module").c_str(), &m), TCC_OK) << tcc_last_error();
   std::unique_ptr<Model> model = load_model(model_path);
   infer_shapes(*model->graph);
-  struct Allocation {
-    std::vector<Tensor> tensors;
-    static void* allocate(void* ctx, size_t output, const int64_t* shape, int32_t rank, size_t) {
-      Tensor& t = static_cast<Allocation*>(ctx)->tensors[output];
-      t = Tensor(DType::I64, std::vector<int64_t>(shape, shape + rank));
-      return t.raw_mut();
-    }
-  };
   // A thousand boxes with a limit that cuts the selection short, and 300 with one that does not.
   for (auto [n, max_boxes] : {std::pair<int64_t, int64_t>{1000, 60}, {300, 1000}}) {
     std::map<std::string, Tensor> inputs = nms_inputs(n, max_boxes, static_cast<uint32_t>(n));
     std::vector<Tensor> expected = Interpreter().run(*model->graph, inputs);
     std::vector<tcc_tensor> ins = module_inputs(m, inputs);
-    Allocation a;
-    a.tensors.resize(expected.size());
-    std::vector<tcc_tensor> outs;
-    for (Tensor& t : a.tensors) {
-      t = Tensor(DType::I64, {0, 3});
-      outs.push_back(c_tensor(t));
-      outs.back().data = nullptr;  // from the allocator
-    }
-    ASSERT_EQ(tcc_module_set_output_allocator(m, &Allocation::allocate, &a), TCC_OK);
+    OutputAllocation a;
+    a.tensors.assign(expected.size(), Tensor(DType::I64, {0, 3}));
+    std::vector<tcc_tensor> outs = c_tensors(a.tensors);
+    for (tcc_tensor& t : outs) t.data = nullptr;  // from the allocator
+    ASSERT_EQ(tcc_module_set_output_allocator(m, &OutputAllocation::allocate, &a), TCC_OK);
     ASSERT_EQ(tcc_module_run_host(m, ins.data(), ins.size(), outs.data(), outs.size()), TCC_OK) << tcc_last_error();
     for (size_t i = 0; i < expected.size(); ++i) {
       const std::string what = model->graph->outputs()[i]->name() + " n=" + std::to_string(n);
@@ -100,7 +89,6 @@ TEST(NmsModule, KernelsAroundOneHostStepEachMatchTheInterpreterExactly) {
     }
   }
   tcc_module_free(m);
-  fs::remove_all(dir);
 }
 
 }  // namespace

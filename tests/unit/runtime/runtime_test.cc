@@ -30,6 +30,7 @@
 #include "tests/unit/support/cli_util.h"
 #include "tests/unit/support/compile_util.h"
 #include "tests/unit/support/example_models.h"
+#include "tests/unit/support/temp_dir.h"
 #include "tests/unit/runtime/module_test_util.h"
 
 namespace tcc {
@@ -46,13 +47,6 @@ void write_file(const fs::path& p, const std::string& text) {
 std::string read_text(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-fs::path fresh_dir(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("tcc_runtime_test_" + std::to_string(getpid()) + "_" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
 }
 
 // y = -relu(x + w): a pointwise kernel in host.so writes the planned buffer t,
@@ -113,7 +107,7 @@ json hand_manifest() {
 // Writes the hand module into `dir`; host.so is built once and copied.
 void write_hand_module(const fs::path& dir, const json& manifest) {
   static const fs::path library = [] {
-    fs::path build = fresh_dir("host_build");
+    fs::path build = make_temp_dir("tcc_runtime_host_build");
     write_file(build / "host.cc", kHostSource);
     std::string cmd = "c++ -O1 -fPIC -shared -o " + shell_quote((build / "host.so").string()) + " " +
                       shell_quote((build / "host.cc").string());
@@ -138,13 +132,12 @@ struct Loaded {
   ~Loaded() { tcc_module_free(m); }
 };
 
-class HandModule : public ::testing::Test {
+class HandModule : public TempDirTest {
  protected:
   void SetUp() override {
-    dir_ = fresh_dir(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    TempDirTest::SetUp();
     write_hand_module(dir_, hand_manifest());
   }
-  void TearDown() override { fs::remove_all(dir_); }
 
   // Loads the module after `edit` changes its manifest; expects a refusal naming `expected`.
   void expect_bad_module(const std::function<void(json&)>& edit, const std::string& expected) {
@@ -156,8 +149,6 @@ class HandModule : public ::testing::Test {
     EXPECT_EQ(l.m, nullptr);
     EXPECT_NE(l.error.find(expected), std::string::npos) << "message: " << l.error;
   }
-
-  fs::path dir_;
 };
 
 std::vector<float> random_floats(size_t n, unsigned seed) {
@@ -482,24 +473,13 @@ struct CompiledFixture {
 // output allocator; the output shape query reports that dim as -1. Outputs
 // match the interpreter at two sizes.
 TEST(DataDependentSizes, OutputsComeFromTheCallersAllocator) {
-  fs::path dir = fresh_dir("nonzero");
+  fs::path dir = make_temp_dir("tcc_nonzero");
   std::string model_path = std::string(TCC_SOURCE_DIR) + "/tests/fixtures/nonzero.tir";
   compile_model(model_path, dir / "module", quick_compile_options());
   tcc_module* m = nullptr;
   ASSERT_EQ(tcc_module_load((dir / "module").c_str(), &m), TCC_OK) << tcc_last_error();
   std::unique_ptr<Model> model = load_model(model_path);
   infer_shapes(*model->graph);
-  struct Allocation {
-    std::vector<Tensor> tensors;
-    int calls = 0;
-    static void* allocate(void* ctx, size_t output, const int64_t* shape, int32_t rank, size_t nbytes) {
-      auto* a = static_cast<Allocation*>(ctx);
-      ++a->calls;
-      a->tensors[output] = Tensor(DType::F32, std::vector<int64_t>(shape, shape + rank));
-      EXPECT_EQ(a->tensors[output].nbytes(), nbytes);
-      return a->tensors[output].raw_mut();
-    }
-  };
   for (int64_t n : {3, 17}) {
     std::map<std::string, Tensor> inputs = random_inputs(*model->graph, n, static_cast<uint32_t>(n));
     std::vector<Tensor> expected = Interpreter().run(*model->graph, inputs);
@@ -509,14 +489,13 @@ TEST(DataDependentSizes, OutputsComeFromTheCallersAllocator) {
     ASSERT_EQ(tcc_module_output_shape(m, ins.data(), ins.size(), 0, dims, 2, &rank), TCC_OK) << tcc_last_error();
     EXPECT_EQ(std::vector<int64_t>(dims, dims + rank), (std::vector<int64_t>{2, -1}));
 
-    Allocation a;
-    a.tensors.resize(2);
-    a.tensors[1] = Tensor(DType::F32, {n, 4});
-    int64_t unknown[2] = {2, 0};
-    std::vector<tcc_tensor> outs = {{nullptr, TCC_F32, 2, unknown}, c_tensor(a.tensors[1])};
+    OutputAllocation a;
+    a.tensors = {Tensor(DType::F32, {2, 0}), Tensor(DType::F32, {n, 4})};
+    std::vector<tcc_tensor> outs = c_tensors(a.tensors);
+    outs[0].data = nullptr;  // from the allocator
     EXPECT_EQ(tcc_module_run_host(m, ins.data(), ins.size(), outs.data(), outs.size()), TCC_ERROR_INVALID_ARGUMENT);
     EXPECT_NE(std::string(tcc_last_error()).find("set an output allocator"), std::string::npos) << tcc_last_error();
-    ASSERT_EQ(tcc_module_set_output_allocator(m, &Allocation::allocate, &a), TCC_OK);
+    ASSERT_EQ(tcc_module_set_output_allocator(m, &OutputAllocation::allocate, &a), TCC_OK);
     ASSERT_EQ(tcc_module_run_host(m, ins.data(), ins.size(), outs.data(), outs.size()), TCC_OK) << tcc_last_error();
     EXPECT_EQ(a.calls, 1);
     for (size_t i = 0; i < 2; ++i) {
@@ -536,7 +515,7 @@ TEST(DataDependentSizes, OutputsComeFromTheCallersAllocator) {
 // size back and binds it; every output the data sizes comes from the caller's
 // allocator, and each equals the interpreter's bit for bit.
 TEST(DataDependentSizes, SizesFromDataRunOnKernelsAndMatchTheInterpreterExactly) {
-  fs::path dir = fresh_dir("data_dependent");
+  fs::path dir = make_temp_dir("tcc_data_dependent");
   std::string model_path = std::string(TCC_SOURCE_DIR) + "/tests/fixtures/data_dependent.tir";
   CompileResult r = compile_model(model_path, dir / "module", quick_compile_options());
   EXPECT_EQ(r.fallbacks.size(), 9u);
@@ -545,14 +524,6 @@ TEST(DataDependentSizes, SizesFromDataRunOnKernelsAndMatchTheInterpreterExactly)
   ASSERT_EQ(tcc_module_load((dir / "module").c_str(), &m), TCC_OK) << tcc_last_error();
   std::unique_ptr<Model> model = load_model(model_path);
   infer_shapes(*model->graph);
-  struct Allocation {
-    std::vector<Tensor> tensors;  // of the expected dtypes, sized when allocated
-    static void* allocate(void* ctx, size_t output, const int64_t* shape, int32_t rank, size_t) {
-      Tensor& t = static_cast<Allocation*>(ctx)->tensors[output];
-      t = Tensor(t.dtype(), std::vector<int64_t>(shape, shape + rank));
-      return t.raw_mut();
-    }
-  };
   for (int64_t n : {3, 17}) {
     std::map<std::string, Tensor> inputs = random_inputs(*model->graph, n, static_cast<uint32_t>(n));
     // Bounds whose float span is no whole number of steps; an integer range downwards.
@@ -581,7 +552,7 @@ TEST(DataDependentSizes, SizesFromDataRunOnKernelsAndMatchTheInterpreterExactly)
       inputs["repeated"].set_f64(i, i == 3 ? std::nan("") : static_cast<double>((i * n) % 5 % (i % 2 + 2)));
     std::vector<Tensor> expected = Interpreter().run(*model->graph, inputs);
     std::vector<tcc_tensor> ins = module_inputs(m, inputs);
-    Allocation a;
+    OutputAllocation a;  // of the expected dtypes, sized when allocated
     std::vector<tcc_tensor> outs;
     a.tensors.reserve(expected.size());  // outs point at their shapes
     for (size_t i = 0; i < expected.size(); ++i) {
@@ -595,7 +566,7 @@ TEST(DataDependentSizes, SizesFromDataRunOnKernelsAndMatchTheInterpreterExactly)
       outs.push_back(c_tensor(a.tensors.back()));
       if (decided) outs.back().data = nullptr;  // from the allocator
     }
-    ASSERT_EQ(tcc_module_set_output_allocator(m, &Allocation::allocate, &a), TCC_OK);
+    ASSERT_EQ(tcc_module_set_output_allocator(m, &OutputAllocation::allocate, &a), TCC_OK);
     ASSERT_EQ(tcc_module_run_host(m, ins.data(), ins.size(), outs.data(), outs.size()), TCC_OK) << tcc_last_error();
     for (size_t i = 0; i < expected.size(); ++i) {
       const std::string what = model->graph->outputs()[i]->name() + " n=" + std::to_string(n);
@@ -614,7 +585,7 @@ TEST(DataDependentSizes, SizesFromDataRunOnKernelsAndMatchTheInterpreterExactly)
 // Probabilities and a computed ratio outside ONNX's ranges (NaN included)
 // give the same defined results on both paths.
 TEST(RandomOps, CompiledModuleDrawsTheInterpretersBitsOnKernels) {
-  fs::path dir = fresh_dir("random_ops");
+  fs::path dir = make_temp_dir("tcc_random_ops");
   std::string model_path = std::string(TCC_SOURCE_DIR) + "/tests/fixtures/random_ops.tir";
   compile_with_no_host_step(model_path, dir / "module");
   std::unique_ptr<Model> model = load_model(model_path);
@@ -645,7 +616,7 @@ TEST(RandomOps, CompiledModuleDrawsTheInterpretersBitsOnKernels) {
 // decompose onto kernels, no host step, and compute what the interpreter does
 // on either side of the If's computed condition.
 TEST(ControlFlow, DecomposedRegionsMatchTheInterpreterWithNoHostStep) {
-  fs::path dir = fresh_dir("control_flow");
+  fs::path dir = make_temp_dir("tcc_control_flow");
   std::string model_path = std::string(TCC_SOURCE_DIR) + "/tests/fixtures/control_flow.tir";
   compile_with_no_host_step(model_path, dir / "module");
   std::unique_ptr<Model> model = load_model(model_path);
@@ -668,12 +639,11 @@ TEST(ControlFlow, DecomposedRegionsMatchTheInterpreterWithNoHostStep) {
   fs::remove_all(dir);
 }
 
-class CompiledModule : public ::testing::TestWithParam<CompiledFixture> {
+class CompiledModule : public TempDirFixture<::testing::TestWithParam<CompiledFixture>> {
  protected:
   void SetUp() override {
-    const CompiledFixture& f = GetParam();
-    model_path_ = std::string(TCC_SOURCE_DIR) + "/" + f.file;
-    dir_ = fresh_dir(std::string("compiled_") + f.name);
+    TempDirFixture::SetUp();
+    model_path_ = std::string(TCC_SOURCE_DIR) + "/" + GetParam().file;
     compile_model(model_path_, dir_ / "module");
     ASSERT_EQ(tcc_module_load((dir_ / "module").c_str(), &module_), TCC_OK) << tcc_last_error();
     model_ = load_model(model_path_);
@@ -681,7 +651,7 @@ class CompiledModule : public ::testing::TestWithParam<CompiledFixture> {
   }
   void TearDown() override {
     tcc_module_free(module_);
-    fs::remove_all(dir_);
+    TempDirFixture::TearDown();
   }
 
   // Random inputs of the model's input types with `scale` times the fixture's sizes.
@@ -713,7 +683,6 @@ class CompiledModule : public ::testing::TestWithParam<CompiledFixture> {
   }
 
   std::string model_path_;
-  fs::path dir_;
   tcc_module* module_ = nullptr;
   std::unique_ptr<Model> model_;
 };

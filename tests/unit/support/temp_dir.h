@@ -37,4 +37,19 @@ class TempDirFixture : public Base {
 
 using TempDirTest = TempDirFixture<>;
 
+// A fixture whose tests share one directory, suite_dir_ (named after the test
+// suite), made before the suite's first test and removed after its last: for
+// suites that build something once there (a host library). A suite that
+// defines its own SetUpTestSuite calls this one first, and its
+// TearDownTestSuite calls this one last.
+class TempDirSuite : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    suite_dir_ = make_temp_dir(std::string("tcc_") + ::testing::UnitTest::GetInstance()->current_test_suite()->name());
+  }
+  static void TearDownTestSuite() { std::filesystem::remove_all(suite_dir_); }
+
+  static inline std::filesystem::path suite_dir_;
+};
+
 }  // namespace tcc
