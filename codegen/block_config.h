@@ -1,5 +1,5 @@
 // The config of the templates that choose only their threads per block (the
-// attention backward's passes, recurrence, NMS) or that and their rows per block
+// attention backward's passes, recurrence, NMS, RoiAlign) or that and their rows per block
 // (TopK): KernelConfig's defaults but for those two knobs, one refusal and one
 // candidate grid for all of them; and the block sizes every template takes.
 #pragma once

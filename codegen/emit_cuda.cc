@@ -26,6 +26,7 @@
 #include "codegen/gemm_template.h"
 #include "codegen/nms_template.h"
 #include "codegen/recurrence_template.h"
+#include "codegen/roi_align_template.h"
 #include "codegen/topk_template.h"
 #include "src/diag/errors.h"
 
@@ -676,6 +677,7 @@ std::string emit_cuda(const std::vector<kir::Kernel>& kernels, const std::vector
     else if (k.kind == kir::Kind::TopK) out += "\n" + emit_topk_cuda(k, c);
     else if (k.kind == kir::Kind::Recurrence) out += "\n" + emit_recurrence_cuda(k, c);
     else if (k.kind == kir::Kind::Nms) out += "\n" + emit_nms_cuda(k, c);
+    else if (k.kind == kir::Kind::RoiAlign) out += "\n" + emit_roi_align_cuda(k, c);
     else if (!runs_library(k, c)) out += "\n" + CudaKernel(k, c).print();
   }
   return out;
@@ -784,6 +786,9 @@ KernelLaunch launch_config(const kir::Kernel& k, const KernelConfig& config) {
       break;
     case kir::Kind::Nms:
       c = nms_launch(k, config);
+      break;
+    case kir::Kind::RoiAlign:
+      c = roi_align_launch(k, config);
       break;
   }
   c.zero_outputs = k.zero_outputs;

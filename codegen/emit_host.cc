@@ -6,6 +6,7 @@
 #include "codegen/emit_c.h"
 #include "codegen/nms_template.h"
 #include "codegen/recurrence_template.h"
+#include "codegen/roi_align_template.h"
 #include "codegen/topk_template.h"
 #include "src/diag/errors.h"
 
@@ -210,6 +211,7 @@ std::string emit_host(const std::vector<kir::Kernel>& kernels) {
                     : k.kind == kir::Kind::TopK       ? emit_topk_host(k)
                     : k.kind == kir::Kind::Recurrence ? emit_recurrence_host(k)
                     : k.kind == kir::Kind::Nms        ? emit_nms_host(k)
+                    : k.kind == kir::Kind::RoiAlign   ? emit_roi_align_host(k)
                                                       : HostKernel(k).print());
   return out;
 }

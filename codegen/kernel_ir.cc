@@ -74,6 +74,12 @@ class Printer {
       for (const auto& [key, b] : nms_buffers(*k_.nms)) out_ += std::string(" ") + key + "=" + buffer_ref(b);
       out_ += "\n";
     }
+    if (const auto& r = k_.roi_align) {
+      out_ += "  roi_align max=" + std::to_string(r->max) + " half_pixel=" + std::to_string(r->half_pixel) +
+              " sampling_ratio=" + std::to_string(r->sampling_ratio) + " spatial_scale=" + format_double(r->spatial_scale);
+      for (const auto& [key, b] : roi_align_buffers(*r)) out_ += std::string(" ") + key + "=" + buffer_ref(b);
+      out_ += "\n";
+    }
     if (k_.schedule && !anonymous_) schedule(*k_.schedule);
     for (size_t i = 0; i < k_.body.size(); ++i) instr(static_cast<int>(i), k_.body[i]);
     return out_;
@@ -257,6 +263,16 @@ std::vector<std::pair<const char*, int>> nms_buffers(const NmsDesc& n) {
   return out;
 }
 
+std::vector<std::pair<const char*, int*>> roi_align_buffers(RoiAlignDesc& r) {
+  return {{"x", &r.x}, {"rois", &r.rois}, {"batch_indices", &r.batch_indices}, {"y", &r.y}};
+}
+
+std::vector<std::pair<const char*, int>> roi_align_buffers(const RoiAlignDesc& r) {
+  std::vector<std::pair<const char*, int>> out;
+  for (const auto& [key, b] : roi_align_buffers(const_cast<RoiAlignDesc&>(r))) out.emplace_back(key, *b);
+  return out;
+}
+
 std::vector<std::pair<const char*, int>> recurrence_buffers(const RecurrenceDesc& r) {
   std::vector<std::pair<const char*, int>> out;
   for (const auto& [key, b] : recurrence_buffers(const_cast<RecurrenceDesc&>(r))) out.emplace_back(key, *b);
@@ -381,6 +397,10 @@ SymExpr flop_count(const Kernel& k) {
     return domain_size(k) * r->seq * SymExpr::constant(2 * r->gates() * r->hidden * r->hidden);
   // NMS: an IoU test of each pair of boxes, about a dozen operations.
   if (k.nms) return domain_size(k) * k.nms->boxes * k.nms->boxes * SymExpr::constant(12);
+  // RoiAlign: a product and a sum per tap, four taps per sample; an adaptive
+  // grid's sample count is data, counted as one.
+  if (const auto& r = k.roi_align)
+    return domain_size(k) * SymExpr::constant(8 * std::max<int64_t>(r->sampling_ratio * r->sampling_ratio, 1));
   SymExpr per_point, per_row;
   for (const Instr& in : k.body) {
     if (!counts_as_flop(in.op)) continue;

@@ -255,6 +255,23 @@ struct NmsDesc {
 std::vector<std::pair<const char*, int>> nms_buffers(const NmsDesc& n);
 std::vector<std::pair<const char*, int*>> nms_buffers(NmsDesc& n);
 
+// A RoiAlign kernel (Kind::RoiAlign) runs tcc::RoiAlign (src/ops/detection.cc)
+// at every point of its domain, the output [rois, channels, output_height,
+// output_width]: the bin's bilinear samples of x [N, C, H, W] (f32 or f64),
+// sampling_ratio a side or, where it is 0, ceil(bin size) read from the
+// region's box in rois [rois, 4] (x's dtype), averaged or their max; the
+// region's image from batch_indices [rois] (i64).
+struct RoiAlignDesc {
+  bool max = false, half_pixel = true;
+  int64_t sampling_ratio = 0;
+  double spatial_scale = 1;
+  int x = -1, rois = -1, batch_indices = -1;  // inputs
+  int y = -1;                                 // output
+};
+// The descriptor's buffers by their text form's keys, inputs then the output.
+std::vector<std::pair<const char*, int>> roi_align_buffers(const RoiAlignDesc& r);
+std::vector<std::pair<const char*, int*>> roi_align_buffers(RoiAlignDesc& r);
+
 struct Kernel {
   std::string name;                     // the symbol in the cubin and in host.so
   Kind kind = Kind::Pointwise;
@@ -269,6 +286,7 @@ struct Kernel {
   std::optional<TopKDesc> topk;         // Kind::TopK
   std::optional<RecurrenceDesc> recurrence;  // Kind::Recurrence
   std::optional<NmsDesc> nms;           // Kind::Nms
+  std::optional<RoiAlignDesc> roi_align;  // Kind::RoiAlign
   // The launch and layout choices the emitter reads (codegen/kernel_config.h),
   // as the schedule passes (codegen/kernel_schedule.h) left them; none until a
   // schedule pass runs, and then the emitter takes default_config. Not part of

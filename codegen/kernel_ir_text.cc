@@ -21,7 +21,8 @@ namespace tcc::kir {
 namespace {
 
 constexpr Kind kKinds[] = {Kind::Pointwise, Kind::Reduction, Kind::Gemm,      Kind::Conv,
-                           Kind::Attention, Kind::TopK,      Kind::Recurrence, Kind::Nms};
+                           Kind::Attention, Kind::TopK,      Kind::Recurrence, Kind::Nms,
+                           Kind::RoiAlign};
 
 // Stops of an expression: it never holds a space, and lists and the domain end it.
 constexpr const char* kExprStops = " \t\r,]|";
@@ -78,6 +79,7 @@ class KernelParser : TextCursor {
     if (keyword("topk")) k.topk = topk(k);
     if (keyword("recurrence")) k.recurrence = recurrence(k);
     if (keyword("nms")) k.nms = nms(k);
+    if (keyword("roi_align")) k.roi_align = roi_align(k);
     if (keyword("schedule")) k.schedule = schedule();
     std::vector<size_t> instr_at;
     while (peek() == '%') {
@@ -92,11 +94,13 @@ class KernelParser : TextCursor {
 
   Kind kind() {
     size_t at = pos();
-    std::string id = ident("a kernel kind (pointwise, reduction, gemm, conv, attention, topk, recurrence, nms)");
+    std::string id =
+        ident("a kernel kind (pointwise, reduction, gemm, conv, attention, topk, recurrence, nms, roi_align)");
     for (Kind kind : kKinds)
       if (id == kind_name(kind)) return kind;
-    fail_at(at, "expected a kernel kind (pointwise, reduction, gemm, conv, attention, topk, recurrence, nms), got '" +
-                    id + "'");
+    fail_at(at,
+            "expected a kernel kind (pointwise, reduction, gemm, conv, attention, topk, recurrence, nms, roi_align), "
+            "got '" + id + "'");
   }
 
   SymExpr expr(const std::string& what) {
@@ -406,6 +410,23 @@ class KernelParser : TextCursor {
       *b = buffer_ref(k, true);
     }
     return n;
+  }
+
+  RoiAlignDesc roi_align(const Kernel& k) {
+    RoiAlignDesc r;
+    field("max");
+    r.max = flag();
+    field("half_pixel");
+    r.half_pixel = flag();
+    field("sampling_ratio");
+    r.sampling_ratio = integer();
+    field("spatial_scale");
+    r.spatial_scale = real();
+    for (const auto& [key, b] : roi_align_buffers(r)) {
+      field(key);
+      *b = buffer_ref(k, false);
+    }
+    return r;
   }
 
   RecurrenceDesc recurrence(const Kernel& k) {

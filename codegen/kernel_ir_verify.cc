@@ -58,6 +58,7 @@ class Verifier {
     if (k_.topk) topk(*k_.topk);
     if (k_.recurrence) recurrence(*k_.recurrence);
     if (k_.nms) nms(*k_.nms);
+    if (k_.roi_align) roi_align(*k_.roi_align);
     sizes();
     // Last: the emitters' refusals read a kernel that is otherwise valid.
     if (k_.schedule) {
@@ -90,6 +91,8 @@ class Verifier {
     if (k_.recurrence.has_value() != (k_.kind == Kind::Recurrence))
       fail(-1, "a recurrence description belongs to a recurrence kernel only");
     if (k_.nms.has_value() != (k_.kind == Kind::Nms)) fail(-1, "an nms description belongs to an nms kernel only");
+    if (k_.roi_align.has_value() != (k_.kind == Kind::RoiAlign))
+      fail(-1, "a roi_align description belongs to a roi_align kernel only");
   }
 
   void buffers() {
@@ -239,6 +242,8 @@ class Verifier {
     if (const auto& n = k_.nms)
       for (int b : {n->selected, n->count})
         if (declared(b)) stored[static_cast<size_t>(b)] = true;
+    if (const auto& r = k_.roi_align)
+      if (declared(r->y)) stored[static_cast<size_t>(r->y)] = true;
     if (const auto& a = k_.attention)
       for (int b : {a->pass == AttentionPass::Forward ? a->lse : -1, a->dv})
         if (declared(b)) stored[static_cast<size_t>(b)] = true;
@@ -389,6 +394,30 @@ class Verifier {
     for (size_t b = 0; b < k_.buffers.size(); ++b)
       if (k_.buffers[b].output && static_cast<int>(b) != n.selected && static_cast<int>(b) != n.count)
         fail(-1, "output '" + k_.buffers[b].name + "' is neither selected nor count");
+  }
+
+  // x [N, C, H, W] of f32 or f64, rois [rois, 4] of its dtype and
+  // batch_indices [rois] i64 as input buffers; the one output y of x's dtype
+  // over the domain [rois, C, output_height, output_width]; no body.
+  void roi_align(const RoiAlignDesc& r) const {
+    if (rank_ != 4) fail(-1, "a roi_align kernel's domain is [rois, channels, height, width], of rank 4");
+    if (!k_.body.empty()) fail(0, "a roi_align kernel has no instructions");
+    if (r.sampling_ratio < 0) fail(-1, "a roi_align kernel's sampling_ratio is not negative");
+    for (const auto& [role, b] : roi_align_buffers(r)) {
+      const bool output = b == r.y;
+      if (!declared(b) || k_.buffers[static_cast<size_t>(b)].output != output)
+        fail(-1, std::string("roi_align buffer ") + role + " is not an " + (output ? "output" : "input") + " buffer");
+    }
+    const Buffer& x = k_.buffers[static_cast<size_t>(r.x)];
+    if ((x.dtype != DType::F32 && x.dtype != DType::F64) || x.shape.size() != 4)
+      fail(-1, "roi_align buffer x is not an f32 or f64 image [N, C, H, W]");
+    const DType want[] = {x.dtype, DType::I64, x.dtype};
+    const int others[] = {r.rois, r.batch_indices, r.y};
+    for (size_t i = 0; i < 3; ++i)
+      if (k_.buffers[static_cast<size_t>(others[i])].dtype != want[i])
+        fail(-1, "roi_align buffer " + k_.buffers[static_cast<size_t>(others[i])].name + " is not " +
+                     std::string(dtype_name(want[i])));
+    if (k_.buffers.size() != 4) fail(-1, "a roi_align kernel has its four buffers only");
   }
 
   // The operands and outputs the cell has, of one float dtype; each

@@ -39,6 +39,10 @@
 //   with no body; box_data and scores f32 input buffers, max_output (i64),
 //   iou_threshold and score_threshold (f32) input buffers or absent, the
 //   outputs selected and count, i64.
+// - RoiAlign: a RoiAlignDesc in roi_align kernels only, over the domain
+//   [rois, channels, height, width], with no body; x an f32 or f64 input
+//   buffer of rank 4, rois of its dtype and batch_indices (i64) input
+//   buffers, y the one output, of x's dtype; a sampling_ratio of 0 or more.
 // - Initial outputs: zeroed or copied first, not both; a copy is of an input
 //   buffer of the one output's dtype and shape.
 // - Schedule: one the emitters can print for the kernel (config_refusal,

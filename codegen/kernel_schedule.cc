@@ -11,6 +11,7 @@
 #include "codegen/gemm_template.h"
 #include "codegen/nms_template.h"
 #include "codegen/recurrence_template.h"
+#include "codegen/roi_align_template.h"
 #include "codegen/topk_template.h"
 
 namespace tcc {
@@ -123,6 +124,8 @@ kir::Kernel choose_schedule_pass(kir::Kernel k, kir::KernelPassContext& ctx) {
     c = recurrence_default_config(k);
   } else if (k.kind == kir::Kind::Nms) {
     c = nms_default_config(k);
+  } else if (k.kind == kir::Kind::RoiAlign) {
+    c = roi_align_default_config(k);
   } else if (k.kind == kir::Kind::Reduction) {
     if (c.columns) {
       c.block = kColumnBlock;
@@ -194,6 +197,7 @@ std::string config_refusal(const kir::Kernel& k, const KernelConfig& c) {
   if (k.kind == kir::Kind::TopK) return topk_refusal(k, c);
   if (k.kind == kir::Kind::Recurrence) return recurrence_refusal(k, c);
   if (k.kind == kir::Kind::Nms) return nms_refusal(k, c);
+  if (k.kind == kir::Kind::RoiAlign) return roi_align_refusal(k, c);
   if (k.kind == kir::Kind::Gemm || k.kind == kir::Kind::Conv) {
     KernelConfig launch_knobs = c;
     launch_knobs.algo = 0;

@@ -71,6 +71,7 @@ kir::Kernel Lowering::run() {
   const Node* topk = nullptr;       // stores its outputs itself
   const Node* recurrence = nullptr; // writes its outputs itself
   const Node* nms = nullptr;        // writes its outputs itself
+  const Node* roi_align = nullptr;  // writes its output itself
   for (const auto& n : body_.nodes()) {
     if (is_scatter(*n)) scatter = n.get();
     if (is_scan(*n)) scan = n.get();
@@ -78,6 +79,7 @@ kir::Kernel Lowering::run() {
     if (kernel_role(*n) == KernelRole::TopK) topk = n.get();
     if (kernel_role(*n) == KernelRole::Recurrence) recurrence = n.get();
     if (kernel_role(*n) == KernelRole::Nms) nms = n.get();
+    if (kernel_role(*n) == KernelRole::RoiAlign) roi_align = n.get();
   }
   switch (fusion_kind(fusion_)) {
     case FusionKind::Pointwise:
@@ -86,6 +88,7 @@ kir::Kernel Lowering::run() {
       else if (topk) setup_topk(*topk);
       else if (recurrence) setup_recurrence(*recurrence);
       else if (nms) setup_nms(*nms);
+      else if (roi_align) setup_roi_align(*roi_align);
       else if (scatter) setup_scatter(*scatter);
       else if (scan) setup_scan(*scan);
       else setup_pointwise();
@@ -102,7 +105,7 @@ kir::Kernel Lowering::run() {
   }
   if (scatter) lower_scatter(*scatter);
   else if (scan) lower_scan(*scan);
-  else if (!attention && !topk && !recurrence && !nms)
+  else if (!attention && !topk && !recurrence && !nms && !roi_align)
     for (size_t j = 0; j < body_.outputs().size(); ++j)
       store_output(body_.outputs()[j], static_cast<int>(fusion_.num_inputs() + j));
   collect_size_params();

@@ -3,8 +3,8 @@
 // bodies every kind shares; lower_indexed.cc the kernels whose loads are
 // guarded or indexed (Concat, Pad, the gathers, the scatters, pools);
 // lower_library.cc the gemm and conv kernels a library call computes;
-// lower_attention.cc, lower_topk.cc, lower_recurrence.cc and lower_nms.cc
-// the templates' descriptions.
+// lower_attention.cc, lower_topk.cc, lower_recurrence.cc, lower_nms.cc and
+// lower_roi_align.cc the templates' descriptions.
 // Internal to codegen.
 #pragma once
 
@@ -282,6 +282,9 @@ class Lowering {
   // A tcc::NmsSelect node, the kernel's one node (lower_nms.cc): its NmsDesc
   // over the domain [batch, classes].
   void setup_nms(const Node& n);
+  // A tcc::RoiAlign node, the kernel's one node (lower_roi_align.cc): its
+  // RoiAlignDesc over the domain of its output.
+  void setup_roi_align(const Node& n);
 
   // Records an addend of the convolution in d: a residual of the output's
   // shape, or a bias with one value per output channel.

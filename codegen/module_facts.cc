@@ -12,6 +12,7 @@
 #include "codegen/gemm_template.h"
 #include "codegen/nms_template.h"
 #include "codegen/recurrence_template.h"
+#include "codegen/roi_align_template.h"
 #include "codegen/topk_template.h"
 #include "src/interp/interpreter.h"
 #include "src/ops/fusion.h"
@@ -150,6 +151,8 @@ std::string kernel_precision(const kir::Kernel& k, Precision precision) {
   if (k.kind == kir::Kind::Recurrence) return std::string(dtype_name(k.buffers.front().dtype));
   // NMS reads f32 boxes and scores and computes in f64, as the interpreter.
   if (k.kind == kir::Kind::Nms) return "f64";
+  // RoiAlign's samples and their weights are f64, as the interpreter's.
+  if (k.kind == kir::Kind::RoiAlign) return "f64";
   bool any_float = false;
   for (const kir::Buffer& b : k.buffers) {
     if (b.dtype == DType::F64) return "f64";
@@ -167,6 +170,7 @@ std::string schedule_text(const kir::Kernel& k, const KernelConfig& c) {
   if (k.kind == kir::Kind::TopK) return topk_schedule(k, c);
   if (k.kind == kir::Kind::Recurrence) return recurrence_schedule(k, c);
   if (k.kind == kir::Kind::Nms) return nms_schedule(k, c);
+  if (k.kind == kir::Kind::RoiAlign) return roi_align_schedule(k, c);
   std::string s = "block " + std::to_string(c.block);
   if (k.kind == kir::Kind::Pointwise) return s + (c.tiled ? ", tiled" : ", vector " + std::to_string(c.vector_width));
   s += c.columns ? ", columns" : ", rows " + std::to_string(c.rows_per_block);

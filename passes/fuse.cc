@@ -121,7 +121,7 @@ class Fuser {
       else if (role(n) == KernelRole::Convolution) grow_conv(*n);
     for (Node* n : order_)
       if (role(n) == KernelRole::Attention || role(n) == KernelRole::TopK || role(n) == KernelRole::Recurrence ||
-          role(n) == KernelRole::Nms)
+          role(n) == KernelRole::Nms || role(n) == KernelRole::RoiAlign)
         start(*n, FusionKind::Single);
     for (Node* n : order_)
       if (role(n) == KernelRole::Reduction && !taken(n)) grow_reduction(*n);
@@ -495,7 +495,7 @@ void materialize(Graph& g, const Group& gr, const std::vector<Value*>& exported,
   // per coordinate. A movement op's data is always a buffer its load indexes.
   // Small integer constants elsewhere (shapes, axes, slice bounds, pads) are
   // literals. A library call's operands (a GEMM's matrices, a convolution's
-  // tensors), an attention's, a recurrence's and an NMS's are buffers it is handed, whatever their size.
+  // tensors), an attention's, a recurrence's, an NMS's and a RoiAlign's are buffers it is handed, whatever their size.
   std::unordered_set<const Value*> data, buffers;
   for (const Node* m : gr.members) {
     KernelRole role = kernel_role(*m);
@@ -506,7 +506,7 @@ void materialize(Graph& g, const Group& gr, const std::vector<Value*>& exported,
     else if (role == KernelRole::Movement || role == KernelRole::TopK)
       buffers.insert(m->input(0));  // TopK's k is a literal
     else if (role == KernelRole::Contraction || role == KernelRole::Convolution || role == KernelRole::Attention ||
-             role == KernelRole::Recurrence || role == KernelRole::Nms)
+             role == KernelRole::Recurrence || role == KernelRole::Nms || role == KernelRole::RoiAlign)
       buffers.insert(m->inputs().begin(), m->inputs().end());
     else if (role == KernelRole::Indexed)
       // All but the literals its op names (literal_inputs: Pad's pads, fill and

@@ -7,6 +7,7 @@
 #include "codegen/gemm_template.h"
 #include "codegen/nms_template.h"
 #include "codegen/recurrence_template.h"
+#include "codegen/roi_align_template.h"
 #include "codegen/topk_template.h"
 
 namespace tcc::autotune {
@@ -82,6 +83,8 @@ std::vector<KernelConfig> candidates(const kir::Kernel& k, const DeviceProfile& 
     for (const KernelConfig& c : recurrence_configs(k)) add(c);
   } else if (k.kind == kir::Kind::Nms) {
     for (const KernelConfig& c : nms_configs(k)) add(c);
+  } else if (k.kind == kir::Kind::RoiAlign) {
+    for (const KernelConfig& c : roi_align_configs(k)) add(c);
   } else if (chooses_library_algorithm(k)) {
     for (int algo = 1; algo < kLibraryAlgos; ++algo) {
       KernelConfig c;
@@ -153,7 +156,8 @@ std::string config_text(const kir::Kernel& k, const KernelConfig& c) {
     return "block=" + std::to_string(c.block) +
            (c.mma ? " mma" : c.lanes_per_row > 0 ? " lanes=" + std::to_string(c.lanes_per_row) : " warp layout");
   if (k.kind == kir::Kind::TopK) return "block=" + std::to_string(c.block) + " rows=" + std::to_string(c.rows_per_block);
-  if (k.kind == kir::Kind::Recurrence || k.kind == kir::Kind::Nms) return "block=" + std::to_string(c.block);
+  if (k.kind == kir::Kind::Recurrence || k.kind == kir::Kind::Nms || k.kind == kir::Kind::RoiAlign)
+    return "block=" + std::to_string(c.block);
   if (k.kind == kir::Kind::Gemm && c.tile > 0)
     return gemm_template_text(c);
   if (k.kind == kir::Kind::Gemm) return "cublaslt #" + std::to_string(c.algo);

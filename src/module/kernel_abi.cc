@@ -8,7 +8,8 @@ namespace {
 constexpr std::pair<KernelKind, const char*> kKindNames[] = {
     {KernelKind::Pointwise, "pointwise"}, {KernelKind::Reduction, "reduction"}, {KernelKind::Gemm, "gemm"},
     {KernelKind::Conv, "conv"}, {KernelKind::Attention, "attention"}, {KernelKind::TopK, "topk"},
-    {KernelKind::Recurrence, "recurrence"}, {KernelKind::Nms, "nms"}};
+    {KernelKind::Recurrence, "recurrence"}, {KernelKind::Nms, "nms"},
+    {KernelKind::RoiAlign, "roi_align"}};
 }  // namespace
 
 const char* kernel_kind_name(KernelKind kind) {

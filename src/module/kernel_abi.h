@@ -18,8 +18,8 @@ namespace tcc {
 // from (its manifest's "algo", the rank the runtime asks the library for).
 inline constexpr int kLibraryAlgos = 8;
 
-enum class KernelKind { Pointwise, Reduction, Gemm, Conv, Attention, TopK, Recurrence, Nms };
-// "pointwise", "reduction", "gemm", "conv", "attention", "topk", "recurrence", "nms"
+enum class KernelKind { Pointwise, Reduction, Gemm, Conv, Attention, TopK, Recurrence, Nms, RoiAlign };
+// "pointwise", "reduction", "gemm", "conv", "attention", "topk", "recurrence", "nms", "roi_align"
 const char* kernel_kind_name(KernelKind kind);
 std::optional<KernelKind> parse_kernel_kind(std::string_view name);
 

@@ -2,7 +2,8 @@
 // image) and NonMaxSuppression (whose output size depends on the scores, so
 // it carries kDataDependentShape and its count is a fresh symbol, as NonZero's).
 // RoiAlign and MaxRoiPool decompose into a Gather of X and reductions over
-// each bin, NonMaxSuppression into tcc::NmsSelect, its selection kernel,
+// each bin (RoiAlign of adaptive samples into tcc::RoiAlign, its kernel),
+// NonMaxSuppression into tcc::NmsSelect, its selection kernel,
 // around a NonZero (at the end of the file).
 #include <algorithm>
 #include <cmath>
@@ -40,11 +41,13 @@ struct RoiAlignAttrs {
 };
 
 // Before opset 16 RoiAlign had no coordinate_transformation_mode and behaved
-// as output_half_pixel does.
+// as output_half_pixel does; tcc::RoiAlign always has one.
 RoiAlignAttrs roi_align_attrs(const Node& n) {
   RoiAlignAttrs a;
   std::string mode = n.get_string("mode", "avg");
-  std::string coord = n.opset() >= 16 ? n.get_string("coordinate_transformation_mode", "half_pixel") : "output_half_pixel";
+  std::string coord = n.opset() >= 16 || n.domain() == kTccDomain
+                          ? n.get_string("coordinate_transformation_mode", "half_pixel")
+                          : "output_half_pixel";
   if (mode != "avg" && mode != "max") n.fail("expected mode avg or max, got '" + mode + "'");
   if (coord != "half_pixel" && coord != "output_half_pixel")
     n.fail("expected coordinate_transformation_mode half_pixel or output_half_pixel, got '" + coord + "'");
@@ -103,7 +106,8 @@ BilinearPoint roi_point(double y, double x, int64_t h, int64_t w) {
 // Each output bin of a region averages (or takes the max of) a grid of
 // bilinear samples: sampling_ratio per side, or ceil(bin size) when it is 0.
 // The max mode takes the largest weighted tap of each sample, as ONNX's
-// reference and onnxruntime do.
+// reference and onnxruntime do. A batch index outside X fails RoiAlign; in
+// tcc::RoiAlign, which runs on a kernel that cannot fail, its region is 0.
 std::vector<Tensor> eval_roi_align(EvalContext& ctx) {
   const Tensor& x = ctx.input(0);
   const Tensor& rois = ctx.input(1);
@@ -119,8 +123,10 @@ std::vector<Tensor> eval_roi_align(EvalContext& ctx) {
   std::vector<BilinearPoint> points;
   for (int64_t r = 0; r < num_rois; ++r) {
     int64_t b = ind.get_i64(r);
-    if (b < 0 || b >= x.shape()[0])
+    if (b < 0 || b >= x.shape()[0]) {
+      if (ctx.node().domain() == kTccDomain) continue;
       ctx.fail("batch index " + std::to_string(b) + " is out of range for X " + shape_str(x.shape()));
+    }
     double x0 = rois.get_f64(r * 4) * a.spatial_scale - shift, y0 = rois.get_f64(r * 4 + 1) * a.spatial_scale - shift;
     double rw = rois.get_f64(r * 4 + 2) * a.spatial_scale - shift - x0;
     double rh = rois.get_f64(r * 4 + 3) * a.spatial_scale - shift - y0;
@@ -396,9 +402,13 @@ const Type* region_image(const Expansion& e) {
 // at the last pixel (roi_point), giving two indices and the weights 1 - frac
 // and frac. The flat index of X's element is then batch_index * C*H*W +
 // channel * H*W + y * W + x over [R, C, bins_y, bins_x, taps_y, taps_x].
-// Needs C, H and W static and a positive sampling_ratio: with 0 the sample
-// count is ceil(bin size), read from the rois, and the node stays a host
-// step. Unlike the reference kernel, it does not check batch_indices.
+// Needs C, H and W static and a positive sampling_ratio of at most
+// kMaxRoiAlignTaps taps a bin. Otherwise (with 0 the sample count is
+// ceil(bin size), read from the rois) the node becomes tcc::RoiAlign, its
+// kernel (codegen/roi_align_template.h), for an f32 or f64 X: the same
+// attributes, the coordinate_transformation_mode the opset implies spelled
+// out (not for autodiff: the kernel has no gradient). Unlike the reference
+// kernel, neither checks batch_indices.
 bool decompose_roi_align(Expansion& e) {
   const Node& n = e.node();
   const Type* x = region_image(e);
@@ -407,8 +417,21 @@ bool decompose_roi_align(Expansion& e) {
   const RoiAlignAttrs a = roi_align_attrs(n);
   const Dims& xd = x->shape();
   if (a.sampling_ratio == 0 || 4 * a.sampling_ratio * a.sampling_ratio > kMaxRoiAlignTaps || !xd[1].is_static() ||
-      !xd[2].is_static() || !xd[3].is_static())
-    return false;
+      !xd[2].is_static() || !xd[3].is_static()) {
+    const Type& ind = n.input(2)->type();
+    if (e.differentiates() || (x->dtype() != DType::F32 && x->dtype() != DType::F64) ||
+        n.input(1)->type().dtype() != x->dtype() || !ind.is_tensor() || ind.dtype() != DType::I64)
+      return false;
+    e.finish("", "RoiAlign", {n.input(0), n.input(1), n.input(2)},
+             {{"mode", Attribute::of_string(a.max ? "max" : "avg")},
+              {"coordinate_transformation_mode", Attribute::of_string(a.half_pixel ? "half_pixel" : "output_half_pixel")},
+              {"output_height", Attribute::of_int(a.height)},
+              {"output_width", Attribute::of_int(a.width)},
+              {"sampling_ratio", Attribute::of_int(a.sampling_ratio)},
+              {"spatial_scale", Attribute::of_float(static_cast<float>(a.spatial_scale))}},
+             std::string(kTccDomain));
+    return true;
+  }
   const int64_t channels = xd[1].value(), h = xd[2].value(), w = xd[3].value(), s = a.sampling_ratio;
   const Dim regions = y.shape()[0];
   auto f64 = [](const Dims& d) { return Type::tensor(DType::F64, d); };
@@ -713,6 +736,9 @@ void register_detection_ops(OpRegistry& r) {
   r.add(OpDef{std::string(kTccDomain), "NmsSelect", 1, 0, infer_nms_select, eval_nms_select,
               {DType::F32, DType::I64}})
       .kernel_role(KernelRole::Nms);
+  r.add(OpDef{std::string(kTccDomain), "RoiAlign", 1, kReduction, infer_roi_align, eval_roi_align,
+              {DType::F32, DType::F64, DType::I64}})
+      .kernel_role(KernelRole::RoiAlign);
 }
 
 }  // namespace tcc

@@ -71,7 +71,7 @@ std::string check_gemm_body(const Graph& body) {
 }
 
 std::string check_kind(FusionKind kind, const Graph& body) {
-  size_t counts[static_cast<size_t>(KernelRole::Nms) + 1] = {};
+  size_t counts[static_cast<size_t>(KernelRole::RoiAlign) + 1] = {};
   for (const auto& n : body.nodes()) ++counts[static_cast<size_t>(kernel_role(*n))];
   size_t reductions = counts[static_cast<size_t>(KernelRole::Reduction)];
   size_t contractions = counts[static_cast<size_t>(KernelRole::Contraction)];
@@ -99,12 +99,13 @@ std::string check_kind(FusionKind kind, const Graph& body) {
       const auto& nodes = body.nodes();
       const KernelRole single = nodes.size() == 1 ? kernel_role(*nodes.front()) : KernelRole::None;
       if (single == KernelRole::Indexed || single == KernelRole::Attention || single == KernelRole::TopK ||
-          single == KernelRole::Recurrence || single == KernelRole::Nms)
+          single == KernelRole::Recurrence || single == KernelRole::Nms ||
+          single == KernelRole::RoiAlign)
         return "";
       for (size_t i = 0; i < nodes.size(); ++i)
         if (kernel_role(*nodes[i]) != KernelRole::Movement || (i > 0 && nodes[i]->input(0) != nodes[i - 1]->output(0)))
           return "a single body is a chain of movement nodes (each reading the one before) or one node of the "
-                 "Indexed, Attention, TopK, Recurrence or Nms kernel role";
+                 "Indexed, Attention, TopK, Recurrence, Nms or RoiAlign kernel role";
       if (body.outputs().size() != 1 || body.outputs().front() != nodes.back()->output(0))
         return "a movement chain's one output is its last node's";
       return "";

@@ -40,6 +40,9 @@ enum class KernelRole {
                 // persistent kernel of its own (codegen/recurrence_template.h)
   Nms,          // tcc::NmsSelect, which NonMaxSuppression decomposes into: one kernel of its own
                 // (codegen/nms_template.h)
+  RoiAlign,     // tcc::RoiAlign, which RoiAlign decomposes into where its Gather cannot take it (samples
+                // counted from the data, too many taps, a symbolic image): one kernel of its own
+                // (codegen/roi_align_template.h)
 };
 
 // The role of n: its OpDef's `kernel` role, given its attributes, dtypes and

@@ -636,6 +636,26 @@ TEST(Nms, EmulatedOnTheHostTiesAndDegenerateBoxesMatchTheInterpreter) {
   fs::remove_all(dir);
 }
 
+// The RoiAlign template (codegen/roi_align_template.h) at its default block
+// and at 64 threads: adaptive samples averaged and their max, and a fixed
+// grid of 5 x 5, over 7 regions whose corners lie in [-2, 6) scaled by 1.5 to
+// 3 (so regions cover many pixels, leave the image, or are empty or inverted)
+// and batch indices from -1 to 10 of 10 images (those outside give 0).
+TEST(RoiAlign, EmulatedOnTheHostAdaptiveSamplesMatchTheInterpreter) {
+  ScheduledModel s = schedule_model("tests/kernels/roi_align.tir");
+  ASSERT_EQ(s.schedule.kernels.size(), 3u);
+  for (const kir::Kernel& k : s.schedule.kernels) EXPECT_EQ(k.kind, kir::Kind::RoiAlign) << k.name;
+  KernelVariants v = variants(s, default_or_block_64);
+  EXPECT_EQ(v.kernels.size(), 6u);
+  fs::path dir = make_temp_dir("tcc_roi_align");
+  SharedLibrary lib = emulated_library(v, dir);
+  expect_emulated_runs_match(s, v.kernels, v.configs, lib, {{"r", 7}}, [](DType t, std::mt19937& rng) {
+    std::uniform_real_distribution<double> at(-2, 6);
+    return t == DType::I64 ? static_cast<double>(rng() % 12) - 1 : at(rng);
+  });
+  fs::remove_all(dir);
+}
+
 // The persistent recurrence (codegen/recurrence_template.h) of every cell,
 // forward, reverse and bidirectional, with sequence_lens (drawn from -2 to 6
 // over 5 steps, so clamped at both ends), at its default block of one warp

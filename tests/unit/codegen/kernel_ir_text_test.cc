@@ -113,7 +113,7 @@ TEST(KernelIrText, MalformedTextNamesFileLineAndColumn) {
   EXPECT_EQ(parse_error(""), "t.kir:1:1: expected 'kernel', got end of file");
   EXPECT_EQ(parse_error("kernel k loop domain [4]\n"),
             "t.kir:1:10: expected a kernel kind (pointwise, reduction, gemm, conv, attention, topk, recurrence, "
-            "nms), got 'loop'");
+            "nms, roi_align), got 'loop'");
   EXPECT_EQ(parse_error("kernel k pointwise domain [4 | 2]\n"), "t.kir:1:30: only a reduction kernel's domain has a '|'");
   EXPECT_EQ(parse_error("kernel k reduction domain [4, 2]\n"),
             "t.kir:1:32: expected '|' between a reduction's outer and reduced axes, got ']'");

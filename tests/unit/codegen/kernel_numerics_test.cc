@@ -170,7 +170,7 @@ TEST_F(KernelNumerics, EveryFusionPatternBecomesKernels) {
   }
   EXPECT_EQ(kinds, (std::set<kir::Kind>{kir::Kind::Pointwise, kir::Kind::Reduction, kir::Kind::Gemm, kir::Kind::Conv,
                                         kir::Kind::Attention, kir::Kind::TopK, kir::Kind::Recurrence,
-                                        kir::Kind::Nms}));
+                                        kir::Kind::Nms, kir::Kind::RoiAlign}));
 }
 
 TEST_F(KernelNumerics, HostKernelsMatchTheInterpreter) {
