@@ -656,14 +656,12 @@ const char* const kAttentionTf32Helpers = R"(static __device__ __forceinline__ u
 
 bool attention_tf32(const kir::Kernel& k, const KernelConfig& c) {
   const kir::AttentionDesc& a = desc(k);
-  return a.pass == kir::AttentionPass::Forward && c.mma && operand_dtype(k, a) == DType::F32;
+  return a.tf32 && a.pass == kir::AttentionPass::Forward && c.mma && operand_dtype(k, a) == DType::F32;
 }
 
-std::string attention_precision(const kir::Kernel& k) {
-  const kir::AttentionDesc& a = desc(k);
-  if (a.pass == kir::AttentionPass::Forward && operand_dtype(k, a) == DType::F32 && mma_refusal(k, a).empty())
-    return "tf32";
-  return std::string(dtype_name(operand_dtype(k, a)));
+std::string attention_precision(const kir::Kernel& k, const KernelConfig& c) {
+  if (attention_tf32(k, c)) return "tf32";
+  return std::string(dtype_name(operand_dtype(k, desc(k))));
 }
 
 KernelConfig attention_default_config(const kir::Kernel& k) {

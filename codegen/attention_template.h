@@ -79,10 +79,10 @@ extern const char* const kAttentionTf32Helpers;
 // Whether config c runs k's products on the tensor cores in TF32: the mma
 // layout of a forward over f32 operands (AttentionDesc::tf32).
 bool attention_tf32(const kir::Kernel& k, const KernelConfig& c);
-// The precision of k's products for the report: "tf32" where the mma layout
-// may take its f32 operands (AttentionDesc::tf32, heads it takes), else its
-// operands' dtype (f32 exact on the CUDA cores, f16 or bf16).
-std::string attention_precision(const kir::Kernel& k);
+// The precision of k's products under config c, for the report: "tf32" where
+// c runs them in TF32 (attention_tf32), else its operands' dtype (f32 exact on
+// the CUDA cores, f16 or bf16), so a tuned exact layout reports f32.
+std::string attention_precision(const kir::Kernel& k, const KernelConfig& c);
 
 // Without tuning: the mma layout in blocks of 128 where the dtype (f16, bf16,
 // or f32 under tf32) and heads allow, else the split layout with four lanes to a row in blocks of 128

@@ -551,7 +551,7 @@ TEST(Attention, EmulatedOnTheHostTf32TensorCoresMatchTheInterpreter) {
     const bool tensor_cores = k.nodes.front() != "odd_heads";
     EXPECT_EQ(k.attention->tf32, true) << k.nodes.front();
     EXPECT_EQ(default_config(k).mma, tensor_cores) << k.nodes.front();
-    EXPECT_EQ(attention_precision(k), tensor_cores ? "tf32" : "f32") << k.nodes.front();
+    EXPECT_EQ(attention_precision(k, default_config(k)), tensor_cores ? "tf32" : "f32") << k.nodes.front();
   }
   int tf32_variants = 0;
   for (size_t i = 0; i < v.kernels.size(); ++i) tf32_variants += attention_tf32(v.kernels[i], v.configs[i]);
@@ -569,7 +569,7 @@ TEST(Attention, EmulatedOnTheHostTf32TensorCoresMatchTheInterpreter) {
     mma.block = 128;
     mma.mma = true;
     EXPECT_NE(attention_refusal(k, mma), "") << k.nodes.front();
-    EXPECT_EQ(attention_precision(k), "f32") << k.nodes.front();
+    EXPECT_EQ(attention_precision(k, default_config(k)), "f32") << k.nodes.front();
   }
 }
 
