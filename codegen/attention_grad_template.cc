@@ -259,6 +259,201 @@ class CudaAttentionGrad : GradWriter {
   int warps_;
 };
 
+// The gradient passes' tensor-core layout, FlashAttention-2's backward on mma.sync: each warp takes 16 rows of
+// the pass's output (query rows for GradQ, key rows of a kv head for the others), their operand rows as A
+// fragments in registers (attention_emit's layout), and walks the other side 32 rows a tile through shared
+// memory, recomputing the scores from the saved log-sum-exp: GradQ, per key tile, S = Q K^T and dP = dY V^T,
+// then dQ += dS K with dS = P (dP - D) * scale; the key-row passes, per query tile of each head of the group,
+// S^T = K Q^T, then dV += P^T dY and, with dP^T = V dY^T, dK += dS^T Q. Products in the operands' dtype (TF32
+// for f32 under --precision tf32), the coefficients rounded to it as A fragments, accumulated in f32; the
+// statistics pass (dY . Y) stays on the CUDA cores.
+class MmaAttentionGrad : GradWriter {
+ public:
+  MmaAttentionGrad(const kir::Kernel& k, const KernelConfig& c)
+      : GradWriter(k), warps_(c.block / 32), t_(operand_dtype(k, a_)), tf32_(t_ == DType::F32) {}
+
+  std::string print() {
+    const std::string RH = std::to_string(key_rows(a_) ? a_.kv_heads : a_.heads);
+    out_ += emitc::cuda_signature(k_, false, warps_ * 32);
+    line("const int64_t SQ = " + expr(a_.q_len) + ", SK = " + expr(a_.kv_len) + ";");
+    line("const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;");
+    line("const int64_t b = blockIdx.x / " + RH + ", hr = blockIdx.x % " + RH + ";");
+    line("const int64_t first = (int64_t)blockIdx.y * " + std::to_string(warps_ * kMmaRows) + ";");
+    line("const int64_t r0 = first + warp * " + std::to_string(kMmaRows) + " + g, r1 = r0 + 8;");
+    if (key_rows(a_)) key_tile_pass();
+    else query_tile_pass();
+    out_ += "}\n";
+    return out_;
+  }
+
+ private:
+  static constexpr int kTile = 32;  // rows of the other side per shared tile
+
+  // __shared__ tiles of kTile rows of `size`: `rows` (tile[row][e]) and, for f16 and bf16 where named,
+  // `transposed` (tile[e][row]), the B operand of a product that sums over the tile's rows.
+  void declare_tiles(const std::string& rows, const std::string& transposed, int64_t size) {
+    const std::string T = std::to_string(kTile);
+    line("__shared__ __align__(16) " + tile_bits(t_) + " " + rows + "[" + T + "][" +
+         std::to_string(tf32_ ? split_pitch(size) : mma_pitch(size)) + "];");
+    if (!tf32_ && !transposed.empty())
+      line("__shared__ __align__(16) uint16_t " + transposed + "[" + std::to_string(size) + "][" +
+           std::to_string(mma_pitch(kTile)) + "];");
+  }
+
+  // Rows start .. start + kTile - 1 of `from` (zeros from row `bound` on) into the tiles.
+  void load_tiles(const std::string& rows, const std::string& transposed, const std::string& from,
+                  const SymExpr& stride, int64_t size, const std::string& start, const std::string& bound) {
+    const std::string S = std::to_string(size), bits = tile_bits(t_);
+    open("for (int x = tid; x < " + std::to_string(kTile) + " * " + S + "; x += " + std::to_string(warps_ * 32) +
+         ")");
+    line("const int r = x / " + S + ", d = x % " + S + ";");
+    line("const " + bits + " e = " + start + " + r < " + bound + " ? " +
+         tile_element(t_, from + "[(" + start + " + r) * " + expr(stride) + " + d]") + " : (" + bits + ")0;");
+    line(rows + "[r][d] = e;");
+    if (!tf32_ && !transposed.empty()) line(transposed + "[d][r] = e;");
+    close();
+  }
+
+  // float acc[size / 8][4], zeroed: an f32 accumulator of 16 rows of `size`.
+  void declare_accumulator(const std::string& acc, int64_t size) {
+    const std::string n = std::to_string(size / 8);
+    line("float " + acc + "[" + n + "][4];");
+    line("for (int n = 0; n < " + n + "; ++n) " + acc + "[n][0] = " + acc + "[n][1] = " + acc + "[n][2] = " + acc +
+         "[n][3] = 0.f;");
+  }
+
+  // The accumulator's rows r0 and r1 into `buffer` (row head hr) where they are below `bound`.
+  void store_accumulator(const std::string& acc, int buffer, const std::array<SymExpr, 3>& s, int64_t size,
+                         const std::string& bound) {
+    for (const auto& [row, q] : {std::pair<std::string, int>{"r0", 0}, {"r1", 2}}) {
+      open("if (" + row + " < " + bound + ")");
+      line(stored(k_, buffer) + "* __restrict__ R = " + p(buffer) + " + " +
+           offset({{"b", s[0]}, {"hr", s[1]}, {row, s[2]}}) + ";");
+      open("for (int n = 0; n < " + std::to_string(size / 8) + "; ++n)");
+      line("R[n * 8 + 2 * t] = " + emitc::encode(acc + "[n][" + std::to_string(q) + "]", dtype_of(k_, buffer)) + ";");
+      line("R[n * 8 + 2 * t + 1] = " + emitc::encode(acc + "[n][" + std::to_string(q + 1) + "]", dtype_of(k_, buffer)) +
+           ";");
+      close();
+      close();
+    }
+  }
+
+  // Lines that turn element q of n-tile nt of the scores sc (row i, key j; outside: past the queries or keys)
+  // into P = exp(s - lse), and where `dp` names dP's fragments into dS = P (dP - dd) * scale (times the
+  // soft-cap's derivative), assigned to `coefficient`.
+  void coefficients(const std::string& outside, const std::string& lse, const std::string& dd, const std::string& dp,
+                    const std::string& coefficient, const std::string& probability) {
+    const std::string neg_inf = emitc::literal(-INFINITY, DType::F32);
+    line("float s = sc[nt][q] * " + emitc::literal(a_.scale, DType::F32) + ";");
+    if (capped()) line("float dcap = 0.f;");
+    for (const std::string& l : masked_score(k_, a_, outside, capped() ? "dcap" : "")) line(l);
+    line("const float lse = " + lse + ";");
+    line("const float pij = s == " + neg_inf + " || lse == " + neg_inf + " ? 0.f : expf(s - lse);");
+    if (!probability.empty()) line(probability + "[nt][q] = pij;");
+    if (dp.empty()) line(coefficient + "[nt][q] = pij;");
+    else
+      line(coefficient + "[nt][q] = pij * (" + dp + "[nt][q] - " + dd + ") * " +
+           emitc::literal(a_.scale, DType::F32) + (capped() ? " * dcap" : "") + ";");
+  }
+
+  // GradQ: the warp's 16 query rows against the keys, a tile at a time.
+  void query_tile_pass() {
+    const int64_t hd = a_.head_size, vd = a_.v_head_size;
+    const std::string T = std::to_string(kTile), neg_inf = emitc::literal(-INFINITY, DType::F32);
+    line("const int64_t h = hr, hk = h / " + G() + ";");
+    row_pointer("Q", a_.q, a_.q_strides, "h", "");
+    row_pointer("K", a_.k, a_.k_strides, "hk", "");
+    row_pointer("V", a_.v, a_.v_strides, "hk", "");
+    row_pointer("dY", a_.dout, a_.dout_strides, "h", "");
+    row_pointer("A", a_.aux, a_.aux_strides, "h", "");
+    declare_tiles("ks", "kt", hd);
+    declare_tiles("vk", "", vd);
+    lines(a_fragments(t_, "qa", "Q", a_.q_strides[2], hd, "SQ"));
+    lines(a_fragments(t_, "da", "dY", a_.dout_strides[2], vd, "SQ"));
+    for (const char* r : {"0", "1"}) {
+      const std::string row = std::string("r") + r;
+      line("const float lse" + std::string(r) + " = " + row + " < SQ ? " +
+           at("A", a_.aux, a_.aux_strides[2], row, "0") + " : " + neg_inf + ";");
+      line("const float dd" + std::string(r) + " = " + row + " < SQ ? " +
+           at("A", a_.aux, a_.aux_strides[2], row, "1") + " : 0.f;");
+    }
+    declare_accumulator("acc", hd);
+    const std::string BM = std::to_string(warps_ * kMmaRows);
+    line(std::string("const int64_t kv_end = ") + (a_.causal ? "SK < first + " + BM + " ? SK : first + " + BM : "SK") +
+         ";");
+    open("for (int64_t j0 = 0; j0 < kv_end; j0 += " + T + ")");
+    line("__syncthreads();");
+    load_tiles("ks", "kt", "K", a_.k_strides[2], hd, "j0", "SK");
+    load_tiles("vk", "", "V", a_.v_strides[2], vd, "j0", "SK");
+    line("__syncthreads();");
+    lines(row_products(t_, "sc", "qa", "ks", hd));
+    lines(row_products(t_, "dp", "da", "vk", vd));
+    open("for (int nt = 0; nt < 4; ++nt)");
+    open("for (int q = 0; q < 4; ++q)");
+    line("const int64_t i = q < 2 ? r0 : r1, j = j0 + nt * 8 + 2 * t + (q & 1);");
+    coefficients("j >= SK || i >= SQ", "q < 2 ? lse0 : lse1", "(q < 2 ? dd0 : dd1)", "dp", "sc", "");
+    close();
+    close();
+    lines(weighted_rows(t_, "sc", "ks", "kt", "acc", hd));
+    close();
+    store_accumulator("acc", o_, output_strides(k_), hd, "SQ");
+  }
+
+  // GradK, GradV and GradKV: the warp's 16 key rows against the query rows of each head of their kv head's
+  // group, a tile at a time; GradKV accumulates dK (acc) and dV (accv) from the same scores.
+  void key_tile_pass() {
+    const int64_t hd = a_.head_size, vd = a_.v_head_size;
+    const std::string T = std::to_string(kTile), neg_inf = emitc::literal(-INFINITY, DType::F32);
+    line("const int64_t hk = hr;");
+    row_pointer("K", a_.k, a_.k_strides, "hk", "");
+    row_pointer("V", a_.v, a_.v_strides, "hk", "");
+    const std::string qt = grad_k() ? "qt" : "", yt = grad_v() ? "yt" : "";
+    declare_tiles("qs", qt, hd);
+    declare_tiles("ys", yt, vd);
+    line("__shared__ float ls[" + T + "], ds[" + T + "];");
+    lines(a_fragments(t_, "ka", "K", a_.k_strides[2], hd, "SK"));
+    if (grad_k()) lines(a_fragments(t_, "va", "V", a_.v_strides[2], vd, "SK"));
+    declare_accumulator("acc", a_.pass == AttentionPass::GradV ? vd : hd);
+    if (a_.pass == AttentionPass::GradKV) declare_accumulator("accv", vd);
+    open("for (int gq = 0; gq < " + G() + "; ++gq)");
+    line("const int64_t h = hk * " + G() + " + gq;");
+    row_pointer("Q", a_.q, a_.q_strides, "h", "");
+    row_pointer("dY", a_.dout, a_.dout_strides, "h", "");
+    row_pointer("A", a_.aux, a_.aux_strides, "h", "");
+    open(std::string("for (int64_t i0 = ") + (a_.causal ? "first" : "0") + "; i0 < SQ; i0 += " + T + ")");
+    line("__syncthreads();");
+    load_tiles("qs", qt, "Q", a_.q_strides[2], hd, "i0", "SQ");
+    load_tiles("ys", yt, "dY", a_.dout_strides[2], vd, "i0", "SQ");
+    open("if (tid < " + T + ")");
+    line("ls[tid] = i0 + tid < SQ ? " + at("A", a_.aux, a_.aux_strides[2], "(i0 + tid)", "0") + " : " + neg_inf + ";");
+    line("ds[tid] = i0 + tid < SQ ? " + at("A", a_.aux, a_.aux_strides[2], "(i0 + tid)", "1") + " : 0.f;");
+    close();
+    line("__syncthreads();");
+    lines(row_products(t_, "sc", "ka", "qs", hd));
+    if (grad_k()) lines(row_products(t_, "dp", "va", "ys", vd));
+    if (a_.pass == AttentionPass::GradKV) line("float pv[4][4];");
+    open("for (int nt = 0; nt < 4; ++nt)");
+    open("for (int q = 0; q < 4; ++q)");
+    line("const int c = nt * 8 + 2 * t + (q & 1);");
+    line("const int64_t j = q < 2 ? r0 : r1, i = i0 + c;");
+    coefficients("i >= SQ || j >= SK", "ls[c]", "ds[c]", grad_k() ? "dp" : "", "sc",
+                 a_.pass == AttentionPass::GradKV ? "pv" : "");
+    close();
+    close();
+    if (grad_k()) lines(weighted_rows(t_, "sc", "qs", "qt", "acc", hd));
+    if (a_.pass == AttentionPass::GradV) lines(weighted_rows(t_, "sc", "ys", "yt", "acc", vd));
+    if (a_.pass == AttentionPass::GradKV) lines(weighted_rows(t_, "pv", "ys", "yt", "accv", vd));
+    close();
+    close();
+    store_accumulator("acc", o_, output_strides(k_), a_.pass == AttentionPass::GradV ? vd : hd, "SK");
+    if (a_.pass == AttentionPass::GradKV) store_accumulator("accv", a_.dv, a_.dv_strides, vd, "SK");
+  }
+
+  int warps_;
+  DType t_;    // the operands' dtype
+  bool tf32_;  // f32 operands as TF32 (m16n8k8), else f16 or bf16 (m16n8k16)
+};
+
 // The host kernel: the same sums per output row, in double.
 class HostAttentionGrad : GradWriter {
  public:
@@ -370,37 +565,53 @@ class HostAttentionGrad : GradWriter {
 std::string emit_attention_grad_cuda(const kir::Kernel& k, const KernelConfig& c) {
   std::string refusal = attention_grad_refusal(k, c);
   TCC_CHECK(refusal.empty()) << k.name << ": " << refusal;
-  return CudaAttentionGrad(k, c).print();
+  return c.mma ? MmaAttentionGrad(k, c).print() : CudaAttentionGrad(k, c).print();
 }
 
 std::string emit_attention_grad_host(const kir::Kernel& k) { return HostAttentionGrad(k).print(); }
 
 KernelLaunch attention_grad_launch(const kir::Kernel& k, const KernelConfig& c) {
   const kir::AttentionDesc& a = grad_desc(k);
-  const int warps = c.block / 32;
+  const int rows = c.block / 32 * (c.mma ? kMmaRows : 1);
   KernelLaunch l;
   l.grid[0] = a.batch * SymExpr::constant(key_rows(a) ? a.kv_heads : a.heads);
-  l.grid[1] = ((key_rows(a) ? a.kv_len : a.q_len) + SymExpr::constant(warps - 1)).floordiv(SymExpr::constant(warps));
+  l.grid[1] = ((key_rows(a) ? a.kv_len : a.q_len) + SymExpr::constant(rows - 1)).floordiv(SymExpr::constant(rows));
   l.block[0] = c.block;
   return l;
 }
 
 KernelConfig attention_grad_default_config(const kir::Kernel& k) {
-  grad_desc(k);
-  return block_config(128);
+  KernelConfig c = block_config(128);
+  c.mma = mma_refusal(k, grad_desc(k)).empty();
+  return c;
 }
 
 std::string attention_grad_refusal(const kir::Kernel& k, const KernelConfig& c) {
-  grad_desc(k);
-  return block_config_refusal(c, "the attention backward's kernels", kMaxThreads);
+  const kir::AttentionDesc& a = grad_desc(k);
+  KernelConfig knobs = block_config(c.block);
+  knobs.mma = c.mma;
+  if (c != knobs)
+    return "the attention backward's kernels choose their threads per block and the tensor-core layout, nothing else";
+  if (std::string why = block_refusal(c.block, kMaxThreads); !why.empty()) return why;
+  return c.mma ? mma_refusal(k, a) : "";
 }
 
 std::vector<KernelConfig> attention_grad_configs(const kir::Kernel& k) {
-  return block_configs(64, kMaxThreads, {1}, [&](const KernelConfig& c) { return attention_grad_refusal(k, c); });
+  std::vector<KernelConfig> out;
+  for (bool mma : {true, false})
+    for (int block = 64; block <= kMaxThreads; block *= 2) {
+      KernelConfig c = block_config(block);
+      c.mma = mma;
+      if (attention_grad_refusal(k, c).empty()) out.push_back(c);
+    }
+  return out;
 }
 
 std::string attention_grad_schedule(const kir::Kernel& k, const KernelConfig& c) {
-  return std::string("backward ") + kir::attention_pass_name(grad_desc(k).pass) + " pass, a warp per row, block " +
+  const kir::AttentionDesc& a = grad_desc(k);
+  const std::string mma = operand_dtype(k, a) == DType::F32 ? "m16n8k8 tf32" : "m16n8k16";
+  const std::string layout = c.mma ? "tensor-core layout (mma.sync " + mma + "), 16 rows a warp" : "a warp per row";
+  return std::string("backward ") + kir::attention_pass_name(a.pass) + " pass, " + layout + ", block " +
          std::to_string(c.block);
 }
 

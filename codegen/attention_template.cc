@@ -22,37 +22,9 @@ constexpr int kKeys = 32;  // keys per shared tile
 // layout, whose per-thread registers do not grow with the head.
 constexpr int64_t kSplitMaxHead = 64;
 constexpr int kWarpRows = 4;  // warp layout: query rows per warp
-constexpr int kMmaRows = 16;  // mma layout: query rows per warp, an m16 tile
-// Heads up to this size may take the mma layout, whose query fragments and
-// output accumulators stay in registers (TF32's query fragments twice f16's).
-constexpr int64_t kMmaMaxHead = 128;
 constexpr int kMaxThreads = 256;
 
 bool splits(const kir::AttentionDesc& a) { return a.head_size <= kSplitMaxHead && a.v_head_size <= kSplitMaxHead; }
-
-DType operand_dtype(const kir::Kernel& k, const kir::AttentionDesc& a) {
-  return k.buffers[static_cast<size_t>(a.q >= 0 ? a.q : a.dout)].dtype;  // the statistics pass has dY, not Q
-}
-
-// Why the mma layout cannot compute k ("" where it can): it multiplies f16 or
-// bf16 on the tensor cores, 16 head elements at a time for the scores and 8
-// for the output, or f32 as TF32 where the module's precision is tf32, 8 at a
-// time for both.
-std::string mma_refusal(const kir::Kernel& k, const kir::AttentionDesc& a) {
-  DType t = operand_dtype(k, a);
-  if (t == DType::F32) {
-    if (!a.tf32) return "the tensor-core layout multiplies f32 only as TF32 (--precision tf32)";
-    if (a.head_size % 8 != 0 || a.v_head_size % 8 != 0 || a.head_size > kMmaMaxHead || a.v_head_size > kMmaMaxHead)
-      return "the TF32 tensor-core layout takes heads that are multiples of 8 up to " + std::to_string(kMmaMaxHead);
-    return "";
-  }
-  if (t != DType::F16 && t != DType::BF16) return "the tensor-core layout multiplies f16, bf16 or TF32, not " +
-                                                  std::string(dtype_name(t));
-  if (a.head_size % 16 != 0 || a.v_head_size % 8 != 0 || a.head_size > kMmaMaxHead || a.v_head_size > kMmaMaxHead)
-    return "the tensor-core layout takes heads that are multiples of 16 (values 8) up to " +
-           std::to_string(kMmaMaxHead);
-  return "";
-}
 
 // The block's shape under a config.
 struct Blocking {
@@ -78,20 +50,6 @@ int warp_pitch(const kir::AttentionDesc& a) { return static_cast<int>(std::max(a
 int64_t warp_shared_bytes(const kir::AttentionDesc& a, const Blocking& b) {
   return (b.rows * a.head_size + kKeys * warp_pitch(a)) * 4;
 }
-
-// A shared tile's row pitch in floats for rows of `size`: a multiple of four
-// (16-byte rows for float4 loads) whose quarter is odd, so the up to eight
-// neighbouring rows a split layout's lanes read at once start in different
-// 16-byte bank groups.
-int split_pitch(int64_t size) {
-  int pitch = static_cast<int>((size + 3) / 4 * 4);
-  return (pitch / 4) % 2 == 1 ? pitch : pitch + 4;
-}
-
-// The mma layout's shared row pitch in 16-bit elements for rows of `size`:
-// a whole number of 32-bit words that is four times an odd number, so the
-// eight rows and four word columns a fragment load reads hit 32 banks.
-int mma_pitch(int64_t size) { return 2 * split_pitch((size + 1) / 2); }
 
 const kir::AttentionDesc& desc(const kir::Kernel& k) {
   TCC_CHECK(k.kind == kir::Kind::Attention && k.attention.has_value()) << k.name << " is not an attention kernel";
@@ -395,41 +353,24 @@ class WarpAttention : CudaAttentionWriter {
 class MmaAttention : CudaAttentionWriter {
  public:
   MmaAttention(const kir::Kernel& k, const KernelConfig& c)
-      : CudaAttentionWriter(k, c), tf32_(operand_dtype(k, a_) == DType::F32),
+      : CudaAttentionWriter(k, c), t_(operand_dtype(k, a_)), tf32_(t_ == DType::F32),
         kp_(tf32_ ? split_pitch(a_.head_size) : mma_pitch(a_.head_size)),
-        vp_(tf32_ ? split_pitch(a_.v_head_size) : mma_pitch(kKeys)),
-        mma_(tf32_ ? "tcc_mma_tf32" : operand_dtype(k, a_) == DType::F16 ? "tcc_mma_f16" : "tcc_mma_bf16") {}
+        vp_(tf32_ ? split_pitch(a_.v_head_size) : mma_pitch(kKeys)) {}
 
   std::string print() {
     const int D = static_cast<int>(a_.head_size), DV = static_cast<int>(a_.v_head_size);
-    const int K = tf32_ ? 8 : 16;  // head elements an mma's k-step takes
-    const std::string KS = std::to_string(D / K), NO = std::to_string(DV / 8), BN = std::to_string(kKeys);
+    const std::string NO = std::to_string(DV / 8), BN = std::to_string(kKeys);
     const std::string T = std::to_string(b_.threads());
     const std::string neg_inf = emitc::literal(-INFINITY, DType::F32);
     prologue();
     line("const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;");
     line("const int64_t r0 = i0 + warp * " + std::to_string(kMmaRows) + " + g, r1 = r0 + 8;");
-    const std::string bits = tf32_ ? "uint32_t" : "uint16_t";
+    const std::string bits = tile_bits(t_);
     line("__shared__ __align__(16) " + bits + " ks[" + BN + "][" + std::to_string(kp_) + "];");
     if (tf32_) line("__shared__ __align__(16) uint32_t vs[" + BN + "][" + std::to_string(vp_) + "];");
     else line("__shared__ __align__(16) uint16_t vt[" + std::to_string(DV) + "][" + std::to_string(vp_) + "];");
-    // The query rows as A fragments, k-step kk holding head elements K kk .. K kk + K - 1.
-    line("uint32_t qa[" + KS + "][4];");
-    open("for (int kk = 0; kk < " + KS + "; ++kk)");
-    if (tf32_) {
-      line("const int c = kk * 8 + t;");
-      line("qa[kk][0] = " + query_tf32("r0", "c") + ";");
-      line("qa[kk][1] = " + query_tf32("r1", "c") + ";");
-      line("qa[kk][2] = " + query_tf32("r0", "c + 4") + ";");
-      line("qa[kk][3] = " + query_tf32("r1", "c + 4") + ";");
-    } else {
-      line("const int c = kk * 16 + 2 * t;");
-      line("qa[kk][0] = " + query_pair("r0", "c") + ";");
-      line("qa[kk][1] = " + query_pair("r1", "c") + ";");
-      line("qa[kk][2] = " + query_pair("r0", "c + 8") + ";");
-      line("qa[kk][3] = " + query_pair("r1", "c + 8") + ";");
-    }
-    close();
+    // The query rows as A fragments, k-step kk holding head elements k kk .. k kk + k - 1.
+    lines(a_fragments(t_, "qa", "Q", a_.q_strides[2], D, "SQ"));
     line("float o[" + NO + "][4];");
     line("for (int n = 0; n < " + NO + "; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;");
     line("float m0 = " + neg_inf + ", m1 = " + neg_inf + ", l0 = 0.f, l1 = 0.f;");
@@ -438,28 +379,18 @@ class MmaAttention : CudaAttentionWriter {
     line("__syncthreads();");
     open("for (int x = tid; x < " + BN + " * " + std::to_string(D) + "; x += " + T + ")");
     line("const int r = x / " + std::to_string(D) + ", d = x % " + std::to_string(D) + ";");
-    line("ks[r][d] = j0 + r < SK ? " + tile_element("K[(j0 + r) * " + expr(a_.k_strides[2]) + " + d]") + " : (" +
+    line("ks[r][d] = j0 + r < SK ? " + tile_element(t_, "K[(j0 + r) * " + expr(a_.k_strides[2]) + " + d]") + " : (" +
          bits + ")0;");
     close();
     open("for (int x = tid; x < " + BN + " * " + std::to_string(DV) + "; x += " + T + ")");
     line("const int r = x / " + std::to_string(DV) + ", d = x % " + std::to_string(DV) + ";");
     line(std::string(tf32_ ? "vs[r][d]" : "vt[d][r]") + " = j0 + r < SK ? " +
-         tile_element("V[(j0 + r) * " + expr(a_.v_strides[2]) + " + d]") + " : (" + bits + ")0;");
+         tile_element(t_, "V[(j0 + r) * " + expr(a_.v_strides[2]) + " + d]") + " : (" + bits + ")0;");
     close();
     line("__syncthreads();");
-    // Scores of the warp's 16 rows against the tile's keys, eight keys an n-tile.
-    line("float sc[4][4];");
+    // Scores of the warp's 16 rows against the tile's keys, eight keys an n-tile, scaled and masked.
+    lines(row_products(t_, "sc", "qa", "ks", D));
     open("for (int nt = 0; nt < 4; ++nt)");
-    line("sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0.f;");
-    open("for (int kk = 0; kk < " + KS + "; ++kk)");
-    if (tf32_)
-      line("const uint32_t kb[2] = {ks[nt * 8 + g][kk * 8 + t], ks[nt * 8 + g][kk * 8 + t + 4]};");
-    else
-      line("const uint32_t kb[2] = {" + shared_pair("ks", "nt * 8 + g", "kk * 16 + 2 * t") + ", " +
-           shared_pair("ks", "nt * 8 + g", "kk * 16 + 2 * t + 8") + "};");
-    line(mma_ + "(sc[nt], qa[kk], kb);");
-    close();
-    // Scaled and masked: element q of n-tile nt is row q < 2 ? r0 : r1, key j0 + 8 nt + 2 t + q % 2.
     open("for (int q = 0; q < 4; ++q)");
     line("const int64_t i = q < 2 ? r0 : r1, j = j0 + nt * 8 + 2 * t + (q & 1);");
     line("float s = sc[nt][q] * " + emitc::literal(a_.scale, DType::F32) + ";");
@@ -495,8 +426,7 @@ class MmaAttention : CudaAttentionWriter {
     line("o[n][2] *= a1;");
     line("o[n][3] *= a1;");
     close();
-    if (tf32_) probabilities_times_v_tf32(NO);
-    else probabilities_times_v(NO);
+    lines(weighted_rows(t_, "sc", "vs", "vt", "o", DV));
     close();
     open("for (int x = 1; x < 4; x <<= 1)");
     line("l0 += __shfl_xor_sync(0xffffffffu, l0, x);");
@@ -509,54 +439,6 @@ class MmaAttention : CudaAttentionWriter {
   }
 
  private:
-  // f16 and bf16: the probabilities of keys 16 kh .. 16 kh + 15 (n-tiles 2 kh
-  // and 2 kh + 1) are an A fragment as they lie.
-  void probabilities_times_v(const std::string& NO) {
-    open("for (int kh = 0; kh < 2; ++kh)");
-    line("const uint32_t pa[4] = {" + pack("sc[2 * kh][0]", "sc[2 * kh][1]") + ", " +
-         pack("sc[2 * kh][2]", "sc[2 * kh][3]") + ", " + pack("sc[2 * kh + 1][0]", "sc[2 * kh + 1][1]") + ", " +
-         pack("sc[2 * kh + 1][2]", "sc[2 * kh + 1][3]") + "};");
-    open("for (int n = 0; n < " + NO + "; ++n)");
-    line("const uint32_t vb[2] = {" + shared_pair("vt", "n * 8 + g", "kh * 16 + 2 * t") + ", " +
-         shared_pair("vt", "n * 8 + g", "kh * 16 + 2 * t + 8") + "};");
-    line(mma_ + "(o[n], pa, vb);");
-    close();
-    close();
-  }
-  // TF32: n-tile nt's probabilities as an A fragment whose column t is key
-  // 2 t and column t + 4 key 2 t + 1, and V's rows of those keys as B.
-  void probabilities_times_v_tf32(const std::string& NO) {
-    open("for (int nt = 0; nt < 4; ++nt)");
-    line("const uint32_t pa[4] = {tcc_tf32(sc[nt][0]), tcc_tf32(sc[nt][2]), tcc_tf32(sc[nt][1]), tcc_tf32(sc[nt][3])};");
-    open("for (int n = 0; n < " + NO + "; ++n)");
-    line("const uint32_t vb[2] = {vs[nt * 8 + 2 * t][n * 8 + g], vs[nt * 8 + 2 * t + 1][n * 8 + g]};");
-    line(mma_ + "(o[n], pa, vb);");
-    close();
-    close();
-  }
-  // Element c of Q's row `row` rounded to TF32 (zero past the queries).
-  std::string query_tf32(const std::string& row, const std::string& c) const {
-    return "(" + row + " < SQ ? tcc_tf32(Q[" + row + " * " + expr(a_.q_strides[2]) + " + " + c + "]) : 0u)";
-  }
-  // A K or V element as its shared tile holds it: TF32 bits, or the 16-bit bits as stored.
-  std::string tile_element(const std::string& element) const {
-    return tf32_ ? "tcc_tf32(" + element + ")" : element;
-  }
-  // Elements c and c + 1 of Q's row `row` (zeros past the queries), as one f16x2 / bf16x2 register.
-  std::string query_pair(const std::string& row, const std::string& c) const {
-    const std::string at = "Q[" + row + " * " + expr(a_.q_strides[2]) + " + " + c + "]";
-    const std::string next = "Q[" + row + " * " + expr(a_.q_strides[2]) + " + " + c + " + 1]";
-    return "(" + row + " < SQ ? (uint32_t)" + at + " | ((uint32_t)" + next + " << 16) : 0u)";
-  }
-  // Elements c and c + 1 of a shared tile's row, one 32-bit load.
-  static std::string shared_pair(const std::string& tile, const std::string& row, const std::string& c) {
-    return "*reinterpret_cast<const uint32_t*>(&" + tile + "[" + row + "][" + c + "])";
-  }
-  // Two f32 values rounded to the operand dtype, the first in the low half.
-  std::string pack(const std::string& lo, const std::string& hi) const {
-    const DType t = operand_dtype(k_, a_);
-    return "(uint32_t)" + emitc::encode(lo, t) + " | ((uint32_t)" + emitc::encode(hi, t) + " << 16)";
-  }
   // Row `row` of the output from accumulator elements first and first + 1 of
   // each n-tile, and its log-sum-exp from its maximum `top` and sum.
   void store_row(const std::string& row, const std::string& top, const std::string& sum, int first) {
@@ -572,9 +454,9 @@ class MmaAttention : CudaAttentionWriter {
     close();
   }
 
+  DType t_;           // the operands' dtype
   bool tf32_;         // f32 operands as TF32 (m16n8k8), else f16 or bf16 (m16n8k16)
   int kp_, vp_;       // the key tile's and the value tile's (transposed for f16 and bf16) row pitches
-  std::string mma_;   // the helper that issues the operand dtype's mma.sync
 };
 
 class HostAttention : emitc::CodeWriter {
@@ -656,14 +538,12 @@ const char* const kAttentionTf32Helpers = R"(static __device__ __forceinline__ u
 
 bool attention_tf32(const kir::Kernel& k, const KernelConfig& c) {
   const kir::AttentionDesc& a = desc(k);
-  return a.pass == kir::AttentionPass::Forward && c.mma && operand_dtype(k, a) == DType::F32;
+  return a.tf32 && c.mma && operand_dtype(k, a) == DType::F32;
 }
 
-std::string attention_precision(const kir::Kernel& k) {
-  const kir::AttentionDesc& a = desc(k);
-  if (a.pass == kir::AttentionPass::Forward && operand_dtype(k, a) == DType::F32 && mma_refusal(k, a).empty())
-    return "tf32";
-  return std::string(dtype_name(operand_dtype(k, a)));
+std::string attention_precision(const kir::Kernel& k, const KernelConfig& c) {
+  if (attention_tf32(k, c)) return "tf32";
+  return std::string(dtype_name(operand_dtype(k, desc(k))));
 }
 
 KernelConfig attention_default_config(const kir::Kernel& k) {

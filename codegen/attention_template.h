@@ -70,19 +70,19 @@ std::string emit_attention_cuda(const kir::Kernel& k, const KernelConfig& c);
 std::string emit_attention_host(const kir::Kernel& k);
 // Grid [batch * heads, ceil(q_len / BM)] of the config's block.
 KernelLaunch attention_launch(const kir::Kernel& k, const KernelConfig& c);
-// The device functions the mma layout calls (mma.sync for f16 and for bf16),
-// once in a CUDA source that holds such a kernel; for f32 operands
+// The device functions the mma layouts call (mma.sync for f16 and for bf16;
+// the backward's gradient passes' too), once in a CUDA source that holds such a kernel; for f32 operands
 // (attention_tf32) it calls kAttentionTf32Helpers' tcc_tf32 (cvt.rna.tf32.f32)
 // and gemm_template.h's kMmaTf32Helper instead.
 extern const char* const kAttentionMmaHelpers;
 extern const char* const kAttentionTf32Helpers;
 // Whether config c runs k's products on the tensor cores in TF32: the mma
-// layout of a forward over f32 operands (AttentionDesc::tf32).
+// layout of a forward or gradient pass over f32 operands (AttentionDesc::tf32).
 bool attention_tf32(const kir::Kernel& k, const KernelConfig& c);
-// The precision of k's products for the report: "tf32" where the mma layout
-// may take its f32 operands (AttentionDesc::tf32, heads it takes), else its
-// operands' dtype (f32 exact on the CUDA cores, f16 or bf16).
-std::string attention_precision(const kir::Kernel& k);
+// The precision of k's products under config c, for the report: "tf32" where
+// c runs them in TF32 (attention_tf32), else its operands' dtype (f32 exact on
+// the CUDA cores, f16 or bf16), so a tuned exact layout reports f32.
+std::string attention_precision(const kir::Kernel& k, const KernelConfig& c);
 
 // Without tuning: the mma layout in blocks of 128 where the dtype (f16, bf16,
 // or f32 under tf32) and heads allow, else the split layout with four lanes to a row in blocks of 128

@@ -20,6 +20,10 @@ enum class Target { Host, Cuda };
 class CodeWriter {
  protected:
   void line(const std::string& s) { out_ += indent() + s + "\n"; }
+  // Each of `ls` a line, at the current depth (their own leading spaces nest them further).
+  void lines(const std::vector<std::string>& ls) {
+    for (const std::string& l : ls) line(l);
+  }
   // `s {`, or a bare block's `{` for an empty s.
   void open(const std::string& s) {
     line(s.empty() ? "{" : s + " {");

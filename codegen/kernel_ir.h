@@ -192,8 +192,9 @@ struct AttentionDesc {
   std::array<SymExpr, 4> mask_strides;                     // per batch, head, query row, key
   double scale = 1, softcap = 0;
   bool causal = false;
-  // A forward over f32 operands in a module compiled with --precision tf32:
-  // its products may run on the tensor cores in TF32 (the mma layout).
+  // A forward or gradient pass over f32 operands in a module compiled with
+  // --precision tf32: its products may run on the tensor cores in TF32 (the
+  // mma layouts).
   bool tf32 = false;
 };
 

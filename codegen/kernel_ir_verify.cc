@@ -318,7 +318,8 @@ class Verifier {
     if (t != DType::F32 && t != DType::F16 && t != DType::BF16)
       fail(-1, "attention operands must be f32, f16 or bf16, not " + std::string(dtype_name(t)));
     const DType out = stats ? DType::F32 : t;
-    if (a.tf32 && (!forward || t != DType::F32)) fail(-1, "only an attention forward over f32 operands is tf32");
+    if (a.tf32 && (stats || t != DType::F32))
+      fail(-1, "only an attention over f32 operands, the forward or a gradient pass, is tf32");
     one_accumulation(Op::AttentionAcc);
     int stored = -1;
     for (const Instr& in : k_.body)

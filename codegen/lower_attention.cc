@@ -98,7 +98,6 @@ void Lowering::setup_attention(const Node& a) {
   int64_t size = d.v_head_size;
   if (a.op_type() != "AttentionGrad") {
     d.lse = second;
-    d.tf32 = precision_ == Precision::TF32 && k_.buffers[static_cast<size_t>(d.q)].dtype == DType::F32;
   } else {
     const std::string wrt = a.get_string("wrt", "");
     d.pass = wrt == "stats" ? kir::AttentionPass::Stats
@@ -124,6 +123,9 @@ void Lowering::setup_attention(const Node& a) {
            : d.pass == kir::AttentionPass::GradV ? d.v_head_size
                                                  : d.head_size;
   }
+  // Under tf32 an f32 attention and its gradient passes may multiply in TF32; the statistics multiply nothing.
+  d.tf32 = precision_ == Precision::TF32 && k_.buffers[static_cast<size_t>(d.q)].dtype == DType::F32 &&
+           d.pass != kir::AttentionPass::Stats;
   k_.domain = {d.batch, row_heads, rows, c(size)};
   k_.attention = d;
 

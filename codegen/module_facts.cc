@@ -10,6 +10,7 @@
 #include "codegen/attention_template.h"
 #include "codegen/emit.h"
 #include "codegen/gemm_template.h"
+#include "codegen/kernel_schedule.h"
 #include "codegen/nms_template.h"
 #include "codegen/recurrence_template.h"
 #include "codegen/roi_align_template.h"
@@ -29,10 +30,10 @@ double peak_flop_per_s(const std::string& precision, const DeviceProfile& d) {
   return d.fp32_flop_per_s;
 }
 
-KernelEstimate estimate(const kir::Kernel& k, Precision precision, const DeviceProfile& d,
+KernelEstimate estimate(const kir::Kernel& k, const KernelConfig& c, Precision precision, const DeviceProfile& d,
                         const std::map<std::string, int64_t>& sizes) {
   KernelEstimate e;
-  e.precision = kernel_precision(k, precision);
+  e.precision = kernel_precision(k, c, precision);
   e.bytes = kir::bytes_moved(k).evaluate(sizes);
   e.flop = kir::flop_count(k).evaluate(sizes);
   double memory = e.bytes ? static_cast<double>(*e.bytes) / d.bytes_per_s : 0;
@@ -111,7 +112,9 @@ ModuleFacts gather_module_facts(const ModuleContents& m) {
 
   f.kernels.resize(m.schedule->kernels.size());
   for (size_t k = 0; k < m.schedule->kernels.size(); ++k)
-    f.kernels[k] = estimate(m.schedule->kernels[k], m.options.precision, *m.device, f.sizes);
+    f.kernels[k] =
+        estimate(m.schedule->kernels[k], config_of(m.schedule->kernels, m.configs, k), m.options.precision, *m.device,
+                 f.sizes);
   std::unordered_map<std::string, const Node*> by_name;
   for (const auto& n : g.nodes()) by_name.emplace(n->name(), n.get());
   f.kernel_sources.resize(m.schedule->kernels.size());
@@ -137,14 +140,16 @@ ModuleFacts gather_module_facts(const ModuleContents& m) {
   return f;
 }
 
-std::string kernel_precision(const kir::Kernel& k, Precision precision) {
+std::string kernel_precision(const kir::Kernel& k, const KernelConfig& c, Precision precision) {
   if ((k.kind == kir::Kind::Gemm || k.kind == kir::Kind::Conv) && !k.buffers.empty()) {
     DType operand = k.buffers.front().dtype;
-    return operand == DType::F32 && precision == Precision::TF32 ? "tf32" : std::string(dtype_name(operand));
+    // tcc's template (c.tile) splits each f32 operand into two TF32 parts (3xTF32), keeping f32's accuracy.
+    const bool tf32 = operand == DType::F32 && precision == Precision::TF32 && c.tile == 0;
+    return tf32 ? "tf32" : std::string(dtype_name(operand));
   }
   // Attention reads its operands in their dtype: f32 on the CUDA cores (its backward under tf32 too), TF32 on the
-  // tensor cores where the module's precision is tf32 and its heads allow, or f16 / bf16 on the tensor cores.
-  if (k.kind == kir::Kind::Attention) return attention_precision(k);
+  // tensor cores where the layout chosen for it multiplies in TF32, or f16 / bf16 on the tensor cores.
+  if (k.kind == kir::Kind::Attention) return attention_precision(k, c);
   // TopK compares and copies its input's elements exactly, in their own dtype.
   if (k.kind == kir::Kind::TopK) return std::string(dtype_name(k.buffers.front().dtype));
   // The recurrence computes in its operands' f32 or f64, on the CUDA cores.

@@ -2,7 +2,7 @@
 // text-out tool, as `tcc opt` is the graph IR's (--print-ir-after-all,
 // --print-ir-after-change and --time-passes write to stderr as there). FILE.kir is kernel IR text
 // (docs/KERNEL_IR.md); any other FILE is a model whose kernels are lowered as
-// `tcc compile` lowers them (the way to get kernel IR to start from). The
+// `tcc compile` lowers them at --precision (the way to get kernel IR to start from). The
 // kernel-IR tests under tests/kernel_ir/ are written against it.
 #include <algorithm>
 #include <filesystem>
@@ -27,16 +27,20 @@ struct KirOptions {
   std::string file;
   kir::KernelToolOptions tool;
   std::string output;
+  std::string precision = "fp32";
   bool list_passes = false;
 };
 
-// The kernels build_schedule makes of a model for `device`, through the fuse phase.
-std::vector<kir::Kernel> lower_model(const std::string& path, const DeviceProfile& device) {
+// The kernels build_schedule makes of a model for `device` at `precision`, through the fuse phase (autocast
+// included, as in tcc compile).
+std::vector<kir::Kernel> lower_model(const std::string& path, const DeviceProfile& device, Precision precision) {
   auto model = load_model(path);
   infer_shapes(*model->graph);
   std::ostringstream report;
-  PassManager(build_pipeline("", Phase::Fuse), PassManagerOptions{}, report).run(*model);
-  return build_schedule(*model->graph, device).kernels;
+  PassManagerOptions options;
+  options.precision = precision;
+  PassManager(build_pipeline("", Phase::Fuse), options, report).run(*model);
+  return build_schedule(*model->graph, device, {}, precision).kernels;
 }
 
 ExitCode run_kir(const KirOptions& o) {
@@ -49,9 +53,10 @@ ExitCode run_kir(const KirOptions& o) {
   }
   if (o.file.empty()) throw InputError("tcc kir: a FILE is required (or --list-passes)");
   const DeviceProfile& device = find_device(o.tool.device);
+  const Precision precision = precision_of(o.precision);
   std::vector<kir::Kernel> kernels = std::filesystem::path(o.file).extension() == ".kir"
                                          ? kir::parse_kernels(read_file_bytes(o.file, "kernel IR file"), o.file)
-                                         : lower_model(o.file, device);
+                                         : lower_model(o.file, device, precision);
   write_output(o.output, kir::run_kernel_tool(std::move(kernels), o.tool, std::cerr));
   return ExitCode::Ok;
 }
@@ -68,6 +73,7 @@ CommandRunner setup_kir(CLI::App& cmd) {
   std::string devices;
   for (const DeviceProfile& d : all_devices()) devices += (devices.empty() ? "" : ", ") + d.name;
   cmd.add_option("--device", o->tool.device, "GPU the schedule passes choose for: " + devices)->capture_default_str();
+  add_precision_option(cmd, o->precision);
   cmd.add_option("--emit", o->tool.emit, "What to print: ir (kernel IR text), cuda (CUDA C++), c (host C++)");
   cmd.add_flag("--print-ir-after-all", o->tool.print_ir_after_all, "Print each kernel to stderr after every pass");
   cmd.add_flag("--print-ir-after-change", o->tool.print_ir_after_change,

@@ -551,7 +551,7 @@ TEST(Attention, EmulatedOnTheHostTf32TensorCoresMatchTheInterpreter) {
     const bool tensor_cores = k.nodes.front() != "odd_heads";
     EXPECT_EQ(k.attention->tf32, true) << k.nodes.front();
     EXPECT_EQ(default_config(k).mma, tensor_cores) << k.nodes.front();
-    EXPECT_EQ(attention_precision(k), tensor_cores ? "tf32" : "f32") << k.nodes.front();
+    EXPECT_EQ(attention_precision(k, default_config(k)), tensor_cores ? "tf32" : "f32") << k.nodes.front();
   }
   int tf32_variants = 0;
   for (size_t i = 0; i < v.kernels.size(); ++i) tf32_variants += attention_tf32(v.kernels[i], v.configs[i]);
@@ -569,7 +569,7 @@ TEST(Attention, EmulatedOnTheHostTf32TensorCoresMatchTheInterpreter) {
     mma.block = 128;
     mma.mma = true;
     EXPECT_NE(attention_refusal(k, mma), "") << k.nodes.front();
-    EXPECT_EQ(attention_precision(k), "f32") << k.nodes.front();
+    EXPECT_EQ(attention_precision(k, default_config(k)), "f32") << k.nodes.front();
   }
 }
 
@@ -589,9 +589,59 @@ TEST(AttentionBackward, EmulatedOnTheHostPassesMatchTheInterpreter) {
     ASSERT_EQ(k.kind, kir::Kind::Attention) << k.name;
     EXPECT_NE(k.attention->pass, kir::AttentionPass::Forward) << k.name;
   }
+  // The bf16 dK and dK-with-dV passes (heads of 16) default to the tensor-core layout and take it at 64 threads too.
   KernelVariants v = variants(s, default_or_block_64);
-  EXPECT_EQ(v.kernels.size(), 38u);
+  EXPECT_EQ(v.kernels.size(), 38u + 2);
   expect_emulated_attention_matches(s, v, "tcc_attention_grad");
+}
+
+// The gradient passes' tensor-core layout over f16 and bf16 operands
+// (FlashAttention-2's backward on mma.sync, emulated by the PTX ISA's fragment
+// layouts): grouped-query causal heads (dQ, dK, dV, dK with dV), 3-D operands
+// under an additive mask with soft-capping, a bool mask and a head of 128, each
+// by default (four warps, 64 rows a block) and at two warps, besides their
+// warp-per-row candidate; P and dS are rounded to the operands' dtype as the
+// fragments take them, and the gradients once.
+TEST(AttentionBackward, EmulatedOnTheHostTensorCoresMatchTheInterpreter) {
+  ScheduledModel s = schedule_model("tests/kernels/attention_grad_low.tir");
+  ASSERT_EQ(s.schedule.kernels.size(), 9u);
+  for (const kir::Kernel& k : s.schedule.kernels) {
+    EXPECT_TRUE(default_config(k).mma) << k.nodes.front();
+    EXPECT_EQ(attention_precision(k, default_config(k)), dtype_name(k.buffers.front().dtype)) << k.nodes.front();
+  }
+  KernelVariants v = variants(s, default_or_block_64);
+  int mma_variants = 0;
+  for (const KernelConfig& c : v.configs) mma_variants += c.mma ? 1 : 0;
+  EXPECT_EQ(mma_variants, 9 * 2);
+  EXPECT_EQ(v.kernels.size(), 9u * 3);
+  expect_emulated_attention_matches(s, v, "tcc_attention_grad_low");
+}
+
+// The f32 gradient passes under --precision tf32: those whose heads are
+// multiples of 8 up to 128 (the grouped-query causal ones, the bool-masked dK)
+// take the tensor-core layout through mma.sync.m16n8k8.tf32, within the TF32
+// tolerance; the 3-D heads of 20, the head of 160 and the statistics stay on
+// the CUDA cores, exact, and the bf16 passes take m16n8k16.
+TEST(AttentionBackward, EmulatedOnTheHostTf32TensorCoresMatchTheInterpreter) {
+  ScheduledModel s = schedule_model("tests/kernels/attention_grad.tir", Precision::TF32);
+  const std::set<std::string> tf32 = {"gqa_dq", "gqa_dk", "gqa_dv", "gqa_dkv", "bool_dk"};
+  for (const kir::Kernel& k : s.schedule.kernels) {
+    const std::string& node = k.nodes.front();
+    const bool low = k.buffers.front().dtype == DType::BF16;
+    EXPECT_EQ(k.attention->tf32, !low && k.attention->pass != kir::AttentionPass::Stats) << node;
+    EXPECT_EQ(default_config(k).mma, tf32.count(node) == 1 || (low && k.attention->pass != kir::AttentionPass::Stats))
+        << node;
+    EXPECT_EQ(attention_precision(k, default_config(k)), tf32.count(node) ? "tf32" : low ? "bf16" : "f32") << node;
+  }
+  KernelVariants v = variants(s, [&](const kir::Kernel& k, const KernelConfig& c) {
+    return default_or_block_64(k, c) && (tf32.count(k.nodes.front()) == 1 || c == default_config(k));
+  });
+  int tf32_variants = 0;
+  for (size_t i = 0; i < v.kernels.size(); ++i) tf32_variants += attention_tf32(v.kernels[i], v.configs[i]);
+  EXPECT_EQ(tf32_variants, 5 * 2);
+  const std::string cuda = emit_cuda(s.schedule.kernels, {});
+  EXPECT_NE(cuda.find("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"), std::string::npos);
+  expect_emulated_attention_matches(s, v, "tcc_attention_grad_tf32");
 }
 
 // The TopK template (codegen/topk_template.h) at its default and every

@@ -157,6 +157,44 @@ TEST_F(CompileTest, MixedPrecisionTrainingKeepsF32MasterWeights) {
   EXPECT_EQ(gemms, 5) << "two forward GEMMs, three for their gradients";
 }
 
+// --train --precision bf16 of the GPT-2 block: the attention backward's
+// gradient passes (heads of 16) take the tensor-core layout, named bf16 in the
+// report and by their schedule in the manifest, their CUDA calling
+// m16n8k16's bf16 helper, while the statistics pass stays f32 on the CUDA
+// cores; the step's host build agrees with the interpreter running the
+// training graph (--emit-onnx) at bf16 tolerance.
+TEST_F(CompileTest, MixedPrecisionAttentionBackwardRunsOnTensorCores) {
+  CliResult r = compile("gpt2_block.onnx", "train",
+                        "--arch sm_90 --no-ptx --train --loss-fn mse --loss-on output --label target --optimizer "
+                        "momentum --precision bf16 --emit-onnx " + shell_quote((dir_ / "step.onnx").string()));
+  ASSERT_EQ(r.code, 0) << r.output;
+  json report = json::parse(read_file(dir_ / "train" / "report.json"));
+  json m = manifest("train");
+  int forward = 0, statistics = 0, gradients = 0;
+  for (size_t i = 0; i < report["kernels"].size(); ++i) {
+    const json& k = report["kernels"][i];
+    if (k["kind"] != "attention") continue;
+    const std::string schedule = m["kernels"][i]["schedule"];
+    if (schedule.starts_with("backward stats")) {
+      ++statistics;
+      EXPECT_EQ(schedule, "backward stats pass, a warp per row, block 128");
+    } else if (schedule.starts_with("backward")) {
+      ++gradients;
+      EXPECT_EQ(k["precision"], "bf16") << k.dump();
+      EXPECT_NE(schedule.find("tensor-core layout (mma.sync m16n8k16)"), std::string::npos) << schedule;
+    } else {
+      ++forward;
+    }
+  }
+  EXPECT_EQ(forward, 1);
+  EXPECT_EQ(statistics, 1);
+  EXPECT_EQ(gradients, 2) << "dQ, and dK with dV";
+  EXPECT_NE(read_file(dir_ / "train" / "kernels.cu").find("tcc_mma_bf16("), std::string::npos);
+  CliResult run = run_tcc("run " + shell_quote((dir_ / "train").string()) + " --host --check --shapes batch=2,seq=16");
+  EXPECT_EQ(run.code, 0) << run.output;
+  EXPECT_NE(run.output.find("at bf16 tolerance"), std::string::npos) << run.output;
+}
+
 // The report's kernel table says how each kernel runs on the GPU: GPT-2's
 // layer norms keep their rows in registers, its attention is the fused
 // attention kernel, the head splits are vectorized copies, its GEMMs are

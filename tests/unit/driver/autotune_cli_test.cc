@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "codegen/emit.h"
 #include "codegen/gemm_template.h"
+#include "codegen/kernel_schedule.h"
 #include "codegen/module_writer.h"
 #include "codegen/toolchain.h"
 #include "src/autotune/candidates.h"
@@ -260,6 +262,58 @@ TEST_F(AutotuneCompile, CachedConfigsAreAppliedReportedAndDeterministic) {
     EXPECT_TRUE(read(dir_ / "a" / f) == read(dir_ / "b" / f)) << f << " differs between two compiles";
   std::string report = read(dir_ / "a" / "report.md");
   EXPECT_TRUE(contains(report, std::to_string(entries.size()) + " from the tuning cache, 1 by heuristics")) << report;
+}
+
+// Under --precision tf32 the report names the precision of the config each kernel is emitted with: the attention's
+// heuristic tensor-core layout is tf32, but a cached split layout computes it exactly (f32), as tcc's 3xTF32
+// template does a gemm's products, while the gemms left on cuBLASLt run in its TF32 mode.
+TEST_F(AutotuneCompile, TunedExactLayoutsReportF32UnderTf32) {
+  auto precisions = [&](const std::string& out) {
+    json report = json::parse(read(dir_ / out / "report.json"));
+    std::vector<std::string> p;
+    for (const json& k : report["kernels"]) p.push_back(k["precision"]);
+    return p;
+  };
+  ScheduledModel s = schedule_model("tests/fixtures/gpt2_block.onnx", Precision::TF32);
+  ASSERT_EQ(compile("heuristic", "--precision tf32 --mode max-autotune").code, 0);
+  std::vector<std::string> heuristic = precisions("heuristic");
+  ASSERT_EQ(heuristic.size(), s.schedule.kernels.size());
+  std::map<std::string, int64_t> sizes = {{"batch", kUnhintedRunSize}, {"seq", kUnhintedRunSize}};
+  const kir::Kernel* templated = first_kernel(s.schedule, kir::Kind::Gemm);
+  ASSERT_NE(templated, nullptr);
+  std::vector<autotune::CacheEntry> entries =
+      cache_entries(s.schedule, sizes, {"NVIDIA H100 80GB HBM3", "sm_90", "13.0", "13.0"}, [&](const kir::Kernel& k) {
+        // The last attention candidate is the split layout; a gemm's first template candidate is a whole tile.
+        if (k.kind == kir::Kind::Attention) return autotune::candidates(k).back();
+        if (&k != templated) return default_config(k);
+        for (const KernelConfig& c : autotune::candidates(k))
+          if (c.tile > 0) return c;
+        return default_config(k);
+      });
+  autotune::write_cache((dir_ / "tune.json").string(), entries);
+  CliResult r = compile("tuned", "--precision tf32 --mode max-autotune --cache " + at("tune.json"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::vector<std::string> tuned = precisions("tuned");
+  ASSERT_EQ(tuned.size(), s.schedule.kernels.size());
+  int attention = 0, library_gemms = 0;
+  for (size_t i = 0; i < s.schedule.kernels.size(); ++i) {
+    const kir::Kernel& k = s.schedule.kernels[i];
+    if (k.kind == kir::Kind::Attention) {
+      ++attention;
+      EXPECT_EQ(heuristic[i], "tf32") << k.name;
+      EXPECT_EQ(tuned[i], "f32") << k.name;
+    } else if (k.kind == kir::Kind::Gemm) {
+      EXPECT_EQ(heuristic[i], "tf32") << k.name;
+      EXPECT_EQ(tuned[i], &k == templated ? "f32" : "tf32") << k.name;
+      library_gemms += &k != templated;
+    } else {
+      EXPECT_EQ(tuned[i], heuristic[i]) << k.name;
+    }
+  }
+  EXPECT_EQ(attention, 1);
+  EXPECT_EQ(library_gemms, 3);
+  const std::string cu = read(dir_ / "tuned" / "kernels.cu");
+  EXPECT_EQ(cu.find("uint32_t tcc_tf32(float x)"), std::string::npos) << "no TF32 attention helper";
 }
 
 TEST_F(AutotuneCompile, CacheOfSeveralDevicesNeedsADeviceName) {

@@ -1,12 +1,13 @@
 // `tcc kir` as a command (src/driver/cmd_kir.cc): a model's kernels come out as
-// kernel IR, scheduled for --device, that reads back unchanged, malformed or invalid kernel IR exits 2
-// with the parser's or verifier's message, and the flags are checked. What the
+// kernel IR, scheduled for --device and lowered at --precision, that reads back unchanged, malformed or invalid
+// kernel IR exits 2 with the parser's or verifier's message, and the flags are checked. What the
 // passes and emitters do on text is tested by tests/kernel_ir/.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 
 #include "tests/unit/support/cli_util.h"
 #include "tests/unit/support/temp_dir.h"
@@ -36,6 +37,38 @@ TEST_F(KirCli, LowersAModelAndReadsItsKernelsBack) {
   CliResult again = run_tcc("kir " + shell_quote((dir_ / "softmax.kir").string()));
   EXPECT_EQ(again.code, 0);
   EXPECT_EQ(again.output, text);
+}
+
+// The line of the one attention kernel's descriptor in `text`, and its schedule line.
+std::pair<std::string, std::string> attention_lines(const std::string& text) {
+  size_t kernel = text.find(" attention domain [");
+  if (kernel == std::string::npos) return {};
+  size_t desc = text.find("\n  attention q=", kernel);
+  size_t schedule = text.find("\n  schedule ", kernel);
+  if (desc == std::string::npos || schedule == std::string::npos) return {};
+  auto line = [&](size_t at) { return text.substr(at + 1, text.find('\n', at + 1) - at - 1); };
+  return {line(desc), line(schedule)};
+}
+
+// --precision lowers a model's kernels as tcc compile does at that precision: the GPT-2 block's attention is
+// marked tf32=1 under tf32 alone, and takes the tensor-core layout (mma=1) over f32 operands under tf32 and over
+// bf16 operands under bf16, while fp32 keeps it exact.
+TEST_F(KirCli, PrecisionLowersTheAttentionAsCompileDoes) {
+  std::string model = shell_quote(std::string(TCC_SOURCE_DIR) + "/tests/fixtures/gpt2_block.onnx");
+  for (const char* precision : {"fp32", "tf32", "bf16"}) {
+    CliResult r = run_tcc("kir " + model + " --precision " + precision);
+    ASSERT_EQ(r.code, 0) << precision << ": " << r.output;
+    auto [desc, schedule] = attention_lines(r.output);
+    ASSERT_FALSE(desc.empty()) << precision << ": " << r.output;
+    const std::string p = precision;
+    EXPECT_EQ(desc.find(" tf32=1") != std::string::npos, p == "tf32") << p << ": " << desc;
+    EXPECT_EQ(schedule.find(" mma=1") != std::string::npos, p != "fp32") << p << ": " << schedule;
+    size_t kernel = r.output.find(" attention domain [");
+    const std::string q_buffer = r.output.substr(kernel, r.output.find("\n  attention q=", kernel) - kernel);
+    EXPECT_NE(q_buffer.find(p == "bf16" ? ": bf16[" : ": f32["), std::string::npos) << p << ": " << q_buffer;
+  }
+  CliResult bad = run_tcc("kir " + model + " --precision fp8");
+  EXPECT_EQ(bad.code, 2) << bad.output;
 }
 
 TEST_F(KirCli, InvalidKernelIrExitsTwoWithTheMessage) {
