@@ -10,7 +10,8 @@
 // the INT_MAX / INT_MIN sentinels that mean "to the end") lies within the dim.
 // The exporter traced the model with such sizes, so x[:, :seq] of a [1024, ...]
 // buffer has seq rows and x[1:] of [seq] has seq-1. The compiled graph's guards
-// check it (`seq >= 1000` for x[:, :1000]), so inputs that break it are refused.
+// check it (`seq >= 1000` for x[:, :1000], `seq - k >= 0` for a bound k computed
+// from the shapes), so inputs that break it are refused.
 #include <algorithm>
 #include <cmath>
 #include <limits>
