@@ -60,7 +60,7 @@ Breaks analyze(Model& model, CompileResult& r) {
   Graph& g = *model.graph;
   ShapeInfo info = infer_shapes(g);
   refuse_what_modules_cannot_carry(g);
-  refuse_unsolved_static_dims(info.env);
+  refuse_unsolved_dims(info.env);
   Partition partition = partition_graph(g, info, OpRegistry::get());
   for (const GraphBreak& b : partition.breaks) {
     // Other breaks run on the host through the reference implementation; an op

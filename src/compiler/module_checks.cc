@@ -79,13 +79,14 @@ void refuse_unsized_outputs(const Graph& g) {
   }
 }
 
-void refuse_unsolved_static_dims(const ShapeEnv& env) {
+void refuse_unsolved_dims(const ShapeEnv& env) {
   for (const ShapeEnv::Equality& e : env.equalities()) {
     Dim a = env.canonical(Dim(e.lhs)), b = env.canonical(Dim(e.rhs));
-    if (a == b || !(a.is_static() || b.is_static()) || !e.node) continue;
+    if (a == b || !e.node) continue;
     e.node->fail("its dims '" + a.expr().str() + "' and '" + b.expr().str() +
                  "' must be equal, which fixes no symbol: tcc solves an equality for a symbol only where it is linear "
-                 "in it (b+1 == 24); declare the dim as a symbol of its own or a static size");
+                 "in it (b+1 == 24), and compiles no size that holds for some bindings only; declare the dim as a "
+                 "symbol of its own or a static size");
   }
 }
 

@@ -20,9 +20,11 @@ void refuse_what_modules_cannot_carry(const Graph& g);
 // read as a Slice has the size its sequence's element type leaves unknown).
 void refuse_unsized_outputs(const Graph& g);
 
-// A dim that must equal a static size but is a product of symbols (b*b
-// broadcast against 24) binds no symbol (ShapeEnv::unify), so the kernels
-// could not index it: refused, naming the node that asked for the equality.
-void refuse_unsolved_static_dims(const ShapeEnv& env);
+// Two dims that must be equal where the equality binds no symbol
+// (ShapeEnv::unify): a product of symbols against a static size (b*b broadcast
+// against 24), or two sizes that agree only for some bindings (torch.chunk's
+// pieces (seq+1)//2 and seq-(seq+1)//2 multiplied). The kernels could not index
+// them: refused, naming the node that asked for the equality.
+void refuse_unsolved_dims(const ShapeEnv& env);
 
 }  // namespace tcc

@@ -150,6 +150,16 @@ SymExpr SymExpr::floordiv(const SymExpr& d) const {
     if (auto q = term.exact_div(d)) quotient = quotient + *q;
     else rest = rest + term;
   }
+  // A positive constant divisor also takes the multiple of d out of the constant term, leaving it in [0, d):
+  // (s-1)//2 is (s+1)//2 - 1, so that equal sizes reached along different paths print alike.
+  if (d.is_constant() && d.constant_value() > 0) {
+    auto c = rest.terms_.find(Monomial{});
+    int64_t q = c == rest.terms_.end() ? 0 : floor_div(c->second, d.constant_value());
+    if (q != 0) {
+      quotient = quotient + constant(q);
+      rest = rest - constant(q * d.constant_value());
+    }
+  }
   if (quotient != SymExpr()) return quotient + rest.floordiv(d);
   return symbol("(" + str() + ")//(" + d.str() + ")");
 }

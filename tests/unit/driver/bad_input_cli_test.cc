@@ -501,6 +501,34 @@ TEST_F(BadInput, DimsEqualToAStaticSizeMustFixASymbol) {
   expect_input_error_everywhere(model, {"node 'op' (Add): cannot broadcast dimension 23 with b*2"});
 }
 
+TEST_F(BadInput, SizesThatAgreeForSomeBindingsOnlyAreRefused) {
+  // torch.chunk(x, 2, 1) of a symbolic seq, as the legacy exporter writes it: pieces of (seq+1)//2 and
+  // seq-(seq+1)//2, equal for even seq only. Multiplying them is refused by name instead of reaching the
+  // kernels; the first piece times x[:, ::2], also (seq+1)//2 long, compiles.
+  std::string model = model_path("model.tir");
+  auto write = [&](const char* second_start, const char* combine) {
+    write_file(model, std::string("graph g opset(ai.onnx: 18) {\n  input %x: f32[2, seq]\n"
+                                  "  const %zero1: i64[1] = [0]\n  const %one: i64[] = [1]\n"
+                                  "  const %two: i64[] = [2]\n  const %one1: i64[1] = [1]\n"
+                                  "  const %two1: i64[1] = [2]\n  const %end: i64[1] = [9223372036854775807]\n"
+                                  "  %shape: i64[2] = Shape(%x)\n  %seq: i64[] = Gather(%shape, %one) {axis = 0}\n"
+                                  "  %up: i64[] = Add(%seq, %one)\n  %k: i64[] = Div(%up, %two)\n"
+                                  "  %k1: i64[1] = Unsqueeze(%k, %zero1)\n"
+                                  "  %a = Slice(%x, %zero1, %k1, %one1)\n") +
+                          "  %b = Slice(%x, " + second_start + ")\n  %y = " + combine + "(%a, %b) name(\"op\")\n" +
+                          "  output %y\n}\n");
+  };
+  const std::string out = " -o " + shell_quote((dir_ / "module").string()) + " --no-host --arch sm_90 --no-ptx";
+  write("%k1, %end, %one1", "Mul");
+  expect_input_error("compile " + shell_quote(model) + out, model,
+                     {"node 'op' (Mul): its dims '(seq+1)//(2)' and '-((seq+1)//(2))+seq' must be equal, which "
+                      "fixes no symbol"});
+  EXPECT_FALSE(fs::exists(dir_ / "module"));
+  write("%zero1, %end, %one1, %two1", "Mul");
+  CliResult r = run_tcc("compile " + shell_quote(model) + out);
+  EXPECT_EQ(r.code, 0) << r.output;
+}
+
 TEST_F(BadInput, TrainingRefusesToDifferentiateAnOpTccDoesNotSupport) {
   // Gelu before opset 20 is no ONNX op: its declared output type is all tcc
   // knows of it, so the backward names it instead of using opset 20's rule.

@@ -98,6 +98,22 @@ TEST(SymExpr, FloorDivisionTakesOutTheTermsItDivides) {
     }
 }
 
+// A positive divisor keeps the numerator's constant in [0, d), so sizes reached
+// along different paths compare equal: a stride-2 window's (s-1)//2+1 and
+// torch.chunk's (s+1)//2, or their squares in a weight gradient's batch.
+TEST(SymExpr, FloorDivisionKeepsItsConstantBelowThePositiveDivisor) {
+  SymExpr s = S("s"), b = S("b");
+  EXPECT_EQ((s - C(1)).floordiv(C(2)) + C(1), (s + C(1)).floordiv(C(2)));
+  SymExpr window = (s - C(1)).floordiv(C(2)) + C(1), chunk = (s + C(1)).floordiv(C(2));
+  EXPECT_EQ(window * window * b, chunk * chunk * b);
+  EXPECT_EQ((s - C(3)).floordiv(C(2)).str(), "(s+1)//(2)-2");
+  EXPECT_EQ((S("w") + C(7)).floordiv(C(3)).str(), "(w+1)//(3)+2");
+  EXPECT_EQ((s * b - C(6)).floordiv(C(4)).str(), "(b*s+2)//(4)-2");
+  EXPECT_EQ((s + C(1)).floordiv(C(2)).str(), "(s+1)//(2)");
+  for (int64_t v = -7; v <= 7; ++v)
+    EXPECT_EQ((s * b - C(6)).floordiv(C(4)).evaluate({{"s", v}, {"b", 3}}), (3 * v - 6 + 64) / 4 - 16) << v;
+}
+
 TEST(SymExpr, OpaqueFloorDivisionRoundTripsAndSubstitutes) {
   SymExpr e = (S("seq") + C(1)).floordiv(C(2));
   EXPECT_EQ(e.str(), "(seq+1)//(2)");
@@ -124,15 +140,16 @@ TEST(SymExpr, NestedFloorDivisionsEvaluate) {
   EXPECT_EQ(S("n").floordiv(S("m")).evaluate({{"n", 5}}), std::nullopt);
 }
 
-// A strided convolution's output area: a product of two divisions, and a
-// division negated. Both must read back as they were, since * and // bind
-// left to right: "(h-1)//(2)*(w-1)//(2)" would be ((h-1)//2*(w-1))//2.
+// A strided convolution's output area (kernel 3, padding 1, stride 2): a
+// product of two divisions, and a division negated. Both must read back as
+// they were, since * and // bind left to right: "(h+1)//(2)*(w+1)//(2)" would
+// be ((h+1)//2*(w+1))//2.
 TEST(SymExpr, ProductsAndNegationsOfDivisionsRoundTrip) {
-  SymExpr oh = (S("h") - C(1)).floordiv(C(2)), ow = (S("w") - C(1)).floordiv(C(2));
+  SymExpr oh = (S("h") - C(1)).floordiv(C(2)) + C(1), ow = (S("w") - C(1)).floordiv(C(2)) + C(1);
   SymExpr area = oh * ow * S("n") * C(16);
-  EXPECT_EQ(area.str(), "(h-1)//(2)*((w-1)//(2))*n*16");
-  EXPECT_EQ(C(8) - oh, SymExpr::parse("-((h-1)//(2))+8"));
-  EXPECT_EQ((C(8) - oh).str(), "-((h-1)//(2))+8");
+  EXPECT_EQ(area.str(), "(h+1)//(2)*((w+1)//(2))*n*16");
+  EXPECT_EQ(C(8) - oh, SymExpr::parse("-((h+1)//(2))+8"));
+  EXPECT_EQ((C(8) - oh).str(), "-((h+1)//(2))+8");
   const std::map<std::string, int64_t> at = {{"h", 16}, {"w", 9}, {"n", 2}};
   for (const SymExpr& e : {area, C(8) - oh, oh * oh - ow * C(3)}) {
     auto parsed = SymExpr::parse(e.str());
@@ -140,8 +157,8 @@ TEST(SymExpr, ProductsAndNegationsOfDivisionsRoundTrip) {
     EXPECT_EQ(*parsed, e) << e.str();
     EXPECT_EQ(parsed->evaluate(at), e.evaluate(at)) << e.str();
   }
-  EXPECT_EQ(area.evaluate(at), 7 * 4 * 2 * 16);
-  EXPECT_EQ((C(8) - oh).evaluate(at), 8 - 7);
+  EXPECT_EQ(area.evaluate(at), 8 * 5 * 2 * 16);
+  EXPECT_EQ((C(8) - oh).evaluate(at), 8 - 8);
 }
 
 TEST(SymExpr, ParseRoundTrip) {
