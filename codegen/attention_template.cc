@@ -543,7 +543,11 @@ bool attention_tf32(const kir::Kernel& k, const KernelConfig& c) {
 
 std::string attention_precision(const kir::Kernel& k, const KernelConfig& c) {
   if (attention_tf32(k, c)) return "tf32";
-  return std::string(dtype_name(operand_dtype(k, desc(k))));
+  const DType operand = operand_dtype(k, desc(k));
+  // Off the tensor cores (the warp layouts, the backward's statistics), f16 and bf16 elements are widened and
+  // multiplied in f32.
+  if (!c.mma && (operand == DType::F16 || operand == DType::BF16)) return "f32";
+  return std::string(dtype_name(operand));
 }
 
 KernelConfig attention_default_config(const kir::Kernel& k) {

@@ -80,8 +80,9 @@ extern const char* const kAttentionTf32Helpers;
 // layout of a forward or gradient pass over f32 operands (AttentionDesc::tf32).
 bool attention_tf32(const kir::Kernel& k, const KernelConfig& c);
 // The precision of k's products under config c, for the report: "tf32" where
-// c runs them in TF32 (attention_tf32), else its operands' dtype (f32 exact on
-// the CUDA cores, f16 or bf16), so a tuned exact layout reports f32.
+// c runs them in TF32 (attention_tf32), f16 or bf16 where it runs them on the
+// tensor cores, else "f32" (exact on the CUDA cores, which widen f16 and bf16
+// operands), so a tuned exact layout reports f32.
 std::string attention_precision(const kir::Kernel& k, const KernelConfig& c);
 
 // Without tuning: the mma layout in blocks of 128 where the dtype (f16, bf16,
