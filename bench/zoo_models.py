@@ -69,6 +69,9 @@ MODELS = {s.name: s for s in [
         notes="attention and MLP in parallel from one LayerNorm, partial RoPE, tanh GELU"),
     _lm("gemma", "transformers GemmaModel (2 layers, d 64, 4 heads of 16, 1 kv head)",
         notes="multi-query attention, RMSNorm scaling by 1 + weight, GeGLU MLP, embeddings scaled by sqrt(d)"),
+    _lm("deberta", "transformers DebertaV2Model (2 layers, d 64, 4 heads, 32 relative position buckets)", mask=True,
+        notes="disentangled attention: content-to-position and position-to-content scores gathered from relative "
+              "embeddings repeated over the batch"),
     _vision("vit", "torchvision VisionTransformer (32x32, patch 8, 2 layers, d 64, 4 heads)", 32),
     _vision("swin", "torchvision SwinTransformer (64x64, patch 4, 2 stages of 2 blocks, d 16, window 4)", 64),
     _vision("convnext", "torchvision ConvNeXt (2 stages of 16 and 32 channels)", 32),
@@ -246,6 +249,13 @@ def build(torch, name):
                                           num_attention_heads=4, num_key_value_heads=1, head_dim=16,
                                           max_position_embeddings=MAX_POSITIONS)
         model = _wrap_lm(torch, transformers.GemmaModel(config), False)
+    elif name == "deberta":
+        import transformers
+        config = transformers.DebertaV2Config(vocab_size=VOCAB, hidden_size=64, intermediate_size=128,
+                                              num_hidden_layers=2, num_attention_heads=4,
+                                              max_position_embeddings=MAX_POSITIONS, relative_attention=True,
+                                              position_buckets=32, pos_att_type=["p2c", "c2p"])
+        model = _wrap_lm(torch, transformers.DebertaV2Model(config), True)
     elif name == "vit":
         import torchvision
         model = torchvision.models.VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=4,

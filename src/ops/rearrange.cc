@@ -3,7 +3,10 @@
 // (move blocks of channels into space and back). None has a kernel of its
 // own: each decomposes into the movement and pointwise ops that do (Reshape,
 // Expand, Transpose, Where), and stays a host step where it cannot.
+#include <algorithm>
 #include <optional>
+#include <set>
+#include <string>
 
 #include "src/ops/families.h"
 #include "src/ops/op_helpers.h"
@@ -154,19 +157,31 @@ std::vector<Tensor> eval_space_to_depth(EvalContext& ctx) {
 // ---------------------------------------------------------------------------
 // Gradients (gradient.h)
 
-// Tile: the copies of g summed, with g seen as [r0, d0, r1, d1, ...]
+// Tile: the copies of g summed, with g seen as [r0, d0, r1, d1, ...]. Repeats
+// or dims that are not constants (torch's x.repeat(batch, 1, 1)) give that
+// view from the repeats and Shape(x), values the shapes determine.
 void tile_rule(GradContext& c) {
   if (c.wants(1)) c.fail("Tile's repeats have no gradient");
   const Dims& xd = c.dims(c.in(0));
-  std::vector<int64_t> repeats = c.const_ints(1, "Tile's repeats"), split, copies;
+  const Tensor* repeats = c.constant(1);
+  const bool fixed = repeats && std::all_of(xd.begin(), xd.end(), [](const Dim& d) { return d.is_static(); });
+  Emitter& e = c.e();
+  std::vector<int64_t> split, copies;
+  std::vector<Value*> parts;  // [r0], [d0], [r1], ... where the view is computed
+  Value* shape = fixed ? nullptr : e.shape_of(c.in(0));
   for (size_t i = 0; i < xd.size(); ++i) {
-    if (!xd[i].is_static()) c.fail("the gradient of Tile needs static input dims, got " + c.in(0)->type().str());
-    split.push_back(repeats.at(i));
-    split.push_back(xd[i].value());
-    copies.push_back(static_cast<int64_t>(2 * i));
+    const int64_t at = static_cast<int64_t>(i);
+    if (fixed) {
+      split.push_back(repeats->get_i64(at));
+      split.push_back(xd[i].value());
+    } else {
+      parts.push_back(e.op("Gather", {c.in(1), e.ints({at})}, int_attr("axis", 0)));
+      parts.push_back(e.op("Gather", {shape, e.ints({at})}, int_attr("axis", 0)));
+    }
+    copies.push_back(2 * at);
   }
-  Value* parts = c.e().op("Reshape", {c.dy(), c.e().ints(split)});
-  c.set(0, c.e().reduce("ReduceSum", parts, copies, false));
+  Value* view = fixed ? e.ints(split) : e.op("Concat", parts, int_attr("axis", 0));
+  c.set(0, e.reduce("ReduceSum", e.op("Reshape", {c.dy(), view}), copies, false));
 }
 
 // Trilu: g with the same triangle kept
@@ -192,21 +207,35 @@ void space_to_depth_rule(GradContext& c) {
 // Tile(x, repeats) -> x viewed with a 1 before each repeated axis, expanded to
 // the repeats there and viewed as the output: [d0, d1] -> [1, d0, 1, d1] ->
 // [r0, d0, r1, d1] -> [r0 d0, r1 d1], one movement kernel. Needs constant
-// repeats of at least 1; the dims may be symbolic.
+// repeats of at least 1, or repeats computed from the shapes that the output's
+// dims over the input's give (x.repeat(batch, 1, 1)); the dims may be symbolic.
 bool decompose_tile(Expansion& e) {
   const Node& n = e.node();
   const Type& x = n.input(0)->type();
-  std::optional<Tensor> repeats = constant_value(n.input(1));
-  if (!x.is_tensor() || !x.has_rank() || !x.fully_shaped() || !repeats ||
-      repeats->numel() != static_cast<int64_t>(x.rank()))
-    return false;
+  const Type& y = n.output(0)->type();
+  if (!x.is_tensor() || !x.has_rank() || !x.fully_shaped()) return false;
+  Dims repeats;
+  if (std::optional<Tensor> r = constant_value(n.input(1))) {
+    if (r->numel() != static_cast<int64_t>(x.rank())) return false;
+    for (int64_t k = 0; k < r->numel(); ++k) repeats.push_back(Dim(r->get_i64(k)));
+  } else {
+    if (!y.is_tensor() || !y.has_rank() || !y.fully_shaped() || y.rank() != x.rank()) return false;
+    const std::set<std::string> bound = e.graph().bound_symbols();
+    for (size_t k = 0; k < x.rank(); ++k) {
+      std::optional<SymExpr> r = y.shape()[k].expr().exact_div(x.shape()[k].expr());
+      if (!r) return false;
+      for (const std::string& sym : r->symbols())
+        if (!bound.count(sym)) return false;  // repeats read from data: the node binds its output's size
+      repeats.push_back(Dim(*r));
+    }
+  }
   Dims viewed, expanded;
   for (size_t k = 0; k < x.rank(); ++k) {
-    int64_t r = repeats->get_i64(static_cast<int64_t>(k));
-    if (r < 1) return false;
-    if (r > 1) {
+    const Dim& r = repeats[k];
+    if (r.is_static() && r.value() < 1) return false;
+    if (r != Dim(1)) {
       viewed.push_back(Dim(1));
-      expanded.push_back(Dim(r));
+      expanded.push_back(r);
     }
     viewed.push_back(x.shape()[k]);
     expanded.push_back(x.shape()[k]);

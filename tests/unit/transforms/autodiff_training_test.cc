@@ -135,6 +135,38 @@ TEST(Autodiff, SliceAlongSymbolicAxis) {
   }
 }
 
+// Tiles whose view of g is not constant: a weight repeated batch times (the
+// repeats computed from the shapes, as DeBERTa's relative embeddings
+// .repeat(batch, 1, 1) export) and an input of symbolic size repeated twice.
+TEST(Autodiff, TileOfSymbolicRepeatsAndDims) {
+  std::string text = fill_random(R"(graph main opset(ai.onnx: 17) {
+  input %x: f64[batch, 3]
+  const %w: f64[2, 3] = $R
+  const %v: f64[1, 3] = $R
+  const %zero: i64[] = [0]
+  const %zero1: i64[1] = [0]
+  const %one1: i64[1] = [1]
+  const %twice: i64[2] = [2, 1]
+  %shape: i64[2] = Shape(%x)
+  %batch: i64[] = Gather(%shape, %zero) {axis = 0}
+  %batch1: i64[1] = Unsqueeze(%batch, %zero1)
+  %reps: i64[2] = Concat(%batch1, %one1) {axis = 0}
+  %tw = Tile(%w, %reps)
+  %xv: f64[batch, 3] = Mul(%x, %v)
+  %tx = Tile(%xv, %twice)
+  %p = Mul(%tw, %tx)
+  %t = Sin(%p)
+  %loss: f64[] = ReduceSum(%t) {keepdims = 0}
+  output %loss
+}
+)", 11);
+  for (int64_t batch : {1, 3}) {
+    Tensor x(DType::F64, {batch, 3});
+    for (int64_t i = 0; i < x.numel(); ++i) x.set_f64(i, std::cos(static_cast<double>(i)));
+    check_gradients(text, {{"x", x}});
+  }
+}
+
 // Convolutions, a ConvTranspose and an AveragePool over an image of symbolic
 // size h x 2h: a depthwise and a plain strided convolution (their input
 // gradients a ConvTranspose whose output padding is 1 along 2h, a constant,
