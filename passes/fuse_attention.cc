@@ -10,7 +10,8 @@
 //   - the products as 4-D MatMuls, or as 3-D MatMuls of [B*H, ...] reshapes of
 //     4-D values whose result is reshaped back (torch's bmm);
 //   - K^T as Transpose(K, [0, 1, 3, 2]); as reshape -> Transpose [0, 2, 1] ->
-//     reshape of K (dynamo); as a Transpose of another value (legacy's
+//     reshape of K (dynamo); in the bmm view, as Transpose [0, 2, 1] of K's
+//     reshape (DeBERTa); as a Transpose of another value (legacy's
 //     Transpose(x, [0, 2, 3, 1])), K then a new Transpose of that value; as
 //     anything else, K then a new Transpose of K^T;
 //   - scales: Mul or Div by a one-element constant, of Q, of K^T and of the
@@ -21,6 +22,10 @@
 //     negation) or a finite fill <= -1e30 (attn_mask = a new Where(c, 0, fill),
 //     which adds what the Where put in place of the score: the same up to
 //     rounding, since |score| is below half an ulp of the fill);
+//   - a bias added to the products in the bmm view, nothing scaling the sum
+//     (DeBERTa's relative-position scores): viewed per head, it is added to
+//     the float mask, or is the mask. It must be finite wherever the values it
+//     is computed from are (finite_from_finite), or the softmax guarded;
 //   - a mask provably causal (below) with -inf or a fill <= -1e30 where it
 //     hides is dropped and is_causal = 1 set instead;
 //   - shifted windows (Swin): scores [B*W, H, S, S] (plus a mask that is the
@@ -35,13 +40,8 @@
 //     Expand or Tile of Unsqueeze (query head h reads kv head h / group, as
 //     Attention does), are read before the repeat. Another layout of the
 //     repeat (head h reading h % Hkv) stays in place, which is still correct.
-// Causal masks, [..., Sq, Skv] true or nonzero exactly where key j <= query i
-// (or exactly where j > i, negated): constants checked element by element;
-// Trilu of all-nonzero values (lower with k = 0, upper with k = 1); ranges
-// compared (j - i <= 0, i - j < 0 and the like); through Not, Equal to 0,
-// Cast, And with all-true values, slices that start at 0 and broadcasts that
-// keep the last two axes.
-//
+// Causal masks: see passes/attention_masks.h.
+
 // Attention gives zeros for a row whose bias is -inf everywhere, where Softmax
 // gives NaN. So the rewrite needs a guard, a causal mask (each row keeps its
 // diagonal), or a float mask proven finite (constants, Where of finite values,
@@ -62,6 +62,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "passes/attention_masks.h"
 #include "passes/pass.h"
 #include "passes/rewrite.h"
 #include "src/ir/replace_nodes.h"
@@ -72,23 +73,7 @@
 namespace tcc {
 namespace {
 
-constexpr double kLargeNegative = -1e30;  // a fill at or below this hides a key as -inf does
-constexpr int kMaxDepth = 16;             // how far the mask analyses look back
-
-// n is `op` in the ONNX domain, or tcc's attribute-shaped twin (tcc::Reshape, Expand, Slice, Range).
-bool is_op(const Node* n, std::string_view op) {
-  return n && n->op_type() == op && (n->domain().empty() || n->domain() == kTccDomain);
-}
-bool is_onnx(const Node* n, std::string_view op) { return n && n->op_type() == op && n->domain().empty(); }
-
-bool known(const Value* v) {
-  if (!v || !v->type().is_tensor() || !v->type().has_rank()) return false;
-  for (const Dim& d : v->type().shape())
-    if (d.is_unknown()) return false;
-  return true;
-}
-const Dims& dims(const Value* v) { return v->type().shape(); }
-bool rank_is(const Value* v, size_t r) { return known(v) && v->type().rank() == r; }
+using namespace attention_masks;  // NOLINT: the pass reads the analyses throughout
 
 Dim product(const Dim& a, const Dim& b) { return Dim(a.expr() * b.expr()); }
 
@@ -194,211 +179,6 @@ std::pair<Value*, int64_t> unrepeated(Value* x) {
   return {x0, es[2].value()};
 }
 
-// ---- what the mask's values are ------------------------------------------------------
-
-bool all_elements(const Value* v, bool (*pred)(double)) {
-  std::optional<Tensor> t = constant_value(v);
-  if (!t) return false;
-  for (int64_t i = 0; i < t->numel(); ++i)
-    if (!pred(t->get_f64(i))) return false;
-  return true;
-}
-
-// Every element is `pred`: a constant, its broadcast, or a ConstantOfShape's value.
-bool filled_with(const Value* v, bool (*pred)(double)) {
-  const Node* p = v->producer();
-  if (is_op(p, "Expand")) return filled_with(p->input(0), pred);
-  if (is_onnx(p, "ConstantOfShape")) {
-    const Tensor* value = p->get_tensor("value");
-    return pred(value && value->numel() == 1 ? value->get_f64(0) : 0.0);
-  }
-  return all_elements(v, pred);
-}
-bool is_zero_value(double x) { return x == 0; }
-bool is_nonzero_value(double x) { return x != 0; }
-bool is_finite_value(double x) { return std::isfinite(x); }
-bool hides(double x) { return x <= kLargeNegative; }
-bool is_zeros(const Value* v) { return filled_with(v, is_zero_value); }
-bool is_nonzeros(const Value* v) { return filled_with(v, is_nonzero_value); }
-
-// Ops that move elements and keep each one's value (their OpDef's kRearranges).
-bool is_movement(const Node* n) {
-  const OpDef* def = n ? OpRegistry::get().lookup(*n) : nullptr;
-  return def != nullptr && def->has(kRearranges);
-}
-
-// A float mask whose elements are finite whatever the inputs.
-bool finite_mask(const Value* v, int depth = 0) {
-  if (depth > kMaxDepth) return false;
-  const Node* p = v->producer();
-  if (!p) return all_elements(v, is_finite_value);
-  if (is_onnx(p, "Where")) return finite_mask(p->input(1), depth + 1) && finite_mask(p->input(2), depth + 1);
-  if (is_onnx(p, "Cast")) {  // to a type whose range holds every value of the source's
-    DType from = p->input(0)->type().dtype(), to = v->type().dtype();
-    bool wider = to == DType::F64 || (to == DType::F32 && from != DType::F64) || to == from;
-    if (is_float(from)) return wider && finite_mask(p->input(0), depth + 1);
-    return from == DType::Bool || to == DType::F32 || to == DType::F64;
-  }
-  if (is_movement(p)) return finite_mask(p->input(0), depth + 1);
-  return filled_with(v, is_finite_value);
-}
-
-// Whether n keeps the last two axes of its input as they are (a broadcast or
-// reshape around them), or keeps their leading part (a slice from 0 by 1).
-bool keeps_last_two(const Node* n) {
-  const Value* in = n->input(0);
-  const Value* out = n->output(0);
-  if (!known(in) || !known(out) || in->type().rank() < 2 || out->type().rank() < 2) return false;
-  const Dims &a = dims(in), &b = dims(out);
-  bool same = a[a.size() - 2] == b[b.size() - 2] && a.back() == b.back();
-  if (is_op(n, "Reshape") || is_op(n, "Expand") || is_onnx(n, "Unsqueeze") || is_onnx(n, "Squeeze") ||
-      is_onnx(n, "Identity"))
-    return same;
-  if (!is_op(n, "Slice") || out->type().rank() != in->type().rank()) return false;
-  Dims starts;
-  std::vector<int64_t> axes, steps;
-  if (n->domain() == kTccDomain) {
-    starts = parse_shape_attr(*n, "starts"), axes = n->get_ints("axes"), steps = n->get_ints("steps");
-  } else {
-    std::optional<Tensor> s = constant_value(n->input(1));
-    std::optional<Tensor> ax = n->has_input(3) ? constant_value(n->input(3)) : std::nullopt;
-    std::optional<Tensor> st = n->has_input(4) ? constant_value(n->input(4)) : std::nullopt;
-    if (!s || (n->has_input(3) && !ax) || (n->has_input(4) && !st)) return false;
-    for (int64_t i = 0; i < s->numel(); ++i) {
-      starts.push_back(Dim(s->get_i64(i)));
-      axes.push_back(ax ? ax->get_i64(i) : i);
-      steps.push_back(st ? st->get_i64(i) : 1);
-    }
-  }
-  const auto rank = static_cast<int64_t>(a.size());
-  for (size_t i = 0; i < axes.size(); ++i) {
-    int64_t axis = axes[i] < 0 ? axes[i] + rank : axes[i];
-    if (axis >= rank - 2 && (starts.at(i) != Dim(0) || (i < steps.size() ? steps[i] : 1) != 1)) return false;
-  }
-  return true;
-}
-
-// An integer grid a * row + b * col + c over the last two axes.
-struct Linear {
-  int64_t a = 0, b = 0, c = 0;
-};
-
-// v as a Linear: a one-element constant, a Range (start, step 1) along the
-// row or column axis (where its one dim that is not 1 sits), sums and
-// differences of those.
-std::optional<Linear> linear_index(const Value* v, int depth = 0) {
-  if (depth > kMaxDepth || !known(v) || is_float(v->type().dtype())) return std::nullopt;
-  if (std::optional<double> c = scalar_constant(v)) return Linear{0, 0, static_cast<int64_t>(*c)};
-  const Node* p = v->producer();
-  if (is_onnx(p, "Add") || is_onnx(p, "Sub")) {
-    std::optional<Linear> x = linear_index(p->input(0), depth + 1), y = linear_index(p->input(1), depth + 1);
-    if (!x || !y) return std::nullopt;
-    int64_t sign = p->op_type() == "Sub" ? -1 : 1;
-    return Linear{x->a + sign * y->a, x->b + sign * y->b, x->c + sign * y->c};
-  }
-  // Which axis holds the range: the one dim that is not 1.
-  const Dims& s = dims(v);
-  int64_t axis = -1;
-  for (size_t i = 0; i < s.size(); ++i)
-    if (s[i] != Dim(1)) {
-      if (axis >= 0) return std::nullopt;
-      axis = static_cast<int64_t>(i);
-    }
-  if (axis < 0) return std::nullopt;
-  const auto rank = static_cast<int64_t>(s.size());
-  if (axis != rank - 1 && axis != rank - 2) return std::nullopt;
-  while (p && (is_onnx(p, "Unsqueeze") || is_op(p, "Reshape"))) p = p->input(0)->producer();
-  std::optional<int64_t> start;
-  if (is_op(p, "Range") && p->domain() == kTccDomain && p->get_int("delta", 0) == 1) start = p->get_int("start", 0);
-  if (is_onnx(p, "Range") && scalar_constant(p->input(2)) == 1.0)
-    if (std::optional<double> s0 = scalar_constant(p->input(0))) start = static_cast<int64_t>(*s0);
-  if (!start) return std::nullopt;
-  return axis == rank - 1 ? Linear{0, 1, *start} : Linear{1, 0, *start};
-}
-
-// +1: v is true (nonzero) exactly where its column j <= its row i over its
-// last two axes; -1: exactly where j > i; 0: not known.
-int causal_pattern(const Value* v, int depth = 0) {
-  if (depth > kMaxDepth || !known(v) || v->type().rank() < 2) return 0;
-  const Node* p = v->producer();
-  if (std::optional<Tensor> t = constant_value(v)) {
-    const int64_t cols = t->shape().back(), rows = t->shape()[t->shape().size() - 2];
-    bool lower = true, upper = true;
-    for (int64_t e = 0; e < t->numel(); ++e) {
-      const int64_t j = e % cols, i = (e / cols) % rows;
-      const bool set = t->get_f64(e) != 0;
-      lower = lower && set == (j <= i);
-      upper = upper && set == (j > i);
-    }
-    return lower ? 1 : upper ? -1 : 0;
-  }
-  if (!p) return 0;
-  if (is_onnx(p, "Not")) return -causal_pattern(p->input(0), depth + 1);
-  if (is_onnx(p, "Equal")) {  // x == 0 negates x
-    for (size_t i = 0; i < 2; ++i)
-      if (scalar_constant(p->input(i)) == 0.0) return -causal_pattern(p->input(1 - i), depth + 1);
-    return 0;
-  }
-  if (is_onnx(p, "Cast")) {
-    DType from = p->input(0)->type().dtype(), to = v->type().dtype();
-    bool keeps_nonzero = to == DType::Bool || from == DType::Bool || (!is_float(from) && is_float(to));
-    return keeps_nonzero ? causal_pattern(p->input(0), depth + 1) : 0;
-  }
-  if (is_onnx(p, "And")) {
-    for (size_t i = 0; i < 2; ++i)
-      if (is_nonzeros(p->input(i))) return causal_pattern(p->input(1 - i), depth + 1);
-    return 0;
-  }
-  if (is_onnx(p, "Where") && is_nonzeros(p->input(1)) && is_zeros(p->input(2))) return causal_pattern(p->input(0), depth + 1);
-  if (is_onnx(p, "Where") && is_zeros(p->input(1)) && is_nonzeros(p->input(2))) return -causal_pattern(p->input(0), depth + 1);
-  if (is_onnx(p, "Trilu") && is_nonzeros(p->input(0))) {
-    std::optional<double> k = p->has_input(1) ? scalar_constant(p->input(1)) : std::optional<double>(0.0);
-    bool upper = p->get_int("upper", 1) != 0;
-    if (k == 0.0 && !upper) return 1;
-    if (k == 1.0 && upper) return -1;
-    return 0;
-  }
-  for (const char* op : {"LessOrEqual", "Less", "GreaterOrEqual", "Greater"}) {
-    if (!is_onnx(p, op)) continue;
-    std::optional<Linear> x = linear_index(p->input(0)), y = linear_index(p->input(1));
-    if (!x || !y) return 0;
-    // Each comparison as e <= t over integers, e = +-(x - y).
-    const bool flip = p->op_type()[0] == 'G', strict = p->op_type().back() != 'l';
-    const int64_t sign = flip ? -1 : 1;
-    const int64_t a = sign * (x->a - y->a), b = sign * (x->b - y->b), t = (strict ? -1 : 0) - sign * (x->c - y->c);
-    if (a == -1 && b == 1 && t == 0) return 1;    // j - i <= 0
-    if (a == 1 && b == -1 && t == -1) return -1;  // i - j <= -1
-    return 0;
-  }
-  if (is_movement(p) && keeps_last_two(p)) return causal_pattern(p->input(0), depth + 1);
-  return 0;
-}
-
-// v's last two axes are [rows, cols] exactly (a causal proof needs the whole grid).
-bool grid_is(const Value* v, const Dim& rows, const Dim& cols) {
-  return known(v) && v->type().rank() >= 2 && dims(v)[v->type().rank() - 2] == rows && dims(v).back() == cols;
-}
-
-// An additive mask that is 0 where j <= i and hides the rest.
-bool causal_additive(const Value* m, const Dim& rows, const Dim& cols, int depth = 0) {
-  if (depth > kMaxDepth || !grid_is(m, rows, cols)) return false;
-  const Node* p = m->producer();
-  if (is_movement(p) && keeps_last_two(p)) return causal_additive(p->input(0), rows, cols, depth + 1);
-  if (!is_onnx(p, "Where") || !grid_is(p->input(0), rows, cols)) return false;
-  if (is_zeros(p->input(1)) && filled_with(p->input(2), hides)) return causal_pattern(p->input(0)) == 1;
-  if (filled_with(p->input(1), hides) && is_zeros(p->input(2))) return causal_pattern(p->input(0)) == -1;
-  return false;
-}
-
-// The mask broadcasts onto the scores [B, Hq, Sq, Skv], keys along its last axis.
-bool broadcasts_onto(const Value* m, const Dims& scores) {
-  if (!known(m) || m->type().rank() < 1 || m->type().rank() > 4 || dims(m).back() != scores[3]) return false;
-  const size_t r = m->type().rank();
-  for (size_t a = 0; a + 1 < r; ++a)
-    if (dims(m)[a] != Dim(1) && dims(m)[a] != scores[4 - r + a]) return false;
-  return true;
-}
-
 // ---- the match -------------------------------------------------------------------
 
 // What the new node reads as attn_mask.
@@ -421,6 +201,9 @@ struct Match {
   Operand q, k, v;
   double scale = 1;
   Mask mask;
+  // A float [B*H, Sq, Skv] added to the products in torch's bmm view, before any
+  // mask: viewed per head, it joins the new node's attn_mask.
+  Value* bias = nullptr;
   std::optional<Windows> windows;
   bool causal = false, guarded = false;
   Value* y = nullptr;  // the output the new node takes over
@@ -496,6 +279,21 @@ bool match_scores(Value* s, Match& m) {
     s = strip_scales(s3, m.scale, &m.body);
     mm = s->producer();
     bmm = true;
+    // The products plus a bias of their own shape, nothing scaling the sum (DeBERTa's relative-position scores).
+    if (is_onnx(mm, "Add") && m.scale == 1 && is_float(s->type().dtype()))
+      for (size_t i = 0; i < 2; ++i) {
+        Value* products = mm->input(i);
+        Value* bias = mm->input(1 - i);
+        double ignored = 1;
+        if (products->type() != s->type() || bias->type() != s->type() ||
+            !is_onnx(strip_scales(products, ignored, nullptr)->producer(), "MatMul"))
+          continue;
+        m.body.insert(mm);
+        m.bias = bias;
+        s = strip_scales(products, m.scale, &m.body);
+        mm = s->producer();
+        break;
+      }
   }
   if (!is_onnx(mm, "MatMul")) return false;
   m.body.insert(mm);
@@ -503,7 +301,17 @@ bool match_scores(Value* s, Match& m) {
   Value* kt = mm->input(1);
   if (bmm) {
     q = unmerged(strip_scales(q, m.scale, nullptr));
-    kt = unmerged(strip_scales(kt, m.scale, nullptr));
+    kt = strip_scales(kt, m.scale, nullptr);
+    // K^T as Transpose(K3, [0, 2, 1]) of K3 [B*H, Skv, D], the view of K (DeBERTa).
+    const Node* t = kt->producer();
+    if (is_onnx(t, "Transpose") && t->get_ints("perm") == std::vector<int64_t>{0, 2, 1})
+      if (Value* k = unmerged(strip_scales(t->input(0), m.scale, nullptr))) {
+        if (!q) return false;
+        m.q.v = strip_scales(q, m.scale, nullptr);
+        m.k = {k, {}};
+        return rank_is(m.q.v, 4) && rank_is(k, 4);
+      }
+    kt = unmerged(kt);
     if (!q || !kt) return false;
   }
   m.q.v = strip_scales(q, m.scale, nullptr);
@@ -621,6 +429,15 @@ bool settle_mask(Match& m, const Dims& scores) {
   return true;
 }
 
+// The bias joins the mask by addition: a float mask, or none (see the header).
+bool settle_bias(const Match& m) {
+  if (!m.bias) return true;
+  if (m.windows || !(m.guarded || finite_from_finite(m.bias))) return false;
+  const Mask& mask = m.mask;
+  return mask.form == Mask::Form::None || mask.form == Mask::Form::FromBool ||
+         (mask.form == Mask::Form::AsIs && is_float(mask.v->type().dtype()));
+}
+
 // The attention around `softmax`, or nothing.
 std::optional<Match> match_attention(Node& softmax, const Readers& readers, int64_t onnx_opset) {
   Value* logits = softmax.input(0);
@@ -681,7 +498,7 @@ std::optional<Match> match_attention(Node& softmax, const Readers& readers, int6
   m.last = m.y->producer();
 
   // Before the Softmax: the bias, the scale, the scores' MatMul.
-  if (!match_bias(logits, m) || !settle_mask(m, scores)) return std::nullopt;
+  if (!match_bias(logits, m) || !settle_mask(m, scores) || !settle_bias(m)) return std::nullopt;
 
   // Grouped-query heads: both K and V read before the same repeat, or neither.
   if (m.k.perm.empty()) {
@@ -701,7 +518,7 @@ std::optional<Match> match_attention(Node& softmax, const Readers& readers, int6
   if (m.k.v->type().dtype() != t || m.v.v->type().dtype() != t || m.y->type().dtype() != t) return std::nullopt;
 
   // Every intermediate is read only inside the subgraph, and none is an operand.
-  for (const Value* in : {m.q.v, m.k.v, m.v.v, m.mask.v, m.windows ? m.windows->mask : nullptr})
+  for (const Value* in : {m.q.v, m.k.v, m.v.v, m.mask.v, m.bias, m.windows ? m.windows->mask : nullptr})
     if (in && m.body.count(in->producer())) return std::nullopt;
   for (const Node* n : m.body)
     for (const Value* out : n->outputs()) {
@@ -825,6 +642,19 @@ void rewrite(Graph& g, const Match& m, PassStats& stats) {
       Value* fill = scalar(g, name + "/fill", mask.fill, t);
       ins.push_back(add_node(g, before, "Where", {mask.v, mask.hide_when_true ? fill : zero, mask.hide_when_true ? zero : fill},
                              name + "/Where_mask", Type::tensor(t, mask_type.shape())));
+    }
+    if (m.bias) {
+      const Dims scores = {type.shape()[0], type.shape()[1], type.shape()[2], m.k.shape()[2]};
+      std::vector<std::string> texts;
+      for (const Dim& d : scores) texts.push_back(d.str());
+      Node* view = g.insert_node(before, "Reshape", {m.bias}, {g.fresh_name(name + "/bias")}, std::string(kTccDomain),
+                                 name + "/Reshape_bias");
+      view->set_source(source);
+      view->set_attr("shape", Attribute::of_strings(std::move(texts)));
+      view->output(0)->set_type(Type::tensor(t, scores));
+      Value* bias = view->output(0);
+      if (ins.size() == 3) ins.push_back(bias);
+      else ins.back() = add_node(g, before, "Add", {ins.back(), bias}, name + "/Add_bias", Type::tensor(t, scores));
     }
     Node* att = g.insert_node(before, "Attention", ins, m.windows ? std::vector{g.fresh_name(name)} : names,
                               std::string(kTccDomain), name);

@@ -47,7 +47,7 @@ void PrintTo(const Exported& e, std::ostream* os) { *os << e.name; }
 // viewed per head and masked by a Where.
 const std::map<std::string, size_t> kZooAttention = {
     {"gpt2", 2}, {"gpt2_mask", 2}, {"llama", 2}, {"bert", 2}, {"phi", 2}, {"gemma", 2}, {"vit", 2}, {"swin", 4},
-    {"gpt_block_legacy", 1}, {"deberta", 0}, {"resnet", 0}, {"resnet_qdq", 0}, {"mobilenetv3", 0}, {"convnext", 0},
+    {"gpt_block_legacy", 1}, {"deberta", 2}, {"resnet", 0}, {"resnet_qdq", 0}, {"mobilenetv3", 0}, {"convnext", 0},
     {"efficientnet", 0}, {"lraspp", 0},
 };
 

@@ -1,0 +1,53 @@
+// The values an attention mask holds, as fuse_attention needs to know them:
+// whether a fill hides a key, whether a float mask is finite, and whether a
+// mask is causal, each decided from the graph that computes the mask.
+//
+// Causal masks, [..., Sq, Skv] true or nonzero exactly where key j <= query i
+// (or exactly where j > i, negated): constants checked element by element;
+// Trilu of all-nonzero values (lower with k = 0, upper with k = 1); ranges
+// compared (j - i <= 0, i - j < 0 and the like); through Not, Equal to 0,
+// Cast, And with all-true values, slices that start at 0 and broadcasts that
+// keep the last two axes.
+//
+#pragma once
+
+#include <string_view>
+
+#include "src/ir/graph.h"
+
+namespace tcc::attention_masks {
+
+constexpr double kLargeNegative = -1e30;  // a fill at or below this hides a key as -inf does
+constexpr int kMaxDepth = 16;             // how far the mask analyses look back
+
+// n is `op` in the ONNX domain, or tcc's attribute-shaped twin (tcc::Reshape, Expand, Slice, Range).
+bool is_op(const Node* n, std::string_view op);
+bool is_onnx(const Node* n, std::string_view op);
+// v is a tensor whose every dim is known (symbolic or static).
+bool known(const Value* v);
+inline const Dims& dims(const Value* v) { return v->type().shape(); }
+inline bool rank_is(const Value* v, size_t r) { return known(v) && v->type().rank() == r; }
+
+// A fill at or below kLargeNegative.
+bool hides(double x);
+// Every element is 0: a constant, its broadcast, or a ConstantOfShape's value.
+bool is_zeros(const Value* v);
+// A float mask whose elements are finite whatever the inputs.
+bool finite_mask(const Value* v, int depth = 0);
+// A float bias finite wherever the values it is computed from are: products,
+// their sums and differences, scalings by finite constants, and elements moved
+// or gathered from those (DeBERTa's relative-position scores), or a finite
+// mask. A row of such a bias is -inf only where Q, K or a weight held
+// infinities, as with a guard.
+bool finite_from_finite(const Value* v, int depth = 0);
+// +1: v is true (nonzero) exactly where its column j <= its row i over its
+// last two axes; -1: exactly where j > i; 0: not known.
+int causal_pattern(const Value* v, int depth = 0);
+// v's last two axes are [rows, cols] exactly (a causal proof needs the whole grid).
+bool grid_is(const Value* v, const Dim& rows, const Dim& cols);
+// An additive mask that is 0 where j <= i and hides the rest.
+bool causal_additive(const Value* m, const Dim& rows, const Dim& cols, int depth = 0);
+// The mask broadcasts onto the scores [B, Hq, Sq, Skv], keys along its last axis.
+bool broadcasts_onto(const Value* m, const Dims& scores);
+
+}  // namespace tcc::attention_masks
