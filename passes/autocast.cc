@@ -23,8 +23,9 @@
 //     Scan), whose bodies stay as they are.
 //
 // Only f32 values change dtype. The inputs an op's OpDef says autocast leaves
-// (autocast_keeps: Resize's roi and scales, parameters rather than data; the
-// attention backward's row statistics) keep theirs, and the outputs it says
+// (autocast_keeps: Resize's roi and scales, parameters rather than data; an
+// attention's float mask, whose finfo(float32).min fill f16 and bf16 cannot
+// hold; the attention backward's row statistics) keep theirs, and the outputs it says
 // stay f32 (f32_output: an attention's log-sum-exp and row statistics) do.
 // With fp32 and tf32 the pass changes nothing (tf32 is the libraries' math
 // mode, codegen's business).

@@ -581,21 +581,24 @@ std::string attention_kernel_refusal(const Node& n) {
 void register_attention_ops(OpRegistry& r) {
   // Any element types: Q, K and V are float (infer_attention checks), attn_mask bool or float, nonpad_kv_seqlen i64.
   auto role = [](const Node& n) { return attn::attention_kernel_refusal(n).empty(); };
-  // The log-sum-exp a tcc::Attention saves for its backward stays f32 under autocast.
+  // The log-sum-exp a tcc::Attention saves for its backward stays f32 under autocast, and so does a float
+  // attn_mask: its fill (HF's finfo(float32).min) lies beyond f16's and bf16's range, where it would become -inf
+  // and hide whole rows that the f32 mask leaves uniform (DeBERTa's padded queries).
   auto lse_output = [](const Node& n, size_t out) { return attn::saves_lse(n) && out == 1; };
+  auto mask_input = [](const Node&, size_t in) { return in == attn::kMask; };
   r.add(OpDef{"", "Attention", 23, 0, infer_attention, eval_attention, {}})
       .kernel_role(KernelRole::Attention, role)
       .gradient(attn::attention_gradient, attn::fused_backward_applies, attn::save_log_sum_exp)
       .decomposition(decompose_attention)
       .under_autocast(AutocastClass::Low)
-      .keeps_under_autocast(nullptr, lse_output);
+      .keeps_under_autocast(mask_input, lse_output);
   // The same op at any opset: what passes/fuse_attention writes for the attention an exporter spelled out.
   r.add(OpDef{std::string(kTccDomain), "Attention", 1, 0, infer_attention, eval_attention, {}})
       .kernel_role(KernelRole::Attention, role)
       .gradient(attn::attention_gradient, attn::fused_backward_applies, attn::save_log_sum_exp)
       .decomposition(decompose_attention)
       .under_autocast(AutocastClass::Low)
-      .keeps_under_autocast(nullptr, lse_output);
+      .keeps_under_autocast(mask_input, lse_output);
 }
 
 }  // namespace tcc

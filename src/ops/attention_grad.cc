@@ -49,9 +49,9 @@ Wrt wrt_of(const Node& n) {
 
 // Under autocast, the f32 row statistics a statistics pass computes (each
 // output), and what each pass reads in f32: the forward's log-sum-exp or the
-// statistics.
+// statistics, and the mask, as the forward does (attention.cc).
 bool computes_statistics(const Node& n, size_t) { return n.get_string("wrt", "") == "stats"; }
-bool reads_statistics(const Node& n, size_t i) { return i == (computes_statistics(n, 0) ? kLse : kAux); }
+bool reads_f32(const Node& n, size_t i) { return i == kMask || i == (computes_statistics(n, 0) ? kLse : kAux); }
 
 void infer_attention_grad(InferContext& ctx) {
   if (!inputs_ranked(ctx, {kQ, kK, kV})) return;
@@ -279,7 +279,7 @@ void register_attention_grad_ops(OpRegistry& r) {
       .kernel_role(KernelRole::Attention,
                    [](const Node& n) { return attn::attention_grad_kernel_refusal(n).empty(); })
       .under_autocast(AutocastClass::Low)
-      .keeps_under_autocast(attn::reads_statistics, attn::computes_statistics);
+      .keeps_under_autocast(attn::reads_f32, attn::computes_statistics);
 }
 
 }  // namespace tcc
