@@ -153,14 +153,13 @@ bool finite_from_finite(const Value* v, int depth) {
   if (depth > kMaxDepth) return false;
   const Node* p = v->producer();
   if (is_onnx(p, "MatMul")) return true;
-  if (is_onnx(p, "Add") || is_onnx(p, "Sub"))
+  if (is_onnx(p, "Add") || is_onnx(p, "Sub") || is_onnx(p, "Mul"))
     return finite_from_finite(p->input(0), depth + 1) && finite_from_finite(p->input(1), depth + 1);
-  if (is_onnx(p, "Mul") || is_onnx(p, "Div"))
-    for (size_t i = p->op_type() == "Div" ? 1 : 0; i < 2; ++i) {
-      std::optional<double> c = scalar_constant(p->input(i));
-      if (c && std::isfinite(*c) && *c != 0) return finite_from_finite(p->input(1 - i), depth + 1);
-    }
-  if (is_movement(p) || is_onnx(p, "Gather") || is_onnx(p, "GatherElements"))
+  if (is_onnx(p, "Div")) {
+    std::optional<double> c = scalar_constant(p->input(1));
+    return c && std::isfinite(*c) && *c != 0 && finite_from_finite(p->input(0), depth + 1);
+  }
+  if (is_movement(p) || is_onnx(p, "Gather") || is_onnx(p, "GatherElements") || is_onnx(p, "CumSum"))
     return finite_from_finite(p->input(0), depth + 1);
   return finite_mask(v, depth);
 }

@@ -34,11 +34,12 @@ bool hides(double x);
 bool is_zeros(const Value* v);
 // A float mask whose elements are finite whatever the inputs.
 bool finite_mask(const Value* v, int depth = 0);
-// A float bias finite wherever the values it is computed from are: products,
-// their sums and differences, scalings by finite constants, and elements moved
-// or gathered from those (DeBERTa's relative-position scores), or a finite
-// mask. A row of such a bias is -inf only where Q, K or a weight held
-// infinities, as with a guard.
+// A float bias finite wherever the values it is computed from are: products
+// (MatMul, Mul), sums, differences and running sums (CumSum) of such values,
+// divisions by finite constants, and elements moved or gathered from those
+// (DeBERTa's relative-position scores, BLOOM's ALiBi), or a finite mask. A row
+// of such a bias is -inf only where its inputs held infinities or overflowed,
+// as with a guard.
 bool finite_from_finite(const Value* v, int depth = 0);
 // +1: v is true (nonzero) exactly where its column j <= its row i over its
 // last two axes; -1: exactly where j > i; 0: not known.

@@ -23,7 +23,8 @@
 //     which adds what the Where put in place of the score: the same up to
 //     rounding, since |score| is below half an ulp of the fill);
 //   - a bias added to the products in the bmm view, nothing scaling the sum
-//     (DeBERTa's relative-position scores): viewed per head, it is added to
+//     (DeBERTa's relative-position scores, BLOOM's ALiBi, the same for every
+//     query): viewed per head, it is added to
 //     the float mask, or is the mask. It must be finite wherever the values it
 //     is computed from are (finite_from_finite), or the softmax guarded;
 //   - a mask provably causal (below) with -inf or a fill <= -1e30 where it
@@ -201,8 +202,8 @@ struct Match {
   Operand q, k, v;
   double scale = 1;
   Mask mask;
-  // A float [B*H, Sq, Skv] added to the products in torch's bmm view, before any
-  // mask: viewed per head, it joins the new node's attn_mask.
+  // A float [B*H | 1, Sq | 1, Skv] added to the products in torch's bmm view,
+  // before any mask: viewed per head, it joins the new node's attn_mask.
   Value* bias = nullptr;
   std::optional<Windows> windows;
   bool causal = false, guarded = false;
@@ -268,6 +269,15 @@ bool row_has_finite(const Value* h, const Value* logits, std::unordered_set<cons
   return true;
 }
 
+// b broadcasts onto the products s [B*H, Sq, Skv] in the bmm view, all of them
+// or each batch-head alike (BLOOM's ALiBi, [B*H, 1, Skv]), keys along its last axis.
+bool bias_onto(const Value* b, const Value* s) {
+  if (!rank_is(b, 3) || b->type().dtype() != s->type().dtype()) return false;
+  for (size_t a = 0; a < 3; ++a)
+    if (dims(b)[a] != dims(s)[a] && (a == 2 || dims(b)[a] != Dim(1))) return false;
+  return true;
+}
+
 // The scores' MatMul behind `s` (through scales and torch's bmm reshape):
 // fills q, k and the scale.
 bool match_scores(Value* s, Match& m) {
@@ -285,7 +295,7 @@ bool match_scores(Value* s, Match& m) {
         Value* products = mm->input(i);
         Value* bias = mm->input(1 - i);
         double ignored = 1;
-        if (products->type() != s->type() || bias->type() != s->type() ||
+        if (products->type() != s->type() || !bias_onto(bias, s) ||
             !is_onnx(strip_scales(products, ignored, nullptr)->producer(), "MatMul"))
           continue;
         m.body.insert(mm);
@@ -644,17 +654,25 @@ void rewrite(Graph& g, const Match& m, PassStats& stats) {
                              name + "/Where_mask", Type::tensor(t, mask_type.shape())));
     }
     if (m.bias) {
-      const Dims scores = {type.shape()[0], type.shape()[1], type.shape()[2], m.k.shape()[2]};
+      const Dims& b = dims(m.bias);
+      const bool per_head = b[0] != Dim(1);
+      const Dims viewed = {per_head ? type.shape()[0] : Dim(1), per_head ? type.shape()[1] : Dim(1), b[1], b[2]};
       std::vector<std::string> texts;
-      for (const Dim& d : scores) texts.push_back(d.str());
+      for (const Dim& d : viewed) texts.push_back(d.str());
       Node* view = g.insert_node(before, "Reshape", {m.bias}, {g.fresh_name(name + "/bias")}, std::string(kTccDomain),
                                  name + "/Reshape_bias");
       view->set_source(source);
       view->set_attr("shape", Attribute::of_strings(std::move(texts)));
-      view->output(0)->set_type(Type::tensor(t, scores));
+      view->output(0)->set_type(Type::tensor(t, viewed));
       Value* bias = view->output(0);
-      if (ins.size() == 3) ins.push_back(bias);
-      else ins.back() = add_node(g, before, "Add", {ins.back(), bias}, name + "/Add_bias", Type::tensor(t, scores));
+      if (ins.size() == 3) {
+        ins.push_back(bias);
+      } else {  // both broadcast onto the scores: the sum takes, per axis, whichever is not 1
+        Dims sum = dims(ins.back());
+        for (size_t a = 0; a < 4; ++a)
+          if (sum[a] == Dim(1)) sum[a] = viewed[a];
+        ins.back() = add_node(g, before, "Add", {ins.back(), bias}, name + "/Add_bias", Type::tensor(t, sum));
+      }
     }
     Node* att = g.insert_node(before, "Attention", ins, m.windows ? std::vector{g.fresh_name(name)} : names,
                               std::string(kTccDomain), name);

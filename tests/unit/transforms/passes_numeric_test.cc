@@ -254,6 +254,56 @@ const Case kCases[] = {
   output %y2
 }
 )"},
+    // Biases added to the products in torch's bmm view: DeBERTa's relative-position scores under a Where
+    // with finfo.min, then BLOOM's ALiBi (the same for every query) under an additive mask.
+    {"fuse_attention_bias", "fuse_attention", R"(graph main opset(ai.onnx: 18, tcc: 1) {
+  input %q: f32[2, 4, 5, 8]
+  input %k: f32[2, 4, 5, 8]
+  input %v: f32[2, 4, 5, 8]
+  input %pos: f32[8, 5, 8]
+  input %emb: f32[8, 5]
+  input %hide: bool[2, 1, 5, 5]
+  input %pad: bool[2, 5]
+  const %slopes: f32[1, 4, 1, 1] = [0.5, 0.25, 0.125, 0.0625]
+  const %minus1: i64[] = [-1]
+  const %four: f32[] = [4.0]
+  const %zero: f32[] = [0.0]
+  const %min: f32[] = [-3.4028235e+38]
+  %q3: f32[8, 5, 8] = tcc::Reshape(%q) {shape = ["8", "5", "8"]}
+  %k3: f32[8, 5, 8] = tcc::Reshape(%k) {shape = ["8", "5", "8"]}
+  %v3: f32[8, 5, 8] = tcc::Reshape(%v) {shape = ["8", "5", "8"]}
+  %kt3: f32[8, 8, 5] = Transpose(%k3) {perm = [0, 2, 1]}
+  %kts: f32[8, 8, 5] = Div(%kt3, %four)
+  %qk: f32[8, 5, 5] = MatMul(%q3, %kts)
+  %c2p: f32[8, 5, 5] = MatMul(%pos, %emb)
+  %rel: f32[8, 5, 5] = Div(%c2p, %four)
+  %sum: f32[8, 5, 5] = Add(%qk, %rel)
+  %sum4: f32[2, 4, 5, 5] = tcc::Reshape(%sum) {shape = ["2", "4", "5", "5"]}
+  %masked: f32[2, 4, 5, 5] = Where(%hide, %min, %sum4)
+  %p: f32[2, 4, 5, 5] = Softmax(%masked) {axis = -1}
+  %p3: f32[8, 5, 5] = tcc::Reshape(%p) {shape = ["8", "5", "5"]}
+  %y3: f32[8, 5, 8] = MatMul(%p3, %v3)
+  %padf: f32[2, 5] = Cast(%pad) {to = 1}
+  %count: f32[2, 5] = CumSum(%padf, %minus1)
+  %at: f32[2, 1, 1, 5] = tcc::Reshape(%count) {shape = ["2", "1", "1", "5"]}
+  %alibi4: f32[2, 4, 1, 5] = Mul(%at, %slopes)
+  %alibi: f32[8, 1, 5] = tcc::Reshape(%alibi4) {shape = ["8", "1", "5"]}
+  %y1: f32[2, 4, 5, 8] = tcc::Reshape(%y3) {shape = ["2", "4", "5", "8"]}
+  %kb3: f32[8, 5, 8] = tcc::Reshape(%y1) {shape = ["8", "5", "8"]}
+  %ktb: f32[8, 8, 5] = Transpose(%kb3) {perm = [0, 2, 1]}
+  %qkb: f32[8, 5, 5] = MatMul(%q3, %ktb)
+  %scaled: f32[8, 5, 5] = Div(%qkb, %four)
+  %sumb: f32[8, 5, 5] = Add(%scaled, %alibi)
+  %sumb4: f32[2, 4, 5, 5] = tcc::Reshape(%sumb) {shape = ["2", "4", "5", "5"]}
+  %mask: f32[2, 1, 5, 5] = Where(%hide, %min, %zero)
+  %maskedb: f32[2, 4, 5, 5] = Add(%sumb4, %mask)
+  %pb: f32[2, 4, 5, 5] = Softmax(%maskedb) {axis = -1}
+  %pb3: f32[8, 5, 5] = tcc::Reshape(%pb) {shape = ["8", "5", "5"]}
+  %yb3: f32[8, 5, 8] = MatMul(%pb3, %v3)
+  %y: f32[2, 4, 5, 8] = tcc::Reshape(%yb3) {shape = ["2", "4", "5", "8"]}
+  output %y
+}
+)"},
 };
 
 // The model of `text` twice, shapes inferred: the original and the copy a pass rewrites.
