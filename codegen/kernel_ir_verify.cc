@@ -339,8 +339,8 @@ class Verifier {
     if (kv != (a.dv != -1)) fail(-1, "the attention backward's grad_kv pass, and it alone, writes dv");
     if (kv && (!declared(a.dv) || !k_.buffers[static_cast<size_t>(a.dv)].output || dtype(a.dv) != t))
       fail(-1, "an attention backward's dv is an output buffer of the operands' dtype");
-    if (a.mask >= 0 && dtype(a.mask) != DType::Bool && dtype(a.mask) != t)
-      fail(-1, "an attention mask must be bool or of the operands' dtype");
+    if (a.mask >= 0 && dtype(a.mask) != DType::Bool && dtype(a.mask) != DType::F32 && dtype(a.mask) != t)
+      fail(-1, "an attention mask must be bool, f32 or of the operands' dtype");
     if (!forward) {
       if (dtype(a.dout) != t || dtype(a.aux) != (stats ? t : DType::F32))
         fail(-1, "an attention backward's dout is of the operands' dtype, its aux too (Y) or f32 (statistics)");

@@ -117,8 +117,10 @@ void infer_attention(InferContext& ctx) {
   AttentionDims d = attention_dims(ctx);
   DType t = input_dtype(ctx, kQ);
   if (!is_float(t)) ctx.fail("Q, K and V must be float tensors, got " + std::string(dtype_name(t)));
+  // tcc::Attention also reads an f32 mask on f16 or bf16 operands, as autocast leaves it.
   DType m = input_dtype(ctx, kMask);
-  if (m != DType::Undefined && m != DType::Bool && m != t)
+  const bool f32_mask = m == DType::F32 && ctx.node().domain() == kTccDomain;
+  if (m != DType::Undefined && m != DType::Bool && m != t && !f32_mask)
     ctx.fail("attn_mask must be bool or Q's " + std::string(dtype_name(t)) + ", got " + std::string(dtype_name(m)));
   DType np = input_dtype(ctx, kNonpad);
   if (np != DType::Undefined && np != DType::I64)
@@ -555,7 +557,8 @@ std::string operands_refusal(const Node& n) {
     return "its head sizes are not static or exceed " + std::to_string(kMaxKernelHeadSize);
   if (!n.has_input(kMask)) return "";
   const Type& m = n.input(kMask)->type();
-  if (m.dtype() != DType::Bool && m.dtype() != t) return "its mask is neither bool nor of its operands' dtype";
+  if (m.dtype() != DType::Bool && m.dtype() != DType::F32 && m.dtype() != t)
+    return "its mask is neither bool, f32 nor of its operands' dtype";
   const Dims target = {q.shape()[0], h->heads, q.shape()[h->four_d ? 2 : 1], k.shape()[h->four_d ? 2 : 1]};
   if (m.rank() < 1 || m.rank() > 4 || m.shape().back() != target[3]) return "its mask's last axis is not the keys'";
   for (size_t a = 0; a + 1 < m.rank(); ++a) {
@@ -581,11 +584,12 @@ std::string attention_kernel_refusal(const Node& n) {
 void register_attention_ops(OpRegistry& r) {
   // Any element types: Q, K and V are float (infer_attention checks), attn_mask bool or float, nonpad_kv_seqlen i64.
   auto role = [](const Node& n) { return attn::attention_kernel_refusal(n).empty(); };
-  // The log-sum-exp a tcc::Attention saves for its backward stays f32 under autocast, and so does a float
-  // attn_mask: its fill (HF's finfo(float32).min) lies beyond f16's and bf16's range, where it would become -inf
-  // and hide whole rows that the f32 mask leaves uniform (DeBERTa's padded queries).
+  // The log-sum-exp a tcc::Attention saves for its backward stays f32 under autocast, and so does its float
+  // attn_mask: the fill (HF's finfo(float32).min) lies beyond f16's and bf16's range, where it would become -inf
+  // and hide whole rows that the f32 mask leaves uniform (DeBERTa's padded queries). ONNX's Attention takes a
+  // mask of Q's dtype.
   auto lse_output = [](const Node& n, size_t out) { return attn::saves_lse(n) && out == 1; };
-  auto mask_input = [](const Node&, size_t in) { return in == attn::kMask; };
+  auto mask_input = [](const Node& n, size_t in) { return in == attn::kMask && n.domain() == kTccDomain; };
   r.add(OpDef{"", "Attention", 23, 0, infer_attention, eval_attention, {}})
       .kernel_role(KernelRole::Attention, role)
       .gradient(attn::attention_gradient, attn::fused_backward_applies, attn::save_log_sum_exp)

@@ -490,9 +490,9 @@ bool default_or_block_64(const kir::Kernel& k, const KernelConfig& c) {
   return c == default_config(k) || c.block == 64;
 }
 
-// Every default and 64-thread candidate of the five attention kernels of s.
-KernelVariants attention_variants(const ScheduledModel& s) {
-  EXPECT_EQ(s.schedule.kernels.size(), 5u);
+// Every default and 64-thread candidate of the `kernels` attention kernels of s.
+KernelVariants attention_variants(const ScheduledModel& s, size_t kernels = 5) {
+  EXPECT_EQ(s.schedule.kernels.size(), kernels);
   for (const kir::Kernel& k : s.schedule.kernels) EXPECT_EQ(k.kind, kir::Kind::Attention) << k.name;
   return variants(s, default_or_block_64);
 }
@@ -517,22 +517,23 @@ TEST(Attention, EmulatedOnTheHostFlashTilesMatchTheInterpreter) {
   expect_emulated_attention_matches(s, v, "tcc_attention");
 }
 
-// The same template over f16 and bf16 operands and masks: the CUDA-core
+// The same template over f16 and bf16 operands and masks (and an f32 mask on
+// bf16 operands, as autocast leaves it): the CUDA-core
 // layouts read them into f32, the tensor-core layout multiplies them by
 // mma.sync (emulated by the PTX ISA's fragment layouts); each output is
 // rounded once.
 TEST(Attention, EmulatedOnTheHostLowPrecisionMatchesTheInterpreter) {
   ScheduledModel s = schedule_model("tests/kernels/attention_low.tir");
-  KernelVariants v = attention_variants(s);
+  KernelVariants v = attention_variants(s, 6);
   // The f16 heads of 16 take the tensor-core layout by default (4 warps, 64
   // rows: one block) and at 2 warps (two blocks); the 3-D heads of 20 and the
   // head of 160 cannot.
-  const std::set<std::string> tensor_cores = {"gqa_causal_f16", "bool_mask_f16", "f16_mask"};
+  const std::set<std::string> tensor_cores = {"gqa_causal_f16", "bool_mask_f16", "f16_mask", "f32_mask_bf16"};
   for (const kir::Kernel& k : s.schedule.kernels)
     EXPECT_EQ(default_config(k).mma, tensor_cores.count(k.nodes.front()) == 1) << k.nodes.front();
   int mma_variants = 0;
   for (const KernelConfig& c : v.configs) mma_variants += c.mma ? 1 : 0;
-  EXPECT_EQ(mma_variants, 3 * 2);
+  EXPECT_EQ(mma_variants, 4 * 2);
   expect_emulated_attention_matches(s, v, "tcc_attention_low");
 }
 
