@@ -72,6 +72,9 @@ MODELS = {s.name: s for s in [
     _lm("deberta", "transformers DebertaV2Model (2 layers, d 64, 4 heads, 32 relative position buckets)", mask=True,
         notes="disentangled attention: content-to-position and position-to-content scores gathered from relative "
               "embeddings repeated over the batch"),
+    _lm("bloom", "transformers BloomModel (2 layers, d 64, 4 heads)", mask=True,
+        notes="ALiBi: per-head slopes times positions counted from the padding mask, added to the scores by "
+              "baddbmm"),
     _vision("vit", "torchvision VisionTransformer (32x32, patch 8, 2 layers, d 64, 4 heads)", 32),
     _vision("swin", "torchvision SwinTransformer (64x64, patch 4, 2 stages of 2 blocks, d 16, window 4)", 64),
     _vision("convnext", "torchvision ConvNeXt (2 stages of 16 and 32 channels)", 32),
@@ -256,6 +259,10 @@ def build(torch, name):
                                               max_position_embeddings=MAX_POSITIONS, relative_attention=True,
                                               position_buckets=32, pos_att_type=["p2c", "c2p"])
         model = _wrap_lm(torch, transformers.DebertaV2Model(config), True)
+    elif name == "bloom":
+        import transformers
+        config = transformers.BloomConfig(vocab_size=VOCAB, hidden_size=64, n_layer=2, n_head=4)
+        model = _wrap_lm(torch, transformers.BloomModel(config), True)
     elif name == "vit":
         import torchvision
         model = torchvision.models.VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=4,

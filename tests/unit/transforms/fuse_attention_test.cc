@@ -40,15 +40,10 @@ void PrintTo(const Exported& e, std::ostream* os) { *os << e.name; }
 
 // Attention layers per model (the zoo's configurations in bench/zoo_models.py,
 // the GPT-style block's two in scripts/gen-pt2). A zoo model missing here fails.
-// DeBERTa's two layers are not fused yet: fuse_attention does not match its
-// form, whose scores (keys scaled before the product) add, in the
-// [batch*heads, seq, seq] view, a bias gathered from products with relative
-// embeddings (content-to-position and position-to-content), and are then
-// viewed per head and masked by a Where.
 const std::map<std::string, size_t> kZooAttention = {
-    {"gpt2", 2}, {"gpt2_mask", 2}, {"llama", 2}, {"bert", 2}, {"phi", 2}, {"gemma", 2}, {"vit", 2}, {"swin", 4},
-    {"gpt_block_legacy", 1}, {"deberta", 2}, {"resnet", 0}, {"resnet_qdq", 0}, {"mobilenetv3", 0}, {"convnext", 0},
-    {"efficientnet", 0}, {"lraspp", 0},
+    {"gpt2", 2}, {"gpt2_mask", 2}, {"llama", 2}, {"bert", 2}, {"phi", 2}, {"gemma", 2}, {"deberta", 2}, {"bloom", 2},
+    {"vit", 2}, {"swin", 4}, {"gpt_block_legacy", 1}, {"resnet", 0}, {"resnet_qdq", 0}, {"mobilenetv3", 0},
+    {"convnext", 0}, {"efficientnet", 0}, {"lraspp", 0},
 };
 
 std::vector<Exported> models() {
