@@ -360,8 +360,10 @@ bool Lowering::reads_reduced_axes(const kir::Index& ix) const {
 int Lowering::emit(Instr in) {
   if (k_.kind == kir::Kind::Reduction) {
     switch (in.op) {
-      // A guarded load is an element value when its guard is.
+      // A guarded load is an element value when its guard is; a store along the reduced axes (a value
+      // constant along the row, broadcast over it) writes every element of the row.
       case Op::Load:
+      case Op::Store:
         in.row = !reads_reduced_axes(in.index) &&
                  std::all_of(in.args.begin(), in.args.end(), [&](int a) { return k_.body[a].row; });
         break;

@@ -16,6 +16,8 @@
 //     part a tcc::Slice whose start is a SymExpr.
 //   - symbolic_conv_transpose.tir: strided ConvTransposes, the input
 //     gradient of a strided convolution, as Convs of the spread input.
+//   - row_broadcast_stores.tir: a value constant along a reduction's row
+//     stored broadcast over it.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -56,7 +58,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, SymbolicSizes,
                          ::testing::Values(SymbolicFixture{"strided_image", "s", {8, 13, 16, 21}},
                                            SymbolicFixture{"symbolic_resize", "s", {2, 5, 8, 11}},
                                            SymbolicFixture{"symbolic_slices", "seq", {4, 7, 10, 13}},
-                                           SymbolicFixture{"symbolic_conv_transpose", "s", {3, 4, 7}}),
+                                           SymbolicFixture{"symbolic_conv_transpose", "s", {3, 4, 7}},
+                                           SymbolicFixture{"row_broadcast_stores", "s", {3, 6}}),
                          [](const ::testing::TestParamInfo<SymbolicFixture>& i) { return i.param.name; });
 
 }  // namespace
