@@ -669,6 +669,7 @@ void rewrite(Graph& g, const Match& m, PassStats& stats) {
         ins.push_back(bias);
       } else {  // both broadcast onto the scores: the sum takes, per axis, whichever is not 1
         Dims sum = dims(ins.back());
+        sum.insert(sum.begin(), 4 - sum.size(), Dim(1));
         for (size_t a = 0; a < 4; ++a)
           if (sum[a] == Dim(1)) sum[a] = viewed[a];
         ins.back() = add_node(g, before, "Add", {ins.back(), bias}, name + "/Add_bias", Type::tensor(t, sum));
