@@ -24,9 +24,9 @@
 //     rounding, since |score| is below half an ulp of the fill);
 //   - a bias added to the products in the bmm view, nothing scaling the sum
 //     (DeBERTa's relative-position scores, BLOOM's ALiBi, the same for every
-//     query): viewed per head, it is added to
-//     the float mask, or is the mask. It must be finite wherever the values it
-//     is computed from are (finite_from_finite), or the softmax guarded;
+//     query): viewed per head, it is added to the float mask, or is the mask.
+//     It must be finite wherever the values it is computed from are
+//     (finite_from_finite), or the softmax guarded;
 //   - a mask provably causal (below) with -inf or a fill <= -1e30 where it
 //     hides is dropped and is_causal = 1 set instead;
 //   - shifted windows (Swin): scores [B*W, H, S, S] (plus a mask that is the
@@ -41,8 +41,8 @@
 //     Expand or Tile of Unsqueeze (query head h reads kv head h / group, as
 //     Attention does), are read before the repeat. Another layout of the
 //     repeat (head h reading h % Hkv) stays in place, which is still correct.
-// Causal masks: see passes/attention_masks.h.
-
+// Which masks are causal, and which finite: passes/attention_masks.h.
+//
 // Attention gives zeros for a row whose bias is -inf everywhere, where Softmax
 // gives NaN. So the rewrite needs a guard, a causal mask (each row keeps its
 // diagonal), or a float mask proven finite (constants, Where of finite values,
