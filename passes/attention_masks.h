@@ -8,7 +8,6 @@
 // compared (j - i <= 0, i - j < 0 and the like); through Not, Equal to 0,
 // Cast, And with all-true values, slices that start at 0 and broadcasts that
 // keep the last two axes.
-//
 #pragma once
 
 #include <string_view>
