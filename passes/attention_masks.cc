@@ -11,6 +11,9 @@
 
 namespace tcc::attention_masks {
 
+constexpr double kLargeNegative = -1e30;  // a fill at or below this hides a key as -inf does
+constexpr int kMaxDepth = 16;             // how far the mask analyses look back
+
 bool is_op(const Node* n, std::string_view op) {
   return n && n->op_type() == op && (n->domain().empty() || n->domain() == kTccDomain);
 }

@@ -16,9 +16,6 @@
 
 namespace tcc::attention_masks {
 
-constexpr double kLargeNegative = -1e30;  // a fill at or below this hides a key as -inf does
-constexpr int kMaxDepth = 16;             // how far the mask analyses look back
-
 // n is `op` in the ONNX domain, or tcc's attribute-shaped twin (tcc::Reshape, Expand, Slice, Range).
 bool is_op(const Node* n, std::string_view op);
 bool is_onnx(const Node* n, std::string_view op);
@@ -27,7 +24,7 @@ bool known(const Value* v);
 inline const Dims& dims(const Value* v) { return v->type().shape(); }
 inline bool rank_is(const Value* v, size_t r) { return known(v) && v->type().rank() == r; }
 
-// A fill at or below kLargeNegative.
+// A fill at or below -1e30, which hides a key as -inf does.
 bool hides(double x);
 // Every element is 0: a constant, its broadcast, or a ConstantOfShape's value.
 bool is_zeros(const Value* v);
