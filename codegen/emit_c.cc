@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iterator>
+#include <set>
 #include <string_view>
 
 #include "src/diag/errors.h"
@@ -228,7 +229,7 @@ class SizeExprPrinter {
 };
 
 bool is_small_float(DType t) { return t == DType::F16 || t == DType::BF16; }
-bool computes_in_float(DType t) { return t == DType::F32 || is_small_float(t); }
+bool computes_in_float(DType t) { return t == DType::F32 || is_small_float(t) || is_fp8(t); }
 bool is_unsigned(DType t) { return is_integer(t) && !is_signed(t); }
 
 std::string v(int i) { return "v" + std::to_string(i); }
@@ -279,11 +280,58 @@ const Instr& arg(const kir::Kernel& k, const Instr& in, size_t a) {
   return k.body.at(static_cast<size_t>(in.args[a]));
 }
 
+// The conversions between float and the 8-bit float t, spelled out from its
+// format for both targets (CUDA's cuda_fp8.h has only two of the four types):
+// tcc_<t>2f decodes exactly, tcc_f2<t> rounds to nearest even, saturating or
+// not, as fp8_to_float and float_to_fp8 (src/ir/dtype.cc) do.
+std::string fp8_conversions(DType t) {
+  const Fp8Format f = fp8_format(t);
+  const std::string name(dtype_name(t)), m = std::to_string(f.mantissa), max = std::to_string(f.max_code) + "u";
+  const std::string mask = std::to_string((1 << f.mantissa) - 1) + "u", emin = std::to_string(1 - f.bias);
+  const std::string nan = f.fnuz ? "0x80u" : "sign | 0x7fu";
+  std::string s = "TCC_FN float tcc_" + name + "2f(uint8_t b) {\n";
+  s += "  uint32_t sign = (uint32_t)(b & 0x80u) << 24, code = b & 0x7fu;\n";
+  if (f.fnuz) s += "  if (b == 0x80u) return tcc_bits_float(0x7fc00000u);\n";
+  if (f.inf) s += "  if (code == " + max + " + 1u) return tcc_bits_float(sign | 0x7f800000u);\n";
+  if (f.max_code < 0x7f) s += "  if (code > " + max + ") return tcc_bits_float(sign | 0x7fc00000u);\n";
+  s += "  if ((code >> " + m + ") == 0) return tcc_bits_float(sign | tcc_float_bits((float)code * " +
+       print_double(std::ldexp(1.0, 1 - f.bias - f.mantissa), 17) + "f));\n";
+  s += "  return tcc_bits_float(sign | (((code >> " + m + ") + " + std::to_string(127 - f.bias) + "u) << 23) | ((code & " +
+       mask + ") << " + std::to_string(23 - f.mantissa) + "));\n}\n";
+  s += "TCC_FN uint8_t tcc_f2" + name + "(float v, bool saturate) {\n";
+  s += "  uint32_t x = tcc_float_bits(v), sign = (x >> 24) & 0x80u, a = x & 0x7fffffffu;\n";
+  s += "  if (a > 0x7f800000u) return (uint8_t)(" + nan + ");\n";
+  s += "  uint32_t code = " + max + " + 1u;\n";
+  s += "  if (a < 0x7f800000u) {\n";
+  s += "    int e = (int)(a >> 23) - 127, shift = " + std::to_string(23 - f.mantissa) + " + (e < " + emin + " ? " + emin +
+       " - e : 0);\n";
+  s += "    uint32_t m = (a & 0x7fffffu) | (a >= 0x800000u ? 0x800000u : 0u);\n";
+  s += "    code = 0;\n";
+  s += "    if (shift <= 25) {\n";
+  s += "      uint32_t rest = m & ((1u << shift) - 1u), half = 1u << (shift - 1);\n";
+  s += "      code = m >> shift;\n";
+  s += "      if (e >= " + emin + ") code = ((uint32_t)(e - (" + emin + ") + 1) << " + m + ") | (code & " + mask + ");\n";
+  s += "      if (rest > half || (rest == half && (code & 1u))) ++code;\n";
+  s += "    }\n  }\n";
+  s += "  if (code > " + max + ") return (uint8_t)(saturate ? sign | " + max + " : " +
+       (f.inf ? "sign | (" + max + " + 1u)" : nan) + ");\n";
+  s += std::string("  return (uint8_t)(") + (f.fnuz ? "code == 0 ? 0u : " : "") + "sign | code);\n}\n";
+  return s;
+}
+
 }  // namespace
 
-std::string prelude(Target t) {
+std::string prelude(Target t, const std::vector<kir::Kernel>& kernels) {
   std::string s(t == Target::Host ? kHostPrelude : kCudaPrelude);
   s += kCommonPrelude;
+  std::set<DType> fp8;
+  for (const kir::Kernel& k : kernels) {
+    for (const kir::Buffer& b : k.buffers)
+      if (is_fp8(b.dtype)) fp8.insert(b.dtype);
+    for (const Instr& in : k.body)
+      if (is_fp8(in.dtype)) fp8.insert(in.dtype);
+  }
+  for (DType f : fp8) s += fp8_conversions(f);
   if (t == Target::Cuda) {
     s += kCudaReduce;
     s += kCudaScan;
@@ -345,7 +393,11 @@ const char* compute_type(DType t) {
   switch (t) {
     case DType::F32:
     case DType::F16:
-    case DType::BF16: return "float";
+    case DType::BF16:
+    case DType::F8E4M3FN:
+    case DType::F8E4M3FNUZ:
+    case DType::F8E5M2:
+    case DType::F8E5M2FNUZ: return "float";
     case DType::F64: return "double";
     case DType::I8: return "int8_t";
     case DType::I16: return "int16_t";
@@ -362,7 +414,7 @@ const char* compute_type(DType t) {
 
 const char* storage_type(DType t) {
   if (is_small_float(t)) return "uint16_t";
-  if (t == DType::Bool) return "uint8_t";
+  if (t == DType::Bool || is_fp8(t)) return "uint8_t";
   return compute_type(t);
 }
 
@@ -377,6 +429,7 @@ std::string convert(const std::string& x, DType from, DType to) {
   std::string as_float = computes_in_float(from) ? x
                          : is_integer(from)      ? "(float)(double)" + paren(x)
                                                  : "(float)" + paren(x);
+  if (is_fp8(to)) return decode("tcc_f2" + std::string(dtype_name(to)) + "(" + as_float + ", true)", to);
   switch (to) {
     case DType::F16: return "tcc_h2f(tcc_f2h(" + as_float + "))";
     case DType::BF16: return "tcc_bf2f(tcc_f2bf(" + as_float + "))";
@@ -396,6 +449,7 @@ std::string convert(const std::string& x, DType from, DType to) {
 std::string decode(const std::string& element, DType stored) {
   if (stored == DType::F16) return "tcc_h2f(" + element + ")";
   if (stored == DType::BF16) return "tcc_bf2f(" + element + ")";
+  if (is_fp8(stored)) return "tcc_" + std::string(dtype_name(stored)) + "2f(" + element + ")";
   if (stored == DType::Bool) return "(" + element + " != 0)";
   return element;
 }
@@ -403,6 +457,7 @@ std::string decode(const std::string& element, DType stored) {
 std::string encode(const std::string& value, DType stored) {
   if (stored == DType::F16) return "tcc_f2h(" + value + ")";
   if (stored == DType::BF16) return "tcc_f2bf(" + value + ")";
+  if (is_fp8(stored)) return "tcc_f2" + std::string(dtype_name(stored)) + "(" + value + ", false)";
   if (stored == DType::Bool) return "(uint8_t)" + paren(value);
   return value;
 }

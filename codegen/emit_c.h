@@ -40,8 +40,9 @@ class CodeWriter {
 };
 
 // The helper functions emitted code calls (conversions, integer division and
-// modulo, NaN-propagating max/min, ...), and on CUDA the block reduction.
-std::string prelude(Target t);
+// modulo, NaN-propagating max/min, ...), on CUDA the block reduction, and the
+// conversions of the 8-bit floats `kernels` use.
+std::string prelude(Target t, const std::vector<kir::Kernel>& kernels = {});
 
 // An int64 C++ expression for a size expression; floor divisions go through
 // tcc_fdiv, which rounds toward negative infinity as SymExpr does.
@@ -67,17 +68,21 @@ std::string host_signature(const kir::Kernel& k);
 // unit that already holds the prelude.
 std::string random_offset_advance(Target t);
 
-// The type a value is computed in (f16/bf16: float; bool: bool) and the type a
-// buffer element is stored as (f16/bf16: uint16_t; bool: uint8_t).
+// The type a value is computed in (f16/bf16 and the 8-bit floats: float; bool:
+// bool) and the type a buffer element is stored as (f16/bf16: uint16_t; bool
+// and the 8-bit floats: uint8_t).
 const char* compute_type(DType t);
 const char* storage_type(DType t);
 // The type a reduction accumulates in: integers in 64 bits, floats in their compute type.
 const char* accumulator_type(DType t);
 
 // `x` (computed as `from`) converted to `to` with the interpreter's Cast
-// semantics: rounding through f16/bf16, saturating float -> integer, x != 0 -> bool.
+// semantics: rounding through f16/bf16 and the 8-bit floats (saturating),
+// saturating float -> integer, x != 0 -> bool.
 std::string convert(const std::string& x, DType from, DType to);
-// A stored element read into its compute type, and a computed value encoded for storage.
+// A stored element read into its compute type, and a computed value encoded for
+// storage (a value of an 8-bit float dtype is one of its values, infinity and
+// NaN included, so its encoding does not saturate).
 std::string decode(const std::string& element, DType stored);
 std::string encode(const std::string& value, DType stored);
 

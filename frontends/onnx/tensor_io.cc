@@ -231,9 +231,9 @@ Tensor read_npy(const std::string& path) {
 }
 
 void write_npy(const std::string& path, const Tensor& t) {
-  if (t.dtype() == DType::BF16)
-    throw InputError(path + ": bfloat16 has no NumPy dtype, so it cannot be written as .npy; "
-                     "write a .pb file or cast to f32");
+  if (t.dtype() == DType::BF16 || is_fp8(t.dtype()))
+    throw InputError(path + ": " + std::string(dtype_name(t.dtype())) +
+                     " has no NumPy dtype, so it cannot be written as .npy; write a .pb file or cast to f32");
   const char* code = nullptr;
   for (const auto& nt : kNpyTypes)
     if (nt.dtype == t.dtype()) code = nt.code;

@@ -112,11 +112,15 @@ class Decoder {
       case DType::I32: copy_field<int32_t>(t, p_.int32_data()); break;
       case DType::I16: copy_field<int16_t>(t, p_.int32_data()); break;
       case DType::I8: copy_field<int8_t>(t, p_.int32_data()); break;
-      // int32_data holds the bit patterns of 16-bit floats and the values of small unsigned types.
+      // int32_data holds the bit patterns of 16- and 8-bit floats and the values of small unsigned types.
       case DType::U16:
       case DType::F16:
       case DType::BF16: copy_field<uint16_t>(t, p_.int32_data()); break;
-      case DType::U8: copy_field<uint8_t>(t, p_.int32_data()); break;
+      case DType::U8:
+      case DType::F8E4M3FN:
+      case DType::F8E4M3FNUZ:
+      case DType::F8E5M2:
+      case DType::F8E5M2FNUZ: copy_field<uint8_t>(t, p_.int32_data()); break;
       case DType::Bool: {
         uint8_t* out = t.data_mut<uint8_t>();
         for (int64_t i = 0; i < numel_; ++i) out[i] = p_.int32_data(static_cast<int>(i)) != 0;

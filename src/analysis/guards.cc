@@ -21,6 +21,10 @@ std::string scalar_type_name(DType t) {
     case DType::I32: return "Int";
     case DType::I64: return "Long";
     case DType::Bool: return "Bool";
+    case DType::F8E4M3FN: return "Float8_e4m3fn";
+    case DType::F8E4M3FNUZ: return "Float8_e4m3fnuz";
+    case DType::F8E5M2: return "Float8_e5m2";
+    case DType::F8E5M2FNUZ: return "Float8_e5m2fnuz";
     default: return torch_dtype_name(t);
   }
 }

@@ -143,6 +143,10 @@ Tolerance tolerance_for(DType dtype, Precision precision) {
     case DType::F32: t = {1e-4, 1e-4}; break;
     case DType::F16: t = {1e-2, 1e-2}; break;
     case DType::BF16: t = {2e-2, 2e-2}; break;
+    // One step of the 8-bit floats' 3 or 2 mantissa bits: a last-bit difference
+    // before the rounding may flip it.
+    case DType::F8E4M3FN: case DType::F8E4M3FNUZ: t = {0.125, 0.125}; break;
+    case DType::F8E5M2: case DType::F8E5M2FNUZ: t = {0.25, 0.25}; break;
     default: return {0, 0};  // integers and bool: exact
   }
   // tf32 and fp16 keep 10 bits of mantissa in their products, bf16 7.

@@ -4,6 +4,9 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <limits>
+
+#include "src/diag/errors.h"
 
 namespace tcc {
 
@@ -13,11 +16,15 @@ struct DTypeInfo {
   std::string_view name;
   size_t size;
 };
-constexpr std::array<DTypeInfo, 14> kInfos = {{
+constexpr std::array<DTypeInfo, 18> kInfos = {{
     {DType::F32, "f32", 4},
     {DType::F16, "f16", 2},
     {DType::BF16, "bf16", 2},
     {DType::F64, "f64", 8},
+    {DType::F8E4M3FN, "f8e4m3fn", 1},
+    {DType::F8E4M3FNUZ, "f8e4m3fnuz", 1},
+    {DType::F8E5M2, "f8e5m2", 1},
+    {DType::F8E5M2FNUZ, "f8e5m2fnuz", 1},
     {DType::I64, "i64", 8},
     {DType::I32, "i32", 4},
     {DType::I16, "i16", 2},
@@ -53,6 +60,8 @@ constexpr TorchSpelling kTorchNames[] = {
     {"float32", DType::F32}, {"float16", DType::F16}, {"bfloat16", DType::BF16}, {"float64", DType::F64},
     {"int64", DType::I64},   {"int32", DType::I32},   {"int16", DType::I16},     {"int8", DType::I8},
     {"uint8", DType::U8},    {"uint16", DType::U16},  {"uint32", DType::U32},    {"uint64", DType::U64},
+    {"float8_e4m3fn", DType::F8E4M3FN}, {"float8_e4m3fnuz", DType::F8E4M3FNUZ},
+    {"float8_e5m2", DType::F8E5M2},     {"float8_e5m2fnuz", DType::F8E5M2FNUZ},
     {"bool", DType::Bool},   {"float", DType::F32},   {"half", DType::F16},      {"double", DType::F64},
     {"long", DType::I64},    {"int", DType::I32}};
 }  // namespace
@@ -82,7 +91,11 @@ size_t dtype_size(DType t) {
 }
 
 bool is_float(DType t) {
-  return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::F64;
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::F64 || is_fp8(t);
+}
+
+bool is_fp8(DType t) {
+  return t == DType::F8E4M3FN || t == DType::F8E4M3FNUZ || t == DType::F8E5M2 || t == DType::F8E5M2FNUZ;
 }
 
 bool is_integer(DType t) {
@@ -147,6 +160,60 @@ uint16_t float_to_bf16(float f) {
   if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // quiet nan
   uint32_t rounding = 0x7fffu + ((x >> 16) & 1u);
   return static_cast<uint16_t>((x + rounding) >> 16);
+}
+
+Fp8Format fp8_format(DType t) {
+  switch (t) {
+    case DType::F8E4M3FN: return {3, 7, false, false, 0x7e};
+    case DType::F8E4M3FNUZ: return {3, 8, true, false, 0x7f};
+    case DType::F8E5M2: return {2, 15, false, true, 0x7b};
+    case DType::F8E5M2FNUZ: return {2, 16, true, false, 0x7f};
+    default: TCC_CHECK(false) << dtype_name(t) << " is not an 8-bit float"; return {};
+  }
+}
+
+float fp8_to_float(uint8_t bits, DType t) {
+  const Fp8Format f = fp8_format(t);
+  const uint32_t sign = static_cast<uint32_t>(bits & 0x80u) << 24, code = bits & 0x7fu;
+  if (f.fnuz && bits == 0x80u) return std::numeric_limits<float>::quiet_NaN();
+  if (code > f.max_code)  // infinity or NaN
+    return std::bit_cast<float>(sign | (f.inf && code == f.max_code + 1 ? 0x7f800000u : 0x7fc00000u));
+  const uint32_t exp = code >> f.mantissa, mant = code & ((1u << f.mantissa) - 1u);
+  if (exp == 0) {  // subnormal: mant * 2^(1 - bias - mantissa), exact
+    const float magnitude = std::ldexp(static_cast<float>(mant), 1 - f.bias - f.mantissa);
+    return std::bit_cast<float>(sign | std::bit_cast<uint32_t>(magnitude));
+  }
+  return std::bit_cast<float>(sign | ((exp + 127 - f.bias) << 23) | (mant << (23 - f.mantissa)));
+}
+
+uint8_t float_to_fp8(float v, DType t, bool saturate) {
+  const Fp8Format f = fp8_format(t);
+  const uint32_t x = std::bit_cast<uint32_t>(v);
+  const uint32_t sign = (x >> 24) & 0x80u, a = x & 0x7fffffffu;
+  const uint8_t nan = f.fnuz ? 0x80u : static_cast<uint8_t>(sign | 0x7fu);
+  if (a > 0x7f800000u) return nan;
+  uint32_t code = f.max_code + 1;  // infinity overflows
+  if (a < 0x7f800000u) {
+    // |v| = m * 2^(e - 23); the result counts units of the fp8's quantum at
+    // that exponent, 2^(max(e, 1 - bias) - mantissa), rounded to nearest even.
+    const int e = static_cast<int>(a >> 23) - 127, emin = 1 - f.bias;
+    const uint32_t m = (a & 0x7fffffu) | (a >= 0x800000u ? 0x800000u : 0u);
+    const int shift = 23 - f.mantissa + (e < emin ? emin - e : 0);
+    if (shift > 25) {
+      code = 0;
+    } else {
+      const uint32_t rest = m & ((1u << shift) - 1u), half = 1u << (shift - 1);
+      code = m >> shift;
+      if (e >= emin) code = (static_cast<uint32_t>(e - emin + 1) << f.mantissa) | (code & ((1u << f.mantissa) - 1u));
+      if (rest > half || (rest == half && (code & 1u))) ++code;  // may carry into the exponent
+    }
+  }
+  if (code > f.max_code) {
+    if (saturate) return static_cast<uint8_t>(sign | f.max_code);
+    return f.inf ? static_cast<uint8_t>(sign | (f.max_code + 1)) : nan;
+  }
+  if (code == 0 && f.fnuz) return 0;
+  return static_cast<uint8_t>(sign | code);
 }
 
 }  // namespace tcc

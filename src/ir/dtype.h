@@ -25,6 +25,10 @@ enum class DType : int32_t {
   U32 = 12,
   U64 = 13,
   BF16 = 16,
+  F8E4M3FN = 17,
+  F8E4M3FNUZ = 18,
+  F8E5M2 = 19,
+  F8E5M2FNUZ = 20,
 };
 
 // Short name used by the textual IR ("f32", "bf16", "bool", ...).
@@ -37,11 +41,12 @@ std::string torch_dtype_name(DType t);
 // Inverse of torch_dtype_name, also reading torch's aliases ("float", "half",
 // "long", ...) and dtype_name's spellings; nullopt for an unknown one.
 std::optional<DType> parse_torch_dtype(std::string_view name);
-// ONNX's enum value -> DType; nullopt for types tcc does not model (complex, float8, ...).
+// ONNX's enum value -> DType; nullopt for types tcc does not model (complex, 4-bit, ...).
 std::optional<DType> dtype_from_onnx(int32_t onnx_type);
 // Bytes per element; 0 for String and Undefined.
 size_t dtype_size(DType t);
-bool is_float(DType t);    // f16, bf16, f32, f64
+bool is_float(DType t);    // f16, bf16, f32, f64 and the 8-bit floats
+bool is_fp8(DType t);      // f8e4m3fn, f8e4m3fnuz, f8e5m2, f8e5m2fnuz
 bool is_integer(DType t);  // signed and unsigned integers (not bool)
 bool is_signed(DType t);
 
@@ -50,5 +55,22 @@ float half_to_float(uint16_t h);
 uint16_t float_to_half(float f);
 float bf16_to_float(uint16_t b);
 uint16_t float_to_bf16(float f);
+// ONNX's 8-bit floats, t one of the is_fp8 types. "fn" types have no infinity
+// (e4m3fn's NaN is S.1111.111), "fnuz" ones no negative zero and one NaN, 0x80.
+// fp8_to_float is exact. float_to_fp8 rounds to nearest even; a value beyond
+// the largest finite one (infinity included) becomes that largest value, signed,
+// when saturate (Cast's default), else infinity for f8e5m2 and NaN otherwise.
+float fp8_to_float(uint8_t bits, DType t);
+uint8_t float_to_fp8(float f, DType t, bool saturate = true);
+// An 8-bit float's layout, sign bit first, as the emitted kernels' conversions
+// spell it out.
+struct Fp8Format {
+  int mantissa;       // mantissa bits, below the exponent's
+  int bias;           // exponent bias
+  bool fnuz;          // no -0; 0x80 is the one NaN
+  bool inf;           // the code above max_code is infinity, the rest NaN (f8e5m2)
+  uint32_t max_code;  // the largest finite magnitude's bits, sign cleared
+};
+Fp8Format fp8_format(DType t);
 
 }  // namespace tcc

@@ -141,6 +141,8 @@ double Tensor::get_f64(int64_t i) const {
     case DType::F64: { double v; std::memcpy(&v, p, 8); return v; }
     case DType::F16: { uint16_t v; std::memcpy(&v, p, 2); return half_to_float(v); }
     case DType::BF16: { uint16_t v; std::memcpy(&v, p, 2); return bf16_to_float(v); }
+    case DType::F8E4M3FN: case DType::F8E4M3FNUZ: case DType::F8E5M2: case DType::F8E5M2FNUZ:
+      return fp8_to_float(static_cast<uint8_t>(*p), dtype_);
     case DType::U64: { uint64_t v; std::memcpy(&v, p, 8); return static_cast<double>(v); }
     default: return static_cast<double>(get_i64(i));
   }
@@ -158,7 +160,8 @@ int64_t Tensor::get_i64(int64_t i) const {
     case DType::U16: { uint16_t v; std::memcpy(&v, p, 2); return v; }
     case DType::U8: { uint8_t v; std::memcpy(&v, p, 1); return v; }
     case DType::Bool: { uint8_t v; std::memcpy(&v, p, 1); return v != 0; }
-    case DType::F32: case DType::F64: case DType::F16: case DType::BF16: {
+    case DType::F32: case DType::F64: case DType::F16: case DType::BF16:
+    case DType::F8E4M3FN: case DType::F8E4M3FNUZ: case DType::F8E5M2: case DType::F8E5M2FNUZ: {
       double d = get_f64(i);
       if (!std::isfinite(d)) return 0;
       return static_cast<int64_t>(d);
@@ -190,6 +193,9 @@ void Tensor::set_f64(int64_t i, double v) {
     case DType::F64: store<double>(p, v); break;
     case DType::F16: store<uint16_t>(p, float_to_half(static_cast<float>(v))); break;
     case DType::BF16: store<uint16_t>(p, float_to_bf16(static_cast<float>(v))); break;
+    case DType::F8E4M3FN: case DType::F8E4M3FNUZ: case DType::F8E5M2: case DType::F8E5M2FNUZ:
+      store<uint8_t>(p, float_to_fp8(static_cast<float>(v), dtype_));
+      break;
     case DType::I64: store<int64_t>(p, float_to_int<int64_t>(v)); break;
     case DType::I32: store<int32_t>(p, float_to_int<int32_t>(v)); break;
     case DType::I16: store<int16_t>(p, float_to_int<int16_t>(v)); break;

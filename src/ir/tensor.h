@@ -74,8 +74,9 @@ class Tensor {
   // Bool reads as 0 or 1. Not for String.
   double get_f64(int64_t i) const;
   int64_t get_i64(int64_t i) const;
-  // Stores v converted to the tensor's dtype (rounding to nearest for f16/bf16,
-  // truncation toward zero for integers, v != 0 for bool).
+  // Stores v converted to the tensor's dtype (rounding to nearest for f16/bf16
+  // and, saturating, the 8-bit floats; truncation toward zero for integers,
+  // v != 0 for bool).
   void set_f64(int64_t i, double v);
   void set_i64(int64_t i, int64_t v);
 

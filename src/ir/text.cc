@@ -112,8 +112,8 @@ std::optional<std::string> tensor_list_text(const Tensor& t) {
 }
 
 std::string tensor_literal(const Tensor& t) {
-  bool half = t.dtype() == DType::F16 || t.dtype() == DType::BF16;
-  if (t.dtype() == DType::String || (!half && t.numel() <= kMaxListElements))
+  bool narrow_float = t.dtype() == DType::F16 || t.dtype() == DType::BF16 || is_fp8(t.dtype());
+  if (t.dtype() == DType::String || (!narrow_float && t.numel() <= kMaxListElements))
     if (auto list = tensor_list_text(t)) return *list;
   static const char* kDigits = "0123456789abcdef";
   std::string s = "hex\"";
@@ -317,7 +317,7 @@ class Parser : TextCursor {
       return id == "seq" ? Type::sequence(std::move(elem)) : Type::optional(std::move(elem));
     }
     auto dt = parse_dtype(id);
-    if (!dt) fail_at(at, "expected a dtype (f32 f16 bf16 f64 i64 i32 i16 i8 u8 u16 u32 u64 bool str), got '" + id + "'");
+    if (!dt) fail_at(at, "expected a dtype (f32 f16 bf16 f64 f8e4m3fn f8e4m3fnuz f8e5m2 f8e5m2fnuz i64 i32 i16 i8 u8 u16 u32 u64 bool str), got '" + id + "'");
     expect("[");
     if (accept("*")) {
       expect("]");
@@ -426,6 +426,10 @@ class Parser : TextCursor {
       float v = float_from_text<float>(n.text);
       if (dt == DType::F32) {
         std::memcpy(p, &v, 4);
+        return;
+      }
+      if (is_fp8(dt)) {
+        *p = static_cast<std::byte>(float_to_fp8(v, dt));
         return;
       }
       uint16_t h = dt == DType::F16 ? float_to_half(v) : float_to_bf16(v);

@@ -30,6 +30,11 @@ const std::vector<DType> kSignedNumeric = {DType::F32, DType::F16, DType::BF16, 
 const std::vector<DType> kAll = {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I64,
                                  DType::I32, DType::I16, DType::I8,   DType::U64, DType::U32,
                                  DType::U16, DType::U8,  DType::Bool};
+// Cast and CastLike also convert to and from the 8-bit floats.
+const std::vector<DType> kCastTypes = {DType::F32, DType::F16, DType::BF16, DType::F64,        DType::I64,
+                                       DType::I32, DType::I16, DType::I8,   DType::U64,        DType::U32,
+                                       DType::U16, DType::U8,  DType::Bool, DType::F8E4M3FN,   DType::F8E4M3FNUZ,
+                                       DType::F8E5M2,          DType::F8E5M2FNUZ};
 
 // How a kernel computes on an element type.
 enum class Domain { Float, Signed, Unsigned };
@@ -370,7 +375,12 @@ DType cast_target(const Node& n) {
 Tensor cast_kernel(const EvalContext& ctx, DType to) {
   const Tensor& x = ctx.input(0);
   if (x.dtype() == DType::String) ctx.fail("casting from string is not supported by tcc");
-  return x.cast(to);
+  // Cast's saturate (opset 19) only concerns 8-bit float targets; Tensor::cast saturates.
+  if (!is_fp8(to) || x.dtype() == to || ctx.node().get_int("saturate", 1) != 0) return x.cast(to);
+  Tensor y(to, x.shape());
+  for (int64_t i = 0; i < x.numel(); ++i)
+    y.data_mut<uint8_t>()[i] = float_to_fp8(static_cast<float>(x.get_f64(i)), to, false);
+  return y;
 }
 
 // Cast keeps the symbolic contents of integer shape values.
@@ -380,6 +390,12 @@ std::optional<Dim> identity_value(const std::vector<Dim>& a) { return a[0]; }
 // Kernel expressions (src/ops/pointwise.h)
 
 bool two_inputs(const Node& n) { return n.num_inputs() == 2; }
+
+int cast_expr(const Node& n, ScalarBuilder& b, const std::vector<int>& in) {
+  const DType to = out_dtype(n), from = n.input(0)->type().dtype();
+  if (is_fp8(to) && from != to) return cast_to_fp8(b, in[0], from, to, n.get_int("saturate", 1) != 0);
+  return b.op(ScalarOp::Cast, to, {in[0]});
+}
 
 // ---------------------------------------------------------------------------
 // Gradients (gradient.h)
@@ -560,7 +576,9 @@ bool decompose_cast_like(Expansion& e) {
   const Node& n = e.node();
   Value* like = n.input(1);
   if (!like->type().is_tensor() || like->type().dtype() == DType::Undefined) return false;
-  e.finish("Cast", "Cast", {n.input(0)}, {{"to", Attribute::of_int(static_cast<int64_t>(like->type().dtype()))}});
+  std::map<std::string, Attribute> attrs = {{"to", Attribute::of_int(static_cast<int64_t>(like->type().dtype()))}};
+  if (n.has_attr("saturate")) attrs["saturate"] = Attribute::of_int(n.get_int("saturate", 1));
+  e.finish("Cast", "Cast", {n.input(0)}, attrs);
   return true;
 }
 
@@ -739,12 +757,12 @@ void register_select_and_cast(OpRegistry& r) {
     ctx.set_output_type(0, in.is_tensor() && in.has_rank() ? Type::tensor(to, in.shape()) : Type::tensor_unranked(to));
     if (is_integer(to) && is_integer(input_dtype(ctx, 0))) propagate_values(ctx, identity_value);
   };
-  add_op(r, "Cast", 6, kAll, [infer_cast](InferContext& ctx) { infer_cast(ctx, cast_target(ctx.node())); },
+  add_op(r, "Cast", 6, kCastTypes, [infer_cast](InferContext& ctx) { infer_cast(ctx, cast_target(ctx.node())); },
          [](EvalContext& ctx) { return std::vector<Tensor>{cast_kernel(ctx, cast_target(ctx.node()))}; })
       .with_trait(kTargetDType)
-      .pointwise_kernel(scalar(ScalarOp::Cast))
+      .pointwise_kernel(cast_expr)
       .gradient(cast_rule);
-  add_op(r, "CastLike", 15, kAll,
+  add_op(r, "CastLike", 15, kCastTypes,
          [infer_cast](InferContext& ctx) {
            DType to = input_dtype(ctx, 1);
            if (to == DType::Undefined) ctx.fail("the dtype of input 1 (target_type) must be known");
@@ -816,6 +834,26 @@ DType out_dtype(const Node& n) { return n.output(0)->type().dtype(); }
 
 PointwiseFn scalar(ScalarOp op) {
   return [op](const Node& n, ScalarBuilder& b, const std::vector<int>& in) { return b.op(op, out_dtype(n), in); };
+}
+
+int cast_to_fp8(ScalarBuilder& b, int x, DType from, DType to, bool saturate) {
+  const int q = b.op(ScalarOp::Cast, to, {x});
+  if (saturate) return q;
+  // The conversion rounds x as a float: past the tie between the largest
+  // finite value and the next step it overflows, at the tie too where the
+  // largest code is odd (rounding to even leaves the range).
+  const Fp8Format f = fp8_format(to);
+  const double max = fp8_to_float(static_cast<uint8_t>(f.max_code), to);
+  const double tie = max + (max - fp8_to_float(static_cast<uint8_t>(f.max_code - 1), to)) / 2;
+  const int xf = from == DType::F32 ? x : b.op(ScalarOp::Cast, DType::F32, {x});
+  const int over = b.op((f.max_code & 1u) ? ScalarOp::GreaterOrEqual : ScalarOp::Greater, DType::Bool,
+                        {b.op(ScalarOp::Abs, DType::F32, {xf}), b.constant(DType::F32, tie)});
+  const double inf = std::numeric_limits<double>::infinity();
+  const int special = f.inf ? b.op(ScalarOp::Where, to,
+                                   {b.op(ScalarOp::Less, DType::Bool, {xf, b.constant(DType::F32, 0)}),
+                                    b.constant(to, -inf), b.constant(to, inf)})
+                            : b.constant(to, std::numeric_limits<double>::quiet_NaN());
+  return b.op(ScalarOp::Where, to, {over, special, q});
 }
 
 Value* inside(GradContext& c, Value* x, Value* lo, Value* hi, bool closed) {

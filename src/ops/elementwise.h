@@ -30,6 +30,11 @@ OpDef& add_op(OpRegistry& r, const std::string& name, int64_t since, const std::
 DType out_dtype(const Node& n);
 // The op as one scalar instruction over all of its inputs.
 PointwiseFn scalar(ScalarOp op);
+// x (of dtype `from`) converted to the 8-bit float `to`: the kernels' Cast,
+// which saturates, or without `saturate` (Cast's and QuantizeLinear's
+// saturate=0) one that takes values beyond the range, infinities included, to
+// infinity (f8e5m2) or NaN.
+int cast_to_fp8(ScalarBuilder& b, int x, DType from, DType to, bool saturate);
 
 // g where lo < x < hi (lo <= x <= hi with `closed`), else 0
 Value* inside(GradContext& c, Value* x, Value* lo, Value* hi, bool closed);

@@ -26,6 +26,8 @@ double rounded(double v, DType t) {
     case DType::F32: return static_cast<float>(v);
     case DType::F16: return half_to_float(float_to_half(static_cast<float>(v)));
     case DType::BF16: return bf16_to_float(float_to_bf16(static_cast<float>(v)));
+    case DType::F8E4M3FN: case DType::F8E4M3FNUZ: case DType::F8E5M2: case DType::F8E5M2FNUZ:
+      return fp8_to_float(float_to_fp8(static_cast<float>(v), t), t);
     default: return v;
   }
 }

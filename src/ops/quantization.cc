@@ -4,10 +4,12 @@
 //
 // A quantized value is q = saturate(round_half_even(x / scale) + zero_point),
 // x = (q - zero_point) * scale. tcc models the integer targets int8, uint8,
-// int16 and uint16; float8 and 4-bit types are not tcc dtypes, so the
-// `saturate` attribute (float8 targets only) never applies. Saturation is the
-// store into the integer target: Tensor::set_f64 and the kernels' Cast clamp
-// to the dtype's range (NaN to 0). Kernels follow the ONNX reference's
+// int16 and uint16, and the 8-bit floats (opset 19), which take x / scale
+// without rounding it to an integer or adding the zero point (zero for them);
+// 4-bit types are not tcc dtypes. Saturation is the store into the target:
+// Tensor::set_f64 and the kernels' Cast clamp to the dtype's range (integers'
+// NaN to 0); `saturate`=0 (8-bit floats only) takes out-of-range values to
+// infinity or NaN instead (cast_to_fp8). Kernels follow the ONNX reference's
 // arithmetic: QuantizeLinear divides in the scale's precision,
 // DequantizeLinear multiplies in float32, and the quantized contractions
 // accumulate exactly and requantize with the multiplier
@@ -19,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "src/ops/elementwise.h"
 #include "src/ops/families.h"
 #include "src/ops/int8_product.h"
 #include "src/ops/kernel_roles.h"
@@ -32,7 +35,9 @@ bool is_ranked(const Type& t) { return t.is_tensor() && t.has_rank(); }
 
 std::string name_of(DType t) { return std::string(dtype_name(t)); }
 
-bool is_quantized_type(DType t) { return t == DType::I8 || t == DType::U8 || t == DType::I16 || t == DType::U16; }
+bool is_quantized_type(DType t) {
+  return t == DType::I8 || t == DType::U8 || t == DType::I16 || t == DType::U16 || is_fp8(t);
+}
 
 // A float dtype given by an attribute holding an ONNX type number (0: unset).
 std::optional<DType> float_attr(const Node& n, const std::string& attr) {
@@ -52,12 +57,14 @@ DType quantized_type(const Node& n, DType zero_point) {
   if (attr != 0) {
     std::optional<DType> a = dtype_from_onnx(static_cast<int32_t>(attr));
     if (!a || !is_quantized_type(*a))
-      n.fail("expected output_dtype int8, uint8, int16 or uint16 (ONNX 3, 2, 5, 4), got " + std::to_string(attr));
+      n.fail("expected output_dtype int8, uint8, int16, uint16 or an 8-bit float (ONNX 3, 2, 5, 4, 17-20), got " +
+             std::to_string(attr));
     if (zero_point != DType::Undefined && zero_point != *a)
       n.fail("output_dtype " + name_of(*a) + " disagrees with the zero point's " + name_of(zero_point));
     t = *a;
   }
-  if (!is_quantized_type(t)) n.fail("expected an int8, uint8, int16 or uint16 zero point, got " + name_of(t));
+  if (!is_quantized_type(t))
+    n.fail("expected an int8, uint8, int16, uint16 or 8-bit float zero point, got " + name_of(t));
   return t;
 }
 
@@ -109,13 +116,17 @@ bool may_equal(const Dims& a, const Dims& b) {
 // The layout of a scale of shape s over x of shape x (symbolic in shape rules,
 // static in kernels); fails naming n when s or the zero point's shape zp
 // (null when absent) fits none. A scale of one element is per tensor, blocked
-// or not, as in the ONNX reference.
+// or not, as in the ONNX reference, with a zero point of one element of any
+// rank (ONNX's opset 23 tests give a [1] one beside a scalar scale).
 ScaleLayout scale_layout(const Node& n, const Dims& x, const Dims& s, const Dims* zp) {
-  if (zp && !may_equal(*zp, s))
+  auto one_element = [](const Dims& d) {
+    return std::all_of(d.begin(), d.end(), [](const Dim& e) { return e.is_static() && e.value() == 1; });
+  };
+  if (zp && !may_equal(*zp, s) && !(one_element(*zp) && one_element(s)))
     n.fail("expected the zero point to have the scale's shape " + dims_str(s) + ", got " + dims_str(*zp));
   ScaleLayout l;
   l.block = block_size(n);
-  if (std::all_of(s.begin(), s.end(), [](const Dim& d) { return d.is_static() && d.value() == 1; })) return l;
+  if (one_element(s)) return l;
   if (l.block == 0) {
     if (s.size() > 1)
       n.fail("expected a scalar or 1-D scale (per tensor or per axis; blocked needs block_size), got " + dims_str(s));
@@ -205,9 +216,15 @@ std::vector<Tensor> eval_quantize(EvalContext& ctx) {
   DType div = division_type(ctx.node(), s.dtype());
   ScaleIndex at = scale_index(ctx);
   Tensor y(out, x.shape());
+  const bool saturate = ctx.node().get_int("saturate", 1) != 0;
   for (int64_t i = 0; i < x.numel(); ++i) {
     int64_t k = at(i);
-    double q = std::nearbyint(rounded(rounded(x.get_f64(i), div) / rounded(s.get_f64(k), div), div));
+    double q = rounded(rounded(x.get_f64(i), div) / rounded(s.get_f64(k), div), div);
+    if (is_fp8(out)) {
+      y.data_mut<uint8_t>()[i] = float_to_fp8(static_cast<float>(q), out, saturate);
+      continue;
+    }
+    q = std::nearbyint(q);
     if (zp) q += static_cast<double>(zp->get_i64(k));
     y.set_f64(i, q);
   }
@@ -319,9 +336,11 @@ int quantize_expr(const Node& n, ScalarBuilder& b, const std::vector<int>& in) {
   int x = round_through(b, in[0], input_type_of(n, 0), div, acc);
   int s = round_through(b, in[1], input_type_of(n, 1), div, acc);
   int q = round_through(b, b.op(ScalarOp::Div, acc, {x, s}), acc, div, acc);
+  const DType out = n.output(0)->type().dtype();
+  if (is_fp8(out)) return cast_to_fp8(b, q, acc, out, n.get_int("saturate", 1) != 0);
   q = b.op(ScalarOp::Round, acc, {q});
   if (in.size() > 2 && in[2] >= 0) q = b.op(ScalarOp::Add, acc, {q, cast(b, in[2], input_type_of(n, 2), acc)});
-  return cast(b, q, acc, n.output(0)->type().dtype());
+  return cast(b, q, acc, out);
 }
 
 int dequantize_expr(const Node& n, ScalarBuilder& b, const std::vector<int>& in) {
@@ -752,8 +771,9 @@ bool decompose_conv_integer(Expansion& e) {
 }  // namespace
 
 void register_quantization_ops(OpRegistry& r) {
-  const std::vector<DType> linear = {DType::F32, DType::F16, DType::BF16, DType::I32,
-                                     DType::I8,  DType::U8,  DType::I16,  DType::U16};
+  const std::vector<DType> linear = {DType::F32, DType::F16,      DType::BF16,   DType::I32,       DType::I8,
+                                     DType::U8,  DType::I16,      DType::U16,    DType::F8E4M3FN,  DType::F8E4M3FNUZ,
+                                     DType::F8E5M2, DType::F8E5M2FNUZ};
   r.add(OpDef{"", "QuantizeLinear", 13, kPointwise, infer_quantize, eval_quantize, linear})
       .pointwise_kernel(quantize_expr, lines_up_pointwise)
       .decomposition(decompose_scale_layout);

@@ -35,7 +35,8 @@ typedef enum {
 /* Values match tcc's DType (and ONNX's TensorProto.DataType). */
 typedef enum {
   TCC_F32 = 1, TCC_U8 = 2, TCC_I8 = 3, TCC_U16 = 4, TCC_I16 = 5, TCC_I32 = 6, TCC_I64 = 7,
-  TCC_BOOL = 9, TCC_F16 = 10, TCC_F64 = 11, TCC_U32 = 12, TCC_U64 = 13, TCC_BF16 = 16
+  TCC_BOOL = 9, TCC_F16 = 10, TCC_F64 = 11, TCC_U32 = 12, TCC_U64 = 13, TCC_BF16 = 16,
+  TCC_F8E4M3FN = 17, TCC_F8E4M3FNUZ = 18, TCC_F8E5M2 = 19, TCC_F8E5M2FNUZ = 20
 } tcc_dtype;
 
 /* A dense row-major tensor the caller owns: host memory for run_host, device memory for run_cuda. */

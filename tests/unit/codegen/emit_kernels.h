@@ -1,7 +1,7 @@
 // Hand-built kernels the emitter and toolchain tests share: each kind of
 // kernel the lowering makes (pointwise with broadcasts and transposes,
 // reductions of short, long and symbolic rows, softmax, gemm epilogues, f16
-// casts, integer arithmetic), built instruction by instruction; and the text
+// and 8-bit float casts, integer arithmetic), built instruction by instruction; and the text
 // of one kernel in emitted CUDA.
 #pragma once
 
@@ -193,6 +193,22 @@ inline kir::Kernel f16_cast() {
   return kb.done({"n"});
 }
 
+// q = t(x) and y = f32(q) + 1 over [n], fused, and z = f32(b) of an input b
+// of the 8-bit float t: the conversions emitted for t, both ways.
+inline kir::Kernel fp8_cast(DType t) {
+  KernelBuilder kb("k_" + std::string(dtype_name(t)) + "_cast", kir::Kind::Pointwise, {sym("n")});
+  int x = kb.buffer("x", DType::F32, {sym("n")});
+  int b = kb.buffer("b", t, {sym("n")});
+  int q = kb.buffer("q", t, {sym("n")}, true);
+  int y = kb.buffer("y", DType::F32, {sym("n")}, true);
+  int z = kb.buffer("z", DType::F32, {sym("n")}, true);
+  int c = kb.op(Op::Cast, t, {kb.load(x, DType::F32, {S(1)})});
+  kb.store(q, {S(1)}, c);
+  kb.store(y, {S(1)}, kb.op(Op::Add, DType::F32, {kb.op(Op::Cast, DType::F32, {c}), kb.constant(DType::F32, 1)}));
+  kb.store(z, {S(1)}, kb.op(Op::Cast, DType::F32, {kb.load(b, t, {S(1)})}));
+  return kb.done({"n"});
+}
+
 // Integer division and both modulo conventions on i64, and a float -> i32 cast
 // that saturates; the last output reads (1-n)//2, a negative floor division.
 inline kir::Kernel int_ops() {
@@ -240,8 +256,21 @@ inline kir::Kernel symbolic_row_max() {
 }
 
 inline std::vector<kir::Kernel> all_kernels() {
-  return {add_relu(), transpose(), softmax(), row_mean(), gemm_bias_relu(), batched_gemm_trans_b(), f16_cast(),
-          int_ops(), short_row_sum(), long_row_sum(), symbolic_row_max()};
+  return {add_relu(),
+          transpose(),
+          softmax(),
+          row_mean(),
+          gemm_bias_relu(),
+          batched_gemm_trans_b(),
+          f16_cast(),
+          fp8_cast(DType::F8E4M3FN),
+          fp8_cast(DType::F8E4M3FNUZ),
+          fp8_cast(DType::F8E5M2),
+          fp8_cast(DType::F8E5M2FNUZ),
+          int_ops(),
+          short_row_sum(),
+          long_row_sum(),
+          symbolic_row_max()};
 }
 
 // The CUDA text of one kernel of emit_cuda's output, from its signature to its closing brace.

@@ -49,7 +49,8 @@ class TensorIo : public TempDirTest {
 
 TEST_F(TensorIo, PbRoundTripsEveryDtype) {
   for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I64, DType::I32, DType::I16, DType::I8,
-                   DType::U8, DType::U16, DType::U32, DType::U64, DType::Bool, DType::String}) {
+                   DType::U8, DType::U16, DType::U32, DType::U64, DType::Bool, DType::String, DType::F8E4M3FN,
+                   DType::F8E4M3FNUZ, DType::F8E5M2, DType::F8E5M2FNUZ}) {
     Tensor t = iota(dt, {2, 3});
     write_tensor_pb(path("t.pb"), t, "input_0");
     std::string name;
@@ -138,10 +139,14 @@ TEST_F(TensorIo, NpyMatchesNumpyBytes) {
   EXPECT_EQ(read_bytes(path("s2.npy")), kNumpyScalar);
 }
 
-TEST_F(TensorIo, NpyRefusesBfloat16AndStrings) {
+TEST_F(TensorIo, NpyRefusesBfloat16Float8AndStrings) {
   Tensor bf(DType::BF16, {2});
   EXPECT_EQ(input_error([&] { write_npy(path("bf.npy"), bf); }),
-            path("bf.npy") + ": bfloat16 has no NumPy dtype, so it cannot be written as .npy; write a .pb file or "
+            path("bf.npy") + ": bf16 has no NumPy dtype, so it cannot be written as .npy; write a .pb file or "
+                             "cast to f32");
+  Tensor f8(DType::F8E5M2, {2});
+  EXPECT_EQ(input_error([&] { write_npy(path("f8.npy"), f8); }),
+            path("f8.npy") + ": f8e5m2 has no NumPy dtype, so it cannot be written as .npy; write a .pb file or "
                              "cast to f32");
   Tensor str(DType::String, {1});
   EXPECT_EQ(input_error([&] { write_npy(path("s.npy"), str); }), path("s.npy") + ": str tensors cannot be written as .npy");

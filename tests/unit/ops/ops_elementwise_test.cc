@@ -75,7 +75,9 @@ TEST(ElementwiseShapes, CastAndCastLikeChangeOnlyTheDtype) {
   EXPECT_EQ(cast.type(), "i64[batch, seq]");
   OneOp like("CastLike", {tensor_type(DType::F32, {"batch"}), tensor_type(DType::F16, {})});
   EXPECT_EQ(like.type(), "f16[batch]");
-  OneOp bad("Cast", {tensor_type(DType::F32, {"batch"})}, {{"to", Attribute::of_int(17)}});  // float8e4m3fn
+  OneOp fp8("Cast", {tensor_type(DType::F32, {"batch"})}, {{"to", Attribute::of_int(17)}});
+  EXPECT_EQ(fp8.type(), "f8e4m3fn[batch]");
+  OneOp bad("Cast", {tensor_type(DType::F32, {"batch"})}, {{"to", Attribute::of_int(22)}});  // int4
   EXPECT_THROW(bad.type(), InputError);
 }
 
