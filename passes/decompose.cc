@@ -61,6 +61,14 @@ bool decompose(Graph& g, PassContext& ctx) {
       changed = again = true;
     }
     if (!unused.empty()) g.erase_nodes_if([&](const Node& n) { return unused.count(&n) > 0; });
+    // A sequence op or a Loop declined for want of known structure may find
+    // it now that another resolved (a ConcatFromSequence after the Loop that
+    // builds its sequence unrolls): they are tried again in the next round.
+    if (again)
+      std::erase_if(declined, [](const Node* n) {
+        const OpDef* def = OpRegistry::get().lookup(*n);
+        return def->has(kNonTensor) || def->has(kControlFlow);
+      });
     std::vector<Value*> outputs = g.outputs();
     for (const auto& [position, name] : moved) {
       Value* piece = outputs[position];

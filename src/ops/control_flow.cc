@@ -442,6 +442,27 @@ bool carried_types_hold(const Expansion& e, const std::vector<Value*>& carried, 
   return true;
 }
 
+// Whether the Loop n runs over sequences of known structure: it carries or
+// its body reads one, and every such value outside the body is known
+// (known_sequence). ONNX's SequenceMap expanded into a Loop is one: the
+// copies' SequenceAt at each iteration's constant number and SequenceInsert
+// resolve, so the body's values may have the dims the elements differ in.
+bool over_known_sequences(const Node& n, const Graph& body) {
+  bool any = false;
+  for (size_t i = 2; i < n.num_inputs(); ++i) {
+    if (n.input(i)->type().kind() != Type::Kind::Sequence) continue;
+    if (!known_sequence(n.input(i))) return false;
+    any = true;
+  }
+  for (const auto& node : body.nodes())
+    for (const Value* v : node->inputs()) {
+      if (!v || v->graph() == &body || v->type().kind() != Type::Kind::Sequence) continue;
+      if (!known_sequence(v)) return false;
+      any = true;
+    }
+  return any;
+}
+
 // Loop of a constant trip count M >= 1 and a condition that stays true (absent
 // or constant true, the body passing it through or returning a true constant)
 // -> the body copied M times, iteration k reading the constant k and the
@@ -458,7 +479,8 @@ bool decompose_loop(Expansion& e) {
   std::optional<double> trips = scalar_constant(n.input(0));
   std::optional<double> cond = n.has_input(1) ? scalar_constant(n.input(1)) : 1.0;
   if (!trips || *trips < 1 || !cond || *cond == 0 || !body_keeps_going(*body) ||
-      *trips * static_cast<double>(body->nodes().size()) > kMaxUnrolledNodes || !inlinable(e, *body, true))
+      *trips * static_cast<double>(body->nodes().size()) > kMaxUnrolledNodes ||
+      !inlinable(e, *body, true, over_known_sequences(n, *body)))
     return false;
   const auto trip_count = static_cast<int64_t>(*trips);
   std::vector<Value*> carried(n.inputs().begin() + 2, n.inputs().end());

@@ -232,14 +232,22 @@ bool plannable(const Expansion& e, const Type& t) {
   return std::none_of(t.shape().begin(), t.shape().end(), [&](const Dim& d) { return e.data_dependent(d); });
 }
 
-bool inlinable(Expansion& e, const Graph& body, bool repeated) {
+std::optional<std::vector<Value*>> known_sequence(const Value* v) {
+  const Node* p = v ? v->producer() : nullptr;
+  if (!p || !p->domain().empty() || v->type().kind() != Type::Kind::Sequence) return std::nullopt;
+  if (p->op_type() == "SequenceEmpty") return std::vector<Value*>{};
+  if (p->op_type() == "SequenceConstruct") return p->inputs();
+  return std::nullopt;
+}
+
+bool inlinable(Expansion& e, const Graph& body, bool repeated, bool over_known_sequences) {
   for (const auto& n : body.nodes()) {
     const OpDef* def = OpRegistry::get().lookup(*n);
     if (!def || !n->regions().empty() || (repeated && def->has(kDataDependentShape))) return false;
     for (const Value* v : n->inputs())
       if (v && v->graph() != &body && v->graph() != &e.graph()) return false;
     for (const Value* v : n->outputs())
-      if (repeated && !plannable(e, v->type())) return false;
+      if (repeated && !over_known_sequences && !plannable(e, v->type())) return false;
   }
   for (const Value* v : body.outputs())
     if (v->graph() != &body && v->graph() != &e.graph()) return false;

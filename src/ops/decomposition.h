@@ -141,11 +141,17 @@ class Expansion {
 // into tensor ops (src/ops/sequence.cc), and decompose infers them again.
 bool plannable(const Expansion& e, const Type& t);
 
+// The elements of sequence v where its structure is known: a SequenceConstruct
+// (its inputs) or a SequenceEmpty (none) produces it; nullopt otherwise.
+std::optional<std::vector<Value*>> known_sequence(const Value* v);
+
 // Whether `body` can be copied into the main graph: no nested regions, every
 // value it reads its own or the main graph's, and, where it is copied once per
 // iteration (`repeated`), no op whose output size the data decides (its copies
-// would share one symbol) and every value's type plannable.
-bool inlinable(Expansion& e, const Graph& body, bool repeated);
+// would share one symbol) and every value's type plannable, unless the copies
+// run `over_known_sequences`: their sequence ops resolve into the elements,
+// whose types decompose infers again.
+bool inlinable(Expansion& e, const Graph& body, bool repeated, bool over_known_sequences = false);
 
 // Copies `body`'s nodes before the node, as pieces "<tag>/<node name>": a value
 // of the region is read as `env` maps it (the region's inputs, which the caller

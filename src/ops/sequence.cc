@@ -20,8 +20,9 @@
 // SequenceLength into a constant, ConcatFromSequence into a Concat (of
 // Unsqueezes with new_axis), SplitToSequence of a static piece count into
 // Slices, SequenceMap into its body copied per element, OptionalHasElement
-// into a constant and OptionalGetElement into the value. Where a length or a
-// position depends on the data the node stays a host step.
+// into a constant and OptionalGetElement into the value; a Loop whose trip
+// count SequenceLength gives unrolls over them (control_flow.cc). Where a
+// length or a position depends on the data the node stays a host step.
 #include <algorithm>
 
 #include "src/ops/decomposition.h"
@@ -446,16 +447,6 @@ std::vector<Tensor> eval_optional_get_element(EvalContext& ctx) {
 
 // ---- Decompositions over known structure --------------------------------------
 
-// The elements of sequence v where a SequenceConstruct or SequenceEmpty
-// produces it; nullopt otherwise.
-std::optional<std::vector<Value*>> known_elements(const Value* v) {
-  const Node* p = v ? v->producer() : nullptr;
-  if (!p || !p->domain().empty() || v->type().kind() != Type::Kind::Sequence) return std::nullopt;
-  if (p->op_type() == "SequenceEmpty") return std::vector<Value*>{};
-  if (p->op_type() == "SequenceConstruct") return p->inputs();
-  return std::nullopt;
-}
-
 // A position read from a constant (a scalar or one-element input) in a
 // sequence of n elements, negative ones from the end; nullopt when it is not
 // constant or out of range (the reference's failure stays on the host).
@@ -483,7 +474,7 @@ void finish_sequence(Expansion& e, const std::vector<Value*>& elems) {
 // SequenceInsert(SequenceConstruct(a, b), x, 1) -> SequenceConstruct(a, x, b)
 bool insert_known(Expansion& e) {
   const Node& n = e.node();
-  std::optional<std::vector<Value*>> elems = known_elements(n.input(0));
+  std::optional<std::vector<Value*>> elems = known_sequence(n.input(0));
   if (!elems) return false;
   std::optional<int64_t> at = known_position(n, 2, static_cast<int64_t>(elems->size()), true);
   if (!at || n.input(1)->type().kind() != Type::Kind::Tensor) return false;
@@ -495,7 +486,7 @@ bool insert_known(Expansion& e) {
 // SequenceErase(SequenceConstruct(a, b), 0) -> SequenceConstruct(b)
 bool erase_known(Expansion& e) {
   const Node& n = e.node();
-  std::optional<std::vector<Value*>> elems = known_elements(n.input(0));
+  std::optional<std::vector<Value*>> elems = known_sequence(n.input(0));
   if (!elems || elems->empty()) return false;
   std::optional<int64_t> at = known_position(n, 1, static_cast<int64_t>(elems->size()), false);
   if (!at) return false;
@@ -507,7 +498,7 @@ bool erase_known(Expansion& e) {
 // SequenceAt(SequenceConstruct(a, b), -1) -> b
 bool at_known(Expansion& e) {
   const Node& n = e.node();
-  std::optional<std::vector<Value*>> elems = known_elements(n.input(0));
+  std::optional<std::vector<Value*>> elems = known_sequence(n.input(0));
   if (!elems || elems->empty()) return false;
   std::optional<int64_t> at = known_position(n, 1, static_cast<int64_t>(elems->size()), false);
   if (!at) return false;
@@ -517,7 +508,7 @@ bool at_known(Expansion& e) {
 
 // SequenceLength(SequenceConstruct(a, b)) -> 2
 bool length_known(Expansion& e) {
-  std::optional<std::vector<Value*>> elems = known_elements(e.node().input(0));
+  std::optional<std::vector<Value*>> elems = known_sequence(e.node().input(0));
   if (!elems) return false;
   e.take_over(0, e.constant("length", Tensor::scalar_i64(static_cast<int64_t>(elems->size()))));
   return true;
@@ -527,7 +518,7 @@ bool length_known(Expansion& e) {
 // with new_axis, Concat(Unsqueeze(a, axis), Unsqueeze(b, axis), axis).
 bool concat_known(Expansion& e) {
   const Node& n = e.node();
-  std::optional<std::vector<Value*>> elems = known_elements(n.input(0));
+  std::optional<std::vector<Value*>> elems = known_sequence(n.input(0));
   if (!elems || elems->empty()) return false;
   const Type& first = elems->front()->type();
   if (!first.is_tensor() || !first.has_rank()) return false;
@@ -620,7 +611,7 @@ bool map_known(Expansion& e) {
   std::vector<std::optional<std::vector<Value*>>> seqs;
   std::optional<size_t> len;
   for (size_t i = 0; i < n.num_inputs(); ++i) {
-    seqs.push_back(n.input(i)->type().kind() == Type::Kind::Sequence ? known_elements(n.input(i)) : std::nullopt);
+    seqs.push_back(n.input(i)->type().kind() == Type::Kind::Sequence ? known_sequence(n.input(i)) : std::nullopt);
     if (n.input(i)->type().kind() != Type::Kind::Sequence) continue;
     if (!seqs.back() || (len && *len != seqs.back()->size())) return false;
     len = seqs.back()->size();
