@@ -107,12 +107,14 @@ std::vector<StructuredValue> flatten_structured_inputs(Graph& g, const CompileOp
     const Type& t = v->type();
     auto it = hints.find(v->name());
     bool sequence = t.kind() == Type::Kind::Sequence;
-    if (it == hints.end() || (it->second.present && needs_length(t) && it->second.length < 0))
-      v->fail("input '" + v->name() + "' is " + (sequence ? "a " : "an ") + kind_word(t) + " (" + t.str() +
-              "); a compiled module's inputs are tensors, so tcc compiles it for a structure fixed now: give " +
-              (needs_length(t) ? "its length, e.g. --shape-hint " + v->name() + "=seq(2)" : std::string()) +
-              (sequence ? "" : (needs_length(t) ? ", or " : "") + std::string("--shape-hint ") + v->name() +
-                                   (needs_length(t) ? "=absent" : "=present or " + v->name() + "=absent")));
+    if (it == hints.end() || (it->second.present && needs_length(t) && it->second.length < 0)) {
+      const std::string& n = v->name();
+      std::string what = sequence ? "its length, e.g. --shape-hint " + n + "=seq(2)"
+                         : needs_length(t) ? "its value's length, e.g. --shape-hint " + n + "=seq(2), or " + n + "=absent"
+                                           : "--shape-hint " + n + "=present or " + n + "=absent";
+      v->fail("input '" + n + "' is " + (sequence ? "a " : "an ") + kind_word(t) + " (" + t.str() +
+              "); a compiled module's inputs are tensors, so tcc compiles it for a structure fixed now: give " + what);
+    }
     if (sequence && !it->second.present) v->fail("input '" + v->name() + "' is a sequence: it cannot be absent");
     out.emplace_back();
     size_t before = g.inputs().size();
