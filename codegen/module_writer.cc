@@ -130,6 +130,13 @@ ojson manifest_json(const ModuleContents& m, const ModuleFacts& f, const std::st
   for (const Value* v : g.outputs()) outputs.push_back(tensor_json(value_sig(*v)));
   j["inputs"] = inputs;
   j["outputs"] = outputs;
+  for (const auto& [key, values] : {std::pair{"structured_inputs", &m.structured_inputs},
+                                    std::pair{"structured_outputs", &m.structured_outputs}}) {
+    if (values->empty()) continue;
+    ojson list = ojson::array();
+    for (const StructuredValue& v : *values) list.push_back(structured_json(v));
+    j[key] = list;
+  }
   ojson symbols = ojson::object();
   for (const auto& [name, where] : f.symbols) {
     symbols[name] = {{"input", where.input}, {"axis", where.axis}};

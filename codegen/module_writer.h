@@ -19,12 +19,20 @@
 #include "codegen/profiles.h"
 #include "codegen/schedule.h"
 #include "codegen/toolchain.h"
+#include "src/module/manifest_records.h"
 #include "passes/pass_manager.h"
 #include "passes/pass.h"
 #include "src/analysis/guards.h"
 #include "src/module/manifest_format.h"
 
 namespace tcc {
+
+// --shape-hint NAME=seq(N), NAME=present, NAME=absent: what a sequence or
+// optional input is compiled for (src/compiler/structured_io.h).
+struct StructureHint {
+  bool present = true;  // an optional's value is there
+  int64_t length = -1;  // a sequence's length (an optional sequence's, when present); -1: not given
+};
 
 // The options of `tcc compile` that shape the module.
 struct CompileOptions {
@@ -34,6 +42,9 @@ struct CompileOptions {
   bool host = true;                           // host.cc / host.so: the kernels' CPU versions (tcc run --host)
   std::string device = kDefaultDevice;         // the schedule's SM count, the report's roofline estimates
   std::map<std::string, int64_t> shape_hints;  // report sizes for symbols; unhinted ones are 1
+  std::map<std::string, StructureHint> structure_hints;  // per sequence or optional input
+  // --shape-hint xs.0=[2x3]: the static shape of an element of one (the model's element type otherwise)
+  std::map<std::string, std::vector<int64_t>> element_shapes;
   Precision precision = Precision::FP32;       // --precision: the autocast pass, and TF32 for the libraries
 };
 
@@ -70,6 +81,8 @@ struct ModuleContents {
   const CompileMode* mode = nullptr;
   const DeviceProfile* device = nullptr;
   const Graph* graph = nullptr;  // the fused graph the schedule was built from
+  // The model's sequence and optional inputs and outputs, as the graph's tensors flatten them.
+  std::vector<StructuredValue> structured_inputs, structured_outputs;
   const GuardSet* guards = nullptr;
   const Schedule* schedule = nullptr;
   const MemoryPlan* memory = nullptr;

@@ -40,6 +40,7 @@ bool same_attr(const Attribute& a, const Attribute& b) {
     case Attribute::Kind::Strings: return a.strings == b.strings;
     case Attribute::Kind::Tensor: return a.t.identical(b.t);
     case Attribute::Kind::Graph: return false;
+    case Attribute::Kind::Type: return a.type == b.type;
   }
   return false;
 }

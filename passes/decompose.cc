@@ -11,6 +11,11 @@
 // a ConstantOfShape: binding_constants.h) stays whole: its pieces would be
 // kernels that run every step.
 //
+// A sequence op resolved over known structure (src/ops/sequence.cc) leaves
+// its readers typed as the sequence's element type said, with the dims the
+// elements do not share unknown: the pass then infers the graph's shapes
+// again, from the elements themselves.
+//
 // Expects: a verified graph with shapes inferred. Leaves alone: nodes inside
 // regions, and any node its decomposition declines (each says when).
 #include <unordered_set>
@@ -19,11 +24,12 @@
 #include "passes/pass.h"
 #include "src/ops/kernel_roles.h"
 #include "src/ops/op_registry.h"
+#include "src/shape/shape_inference.h"
 
 namespace tcc {
 
 bool decompose(Graph& g, PassContext& ctx) {
-  bool changed = false, dead_inputs = false;
+  bool changed = false, dead_inputs = false, structure_resolved = false;
   // Declined nodes stay in the graph until the pass ends, so their addresses are not reused.
   std::unordered_set<const Node*> declined;
   const ConstantAnalysis shape_determined = analyze_constants(g);
@@ -50,10 +56,19 @@ bool decompose(Graph& g, PassContext& ctx) {
       if (!e.finished()) unused.insert(n);
       moved.insert(moved.end(), e.moved_outputs().begin(), e.moved_outputs().end());
       dead_inputs |= e.dead_inputs();
+      structure_resolved |= def->has(kNonTensor);
       ctx.stats.add("decomposed_" + op);
       changed = again = true;
     }
     if (!unused.empty()) g.erase_nodes_if([&](const Node& n) { return unused.count(&n) > 0; });
+    // A sequence op or a Loop declined for want of known structure may find
+    // it now that another resolved (a ConcatFromSequence after the Loop that
+    // builds its sequence unrolls): they are tried again in the next round.
+    if (again)
+      std::erase_if(declined, [](const Node* n) {
+        const OpDef* def = OpRegistry::get().lookup(*n);
+        return def->has(kNonTensor) || def->has(kControlFlow);
+      });
     std::vector<Value*> outputs = g.outputs();
     for (const auto& [position, name] : moved) {
       Value* piece = outputs[position];
@@ -67,7 +82,8 @@ bool decompose(Graph& g, PassContext& ctx) {
     }
     g.set_outputs(std::move(outputs));
   }
-  if (dead_inputs) dce(g, ctx);
+  if (dead_inputs || structure_resolved) dce(g, ctx);  // a resolved sequence's SequenceConstruct may be unread
+  if (structure_resolved) infer_shapes(g);
   return changed;
 }
 

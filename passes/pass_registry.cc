@@ -67,6 +67,10 @@ const std::vector<PassInfo>& all_passes() {
       {"decompose", "Ops with an OpDef decomposition into ops that have kernels (Softmax, the norms, global pools, "
                     "Split, recurrent cells, DFT, the quantized contractions, ...)",
        Phase::Fuse, decompose},
+      // After decompose, which leaves the sequence ops over known structure as SequenceConstructs.
+      {"flatten_outputs", "Sequence and optional outputs of known structure become their element tensors, "
+                          "<name>.0, <name>.1, ...; one whose structure depends on the data is refused",
+       Phase::Fuse, flatten_outputs},
       {"fuse", "Group nodes into tcc::Fusion kernels: pointwise chains, reductions with prologues and epilogues, "
                "MatMul/Gemm with cuBLASLt epilogues, lone movement ops", Phase::Fuse, fuse},
       // After fuse: it merges the pointwise fusions fuse made of each parameter's update.

@@ -87,6 +87,10 @@ void attribute_to_proto(const std::string& name, const Attribute& a, onnx::Attri
       p->set_type(onnx::AttributeProto::GRAPH);
       graph_to_proto(*a.g, p->mutable_g());
       break;
+    case Attribute::Kind::Type:
+      p->set_type(onnx::AttributeProto::TYPE_PROTO);
+      type_to_proto(a.type, p->mutable_tp());
+      break;
   }
 }
 

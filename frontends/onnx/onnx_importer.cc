@@ -296,6 +296,7 @@ class Importer {
         import_graph(*a.mutable_g(), *region);
         return Attribute::of_graph(std::move(region));
       }
+      case onnx::AttributeProto::TYPE_PROTO: return Attribute::of_type(type_from_proto(a.tp(), a.name()));
       default:
         n.fail("attribute '" + a.name() + "' has type " + onnx::AttributeProto_AttributeType_Name(a.type()) +
                ", which tcc does not support");
@@ -306,6 +307,7 @@ class Importer {
   static onnx::AttributeProto::AttributeType attribute_type(const onnx::AttributeProto& a) {
     if (a.type() != onnx::AttributeProto::UNDEFINED) return a.type();
     if (a.has_g()) return onnx::AttributeProto::GRAPH;
+    if (a.has_tp()) return onnx::AttributeProto::TYPE_PROTO;
     if (a.has_t()) return onnx::AttributeProto::TENSOR;
     if (a.has_f()) return onnx::AttributeProto::FLOAT;
     if (a.has_i()) return onnx::AttributeProto::INT;

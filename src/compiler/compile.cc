@@ -21,6 +21,7 @@
 #include "src/autotune/compile_autotune.h"
 #include "src/compiler/module_checks.h"
 #include "src/compiler/scratch_dir.h"
+#include "src/compiler/structured_io.h"
 #include "src/ops/kernel_roles.h"
 #include "src/shape/shape_inference.h"
 
@@ -46,6 +47,7 @@ std::unique_ptr<Model> load(const CompileRequest& req, CompileResult& r, std::fu
   r.training = apply_train_flags(req.train, *model);
   emitted = emit_onnx(req.train, *model);
   hinted_sizes(*model->graph, req.options.shape_hints);  // a hint for a symbol the model lacks fails before any work
+  r.structured_inputs = flatten_structured_inputs(*model->graph, req.options);
   // The passes make the min-cut choice; the comparison plans both choices on
   // copies of the step to see which peaks lower.
   if (r.training) r.activations = compare_saved_activations(*model, req.options.shape_hints);
@@ -91,7 +93,7 @@ void check_disabled_passes(const std::vector<std::string>& names) {
   for (const std::string& name : names) {
     if (!find_pass(name))
       throw InputError("--disable-passes: unknown pass '" + name + "' (passes: " + known_passes() + ")");
-    if (name == "decompose" || name == "fuse")
+    if (name == "decompose" || name == "flatten_outputs" || name == "fuse")
       throw InputError("--disable-passes: '" + name + "' cannot be left out: scheduling and code generation read "
                        "the graph in the form it leaves (--mode eager compiles without fusing)");
   }
@@ -112,13 +114,12 @@ std::vector<PassRecord> run_passes(Model& model, const CompileRequest& req, cons
     return (save_all && p->name == "recompute_activations") ||
            std::find(disabled.begin(), disabled.end(), p->name) != disabled.end();
   });
-  // Outputs are sized once the Optimize passes have refined the types, and
-  // before fuse, so a refusal names the node that writes the output.
-  auto last_optimize = std::find_if(pipeline.rbegin(), pipeline.rend(),
-                                    [](const PassInfo* p) { return p->phase == Phase::Optimize; });
-  if (last_optimize == pipeline.rend()) refuse_unsized_outputs(*model.graph);
+  // Outputs are sized once the passes have refined the types (decompose
+  // infers them again where sequences resolve, flatten_outputs makes their
+  // elements outputs), and before fuse, so a refusal names the node that
+  // writes the output.
   options.after_pass = [&](const PassInfo& p, const Model& m) {
-    if (last_optimize != pipeline.rend() && &p == *last_optimize) refuse_unsized_outputs(*m.graph);
+    if (p.name == "flatten_outputs") refuse_unsized_outputs(*m.graph);
     if (req.after_graph_pass) req.after_graph_pass(p, m);
   };
   PassManager pm(pipeline, options, std::cerr);
@@ -262,7 +263,14 @@ CompileResult compile(const CompileRequest& req) {
 
   stage = Clock::now();
   r.save_all = r.activations && r.activations->save_all_peak < r.activations->min_cut_peak;
+  std::vector<std::pair<std::string, Type>> structured;  // the outputs flatten_outputs flattens
+  for (const Value* v : r.model->graph->outputs())
+    if (v->type().kind() == Type::Kind::Sequence || v->type().kind() == Type::Kind::Optional)
+      structured.emplace_back(v->name(), v->type());
   r.passes = run_passes(*r.model, req, *r.mode, r.save_all);
+  std::vector<std::string> output_names;
+  for (const Value* v : r.model->graph->outputs()) output_names.push_back(v->name());
+  for (const auto& [name, type] : structured) r.structured_outputs.push_back(structured_output(name, type, output_names));
   t.passes = ms_since(stage);
   after("passes");
   const Graph& g = *r.model->graph;
@@ -325,6 +333,8 @@ void write_module(CompileResult& r, const std::string& dir) {
   m.mode = r.mode;
   m.device = r.device;
   m.graph = r.model->graph.get();
+  m.structured_inputs = r.structured_inputs;
+  m.structured_outputs = r.structured_outputs;
   m.guards = &*r.guards;
   m.schedule = &r.schedule;
   m.memory = &r.memory;

@@ -82,6 +82,8 @@ struct CompileResult {
   const CompileMode* mode = nullptr;
   const DeviceProfile* device = nullptr;
   std::unique_ptr<Model> model;  // after the passes: the fused graph the module computes
+  // The model's sequence and optional inputs and outputs, as the module's tensors flatten them.
+  std::vector<StructuredValue> structured_inputs, structured_outputs;
   std::unique_ptr<ModelSignature> signature;  // the model's inputs as written, which the guards point at
   std::optional<GuardSet> guards;             // what the module assumes about its inputs
   Schedule schedule;

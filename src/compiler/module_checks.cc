@@ -49,12 +49,7 @@ void refuse_what_modules_cannot_carry(const Graph& g) {
               "' is a string tensor; a compiled module takes and returns numeric tensors only");
   };
   for (const Value* v : g.inputs()) refuse_strings(v, "input");
-  for (const Value* v : g.outputs()) {
-    refuse_strings(v, "output");
-    if (v->type().kind() == Type::Kind::Sequence || v->type().kind() == Type::Kind::Optional)
-      v->fail("output '" + v->name() + "' is of type " + v->type().str() +
-              "; a compiled module takes and returns tensors only");
-  }
+  for (const Value* v : g.outputs()) refuse_strings(v, "output");
 }
 
 void refuse_unsized_outputs(const Graph& g) {

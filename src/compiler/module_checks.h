@@ -8,8 +8,8 @@
 
 namespace tcc {
 
-// Names JSON cannot hold, string tensors (modules hold numeric buffers), and
-// sequence and optional outputs.
+// Names JSON cannot hold and string tensors (modules hold numeric buffers);
+// sequence and optional outputs are flatten_outputs' to refuse or flatten.
 void refuse_what_modules_cannot_carry(const Graph& g);
 
 // Outputs whose size no run can know: an unknown dim, or a symbol that neither

@@ -193,7 +193,7 @@ ExitCode run_compile(CompileCli& c) {
   req.options.archs = parse_archs(c.archs);
   req.options.ptx = !c.no_ptx;
   req.options.host = !c.no_host;
-  req.options.shape_hints = parse_sizes(c.shape_hints, "--shape-hint");
+  parse_shape_hints(c.shape_hints, req.options);
   req.options.precision = precision_of(c.precision);
   // --print-after names compile stages, graph passes and kernel-IR passes.
   std::set<std::string> dump, graph_passes, kernel_passes;
@@ -255,8 +255,11 @@ CommandRunner setup_compile(CLI::App& cmd) {
   cmd.add_option("--jobs", req.jobs,
                  "Threads for NVRTC and the host compiler, which compile the kernels in shards when there are "
                  "threads to spare (default: hardware threads)");
-  cmd.add_option("--shape-hint", c->shape_hints, "Sizes of symbolic dims for the report (default 1) and for "
-                                                 "max-autotune's measurements (default 8), e.g. batch=8,seq=128");
+  cmd.add_option("--shape-hint", c->shape_hints,
+                 "Sizes of symbolic dims for the report (default 1) and for max-autotune's measurements (default 8), "
+                 "e.g. batch=8,seq=128; and what a sequence or optional input is compiled for: xs=seq(3) (a "
+                 "sequence of 3 tensors, module inputs xs.0, xs.1, xs.2; xs.1=[4x3] shapes one, [] a scalar), opt=present "
+                 "or opt=absent (an optional)");
   cmd.add_option("--device", req.options.device,
                  "Target device profile (its SM count sizes split reductions, its peak rates the report's "
                  "estimates): " + devices)

@@ -10,9 +10,13 @@
 // reference computes every value of the model), as polygraphy marks every
 // layer an output: the first step that disagrees is where to look.
 //
-// Inputs are read from --inputs DIR (input_N.pb or <name>.npy), or made at
-// random with --shapes SYMBOL=SIZE,... Outputs are written as output_N.pb or
-// <name>.npy. --random-offset K runs as a module's call K (docs/MODULE.md,
+// Inputs are read from --inputs DIR (input_N.pb or <name>.npy; a sequence or
+// optional input as a SequenceProto or OptionalProto), or made at random with
+// --shapes SYMBOL=SIZE,... Outputs are written as output_N.pb or <name>.npy.
+// A module takes and returns a sequence or optional as the tensors its
+// manifest's structured_inputs and structured_outputs flatten it into: run
+// feeds them and assembles the outputs back (a model is compiled for its
+// inputs' structure, src/compiler/structured_io.h). --random-offset K runs as a module's call K (docs/MODULE.md,
 // "Random ops"): the random ops draw what they draw in that call, on every
 // target, so a run of a training loop's step K can be reproduced and checked.
 #include <algorithm>
@@ -21,16 +25,19 @@
 #include <functional>
 #include <iostream>
 #include <optional>
+#include <tuple>
 #include <nlohmann/json.hpp>
 
 #include "frontends/load_model.h"
 #include "frontends/onnx/tensor_io.h"
+#include "frontends/onnx/value_io.h"
 #include "src/compiler/scratch_dir.h"
 #include "src/driver/commands.h"
 #include "src/driver/run_support.h"
 #include "src/interp/interpreter.h"
 #include "src/log/log.h"
 #include "src/module/manifest_format.h"
+#include "src/module/structured_values.h"
 #include "src/profiler/gpu_bench.h"
 #include "src/shape/shape_inference.h"
 #include "tcc_runtime.h"
@@ -179,17 +186,44 @@ std::vector<std::string> signature_names(const nlohmann::json& manifest, const c
 // its parameters as inputs; the training graph --emit-onnx writes holds them
 // as initializers) gets that constant. A module that does not compute the
 // reference's outputs is refused, naming both.
+// The tensors of structured value s, in order.
+void leaf_names(const StructuredValue& s, std::vector<std::string>& out) {
+  if (s.kind == StructuredValue::Kind::Tensor) out.push_back(s.name);
+  for (const StructuredValue& e : s.elements) leaf_names(e, out);
+}
+
+const StructuredValue* structure_of(const std::vector<StructuredValue>& list, const std::string& name) {
+  auto it = std::find_if(list.begin(), list.end(), [&](const StructuredValue& v) { return v.name == name; });
+  return it == list.end() ? nullptr : &*it;
+}
+
+// The values of `named` as the module takes or returns them: each one the
+// manifest's structure lists flattened into its tensors.
+std::map<std::string, Tensor> flattened(const std::map<std::string, Tensor>& named,
+                                        const std::vector<StructuredValue>& structure) {
+  std::map<std::string, Tensor> flat;
+  for (const auto& [name, t] : named) {
+    if (const StructuredValue* s = structure_of(structure, name)) flatten_structured(*s, t, flat);
+    else flat[name] = t;
+  }
+  return flat;
+}
+
 std::map<std::string, Tensor> module_inputs(const std::string& module_dir, const std::string& model_path,
                                             const Graph& g, const std::map<std::string, Tensor>& inputs) {
   nlohmann::json manifest = read_module_json(module_dir, kManifestFile);
+  std::vector<StructuredValue> structured = read_structured_list(manifest, "structured_outputs");
   std::vector<std::string> outputs = signature_names(manifest, "outputs"), expected;
-  for (const Value* v : g.outputs()) expected.push_back(v->name());
+  for (const Value* v : g.outputs()) {
+    if (const StructuredValue* s = structure_of(structured, v->name())) leaf_names(*s, expected);
+    else expected.push_back(v->name());
+  }
   if (!outputs.empty() && outputs != expected)
     throw InputError(module_dir + ": the module computes " + abbreviated(outputs, 4, "") + ", the reference model " +
                      model_path + " computes " + abbreviated(expected, 4, "") +
                      "; a module compiled with --train computes the training step: give the graph that "
                      "`tcc compile --train --emit-onnx FILE` wrote with --model FILE");
-  std::map<std::string, Tensor> given = inputs;
+  std::map<std::string, Tensor> given = flattened(inputs, read_structured_list(manifest, "structured_inputs"));
   for (const std::string& name : signature_names(manifest, "inputs")) {
     const Value* v = g.find_local(name);
     if (!given.count(name) && v && v->is_initializer()) given.emplace(name, v->initializer());
@@ -224,6 +258,26 @@ std::string reference_model(const RunOptions& o) {
                    "') is not found; give it with --model FILE");
 }
 
+// A sequence's or optional's structure in words: what --check compares first.
+std::string describe_value(const Tensor& t) {
+  if (t.kind() == Tensor::Kind::Tensor) return "a tensor";
+  std::string s = t.is_sequence() ? "a sequence of " + std::to_string(t.elements().size()) + " (" : "an optional (";
+  for (size_t i = 0; i < t.elements().size(); ++i) s += (i ? ", " : "") + describe_value(t.elements()[i]);
+  return s + ")";
+}
+
+// The element tensors of expected and actual values of one structure, named
+// as the module names them.
+void add_elements(const std::string& name, const Tensor& expected, const Tensor& actual,
+                  std::vector<std::tuple<std::string, Tensor, Tensor>>& out) {
+  if (expected.kind() == Tensor::Kind::Tensor) {
+    out.emplace_back(name, expected, actual);
+    return;
+  }
+  for (size_t i = 0; i < expected.elements().size(); ++i)
+    add_elements(name + "." + std::to_string(i), expected.elements()[i], actual.elements()[i], out);
+}
+
 void write_outputs(const RunOptions& o, const Graph& g, const std::vector<Tensor>& outs) {
   std::string dir = o.out_dir.empty() ? "tcc-outputs" : o.out_dir;
   fs::create_directories(dir);
@@ -231,12 +285,17 @@ void write_outputs(const RunOptions& o, const Graph& g, const std::vector<Tensor
   for (size_t i = 0; i < outs.size(); ++i) {
     const std::string& name = outputs[i]->name();
     fs::path path = fs::path(dir) / (o.format == "npy" ? npy_file_name(name) : "output_" + std::to_string(i) + ".pb");
+    if (o.format == "npy" && outs[i].kind() != Tensor::Kind::Tensor)
+      throw InputError("output '" + name + "' is a sequence or optional, which .npy cannot hold: write .pb files");
     if (o.format == "npy")
       write_npy(path.string(), outs[i]);
     else
-      write_tensor_pb(path.string(), outs[i], name);
-    std::cout << name << ": " << dtype_name(outs[i].dtype()) << shape_str(outs[i].shape()) << " -> " << path.string()
-              << "\n";
+      write_value_pb(path.string(), outs[i], name);
+    std::cout << name << ": " << (outs[i].is_sequence()   ? "sequence of " + std::to_string(outs[i].elements().size())
+                                  : outs[i].is_optional() ? std::string(outs[i].elements().empty() ? "absent optional"
+                                                                                                   : "optional")
+                                                          : std::string(dtype_name(outs[i].dtype())) + shape_str(outs[i].shape()))
+              << " -> " << path.string() << "\n";
   }
 }
 
@@ -270,7 +329,9 @@ ExitCode run(const RunOptions& o) {
     if (!is_module_dir(o.target)) {
       scratch = std::make_unique<ScratchDir>("tcc-run");
       module = (scratch->path / "module").string();
-      CompileRequest req = module_request(o.target, module, "default", o.shapes, o.host ? "" : profiler::gpu_arch());
+      std::string hints = structure_hints(inputs);
+      std::string shape_hints = o.shapes.empty() ? hints : hints.empty() ? o.shapes : o.shapes + "," + hints;
+      CompileRequest req = module_request(o.target, module, "default", shape_hints, o.host ? "" : profiler::gpu_arch());
       req.options.precision = precision_of(o.precision);
       compile_module(req);
     }
@@ -283,8 +344,18 @@ ExitCode run(const RunOptions& o) {
       inspect = std::ref(*steps);
     }
     std::map<std::string, Tensor> given = module_inputs(module, model_path, g, inputs);
-    outs = o.host ? profiler::run_on_host(module, given, o.random_offset, inspect)
-                  : profiler::run_on_gpu(module, given, o.random_offset, inspect);
+    std::vector<Tensor> flat = o.host ? profiler::run_on_host(module, given, o.random_offset, inspect)
+                                      : profiler::run_on_gpu(module, given, o.random_offset, inspect);
+    // The model's outputs, each structured one assembled from the module's tensors.
+    nlohmann::json manifest = read_module_json(module, kManifestFile);
+    std::vector<std::string> names = signature_names(manifest, "outputs");
+    std::map<std::string, Tensor> by_name;
+    for (size_t i = 0; i < flat.size() && i < names.size(); ++i) by_name[names[i]] = flat[i];
+    std::vector<StructuredValue> structured = read_structured_list(manifest, "structured_outputs");
+    for (const Value* v : g.outputs()) {
+      const StructuredValue* s = structure_of(structured, v->name());
+      outs.push_back(s ? assemble_structured(*s, by_name) : by_name.count(v->name()) ? by_name.at(v->name()) : Tensor());
+    }
   }
   if (!check) {
     write_outputs(o, g, outs);
@@ -293,16 +364,32 @@ ExitCode run(const RunOptions& o) {
 
   if (!steps) expected = reference.run(g, inputs);
   bool steps_ok = !steps || steps->report(std::cout);
+  // Sequences and optionals compare element by element, `ys.0`, `ys.1`, ...
+  std::vector<std::tuple<std::string, Tensor, Tensor>> compared;
   bool ok = expected.size() == outs.size();
   for (size_t i = 0; i < expected.size() && i < outs.size(); ++i) {
-    OutputCheck c = check_output(g.outputs()[i]->name(), expected[i], outs[i], precision);
-    Tolerance tol = tolerance_for(expected[i].dtype(), precision);
+    const std::string& name = g.outputs()[i]->name();
+    if (expected[i].kind() == Tensor::Kind::Tensor) {
+      compared.emplace_back(name, expected[i], outs[i]);
+      continue;
+    }
+    std::string want = describe_value(expected[i]), got = describe_value(outs[i]);
+    if (want != got) {
+      std::cout << name << ": MISMATCH " << got << ", the reference gives " << want << "\n";
+      ok = false;
+      continue;
+    }
+    add_elements(name, expected[i], outs[i], compared);
+  }
+  for (const auto& [name, want, got] : compared) {
+    OutputCheck c = check_output(name, want, got, precision);
+    Tolerance tol = tolerance_for(want.dtype(), precision);
     if (!c.problem.empty())
       std::cout << c.name << ": MISMATCH " << c.problem << "\n";
     else
       std::cout << c.name << ": " << (c.ok() ? "ok" : "MISMATCH") << "  max abs err "
                 << fmt::format("{:.3g}", c.max_abs) << ", max rel err " << fmt::format("{:.3g}", c.max_rel) << "  ("
-                << dtype_name(expected[i].dtype()) << (precision == Precision::FP32 ? "" : " at " + std::string(precision_name(precision)))
+                << dtype_name(want.dtype()) << (precision == Precision::FP32 ? "" : " at " + std::string(precision_name(precision)))
                 << " tolerance " << fmt::format("{:g}", tol.abs) << " + "
                 << fmt::format("{:g}", tol.rel) << "*|ref|"
                 << (c.ok() ? "" : "; " + std::to_string(c.mismatches) + " elements outside") << ")\n";

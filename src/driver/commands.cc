@@ -3,6 +3,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "src/compiler/structured_io.h"
 #include "src/ir/sym.h"
 
 namespace tcc {
@@ -81,6 +82,16 @@ std::map<std::string, int64_t> parse_sizes(const std::string& spec, const std::s
     sizes[name] = value;
   }
   return sizes;
+}
+
+void parse_shape_hints(const std::string& spec, CompileOptions& options) {
+  std::string sizes;
+  for (const std::string& part : spec.empty() ? std::vector<std::string>{} : split(spec, ',')) {
+    size_t eq = part.find('=');
+    if (eq == std::string::npos || !parse_structure_hint(part.substr(0, eq), part.substr(eq + 1), options))
+      sizes += (sizes.empty() ? "" : ",") + part;
+  }
+  options.shape_hints = parse_sizes(sizes, "--shape-hint");
 }
 
 }  // namespace tcc

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/module_writer.h"
 #include "passes/pass.h"
 #include "src/diag/errors.h"
 
@@ -54,5 +55,10 @@ std::vector<std::string> split(const std::string& s, char sep);
 // Sizes of symbolic dims as flags give them (--shape-hint, --shapes):
 // "SYMBOL=SIZE[,SYMBOL=SIZE...]" (empty: none); InputError naming `flag` otherwise.
 std::map<std::string, int64_t> parse_sizes(const std::string& spec, const std::string& flag);
+
+// --shape-hint of tcc compile (and run, which compiles): sizes of symbols as
+// parse_sizes reads them, and the structure of sequence and optional inputs
+// (NAME=seq(N), NAME=present, NAME=absent: src/compiler/structured_io.h).
+void parse_shape_hints(const std::string& spec, CompileOptions& options);
 
 }  // namespace tcc

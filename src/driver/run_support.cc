@@ -11,6 +11,7 @@
 #include "codegen/module_writer.h"
 #include "src/driver/commands.h"
 #include "frontends/onnx/tensor_io.h"
+#include "frontends/onnx/value_io.h"
 #include "src/diag/errors.h"
 #include "src/ir/sym.h"
 
@@ -50,6 +51,10 @@ std::map<std::string, Tensor> read_inputs(const Graph& g, const std::string& dir
     if (!std::regex_match(file, m, pb_name)) continue;
     size_t index = std::stoul(m[1]);
     std::string name;
+    if (index < needed.size() && !needed[index]->type().is_tensor()) {  // a SequenceProto or OptionalProto
+      inputs[needed[index]->name()] = read_value_pb(entry.path().string(), needed[index]->type());
+      continue;
+    }
     Tensor t = read_tensor_pb(entry.path().string(), &name);
     if (name.empty() || !g.find_local(name)) {
       if (index >= needed.size())
@@ -118,7 +123,7 @@ CompileRequest module_request(const std::string& model, const std::string& dir, 
   req.model = model;
   req.output = dir;
   req.options.mode = mode;
-  req.options.shape_hints = parse_sizes(shape_hints, "--shape-hint");
+  parse_shape_hints(shape_hints, req.options);
   if (!device_arch.empty()) {
     req.options.host = false;
     if (has_cubin_target(device_arch)) {

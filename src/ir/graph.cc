@@ -16,6 +16,7 @@ Attribute Attribute::of_floats(std::vector<float> v) { Attribute a; a.kind = Kin
 Attribute Attribute::of_strings(std::vector<std::string> v) { Attribute a; a.kind = Kind::Strings; a.strings = std::move(v); return a; }
 Attribute Attribute::of_tensor(Tensor v) { Attribute a; a.kind = Kind::Tensor; a.t = std::move(v); return a; }
 Attribute Attribute::of_graph(std::shared_ptr<Graph> v) { Attribute a; a.kind = Kind::Graph; a.g = std::move(v); return a; }
+Attribute Attribute::of_type(Type v) { Attribute a; a.kind = Kind::Type; a.type = std::move(v); return a; }
 
 // ---- Node ------------------------------------------------------------------
 
@@ -55,6 +56,7 @@ const char* kind_name(Attribute::Kind k) {
     case Attribute::Kind::Strings: return "strings";
     case Attribute::Kind::Tensor: return "tensor";
     case Attribute::Kind::Graph: return "graph";
+    case Attribute::Kind::Type: return "type";
   }
   return "?";
 }
@@ -88,6 +90,13 @@ const Tensor* Node::get_tensor(const std::string& n) const {
   if (!a) return nullptr;
   if (a->kind != Attribute::Kind::Tensor) fail("attribute '" + n + "' should be tensor, got " + kind_name(a->kind));
   return &a->t;
+}
+
+const Type* Node::get_type(const std::string& n) const {
+  const Attribute* a = attr(n);
+  if (!a) return nullptr;
+  if (a->kind != Attribute::Kind::Type) fail("attribute '" + n + "' should be type, got " + kind_name(a->kind));
+  return &a->type;
 }
 
 Graph* Node::get_graph(const std::string& n) const {
@@ -167,6 +176,18 @@ Value* Graph::add_input(const std::string& name, Type type) {
   v->is_input_ = true;
   inputs_.push_back(v);
   return v;
+}
+
+void Graph::replace_input(Value* v, const std::vector<Value*>& by) {
+  auto at = std::find(inputs_.begin(), inputs_.end(), v);
+  TCC_CHECK(at != inputs_.end()) << "replace_input: '" << v->name_ << "' is not an input";
+  std::vector<Value*> inputs;
+  for (Value* in : inputs_) {
+    if (in == v) inputs.insert(inputs.end(), by.begin(), by.end());
+    else if (std::find(by.begin(), by.end(), in) == by.end()) inputs.push_back(in);
+  }
+  inputs_ = std::move(inputs);
+  forget_value(v);
 }
 
 Value* Graph::add_initializer(const std::string& name, Tensor data) {

@@ -68,7 +68,7 @@ class Value {
 };
 
 struct Attribute {
-  enum class Kind { Int, Float, String, Ints, Floats, Strings, Tensor, Graph };
+  enum class Kind { Int, Float, String, Ints, Floats, Strings, Tensor, Graph, Type };
   Kind kind = Kind::Int;
   int64_t i = 0;
   float f = 0;
@@ -78,6 +78,7 @@ struct Attribute {
   std::vector<std::string> strings;
   Tensor t;
   std::shared_ptr<Graph> g;
+  Type type;  // a TypeProto attribute (Optional's `type`)
 
   static Attribute of_int(int64_t v);
   static Attribute of_float(float v);
@@ -87,6 +88,7 @@ struct Attribute {
   static Attribute of_strings(std::vector<std::string> v);
   static Attribute of_tensor(Tensor v);
   static Attribute of_graph(std::shared_ptr<Graph> v);
+  static Attribute of_type(Type v);
 };
 
 // The part of a training step a node computes. Autodiff and the optimizer
@@ -135,6 +137,8 @@ class Node {
   std::vector<int64_t> get_ints(const std::string& n, std::vector<int64_t> def = {}) const;
   std::vector<float> get_floats(const std::string& n, std::vector<float> def = {}) const;
   const Tensor* get_tensor(const std::string& n) const;
+  // A type attribute (ONNX's TypeProto); null when absent.
+  const Type* get_type(const std::string& n) const;
   // A region (subgraph attribute); null when absent.
   Graph* get_graph(const std::string& n) const;
   // Regions in attribute-name order.
@@ -190,6 +194,10 @@ class Graph {
   Value* add_input(const std::string& name, Type type);
   Value* add_initializer(const std::string& name, Tensor data);
   void add_output(Value* v) { outputs_.push_back(v); }
+  // Input v, which nothing may read any more, gives its place among the
+  // inputs to `by`, inputs added since (compile's flattening of a sequence
+  // input into tensors: src/compiler/structured_io.h).
+  void replace_input(Value* v, const std::vector<Value*>& by);
   void set_outputs(std::vector<Value*> vs) { outputs_ = std::move(vs); }
   // Appends a node, of part Forward; creates one output value per name.
   Node* add_node(const std::string& op_type, const std::vector<Value*>& inputs,

@@ -233,6 +233,7 @@ class Printer {
         body(*a.g, indent + 4);
         out += std::string(indent + 2, ' ') + "}";
         break;
+      case Attribute::Kind::Type: out += "type<" + a.type.str() + ">"; break;
     }
   }
 };
@@ -625,6 +626,13 @@ class Parser : TextCursor {
       auto [dt, shape] = static_tensor_type(tat, type());
       expect(">");
       return Attribute::of_tensor(tensor_literal(dt, shape));
+    }
+    if (kw == "type") {
+      p_ += kw.size();
+      expect("<");
+      Type t = type();
+      expect(">");
+      return Attribute::of_type(std::move(t));
     }
     if (kw == "graph") {
       p_ += kw.size();

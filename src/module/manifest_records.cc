@@ -48,6 +48,31 @@ TensorSig read_tensor(const ManifestField& f, const SizeCheck& check) {
   return {f["name"].str(), f["dtype"].dtype(), read_shape(f["shape"], check)};
 }
 
+ojson structured_json(const StructuredValue& v) {
+  if (v.kind == StructuredValue::Kind::Tensor) return v.name;
+  ojson elements = ojson::array();
+  for (const StructuredValue& e : v.elements) elements.push_back(structured_json(e));
+  return {{"name", v.name},
+          {"kind", v.kind == StructuredValue::Kind::Sequence ? "sequence" : "optional"},
+          {"length", v.elements.size()},
+          {"elements", elements}};
+}
+
+StructuredValue read_structured(const ManifestField& f) {
+  if (f.raw().is_string()) return {StructuredValue::Kind::Tensor, f.str(), {}};
+  StructuredValue v;
+  v.name = f["name"].str();
+  std::string kind = f["kind"].str();
+  if (kind != "sequence" && kind != "optional") f["kind"].fail("expected \"sequence\" or \"optional\"");
+  v.kind = kind == "sequence" ? StructuredValue::Kind::Sequence : StructuredValue::Kind::Optional;
+  ManifestField elements = f["elements"];
+  for (size_t i = 0; i < elements.size(); ++i) v.elements.push_back(read_structured(elements[i]));
+  if (f["length"].integer() != static_cast<int64_t>(v.elements.size()))
+    f["length"].fail("expected the number of elements, " + std::to_string(v.elements.size()));
+  if (v.kind == StructuredValue::Kind::Optional && v.elements.size() > 1) f["elements"].fail("expected at most one");
+  return v;
+}
+
 ojson placed_json(const PlacedTensor& t) {
   ojson j = tensor_json(t.sig);
   j["offset"] = size_json(t.offset);

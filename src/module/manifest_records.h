@@ -33,6 +33,21 @@ struct TensorSig {
 nlohmann::ordered_json tensor_json(const TensorSig& t);
 TensorSig read_tensor(const ManifestField& f, const SizeCheck& check);
 
+// A sequence or optional input or output of the model, as the module
+// flattens it into tensors, torch.export's pytree for a list: {"name",
+// "kind": "sequence" | "optional", "length", "elements"}, each element the
+// name of one of the module's inputs or outputs (a tensor) or such a record
+// (an optional sequence). manifest.json's `structured_inputs` and
+// `structured_outputs` list them (docs/MODULE.md).
+struct StructuredValue {
+  enum class Kind { Tensor, Sequence, Optional };
+  Kind kind = Kind::Tensor;
+  std::string name;  // the model's value; for a tensor, the module's input or output
+  std::vector<StructuredValue> elements;
+};
+nlohmann::ordered_json structured_json(const StructuredValue& v);
+StructuredValue read_structured(const ManifestField& f);
+
 // A tensor with its place: a weight in weights.bin (static), a buffer in the
 // arena. The tensor's fields plus {"offset", "nbytes"}.
 struct PlacedTensor {

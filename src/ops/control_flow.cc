@@ -340,31 +340,6 @@ std::vector<Tensor> eval_scan(EvalContext& ctx) {
 // iteration together; a longer unrolling stays a host step.
 constexpr size_t kMaxUnrolledNodes = 256;
 
-// Whether every dim of t is static or a symbol an input shape binds, so that
-// copies of the region value it types can be planned once per iteration.
-bool plannable(const Expansion& e, const Type& t) {
-  if (!t.is_tensor() || !t.fully_shaped()) return false;
-  return std::none_of(t.shape().begin(), t.shape().end(), [&](const Dim& d) { return e.data_dependent(d); });
-}
-
-// Whether `body` can be copied into the main graph: no nested regions, every
-// value it reads its own or the main graph's, and, where it is copied once per
-// iteration (`repeated`), no op whose output size the data decides (its copies
-// would share one symbol) and every value's type plannable.
-bool inlinable(Expansion& e, const Graph& body, bool repeated) {
-  for (const auto& n : body.nodes()) {
-    const OpDef* def = OpRegistry::get().lookup(*n);
-    if (!def || !n->regions().empty() || (repeated && def->has(kDataDependentShape))) return false;
-    for (const Value* v : n->inputs())
-      if (v && v->graph() != &body && v->graph() != &e.graph()) return false;
-    for (const Value* v : n->outputs())
-      if (repeated && !plannable(e, v->type())) return false;
-  }
-  for (const Value* v : body.outputs())
-    if (v->graph() != &body && v->graph() != &e.graph()) return false;
-  return true;
-}
-
 // Whether running n cannot fail, whatever the data, once inference has checked
 // its static shapes: an If evaluates both branches when it decomposes. Random
 // ops, data-sized outputs, strings and the indexed ops (an index out of range
@@ -385,32 +360,6 @@ bool cannot_fail(const Node& n) {
   for (size_t i = 1; i < n.num_inputs(); ++i)
     if (n.has_input(i) && !constant_value(n.input(i))) return false;
   return true;
-}
-
-// Copies `body`'s nodes before the node, as pieces "<tag>/<node name>": a value
-// of the region is read as `env` maps it (the region's inputs, which the caller
-// sets, then each copy's outputs), a region initializer as a constant, a
-// main-graph value as itself. Returns the copies of the region's outputs.
-std::vector<Value*> inline_region(Expansion& e, const Graph& body, std::map<const Value*, Value*> env,
-                                  const std::string& tag) {
-  auto read = [&](const Value* v) -> Value* {
-    if (!v) return nullptr;
-    if (auto it = env.find(v); it != env.end()) return it->second;
-    if (v->graph() != &body) return const_cast<Value*>(v);
-    return env[v] = e.constant(tag + "/" + v->name(), v->initializer());
-  };
-  for (const auto& n : body.nodes()) {
-    std::vector<Value*> ins;
-    for (const Value* v : n->inputs()) ins.push_back(read(v));
-    std::vector<Type> types;
-    for (const Value* v : n->outputs()) types.push_back(v->type());
-    std::string name = tag + "/" + (n->name().empty() ? n->op_type() : n->name());
-    std::vector<Value*> outs = e.add_outputs(name, n->op_type(), ins, types, n->attrs(), n->domain());
-    for (size_t i = 0; i < outs.size(); ++i) env[n->output(i)] = outs[i];
-  }
-  std::vector<Value*> results;
-  for (const Value* v : body.outputs()) results.push_back(read(v));
-  return results;
 }
 
 // parts (each of the same type) stacked along a new axis `axis`: each viewed
@@ -460,7 +409,8 @@ bool decompose_if(Expansion& e) {
   }
   for (size_t i = 0; i < n.num_outputs(); ++i) {
     const Type& t = then_g->outputs()[i]->type();
-    if (!plannable(e, t) || t != else_g->outputs()[i]->type() || t != n.output(i)->type()) return false;
+    if (!t.is_tensor() || !plannable(e, t) || t != else_g->outputs()[i]->type() || t != n.output(i)->type())
+      return false;
   }
   Value* cond = cond_t.rank() == 0 ? n.input(0) : e.reshape("condition", n.input(0), {});
   std::vector<Value*> then_outs = inline_region(e, *then_g, {}, "then");
@@ -492,6 +442,27 @@ bool carried_types_hold(const Expansion& e, const std::vector<Value*>& carried, 
   return true;
 }
 
+// Whether the Loop n runs over sequences of known structure: it carries or
+// its body reads one, and every such value outside the body is known
+// (known_sequence). ONNX's SequenceMap expanded into a Loop is one: the
+// copies' SequenceAt at each iteration's constant number and SequenceInsert
+// resolve, so the body's values may have the dims the elements differ in.
+bool over_known_sequences(const Node& n, const Graph& body) {
+  bool any = false;
+  for (size_t i = 2; i < n.num_inputs(); ++i) {
+    if (n.input(i)->type().kind() != Type::Kind::Sequence) continue;
+    if (!known_sequence(n.input(i))) return false;
+    any = true;
+  }
+  for (const auto& node : body.nodes())
+    for (const Value* v : node->inputs()) {
+      if (!v || v->graph() == &body || v->type().kind() != Type::Kind::Sequence) continue;
+      if (!known_sequence(v)) return false;
+      any = true;
+    }
+  return any;
+}
+
 // Loop of a constant trip count M >= 1 and a condition that stays true (absent
 // or constant true, the body passing it through or returning a true constant)
 // -> the body copied M times, iteration k reading the constant k and the
@@ -508,7 +479,8 @@ bool decompose_loop(Expansion& e) {
   std::optional<double> trips = scalar_constant(n.input(0));
   std::optional<double> cond = n.has_input(1) ? scalar_constant(n.input(1)) : 1.0;
   if (!trips || *trips < 1 || !cond || *cond == 0 || !body_keeps_going(*body) ||
-      *trips * static_cast<double>(body->nodes().size()) > kMaxUnrolledNodes || !inlinable(e, *body, true))
+      *trips * static_cast<double>(body->nodes().size()) > kMaxUnrolledNodes ||
+      !inlinable(e, *body, true, over_known_sequences(n, *body)))
     return false;
   const auto trip_count = static_cast<int64_t>(*trips);
   std::vector<Value*> carried(n.inputs().begin() + 2, n.inputs().end());

@@ -1,7 +1,10 @@
 #include "src/ops/decomposition.h"
 
+#include <algorithm>
+
 #include "src/interp/interpreter.h"
 #include "src/ops/fusion.h"
+#include "src/ops/op_registry.h"
 #include "src/ir/replace_nodes.h"
 
 namespace tcc {
@@ -221,6 +224,56 @@ void Expansion::setup(Node& p, const std::vector<Type>& types, std::map<std::str
   p.set_source(source_);
   for (size_t i = 0; i < types.size(); ++i) p.output(i)->set_type(types[i]);
   for (auto& [k, a] : attrs) p.set_attr(k, std::move(a));
+}
+
+bool plannable(const Expansion& e, const Type& t) {
+  if (t.kind() == Type::Kind::Sequence) return true;
+  if (!t.is_tensor() || !t.fully_shaped()) return false;
+  return std::none_of(t.shape().begin(), t.shape().end(), [&](const Dim& d) { return e.data_dependent(d); });
+}
+
+std::optional<std::vector<Value*>> known_sequence(const Value* v) {
+  const Node* p = v ? v->producer() : nullptr;
+  if (!p || !p->domain().empty() || v->type().kind() != Type::Kind::Sequence) return std::nullopt;
+  if (p->op_type() == "SequenceEmpty") return std::vector<Value*>{};
+  if (p->op_type() == "SequenceConstruct") return p->inputs();
+  return std::nullopt;
+}
+
+bool inlinable(Expansion& e, const Graph& body, bool repeated, bool over_known_sequences) {
+  for (const auto& n : body.nodes()) {
+    const OpDef* def = OpRegistry::get().lookup(*n);
+    if (!def || !n->regions().empty() || (repeated && def->has(kDataDependentShape))) return false;
+    for (const Value* v : n->inputs())
+      if (v && v->graph() != &body && v->graph() != &e.graph()) return false;
+    for (const Value* v : n->outputs())
+      if (repeated && !over_known_sequences && !plannable(e, v->type())) return false;
+  }
+  for (const Value* v : body.outputs())
+    if (v->graph() != &body && v->graph() != &e.graph()) return false;
+  return true;
+}
+
+std::vector<Value*> inline_region(Expansion& e, const Graph& body, std::map<const Value*, Value*> env,
+                                  const std::string& tag) {
+  auto read = [&](const Value* v) -> Value* {
+    if (!v) return nullptr;
+    if (auto it = env.find(v); it != env.end()) return it->second;
+    if (v->graph() != &body) return const_cast<Value*>(v);
+    return env[v] = e.constant(tag + "/" + v->name(), v->initializer());
+  };
+  for (const auto& n : body.nodes()) {
+    std::vector<Value*> ins;
+    for (const Value* v : n->inputs()) ins.push_back(read(v));
+    std::vector<Type> types;
+    for (const Value* v : n->outputs()) types.push_back(v->type());
+    std::string name = tag + "/" + (n->name().empty() ? n->op_type() : n->name());
+    std::vector<Value*> outs = e.add_outputs(name, n->op_type(), ins, types, n->attrs(), n->domain());
+    for (size_t i = 0; i < outs.size(); ++i) env[n->output(i)] = outs[i];
+  }
+  std::vector<Value*> results;
+  for (const Value* v : body.outputs()) results.push_back(read(v));
+  return results;
 }
 
 }  // namespace tcc

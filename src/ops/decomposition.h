@@ -135,6 +135,31 @@ class Expansion {
   std::vector<std::pair<size_t, std::string>> moved_outputs_;
 };
 
+// Whether every dim of t is static or a symbol an input shape binds, so that
+// copies of the region value it types can be planned once per iteration. A
+// sequence is: its elements' types are fixed where the sequence ops resolve
+// into tensor ops (src/ops/sequence.cc), and decompose infers them again.
+bool plannable(const Expansion& e, const Type& t);
+
+// The elements of sequence v where its structure is known: a SequenceConstruct
+// (its inputs) or a SequenceEmpty (none) produces it; nullopt otherwise.
+std::optional<std::vector<Value*>> known_sequence(const Value* v);
+
+// Whether `body` can be copied into the main graph: no nested regions, every
+// value it reads its own or the main graph's, and, where it is copied once per
+// iteration (`repeated`), no op whose output size the data decides (its copies
+// would share one symbol) and every value's type plannable, unless the copies
+// run `over_known_sequences`: their sequence ops resolve into the elements,
+// whose types decompose infers again.
+bool inlinable(Expansion& e, const Graph& body, bool repeated, bool over_known_sequences = false);
+
+// Copies `body`'s nodes before the node, as pieces "<tag>/<node name>": a value
+// of the region is read as `env` maps it (the region's inputs, which the caller
+// sets, then each copy's outputs), a region initializer as a constant, a
+// main-graph value as itself. Returns the copies of the region's outputs.
+std::vector<Value*> inline_region(Expansion& e, const Graph& body, std::map<const Value*, Value*> env,
+                                  const std::string& tag);
+
 // An op's decomposition: true when it replaced the node (see above).
 using DecomposeFn = std::function<bool(Expansion&)>;
 

@@ -231,8 +231,10 @@ OpDef& OpDef::trains_through_decomposition() {
 const char* gpu_path(const OpDef& def) {
   if (def.declared_role == KernelRole::Contraction || def.declared_role == KernelRole::Convolution) return "library";
   // Control flow decomposes only where a node's shapes and constants allow it
-  // (control_flow.cc), which the common node does not meet: the host.
-  if (def.has(kControlFlow)) return "host";
+  // (control_flow.cc), which the common node does not meet: the host. The
+  // sequence ops, SequenceMap among them, decompose wherever their sequences'
+  // structure is known at compile time (sequence.cc), as a module's inputs fix it.
+  if (def.has(kControlFlow) && !def.has(kNonTensor)) return "host";
   if (def.declared_role != KernelRole::None || def.decompose) return "kernel";
   return "host";
 }

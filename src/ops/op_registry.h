@@ -39,7 +39,7 @@ enum OpTrait : uint32_t {
   kControlFlow = 1u << 6,         // If, Loop, Scan
   kRandom = 1u << 7,              // Dropout in training mode, random generators
   kConstant = 1u << 8,            // Constant, ConstantOfShape: no tensor inputs read
-  kNonTensor = 1u << 9,           // works on sequence or optional values: never compiled (a graph break)
+  kNonTensor = 1u << 9,           // sequence or optional values: a graph break, compiled where their structure is known
   kZeroFloor = 1u << 10,          // max(x, 0): redundant before a quantization whose zero point is its type's
                                   // lowest value, which saturates alike (passes/fuse_qdq.cc drops it there)
   kWindow = 1u << 11,             // slides a window over its input (pools, Conv): a node of the Indexed role is

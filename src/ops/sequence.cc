@@ -6,12 +6,26 @@
 // Their values are seq<T> and opt<T> (src/ir/type.h), which the interpreter
 // carries as Tensors of kind Sequence and Optional (src/ir/tensor.h). A
 // sequence's elements may differ in shape, so its element type keeps only
-// the dims every element shares; the rest are unknown. Element counts are
-// never known at compile time. None of these ops has a kernel: a compiled
-// module carries tensors only, so compile refuses sequences and optionals
-// passed between its steps or across its inputs and outputs.
+// the dims every element shares; the rest are unknown.
+//
+// A compiled module carries tensors only, so its sequences take the structure
+// torch.export gives a list of tensors: fixed when compiling. A sequence is
+// known where a SequenceConstruct (its elements) or a SequenceEmpty produces
+// it, an optional where an Optional does (a value or none); compile writes a
+// sequence or optional input so (src/compiler/structured_io.h). The other
+// ops decompose over known structure into those forms or into tensor ops
+// (`tcc ops` says kernel), and decompose repeats, so a chain resolves from
+// its inputs: SequenceInsert / SequenceErase at a constant position into a
+// SequenceConstruct, SequenceAt at one into the element itself,
+// SequenceLength into a constant, ConcatFromSequence into a Concat (of
+// Unsqueezes with new_axis), SplitToSequence of a static piece count into
+// Slices, SequenceMap into its body copied per element, OptionalHasElement
+// into a constant and OptionalGetElement into the value; a Loop whose trip
+// count SequenceLength gives unrolls over them (control_flow.cc). Where a
+// length or a position depends on the data the node stays a host step.
 #include <algorithm>
 
+#include "src/ops/decomposition.h"
 #include "src/ops/families.h"
 #include "src/ops/op_helpers.h"
 #include "src/ops/op_registry.h"
@@ -379,10 +393,13 @@ std::vector<Tensor> eval_sequence_map(EvalContext& ctx) {
 
 // ---- Optional, OptionalHasElement, OptionalGetElement ------------------------------
 
-// Optional(x) holds x; Optional() is none, of the type its declared output
-// (or, in ONNX, its `type` attribute, which tcc's IR does not hold) gives.
+// Optional(x) holds x; Optional() is none, of the type its `type` attribute
+// gives (opt<type>), or else its declared output.
 void infer_optional(InferContext& ctx) {
-  if (!ctx.has_input(0)) return;
+  if (!ctx.has_input(0)) {
+    if (const Type* t = ctx.node().get_type("type")) ctx.set_output_type(0, Type::optional(*t));
+    return;
+  }
   const Type& t = ctx.input_type(0);
   if (t.kind() == Type::Kind::Optional) ctx.fail("cannot wrap an optional in an optional");
   if (!t.is_unknown()) ctx.set_output_type(0, Type::optional(t));
@@ -394,8 +411,10 @@ std::vector<Tensor> eval_optional(EvalContext& ctx) {
     if (x.is_optional()) ctx.fail("cannot wrap an optional in an optional");
     return {Tensor::optional(x.dtype(), {x})};
   }
-  const Type& t = ctx.node().output(0)->type();
-  if (t.kind() != Type::Kind::Optional) ctx.fail("without an input, needs its output declared as an optional type");
+  const Type* attr = ctx.node().get_type("type");
+  const Type t = attr ? Type::optional(*attr) : ctx.node().output(0)->type();
+  if (t.kind() != Type::Kind::Optional)
+    ctx.fail("without an input, needs a 'type' attribute or its output declared as an optional type");
   const Type& elem = t.elem().kind() == Type::Kind::Sequence ? t.elem().elem() : t.elem();
   return {Tensor::optional(elem.is_tensor() ? elem.dtype() : DType::Undefined, {})};
 }
@@ -425,22 +444,260 @@ std::vector<Tensor> eval_optional_get_element(EvalContext& ctx) {
   return {x.elements().front()};
 }
 
+
+// ---- Decompositions over known structure --------------------------------------
+
+// A position read from a constant (a scalar or one-element input) in a
+// sequence of n elements, negative ones from the end; nullopt when it is not
+// constant or out of range (the reference's failure stays on the host).
+std::optional<int64_t> known_position(const Node& n, size_t input, int64_t n_elems, bool insertion) {
+  if (!n.has_input(input)) return insertion ? n_elems : n_elems - 1;
+  std::optional<double> pos = scalar_constant(n.input(input));
+  if (!pos) return std::nullopt;
+  auto p = static_cast<int64_t>(*pos);
+  if (p < -n_elems || p > (insertion ? n_elems : n_elems - 1)) return std::nullopt;
+  return p < 0 ? p + n_elems : p;
+}
+
+// The node's sequence output 0 as `elems`: a SequenceConstruct of them, or a
+// SequenceEmpty of the element dtype.
+void finish_sequence(Expansion& e, const std::vector<Value*>& elems) {
+  if (!elems.empty()) {
+    e.finish("", "SequenceConstruct", elems);
+    return;
+  }
+  const Type& t = e.node().output(0)->type();
+  DType dtype = t.kind() == Type::Kind::Sequence && t.elem().is_tensor() ? t.elem().dtype() : DType::F32;
+  e.finish("", "SequenceEmpty", {}, {{"dtype", Attribute::of_int(static_cast<int64_t>(dtype))}});
+}
+
+// SequenceInsert(SequenceConstruct(a, b), x, 1) -> SequenceConstruct(a, x, b)
+bool insert_known(Expansion& e) {
+  const Node& n = e.node();
+  std::optional<std::vector<Value*>> elems = known_sequence(n.input(0));
+  if (!elems) return false;
+  std::optional<int64_t> at = known_position(n, 2, static_cast<int64_t>(elems->size()), true);
+  if (!at || n.input(1)->type().kind() != Type::Kind::Tensor) return false;
+  elems->insert(elems->begin() + *at, n.input(1));
+  finish_sequence(e, *elems);
+  return true;
+}
+
+// SequenceErase(SequenceConstruct(a, b), 0) -> SequenceConstruct(b)
+bool erase_known(Expansion& e) {
+  const Node& n = e.node();
+  std::optional<std::vector<Value*>> elems = known_sequence(n.input(0));
+  if (!elems || elems->empty()) return false;
+  std::optional<int64_t> at = known_position(n, 1, static_cast<int64_t>(elems->size()), false);
+  if (!at) return false;
+  elems->erase(elems->begin() + *at);
+  finish_sequence(e, *elems);
+  return true;
+}
+
+// SequenceAt(SequenceConstruct(a, b), -1) -> b
+bool at_known(Expansion& e) {
+  const Node& n = e.node();
+  std::optional<std::vector<Value*>> elems = known_sequence(n.input(0));
+  if (!elems || elems->empty()) return false;
+  std::optional<int64_t> at = known_position(n, 1, static_cast<int64_t>(elems->size()), false);
+  if (!at) return false;
+  e.take_over(0, (*elems)[static_cast<size_t>(*at)]);
+  return true;
+}
+
+// SequenceLength(SequenceConstruct(a, b)) -> 2
+bool length_known(Expansion& e) {
+  std::optional<std::vector<Value*>> elems = known_sequence(e.node().input(0));
+  if (!elems) return false;
+  e.take_over(0, e.constant("length", Tensor::scalar_i64(static_cast<int64_t>(elems->size()))));
+  return true;
+}
+
+// ConcatFromSequence(SequenceConstruct(a, b), axis) -> Concat(a, b, axis);
+// with new_axis, Concat(Unsqueeze(a, axis), Unsqueeze(b, axis), axis).
+bool concat_known(Expansion& e) {
+  const Node& n = e.node();
+  std::optional<std::vector<Value*>> elems = known_sequence(n.input(0));
+  if (!elems || elems->empty()) return false;
+  const Type& first = elems->front()->type();
+  if (!first.is_tensor() || !first.has_rank()) return false;
+  bool new_axis = n.get_int("new_axis", 0) != 0;
+  int64_t rank = static_cast<int64_t>(first.rank()) + (new_axis ? 1 : 0);
+  if (rank == 0) return false;
+  int64_t axis = n.get_int("axis", 0);
+  if (axis < -rank || axis >= rank) return false;
+  if (axis < 0) axis += rank;
+  std::vector<Value*> parts = *elems;
+  Value* axes = new_axis && e.onnx_opset() >= 13 ? e.i64s("axes", {axis}) : nullptr;
+  if (new_axis) {
+    for (size_t i = 0; i < parts.size(); ++i) {
+      const Type& t = parts[i]->type();
+      if (!t.is_tensor() || !t.has_rank()) return false;
+      Dims d = t.shape();
+      d.insert(d.begin() + axis, Dim(1));
+      std::string piece = "unsqueeze_" + std::to_string(i);
+      Type ut = Type::tensor(t.dtype(), d);
+      parts[i] = axes ? e.add(piece, "Unsqueeze", {parts[i], axes}, ut)
+                                      : e.add(piece, "Unsqueeze", {parts[i]}, ut, {{"axes", Attribute::of_ints({axis})}});
+    }
+  }
+  e.finish("", "Concat", parts, {{"axis", Attribute::of_int(axis)}});
+  return true;
+}
+
+// SplitToSequence(x, split) of a static piece count -> SequenceConstruct of
+// Slices of x along the axis (each squeezed with keepdims 0 and no split):
+// no split on a static dim, a constant chunk size on one, or constant sizes.
+bool split_known(Expansion& e) {
+  const Node& n = e.node();
+  const Type& x = n.input(0)->type();
+  if (!x.is_tensor() || !x.has_rank() || x.rank() == 0) return false;
+  const auto rank = static_cast<int64_t>(x.rank());
+  int64_t axis = n.get_int("axis", 0);
+  if (axis < -rank || axis >= rank) return false;
+  if (axis < 0) axis += rank;
+  const Dim& len = x.shape()[static_cast<size_t>(axis)];
+  std::vector<int64_t> sizes;
+  bool squeeze = false;
+  if (!n.has_input(1)) {
+    if (!len.is_static()) return false;
+    sizes.assign(static_cast<size_t>(len.value()), 1);
+    squeeze = n.get_int("keepdims", 1) == 0;
+  } else {
+    std::optional<Tensor> split = constant_value(n.input(1));
+    if (!split) return false;
+    if (split->rank() == 0) {
+      int64_t chunk = split->get_i64(0);
+      if (chunk <= 0 || !len.is_static()) return false;
+      for (int64_t at = 0; at < len.value(); at += chunk) sizes.push_back(std::min(chunk, len.value() - at));
+    } else {
+      sizes = split->to_i64_vector();
+      if (std::any_of(sizes.begin(), sizes.end(), [](int64_t s) { return s < 0; })) return false;
+    }
+  }
+  std::vector<Value*> pieces;
+  int64_t offset = 0;
+  Value* axes = e.i64s("axes", {axis});
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    Dims d = x.shape();
+    d[static_cast<size_t>(axis)] = Dim(sizes[i]);
+    std::string piece = "piece_" + std::to_string(i);
+    Value* p = e.add(piece, "Slice",
+                     {n.input(0), e.i64s(piece + ".start", {offset}), e.i64s(piece + ".end", {offset + sizes[i]}), axes},
+                     Type::tensor(x.dtype(), d));
+    if (squeeze) {
+      d.erase(d.begin() + axis);
+      Type st = Type::tensor(x.dtype(), d);
+      p = e.onnx_opset() >= 13 ? e.add(piece + "_squeeze", "Squeeze", {p, axes}, st)
+                               : e.add(piece + "_squeeze", "Squeeze", {p}, st, {{"axes", Attribute::of_ints({axis})}});
+    }
+    pieces.push_back(p);
+    offset += sizes[i];
+  }
+  finish_sequence(e, pieces);
+  return true;
+}
+
+// SequenceMap(SequenceConstruct(a, b), t) -> SequenceConstruct(body(a, t),
+// body(b, t)) per output: the body copied once per element, where every
+// sequence input is known and of one length.
+bool map_known(Expansion& e) {
+  const Node& n = e.node();
+  const Graph* body = n.get_graph("body");
+  if (!body || body->inputs().size() != n.num_inputs() || body->outputs().size() != n.num_outputs() ||
+      !inlinable(e, *body, false))
+    return false;
+  std::vector<std::optional<std::vector<Value*>>> seqs;
+  std::optional<size_t> len;
+  for (size_t i = 0; i < n.num_inputs(); ++i) {
+    seqs.push_back(n.input(i)->type().kind() == Type::Kind::Sequence ? known_sequence(n.input(i)) : std::nullopt);
+    if (n.input(i)->type().kind() != Type::Kind::Sequence) continue;
+    if (!seqs.back() || (len && *len != seqs.back()->size())) return false;
+    len = seqs.back()->size();
+  }
+  if (!len) return false;
+  std::vector<std::vector<Value*>> outs(n.num_outputs());
+  for (size_t j = 0; j < *len; ++j) {
+    std::map<const Value*, Value*> env;
+    for (size_t i = 0; i < n.num_inputs(); ++i) env[body->inputs()[i]] = seqs[i] ? (*seqs[i])[j] : n.input(i);
+    std::vector<Value*> r = inline_region(e, *body, env, "element" + std::to_string(j));
+    for (size_t k = 0; k < r.size(); ++k) outs[k].push_back(r[k]);
+  }
+  for (size_t k = 0; k < outs.size(); ++k) {
+    const Type& t = n.output(k)->type();
+    if (outs[k].empty()) {
+      DType dtype = t.elem().is_tensor() ? t.elem().dtype() : DType::F32;
+      e.take_over(k, e.add("sequence" + std::to_string(k), "SequenceEmpty", {}, t,
+                           {{"dtype", Attribute::of_int(static_cast<int64_t>(dtype))}}));
+    } else {
+      e.take_over(k, e.add("sequence" + std::to_string(k), "SequenceConstruct", outs[k], t));
+    }
+  }
+  return true;
+}
+
+// OptionalHasElement(Optional(x)) -> true, of Optional() or no input -> false,
+// of a tensor or sequence -> true.
+bool has_element_known(Expansion& e) {
+  const Node& n = e.node();
+  bool present;
+  if (!n.has_input(0)) {
+    present = false;
+  } else if (n.input(0)->type().kind() != Type::Kind::Optional) {
+    present = !n.input(0)->type().is_unknown();
+    if (!present) return false;
+  } else {
+    const Node* p = n.input(0)->producer();
+    if (!p || p->op_type() != "Optional" || !p->domain().empty()) return false;
+    present = p->has_input(0);
+  }
+  Tensor t(DType::Bool, {});
+  t.set_i64(0, present ? 1 : 0);
+  e.take_over(0, e.constant("has_element", std::move(t)));
+  return true;
+}
+
+// OptionalGetElement(Optional(x)) -> x; of a tensor or sequence x -> x.
+bool get_element_known(Expansion& e) {
+  const Node& n = e.node();
+  const Type& t = n.input(0)->type();
+  if (t.kind() == Type::Kind::Tensor || t.kind() == Type::Kind::Sequence) {
+    e.take_over(0, n.input(0));
+    return true;
+  }
+  const Node* p = n.input(0)->producer();
+  if (t.kind() != Type::Kind::Optional || !p || p->op_type() != "Optional" || !p->domain().empty() ||
+      !p->has_input(0))
+    return false;
+  e.take_over(0, p->input(0));
+  return true;
+}
+
 }  // namespace
 
 void register_sequence_ops(OpRegistry& r) {
   r.add(OpDef{"", "SequenceConstruct", 11, kNonTensor, infer_sequence_construct, eval_sequence_construct, {}});
   r.add(OpDef{"", "SequenceEmpty", 11, kConstant | kNonTensor, infer_sequence_empty, eval_sequence_empty, {}});
-  r.add(OpDef{"", "SequenceAt", 11, kNonTensor, infer_sequence_at, eval_sequence_at, {}});
-  r.add(OpDef{"", "SequenceInsert", 11, kNonTensor, infer_sequence_insert, eval_sequence_insert, {}});
-  r.add(OpDef{"", "SequenceErase", 11, kNonTensor, infer_sequence_erase, eval_sequence_erase, {}});
-  r.add(OpDef{"", "SequenceLength", 11, kNonTensor, infer_sequence_length, eval_sequence_length, {}});
+  r.add(OpDef{"", "SequenceAt", 11, kNonTensor, infer_sequence_at, eval_sequence_at, {}}).decomposition(at_known);
+  r.add(OpDef{"", "SequenceInsert", 11, kNonTensor, infer_sequence_insert, eval_sequence_insert, {}})
+      .decomposition(insert_known);
+  r.add(OpDef{"", "SequenceErase", 11, kNonTensor, infer_sequence_erase, eval_sequence_erase, {}})
+      .decomposition(erase_known);
+  r.add(OpDef{"", "SequenceLength", 11, kNonTensor, infer_sequence_length, eval_sequence_length, {}})
+      .decomposition(length_known);
   r.add(OpDef{"", "ConcatFromSequence", 11, kMovement | kNonTensor, infer_concat_from_sequence,
-              eval_concat_from_sequence, {}});
-  r.add(OpDef{"", "SplitToSequence", 11, kMovement | kNonTensor, infer_split_to_sequence, eval_split_to_sequence, {}});
-  r.add(OpDef{"", "SequenceMap", 17, kControlFlow | kNonTensor, infer_sequence_map, eval_sequence_map, {}});
+              eval_concat_from_sequence, {}})
+      .decomposition(concat_known);
+  r.add(OpDef{"", "SplitToSequence", 11, kMovement | kNonTensor, infer_split_to_sequence, eval_split_to_sequence, {}})
+      .decomposition(split_known);
+  r.add(OpDef{"", "SequenceMap", 17, kControlFlow | kNonTensor, infer_sequence_map, eval_sequence_map, {}})
+      .decomposition(map_known);
   r.add(OpDef{"", "Optional", 15, kNonTensor, infer_optional, eval_optional, {}});
-  r.add(OpDef{"", "OptionalHasElement", 15, kNonTensor, infer_optional_has_element, eval_optional_has_element, {}});
-  r.add(OpDef{"", "OptionalGetElement", 15, kNonTensor, infer_optional_get_element, eval_optional_get_element, {}});
+  r.add(OpDef{"", "OptionalHasElement", 15, kNonTensor, infer_optional_has_element, eval_optional_has_element, {}})
+      .decomposition(has_element_known);
+  r.add(OpDef{"", "OptionalGetElement", 15, kNonTensor, infer_optional_get_element, eval_optional_get_element, {}})
+      .decomposition(get_element_known);
 }
 
 }  // namespace tcc

@@ -13,6 +13,7 @@
 
 #include "src/ops/fusion.h"
 #include "src/ops/op_registry.h"
+#include "src/module/structured_values.h"
 #include "src/runtime/module.h"
 #include "tests/conformance/test_data.h"
 
@@ -50,12 +51,13 @@ struct SizedOutputs {
 
 }  // namespace
 
-CompiledModule::CompiledModule(const std::string& tcc, const fs::path& model, bool on_gpu) {
+CompiledModule::CompiledModule(const std::string& tcc, const fs::path& model, const std::string& hints, bool on_gpu) {
   static int counter = 0;
   dir_ = fs::temp_directory_path() /
          ("tcc_conformance_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
   std::string command = shell_quoted(tcc) + " compile " + shell_quoted(model.string()) + " -o " +
                         shell_quoted(dir_.string()) +
+                        (hints.empty() ? "" : " --shape-hint " + shell_quoted(hints)) +
                         (on_gpu ? " --arch native --no-ptx --no-host 2>&1" : " --arch sm_90 --no-ptx 2>&1");
   FILE* p = ::popen(command.c_str(), "r");
   if (!p) throw std::runtime_error("cannot start " + command);
@@ -79,6 +81,7 @@ CompiledModule::CompiledModule(const std::string& tcc, const fs::path& model, bo
     return;
   }
   read_host_steps();
+  read_structure();
 }
 
 CompiledModule::~CompiledModule() {
@@ -87,7 +90,30 @@ CompiledModule::~CompiledModule() {
   fs::remove_all(dir_, ec);
 }
 
-std::vector<Tensor> CompiledModule::run(std::map<std::string, Tensor>& feeds, bool on_gpu) {
+std::vector<Tensor> CompiledModule::run(const std::map<std::string, Tensor>& feeds,
+                                        const std::vector<std::string>& outputs, bool on_gpu) {
+  std::map<std::string, Tensor> flat;
+  for (const auto& [name, t] : feeds) {
+    auto s = std::find_if(structured_inputs_.begin(), structured_inputs_.end(),
+                          [&](const StructuredValue& v) { return v.name == name; });
+    if (s == structured_inputs_.end()) flat[name] = t;
+    else flatten_structured(*s, t, flat);
+  }
+  std::vector<Tensor> outs = run_flat(flat, on_gpu);
+  std::map<std::string, Tensor> by_name;
+  for (size_t i = 0; i < outs.size(); ++i) by_name[tcc_module_output_name(module_, i)] = outs[i];
+  std::vector<Tensor> result;
+  for (const std::string& name : outputs) {
+    auto s = std::find_if(structured_outputs_.begin(), structured_outputs_.end(),
+                          [&](const StructuredValue& v) { return v.name == name; });
+    if (s != structured_outputs_.end()) result.push_back(assemble_structured(*s, by_name));
+    else if (by_name.count(name)) result.push_back(by_name.at(name));
+    else throw std::runtime_error("the module has no output '" + name + "'");
+  }
+  return result;
+}
+
+std::vector<Tensor> CompiledModule::run_flat(std::map<std::string, Tensor>& feeds, bool on_gpu) {
   auto check = [](tcc_status s, const char* what) {
     if (s != TCC_OK) throw std::runtime_error(std::string(what) + ": " + tcc_last_error());
   };
@@ -150,6 +176,13 @@ std::vector<Tensor> CompiledModule::run(std::map<std::string, Tensor>& feeds, bo
     if (outs[i].nbytes() > 0) runtime::device::download(outs[i].raw_mut(), from, outs[i].nbytes());
   }
   return outs;
+}
+
+void CompiledModule::read_structure() {
+  std::ifstream manifest_file(dir_ / "manifest.json");
+  nlohmann::json manifest = nlohmann::json::parse(manifest_file);
+  structured_inputs_ = read_structured_list(manifest, "structured_inputs");
+  structured_outputs_ = read_structured_list(manifest, "structured_outputs");
 }
 
 void CompiledModule::read_host_steps() {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "src/ir/tensor.h"
+#include "src/module/manifest_records.h"
 #include "tcc_runtime.h"
 
 namespace tcc::conformance {
@@ -19,9 +20,10 @@ class CompiledModule {
  public:
   // Compiles `model` with `tcc` into a fresh folder under the system's temp
   // folder: for the host (and sm_90, so that NVRTC takes every kernel), or
-  // for this GPU alone (`on_gpu`). On failure `refused` (exit 2: the model is
-  // outside what the compiler takes) or `failed` holds tcc's first error line.
-  CompiledModule(const std::string& tcc, const std::filesystem::path& model, bool on_gpu);
+  // for this GPU alone (`on_gpu`), with `hints` as --shape-hint when not
+  // empty. On failure `refused` (exit 2: the model is outside what the
+  // compiler takes) or `failed` holds tcc's first error line.
+  CompiledModule(const std::string& tcc, const std::filesystem::path& model, const std::string& hints, bool on_gpu);
   ~CompiledModule();
   CompiledModule(const CompiledModule&) = delete;
   CompiledModule& operator=(const CompiledModule&) = delete;
@@ -33,17 +35,25 @@ class CompiledModule {
   const std::set<std::string>& host_ops() const { return host_ops_; }
   const std::set<std::string>& missed_gpu_paths() const { return missed_gpu_paths_; }
 
-  // The module's host run (or GPU run) on `feeds`, matched to its inputs by
-  // name; an output whose size the data decides is allocated as the run asks.
-  std::vector<Tensor> run(std::map<std::string, Tensor>& feeds, bool on_gpu);
+  // The module's host run (or GPU run) on `feeds`, the model's inputs by
+  // name: a sequence or optional is fed as the tensors the manifest's
+  // structured_inputs flatten it into. Returns the model's `outputs`, those
+  // of structured_outputs assembled from their tensors. An output whose size
+  // the data decides is allocated as the run asks.
+  std::vector<Tensor> run(const std::map<std::string, Tensor>& feeds, const std::vector<std::string>& outputs,
+                          bool on_gpu);
 
  private:
   void read_host_steps();
+  void read_structure();
+  // The module's own run on its flattened inputs; its outputs in its order.
+  std::vector<Tensor> run_flat(std::map<std::string, Tensor>& feeds, bool on_gpu);
 
   std::filesystem::path dir_;
   tcc_module* module_ = nullptr;
   std::string refused_, failed_;
   std::set<std::string> host_ops_, missed_gpu_paths_;
+  std::vector<StructuredValue> structured_inputs_, structured_outputs_;
 };
 
 }  // namespace tcc::conformance

@@ -16,7 +16,7 @@
 // schema at 13 dates from no later than the model's opset; such a model runs
 // as opset 13, a copy of it with that opset import), its graph inputs and outputs are tensors, sequences or optionals, and every
 // node, regions included, has an OpDef whose dtypes allow the dtypes of the
-// node's tensors, and no TypeProto attribute (tcc's IR holds none); other
+// node's tensors, and no attribute that lists TypeProtos (tcc's IR holds one type, Optional's); other
 // tests are skipped and their reasons counted. Supported
 // tests are loaded with load_model, shaped with infer_shapes and run by the
 // Interpreter on every data set; outputs are compared with the ONNX backend
@@ -36,8 +36,11 @@
 // reason` per line) lists it with the reason, and a listed test whose module
 // runs every such op on the GPU fails too, so that the list stays true; the
 // per-op table counts each op's tests with a host step of any kind.
-// A model with a sequence or optional graph input or output is skipped: a
-// module's inputs and outputs are tensors.
+// A model with a sequence or optional graph input is compiled for the
+// structure of the first data set's values (`--shape-hint xs=seq(N)`, each
+// element's shape, `opt=present` / `absent`), a data set of another structure
+// for its own; the module's flattened tensors are fed and its outputs
+// assembled back through manifest.json's structure (CompiledModule).
 // With --on-gpu the module runs on the GPU instead (tcc_module_run_cuda on
 // device copies of the inputs): the generated CUDA kernels, cuBLASLt and
 // cuDNN against the same expected outputs; without a GPU the run is skipped.
@@ -72,6 +75,7 @@
 #include "src/interp/interpreter.h"
 #include "src/ops/op_registry.h"
 #include "src/shape/shape_inference.h"
+#include "src/module/structured_values.h"
 #include "tests/conformance/compiled_module.h"
 #include "tests/conformance/test_data.h"
 
@@ -130,15 +134,6 @@ bool readable_type(const onnx::TypeProto& t) {
       return !t.optional_type().elem_type().has_optional_type() && readable_type(t.optional_type().elem_type());
     default: return false;
   }
-}
-
-// The first graph input or output that is no tensor ("graph input 'x'"), or "".
-std::string first_non_tensor(const onnx::GraphProto& g) {
-  for (const auto& v : g.input())
-    if (!v.type().has_tensor_type()) return "graph input '" + v.name() + "'";
-  for (const auto& v : g.output())
-    if (!v.type().has_tensor_type()) return "graph output '" + v.name() + "'";
-  return "";
 }
 
 // Why a model cannot be run by tcc, judged from the protobuf alone so that the
@@ -229,8 +224,8 @@ class SupportCheck {
       if (!why.empty()) return why;
     }
     for (const auto& a : n.attribute()) {
-      if (a.type() == onnx::AttributeProto::TYPE_PROTO || a.type() == onnx::AttributeProto::TYPE_PROTOS)
-        return "op " + label + ": a TypeProto attribute ('" + a.name() + "'), which tcc's IR does not hold";
+      if (a.type() == onnx::AttributeProto::TYPE_PROTOS)
+        return "op " + label + ": a list of TypeProtos ('" + a.name() + "'), which tcc's IR does not hold";
       std::string why;
       if (a.type() == onnx::AttributeProto::GRAPH) why = check_graph(a.g(), scopes);
       for (const auto& g : a.graphs())
@@ -315,9 +310,6 @@ std::string op_of_test(const fs::path& test_dir, const onnx::ModelProto& m) {
   return best.empty() ? "(no nodes)" : best;
 }
 
-// Runs the graph on one data set's inputs (by name); returns its outputs.
-using Execute = std::function<std::vector<Tensor>(std::map<std::string, Tensor>&)>;
-
 // Loads, shapes and runs one supported test (with `tcc`, its compiled module,
 // on the GPU with `on_gpu`); fills outcome and detail.
 void run_supported(const fs::path& test_dir, const fs::path& model_path, const std::string& tcc, bool on_gpu,
@@ -331,19 +323,10 @@ void run_supported(const fs::path& test_dir, const fs::path& model_path, const s
     return;
   }
   const Graph& g = *model->graph;
-  std::unique_ptr<CompiledModule> compiled;
-  Execute execute = [&](std::map<std::string, Tensor>& feeds) { return Interpreter().run(g, feeds); };
-  if (!tcc.empty()) {
-    compiled = std::make_unique<CompiledModule>(tcc, model_path, on_gpu);
-    if (!compiled->refused().empty() || !compiled->failed().empty()) {
-      r.outcome = compiled->refused().empty() ? Outcome::Failed : Outcome::Skipped;
-      r.detail = compiled->refused().empty() ? compiled->failed() : compiled->refused();
-      return;
-    }
-    execute = [&](std::map<std::string, Tensor>& feeds) { return compiled->run(feeds, on_gpu); };
-    r.host_ops = compiled->host_ops();
-    r.missed_gpu_paths = compiled->missed_gpu_paths();
-  }
+  std::vector<std::string> output_names;
+  for (const Value* v : g.outputs()) output_names.push_back(v->name());
+  // One module per structure of the data sets' inputs (most tests have one).
+  std::map<std::string, std::unique_ptr<CompiledModule>> modules;
   std::vector<const Value*> inputs;
   for (const Value* v : g.inputs())
     if (!v->is_initializer()) inputs.push_back(v);
@@ -359,7 +342,22 @@ void run_supported(const fs::path& test_dir, const fs::path& model_path, const s
     }
     std::map<std::string, Tensor> feeds;
     for (size_t k = 0; k < in_files.size(); ++k) feeds[inputs[k]->name()] = read_value_pb(in_files[k], inputs[k]->type());
-    std::vector<Tensor> outs = execute(feeds);
+    std::vector<Tensor> outs;
+    if (tcc.empty()) {
+      outs = Interpreter().run(g, feeds);
+    } else {
+      std::string hints = structure_hints(feeds);
+      std::unique_ptr<CompiledModule>& compiled = modules[hints];
+      if (!compiled) compiled = std::make_unique<CompiledModule>(tcc, model_path, hints, on_gpu);
+      if (!compiled->refused().empty() || !compiled->failed().empty()) {
+        r.outcome = compiled->refused().empty() ? Outcome::Failed : Outcome::Skipped;
+        r.detail = compiled->refused().empty() ? compiled->failed() : compiled->refused();
+        return;
+      }
+      r.host_ops.insert(compiled->host_ops().begin(), compiled->host_ops().end());
+      r.missed_gpu_paths.insert(compiled->missed_gpu_paths().begin(), compiled->missed_gpu_paths().end());
+      outs = compiled->run(feeds, output_names, on_gpu);
+    }
     if (outs.size() != out_files.size()) {
       r.outcome = Outcome::Failed;
       r.detail = where + std::to_string(outs.size()) + " outputs, expected " + std::to_string(out_files.size());
@@ -450,10 +448,6 @@ Result run_test(const fs::path& test_dir, const std::map<std::string, std::strin
     return r;
   }
   std::string why = SupportCheck(proto).why_unsupported(proto);
-  if (why.empty() && !opt.compiled.empty()) {
-    why = first_non_tensor(proto.graph());
-    if (!why.empty()) why += " is a sequence or optional; a compiled module's inputs and outputs are tensors";
-  }
   if (!why.empty()) {
     r.outcome = Outcome::Skipped;
     r.detail = why;

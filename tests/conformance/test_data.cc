@@ -1,18 +1,12 @@
 // Reading a node test's data sets and comparing outputs with what they expect.
 #include "tests/conformance/test_data.h"
 
-#include <google/protobuf/unknown_field_set.h>
-#include <onnx/onnx_pb.h>
-
 #include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <iterator>
 #include <sstream>
 
-#include "frontends/onnx/tensor_io.h"
-#include "frontends/onnx/tensor_proto.h"
-#include "src/diag/errors.h"
 
 namespace tcc::conformance {
 
@@ -108,77 +102,6 @@ std::vector<fs::path> numbered_files(const fs::path& dir, const std::string& pre
     files.push_back(p);
   }
   return files;
-}
-
-namespace {
-
-// The dtype of the tensors a sequence or optional type holds; Undefined when unknown.
-DType element_dtype(const Type& t) {
-  if (t.is_tensor()) return t.dtype();
-  return t.kind() == Type::Kind::Sequence || t.kind() == Type::Kind::Optional ? element_dtype(t.elem())
-                                                                                  : DType::Undefined;
-}
-
-// The tensors (field 3) and sequences (field 5) of a SequenceProto or
-// OptionalProto, both of which number their fields so. They are read field by
-// field: their generated classes come with the ONNX_ML protobuf, which tcc
-// does not build with.
-struct ValueFields {
-  std::vector<std::string> tensors, sequences;
-};
-
-ValueFields value_fields(const std::string& bytes, const std::string& path, const std::string& what) {
-  google::protobuf::UnknownFieldSet set;
-  if (!set.ParseFromString(bytes)) throw InputError(path + ": not a readable " + what + " file");
-  ValueFields f;
-  for (int i = 0; i < set.field_count(); ++i) {
-    const google::protobuf::UnknownField& field = set.field(i);
-    if (field.number() == 3 || field.number() == 5) {
-      if (field.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
-        throw InputError(path + ": not a readable " + what + " file");
-      (field.number() == 3 ? f.tensors : f.sequences).push_back(field.length_delimited());
-    } else if (field.number() > 3) {
-      throw InputError(path + ": a " + what + " of sparse tensors, maps or optionals, which tcc does not read");
-    }
-  }
-  return f;
-}
-
-Tensor tensor_from_bytes(const std::string& bytes, const fs::path& path) {
-  onnx::TensorProto p;
-  if (!p.ParseFromString(bytes)) throw InputError(path.string() + ": an element is not a readable TensorProto");
-  return tensor_from_proto(p, {path.string(), path.parent_path().string(), ""});
-}
-
-Tensor sequence_from_bytes(const std::string& bytes, const Type& type, const fs::path& path) {
-  ValueFields f = value_fields(bytes, path.string(), "SequenceProto");
-  if (!f.sequences.empty()) throw InputError(path.string() + ": a sequence of sequences, which tcc does not read");
-  std::vector<Tensor> elems;
-  for (const std::string& t : f.tensors) {
-    elems.push_back(tensor_from_bytes(t, path));
-    if (elems.back().dtype() != elems.front().dtype())
-      throw InputError(path.string() + ": a sequence of tensors of several dtypes");
-  }
-  DType dt = elems.empty() ? element_dtype(type) : elems.front().dtype();
-  return Tensor::sequence(dt, std::move(elems));
-}
-
-}  // namespace
-
-Tensor read_value_pb(const fs::path& path, const Type& type) {
-  bool sequence = type.kind() == Type::Kind::Sequence, optional = type.kind() == Type::Kind::Optional;
-  if (!sequence && !optional) return read_tensor_pb(path.string());
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw InputError(path.string() + ": cannot open");
-  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  if (sequence) return sequence_from_bytes(bytes, type, path);
-  ValueFields fields = value_fields(bytes, path.string(), "OptionalProto");
-  std::vector<Tensor> value;
-  for (const std::string& t : fields.tensors) value.push_back(tensor_from_bytes(t, path));
-  for (const std::string& s : fields.sequences) value.push_back(sequence_from_bytes(s, type.elem(), path));
-  if (value.size() > 1) throw InputError(path.string() + ": an OptionalProto of several values");
-  DType dt = value.empty() ? element_dtype(type) : value.front().dtype();
-  return Tensor::optional(dt, std::move(value));
 }
 
 }  // namespace tcc::conformance

@@ -8,10 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "frontends/onnx/value_io.h"
 #include "src/ir/tensor.h"
-#include "src/ir/type.h"
 
 namespace tcc::conformance {
+
+using tcc::read_value_pb;
 
 // The default-domain opsets the suite runs.
 constexpr int64_t kMinOpset = 13;
@@ -24,9 +26,6 @@ constexpr double kAtol = 1e-7;
 std::vector<std::filesystem::path> data_sets(const std::filesystem::path& test_dir);
 // dir/<prefix>0.pb, dir/<prefix>1.pb, ... up to the first missing one.
 std::vector<std::filesystem::path> numbered_files(const std::filesystem::path& dir, const std::string& prefix);
-// One value of a data set: a TensorProto, or for a sequence or optional type a
-// SequenceProto or OptionalProto. Unreadable files are InputErrors naming them.
-Tensor read_value_pb(const std::filesystem::path& path, const Type& type);
 // Empty when `actual` matches `expected`; otherwise the first mismatch.
 std::string compare(const Tensor& expected, const Tensor& actual);
 

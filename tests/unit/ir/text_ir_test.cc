@@ -55,7 +55,7 @@ TEST(TextIr, RoundTripsHeaderTypesAndMetadata) {
 TEST(TextIr, RoundTripsEveryAttributeKind) {
   expect_round_trip(R"(graph g {
   input %x: f32[4]
-  %y: f32[4] = Custom(%x) {a = 1, b = [1, -2, 9223372036854775807], c = 0.5, d = "s\t\"q\"\\", e = tensor<f32[1]> [0.0], f = floats[], g = ints[], h = strings[], i = ["a", ""], j = [1.0, -0.0, nan, -inf, 1e+10, 3.1415927, 1.4013e-45], k = -nan, l = inf, m = 2.0, n = tensor<i64[]> [7], o = tensor<str[2]> ["p", "q"]}
+  %y: f32[4] = Custom(%x) {a = 1, b = [1, -2, 9223372036854775807], c = 0.5, d = "s\t\"q\"\\", e = tensor<f32[1]> [0.0], f = floats[], g = ints[], h = strings[], i = ["a", ""], j = [1.0, -0.0, nan, -inf, 1e+10, 3.1415927, 1.4013e-45], k = -nan, l = inf, m = 2.0, n = tensor<i64[]> [7], o = tensor<str[2]> ["p", "q"], p = type<opt<seq<f32[2, n]>>>}
   output %y
 }
 )");
