@@ -283,9 +283,9 @@ TEST(OpRegistry, InputFactsOnNodes) {
   stats->set_attr("wrt", Attribute::of_string("stats"));
   Node* dq = g.add_node("AttentionGrad", std::vector<Value*>(6, x), {"dq"}, std::string(kTccDomain), "dq");
   dq->set_attr("wrt", Attribute::of_string("q"));
-  for (size_t i = 0; i < 7; ++i) {
-    EXPECT_EQ(grad_def->autocast_keeps(*stats, i), i == 6) << i;
-    EXPECT_EQ(grad_def->autocast_keeps(*dq, i), i == 5) << i;
+  for (size_t i = 0; i < 7; ++i) {  // the mask (3), and the log-sum-exp (6) or the statistics (5)
+    EXPECT_EQ(grad_def->autocast_keeps(*stats, i), i == 3 || i == 6) << i;
+    EXPECT_EQ(grad_def->autocast_keeps(*dq, i), i == 3 || i == 5) << i;
   }
   EXPECT_TRUE(grad_def->f32_output(*stats, 0));
   EXPECT_FALSE(grad_def->f32_output(*dq, 0));
@@ -297,6 +297,12 @@ TEST(OpRegistry, InputFactsOnNodes) {
   EXPECT_FALSE(attention_def->f32_output(*saving, 0));
   EXPECT_TRUE(attention_def->f32_output(*saving, 1));
   EXPECT_FALSE(attention_def->f32_output(*plain, 0));
+  ASSERT_TRUE(attention_def->autocast_keeps);
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(attention_def->autocast_keeps(*plain, i), i == 3) << i;
+  const OpDef* onnx_def = OpRegistry::get().lookup("", "Attention", 23);
+  ASSERT_TRUE(onnx_def && onnx_def->autocast_keeps);
+  Node* onnx = g.add_node("Attention", {x, x, x, x}, {"y3"}, "", "onnx");
+  EXPECT_FALSE(onnx_def->autocast_keeps(*onnx, 3));
 }
 
 // On nodes: If's and Loop's deciding operand is the condition or trip count
