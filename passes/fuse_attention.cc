@@ -657,12 +657,10 @@ void rewrite(Graph& g, const Match& m, PassStats& stats) {
       const Dims& b = dims(m.bias);
       const bool per_head = b[0] != Dim(1);
       const Dims viewed = {per_head ? type.shape()[0] : Dim(1), per_head ? type.shape()[1] : Dim(1), b[1], b[2]};
-      std::vector<std::string> texts;
-      for (const Dim& d : viewed) texts.push_back(d.str());
       Node* view = g.insert_node(before, "Reshape", {m.bias}, {g.fresh_name(name + "/bias")}, std::string(kTccDomain),
                                  name + "/Reshape_bias");
       view->set_source(source);
-      view->set_attr("shape", Attribute::of_strings(std::move(texts)));
+      view->set_attr("shape", shape_attr(viewed));
       view->output(0)->set_type(Type::tensor(t, viewed));
       Value* bias = view->output(0);
       if (ins.size() == 3) {

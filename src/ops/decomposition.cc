@@ -4,6 +4,7 @@
 
 #include "src/interp/interpreter.h"
 #include "src/ops/fusion.h"
+#include "src/ops/op_helpers.h"
 #include "src/ops/op_registry.h"
 #include "src/ir/replace_nodes.h"
 
@@ -128,23 +129,13 @@ Value* Expansion::reduce(const std::string& piece, const std::string& op, Value*
   return add(piece, op, ins, type, std::move(attrs));
 }
 
-namespace {
-
-Attribute dims_attr(const Dims& dims) {
-  std::vector<std::string> texts;
-  for (const Dim& d : dims) texts.push_back(d.str());
-  return Attribute::of_strings(std::move(texts));
-}
-
-}  // namespace
-
 Value* Expansion::reshape(const std::string& piece, Value* x, const Dims& dims) {
-  return add(piece, "Reshape", {x}, Type::tensor(x->type().dtype(), dims), {{"shape", dims_attr(dims)}},
+  return add(piece, "Reshape", {x}, Type::tensor(x->type().dtype(), dims), {{"shape", shape_attr(dims)}},
              std::string(kTccDomain));
 }
 
 Value* Expansion::expand(const std::string& piece, Value* x, const Dims& dims) {
-  return add(piece, "Expand", {x}, Type::tensor(x->type().dtype(), dims), {{"shape", dims_attr(dims)}},
+  return add(piece, "Expand", {x}, Type::tensor(x->type().dtype(), dims), {{"shape", shape_attr(dims)}},
              std::string(kTccDomain));
 }
 
@@ -152,9 +143,9 @@ Value* Expansion::slice(const std::string& piece, Value* x, int64_t axis, const 
   g_.set_opset(std::string(kTccDomain), 1);
   return add(piece, "Slice", {x}, Type::tensor(x->type().dtype(), dims),
              {{"axes", Attribute::of_ints({axis})},
-              {"starts", dims_attr({start})},
+              {"starts", shape_attr({start})},
               {"steps", Attribute::of_ints({1})},
-              {"shape", dims_attr(dims)}},
+              {"shape", shape_attr(dims)}},
              std::string(kTccDomain));
 }
 
@@ -166,7 +157,7 @@ Value* Expansion::cast(const std::string& piece, Value* x, DType to) {
 
 Value* Expansion::range(const std::string& piece, int64_t start, const Dim& length) {
   return add(piece, "Range", {}, Type::tensor(DType::I64, {length}),
-             {{"start", Attribute::of_int(start)}, {"shape", dims_attr({length})}}, std::string(kTccDomain));
+             {{"start", Attribute::of_int(start)}, {"shape", shape_attr({length})}}, std::string(kTccDomain));
 }
 
 Value* Expansion::counted_range(const std::string& piece, Value* count, const Dim& length) {
@@ -181,7 +172,7 @@ bool Expansion::data_dependent(const Dim& d) const {
 }
 
 void Expansion::finish_reshape(const std::string& piece, Value* x) {
-  finish(piece, "Reshape", {x}, {{"shape", dims_attr(n_.output(0)->type().shape())}}, std::string(kTccDomain));
+  finish(piece, "Reshape", {x}, {{"shape", shape_attr(n_.output(0)->type().shape())}}, std::string(kTccDomain));
 }
 
 void Expansion::finish(const std::string& piece, const std::string& op, const std::vector<Value*>& ins,

@@ -498,10 +498,8 @@ bool decompose_scatter_add(Expansion& e) {
   if (n.num_inputs() != 3 || n.get_string("reduction", "none") != "add" || !all_zero(n.input(0)) ||
       !y.is_tensor() || !y.fully_shaped())
     return false;
-  std::vector<std::string> shape;
-  for (const Dim& d : y.shape()) shape.push_back(d.str());
   e.finish("", "ScatterAdd", {n.input(1), n.input(2)},
-           {{"axis", Attribute::of_int(n.get_int("axis", 0))}, {"shape", Attribute::of_strings(shape)}},
+           {{"axis", Attribute::of_int(n.get_int("axis", 0))}, {"shape", shape_attr(y.shape())}},
            std::string(kTccDomain));
   e.leaves_dead_inputs();
   return true;

@@ -277,4 +277,10 @@ Dims parse_shape_attr(const Node& n, const std::string& attr) {
   return dims;
 }
 
+Attribute shape_attr(const Dims& dims) {
+  std::vector<std::string> texts;
+  for (const Dim& d : dims) texts.push_back(d.str());
+  return Attribute::of_strings(std::move(texts));
+}
+
 }  // namespace tcc

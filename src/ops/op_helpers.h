@@ -33,6 +33,8 @@ inline constexpr const char* kSelectInPlace =
 // op's target shape, tcc::Slice's starts); fails naming n when it is absent
 // or a text is not one.
 Dims parse_shape_attr(const Node& n, const std::string& attr);
+// The inverse: dims as the SymExpr texts such an attribute lists.
+Attribute shape_attr(const Dims& dims);
 
 // Maps a possibly negative axis into [0, rank); fails naming the node when out of range.
 int64_t normalize_axis(const Node& n, int64_t axis, int64_t rank);
