@@ -67,6 +67,7 @@
 #include "passes/pass.h"
 #include "passes/rewrite.h"
 #include "src/ir/replace_nodes.h"
+#include "src/ops/decomposition.h"
 #include "src/ops/fusion.h"
 #include "src/ops/op_helpers.h"
 #include "src/ops/op_registry.h"
@@ -665,12 +666,9 @@ void rewrite(Graph& g, const Match& m, PassStats& stats) {
       Value* bias = view->output(0);
       if (ins.size() == 3) {
         ins.push_back(bias);
-      } else {  // both broadcast onto the scores: the sum takes, per axis, whichever is not 1
-        Dims sum = dims(ins.back());
-        sum.insert(sum.begin(), 4 - sum.size(), Dim(1));
-        for (size_t a = 0; a < 4; ++a)
-          if (sum[a] == Dim(1)) sum[a] = viewed[a];
-        ins.back() = add_node(g, before, "Add", {ins.back(), bias}, name + "/Add_bias", Type::tensor(t, sum));
+      } else {  // both broadcast onto the scores
+        ins.back() = add_node(g, before, "Add", {ins.back(), bias}, name + "/Add_bias",
+                              Type::tensor(t, broadcast_of({ins.back(), bias})));
       }
     }
     Node* att = g.insert_node(before, "Attention", ins, m.windows ? std::vector{g.fresh_name(name)} : names,
