@@ -77,6 +77,8 @@ MODELS = {s.name: s for s in [
               "baddbmm"),
     _vision("vit", "torchvision VisionTransformer (32x32, patch 8, 2 layers, d 64, 4 heads)", 32),
     _vision("swin", "torchvision SwinTransformer (64x64, patch 4, 2 stages of 2 blocks, d 16, window 4)", 64),
+    _vision("swinv2", "transformers Swinv2ForImageClassification (32x32, patch 2, 1 stage of 2 blocks, d 16, "
+            "window 4, cosine attention)", 32),
     _vision("convnext", "torchvision ConvNeXt (2 stages of 16 and 32 channels)", 32),
     _vision("efficientnet", "torchvision EfficientNet (3 MBConv stages, 8 to 24 channels)", 32),
     _vision("resnet", "torchvision BasicBlock ResNet-18 layout at 1/8 width (8..64 channels)", 32),
@@ -110,6 +112,20 @@ def _wrap_lm(torch, model, mask):
             return self.model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
 
     return IdsAndMask() if mask else IdsOnly()
+
+
+def _logits_of(torch, model):
+    """The transformers image classifier taking images positionally and returning its logits alone."""
+
+    class Logits(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def forward(self, images):
+            return self.model(pixel_values=images).logits
+
+    return Logits()
 
 
 def _gpt_block(torch, d=64, heads=4):
@@ -271,6 +287,11 @@ def build(torch, name):
         from torchvision.models.swin_transformer import SwinTransformer
         model = SwinTransformer(patch_size=[4, 4], embed_dim=16, depths=[2, 2], num_heads=[2, 4], window_size=[4, 4],
                                 stochastic_depth_prob=0.0, num_classes=10)
+    elif name == "swinv2":
+        import transformers
+        config = transformers.Swinv2Config(image_size=32, patch_size=2, embed_dim=16, depths=[2], num_heads=[2],
+                                           window_size=4, num_labels=10)
+        model = _logits_of(torch, transformers.Swinv2ForImageClassification(config))
     elif name == "convnext":
         from torchvision.models.convnext import CNBlockConfig, ConvNeXt
         # layer_scale 0.5 instead of torchvision's 1e-6, which would leave each block an identity.

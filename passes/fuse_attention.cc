@@ -16,7 +16,10 @@
 //     anything else, K then a new Transpose of K^T;
 //   - scales: Mul or Div by a one-element constant, of Q, of K^T and of the
 //     scores, any number of them (torch's SDPA decomposition scales Q and K by
-//     sqrt(scale) each); the `scale` attribute is their product;
+//     sqrt(scale) each); the `scale` attribute is their product. A Mul by a
+//     finite constant per head ([H, 1, 1] or [1, H, 1, 1] on 4-D values:
+//     SwinV2's logit scale) scales that head's products alike, so it moves
+//     onto Q;
 //   - masks: Add(scores, M) of a float M (attn_mask = M); Where(c, scores, fill)
 //     and Where(c, fill, scores) with a fill of -inf (attn_mask = c, or its
 //     negation) or a finite fill <= -1e30 (attn_mask = a new Where(c, 0, fill),
@@ -30,8 +33,9 @@
 //   - a mask provably causal (below) with -inf or a fill <= -1e30 where it
 //     hides is dropped and is_causal = 1 set instead;
 //   - shifted windows (Swin): scores [B*W, H, S, S] (plus a mask that is the
-//     same for every image) viewed as [B, W, H, S, S], a mask [1, W, 1|H, S, S]
-//     added (the same for every image too) and viewed back. The new node
+//     same for every image) viewed as [B, W, H, S, S], masks [1, W, 1|H, S, S]
+//     added (the same for every image too; HF's SwinV2 adds its shift mask
+//     twice) and viewed back. The new node
 //     then computes the windows as heads: Q, K, V and its output viewed as
 //     [B, W*H, S, D] (free when they are contiguous), the two masks summed
 //     into one [1, W*H, S, S], which depends on no image;
@@ -106,20 +110,45 @@ Value* through_noop(Value* v) {
   return v;
 }
 
-// v without its scales (Mul or Div by a one-element constant) and no-op
-// broadcasts, whose product multiplies `scale`. Nodes stripped join `body`
-// when given (the scores' scales, which the new node replaces).
-Value* strip_scales(Value* v, double& scale, std::unordered_set<const Node*>* body) {
+// What scales the products: one factor, times a constant per head for each of `per_head`.
+struct Scale {
+  double factor = 1;
+  std::vector<Value*> per_head;
+
+  bool identity() const { return factor == 1 && per_head.empty(); }
+};
+
+// c scales each head of v [B, H, M, N] alike: a finite constant [H, 1, 1] or [1, H, 1, 1].
+bool per_head_constant(const Value* c, const Value* v) {
+  if (!rank_is(v, 4) || !known(c) || c->type().rank() < 3 || c->type().rank() > 4) return false;
+  const Dims& d = dims(c);
+  const size_t r = d.size();
+  if (d[r - 1] != Dim(1) || d[r - 2] != Dim(1) || d[r - 3] != dims(v)[1] || (r == 4 && d[0] != Dim(1))) return false;
+  std::optional<Tensor> t = constant_value(c);
+  if (!t) return false;
+  for (int64_t i = 0; i < t->numel(); ++i)
+    if (!std::isfinite(t->get_f64(i))) return false;
+  return true;
+}
+
+// v without its scales (Mul or Div by a one-element constant, Mul by a
+// constant per head) and no-op broadcasts, which join `scale`. Nodes stripped
+// join `body` when given (the scores' scales, which the new node replaces).
+Value* strip_scales(Value* v, Scale& scale, std::unordered_set<const Node*>* body) {
   for (;;) {
     Node* p = v->producer();
     Value* next = nullptr;
     if (is_onnx(p, "Mul") || is_onnx(p, "Div")) {
       for (size_t i = p->op_type() == "Div" ? 1 : 0; i < 2 && !next; ++i) {
-        std::optional<double> c = scalar_constant(p->input(i));
         Value* x = p->input(1 - i);
-        if (!c || !std::isfinite(*c) || *c == 0 || x->type() != v->type()) continue;
-        scale = p->op_type() == "Div" ? scale / *c : scale * *c;
-        next = x;
+        if (x->type() != v->type()) continue;
+        if (std::optional<double> c = scalar_constant(p->input(i)); c && std::isfinite(*c) && *c != 0) {
+          scale.factor = p->op_type() == "Div" ? scale.factor / *c : scale.factor * *c;
+          next = x;
+        } else if (p->op_type() == "Mul" && per_head_constant(p->input(i), v)) {
+          scale.per_head.push_back(p->input(i));
+          next = x;
+        }
       }
     } else if (Value* x = through_noop(v); x != v) {
       next = x;
@@ -191,9 +220,9 @@ struct Mask {
   bool hide_when_true = false;  // FromBool
 };
 
-// Shifted windows: the scores' view [batch, count, H, S, S] and the mask added there.
+// Shifted windows: the scores' view [batch, count, H, S, S] and the masks added there.
 struct Windows {
-  Value* mask = nullptr;
+  std::vector<Value*> masks;
   Dim batch;
   int64_t count = 0;
 };
@@ -201,7 +230,7 @@ struct Windows {
 struct Match {
   std::unordered_set<const Node*> body;  // replaced by the new node
   Operand q, k, v;
-  double scale = 1;
+  Scale scale;
   Mask mask;
   // A float [B*H | 1, Sq | 1, Skv] added to the products in torch's bmm view,
   // before any mask: viewed per head, it joins the new node's attn_mask.
@@ -291,11 +320,11 @@ bool match_scores(Value* s, Match& m) {
     mm = s->producer();
     bmm = true;
     // The products plus a bias of their own shape, nothing scaling the sum (DeBERTa's relative-position scores).
-    if (is_onnx(mm, "Add") && m.scale == 1 && is_float(s->type().dtype()))
+    if (is_onnx(mm, "Add") && m.scale.identity() && is_float(s->type().dtype()))
       for (size_t i = 0; i < 2; ++i) {
         Value* products = mm->input(i);
         Value* bias = mm->input(1 - i);
-        double ignored = 1;
+        Scale ignored;
         if (products->type() != s->type() || !bias_onto(bias, s) ||
             !is_onnx(strip_scales(products, ignored, nullptr)->producer(), "MatMul"))
           continue;
@@ -341,34 +370,53 @@ bool same_for_every_image(const Value* v, const Dims& onto) {
   return true;
 }
 
-// logits = view back of (view [B, W, H, S, S] of x) + mask, x the scores plus
-// an optional additive mask (see the header): matches x and records the windows.
+// x [B, W, H, S, S] = (view of the scores) + masks, added one at a time, each
+// the same for every image: matches the scores (plus an optional additive
+// mask) behind the view and records the windows, `masks` and `adds` holding
+// those found nearer the Softmax.
+bool match_window_masks(Value* x, const Value* logits, std::vector<Value*> masks, std::vector<const Node*> adds,
+                        Match& m) {
+  Node* add = x->producer();
+  if (!is_onnx(add, "Add")) return false;
+  const Dims& s5 = dims(x);
+  adds.push_back(add);
+  masks.push_back(nullptr);
+  for (size_t i = 0; i < 2; ++i) {
+    Value* rest = add->input(i);
+    Value* mask = add->input(1 - i);
+    if (rest->type() != x->type() || mask->type().dtype() != x->type().dtype() || !same_for_every_image(mask, s5))
+      continue;
+    masks.back() = mask;
+    if (const Node* split = rest->producer(); is_op(split, "Reshape") && split->input(0)->type() == logits->type()) {
+      Match attempt = m;
+      attempt.body.insert(adds.begin(), adds.end());
+      attempt.body.insert(split);
+      if (match_bias(split->input(0), attempt) && !attempt.windows &&
+          (attempt.mask.form == Mask::Form::None || attempt.mask.form == Mask::Form::AsIs)) {
+        attempt.windows = Windows{masks, s5[0], s5[1].value()};
+        m = std::move(attempt);
+        return true;
+      }
+    }
+    if (match_window_masks(rest, logits, masks, adds, m)) return true;
+  }
+  return false;
+}
+
+// logits = view back of x [B, W, H, S, S] (see match_window_masks).
 bool match_windows(Value* logits, Match& m) {
   Node* merge = logits->producer();
   if (!is_op(merge, "Reshape") || !rank_is(logits, 4) || !rank_is(merge->input(0), 5)) return false;
   Value* sum = merge->input(0);
-  Node* add = sum->producer();
   const Dims &s4 = dims(logits), &s5 = dims(sum);
-  if (!is_onnx(add, "Add") || sum->type().dtype() != logits->type().dtype() || !s5[1].is_static() ||
-      product(s5[0], s5[1]) != s4[0] || s5[2] != s4[1] || s5[3] != s4[2] || s5[4] != s4[3])
+  if (sum->type().dtype() != logits->type().dtype() || !s5[1].is_static() || product(s5[0], s5[1]) != s4[0] ||
+      s5[2] != s4[1] || s5[3] != s4[2] || s5[4] != s4[3])
     return false;
-  for (size_t i = 0; i < 2; ++i) {
-    Value* split = add->input(i);
-    Value* mask = add->input(1 - i);
-    const Node* sp = split->producer();
-    if (split->type() != sum->type() || !is_op(sp, "Reshape") || sp->input(0)->type() != logits->type() ||
-        mask->type().dtype() != sum->type().dtype() || !same_for_every_image(mask, s5))
-      continue;
-    Match attempt = m;
-    attempt.body.insert({merge, add, sp});
-    if (!match_bias(sp->input(0), attempt) || attempt.windows ||
-        (attempt.mask.form != Mask::Form::None && attempt.mask.form != Mask::Form::AsIs))
-      continue;
-    attempt.windows = Windows{mask, s5[0], s5[1].value()};
-    m = std::move(attempt);
-    return true;
-  }
-  return false;
+  Match attempt = m;
+  attempt.body.insert(merge);
+  if (!match_window_masks(sum, logits, {}, {}, attempt)) return false;
+  m = std::move(attempt);
+  return true;
 }
 
 // The bias between the scores and the Softmax's input `logits`, then the scores.
@@ -409,7 +457,9 @@ bool settle_mask(Match& m, const Dims& scores) {
   Mask& mask = m.mask;
   const Dim &rows = scores[2], &cols = scores[3];
   if (m.windows) {  // both masks are summed as they are: finite, the same for every image, static
-    for (const Value* v : {mask.v, m.windows->mask})
+    std::vector<const Value*> masks(m.windows->masks.begin(), m.windows->masks.end());
+    masks.push_back(mask.v);
+    for (const Value* v : masks)
       if (v && !(known(v) && v->type().fully_static() && (m.guarded || finite_mask(v)))) return false;
     return scores[1].is_static() && rows.is_static() && cols.is_static() &&
            (!mask.v || same_for_every_image(mask.v, scores));
@@ -529,7 +579,9 @@ std::optional<Match> match_attention(Node& softmax, const Readers& readers, int6
   if (m.k.v->type().dtype() != t || m.v.v->type().dtype() != t || m.y->type().dtype() != t) return std::nullopt;
 
   // Every intermediate is read only inside the subgraph, and none is an operand.
-  for (const Value* in : {m.q.v, m.k.v, m.v.v, m.mask.v, m.bias, m.windows ? m.windows->mask : nullptr})
+  std::vector<const Value*> operands = {m.q.v, m.k.v, m.v.v, m.mask.v, m.bias};
+  if (m.windows) operands.insert(operands.end(), m.windows->masks.begin(), m.windows->masks.end());
+  for (const Value* in : operands)
     if (in && m.body.count(in->producer())) return std::nullopt;
   for (const Node* n : m.body)
     for (const Value* out : n->outputs()) {
@@ -590,14 +642,17 @@ Type windows_as_heads(const Type& t, const Windows& w) {
   return Type::tensor(t.dtype(), {w.batch, Dim(w.count * d[1].value()), d[2], d[3]});
 }
 
-// The mask of the windows as heads, [1, W*H, S, S]: the windows' mask [.., W, 1|H, S, S]
+// The mask of the windows as heads, [1, W*H, S, S]: the windows' masks [.., W, 1|H, S, S]
 // plus the scores' mask [.., 1|H, S, S] (given the window axis), broadcast and viewed.
 Value* windows_mask(Graph& g, Node* before, const Match& m, const Dims& scores, const std::string& name) {
   const Windows& w = *m.windows;
-  const DType t = w.mask->type().dtype();
+  const DType t = w.masks[0]->type().dtype();
   const int64_t heads = scores[1].value(), rows = scores[2].value(), cols = scores[3].value();
   const std::vector<int64_t> full = {1, w.count, heads, rows, cols};
-  Value* sum = w.mask;
+  Value* sum = w.masks[0];
+  for (size_t i = 1; i < w.masks.size(); ++i)
+    sum = add_node(g, before, "Add", {sum, w.masks[i]}, name + "/Add_window_masks",
+                   Type::tensor(t, broadcast_of({sum, w.masks[i]})));
   if (Value* bias = m.mask.v) {
     // Both right-aligned onto [B, W, H, S, S]: the bias (its image axis, if any, is 1) leaves out the window axis.
     auto padded = [](const Value* v) {
@@ -605,9 +660,9 @@ Value* windows_mask(Graph& g, Node* before, const Match& m, const Dims& scores, 
       for (const Dim& d : dims(v)) out.push_back(d.value());
       return out;
     };
-    std::vector<int64_t> broadcast = padded(w.mask), b = padded(bias);
+    std::vector<int64_t> broadcast = padded(sum), b = padded(bias);
     for (size_t a = 0; a < 5; ++a) broadcast[a] = std::max(broadcast[a], b[a]);
-    sum = add_node(g, before, "Add", {w.mask, bias}, name + "/Add_masks",
+    sum = add_node(g, before, "Add", {sum, bias}, name + "/Add_masks",
                    Type::tensor(t, Dims(broadcast.begin(), broadcast.end())));
   }
   Value* all = sum;
@@ -635,6 +690,8 @@ void rewrite(Graph& g, const Match& m, PassStats& stats) {
                       {{"perm", Attribute::of_ints(o.perm)}});
     };
     std::vector<Value*> ins = {operand(m.q, "Transpose_q"), operand(m.k, "Transpose_k"), operand(m.v, "Transpose_v")};
+    for (Value* c : m.scale.per_head)
+      ins[0] = add_node(g, before, "Mul", {ins[0], c}, name + "/Mul_head_scale", ins[0]->type());
     if (m.windows) {
       const Dims scores = {type.shape()[0], type.shape()[1], type.shape()[2], m.k.shape()[2]};
       for (Value*& x : ins) {
@@ -675,7 +732,7 @@ void rewrite(Graph& g, const Match& m, PassStats& stats) {
                               std::string(kTccDomain), name);
     att->set_source(source);
     att->output(0)->set_type(m.windows ? windows_as_heads(type, *m.windows) : type);
-    att->set_attr("scale", Attribute::of_float(static_cast<float>(m.scale)));
+    att->set_attr("scale", Attribute::of_float(static_cast<float>(m.scale.factor)));
     if (m.causal) att->set_attr("is_causal", Attribute::of_int(1));
     if (!m.windows) return att;
     Node* back = g.insert_node(before, "Reshape",
