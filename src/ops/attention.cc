@@ -346,11 +346,13 @@ bool known_dims(const Value* v) {
 // MatMul(Q, K^T) * scale, soft-capping (Div, Tanh, Mul), the bias added (the
 // mask, and causal masking from two tcc::Range), Softmax, rows a mask may hide
 // entirely set to zero (Where on ReduceMax of the bias), MatMul with V, and
-// 3-D heads merged back. Declines (the node stays a host step) before ONNX
-// opset 13 (Unsqueeze's axes input, Softmax along one axis), where its dims
-// are unknown, for nonpad_kv_seqlen and the window attributes, for a mask
-// shorter than the keys, for a softmax_precision other than T or the f32 that
-// f16 and bf16 compute in, and where it saves its log-sum-exp. The present
+// 3-D heads merged back. A mask shorter than the keys by a static count is
+// padded with -inf (Pad): the keys past its end are hidden. Declines (the
+// node stays a host step) before ONNX opset 13 (Unsqueeze's axes input,
+// Softmax along one axis), where its dims are unknown, for nonpad_kv_seqlen
+// and the window attributes, for a mask shorter than the keys by a symbolic
+// count, for a softmax_precision other than T or the f32 that f16 and bf16
+// compute in, and where it saves its log-sum-exp. The present
 // outputs (a decoder's KV cache) are the K and V pieces, past included;
 // qk_matmul_output is the scores piece (modes 0 and 1), it plus the bias
 // before hidden rows' zeroing (2) or the probabilities (3), in T.
@@ -403,7 +405,10 @@ bool decompose_attention(Expansion& e) {
   const bool causal = n.get_int("is_causal", 0) != 0;
   if (causal && !offset.is_static()) return false;
   Value* mask = n.has_input(kMask) ? n.input(kMask) : nullptr;
-  if (mask && (!known_dims(mask) || mask->type().rank() == 0 || mask->type().shape().back() != keys)) return false;
+  if (mask && (!known_dims(mask) || mask->type().rank() == 0)) return false;
+  // A mask shorter than the keys hides the keys past its end: it is padded with -inf, by a static count.
+  const Dim padding = mask ? Dim(keys.expr() - mask->type().shape().back().expr()) : Dim(0);
+  if (!padding.is_static() || padding.value() < 0) return false;
   // The cache the next step reads, in T.
   auto present = [&](size_t out, const std::string& name, Value* cache) {
     if (n.num_outputs() <= out || !e.used(n.output(out))) return;
@@ -440,6 +445,12 @@ bool decompose_attention(Expansion& e) {
     bias_shape = mask->type().shape();
     bias = mask->type().dtype() == DType::Bool ? x.op("Where_mask", "Where", {mask, zero, neg_inf}, bias_shape)
                                                : to_work("mask", mask);
+    if (padding.value() > 0) {
+      std::vector<int64_t> pads(2 * bias_shape.size(), 0);
+      pads.back() = padding.value();
+      bias_shape.back() = keys;
+      bias = x.op("Pad_mask", "Pad", {bias, e.i64s("pads_mask", pads), neg_inf}, bias_shape);
+    }
   }
   if (causal) {
     Value* rows = x.op("Unsqueeze_rows", "Unsqueeze", {e.range("Range_rows", offset.value(), q_len), e.i64("axis_rows", 1)},

@@ -50,6 +50,16 @@ constexpr const char* kCachedCausal = R"(graph main opset(ai.onnx: 23) {
   output %y
 })";
 
+// A float mask shorter than the 6 keys: ONNX pads it with -inf, hiding the last 2.
+constexpr const char* kShortMask = R"(graph main opset(ai.onnx: 23) {
+  input %q: f32[batch, 2, seq, 4]
+  input %k: f32[batch, 2, 6, 4]
+  input %v: f32[batch, 2, 6, 4]
+  input %m: f32[batch, 1, seq, 4]
+  %y: f32[batch, 2, seq, 4] = Attention(%q, %k, %v, %m)
+  output %y
+})";
+
 void decompose(Model& m) {
   PassManagerOptions options;
   options.verify = true;
@@ -63,9 +73,10 @@ void expect_near(const Tensor& got, const Tensor& want, double tol, const std::s
 }
 
 // The pieces where the fused kernel does not apply: f64 operands (the same
-// graphs with f64 for f32) and a cache.
+// graphs with f64 for f32), a cache and a mask shorter than the keys.
 TEST(AttentionOp, DecomposedPiecesComputeTheOpWithSymbolicDims) {
-  for (std::string text : {std::string(kGqaCausal), std::string(kMasked3d), std::string(kCachedCausal)}) {
+  for (std::string text :
+       {std::string(kGqaCausal), std::string(kMasked3d), std::string(kCachedCausal), std::string(kShortMask)}) {
     for (size_t at; (at = text.find("f32")) != std::string::npos;) text.replace(at, 3, "f64");
     auto original = parse_model(text, "a.tir");
     infer_shapes(*original->graph);
@@ -85,14 +96,15 @@ TEST(AttentionOp, DecomposedPiecesComputeTheOpWithSymbolicDims) {
 // The fused kernel's host build (codegen/attention_template.h) against the reference kernel.
 TEST(AttentionOp, CompilesToOneKernelAndMatchesTheInterpreter) {
   std::filesystem::path dir = make_temp_dir("tcc_attention");
-  // The cache's Concat leaves the node to its decomposition: kernels without a host step.
+  // The cache and the short mask leave the node to its decomposition: kernels without a host step.
   struct Case {
     const char* name;
     const char* text;
     bool fused;
   };
   for (const auto& [name, text, fused] :
-       {Case{"gqa_causal", kGqaCausal, true}, Case{"masked_3d", kMasked3d, true}, Case{"cached", kCachedCausal, false}}) {
+       {Case{"gqa_causal", kGqaCausal, true}, Case{"masked_3d", kMasked3d, true}, Case{"cached", kCachedCausal, false},
+        Case{"short_mask", kShortMask, false}}) {
     std::filesystem::path model = dir / (std::string(name) + ".tir");
     std::ofstream(model) << text;
     CompileResult r = compile_model(model, dir / name, quick_compile_options());
