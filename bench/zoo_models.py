@@ -69,6 +69,8 @@ MODELS = {s.name: s for s in [
         notes="attention and MLP in parallel from one LayerNorm, partial RoPE, tanh GELU"),
     _lm("gemma", "transformers GemmaModel (2 layers, d 64, 4 heads of 16, 1 kv head)",
         notes="multi-query attention, RMSNorm scaling by 1 + weight, GeGLU MLP, embeddings scaled by sqrt(d)"),
+    _lm("gemma2", "transformers Gemma2Model (2 layers, d 64, 4 heads of 16, 2 kv heads, soft-capped scores, "
+        "a sliding window of 8 on alternate layers)"),
     _lm("deberta", "transformers DebertaV2Model (2 layers, d 64, 4 heads, 32 relative position buckets)", mask=True,
         notes="disentangled attention: content-to-position and position-to-content scores gathered from relative "
               "embeddings repeated over the batch"),
@@ -268,6 +270,12 @@ def build(torch, name):
                                           num_attention_heads=4, num_key_value_heads=1, head_dim=16,
                                           max_position_embeddings=MAX_POSITIONS)
         model = _wrap_lm(torch, transformers.GemmaModel(config), False)
+    elif name == "gemma2":
+        import transformers
+        config = transformers.Gemma2Config(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                           num_attention_heads=4, num_key_value_heads=2, head_dim=16, sliding_window=8,
+                                           max_position_embeddings=MAX_POSITIONS)
+        model = _wrap_lm(torch, transformers.Gemma2Model(config), False)
     elif name == "deberta":
         import transformers
         config = transformers.DebertaV2Config(vocab_size=VOCAB, hidden_size=64, intermediate_size=128,

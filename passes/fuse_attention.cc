@@ -20,6 +20,8 @@
 //     finite constant per head ([H, 1, 1] or [1, H, 1, 1] on 4-D values:
 //     SwinV2's logit scale) scales that head's products alike, so it moves
 //     onto Q;
+//   - soft-capping (Gemma 2): c * Tanh(scores / c) of a positive one-element
+//     constant c, the scores scaled inside it, becomes the `softcap` attribute;
 //   - masks: Add(scores, M) of a float M (attn_mask = M); Where(c, scores, fill)
 //     and Where(c, fill, scores) with a fill of -inf (attn_mask = c, or its
 //     negation) or a finite fill <= -1e30 (attn_mask = a new Where(c, 0, fill),
@@ -231,6 +233,7 @@ struct Match {
   std::unordered_set<const Node*> body;  // replaced by the new node
   Operand q, k, v;
   Scale scale;
+  double softcap = 0;  // none
   Mask mask;
   // A float [B*H | 1, Sq | 1, Skv] added to the products in torch's bmm view,
   // before any mask: viewed per head, it joins the new node's attn_mask.
@@ -361,6 +364,41 @@ bool match_scores(Value* s, Match& m) {
 
 bool match_bias(Value* logits, Match& m);
 
+// s = c * Tanh(x / c) (or Tanh(x * (1 / c))), c a positive one-element
+// constant: x, its nodes joining `body` and c `cap`; else null.
+Value* uncapped(Value* s, double& cap, std::unordered_set<const Node*>& body) {
+  Node* outer = s->producer();
+  if (!is_onnx(outer, "Mul")) return nullptr;
+  for (size_t i = 0; i < 2; ++i) {
+    std::optional<double> c = scalar_constant(outer->input(1 - i));
+    Node* tanh = outer->input(i)->producer();
+    if (!c || !std::isfinite(*c) || *c <= 0 || !is_onnx(tanh, "Tanh") || tanh->output(0)->type() != s->type()) continue;
+    Node* inner = tanh->input(0)->producer();
+    if (!is_onnx(inner, "Div") && !is_onnx(inner, "Mul")) continue;
+    for (size_t j = inner->op_type() == "Div" ? 1 : 0; j < 2; ++j) {
+      std::optional<double> d = scalar_constant(inner->input(j));
+      Value* x = inner->input(1 - j);
+      if (!d || x->type() != s->type()) continue;
+      const double divisor = inner->op_type() == "Div" ? *d : 1 / *d;
+      if (std::fabs(divisor - *c) > 1e-6 * *c) continue;
+      body.insert({outer, tanh, inner});
+      cap = *c;
+      return x;
+    }
+  }
+  return nullptr;
+}
+
+// The scores behind `s`, through soft-capping when there is one (match_scores).
+bool match_capped_scores(Value* s, Match& m) {
+  Match attempt = m;
+  Value* x = uncapped(s, attempt.softcap, attempt.body);
+  if (!x) return match_scores(s, m);
+  if (!match_scores(x, attempt)) return false;
+  m = std::move(attempt);
+  return true;
+}
+
 // v broadcasts onto `onto` without varying along its first axis (the same for every image).
 bool same_for_every_image(const Value* v, const Dims& onto) {
   if (!known(v) || v->type().rank() > onto.size()) return false;
@@ -427,7 +465,7 @@ bool match_bias(Value* logits, Match& m) {
     for (size_t i = 0; i < 2; ++i) {
       Match attempt = m;
       attempt.body.insert(p);
-      if (p->input(i)->type() != logits->type() || !match_scores(p->input(i), attempt)) continue;
+      if (p->input(i)->type() != logits->type() || !match_capped_scores(p->input(i), attempt)) continue;
       Value* mask = p->input(1 - i);
       if (mask->type().dtype() != logits->type().dtype()) return false;
       attempt.mask = {Mask::Form::AsIs, mask};
@@ -442,14 +480,14 @@ bool match_bias(Value* logits, Match& m) {
       if (!fill) continue;
       Match attempt = m;
       attempt.body.insert(p);
-      if (p->input(3 - i)->type() != logits->type() || !match_scores(p->input(3 - i), attempt)) continue;
+      if (p->input(3 - i)->type() != logits->type() || !match_capped_scores(p->input(3 - i), attempt)) continue;
       attempt.mask = {Mask::Form::FromBool, p->input(0), *fill, i == 1};
       m = std::move(attempt);
       return true;
     }
     return false;
   }
-  return match_scores(logits, m);
+  return match_capped_scores(logits, m);
 }
 
 // Decides how the mask goes in (or that the subgraph stays): see the header.
@@ -734,6 +772,7 @@ void rewrite(Graph& g, const Match& m, PassStats& stats) {
     att->output(0)->set_type(m.windows ? windows_as_heads(type, *m.windows) : type);
     att->set_attr("scale", Attribute::of_float(static_cast<float>(m.scale.factor)));
     if (m.causal) att->set_attr("is_causal", Attribute::of_int(1));
+    if (m.softcap > 0) att->set_attr("softcap", Attribute::of_float(static_cast<float>(m.softcap)));
     if (!m.windows) return att;
     Node* back = g.insert_node(before, "Reshape",
                                {att->output(0), add_i64_constant(g, name + "/shape", {-1, type.shape()[1].value(), 0, 0})},
