@@ -8,7 +8,10 @@
 //
 // Recognized, starting from each Softmax over the last axis:
 //   - the products as 4-D MatMuls, or as 3-D MatMuls of [B*H, ...] reshapes of
-//     4-D values whose result is reshaped back (torch's bmm);
+//     4-D values whose result is reshaped back (torch's bmm), the Softmax
+//     before or after the reshape of the logits to that view;
+//   - a clamp of the logits to f32's lowest finite value (XGLM's Max with
+//     finfo.min after its mask), which changes nothing unless the sum overflowed;
 //   - K^T as Transpose(K, [0, 1, 3, 2]); as reshape -> Transpose [0, 2, 1] ->
 //     reshape of K (dynamo); in the bmm view, as Transpose [0, 2, 1] of K's
 //     reshape (DeBERTa); as a Transpose of another value (legacy's
@@ -537,15 +540,42 @@ bool settle_bias(const Match& m) {
          (mask.form == Mask::Form::AsIs && is_float(mask.v->type().dtype()));
 }
 
+// l = Max(x, c) of a one-element constant c at or below f32's lowest finite
+// value (XGLM clamps its masked logits to finfo.min): x, the Max joining
+// `body`; else null. The clamp changes only a logit that overflowed to -inf,
+// which a mask's fill does not do to scores below half its ulp (see the header).
+Value* unclamped(Value* l, std::unordered_set<const Node*>& body) {
+  Node* max = l->producer();
+  if (!is_onnx(max, "Max") || max->num_inputs() != 2) return nullptr;
+  for (size_t i = 0; i < 2; ++i) {
+    std::optional<double> c = scalar_constant(max->input(1 - i));
+    if (!c || *c > -static_cast<double>(std::numeric_limits<float>::max()) || max->input(i)->type() != l->type()) continue;
+    body.insert(max);
+    return max->input(i);
+  }
+  return nullptr;
+}
+
 // The attention around `softmax`, or nothing.
 std::optional<Match> match_attention(Node& softmax, const Readers& readers, int64_t onnx_opset) {
   Value* logits = softmax.input(0);
   Value* p = softmax.output(0);
-  if (onnx_opset < 13 || !rank_is(p, 4) || !is_float(p->type().dtype())) return std::nullopt;
-  if (int64_t axis = softmax.get_int("axis", -1); axis != -1 && axis != 3) return std::nullopt;
-  const Dims scores = dims(p);
+  if (onnx_opset < 13 || !is_float(p->type().dtype())) return std::nullopt;
   Match m;
   m.body.insert(&softmax);
+  // The Softmax over torch's bmm view [B*H, Sq, Skv] of the 4-D logits (XGLM): P is in that view already.
+  bool bmm = false;
+  if (rank_is(p, 3)) {
+    Value* logits4 = unmerged(logits);
+    if (!logits4) return std::nullopt;
+    m.body.insert(logits->producer());
+    logits = logits4;
+    bmm = true;
+  } else if (!rank_is(p, 4)) {
+    return std::nullopt;
+  }
+  if (int64_t axis = softmax.get_int("axis", -1); axis != -1 && axis != (bmm ? 2 : 3)) return std::nullopt;
+  const Dims scores = dims(logits);
 
   // After the Softmax: an optional guard, then MatMul with V (maybe as bmm).
   Node* next = sole_reader(readers, p);
@@ -569,13 +599,12 @@ std::optional<Match> match_attention(Node& softmax, const Readers& readers, int6
     p = next->output(0);
     next = sole_reader(readers, p);
   }
-  bool bmm = false;
-  if (next && is_op(next, "Expand") && next->output(0)->type() == p->type()) {
+  if (next && (is_op(next, "Expand") || is_op(next, "Reshape")) && next->output(0)->type() == p->type()) {
     m.body.insert(next);
     p = next->output(0);
     next = sole_reader(readers, p);
   }
-  if (next && is_op(next, "Reshape") && unmerged(next->output(0)) == p) {
+  if (!bmm && next && is_op(next, "Reshape") && unmerged(next->output(0)) == p) {
     m.body.insert(next);
     p = next->output(0);
     next = sole_reader(readers, p);
@@ -596,7 +625,8 @@ std::optional<Match> match_attention(Node& softmax, const Readers& readers, int6
   m.v.v = through_noop(v);
   m.last = m.y->producer();
 
-  // Before the Softmax: the bias, the scale, the scores' MatMul.
+  // Before the Softmax: a clamp, the bias, the scale, the scores' MatMul.
+  if (Value* l = unclamped(logits, m.body)) logits = l;
   if (!match_bias(logits, m) || !settle_mask(m, scores) || !settle_bias(m)) return std::nullopt;
 
   // Grouped-query heads: both K and V read before the same repeat, or neither.

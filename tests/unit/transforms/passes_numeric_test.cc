@@ -304,6 +304,42 @@ const Case kCases[] = {
   output %y
 }
 )"},
+    // SwinV2's scale per head under Gemma 2's soft-capping, then XGLM's Softmax on the bmm view of
+    // logits clamped to finfo.min after their mask.
+    {"fuse_attention_scales", "fuse_attention", R"(graph main opset(ai.onnx: 18, tcc: 1) {
+  input %q: f32[2, 4, 5, 8]
+  input %k: f32[2, 4, 5, 8]
+  input %v: f32[2, 4, 5, 8]
+  input %keep: bool[2, 1, 5, 5]
+  const %per_head: f32[4, 1, 1] = [2.5, 0.5, 1.0, 4.0]
+  const %cap: f32[] = [3.0]
+  const %zero: f32[] = [0.0]
+  const %min: f32[] = [-3.4028235e+38]
+  %mask: f32[2, 1, 5, 5] = Where(%keep, %zero, %min)
+  %kt: f32[2, 4, 8, 5] = Transpose(%k) {perm = [0, 1, 3, 2]}
+  %qk: f32[2, 4, 5, 5] = MatMul(%q, %kt)
+  %scaled: f32[2, 4, 5, 5] = Mul(%per_head, %qk)
+  %over: f32[2, 4, 5, 5] = Div(%scaled, %cap)
+  %t: f32[2, 4, 5, 5] = Tanh(%over)
+  %capped: f32[2, 4, 5, 5] = Mul(%cap, %t)
+  %l: f32[2, 4, 5, 5] = Add(%capped, %mask)
+  %p: f32[2, 4, 5, 5] = Softmax(%l) {axis = -1}
+  %y1: f32[2, 4, 5, 8] = MatMul(%p, %v)
+  %q3: f32[8, 5, 8] = tcc::Reshape(%y1) {shape = ["8", "5", "8"]}
+  %k3: f32[8, 5, 8] = tcc::Reshape(%k) {shape = ["8", "5", "8"]}
+  %v3: f32[8, 5, 8] = tcc::Reshape(%v) {shape = ["8", "5", "8"]}
+  %kt3: f32[8, 8, 5] = Transpose(%k3) {perm = [0, 2, 1]}
+  %qk3: f32[8, 5, 5] = MatMul(%q3, %kt3)
+  %qk4: f32[2, 4, 5, 5] = tcc::Reshape(%qk3) {shape = ["2", "4", "5", "5"]}
+  %l4: f32[2, 4, 5, 5] = Add(%qk4, %mask)
+  %c4: f32[2, 4, 5, 5] = Max(%l4, %min)
+  %l3: f32[8, 5, 5] = tcc::Reshape(%c4) {shape = ["8", "5", "5"]}
+  %p3: f32[8, 5, 5] = Softmax(%l3) {axis = -1}
+  %y3: f32[8, 5, 8] = MatMul(%p3, %v3)
+  %y: f32[2, 4, 5, 8] = tcc::Reshape(%y3) {shape = ["2", "4", "5", "8"]}
+  output %y
+}
+)"},
 };
 
 // The model of `text` twice, shapes inferred: the original and the copy a pass rewrites.
