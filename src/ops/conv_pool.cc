@@ -692,6 +692,49 @@ bool decompose_lp_pool(Expansion& e) {
   return true;
 }
 
+// A Conv whose pads differ at the two ends of a spatial dim (TensorFlow's
+// SAME padding with an even window or a stride, as tf2onnx and Hugging Face's
+// ports of TensorFlow models write it), which cuDNN's convolution descriptor
+// cannot express -> a Pad of zeros by the excess at each end, then the Conv
+// with the pads both ends share (decomposition.h): the same sums, the same
+// order. Needs W's spatial dims static and a window sliding_window resolves.
+bool decompose_asymmetric_conv(Expansion& e) {
+  const Node& n = e.node();
+  const Type* x = e.ranked_float_input(0);
+  if (x == nullptr || x->rank() < 3 || n.num_inputs() < 2 || n.input(1) == nullptr) return false;
+  const Type& w = n.input(1)->type();
+  if (!w.is_tensor() || !w.has_rank() || w.rank() != x->rank()) return false;
+  const size_t rank = x->rank(), ns = rank - 2;
+  std::vector<int64_t> kernel, in;
+  for (size_t d = 0; d < ns; ++d) {
+    if (!w.shape()[2 + d].is_static()) return false;
+    kernel.push_back(w.shape()[2 + d].value());
+    in.push_back(x->shape()[2 + d].is_static() ? x->shape()[2 + d].value() : -1);
+  }
+  SlidingWindow sw;
+  if (!sliding_window(n, kernel, in, &sw).empty() || sw.begin == sw.end) return false;
+  std::vector<int64_t> excess(2 * rank, 0), shared(2 * ns);
+  Dims padded = x->shape();
+  for (size_t d = 0; d < ns; ++d) {
+    const int64_t both = std::min(sw.begin[d], sw.end[d]);
+    shared[d] = shared[ns + d] = both;
+    excess[2 + d] = sw.begin[d] - both;
+    excess[rank + 2 + d] = sw.end[d] - both;
+    padded[2 + d] = Dim(padded[2 + d].expr() + SymExpr::constant(excess[2 + d] + excess[rank + 2 + d]));
+  }
+  Value* xp = e.onnx_opset() < 11
+                  ? e.add("Pad", "Pad", {n.input(0)}, Type::tensor(x->dtype(), padded),
+                          {{"pads", Attribute::of_ints(excess)}})
+                  : e.add("Pad", "Pad", {n.input(0), e.i64s("pads", excess)}, Type::tensor(x->dtype(), padded));
+  std::map<std::string, Attribute> attrs = n.attrs();
+  attrs.erase("auto_pad");
+  attrs["pads"] = Attribute::of_ints(std::move(shared));
+  std::vector<Value*> ins = n.inputs();
+  ins[0] = xp;
+  e.finish("", "Conv", ins, std::move(attrs));
+  return true;
+}
+
 // A MaxPool (its Indices unread) or AveragePool whose window has more taps
 // than the pool kernel unrolls (kMaxPoolTaps) -> one pool along each spatial
 // dim in turn, its kernel, stride, dilation and pads, 1 and 0 elsewhere: the
@@ -748,6 +791,7 @@ void register_conv_pool_ops(OpRegistry& r) {
                        return depthwise_window(n, nullptr).empty() ? KernelRole::Indexed : KernelRole::Convolution;
                      })
       .gradient(conv_rule)
+      .decomposition(decompose_asymmetric_conv)
       .under_autocast(AutocastClass::Low);
   r.add(OpDef{"", "MaxPool", 12, kReduction | kWindow, infer_pool,
               [](EvalContext& c) { return eval_pool(c, PoolKind::Max); },
