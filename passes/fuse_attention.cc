@@ -32,7 +32,9 @@
 //     rounding, since |score| is below half an ulp of the fill);
 //   - a bias added to the products in the bmm view, nothing scaling the sum
 //     (DeBERTa's relative-position scores, BLOOM's ALiBi, the same for every
-//     query): viewed per head, it is added to the float mask, or is the mask.
+//     query): viewed per head, it is added to the float mask, or is the mask;
+//     likewise a float bias onto the 4-D scores added before a float mask
+//     (MPNet's relative position bias, then its padding mask);
 //     It must be finite wherever the values it is computed from are
 //     (finite_from_finite), or the softmax guarded;
 //   - a mask provably causal (below) with -inf or a fill <= -1e30 where it
@@ -239,7 +241,8 @@ struct Match {
   double softcap = 0;  // none
   Mask mask;
   // A float [B*H | 1, Sq | 1, Skv] added to the products in torch's bmm view,
-  // before any mask: viewed per head, it joins the new node's attn_mask.
+  // before any mask, viewed per head; or a float that broadcasts onto the 4-D
+  // scores, added before a mask. It joins the new node's attn_mask.
   Value* bias = nullptr;
   std::optional<Windows> windows;
   bool causal = false, guarded = false;
@@ -474,6 +477,26 @@ bool match_bias(Value* logits, Match& m) {
       attempt.mask = {Mask::Form::AsIs, mask};
       m = std::move(attempt);
       return true;
+    }
+    // (scores + bias) + mask, both float and broadcasting onto the scores (MPNet's relative position bias).
+    for (size_t i = 0; i < 2; ++i) {
+      Node* inner = p->input(i)->producer();
+      Value* mask = p->input(1 - i);
+      if (!is_onnx(inner, "Add") || p->input(i)->type() != logits->type() || mask->type().dtype() != logits->type().dtype())
+        continue;
+      for (size_t j = 0; j < 2; ++j) {
+        Value* bias = inner->input(1 - j);
+        Match attempt = m;
+        attempt.body.insert({p, inner});
+        if (inner->input(j)->type() != logits->type() || bias->type().dtype() != logits->type().dtype() ||
+            !rank_is(bias, 4) || !broadcasts_onto(bias, dims(logits)) || !match_capped_scores(inner->input(j), attempt) ||
+            attempt.bias)
+          continue;
+        attempt.bias = bias;
+        attempt.mask = {Mask::Form::AsIs, mask};
+        m = std::move(attempt);
+        return true;
+      }
     }
     return false;
   }
@@ -780,15 +803,18 @@ void rewrite(Graph& g, const Match& m, PassStats& stats) {
                              name + "/Where_mask", Type::tensor(t, mask_type.shape())));
     }
     if (m.bias) {
-      const Dims& b = dims(m.bias);
-      const bool per_head = b[0] != Dim(1);
-      const Dims viewed = {per_head ? type.shape()[0] : Dim(1), per_head ? type.shape()[1] : Dim(1), b[1], b[2]};
-      Node* view = g.insert_node(before, "Reshape", {m.bias}, {g.fresh_name(name + "/bias")}, std::string(kTccDomain),
-                                 name + "/Reshape_bias");
-      view->set_source(source);
-      view->set_attr("shape", shape_attr(viewed));
-      view->output(0)->set_type(Type::tensor(t, viewed));
-      Value* bias = view->output(0);
+      Value* bias = m.bias;
+      if (rank_is(bias, 3)) {  // the bmm view's, per head
+        const Dims& b = dims(bias);
+        const bool per_head = b[0] != Dim(1);
+        const Dims viewed = {per_head ? type.shape()[0] : Dim(1), per_head ? type.shape()[1] : Dim(1), b[1], b[2]};
+        Node* view = g.insert_node(before, "Reshape", {bias}, {g.fresh_name(name + "/bias")}, std::string(kTccDomain),
+                                   name + "/Reshape_bias");
+        view->set_source(source);
+        view->set_attr("shape", shape_attr(viewed));
+        view->output(0)->set_type(Type::tensor(t, viewed));
+        bias = view->output(0);
+      }
       if (ins.size() == 3) {
         ins.push_back(bias);
       } else {  // both broadcast onto the scores

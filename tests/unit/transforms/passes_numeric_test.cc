@@ -304,6 +304,32 @@ const Case kCases[] = {
   output %y
 }
 )"},
+    // MPNet's relative position bias gathered from a table, added to the scores before the padding mask.
+    {"fuse_attention_bias4", "fuse_attention", R"(graph main opset(ai.onnx: 18) {
+  input %q: f32[2, 4, 5, 8]
+  input %k: f32[2, 4, 5, 8]
+  input %v: f32[2, 4, 5, 8]
+  input %buckets: i64[5, 5]
+  input %keep: bool[2, 1, 1, 5]
+  const %table: f32[5, 4] = [0.5, -1.0, 2.0, 0.25, -0.5, 1.5, 0.0, -2.0, 1.0, 0.75, -0.25, 3.0, -1.5, 0.125, 2.5, -0.75, 0.0, 1.25, -3.0, 0.5]
+  const %ax: i64[1] = [0]
+  const %scale: f32[] = [0.35355338]
+  const %zero: f32[] = [0.0]
+  const %min: f32[] = [-3.4028235e+38]
+  %rel: f32[5, 5, 4] = Gather(%table, %buckets) {axis = 0}
+  %relt: f32[4, 5, 5] = Transpose(%rel) {perm = [2, 0, 1]}
+  %bias: f32[1, 4, 5, 5] = Unsqueeze(%relt, %ax)
+  %mask: f32[2, 1, 1, 5] = Where(%keep, %zero, %min)
+  %kt: f32[2, 4, 8, 5] = Transpose(%k) {perm = [0, 1, 3, 2]}
+  %qk: f32[2, 4, 5, 5] = MatMul(%q, %kt)
+  %scaled: f32[2, 4, 5, 5] = Mul(%qk, %scale)
+  %biased: f32[2, 4, 5, 5] = Add(%bias, %scaled)
+  %l: f32[2, 4, 5, 5] = Add(%biased, %mask)
+  %p: f32[2, 4, 5, 5] = Softmax(%l) {axis = -1}
+  %y: f32[2, 4, 5, 8] = MatMul(%p, %v)
+  output %y
+}
+)"},
     // SwinV2's scale per head under Gemma 2's soft-capping, then XGLM's Softmax on the bmm view of
     // logits clamped to finfo.min after their mask.
     {"fuse_attention_scales", "fuse_attention", R"(graph main opset(ai.onnx: 18, tcc: 1) {
