@@ -405,7 +405,8 @@ const Type* region_image(const Expansion& e) {
 // Needs C, H and W static and a positive sampling_ratio of at most
 // kMaxRoiAlignTaps taps a bin. Otherwise (with 0 the sample count is
 // ceil(bin size), read from the rois) the node becomes tcc::RoiAlign, its
-// kernel (codegen/roi_align_template.h), for an f32 or f64 X: the same
+// kernel (codegen/roi_align_template.h), for an f32 or f64 X (f16 and bf16
+// cast to f64 and the result back): the same
 // attributes, the coordinate_transformation_mode the opset implies spelled
 // out (not for autodiff: the kernel has no gradient). Unlike the reference
 // kernel, neither checks batch_indices.
@@ -419,17 +420,27 @@ bool decompose_roi_align(Expansion& e) {
   if (a.sampling_ratio == 0 || 4 * a.sampling_ratio * a.sampling_ratio > kMaxRoiAlignTaps || !xd[1].is_static() ||
       !xd[2].is_static() || !xd[3].is_static()) {
     const Type& ind = n.input(2)->type();
-    if (e.differentiates() || (x->dtype() != DType::F32 && x->dtype() != DType::F64) ||
-        n.input(1)->type().dtype() != x->dtype() || !ind.is_tensor() || ind.dtype() != DType::I64)
+    const DType t = x->dtype();
+    if (e.differentiates() || n.input(1)->type().dtype() != t || !ind.is_tensor() || ind.dtype() != DType::I64)
       return false;
-    e.finish("", "RoiAlign", {n.input(0), n.input(1), n.input(2)},
-             {{"mode", Attribute::of_string(a.max ? "max" : "avg")},
-              {"coordinate_transformation_mode", Attribute::of_string(a.half_pixel ? "half_pixel" : "output_half_pixel")},
-              {"output_height", Attribute::of_int(a.height)},
-              {"output_width", Attribute::of_int(a.width)},
-              {"sampling_ratio", Attribute::of_int(a.sampling_ratio)},
-              {"spatial_scale", Attribute::of_float(static_cast<float>(a.spatial_scale))}},
-             std::string(kTccDomain));
+    std::map<std::string, Attribute> attrs = {
+        {"mode", Attribute::of_string(a.max ? "max" : "avg")},
+        {"coordinate_transformation_mode", Attribute::of_string(a.half_pixel ? "half_pixel" : "output_half_pixel")},
+        {"output_height", Attribute::of_int(a.height)},
+        {"output_width", Attribute::of_int(a.width)},
+        {"sampling_ratio", Attribute::of_int(a.sampling_ratio)},
+        {"spatial_scale", Attribute::of_float(static_cast<float>(a.spatial_scale))}};
+    if (t == DType::F32 || t == DType::F64) {
+      e.finish("", "RoiAlign", {n.input(0), n.input(1), n.input(2)}, std::move(attrs), std::string(kTccDomain));
+      return true;
+    }
+    if (t != DType::F16 && t != DType::BF16) return false;
+    // f16 and bf16 through f64, which holds them exactly: one rounding, at the end, as the reference's.
+    Value* wide = e.add("RoiAlign", "RoiAlign",
+                        {e.cast("Cast_x", n.input(0), DType::F64), e.cast("Cast_rois", n.input(1), DType::F64),
+                         n.input(2)},
+                        Type::tensor(DType::F64, y.shape()), std::move(attrs), std::string(kTccDomain));
+    e.take_over(0, e.cast("Cast_y", wide, t));
     return true;
   }
   const int64_t channels = xd[1].value(), h = xd[2].value(), w = xd[3].value(), s = a.sampling_ratio;

@@ -1,7 +1,8 @@
 // RoiAlign that its Gather decomposition cannot take, compiled: adaptive
 // samples (sampling_ratio 0) in both modes and both coordinate modes, opset
 // 10's behaviour, and more fixed taps than the Gather takes
-// (tests/fixtures/roi_align_adaptive.tir, roi_align_opset10.tir) run on RoiAlign
+// (tests/fixtures/roi_align_adaptive.tir, roi_align_opset10.tir), and f16 and
+// bf16 images (roi_align_half.tir), run on RoiAlign
 // kernels (codegen/roi_align_template.h), so the module has no host step, and
 // its host build matches the interpreter for two regions and for six.
 #include <gtest/gtest.h>
@@ -41,7 +42,7 @@ TEST_P(RoiAlignModule, AdaptiveSamplesRunOnKernelsAndMatchTheInterpreter) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, RoiAlignModule,
-                         ::testing::Values("roi_align_adaptive.tir", "roi_align_opset10.tir"));
+                         ::testing::Values("roi_align_adaptive.tir", "roi_align_opset10.tir", "roi_align_half.tir"));
 
 }  // namespace
 }  // namespace tcc
