@@ -1,6 +1,7 @@
 // What an attention mask holds (see attention_masks.h).
 #include "passes/attention_masks.h"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <vector>
@@ -132,6 +133,43 @@ std::optional<Linear> linear_index(const Value* v, int depth = 0) {
   return axis == rank - 1 ? Linear{0, 1, *start} : Linear{1, 0, *start};
 }
 
+// The largest |element| v holds whatever the inputs are (NaN aside):
+// constants, Sigmoid and Tanh (1), elements moved from a bounded value,
+// Where of two, sums, differences and products of bounded values (SwinV2's
+// 16 * sigmoid(relative position bias)); nullopt where not known.
+std::optional<double> magnitude_bound(const Value* v, int depth = 0) {
+  if (depth > kMaxDepth) return std::nullopt;
+  const Node* p = v->producer();
+  if (is_onnx(p, "Sigmoid") || is_onnx(p, "Tanh")) return 1.0;
+  if (is_onnx(p, "Add") || is_onnx(p, "Sub") || is_onnx(p, "Mul")) {
+    std::optional<double> a = magnitude_bound(p->input(0), depth + 1), b = magnitude_bound(p->input(1), depth + 1);
+    if (!a || !b) return std::nullopt;
+    return p->op_type() == "Mul" ? *a * *b : *a + *b;
+  }
+  if (is_onnx(p, "Where")) {
+    std::optional<double> a = magnitude_bound(p->input(1), depth + 1), b = magnitude_bound(p->input(2), depth + 1);
+    if (!a || !b) return std::nullopt;
+    return std::max(*a, *b);
+  }
+  if (is_movement(p)) return magnitude_bound(p->input(0), depth + 1);
+  std::optional<Tensor> t = constant_value(v);
+  if (!t) return std::nullopt;
+  double most = 0;
+  for (int64_t i = 0; i < t->numel(); ++i) {
+    const double x = std::fabs(t->get_f64(i));
+    if (!std::isfinite(x)) return std::nullopt;
+    most = std::max(most, x);
+  }
+  return most;
+}
+
+// |x| <= bound holds for finite values of dtype t only: the bound rounds to a finite t.
+bool finite_in(DType t, double bound) {
+  Tensor rounded(t, {});
+  rounded.set_f64(0, bound);
+  return std::isfinite(rounded.get_f64(0));
+}
+
 }  // namespace
 
 bool hides(double x) { return x <= kLargeNegative; }
@@ -149,7 +187,9 @@ bool finite_mask(const Value* v, int depth) {
     return from == DType::Bool || to == DType::F32 || to == DType::F64;
   }
   if (is_movement(p)) return finite_mask(p->input(0), depth + 1);
-  return filled_with(v, is_finite_value);
+  if (filled_with(v, is_finite_value)) return true;
+  std::optional<double> bound = magnitude_bound(v, depth);
+  return bound && finite_in(v->type().dtype(), *bound);
 }
 
 bool finite_from_finite(const Value* v, int depth) {

@@ -28,7 +28,9 @@ inline bool rank_is(const Value* v, size_t r) { return known(v) && v->type().ran
 bool hides(double x);
 // Every element is 0: a constant, its broadcast, or a ConstantOfShape's value.
 bool is_zeros(const Value* v);
-// A float mask whose elements are finite whatever the inputs.
+// A float mask whose elements are finite whatever the inputs: constants,
+// Where of such, bools cast, movement of those, and values bounded within
+// the dtype's range (sums and products of constants and sigmoids).
 bool finite_mask(const Value* v, int depth = 0);
 // A float bias finite wherever the values it is computed from are: products
 // (MatMul, Mul), sums, differences and running sums (CumSum) of such values,
