@@ -81,6 +81,7 @@ MODELS = {s.name: s for s in [
     _vision("swin", "torchvision SwinTransformer (64x64, patch 4, 2 stages of 2 blocks, d 16, window 4)", 64),
     _vision("swinv2", "transformers Swinv2ForImageClassification (32x32, patch 2, 1 stage of 2 blocks, d 16, "
             "window 4, cosine attention)", 32),
+    _vision("maxvit", "torchvision MaxVit (32x32, 2 stages of 16 and 32 channels, partition 4, heads of 8)", 32),
     _vision("convnext", "torchvision ConvNeXt (2 stages of 16 and 32 channels)", 32),
     _vision("efficientnet", "torchvision EfficientNet (3 MBConv stages, 8 to 24 channels)", 32),
     _vision("resnet", "torchvision BasicBlock ResNet-18 layout at 1/8 width (8..64 channels)", 32),
@@ -300,6 +301,10 @@ def build(torch, name):
         config = transformers.Swinv2Config(image_size=32, patch_size=2, embed_dim=16, depths=[2], num_heads=[2],
                                            window_size=4, num_labels=10)
         model = _logits_of(torch, transformers.Swinv2ForImageClassification(config))
+    elif name == "maxvit":
+        from torchvision.models.maxvit import MaxVit
+        model = MaxVit(input_size=(32, 32), stem_channels=16, partition_size=4, block_channels=[16, 32],
+                       block_layers=[1, 1], head_dim=8, stochastic_depth_prob=0.0, num_classes=10)
     elif name == "convnext":
         from torchvision.models.convnext import CNBlockConfig, ConvNeXt
         # layer_scale 0.5 instead of torchvision's 1e-6, which would leave each block an identity.

@@ -52,7 +52,8 @@
 //     Expand or Tile of Unsqueeze (query head h reads kv head h / group, as
 //     Attention does), are read before the repeat. Another layout of the
 //     repeat (head h reading h % Hkv) stays in place, which is still correct.
-// Which masks are causal, and which finite: passes/attention_masks.h.
+// Which masks are causal, and which finite: passes/attention_masks.h. 5-D
+// scores (MaxViT) are first viewed as 4-D: passes/attention_views.h.
 //
 // Attention gives zeros for a row whose bias is -inf everywhere, where Softmax
 // gives NaN. So the rewrite needs a guard, a causal mask (each row keeps its
@@ -75,6 +76,7 @@
 #include <unordered_set>
 
 #include "passes/attention_masks.h"
+#include "passes/attention_views.h"
 #include "passes/pass.h"
 #include "passes/rewrite.h"
 #include "src/ir/replace_nodes.h"
@@ -850,7 +852,7 @@ bool fuse_attention(Graph& g, PassContext& ctx) {
   auto opset = g.opsets().find("");
   const int64_t onnx_opset = opset == g.opsets().end() ? 0 : opset->second;
   std::unordered_set<const Node*> declined;
-  bool changed = false;
+  bool changed = view_5d_attention(g, ctx.stats);
   for (bool again = true; again;) {
     again = false;
     Readers readers(g);
