@@ -229,7 +229,7 @@ class SizeExprPrinter {
 };
 
 bool is_small_float(DType t) { return t == DType::F16 || t == DType::BF16; }
-bool computes_in_float(DType t) { return t == DType::F32 || is_small_float(t) || is_fp8(t); }
+bool computes_in_float(DType t) { return t == DType::F32 || is_small_float(t) || is_fp8(t) || t == DType::F4E2M1; }
 bool is_unsigned(DType t) { return is_integer(t) && !is_signed(t); }
 
 std::string v(int i) { return "v" + std::to_string(i); }
@@ -319,19 +319,45 @@ std::string fp8_conversions(DType t) {
   return s;
 }
 
+// The conversions of a 4-bit type, as src/ir/dtype.cc's: tcc_f4e2m12f decodes
+// an f4e2m1 code, (2 + mantissa) * 2^(exponent - 2) or mantissa / 2 when the
+// exponent is 0; tcc_f2f4e2m1 rounds to nearest even between the codes'
+// midpoints and saturates, NaN to 0x8; tcc_i4 and tcc_u4 keep an integer's low
+// four bits, i4 sign-extended.
+std::string four_bit_conversions(DType t) {
+  switch (t) {
+    case DType::F4E2M1:
+      return "TCC_FN float tcc_f4e2m12f(uint8_t b) {\n"
+             "  uint32_t e = (b >> 1) & 3u, mant = b & 1u;\n"
+             "  float a = e == 0 ? 0.5f * (float)mant : (float)(2u + mant) * tcc_bits_float((e + 125u) << 23);\n"
+             "  return (b & 8u) ? -a : a;\n"
+             "}\n"
+             "TCC_FN uint8_t tcc_f2f4e2m1(float v) {\n"
+             "  uint32_t x = tcc_float_bits(v), sign = (x >> 28) & 8u;\n"
+             "  float a = tcc_bits_float(x & 0x7fffffffu);\n"
+             "  if (a != a) return 8u;\n"
+             "  return (uint8_t)(sign | (a <= 0.25f ? 0u : a < 0.75f ? 1u : a <= 1.25f ? 2u : a < 1.75f ? 3u\n"
+             "                         : a <= 2.5f ? 4u : a < 3.5f ? 5u : a <= 5.0f ? 6u : 7u));\n"
+             "}\n";
+    case DType::I4: return "TCC_FN int8_t tcc_i4(int64_t v) { return (int8_t)(((v & 15) ^ 8) - 8); }\n";
+    case DType::U4: return "TCC_FN uint8_t tcc_u4(int64_t v) { return (uint8_t)(v & 15); }\n";
+    default: TCC_CHECK(false) << dtype_name(t) << " is not a 4-bit type"; return "";
+  }
+}
+
 }  // namespace
 
 std::string prelude(Target t, const std::vector<kir::Kernel>& kernels) {
   std::string s(t == Target::Host ? kHostPrelude : kCudaPrelude);
   s += kCommonPrelude;
-  std::set<DType> fp8;
+  std::set<DType> narrow;
   for (const kir::Kernel& k : kernels) {
     for (const kir::Buffer& b : k.buffers)
-      if (is_fp8(b.dtype)) fp8.insert(b.dtype);
+      if (is_fp8(b.dtype) || is_4bit(b.dtype)) narrow.insert(b.dtype);
     for (const Instr& in : k.body)
-      if (is_fp8(in.dtype)) fp8.insert(in.dtype);
+      if (is_fp8(in.dtype) || is_4bit(in.dtype)) narrow.insert(in.dtype);
   }
-  for (DType f : fp8) s += fp8_conversions(f);
+  for (DType f : narrow) s += is_fp8(f) ? fp8_conversions(f) : four_bit_conversions(f);
   if (t == Target::Cuda) {
     s += kCudaReduce;
     s += kCudaScan;
@@ -397,13 +423,16 @@ const char* compute_type(DType t) {
     case DType::F8E4M3FN:
     case DType::F8E4M3FNUZ:
     case DType::F8E5M2:
-    case DType::F8E5M2FNUZ: return "float";
+    case DType::F8E5M2FNUZ:
+    case DType::F4E2M1: return "float";
     case DType::F64: return "double";
-    case DType::I8: return "int8_t";
+    case DType::I8:
+    case DType::I4: return "int8_t";
     case DType::I16: return "int16_t";
     case DType::I32: return "int32_t";
     case DType::I64: return "int64_t";
-    case DType::U8: return "uint8_t";
+    case DType::U8:
+    case DType::U4: return "uint8_t";
     case DType::U16: return "uint16_t";
     case DType::U32: return "uint32_t";
     case DType::U64: return "uint64_t";
@@ -414,7 +443,7 @@ const char* compute_type(DType t) {
 
 const char* storage_type(DType t) {
   if (is_small_float(t)) return "uint16_t";
-  if (t == DType::Bool || is_fp8(t)) return "uint8_t";
+  if (t == DType::Bool || is_fp8(t) || t == DType::F4E2M1) return "uint8_t";
   return compute_type(t);
 }
 
@@ -430,6 +459,11 @@ std::string convert(const std::string& x, DType from, DType to) {
                          : is_integer(from)      ? "(float)(double)" + paren(x)
                                                  : "(float)" + paren(x);
   if (is_fp8(to)) return decode("tcc_f2" + std::string(dtype_name(to)) + "(" + as_float + ", true)", to);
+  if (to == DType::F4E2M1) return decode("tcc_f2f4e2m1(" + as_float + ")", to);
+  if (to == DType::I4 || to == DType::U4) {  // through int64, wrapping as Tensor::set_f64 and set_i64 do
+    const std::string wide = is_float(from) ? convert(x, from, DType::I64) : "(int64_t)" + paren(x);
+    return "tcc_" + std::string(dtype_name(to)) + "(" + wide + ")";
+  }
   switch (to) {
     case DType::F16: return "tcc_h2f(tcc_f2h(" + as_float + "))";
     case DType::BF16: return "tcc_bf2f(tcc_f2bf(" + as_float + "))";
@@ -449,7 +483,8 @@ std::string convert(const std::string& x, DType from, DType to) {
 std::string decode(const std::string& element, DType stored) {
   if (stored == DType::F16) return "tcc_h2f(" + element + ")";
   if (stored == DType::BF16) return "tcc_bf2f(" + element + ")";
-  if (is_fp8(stored)) return "tcc_" + std::string(dtype_name(stored)) + "2f(" + element + ")";
+  if (is_fp8(stored) || stored == DType::F4E2M1)
+    return "tcc_" + std::string(dtype_name(stored)) + "2f(" + element + ")";
   if (stored == DType::Bool) return "(" + element + " != 0)";
   return element;
 }
@@ -458,6 +493,7 @@ std::string encode(const std::string& value, DType stored) {
   if (stored == DType::F16) return "tcc_f2h(" + value + ")";
   if (stored == DType::BF16) return "tcc_f2bf(" + value + ")";
   if (is_fp8(stored)) return "tcc_f2" + std::string(dtype_name(stored)) + "(" + value + ", false)";
+  if (stored == DType::F4E2M1) return "tcc_f2f4e2m1(" + value + ")";
   if (stored == DType::Bool) return "(uint8_t)" + paren(value);
   return value;
 }

@@ -41,7 +41,7 @@ class CodeWriter {
 
 // The helper functions emitted code calls (conversions, integer division and
 // modulo, NaN-propagating max/min, ...), on CUDA the block reduction, and the
-// conversions of the 8-bit floats `kernels` use.
+// conversions of the 8-bit floats and 4-bit types `kernels` use.
 std::string prelude(Target t, const std::vector<kir::Kernel>& kernels = {});
 
 // An int64 C++ expression for a size expression; floor divisions go through
@@ -68,17 +68,18 @@ std::string host_signature(const kir::Kernel& k);
 // unit that already holds the prelude.
 std::string random_offset_advance(Target t);
 
-// The type a value is computed in (f16/bf16 and the 8-bit floats: float; bool:
-// bool) and the type a buffer element is stored as (f16/bf16: uint16_t; bool
-// and the 8-bit floats: uint8_t).
+// The type a value is computed in (f16/bf16, the 8-bit floats and f4e2m1:
+// float; i4: int8_t; u4: uint8_t; bool: bool) and the type a buffer element is
+// stored as (f16/bf16: uint16_t; bool, the 8-bit floats and f4e2m1: uint8_t).
 const char* compute_type(DType t);
 const char* storage_type(DType t);
 // The type a reduction accumulates in: integers in 64 bits, floats in their compute type.
 const char* accumulator_type(DType t);
 
 // `x` (computed as `from`) converted to `to` with the interpreter's Cast
-// semantics: rounding through f16/bf16 and the 8-bit floats (saturating),
-// saturating float -> integer, x != 0 -> bool.
+// semantics: rounding through f16/bf16, the 8-bit floats and f4e2m1
+// (saturating), saturating float -> integer except to i4 and u4, which keep
+// the low four bits of the value as an int64, x != 0 -> bool.
 std::string convert(const std::string& x, DType from, DType to);
 // A stored element read into its compute type, and a computed value encoded for
 // storage (a value of an 8-bit float dtype is one of its values, infinity and

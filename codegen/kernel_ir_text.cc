@@ -142,7 +142,7 @@ class KernelParser : TextCursor {
     size_t at = pos();
     std::string id = ident("a dtype");
     std::optional<DType> t = parse_dtype(id);
-    if (!t) fail_at(at, "expected a dtype (f32 f16 bf16 f64 f8e4m3fn f8e4m3fnuz f8e5m2 f8e5m2fnuz i64 i32 i16 i8 u8 u16 u32 u64 bool), got '" + id + "'");
+    if (!t) fail_at(at, "expected a dtype (f32 f16 bf16 f64 f8e4m3fn f8e4m3fnuz f8e5m2 f8e5m2fnuz f4e2m1 i64 i32 i16 i8 i4 u8 u16 u32 u64 u4 bool), got '" + id + "'");
     return *t;
   }
 

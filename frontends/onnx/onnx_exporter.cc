@@ -140,7 +140,7 @@ std::string field_prefix(int field, uint64_t length) {
 // without its data, then raw_data written straight from the tensor.
 struct Weight {
   std::string head;            // the initializer field's prefix and the TensorProto's other fields
-  std::string data_prefix;     // raw_data's key and length (empty for strings, encoded in head)
+  std::string data_prefix;     // raw_data's key and length (empty for strings and 4-bit types, encoded in head)
   const Tensor* data = nullptr;
   uint64_t size() const { return head.size() + data_prefix.size() + (data ? data->nbytes() : 0); }
 };
@@ -149,7 +149,7 @@ Weight encode_weight(const Value& v) {
   onnx::TensorProto p;
   Weight w;
   const Tensor& t = v.initializer();
-  if (t.dtype() == DType::String) {
+  if (t.dtype() == DType::String || is_4bit(t.dtype())) {  // no byte-for-byte raw_data
     tensor_to_proto(t, v.name(), &p);
   } else {
     tensor_header_to_proto(t, v.name(), &p);

@@ -231,7 +231,7 @@ Tensor read_npy(const std::string& path) {
 }
 
 void write_npy(const std::string& path, const Tensor& t) {
-  if (t.dtype() == DType::BF16 || is_fp8(t.dtype()))
+  if (t.dtype() == DType::BF16 || is_fp8(t.dtype()) || is_4bit(t.dtype()))
     throw InputError(path + ": " + std::string(dtype_name(t.dtype())) +
                      " has no NumPy dtype, so it cannot be written as .npy; write a .pb file or cast to f32");
   const char* code = nullptr;

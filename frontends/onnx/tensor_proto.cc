@@ -20,6 +20,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
+size_t packed_size(int64_t numel) { return static_cast<size_t>(numel / 2 + numel % 2); }
+
 class Decoder {
  public:
   // With `movable`, a raw_data payload moves out of it rather than being copied.
@@ -55,6 +57,7 @@ class Decoder {
 
   // Bytes the shape needs, refusing sizes that do not fit in memory arithmetic.
   size_t expected_bytes() const {
+    if (is_4bit(dtype_)) return packed_size(numel_);
     size_t elem = dtype_size(dtype_);
     if (static_cast<uint64_t>(numel_) > std::numeric_limits<size_t>::max() / elem)
       fail("has shape " + shape_str(shape_) + ", which is too large to hold in memory");
@@ -63,7 +66,7 @@ class Decoder {
 
   std::string need_text() const {
     return "shape " + shape_str(shape_) + " of " + std::string(dtype_name(dtype_)) + " needs " +
-           std::to_string(expected_bytes()) + " bytes";
+           std::to_string(expected_bytes()) + " bytes" + (is_4bit(dtype_) ? " (two elements a byte)" : "");
   }
 
   Tensor from_raw() const {
@@ -71,6 +74,8 @@ class Decoder {
     if (dtype_ == DType::String) fail("is a string tensor with raw_data; strings must be in string_data");
     if (raw.size() != expected_bytes())
       fail("has " + std::to_string(raw.size()) + " bytes of raw_data but " + need_text());
+    if (is_4bit(dtype_))
+      return unpacked([&](int64_t k) { return static_cast<uint8_t>(raw[static_cast<size_t>(k)]); });
     if (movable_) return Tensor::from_string_bytes(dtype_, shape_, std::move(*movable_->mutable_raw_data()));
     std::vector<std::byte> bytes(raw.size());
     std::memcpy(bytes.data(), raw.data(), raw.size());
@@ -90,6 +95,18 @@ class Decoder {
     }
   }
 
+  // ONNX packs 4-bit elements two to a byte, the first in the low nibble; a tcc
+  // tensor holds one a byte, an i4 sign-extended (docs/MODULE.md). byte(k) is
+  // the packed byte k.
+  template <typename Bytes>
+  Tensor unpacked(const Bytes& byte) const {
+    Tensor t(dtype_, shape_);
+    uint8_t* out = t.data_mut<uint8_t>();
+    for (int64_t i = 0; i < numel_; ++i)
+      out[i] = static_cast<uint8_t>(wrap_int4(byte(i / 2) >> (i % 2 * 4), dtype_));
+    return t;
+  }
+
   template <typename T, typename Field>
   void copy_field(Tensor& t, const Field& f) const {
     T* out = t.data_mut<T>();
@@ -98,6 +115,15 @@ class Decoder {
 
   Tensor from_typed_fields() const {
     auto [field, count] = typed_field();
+    if (is_4bit(dtype_)) {  // int32_data holds the packed bytes
+      if (static_cast<size_t>(count) != expected_bytes())
+        fail("has " + std::to_string(count) + " bytes in int32_data but " + need_text());
+      for (int k = 0; k < count; ++k)
+        if (p_.int32_data(k) < 0 || p_.int32_data(k) > 255)
+          fail("has " + std::to_string(p_.int32_data(k)) + " at int32_data[" + std::to_string(k) +
+               "], expected a byte of two packed " + std::string(dtype_name(dtype_)) + " elements (0 to 255)");
+      return unpacked([&](int64_t k) { return static_cast<uint8_t>(p_.int32_data(static_cast<int>(k))); });
+    }
     if (count != numel_)
       fail("has " + std::to_string(count) + " elements in " + field + " but shape " + shape_str(shape_) +
            " has " + std::to_string(numel_));
@@ -197,6 +223,8 @@ class Decoder {
     f.seekg(static_cast<std::streamoff>(off));
     f.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(len));
     if (!f) fail("has external data file '" + full.string() + "', which could not be read");
+    if (is_4bit(dtype_))
+      return unpacked([&](int64_t k) { return static_cast<uint8_t>(bytes[static_cast<size_t>(k)]); });
     return Tensor::from_bytes(dtype_, shape_, std::move(bytes));
   }
 
@@ -230,6 +258,12 @@ void tensor_to_proto(const Tensor& t, const std::string& name, onnx::TensorProto
   tensor_header_to_proto(t, name, p);
   if (t.dtype() == DType::String) {
     for (const auto& s : t.strings()) p->add_string_data(s);
+  } else if (is_4bit(t.dtype())) {
+    std::string packed(packed_size(t.numel()), '\0');
+    const uint8_t* in = t.data<uint8_t>();
+    for (int64_t i = 0; i < t.numel(); ++i)
+      packed[static_cast<size_t>(i / 2)] |= static_cast<char>((in[i] & 15u) << (i % 2 * 4));
+    p->set_raw_data(std::move(packed));
   } else {
     p->set_raw_data(reinterpret_cast<const char*>(t.raw()), t.nbytes());
   }

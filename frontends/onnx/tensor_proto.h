@@ -30,7 +30,8 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const TensorOrigin& origin)
 // Same, but raw_data moves into the tensor instead of being copied (p loses it).
 Tensor tensor_from_proto(onnx::TensorProto&& p, const TensorOrigin& origin);
 
-// Encodes a tensor as raw_data (string_data for strings).
+// Encodes a tensor as raw_data (string_data for strings), the 4-bit types
+// packed two elements to a byte as ONNX stores them (decoding unpacks them).
 void tensor_to_proto(const Tensor& t, const std::string& name, onnx::TensorProto* p);
 // Encodes all but the data: name, data type and dims (the exporter streams
 // raw_data after them).

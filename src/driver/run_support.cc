@@ -152,6 +152,7 @@ Tolerance tolerance_for(DType dtype, Precision precision) {
     // before the rounding may flip it.
     case DType::F8E4M3FN: case DType::F8E4M3FNUZ: t = {0.125, 0.125}; break;
     case DType::F8E5M2: case DType::F8E5M2FNUZ: t = {0.25, 0.25}; break;
+    case DType::F4E2M1: t = {0.5, 0.5}; break;  // its one mantissa bit's step
     default: return {0, 0};  // integers and bool: exact
   }
   // tf32 and fp16 keep 10 bits of mantissa in their products, bf16 7.

@@ -16,7 +16,7 @@ struct DTypeInfo {
   std::string_view name;
   size_t size;
 };
-constexpr std::array<DTypeInfo, 18> kInfos = {{
+constexpr std::array<DTypeInfo, 21> kInfos = {{
     {DType::F32, "f32", 4},
     {DType::F16, "f16", 2},
     {DType::BF16, "bf16", 2},
@@ -25,6 +25,7 @@ constexpr std::array<DTypeInfo, 18> kInfos = {{
     {DType::F8E4M3FNUZ, "f8e4m3fnuz", 1},
     {DType::F8E5M2, "f8e5m2", 1},
     {DType::F8E5M2FNUZ, "f8e5m2fnuz", 1},
+    {DType::F4E2M1, "f4e2m1", 1},
     {DType::I64, "i64", 8},
     {DType::I32, "i32", 4},
     {DType::I16, "i16", 2},
@@ -33,6 +34,8 @@ constexpr std::array<DTypeInfo, 18> kInfos = {{
     {DType::U16, "u16", 2},
     {DType::U32, "u32", 4},
     {DType::U64, "u64", 8},
+    {DType::I4, "i4", 1},
+    {DType::U4, "u4", 1},
     {DType::Bool, "bool", 1},
     {DType::String, "str", 0},
 }};
@@ -91,17 +94,20 @@ size_t dtype_size(DType t) {
 }
 
 bool is_float(DType t) {
-  return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::F64 || is_fp8(t);
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::F64 || is_fp8(t) ||
+         t == DType::F4E2M1;
 }
 
 bool is_fp8(DType t) {
   return t == DType::F8E4M3FN || t == DType::F8E4M3FNUZ || t == DType::F8E5M2 || t == DType::F8E5M2FNUZ;
 }
 
+bool is_4bit(DType t) { return t == DType::U4 || t == DType::I4 || t == DType::F4E2M1; }
+
 bool is_integer(DType t) {
   switch (t) {
-    case DType::I64: case DType::I32: case DType::I16: case DType::I8:
-    case DType::U64: case DType::U32: case DType::U16: case DType::U8:
+    case DType::I64: case DType::I32: case DType::I16: case DType::I8: case DType::I4:
+    case DType::U64: case DType::U32: case DType::U16: case DType::U8: case DType::U4:
       return true;
     default:
       return false;
@@ -109,7 +115,7 @@ bool is_integer(DType t) {
 }
 
 bool is_signed(DType t) {
-  return is_float(t) || t == DType::I64 || t == DType::I32 || t == DType::I16 || t == DType::I8;
+  return is_float(t) || t == DType::I64 || t == DType::I32 || t == DType::I16 || t == DType::I8 || t == DType::I4;
 }
 
 float half_to_float(uint16_t h) {
@@ -214,6 +220,29 @@ uint8_t float_to_fp8(float v, DType t, bool saturate) {
   }
   if (code == 0 && f.fnuz) return 0;
   return static_cast<uint8_t>(sign | code);
+}
+
+float f4e2m1_to_float(uint8_t code) {
+  const uint32_t exp = (code >> 1) & 3u, mant = code & 1u;
+  // Subnormal (exp 0): mant * 0.5; else (1 + mant / 2) * 2^(exp - 1).
+  const float half_mant = 0.5f * static_cast<float>(mant);
+  const float magnitude = exp == 0 ? half_mant : std::ldexp(1.0f + half_mant, static_cast<int>(exp) - 1);
+  return (code & 8u) ? -magnitude : magnitude;
+}
+
+uint8_t float_to_f4e2m1(float f) {
+  if (std::isnan(f)) return 8;
+  const uint8_t sign = std::signbit(f) ? 8 : 0;
+  const float a = std::fabs(f);
+  // The midpoints between neighbouring values; a tie goes to the even code.
+  const uint8_t code = a <= 0.25f ? 0 : a < 0.75f ? 1 : a <= 1.25f ? 2 : a < 1.75f ? 3
+                       : a <= 2.5f  ? 4 : a < 3.5f  ? 5 : a <= 5.0f  ? 6 : 7;
+  return static_cast<uint8_t>(sign | code);
+}
+
+int64_t wrap_int4(int64_t v, DType t) {
+  const int64_t low = v & 15;
+  return t == DType::I4 && low >= 8 ? low - 16 : low;
 }
 
 }  // namespace tcc

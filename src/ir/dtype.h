@@ -29,6 +29,9 @@ enum class DType : int32_t {
   F8E4M3FNUZ = 18,
   F8E5M2 = 19,
   F8E5M2FNUZ = 20,
+  U4 = 21,
+  I4 = 22,
+  F4E2M1 = 23,
 };
 
 // Short name used by the textual IR ("f32", "bf16", "bool", ...).
@@ -41,13 +44,15 @@ std::string torch_dtype_name(DType t);
 // Inverse of torch_dtype_name, also reading torch's aliases ("float", "half",
 // "long", ...) and dtype_name's spellings; nullopt for an unknown one.
 std::optional<DType> parse_torch_dtype(std::string_view name);
-// ONNX's enum value -> DType; nullopt for types tcc does not model (complex, 4-bit, ...).
+// ONNX's enum value -> DType; nullopt for types tcc does not model (complex, 2-bit, ...).
 std::optional<DType> dtype_from_onnx(int32_t onnx_type);
-// Bytes per element; 0 for String and Undefined.
+// Bytes per element in a tcc tensor; 0 for String and Undefined. The 4-bit
+// types take a byte each (packed two to a byte only in ONNX files).
 size_t dtype_size(DType t);
-bool is_float(DType t);    // f16, bf16, f32, f64 and the 8-bit floats
+bool is_float(DType t);    // f16, bf16, f32, f64, the 8-bit floats and f4e2m1
 bool is_fp8(DType t);      // f8e4m3fn, f8e4m3fnuz, f8e5m2, f8e5m2fnuz
-bool is_integer(DType t);  // signed and unsigned integers (not bool)
+bool is_4bit(DType t);     // u4, i4, f4e2m1
+bool is_integer(DType t);  // signed and unsigned integers, u4 and i4 among them (not bool)
 bool is_signed(DType t);
 
 // IEEE half and bfloat16 conversions, round to nearest even.
@@ -72,5 +77,15 @@ struct Fp8Format {
   uint32_t max_code;  // the largest finite magnitude's bits, sign cleared
 };
 Fp8Format fp8_format(DType t);
+// ONNX's FLOAT4E2M1, a code in a byte's low four bits: sign bit 3, two exponent
+// bits of bias 1, one mantissa bit; its values are 0, 0.5, 1, 1.5, 2, 3, 4, 6
+// and their negatives, with no infinity or NaN. f4e2m1_to_float is exact.
+// float_to_f4e2m1 rounds to nearest even and saturates (infinity to 6, signed);
+// NaN becomes 0x8 (-0), as ONNX's reference casts it.
+float f4e2m1_to_float(uint8_t code);
+uint8_t float_to_f4e2m1(float f);
+// v's low four bits as the 4-bit integer t: sign-extended for i4, 0 to 15 for
+// u4 (integer casts to them wrap, as ONNX's tests expect).
+int64_t wrap_int4(int64_t v, DType t);
 
 }  // namespace tcc

@@ -143,6 +143,7 @@ double Tensor::get_f64(int64_t i) const {
     case DType::BF16: { uint16_t v; std::memcpy(&v, p, 2); return bf16_to_float(v); }
     case DType::F8E4M3FN: case DType::F8E4M3FNUZ: case DType::F8E5M2: case DType::F8E5M2FNUZ:
       return fp8_to_float(static_cast<uint8_t>(*p), dtype_);
+    case DType::F4E2M1: return f4e2m1_to_float(static_cast<uint8_t>(*p));
     case DType::U64: { uint64_t v; std::memcpy(&v, p, 8); return static_cast<double>(v); }
     default: return static_cast<double>(get_i64(i));
   }
@@ -154,13 +155,13 @@ int64_t Tensor::get_i64(int64_t i) const {
     case DType::I64: { int64_t v; std::memcpy(&v, p, 8); return v; }
     case DType::I32: { int32_t v; std::memcpy(&v, p, 4); return v; }
     case DType::I16: { int16_t v; std::memcpy(&v, p, 2); return v; }
-    case DType::I8: { int8_t v; std::memcpy(&v, p, 1); return v; }
+    case DType::I8: case DType::I4: { int8_t v; std::memcpy(&v, p, 1); return v; }
     case DType::U64: { uint64_t v; std::memcpy(&v, p, 8); return static_cast<int64_t>(v); }
     case DType::U32: { uint32_t v; std::memcpy(&v, p, 4); return v; }
     case DType::U16: { uint16_t v; std::memcpy(&v, p, 2); return v; }
-    case DType::U8: { uint8_t v; std::memcpy(&v, p, 1); return v; }
+    case DType::U8: case DType::U4: { uint8_t v; std::memcpy(&v, p, 1); return v; }
     case DType::Bool: { uint8_t v; std::memcpy(&v, p, 1); return v != 0; }
-    case DType::F32: case DType::F64: case DType::F16: case DType::BF16:
+    case DType::F32: case DType::F64: case DType::F16: case DType::BF16: case DType::F4E2M1:
     case DType::F8E4M3FN: case DType::F8E4M3FNUZ: case DType::F8E5M2: case DType::F8E5M2FNUZ: {
       double d = get_f64(i);
       if (!std::isfinite(d)) return 0;
@@ -196,6 +197,9 @@ void Tensor::set_f64(int64_t i, double v) {
     case DType::F8E4M3FN: case DType::F8E4M3FNUZ: case DType::F8E5M2: case DType::F8E5M2FNUZ:
       store<uint8_t>(p, float_to_fp8(static_cast<float>(v), dtype_));
       break;
+    case DType::F4E2M1: store<uint8_t>(p, float_to_f4e2m1(static_cast<float>(v))); break;
+    // ONNX's tests take floats to the 4-bit integers through int64 and wrap them.
+    case DType::I4: case DType::U4: set_i64(i, float_to_int<int64_t>(v)); break;
     case DType::I64: store<int64_t>(p, float_to_int<int64_t>(v)); break;
     case DType::I32: store<int32_t>(p, float_to_int<int32_t>(v)); break;
     case DType::I16: store<int16_t>(p, float_to_int<int16_t>(v)); break;
@@ -220,6 +224,8 @@ void Tensor::set_i64(int64_t i, int64_t v) {
     case DType::U32: store<uint32_t>(p, static_cast<uint32_t>(v)); break;
     case DType::U16: store<uint16_t>(p, static_cast<uint16_t>(v)); break;
     case DType::U8: store<uint8_t>(p, static_cast<uint8_t>(v)); break;
+    case DType::I4: store<int8_t>(p, static_cast<int8_t>(wrap_int4(v, dtype_))); break;
+    case DType::U4: store<uint8_t>(p, static_cast<uint8_t>(wrap_int4(v, dtype_))); break;
     case DType::Bool: store<uint8_t>(p, v != 0 ? 1 : 0); break;
     default: set_f64(i, static_cast<double>(v));
   }

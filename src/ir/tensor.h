@@ -75,8 +75,9 @@ class Tensor {
   double get_f64(int64_t i) const;
   int64_t get_i64(int64_t i) const;
   // Stores v converted to the tensor's dtype (rounding to nearest for f16/bf16
-  // and, saturating, the 8-bit floats; truncation toward zero for integers,
-  // v != 0 for bool).
+  // and, saturating, the 8-bit floats and f4e2m1; truncation toward zero for
+  // integers, saturating except for i4 and u4, which keep the low four bits as
+  // set_i64 does; v != 0 for bool).
   void set_f64(int64_t i, double v);
   void set_i64(int64_t i, int64_t v);
 

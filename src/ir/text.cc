@@ -112,7 +112,8 @@ std::optional<std::string> tensor_list_text(const Tensor& t) {
 }
 
 std::string tensor_literal(const Tensor& t) {
-  bool narrow_float = t.dtype() == DType::F16 || t.dtype() == DType::BF16 || is_fp8(t.dtype());
+  bool narrow_float = t.dtype() == DType::F16 || t.dtype() == DType::BF16 || is_fp8(t.dtype()) ||
+                      t.dtype() == DType::F4E2M1;
   if (t.dtype() == DType::String || (!narrow_float && t.numel() <= kMaxListElements))
     if (auto list = tensor_list_text(t)) return *list;
   static const char* kDigits = "0123456789abcdef";
@@ -318,7 +319,7 @@ class Parser : TextCursor {
       return id == "seq" ? Type::sequence(std::move(elem)) : Type::optional(std::move(elem));
     }
     auto dt = parse_dtype(id);
-    if (!dt) fail_at(at, "expected a dtype (f32 f16 bf16 f64 f8e4m3fn f8e4m3fnuz f8e5m2 f8e5m2fnuz i64 i32 i16 i8 u8 u16 u32 u64 bool str), got '" + id + "'");
+    if (!dt) fail_at(at, "expected a dtype (f32 f16 bf16 f64 f8e4m3fn f8e4m3fnuz f8e5m2 f8e5m2fnuz f4e2m1 i64 i32 i16 i8 i4 u8 u16 u32 u64 u4 bool str), got '" + id + "'");
     expect("[");
     if (accept("*")) {
       expect("]");
@@ -410,7 +411,13 @@ class Parser : TextCursor {
     for (size_t i = 0; i < bytes.size(); ++i) {
       int hi = hex_digit(s[2 * i]), lo = hex_digit(s[2 * i + 1]);
       if (hi < 0 || lo < 0) fail_at(start, "expected only hex digits in hex\"...\"");
-      bytes[i] = static_cast<std::byte>(hi * 16 + lo);
+      const int byte = hi * 16 + lo;
+      bytes[i] = static_cast<std::byte>(byte);
+      // A 4-bit element takes a byte: its value (i4 sign-extended) or code.
+      const int element = dt == DType::I4 ? static_cast<int8_t>(byte) : byte;
+      if (is_4bit(dt) && wrap_int4(byte, dt) != element)
+        fail_at(start, "expected each byte to hold one " + std::string(dtype_name(dt)) + " element, got " +
+                           s.substr(2 * i, 2) + " at element " + std::to_string(i));
     }
     return Tensor::from_bytes(dt, shape, std::move(bytes));
   }
@@ -433,6 +440,10 @@ class Parser : TextCursor {
         *p = static_cast<std::byte>(float_to_fp8(v, dt));
         return;
       }
+      if (dt == DType::F4E2M1) {
+        *p = static_cast<std::byte>(float_to_f4e2m1(v));
+        return;
+      }
       uint16_t h = dt == DType::F16 ? float_to_half(v) : float_to_bf16(v);
       std::memcpy(p, &h, 2);
       return;
@@ -451,7 +462,7 @@ class Parser : TextCursor {
       auto [ptr, ec] = std::from_chars(n.text.data(), n.text.data() + n.text.size(), v);
       bool ok = !n.is_float && ec == std::errc() && ptr == n.text.data() + n.text.size();
       if (ok && dt != DType::I64) {
-        int bitsz = static_cast<int>(dtype_size(dt) * 8);
+        int bitsz = dt == DType::I4 || dt == DType::U4 ? 4 : static_cast<int>(dtype_size(dt) * 8);
         int64_t lo = is_signed(dt) ? -(int64_t{1} << (bitsz - 1)) : 0;
         int64_t hi = is_signed(dt) ? (int64_t{1} << (bitsz - 1)) - 1 : (int64_t{1} << bitsz) - 1;
         if (dt == DType::Bool) hi = 1;

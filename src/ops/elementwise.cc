@@ -30,11 +30,12 @@ const std::vector<DType> kSignedNumeric = {DType::F32, DType::F16, DType::BF16, 
 const std::vector<DType> kAll = {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I64,
                                  DType::I32, DType::I16, DType::I8,   DType::U64, DType::U32,
                                  DType::U16, DType::U8,  DType::Bool};
-// Cast and CastLike also convert to and from the 8-bit floats.
-const std::vector<DType> kCastTypes = {DType::F32, DType::F16, DType::BF16, DType::F64,        DType::I64,
-                                       DType::I32, DType::I16, DType::I8,   DType::U64,        DType::U32,
-                                       DType::U16, DType::U8,  DType::Bool, DType::F8E4M3FN,   DType::F8E4M3FNUZ,
-                                       DType::F8E5M2,          DType::F8E5M2FNUZ};
+// Cast and CastLike also convert to and from the 8-bit floats and the 4-bit types.
+const std::vector<DType> kCastTypes = {DType::F32,      DType::F16,        DType::BF16,   DType::F64,
+                                       DType::I64,      DType::I32,        DType::I16,    DType::I8,
+                                       DType::U64,      DType::U32,        DType::U16,    DType::U8,
+                                       DType::Bool,     DType::F8E4M3FN,   DType::F8E4M3FNUZ, DType::F8E5M2,
+                                       DType::F8E5M2FNUZ, DType::F4E2M1,   DType::I4,     DType::U4};
 
 // How a kernel computes on an element type.
 enum class Domain { Float, Signed, Unsigned };
@@ -755,7 +756,8 @@ void register_select_and_cast(OpRegistry& r) {
   auto infer_cast = [](InferContext& ctx, DType to) {
     const Type& in = ctx.input_type(0);
     ctx.set_output_type(0, in.is_tensor() && in.has_rank() ? Type::tensor(to, in.shape()) : Type::tensor_unranked(to));
-    if (is_integer(to) && is_integer(input_dtype(ctx, 0))) propagate_values(ctx, identity_value);
+    // A cast to i4 or u4 wraps its value, so it keeps no symbolic content.
+    if (is_integer(to) && !is_4bit(to) && is_integer(input_dtype(ctx, 0))) propagate_values(ctx, identity_value);
   };
   add_op(r, "Cast", 6, kCastTypes, [infer_cast](InferContext& ctx) { infer_cast(ctx, cast_target(ctx.node())); },
          [](EvalContext& ctx) { return std::vector<Tensor>{cast_kernel(ctx, cast_target(ctx.node()))}; })

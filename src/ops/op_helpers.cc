@@ -28,6 +28,7 @@ double rounded(double v, DType t) {
     case DType::BF16: return bf16_to_float(float_to_bf16(static_cast<float>(v)));
     case DType::F8E4M3FN: case DType::F8E4M3FNUZ: case DType::F8E5M2: case DType::F8E5M2FNUZ:
       return fp8_to_float(float_to_fp8(static_cast<float>(v), t), t);
+    case DType::F4E2M1: return f4e2m1_to_float(float_to_f4e2m1(static_cast<float>(v)));
     default: return v;
   }
 }

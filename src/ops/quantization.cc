@@ -4,21 +4,24 @@
 //
 // A quantized value is q = saturate(round_half_even(x / scale) + zero_point),
 // x = (q - zero_point) * scale. tcc models the integer targets int8, uint8,
-// int16 and uint16, and the 8-bit floats (opset 19), which take x / scale
-// without rounding it to an integer or adding the zero point (zero for them);
-// 4-bit types are not tcc dtypes. Saturation is the store into the target:
-// Tensor::set_f64 and the kernels' Cast clamp to the dtype's range (integers'
-// NaN to 0); `saturate`=0 (8-bit floats only) takes out-of-range values to
-// infinity or NaN instead (cast_to_fp8). Kernels follow the ONNX reference's
-// arithmetic: QuantizeLinear divides in the scale's precision,
-// DequantizeLinear multiplies in float32, and the quantized contractions
-// accumulate exactly and requantize with the multiplier
+// int16 and uint16, int4 and uint4 (opset 21), and the 8-bit floats (opset 19)
+// and float4e2m1 (opset 23), which take x / scale without rounding it to an
+// integer or adding the zero point (zero for them). Saturation is the store
+// into the target: Tensor::set_f64 and the kernels' Cast clamp to the dtype's
+// range (integers' NaN to 0), except for int4 and uint4, which a cast wraps
+// as ONNX's Cast tests expect, so their quantization clamps first;
+// `saturate`=0 (8-bit floats only) takes out-of-range values to infinity or NaN
+// instead (cast_to_fp8); float4e2m1 has neither, and always saturates. Kernels
+// follow the ONNX reference's arithmetic: QuantizeLinear divides in the
+// scale's precision, DequantizeLinear multiplies in float32, and the quantized
+// contractions accumulate exactly and requantize with the multiplier
 // a_scale * b_scale / y_scale computed in the scales' dtype.
 // Nothing here is differentiable: quantization is piecewise constant.
 #include <algorithm>
 #include <cmath>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "src/ops/elementwise.h"
@@ -36,7 +39,12 @@ bool is_ranked(const Type& t) { return t.is_tensor() && t.has_rank(); }
 std::string name_of(DType t) { return std::string(dtype_name(t)); }
 
 bool is_quantized_type(DType t) {
-  return t == DType::I8 || t == DType::U8 || t == DType::I16 || t == DType::U16 || is_fp8(t);
+  return t == DType::I8 || t == DType::U8 || t == DType::I16 || t == DType::U16 || is_fp8(t) || is_4bit(t);
+}
+
+// The range QuantizeLinear clamps a 4-bit integer to.
+std::pair<double, double> int4_range(DType t) {
+  return t == DType::I4 ? std::pair{-8.0, 7.0} : std::pair{0.0, 15.0};
 }
 
 // A float dtype given by an attribute holding an ONNX type number (0: unset).
@@ -57,14 +65,15 @@ DType quantized_type(const Node& n, DType zero_point) {
   if (attr != 0) {
     std::optional<DType> a = dtype_from_onnx(static_cast<int32_t>(attr));
     if (!a || !is_quantized_type(*a))
-      n.fail("expected output_dtype int8, uint8, int16, uint16 or an 8-bit float (ONNX 3, 2, 5, 4, 17-20), got " +
-             std::to_string(attr));
+      n.fail("expected output_dtype int8, uint8, int16, uint16, an 8-bit float, uint4, int4 or float4e2m1 "
+             "(ONNX 3, 2, 5, 4, 17-20, 21, 22, 23), got " + std::to_string(attr));
     if (zero_point != DType::Undefined && zero_point != *a)
       n.fail("output_dtype " + name_of(*a) + " disagrees with the zero point's " + name_of(zero_point));
     t = *a;
   }
   if (!is_quantized_type(t))
-    n.fail("expected an int8, uint8, int16, uint16 or 8-bit float zero point, got " + name_of(t));
+    n.fail("expected an int8, uint8, int16, uint16, 8-bit float, int4, uint4 or f4e2m1 zero point, got " +
+           name_of(t));
   return t;
 }
 
@@ -224,8 +233,11 @@ std::vector<Tensor> eval_quantize(EvalContext& ctx) {
       y.data_mut<uint8_t>()[i] = float_to_fp8(static_cast<float>(q), out, saturate);
       continue;
     }
-    q = std::nearbyint(q);
-    if (zp) q += static_cast<double>(zp->get_i64(k));
+    if (out != DType::F4E2M1) {
+      q = std::nearbyint(q);
+      if (zp) q += static_cast<double>(zp->get_i64(k));
+      if (out == DType::I4 || out == DType::U4) q = std::clamp(q, int4_range(out).first, int4_range(out).second);
+    }
     y.set_f64(i, q);
   }
   return {y};
@@ -338,8 +350,13 @@ int quantize_expr(const Node& n, ScalarBuilder& b, const std::vector<int>& in) {
   int q = round_through(b, b.op(ScalarOp::Div, acc, {x, s}), acc, div, acc);
   const DType out = n.output(0)->type().dtype();
   if (is_fp8(out)) return cast_to_fp8(b, q, acc, out, n.get_int("saturate", 1) != 0);
+  if (out == DType::F4E2M1) return cast(b, q, acc, out);
   q = b.op(ScalarOp::Round, acc, {q});
   if (in.size() > 2 && in[2] >= 0) q = b.op(ScalarOp::Add, acc, {q, cast(b, in[2], input_type_of(n, 2), acc)});
+  if (out == DType::I4 || out == DType::U4) {
+    const auto [lo, hi] = int4_range(out);
+    q = b.op(ScalarOp::Min, acc, {b.op(ScalarOp::Max, acc, {q, b.constant(acc, lo)}), b.constant(acc, hi)});
+  }
   return cast(b, q, acc, out);
 }
 
@@ -771,9 +788,10 @@ bool decompose_conv_integer(Expansion& e) {
 }  // namespace
 
 void register_quantization_ops(OpRegistry& r) {
-  const std::vector<DType> linear = {DType::F32, DType::F16,      DType::BF16,   DType::I32,       DType::I8,
-                                     DType::U8,  DType::I16,      DType::U16,    DType::F8E4M3FN,  DType::F8E4M3FNUZ,
-                                     DType::F8E5M2, DType::F8E5M2FNUZ};
+  const std::vector<DType> linear = {DType::F32,    DType::F16,        DType::BF16,     DType::I32,
+                                     DType::I8,     DType::U8,         DType::I16,      DType::U16,
+                                     DType::F8E4M3FN, DType::F8E4M3FNUZ, DType::F8E5M2, DType::F8E5M2FNUZ,
+                                     DType::I4,     DType::U4,         DType::F4E2M1};
   r.add(OpDef{"", "QuantizeLinear", 13, kPointwise, infer_quantize, eval_quantize, linear})
       .pointwise_kernel(quantize_expr, lines_up_pointwise)
       .decomposition(decompose_scale_layout);

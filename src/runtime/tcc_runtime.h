@@ -36,7 +36,8 @@ typedef enum {
 typedef enum {
   TCC_F32 = 1, TCC_U8 = 2, TCC_I8 = 3, TCC_U16 = 4, TCC_I16 = 5, TCC_I32 = 6, TCC_I64 = 7,
   TCC_BOOL = 9, TCC_F16 = 10, TCC_F64 = 11, TCC_U32 = 12, TCC_U64 = 13, TCC_BF16 = 16,
-  TCC_F8E4M3FN = 17, TCC_F8E4M3FNUZ = 18, TCC_F8E5M2 = 19, TCC_F8E5M2FNUZ = 20
+  TCC_F8E4M3FN = 17, TCC_F8E4M3FNUZ = 18, TCC_F8E5M2 = 19, TCC_F8E5M2FNUZ = 20,
+  TCC_U4 = 21, TCC_I4 = 22, TCC_F4E2M1 = 23 /* one byte an element, not packed (MODULE.md) */
 } tcc_dtype;
 
 /* A dense row-major tensor the caller owns: host memory for run_host, device memory for run_cuda. */

@@ -1,7 +1,7 @@
 // Hand-built kernels the emitter and toolchain tests share: each kind of
 // kernel the lowering makes (pointwise with broadcasts and transposes,
-// reductions of short, long and symbolic rows, softmax, gemm epilogues, f16
-// and 8-bit float casts, integer arithmetic), built instruction by instruction; and the text
+// reductions of short, long and symbolic rows, softmax, gemm epilogues, f16,
+// 8-bit float and 4-bit casts, integer arithmetic), built instruction by instruction; and the text
 // of one kernel in emitted CUDA.
 #pragma once
 
@@ -194,8 +194,8 @@ inline kir::Kernel f16_cast() {
 }
 
 // q = t(x) and y = f32(q) + 1 over [n], fused, and z = f32(b) of an input b
-// of the 8-bit float t: the conversions emitted for t, both ways.
-inline kir::Kernel fp8_cast(DType t) {
+// of the 8-bit float or 4-bit type t: the conversions emitted for t, both ways.
+inline kir::Kernel narrow_cast(DType t) {
   KernelBuilder kb("k_" + std::string(dtype_name(t)) + "_cast", kir::Kind::Pointwise, {sym("n")});
   int x = kb.buffer("x", DType::F32, {sym("n")});
   int b = kb.buffer("b", t, {sym("n")});
@@ -206,6 +206,18 @@ inline kir::Kernel fp8_cast(DType t) {
   kb.store(q, {S(1)}, c);
   kb.store(y, {S(1)}, kb.op(Op::Add, DType::F32, {kb.op(Op::Cast, DType::F32, {c}), kb.constant(DType::F32, 1)}));
   kb.store(z, {S(1)}, kb.op(Op::Cast, DType::F32, {kb.load(b, t, {S(1)})}));
+  return kb.done({"n"});
+}
+
+// i4(a) and u4(a) of an i64 a over [n]: integer casts that wrap.
+inline kir::Kernel int4_wrap() {
+  KernelBuilder kb("k_int4_wrap", kir::Kind::Pointwise, {sym("n")});
+  int a = kb.buffer("a", DType::I64, {sym("n")});
+  int i4 = kb.buffer("i4", DType::I4, {sym("n")}, true);
+  int u4 = kb.buffer("u4", DType::U4, {sym("n")}, true);
+  int la = kb.load(a, DType::I64, {S(1)});
+  kb.store(i4, {S(1)}, kb.op(Op::Cast, DType::I4, {la}));
+  kb.store(u4, {S(1)}, kb.op(Op::Cast, DType::U4, {la}));
   return kb.done({"n"});
 }
 
@@ -263,10 +275,14 @@ inline std::vector<kir::Kernel> all_kernels() {
           gemm_bias_relu(),
           batched_gemm_trans_b(),
           f16_cast(),
-          fp8_cast(DType::F8E4M3FN),
-          fp8_cast(DType::F8E4M3FNUZ),
-          fp8_cast(DType::F8E5M2),
-          fp8_cast(DType::F8E5M2FNUZ),
+          narrow_cast(DType::F8E4M3FN),
+          narrow_cast(DType::F8E4M3FNUZ),
+          narrow_cast(DType::F8E5M2),
+          narrow_cast(DType::F8E5M2FNUZ),
+          narrow_cast(DType::F4E2M1),
+          narrow_cast(DType::I4),
+          narrow_cast(DType::U4),
+          int4_wrap(),
           int_ops(),
           short_row_sum(),
           long_row_sum(),

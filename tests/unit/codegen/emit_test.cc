@@ -20,6 +20,7 @@
 #include "codegen/emit_c.h"
 #include "codegen/toolchain.h"
 #include "src/diag/errors.h"
+#include "src/ir/tensor.h"
 #include "src/module/shared_library.h"
 #include "tests/unit/codegen/emit_kernels.h"
 #include "tests/unit/support/temp_dir.h"
@@ -202,6 +203,46 @@ TEST_F(EmitTest, Fp8CastsMatchTheInterpreter) {
       EXPECT_TRUE(std::memcmp(&z[i], &decoded, 4) == 0 || (std::isnan(z[i]) && std::isnan(decoded)))
           << dtype_name(t) << " code " << int{b[i]};
     }
+  }
+}
+
+// The generated 4-bit conversions agree with the interpreter's (Tensor::cast):
+// f4e2m1 rounding at every midpoint and just off it, saturation, NaN and
+// signed zeros; floats to i4 and u4 truncated and wrapped, infinities and NaN
+// included; every valid element of t decoded.
+TEST_F(EmitTest, FourBitCastsMatchTheInterpreter) {
+  for (DType t : {DType::F4E2M1, DType::I4, DType::U4}) {
+    std::vector<float> x = {INFINITY, -INFINITY, NAN, 1e30f, -1e30f, 3e9f, -3e9f, 0.0f, -0.0f, -1e-7f,
+                            -9.0f,    15.9f,     7.5f, -8.5f, 100.7f, -100.2f, 16.0f, -16.5f};
+    for (float mid : {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 6.5f})
+      for (float v : {mid, std::nextafter(mid, 0.0f), std::nextafter(mid, INFINITY)}) x.insert(x.end(), {v, -v});
+    const int64_t n = static_cast<int64_t>(x.size());
+    Tensor xs(DType::F32, {n}), bs(t, {n});
+    for (int64_t i = 0; i < n; ++i) {
+      xs.set_f64(i, x[static_cast<size_t>(i)]);
+      // every f4e2m1 code, u4 value and i4 value (wrapped)
+      if (t == DType::F4E2M1) bs.data_mut<uint8_t>()[i] = static_cast<uint8_t>(i % 16);
+      else bs.set_i64(i, i % 16);
+    }
+    const Tensor want = xs.cast(t), back = want.cast(DType::F32), decoded = bs.cast(DType::F32);
+    std::vector<uint8_t> q(x.size());
+    std::vector<float> y(x.size()), z(x.size());
+    call("k_" + std::string(dtype_name(t)) + "_cast", {x.data(), bs.raw_mut(), q.data(), y.data(), z.data()}, {n});
+    for (int64_t i = 0; i < n; ++i) {
+      const size_t k = static_cast<size_t>(i);
+      EXPECT_EQ(q[k], want.data<uint8_t>()[i]) << dtype_name(t) << " " << x[k];
+      EXPECT_EQ(y[k], static_cast<float>(back.get_f64(i)) + 1) << dtype_name(t) << " " << x[k];
+      const float d = static_cast<float>(decoded.get_f64(i));
+      EXPECT_EQ(std::memcmp(&z[k], &d, 4), 0) << dtype_name(t) << " element " << i;
+    }
+  }
+  std::vector<int64_t> a = {-9, -8, 7, 8, 15, 16, -1, 100, INT64_MIN, INT64_MAX};
+  std::vector<int8_t> i4(a.size());
+  std::vector<uint8_t> u4(a.size());
+  call("k_int4_wrap", {a.data(), i4.data(), u4.data()}, {static_cast<int64_t>(a.size())});
+  for (size_t k = 0; k < a.size(); ++k) {
+    EXPECT_EQ(i4[k], wrap_int4(a[k], DType::I4)) << a[k];
+    EXPECT_EQ(u4[k], wrap_int4(a[k], DType::U4)) << a[k];
   }
 }
 

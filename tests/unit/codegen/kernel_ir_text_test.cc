@@ -118,7 +118,7 @@ TEST(KernelIrText, MalformedTextNamesFileLineAndColumn) {
   EXPECT_EQ(parse_error("kernel k reduction domain [4, 2]\n"),
             "t.kir:1:32: expected '|' between a reduction's outer and reduced axes, got ']'");
   EXPECT_EQ(parse_error(head + "  %0: f33 = load x [1]\n"),
-            "t.kir:4:7: expected a dtype (f32 f16 bf16 f64 f8e4m3fn f8e4m3fnuz f8e5m2 f8e5m2fnuz i64 i32 i16 i8 u8 u16 u32 u64 bool), got 'f33'");
+            "t.kir:4:7: expected a dtype (f32 f16 bf16 f64 f8e4m3fn f8e4m3fnuz f8e5m2 f8e5m2fnuz f4e2m1 i64 i32 i16 i8 i4 u8 u16 u32 u64 u4 bool), got 'f33'");
   EXPECT_EQ(parse_error(head + "  %0: f32 = loud x [1]\n"),
             "t.kir:4:13: expected an op (docs/KERNEL_IR.md lists them), got 'loud'");
   EXPECT_EQ(parse_error(head + "  %1: f32 = load x [1]\n"),

@@ -6,6 +6,7 @@
 #include <onnx/onnx_pb.h>
 #include <sys/stat.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -50,7 +51,7 @@ class TensorIo : public TempDirTest {
 TEST_F(TensorIo, PbRoundTripsEveryDtype) {
   for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I64, DType::I32, DType::I16, DType::I8,
                    DType::U8, DType::U16, DType::U32, DType::U64, DType::Bool, DType::String, DType::F8E4M3FN,
-                   DType::F8E4M3FNUZ, DType::F8E5M2, DType::F8E5M2FNUZ}) {
+                   DType::F8E4M3FNUZ, DType::F8E5M2, DType::F8E5M2FNUZ, DType::I4, DType::U4, DType::F4E2M1}) {
     Tensor t = iota(dt, {2, 3});
     write_tensor_pb(path("t.pb"), t, "input_0");
     std::string name;
@@ -137,6 +138,57 @@ TEST_F(TensorIo, NpyMatchesNumpyBytes) {
   EXPECT_TRUE(s.identical(Tensor::scalar_i64(7)));
   write_npy(path("s2.npy"), s);
   EXPECT_EQ(read_bytes(path("s2.npy")), kNumpyScalar);
+}
+
+// ONNX packs 4-bit elements two to a byte, the first in the low nibble, in
+// raw_data and in int32_data alike; tcc holds one a byte, i4 sign-extended.
+TEST_F(TensorIo, PbPacksAndUnpacksFourBitTypes) {
+  Tensor i4(DType::I4, {5});
+  const int64_t values[] = {-8, 7, -1, 0, 3};
+  for (int64_t i = 0; i < 5; ++i) i4.set_i64(i, values[i]);
+  onnx::TensorProto p;
+  tensor_to_proto(i4, "q", &p);
+  EXPECT_EQ(p.data_type(), 22);
+  EXPECT_EQ(p.raw_data(), std::string("\x78\x0f\x03", 3));  // odd count: the last high nibble is 0
+  Tensor back = tensor_from_proto(p, {"q.pb", "", ""});
+  EXPECT_TRUE(back.identical(i4));
+  EXPECT_EQ(back.data<int8_t>()[0], -8);
+
+  onnx::TensorProto u4;
+  u4.set_data_type(21);
+  u4.add_dims(3);
+  for (int v : {0x21, 0x0f}) u4.add_int32_data(v);
+  EXPECT_EQ(tensor_from_proto(u4, {"u.pb", "", ""}).to_i64_vector(), (std::vector<int64_t>{1, 2, 15}));
+
+  // ONNX's test_cast_FLOAT_to_FLOAT4E2M1 output: 0.48, 0.25, 1.05, -3.5, -8, 9, 1e6, 1e-7, NaN, inf, inf, -inf,
+  // -4, 0.01, -0 cast to f4e2m1.
+  onnx::TensorProto f4;
+  f4.set_data_type(23);
+  f4.add_dims(3);
+  f4.add_dims(5);
+  f4.set_raw_data(std::string("\x01\xe2\x7f\x07\x78\xf7\x0e\x08", 8));
+  Tensor f = tensor_from_proto(f4, {"f.pb", "", ""});
+  const double expected[] = {0.5, 0, 1, -4, -6, 6, 6, 0, -0.0, 6, 6, -6, -4, 0, -0.0};
+  for (int64_t i = 0; i < 15; ++i) {
+    EXPECT_EQ(f.get_f64(i), expected[i]) << i;
+    EXPECT_EQ(std::signbit(f.get_f64(i)), std::signbit(expected[i])) << i;
+  }
+
+  onnx::TensorProto bad;
+  bad.set_name("w");
+  bad.set_data_type(22);
+  bad.add_dims(5);
+  bad.set_raw_data(std::string(2, '\0'));
+  EXPECT_EQ(input_error([&] { tensor_from_proto(bad, {"m.onnx", "", ""}); }),
+            "m.onnx: tensor 'w' has 2 bytes of raw_data but shape [5] of i4 needs 3 bytes (two elements a byte)");
+  bad.clear_raw_data();
+  for (int v : {0x12, 0x100, 0}) bad.add_int32_data(v);
+  EXPECT_EQ(input_error([&] { tensor_from_proto(bad, {"m.onnx", "", ""}); }),
+            "m.onnx: tensor 'w' has 256 at int32_data[1], expected a byte of two packed i4 elements (0 to 255)");
+  Tensor i4_npy(DType::I4, {2});
+  EXPECT_EQ(input_error([&] { write_npy(path("i4.npy"), i4_npy); }),
+            path("i4.npy") + ": i4 has no NumPy dtype, so it cannot be written as .npy; write a .pb file or "
+                             "cast to f32");
 }
 
 TEST_F(TensorIo, NpyRefusesBfloat16Float8AndStrings) {

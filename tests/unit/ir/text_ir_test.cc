@@ -231,10 +231,12 @@ TEST(TextIr, GraphApiGraphsRoundTrip) {
 TEST(TextIr, Errors) {
   // Each case: text, expected "line:col: message".
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"graph g {\n  input %x: f33[2]\n}", "t.tir:2:13: expected a dtype (f32 f16 bf16 f64 f8e4m3fn f8e4m3fnuz f8e5m2 f8e5m2fnuz i64 i32 i16 i8 u8 u16 "
-                                           "u32 u64 bool str), got 'f33'"},
+      {"graph g {\n  input %x: f33[2]\n}", "t.tir:2:13: expected a dtype (f32 f16 bf16 f64 f8e4m3fn f8e4m3fnuz f8e5m2 f8e5m2fnuz f4e2m1 i64 i32 i16 i8 "
+                                           "i4 u8 u16 u32 u64 u4 bool str), got 'f33'"},
       {"graph g {\n  %y = Relu(%nope)\n}",
        "t.tir:2:13: undefined value '%nope' (values must be defined before they are used)"},
+      {"graph g {\n  const %c: i4[2] = hex\"0708\"\n}",
+       "t.tir:2:24: expected each byte to hold one i4 element, got 08 at element 1"},
       {"graph g {\n  %y = Relu(%z)\n  %z = Relu(%y)\n}",
        "t.tir:2:13: undefined value '%z' (values must be defined before they are used)"},
       {"graph g {\n  input %x: f32[1]\n  input %x: f32[1]\n}", "t.tir:3:9: value '%x' is already defined"},

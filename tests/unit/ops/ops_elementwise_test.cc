@@ -77,7 +77,9 @@ TEST(ElementwiseShapes, CastAndCastLikeChangeOnlyTheDtype) {
   EXPECT_EQ(like.type(), "f16[batch]");
   OneOp fp8("Cast", {tensor_type(DType::F32, {"batch"})}, {{"to", Attribute::of_int(17)}});
   EXPECT_EQ(fp8.type(), "f8e4m3fn[batch]");
-  OneOp bad("Cast", {tensor_type(DType::F32, {"batch"})}, {{"to", Attribute::of_int(22)}});  // int4
+  OneOp int4("Cast", {tensor_type(DType::F32, {"batch"})}, {{"to", Attribute::of_int(22)}});
+  EXPECT_EQ(int4.type(), "i4[batch]");
+  OneOp bad("Cast", {tensor_type(DType::F32, {"batch"})}, {{"to", Attribute::of_int(25)}});  // uint2
   EXPECT_THROW(bad.type(), InputError);
 }
 

@@ -165,8 +165,8 @@ TEST(QuantizationErrors, MalformedScalesZeroPointsAndAttributes) {
             std::string::npos);
   EXPECT_NE(error({x, t(DType::F32, {"6"})}, {{"axis", Attribute::of_int(2)}}, 19).find("axis 2 is out of range"),
             std::string::npos);
-  EXPECT_NE(error({x, t(DType::F32, {})}, {{"output_dtype", Attribute::of_int(22)}}, 21)
-                .find("expected output_dtype int8, uint8, int16, uint16 or an 8-bit float"),
+  EXPECT_NE(error({x, t(DType::F32, {})}, {{"output_dtype", Attribute::of_int(7)}}, 21)
+                .find("expected output_dtype int8, uint8, int16, uint16, an 8-bit float, uint4, int4 or float4e2m1"),
             std::string::npos);
   EXPECT_NE(error({x, t(DType::F32, {})}, {{"precision", Attribute::of_int(7)}}, 23)
                 .find("expected precision float, float16 or bfloat16"),
