@@ -21,6 +21,7 @@
 #include "codegen/emit.h"
 #include "codegen/emit_c.h"
 #include "codegen/gemm_template.h"
+#include "codegen/module_facts.h"
 #include "codegen/toolchain.h"
 #include "src/autotune/candidates.h"
 #include "src/interp/interpreter.h"
@@ -552,7 +553,8 @@ TEST(Attention, EmulatedOnTheHostTf32TensorCoresMatchTheInterpreter) {
     const bool tensor_cores = k.nodes.front() != "odd_heads";
     EXPECT_EQ(k.attention->tf32, true) << k.nodes.front();
     EXPECT_EQ(default_config(k).mma, tensor_cores) << k.nodes.front();
-    EXPECT_EQ(attention_precision(k, default_config(k)), tensor_cores ? "tf32" : "f32") << k.nodes.front();
+    EXPECT_EQ(kernel_precision(k, default_config(k), Precision::TF32), tensor_cores ? "tf32" : "f32")
+        << k.nodes.front();
   }
   int tf32_variants = 0;
   for (size_t i = 0; i < v.kernels.size(); ++i) tf32_variants += attention_tf32(v.kernels[i], v.configs[i]);
@@ -569,8 +571,8 @@ TEST(Attention, EmulatedOnTheHostTf32TensorCoresMatchTheInterpreter) {
     KernelConfig mma;
     mma.block = 128;
     mma.mma = true;
-    EXPECT_NE(attention_refusal(k, mma), "") << k.nodes.front();
-    EXPECT_EQ(attention_precision(k, default_config(k)), "f32") << k.nodes.front();
+    EXPECT_NE(config_refusal(k, mma), "") << k.nodes.front();
+    EXPECT_EQ(kernel_precision(k, default_config(k), Precision::FP32), "f32") << k.nodes.front();
   }
 }
 
@@ -608,7 +610,8 @@ TEST(AttentionBackward, EmulatedOnTheHostTensorCoresMatchTheInterpreter) {
   ASSERT_EQ(s.schedule.kernels.size(), 9u);
   for (const kir::Kernel& k : s.schedule.kernels) {
     EXPECT_TRUE(default_config(k).mma) << k.nodes.front();
-    EXPECT_EQ(attention_precision(k, default_config(k)), dtype_name(k.buffers.front().dtype)) << k.nodes.front();
+    EXPECT_EQ(kernel_precision(k, default_config(k), Precision::FP32), dtype_name(k.buffers.front().dtype))
+        << k.nodes.front();
   }
   KernelVariants v = variants(s, default_or_block_64);
   int mma_variants = 0;
@@ -634,7 +637,8 @@ TEST(AttentionBackward, EmulatedOnTheHostTf32TensorCoresMatchTheInterpreter) {
     EXPECT_EQ(default_config(k).mma, tf32.count(node) == 1 || (low && k.attention->pass != kir::AttentionPass::Stats))
         << node;
     const bool low_mma = low && k.attention->pass != kir::AttentionPass::Stats;
-    EXPECT_EQ(attention_precision(k, default_config(k)), tf32.count(node) ? "tf32" : low_mma ? "bf16" : "f32") << node;
+    const std::string precision = tf32.count(node) ? "tf32" : low_mma ? "bf16" : "f32";
+    EXPECT_EQ(kernel_precision(k, default_config(k), Precision::TF32), precision) << node;
   }
   KernelVariants v = variants(s, [&](const kir::Kernel& k, const KernelConfig& c) {
     return default_or_block_64(k, c) && (tf32.count(k.nodes.front()) == 1 || c == default_config(k));
