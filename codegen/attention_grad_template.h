@@ -51,6 +51,7 @@
 
 namespace tcc {
 
+// What kAttentionTemplate's hooks (attention_template.h) hand a backward pass to.
 std::string emit_attention_grad_cuda(const kir::Kernel& k, const KernelConfig& c);
 std::string emit_attention_grad_host(const kir::Kernel& k);
 // Grid [batch * row heads, ceil(rows / rows a block)] of the config's block:

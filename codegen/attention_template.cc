@@ -541,6 +541,8 @@ bool attention_tf32(const kir::Kernel& k, const KernelConfig& c) {
   return a.tf32 && c.mma && operand_dtype(k, a) == DType::F32;
 }
 
+namespace {
+
 std::string attention_precision(const kir::Kernel& k, const KernelConfig& c) {
   if (attention_tf32(k, c)) return "tf32";
   const DType operand = operand_dtype(k, desc(k));
@@ -637,5 +639,24 @@ KernelLaunch attention_launch(const kir::Kernel& k, const KernelConfig& c) {
   l.block[0] = b.threads();
   return l;
 }
+
+std::string attention_config_text(const KernelConfig& c) {
+  return block_config_text(c) +
+         (c.mma ? " mma" : c.lanes_per_row > 0 ? " lanes=" + std::to_string(c.lanes_per_row) : " warp layout");
+}
+
+}  // namespace
+
+const TemplateKernel kAttentionTemplate = {
+    .default_config = attention_default_config,
+    .refusal = attention_refusal,
+    .configs = attention_configs,
+    .emit_cuda = emit_attention_cuda,
+    .emit_host = emit_attention_host,
+    .launch = attention_launch,
+    .precision = attention_precision,
+    .schedule = attention_schedule,
+    .config_text = attention_config_text,
+};
 
 }  // namespace tcc

@@ -54,22 +54,28 @@
 // Host: the same online softmax per query row, in double.
 #pragma once
 
-#include <string>
-#include <vector>
-
-#include "codegen/emit.h"
-#include "codegen/kernel_config.h"
-#include "codegen/kernel_ir.h"
+#include "codegen/template_kernel.h"
 
 namespace tcc {
 
-// Each config's CUDA function (`extern "C" __global__` named k.name with
-// emit_cuda's parameter convention); the config must pass attention_refusal.
-std::string emit_attention_cuda(const kir::Kernel& k, const KernelConfig& c);
-// The kernel's host function, with emit_host's convention.
-std::string emit_attention_host(const kir::Kernel& k);
-// Grid [batch * heads, ceil(q_len / BM)] of the config's block.
-KernelLaunch attention_launch(const kir::Kernel& k, const KernelConfig& c);
+// Kind::Attention's hooks (codegen/template_kernel.h), each handing a backward
+// pass to attention_grad_template.h's function:
+// - launch: grid [batch * heads, ceil(q_len / BM)] of the config's block;
+// - default config: the mma layout in blocks of 128 where the dtype (f16,
+//   bf16, or f32 under tf32) and heads allow, else the split layout with four
+//   lanes to a row in blocks of 128 where the heads allow, else the warp layout;
+// - refusal: knobs other than block, lanes_per_row and mma, blocks outside
+//   32..256, the split layout for heads above 64, the warp layout's tiles past
+//   48 KB, the mma layout for f32 outside tf32 or heads it does not take;
+// - configs: each layout k allows at blocks of 64, 128 and 256;
+// - schedule: "split layout, block 128, rows 32, 4 lanes a row",
+//   "tensor-core layout (mma.sync m16n8k8 tf32), block 128, rows 64";
+// - precision: "tf32" where the config runs the products in TF32
+//   (attention_tf32), f16 or bf16 where it runs them on the tensor cores, else
+//   "f32" (exact on the CUDA cores, which widen f16 and bf16 operands), so a
+//   tuned exact layout reports f32.
+extern const TemplateKernel kAttentionTemplate;
+
 // The device functions the mma layouts call (mma.sync for f16 and for bf16;
 // the backward's gradient passes' too), once in a CUDA source that holds such a kernel; for f32 operands
 // (attention_tf32) it calls kAttentionTf32Helpers' tcc_tf32 (cvt.rna.tf32.f32)
@@ -79,26 +85,5 @@ extern const char* const kAttentionTf32Helpers;
 // Whether config c runs k's products on the tensor cores in TF32: the mma
 // layout of a forward or gradient pass over f32 operands (AttentionDesc::tf32).
 bool attention_tf32(const kir::Kernel& k, const KernelConfig& c);
-// The precision of k's products under config c, for the report: "tf32" where
-// c runs them in TF32 (attention_tf32), f16 or bf16 where it runs them on the
-// tensor cores, else "f32" (exact on the CUDA cores, which widen f16 and bf16
-// operands), so a tuned exact layout reports f32.
-std::string attention_precision(const kir::Kernel& k, const KernelConfig& c);
-
-// Without tuning: the mma layout in blocks of 128 where the dtype (f16, bf16,
-// or f32 under tf32) and heads allow, else the split layout with four lanes to a row in blocks of 128
-// where the heads allow, else the warp layout.
-KernelConfig attention_default_config(const kir::Kernel& k);
-// Why the config cannot run k ("" where it can): knobs other than block,
-// lanes_per_row and mma, blocks outside 32..256, the split layout for heads
-// above 64, the warp layout's tiles past 48 KB, the mma layout for f32
-// outside tf32 or heads it does not take.
-std::string attention_refusal(const kir::Kernel& k, const KernelConfig& c);
-// Every config autotuning measures: each layout k allows at blocks of 64, 128 and 256.
-std::vector<KernelConfig> attention_configs(const kir::Kernel& k);
-// The layout in words, for the manifest and reports: "split layout, block
-// 128, rows 32, 4 lanes a row", "tensor-core layout (mma.sync m16n8k8 tf32),
-// block 128, rows 64".
-std::string attention_schedule(const kir::Kernel& k, const KernelConfig& c);
 
 }  // namespace tcc

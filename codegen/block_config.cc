@@ -30,4 +30,6 @@ std::vector<KernelConfig> block_configs(int first, int last, const std::vector<i
   return out;
 }
 
+std::string block_config_text(const KernelConfig& c) { return "block=" + std::to_string(c.block); }
+
 }  // namespace tcc

@@ -24,5 +24,7 @@ std::string block_config_refusal(const KernelConfig& c, const std::string& kerne
 // `rows`, in that order, where `refusal` gives "".
 std::vector<KernelConfig> block_configs(int first, int last, const std::vector<int>& rows,
                                         const std::function<std::string(const KernelConfig&)>& refusal);
+// "block=128": c's block as autotuning's tables print it (TemplateKernel::config_text).
+std::string block_config_text(const KernelConfig& c);
 
 }  // namespace tcc

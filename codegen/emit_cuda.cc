@@ -12,7 +12,9 @@
 // of the block's threads, each tile's running sums a block scan carried on to
 // the next (CudaKernel::scanned). Gemm kernels run through cuBLASLt,
 // unless their config picks tcc's own template (codegen/gemm_template.h), and
-// conv kernels through cuDNN: library calls emit nothing here.
+// conv kernels through cuDNN: library calls emit nothing here. The template
+// kinds' kernels (attention, TopK, ...) come whole from their template files
+// (codegen/template_kernel.h).
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -24,10 +26,7 @@
 #include "codegen/emit_cuda_helpers.h"
 #include "codegen/attention_template.h"
 #include "codegen/gemm_template.h"
-#include "codegen/nms_template.h"
-#include "codegen/recurrence_template.h"
-#include "codegen/roi_align_template.h"
-#include "codegen/topk_template.h"
+#include "codegen/template_kernel.h"
 #include "src/diag/errors.h"
 
 namespace tcc {
@@ -628,6 +627,51 @@ class CudaKernel : emitc::CodeWriter {
   const bool scan_;  // a ScanSum runs along the rows (scanned)
 };
 
+// A pointwise kernel's grid: blocks over the domain, or over its 32 x 32 tiles.
+KernelLaunch pointwise_launch(const kir::Kernel& k, const KernelConfig& config) {
+  KernelLaunch c;
+  if (config.tiled) {
+    const size_t a = static_cast<size_t>(transpose_axis(k)), last = k.domain.size() - 1;
+    const SymExpr tile = SymExpr::constant(kTile), round = SymExpr::constant(kTile - 1);
+    SymExpr tiles = (k.domain[a] + round).floordiv(tile) * (k.domain[last] + round).floordiv(tile);
+    for (size_t d = 0; d < last; ++d)
+      if (d != a) tiles = tiles * k.domain[d];
+    c.grid[0] = tiles;
+    c.block = {kTile, config.block / kTile, 1};
+    return c;
+  }
+  int per_block = config.block * config.vector_width;
+  c.grid[0] = (domain_size(k) + SymExpr::constant(per_block - 1)).floordiv(SymExpr::constant(per_block));
+  c.block[0] = config.block;
+  return c;
+}
+
+// A reduction's grid: its rows (in columns, or several to a block), times its split, and the split's workspace.
+KernelLaunch reduction_launch(const kir::Kernel& k, const KernelConfig& config) {
+  KernelLaunch c;
+  c.block[0] = config.block;
+  int split = config.split;
+  if (split > 1) {
+    c.grid[1] = SymExpr::constant(split);
+    c.workspace_bytes = row_count(k) * SymExpr::constant(split * kPartialBytes + kCounterBytes);
+  }
+  if (config.columns) {
+    const SymExpr width = SymExpr::constant(kColumnRows);
+    c.grid[0] = (row_count(k) + width - SymExpr::constant(1)).floordiv(width);
+    c.block = {kColumnRows, config.block / kColumnRows, 1};
+    return c;
+  }
+  if (split > 1) {
+    c.grid[0] = row_count(k);
+    return c;
+  }
+  // Blocks loop over rows with a grid stride, so fewer blocks take several rows each.
+  SymExpr per_block = SymExpr::constant(config.rows_per_block);
+  c.grid[0] = config.rows_per_block == 1 ? row_count(k)
+                                          : (row_count(k) + per_block - SymExpr::constant(1)).floordiv(per_block);
+  return c;
+}
+
 }  // namespace
 
 std::string row_cache_refusal(const kir::Kernel& k, const KernelConfig& c) {
@@ -673,11 +717,7 @@ std::string emit_cuda(const std::vector<kir::Kernel>& kernels, const std::vector
     const kir::Kernel& k = kernels[i];
     KernelConfig c = config_of(kernels, configs, i);
     if (c.tile > 0) out += "\n" + emit_gemm_template(k, c);
-    else if (k.kind == kir::Kind::Attention) out += "\n" + emit_attention_cuda(k, c);
-    else if (k.kind == kir::Kind::TopK) out += "\n" + emit_topk_cuda(k, c);
-    else if (k.kind == kir::Kind::Recurrence) out += "\n" + emit_recurrence_cuda(k, c);
-    else if (k.kind == kir::Kind::Nms) out += "\n" + emit_nms_cuda(k, c);
-    else if (k.kind == kir::Kind::RoiAlign) out += "\n" + emit_roi_align_cuda(k, c);
+    else if (const TemplateKernel* t = template_kernel(k.kind)) out += "\n" + t->emit_cuda(k, c);
     else if (!runs_library(k, c)) out += "\n" + CudaKernel(k, c).print();
   }
   return out;
@@ -730,67 +770,11 @@ bool splits_rows(const kir::Kernel& k) {
 
 KernelLaunch launch_config(const kir::Kernel& k, const KernelConfig& config) {
   KernelLaunch c;
-  switch (k.kind) {
-    case kir::Kind::Pointwise: {
-      if (config.tiled) {
-        const size_t a = static_cast<size_t>(transpose_axis(k)), last = k.domain.size() - 1;
-        const SymExpr tile = SymExpr::constant(kTile), round = SymExpr::constant(kTile - 1);
-        SymExpr tiles = (k.domain[a] + round).floordiv(tile) * (k.domain[last] + round).floordiv(tile);
-        for (size_t d = 0; d < last; ++d)
-          if (d != a) tiles = tiles * k.domain[d];
-        c.grid[0] = tiles;
-        c.block = {kTile, config.block / kTile, 1};
-        break;
-      }
-      int per_block = config.block * config.vector_width;
-      c.grid[0] = (domain_size(k) + SymExpr::constant(per_block - 1)).floordiv(SymExpr::constant(per_block));
-      c.block[0] = config.block;
-      break;
-    }
-    case kir::Kind::Reduction: {
-      c.block[0] = config.block;
-      int split = config.split;
-      if (split > 1) {
-        c.grid[1] = SymExpr::constant(split);
-        c.workspace_bytes = row_count(k) * SymExpr::constant(split * kPartialBytes + kCounterBytes);
-      }
-      if (config.columns) {
-        const SymExpr width = SymExpr::constant(kColumnRows);
-        c.grid[0] = (row_count(k) + width - SymExpr::constant(1)).floordiv(width);
-        c.block = {kColumnRows, config.block / kColumnRows, 1};
-        break;
-      }
-      if (split > 1) {
-        c.grid[0] = row_count(k);
-        break;
-      }
-      // Blocks loop over rows with a grid stride, so fewer blocks take several rows each.
-      SymExpr per_block = SymExpr::constant(config.rows_per_block);
-      c.grid[0] = config.rows_per_block == 1 ? row_count(k)
-                                              : (row_count(k) + per_block - SymExpr::constant(1)).floordiv(per_block);
-      break;
-    }
-    case kir::Kind::Gemm:  // cuBLASLt, or the template
-      if (config.tile > 0) c = gemm_template_launch(k, config);
-      break;
-    case kir::Kind::Conv:  // cuDNN
-      break;
-    case kir::Kind::Attention:
-      c = attention_launch(k, config);
-      break;
-    case kir::Kind::TopK:
-      c = topk_launch(k, config);
-      break;
-    case kir::Kind::Recurrence:
-      c = recurrence_launch(k, config);
-      break;
-    case kir::Kind::Nms:
-      c = nms_launch(k, config);
-      break;
-    case kir::Kind::RoiAlign:
-      c = roi_align_launch(k, config);
-      break;
-  }
+  if (const TemplateKernel* t = template_kernel(k.kind)) c = t->launch(k, config);
+  else if (k.kind == kir::Kind::Pointwise) c = pointwise_launch(k, config);
+  else if (k.kind == kir::Kind::Reduction) c = reduction_launch(k, config);
+  else if (k.kind == kir::Kind::Gemm && config.tile > 0) c = gemm_template_launch(k, config);
+  // cuBLASLt's gemms and cuDNN's convs launch no kernel of tcc's.
   c.zero_outputs = k.zero_outputs;
   c.copy_from = k.copy_from;
   c.random_offset = kir::draws_random(k);

@@ -4,15 +4,11 @@
 
 #include <algorithm>
 
-#include "codegen/attention_template.h"
 #include "codegen/block_config.h"
 #include "codegen/emit.h"
 #include "codegen/emit_c.h"
 #include "codegen/gemm_template.h"
-#include "codegen/nms_template.h"
-#include "codegen/recurrence_template.h"
-#include "codegen/roi_align_template.h"
-#include "codegen/topk_template.h"
+#include "codegen/template_kernel.h"
 
 namespace tcc {
 
@@ -116,16 +112,8 @@ kir::Kernel choose_schedule_pass(kir::Kernel k, kir::KernelPassContext& ctx) {
     c.block = kPointwiseBlock;
     c.tiled = transpose_axis(k) >= 0;
     if (c.tiled) ctx.stats.add("tiled");
-  } else if (k.kind == kir::Kind::Attention) {
-    c = attention_default_config(k);
-  } else if (k.kind == kir::Kind::TopK) {
-    c = topk_default_config(k);
-  } else if (k.kind == kir::Kind::Recurrence) {
-    c = recurrence_default_config(k);
-  } else if (k.kind == kir::Kind::Nms) {
-    c = nms_default_config(k);
-  } else if (k.kind == kir::Kind::RoiAlign) {
-    c = roi_align_default_config(k);
+  } else if (const TemplateKernel* t = template_kernel(k.kind)) {
+    c = t->default_config(k);
   } else if (k.kind == kir::Kind::Reduction) {
     if (c.columns) {
       c.block = kColumnBlock;
@@ -193,11 +181,7 @@ int reduction_split(const kir::Kernel& k, const DeviceProfile& device) {
 }
 
 std::string config_refusal(const kir::Kernel& k, const KernelConfig& c) {
-  if (k.kind == kir::Kind::Attention) return attention_refusal(k, c);
-  if (k.kind == kir::Kind::TopK) return topk_refusal(k, c);
-  if (k.kind == kir::Kind::Recurrence) return recurrence_refusal(k, c);
-  if (k.kind == kir::Kind::Nms) return nms_refusal(k, c);
-  if (k.kind == kir::Kind::RoiAlign) return roi_align_refusal(k, c);
+  if (const TemplateKernel* t = template_kernel(k.kind)) return t->refusal(k, c);
   if (k.kind == kir::Kind::Gemm || k.kind == kir::Kind::Conv) {
     KernelConfig launch_knobs = c;
     launch_knobs.algo = 0;

@@ -37,8 +37,8 @@ kir::Kernel split_reductions_pass(kir::Kernel k, kir::KernelPassContext& ctx);
 // finds an axis; 256-thread column reductions; other reductions one row per
 // block of a power of two from 64 to 512 threads giving each thread about
 // eight elements of its slice (128 threads for unsplit rows of symbolic
-// length), with the row cache fitting_row_cache gives; the attention, TopK
-// and recurrence templates' default configs; library calls KernelConfig's
+// length), with the row cache fitting_row_cache gives; the template kinds'
+// default configs (codegen/template_kernel.h); library calls KernelConfig's
 // defaults.
 kir::Kernel choose_schedule_pass(kir::Kernel k, kir::KernelPassContext& ctx);
 

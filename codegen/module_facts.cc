@@ -7,14 +7,10 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "codegen/attention_template.h"
 #include "codegen/emit.h"
 #include "codegen/gemm_template.h"
 #include "codegen/kernel_schedule.h"
-#include "codegen/nms_template.h"
-#include "codegen/recurrence_template.h"
-#include "codegen/roi_align_template.h"
-#include "codegen/topk_template.h"
+#include "codegen/template_kernel.h"
 #include "src/interp/interpreter.h"
 #include "src/ops/fusion.h"
 
@@ -147,17 +143,7 @@ std::string kernel_precision(const kir::Kernel& k, const KernelConfig& c, Precis
     const bool tf32 = operand == DType::F32 && precision == Precision::TF32 && c.tile == 0;
     return tf32 ? "tf32" : std::string(dtype_name(operand));
   }
-  // Attention reads its operands in their dtype: f32 on the CUDA cores (its backward under tf32 too), TF32 on the
-  // tensor cores where the layout chosen for it multiplies in TF32, or f16 / bf16 on the tensor cores.
-  if (k.kind == kir::Kind::Attention) return attention_precision(k, c);
-  // TopK compares and copies its input's elements exactly, in their own dtype.
-  if (k.kind == kir::Kind::TopK) return std::string(dtype_name(k.buffers.front().dtype));
-  // The recurrence computes in its operands' f32 or f64, on the CUDA cores.
-  if (k.kind == kir::Kind::Recurrence) return std::string(dtype_name(k.buffers.front().dtype));
-  // NMS reads f32 boxes and scores and computes in f64, as the interpreter.
-  if (k.kind == kir::Kind::Nms) return "f64";
-  // RoiAlign's samples and their weights are f64, as the interpreter's.
-  if (k.kind == kir::Kind::RoiAlign) return "f64";
+  if (const TemplateKernel* t = template_kernel(k.kind)) return t->precision(k, c);
   bool any_float = false;
   for (const kir::Buffer& b : k.buffers) {
     if (b.dtype == DType::F64) return "f64";
@@ -171,11 +157,7 @@ std::string schedule_text(const kir::Kernel& k, const KernelConfig& c) {
   if (c.tile > 0) return "tcc template " + gemm_template_text(c);
   if (k.kind == kir::Kind::Gemm) return "cuBLASLt algorithm #" + std::to_string(c.algo);
   if (k.kind == kir::Kind::Conv) return "cuDNN algorithm #" + std::to_string(c.algo);
-  if (k.kind == kir::Kind::Attention) return attention_schedule(k, c);
-  if (k.kind == kir::Kind::TopK) return topk_schedule(k, c);
-  if (k.kind == kir::Kind::Recurrence) return recurrence_schedule(k, c);
-  if (k.kind == kir::Kind::Nms) return nms_schedule(k, c);
-  if (k.kind == kir::Kind::RoiAlign) return roi_align_schedule(k, c);
+  if (const TemplateKernel* t = template_kernel(k.kind)) return t->schedule(k, c);
   std::string s = "block " + std::to_string(c.block);
   if (k.kind == kir::Kind::Pointwise) return s + (c.tiled ? ", tiled" : ", vector " + std::to_string(c.vector_width));
   s += c.columns ? ", columns" : ", rows " + std::to_string(c.rows_per_block);

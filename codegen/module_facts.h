@@ -56,10 +56,10 @@ ModuleFacts gather_module_facts(const ModuleContents& m);
 // The arithmetic a kernel's products or math run in under config c, the one
 // it is emitted with: a GEMM's or convolution's operand dtype ("f16", "bf16",
 // "f32", or "tf32" for f32 operands in a module compiled with --precision tf32
-// that c runs on the library, not on tcc's 3xTF32 template); an attention
-// kernel's attention_precision ("tf32" where c takes its f32 forward's
-// tensor-core layout); a generated kernel computes f16 and bf16 elements in
-// f32 ("f32", "f64"), or names its integer or bool output dtype.
+// that c runs on the library, not on tcc's 3xTF32 template); a template kind's
+// TemplateKernel::precision (attention's "tf32" where c takes an f32 pass's
+// tensor-core layout; template_kernel.h); a generated kernel computes f16 and
+// bf16 elements in f32 ("f32", "f64"), or names its integer or bool output dtype.
 std::string kernel_precision(const kir::Kernel& k, const KernelConfig& c, Precision precision);
 
 // How a kernel runs on the GPU: its library and algorithm, or its generated

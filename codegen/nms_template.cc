@@ -195,7 +195,10 @@ class HostNms : public NmsWriter {
   }
 };
 
-}  // namespace
+std::string nms_refusal(const kir::Kernel& k, const KernelConfig& c) {
+  desc(k);
+  return block_config_refusal(c, "nms kernels", kMaxThreads);
+}
 
 std::string emit_nms_cuda(const kir::Kernel& k, const KernelConfig& c) {
   std::string refusal = nms_refusal(k, c);
@@ -219,18 +222,30 @@ KernelConfig nms_default_config(const kir::Kernel& k) {
   return block_config(256);
 }
 
-std::string nms_refusal(const kir::Kernel& k, const KernelConfig& c) {
-  desc(k);
-  return block_config_refusal(c, "nms kernels", kMaxThreads);
-}
-
 std::vector<KernelConfig> nms_configs(const kir::Kernel& k) {
   return block_configs(64, 512, {1}, [&](const KernelConfig& c) { return nms_refusal(k, c); });
 }
+
+// NMS reads f32 boxes and scores and computes in f64, as the interpreter.
+std::string nms_precision(const kir::Kernel&, const KernelConfig&) { return "f64"; }
 
 std::string nms_schedule(const kir::Kernel& k, const KernelConfig& c) {
   desc(k);
   return "block " + std::to_string(c.block) + " a class";
 }
+
+}  // namespace
+
+const TemplateKernel kNmsTemplate = {
+    .default_config = nms_default_config,
+    .refusal = nms_refusal,
+    .configs = nms_configs,
+    .emit_cuda = emit_nms_cuda,
+    .emit_host = emit_nms_host,
+    .launch = nms_launch,
+    .precision = nms_precision,
+    .schedule = nms_schedule,
+    .config_text = block_config_text,
+};
 
 }  // namespace tcc

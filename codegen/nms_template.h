@@ -27,32 +27,17 @@
 // allocated per call.
 #pragma once
 
-#include <string>
-#include <vector>
-
-#include "codegen/emit.h"
-#include "codegen/kernel_config.h"
-#include "codegen/kernel_ir.h"
+#include "codegen/template_kernel.h"
 
 namespace tcc {
 
-// The config's CUDA function (`extern "C" __global__` named k.name with
-// emit_cuda's parameter convention, the workspace last); the config must pass
-// nms_refusal.
-std::string emit_nms_cuda(const kir::Kernel& k, const KernelConfig& c);
-// The kernel's host function, with emit_host's convention.
-std::string emit_nms_host(const kir::Kernel& k);
-// Grid [batch * classes] of the config's block, and the workspace.
-KernelLaunch nms_launch(const kir::Kernel& k, const KernelConfig& c);
-
-// Without tuning: a block of 256 threads.
-KernelConfig nms_default_config(const kir::Kernel& k);
-// Why the config cannot run k ("" where it can): knobs other than block,
-// blocks outside 32..1024 or not of whole warps.
-std::string nms_refusal(const kir::Kernel& k, const KernelConfig& c);
-// Every config autotuning measures: blocks of 64 to 512.
-std::vector<KernelConfig> nms_configs(const kir::Kernel& k);
-// The layout in words, for the manifest and reports: "block 256 a class".
-std::string nms_schedule(const kir::Kernel& k, const KernelConfig& c);
+// Kind::Nms's hooks (codegen/template_kernel.h):
+// - launch: grid [batch * classes] of the config's block, and the workspace
+//   (the CUDA function's last parameter);
+// - default config: a block of 256 threads;
+// - refusal: knobs other than block, blocks outside 32..1024 or not of whole warps;
+// - configs: blocks of 64 to 512;
+// - schedule: "block 256 a class"; precision: f64.
+extern const TemplateKernel kNmsTemplate;
 
 }  // namespace tcc

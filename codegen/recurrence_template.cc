@@ -226,7 +226,10 @@ class HostRecurrence : public RecurrenceWriter {
   }
 };
 
-}  // namespace
+std::string recurrence_refusal(const kir::Kernel& k, const KernelConfig& c) {
+  desc(k);
+  return block_config_refusal(c, "recurrence kernels", kMaxThreads);
+}
 
 std::string emit_recurrence_cuda(const kir::Kernel& k, const KernelConfig& c) {
   std::string refusal = recurrence_refusal(k, c);
@@ -248,18 +251,32 @@ KernelConfig recurrence_default_config(const kir::Kernel& k) {
   return block_config(static_cast<int>(std::clamp<int64_t>((rows + 31) / 32 * 32, 32, 256)));
 }
 
-std::string recurrence_refusal(const kir::Kernel& k, const KernelConfig& c) {
-  desc(k);
-  return block_config_refusal(c, "recurrence kernels", kMaxThreads);
-}
-
 std::vector<KernelConfig> recurrence_configs(const kir::Kernel& k) {
   return block_configs(32, 512, {1}, [&](const KernelConfig& c) { return recurrence_refusal(k, c); });
+}
+
+// The recurrence computes in its operands' f32 or f64, on the CUDA cores.
+std::string recurrence_precision(const kir::Kernel& k, const KernelConfig&) {
+  return std::string(dtype_name(k.buffers.front().dtype));
 }
 
 std::string recurrence_schedule(const kir::Kernel& k, const KernelConfig& c) {
   desc(k);
   return "block " + std::to_string(c.block) + " per direction and row";
 }
+
+}  // namespace
+
+const TemplateKernel kRecurrenceTemplate = {
+    .default_config = recurrence_default_config,
+    .refusal = recurrence_refusal,
+    .configs = recurrence_configs,
+    .emit_cuda = emit_recurrence_cuda,
+    .emit_host = emit_recurrence_host,
+    .launch = recurrence_launch,
+    .precision = recurrence_precision,
+    .schedule = recurrence_schedule,
+    .config_text = block_config_text,
+};
 
 }  // namespace tcc

@@ -23,31 +23,16 @@
 // Host: the same steps per (direction, batch row), one thread.
 #pragma once
 
-#include <string>
-#include <vector>
-
-#include "codegen/emit.h"
-#include "codegen/kernel_config.h"
-#include "codegen/kernel_ir.h"
+#include "codegen/template_kernel.h"
 
 namespace tcc {
 
-// The config's CUDA function (`extern "C" __global__` named k.name with
-// emit_cuda's parameter convention); the config must pass recurrence_refusal.
-std::string emit_recurrence_cuda(const kir::Kernel& k, const KernelConfig& c);
-// The kernel's host function, with emit_host's convention.
-std::string emit_recurrence_host(const kir::Kernel& k);
-// Grid [directions * batch] of the config's block.
-KernelLaunch recurrence_launch(const kir::Kernel& k, const KernelConfig& c);
-
-// Without tuning: a thread per row of R (gates * hidden), in whole warps, from 32 to 256.
-KernelConfig recurrence_default_config(const kir::Kernel& k);
-// Why the config cannot run k ("" where it can): knobs other than block,
-// blocks outside 32..1024 or not of whole warps.
-std::string recurrence_refusal(const kir::Kernel& k, const KernelConfig& c);
-// Every config autotuning measures: blocks of 32 to 512 threads.
-std::vector<KernelConfig> recurrence_configs(const kir::Kernel& k);
-// The layout in words, for the manifest and reports: "block 128 per direction and row".
-std::string recurrence_schedule(const kir::Kernel& k, const KernelConfig& c);
+// Kind::Recurrence's hooks (codegen/template_kernel.h):
+// - launch: grid [directions * batch] of the config's block;
+// - default config: a thread per row of R (gates * hidden), in whole warps, from 32 to 256;
+// - refusal: knobs other than block, blocks outside 32..1024 or not of whole warps;
+// - configs: blocks of 32 to 512 threads;
+// - schedule: "block 128 per direction and row"; precision: the operands' f32 or f64.
+extern const TemplateKernel kRecurrenceTemplate;
 
 }  // namespace tcc

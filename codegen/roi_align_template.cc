@@ -147,7 +147,10 @@ class HostRoiAlign : public RoiAlignWriter {
   }
 };
 
-}  // namespace
+std::string roi_align_refusal(const kir::Kernel& k, const KernelConfig& c) {
+  desc(k);
+  return block_config_refusal(c, "roi_align kernels", kMaxThreads);
+}
 
 std::string emit_roi_align_cuda(const kir::Kernel& k, const KernelConfig& c) {
   std::string refusal = roi_align_refusal(k, c);
@@ -170,18 +173,30 @@ KernelConfig roi_align_default_config(const kir::Kernel& k) {
   return block_config(256);
 }
 
-std::string roi_align_refusal(const kir::Kernel& k, const KernelConfig& c) {
-  desc(k);
-  return block_config_refusal(c, "roi_align kernels", kMaxThreads);
-}
-
 std::vector<KernelConfig> roi_align_configs(const kir::Kernel& k) {
   return block_configs(64, 512, {1}, [&](const KernelConfig& c) { return roi_align_refusal(k, c); });
 }
+
+// RoiAlign's samples and their weights are f64, as the interpreter's.
+std::string roi_align_precision(const kir::Kernel&, const KernelConfig&) { return "f64"; }
 
 std::string roi_align_schedule(const kir::Kernel& k, const KernelConfig& c) {
   desc(k);
   return "block " + std::to_string(c.block) + " an element";
 }
+
+}  // namespace
+
+const TemplateKernel kRoiAlignTemplate = {
+    .default_config = roi_align_default_config,
+    .refusal = roi_align_refusal,
+    .configs = roi_align_configs,
+    .emit_cuda = emit_roi_align_cuda,
+    .emit_host = emit_roi_align_host,
+    .launch = roi_align_launch,
+    .precision = roi_align_precision,
+    .schedule = roi_align_schedule,
+    .config_text = block_config_text,
+};
 
 }  // namespace tcc

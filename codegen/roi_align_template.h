@@ -19,31 +19,16 @@
 // domain. Host: one loop over the elements, the same lines.
 #pragma once
 
-#include <string>
-#include <vector>
-
-#include "codegen/emit.h"
-#include "codegen/kernel_config.h"
-#include "codegen/kernel_ir.h"
+#include "codegen/template_kernel.h"
 
 namespace tcc {
 
-// The config's CUDA function (`extern "C" __global__` named k.name with
-// emit_cuda's parameter convention); the config must pass roi_align_refusal.
-std::string emit_roi_align_cuda(const kir::Kernel& k, const KernelConfig& c);
-// The kernel's host function, with emit_host's convention.
-std::string emit_roi_align_host(const kir::Kernel& k);
-// Blocks of the config's threads covering the domain.
-KernelLaunch roi_align_launch(const kir::Kernel& k, const KernelConfig& c);
-
-// Without tuning: a block of 256 threads.
-KernelConfig roi_align_default_config(const kir::Kernel& k);
-// Why the config cannot run k ("" where it can): knobs other than block,
-// blocks outside 32..1024 or not of whole warps.
-std::string roi_align_refusal(const kir::Kernel& k, const KernelConfig& c);
-// Every config autotuning measures: blocks of 64 to 512.
-std::vector<KernelConfig> roi_align_configs(const kir::Kernel& k);
-// The layout in words, for the manifest and reports: "block 256 an element".
-std::string roi_align_schedule(const kir::Kernel& k, const KernelConfig& c);
+// Kind::RoiAlign's hooks (codegen/template_kernel.h):
+// - launch: blocks of the config's threads covering the domain;
+// - default config: a block of 256 threads;
+// - refusal: knobs other than block, blocks outside 32..1024 or not of whole warps;
+// - configs: blocks of 64 to 512;
+// - schedule: "block 256 an element"; precision: f64.
+extern const TemplateKernel kRoiAlignTemplate;
 
 }  // namespace tcc

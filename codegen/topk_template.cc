@@ -172,7 +172,15 @@ class HostTopK : public TopKWriter {
   }
 };
 
-}  // namespace
+std::string topk_refusal(const kir::Kernel& k, const KernelConfig& c) {
+  TCC_CHECK(k.kind == kir::Kind::TopK) << k.name << " is not a topk kernel";
+  std::string why = block_config_refusal(c, "topk kernels", kMaxThreads, true);
+  if (!why.empty()) return why;
+  if (c.rows_per_block < 1 || c.rows_per_block > kMaxRows || c.block % (32 * c.rows_per_block) != 0)
+    return "rows per block " + std::to_string(c.rows_per_block) + " does not give each row whole warps of block " +
+           std::to_string(c.block) + " (at most " + std::to_string(kMaxRows) + " rows)";
+  return "";
+}
 
 std::string emit_topk_cuda(const kir::Kernel& k, const KernelConfig& c) {
   std::string refusal = topk_refusal(k, c);
@@ -194,20 +202,15 @@ KernelConfig topk_default_config(const kir::Kernel& k) {
   return desc(k).length <= kTopKWarpRow ? block_config(128, 4) : block_config(256);
 }
 
-std::string topk_refusal(const kir::Kernel& k, const KernelConfig& c) {
-  TCC_CHECK(k.kind == kir::Kind::TopK) << k.name << " is not a topk kernel";
-  std::string why = block_config_refusal(c, "topk kernels", kMaxThreads, true);
-  if (!why.empty()) return why;
-  if (c.rows_per_block < 1 || c.rows_per_block > kMaxRows || c.block % (32 * c.rows_per_block) != 0)
-    return "rows per block " + std::to_string(c.rows_per_block) + " does not give each row whole warps of block " +
-           std::to_string(c.block) + " (at most " + std::to_string(kMaxRows) + " rows)";
-  return "";
-}
-
 std::vector<KernelConfig> topk_configs(const kir::Kernel& k) {
   std::vector<int> rows;
   for (int r = 1; r <= kMaxRows; r *= 2) rows.push_back(r);
   return block_configs(64, 512, rows, [&](const KernelConfig& c) { return topk_refusal(k, c); });
+}
+
+// TopK compares and copies its input's elements exactly, in their own dtype.
+std::string topk_precision(const kir::Kernel& k, const KernelConfig&) {
+  return std::string(dtype_name(k.buffers.front().dtype));
 }
 
 std::string topk_schedule(const kir::Kernel& k, const KernelConfig& c) {
@@ -217,5 +220,23 @@ std::string topk_schedule(const kir::Kernel& k, const KernelConfig& c) {
          (c.rows_per_block == 1 ? " row" : " rows") + ", " +
          (team == 32 ? std::string("a warp") : std::to_string(team) + " threads") + " a row";
 }
+
+std::string topk_config_text(const KernelConfig& c) {
+  return block_config_text(c) + " rows=" + std::to_string(c.rows_per_block);
+}
+
+}  // namespace
+
+const TemplateKernel kTopKTemplate = {
+    .default_config = topk_default_config,
+    .refusal = topk_refusal,
+    .configs = topk_configs,
+    .emit_cuda = emit_topk_cuda,
+    .emit_host = emit_topk_host,
+    .launch = topk_launch,
+    .precision = topk_precision,
+    .schedule = topk_schedule,
+    .config_text = topk_config_text,
+};
 
 }  // namespace tcc

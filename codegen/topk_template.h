@@ -22,35 +22,23 @@
 // Host: the same passes per row, one thread.
 #pragma once
 
-#include <string>
-#include <vector>
+#include <cstdint>
 
-#include "codegen/emit.h"
-#include "codegen/kernel_config.h"
-#include "codegen/kernel_ir.h"
+#include "codegen/template_kernel.h"
 
 namespace tcc {
 
-// The config's CUDA function (`extern "C" __global__` named k.name with
-// emit_cuda's parameter convention); the config must pass topk_refusal.
-std::string emit_topk_cuda(const kir::Kernel& k, const KernelConfig& c);
-// The kernel's host function, with emit_host's convention.
-std::string emit_topk_host(const kir::Kernel& k);
-// Grid [ceil(rows / rows_per_block)] of the config's block.
-KernelLaunch topk_launch(const kir::Kernel& k, const KernelConfig& c);
-
-// Without tuning: a warp per row for rows up to kTopKWarpRow elements (four
-// rows to a block of 128), else a block of 256 per row.
+// Kind::TopK's hooks (codegen/template_kernel.h):
+// - launch: grid [ceil(rows / rows_per_block)] of the config's block;
+// - default config: a warp per row for rows up to kTopKWarpRow elements (four
+//   rows to a block of 128), else a block of 256 per row;
+// - refusal: knobs other than block and rows_per_block, blocks outside
+//   32..1024 or not of whole warps, teams (block / rows_per_block) that are
+//   not whole warps;
+// - configs: blocks of 64 to 512 with teams of a warp up to the whole block
+//   (at most 8 rows a block);
+// - schedule: "block 128, 4 rows, a warp a row"; precision: the input's dtype.
 inline constexpr int64_t kTopKWarpRow = 512;
-KernelConfig topk_default_config(const kir::Kernel& k);
-// Why the config cannot run k ("" where it can): knobs other than block and
-// rows_per_block, blocks outside 32..1024 or not of whole warps, teams
-// (block / rows_per_block) that are not whole warps.
-std::string topk_refusal(const kir::Kernel& k, const KernelConfig& c);
-// Every config autotuning measures: blocks of 64 to 512 with teams of a warp
-// up to the whole block (at most 8 rows a block).
-std::vector<KernelConfig> topk_configs(const kir::Kernel& k);
-// The layout in words, for the manifest and reports: "block 128, 4 rows, a warp a row".
-std::string topk_schedule(const kir::Kernel& k, const KernelConfig& c);
+extern const TemplateKernel kTopKTemplate;
 
 }  // namespace tcc

@@ -2,13 +2,9 @@
 
 #include <algorithm>
 
-#include "codegen/attention_template.h"
 #include "codegen/emit.h"
 #include "codegen/gemm_template.h"
-#include "codegen/nms_template.h"
-#include "codegen/recurrence_template.h"
-#include "codegen/roi_align_template.h"
-#include "codegen/topk_template.h"
+#include "codegen/template_kernel.h"
 
 namespace tcc::autotune {
 
@@ -75,16 +71,8 @@ std::vector<KernelConfig> candidates(const kir::Kernel& k, const DeviceProfile& 
   auto add = [&](const KernelConfig& c) {
     if (config_refusal(k, c).empty() && std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
   };
-  if (k.kind == kir::Kind::Attention) {
-    for (const KernelConfig& c : attention_configs(k)) add(c);
-  } else if (k.kind == kir::Kind::TopK) {
-    for (const KernelConfig& c : topk_configs(k)) add(c);
-  } else if (k.kind == kir::Kind::Recurrence) {
-    for (const KernelConfig& c : recurrence_configs(k)) add(c);
-  } else if (k.kind == kir::Kind::Nms) {
-    for (const KernelConfig& c : nms_configs(k)) add(c);
-  } else if (k.kind == kir::Kind::RoiAlign) {
-    for (const KernelConfig& c : roi_align_configs(k)) add(c);
+  if (const TemplateKernel* t = template_kernel(k.kind)) {
+    for (const KernelConfig& c : t->configs(k)) add(c);
   } else if (chooses_library_algorithm(k)) {
     for (int algo = 1; algo < kLibraryAlgos; ++algo) {
       KernelConfig c;
@@ -152,12 +140,7 @@ std::vector<KernelConfig> candidates(const kir::Kernel& k, const DeviceProfile& 
 }
 
 std::string config_text(const kir::Kernel& k, const KernelConfig& c) {
-  if (k.kind == kir::Kind::Attention)
-    return "block=" + std::to_string(c.block) +
-           (c.mma ? " mma" : c.lanes_per_row > 0 ? " lanes=" + std::to_string(c.lanes_per_row) : " warp layout");
-  if (k.kind == kir::Kind::TopK) return "block=" + std::to_string(c.block) + " rows=" + std::to_string(c.rows_per_block);
-  if (k.kind == kir::Kind::Recurrence || k.kind == kir::Kind::Nms || k.kind == kir::Kind::RoiAlign)
-    return "block=" + std::to_string(c.block);
+  if (const TemplateKernel* t = template_kernel(k.kind)) return t->config_text(c);
   if (k.kind == kir::Kind::Gemm && c.tile > 0)
     return gemm_template_text(c);
   if (k.kind == kir::Kind::Gemm) return "cublaslt #" + std::to_string(c.algo);

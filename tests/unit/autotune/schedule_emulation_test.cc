@@ -21,6 +21,7 @@
 #include "codegen/emit.h"
 #include "codegen/emit_c.h"
 #include "codegen/gemm_template.h"
+#include "codegen/module_facts.h"
 #include "codegen/toolchain.h"
 #include "src/autotune/candidates.h"
 #include "src/interp/interpreter.h"
@@ -232,22 +233,32 @@ SharedLibrary emulated_library(const KernelVariants& v, const fs::path& dir) {
   return SharedLibrary((dir / "emulated.so").string());
 }
 
+// v's CUDA text emulated (emulated_library, in a temporary directory named
+// after dir_name) against the interpreter at each of `bindings` in turn.
+void expect_emulated_matches(const ScheduledModel& s, const KernelVariants& v, const std::string& dir_name,
+                             const std::vector<std::map<std::string, int64_t>>& bindings,
+                             const Draw& draw = normal_or_bool) {
+  fs::path dir = make_temp_dir(dir_name);
+  SharedLibrary lib = emulated_library(v, dir);
+  for (const std::map<std::string, int64_t>& sizes : bindings) {
+    std::string trace;
+    for (const auto& [name, value] : sizes) trace += (trace.empty() ? "" : " ") + name + "=" + std::to_string(value);
+    SCOPED_TRACE(trace);
+    expect_emulated_runs_match(s, v.kernels, v.configs, lib, sizes, draw);
+  }
+  fs::remove_all(dir);
+}
+
 TEST(ColumnReduction, EmulatedOnTheHostEveryBlockAndSplitMatchesTheInterpreter) {
   ScheduledModel s = schedule_model("tests/kernels/column_reductions.tir");
-  fs::path dir = make_temp_dir("tcc_column_reduction");
   // The emulator runs a thread per CUDA thread: a few slices suffice, and the
   // default's 64, most of whose blocks find no slice at these sizes.
   KernelVariants v = variants(s, [](const kir::Kernel& k, const KernelConfig& c) {
     return c.columns && (c.split <= 4 || c == default_config(k));
   });
-  SharedLibrary lib = emulated_library(v, dir);
   // Columns of 9000 rows fill 36 slices of 256 (kColumnMinSlice); columns of
   // 600 fill three, so split 4 leaves its last block without one.
-  for (int64_t b : {9000, 600}) {
-    SCOPED_TRACE("b=" + std::to_string(b));
-    expect_emulated_runs_match(s, v.kernels, v.configs, lib, {{"b", b}});
-  }
-  fs::remove_all(dir);
+  expect_emulated_matches(s, v, "tcc_column_reduction", {{{"b", 9000}}, {{"b", 600}}});
 }
 
 // Rows cut into slices (KernelConfig::split) in blocks of threads along x,
@@ -256,21 +267,15 @@ TEST(ColumnReduction, EmulatedOnTheHostEveryBlockAndSplitMatchesTheInterpreter) 
 TEST(SplitReduction, EmulatedOnTheHostRowSlicesMatchTheInterpreter) {
   ScheduledModel s = schedule_model("tests/kernels/long_rows.tir");
   for (const kir::Kernel& k : s.schedule.kernels) EXPECT_TRUE(splits_rows(k)) << k.name;
-  fs::path dir = make_temp_dir("tcc_split_reduction");
   KernelVariants v = variants(s, [](const kir::Kernel&, const KernelConfig& c) {
     return !c.columns && c.rows_per_block == 1 && c.block <= 512 && c.split <= 4;
   });
   int split = 0;
   for (const KernelConfig& c : v.configs) split += c.split > 1;
   EXPECT_GT(split, 0) << "no candidate splits rows";
-  SharedLibrary lib = emulated_library(v, dir);
   // 20000 fills five slices of 4096 (kSplitMinSlice), so split 4 takes two
   // slices' worth per block; 3000 fills one, and the other blocks return.
-  for (int64_t n : {20000, 3000}) {
-    SCOPED_TRACE("n=" + std::to_string(n));
-    expect_emulated_runs_match(s, v.kernels, v.configs, lib, {{"n", n}});
-  }
-  fs::remove_all(dir);
+  expect_emulated_matches(s, v, "tcc_split_reduction", {{{"n", 20000}}, {{"n", 3000}}});
 }
 
 // Rows kept in registers (KernelConfig::row_cache): softmax and layer norm
@@ -292,13 +297,7 @@ TEST(RowCache, EmulatedOnTheHostCachedRowsMatchTheInterpreter) {
     });
     ASSERT_FALSE(v.kernels.empty());
     for (const kir::Kernel& k : s.schedule.kernels) EXPECT_GT(default_config(k).row_cache, 0) << k.name;
-    fs::path dir = make_temp_dir("tcc_row_cache");
-    SharedLibrary lib = emulated_library(v, dir);
-    for (const std::map<std::string, int64_t>& sizes : bindings) {
-      SCOPED_TRACE(sizes.count("n") ? "n=" + std::to_string(sizes.at("n")) : "static rows");
-      expect_emulated_runs_match(s, v.kernels, v.configs, lib, sizes);
-    }
-    fs::remove_all(dir);
+    expect_emulated_matches(s, v, "tcc_row_cache", bindings);
   }
 }
 
@@ -325,15 +324,9 @@ TEST(TiledTranspose, EmulatedOnTheHostTilesMatchTheInterpreter) {
       EXPECT_EQ(transpose_axis(k), -1) << model << " " << k.name;
       EXPECT_FALSE(default_config(k).tiled) << model << " " << k.name;
     }
-  fs::path dir = make_temp_dir("tcc_tiled_transpose");
   KernelVariants v = variants(s, [](const kir::Kernel&, const KernelConfig& c) { return c.tiled && c.block <= 256; });
   ASSERT_EQ(v.kernels.size(), 3u * 3u);  // 64, 128 and 256 threads
-  SharedLibrary lib = emulated_library(v, dir);
-  for (int64_t len : {45, 64}) {
-    SCOPED_TRACE("s=" + std::to_string(len));
-    expect_emulated_runs_match(s, v.kernels, v.configs, lib, {{"b", 2}, {"s", len}});
-  }
-  fs::remove_all(dir);
+  expect_emulated_matches(s, v, "tcc_tiled_transpose", {{{"b", 2}, {"s", 45}}, {{"b", 2}, {"s", 64}}});
 }
 
 // Pointwise kernels as float4s on the host: axes that collapse_axes merged,
@@ -358,15 +351,12 @@ TEST(VectorPointwise, EmulatedOnTheHostFloat4sMatchTheInterpreter) {
   for (const auto& [model, sizes] : cases) {
     SCOPED_TRACE(model);
     ScheduledModel s = schedule_model(model);
-    fs::path dir = make_temp_dir("tcc_vector_pointwise");
     KernelVariants v = variants(s, [](const kir::Kernel& k, const KernelConfig& c) {
       return vectorizes(k) ? c.block == 128 && c.vector_width == 4 : c == default_config(k);
     });
     ASSERT_EQ(v.kernels.size(), s.schedule.kernels.size());
     EXPECT_TRUE(std::any_of(v.configs.begin(), v.configs.end(), [](const KernelConfig& c) { return c.vector_width == 4; }));
-    SharedLibrary lib = emulated_library(v, dir);
-    expect_emulated_runs_match(s, v.kernels, v.configs, lib, sizes);
-    fs::remove_all(dir);
+    expect_emulated_matches(s, v, "tcc_vector_pointwise", {sizes});
   }
 }
 
@@ -378,10 +368,7 @@ TEST(RandomOps, EmulatedOnTheHostDrawsMatchTheInterpreter) {
   ScheduledModel s = schedule_model("tests/kernels/random.tir");
   KernelVariants v = variants(s, [](const kir::Kernel& k, const KernelConfig& c) { return c == default_config(k); });
   ASSERT_EQ(v.kernels.size(), s.schedule.kernels.size());
-  fs::path dir = make_temp_dir("tcc_random_ops");
-  SharedLibrary lib = emulated_library(v, dir);
-  expect_emulated_runs_match(s, v.kernels, v.configs, lib, {{"n", 5}});
-  fs::remove_all(dir);
+  expect_emulated_matches(s, v, "tcc_random_ops", {{{"n", 5}}});
 }
 
 // CumSum on the GPU: a row in tiles of the block's threads, each tile's
@@ -404,10 +391,7 @@ TEST(Scan, EmulatedOnTheHostBlockScansMatchTheInterpreter) {
     return (c.block == 64 || c.block == 256) && c.rows_per_block <= 2;
   });
   ASSERT_GE(v.kernels.size(), 4u);
-  fs::path dir = make_temp_dir("tcc_scan");
-  SharedLibrary lib = emulated_library(v, dir);
-  expect_emulated_runs_match(s, v.kernels, v.configs, lib, {{"b", 3}});
-  fs::remove_all(dir);
+  expect_emulated_matches(s, v, "tcc_scan", {{{"b", 3}}});
 }
 
 // Scatters' combining stores on the GPU: the output starts as a copy of the
@@ -500,10 +484,7 @@ KernelVariants attention_variants(const ScheduledModel& s, size_t kernels = 5) {
 // v's CUDA text emulated against the interpreter over 37 keys and queries: a
 // full and a partial key tile, and two or more blocks of query rows.
 void expect_emulated_attention_matches(const ScheduledModel& s, const KernelVariants& v, const std::string& dir_name) {
-  fs::path dir = make_temp_dir(dir_name);
-  SharedLibrary lib = emulated_library(v, dir);
-  expect_emulated_runs_match(s, v.kernels, v.configs, lib, {{"b", 2}, {"s", 37}});
-  fs::remove_all(dir);
+  expect_emulated_matches(s, v, dir_name, {{{"b", 2}, {"s", 37}}});
 }
 
 // The attention template (codegen/attention_template.h): grouped-query causal
@@ -552,7 +533,8 @@ TEST(Attention, EmulatedOnTheHostTf32TensorCoresMatchTheInterpreter) {
     const bool tensor_cores = k.nodes.front() != "odd_heads";
     EXPECT_EQ(k.attention->tf32, true) << k.nodes.front();
     EXPECT_EQ(default_config(k).mma, tensor_cores) << k.nodes.front();
-    EXPECT_EQ(attention_precision(k, default_config(k)), tensor_cores ? "tf32" : "f32") << k.nodes.front();
+    EXPECT_EQ(kernel_precision(k, default_config(k), Precision::TF32), tensor_cores ? "tf32" : "f32")
+        << k.nodes.front();
   }
   int tf32_variants = 0;
   for (size_t i = 0; i < v.kernels.size(); ++i) tf32_variants += attention_tf32(v.kernels[i], v.configs[i]);
@@ -569,8 +551,8 @@ TEST(Attention, EmulatedOnTheHostTf32TensorCoresMatchTheInterpreter) {
     KernelConfig mma;
     mma.block = 128;
     mma.mma = true;
-    EXPECT_NE(attention_refusal(k, mma), "") << k.nodes.front();
-    EXPECT_EQ(attention_precision(k, default_config(k)), "f32") << k.nodes.front();
+    EXPECT_NE(config_refusal(k, mma), "") << k.nodes.front();
+    EXPECT_EQ(kernel_precision(k, default_config(k), Precision::FP32), "f32") << k.nodes.front();
   }
 }
 
@@ -608,7 +590,8 @@ TEST(AttentionBackward, EmulatedOnTheHostTensorCoresMatchTheInterpreter) {
   ASSERT_EQ(s.schedule.kernels.size(), 9u);
   for (const kir::Kernel& k : s.schedule.kernels) {
     EXPECT_TRUE(default_config(k).mma) << k.nodes.front();
-    EXPECT_EQ(attention_precision(k, default_config(k)), dtype_name(k.buffers.front().dtype)) << k.nodes.front();
+    EXPECT_EQ(kernel_precision(k, default_config(k), Precision::FP32), dtype_name(k.buffers.front().dtype))
+        << k.nodes.front();
   }
   KernelVariants v = variants(s, default_or_block_64);
   int mma_variants = 0;
@@ -634,7 +617,8 @@ TEST(AttentionBackward, EmulatedOnTheHostTf32TensorCoresMatchTheInterpreter) {
     EXPECT_EQ(default_config(k).mma, tf32.count(node) == 1 || (low && k.attention->pass != kir::AttentionPass::Stats))
         << node;
     const bool low_mma = low && k.attention->pass != kir::AttentionPass::Stats;
-    EXPECT_EQ(attention_precision(k, default_config(k)), tf32.count(node) ? "tf32" : low_mma ? "bf16" : "f32") << node;
+    const std::string precision = tf32.count(node) ? "tf32" : low_mma ? "bf16" : "f32";
+    EXPECT_EQ(kernel_precision(k, default_config(k), Precision::TF32), precision) << node;
   }
   KernelVariants v = variants(s, [&](const kir::Kernel& k, const KernelConfig& c) {
     return default_or_block_64(k, c) && (tf32.count(k.nodes.front()) == 1 || c == default_config(k));
@@ -661,13 +645,10 @@ TEST(TopK, EmulatedOnTheHostTiesAndNaNMatchTheInterpreter) {
     return c == default_config(k) || c.block <= 128;
   });
   EXPECT_EQ(v.kernels.size(), 5 * 5 + 6u);  // the rows of 700 default to a block of 256
-  fs::path dir = make_temp_dir("tcc_topk");
-  SharedLibrary lib = emulated_library(v, dir);
-  expect_emulated_runs_match(s, v.kernels, v.configs, lib, {{"b", 3}}, [](DType t, std::mt19937& rng) {
+  expect_emulated_matches(s, v, "tcc_topk", {{{"b", 3}}}, [](DType t, std::mt19937& rng) {
     const unsigned r = rng() % 8;
     return r == 0 && is_float(t) ? std::nan("") : static_cast<double>(r % 4) - 1.5;
   });
-  fs::remove_all(dir);
 }
 
 // The NMS template (codegen/nms_template.h) at its default block and at 64
@@ -681,12 +662,9 @@ TEST(Nms, EmulatedOnTheHostTiesAndDegenerateBoxesMatchTheInterpreter) {
   for (const kir::Kernel& k : s.schedule.kernels) EXPECT_EQ(k.kind, kir::Kind::Nms) << k.name;
   KernelVariants v = variants(s, default_or_block_64);
   EXPECT_EQ(v.kernels.size(), 6u);
-  fs::path dir = make_temp_dir("tcc_nms");
-  SharedLibrary lib = emulated_library(v, dir);
-  expect_emulated_runs_match(s, v.kernels, v.configs, lib, {{"b", 2}, {"n", 90}}, [](DType t, std::mt19937& rng) {
+  expect_emulated_matches(s, v, "tcc_nms", {{{"b", 2}, {"n", 90}}}, [](DType t, std::mt19937& rng) {
     return t == DType::I64 ? static_cast<double>(rng() % 40) : static_cast<double>(rng() % 8) / 8;
   });
-  fs::remove_all(dir);
 }
 
 // The RoiAlign template (codegen/roi_align_template.h) at its default block
@@ -700,13 +678,10 @@ TEST(RoiAlign, EmulatedOnTheHostAdaptiveSamplesMatchTheInterpreter) {
   for (const kir::Kernel& k : s.schedule.kernels) EXPECT_EQ(k.kind, kir::Kind::RoiAlign) << k.name;
   KernelVariants v = variants(s, default_or_block_64);
   EXPECT_EQ(v.kernels.size(), 6u);
-  fs::path dir = make_temp_dir("tcc_roi_align");
-  SharedLibrary lib = emulated_library(v, dir);
-  expect_emulated_runs_match(s, v.kernels, v.configs, lib, {{"r", 7}}, [](DType t, std::mt19937& rng) {
+  expect_emulated_matches(s, v, "tcc_roi_align", {{{"r", 7}}}, [](DType t, std::mt19937& rng) {
     std::uniform_real_distribution<double> at(-2, 6);
     return t == DType::I64 ? static_cast<double>(rng() % 12) - 1 : at(rng);
   });
-  fs::remove_all(dir);
 }
 
 // The persistent recurrence (codegen/recurrence_template.h) of every cell,
@@ -721,13 +696,10 @@ TEST(Recurrence, EmulatedOnTheHostEveryCellAndDirectionMatchesTheInterpreter) {
   for (const kir::Kernel& k : s.schedule.kernels) EXPECT_EQ(k.kind, kir::Kind::Recurrence) << k.name;
   KernelVariants v = variants(s, default_or_block_64);
   EXPECT_EQ(v.kernels.size(), 14u);
-  fs::path dir = make_temp_dir("tcc_recurrence");
-  SharedLibrary lib = emulated_library(v, dir);
-  expect_emulated_runs_match(s, v.kernels, v.configs, lib, {{"s", 5}, {"b", 3}}, [](DType t, std::mt19937& rng) {
+  expect_emulated_matches(s, v, "tcc_recurrence", {{{"s", 5}, {"b", 3}}}, [](DType t, std::mt19937& rng) {
     std::normal_distribution<double> normal(0, 0.7);
     return t == DType::I32 ? static_cast<double>(rng() % 9) - 2 : normal(rng);
   });
-  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -5,12 +5,16 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "codegen/emit.h"
 #include "codegen/kernel_schedule.h"
+#include "codegen/template_kernel.h"
 #include "tests/unit/support/compile_util.h"
 #include "tests/unit/codegen/emit_kernels.h"
 #include "tests/unit/codegen/schedule_util.h"
@@ -136,6 +140,46 @@ TEST(KernelSchedule, CompileSplitsForTheTargetDevice) {
   EXPECT_EQ(a100[1], "block 512, rows 1, split 108");
   EXPECT_EQ(h100[0], a100[0]);  // four rows of 65536: sixteen slices of 4096 on either
   fs::remove_all(dir);
+}
+
+// Each template kind declares every hook, and the other kinds none: emit_cuda
+// and emit_host print pointwise and reduction kernels, gemm and conv are library calls.
+TEST(TemplateKernel, EachTemplateKindHasEveryHook) {
+  const std::set<kir::Kind> untemplated = {kir::Kind::Pointwise, kir::Kind::Reduction, kir::Kind::Gemm,
+                                           kir::Kind::Conv};
+  for (kir::Kind kind : {kir::Kind::Pointwise, kir::Kind::Reduction, kir::Kind::Gemm, kir::Kind::Conv,
+                         kir::Kind::Attention, kir::Kind::TopK, kir::Kind::Recurrence, kir::Kind::Nms,
+                         kir::Kind::RoiAlign}) {
+    SCOPED_TRACE(kir::kind_name(kind));
+    const TemplateKernel* t = template_kernel(kind);
+    if (untemplated.count(kind)) {
+      EXPECT_EQ(t, nullptr);
+      continue;
+    }
+    ASSERT_NE(t, nullptr);
+    EXPECT_TRUE(t->default_config && t->refusal && t->configs && t->emit_cuda && t->emit_host && t->launch &&
+                t->precision && t->schedule && t->config_text);
+  }
+}
+
+// A template's default config and every config autotuning measures are ones its
+// refusal takes, and its launch runs the config's block.
+TEST(TemplateKernel, DefaultsAndCandidatesPassTheirRefusal) {
+  for (const char* model : {"tests/kernels/attention.tir", "tests/kernels/attention_grad.tir", "tests/kernels/topk.tir",
+                            "tests/kernels/recurrence.tir", "tests/kernels/nms.tir", "tests/kernels/roi_align.tir"})
+    for (const kir::Kernel& k : schedule_model(model).schedule.kernels) {
+      SCOPED_TRACE(std::string(model) + " " + k.name);
+      const TemplateKernel* t = template_kernel(k.kind);
+      ASSERT_NE(t, nullptr);
+      const KernelConfig d = t->default_config(k);
+      EXPECT_EQ(t->refusal(k, d), "");
+      EXPECT_EQ(d, default_config(k));
+      const std::vector<KernelConfig> configs = t->configs(k);
+      EXPECT_FALSE(configs.empty());
+      for (const KernelConfig& c : configs) EXPECT_EQ(t->refusal(k, c), "") << t->config_text(c);
+      const KernelLaunch l = t->launch(k, d);
+      EXPECT_EQ(l.block[0] * l.block[1] * l.block[2], d.block);
+    }
 }
 
 }  // namespace
