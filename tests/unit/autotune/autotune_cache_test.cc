@@ -39,11 +39,6 @@ bool same(const CacheEntry& a, const CacheEntry& b) {
          a.time_us == b.time_us && a.default_time_us == b.default_time_us && a.candidates == b.candidates;
 }
 
-std::string read(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
 void write(const fs::path& p, const std::string& text) { std::ofstream(p, std::ios::binary) << text; }
 
 class AutotuneCache : public TempDirTest {
@@ -137,7 +132,7 @@ TEST_F(AutotuneCache, WrongVersionIsIgnoredAndNeverOverwritten) {
   EXPECT_EQ(c.status, LoadedCache::Status::OtherVersion);
   EXPECT_EQ(c.warnings.at(0), path_ + ": tuning cache version 2, this tcc reads version 1; ignored");
   EXPECT_THROW(add_to_cache(path_, {entry("a")}), InputError);
-  EXPECT_EQ(read(path_), newer);
+  EXPECT_EQ(read_text(path_), newer);
 }
 
 TEST_F(AutotuneCache, BadEntriesAreSkippedNamingTheEntryAndTheRestKept) {
@@ -170,7 +165,7 @@ TEST_F(AutotuneCache, AddingMergesReplacesAndMovesACorruptFileAside) {
   std::vector<std::string> w = add_to_cache(path_, {entry("d")});
   ASSERT_EQ(w.size(), 2u);
   EXPECT_EQ(w[1], path_ + ": moved aside to " + path_ + ".corrupt; starting a new cache");
-  EXPECT_EQ(read(path_ + ".corrupt"), "{\"format\": \"tcc-tuning");
+  EXPECT_EQ(read_text(path_ + ".corrupt"), "{\"format\": \"tcc-tuning");
   LoadedCache fresh = load_cache(path_);
   ASSERT_EQ(fresh.entries.size(), 1u);
   EXPECT_EQ(fresh.entries[0].signature, "d");

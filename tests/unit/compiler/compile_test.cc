@@ -27,11 +27,6 @@ using nlohmann::json;
 
 std::string fixture(const std::string& name) { return std::string(TCC_SOURCE_DIR) + "/tests/fixtures/" + name; }
 
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
 class CompileTest : public TempDirTest {
  protected:
   // Compiles a fixture into dir_/name and returns the tool's result.
@@ -39,7 +34,7 @@ class CompileTest : public TempDirTest {
     return run_tcc("compile " + shell_quote(fixture(model)) + " -o " + shell_quote((dir_ / name).string()) + " " +
                    flags);
   }
-  json manifest(const std::string& name) { return json::parse(read_file(dir_ / name / "manifest.json")); }
+  json manifest(const std::string& name) { return json::parse(read_text(dir_ / name / "manifest.json")); }
 };
 
 TEST_F(CompileTest, ManifestHasTheDocumentedKeys) {
@@ -48,7 +43,7 @@ TEST_F(CompileTest, ManifestHasTheDocumentedKeys) {
     ASSERT_EQ(r.code, 0) << r.output;
     EXPECT_NE(r.output.find("kernels:"), std::string::npos) << r.output;
     // The manifest keeps docs/MODULE.md's key order (fallback.tir only with fallbacks).
-    std::string text = read_file(dir_ / model / "manifest.json");
+    std::string text = read_text(dir_ / model / "manifest.json");
     json m = json::parse(text);
     std::vector<std::string> keys = {"format", "format_version", "tcc_version", "model", "model_path", "mode",
                                      "precision", "options", "random", "features", "inputs", "outputs", "symbols",
@@ -81,7 +76,7 @@ TEST_F(CompileTest, ManifestHasTheDocumentedKeys) {
     for (const char* f : {"kernels.cu", "kernels.sm_90.cubin", "kernels.compute_90.ptx", "host.cc", "host.so",
                           "weights.bin", "report.json", "report.md"})
       EXPECT_TRUE(fs::exists(dir_ / model / f)) << model << ": " << f;
-    std::string report = read_file(dir_ / model / "report.md");
+    std::string report = read_text(dir_ / model / "report.md");
     for (const char* section : {"## Kernels", "## Nodes -> kernels", "## Memory plan", "## Compile time"})
       EXPECT_NE(report.find(section), std::string::npos) << section;
   }
@@ -100,7 +95,7 @@ TEST_F(CompileTest, PrecisionModesLowerTheProductsAndStayWithinTolerance) {
     ASSERT_EQ(r.code, 0) << r.output;
     EXPECT_NE(r.output.find(std::string("precision: ") + precision), std::string::npos) << r.output;
     EXPECT_EQ(manifest(precision)["precision"], precision);
-    json report = json::parse(read_file(dir_ / precision / "report.json"));
+    json report = json::parse(read_text(dir_ / precision / "report.json"));
     EXPECT_EQ(report["precision"], precision);
     std::string gemm = std::string(precision) == "fp16" ? "f16" : std::string(precision) == "bf16" ? "bf16" : "tf32";
     int low_gemms = 0, attention = 0;
@@ -111,7 +106,7 @@ TEST_F(CompileTest, PrecisionModesLowerTheProductsAndStayWithinTolerance) {
         EXPECT_EQ(k["precision"], gemm) << k.dump();
       }
     }
-    const std::string cu = read_file(dir_ / precision / "kernels.cu");
+    const std::string cu = read_text(dir_ / precision / "kernels.cu");
     const bool tf32 = gemm == "tf32";
     EXPECT_EQ(cu.find("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") != std::string::npos, tf32) << precision;
     EXPECT_EQ(cu.find("cvt.rna.tf32.f32") != std::string::npos, tf32) << precision;
@@ -147,7 +142,7 @@ TEST_F(CompileTest, MixedPrecisionTrainingKeepsF32MasterWeights) {
   json m = manifest("train");
   for (const char* side : {"inputs", "outputs"})
     for (const json& v : m[side]) EXPECT_EQ(v["dtype"], "f32") << side << ": " << v.dump();
-  json report = json::parse(read_file(dir_ / "train" / "report.json"));
+  json report = json::parse(read_text(dir_ / "train" / "report.json"));
   int gemms = 0;
   for (const json& k : report["kernels"])
     if (k["kind"] == "gemm") {
@@ -168,7 +163,7 @@ TEST_F(CompileTest, MixedPrecisionAttentionBackwardRunsOnTensorCores) {
                         "--arch sm_90 --no-ptx --train --loss-fn mse --loss-on output --label target --optimizer "
                         "momentum --precision bf16 --emit-onnx " + shell_quote((dir_ / "step.onnx").string()));
   ASSERT_EQ(r.code, 0) << r.output;
-  json report = json::parse(read_file(dir_ / "train" / "report.json"));
+  json report = json::parse(read_text(dir_ / "train" / "report.json"));
   json m = manifest("train");
   int forward = 0, statistics = 0, gradients = 0;
   for (size_t i = 0; i < report["kernels"].size(); ++i) {
@@ -189,7 +184,7 @@ TEST_F(CompileTest, MixedPrecisionAttentionBackwardRunsOnTensorCores) {
   EXPECT_EQ(forward, 1);
   EXPECT_EQ(statistics, 1);
   EXPECT_EQ(gradients, 2) << "dQ, and dK with dV";
-  EXPECT_NE(read_file(dir_ / "train" / "kernels.cu").find("tcc_mma_bf16("), std::string::npos);
+  EXPECT_NE(read_text(dir_ / "train" / "kernels.cu").find("tcc_mma_bf16("), std::string::npos);
   CliResult run = run_tcc("run " + shell_quote((dir_ / "train").string()) + " --host --check --shapes batch=2,seq=16");
   EXPECT_EQ(run.code, 0) << run.output;
   EXPECT_NE(run.output.find("at bf16 tolerance"), std::string::npos) << run.output;
@@ -202,7 +197,7 @@ TEST_F(CompileTest, MixedPrecisionAttentionBackwardRunsOnTensorCores) {
 TEST_F(CompileTest, ReportNamesEachKernelsSchedule) {
   CliResult r = compile("gpt2_block.onnx", "g", "--no-host --arch sm_90 --no-ptx");
   ASSERT_EQ(r.code, 0) << r.output;
-  std::string report = read_file(dir_ / "g" / "report.md");
+  std::string report = read_text(dir_ / "g" / "report.md");
   EXPECT_NE(report.find("| kernel | kind | precision | schedule | steps |"), std::string::npos) << report;
   for (const char* row : {"| reduction | f32 | block 64, rows 1, row cache 1 |",
                           "| attention | f32 | split layout, block 128, rows 32, 4 lanes a row |",
@@ -378,10 +373,10 @@ TEST_F(CompileTest, ResNetConvsBecomeConvKernels) {
   for (const json& s : m["schedule"])
     if (s.contains("kernel")) conv_steps += m["kernels"][s["kernel"].get<size_t>()]["kind"] == "conv";
   EXPECT_EQ(conv_steps, 3u);
-  json report = json::parse(read_file(dir_ / "r" / "report.json"));
+  json report = json::parse(read_text(dir_ / "r" / "report.json"));
   for (const json& f : report["fallbacks"]) EXPECT_NE(f["op_type"], "Conv") << f.dump();
   EXPECT_EQ(r.output.find("] Conv x"), std::string::npos) << r.output;
-  std::string cubin = read_file(dir_ / "r" / "kernels.sm_90.cubin");
+  std::string cubin = read_text(dir_ / "r" / "kernels.sm_90.cubin");
   for (const std::string& sym : cubin_symbols(std::vector<char>(cubin.begin(), cubin.end())))
     EXPECT_FALSE(conv_kernels.count(sym)) << sym;
 }
@@ -437,14 +432,14 @@ TEST_F(CompileTest, EveryGeneratedKernelIsInTheCubin) {
     std::string model = file + (flags.empty() ? "" : ".jobs8");
     ASSERT_EQ(compile(file, model, "--arch sm_80,sm_90" + flags).code, 0);
     json m = manifest(model);
-    std::string sm80 = read_file(dir_ / model / "kernels.sm_80.cubin");
+    std::string sm80 = read_text(dir_ / model / "kernels.sm_80.cubin");
     std::vector<std::string> sm80_syms = cubin_symbols(std::vector<char>(sm80.begin(), sm80.end()));
     for (const json& k : m["kernels"]) {
       if (k["kind"] == "gemm") continue;
       EXPECT_EQ(std::count(sm80_syms.begin(), sm80_syms.end(), k["name"].get<std::string>()), 1)
           << model << ": " << k["name"];
     }
-    std::string cubin = read_file(dir_ / model / "kernels.sm_90.cubin");
+    std::string cubin = read_text(dir_ / model / "kernels.sm_90.cubin");
     ASSERT_FALSE(cubin.empty());
     std::vector<std::string> syms = cubin_symbols(std::vector<char>(cubin.begin(), cubin.end()));
     std::set<std::string> defined(syms.begin(), syms.end());
@@ -521,7 +516,7 @@ TEST_F(CompileTest, ShapeDeterminedValuesBecomeBindingConstants) {
   for (const json& step : m["schedule"])
     for (const json& v : step["reads"]) reads_mask = reads_mask || v == "tri";
   EXPECT_TRUE(reads_mask) << m["schedule"].dump();
-  EXPECT_NE(read_file(dir_ / "causal" / "report.md").find("| binding constants | 7 nodes"), std::string::npos);
+  EXPECT_NE(read_text(dir_ / "causal" / "report.md").find("| binding constants | 7 nodes"), std::string::npos);
 }
 
 // Few long rows become split reductions: a grid of [rows, slices, 1] and a
@@ -547,8 +542,8 @@ TEST_F(CompileTest, LongRowReductionsDeclareAWorkspace) {
   const json& halves = by_node.at("halve")["launch"];
   EXPECT_EQ(halves["grid"], json::array({"3", "88", "1"})) << halves.dump();
   EXPECT_EQ(halves["workspace_bytes"], 3 * 88 * 8 + 3 * 4) << halves.dump();
-  std::string cu = read_file(dir_ / "l" / "kernels.cu");
-  std::string cubin = read_file(dir_ / "l" / "kernels.sm_90.cubin");
+  std::string cu = read_text(dir_ / "l" / "kernels.cu");
+  std::string cubin = read_text(dir_ / "l" / "kernels.sm_90.cubin");
   std::vector<std::string> syms = cubin_symbols(std::vector<char>(cubin.begin(), cubin.end()));
   for (const json& k : m["kernels"]) {
     std::string name = k["name"];
@@ -574,7 +569,7 @@ TEST_F(CompileTest, SameInputsGiveIdenticalModulesButTimings) {
   for (const auto& e : fs::directory_iterator(dir_ / "b")) other.insert(e.path().filename().string());
   EXPECT_EQ(files, other);
   for (const std::string& f : files) {
-    std::string a = read_file(dir_ / "a" / f), b = read_file(dir_ / "b" / f);
+    std::string a = read_text(dir_ / "a" / f), b = read_text(dir_ / "b" / f);
     if (f == "report.json") {
       json ja = json::parse(a), jb = json::parse(b);
       ASSERT_TRUE(ja.contains("timings"));
@@ -646,7 +641,7 @@ TEST_F(CompileTest, UnknownModeArchOrDeviceExitsTwoListingTheValidOnes) {
 }
 
 TEST_F(CompileTest, BadModelsExitTwo) {
-  std::string bytes = read_file(fixture("mlp.onnx"));
+  std::string bytes = read_text(fixture("mlp.onnx"));
   fs::path truncated = dir_ / "truncated.onnx";
   std::ofstream(truncated, std::ios::binary) << bytes.substr(0, bytes.size() / 2);
   CliResult r = run_tcc("compile " + shell_quote(truncated.string()) + " -o " + shell_quote((dir_ / "m").string()));

@@ -5,10 +5,8 @@
 // and the source carries the conversions of the types it uses and of no other.
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -35,25 +33,14 @@ TEST(Fp8Ops, QuantizeAndCastFuseAndMatchTheInterpreterExactly) {
     t.set_f64(2, std::numeric_limits<float>::quiet_NaN());
     t.set_f64(3, -1e-30);
   };
-  auto exactly = [](const Tensor& got, const Tensor& expected, const std::string& what) {
-    ASSERT_EQ(got.shape(), expected.shape()) << what;
-    ASSERT_EQ(got.dtype(), expected.dtype()) << what;
-    int64_t differ = 0;
-    for (int64_t i = 0; i < got.numel(); ++i) {
-      double a = got.get_f64(i), b = expected.get_f64(i);
-      differ += !(a == b || (std::isnan(a) && std::isnan(b))) || std::signbit(a) != std::signbit(b);
-    }
-    EXPECT_EQ(differ, 0) << what << ": " << differ << " of " << got.numel() << " differ";
-  };
   const fs::path module = dir / "module";
   expect_module_matches_interpreter(fs::path(TCC_SOURCE_DIR) / "tests/fixtures/fp8_ops.tir", module, "b", {2, 7},
-                                    fill, exactly);
+                                    fill, expect_same_values);
   nlohmann::json manifest = nlohmann::json::parse(std::ifstream(module / "manifest.json"));
   bool fused = false;
   for (const nlohmann::json& k : manifest["kernels"]) fused |= k["nodes"] == nlohmann::json({"q", "dq", "c", "back", "y"});
   EXPECT_TRUE(fused) << manifest["kernels"].dump();
-  std::ifstream host(module / "host.cc");
-  const std::string source((std::istreambuf_iterator<char>(host)), std::istreambuf_iterator<char>());
+  const std::string source = read_text(module / "host.cc");
   EXPECT_NE(source.find("tcc_f2f8e4m3fn("), std::string::npos);
   EXPECT_NE(source.find("tcc_f2f8e5m2(float"), std::string::npos);
   EXPECT_NE(source.find("tcc_f2f8e4m3fnuz(float"), std::string::npos);

@@ -29,11 +29,6 @@ using nlohmann::json;
 
 std::string fixture(const std::string& name) { return std::string(TCC_SOURCE_DIR) + "/tests/fixtures/" + name; }
 
-std::string read(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 class AutotuneCli : public TempDirTest {
@@ -76,14 +71,14 @@ TEST_F(AutotuneCli, ImportedEntriesAreChosenWithoutAGpuAndNeverRewritten) {
   autotune::write_cache((dir_ / "h100.json").string(), measured_entries());
   CliResult imp = run_tcc("autotune --cache " + at("tune.json") + " --import " + at("h100.json"));
   ASSERT_EQ(imp.code, 0) << imp.output;
-  std::string before = read(dir_ / "tune.json");
+  std::string before = read_text(dir_ / "tune.json");
   CliResult r =
       run_tcc("autotune " + shell_quote(fixture("gpt2_block.onnx")) + " --cache " + at("tune.json"), kNoGpuEnv);
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "cache entries of NVIDIA H100 80GB HBM3, the only device in the cache")) << r.output;
   EXPECT_TRUE(contains(r.output, "2.00 us  100.0%  <- chosen (cache)")) << r.output;
   EXPECT_TRUE(contains(r.output, " 0 by heuristics")) << r.output;
-  EXPECT_EQ(read(dir_ / "tune.json"), before);
+  EXPECT_EQ(read_text(dir_ / "tune.json"), before);
 }
 
 TEST_F(AutotuneCli, ImportExportRoundTrip) {
@@ -94,7 +89,7 @@ TEST_F(AutotuneCli, ImportExportRoundTrip) {
   EXPECT_TRUE(contains(imp.output, "imported " + std::to_string(entries.size()) + " entries")) << imp.output;
   CliResult exp = run_tcc("autotune --cache " + at("tune.json") + " --export " + at("out.json"));
   ASSERT_EQ(exp.code, 0) << exp.output;
-  EXPECT_EQ(read(dir_ / "out.json"), read(dir_ / "in.json"));
+  EXPECT_EQ(read_text(dir_ / "out.json"), read_text(dir_ / "in.json"));
 }
 
 TEST_F(AutotuneCli, ImportSkipsInvalidEntriesWithAWarning) {
@@ -172,7 +167,7 @@ class AutotuneCompile : public AutotuneCli {
                        " --arch sm_90 --no-ptx " + flags,
                    kNoGpuEnv, 120);
   }
-  json manifest(const std::string& out) { return json::parse(read(dir_ / out / "manifest.json")); }
+  json manifest(const std::string& out) { return json::parse(read_text(dir_ / out / "manifest.json")); }
   static const json& feature(const json& m, const std::string& name) {
     for (const json& f : m["features"])
       if (f["name"] == name) return f;
@@ -186,7 +181,7 @@ TEST_F(AutotuneCompile, WithoutGpuOrCacheFallsBackToTheDefaultKernelsAndSaysSo) 
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "autotune:  0 kernels measured, 0 from the cache,")) << r.output;
   EXPECT_TRUE(contains(r.output, "and no --cache: heuristic configurations")) << r.output;
-  EXPECT_EQ(read(dir_ / "tuned" / "kernels.cu"), read(dir_ / "default" / "kernels.cu"));
+  EXPECT_EQ(read_text(dir_ / "tuned" / "kernels.cu"), read_text(dir_ / "default" / "kernels.cu"));
   json m = manifest("tuned");
   const json& f = feature(m, "autotune_kernels");
   EXPECT_EQ(f["status"], "built");
@@ -200,7 +195,7 @@ TEST_F(AutotuneCompile, WithoutGpuOrCacheFallsBackToTheDefaultKernelsAndSaysSo) 
   EXPECT_EQ(f["kernels"], (json{{"measured", 0}, {"cache", 0}, {"heuristic", m["kernels"].size()}}));
   EXPECT_EQ(feature(m, "autotune_gemm_templates")["status"], "built");
   EXPECT_FALSE(manifest("default")["kernels"][0].contains("autotune"));
-  EXPECT_TRUE(contains(read(dir_ / "tuned" / "report.md"), "## Autotuning"));
+  EXPECT_TRUE(contains(read_text(dir_ / "tuned" / "report.md"), "## Autotuning"));
 }
 
 TEST_F(AutotuneCompile, CachedConfigsAreAppliedReportedAndDeterministic) {
@@ -235,7 +230,7 @@ TEST_F(AutotuneCompile, CachedConfigsAreAppliedReportedAndDeterministic) {
       KernelLaunch l = launch_config(k, want);
       EXPECT_EQ(mk["launch"]["grid"][2], l.grid[2].str());
       EXPECT_TRUE(mk["launch"].contains("workspace_bytes")) << mk.dump();
-      std::string cubin = read(dir_ / "a" / "kernels.sm_90.cubin");
+      std::string cubin = read_text(dir_ / "a" / "kernels.sm_90.cubin");
       std::vector<std::string> syms = cubin_symbols(std::vector<char>(cubin.begin(), cubin.end()));
       EXPECT_NE(std::find(syms.begin(), syms.end(), k.name), syms.end()) << k.name << " is not in the cubin";
       continue;
@@ -259,8 +254,8 @@ TEST_F(AutotuneCompile, CachedConfigsAreAppliedReportedAndDeterministic) {
   EXPECT_EQ(run.code, 0) << run.output;
   ASSERT_EQ(compile("b", "--mode max-autotune --cache " + at("tune.json")).code, 0);
   for (const char* f : {"manifest.json", "kernels.cu", "kernels.sm_90.cubin"})
-    EXPECT_TRUE(read(dir_ / "a" / f) == read(dir_ / "b" / f)) << f << " differs between two compiles";
-  std::string report = read(dir_ / "a" / "report.md");
+    EXPECT_TRUE(read_text(dir_ / "a" / f) == read_text(dir_ / "b" / f)) << f << " differs between two compiles";
+  std::string report = read_text(dir_ / "a" / "report.md");
   EXPECT_TRUE(contains(report, std::to_string(entries.size()) + " from the tuning cache, 1 by heuristics")) << report;
 }
 
@@ -269,7 +264,7 @@ TEST_F(AutotuneCompile, CachedConfigsAreAppliedReportedAndDeterministic) {
 // template does a gemm's products, while the gemms left on cuBLASLt run in its TF32 mode.
 TEST_F(AutotuneCompile, TunedExactLayoutsReportF32UnderTf32) {
   auto precisions = [&](const std::string& out) {
-    json report = json::parse(read(dir_ / out / "report.json"));
+    json report = json::parse(read_text(dir_ / out / "report.json"));
     std::vector<std::string> p;
     for (const json& k : report["kernels"]) p.push_back(k["precision"]);
     return p;
@@ -312,7 +307,7 @@ TEST_F(AutotuneCompile, TunedExactLayoutsReportF32UnderTf32) {
   }
   EXPECT_EQ(attention, 1);
   EXPECT_EQ(library_gemms, 3);
-  const std::string cu = read(dir_ / "tuned" / "kernels.cu");
+  const std::string cu = read_text(dir_ / "tuned" / "kernels.cu");
   EXPECT_EQ(cu.find("uint32_t tcc_tf32(float x)"), std::string::npos) << "no TF32 attention helper";
 }
 

@@ -37,11 +37,6 @@ const std::string kSource = TCC_SOURCE_DIR;
 std::string recorded(const std::string& model) { return kSource + "/tests/profiler/" + model + ".measurement.json"; }
 std::string fixture(const std::string& name) { return kSource + "/tests/fixtures/" + name; }
 
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
 class ProfilerTest : public TempDirTest {
  protected:
   // `tcc bench --from-recorded` into dir_/name.
@@ -234,14 +229,14 @@ TEST_F(ProfilerTest, ReportMarkdownMatchesGolden) {
     CliResult r = replay(model, model);
     ASSERT_EQ(r.code, 0) << r.output;
     EXPECT_NE(r.output.find("reduce-overhead"), std::string::npos) << r.output;
-    EXPECT_EQ(read_file(dir_ / model / "report.md"), read_file(kSource + "/tests/profiler/" + model + ".report.md"))
+    EXPECT_EQ(read_text(dir_ / model / "report.md"), read_text(kSource + "/tests/profiler/" + model + ".report.md"))
         << model << ": regenerate with tests/profiler/update-goldens if the change is intended";
   }
 }
 
 TEST_F(ProfilerTest, ReportJsonHasEveryField) {
   ASSERT_EQ(replay("region_captures", "r").code, 0);
-  json j = json::parse(read_file(dir_ / "r" / "report.json"));
+  json j = json::parse(read_text(dir_ / "r" / "report.json"));
   EXPECT_EQ(j["format"], "tcc-report");
   EXPECT_EQ(j["device"]["profile"], "h100");
   EXPECT_DOUBLE_EQ(j["device"]["bytes_per_s"].get<double>(), 3.35e12);
@@ -291,13 +286,13 @@ TEST_F(ProfilerTest, ReportJsonHasEveryField) {
   CliResult again = run_tcc("bench --from-recorded " + shell_quote((dir_ / "r" / "measurement.json").string()) +
                             " --report " + shell_quote((dir_ / "r2").string()));
   ASSERT_EQ(again.code, 0) << again.output;
-  EXPECT_EQ(read_file(dir_ / "r2" / "report.json"), read_file(dir_ / "r" / "report.json"));
+  EXPECT_EQ(read_text(dir_ / "r2" / "report.json"), read_text(dir_ / "r" / "report.json"));
 }
 
 TEST_F(ProfilerTest, TraceIsChromeTraceEvents) {
   ASSERT_EQ(replay("region_captures", "r").code, 0);
   Measurement m = profiler::read_measurement(recorded("region_captures"));
-  json t = json::parse(read_file(dir_ / "r" / "trace.json"));
+  json t = json::parse(read_text(dir_ / "r" / "trace.json"));
   ASSERT_TRUE(t["traceEvents"].is_array());
   std::map<int, std::string> processes;
   std::set<std::pair<int, int>> named_tracks, used_tracks;
@@ -346,7 +341,7 @@ TEST_F(ProfilerTest, TraceIsChromeTraceEvents) {
 
 TEST_F(ProfilerTest, HtmlIsSelfContainedWithAChartEach) {
   ASSERT_EQ(replay("gpt2_block", "r").code, 0);
-  std::string html = read_file(dir_ / "r" / "report.html");
+  std::string html = read_text(dir_ / "r" / "report.html");
   auto count = [&](const std::string& what) {
     size_t n = 0;
     for (size_t at = html.find(what); at != std::string::npos; at = html.find(what, at + 1)) ++n;
@@ -364,7 +359,7 @@ TEST_F(ProfilerTest, HtmlIsSelfContainedWithAChartEach) {
   EXPECT_NE(html.find("reduce-overhead: CUDA graphs: 1 captured, 210 replayed, 0 evicted"), std::string::npos);
   // The Scan's report: all three modes traced, its host step named.
   ASSERT_EQ(replay("region_captures", "m").code, 0);
-  html = read_file(dir_ / "m" / "report.html");
+  html = read_text(dir_ / "m" / "report.html");
   EXPECT_EQ(count("<title>Roofline"), 3u);
   EXPECT_EQ(count("<title>Time per step by category"), 3u);
   EXPECT_NE(html.find("Host steps, begin to end with their copies and waits: 'scan'"), std::string::npos);
@@ -495,7 +490,7 @@ TEST_F(ProfilerTest, RunCheckStepsNamesTheFirstStepThatDisagrees) {
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("every step matches the reference interpreter"), std::string::npos) << r.output;
 
-  json weights = json::parse(read_file(module / "manifest.json"))["weights"]["tensors"];
+  json weights = json::parse(read_text(module / "manifest.json"))["weights"]["tensors"];
   ASSERT_EQ(weights[2]["name"], "fc2.weight");
   {
     std::fstream w(module / "weights.bin", std::ios::in | std::ios::out | std::ios::binary);
@@ -538,7 +533,7 @@ TEST_F(ProfilerTest, RunChecksATrainingModuleAgainstItsEmittedGraph) {
                         shell_quote(graph.string()));
   ASSERT_EQ(r.code, 0) << r.output;
   // The manifest points to that graph: no --model needed.
-  EXPECT_EQ(json::parse(read_file(module / "manifest.json"))["model_path"], "../train.onnx");
+  EXPECT_EQ(json::parse(read_text(module / "manifest.json"))["model_path"], "../train.onnx");
   r = run_tcc("run " + shell_quote(module.string()) + " --shapes batch=3 --host --check-steps");
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("every step matches the reference interpreter"), std::string::npos) << r.output;
@@ -560,7 +555,7 @@ TEST_F(ProfilerTest, EagerModeIsOneKernelPerNode) {
     std::string m = shell_quote(fixture(std::string(model) + ".onnx"));
     ASSERT_EQ(run_tcc("compile " + m + " -o " + shell_quote(eager.string()) + " --mode eager").code, 0);
     ASSERT_EQ(run_tcc("compile " + m + " -o " + shell_quote(fused.string())).code, 0);
-    json e = json::parse(read_file(eager / "manifest.json")), f = json::parse(read_file(fused / "manifest.json"));
+    json e = json::parse(read_text(eager / "manifest.json")), f = json::parse(read_text(fused / "manifest.json"));
     EXPECT_EQ(e["mode"], "eager");
     for (const json& k : e["kernels"]) EXPECT_EQ(k["nodes"].size(), 1u) << k.dump();
     EXPECT_GT(e["schedule"].size(), f["schedule"].size()) << model;
@@ -633,7 +628,7 @@ TEST_F(GpuProfile, NativeArchModuleRunsOnThisGpu) {
   CliResult c = run_tcc("compile " + shell_quote(fixture("gpt2_block.onnx")) + " -o " + shell_quote(module.string()) +
                         " --arch native --no-ptx --no-host");
   ASSERT_EQ(c.code, 0) << c.output;
-  json m = json::parse(read_file(module / "manifest.json"));
+  json m = json::parse(read_text(module / "manifest.json"));
   ASSERT_EQ(m["cuda"]["binaries"].size(), 1u) << m["cuda"].dump();
   EXPECT_EQ(m["options"]["arch"], json::array({m["cuda"]["binaries"][0]["arch"]}));
   CliResult r = run_tcc("run " + shell_quote(module.string()) + " --model " + shell_quote(fixture("gpt2_block.onnx")) +
@@ -688,7 +683,7 @@ TEST_F(GpuProfile, ProfileTracesEveryKernelAndReplaysConvGraphs) {
                         " --modes eager,default,reduce-overhead --iterations 20 --check --report " +
                         shell_quote((dir_ / "p").string()));
   ASSERT_EQ(r.code, 0) << r.output;
-  json j = json::parse(read_file(dir_ / "p" / "report.json"));
+  json j = json::parse(read_text(dir_ / "p" / "report.json"));
   ASSERT_EQ(j["modes"].size(), 3u);
   for (const json& m : j["modes"]) {
     EXPECT_EQ(m["iterations"], 20);
@@ -702,7 +697,7 @@ TEST_F(GpuProfile, ProfileTracesEveryKernelAndReplaysConvGraphs) {
   EXPECT_EQ(j["modes"][2]["note"], "") << r.output;
   // Every kernel of the default module ran in each traced step, and in each
   // traced graph replay (its records named after a step launched directly).
-  json manifest = json::parse(read_file(dir_ / "p" / "measurement.json"));
+  json manifest = json::parse(read_text(dir_ / "p" / "measurement.json"));
   for (int mode : {1, 2}) {
     EXPECT_EQ(j["modes"][mode]["kernels"].size(), manifest["modes"][mode]["kernels"].size());
     std::set<std::string> traced;
@@ -725,7 +720,7 @@ TEST_F(GpuProfile, ProfileTracesEveryKernelAndReplaysConvGraphs) {
   // A graph step copies its inputs into its binding's buffers and its outputs out.
   EXPECT_GT(j["modes"][2]["step_time"]["us_per_step"]["copies"].get<double>(), 0);
   EXPECT_EQ(j["modes"][2]["graphs"]["captures"], 1);
-  json trace = json::parse(read_file(dir_ / "p" / "trace.json"));
+  json trace = json::parse(read_text(dir_ / "p" / "trace.json"));
   size_t slices = 0;
   for (const json& e : trace["traceEvents"]) slices += e["ph"] == "X";
   EXPECT_GT(slices, 0u);
@@ -739,7 +734,7 @@ TEST_F(GpuProfile, BenchReplaysCudaGraphs) {
   EXPECT_EQ(r.output.find("skipping cudagraphs"), std::string::npos) << r.output;
   // Like a JIT, bench compiles for the device it runs on.
   EXPECT_NE(r.output.find("default: compiling for this GPU (tcc compile --no-host"), std::string::npos) << r.output;
-  json j = json::parse(read_file(dir_ / "b" / "report.json"));
+  json j = json::parse(read_text(dir_ / "b" / "report.json"));
   EXPECT_EQ(j["modes"][1]["note"], "");
   // One capture; the warm-up, the timed steps and three back-to-back batches of 50 replay it.
   EXPECT_EQ(j["modes"][1]["graphs"]["captures"], 1);
@@ -752,7 +747,7 @@ TEST_F(GpuProfile, BenchReplaysCudaGraphs) {
   r = run_tcc("bench " + shell_quote(fixture("mlp.onnx")) + " --modes reduce-overhead --bound-inputs --iterations 50 " +
               "--check --report " + shell_quote((dir_ / "bound").string()));
   ASSERT_EQ(r.code, 0) << r.output;
-  json bound = json::parse(read_file(dir_ / "bound" / "report.json"));
+  json bound = json::parse(read_text(dir_ / "bound" / "report.json"));
   EXPECT_EQ(bound["modes"][0]["note"], "inputs bound to the graph's captured buffers: no copy per step");
 }
 

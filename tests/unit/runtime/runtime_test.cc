@@ -44,11 +44,6 @@ void write_file(const fs::path& p, const std::string& text) {
   out << text;
 }
 
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
 // y = -relu(x + w): a pointwise kernel in host.so writes the planned buffer t,
 // and a fallback node (Neg, through the reference interpreter) writes y.
 constexpr float kBias[4] = {0.5f, -1.0f, 2.0f, -3.0f};

@@ -57,6 +57,19 @@ inline void expect_close_to(const Tensor& got, const Tensor& want, const std::st
   EXPECT_LE(worst, 1e-4) << what << ": largest |tcc - " << reference << "| / (1 + |" << reference << "|)";
 }
 
+// got holds expected's values exactly: the same shape and dtype, and each
+// element equal with its sign (0 and -0 differ), a NaN matching any NaN.
+inline void expect_same_values(const Tensor& got, const Tensor& expected, const std::string& what) {
+  ASSERT_EQ(got.shape(), expected.shape()) << what;
+  ASSERT_EQ(got.dtype(), expected.dtype()) << what;
+  int64_t differ = 0;
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    double a = got.get_f64(i), b = expected.get_f64(i);
+    differ += !(a == b || (std::isnan(a) && std::isnan(b))) || std::signbit(a) != std::signbit(b);
+  }
+  EXPECT_EQ(differ, 0) << what << ": " << differ << " of " << got.numel() << " differ";
+}
+
 // Fails the test for each host (fallback) step in a compiled module's schedule.
 inline void expect_no_host_step(const CompileResult& r) {
   for (const FallbackReason& f : r.fallbacks) ADD_FAILURE() << "a host step: " << f.node << " (" << f.op_type << "): " << f.message;
