@@ -172,6 +172,29 @@ bool finite_in(DType t, double bound) {
 
 }  // namespace
 
+Readers::Readers(const Graph& g) : users_(g.compute_users()) {
+  for (const auto& n : g.nodes())
+    for (const Value* v : n->captures()) ++extra_[v];
+  for (const Value* v : g.outputs()) ++extra_[v];
+}
+
+const std::vector<std::pair<Node*, size_t>>* Readers::nodes_only(const Value* v) const {
+  if (extra_.count(v)) return nullptr;
+  auto it = users_.find(v);
+  return it == users_.end() ? &none_ : &it->second;
+}
+
+size_t Readers::count(const Value* v) const {
+  auto it = users_.find(v);
+  auto e = extra_.find(v);
+  return (it == users_.end() ? 0 : it->second.size()) + (e == extra_.end() ? 0 : e->second);
+}
+
+Node* sole_reader(const Readers& r, const Value* v) {
+  const auto* users = r.nodes_only(v);
+  return users && users->size() == 1 ? users->front().first : nullptr;
+}
+
 bool hides(double x) { return x <= kLargeNegative; }
 bool is_zeros(const Value* v) { return filled_with(v, is_zero_value); }
 

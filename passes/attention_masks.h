@@ -11,6 +11,9 @@
 #pragma once
 
 #include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "src/ir/graph.h"
 
@@ -22,6 +25,23 @@ bool is_onnx(const Node* n, std::string_view op);
 // v is a tensor whose every dim is known (symbolic or static).
 bool known(const Value* v);
 inline const Dims& dims(const Value* v) { return v->type().shape(); }
+
+// Readers of each value of a graph: node inputs, region captures, graph outputs.
+class Readers {
+ public:
+  explicit Readers(const Graph& g);
+  // The nodes reading v; null when something other than a node input reads it.
+  const std::vector<std::pair<Node*, size_t>>* nodes_only(const Value* v) const;
+  size_t count(const Value* v) const;
+
+ private:
+  std::unordered_map<const Value*, std::vector<std::pair<Node*, size_t>>> users_;
+  std::unordered_map<const Value*, size_t> extra_;
+  std::vector<std::pair<Node*, size_t>> none_;
+};
+
+// The only node reading v (as a node input, and nothing else reading it), else null.
+Node* sole_reader(const Readers& r, const Value* v);
 inline bool rank_is(const Value* v, size_t r) { return known(v) && v->type().rank() == r; }
 
 // A fill at or below -1e30, which hides a key as -inf does.

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "passes/attention_masks.h"
+#include "passes/rewrite.h"
 #include "src/ir/replace_nodes.h"
 #include "src/ops/fusion.h"
 #include "src/ops/op_helpers.h"
@@ -19,6 +20,8 @@ using attention_masks::dims;
 using attention_masks::is_onnx;
 using attention_masks::known;
 using attention_masks::rank_is;
+using attention_masks::Readers;
+using attention_masks::sole_reader;
 
 // The product over the last two axes of rank-5 operands a and b: a @ b^T
 // when `transposed` (b's Transpose read through) or a @ b, spelled as a
@@ -45,19 +48,6 @@ std::optional<std::pair<Value*, Value*>> batched_product(const Node* n, bool tra
   return std::pair{n->input(0), n->input(1)};
 }
 
-// The one node reading v as an input (and nothing else reading it), else null.
-Node* sole_reader(const std::unordered_map<const Value*, std::vector<std::pair<Node*, size_t>>>& users,
-                  const Graph& g, const Value* v) {
-  auto it = users.find(v);
-  if (it == users.end() || it->second.size() != 1) return nullptr;
-  for (const Value* o : g.outputs())
-    if (o == v) return nullptr;
-  for (const auto& n : g.nodes())
-    for (const Value* c : n->captures())
-      if (c == v) return nullptr;
-  return it->second.front().first;
-}
-
 // The match: the nodes to replace and what they read.
 struct Attention5d {
   Node *qk = nullptr, *add = nullptr, *softmax = nullptr, *pv = nullptr;
@@ -65,19 +55,18 @@ struct Attention5d {
   Dims mask_4d;  // the mask viewed onto [B*G, H, Sq, Skv]
 };
 
-std::optional<Attention5d> match(const Graph& g, Node& softmax,
-                                 const std::unordered_map<const Value*, std::vector<std::pair<Node*, size_t>>>& users) {
+std::optional<Attention5d> match(Node& softmax, const Readers& readers) {
   Attention5d m;
   m.softmax = &softmax;
   Value* p = softmax.output(0);
   if (!rank_is(p, 5) || !is_float(p->type().dtype())) return std::nullopt;
   if (int64_t axis = softmax.get_int("axis", -1); axis != -1 && axis != 4) return std::nullopt;
-  m.pv = sole_reader(users, g, p);
+  m.pv = sole_reader(readers, p);
   std::optional<std::pair<Value*, Value*>> values = batched_product(m.pv, false);
   if (!values || values->first != p || !rank_is(m.pv->output(0), 5)) return std::nullopt;
   m.v = values->second;
   Value* logits = softmax.input(0);
-  if (sole_reader(users, g, logits) != &softmax) return std::nullopt;
+  if (sole_reader(readers, logits) != &softmax) return std::nullopt;
   m.qk = logits->producer();
   if (is_onnx(m.qk, "Add")) {
     m.add = m.qk;
@@ -85,7 +74,7 @@ std::optional<Attention5d> match(const Graph& g, Node& softmax,
     for (size_t i = 0; i < 2 && !m.qk; ++i) {
       Value* products = m.add->input(i);
       if (products->type() == logits->type() && batched_product(products->producer(), true) &&
-          sole_reader(users, g, products) == m.add) {
+          sole_reader(readers, products) == m.add) {
         m.qk = products->producer();
         m.mask = m.add->input(1 - i);
       }
@@ -115,15 +104,15 @@ void rewrite(Graph& g, const Attention5d& m) {
   const Dims& q5 = dims(m.q);
   const Dim batch(q5[0].expr() * q5[1].expr());
   auto add = [&](Node* before, const std::string& op, const std::vector<Value*>& ins, const std::string& piece,
-                 Dims shape, std::map<std::string, Attribute> attrs = {}, const std::string& domain = "") {
-    Node* n = g.insert_node(before, op, ins, {g.fresh_name(name + "/" + piece)}, domain, name + "/" + piece);
+                 Dims shape, std::map<std::string, Attribute> attrs = {}) {
+    Node* n = g.insert_node(before, op, ins, {g.fresh_name(name + "/" + piece)}, "", name + "/" + piece);
     n->set_source(source);
     for (auto& [key, a] : attrs) n->set_attr(key, std::move(a));
     n->output(0)->set_type(Type::tensor(t, std::move(shape)));
     return n->output(0);
   };
   auto view = [&](Node* before, Value* v, const Dims& to, const std::string& piece) {
-    return add(before, "Reshape", {v}, piece, to, {{"shape", shape_attr(to)}}, std::string(kTccDomain));
+    return insert_view(g, before, v, to, name + "/" + piece, name + "/" + piece, source);
   };
   auto as_4d = [&](Node* before, Value* v, const std::string& piece) {
     const Dims& d = dims(v);
@@ -143,10 +132,7 @@ void rewrite(Graph& g, const Attention5d& m) {
     Value* kt = add(before, "Transpose", {k}, "Transpose_k", {kd[0], kd[1], kd[3], kd[2]},
                     {{"perm", Attribute::of_ints({0, 1, 3, 2})}});
     Value* logits = add(before, "MatMul", {q, kt}, "MatMul_scores", scores);
-    if (m.mask) {
-      Value* mask = dims(m.mask) == m.mask_4d ? m.mask : view(before, m.mask, m.mask_4d, "Reshape_mask");
-      logits = add(before, "Add", {logits, mask}, "Add_mask", scores);
-    }
+    if (m.mask) logits = add(before, "Add", {logits, view(before, m.mask, m.mask_4d, "Reshape_mask")}, "Add_mask", scores);
     Value* p = add(before, "Softmax", {logits}, "Softmax", scores, {{"axis", Attribute::of_int(-1)}});
     Value* y = add(before, "MatMul", {p, v}, "MatMul_values", {batch, q5[2], q5[3], vd[3]});
     Node* back = g.insert_node(before, "Reshape", {y}, names, std::string(kTccDomain), name + "/Reshape_y");
@@ -163,10 +149,10 @@ bool view_5d_attention(Graph& g, PassStats& stats) {
   bool changed = false;
   for (bool again = true; again;) {
     again = false;
-    const auto users = g.compute_users();
+    const Readers readers(g);
     for (const auto& n : g.nodes()) {
       if (!is_onnx(n.get(), "Softmax")) continue;
-      std::optional<Attention5d> m = match(g, *n, users);
+      std::optional<Attention5d> m = match(*n, readers);
       if (!m) continue;
       rewrite(g, *m);
       stats.add("viewed_as_4d");

@@ -252,38 +252,6 @@ struct Match {
   const Node* last = nullptr;  // the node producing y: the new node's name and source
 };
 
-// Readers of each value: node inputs, region captures, graph outputs.
-class Readers {
- public:
-  explicit Readers(const Graph& g) : users_(g.compute_users()) {
-    for (const auto& n : g.nodes())
-      for (const Value* v : n->captures()) ++extra_[v];
-    for (const Value* v : g.outputs()) ++extra_[v];
-  }
-  // The nodes reading v; null when something other than a node input reads it.
-  const std::vector<std::pair<Node*, size_t>>* nodes_only(const Value* v) const {
-    if (extra_.count(v)) return nullptr;
-    auto it = users_.find(v);
-    return it == users_.end() ? &none_ : &it->second;
-  }
-  size_t count(const Value* v) const {
-    auto it = users_.find(v);
-    auto e = extra_.find(v);
-    return (it == users_.end() ? 0 : it->second.size()) + (e == extra_.end() ? 0 : e->second);
-  }
-
- private:
-  std::unordered_map<const Value*, std::vector<std::pair<Node*, size_t>>> users_;
-  std::unordered_map<const Value*, size_t> extra_;
-  std::vector<std::pair<Node*, size_t>> none_;
-};
-
-// The only node reading v, else null.
-Node* sole_reader(const Readers& r, const Value* v) {
-  const auto* users = r.nodes_only(v);
-  return users && users->size() == 1 ? users->front().first : nullptr;
-}
-
 // h = (some element of the row of `logits` is not -inf), keepdims over the
 // last axis: core ATen's any(logits != -inf), ReduceMax over a cast.
 bool row_has_finite(const Value* h, const Value* logits, std::unordered_set<const Node*>& body) {
@@ -810,12 +778,7 @@ void rewrite(Graph& g, const Match& m, PassStats& stats) {
         const Dims& b = dims(bias);
         const bool per_head = b[0] != Dim(1);
         const Dims viewed = {per_head ? type.shape()[0] : Dim(1), per_head ? type.shape()[1] : Dim(1), b[1], b[2]};
-        Node* view = g.insert_node(before, "Reshape", {bias}, {g.fresh_name(name + "/bias")}, std::string(kTccDomain),
-                                   name + "/Reshape_bias");
-        view->set_source(source);
-        view->set_attr("shape", shape_attr(viewed));
-        view->output(0)->set_type(Type::tensor(t, viewed));
-        bias = view->output(0);
+        bias = insert_view(g, before, bias, viewed, name + "/bias", name + "/Reshape_bias", source);
       }
       if (ins.size() == 3) {
         ins.push_back(bias);

@@ -2,6 +2,9 @@
 
 #include <map>
 
+#include "src/ops/fusion.h"
+#include "src/ops/op_helpers.h"
+
 namespace tcc {
 
 namespace {
@@ -68,6 +71,16 @@ Value* insert_reshape(Graph& g, Node* before, Value* v, const std::vector<int64_
   Node* r = g.insert_node(before, "Reshape", {v, s}, {g.fresh_name(v->name() + ".view")}, "", name);
   r->set_source(source);
   r->output(0)->set_type(t);
+  return r->output(0);
+}
+
+Value* insert_view(Graph& g, Node* before, Value* v, const Dims& dims, const std::string& value_name,
+                   const std::string& node_name, const std::string& source) {
+  if (v->type().shape() == dims) return v;
+  Node* r = g.insert_node(before, "Reshape", {v}, {g.fresh_name(value_name)}, std::string(kTccDomain), node_name);
+  r->set_source(source);
+  r->set_attr("shape", shape_attr(dims));
+  r->output(0)->set_type(Type::tensor(v->type().dtype(), dims));
   return r->output(0);
 }
 

@@ -31,6 +31,12 @@ Value* add_i64_constant(Graph& g, const std::string& name, const std::vector<int
 Value* insert_reshape(Graph& g, Node* before, Value* v, const std::vector<int64_t>& target, const Type& t,
                       const std::string& name, const std::string& source);
 
+// A tcc::Reshape of v to `dims` (symbolic or static: a view of v's buffer), named `value_name` (made fresh),
+// inserted into g before `before` as node `node_name` from `source`; v itself where it has those dims already.
+// The graph imports tcc's opset.
+Value* insert_view(Graph& g, Node* before, Value* v, const Dims& dims, const std::string& value_name,
+                   const std::string& node_name, const std::string& source);
+
 class Rewriter {
  public:
   explicit Rewriter(PassStats& stats) : stats_(stats) {}
