@@ -420,13 +420,17 @@ SymExpr flop_count(const Kernel& k) {
       // The backward's gradient passes per row of their domain: each score (2 d), dY . V (2 dv) and the
       // accumulations, over the keys of a query row or the query rows of a key's group; the statistics' dY . Y
       // (2 dv over its two elements), no score.
-      const SymExpr group_rows = SymExpr::constant(a.heads / a.kv_heads) * a.q_len;
+      // A causal mask leaves about half the pairs of queries and keys, whose
+      // tiles the kernels skip: counted as half, as FlashAttention counts them.
+      const auto visited = [&](const SymExpr& n) { return a.causal ? (n + SymExpr::constant(1)).floordiv(two) : n; };
+      const SymExpr keys = visited(a.kv_len);
+      const SymExpr group_rows = visited(SymExpr::constant(a.heads / a.kv_heads) * a.q_len);
       switch (a.pass) {
         case AttentionPass::Forward:
-          per_point = per_point + (two * d * a.kv_len).floordiv(dv) + two * a.kv_len;
+          per_point = per_point + (two * d * keys).floordiv(dv) + two * keys;
           break;
         case AttentionPass::Stats: per_point = per_point + dv; break;
-        case AttentionPass::GradQ: per_point = per_point + (two * (d + d + dv) * a.kv_len).floordiv(d); break;
+        case AttentionPass::GradQ: per_point = per_point + (two * (d + d + dv) * keys).floordiv(d); break;
         case AttentionPass::GradK: per_point = per_point + (two * (d + d + dv) * group_rows).floordiv(d); break;
         case AttentionPass::GradV: per_point = per_point + (two * (d + dv + dv) * group_rows).floordiv(dv); break;
         case AttentionPass::GradKV: per_point = per_point + (two * (d + d + dv + dv) * group_rows).floordiv(d); break;

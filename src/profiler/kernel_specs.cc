@@ -43,7 +43,7 @@ std::vector<KernelSpec> module_kernel_specs(const std::string& module_dir,
       s.flop = count_at(k.at("flop"), sizes, at + ".flop");
       const nlohmann::json& buffers = k.at("buffers");
       std::string dtype = buffers.empty() ? "" : buffers.at(0).at("dtype").get<std::string>();
-      s.tensor_cores = s.kind == "gemm" && (dtype == "f16" || dtype == "bf16");
+      s.tensor_cores = (s.kind == "gemm" || s.kind == "attention") && (dtype == "f16" || dtype == "bf16");
       specs.push_back(std::move(s));
     } catch (const nlohmann::json::exception& e) {
       throw InputError(at + ": " + e.what());

@@ -36,7 +36,7 @@ struct KernelSpec {
   std::string schedule;            // how it runs ("block 64, rows 1, row cache 8"); empty in older recordings
   int64_t bytes = 0;               // bytes moved per launch at the benchmark's sizes
   int64_t flop = 0;                // per launch
-  bool tensor_cores = false;       // f16/bf16 GEMM: compared with the tensor-core peak, else fp32
+  bool tensor_cores = false;       // f16/bf16 GEMM or attention: compared with the tensor-core peak, else fp32
 };
 
 // One kernel execution from CUPTI's concurrent-kernel activity records.
