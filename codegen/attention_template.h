@@ -3,7 +3,8 @@
 // [batch, heads, q_len, kv_len] scores are never written to memory.
 //
 // CUDA: one block per (batch x head, tile of BM query rows), grid [batch *
-// heads, ceil(q_len / BM)]. Keys advance 32 at a time through shared tiles;
+// heads, ceil(q_len / BM)]. Keys advance through shared tiles (32 at a time;
+// 64 in the f16 / bf16 tensor-core layout);
 // the rows' running maxima and sums move on as FlashAttention-2's online
 // softmax does; with causal masking, key tiles after the block's last query
 // row are skipped; a row hidden everywhere ends with a zero sum and is stored
@@ -32,16 +33,20 @@
 //
 // - mma (f16 and bf16 operands, heads multiples of 16 up to 128; values of
 //   8): each warp takes 16 query rows through mma.sync.m16n8k16 with f32
-//   accumulation, the scores and the online softmax in registers, the
-//   probabilities packed as the next mma's operand (FlashAttention-2's
-//   register reuse); K and the transposed V tile in shared memory as 16-bit
-//   bits. BM is 16 per warp, 4 warps by default. f32 operands under
-//   --precision tf32 (AttentionDesc::tf32; heads multiples of 8 up to 128)
-//   take it through mma.sync.m16n8k8.tf32, Q, K, V and the probabilities
-//   rounded to TF32 by cvt.rna.tf32.f32 (10 explicit mantissa bits, so each
-//   product's operands within 2^-11 relative), accumulated in f32; K and V
-//   lie in shared memory as TF32 bits, V untransposed. Under fp32 the mma
-//   layout is refused and the kernel stays exact.
+//   accumulation, the scores and the online softmax (base 2) in registers,
+//   the probabilities packed as the next mma's operand (FlashAttention-2's
+//   register reuse). K and V tiles of 64 keys lie in shared memory as
+//   stored, filled by 16-byte cp.async copies where the rows are aligned
+//   (else element by element), V's copy overlapping the scores and the next
+//   K tile's the product with V; their fragments come by ldmatrix (.trans
+//   for V). BM is 16 per warp, 8 warps (128 rows) by default. f32 operands
+//   under --precision tf32 (AttentionDesc::tf32; heads multiples of 8 up to
+//   128) take it through mma.sync.m16n8k8.tf32 in tiles of 32 keys, Q, K, V
+//   and the probabilities rounded to TF32 by cvt.rna.tf32.f32 (10 explicit
+//   mantissa bits, so each product's operands within 2^-11 relative),
+//   accumulated in f32; K and V lie in shared memory as TF32 bits, 4 warps
+//   by default. Under fp32 the mma layout is refused and the kernel stays
+//   exact.
 //
 // The layout, L and the threads per block are KernelConfig knobs
 // (lanes_per_row, mma, block) that max-autotune measures.
@@ -61,8 +66,8 @@ namespace tcc {
 // Kind::Attention's hooks (codegen/template_kernel.h), each handing a backward
 // pass to attention_grad_template.h's function:
 // - launch: grid [batch * heads, ceil(q_len / BM)] of the config's block;
-// - default config: the mma layout in blocks of 128 where the dtype (f16,
-//   bf16, or f32 under tf32) and heads allow, else the split layout with four
+// - default config: the mma layout in blocks of 256 (f16, bf16) or 128 (f32
+//   under tf32) where the dtype and heads allow, else the split layout with four
 //   lanes to a row in blocks of 128 where the heads allow, else the warp layout;
 // - refusal: knobs other than block, lanes_per_row and mma, blocks outside
 //   32..256, the split layout for heads above 64, the warp layout's tiles past

@@ -111,10 +111,13 @@ double normal_or_bool(DType t, std::mt19937& rng) {
 
 // Runs every kernel of `kernels` (configs[i] each, from `lib`) on random inputs
 // at `sizes` and compares its outputs with the interpreter's run of s's graph,
-// both at a random offset other than 0 (a module's fourth call).
+// both at a random offset other than 0 (a module's fourth call). The kernels
+// read each input `input_shift` bytes past a 16-byte boundary (a caller's
+// device pointer need not be aligned as the module's arena is).
 void expect_emulated_runs_match(const ScheduledModel& s, const std::vector<kir::Kernel>& kernels,
                                 const std::vector<KernelConfig>& configs, const SharedLibrary& lib,
-                                const std::map<std::string, int64_t>& sizes, const Draw& draw = normal_or_bool) {
+                                const std::map<std::string, int64_t>& sizes, const Draw& draw = normal_or_bool,
+                                int input_shift = 0) {
   const Graph& g = *s.model->graph;
   std::mt19937 rng(11);
   std::map<std::string, Tensor> inputs;
@@ -144,7 +147,20 @@ void expect_emulated_runs_match(const ScheduledModel& s, const std::vector<kir::
         for (int64_t i = 0; i < buffers.back().numel(); ++i) buffers.back().set_f64(i, std::nan(""));
     }
     std::vector<void*> ptrs;
-    for (Tensor& t : buffers) ptrs.push_back(t.raw_mut());
+    std::vector<std::vector<char>> shifted;
+    for (size_t b = 0; b < buffers.size(); ++b) {
+      Tensor& t = buffers[b];
+      if (input_shift == 0 || k.buffers[b].output) {
+        ptrs.push_back(t.raw_mut());
+        continue;
+      }
+      const size_t bytes = static_cast<size_t>(t.numel()) * dtype_size(t.dtype());
+      shifted.emplace_back(bytes + 16 + static_cast<size_t>(input_shift));
+      char* start = shifted.back().data();
+      start += (16 - reinterpret_cast<uintptr_t>(start) % 16) % 16 + static_cast<size_t>(input_shift);
+      std::memcpy(start, t.raw_mut(), bytes);
+      ptrs.push_back(start);
+    }
     if (kir::draws_random(k)) ptrs.push_back(const_cast<uint64_t*>(&offset));
     std::vector<int64_t> args;
     for (const std::string& p : k.size_params) args.push_back(sizes.at(p));
@@ -237,14 +253,14 @@ SharedLibrary emulated_library(const KernelVariants& v, const fs::path& dir) {
 // after dir_name) against the interpreter at each of `bindings` in turn.
 void expect_emulated_matches(const ScheduledModel& s, const KernelVariants& v, const std::string& dir_name,
                              const std::vector<std::map<std::string, int64_t>>& bindings,
-                             const Draw& draw = normal_or_bool) {
+                             const Draw& draw = normal_or_bool, int input_shift = 0) {
   fs::path dir = make_temp_dir(dir_name);
   SharedLibrary lib = emulated_library(v, dir);
   for (const std::map<std::string, int64_t>& sizes : bindings) {
     std::string trace;
     for (const auto& [name, value] : sizes) trace += (trace.empty() ? "" : " ") + name + "=" + std::to_string(value);
     SCOPED_TRACE(trace);
-    expect_emulated_runs_match(s, v.kernels, v.configs, lib, sizes, draw);
+    expect_emulated_runs_match(s, v.kernels, v.configs, lib, sizes, draw, input_shift);
   }
   fs::remove_all(dir);
 }
@@ -506,7 +522,7 @@ TEST(Attention, EmulatedOnTheHostFlashTilesMatchTheInterpreter) {
 TEST(Attention, EmulatedOnTheHostLowPrecisionMatchesTheInterpreter) {
   ScheduledModel s = schedule_model("tests/kernels/attention_low.tir");
   KernelVariants v = attention_variants(s, 6);
-  // The f16 heads of 16 take the tensor-core layout by default (4 warps, 64
+  // The f16 heads of 16 take the tensor-core layout by default (8 warps, 128
   // rows: one block) and at 2 warps (two blocks); the 3-D heads of 20 and the
   // head of 160 cannot.
   const std::set<std::string> tensor_cores = {"gqa_causal_f16", "bool_mask_f16", "f16_mask", "f32_mask_bf16"};
@@ -516,6 +532,25 @@ TEST(Attention, EmulatedOnTheHostLowPrecisionMatchesTheInterpreter) {
   for (const KernelConfig& c : v.configs) mma_variants += c.mma ? 1 : 0;
   EXPECT_EQ(mma_variants, 4 * 2);
   expect_emulated_attention_matches(s, v, "tcc_attention_low");
+}
+
+// The f16 / bf16 tensor-core layout over several key tiles of 64: heads of
+// 64 unmasked (whose tiles inside the keys skip the per-score masking) and
+// causal (whose warps past a tile's last key skip it too), and grouped causal
+// f16 heads of 32 with values of 24 (an odd last n-tile of V) that save their
+// log-sum-exp. 150 keys and queries are two full key tiles and a partial
+// one, and two blocks of 128 query rows by default (five of 32 at block 64).
+// The K and V tiles arrive by 16-byte copies; with the inputs 4 bytes off a
+// 16-byte boundary, element by element.
+TEST(Attention, EmulatedOnTheHostTensorCoreTilesMatchTheInterpreter) {
+  ScheduledModel s = schedule_model("tests/kernels/attention_mma.tir");
+  KernelVariants v = variants(s, [](const kir::Kernel& k, const KernelConfig& c) {
+    return c.mma && (c == default_config(k) || c.block == 64);
+  });
+  ASSERT_EQ(v.kernels.size(), 3 * 2u);
+  for (const kir::Kernel& k : s.schedule.kernels) EXPECT_EQ(default_config(k).block, 256) << k.name;
+  expect_emulated_matches(s, v, "tcc_attention_mma", {{{"b", 1}, {"s", 150}}});
+  expect_emulated_matches(s, v, "tcc_attention_mma_shifted", {{{"b", 1}, {"s", 150}}}, normal_or_bool, 4);
 }
 
 // f32 attention compiled with --precision tf32: the heads that are multiples

@@ -11,7 +11,8 @@
 // Each block runs as one std::thread per CUDA thread; __syncthreads is a
 // barrier of the block's threads, `__shared__` arrays are function statics
 // (blocks run one after another, so split-K's arrival counter sees the grid's order). The template's device helpers are replaced:
-// cp.async copies at once (its waits are then no-ops), cvt.rna.tf32.f32
+// cp.async copies at once (its waits are then no-ops), ldmatrix gathers the
+// rows its warp's lanes name, cvt.rna.tf32.f32
 // (tcc_tf32, tcc_tf32_split) rounds away the low 13 mantissa bits, to nearest
 // with ties away from zero, keeping 10 explicit bits (infinities stay, NaN
 // stays NaN), and mma.sync.m16n8k8 gathers the warp's fragments and gives
@@ -278,6 +279,39 @@ void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2])
   w.barrier.arrive_and_wait();
 }
 }  // namespace tcc_emu
+
+namespace tcc_emu {
+// ldmatrix .m8n8 .b16 over `count` matrices: every lane posts the row it
+// names (lane L: row L % 8 of matrix L / 8), then register i of lane l takes
+// matrix i's row l / 4, elements 2 (l % 4) and one more, or (transposed)
+// column l / 4, rows 2 (l % 4) and one more, the first in the low half.
+inline void ldmatrix(uint32_t* r, const void* row, int count, bool transposed) {
+  const unsigned t = thread_index.x + thread_index.y * block_dim.x, lane = t % 32;
+  Warp& w = *block.warps[t / 32];
+  std::memcpy(w.exchange[lane], &row, sizeof row);
+  w.barrier.arrive_and_wait();
+  auto element = [&](int matrix, unsigned r, unsigned c) {
+    const uint16_t* base;
+    std::memcpy(&base, w.exchange[matrix * 8 + r], sizeof base);
+    return static_cast<uint32_t>(base[c]);
+  };
+  for (int i = 0; i < count; ++i) {
+    const unsigned a = lane / 4, b = 2 * (lane % 4);
+    r[i] = transposed ? element(i, b, a) | element(i, b + 1, a) << 16 : element(i, a, b) | element(i, a, b + 1) << 16;
+  }
+  w.barrier.arrive_and_wait();
+}
+}  // namespace tcc_emu
+
+inline void tcc_ldsm_x4(uint32_t (&r)[4], const void* row) { tcc_emu::ldmatrix(r, row, 4, false); }
+inline void tcc_ldsm_x4_t(uint32_t (&r)[4], const void* row) { tcc_emu::ldmatrix(r, row, 4, true); }
+inline void tcc_ldsm_x2_t(uint32_t (&r)[2], const void* row) { tcc_emu::ldmatrix(r, row, 2, true); }
+inline void tcc_att_cp16(void* shared, const void* global, bool copy) {
+  if (copy) std::memcpy(shared, global, 16);
+  else std::memset(shared, 0, 16);
+}
+inline void tcc_att_commit() {}
+template <int pending> void tcc_att_wait() {}
 
 inline void tcc_mma_f16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
   tcc_emu::mma_m16n8k16<tcc_emu::half_value>(d, a, b);
