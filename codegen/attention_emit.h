@@ -171,9 +171,10 @@ inline std::string shared_pair(const std::string& tile, const std::string& row, 
   return "*reinterpret_cast<const uint32_t*>(&" + tile + "[" + row + "][" + c + "])";
 }
 
-// Two f32 values rounded to the 16-bit dtype t, the first in the low half: one register of an A fragment.
+// Two f32 values rounded to the 16-bit dtype t, the first in the low half: one register of an A fragment,
+// one cvt.rn.f16x2 / bf16x2 (kAttentionMmaHelpers' tcc_pack_f16 and tcc_pack_bf16).
 inline std::string pack(const std::string& lo, const std::string& hi, DType t) {
-  return "(uint32_t)" + emitc::encode(lo, t) + " | ((uint32_t)" + emitc::encode(hi, t) + " << 16)";
+  return std::string(t == DType::F16 ? "tcc_pack_f16(" : "tcc_pack_bf16(") + lo + ", " + hi + ")";
 }
 
 // `name`'s A fragments of k-steps kk (uint32_t name[size / k][4]): rows r0 and r1 of `base` (rows `stride`

@@ -63,9 +63,10 @@ class CudaAttentionWriter : protected emitc::CodeWriter {
  protected:
   CudaAttentionWriter(const kir::Kernel& k, const KernelConfig& c) : k_(k), a_(desc(k)), b_(blocking(a_, c)) {}
 
-  // The signature, SQ and SK, the block's b, h and hk, and Q, K and V at them.
-  void prologue() {
-    out_ += emitc::cuda_signature(k_, false, b_.threads());
+  // The signature (min_blocks: blocks an SM should hold, 0 for no bound), SQ
+  // and SK, the block's b, h and hk, and Q, K and V at them.
+  void prologue(int min_blocks = 0) {
+    out_ += emitc::cuda_signature(k_, false, b_.threads(), min_blocks);
     line("const int64_t SQ = " + expr(a_.q_len) + ", SK = " + expr(a_.kv_len) + ";");
     line("const int64_t b = blockIdx.x / " + std::to_string(a_.heads) + ", h = blockIdx.x % " +
          std::to_string(a_.heads) + ", hk = h / " + std::to_string(a_.heads / a_.kv_heads) + ";");
@@ -377,9 +378,13 @@ class TensorCoreAttention : CudaAttentionWriter {
     const int D = static_cast<int>(a_.head_size), DV = static_cast<int>(a_.v_head_size);
     const std::string BN = std::to_string(kTileKeys), T = std::to_string(b_.threads());
     const std::string neg_inf = emitc::literal(-INFINITY, DType::F32);
-    prologue();
+    // Heads up to 64 fit 128 registers a thread (ptxas, sm_90), so an SM's
+    // 65536 hold 16 warps to hide the latency of each tile's chain of
+    // products, maxima and exponentials.
+    prologue(D <= 64 && DV <= 64 ? 65536 / (128 * b_.threads()) : 0);
     line("const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;");
-    line("const int64_t w0 = i0 + warp * " + std::to_string(kMmaRows) + ", r0 = w0 + g, r1 = r0 + 8;");
+    // Rows and keys as int (sequences stay far below 2^31): fewer registers than int64_t.
+    line("const int w0 = (int)i0 + warp * " + std::to_string(kMmaRows) + ", r0 = w0 + g, r1 = r0 + 8;");
     line("__shared__ __align__(16) uint16_t ks[" + BN + "][" + std::to_string(kp_) + "];");
     line("__shared__ __align__(16) uint16_t vs[" + BN + "][" + std::to_string(vp_) + "];");
     // 16-byte copies need 16-byte aligned rows: K and V (at this batch and head) and their row strides.
@@ -395,7 +400,7 @@ class TensorCoreAttention : CudaAttentionWriter {
     copy_tile("ks", "K", a_.k_strides[2], D, "0");
     close();
     line("tcc_att_commit();");
-    open("for (int64_t j0 = 0; j0 < kv_end; j0 += " + BN + ")");
+    open("for (int j0 = 0; j0 < kv_end; j0 += " + BN + ")");
     copy_tile("vs", "V", a_.v_strides[2], DV, "j0");
     line("tcc_att_commit();");
     line("tcc_att_wait<1>();");
@@ -428,6 +433,24 @@ class TensorCoreAttention : CudaAttentionWriter {
   // Keys per tile: with heads up to 128 (kMmaMaxHead) the two tiles take at most 34 KB.
   static constexpr int kTileKeys = 64;
 
+  // float `name` = `leaf` (over n-tile n) combined over the tile's n-tiles
+  // pairwise by `combine` (a function of two floats, or + where empty).
+  void tree(const std::string& name, const std::string& leaf, const std::string& combine) {
+    const int N = kTileKeys / 8;
+    auto join = [&](const std::string& a, const std::string& b) {
+      return combine.empty() ? a + " + " + b : combine + "(" + a + ", " + b + ")";
+    };
+    line("float " + name + "_t[" + std::to_string(N) + "];");
+    line("#pragma unroll");
+    line("for (int n = 0; n < " + std::to_string(N) + "; ++n) " + name + "_t[n] = " + leaf + ";");
+    line("#pragma unroll");
+    open("for (int w = " + std::to_string(N / 2) + "; w > 0; w >>= 1)");
+    line("#pragma unroll");
+    line("for (int n = 0; n < w; ++n) " + name + "_t[n] = " + join(name + "_t[n]", name + "_t[n + w]") + ";");
+    close();
+    line("float " + name + " = " + name + "_t[0];");
+  }
+
   // Rows from..from + keys - 1 of `from` (K or V; zeros past the last key)
   // into `tile`: 16-byte copies where `whole`, else element by element.
   void copy_tile(const std::string& tile, const std::string& src, const SymExpr& row_stride, int size,
@@ -437,14 +460,14 @@ class TensorCoreAttention : CudaAttentionWriter {
     open("if (whole)");
     open("for (int x = tid; x < " + BN + " * " + C + "; x += " + T + ")");
     line("const int r = x / " + C + ", c = x % " + C + " * 8;");
-    line("const int64_t j = " + first + " + r;");
+    line("const int j = " + first + " + r;");
     line("tcc_att_cp16(&" + tile + "[r][c], " + src + " + (j < SK ? j : 0) * " + expr(row_stride) + " + c, j < SK);");
     close();
     close();
     open("else");
     open("for (int x = tid; x < " + BN + " * " + S + "; x += " + T + ")");
     line("const int r = x / " + S + ", c = x % " + S + ";");
-    line("const int64_t j = " + first + " + r;");
+    line("const int j = " + first + " + r;");
     line(tile + "[r][c] = j < SK ? " + src + "[j * " + expr(row_stride) + " + c] : (uint16_t)0;");
     close();
     close();
@@ -492,7 +515,7 @@ class TensorCoreAttention : CudaAttentionWriter {
     open("for (int n = 0; n < " + NT + "; ++n)");
     line("#pragma unroll");
     open("for (int q = 0; q < 4; ++q)");
-    line("const int64_t i = q < 2 ? r0 : r1, j = j0 + n * 8 + 2 * t + (q & 1);");
+    line("const int i = q < 2 ? r0 : r1, j = j0 + n * 8 + 2 * t + (q & 1);");
     line("float s = sc[n][q] * " + emitc::literal(a_.scale, DType::F32) + ";");
     for (const std::string& l : masked_score(k_, a_, "j >= SK || i >= SQ")) line(l);
     line("sc[n][q] = s * " + log2e + ";");
@@ -506,12 +529,11 @@ class TensorCoreAttention : CudaAttentionWriter {
   void softmax() {
     const std::string NT = std::to_string(kTileKeys / 8), NO = std::to_string(a_.v_head_size / 8);
     const std::string neg_inf = emitc::literal(-INFINITY, DType::F32);
-    line("float top0 = m0, top1 = m1;");
-    line("#pragma unroll");
-    open("for (int n = 0; n < " + NT + "; ++n)");
-    line("top0 = fmaxf(top0, fmaxf(sc[n][0], sc[n][1]));");
-    line("top1 = fmaxf(top1, fmaxf(sc[n][2], sc[n][3]));");
-    close();
+    // Maxima and sums over the n-tiles as trees, not chains of dependent steps.
+    tree("top0", "fmaxf(sc[n][0], sc[n][1])", "fmaxf");
+    tree("top1", "fmaxf(sc[n][2], sc[n][3])", "fmaxf");
+    line("top0 = fmaxf(top0, m0);");
+    line("top1 = fmaxf(top1, m1);");
     open("for (int x = 1; x < 4; x <<= 1)");
     line("top0 = fmaxf(top0, __shfl_xor_sync(0xffffffffu, top0, x));");
     line("top1 = fmaxf(top1, __shfl_xor_sync(0xffffffffu, top1, x));");
@@ -519,16 +541,15 @@ class TensorCoreAttention : CudaAttentionWriter {
     // A row hidden so far keeps its maximum at -inf: subtracting 0 then gives zeros, not NaN.
     line("const float z0 = top0 == " + neg_inf + " ? 0.f : top0, z1 = top1 == " + neg_inf + " ? 0.f : top1;");
     line("const float a0 = exp2f(m0 - z0), a1 = exp2f(m1 - z1);");
-    line("float s0 = 0.f, s1 = 0.f;");
     line("#pragma unroll");
     open("for (int n = 0; n < " + NT + "; ++n)");
     line("sc[n][0] = exp2f(sc[n][0] - z0);");
     line("sc[n][1] = exp2f(sc[n][1] - z0);");
     line("sc[n][2] = exp2f(sc[n][2] - z1);");
     line("sc[n][3] = exp2f(sc[n][3] - z1);");
-    line("s0 += sc[n][0] + sc[n][1];");
-    line("s1 += sc[n][2] + sc[n][3];");
     close();
+    tree("s0", "sc[n][0] + sc[n][1]", "");
+    tree("s1", "sc[n][2] + sc[n][3]", "");
     line("l0 = l0 * a0 + s0;");
     line("l1 = l1 * a1 + s1;");
     line("m0 = top0;");
@@ -741,6 +762,17 @@ static __device__ __forceinline__ void tcc_mma_bf16(float (&d)[4], const uint32_
   asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+// Two floats rounded to nearest even, the first in the low half.
+static __device__ __forceinline__ uint32_t tcc_pack_f16(float lo, float hi) {
+  uint32_t r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+static __device__ __forceinline__ uint32_t tcc_pack_bf16(float lo, float hi) {
+  uint32_t r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
 }
 // Four (two) 8x8 matrices of 16-bit elements from shared memory, lane L naming row L % 8 of matrix L / 8;
 // register i of lane l gets matrix i's row l / 4, elements 2 (l % 4) and one more (.trans: column l / 4,

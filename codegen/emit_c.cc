@@ -372,9 +372,11 @@ std::string size_expr(const SymExpr& e) { return SizeExprPrinter(e.str()).run();
 
 bool divisible_by(const SymExpr& e, int64_t d) { return e.exact_div(SymExpr::constant(d)).has_value(); }
 
-std::string cuda_signature(const kir::Kernel& k, bool workspace, int launch_bound) {
+std::string cuda_signature(const kir::Kernel& k, bool workspace, int launch_bound, int min_blocks) {
   std::string out = "extern \"C\" __global__ ";
-  if (launch_bound > 0) out += "__launch_bounds__(" + std::to_string(launch_bound) + ") ";
+  if (launch_bound > 0)
+    out += "__launch_bounds__(" + std::to_string(launch_bound) +
+           (min_blocks > 0 ? ", " + std::to_string(min_blocks) : std::string()) + ") ";
   out += "void " + k.name + "(";
   std::string sep;
   for (size_t b = 0; b < k.buffers.size(); ++b) {

@@ -51,12 +51,13 @@ std::string size_var(const std::string& symbol);
 // Whether e is a multiple of d for every value of its symbols.
 bool divisible_by(const SymExpr& e, int64_t d);
 
-// The opening of a CUDA kernel, `extern "C" __global__ [__launch_bounds__(n)]
+// The opening of a CUDA kernel, `extern "C" __global__ [__launch_bounds__(n[, m])]
 // void NAME(const T0* __restrict__ p0, ..., int64_t s_x, ...[, void* __restrict__ ws]
 // [, const uint64_t* __restrict__ ro]) {`: emit_cuda's parameter convention
 // (codegen/emit.h), `ro` the random offset of a kernel that draws_random. A
-// launch bound of 0 leaves it out.
-std::string cuda_signature(const kir::Kernel& k, bool workspace, int launch_bound = 0);
+// launch bound of 0 leaves it out; min_blocks (m, the blocks an SM should
+// hold at once, which caps ptxas's registers per thread) is left out at 0.
+std::string cuda_signature(const kir::Kernel& k, bool workspace, int launch_bound = 0, int min_blocks = 0);
 // The opening of a host kernel, `extern "C" void NAME(void* const* buffers,
 // const int64_t* sizes) {`, and its first lines: buffer b as `p<b>` of its
 // storage type, each size parameter as its size_var, and for a kernel that

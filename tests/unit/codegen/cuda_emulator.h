@@ -141,7 +141,7 @@ inline void launch(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned 
 #define blockDim tcc_emu::block_dim
 #define __global__
 #define __device__
-#define __launch_bounds__(n)
+#define __launch_bounds__(...)
 #define __shared__ static
 #define __align__(n) __attribute__((aligned(n)))
 #define __restrict__ __restrict
@@ -303,6 +303,24 @@ inline void ldmatrix(uint32_t* r, const void* row, int count, bool transposed) {
 }
 }  // namespace tcc_emu
 
+// cvt.rn.f16x2.f32 and cvt.rn.bf16x2.f32: two floats to nearest even, the
+// first in the low half (a NaN becomes the canonical 0x7fff).
+inline uint32_t tcc_pack_f16(float lo, float hi) {
+  auto bits = [](float f) {
+    const _Float16 h = static_cast<_Float16>(f);
+    uint16_t b;
+    std::memcpy(&b, &h, sizeof b);
+    return static_cast<uint32_t>(f != f ? 0x7fffu : b);
+  };
+  return bits(lo) | bits(hi) << 16;
+}
+inline uint32_t tcc_pack_bf16(float lo, float hi) {
+  auto bits = [](float f) {
+    const uint32_t x = tcc_emu::as_bits(f);
+    return f != f ? 0x7fffu : (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+  };
+  return bits(lo) | bits(hi) << 16;
+}
 inline void tcc_ldsm_x4(uint32_t (&r)[4], const void* row) { tcc_emu::ldmatrix(r, row, 4, false); }
 inline void tcc_ldsm_x4_t(uint32_t (&r)[4], const void* row) { tcc_emu::ldmatrix(r, row, 4, true); }
 inline void tcc_ldsm_x2_t(uint32_t (&r)[2], const void* row) { tcc_emu::ldmatrix(r, row, 2, true); }
