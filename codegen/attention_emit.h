@@ -1,5 +1,5 @@
-// What the attention templates' writers share (attention_template.cc, the
-// forward; attention_grad_template.cc, the backward's passes): how they name
+// What the attention templates' writers share (attention_template.cc and
+// attention_mma.cc, the forward; attention_grad_template.cc, the backward's passes): how they name
 // buffers and sizes in the emitted text, find the output's strides and mask
 // a score.
 #pragma once

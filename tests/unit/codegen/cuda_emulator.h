@@ -12,7 +12,8 @@
 // barrier of the block's threads, `__shared__` arrays are function statics
 // (blocks run one after another, so split-K's arrival counter sees the grid's order). The template's device helpers are replaced:
 // cp.async copies at once (its waits are then no-ops), ldmatrix gathers the
-// rows its warp's lanes name, cvt.rna.tf32.f32
+// rows its warp's lanes name, cvt.rn.f16x2 / bf16x2 round pairs to nearest
+// even, cvt.rna.tf32.f32
 // (tcc_tf32, tcc_tf32_split) rounds away the low 13 mantissa bits, to nearest
 // with ties away from zero, keeping 10 explicit bits (infinities stay, NaN
 // stays NaN), and mma.sync.m16n8k8 gathers the warp's fragments and gives
@@ -278,9 +279,7 @@ void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2])
   }
   w.barrier.arrive_and_wait();
 }
-}  // namespace tcc_emu
 
-namespace tcc_emu {
 // ldmatrix .m8n8 .b16 over `count` matrices: every lane posts the row it
 // names (lane L: row L % 8 of matrix L / 8), then register i of lane l takes
 // matrix i's row l / 4, elements 2 (l % 4) and one more, or (transposed)
