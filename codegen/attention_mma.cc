@@ -17,13 +17,14 @@ namespace {
 // l/4 and l/4 + 8), whose A fragments stay in registers for the whole key
 // loop. Keys advance 64 at a time through K and V tiles in shared memory,
 // rows as stored with a pitch of eight elements past the head, so the eight
-// 16-byte rows an ldmatrix phase reads start in different bank groups. The tiles arrive by cp.async, 16 bytes a copy,
-// where the operands' rows allow it (the head offsets and row strides whole
-// 16-byte units; else element by element): V's copy is issued before the
-// scores of the same keys are computed and the next K tile's before their
-// probabilities meet V, so each copy overlaps a product. The scores'
-// B fragments come from the K tile by ldmatrix, two n-tiles of eight keys a
-// call, and V's from the V tile by ldmatrix.trans; the online softmax runs
+// 16-byte rows an ldmatrix phase reads start in different bank groups. The
+// tiles arrive by cp.async, 16 bytes a copy, where the operands' rows allow
+// it (the head offsets and row strides whole 16-byte units; else element by
+// element): V's copy is issued before the scores of the same keys are
+// computed and the next K tile's before their probabilities meet V, so each
+// copy overlaps a product. The scores' B fragments come from the K tile by
+// ldmatrix, two n-tiles of eight keys a call, and V's from the V tile by
+// ldmatrix.trans; the online softmax runs
 // on the f32 accumulators in base 2 (exp2f of the scores times log2 e), each
 // row's four lanes agreeing on its maximum by two shuffles, and the
 // probabilities become the A fragments of the product with V as they lie.
