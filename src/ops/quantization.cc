@@ -6,7 +6,10 @@
 // x = (q - zero_point) * scale. tcc models the integer targets int8, uint8,
 // int16 and uint16, int4 and uint4 (opset 21), and the 8-bit floats (opset 19)
 // and float4e2m1 (opset 23), which take x / scale without rounding it to an
-// integer or adding the zero point (zero for them). Saturation is the store
+// integer. The 8-bit floats' zero point must be zero and is not added;
+// float4e2m1 adds its own (a float4e2m1 value), as the formula and ONNX's
+// reference do, and DequantizeLinear subtracts it, as the formula says (the
+// reference leaves it out there). Saturation is the store
 // into the target: Tensor::set_f64 and the kernels' Cast clamp to the dtype's
 // range (integers' NaN to 0), except for int4 and uint4, which a cast wraps
 // as ONNX's Cast tests expect, so their quantization clamps first;
@@ -233,7 +236,11 @@ std::vector<Tensor> eval_quantize(EvalContext& ctx) {
       y.data_mut<uint8_t>()[i] = float_to_fp8(static_cast<float>(q), out, saturate);
       continue;
     }
-    if (out != DType::F4E2M1) {
+    if (out == DType::F4E2M1) {
+      // + zero_point in the kernels' accumulator: float64 for a float64 division, else float32.
+      if (zp && div == DType::F64) q += zp->get_f64(k);
+      else if (zp) q = static_cast<float>(q) + static_cast<float>(zp->get_f64(k));
+    } else {
       q = std::nearbyint(q);
       if (zp) q += static_cast<double>(zp->get_i64(k));
       if (out == DType::I4 || out == DType::U4) q = std::clamp(q, int4_range(out).first, int4_range(out).second);
@@ -337,8 +344,8 @@ int round_through(ScalarBuilder& b, int v, DType from, DType through, DType to) 
   return cast(b, cast(b, v, from, through), through, to);
 }
 
-// x / scale in the division's dtype, then round_half_even and + zero_point in
-// float32 (float64 for a float64 division), then the saturating cast to the
+// x / scale in the division's dtype, then round_half_even (not for float4e2m1)
+// and + zero_point in float32 (float64 for a float64 division), then the saturating cast to the
 // target. Kernels keep f16 and bf16 values in float32 between instructions, so
 // a float16 division is one in float32 rounded to float16, which is exact
 // (float32 holds more than twice float16's digits).
@@ -350,9 +357,10 @@ int quantize_expr(const Node& n, ScalarBuilder& b, const std::vector<int>& in) {
   int q = round_through(b, b.op(ScalarOp::Div, acc, {x, s}), acc, div, acc);
   const DType out = n.output(0)->type().dtype();
   if (is_fp8(out)) return cast_to_fp8(b, q, acc, out, n.get_int("saturate", 1) != 0);
+  const bool zero_point = in.size() > 2 && in[2] >= 0;
+  if (out != DType::F4E2M1) q = b.op(ScalarOp::Round, acc, {q});
+  if (zero_point) q = b.op(ScalarOp::Add, acc, {q, cast(b, in[2], input_type_of(n, 2), acc)});
   if (out == DType::F4E2M1) return cast(b, q, acc, out);
-  q = b.op(ScalarOp::Round, acc, {q});
-  if (in.size() > 2 && in[2] >= 0) q = b.op(ScalarOp::Add, acc, {q, cast(b, in[2], input_type_of(n, 2), acc)});
   if (out == DType::I4 || out == DType::U4) {
     const auto [lo, hi] = int4_range(out);
     q = b.op(ScalarOp::Min, acc, {b.op(ScalarOp::Max, acc, {q, b.constant(acc, lo)}), b.constant(acc, hi)});

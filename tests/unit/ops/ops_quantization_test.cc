@@ -36,6 +36,22 @@ TEST(QuantizeLinear, TiesRoundToEven) {
   EXPECT_EQ(floats(y), (Doubles{12, 14, 8, 6, 10, 12, 10, 8}));
 }
 
+// float4e2m1 (opset 23): x / scale, not rounded to an integer, plus the zero
+// point, then rounded to float4e2m1 (to even, saturating at 6), as the formula
+// and ONNX's reference compute it; DequantizeLinear subtracts the zero point
+// again, as the formula says.
+TEST(QuantizeLinear, Float4E2M1AddsItsZeroPoint) {
+  OneOp q("QuantizeLinear", {t(DType::F32, {"4"}), t(DType::F32, {}), t(DType::F4E2M1, {})}, {}, 23);
+  EXPECT_EQ(q.type(), "f4e2m1[4]");
+  // 3 / 2 + 0.5 = 2; 1 / 2 + 0.5 = 1; 5 / 2 + 0.5 = 3; 20 / 2 + 0.5 saturates at 6.
+  Tensor y = q.run({tensor_of(DType::F32, {3, 1, 5, 20}, {4}), tensor_of(DType::F32, {2}, {}),
+                    tensor_of(DType::F4E2M1, {0.5}, {})});
+  EXPECT_EQ(floats(y), (Doubles{2, 1, 3, 6}));
+  OneOp dq("DequantizeLinear", {t(DType::F4E2M1, {"4"}), t(DType::F32, {}), t(DType::F4E2M1, {})}, {}, 23);
+  EXPECT_EQ(floats(dq.run({y, tensor_of(DType::F32, {2}, {}), tensor_of(DType::F4E2M1, {0.5}, {})})),
+            (Doubles{3, 1, 5, 11}));
+}
+
 TEST(QuantizeLinear, SaturatesAtBothEndsOfEachTarget) {
   Tensor x = tensor_of(DType::F32, {-1e9, -200, 200, 1e9}, {4});
   Tensor one = tensor_of(DType::F32, {1}, {});
