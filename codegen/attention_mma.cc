@@ -83,10 +83,7 @@ class TensorCoreAttention : CudaAttentionWriter {
     weighted_values(DV);
     line("__syncthreads();");
     close();
-    open("for (int x = 1; x < 4; x <<= 1)");
-    line("l0 += __shfl_xor_sync(0xffffffffu, l0, x);");
-    line("l1 += __shfl_xor_sync(0xffffffffu, l1, x);");
-    close();
+    mma_merge_sums();
     // The maxima are in base 2: times ln 2 for the log-sum-exp.
     const std::string ln2 = emitc::literal(1 / kLog2e, DType::F32);
     mma_store_row("r0", "(m0 * " + ln2 + ")", "l0", 0);
@@ -116,6 +113,17 @@ class TensorCoreAttention : CudaAttentionWriter {
     line("for (int n = 0; n < w; ++n) " + name + "_t[n] = " + join(name + "_t[n]", name + "_t[n + w]") + ";");
     close();
     line("float " + name + " = " + name + "_t[0];");
+  }
+
+  // acc[2 p] and acc[2 p + 1] += `a` (an A fragment) times the B registers of
+  // two n-tiles that one ldmatrix (`load`, x4, from shared element `row`)
+  // gives: matrices 0 and 1 n-tile 2 p's, 2 and 3 n-tile 2 p + 1's.
+  void pair_products(const std::string& load, const std::string& row, const std::string& acc, const std::string& a) {
+    line("uint32_t b[4];");
+    line(load + "(b, &" + row + ");");
+    line("const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};");
+    line(mma_helper(t_) + "(" + acc + "[2 * p], " + a + ", b0);");
+    line(mma_helper(t_) + "(" + acc + "[2 * p + 1], " + a + ", b1);");
   }
 
   // Rows from..from + keys - 1 of `from` (K or V; zeros past the last key)
@@ -148,18 +156,15 @@ class TensorCoreAttention : CudaAttentionWriter {
     line("float sc[" + NT + "][4];");
     line("#pragma unroll");
     line("for (int n = 0; n < " + NT + "; ++n) sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.f;");
-    // ldmatrix: lane L names row L % 8 of matrix L / 8; matrices 0 and 1 are
-    // n-tile 2 p's B registers (head elements kk * 16 and kk * 16 + 8 on),
-    // 2 and 3 n-tile 2 p + 1's.
+    // ldmatrix: lane L names row L % 8 of matrix L / 8, of keys p * 16 on
+    // (matrices 2 and 3 eight keys further) and head elements kk * 16 on
+    // (matrices 1 and 3 eight elements further).
     line("#pragma unroll");
     open("for (int kk = 0; kk < " + std::to_string(D / 16) + "; ++kk)");
     line("#pragma unroll");
     open("for (int p = 0; p < " + std::to_string(N / 2) + "; ++p)");
-    line("uint32_t kb[4];");
-    line("tcc_ldsm_x4(kb, &ks[p * 16 + (lane >> 4) * 8 + (lane & 7)][kk * 16 + ((lane >> 3) & 1) * 8]);");
-    line("const uint32_t b0[2] = {kb[0], kb[1]}, b1[2] = {kb[2], kb[3]};");
-    line(mma_helper(t_) + "(sc[2 * p], qa[kk], b0);");
-    line(mma_helper(t_) + "(sc[2 * p + 1], qa[kk], b1);");
+    pair_products("tcc_ldsm_x4", "ks[p * 16 + (lane >> 4) * 8 + (lane & 7)][kk * 16 + ((lane >> 3) & 1) * 8]", "sc",
+                  "qa[kk]");
     close();
     close();
     const std::string log2e = emitc::literal(kLog2e, DType::F32);
@@ -194,17 +199,14 @@ class TensorCoreAttention : CudaAttentionWriter {
   // The online softmax over the tile's scores (base 2): the rows' new
   // maxima, the probabilities in sc, the sums and the output rescaled.
   void softmax() {
-    const std::string NT = std::to_string(kTileKeys / 8), NO = std::to_string(a_.v_head_size / 8);
+    const std::string NT = std::to_string(kTileKeys / 8);
     const std::string neg_inf = emitc::literal(-INFINITY, DType::F32);
     // Maxima and sums over the n-tiles as trees, not chains of dependent steps.
     tree("top0", "fmaxf(sc[n][0], sc[n][1])", "fmaxf");
     tree("top1", "fmaxf(sc[n][2], sc[n][3])", "fmaxf");
     line("top0 = fmaxf(top0, m0);");
     line("top1 = fmaxf(top1, m1);");
-    open("for (int x = 1; x < 4; x <<= 1)");
-    line("top0 = fmaxf(top0, __shfl_xor_sync(0xffffffffu, top0, x));");
-    line("top1 = fmaxf(top1, __shfl_xor_sync(0xffffffffu, top1, x));");
-    close();
+    mma_row_maxima();
     // A row hidden so far keeps its maximum at -inf: subtracting 0 then gives zeros, not NaN.
     line("const float z0 = top0 == " + neg_inf + " ? 0.f : top0, z1 = top1 == " + neg_inf + " ? 0.f : top1;");
     line("const float a0 = exp2f(m0 - z0), a1 = exp2f(m1 - z1);");
@@ -221,19 +223,13 @@ class TensorCoreAttention : CudaAttentionWriter {
     line("l1 = l1 * a1 + s1;");
     line("m0 = top0;");
     line("m1 = top1;");
-    line("#pragma unroll");
-    open("for (int n = 0; n < " + NO + "; ++n)");
-    line("o[n][0] *= a0;");
-    line("o[n][1] *= a0;");
-    line("o[n][2] *= a1;");
-    line("o[n][3] *= a1;");
-    close();
+    mma_rescale_output();
   }
 
   // o += the probabilities (sc, packed as A fragments, 16 keys a k-step)
-  // times the V tile: ldmatrix.trans gives B registers, matrices 0 and 1
-  // n-tile 2 p's (keys kh * 16 and kh * 16 + 8 on), 2 and 3 n-tile 2 p + 1's;
-  // an odd last n-tile takes two matrices.
+  // times the V tile: ldmatrix.trans gives B registers, matrices 1 and 3 of
+  // keys kh * 16 + 8 on, 2 and 3 of value columns eight further; an odd last
+  // n-tile takes two matrices.
   void weighted_values(int DV) {
     auto at = [](const std::string& n, int q) { return "sc[" + n + "][" + std::to_string(q) + "]"; };
     const int NO = DV / 8;
@@ -244,11 +240,8 @@ class TensorCoreAttention : CudaAttentionWriter {
          pack(at("2 * kh + 1", 2), at("2 * kh + 1", 3), t_) + "};");
     line("#pragma unroll");
     open("for (int p = 0; p < " + std::to_string(NO / 2) + "; ++p)");
-    line("uint32_t vb[4];");
-    line("tcc_ldsm_x4_t(vb, &vs[kh * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)][p * 16 + (lane >> 4) * 8]);");
-    line("const uint32_t b0[2] = {vb[0], vb[1]}, b1[2] = {vb[2], vb[3]};");
-    line(mma_helper(t_) + "(o[2 * p], pa, b0);");
-    line(mma_helper(t_) + "(o[2 * p + 1], pa, b1);");
+    pair_products("tcc_ldsm_x4_t", "vs[kh * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)][p * 16 + (lane >> 4) * 8]", "o",
+                  "pa");
     close();
     if (NO % 2 == 1) {
       line("uint32_t vb[2];");
@@ -284,7 +277,6 @@ class Tf32Attention : CudaAttentionWriter {
   std::string print() {
     const int D = static_cast<int>(a_.head_size), DV = static_cast<int>(a_.v_head_size);
     const std::string NO = std::to_string(DV / 8), BN = std::to_string(kKeys);
-    const std::string T = std::to_string(b_.threads());
     const std::string neg_inf = emitc::literal(-INFINITY, DType::F32);
     prologue();
     line("const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;");
@@ -299,14 +291,8 @@ class Tf32Attention : CudaAttentionWriter {
     key_bound();
     open("for (int64_t j0 = 0; j0 < kv_end; j0 += " + BN + ")");
     line("__syncthreads();");
-    open("for (int x = tid; x < " + BN + " * " + std::to_string(D) + "; x += " + T + ")");
-    line("const int r = x / " + std::to_string(D) + ", d = x % " + std::to_string(D) + ";");
-    line("ks[r][d] = j0 + r < SK ? tcc_tf32(K[(j0 + r) * " + expr(a_.k_strides[2]) + " + d]) : 0u;");
-    close();
-    open("for (int x = tid; x < " + BN + " * " + std::to_string(DV) + "; x += " + T + ")");
-    line("const int r = x / " + std::to_string(DV) + ", d = x % " + std::to_string(DV) + ";");
-    line("vs[r][d] = j0 + r < SK ? tcc_tf32(V[(j0 + r) * " + expr(a_.v_strides[2]) + " + d]) : 0u;");
-    close();
+    load_tile("ks", "K", a_.k, a_.k_strides[2], a_.head_size, true);
+    load_tile("vs", "V", a_.v, a_.v_strides[2], a_.v_head_size, true);
     line("__syncthreads();");
     // Scores of the warp's 16 rows against the tile's keys, eight keys an n-tile, scaled and masked.
     lines(row_products(DType::F32, "sc", "qa", "ks", D));
@@ -323,10 +309,7 @@ class Tf32Attention : CudaAttentionWriter {
     line("top0 = fmaxf(top0, fmaxf(sc[nt][0], sc[nt][1]));");
     line("top1 = fmaxf(top1, fmaxf(sc[nt][2], sc[nt][3]));");
     close();
-    open("for (int x = 1; x < 4; x <<= 1)");
-    line("top0 = fmaxf(top0, __shfl_xor_sync(0xffffffffu, top0, x));");
-    line("top1 = fmaxf(top1, __shfl_xor_sync(0xffffffffu, top1, x));");
-    close();
+    mma_row_maxima();
     line("const float n0 = fmaxf(m0, top0), n1 = fmaxf(m1, top1);");
     line("const float a0 = n0 == " + neg_inf + " ? 1.f : expf(m0 - n0);");
     line("const float a1 = n1 == " + neg_inf + " ? 1.f : expf(m1 - n1);");
@@ -340,18 +323,10 @@ class Tf32Attention : CudaAttentionWriter {
     line("l1 = l1 * a1 + sc[0][2] + sc[0][3] + sc[1][2] + sc[1][3] + sc[2][2] + sc[2][3] + sc[3][2] + sc[3][3];");
     line("m0 = n0;");
     line("m1 = n1;");
-    open("for (int n = 0; n < " + NO + "; ++n)");
-    line("o[n][0] *= a0;");
-    line("o[n][1] *= a0;");
-    line("o[n][2] *= a1;");
-    line("o[n][3] *= a1;");
-    close();
+    mma_rescale_output();
     lines(weighted_rows(DType::F32, "sc", "vs", "", "o", DV));
     close();
-    open("for (int x = 1; x < 4; x <<= 1)");
-    line("l0 += __shfl_xor_sync(0xffffffffu, l0, x);");
-    line("l1 += __shfl_xor_sync(0xffffffffu, l1, x);");
-    close();
+    mma_merge_sums();
     mma_store_row("r0", "m0", "l0", 0);
     mma_store_row("r1", "m1", "l1", 2);
     out_ += "}\n";

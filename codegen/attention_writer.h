@@ -71,15 +71,16 @@ class CudaAttentionWriter : protected emitc::CodeWriter {
   }
 
   // Rows j0 .. j0 + kKeys - 1 of K or V (buffer `buffer`; zeros past the
-  // last key) into a shared tile of floats.
+  // last key) into a shared tile of floats, or with `tf32` of their TF32 bits
+  // (cvt.rna, tcc_tf32).
   void load_tile(const std::string& tile, const std::string& from, int buffer, const SymExpr& row_stride,
-                 int64_t size) {
+                 int64_t size, bool tf32 = false) {
     const std::string S = std::to_string(size);
-    open("for (int t = threadIdx.x; t < " + std::to_string(kKeys) + " * " + S + "; t += " +
+    const std::string element = read(k_, buffer, from + "[(j0 + r) * " + expr(row_stride) + " + d]");
+    open("for (int x = threadIdx.x; x < " + std::to_string(kKeys) + " * " + S + "; x += " +
          std::to_string(b_.threads()) + ")");
-    line("const int r = t / " + S + ", d = t % " + S + ";");
-    line(tile + "[r][d] = j0 + r < SK ? " + read(k_, buffer, from + "[(j0 + r) * " + expr(row_stride) + " + d]") +
-         " : 0.f;");
+    line("const int r = x / " + S + ", d = x % " + S + ";");
+    line(tile + "[r][d] = j0 + r < SK ? " + (tf32 ? "tcc_tf32(" + element + ") : 0u;" : element + " : 0.f;"));
     close();
   }
 
@@ -101,6 +102,32 @@ class CudaAttentionWriter : protected emitc::CodeWriter {
     const std::string neg_inf = emitc::literal(-INFINITY, DType::F32);
     line("if (" + writer + ") " + lse_element(a_) + " = " + m + " == " + neg_inf + " ? " + m + " : " + m + " + logf(" +
          l + ");");
+  }
+
+  // The mma layouts' per-tile steps on the warp's rows r0 and r1, each
+  // shared by the four lanes t = 0..3: the rows' maxima top0 and top1 agreed
+  // by two shuffles; the output accumulators o[n] rescaled by a0 and a1; and,
+  // after the key loop, the lanes' sums l0 and l1 merged.
+  void mma_row_maxima() {
+    open("for (int x = 1; x < 4; x <<= 1)");
+    line("top0 = fmaxf(top0, __shfl_xor_sync(0xffffffffu, top0, x));");
+    line("top1 = fmaxf(top1, __shfl_xor_sync(0xffffffffu, top1, x));");
+    close();
+  }
+  void mma_rescale_output() {
+    line("#pragma unroll");
+    open("for (int n = 0; n < " + std::to_string(a_.v_head_size / 8) + "; ++n)");
+    line("o[n][0] *= a0;");
+    line("o[n][1] *= a0;");
+    line("o[n][2] *= a1;");
+    line("o[n][3] *= a1;");
+    close();
+  }
+  void mma_merge_sums() {
+    open("for (int x = 1; x < 4; x <<= 1)");
+    line("l0 += __shfl_xor_sync(0xffffffffu, l0, x);");
+    line("l1 += __shfl_xor_sync(0xffffffffu, l1, x);");
+    close();
   }
 
   // The mma layouts' output row `row` (r0 or r1) from elements first and
