@@ -20,7 +20,8 @@
 // with different input types, so its constants are not trusted), Constant
 // nodes (already constants; dce drops them once unused), nodes with an
 // output of the main graph (an initializer cannot keep the output's name)
-// and values over kMaxFoldElements elements (folding would bloat the model).
+// and values over kMaxFoldElements elements, which shape inference does not
+// compute (folding would bloat the model).
 #include <unordered_map>
 
 #include "passes/rewrite.h"
@@ -29,8 +30,6 @@
 namespace tcc {
 
 namespace {
-
-constexpr int64_t kMaxFoldElements = 1 << 20;
 
 // Nodes to fold, with the values of their outputs.
 using Folded = std::unordered_map<const Node*, std::vector<Tensor>>;
@@ -61,7 +60,7 @@ std::optional<std::vector<Tensor>> fold_node(const Node& n, const ShapeInfo& inf
   std::vector<Tensor> outs;
   for (const Value* out : n.outputs()) {
     std::optional<Tensor> t = known_value(out, info);
-    if (!t || t->numel() > kMaxFoldElements || is_model_output(out)) return std::nullopt;
+    if (!t || is_model_output(out)) return std::nullopt;
     outs.push_back(*t);
   }
   return outs;

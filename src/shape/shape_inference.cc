@@ -114,10 +114,6 @@ void check_input_types(const Node& n) {
   }
 }
 
-// Constant folding runs the reference kernel; beyond this many output elements
-// folding would only bloat the model, so the value stays a runtime value.
-constexpr int64_t kMaxFoldElements = 1 << 16;
-
 // The declared type fills what inference left unknown.
 Type merge_declared(const Type& inferred, const Type& declared) {
   if (inferred.is_unknown()) return declared;

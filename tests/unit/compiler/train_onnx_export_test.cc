@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
 #include <random>
 #include <sstream>
 
@@ -113,13 +112,9 @@ TEST(OnnxExport, EmitOnnxFlag) {
   r = run_tcc("compile " + model + " -o " + shell_quote((dir / "module").string()) + train + " --emit-onnx " +
               shell_quote((dir / "b.onnx").string()));
   ASSERT_EQ(r.code, 0) << r.output;
-  auto read = [](const fs::path& p) {
-    std::ifstream f(p, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(f), {});
-  };
-  std::string a = read(dir / "a.onnx");
+  std::string a = read_text(dir / "a.onnx");
   EXPECT_FALSE(a.empty());
-  EXPECT_EQ(a, read(dir / "b.onnx"));  // both write the training step as built, before any pass
+  EXPECT_EQ(a, read_text(dir / "b.onnx"));  // both write the training step as built, before any pass
   std::unique_ptr<Model> step = import_onnx_file((dir / "a.onnx").string());
   EXPECT_EQ(step->graph->outputs()[0]->name(), "loss");
   EXPECT_TRUE(step->graph->find("lr") && step->graph->find("lr")->is_graph_input());

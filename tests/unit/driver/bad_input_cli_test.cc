@@ -9,7 +9,6 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -20,13 +19,6 @@ namespace tcc {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string read_file(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 void write_file(const fs::path& p, const std::string& bytes) {
   std::ofstream f(p, std::ios::binary);
@@ -40,7 +32,7 @@ const fs::path kMlp = fs::path(TCC_SOURCE_DIR) / "tests" / "fixtures" / "mlp.onn
 // '/relu/Relu' -> Gemm '/fc2/Gemm' -> output, weights as raw_data initializers.
 onnx::ModelProto mlp_model() {
   onnx::ModelProto mp;
-  EXPECT_TRUE(mp.ParseFromString(read_file(kMlp)));
+  EXPECT_TRUE(mp.ParseFromString(read_text(kMlp)));
   return mp;
 }
 
@@ -112,7 +104,7 @@ TEST_F(BadInput, DevicesAndDirectoriesAreRefused) {
 }
 
 TEST_F(BadInput, TruncatedOnnx) {
-  std::string full = read_file(kMlp);
+  std::string full = read_text(kMlp);
   ASSERT_GT(full.size(), 1000u);
   for (int eighth = 1; eighth < 8; ++eighth) {
     SCOPED_TRACE(std::to_string(eighth) + "/8 of mlp.onnx");

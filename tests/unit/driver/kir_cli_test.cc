@@ -30,8 +30,7 @@ TEST_F(KirCli, LowersAModelAndReadsItsKernelsBack) {
   std::string model = shell_quote(std::string(TCC_SOURCE_DIR) + "/tests/kernels/softmax.tir");
   CliResult lowered = run_tcc("kir " + model + " -o " + shell_quote((dir_ / "softmax.kir").string()));
   ASSERT_EQ(lowered.code, 0) << lowered.output;
-  std::ifstream in(dir_ / "softmax.kir");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string text = read_text(dir_ / "softmax.kir");
   EXPECT_EQ(text.rfind("kernel tcc_k0_reduction reduction domain [", 0), 0u) << text;
   EXPECT_NE(text.find("\n  schedule block="), std::string::npos) << text;
   CliResult again = run_tcc("kir " + shell_quote((dir_ / "softmax.kir").string()));

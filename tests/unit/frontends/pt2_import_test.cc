@@ -221,8 +221,7 @@ TEST(Pt2Import, CompileReportNamesEachKernelsSources) {
     }
   }
   EXPECT_EQ(gemm_modules, (std::set<std::string>{"(fc1)", "(fc2)", "(fc3)"})) << report["kernels"].dump(1);
-  std::ifstream md_file(dir / "m" / "report.md");
-  std::string md((std::istreambuf_iterator<char>(md_file)), std::istreambuf_iterator<char>());
+  std::string md = read_text(dir / "m" / "report.md");
   EXPECT_NE(md.find("| bound | nodes | source |"), std::string::npos) << md;
   EXPECT_NE(md.find(" (fc1) |"), std::string::npos) << md;
   fs::remove_all(dir);
