@@ -50,58 +50,6 @@ struct CublasLt {
   }
 };
 
-// cuDNN's convolution entry points. cuDNN 9 marks this descriptor API as
-// legacy in favour of its graph API, but still ships it in libcudnn.so.9; it is
-// the smallest correct way to run one convolution with its epilogue.
-#define TCC_CUDNN_ENTRIES(X) \
-  X(create, cudnnCreate, "cudnnCreate") \
-  X(destroy, cudnnDestroy, "cudnnDestroy") \
-  X(set_stream, cudnnSetStream, "cudnnSetStream") \
-  X(error_string, cudnnGetErrorString, "cudnnGetErrorString") \
-  X(tensor_create, cudnnCreateTensorDescriptor, "cudnnCreateTensorDescriptor") \
-  X(tensor_set, cudnnSetTensorNdDescriptor, "cudnnSetTensorNdDescriptor") \
-  X(tensor_destroy, cudnnDestroyTensorDescriptor, "cudnnDestroyTensorDescriptor") \
-  X(filter_create, cudnnCreateFilterDescriptor, "cudnnCreateFilterDescriptor") \
-  X(filter_set, cudnnSetFilterNdDescriptor, "cudnnSetFilterNdDescriptor") \
-  X(filter_destroy, cudnnDestroyFilterDescriptor, "cudnnDestroyFilterDescriptor") \
-  X(conv_create, cudnnCreateConvolutionDescriptor, "cudnnCreateConvolutionDescriptor") \
-  X(conv_set, cudnnSetConvolutionNdDescriptor, "cudnnSetConvolutionNdDescriptor") \
-  X(conv_set_groups, cudnnSetConvolutionGroupCount, "cudnnSetConvolutionGroupCount") \
-  X(conv_set_math, cudnnSetConvolutionMathType, "cudnnSetConvolutionMathType") \
-  X(conv_destroy, cudnnDestroyConvolutionDescriptor, "cudnnDestroyConvolutionDescriptor") \
-  X(act_create, cudnnCreateActivationDescriptor, "cudnnCreateActivationDescriptor") \
-  X(act_set, cudnnSetActivationDescriptor, "cudnnSetActivationDescriptor") \
-  X(act_destroy, cudnnDestroyActivationDescriptor, "cudnnDestroyActivationDescriptor") \
-  X(forward_algorithms, cudnnGetConvolutionForwardAlgorithm_v7, "cudnnGetConvolutionForwardAlgorithm_v7") \
-  X(forward, cudnnConvolutionForward, "cudnnConvolutionForward") \
-  X(forward_bias_activation, cudnnConvolutionBiasActivationForward, "cudnnConvolutionBiasActivationForward") \
-  X(add_tensor, cudnnAddTensor, "cudnnAddTensor") \
-  X(activation_forward, cudnnActivationForward, "cudnnActivationForward")
-
-struct Cudnn {
-  TCC_CUDNN_ENTRIES(TCC_ENTRY_MEMBER)
-  std::string unavailable;
-
-  static const Cudnn& get() {
-    static const Cudnn dnn = open();
-    if (!dnn.unavailable.empty()) throw CudaError(dnn.unavailable);
-    return dnn;
-  }
-
-  void check(cudnnStatus_t st, const std::string& what) const {
-    if (st != CUDNN_STATUS_SUCCESS) throw CudaError(what + " failed: " + error_string(st));
-  }
-
- private:
-  static Cudnn open() {
-    Cudnn c{};
-    void* lib = dlopen("libcudnn.so.9", RTLD_NOW | RTLD_LOCAL);
-    bool ok = lib && TCC_RESOLVE_ENTRIES(TCC_CUDNN_ENTRIES, lib, c);
-    if (!ok) c.unavailable = "cuDNN (libcudnn.so.9) cannot be loaded or lacks its convolution API; Conv kernels need it";
-    return c;
-  }
-};
-
 cudaDataType_t cuda_type(DType t) {
   switch (t) {
     case DType::F32: return CUDA_R_32F;
@@ -174,16 +122,6 @@ void LibraryCalls::GemmPlan::release() {
   for (cublasLtMatrixLayout_t l : {first, second, out})
     if (l) lt.layout_destroy(l);
   if (desc) lt.desc_destroy(desc);
-  *this = {};
-}
-
-void LibraryCalls::ConvPlan::release() {
-  const Cudnn& dnn = Cudnn::get();
-  for (cudnnTensorDescriptor_t t : {x, y, bias})
-    if (t) dnn.tensor_destroy(t);
-  if (w) dnn.filter_destroy(w);
-  if (conv) dnn.conv_destroy(conv);
-  if (act) dnn.act_destroy(act);
   *this = {};
 }
 
@@ -304,112 +242,29 @@ int LibraryCalls::conv(const KernelInfo& k, const ConvProblem& p, const std::vec
                        CUstream stream) {
   const ConvInfo& c = *k.conv;
   if (std::find(p.ydims.begin(), p.ydims.end(), 0) != p.ydims.end()) return c.algo;
-
-  const Cudnn& dnn = Cudnn::get();
-  if (!dnn_) dnn.check(dnn.create(&dnn_), "cudnnCreate");
+  if (!dnn_) dnn_ = cudnn_create();
   ensure_workspace();
-  dnn.check(dnn.set_stream(dnn_, reinterpret_cast<cudaStream_t>(stream)), "cudnnSetStream");
-  DType dtype = k.buffers[k.num_reads].dtype;
-  bool f64 = dtype == DType::F64;
-
-  const std::array<int, 4> config = {static_cast<int>(c.groups), c.activation == "relu", static_cast<int>(dtype),
-                                     c.algo};
-  ConvPlan& plan = conv_plans_[&k];
-  if (!plan.built || plan.config != config || !(plan.problem == p)) {
-    plan.release();
-    const std::string what = "kernel '" + k.name + "' conv";
-    cudnnDataType_t type = cudnn_type(dtype);
-    auto tensor = [&](cudnnTensorDescriptor_t& t, const std::vector<int>& dims) {
-      std::vector<int> strides_of(dims.size(), 1);
-      for (size_t i = dims.size() - 1; i-- > 0;) strides_of[i] = strides_of[i + 1] * dims[i + 1];
-      dnn.check(dnn.tensor_create(&t), what + ": cudnnCreateTensorDescriptor");
-      dnn.check(dnn.tensor_set(t, type, static_cast<int>(dims.size()), dims.data(), strides_of.data()),
-                what + ": cudnnSetTensorNdDescriptor");
-    };
-    tensor(plan.x, p.xdims);
-    tensor(plan.y, p.ydims);
-    std::vector<int> bdims(p.ydims.size(), 1);
-    bdims[1] = p.ydims[1];
-    tensor(plan.bias, bdims);
-    dnn.check(dnn.filter_create(&plan.w), what + ": cudnnCreateFilterDescriptor");
-    dnn.check(dnn.filter_set(plan.w, type, CUDNN_TENSOR_NCHW, static_cast<int>(p.wdims.size()), p.wdims.data()),
-              what + ": cudnnSetFilterNdDescriptor");
-    dnn.check(dnn.conv_create(&plan.conv), what + ": cudnnCreateConvolutionDescriptor");
-    // ONNX Conv is a cross-correlation (the filter is not flipped).
-    dnn.check(dnn.conv_set(plan.conv, static_cast<int>(p.pads.size()), p.pads.data(), p.strides.data(),
-                           p.dilations.data(), CUDNN_CROSS_CORRELATION, f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT),
-              what + ": cudnnSetConvolutionNdDescriptor");
-    dnn.check(dnn.conv_set_groups(plan.conv, static_cast<int>(c.groups)), what + ": cudnnSetConvolutionGroupCount");
-    // CUDNN_DEFAULT_MATH lets f32 convolutions run as TF32 on Ampere and later,
-    // which --precision tf32 asks for; FMA keeps them f32, as the host run and
-    // cuBLASLt's CUBLAS_COMPUTE_32F are.
-    cudnnMathType_t math = dtype == DType::F32 ? (tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH)
-                           : f64               ? CUDNN_DEFAULT_MATH
-                                               : CUDNN_TENSOR_OP_MATH;
-    dnn.check(dnn.conv_set_math(plan.conv, math), what + ": cudnnSetConvolutionMathType");
-    if (c.activation == "relu") {
-      dnn.check(dnn.act_create(&plan.act), what + ": cudnnCreateActivationDescriptor");
-      // For Relu, cuDNN documents coef as an upper bound on the output: the largest double leaves it unbounded.
-      dnn.check(
-          dnn.act_set(plan.act, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, std::numeric_limits<double>::max()),
-          what + ": cudnnSetActivationDescriptor");
-    }
-    // cuDNN's heuristics rank the algorithms; of those that fit the workspace,
-    // the kernel's config names one by rank (0: the first; past the end: the last).
-    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    int returned = 0;
-    dnn.check(dnn.forward_algorithms(dnn_, plan.x, plan.w, plan.conv, plan.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
-                                     &returned, perf),
-              what + ": cudnnGetConvolutionForwardAlgorithm_v7");
-    int rank = -1;
-    for (int i = 0; i < returned && rank < c.algo; ++i)
-      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= kWorkspaceBytes) {
-        plan.algo = perf[i].algo;
-        ++rank;
-      }
-    if (rank < 0) throw CudaError(what + ": cuDNN has no forward algorithm within the workspace");
-    plan.rank = rank;
-    plan.problem = p;
-    plan.config = config;
-    plan.built = true;
-  }
-
-  double one64 = 1, zero64 = 0;
-  float one32 = 1, zero32 = 0;
-  const void* one = f64 ? static_cast<const void*>(&one64) : &one32;
-  const void* zero = f64 ? static_cast<const void*>(&zero64) : &zero32;
+  cudnn_set_stream(dnn_, stream);
   auto ptr = [&](int index) { return reinterpret_cast<void*>(buf[static_cast<size_t>(index)]); };
-  void* x = ptr(c.x);
-  void* w = ptr(c.w);
-  void* y = ptr(k.num_reads);
-  void* ws = reinterpret_cast<void*>(workspace_);
-  // The launch path names the kernel in a message only on failure.
-  auto call = [&](cudnnStatus_t st, const char* api) {
-    if (st != CUDNN_STATUS_SUCCESS) dnn.check(st, "kernel '" + k.name + "' conv: " + api);
-  };
-  if (c.activation == "relu" && c.bias >= 0) {
-    void* z = c.residual >= 0 ? ptr(c.residual) : y;
-    call(dnn.forward_bias_activation(dnn_, one, plan.x, x, plan.w, w, plan.conv, plan.algo, ws,
-                                     kWorkspaceBytes, c.residual >= 0 ? one : zero, plan.y, z, plan.bias,
-                                     ptr(c.bias), plan.act, plan.y, y),
-         "cudnnConvolutionBiasActivationForward");
-    return plan.rank;
+  ConvOperands ops{ptr(c.x), ptr(c.w), ptr(k.num_reads), c.bias >= 0 ? ptr(c.bias) : nullptr,
+                   c.residual >= 0 ? ptr(c.residual) : nullptr, reinterpret_cast<void*>(workspace_)};
+  ConvPlanKey key{p, c.bias >= 0, c.residual >= 0, c.activation == "relu", cudnn_type(k.buffers[k.num_reads].dtype),
+                  tf32, c.algo, {}};
+  for (void* operand : {ops.x, ops.w, ops.y, ops.bias, ops.residual})
+    if (operand) key.alignments.push_back(std::min<int64_t>(16, pointer_alignment(reinterpret_cast<CUdeviceptr>(operand))));
+  std::unique_ptr<CudnnConvPlan>& plan = conv_plans_[&k];
+  if (!plan || !(plan->key() == key)) {
+    plan.reset();
+    plan = std::make_unique<CudnnConvPlan>(dnn_, key, kWorkspaceBytes, "kernel '" + k.name + "' conv");
   }
-  call(dnn.forward(dnn_, one, plan.x, x, plan.w, w, plan.conv, plan.algo, ws, kWorkspaceBytes, zero,
-                   plan.y, y),
-       "cudnnConvolutionForward");
-  if (c.bias >= 0) call(dnn.add_tensor(dnn_, one, plan.bias, ptr(c.bias), one, plan.y, y), "cudnnAddTensor (bias)");
-  if (c.residual >= 0)
-    call(dnn.add_tensor(dnn_, one, plan.y, ptr(c.residual), one, plan.y, y), "cudnnAddTensor (residual)");
-  if (c.activation == "relu")
-    call(dnn.activation_forward(dnn_, plan.act, one, plan.y, y, zero, plan.y, y), "cudnnActivationForward");
-  return plan.rank;
+  plan->run(dnn_, ops);
+  return plan->rank();
 }
 
 void LibraryCalls::release() {
   if (workspace_) Driver::get().mem_free(workspace_);
-  for (auto& [kernel, plan] : conv_plans_) plan.release();
-  if (dnn_) Cudnn::get().destroy(dnn_);
+  conv_plans_.clear();
+  if (dnn_) cudnn_destroy(dnn_);
   for (auto& [kernel, plan] : gemm_plans_) plan.release();
   if (lt_) CublasLt::get().destroy(lt_);
   *this = {};

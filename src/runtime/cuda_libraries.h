@@ -12,9 +12,11 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <vector>
 
 #include "cuda_driver.h"
+#include "cudnn_conv.h"
 #include "module.h"
 
 namespace tcc::runtime {
@@ -25,13 +27,6 @@ struct GemmProblem {
 };
 
 GemmProblem gemm_problem(const KernelInfo& k, const Binding& b);
-
-// A Conv kernel's problem at one binding in cuDNN's int dims (a 1-D
-// convolution as a 2-D one of height 1).
-struct ConvProblem {
-  std::vector<int> xdims, ydims, wdims, pads, strides, dilations;
-  bool operator==(const ConvProblem&) const = default;
-};
 
 ConvProblem conv_problem(const KernelInfo& k, const Binding& b);
 
@@ -44,11 +39,11 @@ class LibraryCalls {
   // call computes D^T = op(B)^T op(A)^T: B is passed first. Returns the rank of
   // the algorithm that ran.
   int gemm(const KernelInfo& k, const GemmProblem& p, const std::vector<CUdeviceptr>& buf, CUstream stream);
-  // y = act(conv(x, w) + bias + residual), NCHW. cuDNN tensors have at least
-  // four dims, so a 1-D convolution runs as 2-D with a trailing spatial dim of 1.
-  // With Relu and a bias, one fused cudnnConvolutionBiasActivationForward (z is
-  // the residual, or y itself with alpha2 = 0); otherwise the convolution, then
-  // cudnnAddTensor for the bias and the residual and cudnnActivationForward in place.
+  // y = act(conv(x, w) + bias + residual), NCHW, by the kernel's cuDNN plan
+  // (cudnn_conv.h), built on its first call and again when its problem, the
+  // rank asked for or an operand's alignment changes. cuDNN tensors have at
+  // least four dims, so a 1-D convolution runs as 2-D with a trailing spatial
+  // dim of 1. Returns the rank of the engine config that ran.
   int conv(const KernelInfo& k, const ConvProblem& p, const std::vector<CUdeviceptr>& buf, CUstream stream);
   // Frees the handles, workspace and plans; the context they were made in must be current.
   void release();
@@ -75,20 +70,7 @@ class LibraryCalls {
     void release();
   };
   std::map<const KernelInfo*, GemmPlan> gemm_plans_;
-  // Per Conv kernel, its cuDNN descriptors and algorithm.
-  struct ConvPlan {
-    bool built = false;
-    ConvProblem problem;
-    std::array<int, 4> config{};  // groups, activation, dtype, the rank asked for
-    cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
-    cudnnFilterDescriptor_t w = nullptr;
-    cudnnConvolutionDescriptor_t conv = nullptr;
-    cudnnActivationDescriptor_t act = nullptr;
-    cudnnConvolutionFwdAlgo_t algo{};
-    int rank = 0;
-    void release();
-  };
-  std::map<const KernelInfo*, ConvPlan> conv_plans_;
+  std::map<const KernelInfo*, std::unique_ptr<CudnnConvPlan>> conv_plans_;
 };
 
 }  // namespace tcc::runtime

@@ -22,6 +22,7 @@
 #include "src/profiler/report.h"
 #include "tests/fake_cuda/fake_cuda.h"
 #include "tests/fake_cuda/fake_module.h"
+#include "tests/fake_cuda/host_kernel_binder.h"
 #include "tests/unit/support/temp_dir.h"
 
 namespace tcc {
@@ -49,11 +50,9 @@ class FakeDevice {
     CliResult r = compile_for_fake_device(model, dir);
     EXPECT_EQ(r.code, 0) << r.output;
     module_ = runtime::load_module(dir.string());
-    for (const runtime::KernelInfo& k : module_->kernels) {
+    for (const runtime::KernelInfo& k : module_->kernels)
       EXPECT_FALSE(k.library_call) << k.name << ": the cache should have made every GEMM a template";
-      kernels_[k.name] = &k;
-    }
-    fake_cuda::set_kernel_binder([this](const std::string& name, void** params) { return bind(name, params); });
+    fake_cuda::set_kernel_binder(host_kernel_binder(*module_));
     stream_ = runtime::device::create_stream();
   }
   ~FakeDevice() {
@@ -157,38 +156,7 @@ class FakeDevice {
   }
 
  private:
-  // cuLaunchKernel's parameters are the buffers' device pointers, then the
-  // sizes (codegen/emit_cuda.cc's order, which host kernels share), then a
-  // split reduction's workspace, which the host kernel does not take, then
-  // the random offset's address, which it takes after the buffers. The
-  // kernel advancing the offset takes that address alone.
-  std::function<void()> bind(const std::string& name, void** params) {
-    if (name == kRandomOffsetAdvance) {
-      auto advance = reinterpret_cast<HostKernelFn>(module_->host_library->symbol(kRandomOffsetAdvance));
-      void* offset = nullptr;
-      std::memcpy(&offset, params[0], sizeof offset);
-      return [advance, offset] { advance(&offset, nullptr); };
-    }
-    auto it = kernels_.find(name);
-    if (it == kernels_.end()) {
-      ADD_FAILURE() << "launch of '" << name << "', which the module does not declare";
-      return nullptr;
-    }
-    const runtime::KernelInfo& k = *it->second;
-    std::vector<void*> buffers(k.buffers.size());
-    std::vector<int64_t> sizes(k.sizes.size());
-    for (size_t i = 0; i < buffers.size(); ++i) std::memcpy(&buffers[i], params[i], sizeof(void*));
-    for (size_t i = 0; i < sizes.size(); ++i) std::memcpy(&sizes[i], params[buffers.size() + i], sizeof(int64_t));
-    if (k.launch.random_offset) {
-      size_t at = buffers.size() + sizes.size() + (k.launch.workspace_bytes == SymExpr() ? 0 : 1);
-      buffers.emplace_back();
-      std::memcpy(&buffers.back(), params[at], sizeof(void*));
-    }
-    return [host = k.host, buffers, sizes] { host(buffers.data(), sizes.data()); };
-  }
-
   std::unique_ptr<runtime::Module> module_;
-  std::map<std::string, const runtime::KernelInfo*> kernels_;
   void* stream_ = nullptr;
 };
 

@@ -1,0 +1,118 @@
+// A Conv kernel's cuDNN execution plan, built with cuDNN 9's graph API.
+//
+// The problem becomes an operation graph: the convolution and, where one of
+// cuDNN's precompiled engines fuses them, its bias, residual and Relu as
+// pointwise nodes. cuDNN's heuristics rank the engine configs, those that suit
+// the dtype (no TF32 or down-converted inputs for f32 unless --precision tf32,
+// no reduced-precision sums) and fit the workspace are finalized in rank order,
+// and the kernel's config picks one by rank. A call is then one
+// cudnnBackendExecute of the plan with a variant pack of its pointers, made
+// again only when they change. The descriptor API this replaces
+// (cudnnConvolutionForward) cost a CNN's step about 40 us of host time per call
+// on the H200 (2026-11-27), where a kernel launch costs a few.
+//
+// When no precompiled engine fuses the epilogue (f32 and f64 data, as a rule),
+// the graph is the convolution alone and the epilogue runs after it in place:
+// cudnnAddTensor for the bias and the residual, cudnnActivationForward for Relu.
+#pragma once
+
+#include <cudnn.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cuda_driver.h"
+
+namespace tcc::runtime {
+
+// A Conv kernel's problem at one binding in cuDNN's int dims (a 1-D
+// convolution as a 2-D one of height 1).
+struct ConvProblem {
+  std::vector<int> xdims, ydims, wdims, pads, strides, dilations;
+  bool operator==(const ConvProblem&) const = default;
+};
+
+// What a plan is built for besides the problem: the epilogue, the dtype, the
+// rank asked for and each operand's pointer alignment (which cuDNN's engines
+// assume of every later call).
+struct ConvPlanKey {
+  ConvProblem problem;
+  bool bias = false, residual = false, relu = false;
+  cudnnDataType_t dtype = CUDNN_DATA_FLOAT;
+  bool tf32 = false;
+  int rank = 0;
+  std::vector<int64_t> alignments;  // x, w, y, then the bias and residual if any
+  bool operator==(const ConvPlanKey&) const = default;
+};
+
+// The operands of one call, in device memory.
+struct ConvOperands {
+  void* x = nullptr;
+  void* w = nullptr;
+  void* y = nullptr;
+  void* bias = nullptr;      // k elements, or null
+  void* residual = nullptr;  // y's shape, or null
+  void* workspace = nullptr;
+};
+
+// Backend descriptors destroyed together: a plan's, which its execution plan
+// refers to, freed also when building it throws.
+class BackendDescriptors {
+ public:
+  BackendDescriptors() = default;
+  ~BackendDescriptors() { clear(); }
+  BackendDescriptors(const BackendDescriptors&) = delete;
+  BackendDescriptors& operator=(const BackendDescriptors&) = delete;
+  cudnnBackendDescriptor_t make(cudnnBackendDescriptorType_t type, const std::string& what);
+  void clear();
+
+ private:
+  std::vector<cudnnBackendDescriptor_t> all_;
+};
+
+class CudnnConvPlan {
+ public:
+  // Builds the plan of `key` on `handle`, or throws a CudaError naming `what`
+  // when cuDNN has no usable engine for it.
+  CudnnConvPlan(cudnnHandle_t handle, const ConvPlanKey& key, int64_t workspace_bytes, const std::string& what);
+
+  const ConvPlanKey& key() const { return key_; }
+  // The rank of the engine config that runs: the one asked for, or the last
+  // usable one when cuDNN offers fewer.
+  int rank() const { return rank_; }
+  // Whether the engine applies the epilogue too.
+  bool fused() const { return fused_; }
+
+  // y = act(conv(x, w) + bias + residual) on the stream the handle is set to.
+  void run(cudnnHandle_t handle, const ConvOperands& ops);
+
+ private:
+  bool build_graph(cudnnHandle_t handle, bool fuse_epilogue, int64_t workspace_bytes);
+  void make_legacy_epilogue();
+
+  ConvPlanKey key_;
+  std::string what_;
+  BackendDescriptors graph_;  // every descriptor the plan refers to
+  cudnnBackendDescriptor_t plan_ = nullptr;
+  BackendDescriptors pack_owner_;
+  cudnnBackendDescriptor_t pack_ = nullptr;  // the variant pack of pack_pointers_
+  std::vector<int64_t> uids_;
+  std::vector<void*> pack_pointers_;
+  int rank_ = 0;
+  bool fused_ = false;
+  // The epilogue after an unfused graph, by the descriptor API.
+  struct LegacyEpilogue {
+    cudnnTensorDescriptor_t y = nullptr, bias = nullptr;
+    cudnnActivationDescriptor_t relu = nullptr;
+    ~LegacyEpilogue();
+  } epilogue_;
+};
+
+// cudnnCreate, cudnnSetStream and cudnnDestroy through the library opened on
+// first use (libcudnn.so.9); a CudaError when it cannot be loaded.
+cudnnHandle_t cudnn_create();
+void cudnn_set_stream(cudnnHandle_t handle, CUstream stream);
+void cudnn_destroy(cudnnHandle_t handle);
+
+}  // namespace tcc::runtime
