@@ -4,8 +4,6 @@
 #include <dlfcn.h>
 
 #include <algorithm>
-#include <cstring>
-#include <limits>
 
 namespace tcc::runtime {
 
@@ -251,7 +249,8 @@ int LibraryCalls::conv(const KernelInfo& k, const ConvProblem& p, const std::vec
   ConvPlanKey key{p, c.bias >= 0, c.residual >= 0, c.activation == "relu", cudnn_type(k.buffers[k.num_reads].dtype),
                   tf32, c.algo, {}};
   for (void* operand : {ops.x, ops.w, ops.y, ops.bias, ops.residual})
-    if (operand) key.alignments.push_back(std::min<int64_t>(16, pointer_alignment(reinterpret_cast<CUdeviceptr>(operand))));
+    if (operand)
+      key.alignments.push_back(std::min<int64_t>(16, pointer_alignment(reinterpret_cast<CUdeviceptr>(operand))));
   std::unique_ptr<CudnnConvPlan>& plan = conv_plans_[&k];
   if (!plan || !(plan->key() == key)) {
     plan.reset();

@@ -318,7 +318,8 @@ void CudnnConvPlan::make_legacy_epilogue() {
   if (key_.relu) {
     dnn.check(dnn.act_create(&epilogue_.relu), what_ + ": cudnnCreateActivationDescriptor");
     // For Relu, cuDNN documents coef as an upper bound on the output: the largest double leaves it unbounded.
-    dnn.check(dnn.act_set(epilogue_.relu, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, std::numeric_limits<double>::max()),
+    dnn.check(dnn.act_set(epilogue_.relu, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN,
+                          std::numeric_limits<double>::max()),
               what_ + ": cudnnSetActivationDescriptor");
   }
 }
@@ -354,11 +355,11 @@ void CudnnConvPlan::run(cudnnHandle_t handle, const ConvOperands& ops) {
   float one32 = 1, zero32 = 0;
   const void* one = f64 ? static_cast<const void*>(&one64) : &one32;
   const void* zero = f64 ? static_cast<const void*>(&zero64) : &zero32;
-  if (key_.bias) call(dnn.add_tensor(handle, one, epilogue_.bias, ops.bias, one, epilogue_.y, ops.y), "cudnnAddTensor (bias)");
-  if (key_.residual)
-    call(dnn.add_tensor(handle, one, epilogue_.y, ops.residual, one, epilogue_.y, ops.y), "cudnnAddTensor (residual)");
+  const LegacyEpilogue& e = epilogue_;
+  if (key_.bias) call(dnn.add_tensor(handle, one, e.bias, ops.bias, one, e.y, ops.y), "cudnnAddTensor (bias)");
+  if (key_.residual) call(dnn.add_tensor(handle, one, e.y, ops.residual, one, e.y, ops.y), "cudnnAddTensor (residual)");
   if (key_.relu)
-    call(dnn.activation_forward(handle, epilogue_.relu, one, epilogue_.y, ops.y, zero, epilogue_.y, ops.y), "cudnnActivationForward");
+    call(dnn.activation_forward(handle, e.relu, one, e.y, ops.y, zero, e.y, ops.y), "cudnnActivationForward");
 }
 
 }  // namespace tcc::runtime

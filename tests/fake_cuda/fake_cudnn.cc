@@ -179,7 +179,8 @@ bool complete(const Descriptor& d) {
              find(d, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE);
     case CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR: {
       Descriptor* config = ref(d, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG);
-      if (!config || !known(config) || config->engine < 0 || !find(d, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE))
+      if (!config || !known(config) || config->engine < 0 ||
+          !find(d, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE))
         return false;
       size_t ops = values<Desc>(*config->graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR).size();
       return ops == 1 || state().fuses;
@@ -415,7 +416,8 @@ cudnnStatus_t CUDNNWINAPI cudnnBackendGetAttribute(Desc const d, cudnnBackendAtt
 
 cudnnStatus_t CUDNNWINAPI cudnnBackendExecute(cudnnHandle_t handle, Desc plan, Desc pack) {
   if (!handle || !known(plan) || !known(pack) || !as(plan)->finalized || !as(pack)->finalized ||
-      as(plan)->type != CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR || as(pack)->type != CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR)
+      as(plan)->type != CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR ||
+      as(pack)->type != CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR)
     return CUDNN_STATUS_BAD_PARAM;
   const Descriptor& config = *ref(*as(plan), CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG);
   Memory mem;
