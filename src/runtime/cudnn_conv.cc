@@ -220,17 +220,19 @@ bool CudnnConvPlan::build_graph(cudnnHandle_t handle, bool fuse_epilogue, int64_
     finalize(pw_op, "pointwise operation");
     ops.push_back(pw_op);
   };
+  // In the order of the descriptor API's fused call, act(conv + residual + bias),
+  // the form cuDNN's precompiled ConvBiasAct engines take.
   if (fuse_epilogue) {
-    size_t next_alignment = 3;
+    const size_t bias_alignment = 3, residual_alignment = 3 + (key_.bias ? 1 : 0);
+    if (key_.residual) {
+      pointwise(CUDNN_POINTWISE_ADD, tensor(kResidual, ydims, key_.dtype, key_.alignments[residual_alignment]));
+      uids_.push_back(kResidual);
+    }
     if (key_.bias) {
       std::vector<int64_t> bdims(ydims.size(), 1);
       bdims[1] = ydims[1];
-      pointwise(CUDNN_POINTWISE_ADD, tensor(kBias, bdims, key_.dtype, key_.alignments[next_alignment++]));
+      pointwise(CUDNN_POINTWISE_ADD, tensor(kBias, bdims, key_.dtype, key_.alignments[bias_alignment]));
       uids_.push_back(kBias);
-    }
-    if (key_.residual) {
-      pointwise(CUDNN_POINTWISE_ADD, tensor(kResidual, ydims, key_.dtype, key_.alignments[next_alignment++]));
-      uids_.push_back(kResidual);
     }
     if (key_.relu) pointwise(CUDNN_POINTWISE_RELU_FWD, nullptr);
   }
@@ -326,9 +328,14 @@ void CudnnConvPlan::make_legacy_epilogue() {
 
 void CudnnConvPlan::run(cudnnHandle_t handle, const ConvOperands& ops) {
   const Cudnn& dnn = Cudnn::get();
-  std::vector<void*> pointers = {ops.x, ops.w, ops.y};
-  if (fused_ && key_.bias) pointers.push_back(ops.bias);
-  if (fused_ && key_.residual) pointers.push_back(ops.residual);
+  // The pack's pointers in uids_' order, then the workspace.
+  std::vector<void*> pointers;
+  for (int64_t uid : uids_)
+    pointers.push_back(uid == kX      ? ops.x
+                       : uid == kW    ? ops.w
+                       : uid == kY    ? ops.y
+                       : uid == kBias ? ops.bias
+                                      : ops.residual);
   pointers.push_back(ops.workspace);
   // The launch path names the kernel in a message only on failure.
   auto call = [&](cudnnStatus_t st, const char* api) {

@@ -45,6 +45,11 @@ size_t stream_syncs();
 using KernelBinder = std::function<std::function<void()>(const std::string& kernel, void** params)>;
 void set_kernel_binder(KernelBinder binder);
 
+// Enqueues a library's work on `stream` (a CUstream) as a launch named
+// `name`: it runs at once, or a capture records it and each replay runs it
+// again. The fake cuDNN (fake_cudnn.h) runs its executions so.
+void enqueue(void* stream, const std::string& name, std::function<void()> work);
+
 // Whether copies, memsets and bound kernels do their work (the default) or
 // are only checked and logged: a benchmark of the host path turns the work
 // off, which a device would do asynchronously.

@@ -4,12 +4,14 @@
 // the graph API's descriptors, checked as cuDNN documents them (attributes of
 // the right type and count, set before finalizing, every descriptor an
 // operation names finalized, the convolution's output shape), heuristics that
-// offer a fixed list of engine configs, and cudnnBackendExecute, which runs
-// the operation graph on the fake's device memory (host memory) at once:
-// cross-correlation with pads, strides, dilations and groups, pointwise Add
-// with broadcasting and Relu. Also cudnnAddTensor and cudnnActivationForward,
-// the unfused epilogue. A program linked against it has it loaded under that
-// soname, so the runtime's dlopen("libcudnn.so.9") finds it.
+// offer a fixed list of engine configs, and cudnnBackendExecute, which puts
+// the operation graph's work on the handle's stream through the fake driver
+// (fake_cuda::enqueue: run at once, or captured and run at each replay), on
+// the fake's device memory (host memory): cross-correlation with pads,
+// strides, dilations and groups, pointwise Add with broadcasting and Relu.
+// Also cudnnAddTensor and cudnnActivationForward, the unfused epilogue. A
+// program linked against it has it loaded under that soname, so the runtime's
+// dlopen("libcudnn.so.9") finds it.
 //
 // The heuristics rank four engine configs: one on tensor cores (TF32 for f32
 // data), one needing a 64 MiB workspace, a plain one and a plain one cuDNN

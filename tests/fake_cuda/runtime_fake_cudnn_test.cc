@@ -60,22 +60,74 @@ std::string conv_model() {
          "}\n";
 }
 
-class FakeCudnn : public TempDirSuite {
+// Runs `m` on the fake device (step by step, or through a CUDA graph per
+// binding as reduce-overhead does) and on the host, every symbolic dim of its
+// f32 inputs at `n`, and expects the same outputs within `tolerance` relative
+// to each value's magnitude plus one: the fake cuDNN sums in double, in
+// another order than the host kernels.
+void expect_device_matches_host(runtime::Module& m, void* stream, int64_t n, unsigned seed, bool graphs,
+                                float tolerance) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<std::vector<int64_t>> in_shapes;
+  std::vector<std::vector<float>> in_host;
+  std::vector<tcc_tensor> dev_in, host_in;
+  for (const TensorSig& sig : m.inputs) {
+    ASSERT_EQ(sig.dtype, DType::F32) << sig.name;
+    std::vector<int64_t> shape;
+    for (const SymExpr& d : sig.shape) shape.push_back(d.is_constant() ? d.constant_value() : n);
+    in_shapes.push_back(shape);
+    in_host.emplace_back(static_cast<size_t>(checked_numel(shape)));
+    for (float& v : in_host.back()) v = dist(rng);
+  }
+  for (size_t i = 0; i < in_shapes.size(); ++i) {
+    size_t bytes = in_host[i].size() * sizeof(float);
+    void* p = runtime::device::alloc(bytes);
+    runtime::device::upload(p, in_host[i].data(), bytes);
+    dev_in.push_back({p, TCC_F32, static_cast<int32_t>(in_shapes[i].size()), in_shapes[i].data()});
+    host_in.push_back({in_host[i].data(), TCC_F32, static_cast<int32_t>(in_shapes[i].size()), in_shapes[i].data()});
+  }
+  runtime::Binding binding = runtime::bind(m, host_in.data(), host_in.size(), nullptr, nullptr);
+  std::vector<std::vector<int64_t>> out_shapes;
+  for (int id : m.output_values) out_shapes.push_back(binding.shapes[static_cast<size_t>(id)]);
+  std::vector<std::vector<float>> device_out, host_out;
+  std::vector<tcc_tensor> dev_out, host_outs;
+  for (auto& shape : out_shapes) {
+    size_t count = static_cast<size_t>(checked_numel(shape));
+    device_out.emplace_back(count);
+    host_out.emplace_back(count, -1.0f);
+    dev_out.push_back({runtime::device::alloc(count * sizeof(float)), TCC_F32, static_cast<int32_t>(shape.size()),
+                       shape.data()});
+    host_outs.push_back({host_out.back().data(), TCC_F32, static_cast<int32_t>(shape.size()), shape.data()});
+  }
+  if (graphs)
+    runtime::enqueue_cuda_graphs(m, dev_in.data(), dev_in.size(), dev_out.data(), dev_out.size(), stream);
+  else
+    runtime::run_cuda(m, dev_in.data(), dev_in.size(), dev_out.data(), dev_out.size(), stream);
+  runtime::device::sync(stream);
+  runtime::run_host(m, host_in.data(), host_in.size(), host_outs.data(), host_outs.size());
+  for (size_t i = 0; i < dev_out.size(); ++i) {
+    runtime::device::download(device_out[i].data(), dev_out[i].data, device_out[i].size() * sizeof(float));
+    for (size_t j = 0; j < device_out[i].size(); ++j)
+      ASSERT_NEAR(device_out[i][j], host_out[i][j], tolerance * (1 + std::fabs(host_out[i][j])))
+          << "output " << i << " element " << j << " at n = " << n;
+  }
+  for (auto* set : {&dev_in, &dev_out})
+    for (tcc_tensor& t : *set) runtime::device::release(t.data);
+}
+
+// A module compiled into module_dir() under the suite's directory, loaded per
+// test with the fake driver running its generated kernels as their host kernels.
+class FakeDeviceSuite : public TempDirSuite {
  protected:
-  static void SetUpTestSuite() {
-    TempDirSuite::SetUpTestSuite();
-    fs::path model = suite_dir_ / "convs.tir";
-    std::ofstream(model) << conv_model();
-    CliResult r = compile_for_fake_device(model, suite_dir_ / "module");
+  static void compile(const fs::path& model, const fs::path& dir) {
+    CliResult r = compile_for_fake_device(model, dir);
     ASSERT_EQ(r.code, 0) << r.output;
   }
+  virtual fs::path module_dir() const { return suite_dir_ / "module"; }
 
   void SetUp() override {
-    module_ = runtime::load_module((suite_dir_ / "module").string());
-    size_t convs = 0;
-    for (const runtime::KernelInfo& k : module_->kernels) convs += k.conv.has_value();
-    ASSERT_EQ(convs, 4u) << "each Conv should be one cuDNN kernel with its epilogue";
-    fake_cuda::set_kernel_binder(host_kernel_binder(*module_));
+    load();
     fake_cudnn::reset_counts();
     stream_ = runtime::device::create_stream();
   }
@@ -88,49 +140,38 @@ class FakeCudnn : public TempDirSuite {
     EXPECT_EQ(fake_cudnn::counts().live_descriptors, 0u) << "the module's plans should free every descriptor";
   }
 
-  // Runs the module on the fake device and on the host at batch `n` and
-  // expects the same outputs; f32 sums in another order, so within 1e-5.
-  void expect_device_matches_host(int64_t n, unsigned seed) {
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> dist(0.0f, 1.0f);
-    std::vector<std::vector<int64_t>> in_shapes = {{n, 4, 9, 9}, {n, 4, 12}};
-    std::vector<std::vector<int64_t>> out_shapes = {{n, 4, 5, 5}, {n, 2, 10}};
-    std::vector<std::vector<float>> in_host, device_out, host_out;
-    std::vector<tcc_tensor> dev_in, dev_out, host_in, host_outs;
-    for (auto& shape : in_shapes) {
-      in_host.emplace_back(static_cast<size_t>(checked_numel(shape)));
-      for (float& v : in_host.back()) v = dist(rng);
-    }
-    for (size_t i = 0; i < in_shapes.size(); ++i) {
-      size_t bytes = in_host[i].size() * sizeof(float);
-      void* p = runtime::device::alloc(bytes);
-      runtime::device::upload(p, in_host[i].data(), bytes);
-      dev_in.push_back({p, TCC_F32, static_cast<int32_t>(in_shapes[i].size()), in_shapes[i].data()});
-      host_in.push_back({in_host[i].data(), TCC_F32, static_cast<int32_t>(in_shapes[i].size()), in_shapes[i].data()});
-    }
-    for (auto& shape : out_shapes) {
-      size_t count = static_cast<size_t>(checked_numel(shape));
-      device_out.emplace_back(count);
-      host_out.emplace_back(count, -1.0f);
-      dev_out.push_back({runtime::device::alloc(count * sizeof(float)), TCC_F32, static_cast<int32_t>(shape.size()),
-                         shape.data()});
-      host_outs.push_back({host_out.back().data(), TCC_F32, static_cast<int32_t>(shape.size()), shape.data()});
-    }
-    runtime::run_cuda(*module_, dev_in.data(), dev_in.size(), dev_out.data(), dev_out.size(), stream_);
-    runtime::device::sync(stream_);
-    runtime::run_host(*module_, host_in.data(), host_in.size(), host_outs.data(), host_outs.size());
-    for (size_t i = 0; i < dev_out.size(); ++i) {
-      runtime::device::download(device_out[i].data(), dev_out[i].data, device_out[i].size() * sizeof(float));
-      for (size_t j = 0; j < device_out[i].size(); ++j)
-        ASSERT_NEAR(device_out[i][j], host_out[i][j], 1e-5f * (1 + std::fabs(host_out[i][j])))
-            << "output " << i << " element " << j << " at n = " << n;
-    }
-    for (auto* set : {&dev_in, &dev_out})
-      for (tcc_tensor& t : *set) runtime::device::release(t.data);
+  void load() {
+    module_ = runtime::load_module(module_dir().string());
+    fake_cuda::set_kernel_binder(host_kernel_binder(*module_));
+  }
+
+  size_t conv_kernels() const {
+    size_t convs = 0;
+    for (const runtime::KernelInfo& k : module_->kernels) convs += k.conv.has_value();
+    return convs;
   }
 
   std::unique_ptr<runtime::Module> module_;
   void* stream_ = nullptr;
+};
+
+class FakeCudnn : public FakeDeviceSuite {
+ protected:
+  static void SetUpTestSuite() {
+    TempDirSuite::SetUpTestSuite();
+    fs::path model = suite_dir_ / "convs.tir";
+    std::ofstream(model) << conv_model();
+    compile(model, suite_dir_ / "module");
+  }
+
+  void SetUp() override {
+    FakeDeviceSuite::SetUp();
+    ASSERT_EQ(conv_kernels(), 4u) << "each Conv should be one cuDNN kernel with its epilogue";
+  }
+
+  void expect_device_matches_host(int64_t n, unsigned seed, bool graphs = false) {
+    tcc::expect_device_matches_host(*module_, stream_, n, seed, graphs, 1e-5f);
+  }
 };
 
 TEST_F(FakeCudnn, FusedEpiloguesRunInTheirPlans) {
@@ -162,6 +203,52 @@ TEST_F(FakeCudnn, PlansAreBuiltOncePerBindingAndExecutedEveryCall) {
   EXPECT_EQ(fake_cudnn::counts().plans, 8u) << "a new batch size is a new problem for every convolution";
   EXPECT_EQ(fake_cudnn::counts().executions, 16u);
 }
+
+// reduce-overhead: the run before the capture builds the plans, the capture
+// records each plan's execution (and the unfused epilogue's calls), and the
+// replays run what it recorded on new inputs without calling cuDNN again.
+TEST_F(FakeCudnn, CapturedExecutionsReplayOnNewInputs) {
+  for (bool fuses : {true, false}) {
+    SCOPED_TRACE(fuses ? "fused" : "unfused");
+    load();
+    fake_cudnn::set_fuses_epilogues(fuses);
+    fake_cudnn::reset_counts();
+    for (unsigned step = 0; step < 4; ++step) expect_device_matches_host(2, 40 + step, true);
+    runtime::GraphStats stats = runtime::graph_stats(*module_);
+    EXPECT_EQ(stats.captures, 1u);
+    EXPECT_EQ(stats.replays, 3u);
+    EXPECT_EQ(fake_cudnn::counts().executions, 8u) << "four in the plain run, four captured";
+    EXPECT_EQ(fake_cudnn::counts().legacy_calls, fuses ? 0u : 10u);
+  }
+}
+
+// The zoo's CNNs as torch's dynamo exporter wrote them (tests/zoo), at batch
+// 2: every convolution left to cuDNN (ResNet's 3x3 and strided ones,
+// MobileNetV3's stem, EfficientNet's and ConvNeXt's), step by step and
+// replayed, fused and not.
+class FakeCudnnZoo : public FakeDeviceSuite, public ::testing::WithParamInterface<const char*> {
+ protected:
+  fs::path module_dir() const override { return suite_dir_ / GetParam(); }
+  void SetUp() override {
+    compile(fs::path(TCC_SOURCE_DIR) / "tests/zoo" / GetParam() / "model.onnx", module_dir());
+    FakeDeviceSuite::SetUp();
+  }
+};
+
+TEST_P(FakeCudnnZoo, ConvolutionsMatchTheHostRunStepByStepAndReplayed) {
+  ASSERT_GT(conv_kernels(), 0u);
+  for (bool fuses : {true, false}) {
+    SCOPED_TRACE(fuses ? "fused" : "unfused");
+    load();
+    fake_cudnn::set_fuses_epilogues(fuses);
+    expect_device_matches_host(*module_, stream_, 2, 1, false, 1e-4f);
+    for (unsigned step = 0; step < 2; ++step) expect_device_matches_host(*module_, stream_, 2, 2 + step, true, 1e-4f);
+    EXPECT_EQ(runtime::graph_stats(*module_).replays, 1u);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Zoo, FakeCudnnZoo, ::testing::Values("resnet", "mobilenetv3", "efficientnet", "convnext"),
+                         [](const ::testing::TestParamInfo<const char*>& i) { return std::string(i.param); });
 
 }  // namespace
 }  // namespace tcc

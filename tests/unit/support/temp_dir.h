@@ -53,7 +53,9 @@ using TempDirTest = TempDirFixture<>;
 class TempDirSuite : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    suite_dir_ = make_temp_dir(std::string("tcc_") + ::testing::UnitTest::GetInstance()->current_test_suite()->name());
+    std::string suite = ::testing::UnitTest::GetInstance()->current_test_suite()->name();
+    std::replace(suite.begin(), suite.end(), '/', '_');  // a parameterized suite's Prefix/Name
+    suite_dir_ = make_temp_dir("tcc_" + suite);
   }
   static void TearDownTestSuite() { std::filesystem::remove_all(suite_dir_); }
 
