@@ -240,7 +240,10 @@ bool CudnnConvPlan::build_graph(cudnnHandle_t handle, bool fuse_epilogue, int64_
   cudnnBackendDescriptor_t graph = graph_.make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, what_);
   set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, static_cast<int64_t>(ops.size()),
       ops.data());
-  set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
+  // The graph's and the plan's handles: recent cuDNN 9 releases deprecate
+  // them (the handle comes with each execution), earlier ones need them, so
+  // each is set where accepted and finalizing says whether anything is missing.
+  dnn.desc_set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
   if (dnn.desc_finalize(graph) != CUDNN_STATUS_SUCCESS) {
     if (fuse_epilogue) return false;
     finalize(graph, "operation graph");
@@ -269,11 +272,7 @@ bool CudnnConvPlan::build_graph(cudnnHandle_t handle, bool fuse_epilogue, int64_
   int rank = -1;
   for (int64_t i = 0; i < offered && rank < key_.rank; ++i) {
     cudnnBackendDescriptor_t config = configs[static_cast<size_t>(i)];
-    int64_t workspace = 0, count = 0;
-    if (dnn.desc_get(config, CUDNN_ATTR_ENGINECFG_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &count, &workspace) !=
-            CUDNN_STATUS_SUCCESS ||
-        workspace > workspace_bytes)
-      continue;
+    int64_t count = 0;
     cudnnBackendDescriptor_t engine = graph_.make(CUDNN_BACKEND_ENGINE_DESCRIPTOR, what_);
     dnn.check(dnn.desc_get(config, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count, &engine),
               what_ + ": an engine config's engine");
@@ -292,9 +291,13 @@ bool CudnnConvPlan::build_graph(cudnnHandle_t handle, bool fuse_epilogue, int64_
       if (std::count(behavior.begin(), behavior.end(), CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION)) continue;
     }
     cudnnBackendDescriptor_t plan = graph_.make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, what_);
-    set(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
+    dnn.desc_set(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
     set(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &config);
     if (dnn.desc_finalize(plan) != CUDNN_STATUS_SUCCESS) continue;
+    int64_t workspace = 0;
+    dnn.check(dnn.desc_get(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &count, &workspace),
+              what_ + ": an execution plan's workspace size");
+    if (workspace > workspace_bytes) continue;
     plan_ = plan;
     ++rank;
   }

@@ -2,10 +2,11 @@
 //
 // The problem becomes an operation graph: the convolution and, where one of
 // cuDNN's precompiled engines fuses them, its bias, residual and Relu as
-// pointwise nodes. cuDNN's heuristics rank the engine configs, those that suit
-// the dtype (no TF32 or down-converted inputs for f32 unless --precision tf32,
-// no reduced-precision sums) and fit the workspace are finalized in rank order,
-// and the kernel's config picks one by rank. A call is then one
+// pointwise nodes. cuDNN's heuristics rank the engine configs; in that order,
+// those that suit the dtype (no TF32 or down-converted inputs for f32 unless
+// --precision tf32, no reduced-precision sums) are finalized into plans, a
+// plan that needs more than the workspace is passed over, and the kernel's
+// config picks one of the rest by rank. A call is then one
 // cudnnBackendExecute of the plan with a variant pack of its pointers, made
 // again only when they change. The descriptor API this replaces
 // (cudnnConvolutionForward) cost a CNN's step about 40 us of host time per call

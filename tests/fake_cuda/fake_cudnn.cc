@@ -379,6 +379,9 @@ cudnnStatus_t CUDNNWINAPI cudnnBackendFinalize(Desc d) {
                                                                                       : CUDNN_STATUS_BAD_PARAM;
   as(d)->finalized = true;
   if (as(d)->type == CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR) {
+    const Descriptor& config = *ref(*as(d), CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG);
+    as(d)->engine = config.engine;
+    as(d)->graph = config.graph;
     std::lock_guard<std::mutex> lock(state().mu);
     ++state().counts.plans;
   }
@@ -404,7 +407,7 @@ cudnnStatus_t CUDNNWINAPI cudnnBackendGetAttribute(Desc const d, cudnnBackendAtt
   }
   if (self.engine < 0 || requested < 1 || !out) return CUDNN_STATUS_BAD_PARAM;
   const Engine& e = kEngines[self.engine];
-  if (name == CUDNN_ATTR_ENGINECFG_WORKSPACE_SIZE && type == CUDNN_TYPE_INT64) {
+  if (name == CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE && type == CUDNN_TYPE_INT64 && self.finalized) {
     *static_cast<int64_t*>(out) = e.workspace;
     *count = 1;
   } else if (name == CUDNN_ATTR_ENGINECFG_ENGINE && type == CUDNN_TYPE_BACKEND_DESCRIPTOR) {

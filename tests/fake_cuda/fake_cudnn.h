@@ -14,7 +14,7 @@
 // dlopen("libcudnn.so.9") finds it.
 //
 // The heuristics rank four engine configs: one on tensor cores (TF32 for f32
-// data), one needing a 64 MiB workspace, a plain one and a plain one cuDNN
+// data), one whose plan needs a 64 MiB workspace, a plain one and a plain one cuDNN
 // would compile at run time. Unless set_fuses_epilogues(true), an execution
 // plan of a graph with pointwise operations fails to finalize, as cuDNN's does
 // for f32 data without a fusing engine.
