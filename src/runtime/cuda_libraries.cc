@@ -246,15 +246,16 @@ int LibraryCalls::conv(const KernelInfo& k, const ConvProblem& p, const std::vec
   auto ptr = [&](int index) { return reinterpret_cast<void*>(buf[static_cast<size_t>(index)]); };
   ConvOperands ops{ptr(c.x), ptr(c.w), ptr(k.num_reads), c.bias >= 0 ? ptr(c.bias) : nullptr,
                    c.residual >= 0 ? ptr(c.residual) : nullptr, reinterpret_cast<void*>(workspace_)};
-  ConvPlanKey key{p, c.bias >= 0, c.residual >= 0, c.activation == "relu", cudnn_type(k.buffers[k.num_reads].dtype),
-                  tf32, c.algo, {}};
-  for (void* operand : {ops.x, ops.w, ops.y, ops.bias, ops.residual})
-    if (operand)
-      key.alignments.push_back(std::min<int64_t>(16, pointer_alignment(reinterpret_cast<CUdeviceptr>(operand))));
+  ConvConfig config{c.bias >= 0, c.residual >= 0, c.activation == "relu", cudnn_type(k.buffers[k.num_reads].dtype),
+                    tf32, c.algo, {}};
+  const void* operands[] = {ops.x, ops.w, ops.y, ops.bias, ops.residual};
+  for (size_t i = 0; i < config.alignments.size(); ++i)
+    if (operands[i])
+      config.alignments[i] = std::min<int64_t>(16, pointer_alignment(reinterpret_cast<CUdeviceptr>(operands[i])));
   std::unique_ptr<CudnnConvPlan>& plan = conv_plans_[&k];
-  if (!plan || !(plan->key() == key)) {
+  if (!plan || !plan->serves(p, config)) {
     plan.reset();
-    plan = std::make_unique<CudnnConvPlan>(dnn_, key, kWorkspaceBytes, "kernel '" + k.name + "' conv");
+    plan = std::make_unique<CudnnConvPlan>(dnn_, p, config, kWorkspaceBytes, "kernel '" + k.name + "' conv");
   }
   plan->run(dnn_, ops);
   return plan->rank();

@@ -95,10 +95,10 @@ void cudnn_set_stream(cudnnHandle_t handle, CUstream stream) {
 
 void cudnn_destroy(cudnnHandle_t handle) { Cudnn::get().destroy(handle); }
 
-CudnnConvPlan::CudnnConvPlan(cudnnHandle_t handle, const ConvPlanKey& key, int64_t workspace_bytes,
-                             const std::string& what)
-    : key_(key), what_(what) {
-  bool epilogue = key.bias || key.residual || key.relu;
+CudnnConvPlan::CudnnConvPlan(cudnnHandle_t handle, const ConvProblem& problem, const ConvConfig& config,
+                             int64_t workspace_bytes, const std::string& what)
+    : problem_(problem), config_(config), what_(what) {
+  bool epilogue = config.bias || config.residual || config.relu;
   fused_ = epilogue && build_graph(handle, true, workspace_bytes);
   if (!fused_) {
     graph_.clear();
@@ -146,8 +146,8 @@ bool CudnnConvPlan::build_graph(cudnnHandle_t handle, bool fuse_epilogue, int64_
   auto finalize = [&](cudnnBackendDescriptor_t d, const char* which) {
     dnn.check(dnn.desc_finalize(d), what_ + ": cudnnBackendFinalize (" + which + ")");
   };
-  const ConvProblem& p = key_.problem;
-  const bool f64 = key_.dtype == CUDNN_DATA_DOUBLE;
+  const ConvProblem& p = problem_;
+  const bool f64 = config_.dtype == CUDNN_DATA_DOUBLE;
   const cudnnDataType_t compute = f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
   int64_t next_virtual = kFirstVirtual;
   auto tensor = [&](int64_t uid, const std::vector<int64_t>& dims, cudnnDataType_t type, int64_t alignment) {
@@ -164,13 +164,13 @@ bool CudnnConvPlan::build_graph(cudnnHandle_t handle, bool fuse_epilogue, int64_
     return t;
   };
   const std::vector<int64_t> ydims = widen(p.ydims);
-  cudnnBackendDescriptor_t x = tensor(kX, widen(p.xdims), key_.dtype, key_.alignments[0]);
-  cudnnBackendDescriptor_t w = tensor(kW, widen(p.wdims), key_.dtype, key_.alignments[1]);
+  cudnnBackendDescriptor_t x = tensor(kX, widen(p.xdims), config_.dtype, config_.alignments[kX - 1]);
+  cudnnBackendDescriptor_t w = tensor(kW, widen(p.wdims), config_.dtype, config_.alignments[kW - 1]);
   // Each stage of a fused epilogue writes a virtual tensor in the compute type; the last writes y.
-  const int stages = fuse_epilogue ? int{key_.bias} + int{key_.residual} + int{key_.relu} : 0;
+  const int stages = fuse_epilogue ? int{config_.bias} + int{config_.residual} + int{config_.relu} : 0;
   int stage = 0;
   auto stage_output = [&]() {
-    return stage++ == stages ? tensor(kY, ydims, key_.dtype, key_.alignments[2])
+    return stage++ == stages ? tensor(kY, ydims, config_.dtype, config_.alignments[kY - 1])
                              : tensor(next_virtual++, ydims, compute, 16);
   };
 
@@ -223,18 +223,17 @@ bool CudnnConvPlan::build_graph(cudnnHandle_t handle, bool fuse_epilogue, int64_
   // In the order of the descriptor API's fused call, act(conv + residual + bias),
   // the form cuDNN's precompiled ConvBiasAct engines take.
   if (fuse_epilogue) {
-    const size_t bias_alignment = 3, residual_alignment = 3 + (key_.bias ? 1 : 0);
-    if (key_.residual) {
-      pointwise(CUDNN_POINTWISE_ADD, tensor(kResidual, ydims, key_.dtype, key_.alignments[residual_alignment]));
+    if (config_.residual) {
+      pointwise(CUDNN_POINTWISE_ADD, tensor(kResidual, ydims, config_.dtype, config_.alignments[kResidual - 1]));
       uids_.push_back(kResidual);
     }
-    if (key_.bias) {
+    if (config_.bias) {
       std::vector<int64_t> bdims(ydims.size(), 1);
       bdims[1] = ydims[1];
-      pointwise(CUDNN_POINTWISE_ADD, tensor(kBias, bdims, key_.dtype, key_.alignments[bias_alignment]));
+      pointwise(CUDNN_POINTWISE_ADD, tensor(kBias, bdims, config_.dtype, config_.alignments[kBias - 1]));
       uids_.push_back(kBias);
     }
-    if (key_.relu) pointwise(CUDNN_POINTWISE_RELU_FWD, nullptr);
+    if (config_.relu) pointwise(CUDNN_POINTWISE_RELU_FWD, nullptr);
   }
 
   cudnnBackendDescriptor_t graph = graph_.make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, what_);
@@ -270,7 +269,7 @@ bool CudnnConvPlan::build_graph(cudnnHandle_t handle, bool fuse_epilogue, int64_
   // The usable configs in rank order, up to the one asked for; each usable
   // one's plan replaces the last, so a rank past the end runs the last.
   int rank = -1;
-  for (int64_t i = 0; i < offered && rank < key_.rank; ++i) {
+  for (int64_t i = 0; i < offered && rank < config_.rank; ++i) {
     cudnnBackendDescriptor_t config = configs[static_cast<size_t>(i)];
     int64_t count = 0;
     cudnnBackendDescriptor_t engine = graph_.make(CUDNN_BACKEND_ENGINE_DESCRIPTOR, what_);
@@ -281,7 +280,7 @@ bool CudnnConvPlan::build_graph(cudnnHandle_t handle, bool fuse_epilogue, int64_
                            static_cast<int64_t>(notes.size()), &count, notes.data()),
               what_ + ": an engine's numerical notes");
     notes.resize(static_cast<size_t>(count));
-    if (!keeps_precision(notes, key_.dtype, key_.tf32)) continue;
+    if (!keeps_precision(notes, config_.dtype, config_.tf32)) continue;
     if (fuse_epilogue) {
       std::vector<cudnnBackendBehaviorNote_t> behavior(CUDNN_BEHAVIOR_NOTE_TYPE_COUNT);
       dnn.check(dnn.desc_get(engine, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
@@ -307,20 +306,20 @@ bool CudnnConvPlan::build_graph(cudnnHandle_t handle, bool fuse_epilogue, int64_
 
 void CudnnConvPlan::make_legacy_epilogue() {
   const Cudnn& dnn = Cudnn::get();
-  const std::vector<int>& ydims = key_.problem.ydims;
+  const std::vector<int>& ydims = problem_.ydims;
   auto tensor = [&](cudnnTensorDescriptor_t& t, const std::vector<int>& dims) {
     std::vector<int> strides = packed_strides(dims);
     dnn.check(dnn.tensor_create(&t), what_ + ": cudnnCreateTensorDescriptor");
-    dnn.check(dnn.tensor_set(t, key_.dtype, static_cast<int>(dims.size()), dims.data(), strides.data()),
+    dnn.check(dnn.tensor_set(t, config_.dtype, static_cast<int>(dims.size()), dims.data(), strides.data()),
               what_ + ": cudnnSetTensorNdDescriptor");
   };
   tensor(epilogue_.y, ydims);
-  if (key_.bias) {
+  if (config_.bias) {
     std::vector<int> bdims(ydims.size(), 1);
     bdims[1] = ydims[1];
     tensor(epilogue_.bias, bdims);
   }
-  if (key_.relu) {
+  if (config_.relu) {
     dnn.check(dnn.act_create(&epilogue_.relu), what_ + ": cudnnCreateActivationDescriptor");
     // For Relu, cuDNN documents coef as an upper bound on the output: the largest double leaves it unbounded.
     dnn.check(dnn.act_set(epilogue_.relu, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN,
@@ -331,44 +330,44 @@ void CudnnConvPlan::make_legacy_epilogue() {
 
 void CudnnConvPlan::run(cudnnHandle_t handle, const ConvOperands& ops) {
   const Cudnn& dnn = Cudnn::get();
-  // The pack's pointers in uids_' order, then the workspace.
-  std::vector<void*> pointers;
-  for (int64_t uid : uids_)
-    pointers.push_back(uid == kX      ? ops.x
-                       : uid == kW    ? ops.w
-                       : uid == kY    ? ops.y
-                       : uid == kBias ? ops.bias
-                                      : ops.residual);
-  pointers.push_back(ops.workspace);
+  std::array<void*, 6> pointers{};
+  for (size_t i = 0; i < uids_.size(); ++i)
+    pointers[i] = uids_[i] == kX      ? ops.x
+                  : uids_[i] == kW    ? ops.w
+                  : uids_[i] == kY    ? ops.y
+                  : uids_[i] == kBias ? ops.bias
+                                      : ops.residual;
+  pointers[uids_.size()] = ops.workspace;
   // The launch path names the kernel in a message only on failure.
   auto call = [&](cudnnStatus_t st, const char* api) {
     if (st != CUDNN_STATUS_SUCCESS) dnn.check(st, what_ + ": " + api);
   };
   if (!pack_ || pointers != pack_pointers_) {
     pack_owner_.clear();
-    pack_pointers_.clear();
+    pack_pointers_ = {};
     pack_ = pack_owner_.make(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, what_);
     const int64_t n = static_cast<int64_t>(uids_.size());
     call(dnn.desc_set(pack_, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids_.data()),
          "cudnnBackendSetAttribute (variant pack ids)");
     call(dnn.desc_set(pack_, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, pointers.data()),
          "cudnnBackendSetAttribute (variant pack pointers)");
-    call(dnn.desc_set(pack_, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &pointers.back()),
+    call(dnn.desc_set(pack_, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &pointers[uids_.size()]),
          "cudnnBackendSetAttribute (variant pack workspace)");
     call(dnn.desc_finalize(pack_), "cudnnBackendFinalize (variant pack)");
-    pack_pointers_ = std::move(pointers);
+    pack_pointers_ = pointers;
   }
   call(dnn.execute(handle, plan_, pack_), "cudnnBackendExecute");
   if (fused_) return;
-  const bool f64 = key_.dtype == CUDNN_DATA_DOUBLE;
+  const bool f64 = config_.dtype == CUDNN_DATA_DOUBLE;
   double one64 = 1, zero64 = 0;
   float one32 = 1, zero32 = 0;
   const void* one = f64 ? static_cast<const void*>(&one64) : &one32;
   const void* zero = f64 ? static_cast<const void*>(&zero64) : &zero32;
   const LegacyEpilogue& e = epilogue_;
-  if (key_.bias) call(dnn.add_tensor(handle, one, e.bias, ops.bias, one, e.y, ops.y), "cudnnAddTensor (bias)");
-  if (key_.residual) call(dnn.add_tensor(handle, one, e.y, ops.residual, one, e.y, ops.y), "cudnnAddTensor (residual)");
-  if (key_.relu)
+  if (config_.bias) call(dnn.add_tensor(handle, one, e.bias, ops.bias, one, e.y, ops.y), "cudnnAddTensor (bias)");
+  if (config_.residual)
+    call(dnn.add_tensor(handle, one, e.y, ops.residual, one, e.y, ops.y), "cudnnAddTensor (residual)");
+  if (config_.relu)
     call(dnn.activation_forward(handle, e.relu, one, e.y, ops.y, zero, e.y, ops.y), "cudnnActivationForward");
 }
 

@@ -19,6 +19,7 @@
 
 #include <cudnn.h>
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -36,15 +37,14 @@ struct ConvProblem {
 
 // What a plan is built for besides the problem: the epilogue, the dtype, the
 // rank asked for and each operand's pointer alignment (which cuDNN's engines
-// assume of every later call).
-struct ConvPlanKey {
-  ConvProblem problem;
+// assume of every later call). Fixed-size, so a call checks it without allocating.
+struct ConvConfig {
   bool bias = false, residual = false, relu = false;
   cudnnDataType_t dtype = CUDNN_DATA_FLOAT;
   bool tf32 = false;
   int rank = 0;
-  std::vector<int64_t> alignments;  // x, w, y, then the bias and residual if any
-  bool operator==(const ConvPlanKey&) const = default;
+  std::array<int64_t, 5> alignments{};  // x, w, y, bias, residual (0 for an absent one)
+  bool operator==(const ConvConfig&) const = default;
 };
 
 // The operands of one call, in device memory.
@@ -74,11 +74,15 @@ class BackendDescriptors {
 
 class CudnnConvPlan {
  public:
-  // Builds the plan of `key` on `handle`, or throws a CudaError naming `what`
-  // when cuDNN has no usable engine for it.
-  CudnnConvPlan(cudnnHandle_t handle, const ConvPlanKey& key, int64_t workspace_bytes, const std::string& what);
+  // Builds the plan of `problem` and `config` on `handle`, or throws a
+  // CudaError naming `what` when cuDNN has no usable engine for it.
+  CudnnConvPlan(cudnnHandle_t handle, const ConvProblem& problem, const ConvConfig& config, int64_t workspace_bytes,
+                const std::string& what);
 
-  const ConvPlanKey& key() const { return key_; }
+  // Whether this plan is the one for `problem` and `config`.
+  bool serves(const ConvProblem& problem, const ConvConfig& config) const {
+    return config == config_ && problem == problem_;
+  }
   // The rank of the engine config that runs: the one asked for, or the last
   // usable one when cuDNN offers fewer.
   int rank() const { return rank_; }
@@ -92,14 +96,16 @@ class CudnnConvPlan {
   bool build_graph(cudnnHandle_t handle, bool fuse_epilogue, int64_t workspace_bytes);
   void make_legacy_epilogue();
 
-  ConvPlanKey key_;
+  ConvProblem problem_;
+  ConvConfig config_;
   std::string what_;
   BackendDescriptors graph_;  // every descriptor the plan refers to
   cudnnBackendDescriptor_t plan_ = nullptr;
   BackendDescriptors pack_owner_;
   cudnnBackendDescriptor_t pack_ = nullptr;  // the variant pack of pack_pointers_
   std::vector<int64_t> uids_;
-  std::vector<void*> pack_pointers_;
+  // The pack's pointers in uids_' order, then the workspace: at most five operands and it.
+  std::array<void*, 6> pack_pointers_{};
   int rank_ = 0;
   bool fused_ = false;
   // The epilogue after an unfused graph, by the descriptor API.
