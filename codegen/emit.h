@@ -18,7 +18,7 @@ namespace tcc {
 // parameters (buffer pointers in Kernel::buffers order, then one int64_t per
 // size parameter, then the workspace pointer when launch_config gives one,
 // then the random offset's address when the kernel draws_random). A module's
-// kRandomOffsetAdvance is not among them (emitc::random_offset_advance).
+// The module's helper kernels are not among them (emitc::module_helpers).
 // `configs` holds one KernelConfig per kernel, or is empty for every kernel's
 // default_config (kernel_schedule.h) for the default device.
 std::string emit_cuda(const std::vector<kir::Kernel>& kernels, const std::vector<KernelConfig>& configs = {});

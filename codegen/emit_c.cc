@@ -410,11 +410,61 @@ std::string host_signature(const kir::Kernel& k) {
   return out + "  (void)buffers;\n  (void)sizes;\n";
 }
 
+namespace {
+
 std::string random_offset_advance(Target t) {
   if (t == Target::Cuda)
     return std::string("\nextern \"C\" __global__ void ") + kRandomOffsetAdvance + "(uint64_t* ro) { *ro += 1; }\n";
   return std::string("\nextern \"C\" void ") + kRandomOffsetAdvance +
          "(void* const* buffers, const int64_t*) { *(uint64_t*)buffers[0] += 1; }\n";
+}
+
+// conv_epilogue_kernel(y)'s definition: on CUDA a block row per plane striding
+// along it, on the host a loop over the planes.
+std::string conv_epilogue(DType y, Target t) {
+  const std::string name = conv_epilogue_kernel(y), store = storage_type(y), compute = compute_type(y);
+  const std::string zero = "(" + compute + ")0";
+  auto element = [&](const std::string& at) {
+    return "      " + compute + " v = " + decode("row[" + at + "]", y) + " + b;\n" +
+           "      if (res) v += " + decode("res[" + at + "]", y) + ";\n" +
+           "      if (relu && v < " + zero + ") v = " + zero + ";\n" +
+           "      row[" + at + "] = " + encode("v", y) + ";\n";
+  };
+  auto plane_setup = [&](const std::string& p) {
+    return "    const " + compute + " b = bias ? " + decode("bias[" + p + " % channels]", y) + " : " + zero + ";\n" +
+           "    " + store + "* row = y + " + p + " * plane;\n" +
+           "    const " + store + "* res = residual ? residual + " + p + " * plane : nullptr;\n";
+  };
+  if (t == Target::Cuda)
+    return "\nextern \"C\" __global__ void " + name + "(" + store + "* y, const " + store + "* bias, const " + store +
+           "* residual, int64_t planes, int64_t plane, int64_t channels, int64_t relu) {\n" +
+           "  (void)planes;\n  {\n" + plane_setup("(int64_t)blockIdx.x") +
+           "    for (int64_t i = (int64_t)blockIdx.y * blockDim.x + threadIdx.x; i < plane;\n"
+           "         i += (int64_t)gridDim.y * blockDim.x) {\n" +
+           element("i") + "    }\n  }\n}\n";
+  return "\nextern \"C\" void " + name + "(void* const* buffers, const int64_t* sizes) {\n" +
+         "  " + store + "* y = (" + store + "*)buffers[0];\n" +
+         "  const " + store + "* bias = (const " + store + "*)buffers[1];\n" +
+         "  const " + store + "* residual = (const " + store + "*)buffers[2];\n" +
+         "  const int64_t planes = sizes[0], plane = sizes[1], channels = sizes[2], relu = sizes[3];\n" +
+         "  for (int64_t p = 0; p < planes; ++p) {\n" + plane_setup("p") +
+         "    for (int64_t i = 0; i < plane; ++i) {\n" + element("i") + "    }\n  }\n}\n";
+}
+
+}  // namespace
+
+std::string module_helpers(const std::vector<kir::Kernel>& kernels, Target t) {
+  std::string out;
+  if (std::any_of(kernels.begin(), kernels.end(), kir::draws_random)) out += random_offset_advance(t);
+  std::set<DType> epilogues;
+  for (const kir::Kernel& k : kernels) {
+    if (k.kind != kir::Kind::Conv || !k.conv->has_epilogue()) continue;
+    auto y = std::find_if(k.buffers.begin(), k.buffers.end(), [](const kir::Buffer& b) { return b.output; });
+    TCC_CHECK(y != k.buffers.end()) << "conv kernel " << k.name << " has no output";
+    epilogues.insert(y->dtype);
+  }
+  for (DType y : epilogues) out += conv_epilogue(y, t);
+  return out;
 }
 
 const char* compute_type(DType t) {

@@ -65,9 +65,11 @@ std::string cuda_signature(const kir::Kernel& k, bool workspace, int launch_boun
 // convention).
 std::string host_signature(const kir::Kernel& k);
 
-// The kernel kRandomOffsetAdvance (src/module/kernel_abi.h), for a translation
-// unit that already holds the prelude.
-std::string random_offset_advance(Target t);
+// The kernels a module holds besides its own (src/module/kernel_abi.h), for a
+// translation unit that already holds the prelude: kRandomOffsetAdvance where
+// one of `kernels` draws_random, and the conv epilogue of each dtype of their
+// Conv kernels with one (conv_epilogue_kernel).
+std::string module_helpers(const std::vector<kir::Kernel>& kernels, Target t);
 
 // The type a value is computed in (f16/bf16, the 8-bit floats and f4e2m1:
 // float; i4: int8_t; u4: uint8_t; bool: bool) and the type a buffer element is

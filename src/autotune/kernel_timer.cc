@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "codegen/emit.h"
+#include "codegen/emit_c.h"
 #include "codegen/toolchain.h"
 #include "src/autotune/candidates.h"
 #include "src/ir/tensor.h"
@@ -106,6 +107,10 @@ class CudaKernelBench : public autotune::KernelBench {
       const uint64_t first_call = 0;
       d.check(d.copy_htod(random_offset_->ptr, &first_call, sizeof first_call), "cuMemcpyHtoD (random offset)");
     }
+  }
+
+  ~CudaKernelBench() override {
+    if (epilogue_module_) d_.module_unload(epilogue_module_);
   }
 
   // NVRTC takes far longer than timing a candidate: compile the ones not yet
@@ -264,17 +269,31 @@ class CudaKernelBench : public autotune::KernelBench {
     std::vector<CUdeviceptr> ptrs;
     for (const auto& b : buffers_) ptrs.push_back(b->ptr);
     try {
-      int ran = library_.run(info, ptrs, sizes_, nullptr);
+      if (std::string epilogue = info.conv_epilogue(); !epilogue.empty()) load_conv_epilogue(epilogue);
+      int ran = library_.run(info, ptrs, sizes_, nullptr, conv_epilogue_);
       if (ran != c.algo) {
         note = "the library offers " + std::to_string(ran + 1) + " algorithms for this problem";
         return std::nullopt;
       }
       std::unique_ptr<CudaGraph> graph = capture_library_call(info, ptrs);
-      return run([&] { graph ? graph->launch(nullptr) : void(library_.run(info, ptrs, sizes_, nullptr)); }, note);
+      auto call = [&] { library_.run(info, ptrs, sizes_, nullptr, conv_epilogue_); };
+      return run([&] { graph ? graph->launch(nullptr) : call(); }, note);
     } catch (const CudaError& e) {
       note = std::string("failed to run: ") + e.what();
       return std::nullopt;
     }
+  }
+
+  // The conv epilogue kernel `name` (src/module/kernel_abi.h), which a Conv
+  // kernel launches after a convolution cuDNN does not fuse its epilogue into,
+  // as a module holds it: compiled and loaded on first use.
+  void load_conv_epilogue(const std::string& name) {
+    if (conv_epilogue_) return;
+    std::string source = emitc::prelude(emitc::Target::Cuda) + emitc::module_helpers({k_}, emitc::Target::Cuda);
+    std::vector<char> image = compile_cuda(source, {arch_}, false, 1).front().bytes;
+    d_.check(d_.module_load(&epilogue_module_, image.data()), "cuModuleLoadData (conv epilogue)");
+    d_.check(d_.module_function(&conv_epilogue_, epilogue_module_, name.c_str()),
+             "cuModuleGetFunction (conv epilogue)");
   }
 
   // The library call captured on a stream of its own (after one plain call
@@ -283,7 +302,7 @@ class CudaKernelBench : public autotune::KernelBench {
   std::unique_ptr<CudaGraph> capture_library_call(const runtime::KernelInfo& info,
                                                   const std::vector<CUdeviceptr>& ptrs) {
     std::unique_ptr<void, void (*)(void*)> stream(device::create_stream(), &device::destroy_stream);
-    auto on_stream = [&] { library_.run(info, ptrs, sizes_, static_cast<CUstream>(stream.get())); };
+    auto on_stream = [&] { library_.run(info, ptrs, sizes_, static_cast<CUstream>(stream.get()), conv_epilogue_); };
     try {
       on_stream();
       device::sync(stream.get());
@@ -361,6 +380,8 @@ class CudaKernelBench : public autotune::KernelBench {
   std::optional<double> default_us_;
   device::Timer timer_;
   LibraryRunner library_;
+  CUmodule epilogue_module_ = nullptr;
+  CUfunction conv_epilogue_ = nullptr;
 };
 
 }  // namespace

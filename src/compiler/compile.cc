@@ -133,14 +133,6 @@ std::vector<kir::Kernel> kernels_of(const std::vector<kir::Kernel>& kernels, con
   return out;
 }
 
-// Whether the translation unit of kernels[group] holds the module's one
-// kRandomOffsetAdvance: the unit that the first kernel that draws_random went to.
-bool holds_random_offset_advance(const std::vector<kir::Kernel>& kernels, const std::vector<size_t>& group) {
-  auto first = std::find_if(kernels.begin(), kernels.end(), kir::draws_random);
-  return first != kernels.end() &&
-         std::find(group.begin(), group.end(), static_cast<size_t>(first - kernels.begin())) != group.end();
-}
-
 // The host library built from `shards` (and `source`, host.cc, when there is
 // one shard), in a scratch directory: the module keeps its bytes.
 std::vector<char> build_host_library(const std::string& source, const std::vector<std::string>& shards, int jobs) {
@@ -178,8 +170,7 @@ void build(const CompileRequest& req, CompileResult& r) {
       for (size_t i : group)
         configs.push_back(r.configs[i]);
       sources.shards.push_back(emit_cuda(kernels_of(kernels, group), configs));
-      if (holds_random_offset_advance(kernels, group))
-        sources.shards.back() += emitc::random_offset_advance(emitc::Target::Cuda);
+      if (sources.shards.size() == 1) sources.shards.back() += emitc::module_helpers(kernels, emitc::Target::Cuda);
     }
     auto binaries = compile_cuda(sources, o.archs, o.ptx, nvrtc_jobs);
     t.nvrtc = ms_since(begin);
@@ -193,8 +184,7 @@ void build(const CompileRequest& req, CompileResult& r) {
       std::iota(every.begin(), every.end(), size_t{0});
       for (const std::vector<size_t>& group : shard_kernels(kernels, every, host_jobs)) {
         host_shards.push_back(emit_host(kernels_of(kernels, group)));
-        if (holds_random_offset_advance(kernels, group))
-          host_shards.back() += emitc::random_offset_advance(emitc::Target::Host);
+        if (host_shards.size() == 1) host_shards.back() += emitc::module_helpers(kernels, emitc::Target::Host);
       }
       r.host_library = build_host_library(r.host_source, host_shards, host_jobs);
     } catch (...) {
@@ -301,10 +291,8 @@ CompileResult compile(const CompileRequest& req) {
   stage = Clock::now();
   r.cuda_source = emit_cuda(r.schedule.kernels, r.configs);
   if (o.host) r.host_source = emit_host(r.schedule.kernels);
-  if (std::any_of(r.schedule.kernels.begin(), r.schedule.kernels.end(), kir::draws_random)) {
-    r.cuda_source += emitc::random_offset_advance(emitc::Target::Cuda);
-    if (o.host) r.host_source += emitc::random_offset_advance(emitc::Target::Host);
-  }
+  r.cuda_source += emitc::module_helpers(r.schedule.kernels, emitc::Target::Cuda);
+  if (o.host) r.host_source += emitc::module_helpers(r.schedule.kernels, emitc::Target::Host);
   t.emit = ms_since(stage);
   after("emit");
 

@@ -19,6 +19,8 @@ const char* kernel_kind_name(KernelKind kind) {
   return "";
 }
 
+std::string conv_epilogue_kernel(DType y) { return "tcc_conv_epilogue_" + std::string(dtype_name(y)); }
+
 std::optional<KernelKind> parse_kernel_kind(std::string_view name) {
   for (const auto& [k, n] : kKindNames)
     if (name == n) return k;

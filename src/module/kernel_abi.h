@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "src/ir/dtype.h"
 #include "src/ir/sym.h"
 
 namespace tcc {
@@ -52,7 +53,23 @@ struct ConvDesc {
   std::vector<SymExpr> in, out;                                  // spatial dims of x and y
   std::vector<int64_t> kernel, strides, dilations, pads;         // per spatial dim; pads at both ends
   int64_t groups = 1;
+
+  // Whether anything follows the convolution: a bias, a residual or Relu.
+  bool has_epilogue() const { return bias >= 0 || residual >= 0 || activation != "none"; }
 };
+
+// The kernel that applies a Conv kernel's epilogue after cuDNN, where no
+// precompiled engine fuses it into the convolution:
+// y = act(y + bias[channel] + residual) in place, in y's compute type (f32 for
+// f16 and bf16), bias and residual null where absent, relu 0 or 1. A module's
+// kernels.cu and host.so hold one per dtype of its Conv kernels with an
+// epilogue, named conv_epilogue_kernel(dtype): "tcc_conv_epilogue_f32". CUDA:
+// `NAME(T* y, const T* bias, const T* residual, int64_t planes, int64_t plane,
+// int64_t channels, int64_t relu)` over y's planes = n * channels rows of
+// `plane` elements, a block row per plane (grid x) and grid y blocks striding
+// along it; host: a HostKernelFn with buffers {y, bias, residual} and sizes
+// {planes, plane, channels, relu}.
+std::string conv_epilogue_kernel(DType y);
 
 // A host-library kernel: `extern "C" void NAME(void* const* buffers, const int64_t* sizes)`,
 // buffers and sizes in the kernel's parameter order (a kernel that reads the

@@ -139,11 +139,12 @@ inline CUcontext current_context(const Driver& d) {
 // current context, exactly as a module runs them: what autotuning times. The
 // library handles and workspace live as long as the runner. Returns the rank
 // of the algorithm that ran (KernelConfig::algo, or the last the library offers).
+// A Conv kernel with an epilogue takes its conv_epilogue_kernel's function.
 class LibraryRunner {
  public:
   LibraryRunner();
   int run(const KernelInfo& k, const std::vector<CUdeviceptr>& buffers, const std::map<std::string, int64_t>& sizes,
-           CUstream stream);
+          CUstream stream, CUfunction conv_epilogue);
 
  private:
   std::unique_ptr<CudaState, CudaStateDeleter> state_;

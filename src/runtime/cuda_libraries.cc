@@ -237,7 +237,7 @@ int LibraryCalls::gemm(const KernelInfo& k, const GemmProblem& p, const std::vec
 }
 
 int LibraryCalls::conv(const KernelInfo& k, const ConvProblem& p, const std::vector<CUdeviceptr>& buf,
-                       CUstream stream) {
+                       CUstream stream, CUfunction epilogue) {
   const ConvInfo& c = *k.conv;
   if (std::find(p.ydims.begin(), p.ydims.end(), 0) != p.ydims.end()) return c.algo;
   if (!dnn_) dnn_ = cudnn_create();
@@ -258,7 +258,26 @@ int LibraryCalls::conv(const KernelInfo& k, const ConvProblem& p, const std::vec
     plan = std::make_unique<CudnnConvPlan>(dnn_, p, config, kWorkspaceBytes, "kernel '" + k.name + "' conv");
   }
   plan->run(dnn_, ops);
+  if (!plan->fused() && c.has_epilogue()) launch_conv_epilogue(k, p, ops, epilogue, stream);
   return plan->rank();
+}
+
+void LibraryCalls::launch_conv_epilogue(const KernelInfo& k, const ConvProblem& p, const ConvOperands& ops,
+                                        CUfunction epilogue, CUstream stream) {
+  if (!epilogue)
+    throw CudaError("kernel '" + k.name + "': cuDNN fuses no engine with its epilogue and no " + k.conv_epilogue() +
+                    " was loaded to run it");
+  int64_t channels = p.ydims[1], planes = p.ydims[0] * channels, plane = 1, relu = k.conv->activation == "relu";
+  for (size_t i = 2; i < p.ydims.size(); ++i) plane *= p.ydims[i];
+  // A block row per plane; a plane smaller than a block takes the warps it fills.
+  const int64_t block = std::min<int64_t>(256, (plane + 31) / 32 * 32);
+  const int64_t blocks_along = std::min<int64_t>(65535, (plane + block - 1) / block);
+  void *y = ops.y, *bias = ops.bias, *residual = ops.residual;
+  void* params[] = {&y, &bias, &residual, &planes, &plane, &channels, &relu};
+  const Driver& d = Driver::get();
+  CUresult r = d.launch(epilogue, static_cast<unsigned>(planes), static_cast<unsigned>(blocks_along), 1,
+                        static_cast<unsigned>(block), 1, 1, 0, stream, params, nullptr);
+  if (r != CUDA_SUCCESS) d.check(r, ("cuLaunchKernel (kernel '" + k.name + "' conv epilogue)").c_str());
 }
 
 void LibraryCalls::release() {

@@ -43,8 +43,11 @@ class LibraryCalls {
   // (cudnn_conv.h), built on its first call and again when its problem, the
   // rank asked for or an operand's alignment changes. cuDNN tensors have at
   // least four dims, so a 1-D convolution runs as 2-D with a trailing spatial
-  // dim of 1. Returns the rank of the engine config that ran.
-  int conv(const KernelInfo& k, const ConvProblem& p, const std::vector<CUdeviceptr>& buf, CUstream stream);
+  // dim of 1. Where the plan's engine does not fuse the kernel's epilogue,
+  // `epilogue` (the module's conv_epilogue_kernel of y's dtype) applies it
+  // after. Returns the rank of the engine config that ran.
+  int conv(const KernelInfo& k, const ConvProblem& p, const std::vector<CUdeviceptr>& buf, CUstream stream,
+           CUfunction epilogue);
   // Frees the handles, workspace and plans; the context they were made in must be current.
   void release();
 
@@ -53,6 +56,8 @@ class LibraryCalls {
 
  private:
   void ensure_workspace();
+  void launch_conv_epilogue(const KernelInfo& k, const ConvProblem& p, const ConvOperands& ops, CUfunction epilogue,
+                            CUstream stream);
 
   cublasLtHandle_t lt_ = nullptr;
   cudnnHandle_t dnn_ = nullptr;

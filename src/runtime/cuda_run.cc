@@ -99,7 +99,9 @@ struct BoundRun {
 struct CudaState {
   CUcontext ctx = nullptr;
   CUmodule module = nullptr;
-  std::vector<CUfunction> functions;  // per kernel; null for Gemm and Conv kernels
+  // Per kernel: a generated kernel's function, a Conv kernel's epilogue's
+  // (conv_epilogue_kernel) where it has one, else null.
+  std::vector<CUfunction> functions;
   CUdeviceptr weights = 0;
   DeviceMemory arena;
   size_t arena_bytes = 0;
@@ -164,16 +166,17 @@ CudaState& device_state(Module& m, const Driver& d, CUcontext ctx, CUstream stre
   int major = 0, minor = 0;
   d.check(d.device_attribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "cuDeviceGetAttribute");
   d.check(d.device_attribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "cuDeviceGetAttribute");
-  bool any_generated = std::any_of(m.kernels.begin(), m.kernels.end(),
-                                   [](const KernelInfo& k) { return !k.library_call; });
-  if (any_generated) {
+  // The cubin's function of each kernel that launches one.
+  auto function_of = [](const KernelInfo& k) { return k.library_call ? k.conv_epilogue() : k.name; };
+  if (std::any_of(m.kernels.begin(), m.kernels.end(), [&](const KernelInfo& k) { return !function_of(k).empty(); })) {
     std::vector<char> image = read_binary(pick_binary(m, major, minor).path);
     d.check(d.module_load(&s->module, image.data()), "cuModuleLoadData");
   }
   s->kernel_workspaces.resize(m.kernels.size());
   for (const KernelInfo& k : m.kernels) {
     CUfunction f = nullptr;
-    if (!k.library_call) d.check(d.module_function(&f, s->module, k.name.c_str()), k.name.c_str());
+    if (std::string name = function_of(k); !name.empty())
+      d.check(d.module_function(&f, s->module, name.c_str()), name.c_str());
     s->functions.push_back(f);
   }
   if (std::any_of(m.kernels.begin(), m.kernels.end(), [](const KernelInfo& k) { return k.launch.random_offset; })) {
@@ -462,7 +465,7 @@ void enqueue_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_te
     if (k.library_call && k.kind == KernelKind::Gemm) {
       s.libraries.gemm(k, l.gemm, buf, stream);
     } else if (k.library_call) {
-      s.libraries.conv(k, l.conv, buf, stream);
+      s.libraries.conv(k, l.conv, buf, stream, s.functions[step.kernel]);
     } else {
       CUdeviceptr workspace =
           l.workspace_bytes > 0 ? kernel_workspace(s, d, step.kernel, l.workspace_bytes, stream) : 0;
@@ -504,11 +507,11 @@ void run_cuda(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor
 LibraryRunner::LibraryRunner() : state_(new CudaState) { state_->ctx = current_context(driver()); }
 
 int LibraryRunner::run(const KernelInfo& k, const std::vector<CUdeviceptr>& buffers,
-                       const std::map<std::string, int64_t>& sizes, CUstream stream) {
+                       const std::map<std::string, int64_t>& sizes, CUstream stream, CUfunction conv_epilogue) {
   Binding b;
   b.symbols = sizes;
   if (k.library_call && k.kind == KernelKind::Gemm) return state_->libraries.gemm(k, gemm_problem(k, b), buffers, stream);
-  if (k.library_call) return state_->libraries.conv(k, conv_problem(k, b), buffers, stream);
+  if (k.library_call) return state_->libraries.conv(k, conv_problem(k, b), buffers, stream, conv_epilogue);
   throw CudaError("kernel '" + k.name + "' is generated code, not a library call");
 }
 

@@ -4,13 +4,12 @@
 #include <dlfcn.h>
 
 #include <algorithm>
-#include <limits>
 
 namespace tcc::runtime {
 
 namespace {
 
-// The graph API, and of the descriptor API what the unfused epilogue needs.
+// The handle and the graph API.
 #define TCC_CUDNN_ENTRIES(X) \
   X(create, cudnnCreate, "cudnnCreate") \
   X(destroy, cudnnDestroy, "cudnnDestroy") \
@@ -21,15 +20,7 @@ namespace {
   X(desc_set, cudnnBackendSetAttribute, "cudnnBackendSetAttribute") \
   X(desc_get, cudnnBackendGetAttribute, "cudnnBackendGetAttribute") \
   X(desc_finalize, cudnnBackendFinalize, "cudnnBackendFinalize") \
-  X(execute, cudnnBackendExecute, "cudnnBackendExecute") \
-  X(tensor_create, cudnnCreateTensorDescriptor, "cudnnCreateTensorDescriptor") \
-  X(tensor_set, cudnnSetTensorNdDescriptor, "cudnnSetTensorNdDescriptor") \
-  X(tensor_destroy, cudnnDestroyTensorDescriptor, "cudnnDestroyTensorDescriptor") \
-  X(act_create, cudnnCreateActivationDescriptor, "cudnnCreateActivationDescriptor") \
-  X(act_set, cudnnSetActivationDescriptor, "cudnnSetActivationDescriptor") \
-  X(act_destroy, cudnnDestroyActivationDescriptor, "cudnnDestroyActivationDescriptor") \
-  X(add_tensor, cudnnAddTensor, "cudnnAddTensor") \
-  X(activation_forward, cudnnActivationForward, "cudnnActivationForward")
+  X(execute, cudnnBackendExecute, "cudnnBackendExecute")
 
 struct Cudnn {
   TCC_CUDNN_ENTRIES(TCC_ENTRY_MEMBER)
@@ -58,9 +49,8 @@ struct Cudnn {
 // The variant pack's unique ids of the operands; virtual tensors take ids after them.
 enum Uid : int64_t { kX = 1, kW, kY, kBias, kResidual, kFirstVirtual };
 
-template <typename T>
-std::vector<T> packed_strides(const std::vector<T>& dims) {
-  std::vector<T> strides(dims.size(), 1);
+std::vector<int64_t> packed_strides(const std::vector<int64_t>& dims) {
+  std::vector<int64_t> strides(dims.size(), 1);
   for (size_t i = dims.size() - 1; i-- > 0;) strides[i] = strides[i + 1] * dims[i + 1];
   return strides;
 }
@@ -104,16 +94,7 @@ CudnnConvPlan::CudnnConvPlan(cudnnHandle_t handle, const ConvProblem& problem, c
     graph_.clear();
     if (!build_graph(handle, false, workspace_bytes))
       throw CudaError(what_ + ": cuDNN has no engine for this convolution within the workspace");
-    if (epilogue) make_legacy_epilogue();
   }
-}
-
-CudnnConvPlan::LegacyEpilogue::~LegacyEpilogue() {
-  if (!y) return;
-  const Cudnn& dnn = Cudnn::get();
-  for (cudnnTensorDescriptor_t t : {y, bias})
-    if (t) dnn.tensor_destroy(t);
-  if (relu) dnn.act_destroy(relu);
 }
 
 cudnnBackendDescriptor_t BackendDescriptors::make(cudnnBackendDescriptorType_t type, const std::string& what) {
@@ -304,30 +285,6 @@ bool CudnnConvPlan::build_graph(cudnnHandle_t handle, bool fuse_epilogue, int64_
   return rank >= 0;
 }
 
-void CudnnConvPlan::make_legacy_epilogue() {
-  const Cudnn& dnn = Cudnn::get();
-  const std::vector<int>& ydims = problem_.ydims;
-  auto tensor = [&](cudnnTensorDescriptor_t& t, const std::vector<int>& dims) {
-    std::vector<int> strides = packed_strides(dims);
-    dnn.check(dnn.tensor_create(&t), what_ + ": cudnnCreateTensorDescriptor");
-    dnn.check(dnn.tensor_set(t, config_.dtype, static_cast<int>(dims.size()), dims.data(), strides.data()),
-              what_ + ": cudnnSetTensorNdDescriptor");
-  };
-  tensor(epilogue_.y, ydims);
-  if (config_.bias) {
-    std::vector<int> bdims(ydims.size(), 1);
-    bdims[1] = ydims[1];
-    tensor(epilogue_.bias, bdims);
-  }
-  if (config_.relu) {
-    dnn.check(dnn.act_create(&epilogue_.relu), what_ + ": cudnnCreateActivationDescriptor");
-    // For Relu, cuDNN documents coef as an upper bound on the output: the largest double leaves it unbounded.
-    dnn.check(dnn.act_set(epilogue_.relu, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN,
-                          std::numeric_limits<double>::max()),
-              what_ + ": cudnnSetActivationDescriptor");
-  }
-}
-
 void CudnnConvPlan::run(cudnnHandle_t handle, const ConvOperands& ops) {
   const Cudnn& dnn = Cudnn::get();
   std::array<void*, 6> pointers{};
@@ -357,18 +314,6 @@ void CudnnConvPlan::run(cudnnHandle_t handle, const ConvOperands& ops) {
     pack_pointers_ = pointers;
   }
   call(dnn.execute(handle, plan_, pack_), "cudnnBackendExecute");
-  if (fused_) return;
-  const bool f64 = config_.dtype == CUDNN_DATA_DOUBLE;
-  double one64 = 1, zero64 = 0;
-  float one32 = 1, zero32 = 0;
-  const void* one = f64 ? static_cast<const void*>(&one64) : &one32;
-  const void* zero = f64 ? static_cast<const void*>(&zero64) : &zero32;
-  const LegacyEpilogue& e = epilogue_;
-  if (config_.bias) call(dnn.add_tensor(handle, one, e.bias, ops.bias, one, e.y, ops.y), "cudnnAddTensor (bias)");
-  if (config_.residual)
-    call(dnn.add_tensor(handle, one, e.y, ops.residual, one, e.y, ops.y), "cudnnAddTensor (residual)");
-  if (config_.relu)
-    call(dnn.activation_forward(handle, e.relu, one, e.y, ops.y, zero, e.y, ops.y), "cudnnActivationForward");
 }
 
 }  // namespace tcc::runtime

@@ -12,9 +12,12 @@
 // (cudnnConvolutionForward) cost a CNN's step about 40 us of host time per call
 // on the H200 (2026-11-27), where a kernel launch costs a few.
 //
-// When no precompiled engine fuses the epilogue (f32 and f64 data, as a rule),
-// the graph is the convolution alone and the epilogue runs after it in place:
-// cudnnAddTensor for the bias and the residual, cudnnActivationForward for Relu.
+// When no precompiled engine fuses the epilogue (cuDNN's precompiled engines
+// are single-operation ones but for a few specialized fusions), the graph is
+// the convolution alone, and the module's conv epilogue kernel
+// (src/module/kernel_abi.h) applies bias, residual and Relu after it in one
+// pass: what the descriptor API's cudnnAddTensor and cudnnActivationForward
+// took a call and a pass each for.
 #pragma once
 
 #include <cudnn.h>
@@ -86,15 +89,15 @@ class CudnnConvPlan {
   // The rank of the engine config that runs: the one asked for, or the last
   // usable one when cuDNN offers fewer.
   int rank() const { return rank_; }
-  // Whether the engine applies the epilogue too.
+  // Whether the engine applies the epilogue too; else y is conv(x, w) alone.
   bool fused() const { return fused_; }
 
-  // y = act(conv(x, w) + bias + residual) on the stream the handle is set to.
+  // y = act(conv(x, w) + bias + residual), or conv(x, w) where not fused(), on
+  // the stream the handle is set to.
   void run(cudnnHandle_t handle, const ConvOperands& ops);
 
  private:
   bool build_graph(cudnnHandle_t handle, bool fuse_epilogue, int64_t workspace_bytes);
-  void make_legacy_epilogue();
 
   ConvProblem problem_;
   ConvConfig config_;
@@ -108,12 +111,6 @@ class CudnnConvPlan {
   std::array<void*, 6> pack_pointers_{};
   int rank_ = 0;
   bool fused_ = false;
-  // The epilogue after an unfused graph, by the descriptor API.
-  struct LegacyEpilogue {
-    cudnnTensorDescriptor_t y = nullptr, bias = nullptr;
-    cudnnActivationDescriptor_t relu = nullptr;
-    ~LegacyEpilogue();
-  } epilogue_;
 };
 
 // cudnnCreate, cudnnSetStream and cudnnDestroy through the library opened on

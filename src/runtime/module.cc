@@ -231,6 +231,9 @@ class Loader {
       if (m_.host_library) {
         info.host = reinterpret_cast<HostKernelFn>(m_.host_library->symbol(info.name));
         if (!info.host) k["name"].fail("'" + info.name + "' is not defined in host.so");
+        std::string epilogue = info.conv_epilogue();
+        if (!epilogue.empty() && !m_.host_library->symbol(epilogue))
+          k["conv"].fail("'" + epilogue + "', its epilogue, is not defined in host.so");
       }
       m_.kernels.push_back(std::move(info));
     }

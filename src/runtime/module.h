@@ -125,6 +125,13 @@ struct KernelInfo {
   // and gemm kernels unless autotuning chose tcc's template (then `gemm` only describes it).
   bool library_call = false;
   HostKernelFn host = nullptr;
+
+  // The helper kernel a Conv kernel with an epilogue launches after a
+  // convolution cuDNN runs alone (conv_epilogue_kernel of its output's dtype),
+  // or "" for a kernel with none.
+  std::string conv_epilogue() const {
+    return conv && conv->has_epilogue() ? conv_epilogue_kernel(buffers[static_cast<size_t>(num_reads)].dtype) : "";
+  }
 };
 
 struct StepInfo {

@@ -17,13 +17,6 @@
 struct cudnnContext {
   cudaStream_t stream = nullptr;
 };
-struct cudnnTensorStruct {
-  cudnnDataType_t type = CUDNN_DATA_FLOAT;
-  std::vector<int64_t> dims, strides;
-};
-struct cudnnActivationStruct {
-  cudnnActivationMode_t mode = CUDNN_ACTIVATION_RELU;
-};
 
 namespace {
 
@@ -471,82 +464,6 @@ cudnnStatus_t CUDNNWINAPI cudnnBackendExecute(cudnnHandle_t handle, Desc plan, D
   std::lock_guard<std::mutex> lock(state().mu);
   ++state().counts.executions;
   state().last_engine = config.engine;
-  return CUDNN_STATUS_SUCCESS;
-}
-
-cudnnStatus_t CUDNNWINAPI cudnnCreateTensorDescriptor(cudnnTensorDescriptor_t* t) {
-  *t = new cudnnTensorStruct;
-  return CUDNN_STATUS_SUCCESS;
-}
-
-cudnnStatus_t CUDNNWINAPI cudnnSetTensorNdDescriptor(cudnnTensorDescriptor_t t, cudnnDataType_t type, int rank,
-                                                     const int dims[], const int strides[]) {
-  if (!t || rank < 3) return CUDNN_STATUS_BAD_PARAM;
-  t->type = type;
-  t->dims.assign(dims, dims + rank);
-  t->strides.assign(strides, strides + rank);
-  return CUDNN_STATUS_SUCCESS;
-}
-
-cudnnStatus_t CUDNNWINAPI cudnnDestroyTensorDescriptor(cudnnTensorDescriptor_t t) {
-  delete t;
-  return CUDNN_STATUS_SUCCESS;
-}
-
-cudnnStatus_t CUDNNWINAPI cudnnCreateActivationDescriptor(cudnnActivationDescriptor_t* a) {
-  *a = new cudnnActivationStruct;
-  return CUDNN_STATUS_SUCCESS;
-}
-
-cudnnStatus_t CUDNNWINAPI cudnnSetActivationDescriptor(cudnnActivationDescriptor_t a, cudnnActivationMode_t mode,
-                                                       cudnnNanPropagation_t, double) {
-  a->mode = mode;
-  return CUDNN_STATUS_SUCCESS;
-}
-
-cudnnStatus_t CUDNNWINAPI cudnnDestroyActivationDescriptor(cudnnActivationDescriptor_t a) {
-  delete a;
-  return CUDNN_STATUS_SUCCESS;
-}
-
-// C = alpha * A + beta * C, A broadcast along its dims of 1 (f32 data only: what the tests run).
-cudnnStatus_t CUDNNWINAPI cudnnAddTensor(cudnnHandle_t handle, const void* alpha,
-                                         const cudnnTensorDescriptor_t a_desc, const void* a, const void* beta,
-                                         const cudnnTensorDescriptor_t c_desc, void* c) {
-  if (!handle || a_desc->dims.size() != c_desc->dims.size() || c_desc->type != CUDNN_DATA_FLOAT)
-    return CUDNN_STATUS_BAD_PARAM;
-  const float al = *static_cast<const float*>(alpha), be = *static_cast<const float*>(beta);
-  tcc::fake_cuda::enqueue(handle->stream, "cudnnAddTensor", [al, be, ad = *a_desc, cd = *c_desc, a, c] {
-    std::vector<int64_t> o(cd.dims.size());
-    for (int64_t i = 0; i < numel(cd.dims); ++i) {
-      unflatten(i, cd.dims, o);
-      int64_t at = 0;
-      for (size_t k = 0; k < o.size(); ++k) at += (ad.dims[k] == 1 ? 0 : o[k]) * ad.strides[k];
-      float& out = static_cast<float*>(c)[i];
-      out = al * static_cast<const float*>(a)[at] + be * out;
-    }
-  });
-  std::lock_guard<std::mutex> lock(state().mu);
-  ++state().counts.legacy_calls;
-  return CUDNN_STATUS_SUCCESS;
-}
-
-cudnnStatus_t CUDNNWINAPI cudnnActivationForward(cudnnHandle_t handle, cudnnActivationDescriptor_t act,
-                                                 const void* alpha, const cudnnTensorDescriptor_t x_desc,
-                                                 const void* x, const void* beta,
-                                                 const cudnnTensorDescriptor_t y_desc, void* y) {
-  if (!handle || act->mode != CUDNN_ACTIVATION_RELU || x_desc->dims != y_desc->dims ||
-      y_desc->type != CUDNN_DATA_FLOAT)
-    return CUDNN_STATUS_BAD_PARAM;
-  const float al = *static_cast<const float*>(alpha), be = *static_cast<const float*>(beta);
-  tcc::fake_cuda::enqueue(handle->stream, "cudnnActivationForward", [al, be, n = numel(y_desc->dims), x, y] {
-    for (int64_t i = 0; i < n; ++i) {
-      float& out = static_cast<float*>(y)[i];
-      out = al * std::max(static_cast<const float*>(x)[i], 0.0f) + be * out;
-    }
-  });
-  std::lock_guard<std::mutex> lock(state().mu);
-  ++state().counts.legacy_calls;
   return CUDNN_STATUS_SUCCESS;
 }
 

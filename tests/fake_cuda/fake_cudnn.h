@@ -8,8 +8,7 @@
 // the operation graph's work on the handle's stream through the fake driver
 // (fake_cuda::enqueue: run at once, or captured and run at each replay), on
 // the fake's device memory (host memory): cross-correlation with pads,
-// strides, dilations and groups, pointwise Add with broadcasting and Relu.
-// Also cudnnAddTensor and cudnnActivationForward, the unfused epilogue. A
+// strides, dilations and groups, pointwise Add with broadcasting and Relu. A
 // program linked against it has it loaded under that soname, so the runtime's
 // dlopen("libcudnn.so.9") finds it.
 //
@@ -25,9 +24,8 @@
 namespace tcc::fake_cudnn {
 
 struct Counts {
-  size_t plans = 0;         // execution plans finalized
-  size_t executions = 0;    // cudnnBackendExecute calls
-  size_t legacy_calls = 0;  // cudnnAddTensor and cudnnActivationForward calls
+  size_t plans = 0;       // execution plans finalized
+  size_t executions = 0;  // cudnnBackendExecute calls
   size_t live_descriptors = 0;
 };
 

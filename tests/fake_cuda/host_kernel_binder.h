@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -20,16 +21,29 @@ namespace tcc {
 // device pointers, then the sizes (codegen/emit_cuda.cc's order, which host
 // kernels share), then a split reduction's workspace, which the host kernel
 // does not take, then the random offset's address, which it takes after the
-// buffers. The kernel advancing the offset takes that address alone.
+// buffers. The kernel advancing the offset takes that address alone; a conv
+// epilogue takes three pointers and four sizes (src/module/kernel_abi.h).
 inline fake_cuda::KernelBinder host_kernel_binder(const runtime::Module& module) {
   std::map<std::string, const runtime::KernelInfo*> kernels;
-  for (const runtime::KernelInfo& k : module.kernels) kernels[k.name] = &k;
-  return [&module, kernels](const std::string& name, void** params) -> std::function<void()> {
+  std::map<std::string, HostKernelFn> helpers;
+  for (const runtime::KernelInfo& k : module.kernels) {
+    kernels[k.name] = &k;
+    if (std::string name = k.conv_epilogue(); !name.empty())
+      helpers[name] = reinterpret_cast<HostKernelFn>(module.host_library->symbol(name));
+  }
+  return [&module, kernels, helpers](const std::string& name, void** params) -> std::function<void()> {
     if (name == kRandomOffsetAdvance) {
       auto advance = reinterpret_cast<HostKernelFn>(module.host_library->symbol(kRandomOffsetAdvance));
       void* offset = nullptr;
       std::memcpy(&offset, params[0], sizeof offset);
       return [advance, offset] { advance(&offset, nullptr); };
+    }
+    if (auto helper = helpers.find(name); helper != helpers.end()) {
+      std::array<void*, 3> pointers{};
+      std::array<int64_t, 4> sizes{};
+      for (size_t i = 0; i < pointers.size(); ++i) std::memcpy(&pointers[i], params[i], sizeof(void*));
+      for (size_t i = 0; i < sizes.size(); ++i) std::memcpy(&sizes[i], params[pointers.size() + i], sizeof(int64_t));
+      return [epilogue = helper->second, pointers, sizes] { epilogue(pointers.data(), sizes.data()); };
     }
     auto it = kernels.find(name);
     if (it == kernels.end()) {

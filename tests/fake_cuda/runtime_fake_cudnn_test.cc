@@ -1,11 +1,13 @@
 // Conv kernels' cuDNN plans (src/runtime/cudnn_conv.h) on the fake driver and
 // the fake cuDNN (fake_cudnn.h), in CI: the graph each kernel builds must run
 // the convolution and its epilogue as the module's host run computes them,
-// fused into the plan where an engine fuses it and after it where none does;
-// a plan is built once per kernel and binding and executed once per call, and
-// f32 data never takes a TF32 engine.
+// fused into the plan where an engine fuses it and else by the module's conv
+// epilogue kernel, one launch after the convolution; a plan is built once per
+// kernel and binding and executed once per call, and f32 data never takes a
+// TF32 engine.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -129,6 +131,7 @@ class FakeDeviceSuite : public TempDirSuite {
   void SetUp() override {
     load();
     fake_cudnn::reset_counts();
+    fake_cuda::clear_log();
     stream_ = runtime::device::create_stream();
   }
 
@@ -143,6 +146,14 @@ class FakeDeviceSuite : public TempDirSuite {
   void load() {
     module_ = runtime::load_module(module_dir().string());
     fake_cuda::set_kernel_binder(host_kernel_binder(*module_));
+  }
+
+  // Launches of the f32 conv epilogue since the log was cleared, direct or replayed.
+  static size_t epilogue_launches(bool from_graph) {
+    size_t n = 0;
+    for (const fake_cuda::Launch& l : fake_cuda::launches())
+      n += l.kernel == conv_epilogue_kernel(DType::F32) && l.from_graph == from_graph;
+    return n;
   }
 
   size_t conv_kernels() const {
@@ -182,7 +193,7 @@ TEST_F(FakeCudnn, FusedEpiloguesRunInTheirPlans) {
   // one over the 32 MiB workspace once its plan says so, and the third runs.
   EXPECT_EQ(c.plans, 8u);
   EXPECT_EQ(c.executions, 4u);
-  EXPECT_EQ(c.legacy_calls, 0u);
+  EXPECT_EQ(epilogue_launches(false), 0u);
   EXPECT_EQ(fake_cudnn::last_engine(), 2);
 }
 
@@ -191,8 +202,16 @@ TEST_F(FakeCudnn, WithoutAFusingEngineTheEpilogueFollowsTheConvolution) {
   fake_cudnn::Counts c = fake_cudnn::counts();
   EXPECT_EQ(c.plans, 8u) << "two conv-only plans per kernel (one over the workspace); the fused graphs find no engine";
   EXPECT_EQ(c.executions, 4u);
-  // Bias and Relu, residual and Relu, bias: five calls after the convolutions.
-  EXPECT_EQ(c.legacy_calls, 5u);
+  // Bias and Relu, residual and Relu, bias: one launch after each of those
+  // convolutions, none after the 1-D one, which has no epilogue.
+  EXPECT_EQ(epilogue_launches(false), 3u);
+  // The first, over batch 2 x 4 channels of 9 x 9: a block row per plane, 96 threads covering its 81 elements.
+  std::vector<fake_cuda::Launch> log = fake_cuda::launches();
+  auto first = std::find_if(log.begin(), log.end(),
+                            [](const fake_cuda::Launch& l) { return l.kernel == conv_epilogue_kernel(DType::F32); });
+  ASSERT_NE(first, log.end());
+  EXPECT_EQ(std::vector<unsigned>(first->grid, first->grid + 3), (std::vector<unsigned>{8, 1, 1}));
+  EXPECT_EQ(std::vector<unsigned>(first->block, first->block + 3), (std::vector<unsigned>{96, 1, 1}));
 }
 
 TEST_F(FakeCudnn, PlansAreBuiltOncePerBindingAndExecutedEveryCall) {
@@ -206,7 +225,7 @@ TEST_F(FakeCudnn, PlansAreBuiltOncePerBindingAndExecutedEveryCall) {
 }
 
 // reduce-overhead: the run before the capture builds the plans, the capture
-// records each plan's execution (and the unfused epilogue's calls), and the
+// records each plan's execution (and the unfused epilogues' launches), and the
 // replays run what it recorded on new inputs without calling cuDNN again.
 TEST_F(FakeCudnn, CapturedExecutionsReplayOnNewInputs) {
   for (bool fuses : {true, false}) {
@@ -214,12 +233,14 @@ TEST_F(FakeCudnn, CapturedExecutionsReplayOnNewInputs) {
     load();
     fake_cudnn::set_fuses_epilogues(fuses);
     fake_cudnn::reset_counts();
+    fake_cuda::clear_log();
     for (unsigned step = 0; step < 4; ++step) expect_device_matches_host(2, 40 + step, true);
     runtime::GraphStats stats = runtime::graph_stats(*module_);
     EXPECT_EQ(stats.captures, 1u);
     EXPECT_EQ(stats.replays, 3u);
     EXPECT_EQ(fake_cudnn::counts().executions, 8u) << "four in the plain run, four captured";
-    EXPECT_EQ(fake_cudnn::counts().legacy_calls, fuses ? 0u : 10u);
+    EXPECT_EQ(epilogue_launches(false), fuses ? 0u : 3u) << "three in the plain run; the capture only records";
+    EXPECT_EQ(epilogue_launches(true), fuses ? 0u : 9u) << "three in each of three replays";
   }
 }
 
