@@ -246,6 +246,10 @@ void infer_split(InferContext& ctx) {
   int64_t axis = normalize_axis(ctx.node(), ctx.node().get_int("axis", 0), static_cast<int64_t>(data.rank()));
   const Dim& d = data.shape()[axis];
   auto sizes = split_sizes(ctx, d);
+  // A negative size, which only an If branch that never runs may hold (an
+  // ONNX function's other case), leaves the parts' sizes unknown.
+  if (sizes && std::any_of(sizes->begin(), sizes->end(), [](const Dim& s) { return s.is_static() && s.value() < 0; }))
+    sizes.reset();
   if (sizes && sizes->size() != ctx.num_outputs())
     ctx.fail("split has " + std::to_string(sizes->size()) + " sizes for " + std::to_string(ctx.num_outputs()) +
              " outputs");

@@ -174,6 +174,16 @@ TEST(MovementOps, SplitEqualSymbolicAndExplicit) {
   Value* b = bad.input("b", tensor_type(DType::F32, {"5"}));
   bad.node("Split", {b, bad.ints1({2, 2})}, 2);
   EXPECT_THROW(bad.infer(), InputError);
+
+  // A negative size (an If branch that never runs holds one in ONNX's
+  // AffineGrid function): the parts' sizes and values are unknown, where
+  // reading 4 then -1 of the 3 known values would build a vector of -1.
+  OpGraph negative(13);
+  Value* shape = negative.op("Shape", {negative.input("x", tensor_type(DType::F32, {"2", "3", "5"}))});
+  Node* pieces = negative.node("Split", {shape, negative.ints1({4, -1})}, 2);
+  negative.infer();
+  EXPECT_EQ(pieces->output(0)->type().str(), "i64[?]");
+  EXPECT_EQ(negative.values(pieces->output(0)), "none");
 }
 
 TEST(MovementOps, ConcatUnifiesAndSums) {
