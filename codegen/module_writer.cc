@@ -144,8 +144,15 @@ ojson manifest_json(const ModuleContents& m, const ModuleFacts& f, const std::st
   }
   for (const auto& [name, where] : f.value_symbols) symbols[name] = {{"value", where.first}, {"axis", where.second}};
   j["symbols"] = symbols;
-  // The guard set is explain's JSON; re-parsed so its objects keep their (sorted) key order.
+  // The guard set is explain's JSON; re-parsed so its objects keep their (sorted) key order. Then
+  // an input compiled for its values (--specialize) is guarded by them.
   j["guards"] = ojson::parse(m.guards->to_json().dump());
+  for (const auto& [input, values] : m.options.specialize) {
+    std::string list;
+    for (int64_t v : values) list += (list.empty() ? "" : ", ") + std::to_string(v);
+    j["guards"].push_back({{"kind", "EQUALS_MATCH"}, {"input", input}, {"expr", input + " == [" + list + "]"},
+                           {"values", values}});
+  }
 
   ojson tensors = ojson::array();
   for (size_t i = 0; i < f.weights.size(); ++i) {

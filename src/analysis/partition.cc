@@ -126,7 +126,11 @@ class BreakClassifier {
       b.reason = "data_dependent_shape";
       b.message = op + "'s input " + std::to_string(i) + " " + value_ref(n.input(i)) +
                   " comes from tensor data, not from shapes or constants, so the output shape depends on data";
-      b.hint = "compute it from Shape ops or constants (exporters' shape chains compile)";
+      const Value* v = n.input(i);
+      b.hint = v->is_graph_input() && !v->is_initializer()
+                   ? "compile for its values with `tcc compile --specialize " + v->name() +
+                         "=...` (the module guards them), or compute it from Shape ops or constants"
+                   : "compute it from Shape ops or constants (exporters' shape chains compile)";
       return true;
     }
     return false;

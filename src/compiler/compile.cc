@@ -39,11 +39,39 @@ double ms_since(Clock::time_point t) {
 // shapes stage's, for the fallbacks' reasons.
 using Breaks = std::unordered_map<std::string, GraphBreak>;
 
-// load: the model, and with --train its training step (inputs gain the label,
-// lr, step and optimizer state; outputs are the loss and the updated
-// parameters). --emit-onnx starts writing it beside the rest of the pipeline.
+// --specialize: each named input's readers read a constant of its values
+// instead, which shape inference and constant folding then see through (a
+// Reduce's axes, a Reshape's target). The module still takes the input; the
+// manifest's guard on its values (write_module_dir) refuses others.
+void specialize_inputs(Graph& g, const std::map<std::string, std::vector<int64_t>>& specialize,
+                       const std::string& model) {
+  for (const auto& [name, values] : specialize) {
+    auto it = std::find_if(g.inputs().begin(), g.inputs().end(), [&](const Value* v) { return v->name() == name; });
+    std::string flag = "--specialize " + name + ": ";
+    if (it == g.inputs().end()) throw InputError(model + ": " + flag + "the model has no input '" + name + "'");
+    Value* input = *it;
+    const Type& t = input->type();
+    if (!t.is_tensor() || !is_integer(t.dtype()) || !t.fully_static())
+      throw InputError(model + ": " + flag + "input '" + name + "' is " + t.str() +
+                       "; only an integer tensor of static shape can be compiled for its values");
+    std::vector<int64_t> shape;
+    for (const Dim& d : t.shape()) shape.push_back(d.value());
+    Tensor data(t.dtype(), shape);
+    if (data.numel() != static_cast<int64_t>(values.size()))
+      throw InputError(model + ": " + flag + "input '" + name + "' is " + t.str() + ", " +
+                       std::to_string(data.numel()) + " values, but the flag gives " + std::to_string(values.size()));
+    for (size_t i = 0; i < values.size(); ++i) data.set_f64(static_cast<int64_t>(i), static_cast<double>(values[i]));
+    g.replace_all_uses(input, g.add_initializer(name + "/specialized", std::move(data)));
+  }
+}
+
+// load: the model (its --specialize inputs read as constants), and with
+// --train its training step (inputs gain the label, lr, step and optimizer
+// state; outputs are the loss and the updated parameters). --emit-onnx starts
+// writing it beside the rest of the pipeline.
 std::unique_ptr<Model> load(const CompileRequest& req, CompileResult& r, std::future<void>& emitted) {
   std::unique_ptr<Model> model = load_model(req.model);
+  specialize_inputs(*model->graph, req.options.specialize, req.model);
   r.training = apply_train_flags(req.train, *model);
   emitted = emit_onnx(req.train, *model);
   hinted_sizes(*model->graph, req.options.shape_hints);  // a hint for a symbol the model lacks fails before any work

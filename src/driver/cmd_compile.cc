@@ -25,6 +25,7 @@ struct CompileCli {
   CompileRequest request;
   std::string archs = "sm_80,sm_90";
   std::string shape_hints;
+  std::vector<std::string> specialize;
   std::string precision = "fp32";
   std::vector<std::string> print_after;
   bool no_ptx = false;
@@ -194,6 +195,7 @@ ExitCode run_compile(CompileCli& c) {
   req.options.ptx = !c.no_ptx;
   req.options.host = !c.no_host;
   parse_shape_hints(c.shape_hints, req.options);
+  parse_specializations(c.specialize, req.options);
   req.options.precision = precision_of(c.precision);
   // --print-after names compile stages, graph passes and kernel-IR passes.
   std::set<std::string> dump, graph_passes, kernel_passes;
@@ -260,6 +262,11 @@ CommandRunner setup_compile(CLI::App& cmd) {
                  "e.g. batch=8,seq=128; and what a sequence or optional input is compiled for: xs=seq(3) (a "
                  "sequence of 3 tensors, module inputs xs.0, xs.1, xs.2; xs.1=[4x3] shapes one, [] a scalar), opt=present "
                  "or opt=absent (an optional)");
+  cmd.add_option("--specialize", c->specialize,
+                 "Compile for these values of an integer input that decides shapes or a kernel's constants "
+                 "(a Reduce's axes, a Reshape's shape, a Resize's sizes), once per input: axes=0,2; the module "
+                 "guards them and refuses a call with others")
+      ->allow_extra_args(false);
   cmd.add_option("--device", req.options.device,
                  "Target device profile (its SM count sizes split reductions, its peak rates the report's "
                  "estimates): " + devices)

@@ -14,6 +14,7 @@
 
 #include "src/ops/elementwise.h"
 #include "src/ops/families.h"
+#include "src/ops/fusion.h"
 #include "src/ops/op_helpers.h"
 #include "src/ops/op_registry.h"
 
@@ -232,9 +233,12 @@ bool reduces_in_kernel(const Node& n) {
   return !axes_are_input(n) || !n.has_input(1) || literal_input(n, 1);
 }
 
+// The axes input (ReduceSum's from opset 13, the others' from 18) decides which dims the output keeps.
 OpDef& add_reduce(OpRegistry& r, const std::string& name, ReduceKind kind, std::vector<DType> dtypes) {
-  return r.add(OpDef{"", name, 1, kReduction, infer_reduce,
-              [kind](EvalContext& ctx) { return std::vector<Tensor>{reduce_kernel(ctx, kind)}; }, std::move(dtypes)});
+  return r
+      .add(OpDef{"", name, 1, kReduction, infer_reduce,
+                 [kind](EvalContext& ctx) { return std::vector<Tensor>{reduce_kernel(ctx, kind)}; }, std::move(dtypes)})
+      .shape_from_inputs({1});
 }
 
 // ---------------------------------------------------------------------------
@@ -333,14 +337,25 @@ void reduce_extremum_rule(GradContext& c) {
 // ---------------------------------------------------------------------------
 // Decompositions (decomposition.h)
 
+// A Reduce* of constant empty axes with noop_with_empty_axes is its input, of
+// any dtype: an Identity, since no reduction kernel reduces no axis.
+bool decompose_noop_reduce(Expansion& e) {
+  std::optional<std::vector<int64_t>> axes = reduction_axes(e.node());
+  if (!axes || !axes->empty()) return false;
+  e.finish("Identity", "Identity", {e.node().input(0)});
+  return true;
+}
+
 // ReduceL1 -> ReduceSum(Abs(x)); ReduceSumSquare -> ReduceSum(x * x); ReduceL2
 // -> Sqrt of that; ReduceLogSum -> Log(ReduceSum(x)); ReduceLogSumExp -> s +
 // Log(ReduceSum(Exp(x - s))) with s = ReduceMax(x), taken as 0 where it is not
 // finite, as the reference kernel shifts. One reduction kernel each (two for
 // LogSumExp), reducing with kept dims; without keepdims a view drops them. No
-// axes with noop_with_empty_axes is the identity. Needs literal axes and a
-// float x (the integer paths of L1 and SumSquare accumulate exactly).
+// axes with noop_with_empty_axes is the identity (decompose_noop_reduce).
+// Needs literal axes and a float x (the integer paths of L1 and SumSquare
+// accumulate exactly).
 bool decompose_reduce(Expansion& e) {
+  if (decompose_noop_reduce(e)) return true;
   const Node& n = e.node();
   const Type* x = e.ranked_float_input(0);
   if (x == nullptr) return false;
@@ -352,10 +367,6 @@ bool decompose_reduce(Expansion& e) {
     literal = c->to_i64_vector();
   }
   ReduceAxes ra = reduce_axes_from(n, literal, present);
-  if (ra.noop) {
-    e.finish("Identity", "Identity", {n.input(0)});
-    return true;
-  }
   std::set<int64_t> reduced = normalized_axes(n, ra, static_cast<int64_t>(x->rank()));
   std::vector<int64_t> axes(reduced.begin(), reduced.end());
   Type kept = Expansion::kept_type(*x, axes);
@@ -392,21 +403,26 @@ bool decompose_reduce(Expansion& e) {
 void register_reduce_ops(OpRegistry& r) {
   add_reduce(r, "ReduceSum", ReduceKind::Sum, kNumeric)
       .kernel_role(KernelRole::Reduction, reduces_in_kernel)
+      .decomposition(decompose_noop_reduce)
       .gradient(reduce_sum_rule)
       .under_autocast(AutocastClass::F32);
   add_reduce(r, "ReduceMean", ReduceKind::Mean, kNumeric)
       .kernel_role(KernelRole::Reduction, reduces_in_kernel)
+      .decomposition(decompose_noop_reduce)
       .gradient(reduce_mean_rule);
   std::vector<DType> with_bool = kNumeric;
   with_bool.push_back(DType::Bool);
   add_reduce(r, "ReduceMax", ReduceKind::Max, with_bool)
       .kernel_role(KernelRole::Reduction, reduces_in_kernel)
+      .decomposition(decompose_noop_reduce)
       .gradient(reduce_extremum_rule);
   add_reduce(r, "ReduceMin", ReduceKind::Min, with_bool)
       .kernel_role(KernelRole::Reduction, reduces_in_kernel)
+      .decomposition(decompose_noop_reduce)
       .gradient(reduce_extremum_rule);
   add_reduce(r, "ReduceProd", ReduceKind::Prod, kNumeric)
       .kernel_role(KernelRole::Reduction, reduces_in_kernel)
+      .decomposition(decompose_noop_reduce)
       .gradient(reduce_prod_rule)
       .under_autocast(AutocastClass::F32);
   add_reduce(r, "ReduceL1", ReduceKind::L1, kNumeric)

@@ -686,8 +686,9 @@ bool decompose_mel(Expansion& e) {
 }  // namespace
 
 void register_signal_ops(OpRegistry& r) {
-  r.add(OpDef{"", "DFT", 17, 0, infer_dft, eval_dft, {}}).decomposition(decompose_dft);
-  r.add(OpDef{"", "STFT", 17, 0, infer_stft, eval_stft, {}}).decomposition(decompose_stft);
+  // DFT's dft_length and (from opset 20) axis; STFT's frame_step and frame_length.
+  r.add(OpDef{"", "DFT", 17, 0, infer_dft, eval_dft, {}}).shape_from_inputs({1, 2}).decomposition(decompose_dft);
+  r.add(OpDef{"", "STFT", 17, 0, infer_stft, eval_stft, {}}).shape_from_inputs({1, 3}).decomposition(decompose_stft);
   auto window = [&r](const char* op, CosineWindow c) {
     r.add(OpDef{"", op, 17, kConstant, infer_window, [c](EvalContext& ctx) { return eval_window(ctx, c); }, {}})
         .decomposition([c](Expansion& e) { return decompose_window(e, c); });

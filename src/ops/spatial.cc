@@ -525,13 +525,18 @@ bool decompose_max_unpool(Expansion& e) {
 }  // namespace
 
 void register_spatial_ops(OpRegistry& r) {
-  r.add(OpDef{"", "AffineGrid", 20, 0, infer_affine_grid, eval_affine_grid, {}}).decomposition(decompose_affine_grid);
+  r.add(OpDef{"", "AffineGrid", 20, 0, infer_affine_grid, eval_affine_grid, {}})
+      .shape_from_inputs({1})
+      .decomposition(decompose_affine_grid);
   r.add(OpDef{"", "Col2Im", 18, 0, infer_col2im, eval_col2im, kNumeric})
+      .shape_from_inputs({1, 2})
       .decomposition(decompose_col2im)
       .trains_through_decomposition();
   r.add(OpDef{"", "MaxUnpool", 9, kMovement, infer_max_unpool, eval_max_unpool, {}})
+      .shape_from_inputs({2})
       .decomposition(decompose_max_unpool);
   r.add(OpDef{"", "CenterCropPad", 18, kMovement, infer_center_crop_pad, eval_center_crop_pad, {}})
+      .shape_from_inputs({1})
       .gradient(center_crop_pad_rule)
       .decomposition(decompose_center_crop_pad);
 }

@@ -46,7 +46,7 @@ bool compare(int64_t a, Guard::Cmp cmp, int64_t b) {
   return false;
 }
 
-void check_guards(const Module& m, const Binding& b, const tcc_tensor* inputs, ScalarReader read_scalar, void* ctx) {
+void check_guards(const Module& m, const Binding& b, const tcc_tensor* inputs, ValueReader read_values, void* ctx) {
   for (const Guard& g : m.guards) {
     const tcc_tensor* t = g.input >= 0 ? &inputs[g.input] : nullptr;
     bool ok = true;
@@ -54,10 +54,16 @@ void check_guards(const Module& m, const Binding& b, const tcc_tensor* inputs, S
     switch (g.kind) {
       case Guard::Kind::Dtype: ok = static_cast<DType>(t->dtype) == g.dtype; break;
       case Guard::Kind::Size: ok = t->shape[g.axis] == g.size; break;
-      case Guard::Kind::ScalarEquals: {
+      case Guard::Kind::ValuesEqual: {
         int64_t numel = 1;
         for (int32_t d = 0; d < t->rank; ++d) numel *= t->shape[d];
-        ok = numel == 1 && (!read_scalar || read_scalar(*t, ctx) == g.value);
+        ok = numel == static_cast<int64_t>(g.values.size());
+        if (ok && read_values) {
+          DType dtype = static_cast<DType>(t->dtype);
+          size_t bytes = static_cast<size_t>(numel) * dtype_size(dtype);
+          Tensor v = Tensor::from_bytes(dtype, {numel}, read_values(*t, bytes, ctx));
+          for (int64_t i = 0; ok && i < numel; ++i) ok = v.get_f64(i) == g.values[static_cast<size_t>(i)];
+        }
         break;
       }
       case Guard::Kind::Shape: {
@@ -174,7 +180,7 @@ void evaluate_sizes(const Module& m, Binding& b) {
 
 }  // namespace
 
-Binding bind(const Module& m, const tcc_tensor* inputs, size_t num_inputs, ScalarReader read_scalar, void* ctx) {
+Binding bind(const Module& m, const tcc_tensor* inputs, size_t num_inputs, ValueReader read_values, void* ctx) {
   if (num_inputs != m.inputs.size())
     throw InvalidArgument("expected " + std::to_string(m.inputs.size()) + " inputs, got " + std::to_string(num_inputs));
   if (num_inputs > 0 && !inputs) throw InvalidArgument("inputs is null");
@@ -194,7 +200,7 @@ Binding bind(const Module& m, const tcc_tensor* inputs, size_t num_inputs, Scala
                               sig_text(sig) + ")");
     }
   }
-  check_guards(m, b, inputs, read_scalar, ctx);
+  check_guards(m, b, inputs, read_values, ctx);
 
   b.shapes.resize(m.values.size());
   b.nbytes.resize(m.values.size());

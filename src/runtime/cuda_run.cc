@@ -211,15 +211,14 @@ void upload_random_offset(Module& m, CUstream stream) {
 
 // `stream` is the run's: the caller may still be writing the input on it, and
 // a copy on the legacy stream would not wait for a non-blocking stream's work.
-double read_device_scalar(const tcc_tensor& t, void* stream) {
-  DType dtype = static_cast<DType>(t.dtype);
-  std::vector<std::byte> bytes(dtype_size(dtype));
+std::vector<std::byte> read_device_values(const tcc_tensor& t, size_t bytes, void* stream) {
+  std::vector<std::byte> out(bytes);
+  if (bytes == 0) return out;
   const Driver& d = Driver::get();
-  d.check(d.copy_dtoh_async(bytes.data(), reinterpret_cast<CUdeviceptr>(t.data), bytes.size(),
-                            static_cast<CUstream>(stream)),
-          "cuMemcpyDtoHAsync (scalar input)");
+  d.check(d.copy_dtoh_async(out.data(), reinterpret_cast<CUdeviceptr>(t.data), bytes, static_cast<CUstream>(stream)),
+          "cuMemcpyDtoHAsync (guarded input)");
   d.check(d.stream_sync(static_cast<CUstream>(stream)), "cuStreamSynchronize");
-  return Tensor::from_bytes(dtype, {}, std::move(bytes)).get_f64(0);
+  return out;
 }
 
 // A split reduction's workspace (docs/MODULE.md), grown to this binding's size.
@@ -302,7 +301,7 @@ BoundRun::Launch step_launch(const Module& m, const StepInfo& step, const Bindin
 const BoundRun& bound_run(CudaState& s, const Module& m, const tcc_tensor* inputs, size_t num_inputs, CUstream stream) {
   bool reusable = num_inputs == m.inputs.size() && (num_inputs == 0 || inputs) && m.value_symbols.empty() &&
                   std::none_of(m.guards.begin(), m.guards.end(),
-                               [](const Guard& g) { return g.kind == Guard::Kind::ScalarEquals; });
+                               [](const Guard& g) { return g.kind == Guard::Kind::ValuesEqual; });
   s.dims.clear();
   for (size_t i = 0; reusable && i < num_inputs; ++i) {
     const tcc_tensor& t = inputs[i];
@@ -320,7 +319,7 @@ const BoundRun& bound_run(CudaState& s, const Module& m, const tcc_tensor* input
     }
   }
   BoundRun r;
-  r.binding = bind(m, inputs, num_inputs, read_device_scalar, stream);
+  r.binding = runtime::bind(m, inputs, num_inputs, read_device_values, stream);
   r.launches.resize(m.steps.size());
   for (size_t i = 0; i < m.steps.size() && r.binding.complete; ++i)
     if (!m.steps[i].fallback) r.launches[i] = step_launch(m, m.steps[i], r.binding);
@@ -519,7 +518,7 @@ std::string capture_blocker(const Module& m) {
   for (const StepInfo& step : m.steps)
     if (step.fallback) return "host fallback node '" + step.node + "' (it synchronizes with the host)";
   for (const Guard& g : m.guards)
-    if (g.kind == Guard::Kind::ScalarEquals) return "guard '" + g.text + "' reads an input's value on the host";
+    if (g.kind == Guard::Kind::ValuesEqual) return "guard '" + g.text + "' reads an input's value on the host";
   return "";
 }
 

@@ -12,10 +12,9 @@ namespace tcc::runtime {
 
 namespace {
 
-double read_host_scalar(const tcc_tensor& t, void*) {
-  DType dtype = static_cast<DType>(t.dtype);
+std::vector<std::byte> read_host_values(const tcc_tensor& t, size_t bytes, void*) {
   const auto* p = static_cast<const std::byte*>(t.data);
-  return Tensor::from_bytes(dtype, {}, std::vector<std::byte>(p, p + dtype_size(dtype))).get_f64(0);
+  return std::vector<std::byte>(p, p + bytes);
 }
 
 }  // namespace
@@ -23,7 +22,7 @@ double read_host_scalar(const tcc_tensor& t, void*) {
 void run_host(Module& m, const tcc_tensor* inputs, size_t num_inputs, tcc_tensor* outputs, size_t num_outputs) {
   if (!m.host_library)
     throw InvalidArgument("the module was compiled with --no-host: it has no host kernels and runs on a GPU only");
-  Binding b = bind(m, inputs, num_inputs, read_host_scalar, nullptr);
+  Binding b = runtime::bind(m, inputs, num_inputs, read_host_values, nullptr);
   check_outputs(m, b, outputs, num_outputs);
 
   AlignedBytes arena(static_cast<size_t>(b.arena_bytes));

@@ -466,9 +466,15 @@ class Loader {
         int input = input_index(g["input"].str());
         if (input < 0) g["input"].fail("'" + g["input"].str() + "' is not an input");
         Guard eq;
-        eq.kind = Guard::Kind::ScalarEquals;
+        eq.kind = Guard::Kind::ValuesEqual;
         eq.input = input;
-        eq.value = g["value"].number();
+        // A scalar's "value", or the "values" of an input compiled for them (--specialize).
+        if (g.has("values")) {
+          ManifestField values = g["values"];
+          for (size_t v = 0; v < values.size(); ++v) eq.values.push_back(static_cast<double>(values[v].integer()));
+        } else {
+          eq.values = {g["value"].number()};
+        }
         eq.text = g["expr"].str();
         m_.guards.push_back(eq);
       } else if (kind == "SHAPE_ENV") {

@@ -84,18 +84,18 @@ struct BufferInfo {
 // expressions over the input dims; a `modulus` guard is `lhs % modulus == rhs`.
 struct Guard {
   enum class Cmp { Eq, Ne, Le, Lt, Ge, Gt };
-  enum class Kind { Dtype, Size, Shape, ScalarEquals };
+  enum class Kind { Dtype, Size, Shape, ValuesEqual };
   Kind kind = Kind::Shape;
   std::string text;       // as the manifest spells it, for messages
   std::string needed_by;  // Shape: the node whose fact it checks (a Slice's bound, a Reshape's divisor), if any
   // Shape: the input sizes it reads as the manifest spells them ("x.size()[0]"), each with the symbol bound to
   // it, for messages.
   std::vector<std::pair<std::string, SymExpr>> sources;
-  int input = -1;    // Dtype, Size, ScalarEquals
+  int input = -1;    // Dtype, Size, ValuesEqual
   int axis = -1;     // Size
   DType dtype = DType::Undefined;
   int64_t size = 0;
-  double value = 0;  // ScalarEquals
+  std::vector<double> values;  // ValuesEqual: the input's elements, row-major (a scalar's one)
   SymExpr lhs, rhs;  // Shape
   Cmp cmp = Cmp::Eq;
   int64_t modulus = 0;
@@ -244,13 +244,13 @@ struct Binding {
   bool complete = true;
 };
 
-// Reads element 0 of an input as a double, for guards on scalar inputs (null: skip those guards).
-using ScalarReader = double (*)(const tcc_tensor& t, void* ctx);
+// Reads an input's first `bytes` bytes, for guards on input values (null: skip those guards).
+using ValueReader = std::vector<std::byte> (*)(const tcc_tensor& t, size_t bytes, void* ctx);
 
 // Checks the inputs against the signature and guards and evaluates every size.
 // InvalidArgument names the input and what was expected; BadModule when the
 // module's own expressions do not evaluate or disagree with each other.
-Binding bind(const Module& m, const tcc_tensor* inputs, size_t num_inputs, ScalarReader read_scalar, void* ctx);
+Binding bind(const Module& m, const tcc_tensor* inputs, size_t num_inputs, ValueReader read_values, void* ctx);
 
 // Binds the data-dependent sizes that value `value` gives (the shape a
 // fallback step produced for it) and evaluates what waited for them.

@@ -51,14 +51,16 @@ struct SizedOutputs {
 
 }  // namespace
 
-CompiledModule::CompiledModule(const std::string& tcc, const fs::path& model, const std::string& hints, bool on_gpu) {
+CompiledModule::CompiledModule(const std::string& tcc, const fs::path& model, const std::string& hints,
+                               const std::vector<std::string>& specialize, bool on_gpu) {
   static int counter = 0;
   dir_ = fs::temp_directory_path() /
          ("tcc_conformance_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
   std::string command = shell_quoted(tcc) + " compile " + shell_quoted(model.string()) + " -o " +
                         shell_quoted(dir_.string()) +
-                        (hints.empty() ? "" : " --shape-hint " + shell_quoted(hints)) +
-                        (on_gpu ? " --arch native --no-ptx --no-host 2>&1" : " --arch sm_90 --no-ptx 2>&1");
+                        (hints.empty() ? "" : " --shape-hint " + shell_quoted(hints));
+  for (const std::string& s : specialize) command += " --specialize " + shell_quoted(s);
+  command += std::string(on_gpu ? " --arch native --no-ptx --no-host 2>&1" : " --arch sm_90 --no-ptx 2>&1");
   FILE* p = ::popen(command.c_str(), "r");
   if (!p) throw std::runtime_error("cannot start " + command);
   std::string output;

@@ -21,9 +21,11 @@ class CompiledModule {
   // Compiles `model` with `tcc` into a fresh folder under the system's temp
   // folder: for the host (and sm_90, so that NVRTC takes every kernel), or
   // for this GPU alone (`on_gpu`), with `hints` as --shape-hint when not
-  // empty. On failure `refused` (exit 2: the model is outside what the
-  // compiler takes) or `failed` holds tcc's first error line.
-  CompiledModule(const std::string& tcc, const std::filesystem::path& model, const std::string& hints, bool on_gpu);
+  // empty and each of `specialize` as a --specialize. On failure `refused`
+  // (exit 2: the model is outside what the compiler takes) or `failed` holds
+  // tcc's first error line.
+  CompiledModule(const std::string& tcc, const std::filesystem::path& model, const std::string& hints,
+                 const std::vector<std::string>& specialize, bool on_gpu);
   ~CompiledModule();
   CompiledModule(const CompiledModule&) = delete;
   CompiledModule& operator=(const CompiledModule&) = delete;

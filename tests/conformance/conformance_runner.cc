@@ -36,6 +36,9 @@
 // reason` per line) lists it with the reason, and a listed test whose module
 // runs every such op on the GPU fails too, so that the list stays true; the
 // per-op table counts each op's tests with a host step of any kind.
+// An integer input whose values decide a shape or a kernel's constants (a
+// Reduce's axes) is compiled for the data set's values (`--specialize`),
+// which the module guards: a data set of other values gets its own module.
 // A model with a sequence or optional graph input is compiled for the
 // structure of the first data set's values (`--shape-hint xs=seq(N)`, each
 // element's shape, `opt=present` / `absent`), a data set of another structure
@@ -310,6 +313,60 @@ std::string op_of_test(const fs::path& test_dir, const onnx::ModelProto& m) {
   return best.empty() ? "(no nodes)" : best;
 }
 
+// The --specialize flags of the integer graph inputs (of at most
+// kMaxSpecialized elements) whose values decide a shape or a kernel's
+// constants: an op's shape_inputs, literal_inputs or config_inputs (a
+// Reduce's axes, CenterCropPad's shape, DFT's axis, Range's bounds) that read
+// them, directly or through integer ops on them (an If or Loop through what
+// its regions read), at their values in `feeds`.
+// Their modules are compiled for those values and guarded by them, as
+// torch.compile specializes an int it guards.
+std::vector<std::string> specializations(const Graph& g, const std::map<std::string, Tensor>& feeds) {
+  constexpr int64_t kMaxSpecialized = 64;
+  std::map<const Value*, std::set<std::string>> from;  // the inputs each integer value is computed from
+  for (const Value* v : g.inputs()) {
+    const Type& t = v->type();
+    auto feed = feeds.find(v->name());
+    if (!v->is_initializer() && t.is_tensor() && is_integer(t.dtype()) && t.fully_static() && feed != feeds.end() &&
+        feed->second.numel() <= kMaxSpecialized)
+      from[v] = {v->name()};
+  }
+  // The inputs that the values a region reads from outside it are computed from.
+  std::function<void(const Graph&, std::set<std::string>&)> captured = [&](const Graph& region,
+                                                                           std::set<std::string>& roots) {
+    for (const auto& inner : region.nodes()) {
+      for (const Value* v : inner->inputs())
+        if (auto it = from.find(v); it != from.end()) roots.insert(it->second.begin(), it->second.end());
+      for (const Graph* nested : inner->regions()) captured(*nested, roots);
+    }
+  };
+  std::set<std::string> deciding;
+  for (const auto& n : g.nodes()) {
+    const OpDef* def = OpRegistry::get().lookup(*n);
+    std::set<std::string> roots;
+    for (const Graph* region : n->regions()) captured(*region, roots);
+    for (size_t i = 0; i < n->inputs().size(); ++i) {
+      auto it = from.find(n->inputs()[i]);
+      if (it == from.end()) continue;
+      roots.insert(it->second.begin(), it->second.end());
+      auto in = [i](const std::vector<size_t>& list) { return std::find(list.begin(), list.end(), i) != list.end(); };
+      if (def && (in(def->shape_inputs) || in(def->literal_inputs) || in(def->config_inputs)))
+        deciding.insert(it->second.begin(), it->second.end());
+    }
+    if (roots.empty()) continue;
+    for (const Value* out : n->outputs())
+      if (out && out->type().is_tensor() && is_integer(out->type().dtype())) from[out] = roots;
+  }
+  std::vector<std::string> flags;
+  for (const std::string& name : deciding) {
+    const Tensor& t = feeds.at(name);
+    std::string flag = name + "=";
+    for (int64_t i = 0; i < t.numel(); ++i) flag += (i ? "," : "") + std::to_string(static_cast<int64_t>(t.get_f64(i)));
+    flags.push_back(flag);
+  }
+  return flags;
+}
+
 // Loads, shapes and runs one supported test (with `tcc`, its compiled module,
 // on the GPU with `on_gpu`); fills outcome and detail.
 void run_supported(const fs::path& test_dir, const fs::path& model_path, const std::string& tcc, bool on_gpu,
@@ -325,7 +382,7 @@ void run_supported(const fs::path& test_dir, const fs::path& model_path, const s
   const Graph& g = *model->graph;
   std::vector<std::string> output_names;
   for (const Value* v : g.outputs()) output_names.push_back(v->name());
-  // One module per structure of the data sets' inputs (most tests have one).
+  // One module per structure and specialized values of the data sets' inputs (most tests have one).
   std::map<std::string, std::unique_ptr<CompiledModule>> modules;
   std::vector<const Value*> inputs;
   for (const Value* v : g.inputs())
@@ -347,8 +404,11 @@ void run_supported(const fs::path& test_dir, const fs::path& model_path, const s
       outs = Interpreter().run(g, feeds);
     } else {
       std::string hints = structure_hints(feeds);
-      std::unique_ptr<CompiledModule>& compiled = modules[hints];
-      if (!compiled) compiled = std::make_unique<CompiledModule>(tcc, model_path, hints, on_gpu);
+      std::vector<std::string> specialize = specializations(g, feeds);
+      std::string key = hints;
+      for (const std::string& s : specialize) key += " " + s;
+      std::unique_ptr<CompiledModule>& compiled = modules[key];
+      if (!compiled) compiled = std::make_unique<CompiledModule>(tcc, model_path, hints, specialize, on_gpu);
       if (!compiled->refused().empty() || !compiled->failed().empty()) {
         r.outcome = compiled->refused().empty() ? Outcome::Failed : Outcome::Skipped;
         r.detail = compiled->refused().empty() ? compiled->failed() : compiled->refused();

@@ -78,6 +78,23 @@ TEST(ExplainPartition, ShapeChainDoesNotBreakButDataShapeDoes) {
   EXPECT_NE(p.breaks[0].message.find("'%yi'"), std::string::npos);
 }
 
+// A Reduce's axes fed as a graph input: the break suggests compiling for its values.
+TEST(ExplainPartition, ShapeInputFedByTheCallerSuggestsSpecializing) {
+  Fixture f;
+  f.g.set_opset("", 18);
+  Value* x = f.g.add_input("x", f32({2, 3}));
+  Value* axes = f.g.add_input("axes", Type::tensor(DType::I64, {1}));
+  Node* sum = f.g.add_node("ReduceSum", {x, axes}, {"s"}, "", "sum");
+  f.g.add_output(sum->output(0));
+  ShapeInfo info;
+  Partition p = partition_graph(f.g, info, registry_of({"ReduceSum"}));
+  ASSERT_EQ(p.breaks.size(), 1u);
+  EXPECT_EQ(p.breaks[0].reason, "data_dependent_shape");
+  EXPECT_EQ(p.breaks[0].hint,
+            "compile for its values with `tcc compile --specialize axes=...` (the module guards them), or compute it "
+            "from Shape ops or constants");
+}
+
 TEST(ExplainPartition, EachReasonCode) {
   Fixture f;
   Value* x = f.g.add_input("x", f32({4}));

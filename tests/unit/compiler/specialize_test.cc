@@ -1,0 +1,115 @@
+// --specialize: an integer input that decides shapes (a Reduce's axes, a
+// Reshape's target) compiled for given values. Its readers see a constant, so
+// what was a host step with an unknown output shape becomes kernels; the
+// module still takes the input and its guard refuses other values.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+
+#include "frontends/load_model.h"
+#include "src/diag/errors.h"
+#include "src/interp/interpreter.h"
+#include "src/shape/shape_inference.h"
+#include "tests/unit/support/cli_util.h"
+#include "tests/unit/support/example_models.h"
+#include "tests/unit/support/temp_dir.h"
+
+namespace tcc {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A sum over the axes input and a reshape to the shape input.
+constexpr const char* kModel = R"(graph specialized opset(ai.onnx: 18) {
+  input %x: f32[2, 3, 4]
+  input %axes: i64[2]
+  input %shape: i64[2]
+  %sum = ReduceSum(%x, %axes) {keepdims = 1} name("sum")
+  %y = Reshape(%sum, %shape) name("reshape")
+  output %y
+}
+)";
+
+Tensor i64_tensor(std::vector<int64_t> values) {
+  Tensor t(DType::I64, {static_cast<int64_t>(values.size())});
+  for (size_t i = 0; i < values.size(); ++i) t.set_f64(static_cast<int64_t>(i), static_cast<double>(values[i]));
+  return t;
+}
+
+class Specialize : public TempDirFixture<> {
+ protected:
+  void SetUp() override {
+    TempDirFixture::SetUp();
+    model_ = dir_ / "model.tir";
+    std::ofstream(model_) << kModel;
+  }
+
+  CompileResult compile_specialized(std::map<std::string, std::vector<int64_t>> values) {
+    CompileOptions o = quick_compile_options();
+    o.specialize = std::move(values);
+    return compile_model(model_, dir_ / "module", o);
+  }
+
+  fs::path model_;
+};
+
+TEST_F(Specialize, InputsThatDecideShapesBecomeConstantsAndKernels) {
+  CompileResult r = compile_specialized({{"axes", {0, 2}}, {"shape", {3, 1}}});
+  expect_no_host_step(r);
+  std::map<std::string, Tensor> inputs = {{"axes", i64_tensor({0, 2})}, {"shape", i64_tensor({3, 1})}};
+  Tensor x(DType::F32, {2, 3, 4});
+  for (int64_t i = 0; i < x.numel(); ++i) x.set_f64(i, static_cast<double>(i % 7) - 3);
+  inputs["x"] = x;
+  std::unique_ptr<Model> m = load_model(model_.string());
+  infer_shapes(*m->graph);
+  std::vector<Tensor> want = Interpreter().run(*m->graph, inputs);
+  std::vector<Tensor> got = run_module_on_host(dir_ / "module", inputs);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].shape(), (std::vector<int64_t>{3, 1}));
+  expect_same_values(got[0], want[0], "y");
+}
+
+TEST_F(Specialize, TheModuleRefusesOtherValues) {
+  compile_specialized({{"axes", {0, 2}}, {"shape", {3, 1}}});
+  std::map<std::string, Tensor> inputs = {
+      {"x", Tensor(DType::F32, {2, 3, 4})}, {"axes", i64_tensor({2, 0})}, {"shape", i64_tensor({3, 1})}};
+  try {
+    run_module_on_host(dir_ / "module", inputs);
+    ADD_FAILURE() << "a call with other axes ran";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), "inputs fail the module's guard 'axes == [0, 2]'");
+  }
+}
+
+TEST_F(Specialize, BadFlagsNameTheInputAndWhatWasExpected) {
+  auto refusal = [&](std::map<std::string, std::vector<int64_t>> values) {
+    try {
+      compile_specialized(std::move(values));
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(compiled)");
+  };
+  const std::string file = model_.string() + ": --specialize ";
+  EXPECT_EQ(refusal({{"size", {1}}}), file + "size: the model has no input 'size'");
+  EXPECT_EQ(refusal({{"x", {1}}}),
+            file + "x: input 'x' is f32[2, 3, 4]; only an integer tensor of static shape can be compiled for its values");
+  EXPECT_EQ(refusal({{"axes", {1}}}), file + "axes: input 'axes' is i64[2], 2 values, but the flag gives 1");
+}
+
+TEST(SpecializeCli, ParsesOneInputPerFlag) {
+  CliResult bad = run_tcc("compile model.onnx -o out --specialize axes=1,x");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.output.find("--specialize: expected INPUT=VALUE[,VALUE...] (integers), got 'axes=1,x'"),
+            std::string::npos)
+      << bad.output;
+  CliResult twice = run_tcc("compile model.onnx -o out --specialize axes=1 --specialize axes=2");
+  EXPECT_EQ(twice.code, 2);
+  EXPECT_NE(twice.output.find("--specialize: input 'axes' is given twice"), std::string::npos) << twice.output;
+}
+
+}  // namespace
+}  // namespace tcc
