@@ -17,6 +17,7 @@
 #include "codegen/module_facts.h"
 #include "codegen/module_report.h"
 #include "src/diag/errors.h"
+#include "src/ir/tensor.h"
 #include "src/ir/text.h"
 #include "src/module/manifest_records.h"
 #include "src/ops/op_registry.h"
@@ -147,12 +148,9 @@ ojson manifest_json(const ModuleContents& m, const ModuleFacts& f, const std::st
   // The guard set is explain's JSON; re-parsed so its objects keep their (sorted) key order. Then
   // an input compiled for its values (--specialize) is guarded by them.
   j["guards"] = ojson::parse(m.guards->to_json().dump());
-  for (const auto& [input, values] : m.options.specialize) {
-    std::string list;
-    for (int64_t v : values) list += (list.empty() ? "" : ", ") + std::to_string(v);
-    j["guards"].push_back({{"kind", "EQUALS_MATCH"}, {"input", input}, {"expr", input + " == [" + list + "]"},
+  for (const auto& [input, values] : m.options.specialize)
+    j["guards"].push_back({{"kind", "EQUALS_MATCH"}, {"input", input}, {"expr", input + " == " + shape_str(values)},
                            {"values", values}});
-  }
 
   ojson tensors = ojson::array();
   for (size_t i = 0; i < f.weights.size(); ++i) {
