@@ -252,9 +252,23 @@ int Lowering::lower_pad(const Node& p, int frame) {
   load.args = {inside};
   int value = emit(std::move(load));
   if (mode != "constant") return value;
-  const Tensor* fill = p.has_input(2) ? constant_of(p.input(2)) : nullptr;
-  double fill_value = fill != nullptr && fill->numel() > 0 ? fill->get_f64(0) : 0.0;
-  return emit(Op::Where, dt, {inside, value, constant(dt, fill_value)});
+  return emit(Op::Where, dt, {inside, value, pad_fill(p)});
+}
+
+// Pad node p's fill: a literal when constant (0 when absent or empty), else
+// the element of the scalar buffer that holds it.
+int Lowering::pad_fill(const Node& p) {
+  DType dt = p.output(0)->type().dtype();
+  if (!p.has_input(2)) return constant(dt, 0.0);
+  if (const Tensor* fill = constant_of(p.input(2)))
+    return constant(dt, fill->numel() > 0 ? fill->get_f64(0) : 0.0);
+  View view = view_of(p.input(2));
+  Instr load;
+  load.op = Op::Load;
+  load.dtype = dt;
+  load.buffer = view.buffer;
+  load.index = kir::Index{std::vector<SymExpr>(k_.domain.size()), view.offset};
+  return emit(std::move(load));
 }
 
 // An index `index` (an instruction of integer `dtype`) into an axis of

@@ -167,6 +167,9 @@ class Lowering {
   // interpreter's pad_source), summed into the load's computed index; an empty
   // padded axis reads nothing (the interpreter refuses it).
   int lower_pad(const Node& p, int frame);
+  // Its fill: a literal, or loaded from the scalar buffer a graph input or an
+  // earlier kernel holds it in.
+  int pad_fill(const Node& p);
 
   // An index `index` (an instruction of integer `dtype`) into an axis of
   // `extent`, a negative one counted from the end: {the i64 position, whether

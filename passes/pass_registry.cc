@@ -35,7 +35,7 @@ const std::vector<PassInfo>& all_passes() {
                          "become tcc::Reshape/Expand/Slice, leaving the shape chain dead; Size and integer "
                          "Range become tcc::Size and tcc::Range", Phase::Optimize,
        resolve_shapes},
-      {"simplify_algebra", "Remove exact no-op arithmetic: x*1, x+(-0.0), x-0, x/1, x**1, Neg(Neg(x))",
+      {"simplify_algebra", "Remove exact no-op arithmetic: x*1, x+(-0.0), x-0, x/1, x**1, Neg(Neg(x)), Pad(x, 0)",
        Phase::Optimize, simplify_algebra},
       // After folding and simplification, more nodes have identical inputs.
       {"cse", "Merge nodes with the same op, inputs and attributes", Phase::Optimize, cse},

@@ -8,6 +8,8 @@
 //   x ** 1 -> x
 //   Neg(Neg(x)) -> x
 //   Not(Not(x)) -> x
+//   Pad(x, pads = 0) -> x                (an ONNX function's pads computed from
+//                                        shapes, folded to zeros)
 //   x / c -> x * (1 / c)   for float x and a constant c whose every element is
 //                          a power of two with a reciprocal its dtype holds
 //                          (attention's scores / 8): both round the same real
@@ -27,6 +29,7 @@
 // constant (x: [4] * ones[2, 4]) never changes a shape.
 // Leaves alone: main-graph outputs, constants with any element other than
 // the identity, and operands whose constant-ness needs folding first.
+#include <algorithm>
 #include <cmath>
 
 #include "passes/rewrite.h"
@@ -92,6 +95,16 @@ bool div_by_power_of_two(Node& n, Rewriter& rw) {
   return rw.replace(n.output(0), mul->output(0));
 }
 
+// Pad(x, 0) -> x, in any mode and with any fill: no element is added.
+bool pad_nothing(Node& n, Rewriter& rw) {
+  if (n.opset() < 11) {
+    std::vector<int64_t> pads = n.get_ints("pads");
+    return std::all_of(pads.begin(), pads.end(), [](int64_t p) { return p == 0; }) &&
+           rw.replace(n.output(0), n.input(0));
+  }
+  return n.has_input(1) && all_equal(n.input(1), 0.0) && rw.replace(n.output(0), n.input(0));
+}
+
 // f(f(x)) -> x for an involution f.
 bool cancel_involution(Node& n, Rewriter& rw) {
   const Node* inner = n.input(0)->producer();
@@ -108,6 +121,7 @@ const std::vector<RewriteRule> kRules = {
     {"Pow", "pow_one", pow_one},                     // x ** 1 -> x
     {"Neg", "double_negation", cancel_involution},   // Neg(Neg(x)) -> x
     {"Not", "double_negation", cancel_involution},   // Not(Not(x)) -> x
+    {"Pad", "pads_of_zero", pad_nothing},            // Pad(x, 0) -> x
 };
 
 }  // namespace

@@ -373,11 +373,11 @@ DType cast_target(const Node& n) {
   return *t;
 }
 
-Tensor cast_kernel(const EvalContext& ctx, DType to) {
-  const Tensor& x = ctx.input(0);
-  if (x.dtype() == DType::String) ctx.fail("casting from string is not supported by tcc");
-  // Cast's saturate (opset 19) only concerns 8-bit float targets; Tensor::cast saturates.
-  if (!is_fp8(to) || x.dtype() == to || ctx.node().get_int("saturate", 1) != 0) return x.cast(to);
+// x converted to `to` as Cast node n does: its saturate (opset 19) only
+// concerns 8-bit float targets, and Tensor::cast saturates.
+Tensor cast_tensor(const Node& n, const Tensor& x, DType to) {
+  if (x.dtype() == DType::String) n.fail("casting from string is not supported by tcc");
+  if (!is_fp8(to) || x.dtype() == to || n.get_int("saturate", 1) != 0) return x.cast(to);
   Tensor y(to, x.shape());
   for (int64_t i = 0; i < x.numel(); ++i)
     y.data_mut<uint8_t>()[i] = float_to_fp8(static_cast<float>(x.get_f64(i)), to, false);
@@ -760,7 +760,7 @@ void register_select_and_cast(OpRegistry& r) {
     if (is_integer(to) && !is_4bit(to) && is_integer(input_dtype(ctx, 0))) propagate_values(ctx, identity_value);
   };
   add_op(r, "Cast", 6, kCastTypes, [infer_cast](InferContext& ctx) { infer_cast(ctx, cast_target(ctx.node())); },
-         [](EvalContext& ctx) { return std::vector<Tensor>{cast_kernel(ctx, cast_target(ctx.node()))}; })
+         [](EvalContext& ctx) { return std::vector<Tensor>{cast_tensor(ctx.node(), ctx.input(0), cast_target(ctx.node()))}; })
       .with_trait(kTargetDType)
       .pointwise_kernel(cast_expr)
       .gradient(cast_rule);
@@ -769,8 +769,13 @@ void register_select_and_cast(OpRegistry& r) {
            DType to = input_dtype(ctx, 1);
            if (to == DType::Undefined) ctx.fail("the dtype of input 1 (target_type) must be known");
            infer_cast(ctx, to);
+           // Only target_type's dtype matters, so a constant x folds whatever computes target_type.
+           const Tensor* x = ctx.input_const(0);
+           if (x != nullptr && x->numel() <= kMaxFoldElements) ctx.set_output_const(0, cast_tensor(ctx.node(), *x, to));
          },
-         [](EvalContext& ctx) { return std::vector<Tensor>{cast_kernel(ctx, ctx.input(1).dtype())}; })
+         [](EvalContext& ctx) {
+           return std::vector<Tensor>{cast_tensor(ctx.node(), ctx.input(0), ctx.input(1).dtype())};
+         })
       .with_trait(kTargetDType)
       .gradient(cast_rule)
       .decomposition(decompose_cast_like);

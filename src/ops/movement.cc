@@ -522,15 +522,18 @@ KernelRole concat_role(const Node& n) {
   return KernelRole::Indexed;
 }
 
-// Constant pads, fill and axes of a float or integer tensor (im2col pads
-// int8 data): a guarded copy (constant mode) or a gather from computed
+// Constant pads and axes of a float or integer tensor (im2col pads int8
+// data): a guarded copy (constant mode) or a gather from computed
 // coordinates (edge, reflect, wrap).
 KernelRole pad_role(const Node& n) {
   static const std::unordered_set<std::string_view> modes = {"constant", "edge", "reflect", "wrap"};
   DType dt = n.output(0)->type().dtype();
   if ((!is_float(dt) && !is_integer(dt)) || !modes.count(n.get_string("mode", "constant"))) return KernelRole::None;
-  for (size_t i = 1; i < n.num_inputs(); ++i)
+  // The pads and axes index the kernel; a fill computed at run time is read
+  // from its one-element buffer.
+  for (size_t i : {size_t{1}, size_t{3}})
     if (n.has_input(i) && !literal_input(n, i)) return KernelRole::None;
+  if (n.has_input(2) && !literal_input(n, 2) && !single_element(n.input(2)->type())) return KernelRole::None;
   return n.has_input(1) ? KernelRole::Indexed : KernelRole::None;
 }
 

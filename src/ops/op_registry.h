@@ -71,6 +71,10 @@ struct RegionChoice {
   std::function<const Value*(const Node&, const std::function<bool(const Value*)>& known)> data_operand;
 };
 
+// Constant folding runs the reference kernel; beyond this many output elements
+// folding would only bloat the model, so the value stays a runtime value.
+constexpr int64_t kMaxFoldElements = 1 << 16;
+
 // What a shape rule sees of one node: input types, constant inputs, symbolic
 // contents of small integer tensors (the values flowing through exporters'
 // Shape -> Gather -> Concat -> Reshape chains), and the ShapeEnv.

@@ -227,7 +227,7 @@ Tensor reduce_kernel(const EvalContext& ctx, ReduceKind kind) {
 }
 
 // The reductions a generated kernel computes: over literal axes, of any dtype
-// but bool (opset 20's ReduceMax / ReduceMin of bool).
+// but bool (opset 20's ReduceMax / ReduceMin of bool, decomposed over u8).
 bool reduces_in_kernel(const Node& n) {
   if (n.input(0)->type().dtype() == DType::Bool) return false;
   return !axes_are_input(n) || !n.has_input(1) || literal_input(n, 1);
@@ -346,6 +346,23 @@ bool decompose_noop_reduce(Expansion& e) {
   return true;
 }
 
+// ReduceMax / ReduceMin of bool (opset 20) -> the reduction of x as u8, cast
+// back: Max is any, Min is all, and over an empty set u8's 0 and 255 give
+// False and True, the identities ONNX names. No axes with
+// noop_with_empty_axes is the identity (decompose_noop_reduce).
+bool decompose_extremum(Expansion& e) {
+  if (decompose_noop_reduce(e)) return true;
+  const Node& n = e.node();
+  if (n.input(0)->type().dtype() != DType::Bool) return false;
+  const Type& out = n.output(0)->type();
+  if (!out.is_tensor() || !out.has_rank()) return false;
+  std::vector<Value*> ins = n.inputs();
+  ins[0] = e.cast("Cast", n.input(0), DType::U8);
+  Value* bytes = e.add(n.op_type(), n.op_type(), ins, Type::tensor(DType::U8, out.shape()), n.attrs());
+  e.finish("Cast.1", "Cast", {bytes}, {{"to", Attribute::of_int(static_cast<int64_t>(DType::Bool))}});
+  return true;
+}
+
 // ReduceL1 -> ReduceSum(Abs(x)); ReduceSumSquare -> ReduceSum(x * x); ReduceL2
 // -> Sqrt of that; ReduceLogSum -> Log(ReduceSum(x)); ReduceLogSumExp -> s +
 // Log(ReduceSum(Exp(x - s))) with s = ReduceMax(x), taken as 0 where it is not
@@ -414,11 +431,11 @@ void register_reduce_ops(OpRegistry& r) {
   with_bool.push_back(DType::Bool);
   add_reduce(r, "ReduceMax", ReduceKind::Max, with_bool)
       .kernel_role(KernelRole::Reduction, reduces_in_kernel)
-      .decomposition(decompose_noop_reduce)
+      .decomposition(decompose_extremum)
       .gradient(reduce_extremum_rule);
   add_reduce(r, "ReduceMin", ReduceKind::Min, with_bool)
       .kernel_role(KernelRole::Reduction, reduces_in_kernel)
-      .decomposition(decompose_noop_reduce)
+      .decomposition(decompose_extremum)
       .gradient(reduce_extremum_rule);
   add_reduce(r, "ReduceProd", ReduceKind::Prod, kNumeric)
       .kernel_role(KernelRole::Reduction, reduces_in_kernel)

@@ -3,7 +3,9 @@
 // scaled by a whole factor (or divided by one); kernels compute in double.
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <optional>
+#include <set>
 #include <utility>
 
 #include "src/ops/families.h"
@@ -774,6 +776,100 @@ bool decompose_symbolic_resize(Expansion& e, const ResizeAttrs& at, const Tensor
   return true;
 }
 
+// Resize by tf_crop_and_resize of a roi computed at run time (a crop's box),
+// with constant scales or sizes over static sizes, in linear or nearest mode:
+// each resized axis's source coordinates x, computed in f64 from the roi as
+// source_coordinate does, give its taps as resize_taps does (base = ceil(x) -
+// 1 and base + 1 weighed 1 - ratio and ratio, or the one nearest_mode picks),
+// clamped to the axis, and the pieces of resize_pieces gather and weigh them;
+// rows whose x falls outside the input weigh every tap 0 and add
+// extrapolation_value. An axis of size 1 that stays 1 reads its one input
+// wherever the roi points, so it is left alone.
+bool decompose_roi_resize(Expansion& e, const ResizeAttrs& at, const Tensor* scales, const Tensor* sizes) {
+  const Node& n = e.node();
+  const Type &x = n.input(0)->type(), &y = n.output(0)->type(), &roi = n.input(1)->type();
+  std::vector<int64_t> axes = resize_axes(n, static_cast<int64_t>(x.rank()));
+  const auto na = static_cast<int64_t>(axes.size());
+  if ((at.mode != "linear" && at.mode != "nearest") || at.antialias || !is_float(x.dtype()) || !x.fully_static() ||
+      !y.is_tensor() || !y.has_rank() || !y.fully_static() || y.rank() != x.rank() ||
+      n.get_string("keep_aspect_ratio_policy", "stretch") != "stretch" || !roi.is_tensor() || !is_float(roi.dtype()) ||
+      !roi.has_rank() || roi.rank() != 1 || roi.shape()[0] != Dim(2 * na) ||
+      (sizes ? sizes->numel() : scales ? scales->numel() : -1) != na)
+    return false;
+  static const std::set<std::string> kNearest = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
+  if (at.mode == "nearest" && !kNearest.count(at.nearest_mode)) return false;
+  Value* box = e.cast("roi", n.input(1), DType::F64);
+  std::vector<AxisPieces> pieces;
+  for (int64_t i = 0; i < na; ++i) {
+    const int64_t a = axes[static_cast<size_t>(i)], in = x.shape()[a].value(), out = y.shape()[a].value();
+    if (in == 1 && out == 1) continue;
+    const double scale = sizes ? static_cast<double>(sizes->get_i64(i)) / static_cast<double>(in) : scales->get_f64(i);
+    const double out_f = scale * static_cast<double>(in);
+    const std::string axis = "_" + std::to_string(a);
+    const Type row = Type::tensor(DType::F64, {Dim(1)}), rows = Type::tensor(DType::F64, {Dim(out)}),
+               flags = Type::tensor(DType::Bool, {Dim(out)});
+    auto piece = [&](const std::string& name, const std::string& op, const std::vector<Value*>& ins, const Type& t) {
+      return e.add(name + axis, op, ins, t);
+    };
+    auto number = [&](const std::string& name, double v) { return e.scalar(name + axis, v, DType::F64); };
+    Value* begin = e.slice("begin" + axis, box, 0, Dim(i), {Dim(1)});
+    Value* end = e.slice("end" + axis, box, 0, Dim(na + i), {Dim(1)});
+    Value* last = number("last", static_cast<double>(in - 1));
+    Value* span = piece("span", "Mul", {piece("extent", "Sub", {end, begin}, row), last}, row);
+    Value* along;  // (end - begin) (in - 1) y / (out - 1), or half the span for one output
+    if (out_f == 1) {
+      along = piece("along", "Div", {span, number("two", 2)}, row);
+    } else {
+      std::vector<double> ys(static_cast<size_t>(out));
+      std::iota(ys.begin(), ys.end(), 0.0);
+      Value* scaled = piece("scaled", "Mul", {e.numbers("y" + axis, ys, {out}, DType::F64), span}, rows);
+      along = piece("along", "Div", {scaled, number("steps", out_f - 1)}, rows);
+    }
+    Value* xo = piece("x", "Add", {along, piece("from", "Mul", {begin, last}, row)}, rows);
+    Value *zero = number("zero", 0), *one = number("one", 1);
+    Value* outside = piece("outside", "Or",
+                           {piece("before", "Less", {xo, zero}, flags), piece("after", "Greater", {xo, last}, flags)},
+                           flags);
+    Value* base = piece("base", "Sub", {piece("ceil", "Ceil", {xo}, rows), one}, rows);
+    Value* ratio = piece("ratio", "Sub", {xo, base}, rows);
+    Value* next = piece("next", "Add", {base, one}, rows);
+    std::vector<std::pair<Value*, Value*>> taps;  // each tap's position along the axis and weight
+    if (at.mode == "linear") {
+      taps = {{base, piece("rest", "Sub", {one, ratio}, rows)}, {next, ratio}};
+    } else {
+      Value* half = number("half", 0.5);
+      Value* up = at.nearest_mode == "round_prefer_floor"  ? piece("up", "Greater", {ratio, half}, flags)
+                  : at.nearest_mode == "round_prefer_ceil" ? piece("up", "GreaterOrEqual", {ratio, half}, flags)
+                  : at.nearest_mode == "floor"             ? piece("up", "Equal", {ratio, one}, flags)
+                                                           : nullptr;  // ceil
+      Value* nearest = up ? piece("nearest", "Where", {up, next, base}, rows) : next;
+      taps = {{nearest, one}};
+    }
+    Dims column(x.rank() - static_cast<size_t>(a), Dim(1));
+    column[0] = Dim(out);
+    auto as_column = [&](const std::string& name, Value* v) {
+      return e.reshape(name + axis, e.cast(name + "_cast" + axis, v, x.dtype()), column);
+    };
+    AxisPieces p;
+    p.axis = a;
+    p.out = Dim(out);
+    for (size_t j = 0; j < taps.size(); ++j) {
+      const std::string tap = "_" + std::to_string(j);
+      Value* clamped =
+          piece("clamped" + tap, "Min", {piece("at_least_0" + tap, "Max", {taps[j].first, zero}, rows), last}, rows);
+      p.index.push_back(e.cast("index" + tap + axis, clamped, DType::I64));
+      p.weight.push_back(as_column("weight" + tap, piece("inside" + tap, "Where", {outside, zero, taps[j].second}, rows)));
+    }
+    if (at.extrapolation != 0)
+      p.extrapolation = as_column(
+          "extrapolation", piece("fill", "Where", {outside, number("value", at.extrapolation), zero}, rows));
+    pieces.push_back(std::move(p));
+  }
+  if (pieces.empty()) e.finish("Identity", "Identity", {n.input(0)});
+  else resize_pieces(e, pieces);
+  return true;
+}
+
 // Resize with constant roi, scales and sizes whose resized axes have static
 // sizes (a symbolic batch is copied) follows resize_plan, the reference's own
 // taps: each resized axis in turn is the sum over taps of a Gather along it
@@ -783,18 +879,23 @@ bool decompose_symbolic_resize(Expansion& e, const ResizeAttrs& at, const Tensor
 // (the reference rounds its double sum once, the pieces would round each
 // product). Sizes from shapes count as constant where sizes_as_scales reads
 // them off the output. Resized axes of symbolic sizes take
-// decompose_symbolic_resize. Not when an argument is not a constant, or when
-// neither applies: it stays a host step, which says why when it runs.
+// decompose_symbolic_resize; a roi computed at run time, decompose_roi_resize
+// (other modes ignore it). Not when another argument is not a constant, or
+// when none applies: it stays a host step, which says why when it runs.
 bool decompose_resize(Expansion& e) {
   const Node& n = e.node();
   const Type& x = n.input(0)->type();
   if (!x.is_tensor() || !x.has_rank()) return false;
   std::vector<std::optional<Tensor>> args(4);
-  bool sizes_from_output = false, sizes_from_shapes = false;
+  bool sizes_from_output = false, sizes_from_shapes = false, roi_from_data = false;
   for (size_t i = 1; i < 4; ++i) {
     if (!n.has_input(i)) continue;
     args[i] = constant_value(n.input(i));
     if (args[i]) continue;
+    if (i == 1) {
+      roi_from_data = true;
+      continue;
+    }
     if (i != 3) return false;
     sizes_from_shapes = true;
     sizes_from_output = static_cast<bool>(args[2] = sizes_as_scales(n));
@@ -807,6 +908,11 @@ bool decompose_resize(Expansion& e) {
     at = resize_attrs(n);
   } catch (const InputError&) {
     return false;
+  }
+  if (roi_from_data) {  // only tf_crop_and_resize reads the roi
+    if (at.coord == "tf_crop_and_resize")
+      return !sizes_from_shapes && decompose_roi_resize(e, at, given(2), given(3));
+    e.leaves_dead_inputs();
   }
   if (sizes_from_shapes && !sizes_from_output) return decompose_symbolic_resize(e, at, nullptr, true);
   std::vector<AxisResize> plan;

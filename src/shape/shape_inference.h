@@ -17,10 +17,6 @@
 
 namespace tcc {
 
-// Constant folding runs the reference kernel; beyond this many output elements
-// folding would only bloat the model, so the value stays a runtime value.
-constexpr int64_t kMaxFoldElements = 1 << 16;
-
 struct ShapeInfo {
   ShapeEnv env;
   std::unordered_map<const Value*, Tensor> consts;  // compile-time constant values, up to kMaxFoldElements each

@@ -220,6 +220,48 @@ TEST(DecomposeNumerics, PiecesComputeTheCompositeOp) {
   }
 }
 
+// tf_crop_and_resize of a roi read from data: the taps computed on kernels
+// from the roi match the reference's, for linear and every nearest_mode, with
+// boxes inside the image, past its edges (extrapolation_value), flipped, and
+// landing halfway between rows.
+TEST(DecomposeNumerics, CropAndResizeOfARoiFromDataTakesTheReferencesTaps) {
+  const std::vector<std::string> modes = {"mode = \"linear\"",
+                                          "mode = \"nearest\", nearest_mode = \"round_prefer_floor\"",
+                                          "mode = \"nearest\", nearest_mode = \"round_prefer_ceil\"",
+                                          "mode = \"nearest\", nearest_mode = \"floor\"",
+                                          "mode = \"nearest\", nearest_mode = \"ceil\""};
+  const std::vector<std::vector<float>> boxes = {
+      {0.1f, 0.25f, 0.8f, 0.9f}, {-0.3f, 0.2f, 1.4f, 0.7f}, {0.9f, 0.6f, 0.2f, 0.1f},
+      {0.0f, 0.0f, 0.375f, 0.3f}};  // the last steps rows by exactly 0.5, where the nearest modes part
+  for (const std::string& mode : modes) {
+    const std::string text = "graph main opset(ai.onnx: 19) {\n"
+                             "  input %x: f32[2, 1, 5, 6]\n"
+                             "  input %roi: f32[4]\n"
+                             "  const %sizes: i64[2] = [4, 7]\n"
+                             "  %y: f32[2, 1, 4, 7] = Resize(%x, %roi, none, %sizes) {" + mode +
+                             ", coordinate_transformation_mode = \"tf_crop_and_resize\", axes = [2, 3], "
+                             "extrapolation_value = -3.0}\n"
+                             "  output %y\n}";
+    auto original = parse_model(text, "d.tir");
+    infer_shapes(*original->graph);
+    auto decomposed = parse_model(text, "d.tir");
+    infer_shapes(*decomposed->graph);
+    run_passes(*decomposed, "decompose", Phase::Fuse);
+    for (const auto& n : decomposed->graph->nodes()) ASSERT_NE(n->op_type(), "Resize") << mode;
+    for (const std::vector<float>& box : boxes) {
+      Inputs in = random_inputs(*original->graph, {}, 11, -1.0);
+      Tensor roi(DType::F32, {4});
+      for (int64_t i = 0; i < 4; ++i) roi.set_f64(i, box[static_cast<size_t>(i)]);
+      in["roi"] = roi;
+      Tensor want = Interpreter().run(*original->graph, in).at(0);
+      Tensor got = Interpreter().run(*decomposed->graph, in).at(0);
+      ASSERT_EQ(want.shape(), got.shape());
+      for (int64_t i = 0; i < want.numel(); ++i)
+        ASSERT_NEAR(got.get_f64(i), want.get_f64(i), 1e-5) << mode << " box " << box[0] << "\nelement " << i;
+    }
+  }
+}
+
 // ---- symbols bound at run time ------------------------------------------------
 
 constexpr const char* kSymbolic = R"(graph main opset(ai.onnx: 17, tcc: 1) {
