@@ -424,31 +424,32 @@ std::string random_offset_advance(Target t) {
 std::string conv_epilogue(DType y, Target t) {
   const std::string name = conv_epilogue_kernel(y), store = storage_type(y), compute = compute_type(y);
   const std::string zero = "(" + compute + ")0";
-  auto element = [&](const std::string& at) {
-    return "      " + compute + " v = " + decode("row[" + at + "]", y) + " + b;\n" +
-           "      if (res) v += " + decode("res[" + at + "]", y) + ";\n" +
-           "      if (relu && v < " + zero + ") v = " + zero + ";\n" +
-           "      row[" + at + "] = " + encode("v", y) + ";\n";
+  // One element's update and one plane's setup, each line led by `in`.
+  auto element = [&](const std::string& at, const std::string& in) {
+    return in + compute + " v = " + decode("row[" + at + "]", y) + " + b;\n" +
+           in + "if (res) v += " + decode("res[" + at + "]", y) + ";\n" +
+           in + "if (relu && v < " + zero + ") v = " + zero + ";\n" +
+           in + "row[" + at + "] = " + encode("v", y) + ";\n";
   };
-  auto plane_setup = [&](const std::string& p) {
-    return "    const " + compute + " b = bias ? " + decode("bias[" + p + " % channels]", y) + " : " + zero + ";\n" +
-           "    " + store + "* row = y + " + p + " * plane;\n" +
-           "    const " + store + "* res = residual ? residual + " + p + " * plane : nullptr;\n";
+  auto plane_setup = [&](const std::string& p, const std::string& in) {
+    return in + "const " + compute + " b = bias ? " + decode("bias[" + p + " % channels]", y) + " : " + zero + ";\n" +
+           in + store + "* row = y + " + p + " * plane;\n" +
+           in + "const " + store + "* res = residual ? residual + " + p + " * plane : nullptr;\n";
   };
   if (t == Target::Cuda)
     return "\nextern \"C\" __global__ void " + name + "(" + store + "* y, const " + store + "* bias, const " + store +
            "* residual, int64_t planes, int64_t plane, int64_t channels, int64_t relu) {\n" +
-           "  (void)planes;\n  {\n" + plane_setup("(int64_t)blockIdx.x") +
-           "    for (int64_t i = (int64_t)blockIdx.y * blockDim.x + threadIdx.x; i < plane;\n"
-           "         i += (int64_t)gridDim.y * blockDim.x) {\n" +
-           element("i") + "    }\n  }\n}\n";
+           "  (void)planes;\n" + plane_setup("(int64_t)blockIdx.x", "  ") +
+           "  for (int64_t i = (int64_t)blockIdx.y * blockDim.x + threadIdx.x; i < plane;\n"
+           "       i += (int64_t)gridDim.y * blockDim.x) {\n" +
+           element("i", "    ") + "  }\n}\n";
   return "\nextern \"C\" void " + name + "(void* const* buffers, const int64_t* sizes) {\n" +
          "  " + store + "* y = (" + store + "*)buffers[0];\n" +
          "  const " + store + "* bias = (const " + store + "*)buffers[1];\n" +
          "  const " + store + "* residual = (const " + store + "*)buffers[2];\n" +
          "  const int64_t planes = sizes[0], plane = sizes[1], channels = sizes[2], relu = sizes[3];\n" +
-         "  for (int64_t p = 0; p < planes; ++p) {\n" + plane_setup("p") +
-         "    for (int64_t i = 0; i < plane; ++i) {\n" + element("i") + "    }\n  }\n}\n";
+         "  for (int64_t p = 0; p < planes; ++p) {\n" + plane_setup("p", "    ") +
+         "    for (int64_t i = 0; i < plane; ++i) {\n" + element("i", "      ") + "    }\n  }\n}\n";
 }
 
 }  // namespace

@@ -88,8 +88,7 @@ void cudnn_destroy(cudnnHandle_t handle) { Cudnn::get().destroy(handle); }
 CudnnConvPlan::CudnnConvPlan(cudnnHandle_t handle, const ConvProblem& problem, const ConvConfig& config,
                              int64_t workspace_bytes, const std::string& what)
     : problem_(problem), config_(config), what_(what) {
-  bool epilogue = config.bias || config.residual || config.relu;
-  fused_ = epilogue && build_graph(handle, true, workspace_bytes);
+  fused_ = config.has_epilogue() && build_graph(handle, true, workspace_bytes);
   if (!fused_) {
     graph_.clear();
     if (!build_graph(handle, false, workspace_bytes))

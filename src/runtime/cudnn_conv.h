@@ -48,6 +48,8 @@ struct ConvConfig {
   int rank = 0;
   std::array<int64_t, 5> alignments{};  // x, w, y, bias, residual (0 for an absent one)
   bool operator==(const ConvConfig&) const = default;
+  // What the plan fuses when an engine can, as ConvDesc::has_epilogue says of its kernel.
+  bool has_epilogue() const { return bias || residual || relu; }
 };
 
 // The operands of one call, in device memory.
