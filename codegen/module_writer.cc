@@ -16,6 +16,7 @@
 #include "codegen/gemm_template.h"
 #include "codegen/module_facts.h"
 #include "codegen/module_report.h"
+#include "src/analysis/trace.h"
 #include "src/diag/errors.h"
 #include "src/ir/tensor.h"
 #include "src/ir/text.h"
@@ -98,6 +99,25 @@ bool module_draws_random(const ModuleContents& m) {
   return false;
 }
 
+// The guard on an input compiled for its values (--specialize): the values as
+// the input's dtype holds them (0.6 as the f32 nearest it), integers written
+// as integers.
+ojson specialized_guard_json(const Graph& g, const std::string& input, const std::vector<double>& values) {
+  auto it = std::find_if(g.inputs().begin(), g.inputs().end(), [&](const Value* v) { return v->name() == input; });
+  TCC_CHECK(it != g.inputs().end()) << "specialized input '" << input << "' is not a graph input";
+  Tensor held((*it)->type().dtype(), {static_cast<int64_t>(values.size())});
+  ojson list = ojson::array();
+  std::string expr;
+  for (size_t i = 0; i < values.size(); ++i) {
+    held.set_f64(static_cast<int64_t>(i), values[i]);
+    double v = held.get_f64(static_cast<int64_t>(i));
+    bool integral = !is_float(held.dtype());
+    list.push_back(integral ? ojson(static_cast<int64_t>(v)) : ojson(v));
+    expr += (i == 0 ? "" : ", ") + (integral ? std::to_string(static_cast<int64_t>(v)) : format_float(v));
+  }
+  return {{"kind", "EQUALS_MATCH"}, {"input", input}, {"expr", input + " == [" + expr + "]"}, {"values", list}};
+}
+
 ojson manifest_json(const ModuleContents& m, const ModuleFacts& f, const std::string& dir) {
   const Graph& g = *m.graph;
   ojson j;
@@ -148,9 +168,7 @@ ojson manifest_json(const ModuleContents& m, const ModuleFacts& f, const std::st
   // The guard set is explain's JSON; re-parsed so its objects keep their (sorted) key order. Then
   // an input compiled for its values (--specialize) is guarded by them.
   j["guards"] = ojson::parse(m.guards->to_json().dump());
-  for (const auto& [input, values] : m.options.specialize)
-    j["guards"].push_back({{"kind", "EQUALS_MATCH"}, {"input", input}, {"expr", input + " == " + shape_str(values)},
-                           {"values", values}});
+  for (const auto& [input, values] : m.options.specialize) j["guards"].push_back(specialized_guard_json(g, input, values));
 
   ojson tensors = ojson::array();
   for (size_t i = 0; i < f.weights.size(); ++i) {

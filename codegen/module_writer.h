@@ -45,9 +45,10 @@ struct CompileOptions {
   std::map<std::string, StructureHint> structure_hints;  // per sequence or optional input
   // --shape-hint xs.0=[2x3]: the static shape of an element of one (the model's element type otherwise)
   std::map<std::string, std::vector<int64_t>> element_shapes;
-  // --specialize axes=0,2: integer inputs compiled for these values (row-major), as constants; the
-  // manifest guards each (EQUALS_MATCH with "values"), so a call with other values is refused.
-  std::map<std::string, std::vector<int64_t>> specialize;
+  // --specialize axes=0,2: inputs compiled for these values (row-major), as constants; the
+  // manifest guards each (EQUALS_MATCH with "values", in the input's dtype), so a call with
+  // other values is refused.
+  std::map<std::string, std::vector<double>> specialize;
   Precision precision = Precision::FP32;       // --precision: the autocast pass, and TF32 for the libraries
 };
 

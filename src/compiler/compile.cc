@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <future>
 #include <iostream>
@@ -18,6 +19,7 @@
 #include "frontends/load_model.h"
 #include "src/analysis/partition.h"
 #include "src/analysis/recompile_simulator.h"
+#include "src/analysis/trace.h"
 #include "src/autotune/compile_autotune.h"
 #include "src/compiler/module_checks.h"
 #include "src/compiler/scratch_dir.h"
@@ -41,9 +43,10 @@ using Breaks = std::unordered_map<std::string, GraphBreak>;
 
 // --specialize: each named input's readers read a constant of its values
 // instead, which shape inference and constant folding then see through (a
-// Reduce's axes, a Reshape's target). The module still takes the input; the
-// manifest's guard on its values (write_module_dir) refuses others.
-void specialize_inputs(Graph& g, const std::map<std::string, std::vector<int64_t>>& specialize,
+// Reduce's axes, a Reshape's target, a Resize's scales). The module still
+// takes the input; the manifest's guard on its values (write_module_dir)
+// refuses others.
+void specialize_inputs(Graph& g, const std::map<std::string, std::vector<double>>& specialize,
                        const std::string& model) {
   for (const auto& [name, values] : specialize) {
     auto it = std::find_if(g.inputs().begin(), g.inputs().end(), [&](const Value* v) { return v->name() == name; });
@@ -51,16 +54,22 @@ void specialize_inputs(Graph& g, const std::map<std::string, std::vector<int64_t
     if (it == g.inputs().end()) throw InputError(model + ": " + flag + "the model has no input '" + name + "'");
     Value* input = *it;
     const Type& t = input->type();
-    if (!t.is_tensor() || !is_integer(t.dtype()) || !t.fully_static())
+    if (!t.is_tensor() || !(is_integer(t.dtype()) || is_float(t.dtype())) || !t.fully_static())
       throw InputError(model + ": " + flag + "input '" + name + "' is " + t.str() +
-                       "; only an integer tensor of static shape can be compiled for its values");
+                       "; only a numeric tensor of static shape can be compiled for its values");
     std::vector<int64_t> shape;
     for (const Dim& d : t.shape()) shape.push_back(d.value());
     Tensor data(t.dtype(), shape);
     if (data.numel() != static_cast<int64_t>(values.size()))
       throw InputError(model + ": " + flag + "input '" + name + "' is " + t.str() + ", " +
                        std::to_string(data.numel()) + " values, but the flag gives " + std::to_string(values.size()));
-    for (size_t i = 0; i < values.size(); ++i) data.set_f64(static_cast<int64_t>(i), static_cast<double>(values[i]));
+    for (size_t i = 0; i < values.size(); ++i) {
+      // Integers up to 2^53 are exact as doubles; an integer input takes nothing else.
+      if (is_integer(t.dtype()) && (values[i] != std::trunc(values[i]) || std::fabs(values[i]) > 0x1p53))
+        throw InputError(model + ": " + flag + "input '" + name + "' is " + t.str() + ", but value " +
+                         std::to_string(i) + " (" + format_float(values[i]) + ") is not an integer it holds exactly");
+      data.set_f64(static_cast<int64_t>(i), values[i]);
+    }
     g.replace_all_uses(input, g.add_initializer(name + "/specialized", std::move(data)));
   }
 }

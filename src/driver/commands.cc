@@ -89,16 +89,16 @@ void parse_specializations(const std::vector<std::string>& specs, CompileOptions
     size_t eq = spec.find('=');
     std::string name = spec.substr(0, eq);
     auto fail = [&] {
-      throw InputError("--specialize: expected INPUT=VALUE[,VALUE...] (integers), got '" + spec + "'");
+      throw InputError("--specialize: expected INPUT=VALUE[,VALUE...] (numbers), got '" + spec + "'");
     };
     if (eq == std::string::npos || name.empty()) fail();
     if (options.specialize.count(name)) throw InputError("--specialize: input '" + name + "' is given twice");
-    std::vector<int64_t>& values = options.specialize[name];
+    std::vector<double>& values = options.specialize[name];
     const std::string list = spec.substr(eq + 1);
     for (const std::string& v : list.empty() ? std::vector<std::string>{} : split(list, ',')) {
       try {
         size_t used = 0;
-        values.push_back(std::stoll(v, &used));
+        values.push_back(std::stod(v, &used));
         if (used != v.size()) fail();
       } catch (const std::logic_error&) {
         fail();

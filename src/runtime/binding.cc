@@ -46,6 +46,26 @@ bool compare(int64_t a, Guard::Cmp cmp, int64_t b) {
   return false;
 }
 
+// Whether input t holds value guard g's values (its element count alone
+// without a reader).
+bool values_equal(const Guard& g, const tcc_tensor& t, ValueReader read_values, void* ctx) {
+  int64_t numel = 1;
+  for (int32_t d = 0; d < t.rank; ++d) numel *= t.shape[d];
+  if (numel != static_cast<int64_t>(g.values.size())) return false;
+  if (!read_values) return true;
+  DType dtype = static_cast<DType>(t.dtype);
+  size_t bytes = static_cast<size_t>(numel) * dtype_size(dtype);
+  Tensor v = Tensor::from_bytes(dtype, {numel}, read_values(t, bytes, ctx));
+  for (int64_t i = 0; i < numel; ++i)
+    if (v.get_f64(i) != g.values[static_cast<size_t>(i)]) return false;
+  return true;
+}
+
+[[noreturn]] void guard_failed(const Guard& g, const std::string& values) {
+  throw InvalidArgument("inputs fail the module's guard '" + g.text + "'" + values +
+                        (g.needed_by.empty() ? "" : ", which " + g.needed_by + " relies on"));
+}
+
 void check_guards(const Module& m, const Binding& b, const tcc_tensor* inputs, ValueReader read_values, void* ctx) {
   for (const Guard& g : m.guards) {
     const tcc_tensor* t = g.input >= 0 ? &inputs[g.input] : nullptr;
@@ -54,18 +74,7 @@ void check_guards(const Module& m, const Binding& b, const tcc_tensor* inputs, V
     switch (g.kind) {
       case Guard::Kind::Dtype: ok = static_cast<DType>(t->dtype) == g.dtype; break;
       case Guard::Kind::Size: ok = t->shape[g.axis] == g.size; break;
-      case Guard::Kind::ValuesEqual: {
-        int64_t numel = 1;
-        for (int32_t d = 0; d < t->rank; ++d) numel *= t->shape[d];
-        ok = numel == static_cast<int64_t>(g.values.size());
-        if (ok && read_values) {
-          DType dtype = static_cast<DType>(t->dtype);
-          size_t bytes = static_cast<size_t>(numel) * dtype_size(dtype);
-          Tensor v = Tensor::from_bytes(dtype, {numel}, read_values(*t, bytes, ctx));
-          for (int64_t i = 0; ok && i < numel; ++i) ok = v.get_f64(i) == g.values[static_cast<size_t>(i)];
-        }
-        break;
-      }
+      case Guard::Kind::ValuesEqual: ok = values_equal(g, *t, read_values, ctx); break;
       case Guard::Kind::Shape: {
         int64_t lhs = evaluate(g.lhs, b, "guard '" + g.text + "'");
         int64_t rhs = evaluate(g.rhs, b, "guard '" + g.text + "'");
@@ -78,9 +87,7 @@ void check_guards(const Module& m, const Binding& b, const tcc_tensor* inputs, V
         break;
       }
     }
-    if (!ok)
-      throw InvalidArgument("inputs fail the module's guard '" + g.text + "'" + values +
-                            (g.needed_by.empty() ? "" : ", which " + g.needed_by + " relies on"));
+    if (!ok) guard_failed(g, values);
   }
 }
 
@@ -212,6 +219,11 @@ Binding bind(const Module& m, const tcc_tensor* inputs, size_t num_inputs, Value
   }
   evaluate_sizes(m, b);
   return b;
+}
+
+void check_value_guards(const Module& m, const tcc_tensor* inputs, ValueReader read_values, void* ctx) {
+  for (const Guard& g : m.guards)
+    if (g.kind == Guard::Kind::ValuesEqual && !values_equal(g, inputs[g.input], read_values, ctx)) guard_failed(g, "");
 }
 
 void bind_value_symbols(const Module& m, Binding& b, int value, const std::vector<int64_t>& shape) {

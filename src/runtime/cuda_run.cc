@@ -80,7 +80,7 @@ CUdeviceptr address(const DeviceMemory& m) { return reinterpret_cast<CUdeviceptr
 
 struct BoundRun {
   std::vector<int64_t> dims;  // every input's dims in order: what a run is matched by
-  bool reusable = false;      // false when guards read input values, which change between runs
+  bool reusable = false;      // false when sizes depend on data, bound anew each run
   Binding binding;
   // The binding constants on the device (binding.constant_offsets); null when there are none.
   DeviceMemory constants;
@@ -296,12 +296,10 @@ BoundRun::Launch step_launch(const Module& m, const StepInfo& step, const Bindin
 }
 
 // The binding and launches for these inputs: kept for the latest input shapes
-// unless guards read input values or sizes depend on data (whose launches are
-// made as the run binds them).
+// unless sizes depend on data (whose launches are made as the run binds them).
+// A kept binding's guards on input values are checked again each call.
 const BoundRun& bound_run(CudaState& s, const Module& m, const tcc_tensor* inputs, size_t num_inputs, CUstream stream) {
-  bool reusable = num_inputs == m.inputs.size() && (num_inputs == 0 || inputs) && m.value_symbols.empty() &&
-                  std::none_of(m.guards.begin(), m.guards.end(),
-                               [](const Guard& g) { return g.kind == Guard::Kind::ValuesEqual; });
+  bool reusable = num_inputs == m.inputs.size() && (num_inputs == 0 || inputs) && m.value_symbols.empty();
   s.dims.clear();
   for (size_t i = 0; reusable && i < num_inputs; ++i) {
     const tcc_tensor& t = inputs[i];
@@ -314,6 +312,7 @@ const BoundRun& bound_run(CudaState& s, const Module& m, const tcc_tensor* input
     auto hit = std::find_if(s.bound.begin(), s.bound.end(),
                             [&](const BoundRun& r) { return r.reusable && r.dims == s.dims; });
     if (hit != s.bound.end()) {
+      runtime::check_value_guards(m, inputs, read_device_values, stream);
       std::rotate(s.bound.begin(), hit, hit + 1);
       return s.bound.front();
     }

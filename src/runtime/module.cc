@@ -471,7 +471,7 @@ class Loader {
         // A scalar's "value", or the "values" of an input compiled for them (--specialize).
         if (g.has("values")) {
           ManifestField values = g["values"];
-          for (size_t v = 0; v < values.size(); ++v) eq.values.push_back(static_cast<double>(values[v].integer()));
+          for (size_t v = 0; v < values.size(); ++v) eq.values.push_back(values[v].number());
         } else {
           eq.values = {g["value"].number()};
         }

@@ -252,6 +252,10 @@ using ValueReader = std::vector<std::byte> (*)(const tcc_tensor& t, size_t bytes
 // module's own expressions do not evaluate or disagree with each other.
 Binding bind(const Module& m, const tcc_tensor* inputs, size_t num_inputs, ValueReader read_values, void* ctx);
 
+// Checks the guards on input values alone: what a binding kept for inputs of
+// the same dtypes and dims (bind's other checks) has still to check per call.
+void check_value_guards(const Module& m, const tcc_tensor* inputs, ValueReader read_values, void* ctx);
+
 // Binds the data-dependent sizes that value `value` gives (the shape a
 // fallback step produced for it) and evaluates what waited for them.
 void bind_value_symbols(const Module& m, Binding& b, int value, const std::vector<int64_t>& shape);

@@ -75,6 +75,7 @@
 #include <unistd.h>
 
 #include "frontends/load_model.h"
+#include "src/analysis/trace.h"
 #include "src/interp/interpreter.h"
 #include "src/ops/op_registry.h"
 #include "src/shape/shape_inference.h"
@@ -313,22 +314,24 @@ std::string op_of_test(const fs::path& test_dir, const onnx::ModelProto& m) {
   return best.empty() ? "(no nodes)" : best;
 }
 
-// The --specialize flags of the integer graph inputs (of at most
-// kMaxSpecialized elements) whose values decide a shape or a kernel's
-// constants: an op's shape_inputs, literal_inputs or config_inputs (a
-// Reduce's axes, CenterCropPad's shape, DFT's axis, Range's bounds) that read
-// them, directly or through integer ops on them (an If or Loop through what
-// its regions read), at their values in `feeds`.
-// Their modules are compiled for those values and guarded by them, as
-// torch.compile specializes an int it guards.
+// The --specialize flags of the graph inputs (of at most kMaxSpecialized
+// elements) whose values decide a shape or a kernel's constants: an op's
+// shape_inputs, literal_inputs or config_inputs (a Reduce's axes,
+// CenterCropPad's shape, DFT's axis, Range's bounds) that read integer ones,
+// directly or through integer ops on them (an If or Loop through what its
+// regions read), and the shape_inputs that read float ones (a Resize's
+// scales), at their values in `feeds`. A float that only configures a kernel
+// (a Pad's fill, a Resize's roi) stays an input the kernels read. Their
+// modules are compiled for those values and guarded by them, as torch.compile
+// specializes an int, or a float that reaches a size, and guards it.
 std::vector<std::string> specializations(const Graph& g, const std::map<std::string, Tensor>& feeds) {
   constexpr int64_t kMaxSpecialized = 64;
   std::map<const Value*, std::set<std::string>> from;  // the inputs each integer value is computed from
   for (const Value* v : g.inputs()) {
     const Type& t = v->type();
     auto feed = feeds.find(v->name());
-    if (!v->is_initializer() && t.is_tensor() && is_integer(t.dtype()) && t.fully_static() && feed != feeds.end() &&
-        feed->second.numel() <= kMaxSpecialized)
+    if (!v->is_initializer() && t.is_tensor() && (is_integer(t.dtype()) || is_float(t.dtype())) && t.fully_static() &&
+        feed != feeds.end() && feed->second.numel() <= kMaxSpecialized)
       from[v] = {v->name()};
   }
   // The inputs that the values a region reads from outside it are computed from.
@@ -350,7 +353,8 @@ std::vector<std::string> specializations(const Graph& g, const std::map<std::str
       if (it == from.end()) continue;
       roots.insert(it->second.begin(), it->second.end());
       auto in = [i](const std::vector<size_t>& list) { return std::find(list.begin(), list.end(), i) != list.end(); };
-      if (def && (in(def->shape_inputs) || in(def->literal_inputs) || in(def->config_inputs)))
+      const bool integer = is_integer(n->inputs()[i]->type().dtype());
+      if (def && (in(def->shape_inputs) || (integer && (in(def->literal_inputs) || in(def->config_inputs)))))
         deciding.insert(it->second.begin(), it->second.end());
     }
     if (roots.empty()) continue;
@@ -361,7 +365,7 @@ std::vector<std::string> specializations(const Graph& g, const std::map<std::str
   for (const std::string& name : deciding) {
     const Tensor& t = feeds.at(name);
     std::string flag = name + "=";
-    for (int64_t i = 0; i < t.numel(); ++i) flag += (i ? "," : "") + std::to_string(static_cast<int64_t>(t.get_f64(i)));
+    for (int64_t i = 0; i < t.numel(); ++i) flag += (i ? "," : "") + format_float(t.get_f64(i));
     flags.push_back(flag);
   }
   return flags;

@@ -36,14 +36,15 @@ inline void write_template_cache(const std::filesystem::path& model, const std::
   autotune::write_cache(cache.string(), entries);
 }
 
-// `tcc compile` of `model` into `dir`, its GEMMs
+// `tcc compile` of `model` into `dir` with `flags` added, its GEMMs
 // templates through write_template_cache, as a process without a GPU runs it.
-inline CliResult compile_for_fake_device(const std::filesystem::path& model, const std::filesystem::path& dir) {
+inline CliResult compile_for_fake_device(const std::filesystem::path& model, const std::filesystem::path& dir,
+                                         const std::string& flags = "") {
   std::filesystem::path cache = dir.string() + ".tuning.json";
   write_template_cache(model, cache);
   return run_tcc("compile " + shell_quote(model.string()) + " -o " + shell_quote(dir.string()) +
                      " --arch sm_90 --no-ptx --mode max-autotune --cache " + shell_quote(cache.string()) +
-                     " --device-name " + shell_quote(kFakeDeviceName),
+                     " --device-name " + shell_quote(kFakeDeviceName) + " " + flags,
                  kNoGpuEnv, 300);
 }
 

@@ -46,8 +46,8 @@ constexpr const char* kFallbackModel = R"(graph fallback_between_kernels opset(a
 // driver running its launches as its host kernels.
 class FakeDevice {
  public:
-  FakeDevice(const fs::path& model, const fs::path& dir) {
-    CliResult r = compile_for_fake_device(model, dir);
+  FakeDevice(const fs::path& model, const fs::path& dir, const std::string& flags = "") {
+    CliResult r = compile_for_fake_device(model, dir, flags);
     EXPECT_EQ(r.code, 0) << r.output;
     module_ = runtime::load_module(dir.string());
     for (const runtime::KernelInfo& k : module_->kernels)
@@ -295,6 +295,62 @@ TEST_F(FakeDriver, BindingConstantsComputedOncePerBindingNeverPerStep) {
     EXPECT_EQ(out.download(), dev.run_host(fresh));
   }
   EXPECT_EQ(fake_cuda::live_allocations(), before);
+}
+
+// The causal mask again, scaled by a learning rate compiled for its value
+// (--specialize lr=0.01), whose guard reads the input each call. A run at a
+// binding seen before keeps it (its launches and binding constants): the one
+// transfer is the guard's read of lr, nothing is uploaded again, and another
+// lr is refused by the guard at that binding too.
+constexpr const char* kValueGuardedModel = R"(graph value_guarded opset(ai.onnx: 17) {
+  input %x: f32[b, s, s]
+  input %lr: f32[]
+  const %seq_axis: i64[] = [1]
+  const %axes0: i64[1] = [0]
+  const %one: f32[] = [1.0]
+  const %zero: f32[] = [0.0]
+  const %neg: f32[] = [-10000.0]
+  %shape: i64[3] = Shape(%x) name("shape")
+  %len: i64[] = Gather(%shape, %seq_axis) {axis = 0} name("seq_len")
+  %len1: i64[1] = Unsqueeze(%len, %axes0) name("unsqueeze")
+  %dims: i64[2] = Concat(%len1, %len1) {axis = 0} name("dims")
+  %zeros: f32[s, s] = ConstantOfShape(%dims) name("zeros")
+  %ones: f32[s, s] = Add(%zeros, %one) name("ones")
+  %tri: f32[s, s] = Trilu(%ones) {upper = 0} name("tril")
+  %future: bool[s, s] = Equal(%tri, %zero) name("is_future")
+  %y: f32[b, s, s] = Where(%future, %neg, %x) name("mask_scores")
+  %p: f32[b, s, s] = Softmax(%y) {axis = -1} name("softmax")
+  %q: f32[b, s, s] = Mul(%p, %lr) name("scale")
+  output %q
+}
+)";
+
+TEST_F(FakeDriver, ValueGuardedModuleKeepsItsBindingAndChecksTheValuesEachCall) {
+  FakeDevice dev(write_model(dir_, kValueGuardedModel), dir_ / "module", "--specialize lr=0.01");
+  ASSERT_FALSE(dev.module().binding_steps.empty());
+  ASSERT_EQ(runtime::capture_blocker(dev.module()), "guard 'lr == [0.009999999776482582]' reads an input's value on the host");
+  for (int64_t s : {5, 9, 5}) {
+    FakeDevice::Runs runs = dev.run_both(s, static_cast<unsigned>(s));
+    EXPECT_EQ(runs.device, runs.host) << "s=" << s;
+  }
+
+  FakeDevice::Buffers in = dev.inputs(9, 3);
+  FakeDevice::Buffers out = dev.outputs(in);
+  fake_cuda::clear_log();
+  runtime::run_cuda(dev.module(), in.tensors.data(), in.tensors.size(), out.tensors.data(), out.tensors.size(),
+                    dev.stream());
+  EXPECT_EQ(fake_cuda::host_transfers(), 1u) << "the guard's read of lr, and no binding constant uploaded again";
+  EXPECT_EQ(out.download(), dev.run_host(in));
+
+  const float other = 0.02f;
+  runtime::device::upload(in.tensors[1].data, &other, sizeof other);
+  try {
+    runtime::run_cuda(dev.module(), in.tensors.data(), in.tensors.size(), out.tensors.data(), out.tensors.size(),
+                      dev.stream());
+    ADD_FAILURE() << "a call with another lr ran at a kept binding";
+  } catch (const std::exception& e) {
+    EXPECT_EQ(std::string(e.what()), "inputs fail the module's guard 'lr == [0.009999999776482582]'");
+  }
 }
 
 // A GPT-style block as torch's legacy exporter writes it (tests/zoo): its

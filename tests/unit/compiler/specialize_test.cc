@@ -1,7 +1,7 @@
-// --specialize: an integer input that decides shapes (a Reduce's axes, a
-// Reshape's target) compiled for given values. Its readers see a constant, so
-// what was a host step with an unknown output shape becomes kernels; the
-// module still takes the input and its guard refuses other values.
+// --specialize: an input that decides shapes (a Reduce's axes, a Reshape's
+// target, a Resize's scales) compiled for given values. Its readers see a
+// constant, so what was a host step with an unknown output shape becomes
+// kernels; the module still takes the input and its guard refuses other values.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -33,6 +33,15 @@ constexpr const char* kModel = R"(graph specialized opset(ai.onnx: 18) {
 }
 )";
 
+// A Resize by the scales input, f32 values that decide the output's shape.
+constexpr const char* kScalesModel = R"(graph specialized_scales opset(ai.onnx: 19) {
+  input %x: f32[1, 1, 4, 4]
+  input %scales: f32[4]
+  %y = Resize(%x, none, %scales) {mode = "linear"} name("resize")
+  output %y
+}
+)";
+
 Tensor i64_tensor(std::vector<int64_t> values) {
   Tensor t(DType::I64, {static_cast<int64_t>(values.size())});
   for (size_t i = 0; i < values.size(); ++i) t.set_f64(static_cast<int64_t>(i), static_cast<double>(values[i]));
@@ -47,10 +56,10 @@ class Specialize : public TempDirFixture<> {
     std::ofstream(model_) << kModel;
   }
 
-  CompileResult compile_specialized(std::map<std::string, std::vector<int64_t>> values) {
+  CompileResult compile_specialized(std::map<std::string, std::vector<double>> values, const fs::path& model = {}) {
     CompileOptions o = quick_compile_options();
     o.specialize = std::move(values);
-    return compile_model(model_, dir_ / "module", o);
+    return compile_model(model.empty() ? model_ : model, dir_ / "module", o);
   }
 
   fs::path model_;
@@ -85,7 +94,7 @@ TEST_F(Specialize, TheModuleRefusesOtherValues) {
 }
 
 TEST_F(Specialize, BadFlagsNameTheInputAndWhatWasExpected) {
-  auto refusal = [&](std::map<std::string, std::vector<int64_t>> values) {
+  auto refusal = [&](std::map<std::string, std::vector<double>> values) {
     try {
       compile_specialized(std::move(values));
     } catch (const InputError& e) {
@@ -95,15 +104,45 @@ TEST_F(Specialize, BadFlagsNameTheInputAndWhatWasExpected) {
   };
   const std::string file = model_.string() + ": --specialize ";
   EXPECT_EQ(refusal({{"size", {1}}}), file + "size: the model has no input 'size'");
-  EXPECT_EQ(refusal({{"x", {1}}}),
-            file + "x: input 'x' is f32[2, 3, 4]; only an integer tensor of static shape can be compiled for its values");
+  EXPECT_EQ(refusal({{"axes", {0.5, 1}}}),
+            file + "axes: input 'axes' is i64[2], but value 0 (0.5) is not an integer it holds exactly");
   EXPECT_EQ(refusal({{"axes", {1}}}), file + "axes: input 'axes' is i64[2], 2 values, but the flag gives 1");
+}
+
+// A float that decides a shape, as torch specializes one that reaches a size:
+// the module computes the interpreter's Resize at these scales, its guard holds them
+// as the input's f32 does (0.6 as the f32 nearest it), and other scales are refused.
+TEST_F(Specialize, FloatScalesAreGuardedAsTheInputsDtypeHoldsThem) {
+  fs::path model = dir_ / "scales.tir";
+  std::ofstream(model) << kScalesModel;
+  expect_no_host_step(compile_specialized({{"scales", {1, 1, 0.6, 2}}}, model));
+  Tensor x(DType::F32, {1, 1, 4, 4}), scales(DType::F32, {4});
+  for (int64_t i = 0; i < x.numel(); ++i) x.set_f64(i, static_cast<double>(i * i % 11));
+  for (int64_t i = 0; i < 4; ++i) scales.set_f64(i, std::vector<double>{1, 1, 0.6, 2}[static_cast<size_t>(i)]);
+  std::map<std::string, Tensor> inputs = {{"x", x}, {"scales", scales}};
+  std::unique_ptr<Model> m = load_model(model.string());
+  infer_shapes(*m->graph);
+  std::vector<Tensor> want = Interpreter().run(*m->graph, inputs);
+  std::vector<Tensor> got = run_module_on_host(dir_ / "module", inputs);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].shape(), (std::vector<int64_t>{1, 1, 2, 8}));
+  // The interpreter weighs in f64 and rounds once, the kernels round each f32 product.
+  expect_close_to(got[0], want[0], "y", "the interpreter");
+
+  scales.set_f64(2, 0.5);
+  inputs["scales"] = scales;
+  try {
+    run_module_on_host(dir_ / "module", inputs);
+    ADD_FAILURE() << "a call with other scales ran";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), "inputs fail the module's guard 'scales == [1.0, 1.0, 0.6000000238418579, 2.0]'");
+  }
 }
 
 TEST(SpecializeCli, ParsesOneInputPerFlag) {
   CliResult bad = run_tcc("compile model.onnx -o out --specialize axes=1,x");
   EXPECT_EQ(bad.code, 2);
-  EXPECT_NE(bad.output.find("--specialize: expected INPUT=VALUE[,VALUE...] (integers), got 'axes=1,x'"),
+  EXPECT_NE(bad.output.find("--specialize: expected INPUT=VALUE[,VALUE...] (numbers), got 'axes=1,x'"),
             std::string::npos)
       << bad.output;
   CliResult twice = run_tcc("compile model.onnx -o out --specialize axes=1 --specialize axes=2");
