@@ -102,19 +102,26 @@ Type with_axis(const Type& t, int64_t axis, const Dim& len) {
 void infer_if(InferContext& ctx) {
   const Type& cond = ctx.input_type(0);
   if (cond.is_tensor() && cond.dtype() != DType::Bool) ctx.fail("expected a bool condition, got " + cond.str());
+  // A constant condition (a shape test, folded) takes one branch: its types,
+  // and only it is inferred, since the other may compute what this model
+  // never does (ONNX's AffineGrid function splits a 2-D size 5 ways there).
+  const Tensor* cond_value = ctx.input_const(0);
+  if (cond_value && cond_value->numel() == 1) {
+    const bool then = cond_value->get_i64(0) != 0;
+    std::vector<Type> taken = ctx.infer_region(region(ctx, then ? "then_branch" : "else_branch"), {});
+    if (taken.size() != ctx.num_outputs())
+      ctx.fail("expected the " + std::string(then ? "then" : "else") + " branch to produce " +
+               std::to_string(ctx.num_outputs()) + " outputs, got " + std::to_string(taken.size()));
+    for (size_t i = 0; i < taken.size(); ++i) ctx.set_output_type(i, taken[i]);
+    return;
+  }
   std::vector<Type> then_t = ctx.infer_region(region(ctx, "then_branch"), {});
   std::vector<Type> else_t = ctx.infer_region(region(ctx, "else_branch"), {});
   if (then_t.size() != ctx.num_outputs() || else_t.size() != ctx.num_outputs())
     ctx.fail("expected both branches to produce " + std::to_string(ctx.num_outputs()) + " outputs, got " +
              std::to_string(then_t.size()) + " and " + std::to_string(else_t.size()));
-  // A constant condition (a shape test, folded) takes one branch: its types.
-  const Tensor* cond_value = ctx.input_const(0);
-  bool taken = cond_value && cond_value->numel() == 1;
   for (size_t i = 0; i < then_t.size(); ++i)
-    ctx.set_output_type(i, !taken                      ? merge_types(ctx, then_t[i], else_t[i],
-                                                                     "output " + std::to_string(i) + " of the branches")
-                           : cond_value->get_i64(0) != 0 ? then_t[i]
-                                                         : else_t[i]);
+    ctx.set_output_type(i, merge_types(ctx, then_t[i], else_t[i], "output " + std::to_string(i) + " of the branches"));
 }
 
 std::vector<Tensor> eval_if(EvalContext& ctx) {

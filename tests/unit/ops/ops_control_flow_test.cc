@@ -71,6 +71,26 @@ TEST(ControlFlowShapes, IfOfAConstantConditionTakesItsBranchsTypes) {
   }
 }
 
+// Only the taken branch is inferred: the other may compute what this input
+// never does (ONNX's AffineGrid function splits a 2-D size five ways there),
+// here a Reshape of 8 elements to 15 that a computed condition would refuse.
+TEST(ControlFlowShapes, IfOfAConstantConditionInfersOnlyItsBranch) {
+  for (bool constant : {true, false}) {
+    IfModel m({2, 4}, {2, 4});
+    if (constant) m.node->set_input(0, m.g.add_initializer("constant_cond", scalar_bool(true)));
+    Graph& dead = *m.node->get_graph("else_branch");
+    Value* target = dead.add_initializer("target", Tensor::from_i64({3, 5}, {2}));
+    Node* reshape = dead.add_node("Reshape", {m.g.inputs()[2], target}, {"wrong"});
+    dead.set_outputs({reshape->output(0)});
+    if (constant) {
+      infer_shapes(m.g);
+      EXPECT_EQ(m.node->output(0)->type().str(), "f32[2, 4]");
+    } else {
+      EXPECT_NE(input_error([&] { infer_shapes(m.g); }).find("Reshape"), std::string::npos);
+    }
+  }
+}
+
 TEST(ControlFlowKernels, IfRunsTheChosenBranch) {
   IfModel m({2}, {3});
   for (bool c : {true, false}) {
