@@ -43,6 +43,7 @@ struct BenchOptions {
   std::string modes = "eager,default,reduce-overhead";
   std::string inputs, shapes, report, recorded, device, disabled_passes;
   std::string precision = "fp32";
+  std::vector<std::string> specialize;
   int warmup = 10, iterations = 0;
   double duration = 0;
   bool check = false;
@@ -119,8 +120,11 @@ ExitCode run_bench(const BenchOptions& o) {
   auto model = load_model(o.model);
   infer_shapes(*model->graph);
   const Graph& g = *model->graph;
+  CompileOptions specialized;
+  parse_specializations(o.specialize, specialized);
   std::map<std::string, Tensor> inputs =
       o.inputs.empty() ? random_inputs(g, parse_sizes(o.shapes, "--shapes"), 0) : read_inputs(g, o.inputs);
+  if (o.inputs.empty()) feed_specializations(specialized.specialize, inputs);
   if (!tcc_cuda_available()) {
     std::cerr << cmd << ": no usable GPU here; " << (o.profile ? "--replay" : "--from-recorded")
               << " FILE writes the reports from a recorded measurement\n";
@@ -152,10 +156,12 @@ ExitCode run_bench(const BenchOptions& o) {
     req.tune_budget_s = o.tune_budget;
     if (!o.disabled_passes.empty()) req.disabled_passes = split(o.disabled_passes, ',');
     req.options.precision = precision_of(o.precision);
+    req.options.specialize = specialized.specialize;
     std::vector<std::string> flags;
     if (mode_autotunes(*mode)) flags = {"--tune-budget", std::to_string(o.tune_budget)};
     if (!o.disabled_passes.empty()) flags.insert(flags.end(), {"--disable-passes", o.disabled_passes});
     if (o.precision != "fp32") flags.insert(flags.end(), {"--precision", o.precision});
+    for (const std::string& spec : o.specialize) flags.insert(flags.end(), {"--specialize", spec});
     std::cerr << cmd << ": " << mode->name << ": compiling for this GPU (tcc compile";
     for (const std::string& flag : device_flags(arch, m.device)) std::cerr << " " << flag;
     for (const std::string& flag : flags) std::cerr << " " << flag;
@@ -217,6 +223,7 @@ CommandRunner setup(CLI::App& cmd, bool profile) {
   cmd.add_option("--disable-passes", o->disabled_passes,
                  "Compile every mode without these graph passes (tcc compile --disable-passes), e.g. fuse_attention");
   add_precision_option(cmd, o->precision);
+  add_specialize_option(cmd, o->specialize);
   cmd.add_flag("--check", o->check, "Compare each mode's outputs with the reference interpreter; exit 1 on a mismatch");
   cmd.add_flag("--bound-inputs", o->bound_inputs,
                "CUDA graph modes: time the replay alone, as for a caller that writes its inputs into the graph's "

@@ -262,11 +262,7 @@ CommandRunner setup_compile(CLI::App& cmd) {
                  "e.g. batch=8,seq=128; and what a sequence or optional input is compiled for: xs=seq(3) (a "
                  "sequence of 3 tensors, module inputs xs.0, xs.1, xs.2; xs.1=[4x3] shapes one, [] a scalar), opt=present "
                  "or opt=absent (an optional)");
-  cmd.add_option("--specialize", c->specialize,
-                 "Compile for these values of an input that decides shapes or a kernel's constants "
-                 "(a Reduce's axes, a Reshape's shape, a Resize's sizes or scales), once per input: axes=0,2 or "
-                 "scales=1,1,0.5,0.5; the module guards them and refuses a call with others")
-      ->allow_extra_args(false);
+  add_specialize_option(cmd, c->specialize);
   cmd.add_option("--device", req.options.device,
                  "Target device profile (its SM count sizes split reductions, its peak rates the report's "
                  "estimates): " + devices)

@@ -56,6 +56,7 @@ struct RunOptions {
   std::string out_dir;
   std::string format = "pb";
   std::string precision = "fp32";  // when the target is a model: what it is compiled at
+  std::vector<std::string> specialize;  // likewise: --specialize, which random inputs then hold
   uint64_t random_offset = 0;
   bool reference = false;
   bool host = false;
@@ -313,8 +314,11 @@ ExitCode run(const RunOptions& o) {
   auto model = load_model(model_path);
   infer_shapes(*model->graph);
   const Graph& g = *model->graph;
+  CompileOptions specialized;
+  parse_specializations(o.specialize, specialized);
   std::map<std::string, Tensor> inputs =
       o.inputs.empty() ? random_inputs(g, parse_sizes(o.shapes, "--shapes"), 0) : read_inputs(g, o.inputs);
+  if (o.inputs.empty()) feed_specializations(specialized.specialize, inputs);
 
   Interpreter reference;
   reference.set_random_offset(o.random_offset);
@@ -333,6 +337,7 @@ ExitCode run(const RunOptions& o) {
       std::string shape_hints = o.shapes.empty() ? hints : hints.empty() ? o.shapes : o.shapes + "," + hints;
       CompileRequest req = module_request(o.target, module, "default", shape_hints, o.host ? "" : profiler::gpu_arch());
       req.options.precision = precision_of(o.precision);
+      req.options.specialize = specialized.specialize;
       compile_module(req);
     }
     precision = module_precision(module);
@@ -412,6 +417,7 @@ CommandRunner setup_run(CLI::App& cmd) {
   cmd.add_option("--model", o->model, "The reference model of a module directory (default: the one it names)");
   cmd.add_flag("--reference", o->reference, "Run the model on the CPU reference interpreter");
   add_precision_option(cmd, o->precision);
+  add_specialize_option(cmd, o->specialize);
   cmd.add_flag("--host", o->host, "Run the compiled module on the CPU (host.so) instead of the GPU");
   cmd.add_option("--random-offset", o->random_offset,
                  "Run as the module's call K: the random ops draw what that call draws (default 0, the first)")

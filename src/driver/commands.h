@@ -61,8 +61,11 @@ std::map<std::string, int64_t> parse_sizes(const std::string& spec, const std::s
 // (NAME=seq(N), NAME=present, NAME=absent: src/compiler/structured_io.h).
 void parse_shape_hints(const std::string& spec, CompileOptions& options);
 
-// --specialize of tcc compile, once per input: "NAME=V[,V...]" (numbers,
-// row-major; "NAME=" for an input of no elements) into options.specialize.
+// --specialize on the commands that compile a model (compile, run, bench,
+// profile), once per input: "NAME=V[,V...]" (numbers, row-major; "NAME=" for
+// an input of no elements), which parse_specializations reads into
+// options.specialize.
+void add_specialize_option(CLI::App& cmd, std::vector<std::string>& specs);
 void parse_specializations(const std::vector<std::string>& specs, CompileOptions& options);
 
 }  // namespace tcc

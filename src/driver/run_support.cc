@@ -97,6 +97,15 @@ std::map<std::string, Tensor> random_inputs(const Graph& g, const std::map<std::
   return inputs;
 }
 
+void feed_specializations(const std::map<std::string, std::vector<double>>& values,
+                          std::map<std::string, Tensor>& inputs) {
+  for (const auto& [name, given] : values) {
+    auto it = inputs.find(name);
+    if (it == inputs.end() || it->second.numel() != static_cast<int64_t>(given.size())) continue;
+    for (size_t i = 0; i < given.size(); ++i) it->second.set_f64(static_cast<int64_t>(i), given[i]);
+  }
+}
+
 bool is_module_dir(const std::string& path) { return fs::is_regular_file(fs::path(path) / kManifestFile); }
 
 const std::vector<std::string> kCubinArchs = {"sm_80", "sm_86", "sm_89", "sm_90"};

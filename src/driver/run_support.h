@@ -18,6 +18,12 @@ namespace tcc {
 // else gives keeps its default, given explicitly, since a module compiled
 // from the graph takes it as an input.
 //
+// Random inputs take the values an input is compiled for (--specialize),
+// which the module's guard requires; an input of another element count is left
+// for the compiler to refuse.
+void feed_specializations(const std::map<std::string, std::vector<double>>& values,
+                          std::map<std::string, Tensor>& inputs);
+
 // The graph's inputs from DIR: ONNX test-case files (input_N.pb, matched by
 // the tensor name they carry, else by position) or <name>.npy.
 std::map<std::string, Tensor> read_inputs(const Graph& g, const std::string& dir);

@@ -139,6 +139,15 @@ TEST_F(Specialize, FloatScalesAreGuardedAsTheInputsDtypeHoldsThem) {
   }
 }
 
+// tcc run compiles a model as tcc compile does, --specialize included, and its
+// random inputs hold the specialized values, which the guard requires.
+TEST_F(Specialize, RunCompilesForTheValuesAndItsRandomInputsHoldThem) {
+  CliResult r = run_tcc("run " + shell_quote(model_.string()) +
+                        " --host --check --specialize axes=0,2 --specialize shape=3,1");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("outputs match the reference interpreter"), std::string::npos) << r.output;
+}
+
 TEST(SpecializeCli, ParsesOneInputPerFlag) {
   CliResult bad = run_tcc("compile model.onnx -o out --specialize axes=1,x");
   EXPECT_EQ(bad.code, 2);
