@@ -18,12 +18,6 @@ namespace tcc {
 // else gives keeps its default, given explicitly, since a module compiled
 // from the graph takes it as an input.
 //
-// Random inputs take the values an input is compiled for (--specialize),
-// which the module's guard requires; an input of another element count is left
-// for the compiler to refuse.
-void feed_specializations(const std::map<std::string, std::vector<double>>& values,
-                          std::map<std::string, Tensor>& inputs);
-
 // The graph's inputs from DIR: ONNX test-case files (input_N.pb, matched by
 // the tensor name they carry, else by position) or <name>.npy.
 std::map<std::string, Tensor> read_inputs(const Graph& g, const std::string& dir);
@@ -32,6 +26,12 @@ std::map<std::string, Tensor> read_inputs(const Graph& g, const std::string& dir
 // not given: a size a dynamic dim's guards accept, which exclude 0 and 1 as
 // torch.compile's do); floats uniform in [-1, 1], integers in [0, 4).
 std::map<std::string, Tensor> random_inputs(const Graph& g, const std::map<std::string, int64_t>& sizes, unsigned seed);
+
+// Random inputs take the values an input is compiled for (--specialize),
+// which the module's guard requires; an input of another element count is left
+// for the compiler to refuse.
+void feed_specializations(const std::map<std::string, std::vector<double>>& values,
+                          std::map<std::string, Tensor>& inputs);
 
 // The file name a value's .npy is written to and read from.
 std::string npy_file_name(const std::string& value_name);
