@@ -114,15 +114,22 @@ Taps resize_taps(const Node& n, const ResizeAttrs& at, double x, double scale, i
   return t;
 }
 
-std::vector<AxisResize> resize_plan(const Node& n, const ResizeAttrs& at, const std::vector<int64_t>& shape,
-                                    const Tensor* roi, const Tensor* scales, const Tensor* sizes) {
+namespace {
+
+// shape[a], which node n resizes, so it must be known.
+int64_t resized_size(const Node& n, const std::vector<int64_t>& shape, int64_t a) {
+  if (shape[a] < 0) n.fail("expected a static size along axis " + std::to_string(a) + ", which it resizes");
+  return shape[a];
+}
+
+}  // namespace
+
+ResizeScales resize_scales(const Node& n, const std::vector<int64_t>& shape, const Tensor* scales,
+                           const Tensor* sizes) {
   int64_t r = static_cast<int64_t>(shape.size());
   auto axes = resize_axes(n, r);
   std::string policy = n.get_string("keep_aspect_ratio_policy", "stretch");
-  auto known = [&](int64_t a) {
-    if (shape[a] < 0) n.fail("expected a static size along axis " + std::to_string(a) + ", which it resizes");
-    return shape[a];
-  };
+  auto known = [&](int64_t a) { return resized_size(n, shape, a); };
   std::vector<double> scale(r, 1.0);
   std::vector<int64_t> out = shape;
   size_t na = axes.size();
@@ -153,6 +160,15 @@ std::vector<AxisResize> resize_plan(const Node& n, const ResizeAttrs& at, const 
   } else {
     n.fail("expected a scales or a sizes input");
   }
+  return {std::move(scale), std::move(out)};
+}
+
+std::vector<AxisResize> resize_plan(const Node& n, const ResizeAttrs& at, const std::vector<int64_t>& shape,
+                                    const Tensor* roi, const Tensor* scales, const Tensor* sizes) {
+  int64_t r = static_cast<int64_t>(shape.size());
+  auto axes = resize_axes(n, r);
+  size_t na = axes.size();
+  auto [scale, out] = resize_scales(n, shape, scales, sizes);
   std::vector<double> roi_begin(r, 0.0), roi_end(r, 1.0);
   if (roi) {
     if (roi->numel() != static_cast<int64_t>(2 * na)) n.fail("expected roi to have " + std::to_string(2 * na) + " values");
@@ -166,7 +182,7 @@ std::vector<AxisResize> resize_plan(const Node& n, const ResizeAttrs& at, const 
   for (int64_t a : axes) {
     bool trivial_roi = !crop || (roi_begin[a] == 0 && roi_end[a] == 1);
     if (std::fabs(scale[a] - 1) < 1e-9 && out[a] == shape[a] && trivial_roi) continue;
-    AxisResize ax{a, known(a), out[a], std::vector<Taps>(out[a])};
+    AxisResize ax{a, resized_size(n, shape, a), out[a], std::vector<Taps>(out[a])};
     for (int64_t y = 0; y < ax.out; ++y) {
       bool extrapolated = false;
       double xo = source_coordinate(n, at, static_cast<double>(y), scale[a], ax.in, ax.out, roi_begin[a], roi_end[a],

@@ -55,6 +55,16 @@ double source_coordinate(const Node& n, const ResizeAttrs& at, double y, double 
 // sits at base + first + j.
 Taps resize_taps(const Node& n, const ResizeAttrs& at, double x, double scale, int64_t in);
 
+// Each axis's scale and output size, from sizes under keep_aspect_ratio_policy
+// or from scales, as the reference computes them. `shape` is x's, -1 where a
+// dim is not known, which an axis may only be where a scale of 1 leaves it
+// alone; scales and sizes are null where absent or empty.
+struct ResizeScales {
+  std::vector<double> scale;
+  std::vector<int64_t> out;
+};
+ResizeScales resize_scales(const Node& n, const std::vector<int64_t>& shape, const Tensor* scales, const Tensor* sizes);
+
 // The axes Resize changes, in the order it resizes them (interpolation is
 // separable), each with its taps: the reference kernel and the decomposition
 // both follow this plan. `shape` is x's, -1 where a dim is not known, which an

@@ -221,7 +221,8 @@ bool decompose_symbolic_resize(Expansion& e, const ResizeAttrs& at, const Tensor
 }
 
 // Resize by tf_crop_and_resize of a roi computed at run time (a crop's box),
-// with constant scales or sizes over static sizes, in linear or nearest mode:
+// with constant scales or sizes over static sizes (resize_scales, as the
+// reference computes them), in linear or nearest mode:
 // each resized axis's source coordinates x, computed in f64 from the roi as
 // source_coordinate does, give its taps as resize_taps does (base = ceil(x) -
 // 1 and base + 1 weighed 1 - ratio and ratio, or the one nearest_mode picks),
@@ -235,20 +236,28 @@ bool decompose_roi_resize(Expansion& e, const ResizeAttrs& at, const Tensor* sca
   std::vector<int64_t> axes = resize_axes(n, static_cast<int64_t>(x.rank()));
   const auto na = static_cast<int64_t>(axes.size());
   if ((at.mode != "linear" && at.mode != "nearest") || at.antialias || !is_float(x.dtype()) || !x.fully_static() ||
-      !y.is_tensor() || !y.has_rank() || !y.fully_static() || y.rank() != x.rank() ||
-      n.get_string("keep_aspect_ratio_policy", "stretch") != "stretch" || !roi.is_tensor() || !is_float(roi.dtype()) ||
-      !roi.has_rank() || roi.rank() != 1 || roi.shape()[0] != Dim(2 * na) ||
-      (sizes ? sizes->numel() : scales ? scales->numel() : -1) != na)
+      !y.is_tensor() || !y.has_rank() || n.get_string("keep_aspect_ratio_policy", "stretch") != "stretch" ||
+      !roi.is_tensor() || !is_float(roi.dtype()) || !roi.has_rank() || roi.rank() != 1 || roi.shape()[0] != Dim(2 * na))
     return false;
   static const std::set<std::string> kNearest = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
   if (at.mode == "nearest" && !kNearest.count(at.nearest_mode)) return false;
+  std::vector<int64_t> shape;
+  for (const Dim& d : x.shape()) shape.push_back(d.value());
+  ResizeScales sized;
+  try {
+    sized = resize_scales(n, shape, scales, sizes);
+  } catch (const InputError&) {
+    return false;
+  }
+  Dims out_dims;
+  for (int64_t d : sized.out) out_dims.push_back(Dim(d));
+  if (y.shape() != out_dims) return false;
   Value* box = e.cast("roi", n.input(1), DType::F64);
   std::vector<AxisPieces> pieces;
   for (int64_t i = 0; i < na; ++i) {
-    const int64_t a = axes[static_cast<size_t>(i)], in = x.shape()[a].value(), out = y.shape()[a].value();
+    const int64_t a = axes[static_cast<size_t>(i)], in = shape[a], out = sized.out[a];
     if (in == 1 && out == 1) continue;
-    const double scale = sizes ? static_cast<double>(sizes->get_i64(i)) / static_cast<double>(in) : scales->get_f64(i);
-    const double out_f = scale * static_cast<double>(in);
+    const double out_f = sized.scale[a] * static_cast<double>(in);
     const std::string axis = "_" + std::to_string(a);
     const Type row = Type::tensor(DType::F64, {Dim(1)}), rows = Type::tensor(DType::F64, {Dim(out)}),
                flags = Type::tensor(DType::Bool, {Dim(out)});
