@@ -37,8 +37,9 @@
 // runs every such op on the GPU fails too, so that the list stays true; the
 // per-op table counts each op's tests with a host step of any kind.
 // An integer input whose values decide a shape or a kernel's constants (a
-// Reduce's axes) is compiled for the data set's values (`--specialize`),
-// which the module guards: a data set of other values gets its own module.
+// Reduce's axes), or a float one that decides a shape (a Resize's scales), is
+// compiled for the data set's values (`--specialize`), which the module
+// guards: a data set of other values gets its own module.
 // A model with a sequence or optional graph input is compiled for the
 // structure of the first data set's values (`--shape-hint xs=seq(N)`, each
 // element's shape, `opt=present` / `absent`), a data set of another structure
@@ -326,7 +327,9 @@ std::string op_of_test(const fs::path& test_dir, const onnx::ModelProto& m) {
 // specializes an int, or a float that reaches a size, and guards it.
 std::vector<std::string> specializations(const Graph& g, const std::map<std::string, Tensor>& feeds) {
   constexpr int64_t kMaxSpecialized = 64;
-  std::map<const Value*, std::set<std::string>> from;  // the inputs each integer value is computed from
+  // The inputs each value is computed from: the numeric inputs themselves and
+  // the integers computed from them.
+  std::map<const Value*, std::set<std::string>> from;
   for (const Value* v : g.inputs()) {
     const Type& t = v->type();
     auto feed = feeds.find(v->name());
