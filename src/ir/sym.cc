@@ -37,6 +37,27 @@ int64_t floor_div(int64_t a, int64_t b) {
 }
 }  // namespace
 
+namespace {
+
+// An opaque division's numerator and denominator, parsed once per process:
+// the runtime evaluates the same launch expressions at every new binding.
+const std::pair<SymExpr, SymExpr>& division_parts(const std::string& atom) {
+  static std::shared_mutex mu;
+  static std::unordered_map<std::string, std::pair<SymExpr, SymExpr>> parsed;  // nodes stay put
+  {
+    std::shared_lock<std::shared_mutex> lock(mu);
+    auto it = parsed.find(atom);
+    if (it != parsed.end()) return it->second;
+  }
+  auto [num_text, den_text] = split_division(atom);
+  std::optional<SymExpr> num = SymExpr::parse(num_text), den = SymExpr::parse(den_text);
+  TCC_CHECK(num && den) << "unparsable division " << atom;
+  std::unique_lock<std::shared_mutex> lock(mu);
+  return parsed.try_emplace(atom, std::move(*num), std::move(*den)).first->second;
+}
+
+}  // namespace
+
 bool is_symbol_name(const std::string& s) {
   if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
   return std::all_of(s.begin(), s.end(),
@@ -116,31 +137,72 @@ SymExpr SymExpr::operator*(const SymExpr& o) const {
   return r;
 }
 
+namespace {
+
+// The graded order on monomials: lower degree first, then sorted atom names.
+// Multiplying two monomials by the same atom keeps their order, so the
+// leading term of a product is the product of the leading terms.
+bool graded_less(const std::vector<std::string>& a, const std::vector<std::string>& b) {
+  return a.size() != b.size() ? a.size() < b.size() : a < b;
+}
+
+// m / by when every atom of `by` is one of m's (repeats counted).
+std::optional<std::vector<std::string>> monomial_quotient(std::vector<std::string> m,
+                                                          const std::vector<std::string>& by) {
+  for (const std::string& atom : by) {
+    auto it = std::find(m.begin(), m.end(), atom);
+    if (it == m.end()) return std::nullopt;
+    m.erase(it);
+  }
+  return m;
+}
+
+}  // namespace
+
+// Polynomial long division by d's leading term: d divides this exactly iff
+// the remainder reaches zero with every step's coefficient an integer (when
+// q*d == this, this's leading term is q's times d's). Each step removes the
+// remainder's leading term and adds only smaller ones, so it ends.
 std::optional<SymExpr> SymExpr::exact_div(const SymExpr& d) const {
-  if (d.terms_.size() != 1) {
-    if (*this == d) return constant(1);
-    return std::nullopt;
+  auto leading = [](const SymExpr& e) {
+    return *std::max_element(e.terms_.begin(), e.terms_.end(),
+                             [](const auto& a, const auto& b) { return graded_less(a.first, b.first); });
+  };
+  if (d.terms_.empty()) return std::nullopt;
+  const auto [dm, dc] = leading(d);
+  SymExpr quotient, rest = *this;
+  while (!rest.terms_.empty()) {
+    const auto [m, c] = leading(rest);
+    std::optional<Monomial> qm = monomial_quotient(m, dm);
+    if (c % dc != 0 || !qm) return std::nullopt;
+    SymExpr step;
+    step.add_term(*qm, c / dc);
+    quotient = quotient + step;
+    rest = rest - step * d;
   }
-  const auto& [dm, dc] = *d.terms_.begin();
-  if (dc == 0) return std::nullopt;
-  SymExpr r;
-  for (const auto& [m, c] : terms_) {
-    if (c % dc != 0) return std::nullopt;
-    Monomial rest = m;
-    for (const auto& atom : dm) {
-      auto it = std::find(rest.begin(), rest.end(), atom);
-      if (it == rest.end()) return std::nullopt;
-      rest.erase(it);
-    }
-    r.add_term(rest, c / dc);
-  }
-  return r;
+  return quotient;
 }
 
 SymExpr SymExpr::floordiv(const SymExpr& d) const {
   TCC_CHECK(!(d.is_constant() && d.constant_value() == 0)) << "division by zero";
   if (auto q = exact_div(d)) return *q;
   if (is_constant() && d.is_constant()) return constant(floor_div(constant_value(), d.constant_value()));
+  // (N//a + R)//b == (N + a*R)//(a*b) for positive constants a and b and an
+  // integer R, since N//a + R == (N + a*R)//a: a chain of strided convolutions
+  // ((L-10)//5+1-3)//2+1 is L//10-1, as torch writes the same length.
+  if (d.is_constant() && d.constant_value() > 0) {
+    auto division = std::find_if(terms_.begin(), terms_.end(), [](const auto& t) {
+      return t.second == 1 && t.first.size() == 1 && is_opaque_atom(t.first[0]);
+    });
+    if (division != terms_.end()) {
+      const auto& [num, den] = division_parts(division->first[0]);
+      if (den.is_constant() && den.constant_value() > 0) {
+        SymExpr rest = *this;
+        rest.add_term(division->first, -1);
+        return (num + rest * den).floordiv(den * d);
+      }
+    }
+  }
   // (q*d + r)//d == q + r//d for an integer q: the terms d divides leave the division, so a strided
   // conv's (32*h-1)//2 is 16*h-1 and a chain of them stays a multiple of h.
   SymExpr quotient, rest;
@@ -194,26 +256,6 @@ SymExpr SymExpr::substitute(const std::map<std::string, SymExpr>& env) const {
   return r;
 }
 
-namespace {
-
-// An opaque division's numerator and denominator, parsed once per process:
-// the runtime evaluates the same launch expressions at every new binding.
-const std::pair<SymExpr, SymExpr>& division_parts(const std::string& atom) {
-  static std::shared_mutex mu;
-  static std::unordered_map<std::string, std::pair<SymExpr, SymExpr>> parsed;  // nodes stay put
-  {
-    std::shared_lock<std::shared_mutex> lock(mu);
-    auto it = parsed.find(atom);
-    if (it != parsed.end()) return it->second;
-  }
-  auto [num_text, den_text] = split_division(atom);
-  std::optional<SymExpr> num = SymExpr::parse(num_text), den = SymExpr::parse(den_text);
-  TCC_CHECK(num && den) << "unparsable division " << atom;
-  std::unique_lock<std::shared_mutex> lock(mu);
-  return parsed.try_emplace(atom, std::move(*num), std::move(*den)).first->second;
-}
-
-}  // namespace
 
 // Term by term on integers, divisions through their parts, building no
 // expressions: the runtime evaluates every size of a module at each binding.

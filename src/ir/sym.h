@@ -38,10 +38,12 @@ class SymExpr {
   SymExpr operator-(const SymExpr& o) const;
   SymExpr operator*(const SymExpr& o) const;
   SymExpr operator-() const;
-  // this / d when the division is exact term by term (e.g. (batch*seq*4)/4 ->
-  // batch*seq, (batch*seq)/seq -> batch); nullopt otherwise.
+  // this / d when d divides it as polynomials over their atoms, with integer
+  // coefficients: (batch*seq*4)/4 -> batch*seq, (batch*seq)/seq -> batch, and
+  // a view's (64*b*(s-1))/(16*b*(s-1)) -> 4; nullopt otherwise.
   std::optional<SymExpr> exact_div(const SymExpr& d) const;
   // Floor division: exact when possible, integer division for constants,
+  // nested divisions by positive constants merged ((L//5-2)//2 -> L//10-1),
   // otherwise an opaque atom. d must not be the constant 0.
   SymExpr floordiv(const SymExpr& d) const;
 

@@ -32,6 +32,20 @@ TEST(SymExpr, ExactDivision) {
   EXPECT_EQ((S("s") * C(12) + C(24)).floordiv(C(12)).str(), "s+2");
 }
 
+// A divisor of several terms divides as a polynomial: a view's -1 over a
+// length s-1 (a slice x[:, 1:], a convolution's output) is its element count
+// 64*b*(s-1) over the other dims' 16*b*(s-1), which is 4 at every binding.
+TEST(SymExpr, ExactDivisionByAPolynomial) {
+  SymExpr b = S("b"), s = S("s");
+  EXPECT_EQ((b * (s - C(1)) * C(64)).exact_div(b * (s - C(1)) * C(16)), C(4));
+  EXPECT_EQ((s * s - C(1)).exact_div(s + C(1)), s - C(1));
+  EXPECT_EQ((b * s * s * C(6) + b * s * C(3)).exact_div(s * C(2) + C(1)), b * s * C(3));
+  EXPECT_FALSE((s * s + C(1)).exact_div(s + C(1)));
+  EXPECT_FALSE((s * C(2) + C(1)).exact_div(s + C(1)));
+  EXPECT_FALSE((s * C(2) + C(2)).exact_div(s * C(4) + C(4)));
+  EXPECT_EQ((b * (s - C(1)) * C(64)).floordiv(b * (s - C(1)) * C(16)).str(), "4");
+}
+
 // Sizes are never negative; a floor division by a positive constant d is
 // bounded by N - d + 1 <= d*(N//d) <= N, which decides torch.chunk's last
 // piece (its end 2*((seq+1)//2) lies at or past seq) and leaves the rest
@@ -112,6 +126,29 @@ TEST(SymExpr, FloorDivisionKeepsItsConstantBelowThePositiveDivisor) {
   EXPECT_EQ((s + C(1)).floordiv(C(2)).str(), "(s+1)//(2)");
   for (int64_t v = -7; v <= 7; ++v)
     EXPECT_EQ((s * b - C(6)).floordiv(C(4)).evaluate({{"s", v}, {"b", 3}}), (3 * v - 6 + 64) / 4 - 16) << v;
+}
+
+// (N//a + R)//b == (N + a*R)//(a*b) for positive a and b: wav2vec2's feature
+// encoder (kernel 10 stride 5, then kernel 3 stride 2) computes its length as
+// nested divisions, which torch writes as one. Checked against integer floor
+// division over negative and positive lengths.
+TEST(SymExpr, NestedDivisionsByPositiveConstantsMerge) {
+  SymExpr L = S("L");
+  SymExpr conv1 = (L - C(10)).floordiv(C(5)) + C(1);
+  SymExpr conv2 = (conv1 - C(3)).floordiv(C(2)) + C(1);
+  EXPECT_EQ(conv2.str(), "(L)//(10)-1");
+  EXPECT_EQ(((L.floordiv(C(5))).floordiv(C(2))).floordiv(C(2)), L.floordiv(C(20)));
+  EXPECT_EQ((L.floordiv(C(3)) * C(2)).floordiv(C(2)).str(), "(L)//(3)");
+  auto floor_div = [](int64_t n, int64_t d) { return n / d - ((n % d != 0) && ((n < 0) != (d < 0))); };
+  for (int64_t a : {2, 3, 5})
+    for (int64_t bb : {2, 4, 7})
+      for (int64_t r : {-3, 0, 2})
+        for (int64_t l = -30; l <= 30; ++l)
+          for (int64_t m = 0; m <= 2; ++m) {
+            SymExpr e = (L.floordiv(C(a)) + S("m") * C(r) + C(r)).floordiv(C(bb));
+            EXPECT_EQ(e.evaluate({{"L", l}, {"m", m}}), floor_div(floor_div(l, a) + m * r + r, bb))
+                << e.str() << " at L=" << l << ", m=" << m;
+          }
 }
 
 TEST(SymExpr, OpaqueFloorDivisionRoundTripsAndSubstitutes) {
