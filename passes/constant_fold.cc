@@ -13,18 +13,27 @@
 // runtime shape computation. Folding repeats until nothing more folds: a
 // value known only by its symbolic contents (Squeeze of a static dim of such a
 // Shape) is an initializer after one round, and what reads it (a Cast, a Range)
-// folds in the next.
+// folds in the next. An If whose condition has become a constant is replaced
+// by the branch it takes (If's decomposition, src/ops/control_flow.cc), whose
+// nodes the next round folds in turn: an ONNX function dispatching on a rank
+// (the expanded AffineGrid splits `size` inside the 2-D branch) is then as
+// constant as the same function written without the If.
 //
 // Expects: a verified graph. Types are re-inferred, as `tcc opt` does first.
 // Leaves alone: nodes inside regions (a region may be inferred more than once
-// with different input types, so its constants are not trusted), Constant
+// with different input types, so its constants are not trusted), an If that
+// computes a main-graph output (decompose inlines it, keeping the name), Constant
 // nodes (already constants; dce drops them once unused), nodes with an
 // output of the main graph (an initializer cannot keep the output's name)
 // and values over kMaxFoldElements elements, which shape inference does not
 // compute (folding would bloat the model).
+#include <algorithm>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "passes/rewrite.h"
+#include "src/ops/decomposition.h"
+#include "src/ops/op_registry.h"
 #include "src/shape/shape_inference.h"
 
 namespace tcc {
@@ -102,11 +111,30 @@ bool fold_once(Graph& g, PassContext& ctx) {
   return true;
 }
 
+// Replaces each If of a constant condition by its taken branch; whether any was.
+bool inline_constant_ifs(Graph& g, PassContext& ctx) {
+  std::vector<Node*> ifs;
+  for (const auto& n : g.nodes())
+    if (n->op_type() == "If" && n->domain().empty() && scalar_constant(n->input(0)) &&
+        std::none_of(n->outputs().begin(), n->outputs().end(), [](const Value* v) { return is_model_output(v); }))
+      ifs.push_back(n.get());
+  std::unordered_set<const Node*> inlined;
+  for (Node* n : ifs) {
+    Expansion e(g, *n);
+    if (!OpRegistry::get().lookup(*n)->decompose(e)) continue;
+    inlined.insert(n);
+    ctx.stats.add("ifs_inlined");
+  }
+  g.erase_nodes_if([&](const Node& n) { return inlined.count(&n) != 0; });
+  return !inlined.empty();
+}
+
 }  // namespace
 
 bool constant_fold(Graph& g, PassContext& ctx) {
   bool changed = false;
-  while (fold_once(g, ctx)) changed = true;  // each round erases at least one node
+  // Each round erases at least one node.
+  while (fold_once(g, ctx) | inline_constant_ifs(g, ctx)) changed = true;
   return changed;
 }
 
