@@ -223,7 +223,7 @@ CommandRunner setup(CLI::App& cmd, bool profile) {
   cmd.add_option("--disable-passes", o->disabled_passes,
                  "Compile every mode without these graph passes (tcc compile --disable-passes), e.g. fuse_attention");
   add_precision_option(cmd, o->precision);
-  add_specialize_option(cmd, o->specialize);
+  add_specialize_option(cmd, o->specialize, true);
   cmd.add_flag("--check", o->check, "Compare each mode's outputs with the reference interpreter; exit 1 on a mismatch");
   cmd.add_flag("--bound-inputs", o->bound_inputs,
                "CUDA graph modes: time the replay alone, as for a caller that writes its inputs into the graph's "

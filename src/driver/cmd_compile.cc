@@ -262,7 +262,7 @@ CommandRunner setup_compile(CLI::App& cmd) {
                  "e.g. batch=8,seq=128; and what a sequence or optional input is compiled for: xs=seq(3) (a "
                  "sequence of 3 tensors, module inputs xs.0, xs.1, xs.2; xs.1=[4x3] shapes one, [] a scalar), opt=present "
                  "or opt=absent (an optional)");
-  add_specialize_option(cmd, c->specialize);
+  add_specialize_option(cmd, c->specialize, false);
   cmd.add_option("--device", req.options.device,
                  "Target device profile (its SM count sizes split reductions, its peak rates the report's "
                  "estimates): " + devices)

@@ -417,7 +417,7 @@ CommandRunner setup_run(CLI::App& cmd) {
   cmd.add_option("--model", o->model, "The reference model of a module directory (default: the one it names)");
   cmd.add_flag("--reference", o->reference, "Run the model on the CPU reference interpreter");
   add_precision_option(cmd, o->precision);
-  add_specialize_option(cmd, o->specialize);
+  add_specialize_option(cmd, o->specialize, true);
   cmd.add_flag("--host", o->host, "Run the compiled module on the CPU (host.so) instead of the GPU");
   cmd.add_option("--random-offset", o->random_offset,
                  "Run as the module's call K: the random ops draw what that call draws (default 0, the first)")

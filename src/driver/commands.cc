@@ -84,12 +84,13 @@ std::map<std::string, int64_t> parse_sizes(const std::string& spec, const std::s
   return sizes;
 }
 
-void add_specialize_option(CLI::App& cmd, std::vector<std::string>& specs) {
-  cmd.add_option("--specialize", specs,
-                 "Compile for these values of an input that decides shapes or a kernel's constants "
-                 "(a Reduce's axes, a Reshape's shape, a Resize's sizes or scales), once per input: axes=0,2 or "
-                 "scales=1,1,0.5,0.5; the module guards them and refuses a call with others")
-      ->allow_extra_args(false);
+void add_specialize_option(CLI::App& cmd, std::vector<std::string>& specs, bool takes_inputs) {
+  std::string help =
+      "Compile for these values of an input that decides shapes or a kernel's constants "
+      "(a Reduce's axes, a Reshape's shape, a Resize's sizes or scales), once per input: axes=0,2 or "
+      "scales=1,1,0.5,0.5; the module guards them and refuses a call with others";
+  if (takes_inputs) help += " (random inputs hold these values; the files --inputs gives must hold them too)";
+  cmd.add_option("--specialize", specs, help)->allow_extra_args(false);
 }
 
 void parse_specializations(const std::vector<std::string>& specs, CompileOptions& options) {

@@ -64,8 +64,9 @@ void parse_shape_hints(const std::string& spec, CompileOptions& options);
 // --specialize on the commands that compile a model (compile, run, bench,
 // profile), once per input: "NAME=V[,V...]" (numbers, row-major; "NAME=" for
 // an input of no elements), which parse_specializations reads into
-// options.specialize.
-void add_specialize_option(CLI::App& cmd, std::vector<std::string>& specs);
+// options.specialize. A command that `takes_inputs` (--inputs) says its
+// inputs must hold the values.
+void add_specialize_option(CLI::App& cmd, std::vector<std::string>& specs, bool takes_inputs);
 void parse_specializations(const std::vector<std::string>& specs, CompileOptions& options);
 
 }  // namespace tcc
