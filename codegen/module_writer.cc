@@ -278,10 +278,29 @@ std::string fallback_tir(const ModuleContents& m) {
   return print_model(out);
 }
 
+// The symbols of the dims of main-graph values that are negative at `sizes`
+// (an unknown dim, or one the sizes leave unbound, a size the data decides,
+// is not checked).
+std::set<std::string> symbols_of_negative_dims(const Graph& g, const std::map<std::string, int64_t>& sizes) {
+  std::set<std::string> out;
+  for (const auto& n : g.nodes())
+    for (const Value* v : n->outputs()) {
+      if (!v || !v->type().is_tensor() || !v->type().has_rank()) continue;
+      for (const Dim& d : v->type().shape()) {
+        if (d.is_unknown() || d.is_static()) continue;
+        if (std::optional<int64_t> size = d.expr().evaluate(sizes); size && *size < 0) {
+          std::set<std::string> symbols = d.expr().symbols();
+          out.insert(symbols.begin(), symbols.end());
+        }
+      }
+    }
+  return out;
+}
+
 }  // namespace
 
 std::map<std::string, int64_t> hinted_sizes(const Graph& g, const std::map<std::string, int64_t>& hints,
-                                            int64_t unhinted) {
+                                            int64_t unhinted, const std::string& flag) {
   std::map<std::string, int64_t> sizes;
   for (const Value* in : g.inputs()) {
     if (!in->type().has_rank()) continue;
@@ -293,10 +312,19 @@ std::map<std::string, int64_t> hinted_sizes(const Graph& g, const std::map<std::
     if (!sizes.count(name)) {
       std::string known;
       for (const auto& [s, _] : sizes) known += (known.empty() ? "" : ", ") + s;
-      throw InputError("--shape-hint " + name + ": the model has no symbol '" + name + "' (its symbols: " +
+      throw InputError(flag + " " + name + ": the model has no symbol '" + name + "' (its symbols: " +
                        (known.empty() ? std::string("none") : known) + ")");
     }
     sizes[name] = v;
+  }
+  for (int doubling = 0; doubling < kMaxSizeDoublings; ++doubling) {
+    bool doubled = false;
+    for (const std::string& s : symbols_of_negative_dims(g, sizes))
+      if (auto it = sizes.find(s); it != sizes.end() && !hints.count(s)) {
+        it->second *= 2;
+        doubled = true;
+      }
+    if (!doubled) break;
   }
   return sizes;
 }

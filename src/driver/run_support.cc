@@ -77,14 +77,13 @@ std::map<std::string, Tensor> random_inputs(const Graph& g, const std::map<std::
   std::mt19937 rng(seed);
   std::uniform_real_distribution<double> real(-1, 1);
   std::uniform_int_distribution<int> small(0, 3);
+  const std::map<std::string, int64_t> env = hinted_sizes(g, sizes, kUnhintedRunSize, "--shapes");
   for (const Value* in : g.inputs()) {
     if (in->is_initializer()) continue;
     if (!in->type().is_tensor())
       throw InputError(g.file() + ": input '" + in->name() + "' is not a tensor; give --inputs DIR");
     std::vector<int64_t> shape;
     for (const Dim& d : in->type().shape()) {
-      std::map<std::string, int64_t> env;
-      for (const std::string& s : d.expr().symbols()) env[s] = sizes.count(s) ? sizes.at(s) : kUnhintedRunSize;
       std::optional<int64_t> n = d.expr().evaluate(env);
       if (!n) throw InputError(g.file() + ": input '" + in->name() + "' has a dim tcc cannot size; give --inputs DIR");
       shape.push_back(*n);

@@ -502,6 +502,7 @@ class Loader {
       }
       // `2 <= sN`: sN is the size of the first source.
       const std::optional<std::string> first = spellings.empty() ? std::nullopt : spellings.front().second;
+      const std::string first_spelling = spellings.empty() ? "" : spellings.front().first;
       // Longest first, so `x.size()[1]` is not cut short by a shorter spelling inside it.
       std::sort(spellings.begin(), spellings.end(),
                 [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
@@ -515,7 +516,10 @@ class Loader {
       }
       if (text.rfind("2 <= ", 0) == 0 && first) {
         std::string sym = text.substr(5);
-        if (is_symbol_name(sym)) shape_aliases_[sym] = SymExpr::symbol(*first);
+        if (is_symbol_name(sym)) {
+          shape_aliases_[sym] = SymExpr::symbol(*first);
+          alias_spellings_[sym] = first_spelling;
+        }
       }
     }
     auto side = [&](const std::string& s) {
@@ -537,8 +541,15 @@ class Loader {
         guard.modulus = m->constant_value();
         lhs = lhs.substr(0, mod);
       }
+      const std::string rhs = text.substr(at + std::string(spelling).size());
       guard.lhs = side(lhs);
-      guard.rhs = side(text.substr(at + std::string(spelling).size()));
+      guard.rhs = side(rhs);
+      // A fact (a guard citing no size of its own) reports its sN as the sizes they stand for.
+      if (guard.sources.empty())
+        for (const std::string& side_text : {lhs, rhs})
+          for (const std::string& s : SymExpr::parse(side_text)->symbols())
+            if (auto alias = alias_spellings_.find(s); alias != alias_spellings_.end())
+              guard.sources.emplace_back(s + " = " + alias->second, shape_aliases_.at(s));
       guard.cmp = cmp;
       for (const SymExpr* e : {&guard.lhs, &guard.rhs})
         for (const std::string& s : e->symbols())
@@ -581,6 +592,7 @@ class Loader {
   Module& m_;
   ManifestField root_;
   std::map<std::string, SymExpr> shape_aliases_;
+  std::map<std::string, std::string> alias_spellings_;  // sN -> the size it stands for, "x.size()[1]"
   std::set<std::string> placeholders_;
   std::set<std::string> value_symbol_names_;  // symbols a fallback's value binds (value_symbols())
 };

@@ -88,8 +88,8 @@ struct Guard {
   Kind kind = Kind::Shape;
   std::string text;       // as the manifest spells it, for messages
   std::string needed_by;  // Shape: the node whose fact it checks (a Slice's bound, a Reshape's divisor), if any
-  // Shape: the input sizes it reads as the manifest spells them ("x.size()[0]"), each with the symbol bound to
-  // it, for messages.
+  // Shape: the input sizes it reads as the manifest spells them ("x.size()[0]"), or for a fact citing a node the
+  // sN it reads with the sizes they stand for ("s1 = x.size()[1]"), each with the symbol bound to it, for messages.
   std::vector<std::pair<std::string, SymExpr>> sources;
   int input = -1;    // Dtype, Size, ValuesEqual
   int axis = -1;     // Size

@@ -255,7 +255,8 @@ TEST_F(HandModule, ShapeGuardsRelateInputDims) {
   ins[1].shape = mask3;
   out.shape = x_odd;
   EXPECT_EQ(tcc_module_run_host(l.m, ins, 2, &out, 1), TCC_ERROR_INVALID_ARGUMENT);
-  EXPECT_STREQ(tcc_last_error(), "inputs fail the module's guard '(s0*3) % 2 == 0', which Reshape_1 relies on");
+  EXPECT_STREQ(tcc_last_error(),
+               "inputs fail the module's guard '(s0*3) % 2 == 0' (s0 = x.size()[0] = 3), which Reshape_1 relies on");
 }
 
 TEST_F(HandModule, RefusesBadManifestsNamingTheField) {
