@@ -5,7 +5,8 @@ Runs on the GPU machine (torch, torchvision, transformers, onnx, onnxscript and
 onnxruntime installed there; no network needed). The models are the zoo's
 (bench/zoo_models.py, the configurations scripts/gen-zoo exports to tests/zoo)
 at GPU-sized shapes: the language models at batch 8 x seq 512, the vision
-models at batch 256. Per model it first prepares, in a subprocess: builds the
+models at batch 64-256, the speech model at batch 16 x 16000 samples (one
+second of 16 kHz audio). Per model it first prepares, in a subprocess: builds the
 module from the zoo's seed, writes the inputs as <input name>.npy, exports the
 module to ONNX with the zoo's exporter and saves PyPI PyTorch eager's output on
 the GPU (the reference every row is compared with). Then one row per framework

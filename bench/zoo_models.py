@@ -32,7 +32,7 @@ class Spec:
 
     @property
     def family(self):
-        return "vision" if self.inputs[0][0] == "images" else "text"
+        return {"images": "vision", "input_values": "audio"}.get(self.inputs[0][0], "text")
 
 
 def _lm(name, source, mask=False, exporter="dynamo", notes=""):
@@ -46,6 +46,12 @@ def _lm(name, source, mask=False, exporter="dynamo", notes=""):
 def _vision(name, source, size, bench_batch=256):
     return Spec(name, source, "dynamo", (("images", ("batch", 3, size, size)),), "logits", {"batch": 2},
                 {"batch": bench_batch})
+
+
+def _audio(name, source, notes):
+    """Raw 16 kHz waveforms of any length: the sample count is symbolic."""
+    return Spec(name, source, "dynamo", (("input_values", ("batch", "samples")),), "last_hidden_state",
+                {"batch": 2, "samples": 1600}, {"batch": 16, "samples": 16000}, notes)
 
 
 def _segmentation(name, source, notes):
@@ -77,6 +83,10 @@ MODELS = {s.name: s for s in [
     _lm("bloom", "transformers BloomModel (2 layers, d 64, 4 heads)", mask=True,
         notes="ALiBi: per-head slopes times positions counted from the padding mask, added to the scores by "
               "baddbmm"),
+    _audio("wav2vec2", "transformers Wav2Vec2Model (3 conv layers of 16 channels, strides 5, 2, 2; 2 layers, d 64, "
+           "4 heads)",
+           "a feature encoder of strided Conv1d and GroupNorm, whose frame count is nested floor divisions of the "
+           "symbolic sample count, then a grouped positional Conv1d and a post-LN encoder"),
     _vision("vit", "torchvision VisionTransformer (32x32, patch 8, 2 layers, d 64, 4 heads)", 32),
     _vision("swin", "torchvision SwinTransformer (64x64, patch 4, 2 stages of 2 blocks, d 16, window 4)", 64),
     _vision("swinv2", "transformers Swinv2ForImageClassification (32x32, patch 2, 1 stage of 2 blocks, d 16, "
@@ -129,6 +139,20 @@ def _logits_of(torch, model):
             return self.model(pixel_values=images).logits
 
     return Logits()
+
+
+def _hidden_state_of(torch, model):
+    """The transformers speech encoder taking waveforms positionally and returning last_hidden_state alone."""
+
+    class HiddenState(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_values):
+            return self.model(input_values=input_values).last_hidden_state
+
+    return HiddenState()
 
 
 def _gpt_block(torch, d=64, heads=4):
@@ -227,7 +251,7 @@ def _perturb_norms(torch, model):
     gen = torch.Generator().manual_seed(SEED + 7)
     for module in model.modules():
         kind = type(module).__name__
-        if not (isinstance(module, (torch.nn.LayerNorm, torch.nn.modules.batchnorm._BatchNorm))
+        if not (isinstance(module, (torch.nn.LayerNorm, torch.nn.GroupNorm, torch.nn.modules.batchnorm._BatchNorm))
                 or kind.endswith("RMSNorm")):
             continue
         with torch.no_grad():
@@ -288,6 +312,14 @@ def build(torch, name):
         import transformers
         config = transformers.BloomConfig(vocab_size=VOCAB, hidden_size=64, n_layer=2, n_head=4)
         model = _wrap_lm(torch, transformers.BloomModel(config), True)
+    elif name == "wav2vec2":
+        import transformers
+        config = transformers.Wav2Vec2Config(vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2,
+                                             num_attention_heads=4, intermediate_size=128, conv_dim=(16, 16, 16),
+                                             conv_stride=(5, 2, 2), conv_kernel=(10, 3, 3),
+                                             num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4,
+                                             feat_extract_norm="group", do_stable_layer_norm=False)
+        model = _hidden_state_of(torch, transformers.Wav2Vec2Model(config))
     elif name == "vit":
         import torchvision
         model = torchvision.models.VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=4,
@@ -351,7 +383,7 @@ def input_shapes(name, sizes):
 
 def make_inputs(torch, name, sizes):
     """The inputs at these symbol sizes, from INPUT_SEED: token ids across the vocabulary, an
-    attention_mask of ones with the last quarter of every odd row padding (0), images in [-1, 1)."""
+    attention_mask of ones with the last quarter of every odd row padding (0), images and waveforms in [-1, 1)."""
     gen = torch.Generator().manual_seed(INPUT_SEED)
     out = {}
     for n, shape in input_shapes(name, sizes).items():
@@ -382,7 +414,8 @@ def export(torch, name, model, inputs, path, opset=None):
     opset = opset or DYNAMO_OPSET
     Dim = torch.export.Dim
     symbols = {"batch": Dim("batch", min=2, max=4096), "seq": Dim("seq", min=2, max=MAX_POSITIONS),
-               "h": Dim("h", min=1, max=64), "w": Dim("w", min=1, max=64)}
+               "h": Dim("h", min=1, max=64), "w": Dim("w", min=1, max=64),
+               "samples": Dim("samples", min=400, max=160000)}
 
     def dynamic_dim(d):
         factor, _, symbol = d.rpartition("*")
