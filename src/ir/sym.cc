@@ -256,7 +256,6 @@ SymExpr SymExpr::substitute(const std::map<std::string, SymExpr>& env) const {
   return r;
 }
 
-
 // Term by term on integers, divisions through their parts, building no
 // expressions: the runtime evaluates every size of a module at each binding.
 std::optional<int64_t> SymExpr::evaluate(const std::map<std::string, int64_t>& env) const {

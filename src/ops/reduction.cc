@@ -398,38 +398,47 @@ bool decompose_hardmax(Expansion& e) {
 
 // LayerNormalization -> d = x - ReduceMean(x); d / Sqrt(ReduceMean(d*d) + eps) * scale + B,
 // its Mean output the ReduceMean and its InvStdDev output the Reciprocal of the Sqrt.
-// Not when stash_type differs from the input's dtype (the pieces would compute
-// in a narrower type).
+// The pieces compute in stash_type: an f16 or bf16 model's (f32 by default, as
+// torch's half-precision layer_norm accumulates) reads x, scale and B cast up
+// and casts its result back down. Not when stash_type is narrower than the
+// input's dtype (f32 for an f64 input).
 bool decompose_layer_norm(Expansion& e) {
   const Node& n = e.node();
   const Type* x = e.ranked_float_input(0);
   if (x == nullptr || !n.has_input(1)) return false;
   std::optional<DType> stash = dtype_from_onnx(static_cast<int32_t>(n.get_int("stash_type", 1)));
-  if (!stash || *stash != x->dtype()) return false;
+  if (!stash || !is_float(*stash) || dtype_size(*stash) < dtype_size(x->dtype())) return false;
   auto rank = static_cast<int64_t>(x->rank());
   int64_t axis = n.get_int("axis", -1);
   if (axis < -rank || axis >= rank) return false;
   std::vector<int64_t> axes(rank - (axis < 0 ? axis + rank : axis));
   std::iota(axes.begin(), axes.end(), axis < 0 ? axis + rank : axis);
-  Type kept = Expansion::kept_type(*x, axes);
-  Value* in = n.input(0);
-  Value* scale = n.input(1);
-  Value* bias = n.has_input(2) ? n.input(2) : nullptr;
+  const Type work = Type::tensor(*stash, x->shape());
+  const Type kept = Expansion::kept_type(work, axes);
+  Value* in = e.cast("Cast", n.input(0), *stash);
+  Value* scale = e.cast("Cast_scale", n.input(1), *stash);
+  Value* bias = n.has_input(2) ? e.cast("Cast_bias", n.input(2), *stash) : nullptr;
   Value* mean = e.reduce("ReduceMean", "ReduceMean", in, axes, kept);
-  Value* d = e.add("Sub", "Sub", {in, mean}, *x);
-  Value* sq = e.add("Mul", "Mul", {d, d}, *x);
+  Value* d = e.add("Sub", "Sub", {in, mean}, work);
+  Value* sq = e.add("Mul", "Mul", {d, d}, work);
   Value* var = e.reduce("ReduceMean_1", "ReduceMean", sq, axes, kept);
-  Value* eps = e.scalar("epsilon", n.get_float("epsilon", 1e-5f), x->dtype());
+  Value* eps = e.scalar("epsilon", n.get_float("epsilon", 1e-5f), *stash);
   Value* sd = e.add("Sqrt", "Sqrt", {e.add("Add", "Add", {var, eps}, kept)}, kept);
   if (n.num_outputs() > 1 && e.used(n.output(1))) e.take_over(1, mean);
   if (n.num_outputs() > 2 && e.used(n.output(2))) e.take_over(2, e.add("Reciprocal", "Reciprocal", {sd}, kept));
-  Value* normed = e.add("Div", "Div", {d, sd}, *x);
-  if (bias == nullptr) {
+  Value* normed = e.add("Div", "Div", {d, sd}, work);
+  const bool narrow = *stash != x->dtype();
+  if (bias == nullptr && !narrow) {
     e.finish("Mul_1", "Mul", {normed, scale});
     return true;
   }
-  Value* scaled = e.add("Mul_1", "Mul", {normed, scale}, *x);
-  e.finish("Add_1", "Add", {scaled, bias});
+  Value* y = e.add("Mul_1", "Mul", {normed, scale}, work);
+  if (bias != nullptr && !narrow) {
+    e.finish("Add_1", "Add", {y, bias});
+    return true;
+  }
+  if (bias != nullptr) y = e.add("Add_1", "Add", {y, bias}, work);
+  e.finish("Cast_y", "Cast", {y}, {{"to", Attribute::of_int(static_cast<int64_t>(x->dtype()))}});
   return true;
 }
 

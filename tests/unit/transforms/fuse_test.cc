@@ -220,6 +220,37 @@ TEST(DecomposeNumerics, PiecesComputeTheCompositeOp) {
   }
 }
 
+// An f16 or bf16 LayerNormalization (a model exported after .half()) computes
+// in its f32 stash_type: the pieces leave no LayerNormalization, and their one
+// rounding to the input's dtype, at the end, lands within a unit in the last
+// place (of max(|y|, 1)) of the reference's, which computes in double and
+// rounds once. Its Mean output is f32, as the stash.
+TEST(DecomposeNumerics, HalfPrecisionLayerNormComputesInItsStashType) {
+  for (const auto& [dtype, ulp] : {std::pair{"f16", 0x1p-10}, std::pair{"bf16", 0x1p-7}}) {
+    const std::string text = std::string("graph main opset(ai.onnx: 17) {\n") + "  input %x: " + dtype +
+                             "[n, 4, 6]\n  input %g: " + dtype + "[6]\n  input %b: " + dtype +
+                             "[6]\n  %y: " + dtype +
+                             "[n, 4, 6], %m: f32[n, 4, 1] = LayerNormalization(%x, %g, %b) {epsilon = 0.001}\n"
+                             "  output %y\n  output %m\n}";
+    auto original = parse_model(text, "d.tir");
+    infer_shapes(*original->graph);
+    auto decomposed = parse_model(text, "d.tir");
+    infer_shapes(*decomposed->graph);
+    run_passes(*decomposed, "decompose", Phase::Fuse);
+    for (const auto& n : decomposed->graph->nodes()) EXPECT_NE(n->op_type(), "LayerNormalization") << dtype;
+    Inputs in = random_inputs(*original->graph, {{"n", 3}}, 7);
+    std::vector<Tensor> want = Interpreter().run(*original->graph, in), got = Interpreter().run(*decomposed->graph, in);
+    ASSERT_EQ(got.at(0).dtype(), want.at(0).dtype()) << dtype;
+    ASSERT_EQ(got.at(1).dtype(), DType::F32) << dtype;
+    for (int64_t i = 0; i < want[0].numel(); ++i) {
+      double w = want[0].get_f64(i);
+      ASSERT_LE(std::fabs(got[0].get_f64(i) - w), ulp * std::max(std::fabs(w), 1.0)) << dtype << " element " << i;
+    }
+    for (int64_t i = 0; i < want[1].numel(); ++i)
+      ASSERT_NEAR(got[1].get_f64(i), want[1].get_f64(i), 1e-6) << dtype << " mean " << i;
+  }
+}
+
 // tf_crop_and_resize of a roi read from data: the taps computed on kernels
 // from the roi match the reference's, for linear and every nearest_mode, with
 // boxes inside the image, past its edges (extrapolation_value), flipped, and
