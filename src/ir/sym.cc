@@ -35,9 +35,6 @@ int64_t floor_div(int64_t a, int64_t b) {
   if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
   return q;
 }
-}  // namespace
-
-namespace {
 
 // An opaque division's numerator and denominator, parsed once per process:
 // the runtime evaluates the same launch expressions at every new binding.
