@@ -162,6 +162,16 @@ TEST(FusedGpt2Block, NoShapeChainIsLeft) {
 
 // ---- decompose keeps the meaning ------------------------------------------------
 
+// `text` parsed twice, shapes inferred: as written, and through decompose.
+std::pair<std::unique_ptr<Model>, std::unique_ptr<Model>> original_and_decomposed(const std::string& text) {
+  auto original = parse_model(text, "d.tir");
+  infer_shapes(*original->graph);
+  auto decomposed = parse_model(text, "d.tir");
+  infer_shapes(*decomposed->graph);
+  run_passes(*decomposed, "decompose", Phase::Fuse);
+  return {std::move(original), std::move(decomposed)};
+}
+
 // The pieces round after each op where the composite kernel rounds once, so
 // outputs agree to float32 accuracy relative to the output's largest magnitude.
 TEST(DecomposeNumerics, PiecesComputeTheCompositeOp) {
@@ -202,11 +212,7 @@ TEST(DecomposeNumerics, PiecesComputeTheCompositeOp) {
   output %y
 })"};
   for (const char* text : graphs) {
-    auto original = parse_model(text, "d.tir");
-    infer_shapes(*original->graph);
-    auto decomposed = parse_model(text, "d.tir");
-    infer_shapes(*decomposed->graph);
-    run_passes(*decomposed, "decompose", Phase::Fuse);
+    auto [original, decomposed] = original_and_decomposed(text);
     ASSERT_NE(print_model(*decomposed), print_model(*original)) << "decompose did not fire on\n" << text;
     // Positive data keeps BatchNormalization's variance input valid.
     Inputs in = random_inputs(*original->graph, {{"n", 3}}, 7, 0.25);
@@ -232,11 +238,7 @@ TEST(DecomposeNumerics, HalfPrecisionLayerNormComputesInItsStashType) {
                              "[6]\n  %y: " + dtype +
                              "[n, 4, 6], %m: f32[n, 4, 1] = LayerNormalization(%x, %g, %b) {epsilon = 0.001}\n"
                              "  output %y\n  output %m\n}";
-    auto original = parse_model(text, "d.tir");
-    infer_shapes(*original->graph);
-    auto decomposed = parse_model(text, "d.tir");
-    infer_shapes(*decomposed->graph);
-    run_passes(*decomposed, "decompose", Phase::Fuse);
+    auto [original, decomposed] = original_and_decomposed(text);
     for (const auto& n : decomposed->graph->nodes()) EXPECT_NE(n->op_type(), "LayerNormalization") << dtype;
     Inputs in = random_inputs(*original->graph, {{"n", 3}}, 7);
     std::vector<Tensor> want = Interpreter().run(*original->graph, in), got = Interpreter().run(*decomposed->graph, in);
@@ -273,11 +275,7 @@ TEST(DecomposeNumerics, CropAndResizeOfARoiFromDataTakesTheReferencesTaps) {
                              ", coordinate_transformation_mode = \"tf_crop_and_resize\", axes = [2, 3], "
                              "extrapolation_value = -3.0}\n"
                              "  output %y\n}";
-    auto original = parse_model(text, "d.tir");
-    infer_shapes(*original->graph);
-    auto decomposed = parse_model(text, "d.tir");
-    infer_shapes(*decomposed->graph);
-    run_passes(*decomposed, "decompose", Phase::Fuse);
+    auto [original, decomposed] = original_and_decomposed(text);
     for (const auto& n : decomposed->graph->nodes()) ASSERT_NE(n->op_type(), "Resize") << mode;
     for (const std::vector<float>& box : boxes) {
       Inputs in = random_inputs(*original->graph, {}, 11, -1.0);
