@@ -64,7 +64,7 @@ ExplainReport explain_model(Model& model, const ExplainOptions& opts, const OpRe
   r.model_path = model.path;
   ShapeInfo info = infer_shapes(*model.graph);
   r.partition = partition_graph(*model.graph, info, registry);
-  r.signature = build_signature(*model.graph, info);
+  r.signature = build_signature(*model.graph, info, kTorchLeastSymbolicSize);
   read_size_ranges(r.signature, model.metadata, model.path);
   r.options = opts.sim;
   for (const std::string& spec : opts.mark_dynamic) r.options.mark_dynamic.insert(parse_mark(r.signature, spec));

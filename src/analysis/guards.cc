@@ -131,7 +131,7 @@ bool GuardSet::check(const CallRecord& call, const int64_t* values) const {
   for (size_t c = 0; c < classes_.size(); ++c) {
     const ClassGuard& g = classes_[c];
     if (g.kind == ClassGuard::Static && values[c] != g.value) return false;
-    if (g.kind == ClassGuard::Symbolic && !g.unbacked && values[c] < 2) return false;
+    if (g.kind == ClassGuard::Symbolic && !g.unbacked && values[c] < sig_->least_size) return false;
     if (g.kind == ClassGuard::Symbolic && values[c] == 0 && zero_breaks_stride(static_cast<int>(c))) return false;
     if (g.kind == ClassGuard::Symbolic)
       for (const RangeBound& b : range_bounds(static_cast<int>(c)))
@@ -205,8 +205,9 @@ std::vector<std::string> GuardSet::failures(const CallRecord& call, const int64_
       if (g.kind == ClassGuard::Static && v != g.value)
         out.push_back(prefix + spelled_input(i) + " == " + std::to_string(g.value) + " (now " + std::to_string(v) +
                       ")");
-      if (g.kind == ClassGuard::Symbolic && !g.unbacked && v < 2)
-        out.push_back(prefix + "2 <= " + spelled_input(i) + " (now " + std::to_string(v) + ")");
+      if (g.kind == ClassGuard::Symbolic && !g.unbacked && v < sig_->least_size)
+        out.push_back(prefix + std::to_string(sig_->least_size) + " <= " + spelled_input(i) + " (now " +
+                      std::to_string(v) + ")");
     }
     for (size_t d = 0; d < in.dim_class.size(); ++d) {
       int c = in.dim_class[d];
@@ -231,9 +232,9 @@ std::vector<std::string> GuardSet::failures(const CallRecord& call, const int64_
           }
         continue;
       }
-      if (g.kind == ClassGuard::Symbolic && !g.unbacked && v < 2)
-        out.push_back(prefix + "2 <= " + spelled_source(i, static_cast<int>(d)) + " (actual " + std::to_string(v) +
-                      ")");
+      if (g.kind == ClassGuard::Symbolic && !g.unbacked && v < sig_->least_size)
+        out.push_back(prefix + std::to_string(sig_->least_size) + " <= " + spelled_source(i, static_cast<int>(d)) +
+                      " (actual " + std::to_string(v) + ")");
       if (g.kind == ClassGuard::Symbolic)
         for (const RangeBound& b : range_bounds(c))
           if (!b.holds(v))
@@ -408,7 +409,9 @@ nlohmann::json GuardSet::to_json() const {
     for (auto [i, d] : sig_->class_sources[c])
       if (std::find(inputs_.begin(), inputs_.end(), i) != inputs_.end()) sources.push_back(sig_->source_str(i, d));
     if (!classes_[c].unbacked)
-      guards.push_back({{"kind", "SHAPE_ENV"}, {"expr", "2 <= " + symbol_name(c)}, {"sources", sources}});
+      guards.push_back({{"kind", "SHAPE_ENV"},
+                        {"expr", std::to_string(sig_->least_size) + " <= " + symbol_name(c)},
+                        {"sources", sources}});
     if (!sources.empty())
       for (const RangeBound& b : range_bounds(c))
         guards.push_back({{"kind", "SHAPE_ENV"},

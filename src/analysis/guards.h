@@ -5,9 +5,10 @@
 //  - EQUALS_MATCH per scalar input guarded by value (float scalars always,
 //    int scalars while static);
 //  - SHAPE_ENV relations over the variant's symbols s0, s1, ...: `2 <= s0`
-//    (0 and 1 are always specialized), `s1 == s0` (sizes that were equal
-//    when the variant was compiled share a guard, as torch's duck sizing),
-//    dims the model names alike, and divisibility an op relies on.
+//    (0 and 1 are specialized; a module's floor is `1 <= s0`, its
+//    signature's least_size), `s1 == s0` (sizes that were equal when the
+//    variant was compiled share a guard, as torch's duck sizing), dims the
+//    model names alike, and divisibility an op relies on.
 #pragma once
 
 #include <cstdint>

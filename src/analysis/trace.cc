@@ -498,11 +498,11 @@ void reshape_facts(const Graph& g, const ShapeInfo& info, std::vector<ShapeFact>
 }
 
 // Whether e >= 0 wherever the symbols' own guards hold: each symbol is at
-// least 2 (`2 <= sN`: 0 and 1 are specialized).
-bool holds_at_guarded_sizes(const SymExpr& e) {
-  std::map<std::string, SymExpr> at_least_two;
-  for (const std::string& s : e.symbols()) at_least_two[s] = SymExpr::symbol(s) + SymExpr::constant(2);
-  return e.substitute(at_least_two).provably_nonnegative();
+// least `least` (`2 <= sN` where 0 and 1 are specialized).
+bool holds_at_guarded_sizes(const SymExpr& e, int64_t least) {
+  std::map<std::string, SymExpr> at_least;
+  for (const std::string& s : e.symbols()) at_least[s] = SymExpr::symbol(s) + SymExpr::constant(least);
+  return e.substitute(at_least).provably_nonnegative();
 }
 
 // The bounds of a Slice that are plain indices (not the sentinels) on a
@@ -512,7 +512,7 @@ bool holds_at_guarded_sizes(const SymExpr& e) {
 // bound computed from the shapes (seq // 2, stepping forwards) is taken to lie
 // in [0, dim] unless it is shown to lie at or past the end, where it clamps.
 // Facts that hold wherever the symbols' own guards do are left out.
-void slice_facts(const Graph& g, const ShapeInfo& info, std::vector<ShapeFact>& out) {
+void slice_facts(const Graph& g, const ShapeInfo& info, int64_t least, std::vector<ShapeFact>& out) {
   for (const auto& n : g.nodes()) {
     if (n->op_type() != "Slice" || !n->domain().empty()) continue;
     const Type& t = n->input(0)->type();
@@ -564,8 +564,8 @@ void slice_facts(const Graph& g, const ShapeInfo& info, std::vector<ShapeFact>& 
         if (b.is_unknown()) continue;
         if (!b.is_static()) {
           if (backwards || (b.expr() - dim).provably_nonnegative()) continue;
-          if (!holds_at_guarded_sizes(b.expr())) out.push_back({ShapeFact::Kind::AtLeast, b.expr(), 0, who});
-          if (!holds_at_guarded_sizes(dim - b.expr()))
+          if (!holds_at_guarded_sizes(b.expr(), least)) out.push_back({ShapeFact::Kind::AtLeast, b.expr(), 0, who});
+          if (!holds_at_guarded_sizes(dim - b.expr(), least))
             out.push_back({ShapeFact::Kind::AtLeast, dim - b.expr(), 0, who});
           continue;
         }
@@ -573,9 +573,23 @@ void slice_facts(const Graph& g, const ShapeInfo& info, std::vector<ShapeFact>& 
         if (v >= kSliceSentinel || v <= -kSliceSentinel) continue;
         need = std::max(need, v < 0 ? -v : v + (backwards && is_start ? 1 : 0));
       }
-      if (!holds_at_guarded_sizes(dim - SymExpr::constant(need)))
+      if (!holds_at_guarded_sizes(dim - SymExpr::constant(need), least))
         out.push_back({ShapeFact::Kind::AtLeast, dim, need, who});
     }
+  }
+}
+
+// A Squeeze without axes drops the dims of size 1; shape inference keeps
+// each symbolic dim, taking it to be at least 2.
+void squeeze_facts(const Graph& g, int64_t least, std::vector<ShapeFact>& out) {
+  for (const auto& n : g.nodes()) {
+    if (n->op_type() != "Squeeze" || !n->domain().empty()) continue;
+    if (n->opset() < 13 ? n->has_attr("axes") : n->has_input(1)) continue;
+    const Type& t = n->input(0)->type();
+    if (!t.is_tensor() || !t.has_rank()) continue;
+    for (const Dim& d : t.shape())
+      if (d.is_symbolic() && !holds_at_guarded_sizes(d.expr() - SymExpr::constant(2), least))
+        out.push_back({ShapeFact::Kind::AtLeast, d.expr(), 2, "Squeeze '" + n->name() + "'"});
   }
 }
 
@@ -606,8 +620,9 @@ std::string size_source(const std::string& name, int dim) {
 
 std::string ModelSignature::source_str(int input, int dim) const { return size_source(inputs[input].name, dim); }
 
-ModelSignature build_signature(const Graph& g, const ShapeInfo& info) {
+ModelSignature build_signature(const Graph& g, const ShapeInfo& info, int64_t least_size) {
   ModelSignature sig;
+  sig.least_size = least_size;
   std::map<std::string, int> class_of_symbol;
   auto class_for = [&](const std::string& symbol) {
     auto [it, fresh] = class_of_symbol.emplace(symbol, sig.num_classes());
@@ -650,7 +665,8 @@ ModelSignature build_signature(const Graph& g, const ShapeInfo& info) {
     sig.inputs.push_back(std::move(in));
   }
   reshape_facts(g, info, sig.facts);
-  slice_facts(g, info, sig.facts);
+  slice_facts(g, info, least_size, sig.facts);
+  squeeze_facts(g, least_size, sig.facts);
   return sig;
 }
 

@@ -66,12 +66,19 @@ struct SizeRange {
   std::string str() const { return "[" + std::to_string(min) + ", " + (max ? std::to_string(*max) : "inf") + "]"; }
 };
 
+// The least size torch.compile gives a symbol: it specializes sizes 0 and 1.
+constexpr int64_t kTorchLeastSymbolicSize = 2;
+
 struct ModelSignature {
   std::vector<InputSignature> inputs;
   std::vector<std::string> class_symbol;                 // per class: the model's name for it
   std::vector<std::vector<std::pair<int, int>>> class_sources;  // per class: (input, dim); dim -1 for a scalar
   std::vector<ShapeFact> facts;
   std::map<int, SizeRange> class_ranges;  // per class the model declares a range for
+  // The least size a symbolic class takes: torch.compile's in explain's
+  // simulation; 1 for a compiled module, whose kernels take any positive
+  // size. The facts leave out what holds from it.
+  int64_t least_size = kTorchLeastSymbolicSize;
   int num_classes() const { return static_cast<int>(class_symbol.size()); }
   // The class symbols bound to one call's class values.
   std::map<std::string, int64_t> symbol_values(const int64_t* class_values) const;
@@ -84,9 +91,10 @@ struct ModelSignature {
 // "x.size()[1]", or the name itself for a scalar (dim -1).
 std::string size_source(const std::string& name, int dim);
 
-// Builds the signature of g's inputs (types after infer_shapes) and the facts
-// its Reshapes and Slices rely on.
-ModelSignature build_signature(const Graph& g, const ShapeInfo& info);
+// Builds the signature of g's inputs (types after infer_shapes), each
+// symbolic size at least `least_size`, and the facts its Reshapes, Slices and
+// Squeezes rely on.
+ModelSignature build_signature(const Graph& g, const ShapeInfo& info, int64_t least_size);
 
 // The ranges a model's metadata declares for its symbols ("pt2.range.s23" =
 // "[2, 64]", "[2, inf]" unbounded: what the .pt2 frontend keeps of

@@ -112,7 +112,9 @@ Breaks analyze(Model& model, CompileResult& r) {
                    "(tcc explain reports it as a graph break)");
     breaks.emplace(b.node->name(), b);
   }
-  r.signature = std::make_unique<ModelSignature>(build_signature(g, info));
+  // A module takes every positive size, 1 included (batch 1, a one-token
+  // decode step); where an op needs a size above 1 a fact guards it.
+  r.signature = std::make_unique<ModelSignature>(build_signature(g, info, 1));
   ModelSignature& signature = *r.signature;
   read_size_ranges(signature, model.metadata, model.path);
   // Explain treats an integer scalar input as torch.compile treats a Python

@@ -207,7 +207,8 @@ std::optional<std::vector<int64_t>> axes_of(EvalContext& ctx) {
 }
 
 // Squeeze's output dims. Without axes every dim of size 1 goes; a symbolic dim
-// is taken as not 1 (torch specializes sizes 0 and 1, so its symbols are >= 2).
+// is taken as not 1 (torch specializes sizes 0 and 1, so its symbols are >= 2;
+// a module guards it: squeeze_facts in src/analysis/trace.cc).
 // With axes, each named dim must be 1, which a symbolic dim is unified with.
 Dims squeeze_dims(const Node& n, const Dims& in, const std::optional<std::vector<int64_t>>& axes, ShapeEnv* env) {
   int64_t rank = static_cast<int64_t>(in.size());

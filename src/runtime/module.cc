@@ -428,8 +428,8 @@ class Loader {
 
   // The guard set as explain prints it: TENSOR_MATCH (dtype, sizes),
   // EQUALS_MATCH (a scalar input's value) and SHAPE_ENV relations whose
-  // operands are sizes spelled `x.size()[1]`, symbols sN introduced by
-  // `2 <= sN` with their sources, and the manifest's own symbols.
+  // operands are sizes spelled `x.size()[1]`, symbols sN introduced by a
+  // floor (`1 <= sN`) with their sources, and the manifest's own symbols.
   void guards() {
     if (!root_.has("guards")) return;
     ManifestField gs = root_["guards"];
@@ -500,7 +500,7 @@ class Loader {
         spellings.emplace_back(src, source_symbol(src));
         if (spellings.back().second) guard.sources.emplace_back(src, SymExpr::symbol(*spellings.back().second));
       }
-      // `2 <= sN`: sN is the size of the first source.
+      // `1 <= sN`: sN is the size of the first source.
       const std::optional<std::string> first = spellings.empty() ? std::nullopt : spellings.front().second;
       const std::string first_spelling = spellings.empty() ? "" : spellings.front().first;
       // Longest first, so `x.size()[1]` is not cut short by a shorter spelling inside it.
@@ -514,9 +514,9 @@ class Loader {
         for (size_t at = text.find(src); at != std::string::npos; at = text.find(src, at + placeholder->size()))
           text.replace(at, src.size(), *placeholder);
       }
-      if (text.rfind("2 <= ", 0) == 0 && first) {
-        std::string sym = text.substr(5);
-        if (is_symbol_name(sym)) {
+      if (size_t le = text.find(" <= "); le != std::string::npos && first) {
+        const std::string floor = text.substr(0, le), sym = text.substr(le + 4);
+        if (!floor.empty() && std::all_of(floor.begin(), floor.end(), ::isdigit) && is_symbol_name(sym)) {
           shape_aliases_[sym] = SymExpr::symbol(*first);
           alias_spellings_[sym] = first_spelling;
         }

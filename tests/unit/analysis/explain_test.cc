@@ -134,7 +134,7 @@ struct SimCase {
     Node* n = f.g.add_node("Mul", ins.size() == 2 ? ins : std::vector<Value*>{x, x}, {"y"}, "", "mul");
     f.g.add_output(n->output(0));
     p = partition_graph(f.g, info, registry_of({"Mul"}));
-    sig = build_signature(f.g, info);
+    sig = build_signature(f.g, info, kTorchLeastSymbolicSize);
   }
   SimResult run(const std::string& jsonl, SimOptions o = {}) {
     Trace t = parse_trace(jsonl, "t.jsonl", sig);

@@ -351,6 +351,40 @@ TEST_F(CompileTest, SliceBoundsOnSymbolicDimsAreGuarded) {
   EXPECT_EQ(large.code, 0) << large.output;
 }
 
+// A module takes size 1 on every symbolic dim (batch 1, a one-token step),
+// which torch.compile specializes and explain keeps guarding with `2 <= s`;
+// where an op needs more (a Squeeze without axes keeps a symbolic dim only
+// while it is not 1), a guard names the op.
+TEST_F(CompileTest, ModulesTakeSizeOneWhereNoOpNeedsMore) {
+  fs::path model = dir_ / "squeeze.tir";
+  std::ofstream(model) << R"(graph main opset(ai.onnx: 11) {
+  input %x: f32[b, 1, 4]
+  input %y: f32[n]
+  input %z: f32[n]
+  %s: f32[b, 4] = Squeeze(%x) name("squeeze_all")
+  %r: f32[b, 4] = Relu(%s) name("relu")
+  %t: f32[n] = Add(%y, %z) name("add")
+  output %r
+  output %t
+}
+)";
+  CliResult e = run_tcc("explain " + shell_quote(model.string()));
+  ASSERT_EQ(e.code, 0) << e.output;
+  EXPECT_NE(e.output.find("SHAPE_ENV: 2 <= s0"), std::string::npos) << e.output;
+  EXPECT_EQ(e.output.find("Squeeze 'squeeze_all'"), std::string::npos) << e.output;
+  CliResult c = run_tcc("compile " + shell_quote(model.string()) + " -o " + shell_quote((dir_ / "m").string()));
+  ASSERT_EQ(c.code, 0) << c.output;
+  std::string run = "run " + shell_quote((dir_ / "m").string()) + " --host --check --shapes ";
+  CliResult one = run_tcc(run + "b=2,n=1");
+  EXPECT_EQ(one.code, 0) << one.output;
+  CliResult squeezed = run_tcc(run + "b=1,n=3");
+  EXPECT_EQ(squeezed.code, 2) << squeezed.output;
+  EXPECT_NE(squeezed.output.find("inputs fail the module's guard 's0 >= 2' (s0 = x.size()[0] = 1), which Squeeze "
+                                 "'squeeze_all' relies on"),
+            std::string::npos)
+      << squeezed.output;
+}
+
 // Every Conv of the ResNet fixture is a conv kernel (cuDNN on the device,
 // host.so on the CPU) with its bias / residual / Relu epilogue: none is left to
 // the reference interpreter, and no conv kernel is in the cubin.

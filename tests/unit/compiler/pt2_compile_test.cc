@@ -138,7 +138,7 @@ TEST(Pt2Import, RangeConstraintsBecomeGuards) {
 
   auto m = load_model(archive.string());
   ShapeInfo info = infer_shapes(*m->graph);
-  ModelSignature sig = build_signature(*m->graph, info);
+  ModelSignature sig = build_signature(*m->graph, info, kTorchLeastSymbolicSize);
   std::string seq = m->graph->inputs()[0]->type().shape()[1].str();
   m->metadata["pt2.range." + seq] = "[2, eleven]";
   const std::string what = input_error([&] { read_size_ranges(sig, m->metadata, archive.string()); });
