@@ -60,6 +60,13 @@ def _segmentation(name, source, notes):
                 {"batch": 2, "h": 2, "w": 3}, {"batch": 64, "h": 8, "w": 8}, notes)
 
 
+def _any_size(name, source, notes):
+    """Images of any size that is a multiple of 4 (a patch), 52x44 in the example: 13x11 patches, so
+    every window and every merge pads."""
+    return Spec(name, source, "dynamo", (("images", ("batch", 3, "4*h", "4*w")),), "logits",
+                {"batch": 2, "h": 13, "w": 11}, {"batch": 64, "h": 56, "w": 56}, notes)
+
+
 MODELS = {s.name: s for s in [
     _lm("gpt2", "transformers GPT2Model (2 layers, d 64, 4 heads)",
         notes="input_ids only: the causal mask depends on the shapes alone"),
@@ -89,6 +96,10 @@ MODELS = {s.name: s for s in [
            "symbolic sample count, then a grouped positional Conv1d and a post-LN encoder"),
     _vision("vit", "torchvision VisionTransformer (32x32, patch 8, 2 layers, d 64, 4 heads)", 32),
     _vision("swin", "torchvision SwinTransformer (64x64, patch 4, 2 stages of 2 blocks, d 16, window 4)", 64),
+    _any_size("swin_any_size", "torchvision SwinTransformer (patch 4, stages of 2 and 1 blocks, d 16, window 4) on "
+              "images of any multiple of 4",
+              "height and width symbolic: each stage pads to a multiple of its window ((4 - H % 4) % 4) and each "
+              "patch merging to an even size, pads computed from the shapes"),
     _vision("swinv2", "transformers Swinv2ForImageClassification (32x32, patch 2, 1 stage of 2 blocks, d 16, "
             "window 4, cosine attention)", 32),
     _vision("maxvit", "torchvision MaxVit (32x32, 2 stages of 16 and 32 channels, partition 4, heads of 8)", 32),
@@ -324,9 +335,10 @@ def build(torch, name):
         import torchvision
         model = torchvision.models.VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=4,
                                                      hidden_dim=64, mlp_dim=128, num_classes=10)
-    elif name == "swin":
+    elif name in ("swin", "swin_any_size"):
         from torchvision.models.swin_transformer import SwinTransformer
-        model = SwinTransformer(patch_size=[4, 4], embed_dim=16, depths=[2, 2], num_heads=[2, 4], window_size=[4, 4],
+        depths = [2, 2] if name == "swin" else [2, 1]  # a shifted block, a merge: within the zoo's size limit
+        model = SwinTransformer(patch_size=[4, 4], embed_dim=16, depths=depths, num_heads=[2, 4], window_size=[4, 4],
                                 stochastic_depth_prob=0.0, num_classes=10)
     elif name == "swinv2":
         import transformers

@@ -184,23 +184,34 @@ int Lowering::lower_concat(const Node& p, int frame) {
 // read every point from a source coordinate per padded axis (clamped,
 // mirrored without repeating the edge, or taken modulo the size, as the
 // interpreter's pad_source), summed into the load's computed index; an empty
-// padded axis reads nothing (the interpreter refuses it).
+// padded axis reads nothing (the interpreter refuses it). tcc::Pad's pads are
+// symbolic: sizes of the kernel.
 int Lowering::lower_pad(const Node& p, int frame) {
   if (frame != 0 || k_.kind != kir::Kind::Pointwise) fail(&p, "is lowered only as a copy kernel of its own");
   View view = view_of(p.input(0));
   auto rank = static_cast<int64_t>(view.shape.size());
-  std::vector<int64_t> axes(static_cast<size_t>(rank));
-  std::iota(axes.begin(), axes.end(), int64_t{0});
-  if (p.has_input(3)) axes = constant_of(p.input(3))->to_i64_vector();
-  std::vector<int64_t> pads = constant_of(p.input(1))->to_i64_vector();
-  if (pads.size() != 2 * axes.size()) fail(&p, "has " + std::to_string(pads.size()) + " pads for " +
-                                               std::to_string(axes.size()) + " axes");
-  std::vector<int64_t> begin(static_cast<size_t>(rank), 0), end(static_cast<size_t>(rank), 0);
-  for (size_t i = 0; i < axes.size(); ++i) {
-    int64_t a = axes[i] < 0 ? axes[i] + rank : axes[i];
-    if (a < 0 || a >= rank) fail(&p, "pads axis " + std::to_string(axes[i]) + " outside its rank");
-    begin[static_cast<size_t>(a)] = pads[i];
-    end[static_cast<size_t>(a)] = pads[i + axes.size()];
+  std::vector<SymExpr> begin(static_cast<size_t>(rank), c(0)), end(static_cast<size_t>(rank), c(0));
+  if (p.domain() == kTccDomain) {
+    Dims pads = parse_shape_attr(p, "pads");
+    if (pads.size() != 2 * begin.size()) fail(&p, "has " + std::to_string(pads.size()) + " pads for rank " +
+                                                  std::to_string(rank));
+    for (size_t d = 0; d < begin.size(); ++d) {
+      begin[d] = pads[d].expr();
+      end[d] = pads[begin.size() + d].expr();
+    }
+  } else {
+    std::vector<int64_t> axes(static_cast<size_t>(rank));
+    std::iota(axes.begin(), axes.end(), int64_t{0});
+    if (p.has_input(3)) axes = constant_of(p.input(3))->to_i64_vector();
+    std::vector<int64_t> pads = constant_of(p.input(1))->to_i64_vector();
+    if (pads.size() != 2 * axes.size()) fail(&p, "has " + std::to_string(pads.size()) + " pads for " +
+                                                 std::to_string(axes.size()) + " axes");
+    for (size_t i = 0; i < axes.size(); ++i) {
+      int64_t a = axes[i] < 0 ? axes[i] + rank : axes[i];
+      if (a < 0 || a >= rank) fail(&p, "pads axis " + std::to_string(axes[i]) + " outside its rank");
+      begin[static_cast<size_t>(a)] = c(pads[i]);
+      end[static_cast<size_t>(a)] = c(pads[i + axes.size()]);
+    }
   }
   const std::string mode = p.get_string("mode", "constant");
   DType dt = p.output(0)->type().dtype();
@@ -213,16 +224,15 @@ int Lowering::lower_pad(const Node& p, int frame) {
   int inside = -1, source = -1;
   auto both = [&](int a, int b) { return a < 0 ? b : emit(Op::And, DType::Bool, {a, b}); };
   for (size_t d = 0; d < begin.size(); ++d) {
-    if (begin[d] == 0 && end[d] == 0) {
+    if (begin[d] == c(0) && end[d] == c(0)) {
       load.index.strides[to_domain[d]] = view.strides[d];
       continue;
     }
-    int at = emit(Op::Sub, DType::I64,
-                  {coordinate(to_domain[d]), constant(DType::I64, static_cast<double>(begin[d]))});
+    int at = emit(Op::Sub, DType::I64, {coordinate(to_domain[d]), size_value(DType::I64, begin[d])});
     int size = size_value(DType::I64, view.shape[d]), zero = constant(DType::I64, 0);
     if (mode == "constant") {
       load.index.strides[to_domain[d]] = view.strides[d];
-      load.index.offset = load.index.offset - c(begin[d]) * view.strides[d];
+      load.index.offset = load.index.offset - begin[d] * view.strides[d];
       inside = both(inside, emit(Op::And, DType::Bool, {emit(Op::GreaterOrEqual, DType::Bool, {at, zero}),
                                                         emit(Op::Less, DType::Bool, {at, size})}));
       continue;

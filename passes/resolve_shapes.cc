@@ -26,6 +26,11 @@
 // computed from shapes (x[:, seq // 2 :]); its output shape says where each
 // axis ends, and the starts become SymExpr texts as the shape's dims.
 //
+// A Pad (constant, edge, reflect or wrap) whose pads are known dims over bound
+// symbols, none negative (torch pads H up to a multiple of a window:
+// (4 - H % 4) % 4), becomes tcc::Pad(x, <none>, fill) {mode, pads}, each
+// axis's begin and then each axis's end as SymExpr texts.
+//
 // Expects: a verified graph; types are re-inferred here. Sets the model's
 // "tcc" opset import to 1 when it rewrites anything.
 // Leaves alone: ops whose shape argument is already constant (nothing to
@@ -158,6 +163,38 @@ std::optional<std::map<std::string, Attribute>> slice_attrs(const Node& n, const
                                           {"steps", Attribute::of_ints(steps)}};
 }
 
+// tcc::Pad attributes for a Pad whose pads resolve to non-negative dims over
+// bound symbols (and whose axes are known), or nullopt.
+std::optional<std::map<std::string, Attribute>> pad_attrs(const Node& n, const ShapeInfo& info,
+                                                          const std::set<std::string>& bound) {
+  const Type& x = n.input(0)->type();
+  if (n.opset() < 11 || !x.is_tensor() || !x.has_rank() || is_constant_input(n, 1)) return std::nullopt;
+  auto rank = static_cast<int64_t>(x.rank());
+  std::optional<Dims> pads = known_dims(n, 1, info);
+  std::vector<int64_t> axes;
+  for (int64_t k = 0; k < rank; ++k) axes.push_back(k);
+  if (n.has_input(3)) {
+    auto a = known_ints(n, 3, info);
+    if (!a) return std::nullopt;
+    axes = *a;
+  }
+  if (!pads || pads->size() != 2 * axes.size()) return std::nullopt;
+  std::vector<std::string> texts(2 * static_cast<size_t>(rank), "0");
+  for (size_t i = 0; i < axes.size(); ++i) {
+    if (axes[i] < -rank || axes[i] >= rank) return std::nullopt;
+    size_t axis = static_cast<size_t>(axes[i] < 0 ? axes[i] + rank : axes[i]);
+    for (size_t side : {size_t{0}, size_t{1}}) {
+      const Dim& d = (*pads)[i + side * axes.size()];
+      if (d.is_unknown() || !d.expr().provably_nonnegative()) return std::nullopt;
+      for (const std::string& sym : d.expr().symbols())
+        if (!bound.count(sym)) return std::nullopt;
+      texts[axis + side * static_cast<size_t>(rank)] = d.str();
+    }
+  }
+  return std::map<std::string, Attribute>{{"mode", Attribute::of_string(n.get_string("mode", "constant"))},
+                                          {"pads", Attribute::of_strings(texts)}};
+}
+
 }  // namespace
 
 bool resolve_shapes(Graph& g, PassContext& ctx) {
@@ -166,10 +203,11 @@ bool resolve_shapes(Graph& g, PassContext& ctx) {
   struct Rewrite {
     Node* node;
     std::map<std::string, Attribute> attrs;
-    // Whether the tcc op reads the node's input 0 (a movement op's data; not
-    // Size and Range). Read when the node is replaced, not before: an earlier
-    // rewrite may have replaced the node that computes it (a Reshape of a Reshape).
-    bool reads_data;
+    // The node's inputs the tcc op reads, at their positions (-1: an absent
+    // one): a movement op's data, none for Size and Range. Read when the node
+    // is replaced, not before: an earlier rewrite may have replaced the node
+    // that computes one (a Reshape of a Reshape).
+    std::vector<int> reads;
   };
   std::vector<Rewrite> rewrites;
   for (const auto& up : g.nodes()) {
@@ -180,11 +218,16 @@ bool resolve_shapes(Graph& g, PassContext& ctx) {
     if (OpRegistry::get().lookup(n) == nullptr) continue;
     if (n.op_type() == "Size") {
       if (auto dims = resolved_dims(n.input(0), bound); dims && !n.input(0)->type().fully_static())
-        rewrites.push_back({&n, {{"dims", Attribute::of_strings(*dims)}}, false});
+        rewrites.push_back({&n, {{"dims", Attribute::of_strings(*dims)}}, {}});
       continue;
     }
     if (n.op_type() == "Range") {
-      if (auto attrs = range_attrs(n, bound, info)) rewrites.push_back({&n, std::move(*attrs), false});
+      if (auto attrs = range_attrs(n, bound, info)) rewrites.push_back({&n, std::move(*attrs), {}});
+      continue;
+    }
+    if (n.op_type() == "Pad") {
+      if (auto attrs = pad_attrs(n, info, bound); attrs && resolved_dims(n.output(0), bound))
+        rewrites.push_back({&n, std::move(*attrs), n.has_input(2) ? std::vector<int>{0, -1, 2} : std::vector<int>{0}});
       continue;
     }
     bool reshape_like = n.op_type() == "Reshape" || n.op_type() == "Expand";
@@ -204,7 +247,7 @@ bool resolve_shapes(Graph& g, PassContext& ctx) {
       attrs = std::move(*s);
     }
     attrs["shape"] = Attribute::of_strings(*dims);
-    rewrites.push_back({&n, std::move(attrs), true});
+    rewrites.push_back({&n, std::move(attrs), {0}});
   }
   if (rewrites.empty()) return false;
   for (Rewrite& r : rewrites) {
@@ -212,7 +255,7 @@ bool resolve_shapes(Graph& g, PassContext& ctx) {
     std::string op = old.op_type(), name = old.name(), source = old.source();
     Type type = old.output(0)->type();
     std::vector<Value*> inputs;
-    if (r.reads_data) inputs.push_back(old.input(0));
+    for (int i : r.reads) inputs.push_back(i < 0 ? nullptr : old.input(static_cast<size_t>(i)));
     replace_nodes(g, {&old}, {old.output(0)}, [&](Node* before, const std::vector<std::string>& names) {
       Node* n = g.insert_node(before, op, inputs, names, std::string(kTccDomain), name);
       n->set_source(source);

@@ -77,7 +77,7 @@ void refuse_unsized_outputs(const Graph& g) {
 void refuse_unsolved_dims(const ShapeEnv& env) {
   for (const ShapeEnv::Equality& e : env.equalities()) {
     Dim a = env.canonical(Dim(e.lhs)), b = env.canonical(Dim(e.rhs));
-    if (a == b || !e.node) continue;
+    if (a == b || !e.node || (a.expr() - b.expr()).identically_zero()) continue;
     e.node->fail("its dims '" + a.expr().str() + "' and '" + b.expr().str() +
                  "' must be equal, which fixes no symbol: tcc solves an equality for a symbol only where it is linear "
                  "in it (b+1 == 24), and compiles no size that holds for some bindings only; declare the dim as a "

@@ -90,15 +90,22 @@ void Interpreter::bind_symbols(const Graph& g, const Value& in, const Tensor& t)
   if (!type.is_tensor() || !type.has_rank() || type.rank() != t.rank()) return;
   for (size_t k = 0; k < t.rank(); ++k) {
     const Dim& d = type.shape()[k];
-    if (d.is_unknown() || !d.expr().is_symbol()) continue;
-    const std::string& sym = d.expr().symbol_name();
+    // A symbol, or one scaled by a constant (torch.export's derived dims, 4*h).
+    std::optional<std::pair<std::string, int64_t>> scaled = d.is_unknown() ? std::nullopt : d.expr().scaled_symbol();
+    if (!scaled) continue;
+    const auto& [sym, factor] = *scaled;
     std::string source = "input '" + in.name() + "' dim " + std::to_string(k);
-    auto [it, fresh] = symbols_.emplace(sym, t.shape()[k]);
+    if (t.shape()[k] % factor != 0)
+      throw InputError(DiagLocation::in_file(g.file()), source + " is " + std::to_string(t.shape()[k]) +
+                                                            ", not a multiple of " + std::to_string(factor) + " (" +
+                                                            d.str() + ")");
+    int64_t value = t.shape()[k] / factor;
+    auto [it, fresh] = symbols_.emplace(sym, value);
     if (fresh) {
       symbol_sources_[sym] = source;
-    } else if (it->second != t.shape()[k]) {
+    } else if (it->second != value) {
       throw InputError(DiagLocation::in_file(g.file()), "symbol '" + sym + "' is " + std::to_string(it->second) + " by " +
-                                                   symbol_sources_[sym] + " but " + std::to_string(t.shape()[k]) +
+                                                   symbol_sources_[sym] + " but " + std::to_string(value) +
                                                    " by " + source);
     }
   }

@@ -68,7 +68,7 @@ bool ShapeEnv::unify(const Dim& a0, const Dim& b0, const Node* why) {
     bind(ea.symbol_name(), eb);
   } else if (eb.is_symbol() && !ea.symbols().count(eb.symbol_name())) {
     bind(eb.symbol_name(), ea);
-  } else if (!solve_linear(ea - eb)) {
+  } else if (!(ea - eb).identically_zero() && !solve_linear(ea - eb)) {
     return false;
   }
   equalities_.push_back({ea, eb, why});

@@ -41,6 +41,8 @@ class ShapeEnv {
   Dims canonical(const Dims& d) const;
   Type canonical(const Type& t) const;
 
+  // Whether `name` was declared (a graph input's dim) or made by fresh().
+  bool declared(const std::string& name) const { return index_.count(name) > 0; }
   const std::vector<Equality>& equalities() const { return equalities_; }
   // Symbols in creation order.
   const std::vector<std::string>& symbols() const { return order_; }

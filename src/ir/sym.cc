@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <mutex>
+#include <numeric>
 #include <shared_mutex>
 #include <unordered_map>
 
@@ -322,6 +323,63 @@ bool SymExpr::provably_nonnegative() const {
   return std::all_of(terms_.begin(), terms_.end(), [](const auto& t) { return t.second >= 0; });
 }
 
+namespace {
+// Bounds on identically_zero()'s work: a symbol's period, and the points evaluated.
+constexpr int64_t kMaxPeriod = 1 << 10;
+constexpr int64_t kMaxPoints = 1 << 14;
+}  // namespace
+
+bool SymExpr::periods(std::map<std::string, int64_t>& period) const {
+  for (const auto& [m, c] : terms_)
+    for (const std::string& atom : m) {
+      if (!is_opaque_atom(atom)) {
+        period.try_emplace(atom, 1);
+        continue;
+      }
+      const auto& [num, den] = division_parts(atom);
+      if (!den.is_constant() || den.constant_value() <= 0 || den.constant_value() > kMaxPeriod) return false;
+      if (std::any_of(num.terms_.begin(), num.terms_.end(), [](const auto& t) { return t.first.size() > 1; }))
+        return false;
+      std::map<std::string, int64_t> inner;
+      if (!num.periods(inner)) return false;
+      for (const auto& [sym, p] : inner) {
+        int64_t& q = period.try_emplace(sym, 1).first->second;
+        q = std::lcm(q, p * den.constant_value());
+        if (q > kMaxPeriod) return false;
+      }
+    }
+  return true;
+}
+
+bool SymExpr::identically_zero() const {
+  if (is_constant()) return constant_value() == 0;
+  std::map<std::string, int64_t> period;
+  if (!periods(period)) return false;
+  // A division with a numerator of degree 1 is linear in t on the class
+  // s = r + period*t, so a term of k factors is of degree <= k in each t; a
+  // polynomial of degree <= D in each variable that vanishes on a grid of
+  // D + 1 points per variable is 0.
+  int64_t degree = 0;
+  for (const auto& [m, c] : terms_) degree = std::max<int64_t>(degree, static_cast<int64_t>(m.size()));
+  std::vector<std::pair<std::string, int64_t>> axes;  // symbol, points along it: D + 1 per residue class
+  int64_t points = 1;
+  for (const auto& [sym, p] : period) {
+    axes.emplace_back(sym, p * (degree + 1));
+    points *= p * (degree + 1);
+    if (points > kMaxPoints) return false;
+  }
+  std::map<std::string, int64_t> env;
+  for (int64_t i = 0; i < points; ++i) {
+    int64_t rest = i;
+    for (const auto& [sym, n] : axes) {
+      env[sym] = 1 + rest % n;
+      rest /= n;
+    }
+    if (evaluate(env) != std::optional<int64_t>(0)) return false;
+  }
+  return true;
+}
+
 bool SymExpr::mentions_in_division(const std::string& sym) const {
   std::set<std::string> inside;
   for (const auto& [m, c] : terms_)
@@ -359,7 +417,10 @@ std::string SymExpr::str() const {
 
 namespace {
 // Recursive-descent parser for: expr := term (('+'|'-') term)*
-// term := unary (('*'|'//') unary)* ; unary := '-' unary | atom ; atom := int | name | '(' expr ')'
+// term := unary (('*'|'//') unary)* ; unary := '-' unary | atom
+// atom := int | name | '(' expr ')' | 'Mod(' expr ',' expr ')'
+// Mod is sympy's, as torch writes sizes into an exported model's value_info
+// (`h + Mod(4 - Mod(h, 4), 4)`, H padded up to a multiple of 4): a - b*(a//b).
 class ExprParser {
  public:
   explicit ExprParser(const std::string& t) : t_(t) {}
@@ -447,7 +508,15 @@ class ExprParser {
     if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
       size_t s = p_;
       while (p_ < t_.size() && (std::isalnum(static_cast<unsigned char>(t_[p_])) || t_[p_] == '_')) ++p_;
-      return SymExpr::symbol(t_.substr(s, p_ - s));
+      std::string name = t_.substr(s, p_ - s);
+      if (name == "Mod" && eat("(")) {
+        auto a = expr();
+        if (!a || !eat(",")) return std::nullopt;
+        auto b = expr();
+        if (!b || !eat(")") || (b->is_constant() && b->constant_value() == 0)) return std::nullopt;
+        return *a - *b * a->floordiv(*b);
+      }
+      return SymExpr::symbol(name);
     }
     return std::nullopt;
   }

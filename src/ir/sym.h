@@ -57,6 +57,12 @@ class SymExpr {
   // constant shows, N - d + 1 <= d*(N//d) <= N: "seq+1", "seq-seq//2" and
   // torch.chunk's "2*((seq+1)//2)-seq" are; "seq-1" and "seq//2-seq" are not.
   bool provably_nonnegative() const;
+  // True when the expression is 0 wherever its symbols are: (h+1)//2 - h + h//2
+  // is. Where every division has a constant positive divisor and a numerator
+  // of degree 1, the expression is a polynomial on each residue class of its
+  // symbols modulo the divisors, so it is evaluated at enough points of each
+  // class to decide. False when unsure (another division, too many points).
+  bool identically_zero() const;
   // Named symbols this expression mentions (including inside opaque atoms).
   std::set<std::string> symbols() const;
   // Whether `sym` appears inside one of its opaque divisions ("(b*s)//(4*s)").
@@ -64,7 +70,8 @@ class SymExpr {
 
   // Canonical text: "batch*seq*4+1", "-seq+8", "(seq+1)//2".
   std::string str() const;
-  // Parses the text form; nullopt on a syntax error.
+  // Parses the text form, and sympy's Mod(a, b) as torch writes it into exported
+  // models; nullopt on a syntax error.
   static std::optional<SymExpr> parse(const std::string& text);
 
   bool operator==(const SymExpr& o) const { return terms_ == o.terms_; }
@@ -76,6 +83,10 @@ class SymExpr {
   using Monomial = std::vector<std::string>;
   std::map<Monomial, int64_t> terms_;
   void add_term(const Monomial& m, int64_t c);
+  // Into `period`, per symbol this mentions, a multiple of the period of the
+  // divisions that mention it (1 where none does); false where a division is
+  // not of the kind identically_zero() decides.
+  bool periods(std::map<std::string, int64_t>& period) const;
 };
 
 // True when the text is a valid symbol name ([A-Za-z_][A-Za-z0-9_]*).

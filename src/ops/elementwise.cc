@@ -117,6 +117,18 @@ std::optional<Dim> div_values(const Dim& a, const Dim& b) {
   return std::nullopt;
 }
 
+// a mod b on shape values, b a positive constant or a size (b = 0 has no
+// result): C's remainder (fmod) or Python's, whose sign is b's. Python's is
+// a - b*(a//b) for any a: torch pads H up to a multiple of 4 with
+// (4 - H % 4) % 4 and rolls back by -2 % H; C's equals it where a >= 0.
+std::optional<Dim> mod_values(const Dim& a, const Dim& b, bool fmod) {
+  if (b.is_static() && b.value() <= 0) return std::nullopt;
+  if (a.is_static() && b.is_static())
+    return Dim(fmod ? a.value() % b.value() : ((a.value() % b.value()) + b.value()) % b.value());
+  if (!b.expr().provably_nonnegative() || (fmod && !a.expr().provably_nonnegative())) return std::nullopt;
+  return Dim(a.expr() - b.expr() * a.expr().floordiv(b.expr()));
+}
+
 // Decides a == b on shape values when it can: equal expressions, two different
 // constants, or a size against a negative constant.
 std::optional<bool> equal_values(const Dim& a, const Dim& b) {
@@ -609,10 +621,10 @@ void register_arithmetic(OpRegistry& r) {
                fold_numeric(ctx, ctx.input(0).dtype(), [](auto a, auto b) { return divide(a, b); })};
          }).pointwise_kernel(scalar(ScalarOp::Div)).gradient(div_rule);
   add_op(r, "Mod", 10, kNumeric,
-         infer_same_dtype([](const std::vector<Dim>& a) -> std::optional<Dim> {
-           if (!a[0].is_static() || !a[1].is_static() || a[1].value() == 0) return std::nullopt;
-           return Dim(modulo<int64_t>(a[0].value(), a[1].value(), false));
-         }),
+         [](InferContext& ctx) {
+           bool fmod = ctx.node().get_int("fmod", 0) != 0;
+           infer_same_dtype([fmod](const std::vector<Dim>& a) { return mod_values(a[0], a[1], fmod); })(ctx);
+         },
          [](EvalContext& ctx) {
            bool fmod = ctx.node().get_int("fmod", 0) != 0;
            return std::vector<Tensor>{

@@ -15,7 +15,7 @@ void register_attention_ops(OpRegistry& r);       // Attention
 void register_attention_grad_ops(OpRegistry& r);  // tcc::AttentionGrad
 void register_rotary_embedding_ops(OpRegistry& r);  // RotaryEmbedding
 void register_shape_ops(OpRegistry& r);           // Shape, Size, Reshape, Squeeze, Unsqueeze, Flatten, Identity, Dropout, Constant, ConstantOfShape, Range
-void register_movement_ops(OpRegistry& r);        // Transpose, Slice, Split, Concat, Expand, Pad
+void register_movement_ops(OpRegistry& r);        // Transpose, Slice, Split, Concat, Expand, Pad, tcc::Pad
 void register_rearrange_ops(OpRegistry& r);       // Tile, Trilu, DepthToSpace, SpaceToDepth
 void register_gather_scatter_ops(OpRegistry& r);  // Gather, GatherElements, GatherND, ScatterElements, ScatterND, Compress
 void register_conv_pool_ops(OpRegistry& r);       // Conv, MaxPool, AveragePool, LpPool, global pools (GlobalLpPool)

@@ -20,6 +20,7 @@
 #include <unordered_set>
 
 #include "src/ops/families.h"
+#include "src/ops/fusion.h"
 #include "src/ops/op_helpers.h"
 #include "src/ops/op_registry.h"
 
@@ -478,12 +479,11 @@ int64_t pad_source(int64_t c, int64_t d, const std::string& mode) {
   return m < d ? m : period - m;
 }
 
-std::vector<Tensor> eval_pad(EvalContext& ctx) {
+// Input 0 padded by (begin, end) per axis, in the node's mode, with the fill of input 2.
+std::vector<Tensor> pad_by(EvalContext& ctx, const std::vector<std::pair<int64_t, int64_t>>& per_axis) {
   const Tensor& in = ctx.input(0);
   int64_t rank = static_cast<int64_t>(in.rank());
   std::string mode = pad_mode(ctx.node());
-  std::vector<int64_t> axes = ctx.has_input(3) ? ctx.input(3).to_i64_vector() : all_axes(rank);
-  auto per_axis = pads_per_axis<int64_t>(ctx.node(), ctx.input(1).to_i64_vector(), axes, rank, 0);
   std::vector<int64_t> out_shape;
   for (int64_t k = 0; k < rank; ++k) {
     int64_t d = in.shape()[k] + per_axis[k].first + per_axis[k].second;
@@ -507,6 +507,51 @@ std::vector<Tensor> eval_pad(EvalContext& ctx) {
         return f;
       },
       &fill)};
+}
+
+std::vector<Tensor> eval_pad(EvalContext& ctx) {
+  int64_t rank = static_cast<int64_t>(ctx.input(0).rank());
+  std::vector<int64_t> axes = ctx.has_input(3) ? ctx.input(3).to_i64_vector() : all_axes(rank);
+  return pad_by(ctx, pads_per_axis<int64_t>(ctx.node(), ctx.input(1).to_i64_vector(), axes, rank, 0));
+}
+
+// tcc::Pad(x, <none>, fill) {mode, pads}: Pad whose pads an exporter computed
+// from the shapes (torch pads H up to a multiple of a window, (4 - H % 4) % 4),
+// written as SymExpr texts over the symbols the graph inputs bind, each axis's
+// begin and then each axis's end (passes/resolve_shapes.cc). Its inputs keep
+// Pad's positions, the pads and axes absent, so the kernel reads the fill as
+// Pad's.
+std::vector<std::pair<Dim, Dim>> tcc_pads(const Node& n, size_t rank) {
+  Dims pads = parse_shape_attr(n, "pads");
+  if (pads.size() != 2 * rank)
+    n.fail("pads has " + std::to_string(pads.size()) + " entries for rank " + std::to_string(rank) +
+           ", expected a begin and an end per axis");
+  std::vector<std::pair<Dim, Dim>> out;
+  for (size_t k = 0; k < rank; ++k) out.emplace_back(pads[k], pads[rank + k]);
+  return out;
+}
+
+void infer_tcc_pad(InferContext& ctx) {
+  const Type& in = ctx.ranked_input(0);
+  pad_mode(ctx.node());
+  if (ctx.has_input(1) || ctx.has_input(3)) ctx.fail("takes its pads as an attribute, not inputs 1 and 3");
+  std::vector<std::pair<Dim, Dim>> pads = tcc_pads(ctx.node(), in.rank());
+  Dims out;
+  for (size_t k = 0; k < pads.size(); ++k) {
+    const Dim& d = in.shape()[k];
+    out.push_back(d.is_unknown() ? ctx.env().fresh("u")
+                                 : Dim(d.expr() + pads[k].first.expr() + pads[k].second.expr()));
+  }
+  ctx.set_output_type(0, Type::tensor(in.dtype(), ctx.env().canonical(out)));
+}
+
+std::vector<Tensor> eval_tcc_pad(EvalContext& ctx) {
+  size_t rank = ctx.input(0).rank();
+  tcc_pads(ctx.node(), rank);
+  std::vector<int64_t> pads = eval_shape_attr(ctx, "pads");
+  std::vector<std::pair<int64_t, int64_t>> per_axis;
+  for (size_t k = 0; k < rank; ++k) per_axis.emplace_back(pads[k], pads[rank + k]);
+  return pad_by(ctx, per_axis);
 }
 
 // ---------------------------------------------------------------------------
@@ -534,7 +579,7 @@ KernelRole pad_role(const Node& n) {
   for (size_t i : {size_t{1}, size_t{3}})
     if (n.has_input(i) && !literal_input(n, i)) return KernelRole::None;
   if (n.has_input(2) && !literal_input(n, 2) && !single_element(n.input(2)->type())) return KernelRole::None;
-  return n.has_input(1) ? KernelRole::Indexed : KernelRole::None;
+  return n.has_input(1) || n.domain() == kTccDomain ? KernelRole::Indexed : KernelRole::None;
 }
 
 // ---------------------------------------------------------------------------
@@ -774,6 +819,9 @@ void register_movement_ops(OpRegistry& r) {
       .kernel_role(KernelRole::Indexed, pad_role)
       .literals_at({1, 2, 3})
       .gradient(pad_rule);
+  r.add(OpDef{std::string(kTccDomain), "Pad", 1, kMovement, infer_tcc_pad, eval_tcc_pad, {}})
+      .kernel_role(KernelRole::Indexed, pad_role)
+      .literals_at({2});
 }
 
 }  // namespace tcc

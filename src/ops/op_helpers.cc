@@ -278,6 +278,23 @@ Dims parse_shape_attr(const Node& n, const std::string& attr) {
   return dims;
 }
 
+std::vector<int64_t> eval_shape_attr(const EvalContext& ctx, const std::string& attr) {
+  std::vector<int64_t> shape;
+  for (const Dim& d : parse_shape_attr(ctx.node(), attr)) {
+    std::optional<int64_t> v = d.expr().evaluate(ctx.symbols());
+    if (!v) {
+      std::string missing;
+      for (const std::string& s : d.expr().symbols())
+        if (!ctx.symbols().count(s)) missing += (missing.empty() ? "'" : ", '") + s + "'";
+      ctx.fail("cannot evaluate the dim '" + d.str() + "': no graph input binds " +
+               (missing.empty() ? "its symbols" : missing));
+    }
+    if (*v < 0) ctx.fail("the dim '" + d.str() + "' evaluates to " + std::to_string(*v));
+    shape.push_back(*v);
+  }
+  return shape;
+}
+
 Attribute shape_attr(const Dims& dims) {
   std::vector<std::string> texts;
   for (const Dim& d : dims) texts.push_back(d.str());

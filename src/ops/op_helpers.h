@@ -33,6 +33,9 @@ inline constexpr const char* kSelectInPlace =
 // op's target shape, tcc::Slice's starts); fails naming n when it is absent
 // or a text is not one.
 Dims parse_shape_attr(const Node& n, const std::string& attr);
+// Those dims at the symbols this run bound; fails naming n where one does
+// not evaluate (a symbol no graph input binds) or is negative.
+std::vector<int64_t> eval_shape_attr(const EvalContext& ctx, const std::string& attr);
 // The inverse: dims as the SymExpr texts such an attribute lists.
 Attribute shape_attr(const Dims& dims);
 

@@ -17,6 +17,8 @@
 //     (SymExpr texts) with each update added where ScatterElements would put
 //     it: ScatterElements(zeros, indices, updates, reduction=add), an embedding
 //     lookup's gradient, without a table of zeros to read (passes/decompose.cc).
+//   - tcc::Pad(x, <none>, fill) {mode, pads}: Pad with pads computed from the
+//     shapes, as SymExpr texts (registered with Pad, in src/ops/movement.cc).
 //   - tcc::Size() {dims}: the element count of a tensor of shape `dims` (SymExpr
 //     texts), an i64 scalar. Resolved from Size(x) the same way, it reads no
 //     tensor, so the value it replaces (a mean's divisor in a gradient) costs
@@ -53,24 +55,6 @@ std::vector<Tensor> eval_fusion(EvalContext& ctx) {
 }
 
 // ---- symbolic target shapes -------------------------------------------------
-
-// The concrete target shape under the symbols this run bound.
-std::vector<int64_t> eval_shape_attr(const EvalContext& ctx, const std::string& attr) {
-  std::vector<int64_t> shape;
-  for (const Dim& d : parse_shape_attr(ctx.node(), attr)) {
-    std::optional<int64_t> v = d.expr().evaluate(ctx.symbols());
-    if (!v) {
-      std::string missing;
-      for (const std::string& s : d.expr().symbols())
-        if (!ctx.symbols().count(s)) missing += (missing.empty() ? "'" : ", '") + s + "'";
-      ctx.fail("cannot evaluate the dim '" + d.str() + "': no graph input binds " +
-               (missing.empty() ? "its symbols" : missing));
-    }
-    if (*v < 0) ctx.fail("the dim '" + d.str() + "' evaluates to " + std::to_string(*v));
-    shape.push_back(*v);
-  }
-  return shape;
-}
 
 void infer_tcc_reshape(InferContext& ctx) {
   Dims out = parse_shape_attr(ctx.node(), "shape");

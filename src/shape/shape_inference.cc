@@ -192,12 +192,32 @@ class Engine {
     def->infer(ctx);
     for (size_t i = 0; i < n.num_outputs(); ++i) {
       Value* out = n.output(i);
+      learn_declared_symbols(ctx.out_types[i], out->type());
       out->set_type(info_.env.canonical(merge_declared(ctx.out_types[i], out->type())));
       check_output_shape(n, *out);
       if (ctx.out_values[i]) info_.values[out] = std::move(*ctx.out_values[i]);
       if (ctx.out_consts[i]) info_.consts[out] = std::move(*ctx.out_consts[i]);
     }
     try_fold(n, *def, consts);
+  }
+
+  // A symbol the model's declared types name a computed size with (torch's
+  // s39 for a convolution's output height), not one of the graph inputs',
+  // stands for what inference computed there: it is bound at first sight, so
+  // the sizes declared later in terms of it (s39 + Mod(4 - Mod(s39, 4), 4))
+  // read in the inputs' symbols.
+  void learn_declared_symbols(const Type& inferred, const Type& declared) {
+    if (!inferred.is_tensor() || !declared.is_tensor() || !inferred.has_rank() || !declared.has_rank() ||
+        inferred.rank() != declared.rank())
+      return;
+    for (size_t k = 0; k < inferred.rank(); ++k) {
+      const Dim& got = inferred.shape()[k];
+      Dim named = info_.env.canonical(declared.shape()[k]);
+      if (got.is_unknown() || !named.is_symbolic() || !named.expr().is_symbol() ||
+          info_.env.declared(named.expr().symbol_name()))
+        continue;
+      info_.env.unify(got, named);
+    }
   }
 
   // Folds a node whose inputs are all constants by running its reference kernel.

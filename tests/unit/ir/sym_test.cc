@@ -151,6 +151,41 @@ TEST(SymExpr, NestedDivisionsByPositiveConstantsMerge) {
           }
 }
 
+// torch writes a size padded up to a multiple of 4 (Swin's windows) as sympy
+// prints it; the window count divides exactly.
+TEST(SymExpr, ParsesSympyMod) {
+  std::optional<SymExpr> padded = SymExpr::parse("h + (Mod(4 - (Mod(h, 4)), 4))");
+  ASSERT_TRUE(padded);
+  std::optional<SymExpr> windows = SymExpr::parse("((h + (Mod(4 - (Mod(h, 4)), 4)))//4)");
+  ASSERT_TRUE(windows);
+  for (int64_t h = 1; h <= 20; ++h) {
+    EXPECT_EQ(padded->evaluate({{"h", h}}), (h + 3) / 4 * 4) << padded->str() << " at h=" << h;
+    EXPECT_EQ(windows->evaluate({{"h", h}}), (h + 3) / 4) << windows->str() << " at h=" << h;
+  }
+  EXPECT_EQ(*windows * C(4), *padded);
+  EXPECT_FALSE(SymExpr::parse("Mod(h, 0)"));
+  EXPECT_FALSE(SymExpr::parse("Mod(h 4)"));
+}
+
+// Swin's windows: a Reshape's b*32*(h - h//2)*(w - w//2) elements against
+// the ceil((h)/2)*ceil(w/2) torch writes; equal though no canonical form
+// shows it.
+TEST(SymExpr, IdentityOfFloorDivisionsIsDecidedByItsResidueClasses) {
+  SymExpr h = S("h"), w = S("w"), b = S("b");
+  SymExpr ceil_h = (h + C(1)).floordiv(C(2)), ceil_w = (w + C(1)).floordiv(C(2));
+  EXPECT_TRUE((ceil_h - h + h.floordiv(C(2))).identically_zero());
+  EXPECT_TRUE((b * C(32) * (h - h.floordiv(C(2))) * (w - w.floordiv(C(2))) - b * C(32) * ceil_h * ceil_w)
+                  .identically_zero());
+  EXPECT_TRUE(((ceil_h + C(1)).floordiv(C(2)) - (h + C(3)).floordiv(C(4))).identically_zero());
+  EXPECT_FALSE((ceil_h - h.floordiv(C(2))).identically_zero());  // 1 at odd h only
+  EXPECT_FALSE((h.floordiv(C(3)) - h.floordiv(C(2))).identically_zero());
+  // Zero, but undecided: a numerator of degree 2, a symbolic divisor.
+  EXPECT_FALSE(((h * h + h).floordiv(C(2)) * C(2) - h * h - h).identically_zero());
+  EXPECT_FALSE(h.floordiv(h * C(2)).identically_zero());
+  EXPECT_TRUE(C(0).identically_zero());
+  EXPECT_FALSE(C(3).identically_zero());
+}
+
 TEST(SymExpr, OpaqueFloorDivisionRoundTripsAndSubstitutes) {
   SymExpr e = (S("seq") + C(1)).floordiv(C(2));
   EXPECT_EQ(e.str(), "(seq+1)//(2)");

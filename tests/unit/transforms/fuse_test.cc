@@ -339,7 +339,7 @@ TEST(SymbolBinding, InputsDisagreeingOnASymbolAreNamed) {
 
 TEST(SymbolBinding, UnboundSymbolNamesTheNode) {
   auto m = parse_model(R"(graph main opset(ai.onnx: 17, tcc: 1) {
-  input %x: f32[n*2]
+  input %x: f32[6]
   %y: f32[n, 2] = tcc::Reshape(%x) {shape = ["n", "2"]} name("r")
   output %y
 }
@@ -348,6 +348,22 @@ TEST(SymbolBinding, UnboundSymbolNamesTheNode) {
   const std::string what = input_error([&] { Interpreter().run(*m->graph, {{"x", Tensor(DType::F32, {6})}}); });
   EXPECT_NE(what.find("'r'"), std::string::npos) << what;
   EXPECT_NE(what.find("no graph input binds 'n'"), std::string::npos) << what;
+}
+
+// torch.export's derived dims (4*h of an image whose height is any multiple
+// of 4) bind their symbol from the multiple.
+TEST(SymbolBinding, ScaledSymbolBindsFromItsMultiple) {
+  auto m = parse_model(R"(graph main opset(ai.onnx: 17, tcc: 1) {
+  input %x: f32[n*2]
+  %y: f32[n, 2] = tcc::Reshape(%x) {shape = ["n", "2"]} name("r")
+  output %y
+}
+)",
+                       "d.tir");
+  std::vector<Tensor> out = Interpreter().run(*m->graph, {{"x", Tensor(DType::F32, {6})}});
+  EXPECT_EQ(out[0].shape(), (std::vector<int64_t>{3, 2}));
+  const std::string what = input_error([&] { Interpreter().run(*m->graph, {{"x", Tensor(DType::F32, {7})}}); });
+  EXPECT_NE(what.find("input 'x' dim 0 is 7, not a multiple of 2 (n*2)"), std::string::npos) << what;
 }
 
 // ---- verify_fusion --------------------------------------------------------------
