@@ -192,12 +192,10 @@ int Lowering::lower_pad(const Node& p, int frame) {
   auto rank = static_cast<int64_t>(view.shape.size());
   std::vector<SymExpr> begin(static_cast<size_t>(rank), c(0)), end(static_cast<size_t>(rank), c(0));
   if (p.domain() == kTccDomain) {
-    Dims pads = parse_shape_attr(p, "pads");
-    if (pads.size() != 2 * begin.size()) fail(&p, "has " + std::to_string(pads.size()) + " pads for rank " +
-                                                  std::to_string(rank));
+    std::vector<std::pair<Dim, Dim>> pads = tcc_pads(p, begin.size());
     for (size_t d = 0; d < begin.size(); ++d) {
-      begin[d] = pads[d].expr();
-      end[d] = pads[begin.size() + d].expr();
+      begin[d] = pads[d].first.expr();
+      end[d] = pads[d].second.expr();
     }
   } else {
     std::vector<int64_t> axes(static_cast<size_t>(rank));

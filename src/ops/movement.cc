@@ -518,19 +518,9 @@ std::vector<Tensor> eval_pad(EvalContext& ctx) {
 // tcc::Pad(x, <none>, fill) {mode, pads}: Pad whose pads an exporter computed
 // from the shapes (torch pads H up to a multiple of a window, (4 - H % 4) % 4),
 // written as SymExpr texts over the symbols the graph inputs bind, each axis's
-// begin and then each axis's end (passes/resolve_shapes.cc). Its inputs keep
-// Pad's positions, the pads and axes absent, so the kernel reads the fill as
-// Pad's.
-std::vector<std::pair<Dim, Dim>> tcc_pads(const Node& n, size_t rank) {
-  Dims pads = parse_shape_attr(n, "pads");
-  if (pads.size() != 2 * rank)
-    n.fail("pads has " + std::to_string(pads.size()) + " entries for rank " + std::to_string(rank) +
-           ", expected a begin and an end per axis");
-  std::vector<std::pair<Dim, Dim>> out;
-  for (size_t k = 0; k < rank; ++k) out.emplace_back(pads[k], pads[rank + k]);
-  return out;
-}
-
+// begin and then each axis's end (passes/resolve_shapes.cc; read by tcc_pads).
+// Its inputs keep Pad's positions, the pads and axes absent, so the kernel
+// reads the fill as Pad's.
 void infer_tcc_pad(InferContext& ctx) {
   const Type& in = ctx.ranked_input(0);
   pad_mode(ctx.node());

@@ -295,6 +295,16 @@ std::vector<int64_t> eval_shape_attr(const EvalContext& ctx, const std::string& 
   return shape;
 }
 
+std::vector<std::pair<Dim, Dim>> tcc_pads(const Node& n, size_t rank) {
+  Dims pads = parse_shape_attr(n, "pads");
+  if (pads.size() != 2 * rank)
+    n.fail("pads has " + std::to_string(pads.size()) + " entries for rank " + std::to_string(rank) +
+           ", expected a begin and an end per axis");
+  std::vector<std::pair<Dim, Dim>> out;
+  for (size_t k = 0; k < rank; ++k) out.emplace_back(pads[k], pads[rank + k]);
+  return out;
+}
+
 Attribute shape_attr(const Dims& dims) {
   std::vector<std::string> texts;
   for (const Dim& d : dims) texts.push_back(d.str());

@@ -5,6 +5,7 @@
 #include <initializer_list>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "src/ops/op_registry.h"
@@ -36,6 +37,9 @@ Dims parse_shape_attr(const Node& n, const std::string& attr);
 // Those dims at the symbols this run bound; fails naming n where one does
 // not evaluate (a symbol no graph input binds) or is negative.
 std::vector<int64_t> eval_shape_attr(const EvalContext& ctx, const std::string& attr);
+// tcc::Pad's (begin, end) per axis of a rank-`rank` input, from its `pads`
+// attribute (src/ops/movement.cc); fails naming n when it does not list two per axis.
+std::vector<std::pair<Dim, Dim>> tcc_pads(const Node& n, size_t rank);
 // The inverse: dims as the SymExpr texts such an attribute lists.
 Attribute shape_attr(const Dims& dims);
 
