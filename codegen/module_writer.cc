@@ -300,7 +300,8 @@ std::set<std::string> symbols_of_negative_dims(const Graph& g, const std::map<st
 }  // namespace
 
 std::map<std::string, int64_t> hinted_sizes(const Graph& g, const std::map<std::string, int64_t>& hints,
-                                            int64_t unhinted, const std::string& flag) {
+                                            int64_t unhinted, const std::string& flag,
+                                            const std::vector<ShapeFact>& facts) {
   std::map<std::string, int64_t> sizes;
   for (const Value* in : g.inputs()) {
     if (!in->type().has_rank()) continue;
@@ -319,7 +320,13 @@ std::map<std::string, int64_t> hinted_sizes(const Graph& g, const std::map<std::
   }
   for (int doubling = 0; doubling < kMaxSizeDoublings; ++doubling) {
     bool doubled = false;
-    for (const std::string& s : symbols_of_negative_dims(g, sizes))
+    std::set<std::string> short_symbols = symbols_of_negative_dims(g, sizes);
+    for (const ShapeFact& f : facts)
+      if (f.broken_at(sizes)) {
+        std::set<std::string> symbols = f.expr.symbols();
+        short_symbols.insert(symbols.begin(), symbols.end());
+      }
+    for (const std::string& s : short_symbols)
       if (auto it = sizes.find(s); it != sizes.end() && !hints.count(s)) {
         it->second *= 2;
         doubled = true;

@@ -28,8 +28,6 @@ ConstantAnalysis analyze_constants(const Graph& g) {
   for (const Value* v : g.initializers())
     if (!v->is_graph_input()) a.constants.insert(v);
   const std::set<std::string> bound = g.bound_symbols();
-  // Candidates, in graph order: nodes whose values a binding determines.
-  std::unordered_set<const Node*> determined;
   std::unordered_set<const Value*> determined_values;
   for (const auto& n : g.nodes()) {
     if (is_fusion(*n) || !n->regions().empty()) continue;
@@ -53,20 +51,21 @@ ConstantAnalysis analyze_constants(const Graph& g) {
       ok = def->has(kShapeOnly) && bound_shape(v, bound);
     }
     if (!ok) continue;
-    determined.insert(n.get());
+    a.determined.insert(n.get());
     for (const Value* v : n->outputs()) determined_values.insert(v);
   }
   // Last to first, so every reader of a node is decided before the node.
   auto users = g.compute_users();
   for (auto it = g.nodes().rbegin(); it != g.nodes().rend(); ++it) {
     const Node* n = it->get();
-    if (!determined.count(n)) continue;
+    if (!a.determined.count(n)) continue;
     bool read_on_host = false;
     for (const Value* v : n->outputs()) {
       auto u = users.find(v);
       if (u == users.end()) continue;
       for (const auto& [user, index] : u->second)
-        read_on_host = read_on_host || a.per_binding.count(user) || kernel_role(*user) == KernelRole::None;
+        read_on_host = read_on_host || a.per_binding.count(user) || is_fusion(*user) ||
+                       kernel_role(*user) == KernelRole::None;
     }
     if (read_on_host || kernel_role(*n) == KernelRole::None) a.per_binding.insert(n);
   }

@@ -24,12 +24,18 @@ struct ConstantAnalysis {
   // because their results are large).
   std::unordered_set<const Value*> constants;
   std::unordered_set<const Node*> constant_nodes;
-  // Nodes that run once per binding: deterministic ops with no regions whose
+  // Nodes a binding determines: deterministic ops with no regions whose
   // inputs are constants, other such nodes' outputs, or (for ops that read
   // only shapes: Shape, Size) any value, and whose outputs have shapes the
-  // input dims bind. A node a generated kernel could compute stays in its
-  // kernel (a Range feeding an Add, computed from the coordinate) unless a
-  // node that no kernel computes reads it.
+  // input dims bind.
+  std::unordered_set<const Node*> determined;
+  // The determined nodes that run once per binding: those no generated kernel
+  // computes, and those read by one that runs once per binding, by a fusion
+  // node (so outside any kernel) or by a node no kernel computes. Any other
+  // stays for fuse to decide: in a kernel with nodes that read data (a Range
+  // feeding an Add, computed from the coordinate), or, where its kernel would
+  // compute from the binding alone, once per binding (fuse leaves such a group
+  // unfused, and on the fused graph fusion nodes read it).
   std::unordered_set<const Node*> per_binding;
 };
 

@@ -36,7 +36,9 @@
 // members is refused, so the graph of groups stays acyclic. Nodes of role None
 // stay as they are, and so do nodes that run once per binding of the symbols
 // (passes/binding_constants.h: a causal mask's Shape -> ConstantOfShape ->
-// Trilu), which kernels read as they read weights.
+// Trilu), which kernels read as they read weights. A group formed wholly of
+// nodes a binding determines, none of its values a graph output (RoPE's Range
+// -> Mul -> Cos table), is not fused either: its nodes run once per binding too.
 //
 // A member's output read outside its group (or a graph output) becomes an
 // output of the fusion node, which takes over the value's name, so graph
@@ -78,6 +80,13 @@ std::optional<Tensor> literal_argument(const Value* v) {
 
 const Dims& shape_of(const Value* v) { return v->type().shape(); }
 
+// How many of v's dims are symbolic (0 for a value of unknown rank).
+size_t symbolic_dims(const Value* v) {
+  if (!v->type().is_tensor() || !v->type().has_rank()) return 0;
+  return static_cast<size_t>(std::count_if(shape_of(v).begin(), shape_of(v).end(),
+                                           [](const Dim& d) { return !d.is_static(); }));
+}
+
 // Whether reshape n only splits its input's axes, so it composes with the
 // strides of a chain before it (split_axes).
 bool splits_axes(const Node& n) {
@@ -100,6 +109,7 @@ class Fuser {
  public:
   Fuser(Graph& g, bool merge) : g_(g), merge_(merge) {
     const ConstantAnalysis constants = analyze_constants(g);
+    determined_ = constants.determined;
     for (const auto& n : g.nodes()) {
       size_t i = order_.size();
       order_.push_back(n.get());
@@ -112,6 +122,8 @@ class Fuser {
       collect_reads(*n, *n);
     }
     for (const Value* out : g.outputs()) graph_outputs_.insert(out);
+    for (const Value* in : g.inputs())
+      if (!in->is_initializer()) widest_input_ = std::max(widest_input_, symbolic_dims(in));
   }
 
   // Forms the groups (steps 1-5) and returns the fused ones, each with at least one member.
@@ -153,6 +165,23 @@ class Fuser {
         if (outside) out.push_back(v);
       }
     return out;
+  }
+
+  // Whether gr's kernel would compute from a binding of the symbols alone,
+  // none of its values a graph output, and none of those it exports having
+  // more symbolic dims than some graph input: its nodes then run once per
+  // binding (binding_constants.h) rather than every step. The module keeps a
+  // binding's values for as long as it keeps the binding, so one that grows
+  // faster than the inputs (a [b, 1, s, s] mask of [b, s] ids) is computed in
+  // its step instead.
+  bool binding_determined(const Group& gr, const std::vector<Value*>& exported) const {
+    for (const Node* m : gr.members) {
+      if (!determined_.count(m)) return false;
+      for (const Value* v : m->outputs())
+        if (is_graph_output(v)) return false;
+    }
+    return std::all_of(exported.begin(), exported.end(),
+                       [&](const Value* v) { return symbolic_dims(v) <= widest_input_; });
   }
 
   // Nodes of the main graph that read v (directly or in their regions).
@@ -475,6 +504,8 @@ class Fuser {
   std::unordered_map<const Node*, size_t> group_of_;
   std::unordered_map<const Value*, std::vector<Node*>> readers_;
   std::unordered_set<const Value*> graph_outputs_;
+  std::unordered_set<const Node*> determined_;  // binding_constants.h's: nodes a binding determines
+  size_t widest_input_ = 0;                      // the most symbolic dims of a graph input
 };
 
 // Replaces the members of one group (in graph order) by a tcc::Fusion node
@@ -644,6 +675,7 @@ bool fuse(Graph& g, PassContext& ctx) {
   size_t fused_groups = 0;
   for (size_t i = 0; i < groups.size(); ++i) {
     if (exported[i].empty()) continue;  // dead code, dce's business
+    if (fuser.binding_determined(*groups[i], exported[i])) continue;
     ctx.stats.add("groups_" + std::string(fusion_kind_name(groups[i]->kind)));
     ctx.stats.add("nodes_fused", static_cast<int64_t>(groups[i]->members.size()));
     materialize(g, *groups[i], exported[i], copied);

@@ -303,7 +303,7 @@ CompileResult compile(const CompileRequest& req) {
   t.passes = ms_since(stage);
   after("passes");
   const Graph& g = *r.model->graph;
-  r.sizes = hinted_sizes(g, o.shape_hints);
+  r.sizes = hinted_sizes(g, o.shape_hints, 1, "--shape-hint", r.signature->facts);
 
   stage = Clock::now();
   r.schedule = build_schedule(g, *r.device, req.after_kernel_pass, o.precision);
@@ -320,8 +320,10 @@ CompileResult compile(const CompileRequest& req) {
   // that autotune, else the schedule's defaults.
   if (autotunes) {
     r.autotune.emplace();
-    r.configs = compile_autotune(r.schedule.kernels, hinted_sizes(g, o.shape_hints, kUnhintedRunSize), *r.device,
-                                 req.cache, req.device_name, req.tune_budget_s, *r.autotune);
+    std::map<std::string, int64_t> tuned_at =
+        hinted_sizes(g, o.shape_hints, kUnhintedRunSize, "--shape-hint", r.signature->facts);
+    r.configs = compile_autotune(r.schedule.kernels, tuned_at, *r.device, req.cache, req.device_name,
+                                 req.tune_budget_s, *r.autotune);
     after("autotune");
   } else {
     r.configs = scheduled_configs(r.schedule.kernels);

@@ -23,9 +23,8 @@ namespace tcc {
 std::map<std::string, Tensor> read_inputs(const Graph& g, const std::string& dir);
 
 // Random inputs of the graph's input types, symbolic dims at `sizes` (--shapes;
-// 8 when not given, a size a dynamic dim's guards accept, which exclude 0 and
-// 1 as torch.compile's do, or the power of two hinted_sizes doubles it to);
-// floats uniform in [-1, 1], integers in [0, 4).
+// kUnhintedRunSize when not given, or the power of two hinted_sizes doubles it
+// to); floats uniform in [-1, 1], integers in [0, 4).
 std::map<std::string, Tensor> random_inputs(const Graph& g, const std::map<std::string, int64_t>& sizes, unsigned seed);
 
 // Random inputs take the values an input is compiled for (--specialize),

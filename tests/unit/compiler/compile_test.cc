@@ -374,6 +374,8 @@ TEST_F(CompileTest, ModulesTakeSizeOneWhereNoOpNeedsMore) {
   EXPECT_EQ(e.output.find("Squeeze 'squeeze_all'"), std::string::npos) << e.output;
   CliResult c = run_tcc("compile " + shell_quote(model.string()) + " -o " + shell_quote((dir_ / "m").string()));
   ASSERT_EQ(c.code, 0) << c.output;
+  // The summary sizes the arena where the module runs: b=2, the least the Squeeze's guard takes.
+  EXPECT_NE(c.output.find(" at b=2, n=1 "), std::string::npos) << c.output;
   std::string run = "run " + shell_quote((dir_ / "m").string()) + " --host --check --shapes ";
   CliResult one = run_tcc(run + "b=2,n=1");
   EXPECT_EQ(one.code, 0) << one.output;
@@ -533,25 +535,82 @@ TEST_F(CompileTest, DataDependentSizesCountAsOneInTheSummary) {
 // binding, its nodes whole (decompose leaves the Gather and the Trilu alone):
 // the manifest lists them as binding steps writing binding constants, the
 // schedule has no host step left, and the Equal that compares the mask with
-// zero stays in the kernel that reads it.
+// zero, which the softmax's kernel cannot take (it computes over [s, s], not
+// [b, s, s]) and a kernel of its own would compute from the binding alone,
+// runs once per binding too: the softmax reads its bool mask.
 TEST_F(CompileTest, ShapeDeterminedValuesBecomeBindingConstants) {
   CliResult r = compile("causal_mask.tir", "causal", "--arch sm_90 --no-ptx");
   ASSERT_EQ(r.code, 0) << r.output;
-  EXPECT_NE(r.output.find("  binding:   7 nodes computed once per binding"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("  binding:   8 nodes computed once per binding"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("  fallbacks: 0 nodes on the host"), std::string::npos) << r.output;
   json m = manifest("causal");
   std::vector<std::string> nodes, values;
   for (const json& step : m["binding_constants"]["steps"]) nodes.push_back(step["fallback"]);
   for (const json& v : m["binding_constants"]["values"]) values.push_back(v["name"]);
-  EXPECT_EQ(nodes, (std::vector<std::string>{"shape", "seq_len", "unsqueeze", "dims", "zeros", "ones", "tril"}));
-  EXPECT_EQ(values.back(), "tri");
+  EXPECT_EQ(nodes,
+            (std::vector<std::string>{"shape", "seq_len", "unsqueeze", "dims", "zeros", "ones", "tril", "is_future"}));
+  EXPECT_EQ(values.back(), "future");
   EXPECT_EQ(m["binding_constants"]["values"].back()["shape"], json::parse(R"(["s", "s"])"));
   for (const json& step : m["schedule"]) EXPECT_TRUE(step.contains("kernel")) << step.dump();
   bool reads_mask = false;
   for (const json& step : m["schedule"])
-    for (const json& v : step["reads"]) reads_mask = reads_mask || v == "tri";
+    for (const json& v : step["reads"]) reads_mask = reads_mask || v == "future";
   EXPECT_TRUE(reads_mask) << m["schedule"].dump();
-  EXPECT_NE(read_text(dir_ / "causal" / "report.md").find("| binding constants | 7 nodes"), std::string::npos);
+  EXPECT_NE(read_text(dir_ / "causal" / "report.md").find("| binding constants | 8 nodes"), std::string::npos);
+}
+
+// A kernel that would compute from the binding alone runs once per binding
+// (RoPE's angle table, a causal comparison of two Ranges), unless what it
+// writes has more symbolic dims than any model input: a [b, s, s] mask of
+// [b, s] ids stays in the step, computed where the binding would keep it.
+TEST_F(CompileTest, KernelsOfTheBindingAloneRunOncePerBinding) {
+  fs::path model = dir_ / "tables.tir";
+  std::ofstream(model) << R"(graph main opset(ai.onnx: 17) {
+  input %ids: i64[b, s]
+  input %x: f32[b, s, 4]
+  const %zero: i64[] = [0]
+  const %one: i64[] = [1]
+  const %zero1: i64[1] = [0]
+  const %one1: i64[1] = [1]
+  const %axes01: i64[2] = [0, 1]
+  const %axes02: i64[2] = [0, 2]
+  const %axis1: i64[1] = [1]
+  const %freq: f32[4] = [1.0, 0.5, 0.25, 0.125]
+  const %neg: f32[] = [-10000.0]
+  %shape: i64[2] = Shape(%ids) name("shape")
+  %len: i64[] = Gather(%shape, %one) {axis = 0} name("len")
+  %pos: i64[s] = Range(%zero, %len, %one) name("range")
+  %posf: f32[s] = Cast(%pos) {to = 1} name("posf")
+  %col: f32[s, 1] = Unsqueeze(%posf, %axis1) name("col")
+  %angle: f32[s, 4] = Mul(%col, %freq) name("angle")
+  %cos: f32[s, 4] = Cos(%angle) name("cos")
+  %rotated: f32[b, s, 4] = Mul(%x, %cos) name("rotate")
+  %rows: i64[1, s, 1] = Unsqueeze(%pos, %axes02) name("rows")
+  %cols: i64[1, 1, s] = Unsqueeze(%pos, %axes01) name("cols")
+  %future: bool[1, s, s] = Less(%rows, %cols) name("future")
+  %batch: i64[1] = Slice(%shape, %zero1, %one1) name("batch")
+  %dims: i64[3] = Concat(%batch, %one1, %one1) {axis = 0} name("dims")
+  %zeros: f32[b, 1, 1] = ConstantOfShape(%dims) name("zeros")
+  %mask: f32[b, s, s] = Where(%future, %neg, %zeros) name("mask")
+  %y: f32[b, s, 4] = MatMul(%mask, %rotated) name("mix")
+  output %y
+}
+)";
+  CliResult c = run_tcc("compile " + shell_quote(model.string()) + " -o " + shell_quote((dir_ / "m").string()));
+  ASSERT_EQ(c.code, 0) << c.output;
+  json m = json::parse(read_text(dir_ / "m" / "manifest.json"));
+  std::set<std::string> binding;
+  for (const json& step : m["binding_constants"]["steps"]) binding.insert(step["fallback"].get<std::string>());
+  for (const char* node : {"range", "posf", "col", "angle", "cos", "rows", "cols", "future", "zeros"})
+    EXPECT_TRUE(binding.count(node)) << node << " in " << m["binding_constants"].dump();
+  EXPECT_FALSE(binding.count("mask")) << m["binding_constants"].dump();
+  std::set<std::string> in_kernels;
+  for (const json& k : m["kernels"])
+    for (const json& n : k["nodes"]) in_kernels.insert(n.get<std::string>());
+  EXPECT_TRUE(in_kernels.count("mask") && in_kernels.count("rotate")) << m["kernels"].dump();
+  EXPECT_FALSE(in_kernels.count("cos") || in_kernels.count("future")) << m["kernels"].dump();
+  CliResult run = run_tcc("run " + shell_quote((dir_ / "m").string()) + " --host --check --shapes b=3,s=5");
+  EXPECT_EQ(run.code, 0) << run.output;
 }
 
 // Few long rows become split reductions: a grid of [rows, slices, 1] and a
