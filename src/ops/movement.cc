@@ -315,6 +315,9 @@ std::vector<Tensor> eval_split(EvalContext& ctx) {
 
 void infer_concat(InferContext& ctx) {
   if (ctx.num_inputs() == 0) ctx.fail("needs at least one input");
+  std::vector<size_t> others;
+  for (size_t i = 1; i < ctx.num_inputs(); ++i) others.push_back(i);
+  require_one_dtype(ctx, 0, others);
   for (size_t i = 0; i < ctx.num_inputs(); ++i)
     if (!inputs_ranked(ctx, {i})) return;
   const Type& first = ctx.input_type(0);

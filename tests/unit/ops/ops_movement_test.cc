@@ -205,6 +205,14 @@ TEST(MovementOps, ConcatUnifiesAndSums) {
   bad.op("Concat", {x, y}, {{"axis", Attribute::of_int(0)}});
   const std::string what = input_error([&] { bad.infer(); });
   EXPECT_NE(what.find("has size 4 at dim 1 where input 0 has 3"), std::string::npos) << what;
+
+  // Above the opsets whose ONNX schemas tcc checks types against, Concat's own rule refuses it.
+  OpGraph mixed(18);
+  Value* ids = mixed.input("ids", tensor_type(DType::I32, {"s"}));
+  Value* more = mixed.input("more", tensor_type(DType::I64, {"2"}));
+  mixed.op("Concat", {ids, more}, {{"axis", Attribute::of_int(0)}});
+  const std::string why = input_error([&] { mixed.infer(); });
+  EXPECT_NE(why.find("inputs must have one element type: input 0 is i32, input 1 is i64"), std::string::npos) << why;
 }
 
 TEST(MovementOps, ExpandAndTileFromShapeValues) {
