@@ -427,6 +427,13 @@ int Lowering::coordinate(int axis) {
   return emit(std::move(in));
 }
 
+int Lowering::frame_coordinate(int frame, int axis) {
+  int at = coordinate(axis);
+  const Frame& f = frames_.at(frame);
+  if (f.origin.empty() || f.origin[axis] == SymExpr()) return at;
+  return emit(Op::Sub, DType::I64, {at, size_value(DType::I64, f.origin[axis])});
+}
+
 int Lowering::size_value(DType dtype, const SymExpr& size) {
   if (size.is_constant()) return constant(dtype, static_cast<double>(size.constant_value()));
   Instr in;
@@ -478,7 +485,12 @@ int Lowering::lower_uncached(const Value* v, int frame) {
     in.dtype = v->type().dtype();
     View view = view_of(v);
     in.buffer = view.buffer;
-    in.index = index_of(view, axis_map(v, frame));
+    std::vector<int> map = axis_map(v, frame);
+    in.index = index_of(view, map);
+    const Frame& f = frames_.at(frame);
+    for (size_t k = 0; k < map.size() && !f.origin.empty(); ++k)
+      if (map[k] >= 0) in.index.offset = in.index.offset - f.origin[map[k]] * view.strides[k];
+    if (f.guard >= 0) in.args = {f.guard};
     return emit(std::move(in));
   }
   if (const Tensor* t = constant_of(v)) {
@@ -541,7 +553,7 @@ int Lowering::lower_pointwise(const Node& p, int frame) {
     int constant(DType dtype, double value) override { return l_.constant(dtype, value); }
     int coordinate(const Node& n, int axis) override {
       int at = l_.axis_map(n.output(0), frame_).at(static_cast<size_t>(axis));
-      return at >= 0 ? l_.coordinate(at) : l_.constant(DType::I64, 0);
+      return at >= 0 ? l_.frame_coordinate(frame_, at) : l_.constant(DType::I64, 0);
     }
     int size(DType dtype, const SymExpr& size) override { return l_.size_value(dtype, size); }
     int random_offset() override { return l_.emit(Op::RandomOffset, DType::U64, {}); }

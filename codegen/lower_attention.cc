@@ -2,6 +2,7 @@
 // is Attention (with the log-sum-exp it saves for its backward, if read), or a
 // pass of the backward (tcc::AttentionGrad; grad_kv's dK and dV), lowered to
 // its AttentionDesc (lowering.h, kernel_ir.h).
+#include <array>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -56,14 +57,24 @@ void Lowering::setup_attention(const Node& a) {
     else fail(&a, "is lowered only as a kernel of its own");
   }
   if (y < 0) fail(&a, "is lowered only where its first output is read");
-  for (size_t i = 0; i < a.num_inputs(); ++i)
-    if (a.input(i) != nullptr && !is_body_input(a.input(i))) fail(&a, "an operand is not a body input");
   const std::vector<SymExpr> qs = shape_of(a.input(0)), ks = shape_of(a.input(1)), vs = shape_of(a.input(2));
   const bool four_d = qs.size() == 4;
+  // A forward's 4-D Q, K and V may be views (fuse: views_attention_operand),
+  // read through their strides; every other operand is a body input.
+  const bool views = four_d && a.op_type() != "AttentionGrad";
+  std::array<View, 3> operands;
+  for (size_t i = 0; i < a.num_inputs(); ++i) {
+    if (a.input(i) == nullptr || is_body_input(a.input(i))) continue;
+    if (!views || i > 2) fail(&a, "an operand is not a body input");
+    operands[i] = view_of(a.input(i));
+    const View& v = operands[i];
+    if (v.offset != SymExpr() || !(v.strides[3] == c(1) || is_one(v.shape[3])))
+      fail(&a, "operand '" + a.input(i)->name() + "' is a view whose heads are not contiguous from offset 0");
+  }
   kir::AttentionDesc d;
-  d.q = input_buffer(a.input(0));
-  d.k = input_buffer(a.input(1));
-  d.v = input_buffer(a.input(2));
+  d.q = operands[0].buffer >= 0 ? operands[0].buffer : input_buffer(a.input(0));
+  d.k = operands[1].buffer >= 0 ? operands[1].buffer : input_buffer(a.input(1));
+  d.v = operands[2].buffer >= 0 ? operands[2].buffer : input_buffer(a.input(2));
   auto static_dim = [&](const SymExpr& e, const char* what) {
     if (!e.is_constant()) fail(&a, std::string(what) + " is not static");
     return e.constant_value();
@@ -77,9 +88,14 @@ void Lowering::setup_attention(const Node& a) {
   d.q_len = qs[four_d ? 2 : 1];
   d.kv_len = ks[four_d ? 2 : 1];
   const SymExpr heads = c(d.heads), kv_heads = c(d.kv_heads);
-  d.q_strides = head_strides(qs, heads, c(d.head_size));
-  d.k_strides = head_strides(ks, kv_heads, c(d.head_size));
-  d.v_strides = head_strides(vs, kv_heads, c(d.v_head_size));
+  auto strides = [&](size_t i, const std::vector<SymExpr>& shape, const SymExpr& h, int64_t size) {
+    const View& v = operands[i];
+    return v.buffer >= 0 ? std::array<SymExpr, 3>{v.strides[0], v.strides[1], v.strides[2]}
+                         : head_strides(shape, h, c(size));
+  };
+  d.q_strides = strides(0, qs, heads, d.head_size);
+  d.k_strides = strides(1, ks, kv_heads, d.head_size);
+  d.v_strides = strides(2, vs, kv_heads, d.v_head_size);
   if (a.has_input(3)) {
     // Right-aligned onto [batch, heads, q_len, kv_len]; an axis of 1 other than the last is broadcast.
     const Value* m = a.input(3);

@@ -145,32 +145,37 @@ void Lowering::lower_scan(const Node& p) {
 }
 
 // Concat along `axis`: at each point, input i where the coordinate falls in
-// its range [start_i, start_i + size_i), read at coordinate - start_i. Each
-// input's load is guarded by its range, so no address outside it is read;
-// a chain of Wheres picks the one that holds.
+// its range [start_i, start_i + size_i), at coordinate - start_i: loaded from
+// its buffer, or computed by the pointwise nodes of the body that compute it
+// (another Concat among them), each in a frame of its own whose origin is
+// start_i past the Concat's own. Every load of input i is guarded by its
+// range (and by the Concat's own frame's guard), so no address outside it is
+// read; a chain of Wheres picks the one that holds.
 int Lowering::lower_concat(const Node& p, int frame) {
-  if (frame != 0 || k_.kind != kir::Kind::Pointwise) fail(&p, "is lowered only as a copy kernel of its own");
+  if (k_.kind != kir::Kind::Pointwise) fail(&p, "is lowered only in a pointwise kernel");
+  const Frame outer = frames_.at(frame);  // a copy: frames_ grows below
   auto rank = static_cast<int64_t>(shape_of(p.output(0)).size());
+  if (static_cast<size_t>(rank) != outer.shape.size())
+    fail(&p, "its output has fewer axes than the kernel domain it is computed over");
   int64_t axis = p.get_int("axis", 0);
   if (axis < 0) axis += rank;
   DType dt = p.output(0)->type().dtype();
-  int at = coordinate(frames_[0].to_domain.at(static_cast<size_t>(axis)));
+  const int along = outer.to_domain.at(static_cast<size_t>(axis));
+  int at = frame_coordinate(frame, along);
   int result = -1;
   SymExpr start = c(0);
   for (const Value* x : p.inputs()) {
-    View view = view_of(x);
-    SymExpr size = view.shape.at(static_cast<size_t>(axis));
+    SymExpr size = shape_of(x).at(static_cast<size_t>(axis));
     int from = emit(Op::GreaterOrEqual, DType::Bool, {at, size_value(DType::I64, start)});
     int below = emit(Op::Less, DType::Bool, {at, size_value(DType::I64, start + size)});
     int inside = emit(Op::And, DType::Bool, {from, below});
-    Instr load;
-    load.op = Op::Load;
-    load.dtype = dt;
-    load.buffer = view.buffer;
-    load.index = kir::Index{std::vector<SymExpr>(k_.domain.size()), view.offset - start * view.strides[axis]};
-    for (size_t d = 0; d < view.strides.size(); ++d) load.index.strides[frames_[0].to_domain[d]] = view.strides[d];
-    load.args = {inside};
-    int value = emit(std::move(load));
+    Frame operand = outer;
+    operand.shape[static_cast<size_t>(axis)] = size;
+    if (operand.origin.empty()) operand.origin.assign(k_.domain.size(), SymExpr());
+    operand.origin[static_cast<size_t>(along)] = operand.origin[static_cast<size_t>(along)] + start;
+    operand.guard = outer.guard >= 0 ? emit(Op::And, DType::Bool, {outer.guard, inside}) : inside;
+    frames_.push_back(std::move(operand));
+    int value = lower(x, static_cast<int>(frames_.size()) - 1);
     result = result < 0 ? value : emit(Op::Where, dt, {inside, value, result});
     start = start + size;
   }

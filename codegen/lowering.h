@@ -8,6 +8,7 @@
 // Internal to codegen.
 #pragma once
 
+#include <deque>
 #include <map>
 #include <string>
 #include <unordered_map>
@@ -39,9 +40,17 @@ struct View {
 
 // A value of rank r lines up with the last r axes of the frame's shape; frame
 // axis a is domain axis to_domain[a] (-1: an axis of extent 1 the domain lacks).
+// A Concat input's frame (lower_concat) is shifted along the Concat's axis:
+// `origin`, per domain axis (empty: 0 on every one), is the domain coordinate
+// of the frame's coordinate 0, and every load in it takes `guard` (-1: none),
+// which holds where the Concat takes that input.
 struct Frame {
+  Frame(std::vector<SymExpr> shape, std::vector<int> to_domain)
+      : shape(std::move(shape)), to_domain(std::move(to_domain)) {}
   std::vector<SymExpr> shape;
   std::vector<int> to_domain;
+  std::vector<SymExpr> origin;
+  int guard = -1;
 };
 
 bool is_reduction(const Node& n);
@@ -138,6 +147,8 @@ class Lowering {
 
   // The point's coordinate along domain axis `axis`, as an i64.
   int coordinate(int axis);
+  // The same in `frame`'s terms: less the frame's origin along the axis.
+  int frame_coordinate(int frame, int axis);
   int size_value(DType dtype, const SymExpr& size);
 
   // ---- values -----------------------------------------------------------------
@@ -153,9 +164,12 @@ class Lowering {
   int lower_reduction(const Node& p, int frame);
 
   // Concat along `axis`: at each point, input i where the coordinate falls in
-  // its range [start_i, start_i + size_i), read at coordinate - start_i. Each
-  // input's load is guarded by its range, so no address outside it is read;
-  // a chain of Wheres picks the one that holds.
+  // its range [start_i, start_i + size_i), at coordinate - start_i: loaded
+  // from its buffer, or computed by the pointwise nodes of the body that
+  // compute it (another Concat among them), each in a frame of its own whose
+  // origin is start_i past the Concat's own. Every load of input i is guarded
+  // by its range (and by the Concat's own frame's guard), so no address
+  // outside it is read; a chain of Wheres picks the one that holds.
   int lower_concat(const Node& p, int frame);
 
   // Pad, (begin, end) per axis; negative pads crop. Constant mode: at each
@@ -301,7 +315,7 @@ class Lowering {
   const Graph& body_;
   Precision precision_;  // --precision: TF32 marks an f32 attention forward (lower_attention.cc)
   kir::Kernel k_;
-  std::vector<Frame> frames_;
+  std::deque<Frame> frames_;  // lower_concat adds frames while others are in use
   std::vector<int64_t> axes_;  // reduction kernels: the reduced axes of the frame-0 shape
   std::map<std::pair<const Value*, int>, int> values_;
   std::unordered_map<const Value*, int> natural_;

@@ -17,12 +17,18 @@
 //      and epilogue) and reductions of the same shape over the same axes
 //      (softmax's max then sum, layernorm's two means);
 //   3. pointwise: each remaining pointwise node grows over connected pointwise
-//      nodes computing over the same output shape (inputs may broadcast), and
-//      over a pool or depthwise Conv of that output shape whose operands come
-//      from outside the group (the window op leads; its epilogue follows);
+//      nodes computing over the same output shape (inputs may broadcast), over
+//      a Concat of that shape with the float pointwise chains that compute its
+//      inputs (RoPE's rotate_half: Neg of a slice, Concat, then Mul and Add),
+//      and over a pool or depthwise Conv of that output shape whose operands
+//      come from outside the group (the window op leads; its epilogue follows);
+//      a Concat whose inputs such chains compute and that no group took leads
+//      one of its own;
 //   4. movement leaves: a movement node whose every reader is in one pointwise
 //      or reduction group joins it (its data comes from outside, so its loads
-//      stay affine; a movement op on an intermediate never joins); visited
+//      stay affine; a movement op on an intermediate never joins), and so does
+//      a view of an attention's Q, K or V that keeps each head's elements
+//      contiguous (V's head split and transpose: views_attention_operand); visited
 //      last to first, so a chain of them (Slice then Slice of a mask) joins
 //      whole and its loads compose;
 //   5. single: every Concat, Gather, ScatterAdd and pool that step 3 left is a
@@ -137,6 +143,12 @@ class Fuser {
         start(*n, FusionKind::Single);
     for (Node* n : order_)
       if (role(n) == KernelRole::Reduction && !taken(n)) grow_reduction(*n);
+    // A pointwise node that computes a Concat's input waits for a group the
+    // Concat joins, then for one the Concat leads.
+    for (Node* n : order_)
+      if (role(n) == KernelRole::Pointwise && !taken(n) && fed_concat(*n) == nullptr) grow_pointwise(*n);
+    for (Node* n : order_)
+      if (is_concat(*n) && !taken(n) && computes_an_operand(*n)) grow_pointwise(*n);
     for (Node* n : order_)
       if (role(n) == KernelRole::Pointwise && !taken(n)) grow_pointwise(*n);
     // Last to first, so a chain of leaves (a mask's two slices) joins from its reader's end.
@@ -443,14 +455,50 @@ class Fuser {
     return false;
   }
 
-  // Pointwise nodes over the same output shape, and a window op whose operands
-  // come from outside the group (its epilogue: a bias, an activation) -- never
-  // a pointwise node that computes a window member's operand.
+  // An ONNX Concat a kernel computes (lower_concat).
+  bool is_concat(const Node& n) const {
+    return role(&n) == KernelRole::Indexed && n.op_type() == "Concat" && n.domain().empty();
+  }
+
+  // The Concat whose input n computes, through a chain of pointwise nodes of
+  // n's shape, each the only reader of the one before, or null. The lowering
+  // computes such a chain at the input's own coordinates where the Concat
+  // takes that input, its loads guarded by the input's range, so values of
+  // the lanes it does not take are computed and dropped: float ones only
+  // (an integer division of a dropped lane could trap).
+  const Node* fed_concat(const Node& n) const {
+    const Node* cur = &n;
+    for (;;) {
+      if (role(cur) != KernelRole::Pointwise || cur->num_outputs() != 1 || !is_float(cur->output(0)->type().dtype()))
+        return nullptr;
+      const Node* r = only_reader(cur->output(0));
+      if (r == nullptr) return nullptr;
+      if (is_concat(*r)) return r;
+      if (shape_of(r->output(0)) != shape_of(cur->output(0))) return nullptr;
+      cur = r;
+    }
+  }
+
+  // Whether a pointwise node computes one of Concat c's inputs.
+  bool computes_an_operand(const Node& c) const {
+    return std::any_of(c.inputs().begin(), c.inputs().end(), [&](const Value* in) {
+      return in != nullptr && in->producer() != nullptr && in->producer()->graph() == &g_ &&
+             fed_concat(*in->producer()) == &c;
+    });
+  }
+
+  // Pointwise nodes over the same output shape; a Concat of that shape (each
+  // point reads the input whose range holds it) with the pointwise chains that
+  // compute its inputs (fed_concat); and a window op whose operands come from
+  // outside the group (its epilogue: a bias, an activation) -- never a
+  // pointwise node that computes a window member's operand.
   void grow_pointwise(Node& p) {
     Group& gr = start(p, FusionKind::Pointwise);
     gr.full = shape_of(p.output(0));
     grow(gr, [&](const Node& n) {
+      if (const Node* c = fed_concat(n); c != nullptr && taken(c) && &group(c) == &gr) return true;
       if (shape_of(n.output(0)) != gr.full) return false;
+      if (is_concat(n)) return true;
       if (is_window(n)) return !feeds_window(gr, n);
       if (role(&n) != KernelRole::Pointwise) return false;
       for (const Value* out : n.outputs())
@@ -462,12 +510,40 @@ class Fuser {
 
   // ---- 4. movement leaves ---------------------------------------------------
 
+  // Whether movement node m may join gr, an attention's group, as a view of
+  // its Q, K or V, which the attention kernel reads through strides per batch,
+  // head and row: a forward Attention over 4-D operands, m a Transpose that
+  // keeps the last axis last or a reshape that splits axes (so every element
+  // of a head stays contiguous, at offset 0), read by the attention as Q, K or
+  // V or by such a view already in gr (V's head split and transpose).
+  bool views_attention_operand(const Group& gr, const Node& m) const {
+    const Node* a = gr.members.front();
+    if (role(a) != KernelRole::Attention || a->op_type() == "AttentionGrad" || shape_of(a->input(0)).size() != 4)
+      return false;
+    const size_t rank = shape_of(m.output(0)).size();
+    std::vector<int64_t> perm = m.op_type() == "Transpose" ? m.get_ints("perm") : std::vector<int64_t>{};
+    bool keeps_last = !perm.empty() && perm.back() == static_cast<int64_t>(rank) - 1;
+    if (!keeps_last && !(is_reshape(m) && splits_axes(m))) return false;
+    for (const Node* r : readers(m.output(0))) {
+      if (r == a) {
+        for (size_t i = 3; i < a->num_inputs(); ++i)
+          if (a->input(i) == m.output(0)) return false;
+      } else if (role(r) != KernelRole::Movement) {
+        return false;
+      }
+    }
+    return true;
+  }
+
   void attach_leaf(Node& m) {
     const Value* out = m.output(0);
     const auto& rs = readers(out);
     if (rs.empty() || is_graph_output(out)) return;
     Group& gr = group(rs[0]);
-    if (!gr.fused || (gr.kind != FusionKind::Pointwise && gr.kind != FusionKind::Reduction)) return;
+    if (!gr.fused) return;
+    if (gr.kind == FusionKind::Single ? !views_attention_operand(gr, m)
+                                      : gr.kind != FusionKind::Pointwise && gr.kind != FusionKind::Reduction)
+      return;
     for (const Node* r : rs)
       if (&group(r) != &gr) return;
     // A reader that is itself a leaf now reads m's view, which may be strided:

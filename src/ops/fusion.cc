@@ -97,6 +97,11 @@ std::string check_kind(FusionKind kind, const Graph& body) {
     }
     case FusionKind::Single: {
       const auto& nodes = body.nodes();
+      // An attention's operands may be views (movement chains on body inputs).
+      const size_t views = static_cast<size_t>(std::count_if(nodes.begin(), nodes.end(), [](const auto& n) {
+        return kernel_role(*n) == KernelRole::Movement;
+      }));
+      if (views + 1 == nodes.size() && kernel_role(*nodes.back()) == KernelRole::Attention) return "";
       const KernelRole single = nodes.size() == 1 ? kernel_role(*nodes.front()) : KernelRole::None;
       if (single == KernelRole::Indexed || single == KernelRole::Attention || single == KernelRole::TopK ||
           single == KernelRole::Recurrence || single == KernelRole::Nms ||
@@ -104,8 +109,9 @@ std::string check_kind(FusionKind kind, const Graph& body) {
         return "";
       for (size_t i = 0; i < nodes.size(); ++i)
         if (kernel_role(*nodes[i]) != KernelRole::Movement || (i > 0 && nodes[i]->input(0) != nodes[i - 1]->output(0)))
-          return "a single body is a chain of movement nodes (each reading the one before) or one node of the "
-                 "Indexed, Attention, TopK, Recurrence, Nms or RoiAlign kernel role";
+          return "a single body is a chain of movement nodes (each reading the one before), one node of the "
+                 "Indexed, Attention, TopK, Recurrence, Nms or RoiAlign kernel role, or an Attention node and "
+                 "views of its operands";
       if (body.outputs().size() != 1 || body.outputs().front() != nodes.back()->output(0))
         return "a movement chain's one output is its last node's";
       return "";

@@ -26,8 +26,9 @@ enum class KernelRole {
   Indexed,      // Concat, Gather, GatherElements and GatherND of any dtype, ScatterElements and
                 // ScatterND (any dtype without a reduction; with one, atomic_update_dtype),
                 // tcc::ScatterAdd (atomic_update_dtype), MaxPool and AveragePool that pool_window
-                // accepts: a kernel of its own whose loads are guarded by the coordinate (Concat: the
-                // input whose range holds it; pools: the window taps inside the input) or indexed by
+                // accepts: a kernel whose loads are guarded by the coordinate (Concat: the input whose
+                // range holds it, alone or in a pointwise kernel of its shape; pools: the window taps
+                // inside the input, alone or leading a pointwise epilogue) or indexed by
                 // another tensor's values (the rows a Gather index selects, the elements or tuples of
                 // the others), or whose stores write, or combine atomically, where an index says
                 // (ScatterAdd into an output zeroed first, the others into a copy of their data);

@@ -346,7 +346,8 @@ TEST(TiledTranspose, EmulatedOnTheHostTilesMatchTheInterpreter) {
 }
 
 // Pointwise kernels as float4s on the host: axes that collapse_axes merged,
-// a bias broadcast along rows, a movement chain's copy, and concats. A guard that
+// a bias broadcast along rows, a movement chain's copy, concats, and RoPE's
+// rotate_half computed in the kernel that reads it. A guard that
 // no aligned four straddle (each input's range along the last axis starts at a
 // multiple of four, or the concat is along another axis) holds for the four
 // elements, so each input is read as float4s where it holds; a concat that
@@ -363,7 +364,8 @@ TEST(VectorPointwise, EmulatedOnTheHostFloat4sMatchTheInterpreter) {
   const std::pair<const char*, std::map<std::string, int64_t>> cases[] = {
       {"tests/kernels/concat_quads.tir", {{"b", 3}, {"s", 5}}},
       {"tests/kernels/contiguous_axes.tir", {{"b", 2}, {"s", 3}}},
-      {"tests/kernels/movement_chain.tir", {{"b", 3}, {"s", 5}}}};
+      {"tests/kernels/movement_chain.tir", {{"b", 3}, {"s", 5}}},
+      {"tests/kernels/rope.tir", {{"b", 2}, {"s", 5}}}};
   for (const auto& [model, sizes] : cases) {
     SCOPED_TRACE(model);
     ScheduledModel s = schedule_model(model);
@@ -512,6 +514,16 @@ TEST(Attention, EmulatedOnTheHostFlashTilesMatchTheInterpreter) {
   KernelVariants v = attention_variants(s);
   EXPECT_EQ(v.kernels.size(), 4 * 5 + 1u);
   expect_emulated_attention_matches(s, v, "tcc_attention");
+}
+
+// The template reading K and V through views, as exporters write them (a
+// transpose of [b, s, heads, size]; a head split and transpose of
+// [b, s, heads * size]): one kernel, its operands the projections' buffers,
+// strided per batch, head and row, in every layout.
+TEST(Attention, EmulatedOnTheHostOperandViewsMatchTheInterpreter) {
+  ScheduledModel s = schedule_model("tests/kernels/attention_views.tir");
+  KernelVariants v = attention_variants(s, 1);
+  expect_emulated_attention_matches(s, v, "tcc_attention_views");
 }
 
 // The same template over f16 and bf16 operands and masks (and an f32 mask on
