@@ -322,7 +322,7 @@ std::map<std::string, int64_t> hinted_sizes(const Graph& g, const std::map<std::
     bool doubled = false;
     std::set<std::string> short_symbols = symbols_of_negative_dims(g, sizes);
     for (const ShapeFact& f : facts)
-      if (f.broken_at(sizes)) {
+      if (f.kind == ShapeFact::Kind::AtLeast && f.broken_at(sizes)) {
         std::set<std::string> symbols = f.expr.symbols();
         short_symbols.insert(symbols.begin(), symbols.end());
       }

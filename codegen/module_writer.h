@@ -120,10 +120,11 @@ constexpr int64_t kUnhintedRunSize = 8;
 
 // The size of every symbol of g's inputs: the hint, or `unhinted` (the
 // report's 1 by default), doubled while it leaves a dim of one of g's values
-// negative or breaks one of `facts` (the guards a module adds for what its ops
-// need), at most kMaxSizeDoublings times: wav2vec2's frame count samples//20-1
-// is -1 at samples=1, and samples=32 is the first power of two it takes. A hint
-// for a symbol g lacks is an InputError naming `flag`, the option that gave it.
+// negative or breaks a least size of `facts` (the guards a module adds for what
+// its ops need), at most kMaxSizeDoublings times: wav2vec2's frame count
+// samples//20-1 is -1 at samples=1, and samples=32 is the first power of two it
+// takes. A hint for a symbol g lacks is an InputError naming `flag`, the option
+// that gave it.
 constexpr int kMaxSizeDoublings = 20;
 std::map<std::string, int64_t> hinted_sizes(const Graph& g, const std::map<std::string, int64_t>& hints,
                                             int64_t unhinted = 1, const std::string& flag = "--shape-hint",
