@@ -153,7 +153,7 @@ void Lowering::lower_scan(const Node& p) {
 // read; a chain of Wheres picks the one that holds.
 int Lowering::lower_concat(const Node& p, int frame) {
   if (k_.kind != kir::Kind::Pointwise) fail(&p, "is lowered only in a pointwise kernel");
-  const Frame outer = frames_.at(frame);  // a copy: frames_ grows below
+  const Frame& outer = frames_.at(frame);  // a deque: stays valid as frames are added below
   auto rank = static_cast<int64_t>(shape_of(p.output(0)).size());
   if (static_cast<size_t>(rank) != outer.shape.size())
     fail(&p, "its output has fewer axes than the kernel domain it is computed over");
