@@ -18,9 +18,9 @@ namespace tcc::attention_emit {
 
 inline std::string expr(const SymExpr& e) { return "(" + emitc::size_expr(e) + ")"; }
 
-// sum of coordinate * stride over the terms with a stride.
-inline std::string offset(const std::vector<std::pair<std::string, SymExpr>>& terms) {
-  std::string out;
+// origin plus the sum of coordinate * stride over the terms with a stride.
+inline std::string offset(const std::vector<std::pair<std::string, SymExpr>>& terms, const SymExpr& origin = {}) {
+  std::string out = origin == SymExpr() ? "" : expr(origin);
   for (const auto& [coord, stride] : terms) {
     if (stride == SymExpr()) continue;
     out += (out.empty() ? "" : " + ") + coord + " * " + expr(stride);

@@ -254,14 +254,14 @@ class HostAttention : emitc::CodeWriter {
     line("const int64_t hk = h / " + std::to_string(a_.heads / a_.kv_heads) + ";");
     open("for (int64_t i = 0; i < SQ; ++i)");
     line("const " + stored(k_, a_.q) + "* q = " + p(a_.q) + " + " +
-         offset({{"b", a_.q_strides[0]}, {"h", a_.q_strides[1]}, {"i", a_.q_strides[2]}}) + ";");
+         offset({{"b", a_.q_strides[0]}, {"h", a_.q_strides[1]}, {"i", a_.q_strides[2]}}, a_.q_offset) + ";");
     const std::string neg_inf = emitc::literal(-INFINITY, DType::F64);
     line("double m = " + neg_inf + ", l = 0, o[" + DV + "] = {};");
     open(std::string("for (int64_t j = 0; j < ") + (a_.causal ? "(i + 1 < SK ? i + 1 : SK)" : "SK") + "; ++j)");
     line("const " + stored(k_, a_.k) + "* k = " + p(a_.k) + " + " +
-         offset({{"b", a_.k_strides[0]}, {"hk", a_.k_strides[1]}, {"j", a_.k_strides[2]}}) + ";");
+         offset({{"b", a_.k_strides[0]}, {"hk", a_.k_strides[1]}, {"j", a_.k_strides[2]}}, a_.k_offset) + ";");
     line("const " + stored(k_, a_.v) + "* v = " + p(a_.v) + " + " +
-         offset({{"b", a_.v_strides[0]}, {"hk", a_.v_strides[1]}, {"j", a_.v_strides[2]}}) + ";");
+         offset({{"b", a_.v_strides[0]}, {"hk", a_.v_strides[1]}, {"j", a_.v_strides[2]}}, a_.v_offset) + ";");
     line("double s = 0;");
     line("for (int d = 0; d < " + std::to_string(a_.head_size) + "; ++d) s += (double)" + read(k_, a_.q, "q[d]") +
          " * " + read(k_, a_.k, "k[d]") + ";");

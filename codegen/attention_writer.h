@@ -57,11 +57,11 @@ class CudaAttentionWriter : protected emitc::CodeWriter {
          std::to_string(a_.heads) + ", hk = h / " + std::to_string(a_.heads / a_.kv_heads) + ";");
     line("const int64_t i0 = (int64_t)blockIdx.y * " + std::to_string(b_.rows) + ";");
     line("const " + stored(k_, a_.q) + "* __restrict__ Q = " + p(a_.q) + " + " +
-         offset({{"b", a_.q_strides[0]}, {"h", a_.q_strides[1]}}) + ";");
+         offset({{"b", a_.q_strides[0]}, {"h", a_.q_strides[1]}}, a_.q_offset) + ";");
     line("const " + stored(k_, a_.k) + "* __restrict__ K = " + p(a_.k) + " + " +
-         offset({{"b", a_.k_strides[0]}, {"hk", a_.k_strides[1]}}) + ";");
+         offset({{"b", a_.k_strides[0]}, {"hk", a_.k_strides[1]}}, a_.k_offset) + ";");
     line("const " + stored(k_, a_.v) + "* __restrict__ V = " + p(a_.v) + " + " +
-         offset({{"b", a_.v_strides[0]}, {"hk", a_.v_strides[1]}}) + ";");
+         offset({{"b", a_.v_strides[0]}, {"hk", a_.v_strides[1]}}, a_.v_offset) + ";");
   }
 
   // kv_end: keys after the block's last query row are hidden from all its rows.

@@ -168,6 +168,10 @@ class Printer {
             " mask_strides=" + strides(a.mask_strides.data(), 4) + " scale=" + format_double(a.scale) +
             " softcap=" + format_double(a.softcap) + " causal=" + std::to_string(a.causal);
     if (a.tf32) out_ += " tf32=1";
+    if (a.q_offset != SymExpr() || a.k_offset != SymExpr() || a.v_offset != SymExpr()) {
+      const std::array<SymExpr, 3> o{a.q_offset, a.k_offset, a.v_offset};
+      out_ += " offsets=" + strides(o.data(), 3);
+    }
     if (a.lse >= 0) out_ += " lse=" + buffer_ref(a.lse);
     if (a.pass != AttentionPass::Forward)
       out_ += std::string(" pass=") + attention_pass_name(a.pass) + " dout=" + buffer_ref(a.dout) +

@@ -152,8 +152,9 @@ inline const char* kind_name(Kind kind) { return kernel_kind_name(kind); }
 // 0 where true, -inf where false; float: its value) and -inf where causal
 // masking hides j > i; a row hidden everywhere is zero (tcc::Attention's
 // semantics, src/ops/attention.cc). Q, K and V are read as [batch, heads, seq,
-// size] views through element strides per batch, head and row (their last
-// axis is contiguous: a 3-D operand's heads lie side by side along it), the
+// size] views from an element offset through element strides per batch, head
+// and row (their last axis is contiguous: a 3-D operand's heads lie side by
+// side along it; a slice of a fused QKV projection starts past its first element), the
 // mask through strides per batch, head, query row and key (0 where it is
 // broadcast). The domain is the output's view [batch, heads, q_len,
 // v_head_size]; one store writes Y there. Where the forward is trained, its
@@ -189,6 +190,7 @@ struct AttentionDesc {
   int64_t heads = 1, kv_heads = 1, head_size = 1, v_head_size = 1;
   SymExpr batch, q_len, kv_len;
   std::array<SymExpr, 3> q_strides, k_strides, v_strides;  // per batch, head, row
+  SymExpr q_offset, k_offset, v_offset;                      // of each view's first element
   std::array<SymExpr, 4> mask_strides;                     // per batch, head, query row, key
   double scale = 1, softcap = 0;
   bool causal = false;

@@ -328,6 +328,11 @@ class KernelParser : TextCursor {
       expect("=");
       a.tf32 = flag();
     }
+    if (keyword("offsets")) {
+      expect("=");
+      const std::array<SymExpr, 3> o = fixed_exprs<3>("offsets (q, k, v)");
+      a.q_offset = o[0], a.k_offset = o[1], a.v_offset = o[2];
+    }
     if (keyword("lse")) {
       expect("=");
       a.lse = buffer_ref(k, false);

@@ -308,6 +308,8 @@ class Verifier {
     if (a.head_size < 1 || a.v_head_size < 1) fail(-1, "attention head sizes must be positive");
     if (forward != (a.dout < 0) || forward != (a.aux < 0))
       fail(-1, "the attention backward's passes, and they alone, read dout and aux");
+    if (!forward && (a.q_offset != SymExpr() || a.k_offset != SymExpr() || a.v_offset != SymExpr()))
+      fail(-1, "only an attention forward reads its operands from offsets");
     if (!forward) {
       input_operand("attention", "dout", a.dout, false);
       input_operand("attention", "aux", a.aux, false);
@@ -505,6 +507,7 @@ class Verifier {
                               &a->dv_strides})
         for (const SymExpr& e : *v) mentions(e, -1, "the attention description");
       for (const SymExpr& e : a->mask_strides) mentions(e, -1, "the attention description");
+      for (const SymExpr* e : {&a->q_offset, &a->k_offset, &a->v_offset}) mentions(*e, -1, "the attention description");
     }
     if (k_.conv) {
       for (const SymExpr* e : {&k_.conv->n, &k_.conv->c, &k_.conv->k}) mentions(*e, -1, "the conv description");

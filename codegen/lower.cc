@@ -593,6 +593,7 @@ void Lowering::collect_size_params() {
     for (const SymExpr* e : {&a->batch, &a->q_len, &a->kv_len}) add(*e);
     for (const auto* v : {&a->q_strides, &a->k_strides, &a->v_strides})
       for (const SymExpr& e : *v) add(e);
+    for (const SymExpr* e : {&a->q_offset, &a->k_offset, &a->v_offset}) add(*e);
     for (const SymExpr& e : a->mask_strides) add(e);
   }
   if (k_.recurrence) {

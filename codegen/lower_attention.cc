@@ -21,6 +21,13 @@ std::array<SymExpr, 3> head_strides(const std::vector<SymExpr>& shape, const Sym
   return {shape[1] * shape[2], size, heads * size};
 }
 
+// The value v views through movement nodes: v itself where no movement node
+// produced it.
+const Value* viewed(const Value* v) {
+  while (v->producer() != nullptr && is_movement(*v->producer())) v = v->producer()->input(0);
+  return v;
+}
+
 // The statistics pass reads dY, Y and the forward's log-sum-exp alone: its
 // kernel keeps those buffers and its output, losing Q, K, V and the mask
 // (where no operand it reads shares them), which its description then names
@@ -44,15 +51,31 @@ void drop_statistics_operands(kir::Kernel& k) {
 
 }  // namespace
 
+std::array<SymExpr, 3> Lowering::store_strides(const Node& a, const Value* out, const SymExpr& heads,
+                                               const SymExpr& size) const {
+  const Value* y = a.output(0);
+  if (out == y) return head_strides(shape_of(out), heads, size);
+  const Node* t = out->producer();
+  while (is_reshape(*t)) t = t->input(0)->producer();
+  const std::vector<int64_t> perm = t->op_type() == "Transpose" ? t->get_ints("perm") : std::vector<int64_t>{};
+  if (t->input(0) != y || perm.size() != 4 || perm[3] != 3)
+    fail(t, "is not a Transpose of the attention's output that keeps the last axis last");
+  const std::vector<SymExpr> rows = row_major(shape_of(t->output(0)));
+  std::array<SymExpr, 3> strides;
+  for (size_t k = 0; k < 3; ++k) strides[static_cast<size_t>(perm[k])] = rows[k];
+  return strides;
+}
+
 void Lowering::setup_attention(const Node& a) {
   k_.kind = kir::Kind::Attention;
-  // The output the store writes (Y, the statistics or a gradient), and the
-  // forward's log-sum-exp or grad_kv's dV, which the template writes.
+  // The output the store writes (Y or its output view, the statistics or a
+  // gradient), and the forward's log-sum-exp or grad_kv's dV, which the
+  // template writes.
   int y = -1, second = -1;
   for (size_t j = 0; j < body_.outputs().size(); ++j) {
     const Value* out = body_.outputs()[j];
     const int buffer = static_cast<int>(fusion_.num_inputs() + j);
-    if (out == a.output(0)) y = buffer;
+    if (y < 0 && viewed(out) == a.output(0)) y = buffer;
     else if (a.num_outputs() > 1 && out == a.output(1)) second = buffer;
     else fail(&a, "is lowered only as a kernel of its own");
   }
@@ -68,8 +91,8 @@ void Lowering::setup_attention(const Node& a) {
     if (!views || i > 2) fail(&a, "an operand is not a body input");
     operands[i] = view_of(a.input(i));
     const View& v = operands[i];
-    if (v.offset != SymExpr() || !(v.strides[3] == c(1) || is_one(v.shape[3])))
-      fail(&a, "operand '" + a.input(i)->name() + "' is a view whose heads are not contiguous from offset 0");
+    if (!(v.strides[3] == c(1) || is_one(v.shape[3])))
+      fail(&a, "operand '" + a.input(i)->name() + "' is a view whose heads are not contiguous");
   }
   kir::AttentionDesc d;
   d.q = operands[0].buffer >= 0 ? operands[0].buffer : input_buffer(a.input(0));
@@ -96,6 +119,9 @@ void Lowering::setup_attention(const Node& a) {
   d.q_strides = strides(0, qs, heads, d.head_size);
   d.k_strides = strides(1, ks, kv_heads, d.head_size);
   d.v_strides = strides(2, vs, kv_heads, d.v_head_size);
+  d.q_offset = operands[0].offset;
+  d.k_offset = operands[1].offset;
+  d.v_offset = operands[2].offset;
   if (a.has_input(3)) {
     // Right-aligned onto [batch, heads, q_len, kv_len]; an axis of 1 other than the last is broadcast.
     const Value* m = a.input(3);
@@ -109,7 +135,6 @@ void Lowering::setup_attention(const Node& a) {
   d.causal = a.get_int("is_causal", 0) != 0;
 
   // The output's view and layout: Y's, the statistics' or the gradient operand's.
-  const std::vector<SymExpr> ys = k_.buffers[static_cast<size_t>(y)].shape;
   SymExpr rows = d.q_len, row_heads = heads;
   int64_t size = d.v_head_size;
   if (a.op_type() != "AttentionGrad") {
@@ -145,7 +170,8 @@ void Lowering::setup_attention(const Node& a) {
   k_.domain = {d.batch, row_heads, rows, c(size)};
   k_.attention = d;
 
-  std::array<SymExpr, 3> y_strides = head_strides(ys, row_heads, c(size));
+  const Value* written = body_.outputs()[static_cast<size_t>(y) - fusion_.num_inputs()];
+  const std::array<SymExpr, 3> y_strides = store_strides(a, written, row_heads, c(size));
   Instr st;
   st.op = Op::Store;
   st.dtype = a.output(0)->type().dtype();

@@ -8,6 +8,7 @@
 // Internal to codegen.
 #pragma once
 
+#include <array>
 #include <deque>
 #include <map>
 #include <string>
@@ -284,10 +285,18 @@ class Lowering {
   // ---- conv -------------------------------------------------------------------
 
   void setup_conv();
-  // An attention node, the kernel's one node (lower_attention.cc): its
-  // AttentionDesc, the domain [batch, heads, q_len, v_head_size] and one store of
-  // its AttentionAcc.
+  // An attention node, the kernel's one node besides views of its operands
+  // and its output (lower_attention.cc): its AttentionDesc, the domain [batch,
+  // heads, q_len, v_head_size] and one store of its AttentionAcc.
   void setup_attention(const Node& a);
+  // Element strides per batch, head and row at which that store writes Y, the
+  // attention's output, into the buffer of body output `out`: Y itself, or a
+  // Transpose of Y that keeps the last axis last followed by reshapes (fuse:
+  // the attention's output view; Llama's and BERT's merge of heads into
+  // [b, s, h * d]), where element (b, h, i, e) of Y lies at the row-major
+  // place of its transposed coordinates.
+  std::array<SymExpr, 3> store_strides(const Node& a, const Value* out, const SymExpr& heads,
+                                       const SymExpr& size) const;
   // A TopK node, the kernel's one node (lower_topk.cc): its TopKDesc, the
   // domain [outer, k, inner] and a store of TopKValue into Values and of
   // TopKIndex into Indices, of those the graph reads.

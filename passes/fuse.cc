@@ -12,6 +12,9 @@
 //      (the operand is read transposed: swaps_last_two_axes);
 //      conv: each Conv the same way with what cuDNN applies: a bias along the
 //      channel axis (Conv's own B, or an Add of [K, 1, 1]), a residual, Relu;
+//      an attention is a kernel of its own that also takes the Transpose of
+//      its output back to [b, s, h, d] and the reshapes after it, storing
+//      there (attach_output_view);
 //   2. reduction: each reduction grows over its neighbours: pointwise nodes
 //      computing over the reduced tensor's shape or the kept shape (prologue
 //      and epilogue) and reductions of the same shape over the same axes
@@ -22,13 +25,15 @@
 //      inputs (RoPE's rotate_half: Neg of a slice, Concat, then Mul and Add),
 //      and over a pool or depthwise Conv of that output shape whose operands
 //      come from outside the group (the window op leads; its epilogue follows);
-//      a Concat whose inputs such chains compute and that no group took leads
-//      one of its own;
+//      a Concat whose inputs such chains compute (a chain may start at a
+//      Concat: partial RoPE concatenates rotate_half's product with the
+//      unrotated rest) and that no group took leads one of its own;
 //   4. movement leaves: a movement node whose every reader is in one pointwise
 //      or reduction group joins it (its data comes from outside, so its loads
 //      stay affine; a movement op on an intermediate never joins), and so does
 //      a view of an attention's Q, K or V that keeps each head's elements
-//      contiguous (V's head split and transpose: views_attention_operand); visited
+//      contiguous (V's head split and transpose, GPT-2's slices of its fused
+//      projection: views_attention_operand); visited
 //      last to first, so a chain of them (Slice then Slice of a mask) joins
 //      whole and its loads compose;
 //   5. single: every Concat, Gather, ScatterAdd and pool that step 3 left is a
@@ -102,6 +107,21 @@ bool splits_axes(const Node& n) {
   return split_axes(from, to).has_value();
 }
 
+// Whether n is a Slice that steps by 1 along every axis it slices (its
+// strides are its input's, from an offset).
+bool slices_by_unit_steps(const Node& n) {
+  if (n.op_type() != "Slice") return false;
+  std::vector<int64_t> steps;
+  if (n.domain() == kTccDomain) {
+    steps = n.get_ints("steps");
+  } else if (n.opset() >= 10 && n.has_input(4)) {
+    const std::optional<Tensor> t = literal_argument(n.input(4));
+    if (!t) return false;
+    steps = t->to_i64_vector();
+  }
+  return std::all_of(steps.begin(), steps.end(), [](int64_t s) { return s == 1; });
+}
+
 struct Group {
   FusionKind kind = FusionKind::Single;
   bool fused = false;               // false: a lone node not (yet) in any kernel
@@ -142,13 +162,15 @@ class Fuser {
           role(n) == KernelRole::Nms || role(n) == KernelRole::RoiAlign)
         start(*n, FusionKind::Single);
     for (Node* n : order_)
+      if (role(n) == KernelRole::Attention) attach_output_view(*n);
+    for (Node* n : order_)
       if (role(n) == KernelRole::Reduction && !taken(n)) grow_reduction(*n);
-    // A pointwise node that computes a Concat's input waits for a group the
-    // Concat joins, then for one the Concat leads.
+    // A pointwise node (or Concat) that computes a Concat's input waits for a
+    // group the Concat joins, then for one the outermost Concat leads.
     for (Node* n : order_)
       if (role(n) == KernelRole::Pointwise && !taken(n) && fed_concat(*n) == nullptr) grow_pointwise(*n);
     for (Node* n : order_)
-      if (is_concat(*n) && !taken(n) && computes_an_operand(*n)) grow_pointwise(*n);
+      if (is_concat(*n) && !taken(n) && fed_concat(*n) == nullptr && computes_an_operand(*n)) grow_pointwise(*n);
     for (Node* n : order_)
       if (role(n) == KernelRole::Pointwise && !taken(n)) grow_pointwise(*n);
     // Last to first, so a chain of leaves (a mask's two slices) joins from its reader's end.
@@ -461,16 +483,18 @@ class Fuser {
   }
 
   // The Concat whose input n computes, through a chain of pointwise nodes of
-  // n's shape, each the only reader of the one before, or null. The lowering
-  // computes such a chain at the input's own coordinates where the Concat
-  // takes that input, its loads guarded by the input's range, so values of
-  // the lanes it does not take are computed and dropped: float ones only
-  // (an integer division of a dropped lane could trap).
+  // n's shape, each the only reader of the one before, or null; n may be a
+  // Concat itself (partial RoPE: the Concat of the rotated part and the rest
+  // reads a chain that reads rotate_half's Concat). The lowering computes
+  // such a chain at the input's own coordinates where the Concat takes that
+  // input, its loads guarded by the input's range, so values of the lanes it
+  // does not take are computed and dropped: float ones only (an integer
+  // division of a dropped lane could trap).
   const Node* fed_concat(const Node& n) const {
     const Node* cur = &n;
     for (;;) {
-      if (role(cur) != KernelRole::Pointwise || cur->num_outputs() != 1 || !is_float(cur->output(0)->type().dtype()))
-        return nullptr;
+      const bool computed = role(cur) == KernelRole::Pointwise || (cur == &n && is_concat(n));
+      if (!computed || cur->num_outputs() != 1 || !is_float(cur->output(0)->type().dtype())) return nullptr;
       const Node* r = only_reader(cur->output(0));
       if (r == nullptr) return nullptr;
       if (is_concat(*r)) return r;
@@ -508,14 +532,34 @@ class Fuser {
     });
   }
 
+  // ---- an attention's output view -------------------------------------------
+
+  // A forward attention over 4-D operands whose Y only a Transpose reads that
+  // keeps the last axis last (heads merged back: [b, s, h, d]) takes that
+  // Transpose and the reshapes after it, each the only reader of the one
+  // before: the kernel stores Y at its transposed places and no copy kernel
+  // moves it (Lowering::store_strides).
+  void attach_output_view(Node& a) {
+    if (a.op_type() == "AttentionGrad" || shape_of(a.input(0)).size() != 4) return;
+    Node* t = only_reader(a.output(0));
+    if (t == nullptr || role(t) != KernelRole::Movement || t->op_type() != "Transpose") return;
+    const std::vector<int64_t> perm = t->get_ints("perm");
+    if (perm.size() != 4 || perm[3] != 3 || !try_merge(group(&a), *t)) return;
+    for (Node* r = only_reader(t->output(0));
+         r != nullptr && role(r) == KernelRole::Movement && is_reshape(*r) && try_merge(group(&a), *r);
+         r = only_reader(r->output(0))) {
+    }
+  }
+
   // ---- 4. movement leaves ---------------------------------------------------
 
   // Whether movement node m may join gr, an attention's group, as a view of
-  // its Q, K or V, which the attention kernel reads through strides per batch,
-  // head and row: a forward Attention over 4-D operands, m a Transpose that
-  // keeps the last axis last or a reshape that splits axes (so every element
-  // of a head stays contiguous, at offset 0), read by the attention as Q, K or
-  // V or by such a view already in gr (V's head split and transpose).
+  // its Q, K or V, which the attention kernel reads from an offset through
+  // strides per batch, head and row: a forward Attention over 4-D operands, m
+  // a Transpose that keeps the last axis last, a reshape that splits axes or a
+  // Slice by unit steps (so every element of a head stays contiguous; GPT-2's
+  // q, k and v are slices of one projection), read by the attention as Q, K
+  // or V or by such a view already in gr (V's head split and transpose).
   bool views_attention_operand(const Group& gr, const Node& m) const {
     const Node* a = gr.members.front();
     if (role(a) != KernelRole::Attention || a->op_type() == "AttentionGrad" || shape_of(a->input(0)).size() != 4)
@@ -523,7 +567,7 @@ class Fuser {
     const size_t rank = shape_of(m.output(0)).size();
     std::vector<int64_t> perm = m.op_type() == "Transpose" ? m.get_ints("perm") : std::vector<int64_t>{};
     bool keeps_last = !perm.empty() && perm.back() == static_cast<int64_t>(rank) - 1;
-    if (!keeps_last && !(is_reshape(m) && splits_axes(m))) return false;
+    if (!keeps_last && !(is_reshape(m) && splits_axes(m)) && !slices_by_unit_steps(m)) return false;
     for (const Node* r : readers(m.output(0))) {
       if (r == a) {
         for (size_t i = 3; i < a->num_inputs(); ++i)

@@ -32,8 +32,8 @@ const std::vector<PassInfo>& all_passes() {
                         "initializers", Phase::Optimize, constant_fold},
       // After folding: what is still a runtime shape chain is either data-dependent or symbolic.
       {"resolve_shapes", "Reshape/Expand/Slice whose runtime shape argument resolves to dims over input symbols "
-                         "become tcc::Reshape/Expand/Slice, leaving the shape chain dead; Size and integer "
-                         "Range become tcc::Size and tcc::Range", Phase::Optimize,
+                         "become tcc::Reshape/Expand/Slice, leaving the shape chain dead (a Reshape to its data's "
+                         "own shape is its data); Size and integer Range become tcc::Size and tcc::Range", Phase::Optimize,
        resolve_shapes},
       {"simplify_algebra", "Remove exact no-op arithmetic: x*1, x+(-0.0), x-0, x/1, x**1, Neg(Neg(x)), Pad(x, 0)",
        Phase::Optimize, simplify_algebra},

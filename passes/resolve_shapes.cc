@@ -26,6 +26,10 @@
 // computed from shapes (x[:, seq // 2 :]); its output shape says where each
 // axis ends, and the starts become SymExpr texts as the shape's dims.
 //
+// A Reshape whose resolved shape is the one its data already has (GPT-NeoX
+// views the attention's output to its own shape) is that data: its readers
+// read the data, and the node is left for dce.
+//
 // A Pad (constant, edge, reflect or wrap) whose pads are known dims over bound
 // symbols, none negative (torch pads H up to a multiple of a window:
 // (4 - H % 4) % 4), becomes tcc::Pad(x, <none>, fill) {mode, pads}, each
@@ -210,6 +214,8 @@ bool resolve_shapes(Graph& g, PassContext& ctx) {
     std::vector<int> reads;
   };
   std::vector<Rewrite> rewrites;
+  std::vector<Node*> unchanged;  // views to the shape their data has
+  auto is_output = [&](const Value* v) { return std::find(g.outputs().begin(), g.outputs().end(), v) != g.outputs().end(); };
   for (const auto& up : g.nodes()) {
     Node& n = *up;
     if (!n.domain().empty() || n.num_outputs() != 1 || !n.has_input(0)) continue;
@@ -240,6 +246,10 @@ bool resolve_shapes(Graph& g, PassContext& ctx) {
     if (!runtime_argument || !known) continue;
     std::optional<std::vector<std::string>> dims = resolved_dims(n.output(0), bound);
     if (!dims) continue;
+    if (n.op_type() == "Reshape" && n.output(0)->type() == n.input(0)->type() && !is_output(n.output(0))) {
+      unchanged.push_back(&n);
+      continue;
+    }
     std::map<std::string, Attribute> attrs;
     if (!reshape_like) {
       auto s = slice_attrs(n, info, bound);
@@ -249,7 +259,11 @@ bool resolve_shapes(Graph& g, PassContext& ctx) {
     attrs["shape"] = Attribute::of_strings(*dims);
     rewrites.push_back({&n, std::move(attrs), {0}});
   }
-  if (rewrites.empty()) return false;
+  for (Node* n : unchanged) {
+    g.replace_all_uses(n->output(0), n->input(0));
+    ctx.stats.add("views_of_own_shape_removed");
+  }
+  if (rewrites.empty()) return !unchanged.empty();
   for (Rewrite& r : rewrites) {
     Node& old = *r.node;
     std::string op = old.op_type(), name = old.name(), source = old.source();

@@ -97,11 +97,15 @@ std::string check_kind(FusionKind kind, const Graph& body) {
     }
     case FusionKind::Single: {
       const auto& nodes = body.nodes();
-      // An attention's operands may be views (movement chains on body inputs).
+      // An attention's operands and output may be views (movement chains on
+      // body inputs, and on its output).
       const size_t views = static_cast<size_t>(std::count_if(nodes.begin(), nodes.end(), [](const auto& n) {
         return kernel_role(*n) == KernelRole::Movement;
       }));
-      if (views + 1 == nodes.size() && kernel_role(*nodes.back()) == KernelRole::Attention) return "";
+      const bool attention = std::any_of(nodes.begin(), nodes.end(), [](const auto& n) {
+        return kernel_role(*n) == KernelRole::Attention;
+      });
+      if (views + 1 == nodes.size() && attention) return "";
       const KernelRole single = nodes.size() == 1 ? kernel_role(*nodes.front()) : KernelRole::None;
       if (single == KernelRole::Indexed || single == KernelRole::Attention || single == KernelRole::TopK ||
           single == KernelRole::Recurrence || single == KernelRole::Nms ||
@@ -111,7 +115,7 @@ std::string check_kind(FusionKind kind, const Graph& body) {
         if (kernel_role(*nodes[i]) != KernelRole::Movement || (i > 0 && nodes[i]->input(0) != nodes[i - 1]->output(0)))
           return "a single body is a chain of movement nodes (each reading the one before), one node of the "
                  "Indexed, Attention, TopK, Recurrence, Nms or RoiAlign kernel role, or an Attention node and "
-                 "views of its operands";
+                 "views of its operands and output";
       if (body.outputs().size() != 1 || body.outputs().front() != nodes.back()->output(0))
         return "a movement chain's one output is its last node's";
       return "";
@@ -215,13 +219,15 @@ std::string verify_fusion(const Node& n) {
     if (role == KernelRole::None) return prefix + "body " + who(*b) + " is not an op generated kernels compute";
     const Node* from = b->input(0) == nullptr ? nullptr : b->input(0)->producer();
     // A chain of movement ops composes into one load (copy kernels, and the
-    // leaves pointwise and reduction kernels read); each link is checked in turn.
+    // leaves pointwise and reduction kernels read), or, on an attention's
+    // output, into its store; each link is checked in turn.
     bool composes = *kind == FusionKind::Single || *kind == FusionKind::Pointwise || *kind == FusionKind::Reduction;
     bool chained = composes && from != nullptr && kernel_role(*from) == KernelRole::Movement;
-    if (role == KernelRole::Movement && !b->input(0)->is_graph_input() && !chained)
+    bool output_view = *kind == FusionKind::Single && from != nullptr && kernel_role(*from) == KernelRole::Attention;
+    if (role == KernelRole::Movement && !b->input(0)->is_graph_input() && !chained && !output_view)
       return prefix + "body " + who(*b) + " moves '" + b->input(0)->name() +
              "', which is computed in the body; movement ops may only read body inputs (or, in a single, "
-             "pointwise or reduction body, the movement op before them)";
+             "pointwise or reduction body, the movement op before them; in a single body, an attention's output)";
   }
   for (const Value* out : body->outputs())
     if (out->graph() != body) return prefix + "body output '" + out->name() + "' is not a body value";

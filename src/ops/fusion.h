@@ -49,7 +49,8 @@ enum class FusionKind {
   Gemm,       // one MatMul / Gemm with a library-supported epilogue
   Conv,       // one Conv with bias / activation epilogue
   Single,     // a node codegen handles alone (a Concat, a Gather, a pool, an attention, whose Q, K and V may be
-              // views: movement chains on body inputs), or a chain of movement ops that needs a copy kernel of its own
+              // views, movement chains on body inputs, and whose output it may write through a Transpose and
+              // reshapes), or a chain of movement ops that needs a copy kernel of its own
 };
 
 std::string_view fusion_kind_name(FusionKind k);

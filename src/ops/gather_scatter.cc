@@ -537,6 +537,25 @@ bool decompose_select(Expansion& e) {
   return true;
 }
 
+// GatherND(x, [[k]]) with batch_dims 0, one constant index tuple of one
+// index along an axis whose extent is static (a negative k counts from its
+// end): the Slice x[k:k+1], of the same shape (Falcon's multi-query K and V,
+// fused_qkv[..., [-2], :] after a transpose), a view where a GatherND would
+// read an index tensor.
+bool decompose_gather_one(Expansion& e) {
+  const Node& n = e.node();
+  std::optional<Tensor> index = constant_value(n.input(1));
+  const Type& x = n.input(0)->type();
+  if (n.get_int("batch_dims", 0) != 0 || !index || index->numel() != 1 || index->rank() != 2 || !x.is_tensor() ||
+      !x.has_rank() || x.rank() == 0 || !x.shape()[0].is_static())
+    return false;
+  int64_t extent = x.shape()[0].value(), k = index->get_i64(0);
+  if (k < 0) k += extent;
+  if (k < 0 || k >= extent) return false;
+  e.finish("Slice", "Slice", {n.input(0), e.i64("starts", k), e.i64("ends", k + 1), e.i64("axes", 0)});
+  return true;
+}
+
 // ReverseSequence(x, lens) -> GatherElements(x, from, axis = time) with from =
 // Where(t < lens[b], lens[b] - 1 - t, t) over a tcc::Range t along the time
 // axis and lens viewed along the batch axis, expanded to x's shape. Needs x's
@@ -615,7 +634,10 @@ void register_gather_scatter_ops(OpRegistry& r) {
   r.add(OpDef{"", "GatherElements", 11, kMovement | kRearranges, infer_gather_elements, eval_gather_elements, {}})
       .kernel_role(KernelRole::Indexed, gather_role)
       .gradient(gather_elements_rule);
-  r.add(OpDef{"", "GatherND", 12, kMovement | kRearranges, infer_gather_nd, eval_gather_nd, {}}).kernel_role(KernelRole::Indexed, gather_role).gradient(gather_elements_rule);
+  r.add(OpDef{"", "GatherND", 12, kMovement | kRearranges, infer_gather_nd, eval_gather_nd, {}})
+      .kernel_role(KernelRole::Indexed, gather_role)
+      .gradient(gather_elements_rule)
+      .decomposition(decompose_gather_one);
   r.add(OpDef{"", "ScatterElements", 11, kMovement, infer_scatter_elements, eval_scatter_elements, {}})
       .kernel_role(KernelRole::Indexed, scatter_role)
       .gradient(scatter_rule)

@@ -518,11 +518,16 @@ TEST(Attention, EmulatedOnTheHostFlashTilesMatchTheInterpreter) {
 
 // The template reading K and V through views, as exporters write them (a
 // transpose of [b, s, heads, size]; a head split and transpose of
-// [b, s, heads * size]): one kernel, its operands the projections' buffers,
-// strided per batch, head and row, in every layout.
+// [b, s, heads * size]), and f16 Q, K and V as slices of one fused projection
+// with the output stored with its heads merged: one kernel each, its operands
+// the projections' buffers (from the slices' offsets), strided per batch,
+// head and row, in every layout, the tensor-core one among them.
 TEST(Attention, EmulatedOnTheHostOperandViewsMatchTheInterpreter) {
   ScheduledModel s = schedule_model("tests/kernels/attention_views.tir");
-  KernelVariants v = attention_variants(s, 1);
+  KernelVariants v = attention_variants(s, 2);
+  int mma_variants = 0;
+  for (const KernelConfig& c : v.configs) mma_variants += c.mma ? 1 : 0;
+  EXPECT_GT(mma_variants, 0);
   expect_emulated_attention_matches(s, v, "tcc_attention_views");
 }
 
