@@ -90,6 +90,11 @@ MODELS = {s.name: s for s in [
     _lm("bloom", "transformers BloomModel (2 layers, d 64, 4 heads)", mask=True,
         notes="ALiBi: per-head slopes times positions counted from the padding mask, added to the scores by "
               "baddbmm"),
+    _lm("gptneox", "transformers GPTNeoXModel (2 layers, d 64, 4 heads, rotary on a quarter of each head)",
+        notes="one fused QKV projection viewed as [b, s, heads, 3 * head] and sliced per head, parallel residual"),
+    _lm("falcon", "transformers FalconModel (2 layers, d 64, 4 heads, multi-query)",
+        notes="one fused QKV projection, its single K and V head sliced off the end, rotary, parallel attention "
+              "and MLP"),
     _audio("wav2vec2", "transformers Wav2Vec2Model (3 conv layers of 16 channels, strides 5, 2, 2; 2 layers, d 64, "
            "4 heads)",
            "a feature encoder of strided Conv1d and GroupNorm, whose frame count is nested floor divisions of the "
@@ -323,6 +328,17 @@ def build(torch, name):
         import transformers
         config = transformers.BloomConfig(vocab_size=VOCAB, hidden_size=64, n_layer=2, n_head=4)
         model = _wrap_lm(torch, transformers.BloomModel(config), True)
+    elif name == "gptneox":
+        import transformers
+        config = transformers.GPTNeoXConfig(vocab_size=VOCAB, hidden_size=64, intermediate_size=128,
+                                            num_hidden_layers=2, num_attention_heads=4, rotary_pct=0.25,
+                                            max_position_embeddings=MAX_POSITIONS)
+        model = _wrap_lm(torch, transformers.GPTNeoXModel(config), False)
+    elif name == "falcon":
+        import transformers
+        config = transformers.FalconConfig(vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2,
+                                           num_attention_heads=4, max_position_embeddings=MAX_POSITIONS)
+        model = _wrap_lm(torch, transformers.FalconModel(config), False)
     elif name == "wav2vec2":
         import transformers
         config = transformers.Wav2Vec2Config(vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2,

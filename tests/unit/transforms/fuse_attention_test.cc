@@ -44,6 +44,7 @@ void PrintTo(const Exported& e, std::ostream* os) { *os << e.name; }
 // symbolic, stay unfused (the fused node takes windows as a static head count).
 const std::map<std::string, size_t> kZooAttention = {
     {"gpt2", 2}, {"gpt2_mask", 2}, {"llama", 2}, {"bert", 2}, {"phi", 2}, {"gemma", 2}, {"gemma2", 2}, {"deberta", 2}, {"bloom", 2},
+    {"gptneox", 2}, {"falcon", 2},
     {"vit", 2}, {"swin", 4}, {"swin_any_size", 2}, {"swinv2", 2}, {"maxvit", 4}, {"gpt_block_legacy", 1}, {"resnet", 0}, {"resnet_qdq", 0}, {"mobilenetv3", 0},
     {"convnext", 0}, {"efficientnet", 0}, {"lraspp", 0}, {"wav2vec2", 2},
 };
