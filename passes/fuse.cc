@@ -545,10 +545,8 @@ class Fuser {
     if (t == nullptr || role(t) != KernelRole::Movement || t->op_type() != "Transpose") return;
     const std::vector<int64_t> perm = t->get_ints("perm");
     if (perm.size() != 4 || perm[3] != 3 || !try_merge(group(&a), *t)) return;
-    for (Node* r = only_reader(t->output(0));
-         r != nullptr && role(r) == KernelRole::Movement && is_reshape(*r) && try_merge(group(&a), *r);
-         r = only_reader(r->output(0))) {
-    }
+    for (Node* last = t; Node* r = only_reader(last->output(0)); last = r)
+      if (role(r) != KernelRole::Movement || !is_reshape(*r) || !try_merge(group(&a), *r)) return;
   }
 
   // ---- 4. movement leaves ---------------------------------------------------

@@ -215,7 +215,6 @@ bool resolve_shapes(Graph& g, PassContext& ctx) {
   };
   std::vector<Rewrite> rewrites;
   std::vector<Node*> unchanged;  // views to the shape their data has
-  auto is_output = [&](const Value* v) { return std::find(g.outputs().begin(), g.outputs().end(), v) != g.outputs().end(); };
   for (const auto& up : g.nodes()) {
     Node& n = *up;
     if (!n.domain().empty() || n.num_outputs() != 1 || !n.has_input(0)) continue;
@@ -246,7 +245,7 @@ bool resolve_shapes(Graph& g, PassContext& ctx) {
     if (!runtime_argument || !known) continue;
     std::optional<std::vector<std::string>> dims = resolved_dims(n.output(0), bound);
     if (!dims) continue;
-    if (n.op_type() == "Reshape" && n.output(0)->type() == n.input(0)->type() && !is_output(n.output(0))) {
+    if (n.op_type() == "Reshape" && n.output(0)->type() == n.input(0)->type() && !is_model_output(n.output(0))) {
       unchanged.push_back(&n);
       continue;
     }

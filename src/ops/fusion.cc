@@ -107,7 +107,7 @@ std::string check_kind(FusionKind kind, const Graph& body) {
       });
       if (views + 1 == nodes.size() && attention) return "";
       const KernelRole single = nodes.size() == 1 ? kernel_role(*nodes.front()) : KernelRole::None;
-      if (single == KernelRole::Indexed || single == KernelRole::Attention || single == KernelRole::TopK ||
+      if (single == KernelRole::Indexed || single == KernelRole::TopK ||
           single == KernelRole::Recurrence || single == KernelRole::Nms ||
           single == KernelRole::RoiAlign)
         return "";

@@ -505,6 +505,18 @@ bool decompose_scatter_add(Expansion& e) {
   return true;
 }
 
+// The position a one-element constant `index` picks along axis `axis` (in
+// range) of x: a negative index counts from the axis's end. Null where the
+// axis's extent is not static or the position falls outside it.
+std::optional<int64_t> one_position(const Tensor& index, const Type& x, int64_t axis) {
+  const Dim& extent = x.shape()[static_cast<size_t>(axis)];
+  if (index.numel() != 1 || !extent.is_static()) return std::nullopt;
+  int64_t k = index.get_i64(0);
+  if (k < 0) k += extent.value();
+  if (k < 0 || k >= extent.value()) return std::nullopt;
+  return k;
+}
+
 // Gather(x, k) of a constant one-element index along an axis whose extent is
 // static (a negative k counts from its end), torch's select (attention's q, k,
 // v out of one stacked tensor, a class token): the Slice of that one position,
@@ -514,17 +526,14 @@ bool decompose_select(Expansion& e) {
   const Node& n = e.node();
   std::optional<Tensor> index = constant_value(n.input(1));
   const Type& x = n.input(0)->type();
-  if (!index || index->numel() != 1 || index->rank() > 1 || !x.is_tensor() || !x.has_rank()) return false;
+  if (!index || index->rank() > 1 || !x.is_tensor() || !x.has_rank()) return false;
   auto rank = static_cast<int64_t>(x.rank());
   int64_t axis = n.get_int("axis", 0);
   if (axis < 0) axis += rank;
-  if (axis < 0 || axis >= rank || !x.shape()[axis].is_static()) return false;
-  int64_t extent = x.shape()[axis].value(), k = index->get_i64(0);
-  if (k < 0) k += extent;
-  if (k < 0 || k >= extent) return false;
-  Value* starts = e.i64("starts", k);
-  Value* ends = e.i64("ends", k + 1);
-  std::vector<Value*> slice = {n.input(0), starts, ends, e.i64("axes", axis)};
+  if (axis < 0 || axis >= rank) return false;
+  std::optional<int64_t> k = one_position(*index, x, axis);
+  if (!k) return false;
+  std::vector<Value*> slice = {n.input(0), e.i64("starts", *k), e.i64("ends", *k + 1), e.i64("axes", axis)};
   if (index->rank() == 1) {
     e.finish("Slice", "Slice", slice);
     return true;
@@ -546,13 +555,12 @@ bool decompose_gather_one(Expansion& e) {
   const Node& n = e.node();
   std::optional<Tensor> index = constant_value(n.input(1));
   const Type& x = n.input(0)->type();
-  if (n.get_int("batch_dims", 0) != 0 || !index || index->numel() != 1 || index->rank() != 2 || !x.is_tensor() ||
-      !x.has_rank() || x.rank() == 0 || !x.shape()[0].is_static())
+  if (n.get_int("batch_dims", 0) != 0 || !index || index->rank() != 2 || !x.is_tensor() || !x.has_rank() ||
+      x.rank() == 0)
     return false;
-  int64_t extent = x.shape()[0].value(), k = index->get_i64(0);
-  if (k < 0) k += extent;
-  if (k < 0 || k >= extent) return false;
-  e.finish("Slice", "Slice", {n.input(0), e.i64("starts", k), e.i64("ends", k + 1), e.i64("axes", 0)});
+  std::optional<int64_t> k = one_position(*index, x, 0);
+  if (!k) return false;
+  e.finish("Slice", "Slice", {n.input(0), e.i64("starts", *k), e.i64("ends", *k + 1), e.i64("axes", 0)});
   return true;
 }
 
