@@ -78,6 +78,7 @@ bool resolve_shapes(Graph& g, PassContext& ctx);
 bool recompute_activations(Graph& g, PassContext& ctx);
 bool decompose(Graph& g, PassContext& ctx);
 bool flatten_outputs(Graph& g, PassContext& ctx);
+bool fold_views(Graph& g, PassContext& ctx);
 bool fuse(Graph& g, PassContext& ctx);
 bool fuse_multi_tensor(Graph& g, PassContext& ctx);
 

@@ -71,6 +71,11 @@ const std::vector<PassInfo>& all_passes() {
       {"flatten_outputs", "Sequence and optional outputs of known structure become their element tensors, "
                           "<name>.0, <name>.1, ...; one whose structure depends on the data is refused",
        Phase::Fuse, flatten_outputs},
+      // After fuse_attention, whose patterns read the exporters' own spellings; before fuse, which reads the
+      // folded views through strides.
+      {"fold_views", "A chain of reshapes and transposes that merges axes and splits them back becomes a reshape "
+                     "that splits and one Transpose (torch's MultiheadAttention heads), which kernels read in place",
+       Phase::Fuse, fold_views},
       {"fuse", "Group nodes into tcc::Fusion kernels: pointwise chains, reductions with prologues and epilogues, "
                "MatMul/Gemm with cuBLASLt epilogues, lone movement ops", Phase::Fuse, fuse},
       // After fuse: it merges the pointwise fusions fuse made of each parameter's update.
