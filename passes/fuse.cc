@@ -27,7 +27,9 @@
 //      come from outside the group (the window op leads; its epilogue follows);
 //      a Concat whose inputs such chains compute (a chain may start at a
 //      Concat: partial RoPE concatenates rotate_half's product with the
-//      unrotated rest) and that no group took leads one of its own;
+//      unrotated rest) and that no group took leads one of its own, as does
+//      one reading a view that only it reads (torch.roll: two slices of one
+//      tensor, swapped), which step 4 then brings in;
 //   4. movement leaves: a movement node whose every reader is in one pointwise
 //      or reduction group joins it (its data comes from outside, so its loads
 //      stay affine; a movement op on an intermediate never joins), and so does
@@ -173,6 +175,9 @@ class Fuser {
       if (is_concat(*n) && !taken(n) && fed_concat(*n) == nullptr && computes_an_operand(*n)) grow_pointwise(*n);
     for (Node* n : order_)
       if (role(n) == KernelRole::Pointwise && !taken(n)) grow_pointwise(*n);
+    // A Concat of views (torch.roll) leads a pointwise kernel, which its views then join as loads.
+    for (Node* n : order_)
+      if (is_concat(*n) && !taken(n) && reads_a_leaf(*n)) grow_pointwise(*n);
     // Last to first, so a chain of leaves (a mask's two slices) joins from its reader's end.
     for (auto it = order_.rbegin(); it != order_.rend(); ++it)
       if (role(*it) == KernelRole::Movement && !taken(*it)) attach_leaf(**it);
@@ -508,6 +513,14 @@ class Fuser {
     return std::any_of(c.inputs().begin(), c.inputs().end(), [&](const Value* in) {
       return in != nullptr && in->producer() != nullptr && in->producer()->graph() == &g_ &&
              fed_concat(*in->producer()) == &c;
+    });
+  }
+
+  // Whether a movement node that only Concat c reads computes one of c's inputs.
+  bool reads_a_leaf(const Node& c) const {
+    return std::any_of(c.inputs().begin(), c.inputs().end(), [&](const Value* in) {
+      const Node* p = in == nullptr ? nullptr : in->producer();
+      return p != nullptr && p->graph() == &g_ && role(p) == KernelRole::Movement && only_reader(in) == &c;
     });
   }
 
