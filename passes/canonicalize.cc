@@ -11,6 +11,7 @@
 //   Transpose(Transpose(x, p), q) -> Transpose(x, p[q]); Transpose(x, identity) -> x
 //   Constant {value_ints = v} -> Constant {value = tensor v}   (value_float(s), value_int(s) alike)
 //   SequenceAt(SplitToSequence(x, split), i) -> Slice(x, ...)  (i constant; see read_split_piece)
+//   0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3))) -> Gelu(x) {approximate = "tanh"}  (see tanh_gelu)
 //
 // Expects: a verified graph; types make more rules fire (Cast needs x's
 // dtype, axes and default perms need ranks) but none is required.
@@ -19,10 +20,13 @@
 // with its mask read, Reshape chains whose outer shape has a 0 entry (it
 // copies a dim of the inner result), and ops in non-default domains.
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <limits>
 #include <set>
 
 #include "passes/rewrite.h"
+#include "src/ops/kernel_roles.h"
 #include "src/ops/op_registry.h"
 
 namespace tcc {
@@ -247,6 +251,139 @@ bool read_split_piece(Node& n, Rewriter& rw) {
   return rw.replace(n.output(0), piece->output(0));
 }
 
+// A polynomial in one value x, of degree 3 at most: the coefficients of x^0 .. x^3.
+using Cubic = std::array<double, 4>;
+
+std::optional<Cubic> product(const Cubic& a, const Cubic& b) {
+  Cubic r{};
+  for (size_t i = 0; i < a.size(); ++i)
+    for (size_t j = 0; j < b.size(); ++j) {
+      if (a[i] == 0 || b[j] == 0) continue;
+      if (i + j >= r.size()) return std::nullopt;
+      r[i + j] += a[i] * b[j];
+    }
+  return r;
+}
+
+// v as a polynomial in x, when v is computed from x and scalar constants by
+// Add, Sub, Mul, Neg, a Div by a constant and a Pow to a constant 0 .. 3;
+// each node it passes is added to `seen`.
+std::optional<Cubic> cubic_in(const Value* v, const Value* x, std::set<const Node*>& seen, int depth = 0) {
+  if (v == x) return Cubic{0, 1, 0, 0};
+  if (std::optional<double> c = scalar_constant(v)) return Cubic{*c, 0, 0, 0};
+  const Node* n = v->producer();
+  constexpr int kMaxDepth = 16;
+  if (n == nullptr || !n->domain().empty() || n->num_inputs() == 0 || depth > kMaxDepth) return std::nullopt;
+  seen.insert(n);
+  const std::string& op = n->op_type();
+  std::optional<Cubic> a = cubic_in(n->input(0), x, seen, depth + 1);
+  if (!a) return std::nullopt;
+  if (op == "Neg") {
+    for (double& c : *a) c = -c;
+    return a;
+  }
+  if (n->num_inputs() != 2) return std::nullopt;
+  if (op == "Div" || op == "Pow") {
+    const std::optional<double> k = scalar_constant(n->input(1));
+    if (!k) return std::nullopt;
+    if (op == "Div") {
+      if (*k == 0) return std::nullopt;
+      for (double& c : *a) c /= *k;
+      return a;
+    }
+    if (*k != std::floor(*k) || *k < 0 || *k >= static_cast<double>(a->size())) return std::nullopt;
+    Cubic power{1, 0, 0, 0};
+    for (int i = 0; i < static_cast<int>(*k); ++i) {
+      const std::optional<Cubic> next = product(power, *a);
+      if (!next) return std::nullopt;
+      power = *next;
+    }
+    return power;
+  }
+  std::optional<Cubic> b = cubic_in(n->input(1), x, seen, depth + 1);
+  if (!b) return std::nullopt;
+  if (op == "Mul") return product(*a, *b);
+  if (op != "Add" && op != "Sub") return std::nullopt;
+  for (size_t i = 0; i < a->size(); ++i) (*a)[i] += op == "Add" ? (*b)[i] : -(*b)[i];
+  return a;
+}
+
+// The factors of a tree of Muls rooted at v: scalar constants multiplied into
+// `scale`, the others listed; each Mul passed is added to `seen`.
+void mul_factors(Value* v, double& scale, std::vector<Value*>& others, std::set<const Node*>& seen, int depth = 0) {
+  constexpr int kMaxDepth = 8;
+  if (std::optional<double> c = scalar_constant(v)) {
+    scale *= *c;
+    return;
+  }
+  const Node* n = v->producer();
+  if (n != nullptr && n->op_type() == "Mul" && n->domain().empty() && n->num_inputs() == 2 && depth < kMaxDepth) {
+    seen.insert(n);
+    mul_factors(n->input(0), scale, others, seen, depth + 1);
+    mul_factors(n->input(1), scale, others, seen, depth + 1);
+    return;
+  }
+  others.push_back(v);
+}
+
+// Whether a is b to within `rel` of b.
+bool near(double a, double b, double rel) { return std::abs(a - b) <= rel * std::abs(b); }
+
+// 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3))) -> Gelu(x) {approximate
+// = "tanh"}: the tanh GELU as Hugging Face's NewGELU (GPT-2, Phi) and Bloom
+// write it out, one op that a product's epilogue applies (cuBLASLt's GELU).
+// Matched at the outer Mul in any order of its factors: scalar constants
+// whose product is 0.5, x, and 1 + tanh(t), where t, read as a polynomial in
+// x (cubic_in: x * x * x and Pow(x, 3) alike), is c * x + c * 0.044715 * x^3
+// with c = sqrt(2/pi) (to f32's rounding of the exporters' literals). Where x
+// is a reshape that only the pattern reads (GPT-2 views its projection's rows
+// as [batch, seq, n]), the Gelu reads the reshape's data and the reshape reads
+// the Gelu, so the Gelu follows the product. Needs opset 20 (Gelu's first) and
+// the Mul's type to be x's.
+bool tanh_gelu(Node& n, Rewriter& rw) {
+  if (n.opset() < 20 || n.num_inputs() != 2 || is_model_output(n.output(0))) return false;
+  std::set<const Node*> seen = {&n};
+  double scale = 1;
+  std::vector<Value*> others;
+  mul_factors(n.input(0), scale, others, seen);
+  mul_factors(n.input(1), scale, others, seen);
+  constexpr double kRel = 1e-5;  // f32 literals of sqrt(2/pi) and 0.044715, rounded
+  if (others.size() != 2 || !near(scale, 0.5, kRel)) return false;
+  for (size_t k = 0; k < 2; ++k) {
+    Value* x = others[k];
+    const Node* add = others[1 - k]->producer();
+    if (x->type() != n.output(0)->type() || !is_float(x->type().dtype()) || add == nullptr ||
+        add->op_type() != "Add" || !add->domain().empty() || add->num_inputs() != 2)
+      continue;
+    const size_t t = add->input(0)->producer() != nullptr && add->input(0)->producer()->op_type() == "Tanh" ? 0 : 1;
+    const Node* tanh = add->input(t)->producer();
+    const std::optional<double> one = scalar_constant(add->input(1 - t));
+    if (tanh == nullptr || tanh->op_type() != "Tanh" || !tanh->domain().empty() || !one || *one != 1) continue;
+    std::set<const Node*> pattern = seen;
+    pattern.insert({add, tanh});
+    const std::optional<Cubic> p = cubic_in(tanh->input(0), x, pattern);
+    const double c = std::sqrt(2 / M_PI);
+    if (!p || (*p)[0] != 0 || (*p)[2] != 0 || !near((*p)[1], c, kRel) || !near((*p)[3] / (*p)[1], 0.044715, kRel))
+      continue;
+    Graph& g = *n.graph();
+    Node* view = x->producer();
+    bool hoist = view != nullptr && view->graph() == &g && is_reshape(*view) && !is_model_output(x) &&
+                 is_float(view->input(0)->type().dtype());
+    for (const auto& reader : g.nodes())
+      for (const Value* in : reader->inputs()) hoist &= in != x || pattern.count(reader.get()) != 0;
+    Value* data = hoist ? view->input(0) : x;
+    const std::string name = n.name().empty() ? n.output(0)->name() : n.name();
+    Node* gelu = g.insert_node(hoist ? view : &n, "Gelu", {data}, {g.fresh_name(name + "/gelu")}, "", name + "/gelu");
+    gelu->set_source(n.source());
+    gelu->set_attr("approximate", Attribute::of_string("tanh"));
+    gelu->output(0)->set_type(data->type());
+    if (!hoist) return rw.replace(n.output(0), gelu->output(0));
+    rw.set_input(*view, 0, gelu->output(0));
+    return rw.replace(n.output(0), x);
+  }
+  return false;
+}
+
 // Add(c, x) -> Add(x, c) for every op its OpDef calls commutative (Add, Mul,
 // Equal, And, Or, Xor, the bitwise ones), then the other rules.
 const std::vector<RewriteRule>& rules() {
@@ -265,6 +402,7 @@ const std::vector<RewriteRule>& rules() {
         {"Transpose", "transposes_simplified", simplify_transpose},   // Transpose(Transpose(x, p), q) -> Transpose(x, p[q])
         {"Constant", "constants_spelled_as_tensors", spell_constant_as_tensor},  // {value_ints = v} -> {value = v}
         {"SequenceAt", "split_pieces_read", read_split_piece},        // SplitToSequence(x)[i] -> Slice(x)
+        {"Mul", "tanh_gelus_recognized", tanh_gelu},                  // 0.5 * x * (1 + tanh(...)) -> Gelu(x)
     });
     return r;
   }();

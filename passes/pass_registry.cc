@@ -24,7 +24,8 @@ const std::vector<PassInfo>& all_passes() {
       // Canonical spellings first, so the passes after match one form.
       {"canonicalize", "Constants of commutative ops to the right; drop Identity, inference Dropout, no-op "
                        "Cast; merge Reshape, Squeeze/Unsqueeze and Transpose pairs; a SplitToSequence's piece read at a "
-                       "constant position becomes a Slice", Phase::Optimize, canonicalize},
+                       "constant position becomes a Slice; the tanh GELU written out becomes Gelu",
+       Phase::Optimize, canonicalize},
       // Before constant_fold, which would dequantize the weights into f32 initializers.
       {"fuse_qdq", "QuantizeLinear(Conv / MatMul / Gemm of DequantizeLinear'd operands) becomes QLinearConv / "
                    "QLinearMatMul, as ONNX Runtime executes the QDQ form", Phase::Optimize, fuse_qdq},
