@@ -23,6 +23,7 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <numbers>
 #include <set>
 
 #include "passes/rewrite.h"
@@ -362,15 +363,16 @@ bool tanh_gelu(Node& n, Rewriter& rw) {
     std::set<const Node*> pattern = seen;
     pattern.insert({add, tanh});
     const std::optional<Cubic> p = cubic_in(tanh->input(0), x, pattern);
-    const double c = std::sqrt(2 / M_PI);
+    const double c = std::sqrt(2 / std::numbers::pi);
     if (!p || (*p)[0] != 0 || (*p)[2] != 0 || !near((*p)[1], c, kRel) || !near((*p)[3] / (*p)[1], 0.044715, kRel))
       continue;
     Graph& g = *n.graph();
     Node* view = x->producer();
-    bool hoist = view != nullptr && view->graph() == &g && is_reshape(*view) && !is_model_output(x) &&
-                 is_float(view->input(0)->type().dtype());
-    for (const auto& reader : g.nodes())
-      for (const Value* in : reader->inputs()) hoist &= in != x || pattern.count(reader.get()) != 0;
+    size_t pattern_reads = 0;
+    for (const Node* m : pattern)
+      for (const Value* in : m->inputs()) pattern_reads += in == x;
+    const bool hoist = view != nullptr && view->graph() == &g && is_reshape(*view) &&
+                       is_float(view->input(0)->type().dtype()) && rw.num_uses(x) == pattern_reads;
     Value* data = hoist ? view->input(0) : x;
     const std::string name = n.name().empty() ? n.output(0)->name() : n.name();
     Node* gelu = g.insert_node(hoist ? view : &n, "Gelu", {data}, {g.fresh_name(name + "/gelu")}, "", name + "/gelu");

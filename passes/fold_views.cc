@@ -33,6 +33,7 @@
 // outputs other nodes (or regions) also read, which end a chain.
 #include <algorithm>
 #include <functional>
+#include <string_view>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
@@ -252,41 +253,33 @@ bool fold(Graph& g, const std::vector<Node*>& steps, const std::set<std::string>
     Node* last = steps.back();
     const std::string name = last->name().empty() ? y->name() : last->name(), source = last->source();
     const Type y_type = y->type();
-    // Every node but the last, inserted before the chain's last node; the last
-    // one takes over y's name once the chain is erased.
-    std::vector<std::function<Node*(Node*, Value*, const std::string&)>> build;
-    if (splits)
-      build.push_back([&](Node* before, Value* in, const std::string& out) {
-        Node* r = g.insert_node(before, "Reshape", {in}, {out}, std::string(kTccDomain), name + "/split");
-        r->set_attr("shape", shape_attr(dims_of(split)));
-        r->output(0)->set_type(Type::tensor(x->type().dtype(), dims_of(split)));
-        return r;
-      });
-    if (transposes)
-      build.push_back([&](Node* before, Value* in, const std::string& out) {
-        Node* t = g.insert_node(before, "Transpose", {in}, {out}, "", name + "/transpose");
-        t->set_attr("perm", Attribute::of_ints(perm));
-        t->output(0)->set_type(Type::tensor(x->type().dtype(), dims_of(transposed)));
-        return t;
-      });
-    if (reshapes)
-      build.push_back([&](Node* before, Value* in, const std::string& out) {
-        Node* r = g.insert_node(before, "Reshape", {in}, {out}, std::string(kTccDomain), name + "/units");
-        r->set_attr("shape", shape_attr(y_type.shape()));
-        r->output(0)->set_type(y_type);
-        return r;
-      });
+    // The folded form's nodes, in order: each but the last is inserted before
+    // the chain's last node; the last takes over y's name once the chain is
+    // erased.
+    struct Piece {
+      const char* op;
+      std::string suffix;
+      Type type;
+    };
+    const DType dtype = x->type().dtype();
+    std::vector<Piece> pieces;
+    if (splits) pieces.push_back({"Reshape", "/split", Type::tensor(dtype, dims_of(split))});
+    if (transposes) pieces.push_back({"Transpose", "/transpose", Type::tensor(dtype, dims_of(transposed))});
+    if (reshapes) pieces.push_back({"Reshape", "/units", y_type});
+    auto make = [&](const Piece& p, Node* before, Value* in, const std::string& out) {
+      const bool reshape = std::string_view(p.op) == "Reshape";
+      Node* m = g.insert_node(before, p.op, {in}, {out}, reshape ? std::string(kTccDomain) : "", name + p.suffix);
+      m->set_source(source);
+      if (reshape) m->set_attr("shape", shape_attr(p.type.shape()));
+      else m->set_attr("perm", Attribute::of_ints(perm));
+      m->output(0)->set_type(p.type);
+      return m;
+    };
     Value* v = x;
-    for (size_t i = 0; i + 1 < build.size(); ++i) {
-      Node* n = build[i](last, v, g.fresh_name(y->name() + ".view"));
-      n->set_source(source);
-      v = n->output(0);
-    }
+    for (size_t i = 0; i + 1 < pieces.size(); ++i) v = make(pieces[i], last, v, g.fresh_name(y->name() + ".view"))->output(0);
     std::unordered_set<const Node*> chain(steps.begin(), steps.end());
     replace_nodes(g, chain, {y}, [&](Node* before, const std::vector<std::string>& names) {
-      Node* n = build.back()(before, v, names[0]);
-      n->set_source(source);
-      return n;
+      return make(pieces.back(), before, v, names[0]);
     });
     g.set_opset(std::string(kTccDomain), 1);
   }
