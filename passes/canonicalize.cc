@@ -122,31 +122,15 @@ bool cancel_squeeze_pair(Node& n, Rewriter& rw) {
   return a && b && *a == *b && rw.replace(n.output(0), inner->input(0));
 }
 
-// The perm a Transpose applies; its default reverses the dims.
-std::optional<std::vector<int64_t>> perm_of(const Node& n) {
-  if (n.has_attr("perm")) return n.get_ints("perm");
-  std::optional<int64_t> rank = rank_of(n.input(0));
-  if (!rank) return std::nullopt;
-  std::vector<int64_t> p(*rank);
-  for (int64_t i = 0; i < *rank; ++i) p[i] = *rank - 1 - i;
-  return p;
-}
-
-bool is_identity_perm(const std::vector<int64_t>& p) {
-  for (size_t i = 0; i < p.size(); ++i)
-    if (p[i] != static_cast<int64_t>(i)) return false;
-  return true;
-}
-
 // Transpose(Transpose(x, p), q) -> Transpose(x, p[q]); Transpose(x, identity) -> x.
 // Output dim i of the pair is dim q[i] of the inner result, which is dim p[q[i]] of x.
 bool simplify_transpose(Node& n, Rewriter& rw) {
-  std::optional<std::vector<int64_t>> q = perm_of(n);
+  std::optional<std::vector<int64_t>> q = transpose_perm(n);
   if (!q) return false;
   if (is_identity_perm(*q)) return rw.replace(n.output(0), n.input(0));
   const Node* inner = n.input(0)->producer();
   if (!inner || inner->op_type() != "Transpose" || !inner->domain().empty()) return false;
-  std::optional<std::vector<int64_t>> p = perm_of(*inner);
+  std::optional<std::vector<int64_t>> p = transpose_perm(*inner);
   if (!p || p->size() != q->size()) return false;
   std::vector<int64_t> composed;
   for (int64_t i : *q) {

@@ -67,13 +67,6 @@ std::vector<SymExpr> extents(const Value* v) {
 
 bool is_one(const SymExpr& e) { return e.is_constant() && e.constant_value() == 1; }
 
-std::vector<int64_t> perm_of(const Node& t) {
-  std::vector<int64_t> perm = t.get_ints("perm", {});
-  if (perm.empty())
-    for (size_t i = t.output(0)->type().rank(); i-- > 0;) perm.push_back(static_cast<int64_t>(i));
-  return perm;
-}
-
 // A chain as atoms. Atom ids index `extent` and `origin` (the data's axis the
 // atom was cut from); `data` lists the ids in the data's row-major order,
 // `axes` the ids of each axis of the value reached so far, outermost first.
@@ -190,8 +183,8 @@ class Atoms {
   std::vector<std::vector<size_t>> axes_;
 };
 
-// How many nodes read each value of g, a read inside a region counting as one
-// by the node that holds the region.
+// How many reads each value of g has: node inputs, reads inside regions and
+// graph outputs (what Rewriter::num_uses counts, for every value at once).
 std::unordered_map<const Value*, size_t> count_readers(const Graph& g) {
   std::unordered_map<const Value*, size_t> readers;
   std::function<void(const Graph&)> reads = [&](const Graph& r) {
@@ -203,12 +196,6 @@ std::unordered_map<const Value*, size_t> count_readers(const Graph& g) {
   };
   reads(g);
   return readers;
-}
-
-bool is_identity(const std::vector<int64_t>& perm) {
-  for (size_t i = 0; i < perm.size(); ++i)
-    if (perm[i] != static_cast<int64_t>(i)) return false;
-  return true;
 }
 
 Dims dims_of(const std::vector<SymExpr>& es) {
@@ -226,7 +213,7 @@ bool fold(Graph& g, const std::vector<Node*>& steps, const std::set<std::string>
   bool merges = false;
   for (const Node* n : steps) {
     if (n->op_type() == "Transpose") {
-      atoms.transpose(perm_of(*n));
+      atoms.transpose(*transpose_perm(*n));
       continue;
     }
     merges |= !split_axes(extents(n->input(0)), extents(n->output(0)));
@@ -238,7 +225,7 @@ bool fold(Graph& g, const std::vector<Node*>& steps, const std::set<std::string>
   const std::vector<int64_t> perm = atoms.perm();
   std::vector<SymExpr> transposed;
   for (int64_t p : perm) transposed.push_back(split[static_cast<size_t>(p)]);
-  const bool splits = split != extents(x), transposes = !is_identity(perm), reshapes = transposed != extents(y);
+  const bool splits = split != extents(x), transposes = !is_identity_perm(perm), reshapes = transposed != extents(y);
   const size_t nodes = size_t{splits} + size_t{transposes} + size_t{reshapes};
   if (nodes >= steps.size() && !merges) return false;
   for (const SymExpr& e : split)

@@ -58,6 +58,22 @@ bool is_model_output(const Value* v) {
   return false;
 }
 
+std::optional<std::vector<int64_t>> transpose_perm(const Node& n) {
+  if (n.has_attr("perm")) return n.get_ints("perm");
+  const Type& t = n.input(0)->type();
+  if (!t.is_tensor() || !t.has_rank()) return std::nullopt;
+  const auto rank = static_cast<int64_t>(t.rank());
+  std::vector<int64_t> p(static_cast<size_t>(rank));
+  for (int64_t i = 0; i < rank; ++i) p[static_cast<size_t>(i)] = rank - 1 - i;
+  return p;
+}
+
+bool is_identity_perm(const std::vector<int64_t>& perm) {
+  for (size_t i = 0; i < perm.size(); ++i)
+    if (perm[i] != static_cast<int64_t>(i)) return false;
+  return true;
+}
+
 Value* add_i64_constant(Graph& g, const std::string& name, const std::vector<int64_t>& values) {
   Tensor t(DType::I64, {static_cast<int64_t>(values.size())});
   for (size_t i = 0; i < values.size(); ++i) t.set_i64(static_cast<int64_t>(i), values[i]);

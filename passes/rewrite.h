@@ -23,6 +23,11 @@ namespace tcc {
 // True when v is an output of the main graph.
 bool is_model_output(const Value* v);
 
+// The perm Transpose n applies (its default reverses the dims); nullopt when
+// it has none and its input's rank is unknown.
+std::optional<std::vector<int64_t>> transpose_perm(const Node& n);
+bool is_identity_perm(const std::vector<int64_t>& perm);
+
 // A new i64 initializer of g holding `values` (a shape operand), named from `name`.
 Value* add_i64_constant(Graph& g, const std::string& name, const std::vector<int64_t>& values);
 
